@@ -1,0 +1,387 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultAddr is the server the CLI talks to when DROVER_ADDR is unset.
+const DefaultAddr = "http://127.0.0.1:4650"
+
+// Error is a non-2xx answer from a server.
+type Error struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode)
+}
+
+// IsStatus reports whether err is an API error with the given HTTP status.
+func IsStatus(err error, code int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == code
+}
+
+// Client talks to one or more drover servers. When a server cannot be
+// reached the client moves on to the next one.
+type Client struct {
+	addrs []string
+	token string
+	http  *http.Client
+
+	mu   sync.Mutex
+	next int
+}
+
+// NewClient returns a client for the comma-separated server addresses in addr.
+func NewClient(addr, token string) *Client {
+	var addrs []string
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		addrs = append(addrs, strings.TrimRight(a, "/"))
+	}
+	if len(addrs) == 0 {
+		addrs = []string{DefaultAddr}
+	}
+	return &Client{
+		addrs: addrs,
+		token: token,
+		http:  &http.Client{Transport: newTransport()},
+	}
+}
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// ClientFromEnv builds a client from DROVER_ADDR and DROVER_TOKEN, falling
+// back to the default address and ~/.config/drover/token.
+func ClientFromEnv() *Client {
+	addr := os.Getenv("DROVER_ADDR")
+	token := os.Getenv("DROVER_TOKEN")
+	if token == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			if b, err := os.ReadFile(filepath.Join(home, ".config", "drover", "token")); err == nil {
+				token = strings.TrimSpace(string(b))
+			}
+		}
+	}
+	return NewClient(addr, token)
+}
+
+// Addrs returns the server addresses the client uses.
+func (c *Client) Addrs() []string { return append([]string(nil), c.addrs...) }
+
+// SetToken replaces the bearer token.
+func (c *Client) SetToken(token string) { c.token = token }
+
+// Do sends a request with a JSON body (in may be nil) and decodes a JSON
+// answer into out (may be nil). Connection failures move on to the next
+// server; API errors are returned as *Error.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send performs the request, trying each server once, and returns a 2xx
+// response or an error.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	c.mu.Lock()
+	start := c.next
+	c.mu.Unlock()
+	var lastErr error
+	for i := 0; i < len(c.addrs); i++ {
+		idx := (start + i) % len(c.addrs)
+		req, err := http.NewRequestWithContext(ctx, method, c.addrs[idx]+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("build request: %w", err)
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			lastErr = fmt.Errorf("%s %s: %w", method, c.addrs[idx], err)
+			continue
+		}
+		if i > 0 {
+			c.mu.Lock()
+			c.next = idx
+			c.mu.Unlock()
+		}
+		if resp.StatusCode/100 == 2 {
+			return resp, nil
+		}
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		var e ErrorResponse
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+			if e.Error == "" {
+				e.Error = http.StatusText(resp.StatusCode)
+			}
+		}
+		// A server without a leader may be one of several; try the others.
+		if resp.StatusCode == http.StatusServiceUnavailable && i+1 < len(c.addrs) {
+			lastErr = &Error{StatusCode: resp.StatusCode, Message: e.Error}
+			continue
+		}
+		return nil, &Error{StatusCode: resp.StatusCode, Message: e.Error}
+	}
+	return nil, fmt.Errorf("no drover server reachable: %w", lastErr)
+}
+
+// Health checks that a server answers.
+func (c *Client) Health(ctx context.Context) error {
+	return c.Do(ctx, http.MethodGet, "/api/v1/health", nil, nil)
+}
+
+// CreateBatch creates a batch (see CreateBatchRequest).
+func (c *Client) CreateBatch(ctx context.Context, req *CreateBatchRequest) (*CreateBatchResponse, error) {
+	var out CreateBatchResponse
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/batches", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateUpdate opens (or, with inline jobs, commits) an update of a batch.
+func (c *Client) CreateUpdate(ctx context.Context, batchID int64, req *CreateUpdateRequest) (*UpdateResponse, error) {
+	var out UpdateResponse
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates", batchID), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AddJobs posts one bunch of jobs to an open update.
+func (c *Client) AddJobs(ctx context.Context, batchID, updateID int64, jobs []JobSpec) error {
+	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates/%d/jobs", batchID, updateID),
+		&AddJobsRequest{Jobs: jobs}, nil)
+}
+
+// CommitUpdate makes an update's jobs visible and schedulable.
+func (c *Client) CommitUpdate(ctx context.Context, batchID, updateID int64) (*UpdateResponse, error) {
+	var out UpdateResponse
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates/%d/commit", batchID, updateID), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetBatch returns a batch's status.
+func (c *Client) GetBatch(ctx context.Context, id int64) (*Batch, error) {
+	var out Batch
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d", id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListBatches returns one page of batches matching the filter, newest first,
+// with IDs below lastID (0: from the newest).
+func (c *Client) ListBatches(ctx context.Context, filter string, lastID int64) (*BatchList, error) {
+	q := url.Values{}
+	if filter != "" {
+		q.Set("q", filter)
+	}
+	if lastID > 0 {
+		q.Set("last_id", strconv.FormatInt(lastID, 10))
+	}
+	var out BatchList
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/batches?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelBatch cancels a batch: no job starts any more, running jobs are
+// killed, and no further updates are accepted.
+func (c *Client) CancelBatch(ctx context.Context, id int64) error {
+	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/cancel", id), nil, nil)
+}
+
+// ListJobs returns one page of a batch's jobs matching the filter, with IDs
+// above lastID.
+func (c *Client) ListJobs(ctx context.Context, batchID int64, filter string, lastID int64) (*JobList, error) {
+	q := url.Values{}
+	if filter != "" {
+		q.Set("q", filter)
+	}
+	if lastID > 0 {
+		q.Set("last_id", strconv.FormatInt(lastID, 10))
+	}
+	var out JobList
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/jobs?%s", batchID, q.Encode()), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AllJobs pages through every job of a batch matching the filter.
+func (c *Client) AllJobs(ctx context.Context, batchID int64, filter string) ([]Job, error) {
+	var all []Job
+	var last int64
+	for {
+		page, err := c.ListJobs(ctx, batchID, filter, last)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Jobs...)
+		if page.LastID == 0 {
+			return all, nil
+		}
+		last = page.LastID
+	}
+}
+
+// GetJob returns one job's status and attempts.
+func (c *Client) GetJob(ctx context.Context, batchID, jobID int64) (*Job, error) {
+	var out Job
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/jobs/%d", batchID, jobID), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// JobLog returns the log of a job's attempt (0: the latest).
+func (c *Client) JobLog(ctx context.Context, batchID, jobID int64, attempt int) ([]byte, error) {
+	path := fmt.Sprintf("/api/v1/batches/%d/jobs/%d/log", batchID, jobID)
+	if attempt > 0 {
+		path += "?attempt=" + strconv.Itoa(attempt)
+	}
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// WaitBatch polls until the batch is complete or ctx ends. progress, when not
+// nil, is called with every status seen.
+func (c *Client) WaitBatch(ctx context.Context, id int64, progress func(*Batch)) (*Batch, error) {
+	delay := 100 * time.Millisecond
+	for {
+		b, err := c.GetBatch(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if progress != nil {
+			progress(b)
+		}
+		if b.Complete() {
+			return b, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay < time.Second {
+			delay = delay * 3 / 2
+		}
+	}
+}
+
+// CreateUser creates a user and returns it with its token.
+func (c *Client) CreateUser(ctx context.Context, req *CreateUserRequest) (*User, error) {
+	var out User
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/users", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListUsers lists users (admin only).
+func (c *Client) ListUsers(ctx context.Context) ([]User, error) {
+	var out []User
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/users", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CreateBillingProject creates a billing project.
+func (c *Client) CreateBillingProject(ctx context.Context, req *CreateBillingProjectRequest) (*BillingProject, error) {
+	var out BillingProject
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/billing-projects", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListBillingProjects lists the billing projects the caller can see.
+func (c *Client) ListBillingProjects(ctx context.Context) ([]BillingProject, error) {
+	var out []BillingProject
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/billing-projects", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AddMember adds a user to a billing project.
+func (c *Client) AddMember(ctx context.Context, project, user string) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/billing-projects/"+url.PathEscape(project)+"/members",
+		&MemberRequest{User: user}, nil)
+}
+
+// RemoveMember removes a user from a billing project.
+func (c *Client) RemoveMember(ctx context.Context, project, user string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/billing-projects/"+url.PathEscape(project)+"/members/"+url.PathEscape(user), nil, nil)
+}
+
+// Leader returns the leader status as seen by the server answering.
+func (c *Client) Leader(ctx context.Context) (*LeaderStatus, error) {
+	var out LeaderStatus
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/status/leader", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

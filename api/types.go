@@ -1,0 +1,337 @@
+// Package api holds drover's wire types and the Go client library. The CLI,
+// the worker and the tests all talk to servers through this package, so the
+// JSON shapes defined here are the public HTTP API.
+package api
+
+import (
+	"fmt"
+	"time"
+)
+
+// Job states as they appear on the wire. The allowed transitions are
+// Pending→Ready; Ready→{Creating, Running, Cancelled}; Creating→{Running,
+// Cancelled}; Running→{Success, Failed, Error, Cancelled}; a lost, preempted
+// or retried attempt returns a Running job to Ready with a new attempt.
+const (
+	JobPending   = "pending"
+	JobReady     = "ready"
+	JobCreating  = "creating"
+	JobRunning   = "running"
+	JobSuccess   = "success"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+	JobError     = "error"
+)
+
+// Batch states: a batch is complete when every committed job is in a final
+// state, running otherwise.
+const (
+	BatchRunning  = "running"
+	BatchComplete = "complete"
+)
+
+// IDRange is an inclusive range of job IDs inside one batch, written as a
+// two-element JSON array [first, last]. Depending on a job array means
+// depending on the range of IDs it occupies.
+type IDRange [2]int64
+
+// JobSpec describes one job, or a job array of Count jobs that share the spec
+// and occupy Count consecutive IDs.
+//
+// IDs inside a submission are relative to its update: the update's first job
+// is 1 (for the first update of a batch that is also the job's ID). Parents
+// in the same update are named with ParentIDs/ParentRanges in that relative
+// numbering; jobs committed by earlier updates are named by their batch job
+// IDs with BatchParentIDs/BatchParentRanges. This lets a client write a whole
+// DAG before the server has assigned its IDs.
+type JobSpec struct {
+	// JobID is the (first) ID of this entry, counted from 1 within the update.
+	JobID int64 `json:"job_id"`
+	// Name labels the job; array members are shown as name[i].
+	Name string `json:"name,omitempty"`
+	// Count makes this entry a job array of Count jobs.
+	Count int64 `json:"count,omitempty"`
+	// ParentIDs and ParentRanges name jobs of the same update that must end
+	// before this one becomes Ready.
+	ParentIDs    []int64   `json:"parent_ids,omitempty"`
+	ParentRanges []IDRange `json:"parent_ranges,omitempty"`
+	// BatchParentIDs and BatchParentRanges name jobs committed earlier in
+	// the batch, by batch job ID.
+	BatchParentIDs    []int64   `json:"batch_parent_ids,omitempty"`
+	BatchParentRanges []IDRange `json:"batch_parent_ranges,omitempty"`
+	// Command is the argv to execute; Command[0] is looked up in PATH.
+	Command []string          `json:"command"`
+	Env     map[string]string `json:"env,omitempty"`
+	// CPU is in cores (fractions allowed); 0 means 1.
+	CPU float64 `json:"cpu,omitempty"`
+	// Memory is in bytes; 0 means 1 GiB per requested core.
+	Memory int64 `json:"memory,omitempty"`
+	// TimeoutSeconds kills a job that runs longer; 0 means no limit.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Retries is how many more attempts a job gets after it fails or errors.
+	Retries int `json:"retries,omitempty"`
+	// AlwaysRun runs the job even when a parent did not succeed.
+	AlwaysRun  bool              `json:"always_run,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// NumJobs is the number of job IDs the entry occupies.
+func (s *JobSpec) NumJobs() int64 {
+	if s.Count <= 0 {
+		return 1
+	}
+	return s.Count
+}
+
+// CreateBatchRequest creates a batch. With Jobs set, the batch and all its
+// jobs are created and committed in one call (the fast path). With NJobs set,
+// an update reserving NJobs IDs is opened; the client then posts bunches of
+// jobs and commits the update.
+type CreateBatchRequest struct {
+	Name           string            `json:"name,omitempty"`
+	BillingProject string            `json:"billing_project"`
+	Attributes     map[string]string `json:"attributes,omitempty"`
+	// IdempotencyKey makes retries safe: a second create with the same key by
+	// the same user returns the first batch instead of making another.
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	Jobs           []JobSpec `json:"jobs,omitempty"`
+	NJobs          int64     `json:"n_jobs,omitempty"`
+}
+
+// CreateUpdateRequest adds jobs to an existing batch: either inline (Jobs,
+// committed at once) or by reserving NJobs IDs for bunches.
+type CreateUpdateRequest struct {
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	Jobs           []JobSpec `json:"jobs,omitempty"`
+	NJobs          int64     `json:"n_jobs,omitempty"`
+}
+
+// UpdateResponse names the update and the block of job IDs it reserved.
+type UpdateResponse struct {
+	BatchID    int64 `json:"batch_id"`
+	UpdateID   int64 `json:"update_id"`
+	StartJobID int64 `json:"start_job_id"`
+	NJobs      int64 `json:"n_jobs"`
+	Committed  bool  `json:"committed"`
+}
+
+// CreateBatchResponse is the new batch plus the update opened or committed
+// with it (UpdateID is 0 when the batch was created empty).
+type CreateBatchResponse struct {
+	Batch
+	UpdateID   int64 `json:"update_id,omitempty"`
+	StartJobID int64 `json:"start_job_id,omitempty"`
+}
+
+// AddJobsRequest is one bunch of jobs for an open update.
+type AddJobsRequest struct {
+	Jobs []JobSpec `json:"jobs"`
+}
+
+// Batch is a batch's status.
+type Batch struct {
+	ID             int64             `json:"id"`
+	Name           string            `json:"name,omitempty"`
+	User           string            `json:"user"`
+	BillingProject string            `json:"billing_project"`
+	Attributes     map[string]string `json:"attributes,omitempty"`
+	State          string            `json:"state"`
+	Cancelled      bool              `json:"cancelled"`
+	NJobs          int64             `json:"n_jobs"`
+	NPending       int64             `json:"n_pending"`
+	NReady         int64             `json:"n_ready"`
+	NRunning       int64             `json:"n_running"`
+	NCompleted     int64             `json:"n_completed"`
+	NSucceeded     int64             `json:"n_succeeded"`
+	NFailed        int64             `json:"n_failed"`
+	NCancelled     int64             `json:"n_cancelled"`
+	NError         int64             `json:"n_error"`
+	NUpdates       int64             `json:"n_updates"`
+	TimeCreated    time.Time         `json:"time_created"`
+	TimeCompleted  *time.Time        `json:"time_completed,omitempty"`
+}
+
+// Complete reports whether every job of the batch is in a final state.
+func (b *Batch) Complete() bool { return b.State == BatchComplete }
+
+// BatchList is one page of batches, newest first. LastID, when non-zero, is
+// passed back as last_id to fetch the next page.
+type BatchList struct {
+	Batches []Batch `json:"batches"`
+	LastID  int64   `json:"last_id,omitempty"`
+}
+
+// Attempt is one execution of a job on an instance.
+type Attempt struct {
+	Attempt   int        `json:"attempt"`
+	Instance  string     `json:"instance,omitempty"`
+	State     string     `json:"state"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+	EndTime   *time.Time `json:"end_time,omitempty"`
+	Message   string     `json:"message,omitempty"`
+}
+
+// Job is a job's status.
+type Job struct {
+	BatchID int64  `json:"batch_id"`
+	JobID   int64  `json:"job_id"`
+	Name    string `json:"name"`
+	// ArrayIndex is the job's position in its array (DROVER_INDEX).
+	ArrayIndex int64             `json:"array_index"`
+	State      string            `json:"state"`
+	ExitCode   *int              `json:"exit_code"`
+	Message    string            `json:"message,omitempty"`
+	Attempts   []Attempt         `json:"attempts"`
+	Command    []string          `json:"command"`
+	CPU        float64           `json:"cpu"`
+	Memory     int64             `json:"memory"`
+	Timeout    float64           `json:"timeout_seconds,omitempty"`
+	Retries    int               `json:"retries,omitempty"`
+	AlwaysRun  bool              `json:"always_run,omitempty"`
+	Parents    []IDRange         `json:"parents,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// JobList is one page of a batch's jobs in ID order.
+type JobList struct {
+	Jobs   []Job `json:"jobs"`
+	LastID int64 `json:"last_id,omitempty"`
+}
+
+// User is a drover account. The token is only ever returned on creation.
+type User struct {
+	Name        string    `json:"name"`
+	Admin       bool      `json:"admin"`
+	Token       string    `json:"token,omitempty"`
+	TimeCreated time.Time `json:"time_created"`
+}
+
+// CreateUserRequest creates a user (admin only).
+type CreateUserRequest struct {
+	Name  string `json:"name"`
+	Admin bool   `json:"admin,omitempty"`
+}
+
+// BillingProject groups users who may see each other's batches and share a
+// bill.
+type BillingProject struct {
+	Name        string    `json:"name"`
+	Members     []string  `json:"members"`
+	TimeCreated time.Time `json:"time_created"`
+}
+
+// CreateBillingProjectRequest creates a billing project (admin only).
+type CreateBillingProjectRequest struct {
+	Name    string   `json:"name"`
+	Members []string `json:"members,omitempty"`
+}
+
+// MemberRequest adds a user to a billing project.
+type MemberRequest struct {
+	User string `json:"user"`
+}
+
+// LeaderStatus says which server leads the cluster.
+type LeaderStatus struct {
+	Leader     string `json:"leader"`
+	LeaderID   string `json:"leader_id"`
+	ServerID   string `json:"server_id"`
+	IsLeader   bool   `json:"is_leader"`
+	Term       uint64 `json:"term"`
+	LastIndex  uint64 `json:"last_index"`
+	AppliedIdx uint64 `json:"applied_index"`
+}
+
+// ErrorResponse is the body of every non-2xx API response.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// Worker protocol.
+
+// ActivateRequest registers a worker with the control plane.
+type ActivateRequest struct {
+	Name   string  `json:"name"`
+	CPU    float64 `json:"cpu"`
+	Memory int64   `json:"memory"`
+	// Secret is the cluster's worker join secret.
+	Secret string `json:"secret"`
+}
+
+// ActivateResponse carries the instance's identity and the token it uses for
+// every later call.
+type ActivateResponse struct {
+	InstanceID int64  `json:"instance_id"`
+	Token      string `json:"token"`
+}
+
+// AttemptRef names one attempt of one job.
+type AttemptRef struct {
+	BatchID int64 `json:"batch_id"`
+	JobID   int64 `json:"job_id"`
+	Attempt int   `json:"attempt"`
+}
+
+func (r AttemptRef) String() string {
+	return fmt.Sprintf("%d/%d#%d", r.BatchID, r.JobID, r.Attempt)
+}
+
+// Event kinds sent by workers.
+const (
+	EventStarted   = "started"
+	EventCompleted = "completed"
+)
+
+// Attempt outcomes reported by workers in completed events.
+const (
+	OutcomeSuccess   = "success"
+	OutcomeFailed    = "failed"
+	OutcomeError     = "error"
+	OutcomeCancelled = "cancelled"
+)
+
+// AttemptEvent reports that an attempt started or completed. Events are keyed
+// by attempt, so a worker may send the same event again after a failover.
+type AttemptEvent struct {
+	AttemptRef
+	Kind      string    `json:"kind"`
+	Outcome   string    `json:"outcome,omitempty"`
+	ExitCode  int       `json:"exit_code,omitempty"`
+	StartTime time.Time `json:"start_time"`
+	EndTime   time.Time `json:"end_time,omitzero"`
+	Message   string    `json:"message,omitempty"`
+}
+
+// SyncRequest is a worker's periodic report: events to record and the
+// attempts it currently holds (running, or finished with unacknowledged
+// events). The server answers with work the worker does not hold yet and
+// attempts it must kill.
+type SyncRequest struct {
+	Events []AttemptEvent `json:"events,omitempty"`
+	Known  []AttemptRef   `json:"known,omitempty"`
+	// WaitMillis lets the server hold the request until there is something
+	// to say, up to this long.
+	WaitMillis int64 `json:"wait_millis,omitempty"`
+}
+
+// SyncResponse acknowledges the request's events (they are committed) and
+// carries assignments and kills.
+type SyncResponse struct {
+	Acked   int          `json:"acked"`
+	Assign  []Assignment `json:"assign,omitempty"`
+	Kill    []AttemptRef `json:"kill,omitempty"`
+	Retired bool         `json:"retired,omitempty"`
+}
+
+// Assignment tells a worker to run one attempt.
+type Assignment struct {
+	AttemptRef
+	Name           string            `json:"name"`
+	ArrayIndex     int64             `json:"array_index"`
+	Command        []string          `json:"command"`
+	Env            map[string]string `json:"env,omitempty"`
+	CPU            float64           `json:"cpu"`
+	Memory         int64             `json:"memory"`
+	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
+}

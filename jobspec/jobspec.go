@@ -1,0 +1,690 @@
+// Package jobspec reads drover jobspecs, HCL (or its JSON form), into API
+// types. Every problem is reported as an hcl.Diagnostic carrying the file,
+// line and column it is about.
+//
+//	variable "shards" { default = 100 }
+//
+//	batch "align" {
+//	  billing_project = "genomics"
+//	  attributes      = { sample_set = "1kg" }
+//
+//	  job "split" { command = ["sh", "-c", "echo splitting"] }
+//
+//	  job "align" {
+//	    count      = var.shards
+//	    depends_on = ["split"]
+//	    command    = ["sh", "-c", "echo shard $DROVER_INDEX"]
+//	    cpu        = 1
+//	    memory     = "2GiB"
+//	    timeout    = "30m"
+//	    retries    = 2
+//	  }
+//	}
+package jobspec
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	hcljson "github.com/hashicorp/hcl/v2/json"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// Batch is a parsed jobspec.
+type Batch struct {
+	Name           string
+	BillingProject string
+	Attributes     map[string]string
+	Jobs           []*Job
+}
+
+// Job is one job block: a single job, or an array when Count is set.
+type Job struct {
+	Name       string
+	Array      bool
+	Count      int64
+	DependsOn  []string
+	Command    []string
+	Env        map[string]string
+	CPU        float64
+	Memory     int64
+	Timeout    time.Duration
+	Retries    int
+	AlwaysRun  bool
+	Attributes map[string]string
+
+	Range     hcl.Range   // the block's header
+	depRanges []hcl.Range // one per DependsOn entry
+}
+
+// NumJobs is how many job IDs the block occupies.
+func (j *Job) NumJobs() int64 {
+	if j.Array {
+		return j.Count
+	}
+	return 1
+}
+
+// NumJobs is the total number of jobs in the batch.
+func (b *Batch) NumJobs() int64 {
+	var n int64
+	for _, j := range b.Jobs {
+		n += j.NumJobs()
+	}
+	return n
+}
+
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "batch", LabelNames: []string{"name"}},
+	},
+}
+
+var variableSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "default"}, {Name: "description"}},
+}
+
+var batchSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
+}
+
+var jobSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "command", Required: true},
+		{Name: "count"},
+		{Name: "depends_on"},
+		{Name: "env"},
+		{Name: "cpu"},
+		{Name: "memory"},
+		{Name: "timeout"},
+		{Name: "retries"},
+		{Name: "always_run"},
+		{Name: "attributes"},
+	},
+}
+
+// Functions usable in jobspec expressions.
+var Functions = map[string]function.Function{
+	"concat":     stdlib.ConcatFunc,
+	"format":     stdlib.FormatFunc,
+	"join":       stdlib.JoinFunc,
+	"length":     stdlib.LengthFunc,
+	"lower":      stdlib.LowerFunc,
+	"max":        stdlib.MaxFunc,
+	"min":        stdlib.MinFunc,
+	"range":      stdlib.RangeFunc,
+	"split":      stdlib.SplitFunc,
+	"trimspace":  stdlib.TrimSpaceFunc,
+	"upper":      stdlib.UpperFunc,
+	"jsonencode": stdlib.JSONEncodeFunc,
+}
+
+// ParseFile reads and parses a jobspec file. vars are -var overrides.
+func ParseFile(path string, vars map[string]string) (*Batch, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read jobspec", Detail: err.Error()}}
+	}
+	return Parse(path, src, vars)
+}
+
+// Parse parses a jobspec. The file is read as JSON when its name ends in
+// .json, as HCL otherwise. All problems found are returned, not just the
+// first.
+func Parse(filename string, src []byte, vars map[string]string) (*Batch, hcl.Diagnostics) {
+	var file *hcl.File
+	var diags hcl.Diagnostics
+	if strings.HasSuffix(filename, ".json") {
+		file, diags = hcljson.Parse(src, filename)
+	} else {
+		file, diags = hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	content, d := file.Body.Content(rootSchema)
+	diags = append(diags, d...)
+
+	ctx, d := evalContext(content, vars)
+	diags = append(diags, d...)
+
+	var batchBlocks []*hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type == "batch" {
+			batchBlocks = append(batchBlocks, blk)
+		}
+	}
+	switch len(batchBlocks) {
+	case 0:
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Missing batch block",
+			Detail:   `A jobspec holds one batch "name" { ... } block with job blocks inside.`,
+			Subject:  &hcl.Range{Filename: filename, Start: hcl.Pos{Line: 1, Column: 1, Byte: 0}, End: hcl.Pos{Line: 1, Column: 1, Byte: 0}},
+		})
+		return nil, diags
+	case 1:
+	default:
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "More than one batch block",
+			Detail:   "A jobspec describes exactly one batch; put the jobs of this one in the first batch block or in a file of their own.",
+			Subject:  batchBlocks[1].DefRange.Ptr(),
+		})
+	}
+	b, d := decodeBatch(batchBlocks[0], ctx)
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return b, diags
+}
+
+func evalContext(content *hcl.BodyContent, overrides map[string]string) (*hcl.EvalContext, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	ctx := &hcl.EvalContext{Functions: Functions}
+	vals := map[string]cty.Value{}
+	declared := map[string]bool{}
+	for _, blk := range content.Blocks {
+		if blk.Type != "variable" {
+			continue
+		}
+		name := blk.Labels[0]
+		if declared[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate variable",
+				Detail: fmt.Sprintf("Variable %q is declared twice.", name), Subject: blk.DefRange.Ptr()})
+			continue
+		}
+		declared[name] = true
+		vc, d := blk.Body.Content(variableSchema)
+		diags = append(diags, d...)
+		def := cty.NilVal
+		if attr, ok := vc.Attributes["default"]; ok {
+			v, d := attr.Expr.Value(&hcl.EvalContext{Functions: Functions})
+			diags = append(diags, d...)
+			def = v
+		}
+		if raw, ok := overrides[name]; ok {
+			v, err := overrideValue(raw, def)
+			if err != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid -var value",
+					Detail: fmt.Sprintf("-var %s=%s: %v", name, raw, err), Subject: blk.DefRange.Ptr()})
+				continue
+			}
+			vals[name] = v
+			continue
+		}
+		if def == cty.NilVal {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable has no value",
+				Detail: fmt.Sprintf("Variable %q has no default; pass -var %s=VALUE.", name, name), Subject: blk.DefRange.Ptr()})
+			continue
+		}
+		vals[name] = def
+	}
+	for _, name := range sortedKeys(overrides) {
+		if !declared[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared variable",
+				Detail: fmt.Sprintf("-var %s=...: the jobspec declares no variable %q; add variable %q { default = ... }.", name, name, name)})
+		}
+	}
+	ctx.Variables = map[string]cty.Value{"var": cty.ObjectVal(vals)}
+	return ctx, diags
+}
+
+// overrideValue converts a -var string to the type of the variable's default.
+func overrideValue(raw string, def cty.Value) (cty.Value, error) {
+	if def == cty.NilVal || def.IsNull() {
+		return cty.StringVal(raw), nil
+	}
+	switch def.Type() {
+	case cty.Number:
+		f, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("the variable is a number")
+		}
+		return cty.NumberFloatVal(f), nil
+	case cty.Bool:
+		v, err := strconv.ParseBool(raw)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("the variable is true or false")
+		}
+		return cty.BoolVal(v), nil
+	case cty.String:
+		return cty.StringVal(raw), nil
+	}
+	expr, diags := hclsyntax.ParseExpression([]byte(raw), "-var", hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		return cty.NilVal, fmt.Errorf("%s", diags.Error())
+	}
+	v, diags := expr.Value(&hcl.EvalContext{Functions: Functions})
+	if diags.HasErrors() {
+		return cty.NilVal, fmt.Errorf("%s", diags.Error())
+	}
+	return v, nil
+}
+
+func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics) {
+	b := &Batch{Name: blk.Labels[0]}
+	content, diags := blk.Body.Content(batchSchema)
+	if attr, ok := content.Attributes["billing_project"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		b.BillingProject = s
+	}
+	if attr, ok := content.Attributes["attributes"]; ok {
+		m, d := evalStringMap(attr, ctx)
+		diags = append(diags, d...)
+		b.Attributes = m
+	}
+	seen := map[string]*Job{}
+	for _, jb := range content.Blocks {
+		j, d := decodeJob(jb, ctx)
+		diags = append(diags, d...)
+		if prev, ok := seen[j.Name]; ok {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate job name",
+				Detail:  fmt.Sprintf("Job %q is already defined at %s; job names must be unique so depends_on can name them.", j.Name, rangeString(prev.Range)),
+				Subject: jb.DefRange.Ptr()})
+			continue
+		}
+		seen[j.Name] = j
+		b.Jobs = append(b.Jobs, j)
+	}
+	if len(content.Blocks) == 0 && !diags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No jobs",
+			Detail: `The batch has no job blocks; add job "name" { command = [...] }.`, Subject: blk.DefRange.Ptr()})
+	}
+	for _, j := range b.Jobs {
+		for i, dep := range j.DependsOn {
+			if _, ok := seen[dep]; !ok {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown dependency",
+					Detail:  fmt.Sprintf("Job %q depends on %q, which is not a job of this batch%s", j.Name, dep, suggest(dep, seen)),
+					Subject: j.depRanges[i].Ptr()})
+			} else if dep == j.Name {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dependency cycle",
+					Detail: fmt.Sprintf("Job %q depends on itself.", j.Name), Subject: j.depRanges[i].Ptr()})
+			}
+		}
+	}
+	if !diags.HasErrors() {
+		diags = append(diags, findCycle(b.Jobs, seen)...)
+	}
+	return b, diags
+}
+
+func suggest(name string, jobs map[string]*Job) string {
+	best, bestDist := "", 3
+	for other := range jobs {
+		if d := levenshtein(name, other); d < bestDist || (d == bestDist && other < best) {
+			best, bestDist = other, d
+		}
+	}
+	if best == "" {
+		return "."
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// findCycle reports one dependency cycle, at the depends_on entry that
+// closes it, naming the whole loop.
+func findCycle(jobs []*Job, byName map[string]*Job) hcl.Diagnostics {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var found hcl.Diagnostics
+	var visit func(j *Job) bool
+	visit = func(j *Job) bool {
+		color[j.Name] = grey
+		stack = append(stack, j.Name)
+		for i, dep := range j.DependsOn {
+			switch color[dep] {
+			case grey:
+				start := 0
+				for k, n := range stack {
+					if n == dep {
+						start = k
+					}
+				}
+				loop := append(append([]string(nil), stack[start:]...), dep)
+				found = hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Dependency cycle",
+					Detail:  fmt.Sprintf("Jobs depend on each other in a loop: %s. Remove one of these depends_on entries.", strings.Join(reverse(loop), " -> ")),
+					Subject: j.depRanges[i].Ptr()}}
+				return true
+			case white:
+				if visit(byName[dep]) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[j.Name] = black
+		return false
+	}
+	for _, j := range jobs {
+		if color[j.Name] == white && visit(j) {
+			return found
+		}
+	}
+	return nil
+}
+
+func reverse(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[len(s)-1-i] = v
+	}
+	return out
+}
+
+func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
+	j := &Job{Name: blk.Labels[0], Range: blk.DefRange, CPU: 1}
+	content, diags := blk.Body.Content(jobSchema)
+	if attr, ok := content.Attributes["command"]; ok {
+		cmd, d := evalCommand(attr, ctx)
+		j.Command, diags = cmd, append(diags, d...)
+	}
+	if attr, ok := content.Attributes["count"]; ok {
+		n, d := evalInt(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() && n < 0 {
+			diags = append(diags, attrError(attr, "Invalid count", fmt.Sprintf("count is %d; it must be 0 or more.", n)))
+		}
+		j.Array, j.Count = true, n
+	}
+	if attr, ok := content.Attributes["depends_on"]; ok {
+		exprs, d := hcl.ExprList(attr.Expr)
+		diags = append(diags, d...)
+		for _, e := range exprs {
+			v, d := e.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			if v.IsNull() || v.Type() != cty.String {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid dependency",
+					Detail: "depends_on lists job names as strings, as in [\"split\"].", Subject: e.Range().Ptr()})
+				continue
+			}
+			j.DependsOn = append(j.DependsOn, v.AsString())
+			j.depRanges = append(j.depRanges, e.Range())
+		}
+	}
+	if attr, ok := content.Attributes["env"]; ok {
+		m, d := evalStringMap(attr, ctx)
+		j.Env, diags = m, append(diags, d...)
+	}
+	if attr, ok := content.Attributes["attributes"]; ok {
+		m, d := evalStringMap(attr, ctx)
+		j.Attributes, diags = m, append(diags, d...)
+	}
+	if attr, ok := content.Attributes["cpu"]; ok {
+		v, d := evalNumber(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() && (v <= 0 || v > 4096 || math.IsNaN(v)) {
+			diags = append(diags, attrError(attr, "Invalid cpu", fmt.Sprintf("cpu is %g cores; it must be more than 0 (fractions such as 0.25 are fine).", v)))
+		}
+		j.CPU = v
+	}
+	if attr, ok := content.Attributes["memory"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			n, err := ParseBytes(s)
+			switch {
+			case err != nil:
+				diags = append(diags, attrError(attr, "Invalid memory", err.Error()))
+			case n <= 0:
+				diags = append(diags, attrError(attr, "Invalid memory", "memory must be more than 0."))
+			}
+			j.Memory = n
+		}
+	}
+	if attr, ok := content.Attributes["timeout"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			dur, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				diags = append(diags, attrError(attr, "Invalid timeout", fmt.Sprintf("timeout %q is not a duration: write it as \"90s\", \"30m\" or \"2h\".", s)))
+			case dur <= 0:
+				diags = append(diags, attrError(attr, "Invalid timeout", "timeout must be more than 0."))
+			}
+			j.Timeout = dur
+		}
+	}
+	if attr, ok := content.Attributes["retries"]; ok {
+		n, d := evalInt(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() && (n < 0 || n > 100) {
+			diags = append(diags, attrError(attr, "Invalid retries", fmt.Sprintf("retries is %d; it must be between 0 and 100.", n)))
+		}
+		j.Retries = int(n)
+	}
+	if attr, ok := content.Attributes["always_run"]; ok {
+		v, d := attr.Expr.Value(ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			bv, err := convert.Convert(v, cty.Bool)
+			if err != nil || bv.IsNull() {
+				diags = append(diags, attrError(attr, "Invalid always_run", "always_run is true or false."))
+			} else {
+				j.AlwaysRun = bv.True()
+			}
+		}
+	}
+	return j, diags
+}
+
+func attrError(attr *hcl.Attribute, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: attr.Expr.Range().Ptr()}
+}
+
+func evalTo(attr *hcl.Attribute, ctx *hcl.EvalContext, ty cty.Type, what string) (cty.Value, hcl.Diagnostics) {
+	v, diags := attr.Expr.Value(ctx)
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	cv, err := convert.Convert(v, ty)
+	if err != nil || cv.IsNull() || !cv.IsWhollyKnown() {
+		return cty.NilVal, hcl.Diagnostics{attrError(attr, "Invalid "+attr.Name, fmt.Sprintf("%s must be %s.", attr.Name, what))}
+	}
+	return cv, nil
+}
+
+func evalString(attr *hcl.Attribute, ctx *hcl.EvalContext) (string, hcl.Diagnostics) {
+	v, diags := evalTo(attr, ctx, cty.String, "a string")
+	if diags.HasErrors() {
+		return "", diags
+	}
+	return v.AsString(), nil
+}
+
+func evalNumber(attr *hcl.Attribute, ctx *hcl.EvalContext) (float64, hcl.Diagnostics) {
+	v, diags := evalTo(attr, ctx, cty.Number, "a number")
+	if diags.HasErrors() {
+		return 0, diags
+	}
+	f, _ := v.AsBigFloat().Float64()
+	return f, nil
+}
+
+func evalInt(attr *hcl.Attribute, ctx *hcl.EvalContext) (int64, hcl.Diagnostics) {
+	f, diags := evalNumber(attr, ctx)
+	if diags.HasErrors() {
+		return 0, diags
+	}
+	if f != math.Trunc(f) || math.Abs(f) > 1<<40 {
+		return 0, hcl.Diagnostics{attrError(attr, "Invalid "+attr.Name, fmt.Sprintf("%s must be a whole number, not %g.", attr.Name, f))}
+	}
+	return int64(f), nil
+}
+
+func evalStringMap(attr *hcl.Attribute, ctx *hcl.EvalContext) (map[string]string, hcl.Diagnostics) {
+	v, diags := evalTo(attr, ctx, cty.Map(cty.String), "a map of strings, as in { KEY = \"value\" }")
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	out := map[string]string{}
+	for k, val := range v.AsValueMap() {
+		if val.IsNull() {
+			return nil, hcl.Diagnostics{attrError(attr, "Invalid "+attr.Name, fmt.Sprintf("%s.%s is null.", attr.Name, k))}
+		}
+		out[k] = val.AsString()
+	}
+	return out, nil
+}
+
+// evalCommand accepts a list of strings (argv) or one string, which is run
+// with sh -c.
+func evalCommand(attr *hcl.Attribute, ctx *hcl.EvalContext) ([]string, hcl.Diagnostics) {
+	v, diags := attr.Expr.Value(ctx)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if v.Type() == cty.String && !v.IsNull() {
+		if strings.TrimSpace(v.AsString()) == "" {
+			return nil, hcl.Diagnostics{attrError(attr, "Empty command", "command is empty.")}
+		}
+		return []string{"sh", "-c", v.AsString()}, nil
+	}
+	lv, err := convert.Convert(v, cty.List(cty.String))
+	if err != nil || lv.IsNull() {
+		return nil, hcl.Diagnostics{attrError(attr, "Invalid command", `command is a list of strings, as in ["sh", "-c", "echo hi"], or one string run with sh -c.`)}
+	}
+	var argv []string
+	for _, e := range lv.AsValueSlice() {
+		if e.IsNull() {
+			return nil, hcl.Diagnostics{attrError(attr, "Invalid command", "command has a null element.")}
+		}
+		argv = append(argv, e.AsString())
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, hcl.Diagnostics{attrError(attr, "Empty command", "command needs at least the program to run.")}
+	}
+	return argv, nil
+}
+
+func rangeString(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// FormatDiagnostics prints one line per problem: file:line:col: summary:
+// detail.
+func FormatDiagnostics(diags hcl.Diagnostics) string {
+	var sb strings.Builder
+	for _, d := range diags {
+		loc := ""
+		if d.Subject != nil {
+			loc = rangeString(*d.Subject) + ": "
+		}
+		sev := "error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "warning"
+		}
+		fmt.Fprintf(&sb, "%s%s: %s", loc, sev, d.Summary)
+		if d.Detail != "" {
+			fmt.Fprintf(&sb, ": %s", d.Detail)
+		}
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// JobSpecs turns the jobspec into API job specs: IDs are dense from 1 in
+// file order, an array takes Count consecutive IDs, and depending on an
+// array means depending on all of it.
+func (b *Batch) JobSpecs() []api.JobSpec {
+	first := map[string]int64{}
+	next := int64(1)
+	for _, j := range b.Jobs {
+		first[j.Name] = next
+		next += j.NumJobs()
+	}
+	var out []api.JobSpec
+	for _, j := range b.Jobs {
+		if j.NumJobs() == 0 {
+			continue
+		}
+		spec := api.JobSpec{
+			JobID:          first[j.Name],
+			Name:           j.Name,
+			Command:        j.Command,
+			Env:            j.Env,
+			CPU:            j.CPU,
+			Memory:         j.Memory,
+			TimeoutSeconds: j.Timeout.Seconds(),
+			Retries:        j.Retries,
+			AlwaysRun:      j.AlwaysRun,
+			Attributes:     j.Attributes,
+		}
+		if j.Array {
+			spec.Count = j.Count
+		}
+		deps := append([]string(nil), j.DependsOn...)
+		sort.Slice(deps, func(a, c int) bool { return first[deps[a]] < first[deps[c]] })
+		for _, dep := range deps {
+			d := b.byName(dep)
+			if n := d.NumJobs(); n > 0 {
+				spec.ParentRanges = append(spec.ParentRanges, api.IDRange{first[dep], first[dep] + n - 1})
+			}
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+func (b *Batch) byName(name string) *Job {
+	for _, j := range b.Jobs {
+		if j.Name == name {
+			return j
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,6 @@
+batch "x" {
+  job "a" {
+    count   = -3
+    command = ["true"]
+  }
+}

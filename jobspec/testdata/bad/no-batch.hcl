@@ -1,0 +1,1 @@
+variable "n" { default = 1 }

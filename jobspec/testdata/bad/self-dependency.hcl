@@ -1,0 +1,6 @@
+batch "x" {
+  job "a" {
+    depends_on = ["a"]
+    command    = ["true"]
+  }
+}

@@ -1,0 +1,5 @@
+batch "x" {
+  job "a" {
+    command = ["true"
+  }
+}

@@ -1,0 +1,6 @@
+batch "x" {
+  job "a" {
+    count   = var.missing
+    command = ["true"]
+  }
+}

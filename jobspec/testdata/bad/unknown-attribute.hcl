@@ -1,0 +1,6 @@
+batch "x" {
+  job "a" {
+    command = ["true"]
+    cpus    = 2
+  }
+}

@@ -1,0 +1,173 @@
+package state
+
+import (
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// ValidName reports whether s may name a user or billing project: 1-63
+// letters, digits, '_', '.' or '-', starting with a letter or digit.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// BootstrapResult says whether a Bootstrap command created the admin.
+type BootstrapResult struct{ Created bool }
+
+func (s *State) applyBootstrap(c *Bootstrap) any {
+	for _, u := range s.users {
+		if u.Admin {
+			return &BootstrapResult{Created: false}
+		}
+	}
+	if r := s.applyCreateUser(&CreateUser{Now: c.Now, Name: c.Admin, Admin: true, TokenHash: c.TokenHash}); r != nil {
+		if err, ok := r.(*ApplyError); ok {
+			return err
+		}
+	}
+	if c.DefaultProject != "" {
+		if _, ok := s.projects[c.DefaultProject]; !ok {
+			s.applyCreateBillingProject(&CreateBillingProject{Now: c.Now, Name: c.DefaultProject, Members: []string{c.Admin}})
+		}
+	}
+	return &BootstrapResult{Created: true}
+}
+
+func (s *State) applyCreateUser(c *CreateUser) any {
+	if !ValidName(c.Name) {
+		return errorf(ErrInvalid, "invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
+	}
+	if _, ok := s.users[c.Name]; ok {
+		return errorf(ErrConflict, "user %q already exists", c.Name)
+	}
+	if c.TokenHash == "" {
+		return errorf(ErrInvalid, "user %q has no token", c.Name)
+	}
+	s.users[c.Name] = &User{Name: c.Name, Admin: c.Admin, TokenHash: c.TokenHash, Created: c.Now}
+	s.tokens[c.TokenHash] = c.Name
+	return nil
+}
+
+func (s *State) applyCreateBillingProject(c *CreateBillingProject) any {
+	if !ValidName(c.Name) {
+		return errorf(ErrInvalid, "invalid billing project name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
+	}
+	if _, ok := s.projects[c.Name]; ok {
+		return errorf(ErrConflict, "billing project %q already exists", c.Name)
+	}
+	for _, m := range c.Members {
+		if _, ok := s.users[m]; !ok {
+			return errorf(ErrNotFound, "user %q does not exist; create it first with 'drover user create %s'", m, m)
+		}
+	}
+	p := &BillingProject{Name: c.Name, Members: map[string]bool{}, Created: c.Now}
+	for _, m := range c.Members {
+		p.Members[m] = true
+	}
+	s.projects[c.Name] = p
+	return nil
+}
+
+func (s *State) applySetMember(c *SetMember) any {
+	p, ok := s.projects[c.Project]
+	if !ok {
+		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
+	}
+	if _, ok := s.users[c.User]; !ok {
+		return errorf(ErrNotFound, "user %q does not exist", c.User)
+	}
+	if c.Member {
+		p.Members[c.User] = true
+	} else {
+		delete(p.Members, c.User)
+	}
+	return nil
+}
+
+// UserByTokenHash returns the user owning a token hash.
+func (s *State) UserByTokenHash(hash string) (User, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	name, ok := s.tokens[hash]
+	if !ok {
+		return User{}, false
+	}
+	return *s.users[name], true
+}
+
+// HasUsers reports whether any user exists (the cluster is bootstrapped).
+func (s *State) HasUsers() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.users) > 0
+}
+
+// UserExists reports whether a user exists.
+func (s *State) UserExists(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.users[name]
+	return ok
+}
+
+// Users lists users by name.
+func (s *State) Users() []api.User {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]api.User, 0, len(s.users))
+	for _, name := range sortedKeys(s.users) {
+		u := s.users[name]
+		out = append(out, api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()})
+	}
+	return out
+}
+
+// IsMember reports whether user belongs to the billing project.
+func (s *State) IsMember(project, user string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.isMember(project, user)
+}
+
+func (s *State) isMember(project, user string) bool {
+	p, ok := s.projects[project]
+	return ok && p.Members[user]
+}
+
+// canSee reports whether user (admin or not) may see batches of project.
+func (s *State) canSee(project string, u *User) bool {
+	return u.Admin || s.isMember(project, u.Name)
+}
+
+// BillingProjects lists the billing projects visible to the user.
+func (s *State) BillingProjects(viewer User) []api.BillingProject {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []api.BillingProject
+	for _, name := range sortedKeys(s.projects) {
+		p := s.projects[name]
+		if !viewer.Admin && !p.Members[viewer.Name] {
+			continue
+		}
+		members := make([]string, 0, len(p.Members))
+		for m := range p.Members {
+			members = append(members, m)
+		}
+		sort.Strings(members)
+		out = append(out, api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC()})
+	}
+	return out
+}
+
+// BillingProject returns one billing project.
+func (s *State) BillingProject(name string) (api.BillingProject, bool) {
+	for _, p := range s.BillingProjects(User{Admin: true}) {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return api.BillingProject{}, false
+}

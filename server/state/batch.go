@@ -1,0 +1,560 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// MaxJobsPerBatch bounds the job IDs one batch may reserve.
+const MaxJobsPerBatch = 1 << 31
+
+// UpdateResult is returned by CreateBatch, CreateUpdate and CommitUpdate.
+type UpdateResult struct {
+	Batch     uint64
+	Update    uint32
+	Start     uint32
+	N         uint32
+	Committed bool
+	// Existing is set when an idempotency key matched an earlier request.
+	Existing bool
+}
+
+func (s *State) applyCreateBatch(c *CreateBatch) any {
+	if _, ok := s.users[c.User]; !ok {
+		return errorf(ErrNotFound, "user %q does not exist", c.User)
+	}
+	if _, ok := s.projects[c.BillingProject]; !ok {
+		return errorf(ErrNotFound, "billing project %q does not exist", c.BillingProject)
+	}
+	if !s.users[c.User].Admin && !s.isMember(c.BillingProject, c.User) {
+		return errorf(ErrForbidden, "user %q is not a member of billing project %q; an admin can add you with 'drover billing-project add-member %s %s'",
+			c.User, c.BillingProject, c.BillingProject, c.User)
+	}
+	if c.Key != "" {
+		if id, ok := s.keys[c.User+"\x00"+c.Key]; ok {
+			b := s.batches[id]
+			res := &UpdateResult{Batch: id, Existing: true}
+			if len(b.updates) > 0 {
+				u := b.updates[0]
+				res.Update, res.Start, res.N, res.Committed = u.ID, u.Start, u.N, u.Committed
+			}
+			return res
+		}
+	}
+	if len(c.Jobs) > 0 && c.NJobs > 0 {
+		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
+	}
+	b := &Batch{
+		ID:             s.nextBatch,
+		Name:           c.Name,
+		User:           c.User,
+		BillingProject: c.BillingProject,
+		Attributes:     c.Attributes,
+		Key:            c.Key,
+		Created:        c.Now,
+		nextJob:        1,
+	}
+	res := &UpdateResult{Batch: b.ID}
+	switch {
+	case len(c.Jobs) > 0:
+		u, err := s.inlineUpdate(b, c.Jobs, "", c.Now)
+		if err != nil {
+			return err
+		}
+		res.Update, res.Start, res.N, res.Committed = u.ID, u.Start, u.N, true
+	case c.NJobs > 0:
+		u, err := b.reserve(c.NJobs, "", c.Now)
+		if err != nil {
+			return err
+		}
+		res.Update, res.Start, res.N = u.ID, u.Start, u.N
+	default:
+		b.Completed = c.Now // an empty batch is complete until an update commits
+	}
+	s.nextBatch++
+	s.batches[b.ID] = b
+	s.batchIDs = append(s.batchIDs, b.ID)
+	if c.Key != "" {
+		s.keys[c.User+"\x00"+c.Key] = b.ID
+	}
+	return res
+}
+
+func (s *State) applyCreateUpdate(c *CreateUpdate) any {
+	b, err := s.openBatch(c.Batch)
+	if err != nil {
+		return err
+	}
+	if c.Key != "" {
+		for _, u := range b.updates {
+			if u.Key == c.Key {
+				return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Existing: true}
+			}
+		}
+	}
+	switch {
+	case len(c.Jobs) > 0 && c.NJobs > 0:
+		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
+	case len(c.Jobs) > 0:
+		u, err := s.inlineUpdate(b, c.Jobs, c.Key, c.Now)
+		if err != nil {
+			return err
+		}
+		return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: true}
+	case c.NJobs > 0:
+		u, err := b.reserve(c.NJobs, c.Key, c.Now)
+		if err != nil {
+			return err
+		}
+		b.Completed = 0
+		return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N}
+	}
+	return errorf(ErrInvalid, "an update needs jobs or n_jobs > 0")
+}
+
+// inlineUpdate reserves, stages and commits entries in one step, leaving b
+// untouched when they are invalid.
+func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64) (*update, *ApplyError) {
+	var n uint64
+	for _, e := range entries {
+		n += uint64(max(e.Count, 1))
+	}
+	if n > MaxJobsPerBatch {
+		return nil, errorf(ErrInvalid, "%d jobs is more than the %d a batch may hold", n, MaxJobsPerBatch)
+	}
+	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: uint32(n), Key: key, Created: now}
+	if uint64(u.Start)+n > MaxJobsPerBatch {
+		return nil, errorf(ErrInvalid, "batch %d would exceed %d jobs", b.ID, MaxJobsPerBatch)
+	}
+	if err := u.stage(entries); err != nil {
+		return nil, err
+	}
+	entriesAbs, err := s.prepareCommit(b, u)
+	if err != nil {
+		return nil, err
+	}
+	b.nextJob += u.N
+	b.updates = append(b.updates, u)
+	s.commit(b, u, entriesAbs, now)
+	return u, nil
+}
+
+func (b *Batch) reserve(n uint32, key string, now int64) (*update, *ApplyError) {
+	if uint64(b.nextJob)+uint64(n) > MaxJobsPerBatch {
+		return nil, errorf(ErrInvalid, "batch %d would exceed %d jobs", b.ID, MaxJobsPerBatch)
+	}
+	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: n, Key: key, Created: now}
+	b.nextJob += n
+	b.updates = append(b.updates, u)
+	return u, nil
+}
+
+func (s *State) openBatch(id uint64) (*Batch, *ApplyError) {
+	b, ok := s.batches[id]
+	if !ok {
+		return nil, errorf(ErrNotFound, "batch %d does not exist", id)
+	}
+	if b.Cancelled {
+		return nil, errorf(ErrConflict, "batch %d is cancelled and takes no more updates", id)
+	}
+	return b, nil
+}
+
+func (b *Batch) updateByID(id uint32) (*update, *ApplyError) {
+	if id == 0 || int(id) > len(b.updates) {
+		return nil, errorf(ErrNotFound, "batch %d has no update %d", b.ID, id)
+	}
+	return b.updates[id-1], nil
+}
+
+func (s *State) applyAddJobs(c *AddJobs) any {
+	b, err := s.openBatch(c.Batch)
+	if err != nil {
+		return err
+	}
+	u, err := b.updateByID(c.Update)
+	if err != nil {
+		return err
+	}
+	if u.Committed {
+		if u.covers(c.Jobs) {
+			return nil // a retried bunch of a committed update
+		}
+		return errorf(ErrConflict, "update %d of batch %d is already committed", u.ID, b.ID)
+	}
+	if err := u.stage(c.Jobs); err != nil {
+		return err
+	}
+	return nil
+}
+
+// stage validates entries against the update's block and records them. A
+// bunch whose IDs were all staged before is a retry and is ignored.
+func (u *update) stage(entries []JobEntry) *ApplyError {
+	if len(entries) == 0 {
+		return errorf(ErrInvalid, "a bunch needs at least one job")
+	}
+	if u.seen == nil {
+		u.seen = make([]uint64, (u.N+63)/64)
+	}
+	if u.covers(entries) {
+		return nil
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Count == 0 {
+			return errorf(ErrInvalid, "job %d: count must be at least 1", e.First)
+		}
+		if e.Spec == nil {
+			return errorf(ErrInvalid, "job %d: no spec", e.First)
+		}
+		last := uint64(e.First) + uint64(e.Count) - 1
+		if e.First < 1 || last > uint64(u.N) {
+			return errorf(ErrInvalid, "job %d (count %d) lies outside this update's %d jobs: job_id counts from 1 within the update",
+				e.First, e.Count, u.N)
+		}
+		for _, p := range e.Parents {
+			if p.Lo < 1 || p.Lo > p.Hi || p.Hi > u.N {
+				return errorf(ErrInvalid, "job %d: parent range [%d, %d] is not inside this update's jobs 1..%d", e.First, p.Lo, p.Hi, u.N)
+			}
+		}
+		for _, p := range e.BatchParents {
+			if p.Lo < 1 || p.Lo > p.Hi || p.Hi >= u.Start {
+				return errorf(ErrInvalid, "job %d: batch parent range [%d, %d] does not name jobs committed before this update (1..%d)",
+					e.First, p.Lo, p.Hi, int64(u.Start)-1)
+			}
+		}
+	}
+	// Check for overlap with earlier bunches and within this one before
+	// marking anything, so a rejected bunch leaves no trace.
+	marked := make([][2]uint32, 0, len(entries))
+	for _, e := range entries {
+		for id := e.First; id < e.First+e.Count; id++ {
+			if u.seen[(id-1)/64]&(1<<((id-1)%64)) != 0 {
+				u.unmark(e.First, id)
+				for _, m := range marked {
+					u.unmark(m[0], m[1])
+				}
+				return errorf(ErrConflict, "job %d of update %d was already submitted", id, u.ID)
+			}
+			u.seen[(id-1)/64] |= 1 << ((id - 1) % 64)
+		}
+		marked = append(marked, [2]uint32{e.First, e.First + e.Count})
+	}
+	u.staged = append(u.staged, entries...)
+	for _, e := range entries {
+		u.nStaged += e.Count
+	}
+	return nil
+}
+
+func (u *update) unmark(lo, hi uint32) {
+	for id := lo; id < hi; id++ {
+		u.seen[(id-1)/64] &^= 1 << ((id - 1) % 64)
+	}
+}
+
+// covers reports whether every ID of entries was staged already.
+func (u *update) covers(entries []JobEntry) bool {
+	if u.Committed {
+		for _, e := range entries {
+			if e.First < 1 || uint64(e.First)+uint64(e.Count)-1 > uint64(u.N) {
+				return false
+			}
+		}
+		return true
+	}
+	if u.seen == nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Count == 0 || e.First < 1 || uint64(e.First)+uint64(e.Count)-1 > uint64(u.N) {
+			return false
+		}
+		for id := e.First; id < e.First+e.Count; id++ {
+			if u.seen[(id-1)/64]&(1<<((id-1)%64)) == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *State) applyCommitUpdate(c *CommitUpdate) any {
+	b, ok := s.batches[c.Batch]
+	if !ok {
+		return errorf(ErrNotFound, "batch %d does not exist", c.Batch)
+	}
+	u, err := b.updateByID(c.Update)
+	if err != nil {
+		return err
+	}
+	res := &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: true}
+	if u.Committed {
+		return res
+	}
+	if b.Cancelled {
+		return errorf(ErrConflict, "batch %d is cancelled and takes no more updates", b.ID)
+	}
+	if u.nStaged != u.N {
+		return errorf(ErrInvalid, "update %d of batch %d has %d of its %d jobs; post the rest before committing", u.ID, b.ID, u.nStaged, u.N)
+	}
+	entries, err := s.prepareCommit(b, u)
+	if err != nil {
+		return err
+	}
+	s.commit(b, u, entries, c.Now)
+	return res
+}
+
+// prepareCommit checks a fully staged update (parents exist, no cycles) and
+// returns its entries with absolute IDs, sorted by first ID.
+func (s *State) prepareCommit(b *Batch, u *update) ([]JobEntry, *ApplyError) {
+	off := u.Start - 1
+	entries := make([]JobEntry, len(u.staged))
+	for i, e := range u.staged {
+		parents := make([]Range, 0, len(e.Parents)+len(e.BatchParents))
+		for _, p := range e.Parents {
+			parents = append(parents, Range{p.Lo + off, p.Hi + off})
+		}
+		parents = normalizeRanges(append(parents, e.BatchParents...))
+		entries[i] = JobEntry{First: e.First + off, Count: e.Count, Parents: parents, Spec: e.Spec}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].First < entries[j].First })
+	for _, e := range entries {
+		for _, p := range e.Parents {
+			if p.Hi >= u.Start {
+				continue // inside this update; checked by stage
+			}
+			for id := p.Lo; id <= p.Hi; id++ {
+				if int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
+					return nil, errorf(ErrInvalid, "job %d: parent %d is not a committed job of batch %d", e.First-off, id, b.ID)
+				}
+			}
+		}
+	}
+	if err := checkCycles(entries, u.Start, u.Start+u.N-1, off); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// checkCycles runs Kahn's algorithm over the entries of one update. Each
+// distinct parent range inside the update is a node that waits for every
+// entry overlapping it, so arrays cost one edge, not one per job.
+func checkCycles(entries []JobEntry, lo, hi, off uint32) *ApplyError {
+	rangeIdx := map[Range]int{}
+	var rangeIn []int     // entries a range still waits for
+	var rangeKids [][]int // entries waiting on each range
+	entryIn := make([]int, len(entries))
+	entryOut := make([][]int, len(entries)) // ranges each entry feeds
+	find := func(id uint32) int {
+		return sort.Search(len(entries), func(i int) bool { return entries[i].First+entries[i].Count > id })
+	}
+	for i, e := range entries {
+		for _, p := range e.Parents {
+			if p.Hi < lo || p.Lo > hi {
+				continue
+			}
+			r := Range{max(p.Lo, lo), min(p.Hi, hi)}
+			ri, ok := rangeIdx[r]
+			if !ok {
+				ri = len(rangeIn)
+				rangeIdx[r] = ri
+				rangeIn = append(rangeIn, 0)
+				rangeKids = append(rangeKids, nil)
+				for k := find(r.Lo); k < len(entries) && entries[k].First <= r.Hi; k++ {
+					rangeIn[ri]++
+					entryOut[k] = append(entryOut[k], ri)
+				}
+			}
+			rangeKids[ri] = append(rangeKids[ri], i)
+			entryIn[i]++
+		}
+	}
+	queue := make([]int, 0, len(entries))
+	for i, n := range entryIn {
+		if n == 0 {
+			queue = append(queue, i)
+		}
+	}
+	done := 0
+	for len(queue) > 0 {
+		i := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		done++
+		for _, ri := range entryOut[i] {
+			rangeIn[ri]--
+			if rangeIn[ri] == 0 {
+				for _, k := range rangeKids[ri] {
+					entryIn[k]--
+					if entryIn[k] == 0 {
+						queue = append(queue, k)
+					}
+				}
+			}
+		}
+	}
+	if done == len(entries) {
+		return nil
+	}
+	var names []string
+	for i, n := range entryIn {
+		if n > 0 && len(names) < 8 {
+			names = append(names, fmt.Sprintf("%d (%s)", entries[i].First-off, entries[i].Spec.Name))
+		}
+	}
+	return errorf(ErrInvalid, "dependency cycle among jobs %s", strings.Join(names, ", "))
+}
+
+// commit makes checked entries live: jobs become Pending, dependency ranges
+// are counted, and groups without unfinished parents are released.
+func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
+	end := int(u.Start + u.N - 1)
+	if end > len(b.jobs) {
+		if end > cap(b.jobs) {
+			grown := make([]job, len(b.jobs), end)
+			copy(grown, b.jobs)
+			b.jobs = grown
+		}
+		b.jobs = b.jobs[:end]
+	}
+	firstRange := len(b.ranges)
+	rangeIdx := map[Range]int32{}
+	newGroups := make([]*group, 0, len(entries))
+	for _, e := range entries {
+		g := &group{first: e.First, count: e.Count, spec: e.Spec}
+		for _, p := range e.Parents {
+			ri, ok := rangeIdx[p]
+			if !ok {
+				ri = int32(len(b.ranges))
+				rangeIdx[p] = ri
+				b.ranges = append(b.ranges, s.newRange(b, p, u))
+			}
+			dr := b.ranges[ri]
+			g.parents = append(g.parents, ri)
+			dr.children = append(dr.children, g.first)
+			if dr.remaining > 0 {
+				g.pending++
+			}
+		}
+		newGroups = append(newGroups, g)
+		for id := e.First; id < e.First+e.Count; id++ {
+			b.jobs[id-1] = job{state: Pending}
+			if s.hooks.Transition != nil {
+				s.hooks.Transition(b.ID, id, Staged, Pending)
+			}
+		}
+	}
+	b.indexRanges(firstRange)
+	b.insertGroups(newGroups)
+	b.counts[Pending] += int64(u.N)
+	b.nJobs += int64(u.N)
+	u.Committed = true
+	u.staged = nil
+	u.seen = nil
+	b.Completed = 0
+	for _, g := range newGroups {
+		if g.pending == 0 && s.releaseGroup(b, g, now) {
+			s.finishSpan(b, g.first, g.first+g.count-1, true, now)
+		}
+	}
+	s.checkComplete(b, now)
+}
+
+// newRange counts how many jobs of r are not final yet, and how many ended
+// without success, at commit time.
+func (s *State) newRange(b *Batch, r Range, u *update) *depRange {
+	dr := &depRange{r: r}
+	for id := r.Lo; id <= r.Hi; id++ {
+		if id >= u.Start {
+			dr.remaining += r.Hi - id + 1
+			break
+		}
+		st := b.jobs[id-1].state
+		switch {
+		case !st.Final():
+			dr.remaining++
+		case st != Success:
+			dr.failed++
+		}
+	}
+	return dr
+}
+
+func (b *Batch) insertGroups(gs []*group) {
+	b.groups = append(b.groups, gs...)
+	if n := len(b.groups) - len(gs); n > 0 && len(gs) > 0 && b.groups[n-1].first > gs[0].first {
+		sort.Slice(b.groups, func(i, j int) bool { return b.groups[i].first < b.groups[j].first })
+	}
+}
+
+// normalizeRanges sorts ranges and merges overlapping or adjacent ones, so a
+// job never waits twice on the same parent.
+func normalizeRanges(rs []Range) []Range {
+	if len(rs) < 2 {
+		return rs
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Lo < rs[j].Lo })
+	out := rs[:1]
+	for _, r := range rs[1:] {
+		last := &out[len(out)-1]
+		if uint64(r.Lo) <= uint64(last.Hi)+1 {
+			last.Hi = max(last.Hi, r.Hi)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// CancelResult says what a cancellation did.
+type CancelResult struct {
+	AlreadyCancelled bool
+	Cancelled        int64 // jobs moved to Cancelled at once
+	Running          int64 // running jobs that workers are told to kill
+}
+
+func (s *State) applyCancelBatch(c *CancelBatch) any {
+	b, ok := s.batches[c.Batch]
+	if !ok {
+		return errorf(ErrNotFound, "batch %d does not exist", c.Batch)
+	}
+	if b.Cancelled {
+		return &CancelResult{AlreadyCancelled: true}
+	}
+	b.Cancelled = true
+	for _, u := range b.updates {
+		if !u.Committed {
+			u.Discarded = true
+			u.staged = nil
+			u.seen = nil
+		}
+	}
+	us := s.userSched(b.User)
+	us.readyMilli -= b.readyMilli
+	us.readyJobs -= b.counts[Ready]
+	us.removeActive(b)
+	b.ready.clear()
+	b.readyMilli = 0
+	var n int64
+	for i := range b.jobs {
+		j := &b.jobs[i]
+		if j.state == Pending || j.state == Ready {
+			if s.hooks.Transition != nil {
+				s.hooks.Transition(b.ID, uint32(i+1), j.state, Cancelled)
+			}
+			b.counts[j.state]--
+			j.state = Cancelled
+			n++
+		}
+	}
+	b.counts[Cancelled] += n
+	b.CancelReason = c.Reason
+	s.checkComplete(b, c.Now)
+	if b.counts[Running] > 0 {
+		s.notifyAllInstances()
+	}
+	return &CancelResult{Cancelled: n, Running: b.counts[Running]}
+}

@@ -1,0 +1,266 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// CommandType is the first byte of every Raft log entry drover writes.
+type CommandType uint8
+
+// Command types. Values are part of the log format: never renumber. A type
+// with IgnoreUnknownFlag set may be skipped by servers that do not know it.
+const (
+	CmdBootstrap CommandType = iota + 1
+	CmdCreateUser
+	CmdCreateBillingProject
+	CmdSetMember
+	CmdCreateBatch
+	CmdCreateUpdate
+	CmdAddJobs
+	CmdCommitUpdate
+	CmdCancelBatch
+	CmdPlan
+	CmdEvents
+	CmdActivate
+	CmdRetire
+)
+
+// IgnoreUnknownFlag marks a command that older servers may skip.
+const IgnoreUnknownFlag CommandType = 128
+
+var cmdNames = map[CommandType]string{
+	CmdBootstrap: "bootstrap", CmdCreateUser: "create_user", CmdCreateBillingProject: "create_billing_project",
+	CmdSetMember: "set_member", CmdCreateBatch: "create_batch", CmdCreateUpdate: "create_update",
+	CmdAddJobs: "add_jobs", CmdCommitUpdate: "commit_update", CmdCancelBatch: "cancel_batch",
+	CmdPlan: "plan", CmdEvents: "events", CmdActivate: "activate", CmdRetire: "retire",
+}
+
+func (t CommandType) String() string {
+	if n, ok := cmdNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("command(%d)", uint8(t))
+}
+
+// Command is implemented by every command struct.
+type Command interface {
+	Type() CommandType
+}
+
+// Bootstrap creates the first admin and the default billing project. It is a
+// no-op once any admin exists.
+type Bootstrap struct {
+	Now            int64
+	Admin          string
+	TokenHash      string
+	DefaultProject string
+}
+
+// CreateUser adds a user with a hashed token.
+type CreateUser struct {
+	Now       int64
+	Name      string
+	Admin     bool
+	TokenHash string
+}
+
+// CreateBillingProject adds a billing project with its first members.
+type CreateBillingProject struct {
+	Now     int64
+	Name    string
+	Members []string
+}
+
+// SetMember adds (Member) or removes a user from a billing project.
+type SetMember struct {
+	Project string
+	User    string
+	Member  bool
+}
+
+// CreateBatch makes a batch owned by User. With Jobs, an update holding them
+// is created and committed at once; with NJobs, an update reserving that many
+// IDs is opened.
+type CreateBatch struct {
+	Now            int64
+	User           string
+	Name           string
+	BillingProject string
+	Attributes     map[string]string
+	Key            string
+	NJobs          uint32
+	Jobs           []JobEntry
+}
+
+// CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
+type CreateUpdate struct {
+	Now   int64
+	Batch uint64
+	Key   string
+	NJobs uint32
+	Jobs  []JobEntry
+}
+
+// AddJobs stages a bunch of jobs in an open update.
+type AddJobs struct {
+	Batch  uint64
+	Update uint32
+	Jobs   []JobEntry
+}
+
+// CommitUpdate makes an update's staged jobs live.
+type CommitUpdate struct {
+	Now    int64
+	Batch  uint64
+	Update uint32
+}
+
+// CancelBatch cancels a batch.
+type CancelBatch struct {
+	Now    int64
+	Batch  uint64
+	Reason string
+}
+
+// Placement puts jobs First..First+Count-1 of Batch on Instance as attempt
+// Attempt (each job's previous attempt number plus one).
+type Placement struct {
+	Batch    uint64
+	First    uint32
+	Count    uint32
+	Attempt  uint16
+	Instance uint32
+}
+
+// Plan is a scheduling round. Every placement is re-checked at apply.
+type Plan struct {
+	Now        int64
+	Placements []Placement
+}
+
+// Event is a worker's report about an attempt.
+type Event struct {
+	Instance uint32
+	Batch    uint64
+	Job      uint32
+	Attempt  uint16
+	Started  bool // true: started; false: completed
+	Outcome  Outcome
+	Exit     int32
+	Start    int64
+	End      int64
+	Message  string
+}
+
+// Events records a group of worker events in one log entry.
+type Events struct {
+	Now    int64
+	Events []Event
+}
+
+// Activate registers a worker. An active instance with the same name is
+// retired first: its previous incarnation is gone.
+type Activate struct {
+	Now       int64
+	Name      string
+	CPUMilli  int64
+	Memory    int64
+	TokenHash string
+}
+
+// Retire removes an instance; its running attempts are lost and their jobs
+// return to Ready (or end Cancelled when their batch is cancelled).
+type Retire struct {
+	Now      int64
+	Instance uint32
+	Reason   string
+}
+
+func (*Bootstrap) Type() CommandType            { return CmdBootstrap }
+func (*CreateUser) Type() CommandType           { return CmdCreateUser }
+func (*CreateBillingProject) Type() CommandType { return CmdCreateBillingProject }
+func (*SetMember) Type() CommandType            { return CmdSetMember }
+func (*CreateBatch) Type() CommandType          { return CmdCreateBatch }
+func (*CreateUpdate) Type() CommandType         { return CmdCreateUpdate }
+func (*AddJobs) Type() CommandType              { return CmdAddJobs }
+func (*CommitUpdate) Type() CommandType         { return CmdCommitUpdate }
+func (*CancelBatch) Type() CommandType          { return CmdCancelBatch }
+func (*Plan) Type() CommandType                 { return CmdPlan }
+func (*Events) Type() CommandType               { return CmdEvents }
+func (*Activate) Type() CommandType             { return CmdActivate }
+func (*Retire) Type() CommandType               { return CmdRetire }
+
+func newCommand(t CommandType) Command {
+	switch t {
+	case CmdBootstrap:
+		return &Bootstrap{}
+	case CmdCreateUser:
+		return &CreateUser{}
+	case CmdCreateBillingProject:
+		return &CreateBillingProject{}
+	case CmdSetMember:
+		return &SetMember{}
+	case CmdCreateBatch:
+		return &CreateBatch{}
+	case CmdCreateUpdate:
+		return &CreateUpdate{}
+	case CmdAddJobs:
+		return &AddJobs{}
+	case CmdCommitUpdate:
+		return &CommitUpdate{}
+	case CmdCancelBatch:
+		return &CancelBatch{}
+	case CmdPlan:
+		return &Plan{}
+	case CmdEvents:
+		return &Events{}
+	case CmdActivate:
+		return &Activate{}
+	case CmdRetire:
+		return &Retire{}
+	}
+	return nil
+}
+
+var msgpackHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.Canonical = true
+	return h
+}()
+
+// Encode serialises a command as one type byte followed by msgpack.
+func Encode(c Command) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte(byte(c.Type()))
+	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(c); err != nil {
+		return nil, fmt.Errorf("encode %s command: %w", c.Type(), err)
+	}
+	return buf.Bytes(), nil
+}
+
+// ErrUnknownCommand is returned by Decode for a type this server does not
+// know and that is not flagged as ignorable.
+var ErrUnknownCommand = fmt.Errorf("unknown command type")
+
+// Decode parses a log entry written by Encode. It returns (nil, nil) for an
+// unknown command flagged IgnoreUnknownFlag.
+func Decode(data []byte) (Command, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("empty log entry")
+	}
+	t := CommandType(data[0])
+	c := newCommand(t &^ IgnoreUnknownFlag)
+	if c == nil {
+		if t&IgnoreUnknownFlag != 0 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w %d", ErrUnknownCommand, uint8(t))
+	}
+	if err := codec.NewDecoderBytes(data[1:], msgpackHandle).Decode(c); err != nil {
+		return nil, fmt.Errorf("decode %s command: %w", t, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,212 @@
+package state
+
+import "sort"
+
+// Dependencies are kept per range of parent IDs, not per edge: "merge depends
+// on align" with align an array of a million jobs is one depRange with a
+// counter, and a one-to-one chain of a million jobs is a million point
+// ranges found by binary search. A job that ends decrements every range that
+// contains it; a range that reaches zero decrements its children groups; a
+// group with no pending ranges is released.
+
+// indexRanges adds ranges[from:] to the batch's stabbing index.
+func (b *Batch) indexRanges(from int) {
+	addedSpan := false
+	for i := from; i < len(b.ranges); i++ {
+		r := b.ranges[i].r
+		if r.Lo == r.Hi {
+			b.points = append(b.points, pointRef{id: r.Lo, r: int32(i)})
+		} else {
+			b.spans = append(b.spans, int32(i))
+			addedSpan = true
+		}
+	}
+	sort.SliceStable(b.points, func(i, j int) bool { return b.points[i].id < b.points[j].id })
+	if addedSpan {
+		sort.SliceStable(b.spans, func(i, j int) bool { return b.ranges[b.spans[i]].r.Lo < b.ranges[b.spans[j]].r.Lo })
+		b.spanMaxHi = b.spanMaxHi[:0]
+		var max uint32
+		for _, ri := range b.spans {
+			if hi := b.ranges[ri].r.Hi; hi > max {
+				max = hi
+			}
+			b.spanMaxHi = append(b.spanMaxHi, max)
+		}
+	}
+}
+
+// overlapping calls fn for every range that shares IDs with [lo, hi], with
+// the number of shared IDs.
+func (b *Batch) overlapping(lo, hi uint32, fn func(ri int32, n uint32)) {
+	i := sort.Search(len(b.points), func(i int) bool { return b.points[i].id >= lo })
+	for ; i < len(b.points) && b.points[i].id <= hi; i++ {
+		fn(b.points[i].r, 1)
+	}
+	// Spans sorted by Lo: those with Lo <= hi are candidates; walk back while
+	// the prefix maximum of Hi still reaches lo.
+	j := sort.Search(len(b.spans), func(i int) bool { return b.ranges[b.spans[i]].r.Lo > hi })
+	for j--; j >= 0 && b.spanMaxHi[j] >= lo; j-- {
+		r := b.ranges[b.spans[j]].r
+		if r.Hi < lo {
+			continue
+		}
+		a, z := max(r.Lo, lo), min(r.Hi, hi)
+		fn(b.spans[j], z-a+1)
+	}
+}
+
+// groupOf returns the group holding job id.
+func (b *Batch) groupOf(id uint32) *group {
+	i := sort.Search(len(b.groups), func(i int) bool { return b.groups[i].first > id })
+	if i == 0 {
+		return nil
+	}
+	g := b.groups[i-1]
+	if id >= g.first+g.count {
+		return nil
+	}
+	return g
+}
+
+// finishSpan records that jobs lo..hi reached final states (all successful,
+// or all not) and releases the groups that no longer wait for anything. It
+// loops instead of recursing: cancelling a group finishes more jobs.
+func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
+	type span struct {
+		lo, hi uint32
+		failed bool
+	}
+	work := []span{{lo, hi, failed}}
+	for len(work) > 0 {
+		sp := work[len(work)-1]
+		work = work[:len(work)-1]
+		var released []uint32
+		b.overlapping(sp.lo, sp.hi, func(ri int32, n uint32) {
+			dr := b.ranges[ri]
+			dr.remaining -= n
+			if sp.failed {
+				dr.failed += n
+			}
+			if dr.remaining == 0 {
+				for _, child := range dr.children {
+					g := b.groupOf(child)
+					g.pending--
+					if g.pending == 0 {
+						released = append(released, g.first)
+					}
+				}
+			}
+		})
+		if b.Cancelled {
+			continue // every waiting job was cancelled with the batch
+		}
+		for _, first := range released {
+			g := b.groupOf(first)
+			if s.releaseGroup(b, g, now) {
+				work = append(work, span{g.first, g.first + g.count - 1, true})
+			}
+		}
+	}
+}
+
+// releaseGroup moves a group whose parents are all done from Pending to Ready,
+// or to Cancelled when a parent did not succeed and the group is not
+// always_run. It reports whether the group was cancelled.
+func (s *State) releaseGroup(b *Batch, g *group, now int64) bool {
+	parentFailed := false
+	for _, ri := range g.parents {
+		if b.ranges[ri].failed > 0 {
+			parentFailed = true
+			break
+		}
+	}
+	lo, hi := g.first, g.first+g.count-1
+	if parentFailed && !g.spec.AlwaysRun {
+		s.setStates(b, lo, hi, Pending, Cancelled)
+		s.checkComplete(b, now)
+		return true
+	}
+	s.setStates(b, lo, hi, Pending, Ready)
+	s.enqueue(b, Range{lo, hi}, g.spec.CPUMilli)
+	return false
+}
+
+// setStates moves jobs lo..hi, all in state from, to state to.
+func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
+	for id := lo; id <= hi; id++ {
+		b.jobs[id-1].state = to
+		if s.hooks.Transition != nil {
+			s.hooks.Transition(b.ID, id, from, to)
+		}
+	}
+	n := int64(hi - lo + 1)
+	b.counts[from] -= n
+	b.counts[to] += n
+}
+
+// enqueue appends Ready jobs to the batch's queue and the user's counters.
+func (s *State) enqueue(b *Batch, r Range, cpuMilli int64) {
+	n := int64(r.Len())
+	wasEmpty := b.ready.empty()
+	b.ready.push(r)
+	b.readyMilli += n * cpuMilli
+	u := s.userSched(b.User)
+	u.readyMilli += n * cpuMilli
+	u.readyJobs += n
+	if wasEmpty {
+		u.addActive(b)
+	}
+	s.notifyWork()
+}
+
+// dequeue removes Ready jobs from the queue (they were placed).
+func (s *State) dequeue(b *Batch, r Range, cpuMilli int64) {
+	b.ready.remove(r)
+	n := int64(r.Len())
+	b.readyMilli -= n * cpuMilli
+	u := s.userSched(b.User)
+	u.readyMilli -= n * cpuMilli
+	u.readyJobs -= n
+	if b.ready.empty() {
+		u.removeActive(b)
+	}
+}
+
+func (u *userSched) addActive(b *Batch) {
+	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
+	if i < len(u.active) && u.active[i] == b {
+		return
+	}
+	u.active = append(u.active, nil)
+	copy(u.active[i+1:], u.active[i:])
+	u.active[i] = b
+}
+
+func (u *userSched) removeActive(b *Batch) {
+	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
+	if i < len(u.active) && u.active[i] == b {
+		u.active = append(u.active[:i], u.active[i+1:]...)
+	}
+}
+
+// checkComplete stamps the batch complete when every committed job is final
+// and no update is open.
+func (s *State) checkComplete(b *Batch, now int64) {
+	if b.Completed != 0 {
+		return
+	}
+	final := b.counts[Success] + b.counts[Failed] + b.counts[Cancelled] + b.counts[Error]
+	if final == b.nJobs && b.openUpdates() == 0 {
+		b.Completed = now
+	}
+}
+
+func (b *Batch) openUpdates() int {
+	n := 0
+	for _, u := range b.updates {
+		if !u.Committed && !u.Discarded {
+			n++
+		}
+	}
+	return n
+}

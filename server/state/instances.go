@@ -1,0 +1,350 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+)
+
+// ActivateResult names the new instance.
+type ActivateResult struct {
+	Instance uint32
+	Replaced uint32 // the earlier incarnation retired by this activation, if any
+}
+
+func (s *State) applyActivate(c *Activate) any {
+	if c.Name == "" || c.CPUMilli <= 0 || c.Memory <= 0 || c.TokenHash == "" {
+		return errorf(ErrInvalid, "activation needs a name, cpu > 0, memory > 0 and a token")
+	}
+	res := &ActivateResult{}
+	if old, ok := s.instByName[c.Name]; ok {
+		s.retire(s.instances[old], c.Now, fmt.Sprintf("worker %s activated again", c.Name))
+		res.Replaced = old
+	}
+	inst := &Instance{
+		ID:        s.nextInstance,
+		Name:      c.Name,
+		TokenHash: c.TokenHash,
+		CPUMilli:  c.CPUMilli,
+		Memory:    c.Memory,
+		FreeMilli: c.CPUMilli,
+		FreeMem:   c.Memory,
+		Active:    true,
+		Activated: c.Now,
+	}
+	s.nextInstance++
+	s.instances[inst.ID] = inst
+	s.instTokens[c.TokenHash] = inst.ID
+	s.instByName[c.Name] = inst.ID
+	res.Instance = inst.ID
+	s.notifyWork()
+	return res
+}
+
+func (s *State) applyRetire(c *Retire) any {
+	inst, ok := s.instances[c.Instance]
+	if !ok {
+		return errorf(ErrNotFound, "instance %d does not exist", c.Instance)
+	}
+	if !inst.Active {
+		return nil
+	}
+	s.retire(inst, c.Now, c.Reason)
+	return nil
+}
+
+// retire deactivates an instance. Its running attempts are lost: their jobs
+// go back to Ready with the next attempt, or end Cancelled when their batch
+// is cancelled.
+func (s *State) retire(inst *Instance, now int64, reason string) {
+	inst.Active = false
+	inst.Retired = now
+	inst.Reason = reason
+	if s.instByName[inst.Name] == inst.ID {
+		delete(s.instByName, inst.Name)
+	}
+	keys := make([]attemptKey, 0, len(inst.running))
+	for k := range inst.running {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].batch != keys[j].batch {
+			return keys[i].batch < keys[j].batch
+		}
+		return keys[i].job < keys[j].job
+	})
+	msg := fmt.Sprintf("attempt lost: instance %s retired (%s)", inst.Name, reason)
+	for _, k := range keys {
+		b := s.batches[k.batch]
+		j := &b.jobs[k.job-1]
+		j.end = now
+		j.outcome = OutcomeLost
+		s.endAttempt(b, k.job, j, inst)
+		b.setMessage(k.job, msg)
+		if b.Cancelled {
+			s.finish(b, k.job, j, Cancelled, now)
+		} else {
+			s.requeue(b, k.job, j)
+		}
+	}
+	inst.running = nil
+	inst.FreeMilli, inst.FreeMem = 0, 0
+	s.notifyInstance(inst.ID)
+	s.notifyWork()
+}
+
+// EventsResult counts applied and ignored (stale or repeated) events.
+type EventsResult struct {
+	Applied int
+	Ignored int
+}
+
+func (s *State) applyEvents(c *Events) any {
+	res := &EventsResult{}
+	for i := range c.Events {
+		if s.applyEvent(&c.Events[i], c.Now) {
+			res.Applied++
+		} else {
+			res.Ignored++
+		}
+	}
+	return res
+}
+
+// applyEvent records one worker event. An event for an attempt that is not
+// the job's current running attempt on that instance is stale (the attempt
+// was lost, the event repeated) and is ignored, which is what makes events
+// idempotent.
+func (s *State) applyEvent(e *Event, now int64) bool {
+	b := s.batches[e.Batch]
+	if b == nil || e.Job < 1 || int(e.Job) > len(b.jobs) {
+		return false
+	}
+	j := &b.jobs[e.Job-1]
+	if j.state != Running || j.attempt != e.Attempt || j.instance != e.Instance {
+		return false
+	}
+	if e.Started {
+		if j.start == 0 {
+			j.start = e.Start
+		}
+		return true
+	}
+	if e.Start != 0 {
+		j.start = e.Start
+	}
+	j.end = e.End
+	if j.end < j.start {
+		j.end = j.start
+	}
+	j.exit = e.Exit
+	j.outcome = e.Outcome
+	s.endAttempt(b, e.Job, j, s.instances[e.Instance])
+	b.setMessage(e.Job, e.Message)
+	g := b.groupOf(e.Job)
+	switch e.Outcome {
+	case OutcomeSuccess:
+		s.finish(b, e.Job, j, Success, now)
+	case OutcomeFailed, OutcomeError:
+		if !b.Cancelled && j.failures < g.spec.Retries {
+			j.failures++
+			s.requeue(b, e.Job, j)
+			break
+		}
+		if e.Outcome == OutcomeFailed {
+			s.finish(b, e.Job, j, Failed, now)
+		} else {
+			s.finish(b, e.Job, j, Error, now)
+		}
+	default:
+		s.finish(b, e.Job, j, Cancelled, now)
+	}
+	return true
+}
+
+// endAttempt releases what a running attempt held on its instance.
+func (s *State) endAttempt(b *Batch, id uint32, j *job, inst *Instance) {
+	g := b.groupOf(id)
+	if inst != nil {
+		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
+			delete(inst.running, attemptKey{b.ID, id})
+			if inst.Active {
+				inst.FreeMilli += g.spec.CPUMilli
+				inst.FreeMem += g.spec.Memory
+			}
+		}
+	}
+	u := s.userSched(b.User)
+	u.runningMilli -= g.spec.CPUMilli
+	u.runningJobs--
+	s.notifyWork()
+}
+
+// finish moves a running job to a final state and lets its children go.
+func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
+	if s.hooks.Transition != nil {
+		s.hooks.Transition(b.ID, id, j.state, to)
+	}
+	b.counts[j.state]--
+	b.counts[to]++
+	j.state = to
+	s.finishSpan(b, id, id, to != Success, now)
+	s.checkComplete(b, now)
+}
+
+// requeue returns a running job to Ready for its next attempt.
+func (s *State) requeue(b *Batch, id uint32, j *job) {
+	if s.hooks.Transition != nil {
+		s.hooks.Transition(b.ID, id, j.state, Ready)
+	}
+	b.counts[j.state]--
+	b.counts[Ready]++
+	j.state = Ready
+	s.enqueue(b, Range{id, id}, b.groupOf(id).spec.CPUMilli)
+}
+
+// InstanceByTokenHash returns the instance owning a token hash.
+func (s *State) InstanceByTokenHash(hash string) (Instance, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.instTokens[hash]
+	if !ok {
+		return Instance{}, false
+	}
+	inst := *s.instances[id]
+	inst.running = nil
+	return inst, true
+}
+
+// ActiveInstances returns the IDs of active instances.
+func (s *State) ActiveInstances() []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var ids []uint32
+	for id, inst := range s.instances {
+		if inst.Active {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// InstanceInfo is an instance as the API shows it.
+type InstanceInfo struct {
+	ID        uint32
+	Name      string
+	CPUMilli  int64
+	Memory    int64
+	FreeMilli int64
+	FreeMem   int64
+	Active    bool
+	Running   int
+	Activated int64
+	Retired   int64
+	Reason    string
+}
+
+// Instances lists every instance, active first, then by ID.
+func (s *State) Instances() []InstanceInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]InstanceInfo, 0, len(s.instances))
+	for _, inst := range s.instances {
+		out = append(out, InstanceInfo{
+			ID: inst.ID, Name: inst.Name, CPUMilli: inst.CPUMilli, Memory: inst.Memory,
+			FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem, Active: inst.Active, Running: len(inst.running),
+			Activated: inst.Activated, Retired: inst.Retired, Reason: inst.Reason,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Active != out[j].Active {
+			return out[i].Active
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// WorkerView is what one instance should be doing according to the state:
+// the attempts it must run, and which of the attempts it reported it must
+// kill.
+type WorkerView struct {
+	Active  bool
+	Assign  []AssignmentInfo
+	Kill    []AttemptID
+	Running int
+}
+
+// AttemptID names an attempt.
+type AttemptID struct {
+	Batch   uint64
+	Job     uint32
+	Attempt uint16
+}
+
+// AssignmentInfo is an attempt to run with its job's spec.
+type AssignmentInfo struct {
+	AttemptID
+	Index int64
+	Spec  *Spec
+}
+
+// WorkerView reconciles a worker's report (the attempts it holds) with the
+// state: attempts placed on the instance that the worker does not hold are
+// assigned; held attempts that are not running there any more, or whose
+// batch is cancelled, are killed.
+func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	inst := s.instances[instance]
+	if inst == nil {
+		return WorkerView{}
+	}
+	v := WorkerView{Active: inst.Active, Running: len(inst.running)}
+	held := make(map[attemptKey]uint16, len(known))
+	for _, k := range known {
+		held[attemptKey{k.Batch, k.Job}] = k.Attempt
+		b := s.batches[k.Batch]
+		if b == nil || k.Job < 1 || int(k.Job) > len(b.jobs) {
+			v.Kill = append(v.Kill, k)
+			continue
+		}
+		j := &b.jobs[k.Job-1]
+		if j.state != Running || j.attempt != k.Attempt || j.instance != instance {
+			// Finished attempts the worker still holds are not killed: they
+			// wait for their completed event to be acknowledged. Anything
+			// else it holds is stale.
+			if j.attempt != k.Attempt || j.instance != instance {
+				v.Kill = append(v.Kill, k)
+			}
+			continue
+		}
+		if b.Cancelled {
+			v.Kill = append(v.Kill, k)
+		}
+	}
+	for k := range inst.running {
+		if a, ok := held[k]; ok && a == s.batches[k.batch].jobs[k.job-1].attempt {
+			continue
+		}
+		b := s.batches[k.batch]
+		if b.Cancelled {
+			continue
+		}
+		j := &b.jobs[k.job-1]
+		g := b.groupOf(k.job)
+		v.Assign = append(v.Assign, AssignmentInfo{
+			AttemptID: AttemptID{k.batch, k.job, j.attempt},
+			Index:     int64(k.job - g.first),
+			Spec:      g.spec,
+		})
+	}
+	sort.Slice(v.Assign, func(i, j int) bool {
+		a, b := v.Assign[i], v.Assign[j]
+		if a.Batch != b.Batch {
+			return a.Batch < b.Batch
+		}
+		return a.Job < b.Job
+	})
+	return v
+}

@@ -1,0 +1,110 @@
+package state
+
+import "sort"
+
+// PlanResult counts what a plan did. Rejections are normal when the state
+// moved between planning and apply (a batch was cancelled, an instance left).
+type PlanResult struct {
+	Placed   int
+	Rejected int
+}
+
+// applyPlan re-checks every placement against the current state: the job is
+// still Ready on the expected attempt, its batch is not cancelled, the
+// instance is active and has the cores and memory free. Placements that no
+// longer fit are dropped, so no instance is ever oversubscribed.
+func (s *State) applyPlan(c *Plan) any {
+	res := &PlanResult{}
+	touched := map[uint32]bool{}
+	for _, p := range c.Placements {
+		if p.Count == 0 {
+			continue
+		}
+		b := s.batches[p.Batch]
+		inst := s.instances[p.Instance]
+		if b == nil || b.Cancelled || inst == nil || !inst.Active {
+			res.Rejected += int(p.Count)
+			continue
+		}
+		g := b.groupOf(p.First)
+		last := p.First + p.Count - 1
+		if g == nil || last >= g.first+g.count || last < p.First {
+			res.Rejected += int(p.Count)
+			continue
+		}
+		cpu, mem := g.spec.CPUMilli, g.spec.Memory
+		u := s.userSched(b.User)
+		runLo := p.First
+		flush := func(hi uint32) {
+			if hi < runLo || hi == runLo-1 {
+				return
+			}
+			r := Range{runLo, hi}
+			s.dequeue(b, r, cpu)
+			n := int64(r.Len())
+			b.counts[Ready] -= n
+			b.counts[Running] += n
+			u.runningMilli += n * cpu
+			u.runningJobs += n
+			res.Placed += int(n)
+		}
+		for id := p.First; id <= last; id++ {
+			j := &b.jobs[id-1]
+			if j.state != Ready || j.attempt+1 != p.Attempt || inst.FreeMilli < cpu || inst.FreeMem < mem {
+				flush(id - 1)
+				runLo = id + 1
+				res.Rejected++
+				continue
+			}
+			if j.attempt > 0 {
+				b.archive(id, j)
+			}
+			if s.hooks.Transition != nil {
+				s.hooks.Transition(b.ID, id, Ready, Running)
+			}
+			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures}
+			inst.FreeMilli -= cpu
+			inst.FreeMem -= mem
+			if inst.running == nil {
+				inst.running = map[attemptKey]struct{}{}
+			}
+			inst.running[attemptKey{b.ID, id}] = struct{}{}
+			touched[inst.ID] = true
+		}
+		flush(last)
+	}
+	ids := make([]uint32, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		s.notifyInstance(id)
+	}
+	return res
+}
+
+// archive moves a job's current attempt into its history before a new
+// attempt starts.
+func (b *Batch) archive(id uint32, j *job) {
+	if b.history == nil {
+		b.history = map[uint32][]attemptRec{}
+	}
+	rec := attemptRec{Attempt: j.attempt, Instance: j.instance, Start: j.start, End: j.end, Exit: j.exit, Outcome: j.outcome}
+	if msg, ok := b.messages[id]; ok {
+		rec.Message = msg
+		delete(b.messages, id)
+	}
+	b.history[id] = append(b.history[id], rec)
+}
+
+func (b *Batch) setMessage(id uint32, msg string) {
+	if msg == "" {
+		delete(b.messages, id)
+		return
+	}
+	if b.messages == nil {
+		b.messages = map[uint32]string{}
+	}
+	b.messages[id] = msg
+}

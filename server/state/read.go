@@ -1,0 +1,279 @@
+package state
+
+import (
+	"sort"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// PageSize is the number of items in one page of a listing.
+const PageSize = 50
+
+func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+func timePtr(ns int64) *time.Time {
+	if ns == 0 {
+		return nil
+	}
+	t := unixTime(ns)
+	return &t
+}
+
+func (b *Batch) toAPI() api.Batch {
+	out := api.Batch{
+		ID:             int64(b.ID),
+		Name:           b.Name,
+		User:           b.User,
+		BillingProject: b.BillingProject,
+		Attributes:     b.Attributes,
+		State:          api.BatchRunning,
+		Cancelled:      b.Cancelled,
+		NJobs:          b.nJobs,
+		NPending:       b.counts[Pending],
+		NReady:         b.counts[Ready],
+		NRunning:       b.counts[Running] + b.counts[Creating],
+		NSucceeded:     b.counts[Success],
+		NFailed:        b.counts[Failed],
+		NCancelled:     b.counts[Cancelled],
+		NError:         b.counts[Error],
+		NUpdates:       int64(len(b.updates)),
+		TimeCreated:    unixTime(b.Created),
+		TimeCompleted:  timePtr(b.Completed),
+	}
+	out.NCompleted = out.NSucceeded + out.NFailed + out.NCancelled + out.NError
+	if b.Completed != 0 {
+		out.State = api.BatchComplete
+	}
+	return out
+}
+
+// Viewer is who is asking; it decides which batches are visible.
+type Viewer struct {
+	Name  string
+	Admin bool
+}
+
+func (s *State) visible(b *Batch, v Viewer) bool {
+	return v.Admin || s.isMember(b.BillingProject, v.Name)
+}
+
+// BatchAccess is how a viewer relates to a batch.
+type BatchAccess int
+
+// Batch access levels.
+const (
+	NoBatch BatchAccess = iota // the batch does not exist
+	Hidden                     // it exists but the viewer may not see it
+	Visible
+)
+
+// Access reports whether the batch exists and the viewer may see (and so
+// cancel) it.
+func (s *State) Access(id uint64, v Viewer) BatchAccess {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[id]
+	switch {
+	case !ok:
+		return NoBatch
+	case !s.visible(b, v):
+		return Hidden
+	}
+	return Visible
+}
+
+// Batch returns a batch's status.
+func (s *State) Batch(id uint64) (api.Batch, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[id]
+	if !ok {
+		return api.Batch{}, false
+	}
+	return b.toAPI(), true
+}
+
+// ListBatches returns up to PageSize visible batches matching f with IDs
+// below lastID (0: from the newest), newest first.
+func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) api.BatchList {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := api.BatchList{Batches: []api.Batch{}}
+	i := len(s.batchIDs)
+	if lastID > 0 {
+		i = sort.Search(len(s.batchIDs), func(k int) bool { return s.batchIDs[k] >= lastID })
+	}
+	for i--; i >= 0; i-- {
+		b := s.batches[s.batchIDs[i]]
+		if !s.visible(b, v) || !f(b) {
+			continue
+		}
+		out.Batches = append(out.Batches, b.toAPI())
+		if len(out.Batches) == PageSize {
+			if i > 0 {
+				out.LastID = int64(b.ID)
+			}
+			break
+		}
+	}
+	return out
+}
+
+// ListJobs returns up to PageSize jobs of a batch matching f with IDs above
+// lastID.
+func (s *State) ListJobs(batch uint64, f JobFilter, lastID uint32) (api.JobList, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[batch]
+	if !ok {
+		return api.JobList{}, false
+	}
+	out := api.JobList{Jobs: []api.Job{}}
+	for id := lastID + 1; int(id) <= len(b.jobs); id++ {
+		j := &b.jobs[id-1]
+		if j.state == Staged {
+			continue
+		}
+		g := b.groupOf(id)
+		if !f(b, id, j, g) {
+			continue
+		}
+		out.Jobs = append(out.Jobs, s.jobToAPI(b, id, j, g))
+		if len(out.Jobs) == PageSize {
+			if int(id) < len(b.jobs) {
+				out.LastID = int64(id)
+			}
+			break
+		}
+	}
+	return out, true
+}
+
+// Job returns one job.
+func (s *State) Job(batch uint64, id uint32) (api.Job, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[batch]
+	if !ok || id < 1 || int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
+		return api.Job{}, false
+	}
+	return s.jobToAPI(b, id, &b.jobs[id-1], b.groupOf(id)), true
+}
+
+// LogTarget returns the attempt of a job whose log to read: the given one if
+// it exists, else the latest. ok is false when the job does not exist;
+// attempt is 0 when it never ran.
+func (s *State) LogTarget(batch uint64, id uint32, attempt int) (n int, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, found := s.batches[batch]
+	if !found || id < 1 || int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
+		return 0, false
+	}
+	latest := int(b.jobs[id-1].attempt)
+	if attempt > 0 && attempt <= latest {
+		return attempt, true
+	}
+	if attempt > latest {
+		return -1, true
+	}
+	return latest, true
+}
+
+func (s *State) instanceName(id uint32) string {
+	if inst, ok := s.instances[id]; ok {
+		return inst.Name
+	}
+	return ""
+}
+
+func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
+	spec := g.spec
+	out := api.Job{
+		BatchID:    int64(b.ID),
+		JobID:      int64(id),
+		Name:       jobName(g, id),
+		ArrayIndex: int64(id - g.first),
+		State:      j.state.String(),
+		Attempts:   []api.Attempt{},
+		Command:    spec.Command,
+		CPU:        float64(spec.CPUMilli) / 1000,
+		Memory:     spec.Memory,
+		Timeout:    float64(spec.TimeoutMs) / 1000,
+		Retries:    int(spec.Retries),
+		AlwaysRun:  spec.AlwaysRun,
+		Attributes: spec.Attributes,
+	}
+	for _, ri := range g.parents {
+		r := b.ranges[ri].r
+		out.Parents = append(out.Parents, api.IDRange{int64(r.Lo), int64(r.Hi)})
+	}
+	for _, rec := range b.history[id] {
+		out.Attempts = append(out.Attempts, s.attemptToAPI(rec, false))
+	}
+	if j.attempt > 0 {
+		cur := attemptRec{Attempt: j.attempt, Instance: j.instance, Start: j.start, End: j.end, Exit: j.exit, Outcome: j.outcome, Message: b.messages[id]}
+		out.Attempts = append(out.Attempts, s.attemptToAPI(cur, j.state == Running))
+		if j.state.Final() && (j.outcome == OutcomeSuccess || j.outcome == OutcomeFailed) {
+			code := int(j.exit)
+			out.ExitCode = &code
+		}
+	}
+	out.Message = b.messages[id]
+	if j.state == Cancelled && out.Message == "" {
+		switch {
+		case b.Cancelled && b.CancelReason != "":
+			out.Message = "batch cancelled: " + b.CancelReason
+		case b.Cancelled:
+			out.Message = "batch cancelled"
+		default:
+			out.Message = "a parent job did not succeed"
+		}
+	}
+	return out
+}
+
+func (s *State) attemptToAPI(rec attemptRec, running bool) api.Attempt {
+	a := api.Attempt{
+		Attempt:   int(rec.Attempt),
+		Instance:  s.instanceName(rec.Instance),
+		StartTime: timePtr(rec.Start),
+		EndTime:   timePtr(rec.End),
+		Message:   rec.Message,
+		State:     rec.Outcome.String(),
+	}
+	if running {
+		a.State = api.JobRunning
+		a.EndTime = nil
+	}
+	if !running && (rec.Outcome == OutcomeSuccess || rec.Outcome == OutcomeFailed) {
+		code := int(rec.Exit)
+		a.ExitCode = &code
+	}
+	return a
+}
+
+// Counts returns cluster-wide job counts by state, for metrics.
+func (s *State) Counts() (byState [numStates]int64, batches, running int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.batches {
+		for st, n := range b.counts {
+			byState[st] += n
+		}
+		if b.Completed == 0 {
+			running++
+		}
+	}
+	return byState, len(s.batches), running
+}
+
+// StateNames lists the job states in order, for metric labels.
+func StateNames() []string {
+	out := make([]string, 0, numStates-1)
+	for st := Pending; st < numStates; st++ {
+		out = append(out, st.String())
+	}
+	return out
+}

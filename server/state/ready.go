@@ -1,0 +1,85 @@
+package state
+
+// readyQueue holds a batch's Ready jobs as runs of consecutive IDs in the
+// order they became Ready. A released job array is one run however large it
+// is, so a 16-million-job array costs a few bytes here. Jobs leave from the
+// head in the common case (the scheduler takes the oldest first).
+type readyQueue struct {
+	runs []Range
+	head int
+}
+
+func (q *readyQueue) empty() bool { return q.head >= len(q.runs) }
+
+func (q *readyQueue) push(r Range) { q.runs = append(q.runs, r) }
+
+// items returns the runs from the head, oldest first. Callers must not keep
+// the slice past the state lock.
+func (q *readyQueue) items() []Range { return q.runs[q.head:] }
+
+func (q *readyQueue) clear() {
+	q.runs = nil
+	q.head = 0
+}
+
+// remove deletes the IDs of r, all of which must be queued, from the queue.
+// The IDs are usually the head of the first run.
+func (q *readyQueue) remove(r Range) {
+	for r.Lo <= r.Hi {
+		i := q.find(r.Lo)
+		if i < 0 {
+			return
+		}
+		run := q.runs[i]
+		cut := Range{r.Lo, min(r.Hi, run.Hi)}
+		switch {
+		case cut.Lo == run.Lo && cut.Hi == run.Hi:
+			if i == q.head {
+				q.runs[i] = Range{}
+				q.head++
+			} else {
+				q.runs = append(q.runs[:i], q.runs[i+1:]...)
+			}
+		case cut.Lo == run.Lo:
+			q.runs[i].Lo = cut.Hi + 1
+		case cut.Hi == run.Hi:
+			q.runs[i].Hi = cut.Lo - 1
+		default:
+			q.runs = append(q.runs, Range{})
+			copy(q.runs[i+2:], q.runs[i+1:])
+			q.runs[i] = Range{run.Lo, cut.Lo - 1}
+			q.runs[i+1] = Range{cut.Hi + 1, run.Hi}
+		}
+		if cut.Hi == r.Hi {
+			break
+		}
+		r.Lo = cut.Hi + 1
+	}
+	q.compact()
+}
+
+// find returns the index of the run holding id, or -1.
+func (q *readyQueue) find(id uint32) int {
+	for i := q.head; i < len(q.runs); i++ {
+		if id >= q.runs[i].Lo && id <= q.runs[i].Hi {
+			return i
+		}
+	}
+	return -1
+}
+
+func (q *readyQueue) compact() {
+	if q.head == len(q.runs) {
+		q.runs = q.runs[:0]
+		q.head = 0
+		return
+	}
+	if q.head > 64 && q.head > len(q.runs)/2 {
+		n := copy(q.runs, q.runs[q.head:])
+		q.runs = q.runs[:n]
+		q.head = 0
+	}
+}
+
+// contains reports whether id is queued (tests and invariant checks).
+func (q *readyQueue) contains(id uint32) bool { return q.find(id) >= 0 }

@@ -1,0 +1,360 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// snapshotVersion is bumped when the snapshot layout changes.
+const snapshotVersion = 1
+
+// Snapshot is a point-in-time copy of the state, taken under the read lock
+// and encoded later without it.
+type Snapshot struct {
+	data *snapState
+}
+
+type snapState struct {
+	Version      int
+	Index        uint64
+	NextBatch    uint64
+	NextInstance uint32
+	Users        []User
+	Projects     []snapProject
+	Instances    []snapInstance
+	Batches      []snapBatch
+}
+
+type snapProject struct {
+	Name    string
+	Members []string
+	Created int64
+}
+
+type snapInstance struct {
+	Instance
+	Running []snapKey
+}
+
+type snapKey struct {
+	Batch uint64
+	Job   uint32
+}
+
+type snapUpdate struct {
+	ID        uint32
+	Start     uint32
+	N         uint32
+	Committed bool
+	Discarded bool
+	Key       string
+	Created   int64
+	Staged    []JobEntry
+	NStaged   uint32
+	Seen      []uint64
+}
+
+type snapGroup struct {
+	First   uint32
+	Count   uint32
+	Spec    *Spec
+	Parents []int32
+	Pending uint32
+}
+
+type snapRange struct {
+	Lo, Hi    uint32
+	Remaining uint32
+	Failed    uint32
+	Children  []uint32
+}
+
+type snapAttempt = attemptRec
+
+type snapBatch struct {
+	ID             uint64
+	Name           string
+	User           string
+	BillingProject string
+	Attributes     map[string]string
+	Key            string
+	Created        int64
+	Completed      int64
+	Cancelled      bool
+	CancelReason   string
+	NextJob        uint32
+	NJobs          int64
+	Counts         []int64
+	Updates        []snapUpdate
+	Jobs           []byte // jobRecordSize bytes per job, little endian
+	Groups         []snapGroup
+	Ranges         []snapRange
+	Ready          []Range
+	ReadyMilli     int64
+	Messages       map[uint32]string
+	History        map[uint32][]snapAttempt
+}
+
+const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
+
+func packJobs(jobs []job) []byte {
+	out := make([]byte, len(jobs)*jobRecordSize)
+	for i := range jobs {
+		j := &jobs[i]
+		p := out[i*jobRecordSize:]
+		binary.LittleEndian.PutUint64(p[0:], uint64(j.start))
+		binary.LittleEndian.PutUint64(p[8:], uint64(j.end))
+		binary.LittleEndian.PutUint32(p[16:], j.instance)
+		binary.LittleEndian.PutUint32(p[20:], uint32(j.exit))
+		binary.LittleEndian.PutUint16(p[24:], j.attempt)
+		binary.LittleEndian.PutUint16(p[26:], j.failures)
+		p[28] = byte(j.state)
+		p[29] = byte(j.outcome)
+	}
+	return out
+}
+
+func unpackJobs(data []byte) ([]job, error) {
+	if len(data)%jobRecordSize != 0 {
+		return nil, fmt.Errorf("job records: %d bytes is not a multiple of %d", len(data), jobRecordSize)
+	}
+	jobs := make([]job, len(data)/jobRecordSize)
+	for i := range jobs {
+		p := data[i*jobRecordSize:]
+		jobs[i] = job{
+			start:    int64(binary.LittleEndian.Uint64(p[0:])),
+			end:      int64(binary.LittleEndian.Uint64(p[8:])),
+			instance: binary.LittleEndian.Uint32(p[16:]),
+			exit:     int32(binary.LittleEndian.Uint32(p[20:])),
+			attempt:  binary.LittleEndian.Uint16(p[24:]),
+			failures: binary.LittleEndian.Uint16(p[26:]),
+			state:    JobState(p[28]),
+			outcome:  Outcome(p[29]),
+		}
+	}
+	return jobs, nil
+}
+
+// Snapshot copies the state. Specs are immutable and shared; everything that
+// changes is copied.
+func (s *State) Snapshot() *Snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := &snapState{
+		Version:      snapshotVersion,
+		Index:        s.index,
+		NextBatch:    s.nextBatch,
+		NextInstance: s.nextInstance,
+	}
+	for _, name := range sortedKeys(s.users) {
+		d.Users = append(d.Users, *s.users[name])
+	}
+	for _, name := range sortedKeys(s.projects) {
+		p := s.projects[name]
+		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created})
+	}
+	instIDs := make([]uint32, 0, len(s.instances))
+	for id := range s.instances {
+		instIDs = append(instIDs, id)
+	}
+	sort.Slice(instIDs, func(i, j int) bool { return instIDs[i] < instIDs[j] })
+	for _, id := range instIDs {
+		inst := s.instances[id]
+		si := snapInstance{Instance: *inst}
+		si.Instance.running = nil
+		for k := range inst.running {
+			si.Running = append(si.Running, snapKey{k.batch, k.job})
+		}
+		sort.Slice(si.Running, func(i, j int) bool {
+			a, b := si.Running[i], si.Running[j]
+			if a.Batch != b.Batch {
+				return a.Batch < b.Batch
+			}
+			return a.Job < b.Job
+		})
+		d.Instances = append(d.Instances, si)
+	}
+	for _, id := range s.batchIDs {
+		d.Batches = append(d.Batches, s.batches[id].snapshot())
+	}
+	return &Snapshot{data: d}
+}
+
+func (b *Batch) snapshot() snapBatch {
+	sb := snapBatch{
+		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
+		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason,
+		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
+		Jobs:       packJobs(b.jobs),
+		Ready:      append([]Range(nil), b.ready.items()...),
+		ReadyMilli: b.readyMilli,
+	}
+	for _, u := range b.updates {
+		sb.Updates = append(sb.Updates, snapUpdate{
+			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
+			Created: u.Created, Staged: append([]JobEntry(nil), u.staged...), NStaged: u.nStaged,
+			Seen: append([]uint64(nil), u.seen...),
+		})
+	}
+	sb.Groups = make([]snapGroup, len(b.groups))
+	for i, g := range b.groups {
+		sb.Groups[i] = snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: g.parents, Pending: g.pending}
+	}
+	sb.Ranges = make([]snapRange, len(b.ranges))
+	for i, r := range b.ranges {
+		sb.Ranges[i] = snapRange{Lo: r.r.Lo, Hi: r.r.Hi, Remaining: r.remaining, Failed: r.failed,
+			Children: append([]uint32(nil), r.children...)}
+	}
+	if len(b.messages) > 0 {
+		sb.Messages = make(map[uint32]string, len(b.messages))
+		for k, v := range b.messages {
+			sb.Messages[k] = v
+		}
+	}
+	if len(b.history) > 0 {
+		sb.History = make(map[uint32][]snapAttempt, len(b.history))
+		for k, v := range b.history {
+			sb.History[k] = append([]snapAttempt(nil), v...)
+		}
+	}
+	return sb
+}
+
+// Index is the Raft index the snapshot was taken at.
+func (sn *Snapshot) Index() uint64 { return sn.data.Index }
+
+// WriteTo encodes the snapshot.
+func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	if err := codec.NewEncoder(cw, msgpackHandle).Encode(sn.data); err != nil {
+		return cw.n, fmt.Errorf("encode snapshot: %w", err)
+	}
+	return cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Restore replaces the whole state with a snapshot written by WriteTo.
+// Hooks are kept.
+func (s *State) Restore(r io.Reader) error {
+	var d snapState
+	if err := codec.NewDecoder(r, msgpackHandle).Decode(&d); err != nil {
+		return fmt.Errorf("decode snapshot: %w", err)
+	}
+	if d.Version != snapshotVersion {
+		return fmt.Errorf("snapshot version %d: this server reads version %d", d.Version, snapshotVersion)
+	}
+	fresh := New()
+	fresh.index = d.Index
+	fresh.nextBatch = d.NextBatch
+	fresh.nextInstance = d.NextInstance
+	for i := range d.Users {
+		u := d.Users[i]
+		fresh.users[u.Name] = &u
+		fresh.tokens[u.TokenHash] = u.Name
+	}
+	for _, p := range d.Projects {
+		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Created: p.Created}
+		for _, m := range p.Members {
+			bp.Members[m] = true
+		}
+		fresh.projects[p.Name] = bp
+	}
+	for _, si := range d.Instances {
+		inst := si.Instance
+		inst.running = map[attemptKey]struct{}{}
+		for _, k := range si.Running {
+			inst.running[attemptKey{k.Batch, k.Job}] = struct{}{}
+		}
+		fresh.instances[inst.ID] = &inst
+		fresh.instTokens[inst.TokenHash] = inst.ID
+		if inst.Active {
+			fresh.instByName[inst.Name] = inst.ID
+		}
+	}
+	for _, sb := range d.Batches {
+		b, err := restoreBatch(sb)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", sb.ID, err)
+		}
+		fresh.batches[b.ID] = b
+		fresh.batchIDs = append(fresh.batchIDs, b.ID)
+		if b.Key != "" {
+			fresh.keys[b.User+"\x00"+b.Key] = b.ID
+		}
+		u := fresh.userSched(b.User)
+		if !b.ready.empty() {
+			u.readyMilli += b.readyMilli
+			u.readyJobs += b.counts[Ready]
+			u.active = append(u.active, b) // batchIDs ascend, so active stays sorted
+		}
+		for id := range b.jobs {
+			if b.jobs[id].state == Running {
+				u.runningMilli += b.groupOf(uint32(id + 1)).spec.CPUMilli
+				u.runningJobs++
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index, s.nextBatch, s.nextInstance = fresh.index, fresh.nextBatch, fresh.nextInstance
+	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
+	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
+	s.instances, s.instTokens, s.instByName = fresh.instances, fresh.instTokens, fresh.instByName
+	s.sched = fresh.sched
+	s.notifyAllInstances()
+	s.notifyWork()
+	return nil
+}
+
+func restoreBatch(sb snapBatch) (*Batch, error) {
+	jobs, err := unpackJobs(sb.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{
+		ID: sb.ID, Name: sb.Name, User: sb.User, BillingProject: sb.BillingProject, Attributes: sb.Attributes,
+		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
+		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
+		messages: sb.Messages,
+	}
+	copy(b.counts[:], sb.Counts)
+	for _, u := range sb.Updates {
+		b.updates = append(b.updates, &update{
+			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
+			Created: u.Created, staged: u.Staged, nStaged: u.NStaged, seen: u.Seen,
+		})
+	}
+	b.groups = make([]*group, len(sb.Groups))
+	for i, g := range sb.Groups {
+		b.groups[i] = &group{first: g.First, count: g.Count, spec: g.Spec, parents: g.Parents, pending: g.Pending}
+	}
+	b.ranges = make([]*depRange, len(sb.Ranges))
+	for i, r := range sb.Ranges {
+		b.ranges[i] = &depRange{r: Range{r.Lo, r.Hi}, remaining: r.Remaining, failed: r.Failed, children: r.Children}
+	}
+	b.indexRanges(0)
+	for _, r := range sb.Ready {
+		b.ready.push(r)
+	}
+	if len(sb.History) > 0 {
+		b.history = make(map[uint32][]attemptRec, len(sb.History))
+		for k, v := range sb.History {
+			b.history[k] = v
+		}
+	}
+	return b, nil
+}

@@ -1,0 +1,195 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// ErrorKind classifies a rejected command so the API can pick a status code.
+type ErrorKind int
+
+// Error kinds.
+const (
+	ErrInvalid   ErrorKind = iota + 1 // the request cannot be applied as written (400)
+	ErrNotFound                       // a named object does not exist (404)
+	ErrConflict                       // the object is in a state that forbids it (409)
+	ErrForbidden                      // the caller may not do this (403)
+)
+
+// ApplyError is a command rejected by the state machine. It is returned as the
+// Apply response, never panicked: rejection is deterministic too.
+type ApplyError struct {
+	Kind ErrorKind
+	Msg  string
+}
+
+func (e *ApplyError) Error() string { return e.Msg }
+
+func errorf(kind ErrorKind, format string, args ...any) *ApplyError {
+	return &ApplyError{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Hooks are told about changes so that loops outside the state machine can
+// react. They run with the state lock held and must not block or call back
+// into the State.
+type Hooks struct {
+	// Work: jobs became Ready or resources were freed; the scheduler should run.
+	Work func()
+	// Instance: the assignments or kills of one instance changed.
+	Instance func(id uint32)
+	// AllInstances: possibly every instance's kills changed (a batch was
+	// cancelled).
+	AllInstances func()
+	// Transition is called for every job state change (tests and metrics).
+	Transition func(batch uint64, job uint32, from, to JobState)
+}
+
+// State is the whole replicated state. All methods are safe for concurrent
+// use; Apply holds the write lock, readers hold the read lock briefly.
+type State struct {
+	mu sync.RWMutex
+
+	index        uint64 // last applied Raft index
+	nextBatch    uint64
+	nextInstance uint32
+
+	batches  map[uint64]*Batch
+	batchIDs []uint64 // ascending
+	keys     map[string]uint64
+
+	users    map[string]*User
+	tokens   map[string]string
+	projects map[string]*BillingProject
+
+	instances  map[uint32]*Instance
+	instTokens map[string]uint32
+	instByName map[string]uint32
+
+	sched map[string]*userSched
+
+	hooks Hooks
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{
+		nextBatch:    1,
+		nextInstance: 1,
+		batches:      map[uint64]*Batch{},
+		keys:         map[string]uint64{},
+		users:        map[string]*User{},
+		tokens:       map[string]string{},
+		projects:     map[string]*BillingProject{},
+		instances:    map[uint32]*Instance{},
+		instTokens:   map[string]uint32{},
+		instByName:   map[string]uint32{},
+		sched:        map[string]*userSched{},
+	}
+}
+
+// SetHooks installs change notifications. Call before applying anything.
+func (s *State) SetHooks(h Hooks) {
+	s.mu.Lock()
+	s.hooks = h
+	s.mu.Unlock()
+}
+
+// Index returns the Raft index of the last applied command.
+func (s *State) Index() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.index
+}
+
+// Apply applies one decoded command at a Raft index and returns its result:
+// a command-specific value or an *ApplyError.
+func (s *State) Apply(index uint64, c Command) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applyLocked(index, c)
+}
+
+// ApplyBatch applies several commands under one lock acquisition.
+func (s *State) ApplyBatch(indexes []uint64, cmds []Command) []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]any, len(cmds))
+	for i, c := range cmds {
+		out[i] = s.applyLocked(indexes[i], c)
+	}
+	return out
+}
+
+func (s *State) applyLocked(index uint64, c Command) any {
+	if index > s.index {
+		s.index = index
+	}
+	switch c := c.(type) {
+	case nil:
+		return nil
+	case *Bootstrap:
+		return s.applyBootstrap(c)
+	case *CreateUser:
+		return s.applyCreateUser(c)
+	case *CreateBillingProject:
+		return s.applyCreateBillingProject(c)
+	case *SetMember:
+		return s.applySetMember(c)
+	case *CreateBatch:
+		return s.applyCreateBatch(c)
+	case *CreateUpdate:
+		return s.applyCreateUpdate(c)
+	case *AddJobs:
+		return s.applyAddJobs(c)
+	case *CommitUpdate:
+		return s.applyCommitUpdate(c)
+	case *CancelBatch:
+		return s.applyCancelBatch(c)
+	case *Plan:
+		return s.applyPlan(c)
+	case *Events:
+		return s.applyEvents(c)
+	case *Activate:
+		return s.applyActivate(c)
+	case *Retire:
+		return s.applyRetire(c)
+	}
+	panic(fmt.Sprintf("state: no apply for %T", c))
+}
+
+func (s *State) notifyWork() {
+	if s.hooks.Work != nil {
+		s.hooks.Work()
+	}
+}
+
+func (s *State) notifyInstance(id uint32) {
+	if s.hooks.Instance != nil {
+		s.hooks.Instance(id)
+	}
+}
+
+func (s *State) notifyAllInstances() {
+	if s.hooks.AllInstances != nil {
+		s.hooks.AllInstances()
+	}
+}
+
+func (s *State) userSched(name string) *userSched {
+	u := s.sched[name]
+	if u == nil {
+		u = &userSched{name: name}
+		s.sched[name] = u
+	}
+	return u
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

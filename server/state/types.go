@@ -1,0 +1,281 @@
+// Package state is drover's replicated state machine: the in-memory store of
+// users, billing projects, batches, jobs, attempts and instances, and the
+// typed commands that change it. Apply is deterministic: it never reads the
+// clock, draws random numbers or does I/O; the leader stamps times and
+// secrets into commands before they enter the Raft log.
+package state
+
+import (
+	"fmt"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// JobState is a job's place in the state diagram.
+type JobState uint8
+
+// Job states. Staged marks IDs reserved by an update that is not committed
+// yet; such jobs are invisible.
+const (
+	Staged JobState = iota
+	Pending
+	Ready
+	Creating
+	Running
+	Success
+	Failed
+	Cancelled
+	Error
+	numStates
+)
+
+var stateNames = [...]string{
+	Staged:    "staged",
+	Pending:   api.JobPending,
+	Ready:     api.JobReady,
+	Creating:  api.JobCreating,
+	Running:   api.JobRunning,
+	Success:   api.JobSuccess,
+	Failed:    api.JobFailed,
+	Cancelled: api.JobCancelled,
+	Error:     api.JobError,
+}
+
+func (s JobState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("JobState(%d)", s)
+}
+
+// Final reports whether no transition leaves s.
+func (s JobState) Final() bool { return s >= Success && s <= Error }
+
+// ParseJobState maps a wire name to a state.
+func ParseJobState(name string) (JobState, bool) {
+	for i, n := range stateNames {
+		if n == name && JobState(i) != Staged {
+			return JobState(i), true
+		}
+	}
+	return 0, false
+}
+
+// allowed[from][to] is the job state diagram. Running→Ready is a lost,
+// preempted or retried attempt.
+var allowed = [numStates][numStates]bool{
+	Staged:   {Pending: true, Ready: true, Cancelled: true},
+	Pending:  {Ready: true, Cancelled: true},
+	Ready:    {Creating: true, Running: true, Cancelled: true},
+	Creating: {Running: true, Cancelled: true},
+	Running:  {Success: true, Failed: true, Error: true, Cancelled: true, Ready: true},
+}
+
+// TransitionAllowed reports whether the state diagram permits from→to.
+// Pending→Cancelled is the cancellation of a job whose parent did not
+// succeed or whose batch was cancelled before it became Ready.
+func TransitionAllowed(from, to JobState) bool { return allowed[from][to] }
+
+// Outcome is what a worker says about an attempt that ended.
+type Outcome uint8
+
+// Attempt outcomes. Lost is decided by the control plane when an instance
+// disappears with the attempt on it.
+const (
+	OutcomeNone Outcome = iota
+	OutcomeSuccess
+	OutcomeFailed
+	OutcomeError
+	OutcomeCancelled
+	OutcomeLost
+)
+
+var outcomeNames = [...]string{"", api.OutcomeSuccess, api.OutcomeFailed, api.OutcomeError, api.OutcomeCancelled, "lost"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", o)
+}
+
+// ParseOutcome maps a wire name to an outcome.
+func ParseOutcome(name string) (Outcome, bool) {
+	for i, n := range outcomeNames {
+		if n == name && i > 0 {
+			return Outcome(i), true
+		}
+	}
+	return 0, false
+}
+
+// Spec is the shared template of a job or job array. It is immutable once
+// committed, so snapshots and readers share it without copying.
+type Spec struct {
+	Name       string
+	Array      bool
+	Command    []string
+	Env        map[string]string
+	CPUMilli   int64
+	Memory     int64
+	TimeoutMs  int64
+	Retries    uint16
+	AlwaysRun  bool
+	Attributes map[string]string
+}
+
+// Range is an inclusive range of job IDs.
+type Range struct{ Lo, Hi uint32 }
+
+// Len is the number of IDs in the range.
+func (r Range) Len() uint32 { return r.Hi - r.Lo + 1 }
+
+// JobEntry is a job or job array as it travels in commands: Count jobs that
+// share Spec and parents. First and Parents are relative to the update (1 is
+// the update's first job); BatchParents are absolute IDs of jobs committed
+// by earlier updates.
+type JobEntry struct {
+	First        uint32
+	Count        uint32
+	Parents      []Range
+	BatchParents []Range
+	Spec         *Spec
+}
+
+// job is the per-job record, kept compact because a batch may hold millions.
+type job struct {
+	start    int64 // current attempt's start, unix ns (0: not started)
+	end      int64 // current attempt's end, unix ns
+	instance uint32
+	exit     int32
+	attempt  uint16 // number of the current (or last) attempt; 0: never placed
+	failures uint16 // attempts that ended Failed or Error (counted against retries)
+	state    JobState
+	outcome  Outcome
+}
+
+// group is one committed JobEntry inside a batch.
+type group struct {
+	first   uint32
+	count   uint32
+	spec    *Spec
+	parents []int32 // indices into batch.ranges
+	pending uint32  // parent ranges with unfinished jobs
+}
+
+// depRange tracks one dependency: the children groups wait until every job in
+// [lo, hi] is final; if any did not succeed they are cancelled unless
+// always_run.
+type depRange struct {
+	r         Range
+	remaining uint32
+	failed    uint32
+	children  []uint32 // first job IDs of waiting groups
+}
+
+// attemptRec is an attempt that is no longer the current one.
+type attemptRec struct {
+	Attempt  uint16
+	Instance uint32
+	Start    int64
+	End      int64
+	Exit     int32
+	Outcome  Outcome
+	Message  string
+}
+
+// update is a block of job IDs reserved in a batch.
+type update struct {
+	ID        uint32
+	Start     uint32
+	N         uint32
+	Committed bool
+	Discarded bool // the batch was cancelled while the update was open
+	Key       string
+	Created   int64
+	staged    []JobEntry // bunches received so far, in arrival order
+	nStaged   uint32
+	seen      []uint64 // bitset of staged IDs (relative, from 1)
+}
+
+// Batch is a set of jobs in one billing project.
+type Batch struct {
+	ID             uint64
+	Name           string
+	User           string
+	BillingProject string
+	Attributes     map[string]string
+	Key            string
+	Created        int64
+	Completed      int64 // unix ns when it last became complete; 0 while running
+	Cancelled      bool
+	CancelReason   string
+
+	nextJob uint32 // next unreserved job ID
+	nJobs   int64  // committed jobs
+	counts  [numStates]int64
+	updates []*update
+
+	jobs       []job    // index: job ID - 1
+	groups     []*group // sorted by first
+	ranges     []*depRange
+	points     []pointRef // ranges with Lo == Hi, sorted by id
+	spans      []int32    // ranges with Lo < Hi, sorted by Lo
+	spanMaxHi  []uint32   // prefix maximum of Hi over spans
+	ready      readyQueue
+	readyMilli int64 // cpu of Ready jobs, subtracted from the user at cancel
+	messages   map[uint32]string
+	history    map[uint32][]attemptRec
+}
+
+type pointRef struct {
+	id uint32
+	r  int32
+}
+
+// Instance is a worker machine that has activated.
+type Instance struct {
+	ID        uint32
+	Name      string
+	TokenHash string
+	CPUMilli  int64
+	Memory    int64
+	FreeMilli int64
+	FreeMem   int64
+	Active    bool
+	Activated int64
+	Retired   int64
+	Reason    string
+	running   map[attemptKey]struct{}
+}
+
+type attemptKey struct {
+	batch uint64
+	job   uint32
+}
+
+// User is an account. Tokens are stored as SHA-256 hashes.
+type User struct {
+	Name      string
+	Admin     bool
+	TokenHash string
+	Created   int64
+}
+
+// BillingProject groups users and their batches.
+type BillingProject struct {
+	Name    string
+	Members map[string]bool
+	Created int64
+}
+
+// userSched holds a user's scheduling counters and the batches that have
+// Ready jobs, in ID order (the user's FIFO).
+type userSched struct {
+	name         string
+	readyMilli   int64
+	runningMilli int64
+	readyJobs    int64
+	runningJobs  int64
+	active       []*Batch
+}
