@@ -40,11 +40,11 @@ func IsStatus(err error, code int) bool {
 // reached the client moves on to the next one.
 type Client struct {
 	addrs []string
-	token string
 	http  *http.Client
 
-	mu   sync.Mutex
-	next int
+	mu    sync.Mutex
+	token string
+	next  int
 }
 
 // NewClient returns a client for the comma-separated server addresses in addr.
@@ -95,7 +95,11 @@ func ClientFromEnv() *Client {
 func (c *Client) Addrs() []string { return append([]string(nil), c.addrs...) }
 
 // SetToken replaces the bearer token.
-func (c *Client) SetToken(token string) { c.token = token }
+func (c *Client) SetToken(token string) {
+	c.mu.Lock()
+	c.token = token
+	c.mu.Unlock()
+}
 
 // Do sends a request with a JSON body (in may be nil) and decodes a JSON
 // answer into out (may be nil). Connection failures move on to the next
@@ -108,7 +112,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
-	resp, err := c.send(ctx, method, path, body)
+	resp, err := c.send(ctx, method, path, "application/json", body)
 	if err != nil {
 		return err
 	}
@@ -125,9 +129,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 
 // send performs the request, trying each server once, and returns a 2xx
 // response or an error.
-func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
 	c.mu.Lock()
-	start := c.next
+	start, token := c.next, c.token
 	c.mu.Unlock()
 	var lastErr error
 	for i := 0; i < len(c.addrs); i++ {
@@ -137,10 +141,10 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 			return nil, fmt.Errorf("build request: %w", err)
 		}
 		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Content-Type", contentType)
 		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
@@ -296,7 +300,7 @@ func (c *Client) JobLog(ctx context.Context, batchID, jobID int64, attempt int) 
 	if attempt > 0 {
 		path += "?attempt=" + strconv.Itoa(attempt)
 	}
-	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	resp, err := c.send(ctx, http.MethodGet, path, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -384,4 +388,43 @@ func (c *Client) Leader(ctx context.Context) (*LeaderStatus, error) {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// Worker protocol calls.
+
+// Activate registers a worker and returns its instance token.
+func (c *Client) Activate(ctx context.Context, req *ActivateRequest) (*ActivateResponse, error) {
+	var out ActivateResponse
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/workers/activate", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Sync sends a worker's report and returns the server's answer.
+func (c *Client) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, error) {
+	var out SyncResponse
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/workers/sync", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Deactivate tells the servers the worker is leaving.
+func (c *Client) Deactivate(ctx context.Context) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/workers/deactivate", struct{}{}, nil)
+}
+
+// UploadLogChunk stores chunk seq of an attempt's log.
+func (c *Client) UploadLogChunk(ctx context.Context, ref AttemptRef, seq int, data []byte) error {
+	path := fmt.Sprintf("/api/v1/workers/logs/%d/%d/%d/%d", ref.BatchID, ref.JobID, ref.Attempt, seq)
+	if data == nil {
+		data = []byte{}
+	}
+	resp, err := c.send(ctx, http.MethodPut, path, "text/plain", data)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
 }

@@ -133,7 +133,7 @@ func TestScheduleBestFitAndMemory(t *testing.T) {
 func TestScheduleReportsJobsThatFitNowhereAndBackfills(t *testing.T) {
 	in := &Input{
 		Instances: []Instance{{1, 4000, 64 << 30}},
-		Users: []User{{Name: "u", ReadyMilli: 20_000, Runs: []Run{run(1, 1, 2, 8), run(1, 3, 3, 1)}}},
+		Users:     []User{{Name: "u", ReadyMilli: 20_000, Runs: []Run{run(1, 1, 2, 8), run(1, 3, 3, 1)}}},
 	}
 	out := Schedule(in)
 	if out.Users[0].NotPlaced != 2 || out.Jobs != 3 {

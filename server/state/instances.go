@@ -348,3 +348,22 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 	})
 	return v
 }
+
+// AttemptInstance returns the instance an attempt was placed on.
+func (s *State) AttemptInstance(batch uint64, job uint32, attempt uint16) (uint32, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.batches[batch]
+	if b == nil || job < 1 || int(job) > len(b.jobs) {
+		return 0, false
+	}
+	if j := &b.jobs[job-1]; j.attempt == attempt && attempt > 0 {
+		return j.instance, true
+	}
+	for _, rec := range b.history[job] {
+		if rec.Attempt == attempt {
+			return rec.Instance, true
+		}
+	}
+	return 0, false
+}

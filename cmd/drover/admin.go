@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec"
+)
+
+func (m *Main) runUserCreate(ctx context.Context, args []string) error {
+	fs := m.newFlags("user create", "NAME [-admin]")
+	admin := fs.Bool("admin", false, "make the user an admin")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	u, err := m.Client().CreateUser(ctx, &api.CreateUserRequest{Name: pos[0], Admin: *admin})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(u)
+	}
+	// The token alone on stdout, so DROVER_TOKEN=$(drover user create alice) works.
+	fmt.Fprintln(m.Stdout, u.Token)
+	fmt.Fprintf(m.Stderr, "Created user %s. Keep the token above: it is shown only once.\n", u.Name)
+	return nil
+}
+
+func (m *Main) runUserList(ctx context.Context, args []string) error {
+	fs := m.newFlags("user list", "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	users, err := m.Client().ListUsers(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(users)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tADMIN\tCREATED")
+	for _, u := range users {
+		fmt.Fprintf(tw, "%s\t%v\t%s\n", u.Name, u.Admin, ago(u.TimeCreated))
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runBPCreate(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project create", "NAME [-member USER]...")
+	var members multiFlag
+	fs.Var(&members, "member", "user to add (repeatable, or comma-separated)")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, m := range members {
+		for _, n := range strings.Split(m, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	p, err := m.Client().CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: pos[0], Members: names})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Created billing project %s (members: %s)\n", p.Name, strings.Join(p.Members, ", "))
+	return nil
+}
+
+func (m *Main) runBPList(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project list", "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	ps, err := m.Client().ListBillingProjects(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(ps)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMEMBERS")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, strings.Join(p.Members, ", "))
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runBPAddMember(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project add-member", "PROJECT USER")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().AddMember(ctx, pos[0], pos[1]); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Added %s to billing project %s\n", pos[1], pos[0])
+	return nil
+}
+
+func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project remove-member", "PROJECT USER")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().RemoveMember(ctx, pos[0], pos[1]); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Removed %s from billing project %s\n", pos[1], pos[0])
+	return nil
+}
+
+type instanceRow struct {
+	ID      int64   `json:"id"`
+	Name    string  `json:"name"`
+	Active  bool    `json:"active"`
+	CPU     float64 `json:"cpu"`
+	Memory  int64   `json:"memory"`
+	FreeCPU float64 `json:"free_cpu"`
+	FreeMem int64   `json:"free_memory"`
+	Running int     `json:"running"`
+	Reason  string  `json:"reason"`
+}
+
+func (m *Main) runInstanceList(ctx context.Context, args []string) error {
+	fs := m.newFlags("instance list", "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	all := fs.Bool("all", false, "include retired instances")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	var rows []instanceRow
+	if err := m.Client().Do(ctx, "GET", "/api/v1/instances", nil, &rows); err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(rows)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
+	for _, r := range rows {
+		if !r.Active && !*all {
+			continue
+		}
+		st := "active"
+		if !r.Active {
+			st = "retired"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, r.CPU, r.FreeCPU,
+			jobspec.FormatBytes(r.Memory), jobspec.FormatBytes(r.FreeMem), r.Running, r.Reason)
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("status", "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	s, err := m.Client().Leader(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(s)
+	}
+	fmt.Fprintf(m.Stdout, "Server %s (leader: %v)\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
+		s.ServerID, s.IsLeader, s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
+	return nil
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/server"
+)
+
+func (m *Main) runAgent(ctx context.Context, args []string) error {
+	fs := m.newFlags("agent", "-dev [flags]")
+	dev := fs.Bool("dev", false, "run a development agent: one server that bootstraps itself, plus local workers")
+	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs and root.token (default: a new temporary directory)")
+	httpAddr := fs.String("http-addr", "127.0.0.1:4650", "address of the HTTP API")
+	raftAddr := fs.String("raft-addr", "127.0.0.1:0", "address Raft listens on (port 0: any free port)")
+	workers := fs.Int("workers", 2, "number of local worker processes")
+	cores := fs.Float64("worker-cores", float64(runtime.NumCPU()), "cores each worker offers")
+	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
+	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log as JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if !*dev {
+		return usagef("drover agent needs -dev; for a production cluster run 'drover server' and 'drover worker' (see docs/operations.md)")
+	}
+	if *workers < 0 {
+		return usagef("-workers is %d; it must be 0 or more", *workers)
+	}
+	if *cores <= 0 {
+		return usagef("-worker-cores is %g; it must be positive", *cores)
+	}
+	memBytes := int64(*cores * float64(2<<30))
+	if *memory != "" {
+		n, err := jobspec.ParseBytes(*memory)
+		if err != nil {
+			return usagef("-worker-memory: %v", err)
+		}
+		memBytes = n
+	}
+	log, err := newLogger(m.Stderr, *logLevel, *logJSON)
+	if err != nil {
+		return err
+	}
+	if *dataDir == "" {
+		if *dataDir, err = os.MkdirTemp("", "drover-dev-"); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	if *dataDir, err = filepath.Abs(*dataDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	secretFile := filepath.Join(*dataDir, "worker.secret")
+	secret, err := ensureSecret(secretFile)
+	if err != nil {
+		return err
+	}
+
+	cfg := server.DefaultConfig()
+	cfg.DataDir = *dataDir
+	cfg.HTTPAddr = *httpAddr
+	cfg.RaftAddr = *raftAddr
+	cfg.Bootstrap = true
+	cfg.WorkerSecret = secret
+	cfg.LostTimeout = *lost
+	// One voter: elect it quickly.
+	cfg.HeartbeatTimeout = 300 * time.Millisecond
+	cfg.ElectionTimeout = 300 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
+	cfg.Logger = log
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	apiAddr := "http://" + srv.HTTPAddr()
+	tokenFile := filepath.Join(*dataDir, "root.token")
+	if err := waitForFile(ctx, tokenFile, 60*time.Second); err != nil {
+		return fmt.Errorf("the agent did not bootstrap its admin user: %w", err)
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable to start workers: %w", err)
+	}
+	host, _ := os.Hostname()
+	host = strings.Split(host, ".")[0]
+	var wg sync.WaitGroup
+	for i := 1; i <= *workers; i++ {
+		wargs := []string{
+			"worker",
+			"-servers", apiAddr,
+			"-name", fmt.Sprintf("%s-worker-%d", host, i),
+			"-cores", strconv.FormatFloat(*cores, 'f', -1, 64),
+			"-memory", strconv.FormatInt(memBytes, 10) + "B",
+			"-data-dir", filepath.Join(*dataDir, "workers", strconv.Itoa(i)),
+			"-worker-secret-file", secretFile,
+			"-log-level", *logLevel,
+			"-parent-pid", strconv.Itoa(os.Getpid()),
+		}
+		if *logJSON {
+			wargs = append(wargs, "-log-json")
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.superviseWorker(ctx, log.With("worker", i), self, wargs)
+		}()
+	}
+	fmt.Fprintf(m.Stderr, `==> drover dev agent running
+    API:         %s
+    Data dir:    %s
+    Admin token: %s
+    Workers:     %d x %g cores, %s each
+  Use it with:
+    export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
+`, apiAddr, *dataDir, tokenFile, *workers, *cores, jobspec.FormatBytes(memBytes), apiAddr, tokenFile)
+	<-ctx.Done()
+	fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
+	wg.Wait()
+	return nil
+}
+
+// superviseWorker runs a worker process and restarts it when it exits, until
+// ctx ends; then it stops it with SIGTERM (SIGKILL after 15s).
+func (m *Main) superviseWorker(ctx context.Context, log *slog.Logger, self string, args []string) {
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		cmd := exec.Command(self, args...)
+		cmd.Stdout = m.Stderr
+		cmd.Stderr = m.Stderr
+		// Own process group: a terminal's Ctrl-C reaches the agent, which
+		// stops workers in order. Pdeathsig: a killed agent takes its
+		// workers with it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		started := time.Now()
+		if err := cmd.Start(); err != nil {
+			log.Error("start worker", "err", err)
+		} else {
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if ctx.Err() == nil {
+					log.Warn("worker exited; restarting it", "err", err, "in", backoff)
+				}
+			case <-ctx.Done():
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(15 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+				}
+				return
+			}
+		}
+		if time.Since(started) > time.Minute {
+			backoff = 500 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// ensureSecret reads the worker join secret, creating it if missing.
+func ensureSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read worker secret: %w", err)
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	s := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write worker secret: %w", err)
+	}
+	return s, nil
+}
+
+func waitForFile(ctx context.Context, path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %s", path, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read worker secret: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("worker secret file %s is empty", path)
+	}
+	return s, nil
+}
+
+// parentWatch cancels when the parent process is gone (the agent died in a
+// way Pdeathsig did not cover).
+func parentWatch(ctx context.Context, pid int, cancel context.CancelFunc) {
+	if pid <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if os.Getppid() != pid {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+func parseID(what, s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, usagef("%s %q is not a positive integer", what, s)
+	}
+	return id, nil
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02")
+}
+
+func (m *Main) runBatchList(ctx context.Context, args []string) error {
+	fs := m.newFlags("batch list", "[flags]")
+	filter := fs.String("filter", "", "filter, e.g. 'state=running' or 'attr:sample=NA12878 user=alice'")
+	state := fs.String("state", "", "shorthand for -filter state=...: running, complete, cancelled, success or failure")
+	last := fs.Int64("last-id", 0, "list batches older than this ID (the next page)")
+	all := fs.Bool("all", false, "list every matching batch, not just one page of 50")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	q := *filter
+	if *state != "" {
+		q = strings.TrimSpace(q + " state=" + *state)
+	}
+	c := m.Client()
+	var batches []api.Batch
+	next := *last
+	for {
+		page, err := c.ListBatches(ctx, q, next)
+		if err != nil {
+			return err
+		}
+		batches = append(batches, page.Batches...)
+		next = page.LastID
+		if !*all || next == 0 {
+			break
+		}
+	}
+	if *asJSON {
+		return m.printJSON(api.BatchList{Batches: batches, LastID: next})
+	}
+	if len(batches) == 0 {
+		fmt.Fprintln(m.Stdout, "No batches.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCREATED")
+	for _, b := range batches {
+		st := b.State
+		if b.Cancelled {
+			st += " (cancelled)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", b.ID, st, b.Name, b.BillingProject, b.User,
+			b.NJobs, b.NSucceeded, b.NFailed+b.NError, b.NCancelled, ago(b.TimeCreated))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != 0 && !*all {
+		fmt.Fprintf(m.Stdout, "More: drover batch list -last-id %d\n", next)
+	}
+	return nil
+}
+
+func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("batch status", "BATCH [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id, err := parseID("batch ID", pos[0])
+	if err != nil {
+		return err
+	}
+	b, err := m.Client().GetBatch(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(b)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\t%d\n", b.ID)
+	fmt.Fprintf(tw, "Name\t%s\n", b.Name)
+	st := b.State
+	if b.Cancelled {
+		st += " (cancelled)"
+	}
+	fmt.Fprintf(tw, "State\t%s\n", st)
+	fmt.Fprintf(tw, "User\t%s\n", b.User)
+	fmt.Fprintf(tw, "Billing project\t%s\n", b.BillingProject)
+	for _, k := range slices.Sorted(maps.Keys(b.Attributes)) {
+		fmt.Fprintf(tw, "Attribute %s\t%s\n", k, b.Attributes[k])
+	}
+	fmt.Fprintf(tw, "Created\t%s (%s)\n", b.TimeCreated.Local().Format(time.RFC3339), ago(b.TimeCreated))
+	if b.TimeCompleted != nil {
+		fmt.Fprintf(tw, "Completed\t%s (took %s)\n", b.TimeCompleted.Local().Format(time.RFC3339), b.TimeCompleted.Sub(b.TimeCreated).Round(time.Millisecond))
+	}
+	fmt.Fprintf(tw, "Jobs\t%d: %d pending, %d ready, %d running, %d succeeded, %d failed, %d error, %d cancelled\n",
+		b.NJobs, b.NPending, b.NReady, b.NRunning, b.NSucceeded, b.NFailed, b.NError, b.NCancelled)
+	return tw.Flush()
+}
+
+func (m *Main) runBatchCancel(ctx context.Context, args []string) error {
+	fs := m.newFlags("batch cancel", "BATCH")
+	asJSON := fs.Bool("json", false, "print the batch as JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id, err := parseID("batch ID", pos[0])
+	if err != nil {
+		return err
+	}
+	c := m.Client()
+	if err := c.CancelBatch(ctx, id); err != nil {
+		return err
+	}
+	b, err := c.GetBatch(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(b)
+	}
+	fmt.Fprintf(m.Stdout, "Cancelled batch %d: %d jobs cancelled, %d running jobs being stopped\n", id, b.NCancelled, b.NRunning)
+	return nil
+}
+
+func (m *Main) runBatchWait(ctx context.Context, args []string) error {
+	fs := m.newFlags("batch wait", "BATCH")
+	asJSON := fs.Bool("json", false, "print the batch as JSON when it completes")
+	timeout := fs.Duration("timeout", 0, "give up after this long (0: wait forever)")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id, err := parseID("batch ID", pos[0])
+	if err != nil {
+		return err
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	return m.waitAndReport(ctx, m.Client(), id, *asJSON, false)
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec"
+)
+
+func attemptDuration(a api.Attempt) string {
+	if a.StartTime == nil {
+		return "-"
+	}
+	end := time.Now()
+	if a.EndTime != nil {
+		end = *a.EndTime
+	}
+	return end.Sub(*a.StartTime).Round(time.Millisecond).String()
+}
+
+func exitString(code *int) string {
+	if code == nil {
+		return "-"
+	}
+	return fmt.Sprint(*code)
+}
+
+func (m *Main) runJobList(ctx context.Context, args []string) error {
+	fs := m.newFlags("job list", "BATCH [flags]")
+	filter := fs.String("filter", "", "filter, e.g. 'state=failed' or 'name=align'")
+	state := fs.String("state", "", "shorthand for -filter state=...: pending, ready, running, success, failed, cancelled, error, done or bad")
+	last := fs.Int64("last-id", 0, "list jobs after this ID (the next page)")
+	all := fs.Bool("all", false, "list every matching job, not just one page of 50")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id, err := parseID("batch ID", pos[0])
+	if err != nil {
+		return err
+	}
+	q := *filter
+	if *state != "" {
+		q = strings.TrimSpace(q + " state=" + *state)
+	}
+	c := m.Client()
+	var jobs []api.Job
+	next := *last
+	for {
+		page, err := c.ListJobs(ctx, id, q, next)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, page.Jobs...)
+		next = page.LastID
+		if !*all || next == 0 {
+			break
+		}
+	}
+	if *asJSON {
+		return m.printJSON(api.JobList{Jobs: jobs, LastID: next})
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(m.Stdout, "No jobs.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tMESSAGE")
+	for _, j := range jobs {
+		dur := "-"
+		if n := len(j.Attempts); n > 0 {
+			dur = attemptDuration(j.Attempts[n-1])
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, j.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != 0 && !*all {
+		fmt.Fprintf(m.Stdout, "More: drover job list %d -last-id %d\n", id, next)
+	}
+	return nil
+}
+
+func jobArgs(pos []string) (int64, int64, error) {
+	b, err := parseID("batch ID", pos[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	j, err := parseID("job ID", pos[1])
+	if err != nil {
+		return 0, 0, err
+	}
+	return b, j, nil
+}
+
+func (m *Main) runJobStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("job status", "BATCH JOB [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	bid, jid, err := jobArgs(pos)
+	if err != nil {
+		return err
+	}
+	j, err := m.Client().GetJob(ctx, bid, jid)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(j)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "Job\t%d/%d %s\n", j.BatchID, j.JobID, j.Name)
+	fmt.Fprintf(tw, "State\t%s\n", j.State)
+	fmt.Fprintf(tw, "Exit code\t%s\n", exitString(j.ExitCode))
+	if j.Message != "" {
+		fmt.Fprintf(tw, "Message\t%s\n", j.Message)
+	}
+	fmt.Fprintf(tw, "Command\t%s\n", strings.Join(j.Command, " "))
+	fmt.Fprintf(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
+	if j.Timeout > 0 {
+		fmt.Fprintf(tw, "Timeout\t%s\n", time.Duration(j.Timeout*float64(time.Second)))
+	}
+	if j.Retries > 0 {
+		fmt.Fprintf(tw, "Retries\t%d\n", j.Retries)
+	}
+	for _, p := range j.Parents {
+		if p[0] == p[1] {
+			fmt.Fprintf(tw, "Depends on\tjob %d\n", p[0])
+		} else {
+			fmt.Fprintf(tw, "Depends on\tjobs %d-%d\n", p[0], p[1])
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(j.Attempts) == 0 {
+		fmt.Fprintln(m.Stdout, "\nNo attempts yet.")
+		return nil
+	}
+	fmt.Fprintln(m.Stdout, "\nAttempts:")
+	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tMESSAGE")
+	for _, a := range j.Attempts {
+		started := "-"
+		if a.StartTime != nil {
+			started = a.StartTime.Local().Format("15:04:05.000")
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), a.Message)
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runJobLogs(ctx context.Context, args []string) error {
+	fs := m.newFlags("job logs", "BATCH JOB [-attempt N] [-f]")
+	attempt := fs.Int("attempt", 0, "attempt whose log to print (default: the latest)")
+	follow := fs.Bool("f", false, "follow the log until the job ends")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	bid, jid, err := jobArgs(pos)
+	if err != nil {
+		return err
+	}
+	c := m.Client()
+	var printed int
+	for {
+		data, err := c.JobLog(ctx, bid, jid, *attempt)
+		if err != nil {
+			return err
+		}
+		if len(data) > printed {
+			if _, err := m.Stdout.Write(data[printed:]); err != nil && err != io.ErrShortWrite {
+				return err
+			}
+			printed = len(data)
+		}
+		if !*follow {
+			return nil
+		}
+		j, err := c.GetJob(ctx, bid, jid)
+		if err != nil {
+			return err
+		}
+		if j.State != api.JobRunning && j.State != api.JobReady && j.State != api.JobPending {
+			data, err := c.JobLog(ctx, bid, jid, *attempt)
+			if err == nil && len(data) > printed {
+				_, _ = m.Stdout.Write(data[printed:])
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}

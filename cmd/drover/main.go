@@ -1,0 +1,228 @@
+// Command drover is the drover CLI, server, worker and dev agent in one
+// binary.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=...".
+var Version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := NewMain()
+	err := m.Run(ctx, os.Args[1:])
+	os.Exit(m.exitCode(err))
+}
+
+// Main holds the CLI's streams so tests can run commands in process.
+type Main struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	// Client builds the API client; tests may replace it.
+	Client func() *api.Client
+}
+
+// NewMain returns a Main wired to the process's streams and environment.
+func NewMain() *Main {
+	return &Main{Stdout: os.Stdout, Stderr: os.Stderr, Client: api.ClientFromEnv}
+}
+
+// exitError carries a specific exit code (2: the batch did not fully
+// succeed). Its message, if any, has been printed already.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError is a mistake in how a command was invoked.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func (m *Main) exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(m.Stderr, "Error: %v\n", err)
+	return 1
+}
+
+const usage = `drover: a multi-tenant batch job scheduler
+
+Usage: drover <command> [arguments]
+
+Running drover:
+  agent            run a dev agent: one server and local workers (agent -dev)
+  worker           run a worker that joins a cluster
+
+Batches and jobs:
+  run FILE         submit a jobspec (-wait to wait for it)
+  validate FILE    check a jobspec and print every problem as file:line:col
+  batch list       list batches         batch status ID     show a batch
+  batch cancel ID  cancel a batch       batch wait ID       wait for a batch
+  job list BATCH   list a batch's jobs  job status BATCH JOB
+  job logs BATCH JOB                    print a job's log
+
+Administration:
+  user create NAME       create a user and print its token
+  user list              list users
+  billing-project create NAME [-member USER]...
+  billing-project list | add-member PROJECT USER | remove-member PROJECT USER
+  instance list          list worker instances
+  status                 show the cluster leader
+  version                print the version
+
+Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by
+commas), DROVER_TOKEN (default: the contents of ~/.config/drover/token).
+Run 'drover <command> -h' for a command's flags.
+`
+
+// Run runs one command.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return &exitError{code: 1}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "agent":
+		return m.runAgent(ctx, rest)
+	case "worker":
+		return m.runWorker(ctx, rest)
+	case "run":
+		return m.runRun(ctx, rest)
+	case "validate":
+		return m.runValidate(ctx, rest)
+	case "batch":
+		return m.sub(ctx, "batch", rest, map[string]func(context.Context, []string) error{
+			"list": m.runBatchList, "status": m.runBatchStatus, "cancel": m.runBatchCancel, "wait": m.runBatchWait,
+		})
+	case "job":
+		return m.sub(ctx, "job", rest, map[string]func(context.Context, []string) error{
+			"list": m.runJobList, "status": m.runJobStatus, "logs": m.runJobLogs,
+		})
+	case "user":
+		return m.sub(ctx, "user", rest, map[string]func(context.Context, []string) error{
+			"create": m.runUserCreate, "list": m.runUserList,
+		})
+	case "billing-project":
+		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
+			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,
+		})
+	case "instance":
+		return m.sub(ctx, "instance", rest, map[string]func(context.Context, []string) error{
+			"list": m.runInstanceList,
+		})
+	case "status":
+		return m.runStatus(ctx, rest)
+	case "version", "-v", "--version":
+		fmt.Fprintf(m.Stdout, "drover %s\n", Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q; run 'drover help' for the list", cmd)
+}
+
+func (m *Main) sub(ctx context.Context, name string, args []string, cmds map[string]func(context.Context, []string) error) error {
+	names := strings.Join(slices.Sorted(maps.Keys(cmds)), ", ")
+	if len(args) == 0 {
+		return usagef("drover %s needs a subcommand: one of %s", name, names)
+	}
+	f, ok := cmds[args[0]]
+	if !ok {
+		return usagef("unknown command 'drover %s %s'; use one of %s", name, args[0], names)
+	}
+	return f(ctx, args[1:])
+}
+
+// newFlags makes a flag set that reports errors instead of exiting.
+func (m *Main) newFlags(name, argsUsage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(m.Stderr, "Usage: drover %s %s\n", name, argsUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags that may come before, between or after positional
+// arguments ("drover batch status 1 -json") and checks how many positional
+// arguments there are.
+func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
+		fs.Usage()
+		switch {
+		case maxPos == 0:
+			return nil, usagef("drover %s takes no arguments", fs.Name())
+		case len(pos) < minPos:
+			return nil, usagef("drover %s needs %d argument(s), got %d", fs.Name(), minPos, len(pos))
+		default:
+			return nil, usagef("drover %s takes at most %d argument(s), got %d: %s", fs.Name(), maxPos, len(pos), strings.Join(pos, " "))
+		}
+	}
+	return pos, nil
+}
+
+func (m *Main) printJSON(v any) error {
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (f *multiFlag) String() string     { return strings.Join(*f, ",") }
+func (f *multiFlag) Set(v string) error { *f = append(*f, v); return nil }
+
+func newLogger(w io.Writer, level string, json bool) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("-log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

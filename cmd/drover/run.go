@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec"
+)
+
+// fastPathEntries is the most job entries sent inline in the create call;
+// bigger batches go through an update in bunches.
+const fastPathEntries = 1000
+
+func parseVars(vars multiFlag) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range vars {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, usagef("-var %q: write it as NAME=VALUE", v)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+func (m *Main) parseSpec(path string, vars multiFlag) (*jobspec.Batch, error) {
+	vm, err := parseVars(vars)
+	if err != nil {
+		return nil, err
+	}
+	spec, diags := jobspec.ParseFile(path, vm)
+	if diags.HasErrors() {
+		fmt.Fprint(m.Stderr, jobspec.FormatDiagnostics(diags))
+		n := len(diags.Errs())
+		return nil, fmt.Errorf("%s has %d problem%s", path, n, plural(n))
+	}
+	if len(diags) > 0 {
+		fmt.Fprint(m.Stderr, jobspec.FormatDiagnostics(diags))
+	}
+	return spec, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func (m *Main) runValidate(ctx context.Context, args []string) error {
+	fs := m.newFlags("validate", "[-var NAME=VALUE]... FILE")
+	var vars multiFlag
+	fs.Var(&vars, "var", "set a jobspec variable (repeatable)")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	spec, err := m.parseSpec(pos[0], vars)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "%s: batch %q is valid: %d jobs in %d job blocks\n", pos[0], spec.Name, spec.NumJobs(), len(spec.Jobs))
+	return nil
+}
+
+func (m *Main) runRun(ctx context.Context, args []string) error {
+	fs := m.newFlags("run", "[flags] FILE")
+	var vars multiFlag
+	fs.Var(&vars, "var", "set a jobspec variable, NAME=VALUE (repeatable)")
+	wait := fs.Bool("wait", false, "wait until the batch completes; exit 0 if every job succeeded, 2 otherwise")
+	asJSON := fs.Bool("json", false, "print the batch as JSON")
+	project := fs.String("billing-project", "", "billing project (overrides the jobspec's)")
+	bunch := fs.Int("bunch-size", 5000, "job entries per request when a batch is too big for one")
+	quiet := fs.Bool("quiet", false, "print only the batch ID")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *bunch <= 0 {
+		return usagef("-bunch-size must be positive")
+	}
+	spec, err := m.parseSpec(pos[0], vars)
+	if err != nil {
+		return err
+	}
+	req := &api.CreateBatchRequest{
+		Name:           spec.Name,
+		BillingProject: spec.BillingProject,
+		Attributes:     spec.Attributes,
+		IdempotencyKey: randomKey(),
+	}
+	if *project != "" {
+		req.BillingProject = *project
+	}
+	c := m.Client()
+	jobs := spec.JobSpecs()
+	b, err := submit(ctx, c, req, jobs, *bunch)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *quiet:
+		fmt.Fprintln(m.Stdout, b.ID)
+	case !*asJSON:
+		fmt.Fprintf(m.Stdout, "Submitted batch %d (%q, %d jobs, billing project %s)\n", b.ID, spec.Name, b.NJobs, b.BillingProject)
+	}
+	if !*wait {
+		if *asJSON {
+			return m.printJSON(b)
+		}
+		return nil
+	}
+	return m.waitAndReport(ctx, c, b.ID, *asJSON, *quiet)
+}
+
+// submit creates the batch: inline when it is small, otherwise by reserving
+// an update and posting bunches of jobs in parallel before committing.
+func submit(ctx context.Context, c *api.Client, req *api.CreateBatchRequest, jobs []api.JobSpec, bunch int) (*api.Batch, error) {
+	if len(jobs) <= fastPathEntries {
+		req.Jobs = jobs
+		res, err := c.CreateBatch(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("create batch: %w", err)
+		}
+		return &res.Batch, nil
+	}
+	var n int64
+	for i := range jobs {
+		n += jobs[i].NumJobs()
+	}
+	req.NJobs = n
+	res, err := c.CreateBatch(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("create batch: %w", err)
+	}
+	var bunches [][]api.JobSpec
+	for i := 0; i < len(jobs); i += bunch {
+		bunches = append(bunches, jobs[i:min(i+bunch, len(jobs))])
+	}
+	work := make(chan []api.JobSpec)
+	errs := make(chan error, len(bunches))
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				if err := retry(ctx, func() error { return c.AddJobs(ctx, res.ID, res.UpdateID, b) }); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for _, b := range bunches {
+		work <- b
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("add jobs to batch %d: %w", res.ID, err)
+	}
+	if err := retry(ctx, func() error { _, err := c.CommitUpdate(ctx, res.ID, res.UpdateID); return err }); err != nil {
+		return nil, fmt.Errorf("commit batch %d: %w", res.ID, err)
+	}
+	return c.GetBatch(ctx, res.ID)
+}
+
+// retry retries calls that failed because no leader was available.
+func retry(ctx context.Context, f func() error) error {
+	delay := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := f()
+		if err == nil || attempt == 8 || !(api.IsStatus(err, 503) || strings.Contains(err.Error(), "no drover server reachable")) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 3*time.Second)
+	}
+}
+
+func randomKey() string {
+	buf := make([]byte, 12)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
+}
+
+// waitAndReport waits for a batch, printing progress, then summarises it.
+// It returns exit code 2 unless every job succeeded.
+func (m *Main) waitAndReport(ctx context.Context, c *api.Client, id int64, asJSON, quiet bool) error {
+	last := ""
+	lastPrint := time.Now()
+	b, err := c.WaitBatch(ctx, id, func(b *api.Batch) {
+		if asJSON || quiet {
+			return
+		}
+		line := progressLine(b)
+		if line != last && time.Since(lastPrint) > 2*time.Second {
+			fmt.Fprintln(m.Stderr, line)
+			last, lastPrint = line, time.Now()
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("wait for batch %d: %w", id, err)
+	}
+	switch {
+	case asJSON:
+		if err := m.printJSON(b); err != nil {
+			return err
+		}
+	case !quiet:
+		fmt.Fprintln(m.Stdout, summaryLine(b))
+		if b.NSucceeded != b.NJobs {
+			m.printBadJobs(ctx, c, b)
+		}
+	}
+	if b.NSucceeded != b.NJobs {
+		return &exitError{code: 2}
+	}
+	return nil
+}
+
+func progressLine(b *api.Batch) string {
+	return fmt.Sprintf("batch %d: %d/%d done (%d running, %d ready, %d pending)", b.ID, b.NCompleted, b.NJobs, b.NRunning, b.NReady, b.NPending)
+}
+
+func summaryLine(b *api.Batch) string {
+	took := ""
+	if b.TimeCompleted != nil {
+		took = " in " + b.TimeCompleted.Sub(b.TimeCreated).Round(10*time.Millisecond).String()
+	}
+	verdict := "succeeded"
+	if b.NSucceeded != b.NJobs {
+		verdict = "did not fully succeed"
+	}
+	if b.Cancelled {
+		verdict = "was cancelled"
+	}
+	return fmt.Sprintf("Batch %d %s%s: %d jobs, %d succeeded, %d failed, %d error, %d cancelled",
+		b.ID, verdict, took, b.NJobs, b.NSucceeded, b.NFailed, b.NError, b.NCancelled)
+}
+
+// printBadJobs lists a few jobs that failed or errored, with how to see more.
+func (m *Main) printBadJobs(ctx context.Context, c *api.Client, b *api.Batch) {
+	page, err := c.ListJobs(ctx, b.ID, "state=bad", 0)
+	if err != nil {
+		return
+	}
+	shown := 0
+	for _, j := range page.Jobs {
+		if j.State == api.JobCancelled {
+			continue
+		}
+		if shown == 10 {
+			fmt.Fprintln(m.Stdout, "  ...")
+			break
+		}
+		msg := j.Message
+		if j.ExitCode != nil && msg == "" {
+			msg = fmt.Sprintf("exit code %d", *j.ExitCode)
+		}
+		fmt.Fprintf(m.Stdout, "  job %d %s %s: %s (drover job logs %d %d)\n", j.JobID, j.Name, j.State, msg, b.ID, j.JobID)
+		shown++
+	}
+	if b.NCancelled > 0 && !b.Cancelled {
+		fmt.Fprintf(m.Stdout, "  %d job(s) cancelled because a parent did not succeed (drover job list %d -state cancelled)\n", b.NCancelled, b.ID)
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/worker"
+)
+
+func (m *Main) runWorker(ctx context.Context, args []string) error {
+	fs := m.newFlags("worker", "[flags]")
+	defaultServers := os.Getenv("DROVER_ADDR")
+	if defaultServers == "" {
+		defaultServers = api.DefaultAddr
+	}
+	host, _ := os.Hostname()
+	servers := fs.String("servers", defaultServers, "comma-separated server addresses (any server; the worker moves on when one fails)")
+	name := fs.String("name", strings.Split(host, ".")[0], "name of this machine; activating again under a name retires the earlier worker")
+	cores := fs.Float64("cores", float64(runtime.NumCPU()), "cores offered to jobs")
+	memory := fs.String("memory", "", "memory offered to jobs, e.g. 16GiB (default: 2GiB per core)")
+	dataDir := fs.String("data-dir", "", "directory for the jobs' working directories (default: a directory under the system temp dir)")
+	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret (required)")
+	syncWait := fs.Duration("sync-wait", 20*time.Second, "how long the server may hold a sync open")
+	killGrace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
+	keep := fs.Bool("keep-work-dirs", false, "keep jobs' working directories after they end")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log as JSON")
+	parentPID := fs.Int("parent-pid", 0, "exit when this process is no longer the parent (set by the dev agent)")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *secretFile == "" {
+		return usagef("drover worker needs -worker-secret-file: the file with the cluster's worker join secret")
+	}
+	secret, err := readSecretFile(*secretFile)
+	if err != nil {
+		return err
+	}
+	memBytes := int64(*cores * float64(2<<30))
+	if *memory != "" {
+		if memBytes, err = jobspec.ParseBytes(*memory); err != nil {
+			return usagef("-memory: %v", err)
+		}
+	}
+	if *dataDir == "" {
+		*dataDir = os.TempDir() + "/drover-worker-" + *name
+	}
+	log, err := newLogger(m.Stderr, *logLevel, *logJSON)
+	if err != nil {
+		return err
+	}
+	cfg := worker.DefaultConfig()
+	cfg.Servers = strings.Split(*servers, ",")
+	cfg.Name = *name
+	cfg.CPU = *cores
+	cfg.Memory = memBytes
+	cfg.DataDir = *dataDir
+	cfg.Secret = secret
+	cfg.SyncWait = *syncWait
+	cfg.KillGrace = *killGrace
+	cfg.KeepWorkDirs = *keep
+	cfg.Logger = log
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	parentWatch(ctx, *parentPID, cancel)
+	return w.Run(ctx)
+}

@@ -1,0 +1,124 @@
+// Package server is a drover control-plane server: a Raft node holding the
+// replicated state, the HTTP API that users and workers talk to, and the
+// loops that run on the leader (scheduler, instance liveness).
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures a server. Start from DefaultConfig and set what differs.
+type Config struct {
+	// NodeID names this server in the Raft configuration. Empty: read from
+	// <DataDir>/node-id, or generated and saved there.
+	NodeID string
+	// DataDir holds the Raft log, snapshots, job logs and the root token.
+	DataDir string
+	// HTTPAddr is where the API listens.
+	HTTPAddr string
+	// RaftAddr is where Raft listens; RaftAdvertise is the address peers use
+	// (defaults to RaftAddr).
+	RaftAddr      string
+	RaftAdvertise string
+	// Bootstrap makes a node with no Raft state start a single-server
+	// cluster of itself (dev mode).
+	Bootstrap bool
+	// WorkerSecret is the join secret workers present to activate. Workers
+	// are refused when it is empty.
+	WorkerSecret string
+	// LogStoreURL is where job logs go (a gocloud.dev/blob URL). Empty:
+	// <DataDir>/logs on the local disk.
+	LogStoreURL string
+	// AdminName and DefaultBillingProject are created when the cluster is
+	// first bootstrapped.
+	AdminName             string
+	DefaultBillingProject string
+
+	// MaxPlacements bounds the jobs placed by one scheduling round (one
+	// Raft entry).
+	MaxPlacements int
+	// ScheduleInterval is how often the scheduler runs when nothing
+	// triggers it.
+	ScheduleInterval time.Duration
+	// LostTimeout retires an instance that has not synced for this long;
+	// its running jobs are re-run elsewhere.
+	LostTimeout time.Duration
+	// MaxSyncWait caps how long a worker's sync may be held open.
+	MaxSyncWait time.Duration
+	// ApplyTimeout bounds how long a write waits to be committed.
+	ApplyTimeout time.Duration
+	// MaxEventsPerEntry bounds worker events grouped into one Raft entry.
+	MaxEventsPerEntry int
+
+	// Raft timing. Zero values take hashicorp/raft's defaults.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotInterval   time.Duration
+	SnapshotThreshold  uint64
+	TrailingLogs       uint64
+
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a configuration for one server on loopback.
+func DefaultConfig() *Config {
+	return &Config{
+		HTTPAddr:              "127.0.0.1:4650",
+		RaftAddr:              "127.0.0.1:4651",
+		AdminName:             "root",
+		DefaultBillingProject: "default",
+		MaxPlacements:         20000,
+		ScheduleInterval:      time.Second,
+		LostTimeout:           60 * time.Second,
+		MaxSyncWait:           30 * time.Second,
+		ApplyTimeout:          30 * time.Second,
+		MaxEventsPerEntry:     8192,
+		SnapshotInterval:      2 * time.Minute,
+		SnapshotThreshold:     16384,
+		TrailingLogs:          10240,
+	}
+}
+
+// Validate checks the configuration and names the first bad field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("DataDir is required"))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("HTTPAddr %q: %w", c.HTTPAddr, err))
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		errs = append(errs, fmt.Errorf("RaftAddr %q: %w", c.RaftAddr, err))
+	}
+	if c.RaftAdvertise != "" {
+		if host, _, err := net.SplitHostPort(c.RaftAdvertise); err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+			errs = append(errs, fmt.Errorf("RaftAdvertise %q must be a host:port other servers can reach", c.RaftAdvertise))
+		}
+	}
+	if c.AdminName == "" {
+		errs = append(errs, errors.New("AdminName is required"))
+	}
+	if c.MaxPlacements <= 0 {
+		errs = append(errs, fmt.Errorf("MaxPlacements is %d; it must be positive", c.MaxPlacements))
+	}
+	if c.ScheduleInterval <= 0 {
+		errs = append(errs, fmt.Errorf("ScheduleInterval is %v; it must be positive", c.ScheduleInterval))
+	}
+	if c.LostTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("LostTimeout is %v; it must be at least 1s", c.LostTimeout))
+	}
+	if c.MaxSyncWait <= 0 || c.ApplyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("MaxSyncWait (%v) and ApplyTimeout (%v) must be positive", c.MaxSyncWait, c.ApplyTimeout))
+	}
+	if c.MaxEventsPerEntry <= 0 {
+		errs = append(errs, fmt.Errorf("MaxEventsPerEntry is %d; it must be positive", c.MaxEventsPerEntry))
+	}
+	return errors.Join(errs...)
+}

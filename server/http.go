@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// maxBody bounds request bodies; a bunch of jobs should stay well below it.
+const maxBody = 64 << 20
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.instrument(pattern, h))
+	}
+	route("GET /api/v1/health", s.handleHealth)
+	route("GET /api/v1/status/leader", s.authUser(s.handleLeader))
+	route("GET /api/v1/whoami", s.authUser(s.handleWhoami))
+
+	route("POST /api/v1/batches", s.authUser(s.handleCreateBatch))
+	route("GET /api/v1/batches", s.authUser(s.handleListBatches))
+	route("GET /api/v1/batches/{id}", s.authUser(s.handleGetBatch))
+	route("POST /api/v1/batches/{id}/cancel", s.authUser(s.handleCancelBatch))
+	route("POST /api/v1/batches/{id}/updates", s.authUser(s.handleCreateUpdate))
+	route("POST /api/v1/batches/{id}/updates/{update}/jobs", s.authUser(s.handleAddJobs))
+	route("POST /api/v1/batches/{id}/updates/{update}/commit", s.authUser(s.handleCommitUpdate))
+	route("GET /api/v1/batches/{id}/jobs", s.authUser(s.handleListJobs))
+	route("GET /api/v1/batches/{id}/jobs/{job}", s.authUser(s.handleGetJob))
+	route("GET /api/v1/batches/{id}/jobs/{job}/log", s.authUser(s.handleJobLog))
+
+	route("POST /api/v1/users", s.authAdmin(s.handleCreateUser))
+	route("GET /api/v1/users", s.authAdmin(s.handleListUsers))
+	route("POST /api/v1/billing-projects", s.authAdmin(s.handleCreateBillingProject))
+	route("GET /api/v1/billing-projects", s.authUser(s.handleListBillingProjects))
+	route("POST /api/v1/billing-projects/{name}/members", s.authAdmin(s.handleAddMember))
+	route("DELETE /api/v1/billing-projects/{name}/members/{user}", s.authAdmin(s.handleRemoveMember))
+	route("GET /api/v1/instances", s.authAdmin(s.handleListInstances))
+
+	route("POST /api/v1/workers/activate", s.handleActivate)
+	route("POST /api/v1/workers/sync", s.authWorker(s.handleSync))
+	route("POST /api/v1/workers/deactivate", s.authWorker(s.handleDeactivate))
+	route("PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", s.authWorker(s.handleLogChunk))
+
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			// ServeMux answers unknown paths and methods in plain text;
+			// answer in JSON like every other error.
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, r)
+			if rec.Code == http.StatusMethodNotAllowed {
+				w.Header().Set("Allow", rec.Header().Get("Allow"))
+				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, rec.Header().Get("Allow")))
+				return
+			}
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the API lives under /api/v1)", r.Method, r.URL.Path))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h(sw, r)
+		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		s.metrics.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		if sw.code >= 500 {
+			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", sw.code)
+		}
+	})
+}
+
+type ctxKey int
+
+const (
+	userKey ctxKey = iota
+	instanceKey
+)
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}
+
+func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token := bearer(r)
+		if token == "" {
+			writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
+			return
+		}
+		u, ok := s.state.UserByTokenHash(HashToken(token))
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "invalid token: no user has this token")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), userKey, u)))
+	}
+}
+
+func (s *Server) authAdmin(h http.HandlerFunc) http.HandlerFunc {
+	return s.authUser(func(w http.ResponseWriter, r *http.Request) {
+		if u := userOf(r); !u.Admin {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not an admin; ask an admin to do this", u.Name))
+			return
+		}
+		h(w, r)
+	})
+}
+
+func userOf(r *http.Request) state.User {
+	u, _ := r.Context().Value(userKey).(state.User)
+	return u
+}
+
+func viewerOf(r *http.Request) state.Viewer {
+	u := userOf(r)
+	return state.Viewer{Name: u.Name, Admin: u.Admin}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, api.ErrorResponse{Error: msg})
+}
+
+// writeErr maps an error to a status code and a message.
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
+	var ae *state.ApplyError
+	switch {
+	case errors.As(err, &ae):
+		code := map[state.ErrorKind]int{
+			state.ErrInvalid: http.StatusBadRequest, state.ErrNotFound: http.StatusNotFound,
+			state.ErrConflict: http.StatusConflict, state.ErrForbidden: http.StatusForbidden,
+		}[ae.Kind]
+		if code == 0 {
+			code = http.StatusBadRequest
+		}
+		writeError(w, code, ae.Msg)
+	case errors.Is(err, ErrNotLeader):
+		addr, _ := s.Leader()
+		msg := "no cluster leader right now; retry in a few seconds"
+		if addr != "" {
+			msg = fmt.Sprintf("this server is not the leader (the leader is at raft address %s); retry", addr)
+		}
+		writeError(w, http.StatusServiceUnavailable, msg+" ("+err.Error()+")")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, "request cancelled or timed out: "+err.Error())
+	default:
+		s.log.Error("internal error", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+	}
+}
+
+// decode reads a JSON body strictly: unknown fields are errors, so a typo in
+// a field name does not silently do nothing.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d MiB; send jobs in smaller bunches", maxBody>>20))
+		case errors.Is(err, io.EOF):
+			writeError(w, http.StatusBadRequest, "request body is empty; expected a JSON object")
+		default:
+			writeError(w, http.StatusBadRequest, "request body is not valid: "+err.Error())
+		}
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "request body has data after the JSON object")
+		return false
+	}
+	return true
+}
+
+func pathID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool) {
+	v, err := strconv.ParseUint(r.PathValue(name), 10, 64)
+	if err != nil || v == 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %q is not a positive integer", name, r.PathValue(name)))
+		return 0, false
+	}
+	return v, true
+}
+
+func queryID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool) {
+	raw := r.URL.Query().Get(name)
+	if raw == "" {
+		return 0, true
+	}
+	v, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %s=%q is not a non-negative integer", name, raw))
+		return 0, false
+	}
+	return v, true
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	addr, id := s.Leader()
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "server_id": s.id, "leader": addr, "leader_id": id})
+}
+
+func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
+	addr, id := s.Leader()
+	writeJSON(w, http.StatusOK, api.LeaderStatus{
+		Leader: addr, LeaderID: id, ServerID: s.id, IsLeader: s.IsLeader(),
+		Term: s.raft.raft.CurrentTerm(), LastIndex: s.raft.raft.LastIndex(), AppliedIdx: s.state.Index(),
+	})
+}
+
+func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	writeJSON(w, http.StatusOK, api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()})
+}

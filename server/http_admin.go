@@ -1,0 +1,114 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateUserRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if !state.ValidName(req.Name) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name))
+		return
+	}
+	token, err := newToken()
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	now := time.Now()
+	if _, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: HashToken(token)}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.User{Name: req.Name, Admin: req.Admin, Token: token, TimeCreated: now.UTC()})
+}
+
+func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.state.Users())
+}
+
+func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateBillingProjectRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if _, err := s.apply(&state.CreateBillingProject{Now: time.Now().UnixNano(), Name: req.Name, Members: req.Members}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	p, _ := s.state.BillingProject(req.Name)
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	out := s.state.BillingProjects(u)
+	if out == nil {
+		out = []api.BillingProject{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) setMember(w http.ResponseWriter, project, user string, member bool) {
+	if _, err := s.apply(&state.SetMember{Project: project, User: user, Member: member}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	p, _ := s.state.BillingProject(project)
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request) {
+	var req api.MemberRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	s.setMember(w, r.PathValue("name"), req.User, true)
+}
+
+func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
+	s.setMember(w, r.PathValue("name"), r.PathValue("user"), false)
+}
+
+// instanceJSON is an instance as the API lists it.
+type instanceJSON struct {
+	ID        int64      `json:"id"`
+	Name      string     `json:"name"`
+	Active    bool       `json:"active"`
+	CPU       float64    `json:"cpu"`
+	Memory    int64      `json:"memory"`
+	FreeCPU   float64    `json:"free_cpu"`
+	FreeMem   int64      `json:"free_memory"`
+	Running   int        `json:"running"`
+	Activated time.Time  `json:"time_activated"`
+	Retired   *time.Time `json:"time_retired,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
+	var out []instanceJSON
+	for _, in := range s.state.Instances() {
+		ij := instanceJSON{
+			ID: int64(in.ID), Name: in.Name, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
+			FreeCPU: float64(in.FreeMilli) / 1000, FreeMem: in.FreeMem, Running: in.Running,
+			Activated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
+		}
+		if in.Retired != 0 {
+			t := time.Unix(0, in.Retired).UTC()
+			ij.Retired = &t
+		}
+		out = append(out, ij)
+	}
+	if out == nil {
+		out = []instanceJSON{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,383 @@
+package server
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// Limits on what one job may ask for.
+const (
+	maxCPU     = 4096
+	maxRetries = 100
+	maxCount   = state.MaxJobsPerBatch
+)
+
+// toEntries validates API job specs and turns them into state entries,
+// applying defaults (1 core, 1 GiB per core). Errors name the offending job.
+func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
+	out := make([]state.JobEntry, 0, len(specs))
+	var total int64
+	for i := range specs {
+		js := &specs[i]
+		where := fmt.Sprintf("jobs[%d] (job_id %d", i, js.JobID)
+		if js.Name != "" {
+			where += fmt.Sprintf(", %q", js.Name)
+		}
+		where += ")"
+		fail := func(format string, args ...any) error {
+			return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
+		}
+		if js.JobID < 1 || js.JobID > maxCount {
+			return nil, fail("job_id must be between 1 and %d (IDs count from 1 within the update)", maxCount)
+		}
+		if js.Count < 0 || js.Count > maxCount {
+			return nil, fail("count is %d; it must be between 0 and %d", js.Count, maxCount)
+		}
+		total += js.NumJobs()
+		if total > maxCount {
+			return nil, fail("more than %d jobs", maxCount)
+		}
+		if len(js.Command) == 0 || js.Command[0] == "" {
+			return nil, fail("command is empty; give the program and its arguments, as in [\"sh\", \"-c\", \"echo hi\"]")
+		}
+		if js.CPU < 0 || js.CPU > maxCPU || math.IsNaN(js.CPU) {
+			return nil, fail("cpu is %g; it must be between 0 and %d cores (0 means 1)", js.CPU, maxCPU)
+		}
+		cpu := js.CPU
+		if cpu == 0 {
+			cpu = 1
+		}
+		milli := int64(math.Round(cpu * 1000))
+		if milli < 1 {
+			return nil, fail("cpu %g is below the smallest unit, 0.001 cores", js.CPU)
+		}
+		mem := js.Memory
+		if mem < 0 {
+			return nil, fail("memory is %d bytes; it must be positive (0 means 1 GiB per core)", mem)
+		}
+		if mem == 0 {
+			mem = milli * (1 << 30) / 1000
+		}
+		if js.TimeoutSeconds < 0 || math.IsNaN(js.TimeoutSeconds) || js.TimeoutSeconds > 365*24*3600 {
+			return nil, fail("timeout_seconds is %g; it must be between 0 (no limit) and one year", js.TimeoutSeconds)
+		}
+		if js.Retries < 0 || js.Retries > maxRetries {
+			return nil, fail("retries is %d; it must be between 0 and %d", js.Retries, maxRetries)
+		}
+		for k := range js.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return nil, fail("env name %q is not a valid variable name", k)
+			}
+		}
+		e := state.JobEntry{
+			First: uint32(js.JobID),
+			Count: uint32(js.NumJobs()),
+			Spec: &state.Spec{
+				Name:       js.Name,
+				Array:      js.Count > 0,
+				Command:    js.Command,
+				Env:        js.Env,
+				CPUMilli:   milli,
+				Memory:     mem,
+				TimeoutMs:  int64(js.TimeoutSeconds * 1000),
+				Retries:    uint16(js.Retries),
+				AlwaysRun:  js.AlwaysRun,
+				Attributes: js.Attributes,
+			},
+		}
+		var err error
+		if e.Parents, err = ranges(js.ParentIDs, js.ParentRanges); err != nil {
+			return nil, fail("parents: %v", err)
+		}
+		if e.BatchParents, err = ranges(js.BatchParentIDs, js.BatchParentRanges); err != nil {
+			return nil, fail("batch parents: %v", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func ranges(ids []int64, rs []api.IDRange) ([]state.Range, error) {
+	var out []state.Range
+	for _, id := range ids {
+		if id < 1 || id > maxCount {
+			return nil, fmt.Errorf("job ID %d is out of range", id)
+		}
+		out = append(out, state.Range{Lo: uint32(id), Hi: uint32(id)})
+	}
+	for _, r := range rs {
+		if r[0] < 1 || r[1] < r[0] || r[1] > maxCount {
+			return nil, fmt.Errorf("range [%d, %d] is not a range of job IDs (first <= last, from 1)", r[0], r[1])
+		}
+		out = append(out, state.Range{Lo: uint32(r[0]), Hi: uint32(r[1])})
+	}
+	return out, nil
+}
+
+func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateBatchRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	u := userOf(r)
+	if req.BillingProject == "" {
+		req.BillingProject = s.cfg.DefaultBillingProject
+	}
+	if req.NJobs < 0 || req.NJobs > maxCount {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", req.NJobs, maxCount))
+		return
+	}
+	entries, err := toEntries(req.Jobs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := s.apply(&state.CreateBatch{
+		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
+		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
+	})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	ur := res.(*state.UpdateResult)
+	b, _ := s.state.Batch(ur.Batch)
+	out := api.CreateBatchResponse{Batch: b}
+	if ur.Update > 0 {
+		out.UpdateID, out.StartJobID = int64(ur.Update), int64(ur.Start)
+	}
+	code := http.StatusCreated
+	if ur.Existing {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, out)
+}
+
+// visibleBatch checks that the batch exists and that the caller may see it.
+func (s *Server) visibleBatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return 0, false
+	}
+	u := userOf(r)
+	switch s.state.Access(id, viewerOf(r)) {
+	case state.NoBatch:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d does not exist", id))
+		return 0, false
+	case state.Hidden:
+		b, _ := s.state.Batch(id)
+		writeError(w, http.StatusForbidden, fmt.Sprintf("batch %d belongs to billing project %q, which user %q is not a member of", id, b.BillingProject, u.Name))
+		return 0, false
+	}
+	return id, true
+}
+
+func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	b, _ := s.state.Batch(id)
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) {
+	f, err := state.ParseBatchFilter(r.URL.Query().Get("q"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	last, ok := queryID(w, r, "last_id")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.state.ListBatches(viewerOf(r), f, last))
+}
+
+func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	if _, err := s.apply(&state.CancelBatch{Now: time.Now().UnixNano(), Batch: id, Reason: "cancelled by " + userOf(r).Name}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	b, _ := s.state.Batch(id)
+	writeJSON(w, http.StatusOK, b)
+}
+
+func updateResponse(ur *state.UpdateResult) api.UpdateResponse {
+	return api.UpdateResponse{BatchID: int64(ur.Batch), UpdateID: int64(ur.Update), StartJobID: int64(ur.Start), NJobs: int64(ur.N), Committed: ur.Committed}
+}
+
+func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	var req api.CreateUpdateRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.NJobs < 0 || req.NJobs > maxCount {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", req.NJobs, maxCount))
+		return
+	}
+	entries, err := toEntries(req.Jobs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := s.apply(&state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	ur := res.(*state.UpdateResult)
+	code := http.StatusCreated
+	if ur.Existing {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, updateResponse(ur))
+}
+
+func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	upd, ok := pathID(w, r, "update")
+	if !ok {
+		return
+	}
+	var req api.AddJobsRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.Jobs) == 0 {
+		writeError(w, http.StatusBadRequest, "jobs is empty; a bunch needs at least one job")
+		return
+	}
+	entries, err := toEntries(req.Jobs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
+}
+
+func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	upd, ok := pathID(w, r, "update")
+	if !ok {
+		return
+	}
+	res, err := s.apply(&state.CommitUpdate{Now: time.Now().UnixNano(), Batch: id, Update: uint32(upd)})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, updateResponse(res.(*state.UpdateResult)))
+}
+
+func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	f, err := state.ParseJobFilter(r.URL.Query().Get("q"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	last, ok := queryID(w, r, "last_id")
+	if !ok {
+		return
+	}
+	if last > math.MaxUint32 {
+		last = math.MaxUint32
+	}
+	list, _ := s.state.ListJobs(id, f, uint32(last))
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) jobID(w http.ResponseWriter, r *http.Request) (uint32, bool) {
+	j, ok := pathID(w, r, "job")
+	if !ok {
+		return 0, false
+	}
+	if j > math.MaxUint32 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d does not exist", j))
+		return 0, false
+	}
+	return uint32(j), true
+}
+
+func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	jid, ok := s.jobID(w, r)
+	if !ok {
+		return
+	}
+	j, found := s.state.Job(id, jid)
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	jid, ok := s.jobID(w, r)
+	if !ok {
+		return
+	}
+	want := 0
+	if raw := r.URL.Query().Get("attempt"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("attempt=%q is not a positive integer", raw))
+			return
+		}
+		want = n
+	}
+	attempt, found := s.state.LogTarget(id, jid, want)
+	switch {
+	case !found:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
+		return
+	case attempt < 0:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d of batch %d has no attempt %d", jid, id, want))
+		return
+	case attempt == 0:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d of batch %d has not started, so it has no log yet", jid, id))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Drover-Attempt", strconv.Itoa(attempt))
+	if _, err := s.logs.Copy(r.Context(), id, jid, attempt, w); err != nil {
+		s.log.Warn("read job log", "batch", id, "job", jid, "attempt", attempt, "err", err)
+	}
+}

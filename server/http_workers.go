@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// maxLogChunk bounds one uploaded log chunk.
+const maxLogChunk = 8 << 20
+
+func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
+	var req api.ActivateRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if s.cfg.WorkerSecret == "" {
+		writeError(w, http.StatusForbidden, "this server accepts no workers: it was started without a worker secret (-worker-secret-file)")
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(s.cfg.WorkerSecret)) != 1 {
+		writeError(w, http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
+		return
+	}
+	if req.Name == "" || req.CPU <= 0 || req.Memory <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation needs a name, cpu > 0 and memory > 0 (got name %q, cpu %g, memory %d)", req.Name, req.CPU, req.Memory))
+		return
+	}
+	token, err := newToken()
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	res, err := s.apply(&state.Activate{
+		Now: time.Now().UnixNano(), Name: req.Name, CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory,
+		TokenHash: HashToken(token),
+	})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	ar := res.(*state.ActivateResult)
+	s.touch(ar.Instance)
+	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory)
+	writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(ar.Instance), Token: token})
+}
+
+func (s *Server) authWorker(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token := bearer(r)
+		inst, ok := s.state.InstanceByTokenHash(HashToken(token))
+		if token == "" || !ok {
+			writeError(w, http.StatusUnauthorized, "unknown worker token; activate first")
+			return
+		}
+		if !inst.Active {
+			writeError(w, http.StatusGone, fmt.Sprintf("instance %d (%s) was retired: %s; activate again", inst.ID, inst.Name, inst.Reason))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), instanceKey, inst)))
+	}
+}
+
+func instanceOf(r *http.Request) state.Instance {
+	inst, _ := r.Context().Value(instanceKey).(state.Instance)
+	return inst
+}
+
+func toAttemptID(a api.AttemptRef) (state.AttemptID, bool) {
+	if a.BatchID < 1 || a.JobID < 1 || a.JobID > math.MaxUint32 || a.Attempt < 1 || a.Attempt > math.MaxUint16 {
+		return state.AttemptID{}, false
+	}
+	return state.AttemptID{Batch: uint64(a.BatchID), Job: uint32(a.JobID), Attempt: uint16(a.Attempt)}, true
+}
+
+func toEvent(inst uint32, e api.AttemptEvent) (state.Event, error) {
+	id, ok := toAttemptID(e.AttemptRef)
+	if !ok {
+		return state.Event{}, fmt.Errorf("event for %s: not a valid attempt", e.AttemptRef)
+	}
+	ev := state.Event{Instance: inst, Batch: id.Batch, Job: id.Job, Attempt: id.Attempt, Message: e.Message}
+	if !e.StartTime.IsZero() {
+		ev.Start = e.StartTime.UnixNano()
+	}
+	switch e.Kind {
+	case api.EventStarted:
+		ev.Started = true
+	case api.EventCompleted:
+		o, ok := state.ParseOutcome(e.Outcome)
+		if !ok || o == state.OutcomeLost {
+			return state.Event{}, fmt.Errorf("event for %s: outcome %q is not success, failed, error or cancelled", e.AttemptRef, e.Outcome)
+		}
+		ev.Outcome = o
+		ev.Exit = int32(e.ExitCode)
+		ev.End = e.EndTime.UnixNano()
+		if e.EndTime.IsZero() {
+			ev.End = time.Now().UnixNano()
+		}
+	default:
+		return state.Event{}, fmt.Errorf("event for %s: kind %q is not started or completed", e.AttemptRef, e.Kind)
+	}
+	if len(ev.Message) > 4096 {
+		ev.Message = ev.Message[:4096]
+	}
+	return ev, nil
+}
+
+// handleSync records a worker's events, then answers with the attempts it
+// should start and those it should kill. With nothing to say, the request is
+// held until something changes for the instance or the wait runs out.
+func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
+	inst := instanceOf(r)
+	var req api.SyncRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	s.touch(inst.ID)
+	events := make([]state.Event, 0, len(req.Events))
+	for _, e := range req.Events {
+		ev, err := toEvent(inst.ID, e)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		events = append(events, ev)
+	}
+	known := make([]state.AttemptID, 0, len(req.Known))
+	for _, k := range req.Known {
+		id, ok := toAttemptID(k)
+		if !ok {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("known attempt %s is not a valid attempt", k))
+			return
+		}
+		known = append(known, id)
+	}
+	if len(events) > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ApplyTimeout)
+		err := s.events.submit(ctx, events)
+		cancel()
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+	}
+	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxSyncWait)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		changed := s.notify.wait(inst.ID)
+		v := s.state.WorkerView(inst.ID, known)
+		if !v.Active {
+			writeJSON(w, http.StatusOK, api.SyncResponse{Acked: len(events), Retired: true})
+			return
+		}
+		if len(v.Assign) > 0 || len(v.Kill) > 0 || wait <= 0 {
+			writeJSON(w, http.StatusOK, syncResponse(len(events), v))
+			return
+		}
+		select {
+		case <-changed:
+			s.touch(inst.ID)
+		case <-deadline.C:
+			s.touch(inst.ID)
+			writeJSON(w, http.StatusOK, api.SyncResponse{Acked: len(events)})
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func syncResponse(acked int, v state.WorkerView) api.SyncResponse {
+	out := api.SyncResponse{Acked: acked}
+	for _, a := range v.Assign {
+		out.Assign = append(out.Assign, api.Assignment{
+			AttemptRef:     api.AttemptRef{BatchID: int64(a.Batch), JobID: int64(a.Job), Attempt: int(a.Attempt)},
+			Name:           jobDisplayName(a),
+			ArrayIndex:     a.Index,
+			Command:        a.Spec.Command,
+			Env:            a.Spec.Env,
+			CPU:            float64(a.Spec.CPUMilli) / 1000,
+			Memory:         a.Spec.Memory,
+			TimeoutSeconds: float64(a.Spec.TimeoutMs) / 1000,
+		})
+	}
+	for _, k := range v.Kill {
+		out.Kill = append(out.Kill, api.AttemptRef{BatchID: int64(k.Batch), JobID: int64(k.Job), Attempt: int(k.Attempt)})
+	}
+	return out
+}
+
+func jobDisplayName(a state.AssignmentInfo) string {
+	if a.Spec.Array {
+		return fmt.Sprintf("%s[%d]", a.Spec.Name, a.Index)
+	}
+	return a.Spec.Name
+}
+
+func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) {
+	inst := instanceOf(r)
+	if _, err := s.apply(&state.Retire{Now: time.Now().UnixNano(), Instance: inst.ID, Reason: "worker deactivated"}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("worker deactivated", "name", inst.Name, "instance", inst.ID)
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
+	inst := instanceOf(r)
+	batch, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	job, ok := s.jobID(w, r)
+	if !ok {
+		return
+	}
+	attempt, err := strconv.Atoi(r.PathValue("attempt"))
+	seq, err2 := strconv.Atoi(r.PathValue("seq"))
+	if err != nil || err2 != nil || attempt < 1 || attempt > math.MaxUint16 || seq < 0 {
+		writeError(w, http.StatusBadRequest, "attempt and seq must be non-negative integers")
+		return
+	}
+	if on, ok := s.state.AttemptInstance(batch, job, uint16(attempt)); !ok || on != inst.ID {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("attempt %d of job %d/%d is not assigned to instance %d", attempt, batch, job, inst.ID))
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLogChunk))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log chunk larger than %d MiB", maxLogChunk>>20))
+		return
+	}
+	if err := s.logs.PutChunk(r.Context(), batch, job, attempt, seq, data); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"bytes": len(data)})
+}

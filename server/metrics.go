@@ -1,0 +1,94 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/drover-sched/drover/server/state"
+)
+
+// metrics are registered in a registry of the server's own, so several
+// servers can live in one test process.
+type metrics struct {
+	reg *prometheus.Registry
+
+	isLeader        prometheus.Gauge
+	applySeconds    *prometheus.HistogramVec
+	fsmApply        prometheus.Histogram
+	fsmEntries      prometheus.Counter
+	snapshotBytes   prometheus.Gauge
+	snapshotSeconds prometheus.Histogram
+	schedRounds     prometheus.Counter
+	schedSeconds    prometheus.Histogram
+	placements      prometheus.Counter
+	rejected        prometheus.Counter
+	events          prometheus.Counter
+	httpRequests    *prometheus.CounterVec
+	httpSeconds     *prometheus.HistogramVec
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	m.isLeader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_is_leader", Help: "1 while this server leads the cluster."})
+	m.applySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "drover_raft_apply_seconds", Help: "Time from submitting a command to Raft until it is applied, by command.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"command"})
+	m.fsmApply = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "drover_fsm_apply_seconds", Help: "Time the state machine spends applying a batch of log entries.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
+	m.fsmEntries = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_fsm_entries_total", Help: "Log entries applied to the state machine."})
+	m.snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_snapshot_bytes", Help: "Size of the last snapshot written."})
+	m.snapshotSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_snapshot_seconds", Help: "Time to write a snapshot.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	m.schedRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rounds_total", Help: "Scheduling rounds run."})
+	m.schedSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_scheduler_round_seconds", Help: "Time to compute one scheduling round.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
+	m.placements = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_placements_total", Help: "Jobs placed on instances."})
+	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rejected_total", Help: "Placements the state machine rejected at apply (the state moved on)."})
+	m.events = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_worker_events_total", Help: "Worker events committed."})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
+	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
+		m.schedRounds, m.schedSeconds, m.placements, m.rejected, m.events, m.httpRequests, m.httpSeconds} {
+		f(c)
+	}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f(&stateCollector{s: s})
+	return m
+}
+
+// stateCollector reports gauges read from the state at scrape time.
+type stateCollector struct{ s *Server }
+
+var (
+	jobsDesc      = prometheus.NewDesc("drover_jobs", "Jobs by state.", []string{"state"}, nil)
+	batchesDesc   = prometheus.NewDesc("drover_batches", "Batches held in the state, by state.", []string{"state"}, nil)
+	instancesDesc = prometheus.NewDesc("drover_instances_active", "Active worker instances.", nil, nil)
+	indexDesc     = prometheus.NewDesc("drover_raft_applied_index", "Last Raft index applied to the state machine.", nil, nil)
+	lastIndexDesc = prometheus.NewDesc("drover_raft_last_index", "Last Raft index in this server's log.", nil, nil)
+	termDesc      = prometheus.NewDesc("drover_raft_term", "Current Raft term.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	counts, batches, running := c.s.state.Counts()
+	for i, name := range state.StateNames() {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[i+1]), name)
+	}
+	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(running), "running")
+	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(batches-running), "complete")
+	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(len(c.s.state.ActiveInstances())))
+	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.s.state.Index()))
+	if r := c.s.raft; r != nil && r.raft != nil {
+		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.raft.LastIndex()))
+		ch <- prometheus.MustNewConstMetric(termDesc, prometheus.GaugeValue, float64(r.raft.CurrentTerm()))
+	}
+}
