@@ -42,6 +42,12 @@ type Client struct {
 	addrs []string
 	http  *http.Client
 
+	// RetryUnavailable is how long calls keep retrying while servers
+	// answer 503 (starting, electing a leader). RetryUnreachable is how
+	// long they keep retrying while no server can be reached at all.
+	RetryUnavailable time.Duration
+	RetryUnreachable time.Duration
+
 	mu    sync.Mutex
 	token string
 	next  int
@@ -64,9 +70,11 @@ func NewClient(addr, token string) *Client {
 		addrs = []string{DefaultAddr}
 	}
 	return &Client{
-		addrs: addrs,
-		token: token,
-		http:  &http.Client{Transport: newTransport()},
+		addrs:            addrs,
+		token:            token,
+		http:             &http.Client{Transport: newTransport()},
+		RetryUnavailable: 30 * time.Second,
+		RetryUnreachable: 5 * time.Second,
 	}
 }
 
@@ -93,6 +101,13 @@ func ClientFromEnv() *Client {
 
 // Addrs returns the server addresses the client uses.
 func (c *Client) Addrs() []string { return append([]string(nil), c.addrs...) }
+
+// Token returns the bearer token the client sends.
+func (c *Client) Token() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.token
+}
 
 // SetToken replaces the bearer token.
 func (c *Client) SetToken(token string) {
@@ -127,9 +142,45 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-// send performs the request, trying each server once, and returns a 2xx
-// response or an error.
+// send performs the request and returns a 2xx response or an error. It
+// tries every server in turn; when all are unreachable it keeps trying for
+// RetryUnreachable, and when servers answer 503 (no leader yet, still
+// starting) for RetryUnavailable, so a CLI call rides out a restart or a
+// leader election.
 func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
+	start := time.Now()
+	delay := 100 * time.Millisecond
+	for {
+		resp, err := c.sendOnce(ctx, method, path, contentType, body)
+		if err == nil {
+			return resp, nil
+		}
+		var limit time.Duration
+		var ae *Error
+		switch {
+		case ctx.Err() != nil:
+			return nil, err
+		case errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable:
+			limit = c.RetryUnavailable
+		case errors.As(err, &ae):
+			return nil, err
+		default:
+			limit = c.RetryUnreachable
+		}
+		if time.Since(start)+delay > limit {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// sendOnce tries each server once.
+func (c *Client) sendOnce(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
 	c.mu.Lock()
 	start, token := c.next, c.token
 	c.mu.Unlock()
@@ -151,7 +202,7 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			lastErr = fmt.Errorf("%s %s: %w", method, c.addrs[idx], err)
+			lastErr = fmt.Errorf("no drover server reachable: %s %s: %w", method, c.addrs[idx], err)
 			continue
 		}
 		if i > 0 {
@@ -171,14 +222,14 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 				e.Error = http.StatusText(resp.StatusCode)
 			}
 		}
+		lastErr = &Error{StatusCode: resp.StatusCode, Message: e.Error}
 		// A server without a leader may be one of several; try the others.
-		if resp.StatusCode == http.StatusServiceUnavailable && i+1 < len(c.addrs) {
-			lastErr = &Error{StatusCode: resp.StatusCode, Message: e.Error}
+		if resp.StatusCode == http.StatusServiceUnavailable {
 			continue
 		}
-		return nil, &Error{StatusCode: resp.StatusCode, Message: e.Error}
+		return nil, lastErr
 	}
-	return nil, fmt.Errorf("no drover server reachable: %w", lastErr)
+	return nil, lastErr
 }
 
 // Health checks that a server answers.

@@ -58,7 +58,12 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern == "" {
+		_, pattern := mux.Handler(r)
+		if pattern != "GET /metrics" && pattern != "GET /api/v1/health" && !s.ready.Load() {
+			writeError(w, http.StatusServiceUnavailable, "server is starting: it is still catching up with the Raft log; retry in a few seconds")
+			return
+		}
+		if pattern == "" {
 			// ServeMux answers unknown paths and methods in plain text;
 			// answer in JSON like every other error.
 			rec := httptest.NewRecorder()
@@ -240,9 +245,19 @@ func queryID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool)
 	return v, true
 }
 
+// handleHealth answers 200 when the server is ready to serve the API and 503
+// while it starts (load balancers should route by it).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	addr, id := s.Leader()
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "server_id": s.id, "leader": addr, "leader_id": id})
+	code := http.StatusOK
+	if !s.ready.Load() {
+		code = http.StatusServiceUnavailable
+	}
+	body := map[string]any{"ok": code == http.StatusOK, "ready": s.ready.Load(), "server_id": s.id, "leader": addr, "leader_id": id}
+	if code != http.StatusOK {
+		body["error"] = "server is starting: it is still catching up with the Raft log"
+	}
+	writeJSON(w, code, body)
 }
 
 func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {

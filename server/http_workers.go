@@ -150,6 +150,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	defer s.holdSync(inst.ID)()
 	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxSyncWait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -166,9 +167,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
-			s.touch(inst.ID)
 		case <-deadline.C:
-			s.touch(inst.ID)
 			writeJSON(w, http.StatusOK, api.SyncResponse{Acked: len(events)})
 			return
 		case <-r.Context().Done():

@@ -71,6 +71,23 @@ func (s *Server) touch(id uint32) {
 	s.contactMu.Unlock()
 }
 
+// holdSync marks an instance as waiting in a sync until the returned func
+// is called.
+func (s *Server) holdSync(id uint32) func() {
+	s.contactMu.Lock()
+	s.syncing[id]++
+	s.lastContact[id] = time.Now()
+	s.contactMu.Unlock()
+	return func() {
+		s.contactMu.Lock()
+		if s.syncing[id]--; s.syncing[id] <= 0 {
+			delete(s.syncing, id)
+		}
+		s.lastContact[id] = time.Now()
+		s.contactMu.Unlock()
+	}
+}
+
 // runLiveness retires instances that have not synced within LostTimeout;
 // their running jobs go back to Ready and run elsewhere.
 func (s *Server) runLiveness(ctx context.Context) {
@@ -87,7 +104,7 @@ func (s *Server) runLiveness(ctx context.Context) {
 		for _, id := range s.state.ActiveInstances() {
 			s.contactMu.Lock()
 			last, ok := s.lastContact[id]
-			if !ok {
+			if !ok || s.syncing[id] > 0 {
 				s.lastContact[id] = now
 				last = now
 			}

@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -41,9 +43,16 @@ type Server struct {
 
 	contactMu   sync.Mutex
 	lastContact map[uint32]time.Time
+	syncing     map[uint32]int // syncs held open per instance: a waiting worker is alive
 
 	httpSrv  *http.Server
 	listener net.Listener
+
+	// ready is set once this server's state has caught up with the log
+	// (as leader after its barrier, as follower once it applied what the
+	// leader committed). Until then the API answers 503 rather than serve
+	// a state that may lack users, batches or jobs.
+	ready atomic.Bool
 
 	leaderMu     sync.Mutex
 	leading      bool
@@ -79,6 +88,7 @@ func New(cfg *Config) (*Server, error) {
 		notify:       newNotifier(),
 		schedTrigger: make(chan struct{}, 1),
 		lastContact:  map[uint32]time.Time{},
+		syncing:      map[uint32]int{},
 	}
 	s.metrics = newMetrics(s)
 	s.state.SetHooks(state.Hooks{
@@ -210,6 +220,9 @@ func (s *Server) monitorLeadership(ctx context.Context) {
 		case <-tick.C:
 		}
 		isLeader := s.raft.raft.State() == raft.Leader
+		if !isLeader && !s.ready.Load() {
+			s.checkFollowerReady()
+		}
 		if isLeader == s.IsLeader() {
 			continue
 		}
@@ -228,6 +241,7 @@ func (s *Server) startLeading(parent context.Context) {
 		s.log.Warn("leader barrier failed; will retry", "err", err)
 		return
 	}
+	s.ready.Store(true)
 	ctx, cancel := context.WithCancel(parent)
 	s.leaderMu.Lock()
 	s.leading = true
@@ -250,6 +264,25 @@ func (s *Server) startLeading(parent context.Context) {
 	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()
 	s.triggerSchedule()
 }
+
+// checkFollowerReady marks a follower ready once it has applied everything
+// the leader has told it is committed.
+func (s *Server) checkFollowerReady() {
+	if addr, _ := s.raft.raft.LeaderWithID(); addr == "" {
+		return
+	}
+	commit, err := strconv.ParseUint(s.raft.raft.Stats()["commit_index"], 10, 64)
+	if err != nil || commit == 0 {
+		return
+	}
+	if s.raft.raft.AppliedIndex() >= commit {
+		s.ready.Store(true)
+		s.log.Info("caught up with the leader", "index", commit)
+	}
+}
+
+// Ready reports whether the server's state has caught up with the log.
+func (s *Server) Ready() bool { return s.ready.Load() }
 
 func (s *Server) stopLeading() {
 	s.leaderMu.Lock()

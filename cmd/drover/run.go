@@ -151,7 +151,7 @@ func submit(ctx context.Context, c *api.Client, req *api.CreateBatchRequest, job
 		go func() {
 			defer wg.Done()
 			for b := range work {
-				if err := retry(ctx, func() error { return c.AddJobs(ctx, res.ID, res.UpdateID, b) }); err != nil {
+				if err := c.AddJobs(ctx, res.ID, res.UpdateID, b); err != nil {
 					errs <- err
 				}
 			}
@@ -166,27 +166,10 @@ func submit(ctx context.Context, c *api.Client, req *api.CreateBatchRequest, job
 	if err := <-errs; err != nil {
 		return nil, fmt.Errorf("add jobs to batch %d: %w", res.ID, err)
 	}
-	if err := retry(ctx, func() error { _, err := c.CommitUpdate(ctx, res.ID, res.UpdateID); return err }); err != nil {
+	if _, err := c.CommitUpdate(ctx, res.ID, res.UpdateID); err != nil {
 		return nil, fmt.Errorf("commit batch %d: %w", res.ID, err)
 	}
 	return c.GetBatch(ctx, res.ID)
-}
-
-// retry retries calls that failed because no leader was available.
-func retry(ctx context.Context, f func() error) error {
-	delay := 200 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := f()
-		if err == nil || attempt == 8 || !(api.IsStatus(err, 503) || strings.Contains(err.Error(), "no drover server reachable")) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 3*time.Second)
-	}
 }
 
 func randomKey() string {

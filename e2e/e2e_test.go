@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// TestCLI runs the README's quick start and the other CLI flows against one
+// dev agent with two real worker processes.
+func TestCLI(t *testing.T) {
+	a := startAgent(t, "", "", "-workers", "2", "-worker-cores", "4", "-worker-memory", "4GiB")
+
+	t.Run("quick start", func(t *testing.T) {
+		r := a.drover(a.token, "run", "-wait", "examples/scatter-gather.hcl").must(t, 0)
+		if !strings.Contains(r.stdout, "succeeded") {
+			t.Fatalf("run output: %s", r.stdout)
+		}
+		id := batchID(t, r.stdout)
+		list := a.drover(a.token, "batch", "list").must(t, 0)
+		if !strings.Contains(list.stdout, "scatter-gather") {
+			t.Fatalf("batch list: %s", list.stdout)
+		}
+		st := decodeJSON[map[string]any](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
+		want := map[string]any{"state": "complete", "n_jobs": 10.0, "n_succeeded": 10.0, "n_failed": 0.0, "n_cancelled": 0.0}
+		for k, v := range want {
+			if st[k] != v {
+				t.Errorf("batch status %s = %v, want %v", k, st[k], v)
+			}
+		}
+		if st["id"] == nil {
+			t.Error("batch status has no id")
+		}
+		jobs := decodeJSON[api.JobList](t, a.drover(a.token, "job", "list", id, "-json").must(t, 0).stdout)
+		if len(jobs.Jobs) != 10 || jobs.Jobs[0].Name != "split" || jobs.Jobs[9].Name != "merge" || jobs.Jobs[4].Name != "align[3]" {
+			t.Fatalf("job list: %+v", jobs.Jobs)
+		}
+		table := a.drover(a.token, "job", "list", id).must(t, 0)
+		if !strings.Contains(table.stdout, "align[7]") {
+			t.Fatalf("job list table: %s", table.stdout)
+		}
+		logs := a.drover(a.token, "job", "logs", id, "5").must(t, 0)
+		if logs.stdout != fmt.Sprintf("aligning shard 3 of batch %s\n", id) {
+			t.Fatalf("job logs: %q", logs.stdout)
+		}
+		j := decodeJSON[map[string]any](t, a.drover(a.token, "job", "status", id, "5", "-json").must(t, 0).stdout)
+		for _, k := range []string{"job_id", "name", "state", "exit_code", "attempts"} {
+			if _, ok := j[k]; !ok {
+				t.Errorf("job JSON lacks %q: %v", k, j)
+			}
+		}
+		if j["state"] != "success" || j["exit_code"] != 0.0 || len(j["attempts"].([]any)) != 1 {
+			t.Errorf("job JSON %v", j)
+		}
+	})
+
+	t.Run("failure exits 2 and cancels dependents", func(t *testing.T) {
+		r := a.drover(a.token, "run", "-wait", "examples/dag.hcl").must(t, 2)
+		id := batchID(t, r.stdout)
+		if !strings.Contains(r.stdout, "right failed") {
+			t.Fatalf("summary does not name the failed job: %s", r.stdout)
+		}
+		jobs := decodeJSON[api.JobList](t, a.drover(a.token, "job", "list", id, "-json").must(t, 0).stdout)
+		states := map[string]string{}
+		for _, j := range jobs.Jobs {
+			states[j.Name] = j.State
+		}
+		want := map[string]string{"fetch": "success", "left": "success", "right": "failed", "publish": "cancelled", "report": "success"}
+		for k, v := range want {
+			if states[k] != v {
+				t.Errorf("%s is %s, want %s", k, states[k], v)
+			}
+		}
+		if log := a.drover(a.token, "job", "logs", id, "3").must(t, 0).stdout; log != "right is about to fail\n" {
+			t.Errorf("stderr not in the log: %q", log)
+		}
+	})
+
+	t.Run("array indexes and variables", func(t *testing.T) {
+		r := a.drover(a.token, "run", "-wait", "-var", "n=30", "examples/array.hcl").must(t, 0)
+		id := batchID(t, r.stdout)
+		b := decodeJSON[api.Batch](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
+		if b.NJobs != 30 || b.NSucceeded != 30 {
+			t.Fatalf("batch %+v", b)
+		}
+		for _, jid := range []int{1, 17, 30} {
+			out := a.drover(a.token, "job", "logs", id, strconv.Itoa(jid)).must(t, 0).stdout
+			if want := fmt.Sprintf("%d\n", (jid-1)*(jid-1)); out != want {
+				t.Errorf("job %d printed %q, want %q", jid, out, want)
+			}
+		}
+	})
+
+	t.Run("timeouts, errors and retries", func(t *testing.T) {
+		spec := writeSpec(t, `
+batch "edge" {
+  job "slow" {
+    command = ["sleep", "30"]
+    timeout = "1s"
+    memory  = "64MiB"
+  }
+  job "missing" {
+    command = ["/no/such/program"]
+    memory  = "64MiB"
+  }
+  job "retried" {
+    command = "exit 4"
+    retries = 2
+    memory  = "64MiB"
+  }
+}`)
+		start := time.Now()
+		r := a.drover(a.token, "run", "-wait", spec).must(t, 2)
+		if took := time.Since(start); took > 20*time.Second {
+			t.Errorf("took %s", took)
+		}
+		id := batchID(t, r.stdout)
+		jobs := decodeJSON[api.JobList](t, a.drover(a.token, "job", "list", id, "-json").must(t, 0).stdout)
+		slow, missing, retried := jobs.Jobs[0], jobs.Jobs[1], jobs.Jobs[2]
+		if slow.State != "failed" || !strings.Contains(slow.Message, "timed out") {
+			t.Errorf("slow: %+v", slow)
+		}
+		if missing.State != "error" || !strings.Contains(missing.Message, "no such file") {
+			t.Errorf("missing: %+v", missing)
+		}
+		if retried.State != "failed" || len(retried.Attempts) != 3 || *retried.ExitCode != 4 {
+			t.Errorf("retried: %+v", retried)
+		}
+	})
+
+	t.Run("cancel kills running jobs", func(t *testing.T) {
+		marker := filepath.Join(t.TempDir(), "ran-to-the-end")
+		spec := writeSpec(t, fmt.Sprintf(`
+batch "long" {
+  job "sleepers" {
+    count   = 20
+    command = ["sh", "-c", "sleep 30; touch %s"]
+    memory  = "64MiB"
+  }
+  job "after" {
+    depends_on = ["sleepers"]
+    command    = ["true"]
+  }
+}`, marker))
+		id := strings.TrimSpace(a.drover(a.token, "run", "-quiet", spec).must(t, 0).stdout)
+		waitFor(t, "jobs to start", 20*time.Second, func() bool {
+			b := decodeJSON[api.Batch](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
+			return b.NRunning == 8
+		})
+		start := time.Now()
+		a.drover(a.token, "batch", "cancel", id).must(t, 0)
+		r := a.drover(a.token, "batch", "wait", id, "-json").must(t, 2)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("cancellation took %s", took)
+		}
+		b := decodeJSON[api.Batch](t, r.stdout)
+		if !b.Cancelled || b.NCancelled != 21 || b.State != "complete" {
+			t.Fatalf("batch %+v", b)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("a cancelled job ran to the end")
+		}
+	})
+
+	t.Run("validate", func(t *testing.T) {
+		r := a.drover(a.token, "validate", "jobspec/testdata/bad/unknown-dependency.hcl").must(t, 1)
+		if !strings.Contains(r.stderr, "jobspec/testdata/bad/unknown-dependency.hcl:6:19: error: Unknown dependency") {
+			t.Fatalf("validate stderr: %s", r.stderr)
+		}
+		if n := strings.Count(r.stderr, "Unknown dependency"); n != 2 {
+			t.Fatalf("validate reported %d of 2 problems: %s", n, r.stderr)
+		}
+		for _, f := range []string{"cycle", "bad-unit", "negative-count", "unknown-attribute"} {
+			r := a.drover(a.token, "validate", "jobspec/testdata/bad/"+f+".hcl").must(t, 1)
+			if !strings.Contains(r.stderr, "jobspec/testdata/bad/"+f+".hcl:") {
+				t.Errorf("%s: %s", f, r.stderr)
+			}
+		}
+		a.drover(a.token, "validate", "examples/scatter-gather.hcl").must(t, 0)
+		// run refuses an invalid spec the same way, and submits nothing.
+		before := decodeJSON[api.BatchList](t, a.drover(a.token, "batch", "list", "-json").must(t, 0).stdout)
+		a.drover(a.token, "run", "jobspec/testdata/bad/cycle.hcl").must(t, 1)
+		after := decodeJSON[api.BatchList](t, a.drover(a.token, "batch", "list", "-json").must(t, 0).stdout)
+		if len(after.Batches) != len(before.Batches) {
+			t.Fatal("an invalid spec was submitted")
+		}
+	})
+
+	t.Run("tenancy", func(t *testing.T) {
+		alice := strings.TrimSpace(a.drover(a.token, "user", "create", "alice").must(t, 0).stdout)
+		bob := strings.TrimSpace(a.drover(a.token, "user", "create", "bob").must(t, 0).stdout)
+		if len(alice) != 64 || alice == bob {
+			t.Fatalf("tokens %q %q", alice, bob)
+		}
+		a.drover(a.token, "billing-project", "create", "genomics", "-member", "alice").must(t, 0)
+		r := a.drover(alice, "run", "-wait", "-billing-project", "genomics", "examples/hello.hcl").must(t, 0)
+		id := batchID(t, r.stdout)
+		denied := a.drover(bob, "batch", "status", id).must(t, 1)
+		if !strings.Contains(denied.stderr, "not a member") || !strings.Contains(denied.stderr, "403") {
+			t.Errorf("bob's status: %s", denied.stderr)
+		}
+		denied = a.drover(bob, "batch", "cancel", id).must(t, 1)
+		if !strings.Contains(denied.stderr, "403") {
+			t.Errorf("bob's cancel: %s", denied.stderr)
+		}
+		denied = a.drover(bob, "run", "-billing-project", "genomics", "examples/hello.hcl").must(t, 1)
+		if !strings.Contains(denied.stderr, `not a member of billing project "genomics"`) {
+			t.Errorf("bob's run: %s", denied.stderr)
+		}
+		if out := a.drover(bob, "batch", "list").must(t, 0).stdout; strings.Contains(out, "hello") {
+			t.Errorf("bob lists alice's batch: %s", out)
+		}
+		if out := a.drover(a.token, "batch", "list", "-filter", "user=alice").must(t, 0).stdout; !strings.Contains(out, "hello") {
+			t.Errorf("admin does not see alice's batch: %s", out)
+		}
+		a.drover(bob, "user", "create", "mallory").must(t, 1)
+		a.drover(a.token, "billing-project", "add-member", "genomics", "bob").must(t, 0)
+		a.drover(bob, "batch", "status", id).must(t, 0)
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		r := a.drover("wrong-token", "batch", "list").must(t, 1)
+		if !strings.Contains(r.stderr, "invalid token") {
+			t.Errorf("bad token: %s", r.stderr)
+		}
+		r = runCLI(t, []string{"DROVER_ADDR=http://127.0.0.1:1", "DROVER_TOKEN=x"}, "batch", "list").must(t, 1)
+		if !strings.Contains(r.stderr, "no drover server reachable") {
+			t.Errorf("unreachable: %s", r.stderr)
+		}
+		r = a.drover(a.token, "run", "-wait", "examples/nope.hcl").must(t, 1)
+		if !strings.Contains(r.stderr, "no such file") {
+			t.Errorf("missing file: %s", r.stderr)
+		}
+		r = a.drover(a.token, "batch", "status", "999999").must(t, 1)
+		if !strings.Contains(r.stderr, "does not exist") {
+			t.Errorf("missing batch: %s", r.stderr)
+		}
+		a.drover(a.token, "frobnicate").must(t, 1)
+	})
+}
+
+func batchID(t *testing.T, out string) string {
+	t.Helper()
+	var id int
+	for _, line := range strings.Split(out, "\n") {
+		if _, err := fmt.Sscanf(line, "Submitted batch %d", &id); err == nil {
+			return strconv.Itoa(id)
+		}
+	}
+	t.Fatalf("no batch ID in %q", out)
+	return ""
+}

@@ -1,0 +1,208 @@
+// Package e2e runs the drover binary the way a user does: a real dev agent
+// with real worker processes, driven by the real CLI.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+var droverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "drover-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	droverBin = filepath.Join(dir, "drover")
+	build := exec.Command("go", "build", "-o", droverBin, "../cmd/drover")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build drover:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// agent is a running `drover agent -dev`.
+type agent struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	dataDir string
+	addr    string
+	token   string
+	logPath string
+	done    chan struct{}
+}
+
+func startAgent(t *testing.T, dataDir, addr string, args ...string) *agent {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	if addr == "" {
+		addr = freePort(t)
+	}
+	logFile, err := os.CreateTemp(t.TempDir(), "agent-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]string{"agent", "-dev", "-data-dir", dataDir, "-http-addr", addr, "-log-level", "warn"}, args...)
+	cmd := exec.Command(droverBin, all...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{t: t, cmd: cmd, dataDir: dataDir, addr: "http://" + addr, logPath: logFile.Name(), done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(a.done) }()
+	t.Cleanup(func() {
+		a.stop()
+		if t.Failed() {
+			data, _ := os.ReadFile(a.logPath)
+			t.Logf("agent output:\n%s", data)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(dataDir, "root.token")); err == nil {
+			a.token = strings.TrimSpace(string(b))
+			if err := api.NewClient(a.addr, a.token).Health(context.Background()); err == nil {
+				break
+			}
+		}
+		select {
+		case <-a.done:
+			data, _ := os.ReadFile(a.logPath)
+			t.Fatalf("agent exited during start:\n%s", data)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent did not start within 30s")
+		}
+	}
+	return a
+}
+
+func (a *agent) running() bool {
+	select {
+	case <-a.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and waits.
+func (a *agent) stop() {
+	if !a.running() {
+		return
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// kill9 kills the agent the hard way; its workers die with it.
+func (a *agent) kill9() {
+	_ = a.cmd.Process.Kill()
+	<-a.done
+}
+
+func (a *agent) client() *api.Client { return api.NewClient(a.addr, a.token) }
+
+// result is what one CLI invocation did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// drover runs the CLI against the agent as the given token.
+func (a *agent) drover(token string, args ...string) result {
+	a.t.Helper()
+	return runCLI(a.t, []string{"DROVER_ADDR=" + a.addr, "DROVER_TOKEN=" + token}, args...)
+}
+
+func runCLI(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, droverBin, args...)
+	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
+	cmd.Dir = ".."
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run drover %v: %v", args, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+func (r result) must(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func decodeJSON[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return v
+}
+
+func writeSpec(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spec.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

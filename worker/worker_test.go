@@ -1,0 +1,256 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server"
+)
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// env is a real server and a real worker running real processes, in one
+// test process.
+type env struct {
+	t      *testing.T
+	client *api.Client
+	worker *Worker
+	dir    string
+}
+
+func start(t *testing.T, tweak func(*Config)) *env {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.New(server.TestConfig(t.TempDir(), log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	token, err := srv.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + srv.HTTPAddr()
+	cfg := DefaultConfig()
+	cfg.Servers = []string{url}
+	cfg.Name = "test-worker"
+	cfg.CPU = 4
+	cfg.Memory = 8 << 30
+	cfg.DataDir = t.TempDir()
+	cfg.Secret = "test-secret"
+	cfg.SyncWait = 2 * time.Second
+	cfg.LogFlushInterval = 100 * time.Millisecond
+	cfg.KillGrace = time.Second
+	cfg.Logger = log
+	if tweak != nil {
+		tweak(cfg)
+	}
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = srv.Shutdown(sctx)
+	})
+	return &env{t: t, client: api.NewClient(url, token), worker: w, dir: cfg.DataDir}
+}
+
+func (e *env) run(jobs ...api.JobSpec) *api.Batch {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: jobs})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	done, err := e.client.WaitBatch(ctx, b.ID, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return done
+}
+
+func (e *env) job(b, j int64) *api.Job {
+	e.t.Helper()
+	job, err := e.client.GetJob(context.Background(), b, j)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return job
+}
+
+func (e *env) log(b, j int64) string {
+	e.t.Helper()
+	data, err := e.client.JobLog(context.Background(), b, j, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(data)
+}
+
+func sh(id int64, script string) api.JobSpec {
+	return api.JobSpec{JobID: id, Command: []string{"sh", "-c", script}, CPU: 1, Memory: 64 << 20}
+}
+
+func TestJobEnvironmentAndLogs(t *testing.T) {
+	e := start(t, nil)
+	arr := sh(1, `echo "batch=$DROVER_BATCH_ID job=$DROVER_JOB_ID index=$DROVER_INDEX attempt=$DROVER_ATTEMPT custom=$CUSTOM"; echo to-stderr >&2; pwd; touch mine; ls`)
+	arr.Count = 3
+	arr.Env = map[string]string{"CUSTOM": "yes"}
+	b := e.run(arr)
+	if b.NSucceeded != 3 {
+		t.Fatalf("batch %+v", b)
+	}
+	var dirs []string
+	for j := int64(1); j <= 3; j++ {
+		out := e.log(b.ID, j)
+		want := fmt.Sprintf("batch=%d job=%d index=%d attempt=1 custom=yes\nto-stderr\n", b.ID, j, j-1)
+		if !strings.HasPrefix(out, want) {
+			t.Fatalf("job %d log %q, want prefix %q", j, out, want)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		dirs = append(dirs, lines[2])
+		if len(lines) != 5 || lines[3] != "mine" || lines[4] != "tmp" {
+			t.Fatalf("job %d: working directory not private and fresh: %q", j, out)
+		}
+	}
+	if dirs[0] == dirs[1] || !strings.HasPrefix(dirs[0], e.dir) {
+		t.Fatalf("working directories %v", dirs)
+	}
+	if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
+		t.Fatalf("working directory %s left behind", dirs[0])
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	e := start(t, nil)
+	b := e.run(
+		sh(1, "exit 7"),
+		api.JobSpec{JobID: 2, Command: []string{"definitely-not-a-program-xyz"}, CPU: 1, Memory: 1 << 20},
+		sh(3, "kill -9 $$"),
+		sh(4, "true"),
+	)
+	if b.NFailed != 2 || b.NError != 1 || b.NSucceeded != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	if j := e.job(b.ID, 1); j.State != api.JobFailed || *j.ExitCode != 7 {
+		t.Fatalf("exit 7: %+v", j)
+	}
+	if j := e.job(b.ID, 2); j.State != api.JobError || !strings.Contains(j.Message, "executable file not found") {
+		t.Fatalf("missing program: %+v", j)
+	}
+	if log := e.log(b.ID, 2); !strings.Contains(log, "definitely-not-a-program-xyz") {
+		t.Fatalf("missing program log %q", log)
+	}
+	if j := e.job(b.ID, 3); j.State != api.JobFailed || *j.ExitCode != 137 || !strings.Contains(j.Message, "killed") {
+		t.Fatalf("killed by signal: %+v", j)
+	}
+}
+
+func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
+	e := start(t, nil)
+	marker := filepath.Join(t.TempDir(), "survived")
+	// The grandchild would write the marker after 2s if it outlived the job.
+	spec := sh(1, fmt.Sprintf("(sleep 2; touch %s) & sleep 60", marker))
+	spec.TimeoutSeconds = 0.5
+	start := time.Now()
+	b := e.run(spec)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("timeout took %s", took)
+	}
+	j := e.job(b.ID, 1)
+	if j.State != api.JobFailed || !strings.Contains(j.Message, "timed out after 500ms") {
+		t.Fatalf("job %+v", j)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a child of the timed-out job kept running")
+	}
+}
+
+func TestCancelKillsRunningJobs(t *testing.T) {
+	e := start(t, nil)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "finished")
+	spec := sh(1, fmt.Sprintf("echo started; sleep 30; touch %s", marker))
+	spec.Count = 2
+	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(e.worker.Running()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("jobs did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The log of a running job is readable while it runs.
+	for !strings.Contains(e.log(b.ID, 1), "started") {
+		if time.Now().After(deadline) {
+			t.Fatal("no live log")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancelled := time.Now()
+	if err := e.client.CancelBatch(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done, err := e.client.WaitBatch(wctx, b.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(cancelled); took > 5*time.Second {
+		t.Fatalf("cancellation took %s", took)
+	}
+	if done.NCancelled != 2 {
+		t.Fatalf("batch %+v", done)
+	}
+	if len(e.worker.Running()) != 0 {
+		t.Fatalf("worker still runs %v", e.worker.Running())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a cancelled job ran to the end")
+	}
+}
+
+func TestLogIsCapped(t *testing.T) {
+	e := start(t, func(c *Config) { c.MaxLogBytes = 1000 })
+	b := e.run(sh(1, "yes drover | head -c 100000"))
+	log := e.log(b.ID, 1)
+	if len(log) > 1100 || !strings.HasSuffix(log, "drover: log truncated after 1000 bytes\n") {
+		t.Fatalf("log of %d bytes ending %q", len(log), log[max(0, len(log)-60):])
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := DefaultConfig()
+	err := cfg.Validate()
+	for _, want := range []string{"Servers", "Name", "CPU", "Memory", "DataDir", "Secret"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %s", err, want)
+		}
+	}
+}
