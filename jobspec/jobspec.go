@@ -633,9 +633,11 @@ func FormatDiagnostics(diags hcl.Diagnostics) string {
 // array means depending on all of it.
 func (b *Batch) JobSpecs() []api.JobSpec {
 	first := map[string]int64{}
+	byName := map[string]*Job{}
 	next := int64(1)
 	for _, j := range b.Jobs {
 		first[j.Name] = next
+		byName[j.Name] = j
 		next += j.NumJobs()
 	}
 	var out []api.JobSpec
@@ -661,23 +663,13 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 		deps := append([]string(nil), j.DependsOn...)
 		sort.Slice(deps, func(a, c int) bool { return first[deps[a]] < first[deps[c]] })
 		for _, dep := range deps {
-			d := b.byName(dep)
-			if n := d.NumJobs(); n > 0 {
+			if n := byName[dep].NumJobs(); n > 0 {
 				spec.ParentRanges = append(spec.ParentRanges, api.IDRange{first[dep], first[dep] + n - 1})
 			}
 		}
 		out = append(out, spec)
 	}
 	return out
-}
-
-func (b *Batch) byName(name string) *Job {
-	for _, j := range b.Jobs {
-		if j.Name == name {
-			return j
-		}
-	}
-	return nil
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -407,13 +407,10 @@ func TestRestartKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
 	tc := startServer(t, dir, func(c *Config) { c.SnapshotThreshold = 4; c.TrailingLogs = 2 })
 	ctx := context.Background()
-	var ids []int64
 	for i := 0; i < 12; i++ {
-		b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: fmt.Sprint("b", i), Jobs: []api.JobSpec{{JobID: 1, Count: 50, Command: []string{"true"}}}})
-		if err != nil {
+		if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: fmt.Sprint("b", i), Jobs: []api.JobSpec{{JobID: 1, Count: 50, Command: []string{"true"}}}}); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, b.ID)
 	}
 	if err := tc.srv.raft.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)

@@ -62,25 +62,25 @@ func DefaultConfig() *Config {
 func (c *Config) Validate() error {
 	var errs []error
 	if len(c.Servers) == 0 {
-		errs = append(errs, errors.New("Servers: at least one server address is required"))
+		errs = append(errs, errors.New("config field Servers: at least one server address is required"))
 	}
 	if c.Name == "" {
-		errs = append(errs, errors.New("Name is required"))
+		errs = append(errs, errors.New("config field Name is required"))
 	}
 	if c.CPU <= 0 {
-		errs = append(errs, fmt.Errorf("CPU is %g; it must be positive", c.CPU))
+		errs = append(errs, fmt.Errorf("config field CPU is %g; it must be positive", c.CPU))
 	}
 	if c.Memory <= 0 {
-		errs = append(errs, fmt.Errorf("Memory is %d; it must be positive", c.Memory))
+		errs = append(errs, fmt.Errorf("config field Memory is %d; it must be positive", c.Memory))
 	}
 	if c.DataDir == "" {
-		errs = append(errs, errors.New("DataDir is required"))
+		errs = append(errs, errors.New("config field DataDir is required"))
 	}
 	if c.Secret == "" {
-		errs = append(errs, errors.New("Secret is required (the cluster's -worker-secret-file)"))
+		errs = append(errs, errors.New("config field Secret is required (the cluster's -worker-secret-file)"))
 	}
 	if c.SyncWait < 0 || c.LogFlushInterval <= 0 || c.KillGrace < 0 || c.MaxLogBytes <= 0 {
-		errs = append(errs, errors.New("SyncWait, LogFlushInterval, KillGrace and MaxLogBytes must be positive"))
+		errs = append(errs, errors.New("config fields SyncWait, LogFlushInterval, KillGrace and MaxLogBytes must be positive"))
 	}
 	return errors.Join(errs...)
 }

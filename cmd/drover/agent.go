@@ -24,8 +24,8 @@ import (
 func (m *Main) runAgent(ctx context.Context, args []string) error {
 	fs := m.newFlags("agent", "-dev [flags]")
 	dev := fs.Bool("dev", false, "run a development agent: one server that bootstraps itself, plus local workers")
-	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs and root.token (default: a new temporary directory)")
-	httpAddr := fs.String("http-addr", "127.0.0.1:4650", "address of the HTTP API")
+	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs, root.token and api.addr (default: a new temporary directory)")
+	httpAddr := fs.String("http-addr", "127.0.0.1:4650", "address of the HTTP API (port 0: any free port, written to <data-dir>/api.addr)")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:0", "address Raft listens on (port 0: any free port)")
 	workers := fs.Int("workers", 2, "number of local worker processes")
 	cores := fs.Float64("worker-cores", float64(runtime.NumCPU()), "cores each worker offers")
@@ -96,6 +96,11 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	apiAddr := "http://" + srv.HTTPAddr()
+	// Scripts that let the agent pick a port (-http-addr 127.0.0.1:0) read
+	// the address from here.
+	if err := os.WriteFile(filepath.Join(*dataDir, "api.addr"), []byte(apiAddr+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write api.addr: %w", err)
+	}
 	tokenFile := filepath.Join(*dataDir, "root.token")
 	if err := waitForFile(ctx, tokenFile, 60*time.Second); err != nil {
 		return fmt.Errorf("the agent did not bootstrap its admin user: %w", err)

@@ -20,7 +20,18 @@ func attemptDuration(a api.Attempt) string {
 	if a.EndTime != nil {
 		end = *a.EndTime
 	}
-	return end.Sub(*a.StartTime).Round(time.Millisecond).String()
+	return roundDuration(end.Sub(*a.StartTime)).String()
+}
+
+// roundDuration keeps three significant digits or so: 1.234s, 12ms, 250µs.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 func exitString(code *int) string {

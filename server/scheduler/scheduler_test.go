@@ -218,3 +218,35 @@ func TestScheduleNeverOversubscribes(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkFairShare10kUsers(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	users := make([]Demand, 10_000)
+	for i := range users {
+		users[i] = Demand{Running: rng.Int64N(100_000), Ready: rng.Int64N(100_000)}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		FairShare(users, 5_000_000)
+	}
+}
+
+// BenchmarkSchedule10kInstances bin-packs 20,000 one-core jobs of 100 users
+// onto 10,000 instances with 2-16 free cores each.
+func BenchmarkSchedule10kInstances(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	in := &Input{}
+	for i := 0; i < 10_000; i++ {
+		in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), FreeMilli: 2000 + 1000*rng.Int64N(15), FreeMem: 64 << 30})
+	}
+	for u := 0; u < 100; u++ {
+		in.Users = append(in.Users, User{Name: fmt.Sprint("user", u), RunningMilli: rng.Int64N(50_000), ReadyMilli: 200_000,
+			Runs: []Run{run(uint64(u+1), 1, 200, 1)}})
+	}
+	b.ResetTimer()
+	jobs := 0
+	for i := 0; i < b.N; i++ {
+		jobs = Schedule(in).Jobs
+	}
+	b.ReportMetric(float64(jobs), "jobs/round")
+}

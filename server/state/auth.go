@@ -137,11 +137,6 @@ func (s *State) isMember(project, user string) bool {
 	return ok && p.Members[user]
 }
 
-// canSee reports whether user (admin or not) may see batches of project.
-func (s *State) canSee(project string, u *User) bool {
-	return u.Admin || s.isMember(project, u.Name)
-}
-
 // BillingProjects lists the billing projects visible to the user.
 func (s *State) BillingProjects(viewer User) []api.BillingProject {
 	s.mu.RLock()

@@ -1,0 +1,47 @@
+# drover: `make demo` runs the examples on a dev agent, `make test` runs every
+# test. Both need only Go (1.26) and the Go module proxy; tools the checks
+# use are installed into .tools/ by the targets themselves.
+
+GO          ?= go
+BIN         := bin/drover
+TOOLS       := $(CURDIR)/.tools
+STATICCHECK := $(TOOLS)/staticcheck
+
+.PHONY: all build demo test lint unit race e2e bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/drover
+
+demo: build
+	./scripts/demo.sh
+
+# test: formatting, vet, staticcheck, all tests (unit, API, real workers,
+# end to end with the real binary), and the race detector on the packages
+# with concurrency.
+test: lint unit race
+
+lint: $(STATICCHECK)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race ./server/... ./worker/
+
+e2e:
+	$(GO) test -count=1 -v ./e2e/
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./server/... ./jobspec/
+
+$(STATICCHECK):
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+clean:
+	rm -rf bin $(TOOLS)

@@ -1,0 +1,78 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/drover-sched/drover/server/scheduler"
+)
+
+// BenchmarkApplyPlan applies a plan that places 10,000 jobs of a job array on
+// 160 instances with 64 cores each, then completes them, per iteration.
+func BenchmarkApplyPlan(b *testing.B) {
+	s := New()
+	s.Apply(1, &Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
+	var insts []uint32
+	for i := 0; i < 160; i++ {
+		r := s.Apply(2, &Activate{Now: 1, Name: fmt.Sprint("w", i), CPUMilli: 64000, Memory: 256 << 30, TokenHash: fmt.Sprint("t", i)})
+		insts = append(insts, r.(*ActivateResult).Instance)
+	}
+	n := uint32(b.N) * 10_000
+	s.Apply(3, &CreateBatch{Now: 1, User: "root", BillingProject: "default", Jobs: []JobEntry{
+		{First: 1, Count: n, Spec: &Spec{Name: "a", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}},
+	}})
+	plans := make([]*Plan, b.N)
+	events := make([]*Events, b.N)
+	for i := range plans {
+		p := &Plan{Now: 2}
+		ev := &Events{Now: 3}
+		first := uint32(i)*10_000 + 1
+		for k, inst := range insts {
+			lo := first + uint32(k)*64
+			cnt := min(uint32(64), first+10_000-lo)
+			if lo >= first+10_000 {
+				break
+			}
+			p.Placements = append(p.Placements, Placement{Batch: 1, First: lo, Count: cnt, Attempt: 1, Instance: inst})
+			for j := lo; j < lo+cnt; j++ {
+				ev.Events = append(ev.Events, Event{Instance: inst, Batch: 1, Job: j, Attempt: 1, Outcome: OutcomeSuccess, Start: 2, End: 3})
+			}
+		}
+		plans[i], events[i] = p, ev
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := s.Apply(4, plans[i]).(*PlanResult); r.Placed != 10_000 {
+			b.Fatalf("placed %d", r.Placed)
+		}
+		if r := s.Apply(5, events[i]).(*EventsResult); r.Applied != 10_000 {
+			b.Fatalf("completed %d", r.Applied)
+		}
+	}
+	b.ReportMetric(float64(b.N*10_000)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkSchedulingRound builds the scheduler input from the state and
+// runs a round with 10,000 ready jobs of 100 users on 500 instances.
+func BenchmarkSchedulingRound(b *testing.B) {
+	s := New()
+	s.Apply(1, &Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
+	for i := 0; i < 500; i++ {
+		s.Apply(2, &Activate{Now: 1, Name: fmt.Sprint("w", i), CPUMilli: 64000, Memory: 256 << 30, TokenHash: fmt.Sprint("t", i)})
+	}
+	for u := 0; u < 100; u++ {
+		name := fmt.Sprint("u", u)
+		s.Apply(3, &CreateUser{Now: 1, Name: name, TokenHash: "h" + name})
+		s.Apply(3, &SetMember{Project: "default", User: name, Member: true})
+		s.Apply(4, &CreateBatch{Now: 1, User: name, BillingProject: "default", Jobs: []JobEntry{
+			{First: 1, Count: 100, Spec: &Spec{Name: "a", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}},
+		}})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out := scheduler.Schedule(s.SchedulingInput(20000))
+		if out.Jobs != 10_000 {
+			b.Fatalf("placed %d", out.Jobs)
+		}
+	}
+}
