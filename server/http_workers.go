@@ -157,6 +157,13 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	for {
 		changed := s.notify.wait(inst.ID)
 		v := s.state.WorkerView(inst.ID, known)
+		if len(v.Orphans) > 0 {
+			if err := s.cancelOrphans(r.Context(), inst.ID, v.Orphans); err != nil {
+				s.writeErr(w, err)
+				return
+			}
+			continue
+		}
 		if !v.Active {
 			writeJSON(w, http.StatusOK, api.SyncResponse{Acked: len(events), Retired: true})
 			return
@@ -174,6 +181,20 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// cancelOrphans ends attempts the worker never took because their batch was
+// cancelled first.
+func (s *Server) cancelOrphans(ctx context.Context, inst uint32, orphans []state.AttemptID) error {
+	now := time.Now().UnixNano()
+	events := make([]state.Event, len(orphans))
+	for i, o := range orphans {
+		events[i] = state.Event{Instance: inst, Batch: o.Batch, Job: o.Job, Attempt: o.Attempt,
+			Outcome: state.OutcomeCancelled, End: now, Message: "batch cancelled before the attempt started"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	return s.events.submit(ctx, events)
 }
 
 func syncResponse(acked int, v state.WorkerView) api.SyncResponse {

@@ -139,6 +139,9 @@ func (s *Server) HTTPAddr() string { return s.listener.Addr().String() }
 // RaftAddr is the address Raft listens on.
 func (s *Server) RaftAddr() string { return string(s.raft.transport.LocalAddr()) }
 
+// Logger is the server's logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
 // ID is this server's Raft ID.
 func (s *Server) ID() string { return s.id }
 

@@ -452,3 +452,45 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelBeforeWorkerTakesAttempt: jobs placed on an instance whose batch
+// is cancelled before the worker syncs must still end, or the batch would
+// never complete.
+func TestCancelBeforeWorkerTakesAttempt(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	w := newSimWorker(t, tc, "slow-worker", 2)
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{{JobID: 1, Count: 5, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		bt, _ := tc.admin.GetBatch(ctx, b.ID)
+		if bt.NRunning == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs not placed: %+v", bt)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tc.admin.CancelBatch(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if bt, _ := tc.admin.GetBatch(ctx, b.ID); bt.State == api.BatchComplete {
+		t.Fatal("complete while two attempts are placed")
+	}
+	res := w.sync(0)
+	if len(res.Assign) != 0 || len(res.Kill) != 0 {
+		t.Fatalf("sync %+v", res)
+	}
+	bt, _ := tc.admin.GetBatch(ctx, b.ID)
+	if bt.State != api.BatchComplete || bt.NCancelled != 5 {
+		t.Fatalf("batch %+v", bt)
+	}
+	j, _ := tc.admin.GetJob(ctx, b.ID, 1)
+	if len(j.Attempts) != 1 || j.Attempts[0].State != "cancelled" || !strings.Contains(j.Attempts[0].Message, "before the attempt started") {
+		t.Fatalf("job %+v", j)
+	}
+}

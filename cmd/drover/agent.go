@@ -102,8 +102,8 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		return fmt.Errorf("write api.addr: %w", err)
 	}
 	tokenFile := filepath.Join(*dataDir, "root.token")
-	if err := waitForFile(ctx, tokenFile, 60*time.Second); err != nil {
-		return fmt.Errorf("the agent did not bootstrap its admin user: %w", err)
+	if err := waitReady(ctx, srv, tokenFile, 60*time.Second); err != nil {
+		return err
 	}
 
 	self, err := os.Executable()
@@ -214,14 +214,20 @@ func ensureSecret(path string) (string, error) {
 	return s, nil
 }
 
-func waitForFile(ctx context.Context, path string, limit time.Duration) error {
+// waitReady waits until the server has replayed its log and the admin
+// exists. A data dir whose root.token was deleted still starts, with a
+// warning.
+func waitReady(ctx context.Context, srv *server.Server, tokenFile string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if srv.Ready() && srv.State().HasUsers() {
+			if _, err := os.Stat(tokenFile); err != nil {
+				srv.Logger().Warn("the admin token file is missing; use a token you kept", "path", tokenFile)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not appear within %s", path, limit)
+			return fmt.Errorf("the agent's server was not ready within %s (see the log above)", limit)
 		}
 		select {
 		case <-ctx.Done():

@@ -136,6 +136,7 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 	}
 	b.nextJob += u.N
 	b.updates = append(b.updates, u)
+	b.open++
 	s.commit(b, u, entriesAbs, now)
 	return u, nil
 }
@@ -147,6 +148,7 @@ func (b *Batch) reserve(n uint32, key string, now int64) (*update, *ApplyError) 
 	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: n, Key: key, Created: now}
 	b.nextJob += n
 	b.updates = append(b.updates, u)
+	b.open++
 	return u, nil
 }
 
@@ -451,6 +453,7 @@ func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
 	b.insertGroups(newGroups)
 	b.counts[Pending] += int64(u.N)
 	b.nJobs += int64(u.N)
+	b.open--
 	u.Committed = true
 	u.staged = nil
 	u.seen = nil
@@ -528,6 +531,7 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	for _, u := range b.updates {
 		if !u.Committed {
 			u.Discarded = true
+			b.open--
 			u.staged = nil
 			u.seen = nil
 		}

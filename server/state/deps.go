@@ -196,17 +196,8 @@ func (s *State) checkComplete(b *Batch, now int64) {
 		return
 	}
 	final := b.counts[Success] + b.counts[Failed] + b.counts[Cancelled] + b.counts[Error]
-	if final == b.nJobs && b.openUpdates() == 0 {
+	if final == b.nJobs && b.open == 0 {
 		b.Completed = now
 	}
 }
 
-func (b *Batch) openUpdates() int {
-	n := 0
-	for _, u := range b.updates {
-		if !u.Committed && !u.Discarded {
-			n++
-		}
-	}
-	return n
-}

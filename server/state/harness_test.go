@@ -241,7 +241,16 @@ func checkInvariants(t *testing.T, s *State) {
 			t.Fatalf("batch %d has %d committed jobs, nJobs %d", b.ID, total, b.nJobs)
 		}
 		final := counts[Success] + counts[Failed] + counts[Cancelled] + counts[Error]
-		if (b.Completed != 0) != (final == b.nJobs && b.openUpdates() == 0) {
+		open := 0
+		for _, u := range b.updates {
+			if !u.Committed && !u.Discarded {
+				open++
+			}
+		}
+		if open != b.open {
+			t.Fatalf("batch %d counts %d open updates, has %d", b.ID, b.open, open)
+		}
+		if (b.Completed != 0) != (final == b.nJobs && open == 0) {
 			t.Fatalf("batch %d completed=%d but %d/%d final", b.ID, b.Completed, final, b.nJobs)
 		}
 	}

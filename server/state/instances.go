@@ -269,9 +269,13 @@ func (s *State) Instances() []InstanceInfo {
 // the attempts it must run, and which of the attempts it reported it must
 // kill.
 type WorkerView struct {
-	Active  bool
-	Assign  []AssignmentInfo
-	Kill    []AttemptID
+	Active bool
+	Assign []AssignmentInfo
+	Kill   []AttemptID
+	// Orphans are attempts placed on the instance whose batch was cancelled
+	// before the worker took them: nobody will ever report on them, so the
+	// caller records them as cancelled on the worker's behalf.
+	Orphans []AttemptID
 	Running int
 }
 
@@ -328,10 +332,11 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 			continue
 		}
 		b := s.batches[k.batch]
+		j := &b.jobs[k.job-1]
 		if b.Cancelled {
+			v.Orphans = append(v.Orphans, AttemptID{k.batch, k.job, j.attempt})
 			continue
 		}
-		j := &b.jobs[k.job-1]
 		g := b.groupOf(k.job)
 		v.Assign = append(v.Assign, AssignmentInfo{
 			AttemptID: AttemptID{k.batch, k.job, j.attempt},
@@ -339,6 +344,13 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 			Spec:      g.spec,
 		})
 	}
+	sort.Slice(v.Orphans, func(i, j int) bool {
+		a, b := v.Orphans[i], v.Orphans[j]
+		if a.Batch != b.Batch {
+			return a.Batch < b.Batch
+		}
+		return a.Job < b.Job
+	})
 	sort.Slice(v.Assign, func(i, j int) bool {
 		a, b := v.Assign[i], v.Assign[j]
 		if a.Batch != b.Batch {

@@ -333,6 +333,9 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	}
 	copy(b.counts[:], sb.Counts)
 	for _, u := range sb.Updates {
+		if !u.Committed && !u.Discarded {
+			b.open++
+		}
 		b.updates = append(b.updates, &update{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
 			Created: u.Created, staged: u.Staged, nStaged: u.NStaged, seen: u.Seen,

@@ -212,6 +212,7 @@ type Batch struct {
 	CancelReason   string
 
 	nextJob uint32 // next unreserved job ID
+	open    int    // updates neither committed nor discarded
 	nJobs   int64  // committed jobs
 	counts  [numStates]int64
 	updates []*update
