@@ -200,4 +200,3 @@ func (s *State) checkComplete(b *Batch, now int64) {
 		b.Completed = now
 	}
 }
-
