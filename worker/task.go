@@ -65,6 +65,8 @@ func (t *task) abandon(reason string) {
 func (t *task) env() []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
+		"USER=" + os.Getenv("USER"),
+		"LOGNAME=" + os.Getenv("LOGNAME"),
 		"HOME=" + t.dir,
 		"TMPDIR=" + filepath.Join(t.dir, "tmp"),
 		"LANG=C.UTF-8",
@@ -129,6 +131,9 @@ func (t *task) run() {
 	cmd.Stdout = ship
 	cmd.Stderr = ship
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A background child that keeps stdout open must not hold the job
+	// open after its main process exits.
+	cmd.WaitDelay = 500 * time.Millisecond
 	t.mu.Lock()
 	if t.killWhy != "" {
 		t.mu.Unlock()
@@ -164,6 +169,9 @@ func (t *task) run() {
 		t.terminate(waited, &err)
 	}
 	ev.EndTime = time.Now()
+	// What the job left running in its process group ends with it, as in a
+	// container: it would use resources nobody accounts for.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	code := exitCode(cmd.ProcessState)
 	ev.ExitCode = code
 	t.mu.Lock()
@@ -176,7 +184,7 @@ func (t *task) run() {
 		fmt.Fprintf(ship, "drover: %s\n", ev.Message)
 	case why != "":
 		ev.Outcome, ev.Message = api.OutcomeCancelled, why
-	case err == nil && code == 0:
+	case (err == nil || errors.Is(err, exec.ErrWaitDelay)) && code == 0:
 		ev.Outcome = api.OutcomeSuccess
 	default:
 		ev.Outcome = api.OutcomeFailed

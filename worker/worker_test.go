@@ -254,3 +254,20 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestBackgroundChildDoesNotHoldTheJob(t *testing.T) {
+	e := start(t, nil)
+	marker := filepath.Join(t.TempDir(), "leftover")
+	begin := time.Now()
+	b := e.run(sh(1, fmt.Sprintf("(sleep 2; touch %s) & echo main done", marker)))
+	if took := time.Since(begin); took > 1500*time.Millisecond {
+		t.Fatalf("the job took %s: a background child held it open", took)
+	}
+	if b.NSucceeded != 1 || e.log(b.ID, 1) != "main done\n" {
+		t.Fatalf("batch %+v log %q", b, e.log(b.ID, 1))
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the job's leftover child kept running after the job ended")
+	}
+}
