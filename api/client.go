@@ -432,6 +432,15 @@ func (c *Client) RemoveMember(ctx context.Context, project, user string) error {
 	return c.Do(ctx, http.MethodDelete, "/api/v1/billing-projects/"+url.PathEscape(project)+"/members/"+url.PathEscape(user), nil, nil)
 }
 
+// ListInstances lists worker instances, active and retired (admin only).
+func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
+	var out []Instance
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/instances", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Leader returns the leader status as seen by the server answering.
 func (c *Client) Leader(ctx context.Context) (*LeaderStatus, error) {
 	var out LeaderStatus

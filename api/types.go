@@ -243,6 +243,21 @@ type LeaderStatus struct {
 	AppliedIdx uint64 `json:"applied_index"`
 }
 
+// Instance is a worker machine as the control plane sees it.
+type Instance struct {
+	ID            int64      `json:"id"`
+	Name          string     `json:"name"`
+	Active        bool       `json:"active"`
+	CPU           float64    `json:"cpu"`
+	Memory        int64      `json:"memory"`
+	FreeCPU       float64    `json:"free_cpu"`
+	FreeMemory    int64      `json:"free_memory"`
+	Running       int        `json:"running"`
+	TimeActivated time.Time  `json:"time_activated"`
+	TimeRetired   *time.Time `json:"time_retired,omitempty"`
+	Reason        string     `json:"reason,omitempty"`
+}
+
 // ErrorResponse is the body of every non-2xx API response.
 type ErrorResponse struct {
 	Error string `json:"error"`

@@ -78,37 +78,19 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
 	s.setMember(w, r.PathValue("name"), r.PathValue("user"), false)
 }
 
-// instanceJSON is an instance as the API lists it.
-type instanceJSON struct {
-	ID        int64      `json:"id"`
-	Name      string     `json:"name"`
-	Active    bool       `json:"active"`
-	CPU       float64    `json:"cpu"`
-	Memory    int64      `json:"memory"`
-	FreeCPU   float64    `json:"free_cpu"`
-	FreeMem   int64      `json:"free_memory"`
-	Running   int        `json:"running"`
-	Activated time.Time  `json:"time_activated"`
-	Retired   *time.Time `json:"time_retired,omitempty"`
-	Reason    string     `json:"reason,omitempty"`
-}
-
 func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
-	var out []instanceJSON
+	out := []api.Instance{}
 	for _, in := range s.state.Instances() {
-		ij := instanceJSON{
+		ij := api.Instance{
 			ID: int64(in.ID), Name: in.Name, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
-			FreeCPU: float64(in.FreeMilli) / 1000, FreeMem: in.FreeMem, Running: in.Running,
-			Activated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
+			FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
+			TimeActivated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
 		}
 		if in.Retired != 0 {
 			t := time.Unix(0, in.Retired).UTC()
-			ij.Retired = &t
+			ij.TimeRetired = &t
 		}
 		out = append(out, ij)
-	}
-	if out == nil {
-		out = []instanceJSON{}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

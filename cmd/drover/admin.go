@@ -123,18 +123,6 @@ func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {
 	return nil
 }
 
-type instanceRow struct {
-	ID      int64   `json:"id"`
-	Name    string  `json:"name"`
-	Active  bool    `json:"active"`
-	CPU     float64 `json:"cpu"`
-	Memory  int64   `json:"memory"`
-	FreeCPU float64 `json:"free_cpu"`
-	FreeMem int64   `json:"free_memory"`
-	Running int     `json:"running"`
-	Reason  string  `json:"reason"`
-}
-
 func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 	fs := m.newFlags("instance list", "")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -142,8 +130,8 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	var rows []instanceRow
-	if err := m.Client().Do(ctx, "GET", "/api/v1/instances", nil, &rows); err != nil {
+	rows, err := m.Client().ListInstances(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -160,7 +148,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 			st = "retired"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, r.CPU, r.FreeCPU,
-			jobspec.FormatBytes(r.Memory), jobspec.FormatBytes(r.FreeMem), r.Running, r.Reason)
+			jobspec.FormatBytes(r.Memory), jobspec.FormatBytes(r.FreeMemory), r.Running, r.Reason)
 	}
 	return tw.Flush()
 }

@@ -34,6 +34,23 @@ func ago(t time.Time) string {
 	return t.Local().Format("2006-01-02")
 }
 
+// pages fetches one page of a listing, or every page with all, starting
+// after last. It returns the items and the ID to continue from (0: no more).
+func pages[T any](all bool, last int64, fetch func(last int64) ([]T, int64, error)) ([]T, int64, error) {
+	var items []T
+	for {
+		page, next, err := fetch(last)
+		if err != nil {
+			return nil, 0, err
+		}
+		items = append(items, page...)
+		last = next
+		if !all || next == 0 {
+			return items, next, nil
+		}
+	}
+}
+
 func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch list", "[flags]")
 	filter := fs.String("filter", "", "filter, e.g. 'state=running' or 'attr:sample=NA12878 user=alice'")
@@ -49,18 +66,15 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 		q = strings.TrimSpace(q + " state=" + *state)
 	}
 	c := m.Client()
-	var batches []api.Batch
-	next := *last
-	for {
-		page, err := c.ListBatches(ctx, q, next)
+	batches, next, err := pages(*all, *last, func(last int64) ([]api.Batch, int64, error) {
+		page, err := c.ListBatches(ctx, q, last)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
-		batches = append(batches, page.Batches...)
-		next = page.LastID
-		if !*all || next == 0 {
-			break
-		}
+		return page.Batches, page.LastID, nil
+	})
+	if err != nil {
+		return err
 	}
 	if *asJSON {
 		return m.printJSON(api.BatchList{Batches: batches, LastID: next})

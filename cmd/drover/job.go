@@ -61,18 +61,15 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 		q = strings.TrimSpace(q + " state=" + *state)
 	}
 	c := m.Client()
-	var jobs []api.Job
-	next := *last
-	for {
-		page, err := c.ListJobs(ctx, id, q, next)
+	jobs, next, err := pages(*all, *last, func(last int64) ([]api.Job, int64, error) {
+		page, err := c.ListJobs(ctx, id, q, last)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
-		jobs = append(jobs, page.Jobs...)
-		next = page.LastID
-		if !*all || next == 0 {
-			break
-		}
+		return page.Jobs, page.LastID, nil
+	})
+	if err != nil {
+		return err
 	}
 	if *asJSON {
 		return m.printJSON(api.JobList{Jobs: jobs, LastID: next})
