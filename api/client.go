@@ -47,6 +47,10 @@ type Client struct {
 	// long they keep retrying while no server can be reached at all.
 	RetryUnavailable time.Duration
 	RetryUnreachable time.Duration
+	// AttemptTimeout bounds how long one server may take to start
+	// answering before the client gives up on it and tries the next (a
+	// frozen server accepts connections but never answers).
+	AttemptTimeout time.Duration
 
 	mu    sync.Mutex
 	token string
@@ -75,6 +79,7 @@ func NewClient(addr, token string) *Client {
 		http:             &http.Client{Transport: newTransport()},
 		RetryUnavailable: 30 * time.Second,
 		RetryUnreachable: 5 * time.Second,
+		AttemptTimeout:   5 * time.Second,
 	}
 }
 
@@ -120,6 +125,11 @@ func (c *Client) SetToken(token string) {
 // answer into out (may be nil). Connection failures move on to the next
 // server; API errors are returned as *Error.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	return c.do(ctx, method, path, in, out, 0)
+}
+
+// do is Do with extra time allowed for the server to answer (long polls).
+func (c *Client) do(ctx context.Context, method, path string, in, out any, extra time.Duration) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -127,7 +137,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
-	resp, err := c.send(ctx, method, path, "application/json", body)
+	resp, err := c.sendWait(ctx, method, path, "application/json", body, extra)
 	if err != nil {
 		return err
 	}
@@ -148,10 +158,14 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 // starting) for RetryUnavailable, so a CLI call rides out a restart or a
 // leader election.
 func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
+	return c.sendWait(ctx, method, path, contentType, body, 0)
+}
+
+func (c *Client) sendWait(ctx context.Context, method, path, contentType string, body []byte, extra time.Duration) (*http.Response, error) {
 	start := time.Now()
 	delay := 100 * time.Millisecond
 	for {
-		resp, err := c.sendOnce(ctx, method, path, contentType, body)
+		resp, err := c.sendOnce(ctx, method, path, contentType, body, extra)
 		if err == nil {
 			return resp, nil
 		}
@@ -180,15 +194,23 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 }
 
 // sendOnce tries each server once.
-func (c *Client) sendOnce(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
+func (c *Client) sendOnce(ctx context.Context, method, path, contentType string, body []byte, extra time.Duration) (*http.Response, error) {
 	c.mu.Lock()
 	start, token := c.next, c.token
 	c.mu.Unlock()
 	var lastErr error
 	for i := 0; i < len(c.addrs); i++ {
 		idx := (start + i) % len(c.addrs)
-		req, err := http.NewRequestWithContext(ctx, method, c.addrs[idx]+path, bytes.NewReader(body))
+		// The attempt's context is cancelled if no answer starts in time;
+		// once headers arrive the body is read under the caller's ctx.
+		actx, cancel := context.WithCancel(ctx)
+		var timer *time.Timer
+		if c.AttemptTimeout > 0 {
+			timer = time.AfterFunc(c.AttemptTimeout+extra, cancel)
+		}
+		req, err := http.NewRequestWithContext(actx, method, c.addrs[idx]+path, bytes.NewReader(body))
 		if err != nil {
+			cancel()
 			return nil, fmt.Errorf("build request: %w", err)
 		}
 		if body != nil {
@@ -198,13 +220,21 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := c.http.Do(req)
+		if err == nil && timer != nil && !timer.Stop() {
+			// The deadline passed just as the answer came: its body is
+			// unreadable now.
+			resp.Body.Close()
+			err = fmt.Errorf("no answer within %s", c.AttemptTimeout+extra)
+		}
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			lastErr = fmt.Errorf("no drover server reachable: %s %s: %w", method, c.addrs[idx], err)
 			continue
 		}
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 		if i > 0 {
 			c.mu.Lock()
 			c.next = idx
@@ -230,6 +260,18 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 		return nil, lastErr
 	}
 	return nil, lastErr
+}
+
+// cancelOnClose releases an attempt's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // Health checks that a server answers.
@@ -464,7 +506,8 @@ func (c *Client) Activate(ctx context.Context, req *ActivateRequest) (*ActivateR
 // Sync sends a worker's report and returns the server's answer.
 func (c *Client) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, error) {
 	var out SyncResponse
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/workers/sync", req, &out); err != nil {
+	wait := time.Duration(req.WaitMillis) * time.Millisecond
+	if err := c.do(ctx, http.MethodPost, "/api/v1/workers/sync", req, &out, wait); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -482,6 +525,53 @@ func (c *Client) UploadLogChunk(ctx context.Context, ref AttemptRef, seq int, da
 		data = []byte{}
 	}
 	resp, err := c.send(ctx, http.MethodPut, path, "text/plain", data)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// Operator calls.
+
+// Peers returns the Raft configuration as the answering server sees it.
+// With stale, that server answers from its own view without asking the
+// leader.
+func (c *Client) Peers(ctx context.Context) (*Peers, error) {
+	var out Peers
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/status/peers", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RemovePeer removes a server from the Raft configuration.
+func (c *Client) RemovePeer(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/remove-peer", &RemovePeerRequest{ID: id}, nil)
+}
+
+// TransferLeader hands leadership to another server (id "" for any).
+func (c *Client) TransferLeader(ctx context.Context, id string) (*LeaderStatus, error) {
+	var out LeaderStatus
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/transfer-leader", &TransferLeaderRequest{ID: id}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SnapshotSave writes a snapshot of the whole state to w.
+func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (int64, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/api/v1/operator/snapshot", "", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return io.Copy(w, resp.Body)
+}
+
+// SnapshotRestore replaces the cluster's state with a saved snapshot.
+func (c *Client) SnapshotRestore(ctx context.Context, data []byte) error {
+	resp, err := c.send(ctx, http.MethodPut, "/api/v1/operator/snapshot", "application/octet-stream", data)
 	if err != nil {
 		return err
 	}

@@ -350,3 +350,35 @@ type Assignment struct {
 	Memory         int64             `json:"memory"`
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
 }
+
+// Peer is one server of the Raft configuration.
+type Peer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	HTTP     string `json:"http,omitempty"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+	Alive    bool   `json:"alive"`
+	Reported string `json:"reported_by"`
+}
+
+// Peers is the Raft configuration as one server sees it.
+type Peers struct {
+	Servers      []Peer `json:"servers"`
+	LeaderID     string `json:"leader_id"`
+	Term         uint64 `json:"term"`
+	LastIndex    uint64 `json:"last_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastContact  string `json:"last_contact"`
+}
+
+// RemovePeerRequest removes a server from the Raft configuration.
+type RemovePeerRequest struct {
+	ID string `json:"id"`
+}
+
+// TransferLeaderRequest hands leadership to a server (any, when ID is empty).
+type TransferLeaderRequest struct {
+	ID string `json:"id,omitempty"`
+}

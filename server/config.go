@@ -24,9 +24,31 @@ type Config struct {
 	// (defaults to RaftAddr).
 	RaftAddr      string
 	RaftAdvertise string
+	// HTTPAdvertise is the address other servers forward requests to
+	// (default: HTTPAddr, or the gossip advertise host with HTTPAddr's port
+	// when HTTPAddr binds all interfaces).
+	HTTPAdvertise string
 	// Bootstrap makes a node with no Raft state start a single-server
 	// cluster of itself (dev mode).
 	Bootstrap bool
+	// GossipAddr is where servers find each other (hashicorp/memberlist).
+	// Empty: no gossip (a single dev server).
+	GossipAddr      string
+	GossipAdvertise string
+	// Join lists gossip addresses of other servers to join.
+	Join []string
+	// BootstrapExpect bootstraps Raft once this many servers (none with
+	// Raft state) see each other over gossip.
+	BootstrapExpect int
+	// ConsulAddr, when set, registers this server as a drover-server service
+	// in Consul and joins the servers registered there.
+	ConsulAddr string
+	// DeadServerGrace removes a server from the Raft configuration after it
+	// has been unreachable over gossip this long.
+	DeadServerGrace time.Duration
+	// GossipInterval tunes memberlist's failure detection (0: LAN
+	// defaults, a 1s probe interval).
+	GossipInterval time.Duration
 	// WorkerSecret is the join secret workers present to activate. Workers
 	// are refused when it is empty.
 	WorkerSecret string
@@ -63,6 +85,11 @@ type Config struct {
 	SnapshotThreshold  uint64
 	TrailingLogs       uint64
 
+	// TransitionLog, when set, gets one line per job state change
+	// ("batch job from to"), flushed after every applied batch of log
+	// entries. The fault tests check histories with it.
+	TransitionLog string
+
 	Logger *slog.Logger
 }
 
@@ -79,6 +106,7 @@ func DefaultConfig() *Config {
 		MaxSyncWait:           30 * time.Second,
 		ApplyTimeout:          30 * time.Second,
 		MaxEventsPerEntry:     8192,
+		DeadServerGrace:       2 * time.Minute,
 		SnapshotInterval:      2 * time.Minute,
 		SnapshotThreshold:     16384,
 		TrailingLogs:          10240,
@@ -101,6 +129,23 @@ func (c *Config) Validate() error {
 		if host, _, err := net.SplitHostPort(c.RaftAdvertise); err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
 			errs = append(errs, fmt.Errorf("RaftAdvertise %q must be a host:port other servers can reach", c.RaftAdvertise))
 		}
+	}
+	if c.GossipAddr != "" {
+		if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
+			errs = append(errs, fmt.Errorf("GossipAddr %q: %w", c.GossipAddr, err))
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("BootstrapExpect is %d; it must be 0 or more", c.BootstrapExpect))
+	}
+	if c.BootstrapExpect > 0 && c.Bootstrap {
+		errs = append(errs, errors.New("Bootstrap (single server) and BootstrapExpect exclude each other"))
+	}
+	if (c.BootstrapExpect > 0 || len(c.Join) > 0 || c.ConsulAddr != "") && c.GossipAddr == "" {
+		errs = append(errs, errors.New("BootstrapExpect, Join and ConsulAddr need GossipAddr"))
+	}
+	if c.DeadServerGrace < 0 {
+		errs = append(errs, fmt.Errorf("DeadServerGrace is %v; it must not be negative", c.DeadServerGrace))
 	}
 	if c.AdminName == "" {
 		errs = append(errs, errors.New("AdminName is required"))

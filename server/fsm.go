@@ -14,8 +14,10 @@ import (
 // a command this server cannot decode is a fatal inconsistency (a corrupt log
 // or a newer server wrote it), so it panics rather than diverge.
 type fsm struct {
-	state   *state.State
-	metrics *metrics
+	state      *state.State
+	metrics    *metrics
+	afterApply func()
+	onRestore  func()
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -48,6 +50,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[pos[k]] = r
 		}
 	}
+	if f.afterApply != nil {
+		f.afterApply()
+	}
 	if f.metrics != nil {
 		f.metrics.fsmApply.Observe(time.Since(start).Seconds())
 		f.metrics.fsmEntries.Add(float64(len(cmds)))
@@ -61,6 +66,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if f.onRestore != nil {
+		f.onRestore()
+	}
 	return f.state.Restore(rc)
 }
 

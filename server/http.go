@@ -49,6 +49,11 @@ func (s *Server) Handler() http.Handler {
 	route("POST /api/v1/billing-projects/{name}/members", s.authAdmin(s.handleAddMember))
 	route("DELETE /api/v1/billing-projects/{name}/members/{user}", s.authAdmin(s.handleRemoveMember))
 	route("GET /api/v1/instances", s.authAdmin(s.handleListInstances))
+	route("GET /api/v1/status/peers", s.authUser(s.handlePeers))
+	route("POST /api/v1/operator/raft/remove-peer", s.authAdmin(s.handleRemovePeer))
+	route("POST /api/v1/operator/raft/transfer-leader", s.authAdmin(s.handleTransferLeader))
+	route("GET /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotSave))
+	route("PUT /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotRestore))
 
 	route("POST /api/v1/workers/activate", s.handleActivate)
 	route("POST /api/v1/workers/sync", s.authWorker(s.handleSync))
@@ -59,6 +64,14 @@ func (s *Server) Handler() http.Handler {
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
+		local := pattern == "" || localRoutes[pattern]
+		stale := r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true"
+		// Writes and consistent reads are the leader's; any server passes
+		// them on. Stale reads are served from this server's own state.
+		if !local && !stale && !s.IsLeader() {
+			s.forward(w, r)
+			return
+		}
 		if pattern != "GET /metrics" && pattern != "GET /api/v1/health" && !s.ready.Load() {
 			writeError(w, http.StatusServiceUnavailable, "server is starting: it is still catching up with the Raft log; retry in a few seconds")
 			return
@@ -76,8 +89,24 @@ func (s *Server) Handler() http.Handler {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the API lives under /api/v1)", r.Method, r.URL.Path))
 			return
 		}
+		if r.Method == http.MethodGet && !local && !stale {
+			// A consistent read: make sure we still lead before answering.
+			if err := s.verifyLeader(r.Context()); err != nil {
+				s.writeErr(w, fmt.Errorf("%w: %v", ErrNotLeader, err))
+				return
+			}
+		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// localRoutes are answered by whichever server receives them, from its own
+// view: health, metrics and cluster status.
+var localRoutes = map[string]bool{
+	"GET /api/v1/health":        true,
+	"GET /metrics":              true,
+	"GET /api/v1/status/leader": true,
+	"GET /api/v1/status/peers":  true,
 }
 
 type statusWriter struct {
@@ -103,7 +132,10 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 		h(sw, r)
 		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
 		s.metrics.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
-		if sw.code >= 500 {
+		switch {
+		case sw.code == http.StatusServiceUnavailable:
+			s.log.Debug("request refused: no leader or not ready", "method", r.Method, "path", r.URL.Path)
+		case sw.code >= 500:
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", sw.code)
 		}
 	})
@@ -264,7 +296,7 @@ func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
 	addr, id := s.Leader()
 	writeJSON(w, http.StatusOK, api.LeaderStatus{
 		Leader: addr, LeaderID: id, ServerID: s.id, IsLeader: s.IsLeader(),
-		Term: s.raft.raft.CurrentTerm(), LastIndex: s.raft.raft.LastIndex(), AppliedIdx: s.state.Index(),
+		Term: s.raft.raft.CurrentTerm(), LastIndex: s.raft.raft.LastIndex(), AppliedIdx: s.raft.raft.AppliedIndex(),
 	})
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -375,9 +377,73 @@ func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d of batch %d has not started, so it has no log yet", jid, id))
 		return
 	}
+	chunks, err := s.logs.Chunks(r.Context(), id, jid, attempt)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if r.URL.Query().Get("chunks") == "local" {
+		// Another server is gathering this log: give it what is here.
+		writeJSON(w, http.StatusOK, chunks)
+		return
+	}
+	// Chunks uploaded while another server led are on that server (unless
+	// the log store is shared); gather them.
+	for _, m := range s.peerHTTP() {
+		remote, err := s.peerChunks(r, m, id, jid, attempt)
+		if err != nil {
+			s.log.Debug("log chunks from peer", "peer", m, "err", err)
+			continue
+		}
+		for seq, data := range remote {
+			if _, ok := chunks[seq]; !ok {
+				chunks[seq] = data
+			}
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Drover-Attempt", strconv.Itoa(attempt))
-	if _, err := s.logs.Copy(r.Context(), id, jid, attempt, w); err != nil {
-		s.log.Warn("read job log", "batch", id, "job", jid, "attempt", attempt, "err", err)
+	if err := writeChunks(w, chunks); err != nil {
+		s.log.Debug("write job log", "err", err)
 	}
+}
+
+// peerHTTP lists the HTTP addresses of the other alive servers.
+func (s *Server) peerHTTP() []string {
+	if s.cluster == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range s.cluster.snapshot() {
+		if m.alive && m.meta.ID != s.id && m.meta.HTTP != "" {
+			out = append(out, m.meta.HTTP)
+		}
+	}
+	return out
+}
+
+// peerChunks fetches a peer's local chunks of a log, as the same user.
+func (s *Server) peerChunks(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int][]byte, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://%s/api/v1/batches/%d/jobs/%d/log?attempt=%d&stale=true&chunks=local", peer, batch, job, attempt)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", r.Header.Get("Authorization"))
+	req.Header.Set(forwardedHeader, s.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var out map[int][]byte
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
+	"strings"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -53,35 +55,46 @@ func (l *LogStore) PutChunk(ctx context.Context, batch uint64, job uint32, attem
 	return nil
 }
 
-// Copy writes an attempt's log to w. It reports false when nothing was
-// uploaded for the attempt.
-func (l *LogStore) Copy(ctx context.Context, batch uint64, job uint32, attempt int, w io.Writer) (bool, error) {
-	var keys []string
-	it := l.bucket.List(&blob.ListOptions{Prefix: logPrefix(batch, job, attempt)})
+// Chunks returns the chunks of an attempt's log held in this store, by
+// sequence number.
+func (l *LogStore) Chunks(ctx context.Context, batch uint64, job uint32, attempt int) (map[int][]byte, error) {
+	out := map[int][]byte{}
+	prefix := logPrefix(batch, job, attempt)
+	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			break
+			return out, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("list log chunks: %w", err)
+			return nil, fmt.Errorf("list log chunks: %w", err)
 		}
-		keys = append(keys, obj.Key)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		r, err := l.bucket.NewReader(ctx, key, nil)
+		seq, err := strconv.Atoi(strings.TrimPrefix(obj.Key, prefix))
+		if err != nil {
+			continue
+		}
+		data, err := l.bucket.ReadAll(ctx, obj.Key)
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			continue
 		}
 		if err != nil {
-			return true, fmt.Errorf("read log chunk %s: %w", key, err)
+			return nil, fmt.Errorf("read log chunk %s: %w", obj.Key, err)
 		}
-		_, err = io.Copy(w, r)
-		r.Close()
-		if err != nil {
-			return true, fmt.Errorf("read log chunk %s: %w", key, err)
+		out[seq] = data
+	}
+}
+
+// writeChunks writes chunks in sequence order.
+func writeChunks(w io.Writer, chunks map[int][]byte) error {
+	seqs := make([]int, 0, len(chunks))
+	for seq := range chunks {
+		seqs = append(seqs, seq)
+	}
+	sort.Ints(seqs)
+	for _, seq := range seqs {
+		if _, err := w.Write(chunks[seq]); err != nil {
+			return err
 		}
 	}
-	return len(keys) > 0, nil
+	return nil
 }

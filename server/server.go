@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,8 +47,13 @@ type Server struct {
 	lastContact map[uint32]time.Time
 	syncing     map[uint32]int // syncs held open per instance: a waiting worker is alive
 
-	httpSrv  *http.Server
-	listener net.Listener
+	httpSrv       *http.Server
+	listener      net.Listener
+	httpAdvertise string
+	proxy         *httputil.ReverseProxy
+	check         leaderCheck
+	cluster       *cluster
+	consul        *consulDiscovery
 
 	// ready is set once this server's state has caught up with the log
 	// (as leader after its barrier, as follower once it applied what the
@@ -59,8 +66,10 @@ type Server struct {
 	leaderCancel context.CancelFunc
 	leaderWG     sync.WaitGroup
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	transLog *os.File
+	transBuf *bufio.Writer
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // New opens the data dir, starts Raft and the background loops, and binds
@@ -91,12 +100,27 @@ func New(cfg *Config) (*Server, error) {
 		syncing:      map[uint32]int{},
 	}
 	s.metrics = newMetrics(s)
-	s.state.SetHooks(state.Hooks{
+	hooks := state.Hooks{
 		Work:         s.triggerSchedule,
 		Instance:     s.notify.notify,
 		AllInstances: s.notify.notifyAll,
-	})
-	s.fsm = &fsm{state: s.state, metrics: s.metrics}
+	}
+	if cfg.TransitionLog != "" {
+		f, err := os.OpenFile(cfg.TransitionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open transition log: %w", err)
+		}
+		s.transLog, s.transBuf = f, bufio.NewWriterSize(f, 1<<16)
+		hooks.Transition = func(b uint64, j uint32, from, to state.JobState) {
+			fmt.Fprintf(s.transBuf, "%d %d %s %s\n", b, j, from, to)
+		}
+	}
+	s.state.SetHooks(hooks)
+	s.fsm = &fsm{state: s.state, metrics: s.metrics, afterApply: s.flushTransitions}
+	if s.transBuf != nil {
+		// The state is replaced wholesale: histories restart from here.
+		s.fsm.onRestore = func() { fmt.Fprintln(s.transBuf, "restore"); s.flushTransitions() }
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -118,7 +142,24 @@ func New(cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("listen for http on %s: %w", cfg.HTTPAddr, err)
 	}
 	s.listener = ln
+	if s.httpAdvertise, err = advertiseHTTP(cfg, ln.Addr().String()); err != nil {
+		cancel()
+		ln.Close()
+		s.shutdownRaft()
+		s.logs.Close()
+		return nil, err
+	}
+	s.proxy = s.newProxy()
 	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.GossipAddr != "" {
+		if err := s.startCluster(ctx); err != nil {
+			cancel()
+			ln.Close()
+			s.shutdownRaft()
+			s.logs.Close()
+			return nil, err
+		}
+	}
 
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.monitorLeadership(ctx) }()
@@ -133,11 +174,67 @@ func New(cfg *Config) (*Server, error) {
 	return s, nil
 }
 
+// advertiseHTTP picks the HTTP address other servers forward to.
+func advertiseHTTP(cfg *Config, bound string) (string, error) {
+	if cfg.HTTPAdvertise != "" {
+		return cfg.HTTPAdvertise, nil
+	}
+	host, port, _ := net.SplitHostPort(bound)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound, nil
+	}
+	for _, a := range []string{cfg.GossipAdvertise, cfg.RaftAdvertise} {
+		if h, _, err := net.SplitHostPort(a); err == nil && h != "" {
+			return net.JoinHostPort(h, port), nil
+		}
+	}
+	if cfg.GossipAddr == "" {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	return "", fmt.Errorf("HTTPAddr %s listens on all interfaces: set HTTPAdvertise (-http-advertise) to the address other servers should use", cfg.HTTPAddr)
+}
+
+// startCluster starts gossip, Consul registration, joining and bootstrap.
+func (s *Server) startCluster(ctx context.Context) error {
+	if err := s.setupGossip(); err != nil {
+		return err
+	}
+	if s.cfg.ConsulAddr != "" {
+		d, err := newConsulDiscovery(s.cfg.ConsulAddr)
+		if err == nil {
+			err = d.register(s.id, s.gossipAdvertise(), s.RaftAddr(), s.httpAdvertise)
+		}
+		if err != nil {
+			_ = s.cluster.ml.Shutdown()
+			return err
+		}
+		s.consul = d
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.runJoin(ctx) }()
+	if s.cfg.BootstrapExpect > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.runBootstrap(ctx) }()
+	}
+	return nil
+}
+
+// GossipAddr is the address gossip listens on ("" without gossip).
+func (s *Server) GossipAddr() string { return s.gossipAdvertise() }
+
 // HTTPAddr is the address the API listens on.
 func (s *Server) HTTPAddr() string { return s.listener.Addr().String() }
 
 // RaftAddr is the address Raft listens on.
 func (s *Server) RaftAddr() string { return string(s.raft.transport.LocalAddr()) }
+
+// flushTransitions writes buffered transition lines (called after each
+// applied batch, from the FSM goroutine).
+func (s *Server) flushTransitions() {
+	if s.transBuf != nil {
+		_ = s.transBuf.Flush()
+	}
+}
 
 // Logger is the server's logger.
 func (s *Server) Logger() *slog.Logger { return s.log }
@@ -159,12 +256,27 @@ func (s *Server) IsLeader() bool {
 // Shutdown stops the HTTP API, the loops and Raft.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.httpSrv.Shutdown(ctx)
+	if s.cluster != nil {
+		if s.consul != nil {
+			if derr := s.consul.deregister(); derr != nil {
+				s.log.Warn("consul deregister", "err", derr)
+			}
+		}
+		// No gossip Leave: a server that stops is kept in the Raft
+		// configuration (it will likely come back) until it has been gone
+		// for DeadServerGrace, or an operator removes it.
+		_ = s.cluster.ml.Shutdown()
+	}
 	s.cancel()
 	s.notify.notifyAll()
 	s.stopLeading()
 	s.wg.Wait()
 	s.shutdownRaft()
 	s.logs.Close()
+	if s.transLog != nil {
+		s.flushTransitions()
+		s.transLog.Close()
+	}
 	s.log.Info("server stopped")
 	return err
 }
@@ -261,7 +373,8 @@ func (s *Server) startLeading(parent context.Context) {
 	}
 	s.contactMu.Unlock()
 
-	s.leaderWG.Add(3)
+	s.leaderWG.Add(4)
+	go func() { defer s.leaderWG.Done(); s.runAutopilot(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()

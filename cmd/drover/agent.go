@@ -23,6 +23,7 @@ import (
 
 func (m *Main) runAgent(ctx context.Context, args []string) error {
 	fs := m.newFlags("agent", "-dev [flags]")
+	cfgFile := configFlag(fs)
 	dev := fs.Bool("dev", false, "run a development agent: one server that bootstraps itself, plus local workers")
 	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs, root.token and api.addr (default: a new temporary directory)")
 	httpAddr := fs.String("http-addr", "127.0.0.1:4650", "address of the HTTP API (port 0: any free port, written to <data-dir>/api.addr)")
@@ -34,6 +35,9 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if err := applyConfigFile(fs, *cfgFile); err != nil {
 		return err
 	}
 	if !*dev {

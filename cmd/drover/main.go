@@ -78,6 +78,7 @@ Usage: drover <command> [arguments]
 
 Running drover:
   agent            run a dev agent: one server and local workers (agent -dev)
+  server           run a control-plane server (3 or 5 make a cluster)
   worker           run a worker that joins a cluster
 
 Batches and jobs:
@@ -95,6 +96,8 @@ Administration:
   billing-project list | add-member PROJECT USER | remove-member PROJECT USER
   instance list          list worker instances
   status                 show the cluster leader
+  operator raft list-peers | remove-peer ID | transfer-leader [ID]
+  operator snapshot save FILE | restore FILE
   version                print the version
 
 Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by
@@ -114,6 +117,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runAgent(ctx, rest)
 	case "worker":
 		return m.runWorker(ctx, rest)
+	case "server":
+		return m.runServer(ctx, rest)
+	case "operator":
+		return m.runOperator(ctx, rest)
 	case "run":
 		return m.runRun(ctx, rest)
 	case "validate":

@@ -14,6 +14,7 @@ import (
 
 func (m *Main) runWorker(ctx context.Context, args []string) error {
 	fs := m.newFlags("worker", "[flags]")
+	cfgFile := configFlag(fs)
 	defaultServers := os.Getenv("DROVER_ADDR")
 	if defaultServers == "" {
 		defaultServers = api.DefaultAddr
@@ -32,6 +33,9 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	parentPID := fs.Int("parent-pid", 0, "exit when this process is no longer the parent (set by the dev agent)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if err := applyConfigFile(fs, *cfgFile); err != nil {
 		return err
 	}
 	if *secretFile == "" {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/server"
+)
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (m *Main) runServer(ctx context.Context, args []string) error {
+	fs := m.newFlags("server", "[flags]")
+	cfgFile := configFlag(fs)
+	def := server.DefaultConfig()
+	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs and root.token (required)")
+	nodeID := fs.String("node-id", "", "this server's Raft ID (default: generated once and kept in <data-dir>/node-id)")
+	httpAddr := fs.String("http-addr", def.HTTPAddr, "address of the HTTP API")
+	httpAdv := fs.String("http-advertise", "", "HTTP address other servers forward to (default: -http-addr)")
+	raftAddr := fs.String("raft-addr", def.RaftAddr, "address Raft listens on")
+	raftAdv := fs.String("raft-advertise", "", "Raft address other servers dial (default: -raft-addr)")
+	gossipAddr := fs.String("gossip-addr", "127.0.0.1:4652", "address for server gossip (hashicorp/memberlist)")
+	gossipAdv := fs.String("gossip-advertise", "", "gossip address other servers use (default: -gossip-addr)")
+	expect := fs.Int("bootstrap-expect", 0, "bootstrap a new cluster once this many servers see each other (3 or 5; 1 for a single server)")
+	join := fs.String("join", "", "comma-separated gossip addresses of servers to join")
+	consulAddr := fs.String("consul-addr", "", "Consul agent address: register as drover-server and join the servers found there")
+	secretFile := fs.String("worker-secret-file", "", "file with the worker join secret (workers are refused without one)")
+	logStore := fs.String("log-store", "", "gocloud.dev/blob URL for job logs, shared by all servers (default: <data-dir>/logs on each server)")
+	lost := fs.Duration("lost-timeout", def.LostTimeout, "retire a worker that has not synced for this long and re-run its jobs")
+	grace := fs.Duration("dead-server-grace", def.DeadServerGrace, "remove a server gone this long from the Raft configuration")
+	raftTimeout := fs.Duration("raft-timeout", time.Second, "Raft heartbeat and election timeout: how long a leader may be silent before others elect a new one")
+	snapThreshold := fs.Uint64("raft-snapshot-threshold", def.SnapshotThreshold, "take a snapshot after this many new log entries")
+	snapInterval := fs.Duration("raft-snapshot-interval", def.SnapshotInterval, "how often to check whether a snapshot is due")
+	trailing := fs.Uint64("raft-trailing-logs", def.TrailingLogs, "log entries kept after a snapshot, so a briefly absent server catches up without one")
+	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
+	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log as JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if err := applyConfigFile(fs, *cfgFile); err != nil {
+		return err
+	}
+	if *dataDir == "" {
+		return usagef("drover server needs -data-dir")
+	}
+	if *raftTimeout < 50*time.Millisecond {
+		return usagef("-raft-timeout %v is too short; use at least 50ms", *raftTimeout)
+	}
+	log, err := newLogger(m.Stderr, *logLevel, *logJSON)
+	if err != nil {
+		return err
+	}
+	cfg := def
+	cfg.DataDir = *dataDir
+	cfg.NodeID = *nodeID
+	cfg.HTTPAddr = *httpAddr
+	cfg.HTTPAdvertise = *httpAdv
+	cfg.RaftAddr = *raftAddr
+	cfg.RaftAdvertise = *raftAdv
+	cfg.GossipAddr = *gossipAddr
+	cfg.GossipAdvertise = *gossipAdv
+	cfg.BootstrapExpect = *expect
+	cfg.Join = splitList(*join)
+	cfg.ConsulAddr = *consulAddr
+	cfg.LogStoreURL = *logStore
+	cfg.LostTimeout = *lost
+	cfg.DeadServerGrace = *grace
+	cfg.HeartbeatTimeout = *raftTimeout
+	cfg.ElectionTimeout = *raftTimeout
+	cfg.LeaderLeaseTimeout = *raftTimeout / 2
+	cfg.GossipInterval = *gossipInterval
+	cfg.SnapshotThreshold = *snapThreshold
+	cfg.TrailingLogs = *trailing
+	cfg.SnapshotInterval = *snapInterval
+	cfg.TransitionLog = *transLog
+	cfg.Logger = log
+	if *secretFile != "" {
+		if cfg.WorkerSecret, err = readSecretFile(*secretFile); err != nil {
+			return err
+		}
+	} else {
+		log.Warn("no -worker-secret-file: this server will refuse every worker")
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stderr, "==> drover server %s: API %s, raft %s, gossip %s\n", srv.ID(), srv.HTTPAddr(), srv.RaftAddr(), srv.GossipAddr())
+	<-ctx.Done()
+	fmt.Fprintln(m.Stderr, "==> stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/drover-sched/drover/internal/fakeconsul"
+)
+
+func TestConsulDiscoveryWithOfficialClient(t *testing.T) {
+	fc := fakeconsul.New()
+	defer fc.Close()
+	var ds []*consulDiscovery
+	for i, id := range []string{"a", "b"} {
+		d, err := newConsulDiscovery(fc.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gossip := []string{"127.0.0.1:7001", "127.0.0.2:7001"}[i]
+		if err := d.register(id, gossip, "raft-"+id, "127.0.0.1:465"+id); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	found, err := ds[0].discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(found, ",") != "127.0.0.1:7001,127.0.0.2:7001" {
+		t.Fatalf("discovered %v", found)
+	}
+	if check := fc.Check("drover-server-a"); !strings.Contains(check, "/api/v1/health") {
+		t.Fatalf("health check %s", check)
+	}
+	if err := ds[1].deregister(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.Services(); len(got) != 1 || got[0] != "drover-server-a" {
+		t.Fatalf("after deregister: %v", got)
+	}
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// snapshotMagic starts every file written by `drover operator snapshot save`.
+const snapshotMagic = "DROVER-SNAPSHOT 1"
+
+// snapshotMeta is the second line of a snapshot file.
+type snapshotMeta struct {
+	Index  uint64    `json:"index"`
+	Term   uint64    `json:"term"`
+	Server string    `json:"server"`
+	Time   time.Time `json:"time"`
+}
+
+func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
+	f := s.raft.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		s.writeErr(w, fmt.Errorf("read raft configuration: %w", err))
+		return
+	}
+	_, leaderID := s.raft.raft.LeaderWithID()
+	stats := s.raft.raft.Stats()
+	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
+	out := api.Peers{
+		Servers: []api.Peer{}, LeaderID: string(leaderID), Term: s.raft.raft.CurrentTerm(),
+		LastIndex: s.raft.raft.LastIndex(), CommitIndex: commit, AppliedIndex: s.raft.raft.AppliedIndex(),
+		LastContact: stats["last_contact"],
+	}
+	for _, srv := range f.Configuration().Servers {
+		p := api.Peer{ID: string(srv.ID), Address: string(srv.Address), Voter: srv.Suffrage == raft.Voter,
+			Leader: srv.ID == leaderID, Reported: s.id}
+		switch {
+		case string(srv.ID) == s.id:
+			p.Alive, p.HTTP = true, s.httpAdvertise
+		case s.cluster != nil:
+			if m, ok := s.cluster.member(string(srv.ID)); ok {
+				p.Alive, p.HTTP = m.alive, m.meta.HTTP
+			}
+		}
+		out.Servers = append(out.Servers, p)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) {
+	var req api.RemovePeerRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	f := s.raft.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	found := false
+	for _, srv := range f.Configuration().Servers {
+		found = found || string(srv.ID) == req.ID
+	}
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("server %q is not in the raft configuration; see 'drover operator raft list-peers'", req.ID))
+		return
+	}
+	if err := s.raft.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+		s.writeErr(w, fmt.Errorf("remove server %s: %w", req.ID, err))
+		return
+	}
+	s.log.Warn("server removed from the raft configuration by an operator", "server", req.ID, "by", userOf(r).Name)
+	writeJSON(w, http.StatusOK, map[string]string{"removed": req.ID})
+}
+
+func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
+	var req api.TransferLeaderRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	var f raft.Future
+	if req.ID == "" {
+		f = s.raft.raft.LeadershipTransfer()
+	} else {
+		cf := s.raft.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		var target *raft.Server
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == req.ID {
+				target = &srv
+			}
+		}
+		if target == nil {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("server %q is not in the raft configuration", req.ID))
+			return
+		}
+		f = s.raft.raft.LeadershipTransferToServer(target.ID, target.Address)
+	}
+	if err := f.Error(); err != nil {
+		s.writeErr(w, fmt.Errorf("transfer leadership: %w", err))
+		return
+	}
+	// Wait (briefly) until this server hears from the new leader.
+	addr, id := s.Leader()
+	for deadline := time.Now().Add(3 * time.Second); (id == "" || id == s.id) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		addr, id = s.Leader()
+	}
+	writeJSON(w, http.StatusOK, api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.id})
+}
+
+// handleSnapshotSave streams the whole state: a header line, a JSON line
+// with the Raft index and term, then the state machine's snapshot.
+func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
+	sn := s.state.Snapshot()
+	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.raft.CurrentTerm(), Server: s.id, Time: time.Now().UTC()}
+	mb, _ := json.Marshal(meta)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	bw := bufio.NewWriterSize(w, 1<<20)
+	fmt.Fprintf(bw, "%s\n%s\n", snapshotMagic, mb)
+	if _, err := sn.WriteTo(bw); err != nil {
+		s.log.Error("snapshot save", "err", err)
+		return
+	}
+	_ = bw.Flush()
+}
+
+// handleSnapshotRestore replaces the whole cluster's state with a saved
+// snapshot (disaster recovery).
+func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
+	br := bufio.NewReaderSize(r.Body, 1<<20)
+	magic, err := br.ReadString('\n')
+	if err != nil || strings.TrimSpace(magic) != snapshotMagic {
+		writeError(w, http.StatusBadRequest, "not a drover snapshot (written by 'drover operator snapshot save')")
+		return
+	}
+	line, err := br.ReadString('\n')
+	var meta snapshotMeta
+	if err != nil || json.Unmarshal([]byte(line), &meta) != nil {
+		writeError(w, http.StatusBadRequest, "snapshot header is damaged")
+		return
+	}
+	// Raft wants the size up front: spool the body to disk first.
+	tmp, err := os.CreateTemp(s.cfg.DataDir, "restore-*.snap")
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	size, err := io.Copy(tmp, br)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read snapshot: "+err.Error())
+		return
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	rm := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: meta.Index, Term: meta.Term, Size: size}
+	if err := s.raft.raft.Restore(rm, bufio.NewReaderSize(tmp, 1<<20), 5*time.Minute); err != nil {
+		s.writeErr(w, fmt.Errorf("restore snapshot: %w", err))
+		return
+	}
+	s.log.Warn("state restored from a snapshot", "snapshot_index", meta.Index, "from_server", meta.Server, "taken", meta.Time, "by", userOf(r).Name)
+	writeJSON(w, http.StatusOK, map[string]any{"restored_index": meta.Index, "taken": meta.Time})
+}
