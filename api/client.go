@@ -198,7 +198,9 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 	c.mu.Lock()
 	start, token := c.next, c.token
 	c.mu.Unlock()
-	var lastErr error
+	// A server's own answer (503: no leader, starting) says more than a
+	// connection refused by a dead one: report it when there is one.
+	var lastErr, answered error
 	for i := 0; i < len(c.addrs); i++ {
 		idx := (start + i) % len(c.addrs)
 		// The attempt's context is cancelled if no answer starts in time;
@@ -252,12 +254,15 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 				e.Error = http.StatusText(resp.StatusCode)
 			}
 		}
-		lastErr = &Error{StatusCode: resp.StatusCode, Message: e.Error}
+		answered = &Error{StatusCode: resp.StatusCode, Message: e.Error}
 		// A server without a leader may be one of several; try the others.
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			continue
 		}
-		return nil, lastErr
+		return nil, answered
+	}
+	if answered != nil {
+		return nil, answered
 	}
 	return nil, lastErr
 }

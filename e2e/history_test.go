@@ -114,13 +114,13 @@ func readSegments(t *testing.T, path string, fromEmpty bool) []*segment {
 func checkHistories(t *testing.T, c *testCluster) int {
 	t.Helper()
 	var whole, prefixes []*segment
-	for _, s := range c.servers {
-		for gen := 0; gen < s.gen; gen++ {
-			segs := readSegments(t, s.transitionLog(gen), gen == 0)
+	for _, s := range c.Servers {
+		for gen := 0; gen < s.Gen; gen++ {
+			segs := readSegments(t, s.TransitionLog(gen), gen == 0)
 			if gen != 0 || len(segs) != 1 {
 				continue
 			}
-			if s.gen == 1 && s.running() {
+			if s.Gen == 1 && s.Running() {
 				whole = append(whole, segs[0])
 			} else {
 				prefixes = append(prefixes, segs[0])

@@ -139,10 +139,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("BootstrapExpect is %d; it must be 0 or more", c.BootstrapExpect))
 	}
 	if c.BootstrapExpect > 0 && c.Bootstrap {
-		errs = append(errs, errors.New("Bootstrap (single server) and BootstrapExpect exclude each other"))
+		errs = append(errs, errors.New("config fields Bootstrap (single server) and BootstrapExpect exclude each other"))
 	}
 	if (c.BootstrapExpect > 0 || len(c.Join) > 0 || c.ConsulAddr != "") && c.GossipAddr == "" {
-		errs = append(errs, errors.New("BootstrapExpect, Join and ConsulAddr need GossipAddr"))
+		errs = append(errs, errors.New("config fields BootstrapExpect, Join and ConsulAddr need GossipAddr"))
 	}
 	if c.DeadServerGrace < 0 {
 		errs = append(errs, fmt.Errorf("DeadServerGrace is %v; it must not be negative", c.DeadServerGrace))

@@ -34,7 +34,9 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 				return
 			}
 			target := r.Context().Value(targetKey{}).(*url.URL)
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot reach the leader at %s: %v; retry", target.Host, err))
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"no cluster leader reachable: the leader at %s does not answer (%v); if it failed, a new one is elected within seconds as long as a quorum remains (%s)",
+				target.Host, err, s.quorumReport()))
 		},
 	}
 }
@@ -78,8 +80,7 @@ func (s *Server) quorumReport() string {
 		return fmt.Sprintf("no quorum: only %d of %d servers are reachable and %d are needed; writes and consistent reads fail until a majority is back",
 			alive, voters, need)
 	}
-	return fmt.Sprintf("an election is under way or servers just failed (%d of %d servers look reachable, %d are needed); retry shortly",
-		alive, voters, need)
+	return fmt.Sprintf("%d of %d servers look reachable, %d are needed; an election may be under way", alive, voters, need)
 }
 
 // forward passes a request to the leader and relays its answer.

@@ -1,0 +1,369 @@
+// Package launch runs real drover clusters: every server and worker is a
+// separate `drover` process on its own loopback address. The fault tests
+// and `drover bench` use it.
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// Options describes a cluster to launch.
+type Options struct {
+	// Binary is the drover executable.
+	Binary string
+	// Dir holds data dirs, logs and transition logs.
+	Dir string
+	// Servers is how many servers bootstrap together.
+	Servers int
+	// Net is the loopback prefix; server i listens on Net+(i+1), e.g.
+	// "127.0.1." gives 127.0.1.1, 127.0.1.2, ...
+	Net string
+	// Args are extra flags for every server.
+	Args []string
+	// NoJoin leaves out -join (servers find each other another way).
+	NoJoin bool
+	// TransitionLogs makes servers write -debug-transition-log files.
+	TransitionLogs bool
+	// LogLevel for the processes (default warn).
+	LogLevel string
+}
+
+// Cluster is a launched cluster.
+type Cluster struct {
+	opts    Options
+	Secret  string
+	Servers []*Server
+
+	mu      sync.Mutex
+	workers []*Process
+}
+
+// Server is one server of a cluster, across restarts.
+type Server struct {
+	c                  *Cluster
+	Index              int
+	IP                 string
+	HTTP, Raft, Gossip string
+	DataDir            string
+	// Gen counts the process lifetimes started so far.
+	Gen  int
+	proc *Process
+}
+
+// Process is a running child process.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	Log  string
+}
+
+// FreePort returns a free TCP address on ip.
+func FreePort(ip string) (string, error) {
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port on %s: %w", ip, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Start launches the servers (without waiting for a leader).
+func Start(opts Options) (*Cluster, error) {
+	if opts.LogLevel == "" {
+		opts.LogLevel = "warn"
+	}
+	if opts.Net == "" {
+		opts.Net = "127.0.1."
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, Secret: filepath.Join(opts.Dir, "worker.secret")}
+	if err := os.WriteFile(c.Secret, []byte("cluster-secret\n"), 0o600); err != nil {
+		return nil, err
+	}
+	for i := 0; i < opts.Servers; i++ {
+		ip := fmt.Sprintf("%s%d", opts.Net, i+1)
+		s := &Server{c: c, Index: i, IP: ip, DataDir: filepath.Join(opts.Dir, fmt.Sprintf("s%d", i))}
+		for _, p := range []*string{&s.HTTP, &s.Raft, &s.Gossip} {
+			addr, err := FreePort(ip)
+			if err != nil {
+				return nil, err
+			}
+			*p = addr
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	for _, s := range c.Servers {
+		if err := s.Start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) join(sep string, f func(*Server) string) string {
+	var out []string
+	for _, s := range c.Servers {
+		out = append(out, f(s))
+	}
+	return strings.Join(out, sep)
+}
+
+// HTTPAddrs is the DROVER_ADDR for the cluster.
+func (c *Cluster) HTTPAddrs() string {
+	return c.join(",", func(s *Server) string { return "http://" + s.HTTP })
+}
+
+// ID is the server's node ID.
+func (s *Server) ID() string { return fmt.Sprintf("s%d", s.Index) }
+
+// TransitionLog is the transition log of lifetime gen.
+func (s *Server) TransitionLog(gen int) string {
+	return filepath.Join(s.c.opts.Dir, fmt.Sprintf("transitions-s%d-%d.log", s.Index, gen))
+}
+
+// Start starts a new lifetime of the server (on the same data dir).
+func (s *Server) Start() error {
+	args := []string{"server",
+		"-data-dir", s.DataDir, "-node-id", s.ID(),
+		"-http-addr", s.HTTP, "-raft-addr", s.Raft, "-gossip-addr", s.Gossip,
+		"-bootstrap-expect", fmt.Sprint(len(s.c.Servers)),
+		"-worker-secret-file", s.c.Secret, "-gossip-interval", "200ms", "-log-level", s.c.opts.LogLevel,
+	}
+	if s.c.opts.TransitionLogs {
+		args = append(args, "-debug-transition-log", s.TransitionLog(s.Gen))
+	}
+	if !s.c.opts.NoJoin {
+		args = append(args, "-join", s.c.join(",", func(o *Server) string { return o.Gossip }))
+	}
+	args = append(args, s.c.opts.Args...)
+	p, err := s.c.spawn(fmt.Sprintf("server-%d-%d.log", s.Index, s.Gen), args)
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	s.Gen++
+	return nil
+}
+
+func (c *Cluster) spawn(logName string, args []string) (*Process, error) {
+	logPath := filepath.Join(c.opts.Dir, logName)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(c.opts.Binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Children die with the launcher.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{}), Log: logPath}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(p.done) }()
+	return p, nil
+}
+
+// Running reports whether the process has not exited.
+func (p *Process) Running() bool {
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill9 kills the process with SIGKILL and waits for it.
+func (p *Process) Kill9() {
+	if p.Running() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Signal sends a signal.
+func (p *Process) Signal(sig syscall.Signal) {
+	if p.Running() {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// Stop sends SIGTERM (SIGCONT first, in case it is stopped) and waits, then
+// SIGKILL after the limit.
+func (p *Process) Stop(limit time.Duration) {
+	if !p.Running() {
+		return
+	}
+	p.Signal(syscall.SIGCONT)
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		p.Kill9()
+	}
+}
+
+// Running reports whether the server's current process is alive.
+func (s *Server) Running() bool { return s.proc.Running() }
+
+// Kill9 kills the server's process.
+func (s *Server) Kill9() { s.proc.Kill9() }
+
+// Signal signals the server's process.
+func (s *Server) Signal(sig syscall.Signal) { s.proc.Signal(sig) }
+
+// Log is the current lifetime's log file.
+func (s *Server) Log() string {
+	if s.proc == nil {
+		return ""
+	}
+	return s.proc.Log
+}
+
+// Health is what GET /api/v1/health says.
+type Health struct {
+	Ready    bool   `json:"ready"`
+	ServerID string `json:"server_id"`
+	LeaderID string `json:"leader_id"`
+}
+
+var healthClient = &http.Client{Timeout: time.Second}
+
+// Health asks the server (no token needed; a second at most).
+func (s *Server) Health() (Health, error) {
+	var h Health
+	resp, err := healthClient.Get("http://" + s.HTTP + "/api/v1/health")
+	if err != nil {
+		return h, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	return h, err
+}
+
+// IsReadyLeader reports whether the server says it leads and is ready.
+func (s *Server) IsReadyLeader() bool {
+	h, err := s.Health()
+	return err == nil && h.Ready && h.LeaderID != "" && h.LeaderID == h.ServerID
+}
+
+// WaitLeader waits until every running server agrees on a leader that is
+// running and ready, and returns its index.
+func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
+	for {
+		if i, ok := c.agreedLeader(); ok {
+			return i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("no leader: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) agreedLeader() (int, bool) {
+	leader := ""
+	for _, s := range c.Servers {
+		if !s.Running() {
+			continue
+		}
+		h, err := s.Health()
+		if err != nil || h.LeaderID == "" || (leader != "" && h.LeaderID != leader) {
+			return -1, false
+		}
+		leader = h.LeaderID
+	}
+	for _, s := range c.Servers {
+		if s.ID() == leader && s.Running() && s.IsReadyLeader() {
+			return s.Index, true
+		}
+	}
+	return -1, false
+}
+
+// Token reads the admin token written by whichever server bootstrapped.
+func (c *Cluster) Token() (string, error) {
+	for _, s := range c.Servers {
+		if b, err := os.ReadFile(filepath.Join(s.DataDir, "root.token")); err == nil {
+			return strings.TrimSpace(string(b)), nil
+		}
+	}
+	return "", errors.New("no server has written root.token yet")
+}
+
+// Client returns an admin client that knows every server.
+func (c *Cluster) Client() (*api.Client, error) {
+	tok, err := c.Token()
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(c.HTTPAddrs(), tok), nil
+}
+
+// StartWorker starts a worker process that knows every server.
+func (c *Cluster) StartWorker(name string, cores float64, memory string) (*Process, error) {
+	p, err := c.spawn("worker-"+name+".log", []string{"worker", "-servers", c.HTTPAddrs(), "-worker-secret-file", c.Secret,
+		"-name", name, "-cores", fmt.Sprint(cores), "-memory", memory, "-data-dir", filepath.Join(c.opts.Dir, "w-"+name),
+		"-log-level", c.opts.LogLevel})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.workers = append(c.workers, p)
+	c.mu.Unlock()
+	return p, nil
+}
+
+// Stop stops workers, then servers.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	workers := c.workers
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.Stop(15 * time.Second) }()
+	}
+	wg.Wait()
+	for _, s := range c.Servers {
+		if s.proc != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.proc.Stop(15 * time.Second) }()
+		}
+	}
+	wg.Wait()
+}
+
+// Logs lists the log files of every process launched, oldest first.
+func (c *Cluster) Logs() []string {
+	files, _ := filepath.Glob(filepath.Join(c.opts.Dir, "*.log"))
+	var out []string
+	for _, f := range files {
+		if !strings.Contains(filepath.Base(f), "transitions") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
