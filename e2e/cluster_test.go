@@ -58,13 +58,20 @@ func (c *testCluster) waitLeader(limit time.Duration) int {
 	return i
 }
 
+// token waits (briefly) for the first leader to write the admin token.
 func (c *testCluster) token() string {
 	c.t.Helper()
-	tok, err := c.Token()
-	if err != nil {
-		c.t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		tok, err := c.Token()
+		if err == nil {
+			return tok
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return tok
 }
 
 // client talks to every server, as a user would configure DROVER_ADDR.

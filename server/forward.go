@@ -31,7 +31,7 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
-				return
+				return // the client left, or leadership moved (see forward)
 			}
 			target := r.Context().Value(targetKey{}).(*url.URL)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
@@ -95,7 +95,46 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	target := &url.URL{Scheme: "http", Host: addr}
-	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+	// If leadership moves while the leader holds the request (it froze,
+	// or died without closing the connection), give up on it: the client
+	// retries and reaches the new leader.
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), targetKey{}, target))
+	defer cancel()
+	moved := s.leaderMoves.wait()
+	go func() {
+		select {
+		case <-moved:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	sw := &statusWriter{ResponseWriter: w}
+	s.proxy.ServeHTTP(sw, r.WithContext(ctx))
+	if sw.code == 0 && r.Context().Err() == nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("leadership moved while the leader at %s held this request; retry", addr))
+	}
+}
+
+// broadcast wakes every waiter each time something happens.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next fire.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
 }
 
 // leaderCheck coalesces VerifyLeader calls: a consistent read needs a

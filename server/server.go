@@ -52,6 +52,7 @@ type Server struct {
 	httpAdvertise string
 	proxy         *httputil.ReverseProxy
 	check         leaderCheck
+	leaderMoves   *broadcast
 	cluster       *cluster
 	consul        *consulDiscovery
 
@@ -98,6 +99,7 @@ func New(cfg *Config) (*Server, error) {
 		schedTrigger: make(chan struct{}, 1),
 		lastContact:  map[uint32]time.Time{},
 		syncing:      map[uint32]int{},
+		leaderMoves:  newBroadcast(),
 	}
 	s.metrics = newMetrics(s)
 	hooks := state.Hooks{
@@ -134,6 +136,12 @@ func New(cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	s.events = newEventBatcher(s)
+	observations := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.raft.raft.RegisterObserver(observer)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		cancel()
@@ -161,7 +169,19 @@ func New(cfg *Config) (*Server, error) {
 		}
 	}
 
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go func() {
+		defer s.wg.Done()
+		defer s.raft.raft.DeregisterObserver(observer)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-observations:
+				s.leaderMoves.fire()
+			}
+		}
+	}()
 	go func() { defer s.wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer s.wg.Done(); s.events.run(ctx) }()
 	go func() {

@@ -98,6 +98,7 @@ Administration:
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
   operator snapshot save FILE | restore FILE
+  bench failover | catchup   measure failover and catch-up on a real local cluster
   version                print the version
 
 Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by
@@ -121,6 +122,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runServer(ctx, rest)
 	case "operator":
 		return m.runOperator(ctx, rest)
+	case "bench":
+		return m.runBench(ctx, rest)
 	case "run":
 		return m.runRun(ctx, rest)
 	case "validate":

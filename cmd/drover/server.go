@@ -38,7 +38,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	logStore := fs.String("log-store", "", "gocloud.dev/blob URL for job logs, shared by all servers (default: <data-dir>/logs on each server)")
 	lost := fs.Duration("lost-timeout", def.LostTimeout, "retire a worker that has not synced for this long and re-run its jobs")
 	grace := fs.Duration("dead-server-grace", def.DeadServerGrace, "remove a server gone this long from the Raft configuration")
-	raftTimeout := fs.Duration("raft-timeout", time.Second, "Raft heartbeat and election timeout: how long a leader may be silent before others elect a new one")
+	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "Raft heartbeat and election timeout: how long a leader may be silent before others elect a new one (raise it across regions)")
 	snapThreshold := fs.Uint64("raft-snapshot-threshold", def.SnapshotThreshold, "take a snapshot after this many new log entries")
 	snapInterval := fs.Duration("raft-snapshot-interval", def.SnapshotInterval, "how often to check whether a snapshot is due")
 	trailing := fs.Uint64("raft-trailing-logs", def.TrailingLogs, "log entries kept after a snapshot, so a briefly absent server catches up without one")
