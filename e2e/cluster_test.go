@@ -58,20 +58,36 @@ func (c *testCluster) waitLeader(limit time.Duration) int {
 	return i
 }
 
-// token waits (briefly) for the first leader to write the admin token.
+// token waits (briefly) for the first leader to write the admin token and
+// for every running server to know it (followers apply the admin's creation
+// a little after the leader).
 func (c *testCluster) token() string {
 	c.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		tok, err := c.Token()
-		if err == nil {
+		if err == nil && c.everyoneKnows(tok) {
 			return tok
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatal(err)
+			c.t.Fatalf("admin token not known to every server: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func (c *testCluster) everyoneKnows(tok string) bool {
+	for _, s := range c.Servers {
+		if !s.Running() {
+			continue
+		}
+		one := api.NewClient("http://"+s.HTTP, tok)
+		one.RetryUnavailable, one.RetryUnreachable = 0, 0
+		if _, err := one.Leader(context.Background()); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // client talks to every server, as a user would configure DROVER_ADDR.

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -70,10 +73,13 @@ var (
 	indexDesc     = prometheus.NewDesc("drover_raft_applied_index", "Last Raft index applied to the state machine.", nil, nil)
 	lastIndexDesc = prometheus.NewDesc("drover_raft_last_index", "Last Raft index in this server's log.", nil, nil)
 	termDesc      = prometheus.NewDesc("drover_raft_term", "Current Raft term.", nil, nil)
+	commitDesc    = prometheus.NewDesc("drover_raft_commit_index", "Last Raft index known to be committed.", nil, nil)
+	contactDesc   = prometheus.NewDesc("drover_raft_last_contact_seconds", "Time since this follower last heard from the leader (0 on the leader).", nil, nil)
+	peersDesc     = prometheus.NewDesc("drover_raft_peers", "Voters in the Raft configuration.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc, commitDesc, contactDesc, peersDesc} {
 		ch <- d
 	}
 }
@@ -90,5 +96,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if r := c.s.raft; r != nil && r.raft != nil {
 		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.raft.LastIndex()))
 		ch <- prometheus.MustNewConstMetric(termDesc, prometheus.GaugeValue, float64(r.raft.CurrentTerm()))
+		stats := r.raft.Stats()
+		if v, err := strconv.ParseFloat(stats["commit_index"], 64); err == nil {
+			ch <- prometheus.MustNewConstMetric(commitDesc, prometheus.GaugeValue, v)
+		}
+		if v, err := strconv.ParseFloat(stats["num_peers"], 64); err == nil {
+			ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, v+1)
+		}
+		contact := 0.0
+		if d, err := time.ParseDuration(stats["last_contact"]); err == nil {
+			contact = d.Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(contactDesc, prometheus.GaugeValue, contact)
 	}
 }

@@ -446,7 +446,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"drover_is_leader 1", `drover_jobs{state="ready"}`, "drover_raft_applied_index", "drover_raft_apply_seconds"} {
+	for _, want := range []string{"drover_is_leader 1", `drover_jobs{state="ready"}`, "drover_raft_applied_index", "drover_raft_apply_seconds", "drover_raft_commit_index", "drover_raft_last_contact_seconds", "drover_raft_peers 1"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
