@@ -158,6 +158,7 @@ func TestFaultFrozenLeader(t *testing.T) {
 	leader := c.waitLeader(30 * time.Second)
 	old := c.Servers[leader]
 	oldID := fmt.Sprintf("s%d", leader)
+	token := c.token()
 
 	old.Signal(syscall.SIGSTOP)
 	frozen := time.Now()
@@ -166,7 +167,7 @@ func TestFaultFrozenLeader(t *testing.T) {
 	probe.mu.Unlock()
 
 	// A client that knows only the frozen leader gets nothing acknowledged.
-	direct := api.NewClient("http://"+old.HTTP, c.token())
+	direct := api.NewClient("http://"+old.HTTP, token)
 	direct.RetryUnavailable, direct.RetryUnreachable = 0, 0
 	directErr := make(chan error, 1)
 	go func() {
