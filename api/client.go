@@ -17,6 +17,10 @@ import (
 	"time"
 )
 
+// LeaderHeader, on a response, names the leader's HTTP address; clients
+// that know that server switch to it and skip a forwarding hop.
+const LeaderHeader = "X-Drover-Leader"
+
 // DefaultAddr is the server the CLI talks to when DROVER_ADDR is unset.
 const DefaultAddr = "http://127.0.0.1:4650"
 
@@ -237,9 +241,18 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 			continue
 		}
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-		if i > 0 {
+		next := idx
+		if hint := resp.Header.Get(LeaderHeader); hint != "" {
+			// Talk to the leader directly from now on, if we know it.
+			for k, a := range c.addrs {
+				if strings.TrimPrefix(strings.TrimPrefix(a, "http://"), "https://") == hint {
+					next = k
+				}
+			}
+		}
+		if next != start {
 			c.mu.Lock()
-			c.next = idx
+			c.next = next
 			c.mu.Unlock()
 		}
 		if resp.StatusCode/100 == 2 {
@@ -582,4 +595,14 @@ func (c *Client) SnapshotRestore(ctx context.Context, data []byte) error {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.Body.Close()
+}
+
+// Memory collects garbage on the server answering and returns its heap
+// (admin only; answered by the server asked, not the leader).
+func (c *Client) Memory(ctx context.Context) (*MemoryStats, error) {
+	var out MemoryStats
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/operator/memory", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

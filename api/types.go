@@ -382,3 +382,14 @@ type RemovePeerRequest struct {
 type TransferLeaderRequest struct {
 	ID string `json:"id,omitempty"`
 }
+
+// MemoryStats is one server's heap after a garbage collection.
+type MemoryStats struct {
+	ServerID    string `json:"server_id"`
+	PID         int    `json:"pid"`
+	HeapAlloc   uint64 `json:"heap_alloc"`
+	HeapInuse   uint64 `json:"heap_inuse"`
+	HeapObjects uint64 `json:"heap_objects"`
+	Sys         uint64 `json:"sys"`
+	NumGC       uint32 `json:"num_gc"`
+}

@@ -89,6 +89,9 @@ type Config struct {
 	// ("batch job from to"), flushed after every applied batch of log
 	// entries. The fault tests check histories with it.
 	TransitionLog string
+	// DebugPprof serves net/http/pprof under /debug/pprof/ (no token: for
+	// profiling on a trusted network only).
+	DebugPprof bool
 
 	Logger *slog.Logger
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,14 @@ func (s *Server) Handler() http.Handler {
 	route("POST /api/v1/operator/raft/transfer-leader", s.authAdmin(s.handleTransferLeader))
 	route("GET /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotSave))
 	route("PUT /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotRestore))
+	route("GET /api/v1/operator/memory", s.authAdmin(s.handleMemory))
+	if s.cfg.DebugPprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 
 	route("POST /api/v1/workers/activate", s.handleActivate)
 	route("POST /api/v1/workers/sync", s.authWorker(s.handleSync))
@@ -64,7 +73,10 @@ func (s *Server) Handler() http.Handler {
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
-		local := pattern == "" || localRoutes[pattern]
+		if s.IsLeader() {
+			w.Header().Set(api.LeaderHeader, s.httpAdvertise)
+		}
+		local := pattern == "" || localRoutes[pattern] || strings.HasPrefix(pattern, "GET /debug/pprof/")
 		stale := r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true"
 		// Writes and consistent reads are the leader's; any server passes
 		// them on. Stale reads are served from this server's own state.
@@ -103,10 +115,11 @@ func (s *Server) Handler() http.Handler {
 // localRoutes are answered by whichever server receives them, from its own
 // view: health, metrics and cluster status.
 var localRoutes = map[string]bool{
-	"GET /api/v1/health":        true,
-	"GET /metrics":              true,
-	"GET /api/v1/status/leader": true,
-	"GET /api/v1/status/peers":  true,
+	"GET /api/v1/health":          true,
+	"GET /metrics":                true,
+	"GET /api/v1/status/leader":   true,
+	"GET /api/v1/status/peers":    true,
+	"GET /api/v1/operator/memory": true,
 }
 
 type statusWriter struct {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +121,18 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 		addr, id = s.Leader()
 	}
 	writeJSON(w, http.StatusOK, api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.id})
+}
+
+// handleMemory collects garbage and reports this server's heap, so a
+// benchmark can measure the memory a batch costs.
+func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	writeJSON(w, http.StatusOK, api.MemoryStats{
+		ServerID: s.id, PID: os.Getpid(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
+		HeapObjects: ms.HeapObjects, Sys: ms.Sys, NumGC: ms.NumGC,
+	})
 }
 
 // handleSnapshotSave streams the whole state: a header line, a JSON line

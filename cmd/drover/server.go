@@ -44,6 +44,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	trailing := fs.Uint64("raft-trailing-logs", def.TrailingLogs, "log entries kept after a snapshot, so a briefly absent server catches up without one")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
+	pprofOn := fs.Bool("debug-pprof", false, "serve Go profiles under /debug/pprof/ without a token (trusted networks only)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -85,6 +86,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.TrailingLogs = *trailing
 	cfg.SnapshotInterval = *snapInterval
 	cfg.TransitionLog = *transLog
+	cfg.DebugPprof = *pprofOn
 	cfg.Logger = log
 	if *secretFile != "" {
 		if cfg.WorkerSecret, err = readSecretFile(*secretFile); err != nil {

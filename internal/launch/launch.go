@@ -224,6 +224,17 @@ func (p *Process) Stop(limit time.Duration) {
 	}
 }
 
+// PID is the server's current process ID.
+func (s *Server) PID() int {
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// PID is the process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Running reports whether the server's current process is alive.
 func (s *Server) Running() bool { return s.proc.Running() }
 
