@@ -228,6 +228,9 @@ func newCommand(t CommandType) Command {
 var msgpackHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.Canonical = true
+	// Structs travel as arrays in field order: no field names to encode
+	// or look up. Fields of commands and snapshots may only be appended.
+	h.StructToArray = true
 	return h
 }()
 
