@@ -68,7 +68,7 @@ func (t *task) env() []string {
 		"USER=" + os.Getenv("USER"),
 		"LOGNAME=" + os.Getenv("LOGNAME"),
 		"HOME=" + t.dir,
-		"TMPDIR=" + filepath.Join(t.dir, "tmp"),
+		"TMPDIR=" + t.dir,
 		"LANG=C.UTF-8",
 		"DROVER_BATCH_ID=" + strconv.FormatInt(t.a.BatchID, 10),
 		"DROVER_JOB_ID=" + strconv.FormatInt(t.a.JobID, 10),
@@ -115,11 +115,11 @@ func (t *task) run() {
 		ev.Outcome, ev.Message = api.OutcomeError, msg
 		fmt.Fprintf(ship, "drover: %s\n", msg)
 	}
-	if err := os.MkdirAll(filepath.Join(t.dir, "tmp"), 0o755); err != nil {
+	if err := os.Mkdir(t.dir, 0o755); err != nil {
 		fail(fmt.Sprintf("create working directory: %v", err))
 		return
 	}
-	path, err := exec.LookPath(t.a.Command[0])
+	path, err := t.w.lookPath(t.a.Command[0])
 	if err != nil {
 		fail(fmt.Sprintf("cannot run %q: %v", t.a.Command[0], unwrapExec(err)))
 		return
@@ -303,7 +303,9 @@ func (s *shipper) loop() {
 // times. A chunk that cannot be uploaded is kept for the next flush.
 func (s *shipper) flush(tries int) {
 	s.mu.Lock()
-	if s.buf.Len() == 0 && s.seq > 0 {
+	if s.buf.Len() == 0 {
+		// Nothing to ship: a job that prints nothing costs no upload, and
+		// its log reads as empty.
 		s.mu.Unlock()
 		return
 	}

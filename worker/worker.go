@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,6 +99,34 @@ type Worker struct {
 
 	wake chan struct{}
 	wg   sync.WaitGroup
+
+	pathMu sync.Mutex
+	paths  map[string]string // program name -> path found in PATH
+}
+
+// lookPath finds a program in PATH, remembering what it found: most jobs of
+// a batch run the same program, and every lookup is a dozen stat calls.
+func (w *Worker) lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	w.pathMu.Lock()
+	p, ok := w.paths[name]
+	w.pathMu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	w.pathMu.Lock()
+	if w.paths == nil {
+		w.paths = map[string]string{}
+	}
+	w.paths[name] = p
+	w.pathMu.Unlock()
+	return p, nil
 }
 
 // New returns a worker; Run starts it.
@@ -169,7 +198,7 @@ func (w *Worker) activate(ctx context.Context) error {
 func (w *Worker) syncLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		req, sent := w.report()
+		req, covered := w.report()
 		if len(req.Events) == 0 {
 			req.WaitMillis = w.cfg.SyncWait.Milliseconds()
 		}
@@ -200,7 +229,9 @@ func (w *Worker) syncLoop(ctx context.Context) {
 			w.abandonAll("instance retired by the control plane")
 			return
 		}
-		w.ack(sent, res.Acked)
+		if res.Acked == len(req.Events) {
+			w.ack(covered)
+		}
 		for _, k := range res.Kill {
 			w.kill(k, "killed by the control plane")
 		}
@@ -241,7 +272,8 @@ func (w *Worker) syncOnce(ctx context.Context, req *api.SyncRequest) (*api.SyncR
 }
 
 // report builds a sync request: queued events and every attempt the worker
-// holds (running, or finished with an event not yet acknowledged).
+// holds (running, or finished with an event not yet acknowledged). It also
+// returns how many queued events the request covers.
 func (w *Worker) report() (*api.SyncRequest, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -250,19 +282,32 @@ func (w *Worker) report() (*api.SyncRequest, int) {
 	case <-w.wake:
 	default:
 	}
-	req := &api.SyncRequest{Events: append([]api.AttemptEvent(nil), w.outbox...)}
+	// A started event whose attempt has already completed adds nothing: the
+	// completed event carries the start time.
+	completed := map[api.AttemptRef]bool{}
+	for _, e := range w.outbox {
+		if e.Kind == api.EventCompleted {
+			completed[e.AttemptRef] = true
+		}
+	}
+	req := &api.SyncRequest{Events: make([]api.AttemptEvent, 0, len(w.outbox))}
+	for _, e := range w.outbox {
+		if e.Kind == api.EventStarted && completed[e.AttemptRef] {
+			continue
+		}
+		req.Events = append(req.Events, e)
+	}
 	for ref := range w.tasks {
 		req.Known = append(req.Known, ref)
 	}
-	return req, len(req.Events)
+	return req, len(w.outbox)
 }
 
-// ack drops the first n events sent (the server committed them) and forgets
-// tasks whose completion is now recorded.
-func (w *Worker) ack(sent, acked int) {
+// ack drops the first n queued events (the server committed the request
+// that covered them) and forgets tasks whose completion is now recorded.
+func (w *Worker) ack(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := min(sent, acked)
 	for _, e := range w.outbox[:n] {
 		if e.Kind == api.EventCompleted {
 			delete(w.tasks, e.AttemptRef)

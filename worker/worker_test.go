@@ -130,7 +130,7 @@ func TestJobEnvironmentAndLogs(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		dirs = append(dirs, lines[2])
-		if len(lines) != 5 || lines[3] != "mine" || lines[4] != "tmp" {
+		if len(lines) != 4 || lines[3] != "mine" {
 			t.Fatalf("job %d: working directory not private and fresh: %q", j, out)
 		}
 	}
