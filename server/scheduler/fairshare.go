@@ -3,7 +3,11 @@
 // server submits them through Raft, where each one is re-checked.
 package scheduler
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+	"sort"
+)
 
 // Demand is one user's standing in the fair-share computation.
 type Demand struct {
@@ -46,7 +50,7 @@ func FairShare(users []Demand, free int64) []int64 {
 		}
 		points = append(points, point{u.Running, +1}, point{u.Running + u.Ready, -1})
 	}
-	sort.Slice(points, func(i, j int) bool { return points[i].level < points[j].level })
+	slices.SortFunc(points, func(a, b point) int { return cmp.Compare(a.level, b.level) })
 	var given int64
 	slope := 0
 	level := points[0].level
