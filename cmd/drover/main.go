@@ -98,7 +98,7 @@ Administration:
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
   operator snapshot save FILE | restore FILE
-  bench failover | catchup   measure failover and catch-up on a real local cluster
+  bench sched | e2e | failover | catchup   measure throughput, failover and catch-up on a real local cluster
   version                print the version
 
 Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by
