@@ -123,6 +123,21 @@ func ranges(ids []int64, rs []api.IDRange) ([]state.Range, error) {
 	return out, nil
 }
 
+// submission validates what a create or update request submits: inline
+// jobs, or a number of jobs to reserve.
+func submission(w http.ResponseWriter, nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, bool) {
+	if nJobs < 0 || nJobs > maxCount {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", nJobs, maxCount))
+		return nil, false
+	}
+	entries, err := toEntries(jobs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	return entries, true
+}
+
 func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateBatchRequest
 	if !decode(w, r, &req) {
@@ -132,13 +147,8 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	if req.BillingProject == "" {
 		req.BillingProject = s.cfg.DefaultBillingProject
 	}
-	if req.NJobs < 0 || req.NJobs > maxCount {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", req.NJobs, maxCount))
-		return
-	}
-	entries, err := toEntries(req.Jobs)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	entries, ok := submission(w, req.NJobs, req.Jobs)
+	if !ok {
 		return
 	}
 	res, err := s.apply(&state.CreateBatch{
@@ -229,13 +239,8 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if req.NJobs < 0 || req.NJobs > maxCount {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", req.NJobs, maxCount))
-		return
-	}
-	entries, err := toEntries(req.Jobs)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	entries, ok := submission(w, req.NJobs, req.Jobs)
+	if !ok {
 		return
 	}
 	res, err := s.apply(&state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries})

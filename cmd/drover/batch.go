@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,22 +52,41 @@ func pages[T any](all bool, last int64, fetch func(last int64) ([]T, int64, erro
 	}
 }
 
+// listFlags are the flags every listing command takes.
+type listFlags struct {
+	filter, state *string
+	last          *int64
+	all, json     *bool
+}
+
+func addListFlags(fs *flag.FlagSet, what, filterExample, states, lastHelp string) *listFlags {
+	return &listFlags{
+		filter: fs.String("filter", "", "filter, e.g. "+filterExample),
+		state:  fs.String("state", "", "shorthand for -filter state=...: "+states),
+		last:   fs.Int64("last-id", 0, lastHelp),
+		all:    fs.Bool("all", false, "list every matching "+what+", not just one page of 50"),
+		json:   fs.Bool("json", false, "print JSON"),
+	}
+}
+
+// query is the filter string the flags ask for.
+func (l *listFlags) query() string {
+	if *l.state == "" {
+		return *l.filter
+	}
+	return strings.TrimSpace(*l.filter + " state=" + *l.state)
+}
+
 func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch list", "[flags]")
-	filter := fs.String("filter", "", "filter, e.g. 'state=running' or 'attr:sample=NA12878 user=alice'")
-	state := fs.String("state", "", "shorthand for -filter state=...: running, complete, cancelled, success or failure")
-	last := fs.Int64("last-id", 0, "list batches older than this ID (the next page)")
-	all := fs.Bool("all", false, "list every matching batch, not just one page of 50")
-	asJSON := fs.Bool("json", false, "print JSON")
+	lf := addListFlags(fs, "batch", "'state=running' or 'attr:sample=NA12878 user=alice'",
+		"running, complete, cancelled, success or failure", "list batches older than this ID (the next page)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	q := *filter
-	if *state != "" {
-		q = strings.TrimSpace(q + " state=" + *state)
-	}
+	q, all, asJSON := lf.query(), lf.all, lf.json
 	c := m.Client()
-	batches, next, err := pages(*all, *last, func(last int64) ([]api.Batch, int64, error) {
+	batches, next, err := pages(*all, *lf.last, func(last int64) ([]api.Batch, int64, error) {
 		page, err := c.ListBatches(ctx, q, last)
 		if err != nil {
 			return nil, 0, err

@@ -43,11 +43,8 @@ func exitString(code *int) string {
 
 func (m *Main) runJobList(ctx context.Context, args []string) error {
 	fs := m.newFlags("job list", "BATCH [flags]")
-	filter := fs.String("filter", "", "filter, e.g. 'state=failed' or 'name=align'")
-	state := fs.String("state", "", "shorthand for -filter state=...: pending, ready, running, success, failed, cancelled, error, done or bad")
-	last := fs.Int64("last-id", 0, "list jobs after this ID (the next page)")
-	all := fs.Bool("all", false, "list every matching job, not just one page of 50")
-	asJSON := fs.Bool("json", false, "print JSON")
+	lf := addListFlags(fs, "job", "'state=failed' or 'name=align'",
+		"pending, ready, running, success, failed, cancelled, error, done or bad", "list jobs after this ID (the next page)")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -56,12 +53,9 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := *filter
-	if *state != "" {
-		q = strings.TrimSpace(q + " state=" + *state)
-	}
+	q, all, asJSON := lf.query(), lf.all, lf.json
 	c := m.Client()
-	jobs, next, err := pages(*all, *last, func(last int64) ([]api.Job, int64, error) {
+	jobs, next, err := pages(*all, *lf.last, func(last int64) ([]api.Job, int64, error) {
 		page, err := c.ListJobs(ctx, id, q, last)
 		if err != nil {
 			return nil, 0, err
