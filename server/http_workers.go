@@ -122,7 +122,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	s.touch(inst.ID)
+	// While the sync is held, the worker counts as alive (and it is stamped
+	// on the way in and out).
+	defer s.holdSync(inst.ID)()
 	events := make([]state.Event, 0, len(req.Events))
 	for _, e := range req.Events {
 		ev, err := toEvent(inst.ID, e)
@@ -150,7 +152,6 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	defer s.holdSync(inst.ID)()
 	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxSyncWait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()

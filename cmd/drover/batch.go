@@ -14,6 +14,15 @@ import (
 	"github.com/drover-sched/drover/api"
 )
 
+// batchArg parses a command whose one positional argument is a batch ID.
+func batchArg(fs *flag.FlagSet, args []string) (int64, error) {
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	return parseID("batch ID", pos[0])
+}
+
 func parseID(what, s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 1 {
@@ -84,9 +93,9 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	q, all, asJSON := lf.query(), lf.all, lf.json
+	q := lf.query()
 	c := m.Client()
-	batches, next, err := pages(*all, *lf.last, func(last int64) ([]api.Batch, int64, error) {
+	batches, next, err := pages(*lf.all, *lf.last, func(last int64) ([]api.Batch, int64, error) {
 		page, err := c.ListBatches(ctx, q, last)
 		if err != nil {
 			return nil, 0, err
@@ -96,7 +105,7 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if *lf.json {
 		return m.printJSON(api.BatchList{Batches: batches, LastID: next})
 	}
 	if len(batches) == 0 {
@@ -116,7 +125,7 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if next != 0 && !*all {
+	if next != 0 && !*lf.all {
 		fmt.Fprintf(m.Stdout, "More: drover batch list -last-id %d\n", next)
 	}
 	return nil
@@ -125,11 +134,7 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch status", "BATCH [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseID("batch ID", pos[0])
+	id, err := batchArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -165,11 +170,7 @@ func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
 func (m *Main) runBatchCancel(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch cancel", "BATCH")
 	asJSON := fs.Bool("json", false, "print the batch as JSON")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseID("batch ID", pos[0])
+	id, err := batchArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -192,11 +193,7 @@ func (m *Main) runBatchWait(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch wait", "BATCH")
 	asJSON := fs.Bool("json", false, "print the batch as JSON when it completes")
 	timeout := fs.Duration("timeout", 0, "give up after this long (0: wait forever)")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseID("batch ID", pos[0])
+	id, err := batchArg(fs, args)
 	if err != nil {
 		return err
 	}

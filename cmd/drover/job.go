@@ -45,17 +45,13 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 	fs := m.newFlags("job list", "BATCH [flags]")
 	lf := addListFlags(fs, "job", "'state=failed' or 'name=align'",
 		"pending, ready, running, success, failed, cancelled, error, done or bad", "list jobs after this ID (the next page)")
-	pos, err := parse(fs, args, 1, 1)
+	id, err := batchArg(fs, args)
 	if err != nil {
 		return err
 	}
-	id, err := parseID("batch ID", pos[0])
-	if err != nil {
-		return err
-	}
-	q, all, asJSON := lf.query(), lf.all, lf.json
+	q := lf.query()
 	c := m.Client()
-	jobs, next, err := pages(*all, *lf.last, func(last int64) ([]api.Job, int64, error) {
+	jobs, next, err := pages(*lf.all, *lf.last, func(last int64) ([]api.Job, int64, error) {
 		page, err := c.ListJobs(ctx, id, q, last)
 		if err != nil {
 			return nil, 0, err
@@ -65,7 +61,7 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if *lf.json {
 		return m.printJSON(api.JobList{Jobs: jobs, LastID: next})
 	}
 	if len(jobs) == 0 {
@@ -84,7 +80,7 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if next != 0 && !*all {
+	if next != 0 && !*lf.all {
 		fmt.Fprintf(m.Stdout, "More: drover job list %d -last-id %d\n", id, next)
 	}
 	return nil

@@ -80,7 +80,7 @@ func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
 	for len(work) > 0 {
 		sp := work[len(work)-1]
 		work = work[:len(work)-1]
-		var released []uint32
+		var released []*group
 		b.overlapping(sp.lo, sp.hi, func(ri int32, n uint32) {
 			dr := b.ranges[ri]
 			dr.remaining -= n
@@ -92,7 +92,7 @@ func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
 					g := b.groupOf(child)
 					g.pending--
 					if g.pending == 0 {
-						released = append(released, g.first)
+						released = append(released, g)
 					}
 				}
 			}
@@ -100,8 +100,7 @@ func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
 		if b.Cancelled {
 			continue // every waiting job was cancelled with the batch
 		}
-		for _, first := range released {
-			g := b.groupOf(first)
+		for _, g := range released {
 			if s.releaseGroup(b, g, now) {
 				work = append(work, span{g.first, g.first + g.count - 1, true})
 			}

@@ -78,12 +78,13 @@ func (s *State) retire(inst *Instance, now int64, reason string) {
 		j := &b.jobs[k.job-1]
 		j.end = now
 		j.outcome = OutcomeLost
-		s.endAttempt(b, k.job, j, inst)
+		g := b.groupOf(k.job)
+		s.endAttempt(b, g, k.job, inst)
 		b.setMessage(k.job, msg)
 		if b.Cancelled {
 			s.finish(b, k.job, j, Cancelled, now)
 		} else {
-			s.requeue(b, k.job, j)
+			s.requeue(b, g, k.job, j)
 		}
 	}
 	inst.running = nil
@@ -138,16 +139,16 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 	}
 	j.exit = e.Exit
 	j.outcome = e.Outcome
-	s.endAttempt(b, e.Job, j, s.instances[e.Instance])
-	b.setMessage(e.Job, e.Message)
 	g := b.groupOf(e.Job)
+	s.endAttempt(b, g, e.Job, s.instances[e.Instance])
+	b.setMessage(e.Job, e.Message)
 	switch e.Outcome {
 	case OutcomeSuccess:
 		s.finish(b, e.Job, j, Success, now)
 	case OutcomeFailed, OutcomeError:
 		if !b.Cancelled && j.failures < g.spec.Retries {
 			j.failures++
-			s.requeue(b, e.Job, j)
+			s.requeue(b, g, e.Job, j)
 			break
 		}
 		if e.Outcome == OutcomeFailed {
@@ -161,9 +162,9 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 	return true
 }
 
-// endAttempt releases what a running attempt held on its instance.
-func (s *State) endAttempt(b *Batch, id uint32, j *job, inst *Instance) {
-	g := b.groupOf(id)
+// endAttempt releases what a running attempt of job id (of group g) held on
+// its instance.
+func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
 			delete(inst.running, attemptKey{b.ID, id})
@@ -191,15 +192,15 @@ func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 	s.checkComplete(b, now)
 }
 
-// requeue returns a running job to Ready for its next attempt.
-func (s *State) requeue(b *Batch, id uint32, j *job) {
+// requeue returns a running job (of group g) to Ready for its next attempt.
+func (s *State) requeue(b *Batch, g *group, id uint32, j *job) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(b.ID, id, j.state, Ready)
 	}
 	b.counts[j.state]--
 	b.counts[Ready]++
 	j.state = Ready
-	s.enqueue(b, Range{id, id}, b.groupOf(id).spec.CPUMilli)
+	s.enqueue(b, Range{id, id}, g.spec.CPUMilli)
 }
 
 // InstanceByTokenHash returns the instance owning a token hash.
