@@ -60,39 +60,20 @@ func (c *testCluster) waitLeader(limit time.Duration) int {
 }
 
 // token waits (briefly) for the first leader to write the admin token and
-// for every running server to know it (followers apply the admin's creation
-// a little after the leader).
+// for every running server to know it.
 func (c *testCluster) token() string {
 	c.t.Helper()
 	if c.tok != "" {
 		return c.tok
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		tok, err := c.Token()
-		if err == nil && c.everyoneKnows(tok) {
-			c.tok = tok
-			return tok
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("admin token not known to every server: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tok, err := c.WaitToken(ctx)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-}
-
-func (c *testCluster) everyoneKnows(tok string) bool {
-	for _, s := range c.Servers {
-		if !s.Running() {
-			continue
-		}
-		one := api.NewClient("http://"+s.HTTP, tok)
-		one.RetryUnavailable, one.RetryUnreachable = 0, 0
-		if _, err := one.Leader(context.Background()); err != nil {
-			return false
-		}
-	}
-	return true
+	c.tok = tok
+	return tok
 }
 
 // client talks to every server, as a user would configure DROVER_ADDR.

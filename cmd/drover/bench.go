@@ -50,6 +50,12 @@ func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep b
 		cleanup()
 		return nil, nil, err
 	}
+	// Benchmarks ask every server for its memory and peers with the admin
+	// token: wait until every server has applied the admin's creation.
+	if _, err := c.WaitToken(wctx); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
 	return c, cleanup, nil
 }
 

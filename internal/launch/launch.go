@@ -324,6 +324,42 @@ func (c *Cluster) Token() (string, error) {
 	return "", errors.New("no server has written root.token yet")
 }
 
+// WaitToken waits until the admin token exists and every running server
+// accepts it, and returns it. Followers apply the admin's creation a little
+// after the leader, and requests a server answers on its own (its memory,
+// peers, leader status) check the token against that server's state: asked
+// too early, a follower answers 401.
+func (c *Cluster) WaitToken(ctx context.Context) (string, error) {
+	for {
+		tok, err := c.Token()
+		if err == nil && c.everyoneKnows(ctx, tok) {
+			return tok, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("not every server knows the admin yet")
+			}
+			return "", fmt.Errorf("admin token: %v: %w", err, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) everyoneKnows(ctx context.Context, tok string) bool {
+	for _, s := range c.Servers {
+		if !s.Running() {
+			continue
+		}
+		one := api.NewClient("http://"+s.HTTP, tok)
+		one.RetryUnavailable, one.RetryUnreachable = 0, 0
+		if _, err := one.Leader(ctx); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Client returns an admin client that knows every server.
 func (c *Cluster) Client() (*api.Client, error) {
 	tok, err := c.Token()
