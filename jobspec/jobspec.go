@@ -423,8 +423,12 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["count"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
-		if !d.HasErrors() && n < 0 {
+		switch {
+		case d.HasErrors():
+		case n < 0:
 			diags = append(diags, attrError(attr, "Invalid count", fmt.Sprintf("count is %d; it must be 0 or more.", n)))
+		case n > api.MaxJobsPerBatch:
+			diags = append(diags, attrError(attr, "Invalid count", fmt.Sprintf("count is %d; a batch holds at most %d jobs.", n, int64(api.MaxJobsPerBatch))))
 		}
 		j.Array, j.Count = true, n
 	}
@@ -457,8 +461,14 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["cpu"]; ok {
 		v, d := evalNumber(attr, ctx)
 		diags = append(diags, d...)
-		if !d.HasErrors() && (v <= 0 || v > 4096 || math.IsNaN(v)) {
+		switch {
+		case d.HasErrors():
+		case v <= 0 || math.IsNaN(v):
 			diags = append(diags, attrError(attr, "Invalid cpu", fmt.Sprintf("cpu is %g cores; it must be more than 0 (fractions such as 0.25 are fine).", v)))
+		case math.Round(v*1000) < 1:
+			diags = append(diags, attrError(attr, "Invalid cpu", fmt.Sprintf("cpu is %g cores; the smallest amount is %g.", v, api.MinCPU)))
+		case v > api.MaxCPU:
+			diags = append(diags, attrError(attr, "Invalid cpu", fmt.Sprintf("cpu is %g cores; a job may ask for at most %d.", v, api.MaxCPU)))
 		}
 		j.CPU = v
 	}
@@ -486,6 +496,8 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 				diags = append(diags, attrError(attr, "Invalid timeout", fmt.Sprintf("timeout %q is not a duration: write it as \"90s\", \"30m\" or \"2h\".", s)))
 			case dur <= 0:
 				diags = append(diags, attrError(attr, "Invalid timeout", "timeout must be more than 0."))
+			case dur.Seconds() > api.MaxTimeoutSeconds:
+				diags = append(diags, attrError(attr, "Invalid timeout", fmt.Sprintf("timeout %s is longer than one year.", dur)))
 			}
 			j.Timeout = dur
 		}
@@ -493,8 +505,8 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["retries"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
-		if !d.HasErrors() && (n < 0 || n > 100) {
-			diags = append(diags, attrError(attr, "Invalid retries", fmt.Sprintf("retries is %d; it must be between 0 and 100.", n)))
+		if !d.HasErrors() && (n < 0 || n > api.MaxRetries) {
+			diags = append(diags, attrError(attr, "Invalid retries", fmt.Sprintf("retries is %d; it must be between 0 and %d.", n, api.MaxRetries)))
 		}
 		j.Retries = int(n)
 	}

@@ -7,80 +7,35 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/state"
 )
 
-// Limits on what one job may ask for.
-const (
-	maxCPU     = 4096
-	maxRetries = 100
-	maxCount   = state.MaxJobsPerBatch
-)
-
 // toEntries validates API job specs and turns them into state entries,
 // applying defaults (1 core, 1 GiB per core). Errors name the offending job.
 func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
+	if err := api.ValidateJobs(specs); err != nil {
+		return nil, err
+	}
 	out := make([]state.JobEntry, 0, len(specs))
-	var total int64
 	for i := range specs {
 		js := &specs[i]
-		where := fmt.Sprintf("jobs[%d] (job_id %d", i, js.JobID)
-		if js.Name != "" {
-			where += fmt.Sprintf(", %q", js.Name)
-		}
-		where += ")"
-		fail := func(format string, args ...any) error {
-			return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
-		}
-		if js.JobID < 1 || js.JobID > maxCount {
-			return nil, fail("job_id must be between 1 and %d (IDs count from 1 within the update)", maxCount)
-		}
-		if js.Count < 0 || js.Count > maxCount {
-			return nil, fail("count is %d; it must be between 0 and %d", js.Count, maxCount)
-		}
-		total += js.NumJobs()
-		if total > maxCount {
-			return nil, fail("more than %d jobs", maxCount)
-		}
-		if len(js.Command) == 0 || js.Command[0] == "" {
-			return nil, fail("command is empty; give the program and its arguments, as in [\"sh\", \"-c\", \"echo hi\"]")
-		}
-		if js.CPU < 0 || js.CPU > maxCPU || math.IsNaN(js.CPU) {
-			return nil, fail("cpu is %g; it must be between 0 and %d cores (0 means 1)", js.CPU, maxCPU)
-		}
 		cpu := js.CPU
 		if cpu == 0 {
 			cpu = 1
 		}
 		milli := int64(math.Round(cpu * 1000))
-		if milli < 1 {
-			return nil, fail("cpu %g is below the smallest unit, 0.001 cores", js.CPU)
-		}
 		mem := js.Memory
-		if mem < 0 {
-			return nil, fail("memory is %d bytes; it must be positive (0 means 1 GiB per core)", mem)
-		}
 		if mem == 0 {
 			mem = milli * (1 << 30) / 1000
 		}
-		if js.TimeoutSeconds < 0 || math.IsNaN(js.TimeoutSeconds) || js.TimeoutSeconds > 365*24*3600 {
-			return nil, fail("timeout_seconds is %g; it must be between 0 (no limit) and one year", js.TimeoutSeconds)
-		}
-		if js.Retries < 0 || js.Retries > maxRetries {
-			return nil, fail("retries is %d; it must be between 0 and %d", js.Retries, maxRetries)
-		}
-		for k := range js.Env {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				return nil, fail("env name %q is not a valid variable name", k)
-			}
-		}
-		e := state.JobEntry{
-			First: uint32(js.JobID),
-			Count: uint32(js.NumJobs()),
+		out = append(out, state.JobEntry{
+			First:        uint32(js.JobID),
+			Count:        uint32(js.NumJobs()),
+			Parents:      ranges(js.ParentIDs, js.ParentRanges),
+			BatchParents: ranges(js.BatchParentIDs, js.BatchParentRanges),
 			Spec: &state.Spec{
 				Name:       js.Name,
 				Array:      js.Count > 0,
@@ -93,41 +48,28 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
 			},
-		}
-		var err error
-		if e.Parents, err = ranges(js.ParentIDs, js.ParentRanges); err != nil {
-			return nil, fail("parents: %v", err)
-		}
-		if e.BatchParents, err = ranges(js.BatchParentIDs, js.BatchParentRanges); err != nil {
-			return nil, fail("batch parents: %v", err)
-		}
-		out = append(out, e)
+		})
 	}
 	return out, nil
 }
 
-func ranges(ids []int64, rs []api.IDRange) ([]state.Range, error) {
+// ranges converts validated parent IDs and ranges.
+func ranges(ids []int64, rs []api.IDRange) []state.Range {
 	var out []state.Range
 	for _, id := range ids {
-		if id < 1 || id > maxCount {
-			return nil, fmt.Errorf("job ID %d is out of range", id)
-		}
 		out = append(out, state.Range{Lo: uint32(id), Hi: uint32(id)})
 	}
 	for _, r := range rs {
-		if r[0] < 1 || r[1] < r[0] || r[1] > maxCount {
-			return nil, fmt.Errorf("range [%d, %d] is not a range of job IDs (first <= last, from 1)", r[0], r[1])
-		}
 		out = append(out, state.Range{Lo: uint32(r[0]), Hi: uint32(r[1])})
 	}
-	return out, nil
+	return out
 }
 
 // submission validates what a create or update request submits: inline
 // jobs, or a number of jobs to reserve.
 func submission(w http.ResponseWriter, nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, bool) {
-	if nJobs < 0 || nJobs > maxCount {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", nJobs, maxCount))
+	if nJobs < 0 || nJobs > api.MaxJobsPerBatch {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", nJobs, int64(api.MaxJobsPerBatch)))
 		return nil, false
 	}
 	entries, err := toEntries(jobs)

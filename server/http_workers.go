@@ -107,8 +107,8 @@ func toEvent(inst uint32, e api.AttemptEvent) (state.Event, error) {
 	default:
 		return state.Event{}, fmt.Errorf("event for %s: kind %q is not started or completed", e.AttemptRef, e.Kind)
 	}
-	if len(ev.Message) > 4096 {
-		ev.Message = ev.Message[:4096]
+	if len(ev.Message) > api.MaxEventMessage {
+		ev.Message = ev.Message[:api.MaxEventMessage]
 	}
 	return ev, nil
 }

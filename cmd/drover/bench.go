@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -205,43 +204,12 @@ func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
 		return err
 	}
 	start := time.Now()
-	b, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "catchup", NJobs: int64(*jobs)})
+	_, err = cl.Submit(ctx, &api.CreateBatchRequest{Name: "catchup"}, api.GeneratedJobs{N: *jobs, Make: func(i int) api.JobSpec {
+		id := int64(i + 1)
+		return api.JobSpec{JobID: id, Name: fmt.Sprint("job-", id), Command: []string{"sh", "-c", fmt.Sprint("echo ", id)}, CPU: 1, Memory: 1 << 30}
+	}}, &api.SubmitOptions{BunchSize: *bunch})
 	if err != nil {
-		return err
-	}
-	work := make(chan []api.JobSpec)
-	var wg sync.WaitGroup
-	var firstErr error
-	var errMu sync.Mutex
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for specs := range work {
-				if err := cl.AddJobs(ctx, b.ID, b.UpdateID, specs); err != nil {
-					errMu.Lock()
-					firstErr = err
-					errMu.Unlock()
-				}
-			}
-		}()
-	}
-	for first := 1; first <= *jobs; first += *bunch {
-		n := min(*bunch, *jobs-first+1)
-		specs := make([]api.JobSpec, n)
-		for i := range specs {
-			id := int64(first + i)
-			specs[i] = api.JobSpec{JobID: id, Name: fmt.Sprint("job-", id), Command: []string{"sh", "-c", fmt.Sprint("echo ", id)}, CPU: 1, Memory: 1 << 30}
-		}
-		work <- specs
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		return fmt.Errorf("submit: %w", firstErr)
-	}
-	if _, err := cl.CommitUpdate(ctx, b.ID, b.UpdateID); err != nil {
-		return err
+		return fmt.Errorf("submit: %w", err)
 	}
 	submit := time.Since(start)
 	say("submitted %d distinct jobs in %s", *jobs, submit.Round(time.Millisecond))

@@ -203,43 +203,13 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 }
 
 // submitDistinct creates a batch of n jobs, each its own spec, through an
-// update posted in bunches by 8 concurrent requests.
+// update posted in bunches.
 func submitDistinct(ctx context.Context, cl *api.Client, n, bunch int) (int64, error) {
-	b, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench", NJobs: int64(n)})
+	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench"}, api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
+		id := i + 1
+		return api.JobSpec{JobID: int64(id), Name: "job-" + strconv.Itoa(id), Command: []string{"true", strconv.Itoa(id)}, CPU: 1, Memory: 1 << 20}
+	}}, &api.SubmitOptions{BunchSize: bunch})
 	if err != nil {
-		return 0, err
-	}
-	work := make(chan [2]int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range work {
-				specs := make([]api.JobSpec, 0, r[1]-r[0]+1)
-				for id := r[0]; id <= r[1]; id++ {
-					specs = append(specs, api.JobSpec{JobID: int64(id), Name: "job-" + strconv.Itoa(id),
-						Command: []string{"true", strconv.Itoa(id)}, CPU: 1, Memory: 1 << 20})
-				}
-				if err := cl.AddJobs(ctx, b.ID, b.UpdateID, specs); err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for first := 1; first <= n; first += bunch {
-		work <- [2]int{first, min(first+bunch-1, n)}
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		return 0, fmt.Errorf("submit jobs: %w", firstErr)
-	}
-	if _, err := cl.CommitUpdate(ctx, b.ID, b.UpdateID); err != nil {
 		return 0, err
 	}
 	return b.ID, nil

@@ -2,20 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
 )
-
-// fastPathEntries is the most job entries sent inline in the create call;
-// bigger batches go through an update in bunches.
-const fastPathEntries = 1000
 
 func parseVars(vars multiFlag) (map[string]string, error) {
 	out := map[string]string{}
@@ -93,14 +86,12 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		Name:           spec.Name,
 		BillingProject: spec.BillingProject,
 		Attributes:     spec.Attributes,
-		IdempotencyKey: randomKey(),
 	}
 	if *project != "" {
 		req.BillingProject = *project
 	}
 	c := m.Client()
-	jobs := spec.JobSpecs()
-	b, err := submit(ctx, c, req, jobs, *bunch)
+	b, err := c.Submit(ctx, req, api.Jobs(spec.JobSpecs()), &api.SubmitOptions{BunchSize: *bunch})
 	if err != nil {
 		return err
 	}
@@ -117,65 +108,6 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return nil
 	}
 	return m.waitAndReport(ctx, c, b.ID, *asJSON, *quiet)
-}
-
-// submit creates the batch: inline when it is small, otherwise by reserving
-// an update and posting bunches of jobs in parallel before committing.
-func submit(ctx context.Context, c *api.Client, req *api.CreateBatchRequest, jobs []api.JobSpec, bunch int) (*api.Batch, error) {
-	if len(jobs) <= fastPathEntries {
-		req.Jobs = jobs
-		res, err := c.CreateBatch(ctx, req)
-		if err != nil {
-			return nil, fmt.Errorf("create batch: %w", err)
-		}
-		return &res.Batch, nil
-	}
-	var n int64
-	for i := range jobs {
-		n += jobs[i].NumJobs()
-	}
-	req.NJobs = n
-	res, err := c.CreateBatch(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("create batch: %w", err)
-	}
-	var bunches [][]api.JobSpec
-	for i := 0; i < len(jobs); i += bunch {
-		bunches = append(bunches, jobs[i:min(i+bunch, len(jobs))])
-	}
-	work := make(chan []api.JobSpec)
-	errs := make(chan error, len(bunches))
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range work {
-				if err := c.AddJobs(ctx, res.ID, res.UpdateID, b); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for _, b := range bunches {
-		work <- b
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return nil, fmt.Errorf("add jobs to batch %d: %w", res.ID, err)
-	}
-	if _, err := c.CommitUpdate(ctx, res.ID, res.UpdateID); err != nil {
-		return nil, fmt.Errorf("commit batch %d: %w", res.ID, err)
-	}
-	return c.GetBatch(ctx, res.ID)
-}
-
-func randomKey() string {
-	buf := make([]byte, 12)
-	_, _ = rand.Read(buf)
-	return hex.EncodeToString(buf)
 }
 
 // waitAndReport waits for a batch, printing progress, then summarises it.

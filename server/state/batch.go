@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/drover-sched/drover/api"
 )
 
 // MaxJobsPerBatch bounds the job IDs one batch may reserve.
-const MaxJobsPerBatch = 1 << 31
+const MaxJobsPerBatch = api.MaxJobsPerBatch
 
 // UpdateResult is returned by CreateBatch, CreateUpdate and CommitUpdate.
 type UpdateResult struct {

@@ -1,0 +1,112 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Limits on what a submission may ask for. Servers enforce them; the jobspec
+// parser and the client check them too, so a mistake is reported at the
+// line that made it, before anything is sent.
+const (
+	// MaxJobsPerBatch bounds the job IDs one batch may reserve.
+	MaxJobsPerBatch = 1 << 31
+	// MaxCPU is the most cores one job may ask for.
+	MaxCPU = 4096
+	// MinCPU is the smallest amount of a core a job can ask for: servers
+	// count cores in thousandths.
+	MinCPU = 0.001
+	// MaxRetries bounds the further attempts a failed job may get.
+	MaxRetries = 100
+	// MaxTimeoutSeconds bounds a job's timeout (one year).
+	MaxTimeoutSeconds = 365 * 24 * 3600
+	// MaxEventMessage is the longest message a worker event keeps; servers
+	// cut longer ones.
+	MaxEventMessage = 4096
+)
+
+// Validate checks one job spec against the limits and reports the first
+// problem, naming the field. Zero CPU and Memory are valid: servers read
+// them as 1 core and 1 GiB per core.
+func (s *JobSpec) Validate() error {
+	if s.JobID < 1 || s.JobID > MaxJobsPerBatch {
+		return fmt.Errorf("job_id must be between 1 and %d (IDs count from 1 within the update)", int64(MaxJobsPerBatch))
+	}
+	if s.Count < 0 || s.Count > MaxJobsPerBatch {
+		return fmt.Errorf("count is %d; it must be between 0 and %d", s.Count, int64(MaxJobsPerBatch))
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return errors.New(`command is empty; give the program and its arguments, as in ["sh", "-c", "echo hi"]`)
+	}
+	if s.CPU < 0 || s.CPU > MaxCPU || math.IsNaN(s.CPU) {
+		return fmt.Errorf("cpu is %g; it must be between 0 and %d cores (0 means 1)", s.CPU, MaxCPU)
+	}
+	if s.CPU != 0 && math.Round(s.CPU*1000) < 1 {
+		return fmt.Errorf("cpu %g is below the smallest unit, %g cores", s.CPU, MinCPU)
+	}
+	if s.Memory < 0 {
+		return fmt.Errorf("memory is %d bytes; it must be positive (0 means 1 GiB per core)", s.Memory)
+	}
+	if s.TimeoutSeconds < 0 || math.IsNaN(s.TimeoutSeconds) || s.TimeoutSeconds > MaxTimeoutSeconds {
+		return fmt.Errorf("timeout_seconds is %g; it must be between 0 (no limit) and one year", s.TimeoutSeconds)
+	}
+	if s.Retries < 0 || s.Retries > MaxRetries {
+		return fmt.Errorf("retries is %d; it must be between 0 and %d", s.Retries, MaxRetries)
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("env name %q is not a valid variable name", k)
+		}
+	}
+	if err := validRanges(s.ParentIDs, s.ParentRanges); err != nil {
+		return fmt.Errorf("parents: %w", err)
+	}
+	if err := validRanges(s.BatchParentIDs, s.BatchParentRanges); err != nil {
+		return fmt.Errorf("batch parents: %w", err)
+	}
+	return nil
+}
+
+func validRanges(ids []int64, rs []IDRange) error {
+	for _, id := range ids {
+		if id < 1 || id > MaxJobsPerBatch {
+			return fmt.Errorf("job ID %d is out of range", id)
+		}
+	}
+	for _, r := range rs {
+		if r[0] < 1 || r[1] < r[0] || r[1] > MaxJobsPerBatch {
+			return fmt.Errorf("range [%d, %d] is not a range of job IDs (first <= last, from 1)", r[0], r[1])
+		}
+	}
+	return nil
+}
+
+// ValidateJobs checks a bunch of job specs: each one, and that together
+// they hold no more than MaxJobsPerBatch jobs. The error names the entry,
+// as in `jobs[3] (job_id 4, "align"): cpu is -1; ...`.
+func ValidateJobs(specs []JobSpec) error { return validateJobs(specs, 0) }
+
+// validateJobs is ValidateJobs for entries that start at index first of a
+// larger submission.
+func validateJobs(specs []JobSpec, first int) error {
+	var total int64
+	for i := range specs {
+		js := &specs[i]
+		err := js.Validate()
+		if err == nil {
+			if total += js.NumJobs(); total > MaxJobsPerBatch {
+				err = fmt.Errorf("more than %d jobs", int64(MaxJobsPerBatch))
+			}
+		}
+		if err != nil {
+			where := fmt.Sprintf("jobs[%d] (job_id %d", first+i, js.JobID)
+			if js.Name != "" {
+				where += fmt.Sprintf(", %q", js.Name)
+			}
+			return fmt.Errorf("%s): %w", where, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+batch "too-much" {
+  job "big" {
+    command = ["true"]
+    count   = 3000000000
+    cpu     = 5000
+    timeout = "9000h"
+    retries = 101
+  }
+  job "tiny" {
+    command = ["true"]
+    cpu     = 0.0001
+  }
+}
