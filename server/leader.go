@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-sched/drover/server/scheduler"
+	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -43,17 +43,18 @@ func (s *Server) runScheduler(ctx context.Context) {
 // there may be more to place right away).
 func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
-	in := s.state.SchedulingInput(s.cfg.MaxPlacements)
-	if len(in.Users) == 0 || len(in.Instances) == 0 {
+	v := s.state.SchedulingView(s.cfg.MaxPlacements)
+	if len(v.Users) == 0 || len(v.Instances) == 0 {
 		return false, nil
 	}
-	out := scheduler.Schedule(in)
+	out := scheduler.Schedule(schedulerInput(v))
 	s.metrics.schedRounds.Inc()
 	s.metrics.schedSeconds.Observe(time.Since(start).Seconds())
+	s.metrics.observeUnplaced(out)
 	if out.Jobs == 0 {
 		return false, nil
 	}
-	res, err := s.apply(state.PlanFromSchedule(out, time.Now().UnixNano()))
+	res, err := s.apply(planOf(out, time.Now().UnixNano()))
 	if err != nil {
 		return false, err
 	}

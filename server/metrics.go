@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -25,6 +26,7 @@ type metrics struct {
 	schedSeconds    prometheus.Histogram
 	placements      prometheus.Counter
 	rejected        prometheus.Counter
+	unplaced        *prometheus.GaugeVec
 	events          prometheus.Counter
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
@@ -49,18 +51,29 @@ func newMetrics(s *Server) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
 	m.placements = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_placements_total", Help: "Jobs placed on instances."})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rejected_total", Help: "Placements the state machine rejected at apply (the state moved on)."})
+	m.unplaced = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_scheduler_unplaced_jobs",
+		Help: "Jobs the last scheduling round looked at and could place on no instance, by the reason that rejected most instances."}, []string{"reason"})
 	m.events = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_worker_events_total", Help: "Worker events committed."})
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
-		m.schedRounds, m.schedSeconds, m.placements, m.rejected, m.events, m.httpRequests, m.httpSeconds} {
+		m.schedRounds, m.schedSeconds, m.placements, m.rejected, m.unplaced, m.events, m.httpRequests, m.httpSeconds} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f(&stateCollector{s: s})
 	return m
+}
+
+// observeUnplaced sets the unplaced-jobs gauge from a round, every reason
+// included so a reason that cleared reads 0.
+func (m *metrics) observeUnplaced(out *scheduler.Output) {
+	counts := unplacedByReason(out)
+	for _, r := range scheduler.Reasons() {
+		m.unplaced.WithLabelValues(r.String()).Set(float64(counts[r]))
+	}
 }
 
 // stateCollector reports gauges read from the state at scrape time.

@@ -564,3 +564,16 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	}
 	return &CancelResult{Cancelled: n, Running: b.counts[Running]}
 }
+
+// groupOf returns the group holding job id.
+func (b *Batch) groupOf(id uint32) *group {
+	i := sort.Search(len(b.groups), func(i int) bool { return b.groups[i].first > id })
+	if i == 0 {
+		return nil
+	}
+	g := b.groups[i-1]
+	if id >= g.first+g.count {
+		return nil
+	}
+	return g
+}

@@ -3,8 +3,6 @@ package state
 import (
 	"fmt"
 	"testing"
-
-	"github.com/drover-sched/drover/server/scheduler"
 )
 
 // BenchmarkApplyPlan applies a plan that places 10,000 jobs of a job array on
@@ -50,29 +48,4 @@ func BenchmarkApplyPlan(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*10_000)/b.Elapsed().Seconds(), "jobs/s")
-}
-
-// BenchmarkSchedulingRound builds the scheduler input from the state and
-// runs a round with 10,000 ready jobs of 100 users on 500 instances.
-func BenchmarkSchedulingRound(b *testing.B) {
-	s := New()
-	s.Apply(1, &Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
-	for i := 0; i < 500; i++ {
-		s.Apply(2, &Activate{Now: 1, Name: fmt.Sprint("w", i), CPUMilli: 64000, Memory: 256 << 30, TokenHash: fmt.Sprint("t", i)})
-	}
-	for u := 0; u < 100; u++ {
-		name := fmt.Sprint("u", u)
-		s.Apply(3, &CreateUser{Now: 1, Name: name, TokenHash: "h" + name})
-		s.Apply(3, &SetMember{Project: "default", User: name, Member: true})
-		s.Apply(4, &CreateBatch{Now: 1, User: name, BillingProject: "default", Jobs: []JobEntry{
-			{First: 1, Count: 100, Spec: &Spec{Name: "a", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}},
-		}})
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(s.SchedulingInput(20000))
-		if out.Jobs != 10_000 {
-			b.Fatalf("placed %d", out.Jobs)
-		}
-	}
 }

@@ -55,19 +55,6 @@ func (b *Batch) overlapping(lo, hi uint32, fn func(ri int32, n uint32)) {
 	}
 }
 
-// groupOf returns the group holding job id.
-func (b *Batch) groupOf(id uint32) *group {
-	i := sort.Search(len(b.groups), func(i int) bool { return b.groups[i].first > id })
-	if i == 0 {
-		return nil
-	}
-	g := b.groups[i-1]
-	if id >= g.first+g.count {
-		return nil
-	}
-	return g
-}
-
 // finishSpan records that jobs lo..hi reached final states (all successful,
 // or all not) and releases the groups that no longer wait for anything. It
 // loops instead of recursing: cancelling a group finishes more jobs.
@@ -128,74 +115,4 @@ func (s *State) releaseGroup(b *Batch, g *group, now int64) bool {
 	s.setStates(b, lo, hi, Pending, Ready)
 	s.enqueue(b, Range{lo, hi}, g.spec.CPUMilli)
 	return false
-}
-
-// setStates moves jobs lo..hi, all in state from, to state to.
-func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
-	for id := lo; id <= hi; id++ {
-		b.jobs[id-1].state = to
-		if s.hooks.Transition != nil {
-			s.hooks.Transition(b.ID, id, from, to)
-		}
-	}
-	n := int64(hi - lo + 1)
-	b.counts[from] -= n
-	b.counts[to] += n
-}
-
-// enqueue appends Ready jobs to the batch's queue and the user's counters.
-func (s *State) enqueue(b *Batch, r Range, cpuMilli int64) {
-	n := int64(r.Len())
-	wasEmpty := b.ready.empty()
-	b.ready.push(r)
-	b.readyMilli += n * cpuMilli
-	u := s.userSched(b.User)
-	u.readyMilli += n * cpuMilli
-	u.readyJobs += n
-	if wasEmpty {
-		u.addActive(b)
-	}
-	s.notifyWork()
-}
-
-// dequeue removes Ready jobs from the queue (they were placed).
-func (s *State) dequeue(b *Batch, r Range, cpuMilli int64) {
-	b.ready.remove(r)
-	n := int64(r.Len())
-	b.readyMilli -= n * cpuMilli
-	u := s.userSched(b.User)
-	u.readyMilli -= n * cpuMilli
-	u.readyJobs -= n
-	if b.ready.empty() {
-		u.removeActive(b)
-	}
-}
-
-func (u *userSched) addActive(b *Batch) {
-	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
-	if i < len(u.active) && u.active[i] == b {
-		return
-	}
-	u.active = append(u.active, nil)
-	copy(u.active[i+1:], u.active[i:])
-	u.active[i] = b
-}
-
-func (u *userSched) removeActive(b *Batch) {
-	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
-	if i < len(u.active) && u.active[i] == b {
-		u.active = append(u.active[:i], u.active[i+1:]...)
-	}
-}
-
-// checkComplete stamps the batch complete when every committed job is final
-// and no update is open.
-func (s *State) checkComplete(b *Batch, now int64) {
-	if b.Completed != 0 {
-		return
-	}
-	final := b.counts[Success] + b.counts[Failed] + b.counts[Cancelled] + b.counts[Error]
-	if final == b.nJobs && b.open == 0 {
-		b.Completed = now
-	}
 }

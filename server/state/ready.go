@@ -1,5 +1,7 @@
 package state
 
+import "sort"
+
 // readyQueue holds a batch's Ready jobs as runs of consecutive IDs in the
 // order they became Ready. A released job array is one run however large it
 // is, so a 16-million-job array costs a few bytes here. Jobs leave from the
@@ -83,3 +85,48 @@ func (q *readyQueue) compact() {
 
 // contains reports whether id is queued (tests and invariant checks).
 func (q *readyQueue) contains(id uint32) bool { return q.find(id) >= 0 }
+
+// enqueue appends Ready jobs to the batch's queue and the user's counters.
+func (s *State) enqueue(b *Batch, r Range, cpuMilli int64) {
+	n := int64(r.Len())
+	wasEmpty := b.ready.empty()
+	b.ready.push(r)
+	b.readyMilli += n * cpuMilli
+	u := s.userSched(b.User)
+	u.readyMilli += n * cpuMilli
+	u.readyJobs += n
+	if wasEmpty {
+		u.addActive(b)
+	}
+	s.notifyWork()
+}
+
+// dequeue removes Ready jobs from the queue (they were placed).
+func (s *State) dequeue(b *Batch, r Range, cpuMilli int64) {
+	b.ready.remove(r)
+	n := int64(r.Len())
+	b.readyMilli -= n * cpuMilli
+	u := s.userSched(b.User)
+	u.readyMilli -= n * cpuMilli
+	u.readyJobs -= n
+	if b.ready.empty() {
+		u.removeActive(b)
+	}
+}
+
+func (u *userSched) addActive(b *Batch) {
+	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
+	if i < len(u.active) && u.active[i] == b {
+		return
+	}
+	u.active = append(u.active, nil)
+	copy(u.active[i+1:], u.active[i:])
+	u.active[i] = b
+}
+
+func (u *userSched) removeActive(b *Batch) {
+	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
+	if i < len(u.active) && u.active[i] == b {
+		u.active = append(u.active[:i], u.active[i+1:]...)
+	}
+}

@@ -8,46 +8,46 @@ import (
 
 func TestScatterGatherRunsInDependencyOrder(t *testing.T) {
 	h := newHarness(t)
-	w1 := h.activate("w1", 4, 16)
-	w2 := h.activate("w2", 4, 16)
-	b := h.createBatch(
+	w1 := h.Activate("w1", 4, 16)
+	w2 := h.Activate("w2", 4, 16)
+	b := h.CreateBatch(
 		entry(1, 1, spec("split", 0.25)),
 		entry(2, 10, &Spec{Name: "align", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}, Range{1, 1}),
 		entry(12, 1, spec("merge", 1), Range{2, 11}),
 	)
-	if got := h.state(b, 1); got != Ready {
+	if got := h.JobState(b, 1); got != Ready {
 		t.Fatalf("split is %s, want ready", got)
 	}
 	for j := uint32(2); j <= 12; j++ {
-		if got := h.state(b, j); got != Pending {
+		if got := h.JobState(b, j); got != Pending {
 			t.Fatalf("job %d is %s, want pending", j, got)
 		}
 	}
-	h.schedule()
-	if got := h.state(b, 1); got != Running {
+	h.Schedule()
+	if got := h.JobState(b, 1); got != Running {
 		t.Fatalf("split is %s after scheduling, want running", got)
 	}
-	h.complete(w1, nil)
-	h.complete(w2, nil)
+	h.Complete(w1, nil)
+	h.Complete(w2, nil)
 	for j := uint32(2); j <= 11; j++ {
-		if got := h.state(b, j); got != Ready {
+		if got := h.JobState(b, j); got != Ready {
 			t.Fatalf("align job %d is %s after split, want ready", j, got)
 		}
 	}
 	// 8 cores in total: 8 of the 10 align jobs start, merge still waits.
-	if res := h.schedule(); res.Placed != 8 {
+	if res := h.Schedule(); res.Placed != 8 {
 		t.Fatalf("placed %d align jobs on 8 cores, want 8", res.Placed)
 	}
-	h.complete(w1, nil)
-	if h.state(b, 12) != Pending {
+	h.Complete(w1, nil)
+	if h.JobState(b, 12) != Pending {
 		t.Fatal("merge released before every align job ended")
 	}
-	h.runAll([]uint32{w1, w2}, nil)
-	bt := h.batch(b).toAPI()
+	h.RunAll([]uint32{w1, w2}, nil)
+	bt := h.Batch(b).toAPI()
 	if bt.State != "complete" || bt.NSucceeded != 12 {
 		t.Fatalf("batch %+v, want complete with 12 succeeded", bt)
 	}
-	job, _ := h.s.Job(b, 5)
+	job, _ := h.S.Job(b, 5)
 	if job.Name != "align[3]" || job.ArrayIndex != 3 || len(job.Attempts) != 1 || *job.ExitCode != 0 {
 		t.Fatalf("align[3] = %+v", job)
 	}
@@ -55,16 +55,16 @@ func TestScatterGatherRunsInDependencyOrder(t *testing.T) {
 
 func TestFailedParentCancelsChildrenUnlessAlwaysRun(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 8, 16)
+	w := h.Activate("w", 8, 16)
 	always := spec("cleanup", 1)
 	always.AlwaysRun = true
-	b := h.createBatch(
+	b := h.CreateBatch(
 		entry(1, 3, &Spec{Name: "step", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}),
 		entry(4, 2, &Spec{Name: "after", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}, Range{1, 3}),
 		entry(6, 1, spec("grandchild", 1), Range{4, 5}),
 		entry(7, 1, always, Range{1, 3}),
 	)
-	h.runAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
+	h.RunAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
 		if j == 2 {
 			return OutcomeFailed
 		}
@@ -72,15 +72,15 @@ func TestFailedParentCancelsChildrenUnlessAlwaysRun(t *testing.T) {
 	})
 	want := map[uint32]JobState{1: Success, 2: Failed, 3: Success, 4: Cancelled, 5: Cancelled, 6: Cancelled, 7: Success}
 	for j, st := range want {
-		if got := h.state(b, j); got != st {
+		if got := h.JobState(b, j); got != st {
 			t.Errorf("job %d is %s, want %s", j, got, st)
 		}
 	}
-	bt := h.batch(b).toAPI()
+	bt := h.Batch(b).toAPI()
 	if bt.State != "complete" || bt.NFailed != 1 || bt.NCancelled != 3 || bt.NSucceeded != 3 {
 		t.Fatalf("batch %+v", bt)
 	}
-	job, _ := h.s.Job(b, 6)
+	job, _ := h.S.Job(b, 6)
 	if len(job.Attempts) != 0 || job.Message == "" {
 		t.Fatalf("cascade-cancelled job %+v: want no attempts and a message", job)
 	}
@@ -88,12 +88,12 @@ func TestFailedParentCancelsChildrenUnlessAlwaysRun(t *testing.T) {
 
 func TestRetriesThenFinalFailure(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 2, 4)
+	w := h.Activate("w", 2, 4)
 	s := spec("flaky", 1)
 	s.Retries = 2
-	b := h.createBatch(entry(1, 1, s), entry(2, 1, spec("fails", 1)))
+	b := h.CreateBatch(entry(1, 1, s), entry(2, 1, spec("fails", 1)))
 	tries := map[uint32]int{}
-	h.runAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
+	h.RunAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
 		tries[j]++
 		if j == 1 && tries[j] < 3 {
 			return OutcomeError
@@ -103,17 +103,17 @@ func TestRetriesThenFinalFailure(t *testing.T) {
 		}
 		return OutcomeSuccess
 	})
-	if h.state(b, 1) != Success || tries[1] != 3 {
-		t.Fatalf("flaky job: %s after %d tries, want success after 3", h.state(b, 1), tries[1])
+	if h.JobState(b, 1) != Success || tries[1] != 3 {
+		t.Fatalf("flaky job: %s after %d tries, want success after 3", h.JobState(b, 1), tries[1])
 	}
-	if h.state(b, 2) != Failed || tries[2] != 1 {
-		t.Fatalf("job without retries: %s after %d tries", h.state(b, 2), tries[2])
+	if h.JobState(b, 2) != Failed || tries[2] != 1 {
+		t.Fatalf("job without retries: %s after %d tries", h.JobState(b, 2), tries[2])
 	}
-	job, _ := h.s.Job(b, 1)
+	job, _ := h.S.Job(b, 1)
 	if len(job.Attempts) != 3 || job.Attempts[0].State != "error" || job.Attempts[2].State != "success" {
 		t.Fatalf("attempts %+v", job.Attempts)
 	}
-	job, _ = h.s.Job(b, 2)
+	job, _ = h.S.Job(b, 2)
 	if job.ExitCode == nil || *job.ExitCode != 1 {
 		t.Fatalf("failed job exit code %v, want 1", job.ExitCode)
 	}
@@ -121,98 +121,98 @@ func TestRetriesThenFinalFailure(t *testing.T) {
 
 func TestCancelBatch(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 2, 8)
-	b := h.createBatch(
+	w := h.Activate("w", 2, 8)
+	b := h.CreateBatch(
 		entry(1, 5, &Spec{Name: "a", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}),
 		entry(6, 1, spec("b", 1), Range{1, 5}),
 	)
-	h.schedule()
-	if n := h.batch(b).counts[Running]; n != 2 {
+	h.Schedule()
+	if n := h.Batch(b).counts[Running]; n != 2 {
 		t.Fatalf("%d running, want 2", n)
 	}
-	res := h.must(&CancelBatch{Now: h.tick(), Batch: b, Reason: "user asked"}).(*CancelResult)
+	res := h.Must(&CancelBatch{Now: h.Tick(), Batch: b, Reason: "user asked"}).(*CancelResult)
 	if res.Cancelled != 4 || res.Running != 2 {
 		t.Fatalf("cancel result %+v, want 4 cancelled at once and 2 running", res)
 	}
-	if h.batch(b).Completed != 0 {
+	if h.Batch(b).Completed != 0 {
 		t.Fatal("batch complete while jobs still run")
 	}
 	// Nothing more is placed for a cancelled batch.
-	if r := h.schedule(); r.Placed != 0 {
+	if r := h.Schedule(); r.Placed != 0 {
 		t.Fatalf("placed %d jobs of a cancelled batch", r.Placed)
 	}
 	// The worker is told to kill what it runs.
 	held := []AttemptID{{b, 1, 1}, {b, 2, 1}}
-	v := h.s.WorkerView(w, held)
+	v := h.S.WorkerView(w, held)
 	if len(v.Kill) != 2 || len(v.Assign) != 0 {
 		t.Fatalf("worker view %+v, want 2 kills", v)
 	}
-	h.must(&Events{Now: h.tick(), Events: []Event{
-		{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeCancelled, Start: h.now, End: h.tick()},
-		{Instance: w, Batch: b, Job: 2, Attempt: 1, Outcome: OutcomeSuccess, Start: h.now, End: h.tick()},
+	h.Must(&Events{Now: h.Tick(), Events: []Event{
+		{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeCancelled, Start: h.Now, End: h.Tick()},
+		{Instance: w, Batch: b, Job: 2, Attempt: 1, Outcome: OutcomeSuccess, Start: h.Now, End: h.Tick()},
 	}})
-	bt := h.batch(b).toAPI()
+	bt := h.Batch(b).toAPI()
 	if bt.State != "complete" || bt.NCancelled != 5 || bt.NSucceeded != 1 || !bt.Cancelled {
 		t.Fatalf("batch %+v", bt)
 	}
-	h.mustFail(&CreateUpdate{Now: h.tick(), Batch: b, Jobs: []JobEntry{entry(1, 1, spec("late", 1))}}, ErrConflict)
-	if res := h.must(&CancelBatch{Now: h.tick(), Batch: b}).(*CancelResult); !res.AlreadyCancelled {
+	h.MustFail(&CreateUpdate{Now: h.Tick(), Batch: b, Jobs: []JobEntry{entry(1, 1, spec("late", 1))}}, ErrConflict)
+	if res := h.Must(&CancelBatch{Now: h.Tick(), Batch: b}).(*CancelResult); !res.AlreadyCancelled {
 		t.Fatal("second cancel not reported as a no-op")
 	}
 }
 
 func TestUpdateFlowWithBunches(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 4, 16)
-	res := h.must(&CreateBatch{Now: h.tick(), User: "root", BillingProject: "default", NJobs: 4}).(*UpdateResult)
+	w := h.Activate("w", 4, 16)
+	res := h.Must(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", NJobs: 4}).(*UpdateResult)
 	b, u := res.Batch, res.Update
 	if res.Start != 1 || res.N != 4 || res.Committed {
 		t.Fatalf("reservation %+v", res)
 	}
-	if h.batch(b).toAPI().State != "running" {
+	if h.Batch(b).toAPI().State != "running" {
 		t.Fatal("a batch with an open update must be running")
 	}
-	h.must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(3, 2, &Spec{Name: "c", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}, Range{1, 2})}})
-	h.mustFail(&CommitUpdate{Now: h.tick(), Batch: b, Update: u}, ErrInvalid)
+	h.Must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(3, 2, &Spec{Name: "c", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}, Range{1, 2})}})
+	h.MustFail(&CommitUpdate{Now: h.Tick(), Batch: b, Update: u}, ErrInvalid)
 	// A repeated bunch is harmless; an overlapping different one is not.
-	h.must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(3, 2, spec("c", 1), Range{1, 2})}})
-	h.mustFail(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(2, 2, spec("x", 1))}}, ErrConflict)
-	h.mustFail(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(4, 2, spec("x", 1))}}, ErrInvalid)
-	h.must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(1, 1, spec("a", 1)), entry(2, 1, spec("b", 1))}})
-	if h.batch(b).nJobs != 0 {
+	h.Must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(3, 2, spec("c", 1), Range{1, 2})}})
+	h.MustFail(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(2, 2, spec("x", 1))}}, ErrConflict)
+	h.MustFail(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(4, 2, spec("x", 1))}}, ErrInvalid)
+	h.Must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(1, 1, spec("a", 1)), entry(2, 1, spec("b", 1))}})
+	if h.Batch(b).nJobs != 0 {
 		t.Fatal("staged jobs visible before commit")
 	}
-	h.must(&CommitUpdate{Now: h.tick(), Batch: b, Update: u})
-	h.must(&CommitUpdate{Now: h.tick(), Batch: b, Update: u}) // idempotent
-	h.runAll([]uint32{w}, nil)
-	if bt := h.batch(b).toAPI(); bt.NSucceeded != 4 || bt.State != "complete" {
+	h.Must(&CommitUpdate{Now: h.Tick(), Batch: b, Update: u})
+	h.Must(&CommitUpdate{Now: h.Tick(), Batch: b, Update: u}) // idempotent
+	h.RunAll([]uint32{w}, nil)
+	if bt := h.Batch(b).toAPI(); bt.NSucceeded != 4 || bt.State != "complete" {
 		t.Fatalf("after first update: %+v", bt)
 	}
 	// A second update: relative IDs for its own jobs, absolute for earlier ones.
-	r2 := h.must(&CreateUpdate{Now: h.tick(), Batch: b, Jobs: []JobEntry{
+	r2 := h.Must(&CreateUpdate{Now: h.Tick(), Batch: b, Jobs: []JobEntry{
 		{First: 1, Count: 1, Spec: spec("d", 1), BatchParents: []Range{{3, 4}}},
 		{First: 2, Count: 1, Spec: spec("e", 1), Parents: []Range{{1, 1}}},
 	}}).(*UpdateResult)
 	if r2.Start != 5 || r2.Update != 2 {
 		t.Fatalf("second update %+v, want start 5", r2)
 	}
-	if h.state(b, 5) != Ready || h.state(b, 6) != Pending {
-		t.Fatalf("states %s %s, want ready pending", h.state(b, 5), h.state(b, 6))
+	if h.JobState(b, 5) != Ready || h.JobState(b, 6) != Pending {
+		t.Fatalf("states %s %s, want ready pending", h.JobState(b, 5), h.JobState(b, 6))
 	}
-	if h.batch(b).Completed != 0 {
+	if h.Batch(b).Completed != 0 {
 		t.Fatal("batch still complete after a new update")
 	}
-	h.runAll([]uint32{w}, nil)
-	if bt := h.batch(b).toAPI(); bt.NSucceeded != 6 || bt.State != "complete" || bt.NUpdates != 2 {
+	h.RunAll([]uint32{w}, nil)
+	if bt := h.Batch(b).toAPI(); bt.NSucceeded != 6 || bt.State != "complete" || bt.NUpdates != 2 {
 		t.Fatalf("after second update: %+v", bt)
 	}
 	// Batch parents must name committed jobs.
-	h.mustFail(&CreateUpdate{Now: h.tick(), Batch: b, Jobs: []JobEntry{{First: 1, Count: 1, Spec: spec("f", 1), BatchParents: []Range{{6, 9}}}}}, ErrInvalid)
+	h.MustFail(&CreateUpdate{Now: h.Tick(), Batch: b, Jobs: []JobEntry{{First: 1, Count: 1, Spec: spec("f", 1), BatchParents: []Range{{6, 9}}}}}, ErrInvalid)
 }
 
 func TestCommitRejectsCyclesAndBadParents(t *testing.T) {
 	h := newHarness(t)
-	err := h.mustFail(&CreateBatch{Now: h.tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{
+	err := h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{
 		entry(1, 1, spec("a", 1), Range{3, 3}),
 		entry(2, 1, spec("b", 1), Range{1, 1}),
 		entry(3, 1, spec("c", 1), Range{2, 2}),
@@ -221,41 +221,41 @@ func TestCommitRejectsCyclesAndBadParents(t *testing.T) {
 	if !strings.Contains(err.Msg, "cycle") || !strings.Contains(err.Msg, "(a)") || strings.Contains(err.Msg, "(ok)") {
 		t.Fatalf("cycle error %q should name a, b, c but not ok", err.Msg)
 	}
-	h.mustFail(&CreateBatch{Now: h.tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{
+	h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{
 		entry(1, 4, spec("self", 1), Range{2, 2}),
 	}}, ErrInvalid)
-	h.mustFail(&CreateBatch{Now: h.tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{
+	h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{
 		entry(1, 1, spec("a", 1), Range{2, 7}),
 	}}, ErrInvalid)
-	if len(h.s.batches) != 0 {
-		t.Fatalf("rejected creates left %d batches behind", len(h.s.batches))
+	if len(h.S.batches) != 0 {
+		t.Fatalf("rejected creates left %d batches behind", len(h.S.batches))
 	}
 	// A forward reference without a cycle is fine.
-	b := h.createBatch(entry(1, 1, spec("late", 1), Range{2, 2}), entry(2, 1, spec("early", 1)))
-	if h.state(b, 1) != Pending || h.state(b, 2) != Ready {
+	b := h.CreateBatch(entry(1, 1, spec("late", 1), Range{2, 2}), entry(2, 1, spec("early", 1)))
+	if h.JobState(b, 1) != Pending || h.JobState(b, 2) != Ready {
 		t.Fatal("forward dependency not honoured")
 	}
 }
 
 func TestLostInstanceRequeuesAndIgnoresLateEvents(t *testing.T) {
 	h := newHarness(t)
-	w1 := h.activate("w1", 2, 8)
-	b := h.createBatch(entry(1, 2, &Spec{Name: "a", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}))
-	h.schedule()
-	h.must(&Retire{Now: h.tick(), Instance: w1, Reason: "no contact for 30s"})
+	w1 := h.Activate("w1", 2, 8)
+	b := h.CreateBatch(entry(1, 2, &Spec{Name: "a", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}))
+	h.Schedule()
+	h.Must(&Retire{Now: h.Tick(), Instance: w1, Reason: "no contact for 30s"})
 	for j := uint32(1); j <= 2; j++ {
-		if h.state(b, j) != Ready {
-			t.Fatalf("job %d is %s after its instance was lost, want ready", j, h.state(b, j))
+		if h.JobState(b, j) != Ready {
+			t.Fatalf("job %d is %s after its instance was lost, want ready", j, h.JobState(b, j))
 		}
 	}
 	// The old worker's late completion for attempt 1 must not count.
-	res := h.must(&Events{Now: h.tick(), Events: []Event{{Instance: w1, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: 1, End: 2}}}).(*EventsResult)
+	res := h.Must(&Events{Now: h.Tick(), Events: []Event{{Instance: w1, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: 1, End: 2}}}).(*EventsResult)
 	if res.Applied != 0 || res.Ignored != 1 {
 		t.Fatalf("late event result %+v, want ignored", res)
 	}
-	w2 := h.activate("w2", 2, 8)
-	h.runAll([]uint32{w2}, nil)
-	job, _ := h.s.Job(b, 1)
+	w2 := h.Activate("w2", 2, 8)
+	h.RunAll([]uint32{w2}, nil)
+	job, _ := h.S.Job(b, 1)
 	if job.State != "success" || len(job.Attempts) != 2 || job.Attempts[0].State != "lost" || job.Attempts[1].Instance != "w2" {
 		t.Fatalf("job after re-run: %+v", job)
 	}
@@ -263,38 +263,38 @@ func TestLostInstanceRequeuesAndIgnoresLateEvents(t *testing.T) {
 
 func TestReactivationRetiresPreviousIncarnation(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("worker-1", 2, 8)
-	b := h.createBatch(entry(1, 1, spec("a", 1)))
-	h.schedule()
-	res := h.must(&Activate{Now: h.tick(), Name: "worker-1", CPUMilli: 2000, Memory: 8 << 30, TokenHash: "new"}).(*ActivateResult)
+	w := h.Activate("worker-1", 2, 8)
+	b := h.CreateBatch(entry(1, 1, spec("a", 1)))
+	h.Schedule()
+	res := h.Must(&Activate{Now: h.Tick(), Name: "worker-1", CPUMilli: 2000, Memory: 8 << 30, TokenHash: "new"}).(*ActivateResult)
 	if res.Replaced != w || res.Instance == w {
 		t.Fatalf("activation %+v, want a new instance replacing %d", res, w)
 	}
-	if h.state(b, 1) != Ready {
-		t.Fatalf("job on the replaced instance is %s, want ready", h.state(b, 1))
+	if h.JobState(b, 1) != Ready {
+		t.Fatalf("job on the replaced instance is %s, want ready", h.JobState(b, 1))
 	}
-	if v := h.s.WorkerView(w, nil); v.Active {
+	if v := h.S.WorkerView(w, nil); v.Active {
 		t.Fatal("old incarnation still active")
 	}
 }
 
 func TestPlanIsRecheckedAtApply(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 2, 8)
-	b := h.createBatch(entry(1, 4, &Spec{Name: "a", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}))
+	w := h.Activate("w", 2, 8)
+	b := h.CreateBatch(entry(1, 4, &Spec{Name: "a", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1 << 30}))
 	// A plan that puts 4 one-core jobs on a 2-core instance places only 2.
-	res := h.must(&Plan{Now: h.tick(), Placements: []Placement{{Batch: b, First: 1, Count: 4, Attempt: 1, Instance: w}}}).(*PlanResult)
+	res := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{{Batch: b, First: 1, Count: 4, Attempt: 1, Instance: w}}}).(*PlanResult)
 	if res.Placed != 2 || res.Rejected != 2 {
 		t.Fatalf("plan result %+v, want 2 placed 2 rejected", res)
 	}
 	// The same plan again (a second scheduler, a retried entry) places nothing.
-	h.complete(w, nil)
-	res = h.must(&Plan{Now: h.tick(), Placements: []Placement{{Batch: b, First: 1, Count: 2, Attempt: 1, Instance: w}}}).(*PlanResult)
+	h.Complete(w, nil)
+	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{{Batch: b, First: 1, Count: 2, Attempt: 1, Instance: w}}}).(*PlanResult)
 	if res.Placed != 0 {
 		t.Fatalf("replayed plan placed %d", res.Placed)
 	}
 	// Wrong attempt, unknown instance, unknown batch.
-	res = h.must(&Plan{Now: h.tick(), Placements: []Placement{
+	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{
 		{Batch: b, First: 3, Count: 1, Attempt: 2, Instance: w},
 		{Batch: b, First: 3, Count: 1, Attempt: 1, Instance: 99},
 		{Batch: 99, First: 1, Count: 1, Attempt: 1, Instance: w},
@@ -303,72 +303,72 @@ func TestPlanIsRecheckedAtApply(t *testing.T) {
 		t.Fatalf("bad placements %+v", res)
 	}
 	// Placing the middle of a run splits the ready queue correctly.
-	res = h.must(&Plan{Now: h.tick(), Placements: []Placement{{Batch: b, First: 4, Count: 1, Attempt: 1, Instance: w}}}).(*PlanResult)
-	if res.Placed != 1 || h.state(b, 3) != Ready {
-		t.Fatalf("placing job 4: %+v, job 3 %s", res, h.state(b, 3))
+	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{{Batch: b, First: 4, Count: 1, Attempt: 1, Instance: w}}}).(*PlanResult)
+	if res.Placed != 1 || h.JobState(b, 3) != Ready {
+		t.Fatalf("placing job 4: %+v, job 3 %s", res, h.JobState(b, 3))
 	}
 }
 
 func TestEventsAreIdempotent(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 1, 8)
-	b := h.createBatch(entry(1, 1, spec("a", 1)), entry(2, 1, spec("b", 1), Range{1, 1}))
-	h.schedule()
+	w := h.Activate("w", 1, 8)
+	b := h.CreateBatch(entry(1, 1, spec("a", 1)), entry(2, 1, spec("b", 1), Range{1, 1}))
+	h.Schedule()
 	ev := Event{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeFailed, Exit: 3, Start: 10, End: 20}
 	start := ev
 	start.Started, start.Outcome = true, OutcomeNone
-	h.must(&Events{Now: h.tick(), Events: []Event{start, start}})
-	first := h.must(&Events{Now: h.tick(), Events: []Event{ev}}).(*EventsResult)
-	again := h.must(&Events{Now: h.tick(), Events: []Event{ev, start}}).(*EventsResult)
+	h.Must(&Events{Now: h.Tick(), Events: []Event{start, start}})
+	first := h.Must(&Events{Now: h.Tick(), Events: []Event{ev}}).(*EventsResult)
+	again := h.Must(&Events{Now: h.Tick(), Events: []Event{ev, start}}).(*EventsResult)
 	if first.Applied != 1 || again.Applied != 0 {
 		t.Fatalf("first %+v again %+v", first, again)
 	}
-	if bt := h.batch(b).toAPI(); bt.NFailed != 1 || bt.NCancelled != 1 || bt.NCompleted != 2 {
+	if bt := h.Batch(b).toAPI(); bt.NFailed != 1 || bt.NCancelled != 1 || bt.NCompleted != 2 {
 		t.Fatalf("batch %+v", bt)
 	}
 }
 
 func TestIdempotencyKeyAndPermissions(t *testing.T) {
 	h := newHarness(t)
-	h.must(&CreateUser{Now: h.tick(), Name: "alice", TokenHash: "alice-hash"})
-	h.must(&CreateUser{Now: h.tick(), Name: "bob", TokenHash: "bob-hash"})
-	h.mustFail(&CreateUser{Now: h.tick(), Name: "alice", TokenHash: "x"}, ErrConflict)
-	h.mustFail(&CreateUser{Now: h.tick(), Name: "no spaces", TokenHash: "x"}, ErrInvalid)
-	h.must(&CreateBillingProject{Now: h.tick(), Name: "genomics", Members: []string{"alice"}})
-	h.mustFail(&CreateBillingProject{Now: h.tick(), Name: "other", Members: []string{"carol"}}, ErrNotFound)
-	create := &CreateBatch{Now: h.tick(), User: "alice", BillingProject: "genomics", Key: "k1", Jobs: []JobEntry{entry(1, 1, spec("a", 1))}}
-	r1 := h.must(create).(*UpdateResult)
-	r2 := h.must(create).(*UpdateResult)
-	if r1.Batch != r2.Batch || !r2.Existing || len(h.s.batches) != 1 {
+	h.Must(&CreateUser{Now: h.Tick(), Name: "alice", TokenHash: "alice-hash"})
+	h.Must(&CreateUser{Now: h.Tick(), Name: "bob", TokenHash: "bob-hash"})
+	h.MustFail(&CreateUser{Now: h.Tick(), Name: "alice", TokenHash: "x"}, ErrConflict)
+	h.MustFail(&CreateUser{Now: h.Tick(), Name: "no spaces", TokenHash: "x"}, ErrInvalid)
+	h.Must(&CreateBillingProject{Now: h.Tick(), Name: "genomics", Members: []string{"alice"}})
+	h.MustFail(&CreateBillingProject{Now: h.Tick(), Name: "other", Members: []string{"carol"}}, ErrNotFound)
+	create := &CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "genomics", Key: "k1", Jobs: []JobEntry{entry(1, 1, spec("a", 1))}}
+	r1 := h.Must(create).(*UpdateResult)
+	r2 := h.Must(create).(*UpdateResult)
+	if r1.Batch != r2.Batch || !r2.Existing || len(h.S.batches) != 1 {
 		t.Fatalf("retried create made a second batch: %+v %+v", r1, r2)
 	}
-	err := h.mustFail(&CreateBatch{Now: h.tick(), User: "bob", BillingProject: "genomics", Jobs: []JobEntry{entry(1, 1, spec("a", 1))}}, ErrForbidden)
+	err := h.MustFail(&CreateBatch{Now: h.Tick(), User: "bob", BillingProject: "genomics", Jobs: []JobEntry{entry(1, 1, spec("a", 1))}}, ErrForbidden)
 	if !strings.Contains(err.Msg, "not a member") {
 		t.Fatalf("message %q", err.Msg)
 	}
-	if h.s.Access(r1.Batch, Viewer{Name: "bob"}) != Hidden || h.s.Access(r1.Batch, Viewer{Name: "alice"}) != Visible ||
-		h.s.Access(r1.Batch, Viewer{Name: "root", Admin: true}) != Visible || h.s.Access(42, Viewer{Name: "alice"}) != NoBatch {
+	if h.S.Access(r1.Batch, Viewer{Name: "bob"}) != Hidden || h.S.Access(r1.Batch, Viewer{Name: "alice"}) != Visible ||
+		h.S.Access(r1.Batch, Viewer{Name: "root", Admin: true}) != Visible || h.S.Access(42, Viewer{Name: "alice"}) != NoBatch {
 		t.Fatal("wrong visibility")
 	}
-	h.must(&SetMember{Project: "genomics", User: "bob", Member: true})
-	if h.s.Access(r1.Batch, Viewer{Name: "bob"}) != Visible {
+	h.Must(&SetMember{Project: "genomics", User: "bob", Member: true})
+	if h.S.Access(r1.Batch, Viewer{Name: "bob"}) != Visible {
 		t.Fatal("new member cannot see the project's batch")
 	}
-	h.must(&SetMember{Project: "genomics", User: "alice", Member: false})
-	if h.s.Access(r1.Batch, Viewer{Name: "alice"}) != Hidden {
+	h.Must(&SetMember{Project: "genomics", User: "alice", Member: false})
+	if h.S.Access(r1.Batch, Viewer{Name: "alice"}) != Hidden {
 		t.Fatal("removed member still sees the batch")
 	}
-	if list := h.s.ListBatches(Viewer{Name: "alice"}, func(*Batch) bool { return true }, 0); len(list.Batches) != 0 {
+	if list := h.S.ListBatches(Viewer{Name: "alice"}, func(*Batch) bool { return true }, 0); len(list.Batches) != 0 {
 		t.Fatalf("alice lists %d batches after removal", len(list.Batches))
 	}
-	if res := h.must(&Bootstrap{Now: h.tick(), Admin: "root2", TokenHash: "r2"}).(*BootstrapResult); res.Created {
+	if res := h.Must(&Bootstrap{Now: h.Tick(), Admin: "root2", TokenHash: "r2"}).(*BootstrapResult); res.Created {
 		t.Fatal("second bootstrap created another admin")
 	}
 }
 
 func TestLongOneToOneChainIsFast(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 64, 1024)
+	w := h.Activate("w", 64, 1024)
 	const n = 20000
 	entries := make([]JobEntry, 0, 2*n)
 	for i := uint32(1); i <= n; i++ {
@@ -377,68 +377,67 @@ func TestLongOneToOneChainIsFast(t *testing.T) {
 	for i := uint32(1); i <= n; i++ {
 		entries = append(entries, entry(n+i, 1, spec("b", 0.1), Range{i, i}))
 	}
-	b := h.s.Apply(1000, &CreateBatch{Now: h.tick(), User: "root", BillingProject: "default", Jobs: entries}).(*UpdateResult).Batch
-	for round := 0; h.batch(b).Completed == 0 && round < 1000; round++ {
-		out := h.s.SchedulingInput(0)
-		plan := h.s.Apply(0, PlanFromSchedule(schedulerSchedule(out), h.tick())).(*PlanResult)
-		v := h.s.WorkerView(w, nil)
+	b := h.S.Apply(1000, &CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Jobs: entries}).(*UpdateResult).Batch
+	for round := 0; h.Batch(b).Completed == 0 && round < 1000; round++ {
+		plan := h.S.Apply(0, h.Plan()).(*PlanResult)
+		v := h.S.WorkerView(w, nil)
 		evs := make([]Event, 0, len(v.Assign))
 		for _, a := range v.Assign {
 			evs = append(evs, Event{Instance: w, Batch: a.Batch, Job: a.Job, Attempt: a.Attempt, Outcome: OutcomeSuccess, Start: 1, End: 2})
 		}
-		h.s.Apply(0, &Events{Now: h.tick(), Events: evs})
+		h.S.Apply(0, &Events{Now: h.Tick(), Events: evs})
 		if plan.Placed == 0 && len(evs) == 0 {
 			t.Fatal("stuck")
 		}
 	}
-	checkInvariants(t, h.s)
-	if bt := h.batch(b).toAPI(); bt.NSucceeded != 2*n {
+	checkInvariants(t, h.S)
+	if bt := h.Batch(b).toAPI(); bt.NSucceeded != 2*n {
 		t.Fatalf("%+v", bt)
 	}
 }
 
 func TestSnapshotRoundTripAndDeterminism(t *testing.T) {
 	h := newHarness(t)
-	w1 := h.activate("w1", 3, 8)
-	w2 := h.activate("w2", 2, 8)
-	h.must(&CreateUser{Now: h.tick(), Name: "alice", TokenHash: "ah"})
-	h.must(&CreateBillingProject{Now: h.tick(), Name: "lab", Members: []string{"alice", "root"}})
+	w1 := h.Activate("w1", 3, 8)
+	w2 := h.Activate("w2", 2, 8)
+	h.Must(&CreateUser{Now: h.Tick(), Name: "alice", TokenHash: "ah"})
+	h.Must(&CreateBillingProject{Now: h.Tick(), Name: "lab", Members: []string{"alice", "root"}})
 	s := spec("flaky", 0.5)
 	s.Retries = 1
 	s.Env = map[string]string{"B": "2", "A": "1"}
 	s.Attributes = map[string]string{"k": "v"}
-	b1 := h.createBatch(entry(1, 6, &Spec{Name: "arr", Array: true, Command: []string{"x"}, CPUMilli: 500, Memory: 1 << 20}), entry(7, 1, s, Range{1, 6}))
-	h.must(&CreateBatch{Now: h.tick(), User: "alice", BillingProject: "lab", NJobs: 10, Key: "open",
+	b1 := h.CreateBatch(entry(1, 6, &Spec{Name: "arr", Array: true, Command: []string{"x"}, CPUMilli: 500, Memory: 1 << 20}), entry(7, 1, s, Range{1, 6}))
+	h.Must(&CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "lab", NJobs: 10, Key: "open",
 		Attributes: map[string]string{"sample": "NA1"}})
-	h.must(&AddJobs{Batch: 2, Update: 1, Jobs: []JobEntry{entry(2, 3, spec("part", 1))}})
-	h.schedule()
-	h.complete(w1, func(uint64, uint32) Outcome { return OutcomeError })
-	h.schedule()
-	h.must(&Retire{Now: h.tick(), Instance: w2, Reason: "test"})
-	b3 := h.createBatch(entry(1, 3, spec("c", 1)))
-	h.must(&CancelBatch{Now: h.tick(), Batch: b3, Reason: "because"})
+	h.Must(&AddJobs{Batch: 2, Update: 1, Jobs: []JobEntry{entry(2, 3, spec("part", 1))}})
+	h.Schedule()
+	h.Complete(w1, func(uint64, uint32) Outcome { return OutcomeError })
+	h.Schedule()
+	h.Must(&Retire{Now: h.Tick(), Instance: w2, Reason: "test"})
+	b3 := h.CreateBatch(entry(1, 3, spec("c", 1)))
+	h.Must(&CancelBatch{Now: h.Tick(), Batch: b3, Reason: "because"})
 
-	orig := snapshotBytes(t, h.s)
+	orig := SnapshotBytes(t, h.S)
 	restored := New()
 	if err := restored.Restore(bytes.NewReader(orig)); err != nil {
 		t.Fatal(err)
 	}
 	checkInvariants(t, restored)
-	if again := snapshotBytes(t, restored); !bytes.Equal(orig, again) {
+	if again := SnapshotBytes(t, restored); !bytes.Equal(orig, again) {
 		t.Fatalf("snapshot of restored state differs (%d vs %d bytes)", len(orig), len(again))
 	}
-	if replayed := snapshotBytes(t, h.replay()); !bytes.Equal(orig, replayed) {
+	if replayed := SnapshotBytes(t, h.Replay()); !bytes.Equal(orig, replayed) {
 		t.Fatal("replaying the log gives a different state")
 	}
 	// The restored state carries on exactly like the original.
-	h2 := &harness{t: t, s: restored, now: h.now, log: h.log}
-	for _, hh := range []*harness{h, h2} {
-		hh.runAll([]uint32{w1}, nil)
+	h2 := &Harness{T: t, S: restored, Now: h.Now, Log: h.Log, Planner: h.Planner}
+	for _, hh := range []*Harness{h, h2} {
+		hh.RunAll([]uint32{w1}, nil)
 	}
-	if !bytes.Equal(snapshotBytes(t, h.s), snapshotBytes(t, h2.s)) {
+	if !bytes.Equal(SnapshotBytes(t, h.S), SnapshotBytes(t, h2.S)) {
 		t.Fatal("original and restored states diverged")
 	}
-	if bt := h2.batch(b1).toAPI(); bt.State != "complete" || bt.NCompleted != 7 || bt.NError == 0 {
+	if bt := h2.Batch(b1).toAPI(); bt.State != "complete" || bt.NCompleted != 7 || bt.NError == 0 {
 		t.Fatalf("batch after restore %+v", bt)
 	}
 }
@@ -458,11 +457,11 @@ func TestDecodeRejectsUnknownCommands(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	h := newHarness(t)
-	w := h.activate("w", 4, 8)
+	w := h.Activate("w", 4, 8)
 	s := spec("tagged", 1)
 	s.Attributes = map[string]string{"shard": "7"}
-	b := h.createBatch(entry(1, 3, &Spec{Name: "arr", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}), entry(4, 1, s))
-	h.runAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
+	b := h.CreateBatch(entry(1, 3, &Spec{Name: "arr", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}), entry(4, 1, s))
+	h.RunAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
 		if j == 2 {
 			return OutcomeFailed
 		}
@@ -483,7 +482,7 @@ func TestFilters(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", q, err)
 		}
-		list, _ := h.s.ListJobs(b, f, 0)
+		list, _ := h.S.ListJobs(b, f, 0)
 		var got []int64
 		for _, j := range list.Jobs {
 			got = append(got, j.JobID)
@@ -511,7 +510,7 @@ func TestFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(h.s.ListBatches(Viewer{Name: "root", Admin: true}, f, 0).Batches); got != n {
+		if got := len(h.S.ListBatches(Viewer{Name: "root", Admin: true}, f, 0).Batches); got != n {
 			t.Errorf("batch filter %q: %d batches, want %d", q, got, n)
 		}
 	}
@@ -520,14 +519,14 @@ func TestFilters(t *testing.T) {
 func TestPaging(t *testing.T) {
 	h := newHarness(t)
 	for i := 0; i < 120; i++ {
-		h.createBatch(entry(1, 1, spec("a", 1)))
+		h.CreateBatch(entry(1, 1, spec("a", 1)))
 	}
-	b := h.createBatch(entry(1, 130, &Spec{Name: "arr", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}))
+	b := h.CreateBatch(entry(1, 130, &Spec{Name: "arr", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}))
 	all := func(*Batch) bool { return true }
 	seen := 0
 	var last uint64
 	for pages := 0; ; pages++ {
-		list := h.s.ListBatches(Viewer{Name: "root", Admin: true}, all, last)
+		list := h.S.ListBatches(Viewer{Name: "root", Admin: true}, all, last)
 		for _, bt := range list.Batches {
 			if last != 0 && uint64(bt.ID) >= last {
 				t.Fatalf("page not descending: %d after %d", bt.ID, last)
@@ -549,7 +548,7 @@ func TestPaging(t *testing.T) {
 	var jobs int
 	var lastJob uint32
 	for {
-		list, _ := h.s.ListJobs(b, jf, lastJob)
+		list, _ := h.S.ListJobs(b, jf, lastJob)
 		jobs += len(list.Jobs)
 		if list.LastID == 0 {
 			break

@@ -6,9 +6,12 @@ import (
 	"github.com/google/btree"
 )
 
-// Instance is a worker with free resources.
+// Instance is a worker: its size and what is free on it now. A size below
+// what is free (or left zero) reads as the free amount.
 type Instance struct {
 	ID        uint32
+	CPUMilli  int64
+	Memory    int64
 	FreeMilli int64
 	FreeMem   int64
 }
@@ -58,16 +61,33 @@ type UserResult struct {
 	NotPlaced int   // jobs looked at that fit on no instance
 }
 
+// Unplaced is a run, or the tail of one, that fit on no instance, and why.
+type Unplaced struct {
+	User  string
+	Batch uint64
+	First uint32
+	Count uint32
+	Why   Explanation
+}
+
 // Output is a scheduling round's decision.
 type Output struct {
 	Placements []Placement
 	Jobs       int
 	Users      []UserResult
+	// Unplaced lists the runs the round looked at and could place nowhere,
+	// in the order it met them.
+	Unplaced []Unplaced
 }
+
+// maxExplained bounds the distinct job sizes one round explains by walking
+// every instance; past it, a size reuses the explanation of a smaller size
+// that also failed.
+const maxExplained = 64
 
 type slot struct {
 	free, mem int64
-	id        uint32
+	idx       int32 // into packer.cands
 }
 
 func slotLess(a, b slot) bool {
@@ -77,46 +97,75 @@ func slotLess(a, b slot) bool {
 	if a.mem != b.mem {
 		return a.mem < b.mem
 	}
-	return a.id < b.id
+	return a.idx < b.idx
 }
 
-// packer finds the instance with the least free cores that still fits a job
-// (best fit), which keeps large holes for large jobs.
+// failure is a job size that fit nowhere this round, and why.
+type failure struct {
+	cpu, mem int64
+	why      Explanation
+}
+
+// packer finds the instance with the least free cores that fits a job and
+// passes the extra filters (best fit), which keeps large holes for large
+// jobs. The tree only holds instances with resources free and is searched
+// from the job's size up, so DefaultChain holds for whatever it finds; the
+// whole chain only runs to explain a failure.
 type packer struct {
-	tree   *btree.BTreeG[slot]
-	failed [][2]int64 // sizes that fit nowhere this round
+	filters []Filter
+	chain   []Filter // filters, then DefaultChain
+	cands   []Candidate
+	tree    *btree.BTreeG[slot] // candidates with cores and memory free
+	failed  []failure
 }
 
-func newPacker(insts []Instance) *packer {
-	p := &packer{tree: btree.NewG(16, slotLess)}
-	for _, in := range insts {
-		if in.FreeMilli > 0 && in.FreeMem > 0 {
-			p.tree.ReplaceOrInsert(slot{in.FreeMilli, in.FreeMem, in.ID})
+func newPacker(filters []Filter, insts []Instance) *packer {
+	chain := append(filters[:len(filters):len(filters)], DefaultChain...)
+	p := &packer{filters: filters, chain: chain, cands: make([]Candidate, len(insts)), tree: btree.NewG(16, slotLess)}
+	for i, in := range insts {
+		free, mem := max(in.FreeMilli, 0), max(in.FreeMem, 0)
+		p.cands[i] = Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free), Memory: max(in.Memory, mem), FreeMilli: free, FreeMem: mem}
+		if free > 0 && mem > 0 {
+			p.tree.ReplaceOrInsert(slot{free, mem, int32(i)})
 		}
 	}
 	return p
 }
 
-// fit returns the best-fit instance for a job of the given size.
-func (p *packer) fit(cpu, mem int64) (slot, bool) {
-	for _, f := range p.failed {
-		if cpu >= f[0] && mem >= f[1] {
-			return slot{}, false
+// fit returns the best-fit instance for one job of the run, or why there is
+// none.
+func (p *packer) fit(r *Run) (slot, Explanation, bool) {
+	known := -1
+	for i, f := range p.failed {
+		if f.cpu == r.CPUMilli && f.mem == r.Memory {
+			return slot{}, f.why, false
 		}
+		// Free resources only shrink during a round: a job at least as large
+		// as one that failed fails too.
+		if known < 0 && r.CPUMilli >= f.cpu && r.Memory >= f.mem {
+			known = i
+		}
+	}
+	if known >= 0 && len(p.failed) >= maxExplained {
+		return slot{}, p.failed[known].why, false
 	}
 	var found slot
 	ok := false
-	p.tree.AscendGreaterOrEqual(slot{free: cpu}, func(s slot) bool {
-		if s.mem >= mem {
-			found, ok = s, true
-			return false
-		}
-		return true
-	})
-	if !ok {
-		p.failed = append(p.failed, [2]int64{cpu, mem})
+	if known < 0 {
+		p.tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
+			if s.mem >= r.Memory && (len(p.filters) == 0 || rejects(p.filters, &p.cands[s.idx], r) == 0) {
+				found, ok = s, true
+				return false
+			}
+			return true
+		})
 	}
-	return found, ok
+	if !ok {
+		why := explain(p.chain, p.cands, r)
+		p.failed = append(p.failed, failure{r.CPUMilli, r.Memory, why})
+		return slot{}, why, false
+	}
+	return found, Explanation{}, true
 }
 
 // take removes n jobs' worth of resources from an instance.
@@ -124,6 +173,8 @@ func (p *packer) take(s slot, n, cpu, mem int64) {
 	p.tree.Delete(s)
 	s.free -= n * cpu
 	s.mem -= n * mem
+	c := &p.cands[s.idx]
+	c.FreeMilli, c.FreeMem = s.free, s.mem
 	if s.free > 0 && s.mem > 0 {
 		p.tree.ReplaceOrInsert(s)
 	}
@@ -133,7 +184,16 @@ func (p *packer) take(s slot, n, cpu, mem int64) {
 // places each user's Ready jobs until the user's share is used, then offers
 // what is left over to the same order again so no core idles while a job
 // that fits is waiting.
+//
+// Runs that fit nowhere are listed in Output.Unplaced with the reasons of
+// DefaultChain.
 func Schedule(in *Input) *Output {
+	return ScheduleWith(nil, in)
+}
+
+// ScheduleWith is Schedule with more filters checked before DefaultChain's
+// (which always apply): they can only narrow the instances a job may use.
+func ScheduleWith(filters []Filter, in *Input) *Output {
 	out := &Output{}
 	var free int64
 	for _, inst := range in.Instances {
@@ -162,7 +222,7 @@ func Schedule(in *Input) *Output {
 	for i, u := range in.Users {
 		out.Users[i] = UserResult{Name: u.Name, Share: shares[i]}
 	}
-	p := newPacker(in.Instances)
+	p := newPacker(filters, in.Instances)
 	// progress[u] = (run index, jobs of that run already placed)
 	type cursor struct {
 		run  int
@@ -183,9 +243,13 @@ func Schedule(in *Input) *Output {
 					break
 				}
 				run := &u.Runs[c.run]
-				s, ok := p.fit(run.CPUMilli, run.Memory)
+				s, why, ok := p.fit(run)
 				if !ok {
 					res.NotPlaced += int(run.Count - c.done)
+					out.Unplaced = append(out.Unplaced, Unplaced{
+						User: u.Name, Batch: run.Batch, First: run.First + c.done,
+						Count: run.Count - c.done, Why: why,
+					})
 					c.run++
 					c.done = 0
 					continue
@@ -209,7 +273,7 @@ func Schedule(in *Input) *Output {
 				p.take(s, n, run.CPUMilli, run.Memory)
 				out.Placements = append(out.Placements, Placement{
 					Batch: run.Batch, First: run.First + c.done, Count: uint32(n),
-					Attempt: run.Attempt, Instance: s.id,
+					Attempt: run.Attempt, Instance: p.cands[s.idx].ID,
 				})
 				out.Jobs += int(n)
 				res.Placed += n * run.CPUMilli

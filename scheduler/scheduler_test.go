@@ -70,8 +70,9 @@ func TestFairShareProperties(t *testing.T) {
 	}
 }
 
-func run(batch uint64, first, count uint32, cpu float64) Run {
-	return Run{Batch: batch, First: first, Count: count, Attempt: 1, CPUMilli: int64(cpu * 1000), Memory: 1 << 30}
+// oneCore is a run of one-core, 1 GiB jobs.
+func oneCore(batch uint64, first, count uint32) Run {
+	return NewRun(batch, first, count, Cores(1), GiB)
 }
 
 func placedPerUser(out *Output, in *Input) map[string]int64 {
@@ -89,28 +90,25 @@ func placedPerUser(out *Output, in *Input) map[string]int64 {
 }
 
 func TestScheduleSplitsFairly(t *testing.T) {
-	in := &Input{
-		Instances: []Instance{{1, 8000, 64 << 30}, {2, 2000, 64 << 30}},
-		Users: []User{
-			{Name: "alice", ReadyMilli: 100_000, Runs: []Run{run(1, 1, 100, 1)}},
-			{Name: "bob", ReadyMilli: 100_000, Runs: []Run{run(2, 1, 100, 1)}},
-		},
-	}
+	in := NewInput().Instance(1, Cores(8), 64*GiB).Instance(2, Cores(2), 64*GiB).
+		User("alice", 0, oneCore(1, 1, 100)).
+		User("bob", 0, oneCore(2, 1, 100)).Build()
 	out := Schedule(in)
 	got := placedPerUser(out, in)
 	if got["alice"] != 5 || got["bob"] != 5 || out.Jobs != 10 {
 		t.Fatalf("placed %v (%d jobs), want 5 each", got, out.Jobs)
 	}
+	// The rest waits because the cores are taken, not because it is too big.
+	if len(out.Unplaced) != 2 || out.Unplaced[0].First != 6 || out.Unplaced[0].Count != 95 ||
+		out.Unplaced[1].Why.Count(ReasonCPUFree) != 2 || len(out.Unplaced[1].Why.Filtered) != 1 {
+		t.Fatalf("unplaced %+v, want both tails waiting for busy cores", out.Unplaced)
+	}
 }
 
 func TestScheduleFavoursUserWithFewestRunning(t *testing.T) {
-	in := &Input{
-		Instances: []Instance{{1, 4000, 64 << 30}},
-		Users: []User{
-			{Name: "busy", RunningMilli: 20_000, ReadyMilli: 50_000, Runs: []Run{run(1, 1, 50, 1)}},
-			{Name: "idle", ReadyMilli: 50_000, Runs: []Run{run(2, 1, 50, 1)}},
-		},
-	}
+	in := NewInput().Instance(1, Cores(4), 64*GiB).
+		User("busy", Cores(20), oneCore(1, 1, 50)).
+		User("idle", 0, oneCore(2, 1, 50)).Build()
 	got := placedPerUser(Schedule(in), in)
 	if got["idle"] != 4 || got["busy"] != 0 {
 		t.Fatalf("placed %v, want all 4 cores to the idle user", got)
@@ -118,12 +116,11 @@ func TestScheduleFavoursUserWithFewestRunning(t *testing.T) {
 }
 
 func TestScheduleBestFitAndMemory(t *testing.T) {
-	in := &Input{
-		Instances: []Instance{{1, 4000, 64 << 30}, {2, 2000, 64 << 30}, {3, 8000, 1 << 30}},
-		Users: []User{{Name: "u", ReadyMilli: 2000, Runs: []Run{
-			{Batch: 1, First: 1, Count: 1, Attempt: 1, CPUMilli: 2000, Memory: 2 << 30},
-		}}},
-	}
+	in := NewInput().
+		Instance(1, Cores(4), 64*GiB).
+		Instance(2, Cores(2), 64*GiB).
+		Instance(3, Cores(8), GiB).
+		User("u", 0, NewRun(1, 1, 1, Cores(2), 2*GiB)).Build()
 	out := Schedule(in)
 	if len(out.Placements) != 1 || out.Placements[0].Instance != 2 {
 		t.Fatalf("placements %+v: want the 2-core instance (best fit; instance 3 lacks memory)", out.Placements)
@@ -131,24 +128,100 @@ func TestScheduleBestFitAndMemory(t *testing.T) {
 }
 
 func TestScheduleReportsJobsThatFitNowhereAndBackfills(t *testing.T) {
-	in := &Input{
-		Instances: []Instance{{1, 4000, 64 << 30}},
-		Users:     []User{{Name: "u", ReadyMilli: 20_000, Runs: []Run{run(1, 1, 2, 8), run(1, 3, 3, 1)}}},
-	}
+	in := NewInput().Instance(1, Cores(4), 64*GiB).
+		User("u", 0, NewRun(1, 1, 2, Cores(8), GiB), oneCore(1, 3, 3)).Build()
 	out := Schedule(in)
 	if out.Users[0].NotPlaced != 2 || out.Jobs != 3 {
 		t.Fatalf("not placed %d, placed %d: want the 2 big jobs skipped and the 3 small ones placed", out.Users[0].NotPlaced, out.Jobs)
 	}
+	want := Unplaced{User: "u", Batch: 1, First: 1, Count: 2,
+		Why: Explanation{Instances: 1, Filtered: []ReasonCount{{ReasonCPUCapacity, 1}}}}
+	if len(out.Unplaced) != 1 || fmt.Sprint(out.Unplaced[0]) != fmt.Sprint(want) {
+		t.Fatalf("unplaced %+v, want %+v", out.Unplaced, want)
+	}
+}
+
+// TestScheduleExplainsWhyARunWaits checks that the chain tells instances
+// too small for a job apart from instances too busy for it, and counts each
+// instance once, against the first filter that rejects it.
+func TestScheduleExplainsWhyARunWaits(t *testing.T) {
+	in := NewInput().
+		Instance(1, Cores(2), 64*GiB).                         // too few cores in all
+		Instance(2, Cores(16), 4*GiB).                         // too little memory in all
+		Instance(3, Cores(16), 64*GiB).Free(Cores(1), 60*GiB). // cores busy
+		Instance(4, Cores(16), 64*GiB).Free(Cores(8), 2*GiB).  // memory busy
+		Instance(5, Cores(2), 2*GiB).Free(0, 0).               // small and full: capacity wins
+		Instance(6, Cores(16), 64*GiB).Free(Cores(3), 64*GiB). // takes 3 of the small jobs
+		User("big", 0, NewRun(7, 1, 5, Cores(4), 8*GiB)).
+		User("small", Cores(100), oneCore(8, 1, 3)).Build()
+	out := Schedule(in)
+	if out.Jobs != 3 {
+		t.Fatalf("placed %d jobs, want the 3 small ones", out.Jobs)
+	}
+	if len(out.Unplaced) != 1 {
+		t.Fatalf("unplaced %+v, want the big user's run only", out.Unplaced)
+	}
+	u := out.Unplaced[0]
+	if u.User != "big" || u.Batch != 7 || u.First != 1 || u.Count != 5 || u.Why.Instances != 6 {
+		t.Fatalf("unplaced %+v", u)
+	}
+	for r, n := range map[Reason]int{ReasonCPUCapacity: 2, ReasonMemoryCapacity: 1, ReasonCPUFree: 2, ReasonMemoryFree: 1} {
+		if got := u.Why.Count(r); got != n {
+			t.Errorf("%v: %d instances, want %d (%+v)", r, got, n, u.Why)
+		}
+	}
+}
+
+// TestScheduleExplanationSeesEarlierPlacements: a job that fit before the
+// round placed others is explained with what is free after them.
+func TestScheduleExplanationSeesEarlierPlacements(t *testing.T) {
+	in := NewInput().Instance(1, Cores(4), 64*GiB).
+		User("a", 0, NewRun(1, 1, 1, Cores(3), GiB)).
+		User("b", Cores(1), NewRun(2, 1, 1, Cores(2), GiB)).Build()
+	out := Schedule(in)
+	if out.Jobs != 1 || len(out.Unplaced) != 1 || out.Unplaced[0].User != "b" {
+		t.Fatalf("placed %d, unplaced %+v: want a placed and b waiting", out.Jobs, out.Unplaced)
+	}
+	if n := out.Unplaced[0].Why.Count(ReasonCPUFree); n != 1 {
+		t.Fatalf("why %+v: want the one instance counted as cores busy", out.Unplaced[0].Why)
+	}
+}
+
+// zoneFilter is a chain link a later issue might add: only some instances
+// may take a batch's jobs.
+type zoneFilter map[uint32]bool
+
+func (z zoneFilter) Reason() Reason                     { return 200 }
+func (z zoneFilter) Feasible(c *Candidate, _ *Run) bool { return z[c.ID] }
+
+func TestScheduleWithCustomChain(t *testing.T) {
+	in := NewInput().Instance(1, Cores(8), 64*GiB).Instance(2, Cores(4), 64*GiB).
+		User("u", 0, oneCore(1, 1, 6)).Build()
+	out := ScheduleWith([]Filter{zoneFilter{1: true}}, in)
+	for _, p := range out.Placements {
+		if p.Instance != 1 {
+			t.Fatalf("placement %+v on an instance the chain refuses", p)
+		}
+	}
+	if out.Jobs != 6 {
+		t.Fatalf("placed %d, want 6 on instance 1", out.Jobs)
+	}
+	// The resource links always apply after the extra ones.
+	in = NewInput().Instance(1, Cores(8), 64*GiB).Free(0, 0).User("u", 0, oneCore(1, 1, 1)).Build()
+	in.Instances = append(in.Instances, Instance{ID: 2, CPUMilli: Cores(8), Memory: 64 * GiB, FreeMilli: Cores(1) / 2, FreeMem: GiB})
+	out = ScheduleWith([]Filter{zoneFilter{1: true, 2: true}}, in)
+	if out.Jobs != 0 || len(out.Unplaced) != 1 || out.Unplaced[0].Why.Count(ReasonCPUFree) != 2 {
+		t.Fatalf("placed %d, unplaced %+v", out.Jobs, out.Unplaced)
+	}
+	if got := Reason(200).String(); got != "reason(200)" {
+		t.Fatalf("unknown reason prints %q", got)
+	}
 }
 
 func TestScheduleStartsOneJobWhenShareIsSmallerThanAJob(t *testing.T) {
-	in := &Input{
-		Instances: []Instance{{1, 3000, 64 << 30}},
-		Users: []User{
-			{Name: "a", ReadyMilli: 20_000, Runs: []Run{run(1, 1, 10, 2)}},
-			{Name: "b", ReadyMilli: 20_000, Runs: []Run{run(2, 1, 10, 2)}},
-		},
-	}
+	in := NewInput().Instance(1, Cores(3), 64*GiB).
+		User("a", 0, NewRun(1, 1, 10, Cores(2), GiB)).
+		User("b", 0, NewRun(2, 1, 10, Cores(2), GiB)).Build()
 	// Shares are 1.5 cores each; jobs need 2. One job must still start.
 	out := Schedule(in)
 	if out.Jobs != 1 {
@@ -157,14 +230,10 @@ func TestScheduleStartsOneJobWhenShareIsSmallerThanAJob(t *testing.T) {
 }
 
 func TestScheduleUsesLeftoversAndRespectsLimit(t *testing.T) {
-	in := &Input{
-		Instances: []Instance{{1, 10_000, 64 << 30}},
-		Users: []User{
-			// a wants one core; b's share is then 9 and it gets them all.
-			{Name: "a", ReadyMilli: 1000, Runs: []Run{run(1, 1, 1, 1)}},
-			{Name: "b", ReadyMilli: 50_000, Runs: []Run{run(2, 1, 50, 1)}},
-		},
-	}
+	// a wants one core; b's share is then 9 and it gets them all.
+	in := NewInput().Instance(1, Cores(10), 64*GiB).
+		User("a", 0, oneCore(1, 1, 1)).
+		User("b", 0, oneCore(2, 1, 50)).Build()
 	out := Schedule(in)
 	got := placedPerUser(out, in)
 	if got["a"] != 1 || got["b"] != 9 {
@@ -181,7 +250,8 @@ func TestScheduleNeverOversubscribes(t *testing.T) {
 	for iter := 0; iter < 200; iter++ {
 		in := &Input{}
 		for i := 0; i < 1+rng.IntN(20); i++ {
-			in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), FreeMilli: 500 + rng.Int64N(16_000), FreeMem: 1<<30 + rng.Int64N(64<<30)})
+			in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), CPUMilli: 16_500, Memory: 65 << 30,
+				FreeMilli: 500 + rng.Int64N(16_000), FreeMem: 1<<30 + rng.Int64N(64<<30)})
 		}
 		var batch uint64
 		for u := 0; u < 1+rng.IntN(10); u++ {
@@ -216,6 +286,24 @@ func TestScheduleNeverOversubscribes(t *testing.T) {
 				t.Fatalf("instance %+v given %v", inst, u)
 			}
 		}
+		// A run reported unplaced fits on no instance after the round, and
+		// its explanation accounts for every instance once.
+		for _, un := range out.Unplaced {
+			r := size[un.Batch]
+			total := 0
+			for _, rc := range un.Why.Filtered {
+				total += rc.Instances
+			}
+			if total != len(in.Instances) || un.Why.Instances != len(in.Instances) {
+				t.Fatalf("explanation %+v covers %d of %d instances", un.Why, total, len(in.Instances))
+			}
+			for _, inst := range in.Instances {
+				u := used[inst.ID]
+				if inst.FreeMilli-u[0] >= r.CPUMilli && inst.FreeMem-u[1] >= r.Memory {
+					t.Fatalf("run %+v reported unplaced but fits on %+v after the round", un, inst)
+				}
+			}
+		}
 	}
 }
 
@@ -241,7 +329,7 @@ func BenchmarkSchedule10kInstances(b *testing.B) {
 	}
 	for u := 0; u < 100; u++ {
 		in.Users = append(in.Users, User{Name: fmt.Sprint("user", u), RunningMilli: rng.Int64N(50_000), ReadyMilli: 200_000,
-			Runs: []Run{run(uint64(u+1), 1, 200, 1)}})
+			Runs: []Run{oneCore(uint64(u+1), 1, 200)}})
 	}
 	b.ResetTimer()
 	jobs := 0

@@ -1,0 +1,137 @@
+package scheduler
+
+import "fmt"
+
+// Reason says why an instance cannot take a job of some run.
+type Reason uint8
+
+// Reasons, in the order the default chain checks them. Values appear in
+// metrics and explanations: append, never renumber.
+const (
+	// ReasonCPUCapacity: the instance has fewer cores in all than one job
+	// asks for; it never fits there.
+	ReasonCPUCapacity Reason = iota + 1
+	// ReasonMemoryCapacity: the instance has less memory in all than one
+	// job asks for.
+	ReasonMemoryCapacity
+	// ReasonCPUFree: the instance is large enough but its cores are taken.
+	ReasonCPUFree
+	// ReasonMemoryFree: the instance is large enough but its memory is
+	// taken.
+	ReasonMemoryFree
+)
+
+var reasonNames = map[Reason]string{
+	ReasonCPUCapacity:    "cpu_capacity",
+	ReasonMemoryCapacity: "memory_capacity",
+	ReasonCPUFree:        "cpu_exhausted",
+	ReasonMemoryFree:     "memory_exhausted",
+}
+
+// Reasons lists the reasons DefaultChain reports, in code order.
+func Reasons() []Reason {
+	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree}
+}
+
+// String is the reason's code, as metrics label it.
+func (r Reason) String() string {
+	if n, ok := reasonNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Candidate is an instance as the chain sees it during a round: its size
+// and what is still free after the placements made so far.
+type Candidate struct {
+	ID        uint32
+	CPUMilli  int64
+	Memory    int64
+	FreeMilli int64
+	FreeMem   int64
+}
+
+// A Filter is one link of the feasibility chain: it rejects the candidates
+// that cannot take one job of a run, for one reason.
+type Filter interface {
+	Reason() Reason
+	Feasible(c *Candidate, r *Run) bool
+}
+
+type resourceFilter struct {
+	reason Reason
+	ok     func(c *Candidate, r *Run) bool
+}
+
+func (f resourceFilter) Reason() Reason                     { return f.reason }
+func (f resourceFilter) Feasible(c *Candidate, r *Run) bool { return f.ok(c, r) }
+
+// DefaultChain checks size before free resources, so an explanation tells
+// "too small for this job" apart from "busy right now".
+var DefaultChain = []Filter{
+	resourceFilter{ReasonCPUCapacity, func(c *Candidate, r *Run) bool { return c.CPUMilli >= r.CPUMilli }},
+	resourceFilter{ReasonMemoryCapacity, func(c *Candidate, r *Run) bool { return c.Memory >= r.Memory }},
+	resourceFilter{ReasonCPUFree, func(c *Candidate, r *Run) bool { return c.FreeMilli >= r.CPUMilli }},
+	resourceFilter{ReasonMemoryFree, func(c *Candidate, r *Run) bool { return c.FreeMem >= r.Memory }},
+}
+
+// rejects returns the first filter of the chain that rejects c for r, or 0.
+func rejects(chain []Filter, c *Candidate, r *Run) Reason {
+	for _, f := range chain {
+		if !f.Feasible(c, r) {
+			return f.Reason()
+		}
+	}
+	return 0
+}
+
+// ReasonCount is how many instances one filter rejected.
+type ReasonCount struct {
+	Reason    Reason
+	Instances int
+}
+
+// Explanation says why a run could be placed nowhere: of Instances
+// instances, how many each filter rejected (an instance is counted once,
+// against the first filter that rejected it). No instances at all reads as
+// Instances == 0.
+type Explanation struct {
+	Instances int
+	Filtered  []ReasonCount
+}
+
+// Count returns the instances rejected for one reason.
+func (e Explanation) Count(r Reason) int {
+	for _, rc := range e.Filtered {
+		if rc.Reason == r {
+			return rc.Instances
+		}
+	}
+	return 0
+}
+
+// explain runs the whole chain over every candidate. A candidate the chain
+// lets through but that has nothing free (the packer never offers it) is
+// counted as cores busy. Reasons are listed in code order.
+func explain(chain []Filter, cands []Candidate, r *Run) Explanation {
+	e := Explanation{Instances: len(cands)}
+	var counts [256]int
+	for i := range cands {
+		c := &cands[i]
+		why := rejects(chain, c, r)
+		switch {
+		case why != 0:
+		case c.FreeMilli < r.CPUMilli || c.FreeMilli <= 0:
+			why = ReasonCPUFree
+		case c.FreeMem < r.Memory || c.FreeMem <= 0:
+			why = ReasonMemoryFree
+		}
+		counts[why]++
+	}
+	for why := 1; why < len(counts); why++ {
+		if counts[why] > 0 {
+			e.Filtered = append(e.Filtered, ReasonCount{Reason: Reason(why), Instances: counts[why]})
+		}
+	}
+	return e
+}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// The state keeps the scheduling state and the scheduler decides; neither
+// knows the other. This adapter is the only place that sees both.
+
+// schedulerInput builds the scheduler's input from the state's read model.
+func schedulerInput(v *state.SchedulingView) *scheduler.Input {
+	in := &scheduler.Input{MaxPlacements: v.MaxJobs, Instances: make([]scheduler.Instance, len(v.Instances)), Users: make([]scheduler.User, len(v.Users))}
+	for i, inst := range v.Instances {
+		in.Instances[i] = scheduler.Instance(inst)
+	}
+	for i, u := range v.Users {
+		su := scheduler.User{Name: u.Name, RunningMilli: u.RunningMilli, ReadyMilli: u.ReadyMilli, Runs: make([]scheduler.Run, len(u.Runs))}
+		for k, r := range u.Runs {
+			su.Runs[k] = scheduler.Run(r)
+		}
+		in.Users[i] = su
+	}
+	return in
+}
+
+// planOf turns the scheduler's decision into a Plan command.
+func planOf(out *scheduler.Output, now int64) *state.Plan {
+	p := &state.Plan{Now: now, Placements: make([]state.Placement, len(out.Placements))}
+	for i, pl := range out.Placements {
+		p.Placements[i] = state.Placement{Batch: pl.Batch, First: pl.First, Count: pl.Count, Attempt: pl.Attempt, Instance: pl.Instance}
+	}
+	return p
+}
+
+// SchedulerPlanner plans with the real scheduler, for state.Harness.
+func SchedulerPlanner(v *state.SchedulingView) []state.Placement {
+	return planOf(scheduler.Schedule(schedulerInput(v)), 0).Placements
+}
+
+// unplacedByReason counts the jobs a round could place nowhere by the
+// reason that rejected the most instances (the first such reason in code
+// order on a tie; no instances at all counts as cores busy).
+func unplacedByReason(out *scheduler.Output) map[scheduler.Reason]int {
+	counts := map[scheduler.Reason]int{}
+	for _, u := range out.Unplaced {
+		why, most := scheduler.ReasonCPUFree, 0
+		for _, rc := range u.Why.Filtered {
+			if rc.Instances > most {
+				why, most = rc.Reason, rc.Instances
+			}
+		}
+		counts[why] += int(u.Count)
+	}
+	return counts
+}

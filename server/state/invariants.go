@@ -1,0 +1,119 @@
+package state
+
+import "fmt"
+
+// CheckInvariants recomputes every counter from the job records and
+// reports the first one that disagrees: per-batch state counts and Ready
+// cores, open updates and completion, per-user Ready and running cores,
+// per-instance free resources and attempt lists.
+func (s *State) CheckInvariants() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	type ucount struct{ readyMilli, runningMilli, ready, running int64 }
+	users := map[string]*ucount{}
+	instUsed := map[uint32][2]int64{}
+	instRunning := map[uint32]int{}
+	for _, b := range s.batches {
+		var counts [numStates]int64
+		var readyMilli int64
+		u := users[b.User]
+		if u == nil {
+			u = &ucount{}
+			users[b.User] = u
+		}
+		for i := range b.jobs {
+			j := &b.jobs[i]
+			id := uint32(i + 1)
+			counts[j.state]++
+			if j.state == Staged {
+				continue
+			}
+			g := b.groupOf(id)
+			if g == nil {
+				return fmt.Errorf("batch %d job %d has no group", b.ID, id)
+			}
+			inQueue := b.ready.contains(id)
+			if (j.state == Ready) != inQueue {
+				return fmt.Errorf("batch %d job %d: state %s but in ready queue = %v", b.ID, id, j.state, inQueue)
+			}
+			switch j.state {
+			case Ready:
+				readyMilli += g.spec.CPUMilli
+				u.readyMilli += g.spec.CPUMilli
+				u.ready++
+			case Running:
+				u.runningMilli += g.spec.CPUMilli
+				u.running++
+				used := instUsed[j.instance]
+				instUsed[j.instance] = [2]int64{used[0] + g.spec.CPUMilli, used[1] + g.spec.Memory}
+				instRunning[j.instance]++
+				if _, ok := s.instances[j.instance].running[attemptKey{b.ID, id}]; !ok {
+					return fmt.Errorf("batch %d job %d running on instance %d which does not list it", b.ID, id, j.instance)
+				}
+			}
+		}
+		counts[Staged] = 0
+		bc := b.counts
+		bc[Staged] = 0
+		if counts != bc {
+			return fmt.Errorf("batch %d counts %v, recomputed %v", b.ID, b.counts, counts)
+		}
+		if readyMilli != b.readyMilli {
+			return fmt.Errorf("batch %d readyMilli %d, recomputed %d", b.ID, b.readyMilli, readyMilli)
+		}
+		var total int64
+		for _, n := range counts {
+			total += n
+		}
+		if total != b.nJobs {
+			return fmt.Errorf("batch %d has %d committed jobs, nJobs %d", b.ID, total, b.nJobs)
+		}
+		final := counts[Success] + counts[Failed] + counts[Cancelled] + counts[Error]
+		open := 0
+		for _, u := range b.updates {
+			if !u.Committed && !u.Discarded {
+				open++
+			}
+		}
+		if open != b.open {
+			return fmt.Errorf("batch %d counts %d open updates, has %d", b.ID, b.open, open)
+		}
+		if (b.Completed != 0) != (final == b.nJobs && open == 0) {
+			return fmt.Errorf("batch %d completed=%d but %d/%d final", b.ID, b.Completed, final, b.nJobs)
+		}
+	}
+	for name, u := range s.sched {
+		want := users[name]
+		if want == nil {
+			want = &ucount{}
+		}
+		if u.readyMilli != want.readyMilli || u.runningMilli != want.runningMilli || u.readyJobs != want.ready || u.runningJobs != want.running {
+			return fmt.Errorf("user %s counters ready=%d/%d running=%d/%d, recomputed ready=%d/%d running=%d/%d", name,
+				u.readyJobs, u.readyMilli, u.runningJobs, u.runningMilli, want.ready, want.readyMilli, want.running, want.runningMilli)
+		}
+		for _, b := range u.active {
+			if b.ready.empty() {
+				return fmt.Errorf("user %s lists batch %d as active with an empty queue", name, b.ID)
+			}
+		}
+	}
+	for id, inst := range s.instances {
+		if !inst.Active {
+			if len(inst.running) != 0 {
+				return fmt.Errorf("retired instance %d still runs %d attempts", id, len(inst.running))
+			}
+			continue
+		}
+		used := instUsed[id]
+		if inst.FreeMilli != inst.CPUMilli-used[0] || inst.FreeMem != inst.Memory-used[1] {
+			return fmt.Errorf("instance %d free %d/%d, recomputed %d/%d", id, inst.FreeMilli, inst.FreeMem, inst.CPUMilli-used[0], inst.Memory-used[1])
+		}
+		if inst.FreeMilli < 0 || inst.FreeMem < 0 {
+			return fmt.Errorf("instance %d oversubscribed: free %d/%d", id, inst.FreeMilli, inst.FreeMem)
+		}
+		if len(inst.running) != instRunning[id] {
+			return fmt.Errorf("instance %d lists %d attempts, %d jobs run there", id, len(inst.running), instRunning[id])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package state
+
+// A job's life after placement: attempts end (worker events), jobs finish
+// or go back to Ready for a retry, batches complete.
+
+func (s *State) applyEvents(c *Events) any {
+	res := &EventsResult{}
+	for i := range c.Events {
+		if s.applyEvent(&c.Events[i], c.Now) {
+			res.Applied++
+		} else {
+			res.Ignored++
+		}
+	}
+	return res
+}
+
+// applyEvent records one worker event. An event for an attempt that is not
+// the job's current running attempt on that instance is stale (the attempt
+// was lost, the event repeated) and is ignored, which is what makes events
+// idempotent.
+func (s *State) applyEvent(e *Event, now int64) bool {
+	b := s.batches[e.Batch]
+	if b == nil || e.Job < 1 || int(e.Job) > len(b.jobs) {
+		return false
+	}
+	j := &b.jobs[e.Job-1]
+	if j.state != Running || j.attempt != e.Attempt || j.instance != e.Instance {
+		return false
+	}
+	if e.Started {
+		if j.start == 0 {
+			j.start = e.Start
+		}
+		return true
+	}
+	if e.Start != 0 {
+		j.start = e.Start
+	}
+	j.end = e.End
+	if j.end < j.start {
+		j.end = j.start
+	}
+	j.exit = e.Exit
+	j.outcome = e.Outcome
+	g := b.groupOf(e.Job)
+	s.endAttempt(b, g, e.Job, s.instances[e.Instance])
+	b.setMessage(e.Job, e.Message)
+	switch e.Outcome {
+	case OutcomeSuccess:
+		s.finish(b, e.Job, j, Success, now)
+	case OutcomeFailed, OutcomeError:
+		if !b.Cancelled && j.failures < g.spec.Retries {
+			j.failures++
+			s.requeue(b, g, e.Job, j)
+			break
+		}
+		if e.Outcome == OutcomeFailed {
+			s.finish(b, e.Job, j, Failed, now)
+		} else {
+			s.finish(b, e.Job, j, Error, now)
+		}
+	default:
+		s.finish(b, e.Job, j, Cancelled, now)
+	}
+	return true
+}
+
+// endAttempt releases what a running attempt of job id (of group g) held on
+// its instance.
+func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
+	if inst != nil {
+		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
+			delete(inst.running, attemptKey{b.ID, id})
+			if inst.Active {
+				inst.FreeMilli += g.spec.CPUMilli
+				inst.FreeMem += g.spec.Memory
+			}
+		}
+	}
+	u := s.userSched(b.User)
+	u.runningMilli -= g.spec.CPUMilli
+	u.runningJobs--
+	s.notifyWork()
+}
+
+// finish moves a running job to a final state and lets its children go.
+func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
+	if s.hooks.Transition != nil {
+		s.hooks.Transition(b.ID, id, j.state, to)
+	}
+	b.counts[j.state]--
+	b.counts[to]++
+	j.state = to
+	s.finishSpan(b, id, id, to != Success, now)
+	s.checkComplete(b, now)
+}
+
+// requeue returns a running job (of group g) to Ready for its next attempt.
+func (s *State) requeue(b *Batch, g *group, id uint32, j *job) {
+	if s.hooks.Transition != nil {
+		s.hooks.Transition(b.ID, id, j.state, Ready)
+	}
+	b.counts[j.state]--
+	b.counts[Ready]++
+	j.state = Ready
+	s.enqueue(b, Range{id, id}, g.spec.CPUMilli)
+}
+
+// setStates moves jobs lo..hi, all in state from, to state to.
+func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
+	for id := lo; id <= hi; id++ {
+		b.jobs[id-1].state = to
+		if s.hooks.Transition != nil {
+			s.hooks.Transition(b.ID, id, from, to)
+		}
+	}
+	n := int64(hi - lo + 1)
+	b.counts[from] -= n
+	b.counts[to] += n
+}
+
+// checkComplete stamps the batch complete when every committed job is final
+// and no update is open.
+func (s *State) checkComplete(b *Batch, now int64) {
+	if b.Completed != 0 {
+		return
+	}
+	final := b.counts[Success] + b.counts[Failed] + b.counts[Cancelled] + b.counts[Error]
+	if final == b.nJobs && b.open == 0 {
+		b.Completed = now
+	}
+}
