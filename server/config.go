@@ -9,6 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-sched/drover/server/httpapi"
 )
 
 // Config configures a server. Start from DefaultConfig and set what differs.
@@ -93,6 +97,20 @@ type Config struct {
 	// profiling on a trusted network only).
 	DebugPprof bool
 
+	// Raft plumbing, injectable so a whole cluster can run in one process
+	// (raft.InmemTransport, raft.InmemStore; see NewTestCluster). Nil: a
+	// TCP transport on RaftAddr, a BoltDB log and stable store and file
+	// snapshots under DataDir/raft. The log and stable stores are given
+	// together or not at all.
+	RaftTransport   raft.Transport
+	RaftLogStore    raft.LogStore
+	RaftStableStore raft.StableStore
+	RaftSnapshots   raft.SnapshotStore
+	// Members is a fixed membership view for a server without gossip
+	// (in-process clusters): it tells the API where the other servers'
+	// APIs are, for forwarding to the leader. Ignored with GossipAddr.
+	Members httpapi.Members
+
 	Logger *slog.Logger
 }
 
@@ -125,8 +143,11 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("HTTPAddr %q: %w", c.HTTPAddr, err))
 	}
-	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil && c.RaftTransport == nil {
 		errs = append(errs, fmt.Errorf("RaftAddr %q: %w", c.RaftAddr, err))
+	}
+	if (c.RaftLogStore == nil) != (c.RaftStableStore == nil) {
+		errs = append(errs, errors.New("config fields RaftLogStore and RaftStableStore are given together or not at all"))
 	}
 	if c.RaftAdvertise != "" {
 		if host, _, err := net.SplitHostPort(c.RaftAdvertise); err != nil || host == "" || net.ParseIP(host).IsUnspecified() {

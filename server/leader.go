@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -54,7 +58,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 	if out.Jobs == 0 {
 		return false, nil
 	}
-	res, err := s.apply(planOf(out, time.Now().UnixNano()))
+	res, err := s.raft.Apply(planOf(out, time.Now().UnixNano()))
 	if err != nil {
 		return false, err
 	}
@@ -62,31 +66,6 @@ func (s *Server) scheduleOnce() (bool, error) {
 	s.metrics.placements.Add(float64(pr.Placed))
 	s.metrics.rejected.Add(float64(pr.Rejected))
 	return out.Jobs >= s.cfg.MaxPlacements, nil
-}
-
-// touch records that an instance was heard from (leader-local, not
-// replicated: a new leader starts every clock afresh).
-func (s *Server) touch(id uint32) {
-	s.contactMu.Lock()
-	s.lastContact[id] = time.Now()
-	s.contactMu.Unlock()
-}
-
-// holdSync marks an instance as waiting in a sync until the returned func
-// is called.
-func (s *Server) holdSync(id uint32) func() {
-	s.contactMu.Lock()
-	s.syncing[id]++
-	s.lastContact[id] = time.Now()
-	s.contactMu.Unlock()
-	return func() {
-		s.contactMu.Lock()
-		if s.syncing[id]--; s.syncing[id] <= 0 {
-			delete(s.syncing, id)
-		}
-		s.lastContact[id] = time.Now()
-		s.contactMu.Unlock()
-	}
 }
 
 // runLiveness retires instances that have not synced within LostTimeout;
@@ -103,136 +82,167 @@ func (s *Server) runLiveness(ctx context.Context) {
 		}
 		now := time.Now()
 		for _, id := range s.state.ActiveInstances() {
-			s.contactMu.Lock()
-			last, ok := s.lastContact[id]
-			if !ok || s.syncing[id] > 0 {
-				s.lastContact[id] = now
-				last = now
-			}
-			s.contactMu.Unlock()
-			if now.Sub(last) < s.cfg.LostTimeout {
+			silent := s.live.silentFor(id, now)
+			if silent < s.cfg.LostTimeout {
 				continue
 			}
-			reason := fmt.Sprintf("no contact for %s", now.Sub(last).Round(time.Second))
-			if _, err := s.apply(&state.Retire{Now: now.UnixNano(), Instance: id, Reason: reason}); err != nil {
+			reason := fmt.Sprintf("no contact for %s", silent.Round(time.Second))
+			if _, err := s.raft.Apply(&state.Retire{Now: now.UnixNano(), Instance: id, Reason: reason}); err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("retire lost instance", "instance", id, "err", err)
 				}
 				continue
 			}
 			s.log.Warn("instance lost; its jobs will run elsewhere", "instance", id, "reason", reason)
-			s.contactMu.Lock()
-			delete(s.lastContact, id)
-			s.contactMu.Unlock()
+			s.live.forget(id)
 		}
 	}
 }
 
-// notifier wakes syncs held open for an instance when its assignments or
-// kills change.
-type notifier struct {
-	mu    sync.Mutex
-	waits map[uint32]chan struct{}
-}
-
-func newNotifier() *notifier { return &notifier{waits: map[uint32]chan struct{}{}} }
-
-// wait returns a channel closed at the next change for the instance. Take it
-// before reading the state so no change is missed.
-func (n *notifier) wait(id uint32) <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ch, ok := n.waits[id]
-	if !ok {
-		ch = make(chan struct{})
-		n.waits[id] = ch
-	}
-	return ch
-}
-
-func (n *notifier) notify(id uint32) {
-	n.mu.Lock()
-	if ch, ok := n.waits[id]; ok {
-		close(ch)
-		delete(n.waits, id)
-	}
-	n.mu.Unlock()
-}
-
-func (n *notifier) notifyAll() {
-	n.mu.Lock()
-	for id, ch := range n.waits {
-		close(ch)
-		delete(n.waits, id)
-	}
-	n.mu.Unlock()
-}
-
-// eventBatcher groups worker events from concurrent syncs into one Raft
-// entry (group commit): while one entry is being committed the next one
-// fills up.
-type eventBatcher struct {
-	s  *Server
-	ch chan *eventReq
-}
-
-type eventReq struct {
-	events []state.Event
-	done   chan error
-}
-
-func newEventBatcher(s *Server) *eventBatcher {
-	return &eventBatcher{s: s, ch: make(chan *eventReq, 1024)}
-}
-
-// submit commits events and returns once they are in the log (or failed).
-func (b *eventBatcher) submit(ctx context.Context, events []state.Event) error {
-	req := &eventReq{events: events, done: make(chan error, 1)}
+func (s *Server) triggerSchedule() {
 	select {
-	case b.ch <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	case s.schedTrigger <- struct{}{}:
+	default:
 	}
 }
 
-func (b *eventBatcher) run(ctx context.Context) {
+// monitorLeadership starts the leader loops when this server becomes leader
+// and stops them when it is not any more.
+func (s *Server) monitorLeadership(ctx context.Context) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		var first *eventReq
 		select {
 		case <-ctx.Done():
 			return
-		case first = <-b.ch:
+		case <-s.raft.raft.LeaderCh():
+		case <-tick.C:
 		}
-		reqs := []*eventReq{first}
-		n := len(first.events)
-	drain:
-		for n < b.s.cfg.MaxEventsPerEntry {
-			select {
-			case r := <-b.ch:
-				reqs = append(reqs, r)
-				n += len(r.events)
-			default:
-				break drain
-			}
+		isLeader := s.raft.raft.State() == raft.Leader
+		if !isLeader && !s.ready.Load() {
+			s.checkFollowerReady()
 		}
-		all := make([]state.Event, 0, n)
-		for _, r := range reqs {
-			all = append(all, r.events...)
+		if isLeader == s.IsLeader() {
+			continue
 		}
-		_, err := b.s.apply(&state.Events{Now: time.Now().UnixNano(), Events: all})
-		if err == nil {
-			b.s.metrics.events.Add(float64(len(all)))
-		} else if !errors.Is(err, ErrNotLeader) {
-			b.s.log.Warn("recording worker events failed", "events", len(all), "err", err)
-		}
-		for _, r := range reqs {
-			r.done <- err
+		if isLeader {
+			s.startLeading(ctx)
+		} else {
+			s.stopLeading()
 		}
 	}
+}
+
+func (s *Server) startLeading(parent context.Context) {
+	// Everything committed by earlier leaders must be applied before the
+	// loops read the state.
+	if err := s.raft.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
+		s.log.Warn("leader barrier failed; will retry", "err", err)
+		return
+	}
+	s.ready.Store(true)
+	ctx, cancel := context.WithCancel(parent)
+	s.leaderMu.Lock()
+	s.leading = true
+	s.leaderCancel = cancel
+	s.leaderMu.Unlock()
+	s.metrics.isLeader.Set(1)
+	s.log.Info("leading the cluster", "index", s.state.Index())
+
+	s.live.reset(s.state.ActiveInstances(), time.Now())
+
+	if s.cluster != nil {
+		s.leaderWG.Add(1)
+		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
+	}
+	s.leaderWG.Add(3)
+	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()
+	s.triggerSchedule()
+}
+
+// checkFollowerReady marks a follower ready once it has applied everything
+// the leader has told it is committed.
+func (s *Server) checkFollowerReady() {
+	if addr, _ := s.raft.raft.LeaderWithID(); addr == "" {
+		return
+	}
+	commit, err := strconv.ParseUint(s.raft.raft.Stats()["commit_index"], 10, 64)
+	if err != nil || commit == 0 {
+		return
+	}
+	if s.raft.raft.AppliedIndex() >= commit {
+		s.ready.Store(true)
+		s.log.Info("caught up with the leader", "index", commit)
+	}
+}
+
+func (s *Server) stopLeading() {
+	s.leaderMu.Lock()
+	cancel := s.leaderCancel
+	wasLeading := s.leading
+	s.leading = false
+	s.leaderCancel = nil
+	s.leaderMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	s.leaderWG.Wait()
+	if wasLeading {
+		s.metrics.isLeader.Set(0)
+		s.log.Info("no longer leading")
+	}
+}
+
+// bootstrapAdmin creates the admin user on a fresh cluster and writes its
+// token to <data-dir>/root.token. The file is written before the command is
+// committed so that a crash in between cannot leave an admin nobody can log
+// in as.
+func (s *Server) bootstrapAdmin(ctx context.Context) {
+	for !s.state.HasUsers() {
+		if s.tryBootstrapAdmin(ctx) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Server) tryBootstrapAdmin(ctx context.Context) bool {
+	tok, err := token.New()
+	if err != nil {
+		s.log.Error("generate admin token", "err", err)
+		return false
+	}
+	path := filepath.Join(s.cfg.DataDir, "root.token")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		s.log.Error("write admin token", "err", err)
+		return false
+	}
+	res, err := s.raft.Apply(&state.Bootstrap{
+		Now: time.Now().UnixNano(), Admin: s.cfg.AdminName, TokenHash: token.Hash(tok),
+		DefaultProject: s.cfg.DefaultBillingProject,
+	})
+	if err != nil {
+		os.Remove(tmp)
+		if ctx.Err() == nil {
+			s.log.Error("bootstrap admin", "err", err)
+		}
+		return false
+	}
+	if !res.(*state.BootstrapResult).Created {
+		os.Remove(tmp)
+		return true
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		s.log.Error("write admin token", "err", err)
+		return true
+	}
+	s.log.Info("created admin user; its token is in "+path, "user", s.cfg.AdminName)
+	return true
 }

@@ -28,11 +28,19 @@ type metrics struct {
 	rejected        prometheus.Counter
 	unplaced        *prometheus.GaugeVec
 	events          prometheus.Counter
-	httpRequests    *prometheus.CounterVec
-	httpSeconds     *prometheus.HistogramVec
 }
 
-func newMetrics(s *Server) *metrics {
+// raftStats is what the metrics read from Raft at scrape time; *raft.Raft
+// has it.
+type raftStats interface {
+	LastIndex() uint64
+	CurrentTerm() uint64
+	Stats() map[string]string
+}
+
+// newMetrics registers the server's metrics. The state and Raft are read at
+// scrape time; raftOf returns nil until Raft has started.
+func newMetrics(st *state.State, raftOf func() raftStats) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	m.isLeader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_is_leader", Help: "1 while this server leads the cluster."})
@@ -54,16 +62,13 @@ func newMetrics(s *Server) *metrics {
 	m.unplaced = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_scheduler_unplaced_jobs",
 		Help: "Jobs the last scheduling round looked at and could place on no instance, by the reason that rejected most instances."}, []string{"reason"})
 	m.events = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_worker_events_total", Help: "Worker events committed."})
-	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
-	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
-		m.schedRounds, m.schedSeconds, m.placements, m.rejected, m.unplaced, m.events, m.httpRequests, m.httpSeconds} {
+		m.schedRounds, m.schedSeconds, m.placements, m.rejected, m.unplaced, m.events} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f(&stateCollector{s: s})
+	f(&stateCollector{state: st, raft: raftOf})
 	return m
 }
 
@@ -77,7 +82,10 @@ func (m *metrics) observeUnplaced(out *scheduler.Output) {
 }
 
 // stateCollector reports gauges read from the state at scrape time.
-type stateCollector struct{ s *Server }
+type stateCollector struct {
+	state *state.State
+	raft  func() raftStats
+}
 
 var (
 	jobsDesc      = prometheus.NewDesc("drover_jobs", "Jobs by state.", []string{"state"}, nil)
@@ -98,18 +106,18 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	counts, batches, running := c.s.state.Counts()
+	counts, batches, running := c.state.Counts()
 	for i, name := range state.StateNames() {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[i+1]), name)
 	}
 	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(running), "running")
 	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(batches-running), "complete")
-	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(len(c.s.state.ActiveInstances())))
-	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.s.state.Index()))
-	if r := c.s.raft; r != nil && r.raft != nil {
-		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.raft.LastIndex()))
-		ch <- prometheus.MustNewConstMetric(termDesc, prometheus.GaugeValue, float64(r.raft.CurrentTerm()))
-		stats := r.raft.Stats()
+	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(len(c.state.ActiveInstances())))
+	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.state.Index()))
+	if r := c.raft(); r != nil {
+		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.LastIndex()))
+		ch <- prometheus.MustNewConstMetric(termDesc, prometheus.GaugeValue, float64(r.CurrentTerm()))
+		stats := r.Stats()
 		if v, err := strconv.ParseFloat(stats["commit_index"], 64); err == nil {
 			ch <- prometheus.MustNewConstMetric(commitDesc, prometheus.GaugeValue, v)
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -9,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/drover-sched/drover/server/state"
 )
 
 // nodeID returns the configured node ID, or the one saved in the data dir,
@@ -42,14 +46,22 @@ func nodeID(cfg *Config) (string, error) {
 	return id, nil
 }
 
-type raftParts struct {
-	raft      *raft.Raft
-	store     *raftboltdb.BoltStore
-	transport *raft.NetworkTransport
-	snaps     *raft.FileSnapshotStore
+// raftNode owns the Raft instance and what sits around it: the stores and
+// transport (opened here unless the Config injects them), writes, the
+// coalesced leadership check and the leader-change broadcast.
+type raftNode struct {
+	raft         *raft.Raft
+	transport    raft.Transport
+	applyTimeout time.Duration
+	observe      func(cmd string, took time.Duration) // apply latency, for metrics
+	check        leaderCheck
+	moves        *broadcast
+	closers      []func() error // what this node opened, closed on shutdown
 }
 
-func (s *Server) setupRaft() (*raftParts, error) {
+// setupRaft opens (or takes from the Config) the stores and transport,
+// bootstraps a single-server cluster when asked to, and starts Raft.
+func (s *Server) setupRaft() (*raftNode, error) {
 	cfg := s.cfg
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -82,56 +94,210 @@ func (s *Server) setupRaft() (*raftParts, error) {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
 
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
-	if err != nil {
-		return nil, fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, rc.Logger)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("open snapshot store: %w", err)
-	}
-	var advertise net.Addr
-	if cfg.RaftAdvertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			store.Close()
-			return nil, fmt.Errorf("resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
-		}
-	}
-	transport, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, rc.Logger)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)
-	}
-	parts := &raftParts{store: store, transport: transport, snaps: snaps}
-	if cfg.Bootstrap {
-		existing, err := raft.HasExistingState(store, store, snaps)
+	n := &raftNode{applyTimeout: cfg.ApplyTimeout, moves: newBroadcast(), observe: func(string, time.Duration) {}}
+	logs, stable := cfg.RaftLogStore, cfg.RaftStableStore
+	if logs == nil {
+		store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
 		if err != nil {
-			parts.close()
+			return nil, fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
+		}
+		n.closers = append(n.closers, store.Close)
+		logs, stable = store, store
+	}
+	snaps := cfg.RaftSnapshots
+	if snaps == nil {
+		fs, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, rc.Logger)
+		if err != nil {
+			n.close()
+			return nil, fmt.Errorf("open snapshot store: %w", err)
+		}
+		snaps = fs
+	}
+	n.transport = cfg.RaftTransport
+	if n.transport == nil {
+		var advertise net.Addr
+		if cfg.RaftAdvertise != "" {
+			a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+			if err != nil {
+				n.close()
+				return nil, fmt.Errorf("resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
+			}
+			advertise = a
+		}
+		t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, rc.Logger)
+		if err != nil {
+			n.close()
+			return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)
+		}
+		n.transport = t
+		n.closers = append([]func() error{t.Close}, n.closers...)
+	}
+	if cfg.Bootstrap {
+		existing, err := raft.HasExistingState(logs, stable, snaps)
+		if err != nil {
+			n.close()
 			return nil, fmt.Errorf("check raft state: %w", err)
 		}
 		if !existing {
-			conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: transport.LocalAddr()}}}
-			if err := raft.BootstrapCluster(rc, store, store, snaps, transport, conf); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-				parts.close()
+			conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: n.transport.LocalAddr()}}}
+			if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.transport, conf); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+				n.close()
 				return nil, fmt.Errorf("bootstrap raft: %w", err)
 			}
 		}
 	}
-	r, err := raft.NewRaft(rc, s.fsm, store, store, snaps, transport)
+	r, err := raft.NewRaft(rc, s.fsm, logs, stable, snaps, n.transport)
 	if err != nil {
-		parts.close()
+		n.close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	parts.raft = r
-	return parts, nil
+	n.raft = r
+	return n, nil
 }
 
-func (p *raftParts) close() {
-	if p.transport != nil {
-		p.transport.Close()
+// shutdown stops Raft and closes what setupRaft opened.
+func (n *raftNode) shutdown() error {
+	var err error
+	if n.raft != nil {
+		err = n.raft.Shutdown().Error()
 	}
-	if p.store != nil {
-		p.store.Close()
+	n.close()
+	return err
+}
+
+func (n *raftNode) close() {
+	for _, c := range n.closers {
+		_ = c()
+	}
+	n.closers = nil
+}
+
+// Apply commits a command through Raft and returns the state machine's
+// answer. A command the state machine rejected comes back as a
+// *state.ApplyError; losing leadership as an error wrapping ErrNotLeader.
+func (n *raftNode) Apply(c state.Command) (any, error) {
+	data, err := state.Encode(c)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	f := n.raft.Apply(data, n.applyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return nil, fmt.Errorf("apply %s: %w", c.Type(), err)
+	}
+	n.observe(c.Type().String(), time.Since(start))
+	resp := f.Response()
+	if ae, ok := resp.(*state.ApplyError); ok {
+		return nil, ae
+	}
+	return resp, nil
+}
+
+// LeaderMoved returns a channel closed the next time leadership changes.
+func (n *raftNode) LeaderMoved() <-chan struct{} { return n.moves.wait() }
+
+// watchLeader fires the leader-change broadcast on every Raft leader
+// observation until ctx ends.
+func (n *raftNode) watchLeader(ctx context.Context) {
+	observations := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(observer)
+	defer n.raft.DeregisterObserver(observer)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-observations:
+			n.moves.fire()
+		}
+	}
+}
+
+// broadcast wakes every waiter each time something happens.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next fire.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// leaderCheck coalesces VerifyLeader calls: a consistent read needs a
+// verification that started after the read arrived, and one verification
+// serves every read waiting for it.
+type leaderCheck struct {
+	mu   sync.Mutex
+	call *verifyCall
+}
+
+type verifyCall struct {
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// verifyLeader confirms with a quorum that this server still leads, so a read
+// served now is not stale (a deposed leader that has not noticed yet fails).
+func (n *raftNode) VerifyLeader(ctx context.Context) error {
+	arrived := time.Now()
+	for {
+		n.check.mu.Lock()
+		c := n.check.call
+		finished := false
+		if c != nil {
+			select {
+			case <-c.done:
+				finished = true
+			default:
+			}
+		}
+		switch {
+		case c != nil && !c.started.Before(arrived):
+			// Started after we arrived: its answer is good for us.
+		case c == nil || finished:
+			c = &verifyCall{started: time.Now(), done: make(chan struct{})}
+			n.check.call = c
+			go func(c *verifyCall) {
+				c.err = n.raft.VerifyLeader().Error()
+				close(c.done)
+			}(c)
+		default:
+			// One is in flight but began before we arrived: wait for it
+			// to finish, then start (or join) a newer one.
+			n.check.mu.Unlock()
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		n.check.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }

@@ -3,58 +3,48 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-
+	"github.com/drover-sched/drover/server/cluster"
+	"github.com/drover-sched/drover/server/httpapi"
+	"github.com/drover-sched/drover/server/logstore"
 	"github.com/drover-sched/drover/server/state"
 )
 
 // ErrNotLeader means this server cannot accept writes now: it is not the
 // leader, or lost leadership while the write was in flight.
-var ErrNotLeader = errors.New("this server is not the leader")
+var ErrNotLeader = httpapi.ErrNotLeader
 
-// Server is one control-plane server.
+// Server is one control-plane server: the Raft node, the replicated state,
+// the leader loops, and the HTTP API and membership built around them.
 type Server struct {
 	cfg   *Config
 	log   *slog.Logger
 	id    string
 	state *state.State
 	fsm   *fsm
-	raft  *raftParts
-	logs  *LogStore
+	raft  *raftNode
+	logs  *logstore.Store
 
 	metrics      *metrics
 	notify       *notifier
-	schedTrigger chan struct{}
 	events       *eventBatcher
+	live         *liveness
+	schedTrigger chan struct{}
 
-	contactMu   sync.Mutex
-	lastContact map[uint32]time.Time
-	syncing     map[uint32]int // syncs held open per instance: a waiting worker is alive
-
-	httpSrv       *http.Server
-	listener      net.Listener
-	httpAdvertise string
-	proxy         *httputil.ReverseProxy
-	check         leaderCheck
-	leaderMoves   *broadcast
-	cluster       *cluster
-	consul        *consulDiscovery
+	api      *httpapi.Server
+	httpSrv  *http.Server
+	listener net.Listener
+	cluster  *cluster.Cluster // nil without gossip
 
 	// ready is set once this server's state has caught up with the log
 	// (as leader after its barrier, as follower once it applied what the
@@ -96,12 +86,15 @@ func New(cfg *Config) (*Server, error) {
 		id:           id,
 		state:        state.New(),
 		notify:       newNotifier(),
+		live:         newLiveness(),
 		schedTrigger: make(chan struct{}, 1),
-		lastContact:  map[uint32]time.Time{},
-		syncing:      map[uint32]int{},
-		leaderMoves:  newBroadcast(),
 	}
-	s.metrics = newMetrics(s)
+	s.metrics = newMetrics(s.state, func() raftStats {
+		if s.raft == nil || s.raft.raft == nil {
+			return nil
+		}
+		return s.raft.raft
+	})
 	hooks := state.Hooks{
 		Work:         s.triggerSchedule,
 		Instance:     s.notify.notify,
@@ -126,62 +119,74 @@ func New(cfg *Config) (*Server, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if s.logs, err = OpenLogStore(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
+	// undo releases what New acquired so far when a later step fails.
+	var undo []func()
+	fail := func(err error) (*Server, error) {
 		cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		if s.transLog != nil {
+			s.transLog.Close()
+		}
 		return nil, err
 	}
+	if s.logs, err = logstore.Open(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { s.logs.Close() })
 	if s.raft, err = s.setupRaft(); err != nil {
-		cancel()
-		s.logs.Close()
-		return nil, err
+		return fail(err)
 	}
-	s.events = newEventBatcher(s)
-	observations := make(chan raft.Observation, 16)
-	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	s.raft.raft.RegisterObserver(observer)
+	undo = append(undo, s.shutdownRaft)
+	s.raft.observe = func(cmd string, took time.Duration) {
+		s.metrics.applySeconds.WithLabelValues(cmd).Observe(took.Seconds())
+	}
+	s.events = newEventBatcher(s.raft.Apply, cfg.MaxEventsPerEntry, s.log, func(n int) { s.metrics.events.Add(float64(n)) })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		cancel()
-		s.shutdownRaft()
-		s.logs.Close()
-		return nil, fmt.Errorf("listen for http on %s: %w", cfg.HTTPAddr, err)
+		return fail(fmt.Errorf("listen for http on %s: %w", cfg.HTTPAddr, err))
 	}
+	undo = append(undo, func() { ln.Close() })
 	s.listener = ln
-	if s.httpAdvertise, err = advertiseHTTP(cfg, ln.Addr().String()); err != nil {
-		cancel()
-		ln.Close()
-		s.shutdownRaft()
-		s.logs.Close()
-		return nil, err
+	advertise, err := advertiseHTTP(cfg, ln.Addr().String())
+	if err != nil {
+		return fail(err)
 	}
-	s.proxy = s.newProxy()
-	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	var members httpapi.Members
 	if cfg.GossipAddr != "" {
-		if err := s.startCluster(ctx); err != nil {
-			cancel()
-			ln.Close()
-			s.shutdownRaft()
-			s.logs.Close()
-			return nil, err
+		c, err := cluster.Start(cluster.Config{
+			ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: advertise,
+			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
+			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
+			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, Logger: s.log,
+		}, s.raft.raft)
+		if err != nil {
+			return fail(err)
 		}
+		s.cluster, members = c, c
+	} else if cfg.Members != nil {
+		members = cfg.Members
 	}
+	s.api, err = httpapi.New(httpapi.Deps{
+		Config: httpapi.Config{
+			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
+			DefaultBillingProject: cfg.DefaultBillingProject, ApplyTimeout: cfg.ApplyTimeout,
+			MaxSyncWait: cfg.MaxSyncWait, DebugPprof: cfg.DebugPprof,
+		},
+		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
+		Liveness: s.live, Notifier: s.notify, Events: s.events, Metrics: s.metrics.reg,
+	})
+	if err != nil {
+		if s.cluster != nil {
+			s.cluster.Shutdown()
+		}
+		return fail(err)
+	}
+	s.httpSrv = &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	s.wg.Add(4)
-	go func() {
-		defer s.wg.Done()
-		defer s.raft.raft.DeregisterObserver(observer)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-observations:
-				s.leaderMoves.fire()
-			}
-		}
-	}()
+	go func() { defer s.wg.Done(); s.raft.watchLeader(ctx) }()
 	go func() { defer s.wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer s.wg.Done(); s.events.run(ctx) }()
 	go func() {
@@ -190,9 +195,19 @@ func New(cfg *Config) (*Server, error) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	s.log.Info("server started", "http", ln.Addr().String(), "raft", s.raft.transport.LocalAddr(), "data_dir", cfg.DataDir)
+	s.log.Info("server started", "http", ln.Addr().String(), "raft", s.RaftAddr(), "data_dir", cfg.DataDir)
 	return s, nil
 }
+
+// apiNode is the Node the HTTP API sees.
+type apiNode struct{ s *Server }
+
+func (n apiNode) Apply(c state.Command) (any, error)     { return n.s.raft.Apply(c) }
+func (n apiNode) IsLeader() bool                         { return n.s.IsLeader() }
+func (n apiNode) Ready() bool                            { return n.s.Ready() }
+func (n apiNode) Leader() (addr, id string)              { return n.s.Leader() }
+func (n apiNode) VerifyLeader(ctx context.Context) error { return n.s.raft.VerifyLeader(ctx) }
+func (n apiNode) LeaderMoved() <-chan struct{}           { return n.s.raft.LeaderMoved() }
 
 // advertiseHTTP picks the HTTP address other servers forward to.
 func advertiseHTTP(cfg *Config, bound string) (string, error) {
@@ -214,33 +229,13 @@ func advertiseHTTP(cfg *Config, bound string) (string, error) {
 	return "", fmt.Errorf("HTTPAddr %s listens on all interfaces: set HTTPAdvertise (-http-advertise) to the address other servers should use", cfg.HTTPAddr)
 }
 
-// startCluster starts gossip, Consul registration, joining and bootstrap.
-func (s *Server) startCluster(ctx context.Context) error {
-	if err := s.setupGossip(); err != nil {
-		return err
-	}
-	if s.cfg.ConsulAddr != "" {
-		d, err := newConsulDiscovery(s.cfg.ConsulAddr)
-		if err == nil {
-			err = d.register(s.id, s.gossipAdvertise(), s.RaftAddr(), s.httpAdvertise)
-		}
-		if err != nil {
-			_ = s.cluster.ml.Shutdown()
-			return err
-		}
-		s.consul = d
-	}
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.runJoin(ctx) }()
-	if s.cfg.BootstrapExpect > 0 {
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.runBootstrap(ctx) }()
-	}
-	return nil
-}
-
 // GossipAddr is the address gossip listens on ("" without gossip).
-func (s *Server) GossipAddr() string { return s.gossipAdvertise() }
+func (s *Server) GossipAddr() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.cluster.GossipAddr()
+}
 
 // HTTPAddr is the address the API listens on.
 func (s *Server) HTTPAddr() string { return s.listener.Addr().String() }
@@ -273,19 +268,20 @@ func (s *Server) IsLeader() bool {
 	return s.leading
 }
 
+// Ready reports whether the server's state has caught up with the log.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Leader returns the leader's Raft address and ID as this server knows them.
+func (s *Server) Leader() (addr, id string) {
+	a, i := s.raft.raft.LeaderWithID()
+	return string(a), string(i)
+}
+
 // Shutdown stops the HTTP API, the loops and Raft.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.httpSrv.Shutdown(ctx)
 	if s.cluster != nil {
-		if s.consul != nil {
-			if derr := s.consul.deregister(); derr != nil {
-				s.log.Warn("consul deregister", "err", derr)
-			}
-		}
-		// No gossip Leave: a server that stops is kept in the Raft
-		// configuration (it will likely come back) until it has been gone
-		// for DeadServerGrace, or an operator removes it.
-		_ = s.cluster.ml.Shutdown()
+		s.cluster.Shutdown()
 	}
 	s.cancel()
 	s.notify.notifyAll()
@@ -302,209 +298,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) shutdownRaft() {
-	if s.raft.raft != nil {
-		if err := s.raft.raft.Shutdown().Error(); err != nil {
-			s.log.Warn("raft shutdown", "err", err)
-		}
+	if err := s.raft.shutdown(); err != nil {
+		s.log.Warn("raft shutdown", "err", err)
 	}
-	s.raft.close()
-}
-
-// apply commits a command through Raft and returns the state machine's
-// answer. A command the state machine rejected comes back as a
-// *state.ApplyError.
-func (s *Server) apply(c state.Command) (any, error) {
-	data, err := state.Encode(c)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	f := s.raft.raft.Apply(data, s.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
-			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
-		}
-		return nil, fmt.Errorf("apply %s: %w", c.Type(), err)
-	}
-	s.metrics.applySeconds.WithLabelValues(c.Type().String()).Observe(time.Since(start).Seconds())
-	resp := f.Response()
-	if ae, ok := resp.(*state.ApplyError); ok {
-		return nil, ae
-	}
-	return resp, nil
-}
-
-func (s *Server) triggerSchedule() {
-	select {
-	case s.schedTrigger <- struct{}{}:
-	default:
-	}
-}
-
-// monitorLeadership starts the leader loops when this server becomes leader
-// and stops them when it is not any more.
-func (s *Server) monitorLeadership(ctx context.Context) {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.raft.raft.LeaderCh():
-		case <-tick.C:
-		}
-		isLeader := s.raft.raft.State() == raft.Leader
-		if !isLeader && !s.ready.Load() {
-			s.checkFollowerReady()
-		}
-		if isLeader == s.IsLeader() {
-			continue
-		}
-		if isLeader {
-			s.startLeading(ctx)
-		} else {
-			s.stopLeading()
-		}
-	}
-}
-
-func (s *Server) startLeading(parent context.Context) {
-	// Everything committed by earlier leaders must be applied before the
-	// loops read the state.
-	if err := s.raft.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
-		s.log.Warn("leader barrier failed; will retry", "err", err)
-		return
-	}
-	s.ready.Store(true)
-	ctx, cancel := context.WithCancel(parent)
-	s.leaderMu.Lock()
-	s.leading = true
-	s.leaderCancel = cancel
-	s.leaderMu.Unlock()
-	s.metrics.isLeader.Set(1)
-	s.log.Info("leading the cluster", "index", s.state.Index())
-
-	now := time.Now()
-	s.contactMu.Lock()
-	s.lastContact = map[uint32]time.Time{}
-	for _, id := range s.state.ActiveInstances() {
-		s.lastContact[id] = now
-	}
-	s.contactMu.Unlock()
-
-	s.leaderWG.Add(4)
-	go func() { defer s.leaderWG.Done(); s.runAutopilot(ctx) }()
-	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
-	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()
-	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()
-	s.triggerSchedule()
-}
-
-// checkFollowerReady marks a follower ready once it has applied everything
-// the leader has told it is committed.
-func (s *Server) checkFollowerReady() {
-	if addr, _ := s.raft.raft.LeaderWithID(); addr == "" {
-		return
-	}
-	commit, err := strconv.ParseUint(s.raft.raft.Stats()["commit_index"], 10, 64)
-	if err != nil || commit == 0 {
-		return
-	}
-	if s.raft.raft.AppliedIndex() >= commit {
-		s.ready.Store(true)
-		s.log.Info("caught up with the leader", "index", commit)
-	}
-}
-
-// Ready reports whether the server's state has caught up with the log.
-func (s *Server) Ready() bool { return s.ready.Load() }
-
-func (s *Server) stopLeading() {
-	s.leaderMu.Lock()
-	cancel := s.leaderCancel
-	wasLeading := s.leading
-	s.leading = false
-	s.leaderCancel = nil
-	s.leaderMu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	s.leaderWG.Wait()
-	if wasLeading {
-		s.metrics.isLeader.Set(0)
-		s.log.Info("no longer leading")
-	}
-}
-
-// bootstrapAdmin creates the admin user on a fresh cluster and writes its
-// token to <data-dir>/root.token. The file is written before the command is
-// committed so that a crash in between cannot leave an admin nobody can log
-// in as.
-func (s *Server) bootstrapAdmin(ctx context.Context) {
-	for !s.state.HasUsers() {
-		if s.tryBootstrapAdmin(ctx) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Server) tryBootstrapAdmin(ctx context.Context) bool {
-	token, err := newToken()
-	if err != nil {
-		s.log.Error("generate admin token", "err", err)
-		return false
-	}
-	path := filepath.Join(s.cfg.DataDir, "root.token")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
-		s.log.Error("write admin token", "err", err)
-		return false
-	}
-	res, err := s.apply(&state.Bootstrap{
-		Now: time.Now().UnixNano(), Admin: s.cfg.AdminName, TokenHash: HashToken(token),
-		DefaultProject: s.cfg.DefaultBillingProject,
-	})
-	if err != nil {
-		os.Remove(tmp)
-		if ctx.Err() == nil {
-			s.log.Error("bootstrap admin", "err", err)
-		}
-		return false
-	}
-	if !res.(*state.BootstrapResult).Created {
-		os.Remove(tmp)
-		return true
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		s.log.Error("write admin token", "err", err)
-		return true
-	}
-	s.log.Info("created admin user; its token is in "+path, "user", s.cfg.AdminName)
-	return true
-}
-
-// HashToken is how tokens are stored: only their SHA-256 is replicated.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
-
-func newToken() (string, error) {
-	buf := make([]byte, 32)
-	if _, err := rand.Read(buf); err != nil {
-		return "", fmt.Errorf("read random: %w", err)
-	}
-	return hex.EncodeToString(buf), nil
-}
-
-// Leader returns the leader's Raft address and ID as this server knows them.
-func (s *Server) Leader() (addr, id string) {
-	a, i := s.raft.raft.LeaderWithID()
-	return string(a), string(i)
 }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/logstore"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -350,20 +351,20 @@ func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Drover-Attempt", strconv.Itoa(attempt))
-	if err := writeChunks(w, chunks); err != nil {
+	if err := logstore.WriteChunks(w, chunks); err != nil {
 		s.log.Debug("write job log", "err", err)
 	}
 }
 
 // peerHTTP lists the HTTP addresses of the other alive servers.
 func (s *Server) peerHTTP() []string {
-	if s.cluster == nil {
+	if s.members == nil {
 		return nil
 	}
 	var out []string
-	for _, m := range s.cluster.snapshot() {
-		if m.alive && m.meta.ID != s.id && m.meta.HTTP != "" {
-			out = append(out, m.meta.HTTP)
+	for _, m := range s.members.Members() {
+		if m.Alive && m.ID != s.cfg.ID && m.HTTP != "" {
+			out = append(out, m.HTTP)
 		}
 	}
 	return out
@@ -379,7 +380,7 @@ func (s *Server) peerChunks(r *http.Request, peer string, batch uint64, job uint
 		return nil, err
 	}
 	req.Header.Set("Authorization", r.Header.Get("Authorization"))
-	req.Header.Set(forwardedHeader, s.id)
+	req.Header.Set(forwardedHeader, s.cfg.ID)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,6 @@
-package server
+// Package logstore keeps job logs as chunks in a blob store (the local disk
+// by default, any gocloud.dev/blob URL otherwise).
+package logstore
 
 import (
 	"context"
@@ -14,17 +16,17 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// LogStore keeps job logs in a blob store. Workers upload a log in chunks
+// Store keeps job logs in a blob store. Workers upload a log in chunks
 // while the job runs (so it can be read live) and a last one when it ends;
 // a log is the concatenation of its chunks in sequence order. Chunks are
 // separate objects because blob stores cannot append.
-type LogStore struct {
+type Store struct {
 	bucket *blob.Bucket
 }
 
-// OpenLogStore opens the store at a gocloud.dev/blob URL, or a directory on
+// Open opens the store at a gocloud.dev/blob URL, or a directory on
 // the local disk when url is empty.
-func OpenLogStore(ctx context.Context, url, dir string) (*LogStore, error) {
+func Open(ctx context.Context, url, dir string) (*Store, error) {
 	var b *blob.Bucket
 	var err error
 	if url == "" {
@@ -35,11 +37,11 @@ func OpenLogStore(ctx context.Context, url, dir string) (*LogStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
-	return &LogStore{bucket: b}, nil
+	return &Store{bucket: b}, nil
 }
 
 // Close releases the store.
-func (l *LogStore) Close() error { return l.bucket.Close() }
+func (l *Store) Close() error { return l.bucket.Close() }
 
 func logPrefix(batch uint64, job uint32, attempt int) string {
 	return fmt.Sprintf("%d/%d/%d/", batch, job, attempt)
@@ -47,7 +49,7 @@ func logPrefix(batch uint64, job uint32, attempt int) string {
 
 // PutChunk stores chunk seq of an attempt's log. Writing the same chunk
 // again replaces it, so uploads can be retried.
-func (l *LogStore) PutChunk(ctx context.Context, batch uint64, job uint32, attempt, seq int, data []byte) error {
+func (l *Store) PutChunk(ctx context.Context, batch uint64, job uint32, attempt, seq int, data []byte) error {
 	key := fmt.Sprintf("%s%08d", logPrefix(batch, job, attempt), seq)
 	if err := l.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "text/plain"}); err != nil {
 		return fmt.Errorf("store log chunk %s: %w", key, err)
@@ -57,7 +59,7 @@ func (l *LogStore) PutChunk(ctx context.Context, batch uint64, job uint32, attem
 
 // Chunks returns the chunks of an attempt's log held in this store, by
 // sequence number.
-func (l *LogStore) Chunks(ctx context.Context, batch uint64, job uint32, attempt int) (map[int][]byte, error) {
+func (l *Store) Chunks(ctx context.Context, batch uint64, job uint32, attempt int) (map[int][]byte, error) {
 	out := map[int][]byte{}
 	prefix := logPrefix(batch, job, attempt)
 	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})
@@ -84,8 +86,8 @@ func (l *LogStore) Chunks(ctx context.Context, batch uint64, job uint32, attempt
 	}
 }
 
-// writeChunks writes chunks in sequence order.
-func writeChunks(w io.Writer, chunks map[int][]byte) error {
+// WriteChunks writes chunks in sequence order.
+func WriteChunks(w io.Writer, chunks map[int][]byte) error {
 	seqs := make([]int, 0, len(chunks))
 	for seq := range chunks {
 		seqs = append(seqs, seq)

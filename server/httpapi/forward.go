@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sync"
-	"time"
 )
 
 // forwardedHeader marks a request one server passed to another, so a
@@ -16,6 +14,7 @@ const forwardedHeader = "X-Drover-Forwarded-By"
 
 type targetKey struct{}
 
+// newProxy builds the reverse proxy that passes requests to the leader.
 func (s *Server) newProxy() *httputil.ReverseProxy {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 256
@@ -26,7 +25,7 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
-			pr.Out.Header.Set(forwardedHeader, s.id)
+			pr.Out.Header.Set(forwardedHeader, s.cfg.ID)
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -44,16 +43,16 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 // leaderHTTP returns the leader's HTTP address, or an explanation of why
 // there is none.
 func (s *Server) leaderHTTP() (string, error) {
-	_, id := s.raft.raft.LeaderWithID()
+	_, id := s.raft.LeaderWithID()
 	if id == "" {
 		return "", fmt.Errorf("no cluster leader: %s", s.quorumReport())
 	}
-	if string(id) == s.id {
+	if string(id) == s.cfg.ID {
 		return "", fmt.Errorf("this server is becoming the leader; retry in a moment")
 	}
-	if s.cluster != nil {
-		if m, ok := s.cluster.member(string(id)); ok && m.meta.HTTP != "" {
-			return m.meta.HTTP, nil
+	if s.members != nil {
+		if m, ok := s.members.Member(string(id)); ok && m.HTTP != "" {
+			return m.HTTP, nil
 		}
 	}
 	return "", fmt.Errorf("the leader (%s) is not known to gossip yet; retry in a moment", id)
@@ -62,15 +61,15 @@ func (s *Server) leaderHTTP() (string, error) {
 // quorumReport says how many servers this one can see, for "no leader"
 // errors.
 func (s *Server) quorumReport() string {
-	f := s.raft.raft.GetConfiguration()
+	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil || len(f.Configuration().Servers) == 0 {
 		return "the cluster is not bootstrapped yet (waiting for -bootstrap-expect servers to join)"
 	}
 	voters := len(f.Configuration().Servers)
 	alive := 1
-	if s.cluster != nil {
+	if s.members != nil {
 		for _, srv := range f.Configuration().Servers {
-			if m, ok := s.cluster.member(string(srv.ID)); ok && m.alive && string(srv.ID) != s.id {
+			if m, ok := s.members.Member(string(srv.ID)); ok && m.Alive && string(srv.ID) != s.cfg.ID {
 				alive++
 			}
 		}
@@ -100,7 +99,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	// retries and reaches the new leader.
 	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), targetKey{}, target))
 	defer cancel()
-	moved := s.leaderMoves.wait()
+	moved := s.node.LeaderMoved()
 	go func() {
 		select {
 		case <-moved:
@@ -112,87 +111,5 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	s.proxy.ServeHTTP(sw, r.WithContext(ctx))
 	if sw.code == 0 && r.Context().Err() == nil {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("leadership moved while the leader at %s held this request; retry", addr))
-	}
-}
-
-// broadcast wakes every waiter each time something happens.
-type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
-
-// wait returns a channel closed at the next fire.
-func (b *broadcast) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ch
-}
-
-func (b *broadcast) fire() {
-	b.mu.Lock()
-	close(b.ch)
-	b.ch = make(chan struct{})
-	b.mu.Unlock()
-}
-
-// leaderCheck coalesces VerifyLeader calls: a consistent read needs a
-// verification that started after the read arrived, and one verification
-// serves every read waiting for it.
-type leaderCheck struct {
-	mu   sync.Mutex
-	call *verifyCall
-}
-
-type verifyCall struct {
-	started time.Time
-	done    chan struct{}
-	err     error
-}
-
-// verifyLeader confirms with a quorum that this server still leads, so a read
-// served now is not stale (a deposed leader that has not noticed yet fails).
-func (s *Server) verifyLeader(ctx context.Context) error {
-	arrived := time.Now()
-	for {
-		s.check.mu.Lock()
-		c := s.check.call
-		finished := false
-		if c != nil {
-			select {
-			case <-c.done:
-				finished = true
-			default:
-			}
-		}
-		switch {
-		case c != nil && !c.started.Before(arrived):
-			// Started after we arrived: its answer is good for us.
-		case c == nil || finished:
-			c = &verifyCall{started: time.Now(), done: make(chan struct{})}
-			s.check.call = c
-			go func(c *verifyCall) {
-				c.err = s.raft.raft.VerifyLeader().Error()
-				close(c.done)
-			}(c)
-		default:
-			// One is in flight but began before we arrived: wait for it
-			// to finish, then start (or join) a newer one.
-			s.check.mu.Unlock()
-			select {
-			case <-c.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue
-		}
-		s.check.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -18,17 +19,17 @@ func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name))
 		return
 	}
-	token, err := newToken()
+	tok, err := token.New()
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	now := time.Now()
-	if _, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: HashToken(token)}); err != nil {
+	if _, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok)}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.User{Name: req.Name, Admin: req.Admin, Token: token, TimeCreated: now.UTC()})
+	writeJSON(w, http.StatusCreated, api.User{Name: req.Name, Admin: req.Admin, Token: tok, TimeCreated: now.UTC()})
 }
 
 func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) {

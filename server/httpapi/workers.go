@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -34,30 +35,30 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation needs a name, cpu > 0 and memory > 0 (got name %q, cpu %g, memory %d)", req.Name, req.CPU, req.Memory))
 		return
 	}
-	token, err := newToken()
+	tok, err := token.New()
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	res, err := s.apply(&state.Activate{
 		Now: time.Now().UnixNano(), Name: req.Name, CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory,
-		TokenHash: HashToken(token),
+		TokenHash: token.Hash(tok),
 	})
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	ar := res.(*state.ActivateResult)
-	s.touch(ar.Instance)
+	s.live.Touch(ar.Instance)
 	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory)
-	writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(ar.Instance), Token: token})
+	writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(ar.Instance), Token: tok})
 }
 
 func (s *Server) authWorker(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token := bearer(r)
-		inst, ok := s.state.InstanceByTokenHash(HashToken(token))
-		if token == "" || !ok {
+		tok := bearer(r)
+		inst, ok := s.state.InstanceByTokenHash(token.Hash(tok))
+		if tok == "" || !ok {
 			writeError(w, http.StatusUnauthorized, "unknown worker token; activate first")
 			return
 		}
@@ -124,7 +125,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	}
 	// While the sync is held, the worker counts as alive (and it is stamped
 	// on the way in and out).
-	defer s.holdSync(inst.ID)()
+	defer s.live.HoldSync(inst.ID)()
 	events := make([]state.Event, 0, len(req.Events))
 	for _, e := range req.Events {
 		ev, err := toEvent(inst.ID, e)
@@ -145,7 +146,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(events) > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ApplyTimeout)
-		err := s.events.submit(ctx, events)
+		err := s.events.Submit(ctx, events)
 		cancel()
 		if err != nil {
 			s.writeErr(w, err)
@@ -156,7 +157,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		changed := s.notify.wait(inst.ID)
+		changed := s.notify.Wait(inst.ID)
 		v := s.state.WorkerView(inst.ID, known)
 		if len(v.Orphans) > 0 {
 			if err := s.cancelOrphans(r.Context(), inst.ID, v.Orphans); err != nil {
@@ -195,7 +196,7 @@ func (s *Server) cancelOrphans(ctx context.Context, inst uint32, orphans []state
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
 	defer cancel()
-	return s.events.submit(ctx, events)
+	return s.events.Submit(ctx, events)
 }
 
 func syncResponse(acked int, v state.WorkerView) api.SyncResponse {

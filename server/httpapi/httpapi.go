@@ -1,4 +1,8 @@
-package server
+// Package httpapi is the HTTP API of a drover server: the user, admin,
+// worker and operator endpoints, authentication, forwarding of writes and
+// consistent reads to the leader, and request metrics. It sees the node only
+// through the small interfaces below, defined here where they are used.
+package httpapi
 
 import (
 	"context"
@@ -6,21 +10,163 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/server/cluster"
+	"github.com/drover-sched/drover/server/logstore"
 	"github.com/drover-sched/drover/server/state"
 )
 
 // maxBody bounds request bodies; a bunch of jobs should stay well below it.
 const maxBody = 64 << 20
+
+// ErrNotLeader means this server cannot accept writes now: it is not the
+// leader, or lost leadership while the write was in flight. Node.Apply and
+// Node.VerifyLeader return errors wrapping it.
+var ErrNotLeader = errors.New("this server is not the leader")
+
+// Node is the Raft node as the API needs it: leadership and writes.
+type Node interface {
+	// Apply commits a command and returns the state machine's answer; a
+	// command the state machine rejected is a *state.ApplyError.
+	Apply(c state.Command) (any, error)
+	IsLeader() bool
+	// Ready reports whether the local state has caught up with the log.
+	Ready() bool
+	// Leader returns the leader's Raft address and ID as this node knows
+	// them (empty while there is none).
+	Leader() (addr, id string)
+	// VerifyLeader confirms with a quorum that this node still leads.
+	VerifyLeader(ctx context.Context) error
+	// LeaderMoved returns a channel closed the next time leadership changes.
+	LeaderMoved() <-chan struct{}
+}
+
+// Raft is what the operator endpoints read and change in the Raft node;
+// *raft.Raft has it.
+type Raft interface {
+	GetConfiguration() raft.ConfigurationFuture
+	LeaderWithID() (raft.ServerAddress, raft.ServerID)
+	Stats() map[string]string
+	CurrentTerm() uint64
+	LastIndex() uint64
+	AppliedIndex() uint64
+	RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	LeadershipTransfer() raft.Future
+	LeadershipTransferToServer(id raft.ServerID, address raft.ServerAddress) raft.Future
+	Restore(meta *raft.SnapshotMeta, reader io.Reader, timeout time.Duration) error
+}
+
+// Members is the membership view: who the other servers are and where
+// their APIs listen.
+type Members interface {
+	Member(id string) (cluster.Member, bool)
+	Members() []cluster.Member
+}
+
+// Liveness is told when a worker is heard from, and while it waits in a
+// sync (a waiting worker is alive).
+type Liveness interface {
+	Touch(instance uint32)
+	HoldSync(instance uint32) (release func())
+}
+
+// Notifier wakes held syncs when an instance's assignments change.
+type Notifier interface {
+	// Wait returns a channel closed at the instance's next change. Take it
+	// before reading the state so no change is missed.
+	Wait(instance uint32) <-chan struct{}
+}
+
+// Events commits worker events, grouped with those of concurrent syncs.
+type Events interface {
+	Submit(ctx context.Context, events []state.Event) error
+}
+
+// Config is what the handlers need to know about their server.
+type Config struct {
+	ID        string // this server's Raft ID
+	Advertise string // the HTTP address other servers forward to
+	// DataDir spools snapshots being restored.
+	DataDir               string
+	WorkerSecret          string
+	DefaultBillingProject string
+	ApplyTimeout          time.Duration
+	MaxSyncWait           time.Duration
+	DebugPprof            bool
+}
+
+// Deps is everything the API is built from. Members may be nil (a server
+// without gossip); everything else is required.
+type Deps struct {
+	Config   Config
+	Log      *slog.Logger
+	State    *state.State
+	Logs     *logstore.Store
+	Node     Node
+	Raft     Raft
+	Members  Members
+	Liveness Liveness
+	Notifier Notifier
+	Events   Events
+	// Metrics gets the request metrics registered and is served on
+	// /metrics.
+	Metrics *prometheus.Registry
+}
+
+// Server serves the API.
+type Server struct {
+	cfg          Config
+	log          *slog.Logger
+	state        *state.State
+	logs         *logstore.Store
+	node         Node
+	raft         Raft
+	members      Members
+	live         Liveness
+	notify       Notifier
+	events       Events
+	reg          *prometheus.Registry
+	httpRequests *prometheus.CounterVec
+	httpSeconds  *prometheus.HistogramVec
+	proxy        *httputil.ReverseProxy
+}
+
+// New builds the API and registers its metrics.
+func New(d Deps) (*Server, error) {
+	if d.Log == nil || d.State == nil || d.Logs == nil || d.Node == nil || d.Raft == nil ||
+		d.Liveness == nil || d.Notifier == nil || d.Events == nil || d.Metrics == nil {
+		return nil, errors.New("httpapi: every dependency but Members is required")
+	}
+	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
+		live: d.Liveness, notify: d.Notifier, events: d.Events, reg: d.Metrics}
+	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
+	if err := d.Metrics.Register(s.httpRequests); err != nil {
+		return nil, fmt.Errorf("register http metrics: %w", err)
+	}
+	if err := d.Metrics.Register(s.httpSeconds); err != nil {
+		return nil, fmt.Errorf("register http metrics: %w", err)
+	}
+	s.proxy = s.newProxy()
+	return s, nil
+}
+
+func (s *Server) apply(c state.Command) (any, error) { return s.node.Apply(c) }
 
 // Handler returns the HTTP API.
 func (s *Server) Handler() http.Handler {
@@ -69,22 +215,22 @@ func (s *Server) Handler() http.Handler {
 	route("POST /api/v1/workers/deactivate", s.authWorker(s.handleDeactivate))
 	route("PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", s.authWorker(s.handleLogChunk))
 
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
-		if s.IsLeader() {
-			w.Header().Set(api.LeaderHeader, s.httpAdvertise)
+		if s.node.IsLeader() {
+			w.Header().Set(api.LeaderHeader, s.cfg.Advertise)
 		}
 		local := pattern == "" || localRoutes[pattern] || strings.HasPrefix(pattern, "GET /debug/pprof/")
 		stale := r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true"
 		// Writes and consistent reads are the leader's; any server passes
 		// them on. Stale reads are served from this server's own state.
-		if !local && !stale && !s.IsLeader() {
+		if !local && !stale && !s.node.IsLeader() {
 			s.forward(w, r)
 			return
 		}
-		if pattern != "GET /metrics" && pattern != "GET /api/v1/health" && !s.ready.Load() {
+		if pattern != "GET /metrics" && pattern != "GET /api/v1/health" && !s.node.Ready() {
 			writeError(w, http.StatusServiceUnavailable, "server is starting: it is still catching up with the Raft log; retry in a few seconds")
 			return
 		}
@@ -103,7 +249,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		if r.Method == http.MethodGet && !local && !stale {
 			// A consistent read: make sure we still lead before answering.
-			if err := s.verifyLeader(r.Context()); err != nil {
+			if err := s.node.VerifyLeader(r.Context()); err != nil {
 				s.writeErr(w, fmt.Errorf("%w: %v", ErrNotLeader, err))
 				return
 			}
@@ -150,8 +296,8 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h(sw, r)
-		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
-		s.metrics.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		s.httpRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		s.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		switch {
 		case sw.code == http.StatusServiceUnavailable:
 			s.log.Debug("request refused: no leader or not ready", "method", r.Method, "path", r.URL.Path)
@@ -178,12 +324,12 @@ func bearer(r *http.Request) string {
 
 func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token := bearer(r)
-		if token == "" {
+		tok := bearer(r)
+		if tok == "" {
 			writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
 			return
 		}
-		u, ok := s.state.UserByTokenHash(HashToken(token))
+		u, ok := s.state.UserByTokenHash(token.Hash(tok))
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "invalid token: no user has this token")
 			return
@@ -237,7 +383,7 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 		}
 		writeError(w, code, ae.Msg)
 	case errors.Is(err, ErrNotLeader):
-		addr, _ := s.Leader()
+		addr, _ := s.node.Leader()
 		msg := "no cluster leader right now; retry in a few seconds"
 		if addr != "" {
 			msg = fmt.Sprintf("this server is not the leader (the leader is at raft address %s); retry", addr)
@@ -300,12 +446,12 @@ func queryID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool)
 // handleHealth answers 200 when the server is ready to serve the API and 503
 // while it starts (load balancers should route by it).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	addr, id := s.Leader()
+	addr, id := s.node.Leader()
 	code := http.StatusOK
-	if !s.ready.Load() {
+	if !s.node.Ready() {
 		code = http.StatusServiceUnavailable
 	}
-	body := map[string]any{"ok": code == http.StatusOK, "ready": s.ready.Load(), "server_id": s.id, "leader": addr, "leader_id": id}
+	body := map[string]any{"ok": code == http.StatusOK, "ready": s.node.Ready(), "server_id": s.cfg.ID, "leader": addr, "leader_id": id}
 	if code != http.StatusOK {
 		body["error"] = "server is starting: it is still catching up with the Raft log"
 	}
@@ -313,10 +459,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
-	addr, id := s.Leader()
+	addr, id := s.node.Leader()
 	writeJSON(w, http.StatusOK, api.LeaderStatus{
-		Leader: addr, LeaderID: id, ServerID: s.id, IsLeader: s.IsLeader(),
-		Term: s.raft.raft.CurrentTerm(), LastIndex: s.raft.raft.LastIndex(), AppliedIdx: s.raft.raft.AppliedIndex(),
+		Leader: addr, LeaderID: id, ServerID: s.cfg.ID, IsLeader: s.node.IsLeader(),
+		Term: s.raft.CurrentTerm(), LastIndex: s.raft.LastIndex(), AppliedIdx: s.raft.AppliedIndex(),
 	})
 }
 

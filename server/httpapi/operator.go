@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bufio"
@@ -29,28 +29,28 @@ type snapshotMeta struct {
 }
 
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
-	f := s.raft.raft.GetConfiguration()
+	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		s.writeErr(w, fmt.Errorf("read raft configuration: %w", err))
 		return
 	}
-	_, leaderID := s.raft.raft.LeaderWithID()
-	stats := s.raft.raft.Stats()
+	_, leaderID := s.raft.LeaderWithID()
+	stats := s.raft.Stats()
 	commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
 	out := api.Peers{
-		Servers: []api.Peer{}, LeaderID: string(leaderID), Term: s.raft.raft.CurrentTerm(),
-		LastIndex: s.raft.raft.LastIndex(), CommitIndex: commit, AppliedIndex: s.raft.raft.AppliedIndex(),
+		Servers: []api.Peer{}, LeaderID: string(leaderID), Term: s.raft.CurrentTerm(),
+		LastIndex: s.raft.LastIndex(), CommitIndex: commit, AppliedIndex: s.raft.AppliedIndex(),
 		LastContact: stats["last_contact"],
 	}
 	for _, srv := range f.Configuration().Servers {
 		p := api.Peer{ID: string(srv.ID), Address: string(srv.Address), Voter: srv.Suffrage == raft.Voter,
-			Leader: srv.ID == leaderID, Reported: s.id}
+			Leader: srv.ID == leaderID, Reported: s.cfg.ID}
 		switch {
-		case string(srv.ID) == s.id:
-			p.Alive, p.HTTP = true, s.httpAdvertise
-		case s.cluster != nil:
-			if m, ok := s.cluster.member(string(srv.ID)); ok {
-				p.Alive, p.HTTP = m.alive, m.meta.HTTP
+		case string(srv.ID) == s.cfg.ID:
+			p.Alive, p.HTTP = true, s.cfg.Advertise
+		case s.members != nil:
+			if m, ok := s.members.Member(string(srv.ID)); ok {
+				p.Alive, p.HTTP = m.Alive, m.HTTP
 			}
 		}
 		out.Servers = append(out.Servers, p)
@@ -63,7 +63,7 @@ func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	f := s.raft.raft.GetConfiguration()
+	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		s.writeErr(w, err)
 		return
@@ -76,7 +76,7 @@ func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("server %q is not in the raft configuration; see 'drover operator raft list-peers'", req.ID))
 		return
 	}
-	if err := s.raft.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+	if err := s.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
 		s.writeErr(w, fmt.Errorf("remove server %s: %w", req.ID, err))
 		return
 	}
@@ -91,9 +91,9 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 	}
 	var f raft.Future
 	if req.ID == "" {
-		f = s.raft.raft.LeadershipTransfer()
+		f = s.raft.LeadershipTransfer()
 	} else {
-		cf := s.raft.raft.GetConfiguration()
+		cf := s.raft.GetConfiguration()
 		if err := cf.Error(); err != nil {
 			s.writeErr(w, err)
 			return
@@ -108,19 +108,19 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("server %q is not in the raft configuration", req.ID))
 			return
 		}
-		f = s.raft.raft.LeadershipTransferToServer(target.ID, target.Address)
+		f = s.raft.LeadershipTransferToServer(target.ID, target.Address)
 	}
 	if err := f.Error(); err != nil {
 		s.writeErr(w, fmt.Errorf("transfer leadership: %w", err))
 		return
 	}
 	// Wait (briefly) until this server hears from the new leader.
-	addr, id := s.Leader()
-	for deadline := time.Now().Add(3 * time.Second); (id == "" || id == s.id) && time.Now().Before(deadline); {
+	addr, id := s.node.Leader()
+	for deadline := time.Now().Add(3 * time.Second); (id == "" || id == s.cfg.ID) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		addr, id = s.Leader()
+		addr, id = s.node.Leader()
 	}
-	writeJSON(w, http.StatusOK, api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.id})
+	writeJSON(w, http.StatusOK, api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.cfg.ID})
 }
 
 // handleMemory collects garbage and reports this server's heap, so a
@@ -130,7 +130,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	writeJSON(w, http.StatusOK, api.MemoryStats{
-		ServerID: s.id, PID: os.Getpid(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
+		ServerID: s.cfg.ID, PID: os.Getpid(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
 		HeapObjects: ms.HeapObjects, Sys: ms.Sys, NumGC: ms.NumGC,
 	})
 }
@@ -139,7 +139,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 // with the Raft index and term, then the state machine's snapshot.
 func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	sn := s.state.Snapshot()
-	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.raft.CurrentTerm(), Server: s.id, Time: time.Now().UTC()}
+	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.CurrentTerm(), Server: s.cfg.ID, Time: time.Now().UTC()}
 	mb, _ := json.Marshal(meta)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -184,7 +184,7 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rm := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: meta.Index, Term: meta.Term, Size: size}
-	if err := s.raft.raft.Restore(rm, bufio.NewReaderSize(tmp, 1<<20), 5*time.Minute); err != nil {
+	if err := s.raft.Restore(rm, bufio.NewReaderSize(tmp, 1<<20), 5*time.Minute); err != nil {
 		s.writeErr(w, fmt.Errorf("restore snapshot: %w", err))
 		return
 	}
