@@ -243,6 +243,27 @@ batch "long" {
 		}
 		a.drover(a.token, "frobnicate").must(t, 1)
 	})
+
+	// The operator snapshot commands, end to end through the CLI; restoring
+	// into other clusters is tested in process (server/cluster_test.go).
+	t.Run("snapshot save and restore", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "backup.snap")
+		out := a.drover(a.token, "operator", "snapshot", "save", file).must(t, 0)
+		if !strings.Contains(out.stdout, "Saved snapshot") {
+			t.Fatalf("save: %s", out.stdout)
+		}
+		before := a.drover(a.token, "batch", "list", "-json").must(t, 0).stdout
+		a.drover(a.token, "run", "examples/scatter-gather.hcl").must(t, 0)
+		a.drover(a.token, "operator", "snapshot", "restore", file).must(t, 0)
+		if after := a.drover(a.token, "batch", "list", "-json").must(t, 0).stdout; after != before {
+			t.Fatalf("batch list after restore:\n%s\nwant, as saved:\n%s", after, before)
+		}
+		bad := filepath.Join(t.TempDir(), "bad.snap")
+		os.WriteFile(bad, []byte("not a snapshot\n"), 0o600)
+		if r := a.drover(a.token, "operator", "snapshot", "restore", bad).must(t, 1); !strings.Contains(r.stderr, "not a drover snapshot") {
+			t.Fatalf("restore of a bad file: %s", r.stderr)
+		}
+	})
 }
 
 func batchID(t *testing.T, out string) string {

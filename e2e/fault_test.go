@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/fakeconsul"
 	"github.com/drover-sched/drover/internal/launch"
 )
 
@@ -386,100 +385,6 @@ func TestFaultAutopilot(t *testing.T) {
 func firstLine(b []byte) string {
 	s, _, _ := strings.Cut(string(b), "\n")
 	return s
-}
-
-// TestSnapshotSaveRestoreIntoFreshCluster saves a cluster's state with the
-// CLI and restores it into a new 3-server cluster.
-func TestSnapshotSaveRestoreIntoFreshCluster(t *testing.T) {
-	src := newCluster(t, 1)
-	src.startWorker("w", 4)
-	ctx := context.Background()
-	cl := src.client()
-	env := []string{"DROVER_ADDR=" + src.HTTPAddrs(), "DROVER_TOKEN=" + src.token()}
-	runCLI(t, env, "run", "-wait", "examples/scatter-gather.hcl").must(t, 0)
-	runCLI(t, env, "run", "-wait", "examples/dag.hcl").must(t, 2)
-	runCLI(t, env, "user", "create", "alice").must(t, 0)
-	if _, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "open", NJobs: 10}); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "backup.snap")
-	out := runCLI(t, env, "operator", "snapshot", "save", file).must(t, 0)
-	if !strings.Contains(out.stdout, "Saved snapshot") {
-		t.Fatal(out.stdout)
-	}
-	want := allState(t, cl)
-
-	dst := newCluster(t, 3)
-	denv := []string{"DROVER_ADDR=" + dst.HTTPAddrs(), "DROVER_TOKEN=" + dst.token()}
-	runCLI(t, denv, "operator", "snapshot", "restore", file).must(t, 0)
-	// The restored state has the source's users and tokens.
-	restored := api.NewClient(dst.HTTPAddrs(), src.token())
-	if got := allState(t, restored); got != want {
-		t.Fatalf("restored state differs:\n--- got\n%s\n--- want\n%s", got, want)
-	}
-	waitAppliedAs(t, dst, src.token())
-	for _, s := range dst.Servers {
-		req, _ := http.NewRequest("GET", "http://"+s.HTTP+"/api/v1/batches?stale=true", nil)
-		req.Header.Set("Authorization", "Bearer "+src.token())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("server s%d after restore: %v %v", s.Index, resp, err)
-		}
-		var list api.BatchList
-		_ = json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		if len(list.Batches) != 3 {
-			t.Fatalf("server s%d has %d batches after restore", s.Index, len(list.Batches))
-		}
-	}
-}
-
-// allState renders every batch and job the client can see.
-func allState(t *testing.T, cl *api.Client) string {
-	t.Helper()
-	ctx := context.Background()
-	var sb strings.Builder
-	list, err := cl.ListBatches(ctx, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range list.Batches {
-		data, _ := json.Marshal(b)
-		sb.Write(data)
-		sb.WriteByte('\n')
-		jobs, err := cl.AllJobs(ctx, b.ID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			data, _ := json.Marshal(j)
-			sb.Write(data)
-			sb.WriteByte('\n')
-		}
-	}
-	users, err := cl.ListUsers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(users)
-	sb.Write(data)
-	return sb.String()
-}
-
-// TestConsulDiscovery forms a cluster whose servers find each other only
-// through Consul (a fake speaking Consul's HTTP API).
-func TestConsulDiscovery(t *testing.T) {
-	fc := fakeconsul.New()
-	defer fc.Close()
-	c := startCluster(t, launch.Options{Servers: 3, NoJoin: true, Args: []string{"-consul-addr", fc.Addr()}})
-	p, err := c.client().Peers(context.Background())
-	if err != nil || len(p.Servers) != 3 {
-		t.Fatalf("peers %+v %v", p, err)
-	}
-	if got := fc.Services(); len(got) != 3 {
-		t.Fatalf("consul has %v", got)
-	}
-	runCLI(t, []string{"DROVER_ADDR=" + c.HTTPAddrs(), "DROVER_TOKEN=" + c.token()}, "operator", "raft", "list-peers").must(t, 0)
 }
 
 // TestServerConfigFile starts a single server from an HCL config file, with

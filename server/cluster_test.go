@@ -1,0 +1,287 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/fakeconsul"
+	"github.com/drover-sched/drover/internal/simworker"
+)
+
+func startTestCluster(t *testing.T, n int, opts ClusterOptions) *TestCluster {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := NewTestCluster(ctx, t.TempDir(), n, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	return c
+}
+
+// follower returns a server that does not lead.
+func follower(t *testing.T, c *TestCluster) *Server {
+	t.Helper()
+	for _, s := range c.Servers {
+		if !s.IsLeader() {
+			return s
+		}
+	}
+	t.Fatal("every server leads")
+	return nil
+}
+
+// runWorkers runs simulated workers against addrs until ctx ends.
+func runWorkers(ctx context.Context, t *testing.T, addrs string, n int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	rec := simworker.NewRecorder(1000)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := simworker.Run(ctx, simworker.Config{Servers: addrs, Secret: "test-secret", Name: fmt.Sprint("sim", i),
+				Cores: 4, Memory: 16 << 30, SyncWait: 200 * time.Millisecond, Rec: rec})
+			if err != nil && ctx.Err() == nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}()
+	}
+	return &wg
+}
+
+func waitComplete(t *testing.T, cl *api.Client, id int64) *api.Batch {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := cl.GetBatch(context.Background(), id)
+		if err == nil && b.State == "complete" {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %d not complete: %+v %v", id, b, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestInProcessClusterForwardsReplicatesAndMovesLeadership submits through a
+// follower (forwarded to the leader), runs the jobs with workers that talk
+// to followers, reads the result from every server, then moves leadership
+// and does it again on the new leader.
+func TestInProcessClusterForwardsReplicatesAndMovesLeadership(t *testing.T) {
+	c := startTestCluster(t, 3, ClusterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := follower(t, c)
+	cl := api.NewClient("http://"+f.HTTPAddr(), c.Token)
+	wg := runWorkers(ctx, t, "http://"+f.HTTPAddr(), 2)
+	defer wg.Wait()
+	defer cancel()
+
+	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "through-a-follower"},
+		api.GeneratedJobs{N: 40, Make: func(i int) api.JobSpec { return job(int64(i+1), "j") }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.ID
+	if b := waitComplete(t, cl, id); b.NSucceeded != 40 {
+		t.Fatalf("batch %+v", b)
+	}
+	// Each server's own state catches up with the end of the batch.
+	for _, s := range c.Servers {
+		waitFor(t, "server "+s.ID()+" to apply the batch's end", func() bool {
+			b, ok := s.State().Batch(uint64(id))
+			return ok && b.State == "complete"
+		})
+	}
+
+	old := c.Leader()
+	st, err := cl.TransferLeader(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LeaderID == old.ID() || st.LeaderID == "" {
+		t.Fatalf("leadership did not move: %+v", st)
+	}
+	waitFor(t, "a new leader running its loops", func() bool { l := c.Leader(); return l != nil && l != old })
+	b2, err := api.NewClient(c.HTTPAddrs(), c.Token).Submit(ctx, &api.CreateBatchRequest{Name: "after-transfer"},
+		api.Jobs{job(1, "a")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitComplete(t, cl, b2.ID)
+	peers, err := cl.Peers(ctx)
+	if err != nil || len(peers.Servers) != 3 {
+		t.Fatalf("peers %+v %v", peers, err)
+	}
+	for _, p := range peers.Servers {
+		if !p.Alive || p.HTTP == "" {
+			t.Fatalf("peer %+v: want every server alive with its API address", p)
+		}
+	}
+}
+
+// TestSnapshotSaveRestoreIntoFreshCluster saves a server's state through the
+// operator API and restores it into a new 3-server cluster: users, tokens,
+// batches and jobs come back on every server.
+func TestSnapshotSaveRestoreIntoFreshCluster(t *testing.T) {
+	src := startServer(t, "", nil)
+	ctx := context.Background()
+	w := newSimWorker(t, src, "w", 4)
+	b1, err := src.admin.Submit(ctx, &api.CreateBatchRequest{Name: "done"},
+		api.Jobs{job(1, "a"), job(2, "b", 1)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(20*time.Second, func() bool {
+		b, err := src.admin.GetBatch(ctx, b1.ID)
+		return err == nil && b.State == "complete"
+	})
+	src.user("alice")
+	if _, err := src.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "open", NJobs: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if _, err := src.admin.SnapshotSave(ctx, &snap); err != nil {
+		t.Fatal(err)
+	}
+	want := allState(t, src.admin)
+
+	dst := startTestCluster(t, 3, ClusterOptions{})
+	if err := api.NewClient(dst.HTTPAddrs(), dst.Token).SnapshotRestore(ctx, snap.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	restored := api.NewClient(dst.HTTPAddrs(), src.admin.Token())
+	if got := allState(t, restored); got != want {
+		t.Fatalf("restored state differs:\n--- got\n%s\n--- want\n%s", got, want)
+	}
+	for _, s := range dst.Servers {
+		waitFor(t, "server "+s.ID()+" to hold the restored batches", func() bool {
+			req, _ := http.NewRequest("GET", "http://"+s.HTTPAddr()+"/api/v1/batches?stale=true", nil)
+			req.Header.Set("Authorization", "Bearer "+src.admin.Token())
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var list api.BatchList
+			return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&list) == nil && len(list.Batches) == 2
+		})
+	}
+}
+
+// TestConsulDiscovery forms a cluster whose servers find each other only
+// through Consul (a fake speaking Consul's HTTP API), over real gossip,
+// and bootstrap Raft once all three see each other.
+func TestConsulDiscovery(t *testing.T) {
+	fc := fakeconsul.New()
+	defer fc.Close()
+	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, ConsulAddr: fc.Addr()})
+	p, err := api.NewClient(c.HTTPAddrs(), c.Token).Peers(context.Background())
+	if err != nil || len(p.Servers) != 3 {
+		t.Fatalf("peers %+v %v", p, err)
+	}
+	if got := fc.Services(); len(got) != 3 {
+		t.Fatalf("consul has %v", got)
+	}
+	// A write through a follower is forwarded to the leader, whose API
+	// address the follower learnt over gossip.
+	f := follower(t, c)
+	if _, err := api.NewClient("http://"+f.HTTPAddr(), c.Token).CreateUser(context.Background(), &api.CreateUserRequest{Name: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGossipJoinAndAutopilot forms a cluster over gossip with -join
+// addresses, then stops a server: autopilot removes it from the Raft
+// configuration once it has been gone for DeadServerGrace.
+func TestGossipJoinAndAutopilot(t *testing.T) {
+	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, Configure: func(_ int, cfg *Config) {
+		cfg.DeadServerGrace = 500 * time.Millisecond
+		cfg.GossipInterval = 100 * time.Millisecond
+	}})
+	gone := follower(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := gone.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var alive []*Server
+	for _, s := range c.Servers {
+		if s != gone {
+			alive = append(alive, s)
+		}
+	}
+	c.Servers = alive
+	cl := api.NewClient(c.HTTPAddrs(), c.Token)
+	waitFor(t, "autopilot to remove the stopped server", func() bool {
+		p, err := cl.Peers(context.Background())
+		if err != nil || len(p.Servers) != 2 {
+			return false
+		}
+		for _, srv := range p.Servers {
+			if srv.ID == gone.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := cl.CreateUser(context.Background(), &api.CreateUserRequest{Name: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// allState renders every batch and job the client can see, and the users.
+func allState(t *testing.T, cl *api.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	var sb strings.Builder
+	list, err := cl.ListBatches(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range list.Batches {
+		data, _ := json.Marshal(b)
+		sb.Write(data)
+		sb.WriteByte('\n')
+		jobs, err := cl.AllJobs(ctx, b.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			data, _ := json.Marshal(j)
+			sb.Write(data)
+			sb.WriteByte('\n')
+		}
+	}
+	users, err := cl.ListUsers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(users)
+	sb.Write(data)
+	return sb.String()
+}
