@@ -7,33 +7,35 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 )
 
-// task runs one attempt as a process in a process group of its own.
+// task runs one attempt through the worker's executor.
 type task struct {
 	w   *Worker
 	a   api.Assignment
 	dir string
 
+	// ctx is cancelled when the job is killed: it aborts a start in
+	// progress, and run stops a running command when it is done.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu        sync.Mutex
-	cmd       *exec.Cmd
 	killWhy   string // set when the control plane or a timeout ends the job
 	abandoned bool   // the worker is leaving: report nothing
 	done      bool
-	killed    chan struct{}
 }
 
 func newTask(w *Worker, a api.Assignment) *task {
 	dir := filepath.Join(w.cfg.DataDir, "jobs", fmt.Sprintf("%d-%d-%d", a.BatchID, a.JobID, a.Attempt))
-	return &task{w: w, a: a, dir: dir, killed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &task{w: w, a: a, dir: dir, ctx: ctx, cancel: cancel}
 }
 
 func (t *task) finished() bool {
@@ -51,7 +53,7 @@ func (t *task) kill(reason string) {
 		return
 	}
 	t.killWhy = reason
-	close(t.killed)
+	t.cancel()
 }
 
 // abandon kills the job without reporting it.
@@ -62,14 +64,16 @@ func (t *task) abandon(reason string) {
 	t.kill(reason)
 }
 
-func (t *task) env() []string {
+// reason is why the job was killed, or "".
+func (t *task) reason() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.killWhy
+}
+
+// spec is what the executor needs to run the attempt.
+func (t *task) spec() Spec {
 	env := []string{
-		"PATH=" + os.Getenv("PATH"),
-		"USER=" + os.Getenv("USER"),
-		"LOGNAME=" + os.Getenv("LOGNAME"),
-		"HOME=" + t.dir,
-		"TMPDIR=" + t.dir,
-		"LANG=C.UTF-8",
 		"DROVER_BATCH_ID=" + strconv.FormatInt(t.a.BatchID, 10),
 		"DROVER_JOB_ID=" + strconv.FormatInt(t.a.JobID, 10),
 		"DROVER_ATTEMPT=" + strconv.Itoa(t.a.Attempt),
@@ -81,7 +85,7 @@ func (t *task) env() []string {
 	for k, v := range t.a.Env {
 		env = append(env, k+"="+v)
 	}
-	return env
+	return Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: t.dir}
 }
 
 // run executes the attempt and queues its started and completed events. The
@@ -119,40 +123,31 @@ func (t *task) run() {
 		fail(fmt.Sprintf("create working directory: %v", err))
 		return
 	}
-	path, err := t.w.lookPath(t.a.Command[0])
+	h, err := t.w.exec.Start(t.ctx, t.spec(), ship)
 	if err != nil {
-		fail(fmt.Sprintf("cannot run %q: %v", t.a.Command[0], unwrapExec(err)))
-		return
-	}
-	cmd := exec.Command(path, t.a.Command[1:]...)
-	cmd.Args[0] = t.a.Command[0]
-	cmd.Dir = t.dir
-	cmd.Env = t.env()
-	cmd.Stdout = ship
-	cmd.Stderr = ship
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// A background child that keeps stdout open must not hold the job
-	// open after its main process exits.
-	cmd.WaitDelay = 500 * time.Millisecond
-	t.mu.Lock()
-	if t.killWhy != "" {
-		t.mu.Unlock()
-		ev.Outcome, ev.Message = api.OutcomeCancelled, t.killWhy
-		return
-	}
-	err = cmd.Start()
-	t.cmd = cmd
-	t.mu.Unlock()
-	if err != nil {
-		fail(fmt.Sprintf("cannot start %q: %v", t.a.Command[0], unwrapExec(err)))
+		if errors.Is(err, context.Canceled) && t.ctx.Err() != nil {
+			// Killed before the command started.
+			ev.Outcome, ev.Message = api.OutcomeCancelled, t.reason()
+			return
+		}
+		// A *StartError (the program is missing or not executable) reads
+		// "cannot run ..." or "cannot start ...": it is the message.
+		fail(err.Error())
 		return
 	}
 	start = time.Now()
 	ev.StartTime = start
 	t.w.emit(api.AttemptEvent{AttemptRef: t.a.AttemptRef, Kind: api.EventStarted, StartTime: start})
 
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	type ended struct {
+		res Result
+		err error
+	}
+	waited := make(chan ended, 1)
+	go func() {
+		res, err := h.Wait()
+		waited <- ended{res, err}
+	}()
 	var timeout <-chan time.Time
 	if t.a.TimeoutSeconds > 0 {
 		timer := time.NewTimer(time.Duration(t.a.TimeoutSeconds * float64(time.Second)))
@@ -160,23 +155,23 @@ func (t *task) run() {
 		timeout = timer.C
 	}
 	timedOut := false
+	var end ended
 	select {
-	case err = <-waited:
-	case <-t.killed:
-		t.terminate(waited, &err)
+	case end = <-waited:
+	case <-t.ctx.Done():
+		h.Stop(t.w.cfg.KillGrace)
+		end = <-waited
 	case <-timeout:
 		timedOut = true
-		t.terminate(waited, &err)
+		h.Stop(t.w.cfg.KillGrace)
+		end = <-waited
 	}
 	ev.EndTime = time.Now()
-	// What the job left running in its process group ends with it, as in a
-	// container: it would use resources nobody accounts for.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	code := exitCode(cmd.ProcessState)
-	ev.ExitCode = code
-	t.mu.Lock()
-	why := t.killWhy
-	t.mu.Unlock()
+	if end.err != nil {
+		log.Warn("lost track of the job", "err", end.err)
+	}
+	ev.ExitCode = end.res.ExitCode
+	why := t.reason()
 	switch {
 	case timedOut:
 		ev.Outcome = api.OutcomeFailed
@@ -184,55 +179,16 @@ func (t *task) run() {
 		fmt.Fprintf(ship, "drover: %s\n", ev.Message)
 	case why != "":
 		ev.Outcome, ev.Message = api.OutcomeCancelled, why
-	case (err == nil || errors.Is(err, exec.ErrWaitDelay)) && code == 0:
+	case end.err == nil && end.res.ExitCode == 0:
 		ev.Outcome = api.OutcomeSuccess
 	default:
 		ev.Outcome = api.OutcomeFailed
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			ev.Message = fmt.Sprintf("killed by signal %s", ws.Signal())
+		if end.res.Signal != 0 {
+			ev.Message = fmt.Sprintf("killed by signal %s", end.res.Signal)
 		} else {
-			ev.Message = fmt.Sprintf("exited with code %d", code)
+			ev.Message = fmt.Sprintf("exited with code %d", end.res.ExitCode)
 		}
 	}
-}
-
-// terminate sends SIGTERM to the job's process group, then SIGKILL after the
-// grace period, and waits for the process.
-func (t *task) terminate(waited <-chan error, err *error) {
-	pgid := t.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case *err = <-waited:
-	case <-time.After(t.w.cfg.KillGrace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		*err = <-waited
-	}
-	// Children that ignored SIGTERM and outlived the leader go too.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-}
-
-// exitCode follows the shell's convention: 128+N for a process killed by
-// signal N.
-func exitCode(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
-func unwrapExec(err error) error {
-	var ee *exec.Error
-	if errors.As(err, &ee) {
-		return ee.Err
-	}
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // shipper buffers a job's output and uploads it in numbered chunks: every

@@ -1,8 +1,9 @@
 // Package worker is the drover worker agent: it activates with the control
-// plane, long-polls sync for assignments and kills, runs jobs as processes,
-// ships their logs, and reports when attempts start and end. It talks to
-// servers only over the public HTTP protocol, so a worker on this machine and
-// one in another region behave the same.
+// plane, long-polls sync for assignments and kills, runs jobs through an
+// Executor (as processes by default), ships their logs, and reports when
+// attempts start and end. It talks to servers only over the public HTTP
+// protocol, so a worker on this machine and one in another region behave the
+// same.
 package worker
 
 import (
@@ -12,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,7 +45,9 @@ type Config struct {
 	KillGrace time.Duration
 	// KeepWorkDirs keeps jobs' working directories after they end.
 	KeepWorkDirs bool
-	Logger       *slog.Logger
+	// Executor runs the jobs' commands; nil means a ProcessExecutor.
+	Executor Executor
+	Logger   *slog.Logger
 }
 
 // DefaultConfig returns defaults for a worker; set Servers, Name, CPU,
@@ -91,6 +93,7 @@ type Worker struct {
 	cfg    *Config
 	log    *slog.Logger
 	client *api.Client
+	exec   Executor
 
 	mu       sync.Mutex
 	tasks    map[api.AttemptRef]*task
@@ -99,34 +102,6 @@ type Worker struct {
 
 	wake chan struct{}
 	wg   sync.WaitGroup
-
-	pathMu sync.Mutex
-	paths  map[string]string // program name -> path found in PATH
-}
-
-// lookPath finds a program in PATH, remembering what it found: most jobs of
-// a batch run the same program, and every lookup is a dozen stat calls.
-func (w *Worker) lookPath(name string) (string, error) {
-	if strings.Contains(name, "/") {
-		return exec.LookPath(name)
-	}
-	w.pathMu.Lock()
-	p, ok := w.paths[name]
-	w.pathMu.Unlock()
-	if ok {
-		return p, nil
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", err
-	}
-	w.pathMu.Lock()
-	if w.paths == nil {
-		w.paths = map[string]string{}
-	}
-	w.paths[name] = p
-	w.pathMu.Unlock()
-	return p, nil
 }
 
 // New returns a worker; Run starts it.
@@ -138,6 +113,10 @@ func New(cfg *Config) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	ex := cfg.Executor
+	if ex == nil {
+		ex = &ProcessExecutor{}
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "jobs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create worker data dir: %w", err)
 	}
@@ -145,6 +124,7 @@ func New(cfg *Config) (*Worker, error) {
 		cfg:    cfg,
 		log:    log.With("worker", cfg.Name),
 		client: api.NewClient(strings.Join(cfg.Servers, ","), ""),
+		exec:   ex,
 		tasks:  map[api.AttemptRef]*task{},
 		wake:   make(chan struct{}, 1),
 	}, nil

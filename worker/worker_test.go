@@ -169,9 +169,8 @@ func TestOutcomes(t *testing.T) {
 
 func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 	e := start(t, nil)
-	marker := filepath.Join(t.TempDir(), "survived")
-	// The grandchild would write the marker after 2s if it outlived the job.
-	spec := sh(1, fmt.Sprintf("(sleep 2; touch %s) & sleep 60", marker))
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	spec := sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; sleep 60", pidFile))
 	spec.TimeoutSeconds = 0.5
 	start := time.Now()
 	b := e.run(spec)
@@ -182,8 +181,7 @@ func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 	if j.State != api.JobFailed || !strings.Contains(j.Message, "timed out after 500ms") {
 		t.Fatalf("job %+v", j)
 	}
-	time.Sleep(2500 * time.Millisecond)
-	if _, err := os.Stat(marker); err == nil {
+	if !waitGone(readPID(t, pidFile), 5*time.Second) {
 		t.Fatal("a child of the timed-out job kept running")
 	}
 }
@@ -257,17 +255,16 @@ func TestConfigValidate(t *testing.T) {
 
 func TestBackgroundChildDoesNotHoldTheJob(t *testing.T) {
 	e := start(t, nil)
-	marker := filepath.Join(t.TempDir(), "leftover")
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	begin := time.Now()
-	b := e.run(sh(1, fmt.Sprintf("(sleep 2; touch %s) & echo main done", marker)))
+	b := e.run(sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; echo main done", pidFile)))
 	if took := time.Since(begin); took > 1500*time.Millisecond {
 		t.Fatalf("the job took %s: a background child held it open", took)
 	}
 	if b.NSucceeded != 1 || e.log(b.ID, 1) != "main done\n" {
 		t.Fatalf("batch %+v log %q", b, e.log(b.ID, 1))
 	}
-	time.Sleep(2500 * time.Millisecond)
-	if _, err := os.Stat(marker); err == nil {
+	if !waitGone(readPID(t, pidFile), 5*time.Second) {
 		t.Fatal("the job's leftover child kept running after the job ended")
 	}
 }
