@@ -32,13 +32,13 @@ unit:
 	$(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./server/... ./worker/
+	$(GO) test -count=1 -race ./server/... ./worker/ ./api/
 
 e2e:
 	$(GO) test -count=1 -v ./e2e/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./server/... ./jobspec/
+	$(GO) test -run '^$$' -bench . -benchmem ./scheduler/ ./server/... ./jobspec/
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

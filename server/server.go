@@ -44,6 +44,7 @@ type Server struct {
 	api      *httpapi.Server
 	httpSrv  *http.Server
 	listener net.Listener
+	fresh    freshConns
 	cluster  *cluster.Cluster // nil without gossip
 
 	// ready is set once this server's state has caught up with the log
@@ -183,7 +184,7 @@ func New(cfg *Config) (*Server, error) {
 		}
 		return fail(err)
 	}
-	s.httpSrv = &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnState: s.fresh.track}
 
 	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.raft.watchLeader(ctx) }()
@@ -279,7 +280,7 @@ func (s *Server) Leader() (addr, id string) {
 
 // Shutdown stops the HTTP API, the loops and Raft.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.httpSrv.Shutdown(ctx)
+	err := s.shutdownHTTP(ctx)
 	if s.cluster != nil {
 		s.cluster.Shutdown()
 	}
@@ -295,6 +296,54 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("server stopped")
 	return err
+}
+
+// shutdownHTTP stops accepting requests and waits for those in flight.
+// net/http counts a connection that has not sent its first request as busy
+// for 5 seconds, and HTTP clients keep such connections (a dial that lost
+// the race to an idle connection goes to the pool): those are closed here,
+// so one client's spare connection does not hold a restart for 5 seconds.
+func (s *Server) shutdownHTTP(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.httpSrv.Shutdown(ctx) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			s.fresh.closeAll()
+		}
+	}
+}
+
+// freshConns tracks the API's connections that have not sent a request.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == http.StateNew {
+		if f.conns == nil {
+			f.conns = map[net.Conn]struct{}{}
+		}
+		f.conns[c] = struct{}{}
+	} else {
+		delete(f.conns, c)
+	}
+}
+
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		_ = c.Close()
+		delete(f.conns, c)
+	}
 }
 
 func (s *Server) shutdownRaft() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -493,4 +494,24 @@ func TestCancelBeforeWorkerTakesAttempt(t *testing.T) {
 	if len(j.Attempts) != 1 || j.Attempts[0].State != "cancelled" || !strings.Contains(j.Attempts[0].Message, "before the attempt started") {
 		t.Fatalf("job %+v", j)
 	}
+}
+
+// TestShutdownDoesNotWaitForIdleNewConnections: a client's spare connection
+// that never sent a request must not hold a shutdown (net/http would wait
+// 5 seconds for it).
+func TestShutdownDoesNotWaitForIdleNewConnections(t *testing.T) {
+	tc := startServer(t, "", nil)
+	conn, err := net.Dial("tcp", tc.srv.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(100 * time.Millisecond) // the server has accepted it
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := tc.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown after %s: %v", time.Since(start), err)
+	}
+	tc.srv = nil
 }
