@@ -36,7 +36,8 @@ type User struct {
 	Runs         []Run
 }
 
-// Input is a copy of what the scheduler needs to know.
+// Input is a copy of what the scheduler needs to know. Instances may come
+// in any order; IDs must be unique.
 type Input struct {
 	Instances []Instance
 	Users     []User
@@ -87,7 +88,8 @@ const maxExplained = 64
 
 type slot struct {
 	free, mem int64
-	idx       int32 // into packer.cands
+	id        uint32 // ties break by instance ID, so the input's order does not matter
+	idx       int32  // into packer.cands
 }
 
 func slotLess(a, b slot) bool {
@@ -97,7 +99,7 @@ func slotLess(a, b slot) bool {
 	if a.mem != b.mem {
 		return a.mem < b.mem
 	}
-	return a.idx < b.idx
+	return a.id < b.id
 }
 
 // failure is a job size that fit nowhere this round, and why.
@@ -126,7 +128,7 @@ func newPacker(filters []Filter, insts []Instance) *packer {
 		free, mem := max(in.FreeMilli, 0), max(in.FreeMem, 0)
 		p.cands[i] = Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free), Memory: max(in.Memory, mem), FreeMilli: free, FreeMem: mem}
 		if free > 0 && mem > 0 {
-			p.tree.ReplaceOrInsert(slot{free, mem, int32(i)})
+			p.tree.ReplaceOrInsert(slot{free, mem, in.ID, int32(i)})
 		}
 	}
 	return p

@@ -338,3 +338,21 @@ func BenchmarkSchedule10kInstances(b *testing.B) {
 	}
 	b.ReportMetric(float64(jobs), "jobs/round")
 }
+
+// TestScheduleIgnoresInstanceOrder: the state hands instances over in map
+// order; the decision must not depend on it.
+func TestScheduleIgnoresInstanceOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	b := NewInput()
+	for i := 0; i < 50; i++ {
+		b.Instance(uint32(i+1), Cores(float64(2+rng.IntN(6))), 16*GiB) // many equal sizes: ties
+	}
+	in := b.User("a", 0, oneCore(1, 1, 70), NewRun(2, 1, 9, Cores(3), GiB)).User("b", Cores(2), oneCore(3, 1, 40)).Build()
+	want := fmt.Sprint(Schedule(in).Placements)
+	for k := 0; k < 20; k++ {
+		rng.Shuffle(len(in.Instances), func(i, j int) { in.Instances[i], in.Instances[j] = in.Instances[j], in.Instances[i] })
+		if got := fmt.Sprint(Schedule(in).Placements); got != want {
+			t.Fatalf("placements depend on the order of the instances:\n%s\nvs\n%s", got, want)
+		}
+	}
+}

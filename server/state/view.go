@@ -1,12 +1,12 @@
 package state
 
-import "sort"
+import "slices"
 
 // maxRunsPerUser bounds how far down one user's queue a round looks.
 const maxRunsPerUser = 10000
 
 // SchedulingView is the read model a scheduling round starts from: every
-// active instance and, per user with Ready jobs, the head of the user's
+// active instance (in no particular order) and, per user with Ready jobs, the head of the user's
 // Ready queue (oldest batch first), no more than could possibly be placed
 // now. The state does not know the scheduler; server/ adapts this view to
 // the scheduler's input and the decision back to a Plan.
@@ -66,14 +66,13 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 	if free == 0 {
 		return v
 	}
-	sort.Slice(v.Instances, func(i, j int) bool { return v.Instances[i].ID < v.Instances[j].ID })
 	names := make([]string, 0, len(s.sched))
 	for name, u := range s.sched {
 		if u.readyJobs > 0 || u.runningJobs > 0 {
 			names = append(names, name)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, name := range names {
 		u := s.sched[name]
 		ud := UserDemand{Name: name, RunningMilli: u.runningMilli, ReadyMilli: u.readyMilli}
