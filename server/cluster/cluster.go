@@ -90,6 +90,7 @@ type Cluster struct {
 	raft    Raft
 	log     *slog.Logger
 	ml      *memberlist.Memberlist
+	gossip  string // this server's gossip address, read once after memberlist started
 	consul  *consulDiscovery
 	mu      sync.Mutex
 	members map[string]*Member // by server ID
@@ -263,6 +264,10 @@ func (c *Cluster) setupGossip() error {
 		return fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
 	c.ml = ml
+	// Read the address now: the node LocalNode returns is memberlist's own
+	// and changes under its lock (UpdateNode), so it is not read later.
+	n := ml.LocalNode()
+	c.gossip = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	return nil
 }
 
@@ -327,10 +332,7 @@ func (c *Cluster) runJoin(ctx context.Context) {
 }
 
 // GossipAddr is the gossip address other servers reach this one at.
-func (c *Cluster) GossipAddr() string {
-	n := c.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (c *Cluster) GossipAddr() string { return c.gossip }
 
 func (c *Cluster) hasRaftState() bool { return c.raft.LastIndex() > 0 }
 
