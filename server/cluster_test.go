@@ -212,7 +212,7 @@ func TestConsulDiscovery(t *testing.T) {
 // configuration once it has been gone for DeadServerGrace.
 func TestGossipJoinAndAutopilot(t *testing.T) {
 	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, Configure: func(_ int, cfg *Config) {
-		cfg.DeadServerGrace = 500 * time.Millisecond
+		cfg.DeadServerGrace = 0 // remove as soon as gossip declares it dead
 		cfg.GossipInterval = 100 * time.Millisecond
 	}})
 	gone := follower(t, c)
