@@ -112,26 +112,48 @@ type failure struct {
 // passes the extra filters (best fit), which keeps large holes for large
 // jobs. The tree only holds instances with resources free and is searched
 // from the job's size up, so DefaultChain holds for whatever it finds; the
-// whole chain only runs to explain a failure.
+// whole chain only runs to explain a failure, over candidates built then.
 type packer struct {
 	filters []Filter
 	chain   []Filter // filters, then DefaultChain
-	cands   []Candidate
-	tree    *btree.BTreeG[slot] // candidates with cores and memory free
+	insts   []Instance
+	tree    *btree.BTreeG[slot] // instances with cores and memory free
+	full    []slot              // instances taken out of the tree, with what they had left
 	failed  []failure
 }
 
 func newPacker(filters []Filter, insts []Instance) *packer {
 	chain := append(filters[:len(filters):len(filters)], DefaultChain...)
-	p := &packer{filters: filters, chain: chain, cands: make([]Candidate, len(insts)), tree: btree.NewG(16, slotLess)}
+	p := &packer{filters: filters, chain: chain, insts: insts, tree: btree.NewG(16, slotLess)}
 	for i, in := range insts {
-		free, mem := max(in.FreeMilli, 0), max(in.FreeMem, 0)
-		p.cands[i] = Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free), Memory: max(in.Memory, mem), FreeMilli: free, FreeMem: mem}
-		if free > 0 && mem > 0 {
-			p.tree.ReplaceOrInsert(slot{free, mem, in.ID, int32(i)})
+		if in.FreeMilli > 0 && in.FreeMem > 0 {
+			p.tree.ReplaceOrInsert(slot{in.FreeMilli, in.FreeMem, in.ID, int32(i)})
 		}
 	}
 	return p
+}
+
+// candidate is instance i as the chain sees it, with free resources f.
+func (p *packer) candidate(i int32, free, mem int64) Candidate {
+	in := &p.insts[i]
+	free, mem = max(free, 0), max(mem, 0)
+	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem}
+}
+
+// candidates lists every instance with what is free on it now.
+func (p *packer) candidates() []Candidate {
+	cands := make([]Candidate, len(p.insts))
+	for i, in := range p.insts {
+		cands[i] = p.candidate(int32(i), in.FreeMilli, in.FreeMem)
+	}
+	for _, s := range p.full {
+		cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
+	}
+	p.tree.Ascend(func(s slot) bool {
+		cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
+		return true
+	})
+	return cands
 }
 
 // fit returns the best-fit instance for one job of the run, or why there is
@@ -155,15 +177,21 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	ok := false
 	if known < 0 {
 		p.tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
-			if s.mem >= r.Memory && (len(p.filters) == 0 || rejects(p.filters, &p.cands[s.idx], r) == 0) {
-				found, ok = s, true
-				return false
+			if s.mem < r.Memory {
+				return true
 			}
-			return true
+			if len(p.filters) > 0 {
+				c := p.candidate(s.idx, s.free, s.mem)
+				if rejects(p.filters, &c, r) != 0 {
+					return true
+				}
+			}
+			found, ok = s, true
+			return false
 		})
 	}
 	if !ok {
-		why := explain(p.chain, p.cands, r)
+		why := explain(p.chain, p.candidates(), r)
 		p.failed = append(p.failed, failure{r.CPUMilli, r.Memory, why})
 		return slot{}, why, false
 	}
@@ -175,10 +203,10 @@ func (p *packer) take(s slot, n, cpu, mem int64) {
 	p.tree.Delete(s)
 	s.free -= n * cpu
 	s.mem -= n * mem
-	c := &p.cands[s.idx]
-	c.FreeMilli, c.FreeMem = s.free, s.mem
 	if s.free > 0 && s.mem > 0 {
 		p.tree.ReplaceOrInsert(s)
+	} else {
+		p.full = append(p.full, s)
 	}
 }
 
@@ -275,7 +303,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				p.take(s, n, run.CPUMilli, run.Memory)
 				out.Placements = append(out.Placements, Placement{
 					Batch: run.Batch, First: run.First + c.done, Count: uint32(n),
-					Attempt: run.Attempt, Instance: p.cands[s.idx].ID,
+					Attempt: run.Attempt, Instance: s.id,
 				})
 				out.Jobs += int(n)
 				res.Placed += n * run.CPUMilli
