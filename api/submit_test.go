@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,15 +13,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
 )
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // counted is a real server behind a proxy that counts requests by method
 // and path shape ("POST /batches/{id}/updates/{u}/jobs").
@@ -35,7 +28,7 @@ type counted struct {
 
 func startCounted(t *testing.T) *counted {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testlog.New(t)
 	srv, err := server.New(server.TestConfig(t.TempDir(), log))
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -260,31 +259,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // allState renders every batch and job the client can see, and the users.
 func allState(t *testing.T, cl *api.Client) string {
 	t.Helper()
-	ctx := context.Background()
-	var sb strings.Builder
-	list, err := cl.ListBatches(ctx, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range list.Batches {
-		data, _ := json.Marshal(b)
-		sb.Write(data)
-		sb.WriteByte('\n')
-		jobs, err := cl.AllJobs(ctx, b.ID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			data, _ := json.Marshal(j)
-			sb.Write(data)
-			sb.WriteByte('\n')
-		}
-	}
-	users, err := cl.ListUsers(ctx)
+	users, err := cl.ListUsers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(users)
-	sb.Write(data)
-	return sb.String()
+	return dump(t, cl) + string(data)
 }

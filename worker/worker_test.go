@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,15 +10,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
 )
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // env is a real server and a real worker running real processes, in one
 // test process.
@@ -32,7 +25,7 @@ type env struct {
 
 func start(t *testing.T, tweak func(*Config)) *env {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testlog.New(t)
 	srv, err := server.New(server.TestConfig(t.TempDir(), log))
 	if err != nil {
 		t.Fatal(err)
