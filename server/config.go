@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/httpapi"
 )
 
@@ -80,6 +81,13 @@ type Config struct {
 	// MaxEventsPerEntry bounds worker events grouped into one Raft entry.
 	MaxEventsPerEntry int
 
+	// MaxJobsPerBatch bounds the jobs one batch may hold (at most 2^31).
+	MaxJobsPerBatch int64
+	// StateMemoryBudget bounds the estimated memory of the jobs the state
+	// holds, finished batches included; submissions beyond it are refused
+	// with 413. 0: no budget.
+	StateMemoryBudget int64
+
 	// Raft timing. Zero values take hashicorp/raft's defaults.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -127,6 +135,8 @@ func DefaultConfig() *Config {
 		MaxSyncWait:           30 * time.Second,
 		ApplyTimeout:          30 * time.Second,
 		MaxEventsPerEntry:     8192,
+		MaxJobsPerBatch:       50_000_000,
+		StateMemoryBudget:     8 << 30,
 		DeadServerGrace:       2 * time.Minute,
 		SnapshotInterval:      2 * time.Minute,
 		SnapshotThreshold:     16384,
@@ -185,6 +195,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSyncWait <= 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("MaxSyncWait (%v) and ApplyTimeout (%v) must be positive", c.MaxSyncWait, c.ApplyTimeout))
+	}
+	if c.MaxJobsPerBatch < 1 || c.MaxJobsPerBatch > api.MaxJobsPerBatch {
+		errs = append(errs, fmt.Errorf("MaxJobsPerBatch is %d; it must be between 1 and %d", c.MaxJobsPerBatch, int64(api.MaxJobsPerBatch)))
+	}
+	if c.StateMemoryBudget < 0 {
+		errs = append(errs, fmt.Errorf("StateMemoryBudget is %d; it must not be negative (0: no budget)", c.StateMemoryBudget))
 	}
 	if c.MaxEventsPerEntry <= 0 {
 		errs = append(errs, fmt.Errorf("MaxEventsPerEntry is %d; it must be positive", c.MaxEventsPerEntry))

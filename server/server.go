@@ -174,6 +174,7 @@ func New(cfg *Config) (*Server, error) {
 			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
 			DefaultBillingProject: cfg.DefaultBillingProject, ApplyTimeout: cfg.ApplyTimeout,
 			MaxSyncWait: cfg.MaxSyncWait, DebugPprof: cfg.DebugPprof,
+			Limits: httpapi.Limits{MaxJobsPerBatch: cfg.MaxJobsPerBatch, StateMemoryBudget: cfg.StateMemoryBudget},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Metrics: s.metrics.reg,

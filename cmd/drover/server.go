@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/server"
 )
 
@@ -42,6 +43,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	snapThreshold := fs.Uint64("raft-snapshot-threshold", def.SnapshotThreshold, "take a snapshot after this many new log entries")
 	snapInterval := fs.Duration("raft-snapshot-interval", def.SnapshotInterval, "how often to check whether a snapshot is due")
 	trailing := fs.Uint64("raft-trailing-logs", def.TrailingLogs, "log entries kept after a snapshot, so a briefly absent server catches up without one")
+	maxJobs := fs.Int64("max-jobs-per-batch", def.MaxJobsPerBatch, "refuse a batch that would hold more jobs than this")
+	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
 	pprofOn := fs.Bool("debug-pprof", false, "serve Go profiles under /debug/pprof/ without a token (trusted networks only)")
@@ -87,6 +90,10 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.SnapshotInterval = *snapInterval
 	cfg.TransitionLog = *transLog
 	cfg.DebugPprof = *pprofOn
+	cfg.MaxJobsPerBatch = *maxJobs
+	if cfg.StateMemoryBudget, err = parseBudget(*budget); err != nil {
+		return usagef("-state-memory-budget: %v", err)
+	}
 	cfg.Logger = log
 	if *secretFile != "" {
 		if cfg.WorkerSecret, err = readSecretFile(*secretFile); err != nil {
@@ -105,4 +112,12 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// parseBudget reads a memory size such as 8GiB; "0" means no budget.
+func parseBudget(s string) (int64, error) {
+	if strings.TrimSpace(s) == "0" {
+		return 0, nil
+	}
+	return jobspec.ParseBytes(s)
 }

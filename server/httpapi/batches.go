@@ -91,7 +91,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 		req.BillingProject = s.cfg.DefaultBillingProject
 	}
 	entries, ok := submission(w, req.NJobs, req.Jobs)
-	if !ok {
+	if !ok || !s.admit(w, 0, req.NJobs, entries, false) {
 		return
 	}
 	res, err := s.apply(&state.CreateBatch{
@@ -183,7 +183,7 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entries, ok := submission(w, req.NJobs, req.Jobs)
-	if !ok {
+	if !ok || !s.admit(w, id, req.NJobs, entries, false) {
 		return
 	}
 	res, err := s.apply(&state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries})
@@ -219,6 +219,9 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
 	entries, err := toEntries(req.Jobs)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !s.admit(w, id, 0, entries, true) {
 		return
 	}
 	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries}); err != nil {

@@ -107,6 +107,7 @@ type Config struct {
 	ApplyTimeout          time.Duration
 	MaxSyncWait           time.Duration
 	DebugPprof            bool
+	Limits                Limits
 }
 
 // Deps is everything the API is built from. Members may be nil (a server

@@ -277,3 +277,28 @@ func StateNames() []string {
 	}
 	return out
 }
+
+// Footprint is what the state holds, for admission: job IDs reserved
+// (committed or not) in all batches and in one, and job groups (each
+// distinct job, or job array, has one and carries its spec).
+type Footprint struct {
+	Jobs      int64
+	Groups    int64
+	BatchJobs int64 // job IDs reserved in the batch asked about
+}
+
+// Footprint counts what the state holds; batch may be 0.
+func (s *State) Footprint(batch uint64) Footprint {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var f Footprint
+	for id, b := range s.batches {
+		n := int64(b.nextJob) - 1
+		f.Jobs += n
+		f.Groups += int64(len(b.groups))
+		if id == batch {
+			f.BatchJobs = n
+		}
+	}
+	return f
+}
