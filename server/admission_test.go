@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAdmissionRefusesWhatApplyCouldNotHold: a batch whose job count (or
@@ -80,5 +83,29 @@ func TestAdmissionRefusesWhatApplyCouldNotHold(t *testing.T) {
 	again := startServer(t, dir, nil)
 	if _, err := again.admin.ListBatches(ctx, "", 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnauthenticatedAndSlowRequestsAreCut: a stranger's activation body
+// is refused past 64 KiB, and a client that stops sending half-way
+// through a body is cut off by the read timeout instead of holding a
+// connection and a goroutine forever.
+func TestUnauthenticatedAndSlowRequestsAreCut(t *testing.T) {
+	tc := startServer(t, "", func(cfg *Config) { cfg.HTTPReadTimeout = 300 * time.Millisecond })
+	big := `{"name": "w", "cpu": 1, "memory": 1, "secret": "` + strings.Repeat("x", 70<<10) + `"}`
+	if code, msg := tc.raw("POST", "/api/v1/workers/activate", "", big); code != 413 || !strings.Contains(msg, "larger than 64 KiB") {
+		t.Fatalf("oversized activation: %d %q", code, msg)
+	}
+	conn, err := net.Dial("tcp", tc.srv.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/workers/activate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":")
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(conn)
+	if took := time.Since(start); err != nil || took > 3*time.Second {
+		t.Fatalf("a stalled body held the connection for %s (%v)", took, err)
 	}
 }

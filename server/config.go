@@ -81,6 +81,13 @@ type Config struct {
 	// MaxEventsPerEntry bounds worker events grouped into one Raft entry.
 	MaxEventsPerEntry int
 
+	// HTTP timeouts: reading a whole request (a bunch of jobs on a slow
+	// link included), writing a response (held syncs and streamed logs
+	// and snapshots lift it), and keeping an idle connection.
+	HTTPReadTimeout  time.Duration
+	HTTPWriteTimeout time.Duration
+	HTTPIdleTimeout  time.Duration
+
 	// MaxJobsPerBatch bounds the jobs one batch may hold (at most 2^31).
 	MaxJobsPerBatch int64
 	// StateMemoryBudget bounds the estimated memory of the jobs the state
@@ -135,6 +142,9 @@ func DefaultConfig() *Config {
 		MaxSyncWait:           30 * time.Second,
 		ApplyTimeout:          30 * time.Second,
 		MaxEventsPerEntry:     8192,
+		HTTPReadTimeout:       5 * time.Minute,
+		HTTPWriteTimeout:      2 * time.Minute,
+		HTTPIdleTimeout:       2 * time.Minute,
 		MaxJobsPerBatch:       50_000_000,
 		StateMemoryBudget:     8 << 30,
 		DeadServerGrace:       2 * time.Minute,
@@ -195,6 +205,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSyncWait <= 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("MaxSyncWait (%v) and ApplyTimeout (%v) must be positive", c.MaxSyncWait, c.ApplyTimeout))
+	}
+	if c.HTTPReadTimeout <= 0 || c.HTTPIdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("HTTPReadTimeout (%v) and HTTPIdleTimeout (%v) must be positive", c.HTTPReadTimeout, c.HTTPIdleTimeout))
+	}
+	if c.HTTPWriteTimeout <= c.MaxSyncWait {
+		errs = append(errs, fmt.Errorf("HTTPWriteTimeout (%v) must be longer than MaxSyncWait (%v), or held syncs would be cut off", c.HTTPWriteTimeout, c.MaxSyncWait))
 	}
 	if c.MaxJobsPerBatch < 1 || c.MaxJobsPerBatch > api.MaxJobsPerBatch {
 		errs = append(errs, fmt.Errorf("MaxJobsPerBatch is %d; it must be between 1 and %d", c.MaxJobsPerBatch, int64(api.MaxJobsPerBatch)))

@@ -185,7 +185,11 @@ func New(cfg *Config) (*Server, error) {
 		}
 		return fail(err)
 	}
-	s.httpSrv = &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnState: s.fresh.track}
+	s.httpSrv = &http.Server{
+		Handler: s.api.Handler(), ConnState: s.fresh.track,
+		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
+		WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
+	}
 
 	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.raft.watchLeader(ctx) }()

@@ -43,6 +43,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	snapThreshold := fs.Uint64("raft-snapshot-threshold", def.SnapshotThreshold, "take a snapshot after this many new log entries")
 	snapInterval := fs.Duration("raft-snapshot-interval", def.SnapshotInterval, "how often to check whether a snapshot is due")
 	trailing := fs.Uint64("raft-trailing-logs", def.TrailingLogs, "log entries kept after a snapshot, so a briefly absent server catches up without one")
+	readTimeout := fs.Duration("http-read-timeout", def.HTTPReadTimeout, "longest time to read one request, body included")
+	writeTimeout := fs.Duration("http-write-timeout", def.HTTPWriteTimeout, "longest time to write one response (streamed logs and snapshots and forwarded requests are exempt)")
+	idleTimeout := fs.Duration("http-idle-timeout", def.HTTPIdleTimeout, "close keep-alive connections idle this long")
 	maxJobs := fs.Int64("max-jobs-per-batch", def.MaxJobsPerBatch, "refuse a batch that would hold more jobs than this")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
@@ -90,6 +93,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.SnapshotInterval = *snapInterval
 	cfg.TransitionLog = *transLog
 	cfg.DebugPprof = *pprofOn
+	cfg.HTTPReadTimeout, cfg.HTTPWriteTimeout, cfg.HTTPIdleTimeout = *readTimeout, *writeTimeout, *idleTimeout
 	cfg.MaxJobsPerBatch = *maxJobs
 	if cfg.StateMemoryBudget, err = parseBudget(*budget); err != nil {
 		return usagef("-state-memory-budget: %v", err)

@@ -299,6 +299,7 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
+	noWriteDeadline(w) // logs can be long
 	id, ok := s.visibleBatch(w, r)
 	if !ok {
 		return

@@ -107,6 +107,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
+	noWriteDeadline(w) // the leader bounds its own answer
 	sw := &statusWriter{ResponseWriter: w}
 	s.proxy.ServeHTTP(sw, r.WithContext(ctx))
 	if sw.code == 0 && r.Context().Err() == nil {

@@ -286,6 +286,15 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// noWriteDeadline lifts the server's write timeout for a response that may
+// rightly take long: a streamed log or snapshot, a forwarded request.
+func noWriteDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+}
+
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
@@ -401,13 +410,23 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 // decode reads a JSON body strictly: unknown fields are errors, so a typo in
 // a field name does not silently do nothing.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	return decodeLimit(w, r, v, maxBody, "send jobs in smaller bunches")
+}
+
+// maxUnauthenticatedBody bounds the body of a request that is read before
+// its sender is known (worker activation): a stranger must not make the
+// server read megabytes.
+const maxUnauthenticatedBody = 64 << 10
+
+// decodeLimit is decode with a body limit and a hint for a body beyond it.
+func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d MiB; send jobs in smaller bunches", maxBody>>20))
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %s; %s", formatSize(limit), hint))
 		case errors.Is(err, io.EOF):
 			writeError(w, http.StatusBadRequest, "request body is empty; expected a JSON object")
 		default:
@@ -420,6 +439,14 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// formatSize renders a body limit: "64 MiB", "64 KiB".
+func formatSize(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 func pathID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool) {

@@ -138,6 +138,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 // handleSnapshotSave streams the whole state: a header line, a JSON line
 // with the Raft index and term, then the state machine's snapshot.
 func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
+	noWriteDeadline(w) // a large state takes a while to stream
 	sn := s.state.Snapshot()
 	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.CurrentTerm(), Server: s.cfg.ID, Time: time.Now().UTC()}
 	mb, _ := json.Marshal(meta)
@@ -154,6 +155,9 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 // handleSnapshotRestore replaces the whole cluster's state with a saved
 // snapshot (disaster recovery).
 func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
+	// A whole state may take longer to upload than any other request.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	noWriteDeadline(w)
 	br := bufio.NewReaderSize(r.Body, 1<<20)
 	magic, err := br.ReadString('\n')
 	if err != nil || strings.TrimSpace(magic) != snapshotMagic {

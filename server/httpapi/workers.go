@@ -20,7 +20,7 @@ const maxLogChunk = 8 << 20
 
 func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	var req api.ActivateRequest
-	if !decode(w, r, &req) {
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "an activation is a few hundred bytes") {
 		return
 	}
 	if s.cfg.WorkerSecret == "" {
