@@ -60,16 +60,16 @@ func (s *Server) admit(w http.ResponseWriter, batch uint64, reserve int64, entri
 	}
 	newJobs := reserve + jobs
 	bytes += reserve * bytesPerJob
-	f := s.state.Footprint(batch)
+	f, batchJobs := s.state.Footprint(batch)
 	lim := s.cfg.Limits
-	if lim.MaxJobsPerBatch > 0 && f.BatchJobs+newJobs > lim.MaxJobsPerBatch {
+	if lim.MaxJobsPerBatch > 0 && batchJobs+newJobs > lim.MaxJobsPerBatch {
 		what := "the batch would hold"
 		if batch == 0 {
 			what = "the new batch would hold"
 		}
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"%s %d jobs; the limit is %d jobs per batch (server setting max_jobs_per_batch): split the work into several batches",
-			what, f.BatchJobs+newJobs, lim.MaxJobsPerBatch))
+			what, batchJobs+newJobs, lim.MaxJobsPerBatch))
 		return false
 	}
 	if lim.StateMemoryBudget > 0 {

@@ -66,7 +66,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		}
 		res.Update, res.Start, res.N, res.Committed = u.ID, u.Start, u.N, true
 	case c.NJobs > 0:
-		u, err := b.reserve(c.NJobs, "", c.Now)
+		u, err := s.reserve(b, c.NJobs, "", c.Now)
 		if err != nil {
 			return err
 		}
@@ -105,7 +105,7 @@ func (s *State) applyCreateUpdate(c *CreateUpdate) any {
 		}
 		return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: true}
 	case c.NJobs > 0:
-		u, err := b.reserve(c.NJobs, c.Key, c.Now)
+		u, err := s.reserve(b, c.NJobs, c.Key, c.Now)
 		if err != nil {
 			return err
 		}
@@ -137,18 +137,21 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 		return nil, err
 	}
 	b.nextJob += u.N
+	s.held.Jobs += int64(u.N)
 	b.updates = append(b.updates, u)
 	b.open++
 	s.commit(b, u, entriesAbs, now)
 	return u, nil
 }
 
-func (b *Batch) reserve(n uint32, key string, now int64) (*update, *ApplyError) {
+// reserve opens an update of n job IDs in b.
+func (s *State) reserve(b *Batch, n uint32, key string, now int64) (*update, *ApplyError) {
 	if uint64(b.nextJob)+uint64(n) > MaxJobsPerBatch {
 		return nil, errorf(ErrInvalid, "batch %d would exceed %d jobs", b.ID, MaxJobsPerBatch)
 	}
 	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: n, Key: key, Created: now}
 	b.nextJob += n
+	s.held.Jobs += int64(n)
 	b.updates = append(b.updates, u)
 	b.open++
 	return u, nil
@@ -453,6 +456,7 @@ func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
 	}
 	b.indexRanges(firstRange)
 	b.insertGroups(newGroups)
+	s.held.Groups += int64(len(newGroups))
 	b.counts[Pending] += int64(u.N)
 	b.nJobs += int64(u.N)
 	b.open--

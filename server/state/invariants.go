@@ -5,7 +5,7 @@ import "fmt"
 // CheckInvariants recomputes every counter from the job records and
 // reports the first one that disagrees: per-batch state counts and Ready
 // cores, open updates and completion, per-user Ready and running cores,
-// per-instance free resources and attempt lists.
+// per-instance free resources and attempt lists, and the held totals.
 func (s *State) CheckInvariants() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -13,6 +13,14 @@ func (s *State) CheckInvariants() error {
 	users := map[string]*ucount{}
 	instUsed := map[uint32][2]int64{}
 	instRunning := map[uint32]int{}
+	var held Footprint
+	for _, b := range s.batches {
+		held.Jobs += int64(b.nextJob) - 1
+		held.Groups += int64(len(b.groups))
+	}
+	if held != s.held {
+		return fmt.Errorf("the state counts %+v held, recomputed %+v", s.held, held)
+	}
 	for _, b := range s.batches {
 		var counts [numStates]int64
 		var readyMilli int64

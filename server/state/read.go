@@ -279,26 +279,20 @@ func StateNames() []string {
 }
 
 // Footprint is what the state holds, for admission: job IDs reserved
-// (committed or not) in all batches and in one, and job groups (each
-// distinct job, or job array, has one and carries its spec).
+// (committed or not) and job groups (each distinct job, or job array, has
+// one and carries its spec). The state keeps the totals as it applies.
 type Footprint struct {
-	Jobs      int64
-	Groups    int64
-	BatchJobs int64 // job IDs reserved in the batch asked about
+	Jobs   int64
+	Groups int64
 }
 
-// Footprint counts what the state holds; batch may be 0.
-func (s *State) Footprint(batch uint64) Footprint {
+// Footprint returns what all batches hold, and the job IDs batch (0: none)
+// has reserved.
+func (s *State) Footprint(batch uint64) (all Footprint, batchJobs int64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var f Footprint
-	for id, b := range s.batches {
-		n := int64(b.nextJob) - 1
-		f.Jobs += n
-		f.Groups += int64(len(b.groups))
-		if id == batch {
-			f.BatchJobs = n
-		}
+	if b := s.batches[batch]; b != nil {
+		batchJobs = int64(b.nextJob) - 1
 	}
-	return f
+	return s.held, batchJobs
 }

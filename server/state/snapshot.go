@@ -292,6 +292,8 @@ func (s *State) Restore(r io.Reader) error {
 		}
 		fresh.batches[b.ID] = b
 		fresh.batchIDs = append(fresh.batchIDs, b.ID)
+		fresh.held.Jobs += int64(b.nextJob) - 1
+		fresh.held.Groups += int64(len(b.groups))
 		if b.Key != "" {
 			fresh.keys[b.User+"\x00"+b.Key] = b.ID
 		}
@@ -314,7 +316,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
 	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
 	s.instances, s.instTokens, s.instByName = fresh.instances, fresh.instTokens, fresh.instByName
-	s.sched = fresh.sched
+	s.sched, s.held = fresh.sched, fresh.held
 	s.notifyAllInstances()
 	s.notifyWork()
 	return nil

@@ -67,6 +67,7 @@ type State struct {
 	instByName map[string]uint32
 
 	sched map[string]*userSched
+	held  Footprint // job IDs reserved and groups, over all batches (admission)
 
 	hooks Hooks
 }
