@@ -29,13 +29,7 @@ type counted struct {
 func startCounted(t *testing.T) *counted {
 	t.Helper()
 	log := testlog.New(t)
-	srv, err := server.New(server.TestConfig(t.TempDir(), log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	token, err := srv.WaitReady(ctx)
+	srv, token, err := server.StartReady(server.TestConfig(t.TempDir(), log))
 	if err != nil {
 		t.Fatal(err)
 	}

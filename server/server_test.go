@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/server/state"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -38,13 +39,7 @@ func startServer(t *testing.T, dir string, tweak func(*Config)) *testCluster {
 	if tweak != nil {
 		tweak(cfg)
 	}
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	token, err := srv.WaitReady(ctx)
+	srv, token, err := StartReady(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,24 +408,16 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "after-snapshot", Jobs: []api.JobSpec{job(1, "x")}}); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshotOf(t, tc.srv)
+	before := state.SnapshotBytes(t, tc.srv.state)
 	tc.stop()
 	tc2 := startServer(t, dir, nil)
-	if after := snapshotOf(t, tc2.srv); !bytes.Equal(before, after) {
+	if after := state.SnapshotBytes(t, tc2.srv.state); !bytes.Equal(before, after) {
 		t.Fatal("state after restart differs from before")
 	}
 	list, err := tc2.admin.ListBatches(ctx, "", 0)
 	if err != nil || len(list.Batches) != 13 || list.Batches[0].Name != "after-snapshot" {
 		t.Fatalf("after restart: %d batches, %v", len(list.Batches), err)
 	}
-}
-
-func snapshotOf(t *testing.T, s *Server) []byte {
-	var buf bytes.Buffer
-	if _, err := s.state.Snapshot().WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 func TestMetricsEndpoint(t *testing.T) {

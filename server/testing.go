@@ -35,6 +35,24 @@ func TestConfig(dataDir string, log *slog.Logger) *Config {
 	return cfg
 }
 
+// StartReady starts a server with cfg and waits (up to 20 s) until it leads
+// and its admin token exists; it returns the server and the token. On
+// failure nothing is left running.
+func StartReady(cfg *Config) (*Server, string, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tok, err := s.WaitReady(ctx)
+	if err != nil {
+		_ = s.Shutdown(ctx)
+		return nil, "", err
+	}
+	return s, tok, nil
+}
+
 // WaitReady waits until the server leads and its admin token exists, and
 // returns the token.
 func (s *Server) WaitReady(ctx context.Context) (string, error) {

@@ -229,24 +229,11 @@ func TestLifecycleCancelStops(t *testing.T) {
 	})
 	const grace = 1234 * time.Millisecond
 	e := start(t, withExecutor(fake, grace))
-	ctx := context.Background()
-	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{{JobID: 1, Command: []string{"prog"}, CPU: 1, Memory: 1 << 20}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake.waitStart(t)
-	if err := e.client.CancelBatch(ctx, b.ID); err != nil {
-		t.Fatal(err)
-	}
+	b := startThenCancel(t, e, fake)
 	if got := h.waitStop(t); got != grace {
 		t.Fatalf("Stop(%s), want Stop(%s)", got, grace)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	done, err := e.client.WaitBatch(wctx, b.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := waitBatch(t, e, b.ID)
 	if done.NCancelled != 1 {
 		t.Fatalf("batch %+v", done)
 	}
@@ -266,15 +253,7 @@ func TestLifecycleCancelDuringStart(t *testing.T) {
 		return nil, err
 	})
 	e := start(t, withExecutor(fake, time.Second))
-	ctx := context.Background()
-	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{{JobID: 1, Command: []string{"prog"}, CPU: 1, Memory: 1 << 20}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake.waitStart(t)
-	if err := e.client.CancelBatch(ctx, b.ID); err != nil {
-		t.Fatal(err)
-	}
+	b := startThenCancel(t, e, fake)
 	select {
 	case err := <-aborted:
 		if !errors.Is(err, context.Canceled) {
@@ -283,12 +262,7 @@ func TestLifecycleCancelDuringStart(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the kill did not reach the start in progress")
 	}
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	done, err := e.client.WaitBatch(wctx, b.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := waitBatch(t, e, b.ID)
 	if j := e.job(b.ID, 1); done.NCancelled != 1 || j.State != api.JobCancelled {
 		t.Fatalf("batch %+v job %+v", done, j)
 	}
@@ -320,4 +294,32 @@ func TestConfigExecutorDefault(t *testing.T) {
 	if w.exec != Executor(fake) {
 		t.Fatalf("executor %T, want the configured one", w.exec)
 	}
+}
+
+// startThenCancel submits one job, waits until the executor is asked to
+// start it, and cancels its batch.
+func startThenCancel(t *testing.T, e *env, fake *fakeExecutor) *api.CreateBatchResponse {
+	t.Helper()
+	ctx := context.Background()
+	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{{JobID: 1, Command: []string{"prog"}, CPU: 1, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.waitStart(t)
+	if err := e.client.CancelBatch(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitBatch waits for a batch to complete.
+func waitBatch(t *testing.T, e *env, id int64) *api.Batch {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done, err := e.client.WaitBatch(ctx, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return done
 }

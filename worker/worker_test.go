@@ -26,15 +26,11 @@ type env struct {
 func start(t *testing.T, tweak func(*Config)) *env {
 	t.Helper()
 	log := testlog.New(t)
-	srv, err := server.New(server.TestConfig(t.TempDir(), log))
+	srv, token, err := server.StartReady(server.TestConfig(t.TempDir(), log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	token, err := srv.WaitReady(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	url := "http://" + srv.HTTPAddr()
 	cfg := DefaultConfig()
 	cfg.Servers = []string{url}
