@@ -149,6 +149,21 @@ type Batch struct {
 	NUpdates       int64             `json:"n_updates"`
 	TimeCreated    time.Time         `json:"time_created"`
 	TimeCompleted  *time.Time        `json:"time_completed,omitempty"`
+	// Waiting says why Ready jobs of the batch were not placed in the
+	// leader's last scheduling round, one entry per stretch of jobs. Only
+	// consistent reads (answered by the leader) carry it.
+	Waiting []Waiting `json:"waiting,omitempty"`
+}
+
+// Waiting is a stretch of a batch's Ready jobs that the last scheduling
+// round could place nowhere, and why: Reason is the code of the check that
+// rejected the most workers (cpu_capacity, memory_capacity, cpu_exhausted,
+// memory_exhausted, no_workers), Message says it for a person.
+type Waiting struct {
+	FirstJob int64  `json:"first_job"`
+	Count    int64  `json:"count"`
+	Reason   string `json:"reason"`
+	Message  string `json:"message"`
 }
 
 // Complete reports whether every job of the batch is in a final state.
@@ -191,6 +206,9 @@ type Job struct {
 	AlwaysRun  bool              `json:"always_run,omitempty"`
 	Parents    []IDRange         `json:"parents,omitempty"`
 	Attributes map[string]string `json:"attributes,omitempty"`
+	// Waiting says why a Ready job was not placed in the leader's last
+	// scheduling round (consistent reads only).
+	Waiting *Waiting `json:"waiting,omitempty"`
 }
 
 // JobList is one page of a batch's jobs in ID order.

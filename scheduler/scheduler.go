@@ -64,11 +64,13 @@ type UserResult struct {
 
 // Unplaced is a run, or the tail of one, that fit on no instance, and why.
 type Unplaced struct {
-	User  string
-	Batch uint64
-	First uint32
-	Count uint32
-	Why   Explanation
+	User     string
+	Batch    uint64
+	First    uint32
+	Count    uint32
+	CPUMilli int64 // one job's request
+	Memory   int64
+	Why      Explanation
 }
 
 // Output is a scheduling round's decision.
@@ -278,7 +280,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					res.NotPlaced += int(run.Count - c.done)
 					out.Unplaced = append(out.Unplaced, Unplaced{
 						User: u.Name, Batch: run.Batch, First: run.First + c.done,
-						Count: run.Count - c.done, Why: why,
+						Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory, Why: why,
 					})
 					c.run++
 					c.done = 0

@@ -49,12 +49,15 @@ func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
 	v := s.state.SchedulingView(s.cfg.MaxPlacements)
 	if len(v.Users) == 0 || len(v.Instances) == 0 {
+		s.waiting.set(nil)
 		return false, nil
 	}
-	out := scheduler.Schedule(schedulerInput(v))
+	in := schedulerInput(v)
+	out := scheduler.Schedule(in)
 	s.metrics.schedRounds.Inc()
 	s.metrics.schedSeconds.Observe(time.Since(start).Seconds())
 	s.metrics.observeUnplaced(out)
+	s.waiting.set(waitingOf(out, in.Instances))
 	if out.Jobs == 0 {
 		return false, nil
 	}
@@ -185,6 +188,7 @@ func (s *Server) stopLeading() {
 	s.leading = false
 	s.leaderCancel = nil
 	s.leaderMu.Unlock()
+	s.waiting.set(nil)
 	if cancel != nil {
 		cancel()
 	}

@@ -39,6 +39,7 @@ type Server struct {
 	notify       *notifier
 	events       *eventBatcher
 	live         *liveness
+	waiting      waitingBook // why the last round left jobs unplaced (leader)
 	schedTrigger chan struct{}
 
 	api      *httpapi.Server
@@ -177,7 +178,7 @@ func New(cfg *Config) (*Server, error) {
 			Limits: httpapi.Limits{MaxJobsPerBatch: cfg.MaxJobsPerBatch, StateMemoryBudget: cfg.StateMemoryBudget},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
-		Liveness: s.live, Notifier: s.notify, Events: s.events, Metrics: s.metrics.reg,
+		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg,
 	})
 	if err != nil {
 		if s.cluster != nil {

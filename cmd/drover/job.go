@@ -123,6 +123,9 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 	if j.Message != "" {
 		fmt.Fprintf(tw, "Message\t%s\n", j.Message)
 	}
+	if j.Waiting != nil {
+		fmt.Fprintf(tw, "Waiting\t%s\n", j.Waiting.Message)
+	}
 	fmt.Fprintf(tw, "Command\t%s\n", strings.Join(j.Command, " "))
 	fmt.Fprintf(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
 	if j.Timeout > 0 {

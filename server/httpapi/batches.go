@@ -140,6 +140,9 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, _ := s.state.Batch(id)
+	if s.waiting != nil && !isStale(r) {
+		b.Waiting = s.waiting.Batch(id)
+	}
 	writeJSON(w, http.StatusOK, b)
 }
 
@@ -166,6 +169,9 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, _ := s.state.Batch(id)
+	if s.waiting != nil && !isStale(r) {
+		b.Waiting = s.waiting.Batch(id)
+	}
 	writeJSON(w, http.StatusOK, b)
 }
 
@@ -294,6 +300,9 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 	if !found {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
 		return
+	}
+	if s.waiting != nil && j.State == api.JobReady && !isStale(r) {
+		j.Waiting = s.waiting.Job(id, jid)
 	}
 	writeJSON(w, http.StatusOK, j)
 }

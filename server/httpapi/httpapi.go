@@ -91,6 +91,13 @@ type Notifier interface {
 	Wait(instance uint32) <-chan struct{}
 }
 
+// Waiting says why Ready jobs were left unplaced by the last scheduling
+// round this server ran as leader.
+type Waiting interface {
+	Batch(id uint64) []api.Waiting
+	Job(batch uint64, job uint32) *api.Waiting
+}
+
 // Events commits worker events, grouped with those of concurrent syncs.
 type Events interface {
 	Submit(ctx context.Context, events []state.Event) error
@@ -123,6 +130,7 @@ type Deps struct {
 	Liveness Liveness
 	Notifier Notifier
 	Events   Events
+	Waiting  Waiting // nil: batch and job reads carry no waiting reasons
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
@@ -140,6 +148,7 @@ type Server struct {
 	live         Liveness
 	notify       Notifier
 	events       Events
+	waiting      Waiting
 	reg          *prometheus.Registry
 	httpRequests *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
@@ -153,7 +162,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, reg: d.Metrics}
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
@@ -224,7 +233,7 @@ func (s *Server) Handler() http.Handler {
 			w.Header().Set(api.LeaderHeader, s.cfg.Advertise)
 		}
 		local := pattern == "" || localRoutes[pattern] || strings.HasPrefix(pattern, "GET /debug/pprof/")
-		stale := r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true"
+		stale := isStale(r)
 		// Writes and consistent reads are the leader's; any server passes
 		// them on. Stale reads are served from this server's own state.
 		if !local && !stale && !s.node.IsLeader() {
@@ -257,6 +266,12 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// isStale reports whether a read asks to be served from the receiving
+// server's own state rather than the leader's.
+func isStale(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true"
 }
 
 // localRoutes are answered by whichever server receives them, from its own

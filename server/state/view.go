@@ -2,8 +2,17 @@ package state
 
 import "slices"
 
-// maxRunsPerUser bounds how far down one user's queue a round looks.
+// maxRunsPerUser bounds how far down one user's queue a round looks for
+// work that could start.
 const maxRunsPerUser = 10000
+
+// maxUnfitRunsPerUser bounds the runs a round passes on that fit no active
+// instance at all (too many cores or too much memory for the largest). They
+// are passed so the scheduler can say why they wait, but they count neither
+// towards maxRunsPerUser nor towards the round's job bound: a queue that
+// starts with a million jobs no instance can hold must not hide the jobs
+// behind them.
+const maxUnfitRunsPerUser = 64
 
 // SchedulingView is the read model a scheduling round starts from: every
 // active instance (in no particular order) and, per user with Ready jobs, the head of the user's
@@ -66,6 +75,22 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 	if free == 0 {
 		return v
 	}
+	// fits reports whether some active instance is large enough, free or
+	// not, for one job of spec; the answer is kept per spec for the round.
+	fitting := map[*Spec]bool{}
+	fits := func(spec *Spec) bool {
+		ok, seen := fitting[spec]
+		if !seen {
+			for _, inst := range v.Instances {
+				if inst.CPUMilli >= spec.CPUMilli && inst.Memory >= spec.Memory {
+					ok = true
+					break
+				}
+			}
+			fitting[spec] = ok
+		}
+		return ok
+	}
 	names := make([]string, 0, len(s.sched))
 	for name, u := range s.sched {
 		if u.readyJobs > 0 || u.runningJobs > 0 {
@@ -77,26 +102,39 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 		u := s.sched[name]
 		ud := UserDemand{Name: name, RunningMilli: u.runningMilli, ReadyMilli: u.readyMilli}
 		var want int64
-		jobs := 0
+		jobs, runs, unfit := 0, 0, 0
 	batches:
 		for _, b := range u.active {
 			for _, r := range b.ready.items() {
 				g := b.groupOf(r.Lo)
-				n := r.Len()
-				if maxJobs > 0 && jobs+int(n) > maxJobs {
-					n = uint32(maxJobs - jobs)
-				}
-				ud.Runs = append(ud.Runs, ReadyRun{
-					Batch: b.ID, First: r.Lo, Count: n, Attempt: b.jobs[r.Lo-1].attempt + 1,
+				run := ReadyRun{
+					Batch: b.ID, First: r.Lo, Count: r.Len(), Attempt: b.jobs[r.Lo-1].attempt + 1,
 					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory,
-				})
-				jobs += int(n)
-				// Jobs too big for any instance are passed on (the scheduler
-				// reports them) but do not count towards what could start.
-				if g.spec.CPUMilli <= maxCPU && g.spec.Memory <= maxMem {
-					want += int64(n) * g.spec.CPUMilli
 				}
-				if want >= free || (maxJobs > 0 && jobs >= maxJobs) || len(ud.Runs) >= maxRunsPerUser {
+				if !fits(g.spec) {
+					// Passed on whole for the scheduler to explain, within
+					// its own bound; it never uses up the round's.
+					if unfit < maxUnfitRunsPerUser {
+						ud.Runs = append(ud.Runs, run)
+						unfit++
+					}
+					continue
+				}
+				runs++
+				if g.spec.CPUMilli > maxCPU || g.spec.Memory > maxMem {
+					// Larger than anything free now: passed on, so the
+					// scheduler says why, but none of it can start this
+					// round, so it takes nothing from the round's bounds.
+					ud.Runs = append(ud.Runs, run)
+				} else {
+					if maxJobs > 0 && jobs+int(run.Count) > maxJobs {
+						run.Count = uint32(maxJobs - jobs)
+					}
+					ud.Runs = append(ud.Runs, run)
+					jobs += int(run.Count)
+					want += int64(run.Count) * g.spec.CPUMilli
+				}
+				if want >= free || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 					break batches
 				}
 			}
