@@ -25,7 +25,49 @@ const (
 	// MaxEventMessage is the longest message a worker event keeps; servers
 	// cut longer ones.
 	MaxEventMessage = 4096
+	// MaxNameBytes bounds the name of a job, batch, user or billing
+	// project, and an idempotency key.
+	MaxNameBytes = 256
+	// MaxCommandBytes bounds a job's command line, all arguments together;
+	// MaxCommandArgs the number of arguments.
+	MaxCommandBytes = 64 << 10
+	MaxCommandArgs  = 4096
+	// MaxEnvBytes bounds a job's environment, names and values together;
+	// MaxEnvVars the number of variables.
+	MaxEnvBytes = 64 << 10
+	MaxEnvVars  = 1024
+	// MaxAttributes bounds the attributes of a job or batch and
+	// MaxAttributeBytes each key and each value.
+	MaxAttributes     = 64
+	MaxAttributeBytes = 1024
+	// MaxParentRanges bounds the parent IDs and ranges one entry names.
+	MaxParentRanges = 10000
+	// MaxWorkerName and MaxNodeID bound a worker's activation.
+	MaxWorkerName = 256
+	MaxNodeID     = 64
 )
+
+// ValidateName checks a name or key against MaxNameBytes.
+func ValidateName(what, s string) error {
+	if len(s) > MaxNameBytes {
+		return fmt.Errorf("%s is %d bytes; the limit is %d", what, len(s), MaxNameBytes)
+	}
+	return nil
+}
+
+// ValidateAttributes checks attributes against MaxAttributes and
+// MaxAttributeBytes.
+func ValidateAttributes(attrs map[string]string) error {
+	if len(attrs) > MaxAttributes {
+		return fmt.Errorf("%d attributes; the limit is %d", len(attrs), MaxAttributes)
+	}
+	for k, v := range attrs {
+		if len(k) > MaxAttributeBytes || len(v) > MaxAttributeBytes {
+			return fmt.Errorf("attribute %.40q: keys and values are at most %d bytes", k, MaxAttributeBytes)
+		}
+	}
+	return nil
+}
 
 // Validate checks one job spec against the limits and reports the first
 // problem, naming the field. Zero CPU and Memory are valid: servers read
@@ -39,6 +81,31 @@ func (s *JobSpec) Validate() error {
 	}
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		return errors.New(`command is empty; give the program and its arguments, as in ["sh", "-c", "echo hi"]`)
+	}
+	if err := ValidateName("name", s.Name); err != nil {
+		return err
+	}
+	if len(s.Command) > MaxCommandArgs {
+		return fmt.Errorf("command has %d arguments; the limit is %d", len(s.Command), MaxCommandArgs)
+	}
+	if n := sumLen(s.Command); n > MaxCommandBytes {
+		return fmt.Errorf("command is %d bytes; the limit is %d (pass large data in an input file)", n, MaxCommandBytes)
+	}
+	if len(s.Env) > MaxEnvVars {
+		return fmt.Errorf("env has %d variables; the limit is %d", len(s.Env), MaxEnvVars)
+	}
+	envBytes := 0
+	for k, v := range s.Env {
+		envBytes += len(k) + len(v)
+	}
+	if envBytes > MaxEnvBytes {
+		return fmt.Errorf("env is %d bytes; the limit is %d", envBytes, MaxEnvBytes)
+	}
+	if err := ValidateAttributes(s.Attributes); err != nil {
+		return err
+	}
+	if len(s.ParentIDs)+len(s.ParentRanges)+len(s.BatchParentIDs)+len(s.BatchParentRanges) > MaxParentRanges {
+		return fmt.Errorf("more than %d parent IDs and ranges; name consecutive parents as ranges", MaxParentRanges)
 	}
 	if s.CPU < 0 || s.CPU > MaxCPU || math.IsNaN(s.CPU) {
 		return fmt.Errorf("cpu is %g; it must be between 0 and %d cores (0 means 1)", s.CPU, MaxCPU)
@@ -67,6 +134,14 @@ func (s *JobSpec) Validate() error {
 		return fmt.Errorf("batch parents: %w", err)
 	}
 	return nil
+}
+
+func sumLen(ss []string) int {
+	n := 0
+	for _, s := range ss {
+		n += len(s)
+	}
+	return n
 }
 
 func validRanges(ids []int64, rs []IDRange) error {

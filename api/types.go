@@ -265,6 +265,7 @@ type LeaderStatus struct {
 type Instance struct {
 	ID            int64      `json:"id"`
 	Name          string     `json:"name"`
+	NodeID        string     `json:"node_id,omitempty"`
 	Active        bool       `json:"active"`
 	CPU           float64    `json:"cpu"`
 	Memory        int64      `json:"memory"`
@@ -285,9 +286,19 @@ type ErrorResponse struct {
 
 // ActivateRequest registers a worker with the control plane.
 type ActivateRequest struct {
-	Name   string  `json:"name"`
-	CPU    float64 `json:"cpu"`
-	Memory int64   `json:"memory"`
+	// Name labels the machine; several workers may share it.
+	Name string `json:"name"`
+	// NodeID identifies the worker across restarts; the worker keeps it in
+	// its data dir. Activating again with it retires the earlier
+	// incarnation, which must be silent or proven to be this worker's by
+	// PreviousToken: a second live worker with the same node ID is refused
+	// with 409.
+	NodeID string `json:"node_id,omitempty"`
+	// PreviousToken is the instance token of this worker's last
+	// activation, if it kept one.
+	PreviousToken string  `json:"previous_token,omitempty"`
+	CPU           float64 `json:"cpu"`
+	Memory        int64   `json:"memory"`
 	// Secret is the cluster's worker join secret.
 	Secret string `json:"secret"`
 }

@@ -74,6 +74,10 @@ type Config struct {
 	// LostTimeout retires an instance that has not synced for this long;
 	// its running jobs are re-run elsewhere.
 	LostTimeout time.Duration
+	// MaxLostAttempts ends a job Error once it was lost with this many
+	// instances (1 to 255; 0: no limit), so a job that takes its worker
+	// down does not travel the whole fleet.
+	MaxLostAttempts int
 	// MaxSyncWait caps how long a worker's sync may be held open.
 	MaxSyncWait time.Duration
 	// ApplyTimeout bounds how long a write waits to be committed.
@@ -139,6 +143,7 @@ func DefaultConfig() *Config {
 		MaxPlacements:         20000,
 		ScheduleInterval:      time.Second,
 		LostTimeout:           60 * time.Second,
+		MaxLostAttempts:       3,
 		MaxSyncWait:           30 * time.Second,
 		ApplyTimeout:          30 * time.Second,
 		MaxEventsPerEntry:     8192,
@@ -199,6 +204,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ScheduleInterval <= 0 {
 		errs = append(errs, fmt.Errorf("ScheduleInterval is %v; it must be positive", c.ScheduleInterval))
+	}
+	if c.MaxLostAttempts < 0 || c.MaxLostAttempts > 255 {
+		errs = append(errs, fmt.Errorf("MaxLostAttempts is %d; it must be between 0 (no limit) and 255", c.MaxLostAttempts))
 	}
 	if c.LostTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("LostTimeout is %v; it must be at least 1s", c.LostTimeout))

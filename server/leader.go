@@ -90,7 +90,7 @@ func (s *Server) runLiveness(ctx context.Context) {
 				continue
 			}
 			reason := fmt.Sprintf("no contact for %s", silent.Round(time.Second))
-			if _, err := s.raft.Apply(&state.Retire{Now: now.UnixNano(), Instance: id, Reason: reason}); err != nil {
+			if _, err := s.raft.Apply(&state.Retire{Now: now.UnixNano(), Instance: id, Reason: reason, MaxLost: uint8(s.cfg.MaxLostAttempts)}); err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("retire lost instance", "instance", id, "err", err)
 				}

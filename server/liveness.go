@@ -42,6 +42,18 @@ func (l *liveness) HoldSync(id uint32) func() {
 	}
 }
 
+// Heard returns when an instance was last heard from; an instance waiting
+// in a sync is heard from now.
+func (l *liveness) Heard(id uint32) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.syncing[id] > 0 {
+		return time.Now(), true
+	}
+	t, ok := l.lastContact[id]
+	return t, ok
+}
+
 // reset starts every active instance's clock at now (a new leader).
 func (l *liveness) reset(active []uint32, now time.Time) {
 	l.mu.Lock()

@@ -175,6 +175,7 @@ func New(cfg *Config) (*Server, error) {
 			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
 			DefaultBillingProject: cfg.DefaultBillingProject, ApplyTimeout: cfg.ApplyTimeout,
 			MaxSyncWait: cfg.MaxSyncWait, DebugPprof: cfg.DebugPprof,
+			LostTimeout: cfg.LostTimeout, MaxLost: uint8(cfg.MaxLostAttempts),
 			Limits: httpapi.Limits{MaxJobsPerBatch: cfg.MaxJobsPerBatch, StateMemoryBudget: cfg.StateMemoryBudget},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,

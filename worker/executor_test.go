@@ -286,6 +286,7 @@ func TestConfigExecutorDefault(t *testing.T) {
 	if _, ok := w.exec.(*ProcessExecutor); !ok || cfg.Executor != nil {
 		t.Fatalf("executor %T (config %T), want the process executor", w.exec, cfg.Executor)
 	}
+	w.id.release() // the data dir is one worker's at a time
 	fake := newFakeExecutor(nil)
 	cfg.Executor = fake
 	if w, err = New(cfg); err != nil {

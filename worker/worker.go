@@ -25,13 +25,15 @@ import (
 type Config struct {
 	// Servers are the control-plane addresses, tried in turn.
 	Servers []string
-	// Name identifies the machine. Activating again under the same name
+	// Name labels the machine; several workers may share it. A worker is
+	// identified by the node ID kept in DataDir: activating again with it
 	// retires the previous incarnation (and re-runs what it was running).
 	Name string
 	// CPU (cores) and Memory (bytes) offered to jobs.
 	CPU    float64
 	Memory int64
-	// DataDir holds the jobs' working directories.
+	// DataDir holds the worker's node ID and the jobs' working
+	// directories. One worker process at a time may use it.
 	DataDir string
 	// Secret is the cluster's worker join secret.
 	Secret string
@@ -94,6 +96,7 @@ type Worker struct {
 	log    *slog.Logger
 	client *api.Client
 	exec   Executor
+	id     *identity
 
 	mu       sync.Mutex
 	tasks    map[api.AttemptRef]*task
@@ -120,9 +123,14 @@ func New(cfg *Config) (*Worker, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "jobs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create worker data dir: %w", err)
 	}
+	id, err := claimIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{
 		cfg:    cfg,
-		log:    log.With("worker", cfg.Name),
+		id:     id,
+		log:    log.With("worker", cfg.Name, "node", id.nodeID[:8]),
 		client: api.NewClient(strings.Join(cfg.Servers, ","), ""),
 		exec:   ex,
 		tasks:  map[api.AttemptRef]*task{},
@@ -149,8 +157,14 @@ func (w *Worker) activate(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	for {
 		w.client.SetToken("")
-		res, err := w.client.Activate(ctx, &api.ActivateRequest{Name: w.cfg.Name, CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret})
+		res, err := w.client.Activate(ctx, &api.ActivateRequest{
+			Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(),
+			CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
+		})
 		if err == nil {
+			if err := w.id.keepToken(res.Token); err != nil {
+				w.log.Warn("cannot keep the instance token; a quick restart may be refused as a duplicate", "err", err)
+			}
 			w.client.SetToken(res.Token)
 			w.mu.Lock()
 			w.instance = res.InstanceID
@@ -158,7 +172,8 @@ func (w *Worker) activate(ctx context.Context) error {
 			w.log.Info("activated", "instance", res.InstanceID, "cpu", w.cfg.CPU, "memory", w.cfg.Memory)
 			return nil
 		}
-		if api.IsStatus(err, http.StatusUnauthorized) || api.IsStatus(err, http.StatusForbidden) {
+		if api.IsStatus(err, http.StatusUnauthorized) || api.IsStatus(err, http.StatusForbidden) ||
+			api.IsStatus(err, http.StatusConflict) || api.IsStatus(err, http.StatusBadRequest) {
 			return fmt.Errorf("activation refused: %w", err)
 		}
 		if ctx.Err() != nil {
@@ -352,6 +367,7 @@ func (w *Worker) abandonAll(reason string) {
 }
 
 func (w *Worker) shutdown() {
+	defer w.id.release()
 	w.abandonAll("worker shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

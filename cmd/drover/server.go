@@ -46,6 +46,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	readTimeout := fs.Duration("http-read-timeout", def.HTTPReadTimeout, "longest time to read one request, body included")
 	writeTimeout := fs.Duration("http-write-timeout", def.HTTPWriteTimeout, "longest time to write one response (streamed logs and snapshots and forwarded requests are exempt)")
 	idleTimeout := fs.Duration("http-idle-timeout", def.HTTPIdleTimeout, "close keep-alive connections idle this long")
+	maxLost := fs.Int("max-lost-attempts", def.MaxLostAttempts, "end a job as error once it was lost with this many workers (0: no limit)")
 	maxJobs := fs.Int64("max-jobs-per-batch", def.MaxJobsPerBatch, "refuse a batch that would hold more jobs than this")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
@@ -83,6 +84,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.ConsulAddr = *consulAddr
 	cfg.LogStoreURL = *logStore
 	cfg.LostTimeout = *lost
+	cfg.MaxLostAttempts = *maxLost
 	cfg.DeadServerGrace = *grace
 	cfg.HeartbeatTimeout = *raftTimeout
 	cfg.ElectionTimeout = *raftTimeout

@@ -83,7 +83,7 @@ func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
 	out := []api.Instance{}
 	for _, in := range s.state.Instances() {
 		ij := api.Instance{
-			ID: int64(in.ID), Name: in.Name, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
+			ID: int64(in.ID), Name: in.Name, NodeID: in.NodeID, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
 			FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
 			TimeActivated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
 		}

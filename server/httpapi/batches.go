@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -89,6 +90,11 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	u := userOf(r)
 	if req.BillingProject == "" {
 		req.BillingProject = s.cfg.DefaultBillingProject
+	}
+	if err := errors.Join(api.ValidateName("name", req.Name), api.ValidateName("billing_project", req.BillingProject),
+		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes)); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	entries, ok := submission(w, req.NJobs, req.Jobs)
 	if !ok || !s.admit(w, 0, req.NJobs, entries, false) {
@@ -186,6 +192,10 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	var req api.CreateUpdateRequest
 	if !decode(w, r, &req) {
+		return
+	}
+	if err := api.ValidateName("idempotency_key", req.IdempotencyKey); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	entries, ok := submission(w, req.NJobs, req.Jobs)

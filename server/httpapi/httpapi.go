@@ -82,6 +82,9 @@ type Members interface {
 type Liveness interface {
 	Touch(instance uint32)
 	HoldSync(instance uint32) (release func())
+	// Heard returns when an instance was last heard from (now while it
+	// waits in a sync); false when this leader has not heard from it.
+	Heard(instance uint32) (time.Time, bool)
 }
 
 // Notifier wakes held syncs when an instance's assignments change.
@@ -113,8 +116,12 @@ type Config struct {
 	DefaultBillingProject string
 	ApplyTimeout          time.Duration
 	MaxSyncWait           time.Duration
-	DebugPprof            bool
-	Limits                Limits
+	// LostTimeout is how long a worker may be silent before it is
+	// retired; within it, its node ID is taken.
+	LostTimeout time.Duration
+	MaxLost     uint8 // see state.Activate
+	DebugPprof  bool
+	Limits      Limits
 }
 
 // Deps is everything the API is built from. Members may be nil (a server

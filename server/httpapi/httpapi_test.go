@@ -113,6 +113,7 @@ type noWorkers struct{}
 
 func (noWorkers) Touch(uint32)                                { panic("not used") }
 func (noWorkers) HoldSync(uint32) func()                      { panic("not used") }
+func (noWorkers) Heard(uint32) (time.Time, bool)              { panic("not used") }
 func (noWorkers) Wait(uint32) <-chan struct{}                 { panic("not used") }
 func (noWorkers) Submit(context.Context, []state.Event) error { panic("not used") }
 

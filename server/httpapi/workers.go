@@ -35,14 +35,27 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation needs a name, cpu > 0 and memory > 0 (got name %q, cpu %g, memory %d)", req.Name, req.CPU, req.Memory))
 		return
 	}
+	if len(req.Name) > api.MaxWorkerName || len(req.NodeID) > api.MaxNodeID || req.CPU > api.MaxCPU {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU))
+		return
+	}
+	if req.NodeID != "" {
+		if old, ok := s.state.ActiveByNodeID(req.NodeID); ok && subtle.ConstantTimeCompare([]byte(token.Hash(req.PreviousToken)), []byte(old.TokenHash)) != 1 {
+			if heard, ok := s.live.Heard(old.ID); ok && time.Since(heard) < s.cfg.LostTimeout {
+				writeError(w, http.StatusConflict, fmt.Sprintf("node ID %s is in use by instance %d (%s), a live worker last heard %s ago: two workers share a data dir (or a copied node-id file); give each worker its own -data-dir",
+					req.NodeID, old.ID, old.Name, time.Since(heard).Round(time.Millisecond)))
+				return
+			}
+		}
+	}
 	tok, err := token.New()
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	res, err := s.apply(&state.Activate{
-		Now: time.Now().UnixNano(), Name: req.Name, CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory,
-		TokenHash: token.Hash(tok),
+		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,
+		CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory, TokenHash: token.Hash(tok),
 	})
 	if err != nil {
 		s.writeErr(w, err)
@@ -228,7 +241,7 @@ func jobDisplayName(a state.AssignmentInfo) string {
 
 func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) {
 	inst := instanceOf(r)
-	if _, err := s.apply(&state.Retire{Now: time.Now().UnixNano(), Instance: inst.ID, Reason: "worker deactivated"}); err != nil {
+	if _, err := s.apply(&state.Retire{Now: time.Now().UnixNano(), Instance: inst.ID, Reason: "worker deactivated", MaxLost: s.cfg.MaxLost}); err != nil {
 		s.writeErr(w, err)
 		return
 	}

@@ -169,6 +169,12 @@ type Activate struct {
 	CPUMilli  int64
 	Memory    int64
 	TokenHash string
+	// NodeID identifies the worker across restarts (empty in entries from
+	// before node IDs: the Name did).
+	NodeID string
+	// MaxLost ends a job Error once its attempts were lost with this many
+	// instances (0 in entries from before the limit: no limit).
+	MaxLost uint8
 }
 
 // Retire removes an instance; its running attempts are lost and their jobs
@@ -177,6 +183,7 @@ type Retire struct {
 	Now      int64
 	Instance uint32
 	Reason   string
+	MaxLost  uint8 // as in Activate
 }
 
 func (*Bootstrap) Type() CommandType            { return CmdBootstrap }

@@ -16,13 +16,10 @@ func (s *State) applyActivate(c *Activate) any {
 		return errorf(ErrInvalid, "activation needs a name, cpu > 0, memory > 0 and a token")
 	}
 	res := &ActivateResult{}
-	if old, ok := s.instByName[c.Name]; ok {
-		s.retire(s.instances[old], c.Now, fmt.Sprintf("worker %s activated again", c.Name))
-		res.Replaced = old
-	}
 	inst := &Instance{
 		ID:        s.nextInstance,
 		Name:      c.Name,
+		NodeID:    c.NodeID,
 		TokenHash: c.TokenHash,
 		CPUMilli:  c.CPUMilli,
 		Memory:    c.Memory,
@@ -31,10 +28,14 @@ func (s *State) applyActivate(c *Activate) any {
 		Active:    true,
 		Activated: c.Now,
 	}
+	if old, ok := s.instByIdentity[inst.identity()]; ok {
+		s.retire(s.instances[old], c.Now, fmt.Sprintf("worker %s activated again", c.Name), c.MaxLost)
+		res.Replaced = old
+	}
 	s.nextInstance++
 	s.instances[inst.ID] = inst
 	s.instTokens[c.TokenHash] = inst.ID
-	s.instByName[c.Name] = inst.ID
+	s.instByIdentity[inst.identity()] = inst.ID
 	res.Instance = inst.ID
 	s.notifyWork()
 	return res
@@ -48,19 +49,20 @@ func (s *State) applyRetire(c *Retire) any {
 	if !inst.Active {
 		return nil
 	}
-	s.retire(inst, c.Now, c.Reason)
+	s.retire(inst, c.Now, c.Reason, c.MaxLost)
 	return nil
 }
 
 // retire deactivates an instance. Its running attempts are lost: their jobs
-// go back to Ready with the next attempt, or end Cancelled when their batch
-// is cancelled.
-func (s *State) retire(inst *Instance, now int64, reason string) {
+// go back to Ready with the next attempt, end Cancelled when their batch is
+// cancelled, or end Error once maxLost instances (0: no limit) lost them, so
+// a job that takes its worker down does not travel the whole fleet.
+func (s *State) retire(inst *Instance, now int64, reason string, maxLost uint8) {
 	inst.Active = false
 	inst.Retired = now
 	inst.Reason = reason
-	if s.instByName[inst.Name] == inst.ID {
-		delete(s.instByName, inst.Name)
+	if s.instByIdentity[inst.identity()] == inst.ID {
+		delete(s.instByIdentity, inst.identity())
 	}
 	keys := make([]attemptKey, 0, len(inst.running))
 	for k := range inst.running {
@@ -80,10 +82,18 @@ func (s *State) retire(inst *Instance, now int64, reason string) {
 		j.outcome = OutcomeLost
 		g := b.groupOf(k.job)
 		s.endAttempt(b, g, k.job, inst)
-		b.setMessage(k.job, msg)
-		if b.Cancelled {
+		if j.lost < 255 {
+			j.lost++
+		}
+		switch {
+		case b.Cancelled:
+			b.setMessage(k.job, msg)
 			s.finish(b, k.job, j, Cancelled, now)
-		} else {
+		case maxLost > 0 && j.lost >= maxLost:
+			b.setMessage(k.job, fmt.Sprintf("lost with %d workers (a job that takes its worker down is not run again); the last: instance %s retired (%s)", j.lost, inst.Name, reason))
+			s.finish(b, k.job, j, Error, now)
+		default:
+			b.setMessage(k.job, msg)
 			s.requeue(b, g, k.job, j)
 		}
 	}
@@ -112,6 +122,19 @@ func (s *State) InstanceByTokenHash(hash string) (Instance, bool) {
 	return inst, true
 }
 
+// ActiveByNodeID returns the active instance of a worker node ID.
+func (s *State) ActiveByNodeID(nodeID string) (Instance, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.instByIdentity["node:"+nodeID]
+	if !ok {
+		return Instance{}, false
+	}
+	inst := *s.instances[id]
+	inst.running = nil
+	return inst, true
+}
+
 // ActiveInstances returns the IDs of active instances.
 func (s *State) ActiveInstances() []uint32 {
 	s.mu.RLock()
@@ -130,6 +153,7 @@ func (s *State) ActiveInstances() []uint32 {
 type InstanceInfo struct {
 	ID        uint32
 	Name      string
+	NodeID    string
 	CPUMilli  int64
 	Memory    int64
 	FreeMilli int64
@@ -148,7 +172,7 @@ func (s *State) Instances() []InstanceInfo {
 	out := make([]InstanceInfo, 0, len(s.instances))
 	for _, inst := range s.instances {
 		out = append(out, InstanceInfo{
-			ID: inst.ID, Name: inst.Name, CPUMilli: inst.CPUMilli, Memory: inst.Memory,
+			ID: inst.ID, Name: inst.Name, NodeID: inst.NodeID, CPUMilli: inst.CPUMilli, Memory: inst.Memory,
 			FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem, Active: inst.Active, Running: len(inst.running),
 			Activated: inst.Activated, Retired: inst.Retired, Reason: inst.Reason,
 		})

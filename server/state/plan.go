@@ -62,7 +62,7 @@ func (s *State) applyPlan(c *Plan) any {
 			if s.hooks.Transition != nil {
 				s.hooks.Transition(b.ID, id, Ready, Running)
 			}
-			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures}
+			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures, lost: j.lost}
 			inst.FreeMilli -= cpu
 			inst.FreeMem -= mem
 			if inst.running == nil {

@@ -38,6 +38,7 @@ type snapProject struct {
 type snapInstance struct {
 	Instance
 	Running []snapKey
+	Node    string // Instance.NodeID
 }
 
 type snapKey struct {
@@ -97,6 +98,9 @@ type snapBatch struct {
 	ReadyMilli     int64
 	Messages       map[uint32]string
 	History        map[uint32][]snapAttempt
+	// Lost counts, per job ID, attempts lost with their instance (only
+	// jobs that lost any; absent in snapshots from before the count).
+	Lost map[uint32]uint8
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -164,7 +168,7 @@ func (s *State) Snapshot() *Snapshot {
 	sort.Slice(instIDs, func(i, j int) bool { return instIDs[i] < instIDs[j] })
 	for _, id := range instIDs {
 		inst := s.instances[id]
-		si := snapInstance{Instance: *inst}
+		si := snapInstance{Instance: *inst, Node: inst.NodeID}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -208,6 +212,14 @@ func (b *Batch) snapshot() snapBatch {
 	for i, r := range b.ranges {
 		sb.Ranges[i] = snapRange{Lo: r.r.Lo, Hi: r.r.Hi, Remaining: r.remaining, Failed: r.failed,
 			Children: append([]uint32(nil), r.children...)}
+	}
+	for i := range b.jobs {
+		if n := b.jobs[i].lost; n > 0 {
+			if sb.Lost == nil {
+				sb.Lost = map[uint32]uint8{}
+			}
+			sb.Lost[uint32(i+1)] = n
+		}
 	}
 	if len(b.messages) > 0 {
 		sb.Messages = make(map[uint32]string, len(b.messages))
@@ -275,6 +287,7 @@ func (s *State) Restore(r io.Reader) error {
 	}
 	for _, si := range d.Instances {
 		inst := si.Instance
+		inst.NodeID = si.Node
 		inst.running = map[attemptKey]struct{}{}
 		for _, k := range si.Running {
 			inst.running[attemptKey{k.Batch, k.Job}] = struct{}{}
@@ -282,7 +295,7 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.instances[inst.ID] = &inst
 		fresh.instTokens[inst.TokenHash] = inst.ID
 		if inst.Active {
-			fresh.instByName[inst.Name] = inst.ID
+			fresh.instByIdentity[inst.identity()] = inst.ID
 		}
 	}
 	for _, sb := range d.Batches {
@@ -315,7 +328,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.index, s.nextBatch, s.nextInstance = fresh.index, fresh.nextBatch, fresh.nextInstance
 	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
 	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
-	s.instances, s.instTokens, s.instByName = fresh.instances, fresh.instTokens, fresh.instByName
+	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.notifyAllInstances()
 	s.notifyWork()
@@ -334,6 +347,12 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		messages: sb.Messages,
 	}
 	copy(b.counts[:], sb.Counts)
+	for id, n := range sb.Lost {
+		if id < 1 || int(id) > len(jobs) {
+			return nil, fmt.Errorf("batch %d: lost count for job %d of %d", sb.ID, id, len(jobs))
+		}
+		jobs[id-1].lost = n
+	}
 	for _, u := range sb.Updates {
 		if !u.Committed && !u.Discarded {
 			b.open++

@@ -62,9 +62,9 @@ type State struct {
 	tokens   map[string]string
 	projects map[string]*BillingProject
 
-	instances  map[uint32]*Instance
-	instTokens map[string]uint32
-	instByName map[string]uint32
+	instances      map[uint32]*Instance
+	instTokens     map[string]uint32
+	instByIdentity map[string]uint32
 
 	sched map[string]*userSched
 	held  Footprint // job IDs reserved and groups, over all batches (admission)
@@ -75,17 +75,17 @@ type State struct {
 // New returns an empty state.
 func New() *State {
 	return &State{
-		nextBatch:    1,
-		nextInstance: 1,
-		batches:      map[uint64]*Batch{},
-		keys:         map[string]uint64{},
-		users:        map[string]*User{},
-		tokens:       map[string]string{},
-		projects:     map[string]*BillingProject{},
-		instances:    map[uint32]*Instance{},
-		instTokens:   map[string]uint32{},
-		instByName:   map[string]uint32{},
-		sched:        map[string]*userSched{},
+		nextBatch:      1,
+		nextInstance:   1,
+		batches:        map[uint64]*Batch{},
+		keys:           map[string]uint64{},
+		users:          map[string]*User{},
+		tokens:         map[string]string{},
+		projects:       map[string]*BillingProject{},
+		instances:      map[uint32]*Instance{},
+		instTokens:     map[string]uint32{},
+		instByIdentity: map[string]uint32{},
+		sched:          map[string]*userSched{},
 	}
 }
 

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -557,5 +558,45 @@ func TestPaging(t *testing.T) {
 	}
 	if jobs != 130 {
 		t.Fatalf("paged through %d jobs, want 130", jobs)
+	}
+}
+
+// TestJobLostWithMaxLostWorkersEndsError: a job whose attempts were lost
+// with MaxLost instances ends Error with the reason, instead of travelling
+// the whole fleet (before, a lost job was requeued without limit). An entry
+// without MaxLost (from before the limit) keeps requeueing, so old logs
+// replay as they applied.
+func TestJobLostWithMaxLostWorkersEndsError(t *testing.T) {
+	h := newHarness(t)
+	b := h.CreateBatch(entry(1, 1, spec("crasher", 1)))
+	for i := 1; i <= 4; i++ {
+		w := h.Activate(fmt.Sprint("w", i), 4, 16)
+		h.Schedule()
+		if got := h.JobState(b, 1); got != Running {
+			t.Fatalf("round %d: job is %s, want running", i, got)
+		}
+		maxLost := uint8(3)
+		if i == 1 {
+			maxLost = 0 // an old entry: no limit, and this loss still counts
+		}
+		h.Must(&Retire{Now: h.Tick(), Instance: w, Reason: "silent", MaxLost: maxLost})
+		want := Ready
+		if i == 3 {
+			want = Error
+		}
+		if got := h.JobState(b, 1); got != want {
+			t.Fatalf("after losing it with %d workers the job is %s, want %s", i, got, want)
+		}
+		if want == Error {
+			j, _ := h.S.Job(b, 1)
+			if !strings.Contains(j.Message, "lost with 3 workers") || len(j.Attempts) != 3 {
+				t.Fatalf("job: %q, %d attempts", j.Message, len(j.Attempts))
+			}
+			break
+		}
+	}
+	// Replaying the log gives the same state, lost counts included.
+	if string(SnapshotBytes(t, h.Replay())) != string(SnapshotBytes(t, h.S)) {
+		t.Fatal("replay differs")
 	}
 }

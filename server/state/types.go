@@ -150,6 +150,7 @@ type job struct {
 	exit     int32
 	attempt  uint16 // number of the current (or last) attempt; 0: never placed
 	failures uint16 // attempts that ended Failed or Error (counted against retries)
+	lost     uint8  // attempts lost with their instance (bounded by MaxLost)
 	state    JobState
 	outcome  Outcome
 }
@@ -237,7 +238,7 @@ type pointRef struct {
 // Instance is a worker machine that has activated.
 type Instance struct {
 	ID        uint32
-	Name      string
+	Name      string // a label; several instances may share it
 	TokenHash string
 	CPUMilli  int64
 	Memory    int64
@@ -247,7 +248,21 @@ type Instance struct {
 	Activated int64
 	Retired   int64
 	Reason    string
-	running   map[attemptKey]struct{}
+	// NodeID is the worker's identity, kept in its data dir: activating
+	// again with it retires the earlier incarnation. Empty for instances
+	// activated before node IDs, which were identified by Name. Snapshots
+	// carry it as snapInstance.Node (fields travel by position, and the
+	// embedded Instance is followed by Running).
+	NodeID  string `codec:"-"`
+	running map[attemptKey]struct{}
+}
+
+// identity is what a later activation of the same worker is recognised by.
+func (inst *Instance) identity() string {
+	if inst.NodeID != "" {
+		return "node:" + inst.NodeID
+	}
+	return "name:" + inst.Name
 }
 
 type attemptKey struct {
