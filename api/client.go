@@ -297,8 +297,13 @@ func (c *Client) Health(ctx context.Context) error {
 	return c.Do(ctx, http.MethodGet, "/api/v1/health", nil, nil)
 }
 
-// CreateBatch creates a batch (see CreateBatchRequest).
+// CreateBatch creates a batch (see CreateBatchRequest). A request without
+// an idempotency key gets a fresh one (set in req), so a retry after a lost
+// answer returns the batch the first try made.
 func (c *Client) CreateBatch(ctx context.Context, req *CreateBatchRequest) (*CreateBatchResponse, error) {
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = NewIdempotencyKey()
+	}
 	var out CreateBatchResponse
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/batches", req, &out); err != nil {
 		return nil, err
@@ -307,7 +312,11 @@ func (c *Client) CreateBatch(ctx context.Context, req *CreateBatchRequest) (*Cre
 }
 
 // CreateUpdate opens (or, with inline jobs, commits) an update of a batch.
+// Without an idempotency key it gets a fresh one, as in CreateBatch.
 func (c *Client) CreateUpdate(ctx context.Context, batchID int64, req *CreateUpdateRequest) (*UpdateResponse, error) {
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = NewIdempotencyKey()
+	}
 	var out UpdateResponse
 	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates", batchID), req, &out); err != nil {
 		return nil, err
@@ -445,10 +454,35 @@ func (c *Client) WaitBatch(ctx context.Context, id int64, progress func(*Batch))
 	}
 }
 
-// CreateUser creates a user and returns it with its token.
+// CreateUser creates a user and returns it with its token. The token is
+// made here (set in req when empty), so a retry after a lost answer
+// returns the same user and token instead of a conflict.
 func (c *Client) CreateUser(ctx context.Context, req *CreateUserRequest) (*User, error) {
+	if req.Token == "" {
+		req.Token = NewToken()
+	}
 	var out User
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/users", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RotateToken gives a user a new token (admin only) and returns it; the
+// old token stops working.
+func (c *Client) RotateToken(ctx context.Context, user string) (*User, error) {
+	req := &RotateTokenRequest{Token: NewToken()}
+	var out User
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/users/"+url.PathEscape(user)+"/token", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Whoami returns the user the client's token belongs to.
+func (c *Client) Whoami(ctx context.Context) (*User, error) {
+	var out User
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -90,6 +90,14 @@ func (o *SubmitOptions) withDefaults() SubmitOptions {
 	return out
 }
 
+// NewToken returns a random token of the form servers accept from clients
+// (64 hex digits).
+func NewToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // NewIdempotencyKey returns a random key for a create request.
 func NewIdempotencyKey() string {
 	buf := make([]byte, 12)

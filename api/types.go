@@ -229,6 +229,16 @@ type User struct {
 type CreateUserRequest struct {
 	Name  string `json:"name"`
 	Admin bool   `json:"admin,omitempty"`
+	// Token is the user's token, made by the client (64 hex digits) so a
+	// retried request is recognised and answered with the same user;
+	// empty: the server makes one. Client.CreateUser fills it in.
+	Token string `json:"token,omitempty"`
+}
+
+// RotateTokenRequest gives a user a new token; the old one stops working.
+// Token is made by the client, as in CreateUserRequest.
+type RotateTokenRequest struct {
+	Token string `json:"token,omitempty"`
 }
 
 // BillingProject groups users who may see each other's batches and share a
@@ -301,6 +311,10 @@ type ActivateRequest struct {
 	Memory        int64   `json:"memory"`
 	// Secret is the cluster's worker join secret.
 	Secret string `json:"secret"`
+	// Token is the instance token the worker made for this activation (64
+	// hex digits), so a retried activation finds the instance it made;
+	// empty: the server makes one.
+	Token string `json:"token,omitempty"`
 }
 
 // ActivateResponse carries the instance's identity and the token it uses for

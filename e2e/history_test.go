@@ -175,7 +175,9 @@ func startProber(c *api.Client) *prober {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			res, err := p.c.CreateBatch(ctx, &api.CreateBatchRequest{
-				Name: "probe", IdempotencyKey: fmt.Sprintf("probe-%d", n), Attributes: map[string]string{"probe": strconv.Itoa(n)},
+				// No explicit key: the client adds one to every create,
+				// and that alone must keep each probe to one batch.
+				Name: "probe", Attributes: map[string]string{"probe": strconv.Itoa(n)},
 				Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 0.1, Memory: 16 << 20}},
 			})
 			cancel()

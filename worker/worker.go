@@ -155,12 +155,15 @@ func (w *Worker) Run(ctx context.Context) error {
 // secret is refused.
 func (w *Worker) activate(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
+	// One token for every try: a retry whose first try was applied finds
+	// the instance that try made.
+	req := &api.ActivateRequest{
+		Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(), Token: api.NewToken(),
+		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
+	}
 	for {
 		w.client.SetToken("")
-		res, err := w.client.Activate(ctx, &api.ActivateRequest{
-			Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(),
-			CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
-		})
+		res, err := w.client.Activate(ctx, req)
 		if err == nil {
 			if err := w.id.keepToken(res.Token); err != nil {
 				w.log.Warn("cannot keep the instance token; a quick restart may be refused as a duplicate", "err", err)

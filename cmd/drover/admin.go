@@ -31,6 +31,25 @@ func (m *Main) runUserCreate(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m *Main) runUserRotateToken(ctx context.Context, args []string) error {
+	fs := m.newFlags("user rotate-token", "NAME")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	u, err := m.Client().RotateToken(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(u)
+	}
+	fmt.Fprintln(m.Stdout, u.Token)
+	fmt.Fprintf(m.Stderr, "New token for %s above; the old one no longer works.\n", u.Name)
+	return nil
+}
+
 func (m *Main) runUserList(ctx context.Context, args []string) error {
 	fs := m.newFlags("user list", "")
 	asJSON := fs.Bool("json", false, "print JSON")

@@ -92,6 +92,7 @@ Batches and jobs:
 Administration:
   user create NAME       create a user and print its token
   user list              list users
+  user rotate-token NAME give a user a new token (the old one stops working)
   billing-project create NAME [-member USER]...
   billing-project list | add-member PROJECT USER | remove-member PROJECT USER
   instance list          list worker instances
@@ -138,7 +139,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "user":
 		return m.sub(ctx, "user", rest, map[string]func(context.Context, []string) error{
-			"create": m.runUserCreate, "list": m.runUserList,
+			"create": m.runUserCreate, "list": m.runUserList, "rotate-token": m.runUserRotateToken,
 		})
 	case "billing-project":
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{

@@ -18,6 +18,16 @@ func New() (string, error) {
 	return hex.EncodeToString(buf), nil
 }
 
+// Valid reports whether s has the form New gives (64 hex digits): a token
+// a client made for itself must be as strong as one a server makes.
+func Valid(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
 // Hash is how tokens are stored: only their SHA-256 is replicated.
 func Hash(token string) string {
 	sum := sha256.Sum256([]byte(token))

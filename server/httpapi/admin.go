@@ -19,17 +19,58 @@ func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name))
 		return
 	}
-	tok, err := token.New()
+	tok, ok := clientToken(w, req.Token)
+	if !ok {
+		return
+	}
+	res, err := s.apply(&state.CreateUser{Now: time.Now().UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok)})
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	now := time.Now()
-	if _, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok)}); err != nil {
+	ur := res.(*state.CreateUserResult)
+	code := http.StatusCreated
+	if ur.Existing {
+		code = http.StatusOK // a retry: the user its first try made
+	}
+	writeJSON(w, code, api.User{Name: req.Name, Admin: req.Admin, Token: tok, TimeCreated: time.Unix(0, ur.Created).UTC()})
+}
+
+// clientToken returns the token a client made for itself, checked to be as
+// strong as one the server makes, or a new one when it sent none.
+func clientToken(w http.ResponseWriter, tok string) (string, bool) {
+	if tok == "" {
+		t, err := token.New()
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return "", false
+		}
+		return t, true
+	}
+	if !token.Valid(tok) {
+		writeError(w, http.StatusBadRequest, "token must be 64 hex digits (32 random bytes), or empty for the server to make one")
+		return "", false
+	}
+	return tok, true
+}
+
+func (s *Server) handleRotateToken(w http.ResponseWriter, r *http.Request) {
+	var req api.RotateTokenRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	tok, ok := clientToken(w, req.Token)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	if _, err := s.apply(&state.RotateToken{Now: time.Now().UnixNano(), User: name, TokenHash: token.Hash(tok)}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.User{Name: req.Name, Admin: req.Admin, Token: tok, TimeCreated: now.UTC()})
+	u, _ := s.state.User(name)
+	u.Token = tok
+	writeJSON(w, http.StatusOK, u)
 }
 
 func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) {
@@ -41,12 +82,17 @@ func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Reque
 	if !decode(w, r, &req) {
 		return
 	}
+	_, existed := s.state.BillingProject(req.Name)
 	if _, err := s.apply(&state.CreateBillingProject{Now: time.Now().UnixNano(), Name: req.Name, Members: req.Members}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	p, _ := s.state.BillingProject(req.Name)
-	writeJSON(w, http.StatusCreated, p)
+	code := http.StatusCreated
+	if existed {
+		code = http.StatusOK // a retry: the project is there with those members
+	}
+	writeJSON(w, code, p)
 }
 
 func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Request) {

@@ -208,6 +208,7 @@ func (s *Server) Handler() http.Handler {
 
 	route("POST /api/v1/users", s.authAdmin(s.handleCreateUser))
 	route("GET /api/v1/users", s.authAdmin(s.handleListUsers))
+	route("POST /api/v1/users/{name}/token", s.authAdmin(s.handleRotateToken))
 	route("POST /api/v1/billing-projects", s.authAdmin(s.handleCreateBillingProject))
 	route("GET /api/v1/billing-projects", s.authUser(s.handleListBillingProjects))
 	route("POST /api/v1/billing-projects/{name}/members", s.authAdmin(s.handleAddMember))

@@ -39,6 +39,20 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU))
 		return
 	}
+	tok, ok := clientToken(w, req.Token)
+	if !ok {
+		return
+	}
+	if inst, ok := s.state.InstanceByTokenHash(token.Hash(tok)); ok && req.Token != "" {
+		// A retry of an activation whose answer was lost.
+		if !inst.Active {
+			writeError(w, http.StatusConflict, fmt.Sprintf("instance %d, activated with this token, was retired (%s); activate with a new token", inst.ID, inst.Reason))
+			return
+		}
+		s.live.Touch(inst.ID)
+		writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(inst.ID), Token: tok})
+		return
+	}
 	if req.NodeID != "" {
 		if old, ok := s.state.ActiveByNodeID(req.NodeID); ok && subtle.ConstantTimeCompare([]byte(token.Hash(req.PreviousToken)), []byte(old.TokenHash)) != 1 {
 			if heard, ok := s.live.Heard(old.ID); ok && time.Since(heard) < s.cfg.LostTimeout {
@@ -47,11 +61,6 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-	}
-	tok, err := token.New()
-	if err != nil {
-		s.writeErr(w, err)
-		return
 	}
 	res, err := s.apply(&state.Activate{
 		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,

@@ -40,14 +40,48 @@ func (s *State) applyCreateUser(c *CreateUser) any {
 	if !ValidName(c.Name) {
 		return errorf(ErrInvalid, "invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
 	}
-	if _, ok := s.users[c.Name]; ok {
-		return errorf(ErrConflict, "user %q already exists", c.Name)
-	}
 	if c.TokenHash == "" {
 		return errorf(ErrInvalid, "user %q has no token", c.Name)
 	}
+	if u, ok := s.users[c.Name]; ok {
+		// The same request again (its answer was lost): the same user.
+		if u.TokenHash == c.TokenHash && u.Admin == c.Admin {
+			return &CreateUserResult{Existing: true, Created: u.Created}
+		}
+		return errorf(ErrConflict, "user %q already exists; an admin can give it a new token with 'drover user rotate-token %s'", c.Name, c.Name)
+	}
+	if _, taken := s.tokens[c.TokenHash]; taken {
+		return errorf(ErrConflict, "that token is already in use; make a new one")
+	}
 	s.users[c.Name] = &User{Name: c.Name, Admin: c.Admin, TokenHash: c.TokenHash, Created: c.Now}
 	s.tokens[c.TokenHash] = c.Name
+	return &CreateUserResult{Created: c.Now}
+}
+
+// CreateUserResult says whether the user already existed with that token
+// (a retried request).
+type CreateUserResult struct {
+	Existing bool
+	Created  int64
+}
+
+func (s *State) applyRotateToken(c *RotateToken) any {
+	u, ok := s.users[c.User]
+	if !ok {
+		return errorf(ErrNotFound, "user %q does not exist", c.User)
+	}
+	if c.TokenHash == "" {
+		return errorf(ErrInvalid, "no token")
+	}
+	if u.TokenHash == c.TokenHash {
+		return nil // a retry
+	}
+	if _, taken := s.tokens[c.TokenHash]; taken {
+		return errorf(ErrConflict, "that token is already in use; make a new one")
+	}
+	delete(s.tokens, u.TokenHash)
+	u.TokenHash = c.TokenHash
+	s.tokens[c.TokenHash] = u.Name
 	return nil
 }
 
@@ -55,8 +89,16 @@ func (s *State) applyCreateBillingProject(c *CreateBillingProject) any {
 	if !ValidName(c.Name) {
 		return errorf(ErrInvalid, "invalid billing project name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
 	}
-	if _, ok := s.projects[c.Name]; ok {
-		return errorf(ErrConflict, "billing project %q already exists", c.Name)
+	if p, ok := s.projects[c.Name]; ok {
+		// The same request again (its answer was lost) finds what it made.
+		same := true
+		for _, m := range c.Members {
+			same = same && p.Members[m]
+		}
+		if same {
+			return nil
+		}
+		return errorf(ErrConflict, "billing project %q already exists; add members with 'drover billing-project add-member'", c.Name)
 	}
 	for _, m := range c.Members {
 		if _, ok := s.users[m]; !ok {
@@ -123,6 +165,17 @@ func (s *State) Users() []api.User {
 		out = append(out, api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()})
 	}
 	return out
+}
+
+// User returns one user, without its token.
+func (s *State) User(name string) (api.User, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	u, ok := s.users[name]
+	if !ok {
+		return api.User{}, false
+	}
+	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}, true
 }
 
 // IsMember reports whether user belongs to the billing project.

@@ -26,6 +26,7 @@ const (
 	CmdEvents
 	CmdActivate
 	CmdRetire
+	CmdRotateToken
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -36,6 +37,7 @@ var cmdNames = map[CommandType]string{
 	CmdSetMember: "set_member", CmdCreateBatch: "create_batch", CmdCreateUpdate: "create_update",
 	CmdAddJobs: "add_jobs", CmdCommitUpdate: "commit_update", CmdCancelBatch: "cancel_batch",
 	CmdPlan: "plan", CmdEvents: "events", CmdActivate: "activate", CmdRetire: "retire",
+	CmdRotateToken: "rotate_token",
 }
 
 func (t CommandType) String() string {
@@ -64,6 +66,13 @@ type CreateUser struct {
 	Now       int64
 	Name      string
 	Admin     bool
+	TokenHash string
+}
+
+// RotateToken replaces a user's token: the old one stops working.
+type RotateToken struct {
+	Now       int64
+	User      string
 	TokenHash string
 }
 
@@ -199,6 +208,7 @@ func (*Plan) Type() CommandType                 { return CmdPlan }
 func (*Events) Type() CommandType               { return CmdEvents }
 func (*Activate) Type() CommandType             { return CmdActivate }
 func (*Retire) Type() CommandType               { return CmdRetire }
+func (*RotateToken) Type() CommandType          { return CmdRotateToken }
 
 func newCommand(t CommandType) Command {
 	switch t {
@@ -228,6 +238,8 @@ func newCommand(t CommandType) Command {
 		return &Activate{}
 	case CmdRetire:
 		return &Retire{}
+	case CmdRotateToken:
+		return &RotateToken{}
 	}
 	return nil
 }

@@ -155,6 +155,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyActivate(c)
 	case *Retire:
 		return s.applyRetire(c)
+	case *RotateToken:
+		return s.applyRotateToken(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }
