@@ -21,6 +21,10 @@ import (
 // that know that server switch to it and skip a forwarding hop.
 const LeaderHeader = "X-Drover-Leader"
 
+// LogIncompleteHeader, on a job log, says why the log may be missing parts
+// (a server that holds chunks of it did not answer); absent when whole.
+const LogIncompleteHeader = "X-Drover-Log-Incomplete"
+
 // DefaultAddr is the server the CLI talks to when DROVER_ADDR is unset.
 const DefaultAddr = "http://127.0.0.1:4650"
 
@@ -415,7 +419,40 @@ func (c *Client) GetJob(ctx context.Context, batchID, jobID int64) (*Job, error)
 }
 
 // JobLog returns the log of a job's attempt (0: the latest).
+// A log that may be missing parts is returned with an *IncompleteLogError
+// alongside what could be read.
 func (c *Client) JobLog(ctx context.Context, batchID, jobID int64, attempt int) ([]byte, error) {
+	l, err := c.OpenJobLog(ctx, batchID, jobID, attempt)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	data, err := io.ReadAll(l)
+	if err != nil {
+		return data, err
+	}
+	if l.Incomplete != "" {
+		return data, &IncompleteLogError{Reason: l.Incomplete}
+	}
+	return data, nil
+}
+
+// IncompleteLogError says a log was read but may be missing parts.
+type IncompleteLogError struct{ Reason string }
+
+func (e *IncompleteLogError) Error() string { return "the log may be incomplete: " + e.Reason }
+
+// JobLogStream is a job's log being read.
+type JobLogStream struct {
+	io.ReadCloser
+	// Incomplete, when not empty, says why the log may be missing parts
+	// (a server holding some of it did not answer).
+	Incomplete string
+}
+
+// OpenJobLog starts reading the log of a job's attempt (0: the latest) as
+// the server streams it. Close it when done.
+func (c *Client) OpenJobLog(ctx context.Context, batchID, jobID int64, attempt int) (*JobLogStream, error) {
 	path := fmt.Sprintf("/api/v1/batches/%d/jobs/%d/log", batchID, jobID)
 	if attempt > 0 {
 		path += "?attempt=" + strconv.Itoa(attempt)
@@ -424,8 +461,7 @@ func (c *Client) JobLog(ctx context.Context, batchID, jobID int64, attempt int) 
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
+	return &JobLogStream{ReadCloser: resp.Body, Incomplete: resp.Header.Get(LogIncompleteHeader)}, nil
 }
 
 // WaitBatch polls until the batch is complete or ctx ends. progress, when not

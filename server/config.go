@@ -98,6 +98,9 @@ type Config struct {
 	// holds, finished batches included; submissions beyond it are refused
 	// with 413. 0: no budget.
 	StateMemoryBudget int64
+	// MaxLogBytesPerAttempt bounds the log the servers keep for one
+	// attempt; chunks beyond it are refused with 413.
+	MaxLogBytesPerAttempt int64
 
 	// Raft timing. Zero values take hashicorp/raft's defaults.
 	HeartbeatTimeout   time.Duration
@@ -152,6 +155,7 @@ func DefaultConfig() *Config {
 		HTTPIdleTimeout:       2 * time.Minute,
 		MaxJobsPerBatch:       50_000_000,
 		StateMemoryBudget:     8 << 30,
+		MaxLogBytesPerAttempt: 64 << 20,
 		DeadServerGrace:       2 * time.Minute,
 		SnapshotInterval:      2 * time.Minute,
 		SnapshotThreshold:     16384,
@@ -222,6 +226,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxJobsPerBatch < 1 || c.MaxJobsPerBatch > api.MaxJobsPerBatch {
 		errs = append(errs, fmt.Errorf("MaxJobsPerBatch is %d; it must be between 1 and %d", c.MaxJobsPerBatch, int64(api.MaxJobsPerBatch)))
+	}
+	if c.MaxLogBytesPerAttempt < 1 {
+		errs = append(errs, fmt.Errorf("MaxLogBytesPerAttempt is %d; it must be positive", c.MaxLogBytesPerAttempt))
 	}
 	if c.StateMemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("StateMemoryBudget is %d; it must not be negative (0: no budget)", c.StateMemoryBudget))

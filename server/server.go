@@ -176,7 +176,7 @@ func New(cfg *Config) (*Server, error) {
 			DefaultBillingProject: cfg.DefaultBillingProject, ApplyTimeout: cfg.ApplyTimeout,
 			MaxSyncWait: cfg.MaxSyncWait, DebugPprof: cfg.DebugPprof,
 			LostTimeout: cfg.LostTimeout, MaxLost: uint8(cfg.MaxLostAttempts),
-			Limits: httpapi.Limits{MaxJobsPerBatch: cfg.MaxJobsPerBatch, StateMemoryBudget: cfg.StateMemoryBudget},
+			Limits: httpapi.Limits{MaxJobsPerBatch: cfg.MaxJobsPerBatch, StateMemoryBudget: cfg.StateMemoryBudget, MaxLogBytesPerAttempt: cfg.MaxLogBytesPerAttempt},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg,

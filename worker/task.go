@@ -201,6 +201,7 @@ type shipper struct {
 	buf       bytes.Buffer
 	total     int64
 	truncated bool
+	refused   bool // a server refused a chunk for good
 	seq       int
 
 	stop    chan struct{}
@@ -255,34 +256,63 @@ func (s *shipper) loop() {
 	}
 }
 
-// flush uploads what is buffered as the next chunk, trying up to tries
-// times. A chunk that cannot be uploaded is kept for the next flush.
+// maxChunk bounds one uploaded chunk, well below what servers accept.
+const maxChunk = 4 << 20
+
+// flush uploads what is buffered as the next chunks, each try of each
+// chunk up to tries times. A chunk that cannot be uploaded is kept for the
+// next flush, unless the server refused it for good (a 4xx: the attempt is
+// no longer this worker's, or its log is over the server's limit): then
+// the rest of the log is dropped, not retried forever.
 func (s *shipper) flush(tries int) {
-	s.mu.Lock()
-	if s.buf.Len() == 0 {
-		// Nothing to ship: a job that prints nothing costs no upload, and
-		// its log reads as empty.
-		s.mu.Unlock()
-		return
-	}
-	data := append([]byte(nil), s.buf.Bytes()...)
-	seq := s.seq
-	s.mu.Unlock()
-	var err error
-	for i := 0; i < tries; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = s.w.client.UploadLogChunk(ctx, s.ref, seq, data)
-		cancel()
-		if err == nil {
-			s.mu.Lock()
-			s.buf.Next(len(data))
-			s.seq++
+	for {
+		s.mu.Lock()
+		if s.buf.Len() == 0 || s.refused {
+			// Nothing to ship: a job that prints nothing costs no upload,
+			// and its log reads as empty.
 			s.mu.Unlock()
 			return
 		}
-		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
+		data := append([]byte(nil), s.buf.Bytes()[:min(s.buf.Len(), maxChunk)]...)
+		seq := s.seq
+		s.mu.Unlock()
+		var err error
+		for i := 0; i < tries; i++ {
+			if i > 0 {
+				time.Sleep(time.Duration(i) * 200 * time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = s.w.client.UploadLogChunk(ctx, s.ref, seq, data)
+			cancel()
+			if err == nil || refusedForGood(err) {
+				break
+			}
+		}
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.buf.Next(len(data))
+			s.seq++
+			s.mu.Unlock()
+			continue
+		case refusedForGood(err):
+			s.refused = true
+			s.buf.Reset()
+			s.mu.Unlock()
+			s.w.log.Warn("log upload refused; dropping the rest of this attempt's log", "attempt", s.ref.String(), "err", err)
+			return
+		}
+		s.mu.Unlock()
+		s.w.log.Warn("log upload failed", "attempt", s.ref.String(), "err", err)
+		return
 	}
-	s.w.log.Warn("log upload failed", "attempt", s.ref.String(), "err", err)
+}
+
+// refusedForGood reports whether a server answered with a 4xx that a retry
+// cannot change (429 asks to come back later).
+func refusedForGood(err error) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != 429
 }
 
 // close ships the rest of the log and stops the shipper.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -161,6 +162,13 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
+// warnIncomplete tells the reader of a log that parts may be missing.
+func (m *Main) warnIncomplete(why string) {
+	if why != "" {
+		fmt.Fprintf(m.Stderr, "warning: this log may be incomplete: %s; try again when every server is up\n", why)
+	}
+}
+
 func (m *Main) runJobLogs(ctx context.Context, args []string) error {
 	fs := m.newFlags("job logs", "BATCH JOB [-attempt N] [-f]")
 	attempt := fs.Int("attempt", 0, "attempt whose log to print (default: the latest)")
@@ -174,9 +182,31 @@ func (m *Main) runJobLogs(ctx context.Context, args []string) error {
 		return err
 	}
 	c := m.Client()
+	if !*follow {
+		// Streamed: a long log is never held in memory here.
+		l, err := c.OpenJobLog(ctx, bid, jid, *attempt)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		if _, err := io.Copy(m.Stdout, l); err != nil {
+			return err
+		}
+		m.warnIncomplete(l.Incomplete)
+		return nil
+	}
 	var printed int
+	warned := ""
 	for {
 		data, err := c.JobLog(ctx, bid, jid, *attempt)
+		var inc *api.IncompleteLogError
+		if errors.As(err, &inc) {
+			if inc.Reason != warned {
+				m.warnIncomplete(inc.Reason)
+				warned = inc.Reason
+			}
+			err = nil
+		}
 		if err != nil {
 			return err
 		}
@@ -185,9 +215,6 @@ func (m *Main) runJobLogs(ctx context.Context, args []string) error {
 				return err
 			}
 			printed = len(data)
-		}
-		if !*follow {
-			return nil
 		}
 		j, err := c.GetJob(ctx, bid, jid)
 		if err != nil {

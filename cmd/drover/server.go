@@ -48,6 +48,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	idleTimeout := fs.Duration("http-idle-timeout", def.HTTPIdleTimeout, "close keep-alive connections idle this long")
 	maxLost := fs.Int("max-lost-attempts", def.MaxLostAttempts, "end a job as error once it was lost with this many workers (0: no limit)")
 	maxJobs := fs.Int64("max-jobs-per-batch", def.MaxJobsPerBatch, "refuse a batch that would hold more jobs than this")
+	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "refuse log chunks beyond this much log per attempt (e.g. 64MiB)")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
@@ -99,6 +100,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.MaxJobsPerBatch = *maxJobs
 	if cfg.StateMemoryBudget, err = parseBudget(*budget); err != nil {
 		return usagef("-state-memory-budget: %v", err)
+	}
+	if cfg.MaxLogBytesPerAttempt, err = jobspec.ParseBytes(*maxLog); err != nil {
+		return usagef("-max-log-bytes-per-attempt: %v", err)
 	}
 	cfg.Logger = log
 	if *secretFile != "" {

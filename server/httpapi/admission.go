@@ -18,6 +18,9 @@ type Limits struct {
 	// holds (all batches, finished ones included, until history moves
 	// out of memory).
 	StateMemoryBudget int64
+	// MaxLogBytesPerAttempt bounds one attempt's log as this server holds
+	// it.
+	MaxLogBytesPerAttempt int64
 }
 
 // The state's cost of a job, measured by `drover bench sched`

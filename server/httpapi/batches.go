@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/server/logstore"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -348,56 +350,123 @@ func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d of batch %d has not started, so it has no log yet", jid, id))
 		return
 	}
-	chunks, err := s.logs.Chunks(r.Context(), id, jid, attempt)
+	s.writeLog(w, r, id, jid, attempt)
+}
+
+// writeLog streams an attempt's log in chunk order, one chunk in memory at
+// a time. Chunks uploaded while another server led are on that server
+// (unless the log store is shared): each other server is asked for its
+// index and its chunks are relayed. A log that may be missing chunks (a
+// server did not answer, or sequence numbers have holes) is still served,
+// marked with the LogIncompleteHeader.
+func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid uint32, attempt int) {
+	ctx := r.Context()
+	index, err := s.logs.Index(ctx, id, jid, attempt)
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	if r.URL.Query().Get("chunks") == "local" {
-		// Another server is gathering this log: give it what is here.
-		writeJSON(w, http.StatusOK, chunks)
+	q := r.URL.Query()
+	switch {
+	case q.Get("chunks") == "index":
+		// Another server is gathering this log: what is here.
+		writeJSON(w, http.StatusOK, index)
+		return
+	case q.Has("chunk"):
+		seq, err := strconv.Atoi(q.Get("chunk"))
+		if _, ok := index[seq]; err != nil || !ok {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no chunk %q of this log here", q.Get("chunk")))
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.FormatInt(index[seq], 10))
+		if _, err := s.logs.CopyChunk(ctx, w, id, jid, attempt, seq); err != nil {
+			s.log.Debug("send log chunk", "err", err)
+		}
 		return
 	}
-	// Chunks uploaded while another server led are on that server (unless
-	// the log store is shared); gather them.
-	for _, m := range s.peerHTTP() {
-		remote, err := s.peerChunks(r, m, id, jid, attempt)
-		if err != nil {
-			s.log.Debug("log chunks from peer", "peer", m, "err", err)
-			continue
-		}
-		for seq, data := range remote {
-			if _, ok := chunks[seq]; !ok {
-				chunks[seq] = data
+	from := make(map[int]string, len(index)) // seq → peer HTTP address ("" here)
+	for seq := range index {
+		from[seq] = ""
+	}
+	var silent []string
+	if s.members != nil {
+		for _, m := range s.members.Members() {
+			if m.ID == s.cfg.ID {
+				continue
+			}
+			if !m.Alive || m.HTTP == "" {
+				silent = append(silent, m.ID)
+				continue
+			}
+			remote, err := s.peerIndex(r, m.HTTP, id, jid, attempt)
+			if err != nil {
+				s.log.Debug("log index from peer", "peer", m.ID, "err", err)
+				silent = append(silent, m.ID)
+				continue
+			}
+			for seq := range remote {
+				if _, ok := from[seq]; !ok {
+					from[seq] = m.HTTP
+				}
 			}
 		}
 	}
+	seqs := make([]int, 0, len(from))
+	for seq := range from {
+		seqs = append(seqs, seq)
+	}
+	sort.Ints(seqs)
+	if why := incompleteLog(silent, seqs); why != "" {
+		w.Header().Set(api.LogIncompleteHeader, why)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Drover-Attempt", strconv.Itoa(attempt))
-	if err := logstore.WriteChunks(w, chunks); err != nil {
-		s.log.Debug("write job log", "err", err)
-	}
-}
-
-// peerHTTP lists the HTTP addresses of the other alive servers.
-func (s *Server) peerHTTP() []string {
-	if s.members == nil {
-		return nil
-	}
-	var out []string
-	for _, m := range s.members.Members() {
-		if m.Alive && m.ID != s.cfg.ID && m.HTTP != "" {
-			out = append(out, m.HTTP)
+	for _, seq := range seqs {
+		var err error
+		if peer := from[seq]; peer == "" {
+			_, err = s.logs.CopyChunk(ctx, w, id, jid, attempt, seq)
+		} else {
+			err = s.peerChunk(r, w, peer, id, jid, attempt, seq)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Headers are gone: say it where the reader will see it.
+			fmt.Fprintf(w, "\n[drover: chunk %d of this log could not be read: %v]\n", seq, err)
 		}
 	}
-	return out
 }
 
-// peerChunks fetches a peer's local chunks of a log, as the same user.
-func (s *Server) peerChunks(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int][]byte, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	url := fmt.Sprintf("http://%s/api/v1/batches/%d/jobs/%d/log?attempt=%d&stale=true&chunks=local", peer, batch, job, attempt)
+// incompleteLog says why a log may be missing chunks: servers that did not
+// answer, holes in the sequence numbers (chunks are numbered from 0).
+func incompleteLog(silent []string, seqs []int) string {
+	var parts []string
+	if len(silent) > 0 {
+		parts = append(parts, fmt.Sprintf("server %s did not answer", strings.Join(silent, ", ")))
+	}
+	var holes []string
+	next := 0
+	for _, seq := range seqs {
+		if seq > next {
+			if seq-1 == next {
+				holes = append(holes, strconv.Itoa(next))
+			} else {
+				holes = append(holes, fmt.Sprintf("%d-%d", next, seq-1))
+			}
+		}
+		next = seq + 1
+	}
+	if len(holes) > 0 {
+		parts = append(parts, "chunks "+strings.Join(holes, ", ")+" missing")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// peerGet asks a peer for part of a log, as the same user.
+func (s *Server) peerGet(ctx context.Context, r *http.Request, peer string, batch uint64, job uint32, attempt int, what string) (*http.Response, error) {
+	url := fmt.Sprintf("http://%s/api/v1/batches/%d/jobs/%d/log?attempt=%d&stale=true&%s", peer, batch, job, attempt, what)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -408,13 +477,38 @@ func (s *Server) peerChunks(r *http.Request, peer string, batch uint64, job uint
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s answered %d", peer, resp.StatusCode)
 	}
-	var out map[int][]byte
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	return resp, nil
+}
+
+// peerIndex fetches a peer's index of a log's chunks.
+func (s *Server) peerIndex(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int]int64, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := s.peerGet(ctx, r, peer, batch, job, attempt, "chunks=index")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out map[int]int64
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// peerChunk relays one chunk from a peer.
+func (s *Server) peerChunk(r *http.Request, w io.Writer, peer string, batch uint64, job uint32, attempt, seq int) error {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	resp, err := s.peerGet(ctx, r, peer, batch, job, attempt, "chunk="+strconv.Itoa(seq))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
 }

@@ -37,6 +37,7 @@ type fakeNode struct {
 	verify   error
 	applied  []state.Command
 	moved    chan struct{}
+	logs     *logstore.Store
 }
 
 func (n *fakeNode) Apply(c state.Command) (any, error) {
@@ -130,6 +131,7 @@ func newAPI(t *testing.T, node *fakeNode, members Members) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logs.Close() })
+	node.logs = logs
 	a, err := New(Deps{
 		Config: Config{ID: "s1", Advertise: "127.0.0.1:1", DataDir: t.TempDir(), WorkerSecret: "x", DefaultBillingProject: "default",
 			ApplyTimeout: time.Second, MaxSyncWait: time.Second},

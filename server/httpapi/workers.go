@@ -283,6 +283,23 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log chunk larger than %d MiB", maxLogChunk>>20))
 		return
 	}
+	if limit := s.cfg.Limits.MaxLogBytesPerAttempt; limit > 0 {
+		index, err := s.logs.Index(r.Context(), batch, job, attempt)
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		held := int64(len(data))
+		for sq, n := range index {
+			if sq != seq { // a retried chunk replaces itself
+				held += n
+			}
+		}
+		if held > limit {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the log of attempt %d of job %d/%d would hold %d bytes; the limit is %d (server setting max_log_bytes_per_attempt)", attempt, batch, job, held, limit))
+			return
+		}
+	}
 	if err := s.logs.PutChunk(r.Context(), batch, job, attempt, seq, data); err != nil {
 		s.writeErr(w, err)
 		return

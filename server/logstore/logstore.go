@@ -57,10 +57,10 @@ func (l *Store) PutChunk(ctx context.Context, batch uint64, job uint32, attempt,
 	return nil
 }
 
-// Chunks returns the chunks of an attempt's log held in this store, by
-// sequence number.
-func (l *Store) Chunks(ctx context.Context, batch uint64, job uint32, attempt int) (map[int][]byte, error) {
-	out := map[int][]byte{}
+// Index returns the sizes of the chunks of an attempt's log held in this
+// store, by sequence number. It reads no chunk.
+func (l *Store) Index(ctx context.Context, batch uint64, job uint32, attempt int) (map[int]int64, error) {
+	out := map[int]int64{}
 	prefix := logPrefix(batch, job, attempt)
 	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
@@ -75,28 +75,33 @@ func (l *Store) Chunks(ctx context.Context, batch uint64, job uint32, attempt in
 		if err != nil {
 			continue
 		}
-		data, err := l.bucket.ReadAll(ctx, obj.Key)
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read log chunk %s: %w", obj.Key, err)
-		}
-		out[seq] = data
+		out[seq] = obj.Size
 	}
 }
 
-// WriteChunks writes chunks in sequence order.
-func WriteChunks(w io.Writer, chunks map[int][]byte) error {
-	seqs := make([]int, 0, len(chunks))
-	for seq := range chunks {
+// CopyChunk streams one chunk to w.
+func (l *Store) CopyChunk(ctx context.Context, w io.Writer, batch uint64, job uint32, attempt, seq int) (int64, error) {
+	key := fmt.Sprintf("%s%08d", logPrefix(batch, job, attempt), seq)
+	r, err := l.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return 0, fmt.Errorf("log chunk %s: %w", key, ErrNoChunk)
+		}
+		return 0, fmt.Errorf("read log chunk %s: %w", key, err)
+	}
+	defer r.Close()
+	return io.Copy(w, r)
+}
+
+// ErrNoChunk means a chunk is not in this store.
+var ErrNoChunk = errors.New("no such chunk")
+
+// Seqs returns the sequence numbers of an index in order.
+func Seqs(index map[int]int64) []int {
+	seqs := make([]int, 0, len(index))
+	for seq := range index {
 		seqs = append(seqs, seq)
 	}
 	sort.Ints(seqs)
-	for _, seq := range seqs {
-		if _, err := w.Write(chunks[seq]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return seqs
 }

@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -23,18 +24,24 @@ func TestChunksComeBackInSequenceOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	chunks, err := st.Chunks(ctx, 7, 3, 1)
+	index, err := st.Index(ctx, 7, 3, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := WriteChunks(&buf, chunks); err != nil {
-		t.Fatal(err)
+	for _, seq := range Seqs(index) {
+		n, err := st.CopyChunk(ctx, &buf, 7, 3, 1, seq)
+		if err != nil || n != index[seq] {
+			t.Fatalf("chunk %d: %d bytes (index says %d), %v", seq, n, index[seq], err)
+		}
 	}
 	if buf.String() != "abc" {
 		t.Fatalf("log %q, want abc (sequence 1, 2, 10)", buf.String())
 	}
-	if none, err := st.Chunks(ctx, 7, 4, 1); err != nil || len(none) != 0 {
+	if none, err := st.Index(ctx, 7, 4, 1); err != nil || len(none) != 0 {
 		t.Fatalf("log of a job that wrote nothing: %v, %v", none, err)
+	}
+	if _, err := st.CopyChunk(ctx, &buf, 7, 3, 1, 3); !errors.Is(err, ErrNoChunk) {
+		t.Fatalf("a chunk that is not there: %v", err)
 	}
 }
