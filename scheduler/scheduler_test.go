@@ -134,7 +134,7 @@ func TestScheduleReportsJobsThatFitNowhereAndBackfills(t *testing.T) {
 	if out.Users[0].NotPlaced != 2 || out.Jobs != 3 {
 		t.Fatalf("not placed %d, placed %d: want the 2 big jobs skipped and the 3 small ones placed", out.Users[0].NotPlaced, out.Jobs)
 	}
-	want := Unplaced{User: "u", Batch: 1, First: 1, Count: 2,
+	want := Unplaced{User: "u", Batch: 1, First: 1, Count: 2, CPUMilli: 8000, Memory: 1 << 30,
 		Why: Explanation{Instances: 1, Filtered: []ReasonCount{{ReasonCPUCapacity, 1}}}}
 	if len(out.Unplaced) != 1 || fmt.Sprint(out.Unplaced[0]) != fmt.Sprint(want) {
 		t.Fatalf("unplaced %+v, want %+v", out.Unplaced, want)

@@ -17,7 +17,7 @@ type fsm struct {
 	state      *state.State
 	metrics    *metrics
 	afterApply func()
-	onRestore  func()
+	onRestore  func(index uint64) // after the state was replaced by a snapshot
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -66,10 +66,13 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	if f.onRestore != nil {
-		f.onRestore()
+	if err := f.state.Restore(rc); err != nil {
+		return err
 	}
-	return f.state.Restore(rc)
+	if f.onRestore != nil {
+		f.onRestore(f.state.Index())
+	}
+	return nil
 }
 
 type fsmSnapshot struct {

@@ -108,15 +108,16 @@ func New(cfg *Config) (*Server, error) {
 			return nil, fmt.Errorf("open transition log: %w", err)
 		}
 		s.transLog, s.transBuf = f, bufio.NewWriterSize(f, 1<<16)
-		hooks.Transition = func(b uint64, j uint32, from, to state.JobState) {
-			fmt.Fprintf(s.transBuf, "%d %d %s %s\n", b, j, from, to)
+		hooks.Transition = func(index, b uint64, j uint32, from, to state.JobState) {
+			fmt.Fprintf(s.transBuf, "%d %d %d %s %s\n", index, b, j, from, to)
 		}
 	}
 	s.state.SetHooks(hooks)
 	s.fsm = &fsm{state: s.state, metrics: s.metrics, afterApply: s.flushTransitions}
 	if s.transBuf != nil {
-		// The state is replaced wholesale: histories restart from here.
-		s.fsm.onRestore = func() { fmt.Fprintln(s.transBuf, "restore"); s.flushTransitions() }
+		// The state is replaced wholesale: histories restart from here, at
+		// the snapshot's index.
+		s.fsm.onRestore = func(index uint64) { fmt.Fprintln(s.transBuf, "restore", index); s.flushTransitions() }
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -450,7 +450,7 @@ func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
 		for id := e.First; id < e.First+e.Count; id++ {
 			b.jobs[id-1] = job{state: Pending}
 			if s.hooks.Transition != nil {
-				s.hooks.Transition(b.ID, id, Staged, Pending)
+				s.hooks.Transition(s.index, b.ID, id, Staged, Pending)
 			}
 		}
 	}
@@ -553,7 +553,7 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 		j := &b.jobs[i]
 		if j.state == Pending || j.state == Ready {
 			if s.hooks.Transition != nil {
-				s.hooks.Transition(b.ID, uint32(i+1), j.state, Cancelled)
+				s.hooks.Transition(s.index, b.ID, uint32(i+1), j.state, Cancelled)
 			}
 			b.counts[j.state]--
 			j.state = Cancelled

@@ -87,7 +87,7 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
 // finish moves a running job to a final state and lets its children go.
 func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 	if s.hooks.Transition != nil {
-		s.hooks.Transition(b.ID, id, j.state, to)
+		s.hooks.Transition(s.index, b.ID, id, j.state, to)
 	}
 	b.counts[j.state]--
 	b.counts[to]++
@@ -99,7 +99,7 @@ func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 // requeue returns a running job (of group g) to Ready for its next attempt.
 func (s *State) requeue(b *Batch, g *group, id uint32, j *job) {
 	if s.hooks.Transition != nil {
-		s.hooks.Transition(b.ID, id, j.state, Ready)
+		s.hooks.Transition(s.index, b.ID, id, j.state, Ready)
 	}
 	b.counts[j.state]--
 	b.counts[Ready]++
@@ -112,7 +112,7 @@ func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 	for id := lo; id <= hi; id++ {
 		b.jobs[id-1].state = to
 		if s.hooks.Transition != nil {
-			s.hooks.Transition(b.ID, id, from, to)
+			s.hooks.Transition(s.index, b.ID, id, from, to)
 		}
 	}
 	n := int64(hi - lo + 1)

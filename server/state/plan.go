@@ -60,7 +60,7 @@ func (s *State) applyPlan(c *Plan) any {
 				b.archive(id, j)
 			}
 			if s.hooks.Transition != nil {
-				s.hooks.Transition(b.ID, id, Ready, Running)
+				s.hooks.Transition(s.index, b.ID, id, Ready, Running)
 			}
 			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures, lost: j.lost}
 			inst.FreeMilli -= cpu

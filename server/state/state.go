@@ -41,8 +41,9 @@ type Hooks struct {
 	// AllInstances: possibly every instance's kills changed (a batch was
 	// cancelled).
 	AllInstances func()
-	// Transition is called for every job state change (tests and metrics).
-	Transition func(batch uint64, job uint32, from, to JobState)
+	// Transition is called for every job state change (tests and metrics),
+	// with the Raft index of the command that made it.
+	Transition func(index, batch uint64, job uint32, from, to JobState)
 }
 
 // State is the whole replicated state. All methods are safe for concurrent

@@ -74,7 +74,7 @@ func NewHarness(t TB, plan Planner) *Harness {
 		plan = FirstFit
 	}
 	h := &Harness{T: t, S: New(), Now: 1_000_000_000, Planner: plan}
-	h.S.SetHooks(Hooks{Transition: func(b uint64, j uint32, from, to JobState) {
+	h.S.SetHooks(Hooks{Transition: func(_, b uint64, j uint32, from, to JobState) {
 		h.trans = append(h.trans, transition{b, j, from, to})
 	}})
 	h.Apply(&Bootstrap{Now: h.Tick(), Admin: "root", TokenHash: "root-hash", DefaultProject: "default"})
