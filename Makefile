@@ -7,7 +7,7 @@ BIN         := bin/drover
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test lint unit race e2e bench clean
+.PHONY: all build demo test lint unit race fuzz e2e bench clean
 
 all: build
 
@@ -19,8 +19,8 @@ demo: build
 
 # test: formatting, vet, staticcheck, all tests (unit, API, real workers,
 # end to end with the real binary), and the race detector on the packages
-# with concurrency.
-test: lint unit race
+# with concurrency, then each fuzz target for a few seconds.
+test: lint unit race fuzz
 
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -36,6 +36,17 @@ unit:
 # tests are not worth a race build each.
 race:
 	$(GO) test -count=1 -race ./server/ ./server/state/ ./worker/ ./api/
+
+# Each fuzz target runs FUZZTIME on top of its committed seed corpus
+# (testdata/fuzz), which `go test` also runs as ordinary tests.
+FUZZTIME ?= 5s
+FUZZ := ./jobspec/:FuzzParse ./server/state/:FuzzDecode ./server/httpapi/:FuzzRequestBodies
+fuzz:
+	@for t in $(FUZZ); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 e2e:
 	$(GO) test -count=1 -v ./e2e/

@@ -119,7 +119,12 @@ func (noWorkers) Wait(uint32) <-chan struct{}                 { panic("not used"
 func (noWorkers) Submit(context.Context, []state.Event) error { panic("not used") }
 
 // newAPI serves an API as server s1 whose state has the admin.
-func newAPI(t *testing.T, node *fakeNode, members Members) *httptest.Server {
+func newAPI(t testing.TB, node *fakeNode, members Members) *httptest.Server {
+	return newAPIWith(t, node, members, nil)
+}
+
+// newAPIWith is newAPI with its dependencies changed by tweak.
+func newAPIWith(t testing.TB, node *fakeNode, members Members, tweak func(*Deps)) *httptest.Server {
 	t.Helper()
 	node.st = state.New()
 	node.st.Apply(1, &state.Bootstrap{Now: 1, Admin: "root", TokenHash: token.Hash(rootToken), DefaultProject: "default"})
@@ -132,12 +137,17 @@ func newAPI(t *testing.T, node *fakeNode, members Members) *httptest.Server {
 	}
 	t.Cleanup(func() { logs.Close() })
 	node.logs = logs
-	a, err := New(Deps{
-		Config: Config{ID: "s1", Advertise: "127.0.0.1:1", DataDir: t.TempDir(), WorkerSecret: "x", DefaultBillingProject: "default",
-			ApplyTimeout: time.Second, MaxSyncWait: time.Second},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), State: node.st, Logs: logs, Node: node, Raft: fakeRaft{node},
+	cfg := Config{ID: "s1", Advertise: "127.0.0.1:1", DataDir: t.TempDir(), WorkerSecret: "x", DefaultBillingProject: "default",
+		ApplyTimeout: time.Second, MaxSyncWait: time.Second}
+	deps := Deps{
+		Config: cfg,
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)), State: node.st, Logs: logs, Node: node, Raft: fakeRaft{node},
 		Members: members, Liveness: noWorkers{}, Notifier: noWorkers{}, Events: noWorkers{}, Metrics: prometheus.NewRegistry(),
-	})
+	}
+	if tweak != nil {
+		tweak(&deps)
+	}
+	a, err := New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
