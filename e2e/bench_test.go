@@ -2,33 +2,49 @@ package e2e
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
 
 // TestBenchSchedSmoke runs a small `drover bench sched` (3 real servers,
 // simulated workers on the real sync protocol) and checks that it completes
-// and reports every figure. It asserts completion, not speed.
+// and reports every figure, the headline end to end: jobs_per_s is every
+// job over the time from the first submit request to the last batch
+// complete. It asserts completion, not speed.
 func TestBenchSchedSmoke(t *testing.T) {
-	for _, args := range [][]string{
-		{"bench", "sched", "-servers", "3", "-jobs", "20000", "-workers", "20", "-worker-cores", "64", "-json"},
-		{"bench", "sched", "-servers", "1", "-jobs", "20000", "-workers", "10", "-worker-cores", "64", "-array", "-json"},
+	for _, c := range []struct {
+		args []string
+		jobs float64
+	}{
+		{[]string{"bench", "sched", "-servers", "3", "-jobs", "20000", "-workers", "20", "-worker-cores", "64", "-json"}, 20000},
+		{[]string{"bench", "sched", "-servers", "1", "-jobs", "20000", "-workers", "10", "-worker-cores", "64", "-array", "-json"}, 20000},
+		{[]string{"bench", "sched", "-servers", "1", "-users", "4", "-batches", "2", "-jobs", "300", "-workers", "8", "-worker-cores", "16",
+			"-job-duration", "exp:20ms", "-json"}, 2400},
 	} {
+		args := c.args
 		r := runCLI(t, nil, args...).must(t, 0)
 		var res map[string]any
 		if err := json.Unmarshal([]byte(lastLine(r.stdout)), &res); err != nil {
 			t.Fatalf("last line is not JSON: %v\n%s", err, r.stdout)
 		}
-		for _, k := range []string{"submit_s", "schedule_jobs_per_s", "complete_jobs_per_s", "total_s",
+		for _, k := range []string{"jobs_per_s", "submit_s", "schedule_jobs_per_s", "complete_jobs_per_s", "total_s",
 			"p50_ready_to_assigned_ms", "p99_ready_to_assigned_ms", "peak_rss_mb", "heap_bytes_per_job"} {
 			if _, ok := res[k]; !ok {
 				t.Errorf("%v: no %q in %v", args, k, res)
 			}
 		}
-		if res["complete_jobs_per_s"].(float64) <= 0 || res["jobs"].(float64) != 20000 {
+		if res["jobs"].(float64) != c.jobs {
 			t.Errorf("%v: %v", args, res)
 		}
-		t.Logf("%v: %.0f jobs/s", args[2:], res["complete_jobs_per_s"])
+		perS, total := res["jobs_per_s"].(float64), res["total_s"].(float64)
+		if perS <= 0 || total <= res["submit_s"].(float64) || math.Abs(perS*total-c.jobs) > 1 {
+			t.Errorf("%v: jobs_per_s %.0f is not jobs / total_s (%.0f / %.3f) end to end", args, perS, c.jobs, total)
+		}
+		if _, ok := res["fair_share_max_deviation"]; ok != (res["users"].(float64) > 1) {
+			t.Errorf("%v: fair share reported for %v users: %v", args, res["users"], res)
+		}
+		t.Logf("%v: %.0f jobs/s end to end", args[2:], perS)
 	}
 }
 

@@ -45,7 +45,7 @@ func follower(t *testing.T, c *TestCluster) *Server {
 // runWorkers runs simulated workers against addrs until ctx ends.
 func runWorkers(ctx context.Context, t *testing.T, addrs string, n int) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	rec := simworker.NewRecorder(1000)
+	rec := simworker.NewRecorder()
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,17 +21,22 @@ import (
 
 // runBenchSched measures the control plane alone: real servers (separate
 // processes, real Raft over TCP) and simulated workers that speak the real
-// sync protocol and finish each job as soon as it is assigned (or after
-// -job-duration).
+// sync protocol, report each job started at once and finished after
+// -job-duration. The workers are up before the first submission; the
+// headline, jobs_per_s, is every job divided by the time from the first
+// submit request to the last batch complete.
 func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	fs := m.newFlags("bench sched", "[flags]")
 	servers := fs.Int("servers", 3, "servers (1, 3 or 5)")
-	jobs := fs.Int("jobs", 1_000_000, "jobs in the batch")
+	jobs := fs.Int("jobs", 1_000_000, "jobs per batch")
 	workers := fs.Int("workers", 500, "simulated workers")
-	cores := fs.Int("worker-cores", 64, "cores per simulated worker (jobs take 1 core)")
-	array := fs.Bool("array", false, "submit the jobs as one job array (else as distinct jobs in bunches)")
+	cores := fs.Int("worker-cores", 64, "cores per simulated worker (1 GiB of memory per core)")
+	array := fs.Bool("array", false, "submit each batch as one job array (else as distinct jobs in bunches)")
 	bunch := fs.Int("bunch", 10_000, "distinct jobs per request")
-	duration := fs.Duration("job-duration", 0, "how long each simulated job runs")
+	durFlag := fs.String("job-duration", "0", "how long each simulated job runs: a duration (2s) or exp:MEAN for an exponential distribution")
+	users := fs.Int("users", 0, "tenants submitting at once, each its own user with jobs of mixed sizes (0: the admin submits one batch of 1-core jobs)")
+	batches := fs.Int("batches", 1, "batches per tenant (with -users)")
+	seed := fs.Uint64("seed", 1, "seed of job sizes and durations")
 	cancelAt := fs.Float64("cancel-at", 0, "cancel the batch once this fraction of it has completed, and measure the cancellation")
 	pprofDir := fs.String("pprof", "", "write 20s CPU profiles of every server, taken mid-run, to this directory")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
@@ -37,15 +44,22 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	if *servers < 1 || *jobs < 1 || *workers < 1 || *cores < 1 || *bunch < 1 {
-		return usagef("-servers, -jobs, -workers, -worker-cores and -bunch must be positive")
+	if *servers < 1 || *jobs < 1 || *workers < 1 || *cores < 1 || *bunch < 1 || *batches < 1 || *users < 0 {
+		return usagef("-servers, -jobs, -workers, -worker-cores, -bunch and -batches must be positive")
+	}
+	dist, err := simworker.ParseDist(*durFlag)
+	if err != nil {
+		return usagef("-job-duration: %v", err)
+	}
+	if *users > 0 && (*array || *cancelAt > 0) {
+		return usagef("-users submits distinct jobs of mixed sizes; -array and -cancel-at measure a single batch")
 	}
 	say := func(format string, a ...any) {
 		if !*asJSON {
 			fmt.Fprintf(m.Stderr, format+"\n", a...)
 		}
 	}
-	extra := []string{"-lost-timeout", "5m"}
+	var extra []string
 	if *pprofDir != "" {
 		extra = append(extra, "-debug-pprof")
 	}
@@ -58,55 +72,31 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tenants, err := benchTenants(ctx, cl, *users)
+	if err != nil {
+		return err
+	}
 	before, err := serverHeaps(ctx, c, cl.Token())
 	if err != nil {
 		return err
 	}
 
-	start := time.Now()
-	var batchID int64
-	if *array {
-		res, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench", Jobs: []api.JobSpec{
-			{JobID: 1, Name: "j", Count: int64(*jobs), Command: []string{"true"}, CPU: 1, Memory: 1 << 20},
-		}})
-		if err != nil {
-			return err
-		}
-		batchID = res.ID
-	} else {
-		if batchID, err = submitDistinct(ctx, cl, *jobs, *bunch); err != nil {
-			return err
-		}
-	}
-	submit := time.Since(start)
-	ready := time.Now()
-	say("submitted %d jobs in %s", *jobs, submit.Round(time.Millisecond))
-	after, err := serverHeaps(ctx, c, cl.Token())
-	if err != nil {
-		return err
-	}
-	var perJob float64
-	for id, a := range after {
-		perJob = max(perJob, (float64(a)-float64(before[id]))/float64(*jobs))
-	}
-	say("live heap per job: %.0f bytes", perJob)
-
-	rec := simworker.NewRecorder(*jobs)
-	rec.Ready = ready
+	// The fleet is up and idle before the first submission.
+	rec := simworker.NewRecorder()
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	errs := make(chan error, *workers)
+	errs := make(chan error, *workers+len(tenants))
+	addrs := strings.Split(c.HTTPAddrs(), ",")
 	for i := 0; i < *workers; i++ {
 		// Spread the workers' first server across the cluster; they move to
 		// the leader on its hint.
-		addrs := strings.Split(c.HTTPAddrs(), ",")
 		rot := append(addrs[i%len(addrs):], addrs[:i%len(addrs)]...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := simworker.Run(wctx, simworker.Config{
 				Servers: strings.Join(rot, ","), Secret: "cluster-secret", Name: fmt.Sprintf("sim-%d", i),
-				Cores: *cores, Memory: int64(*cores) << 30, Duration: *duration, SyncWait: 20 * time.Second, Rec: rec,
+				Cores: *cores, Memory: int64(*cores) << 30, Duration: dist, Seed: *seed*1000 + uint64(i), SyncWait: 20 * time.Second, Rec: rec,
 			})
 			if err != nil {
 				errs <- err
@@ -114,6 +104,52 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		}()
 	}
 	defer func() { stopWorkers(); wg.Wait() }()
+	if err := waitWorkers(ctx, cl, *workers); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	total := len(tenants) * *batches * *jobs
+	var submitted sync.WaitGroup
+	var smu sync.Mutex
+	var ids []int64
+	var lastSubmit time.Time
+	for ti, t := range tenants {
+		submitted.Add(1)
+		go func() {
+			defer submitted.Done()
+			for b := 0; b < *batches; b++ {
+				var id int64
+				var err error
+				switch {
+				case *array:
+					var res *api.CreateBatchResponse
+					res, err = t.client.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench", Jobs: []api.JobSpec{
+						{JobID: 1, Name: "j", Count: int64(*jobs), Command: []string{"true"}, CPU: 1, Memory: 1 << 20},
+					}})
+					if err == nil {
+						id = res.ID
+					}
+				case *users > 0:
+					id, err = submitMixed(ctx, t.client, *jobs, *bunch, *seed+uint64(ti*(*batches)+b))
+				default:
+					id, err = submitDistinct(ctx, t.client, *jobs, *bunch)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s: submit: %w", t.user, err)
+					return
+				}
+				now := time.Now()
+				rec.Track(id, *jobs, t.user, now)
+				smu.Lock()
+				ids = append(ids, id)
+				lastSubmit = now
+				smu.Unlock()
+			}
+		}()
+	}
+	submitDone := make(chan struct{})
+	go func() { submitted.Wait(); close(submitDone) }()
 
 	if *pprofDir != "" {
 		go func() {
@@ -123,22 +159,47 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			}
 		}()
 	}
+	// Fair share: every second while every tenant has work left, each
+	// tenant's running cores against an equal split of what is running.
+	var fairDevs []float64 // per sample, the largest deviation of any tenant
 	var cancelled time.Time
 	var cancelDone time.Duration
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lastSay := time.Now()
+	lastSay, lastSample := time.Now(), time.Now()
+	submittedAll := false
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-errs:
 			return err
+		case <-submitDone:
+			submitDone = nil
+			submittedAll = true
+			say("submitted %d jobs in %s", total, lastSubmit.Sub(start).Round(time.Millisecond))
 		case <-tick.C:
 		}
+		if len(tenants) > 1 && time.Since(lastSample) >= time.Second {
+			lastSample = time.Now()
+			if running, all := rec.Sample(); all && len(running) == len(tenants) {
+				var sum int64
+				for _, r := range running {
+					sum += r
+				}
+				if sum > 0 {
+					share := float64(sum) / float64(len(running))
+					dev := 0.0
+					for _, r := range running {
+						dev = max(dev, abs(float64(r)-share)/share)
+					}
+					fairDevs = append(fairDevs, dev)
+				}
+			}
+		}
 		done := rec.Done()
-		if *cancelAt > 0 && cancelled.IsZero() && float64(done) >= *cancelAt*float64(*jobs) {
-			if err := cl.CancelBatch(ctx, batchID); err != nil {
+		if *cancelAt > 0 && cancelled.IsZero() && float64(done) >= *cancelAt*float64(total) {
+			if err := cl.CancelBatch(ctx, ids[0]); err != nil {
 				return err
 			}
 			cancelled = time.Now()
@@ -146,15 +207,15 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			say("cancelled the batch at %d completed jobs", done)
 		}
 		if time.Since(lastSay) > 5*time.Second {
-			say("%d/%d jobs completed", done, *jobs)
+			say("%d/%d jobs completed", done, total)
 			lastSay = time.Now()
 		}
-		if done >= int64(*jobs) || !cancelled.IsZero() {
-			b, err := cl.GetBatch(ctx, batchID)
+		if submittedAll && (done >= int64(total) || !cancelled.IsZero()) {
+			complete, err := allComplete(ctx, cl, ids)
 			if err != nil {
 				return err
 			}
-			if b.State == api.BatchComplete {
+			if complete {
 				if !cancelled.IsZero() {
 					cancelDone = time.Since(cancelled)
 				}
@@ -162,25 +223,55 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	total := time.Since(start)
-	b, err := cl.GetBatch(ctx, batchID)
+	elapsed := time.Since(start)
+	after, err := serverHeaps(ctx, c, cl.Token())
 	if err != nil {
 		return err
 	}
+	var perJob float64
+	for id, a := range after {
+		perJob = max(perJob, (float64(a)-float64(before[id]))/float64(total))
+	}
+	var succeeded, nJobs, nCancelled int64
+	for _, id := range ids {
+		b, err := cl.GetBatch(ctx, id)
+		if err != nil {
+			return err
+		}
+		succeeded, nJobs, nCancelled = succeeded+b.NSucceeded, nJobs+b.NJobs, nCancelled+b.NCancelled
+	}
 	sum := rec.Summarize()
 	res := map[string]any{
-		"bench": "sched", "servers": *servers, "jobs": *jobs, "workers": *workers, "worker_cores": *cores,
-		"array": *array, "job_duration": duration.String(),
-		"submit_s":                 submit.Seconds(),
+		"bench": "sched", "servers": *servers, "jobs": total, "users": len(tenants), "batches": len(ids), "workers": *workers, "worker_cores": *cores,
+		"array": *array, "job_duration": dist.String(),
+		"jobs_per_s":               float64(total) / elapsed.Seconds(),
+		"total_s":                  elapsed.Seconds(),
+		"submit_s":                 lastSubmit.Sub(start).Seconds(),
 		"schedule_jobs_per_s":      sum.ScheduleJobsPerS,
 		"complete_jobs_per_s":      sum.CompleteJobsPerS,
-		"total_s":                  total.Seconds(),
 		"p50_ready_to_assigned_ms": sum.P50ReadyToAssign,
 		"p99_ready_to_assigned_ms": sum.P99ReadyToAssign,
 		"p50_queue_wait_ms":        sum.P50QueueWait,
 		"p99_queue_wait_ms":        sum.P99QueueWait,
 		"heap_bytes_per_job":       perJob,
 		"peak_rss_mb":              peakRSS(c),
+	}
+	var fairMaxDev, fairP50, fairWithin float64
+	if len(fairDevs) > 0 {
+		sorted := slices.Sorted(slices.Values(fairDevs))
+		fairMaxDev, fairP50 = sorted[len(sorted)-1], sorted[len(sorted)/2]
+		for _, d := range sorted {
+			if d <= 0.05 {
+				fairWithin++
+			}
+		}
+		fairWithin /= float64(len(sorted))
+	}
+	if len(tenants) > 1 {
+		res["fair_share_samples"] = len(fairDevs)
+		res["fair_share_max_deviation"] = fairMaxDev
+		res["fair_share_p50_deviation"] = fairP50
+		res["fair_share_samples_within_5pct"] = fairWithin
 	}
 	if !cancelled.IsZero() {
 		effect := 0.0
@@ -190,16 +281,117 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		res["cancel_assignments_after"] = sum.AfterMark
 		res["cancel_effect_s"] = effect
 		res["cancel_complete_s"] = cancelDone.Seconds()
-		res["n_cancelled"] = b.NCancelled
+		res["n_cancelled"] = nCancelled
 		say("cancellation: %d assignments arrived after it (the last %.3fs after), the batch completed %.3fs after it", sum.AfterMark, effect, cancelDone.Seconds())
-	} else if b.NSucceeded != b.NJobs || sum.Completions < int64(*jobs) {
-		return fmt.Errorf("%w: %d of %d jobs succeeded; not reporting this run", simworker.ErrIncomplete, b.NSucceeded, b.NJobs)
+	} else if succeeded != nJobs || sum.Completions < int64(total) {
+		return fmt.Errorf("%w: %d of %d jobs succeeded; not reporting this run", simworker.ErrIncomplete, succeeded, nJobs)
 	}
 	if !*asJSON {
-		fmt.Fprintf(m.Stdout, "scheduled %.0f jobs/s, completed %.0f jobs/s, total %.2fs, ready-to-assigned p50 %.1f ms p99 %.1f ms\n",
-			sum.ScheduleJobsPerS, sum.CompleteJobsPerS, total.Seconds(), sum.P50ReadyToAssign, sum.P99ReadyToAssign)
+		fmt.Fprintf(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
+			float64(total)/elapsed.Seconds(), total, elapsed.Seconds(), lastSubmit.Sub(start).Seconds(), sum.P50ReadyToAssign, sum.P99ReadyToAssign)
+		if len(tenants) > 1 {
+			fmt.Fprintf(m.Stdout, ", fair share: worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%",
+				fairP50*100, fairMaxDev*100, fairWithin*100, len(fairDevs))
+		}
+		fmt.Fprintln(m.Stdout)
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+type tenant struct {
+	user   string
+	client *api.Client
+}
+
+// benchTenants returns the admin alone (n == 0) or n new users, members of
+// the default billing project.
+func benchTenants(ctx context.Context, admin *api.Client, n int) ([]tenant, error) {
+	if n == 0 {
+		me, err := admin.Whoami(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []tenant{{user: me.Name, client: admin}}, nil
+	}
+	out := make([]tenant, n)
+	for i := range out {
+		name := fmt.Sprintf("tenant-%03d", i)
+		u, err := admin.CreateUser(ctx, &api.CreateUserRequest{Name: name})
+		if err != nil {
+			return nil, err
+		}
+		if err := admin.AddMember(ctx, "default", name); err != nil {
+			return nil, err
+		}
+		out[i] = tenant{user: name, client: api.NewClient(strings.Join(admin.Addrs(), ","), u.Token)}
+	}
+	return out, nil
+}
+
+// waitWorkers waits until n workers are active.
+func waitWorkers(ctx context.Context, cl *api.Client, n int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		insts, err := cl.ListInstances(ctx)
+		if err != nil {
+			return err
+		}
+		active := 0
+		for _, in := range insts {
+			if in.Active {
+				active++
+			}
+		}
+		if active >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d simulated workers active after a minute", active, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// allComplete reports whether every batch is complete.
+func allComplete(ctx context.Context, cl *api.Client, ids []int64) (bool, error) {
+	for _, id := range ids {
+		b, err := cl.GetBatch(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		if b.State != api.BatchComplete {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// submitMixed creates a batch of n distinct jobs of mixed sizes: cores
+// from 0.25 to 16, memory a quarter to one GiB per core.
+func submitMixed(ctx context.Context, cl *api.Client, n, bunch int, seed uint64) (int64, error) {
+	sizes := []float64{0.25, 0.5, 1, 2, 4, 8, 16}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	cpu := make([]float64, n)
+	mem := make([]int64, n)
+	for i := range cpu {
+		cpu[i] = sizes[rng.IntN(len(sizes))]
+		mem[i] = int64(cpu[i]*float64(1<<30)*(0.25+0.75*rng.Float64())) &^ (1<<20 - 1)
+	}
+	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench"}, api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
+		id := i + 1
+		return api.JobSpec{JobID: int64(id), Name: "job-" + strconv.Itoa(id), Command: []string{"true", strconv.Itoa(id)}, CPU: cpu[i], Memory: max(mem[i], 1<<20)}
+	}}, &api.SubmitOptions{BunchSize: bunch})
+	if err != nil {
+		return 0, err
+	}
+	return b.ID, nil
 }
 
 // submitDistinct creates a batch of n jobs, each its own spec, through an

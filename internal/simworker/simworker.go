@@ -1,30 +1,68 @@
 // Package simworker is a worker that speaks the real worker protocol
-// (activate, sync, deactivate) but runs nothing: each assigned attempt
-// "finishes" successfully after a fixed duration (zero: at once). Benchmarks
-// use hundreds of them to load the control plane the way a large fleet
-// would, and record when every job was assigned and completed.
+// (activate, sync, deactivate) but runs nothing: each assigned attempt is
+// reported started at once and "finishes" successfully after a duration
+// drawn from a distribution (zero: at once), as a real worker reports a
+// process that starts and ends. Benchmarks use hundreds of them to load the
+// control plane the way a large fleet would, and record when every job was
+// assigned and completed and how many cores each user holds.
 package simworker
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 )
 
-// Recorder collects what every simulated worker saw. Jobs are numbered by
-// their ID within one batch.
-type Recorder struct {
-	// Ready is when the batch's jobs became Ready (its commit).
-	Ready time.Time
+// Dist is a job duration distribution: Mean every time, or exponential
+// with that mean.
+type Dist struct {
+	Mean        time.Duration
+	Exponential bool
+}
 
+// ParseDist reads "2s" (fixed) or "exp:2s" (exponential with mean 2s).
+func ParseDist(s string) (Dist, error) {
+	var d Dist
+	rest, exp := strings.CutPrefix(s, "exp:")
+	if rest == "0" {
+		rest = "0s"
+	}
+	mean, err := time.ParseDuration(rest)
+	if err != nil || mean < 0 {
+		return d, fmt.Errorf("job duration %q: want a duration such as 2s, or exp:2s for an exponential distribution with that mean", s)
+	}
+	return Dist{Mean: mean, Exponential: exp}, nil
+}
+
+func (d Dist) String() string {
+	if d.Exponential {
+		return "exp:" + d.Mean.String()
+	}
+	return d.Mean.String()
+}
+
+// Sample draws one duration.
+func (d Dist) Sample(rng *rand.Rand) time.Duration {
+	if !d.Exponential || d.Mean == 0 {
+		return d.Mean
+	}
+	return time.Duration(rng.ExpFloat64() * float64(d.Mean))
+}
+
+// Recorder collects what every simulated worker saw, for the batches it
+// was told about (Track).
+type Recorder struct {
 	mu         sync.Mutex
-	assigned   []int64 // per job, unix ns of the first assignment received
+	batches    map[int64]*batchRec
 	latencies  []float32
 	firstAsg   time.Time
 	lastAsg    time.Time
@@ -37,9 +75,37 @@ type Recorder struct {
 	lastAfterM time.Time
 }
 
-// NewRecorder prepares for a batch of n jobs.
-func NewRecorder(n int) *Recorder {
-	return &Recorder{assigned: make([]int64, n+1)}
+type batchRec struct {
+	user     string
+	ready    time.Time
+	n        int64
+	assigned map[int64]int64 // per job, unix ns of the first assignment received
+	running  int64           // cores (milli) its jobs hold now
+	done     int64
+}
+
+// NewRecorder returns an empty recorder.
+func NewRecorder() *Recorder {
+	return &Recorder{batches: map[int64]*batchRec{}}
+}
+
+// batch returns a batch's record, made on first sight: a batch's first
+// jobs may be assigned before its submitter calls Track.
+func (r *Recorder) batch(id int64) *batchRec {
+	b := r.batches[id]
+	if b == nil {
+		b = &batchRec{assigned: map[int64]int64{}}
+		r.batches[id] = b
+	}
+	return b
+}
+
+// Track names a batch's user and its n jobs, Ready since ready.
+func (r *Recorder) Track(batch int64, n int, user string, ready time.Time) {
+	r.mu.Lock()
+	b := r.batch(batch)
+	b.user, b.n, b.ready = user, int64(n), ready
+	r.mu.Unlock()
 }
 
 // Mark notes a moment (a cancellation) after which assignments are counted.
@@ -49,7 +115,7 @@ func (r *Recorder) Mark(t time.Time) {
 	r.mu.Unlock()
 }
 
-func (r *Recorder) assign(job int64, now, slotFree time.Time) {
+func (r *Recorder) assign(a *api.Assignment, now, slotFree time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.assigns++
@@ -57,13 +123,15 @@ func (r *Recorder) assign(job int64, now, slotFree time.Time) {
 		r.firstAsg = now
 	}
 	r.lastAsg = now
-	if job > 0 && job < int64(len(r.assigned)) && r.assigned[job] == 0 {
-		r.assigned[job] = now.UnixNano()
+	from := slotFree
+	b := r.batch(a.BatchID)
+	if _, ok := b.assigned[a.JobID]; !ok {
+		b.assigned[a.JobID] = now.UnixNano()
 	}
-	from := r.Ready
-	if slotFree.After(from) {
-		from = slotFree
+	if b.ready.After(from) {
+		from = b.ready
 	}
+	b.running += int64(math.Round(a.CPU * 1000))
 	r.latencies = append(r.latencies, float32(now.Sub(from).Seconds()*1000))
 	if !r.mark.IsZero() && now.After(r.mark) {
 		r.afterMark++
@@ -71,14 +139,17 @@ func (r *Recorder) assign(job int64, now, slotFree time.Time) {
 	}
 }
 
-func (r *Recorder) complete(n int, now time.Time) {
+func (r *Recorder) complete(batch int64, cpu float64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.firstDone.IsZero() {
 		r.firstDone = now
 	}
 	r.lastDone = now
-	r.done += int64(n)
+	r.done++
+	b := r.batch(batch)
+	b.done++
+	b.running -= int64(math.Round(cpu * 1000))
 }
 
 // Done is the number of completions the control plane acknowledged.
@@ -86,6 +157,27 @@ func (r *Recorder) Done() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.done
+}
+
+// Sample returns the cores (in thousandths) each user holds now, and
+// whether every tracked user still has jobs that have not completed.
+func (r *Recorder) Sample() (map[string]int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	left := map[string]bool{}
+	out := map[string]int64{}
+	for _, b := range r.batches {
+		if b.user == "" {
+			continue // not tracked yet
+		}
+		left[b.user] = left[b.user] || b.done < b.n
+		out[b.user] += b.running
+	}
+	all := len(left) > 0
+	for _, l := range left {
+		all = all && l
+	}
+	return out, all
 }
 
 // Summary is what a run measured.
@@ -96,14 +188,14 @@ type Summary struct {
 	LastAssigned     time.Time
 	FirstCompleted   time.Time
 	LastCompleted    time.Time
-	P50ReadyToAssign float64 // ms
+	P50ReadyToAssign float64 // ms from a job being Ready and its cores free on the worker to its assignment
 	P99ReadyToAssign float64 // ms
 	P50QueueWait     float64 // ms from Ready to assigned, queueing for cores included
 	P99QueueWait     float64
 	AfterMark        int64 // assignments received after Mark
 	LastAfterMark    time.Time
-	ScheduleJobsPerS float64
-	CompleteJobsPerS float64
+	ScheduleJobsPerS float64 // first assignment to last
+	CompleteJobsPerS float64 // first completion to last
 }
 
 // Summarize computes rates and percentiles.
@@ -119,9 +211,9 @@ func (r *Recorder) Summarize() Summary {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	s.P50ReadyToAssign, s.P99ReadyToAssign = pct(lat, 0.50), pct(lat, 0.99)
 	var waits []float32
-	for _, ns := range r.assigned[1:] {
-		if ns != 0 {
-			waits = append(waits, float32(time.Duration(ns-r.Ready.UnixNano()).Seconds()*1000))
+	for _, b := range r.batches {
+		for _, ns := range b.assigned {
+			waits = append(waits, float32(max(time.Duration(ns-b.ready.UnixNano()), 0).Seconds()*1000))
 		}
 	}
 	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
@@ -150,20 +242,34 @@ type Config struct {
 	Name     string
 	Cores    int
 	Memory   int64
-	Duration time.Duration // how long each job "runs"
+	Duration Dist   // how long each job "runs"
+	Seed     uint64 // of the durations drawn
 	SyncWait time.Duration
 	Rec      *Recorder
 }
 
 type held struct {
-	ref  api.AttemptRef
-	ends time.Time
+	a           *api.Assignment
+	start, ends time.Time
+}
+
+type freePoint struct {
+	t    time.Time
+	free int64
+}
+
+func milli(cpu float64) int64 { return int64(math.Round(cpu * 1000)) }
+
+type pending struct {
+	ev  api.AttemptEvent
+	cpu float64
 }
 
 // Run activates and syncs until ctx ends, finishing every job it is given.
 func Run(ctx context.Context, cfg Config) error {
 	c := api.NewClient(cfg.Servers, "")
-	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret})
+	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
+		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken()})
 	if err != nil {
 		return fmt.Errorf("activate %s: %w", cfg.Name, err)
 	}
@@ -173,14 +279,13 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 		_ = c.Deactivate(dctx)
 	}()
-	// free holds when each free core became free, oldest first.
-	free := make([]time.Time, cfg.Cores)
-	activated := time.Now()
-	for i := range free {
-		free[i] = activated
-	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	// hist is the worker's free cores (thousandths) over time: an
+	// assignment's wait is counted from the earliest moment since which
+	// enough cores for it were free without a break.
+	hist := []freePoint{{time.Now(), int64(cfg.Cores) * 1000}}
 	var running []held
-	var events []api.AttemptEvent
+	var events []pending
 	var finishing []api.AttemptRef
 	for ctx.Err() == nil {
 		now := time.Now()
@@ -188,17 +293,20 @@ func Run(ctx context.Context, cfg Config) error {
 		kept := running[:0]
 		for _, h := range running {
 			if !h.ends.After(now) {
-				events = append(events, api.AttemptEvent{AttemptRef: h.ref, Kind: api.EventCompleted,
-					Outcome: api.OutcomeSuccess, StartTime: h.ends.Add(-cfg.Duration), EndTime: now})
-				finishing = append(finishing, h.ref)
+				events = append(events, pending{api.AttemptEvent{AttemptRef: h.a.AttemptRef, Kind: api.EventCompleted,
+					Outcome: api.OutcomeSuccess, StartTime: h.start, EndTime: now}, h.a.CPU})
+				finishing = append(finishing, h.a.AttemptRef)
 			} else {
 				kept = append(kept, h)
 			}
 		}
 		running = kept
-		req := &api.SyncRequest{Events: events}
+		req := &api.SyncRequest{Events: make([]api.AttemptEvent, len(events))}
+		for i, p := range events {
+			req.Events[i] = p.ev
+		}
 		for _, h := range running {
-			req.Known = append(req.Known, h.ref)
+			req.Known = append(req.Known, h.a.AttemptRef)
 		}
 		req.Known = append(req.Known, finishing...)
 		wait := cfg.SyncWait
@@ -230,26 +338,38 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		got := time.Now()
 		if n := min(out.Acked, len(events)); n > 0 {
-			cfg.Rec.complete(n, got)
-			for range n {
-				free = append(free, got)
+			done := 0
+			for _, p := range events[:n] {
+				if p.ev.Kind == api.EventCompleted {
+					cfg.Rec.complete(p.ev.BatchID, p.cpu, got)
+					hist = append(hist, freePoint{got, hist[len(hist)-1].free + milli(p.cpu)})
+					done++
+				}
 			}
 			events = events[n:]
-			finishing = finishing[min(n, len(finishing)):]
+			finishing = finishing[min(done, len(finishing)):]
 		}
-		for _, a := range out.Assign {
-			slot := got
-			if len(free) > 0 {
-				slot, free = free[0], free[1:]
+		for i := range out.Assign {
+			a := &out.Assign[i]
+			need, since := milli(a.CPU), got
+			for k := len(hist) - 1; k >= 0 && hist[k].free >= need; k-- {
+				since = hist[k].t
 			}
-			cfg.Rec.assign(a.JobID, got, slot)
-			running = append(running, held{ref: a.AttemptRef, ends: got.Add(cfg.Duration)})
+			hist = append(hist, freePoint{got, hist[len(hist)-1].free - need})
+			if len(hist) > 4096 {
+				hist = append(hist[:0], hist[len(hist)-1024:]...)
+			}
+			cfg.Rec.assign(a, got, since)
+			// Started as a real worker starts a process: reported on the
+			// next sync, which goes at once.
+			events = append(events, pending{api.AttemptEvent{AttemptRef: a.AttemptRef, Kind: api.EventStarted, StartTime: got}, a.CPU})
+			running = append(running, held{a: a, start: got, ends: got.Add(cfg.Duration.Sample(rng))})
 		}
 		for _, k := range out.Kill {
 			for i, h := range running {
-				if h.ref == k {
-					events = append(events, api.AttemptEvent{AttemptRef: k, Kind: api.EventCompleted,
-						Outcome: api.OutcomeCancelled, StartTime: got, EndTime: got})
+				if h.a.AttemptRef == k {
+					events = append(events, pending{api.AttemptEvent{AttemptRef: k, Kind: api.EventCompleted,
+						Outcome: api.OutcomeCancelled, StartTime: got, EndTime: got}, h.a.CPU})
 					finishing = append(finishing, k)
 					running = append(running[:i], running[i+1:]...)
 					break

@@ -43,12 +43,9 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if inst, ok := s.state.InstanceByTokenHash(token.Hash(tok)); ok && req.Token != "" {
-		// A retry of an activation whose answer was lost.
-		if !inst.Active {
-			writeError(w, http.StatusConflict, fmt.Sprintf("instance %d, activated with this token, was retired (%s); activate with a new token", inst.ID, inst.Reason))
-			return
-		}
+	if inst, ok := s.state.InstanceByTokenHash(token.Hash(tok)); ok && req.Token != "" && inst.Active {
+		// A retry of an activation whose answer was lost. (Had the instance
+		// been retired meanwhile, the worker activates anew below.)
 		s.live.Touch(inst.ID)
 		writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(inst.ID), Token: tok})
 		return
