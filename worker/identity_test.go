@@ -20,21 +20,8 @@ func TestTwoWorkersOnOneHostShareAName(t *testing.T) {
 	e.second(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
-		insts, err := e.client.ListInstances(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(insts) == 2 && insts[0].Active && insts[1].Active {
-			if insts[0].NodeID == insts[1].NodeID || insts[0].Name != insts[1].Name {
-				t.Fatalf("instances %+v: want one name and two node IDs", insts)
-			}
-			break
-		}
-		if len(insts) > 2 || ctx.Err() != nil {
-			t.Fatalf("instances: %+v", insts)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if insts := e.waitActive(ctx, t, 2); insts[0].NodeID == insts[1].NodeID || insts[0].Name != insts[1].Name {
+		t.Fatalf("instances %+v: want one name and two node IDs", insts)
 	}
 	arr := api.JobSpec{JobID: 1, Count: 300, Command: []string{"true"}, CPU: 0.1, Memory: 16 << 20}
 	b := e.run(arr)
@@ -56,6 +43,32 @@ func TestTwoWorkersOnOneHostShareAName(t *testing.T) {
 	}
 	if len(insts) != 2 {
 		t.Fatalf("%d instances after the batch (each activation retiring the other?): %+v", len(insts), insts)
+	}
+}
+
+// waitActive waits until the server knows exactly n instances, all active,
+// and returns them; any other count past the deadline (or more than n at
+// any time: instances retiring each other) fails the test.
+func (e *env) waitActive(ctx context.Context, t *testing.T, n int) []api.Instance {
+	t.Helper()
+	for {
+		insts, err := e.client.ListInstances(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		active := 0
+		for _, in := range insts {
+			if in.Active {
+				active++
+			}
+		}
+		if len(insts) == n && active == n {
+			return insts
+		}
+		if len(insts) > n || ctx.Err() != nil {
+			t.Fatalf("want %d active instances: %+v", n, insts)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -109,22 +122,9 @@ func TestLiveNodeIDIsNotTakenOver(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, nodeIDFile), id, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the first worker is active.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for {
-		insts, err := e.client.ListInstances(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(insts) == 1 && insts[0].Active {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the first worker never activated")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	e.waitActive(ctx, t, 1)
 	_, done := e.second(t, dir)
 	select {
 	case err := <-done:

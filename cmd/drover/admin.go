@@ -22,12 +22,17 @@ func (m *Main) runUserCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	return m.printToken(u, *asJSON, fmt.Sprintf("Created user %s. Keep the token above: it is shown only once.", u.Name))
+}
+
+// printToken prints a user with its new token: the token alone on stdout,
+// so DROVER_TOKEN=$(drover user create alice) works, and a note on stderr.
+func (m *Main) printToken(u *api.User, asJSON bool, note string) error {
+	if asJSON {
 		return m.printJSON(u)
 	}
-	// The token alone on stdout, so DROVER_TOKEN=$(drover user create alice) works.
 	fmt.Fprintln(m.Stdout, u.Token)
-	fmt.Fprintf(m.Stderr, "Created user %s. Keep the token above: it is shown only once.\n", u.Name)
+	fmt.Fprintln(m.Stderr, note)
 	return nil
 }
 
@@ -42,12 +47,7 @@ func (m *Main) runUserRotateToken(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return m.printJSON(u)
-	}
-	fmt.Fprintln(m.Stdout, u.Token)
-	fmt.Fprintf(m.Stderr, "New token for %s above; the old one no longer works.\n", u.Name)
-	return nil
+	return m.printToken(u, *asJSON, fmt.Sprintf("New token for %s above; the old one no longer works.", u.Name))
 }
 
 func (m *Main) runUserList(ctx context.Context, args []string) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -191,7 +192,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 					share := float64(sum) / float64(len(running))
 					dev := 0.0
 					for _, r := range running {
-						dev = max(dev, abs(float64(r)-share)/share)
+						dev = max(dev, math.Abs(float64(r)-share)/share)
 					}
 					fairDevs = append(fairDevs, dev)
 				}
@@ -296,13 +297,6 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stdout)
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 type tenant struct {

@@ -177,9 +177,6 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, _ := s.state.Batch(id)
-	if s.waiting != nil && !isStale(r) {
-		b.Waiting = s.waiting.Batch(id)
-	}
 	writeJSON(w, http.StatusOK, b)
 }
 

@@ -161,8 +161,7 @@ func (s *State) Users() []api.User {
 	defer s.mu.RUnlock()
 	out := make([]api.User, 0, len(s.users))
 	for _, name := range sortedKeys(s.users) {
-		u := s.users[name]
-		out = append(out, api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()})
+		out = append(out, s.users[name].toAPI())
 	}
 	return out
 }
@@ -175,7 +174,12 @@ func (s *State) User(name string) (api.User, bool) {
 	if !ok {
 		return api.User{}, false
 	}
-	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}, true
+	return u.toAPI(), true
+}
+
+// toAPI is the user as the API shows it, without its token.
+func (u *User) toAPI() api.User {
+	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}
 }
 
 // IsMember reports whether user belongs to the billing project.

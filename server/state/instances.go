@@ -117,22 +117,25 @@ func (s *State) InstanceByTokenHash(hash string) (Instance, bool) {
 	if !ok {
 		return Instance{}, false
 	}
+	return s.instanceCopy(id), true
+}
+
+// instanceCopy returns an instance for a reader, without its running set.
+func (s *State) instanceCopy(id uint32) Instance {
 	inst := *s.instances[id]
 	inst.running = nil
-	return inst, true
+	return inst
 }
 
 // ActiveByNodeID returns the active instance of a worker node ID.
 func (s *State) ActiveByNodeID(nodeID string) (Instance, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	id, ok := s.instByIdentity["node:"+nodeID]
+	id, ok := s.instByIdentity[nodeIdentity(nodeID)]
 	if !ok {
 		return Instance{}, false
 	}
-	inst := *s.instances[id]
-	inst.running = nil
-	return inst, true
+	return s.instanceCopy(id), true
 }
 
 // ActiveInstances returns the IDs of active instances.

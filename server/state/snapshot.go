@@ -105,10 +105,19 @@ type snapBatch struct {
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
 
-func packJobs(jobs []job) []byte {
+// packJobs encodes job records, and returns the lost counts of the jobs
+// that have any (kept beside the records, whose size is fixed).
+func packJobs(jobs []job) ([]byte, map[uint32]uint8) {
 	out := make([]byte, len(jobs)*jobRecordSize)
+	var lost map[uint32]uint8
 	for i := range jobs {
 		j := &jobs[i]
+		if j.lost > 0 {
+			if lost == nil {
+				lost = map[uint32]uint8{}
+			}
+			lost[uint32(i+1)] = j.lost
+		}
 		p := out[i*jobRecordSize:]
 		binary.LittleEndian.PutUint64(p[0:], uint64(j.start))
 		binary.LittleEndian.PutUint64(p[8:], uint64(j.end))
@@ -119,7 +128,7 @@ func packJobs(jobs []job) []byte {
 		p[28] = byte(j.state)
 		p[29] = byte(j.outcome)
 	}
-	return out
+	return out, lost
 }
 
 func unpackJobs(data []byte) ([]job, error) {
@@ -193,10 +202,10 @@ func (b *Batch) snapshot() snapBatch {
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
 		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason,
 		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
-		Jobs:       packJobs(b.jobs),
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
 	}
+	sb.Jobs, sb.Lost = packJobs(b.jobs)
 	for _, u := range b.updates {
 		sb.Updates = append(sb.Updates, snapUpdate{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
@@ -212,14 +221,6 @@ func (b *Batch) snapshot() snapBatch {
 	for i, r := range b.ranges {
 		sb.Ranges[i] = snapRange{Lo: r.r.Lo, Hi: r.r.Hi, Remaining: r.remaining, Failed: r.failed,
 			Children: append([]uint32(nil), r.children...)}
-	}
-	for i := range b.jobs {
-		if n := b.jobs[i].lost; n > 0 {
-			if sb.Lost == nil {
-				sb.Lost = map[uint32]uint8{}
-			}
-			sb.Lost[uint32(i+1)] = n
-		}
 	}
 	if len(b.messages) > 0 {
 		sb.Messages = make(map[uint32]string, len(b.messages))

@@ -260,10 +260,12 @@ type Instance struct {
 // identity is what a later activation of the same worker is recognised by.
 func (inst *Instance) identity() string {
 	if inst.NodeID != "" {
-		return "node:" + inst.NodeID
+		return nodeIdentity(inst.NodeID)
 	}
 	return "name:" + inst.Name
 }
+
+func nodeIdentity(nodeID string) string { return "node:" + nodeID }
 
 type attemptKey struct {
 	batch uint64
