@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/client_golang v1.23.0
 	github.com/zclconf/go-cty v1.16.3
 	gocloud.dev v0.43.0
+	golang.org/x/time v0.12.0
 )
 
 require (

@@ -32,6 +32,9 @@ const DefaultAddr = "http://127.0.0.1:4650"
 type Error struct {
 	StatusCode int
 	Message    string
+	// RetryAfter is the wait a 429 asked for (its Retry-After header);
+	// zero when the server gave none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -184,6 +187,10 @@ func (c *Client) sendWait(ctx context.Context, method, path, contentType string,
 			return nil, err
 		case errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable:
 			limit = c.RetryUnavailable
+		case errors.As(err, &ae) && ae.StatusCode == http.StatusTooManyRequests && ae.RetryAfter > 0:
+			// Rate limited: nothing was done; wait as long as asked.
+			limit = c.RetryUnavailable
+			delay = max(delay, ae.RetryAfter)
 		case errors.As(err, &ae):
 			return nil, err
 		default:
@@ -271,7 +278,11 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 				e.Error = http.StatusText(resp.StatusCode)
 			}
 		}
-		answered = &Error{StatusCode: resp.StatusCode, Message: e.Error}
+		ae := &Error{StatusCode: resp.StatusCode, Message: e.Error}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 && resp.StatusCode == http.StatusTooManyRequests {
+			ae.RetryAfter = time.Duration(secs) * time.Second
+		}
+		answered = ae
 		// A server without a leader may be one of several; try the others.
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			continue

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -218,5 +220,168 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 	}
 	if err := w.UploadLogChunk(ctx, ref, 1, []byte(big(31))); !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "would hold 101 bytes; the limit is 100 (server setting max_log_bytes_per_attempt)") {
 		t.Fatalf("a chunk past the log limit: %v", err)
+	}
+}
+
+// TestPerUserAndProjectLimits: what one user and one billing project may
+// hold at once is bounded before anything reaches the log (429 naming the
+// setting), a repeat of an admitted request is still answered with its
+// first result, and cancelling gives the allowance back.
+func TestPerUserAndProjectLimits(t *testing.T) {
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.MaxJobsPerUpdate = 100
+		cfg.MaxQueuedJobsPerUser = 200
+		cfg.MaxQueuedJobsPerBillingProject = 300
+		cfg.MaxBatchesPerUser = 3
+		cfg.MaxOpenUpdatesPerUser = 2
+	})
+	ctx := context.Background()
+	ann := tc.user("ann", "lab").Token()
+	bob := tc.user("bob", "lab").Token()
+	array := func(n int, key string) string {
+		return fmt.Sprintf(`{"billing_project": "lab", "idempotency_key": %q, "jobs": [{"job_id": 1, "command": ["true"], "count": %d}]}`, key, n)
+	}
+	reserve := func(n int) string { return fmt.Sprintf(`{"billing_project": "lab", "n_jobs": %d}`, n) }
+	idOf := func(body string) int64 {
+		var b struct {
+			ID int64 `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(body), &b); err != nil || b.ID == 0 {
+			t.Fatalf("no batch id in %s", body)
+		}
+		return b.ID
+	}
+	index := func() uint64 {
+		l, err := tc.admin.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.LastIndex
+	}
+	expect := func(what, tok, path, body string, code int, want string) string {
+		t.Helper()
+		before := index()
+		got, msg := tc.raw("POST", path, tok, body)
+		if got != code || !strings.Contains(msg, want) {
+			t.Fatalf("%s: %d %q, want %d naming %q", what, got, msg, code, want)
+		}
+		if code >= 400 && index() != before {
+			t.Fatalf("%s: the refused request reached the log", what)
+		}
+		return msg
+	}
+	expect("an update of 101 jobs", ann, "/api/v1/batches", reserve(101), 413, "the limit is 100 jobs per update (server setting max_jobs_per_update)")
+	b1 := idOf(expect("100 jobs inline", ann, "/api/v1/batches", array(100, "k1"), 201, ""))
+	expect("a batch reserving 10", ann, "/api/v1/batches", reserve(10), 201, "")
+	expect("another reserving 10", ann, "/api/v1/batches", reserve(10), 201, "")
+	up := fmt.Sprintf("/api/v1/batches/%d/updates", b1)
+	expect("a third open update", ann, up, `{"n_jobs": 10}`, 429, "user ann")
+	expect("a third open update", ann, up, `{"n_jobs": 10}`, 429, "has 2 open updates (reserved with n_jobs, not committed yet); the limit is 2 (server setting max_open_updates_per_user)")
+	expect("a fourth running batch", ann, "/api/v1/batches", array(1, "k4"), 429, "has 3 batches running (not complete); the limit is 3 (server setting max_batches_per_user)")
+	// ann holds 120 unfinished jobs: 81 more is past 200, 80 is not.
+	expect("81 more jobs", ann, up, `{"jobs": [{"job_id": 1, "command": ["true"], "count": 81}]}`, 429,
+		"has 120 jobs that have not finished (open updates included) and this adds 81; the limit is 200 (server setting max_queued_jobs_per_user)")
+	expect("80 more jobs", ann, up, `{"jobs": [{"job_id": 1, "command": ["true"], "count": 80}]}`, 201, "")
+	// A retry of ann's first batch is answered with it, limits or not.
+	if got := idOf(expect("a repeat of the first batch", ann, "/api/v1/batches", array(100, "k1"), 200, "")); got != b1 {
+		t.Fatalf("the repeat answered batch %d, want %d", got, b1)
+	}
+	// bob shares the project: 100 fit in its 300, one more does not.
+	b2 := idOf(expect("bob's 100", bob, "/api/v1/batches", array(100, "b1"), 201, ""))
+	expect("bob's 101st", bob, fmt.Sprintf("/api/v1/batches/%d/updates", b2), `{"jobs": [{"job_id": 1, "command": ["true"]}]}`, 429,
+		"billing project lab has 300 jobs that have not finished (open updates included) and this adds 1; the limit is 300 (server setting max_queued_jobs_per_billing_project)")
+	// Cancelling ann's first batch gives its 180 jobs and the batch back.
+	if err := tc.admin.CancelBatch(ctx, b1); err != nil {
+		t.Fatal(err)
+	}
+	expect("bob after ann cancelled", bob, fmt.Sprintf("/api/v1/batches/%d/updates", b2), `{"jobs": [{"job_id": 1, "command": ["true"]}]}`, 201, "")
+	expect("ann's new batch after cancelling", ann, "/api/v1/batches", array(50, "k5"), 201, "")
+}
+
+// TestIdleUpdatesExpire: an update nobody posts to is discarded after the
+// idle timeout, which gives back its user's open-update allowance and
+// lets its batch complete; a bunch posted later is refused with the
+// reason.
+func TestIdleUpdatesExpire(t *testing.T) {
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.UpdateIdleTimeout = time.Second
+		cfg.MaxOpenUpdatesPerUser = 1
+	})
+	ctx := context.Background()
+	res, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{NJobs: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{NJobs: 5}); !api.IsStatus(err, 429) {
+		t.Fatalf("a second open update with a limit of one: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := tc.admin.GetBatch(ctx, res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.State == api.BatchComplete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %d is %s 10s after its update went idle with a 1s timeout", res.ID, b.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	err = tc.admin.AddJobs(ctx, res.ID, res.UpdateID, []api.JobSpec{{JobID: 1, Command: []string{"true"}, Count: 5}})
+	if !api.IsStatus(err, 409) || !strings.Contains(err.Error(), "no bunch or commit for 1s (server setting update_idle_timeout)") {
+		t.Fatalf("a bunch into the expired update: %v", err)
+	}
+	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{NJobs: 5}); err != nil {
+		t.Fatalf("an open update after the idle one expired: %v", err)
+	}
+}
+
+// TestRequestRateIsLimitedPerToken: a token past its rate gets 429 with a
+// Retry-After naming the setting; other users are not slowed by it; the Go
+// client waits as asked and succeeds.
+func TestRequestRateIsLimitedPerToken(t *testing.T) {
+	// Half a request per second: the bucket holds one and refills in 2s,
+	// so nothing between two statements of the test refills it.
+	tc := startServer(t, "", func(cfg *Config) { cfg.UserRequestsPerSecond = 0.5 })
+	ctx := context.Background()
+	ann, bob := tc.user("ann"), tc.user("bob") // the admin's second call waits out its own bucket
+	get := func(tok string) *http.Response {
+		req, _ := http.NewRequest("GET", tc.url+"/api/v1/whoami", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	var limited *http.Response
+	for i := 0; i < 3 && limited == nil; i++ {
+		if resp := get(ann.Token()); resp.StatusCode == http.StatusTooManyRequests {
+			limited = resp
+		}
+	}
+	if limited == nil {
+		t.Fatal("3 requests at once at 0.5 per second were all served")
+	}
+	if ra := limited.Header.Get("Retry-After"); ra != "2" {
+		t.Fatalf("Retry-After %q, want 2", ra)
+	}
+	code, msg := tc.raw("GET", "/api/v1/whoami", ann.Token(), "")
+	if code != 429 || !strings.Contains(msg, "user ann sent more than 0.5 requests per second to this server (server setting max_requests_per_second_per_user); retry after 2s") {
+		t.Fatalf("limited request: %d %q", code, msg)
+	}
+	if resp := get(bob.Token()); resp.StatusCode != 200 {
+		t.Fatalf("another user's request: %d", resp.StatusCode)
+	}
+	start := time.Now()
+	if _, err := ann.Whoami(ctx); err != nil {
+		t.Fatalf("the client did not wait out the limit: %v", err)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Fatalf("the client answered in %s; it should have waited for the bucket", took)
 	}
 }

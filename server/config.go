@@ -94,6 +94,28 @@ type Config struct {
 
 	// MaxJobsPerBatch bounds the jobs one batch may hold (at most 2^31).
 	MaxJobsPerBatch int64
+	// MaxJobsPerUpdate bounds the jobs one update adds (a commit makes
+	// them live in one Raft entry).
+	MaxJobsPerUpdate int64
+	// MaxQueuedJobsPerUser and MaxQueuedJobsPerBillingProject bound the
+	// jobs a user, and a billing project, has that have not finished
+	// (open updates' job IDs included); 0: no limit.
+	MaxQueuedJobsPerUser           int64
+	MaxQueuedJobsPerBillingProject int64
+	// MaxBatchesPerUser bounds a user's live (not complete) batches; 0:
+	// no limit.
+	MaxBatchesPerUser int64
+	// MaxOpenUpdatesPerUser bounds a user's updates neither committed nor
+	// discarded; 0: no limit. UpdateIdleTimeout discards an open update
+	// that has received nothing for this long.
+	MaxOpenUpdatesPerUser int64
+	UpdateIdleTimeout     time.Duration
+	// UserRequestsPerSecond and WorkerRequestsPerSecond bound the requests
+	// one user token, and one worker, may make to one server (a token
+	// bucket holding two seconds' worth); beyond it the server answers 429
+	// with Retry-After. 0: no limit.
+	UserRequestsPerSecond   float64
+	WorkerRequestsPerSecond float64
 	// StateMemoryBudget bounds the estimated memory of the jobs the state
 	// holds, finished batches included; submissions beyond it are refused
 	// with 413. 0: no budget.
@@ -139,27 +161,35 @@ type Config struct {
 // DefaultConfig returns a configuration for one server on loopback.
 func DefaultConfig() *Config {
 	return &Config{
-		HTTPAddr:              "127.0.0.1:4650",
-		RaftAddr:              "127.0.0.1:4651",
-		AdminName:             "root",
-		DefaultBillingProject: "default",
-		MaxPlacements:         20000,
-		ScheduleInterval:      time.Second,
-		LostTimeout:           60 * time.Second,
-		MaxLostAttempts:       3,
-		MaxSyncWait:           30 * time.Second,
-		ApplyTimeout:          30 * time.Second,
-		MaxEventsPerEntry:     8192,
-		HTTPReadTimeout:       5 * time.Minute,
-		HTTPWriteTimeout:      2 * time.Minute,
-		HTTPIdleTimeout:       2 * time.Minute,
-		MaxJobsPerBatch:       50_000_000,
-		StateMemoryBudget:     8 << 30,
-		MaxLogBytesPerAttempt: 64 << 20,
-		DeadServerGrace:       2 * time.Minute,
-		SnapshotInterval:      2 * time.Minute,
-		SnapshotThreshold:     16384,
-		TrailingLogs:          10240,
+		HTTPAddr:                       "127.0.0.1:4650",
+		RaftAddr:                       "127.0.0.1:4651",
+		AdminName:                      "root",
+		DefaultBillingProject:          "default",
+		MaxPlacements:                  20000,
+		ScheduleInterval:               time.Second,
+		LostTimeout:                    60 * time.Second,
+		MaxLostAttempts:                3,
+		MaxSyncWait:                    30 * time.Second,
+		ApplyTimeout:                   30 * time.Second,
+		MaxEventsPerEntry:              8192,
+		HTTPReadTimeout:                5 * time.Minute,
+		HTTPWriteTimeout:               2 * time.Minute,
+		HTTPIdleTimeout:                2 * time.Minute,
+		MaxJobsPerBatch:                50_000_000,
+		MaxJobsPerUpdate:               20_000_000,
+		MaxQueuedJobsPerUser:           25_000_000,
+		MaxBatchesPerUser:              10_000,
+		MaxOpenUpdatesPerUser:          100,
+		UpdateIdleTimeout:              time.Hour,
+		UserRequestsPerSecond:          100,
+		MaxQueuedJobsPerBillingProject: 100_000_000,
+		WorkerRequestsPerSecond:        1000,
+		StateMemoryBudget:              8 << 30,
+		MaxLogBytesPerAttempt:          64 << 20,
+		DeadServerGrace:                2 * time.Minute,
+		SnapshotInterval:               2 * time.Minute,
+		SnapshotThreshold:              16384,
+		TrailingLogs:                   10240,
 	}
 }
 
@@ -226,6 +256,19 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxJobsPerBatch < 1 || c.MaxJobsPerBatch > api.MaxJobsPerBatch {
 		errs = append(errs, fmt.Errorf("MaxJobsPerBatch is %d; it must be between 1 and %d", c.MaxJobsPerBatch, int64(api.MaxJobsPerBatch)))
+	}
+	if c.MaxJobsPerUpdate < 1 || c.MaxJobsPerUpdate > api.MaxJobsPerBatch {
+		errs = append(errs, fmt.Errorf("MaxJobsPerUpdate is %d; it must be between 1 and %d", c.MaxJobsPerUpdate, int64(api.MaxJobsPerBatch)))
+	}
+	if c.MaxQueuedJobsPerUser < 0 || c.MaxQueuedJobsPerBillingProject < 0 || c.MaxBatchesPerUser < 0 || c.MaxOpenUpdatesPerUser < 0 {
+		errs = append(errs, fmt.Errorf("MaxQueuedJobsPerUser (%d), MaxQueuedJobsPerBillingProject (%d), MaxBatchesPerUser (%d) and MaxOpenUpdatesPerUser (%d) must not be negative (0: no limit)",
+			c.MaxQueuedJobsPerUser, c.MaxQueuedJobsPerBillingProject, c.MaxBatchesPerUser, c.MaxOpenUpdatesPerUser))
+	}
+	if c.UpdateIdleTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("UpdateIdleTimeout is %v; it must be at least 1s", c.UpdateIdleTimeout))
+	}
+	if c.UserRequestsPerSecond < 0 || c.WorkerRequestsPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("UserRequestsPerSecond (%g) and WorkerRequestsPerSecond (%g) must not be negative (0: no limit)", c.UserRequestsPerSecond, c.WorkerRequestsPerSecond))
 	}
 	if c.MaxLogBytesPerAttempt < 1 {
 		errs = append(errs, fmt.Errorf("MaxLogBytesPerAttempt is %d; it must be positive", c.MaxLogBytesPerAttempt))

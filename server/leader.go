@@ -102,6 +102,36 @@ func (s *Server) runLiveness(ctx context.Context) {
 	}
 }
 
+// runUpdateExpiry discards open updates that have received no bunch for
+// UpdateIdleTimeout: a client that reserved job IDs and went away must not
+// hold them, and its user's open-update allowance, for ever.
+func (s *Server) runUpdateExpiry(ctx context.Context) {
+	tick := time.NewTicker(min(s.cfg.UpdateIdleTimeout/4, time.Minute))
+	defer tick.Stop()
+	reason := fmt.Sprintf("no bunch or commit for %s (server setting update_idle_timeout)", s.cfg.UpdateIdleTimeout)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		before := now.Add(-s.cfg.UpdateIdleTimeout).UnixNano()
+		idle := s.state.IdleUpdates(before, 1000)
+		if len(idle) == 0 {
+			continue
+		}
+		res, err := s.raft.Apply(&state.ExpireUpdates{Now: now.UnixNano(), Before: before, Reason: reason, Updates: idle})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("expire idle updates", "err", err)
+			}
+			continue
+		}
+		s.log.Info("discarded idle updates", "count", res.(*state.ExpireResult).Discarded, "idle_for", s.cfg.UpdateIdleTimeout)
+	}
+}
+
 func (s *Server) triggerSchedule() {
 	select {
 	case s.schedTrigger <- struct{}{}:
@@ -158,10 +188,11 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(3)
+	s.leaderWG.Add(4)
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runUpdateExpiry(ctx) }()
 	s.triggerSchedule()
 }
 

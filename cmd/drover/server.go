@@ -48,6 +48,14 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	idleTimeout := fs.Duration("http-idle-timeout", def.HTTPIdleTimeout, "close keep-alive connections idle this long")
 	maxLost := fs.Int("max-lost-attempts", def.MaxLostAttempts, "end a job as error once it was lost with this many workers (0: no limit)")
 	maxJobs := fs.Int64("max-jobs-per-batch", def.MaxJobsPerBatch, "refuse a batch that would hold more jobs than this")
+	maxUpdate := fs.Int64("max-jobs-per-update", def.MaxJobsPerUpdate, "refuse an update (or a create request) adding more jobs than this")
+	maxQueuedUser := fs.Int64("max-queued-jobs-per-user", def.MaxQueuedJobsPerUser, "refuse (429) submissions that would give one user more unfinished jobs than this (0: no limit)")
+	maxQueuedProject := fs.Int64("max-queued-jobs-per-billing-project", def.MaxQueuedJobsPerBillingProject, "refuse (429) submissions that would give one billing project more unfinished jobs than this (0: no limit)")
+	maxBatches := fs.Int64("max-batches-per-user", def.MaxBatchesPerUser, "refuse (429) a new running batch of a user who has this many not complete (0: no limit)")
+	maxUpdates := fs.Int64("max-open-updates-per-user", def.MaxOpenUpdatesPerUser, "refuse (429) a new open update of a user who has this many (0: no limit)")
+	updateIdle := fs.Duration("update-idle-timeout", def.UpdateIdleTimeout, "discard an open update that received no bunch or commit for this long")
+	userRate := fs.Float64("max-requests-per-second-per-user", def.UserRequestsPerSecond, "answer 429 with Retry-After to a user token beyond this rate, per server (0: no limit)")
+	workerRate := fs.Float64("max-requests-per-second-per-worker", def.WorkerRequestsPerSecond, "the same for a worker instance (0: no limit)")
 	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "refuse log chunks beyond this much log per attempt (e.g. 64MiB)")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
@@ -98,6 +106,10 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.DebugPprof = *pprofOn
 	cfg.HTTPReadTimeout, cfg.HTTPWriteTimeout, cfg.HTTPIdleTimeout = *readTimeout, *writeTimeout, *idleTimeout
 	cfg.MaxJobsPerBatch = *maxJobs
+	cfg.MaxJobsPerUpdate = *maxUpdate
+	cfg.MaxQueuedJobsPerUser, cfg.MaxQueuedJobsPerBillingProject = *maxQueuedUser, *maxQueuedProject
+	cfg.MaxBatchesPerUser, cfg.MaxOpenUpdatesPerUser, cfg.UpdateIdleTimeout = *maxBatches, *maxUpdates, *updateIdle
+	cfg.UserRequestsPerSecond, cfg.WorkerRequestsPerSecond = *userRate, *workerRate
 	if cfg.StateMemoryBudget, err = parseBudget(*budget); err != nil {
 		return usagef("-state-memory-budget: %v", err)
 	}

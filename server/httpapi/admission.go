@@ -7,13 +7,27 @@ import (
 	"github.com/drover-sched/drover/server/state"
 )
 
-// Limits bound what one request may add to the replicated state. They are
-// checked before a command reaches Raft: applying a committed entry must
-// never fail or run out of memory, because every replica, and every replay
-// after a restart, would do the same.
+// Limits bound what one request, one user and one billing project may add
+// to the replicated state. They are checked before a command reaches Raft:
+// applying a committed entry must never fail or run out of memory, because
+// every replica, and every replay after a restart, would do the same. Zero
+// means no limit for each of them.
 type Limits struct {
 	// MaxJobsPerBatch bounds the job IDs one batch may reserve.
 	MaxJobsPerBatch int64
+	// MaxJobsPerUpdate bounds the jobs one update (or one create request
+	// with inline jobs) adds: a commit makes them live in one entry.
+	MaxJobsPerUpdate int64
+	// MaxQueuedJobsPerUser and MaxQueuedJobsPerProject bound the jobs a
+	// user, and a billing project, has not seen finish yet (the job IDs
+	// of open updates included).
+	MaxQueuedJobsPerUser    int64
+	MaxQueuedJobsPerProject int64
+	// MaxBatchesPerUser bounds a user's live (not complete) batches.
+	MaxBatchesPerUser int64
+	// MaxOpenUpdatesPerUser bounds a user's updates that are neither
+	// committed nor discarded.
+	MaxOpenUpdatesPerUser int64
 	// StateMemoryBudget bounds the estimated memory of the jobs the state
 	// holds (all batches, finished ones included, until history moves
 	// out of memory).
@@ -25,10 +39,12 @@ type Limits struct {
 
 // The state's cost of a job, measured by `drover bench sched`
 // (heap_bytes_per_job): about 33 bytes a job of an array, about 250 a
-// distinct job, most of it the job's group and spec.
+// distinct job, most of it the job's group and spec; a batch's record,
+// maps and slices about a kilobyte before its names and attributes.
 const (
 	bytesPerJob   = 40
 	bytesPerGroup = 220
+	bytesPerBatch = 1024
 )
 
 // entriesCost estimates what entries add to the state.
@@ -51,37 +67,80 @@ func entriesCost(entries []state.JobEntry) (jobs, bytes int64) {
 	return jobs, bytes
 }
 
-// admit checks that reserving reserve more job IDs and adding entries to a
-// batch (0: a new one) stays within the limits, and answers 413 naming the
-// limit when it does not. Entries posted into an update reserve nothing:
-// the update's IDs were admitted when it was opened.
-func (s *Server) admit(w http.ResponseWriter, batch uint64, reserve int64, entries []state.JobEntry, intoUpdate bool) bool {
-	jobs, bytes := entriesCost(entries)
-	if intoUpdate {
+// submission is what a write asks the state to take.
+type submission struct {
+	batch         uint64 // 0: a new batch
+	user, project string // of a new batch (the batch's own otherwise)
+	key           string // idempotency key, if any
+	// reserve is the n_jobs of an update left open for bunches; entries
+	// are jobs sent inline (or, with intoUpdate, a bunch into an open
+	// update, whose IDs were admitted when it was opened).
+	reserve    int64
+	entries    []state.JobEntry
+	intoUpdate bool
+	// batchBytes is the new batch's own size (name, attributes).
+	batchBytes int64
+}
+
+// admit checks a submission against the limits and answers 413 (too big
+// for the servers) or 429 (beyond what one user or billing project may
+// hold at once) naming the limit when it does not fit. A repeat of an
+// earlier request (same idempotency key) is always admitted: the state
+// answers it with the first result.
+func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
+	a := s.state.AdmissionFor(sub.batch, sub.user, sub.project, sub.key)
+	if a.Repeat {
+		return true
+	}
+	jobs, bytes := entriesCost(sub.entries)
+	if sub.intoUpdate {
 		bytes -= jobs * bytesPerJob // counted at reservation
 		jobs = 0
 	}
-	newJobs := reserve + jobs
-	bytes += reserve * bytesPerJob
-	f, batchJobs := s.state.Footprint(batch)
+	newJobs := sub.reserve + jobs
+	bytes += sub.reserve * bytesPerJob
+	if sub.batch == 0 {
+		bytes += bytesPerBatch + sub.batchBytes
+	}
 	lim := s.cfg.Limits
-	if lim.MaxJobsPerBatch > 0 && batchJobs+newJobs > lim.MaxJobsPerBatch {
-		what := "the batch would hold"
-		if batch == 0 {
-			what = "the new batch would hold"
-		}
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"%s %d jobs; the limit is %d jobs per batch (server setting max_jobs_per_batch): split the work into several batches",
-			what, batchJobs+newJobs, lim.MaxJobsPerBatch))
+	owner := "user " + a.UserName
+	tooLarge := func(format string, args ...any) bool {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(format, args...))
 		return false
 	}
+	tooMany := func(format string, args ...any) bool {
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf(format, args...))
+		return false
+	}
+	switch {
+	case lim.MaxJobsPerBatch > 0 && a.BatchJobs+newJobs > lim.MaxJobsPerBatch:
+		what := "the batch would hold"
+		if sub.batch == 0 {
+			what = "the new batch would hold"
+		}
+		return tooLarge("%s %d jobs; the limit is %d jobs per batch (server setting max_jobs_per_batch): split the work into several batches",
+			what, a.BatchJobs+newJobs, lim.MaxJobsPerBatch)
+	case !sub.intoUpdate && lim.MaxJobsPerUpdate > 0 && newJobs > lim.MaxJobsPerUpdate:
+		return tooLarge("this update would add %d jobs; the limit is %d jobs per update (server setting max_jobs_per_update): submit the batch in several updates",
+			newJobs, lim.MaxJobsPerUpdate)
+	case lim.MaxQueuedJobsPerUser > 0 && newJobs > 0 && a.User.Queued+newJobs > lim.MaxQueuedJobsPerUser:
+		return tooMany("%s has %d jobs that have not finished (open updates included) and this adds %d; the limit is %d (server setting max_queued_jobs_per_user): wait for some to finish, or cancel batches no longer needed",
+			owner, a.User.Queued, newJobs, lim.MaxQueuedJobsPerUser)
+	case lim.MaxQueuedJobsPerProject > 0 && newJobs > 0 && a.Project.Queued+newJobs > lim.MaxQueuedJobsPerProject:
+		return tooMany("billing project %s has %d jobs that have not finished (open updates included) and this adds %d; the limit is %d (server setting max_queued_jobs_per_billing_project): wait for some to finish, or cancel batches no longer needed",
+			a.ProjectName, a.Project.Queued, newJobs, lim.MaxQueuedJobsPerProject)
+	case lim.MaxOpenUpdatesPerUser > 0 && sub.reserve > 0 && a.User.OpenUpdates+1 > lim.MaxOpenUpdatesPerUser:
+		return tooMany("%s has %d open updates (reserved with n_jobs, not committed yet); the limit is %d (server setting max_open_updates_per_user): commit or cancel them first (an idle one is discarded after the server's update_idle_timeout)",
+			owner, a.User.OpenUpdates, lim.MaxOpenUpdatesPerUser)
+	case lim.MaxBatchesPerUser > 0 && newJobs > 0 && !a.BatchLive && a.User.Batches+1 > lim.MaxBatchesPerUser:
+		return tooMany("%s has %d batches running (not complete); the limit is %d (server setting max_batches_per_user): add updates to a running batch, or wait for some to complete",
+			owner, a.User.Batches, lim.MaxBatchesPerUser)
+	}
 	if lim.StateMemoryBudget > 0 {
-		held := f.Jobs*bytesPerJob + f.Groups*bytesPerGroup
+		held := a.Held.Jobs*bytesPerJob + a.Held.Groups*bytesPerGroup + a.Held.Batches*bytesPerBatch
 		if held+bytes > lim.StateMemoryBudget {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-				"this would bring the jobs the servers hold in memory to about %d MiB; the limit is %d MiB (server setting state_memory_budget): submit less at once, or ask an operator to raise the budget",
-				(held+bytes)>>20, lim.StateMemoryBudget>>20))
-			return false
+			return tooLarge("this would bring the jobs the servers hold in memory to about %d MiB; the limit is %d MiB (server setting state_memory_budget): submit less at once, or ask an operator to raise the budget",
+				(held+bytes)>>20, lim.StateMemoryBudget>>20)
 		}
 	}
 	return true

@@ -69,9 +69,9 @@ func ranges(ids []int64, rs []api.IDRange) []state.Range {
 	return out
 }
 
-// submission validates what a create or update request submits: inline
+// submitted validates what a create or update request submits: inline
 // jobs, or a number of jobs to reserve.
-func submission(w http.ResponseWriter, nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, bool) {
+func submitted(w http.ResponseWriter, nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, bool) {
 	if nJobs < 0 || nJobs > api.MaxJobsPerBatch {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", nJobs, int64(api.MaxJobsPerBatch)))
 		return nil, false
@@ -98,8 +98,15 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	entries, ok := submission(w, req.NJobs, req.Jobs)
-	if !ok || !s.admit(w, 0, req.NJobs, entries, false) {
+	entries, ok := submitted(w, req.NJobs, req.Jobs)
+	if !ok {
+		return
+	}
+	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey))
+	for k, v := range req.Attributes {
+		size += int64(len(k) + len(v))
+	}
+	if !s.admit(w, submission{user: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}) {
 		return
 	}
 	res, err := s.apply(&state.CreateBatch{
@@ -197,8 +204,8 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	entries, ok := submission(w, req.NJobs, req.Jobs)
-	if !ok || !s.admit(w, id, req.NJobs, entries, false) {
+	entries, ok := submitted(w, req.NJobs, req.Jobs)
+	if !ok || !s.admit(w, submission{batch: id, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}) {
 		return
 	}
 	res, err := s.apply(&state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries})
@@ -236,10 +243,10 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !s.admit(w, id, 0, entries, true) {
+	if !s.admit(w, submission{batch: id, entries: entries, intoUpdate: true}) {
 		return
 	}
-	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries}); err != nil {
+	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano()}); err != nil {
 		s.writeErr(w, err)
 		return
 	}

@@ -122,6 +122,7 @@ type Config struct {
 	MaxLost     uint8 // see state.Activate
 	DebugPprof  bool
 	Limits      Limits
+	Rates       RateLimits
 }
 
 // Deps is everything the API is built from. Members may be nil (a server
@@ -160,6 +161,7 @@ type Server struct {
 	httpRequests *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
 	proxy        *httputil.ReverseProxy
+	limits       limiters
 }
 
 // New builds the API and registers its metrics.
@@ -365,6 +367,9 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 		u, ok := s.state.UserByTokenHash(token.Hash(tok))
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "invalid token: no user has this token")
+			return
+		}
+		if !s.allowRate(w, r, "user:"+u.Name, "user "+u.Name, "max_requests_per_second_per_user", s.cfg.Rates.UserPerSecond) {
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), userKey, u)))

@@ -85,6 +85,10 @@ func (s *Server) authWorker(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusGone, fmt.Sprintf("instance %d (%s) was retired: %s; activate again", inst.ID, inst.Name, inst.Reason))
 			return
 		}
+		if !s.allowRate(w, r, fmt.Sprintf("instance:%d", inst.ID), fmt.Sprintf("worker instance %d (%s)", inst.ID, inst.Name),
+			"max_requests_per_second_per_worker", s.cfg.Rates.WorkerPerSecond) {
+			return
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), instanceKey, inst)))
 	}
 }

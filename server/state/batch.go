@@ -57,6 +57,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		Created:        c.Now,
 		nextJob:        1,
 	}
+	s.bindTallies(b)
 	res := &UpdateResult{Batch: b.ID}
 	switch {
 	case len(c.Jobs) > 0:
@@ -72,9 +73,10 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		}
 		res.Update, res.Start, res.N = u.ID, u.Start, u.N
 	default:
-		b.Completed = c.Now // an empty batch is complete until an update commits
+		b.setCompleted(c.Now) // an empty batch is complete until an update commits
 	}
 	s.nextBatch++
+	s.held.Batches++
 	s.batches[b.ID] = b
 	s.batchIDs = append(s.batchIDs, b.ID)
 	if c.Key != "" {
@@ -90,7 +92,7 @@ func (s *State) applyCreateUpdate(c *CreateUpdate) any {
 	}
 	if c.Key != "" {
 		for _, u := range b.updates {
-			if u.Key == c.Key {
+			if u.Key == c.Key && !u.Discarded {
 				return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Existing: true}
 			}
 		}
@@ -109,7 +111,6 @@ func (s *State) applyCreateUpdate(c *CreateUpdate) any {
 		if err != nil {
 			return err
 		}
-		b.Completed = 0
 		return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N}
 	}
 	return errorf(ErrInvalid, "an update needs jobs or n_jobs > 0")
@@ -125,7 +126,7 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 	if n > MaxJobsPerBatch {
 		return nil, errorf(ErrInvalid, "%d jobs is more than the %d a batch may hold", n, MaxJobsPerBatch)
 	}
-	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: uint32(n), Key: key, Created: now}
+	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: uint32(n), Key: key, Created: now, Touched: now}
 	if uint64(u.Start)+n > MaxJobsPerBatch {
 		return nil, errorf(ErrInvalid, "batch %d would exceed %d jobs", b.ID, MaxJobsPerBatch)
 	}
@@ -140,6 +141,7 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 	s.held.Jobs += int64(u.N)
 	b.updates = append(b.updates, u)
 	b.open++
+	b.tally(Tally{Queued: int64(u.N), OpenUpdates: 1})
 	s.commit(b, u, entriesAbs, now)
 	return u, nil
 }
@@ -149,11 +151,13 @@ func (s *State) reserve(b *Batch, n uint32, key string, now int64) (*update, *Ap
 	if uint64(b.nextJob)+uint64(n) > MaxJobsPerBatch {
 		return nil, errorf(ErrInvalid, "batch %d would exceed %d jobs", b.ID, MaxJobsPerBatch)
 	}
-	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: n, Key: key, Created: now}
+	u := &update{ID: uint32(len(b.updates) + 1), Start: b.nextJob, N: n, Key: key, Created: now, Touched: now}
 	b.nextJob += n
 	s.held.Jobs += int64(n)
 	b.updates = append(b.updates, u)
 	b.open++
+	b.tally(Tally{Queued: int64(n), OpenUpdates: 1})
+	b.setLive()
 	return u, nil
 }
 
@@ -183,6 +187,12 @@ func (s *State) applyAddJobs(c *AddJobs) any {
 	u, err := b.updateByID(c.Update)
 	if err != nil {
 		return err
+	}
+	if u.Discarded {
+		return u.discardedError(b)
+	}
+	if c.Now > u.Touched {
+		u.Touched = c.Now
 	}
 	if u.Committed {
 		if u.covers(c.Jobs) {
@@ -303,6 +313,9 @@ func (s *State) applyCommitUpdate(c *CommitUpdate) any {
 	}
 	if b.Cancelled {
 		return errorf(ErrConflict, "batch %d is cancelled and takes no more updates", b.ID)
+	}
+	if u.Discarded {
+		return u.discardedError(b)
 	}
 	if u.nStaged != u.N {
 		return errorf(ErrInvalid, "update %d of batch %d has %d of its %d jobs; post the rest before committing", u.ID, b.ID, u.nStaged, u.N)
@@ -460,10 +473,11 @@ func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
 	b.counts[Pending] += int64(u.N)
 	b.nJobs += int64(u.N)
 	b.open--
+	b.tally(Tally{OpenUpdates: -1})
 	u.Committed = true
 	u.staged = nil
 	u.seen = nil
-	b.Completed = 0
+	b.setLive()
 	for _, g := range newGroups {
 		if g.pending == 0 && s.releaseGroup(b, g, now) {
 			s.finishSpan(b, g.first, g.first+g.count-1, true, now)
@@ -535,11 +549,8 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	}
 	b.Cancelled = true
 	for _, u := range b.updates {
-		if !u.Committed {
-			u.Discarded = true
-			b.open--
-			u.staged = nil
-			u.seen = nil
+		if !u.Committed && !u.Discarded {
+			b.discard(u, "the batch was cancelled")
 		}
 	}
 	us := s.userSched(b.User)
@@ -561,6 +572,7 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 		}
 	}
 	b.counts[Cancelled] += n
+	b.ended(n)
 	b.CancelReason = c.Reason
 	s.checkComplete(b, c.Now)
 	if b.counts[Running] > 0 {
@@ -580,4 +592,68 @@ func (b *Batch) groupOf(id uint32) *group {
 		return nil
 	}
 	return g
+}
+
+// discard drops an open update: its job IDs stay reserved (holes in the
+// batch that never become jobs) and its staged bunches are freed.
+func (b *Batch) discard(u *update, reason string) {
+	u.Discarded = true
+	u.Reason = reason
+	u.staged = nil
+	u.seen = nil
+	b.open--
+	b.tally(Tally{Queued: -int64(u.N), OpenUpdates: -1})
+}
+
+func (u *update) discardedError(b *Batch) *ApplyError {
+	return errorf(ErrConflict, "update %d of batch %d was discarded (%s); open a new update", u.ID, b.ID, u.Reason)
+}
+
+// ExpireResult says how many updates an ExpireUpdates command discarded.
+type ExpireResult struct {
+	Discarded int
+}
+
+// applyExpireUpdates discards each named update that is still open and has
+// received nothing since Before. The leader names them; the check is
+// repeated here so that a bunch committed in between keeps its update.
+func (s *State) applyExpireUpdates(c *ExpireUpdates) any {
+	res := &ExpireResult{}
+	for _, ref := range c.Updates {
+		b := s.batches[ref.Batch]
+		if b == nil || ref.Update == 0 || int(ref.Update) > len(b.updates) {
+			continue
+		}
+		u := b.updates[ref.Update-1]
+		if u.Committed || u.Discarded || u.Touched >= c.Before {
+			continue
+		}
+		b.discard(u, c.Reason)
+		s.checkComplete(b, c.Now)
+		res.Discarded++
+	}
+	return res
+}
+
+// IdleUpdates lists open updates that have received nothing since before
+// (at most max of them), for the leader to expire.
+func (s *State) IdleUpdates(before int64, max int) []UpdateRef {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []UpdateRef
+	for _, id := range s.batchIDs {
+		b := s.batches[id]
+		if b.open == 0 {
+			continue
+		}
+		for _, u := range b.updates {
+			if !u.Committed && !u.Discarded && u.Touched < before {
+				out = append(out, UpdateRef{Batch: b.ID, Update: u.ID})
+				if len(out) == max {
+					return out
+				}
+			}
+		}
+	}
+	return out
 }

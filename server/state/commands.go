@@ -27,6 +27,7 @@ const (
 	CmdActivate
 	CmdRetire
 	CmdRotateToken
+	CmdExpireUpdates
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -37,7 +38,7 @@ var cmdNames = map[CommandType]string{
 	CmdSetMember: "set_member", CmdCreateBatch: "create_batch", CmdCreateUpdate: "create_update",
 	CmdAddJobs: "add_jobs", CmdCommitUpdate: "commit_update", CmdCancelBatch: "cancel_batch",
 	CmdPlan: "plan", CmdEvents: "events", CmdActivate: "activate", CmdRetire: "retire",
-	CmdRotateToken: "rotate_token",
+	CmdRotateToken: "rotate_token", CmdExpireUpdates: "expire_updates",
 }
 
 func (t CommandType) String() string {
@@ -118,6 +119,9 @@ type AddJobs struct {
 	Batch  uint64
 	Update uint32
 	Jobs   []JobEntry
+	// Now stamps the update's last activity (0 in entries from before
+	// update expiry).
+	Now int64
 }
 
 // CommitUpdate makes an update's staged jobs live.
@@ -125,6 +129,22 @@ type CommitUpdate struct {
 	Now    int64
 	Batch  uint64
 	Update uint32
+}
+
+// UpdateRef names an update of a batch.
+type UpdateRef struct {
+	Batch  uint64
+	Update uint32
+}
+
+// ExpireUpdates discards open updates that received nothing since Before:
+// a client that reserved job IDs and went away must not hold them, and
+// its user's open-update allowance, for ever.
+type ExpireUpdates struct {
+	Now     int64
+	Before  int64
+	Reason  string
+	Updates []UpdateRef
 }
 
 // CancelBatch cancels a batch.
@@ -209,6 +229,7 @@ func (*Events) Type() CommandType               { return CmdEvents }
 func (*Activate) Type() CommandType             { return CmdActivate }
 func (*Retire) Type() CommandType               { return CmdRetire }
 func (*RotateToken) Type() CommandType          { return CmdRotateToken }
+func (*ExpireUpdates) Type() CommandType        { return CmdExpireUpdates }
 
 func newCommand(t CommandType) Command {
 	switch t {
@@ -240,6 +261,8 @@ func newCommand(t CommandType) Command {
 		return &Retire{}
 	case CmdRotateToken:
 		return &RotateToken{}
+	case CmdExpireUpdates:
+		return &ExpireUpdates{}
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ func FuzzDecode(f *testing.F) {
 		&Retire{Now: 8, Instance: 1, Reason: "gone", MaxLost: 3},
 		&RotateToken{Now: 9, User: "alice", TokenHash: "h3"},
 		&CancelBatch{Now: 10, Batch: 1, Reason: "r"},
+		&AddJobs{Batch: 1, Update: 2, Now: 11, Jobs: []JobEntry{{First: 1, Count: 1, Spec: &Spec{Name: "k", Command: []string{"true"}, CPUMilli: 500, Memory: 1 << 20}}}},
+		&ExpireUpdates{Now: 12, Before: 11, Reason: "idle", Updates: []UpdateRef{{Batch: 1, Update: 2}}},
 	} {
 		data, err := Encode(c)
 		if err != nil {

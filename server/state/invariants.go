@@ -17,9 +17,13 @@ func (s *State) CheckInvariants() error {
 	for _, b := range s.batches {
 		held.Jobs += int64(b.nextJob) - 1
 		held.Groups += int64(len(b.groups))
+		held.Batches++
 	}
 	if held != s.held {
 		return fmt.Errorf("the state counts %+v held, recomputed %+v", s.held, held)
+	}
+	if err := s.checkTallies(); err != nil {
+		return err
 	}
 	for _, b := range s.batches {
 		var counts [numStates]int64

@@ -92,6 +92,7 @@ func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 	b.counts[j.state]--
 	b.counts[to]++
 	j.state = to
+	b.ended(1)
 	s.finishSpan(b, id, id, to != Success, now)
 	s.checkComplete(b, now)
 }
@@ -118,6 +119,9 @@ func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 	n := int64(hi - lo + 1)
 	b.counts[from] -= n
 	b.counts[to] += n
+	if to.Final() {
+		b.ended(n)
+	}
 }
 
 // checkComplete stamps the batch complete when every committed job is final
@@ -128,6 +132,6 @@ func (s *State) checkComplete(b *Batch, now int64) {
 	}
 	final := b.counts[Success] + b.counts[Failed] + b.counts[Cancelled] + b.counts[Error]
 	if final == b.nJobs && b.open == 0 {
-		b.Completed = now
+		b.setCompleted(now)
 	}
 }

@@ -279,20 +279,57 @@ func StateNames() []string {
 }
 
 // Footprint is what the state holds, for admission: job IDs reserved
-// (committed or not) and job groups (each distinct job, or job array, has
-// one and carries its spec). The state keeps the totals as it applies.
+// (committed or not), job groups (each distinct job, or job array, has
+// one and carries its spec) and batches. The state keeps the totals as it
+// applies.
 type Footprint struct {
-	Jobs   int64
-	Groups int64
+	Jobs    int64
+	Groups  int64
+	Batches int64
 }
 
-// Footprint returns what all batches hold, and the job IDs batch (0: none)
-// has reserved.
-func (s *State) Footprint(batch uint64) (all Footprint, batchJobs int64) {
+// Admission is what admission control reads before a submission reaches
+// the log, under one read lock.
+type Admission struct {
+	Held Footprint // over all batches
+	// The batch the submission goes to (none for a new batch): its job
+	// IDs reserved so far and whether it is live (not complete).
+	BatchJobs int64
+	BatchLive bool
+	// User and Project: the batch's owner and billing project (the
+	// submitter and the named project for a new batch) and their tallies.
+	UserName, ProjectName string
+	User, Project         Tally
+	// Repeat: the idempotency key names an earlier batch (or an update of
+	// the batch) that the state will return instead of making a new one.
+	Repeat bool
+}
+
+// AdmissionFor reads what admission needs for a submission to batch (0: a
+// new batch of user in project) with idempotency key (may be empty).
+func (s *State) AdmissionFor(batch uint64, user, project, key string) Admission {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if b := s.batches[batch]; b != nil {
-		batchJobs = int64(b.nextJob) - 1
+	a := Admission{Held: s.held}
+	if batch == 0 {
+		if key != "" {
+			_, a.Repeat = s.keys[user+"\x00"+key]
+		}
+	} else if b := s.batches[batch]; b != nil {
+		a.BatchJobs, a.BatchLive = int64(b.nextJob)-1, b.Completed == 0
+		user, project = b.User, b.BillingProject
+		for _, u := range b.updates {
+			if key != "" && u.Key == key && !u.Discarded {
+				a.Repeat = true
+			}
+		}
 	}
-	return s.held, batchJobs
+	a.UserName, a.ProjectName = user, project
+	if t := s.userTallies[user]; t != nil {
+		a.User = *t
+	}
+	if t := s.projectTallies[project]; t != nil {
+		a.Project = *t
+	}
+	return a
 }

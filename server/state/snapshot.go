@@ -57,6 +57,10 @@ type snapUpdate struct {
 	Staged    []JobEntry
 	NStaged   uint32
 	Seen      []uint64
+	// Touched and Reason: absent in snapshots from before update expiry
+	// (Touched is then the creation time).
+	Touched int64
+	Reason  string
 }
 
 type snapGroup struct {
@@ -210,7 +214,7 @@ func (b *Batch) snapshot() snapBatch {
 		sb.Updates = append(sb.Updates, snapUpdate{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
 			Created: u.Created, Staged: append([]JobEntry(nil), u.staged...), NStaged: u.nStaged,
-			Seen: append([]uint64(nil), u.seen...),
+			Seen: append([]uint64(nil), u.seen...), Touched: u.Touched, Reason: u.Reason,
 		})
 	}
 	sb.Groups = make([]snapGroup, len(b.groups))
@@ -308,6 +312,7 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.batchIDs = append(fresh.batchIDs, b.ID)
 		fresh.held.Jobs += int64(b.nextJob) - 1
 		fresh.held.Groups += int64(len(b.groups))
+		fresh.held.Batches++
 		if b.Key != "" {
 			fresh.keys[b.User+"\x00"+b.Key] = b.ID
 		}
@@ -331,6 +336,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
+	s.recomputeTallies()
 	s.notifyAllInstances()
 	s.notifyWork()
 	return nil
@@ -358,9 +364,13 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		if !u.Committed && !u.Discarded {
 			b.open++
 		}
+		touched := u.Touched
+		if touched == 0 {
+			touched = u.Created
+		}
 		b.updates = append(b.updates, &update{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
-			Created: u.Created, staged: u.Staged, nStaged: u.NStaged, seen: u.Seen,
+			Created: u.Created, Touched: touched, Reason: u.Reason, staged: u.Staged, nStaged: u.NStaged, seen: u.Seen,
 		})
 	}
 	b.groups = make([]*group, len(sb.Groups))

@@ -68,7 +68,11 @@ type State struct {
 	instByIdentity map[string]uint32
 
 	sched map[string]*userSched
-	held  Footprint // job IDs reserved and groups, over all batches (admission)
+	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)
+	// userTallies and projectTallies: what each user and billing project
+	// holds (admission); batches point at theirs.
+	userTallies    map[string]*Tally
+	projectTallies map[string]*Tally
 
 	hooks Hooks
 }
@@ -87,6 +91,8 @@ func New() *State {
 		instTokens:     map[string]uint32{},
 		instByIdentity: map[string]uint32{},
 		sched:          map[string]*userSched{},
+		userTallies:    map[string]*Tally{},
+		projectTallies: map[string]*Tally{},
 	}
 }
 
@@ -158,6 +164,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyRetire(c)
 	case *RotateToken:
 		return s.applyRotateToken(c)
+	case *ExpireUpdates:
+		return s.applyExpireUpdates(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

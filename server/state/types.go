@@ -194,9 +194,14 @@ type update struct {
 	Discarded bool // the batch was cancelled while the update was open
 	Key       string
 	Created   int64
-	staged    []JobEntry // bunches received so far, in arrival order
-	nStaged   uint32
-	seen      []uint64 // bitset of staged IDs (relative, from 1)
+	// Touched is when the update last received a bunch (its creation
+	// until then); an open update idle too long is discarded.
+	Touched int64
+	// Reason says why a discarded update was discarded.
+	Reason  string
+	staged  []JobEntry // bunches received so far, in arrival order
+	nStaged uint32
+	seen    []uint64 // bitset of staged IDs (relative, from 1)
 }
 
 // Batch is a set of jobs in one billing project.
@@ -228,6 +233,11 @@ type Batch struct {
 	readyMilli int64 // cpu of Ready jobs, subtracted from the user at cancel
 	messages   map[uint32]string
 	history    map[uint32][]attemptRec
+
+	// live: counted in the tallies as a live batch (Completed == 0).
+	live         bool
+	userTally    *Tally
+	projectTally *Tally
 }
 
 type pointRef struct {
