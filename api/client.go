@@ -62,6 +62,10 @@ type Client struct {
 	// answering before the client gives up on it and tries the next (a
 	// frozen server accepts connections but never answers).
 	AttemptTimeout time.Duration
+	// JSONOnly sends every request as JSON. By default the bulk endpoints
+	// (worker syncs, job bunches, batch and update creation) travel as
+	// MessagePack (see MsgpackContentType).
+	JSONOnly bool
 
 	mu    sync.Mutex
 	token string
@@ -141,20 +145,49 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 
 // do is Do with extra time allowed for the server to answer (long polls).
 func (c *Client) do(ctx context.Context, method, path string, in, out any, extra time.Duration) error {
+	return c.call(ctx, method, path, in, out, extra, false)
+}
+
+// doBulk is do for the endpoints that carry bulk data: the request and
+// the answer travel as MessagePack unless the client is JSONOnly.
+func (c *Client) doBulk(ctx context.Context, method, path string, in, out any, extra time.Duration) error {
+	return c.call(ctx, method, path, in, out, extra, !c.JSONOnly)
+}
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any, extra time.Duration, binary bool) error {
+	contentType := "application/json"
+	if binary {
+		contentType = MsgpackContentType
+	}
 	var body []byte
 	if in != nil {
 		var err error
-		if body, err = json.Marshal(in); err != nil {
+		if binary {
+			body, err = MarshalMsgpack(in)
+		} else {
+			body, err = json.Marshal(in)
+		}
+		if err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
-	resp, err := c.sendWait(ctx, method, path, "application/json", body, extra)
+	resp, err := c.sendWait(ctx, method, path, contentType, body, extra)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if resp.Header.Get("Content-Type") == MsgpackContentType {
+		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = UnmarshalMsgpack(data, out)
+		}
+		if err != nil {
+			return fmt.Errorf("decode response of %s %s: %w", method, path, err)
+		}
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
@@ -232,6 +265,9 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", contentType)
+		}
+		if contentType == MsgpackContentType {
+			req.Header.Set("Accept", MsgpackContentType)
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -320,7 +356,7 @@ func (c *Client) CreateBatch(ctx context.Context, req *CreateBatchRequest) (*Cre
 		req.IdempotencyKey = NewIdempotencyKey()
 	}
 	var out CreateBatchResponse
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/batches", req, &out); err != nil {
+	if err := c.doBulk(ctx, http.MethodPost, "/api/v1/batches", req, &out, 0); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -333,7 +369,7 @@ func (c *Client) CreateUpdate(ctx context.Context, batchID int64, req *CreateUpd
 		req.IdempotencyKey = NewIdempotencyKey()
 	}
 	var out UpdateResponse
-	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates", batchID), req, &out); err != nil {
+	if err := c.doBulk(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates", batchID), req, &out, 0); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -341,8 +377,8 @@ func (c *Client) CreateUpdate(ctx context.Context, batchID int64, req *CreateUpd
 
 // AddJobs posts one bunch of jobs to an open update.
 func (c *Client) AddJobs(ctx context.Context, batchID, updateID int64, jobs []JobSpec) error {
-	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates/%d/jobs", batchID, updateID),
-		&AddJobsRequest{Jobs: jobs}, nil)
+	return c.doBulk(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/updates/%d/jobs", batchID, updateID),
+		&AddJobsRequest{Jobs: jobs}, nil, 0)
 }
 
 // CommitUpdate makes an update's jobs visible and schedulable.
@@ -606,7 +642,7 @@ func (c *Client) Activate(ctx context.Context, req *ActivateRequest) (*ActivateR
 func (c *Client) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, error) {
 	var out SyncResponse
 	wait := time.Duration(req.WaitMillis) * time.Millisecond
-	if err := c.do(ctx, http.MethodPost, "/api/v1/workers/sync", req, &out, wait); err != nil {
+	if err := c.doBulk(ctx, http.MethodPost, "/api/v1/workers/sync", req, &out, wait); err != nil {
 		return nil, err
 	}
 	return &out, nil

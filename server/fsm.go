@@ -3,7 +3,9 @@ package server
 import (
 	"fmt"
 	"io"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/raft"
 
@@ -15,6 +17,7 @@ import (
 // or a newer server wrote it), so it panics rather than diverge.
 type fsm struct {
 	state      *state.State
+	local      *localCommands // commands this server put in the log itself
 	metrics    *metrics
 	afterApply func()
 	onRestore  func(index uint64) // after the state was replaced by a snapshot
@@ -36,9 +39,12 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		c, err := state.Decode(l.Data)
-		if err != nil {
-			panic(fmt.Sprintf("raft log %d: %v", l.Index, err))
+		c, ok := f.local.take(l.Data)
+		if !ok {
+			var err error
+			if c, err = state.Decode(l.Data); err != nil {
+				panic(fmt.Sprintf("raft log %d: %v", l.Index, err))
+			}
 		}
 		idx = append(idx, l.Index)
 		cmds = append(cmds, c)
@@ -58,6 +64,52 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.metrics.fsmEntries.Add(float64(len(cmds)))
 	}
 	return out
+}
+
+// localCommands hands the leader's FSM the command a log entry was encoded
+// from, so the leader does not decode what it has just encoded (a decode
+// costs as much as an apply). hashicorp/raft gives the leader's FSM the very
+// Data slice that was passed to Apply, so its first byte identifies the
+// entry. A command reaches the log only through Encode, and commands
+// round-trip exactly (every field is encoded), so the object and the
+// decoded bytes apply alike; followers and replays decode as always, and
+// TestLeaderAndFollowersHoldTheSameState compares their states.
+type localCommands struct {
+	mu sync.Mutex
+	m  map[*byte]state.Command
+}
+
+func newLocalCommands() *localCommands { return &localCommands{m: map[*byte]state.Command{}} }
+
+// put remembers the command data was encoded from; the returned func
+// forgets it (once the apply returned, applied or not).
+func (lc *localCommands) put(data []byte, c state.Command) func() {
+	if lc == nil || len(data) == 0 {
+		return func() {}
+	}
+	key := unsafe.SliceData(data)
+	lc.mu.Lock()
+	lc.m[key] = c
+	lc.mu.Unlock()
+	return func() {
+		lc.mu.Lock()
+		delete(lc.m, key)
+		lc.mu.Unlock()
+	}
+}
+
+// take returns (and forgets) the command data was encoded from, if this
+// server encoded it.
+func (lc *localCommands) take(data []byte) (state.Command, bool) {
+	if lc == nil || len(data) == 0 {
+		return nil, false
+	}
+	key := unsafe.SliceData(data)
+	lc.mu.Lock()
+	c, ok := lc.m[key]
+	delete(lc.m, key)
+	lc.mu.Unlock()
+	return c, ok
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

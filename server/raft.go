@@ -56,6 +56,7 @@ type raftNode struct {
 	observe      func(cmd string, took time.Duration) // apply latency, for metrics
 	check        leaderCheck
 	moves        *broadcast
+	local        *localCommands // shared with the FSM
 	closers      []func() error // what this node opened, closed on shutdown
 }
 
@@ -94,7 +95,7 @@ func (s *Server) setupRaft() (*raftNode, error) {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
 
-	n := &raftNode{applyTimeout: cfg.ApplyTimeout, moves: newBroadcast(), observe: func(string, time.Duration) {}}
+	n := &raftNode{applyTimeout: cfg.ApplyTimeout, moves: newBroadcast(), observe: func(string, time.Duration) {}, local: s.fsm.local}
 	logs, stable := cfg.RaftLogStore, cfg.RaftStableStore
 	if logs == nil {
 		store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
@@ -181,8 +182,11 @@ func (n *raftNode) Apply(c state.Command) (any, error) {
 		return nil, err
 	}
 	start := time.Now()
+	forget := n.local.put(data, c)
 	f := n.raft.Apply(data, n.applyTimeout)
-	if err := f.Error(); err != nil {
+	err = f.Error()
+	forget()
+	if err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
 			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)

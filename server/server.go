@@ -113,7 +113,7 @@ func New(cfg *Config) (*Server, error) {
 		}
 	}
 	s.state.SetHooks(hooks)
-	s.fsm = &fsm{state: s.state, metrics: s.metrics, afterApply: s.flushTransitions}
+	s.fsm = &fsm{state: s.state, local: newLocalCommands(), metrics: s.metrics, afterApply: s.flushTransitions}
 	if s.transBuf != nil {
 		// The state is replaced wholesale: histories restart from here, at
 		// the snapshot's index.

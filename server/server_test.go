@@ -496,3 +496,62 @@ func TestShutdownDoesNotWaitForIdleNewConnections(t *testing.T) {
 	}
 	tc.srv = nil
 }
+
+// TestBulkEndpointsSpeakJSONAndMsgpack: a client that sends JSON and one
+// that sends MessagePack (the Go client's default) submit the same batch
+// through bunches and run it through worker syncs alike, and each is
+// answered in the encoding it asked for.
+func TestBulkEndpointsSpeakJSONAndMsgpack(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	for _, jsonOnly := range []bool{true, false} {
+		cl := api.NewClient(tc.url, tc.admin.Token())
+		cl.JSONOnly = jsonOnly
+		b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: fmt.Sprint("json-only-", jsonOnly)},
+			api.GeneratedJobs{N: 30, Make: func(i int) api.JobSpec { return job(int64(i+1), fmt.Sprint("j", i)) }},
+			&api.SubmitOptions{InlineEntries: 5, BunchSize: 7})
+		if err != nil {
+			t.Fatalf("json-only=%v: %v", jsonOnly, err)
+		}
+		w := api.NewClient(tc.url, "")
+		w.JSONOnly = jsonOnly
+		act, err := w.Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: fmt.Sprint("n-", jsonOnly), CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.SetToken(act.Token)
+		res, err := w.Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
+		if err != nil || len(res.Assign) != 30 || res.Assign[0].Command[0] != "true" {
+			t.Fatalf("json-only=%v: sync %+v %v", jsonOnly, res, err)
+		}
+		var evs []api.AttemptEvent
+		now := time.Now()
+		for _, a := range res.Assign {
+			evs = append(evs, api.AttemptEvent{AttemptRef: a.AttemptRef, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: now, EndTime: now})
+		}
+		if res, err := w.Sync(ctx, &api.SyncRequest{Events: evs}); err != nil || res.Acked != 30 {
+			t.Fatalf("json-only=%v: completing: %+v %v", jsonOnly, res, err)
+		}
+		got, err := cl.GetBatch(ctx, b.ID)
+		if err != nil || got.NSucceeded != 30 || got.State != api.BatchComplete {
+			t.Fatalf("json-only=%v: batch %+v %v", jsonOnly, got, err)
+		}
+		if err := w.Deactivate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The answer's encoding follows Accept.
+	req, _ := http.NewRequest("POST", tc.url+"/api/v1/batches", strings.NewReader(`{"name": "x"}`))
+	req.Header.Set("Authorization", "Bearer "+tc.admin.Token())
+	req.Header.Set("Accept", api.MsgpackContentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out api.CreateBatchResponse
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 201 || ct != api.MsgpackContentType || api.UnmarshalMsgpack(data, &out) != nil || out.Name != "x" {
+		t.Fatalf("create with Accept msgpack: %d %q %+v", resp.StatusCode, ct, out)
+	}
+}

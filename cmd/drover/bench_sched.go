@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	batches := fs.Int("batches", 1, "batches per tenant (with -users)")
 	seed := fs.Uint64("seed", 1, "seed of job sizes and durations")
 	cancelAt := fs.Float64("cancel-at", 0, "cancel the batch once this fraction of it has completed, and measure the cancellation")
-	pprofDir := fs.String("pprof", "", "write 20s CPU profiles of every server, taken mid-run, to this directory")
+	pprofDir := fs.String("pprof", "", "write 20s CPU profiles of every server and of the bench process (its simulated workers and submitters), taken mid-run, to this directory")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -158,6 +159,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			for _, s := range c.Servers {
 				go saveProfile(s, *pprofDir)
 			}
+			go saveOwnProfile(*pprofDir)
 		}()
 	}
 	// Fair share: every second while every tenant has work left, each
@@ -435,6 +437,21 @@ func peakRSS(c *launch.Cluster) map[string]float64 {
 		f.Close()
 	}
 	return out
+}
+
+// saveOwnProfile writes a 20 s CPU profile of the bench process.
+func saveOwnProfile(dir string) {
+	_ = os.MkdirAll(dir, 0o755)
+	f, err := os.Create(dir + "/bench.cpu.pprof")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if pprof.StartCPUProfile(f) != nil {
+		return
+	}
+	time.Sleep(20 * time.Second)
+	pprof.StopCPUProfile()
 }
 
 // saveProfile fetches a 20 s CPU profile from a server started with

@@ -127,7 +127,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	if ur.Existing {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, out)
+	reply(w, r, code, out)
 }
 
 // visibleBatch checks that the batch exists and that the caller may see it.
@@ -218,7 +218,7 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 	if ur.Existing {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, updateResponse(ur))
+	reply(w, r, code, updateResponse(ur))
 }
 
 func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
@@ -250,7 +250,7 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
+	reply(w, r, http.StatusOK, map[string]int{"accepted": len(entries)})
 }
 
 func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) {

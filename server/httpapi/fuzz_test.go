@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -28,6 +30,9 @@ func (q quietWorkers) Submit(_ context.Context, evs []state.Event) error {
 
 const fuzzWorkerToken = "fuzz-worker-token"
 
+// msgpackRoute marks a fuzzed route number whose body goes as MessagePack.
+const msgpackRoute = 0x80
+
 // fuzzRoutes are the endpoints whose JSON bodies are fuzzed, as
 // (method, path, token) with the worker's token where the worker speaks.
 var fuzzRoutes = []struct{ method, path, token string }{
@@ -46,7 +51,8 @@ var fuzzRoutes = []struct{ method, path, token string }{
 // FuzzRequestBodies sends arbitrary bodies to every endpoint that decodes
 // one: no body may panic a server or get a 5xx (bad input is the client's
 // fault, and says so with a 4xx), and the state's invariants hold after
-// whatever was accepted.
+// whatever was accepted. A route number with its high bit set sends the
+// body as MessagePack.
 func FuzzRequestBodies(f *testing.F) {
 	seeds := []string{
 		`{"jobs": [{"job_id": 1, "command": ["true"], "count": 3, "cpu": 0.5, "memory": 1048576}]}`,
@@ -62,7 +68,29 @@ func FuzzRequestBodies(f *testing.F) {
 	for i := range fuzzRoutes {
 		for _, s := range seeds {
 			f.Add(uint8(i), []byte(s))
+			// The same objects in MessagePack (numbers as floats).
+			var v any
+			if json.Unmarshal([]byte(s), &v) == nil {
+				if data, err := api.MarshalMsgpack(v); err == nil {
+					f.Add(uint8(i)|msgpackRoute, data)
+				}
+			}
 		}
+	}
+	// Typed MessagePack seeds, as the Go client sends them.
+	for route, v := range map[int]any{
+		0: &api.CreateBatchRequest{Name: "b", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, Count: 3, CPU: 0.5, Memory: 1 << 20}}},
+		1: &api.CreateUpdateRequest{NJobs: 5, IdempotencyKey: "k"},
+		2: &api.AddJobsRequest{Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, ParentRanges: []api.IDRange{{1, 1}}}}},
+		8: &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: api.AttemptRef{BatchID: 1, JobID: 1, Attempt: 1}, Kind: api.EventCompleted,
+			Outcome: api.OutcomeSuccess, StartTime: time.Unix(1, 0), EndTime: time.Unix(2, 0)}},
+			Known: []api.AttemptRef{{BatchID: 1, JobID: 1, Attempt: 1}}},
+	} {
+		data, err := api.MarshalMsgpack(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(route)|msgpackRoute, data)
 	}
 	node := &fakeNode{leader: true, ready: true}
 	srv := newAPIWith(f, node, nil, func(d *Deps) {
@@ -85,10 +113,14 @@ func FuzzRequestBodies(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
-		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
+		rt := fuzzRoutes[int(route&^msgpackRoute)%len(fuzzRoutes)]
 		req, err := http.NewRequest(rt.method, srv.URL+rt.path, strings.NewReader(string(body)))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if route&msgpackRoute != 0 {
+			req.Header.Set("Content-Type", api.MsgpackContentType)
+			req.Header.Set("Accept", api.MsgpackContentType)
 		}
 		if rt.token != "" {
 			req.Header.Set("Authorization", "Bearer "+rt.token)

@@ -403,6 +403,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
+// reply answers in MessagePack when the request asks for it (Accept), in
+// JSON otherwise; the bulk endpoints answer this way.
+func reply(w http.ResponseWriter, r *http.Request, code int, v any) {
+	if r.Header.Get("Accept") != api.MsgpackContentType {
+		writeJSON(w, code, v)
+		return
+	}
+	data, err := api.MarshalMsgpack(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", api.MsgpackContentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(data)
+}
+
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, api.ErrorResponse{Error: msg})
 }
@@ -447,7 +464,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 const maxUnauthenticatedBody = 64 << 10
 
 // decodeLimit is decode with a body limit and a hint for a body beyond it.
+// A body sent as MessagePack (Content-Type) is read as such.
 func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) bool {
+	if r.Header.Get("Content-Type") == api.MsgpackContentType {
+		return decodeMsgpack(w, r, v, limit, hint)
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -464,6 +485,27 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, hin
 	}
 	if dec.More() {
 		writeError(w, http.StatusBadRequest, "request body has data after the JSON object")
+		return false
+	}
+	return true
+}
+
+func decodeMsgpack(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) bool {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %s; %s", formatSize(limit), hint))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "request body could not be read: "+err.Error())
+		return false
+	case len(data) == 0:
+		writeError(w, http.StatusBadRequest, "request body is empty; expected a msgpack map")
+		return false
+	}
+	if err := api.UnmarshalMsgpack(data, v); err != nil {
+		writeError(w, http.StatusBadRequest, "request body is not valid msgpack for this endpoint: "+err.Error())
 		return false
 	}
 	return true

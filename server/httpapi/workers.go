@@ -190,17 +190,17 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if !v.Active {
-			writeJSON(w, http.StatusOK, api.SyncResponse{Acked: len(events), Retired: true})
+			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(events), Retired: true})
 			return
 		}
 		if len(v.Assign) > 0 || len(v.Kill) > 0 || wait <= 0 {
-			writeJSON(w, http.StatusOK, syncResponse(len(events), v))
+			reply(w, r, http.StatusOK, syncResponse(len(events), v))
 			return
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			writeJSON(w, http.StatusOK, api.SyncResponse{Acked: len(events)})
+			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(events)})
 			return
 		case <-r.Context().Done():
 			return
