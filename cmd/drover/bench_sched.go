@@ -40,7 +40,9 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	batches := fs.Int("batches", 1, "batches per tenant (with -users)")
 	seed := fs.Uint64("seed", 1, "seed of job sizes and durations")
 	cancelAt := fs.Float64("cancel-at", 0, "cancel the batch once this fraction of it has completed, and measure the cancellation")
-	pprofDir := fs.String("pprof", "", "write 20s CPU profiles of every server and of the bench process (its simulated workers and submitters), taken mid-run, to this directory")
+	pprofDir := fs.String("pprof", "", "write CPU profiles of every server and of the bench process (its simulated workers and submitters) to this directory")
+	pprofFrom := fs.Duration("pprof-from", 2*time.Second, "start the profiles this long after the first submit request")
+	pprofFor := fs.Duration("pprof-for", 20*time.Second, "length of the profiles")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -155,11 +157,11 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 
 	if *pprofDir != "" {
 		go func() {
-			time.Sleep(2 * time.Second)
+			time.Sleep(*pprofFrom)
 			for _, s := range c.Servers {
-				go saveProfile(s, *pprofDir)
+				go saveProfile(s, *pprofDir, *pprofFor)
 			}
-			go saveOwnProfile(*pprofDir)
+			go saveOwnProfile(*pprofDir, *pprofFor)
 		}()
 	}
 	// Fair share: every second while every tenant has work left, each
@@ -439,8 +441,8 @@ func peakRSS(c *launch.Cluster) map[string]float64 {
 	return out
 }
 
-// saveOwnProfile writes a 20 s CPU profile of the bench process.
-func saveOwnProfile(dir string) {
+// saveOwnProfile writes a CPU profile of the bench process.
+func saveOwnProfile(dir string, length time.Duration) {
 	_ = os.MkdirAll(dir, 0o755)
 	f, err := os.Create(dir + "/bench.cpu.pprof")
 	if err != nil {
@@ -450,15 +452,15 @@ func saveOwnProfile(dir string) {
 	if pprof.StartCPUProfile(f) != nil {
 		return
 	}
-	time.Sleep(20 * time.Second)
+	time.Sleep(length)
 	pprof.StopCPUProfile()
 }
 
-// saveProfile fetches a 20 s CPU profile from a server started with
+// saveProfile fetches a CPU profile from a server started with
 // -debug-pprof.
-func saveProfile(s *launch.Server, dir string) {
+func saveProfile(s *launch.Server, dir string, length time.Duration) {
 	_ = os.MkdirAll(dir, 0o755)
-	resp, err := http.Get("http://" + s.HTTP + "/debug/pprof/profile?seconds=20")
+	resp, err := http.Get("http://" + s.HTTP + "/debug/pprof/profile?seconds="+strconv.Itoa(max(1, int(length.Seconds()))))
 	if err != nil {
 		return
 	}

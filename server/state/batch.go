@@ -1,7 +1,9 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -259,7 +261,7 @@ func (u *update) stage(entries []JobEntry) *ApplyError {
 		}
 		marked = append(marked, [2]uint32{e.First, e.First + e.Count})
 	}
-	u.staged = append(u.staged, entries...)
+	u.staged = append(u.staged, entries)
 	for _, e := range entries {
 		u.nStaged += e.Count
 	}
@@ -332,16 +334,31 @@ func (s *State) applyCommitUpdate(c *CommitUpdate) any {
 // returns its entries with absolute IDs, sorted by first ID.
 func (s *State) prepareCommit(b *Batch, u *update) ([]JobEntry, *ApplyError) {
 	off := u.Start - 1
-	entries := make([]JobEntry, len(u.staged))
-	for i, e := range u.staged {
-		parents := make([]Range, 0, len(e.Parents)+len(e.BatchParents))
-		for _, p := range e.Parents {
-			parents = append(parents, Range{p.Lo + off, p.Hi + off})
-		}
-		parents = normalizeRanges(append(parents, e.BatchParents...))
-		entries[i] = JobEntry{First: e.First + off, Count: e.Count, Parents: parents, Spec: e.Spec}
+	n := 0
+	for _, bunch := range u.staged {
+		n += len(bunch)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].First < entries[j].First })
+	entries := make([]JobEntry, 0, n)
+	sorted := true
+	for _, bunch := range u.staged {
+		for _, e := range bunch {
+			var parents []Range
+			if len(e.Parents)+len(e.BatchParents) > 0 {
+				parents = make([]Range, 0, len(e.Parents)+len(e.BatchParents))
+				for _, p := range e.Parents {
+					parents = append(parents, Range{p.Lo + off, p.Hi + off})
+				}
+				parents = normalizeRanges(append(parents, e.BatchParents...))
+			}
+			if k := len(entries); k > 0 && entries[k-1].First > e.First+off {
+				sorted = false
+			}
+			entries = append(entries, JobEntry{First: e.First + off, Count: e.Count, Parents: parents, Spec: e.Spec})
+		}
+	}
+	if !sorted { // bunches posted concurrently arrive in any order
+		slices.SortFunc(entries, func(a, b JobEntry) int { return cmp.Compare(a.First, b.First) })
+	}
 	for _, e := range entries {
 		for _, p := range e.Parents {
 			if p.Hi >= u.Start {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -213,7 +214,7 @@ func (b *Batch) snapshot() snapBatch {
 	for _, u := range b.updates {
 		sb.Updates = append(sb.Updates, snapUpdate{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
-			Created: u.Created, Staged: append([]JobEntry(nil), u.staged...), NStaged: u.nStaged,
+			Created: u.Created, Staged: slices.Concat(u.staged...), NStaged: u.nStaged,
 			Seen: append([]uint64(nil), u.seen...), Touched: u.Touched, Reason: u.Reason,
 		})
 	}
@@ -370,7 +371,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		}
 		b.updates = append(b.updates, &update{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
-			Created: u.Created, Touched: touched, Reason: u.Reason, staged: u.Staged, nStaged: u.NStaged, seen: u.Seen,
+			Created: u.Created, Touched: touched, Reason: u.Reason, staged: stagedBunches(u.Staged), nStaged: u.NStaged, seen: u.Seen,
 		})
 	}
 	b.groups = make([]*group, len(sb.Groups))
@@ -392,4 +393,12 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		}
 	}
 	return b, nil
+}
+
+// stagedBunches keeps a restored update's staged entries as one bunch.
+func stagedBunches(entries []JobEntry) [][]JobEntry {
+	if len(entries) == 0 {
+		return nil
+	}
+	return [][]JobEntry{entries}
 }

@@ -199,7 +199,7 @@ type update struct {
 	Touched int64
 	// Reason says why a discarded update was discarded.
 	Reason  string
-	staged  []JobEntry // bunches received so far, in arrival order
+	staged  [][]JobEntry // bunches received so far, in arrival order (kept apart: appending a bunch copies nothing)
 	nStaged uint32
 	seen    []uint64 // bitset of staged IDs (relative, from 1)
 }
