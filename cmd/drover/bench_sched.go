@@ -460,7 +460,7 @@ func saveOwnProfile(dir string, length time.Duration) {
 // -debug-pprof.
 func saveProfile(s *launch.Server, dir string, length time.Duration) {
 	_ = os.MkdirAll(dir, 0o755)
-	resp, err := http.Get("http://" + s.HTTP + "/debug/pprof/profile?seconds="+strconv.Itoa(max(1, int(length.Seconds()))))
+	resp, err := http.Get("http://" + s.HTTP + "/debug/pprof/profile?seconds=" + strconv.Itoa(max(1, int(length.Seconds()))))
 	if err != nil {
 		return
 	}
