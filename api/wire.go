@@ -9,19 +9,23 @@ import (
 
 // MsgpackContentType is the binary encoding the API accepts beside JSON on
 // the endpoints that carry bulk data (worker syncs, job bunches, batch and
-// update creation): the same objects and field names as the JSON, in
-// MessagePack, which costs a server a quarter of the time to decode. A
+// update creation): the same objects as the JSON, in MessagePack, each
+// object an array of its fields in the order this package declares them
+// (fields are only ever appended, so an older reader ignores what it does
+// not know). A server decodes it in a tenth of the time of JSON. A
 // request sent with this Content-Type is read as MessagePack; a request
 // that names it in Accept is answered in it. Errors are always JSON.
 const MsgpackContentType = "application/vnd.msgpack"
 
-// msgpackHandle encodes API objects as maps keyed by their JSON names, so
-// the binary form reads like the JSON one and evolves the same way; like
-// the JSON decoder, it refuses fields it does not know.
+// The wire types are encoded by code that go-msgpack's codecgen generated
+// (wire_codecgen.go); after changing one of them, run `go generate ./api/`.
+//
+//go:generate go run github.com/hashicorp/go-msgpack/v2/codec/codecgen -o wire_codecgen.go -r ^(SyncRequest|SyncResponse|AttemptEvent|AttemptRef|Assignment|AddJobsRequest|JobSpec|IDRange|CreateBatchRequest|CreateUpdateRequest|UpdateResponse)$ types.go
+
 var msgpackHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.WriteExt = true // time.Time as the MessagePack timestamp extension
-	h.ErrorIfNoField = true
+	h.StructToArray = true
 	// Never make a collection larger up front than a bounded body could
 	// fill; beyond it, decoding appends as elements actually arrive.
 	h.MaxInitLen = 4096

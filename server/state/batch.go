@@ -330,18 +330,28 @@ func (s *State) applyCommitUpdate(c *CommitUpdate) any {
 	return res
 }
 
+// absEntry is a staged entry as a commit sees it: absolute job IDs,
+// parents normalized into one list (smaller than a JobEntry, and a commit
+// of millions of jobs holds one per entry).
+type absEntry struct {
+	First, Count uint32
+	Parents      []Range
+	Spec         *Spec
+}
+
 // prepareCommit checks a fully staged update (parents exist, no cycles) and
 // returns its entries with absolute IDs, sorted by first ID.
-func (s *State) prepareCommit(b *Batch, u *update) ([]JobEntry, *ApplyError) {
+func (s *State) prepareCommit(b *Batch, u *update) ([]absEntry, *ApplyError) {
 	off := u.Start - 1
 	n := 0
 	for _, bunch := range u.staged {
 		n += len(bunch)
 	}
-	entries := make([]JobEntry, 0, n)
+	entries := make([]absEntry, 0, n)
 	sorted := true
 	for _, bunch := range u.staged {
-		for _, e := range bunch {
+		for i := range bunch {
+			e := &bunch[i]
 			var parents []Range
 			if len(e.Parents)+len(e.BatchParents) > 0 {
 				parents = make([]Range, 0, len(e.Parents)+len(e.BatchParents))
@@ -353,11 +363,11 @@ func (s *State) prepareCommit(b *Batch, u *update) ([]JobEntry, *ApplyError) {
 			if k := len(entries); k > 0 && entries[k-1].First > e.First+off {
 				sorted = false
 			}
-			entries = append(entries, JobEntry{First: e.First + off, Count: e.Count, Parents: parents, Spec: e.Spec})
+			entries = append(entries, absEntry{First: e.First + off, Count: e.Count, Parents: parents, Spec: e.Spec})
 		}
 	}
 	if !sorted { // bunches posted concurrently arrive in any order
-		slices.SortFunc(entries, func(a, b JobEntry) int { return cmp.Compare(a.First, b.First) })
+		slices.SortFunc(entries, func(a, b absEntry) int { return cmp.Compare(a.First, b.First) })
 	}
 	for _, e := range entries {
 		for _, p := range e.Parents {
@@ -380,7 +390,7 @@ func (s *State) prepareCommit(b *Batch, u *update) ([]JobEntry, *ApplyError) {
 // checkCycles runs Kahn's algorithm over the entries of one update. Each
 // distinct parent range inside the update is a node that waits for every
 // entry overlapping it, so arrays cost one edge, not one per job.
-func checkCycles(entries []JobEntry, lo, hi, off uint32) *ApplyError {
+func checkCycles(entries []absEntry, lo, hi, off uint32) *ApplyError {
 	rangeIdx := map[Range]int{}
 	var rangeIn []int     // entries a range still waits for
 	var rangeKids [][]int // entries waiting on each range
@@ -447,7 +457,11 @@ func checkCycles(entries []JobEntry, lo, hi, off uint32) *ApplyError {
 
 // commit makes checked entries live: jobs become Pending, dependency ranges
 // are counted, and groups without unfinished parents are released.
-func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
+func (s *State) commit(b *Batch, u *update, entries []absEntry, now int64) {
+	// The staged bunches are converted: let them go before the groups are
+	// made (a million-job commit holds both otherwise).
+	u.staged = nil
+	u.seen = nil
 	end := int(u.Start + u.N - 1)
 	if end > len(b.jobs) {
 		if end > cap(b.jobs) {
@@ -492,8 +506,6 @@ func (s *State) commit(b *Batch, u *update, entries []JobEntry, now int64) {
 	b.open--
 	b.tally(Tally{OpenUpdates: -1})
 	u.Committed = true
-	u.staged = nil
-	u.seen = nil
 	b.setLive()
 	for _, g := range newGroups {
 		if g.pending == 0 && s.releaseGroup(b, g, now) {

@@ -99,7 +99,7 @@ type CreateBatch struct {
 	User           string
 	Name           string
 	BillingProject string
-	Attributes     map[string]string
+	Attributes     StringMap
 	Key            string
 	NJobs          uint32
 	Jobs           []JobEntry

@@ -115,13 +115,13 @@ type Spec struct {
 	Name       string
 	Array      bool
 	Command    []string
-	Env        map[string]string
+	Env        StringMap
 	CPUMilli   int64
 	Memory     int64
 	TimeoutMs  int64
 	Retries    uint16
 	AlwaysRun  bool
-	Attributes map[string]string
+	Attributes StringMap
 }
 
 // Range is an inclusive range of job IDs.
