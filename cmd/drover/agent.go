@@ -32,12 +32,16 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	cores := fs.Float64("worker-cores", float64(runtime.NumCPU()), "cores each worker offers")
 	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
 	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
+	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if err := applyConfigFile(fs, *cfgFile); err != nil {
+		return err
+	}
+	if err := setGCPercent(*gcPercent); err != nil {
 		return err
 	}
 	if !*dev {

@@ -44,6 +44,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	pprofFrom := fs.Duration("pprof-from", 2*time.Second, "start the profiles this long after the first submit request")
 	pprofFor := fs.Duration("pprof-for", 20*time.Second, "length of the profiles")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
+	serverFlags := fs.String("server-flags", "", "extra flags for every server, space-separated (e.g. \"-gc-percent 100\")")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -63,7 +64,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			fmt.Fprintf(m.Stderr, format+"\n", a...)
 		}
 	}
-	var extra []string
+	extra := strings.Fields(*serverFlags)
 	if *pprofDir != "" {
 		extra = append(extra, "-debug-pprof")
 	}

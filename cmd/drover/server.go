@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -61,6 +64,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
 	pprofOn := fs.Bool("debug-pprof", false, "serve Go profiles under /debug/pprof/ without a token (trusted networks only)")
+	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -71,6 +75,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	if *dataDir == "" {
 		return usagef("drover server needs -data-dir")
+	}
+	if err := setGCPercent(*gcPercent); err != nil {
+		return err
 	}
 	if *raftTimeout < 50*time.Millisecond {
 		return usagef("-raft-timeout %v is too short; use at least 50ms", *raftTimeout)
@@ -142,4 +149,28 @@ func parseBudget(s string) (int64, error) {
 		return 0, nil
 	}
 	return jobspec.ParseBytes(s)
+}
+
+// defaultGCPercent is the garbage collector's target for servers. A
+// server's heap is mostly its state, which lives as long as its batches;
+// Go's default (100: let the heap grow to twice what was live) mostly
+// buys room the state never uses. At 60 the peak stays 1.6 times the live
+// heap: in `bench sched` with 1,000,000 distinct jobs, peak RSS per server
+// 500-625 MB instead of 560-750, for about 6% of throughput
+// (docs/performance.md).
+const defaultGCPercent = 60
+
+func gcPercentFlag(fs *flag.FlagSet) *int {
+	return fs.Int("gc-percent", defaultGCPercent, "garbage collector target: the heap may grow this many percent over what was live at the last collection (Go's GOGC; the GOGC environment variable wins)")
+}
+
+// setGCPercent applies -gc-percent unless GOGC is set in the environment.
+func setGCPercent(p int) error {
+	if p < 10 {
+		return usagef("-gc-percent %d is too low; use 10 or more", p)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(p)
+	}
+	return nil
 }
