@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -44,6 +45,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	pprofFrom := fs.Duration("pprof-from", 2*time.Second, "start the profiles this long after the first submit request")
 	pprofFor := fs.Duration("pprof-for", 20*time.Second, "length of the profiles")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
+	fairTrace := fs.Bool("trace-fairness", false, "with -users: print every fair-share sample (the tenants holding least and most)")
 	serverFlags := fs.String("server-flags", "", "extra flags for every server, space-separated (e.g. \"-gc-percent 100\")")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -165,9 +167,11 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			go saveOwnProfile(*pprofDir, *pprofFor)
 		}()
 	}
-	// Fair share: every second while every tenant has work left, each
-	// tenant's running cores against an equal split of what is running.
-	var fairDevs []float64 // per sample, the largest deviation of any tenant
+	// Fair share: every second while every tenant has jobs waiting, each
+	// tenant's cores held on average over the second against an equal
+	// split (and, as a narrower figure, the cores held at the instant).
+	var fairDevs, instantDevs, fairAt []float64
+	var prevSample map[string]simworker.UserSample
 	var cancelled time.Time
 	var cancelDone time.Duration
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -186,22 +190,17 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			say("submitted %d jobs in %s", total, lastSubmit.Sub(start).Round(time.Millisecond))
 		case <-tick.C:
 		}
-		if len(tenants) > 1 && time.Since(lastSample) >= time.Second {
-			lastSample = time.Now()
-			if running, all := rec.Sample(); all && len(running) == len(tenants) {
-				var sum int64
-				for _, r := range running {
-					sum += r
-				}
-				if sum > 0 {
-					share := float64(sum) / float64(len(running))
-					dev := 0.0
-					for _, r := range running {
-						dev = max(dev, math.Abs(float64(r)-share)/share)
-					}
-					fairDevs = append(fairDevs, dev)
+		if now := time.Now(); len(tenants) > 1 && now.Sub(lastSample) >= time.Second {
+			cur := rec.Sample(now)
+			if w, i, ok := simworker.FairDeviation(prevSample, cur, now.Sub(lastSample), len(tenants)); ok {
+				fairDevs = append(fairDevs, w)
+				instantDevs = append(instantDevs, i)
+				fairAt = append(fairAt, now.Sub(start).Seconds())
+				if *fairTrace {
+					traceFairness(m.Stderr, now.Sub(start), w, i, prevSample, cur, now.Sub(lastSample))
 				}
 			}
+			prevSample, lastSample = cur, now
 		}
 		done := rec.Done()
 		if *cancelAt > 0 && cancelled.IsZero() && float64(done) >= *cancelAt*float64(total) {
@@ -262,23 +261,18 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		"heap_bytes_per_job":       perJob,
 		"peak_rss_mb":              peakRSS(c),
 	}
-	var fairMaxDev, fairP50, fairWithin float64
-	if len(fairDevs) > 0 {
-		sorted := slices.Sorted(slices.Values(fairDevs))
-		fairMaxDev, fairP50 = sorted[len(sorted)-1], sorted[len(sorted)/2]
-		for _, d := range sorted {
-			if d <= 0.05 {
-				fairWithin++
-			}
-		}
-		fairWithin /= float64(len(sorted))
-	}
+	fair := summarizeFairness(fairDevs, fairAt)
+	instant := summarizeFairness(instantDevs, fairAt)
 	if len(tenants) > 1 {
 		res["fair_share_samples"] = len(fairDevs)
-		res["fair_share_max_deviation"] = fairMaxDev
-		res["fair_share_p50_deviation"] = fairP50
-		res["fair_share_samples_within_5pct"] = fairWithin
+		res["fair_share_max_deviation"] = fair.max
+		res["fair_share_p50_deviation"] = fair.p50
+		res["fair_share_samples_within_5pct"] = fair.within
+		res["fair_share_all_within_5pct_from_s"] = fair.settledAt
+		res["fair_share_instant_p50_deviation"] = instant.p50
+		res["fair_share_instant_max_deviation"] = instant.max
 	}
+
 	if !cancelled.IsZero() {
 		effect := 0.0
 		if sum.AfterMark > 0 {
@@ -296,8 +290,8 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
 			float64(total)/elapsed.Seconds(), total, elapsed.Seconds(), lastSubmit.Sub(start).Seconds(), sum.P50ReadyToAssign, sum.P99ReadyToAssign)
 		if len(tenants) > 1 {
-			fmt.Fprintf(m.Stdout, ", fair share: worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%",
-				fairP50*100, fairMaxDev*100, fairWithin*100, len(fairDevs))
+			fmt.Fprintf(m.Stdout, ", fair share (cores held over each second): worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%, every one from %.0fs on",
+				fair.p50*100, fair.max*100, fair.within*100, len(fairDevs), fair.settledAt)
 		}
 		fmt.Fprintln(m.Stdout)
 	}
@@ -472,4 +466,49 @@ func saveProfile(s *launch.Server, dir string, length time.Duration) {
 	}
 	defer f.Close()
 	_, _ = f.ReadFrom(resp.Body)
+}
+
+// fairness summarizes per-sample deviations from the fair share.
+type fairness struct {
+	max, p50, within float64
+	// settledAt is the run time (s) from which every sample was within 5%
+	// (-1: the last one was not).
+	settledAt float64
+}
+
+func summarizeFairness(devs, at []float64) fairness {
+	f := fairness{settledAt: -1}
+	if len(devs) == 0 {
+		return f
+	}
+	sorted := slices.Sorted(slices.Values(devs))
+	f.max, f.p50 = sorted[len(sorted)-1], sorted[len(sorted)/2]
+	for _, d := range sorted {
+		if d <= 0.05 {
+			f.within++
+		}
+	}
+	f.within /= float64(len(sorted))
+	for i := len(devs) - 1; i >= 0 && devs[i] <= 0.05; i-- {
+		f.settledAt = at[i]
+	}
+	return f
+}
+
+// traceFairness prints one fair-share sample: the deviations and the
+// tenants that held the fewest and the most cores over the window.
+func traceFairness(w io.Writer, at time.Duration, window, instant float64, prev, cur map[string]simworker.UserSample, dt time.Duration) {
+	var lo, hi string
+	loV, hiV := math.Inf(1), math.Inf(-1)
+	for name, c := range cur {
+		avg := (c.CoreSeconds - prev[name].CoreSeconds) / dt.Seconds() / 1000
+		if avg < loV || (avg == loV && name < lo) {
+			lo, loV = name, avg
+		}
+		if avg > hiV || (avg == hiV && name < hi) {
+			hi, hiV = name, avg
+		}
+	}
+	fmt.Fprintf(w, "fair share at %5.1fs: off by %5.1f%% over the second (%5.1f%% at the instant); least %s %.0f cores, most %s %.0f cores\n",
+		at.Seconds(), window*100, instant*100, lo, loV, hi, hiV)
 }

@@ -82,6 +82,21 @@ type batchRec struct {
 	assigned map[int64]int64 // per job, unix ns of the first assignment received
 	running  int64           // cores (milli) its jobs hold now
 	done     int64
+	// coreNs integrates running over time (millicore-nanoseconds) up to
+	// last, so a sample can read the cores held on average over a window.
+	coreNs float64
+	last   time.Time
+}
+
+// hold changes the cores the batch's jobs hold at t.
+func (b *batchRec) hold(delta int64, t time.Time) {
+	if !b.last.IsZero() && t.After(b.last) {
+		b.coreNs += float64(b.running) * float64(t.Sub(b.last))
+	}
+	if t.After(b.last) {
+		b.last = t
+	}
+	b.running += delta
 }
 
 // NewRecorder returns an empty recorder.
@@ -131,7 +146,7 @@ func (r *Recorder) assign(a *api.Assignment, now, slotFree time.Time) {
 	if b.ready.After(from) {
 		from = b.ready
 	}
-	b.running += int64(math.Round(a.CPU * 1000))
+	b.hold(int64(math.Round(a.CPU*1000)), now)
 	r.latencies = append(r.latencies, float32(now.Sub(from).Seconds()*1000))
 	if !r.mark.IsZero() && now.After(r.mark) {
 		r.afterMark++
@@ -149,7 +164,7 @@ func (r *Recorder) complete(batch int64, cpu float64, now time.Time) {
 	r.done++
 	b := r.batch(batch)
 	b.done++
-	b.running -= int64(math.Round(cpu * 1000))
+	b.hold(-int64(math.Round(cpu*1000)), now)
 }
 
 // Done is the number of completions the control plane acknowledged.
@@ -159,25 +174,37 @@ func (r *Recorder) Done() int64 {
 	return r.done
 }
 
-// Sample returns the cores (in thousandths) each user holds now, and
-// whether every tracked user still has jobs that have not completed.
-func (r *Recorder) Sample() (map[string]int64, bool) {
+// UserSample is what one user holds at a sample.
+type UserSample struct {
+	Running int64 // millicores held now
+	// CoreSeconds is the millicore-seconds its jobs have held since the
+	// start: the difference between two samples over their interval is
+	// the cores held on average in between.
+	CoreSeconds float64
+	// Waiting is true while some of its jobs have not been assigned yet:
+	// the user wants more cores than it has.
+	Waiting bool
+}
+
+// Sample returns what every tracked user holds at now.
+func (r *Recorder) Sample(now time.Time) map[string]UserSample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	left := map[string]bool{}
-	out := map[string]int64{}
+	out := map[string]UserSample{}
 	for _, b := range r.batches {
 		if b.user == "" {
 			continue // not tracked yet
 		}
-		left[b.user] = left[b.user] || b.done < b.n
-		out[b.user] += b.running
+		us := out[b.user]
+		us.Running += b.running
+		us.CoreSeconds += b.coreNs / 1e9
+		if !b.last.IsZero() && now.After(b.last) {
+			us.CoreSeconds += float64(b.running) * now.Sub(b.last).Seconds()
+		}
+		us.Waiting = us.Waiting || int64(len(b.assigned)) < b.n
+		out[b.user] = us
 	}
-	all := len(left) > 0
-	for _, l := range left {
-		all = all && l
-	}
-	return out, all
+	return out
 }
 
 // Summary is what a run measured.
@@ -383,3 +410,36 @@ func Run(ctx context.Context, cfg Config) error {
 // ErrIncomplete means a benchmark run did not end with every job succeeded;
 // its numbers are not reported.
 var ErrIncomplete = errors.New("not every job ended in success")
+
+// FairDeviation compares users' cores between two samples taken dt apart:
+// for each user the cores it held on average over the window, against an
+// equal split of what all of them held, and the same for the cores held
+// at cur alone. It reports the largest relative deviation of each (0.05:
+// some user 5% off its share); ok is false unless users users were
+// sampled and every one of them had jobs waiting at both ends (only then
+// is an equal split every user's fair share).
+func FairDeviation(prev, cur map[string]UserSample, dt time.Duration, users int) (window, instant float64, ok bool) {
+	if len(cur) != users || len(prev) != users || users == 0 || dt <= 0 {
+		return 0, 0, false
+	}
+	avg := make(map[string]float64, users)
+	var sumAvg, sumNow float64
+	for name, c := range cur {
+		p, seen := prev[name]
+		if !seen || !p.Waiting || !c.Waiting {
+			return 0, 0, false
+		}
+		avg[name] = (c.CoreSeconds - p.CoreSeconds) / dt.Seconds()
+		sumAvg += avg[name]
+		sumNow += float64(c.Running)
+	}
+	if sumAvg <= 0 || sumNow <= 0 {
+		return 0, 0, false
+	}
+	shareAvg, shareNow := sumAvg/float64(users), sumNow/float64(users)
+	for name, c := range cur {
+		window = max(window, math.Abs(avg[name]-shareAvg)/shareAvg)
+		instant = max(instant, math.Abs(float64(c.Running)-shareNow)/shareNow)
+	}
+	return window, instant, true
+}
