@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/commands.golden")
@@ -63,5 +65,52 @@ func TestGeneratedCodecKeepsTheLogFormat(t *testing.T) {
 		if hex.EncodeToString(again) != wantLines[i] {
 			t.Fatalf("%s does not round-trip", c.Type())
 		}
+	}
+}
+
+// TestSnapshotGroupsKeepTheSnapshotFormat: a batch's groups, copied as
+// pointers and pending counts, encode exactly as the []snapGroup that
+// snapshots held before (and that restores decode).
+func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
+	sp := &Spec{Name: "g", Command: []string{"true"}, Env: StringMap{"B": "1", "A": "2"}, CPUMilli: 1000, Memory: 1 << 20}
+	groups := []*group{{first: 1, count: 5, spec: sp, parents: []int32{0, 2}, pending: 7}, {first: 6, count: 1, spec: sp}}
+	for _, gs := range [][]*group{groups, {}} {
+		var plain []snapGroup
+		view := snapGroups{groups: gs, pending: make([]uint32, len(gs))}
+		for i, g := range gs {
+			plain = append(plain, snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: g.parents, Pending: g.pending})
+			view.pending[i] = g.pending
+		}
+		if plain == nil {
+			plain = []snapGroup{}
+		}
+		encode := func(v any) string {
+			var out []byte
+			if err := codec.NewEncoderBytes(&out, msgpackHandle).Encode(v); err != nil {
+				t.Fatal(err)
+			}
+			return hex.EncodeToString(out)
+		}
+		if got, want := encode(&view), encode(plain); got != want {
+			t.Fatalf("%d groups: encoded %s, the format is %s", len(gs), got, want)
+		}
+		var back snapGroups
+		raw, _ := hex.DecodeString(encode(&view))
+		if err := codec.NewDecoderBytes(raw, msgpackHandle).Decode(&back); err != nil || len(back.decoded) != len(gs) {
+			t.Fatalf("decoded %+v %v", back.decoded, err)
+		}
+		if len(gs) > 0 && (back.decoded[0].Pending != 7 || back.decoded[0].Spec.Env["A"] != "2") {
+			t.Fatalf("decoded %+v", back.decoded[0])
+		}
+	}
+	// And inside a snapshot: a batch restored from one has its groups.
+	h := newHarness(t)
+	b := h.CreateBatch(entry(1, 3, spec("a", 1)), entry(4, 1, spec("b", 1), Range{1, 3}))
+	s := New()
+	if err := s.Restore(strings.NewReader(string(SnapshotBytes(t, h.S)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.batches[b].groups); got != 2 || s.batches[b].groups[1].pending != 1 {
+		t.Fatalf("restored %d groups", got)
 	}
 }

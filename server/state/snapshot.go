@@ -72,6 +72,38 @@ type snapGroup struct {
 	Pending uint32
 }
 
+// snapGroups is a batch's groups in a snapshot, encoded as []snapGroup.
+// A snapshot is copied under the state's read lock and encoded while the
+// state goes on changing; of a committed group only pending changes, so
+// the copy keeps the group pointers and their pending counts (12 bytes a
+// group instead of a 48-byte snapGroup: a million distinct jobs are a
+// million groups) and the rest is read while encoding.
+type snapGroups struct {
+	groups  []*group
+	pending []uint32
+	decoded []snapGroup // what a restore read
+}
+
+// CodecEncodeSelf writes the groups exactly as a []snapGroup.
+func (sg *snapGroups) CodecEncodeSelf(e *codec.Encoder) {
+	_, r := codec.GenHelperEncoder(e)
+	if sg.groups == nil && sg.decoded != nil {
+		e.MustEncode(sg.decoded)
+		return
+	}
+	r.WriteArrayStart(len(sg.groups))
+	for i, g := range sg.groups {
+		r.WriteArrayElem()
+		e.MustEncode(&snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: g.parents, Pending: sg.pending[i]})
+	}
+	r.WriteArrayEnd()
+}
+
+// CodecDecodeSelf reads what CodecEncodeSelf wrote.
+func (sg *snapGroups) CodecDecodeSelf(d *codec.Decoder) {
+	d.MustDecode(&sg.decoded)
+}
+
 type snapRange struct {
 	Lo, Hi    uint32
 	Remaining uint32
@@ -97,7 +129,7 @@ type snapBatch struct {
 	Counts         []int64
 	Updates        []snapUpdate
 	Jobs           []byte // jobRecordSize bytes per job, little endian
-	Groups         []snapGroup
+	Groups         snapGroups
 	Ranges         []snapRange
 	Ready          []Range
 	ReadyMilli     int64
@@ -218,9 +250,10 @@ func (b *Batch) snapshot() snapBatch {
 			Seen: append([]uint64(nil), u.seen...), Touched: u.Touched, Reason: u.Reason,
 		})
 	}
-	sb.Groups = make([]snapGroup, len(b.groups))
+	sb.Groups.groups = append([]*group(nil), b.groups...)
+	sb.Groups.pending = make([]uint32, len(b.groups))
 	for i, g := range b.groups {
-		sb.Groups[i] = snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: g.parents, Pending: g.pending}
+		sb.Groups.pending[i] = g.pending
 	}
 	sb.Ranges = make([]snapRange, len(b.ranges))
 	for i, r := range b.ranges {
@@ -374,8 +407,8 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 			Created: u.Created, Touched: touched, Reason: u.Reason, staged: stagedBunches(u.Staged), nStaged: u.NStaged, seen: u.Seen,
 		})
 	}
-	b.groups = make([]*group, len(sb.Groups))
-	for i, g := range sb.Groups {
+	b.groups = make([]*group, len(sb.Groups.decoded))
+	for i, g := range sb.Groups.decoded {
 		b.groups[i] = &group{first: g.First, count: g.Count, spec: g.Spec, parents: g.Parents, pending: g.Pending}
 	}
 	b.ranges = make([]*depRange, len(sb.Ranges))
