@@ -60,6 +60,11 @@ type raftNode struct {
 	closers      []func() error // what this node opened, closed on shutdown
 }
 
+// raftLogCacheEntries is how many recent log entries are kept in memory.
+// An entry is at most one bunch of jobs (about 1 MB for 10,000 distinct
+// ones) and usually a plan or a group of worker events (a few KB).
+const raftLogCacheEntries = 64
+
 // setupRaft opens (or takes from the Config) the stores and transport,
 // bootstraps a single-server cluster when asked to, and starts Raft.
 func (s *Server) setupRaft() (*raftNode, error) {
@@ -105,6 +110,16 @@ func (s *Server) setupRaft() (*raftNode, error) {
 		n.closers = append(n.closers, store.Close)
 		logs, stable = store, store
 	}
+	// Recent entries stay in memory: a follower applies every entry right
+	// after storing it, and the leader replicates what it has just stored;
+	// both would otherwise read them back from BoltDB (decoding them again
+	// and paging its memory-mapped file in).
+	cached, err := raft.NewLogCache(raftLogCacheEntries, logs)
+	if err != nil {
+		n.close()
+		return nil, fmt.Errorf("raft log cache: %w", err)
+	}
+	logs = cached
 	snaps := cfg.RaftSnapshots
 	if snaps == nil {
 		fs, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, rc.Logger)

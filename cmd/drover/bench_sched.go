@@ -128,6 +128,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			for b := 0; b < *batches; b++ {
 				var id int64
 				var err error
+				cores := int64(*jobs) * 1000 // millicores of the batch
 				switch {
 				case *array:
 					var res *api.CreateBatchResponse
@@ -138,7 +139,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 						id = res.ID
 					}
 				case *users > 0:
-					id, err = submitMixed(ctx, t.client, *jobs, *bunch, *seed+uint64(ti*(*batches)+b))
+					id, cores, err = submitMixed(ctx, t.client, *jobs, *bunch, *seed+uint64(ti*(*batches)+b))
 				default:
 					id, err = submitDistinct(ctx, t.client, *jobs, *bunch)
 				}
@@ -147,7 +148,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 					return
 				}
 				now := time.Now()
-				rec.Track(id, *jobs, t.user, now)
+				rec.Track(id, *jobs, cores, t.user, now)
 				smu.Lock()
 				ids = append(ids, id)
 				lastSubmit = now
@@ -167,7 +168,8 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			go saveOwnProfile(*pprofDir, *pprofFor)
 		}()
 	}
-	// Fair share: every second while every tenant has jobs waiting, each
+	// Fair share: every second while every tenant has at least a share's
+	// worth of jobs waiting to start, each
 	// tenant's cores held on average over the second against an equal
 	// split (and, as a narrower figure, the cores held at the instant).
 	var fairDevs, instantDevs, fairAt []float64
@@ -367,14 +369,16 @@ func allComplete(ctx context.Context, cl *api.Client, ids []int64) (bool, error)
 }
 
 // submitMixed creates a batch of n distinct jobs of mixed sizes: cores
-// from 0.25 to 16, memory a quarter to one GiB per core.
-func submitMixed(ctx context.Context, cl *api.Client, n, bunch int, seed uint64) (int64, error) {
+// from 0.25 to 16, memory a quarter to one GiB per core. It returns the
+// batch and the cores its jobs ask for in all.
+func submitMixed(ctx context.Context, cl *api.Client, n, bunch int, seed uint64) (id, coresMilli int64, err error) {
 	sizes := []float64{0.25, 0.5, 1, 2, 4, 8, 16}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	cpu := make([]float64, n)
 	mem := make([]int64, n)
 	for i := range cpu {
 		cpu[i] = sizes[rng.IntN(len(sizes))]
+		coresMilli += int64(cpu[i] * 1000)
 		mem[i] = int64(cpu[i]*float64(1<<30)*(0.25+0.75*rng.Float64())) &^ (1<<20 - 1)
 	}
 	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench"}, api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
@@ -382,9 +386,9 @@ func submitMixed(ctx context.Context, cl *api.Client, n, bunch int, seed uint64)
 		return api.JobSpec{JobID: int64(id), Name: "job-" + strconv.Itoa(id), Command: []string{"true", strconv.Itoa(id)}, CPU: cpu[i], Memory: max(mem[i], 1<<20)}
 	}}, &api.SubmitOptions{BunchSize: bunch})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return b.ID, nil
+	return b.ID, coresMilli, nil
 }
 
 // submitDistinct creates a batch of n jobs, each its own spec, through an

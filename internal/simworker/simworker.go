@@ -79,6 +79,10 @@ type batchRec struct {
 	user     string
 	ready    time.Time
 	n        int64
+	// totalMilli is the cores all its jobs ask for; assignedMilli those of
+	// the jobs assigned at least once. The difference is what waits.
+	totalMilli    int64
+	assignedMilli int64
 	assigned map[int64]int64 // per job, unix ns of the first assignment received
 	running  int64           // cores (milli) its jobs hold now
 	done     int64
@@ -115,11 +119,12 @@ func (r *Recorder) batch(id int64) *batchRec {
 	return b
 }
 
-// Track names a batch's user and its n jobs, Ready since ready.
-func (r *Recorder) Track(batch int64, n int, user string, ready time.Time) {
+// Track names a batch's user and its n jobs, which ask for coresMilli in
+// all and are Ready since ready.
+func (r *Recorder) Track(batch int64, n int, coresMilli int64, user string, ready time.Time) {
 	r.mu.Lock()
 	b := r.batch(batch)
-	b.user, b.n, b.ready = user, int64(n), ready
+	b.user, b.n, b.totalMilli, b.ready = user, int64(n), coresMilli, ready
 	r.mu.Unlock()
 }
 
@@ -142,6 +147,7 @@ func (r *Recorder) assign(a *api.Assignment, now, slotFree time.Time) {
 	b := r.batch(a.BatchID)
 	if _, ok := b.assigned[a.JobID]; !ok {
 		b.assigned[a.JobID] = now.UnixNano()
+		b.assignedMilli += int64(math.Round(a.CPU * 1000))
 	}
 	if b.ready.After(from) {
 		from = b.ready
@@ -181,9 +187,9 @@ type UserSample struct {
 	// start: the difference between two samples over their interval is
 	// the cores held on average in between.
 	CoreSeconds float64
-	// Waiting is true while some of its jobs have not been assigned yet:
-	// the user wants more cores than it has.
-	Waiting bool
+	// WaitingMilli is the cores its jobs that were never assigned ask
+	// for: what it wants beyond what it holds.
+	WaitingMilli int64
 }
 
 // Sample returns what every tracked user holds at now.
@@ -201,7 +207,7 @@ func (r *Recorder) Sample(now time.Time) map[string]UserSample {
 		if !b.last.IsZero() && now.After(b.last) {
 			us.CoreSeconds += float64(b.running) * now.Sub(b.last).Seconds()
 		}
-		us.Waiting = us.Waiting || int64(len(b.assigned)) < b.n
+		us.WaitingMilli += max(b.totalMilli-b.assignedMilli, 0)
 		out[b.user] = us
 	}
 	return out
@@ -416,8 +422,9 @@ var ErrIncomplete = errors.New("not every job ended in success")
 // equal split of what all of them held, and the same for the cores held
 // at cur alone. It reports the largest relative deviation of each (0.05:
 // some user 5% off its share); ok is false unless users users were
-// sampled and every one of them had jobs waiting at both ends (only then
-// is an equal split every user's fair share).
+// sampled and every one of them had at least an equal split's worth of
+// cores waiting at both ends (only then is an equal split every user's
+// fair share: a user with less left to start is entitled to less).
 func FairDeviation(prev, cur map[string]UserSample, dt time.Duration, users int) (window, instant float64, ok bool) {
 	if len(cur) != users || len(prev) != users || users == 0 || dt <= 0 {
 		return 0, 0, false
@@ -426,7 +433,7 @@ func FairDeviation(prev, cur map[string]UserSample, dt time.Duration, users int)
 	var sumAvg, sumNow float64
 	for name, c := range cur {
 		p, seen := prev[name]
-		if !seen || !p.Waiting || !c.Waiting {
+		if !seen {
 			return 0, 0, false
 		}
 		avg[name] = (c.CoreSeconds - p.CoreSeconds) / dt.Seconds()
@@ -437,6 +444,11 @@ func FairDeviation(prev, cur map[string]UserSample, dt time.Duration, users int)
 		return 0, 0, false
 	}
 	shareAvg, shareNow := sumAvg/float64(users), sumNow/float64(users)
+	for name, c := range cur {
+		if float64(c.WaitingMilli) < shareAvg || float64(prev[name].WaitingMilli) < shareAvg {
+			return 0, 0, false
+		}
+	}
 	for name, c := range cur {
 		window = max(window, math.Abs(avg[name]-shareAvg)/shareAvg)
 		instant = max(instant, math.Abs(float64(c.Running)-shareNow)/shareNow)
