@@ -213,9 +213,12 @@ func (p *packer) take(s slot, n, cpu, mem int64) {
 }
 
 // Schedule walks users in fair-share order (fewest running cores first) and
-// places each user's Ready jobs until the user's share is used, then offers
-// what is left over to the same order again so no core idles while a job
-// that fits is waiting.
+// places each user's Ready jobs until the user's share is used. What is
+// left over (shares that a user's jobs could not use: they fit nowhere, or
+// only in holes too small) is split by fair share again between the users
+// that can still place, counting what they were given; what even that
+// leaves goes to any job that fits, in the same order, so no core idles
+// while a job that fits is waiting.
 //
 // Runs that fit nowhere are listed in Output.Unplaced with the reasons of
 // DefaultChain.
@@ -265,18 +268,38 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	if limit <= 0 {
 		limit = int(^uint(0) >> 1)
 	}
-	for pass := 0; pass < 2; pass++ {
+	share := make([]int64, len(in.Users)) // this pass's allocation
+	given := make([]int64, len(in.Users))  // placed in this pass
+	unfit := make([]int64, len(in.Users))  // millicores of runs that fit nowhere
+	copy(share, shares)
+	for pass := 0; pass < 3; pass++ {
+		if pass == 1 {
+			// Split what is still free between the users that can still
+			// place, from where they stand now.
+			var left int64
+			p.tree.Ascend(func(s slot) bool { left += s.free; return true })
+			again := make([]Demand, len(in.Users))
+			for i, u := range in.Users {
+				if cursors[i].run < len(u.Runs) {
+					placed := out.Users[i].Placed
+					again[i] = Demand{Running: u.RunningMilli + placed, Ready: max(u.ReadyMilli-placed-unfit[i], 0)}
+				}
+			}
+			share = FairShare(again, left)
+			clear(given)
+		}
 		for _, ui := range order {
 			u := &in.Users[ui]
 			res := &out.Users[ui]
 			c := &cursors[ui]
 			for c.run < len(u.Runs) && out.Jobs < limit {
-				if pass == 0 && res.Placed >= res.Share {
+				if pass < 2 && given[ui] >= share[ui] {
 					break
 				}
 				run := &u.Runs[c.run]
 				s, why, ok := p.fit(run)
 				if !ok {
+					unfit[ui] += int64(run.Count-c.done) * run.CPUMilli
 					res.NotPlaced += int(run.Count - c.done)
 					out.Unplaced = append(out.Unplaced, Unplaced{
 						User: u.Name, Batch: run.Batch, First: run.First + c.done,
@@ -295,10 +318,10 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				if run.Memory > 0 {
 					n = min(n, s.mem/run.Memory)
 				}
-				if pass == 0 && run.CPUMilli > 0 {
+				if pass < 2 && run.CPUMilli > 0 {
 					// Allow the last job to overshoot so that a share smaller
 					// than one job still starts one.
-					left := res.Share - res.Placed
+					left := share[ui] - given[ui]
 					n = min(n, max((left+run.CPUMilli-1)/run.CPUMilli, 1))
 				}
 				n = min(n, int64(limit-out.Jobs))
@@ -309,6 +332,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				})
 				out.Jobs += int(n)
 				res.Placed += n * run.CPUMilli
+				given[ui] += n * run.CPUMilli
 				c.done += uint32(n)
 				if c.done == run.Count {
 					c.run++

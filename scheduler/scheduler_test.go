@@ -356,3 +356,28 @@ func TestScheduleIgnoresInstanceOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleSplitsLeftoversFairly: a share one user cannot use (its jobs
+// fit nowhere) is split between the others by fair share again, not given
+// to whichever comes first. Before, y took all 4 leftover cores (8 to z's
+// 4).
+func TestScheduleSplitsLeftoversFairly(t *testing.T) {
+	in := NewInput().Instance(1, Cores(6), 64*GiB).Instance(2, Cores(6), 64*GiB).
+		User("x", 0, NewRun(1, 1, 10, Cores(8), GiB)).
+		User("y", 0, oneCore(2, 1, 50)).
+		User("z", 0, oneCore(3, 1, 50)).Build()
+	out := Schedule(in)
+	got := placedPerUser(out, in)
+	if got["x"] != 0 || got["y"] != 6 || got["z"] != 6 {
+		t.Fatalf("placed %v, want x=0 y=6 z=6", got)
+	}
+	// A user with little to run takes what it has; the other's share is
+	// the rest, in as many of its jobs as fit.
+	in = NewInput().Instance(1, Cores(12), 64*GiB).
+		User("v", 0, oneCore(1, 1, 2)).
+		User("w", 0, NewRun(2, 1, 10, Cores(4), GiB)).Build()
+	out = Schedule(in)
+	if got := placedPerUser(out, in); got["v"] != 2 || got["w"] != 2 {
+		t.Fatalf("placed %v, want v=2 (all it has) and w=2 (10 cores left, 4 each)", got)
+	}
+}
