@@ -269,8 +269,8 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 		limit = int(^uint(0) >> 1)
 	}
 	share := make([]int64, len(in.Users)) // this pass's allocation
-	given := make([]int64, len(in.Users))  // placed in this pass
-	unfit := make([]int64, len(in.Users))  // millicores of runs that fit nowhere
+	given := make([]int64, len(in.Users)) // placed in this pass
+	unfit := make([]int64, len(in.Users)) // millicores of runs that fit nowhere
 	copy(share, shares)
 	for pass := 0; pass < 3; pass++ {
 		if pass == 1 {
