@@ -112,7 +112,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	out := map[string]any{
 		"bench": "e2e", "jobs": *jobs, "workers": *workers, "worker_cores": *cores,
 		"jobs_per_s": float64(*jobs) / total.Seconds(),
-		"submit_s": submit.Seconds(), "schedule_jobs_per_s": rate(starts), "complete_jobs_per_s": rate(ends),
+		"submit_s":   submit.Seconds(), "schedule_jobs_per_s": rate(starts), "complete_jobs_per_s": rate(ends),
 		"total_s": total.Seconds(), "p50_ready_to_started_ms": waits[len(waits)/2], "p99_ready_to_started_ms": waits[len(waits)*99/100],
 	}
 	if !*asJSON {

@@ -76,16 +76,16 @@ type Recorder struct {
 }
 
 type batchRec struct {
-	user     string
-	ready    time.Time
-	n        int64
+	user  string
+	ready time.Time
+	n     int64
 	// totalMilli is the cores all its jobs ask for; assignedMilli those of
 	// the jobs assigned at least once. The difference is what waits.
 	totalMilli    int64
 	assignedMilli int64
-	assigned map[int64]int64 // per job, unix ns of the first assignment received
-	running  int64           // cores (milli) its jobs hold now
-	done     int64
+	assigned      map[int64]int64 // per job, unix ns of the first assignment received
+	running       int64           // cores (milli) its jobs hold now
+	done          int64
 	// coreNs integrates running over time (millicore-nanoseconds) up to
 	// last, so a sample can read the cores held on average over a window.
 	coreNs float64
