@@ -723,3 +723,95 @@ func (c *Client) Memory(ctx context.Context) (*MemoryStats, error) {
 	}
 	return &out, nil
 }
+
+// JobWhy says why a job is where it is.
+func (c *Client) JobWhy(ctx context.Context, batchID, jobID int64) (*JobWhy, error) {
+	var out JobWhy
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/jobs/%d/why", batchID, jobID), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListRegions lists the regions with their clusters' totals.
+func (c *Client) ListRegions(ctx context.Context) ([]Region, error) {
+	var out []Region
+	err := c.Do(ctx, http.MethodGet, "/api/v1/regions", nil, &out)
+	return out, err
+}
+
+// ListClusters lists every cluster.
+func (c *Client) ListClusters(ctx context.Context) ([]Cluster, error) {
+	var out []Cluster
+	err := c.Do(ctx, http.MethodGet, "/api/v1/clusters", nil, &out)
+	return out, err
+}
+
+// GetCluster returns one cluster.
+func (c *Client) GetCluster(ctx context.Context, name string) (*Cluster, error) {
+	var out Cluster
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DisableCluster takes a cluster out of service (admin): no new attempt
+// goes there from the commit on; with Evacuate its running attempts are
+// preempted and run elsewhere.
+func (c *Client) DisableCluster(ctx context.Context, name string, req *ClusterStateRequest) (*ClusterStateResponse, error) {
+	var out ClusterStateResponse
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/disable", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// EnableCluster puts a cluster back in service (admin).
+func (c *Client) EnableCluster(ctx context.Context, name string, req *ClusterStateRequest) (*ClusterStateResponse, error) {
+	var out ClusterStateResponse
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/enable", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTeams lists every team with its quota in use.
+func (c *Client) ListTeams(ctx context.Context) ([]Team, error) {
+	var out []Team
+	err := c.Do(ctx, http.MethodGet, "/api/v1/teams", nil, &out)
+	return out, err
+}
+
+// GetTeam returns one team.
+func (c *Client) GetTeam(ctx context.Context, name string) (*Team, error) {
+	var out Team
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/teams/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutTeam creates or replaces a team (admin): its billing projects,
+// strategy and quota.
+func (c *Client) PutTeam(ctx context.Context, t *Team) (*Team, error) {
+	var out Team
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/teams/"+url.PathEscape(t.Name), t, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetQuota sets a team's quota (admin).
+func (c *Client) SetQuota(ctx context.Context, team string, q *Quota) (*Team, error) {
+	var out Team
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/teams/"+url.PathEscape(team)+"/quota", q, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ApplyPlacement declares clusters, pools and teams (admin).
+func (c *Client) ApplyPlacement(ctx context.Context, cfg *PlacementConfig) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/placement", cfg, nil)
+}

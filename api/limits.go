@@ -45,7 +45,25 @@ const (
 	// MaxWorkerName and MaxNodeID bound a worker's activation.
 	MaxWorkerName = 256
 	MaxNodeID     = 64
+	// MaxRegions bounds the regions one job may name.
+	MaxRegions = 64
+	// MaxPlaceName bounds a region, cluster, pool or team name.
+	MaxPlaceName = 64
 )
+
+// ValidatePlaceName checks a region, cluster, pool or team name: 1 to
+// MaxPlaceName letters, digits, '-', '_' or '.'.
+func ValidatePlaceName(what, s string) error {
+	if s == "" || len(s) > MaxPlaceName {
+		return fmt.Errorf("%s %.70q must be 1 to %d characters", what, s, MaxPlaceName)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("%s %q: use letters, digits, '-', '_' and '.'", what, s)
+		}
+	}
+	return nil
+}
 
 // ValidateName checks a name or key against MaxNameBytes.
 func ValidateName(what, s string) error {
@@ -103,6 +121,19 @@ func (s *JobSpec) Validate() error {
 	}
 	if err := ValidateAttributes(s.Attributes); err != nil {
 		return err
+	}
+	if len(s.Regions) > MaxRegions {
+		return fmt.Errorf("regions names %d regions; the limit is %d", len(s.Regions), MaxRegions)
+	}
+	for _, r := range s.Regions {
+		if err := ValidatePlaceName("region", r); err != nil {
+			return err
+		}
+	}
+	if s.Pool != "" {
+		if err := ValidatePlaceName("pool", s.Pool); err != nil {
+			return err
+		}
 	}
 	if len(s.ParentIDs)+len(s.ParentRanges)+len(s.BatchParentIDs)+len(s.BatchParentRanges) > MaxParentRanges {
 		return fmt.Errorf("more than %d parent IDs and ranges; name consecutive parents as ranges", MaxParentRanges)

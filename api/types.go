@@ -73,6 +73,10 @@ type JobSpec struct {
 	// AlwaysRun runs the job even when a parent did not succeed.
 	AlwaysRun  bool              `json:"always_run,omitempty"`
 	Attributes map[string]string `json:"attributes,omitempty"`
+	// Regions restricts the job to workers in these regions (none: any);
+	// Pool to workers of this pool (empty: any).
+	Regions []string `json:"regions,omitempty"`
+	Pool    string   `json:"pool,omitempty"`
 }
 
 // NumJobs is the number of job IDs the entry occupies.
@@ -180,6 +184,8 @@ type BatchList struct {
 type Attempt struct {
 	Attempt   int        `json:"attempt"`
 	Instance  string     `json:"instance,omitempty"`
+	Cluster   string     `json:"cluster,omitempty"`
+	Region    string     `json:"region,omitempty"`
 	State     string     `json:"state"`
 	ExitCode  *int       `json:"exit_code,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`
@@ -206,6 +212,8 @@ type Job struct {
 	AlwaysRun  bool              `json:"always_run,omitempty"`
 	Parents    []IDRange         `json:"parents,omitempty"`
 	Attributes map[string]string `json:"attributes,omitempty"`
+	Regions    []string          `json:"regions,omitempty"`
+	Pool       string            `json:"pool,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
@@ -311,6 +319,12 @@ type ActivateRequest struct {
 	Memory        int64   `json:"memory"`
 	// Secret is the cluster's worker join secret.
 	Secret string `json:"secret"`
+	// Region, Cluster and Pool place the worker (empty: "default");
+	// Labels are free-form.
+	Region  string            `json:"region,omitempty"`
+	Cluster string            `json:"cluster,omitempty"`
+	Pool    string            `json:"pool,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 	// Token is the instance token the worker made for this activation (64
 	// hex digits), so a retried activation finds the instance it made;
 	// empty: the server makes one.
@@ -347,6 +361,10 @@ const (
 	OutcomeFailed    = "failed"
 	OutcomeError     = "error"
 	OutcomeCancelled = "cancelled"
+	// OutcomePreempted: the attempt was taken back (its cluster was
+	// evacuated, its worker went away); the job runs again and the
+	// preemption counts neither as a failure nor as a retry.
+	OutcomePreempted = "preempted"
 )
 
 // AttemptEvent reports that an attempt started or completed. Events are keyed
@@ -435,4 +453,109 @@ type MemoryStats struct {
 	HeapObjects uint64 `json:"heap_objects"`
 	Sys         uint64 `json:"sys"`
 	NumGC       uint32 `json:"num_gc"`
+}
+
+// Pool is a machine class of a cluster, as declared in a placement config.
+type Pool struct {
+	Name         string  `json:"name"`
+	CPU          float64 `json:"cpu,omitempty"`
+	Memory       int64   `json:"memory,omitempty"`
+	Preemptible  bool    `json:"preemptible,omitempty"`
+	PricePerHour float64 `json:"price_per_hour,omitempty"`
+}
+
+// Cluster is a cluster's state: enabled or disabled (why, by whom, since
+// when), its declared pools, and its active workers' totals.
+type Cluster struct {
+	Name    string `json:"name"`
+	Region  string `json:"region"`
+	Enabled bool   `json:"enabled"`
+	Reason  string `json:"reason,omitempty"`
+	By      string `json:"by,omitempty"`
+	// Since is when it was last enabled or disabled (or created).
+	Since      *time.Time `json:"since,omitempty"`
+	Declared   bool       `json:"declared,omitempty"`
+	Pools      []Pool     `json:"pools,omitempty"`
+	Workers    int        `json:"workers"`
+	CPU        float64    `json:"cpu"`
+	FreeCPU    float64    `json:"free_cpu"`
+	Memory     int64      `json:"memory"`
+	FreeMemory int64      `json:"free_memory"`
+	Running    int        `json:"running"`
+}
+
+// Region sums its clusters.
+type Region struct {
+	Name     string   `json:"name"`
+	Clusters []string `json:"clusters"`
+	Enabled  int      `json:"enabled_clusters"`
+	Workers  int      `json:"workers"`
+	CPU      float64  `json:"cpu"`
+	FreeCPU  float64  `json:"free_cpu"`
+}
+
+// ClusterStateRequest disables or enables a cluster. Evacuate (with
+// disable) preempts the attempts running there: they run again elsewhere
+// and count as neither failures nor retries.
+type ClusterStateRequest struct {
+	Reason   string `json:"reason,omitempty"`
+	Evacuate bool   `json:"evacuate,omitempty"`
+}
+
+// ClusterStateResponse is the cluster after the change.
+type ClusterStateResponse struct {
+	Cluster   Cluster `json:"cluster"`
+	Preempted int     `json:"preempted"`
+}
+
+// Quota bounds what a team's jobs hold at once, in every cluster
+// together; 0 is no limit.
+type Quota struct {
+	CPU    float64 `json:"cpu,omitempty"`
+	Memory int64   `json:"memory,omitempty"`
+}
+
+// Team owns billing projects and has one quota usable in any cluster.
+type Team struct {
+	Name            string   `json:"name"`
+	BillingProjects []string `json:"billing_projects"`
+	// Strategy orders the clusters its jobs go to: spread (default),
+	// least-loaded, pack or cheapest.
+	Strategy string `json:"strategy,omitempty"`
+	Quota    Quota  `json:"quota"`
+	// Used is what its running jobs hold now, UsedByCluster the cores per
+	// cluster (reads only).
+	Used          Quota              `json:"used"`
+	UsedByCluster map[string]float64 `json:"used_by_cluster,omitempty"`
+}
+
+// PlacementConfig declares clusters with their pools, and teams. Applying
+// it creates or updates what it names; Prune removes teams it does not
+// name. Clusters are never removed (their workers' records stay) and keep
+// their enabled state.
+type PlacementConfig struct {
+	Clusters []ClusterDecl `json:"clusters,omitempty"`
+	Teams    []Team        `json:"teams,omitempty"`
+	Prune    bool          `json:"prune,omitempty"`
+}
+
+// ClusterDecl is a cluster in a placement config.
+type ClusterDecl struct {
+	Name   string `json:"name"`
+	Region string `json:"region"`
+	Pools  []Pool `json:"pools,omitempty"`
+}
+
+// JobWhy says why a job is where it is, first reason first.
+type JobWhy struct {
+	BatchID int64       `json:"batch_id"`
+	JobID   int64       `json:"job_id"`
+	State   string      `json:"state"`
+	Reasons []WhyReason `json:"reasons"`
+}
+
+// WhyReason is one link of the chain: a code and a sentence.
+type WhyReason struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }

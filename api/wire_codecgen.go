@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF89714 = 1
-	codecSelferCcRAW9714  = 255
+	codecSelferCcUTF87847 = 1
+	codecSelferCcRAW7847  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray9714  = 10
-	codecSelferValueTypeMap9714    = 9
-	codecSelferValueTypeString9714 = 6
-	codecSelferValueTypeInt9714    = 2
-	codecSelferValueTypeUint9714   = 3
-	codecSelferValueTypeFloat9714  = 4
-	codecSelferBitsize9714         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray7847  = 10
+	codecSelferValueTypeMap7847    = 9
+	codecSelferValueTypeString7847 = 6
+	codecSelferValueTypeInt7847    = 2
+	codecSelferValueTypeUint7847   = 3
+	codecSelferValueTypeFloat7847  = 4
+	codecSelferBitsize7847         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct9714 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct7847 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer9714 struct{}
+type codecSelfer7847 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [15]bool{    // should field at this index be written?
+			var yyq2 = [17]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -102,10 +102,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.Retries != 0,                // Retries
 				x.AlwaysRun,                   // AlwaysRun
 				len(x.Attributes) != 0,        // Attributes
+				len(x.Regions) != 0,           // Regions
+				x.Pool != "",                  // Pool
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(15)
+				r.WriteArrayStart(17)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -124,7 +126,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -139,14 +141,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, "")
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
 					}
 				}
 			} else {
@@ -155,7 +157,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -163,7 +165,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
 						}
 					}
 				}
@@ -184,7 +186,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -210,7 +212,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -239,7 +241,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -268,7 +270,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -297,7 +299,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -324,7 +326,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -356,7 +358,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -385,7 +387,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -410,7 +412,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -432,7 +434,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -456,7 +458,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -478,7 +480,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -506,7 +508,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -515,6 +517,76 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if false {
 						} else {
 							h.encMapstringstring((map[string]string)(x.Attributes), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[15] {
+					if x.Regions == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSlicestring(([]string)(x.Regions), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[15] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"regions\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87847, `regions`)
+					}
+					r.WriteMapElemValue()
+					if x.Regions == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSlicestring(([]string)(x.Regions), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[16] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Pool))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+					}
+				}
+			} else {
+				if yyq2[16] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"pool\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87847, `pool`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Pool))
 						}
 					}
 				}
@@ -529,7 +601,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -537,14 +609,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -552,13 +624,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -670,7 +742,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -687,6 +759,21 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 				}
 			}
+		case "regions":
+			if r.TryDecodeAsNil() {
+				x.Regions = nil
+			} else {
+				if false {
+				} else {
+					h.decSlicestring((*[]string)(&x.Regions), d)
+				}
+			}
+		case "pool":
+			if r.TryDecodeAsNil() {
+				x.Pool = ""
+			} else {
+				x.Pool = (string)(r.DecodeString())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -695,19 +782,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj26 int
-	var yyb26 bool
-	var yyhl26 bool = l >= 0
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	var yyj29 int
+	var yyb29 bool
+	var yyhl29 bool = l >= 0
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -717,13 +804,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -733,13 +820,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -749,13 +836,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -768,13 +855,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -787,13 +874,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -806,13 +893,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -825,13 +912,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -844,13 +931,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -863,13 +950,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -879,13 +966,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -895,13 +982,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -911,13 +998,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -925,15 +1012,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -943,13 +1030,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb29 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb29 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -962,24 +1049,59 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	for {
-		yyj26++
-		if yyhl26 {
-			yyb26 = yyj26 > l
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
+	} else {
+		yyb29 = r.CheckBreak()
+	}
+	if yyb29 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Regions = nil
+	} else {
+		if false {
 		} else {
-			yyb26 = r.CheckBreak()
+			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
-		if yyb26 {
+	}
+	yyj29++
+	if yyhl29 {
+		yyb29 = yyj29 > l
+	} else {
+		yyb29 = r.CheckBreak()
+	}
+	if yyb29 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Pool = ""
+	} else {
+		x.Pool = (string)(r.DecodeString())
+	}
+	for {
+		yyj29++
+		if yyhl29 {
+			yyb29 = yyj29 > l
+		} else {
+			yyb29 = r.CheckBreak()
+		}
+		if yyb29 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj26-1, "")
+		z.DecStructFieldNotFound(yyj29-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1022,14 +1144,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, "")
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
 					}
 				}
 			} else {
@@ -1038,7 +1160,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -1046,7 +1168,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
 						}
 					}
 				}
@@ -1058,19 +1180,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.BillingProject))
 					}
 				}
 			}
@@ -1094,7 +1216,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -1115,27 +1237,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, "")
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -1160,7 +1282,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -1186,7 +1308,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1204,7 +1326,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1212,14 +1334,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1227,13 +1349,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1301,7 +1423,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -1426,7 +1548,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1466,27 +1588,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, "")
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -1511,7 +1633,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -1537,7 +1659,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1555,7 +1677,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1563,14 +1685,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1578,13 +1700,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1631,7 +1753,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -1705,7 +1827,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1732,7 +1854,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1747,7 +1869,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1762,7 +1884,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1777,7 +1899,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1795,7 +1917,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1813,7 +1935,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1821,14 +1943,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1836,13 +1958,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1898,7 +2020,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2001,7 +2123,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2035,7 +2157,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -2057,7 +2179,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2065,14 +2187,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2080,13 +2202,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2121,7 +2243,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2163,7 +2285,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2190,7 +2312,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2205,7 +2327,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2223,7 +2345,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2241,7 +2363,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2249,14 +2371,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2264,13 +2386,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2304,7 +2426,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -2314,7 +2436,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2366,7 +2488,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 	}
 	for {
 		yyj7++
@@ -2385,7 +2507,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2431,7 +2553,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2446,7 +2568,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2464,7 +2586,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2479,7 +2601,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Kind))
 					}
 				}
 			} else {
@@ -2487,7 +2609,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2495,7 +2617,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Kind))
 					}
 				}
 			}
@@ -2507,14 +2629,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, "")
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
 					}
 				}
 			} else {
@@ -2523,7 +2645,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2531,7 +2653,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Outcome))
 						}
 					}
 				}
@@ -2549,7 +2671,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2573,7 +2695,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -2604,7 +2726,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -2627,14 +2749,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, "")
+						r.EncodeStringEnc(codecSelferCcUTF87847, "")
 					}
 				}
 			} else {
@@ -2643,7 +2765,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2651,7 +2773,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Message))
 						}
 					}
 				}
@@ -2666,7 +2788,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2674,14 +2796,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2689,13 +2811,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2729,7 +2851,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -2747,7 +2869,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -2797,7 +2919,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj15 int
@@ -2849,7 +2971,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 	}
 	yyj15++
 	if yyhl15 {
@@ -2897,7 +3019,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 	}
 	yyj15++
 	if yyhl15 {
@@ -2986,7 +3108,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3038,7 +3160,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -3071,7 +3193,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -3097,7 +3219,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3115,7 +3237,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3123,14 +3245,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3138,13 +3260,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3194,7 +3316,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3271,7 +3393,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3315,7 +3437,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3343,7 +3465,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -3376,7 +3498,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -3405,7 +3527,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3424,7 +3546,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3432,14 +3554,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3447,13 +3569,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3475,7 +3597,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -3509,7 +3631,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -3529,7 +3651,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 	}
 	yyj10++
 	if yyhl10 {
@@ -3602,7 +3724,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3649,7 +3771,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3664,7 +3786,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3682,7 +3804,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3697,7 +3819,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
 					}
 				}
 			} else {
@@ -3705,7 +3827,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3713,7 +3835,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
 					}
 				}
 			}
@@ -3725,7 +3847,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89714, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF87847, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3747,7 +3869,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3779,7 +3901,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89714, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87847, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -3803,7 +3925,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3822,7 +3944,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89714, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3843,7 +3965,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89714, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87847, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3861,7 +3983,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3869,14 +3991,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9714 {
+		if yyct2 == codecSelferValueTypeMap7847 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9714 {
+		} else if yyct2 == codecSelferValueTypeArray7847 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3884,13 +4006,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9714)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3924,7 +4046,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -3982,7 +4104,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9714
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4034,7 +4156,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9714))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4170,8 +4292,8 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer9714) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4185,8 +4307,8 @@ func (x codecSelfer9714) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4229,8 +4351,8 @@ func (x codecSelfer9714) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer9714) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4244,8 +4366,8 @@ func (x codecSelfer9714) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4325,8 +4447,8 @@ func (x codecSelfer9714) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9714) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4338,8 +4460,8 @@ func (x codecSelfer9714) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4419,8 +4541,8 @@ func (x codecSelfer9714) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9714) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4431,15 +4553,15 @@ func (x codecSelfer9714) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89714, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87847, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4519,8 +4641,8 @@ func (x codecSelfer9714) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9714) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -4531,7 +4653,7 @@ func (x codecSelfer9714) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89714, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF87847, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -4540,15 +4662,15 @@ func (x codecSelfer9714) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89714, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87847, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer9714) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4600,8 +4722,8 @@ func (x codecSelfer9714) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer9714) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4613,8 +4735,8 @@ func (x codecSelfer9714) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4636,7 +4758,7 @@ func (x codecSelfer9714) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 208)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 248)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -4653,7 +4775,7 @@ func (x codecSelfer9714) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 208)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 248)
 				} else {
 					yyrl1 = 8
 				}
@@ -4694,8 +4816,8 @@ func (x codecSelfer9714) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9714) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4707,8 +4829,8 @@ func (x codecSelfer9714) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4788,8 +4910,8 @@ func (x codecSelfer9714) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer9714) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4801,8 +4923,8 @@ func (x codecSelfer9714) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4882,8 +5004,8 @@ func (x codecSelfer9714) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer9714) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4895,8 +5017,8 @@ func (x codecSelfer9714) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9714) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer9714
+func (x codecSelfer7847) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer7847
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -47,7 +47,10 @@ type Batch struct {
 	Name           string
 	BillingProject string
 	Attributes     map[string]string
-	Jobs           []*Job
+	// Regions and Pool are the default constraint of the batch's jobs.
+	Regions []string
+	Pool    string
+	Jobs    []*Job
 }
 
 // Job is one job block: a single job, or an array when Count is set.
@@ -64,6 +67,10 @@ type Job struct {
 	Retries    int
 	AlwaysRun  bool
 	Attributes map[string]string
+	// Regions and Pool restrict where the job runs (nil and "": the
+	// batch's default).
+	Regions []string
+	Pool    string
 
 	Range     hcl.Range   // the block's header
 	depRanges []hcl.Range // one per DependsOn entry
@@ -98,7 +105,7 @@ var variableSchema = &hcl.BodySchema{
 }
 
 var batchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}},
+	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
 
@@ -114,6 +121,8 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "retries"},
 		{Name: "always_run"},
 		{Name: "attributes"},
+		{Name: "regions"},
+		{Name: "pool"},
 	},
 }
 
@@ -290,6 +299,7 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		diags = append(diags, d...)
 		b.Attributes = m
 	}
+	b.Regions, b.Pool = decodePlacement(content, ctx, &diags)
 	seen := map[string]*Job{}
 	for _, jb := range content.Blocks {
 		j, d := decodeJob(jb, ctx)
@@ -502,6 +512,7 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			j.Timeout = dur
 		}
 	}
+	j.Regions, j.Pool = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["retries"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
@@ -523,6 +534,49 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		}
 	}
 	return j, diags
+}
+
+// decodePlacement reads regions = [...] and pool = "..." of a batch or job.
+func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) ([]string, string) {
+	var regions []string
+	var pool string
+	if attr, ok := content.Attributes["regions"]; ok {
+		v, d := evalTo(attr, ctx, cty.List(cty.String), `a list of region names, as in ["us-east1", "europe-west4"]`)
+		*diags = append(*diags, d...)
+		if !d.HasErrors() && !v.IsNull() {
+			bad := false
+			for _, e := range v.AsValueSlice() {
+				if e.IsNull() {
+					*diags = append(*diags, attrError(attr, "Invalid regions", "regions has a null element."))
+					bad = true
+					continue
+				}
+				if err := api.ValidatePlaceName("region", e.AsString()); err != nil {
+					*diags = append(*diags, attrError(attr, "Invalid regions", err.Error()+"."))
+					bad = true
+					continue
+				}
+				regions = append(regions, e.AsString())
+			}
+			if len(regions) == 0 && !bad {
+				*diags = append(*diags, attrError(attr, "Invalid regions", "regions is empty; leave it out to allow every region."))
+			}
+			if len(regions) > api.MaxRegions {
+				*diags = append(*diags, attrError(attr, "Invalid regions", fmt.Sprintf("regions names %d regions; the limit is %d.", len(regions), api.MaxRegions)))
+			}
+		}
+	}
+	if attr, ok := content.Attributes["pool"]; ok {
+		s, d := evalString(attr, ctx)
+		*diags = append(*diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidatePlaceName("pool", s); err != nil {
+				*diags = append(*diags, attrError(attr, "Invalid pool", err.Error()+"."))
+			}
+			pool = s
+		}
+	}
+	return regions, pool
 }
 
 func attrError(attr *hcl.Attribute, summary, detail string) *hcl.Diagnostic {
@@ -668,6 +722,14 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Retries:        j.Retries,
 			AlwaysRun:      j.AlwaysRun,
 			Attributes:     j.Attributes,
+			Regions:        j.Regions,
+			Pool:           j.Pool,
+		}
+		if spec.Regions == nil {
+			spec.Regions = b.Regions
+		}
+		if spec.Pool == "" {
+			spec.Pool = b.Pool
 		}
 		if j.Array {
 			spec.Count = j.Count

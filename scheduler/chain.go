@@ -1,6 +1,11 @@
 package scheduler
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/drover-sched/drover/placement"
+)
 
 // Reason says why an instance cannot take a job of some run.
 type Reason uint8
@@ -19,7 +24,26 @@ const (
 	// ReasonMemoryFree: the instance is large enough but its memory is
 	// taken.
 	ReasonMemoryFree
+	// ReasonRegion and the reasons after it are placement's (see
+	// placement.Reason), in its order: the instance's cluster is outside
+	// the job's regions, the instance is in another pool, its cluster is
+	// disabled or down; the team is at its cpu or memory quota (these two
+	// rule out every instance at once).
+	ReasonRegion
+	ReasonPool
+	ReasonClusterDisabled
+	ReasonClusterDown
+	ReasonQuotaCPU
+	ReasonQuotaMemory
 )
+
+// placementReason maps placement's reasons onto the chain's.
+func placementReason(r placement.Reason) Reason {
+	if r == 0 {
+		return 0
+	}
+	return ReasonRegion + Reason(r-placement.ReasonRegion)
+}
 
 var reasonNames = map[Reason]string{
 	ReasonCPUCapacity:    "cpu_capacity",
@@ -28,9 +52,16 @@ var reasonNames = map[Reason]string{
 	ReasonMemoryFree:     "memory_exhausted",
 }
 
+func init() {
+	for r := placement.ReasonRegion; r <= placement.ReasonQuotaMemory; r++ {
+		reasonNames[placementReason(r)] = r.String()
+	}
+}
+
 // Reasons lists the reasons DefaultChain reports, in code order.
 func Reasons() []Reason {
-	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree}
+	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
+		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory}
 }
 
 // String is the reason's code, as metrics label it.
@@ -49,6 +80,8 @@ type Candidate struct {
 	Memory    int64
 	FreeMilli int64
 	FreeMem   int64
+	Cluster   int32 // index into Input.Clusters
+	Pool      string
 }
 
 // A Filter is one link of the feasibility chain: it rejects the candidates
@@ -75,6 +108,24 @@ var DefaultChain = []Filter{
 	resourceFilter{ReasonMemoryFree, func(c *Candidate, r *Run) bool { return c.FreeMem >= r.Memory }},
 }
 
+// placementChain checks, per instance, what placement rules out before
+// any size: the job's regions, its pool, the cluster's state.
+func placementChain(p *packer) []Filter {
+	cluster := func(c *Candidate) *placement.Cluster { return &p.clusters[c.Cluster] }
+	return []Filter{
+		resourceFilter{ReasonRegion, func(c *Candidate, r *Run) bool {
+			k := p.constraint(r)
+			return k == nil || len(k.Regions) == 0 || slices.Contains(k.Regions, cluster(c).Region)
+		}},
+		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool {
+			k := p.constraint(r)
+			return k == nil || k.Pool == "" || k.Pool == c.Pool
+		}},
+		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return !cluster(c).Disabled }},
+		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return !cluster(c).Down }},
+	}
+}
+
 // rejects returns the first filter of the chain that rejects c for r, or 0.
 func rejects(chain []Filter, c *Candidate, r *Run) Reason {
 	for _, f := range chain {
@@ -98,6 +149,10 @@ type ReasonCount struct {
 type Explanation struct {
 	Instances int
 	Filtered  []ReasonCount
+	// Quota, when set, ruled out every instance at once: Team is at its
+	// cpu (ReasonQuotaCPU) or memory quota.
+	Quota Reason
+	Team  string
 }
 
 // Count returns the instances rejected for one reason.

@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
+	"github.com/drover-sched/drover/placement"
 	"github.com/google/btree"
 )
 
@@ -14,6 +17,8 @@ type Instance struct {
 	Memory    int64
 	FreeMilli int64
 	FreeMem   int64
+	Cluster   int32 // index into Input.Clusters (ignored when there are none)
+	Pool      string
 }
 
 // Run is a stretch of Ready jobs of one batch with consecutive IDs that share
@@ -25,6 +30,10 @@ type Run struct {
 	Attempt  uint16 // the attempt number a placement creates
 	CPUMilli int64
 	Memory   int64
+	// Constraint is 1 + an index into Input.Constraints (0: none), Team 1
+	// + an index into Input.Teams (0: in no team, no quota).
+	Constraint int32
+	Team       int32
 }
 
 // User is one user's demand: running cores, Ready cores, and the head of the
@@ -36,6 +45,13 @@ type User struct {
 	Runs         []Run
 }
 
+// Team is a team's placement strategy and quota for a round.
+type Team struct {
+	Name     string
+	Strategy placement.Strategy
+	Quota    placement.Quota
+}
+
 // Input is a copy of what the scheduler needs to know. Instances may come
 // in any order; IDs must be unique.
 type Input struct {
@@ -43,6 +59,10 @@ type Input struct {
 	Users     []User
 	// MaxPlacements bounds the jobs placed in one round (0: no bound).
 	MaxPlacements int
+	// Clusters the instances are in (none: one cluster, always available).
+	Clusters    []placement.Cluster
+	Constraints []placement.Constraint
+	Teams       []Team
 }
 
 // Placement puts Count jobs of a run, starting at First, on an instance.
@@ -60,6 +80,9 @@ type UserResult struct {
 	Share     int64 // fair-share allocation in millicores
 	Placed    int64 // millicores placed
 	NotPlaced int   // jobs looked at that fit on no instance
+	// Ahead is how many users with jobs waiting came before this one in
+	// fair-share order (fewer cores running).
+	Ahead int
 }
 
 // Unplaced is a run, or the tail of one, that fit on no instance, and why.
@@ -70,7 +93,10 @@ type Unplaced struct {
 	Count    uint32
 	CPUMilli int64 // one job's request
 	Memory   int64
-	Why      Explanation
+	// Constraint and Team as in Run.
+	Constraint int32
+	Team       int32
+	Why        Explanation
 }
 
 // Output is a scheduling round's decision.
@@ -91,7 +117,7 @@ const maxExplained = 64
 type slot struct {
 	free, mem int64
 	id        uint32 // ties break by instance ID, so the input's order does not matter
-	idx       int32  // into packer.cands
+	idx       int32  // into packer.insts
 }
 
 func slotLess(a, b slot) bool {
@@ -104,42 +130,114 @@ func slotLess(a, b slot) bool {
 	return a.id < b.id
 }
 
-// failure is a job size that fit nowhere this round, and why.
+// failure is a job size (under one constraint, for one team) that fit
+// nowhere this round, and why.
 type failure struct {
-	cpu, mem int64
-	why      Explanation
+	cpu, mem         int64
+	constraint, team int32
+	why              Explanation
 }
 
-// packer finds the instance with the least free cores that fits a job and
-// passes the extra filters (best fit), which keeps large holes for large
-// jobs. The tree only holds instances with resources free and is searched
-// from the job's size up, so DefaultChain holds for whatever it finds; the
+// poolTree holds the instances of one pool of one cluster that have cores
+// and memory free, by free cores.
+type poolTree struct {
+	cluster int
+	pool    string
+	tree    *btree.BTreeG[slot]
+}
+
+// packer finds, in the clusters placement allows in the order the team's
+// strategy prefers, the instance with the least free cores that fits a job
+// and passes the extra filters (best fit), which keeps large holes for
+// large jobs. Each pool of each cluster has its own tree, searched from
+// the job's size up, so DefaultChain holds for whatever it finds; the
 // whole chain only runs to explain a failure, over candidates built then.
 type packer struct {
-	filters []Filter
-	chain   []Filter // filters, then DefaultChain
-	insts   []Instance
-	tree    *btree.BTreeG[slot] // instances with cores and memory free
-	full    []slot              // instances taken out of the tree, with what they had left
-	failed  []failure
+	in       *Input
+	filters  []Filter
+	chain    []Filter // placement's filters, filters, then DefaultChain
+	insts    []Instance
+	clusters []placement.Cluster // what is free in each changes as jobs are placed
+	trees    []poolTree
+	byClust  [][]int // per cluster, its trees in pool order
+	instTree []int32 // per instance, its tree
+	teams    []Team  // quotas in use change as jobs are placed
+	full     []slot  // instances taken out of their tree, with what they had left
+	failed   []failure
+	allowed  []bool
+	order    []int
+	cap      int64 // jobs the last fit may take on its instance (0: no bound)
 }
 
-func newPacker(filters []Filter, insts []Instance) *packer {
-	chain := append(filters[:len(filters):len(filters)], DefaultChain...)
-	p := &packer{filters: filters, chain: chain, insts: insts, tree: btree.NewG(16, slotLess)}
-	for i, in := range insts {
-		if in.FreeMilli > 0 && in.FreeMem > 0 {
-			p.tree.ReplaceOrInsert(slot{in.FreeMilli, in.FreeMem, in.ID, int32(i)})
+func newPacker(filters []Filter, in *Input) *packer {
+	p := &packer{in: in, filters: filters, insts: in.Instances, teams: slices.Clone(in.Teams)}
+	for i := range p.teams {
+		p.teams[i].Quota.UsedByCluster = slices.Clone(p.teams[i].Quota.UsedByCluster)
+	}
+	p.clusters = slices.Clone(in.Clusters)
+	single := len(p.clusters) == 0
+	if single {
+		p.clusters = []placement.Cluster{{}}
+	}
+	p.chain = append(placementChain(p), filters...)
+	p.chain = append(p.chain, DefaultChain...)
+	p.byClust = make([][]int, len(p.clusters))
+	p.allowed = make([]bool, len(p.clusters))
+	p.instTree = make([]int32, len(in.Instances))
+	index := map[poolKey]int{}
+	for i, inst := range in.Instances {
+		c := p.clusterOf(&inst, single)
+		key := poolKey{c, inst.Pool}
+		t, ok := index[key]
+		if !ok {
+			t = len(p.trees)
+			index[key] = t
+			p.trees = append(p.trees, poolTree{cluster: c, pool: inst.Pool, tree: btree.NewG(16, slotLess)})
+			p.byClust[c] = append(p.byClust[c], t)
+		}
+		p.instTree[i] = int32(t)
+		if inst.FreeMilli > 0 && inst.FreeMem > 0 {
+			p.trees[t].tree.ReplaceOrInsert(slot{inst.FreeMilli, inst.FreeMem, inst.ID, int32(i)})
 		}
 	}
+	for c := range p.byClust {
+		slices.SortFunc(p.byClust[c], func(a, b int) int { return cmp.Compare(p.trees[a].pool, p.trees[b].pool) })
+	}
 	return p
+}
+
+type poolKey struct {
+	cluster int
+	pool    string
+}
+
+func (p *packer) clusterOf(inst *Instance, single bool) int {
+	if single || inst.Cluster < 0 || int(inst.Cluster) >= len(p.clusters) {
+		return 0
+	}
+	return int(inst.Cluster)
+}
+
+func (p *packer) constraint(r *Run) *placement.Constraint {
+	if r.Constraint <= 0 || int(r.Constraint) > len(p.in.Constraints) {
+		return nil
+	}
+	return &p.in.Constraints[r.Constraint-1]
+}
+
+func (p *packer) team(r *Run) *Team {
+	if r.Team <= 0 || int(r.Team) > len(p.teams) {
+		return nil
+	}
+	return &p.teams[r.Team-1]
 }
 
 // candidate is instance i as the chain sees it, with free resources f.
 func (p *packer) candidate(i int32, free, mem int64) Candidate {
 	in := &p.insts[i]
 	free, mem = max(free, 0), max(mem, 0)
-	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem}
+	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem,
+		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool}
 }
 
 // candidates lists every instance with what is free on it now.
@@ -151,10 +249,12 @@ func (p *packer) candidates() []Candidate {
 	for _, s := range p.full {
 		cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
 	}
-	p.tree.Ascend(func(s slot) bool {
-		cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
-		return true
-	})
+	for _, t := range p.trees {
+		t.tree.Ascend(func(s slot) bool {
+			cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
+			return true
+		})
+	}
 	return cands
 }
 
@@ -163,11 +263,14 @@ func (p *packer) candidates() []Candidate {
 func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	known := -1
 	for i, f := range p.failed {
+		if f.constraint != r.Constraint || f.team != r.Team {
+			continue
+		}
 		if f.cpu == r.CPUMilli && f.mem == r.Memory {
 			return slot{}, f.why, false
 		}
-		// Free resources only shrink during a round: a job at least as large
-		// as one that failed fails too.
+		// Free resources and quotas only shrink during a round: a job at
+		// least as large as one that failed fails too.
 		if known < 0 && r.CPUMilli >= f.cpu && r.Memory >= f.mem {
 			known = i
 		}
@@ -175,40 +278,101 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	if known >= 0 && len(p.failed) >= maxExplained {
 		return slot{}, p.failed[known].why, false
 	}
+	fail := func(why Explanation) (slot, Explanation, bool) {
+		p.failed = append(p.failed, failure{r.CPUMilli, r.Memory, r.Constraint, r.Team, why})
+		return slot{}, why, false
+	}
+	team := p.team(r)
+	var quota *placement.Quota
+	strategy := placement.DefaultStrategy
+	if team != nil {
+		quota = &team.Quota
+		if team.Strategy != "" {
+			strategy = team.Strategy
+		}
+		if n, why := quota.Room(r.CPUMilli, r.Memory, 1); n == 0 {
+			return fail(Explanation{Instances: len(p.insts), Quota: placementReason(why), Team: team.Name})
+		}
+	}
 	var found slot
 	ok := false
 	if known < 0 {
-		p.tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
-			if s.mem < r.Memory {
-				return true
+		k := p.constraint(r)
+		for c := range p.clusters {
+			if k != nil {
+				p.allowed[c] = k.AdmitsCluster(&p.clusters[c]) == 0
+			} else {
+				p.allowed[c] = p.clusters[c].Available() == 0
 			}
-			if len(p.filters) > 0 {
-				c := p.candidate(s.idx, s.free, s.mem)
-				if rejects(p.filters, &c, r) != 0 {
-					return true
+		}
+		p.order = placement.Order(strategy, p.clusters, p.allowed, quota, p.order)
+	search:
+		for _, c := range p.order {
+			for _, t := range p.byClust[c] {
+				if k != nil && k.Pool != "" && k.Pool != p.trees[t].pool {
+					continue
+				}
+				p.trees[t].tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
+					if s.mem < r.Memory {
+						return true
+					}
+					if len(p.filters) > 0 {
+						c := p.candidate(s.idx, s.free, s.mem)
+						if rejects(p.filters, &c, r) != 0 {
+							return true
+						}
+					}
+					found, ok = s, true
+					return false
+				})
+				if ok {
+					break search
 				}
 			}
-			found, ok = s, true
-			return false
-		})
+		}
 	}
 	if !ok {
-		why := explain(p.chain, p.candidates(), r)
-		p.failed = append(p.failed, failure{r.CPUMilli, r.Memory, why})
-		return slot{}, why, false
+		return fail(explain(p.chain, p.candidates(), r))
+	}
+	// Spread: a team's jobs go to its least used cluster only until it
+	// catches up with the next one, so filling one large worker does not
+	// undo the balance.
+	p.cap = 0
+	if strategy == placement.Spread && quota != nil && len(p.order) > 1 && r.CPUMilli > 0 &&
+		p.trees[p.instTree[found.idx]].cluster == p.order[0] && p.order[1] < len(quota.UsedByCluster) {
+		gap := quota.UsedByCluster[p.order[1]] - quota.UsedByCluster[p.order[0]]
+		p.cap = max(gap/r.CPUMilli+1, 1)
 	}
 	return found, Explanation{}, true
 }
 
-// take removes n jobs' worth of resources from an instance.
-func (p *packer) take(s slot, n, cpu, mem int64) {
-	p.tree.Delete(s)
-	s.free -= n * cpu
-	s.mem -= n * mem
+// room bounds n jobs of the run by its team's quota.
+func (p *packer) room(r *Run, n int64) int64 {
+	if t := p.team(r); t != nil {
+		n, _ = t.Quota.Room(r.CPUMilli, r.Memory, n)
+	}
+	return n
+}
+
+// take removes n jobs' worth of resources from an instance, and counts
+// them against the run's team.
+func (p *packer) take(s slot, n int64, r *Run) {
+	tr := &p.trees[p.instTree[s.idx]]
+	tr.tree.Delete(s)
+	s.free -= n * r.CPUMilli
+	s.mem -= n * r.Memory
 	if s.free > 0 && s.mem > 0 {
-		p.tree.ReplaceOrInsert(s)
+		tr.tree.ReplaceOrInsert(s)
 	} else {
 		p.full = append(p.full, s)
+	}
+	p.clusters[tr.cluster].FreeMilli -= n * r.CPUMilli
+	if t := p.team(r); t != nil {
+		t.Quota.UsedMilli += n * r.CPUMilli
+		t.Quota.UsedMemory += n * r.Memory
+		if tr.cluster < len(t.Quota.UsedByCluster) {
+			t.Quota.UsedByCluster[tr.cluster] += n * r.CPUMilli
+		}
 	}
 }
 
@@ -230,11 +394,17 @@ func Schedule(in *Input) *Output {
 // (which always apply): they can only narrow the instances a job may use.
 func ScheduleWith(filters []Filter, in *Input) *Output {
 	out := &Output{}
-	var free int64
-	for _, inst := range in.Instances {
-		free += max(inst.FreeMilli, 0)
+	if len(in.Users) == 0 {
+		return out
 	}
-	if free == 0 || len(in.Users) == 0 {
+	p := newPacker(filters, in)
+	var free int64
+	for i, inst := range in.Instances {
+		if p.clusters[p.trees[p.instTree[i]].cluster].Available() == 0 {
+			free += max(inst.FreeMilli, 0)
+		}
+	}
+	if free == 0 {
 		return out
 	}
 	demands := make([]Demand, len(in.Users))
@@ -257,7 +427,6 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	for i, u := range in.Users {
 		out.Users[i] = UserResult{Name: u.Name, Share: shares[i]}
 	}
-	p := newPacker(filters, in.Instances)
 	// progress[u] = (run index, jobs of that run already placed)
 	type cursor struct {
 		run  int
@@ -277,7 +446,9 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 			// Split what is still free between the users that can still
 			// place, from where they stand now.
 			var left int64
-			p.tree.Ascend(func(s slot) bool { left += s.free; return true })
+			for _, t := range p.trees {
+				t.tree.Ascend(func(s slot) bool { left += s.free; return true })
+			}
 			again := make([]Demand, len(in.Users))
 			for i, u := range in.Users {
 				if cursors[i].run < len(u.Runs) {
@@ -303,7 +474,8 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					res.NotPlaced += int(run.Count - c.done)
 					out.Unplaced = append(out.Unplaced, Unplaced{
 						User: u.Name, Batch: run.Batch, First: run.First + c.done,
-						Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory, Why: why,
+						Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory,
+						Constraint: run.Constraint, Team: run.Team, Why: why,
 					})
 					c.run++
 					c.done = 0
@@ -325,7 +497,11 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					n = min(n, max((left+run.CPUMilli-1)/run.CPUMilli, 1))
 				}
 				n = min(n, int64(limit-out.Jobs))
-				p.take(s, n, run.CPUMilli, run.Memory)
+				n = p.room(run, n)
+				if p.cap > 0 {
+					n = min(n, p.cap)
+				}
+				p.take(s, n, run)
 				out.Placements = append(out.Placements, Placement{
 					Batch: run.Batch, First: run.First + c.done, Count: uint32(n),
 					Attempt: run.Attempt, Instance: s.id,
@@ -339,6 +515,13 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					c.done = 0
 				}
 			}
+		}
+	}
+	ahead := 0
+	for _, ui := range order {
+		out.Users[ui].Ahead = ahead
+		if len(in.Users[ui].Runs) > 0 {
+			ahead++
 		}
 	}
 	return out

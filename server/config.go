@@ -78,6 +78,10 @@ type Config struct {
 	// instances (1 to 255; 0: no limit), so a job that takes its worker
 	// down does not travel the whole fleet.
 	MaxLostAttempts int
+	// ClusterDownAfter: a cluster none of whose workers was heard from for
+	// this long (or LostTimeout, when shorter) is down; placement avoids
+	// it until one syncs again.
+	ClusterDownAfter time.Duration
 	// MaxSyncWait caps how long a worker's sync may be held open.
 	MaxSyncWait time.Duration
 	// ApplyTimeout bounds how long a write waits to be committed.
@@ -170,6 +174,7 @@ func DefaultConfig() *Config {
 		LostTimeout:                    60 * time.Second,
 		MaxLostAttempts:                3,
 		MaxSyncWait:                    30 * time.Second,
+		ClusterDownAfter:               10 * time.Second,
 		ApplyTimeout:                   30 * time.Second,
 		MaxEventsPerEntry:              8192,
 		HTTPReadTimeout:                5 * time.Minute,
@@ -244,6 +249,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LostTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("LostTimeout is %v; it must be at least 1s", c.LostTimeout))
+	}
+	if c.ClusterDownAfter <= 0 {
+		errs = append(errs, fmt.Errorf("ClusterDownAfter is %v; it must be positive", c.ClusterDownAfter))
 	}
 	if c.MaxSyncWait <= 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("MaxSyncWait (%v) and ApplyTimeout (%v) must be positive", c.MaxSyncWait, c.ApplyTimeout))

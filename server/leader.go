@@ -52,12 +52,12 @@ func (s *Server) scheduleOnce() (bool, error) {
 		s.waiting.set(nil)
 		return false, nil
 	}
-	in := schedulerInput(v)
+	in := schedulerInput(v, s.downClusters(v, start))
 	out := scheduler.Schedule(in)
 	s.metrics.schedRounds.Inc()
 	s.metrics.schedSeconds.Observe(time.Since(start).Seconds())
 	s.metrics.observeUnplaced(out)
-	s.waiting.set(waitingOf(out, in.Instances))
+	s.waiting.set(waitingOf(out, in, v.Clusters))
 	if out.Jobs == 0 {
 		return false, nil
 	}
@@ -69,6 +69,33 @@ func (s *Server) scheduleOnce() (bool, error) {
 	s.metrics.placements.Add(float64(pr.Placed))
 	s.metrics.rejected.Add(float64(pr.Rejected))
 	return out.Jobs >= s.cfg.MaxPlacements, nil
+}
+
+// downClusters names the clusters with active workers none of which was
+// heard from within ClusterDownAfter: placement avoids them until one
+// syncs again, well before LostTimeout retires the workers and runs their
+// jobs elsewhere.
+func (s *Server) downClusters(v *state.SchedulingView, now time.Time) map[string]bool {
+	heard := make([]int8, len(v.Clusters)) // 0: no workers, 1: all silent, 2: one heard
+	for _, inst := range v.Instances {
+		if int(inst.Cluster) >= len(heard) || heard[inst.Cluster] == 2 {
+			continue
+		}
+		heard[inst.Cluster] = 1
+		if s.live.silentFor(inst.ID, now) < min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout) {
+			heard[inst.Cluster] = 2
+		}
+	}
+	var down map[string]bool
+	for i, h := range heard {
+		if h == 1 {
+			if down == nil {
+				down = map[string]bool{}
+			}
+			down[v.Clusters[i].Name] = true
+		}
+	}
+	return down
 }
 
 // runLiveness retires instances that have not synced within LostTimeout;

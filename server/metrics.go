@@ -97,10 +97,18 @@ var (
 	commitDesc    = prometheus.NewDesc("drover_raft_commit_index", "Last Raft index known to be committed.", nil, nil)
 	contactDesc   = prometheus.NewDesc("drover_raft_last_contact_seconds", "Time since this follower last heard from the leader (0 on the leader).", nil, nil)
 	peersDesc     = prometheus.NewDesc("drover_raft_peers", "Voters in the Raft configuration.", nil, nil)
+
+	clusterCPUDesc      = prometheus.NewDesc("drover_cluster_cpu_cores", "Cores of a cluster's active workers.", []string{"cluster", "region"}, nil)
+	clusterReservedDesc = prometheus.NewDesc("drover_cluster_reserved_cores", "Cores held by attempts running in a cluster.", []string{"cluster", "region"}, nil)
+	clusterEnabledDesc  = prometheus.NewDesc("drover_cluster_enabled", "1 while a cluster takes new work, 0 while it is disabled.", []string{"cluster", "region"}, nil)
+	clusterWorkersDesc  = prometheus.NewDesc("drover_cluster_workers", "Active workers of a cluster.", []string{"cluster", "region"}, nil)
+	teamQuotaDesc       = prometheus.NewDesc("drover_team_quota_cores", "A team's cpu quota (0: no limit).", []string{"team"}, nil)
+	teamUsedDesc        = prometheus.NewDesc("drover_team_used_cores", "Cores a team's running jobs hold, per cluster.", []string{"team", "cluster"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc, commitDesc, contactDesc, peersDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc, commitDesc, contactDesc, peersDesc,
+		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, teamQuotaDesc, teamUsedDesc} {
 		ch <- d
 	}
 }
@@ -113,6 +121,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(running), "running")
 	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(batches-running), "complete")
 	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(len(c.state.ActiveInstances())))
+	for _, cl := range c.state.Clusters() {
+		enabled := 1.0
+		if cl.Disabled {
+			enabled = 0
+		}
+		ch <- prometheus.MustNewConstMetric(clusterCPUDesc, prometheus.GaugeValue, float64(cl.CapacityMilli)/1000, cl.Name, cl.Region)
+		ch <- prometheus.MustNewConstMetric(clusterReservedDesc, prometheus.GaugeValue, float64(cl.CapacityMilli-cl.FreeMilli)/1000, cl.Name, cl.Region)
+		ch <- prometheus.MustNewConstMetric(clusterEnabledDesc, prometheus.GaugeValue, enabled, cl.Name, cl.Region)
+		ch <- prometheus.MustNewConstMetric(clusterWorkersDesc, prometheus.GaugeValue, float64(cl.Workers), cl.Name, cl.Region)
+	}
+	for _, t := range c.state.Teams() {
+		ch <- prometheus.MustNewConstMetric(teamQuotaDesc, prometheus.GaugeValue, float64(t.QuotaMilli)/1000, t.Name)
+		for cl, used := range t.UsedByCluster {
+			ch <- prometheus.MustNewConstMetric(teamUsedDesc, prometheus.GaugeValue, float64(used)/1000, t.Name, cl)
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.state.Index()))
 	if r := c.raft(); r != nil {
 		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.LastIndex()))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -9,10 +10,28 @@ import (
 // knows the other. This adapter is the only place that sees both.
 
 // schedulerInput builds the scheduler's input from the state's read model.
-func schedulerInput(v *state.SchedulingView) *scheduler.Input {
+// down names the clusters whose every worker has gone silent (the
+// leader's liveness view, not Raft state); nil for none.
+func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.Input {
 	in := &scheduler.Input{MaxPlacements: v.MaxJobs, Instances: make([]scheduler.Instance, len(v.Instances)), Users: make([]scheduler.User, len(v.Users))}
+	in.Clusters = make([]placement.Cluster, len(v.Clusters))
+	for i, c := range v.Clusters {
+		in.Clusters[i] = placement.Cluster{Name: c.Name, Region: c.Region, Disabled: c.Disabled, Down: down[c.Name], PricePerCoreHour: c.PricePerCoreHour}
+	}
 	for i, inst := range v.Instances {
 		in.Instances[i] = scheduler.Instance(inst)
+		if int(inst.Cluster) < len(in.Clusters) {
+			c := &in.Clusters[inst.Cluster]
+			c.CapacityMilli += inst.CPUMilli
+			c.FreeMilli += max(inst.FreeMilli, 0)
+		}
+	}
+	for _, k := range v.Constraints {
+		in.Constraints = append(in.Constraints, placement.Constraint{Regions: k.Regions, Pool: k.Pool})
+	}
+	for _, t := range v.Teams {
+		in.Teams = append(in.Teams, scheduler.Team{Name: t.Name, Strategy: placement.Strategy(t.Strategy), Quota: placement.Quota{
+			CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.UsedMilli, UsedMemory: t.UsedMemory, UsedByCluster: t.UsedByCluster}})
 	}
 	for i, u := range v.Users {
 		su := scheduler.User{Name: u.Name, RunningMilli: u.RunningMilli, ReadyMilli: u.ReadyMilli, Runs: make([]scheduler.Run, len(u.Runs))}
@@ -35,7 +54,7 @@ func planOf(out *scheduler.Output, now int64) *state.Plan {
 
 // SchedulerPlanner plans with the real scheduler, for state.Harness.
 func SchedulerPlanner(v *state.SchedulingView) []state.Placement {
-	return planOf(scheduler.Schedule(schedulerInput(v)), 0).Placements
+	return planOf(scheduler.Schedule(schedulerInput(v, nil)), 0).Placements
 }
 
 // unplacedByReason counts the jobs a round could place nowhere by the

@@ -86,7 +86,7 @@ func TestAdapterCarriesEveryField(t *testing.T) {
 			{Batch: 5, First: 2, Count: 3, Attempt: 2, CPUMilli: 1000, Memory: 1 << 29},
 			{Batch: 5, First: 9, Count: 4, Attempt: 1, CPUMilli: 8000, Memory: 1 << 29},
 		}}}}
-	in := schedulerInput(v)
+	in := schedulerInput(v, nil)
 	if in.MaxPlacements != 7 || fmt.Sprintf("%+v", in.Instances[0]) != fmt.Sprintf("%+v", v.Instances[0]) ||
 		fmt.Sprintf("%+v", in.Users[0].Runs) != fmt.Sprintf("%+v", v.Users[0].Runs) || in.Users[0].ReadyMilli != 9000 {
 		t.Fatalf("input %+v from view %+v", in, v)
@@ -120,7 +120,7 @@ func BenchmarkSchedulingRound(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingView(20000)))
+		out := scheduler.Schedule(schedulerInput(s.SchedulingView(20000), nil))
 		if out.Jobs != 10_000 {
 			b.Fatalf("placed %d", out.Jobs)
 		}

@@ -2,11 +2,16 @@ package server
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/state"
 )
 
 // maxWaitingPerBatch bounds the stretches of unplaced jobs kept per batch.
@@ -49,47 +54,192 @@ func (w *waitingBook) Job(batch uint64, job uint32) *api.Waiting {
 
 // waitingOf turns a round's unplaced runs into the reasons per batch that
 // batch and job status show.
-func waitingOf(out *scheduler.Output, instances []scheduler.Instance) map[uint64][]api.Waiting {
+func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []state.ClusterSlot) map[uint64][]api.Waiting {
 	if len(out.Unplaced) == 0 {
 		return nil
 	}
-	var bigCPU, bigMem int64
-	for _, in := range instances {
-		bigCPU = max(bigCPU, in.CPUMilli)
-		bigMem = max(bigMem, in.Memory)
+	ahead := make(map[string]int, len(out.Users))
+	for _, u := range out.Users {
+		ahead[u.Name] = u.Ahead
 	}
+	w := waiter{in: in, clusters: clusters, bigs: map[int32][2]int64{}}
 	m := map[uint64][]api.Waiting{}
 	for _, u := range out.Unplaced {
 		if len(m[u.Batch]) >= maxWaitingPerBatch {
 			continue
 		}
-		reason, msg := waitReason(u, bigCPU, bigMem)
+		reason, msg := w.reason(u, ahead[u.User])
 		m[u.Batch] = append(m[u.Batch], api.Waiting{FirstJob: int64(u.First), Count: int64(u.Count), Reason: reason, Message: msg})
 	}
 	return m
 }
 
-// waitReason says why a run fits nowhere, from the instances each filter
-// rejected, for a person: the sizes involved when no worker is large
-// enough, how many large-enough workers are busy otherwise.
-func waitReason(u scheduler.Unplaced, bigCPU, bigMem int64) (string, string) {
+// waiter words the reasons of one round.
+type waiter struct {
+	in       *scheduler.Input
+	clusters []state.ClusterSlot
+	bigs     map[int32][2]int64 // per constraint, the largest cores and memory of a worker it allows
+}
+
+func (w *waiter) constraint(u *scheduler.Unplaced) *placement.Constraint {
+	if u.Constraint <= 0 || int(u.Constraint) > len(w.in.Constraints) {
+		return nil
+	}
+	return &w.in.Constraints[u.Constraint-1]
+}
+
+// largest returns the cores and memory of the largest workers the run's
+// constraint allows, in enabled clusters or not.
+func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
+	if b, ok := w.bigs[u.Constraint]; ok {
+		return b[0], b[1]
+	}
+	k := w.constraint(u)
+	var cpu, mem int64
+	for _, in := range w.in.Instances {
+		if k != nil && int(in.Cluster) < len(w.in.Clusters) {
+			if len(k.Regions) > 0 && !slices.Contains(k.Regions, w.in.Clusters[in.Cluster].Region) {
+				continue
+			}
+			if k.Pool != "" && k.Pool != in.Pool {
+				continue
+			}
+		}
+		cpu, mem = max(cpu, in.CPUMilli), max(mem, in.Memory)
+	}
+	w.bigs[u.Constraint] = [2]int64{cpu, mem}
+	return cpu, mem
+}
+
+// where says which regions and pool a constraint allows, for a message.
+func where(k *placement.Constraint) string {
+	if k == nil || k.Empty() {
+		return ""
+	}
+	var parts []string
+	if k.Pool != "" {
+		parts = append(parts, "pool "+k.Pool)
+	}
+	if len(k.Regions) > 0 {
+		parts = append(parts, "regions "+strings.Join(k.Regions, ", "))
+	}
+	return " in its " + strings.Join(parts, " and ")
+}
+
+// unavailable lists the clusters the run could use but that are disabled
+// or down, with who disabled them, when and why.
+func (w *waiter) unavailable(u *scheduler.Unplaced, r placement.Reason) []string {
+	k := w.constraint(u)
+	var names []string
+	for _, c := range w.in.Clusters {
+		if (k != nil && k.AdmitsCluster(&c) == placement.ReasonRegion) || c.Available() != r {
+			continue
+		}
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// reason says why a run fits nowhere, from the instances each filter
+// rejected, for a person: the team's quota when it is used up; the
+// clusters and regions involved when none it may use is available; the
+// sizes when no worker it may use is large enough; how many large-enough
+// workers are busy, and how many users fair share served first,
+// otherwise.
+func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	e := u.Why
-	cpuCap, memCap := e.Count(scheduler.ReasonCPUCapacity), e.Count(scheduler.ReasonMemoryCapacity)
 	cores := func(milli int64) string { return fmt.Sprintf("%g cores", float64(milli)/1000) }
-	switch {
-	case e.Instances == 0:
+	if e.Quota != 0 {
+		var t *scheduler.Team
+		for i := range w.in.Teams {
+			if w.in.Teams[i].Name == e.Team {
+				t = &w.in.Teams[i]
+			}
+		}
+		if t != nil && e.Quota == scheduler.ReasonQuotaMemory {
+			return e.Quota.String(), fmt.Sprintf("team %s at its memory quota (%s of %s)", e.Team, jobspec.FormatBytes(t.Quota.UsedMemory), jobspec.FormatBytes(t.Quota.Memory))
+		}
+		if t != nil {
+			return e.Quota.String(), fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", e.Team, float64(t.Quota.UsedMilli)/1000, float64(t.Quota.CPUMilli)/1000)
+		}
+		return e.Quota.String(), fmt.Sprintf("team %s at its quota", e.Team)
+	}
+	if e.Instances == 0 {
 		return "no_workers", "no worker is active"
-	case cpuCap == e.Instances:
-		return scheduler.ReasonCPUCapacity.String(), fmt.Sprintf("needs %s; the largest worker has %s", cores(u.CPUMilli), cores(bigCPU))
-	case memCap == e.Instances:
-		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("needs %s memory; the largest worker offers %s", jobspec.FormatBytes(u.Memory), jobspec.FormatBytes(bigMem))
-	case cpuCap+memCap == e.Instances:
-		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("needs %s and %s memory; no worker has both (the largest have %s and %s)",
-			cores(u.CPUMilli), jobspec.FormatBytes(u.Memory), cores(bigCPU), jobspec.FormatBytes(bigMem))
 	}
-	fit := e.Instances - cpuCap - memCap
+	k := w.constraint(&u)
+	region, pool := e.Count(scheduler.ReasonRegion), e.Count(scheduler.ReasonPool)
+	disabled, down := e.Count(scheduler.ReasonClusterDisabled), e.Count(scheduler.ReasonClusterDown)
+	if region+pool == e.Instances {
+		return scheduler.ReasonRegion.String(), fmt.Sprintf("no worker%s: the %d active workers are elsewhere", where(k), e.Instances)
+	}
+	if region+pool+disabled+down == e.Instances {
+		if disabled >= down {
+			return scheduler.ReasonClusterDisabled.String(), w.disabledMessage(w.unavailable(&u, placement.ReasonDisabled)) + "; no other cluster" + where(k) + " has workers"
+		}
+		return scheduler.ReasonClusterDown.String(), fmt.Sprintf("cluster %s down (no worker heard from); no other cluster%s has workers", strings.Join(w.unavailable(&u, placement.ReasonDown), ", "), where(k))
+	}
+	elsewhere := region + pool + disabled + down
+	cpuCap, memCap := e.Count(scheduler.ReasonCPUCapacity), e.Count(scheduler.ReasonMemoryCapacity)
+	bigCPU, bigMem := w.largest(&u)
+	switch {
+	case cpuCap+elsewhere == e.Instances:
+		return scheduler.ReasonCPUCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s; the largest has %s", where(k), cores(u.CPUMilli), cores(bigCPU))
+	case memCap+elsewhere == e.Instances:
+		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s memory; the largest offers %s", where(k), jobspec.FormatBytes(u.Memory), jobspec.FormatBytes(bigMem))
+	case cpuCap+memCap+elsewhere == e.Instances:
+		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s and %s memory; no worker has both (the largest have %s and %s)",
+			where(k), cores(u.CPUMilli), jobspec.FormatBytes(u.Memory), cores(bigCPU), jobspec.FormatBytes(bigMem))
+	}
+	fit := e.Instances - cpuCap - memCap - elsewhere
+	code, what, size := scheduler.ReasonCPUFree.String(), "cores", cores(u.CPUMilli)
 	if busy := e.Count(scheduler.ReasonMemoryFree); busy > e.Count(scheduler.ReasonCPUFree) {
-		return scheduler.ReasonMemoryFree.String(), fmt.Sprintf("waiting for memory: none of the %d workers large enough has %s free", fit, jobspec.FormatBytes(u.Memory))
+		code, what, size = scheduler.ReasonMemoryFree.String(), "memory", jobspec.FormatBytes(u.Memory)
 	}
-	return scheduler.ReasonCPUFree.String(), fmt.Sprintf("waiting for cores: none of the %d workers large enough has %s free", fit, cores(u.CPUMilli))
+	busy := fmt.Sprintf("none of the %d workers large enough%s has %s free", fit, where(k), size)
+	if ahead > 0 {
+		return "fair_share", fmt.Sprintf("waiting for fair share behind %s: %s", users(ahead), busy)
+	}
+	return code, fmt.Sprintf("waiting for %s: %s", what, busy)
+}
+
+// users says "1 user" or "3 users".
+func users(n int) string {
+	if n == 1 {
+		return "1 user"
+	}
+	return fmt.Sprintf("%d users", n)
+}
+
+// disabledMessage words disabled clusters' records: why, since when and
+// by whom, for one.
+func (w *waiter) disabledMessage(names []string) string {
+	if len(names) != 1 {
+		return "clusters " + strings.Join(names, ", ") + " disabled"
+	}
+	for _, c := range w.clusters {
+		if c.Name == names[0] {
+			return "cluster " + ClusterDisabledMessage(c.Name, c.Reason, c.By, c.Since)
+		}
+	}
+	return "cluster " + names[0] + " disabled"
+}
+
+// ClusterDisabledMessage says why, since when and by whom a cluster is
+// disabled: "us-west1-b disabled (maintenance, since 10:02 UTC, by ops)".
+func ClusterDisabledMessage(name, reason, by string, since int64) string {
+	var parts []string
+	if reason != "" {
+		parts = append(parts, reason)
+	}
+	if since != 0 {
+		parts = append(parts, "since "+time.Unix(0, since).UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if by != "" {
+		parts = append(parts, "by "+by)
+	}
+	if len(parts) == 0 {
+		return name + " disabled"
+	}
+	return name + " disabled (" + strings.Join(parts, ", ") + ")"
 }

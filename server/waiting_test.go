@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -46,7 +47,7 @@ func TestUnplaceableWorkNeverBlocksPlaceable(t *testing.T) {
 			placeable := last.First + last.Count
 			b := h.CreateBatch(append(entries, state.JobEntry{First: placeable, Count: 1, Spec: small})...)
 
-			in := schedulerInput(h.S.SchedulingView(maxJobs))
+			in := schedulerInput(h.S.SchedulingView(maxJobs), nil)
 			out := scheduler.Schedule(in)
 			res := h.Must(planOf(out, h.Tick())).(*state.PlanResult)
 			if res.Placed != 1 || h.JobState(b, placeable) != state.Running {
@@ -57,10 +58,10 @@ func TestUnplaceableWorkNeverBlocksPlaceable(t *testing.T) {
 			}
 			// The status says why the others wait, from the recorded reasons.
 			book := &waitingBook{}
-			book.set(waitingOf(out, in.Instances))
+			book.set(waitingOf(out, in, nil))
 			ws := book.Batch(b)
 			if len(ws) == 0 || ws[0].FirstJob != 1 || ws[0].Reason != "memory_capacity" ||
-				ws[0].Message != "needs 1TiB memory; the largest worker offers 64GiB" {
+				ws[0].Message != "fits no worker: needs 1TiB memory; the largest offers 64GiB" {
 				t.Fatalf("waiting = %+v", ws)
 			}
 			if wt := book.Job(b, 1); wt == nil || wt.Message != ws[0].Message {
@@ -74,22 +75,50 @@ func TestUnplaceableWorkNeverBlocksPlaceable(t *testing.T) {
 }
 
 func TestWaitReasonMessages(t *testing.T) {
+	since := time.Date(2026, 11, 23, 10, 2, 0, 0, time.UTC).UnixNano()
+	in := &scheduler.Input{
+		Clusters: []placement.Cluster{{Name: "a", Region: "r1"}, {Name: "b", Region: "r2", Disabled: true}},
+		Instances: []scheduler.Instance{
+			{ID: 1, CPUMilli: 64000, Memory: 64 << 30, Cluster: 0, Pool: "default"},
+			{ID: 2, CPUMilli: 32000, Memory: 256 << 30, Cluster: 1, Pool: "highmem"},
+		},
+		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}},
+		Teams:       []scheduler.Team{{Name: "genomics", Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
+	}
+	clusters := []state.ClusterSlot{{Name: "a", Region: "r1"}, {Name: "b", Region: "r2", Disabled: true, Reason: "maintenance", By: "ops", Since: since}}
+	rc := func(pairs ...any) []scheduler.ReasonCount {
+		var out []scheduler.ReasonCount
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, scheduler.ReasonCount{Reason: pairs[i].(scheduler.Reason), Instances: pairs[i+1].(int)})
+		}
+		return out
+	}
 	for _, c := range []struct {
 		u          scheduler.Unplaced
+		ahead      int
 		code, want string
 	}{
-		{scheduler.Unplaced{CPUMilli: 96000, Memory: 1 << 30, Why: scheduler.Explanation{Instances: 2, Filtered: []scheduler.ReasonCount{{Reason: scheduler.ReasonCPUCapacity, Instances: 2}}}},
-			"cpu_capacity", "needs 96 cores; the largest worker has 64 cores"},
-		{scheduler.Unplaced{CPUMilli: 96000, Memory: 1 << 40, Why: scheduler.Explanation{Instances: 2, Filtered: []scheduler.ReasonCount{{Reason: scheduler.ReasonCPUCapacity, Instances: 1}, {Reason: scheduler.ReasonMemoryCapacity, Instances: 1}}}},
-			"memory_capacity", "needs 96 cores and 1TiB memory; no worker has both (the largest have 64 cores and 64GiB)"},
-		{scheduler.Unplaced{CPUMilli: 4000, Memory: 1 << 30, Why: scheduler.Explanation{Instances: 3, Filtered: []scheduler.ReasonCount{{Reason: scheduler.ReasonCPUCapacity, Instances: 1}, {Reason: scheduler.ReasonCPUFree, Instances: 2}}}},
-			"cpu_exhausted", "waiting for cores: none of the 2 workers large enough has 4 cores free"},
-		{scheduler.Unplaced{CPUMilli: 1000, Memory: 8 << 30, Why: scheduler.Explanation{Instances: 2, Filtered: []scheduler.ReasonCount{{Reason: scheduler.ReasonMemoryFree, Instances: 2}}}},
+		{scheduler.Unplaced{CPUMilli: 96000, Memory: 1 << 30, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonCPUCapacity, 2)}}, 0,
+			"cpu_capacity", "fits no worker: needs 96 cores; the largest has 64 cores"},
+		{scheduler.Unplaced{CPUMilli: 96000, Memory: 1 << 40, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonCPUCapacity, 1, scheduler.ReasonMemoryCapacity, 1)}}, 0,
+			"memory_capacity", "fits no worker: needs 96 cores and 1TiB memory; no worker has both (the largest have 64 cores and 256GiB)"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 40, Constraint: 1, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonMemoryCapacity, 1, scheduler.ReasonRegion, 1)}}, 0,
+			"memory_capacity", "fits no worker in its regions r1: needs 1TiB memory; the largest offers 64GiB"},
+		{scheduler.Unplaced{CPUMilli: 4000, Memory: 1 << 30, Why: scheduler.Explanation{Instances: 3, Filtered: rc(scheduler.ReasonCPUCapacity, 1, scheduler.ReasonCPUFree, 2)}}, 3,
+			"fair_share", "waiting for fair share behind 3 users: none of the 2 workers large enough has 4 cores free"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 8 << 30, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonMemoryFree, 2)}}, 0,
 			"memory_exhausted", "waiting for memory: none of the 2 workers large enough has 8GiB free"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 2, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonRegion, 1, scheduler.ReasonClusterDisabled, 1)}}, 0,
+			"cluster_disabled", "cluster b disabled (maintenance, since 2026-11-23 10:02 UTC, by ops); no other cluster in its regions r2 has workers"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Team: 1, Why: scheduler.Explanation{Instances: 2, Quota: scheduler.ReasonQuotaCPU, Team: "genomics"}}, 0,
+			"quota_cpu", "team genomics at its cpu quota (1000 of 1000 cores)"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 1, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonRegion, 2)}}, 0,
+			"region_not_allowed", "no worker in its regions r1: the 2 active workers are elsewhere"},
 	} {
-		code, msg := waitReason(c.u, 64000, 64<<30)
+		w := waiter{in: in, clusters: clusters, bigs: map[int32][2]int64{}}
+		code, msg := w.reason(c.u, c.ahead)
 		if code != c.code || msg != c.want {
-			t.Errorf("waitReason(%+v) = %s %q, want %s %q", c.u.Why, code, msg, c.code, c.want)
+			t.Errorf("reason(%+v) = %s %q, want %s %q", c.u.Why, code, msg, c.code, c.want)
 		}
 	}
 }
@@ -128,7 +157,7 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Waiting) != 1 || got.Waiting[0].Count != 1_000_000 || !strings.Contains(got.Waiting[0].Message, "needs 1TiB memory; the largest worker offers 64GiB") {
+	if len(got.Waiting) != 1 || got.Waiting[0].Count != 1_000_000 || !strings.Contains(got.Waiting[0].Message, "needs 1TiB memory; the largest offers 64GiB") {
 		t.Fatalf("batch waiting = %+v", got.Waiting)
 	}
 	j, err := tc.admin.GetJob(ctx, b.ID, 17)
@@ -137,5 +166,12 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 	}
 	if j.Waiting == nil || j.Waiting.Reason != "memory_capacity" {
 		t.Fatalf("job 17 waiting = %+v", j.Waiting)
+	}
+	why, err := tc.admin.JobWhy(ctx, b.ID, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why.State != api.JobReady || len(why.Reasons) == 0 || why.Reasons[0].Reason != "memory_capacity" || why.Reasons[0].Message != j.Waiting.Message {
+		t.Fatalf("job 17 why = %+v", why)
 	}
 }

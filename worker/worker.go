@@ -47,6 +47,12 @@ type Config struct {
 	KillGrace time.Duration
 	// KeepWorkDirs keeps jobs' working directories after they end.
 	KeepWorkDirs bool
+	// Region, Cluster and Pool place the worker (empty: the servers'
+	// "default"); Labels are free-form.
+	Region  string
+	Cluster string
+	Pool    string
+	Labels  map[string]string
 	// Executor runs the jobs' commands; nil means a ProcessExecutor.
 	Executor Executor
 	Logger   *slog.Logger
@@ -160,6 +166,7 @@ func (w *Worker) activate(ctx context.Context) error {
 	req := &api.ActivateRequest{
 		Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(), Token: api.NewToken(),
 		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
+		Region: w.cfg.Region, Cluster: w.cfg.Cluster, Pool: w.cfg.Pool, Labels: w.cfg.Labels,
 	}
 	for {
 		w.client.SetToken("")

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/server"
 )
@@ -31,6 +32,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", 2, "number of local worker processes")
 	cores := fs.Float64("worker-cores", float64(runtime.NumCPU()), "cores each worker offers")
 	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
+	clustersFlag := fs.String("clusters", "", "local workers in named regions and clusters instead of -workers: REGION/CLUSTER:WORKERSxCORES,... (e.g. us-east1/a:2x8,us-west1/b:2x8)")
 	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -52,6 +54,13 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	}
 	if *cores <= 0 {
 		return usagef("-worker-cores is %g; it must be positive", *cores)
+	}
+	layout := []devCluster{{workers: *workers, cores: *cores}}
+	if *clustersFlag != "" {
+		var err error
+		if layout, err = parseDevClusters(*clustersFlag); err != nil {
+			return usagef("-clusters: %v", err)
+		}
 	}
 	memBytes := int64(*cores * float64(2<<30))
 	if *memory != "" {
@@ -121,35 +130,58 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	host, _ := os.Hostname()
 	host = strings.Split(host, ".")[0]
 	var wg sync.WaitGroup
-	for i := 1; i <= *workers; i++ {
-		wargs := []string{
-			"worker",
-			"-servers", apiAddr,
-			"-name", fmt.Sprintf("%s-worker-%d", host, i),
-			"-cores", strconv.FormatFloat(*cores, 'f', -1, 64),
-			"-memory", strconv.FormatInt(memBytes, 10) + "B",
-			"-data-dir", filepath.Join(*dataDir, "workers", strconv.Itoa(i)),
-			"-worker-secret-file", secretFile,
-			"-log-level", *logLevel,
-			"-parent-pid", strconv.Itoa(os.Getpid()),
+	i := 0
+	var summary []string
+	for _, dc := range layout {
+		wmem := memBytes
+		if *memory == "" {
+			wmem = int64(dc.cores * float64(2<<30))
 		}
-		if *logJSON {
-			wargs = append(wargs, "-log-json")
+		if dc.cluster != "" {
+			summary = append(summary, fmt.Sprintf("%s/%s: %d x %g cores", dc.region, dc.cluster, dc.workers, dc.cores))
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.superviseWorker(ctx, log.With("worker", i), self, wargs)
-		}()
+		for k := 0; k < dc.workers; k++ {
+			i++
+			name := fmt.Sprintf("%s-worker-%d", host, i)
+			if dc.cluster != "" {
+				name = fmt.Sprintf("%s-%s-%d", host, dc.cluster, k+1)
+			}
+			wargs := []string{
+				"worker",
+				"-servers", apiAddr,
+				"-name", name,
+				"-cores", strconv.FormatFloat(dc.cores, 'f', -1, 64),
+				"-memory", strconv.FormatInt(wmem, 10) + "B",
+				"-data-dir", filepath.Join(*dataDir, "workers", strconv.Itoa(i)),
+				"-worker-secret-file", secretFile,
+				"-log-level", *logLevel,
+				"-parent-pid", strconv.Itoa(os.Getpid()),
+			}
+			if dc.cluster != "" {
+				wargs = append(wargs, "-region", dc.region, "-cluster", dc.cluster)
+			}
+			if *logJSON {
+				wargs = append(wargs, "-log-json")
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.superviseWorker(ctx, log.With("worker", name), self, wargs)
+			}()
+		}
+	}
+	workersLine := fmt.Sprintf("%d x %g cores, %s each", *workers, *cores, jobspec.FormatBytes(memBytes))
+	if len(summary) > 0 {
+		workersLine = strings.Join(summary, "; ")
 	}
 	fmt.Fprintf(m.Stderr, `==> drover dev agent running
     API:         %s
     Data dir:    %s
     Admin token: %s
-    Workers:     %d x %g cores, %s each
+    Workers:     %s
   Use it with:
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
-`, apiAddr, *dataDir, tokenFile, *workers, *cores, jobspec.FormatBytes(memBytes), apiAddr, tokenFile)
+`, apiAddr, *dataDir, tokenFile, workersLine, apiAddr, tokenFile)
 	<-ctx.Done()
 	fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 	wg.Wait()
@@ -278,4 +310,44 @@ func parentWatch(ctx context.Context, pid int, cancel context.CancelFunc) {
 			}
 		}
 	}()
+}
+
+// devCluster is one entry of the dev agent's -clusters flag.
+type devCluster struct {
+	region, cluster string
+	workers         int
+	cores           float64
+}
+
+// parseDevClusters reads REGION/CLUSTER:WORKERSxCORES,...
+func parseDevClusters(s string) ([]devCluster, error) {
+	var out []devCluster
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		where, size, ok := strings.Cut(strings.TrimSpace(item), ":")
+		region, cluster, ok2 := strings.Cut(where, "/")
+		n, c, ok3 := strings.Cut(size, "x")
+		if !ok || !ok2 || !ok3 {
+			return nil, fmt.Errorf("%q: write REGION/CLUSTER:WORKERSxCORES, as in us-east1/a:2x8", item)
+		}
+		workers, err := strconv.Atoi(n)
+		if err != nil || workers < 0 || workers > 64 {
+			return nil, fmt.Errorf("%q: the number of workers is 0 to 64", item)
+		}
+		cores, err := strconv.ParseFloat(c, 64)
+		if err != nil || cores <= 0 || cores > 4096 {
+			return nil, fmt.Errorf("%q: the cores per worker are more than 0 and at most 4096", item)
+		}
+		for what, name := range map[string]string{"region": region, "cluster": cluster} {
+			if err := api.ValidatePlaceName(what, name); err != nil {
+				return nil, fmt.Errorf("%q: %v", item, err)
+			}
+		}
+		if seen[cluster] {
+			return nil, fmt.Errorf("cluster %s is named twice", cluster)
+		}
+		seen[cluster] = true
+		out = append(out, devCluster{region: region, cluster: cluster, workers: workers, cores: cores})
+	}
+	return out, nil
 }

@@ -88,6 +88,15 @@ Batches and jobs:
   batch cancel ID  cancel a batch       batch wait ID       wait for a batch
   job list BATCH   list a batch's jobs  job status BATCH JOB
   job logs BATCH JOB                    print a job's log
+  job why BATCH JOB                     say why a job waits (or where it runs)
+
+Placement:
+  region list            regions with their clusters' capacity
+  cluster list | status NAME
+  cluster disable NAME -reason "..." [-evacuate] | enable NAME
+  team create NAME [-project P]... [-strategy S] [-cpu N] [-memory SIZE]
+  team list | show NAME  quota set TEAM [-cpu N] [-memory SIZE] | show TEAM
+  placement apply FILE   declare clusters, pools, teams and quotas (HCL)
 
 Administration:
   user create NAME       create a user and print its token
@@ -135,7 +144,27 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "job":
 		return m.sub(ctx, "job", rest, map[string]func(context.Context, []string) error{
-			"list": m.runJobList, "status": m.runJobStatus, "logs": m.runJobLogs,
+			"list": m.runJobList, "status": m.runJobStatus, "logs": m.runJobLogs, "why": m.runJobWhy,
+		})
+	case "region":
+		return m.sub(ctx, "region", rest, map[string]func(context.Context, []string) error{
+			"list": m.runRegionList,
+		})
+	case "cluster":
+		return m.sub(ctx, "cluster", rest, map[string]func(context.Context, []string) error{
+			"list": m.runClusterList, "status": m.runClusterStatus, "disable": m.runClusterDisable, "enable": m.runClusterEnable,
+		})
+	case "team":
+		return m.sub(ctx, "team", rest, map[string]func(context.Context, []string) error{
+			"create": m.runTeamCreate, "show": m.runTeamShow, "list": m.runTeamList,
+		})
+	case "quota":
+		return m.sub(ctx, "quota", rest, map[string]func(context.Context, []string) error{
+			"set": m.runQuotaSet, "show": m.runTeamShow,
+		})
+	case "placement":
+		return m.sub(ctx, "placement", rest, map[string]func(context.Context, []string) error{
+			"apply": m.runPlacementApply,
 		})
 	case "user":
 		return m.sub(ctx, "user", rest, map[string]func(context.Context, []string) error{

@@ -32,6 +32,11 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	parentPID := fs.Int("parent-pid", 0, "exit when this process is no longer the parent (set by the dev agent)")
+	region := fs.String("region", "", `region this worker is in (default "default")`)
+	cluster := fs.String("cluster", "", `cluster this worker is in; a cluster belongs to one region (default "default")`)
+	pool := fs.String("pool", "", `pool (machine class) of its cluster this worker is in (default "default")`)
+	var labels multiFlag
+	fs.Var(&labels, "label", "free-form label KEY=VALUE (repeatable)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -68,6 +73,17 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cfg.SyncWait = *syncWait
 	cfg.KillGrace = *killGrace
 	cfg.KeepWorkDirs = *keep
+	cfg.Region, cfg.Cluster, cfg.Pool = *region, *cluster, *pool
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return usagef("-label %q: write KEY=VALUE", l)
+		}
+		if cfg.Labels == nil {
+			cfg.Labels = map[string]string{}
+		}
+		cfg.Labels[k] = v
+	}
 	cfg.Logger = log
 	w, err := worker.New(cfg)
 	if err != nil {

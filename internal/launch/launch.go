@@ -370,10 +370,10 @@ func (c *Cluster) Client() (*api.Client, error) {
 }
 
 // StartWorker starts a worker process that knows every server.
-func (c *Cluster) StartWorker(name string, cores float64, memory string) (*Process, error) {
-	p, err := c.spawn("worker-"+name+".log", []string{"worker", "-servers", c.HTTPAddrs(), "-worker-secret-file", c.Secret,
+func (c *Cluster) StartWorker(name string, cores float64, memory string, args ...string) (*Process, error) {
+	p, err := c.spawn("worker-"+name+".log", append([]string{"worker", "-servers", c.HTTPAddrs(), "-worker-secret-file", c.Secret,
 		"-name", name, "-cores", fmt.Sprint(cores), "-memory", memory, "-data-dir", filepath.Join(c.opts.Dir, "w-"+name),
-		"-log-level", c.opts.LogLevel})
+		"-log-level", c.opts.LogLevel}, args...))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,10 +52,21 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Retries:    uint16(js.Retries),
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
+				Regions:    regionSet(js.Regions),
+				Pool:       js.Pool,
 			},
 		})
 	}
 	return out, nil
+}
+
+// regionSet sorts and dedupes a job's regions, so equal sets share one
+// constraint.
+func regionSet(rs []string) []string {
+	if len(rs) == 0 {
+		return nil
+	}
+	return slices.Compact(slices.Sorted(slices.Values(rs)))
 }
 
 // ranges converts validated parent IDs and ranges.

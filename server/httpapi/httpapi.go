@@ -207,6 +207,18 @@ func (s *Server) Handler() http.Handler {
 	route("GET /api/v1/batches/{id}/jobs", s.authUser(s.handleListJobs))
 	route("GET /api/v1/batches/{id}/jobs/{job}", s.authUser(s.handleGetJob))
 	route("GET /api/v1/batches/{id}/jobs/{job}/log", s.authUser(s.handleJobLog))
+	route("GET /api/v1/batches/{id}/jobs/{job}/why", s.authUser(s.handleJobWhy))
+
+	route("GET /api/v1/regions", s.authUser(s.handleListRegions))
+	route("GET /api/v1/clusters", s.authUser(s.handleListClusters))
+	route("GET /api/v1/clusters/{name}", s.authUser(s.handleGetCluster))
+	route("POST /api/v1/clusters/{name}/disable", s.authAdmin(s.handleDisableCluster))
+	route("POST /api/v1/clusters/{name}/enable", s.authAdmin(s.handleEnableCluster))
+	route("GET /api/v1/teams", s.authUser(s.handleListTeams))
+	route("GET /api/v1/teams/{name}", s.authUser(s.handleGetTeam))
+	route("PUT /api/v1/teams/{name}", s.authAdmin(s.handlePutTeam))
+	route("PUT /api/v1/teams/{name}/quota", s.authAdmin(s.handlePutQuota))
+	route("POST /api/v1/placement", s.authAdmin(s.handleApplyPlacement))
 
 	route("POST /api/v1/users", s.authAdmin(s.handleCreateUser))
 	route("GET /api/v1/users", s.authAdmin(s.handleListUsers))

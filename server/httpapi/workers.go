@@ -39,6 +39,19 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU))
 		return
 	}
+	for _, p := range [][2]string{{"region", req.Region}, {"cluster", req.Cluster}, {"pool", req.Pool}} {
+		if p[1] == "" {
+			continue
+		}
+		if err := api.ValidatePlaceName(p[0], p[1]); err != nil {
+			writeError(w, http.StatusBadRequest, "activation: "+err.Error())
+			return
+		}
+	}
+	if err := api.ValidateAttributes(req.Labels); err != nil {
+		writeError(w, http.StatusBadRequest, "activation: labels: "+err.Error())
+		return
+	}
 	tok, ok := clientToken(w, req.Token)
 	if !ok {
 		return
@@ -62,6 +75,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	res, err := s.apply(&state.Activate{
 		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,
 		CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory, TokenHash: token.Hash(tok),
+		Region: req.Region, Cluster: req.Cluster, Pool: req.Pool, Labels: req.Labels,
 	})
 	if err != nil {
 		s.writeErr(w, err)
@@ -69,7 +83,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	}
 	ar := res.(*state.ActivateResult)
 	s.live.Touch(ar.Instance)
-	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory)
+	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory, "cluster", req.Cluster, "region", req.Region)
 	writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(ar.Instance), Token: tok})
 }
 

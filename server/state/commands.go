@@ -28,6 +28,9 @@ const (
 	CmdRetire
 	CmdRotateToken
 	CmdExpireUpdates
+	CmdSetCluster
+	CmdSetTeam
+	CmdApplyPlacement
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -39,6 +42,7 @@ var cmdNames = map[CommandType]string{
 	CmdAddJobs: "add_jobs", CmdCommitUpdate: "commit_update", CmdCancelBatch: "cancel_batch",
 	CmdPlan: "plan", CmdEvents: "events", CmdActivate: "activate", CmdRetire: "retire",
 	CmdRotateToken: "rotate_token", CmdExpireUpdates: "expire_updates",
+	CmdSetCluster: "set_cluster", CmdSetTeam: "set_team", CmdApplyPlacement: "apply_placement",
 }
 
 func (t CommandType) String() string {
@@ -204,6 +208,12 @@ type Activate struct {
 	// MaxLost ends a job Error once its attempts were lost with this many
 	// instances (0 in entries from before the limit: no limit).
 	MaxLost uint8
+	// Where the worker is (empty in entries from before placement: the
+	// default region, cluster and pool) and its free-form labels.
+	Region  string
+	Cluster string
+	Pool    string
+	Labels  StringMap
 }
 
 // Retire removes an instance; its running attempts are lost and their jobs
@@ -263,6 +273,12 @@ func newCommand(t CommandType) Command {
 		return &RotateToken{}
 	case CmdExpireUpdates:
 		return &ExpireUpdates{}
+	case CmdSetCluster:
+		return &SetCluster{}
+	case CmdSetTeam:
+		return &SetTeam{}
+	case CmdApplyPlacement:
+		return &ApplyPlacement{}
 	}
 	return nil
 }

@@ -15,8 +15,31 @@ func (s *State) applyActivate(c *Activate) any {
 	if c.Name == "" || c.CPUMilli <= 0 || c.Memory <= 0 || c.TokenHash == "" {
 		return errorf(ErrInvalid, "activation needs a name, cpu > 0, memory > 0 and a token")
 	}
+	region, cluster, pool := c.Region, c.Cluster, c.Pool
+	if region == "" {
+		region = DefaultRegion
+	}
+	if cluster == "" {
+		cluster = DefaultCluster
+	}
+	if pool == "" {
+		pool = DefaultPool
+	}
+	if err := validName("pool", pool); err != nil {
+		return err
+	}
+	if len(c.Labels) > 64 {
+		return errorf(ErrInvalid, "a worker may carry at most 64 labels")
+	}
+	if err := s.ensureCluster(cluster, region, c.Now); err != nil {
+		return err
+	}
 	res := &ActivateResult{}
 	inst := &Instance{
+		Region:    region,
+		Cluster:   cluster,
+		Pool:      pool,
+		Labels:    c.Labels,
 		ID:        s.nextInstance,
 		Name:      c.Name,
 		NodeID:    c.NodeID,
@@ -241,8 +264,8 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 		if j.state != Running || j.attempt != k.Attempt || j.instance != instance {
 			// Finished attempts the worker still holds are not killed: they
 			// wait for their completed event to be acknowledged. Anything
-			// else it holds is stale.
-			if j.attempt != k.Attempt || j.instance != instance {
+			// else it holds is stale, preempted attempts included.
+			if j.attempt != k.Attempt || j.instance != instance || (j.state == Ready && j.outcome == OutcomePreempted) {
 				v.Kill = append(v.Kill, k)
 			}
 			continue

@@ -127,5 +127,49 @@ func (s *State) CheckInvariants() error {
 			return fmt.Errorf("instance %d lists %d attempts, %d jobs run there", id, len(inst.running), instRunning[id])
 		}
 	}
+	return s.checkTeams()
+}
+
+// checkTeams recomputes every team's quota in use, in all and per
+// cluster, from the attempts running now.
+func (s *State) checkTeams() error {
+	type use struct {
+		cpu, mem  int64
+		byCluster map[string]int64
+	}
+	got := map[string]*use{}
+	for _, t := range s.teams {
+		got[t.Name] = &use{byCluster: map[string]int64{}}
+		for _, p := range t.Projects {
+			if s.projectTeam[p] != t {
+				return fmt.Errorf("billing project %s of team %s maps to another team", p, t.Name)
+			}
+		}
+	}
+	for _, inst := range s.instances {
+		for k := range inst.running {
+			b := s.batches[k.batch]
+			t := s.projectTeam[b.BillingProject]
+			if t == nil {
+				continue
+			}
+			sp := b.groupOf(k.job).spec
+			u := got[t.Name]
+			u.cpu += sp.CPUMilli
+			u.mem += sp.Memory
+			u.byCluster[inst.Cluster] += sp.CPUMilli
+		}
+	}
+	for _, t := range s.teams {
+		u := got[t.Name]
+		if t.usedMilli != u.cpu || t.usedMemory != u.mem {
+			return fmt.Errorf("team %s uses %d millicores and %d bytes, recomputed %d and %d", t.Name, t.usedMilli, t.usedMemory, u.cpu, u.mem)
+		}
+		for c, v := range t.usedByCluster {
+			if u.byCluster[c] != v {
+				return fmt.Errorf("team %s uses %d millicores in cluster %s, recomputed %d", t.Name, v, c, u.byCluster[c])
+			}
+		}
+	}
 	return nil
 }

@@ -60,6 +60,12 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 		} else {
 			s.finish(b, e.Job, j, Error, now)
 		}
+	case OutcomePreempted:
+		if b.Cancelled {
+			s.finish(b, e.Job, j, Cancelled, now)
+		} else {
+			s.requeue(b, g, e.Job, j)
+		}
 	default:
 		s.finish(b, e.Job, j, Cancelled, now)
 	}
@@ -76,6 +82,7 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
 				inst.FreeMilli += g.spec.CPUMilli
 				inst.FreeMem += g.spec.Memory
 			}
+			s.charge(b, g.spec, inst, -1)
 		}
 	}
 	u := s.userSched(b.User)

@@ -11,8 +11,10 @@ type PlanResult struct {
 
 // applyPlan re-checks every placement against the current state: the job is
 // still Ready on the expected attempt, its batch is not cancelled, the
-// instance is active and has the cores and memory free. Placements that no
-// longer fit are dropped, so no instance is ever oversubscribed.
+// instance is active, in an enabled cluster the job may use, and has the
+// cores and memory free, and the batch's team has the quota. Placements
+// that no longer fit are dropped, so no instance is ever oversubscribed
+// and no team ever holds more than its quota.
 func (s *State) applyPlan(c *Plan) any {
 	res := &PlanResult{}
 	touched := map[uint32]bool{}
@@ -33,6 +35,7 @@ func (s *State) applyPlan(c *Plan) any {
 			continue
 		}
 		cpu, mem := g.spec.CPUMilli, g.spec.Memory
+		placeable := s.placeable(g.spec, inst)
 		u := s.userSched(b.User)
 		runLo := p.First
 		flush := func(hi uint32) {
@@ -50,7 +53,7 @@ func (s *State) applyPlan(c *Plan) any {
 		}
 		for id := p.First; id <= last; id++ {
 			j := &b.jobs[id-1]
-			if j.state != Ready || j.attempt+1 != p.Attempt || inst.FreeMilli < cpu || inst.FreeMem < mem {
+			if j.state != Ready || j.attempt+1 != p.Attempt || inst.FreeMilli < cpu || inst.FreeMem < mem || !placeable || !s.quotaAdmits(b, g.spec) {
 				flush(id - 1)
 				runLo = id + 1
 				res.Rejected++
@@ -69,6 +72,7 @@ func (s *State) applyPlan(c *Plan) any {
 				inst.running = map[attemptKey]struct{}{}
 			}
 			inst.running[attemptKey{b.ID, id}] = struct{}{}
+			s.charge(b, g.spec, inst, +1)
 			touched[inst.ID] = true
 		}
 		flush(last)

@@ -204,6 +204,8 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 		Retries:    int(spec.Retries),
 		AlwaysRun:  spec.AlwaysRun,
 		Attributes: spec.Attributes,
+		Regions:    spec.Regions,
+		Pool:       spec.Pool,
 	}
 	for _, ri := range g.parents {
 		r := b.ranges[ri].r
@@ -242,6 +244,9 @@ func (s *State) attemptToAPI(rec attemptRec, running bool) api.Attempt {
 		EndTime:   timePtr(rec.End),
 		Message:   rec.Message,
 		State:     rec.Outcome.String(),
+	}
+	if inst, ok := s.instances[rec.Instance]; ok {
+		a.Cluster, a.Region = inst.Cluster, inst.Region
 	}
 	if running {
 		a.State = api.JobRunning

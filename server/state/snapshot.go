@@ -28,6 +28,8 @@ type snapState struct {
 	Projects     []snapProject
 	Instances    []snapInstance
 	Batches      []snapBatch
+	Clusters     []Cluster
+	Teams        []Team
 }
 
 type snapProject struct {
@@ -40,6 +42,10 @@ type snapInstance struct {
 	Instance
 	Running []snapKey
 	Node    string // Instance.NodeID
+	Region  string
+	Cluster string
+	Pool    string
+	Labels  StringMap
 }
 
 type snapKey struct {
@@ -214,7 +220,7 @@ func (s *State) Snapshot() *Snapshot {
 	sort.Slice(instIDs, func(i, j int) bool { return instIDs[i] < instIDs[j] })
 	for _, id := range instIDs {
 		inst := s.instances[id]
-		si := snapInstance{Instance: *inst, Node: inst.NodeID}
+		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -230,6 +236,17 @@ func (s *State) Snapshot() *Snapshot {
 	}
 	for _, id := range s.batchIDs {
 		d.Batches = append(d.Batches, s.batches[id].snapshot())
+	}
+	for _, name := range sortedKeys(s.clusters) {
+		cl := *s.clusters[name]
+		cl.Pools = slices.Clone(cl.Pools)
+		d.Clusters = append(d.Clusters, cl)
+	}
+	for _, name := range sortedKeys(s.teams) {
+		t := *s.teams[name]
+		t.Projects = slices.Clone(t.Projects)
+		t.usedByCluster = nil
+		d.Teams = append(d.Teams, t)
 	}
 	return &Snapshot{data: d}
 }
@@ -312,6 +329,14 @@ func (s *State) Restore(r io.Reader) error {
 	fresh.index = d.Index
 	fresh.nextBatch = d.NextBatch
 	fresh.nextInstance = d.NextInstance
+	for i := range d.Clusters {
+		cl := d.Clusters[i]
+		fresh.clusters[cl.Name] = &cl
+	}
+	for i := range d.Teams {
+		t := d.Teams[i]
+		fresh.teams[t.Name] = &t
+	}
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
@@ -327,6 +352,13 @@ func (s *State) Restore(r io.Reader) error {
 	for _, si := range d.Instances {
 		inst := si.Instance
 		inst.NodeID = si.Node
+		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
+		if inst.Cluster == "" { // a snapshot from before placement
+			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
+		}
+		if fresh.clusters[inst.Cluster] == nil {
+			fresh.clusters[inst.Cluster] = &Cluster{Name: inst.Cluster, Region: inst.Region, Created: inst.Activated, Since: inst.Activated}
+		}
 		inst.running = map[attemptKey]struct{}{}
 		for _, k := range si.Running {
 			inst.running[attemptKey{k.Batch, k.Job}] = struct{}{}
@@ -370,7 +402,9 @@ func (s *State) Restore(r io.Reader) error {
 	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
+	s.clusters, s.teams = fresh.clusters, fresh.teams
 	s.recomputeTallies()
+	s.recomputeTeamUse()
 	s.notifyAllInstances()
 	s.notifyWork()
 	return nil

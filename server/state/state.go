@@ -67,6 +67,10 @@ type State struct {
 	instTokens     map[string]uint32
 	instByIdentity map[string]uint32
 
+	clusters    map[string]*Cluster
+	teams       map[string]*Team
+	projectTeam map[string]*Team // derived from teams
+
 	sched map[string]*userSched
 	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)
 	// userTallies and projectTallies: what each user and billing project
@@ -90,6 +94,9 @@ func New() *State {
 		instances:      map[uint32]*Instance{},
 		instTokens:     map[string]uint32{},
 		instByIdentity: map[string]uint32{},
+		clusters:       map[string]*Cluster{},
+		teams:          map[string]*Team{},
+		projectTeam:    map[string]*Team{},
 		sched:          map[string]*userSched{},
 		userTallies:    map[string]*Tally{},
 		projectTallies: map[string]*Tally{},
@@ -166,6 +173,12 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyRotateToken(c)
 	case *ExpireUpdates:
 		return s.applyExpireUpdates(c)
+	case *SetCluster:
+		return s.applySetCluster(c)
+	case *SetTeam:
+		return s.applySetTeam(c)
+	case *ApplyPlacement:
+		return s.applyApplyPlacement(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"slices"
 )
 
 // Test support, exported so other packages can drive a State the way the
@@ -20,7 +21,9 @@ type TB interface {
 type Planner func(v *SchedulingView) []Placement
 
 // FirstFit places each user's runs in order, one job at a time, on the
-// first instance with room, up to the view's bound.
+// first instance with room in an enabled cluster its constraint allows,
+// up to the view's bound. It knows no quota: the state's apply enforces
+// them.
 func FirstFit(v *SchedulingView) []Placement {
 	free := make([][2]int64, len(v.Instances))
 	for i, inst := range v.Instances {
@@ -35,6 +38,9 @@ func FirstFit(v *SchedulingView) []Placement {
 					return out
 				}
 				for i := range free {
+					if !firstFitAdmits(v, &v.Instances[i], &r) {
+						continue
+					}
 					if free[i][0] >= r.CPUMilli && free[i][1] >= r.Memory && free[i][0] > 0 {
 						free[i][0] -= r.CPUMilli
 						free[i][1] -= r.Memory
@@ -47,6 +53,28 @@ func FirstFit(v *SchedulingView) []Placement {
 		}
 	}
 	return out
+}
+
+// firstFitAdmits: the instance is in an enabled cluster the run's
+// constraint allows.
+func firstFitAdmits(v *SchedulingView, in *InstanceSlot, r *ReadyRun) bool {
+	if int(in.Cluster) >= len(v.Clusters) {
+		return true
+	}
+	cl := &v.Clusters[in.Cluster]
+	if cl.Disabled {
+		return false
+	}
+	if r.Constraint > 0 {
+		k := &v.Constraints[r.Constraint-1]
+		if k.Pool != "" && k.Pool != in.Pool {
+			return false
+		}
+		if len(k.Regions) > 0 && !slices.Contains(k.Regions, cl.Region) {
+			return false
+		}
+	}
+	return true
 }
 
 // Harness applies commands the way the FSM does (encode, decode, apply),

@@ -88,9 +88,13 @@ const (
 	OutcomeError
 	OutcomeCancelled
 	OutcomeLost
+	// OutcomePreempted: the control plane took the attempt back (its
+	// cluster was evacuated); the job runs again and nothing counts
+	// against its retries.
+	OutcomePreempted
 )
 
-var outcomeNames = [...]string{"", api.OutcomeSuccess, api.OutcomeFailed, api.OutcomeError, api.OutcomeCancelled, "lost"}
+var outcomeNames = [...]string{"", api.OutcomeSuccess, api.OutcomeFailed, api.OutcomeError, api.OutcomeCancelled, "lost", api.OutcomePreempted}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -122,6 +126,9 @@ type Spec struct {
 	Retries    uint16
 	AlwaysRun  bool
 	Attributes StringMap
+	// Regions and Pool constrain where the job may run (none: anywhere).
+	Regions []string
+	Pool    string
 }
 
 // Range is an inclusive range of job IDs.
@@ -263,7 +270,13 @@ type Instance struct {
 	// activated before node IDs, which were identified by Name. Snapshots
 	// carry it as snapInstance.Node (fields travel by position, and the
 	// embedded Instance is followed by Running).
-	NodeID  string `codec:"-"`
+	NodeID string `codec:"-"`
+	// Where the worker is, and its labels (snapshots carry them after
+	// Node, as NodeID).
+	Region  string    `codec:"-"`
+	Cluster string    `codec:"-"`
+	Pool    string    `codec:"-"`
+	Labels  StringMap `codec:"-"`
 	running map[attemptKey]struct{}
 }
 

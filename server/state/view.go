@@ -1,6 +1,9 @@
 package state
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // maxRunsPerUser bounds how far down one user's queue a round looks for
 // work that could start.
@@ -23,6 +26,12 @@ type SchedulingView struct {
 	MaxJobs   int // the round's bound on placements (0: none)
 	Instances []InstanceSlot
 	Users     []UserDemand
+	// Clusters, by name; instances and teams refer to them by index.
+	Clusters []ClusterSlot
+	// Constraints are the distinct job constraints of the runs listed.
+	Constraints []ConstraintSlot
+	// Teams of the runs listed, with their quota in use.
+	Teams []TeamSlot
 }
 
 // InstanceSlot is an active instance's size and what is free on it.
@@ -32,6 +41,36 @@ type InstanceSlot struct {
 	Memory    int64
 	FreeMilli int64
 	FreeMem   int64
+	Cluster   int32 // index into SchedulingView.Clusters
+	Pool      string
+}
+
+// ClusterSlot is a cluster's state for a round.
+type ClusterSlot struct {
+	Name             string
+	Region           string
+	Disabled         bool
+	Reason           string
+	By               string
+	Since            int64
+	PricePerCoreHour float64 // cheapest declared pool's (0: unknown)
+}
+
+// ConstraintSlot is where a run may go.
+type ConstraintSlot struct {
+	Regions []string
+	Pool    string
+}
+
+// TeamSlot is a team's quota and use for a round.
+type TeamSlot struct {
+	Name          string
+	Strategy      string
+	QuotaMilli    int64
+	QuotaMemory   int64
+	UsedMilli     int64
+	UsedMemory    int64
+	UsedByCluster []int64 // index as Clusters
 }
 
 // UserDemand is one user's running and Ready cores and the head of its
@@ -52,37 +91,114 @@ type ReadyRun struct {
 	Attempt  uint16 // the attempt number a placement creates
 	CPUMilli int64
 	Memory   int64
+	// Constraint and Team are 1 + an index into SchedulingView.Constraints
+	// and Teams (0: none).
+	Constraint int32
+	Team       int32
 }
 
 // SchedulingView copies what a scheduling round needs. With no cores free
-// anywhere it lists no users.
+// in any enabled cluster it lists no users.
+//
+// Each user's queue is read from its head until what was listed could
+// fill every free core, per constraint: a run restricted to regions whose
+// workers are all busy takes nothing from the round's bounds and does not
+// hide the runs behind it that could start elsewhere (the region deadlock
+// of Hail Batch). Runs that can never start (no worker their constraint
+// allows is large enough, or their team is at its quota) are passed, a few
+// per user, only so the scheduler can say why they wait.
 func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &SchedulingView{MaxJobs: maxJobs}
-	var free, maxCPU, maxMem int64
+	clusterIdx := make(map[string]int32, len(s.clusters))
+	for _, name := range sortedKeys(s.clusters) {
+		cl := s.clusters[name]
+		clusterIdx[name] = int32(len(v.Clusters))
+		var price float64
+		for _, p := range cl.Pools {
+			if p.CPUMilli > 0 && p.PricePerHour > 0 {
+				if pc := p.PricePerHour * 1000 / float64(p.CPUMilli); price == 0 || pc < price {
+					price = pc
+				}
+			}
+		}
+		v.Clusters = append(v.Clusters, ClusterSlot{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled,
+			Reason: cl.Reason, By: cl.By, Since: cl.Since, PricePerCoreHour: price})
+	}
+	var free int64
 	for _, inst := range s.instances {
 		if !inst.Active {
 			continue
 		}
-		v.Instances = append(v.Instances, InstanceSlot{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem})
-		if inst.FreeMilli > 0 && inst.FreeMem > 0 {
+		slot := InstanceSlot{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,
+			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool}
+		v.Instances = append(v.Instances, slot)
+		if !v.Clusters[slot.Cluster].Disabled && inst.FreeMilli > 0 && inst.FreeMem > 0 {
 			free += inst.FreeMilli
-			maxCPU = max(maxCPU, inst.FreeMilli)
-			maxMem = max(maxMem, inst.FreeMem)
 		}
 	}
 	if free == 0 {
 		return v
 	}
-	// fits reports whether some active instance is large enough, free or
-	// not, for one job of spec; the answer is kept per spec for the round.
+	// reach is what the workers one constraint allows offer: the largest
+	// free cores and memory, the free cores in all, and what the runs
+	// listed so far want of them.
+	type reach struct {
+		slot           ConstraintSlot
+		insts          []int // indices into v.Instances (enabled clusters only)
+		maxCPU, maxMem int64
+		free, want     int64
+	}
+	admitted := func(k *ConstraintSlot, in *InstanceSlot) bool {
+		cl := &v.Clusters[in.Cluster]
+		if cl.Disabled || (k.Pool != "" && k.Pool != in.Pool) {
+			return false
+		}
+		return len(k.Regions) == 0 || slices.Contains(k.Regions, cl.Region)
+	}
+	newReach := func(k ConstraintSlot) *reach {
+		r := &reach{slot: k}
+		for i := range v.Instances {
+			in := &v.Instances[i]
+			if !admitted(&k, in) {
+				continue
+			}
+			r.insts = append(r.insts, i)
+			if in.FreeMilli > 0 && in.FreeMem > 0 {
+				r.free += in.FreeMilli
+				r.maxCPU = max(r.maxCPU, in.FreeMilli)
+				r.maxMem = max(r.maxMem, in.FreeMem)
+			}
+		}
+		return r
+	}
+	anywhere := newReach(ConstraintSlot{})
+	var reaches []*reach // index = constraint index
+	constraintOf := map[string]int32{}
+	// fitting: whether some worker the spec's constraint allows is large
+	// enough, free or not, for one job; kept per spec for the round.
 	fitting := map[*Spec]bool{}
-	fits := func(spec *Spec) bool {
+	lookup := func(spec *Spec) (int32, *reach) {
+		if len(spec.Regions) == 0 && spec.Pool == "" {
+			return 0, anywhere
+		}
+		key := spec.Pool + "\x00" + strings.Join(spec.Regions, "\x00")
+		idx, ok := constraintOf[key]
+		if !ok {
+			idx = int32(len(reaches))
+			constraintOf[key] = idx
+			k := ConstraintSlot{Regions: slices.Clone(spec.Regions), Pool: spec.Pool}
+			reaches = append(reaches, newReach(k))
+			v.Constraints = append(v.Constraints, k)
+		}
+		return idx + 1, reaches[idx]
+	}
+	fits := func(spec *Spec, r *reach) bool {
 		ok, seen := fitting[spec]
 		if !seen {
-			for _, inst := range v.Instances {
-				if inst.CPUMilli >= spec.CPUMilli && inst.Memory >= spec.Memory {
+			for _, i := range r.insts {
+				if in := &v.Instances[i]; in.CPUMilli >= spec.CPUMilli && in.Memory >= spec.Memory {
 					ok = true
 					break
 				}
@@ -90,6 +206,35 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 			fitting[spec] = ok
 		}
 		return ok
+	}
+	teamOf := map[*Team]int32{}
+	var quotaRoom []int64 // millicores the team may still take (-1: no quota)
+	var teamRoom []int64  // the same, less what this user's runs listed so far want
+	team := func(b *Batch) int32 {
+		t := s.projectTeam[b.BillingProject]
+		if t == nil {
+			return 0
+		}
+		idx, ok := teamOf[t]
+		if !ok {
+			idx = int32(len(v.Teams))
+			teamOf[t] = idx
+			ts := TeamSlot{Name: t.Name, Strategy: t.Strategy, QuotaMilli: t.QuotaMilli, QuotaMemory: t.QuotaMemory,
+				UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: make([]int64, len(v.Clusters))}
+			for name, used := range t.usedByCluster {
+				if ci, ok := clusterIdx[name]; ok {
+					ts.UsedByCluster[ci] = used
+				}
+			}
+			v.Teams = append(v.Teams, ts)
+			room := int64(-1)
+			if t.QuotaMilli > 0 {
+				room = max(t.QuotaMilli-t.usedMilli, 0)
+			}
+			quotaRoom = append(quotaRoom, room)
+			teamRoom = append(teamRoom, room)
+		}
+		return idx + 1
 	}
 	names := make([]string, 0, len(s.sched))
 	for name, u := range s.sched {
@@ -101,17 +246,27 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 	for _, name := range names {
 		u := s.sched[name]
 		ud := UserDemand{Name: name, RunningMilli: u.runningMilli, ReadyMilli: u.readyMilli}
+		// Each user's list may reach every free core: what the users get
+		// of them is the scheduler's fair share to decide.
 		var want int64
+		anywhere.want = 0
+		for _, rc := range reaches {
+			rc.want = 0
+		}
+		copy(teamRoom, quotaRoom)
 		jobs, runs, unfit := 0, 0, 0
 	batches:
 		for _, b := range u.active {
+			ti := team(b)
 			for _, r := range b.ready.items() {
 				g := b.groupOf(r.Lo)
+				ci, rc := lookup(g.spec)
 				run := ReadyRun{
 					Batch: b.ID, First: r.Lo, Count: r.Len(), Attempt: b.jobs[r.Lo-1].attempt + 1,
-					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory,
+					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti,
 				}
-				if !fits(g.spec) {
+				quotaBlocked := ti > 0 && teamRoom[ti-1] >= 0 && teamRoom[ti-1] < g.spec.CPUMilli
+				if quotaBlocked || !fits(g.spec, rc) {
 					// Passed on whole for the scheduler to explain, within
 					// its own bound; it never uses up the round's.
 					if unfit < maxUnfitRunsPerUser {
@@ -121,18 +276,27 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 					continue
 				}
 				runs++
-				if g.spec.CPUMilli > maxCPU || g.spec.Memory > maxMem {
-					// Larger than anything free now: passed on, so the
-					// scheduler says why, but none of it can start this
-					// round, so it takes nothing from the round's bounds.
+				switch {
+				case g.spec.CPUMilli > rc.maxCPU || g.spec.Memory > rc.maxMem:
+					// Larger than anything free where it may go: passed on,
+					// so the scheduler says why, but none of it can start
+					// this round, so it takes nothing from the round's bounds.
 					ud.Runs = append(ud.Runs, run)
-				} else {
+				case rc.want >= rc.free:
+					// What it may use is spoken for by the runs before it.
+				default:
 					if maxJobs > 0 && jobs+int(run.Count) > maxJobs {
 						run.Count = uint32(maxJobs - jobs)
 					}
 					ud.Runs = append(ud.Runs, run)
 					jobs += int(run.Count)
-					want += int64(run.Count) * g.spec.CPUMilli
+					cores := int64(run.Count) * g.spec.CPUMilli
+					take := min(cores, rc.free-rc.want)
+					rc.want += take
+					want += take
+					if ti > 0 && teamRoom[ti-1] >= 0 {
+						teamRoom[ti-1] = max(teamRoom[ti-1]-cores, 0)
+					}
 				}
 				if want >= free || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 					break batches

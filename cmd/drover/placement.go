@@ -1,0 +1,430 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec"
+)
+
+// Regions, clusters, teams, quotas and the placement config.
+
+func (m *Main) runJobWhy(ctx context.Context, args []string) error {
+	fs := m.newFlags("job why", "BATCH JOB [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	bid, jid, err := jobArgs(pos)
+	if err != nil {
+		return err
+	}
+	why, err := m.Client().JobWhy(ctx, bid, jid)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(why)
+	}
+	fmt.Fprintf(m.Stdout, "Job %d/%d is %s:\n", why.BatchID, why.JobID, why.State)
+	for i, r := range why.Reasons {
+		fmt.Fprintf(m.Stdout, "  %d. %s [%s]\n", i+1, r.Message, r.Reason)
+	}
+	return nil
+}
+
+func (m *Main) runRegionList(ctx context.Context, args []string) error {
+	fs := m.newFlags("region list", "[-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	regions, err := m.Client().ListRegions(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(regions)
+	}
+	if len(regions) == 0 {
+		fmt.Fprintln(m.Stdout, "No regions: no worker has activated and no placement config was applied.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "REGION\tCLUSTERS\tENABLED\tWORKERS\tCPU\tFREE CPU")
+	for _, r := range regions {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%g\t%g\n", r.Name, strings.Join(r.Clusters, ","), r.Enabled, r.Workers, r.CPU, r.FreeCPU)
+	}
+	return tw.Flush()
+}
+
+func clusterState(c api.Cluster) string {
+	if c.Enabled {
+		return "enabled"
+	}
+	s := "disabled"
+	var parts []string
+	if c.Reason != "" {
+		parts = append(parts, c.Reason)
+	}
+	if c.Since != nil {
+		parts = append(parts, "since "+c.Since.Local().Format("2006-01-02 15:04"))
+	}
+	if c.By != "" {
+		parts = append(parts, "by "+c.By)
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}
+
+func (m *Main) runClusterList(ctx context.Context, args []string) error {
+	fs := m.newFlags("cluster list", "[-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	clusters, err := m.Client().ListClusters(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(clusters)
+	}
+	if len(clusters) == 0 {
+		fmt.Fprintln(m.Stdout, "No clusters.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tREGION\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE")
+	for _, c := range clusters {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%g\t%g\t%d\t%s\n", c.Name, c.Region, c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("cluster status", "NAME [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := m.Client().GetCluster(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(c)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "Cluster\t%s\n", c.Name)
+	fmt.Fprintf(tw, "Region\t%s\n", c.Region)
+	fmt.Fprintf(tw, "State\t%s\n", clusterState(*c))
+	fmt.Fprintf(tw, "Workers\t%d\n", c.Workers)
+	fmt.Fprintf(tw, "CPU\t%g of %g free\n", c.FreeCPU, c.CPU)
+	fmt.Fprintf(tw, "Memory\t%s of %s free\n", jobspec.FormatBytes(c.FreeMemory), jobspec.FormatBytes(c.Memory))
+	fmt.Fprintf(tw, "Running\t%d attempts\n", c.Running)
+	for _, p := range c.Pools {
+		fmt.Fprintf(tw, "Pool %s\t%g cpu, %s, $%g/hour%s\n", p.Name, p.CPU, jobspec.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runClusterDisable(ctx context.Context, args []string) error {
+	fs := m.newFlags("cluster disable", `NAME -reason "..." [-evacuate] [-json]`)
+	reason := fs.String("reason", "", "why the cluster is taken out of service (shown to users whose jobs wait for it)")
+	evacuate := fs.Bool("evacuate", false, "stop the attempts running there: they are recorded as preempted and run again elsewhere")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *reason == "" {
+		return usagef("drover cluster disable needs -reason: say why, for the users whose jobs wait")
+	}
+	res, err := m.Client().DisableCluster(ctx, pos[0], &api.ClusterStateRequest{Reason: *reason, Evacuate: *evacuate})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(res)
+	}
+	fmt.Fprintf(m.Stdout, "Cluster %s %s.", res.Cluster.Name, clusterState(res.Cluster))
+	if *evacuate {
+		fmt.Fprintf(m.Stdout, " %d running attempts preempted; their jobs run elsewhere.", res.Preempted)
+	}
+	fmt.Fprintln(m.Stdout)
+	return nil
+}
+
+func (m *Main) runClusterEnable(ctx context.Context, args []string) error {
+	fs := m.newFlags("cluster enable", `NAME [-reason "..."] [-json]`)
+	reason := fs.String("reason", "", "note kept with the cluster")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	res, err := m.Client().EnableCluster(ctx, pos[0], &api.ClusterStateRequest{Reason: *reason})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(res)
+	}
+	fmt.Fprintf(m.Stdout, "Cluster %s enabled.\n", res.Cluster.Name)
+	return nil
+}
+
+func (m *Main) printTeam(t *api.Team) error {
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "Team\t%s\n", t.Name)
+	fmt.Fprintf(tw, "Billing projects\t%s\n", strings.Join(t.BillingProjects, ", "))
+	fmt.Fprintf(tw, "Strategy\t%s\n", t.Strategy)
+	fmt.Fprintf(tw, "CPU\t%g of %s cores in use\n", t.Used.CPU, limitString(t.Quota.CPU))
+	mem := "unlimited"
+	if t.Quota.Memory > 0 {
+		mem = jobspec.FormatBytes(t.Quota.Memory)
+	}
+	fmt.Fprintf(tw, "Memory\t%s of %s in use\n", jobspec.FormatBytes(t.Used.Memory), mem)
+	for _, c := range slices.Sorted(mapKeys(t.UsedByCluster)) {
+		fmt.Fprintf(tw, "  in %s\t%g cores\n", c, t.UsedByCluster[c])
+	}
+	return tw.Flush()
+}
+
+func limitString(v float64) string {
+	if v == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(v)
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (m *Main) runTeamCreate(ctx context.Context, args []string) error {
+	fs := m.newFlags("team create", "NAME [-project P]... [-strategy spread|least-loaded|pack|cheapest] [-cpu N] [-memory SIZE] [-json]")
+	var projects multiFlag
+	fs.Var(&projects, "project", "billing project the team owns (repeatable; a project leaves the team it was in)")
+	strategy := fs.String("strategy", "spread", "how the team's jobs are spread over clusters: spread, least-loaded, pack or cheapest")
+	cpu := fs.Float64("cpu", 0, "cpu quota in cores, over every cluster together (0: no limit)")
+	memory := fs.String("memory", "", "memory quota, e.g. 4TiB (empty: no limit)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	q, err := quotaArgs(*cpu, *memory)
+	if err != nil {
+		return err
+	}
+	t, err := m.Client().PutTeam(ctx, &api.Team{Name: pos[0], BillingProjects: projects, Strategy: *strategy, Quota: q})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(t)
+	}
+	return m.printTeam(t)
+}
+
+func quotaArgs(cpu float64, memory string) (api.Quota, error) {
+	q := api.Quota{CPU: cpu}
+	if memory != "" {
+		b, err := jobspec.ParseBytes(memory)
+		if err != nil {
+			return q, usagef("-memory: %v", err)
+		}
+		q.Memory = b
+	}
+	return q, nil
+}
+
+func (m *Main) runTeamShow(ctx context.Context, args []string) error {
+	fs := m.newFlags("team show", "NAME [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	t, err := m.Client().GetTeam(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(t)
+	}
+	return m.printTeam(t)
+}
+
+func (m *Main) runTeamList(ctx context.Context, args []string) error {
+	fs := m.newFlags("team list", "[-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	teams, err := m.Client().ListTeams(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(teams)
+	}
+	if len(teams) == 0 {
+		fmt.Fprintln(m.Stdout, "No teams.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEAM\tPROJECTS\tSTRATEGY\tCPU USED\tCPU QUOTA")
+	for _, t := range teams {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%g\t%s\n", t.Name, strings.Join(t.BillingProjects, ","), t.Strategy, t.Used.CPU, limitString(t.Quota.CPU))
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runQuotaSet(ctx context.Context, args []string) error {
+	fs := m.newFlags("quota set", "TEAM [-cpu N] [-memory SIZE] [-json]")
+	cpu := fs.Float64("cpu", 0, "cpu quota in cores (0: no limit)")
+	memory := fs.String("memory", "", "memory quota, e.g. 4TiB (empty: no limit)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	q, err := quotaArgs(*cpu, *memory)
+	if err != nil {
+		return err
+	}
+	t, err := m.Client().SetQuota(ctx, pos[0], &q)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(t)
+	}
+	return m.printTeam(t)
+}
+
+// placementFile is the HCL form of a placement config:
+//
+//	cluster "us-east1-a" {
+//	  region = "us-east1"
+//	  pool "standard" { cpu = 8  memory = "32GiB" price_per_hour = 0.38 }
+//	}
+//	team "genomics" {
+//	  billing_projects = ["gen-prod"]
+//	  strategy = "spread"
+//	  quota { cpu = 1000  memory = "4TiB" }
+//	}
+type placementFile struct {
+	Clusters []struct {
+		Name   string `hcl:"name,label"`
+		Region string `hcl:"region"`
+		Pools  []struct {
+			Name         string  `hcl:"name,label"`
+			CPU          float64 `hcl:"cpu,optional"`
+			Memory       string  `hcl:"memory,optional"`
+			Preemptible  bool    `hcl:"preemptible,optional"`
+			PricePerHour float64 `hcl:"price_per_hour,optional"`
+		} `hcl:"pool,block"`
+	} `hcl:"cluster,block"`
+	Teams []struct {
+		Name            string   `hcl:"name,label"`
+		BillingProjects []string `hcl:"billing_projects,optional"`
+		Strategy        string   `hcl:"strategy,optional"`
+		Quota           *struct {
+			CPU    float64 `hcl:"cpu,optional"`
+			Memory string  `hcl:"memory,optional"`
+		} `hcl:"quota,block"`
+	} `hcl:"team,block"`
+}
+
+// parsePlacement reads a placement config file; problems are reported
+// as file:line:col.
+func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
+	p := hclparse.NewParser()
+	f, diags := p.ParseHCL(src, path)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%s", strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
+	}
+	var pf placementFile
+	if diags := gohcl.DecodeBody(f.Body, nil, &pf); diags.HasErrors() {
+		return nil, fmt.Errorf("%s", strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
+	}
+	bytes := func(what, s string) (int64, error) {
+		if s == "" {
+			return 0, nil
+		}
+		b, err := jobspec.ParseBytes(s)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %s: %v", path, what, err)
+		}
+		return b, nil
+	}
+	cfg := &api.PlacementConfig{}
+	for _, c := range pf.Clusters {
+		cd := api.ClusterDecl{Name: c.Name, Region: c.Region}
+		for _, pl := range c.Pools {
+			mem, err := bytes(fmt.Sprintf("cluster %s pool %s memory", c.Name, pl.Name), pl.Memory)
+			if err != nil {
+				return nil, err
+			}
+			cd.Pools = append(cd.Pools, api.Pool{Name: pl.Name, CPU: pl.CPU, Memory: mem, Preemptible: pl.Preemptible, PricePerHour: pl.PricePerHour})
+		}
+		cfg.Clusters = append(cfg.Clusters, cd)
+	}
+	for _, t := range pf.Teams {
+		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
+		if t.Quota != nil {
+			mem, err := bytes(fmt.Sprintf("team %s quota memory", t.Name), t.Quota.Memory)
+			if err != nil {
+				return nil, err
+			}
+			at.Quota = api.Quota{CPU: t.Quota.CPU, Memory: mem}
+		}
+		cfg.Teams = append(cfg.Teams, at)
+	}
+	return cfg, nil
+}
+
+func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
+	fs := m.newFlags("placement apply", "FILE [-prune]")
+	prune := fs.Bool("prune", false, "remove teams the file does not name")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	src, err := os.ReadFile(pos[0])
+	if err != nil {
+		return err
+	}
+	cfg, err := parsePlacement(pos[0], src)
+	if err != nil {
+		return err
+	}
+	cfg.Prune = *prune
+	if err := m.Client().ApplyPlacement(ctx, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Applied %s: %d clusters, %d teams.\n", pos[0], len(cfg.Clusters), len(cfg.Teams))
+	return nil
+}

@@ -1,0 +1,135 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/drover-sched/drover/placement"
+)
+
+// twoRegions: clusters a (east) and b (west), two 8-core workers each.
+func twoRegions() *Input {
+	in := NewInput().
+		Instance(1, Cores(8), 32*GiB).Instance(2, Cores(8), 32*GiB).
+		Instance(3, Cores(8), 32*GiB).Instance(4, Cores(8), 32*GiB).Build()
+	in.Instances[2].Cluster, in.Instances[3].Cluster = 1, 1
+	in.Clusters = []placement.Cluster{{Name: "a", Region: "east"}, {Name: "b", Region: "west"}}
+	for i, inst := range in.Instances {
+		c := &in.Clusters[inst.Cluster]
+		c.CapacityMilli += inst.CPUMilli
+		c.FreeMilli += in.Instances[i].FreeMilli
+	}
+	return in
+}
+
+func placedOn(out *Output, in *Input) map[string]int {
+	byID := map[uint32]int32{}
+	for _, inst := range in.Instances {
+		byID[inst.ID] = inst.Cluster
+	}
+	m := map[string]int{}
+	for _, p := range out.Placements {
+		m[in.Clusters[byID[p.Instance]].Name] += int(p.Count)
+	}
+	return m
+}
+
+func TestScheduleKeepsOutOfDisabledClustersAndSaysWhy(t *testing.T) {
+	in := twoRegions()
+	in.Clusters[1].Disabled = true
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(64), Runs: []Run{NewRun(1, 1, 64, Cores(1), GiB)}}}
+	out := Schedule(in)
+	if got := placedOn(out, in); got["b"] != 0 || got["a"] != 16 {
+		t.Fatalf("placed %v; want 16 in a and none in disabled b", got)
+	}
+	// A job that may only run in the disabled cluster's region is told so.
+	in = twoRegions()
+	in.Clusters[1].Disabled = true
+	in.Constraints = []placement.Constraint{{Regions: []string{"west"}}}
+	run := NewRun(1, 1, 4, Cores(1), GiB)
+	run.Constraint = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(4), Runs: []Run{run}}}
+	out = Schedule(in)
+	if len(out.Placements) != 0 || len(out.Unplaced) != 1 {
+		t.Fatalf("placements %v unplaced %v", out.Placements, out.Unplaced)
+	}
+	why := out.Unplaced[0].Why
+	if why.Count(ReasonRegion) != 2 || why.Count(ReasonClusterDisabled) != 2 {
+		t.Fatalf("explanation %+v; want 2 instances outside the region, 2 in a disabled cluster", why)
+	}
+}
+
+func TestScheduleHonoursRegionsAndPools(t *testing.T) {
+	in := twoRegions()
+	in.Instances[3].Pool = "highmem"
+	in.Constraints = []placement.Constraint{{Regions: []string{"east"}}, {Pool: "highmem"}}
+	east, high := NewRun(1, 1, 32, Cores(1), GiB), NewRun(2, 1, 32, Cores(1), GiB)
+	east.Constraint, high.Constraint = 1, 2
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(64), Runs: []Run{east, high}}}
+	out := Schedule(in)
+	for _, p := range out.Placements {
+		if p.Batch == 1 && p.Instance > 2 {
+			t.Fatalf("an east-only job went to instance %d (west)", p.Instance)
+		}
+		if p.Batch == 2 && p.Instance != 4 {
+			t.Fatalf("a highmem job went to instance %d, not the highmem worker", p.Instance)
+		}
+	}
+	if out.Jobs != 24 {
+		t.Fatalf("placed %d jobs, want 16 east + 8 highmem", out.Jobs)
+	}
+}
+
+func TestScheduleNeverPassesAQuota(t *testing.T) {
+	in := twoRegions()
+	in.Teams = []Team{{Name: "genomics", Quota: placement.Quota{CPUMilli: Cores(10), UsedMilli: Cores(4), UsedByCluster: []int64{Cores(4), 0}}}}
+	r := NewRun(1, 1, 20, Cores(1), GiB)
+	r.Team = 1
+	other := NewRun(2, 1, 20, Cores(1), GiB)
+	in.Users = []User{{Name: "g", ReadyMilli: Cores(20), Runs: []Run{r}}, {Name: "o", ReadyMilli: Cores(20), Runs: []Run{other}}}
+	out := Schedule(in)
+	var team, rest int
+	for _, p := range out.Placements {
+		if p.Batch == 1 {
+			team += int(p.Count)
+		} else {
+			rest += int(p.Count)
+		}
+	}
+	if team != 6 {
+		t.Fatalf("the team was given %d cores; its quota leaves 6", team)
+	}
+	if rest != 20 {
+		t.Fatalf("the user in no team got %d jobs, want all 20 (the cores the quota leaves idle are theirs)", rest)
+	}
+	var quota *Unplaced
+	for i := range out.Unplaced {
+		if out.Unplaced[i].Batch == 1 {
+			quota = &out.Unplaced[i]
+		}
+	}
+	if quota == nil || quota.Why.Quota != ReasonQuotaCPU || quota.Why.Team != "genomics" {
+		t.Fatalf("the team's waiting jobs are not explained by its quota: %+v", out.Unplaced)
+	}
+}
+
+func TestScheduleSpreadsATeamOverClusters(t *testing.T) {
+	in := twoRegions()
+	in.Teams = []Team{{Name: "t", Strategy: placement.Spread, Quota: placement.Quota{UsedByCluster: []int64{0, 0}}}}
+	r := NewRun(1, 1, 16, Cores(1), GiB)
+	r.Team = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(16), Runs: []Run{r}}}
+	out := Schedule(in)
+	if got := placedOn(out, in); got["a"] != 8 || got["b"] != 8 {
+		t.Fatalf("spread placed %v; want 8 and 8", got)
+	}
+	// pack fills one cluster before the other.
+	in = twoRegions()
+	in.Teams = []Team{{Name: "t", Strategy: placement.Pack, Quota: placement.Quota{UsedByCluster: []int64{0, 0}}}}
+	in.Instances[2].FreeMilli = Cores(4)
+	in.Clusters[1].FreeMilli -= Cores(4)
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(16), Runs: []Run{r}}}
+	out = Schedule(in)
+	if got := placedOn(out, in); got["b"] != 12 || got["a"] != 4 {
+		t.Fatalf("pack placed %v; want b (the busier) filled first: 12 there, 4 in a", got)
+	}
+}

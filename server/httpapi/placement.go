@@ -1,0 +1,384 @@
+package httpapi
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// Regions, clusters, teams and quotas: reads for every user, changes for
+// admins. A cluster's enabled state changes through Raft like everything
+// else, so from the commit of a disable no new attempt goes there.
+
+func clusterToAPI(c state.ClusterInfo) api.Cluster {
+	out := api.Cluster{
+		Name: c.Name, Region: c.Region, Enabled: !c.Disabled, Reason: c.Reason, By: c.By, Declared: c.Declared,
+		Workers: c.Workers, CPU: float64(c.CapacityMilli) / 1000, FreeCPU: float64(c.FreeMilli) / 1000,
+		Memory: c.Memory, FreeMemory: c.FreeMemory, Running: c.Running,
+	}
+	if c.Since != 0 {
+		t := time.Unix(0, c.Since).UTC()
+		out.Since = &t
+	}
+	for _, p := range c.Pools {
+		out.Pools = append(out.Pools, api.Pool{Name: p.Name, CPU: float64(p.CPUMilli) / 1000, Memory: p.Memory, Preemptible: p.Preemptible, PricePerHour: p.PricePerHour})
+	}
+	return out
+}
+
+func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
+	out := []api.Cluster{}
+	for _, c := range s.state.Clusters() {
+		out = append(out, clusterToAPI(c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) cluster(name string) (api.Cluster, bool) {
+	for _, c := range s.state.Clusters() {
+		if c.Name == name {
+			return clusterToAPI(c), true
+		}
+	}
+	return api.Cluster{}, false
+}
+
+func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.cluster(r.PathValue("name"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("cluster %q does not exist; drover cluster list shows the clusters", r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) {
+	byName := map[string]*api.Region{}
+	var names []string
+	for _, c := range s.state.Clusters() {
+		reg := byName[c.Region]
+		if reg == nil {
+			reg = &api.Region{Name: c.Region}
+			byName[c.Region] = reg
+			names = append(names, c.Region)
+		}
+		reg.Clusters = append(reg.Clusters, c.Name)
+		if !c.Disabled {
+			reg.Enabled++
+		}
+		reg.Workers += c.Workers
+		reg.CPU += float64(c.CapacityMilli) / 1000
+		reg.FreeCPU += float64(c.FreeMilli) / 1000
+	}
+	slices.Sort(names)
+	out := []api.Region{}
+	for _, n := range names {
+		out = append(out, *byName[n])
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disabled bool) {
+	var req api.ClusterStateRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.Reason) > api.MaxEventMessage {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("reason is %d bytes; the limit is %d", len(req.Reason), api.MaxEventMessage))
+		return
+	}
+	if req.Evacuate && !disabled {
+		writeError(w, http.StatusBadRequest, "evacuate goes with disable, not enable")
+		return
+	}
+	name := r.PathValue("name")
+	res, err := s.apply(&state.SetCluster{Now: time.Now().UnixNano(), Name: name, Disabled: disabled,
+		Reason: req.Reason, By: userOf(r).Name, Evacuate: req.Evacuate})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	sr := res.(*state.SetClusterResult)
+	c, _ := s.cluster(name)
+	verb := "enabled"
+	if disabled {
+		verb = "disabled"
+	}
+	s.log.Info("cluster "+verb, "cluster", name, "by", userOf(r).Name, "reason", req.Reason, "preempted", sr.Preempted)
+	writeJSON(w, http.StatusOK, api.ClusterStateResponse{Cluster: c, Preempted: sr.Preempted})
+}
+
+func (s *Server) handleDisableCluster(w http.ResponseWriter, r *http.Request) {
+	s.setClusterState(w, r, true)
+}
+
+func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) {
+	s.setClusterState(w, r, false)
+}
+
+func teamToAPI(t state.TeamInfo) api.Team {
+	out := api.Team{
+		Name: t.Name, BillingProjects: slices.Clone(t.Projects), Strategy: t.Strategy,
+		Quota: api.Quota{CPU: float64(t.QuotaMilli) / 1000, Memory: t.QuotaMemory},
+		Used:  api.Quota{CPU: float64(t.UsedMilli) / 1000, Memory: t.UsedMemory},
+	}
+	if out.BillingProjects == nil {
+		out.BillingProjects = []string{}
+	}
+	if out.Strategy == "" {
+		out.Strategy = "spread"
+	}
+	if len(t.UsedByCluster) > 0 {
+		out.UsedByCluster = map[string]float64{}
+		for k, v := range t.UsedByCluster {
+			out.UsedByCluster[k] = float64(v) / 1000
+		}
+	}
+	return out
+}
+
+func (s *Server) handleListTeams(w http.ResponseWriter, r *http.Request) {
+	out := []api.Team{}
+	for _, t := range s.state.Teams() {
+		out = append(out, teamToAPI(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.state.TeamByName(r.PathValue("name"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("team %q does not exist; drover team list shows the teams", r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, teamToAPI(t))
+}
+
+// teamFromAPI validates a team as a request sends it.
+func teamFromAPI(t api.Team) (state.Team, error) {
+	if err := api.ValidatePlaceName("team", t.Name); err != nil {
+		return state.Team{}, err
+	}
+	if len(t.BillingProjects) > 1000 {
+		return state.Team{}, fmt.Errorf("team %s names %d billing projects; the limit is 1000", t.Name, len(t.BillingProjects))
+	}
+	for _, p := range t.BillingProjects {
+		if err := api.ValidateName("billing project", p); err != nil {
+			return state.Team{}, err
+		}
+	}
+	q, err := quotaFromAPI(t.Quota)
+	if err != nil {
+		return state.Team{}, fmt.Errorf("team %s: %w", t.Name, err)
+	}
+	q.Name, q.Projects, q.Strategy = t.Name, slices.Clone(t.BillingProjects), t.Strategy
+	return q, nil
+}
+
+func quotaFromAPI(q api.Quota) (state.Team, error) {
+	if q.CPU < 0 || q.CPU > 1e9 || math.IsNaN(q.CPU) || q.Memory < 0 {
+		return state.Team{}, fmt.Errorf("quota: cpu must be between 0 (no limit) and 1e9 cores and memory 0 (no limit) or more")
+	}
+	return state.Team{QuotaMilli: int64(math.Round(q.CPU * 1000)), QuotaMemory: q.Memory}, nil
+}
+
+func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) {
+	var req api.Team
+	if !decode(w, r, &req) {
+		return
+	}
+	req.Name = r.PathValue("name")
+	t, err := teamFromAPI(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if _, err := s.apply(&state.SetTeam{Now: time.Now().UnixNano(), Team: t}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	out, _ := s.state.TeamByName(t.Name)
+	writeJSON(w, http.StatusOK, teamToAPI(out))
+}
+
+func (s *Server) handlePutQuota(w http.ResponseWriter, r *http.Request) {
+	var req api.Quota
+	if !decode(w, r, &req) {
+		return
+	}
+	t, err := quotaFromAPI(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	t.Name = r.PathValue("name")
+	if _, err := s.apply(&state.SetTeam{Now: time.Now().UnixNano(), Team: t, QuotaOnly: true}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	out, _ := s.state.TeamByName(t.Name)
+	writeJSON(w, http.StatusOK, teamToAPI(out))
+}
+
+// maxPlacementItems bounds the clusters, pools per cluster and teams one
+// placement config declares.
+const maxPlacementItems = 1000
+
+func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) {
+	var req api.PlacementConfig
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.Clusters) > maxPlacementItems || len(req.Teams) > maxPlacementItems {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("a placement config declares at most %d clusters and %d teams", maxPlacementItems, maxPlacementItems))
+		return
+	}
+	c := &state.ApplyPlacement{Now: time.Now().UnixNano(), Prune: req.Prune}
+	for _, cd := range req.Clusters {
+		if err := api.ValidatePlaceName("cluster", cd.Name); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := api.ValidatePlaceName("region", cd.Region); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s: %v", cd.Name, err))
+			return
+		}
+		if len(cd.Pools) > maxPlacementItems {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s declares %d pools; the limit is %d", cd.Name, len(cd.Pools), maxPlacementItems))
+			return
+		}
+		cl := state.Cluster{Name: cd.Name, Region: cd.Region}
+		for _, p := range cd.Pools {
+			if err := api.ValidatePlaceName("pool", p.Name); err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s: %v", cd.Name, err))
+				return
+			}
+			if p.CPU < 0 || p.CPU > api.MaxCPU*64 || p.Memory < 0 || p.PricePerHour < 0 || math.IsNaN(p.CPU) || math.IsNaN(p.PricePerHour) || math.IsInf(p.PricePerHour, 0) {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("pool %s/%s: cpu, memory and price_per_hour must be 0 or more", cd.Name, p.Name))
+				return
+			}
+			cl.Pools = append(cl.Pools, state.Pool{Name: p.Name, CPUMilli: int64(math.Round(p.CPU * 1000)), Memory: p.Memory, Preemptible: p.Preemptible, PricePerHour: p.PricePerHour})
+		}
+		c.Clusters = append(c.Clusters, cl)
+	}
+	for _, t := range req.Teams {
+		st, err := teamFromAPI(t)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		c.Teams = append(c.Teams, st)
+	}
+	if _, err := s.apply(c); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "teams", len(c.Teams))
+	writeJSON(w, http.StatusOK, map[string]int{"clusters": len(c.Clusters), "teams": len(c.Teams)})
+}
+
+// handleJobWhy says why a job is where it is: the parents it waits for, the
+// reason the leader's last scheduling round recorded for a Ready job, or
+// where it runs.
+func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return
+	}
+	jid, ok := s.jobID(w, r)
+	if !ok {
+		return
+	}
+	jp, found := s.state.JobPlace(id, jid)
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
+		return
+	}
+	out := api.JobWhy{BatchID: int64(id), JobID: int64(jid), State: jp.State.String()}
+	add := func(reason, msg string) {
+		out.Reasons = append(out.Reasons, api.WhyReason{Reason: reason, Message: msg})
+	}
+	switch jp.State {
+	case state.Pending:
+		for i, p := range jp.Parents {
+			if i == 8 {
+				add("parents", fmt.Sprintf("and %d more parent ranges not finished", len(jp.Parents)-i))
+				break
+			}
+			if p.Range.Lo == p.Range.Hi {
+				add("parents", fmt.Sprintf("parent %d not finished", p.Range.Lo))
+			} else {
+				add("parents", fmt.Sprintf("parents %d-%d not finished (%d of %d)", p.Range.Lo, p.Range.Hi, p.Unfinished, p.Range.Len()))
+			}
+		}
+		if len(jp.Parents) == 0 {
+			add("parents", "its parents are finishing")
+		}
+	case state.Ready:
+		var wt *api.Waiting
+		if s.waiting != nil && !isStale(r) {
+			wt = s.waiting.Job(id, jid)
+		}
+		switch {
+		case wt != nil:
+			add(wt.Reason, wt.Message)
+		case jp.Team != nil && jp.Team.QuotaMilli > 0 && jp.Team.UsedMilli >= jp.Team.QuotaMilli:
+			add("quota_cpu", fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000))
+		case jp.Busy && jp.Ahead > 0:
+			// A round with no free cores records nothing: say it from the
+			// state, in the scheduler's terms.
+			add("fair_share", fmt.Sprintf("waiting for fair share behind %s: every worker it may use is busy", plural(jp.Ahead, "user")))
+		case jp.Busy:
+			add("cpu_exhausted", "waiting for cores: every worker it may use is busy")
+		default:
+			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
+		}
+		if len(jp.DisabledClusters) > 0 {
+			add("cluster_disabled", fmt.Sprintf("disabled, so not used: cluster %s", strings.Join(jp.DisabledClusters, ", ")))
+		}
+	case state.Running:
+		add("running", fmt.Sprintf("running on %s in cluster %s (region %s)", jp.Instance, jp.Cluster, jp.Region))
+	default:
+		msg := "finished: " + jp.State.String()
+		if jp.BatchCancelled {
+			msg += " (batch cancelled)"
+		}
+		add("finished", msg)
+	}
+	if len(jp.Regions) > 0 || jp.Pool != "" {
+		var parts []string
+		if len(jp.Regions) > 0 {
+			parts = append(parts, "regions "+strings.Join(jp.Regions, ", "))
+		}
+		if jp.Pool != "" {
+			parts = append(parts, "pool "+jp.Pool)
+		}
+		add("constraint", "may run only in "+strings.Join(parts, " and "))
+	}
+	if jp.Team != nil && jp.Team.QuotaMilli > 0 {
+		add("team", fmt.Sprintf("team %s uses %g of %g cores, %s of %s memory", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000,
+			jobspec.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func quotaMem(b int64) string {
+	if b == 0 {
+		return "unlimited"
+	}
+	return jobspec.FormatBytes(b)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

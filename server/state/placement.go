@@ -1,0 +1,592 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Regions, clusters, pools and teams: the federation's shape and the
+// accounting placement relies on. Every worker is in one cluster of one
+// region and one pool of that cluster; every billing project is in at most
+// one team, and a team's quota bounds what its projects' jobs hold across
+// all clusters. Quota in use is counted where free cores are, on every
+// placement and release, so a plan that would pass a quota is rejected at
+// apply like one that would oversubscribe a worker.
+
+// Default location of a worker that names none.
+const (
+	DefaultRegion  = "default"
+	DefaultCluster = "default"
+	DefaultPool    = "default"
+)
+
+// Cluster is a set of workers in one region that an operator can take out
+// of service as a whole.
+type Cluster struct {
+	Name     string
+	Region   string
+	Disabled bool
+	// Reason, By and Since describe the last enable or disable.
+	Reason string
+	By     string
+	Since  int64
+	// Declared: the cluster comes from a placement config (otherwise a
+	// worker named it when it activated).
+	Declared bool
+	Pools    []Pool // declared pools, by name
+	Created  int64
+}
+
+// Pool is a machine class of a cluster.
+type Pool struct {
+	Name         string
+	CPUMilli     int64
+	Memory       int64
+	Preemptible  bool
+	PricePerHour float64 // of one machine
+}
+
+// Team owns billing projects and has one quota usable in any cluster.
+type Team struct {
+	Name     string
+	Projects []string // sorted
+	// Quota: 0 is no limit.
+	QuotaMilli  int64
+	QuotaMemory int64
+	Strategy    string
+	Created     int64
+
+	usedMilli     int64
+	usedMemory    int64
+	usedByCluster map[string]int64 // millicores
+}
+
+// SetCluster creates a cluster or enables or disables it. Evacuate (with
+// Disabled) preempts the attempts running there: their jobs return to
+// Ready with a new attempt elsewhere, and the preemption counts neither as
+// a failure nor as a lost attempt.
+type SetCluster struct {
+	Now      int64
+	Name     string
+	Region   string // for a new cluster; must match an existing one
+	Disabled bool
+	Reason   string
+	By       string
+	Evacuate bool
+	// Create: make the cluster if it does not exist (otherwise 404).
+	Create bool
+}
+
+// SetTeam creates or replaces a team: its billing projects, quota and
+// strategy. A project leaves the team it was in.
+type SetTeam struct {
+	Now  int64
+	Team Team
+	// Quota only: keep the team's projects and strategy.
+	QuotaOnly bool
+}
+
+// ApplyPlacement declares regions, clusters with their pools, and teams.
+// Declared clusters and teams are created or updated; a cluster's
+// enabled state is kept (disable is an operator's act, not config).
+// Teams not named are removed when Prune is set.
+type ApplyPlacement struct {
+	Now      int64
+	Clusters []Cluster
+	Teams    []Team
+	Prune    bool
+}
+
+func (*SetCluster) Type() CommandType     { return CmdSetCluster }
+func (*SetTeam) Type() CommandType        { return CmdSetTeam }
+func (*ApplyPlacement) Type() CommandType { return CmdApplyPlacement }
+
+// SetClusterResult counts what a disable with evacuation preempted.
+type SetClusterResult struct {
+	Preempted int
+	Changed   bool
+}
+
+func validName(kind, name string) *ApplyError {
+	if name == "" || len(name) > 64 {
+		return errorf(ErrInvalid, "%s name must be 1 to 64 characters", kind)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return errorf(ErrInvalid, "%s name %q: use letters, digits, '-', '_' and '.'", kind, name)
+		}
+	}
+	return nil
+}
+
+func (s *State) applySetCluster(c *SetCluster) any {
+	cl := s.clusters[c.Name]
+	if cl == nil {
+		if !c.Create {
+			return errorf(ErrNotFound, "cluster %q does not exist", c.Name)
+		}
+		if err := validName("cluster", c.Name); err != nil {
+			return err
+		}
+		region := c.Region
+		if region == "" {
+			region = DefaultRegion
+		}
+		if err := validName("region", region); err != nil {
+			return err
+		}
+		cl = &Cluster{Name: c.Name, Region: region, Created: c.Now, Since: c.Now}
+		s.clusters[c.Name] = cl
+	} else if c.Region != "" && c.Region != cl.Region {
+		return errorf(ErrConflict, "cluster %q is in region %q, not %q", c.Name, cl.Region, c.Region)
+	}
+	res := &SetClusterResult{}
+	if cl.Disabled != c.Disabled || c.Reason != "" {
+		res.Changed = cl.Disabled != c.Disabled
+		cl.Disabled = c.Disabled
+		cl.Reason, cl.By, cl.Since = c.Reason, c.By, c.Now
+	}
+	if c.Disabled && c.Evacuate {
+		res.Preempted = s.evacuate(cl, c.Now)
+	}
+	s.notifyWork()
+	return res
+}
+
+// evacuate preempts every attempt running in a cluster.
+func (s *State) evacuate(cl *Cluster, now int64) int {
+	n := 0
+	for _, id := range s.sortedInstanceIDs() {
+		inst := s.instances[id]
+		if !inst.Active || inst.Cluster != cl.Name || len(inst.running) == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason)
+		for _, k := range sortedAttempts(inst.running) {
+			b := s.batches[k.batch]
+			j := &b.jobs[k.job-1]
+			j.end = now
+			j.outcome = OutcomePreempted
+			g := b.groupOf(k.job)
+			s.endAttempt(b, g, k.job, inst)
+			b.setMessage(k.job, msg)
+			if b.Cancelled {
+				s.finish(b, k.job, j, Cancelled, now)
+			} else {
+				s.requeue(b, g, k.job, j)
+			}
+			n++
+		}
+		s.notifyInstance(inst.ID)
+	}
+	return n
+}
+
+func (s *State) sortedInstanceIDs() []uint32 {
+	ids := make([]uint32, 0, len(s.instances))
+	for id := range s.instances {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sortedAttempts(m map[attemptKey]struct{}) []attemptKey {
+	keys := make([]attemptKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].batch != keys[j].batch {
+			return keys[i].batch < keys[j].batch
+		}
+		return keys[i].job < keys[j].job
+	})
+	return keys
+}
+
+func validateTeam(t *Team) *ApplyError {
+	if err := validName("team", t.Name); err != nil {
+		return err
+	}
+	if t.QuotaMilli < 0 || t.QuotaMemory < 0 {
+		return errorf(ErrInvalid, "team %s: quota must not be negative", t.Name)
+	}
+	switch t.Strategy {
+	case "", "spread", "least-loaded", "pack", "cheapest":
+	default:
+		return errorf(ErrInvalid, "team %s: unknown placement strategy %q (spread, least-loaded, pack or cheapest)", t.Name, t.Strategy)
+	}
+	if len(t.Projects) > 1000 {
+		return errorf(ErrInvalid, "team %s: at most 1000 billing projects", t.Name)
+	}
+	return nil
+}
+
+func (s *State) applySetTeam(c *SetTeam) any {
+	t := c.Team
+	if err := validateTeam(&t); err != nil {
+		return err
+	}
+	old := s.teams[t.Name]
+	if c.QuotaOnly {
+		if old == nil {
+			return errorf(ErrNotFound, "team %q does not exist", t.Name)
+		}
+		old.QuotaMilli, old.QuotaMemory = t.QuotaMilli, t.QuotaMemory
+		s.notifyWork()
+		return nil
+	}
+	for _, p := range t.Projects {
+		if s.projects[p] == nil {
+			return errorf(ErrNotFound, "billing project %q does not exist", p)
+		}
+	}
+	s.putTeam(&t, old, c.Now)
+	s.recomputeTeamUse()
+	s.notifyWork()
+	return nil
+}
+
+// putTeam stores t, taking its projects away from any other team.
+func (s *State) putTeam(t *Team, old *Team, now int64) {
+	t.Projects = slices.Compact(slices.Sorted(slices.Values(t.Projects)))
+	t.Created = now
+	if old != nil {
+		t.Created = old.Created
+	}
+	for _, other := range s.teams {
+		if other.Name == t.Name {
+			continue
+		}
+		other.Projects = slices.DeleteFunc(other.Projects, func(p string) bool { return slices.Contains(t.Projects, p) })
+	}
+	s.teams[t.Name] = t
+}
+
+func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		if err := validName("cluster", cl.Name); err != nil {
+			return err
+		}
+		if err := validName("region", cl.Region); err != nil {
+			return err
+		}
+		if old := s.clusters[cl.Name]; old != nil && old.Region != cl.Region {
+			return errorf(ErrConflict, "cluster %q is in region %q, not %q", cl.Name, old.Region, cl.Region)
+		}
+		for _, p := range cl.Pools {
+			if err := validName("pool", p.Name); err != nil {
+				return err
+			}
+			if p.CPUMilli < 0 || p.Memory < 0 || p.PricePerHour < 0 {
+				return errorf(ErrInvalid, "pool %s/%s: sizes and price must not be negative", cl.Name, p.Name)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i := range c.Teams {
+		t := &c.Teams[i]
+		if err := validateTeam(t); err != nil {
+			return err
+		}
+		if names[t.Name] {
+			return errorf(ErrInvalid, "team %s is declared twice", t.Name)
+		}
+		names[t.Name] = true
+		for _, p := range t.Projects {
+			if s.projects[p] == nil {
+				return errorf(ErrNotFound, "team %s: billing project %q does not exist", t.Name, p)
+			}
+		}
+	}
+	for _, decl := range c.Clusters {
+		cl := s.clusters[decl.Name]
+		if cl == nil {
+			cl = &Cluster{Name: decl.Name, Region: decl.Region, Created: c.Now, Since: c.Now}
+			s.clusters[decl.Name] = cl
+		}
+		cl.Declared = true
+		cl.Pools = slices.Clone(decl.Pools)
+		slices.SortFunc(cl.Pools, func(a, b Pool) int { return compareStrings(a.Name, b.Name) })
+	}
+	if c.Prune {
+		for name := range s.teams {
+			if !names[name] {
+				delete(s.teams, name)
+			}
+		}
+	}
+	for i := range c.Teams {
+		t := c.Teams[i]
+		s.putTeam(&t, s.teams[t.Name], c.Now)
+	}
+	s.recomputeTeamUse()
+	s.notifyWork()
+	return nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// recomputeTeamUse counts every team's quota in use from the attempts
+// running now; called when teams or their projects change and on restore.
+func (s *State) recomputeTeamUse() {
+	s.projectTeam = map[string]*Team{}
+	for _, t := range s.teams {
+		t.usedMilli, t.usedMemory = 0, 0
+		t.usedByCluster = map[string]int64{}
+		for _, p := range t.Projects {
+			s.projectTeam[p] = t
+		}
+	}
+	for _, inst := range s.instances {
+		for k := range inst.running {
+			b := s.batches[k.batch]
+			t := s.projectTeam[b.BillingProject]
+			if t == nil {
+				continue
+			}
+			sp := b.groupOf(k.job).spec
+			t.usedMilli += sp.CPUMilli
+			t.usedMemory += sp.Memory
+			t.usedByCluster[inst.Cluster] += sp.CPUMilli
+		}
+	}
+}
+
+// charge counts one job of spec on inst against its batch's team (sign
+// +1) or releases it (-1).
+func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
+	t := s.projectTeam[b.BillingProject]
+	if t == nil {
+		return
+	}
+	t.usedMilli += sign * sp.CPUMilli
+	t.usedMemory += sign * sp.Memory
+	t.usedByCluster[inst.Cluster] += sign * sp.CPUMilli
+}
+
+// quotaAdmits reports whether the batch's team can hold one more job of
+// spec.
+func (s *State) quotaAdmits(b *Batch, sp *Spec) bool {
+	t := s.projectTeam[b.BillingProject]
+	if t == nil {
+		return true
+	}
+	if t.QuotaMilli > 0 && t.usedMilli+sp.CPUMilli > t.QuotaMilli {
+		return false
+	}
+	if t.QuotaMemory > 0 && t.usedMemory+sp.Memory > t.QuotaMemory {
+		return false
+	}
+	return true
+}
+
+// placeable reports whether a job of spec may run on inst at all: the
+// instance's cluster is enabled and in the job's regions, and its pool is
+// the one the job asks for.
+func (s *State) placeable(sp *Spec, inst *Instance) bool {
+	cl := s.clusters[inst.Cluster]
+	if cl != nil && cl.Disabled {
+		return false
+	}
+	if sp.Pool != "" && sp.Pool != inst.Pool {
+		return false
+	}
+	if len(sp.Regions) > 0 && !slices.Contains(sp.Regions, inst.Region) {
+		return false
+	}
+	return true
+}
+
+// ensureCluster records the cluster a worker activates into. A cluster
+// that exists in another region is a conflict.
+func (s *State) ensureCluster(name, region string, now int64) *ApplyError {
+	if err := validName("cluster", name); err != nil {
+		return err
+	}
+	if err := validName("region", region); err != nil {
+		return err
+	}
+	cl := s.clusters[name]
+	if cl == nil {
+		s.clusters[name] = &Cluster{Name: name, Region: region, Created: now, Since: now}
+		return nil
+	}
+	if cl.Region != region {
+		return errorf(ErrConflict, "cluster %q is in region %q, not %q", name, cl.Region, region)
+	}
+	return nil
+}
+
+// ClusterInfo is a cluster as the API shows it, with its workers' totals.
+type ClusterInfo struct {
+	Cluster
+	Workers       int // active
+	CapacityMilli int64
+	FreeMilli     int64
+	Memory        int64
+	FreeMemory    int64
+	Running       int
+}
+
+// Clusters lists every cluster by name with its active workers' totals.
+func (s *State) Clusters() []ClusterInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	byName := map[string]*ClusterInfo{}
+	for _, name := range sortedKeys(s.clusters) {
+		cl := *s.clusters[name]
+		cl.Pools = slices.Clone(cl.Pools)
+		byName[name] = &ClusterInfo{Cluster: cl}
+	}
+	for _, inst := range s.instances {
+		ci := byName[inst.Cluster]
+		if ci == nil || !inst.Active {
+			continue
+		}
+		ci.Workers++
+		ci.CapacityMilli += inst.CPUMilli
+		ci.FreeMilli += inst.FreeMilli
+		ci.Memory += inst.Memory
+		ci.FreeMemory += inst.FreeMem
+		ci.Running += len(inst.running)
+	}
+	out := make([]ClusterInfo, 0, len(byName))
+	for _, name := range sortedKeys(byName) {
+		out = append(out, *byName[name])
+	}
+	return out
+}
+
+// TeamInfo is a team with its quota in use.
+type TeamInfo struct {
+	Team
+	UsedMilli     int64
+	UsedMemory    int64
+	UsedByCluster map[string]int64
+}
+
+// Teams lists every team by name.
+func (s *State) Teams() []TeamInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]TeamInfo, 0, len(s.teams))
+	for _, name := range sortedKeys(s.teams) {
+		out = append(out, s.teamInfo(s.teams[name]))
+	}
+	return out
+}
+
+// TeamByName returns one team.
+func (s *State) TeamByName(name string) (TeamInfo, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.teams[name]
+	if t == nil {
+		return TeamInfo{}, false
+	}
+	return s.teamInfo(t), true
+}
+
+func (s *State) teamInfo(t *Team) TeamInfo {
+	ti := TeamInfo{Team: *t, UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: map[string]int64{}}
+	ti.Projects = slices.Clone(t.Projects)
+	for k, v := range t.usedByCluster {
+		if v != 0 {
+			ti.UsedByCluster[k] = v
+		}
+	}
+	ti.usedByCluster = nil
+	return ti
+}
+
+// JobPlace is what the state knows about why a job is where it is; the
+// server adds the last scheduling round's reasons for a Ready job.
+type JobPlace struct {
+	State JobState
+	// Parents, for a Pending job: the parent ranges not finished yet, with
+	// how many of their jobs are unfinished.
+	Parents []WaitingParent
+	// Cluster and Region of the instance running the job.
+	Cluster, Region, Instance string
+	// Team of the batch's billing project (nil: none) with its use.
+	Team             *TeamInfo
+	BatchCancelled   bool
+	Regions          []string
+	Pool             string
+	DisabledClusters []string // the clusters the job could use that are disabled, by name
+	// Ahead counts the users with Ready jobs before the batch's user in
+	// fair-share order (fewer cores running; ties by name).
+	Ahead int
+	// Busy: no active worker in an enabled cluster the job may use has
+	// its cores and memory free.
+	Busy bool
+}
+
+// WaitingParent is a parent range of a Pending job with unfinished jobs.
+type WaitingParent struct {
+	Range      Range
+	Unfinished uint32
+}
+
+// JobPlace returns what the state says about where a job is, or false.
+func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[batch]
+	if !ok || id < 1 || int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
+		return JobPlace{}, false
+	}
+	j := &b.jobs[id-1]
+	g := b.groupOf(id)
+	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions, Pool: g.spec.Pool}
+	if j.state == Pending {
+		for _, ri := range g.parents {
+			if r := b.ranges[ri]; r.remaining > 0 {
+				jp.Parents = append(jp.Parents, WaitingParent{Range: r.r, Unfinished: r.remaining})
+			}
+		}
+	}
+	if j.state == Running {
+		if inst := s.instances[j.instance]; inst != nil {
+			jp.Cluster, jp.Region, jp.Instance = inst.Cluster, inst.Region, inst.Name
+		}
+	}
+	if t := s.projectTeam[b.BillingProject]; t != nil {
+		ti := s.teamInfo(t)
+		jp.Team = &ti
+	}
+	for _, name := range sortedKeys(s.clusters) {
+		cl := s.clusters[name]
+		if cl.Disabled && (len(g.spec.Regions) == 0 || slices.Contains(g.spec.Regions, cl.Region)) {
+			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
+		}
+	}
+	if me := s.sched[b.User]; me != nil {
+		for name, u := range s.sched {
+			if u.readyJobs > 0 && name != b.User && (u.runningMilli < me.runningMilli || u.runningMilli == me.runningMilli && name < b.User) {
+				jp.Ahead++
+			}
+		}
+	}
+	jp.Busy = true
+	for _, inst := range s.instances {
+		cl := s.clusters[inst.Cluster]
+		if inst.Active && (cl == nil || !cl.Disabled) && s.placeable(g.spec, inst) && inst.FreeMilli >= g.spec.CPUMilli && inst.FreeMem >= g.spec.Memory {
+			jp.Busy = false
+			break
+		}
+	}
+	return jp, true
+}

@@ -1,0 +1,161 @@
+package state
+
+import (
+	"strings"
+	"testing"
+)
+
+func (h *Harness) activateIn(name, region, cluster string, cores int64) uint32 {
+	h.T.Helper()
+	res := h.Must(&Activate{Now: h.Tick(), Name: name, CPUMilli: cores * 1000, Memory: cores << 30, TokenHash: "tok-" + name,
+		NodeID: "node-" + name, Region: region, Cluster: cluster})
+	return res.(*ActivateResult).Instance
+}
+
+func place(b uint64, first, count uint32, inst uint32) Placement {
+	return Placement{Batch: b, First: first, Count: count, Attempt: 1, Instance: inst}
+}
+
+func TestQuotaIsCheckedAtApply(t *testing.T) {
+	h := newHarness(t)
+	w := h.activateIn("w", "east", "a", 16)
+	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 3000}})
+	b := h.CreateBatch(entry(1, 8, spec("j", 1)))
+	res := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 8, w)}}).(*PlanResult)
+	if res.Placed != 3 || res.Rejected != 5 {
+		t.Fatalf("placed %d rejected %d; the quota admits 3", res.Placed, res.Rejected)
+	}
+	ti, _ := h.S.TeamByName("genomics")
+	if ti.UsedMilli != 3000 || ti.UsedByCluster["a"] != 3000 {
+		t.Fatalf("team uses %d (%v), want 3000 in a", ti.UsedMilli, ti.UsedByCluster)
+	}
+	// A finished job gives its quota back; the next placement takes it.
+	h.Complete(w, nil)
+	if ti, _ = h.S.TeamByName("genomics"); ti.UsedMilli != 0 {
+		t.Fatalf("team still uses %d after its jobs ended", ti.UsedMilli)
+	}
+	// Raising the quota lets more in; the projects stay with the team.
+	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", QuotaMilli: 10_000}, QuotaOnly: true})
+	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 4, 5, w)}}).(*PlanResult)
+	if res.Placed != 5 {
+		t.Fatalf("placed %d after the quota was raised, want 5", res.Placed)
+	}
+	h.MustFail(&SetTeam{Now: h.Tick(), Team: Team{Name: "t2", Projects: []string{"nope"}}}, ErrNotFound)
+	h.MustFail(&SetTeam{Now: h.Tick(), Team: Team{Name: "t2", Strategy: "random"}}, ErrInvalid)
+}
+
+func TestDisabledClusterTakesNoNewAttempt(t *testing.T) {
+	h := newHarness(t)
+	a := h.activateIn("wa", "east", "a", 8)
+	bw := h.activateIn("wb", "west", "b", 8)
+	h.MustFail(&Activate{Now: h.Tick(), Name: "x", CPUMilli: 1000, Memory: 1 << 30, TokenHash: "tx", Region: "west", Cluster: "a"}, ErrConflict)
+	h.Must(&SetCluster{Now: h.Tick(), Name: "a", Disabled: true, Reason: "maintenance", By: "ops"})
+	b := h.CreateBatch(entry(1, 4, spec("j", 1)))
+	res := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 2, a), place(b, 3, 2, bw)}}).(*PlanResult)
+	if res.Placed != 2 || res.Rejected != 2 {
+		t.Fatalf("placed %d rejected %d; the disabled cluster must take none", res.Placed, res.Rejected)
+	}
+	v := h.S.SchedulingView(0)
+	for _, c := range v.Clusters {
+		if c.Name == "a" && (!c.Disabled || c.Reason != "maintenance" || c.By != "ops") {
+			t.Fatalf("cluster a in the view: %+v", c)
+		}
+	}
+	h.Must(&SetCluster{Now: h.Tick(), Name: "a", Disabled: false})
+	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 2, a)}}).(*PlanResult)
+	if res.Placed != 2 {
+		t.Fatalf("placed %d after enable, want 2", res.Placed)
+	}
+	h.MustFail(&SetCluster{Now: h.Tick(), Name: "nope", Disabled: true}, ErrNotFound)
+}
+
+func TestEvacuatePreemptsWithoutCountingFailures(t *testing.T) {
+	h := newHarness(t)
+	a := h.activateIn("wa", "east", "a", 8)
+	h.activateIn("wb", "west", "b", 8)
+	sp := spec("j", 1)
+	sp.Retries = 0
+	b := h.CreateBatch(entry(1, 4, sp))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 4, a)}})
+	res := h.Must(&SetCluster{Now: h.Tick(), Name: "a", Disabled: true, Reason: "drain", Evacuate: true}).(*SetClusterResult)
+	if res.Preempted != 4 {
+		t.Fatalf("preempted %d, want 4", res.Preempted)
+	}
+	for j := uint32(1); j <= 4; j++ {
+		if st := h.JobState(b, j); st != Ready {
+			t.Fatalf("job %d is %s after evacuation, want ready", j, st)
+		}
+	}
+	// The worker is told to stop them.
+	if v := h.S.WorkerView(a, []AttemptID{{b, 1, 1}}); len(v.Kill) != 1 {
+		t.Fatalf("the evacuated worker is not told to kill: %+v", v)
+	}
+	// They run elsewhere and succeed: preemption is not a failure.
+	h.RunAll(h.S.ActiveInstances(), nil)
+	jb, _ := h.S.Job(b, 1)
+	if jb.State != "success" || len(jb.Attempts) != 2 || jb.Attempts[0].State != "preempted" || jb.Attempts[1].Cluster != "b" {
+		t.Fatalf("job 1: %+v", jb)
+	}
+	if !strings.Contains(jb.Attempts[0].Message, "cluster a disabled") {
+		t.Fatalf("preempted attempt message %q", jb.Attempts[0].Message)
+	}
+}
+
+func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
+	h := newHarness(t)
+	w := h.activateIn("wa", "east", "a", 8)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Pools: []Pool{{Name: "default", CPUMilli: 8000, PricePerHour: 0.4}}},
+		{Name: "c", Region: "west"}}, Teams: []Team{{Name: "g", Projects: []string{"default"}, QuotaMilli: 5000, Strategy: "pack"}}})
+	h.Must(&SetCluster{Now: h.Tick(), Name: "c", Disabled: true, Reason: "not yet", By: "ops"})
+	b := h.CreateBatch(entry(1, 3, spec("j", 1)))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 3, w)}})
+	for _, s := range []*State{h.Replay(), func() *State {
+		s := New()
+		if err := s.Restore(strings.NewReader(string(SnapshotBytes(t, h.S)))); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}()} {
+		checkInvariants(t, s)
+		ti, ok := s.TeamByName("g")
+		if !ok || ti.UsedMilli != 3000 || ti.Strategy != "pack" || ti.QuotaMilli != 5000 {
+			t.Fatalf("team after restore: %+v", ti)
+		}
+		cs := s.Clusters()
+		if len(cs) != 2 || cs[0].Workers != 1 || cs[0].Pools[0].PricePerHour != 0.4 || !cs[1].Disabled || cs[1].By != "ops" {
+			t.Fatalf("clusters after restore: %+v", cs)
+		}
+	}
+}
+
+// TestViewDoesNotLetOneRegionBlockAnother: a user whose queue starts with
+// jobs restricted to a region with no free cores still has the jobs behind
+// them, restricted to another region, listed for the round (the region
+// deadlock of Hail Batch).
+func TestViewDoesNotLetOneRegionBlockAnother(t *testing.T) {
+	h := newHarness(t)
+	a := h.activateIn("wa", "east", "a", 4)
+	h.activateIn("wb", "west", "b", 4)
+	east, west := spec("e", 1), spec("w", 1)
+	east.Regions, west.Regions = []string{"east"}, []string{"west"}
+	fill := h.CreateBatch(entry(1, 4, spec("fill", 1)))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(fill, 1, 4, a)}})
+	// 20,000 east-only jobs, then 4 west-only ones.
+	be := h.CreateBatch(entry(1, 20000, east))
+	bw := h.CreateBatch(entry(1, 4, west))
+	v := h.S.SchedulingView(100)
+	found, sawEast := false, false
+	for _, u := range v.Users {
+		for _, r := range u.Runs {
+			if r.Batch == bw && r.Count == 4 {
+				found = true
+			}
+			if r.Batch == be {
+				sawEast = true
+			}
+		}
+	}
+	if !found || !sawEast {
+		t.Fatalf("the view lists west jobs %v and east jobs (for their reason) %v: %+v", found, sawEast, v.Users)
+	}
+}
