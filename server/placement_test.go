@@ -19,7 +19,7 @@ func TestRegionRestrictedBatchesAllRun(t *testing.T) {
 	}
 	var ids []uint64
 	for _, regions := range [][]string{{"A"}, {"B"}, {"A", "B"}, {"A"}, {"B"}, {"A", "B"}} {
-		sp := &state.Spec{Name: "j", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 64 << 20, Regions: regions}
+		sp := &state.Spec{Name: "j", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 64 << 20, Where: &state.Where{Regions: regions}}
 		ids = append(ids, h.CreateBatch(state.JobEntry{First: 1, Count: 6, Spec: sp}))
 	}
 	h.RunAll(insts, nil)

@@ -52,21 +52,24 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Retries:    uint16(js.Retries),
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
-				Regions:    regionSet(js.Regions),
-				Pool:       js.Pool,
+				Where:      where(js.Regions, js.Pool),
 			},
 		})
 	}
 	return out, nil
 }
 
-// regionSet sorts and dedupes a job's regions, so equal sets share one
-// constraint.
-func regionSet(rs []string) []string {
-	if len(rs) == 0 {
+// where is a job's placement constraint, its regions sorted and deduped
+// so equal sets share one constraint (nil: none).
+func where(regions []string, pool string) *state.Where {
+	if len(regions) == 0 && pool == "" {
 		return nil
 	}
-	return slices.Compact(slices.Sorted(slices.Values(rs)))
+	w := &state.Where{Pool: pool}
+	if len(regions) > 0 {
+		w.Regions = slices.Compact(slices.Sorted(slices.Values(regions)))
+	}
+	return w
 }
 
 // ranges converts validated parent IDs and ranges.

@@ -91,13 +91,13 @@ func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 		}
 	}
 	// And a constrained spec survives the round trip.
-	c := &AddJobs{Batch: 1, Update: 1, Jobs: []JobEntry{{First: 1, Count: 1, Spec: &Spec{Name: "x", Regions: []string{"us-east1", "eu-west4"}, Pool: "highmem"}}}}
+	c := &AddJobs{Batch: 1, Update: 1, Jobs: []JobEntry{{First: 1, Count: 1, Spec: &Spec{Name: "x", Where: &Where{Regions: []string{"eu-west4", "us-east1"}, Pool: "highmem"}}}}}
 	data, _ := Encode(c)
 	dec, err := Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp := dec.(*AddJobs).Jobs[0].Spec; len(sp.Regions) != 2 || sp.Regions[1] != "eu-west4" || sp.Pool != "highmem" {
+	if sp := dec.(*AddJobs).Jobs[0].Spec; len(sp.Regions()) != 2 || sp.Regions()[1] != "us-east1" || sp.Pool() != "highmem" {
 		t.Fatalf("decoded spec %+v", sp)
 	}
 }

@@ -400,10 +400,13 @@ func (s *State) placeable(sp *Spec, inst *Instance) bool {
 	if cl != nil && cl.Disabled {
 		return false
 	}
-	if sp.Pool != "" && sp.Pool != inst.Pool {
+	if sp.Where == nil {
+		return true
+	}
+	if sp.Where.Pool != "" && sp.Where.Pool != inst.Pool {
 		return false
 	}
-	if len(sp.Regions) > 0 && !slices.Contains(sp.Regions, inst.Region) {
+	if len(sp.Where.Regions) > 0 && !slices.Contains(sp.Where.Regions, inst.Region) {
 		return false
 	}
 	return true
@@ -550,7 +553,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	}
 	j := &b.jobs[id-1]
 	g := b.groupOf(id)
-	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions, Pool: g.spec.Pool}
+	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions(), Pool: g.spec.Pool()}
 	if j.state == Pending {
 		for _, ri := range g.parents {
 			if r := b.ranges[ri]; r.remaining > 0 {
@@ -569,7 +572,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	}
 	for _, name := range sortedKeys(s.clusters) {
 		cl := s.clusters[name]
-		if cl.Disabled && (len(g.spec.Regions) == 0 || slices.Contains(g.spec.Regions, cl.Region)) {
+		if cl.Disabled && (len(g.spec.Regions()) == 0 || slices.Contains(g.spec.Regions(), cl.Region)) {
 			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
 		}
 	}

@@ -137,7 +137,7 @@ func TestViewDoesNotLetOneRegionBlockAnother(t *testing.T) {
 	a := h.activateIn("wa", "east", "a", 4)
 	h.activateIn("wb", "west", "b", 4)
 	east, west := spec("e", 1), spec("w", 1)
-	east.Regions, west.Regions = []string{"east"}, []string{"west"}
+	east.Where, west.Where = &Where{Regions: []string{"east"}}, &Where{Regions: []string{"west"}}
 	fill := h.CreateBatch(entry(1, 4, spec("fill", 1)))
 	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(fill, 1, 4, a)}})
 	// 20,000 east-only jobs, then 4 west-only ones.

@@ -204,8 +204,8 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 		Retries:    int(spec.Retries),
 		AlwaysRun:  spec.AlwaysRun,
 		Attributes: spec.Attributes,
-		Regions:    spec.Regions,
-		Pool:       spec.Pool,
+		Regions:    spec.Regions(),
+		Pool:       spec.Pool(),
 	}
 	for _, ri := range g.parents {
 		r := b.ranges[ri].r

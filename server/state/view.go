@@ -180,15 +180,15 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 	// enough, free or not, for one job; kept per spec for the round.
 	fitting := map[*Spec]bool{}
 	lookup := func(spec *Spec) (int32, *reach) {
-		if len(spec.Regions) == 0 && spec.Pool == "" {
+		if spec.Where == nil || (len(spec.Where.Regions) == 0 && spec.Where.Pool == "") {
 			return 0, anywhere
 		}
-		key := spec.Pool + "\x00" + strings.Join(spec.Regions, "\x00")
+		key := spec.Where.Pool + "\x00" + strings.Join(spec.Where.Regions, "\x00")
 		idx, ok := constraintOf[key]
 		if !ok {
 			idx = int32(len(reaches))
 			constraintOf[key] = idx
-			k := ConstraintSlot{Regions: slices.Clone(spec.Regions), Pool: spec.Pool}
+			k := ConstraintSlot{Regions: slices.Clone(spec.Where.Regions), Pool: spec.Where.Pool}
 			reaches = append(reaches, newReach(k))
 			v.Constraints = append(v.Constraints, k)
 		}
