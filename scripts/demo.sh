@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make demo: start a dev agent with two local workers, run every example,
-# show what happened, stop the agent.
+# make demo: start a dev agent with two local workers in two regions, run
+# every example, take a cluster out of service mid-batch, show what
+# happened, stop the agent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-./bin/drover}
@@ -17,7 +18,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "==> starting a dev agent (data dir $DATA, agent log $LOG)"
-"$BIN" agent -dev -data-dir "$DATA" -http-addr 127.0.0.1:0 -workers 2 -worker-cores 4 -worker-memory 4GiB -log-level warn >"$LOG" 2>&1 &
+"$BIN" agent -dev -data-dir "$DATA" -http-addr 127.0.0.1:0 -clusters us-east1/a:1x4,us-west1/b:1x4 -worker-memory 4GiB -log-level warn >"$LOG" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 300); do
   [[ -s "$DATA/root.token" && -s "$DATA/api.addr" ]] && break
@@ -54,6 +55,20 @@ run job list 3
 run run -wait -var n=200 examples/array.hcl
 run job logs 4 200
 
+run region list
+echo
+echo "==> drover run examples/regions.hcl   (8 jobs for us-east1, 8 for us-west1, 16 anywhere; it returns at once)"
+"$BIN" run examples/regions.hcl
+sleep 1.5
+run cluster disable b -reason "demo maintenance" -evacuate
+run cluster list
+sleep 0.5
+run job why 5 16
+sleep 2
+run cluster enable b
+run batch wait 5
+run job list 5 -filter name=west
+
 run batch list
 echo
-echo "==> demo done: every example ran on the embedded default (one Raft server, two local worker processes)"
+echo "==> demo done: every example ran on the embedded default (one Raft server, two local worker processes in two regions)"

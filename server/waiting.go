@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
@@ -219,27 +218,8 @@ func (w *waiter) disabledMessage(names []string) string {
 	}
 	for _, c := range w.clusters {
 		if c.Name == names[0] {
-			return "cluster " + ClusterDisabledMessage(c.Name, c.Reason, c.By, c.Since)
+			return "cluster " + state.DisabledMessage(c.Name, c.Reason, c.By, c.Since)
 		}
 	}
 	return "cluster " + names[0] + " disabled"
-}
-
-// ClusterDisabledMessage says why, since when and by whom a cluster is
-// disabled: "us-west1-b disabled (maintenance, since 10:02 UTC, by ops)".
-func ClusterDisabledMessage(name, reason, by string, since int64) string {
-	var parts []string
-	if reason != "" {
-		parts = append(parts, reason)
-	}
-	if since != 0 {
-		parts = append(parts, "since "+time.Unix(0, since).UTC().Format("2006-01-02 15:04 UTC"))
-	}
-	if by != "" {
-		parts = append(parts, "by "+by)
-	}
-	if len(parts) == 0 {
-		return name + " disabled"
-	}
-	return name + " disabled (" + strings.Join(parts, ", ") + ")"
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/launch"
 	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/prometheus/common/expfmt"
 )
 
 // runBenchSched measures the control plane alone: real servers (separate
@@ -48,8 +49,14 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	fairTrace := fs.Bool("trace-fairness", false, "with -users: print every fair-share sample (the tenants holding least and most)")
 	serverFlags := fs.String("server-flags", "", "extra flags for every server, space-separated (e.g. \"-gc-percent 100\")")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
+	nRegions := fs.Int("regions", 0, "spread the workers over this many regions (with -clusters; 0: one default cluster)")
+	nClusters := fs.Int("clusters", 1, "clusters per region (with -regions)")
+	nTeams := fs.Int("teams", 0, "with -users: put the users in this many teams, each with its own billing project and a cpu quota of an even split of the fleet (binding: every team wants more)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *nRegions < 0 || *nClusters < 1 || *nTeams < 0 || (*nTeams > 0 && *users < *nTeams) {
+		return usagef("-regions must be 0 or more, -clusters 1 or more, and -teams at most -users")
 	}
 	if *servers < 1 || *jobs < 1 || *workers < 1 || *cores < 1 || *bunch < 1 || *batches < 1 || *users < 0 {
 		return usagef("-servers, -jobs, -workers, -worker-cores, -bunch and -batches must be positive")
@@ -83,6 +90,18 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *nTeams > 0 {
+		if err := benchTeams(ctx, cl, tenants, *nTeams, int64(*workers)*int64(*cores)); err != nil {
+			return err
+		}
+	}
+	place := func(i int) (string, string) {
+		if *nRegions == 0 {
+			return "", ""
+		}
+		k := i % (*nRegions * *nClusters)
+		return fmt.Sprintf("r%d", k / *nClusters), fmt.Sprintf("r%d-c%d", k / *nClusters, k%*nClusters)
+	}
 	before, err := serverHeaps(ctx, c, cl.Token())
 	if err != nil {
 		return err
@@ -98,12 +117,14 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		// Spread the workers' first server across the cluster; they move to
 		// the leader on its hint.
 		rot := append(addrs[i%len(addrs):], addrs[:i%len(addrs)]...)
+		region, cluster := place(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := simworker.Run(wctx, simworker.Config{
 				Servers: strings.Join(rot, ","), Secret: "cluster-secret", Name: fmt.Sprintf("sim-%d", i),
 				Cores: *cores, Memory: int64(*cores) << 30, Duration: dist, Seed: *seed*1000 + uint64(i), SyncWait: 20 * time.Second, Rec: rec,
+				Region: region, Cluster: cluster,
 			})
 			if err != nil {
 				errs <- err
@@ -139,7 +160,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 						id = res.ID
 					}
 				case *users > 0:
-					id, cores, err = submitMixed(ctx, t.client, *jobs, *bunch, *seed+uint64(ti*(*batches)+b))
+					id, cores, err = submitMixed(ctx, t.client, t.project, *jobs, *bunch, *seed+uint64(ti*(*batches)+b))
 				default:
 					id, err = submitDistinct(ctx, t.client, *jobs, *bunch)
 				}
@@ -262,6 +283,15 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		"p99_queue_wait_ms":        sum.P99QueueWait,
 		"heap_bytes_per_job":       perJob,
 		"peak_rss_mb":              peakRSS(c),
+		"regions":                  *nRegions,
+		"clusters_per_region":      *nClusters,
+		"teams":                    *nTeams,
+	}
+	if p99, n, err := roundP99(ctx, c); err == nil {
+		res["sched_round_p99_ms"] = p99 * 1000
+		res["sched_rounds"] = n
+	} else {
+		say("cannot read the leader's scheduling rounds: %v", err)
 	}
 	fair := summarizeFairness(fairDevs, fairAt)
 	instant := summarizeFairness(instantDevs, fairAt)
@@ -301,8 +331,64 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 }
 
 type tenant struct {
-	user   string
-	client *api.Client
+	user    string
+	project string // "" : the default
+	client  *api.Client
+}
+
+// benchTeams puts the tenants in n teams, round robin: each team has its
+// own billing project and an even split of the fleet's cores as its cpu
+// quota.
+func benchTeams(ctx context.Context, admin *api.Client, tenants []tenant, n int, fleetCores int64) error {
+	cfg := &api.PlacementConfig{}
+	members := make([][]string, n)
+	for i := range tenants {
+		members[i%n] = append(members[i%n], tenants[i].user)
+		tenants[i].project = fmt.Sprintf("team-%02d", i%n)
+	}
+	for k := 0; k < n; k++ {
+		project := fmt.Sprintf("team-%02d", k)
+		if _, err := admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: project, Members: members[k]}); err != nil {
+			return err
+		}
+		cfg.Teams = append(cfg.Teams, api.Team{Name: project, BillingProjects: []string{project},
+			Quota: api.Quota{CPU: math.Ceil(float64(fleetCores) / float64(n))}})
+	}
+	return admin.ApplyPlacement(ctx, cfg)
+}
+
+// roundP99 reads the leader's histogram of scheduling round times and
+// returns its 99th percentile (the upper bound of the bucket it falls in)
+// and the number of rounds.
+func roundP99(ctx context.Context, c *launch.Cluster) (float64, int64, error) {
+	i, err := c.WaitLeader(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	addr := "http://" + c.Servers[i].HTTP
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	fam := fams["drover_scheduler_round_seconds"]
+	if fam == nil || len(fam.Metric) == 0 {
+		return 0, 0, fmt.Errorf("no drover_scheduler_round_seconds on %s", addr)
+	}
+	h := fam.Metric[0].GetHistogram()
+	n := h.GetSampleCount()
+	for _, b := range h.GetBucket() {
+		if float64(b.GetCumulativeCount()) >= 0.99*float64(n) {
+			return b.GetUpperBound(), int64(n), nil
+		}
+	}
+	return math.Inf(1), int64(n), nil
 }
 
 // benchTenants returns the admin alone (n == 0) or n new users, members of
@@ -371,7 +457,7 @@ func allComplete(ctx context.Context, cl *api.Client, ids []int64) (bool, error)
 // submitMixed creates a batch of n distinct jobs of mixed sizes: cores
 // from 0.25 to 16, memory a quarter to one GiB per core. It returns the
 // batch and the cores its jobs ask for in all.
-func submitMixed(ctx context.Context, cl *api.Client, n, bunch int, seed uint64) (id, coresMilli int64, err error) {
+func submitMixed(ctx context.Context, cl *api.Client, project string, n, bunch int, seed uint64) (id, coresMilli int64, err error) {
 	sizes := []float64{0.25, 0.5, 1, 2, 4, 8, 16}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	cpu := make([]float64, n)
@@ -381,7 +467,7 @@ func submitMixed(ctx context.Context, cl *api.Client, n, bunch int, seed uint64)
 		coresMilli += int64(cpu[i] * 1000)
 		mem[i] = int64(cpu[i]*float64(1<<30)*(0.25+0.75*rng.Float64())) &^ (1<<20 - 1)
 	}
-	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench"}, api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
+	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench", BillingProject: project}, api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
 		id := i + 1
 		return api.JobSpec{JobID: int64(id), Name: "job-" + strconv.Itoa(id), Command: []string{"true", strconv.Itoa(id)}, CPU: cpu[i], Memory: max(mem[i], 1<<20)}
 	}}, &api.SubmitOptions{BunchSize: bunch})

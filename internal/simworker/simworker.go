@@ -279,6 +279,8 @@ type Config struct {
 	Seed     uint64 // of the durations drawn
 	SyncWait time.Duration
 	Rec      *Recorder
+	// Region and Cluster place the worker (empty: the default).
+	Region, Cluster string
 }
 
 type held struct {
@@ -302,7 +304,7 @@ type pending struct {
 func Run(ctx context.Context, cfg Config) error {
 	c := api.NewClient(cfg.Servers, "")
 	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
-		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken()})
+		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster})
 	if err != nil {
 		return fmt.Errorf("activate %s: %w", cfg.Name, err)
 	}

@@ -331,6 +331,10 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			add(wt.Reason, wt.Message)
 		case jp.Team != nil && jp.Team.QuotaMilli > 0 && jp.Team.UsedMilli >= jp.Team.QuotaMilli:
 			add("quota_cpu", fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000))
+		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
+			add("cluster_disabled", s.disabledMessage(jp.DisabledClusters)+"; no other cluster it may use has workers")
+		case jp.Usable == 0:
+			add("region_not_allowed", "no active worker in a cluster it may use")
 		case jp.Busy && jp.Ahead > 0:
 			// A round with no free cores records nothing: say it from the
 			// state, in the scheduler's terms.
@@ -340,8 +344,8 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		default:
 			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
 		}
-		if len(jp.DisabledClusters) > 0 {
-			add("cluster_disabled", fmt.Sprintf("disabled, so not used: cluster %s", strings.Join(jp.DisabledClusters, ", ")))
+		if len(jp.DisabledClusters) > 0 && jp.Usable > 0 {
+			add("cluster_disabled", "not used while disabled: "+s.disabledMessage(jp.DisabledClusters))
 		}
 	case state.Running:
 		add("running", fmt.Sprintf("running on %s in cluster %s (region %s)", jp.Instance, jp.Cluster, jp.Region))
@@ -367,6 +371,20 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			jobspec.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// disabledMessage says which clusters are disabled, and for one, why,
+// since when and by whom.
+func (s *Server) disabledMessage(names []string) string {
+	if len(names) != 1 {
+		return "clusters " + strings.Join(names, ", ") + " disabled"
+	}
+	for _, c := range s.state.Clusters() {
+		if c.Name == names[0] {
+			return "cluster " + state.DisabledMessage(c.Name, c.Reason, c.By, c.Since)
+		}
+	}
+	return "cluster " + names[0] + " disabled"
 }
 
 func quotaMem(b int64) string {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 )
 
 // Regions, clusters, pools and teams: the federation's shape and the
@@ -533,8 +535,9 @@ type JobPlace struct {
 	// fair-share order (fewer cores running; ties by name).
 	Ahead int
 	// Busy: no active worker in an enabled cluster the job may use has
-	// its cores and memory free.
-	Busy bool
+	// its cores and memory free; Usable counts those workers.
+	Busy   bool
+	Usable int
 }
 
 // WaitingParent is a parent range of a Pending job with unfinished jobs.
@@ -586,10 +589,32 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	jp.Busy = true
 	for _, inst := range s.instances {
 		cl := s.clusters[inst.Cluster]
-		if inst.Active && (cl == nil || !cl.Disabled) && s.placeable(g.spec, inst) && inst.FreeMilli >= g.spec.CPUMilli && inst.FreeMem >= g.spec.Memory {
+		if !inst.Active || (cl != nil && cl.Disabled) || !s.placeable(g.spec, inst) {
+			continue
+		}
+		jp.Usable++
+		if inst.FreeMilli >= g.spec.CPUMilli && inst.FreeMem >= g.spec.Memory {
 			jp.Busy = false
-			break
 		}
 	}
 	return jp, true
+}
+
+// DisabledMessage says why, since when and by whom a cluster is
+// disabled: "us-west1-b disabled (maintenance, since 10:02 UTC, by ops)".
+func DisabledMessage(name, reason, by string, since int64) string {
+	var parts []string
+	if reason != "" {
+		parts = append(parts, reason)
+	}
+	if since != 0 {
+		parts = append(parts, "since "+time.Unix(0, since).UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if by != "" {
+		parts = append(parts, "by "+by)
+	}
+	if len(parts) == 0 {
+		return name + " disabled"
+	}
+	return name + " disabled (" + strings.Join(parts, ", ") + ")"
 }
