@@ -1,0 +1,16 @@
+batch "placed" {
+  regions = ["us-east1", "europe-west4"]
+  pool    = "standard"
+
+  job "default" {
+    command = ["true"]
+  }
+  job "west" {
+    command = ["true"]
+    regions = ["us-west1"]
+  }
+  job "highmem" {
+    command = ["true"]
+    pool    = "highmem"
+  }
+}
