@@ -186,41 +186,60 @@ func Order(s Strategy, clusters []Cluster, allowed []bool, quota *Quota, dst []i
 	if len(dst) < 2 {
 		return dst
 	}
-	used := func(i int) int64 {
-		if quota != nil && i < len(quota.UsedByCluster) {
-			return quota.UsedByCluster[i]
-		}
-		return clusters[i].CapacityMilli - clusters[i].FreeMilli
-	}
-	// busy compares the fraction of cores reserved without dividing:
-	// (cap_a - free_a) / cap_a vs (cap_b - free_b) / cap_b.
-	busy := func(a, b int) int {
-		ca, cb := &clusters[a], &clusters[b]
-		if ca.CapacityMilli == 0 || cb.CapacityMilli == 0 {
-			return cmp.Compare(cb.CapacityMilli, ca.CapacityMilli)
-		}
-		return cmp.Compare(float64(ca.CapacityMilli-ca.FreeMilli)*float64(cb.CapacityMilli),
-			float64(cb.CapacityMilli-cb.FreeMilli)*float64(ca.CapacityMilli))
-	}
-	slices.SortStableFunc(dst, func(a, b int) int {
-		var c int
-		switch s {
-		case LeastLoaded:
-			c = busy(a, b)
-		case Pack:
-			c = -busy(a, b)
-		case Cheapest:
-			c = cmp.Compare(clusters[a].PricePerCoreHour, clusters[b].PricePerCoreHour)
-		default: // Spread
-			c = cmp.Compare(used(a), used(b))
-			if c == 0 {
-				c = -cmp.Compare(clusters[a].FreeMilli, clusters[b].FreeMilli)
-			}
-		}
-		if c == 0 {
-			c = cmp.Compare(clusters[a].Name, clusters[b].Name)
-		}
-		return c
-	})
+	slices.SortStableFunc(dst, func(a, b int) int { return compare(s, clusters, quota, a, b) })
 	return dst
+}
+
+// Best returns the first cluster Order would return, or -1, without
+// sorting: the scheduler tries it before it asks for the whole order.
+func Best(s Strategy, clusters []Cluster, allowed []bool, quota *Quota) int {
+	best := -1
+	for i := range clusters {
+		if allowed[i] && (best < 0 || compare(s, clusters, quota, i, best) < 0) {
+			best = i
+		}
+	}
+	return best
+}
+
+// compare orders clusters a and b for strategy s.
+func compare(s Strategy, clusters []Cluster, quota *Quota, a, b int) int {
+	var c int
+	switch s {
+	case LeastLoaded:
+		c = busy(clusters, a, b)
+	case Pack:
+		c = -busy(clusters, a, b)
+	case Cheapest:
+		c = cmp.Compare(clusters[a].PricePerCoreHour, clusters[b].PricePerCoreHour)
+	default: // Spread
+		c = cmp.Compare(used(clusters, quota, a), used(clusters, quota, b))
+		if c == 0 {
+			c = -cmp.Compare(clusters[a].FreeMilli, clusters[b].FreeMilli)
+		}
+	}
+	if c == 0 {
+		c = cmp.Compare(clusters[a].Name, clusters[b].Name)
+	}
+	return c
+}
+
+// used is the team's cores in a cluster, or, for no team, the cluster's
+// reserved cores.
+func used(clusters []Cluster, quota *Quota, i int) int64 {
+	if quota != nil && i < len(quota.UsedByCluster) {
+		return quota.UsedByCluster[i]
+	}
+	return clusters[i].CapacityMilli - clusters[i].FreeMilli
+}
+
+// busy compares the fraction of cores reserved without dividing:
+// (cap_a - free_a) / cap_a vs (cap_b - free_b) / cap_b.
+func busy(clusters []Cluster, a, b int) int {
+	ca, cb := &clusters[a], &clusters[b]
+	if ca.CapacityMilli == 0 || cb.CapacityMilli == 0 {
+		return cmp.Compare(cb.CapacityMilli, ca.CapacityMilli)
+	}
+	return cmp.Compare(float64(ca.CapacityMilli-ca.FreeMilli)*float64(cb.CapacityMilli),
+		float64(cb.CapacityMilli-cb.FreeMilli)*float64(ca.CapacityMilli))
 }

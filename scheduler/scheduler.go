@@ -133,10 +133,12 @@ func slotLess(a, b slot) bool {
 // failure is a job size (under one constraint, for one team) that fit
 // nowhere this round, and why.
 type failure struct {
-	cpu, mem         int64
-	constraint, team int32
-	why              Explanation
+	cpu, mem int64
+	why      Explanation
 }
+
+// failKey groups failures that can stand for one another.
+type failKey struct{ constraint, team int32 }
 
 // poolTree holds the instances of one pool of one cluster that have cores
 // and memory free, by free cores.
@@ -163,10 +165,14 @@ type packer struct {
 	instTree []int32 // per instance, its tree
 	teams    []Team  // quotas in use change as jobs are placed
 	full     []slot  // instances taken out of their tree, with what they had left
-	failed   []failure
+	failed   map[failKey][]failure
+	nFailed  int
 	allowed  []bool
 	order    []int
 	cap      int64 // jobs the last fit may take on its instance (0: no bound)
+	// cands caches candidates() until the next take: once cores run out,
+	// many runs in a row fail and are explained over the same candidates.
+	cands []Candidate
 }
 
 func newPacker(filters []Filter, in *Input) *packer {
@@ -240,8 +246,12 @@ func (p *packer) candidate(i int32, free, mem int64) Candidate {
 		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool}
 }
 
-// candidates lists every instance with what is free on it now.
+// candidates lists every instance with what is free on it now. The slice
+// is the packer's until the next take.
 func (p *packer) candidates() []Candidate {
+	if p.cands != nil {
+		return p.cands
+	}
 	cands := make([]Candidate, len(p.insts))
 	for i, in := range p.insts {
 		cands[i] = p.candidate(int32(i), in.FreeMilli, in.FreeMem)
@@ -255,17 +265,17 @@ func (p *packer) candidates() []Candidate {
 			return true
 		})
 	}
+	p.cands = cands
 	return cands
 }
 
 // fit returns the best-fit instance for one job of the run, or why there is
 // none.
 func (p *packer) fit(r *Run) (slot, Explanation, bool) {
+	key := failKey{r.Constraint, r.Team}
+	failed := p.failed[key]
 	known := -1
-	for i, f := range p.failed {
-		if f.constraint != r.Constraint || f.team != r.Team {
-			continue
-		}
+	for i, f := range failed {
 		if f.cpu == r.CPUMilli && f.mem == r.Memory {
 			return slot{}, f.why, false
 		}
@@ -275,11 +285,15 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 			known = i
 		}
 	}
-	if known >= 0 && len(p.failed) >= maxExplained {
-		return slot{}, p.failed[known].why, false
+	if known >= 0 && p.nFailed >= maxExplained {
+		return slot{}, failed[known].why, false
 	}
 	fail := func(why Explanation) (slot, Explanation, bool) {
-		p.failed = append(p.failed, failure{r.CPUMilli, r.Memory, r.Constraint, r.Team, why})
+		if p.failed == nil {
+			p.failed = map[failKey][]failure{}
+		}
+		p.failed[key] = append(p.failed[key], failure{r.CPUMilli, r.Memory, why})
+		p.nFailed++
 		return slot{}, why, false
 	}
 	team := p.team(r)
@@ -305,9 +319,9 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 				p.allowed[c] = p.clusters[c].Available() == 0
 			}
 		}
-		p.order = placement.Order(strategy, p.clusters, p.allowed, quota, p.order)
-	search:
-		for _, c := range p.order {
+		// The best cluster first; the whole order only when it has no
+		// room (most fits end in the first cluster tried).
+		search := func(c int) bool {
 			for _, t := range p.byClust[c] {
 				if k != nil && k.Pool != "" && k.Pool != p.trees[t].pool {
 					continue
@@ -326,7 +340,17 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 					return false
 				})
 				if ok {
-					break search
+					return true
+				}
+			}
+			return false
+		}
+		p.order = p.order[:0]
+		if best := placement.Best(strategy, p.clusters, p.allowed, quota); best >= 0 && !search(best) {
+			p.order = placement.Order(strategy, p.clusters, p.allowed, quota, p.order)
+			for _, c := range p.order[1:] {
+				if search(c) {
+					break
 				}
 			}
 		}
@@ -338,10 +362,17 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	// catches up with the next one, so filling one large worker does not
 	// undo the balance.
 	p.cap = 0
-	if strategy == placement.Spread && quota != nil && len(p.order) > 1 && r.CPUMilli > 0 &&
-		p.trees[p.instTree[found.idx]].cluster == p.order[0] && p.order[1] < len(quota.UsedByCluster) {
-		gap := quota.UsedByCluster[p.order[1]] - quota.UsedByCluster[p.order[0]]
-		p.cap = max(gap/r.CPUMilli+1, 1)
+	if c := p.trees[p.instTree[found.idx]].cluster; strategy == placement.Spread && quota != nil && len(p.order) == 0 && r.CPUMilli > 0 {
+		// Found in the best cluster: take it up to the next one's use.
+		next := int64(-1)
+		for i := range p.clusters {
+			if p.allowed[i] && i != c && i < len(quota.UsedByCluster) && (next < 0 || quota.UsedByCluster[i] < next) {
+				next = quota.UsedByCluster[i]
+			}
+		}
+		if next >= 0 {
+			p.cap = max((next-quota.UsedByCluster[c])/r.CPUMilli+1, 1)
+		}
 	}
 	return found, Explanation{}, true
 }
@@ -357,6 +388,7 @@ func (p *packer) room(r *Run, n int64) int64 {
 // take removes n jobs' worth of resources from an instance, and counts
 // them against the run's team.
 func (p *packer) take(s slot, n int64, r *Run) {
+	p.cands = nil
 	tr := &p.trees[p.instTree[s.idx]]
 	tr.tree.Delete(s)
 	s.free -= n * r.CPUMilli

@@ -47,7 +47,7 @@ func (s *Server) runScheduler(ctx context.Context) {
 // there may be more to place right away).
 func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
-	v := s.state.SchedulingView(s.cfg.MaxPlacements)
+	v := s.state.SchedulingViewShared(s.cfg.MaxPlacements, fairShares)
 	if len(v.Users) == 0 || len(v.Instances) == 0 {
 		s.waiting.set(nil)
 		return false, nil
@@ -57,7 +57,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 	s.metrics.schedRounds.Inc()
 	s.metrics.schedSeconds.Observe(time.Since(start).Seconds())
 	s.metrics.observeUnplaced(out)
-	s.waiting.set(waitingOf(out, in, v.Clusters))
+	s.waiting.setRound(out, in, v.Clusters)
 	if out.Jobs == 0 {
 		return false, nil
 	}

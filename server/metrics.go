@@ -56,7 +56,7 @@ func newMetrics(st *state.State, raftOf func() raftStats) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.schedRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rounds_total", Help: "Scheduling rounds run."})
 	m.schedSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_scheduler_round_seconds", Help: "Time to compute one scheduling round.",
-		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
+		Buckets: prometheus.ExponentialBucketsRange(0.0001, 2, 32)})
 	m.placements = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_placements_total", Help: "Jobs placed on instances."})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rejected_total", Help: "Placements the state machine rejected at apply (the state moved on)."})
 	m.unplaced = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_scheduler_unplaced_jobs",

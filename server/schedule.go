@@ -43,6 +43,15 @@ func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.In
 	return in
 }
 
+// fairShares is the scheduler's fair share as the state's view wants it.
+func fairShares(running, ready []int64, free int64) []int64 {
+	d := make([]scheduler.Demand, len(running))
+	for i := range d {
+		d[i] = scheduler.Demand{Running: running[i], Ready: ready[i]}
+	}
+	return scheduler.FairShare(d, free)
+}
+
 // planOf turns the scheduler's decision into a Plan command.
 func planOf(out *scheduler.Output, now int64) *state.Plan {
 	p := &state.Plan{Now: now, Placements: make([]state.Placement, len(out.Placements))}

@@ -19,31 +19,54 @@ const maxWaitingPerBatch = 64
 // waitingBook keeps, per batch, why the leader's last scheduling round left
 // Ready jobs unplaced, as the scheduler's filter chain recorded it. It is
 // the leader's memory, not Raft state: it is replaced by every round and
-// read by consistent batch and job reads, which the leader answers.
+// read by consistent batch and job reads, which the leader answers. A
+// round only hands over what it recorded; the sentences are written when
+// someone first reads them, off the scheduling path.
 type waitingBook struct {
 	mu      sync.Mutex
 	byBatch map[uint64][]api.Waiting
+	pending func() map[uint64][]api.Waiting
 }
 
 // set replaces the book with a round's result.
 func (w *waitingBook) set(m map[uint64][]api.Waiting) {
 	w.mu.Lock()
-	w.byBatch = m
+	w.byBatch, w.pending = m, nil
 	w.mu.Unlock()
+}
+
+// setRound replaces the book with a round's unplaced runs, worded on the
+// first read.
+func (w *waitingBook) setRound(out *scheduler.Output, in *scheduler.Input, clusters []state.ClusterSlot) {
+	w.mu.Lock()
+	w.byBatch = nil
+	w.pending = func() map[uint64][]api.Waiting { return waitingOf(out, in, clusters) }
+	if len(out.Unplaced) == 0 {
+		w.pending = nil
+	}
+	w.mu.Unlock()
+}
+
+// book returns the reasons, wording them first if needed. Call with mu.
+func (w *waitingBook) book() map[uint64][]api.Waiting {
+	if w.pending != nil {
+		w.byBatch, w.pending = w.pending(), nil
+	}
+	return w.byBatch
 }
 
 // Batch returns why the batch's unplaced Ready jobs wait (nil: none seen).
 func (w *waitingBook) Batch(id uint64) []api.Waiting {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]api.Waiting(nil), w.byBatch[id]...)
+	return append([]api.Waiting(nil), w.book()[id]...)
 }
 
 // Job returns why one job waits, or nil.
 func (w *waitingBook) Job(batch uint64, job uint32) *api.Waiting {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, wt := range w.byBatch[batch] {
+	for _, wt := range w.book()[batch] {
 		if int64(job) >= wt.FirstJob && int64(job) < wt.FirstJob+wt.Count {
 			return &wt
 		}

@@ -108,6 +108,20 @@ type ReadyRun struct {
 // allows is large enough, or their team is at its quota) are passed, a few
 // per user, only so the scheduler can say why they wait.
 func (s *State) SchedulingView(maxJobs int) *SchedulingView {
+	return s.SchedulingViewShared(maxJobs, nil)
+}
+
+// ShareFunc splits free millicores between users given each one's running
+// and Ready millicores (the scheduler's fair share); the state does not
+// know the scheduler, so the caller passes it in.
+type ShareFunc func(running, ready []int64, free int64) []int64
+
+// SchedulingViewShared is SchedulingView with each user's list bounded by
+// twice what fair share will give it this round (at least one run), so a
+// round with hundreds of users copies a few times the free cores' worth of
+// jobs instead of the free cores' worth for every user. share nil: no such
+// bound.
+func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingView {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &SchedulingView{MaxJobs: maxJobs}
@@ -243,8 +257,20 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 		}
 	}
 	slices.Sort(names)
-	for _, name := range names {
+	var bound []int64
+	if share != nil {
+		running, ready := make([]int64, len(names)), make([]int64, len(names))
+		for i, name := range names {
+			running[i], ready[i] = s.sched[name].runningMilli, s.sched[name].readyMilli
+		}
+		bound = share(running, ready, free)
+	}
+	for ui, name := range names {
 		u := s.sched[name]
+		limit := free
+		if bound != nil {
+			limit = min(free, 2*bound[ui])
+		}
 		ud := UserDemand{Name: name, RunningMilli: u.runningMilli, ReadyMilli: u.readyMilli}
 		// Each user's list may reach every free core: what the users get
 		// of them is the scheduler's fair share to decide.
@@ -298,7 +324,7 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 						teamRoom[ti-1] = max(teamRoom[ti-1]-cores, 0)
 					}
 				}
-				if want >= free || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
+				if want >= limit || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 					break batches
 				}
 			}
