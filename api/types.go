@@ -293,6 +293,9 @@ type Instance struct {
 	TimeActivated time.Time  `json:"time_activated"`
 	TimeRetired   *time.Time `json:"time_retired,omitempty"`
 	Reason        string     `json:"reason,omitempty"`
+	Region        string     `json:"region,omitempty"`
+	Cluster       string     `json:"cluster,omitempty"`
+	Pool          string     `json:"pool,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx API response.
@@ -473,15 +476,20 @@ type Cluster struct {
 	Reason  string `json:"reason,omitempty"`
 	By      string `json:"by,omitempty"`
 	// Since is when it was last enabled or disabled (or created).
-	Since      *time.Time `json:"since,omitempty"`
-	Declared   bool       `json:"declared,omitempty"`
-	Pools      []Pool     `json:"pools,omitempty"`
-	Workers    int        `json:"workers"`
-	CPU        float64    `json:"cpu"`
-	FreeCPU    float64    `json:"free_cpu"`
-	Memory     int64      `json:"memory"`
-	FreeMemory int64      `json:"free_memory"`
-	Running    int        `json:"running"`
+	Since    *time.Time `json:"since,omitempty"`
+	Declared bool       `json:"declared,omitempty"`
+	Pools    []Pool     `json:"pools,omitempty"`
+	Workers  int        `json:"workers"`
+	// Heard counts the active workers the leader heard from in the last
+	// 10 seconds; a cluster with workers and none heard is down and gets
+	// no new work.
+	Heard      int     `json:"heard"`
+	Down       bool    `json:"down,omitempty"`
+	CPU        float64 `json:"cpu"`
+	FreeCPU    float64 `json:"free_cpu"`
+	Memory     int64   `json:"memory"`
+	FreeMemory int64   `json:"free_memory"`
+	Running    int     `json:"running"`
 }
 
 // Region sums its clusters.

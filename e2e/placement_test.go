@@ -66,7 +66,7 @@ team "ml" {
 // the leader. Every job still succeeds exactly once, and the servers'
 // histories agree.
 func TestPlacementAcrossRegions(t *testing.T) {
-	c := newCluster(t, 3, "-lost-timeout", "4s")
+	c := newCluster(t, 3, "-lost-timeout", "20s")
 	workers := map[string]*launch.Process{}
 	for _, w := range []struct{ name, region, cluster string }{
 		{"wa1", "east", "a1"}, {"wa2", "east", "a2"}, {"wb1", "west", "b1"}, {"wb2", "west", "b2"},
@@ -158,6 +158,19 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	workers["wa1"].Kill9()
 	workers["wa2"].Kill9()
 	s.setEnabled("b2")
+	// a1 is down once none of its workers has been heard from for 10 s.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cl, err := admin.GetCluster(ctx, "a1")
+		if err == nil && cl.Down {
+			t.Logf("a1 down: %d workers, %d heard", cl.Workers, cl.Heard)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a1 not reported down 30 s after its workers were killed: %+v %v", cl, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	runCLI(t, env, "cluster", "enable", "b1").must(t, 0)
 	s.setEnabled("b1", "b2")
 

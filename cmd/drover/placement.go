@@ -68,6 +68,9 @@ func (m *Main) runRegionList(ctx context.Context, args []string) error {
 }
 
 func clusterState(c api.Cluster) string {
+	if c.Enabled && c.Down {
+		return "enabled, down: no worker heard from"
+	}
 	if c.Enabled {
 		return "enabled"
 	}
@@ -131,7 +134,7 @@ func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "Cluster\t%s\n", c.Name)
 	fmt.Fprintf(tw, "Region\t%s\n", c.Region)
 	fmt.Fprintf(tw, "State\t%s\n", clusterState(*c))
-	fmt.Fprintf(tw, "Workers\t%d\n", c.Workers)
+	fmt.Fprintf(tw, "Workers\t%d active, %d heard from in the last 10s\n", c.Workers, c.Heard)
 	fmt.Fprintf(tw, "CPU\t%g of %g free\n", c.FreeCPU, c.CPU)
 	fmt.Fprintf(tw, "Memory\t%s of %s free\n", jobspec.FormatBytes(c.FreeMemory), jobspec.FormatBytes(c.Memory))
 	fmt.Fprintf(tw, "Running\t%d attempts\n", c.Running)

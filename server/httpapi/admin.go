@@ -132,6 +132,7 @@ func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
 			ID: int64(in.ID), Name: in.Name, NodeID: in.NodeID, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
 			FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
 			TimeActivated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
+			Region: in.Region, Cluster: in.Cluster, Pool: in.Pool,
 		}
 		if in.Retired != 0 {
 			t := time.Unix(0, in.Retired).UTC()

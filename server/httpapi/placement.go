@@ -33,18 +33,41 @@ func clusterToAPI(c state.ClusterInfo) api.Cluster {
 	return out
 }
 
-func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
+// clusterDownAfter: a cluster with active workers none of which was heard
+// from for this long is down (the scheduler's ClusterDownAfter default).
+const clusterDownAfter = 10 * time.Second
+
+// clusters lists the clusters with their workers' health as this server
+// hears it (the leader, for consistent reads).
+func (s *Server) clusters() []api.Cluster {
+	heard := map[string]int{}
+	now := time.Now()
+	for _, in := range s.state.Instances() {
+		if !in.Active {
+			continue
+		}
+		if t, ok := s.live.Heard(in.ID); ok && now.Sub(t) < min(clusterDownAfter, s.cfg.LostTimeout) {
+			heard[in.Cluster]++
+		}
+	}
 	out := []api.Cluster{}
 	for _, c := range s.state.Clusters() {
-		out = append(out, clusterToAPI(c))
+		ac := clusterToAPI(c)
+		ac.Heard = heard[c.Name]
+		ac.Down = ac.Workers > 0 && ac.Heard == 0
+		out = append(out, ac)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
+}
+
+func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.clusters())
 }
 
 func (s *Server) cluster(name string) (api.Cluster, bool) {
-	for _, c := range s.state.Clusters() {
+	for _, c := range s.clusters() {
 		if c.Name == name {
-			return clusterToAPI(c), true
+			return c, true
 		}
 	}
 	return api.Cluster{}, false

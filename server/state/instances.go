@@ -189,6 +189,9 @@ type InstanceInfo struct {
 	Activated int64
 	Retired   int64
 	Reason    string
+	Region    string
+	Cluster   string
+	Pool      string
 }
 
 // Instances lists every instance, active first, then by ID.
@@ -201,6 +204,7 @@ func (s *State) Instances() []InstanceInfo {
 			ID: inst.ID, Name: inst.Name, NodeID: inst.NodeID, CPUMilli: inst.CPUMilli, Memory: inst.Memory,
 			FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem, Active: inst.Active, Running: len(inst.running),
 			Activated: inst.Activated, Retired: inst.Retired, Reason: inst.Reason,
+			Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -17,6 +17,13 @@ const maxRunsPerUser = 10000
 // behind them.
 const maxUnfitRunsPerUser = 64
 
+// minRunsPerUser is how many runs a user's list holds at least when fair
+// share bounds it: the cores other users cannot use (their jobs fit only
+// elsewhere, or not in the holes left) are shared again between the users
+// that can still place, and that needs jobs of several sizes to choose
+// from.
+const minRunsPerUser = 16
+
 // SchedulingView is the read model a scheduling round starts from: every
 // active instance (in no particular order) and, per user with Ready jobs, the head of the user's
 // Ready queue (oldest batch first), no more than could possibly be placed
@@ -117,7 +124,8 @@ func (s *State) SchedulingView(maxJobs int) *SchedulingView {
 type ShareFunc func(running, ready []int64, free int64) []int64
 
 // SchedulingViewShared is SchedulingView with each user's list bounded by
-// twice what fair share will give it this round (at least one run), so a
+// twice what fair share will give it this round (at least minRunsPerUser
+// runs), so a
 // round with hundreds of users copies a few times the free cores' worth of
 // jobs instead of the free cores' worth for every user. share nil: no such
 // bound.
@@ -324,7 +332,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 						teamRoom[ti-1] = max(teamRoom[ti-1]-cores, 0)
 					}
 				}
-				if want >= limit || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
+				if (want >= limit && (bound == nil || runs >= minRunsPerUser || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 					break batches
 				}
 			}
