@@ -47,8 +47,10 @@ const (
 	MaxNodeID     = 64
 	// MaxRegions bounds the regions one job may name.
 	MaxRegions = 64
-	// MaxPlaceName bounds a region, cluster, pool or team name.
+	// MaxPlaceName bounds a region, cluster, pool, team or GPU type name.
 	MaxPlaceName = 64
+	// MaxGPUs bounds the GPUs of one job and of one worker.
+	MaxGPUs = 64
 )
 
 // ValidatePlaceName checks a region, cluster, pool or team name: 1 to
@@ -134,6 +136,16 @@ func (s *JobSpec) Validate() error {
 		if err := ValidatePlaceName("pool", s.Pool); err != nil {
 			return err
 		}
+	}
+	if s.GPUs < 0 || s.GPUs > MaxGPUs {
+		return fmt.Errorf("gpus is %d; a job may ask for 0 to %d", s.GPUs, MaxGPUs)
+	}
+	if s.GPUs > 0 {
+		if err := ValidatePlaceName("gpu_type", s.GPUType); err != nil {
+			return fmt.Errorf("a job that asks for GPUs names their type: %w", err)
+		}
+	} else if s.GPUType != "" {
+		return fmt.Errorf("gpu_type %q without gpus: give the count too", s.GPUType)
 	}
 	if len(s.ParentIDs)+len(s.ParentRanges)+len(s.BatchParentIDs)+len(s.BatchParentRanges) > MaxParentRanges {
 		return fmt.Errorf("more than %d parent IDs and ranges; name consecutive parents as ranges", MaxParentRanges)

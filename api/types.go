@@ -77,6 +77,9 @@ type JobSpec struct {
 	// Pool to workers of this pool (empty: any).
 	Regions []string `json:"regions,omitempty"`
 	Pool    string   `json:"pool,omitempty"`
+	// GPUs each job needs, all of GPUType (a worker offers one type).
+	GPUs    int    `json:"gpus,omitempty"`
+	GPUType string `json:"gpu_type,omitempty"`
 }
 
 // NumJobs is the number of job IDs the entry occupies.
@@ -214,6 +217,8 @@ type Job struct {
 	Attributes map[string]string `json:"attributes,omitempty"`
 	Regions    []string          `json:"regions,omitempty"`
 	Pool       string            `json:"pool,omitempty"`
+	GPUs       int               `json:"gpus,omitempty"`
+	GPUType    string            `json:"gpu_type,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
@@ -296,6 +301,9 @@ type Instance struct {
 	Region        string     `json:"region,omitempty"`
 	Cluster       string     `json:"cluster,omitempty"`
 	Pool          string     `json:"pool,omitempty"`
+	GPUType       string     `json:"gpu_type,omitempty"`
+	GPUs          int        `json:"gpus,omitempty"`
+	FreeGPUs      int        `json:"free_gpus,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx API response.
@@ -328,6 +336,9 @@ type ActivateRequest struct {
 	Cluster string            `json:"cluster,omitempty"`
 	Pool    string            `json:"pool,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// GPUs of one type the worker offers.
+	GPUs    int    `json:"gpus,omitempty"`
+	GPUType string `json:"gpu_type,omitempty"`
 	// Token is the instance token the worker made for this activation (64
 	// hex digits), so a retried activation finds the instance it made;
 	// empty: the server makes one.
@@ -465,6 +476,8 @@ type Pool struct {
 	Memory       int64   `json:"memory,omitempty"`
 	Preemptible  bool    `json:"preemptible,omitempty"`
 	PricePerHour float64 `json:"price_per_hour,omitempty"`
+	GPUs         int     `json:"gpus,omitempty"`
+	GPUType      string  `json:"gpu_type,omitempty"`
 }
 
 // Cluster is a cluster's state: enabled or disabled (why, by whom, since
@@ -521,6 +534,8 @@ type ClusterStateResponse struct {
 type Quota struct {
 	CPU    float64 `json:"cpu,omitempty"`
 	Memory int64   `json:"memory,omitempty"`
+	// GPUs per type; a type not named has no limit.
+	GPUs map[string]int `json:"gpus,omitempty"`
 }
 
 // Team owns billing projects and has one quota usable in any cluster.

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF87847 = 1
-	codecSelferCcRAW7847  = 255
+	codecSelferCcUTF89231 = 1
+	codecSelferCcRAW9231  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray7847  = 10
-	codecSelferValueTypeMap7847    = 9
-	codecSelferValueTypeString7847 = 6
-	codecSelferValueTypeInt7847    = 2
-	codecSelferValueTypeUint7847   = 3
-	codecSelferValueTypeFloat7847  = 4
-	codecSelferBitsize7847         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray9231  = 10
+	codecSelferValueTypeMap9231    = 9
+	codecSelferValueTypeString9231 = 6
+	codecSelferValueTypeInt9231    = 2
+	codecSelferValueTypeUint9231   = 3
+	codecSelferValueTypeFloat9231  = 4
+	codecSelferBitsize9231         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct7847 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct9231 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer7847 struct{}
+type codecSelfer9231 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [17]bool{    // should field at this index be written?
+			var yyq2 = [19]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -104,10 +104,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Attributes) != 0,        // Attributes
 				len(x.Regions) != 0,           // Regions
 				x.Pool != "",                  // Pool
+				x.GPUs != 0,                   // GPUs
+				x.GPUType != "",               // GPUType
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(17)
+				r.WriteArrayStart(19)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -126,7 +128,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -141,14 +143,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
@@ -157,7 +159,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -165,7 +167,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Name))
 						}
 					}
 				}
@@ -186,7 +188,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -212,7 +214,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -241,7 +243,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -270,7 +272,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -299,7 +301,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -326,7 +328,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -358,7 +360,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -387,7 +389,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -412,7 +414,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -434,7 +436,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -458,7 +460,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -480,7 +482,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -508,7 +510,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -541,7 +543,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -562,14 +564,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
@@ -578,7 +580,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -586,7 +588,65 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Pool))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[17] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.GPUs))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[17] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"gpus\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF89231, `gpus`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.GPUs))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[18] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.GPUType))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
+					}
+				}
+			} else {
+				if yyq2[18] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF89231, `gpu_type`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.GPUType))
 						}
 					}
 				}
@@ -601,7 +661,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -609,14 +669,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -624,13 +684,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -742,7 +802,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -774,6 +834,18 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Pool = (string)(r.DecodeString())
 			}
+		case "gpus":
+			if r.TryDecodeAsNil() {
+				x.GPUs = 0
+			} else {
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
+			}
+		case "gpu_type":
+			if r.TryDecodeAsNil() {
+				x.GPUType = ""
+			} else {
+				x.GPUType = (string)(r.DecodeString())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -782,19 +854,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj29 int
-	var yyb29 bool
-	var yyhl29 bool = l >= 0
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	var yyj31 int
+	var yyb31 bool
+	var yyhl31 bool = l >= 0
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -804,13 +876,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -820,13 +892,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -836,13 +908,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -855,13 +927,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -874,13 +946,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -893,13 +965,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -912,13 +984,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -931,13 +1003,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -950,13 +1022,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -966,13 +1038,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -982,13 +1054,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -998,13 +1070,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1012,15 +1084,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1030,13 +1102,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1049,13 +1121,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1068,13 +1140,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj29++
-	if yyhl29 {
-		yyb29 = yyj29 > l
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
 	} else {
-		yyb29 = r.CheckBreak()
+		yyb31 = r.CheckBreak()
 	}
-	if yyb29 {
+	if yyb31 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1084,24 +1156,56 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
+	} else {
+		yyb31 = r.CheckBreak()
+	}
+	if yyb31 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.GPUs = 0
+	} else {
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
+	}
+	yyj31++
+	if yyhl31 {
+		yyb31 = yyj31 > l
+	} else {
+		yyb31 = r.CheckBreak()
+	}
+	if yyb31 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.GPUType = ""
+	} else {
+		x.GPUType = (string)(r.DecodeString())
+	}
 	for {
-		yyj29++
-		if yyhl29 {
-			yyb29 = yyj29 > l
+		yyj31++
+		if yyhl31 {
+			yyb31 = yyj31 > l
 		} else {
-			yyb29 = r.CheckBreak()
+			yyb31 = r.CheckBreak()
 		}
-		if yyb29 {
+		if yyb31 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj29-1, "")
+		z.DecStructFieldNotFound(yyj31-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1144,14 +1248,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
@@ -1160,7 +1264,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -1168,7 +1272,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Name))
 						}
 					}
 				}
@@ -1180,19 +1284,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF89231, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF89231, string(x.BillingProject))
 					}
 				}
 			}
@@ -1216,7 +1320,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -1237,27 +1341,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -1282,7 +1386,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -1308,7 +1412,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1326,7 +1430,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1334,14 +1438,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1349,13 +1453,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1423,7 +1527,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -1548,7 +1652,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1588,27 +1692,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -1633,7 +1737,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -1659,7 +1763,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1677,7 +1781,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1685,14 +1789,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1700,13 +1804,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1753,7 +1857,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -1827,7 +1931,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1854,7 +1958,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1869,7 +1973,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1884,7 +1988,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1899,7 +2003,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1917,7 +2021,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1935,7 +2039,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1943,14 +2047,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1958,13 +2062,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2020,7 +2124,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2123,7 +2227,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2157,7 +2261,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -2179,7 +2283,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2187,14 +2291,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2202,13 +2306,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2243,7 +2347,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2285,7 +2389,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2312,7 +2416,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2327,7 +2431,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2345,7 +2449,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2363,7 +2467,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2371,14 +2475,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2386,13 +2490,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2426,7 +2530,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -2436,7 +2540,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2488,7 +2592,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 	}
 	for {
 		yyj7++
@@ -2507,7 +2611,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2553,7 +2657,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2568,7 +2672,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2586,7 +2690,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2601,7 +2705,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Kind))
 					}
 				}
 			} else {
@@ -2609,7 +2713,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2617,7 +2721,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Kind))
 					}
 				}
 			}
@@ -2629,14 +2733,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
@@ -2645,7 +2749,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2653,7 +2757,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Outcome))
 						}
 					}
 				}
@@ -2671,7 +2775,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2695,7 +2799,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -2726,7 +2830,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -2749,14 +2853,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, "")
+						r.EncodeStringEnc(codecSelferCcUTF89231, "")
 					}
 				}
 			} else {
@@ -2765,7 +2869,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2773,7 +2877,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Message))
 						}
 					}
 				}
@@ -2788,7 +2892,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2796,14 +2900,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2811,13 +2915,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2851,7 +2955,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -2869,7 +2973,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -2919,7 +3023,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj15 int
@@ -2971,7 +3075,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 	}
 	yyj15++
 	if yyhl15 {
@@ -3019,7 +3123,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 	}
 	yyj15++
 	if yyhl15 {
@@ -3108,7 +3212,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3160,7 +3264,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -3193,7 +3297,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -3219,7 +3323,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3237,7 +3341,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3245,14 +3349,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3260,13 +3364,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3316,7 +3420,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3393,7 +3497,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3437,7 +3541,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3465,7 +3569,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -3498,7 +3602,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -3527,7 +3631,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3546,7 +3650,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3554,14 +3658,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3569,13 +3673,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3597,7 +3701,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -3631,7 +3735,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -3651,7 +3755,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 	}
 	yyj10++
 	if yyhl10 {
@@ -3724,7 +3828,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3771,7 +3875,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3786,7 +3890,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3804,7 +3908,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3819,7 +3923,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Name))
 					}
 				}
 			} else {
@@ -3827,7 +3931,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3835,7 +3939,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89231, string(x.Name))
 					}
 				}
 			}
@@ -3847,7 +3951,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87847, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF89231, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3869,7 +3973,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3901,7 +4005,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87847, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF89231, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -3925,7 +4029,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3944,7 +4048,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87847, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3965,7 +4069,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87847, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89231, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3983,7 +4087,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3991,14 +4095,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7847 {
+		if yyct2 == codecSelferValueTypeMap9231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7847 {
+		} else if yyct2 == codecSelferValueTypeArray9231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4006,13 +4110,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7847)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9231)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4046,7 +4150,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -4104,7 +4208,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7847
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4156,7 +4260,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7847))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9231))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4292,8 +4396,8 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer7847) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4307,8 +4411,8 @@ func (x codecSelfer7847) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4351,8 +4455,8 @@ func (x codecSelfer7847) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer7847) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4366,8 +4470,8 @@ func (x codecSelfer7847) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4447,8 +4551,8 @@ func (x codecSelfer7847) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7847) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4460,8 +4564,8 @@ func (x codecSelfer7847) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4541,8 +4645,8 @@ func (x codecSelfer7847) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7847) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4553,15 +4657,15 @@ func (x codecSelfer7847) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87847, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF89231, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4641,8 +4745,8 @@ func (x codecSelfer7847) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7847) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -4653,7 +4757,7 @@ func (x codecSelfer7847) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87847, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF89231, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -4662,15 +4766,15 @@ func (x codecSelfer7847) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87847, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF89231, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer7847) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4722,8 +4826,8 @@ func (x codecSelfer7847) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer7847) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4735,8 +4839,8 @@ func (x codecSelfer7847) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4758,7 +4862,7 @@ func (x codecSelfer7847) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 248)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 272)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -4775,7 +4879,7 @@ func (x codecSelfer7847) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 248)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 272)
 				} else {
 					yyrl1 = 8
 				}
@@ -4816,8 +4920,8 @@ func (x codecSelfer7847) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7847) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4829,8 +4933,8 @@ func (x codecSelfer7847) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4910,8 +5014,8 @@ func (x codecSelfer7847) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer7847) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4923,8 +5027,8 @@ func (x codecSelfer7847) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5004,8 +5108,8 @@ func (x codecSelfer7847) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7847) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5017,8 +5121,8 @@ func (x codecSelfer7847) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7847) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer7847
+func (x codecSelfer9231) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer9231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

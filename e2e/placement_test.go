@@ -71,7 +71,11 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	for _, w := range []struct{ name, region, cluster string }{
 		{"wa1", "east", "a1"}, {"wa2", "east", "a2"}, {"wb1", "west", "b1"}, {"wb2", "west", "b2"},
 	} {
-		p, err := c.StartWorker(w.name, 32, "64GiB", "-region", w.region, "-cluster", w.cluster, "-pool", "std")
+		args := []string{"-region", w.region, "-cluster", w.cluster, "-pool", "std"}
+		if w.name == "wb2" {
+			args = append(args, "-gpus", "t4:2")
+		}
+		p, err := c.StartWorker(w.name, 32, "64GiB", args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,6 +103,23 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	}
 	runCLI(t, env, "placement", "apply", file).must(t, 0)
 	waitWorkers(t, admin, 4)
+
+	// GPU jobs run only where their GPUs are, two at a time on wb2's two.
+	gpuBatch, err := admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "gpu", Jobs: []api.JobSpec{
+		{JobID: 1, Count: 4, Command: []string{"sleep", "0.2"}, CPU: 1, Memory: 16 << 20, GPUs: 1, GPUType: "t4"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBatch(t, admin, gpuBatch.ID, time.Minute, "the GPU batch", func(b *api.Batch) bool { return b.State == api.BatchComplete && b.NSucceeded == 4 })
+	gjobs, err := admin.AllJobs(ctx, gpuBatch.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range gjobs {
+		if a := j.Attempts[len(j.Attempts)-1]; a.Cluster != "b2" || j.GPUType != "t4" || j.GPUs != 1 {
+			t.Fatalf("GPU job %d ran in %s: %+v", j.JobID, a.Cluster, j)
+		}
+	}
 
 	const perTeam = 500
 	batches := map[string]int64{}
@@ -376,9 +397,9 @@ func (s *sampler) report(t *testing.T) {
 // 2-core worker each. Batches restricted to {A}, {B} and {A, B},
 // interleaved in one user's queue with room for only part of them, all
 // complete (the region deadlock of Hail Batch). Then `drover job why`
-// gives the right first reason in five set-ups: a parent not finished, a
-// team at its quota, no worker large enough, a disabled cluster, and fair
-// share.
+// gives the right first reason in six set-ups: a parent not finished, a
+// team at its quota, no worker large enough, a disabled cluster, no
+// worker with the GPUs, and fair share.
 func TestRegionDeadlockAndJobWhy(t *testing.T) {
 	a := startAgent(t, "", "", "-clusters", "A/a:1x2,B/b:1x2")
 	c := a.client()
@@ -476,7 +497,11 @@ func TestRegionDeadlockAndJobWhy(t *testing.T) {
 		t.Fatalf("quota show: %+v", show)
 	}
 
-	// 5. Fair share: another user with fewer cores running comes first,
+	// 5. No worker has the GPUs it needs.
+	g := submit(c, "default", api.JobSpec{JobID: 1, Command: []string{"true"}, GPUs: 1, GPUType: "a100"})
+	eventually("gpu", g, 1, "gpu_capacity", "needs 1 a100 GPUs; none of the 2 workers it may use has them")
+
+	// 6. Fair share: another user with fewer cores running comes first,
 	// and every core is taken (root holds 3: parent, disabled-then-enabled
 	// and quota jobs; alice takes the last one).
 	u, err := c.CreateUser(ctx, &api.CreateUserRequest{Name: "alice"})

@@ -71,6 +71,9 @@ type Job struct {
 	// batch's default).
 	Regions []string
 	Pool    string
+	// GPUs each job needs, of GPUType (gpu = { type = "a100", count = 1 }).
+	GPUType string
+	GPUs    int64
 
 	Range     hcl.Range   // the block's header
 	depRanges []hcl.Range // one per DependsOn entry
@@ -123,6 +126,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "attributes"},
 		{Name: "regions"},
 		{Name: "pool"},
+		{Name: "gpu"},
 	},
 }
 
@@ -513,6 +517,9 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		}
 	}
 	j.Regions, j.Pool = decodePlacement(content, ctx, &diags)
+	if attr, ok := content.Attributes["gpu"]; ok {
+		j.GPUType, j.GPUs = decodeGPU(attr, ctx, &diags)
+	}
 	if attr, ok := content.Attributes["retries"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
@@ -577,6 +584,48 @@ func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.
 		}
 	}
 	return regions, pool
+}
+
+// decodeGPU reads gpu = { type = "a100", count = 1 }.
+func decodeGPU(attr *hcl.Attribute, ctx *hcl.EvalContext, diags *hcl.Diagnostics) (string, int64) {
+	bad := func(detail string) (string, int64) {
+		*diags = append(*diags, attrError(attr, "Invalid gpu", detail))
+		return "", 0
+	}
+	v, d := attr.Expr.Value(ctx)
+	*diags = append(*diags, d...)
+	if d.HasErrors() {
+		return "", 0
+	}
+	if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
+		return bad(`gpu is an object, as in { type = "a100", count = 1 }.`)
+	}
+	m := v.AsValueMap()
+	for k := range m {
+		if k != "type" && k != "count" {
+			return bad(fmt.Sprintf("gpu has no %q; it takes type and count.", k))
+		}
+	}
+	typ, ok := m["type"]
+	if !ok || typ.IsNull() || typ.Type() != cty.String {
+		return bad(`gpu needs a type, as in { type = "a100", count = 1 }.`)
+	}
+	if err := api.ValidatePlaceName("gpu type", typ.AsString()); err != nil {
+		return bad(err.Error() + ".")
+	}
+	count := int64(1)
+	if c, ok := m["count"]; ok {
+		cn, err := convert.Convert(c, cty.Number)
+		if err != nil || cn.IsNull() {
+			return bad("gpu count must be a whole number.")
+		}
+		f, _ := cn.AsBigFloat().Float64()
+		if f != float64(int64(f)) || f < 1 || f > api.MaxGPUs {
+			return bad(fmt.Sprintf("gpu count is %g; it must be a whole number from 1 to %d.", f, api.MaxGPUs))
+		}
+		count = int64(f)
+	}
+	return typ.AsString(), count
 }
 
 func attrError(attr *hcl.Attribute, summary, detail string) *hcl.Diagnostic {
@@ -724,6 +773,8 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Attributes:     j.Attributes,
 			Regions:        j.Regions,
 			Pool:           j.Pool,
+			GPUs:           int(j.GPUs),
+			GPUType:        j.GPUType,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions

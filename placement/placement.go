@@ -69,10 +69,11 @@ type Cluster struct {
 type Constraint struct {
 	Regions []string // allowed regions (none: any)
 	Pool    string   // required pool name (empty: any)
+	GPUType string   // the job's GPUs are of this type (empty: it needs none)
 }
 
 // Empty reports whether the constraint allows everything.
-func (k *Constraint) Empty() bool { return len(k.Regions) == 0 && k.Pool == "" }
+func (k *Constraint) Empty() bool { return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" }
 
 // Reason says why a cluster, a worker or a team's quota rules a job out.
 // Values appear in metrics and explanations: append, never renumber.
@@ -92,6 +93,8 @@ const (
 	ReasonQuotaCPU
 	// ReasonQuotaMemory: the team has used its memory quota.
 	ReasonQuotaMemory
+	// ReasonQuotaGPU: the team has used its quota of the job's GPU type.
+	ReasonQuotaGPU
 )
 
 var reasonNames = map[Reason]string{
@@ -101,6 +104,7 @@ var reasonNames = map[Reason]string{
 	ReasonDown:        "cluster_down",
 	ReasonQuotaCPU:    "quota_cpu",
 	ReasonQuotaMemory: "quota_memory",
+	ReasonQuotaGPU:    "quota_gpu",
 }
 
 // String is the reason's code, as metrics label it.
@@ -151,12 +155,28 @@ type Quota struct {
 	UsedMilli     int64
 	UsedMemory    int64
 	UsedByCluster []int64 // millicores in use per cluster (index as in the round's clusters)
+	// GPUs bounds GPUs per type (a type not named: no limit).
+	GPUs     map[string]int64
+	UsedGPUs map[string]int64
 }
 
 // Room returns how many more jobs of a size the quota admits (limit: no
 // bound) and, at zero, which limit stops them.
 func (q *Quota) Room(cpu, mem int64, limit int64) (int64, Reason) {
+	return q.RoomGPU(cpu, mem, "", 0, limit)
+}
+
+// RoomGPU is Room for jobs that also need gpus GPUs of gpuType each.
+func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64) (int64, Reason) {
 	n := limit
+	if gpus > 0 {
+		if most, ok := q.GPUs[gpuType]; ok {
+			n = min(n, max(most-q.UsedGPUs[gpuType], 0)/gpus)
+			if n == 0 {
+				return 0, ReasonQuotaGPU
+			}
+		}
+	}
 	if q.CPUMilli > 0 && cpu > 0 {
 		n = min(n, max(q.CPUMilli-q.UsedMilli, 0)/cpu)
 		if n == 0 {

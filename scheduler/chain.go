@@ -35,6 +35,11 @@ const (
 	ReasonClusterDown
 	ReasonQuotaCPU
 	ReasonQuotaMemory
+	ReasonQuotaGPU
+	// ReasonGPUCapacity: the instance has no GPUs of the job's type, or
+	// fewer in all than one job needs; ReasonGPUFree: they are taken.
+	ReasonGPUCapacity
+	ReasonGPUFree
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -50,10 +55,12 @@ var reasonNames = map[Reason]string{
 	ReasonMemoryCapacity: "memory_capacity",
 	ReasonCPUFree:        "cpu_exhausted",
 	ReasonMemoryFree:     "memory_exhausted",
+	ReasonGPUCapacity:    "gpu_capacity",
+	ReasonGPUFree:        "gpu_exhausted",
 }
 
 func init() {
-	for r := placement.ReasonRegion; r <= placement.ReasonQuotaMemory; r++ {
+	for r := placement.ReasonRegion; r <= placement.ReasonQuotaGPU; r++ {
 		reasonNames[placementReason(r)] = r.String()
 	}
 }
@@ -61,7 +68,8 @@ func init() {
 // Reasons lists the reasons DefaultChain reports, in code order.
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
-		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory}
+		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
+		ReasonGPUCapacity, ReasonGPUFree}
 }
 
 // String is the reason's code, as metrics label it.
@@ -82,6 +90,9 @@ type Candidate struct {
 	FreeMem   int64
 	Cluster   int32 // index into Input.Clusters
 	Pool      string
+	GPUType   string
+	GPUs      int64
+	FreeGPUs  int64
 }
 
 // A Filter is one link of the feasibility chain: it rejects the candidates
@@ -123,8 +134,15 @@ func placementChain(p *packer) []Filter {
 		}},
 		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return !cluster(c).Disabled }},
 		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return !cluster(c).Down }},
+		resourceFilter{ReasonGPUCapacity, func(c *Candidate, r *Run) bool {
+			return r.GPUs == 0 || (c.GPUs >= r.GPUs && c.GPUType == p.gpuType(r))
+		}},
 	}
 }
+
+// gpuFree comes after DefaultChain: a GPU worker large enough whose GPUs
+// are taken.
+var gpuFree = resourceFilter{ReasonGPUFree, func(c *Candidate, r *Run) bool { return c.FreeGPUs >= r.GPUs }}
 
 // rejects returns the first filter of the chain that rejects c for r, or 0.
 func rejects(chain []Filter, c *Candidate, r *Run) Reason {

@@ -133,3 +133,52 @@ func TestScheduleSpreadsATeamOverClusters(t *testing.T) {
 		t.Fatalf("pack placed %v; want b (the busier) filled first: 12 there, 4 in a", got)
 	}
 }
+
+func TestScheduleGPUJobsOnlyWhereTheirGPUsAre(t *testing.T) {
+	in := twoRegions()
+	in.Instances[1].GPUType, in.Instances[1].GPUs, in.Instances[1].FreeGPUs = "a100", 4, 4
+	in.Instances[3].GPUType, in.Instances[3].GPUs, in.Instances[3].FreeGPUs = "t4", 8, 8
+	in.Constraints = []placement.Constraint{{GPUType: "a100"}, {GPUType: "h100"}}
+	a100 := NewRun(1, 1, 5, Cores(1), GiB)
+	a100.Constraint, a100.GPUs = 1, 1
+	h100 := NewRun(2, 1, 1, Cores(1), GiB)
+	h100.Constraint, h100.GPUs = 2, 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(6), Runs: []Run{a100, h100}}}
+	out := Schedule(in)
+	placed := 0
+	for _, p := range out.Placements {
+		if p.Batch == 1 {
+			if p.Instance != 2 {
+				t.Fatalf("an a100 job went to instance %d", p.Instance)
+			}
+			placed += int(p.Count)
+		}
+		if p.Batch == 2 {
+			t.Fatal("an h100 job was placed; no worker has h100s")
+		}
+	}
+	if placed != 4 {
+		t.Fatalf("placed %d a100 jobs on a 4-GPU worker, want 4", placed)
+	}
+	var why map[uint64]Explanation = map[uint64]Explanation{}
+	for _, u := range out.Unplaced {
+		why[u.Batch] = u.Why
+	}
+	if e := why[2]; e.Count(ReasonGPUCapacity) != 4 {
+		t.Fatalf("h100 explanation %+v, want every worker ruled out for GPUs", e)
+	}
+	if e := why[1]; e.Count(ReasonGPUFree) != 1 {
+		t.Fatalf("fifth a100 job explanation %+v, want its worker's GPUs taken", e)
+	}
+	// A team's GPU quota bounds it too.
+	in = twoRegions()
+	in.Instances[1].GPUType, in.Instances[1].GPUs, in.Instances[1].FreeGPUs = "a100", 4, 4
+	in.Constraints = []placement.Constraint{{GPUType: "a100"}}
+	in.Teams = []Team{{Name: "ml", Quota: placement.Quota{GPUs: map[string]int64{"a100": 3}, UsedGPUs: map[string]int64{"a100": 1}}}}
+	a100.Team = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(5), Runs: []Run{a100}}}
+	out = Schedule(in)
+	if out.Jobs != 2 || len(out.Unplaced) != 1 || out.Unplaced[0].Why.Quota != ReasonQuotaGPU {
+		t.Fatalf("placed %d with quota room for 2; unplaced %+v", out.Jobs, out.Unplaced)
+	}
+}

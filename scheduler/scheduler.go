@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sort"
 
@@ -19,6 +20,9 @@ type Instance struct {
 	FreeMem   int64
 	Cluster   int32 // index into Input.Clusters (ignored when there are none)
 	Pool      string
+	GPUType   string
+	GPUs      int64
+	FreeGPUs  int64
 }
 
 // Run is a stretch of Ready jobs of one batch with consecutive IDs that share
@@ -34,6 +38,8 @@ type Run struct {
 	// + an index into Input.Teams (0: in no team, no quota).
 	Constraint int32
 	Team       int32
+	// GPUs one job needs, of its constraint's GPU type.
+	GPUs int64
 }
 
 // User is one user's demand: running cores, Ready cores, and the head of the
@@ -93,9 +99,10 @@ type Unplaced struct {
 	Count    uint32
 	CPUMilli int64 // one job's request
 	Memory   int64
-	// Constraint and Team as in Run.
+	// Constraint, Team and GPUs as in Run.
 	Constraint int32
 	Team       int32
+	GPUs       int64
 	Why        Explanation
 }
 
@@ -173,12 +180,15 @@ type packer struct {
 	// cands caches candidates() until the next take: once cores run out,
 	// many runs in a row fail and are explained over the same candidates.
 	cands []Candidate
+	// freeGPU is each instance's free GPUs as jobs are placed.
+	freeGPU []int64
 }
 
 func newPacker(filters []Filter, in *Input) *packer {
 	p := &packer{in: in, filters: filters, insts: in.Instances, teams: slices.Clone(in.Teams)}
 	for i := range p.teams {
 		p.teams[i].Quota.UsedByCluster = slices.Clone(p.teams[i].Quota.UsedByCluster)
+		p.teams[i].Quota.UsedGPUs = maps.Clone(p.teams[i].Quota.UsedGPUs)
 	}
 	p.clusters = slices.Clone(in.Clusters)
 	single := len(p.clusters) == 0
@@ -187,9 +197,14 @@ func newPacker(filters []Filter, in *Input) *packer {
 	}
 	p.chain = append(placementChain(p), filters...)
 	p.chain = append(p.chain, DefaultChain...)
+	p.chain = append(p.chain, gpuFree)
 	p.byClust = make([][]int, len(p.clusters))
 	p.allowed = make([]bool, len(p.clusters))
 	p.instTree = make([]int32, len(in.Instances))
+	p.freeGPU = make([]int64, len(in.Instances))
+	for i := range in.Instances {
+		p.freeGPU[i] = in.Instances[i].FreeGPUs
+	}
 	index := map[poolKey]int{}
 	for i, inst := range in.Instances {
 		c := p.clusterOf(&inst, single)
@@ -243,7 +258,7 @@ func (p *packer) candidate(i int32, free, mem int64) Candidate {
 	in := &p.insts[i]
 	free, mem = max(free, 0), max(mem, 0)
 	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem,
-		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool}
+		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: p.freeGPU[i]}
 }
 
 // candidates lists every instance with what is free on it now. The slice
@@ -304,7 +319,7 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 		if team.Strategy != "" {
 			strategy = team.Strategy
 		}
-		if n, why := quota.Room(r.CPUMilli, r.Memory, 1); n == 0 {
+		if n, why := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, 1); n == 0 {
 			return fail(Explanation{Instances: len(p.insts), Quota: placementReason(why), Team: team.Name})
 		}
 	}
@@ -328,6 +343,9 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 				}
 				p.trees[t].tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
 					if s.mem < r.Memory {
+						return true
+					}
+					if r.GPUs > 0 && (p.freeGPU[s.idx] < r.GPUs || p.insts[s.idx].GPUType != k.GPUType) {
 						return true
 					}
 					if len(p.filters) > 0 {
@@ -377,12 +395,24 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	return found, Explanation{}, true
 }
 
-// room bounds n jobs of the run by its team's quota.
-func (p *packer) room(r *Run, n int64) int64 {
+// room bounds n jobs of the run by its team's quota, and by the GPUs
+// free on the instance of slot s.
+func (p *packer) room(r *Run, s slot, n int64) int64 {
 	if t := p.team(r); t != nil {
-		n, _ = t.Quota.Room(r.CPUMilli, r.Memory, n)
+		n, _ = t.Quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, n)
+	}
+	if r.GPUs > 0 {
+		n = min(n, p.freeGPU[s.idx]/r.GPUs)
 	}
 	return n
+}
+
+// gpuType is the type of the run's GPUs ("" when it needs none).
+func (p *packer) gpuType(r *Run) string {
+	if k := p.constraint(r); k != nil && r.GPUs > 0 {
+		return k.GPUType
+	}
+	return ""
 }
 
 // take removes n jobs' worth of resources from an instance, and counts
@@ -399,9 +429,16 @@ func (p *packer) take(s slot, n int64, r *Run) {
 		p.full = append(p.full, s)
 	}
 	p.clusters[tr.cluster].FreeMilli -= n * r.CPUMilli
+	p.freeGPU[s.idx] -= n * r.GPUs
 	if t := p.team(r); t != nil {
 		t.Quota.UsedMilli += n * r.CPUMilli
 		t.Quota.UsedMemory += n * r.Memory
+		if r.GPUs > 0 {
+			if t.Quota.UsedGPUs == nil {
+				t.Quota.UsedGPUs = map[string]int64{}
+			}
+			t.Quota.UsedGPUs[p.gpuType(r)] += n * r.GPUs
+		}
 		if tr.cluster < len(t.Quota.UsedByCluster) {
 			t.Quota.UsedByCluster[tr.cluster] += n * r.CPUMilli
 		}
@@ -507,7 +544,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					out.Unplaced = append(out.Unplaced, Unplaced{
 						User: u.Name, Batch: run.Batch, First: run.First + c.done,
 						Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory,
-						Constraint: run.Constraint, Team: run.Team, Why: why,
+						Constraint: run.Constraint, Team: run.Team, GPUs: run.GPUs, Why: why,
 					})
 					c.run++
 					c.done = 0
@@ -529,7 +566,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					n = min(n, max((left+run.CPUMilli-1)/run.CPUMilli, 1))
 				}
 				n = min(n, int64(limit-out.Jobs))
-				n = p.room(run, n)
+				n = p.room(run, s, n)
 				if p.cap > 0 {
 					n = min(n, p.cap)
 				}

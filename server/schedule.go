@@ -27,11 +27,12 @@ func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.In
 		}
 	}
 	for _, k := range v.Constraints {
-		in.Constraints = append(in.Constraints, placement.Constraint{Regions: k.Regions, Pool: k.Pool})
+		in.Constraints = append(in.Constraints, placement.Constraint{Regions: k.Regions, Pool: k.Pool, GPUType: k.GPUType})
 	}
 	for _, t := range v.Teams {
 		in.Teams = append(in.Teams, scheduler.Team{Name: t.Name, Strategy: placement.Strategy(t.Strategy), Quota: placement.Quota{
-			CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.UsedMilli, UsedMemory: t.UsedMemory, UsedByCluster: t.UsedByCluster}})
+			CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.UsedMilli, UsedMemory: t.UsedMemory, UsedByCluster: t.UsedByCluster,
+			GPUs: t.QuotaGPUs, UsedGPUs: t.UsedGPUs}})
 	}
 	for i, u := range v.Users {
 		su := scheduler.User{Name: u.Name, RunningMilli: u.RunningMilli, ReadyMilli: u.ReadyMilli, Runs: make([]scheduler.Run, len(u.Runs))}

@@ -135,7 +135,7 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 
 // where says which regions and pool a constraint allows, for a message.
 func where(k *placement.Constraint) string {
-	if k == nil || k.Empty() {
+	if k == nil || (len(k.Regions) == 0 && k.Pool == "") {
 		return ""
 	}
 	var parts []string
@@ -178,6 +178,13 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 				t = &w.in.Teams[i]
 			}
 		}
+		if t != nil && e.Quota == scheduler.ReasonQuotaGPU {
+			typ := ""
+			if k := w.constraint(&u); k != nil {
+				typ = k.GPUType
+			}
+			return e.Quota.String(), fmt.Sprintf("team %s at its %s GPU quota (%d of %d)", e.Team, typ, t.Quota.UsedGPUs[typ], t.Quota.GPUs[typ])
+		}
 		if t != nil && e.Quota == scheduler.ReasonQuotaMemory {
 			return e.Quota.String(), fmt.Sprintf("team %s at its memory quota (%s of %s)", e.Team, jobspec.FormatBytes(t.Quota.UsedMemory), jobspec.FormatBytes(t.Quota.Memory))
 		}
@@ -202,6 +209,10 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return scheduler.ReasonClusterDown.String(), fmt.Sprintf("cluster %s down (no worker heard from); no other cluster%s has workers", strings.Join(w.unavailable(&u, placement.ReasonDown), ", "), where(k))
 	}
 	elsewhere := region + pool + disabled + down
+	if gpuCap := e.Count(scheduler.ReasonGPUCapacity); u.GPUs > 0 && gpuCap+elsewhere == e.Instances {
+		return scheduler.ReasonGPUCapacity.String(), fmt.Sprintf("fits no worker%s: needs %d %s GPUs; none of the %d workers it may use has them", where(k), u.GPUs, k.GPUType, gpuCap)
+	}
+	elsewhere += e.Count(scheduler.ReasonGPUCapacity)
 	cpuCap, memCap := e.Count(scheduler.ReasonCPUCapacity), e.Count(scheduler.ReasonMemoryCapacity)
 	bigCPU, bigMem := w.largest(&u)
 	switch {
@@ -217,6 +228,9 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	code, what, size := scheduler.ReasonCPUFree.String(), "cores", cores(u.CPUMilli)
 	if busy := e.Count(scheduler.ReasonMemoryFree); busy > e.Count(scheduler.ReasonCPUFree) {
 		code, what, size = scheduler.ReasonMemoryFree.String(), "memory", jobspec.FormatBytes(u.Memory)
+	}
+	if busy := e.Count(scheduler.ReasonGPUFree); busy > e.Count(scheduler.ReasonCPUFree) && busy > e.Count(scheduler.ReasonMemoryFree) {
+		code, what, size = scheduler.ReasonGPUFree.String(), "GPUs", fmt.Sprintf("%d %s GPUs", u.GPUs, k.GPUType)
 	}
 	busy := fmt.Sprintf("none of the %d workers large enough%s has %s free", fit, where(k), size)
 	if ahead > 0 {

@@ -82,7 +82,7 @@ func TestWaitReasonMessages(t *testing.T) {
 			{ID: 1, CPUMilli: 64000, Memory: 64 << 30, Cluster: 0, Pool: "default"},
 			{ID: 2, CPUMilli: 32000, Memory: 256 << 30, Cluster: 1, Pool: "highmem"},
 		},
-		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}},
+		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}, {GPUType: "h100"}},
 		Teams:       []scheduler.Team{{Name: "genomics", Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
 	}
 	clusters := []state.ClusterSlot{{Name: "a", Region: "r1"}, {Name: "b", Region: "r2", Disabled: true, Reason: "maintenance", By: "ops", Since: since}}
@@ -112,6 +112,10 @@ func TestWaitReasonMessages(t *testing.T) {
 			"cluster_disabled", "cluster b disabled (maintenance, since 2026-11-23 10:02 UTC, by ops); no other cluster in its regions r2 has workers"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Team: 1, Why: scheduler.Explanation{Instances: 2, Quota: scheduler.ReasonQuotaCPU, Team: "genomics"}}, 0,
 			"quota_cpu", "team genomics at its cpu quota (1000 of 1000 cores)"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 3, GPUs: 2, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonGPUCapacity, 2)}}, 0,
+			"gpu_capacity", "fits no worker: needs 2 h100 GPUs; none of the 2 workers it may use has them"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 3, GPUs: 1, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonGPUCapacity, 1, scheduler.ReasonGPUFree, 1)}}, 2,
+			"fair_share", "waiting for fair share behind 2 users: none of the 1 workers large enough has 1 h100 GPUs free"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 1, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonRegion, 2)}}, 0,
 			"region_not_allowed", "no worker in its regions r1: the 2 active workers are elsewhere"},
 	} {

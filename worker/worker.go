@@ -53,6 +53,9 @@ type Config struct {
 	Cluster string
 	Pool    string
 	Labels  map[string]string
+	// GPUs of one type offered to jobs.
+	GPUType string
+	GPUs    int
 	// Executor runs the jobs' commands; nil means a ProcessExecutor.
 	Executor Executor
 	Logger   *slog.Logger
@@ -167,6 +170,7 @@ func (w *Worker) activate(ctx context.Context) error {
 		Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(), Token: api.NewToken(),
 		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
 		Region: w.cfg.Region, Cluster: w.cfg.Cluster, Pool: w.cfg.Pool, Labels: w.cfg.Labels,
+		GPUType: w.cfg.GPUType, GPUs: w.cfg.GPUs,
 	}
 	for {
 		w.client.SetToken("")

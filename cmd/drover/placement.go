@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -201,6 +202,9 @@ func (m *Main) printTeam(t *api.Team) error {
 		mem = jobspec.FormatBytes(t.Quota.Memory)
 	}
 	fmt.Fprintf(tw, "Memory\t%s of %s in use\n", jobspec.FormatBytes(t.Used.Memory), mem)
+	for _, typ := range slices.Sorted(mapKeys(t.Quota.GPUs)) {
+		fmt.Fprintf(tw, "GPUs %s\t%d of %d in use\n", typ, t.Used.GPUs[typ], t.Quota.GPUs[typ])
+	}
 	for _, c := range slices.Sorted(mapKeys(t.UsedByCluster)) {
 		fmt.Fprintf(tw, "  in %s\t%g cores\n", c, t.UsedByCluster[c])
 	}
@@ -231,12 +235,14 @@ func (m *Main) runTeamCreate(ctx context.Context, args []string) error {
 	strategy := fs.String("strategy", "spread", "how the team's jobs are spread over clusters: spread, least-loaded, pack or cheapest")
 	cpu := fs.Float64("cpu", 0, "cpu quota in cores, over every cluster together (0: no limit)")
 	memory := fs.String("memory", "", "memory quota, e.g. 4TiB (empty: no limit)")
+	var gpus multiFlag
+	fs.Var(&gpus, "gpu", "GPU quota TYPE=COUNT (repeatable; a type not named has no limit)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	q, err := quotaArgs(*cpu, *memory)
+	q, err := quotaArgs(*cpu, *memory, gpus)
 	if err != nil {
 		return err
 	}
@@ -250,8 +256,19 @@ func (m *Main) runTeamCreate(ctx context.Context, args []string) error {
 	return m.printTeam(t)
 }
 
-func quotaArgs(cpu float64, memory string) (api.Quota, error) {
+func quotaArgs(cpu float64, memory string, gpus []string) (api.Quota, error) {
 	q := api.Quota{CPU: cpu}
+	for _, g := range gpus {
+		typ, n, ok := strings.Cut(g, "=")
+		count, err := strconv.Atoi(n)
+		if !ok || typ == "" || err != nil || count < 0 {
+			return q, usagef("-gpu %q: write TYPE=COUNT, as in a100=8", g)
+		}
+		if q.GPUs == nil {
+			q.GPUs = map[string]int{}
+		}
+		q.GPUs[typ] = count
+	}
 	if memory != "" {
 		b, err := jobspec.ParseBytes(memory)
 		if err != nil {
@@ -308,12 +325,14 @@ func (m *Main) runQuotaSet(ctx context.Context, args []string) error {
 	fs := m.newFlags("quota set", "TEAM [-cpu N] [-memory SIZE] [-json]")
 	cpu := fs.Float64("cpu", 0, "cpu quota in cores (0: no limit)")
 	memory := fs.String("memory", "", "memory quota, e.g. 4TiB (empty: no limit)")
+	var gpus multiFlag
+	fs.Var(&gpus, "gpu", "GPU quota TYPE=COUNT (repeatable; a type not named has no limit)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	q, err := quotaArgs(*cpu, *memory)
+	q, err := quotaArgs(*cpu, *memory, gpus)
 	if err != nil {
 		return err
 	}
@@ -348,6 +367,8 @@ type placementFile struct {
 			Memory       string  `hcl:"memory,optional"`
 			Preemptible  bool    `hcl:"preemptible,optional"`
 			PricePerHour float64 `hcl:"price_per_hour,optional"`
+			GPUType      string  `hcl:"gpu_type,optional"`
+			GPUs         int     `hcl:"gpus,optional"`
 		} `hcl:"pool,block"`
 	} `hcl:"cluster,block"`
 	Teams []struct {
@@ -355,8 +376,9 @@ type placementFile struct {
 		BillingProjects []string `hcl:"billing_projects,optional"`
 		Strategy        string   `hcl:"strategy,optional"`
 		Quota           *struct {
-			CPU    float64 `hcl:"cpu,optional"`
-			Memory string  `hcl:"memory,optional"`
+			CPU    float64        `hcl:"cpu,optional"`
+			Memory string         `hcl:"memory,optional"`
+			GPUs   map[string]int `hcl:"gpus,optional"`
 		} `hcl:"quota,block"`
 	} `hcl:"team,block"`
 }
@@ -391,7 +413,8 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 			if err != nil {
 				return nil, err
 			}
-			cd.Pools = append(cd.Pools, api.Pool{Name: pl.Name, CPU: pl.CPU, Memory: mem, Preemptible: pl.Preemptible, PricePerHour: pl.PricePerHour})
+			cd.Pools = append(cd.Pools, api.Pool{Name: pl.Name, CPU: pl.CPU, Memory: mem, Preemptible: pl.Preemptible, PricePerHour: pl.PricePerHour,
+				GPUType: pl.GPUType, GPUs: pl.GPUs})
 		}
 		cfg.Clusters = append(cfg.Clusters, cd)
 	}
@@ -402,7 +425,7 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 			if err != nil {
 				return nil, err
 			}
-			at.Quota = api.Quota{CPU: t.Quota.CPU, Memory: mem}
+			at.Quota = api.Quota{CPU: t.Quota.CPU, Memory: mem, GPUs: t.Quota.GPUs}
 		}
 		cfg.Teams = append(cfg.Teams, at)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	pool := fs.String("pool", "", `pool (machine class) of its cluster this worker is in (default "default")`)
 	var labels multiFlag
 	fs.Var(&labels, "label", "free-form label KEY=VALUE (repeatable)")
+	gpus := fs.String("gpus", "", "GPUs offered to jobs, as TYPE:COUNT (e.g. a100:4); a worker has one GPU type")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -74,6 +76,14 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cfg.KillGrace = *killGrace
 	cfg.KeepWorkDirs = *keep
 	cfg.Region, cfg.Cluster, cfg.Pool = *region, *cluster, *pool
+	if *gpus != "" {
+		typ, n, ok := strings.Cut(*gpus, ":")
+		count, err := strconv.Atoi(n)
+		if !ok || typ == "" || err != nil || count < 1 {
+			return usagef("-gpus %q: write TYPE:COUNT, as in a100:4", *gpus)
+		}
+		cfg.GPUType, cfg.GPUs = typ, count
+	}
 	for _, l := range labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {

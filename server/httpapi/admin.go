@@ -133,6 +133,7 @@ func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
 			FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
 			TimeActivated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
 			Region: in.Region, Cluster: in.Cluster, Pool: in.Pool,
+			GPUType: in.GPUType, GPUs: int(in.GPUs), FreeGPUs: int(in.FreeGPUs),
 		}
 		if in.Retired != 0 {
 			t := time.Unix(0, in.Retired).UTC()

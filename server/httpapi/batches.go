@@ -52,7 +52,7 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Retries:    uint16(js.Retries),
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
-				Where:      where(js.Regions, js.Pool),
+				Where:      where(js.Regions, js.Pool, js.GPUType, js.GPUs),
 			},
 		})
 	}
@@ -61,11 +61,14 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 
 // where is a job's placement constraint, its regions sorted and deduped
 // so equal sets share one constraint (nil: none).
-func where(regions []string, pool string) *state.Where {
-	if len(regions) == 0 && pool == "" {
+func where(regions []string, pool, gpuType string, gpus int) *state.Where {
+	if len(regions) == 0 && pool == "" && gpus == 0 {
 		return nil
 	}
 	w := &state.Where{Pool: pool}
+	if gpus > 0 {
+		w.GPUType, w.GPUs = gpuType, int64(gpus)
+	}
 	if len(regions) > 0 {
 		w.Regions = slices.Compact(slices.Sorted(slices.Values(regions)))
 	}

@@ -28,7 +28,8 @@ func clusterToAPI(c state.ClusterInfo) api.Cluster {
 		out.Since = &t
 	}
 	for _, p := range c.Pools {
-		out.Pools = append(out.Pools, api.Pool{Name: p.Name, CPU: float64(p.CPUMilli) / 1000, Memory: p.Memory, Preemptible: p.Preemptible, PricePerHour: p.PricePerHour})
+		out.Pools = append(out.Pools, api.Pool{Name: p.Name, CPU: float64(p.CPUMilli) / 1000, Memory: p.Memory, Preemptible: p.Preemptible,
+			PricePerHour: p.PricePerHour, GPUType: p.GPUType, GPUs: int(p.GPUs)})
 	}
 	return out
 }
@@ -149,8 +150,8 @@ func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) {
 func teamToAPI(t state.TeamInfo) api.Team {
 	out := api.Team{
 		Name: t.Name, BillingProjects: slices.Clone(t.Projects), Strategy: t.Strategy,
-		Quota: api.Quota{CPU: float64(t.QuotaMilli) / 1000, Memory: t.QuotaMemory},
-		Used:  api.Quota{CPU: float64(t.UsedMilli) / 1000, Memory: t.UsedMemory},
+		Quota: api.Quota{CPU: float64(t.QuotaMilli) / 1000, Memory: t.QuotaMemory, GPUs: gpuCounts(t.QuotaGPUs)},
+		Used:  api.Quota{CPU: float64(t.UsedMilli) / 1000, Memory: t.UsedMemory, GPUs: gpuCounts(t.UsedGPUs)},
 	}
 	if out.BillingProjects == nil {
 		out.BillingProjects = []string{}
@@ -209,7 +210,34 @@ func quotaFromAPI(q api.Quota) (state.Team, error) {
 	if q.CPU < 0 || q.CPU > 1e9 || math.IsNaN(q.CPU) || q.Memory < 0 {
 		return state.Team{}, fmt.Errorf("quota: cpu must be between 0 (no limit) and 1e9 cores and memory 0 (no limit) or more")
 	}
-	return state.Team{QuotaMilli: int64(math.Round(q.CPU * 1000)), QuotaMemory: q.Memory}, nil
+	t := state.Team{QuotaMilli: int64(math.Round(q.CPU * 1000)), QuotaMemory: q.Memory}
+	if len(q.GPUs) > 64 {
+		return state.Team{}, fmt.Errorf("quota: at most 64 GPU types")
+	}
+	for typ, n := range q.GPUs {
+		if err := api.ValidatePlaceName("gpu type", typ); err != nil {
+			return state.Team{}, fmt.Errorf("quota: %w", err)
+		}
+		if n < 0 || n > 1e9 {
+			return state.Team{}, fmt.Errorf("quota: %s GPUs must be between 0 and 1e9", typ)
+		}
+		if t.QuotaGPUs == nil {
+			t.QuotaGPUs = map[string]int64{}
+		}
+		t.QuotaGPUs[typ] = int64(n)
+	}
+	return t, nil
+}
+
+func gpuCounts(m map[string]int64) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
 }
 
 func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) {
@@ -287,7 +315,12 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) {
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("pool %s/%s: cpu, memory and price_per_hour must be 0 or more", cd.Name, p.Name))
 				return
 			}
-			cl.Pools = append(cl.Pools, state.Pool{Name: p.Name, CPUMilli: int64(math.Round(p.CPU * 1000)), Memory: p.Memory, Preemptible: p.Preemptible, PricePerHour: p.PricePerHour})
+			if p.GPUs < 0 || p.GPUs > api.MaxGPUs || (p.GPUs > 0 && api.ValidatePlaceName("gpu_type", p.GPUType) != nil) {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("pool %s/%s: gpus 0 to %d, with a gpu_type when more than 0", cd.Name, p.Name, api.MaxGPUs))
+				return
+			}
+			cl.Pools = append(cl.Pools, state.Pool{Name: p.Name, CPUMilli: int64(math.Round(p.CPU * 1000)), Memory: p.Memory, Preemptible: p.Preemptible,
+				PricePerHour: p.PricePerHour, GPUType: p.GPUType, GPUs: int64(p.GPUs)})
 		}
 		c.Clusters = append(c.Clusters, cl)
 	}

@@ -48,6 +48,16 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if req.GPUs < 0 || req.GPUs > api.MaxGPUs {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: gpus is %d; a worker offers 0 to %d", req.GPUs, api.MaxGPUs))
+		return
+	}
+	if req.GPUs > 0 {
+		if err := api.ValidatePlaceName("gpu_type", req.GPUType); err != nil {
+			writeError(w, http.StatusBadRequest, "activation: "+err.Error())
+			return
+		}
+	}
 	if err := api.ValidateAttributes(req.Labels); err != nil {
 		writeError(w, http.StatusBadRequest, "activation: labels: "+err.Error())
 		return
@@ -76,6 +86,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,
 		CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory, TokenHash: token.Hash(tok),
 		Region: req.Region, Cluster: req.Cluster, Pool: req.Pool, Labels: req.Labels,
+		GPUType: req.GPUType, GPUs: int64(req.GPUs),
 	})
 	if err != nil {
 		s.writeErr(w, err)

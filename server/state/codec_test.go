@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -146,5 +147,35 @@ func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
 	}
 	if got := len(s.batches[b].groups); got != 2 || s.batches[b].groups[1].pending != 1 {
 		t.Fatalf("restored %d groups", got)
+	}
+}
+
+// TestGeneratedCodecKeepsEveryField: a command with every field of its
+// spec set comes back whole, so a field added to a type without
+// regenerating commands_codecgen.go (which would drop it from the log)
+// fails here.
+func TestGeneratedCodecKeepsEveryField(t *testing.T) {
+	sp := &Spec{Name: "n", Array: true, Command: []string{"a"}, Env: StringMap{"K": "V"}, CPUMilli: 1, Memory: 2, TimeoutMs: 3,
+		Retries: 4, AlwaysRun: true, Attributes: StringMap{"a": "b"},
+		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2}}
+	// Every exported field must be set, or this test proves nothing.
+	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where)} {
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() && v.Field(i).IsZero() {
+				t.Fatalf("set %s.%s in this test", v.Type().Name(), v.Type().Field(i).Name)
+			}
+		}
+	}
+	c := &AddJobs{Batch: 1, Update: 2, Jobs: []JobEntry{{First: 1, Count: 3, Parents: []Range{{1, 1}}, BatchParents: []Range{{2, 3}}, Spec: sp}}, Now: 5}
+	data, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, Command(c)) {
+		t.Fatalf("decoded %+v (spec %+v, where %+v), want %+v", back, back.(*AddJobs).Jobs[0].Spec, back.(*AddJobs).Jobs[0].Spec.Where, c)
 	}
 }

@@ -214,6 +214,9 @@ type Activate struct {
 	Cluster string
 	Pool    string
 	Labels  StringMap
+	// GPUs of one type the worker offers (0 in entries from before GPUs).
+	GPUType string
+	GPUs    int64
 }
 
 // Retire removes an instance; its running attempts are lost and their jobs

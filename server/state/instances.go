@@ -31,6 +31,14 @@ func (s *State) applyActivate(c *Activate) any {
 	if len(c.Labels) > 64 {
 		return errorf(ErrInvalid, "a worker may carry at most 64 labels")
 	}
+	if c.GPUs < 0 || c.GPUs > MaxGPUs {
+		return errorf(ErrInvalid, "a worker offers 0 to %d GPUs", MaxGPUs)
+	}
+	if c.GPUs > 0 {
+		if err := validName("GPU type", c.GPUType); err != nil {
+			return err
+		}
+	}
 	if err := s.ensureCluster(cluster, region, c.Now); err != nil {
 		return err
 	}
@@ -40,6 +48,9 @@ func (s *State) applyActivate(c *Activate) any {
 		Cluster:   cluster,
 		Pool:      pool,
 		Labels:    c.Labels,
+		GPUType:   c.GPUType,
+		GPUs:      c.GPUs,
+		FreeGPUs:  c.GPUs,
 		ID:        s.nextInstance,
 		Name:      c.Name,
 		NodeID:    c.NodeID,
@@ -121,7 +132,7 @@ func (s *State) retire(inst *Instance, now int64, reason string, maxLost uint8) 
 		}
 	}
 	inst.running = nil
-	inst.FreeMilli, inst.FreeMem = 0, 0
+	inst.FreeMilli, inst.FreeMem, inst.FreeGPUs = 0, 0, 0
 	s.notifyInstance(inst.ID)
 	s.notifyWork()
 }
@@ -192,6 +203,9 @@ type InstanceInfo struct {
 	Region    string
 	Cluster   string
 	Pool      string
+	GPUType   string
+	GPUs      int64
+	FreeGPUs  int64
 }
 
 // Instances lists every instance, active first, then by ID.
@@ -205,6 +219,7 @@ func (s *State) Instances() []InstanceInfo {
 			FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem, Active: inst.Active, Running: len(inst.running),
 			Activated: inst.Activated, Retired: inst.Retired, Reason: inst.Reason,
 			Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool,
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -11,7 +11,7 @@ func (s *State) CheckInvariants() error {
 	defer s.mu.RUnlock()
 	type ucount struct{ readyMilli, runningMilli, ready, running int64 }
 	users := map[string]*ucount{}
-	instUsed := map[uint32][2]int64{}
+	instUsed := map[uint32][3]int64{}
 	instRunning := map[uint32]int{}
 	var held Footprint
 	for _, b := range s.batches {
@@ -57,7 +57,8 @@ func (s *State) CheckInvariants() error {
 				u.runningMilli += g.spec.CPUMilli
 				u.running++
 				used := instUsed[j.instance]
-				instUsed[j.instance] = [2]int64{used[0] + g.spec.CPUMilli, used[1] + g.spec.Memory}
+				_, gpus := g.spec.GPUs()
+				instUsed[j.instance] = [3]int64{used[0] + g.spec.CPUMilli, used[1] + g.spec.Memory, used[2] + gpus}
 				instRunning[j.instance]++
 				if _, ok := s.instances[j.instance].running[attemptKey{b.ID, id}]; !ok {
 					return fmt.Errorf("batch %d job %d running on instance %d which does not list it", b.ID, id, j.instance)
@@ -120,6 +121,9 @@ func (s *State) CheckInvariants() error {
 		if inst.FreeMilli != inst.CPUMilli-used[0] || inst.FreeMem != inst.Memory-used[1] {
 			return fmt.Errorf("instance %d free %d/%d, recomputed %d/%d", id, inst.FreeMilli, inst.FreeMem, inst.CPUMilli-used[0], inst.Memory-used[1])
 		}
+		if inst.FreeGPUs != inst.GPUs-used[2] || inst.FreeGPUs < 0 {
+			return fmt.Errorf("instance %d free GPUs %d of %d, recomputed %d", id, inst.FreeGPUs, inst.GPUs, inst.GPUs-used[2])
+		}
 		if inst.FreeMilli < 0 || inst.FreeMem < 0 {
 			return fmt.Errorf("instance %d oversubscribed: free %d/%d", id, inst.FreeMilli, inst.FreeMem)
 		}
@@ -136,10 +140,11 @@ func (s *State) checkTeams() error {
 	type use struct {
 		cpu, mem  int64
 		byCluster map[string]int64
+		gpus      map[string]int64
 	}
 	got := map[string]*use{}
 	for _, t := range s.teams {
-		got[t.Name] = &use{byCluster: map[string]int64{}}
+		got[t.Name] = &use{byCluster: map[string]int64{}, gpus: map[string]int64{}}
 		for _, p := range t.Projects {
 			if s.projectTeam[p] != t {
 				return fmt.Errorf("billing project %s of team %s maps to another team", p, t.Name)
@@ -158,12 +163,20 @@ func (s *State) checkTeams() error {
 			u.cpu += sp.CPUMilli
 			u.mem += sp.Memory
 			u.byCluster[inst.Cluster] += sp.CPUMilli
+			if typ, n := sp.GPUs(); n > 0 {
+				u.gpus[typ] += n
+			}
 		}
 	}
 	for _, t := range s.teams {
 		u := got[t.Name]
 		if t.usedMilli != u.cpu || t.usedMemory != u.mem {
 			return fmt.Errorf("team %s uses %d millicores and %d bytes, recomputed %d and %d", t.Name, t.usedMilli, t.usedMemory, u.cpu, u.mem)
+		}
+		for typ, v := range t.usedGPUs {
+			if u.gpus[typ] != v {
+				return fmt.Errorf("team %s uses %d %s GPUs, recomputed %d", t.Name, v, typ, u.gpus[typ])
+			}
 		}
 		for c, v := range t.usedByCluster {
 			if u.byCluster[c] != v {

@@ -81,6 +81,8 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
 			if inst.Active {
 				inst.FreeMilli += g.spec.CPUMilli
 				inst.FreeMem += g.spec.Memory
+				_, gpus := g.spec.GPUs()
+				inst.FreeGPUs += gpus
 			}
 			s.charge(b, g.spec, inst, -1)
 		}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,9 @@ import (
 // all clusters. Quota in use is counted where free cores are, on every
 // placement and release, so a plan that would pass a quota is rejected at
 // apply like one that would oversubscribe a worker.
+
+// MaxGPUs bounds the GPUs of one worker and of one job.
+const MaxGPUs = 64
 
 // Default location of a worker that names none.
 const (
@@ -47,6 +51,8 @@ type Pool struct {
 	Memory       int64
 	Preemptible  bool
 	PricePerHour float64 // of one machine
+	GPUType      string
+	GPUs         int64
 }
 
 // Team owns billing projects and has one quota usable in any cluster.
@@ -58,10 +64,13 @@ type Team struct {
 	QuotaMemory int64
 	Strategy    string
 	Created     int64
+	// QuotaGPUs bounds GPUs per type (a type not named: no limit).
+	QuotaGPUs map[string]int64
 
 	usedMilli     int64
 	usedMemory    int64
 	usedByCluster map[string]int64 // millicores
+	usedGPUs      map[string]int64
 }
 
 // SetCluster creates a cluster or enables or disables it. Evacuate (with
@@ -215,6 +224,17 @@ func validateTeam(t *Team) *ApplyError {
 	if t.QuotaMilli < 0 || t.QuotaMemory < 0 {
 		return errorf(ErrInvalid, "team %s: quota must not be negative", t.Name)
 	}
+	if len(t.QuotaGPUs) > 64 {
+		return errorf(ErrInvalid, "team %s: at most 64 GPU types in a quota", t.Name)
+	}
+	for typ, n := range t.QuotaGPUs {
+		if err := validName("GPU type", typ); err != nil {
+			return err
+		}
+		if n < 0 {
+			return errorf(ErrInvalid, "team %s: GPU quota must not be negative", t.Name)
+		}
+	}
 	switch t.Strategy {
 	case "", "spread", "least-loaded", "pack", "cheapest":
 	default:
@@ -236,7 +256,7 @@ func (s *State) applySetTeam(c *SetTeam) any {
 		if old == nil {
 			return errorf(ErrNotFound, "team %q does not exist", t.Name)
 		}
-		old.QuotaMilli, old.QuotaMemory = t.QuotaMilli, t.QuotaMemory
+		old.QuotaMilli, old.QuotaMemory, old.QuotaGPUs = t.QuotaMilli, t.QuotaMemory, t.QuotaGPUs
 		s.notifyWork()
 		return nil
 	}
@@ -347,6 +367,7 @@ func (s *State) recomputeTeamUse() {
 	for _, t := range s.teams {
 		t.usedMilli, t.usedMemory = 0, 0
 		t.usedByCluster = map[string]int64{}
+		t.usedGPUs = map[string]int64{}
 		for _, p := range t.Projects {
 			s.projectTeam[p] = t
 		}
@@ -362,6 +383,9 @@ func (s *State) recomputeTeamUse() {
 			t.usedMilli += sp.CPUMilli
 			t.usedMemory += sp.Memory
 			t.usedByCluster[inst.Cluster] += sp.CPUMilli
+			if typ, n := sp.GPUs(); n > 0 {
+				t.usedGPUs[typ] += n
+			}
 		}
 	}
 }
@@ -376,6 +400,9 @@ func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 	t.usedMilli += sign * sp.CPUMilli
 	t.usedMemory += sign * sp.Memory
 	t.usedByCluster[inst.Cluster] += sign * sp.CPUMilli
+	if typ, n := sp.GPUs(); n > 0 {
+		t.usedGPUs[typ] += sign * n
+	}
 }
 
 // quotaAdmits reports whether the batch's team can hold one more job of
@@ -391,6 +418,11 @@ func (s *State) quotaAdmits(b *Batch, sp *Spec) bool {
 	if t.QuotaMemory > 0 && t.usedMemory+sp.Memory > t.QuotaMemory {
 		return false
 	}
+	if typ, n := sp.GPUs(); n > 0 {
+		if q, ok := t.QuotaGPUs[typ]; ok && t.usedGPUs[typ]+n > q {
+			return false
+		}
+	}
 	return true
 }
 
@@ -404,6 +436,9 @@ func (s *State) placeable(sp *Spec, inst *Instance) bool {
 	}
 	if sp.Where == nil {
 		return true
+	}
+	if sp.Where.GPUs > 0 && (sp.Where.GPUType != inst.GPUType || inst.GPUs < sp.Where.GPUs) {
+		return false
 	}
 	if sp.Where.Pool != "" && sp.Where.Pool != inst.Pool {
 		return false
@@ -480,6 +515,7 @@ type TeamInfo struct {
 	UsedMilli     int64
 	UsedMemory    int64
 	UsedByCluster map[string]int64
+	UsedGPUs      map[string]int64
 }
 
 // Teams lists every team by name.
@@ -505,8 +541,15 @@ func (s *State) TeamByName(name string) (TeamInfo, bool) {
 }
 
 func (s *State) teamInfo(t *Team) TeamInfo {
-	ti := TeamInfo{Team: *t, UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: map[string]int64{}}
+	ti := TeamInfo{Team: *t, UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: map[string]int64{}, UsedGPUs: map[string]int64{}}
 	ti.Projects = slices.Clone(t.Projects)
+	ti.QuotaGPUs = maps.Clone(t.QuotaGPUs)
+	for k, v := range t.usedGPUs {
+		if v != 0 {
+			ti.UsedGPUs[k] = v
+		}
+	}
+	ti.usedGPUs = nil
 	for k, v := range t.usedByCluster {
 		if v != 0 {
 			ti.UsedByCluster[k] = v
@@ -593,7 +636,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 			continue
 		}
 		jp.Usable++
-		if inst.FreeMilli >= g.spec.CPUMilli && inst.FreeMem >= g.spec.Memory {
+		if _, gpus := g.spec.GPUs(); inst.FreeMilli >= g.spec.CPUMilli && inst.FreeMem >= g.spec.Memory && inst.FreeGPUs >= gpus {
 			jp.Busy = false
 		}
 	}

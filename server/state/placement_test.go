@@ -159,3 +159,44 @@ func TestViewDoesNotLetOneRegionBlockAnother(t *testing.T) {
 		t.Fatalf("the view lists west jobs %v and east jobs (for their reason) %v: %+v", found, sawEast, v.Users)
 	}
 }
+
+func TestGPUsAreCountedAtApply(t *testing.T) {
+	h := newHarness(t)
+	plain := h.activateIn("cpu", "east", "a", 16)
+	res := h.Must(&Activate{Now: h.Tick(), Name: "gpu", CPUMilli: 16000, Memory: 64 << 30, TokenHash: "tok-gpu", NodeID: "gpu",
+		Region: "east", Cluster: "a", GPUType: "a100", GPUs: 4}).(*ActivateResult)
+	gpu := res.Instance
+	h.MustFail(&Activate{Now: h.Tick(), Name: "bad", CPUMilli: 1000, Memory: 1 << 30, TokenHash: "tb", GPUs: 2}, ErrInvalid)
+	sp := spec("train", 1)
+	sp.Where = &Where{GPUType: "a100", GPUs: 2}
+	b := h.CreateBatch(entry(1, 3, sp))
+	// Not on a worker without GPUs; two of three on the 4-GPU worker.
+	r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, plain), place(b, 1, 3, gpu)}}).(*PlanResult)
+	if r.Placed != 2 || r.Rejected != 2 {
+		t.Fatalf("placed %d rejected %d; want 2 placed on the GPU worker", r.Placed, r.Rejected)
+	}
+	if in := h.S.Instances(); in[1].FreeGPUs != 0 || in[1].GPUType != "a100" {
+		t.Fatalf("GPU worker after placement: %+v", in[1])
+	}
+	// A team's GPU quota.
+	h.Complete(gpu, nil)
+	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "ml", Projects: []string{"default"}, QuotaGPUs: map[string]int64{"a100": 2}}})
+	r = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 3, 1, gpu)}}).(*PlanResult)
+	ti, _ := h.S.TeamByName("ml")
+	if r.Placed != 1 || ti.UsedGPUs["a100"] != 2 {
+		t.Fatalf("placed %d, team uses %v", r.Placed, ti.UsedGPUs)
+	}
+	b2 := h.CreateBatch(entry(1, 1, sp))
+	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b2, 1, 1, gpu)}}).(*PlanResult); r.Placed != 0 {
+		t.Fatal("a placement past the team's GPU quota was applied")
+	}
+	// Snapshots keep the GPUs.
+	s := New()
+	if err := s.Restore(strings.NewReader(string(SnapshotBytes(t, h.S)))); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, s)
+	if in := s.Instances(); in[1].GPUs != 4 || in[1].FreeGPUs != 2 {
+		t.Fatalf("GPU worker after restore: %+v", in[1])
+	}
+}

@@ -35,6 +35,7 @@ func (s *State) applyPlan(c *Plan) any {
 			continue
 		}
 		cpu, mem := g.spec.CPUMilli, g.spec.Memory
+		_, gpus := g.spec.GPUs()
 		placeable := s.placeable(g.spec, inst)
 		u := s.userSched(b.User)
 		runLo := p.First
@@ -53,7 +54,7 @@ func (s *State) applyPlan(c *Plan) any {
 		}
 		for id := p.First; id <= last; id++ {
 			j := &b.jobs[id-1]
-			if j.state != Ready || j.attempt+1 != p.Attempt || inst.FreeMilli < cpu || inst.FreeMem < mem || !placeable || !s.quotaAdmits(b, g.spec) {
+			if j.state != Ready || j.attempt+1 != p.Attempt || inst.FreeMilli < cpu || inst.FreeMem < mem || inst.FreeGPUs < gpus || !placeable || !s.quotaAdmits(b, g.spec) {
 				flush(id - 1)
 				runLo = id + 1
 				res.Rejected++
@@ -68,6 +69,7 @@ func (s *State) applyPlan(c *Plan) any {
 			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures, lost: j.lost}
 			inst.FreeMilli -= cpu
 			inst.FreeMem -= mem
+			inst.FreeGPUs -= gpus
 			if inst.running == nil {
 				inst.running = map[attemptKey]struct{}{}
 			}

@@ -46,6 +46,9 @@ type snapInstance struct {
 	Cluster string
 	Pool    string
 	Labels  StringMap
+	GPUType string
+	GPUs    int64
+	FreeGPU int64
 }
 
 type snapKey struct {
@@ -220,7 +223,8 @@ func (s *State) Snapshot() *Snapshot {
 	sort.Slice(instIDs, func(i, j int) bool { return instIDs[i] < instIDs[j] })
 	for _, id := range instIDs {
 		inst := s.instances[id]
-		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels}
+		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -353,6 +357,7 @@ func (s *State) Restore(r io.Reader) error {
 		inst := si.Instance
 		inst.NodeID = si.Node
 		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
+		inst.GPUType, inst.GPUs, inst.FreeGPUs = si.GPUType, si.GPUs, si.FreeGPU
 		if inst.Cluster == "" { // a snapshot from before placement
 			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
 		}

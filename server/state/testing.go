@@ -25,9 +25,9 @@ type Planner func(v *SchedulingView) []Placement
 // up to the view's bound. It knows no quota: the state's apply enforces
 // them.
 func FirstFit(v *SchedulingView) []Placement {
-	free := make([][2]int64, len(v.Instances))
+	free := make([][3]int64, len(v.Instances))
 	for i, inst := range v.Instances {
-		free[i] = [2]int64{inst.FreeMilli, inst.FreeMem}
+		free[i] = [3]int64{inst.FreeMilli, inst.FreeMem, inst.FreeGPUs}
 	}
 	var out []Placement
 	n := 0
@@ -41,9 +41,10 @@ func FirstFit(v *SchedulingView) []Placement {
 					if !firstFitAdmits(v, &v.Instances[i], &r) {
 						continue
 					}
-					if free[i][0] >= r.CPUMilli && free[i][1] >= r.Memory && free[i][0] > 0 {
+					if free[i][0] >= r.CPUMilli && free[i][1] >= r.Memory && free[i][2] >= r.GPUs && free[i][0] > 0 {
 						free[i][0] -= r.CPUMilli
 						free[i][1] -= r.Memory
+						free[i][2] -= r.GPUs
 						out = append(out, Placement{Batch: r.Batch, First: r.First + k, Count: 1, Attempt: r.Attempt, Instance: v.Instances[i].ID})
 						n++
 						break
@@ -67,7 +68,7 @@ func firstFitAdmits(v *SchedulingView, in *InstanceSlot, r *ReadyRun) bool {
 	}
 	if r.Constraint > 0 {
 		k := &v.Constraints[r.Constraint-1]
-		if k.Pool != "" && k.Pool != in.Pool {
+		if (k.Pool != "" && k.Pool != in.Pool) || (k.GPUType != "" && k.GPUType != in.GPUType) {
 			return false
 		}
 		if len(k.Regions) > 0 && !slices.Contains(k.Regions, cl.Region) {

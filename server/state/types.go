@@ -131,10 +131,21 @@ type Spec struct {
 	Where *Where
 }
 
-// Where is a job's placement constraint.
+// Where is a job's placement constraint, and the GPUs it needs (which
+// also narrow where it may run).
 type Where struct {
 	Regions []string // sorted, no duplicates (none: any region)
 	Pool    string   // empty: any pool
+	GPUType string   // with GPUs > 0
+	GPUs    int64
+}
+
+// GPUs returns the GPUs one job of the spec needs, and their type.
+func (sp *Spec) GPUs() (string, int64) {
+	if sp.Where == nil {
+		return "", 0
+	}
+	return sp.Where.GPUType, sp.Where.GPUs
 }
 
 // Regions returns the regions the spec allows (nil: any).
@@ -299,7 +310,11 @@ type Instance struct {
 	Cluster string    `codec:"-"`
 	Pool    string    `codec:"-"`
 	Labels  StringMap `codec:"-"`
-	running map[attemptKey]struct{}
+	// GPUs of one type (snapshots carry them after Labels).
+	GPUType  string `codec:"-"`
+	GPUs     int64  `codec:"-"`
+	FreeGPUs int64  `codec:"-"`
+	running  map[attemptKey]struct{}
 }
 
 // identity is what a later activation of the same worker is recognised by.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -50,6 +51,9 @@ type InstanceSlot struct {
 	FreeMem   int64
 	Cluster   int32 // index into SchedulingView.Clusters
 	Pool      string
+	GPUType   string
+	GPUs      int64
+	FreeGPUs  int64
 }
 
 // ClusterSlot is a cluster's state for a round.
@@ -67,6 +71,7 @@ type ClusterSlot struct {
 type ConstraintSlot struct {
 	Regions []string
 	Pool    string
+	GPUType string // the run's GPUs are of this type
 }
 
 // TeamSlot is a team's quota and use for a round.
@@ -78,6 +83,8 @@ type TeamSlot struct {
 	UsedMilli     int64
 	UsedMemory    int64
 	UsedByCluster []int64 // index as Clusters
+	QuotaGPUs     map[string]int64
+	UsedGPUs      map[string]int64
 }
 
 // UserDemand is one user's running and Ready cores and the head of its
@@ -102,6 +109,7 @@ type ReadyRun struct {
 	// and Teams (0: none).
 	Constraint int32
 	Team       int32
+	GPUs       int64 // per job, of the constraint's GPU type
 }
 
 // SchedulingView copies what a scheduling round needs. With no cores free
@@ -154,7 +162,8 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			continue
 		}
 		slot := InstanceSlot{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,
-			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool}
+			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool,
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs}
 		v.Instances = append(v.Instances, slot)
 		if !v.Clusters[slot.Cluster].Disabled && inst.FreeMilli > 0 && inst.FreeMem > 0 {
 			free += inst.FreeMilli
@@ -174,7 +183,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	}
 	admitted := func(k *ConstraintSlot, in *InstanceSlot) bool {
 		cl := &v.Clusters[in.Cluster]
-		if cl.Disabled || (k.Pool != "" && k.Pool != in.Pool) {
+		if cl.Disabled || (k.Pool != "" && k.Pool != in.Pool) || (k.GPUType != "" && k.GPUType != in.GPUType) {
 			return false
 		}
 		return len(k.Regions) == 0 || slices.Contains(k.Regions, cl.Region)
@@ -202,15 +211,20 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	// enough, free or not, for one job; kept per spec for the round.
 	fitting := map[*Spec]bool{}
 	lookup := func(spec *Spec) (int32, *reach) {
-		if spec.Where == nil || (len(spec.Where.Regions) == 0 && spec.Where.Pool == "") {
+		w := spec.Where
+		if w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0) {
 			return 0, anywhere
 		}
-		key := spec.Where.Pool + "\x00" + strings.Join(spec.Where.Regions, "\x00")
+		gpuType := ""
+		if w.GPUs > 0 {
+			gpuType = w.GPUType
+		}
+		key := w.Pool + "\x00" + gpuType + "\x00" + strings.Join(w.Regions, "\x00")
 		idx, ok := constraintOf[key]
 		if !ok {
 			idx = int32(len(reaches))
 			constraintOf[key] = idx
-			k := ConstraintSlot{Regions: slices.Clone(spec.Where.Regions), Pool: spec.Where.Pool}
+			k := ConstraintSlot{Regions: slices.Clone(w.Regions), Pool: w.Pool, GPUType: gpuType}
 			reaches = append(reaches, newReach(k))
 			v.Constraints = append(v.Constraints, k)
 		}
@@ -220,7 +234,8 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 		ok, seen := fitting[spec]
 		if !seen {
 			for _, i := range r.insts {
-				if in := &v.Instances[i]; in.CPUMilli >= spec.CPUMilli && in.Memory >= spec.Memory {
+				_, gpus := spec.GPUs()
+				if in := &v.Instances[i]; in.CPUMilli >= spec.CPUMilli && in.Memory >= spec.Memory && in.GPUs >= gpus {
 					ok = true
 					break
 				}
@@ -242,7 +257,8 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			idx = int32(len(v.Teams))
 			teamOf[t] = idx
 			ts := TeamSlot{Name: t.Name, Strategy: t.Strategy, QuotaMilli: t.QuotaMilli, QuotaMemory: t.QuotaMemory,
-				UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: make([]int64, len(v.Clusters))}
+				UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: make([]int64, len(v.Clusters)),
+				QuotaGPUs: maps.Clone(t.QuotaGPUs), UsedGPUs: maps.Clone(t.usedGPUs)}
 			for name, used := range t.usedByCluster {
 				if ci, ok := clusterIdx[name]; ok {
 					ts.UsedByCluster[ci] = used
@@ -295,9 +311,10 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			for _, r := range b.ready.items() {
 				g := b.groupOf(r.Lo)
 				ci, rc := lookup(g.spec)
+				_, gpus := g.spec.GPUs()
 				run := ReadyRun{
 					Batch: b.ID, First: r.Lo, Count: r.Len(), Attempt: b.jobs[r.Lo-1].attempt + 1,
-					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti,
+					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti, GPUs: gpus,
 				}
 				quotaBlocked := ti > 0 && teamRoom[ti-1] >= 0 && teamRoom[ti-1] < g.spec.CPUMilli
 				if quotaBlocked || !fits(g.spec, rc) {
