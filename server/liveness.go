@@ -54,12 +54,16 @@ func (l *liveness) Heard(id uint32) (time.Time, bool) {
 	return t, ok
 }
 
-// reset starts every active instance's clock at now (a new leader).
+// reset starts every active instance's clock at now (a new leader). It
+// keeps what it already heard: an instance that activated (and was
+// touched) between the leadership change and this reset must not look
+// unheard, or a copy of its node ID could take it over.
 func (l *liveness) reset(active []uint32, now time.Time) {
 	l.mu.Lock()
-	l.lastContact = make(map[uint32]time.Time, len(active))
 	for _, id := range active {
-		l.lastContact[id] = now
+		if last, ok := l.lastContact[id]; !ok || last.Before(now) {
+			l.lastContact[id] = now
+		}
 	}
 	l.mu.Unlock()
 }
