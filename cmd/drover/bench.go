@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -22,6 +24,29 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 // benchCluster launches servers of this very binary in a temporary
 // directory (kept with -keep).
 func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep bool, args ...string) (*launch.Cluster, func(), error) {
+	var err error
+	// Ports are picked free but not held until the servers bind them;
+	// another process on the machine (parallel tests) may take one in
+	// between, and the server then exits at once. Start again with new
+	// ports when that happens.
+	for try := 1; try <= 3; try++ {
+		var c *launch.Cluster
+		var cleanup func()
+		c, cleanup, err = m.startBenchCluster(ctx, servers, net, keep, args...)
+		if err == nil {
+			return c, cleanup, nil
+		}
+		if !errors.Is(err, errServerExited) {
+			return nil, nil, err
+		}
+		fmt.Fprintf(m.Stderr, "bench: %v; starting the cluster again\n", err)
+	}
+	return nil, nil, err
+}
+
+var errServerExited = errors.New("a server exited while the cluster started")
+
+func (m *Main) startBenchCluster(ctx context.Context, servers int, net string, keep bool, args ...string) (*launch.Cluster, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -45,8 +70,26 @@ func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep b
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	exited := make(chan string, 1)
+	go func() {
+		for wctx.Err() == nil {
+			for _, s := range c.Servers {
+				if !s.Running() {
+					exited <- s.ID() + ": " + lastLogLine(s.Log())
+					cancel()
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	if _, err := c.WaitLeader(wctx); err != nil {
 		cleanup()
+		select {
+		case why := <-exited:
+			return nil, nil, fmt.Errorf("%w (%s)", errServerExited, why)
+		default:
+		}
 		return nil, nil, err
 	}
 	// Benchmarks ask every server for its memory and peers with the admin
@@ -56,6 +99,16 @@ func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep b
 		return nil, nil, err
 	}
 	return c, cleanup, nil
+}
+
+// lastLogLine is the last line of a log file, for an error message.
+func lastLogLine(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return lines[len(lines)-1]
 }
 
 func durationsMs(ds []time.Duration) []float64 {
