@@ -116,6 +116,12 @@ type Output struct {
 	Unplaced []Unplaced
 }
 
+// maxUnplacedPerUser bounds the runs a round lists in Output.Unplaced for
+// one user (the rest count in UserResult.NotPlaced): once cores run out,
+// every run a user has left fails, and a round with hundreds of users
+// would spend its time recording them.
+const maxUnplacedPerUser = 16
+
 // maxExplained bounds the distinct job sizes one round explains by walking
 // every instance; past it, a size reuses the explanation of a smaller size
 // that also failed.
@@ -381,15 +387,23 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	// undo the balance.
 	p.cap = 0
 	if c := p.trees[p.instTree[found.idx]].cluster; strategy == placement.Spread && quota != nil && len(p.order) == 0 && r.CPUMilli > 0 {
-		// Found in the best cluster: take it up to the next one's use.
-		next := int64(-1)
+		// Found in the best cluster: take it up to the next one's use, or
+		// an even split of the run over the clusters it may use, whichever
+		// is more (a job at a time would make a round of 20,000
+		// placements 20,000 searches).
+		next, allowed := int64(-1), int64(0)
 		for i := range p.clusters {
-			if p.allowed[i] && i != c && i < len(quota.UsedByCluster) && (next < 0 || quota.UsedByCluster[i] < next) {
+			if !p.allowed[i] {
+				continue
+			}
+			allowed++
+			if i != c && i < len(quota.UsedByCluster) && (next < 0 || quota.UsedByCluster[i] < next) {
 				next = quota.UsedByCluster[i]
 			}
 		}
 		if next >= 0 {
-			p.cap = max((next-quota.UsedByCluster[c])/r.CPUMilli+1, 1)
+			even := (int64(r.Count) + allowed - 1) / allowed
+			p.cap = max((next-quota.UsedByCluster[c])/r.CPUMilli+1, even, 1)
 		}
 	}
 	return found, Explanation{}, true
@@ -509,6 +523,12 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	share := make([]int64, len(in.Users)) // this pass's allocation
 	given := make([]int64, len(in.Users)) // placed in this pass
 	unfit := make([]int64, len(in.Users)) // millicores of runs that fit nowhere
+	listed := make([]int, len(in.Users))  // entries in out.Unplaced
+	runs := 0
+	for i := range in.Users {
+		runs += len(in.Users[i].Runs)
+	}
+	out.Placements = make([]Placement, 0, min(runs, limit))
 	copy(share, shares)
 	for pass := 0; pass < 3; pass++ {
 		if pass == 1 {
@@ -541,11 +561,13 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				if !ok {
 					unfit[ui] += int64(run.Count-c.done) * run.CPUMilli
 					res.NotPlaced += int(run.Count - c.done)
-					out.Unplaced = append(out.Unplaced, Unplaced{
-						User: u.Name, Batch: run.Batch, First: run.First + c.done,
-						Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory,
-						Constraint: run.Constraint, Team: run.Team, GPUs: run.GPUs, Why: why,
-					})
+					if listed[ui]++; listed[ui] <= maxUnplacedPerUser {
+						out.Unplaced = append(out.Unplaced, Unplaced{
+							User: u.Name, Batch: run.Batch, First: run.First + c.done,
+							Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory,
+							Constraint: run.Constraint, Team: run.Team, GPUs: run.GPUs, Why: why,
+						})
+					}
 					c.run++
 					c.done = 0
 					continue

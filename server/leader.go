@@ -53,7 +53,9 @@ func (s *Server) scheduleOnce() (bool, error) {
 		return false, nil
 	}
 	in := schedulerInput(v, s.downClusters(v, start))
+	decide := time.Now()
 	out := scheduler.Schedule(in)
+	s.metrics.decideSeconds.Observe(time.Since(decide).Seconds())
 	s.metrics.schedRounds.Inc()
 	s.metrics.schedSeconds.Observe(time.Since(start).Seconds())
 	s.metrics.observeUnplaced(out)

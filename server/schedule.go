@@ -73,6 +73,10 @@ func SchedulerPlanner(v *state.SchedulingView) []state.Placement {
 func unplacedByReason(out *scheduler.Output) map[scheduler.Reason]int {
 	counts := map[scheduler.Reason]int{}
 	for _, u := range out.Unplaced {
+		if u.Why.Quota != 0 {
+			counts[u.Why.Quota] += int(u.Count)
+			continue
+		}
 		why, most := scheduler.ReasonCPUFree, 0
 		for _, rc := range u.Why.Filtered {
 			if rc.Instances > most {

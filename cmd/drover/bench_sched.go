@@ -287,9 +287,12 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		"clusters_per_region":      *nClusters,
 		"teams":                    *nTeams,
 	}
-	if p99, n, err := roundP99(ctx, c); err == nil {
+	if p99, n, err := histogramP99(ctx, c, "drover_scheduler_round_seconds"); err == nil {
 		res["sched_round_p99_ms"] = p99 * 1000
 		res["sched_rounds"] = n
+		if p99, _, err := histogramP99(ctx, c, "drover_scheduler_decide_seconds"); err == nil {
+			res["sched_decide_p99_ms"] = p99 * 1000
+		}
 	} else {
 		say("cannot read the leader's scheduling rounds: %v", err)
 	}
@@ -357,10 +360,10 @@ func benchTeams(ctx context.Context, admin *api.Client, tenants []tenant, n int,
 	return admin.ApplyPlacement(ctx, cfg)
 }
 
-// roundP99 reads the leader's histogram of scheduling round times and
-// returns its 99th percentile (the upper bound of the bucket it falls in)
-// and the number of rounds.
-func roundP99(ctx context.Context, c *launch.Cluster) (float64, int64, error) {
+// histogramP99 reads one of the leader's histograms (scheduling round
+// times) and returns its 99th percentile (the upper bound of the bucket it
+// falls in) and the number of observations.
+func histogramP99(ctx context.Context, c *launch.Cluster, name string) (float64, int64, error) {
 	i, err := c.WaitLeader(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -377,9 +380,9 @@ func roundP99(ctx context.Context, c *launch.Cluster) (float64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	fam := fams["drover_scheduler_round_seconds"]
+	fam := fams[name]
 	if fam == nil || len(fam.Metric) == 0 {
-		return 0, 0, fmt.Errorf("no drover_scheduler_round_seconds on %s", addr)
+		return 0, 0, fmt.Errorf("no %s on %s", name, addr)
 	}
 	h := fam.Metric[0].GetHistogram()
 	n := h.GetSampleCount()

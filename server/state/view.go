@@ -317,6 +317,11 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti, GPUs: gpus,
 				}
 				quotaBlocked := ti > 0 && teamRoom[ti-1] >= 0 && teamRoom[ti-1] < g.spec.CPUMilli
+				if quotaBlocked && unfit >= maxUnfitRunsPerUser {
+					// The team has no room: the rest of this batch waits
+					// for the same reason, already told.
+					continue batches
+				}
 				if quotaBlocked || !fits(g.spec, rc) {
 					// Passed on whole for the scheduler to explain, within
 					// its own bound; it never uses up the round's.
