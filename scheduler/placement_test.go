@@ -182,3 +182,18 @@ func TestScheduleGPUJobsOnlyWhereTheirGPUsAre(t *testing.T) {
 		t.Fatalf("placed %d with quota room for 2; unplaced %+v", out.Jobs, out.Unplaced)
 	}
 }
+
+// TestScheduleSpreadsATeamAtItsQuota: an array larger than the team's
+// quota is spread evenly over the clusters, not placed where it was first
+// tried until the quota ran out.
+func TestScheduleSpreadsATeamAtItsQuota(t *testing.T) {
+	in := twoRegions()
+	in.Teams = []Team{{Name: "t", Strategy: placement.Spread, Quota: placement.Quota{CPUMilli: Cores(8), UsedByCluster: []int64{0, 0}}}}
+	r := NewRun(1, 1, 500, Cores(0.5), GiB/4)
+	r.Team = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(250), Runs: []Run{r}}}
+	out := Schedule(in)
+	if got := placedOn(out, in); got["a"] != 8 || got["b"] != 8 {
+		t.Fatalf("spread at quota placed %v; want 8 jobs (4 cores) in each cluster", got)
+	}
+}

@@ -402,7 +402,9 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 			}
 		}
 		if next >= 0 {
-			even := (int64(r.Count) + allowed - 1) / allowed
+			// What the team can place now: the run, within its quota.
+			now, _ := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, int64(r.Count))
+			even := (now + allowed - 1) / allowed
 			p.cap = max((next-quota.UsedByCluster[c])/r.CPUMilli+1, even, 1)
 		}
 	}
