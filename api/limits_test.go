@@ -67,3 +67,25 @@ func TestValidateJobsNamesTheEntryAndCountsJobs(t *testing.T) {
 		t.Fatalf("total over the limit: %v", err)
 	}
 }
+
+func TestSummarizeWaiting(t *testing.T) {
+	got := SummarizeWaiting([]Waiting{
+		{FirstJob: 1, Count: 5, Reason: "quota_cpu", Message: "team t at its cpu quota (4 of 4 cores)"},
+		{FirstJob: 6, Count: 20, Reason: "cluster_disabled", Message: "cluster b disabled"},
+		{FirstJob: 30, Count: 5, Reason: "quota_cpu", Message: "later"},
+		{FirstJob: 40, Count: 10, Reason: "fair_share", Message: "waiting for fair share behind 2 users"},
+	})
+	want := []WaitingCount{
+		{Reason: "cluster_disabled", Jobs: 20, Message: "cluster b disabled"},
+		{Reason: "fair_share", Jobs: 10, Message: "waiting for fair share behind 2 users"},
+		{Reason: "quota_cpu", Jobs: 10, Message: "team t at its cpu quota (4 of 4 cores)"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("summary %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("summary[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -5,6 +5,7 @@ package api
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -160,6 +161,39 @@ type Batch struct {
 	// leader's last scheduling round, one entry per stretch of jobs. Only
 	// consistent reads (answered by the leader) carry it.
 	Waiting []Waiting `json:"waiting,omitempty"`
+	// WaitingSummary adds Waiting up by reason, the reason holding the
+	// most jobs first, each with the message of its first stretch.
+	WaitingSummary []WaitingCount `json:"waiting_summary,omitempty"`
+}
+
+// WaitingCount is how many of a batch's jobs wait for one reason.
+type WaitingCount struct {
+	Reason  string `json:"reason"`
+	Jobs    int64  `json:"jobs"`
+	Message string `json:"message"`
+}
+
+// SummarizeWaiting adds stretches up by reason, most jobs first (ties by
+// reason), keeping each reason's first message.
+func SummarizeWaiting(ws []Waiting) []WaitingCount {
+	var out []WaitingCount
+	at := map[string]int{}
+	for _, w := range ws {
+		i, ok := at[w.Reason]
+		if !ok {
+			i = len(out)
+			at[w.Reason] = i
+			out = append(out, WaitingCount{Reason: w.Reason, Message: w.Message})
+		}
+		out[i].Jobs += w.Count
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].Jobs != out[b].Jobs {
+			return out[a].Jobs > out[b].Jobs
+		}
+		return out[a].Reason < out[b].Reason
+	})
+	return out
 }
 
 // Waiting is a stretch of a batch's Ready jobs that the last scheduling

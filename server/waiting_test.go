@@ -164,6 +164,9 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 	if len(got.Waiting) != 1 || got.Waiting[0].Count != 1_000_000 || !strings.Contains(got.Waiting[0].Message, "needs 1TiB memory; the largest offers 64GiB") {
 		t.Fatalf("batch waiting = %+v", got.Waiting)
 	}
+	if len(got.WaitingSummary) != 1 || got.WaitingSummary[0].Reason != "memory_capacity" || got.WaitingSummary[0].Jobs != 1_000_000 {
+		t.Fatalf("waiting summary = %+v", got.WaitingSummary)
+	}
 	j, err := tc.admin.GetJob(ctx, b.ID, 17)
 	if err != nil {
 		t.Fatal(err)

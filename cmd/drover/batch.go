@@ -164,12 +164,15 @@ func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(tw, "Jobs\t%d: %d pending, %d ready, %d running, %d succeeded, %d failed, %d error, %d cancelled\n",
 		b.NJobs, b.NPending, b.NReady, b.NRunning, b.NSucceeded, b.NFailed, b.NError, b.NCancelled)
+	for _, wc := range b.WaitingSummary {
+		fmt.Fprintf(tw, "Waiting\t%d jobs: %s [%s]\n", wc.Jobs, wc.Message, wc.Reason)
+	}
 	for _, wt := range b.Waiting {
 		jobs := fmt.Sprintf("job %d", wt.FirstJob)
 		if wt.Count > 1 {
 			jobs = fmt.Sprintf("jobs %d-%d", wt.FirstJob, wt.FirstJob+wt.Count-1)
 		}
-		fmt.Fprintf(tw, "Waiting	%s: %s\n", jobs, wt.Message)
+		fmt.Fprintf(tw, "  %s\t%s\n", jobs, wt.Message)
 	}
 	return tw.Flush()
 }

@@ -175,6 +175,7 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
 	b, _ := s.state.Batch(id)
 	if s.waiting != nil && !isStale(r) {
 		b.Waiting = s.waiting.Batch(id)
+		b.WaitingSummary = api.SummarizeWaiting(b.Waiting)
 	}
 	writeJSON(w, http.StatusOK, b)
 }
