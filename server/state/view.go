@@ -296,8 +296,9 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			limit = min(free, 2*bound[ui])
 		}
 		ud := UserDemand{Name: name, RunningMilli: u.runningMilli, ReadyMilli: u.readyMilli}
-		// Each user's list may reach every free core: what the users get
-		// of them is the scheduler's fair share to decide.
+		// Each user's list is counted afresh, up to its limit (all free
+		// cores, or twice its fair share): what the users get of them is
+		// the scheduler's to decide.
 		var want int64
 		anywhere.want = 0
 		for _, rc := range reaches {
