@@ -203,6 +203,9 @@ func teamFromAPI(t api.Team) (state.Team, error) {
 		return state.Team{}, fmt.Errorf("team %s: %w", t.Name, err)
 	}
 	q.Name, q.Projects, q.Strategy = t.Name, slices.Clone(t.BillingProjects), t.Strategy
+	if err := state.ValidateTeam(&q); err != nil {
+		return state.Team{}, err
+	}
 	return q, nil
 }
 

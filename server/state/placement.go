@@ -217,6 +217,16 @@ func sortedAttempts(m map[attemptKey]struct{}) []attemptKey {
 	return keys
 }
 
+// ValidateTeam checks a team as apply will (names, quota, strategy, the
+// number of projects), so the API refuses it before it reaches the log.
+// Whether its billing projects exist is apply's to say.
+func ValidateTeam(t *Team) error {
+	if err := validateTeam(t); err != nil {
+		return err
+	}
+	return nil
+}
+
 func validateTeam(t *Team) *ApplyError {
 	if err := validName("team", t.Name); err != nil {
 		return err
