@@ -176,7 +176,7 @@ func New(cfg *Config) (*Server, error) {
 			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
 			DefaultBillingProject: cfg.DefaultBillingProject, ApplyTimeout: cfg.ApplyTimeout,
 			MaxSyncWait: cfg.MaxSyncWait, DebugPprof: cfg.DebugPprof,
-			LostTimeout: cfg.LostTimeout, MaxLost: uint8(cfg.MaxLostAttempts),
+			LostTimeout: cfg.LostTimeout, ClusterDownAfter: cfg.ClusterDownAfter, MaxLost: uint8(cfg.MaxLostAttempts),
 			Limits: httpapi.Limits{
 				MaxJobsPerBatch: cfg.MaxJobsPerBatch, MaxJobsPerUpdate: cfg.MaxJobsPerUpdate,
 				MaxQueuedJobsPerUser: cfg.MaxQueuedJobsPerUser, MaxQueuedJobsPerProject: cfg.MaxQueuedJobsPerBillingProject,

@@ -44,26 +44,36 @@ func (m *Main) runJobWhy(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runRegionList(ctx context.Context, args []string) error {
-	fs := m.newFlags("region list", "[-json]")
+	return runList(m, ctx, args, "region list", "No regions: no worker has activated and no placement config was applied.",
+		"REGION\tCLUSTERS\tENABLED\tWORKERS\tCPU\tFREE CPU", m.Client().ListRegions, func(r api.Region) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%d\t%g\t%g", r.Name, strings.Join(r.Clusters, ","), r.Enabled, r.Workers, r.CPU, r.FreeCPU)
+		})
+}
+
+// runList is a list command: with -json it prints what fetch returned;
+// otherwise a table, or empty when there is nothing.
+func runList[T any](m *Main, ctx context.Context, args []string, name, empty, header string,
+	fetch func(context.Context) ([]T, error), row func(T) string) error {
+	fs := m.newFlags(name, "[-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	regions, err := m.Client().ListRegions(ctx)
+	items, err := fetch(ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return m.printJSON(regions)
+		return m.printJSON(items)
 	}
-	if len(regions) == 0 {
-		fmt.Fprintln(m.Stdout, "No regions: no worker has activated and no placement config was applied.")
+	if len(items) == 0 {
+		fmt.Fprintln(m.Stdout, empty)
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "REGION\tCLUSTERS\tENABLED\tWORKERS\tCPU\tFREE CPU")
-	for _, r := range regions {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%g\t%g\n", r.Name, strings.Join(r.Clusters, ","), r.Enabled, r.Workers, r.CPU, r.FreeCPU)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
 	}
 	return tw.Flush()
 }
@@ -93,28 +103,10 @@ func clusterState(c api.Cluster) string {
 }
 
 func (m *Main) runClusterList(ctx context.Context, args []string) error {
-	fs := m.newFlags("cluster list", "[-json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	clusters, err := m.Client().ListClusters(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(clusters)
-	}
-	if len(clusters) == 0 {
-		fmt.Fprintln(m.Stdout, "No clusters.")
-		return nil
-	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tREGION\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE")
-	for _, c := range clusters {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%g\t%g\t%d\t%s\n", c.Name, c.Region, c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
-	}
-	return tw.Flush()
+	return runList(m, ctx, args, "cluster list", "No clusters.", "CLUSTER\tREGION\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE",
+		m.Client().ListClusters, func(c api.Cluster) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%g\t%g\t%d\t%s", c.Name, c.Region, c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
+		})
 }
 
 func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
@@ -297,28 +289,10 @@ func (m *Main) runTeamShow(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runTeamList(ctx context.Context, args []string) error {
-	fs := m.newFlags("team list", "[-json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	teams, err := m.Client().ListTeams(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(teams)
-	}
-	if len(teams) == 0 {
-		fmt.Fprintln(m.Stdout, "No teams.")
-		return nil
-	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEAM\tPROJECTS\tSTRATEGY\tCPU USED\tCPU QUOTA")
-	for _, t := range teams {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%g\t%s\n", t.Name, strings.Join(t.BillingProjects, ","), t.Strategy, t.Used.CPU, limitString(t.Quota.CPU))
-	}
-	return tw.Flush()
+	return runList(m, ctx, args, "team list", "No teams.", "TEAM\tPROJECTS\tSTRATEGY\tCPU USED\tCPU QUOTA",
+		m.Client().ListTeams, func(t api.Team) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%g\t%s", t.Name, strings.Join(t.BillingProjects, ","), t.Strategy, t.Used.CPU, limitString(t.Quota.CPU))
+		})
 }
 
 func (m *Main) runQuotaSet(ctx context.Context, args []string) error {

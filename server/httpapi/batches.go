@@ -310,6 +310,17 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
+// visibleJob reads the batch and job IDs of a job path, checking that the
+// caller may see the batch.
+func (s *Server) visibleJob(w http.ResponseWriter, r *http.Request) (uint64, uint32, bool) {
+	id, ok := s.visibleBatch(w, r)
+	if !ok {
+		return 0, 0, false
+	}
+	jid, ok := s.jobID(w, r)
+	return id, jid, ok
+}
+
 func (s *Server) jobID(w http.ResponseWriter, r *http.Request) (uint32, bool) {
 	j, ok := pathID(w, r, "job")
 	if !ok {
@@ -323,11 +334,7 @@ func (s *Server) jobID(w http.ResponseWriter, r *http.Request) (uint32, bool) {
 }
 
 func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
-	if !ok {
-		return
-	}
-	jid, ok := s.jobID(w, r)
+	id, jid, ok := s.visibleJob(w, r)
 	if !ok {
 		return
 	}
@@ -344,11 +351,7 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w) // logs can be long
-	id, ok := s.visibleBatch(w, r)
-	if !ok {
-		return
-	}
-	jid, ok := s.jobID(w, r)
+	id, jid, ok := s.visibleJob(w, r)
 	if !ok {
 		return
 	}

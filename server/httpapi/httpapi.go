@@ -119,10 +119,13 @@ type Config struct {
 	// LostTimeout is how long a worker may be silent before it is
 	// retired; within it, its node ID is taken.
 	LostTimeout time.Duration
-	MaxLost     uint8 // see state.Activate
-	DebugPprof  bool
-	Limits      Limits
-	Rates       RateLimits
+	// ClusterDownAfter: a cluster whose workers none was heard from for
+	// this long (or LostTimeout) is shown down, as the scheduler treats it.
+	ClusterDownAfter time.Duration
+	MaxLost          uint8 // see state.Activate
+	DebugPprof       bool
+	Limits           Limits
+	Rates            RateLimits
 }
 
 // Deps is everything the API is built from. Members may be nil (a server

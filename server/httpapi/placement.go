@@ -34,10 +34,6 @@ func clusterToAPI(c state.ClusterInfo) api.Cluster {
 	return out
 }
 
-// clusterDownAfter: a cluster with active workers none of which was heard
-// from for this long is down (the scheduler's ClusterDownAfter default).
-const clusterDownAfter = 10 * time.Second
-
 // clusters lists the clusters with their workers' health as this server
 // hears it (the leader, for consistent reads).
 func (s *Server) clusters() []api.Cluster {
@@ -47,7 +43,7 @@ func (s *Server) clusters() []api.Cluster {
 		if !in.Active {
 			continue
 		}
-		if t, ok := s.live.Heard(in.ID); ok && now.Sub(t) < min(clusterDownAfter, s.cfg.LostTimeout) {
+		if t, ok := s.live.Heard(in.ID); ok && now.Sub(t) < min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout) {
 			heard[in.Cluster]++
 		}
 	}
@@ -347,11 +343,7 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) {
 // reason the leader's last scheduling round recorded for a Ready job, or
 // where it runs.
 func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
-	if !ok {
-		return
-	}
-	jid, ok := s.jobID(w, r)
+	id, jid, ok := s.visibleJob(w, r)
 	if !ok {
 		return
 	}

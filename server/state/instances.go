@@ -98,16 +98,7 @@ func (s *State) retire(inst *Instance, now int64, reason string, maxLost uint8) 
 	if s.instByIdentity[inst.identity()] == inst.ID {
 		delete(s.instByIdentity, inst.identity())
 	}
-	keys := make([]attemptKey, 0, len(inst.running))
-	for k := range inst.running {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].batch != keys[j].batch {
-			return keys[i].batch < keys[j].batch
-		}
-		return keys[i].job < keys[j].job
-	})
+	keys := sortedAttempts(inst.running)
 	msg := fmt.Sprintf("attempt lost: instance %s retired (%s)", inst.Name, reason)
 	for _, k := range keys {
 		b := s.batches[k.batch]

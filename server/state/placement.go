@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/drover-sched/drover/api"
 )
 
 // Regions, clusters, pools and teams: the federation's shape and the
@@ -119,14 +121,11 @@ type SetClusterResult struct {
 	Changed   bool
 }
 
+// validName applies the API's rule for region, cluster, pool, team and
+// GPU type names (checked there first; a log entry is checked again).
 func validName(kind, name string) *ApplyError {
-	if name == "" || len(name) > 64 {
-		return errorf(ErrInvalid, "%s name must be 1 to 64 characters", kind)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return errorf(ErrInvalid, "%s name %q: use letters, digits, '-', '_' and '.'", kind, name)
-		}
+	if err := api.ValidatePlaceName(kind, name); err != nil {
+		return errorf(ErrInvalid, "%v", err)
 	}
 	return nil
 }
@@ -342,7 +341,7 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 		}
 		cl.Declared = true
 		cl.Pools = slices.Clone(decl.Pools)
-		slices.SortFunc(cl.Pools, func(a, b Pool) int { return compareStrings(a.Name, b.Name) })
+		slices.SortFunc(cl.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })
 	}
 	if c.Prune {
 		for name := range s.teams {
@@ -358,16 +357,6 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 	s.recomputeTeamUse()
 	s.notifyWork()
 	return nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // recomputeTeamUse counts every team's quota in use from the attempts
