@@ -15,6 +15,7 @@ require (
 	github.com/prometheus/common v0.65.0
 	github.com/zclconf/go-cty v1.16.3
 	gocloud.dev v0.43.0
+	golang.org/x/sys v0.36.0
 	golang.org/x/time v0.12.0
 )
 
@@ -61,7 +62,6 @@ require (
 	golang.org/x/mod v0.28.0 // indirect
 	golang.org/x/net v0.44.0 // indirect
 	golang.org/x/sync v0.17.0 // indirect
-	golang.org/x/sys v0.36.0 // indirect
 	golang.org/x/text v0.29.0 // indirect
 	golang.org/x/tools v0.37.0 // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect

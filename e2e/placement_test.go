@@ -490,8 +490,11 @@ func TestRegionDeadlockAndJobWhy(t *testing.T) {
 	// 4. A team at its quota.
 	a.drover(a.token, "billing-project", "create", "pq", "-member", "root").must(t, 0)
 	a.drover(a.token, "team", "create", "quant", "-project", "pq", "-cpu", "1").must(t, 0)
-	q := submit(c, "pq", long(1), long(2))
+	q := submit(c, "pq", long(1), long(2), long(3))
 	eventually("quota", q, 2, "quota_cpu", "team quant at its cpu quota (1 of 1 cores)")
+	// The round passes one blocked job on to be explained; the next is
+	// told from the team's use.
+	eventually("quota, not passed", q, 3, "quota_cpu", "team quant at its cpu quota (1 of 1 cores)")
 	show := decodeJSON[api.Team](t, a.drover(a.token, "quota", "show", "quant", "-json").must(t, 0).stdout)
 	if show.Used.CPU != 1 || show.Quota.CPU != 1 {
 		t.Fatalf("quota show: %+v", show)

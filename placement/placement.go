@@ -62,6 +62,21 @@ type Cluster struct {
 	// PricePerCoreHour is the cheapest price of a core among its pools
 	// (0: unknown, ranks as free for the cheapest strategy).
 	PricePerCoreHour float64
+	// Group is 1 + the index of the cluster's group in the round's
+	// groups (0: in none).
+	Group int32
+}
+
+// Group is a set of clusters an operator declared together, with a
+// strategy of its own: a team's strategy chooses between groups (and
+// clusters in none) as if each group were one cluster, and the group's
+// strategy chooses between its clusters. A group of GPU clusters that
+// packs, for instance, fills one cluster before the next, so the others
+// can drain and scale down, while every team still spreads its work over
+// the CPU clusters.
+type Group struct {
+	Name     string
+	Strategy Strategy // empty: the team's
 }
 
 // Constraint narrows where a job group may run. The zero value allows
@@ -193,12 +208,85 @@ func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64)
 }
 
 // Order returns the clusters (indices into clusters) that allowed[i]
-// marks, best first for the strategy. Ties break by name, so the order is
-// the same on every leader. quota may be nil (a user in no team: spread
-// then balances the clusters' own load).
+// marks, best first for the strategy, with no groups. Ties break by name,
+// so the order is the same on every leader. quota may be nil (a user in
+// no team: spread then balances the clusters' own load).
 func Order(s Strategy, clusters []Cluster, allowed []bool, quota *Quota, dst []int) []int {
+	r := Ranker{Clusters: clusters}
+	return r.Order(s, allowed, quota, dst)
+}
+
+// Best returns the first cluster Order would return, or -1, without
+// sorting.
+func Best(s Strategy, clusters []Cluster, allowed []bool, quota *Quota) int {
+	r := Ranker{Clusters: clusters}
+	return r.Best(s, allowed, quota)
+}
+
+// Ranker orders the clusters of a round for a team's strategy and the
+// groups' own. It keeps scratch space between calls, so one ranker serves
+// one goroutine.
+type Ranker struct {
+	// Clusters as the round sees them now; the caller may change their
+	// free cores between calls.
+	Clusters []Cluster
+	Groups   []Group
+	units    []unit
+}
+
+// unit is a group, or a cluster in none, as the team's strategy sees it:
+// its allowed clusters summed.
+type unit struct {
+	name     string
+	n        int64 // allowed clusters
+	used     int64 // the team's cores in them (the clusters' reserved cores, for no team)
+	capacity int64
+	free     int64
+	price    float64 // the cheapest of them
+	best     int     // an allowed member
+}
+
+// Best returns the first cluster Order would return, or -1, without
+// sorting: the scheduler tries it before it asks for the whole order.
+func (r *Ranker) Best(s Strategy, allowed []bool, quota *Quota) int {
+	if len(r.Groups) == 0 {
+		best := -1
+		for i := range r.Clusters {
+			if allowed[i] && (best < 0 || compare(s, r.Clusters, quota, i, best) < 0) {
+				best = i
+			}
+		}
+		return best
+	}
+	r.sum(allowed, quota)
+	bu := -1
+	for u := range r.units {
+		if r.units[u].n > 0 && (bu < 0 || compareUnits(s, &r.units[u], &r.units[bu]) < 0) {
+			bu = u
+		}
+	}
+	if bu < 0 {
+		return -1
+	}
+	if bu >= len(r.Groups) {
+		return r.units[bu].best
+	}
+	gs := r.groupStrategy(bu, s)
+	best := -1
+	for i := range r.Clusters {
+		if allowed[i] && int(r.Clusters[i].Group) == bu+1 && (best < 0 || compare(gs, r.Clusters, quota, i, best) < 0) {
+			best = i
+		}
+	}
+	return best
+}
+
+// Order returns the allowed clusters best first: groups (and clusters in
+// none) in the order of the team's strategy s, and the clusters of each
+// group in the order of the group's strategy. Ties break by name.
+func (r *Ranker) Order(s Strategy, allowed []bool, quota *Quota, dst []int) []int {
 	dst = dst[:0]
-	for i := range clusters {
+	for i := range r.Clusters {
 		if allowed[i] {
 			dst = append(dst, i)
 		}
@@ -206,20 +294,94 @@ func Order(s Strategy, clusters []Cluster, allowed []bool, quota *Quota, dst []i
 	if len(dst) < 2 {
 		return dst
 	}
-	slices.SortStableFunc(dst, func(a, b int) int { return compare(s, clusters, quota, a, b) })
+	if len(r.Groups) == 0 {
+		slices.SortStableFunc(dst, func(a, b int) int { return compare(s, r.Clusters, quota, a, b) })
+		return dst
+	}
+	r.sum(allowed, quota)
+	unitOf := func(i int) int {
+		if g := r.Clusters[i].Group; g > 0 && int(g) <= len(r.Groups) {
+			return int(g) - 1
+		}
+		return len(r.Groups) + i
+	}
+	slices.SortStableFunc(dst, func(a, b int) int {
+		ua, ub := unitOf(a), unitOf(b)
+		if ua != ub {
+			if c := compareUnits(s, &r.units[ua], &r.units[ub]); c != 0 {
+				return c
+			}
+			return cmp.Compare(ua, ub)
+		}
+		return compare(r.groupStrategy(ua, s), r.Clusters, quota, a, b)
+	})
 	return dst
 }
 
-// Best returns the first cluster Order would return, or -1, without
-// sorting: the scheduler tries it before it asks for the whole order.
-func Best(s Strategy, clusters []Cluster, allowed []bool, quota *Quota) int {
-	best := -1
-	for i := range clusters {
-		if allowed[i] && (best < 0 || compare(s, clusters, quota, i, best) < 0) {
-			best = i
+// groupStrategy is group g's strategy, or the team's when it has none.
+func (r *Ranker) groupStrategy(g int, team Strategy) Strategy {
+	if gs := r.Groups[g].Strategy; gs != "" {
+		return gs
+	}
+	return team
+}
+
+// sum fills r.units: one per group, then one per cluster (those in a
+// group stay empty), over the allowed clusters.
+func (r *Ranker) sum(allowed []bool, quota *Quota) {
+	n := len(r.Groups) + len(r.Clusters)
+	if cap(r.units) < n {
+		r.units = make([]unit, n)
+	}
+	r.units = r.units[:n]
+	clear(r.units)
+	for g := range r.Groups {
+		r.units[g].name = r.Groups[g].Name
+	}
+	for i := range r.Clusters {
+		c := &r.Clusters[i]
+		u := &r.units[len(r.Groups)+i]
+		if g := c.Group; g > 0 && int(g) <= len(r.Groups) {
+			u = &r.units[g-1]
+		} else {
+			u.name = c.Name
+		}
+		if !allowed[i] {
+			continue
+		}
+		if u.n == 0 || c.PricePerCoreHour < u.price {
+			u.price = c.PricePerCoreHour
+		}
+		u.n++
+		u.used += used(r.Clusters, quota, i)
+		u.capacity += c.CapacityMilli
+		u.free += c.FreeMilli
+		u.best = i
+	}
+}
+
+// compareUnits orders two units for strategy s, as compare orders
+// clusters; spread compares the team's use per allowed cluster, so a
+// group of three clusters takes three times a lone cluster's share.
+func compareUnits(s Strategy, a, b *unit) int {
+	var c int
+	switch s {
+	case LeastLoaded:
+		c = busyFraction(a.capacity, a.free, b.capacity, b.free)
+	case Pack:
+		c = -busyFraction(a.capacity, a.free, b.capacity, b.free)
+	case Cheapest:
+		c = cmp.Compare(a.price, b.price)
+	default: // Spread
+		c = cmp.Compare(float64(a.used)*float64(b.n), float64(b.used)*float64(a.n))
+		if c == 0 {
+			c = -cmp.Compare(float64(a.free)*float64(b.n), float64(b.free)*float64(a.n))
 		}
 	}
-	return best
+	if c == 0 {
+		c = cmp.Compare(a.name, b.name)
+	}
+	return c
 }
 
 // compare orders clusters a and b for strategy s.
@@ -253,13 +415,17 @@ func used(clusters []Cluster, quota *Quota, i int) int64 {
 	return clusters[i].CapacityMilli - clusters[i].FreeMilli
 }
 
-// busy compares the fraction of cores reserved without dividing:
-// (cap_a - free_a) / cap_a vs (cap_b - free_b) / cap_b.
+// busy compares the fraction of cores reserved of clusters a and b.
 func busy(clusters []Cluster, a, b int) int {
 	ca, cb := &clusters[a], &clusters[b]
-	if ca.CapacityMilli == 0 || cb.CapacityMilli == 0 {
-		return cmp.Compare(cb.CapacityMilli, ca.CapacityMilli)
+	return busyFraction(ca.CapacityMilli, ca.FreeMilli, cb.CapacityMilli, cb.FreeMilli)
+}
+
+// busyFraction compares (capA - freeA) / capA with (capB - freeB) / capB
+// without dividing; no capacity ranks last.
+func busyFraction(capA, freeA, capB, freeB int64) int {
+	if capA == 0 || capB == 0 {
+		return cmp.Compare(capB, capA)
 	}
-	return cmp.Compare(float64(ca.CapacityMilli-ca.FreeMilli)*float64(cb.CapacityMilli),
-		float64(cb.CapacityMilli-cb.FreeMilli)*float64(ca.CapacityMilli))
+	return cmp.Compare(float64(capA-freeA)*float64(capB), float64(capB-freeB)*float64(capA))
 }

@@ -69,6 +69,8 @@ type Input struct {
 	Clusters    []placement.Cluster
 	Constraints []placement.Constraint
 	Teams       []Team
+	// Groups the clusters are in (placement.Cluster.Group).
+	Groups []placement.Group
 }
 
 // Placement puts Count jobs of a run, starting at First, on an instance.
@@ -119,7 +121,8 @@ type Output struct {
 // maxUnplacedPerUser bounds the runs a round lists in Output.Unplaced for
 // one user (the rest count in UserResult.NotPlaced): once cores run out,
 // every run a user has left fails, and a round with hundreds of users
-// would spend its time recording them.
+// would spend its time recording them. The state's scheduling view passes
+// on as many runs per user that can only be explained.
 const maxUnplacedPerUser = 16
 
 // maxExplained bounds the distinct job sizes one round explains by walking
@@ -180,9 +183,12 @@ type packer struct {
 	full     []slot  // instances taken out of their tree, with what they had left
 	failed   map[failKey][]failure
 	nFailed  int
-	allowed  []bool
-	order    []int
-	cap      int64 // jobs the last fit may take on its instance (0: no bound)
+	// allowed[constraint] marks the clusters a run under the constraint
+	// (0: none) may use; the clusters' state does not change in a round.
+	allowed [][]bool
+	ranker  placement.Ranker
+	order   []int
+	cap     int64 // jobs the last fit may take on its instance (0: no bound)
 	// cands caches candidates() until the next take: once cores run out,
 	// many runs in a row fail and are explained over the same candidates.
 	cands []Candidate
@@ -205,7 +211,8 @@ func newPacker(filters []Filter, in *Input) *packer {
 	p.chain = append(p.chain, DefaultChain...)
 	p.chain = append(p.chain, gpuFree)
 	p.byClust = make([][]int, len(p.clusters))
-	p.allowed = make([]bool, len(p.clusters))
+	p.allowed = make([][]bool, len(in.Constraints)+1)
+	p.ranker = placement.Ranker{Clusters: p.clusters, Groups: in.Groups}
 	p.instTree = make([]int32, len(in.Instances))
 	p.freeGPU = make([]int64, len(in.Instances))
 	for i := range in.Instances {
@@ -293,6 +300,22 @@ func (p *packer) candidates() []Candidate {
 // fit returns the best-fit instance for one job of the run, or why there is
 // none.
 func (p *packer) fit(r *Run) (slot, Explanation, bool) {
+	// The team's quota first: it costs a few comparisons, and a team at
+	// its quota (every team, once the fleet is full) fails every run, so
+	// recording each of those failures would make the cache below a long
+	// list scanned on every fit.
+	team := p.team(r)
+	var quota *placement.Quota
+	strategy := placement.DefaultStrategy
+	if team != nil {
+		quota = &team.Quota
+		if team.Strategy != "" {
+			strategy = team.Strategy
+		}
+		if n, why := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, 1); n == 0 {
+			return slot{}, Explanation{Instances: len(p.insts), Quota: placementReason(why), Team: team.Name}, false
+		}
+	}
 	key := failKey{r.Constraint, r.Team}
 	failed := p.failed[key]
 	known := -1
@@ -317,29 +340,11 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 		p.nFailed++
 		return slot{}, why, false
 	}
-	team := p.team(r)
-	var quota *placement.Quota
-	strategy := placement.DefaultStrategy
-	if team != nil {
-		quota = &team.Quota
-		if team.Strategy != "" {
-			strategy = team.Strategy
-		}
-		if n, why := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, 1); n == 0 {
-			return fail(Explanation{Instances: len(p.insts), Quota: placementReason(why), Team: team.Name})
-		}
-	}
 	var found slot
 	ok := false
+	allowed := p.allowedFor(r)
 	if known < 0 {
 		k := p.constraint(r)
-		for c := range p.clusters {
-			if k != nil {
-				p.allowed[c] = k.AdmitsCluster(&p.clusters[c]) == 0
-			} else {
-				p.allowed[c] = p.clusters[c].Available() == 0
-			}
-		}
 		// The best cluster first; the whole order only when it has no
 		// room (most fits end in the first cluster tried).
 		search := func(c int) bool {
@@ -370,8 +375,8 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 			return false
 		}
 		p.order = p.order[:0]
-		if best := placement.Best(strategy, p.clusters, p.allowed, quota); best >= 0 && !search(best) {
-			p.order = placement.Order(strategy, p.clusters, p.allowed, quota, p.order)
+		if best := p.ranker.Best(strategy, allowed, quota); best >= 0 && !search(best) {
+			p.order = p.ranker.Order(strategy, allowed, quota, p.order)
 			for _, c := range p.order[1:] {
 				if search(c) {
 					break
@@ -386,17 +391,17 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	// catches up with the next one, so filling one large worker does not
 	// undo the balance.
 	p.cap = 0
-	if c := p.trees[p.instTree[found.idx]].cluster; strategy == placement.Spread && quota != nil && len(p.order) == 0 && r.CPUMilli > 0 {
+	if c := p.trees[p.instTree[found.idx]].cluster; p.spreads(strategy, c) && quota != nil && len(p.order) == 0 && r.CPUMilli > 0 {
 		// Found in the best cluster: take it up to the next one's use, or
 		// an even split of the run over the clusters it may use, whichever
 		// is more (a job at a time would make a round of 20,000
 		// placements 20,000 searches).
-		next, allowed := int64(-1), int64(0)
+		next, n := int64(-1), int64(0)
 		for i := range p.clusters {
-			if !p.allowed[i] {
+			if !allowed[i] {
 				continue
 			}
-			allowed++
+			n++
 			if i != c && i < len(quota.UsedByCluster) && (next < 0 || quota.UsedByCluster[i] < next) {
 				next = quota.UsedByCluster[i]
 			}
@@ -404,11 +409,44 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 		if next >= 0 {
 			// What the team can place now: the run, within its quota.
 			now, _ := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, int64(r.Count))
-			even := (now + allowed - 1) / allowed
+			even := (now + n - 1) / n
 			p.cap = max((next-quota.UsedByCluster[c])/r.CPUMilli+1, even, 1)
 		}
 	}
 	return found, Explanation{}, true
+}
+
+// allowedFor returns the clusters the run's constraint lets it use, and
+// that are available, computed once a round for each constraint.
+func (p *packer) allowedFor(r *Run) []bool {
+	i := 0
+	if r.Constraint > 0 && int(r.Constraint) <= len(p.in.Constraints) {
+		i = int(r.Constraint)
+	}
+	if a := p.allowed[i]; a != nil {
+		return a
+	}
+	k := p.constraint(r)
+	a := make([]bool, len(p.clusters))
+	for c := range p.clusters {
+		if k != nil {
+			a[c] = k.AdmitsCluster(&p.clusters[c]) == 0
+		} else {
+			a[c] = p.clusters[c].Available() == 0
+		}
+	}
+	p.allowed[i] = a
+	return a
+}
+
+// spreads reports whether a team with strategy s spreads its jobs over
+// cluster c's peers: s is spread, and so is c's group, if it has one.
+func (p *packer) spreads(s placement.Strategy, c int) bool {
+	if s != placement.Spread {
+		return false
+	}
+	g := p.clusters[c].Group
+	return g <= 0 || int(g) > len(p.in.Groups) || p.in.Groups[g-1].Strategy == "" || p.in.Groups[g-1].Strategy == placement.Spread
 }
 
 // room bounds n jobs of the run by its team's quota, and by the GPUs
@@ -526,11 +564,16 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	given := make([]int64, len(in.Users)) // placed in this pass
 	unfit := make([]int64, len(in.Users)) // millicores of runs that fit nowhere
 	listed := make([]int, len(in.Users))  // entries in out.Unplaced
-	runs := 0
+	runs, explained := 0, 0
 	for i := range in.Users {
 		runs += len(in.Users[i].Runs)
+		explained += min(len(in.Users[i].Runs), maxUnplacedPerUser)
 	}
 	out.Placements = make([]Placement, 0, min(runs, limit))
+	// Once the fleet is full, most users list their first runs as
+	// unplaced: growing the list by doubling copied it (and its pointers,
+	// under the collector's write barriers) as many times.
+	out.Unplaced = make([]Unplaced, 0, explained)
 	copy(share, shares)
 	for pass := 0; pass < 3; pass++ {
 		if pass == 1 {

@@ -380,8 +380,12 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case wt != nil:
 			add(wt.Reason, wt.Message)
-		case jp.Team != nil && jp.Team.QuotaMilli > 0 && jp.Team.UsedMilli >= jp.Team.QuotaMilli:
+		case jp.Team != nil && jp.Team.QuotaMilli > 0 && jp.Team.QuotaMilli-jp.Team.UsedMilli < jp.CPUMilli:
+			// The round passes on one run of those a team's quota blocks:
+			// the others are told from the team's use.
 			add("quota_cpu", fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000))
+		case jp.Team != nil && jp.Team.QuotaMemory > 0 && jp.Team.QuotaMemory-jp.Team.UsedMemory < jp.Memory:
+			add("quota_memory", fmt.Sprintf("team %s at its memory quota (%s of %s)", jp.Team.Name, jobspec.FormatBytes(jp.Team.UsedMemory), jobspec.FormatBytes(jp.Team.QuotaMemory)))
 		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
 			add("cluster_disabled", s.disabledMessage(jp.DisabledClusters)+"; no other cluster it may use has workers")
 		case jp.Usable == 0:

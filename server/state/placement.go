@@ -580,6 +580,8 @@ type JobPlace struct {
 	// its cores and memory free; Usable counts those workers.
 	Busy   bool
 	Usable int
+	// CPUMilli and Memory: what one attempt of the job asks for.
+	CPUMilli, Memory int64
 }
 
 // WaitingParent is a parent range of a Pending job with unfinished jobs.
@@ -598,7 +600,8 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	}
 	j := &b.jobs[id-1]
 	g := b.groupOf(id)
-	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions(), Pool: g.spec.Pool()}
+	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions(), Pool: g.spec.Pool(),
+		CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory}
 	if j.state == Pending {
 		for _, ri := range g.parents {
 			if r := b.ranges[ri]; r.remaining > 0 {

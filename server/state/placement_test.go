@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -198,5 +199,66 @@ func TestGPUsAreCountedAtApply(t *testing.T) {
 	checkInvariants(t, s)
 	if in := s.Instances(); in[1].GPUs != 4 || in[1].FreeGPUs != 2 {
 		t.Fatalf("GPU worker after restore: %+v", in[1])
+	}
+}
+
+// distinct returns n entries of one job each, every one its own spec (the
+// jobs of bench sched -users), of cpu cores.
+func distinct(n int, cpu func(i int) float64) []JobEntry {
+	out := make([]JobEntry, n)
+	for i := range out {
+		out[i] = entry(uint32(i+1), 1, spec(fmt.Sprint("j", i), cpu(i)))
+	}
+	return out
+}
+
+// TestViewPassesOneRunATeamQuotaBlocks: a team at its quota has every run
+// blocked for the same reason; the view passes one to be explained, not
+// one per job, and still lists a smaller job the team has room for.
+func TestViewPassesOneRunATeamQuotaBlocks(t *testing.T) {
+	h := newHarness(t)
+	w := h.activateIn("w", "east", "a", 64)
+	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 2500}})
+	fill := h.CreateBatch(entry(1, 2, spec("fill", 1)))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(fill, 1, 2, w)}})
+	// 0.5 cores of quota left: 200 one-core jobs but the 11th, a quarter
+	// of a core.
+	b := h.CreateBatch(distinct(200, func(i int) float64 { return map[bool]float64{true: 0.25, false: 1}[i == 10] })...)
+	v := h.S.SchedulingView(0)
+	var runs []ReadyRun
+	for _, u := range v.Users {
+		runs = append(runs, u.Runs...)
+	}
+	if len(runs) != 2 || runs[0].Batch != b || runs[0].First != 1 || runs[1].First != 11 {
+		t.Fatalf("runs %+v: want the first blocked job (to explain) and the small one that fits the quota", runs)
+	}
+	// With no quota left at all, the rest of the batch is not read.
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 11, 1, w)}})
+	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", QuotaMilli: 2250}, QuotaOnly: true})
+	v = h.S.SchedulingView(0)
+	if n := len(v.Users[0].Runs); n != 1 {
+		t.Fatalf("%d runs listed for a team with no quota left, want 1", n)
+	}
+}
+
+// TestViewListsFewRunsForUsersWithNoShare: once fair share gives a user
+// nothing this round, its list holds a few runs (for leftovers), not the
+// 16 a user with a share gets.
+func TestViewListsFewRunsForUsersWithNoShare(t *testing.T) {
+	h := newHarness(t)
+	h.activateIn("w", "east", "a", 64)
+	h.Must(&CreateUser{Now: h.Tick(), Name: "alice", TokenHash: "h-alice"})
+	h.Must(&SetMember{Project: "default", User: "alice", Member: true})
+	h.CreateBatch(distinct(100, func(i int) float64 { return float64(1 + i%3) })...)
+	h.Must(&CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "default", Name: "a", Jobs: distinct(100, func(i int) float64 { return float64(1 + i%3) })})
+	// A share function that gives root everything and alice nothing.
+	share := func(running, ready []int64, free int64) []int64 { return []int64{0, free} }
+	v := h.S.SchedulingViewShared(0, share)
+	got := map[string]int{}
+	for _, u := range v.Users {
+		got[u.Name] = len(u.Runs)
+	}
+	if got["alice"] != minRunsNoShare || got["root"] < minRunsPerUser {
+		t.Fatalf("runs listed %v: alice (no share) %d, root at least %d", got, minRunsNoShare, minRunsPerUser)
 	}
 }

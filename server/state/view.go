@@ -10,20 +10,84 @@ import (
 // work that could start.
 const maxRunsPerUser = 10000
 
-// maxUnfitRunsPerUser bounds the runs a round passes on that fit no active
-// instance at all (too many cores or too much memory for the largest). They
-// are passed so the scheduler can say why they wait, but they count neither
-// towards maxRunsPerUser nor towards the round's job bound: a queue that
-// starts with a million jobs no instance can hold must not hide the jobs
-// behind them.
-const maxUnfitRunsPerUser = 64
+// maxPassedRunsPerUser bounds the runs of one user a round passes on
+// only so the scheduler can say why they wait: runs that fit no active
+// instance at all (too many cores or too much memory for the largest),
+// and runs larger than anything free now where they may go (of runs its
+// team's quota blocks, one is passed, and this many looked at). None of them counts towards maxRunsPerUser or the
+// round's job bound: a queue that starts with a million jobs no instance
+// can hold must not hide the jobs behind them. The scheduler explains the
+// first 16 unplaced runs of a user; once the fleet is full, most of every
+// queue is such runs, and passing more (it was 64 per user, 32,000 runs
+// a round with 500 users) made every round try and fail them all.
+const maxPassedRunsPerUser = 16
 
 // minRunsPerUser is how many runs a user's list holds at least when fair
 // share bounds it: the cores other users cannot use (their jobs fit only
 // elsewhere, or not in the holes left) are shared again between the users
 // that can still place, and that needs jobs of several sizes to choose
-// from.
-const minRunsPerUser = 16
+// from. A user fair share gives nothing this round (once the fleet is
+// full, most users: the few cores that free up go to those holding
+// least) can only take leftovers and holds at least minRunsNoShare: with
+// 500 users, 16 runs each was 8,000 runs a round to place a few hundred
+// jobs.
+const (
+	minRunsPerUser = 16
+	minRunsNoShare = 4
+)
+
+// reach is what the workers one constraint allows offer: the largest
+// free cores and memory, the free cores in all, and what the runs
+// listed so far want of them.
+type reach struct {
+	slot ConstraintSlot
+	// shapes: the sizes (cores, memory, GPUs) of the instances it
+	// allows, free or not, that no other of them exceeds in every
+	// one (a fleet has a few); many: too many to keep, so every job
+	// is taken to fit (the scheduler still says why it does not).
+	shapes         [][3]int64
+	many           bool
+	maxCPU, maxMem int64
+	free, want     int64
+}
+
+// maxShapes bounds the instance sizes a reach keeps.
+const maxShapes = 64
+
+// addShape keeps an instance size unless another kept one is at least as
+// large in every dimension, and drops those it exceeds.
+func (r *reach) addShape(sh [3]int64) {
+	if r.many {
+		return
+	}
+	covers := func(a, b [3]int64) bool { return a[0] >= b[0] && a[1] >= b[1] && a[2] >= b[2] }
+	for _, k := range r.shapes {
+		if covers(k, sh) {
+			return
+		}
+	}
+	r.shapes = slices.DeleteFunc(r.shapes, func(k [3]int64) bool { return covers(sh, k) })
+	if len(r.shapes) == maxShapes {
+		r.many, r.shapes = true, nil
+		return
+	}
+	r.shapes = append(r.shapes, sh)
+}
+
+// fits reports whether some instance is large enough, free or not, for
+// one job of the spec.
+func (r *reach) fits(spec *Spec) bool {
+	if r.many {
+		return true
+	}
+	_, gpus := spec.GPUs()
+	for _, sh := range r.shapes {
+		if sh[0] >= spec.CPUMilli && sh[1] >= spec.Memory && sh[2] >= gpus {
+			return true
+		}
+	}
+	return false
+}
 
 // SchedulingView is the read model a scheduling round starts from: every
 // active instance (in no particular order) and, per user with Ready jobs, the head of the user's
@@ -172,15 +236,6 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	if free == 0 {
 		return v
 	}
-	// reach is what the workers one constraint allows offer: the largest
-	// free cores and memory, the free cores in all, and what the runs
-	// listed so far want of them.
-	type reach struct {
-		slot           ConstraintSlot
-		insts          []int // indices into v.Instances (enabled clusters only)
-		maxCPU, maxMem int64
-		free, want     int64
-	}
 	admitted := func(k *ConstraintSlot, in *InstanceSlot) bool {
 		cl := &v.Clusters[in.Cluster]
 		if cl.Disabled || (k.Pool != "" && k.Pool != in.Pool) || (k.GPUType != "" && k.GPUType != in.GPUType) {
@@ -195,7 +250,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			if !admitted(&k, in) {
 				continue
 			}
-			r.insts = append(r.insts, i)
+			r.addShape([3]int64{in.CPUMilli, in.Memory, in.GPUs})
 			if in.FreeMilli > 0 && in.FreeMem > 0 {
 				r.free += in.FreeMilli
 				r.maxCPU = max(r.maxCPU, in.FreeMilli)
@@ -207,9 +262,6 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	anywhere := newReach(ConstraintSlot{})
 	var reaches []*reach // index = constraint index
 	constraintOf := map[string]int32{}
-	// fitting: whether some worker the spec's constraint allows is large
-	// enough, free or not, for one job; kept per spec for the round.
-	fitting := map[*Spec]bool{}
 	lookup := func(spec *Spec) (int32, *reach) {
 		w := spec.Where
 		if w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0) {
@@ -229,20 +281,6 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			v.Constraints = append(v.Constraints, k)
 		}
 		return idx + 1, reaches[idx]
-	}
-	fits := func(spec *Spec, r *reach) bool {
-		ok, seen := fitting[spec]
-		if !seen {
-			for _, i := range r.insts {
-				_, gpus := spec.GPUs()
-				if in := &v.Instances[i]; in.CPUMilli >= spec.CPUMilli && in.Memory >= spec.Memory && in.GPUs >= gpus {
-					ok = true
-					break
-				}
-			}
-			fitting[spec] = ok
-		}
-		return ok
 	}
 	teamOf := map[*Team]int32{}
 	var quotaRoom []int64 // millicores the team may still take (-1: no quota)
@@ -291,9 +329,12 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	}
 	for ui, name := range names {
 		u := s.sched[name]
-		limit := free
+		limit, least := free, minRunsPerUser
 		if bound != nil {
 			limit = min(free, 2*bound[ui])
+			if bound[ui] == 0 {
+				least = minRunsNoShare
+			}
 		}
 		ud := UserDemand{Name: name, RunningMilli: u.runningMilli, ReadyMilli: u.readyMilli}
 		// Each user's list is counted afresh, up to its limit (all free
@@ -305,7 +346,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			rc.want = 0
 		}
 		copy(teamRoom, quotaRoom)
-		jobs, runs, unfit := 0, 0, 0
+		jobs, runs, passed, blocked, quotaTold := 0, 0, 0, 0, false
 	batches:
 		for _, b := range u.active {
 			ti := team(b)
@@ -318,27 +359,42 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti, GPUs: gpus,
 				}
 				quotaBlocked := ti > 0 && teamRoom[ti-1] >= 0 && teamRoom[ti-1] < g.spec.CPUMilli
-				if quotaBlocked && unfit >= maxUnfitRunsPerUser {
-					// The team has no room: the rest of this batch waits
-					// for the same reason, already told.
-					continue batches
+				if quotaBlocked {
+					// The team's quota is the reason for every run it
+					// blocks: the first is passed on for the scheduler to
+					// say so (job why tells the others from the team's
+					// use). Smaller runs behind it may still fit what the
+					// team has left, so a few more are looked at; with
+					// nothing left, the rest of the batch waits too.
+					if !quotaTold {
+						ud.Runs = append(ud.Runs, run)
+						quotaTold = true
+					}
+					if blocked++; teamRoom[ti-1] == 0 || blocked >= maxPassedRunsPerUser {
+						continue batches
+					}
+					continue
 				}
-				if quotaBlocked || !fits(g.spec, rc) {
+				if !rc.fits(g.spec) {
 					// Passed on whole for the scheduler to explain, within
 					// its own bound; it never uses up the round's.
-					if unfit < maxUnfitRunsPerUser {
+					if passed < maxPassedRunsPerUser {
 						ud.Runs = append(ud.Runs, run)
-						unfit++
+						passed++
 					}
 					continue
 				}
 				runs++
 				switch {
 				case g.spec.CPUMilli > rc.maxCPU || g.spec.Memory > rc.maxMem:
-					// Larger than anything free where it may go: passed on,
-					// so the scheduler says why, but none of it can start
-					// this round, so it takes nothing from the round's bounds.
-					ud.Runs = append(ud.Runs, run)
+					// Larger than anything free where it may go: none of it
+					// can start this round, so it takes nothing from the
+					// round's bounds, and it is passed on only to be
+					// explained.
+					if passed < maxPassedRunsPerUser {
+						ud.Runs = append(ud.Runs, run)
+						passed++
+					}
 				case rc.want >= rc.free:
 					// What it may use is spoken for by the runs before it.
 				default:
@@ -355,7 +411,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 						teamRoom[ti-1] = max(teamRoom[ti-1]-cores, 0)
 					}
 				}
-				if (want >= limit && (bound == nil || runs >= minRunsPerUser || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
+				if (want >= limit && (bound == nil || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 					break batches
 				}
 			}
