@@ -747,6 +747,13 @@ func (c *Client) ListClusters(ctx context.Context) ([]Cluster, error) {
 	return out, err
 }
 
+// ListClusterGroups lists every cluster group with its clusters.
+func (c *Client) ListClusterGroups(ctx context.Context) ([]ClusterGroup, error) {
+	var out []ClusterGroup
+	err := c.Do(ctx, http.MethodGet, "/api/v1/cluster-groups", nil, &out)
+	return out, err
+}
+
 // GetCluster returns one cluster.
 func (c *Client) GetCluster(ctx context.Context, name string) (*Cluster, error) {
 	var out Cluster

@@ -525,8 +525,10 @@ type Cluster struct {
 	// Since is when it was last enabled or disabled (or created).
 	Since    *time.Time `json:"since,omitempty"`
 	Declared bool       `json:"declared,omitempty"`
-	Pools    []Pool     `json:"pools,omitempty"`
-	Workers  int        `json:"workers"`
+	// Group is the cluster group it is declared in.
+	Group   string `json:"group,omitempty"`
+	Pools   []Pool `json:"pools,omitempty"`
+	Workers int    `json:"workers"`
 	// Heard counts the active workers the leader heard from in the last
 	// 10 seconds; a cluster with workers and none heard is down and gets
 	// no new work.
@@ -593,14 +595,30 @@ type Team struct {
 type PlacementConfig struct {
 	Clusters []ClusterDecl `json:"clusters,omitempty"`
 	Teams    []Team        `json:"teams,omitempty"`
-	Prune    bool          `json:"prune,omitempty"`
+	// Groups declares cluster groups; Prune removes those not named too.
+	Groups []ClusterGroup `json:"cluster_groups,omitempty"`
+	Prune  bool           `json:"prune,omitempty"`
 }
 
 // ClusterDecl is a cluster in a placement config.
 type ClusterDecl struct {
 	Name   string `json:"name"`
 	Region string `json:"region"`
-	Pools  []Pool `json:"pools,omitempty"`
+	// Group names a cluster group of the config (or one that exists);
+	// empty takes the cluster out of any group.
+	Group string `json:"group,omitempty"`
+	Pools []Pool `json:"pools,omitempty"`
+}
+
+// ClusterGroup is a set of clusters with a placement strategy of its
+// own. A team's strategy chooses between groups (and clusters in none)
+// as if each group were one cluster; the group's strategy chooses
+// between its clusters (none: the team's). Clusters name their group.
+type ClusterGroup struct {
+	Name     string `json:"name"`
+	Strategy string `json:"strategy,omitempty"`
+	// Clusters in the group (reads only).
+	Clusters []string `json:"clusters,omitempty"`
 }
 
 // JobWhy says why a job is where it is, first reason first.

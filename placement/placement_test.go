@@ -87,3 +87,51 @@ func TestQuotaRoom(t *testing.T) {
 		t.Error("an unknown strategy parsed")
 	}
 }
+
+// TestRankerGroups: a team's strategy orders groups (and clusters in
+// none) as if each were one cluster; a group's strategy orders its own.
+func TestRankerGroups(t *testing.T) {
+	cs := []Cluster{
+		{Name: "g1", CapacityMilli: 100_000, FreeMilli: 10_000, Group: 1},  // 90% busy
+		{Name: "g2", CapacityMilli: 100_000, FreeMilli: 60_000, Group: 1},  // 40% busy
+		{Name: "g3", CapacityMilli: 100_000, FreeMilli: 100_000, Group: 1}, // idle
+		{Name: "lone", CapacityMilli: 100_000, FreeMilli: 50_000},
+	}
+	all := []bool{true, true, true, true}
+	r := Ranker{Clusters: cs, Groups: []Group{{Name: "gpu", Strategy: Pack}}}
+	// The team has 6 cores in the group (2 a cluster) and 3 in lone: the
+	// group's use per cluster is less, so spread goes to the group first,
+	// and inside it pack fills the busiest cluster first.
+	q := &Quota{UsedByCluster: []int64{2000, 2000, 2000, 3000}}
+	if got, want := r.Order(Spread, all, q, nil), []int{0, 1, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("spread team, pack group: %v, want %v", got, want)
+	}
+	if b := r.Best(Spread, all, q); b != 0 {
+		t.Errorf("best %d, want 0 (the group, then its busiest cluster)", b)
+	}
+	// More use in the group per cluster than in lone: lone first.
+	q = &Quota{UsedByCluster: []int64{5000, 5000, 5000, 3000}}
+	if got, want := r.Order(Spread, all, q, nil), []int{3, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("spread team, group busier: %v, want %v", got, want)
+	}
+	// A group with no strategy of its own orders by the team's.
+	r.Groups[0].Strategy = ""
+	if got, want := r.Order(LeastLoaded, all, nil, nil), []int{2, 1, 0, 3}; !slices.Equal(got, want) {
+		// group: 170 of 300 free (43% busy), lone 50% busy: the group
+		// first, its clusters least loaded first.
+		t.Errorf("least-loaded team, group without a strategy: %v, want %v", got, want)
+	}
+	// Only allowed clusters count: with g3 out, the group is 65% busy.
+	some := []bool{true, true, false, true}
+	if got, want := r.Order(LeastLoaded, some, nil, nil), []int{3, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("least-loaded without g3: %v, want %v", got, want)
+	}
+	if b := r.Best(LeastLoaded, some, nil); b != 3 {
+		t.Errorf("best without g3: %d, want 3", b)
+	}
+	// With no groups, the ranker is the plain order.
+	plain := Ranker{Clusters: clusters()}
+	if got, want := plain.Order(Cheapest, []bool{true, true, true, false}, nil, nil), Order(Cheapest, clusters(), []bool{true, true, true, false}, nil, nil); !slices.Equal(got, want) {
+		t.Errorf("no groups: %v, want %v", got, want)
+	}
+}

@@ -197,3 +197,39 @@ func TestScheduleSpreadsATeamAtItsQuota(t *testing.T) {
 		t.Fatalf("spread at quota placed %v; want 8 jobs (4 cores) in each cluster", got)
 	}
 }
+
+// TestScheduleGroupStrategyInsideTeamSpread: clusters a and b form a
+// group that packs; c is in none. A spreading team balances its use per
+// cluster between the group and c, and inside the group fills a before
+// it touches b.
+func TestScheduleGroupStrategyInsideTeamSpread(t *testing.T) {
+	in := NewInput().
+		Instance(1, Cores(8), 32*GiB).Instance(2, Cores(8), 32*GiB).
+		Instance(3, Cores(8), 32*GiB).Instance(4, Cores(8), 32*GiB).
+		Instance(5, Cores(8), 32*GiB).Instance(6, Cores(8), 32*GiB).Build()
+	in.Clusters = []placement.Cluster{{Name: "a", Group: 1}, {Name: "b", Group: 1}, {Name: "c"}}
+	in.Groups = []placement.Group{{Name: "g", Strategy: placement.Pack}}
+	for i := range in.Instances {
+		in.Instances[i].Cluster = int32(i / 2)
+		c := &in.Clusters[i/2]
+		c.CapacityMilli += in.Instances[i].CPUMilli
+		c.FreeMilli += in.Instances[i].FreeMilli
+	}
+	in.Teams = []Team{{Name: "t", Strategy: placement.Spread, Quota: placement.Quota{UsedByCluster: []int64{0, 0, 0}}}}
+	r := NewRun(1, 1, 24, Cores(1), GiB)
+	r.Team = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(24), Runs: []Run{r}}}
+	out := Schedule(in)
+	if got := placedOn(out, in); got["a"] != 16 || got["b"] != 0 || got["c"] != 8 {
+		t.Fatalf("placed %v; want 8 in c (the team's use per cluster even between c and the group) and the group's 16 packed into a", got)
+	}
+	// Without the group, the team spreads over the three clusters.
+	in.Groups = nil
+	for i := range in.Clusters {
+		in.Clusters[i].Group = 0
+	}
+	out = Schedule(in)
+	if got := placedOn(out, in); got["a"] != 8 || got["b"] != 8 || got["c"] != 8 {
+		t.Fatalf("placed %v without groups; want 8 in each", got)
+	}
+}

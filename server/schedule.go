@@ -16,7 +16,10 @@ func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.In
 	in := &scheduler.Input{MaxPlacements: v.MaxJobs, Instances: make([]scheduler.Instance, len(v.Instances)), Users: make([]scheduler.User, len(v.Users))}
 	in.Clusters = make([]placement.Cluster, len(v.Clusters))
 	for i, c := range v.Clusters {
-		in.Clusters[i] = placement.Cluster{Name: c.Name, Region: c.Region, Disabled: c.Disabled, Down: down[c.Name], PricePerCoreHour: c.PricePerCoreHour}
+		in.Clusters[i] = placement.Cluster{Name: c.Name, Region: c.Region, Disabled: c.Disabled, Down: down[c.Name], PricePerCoreHour: c.PricePerCoreHour, Group: c.Group}
+	}
+	for _, g := range v.Groups {
+		in.Groups = append(in.Groups, placement.Group{Name: g.Name, Strategy: placement.Strategy(g.Strategy)})
 	}
 	for i, inst := range v.Instances {
 		in.Instances[i] = scheduler.Instance(inst)

@@ -92,11 +92,11 @@ Batches and jobs:
 
 Placement:
   region list            regions with their clusters' capacity
-  cluster list | status NAME
+  cluster list | status NAME | groups
   cluster disable NAME -reason "..." [-evacuate] | enable NAME
   team create NAME [-project P]... [-strategy S] [-cpu N] [-memory SIZE]
   team list | show NAME  quota set TEAM [-cpu N] [-memory SIZE] | show TEAM
-  placement apply FILE   declare clusters, pools, teams and quotas (HCL)
+  placement apply FILE   declare clusters, pools, cluster groups, teams and quotas (HCL)
 
 Administration:
   user create NAME       create a user and print its token
@@ -153,6 +153,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "cluster":
 		return m.sub(ctx, "cluster", rest, map[string]func(context.Context, []string) error{
 			"list": m.runClusterList, "status": m.runClusterStatus, "disable": m.runClusterDisable, "enable": m.runClusterEnable,
+			"groups": m.runClusterGroups,
 		})
 	case "team":
 		return m.sub(ctx, "team", rest, map[string]func(context.Context, []string) error{

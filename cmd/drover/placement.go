@@ -103,10 +103,29 @@ func clusterState(c api.Cluster) string {
 }
 
 func (m *Main) runClusterList(ctx context.Context, args []string) error {
-	return runList(m, ctx, args, "cluster list", "No clusters.", "CLUSTER\tREGION\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE",
+	return runList(m, ctx, args, "cluster list", "No clusters.", "CLUSTER\tREGION\tGROUP\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE",
 		m.Client().ListClusters, func(c api.Cluster) string {
-			return fmt.Sprintf("%s\t%s\t%d\t%g\t%g\t%d\t%s", c.Name, c.Region, c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%g\t%g\t%d\t%s", c.Name, c.Region, orDash(c.Group), c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
 		})
+}
+
+func (m *Main) runClusterGroups(ctx context.Context, args []string) error {
+	return runList(m, ctx, args, "cluster groups", "No cluster groups: a placement config declares them.", "GROUP\tSTRATEGY\tCLUSTERS",
+		m.Client().ListClusterGroups, func(g api.ClusterGroup) string {
+			strategy := g.Strategy
+			if strategy == "" {
+				strategy = "(each team's)"
+			}
+			return fmt.Sprintf("%s\t%s\t%s", g.Name, strategy, strings.Join(g.Clusters, ","))
+		})
+}
+
+// orDash prints an empty column as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
@@ -126,6 +145,7 @@ func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintf(tw, "Cluster\t%s\n", c.Name)
 	fmt.Fprintf(tw, "Region\t%s\n", c.Region)
+	fmt.Fprintf(tw, "Group\t%s\n", orDash(c.Group))
 	fmt.Fprintf(tw, "State\t%s\n", clusterState(*c))
 	fmt.Fprintf(tw, "Workers\t%d active, %d heard from in the last 10s\n", c.Workers, c.Heard)
 	fmt.Fprintf(tw, "CPU\t%g of %g free\n", c.FreeCPU, c.CPU)
@@ -324,7 +344,11 @@ func (m *Main) runQuotaSet(ctx context.Context, args []string) error {
 //
 //	cluster "us-east1-a" {
 //	  region = "us-east1"
+//	  group  = "cpu"
 //	  pool "standard" { cpu = 8  memory = "32GiB" price_per_hour = 0.38 }
+//	}
+//	cluster_group "cpu" {
+//	  strategy = "least-loaded"
 //	}
 //	team "genomics" {
 //	  billing_projects = ["gen-prod"]
@@ -335,6 +359,7 @@ type placementFile struct {
 	Clusters []struct {
 		Name   string `hcl:"name,label"`
 		Region string `hcl:"region"`
+		Group  string `hcl:"group,optional"`
 		Pools  []struct {
 			Name         string  `hcl:"name,label"`
 			CPU          float64 `hcl:"cpu,optional"`
@@ -345,6 +370,10 @@ type placementFile struct {
 			GPUs         int     `hcl:"gpus,optional"`
 		} `hcl:"pool,block"`
 	} `hcl:"cluster,block"`
+	Groups []struct {
+		Name     string `hcl:"name,label"`
+		Strategy string `hcl:"strategy,optional"`
+	} `hcl:"cluster_group,block"`
 	Teams []struct {
 		Name            string   `hcl:"name,label"`
 		BillingProjects []string `hcl:"billing_projects,optional"`
@@ -381,7 +410,7 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 	}
 	cfg := &api.PlacementConfig{}
 	for _, c := range pf.Clusters {
-		cd := api.ClusterDecl{Name: c.Name, Region: c.Region}
+		cd := api.ClusterDecl{Name: c.Name, Region: c.Region, Group: c.Group}
 		for _, pl := range c.Pools {
 			mem, err := bytes(fmt.Sprintf("cluster %s pool %s memory", c.Name, pl.Name), pl.Memory)
 			if err != nil {
@@ -391,6 +420,9 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 				GPUType: pl.GPUType, GPUs: pl.GPUs})
 		}
 		cfg.Clusters = append(cfg.Clusters, cd)
+	}
+	for _, g := range pf.Groups {
+		cfg.Groups = append(cfg.Groups, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy})
 	}
 	for _, t := range pf.Teams {
 		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
@@ -408,7 +440,7 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 
 func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	fs := m.newFlags("placement apply", "FILE [-prune]")
-	prune := fs.Bool("prune", false, "remove teams the file does not name")
+	prune := fs.Bool("prune", false, "remove teams and cluster groups the file does not name")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -425,6 +457,6 @@ func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	if err := m.Client().ApplyPlacement(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Applied %s: %d clusters, %d teams.\n", pos[0], len(cfg.Clusters), len(cfg.Teams))
+	fmt.Fprintf(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d teams.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Teams))
 	return nil
 }

@@ -214,6 +214,7 @@ func (s *Server) Handler() http.Handler {
 
 	route("GET /api/v1/regions", s.authUser(s.handleListRegions))
 	route("GET /api/v1/clusters", s.authUser(s.handleListClusters))
+	route("GET /api/v1/cluster-groups", s.authUser(s.handleListClusterGroups))
 	route("GET /api/v1/clusters/{name}", s.authUser(s.handleGetCluster))
 	route("POST /api/v1/clusters/{name}/disable", s.authAdmin(s.handleDisableCluster))
 	route("POST /api/v1/clusters/{name}/enable", s.authAdmin(s.handleEnableCluster))

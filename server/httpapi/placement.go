@@ -19,7 +19,7 @@ import (
 
 func clusterToAPI(c state.ClusterInfo) api.Cluster {
 	out := api.Cluster{
-		Name: c.Name, Region: c.Region, Enabled: !c.Disabled, Reason: c.Reason, By: c.By, Declared: c.Declared,
+		Name: c.Name, Region: c.Region, Enabled: !c.Disabled, Reason: c.Reason, By: c.By, Declared: c.Declared, Group: c.Group,
 		Workers: c.Workers, CPU: float64(c.CapacityMilli) / 1000, FreeCPU: float64(c.FreeMilli) / 1000,
 		Memory: c.Memory, FreeMemory: c.FreeMemory, Running: c.Running,
 	}
@@ -77,6 +77,14 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) handleListClusterGroups(w http.ResponseWriter, r *http.Request) {
+	out := []api.ClusterGroup{}
+	for _, g := range s.state.ClusterGroups() {
+		out = append(out, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy, Clusters: g.Clusters})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) {
@@ -286,37 +294,59 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if len(req.Clusters) > maxPlacementItems || len(req.Teams) > maxPlacementItems {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("a placement config declares at most %d clusters and %d teams", maxPlacementItems, maxPlacementItems))
+	c, err := placementFromAPI(&req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	c := &state.ApplyPlacement{Now: time.Now().UnixNano(), Prune: req.Prune}
+	c.Now = time.Now().UnixNano()
+	if _, err := s.apply(c); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "teams", len(c.Teams), "cluster_groups", len(c.Groups))
+	writeJSON(w, http.StatusOK, map[string]int{"clusters": len(c.Clusters), "teams": len(c.Teams), "cluster_groups": len(c.Groups)})
+}
+
+// placementFromAPI checks a placement config as apply will, and every
+// size and name in it, before a command is made of it.
+func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
+	if len(req.Clusters) > maxPlacementItems || len(req.Teams) > maxPlacementItems || len(req.Groups) > maxPlacementItems {
+		return nil, fmt.Errorf("a placement config declares at most %d clusters, %d teams and %d cluster groups", maxPlacementItems, maxPlacementItems, maxPlacementItems)
+	}
+	c := &state.ApplyPlacement{Prune: req.Prune}
+	for _, g := range req.Groups {
+		sg := state.ClusterGroup{Name: g.Name, Strategy: g.Strategy}
+		if err := state.ValidateGroup(&sg); err != nil {
+			return nil, err
+		}
+		c.Groups = append(c.Groups, sg)
+	}
 	for _, cd := range req.Clusters {
 		if err := api.ValidatePlaceName("cluster", cd.Name); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
+			return nil, err
 		}
 		if err := api.ValidatePlaceName("region", cd.Region); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s: %v", cd.Name, err))
-			return
+			return nil, fmt.Errorf("cluster %s: %v", cd.Name, err)
 		}
 		if len(cd.Pools) > maxPlacementItems {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s declares %d pools; the limit is %d", cd.Name, len(cd.Pools), maxPlacementItems))
-			return
+			return nil, fmt.Errorf("cluster %s declares %d pools; the limit is %d", cd.Name, len(cd.Pools), maxPlacementItems)
 		}
-		cl := state.Cluster{Name: cd.Name, Region: cd.Region}
+		if cd.Group != "" {
+			if err := api.ValidatePlaceName("cluster group", cd.Group); err != nil {
+				return nil, fmt.Errorf("cluster %s: %v", cd.Name, err)
+			}
+		}
+		cl := state.Cluster{Name: cd.Name, Region: cd.Region, Group: cd.Group}
 		for _, p := range cd.Pools {
 			if err := api.ValidatePlaceName("pool", p.Name); err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s: %v", cd.Name, err))
-				return
+				return nil, fmt.Errorf("cluster %s: %v", cd.Name, err)
 			}
 			if p.CPU < 0 || p.CPU > api.MaxCPU*64 || p.Memory < 0 || p.PricePerHour < 0 || math.IsNaN(p.CPU) || math.IsNaN(p.PricePerHour) || math.IsInf(p.PricePerHour, 0) {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("pool %s/%s: cpu, memory and price_per_hour must be 0 or more", cd.Name, p.Name))
-				return
+				return nil, fmt.Errorf("pool %s/%s: cpu, memory and price_per_hour must be 0 or more", cd.Name, p.Name)
 			}
 			if p.GPUs < 0 || p.GPUs > api.MaxGPUs || (p.GPUs > 0 && api.ValidatePlaceName("gpu_type", p.GPUType) != nil) {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("pool %s/%s: gpus 0 to %d, with a gpu_type when more than 0", cd.Name, p.Name, api.MaxGPUs))
-				return
+				return nil, fmt.Errorf("pool %s/%s: gpus 0 to %d, with a gpu_type when more than 0", cd.Name, p.Name, api.MaxGPUs)
 			}
 			cl.Pools = append(cl.Pools, state.Pool{Name: p.Name, CPUMilli: int64(math.Round(p.CPU * 1000)), Memory: p.Memory, Preemptible: p.Preemptible,
 				PricePerHour: p.PricePerHour, GPUType: p.GPUType, GPUs: int64(p.GPUs)})
@@ -326,17 +356,11 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) {
 	for _, t := range req.Teams {
 		st, err := teamFromAPI(t)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
+			return nil, err
 		}
 		c.Teams = append(c.Teams, st)
 	}
-	if _, err := s.apply(c); err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "teams", len(c.Teams))
-	writeJSON(w, http.StatusOK, map[string]int{"clusters": len(c.Clusters), "teams": len(c.Teams)})
+	return c, nil
 }
 
 // handleJobWhy says why a job is where it is: the parents it waits for, the

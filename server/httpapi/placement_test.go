@@ -27,3 +27,31 @@ func TestTeamIsCheckedBeforeTheLog(t *testing.T) {
 		t.Fatalf("a good team: %v", err)
 	}
 }
+
+// TestPlacementConfigIsCheckedBeforeTheLog: cluster groups (their names,
+// strategies and number) and a cluster's group name are checked by the
+// API, naming the problem.
+func TestPlacementConfigIsCheckedBeforeTheLog(t *testing.T) {
+	many := make([]api.ClusterGroup, maxPlacementItems+1)
+	for i := range many {
+		many[i].Name = "g"
+	}
+	for _, c := range []struct {
+		cfg  api.PlacementConfig
+		want string
+	}{
+		{api.PlacementConfig{Groups: []api.ClusterGroup{{Name: "gpu", Strategy: strings.Repeat("x", 1<<20)}}}, "unknown placement strategy"},
+		{api.PlacementConfig{Groups: []api.ClusterGroup{{Name: "a b"}}}, "use letters, digits"},
+		{api.PlacementConfig{Groups: many}, "at most 1000"},
+		{api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r", Group: strings.Repeat("g", 200)}}}, "must be 1 to"},
+	} {
+		if _, err := placementFromAPI(&c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config: %v, want an error with %q", err, c.want)
+		}
+	}
+	ok := api.PlacementConfig{Groups: []api.ClusterGroup{{Name: "gpu", Strategy: "pack"}}, Clusters: []api.ClusterDecl{{Name: "a", Region: "r", Group: "gpu"}}}
+	c, err := placementFromAPI(&ok)
+	if err != nil || len(c.Groups) != 1 || c.Groups[0].Strategy != "pack" || c.Clusters[0].Group != "gpu" {
+		t.Fatalf("a good config: %+v %v", c, err)
+	}
+}

@@ -142,6 +142,11 @@ func (s *State) checkTeams() error {
 		byCluster map[string]int64
 		gpus      map[string]int64
 	}
+	for _, cl := range s.clusters {
+		if cl.Group != "" && s.groups[cl.Group] == nil {
+			return fmt.Errorf("cluster %s is in cluster group %s, which does not exist", cl.Name, cl.Group)
+		}
+	}
 	got := map[string]*use{}
 	for _, t := range s.teams {
 		got[t.Name] = &use{byCluster: map[string]int64{}, gpus: map[string]int64{}}

@@ -44,6 +44,17 @@ type Cluster struct {
 	Declared bool
 	Pools    []Pool // declared pools, by name
 	Created  int64
+	// Group is the cluster group it is declared in (empty: none).
+	Group string
+}
+
+// ClusterGroup is a set of clusters with a placement strategy of its
+// own: a team's strategy chooses between groups (and clusters in none),
+// the group's between its clusters. Clusters name their group.
+type ClusterGroup struct {
+	Name     string
+	Strategy string // empty: the team's
+	Created  int64
 }
 
 // Pool is a machine class of a cluster.
@@ -109,6 +120,10 @@ type ApplyPlacement struct {
 	Clusters []Cluster
 	Teams    []Team
 	Prune    bool
+	// Groups declares cluster groups (created or updated; with Prune,
+	// those not named are removed). A declared cluster's Group must be
+	// one of them or one that exists; empty takes it out of its group.
+	Groups []ClusterGroup
 }
 
 func (*SetCluster) Type() CommandType     { return CmdSetCluster }
@@ -244,10 +259,8 @@ func validateTeam(t *Team) *ApplyError {
 			return errorf(ErrInvalid, "team %s: GPU quota must not be negative", t.Name)
 		}
 	}
-	switch t.Strategy {
-	case "", "spread", "least-loaded", "pack", "cheapest":
-	default:
-		return errorf(ErrInvalid, "team %s: unknown placement strategy %q (spread, least-loaded, pack or cheapest)", t.Name, t.Strategy)
+	if err := validStrategy("team "+t.Name, t.Strategy); err != nil {
+		return err
 	}
 	if len(t.Projects) > 1000 {
 		return errorf(ErrInvalid, "team %s: at most 1000 billing projects", t.Name)
@@ -296,7 +309,58 @@ func (s *State) putTeam(t *Team, old *Team, now int64) {
 	s.teams[t.Name] = t
 }
 
+// validStrategy checks a team's or a group's strategy ("": the default).
+func validStrategy(whose, strategy string) *ApplyError {
+	switch strategy {
+	case "", "spread", "least-loaded", "pack", "cheapest":
+		return nil
+	}
+	return errorf(ErrInvalid, "%s: unknown placement strategy %.70q (spread, least-loaded, pack or cheapest)", whose, strategy)
+}
+
+// ValidateGroup checks a cluster group as apply will, so the API refuses
+// it before it reaches the log.
+func ValidateGroup(g *ClusterGroup) error {
+	if err := validateGroup(g); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validateGroup(g *ClusterGroup) *ApplyError {
+	if err := validName("cluster group", g.Name); err != nil {
+		return err
+	}
+	return validStrategy("cluster group "+g.Name, g.Strategy)
+}
+
 func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
+	groups := map[string]bool{}
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		if err := validateGroup(g); err != nil {
+			return err
+		}
+		if groups[g.Name] {
+			return errorf(ErrInvalid, "cluster group %s is declared twice", g.Name)
+		}
+		groups[g.Name] = true
+	}
+	// The groups there will be once this applies.
+	exists := func(name string) bool { return groups[name] || (!c.Prune && s.groups[name] != nil) }
+	declared := map[string]bool{}
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		declared[cl.Name] = true
+		if cl.Group != "" && !exists(cl.Group) {
+			return errorf(ErrInvalid, "cluster %s: cluster group %q is not declared", cl.Name, cl.Group)
+		}
+	}
+	for _, name := range sortedKeys(s.clusters) {
+		if g := s.clusters[name].Group; g != "" && !declared[name] && !exists(g) {
+			return errorf(ErrConflict, "cluster %s is in cluster group %s, which the config removes; declare the cluster without it", name, g)
+		}
+	}
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		if err := validName("cluster", cl.Name); err != nil {
@@ -340,6 +404,7 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			s.clusters[decl.Name] = cl
 		}
 		cl.Declared = true
+		cl.Group = decl.Group
 		cl.Pools = slices.Clone(decl.Pools)
 		slices.SortFunc(cl.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })
 	}
@@ -349,6 +414,19 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 				delete(s.teams, name)
 			}
 		}
+		for name := range s.groups {
+			if !groups[name] {
+				delete(s.groups, name)
+			}
+		}
+	}
+	for _, g := range c.Groups {
+		if old := s.groups[g.Name]; old != nil {
+			g.Created = old.Created
+		} else {
+			g.Created = c.Now
+		}
+		s.groups[g.Name] = &g
 	}
 	for i := range c.Teams {
 		t := c.Teams[i]
@@ -504,6 +582,29 @@ func (s *State) Clusters() []ClusterInfo {
 	out := make([]ClusterInfo, 0, len(byName))
 	for _, name := range sortedKeys(byName) {
 		out = append(out, *byName[name])
+	}
+	return out
+}
+
+// ClusterGroupInfo is a cluster group with its clusters.
+type ClusterGroupInfo struct {
+	ClusterGroup
+	Clusters []string // by name
+}
+
+// ClusterGroups lists every cluster group by name.
+func (s *State) ClusterGroups() []ClusterGroupInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ClusterGroupInfo, 0, len(s.groups))
+	for _, name := range sortedKeys(s.groups) {
+		gi := ClusterGroupInfo{ClusterGroup: *s.groups[name]}
+		for _, cn := range sortedKeys(s.clusters) {
+			if s.clusters[cn].Group == name {
+				gi.Clusters = append(gi.Clusters, cn)
+			}
+		}
+		out = append(out, gi)
 	}
 	return out
 }

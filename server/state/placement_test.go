@@ -105,8 +105,9 @@ func TestEvacuatePreemptsWithoutCountingFailures(t *testing.T) {
 func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
 	h := newHarness(t)
 	w := h.activateIn("wa", "east", "a", 8)
-	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Pools: []Pool{{Name: "default", CPUMilli: 8000, PricePerHour: 0.4}}},
-		{Name: "c", Region: "west"}}, Teams: []Team{{Name: "g", Projects: []string{"default"}, QuotaMilli: 5000, Strategy: "pack"}}})
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "cpu", Pools: []Pool{{Name: "default", CPUMilli: 8000, PricePerHour: 0.4}}},
+		{Name: "c", Region: "west"}}, Teams: []Team{{Name: "g", Projects: []string{"default"}, QuotaMilli: 5000, Strategy: "pack"}},
+		Groups: []ClusterGroup{{Name: "cpu", Strategy: "least-loaded"}}})
 	h.Must(&SetCluster{Now: h.Tick(), Name: "c", Disabled: true, Reason: "not yet", By: "ops"})
 	b := h.CreateBatch(entry(1, 3, spec("j", 1)))
 	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 3, w)}})
@@ -123,8 +124,11 @@ func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
 			t.Fatalf("team after restore: %+v", ti)
 		}
 		cs := s.Clusters()
-		if len(cs) != 2 || cs[0].Workers != 1 || cs[0].Pools[0].PricePerHour != 0.4 || !cs[1].Disabled || cs[1].By != "ops" {
+		if len(cs) != 2 || cs[0].Workers != 1 || cs[0].Pools[0].PricePerHour != 0.4 || !cs[1].Disabled || cs[1].By != "ops" || cs[0].Group != "cpu" {
 			t.Fatalf("clusters after restore: %+v", cs)
+		}
+		if gs := s.ClusterGroups(); len(gs) != 1 || gs[0].Strategy != "least-loaded" || len(gs[0].Clusters) != 1 || gs[0].Clusters[0] != "a" {
+			t.Fatalf("cluster groups after restore: %+v", gs)
 		}
 	}
 }
@@ -260,5 +264,32 @@ func TestViewListsFewRunsForUsersWithNoShare(t *testing.T) {
 	}
 	if got["alice"] != minRunsNoShare || got["root"] < minRunsPerUser {
 		t.Fatalf("runs listed %v: alice (no share) %d, root at least %d", got, minRunsNoShare, minRunsPerUser)
+	}
+}
+
+// TestClusterGroupsAreDeclared: a cluster joins a group the config (or
+// an earlier one) declares; an unknown group or strategy is refused, and
+// pruning cannot leave a cluster in a group that no longer exists.
+func TestClusterGroupsAreDeclared(t *testing.T) {
+	h := newHarness(t)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "gpu"}}}, ErrInvalid)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Groups: []ClusterGroup{{Name: "gpu", Strategy: "random"}}}, ErrInvalid)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Groups: []ClusterGroup{{Name: "gpu"}, {Name: "gpu"}}}, ErrInvalid)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Groups: []ClusterGroup{{Name: "gpu", Strategy: "pack"}}})
+	// A later config may put a cluster in a group that exists.
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "gpu"}}})
+	v := h.S.SchedulingView(0)
+	if len(v.Groups) != 1 || v.Groups[0].Strategy != "pack" || v.Clusters[0].Group != 1 {
+		t.Fatalf("view groups %+v clusters %+v", v.Groups, v.Clusters)
+	}
+	// Pruning the group while a cluster not in the config is in it.
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Prune: true}, ErrConflict)
+	// Declaring the cluster without it, the group goes.
+	h.Must(&ApplyPlacement{Now: h.Tick(), Prune: true, Clusters: []Cluster{{Name: "a", Region: "east"}}})
+	if gs := h.S.ClusterGroups(); len(gs) != 0 {
+		t.Fatalf("groups after prune: %+v", gs)
+	}
+	if cs := h.S.Clusters(); cs[0].Group != "" {
+		t.Fatalf("cluster a still in %q", cs[0].Group)
 	}
 }

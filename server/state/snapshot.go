@@ -30,6 +30,7 @@ type snapState struct {
 	Batches      []snapBatch
 	Clusters     []Cluster
 	Teams        []Team
+	Groups       []ClusterGroup // absent in snapshots from before cluster groups
 }
 
 type snapProject struct {
@@ -246,6 +247,9 @@ func (s *State) Snapshot() *Snapshot {
 		cl.Pools = slices.Clone(cl.Pools)
 		d.Clusters = append(d.Clusters, cl)
 	}
+	for _, name := range sortedKeys(s.groups) {
+		d.Groups = append(d.Groups, *s.groups[name])
+	}
 	for _, name := range sortedKeys(s.teams) {
 		t := *s.teams[name]
 		t.Projects = slices.Clone(t.Projects)
@@ -341,6 +345,10 @@ func (s *State) Restore(r io.Reader) error {
 		t := d.Teams[i]
 		fresh.teams[t.Name] = &t
 	}
+	for i := range d.Groups {
+		g := d.Groups[i]
+		fresh.groups[g.Name] = &g
+	}
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
@@ -407,7 +415,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
-	s.clusters, s.teams = fresh.clusters, fresh.teams
+	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups
 	s.recomputeTallies()
 	s.recomputeTeamUse()
 	s.notifyAllInstances()

@@ -69,6 +69,7 @@ type State struct {
 
 	clusters    map[string]*Cluster
 	teams       map[string]*Team
+	groups      map[string]*ClusterGroup
 	projectTeam map[string]*Team // derived from teams
 
 	sched map[string]*userSched
@@ -96,6 +97,7 @@ func New() *State {
 		instByIdentity: map[string]uint32{},
 		clusters:       map[string]*Cluster{},
 		teams:          map[string]*Team{},
+		groups:         map[string]*ClusterGroup{},
 		projectTeam:    map[string]*Team{},
 		sched:          map[string]*userSched{},
 		userTallies:    map[string]*Tally{},

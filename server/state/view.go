@@ -104,6 +104,8 @@ type SchedulingView struct {
 	Constraints []ConstraintSlot
 	// Teams of the runs listed, with their quota in use.
 	Teams []TeamSlot
+	// Groups of clusters, by name; clusters refer to them by index.
+	Groups []ClusterGroup
 }
 
 // InstanceSlot is an active instance's size and what is free on it.
@@ -129,6 +131,7 @@ type ClusterSlot struct {
 	By               string
 	Since            int64
 	PricePerCoreHour float64 // cheapest declared pool's (0: unknown)
+	Group            int32   // 1 + index into SchedulingView.Groups (0: none)
 }
 
 // ConstraintSlot is where a run may go.
@@ -205,6 +208,11 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &SchedulingView{MaxJobs: maxJobs}
+	groupIdx := make(map[string]int32, len(s.groups))
+	for _, name := range sortedKeys(s.groups) {
+		v.Groups = append(v.Groups, *s.groups[name])
+		groupIdx[name] = int32(len(v.Groups))
+	}
 	clusterIdx := make(map[string]int32, len(s.clusters))
 	for _, name := range sortedKeys(s.clusters) {
 		cl := s.clusters[name]
@@ -218,7 +226,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			}
 		}
 		v.Clusters = append(v.Clusters, ClusterSlot{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled,
-			Reason: cl.Reason, By: cl.By, Since: cl.Since, PricePerCoreHour: price})
+			Reason: cl.Reason, By: cl.By, Since: cl.Since, PricePerCoreHour: price, Group: groupIdx[cl.Group]})
 	}
 	var free int64
 	for _, inst := range s.instances {
