@@ -29,6 +29,10 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
+// applyHold is how long the state machine holds the state's lock through a
+// batch of entries before it lets readers in between two.
+const applyHold = 2 * time.Millisecond
+
 func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	start := time.Now()
 	out := make([]interface{}, len(logs))
@@ -51,7 +55,16 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		pos = append(pos, i)
 	}
 	if len(cmds) > 0 {
-		res := f.state.ApplyBatch(idx, cmds)
+		// Readers get the lock between two entries once it has been
+		// held for applyHold.
+		held := time.Now()
+		res := f.state.ApplyBatch(idx, cmds, func() bool {
+			if time.Since(held) < applyHold {
+				return false
+			}
+			held = time.Now()
+			return true
+		})
 		for k, r := range res {
 			out[pos[k]] = r
 		}

@@ -127,19 +127,27 @@ func (s *State) Apply(index uint64, c Command) any {
 	return s.applyLocked(index, c)
 }
 
-// ApplyBatch applies several commands in order. It takes the lock for
-// each one, not for the batch: Raft hands over up to 64 entries at once
-// (several 10,000-job bunches while batches are submitted), and a reader
-// (the scheduling round, a worker's sync) that waited for all of them
-// stalled for up to 300 ms. Every state between two entries is one the
-// log passes through, so readers may see it.
-func (s *State) ApplyBatch(indexes []uint64, cmds []Command) []any {
+// ApplyBatch applies several commands in order. Raft hands over up to 64
+// entries at once (several 10,000-job bunches while batches are
+// submitted); holding the lock for all of them stalled readers (the
+// scheduling round, workers' syncs) for up to 300 ms, and taking it for
+// each one made the apply wait for the readers again and again. So the
+// lock is held across entries, and let go between two whenever yield
+// (which may be nil) says so: the caller decides from a clock, which the
+// state does not read. Every state between two entries is one the log
+// passes through, so readers may see it; when the lock is let go does not
+// change what is applied.
+func (s *State) ApplyBatch(indexes []uint64, cmds []Command, yield func() bool) []any {
 	out := make([]any, len(cmds))
+	s.mu.Lock()
 	for i, c := range cmds {
-		s.mu.Lock()
+		if i > 0 && yield != nil && yield() {
+			s.mu.Unlock()
+			s.mu.Lock()
+		}
 		out[i] = s.applyLocked(indexes[i], c)
-		s.mu.Unlock()
 	}
+	s.mu.Unlock()
 	return out
 }
 
