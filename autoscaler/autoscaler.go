@@ -1,0 +1,573 @@
+// Package autoscaler decides how many machines each cluster's pools need
+// and which launch configs provide them, under global and per-config caps
+// on nodes, spend rate and add/remove rate (Aurora's Batch Autoscaler),
+// from the head of each user's ready queue within a window (Hail Batch's
+// windowed fair share), and retires machines that stay idle, never boot or
+// go lame (Arvados' dispatcher). It is pure: Plan reads an Input copied
+// from the replicated state, with the time in it, and returns decisions
+// with their reasons; the server records them through Raft and the
+// providers (autoscaler/provider/...) carry them out.
+package autoscaler
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/placement"
+)
+
+// LaunchConfig is a way to get a machine: a machine type in a zone, spot or
+// on-demand, that serves one pool of one cluster, at a price.
+type LaunchConfig struct {
+	Name        string
+	Cluster     string
+	Region      string
+	Pool        string
+	MachineType string
+	Zone        string
+	Spot        bool
+	// Reserved: capacity bought ahead (a reservation), preferred by the
+	// prefer-reserved strategy.
+	Reserved bool
+	CPUMilli int64
+	Memory   int64
+	GPUType  string
+	GPUs     int64
+	// PricePerHour is what one machine costs.
+	PricePerHour float64
+	// Limits of this config alone (zero: none).
+	MaxNodes            int
+	MaxPerHour          float64
+	MaxAddsPerMinute    int
+	MaxRemovesPerMinute int
+}
+
+// PricePerCoreHour is the config's price of one core for an hour.
+func (c *LaunchConfig) PricePerCoreHour() float64 {
+	if c.CPUMilli <= 0 {
+		return math.Inf(1)
+	}
+	return c.PricePerHour * 1000 / float64(c.CPUMilli)
+}
+
+// Limits bound every config together (zero: no bound).
+type Limits struct {
+	MaxNodes            int
+	MaxPerHour          float64
+	MaxAddsPerMinute    int
+	MaxRemovesPerMinute int
+}
+
+// Timeouts of a machine's life.
+type Timeouts struct {
+	// Boot: a machine whose worker has not activated this long after the
+	// launch is deleted.
+	Boot time.Duration
+	// Idle: an active machine with nothing running this long is deleted
+	// (scale to zero).
+	Idle time.Duration
+	// Lame: an active machine not heard from this long is deleted (its
+	// attempts run elsewhere once the servers retire its worker).
+	Lame time.Duration
+	// Backoff is the first wait of a capacity-limited config, doubled at
+	// each new limit up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// SpotPreemptions: a spot config whose machines were reclaimed this
+	// many times in a row is skipped for Backoff, so on-demand configs
+	// take its place (0: never).
+	SpotPreemptions int
+}
+
+// DefaultTimeouts are the timeouts a cluster gets when it names none.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{Boot: 10 * time.Minute, Idle: 2 * time.Minute, Lame: 5 * time.Minute,
+		Backoff: time.Minute, MaxBackoff: 30 * time.Minute, SpotPreemptions: 3}
+}
+
+// State is a machine's place in its life.
+type State uint8
+
+// States. A machine is Requested once its launch is recorded (the
+// provider may not have answered), Launching once the provider made it,
+// Active once its worker activated, Draining while it is being emptied
+// for deletion, and Deleted once the provider removed it (or Failed when
+// the provider could not make it).
+const (
+	Requested State = iota + 1
+	Launching
+	Active
+	Draining
+	Deleted
+	Failed
+)
+
+var stateNames = map[State]string{Requested: "requested", Launching: "launching", Active: "active", Draining: "draining", Deleted: "deleted", Failed: "failed"}
+
+func (s State) String() string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Live reports whether a machine in this state is paid for: requested,
+// launching, active or draining. The spend and node caps count these.
+func (s State) Live() bool { return s >= Requested && s <= Draining }
+
+// Machine is a machine drover launched.
+type Machine struct {
+	ID     string
+	Config string
+	State  State
+	// PricePerHour as launched (a config's price may change later).
+	PricePerHour float64
+	CPUMilli     int64
+	Memory       int64
+	// FreeMilli and FreeMemory: what an active machine has free now.
+	FreeMilli  int64
+	FreeMemory int64
+	Created    time.Time
+	// Since: when it entered its state.
+	Since time.Time
+	// IdleSince: when an active machine last ran nothing (zero: busy).
+	IdleSince time.Time
+	// Heard: when its worker last synced (zero: never).
+	Heard time.Time
+	// ProbeOK: the provider says the machine is up (a lame machine is
+	// one not heard from whose probe fails too; providers that cannot
+	// probe leave it false).
+	ProbeOK bool
+	// Deleted: when it left (for the remove rate).
+	Deleted time.Time
+}
+
+// Mark records that a config could not be filled: it is skipped until
+// Until.
+type Mark struct {
+	Config  string
+	Until   time.Time
+	Backoff time.Duration
+	Reason  string
+	// SpotPreemptions counts machines of a spot config reclaimed in a row.
+	SpotPreemptions int
+}
+
+// Shape is a kind of job waiting for a machine, and how many of it.
+type Shape struct {
+	CPUMilli int64
+	Memory   int64
+	GPUs     int64
+	// Constraint: where it may run (its GPU type among it).
+	Constraint placement.Constraint
+	Count      int64
+}
+
+// Input is a copy of what the autoscaler needs to decide.
+type Input struct {
+	Now      time.Time
+	Configs  []LaunchConfig
+	Limits   Limits
+	Timeouts Timeouts
+	// Strategy ranks the configs (nil: Cheapest).
+	Strategy Strategy
+	Machines []Machine
+	Marks    []Mark
+	// Demand is the windowed head of each user's queue (WindowedDemand),
+	// in fair-share order.
+	Demand []Shape
+	// Free is what the active workers have free now (launched by the
+	// autoscaler or not): demand that fits there needs no machine.
+	Free []Room
+	// Unavailable names clusters that take no new machine (disabled or
+	// down).
+	Unavailable map[string]bool
+	// Regions of the clusters (a config's Region wins when set).
+	Regions map[string]string
+}
+
+// Room is what one active worker has free, and where it is.
+type Room struct {
+	Region, Cluster, Pool, GPUType string
+	CPUMilli, Memory, GPUs         int64
+}
+
+// Launch asks for Count machines of a config.
+type Launch struct {
+	Config string
+	Count  int
+	Reason string
+}
+
+// Delete retires a machine.
+type Delete struct {
+	Machine string
+	Reason  string
+}
+
+// Held is demand the plan does not serve, and why.
+type Held struct {
+	CPUMilli int64 // of all the jobs held
+	Jobs     int64
+	Reason   string
+}
+
+// Output is one decision.
+type Output struct {
+	Launches []Launch
+	Deletes  []Delete
+	Held     []Held
+	// Skipped says why configs that could have served demand were not
+	// used (capacity-limited, at a cap), by config.
+	Skipped map[string]string
+	// served[i]: the configs that got machines for Demand[i], for tests.
+	served [][]string
+}
+
+// Plan decides one round: deletions first (idle, never booted, lame),
+// then launches for the demand, cheapest-ranked config first, within every
+// cap. It never plans a launch that would take the live machines past a
+// node or spend cap, counting what is requested and launching too.
+func Plan(in *Input) *Output {
+	p := newPlanner(in)
+	p.retire()
+	p.grow()
+	return p.out
+}
+
+// planner holds a round's running totals.
+type planner struct {
+	in      *Input
+	out     *Output
+	configs map[string]*LaunchConfig
+	marks   map[string]*Mark
+	// live machines and spend, in all and per config, as decided so far.
+	nodes       int
+	spend       float64
+	cfgNodes    map[string]int
+	cfgSpend    map[string]float64
+	adds        int // launched in the last minute
+	cfgAdds     map[string]int
+	removes     int
+	cfgRemoves  map[string]int
+	ranked      []*LaunchConfig
+	deleted     map[string]bool
+	openBins    map[string][]bin // room on launching machines and on new ones, by config
+	reasonCount map[string]int
+}
+
+// bin is room on one machine (launching or planned) for demand.
+type bin struct{ cpu, mem, gpus int64 }
+
+func newPlanner(in *Input) *planner {
+	p := &planner{in: in, out: &Output{Skipped: map[string]string{}}, configs: map[string]*LaunchConfig{}, marks: map[string]*Mark{},
+		cfgNodes: map[string]int{}, cfgSpend: map[string]float64{}, cfgAdds: map[string]int{}, cfgRemoves: map[string]int{},
+		deleted: map[string]bool{}, openBins: map[string][]bin{}, reasonCount: map[string]int{}}
+	for i := range in.Configs {
+		c := &in.Configs[i]
+		p.configs[c.Name] = c
+		p.ranked = append(p.ranked, c)
+	}
+	strategy := in.Strategy
+	if strategy == nil {
+		strategy = Cheapest
+	}
+	slices.SortStableFunc(p.ranked, func(a, b *LaunchConfig) int {
+		if c := strategy(a, b); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for i := range in.Marks {
+		p.marks[in.Marks[i].Config] = &in.Marks[i]
+	}
+	minuteAgo := in.Now.Add(-time.Minute)
+	for i := range in.Machines {
+		m := &in.Machines[i]
+		if m.State.Live() {
+			p.nodes++
+			p.spend += m.PricePerHour
+			p.cfgNodes[m.Config]++
+			p.cfgSpend[m.Config] += m.PricePerHour
+		}
+		if m.Created.After(minuteAgo) {
+			p.adds++
+			p.cfgAdds[m.Config]++
+		}
+		if (m.State == Deleted || m.State == Draining) && !m.Deleted.IsZero() && m.Deleted.After(minuteAgo) {
+			p.removes++
+			p.cfgRemoves[m.Config]++
+		}
+		// A machine still coming up takes demand before new ones do.
+		if m.State == Requested || m.State == Launching {
+			p.openBins[m.Config] = append(p.openBins[m.Config], bin{m.CPUMilli, m.Memory, p.gpusOf(m.Config)})
+		}
+	}
+	return p
+}
+
+func (p *planner) gpusOf(config string) int64 {
+	if c := p.configs[config]; c != nil {
+		return c.GPUs
+	}
+	return 0
+}
+
+// retire deletes machines that never booted or went lame (always), and
+// idle ones (within the remove rates).
+func (p *planner) retire() {
+	t := p.in.Timeouts
+	now := p.in.Now
+	for i := range p.in.Machines {
+		m := &p.in.Machines[i]
+		var reason string
+		switch {
+		case (m.State == Requested || m.State == Launching) && t.Boot > 0 && now.Sub(m.Created) >= t.Boot:
+			reason = fmt.Sprintf("boot timeout: no worker within %s of the launch", t.Boot)
+		case m.State == Active && t.Lame > 0 && !m.Heard.IsZero() && now.Sub(m.Heard) >= t.Lame && !m.ProbeOK:
+			reason = fmt.Sprintf("lame: not heard from for %s", now.Sub(m.Heard).Round(time.Second))
+		default:
+			continue
+		}
+		p.remove(m, reason)
+	}
+	// Idle machines, longest idle first, within the remove rates.
+	var idle []*Machine
+	for i := range p.in.Machines {
+		m := &p.in.Machines[i]
+		if m.State == Active && !p.deleted[m.ID] && !m.IdleSince.IsZero() && t.Idle > 0 && now.Sub(m.IdleSince) >= t.Idle {
+			idle = append(idle, m)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *Machine) int {
+		if c := a.IdleSince.Compare(b.IdleSince); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, m := range idle {
+		if lim := p.in.Limits.MaxRemovesPerMinute; lim > 0 && p.removes >= lim {
+			break
+		}
+		if c := p.configs[m.Config]; c != nil && c.MaxRemovesPerMinute > 0 && p.cfgRemoves[m.Config] >= c.MaxRemovesPerMinute {
+			continue
+		}
+		p.remove(m, fmt.Sprintf("idle for %s", now.Sub(m.IdleSince).Round(time.Second)))
+		p.removes++
+		p.cfgRemoves[m.Config]++
+	}
+}
+
+// remove records a deletion; the machine no longer counts as live, so its
+// spend is free for new launches only once it is gone (it stays counted
+// until then: a draining machine is still paid for).
+func (p *planner) remove(m *Machine, reason string) {
+	p.deleted[m.ID] = true
+	p.out.Deletes = append(p.out.Deletes, Delete{Machine: m.ID, Reason: reason})
+}
+
+// grow serves the demand, shape by shape in fair-share order, with the
+// best-ranked config that fits it, is available and has room under every
+// cap; what no config can take is held with the reason of the best config
+// that could have.
+func (p *planner) grow() {
+	launched := map[string]int{}
+	free := slices.Clone(p.in.Free)
+	p.out.served = make([][]string, len(p.in.Demand))
+	for si, sh := range p.in.Demand {
+		left := p.fitFree(free, &sh)
+		var why string
+		for _, c := range p.ranked {
+			if left == 0 {
+				break
+			}
+			if !p.serves(c, &sh) {
+				continue
+			}
+			if r := p.unavailable(c); r != "" {
+				if why == "" {
+					why = r
+				}
+				p.out.Skipped[c.Name] = r
+				continue
+			}
+			// Room on machines already coming up or planned first.
+			left = p.fill(c.Name, &sh, left)
+			for left > 0 {
+				if r := p.capped(c); r != "" {
+					if why == "" {
+						why = r
+					}
+					p.out.Skipped[c.Name] = r
+					break
+				}
+				p.addMachine(c)
+				if n := len(p.out.served[si]); n == 0 || p.out.served[si][n-1] != c.Name {
+					p.out.served[si] = append(p.out.served[si], c.Name)
+				}
+				launched[c.Name]++
+				left = p.fill(c.Name, &sh, left)
+			}
+		}
+		if left > 0 {
+			if why == "" {
+				why = "no launch config fits it"
+			}
+			p.hold(sh.CPUMilli*left, left, why)
+		}
+	}
+	for _, c := range p.ranked {
+		if n := launched[c.Name]; n > 0 {
+			p.out.Launches = append(p.out.Launches, Launch{Config: c.Name, Count: n,
+				Reason: fmt.Sprintf("%d × %s in %s for waiting jobs (%s, $%.4g per core-hour)", n, c.MachineType, c.Zone, c.Cluster+"/"+c.Pool, c.PricePerCoreHour())})
+		}
+	}
+}
+
+// fitFree places what it can of a shape on the free room of active
+// workers where the shape may run, and returns how many jobs are left.
+func (p *planner) fitFree(free []Room, sh *Shape) int64 {
+	left := sh.Count
+	k := &sh.Constraint
+	for i := range free {
+		if left == 0 {
+			break
+		}
+		r := &free[i]
+		if (k.Pool != "" && k.Pool != r.Pool) || (sh.GPUs > 0 && k.GPUType != r.GPUType) || (len(k.Regions) > 0 && !slices.Contains(k.Regions, r.Region)) {
+			continue
+		}
+		if p.in.Unavailable[r.Cluster] {
+			continue
+		}
+		n := left
+		if sh.CPUMilli > 0 {
+			n = min(n, r.CPUMilli/sh.CPUMilli)
+		}
+		if sh.Memory > 0 {
+			n = min(n, r.Memory/sh.Memory)
+		}
+		if sh.GPUs > 0 {
+			n = min(n, r.GPUs/sh.GPUs)
+		}
+		if n <= 0 {
+			continue
+		}
+		r.CPUMilli -= n * sh.CPUMilli
+		r.Memory -= n * sh.Memory
+		r.GPUs -= n * sh.GPUs
+		left -= n
+	}
+	return left
+}
+
+func (p *planner) hold(cpu, jobs int64, reason string) {
+	if i, ok := p.reasonCount[reason]; ok {
+		p.out.Held[i].CPUMilli += cpu
+		p.out.Held[i].Jobs += jobs
+		return
+	}
+	p.reasonCount[reason] = len(p.out.Held)
+	p.out.Held = append(p.out.Held, Held{CPUMilli: cpu, Jobs: jobs, Reason: reason})
+}
+
+// serves reports whether a machine of config c can run one job of the
+// shape where the shape may run.
+func (p *planner) serves(c *LaunchConfig, sh *Shape) bool {
+	if c.CPUMilli < sh.CPUMilli || c.Memory < sh.Memory || c.GPUs < sh.GPUs {
+		return false
+	}
+	k := &sh.Constraint
+	if sh.GPUs > 0 && k.GPUType != c.GPUType {
+		return false
+	}
+	if k.Pool != "" && k.Pool != c.Pool {
+		return false
+	}
+	if len(k.Regions) > 0 {
+		region := c.Region
+		if region == "" {
+			region = p.in.Regions[c.Cluster]
+		}
+		if !slices.Contains(k.Regions, region) {
+			return false
+		}
+	}
+	return true
+}
+
+// unavailable says why a config may not be launched at all now.
+func (p *planner) unavailable(c *LaunchConfig) string {
+	if p.in.Unavailable[c.Cluster] {
+		return "cluster " + c.Cluster + " takes no new machines (disabled or down)"
+	}
+	if m := p.marks[c.Name]; m != nil && p.in.Now.Before(m.Until) {
+		return fmt.Sprintf("capacity-limited until %s (%s)", m.Until.UTC().Format("15:04:05"), m.Reason)
+	}
+	return ""
+}
+
+// capped says which cap stops one more machine of config c, or "".
+func (p *planner) capped(c *LaunchConfig) string {
+	l := p.in.Limits
+	switch {
+	case l.MaxNodes > 0 && p.nodes+1 > l.MaxNodes:
+		return fmt.Sprintf("held by the node cap (%d of %d)", p.nodes, l.MaxNodes)
+	case c.MaxNodes > 0 && p.cfgNodes[c.Name]+1 > c.MaxNodes:
+		return fmt.Sprintf("held by %s's node cap (%d of %d)", c.Name, p.cfgNodes[c.Name], c.MaxNodes)
+	case l.MaxPerHour > 0 && p.spend+c.PricePerHour > l.MaxPerHour+1e-9:
+		return fmt.Sprintf("held by the $/hour cap ($%.2f of $%.2f)", p.spend, l.MaxPerHour)
+	case c.MaxPerHour > 0 && p.cfgSpend[c.Name]+c.PricePerHour > c.MaxPerHour+1e-9:
+		return fmt.Sprintf("held by %s's $/hour cap ($%.2f of $%.2f)", c.Name, p.cfgSpend[c.Name], c.MaxPerHour)
+	case l.MaxAddsPerMinute > 0 && p.adds+1 > l.MaxAddsPerMinute:
+		return fmt.Sprintf("held by the add rate (%d a minute)", l.MaxAddsPerMinute)
+	case c.MaxAddsPerMinute > 0 && p.cfgAdds[c.Name]+1 > c.MaxAddsPerMinute:
+		return fmt.Sprintf("held by %s's add rate (%d a minute)", c.Name, c.MaxAddsPerMinute)
+	}
+	return ""
+}
+
+// addMachine plans one machine of config c.
+func (p *planner) addMachine(c *LaunchConfig) {
+	p.nodes++
+	p.spend += c.PricePerHour
+	p.cfgNodes[c.Name]++
+	p.cfgSpend[c.Name] += c.PricePerHour
+	p.adds++
+	p.cfgAdds[c.Name]++
+	p.openBins[c.Name] = append(p.openBins[c.Name], bin{c.CPUMilli, c.Memory, c.GPUs})
+}
+
+// fill places up to left jobs of the shape in the room of config's
+// machines coming up or planned, first fit, and returns how many are left.
+func (p *planner) fill(config string, sh *Shape, left int64) int64 {
+	bins := p.openBins[config]
+	for i := range bins {
+		if left == 0 {
+			break
+		}
+		b := &bins[i]
+		n := left
+		if sh.CPUMilli > 0 {
+			n = min(n, b.cpu/sh.CPUMilli)
+		}
+		if sh.Memory > 0 {
+			n = min(n, b.mem/sh.Memory)
+		}
+		if sh.GPUs > 0 {
+			n = min(n, b.gpus/sh.GPUs)
+		}
+		if n <= 0 {
+			continue
+		}
+		b.cpu -= n * sh.CPUMilli
+		b.mem -= n * sh.Memory
+		b.gpus -= n * sh.GPUs
+		left -= n
+	}
+	// Full machines need not be looked at again.
+	p.openBins[config] = slices.DeleteFunc(bins, func(b bin) bool { return b.cpu <= 0 || b.mem <= 0 })
+	return left
+}

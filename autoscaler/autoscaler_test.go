@@ -1,0 +1,275 @@
+package autoscaler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/placement"
+)
+
+var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+func cfg(name string, cores int64, price float64) LaunchConfig {
+	return LaunchConfig{Name: name, Cluster: "c", Region: "r", Pool: "default", MachineType: name, Zone: "z",
+		CPUMilli: cores * 1000, Memory: cores << 32, PricePerHour: price}
+}
+
+func shape(cores float64, n int64) Shape {
+	return Shape{CPUMilli: int64(cores * 1000), Memory: int64(cores * float64(1<<30)), Count: n}
+}
+
+func TestPlanLaunchesTheCheapestConfigForTheDemand(t *testing.T) {
+	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("big", 64, 3.2), cfg("small", 8, 0.32), cfg("pricey", 16, 1.6)},
+		Demand: []Shape{shape(1, 100)}}
+	out := Plan(in)
+	// small: $0.04 a core-hour; big $0.05; pricey $0.10. 100 cores: 13
+	// machines of 8.
+	if len(out.Launches) != 1 || out.Launches[0].Config != "small" || out.Launches[0].Count != 13 {
+		t.Fatalf("launches %+v, want 13 × small", out.Launches)
+	}
+	if !strings.Contains(out.Launches[0].Reason, "13 × small in z") {
+		t.Fatalf("reason %q", out.Launches[0].Reason)
+	}
+	// A job larger than small goes to the cheapest config it fits.
+	in.Demand = []Shape{shape(12, 2)}
+	out = Plan(in)
+	if len(out.Launches) != 1 || out.Launches[0].Config != "big" || out.Launches[0].Count != 1 {
+		t.Fatalf("launches %+v, want one big machine for two 12-core jobs", out.Launches)
+	}
+	// The prefer-large strategy takes big first.
+	in.Demand, in.Strategy = []Shape{shape(1, 100)}, PreferLarge
+	if out = Plan(in); out.Launches[0].Config != "big" || out.Launches[0].Count != 2 {
+		t.Fatalf("prefer-large: %+v", out.Launches)
+	}
+}
+
+func TestPlanCountsMachinesComingUpAndFreeRoom(t *testing.T) {
+	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Demand: []Shape{shape(1, 20)},
+		Machines: []Machine{{ID: "m1", Config: "small", State: Launching, PricePerHour: 0.32, CPUMilli: 8000, Memory: 8 << 32, Created: t0.Add(-time.Minute)}},
+		Free:     []Room{{Region: "r", Cluster: "c", Pool: "default", CPUMilli: 4000, Memory: 64 << 30}}}
+	out := Plan(in)
+	// 4 on the free room, 8 on the launching machine, 8 on one new one.
+	if len(out.Launches) != 1 || out.Launches[0].Count != 1 {
+		t.Fatalf("launches %+v, want one more machine", out.Launches)
+	}
+}
+
+func TestPlanCapsAndReasons(t *testing.T) {
+	base := func() *Input {
+		return &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32), cfg("big", 64, 3.2)}, Demand: []Shape{shape(1, 800)}}
+	}
+	in := base()
+	in.Limits.MaxPerHour = 1.0
+	out := Plan(in)
+	if len(out.Launches) != 1 || out.Launches[0].Count != 3 {
+		t.Fatalf("launches %+v; $1/hour buys 3 small machines", out.Launches)
+	}
+	if len(out.Held) != 1 || !strings.Contains(out.Held[0].Reason, "$/hour cap") || out.Held[0].Jobs != 800-24 {
+		t.Fatalf("held %+v", out.Held)
+	}
+	in = base()
+	in.Configs[0].MaxNodes = 2
+	in.Limits.MaxNodes = 4
+	out = Plan(in)
+	if len(out.Launches) != 2 || out.Launches[0].Config != "small" || out.Launches[0].Count != 2 || out.Launches[1].Config != "big" || out.Launches[1].Count != 2 {
+		t.Fatalf("launches %+v; 2 small (its cap), then 2 big (the global cap)", out.Launches)
+	}
+	// A capacity-limited config is skipped until its mark ends.
+	in = base()
+	in.Marks = []Mark{{Config: "small", Until: t0.Add(time.Minute), Reason: "ZONE_RESOURCE_POOL_EXHAUSTED"}}
+	out = Plan(in)
+	if out.Launches[0].Config != "big" || !strings.Contains(out.Skipped["small"], "capacity-limited until 10:01:00 (ZONE_RESOURCE_POOL_EXHAUSTED)") {
+		t.Fatalf("launches %+v skipped %v", out.Launches, out.Skipped)
+	}
+	in.Now = t0.Add(time.Minute)
+	if out = Plan(in); out.Launches[0].Config != "small" {
+		t.Fatalf("after the mark: %+v", out.Launches)
+	}
+}
+
+func TestPlanRetiresIdleNeverBootedAndLameMachines(t *testing.T) {
+	to := DefaultTimeouts()
+	in := &Input{Now: t0, Timeouts: to, Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Limits: Limits{MaxRemovesPerMinute: 1},
+		Machines: []Machine{
+			{ID: "idle-long", Config: "small", State: Active, IdleSince: t0.Add(-10 * time.Minute), Heard: t0},
+			{ID: "idle-short", Config: "small", State: Active, IdleSince: t0.Add(-5 * time.Minute), Heard: t0},
+			{ID: "busy", Config: "small", State: Active, Heard: t0},
+			{ID: "noboot", Config: "small", State: Launching, Created: t0.Add(-11 * time.Minute)},
+			{ID: "lame", Config: "small", State: Active, Heard: t0.Add(-6 * time.Minute)},
+			{ID: "lame-but-up", Config: "small", State: Active, Heard: t0.Add(-6 * time.Minute), ProbeOK: true},
+		}}
+	out := Plan(in)
+	got := map[string]string{}
+	for _, d := range out.Deletes {
+		got[d.Machine] = d.Reason
+	}
+	// One idle machine a minute (the longest idle); failures always.
+	if len(got) != 3 || !strings.HasPrefix(got["idle-long"], "idle for 10m0s") || !strings.HasPrefix(got["noboot"], "boot timeout") || !strings.HasPrefix(got["lame"], "lame") {
+		t.Fatalf("deletes %v", got)
+	}
+}
+
+// TestPlanProperties runs thousands of random rounds: no plan takes the
+// live machines past a node or spend cap (counting requested and
+// launching ones) or past an add rate; a config still capacity-limited is
+// never launched; and a config is used only when every config ranked
+// before it that fits the demand is unavailable or at a cap.
+func TestPlanProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := 0; round < 5000; round++ {
+		in := randomInput(rng)
+		out := Plan(in)
+		if err := checkPlan(in, out); err != nil {
+			t.Fatalf("round %d: %v\ninput %+v\noutput %+v", round, err, in, out)
+		}
+	}
+}
+
+func randomInput(rng *rand.Rand) *Input {
+	in := &Input{Now: t0.Add(time.Duration(rng.IntN(3600)) * time.Second), Timeouts: DefaultTimeouts(), Regions: map[string]string{}}
+	zones := 1 + rng.IntN(4)
+	for i := 0; i < 1+rng.IntN(8); i++ {
+		cores := []int64{2, 4, 8, 16, 32, 64}[rng.IntN(6)]
+		c := LaunchConfig{Name: fmt.Sprintf("cfg%d", i), Cluster: fmt.Sprintf("c%d", rng.IntN(2)), Pool: "default",
+			MachineType: fmt.Sprintf("m%d", cores), Zone: fmt.Sprintf("z%d", rng.IntN(zones)), Spot: rng.IntN(2) == 0,
+			CPUMilli: cores * 1000, Memory: cores << 32, PricePerHour: float64(cores) * (0.01 + rng.Float64()*0.05)}
+		if rng.IntN(3) == 0 {
+			c.MaxNodes = 1 + rng.IntN(5)
+		}
+		if rng.IntN(3) == 0 {
+			c.MaxPerHour = rng.Float64() * 10
+		}
+		if rng.IntN(3) == 0 {
+			c.MaxAddsPerMinute = 1 + rng.IntN(4)
+		}
+		in.Configs = append(in.Configs, c)
+		in.Regions[c.Cluster] = "r" + c.Cluster
+	}
+	if rng.IntN(2) == 0 {
+		in.Limits.MaxNodes = rng.IntN(20)
+	}
+	if rng.IntN(2) == 0 {
+		in.Limits.MaxPerHour = rng.Float64() * 30
+	}
+	if rng.IntN(2) == 0 {
+		in.Limits.MaxAddsPerMinute = rng.IntN(10)
+	}
+	in.Strategy = []Strategy{Cheapest, PreferLarge, PreferReserved}[rng.IntN(3)]
+	for i := 0; i < rng.IntN(10); i++ {
+		c := in.Configs[rng.IntN(len(in.Configs))]
+		st := []State{Requested, Launching, Active, Draining, Deleted}[rng.IntN(5)]
+		in.Machines = append(in.Machines, Machine{ID: fmt.Sprint("m", i), Config: c.Name, State: st, PricePerHour: c.PricePerHour,
+			CPUMilli: c.CPUMilli, Memory: c.Memory, Created: in.Now.Add(-time.Duration(rng.IntN(600)) * time.Second), Heard: in.Now})
+	}
+	for _, c := range in.Configs {
+		if rng.IntN(4) == 0 {
+			in.Marks = append(in.Marks, Mark{Config: c.Name, Until: in.Now.Add(time.Duration(rng.IntN(120)-60) * time.Second), Reason: "exhausted"})
+		}
+	}
+	if rng.IntN(5) == 0 {
+		in.Unavailable = map[string]bool{"c1": true}
+	}
+	for i := 0; i < 1+rng.IntN(5); i++ {
+		sh := shape([]float64{0.5, 1, 2, 4, 8, 16, 48}[rng.IntN(7)], 1+rng.Int64N(200))
+		if rng.IntN(4) == 0 {
+			sh.Constraint = placement.Constraint{Regions: []string{"rc0"}}
+		}
+		in.Demand = append(in.Demand, sh)
+	}
+	return in
+}
+
+func checkPlan(in *Input, out *Output) error {
+	byName := map[string]*LaunchConfig{}
+	for i := range in.Configs {
+		byName[in.Configs[i].Name] = &in.Configs[i]
+	}
+	nodes, spend, adds := 0, 0.0, 0
+	cfgNodes, cfgSpend, cfgAdds := map[string]int{}, map[string]float64{}, map[string]int{}
+	for _, m := range in.Machines {
+		if m.State.Live() {
+			nodes++
+			spend += m.PricePerHour
+			cfgNodes[m.Config]++
+			cfgSpend[m.Config] += m.PricePerHour
+		}
+		if m.Created.After(in.Now.Add(-time.Minute)) {
+			adds++
+			cfgAdds[m.Config]++
+		}
+	}
+	launched := 0
+	for _, l := range out.Launches {
+		c := byName[l.Config]
+		launched += l.Count
+		nodes += l.Count
+		spend += float64(l.Count) * c.PricePerHour
+		adds += l.Count
+		if n := cfgNodes[c.Name] + l.Count; c.MaxNodes > 0 && n > c.MaxNodes {
+			return fmt.Errorf("%s: %d nodes, cap %d", c.Name, n, c.MaxNodes)
+		}
+		if s := cfgSpend[c.Name] + float64(l.Count)*c.PricePerHour; c.MaxPerHour > 0 && s > c.MaxPerHour+1e-6 {
+			return fmt.Errorf("%s: $%.3f/hour, cap %.3f", c.Name, s, c.MaxPerHour)
+		}
+		if a := cfgAdds[c.Name] + l.Count; c.MaxAddsPerMinute > 0 && a > c.MaxAddsPerMinute {
+			return fmt.Errorf("%s: %d adds a minute, cap %d", c.Name, a, c.MaxAddsPerMinute)
+		}
+		for _, m := range in.Marks {
+			if m.Config == c.Name && in.Now.Before(m.Until) {
+				return fmt.Errorf("%s launched while capacity-limited until %s", c.Name, m.Until)
+			}
+		}
+		if in.Unavailable[c.Cluster] {
+			return fmt.Errorf("%s launched in unavailable cluster %s", c.Name, c.Cluster)
+		}
+	}
+	if launched > 0 {
+		if l := in.Limits; l.MaxNodes > 0 && nodes > l.MaxNodes {
+			return fmt.Errorf("%d live nodes, cap %d", nodes, l.MaxNodes)
+		}
+		if l := in.Limits; l.MaxPerHour > 0 && spend > l.MaxPerHour+1e-6 {
+			return fmt.Errorf("$%.3f/hour live, cap %.3f", spend, l.MaxPerHour)
+		}
+		if l := in.Limits; l.MaxAddsPerMinute > 0 && adds > l.MaxAddsPerMinute {
+			return fmt.Errorf("%d adds a minute, cap %d", adds, l.MaxAddsPerMinute)
+		}
+	}
+	// Cheapest first: a config that got machines for a shape while a
+	// better-ranked one that fits the shape was neither unavailable nor at
+	// a cap is a wrong choice.
+	p := newPlanner(in)
+	for si, configs := range out.served {
+		sh := &in.Demand[si]
+		for _, name := range configs {
+			for _, better := range p.ranked {
+				if better.Name == name {
+					break
+				}
+				if p.serves(better, sh) && out.Skipped[better.Name] == "" {
+					return fmt.Errorf("%s launched for %+v while %s, ranked before it, was neither unavailable nor capped", name, *sh, better.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func TestWindowedDemandTakesTheHeadOfEachQueue(t *testing.T) {
+	users := []UserQueue{
+		{Name: "a", RunningMilli: 0, Ready: []Shape{shape(1, 1000)}},
+		{Name: "b", RunningMilli: 10_000, Ready: []Shape{shape(2, 1000), shape(4, 10)}},
+	}
+	// 31 cores of budget: a (running none) gets 10 to reach b's 10, then
+	// they split the other 21: a 20.5, b 10.5. Each user's last job may
+	// pass its share: a 21 one-core jobs, b 6 two-core ones.
+	d := WindowedDemand(users, 31_000)
+	if len(d) != 2 || d[0].CPUMilli != 1000 || d[0].Count != 21 || d[1].CPUMilli != 2000 || d[1].Count != 6 {
+		t.Fatalf("demand %+v; want a's 21 one-core jobs, then b's 6 two-core ones", d)
+	}
+	if RoundMemory(1<<30+1, 128<<20) != 1<<30+128<<20 || RoundMemory(1<<30, 128<<20) != 1<<30 {
+		t.Fatal("RoundMemory")
+	}
+}

@@ -1,0 +1,103 @@
+package autoscaler
+
+import (
+	"slices"
+
+	"github.com/drover-sched/drover/scheduler"
+)
+
+// UserQueue is one user's ready work, head of the queue first.
+type UserQueue struct {
+	Name         string
+	RunningMilli int64
+	Ready        []Shape
+}
+
+// WindowedDemand is Hail Batch's windowed fair share: each user's fair
+// share of budget (the cores that can start within the autoscaler's
+// window: free now, plus what the add rate can bring up in it), and the
+// head of each user's queue up to that share, not the whole backlog. A
+// user's last shape may pass its share by one job, so a share smaller than
+// a job still asks for one. The result is in fair-share order (fewest
+// cores running first) with equal shapes merged.
+func WindowedDemand(users []UserQueue, budget int64) []Shape {
+	d := make([]scheduler.Demand, len(users))
+	for i, u := range users {
+		var ready int64
+		for _, sh := range u.Ready {
+			ready += sh.CPUMilli * sh.Count
+		}
+		d[i] = scheduler.Demand{Running: u.RunningMilli, Ready: ready}
+	}
+	shares := scheduler.FairShare(d, budget)
+	order := make([]int, len(users))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ua, ub := &users[a], &users[b]
+		if ua.RunningMilli != ub.RunningMilli {
+			if ua.RunningMilli < ub.RunningMilli {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case ua.Name < ub.Name:
+			return -1
+		case ua.Name > ub.Name:
+			return 1
+		}
+		return 0
+	})
+	var out []Shape
+	index := map[shapeKey]int{}
+	for _, ui := range order {
+		left := shares[ui]
+		for _, sh := range users[ui].Ready {
+			if left <= 0 {
+				break
+			}
+			n := sh.Count
+			if sh.CPUMilli > 0 {
+				n = min(n, (left+sh.CPUMilli-1)/sh.CPUMilli)
+			}
+			left -= n * sh.CPUMilli
+			k := keyOf(&sh)
+			if i, ok := index[k]; ok {
+				out[i].Count += n
+				continue
+			}
+			index[k] = len(out)
+			sh.Count = n
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// shapeKey identifies shapes that may be merged.
+type shapeKey struct {
+	cpu, mem, gpus int64
+	pool, gpuType  string
+	regions        string
+}
+
+func keyOf(sh *Shape) shapeKey {
+	k := shapeKey{cpu: sh.CPUMilli, mem: sh.Memory, gpus: sh.GPUs, pool: sh.Constraint.Pool, gpuType: sh.Constraint.GPUType}
+	for _, r := range sh.Constraint.Regions {
+		k.regions += r + "\x00"
+	}
+	return k
+}
+
+// RoundMemory rounds a job's memory up to a multiple of step, so distinct
+// jobs of nearly the same size make one shape (a million distinct jobs
+// with random memory would otherwise be a million shapes). The autoscaler
+// then provisions a little more memory than asked, never less.
+func RoundMemory(mem, step int64) int64 {
+	if step <= 0 || mem <= 0 {
+		return mem
+	}
+	return (mem + step - 1) / step * step
+}
