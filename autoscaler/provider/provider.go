@@ -1,0 +1,123 @@
+// Package provider is the seam between the autoscaler's decisions and the
+// clouds that carry them out. Each provider (local processes, a simulated
+// cloud, GCE, Nomad) makes, lists and deletes machines that run a drover
+// worker; the machines carry drover's labels so a new leader can find
+// every machine it owns, and each launch carries an idempotency key so a
+// request repeated after a leader change makes nothing twice.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/drover-sched/drover/autoscaler"
+)
+
+// Labels every machine carries.
+const (
+	LabelDeployment = "drover-deployment"
+	LabelMachine    = "drover-machine"
+	LabelCluster    = "drover-cluster"
+	LabelConfig     = "drover-config"
+)
+
+// Instance is a machine as the provider knows it.
+type Instance struct {
+	// Name is drover's machine ID (the worker's -machine).
+	Name string
+	// ID is the provider's own (an instance ID, an allocation ID).
+	ID     string
+	Config string
+	Labels map[string]string
+	// Running: the machine is up (a probe that succeeded).
+	Running bool
+	// Preempted: a spot machine the cloud reclaimed.
+	Preempted bool
+}
+
+// Worker tells a new machine how its drover worker joins.
+type Worker struct {
+	Servers    string // comma-separated server addresses
+	Secret     string
+	Region     string
+	Cluster    string
+	Pool       string
+	CPUMilli   int64
+	Memory     int64
+	GPUType    string
+	GPUs       int64
+	ExtraFlags []string
+}
+
+// LaunchRequest asks for one machine per name, of one config.
+type LaunchRequest struct {
+	Config autoscaler.LaunchConfig
+	Names  []string
+	// RequestID is the idempotency key, derived from the Raft entry that
+	// decided the launch: the same request again (a new leader finishing
+	// what the old one started) returns what the first made.
+	RequestID string
+	Labels    map[string]string
+	Worker    Worker
+}
+
+// LaunchResult is what a launch made: possibly fewer machines than asked.
+type LaunchResult struct {
+	Created []Instance
+	// CapacityLimited: the provider could not make them all for want of
+	// capacity or quota (Reason says which); the config should be skipped
+	// for a while.
+	CapacityLimited bool
+	Reason          string
+}
+
+// Provider makes, lists and deletes machines.
+type Provider interface {
+	// Launch makes the machines of a request. An error means nothing was
+	// made (or the provider cannot say); a *CapacityError, that the
+	// provider refused for capacity or quota.
+	Launch(ctx context.Context, req *LaunchRequest) (*LaunchResult, error)
+	// Delete removes machines by name; a name the provider does not know
+	// is not an error.
+	Delete(ctx context.Context, names []string) error
+	// List returns every machine carrying this deployment's labels.
+	List(ctx context.Context) ([]Instance, error)
+}
+
+// CapacityError is a launch refused for want of capacity or quota (GCE's
+// ZONE_RESOURCE_POOL_EXHAUSTED or QUOTA_EXCEEDED, a Nomad placement
+// failure).
+type CapacityError struct {
+	Reason string
+}
+
+func (e *CapacityError) Error() string { return "capacity: " + e.Reason }
+
+// IsCapacity reports whether err is a *CapacityError, and its reason.
+func IsCapacity(err error) (string, bool) {
+	var ce *CapacityError
+	if errors.As(err, &ce) {
+		return ce.Reason, true
+	}
+	return "", false
+}
+
+// WorkerArgs are the flags of `drover worker` for a machine of the request.
+func WorkerArgs(w *Worker, name string) []string {
+	args := []string{"worker", "-servers", w.Servers, "-name", name, "-machine", name,
+		"-cores", fmt.Sprintf("%g", float64(w.CPUMilli)/1000), "-memory", fmt.Sprintf("%dB", w.Memory)}
+	if w.Region != "" {
+		args = append(args, "-region", w.Region)
+	}
+	if w.Cluster != "" {
+		args = append(args, "-cluster", w.Cluster)
+	}
+	if w.Pool != "" {
+		args = append(args, "-pool", w.Pool)
+	}
+	if w.GPUs > 0 {
+		args = append(args, "-gpus", fmt.Sprintf("%s:%d", w.GPUType, w.GPUs))
+	}
+	return append(args, w.ExtraFlags...)
+}

@@ -1,0 +1,241 @@
+// Package sim is a simulated cloud for the autoscaler: machines with
+// prices and a boot delay, a capacity per launch config, spot machines
+// that are reclaimed, API errors and a request rate limit, all driven by
+// an injected clock and a seeded random source, so a day of autoscaling
+// runs in a second and the same seed runs the same day.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/drover-sched/drover/autoscaler/provider"
+)
+
+// Clock tells the simulated time.
+type Clock interface{ Now() time.Time }
+
+// Options shape the simulated cloud.
+type Options struct {
+	Clock Clock
+	Seed  uint64
+	// BootDelay: a machine runs this long after its launch.
+	BootDelay time.Duration
+	// Capacity bounds the machines of a config at once (absent: none).
+	Capacity map[string]int
+	// SpotReclaimsPerHour is the rate at which the cloud reclaims each
+	// spot machine (a machine lives an exponential time of mean 1/rate).
+	SpotReclaimsPerHour float64
+	// ErrorRate is the fraction of calls that fail with a transient error.
+	ErrorRate float64
+	// RequestsPerMinute bounds API calls (0: none); more fail as rate
+	// limited.
+	RequestsPerMinute int
+}
+
+// ErrRateLimited is a call refused by the request rate limit.
+var ErrRateLimited = errors.New("sim: rate limited: too many requests")
+
+// ErrTransient is an injected API failure.
+var ErrTransient = errors.New("sim: internal error (injected)")
+
+// Cloud is the simulated cloud. It implements provider.Provider.
+type Cloud struct {
+	mu        sync.Mutex
+	opts      Options
+	rng       *rand.Rand
+	machines  map[string]*machine
+	requests  map[string]*provider.LaunchResult
+	calls     []time.Time
+	cost      float64 // of machines already deleted
+	launches  int     // machines created, in all
+	refusals  int
+	reclaimed int
+}
+
+type machine struct {
+	inst     provider.Instance
+	price    float64
+	spot     bool
+	created  time.Time
+	reclaim  time.Time // zero: never
+	reclaimd bool
+}
+
+var _ provider.Provider = (*Cloud)(nil)
+
+// New makes a simulated cloud.
+func New(opts Options) *Cloud {
+	return &Cloud{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), machines: map[string]*machine{}, requests: map[string]*provider.LaunchResult{}}
+}
+
+// call counts an API call against the rate limit and draws an injected
+// error. Call with mu.
+func (c *Cloud) call(now time.Time) error {
+	if lim := c.opts.RequestsPerMinute; lim > 0 {
+		c.calls = slices.DeleteFunc(c.calls, func(t time.Time) bool { return now.Sub(t) >= time.Minute })
+		if len(c.calls) >= lim {
+			return ErrRateLimited
+		}
+		c.calls = append(c.calls, now)
+	}
+	if c.opts.ErrorRate > 0 && c.rng.Float64() < c.opts.ErrorRate {
+		return ErrTransient
+	}
+	return nil
+}
+
+// Launch makes the request's machines, as many as the config's capacity
+// allows; a request seen before returns its first result.
+func (c *Cloud) Launch(ctx context.Context, req *provider.LaunchRequest) (*provider.LaunchResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	if res, ok := c.requests[req.RequestID]; ok && req.RequestID != "" {
+		if len(res.Created) == 0 && res.CapacityLimited {
+			return nil, &provider.CapacityError{Reason: res.Reason}
+		}
+		return res, nil
+	}
+	if err := c.call(now); err != nil {
+		return nil, err
+	}
+	room := len(req.Names)
+	if limit, ok := c.opts.Capacity[req.Config.Name]; ok {
+		live := 0
+		for _, m := range c.machines {
+			if m.inst.Config == req.Config.Name && !m.reclaimd {
+				live++
+			}
+		}
+		room = max(min(room, limit-live), 0)
+	}
+	res := &provider.LaunchResult{}
+	if room < len(req.Names) {
+		res.CapacityLimited, res.Reason = true, "ZONE_RESOURCE_POOL_EXHAUSTED"
+		c.refusals++
+	}
+	if room == 0 {
+		c.requests[req.RequestID] = res
+		return nil, &provider.CapacityError{Reason: res.Reason}
+	}
+	for _, name := range req.Names[:room] {
+		if _, ok := c.machines[name]; ok {
+			continue
+		}
+		m := &machine{inst: provider.Instance{Name: name, ID: fmt.Sprintf("sim-%d", c.launches), Config: req.Config.Name, Labels: req.Labels},
+			price: req.Config.PricePerHour, spot: req.Config.Spot, created: now}
+		if m.spot && c.opts.SpotReclaimsPerHour > 0 {
+			hours := c.rng.ExpFloat64() / c.opts.SpotReclaimsPerHour
+			m.reclaim = now.Add(time.Duration(hours * float64(time.Hour)))
+		}
+		c.machines[name] = m
+		c.launches++
+		res.Created = append(res.Created, m.inst)
+	}
+	c.requests[req.RequestID] = res
+	return res, nil
+}
+
+// Delete removes machines; their cost up to now is kept.
+func (c *Cloud) Delete(ctx context.Context, names []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	if err := c.call(now); err != nil {
+		return err
+	}
+	for _, name := range names {
+		m, ok := c.machines[name]
+		if !ok {
+			continue
+		}
+		c.cost += m.costUntil(now)
+		delete(c.machines, name)
+	}
+	return nil
+}
+
+// costUntil is what a machine cost from its launch to t (a reclaimed one
+// stops costing when it is reclaimed).
+func (m *machine) costUntil(t time.Time) float64 {
+	end := t
+	if !m.reclaim.IsZero() && m.reclaim.Before(end) {
+		end = m.reclaim
+	}
+	return m.price * max(end.Sub(m.created).Hours(), 0)
+}
+
+// List returns every machine, running once its boot delay has passed, and
+// reclaimed (not running, preempted) once its reclaim time has.
+func (c *Cloud) List(ctx context.Context) ([]provider.Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	if err := c.call(now); err != nil {
+		return nil, err
+	}
+	out := make([]provider.Instance, 0, len(c.machines))
+	for _, name := range c.sortedNames() {
+		m := c.machines[name]
+		inst := m.inst
+		if !m.reclaim.IsZero() && !now.Before(m.reclaim) {
+			if !m.reclaimd {
+				m.reclaimd = true
+				c.reclaimed++
+			}
+			inst.Preempted = true
+		} else {
+			inst.Running = now.Sub(m.created) >= c.opts.BootDelay
+		}
+		out = append(out, inst)
+	}
+	return out, nil
+}
+
+func (c *Cloud) sortedNames() []string {
+	names := make([]string, 0, len(c.machines))
+	for n := range c.machines {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Stats is what the simulated cloud saw.
+type Stats struct {
+	// Cost in dollars of every machine until now.
+	Cost float64
+	// Launched counts machines made; Live those not deleted.
+	Launched, Live int
+	// Refusals counts launches cut short for capacity; Reclaimed spot
+	// machines the cloud took back.
+	Refusals, Reclaimed int
+	// SpendRate is what the live machines cost an hour now.
+	SpendRate float64
+}
+
+// Stats reports the cost so far and the counts.
+func (c *Cloud) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	s := Stats{Cost: c.cost, Launched: c.launches, Refusals: c.refusals, Reclaimed: c.reclaimed}
+	for _, m := range c.machines {
+		s.Cost += m.costUntil(now)
+		if m.reclaim.IsZero() || now.Before(m.reclaim) {
+			s.Live++
+			s.SpendRate += m.price
+		}
+	}
+	if math.IsNaN(s.Cost) {
+		s.Cost = 0
+	}
+	return s
+}
