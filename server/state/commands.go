@@ -31,6 +31,9 @@ const (
 	CmdSetCluster
 	CmdSetTeam
 	CmdApplyPlacement
+	CmdScale
+	CmdLaunchDone
+	CmdMachineGone
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -43,6 +46,7 @@ var cmdNames = map[CommandType]string{
 	CmdPlan: "plan", CmdEvents: "events", CmdActivate: "activate", CmdRetire: "retire",
 	CmdRotateToken: "rotate_token", CmdExpireUpdates: "expire_updates",
 	CmdSetCluster: "set_cluster", CmdSetTeam: "set_team", CmdApplyPlacement: "apply_placement",
+	CmdScale: "scale", CmdLaunchDone: "launch_done", CmdMachineGone: "machine_gone",
 }
 
 func (t CommandType) String() string {
@@ -217,6 +221,9 @@ type Activate struct {
 	// GPUs of one type the worker offers (0 in entries from before GPUs).
 	GPUType string
 	GPUs    int64
+	// Machine is the autoscaler's machine the worker runs on (empty: a
+	// worker started by hand).
+	Machine string
 }
 
 // Retire removes an instance; its running attempts are lost and their jobs
@@ -282,6 +289,12 @@ func newCommand(t CommandType) Command {
 		return &SetTeam{}
 	case CmdApplyPlacement:
 		return &ApplyPlacement{}
+	case CmdScale:
+		return &Scale{}
+	case CmdLaunchDone:
+		return &LaunchDone{}
+	case CmdMachineGone:
+		return &MachineGone{}
 	}
 	return nil
 }

@@ -39,6 +39,11 @@ func (s *State) applyActivate(c *Activate) any {
 			return err
 		}
 	}
+	if c.Machine != "" {
+		if m := s.machines[c.Machine]; m == nil || !machineLive(m.State) || m.State == MachineDraining {
+			return errorf(ErrConflict, "machine %q is not one the autoscaler has live; this worker should not run", c.Machine)
+		}
+	}
 	if err := s.ensureCluster(cluster, region, c.Now); err != nil {
 		return err
 	}
@@ -68,6 +73,10 @@ func (s *State) applyActivate(c *Activate) any {
 	}
 	s.nextInstance++
 	s.instances[inst.ID] = inst
+	if c.Machine != "" {
+		// Checked above: it cannot fail.
+		_ = s.linkMachine(inst, c.Machine, c.Now)
+	}
 	s.instTokens[c.TokenHash] = inst.ID
 	s.instByIdentity[inst.identity()] = inst.ID
 	res.Instance = inst.ID

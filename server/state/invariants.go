@@ -25,6 +25,9 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkTallies(); err != nil {
 		return err
 	}
+	if err := s.checkMachines(); err != nil {
+		return err
+	}
 	for _, b := range s.batches {
 		var counts [numStates]int64
 		var readyMilli int64
@@ -186,6 +189,32 @@ func (s *State) checkTeams() error {
 		for c, v := range t.usedByCluster {
 			if u.byCluster[c] != v {
 				return fmt.Errorf("team %s uses %d millicores in cluster %s, recomputed %d", t.Name, v, c, u.byCluster[c])
+			}
+		}
+	}
+	return nil
+}
+
+// checkMachines: an active machine and its worker point at each other,
+// and a machine that is neither active nor draining has no active worker
+// on it.
+func (s *State) checkMachines() error {
+	for _, inst := range s.instances {
+		if inst.Machine == "" || !inst.Active {
+			continue
+		}
+		m := s.machines[inst.Machine]
+		if m == nil {
+			return fmt.Errorf("instance %d runs on machine %s, which the state does not have", inst.ID, inst.Machine)
+		}
+		if m.Instance != inst.ID || (m.State != MachineActive && m.State != MachineDraining) {
+			return fmt.Errorf("instance %d runs on machine %s, which is %s with instance %d", inst.ID, m.ID, MachineStateName(m.State), m.Instance)
+		}
+	}
+	for _, m := range s.machines {
+		if m.State == MachineActive {
+			if inst := s.instances[m.Instance]; inst == nil || inst.Machine != m.ID {
+				return fmt.Errorf("machine %s is active with instance %d, which does not run on it", m.ID, m.Instance)
 			}
 		}
 	}

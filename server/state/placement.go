@@ -124,6 +124,12 @@ type ApplyPlacement struct {
 	// those not named are removed). A declared cluster's Group must be
 	// one of them or one that exists; empty takes it out of its group.
 	Groups []ClusterGroup
+	// Autoscaler replaces the autoscaler's settings (nil: kept).
+	Autoscaler *Autoscaler
+	// LaunchConfigs are created or replaced (with Prune, those not named
+	// are removed; their live machines are then deleted by the leader).
+	// A config's cluster must be declared here or exist.
+	LaunchConfigs []LaunchConfig
 }
 
 func (*SetCluster) Type() CommandType     { return CmdSetCluster }
@@ -356,6 +362,25 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			return errorf(ErrInvalid, "cluster %s: cluster group %q is not declared", cl.Name, cl.Group)
 		}
 	}
+	if c.Autoscaler != nil {
+		if err := validateAutoscaler(c.Autoscaler); err != nil {
+			return err
+		}
+	}
+	configs := map[string]bool{}
+	for i := range c.LaunchConfigs {
+		lc := &c.LaunchConfigs[i]
+		if err := validateLaunchConfig(lc); err != nil {
+			return err
+		}
+		if configs[lc.Name] {
+			return errorf(ErrInvalid, "launch config %s is declared twice", lc.Name)
+		}
+		configs[lc.Name] = true
+		if !declared[lc.Cluster] && s.clusters[lc.Cluster] == nil {
+			return errorf(ErrInvalid, "launch config %s: cluster %q is not declared", lc.Name, lc.Cluster)
+		}
+	}
 	for _, name := range sortedKeys(s.clusters) {
 		if g := s.clusters[name].Group; g != "" && !declared[name] && !exists(g) {
 			return errorf(ErrConflict, "cluster %s is in cluster group %s, which the config removes; declare the cluster without it", name, g)
@@ -419,6 +444,19 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 				delete(s.groups, name)
 			}
 		}
+	}
+	if c.Autoscaler != nil {
+		s.autoscaler = *c.Autoscaler
+	}
+	if c.Prune {
+		for name := range s.launchConfigs {
+			if !configs[name] {
+				delete(s.launchConfigs, name)
+			}
+		}
+	}
+	for _, lc := range c.LaunchConfigs {
+		s.launchConfigs[lc.Name] = &lc
 	}
 	for _, g := range c.Groups {
 		if old := s.groups[g.Name]; old != nil {

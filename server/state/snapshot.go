@@ -31,6 +31,12 @@ type snapState struct {
 	Clusters     []Cluster
 	Teams        []Team
 	Groups       []ClusterGroup // absent in snapshots from before cluster groups
+	// The autoscaler's (absent in snapshots from before it).
+	Autoscaler    Autoscaler
+	LaunchConfigs []LaunchConfig
+	Machines      []Machine
+	Marks         []CapacityMark
+	Decisions     []Decision
 }
 
 type snapProject struct {
@@ -50,6 +56,7 @@ type snapInstance struct {
 	GPUType string
 	GPUs    int64
 	FreeGPU int64
+	Machine string
 }
 
 type snapKey struct {
@@ -225,7 +232,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, id := range instIDs {
 		inst := s.instances[id]
 		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs}
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -250,6 +257,17 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range sortedKeys(s.groups) {
 		d.Groups = append(d.Groups, *s.groups[name])
 	}
+	d.Autoscaler = s.autoscaler
+	for _, name := range sortedKeys(s.launchConfigs) {
+		d.LaunchConfigs = append(d.LaunchConfigs, *s.launchConfigs[name])
+	}
+	for _, id := range s.sortedMachineIDs() {
+		d.Machines = append(d.Machines, *s.machines[id])
+	}
+	for _, name := range sortedKeys(s.marks) {
+		d.Marks = append(d.Marks, *s.marks[name])
+	}
+	d.Decisions = slices.Clone(s.decisions)
 	for _, name := range sortedKeys(s.teams) {
 		t := *s.teams[name]
 		t.Projects = slices.Clone(t.Projects)
@@ -349,6 +367,20 @@ func (s *State) Restore(r io.Reader) error {
 		g := d.Groups[i]
 		fresh.groups[g.Name] = &g
 	}
+	fresh.autoscaler = d.Autoscaler
+	for i := range d.LaunchConfigs {
+		c := d.LaunchConfigs[i]
+		fresh.launchConfigs[c.Name] = &c
+	}
+	for i := range d.Machines {
+		m := d.Machines[i]
+		fresh.machines[m.ID] = &m
+	}
+	for i := range d.Marks {
+		m := d.Marks[i]
+		fresh.marks[m.Config] = &m
+	}
+	fresh.decisions = d.Decisions
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
@@ -366,6 +398,7 @@ func (s *State) Restore(r io.Reader) error {
 		inst.NodeID = si.Node
 		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
 		inst.GPUType, inst.GPUs, inst.FreeGPUs = si.GPUType, si.GPUs, si.FreeGPU
+		inst.Machine = si.Machine
 		if inst.Cluster == "" { // a snapshot from before placement
 			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
 		}
@@ -416,6 +449,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups
+	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.recomputeTallies()
 	s.recomputeTeamUse()
 	s.notifyAllInstances()

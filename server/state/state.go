@@ -70,6 +70,13 @@ type State struct {
 	clusters    map[string]*Cluster
 	teams       map[string]*Team
 	groups      map[string]*ClusterGroup
+	// The autoscaler's settings, launch configs, machines, capacity
+	// marks and recent decisions.
+	autoscaler    Autoscaler
+	launchConfigs map[string]*LaunchConfig
+	machines      map[string]*Machine
+	marks         map[string]*CapacityMark
+	decisions     []Decision
 	projectTeam map[string]*Team // derived from teams
 
 	sched map[string]*userSched
@@ -98,6 +105,9 @@ func New() *State {
 		clusters:       map[string]*Cluster{},
 		teams:          map[string]*Team{},
 		groups:         map[string]*ClusterGroup{},
+		launchConfigs:  map[string]*LaunchConfig{},
+		machines:       map[string]*Machine{},
+		marks:          map[string]*CapacityMark{},
 		projectTeam:    map[string]*Team{},
 		sched:          map[string]*userSched{},
 		userTallies:    map[string]*Tally{},
@@ -194,6 +204,12 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetTeam(c)
 	case *ApplyPlacement:
 		return s.applyApplyPlacement(c)
+	case *Scale:
+		return s.applyScale(index, c)
+	case *LaunchDone:
+		return s.applyLaunchDone(c)
+	case *MachineGone:
+		return s.applyMachineGone(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

@@ -314,7 +314,10 @@ type Instance struct {
 	GPUType  string `codec:"-"`
 	GPUs     int64  `codec:"-"`
 	FreeGPUs int64  `codec:"-"`
-	running  map[attemptKey]struct{}
+	// Machine is the autoscaler's machine it runs on (snapshots carry it
+	// after FreeGPU).
+	Machine string `codec:"-"`
+	running map[attemptKey]struct{}
 }
 
 // identity is what a later activation of the same worker is recognised by.

@@ -230,7 +230,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	}
 	var free int64
 	for _, inst := range s.instances {
-		if !inst.Active {
+		if !inst.Active || s.draining(inst) {
 			continue
 		}
 		slot := InstanceSlot{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,

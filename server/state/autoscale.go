@@ -1,0 +1,582 @@
+package state
+
+import (
+	"crypto/sha1"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The autoscaler's consensus state: its settings and launch configs, every
+// machine it launched with its price and state, the configs it found
+// capacity-limited, and the reasons of its last decisions. A decision is a
+// Scale command the leader proposes; apply checks it against the caps
+// again, so no leader, however stale its view, can take the live machines
+// past a node or spend cap. Machine IDs and launch request keys are made
+// from the Raft index of the Scale entry, so a new leader that repeats a
+// launch the old one started sends the same key, and the provider makes
+// nothing twice.
+
+// Machine states (as the autoscaler package numbers them).
+const (
+	MachineRequested uint8 = iota + 1
+	MachineLaunching
+	MachineActive
+	MachineDraining
+	MachineDeleted
+	MachineFailed
+)
+
+// MachineStateName names a machine state.
+func MachineStateName(st uint8) string {
+	switch st {
+	case MachineRequested:
+		return "requested"
+	case MachineLaunching:
+		return "launching"
+	case MachineActive:
+		return "active"
+	case MachineDraining:
+		return "draining"
+	case MachineDeleted:
+		return "deleted"
+	case MachineFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("state(%d)", st)
+}
+
+func machineLive(st uint8) bool { return st >= MachineRequested && st <= MachineDraining }
+
+// Autoscaler is the deployment's autoscaler: whether it runs, its caps
+// over every config together, its timeouts and its ranking strategy.
+// Durations are nanoseconds; zero caps are no cap.
+type Autoscaler struct {
+	Enabled             bool
+	Strategy            string
+	MaxNodes            int64
+	MaxPerHour          float64
+	MaxAddsPerMinute    int64
+	MaxRemovesPerMinute int64
+	BootTimeout         int64
+	IdleTimeout         int64
+	LameTimeout         int64
+	Backoff             int64
+	MaxBackoff          int64
+	Window              int64
+	SpotPreemptions     int64
+	// NamePrefix starts every machine's name (default "drover").
+	NamePrefix string
+}
+
+// LaunchConfig is a machine type in a zone, spot or not, for one pool of
+// one cluster, with its price and its own caps.
+type LaunchConfig struct {
+	Name                string
+	Cluster             string
+	Pool                string
+	MachineType         string
+	Zone                string
+	Spot                bool
+	Reserved            bool
+	CPUMilli            int64
+	Memory              int64
+	GPUType             string
+	GPUs                int64
+	PricePerHour        float64
+	MaxNodes            int64
+	MaxPerHour          float64
+	MaxAddsPerMinute    int64
+	MaxRemovesPerMinute int64
+}
+
+// Machine is a machine the autoscaler launched.
+type Machine struct {
+	ID           string
+	Config       string
+	Cluster      string
+	Pool         string
+	State        uint8
+	PricePerHour float64
+	CPUMilli     int64
+	Memory       int64
+	// Launch is the index of the Scale entry that asked for it; Request
+	// the idempotency key of its launch (one per config in an entry).
+	Launch     uint64
+	Request    string
+	ProviderID string
+	// Instance is its worker once it activated (0: not yet).
+	Instance uint32
+	Created  int64
+	Since    int64
+	// Deleted is when its deletion was decided (for the remove rate).
+	Deleted int64
+	Reason  string
+}
+
+// CapacityMark says a config could not be filled; it is skipped until
+// Until. SpotPreemptions counts its machines reclaimed in a row.
+type CapacityMark struct {
+	Config          string
+	Until           int64
+	Backoff         int64
+	Reason          string
+	SpotPreemptions int64
+}
+
+// Decision is one of the autoscaler's recent decisions, for people.
+type Decision struct {
+	Time int64
+	Text string
+}
+
+// maxDecisions bounds the decisions kept; maxDeletedMachines the deleted
+// or failed machines kept (the newest), so the state does not grow with
+// every machine ever launched.
+const (
+	maxDecisions       = 256
+	maxDeletedMachines = 1000
+)
+
+// MaxLaunchConfigs bounds the launch configs of a deployment, and
+// MaxLaunchPerConfig the machines one Scale entry asks of one config.
+const (
+	MaxLaunchConfigs   = 1000
+	MaxLaunchPerConfig = 1000
+)
+
+// ScaleLaunch asks for Count machines of a config.
+type ScaleLaunch struct {
+	Config string
+	Count  int64
+	Reason string
+}
+
+// ScaleDelete retires a machine.
+type ScaleDelete struct {
+	Machine string
+	Reason  string
+}
+
+// Scale is one autoscaler decision.
+type Scale struct {
+	Now      int64
+	Launches []ScaleLaunch
+	Deletes  []ScaleDelete
+	// Notes are the decision's other reasons (demand held, configs
+	// skipped), kept with it.
+	Notes []string
+}
+
+// ScaleResult lists the machines a Scale made, by launch request.
+type ScaleResult struct {
+	Requests []LaunchRequest
+	// Capped counts machines apply refused for a cap the leader's view
+	// missed.
+	Capped int64
+}
+
+// LaunchRequest is one config's machines of a Scale, under one key.
+type LaunchRequest struct {
+	Key      string
+	Config   string
+	Machines []string
+}
+
+// LaunchDone records what the provider made of a request: the machines
+// created (now launching), and, when it said so, that the rest could not
+// be made (capacity or quota): those fail and the config is marked.
+type LaunchDone struct {
+	Now     int64
+	Request string
+	Created []LaunchedMachine
+	// Refused: the provider gave a definite answer for the rest.
+	Refused         bool
+	CapacityLimited bool
+	Reason          string
+}
+
+// LaunchedMachine is a machine a provider made.
+type LaunchedMachine struct {
+	Machine    string
+	ProviderID string
+}
+
+// MachineGone records that a machine no longer exists (deleted by drover,
+// reclaimed by the cloud, or found missing). Its worker is retired.
+type MachineGone struct {
+	Now       int64
+	Machine   string
+	Reason    string
+	Preempted bool
+}
+
+func (*Scale) Type() CommandType       { return CmdScale }
+func (*LaunchDone) Type() CommandType  { return CmdLaunchDone }
+func (*MachineGone) Type() CommandType { return CmdMachineGone }
+
+// ValidateLaunchConfig checks a launch config as apply will, so the API
+// refuses it before it reaches the log.
+func ValidateLaunchConfig(c *LaunchConfig) error {
+	if err := validateLaunchConfig(c); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validateLaunchConfig(c *LaunchConfig) *ApplyError {
+	if err := validName("launch config", c.Name); err != nil {
+		return err
+	}
+	if err := validName("cluster", c.Cluster); err != nil {
+		return err
+	}
+	if c.Pool == "" {
+		c.Pool = DefaultPool
+	}
+	if err := validName("pool", c.Pool); err != nil {
+		return err
+	}
+	if len(c.MachineType) > 128 || len(c.Zone) > 128 {
+		return errorf(ErrInvalid, "launch config %s: machine type and zone are at most 128 bytes", c.Name)
+	}
+	if c.CPUMilli <= 0 || c.CPUMilli > 4096*1000 || c.Memory <= 0 || c.Memory > 1<<50 {
+		return errorf(ErrInvalid, "launch config %s: cpu must be more than 0 and at most 4096 cores, memory more than 0", c.Name)
+	}
+	if c.GPUs < 0 || c.GPUs > MaxGPUs {
+		return errorf(ErrInvalid, "launch config %s: 0 to %d GPUs", c.Name, MaxGPUs)
+	}
+	if c.GPUs > 0 {
+		if err := validName("GPU type", c.GPUType); err != nil {
+			return err
+		}
+	}
+	for _, f := range []float64{c.PricePerHour, c.MaxPerHour} {
+		if f < 0 || f > 1e9 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return errorf(ErrInvalid, "launch config %s: prices and spend caps are 0 to 1e9 dollars an hour", c.Name)
+		}
+	}
+	for _, n := range []int64{c.MaxNodes, c.MaxAddsPerMinute, c.MaxRemovesPerMinute} {
+		if n < 0 || n > 1e6 {
+			return errorf(ErrInvalid, "launch config %s: node caps and rates are 0 (none) to 1,000,000", c.Name)
+		}
+	}
+	return nil
+}
+
+// ValidateAutoscaler checks autoscaler settings as apply will.
+func ValidateAutoscaler(a *Autoscaler) error {
+	if err := validateAutoscaler(a); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validateAutoscaler(a *Autoscaler) *ApplyError {
+	switch a.Strategy {
+	case "", "cheapest", "prefer-large", "prefer-reserved":
+	default:
+		return errorf(ErrInvalid, "autoscaler: unknown strategy %.40q (cheapest, prefer-large or prefer-reserved)", a.Strategy)
+	}
+	if a.MaxPerHour < 0 || a.MaxPerHour > 1e9 || math.IsNaN(a.MaxPerHour) || math.IsInf(a.MaxPerHour, 0) {
+		return errorf(ErrInvalid, "autoscaler: max_per_hour is 0 (none) to 1e9 dollars")
+	}
+	for _, n := range []int64{a.MaxNodes, a.MaxAddsPerMinute, a.MaxRemovesPerMinute, a.SpotPreemptions} {
+		if n < 0 || n > 1e6 {
+			return errorf(ErrInvalid, "autoscaler: node caps, rates and spot preemptions are 0 to 1,000,000")
+		}
+	}
+	for _, d := range []int64{a.BootTimeout, a.IdleTimeout, a.LameTimeout, a.Backoff, a.MaxBackoff, a.Window} {
+		if d < 0 || d > int64(30*24*time.Hour) {
+			return errorf(ErrInvalid, "autoscaler: timeouts are 0 to 30 days")
+		}
+	}
+	if a.NamePrefix != "" && (len(a.NamePrefix) > 20 || !dnsLabel(a.NamePrefix)) {
+		return errorf(ErrInvalid, "autoscaler: name_prefix %.30q: up to 20 lowercase letters, digits and '-', starting with a letter", a.NamePrefix)
+	}
+	return nil
+}
+
+// dnsLabel: lowercase letters, digits and '-', starting with a letter
+// (what GCE and most clouds accept in a machine name).
+func dnsLabel(s string) bool {
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || i > 0 && (r >= '0' && r <= '9' || r == '-')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// RequestKey is the idempotency key of the launch of a config's machines
+// by the Scale entry at index: a UUID (GCE's requestId must be one) made
+// from the deployment's prefix, the index and the config, so every leader
+// makes the same.
+func RequestKey(prefix string, index uint64, config string) string {
+	sum := sha1.Sum([]byte(fmt.Sprintf("drover/%s/%d/%s", prefix, index, config)))
+	sum[6] = sum[6]&0x0f | 0x50 // version 5
+	sum[8] = sum[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
+}
+
+func (a *Autoscaler) prefix() string {
+	if a.NamePrefix == "" {
+		return "drover"
+	}
+	return a.NamePrefix
+}
+
+// liveTotals counts live machines and their spend, in all and for one
+// config, and the adds and removes of the minute before now.
+type liveTotals struct {
+	nodes, adds, removes int64
+	spend                float64
+}
+
+func (s *State) totals(config string, now int64) (all, one liveTotals) {
+	minuteAgo := now - int64(time.Minute)
+	for _, m := range s.machines {
+		for _, t := range []*liveTotals{&all, &one} {
+			if t == &one && m.Config != config {
+				continue
+			}
+			if machineLive(m.State) {
+				t.nodes++
+				t.spend += m.PricePerHour
+			}
+			if m.Created > minuteAgo {
+				t.adds++
+			}
+			if m.Deleted > minuteAgo {
+				t.removes++
+			}
+		}
+	}
+	return all, one
+}
+
+func (s *State) applyScale(index uint64, c *Scale) any {
+	res := &ScaleResult{}
+	a := &s.autoscaler
+	seq := 0
+	for _, l := range c.Launches {
+		cfg := s.launchConfigs[l.Config]
+		if cfg == nil || l.Count <= 0 {
+			continue
+		}
+		if cl := s.clusters[cfg.Cluster]; cl != nil && cl.Disabled {
+			res.Capped += l.Count
+			continue
+		}
+		if m := s.marks[cfg.Name]; m != nil && c.Now < m.Until {
+			res.Capped += l.Count
+			continue
+		}
+		req := LaunchRequest{Key: RequestKey(a.prefix(), index, cfg.Name), Config: cfg.Name}
+		// The caps again, with this entry's machines counted: a leader's
+		// view may be behind the log.
+		all, one := s.totals(cfg.Name, c.Now)
+		n := min(l.Count, MaxLaunchPerConfig)
+		for k := int64(0); k < n; k++ {
+			if (a.MaxNodes > 0 && all.nodes+1 > a.MaxNodes) || (cfg.MaxNodes > 0 && one.nodes+1 > cfg.MaxNodes) ||
+				(a.MaxPerHour > 0 && all.spend+cfg.PricePerHour > a.MaxPerHour+1e-9) || (cfg.MaxPerHour > 0 && one.spend+cfg.PricePerHour > cfg.MaxPerHour+1e-9) ||
+				(a.MaxAddsPerMinute > 0 && all.adds+1 > a.MaxAddsPerMinute) || (cfg.MaxAddsPerMinute > 0 && one.adds+1 > cfg.MaxAddsPerMinute) {
+				res.Capped += l.Count - k
+				break
+			}
+			for _, t := range []*liveTotals{&all, &one} {
+				t.nodes++
+				t.adds++
+				t.spend += cfg.PricePerHour
+			}
+			id := fmt.Sprintf("%s-%d-%d", a.prefix(), index, seq)
+			seq++
+			m := &Machine{ID: id, Config: cfg.Name, Cluster: cfg.Cluster, Pool: cfg.Pool, State: MachineRequested, PricePerHour: cfg.PricePerHour,
+				CPUMilli: cfg.CPUMilli, Memory: cfg.Memory, Launch: index, Request: req.Key, Created: c.Now, Since: c.Now, Reason: l.Reason}
+			s.machines[id] = m
+			req.Machines = append(req.Machines, id)
+		}
+		if len(req.Machines) > 0 {
+			res.Requests = append(res.Requests, req)
+			s.decide(c.Now, l.Reason)
+		}
+	}
+	for _, d := range c.Deletes {
+		m := s.machines[d.Machine]
+		if m == nil || !machineLive(m.State) || m.State == MachineDraining {
+			continue
+		}
+		m.State, m.Since, m.Deleted, m.Reason = MachineDraining, c.Now, c.Now, d.Reason
+		s.decide(c.Now, fmt.Sprintf("delete %s: %s", m.ID, d.Reason))
+		if m.Instance != 0 {
+			s.notifyInstance(m.Instance)
+		}
+	}
+	for _, n := range c.Notes {
+		s.decide(c.Now, n)
+	}
+	return res
+}
+
+// decide keeps a decision's reason, dropping the oldest past maxDecisions.
+func (s *State) decide(now int64, text string) {
+	if len(text) > 1024 {
+		text = text[:1024]
+	}
+	s.decisions = append(s.decisions, Decision{Time: now, Text: text})
+	if len(s.decisions) > maxDecisions {
+		s.decisions = slices.Delete(s.decisions, 0, len(s.decisions)-maxDecisions)
+	}
+}
+
+func (s *State) applyLaunchDone(c *LaunchDone) any {
+	created := map[string]string{}
+	for _, lm := range c.Created {
+		created[lm.Machine] = lm.ProviderID
+	}
+	var cfg string
+	failed := 0
+	for _, id := range s.sortedMachineIDs() {
+		m := s.machines[id]
+		if m.Request != c.Request {
+			continue
+		}
+		cfg = m.Config
+		if pid, ok := created[id]; ok {
+			if m.State == MachineRequested {
+				m.State, m.Since, m.ProviderID = MachineLaunching, c.Now, pid
+			}
+			continue
+		}
+		if c.Refused && m.State == MachineRequested {
+			m.State, m.Since, m.Deleted, m.Reason = MachineFailed, c.Now, c.Now, "not made: "+c.Reason
+			failed++
+		}
+	}
+	if c.CapacityLimited && cfg != "" {
+		s.markCapacity(cfg, c.Now, c.Reason)
+		s.decide(c.Now, fmt.Sprintf("%s capacity-limited (%s): %d of its machines not made", cfg, c.Reason, failed))
+	}
+	s.trimMachines()
+	return nil
+}
+
+// markCapacity marks a config capacity-limited, doubling its backoff when
+// it was marked before (up to MaxBackoff).
+func (s *State) markCapacity(config string, now int64, reason string) {
+	a := &s.autoscaler
+	first := a.Backoff
+	if first <= 0 {
+		first = int64(time.Minute)
+	}
+	m := s.marks[config]
+	if m == nil {
+		m = &CapacityMark{Config: config}
+		s.marks[config] = m
+	}
+	switch {
+	case m.Backoff == 0:
+		m.Backoff = first
+	case now < m.Until+2*m.Backoff:
+		m.Backoff *= 2
+	default:
+		m.Backoff = first
+	}
+	if a.MaxBackoff > 0 {
+		m.Backoff = min(m.Backoff, a.MaxBackoff)
+	}
+	m.Until, m.Reason = now+m.Backoff, reason
+}
+
+func (s *State) applyMachineGone(c *MachineGone) any {
+	m := s.machines[c.Machine]
+	if m == nil || m.State == MachineDeleted || m.State == MachineFailed {
+		return nil
+	}
+	if m.State != MachineDraining {
+		m.Deleted = c.Now
+	}
+	m.State, m.Since, m.Reason = MachineDeleted, c.Now, c.Reason
+	if inst := s.instances[m.Instance]; inst != nil && inst.Active {
+		s.retire(inst, c.Now, "machine "+m.ID+" gone: "+c.Reason, 0)
+	}
+	if cfg := s.launchConfigs[m.Config]; cfg != nil && cfg.Spot && c.Preempted {
+		mk := s.marks[cfg.Name]
+		if mk == nil {
+			mk = &CapacityMark{Config: cfg.Name}
+			s.marks[cfg.Name] = mk
+		}
+		mk.SpotPreemptions++
+		if n := s.autoscaler.SpotPreemptions; n > 0 && mk.SpotPreemptions >= n {
+			s.markCapacity(cfg.Name, c.Now, fmt.Sprintf("spot machines reclaimed %d times; on-demand configs meanwhile", mk.SpotPreemptions))
+			mk.SpotPreemptions = 0
+		}
+	}
+	s.decide(c.Now, fmt.Sprintf("%s gone: %s", m.ID, c.Reason))
+	s.trimMachines()
+	s.notifyWork()
+	return nil
+}
+
+// linkMachine ties an activating worker to the machine it runs on.
+func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyError {
+	m := s.machines[machine]
+	if m == nil || !machineLive(m.State) || m.State == MachineDraining {
+		return errorf(ErrConflict, "machine %q is not one the autoscaler has live", machine)
+	}
+	if m.Instance != 0 {
+		if old := s.instances[m.Instance]; old != nil && old.Active && old.ID != inst.ID {
+			s.retire(old, now, "its machine's worker activated again", 0)
+		}
+	}
+	m.Instance, m.State, m.Since = inst.ID, MachineActive, now
+	inst.Machine = machine
+	return nil
+}
+
+// draining reports whether an instance's machine is being emptied for
+// deletion: no new attempt goes there.
+func (s *State) draining(inst *Instance) bool {
+	if inst.Machine == "" {
+		return false
+	}
+	m := s.machines[inst.Machine]
+	return m != nil && m.State == MachineDraining
+}
+
+// trimMachines drops the oldest deleted and failed machines past
+// maxDeletedMachines.
+func (s *State) trimMachines() {
+	var gone []*Machine
+	for _, m := range s.machines {
+		if !machineLive(m.State) {
+			gone = append(gone, m)
+		}
+	}
+	if len(gone) <= maxDeletedMachines {
+		return
+	}
+	slices.SortFunc(gone, func(a, b *Machine) int {
+		if a.Since != b.Since {
+			if a.Since < b.Since {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, m := range gone[:len(gone)-maxDeletedMachines] {
+		delete(s.machines, m.ID)
+	}
+}
+
+func (s *State) sortedMachineIDs() []string {
+	ids := make([]string, 0, len(s.machines))
+	for id := range s.machines {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

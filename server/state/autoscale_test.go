@@ -1,0 +1,163 @@
+package state
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// autoscaled sets up a cluster with two launch configs and a $1/hour cap.
+func autoscaled(t *testing.T) *Harness {
+	h := newHarness(t)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east"}},
+		Autoscaler: &Autoscaler{Enabled: true, MaxPerHour: 1.0, Backoff: int64(time.Minute), MaxBackoff: int64(4 * time.Minute), SpotPreemptions: 2},
+		LaunchConfigs: []LaunchConfig{
+			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.3},
+			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.1},
+		}})
+	return h
+}
+
+func TestScaleIsCappedAtApply(t *testing.T) {
+	h := autoscaled(t)
+	// A leader asks for 5 machines of $0.30 under a $1 cap: 3 are made.
+	res := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "small", Count: 5, Reason: "demand"}}}).(*ScaleResult)
+	if len(res.Requests) != 1 || len(res.Requests[0].Machines) != 3 || res.Capped != 2 {
+		t.Fatalf("scale %+v; want 3 machines and 2 capped", res)
+	}
+	idx := uint64(len(h.Log))
+	req := res.Requests[0]
+	if req.Key != RequestKey("drover", idx, "small") || req.Machines[0] != "drover-"+itoa(idx)+"-0" {
+		t.Fatalf("request %+v, want the key and names made from index %d", req, idx)
+	}
+	// The same key on every server and after a restart: a UUID.
+	if k := req.Key; len(k) != 36 || k[14] != '5' || strings.Count(k, "-") != 4 {
+		t.Fatalf("key %q is not a version 5 UUID", k)
+	}
+	// Another Scale while the first machines are requested still counts
+	// them against the cap.
+	res = h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "spot", Count: 1}}}).(*ScaleResult)
+	if len(res.Requests) != 1 || res.Capped != 0 {
+		t.Fatalf("a $0.10 machine fits the last $0.10: %+v", res)
+	}
+	res = h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "spot", Count: 1}}}).(*ScaleResult)
+	if len(res.Requests) != 0 || res.Capped != 1 {
+		t.Fatalf("past the cap: %+v", res)
+	}
+}
+
+func itoa(n uint64) string {
+	var b []byte
+	for {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+		if n == 0 {
+			return string(b)
+		}
+	}
+}
+
+func TestMachineLifecycle(t *testing.T) {
+	h := autoscaled(t)
+	res := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "small", Count: 2}}}).(*ScaleResult)
+	req := res.Requests[0]
+	// The provider made one, and refused the other for capacity.
+	h.Must(&LaunchDone{Now: h.Tick(), Request: req.Key, Created: []LaunchedMachine{{Machine: req.Machines[0], ProviderID: "gce-1"}},
+		Refused: true, CapacityLimited: true, Reason: "ZONE_RESOURCE_POOL_EXHAUSTED"})
+	ms := map[string]MachineInfo{}
+	for _, m := range h.S.Machines() {
+		ms[m.ID] = m
+	}
+	if ms[req.Machines[0]].State != MachineLaunching || ms[req.Machines[0]].ProviderID != "gce-1" || ms[req.Machines[1]].State != MachineFailed {
+		t.Fatalf("machines %+v", ms)
+	}
+	_, _, marks := h.S.AutoscalerSettings()
+	if m := marks["small"]; m.Backoff != int64(time.Minute) || m.Until != h.Now+int64(time.Minute) || m.Reason != "ZONE_RESOURCE_POOL_EXHAUSTED" {
+		t.Fatalf("mark %+v", m)
+	}
+	// A Scale for a marked config makes nothing.
+	if r := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "small", Count: 1}}}).(*ScaleResult); len(r.Requests) != 0 {
+		t.Fatalf("launched a capacity-limited config: %+v", r)
+	}
+	// A worker on an unknown machine is refused; on the made one, linked.
+	h.MustFail(&Activate{Now: h.Tick(), Name: "x", CPUMilli: 8000, Memory: 32 << 30, TokenHash: "tx", Region: "east", Cluster: "a", Machine: "nope"}, ErrConflict)
+	act := h.Must(&Activate{Now: h.Tick(), Name: req.Machines[0], NodeID: "n0", CPUMilli: 8000, Memory: 32 << 30, TokenHash: "t0",
+		Region: "east", Cluster: "a", Machine: req.Machines[0]}).(*ActivateResult)
+	for _, m := range h.S.Machines() {
+		if m.ID == req.Machines[0] && (m.State != MachineActive || m.Instance != act.Instance) {
+			t.Fatalf("after activation: %+v", m)
+		}
+	}
+	// A job runs there; deciding to delete the machine drains it: no new
+	// attempt goes there, and it leaves the scheduling view.
+	b := h.CreateBatch(entry(1, 2, spec("j", 1)))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, act.Instance)}})
+	h.Must(&Scale{Now: h.Tick(), Deletes: []ScaleDelete{{Machine: req.Machines[0], Reason: "idle"}}})
+	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 2, 1, act.Instance)}}).(*PlanResult); r.Placed != 0 {
+		t.Fatalf("placed on a draining machine: %+v", r)
+	}
+	if v := h.S.SchedulingView(0); len(v.Instances) != 0 {
+		t.Fatalf("a draining machine's worker is in the view: %+v", v.Instances)
+	}
+	// Gone: its worker is retired and the job runs again elsewhere.
+	h.Must(&MachineGone{Now: h.Tick(), Machine: req.Machines[0], Reason: "deleted"})
+	if st := h.JobState(b, 1); st != Ready {
+		t.Fatalf("job on the deleted machine is %s, want Ready again", st)
+	}
+	for _, m := range h.S.Machines() {
+		if m.ID == req.Machines[0] && m.State != MachineDeleted {
+			t.Fatalf("after gone: %+v", m)
+		}
+	}
+	// The state survives replay and a snapshot.
+	for _, s := range []*State{h.Replay(), func() *State {
+		s := New()
+		if err := s.Restore(strings.NewReader(string(SnapshotBytes(t, h.S)))); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}()} {
+		checkInvariants(t, s)
+		if got, want := len(s.Machines()), len(h.S.Machines()); got != want {
+			t.Fatalf("%d machines after restore, want %d", got, want)
+		}
+		if _, cfgs, marks := s.AutoscalerSettings(); len(cfgs) != 2 || marks["small"].Reason == "" {
+			t.Fatalf("configs %+v marks %+v after restore", cfgs, marks)
+		}
+	}
+}
+
+func TestSpotPreemptionsMarkTheConfig(t *testing.T) {
+	h := autoscaled(t)
+	res := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "spot", Count: 3}}}).(*ScaleResult)
+	ms := res.Requests[0].Machines
+	h.Must(&MachineGone{Now: h.Tick(), Machine: ms[0], Reason: "preempted", Preempted: true})
+	if _, _, marks := h.S.AutoscalerSettings(); marks["spot"].Until > h.Now {
+		t.Fatalf("marked after one preemption: %+v", marks["spot"])
+	}
+	h.Must(&MachineGone{Now: h.Tick(), Machine: ms[1], Reason: "preempted", Preempted: true})
+	_, _, marks := h.S.AutoscalerSettings()
+	if m := marks["spot"]; m.Until <= h.Now || !strings.Contains(m.Reason, "reclaimed 2 times") {
+		t.Fatalf("after two preemptions: %+v", m)
+	}
+	// Marked again soon after: the backoff doubles, up to the maximum.
+	h.Now += int64(time.Minute)
+	for _, want := range []time.Duration{2 * time.Minute, 4 * time.Minute, 4 * time.Minute} {
+		h.S.mu.Lock()
+		h.S.markCapacity("spot", h.Tick(), "again")
+		got := h.S.marks["spot"].Backoff
+		h.S.mu.Unlock()
+		if got != int64(want) {
+			t.Fatalf("backoff %s, want %s", time.Duration(got), want)
+		}
+	}
+}
+
+func TestLaunchConfigsAreChecked(t *testing.T) {
+	h := newHarness(t)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{{Name: "x", Cluster: "nowhere", CPUMilli: 1000, Memory: 1 << 30}}}, ErrInvalid)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "r"}},
+		LaunchConfigs: []LaunchConfig{{Name: "x", Cluster: "a", CPUMilli: 0, Memory: 1 << 30}}}, ErrInvalid)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Autoscaler: &Autoscaler{Strategy: "random"}}, ErrInvalid)
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), Autoscaler: &Autoscaler{NamePrefix: "Bad_Prefix"}}, ErrInvalid)
+}

@@ -1,0 +1,212 @@
+package state
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// AutoscaleState is what the autoscaler's leader loop reads before a
+// decision: its settings, configs, machines and marks, the clusters, and
+// what every active worker has free.
+type AutoscaleState struct {
+	Settings Autoscaler
+	Configs  []LaunchConfig
+	Machines []Machine
+	Marks    []CapacityMark
+	Clusters []ClusterSlot
+	Free     []FreeRoom
+	// Running maps an active instance to the attempts it runs (for idle
+	// machines).
+	Running   map[uint32]int
+	Decisions []Decision
+}
+
+// FreeRoom is what one active worker has free, and where it is.
+type FreeRoom struct {
+	Instance                       uint32
+	Region, Cluster, Pool, GPUType string
+	CPUMilli, Memory, GPUs         int64
+}
+
+// AutoscaleState copies the autoscaler's state.
+func (s *State) AutoscaleState() *AutoscaleState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v := &AutoscaleState{Settings: s.autoscaler, Running: map[uint32]int{}, Decisions: slices.Clone(s.decisions)}
+	for _, name := range sortedKeys(s.launchConfigs) {
+		v.Configs = append(v.Configs, *s.launchConfigs[name])
+	}
+	for _, id := range s.sortedMachineIDs() {
+		v.Machines = append(v.Machines, *s.machines[id])
+	}
+	for _, name := range sortedKeys(s.marks) {
+		v.Marks = append(v.Marks, *s.marks[name])
+	}
+	for _, name := range sortedKeys(s.clusters) {
+		cl := s.clusters[name]
+		v.Clusters = append(v.Clusters, ClusterSlot{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled, Reason: cl.Reason, By: cl.By, Since: cl.Since})
+	}
+	for _, id := range s.sortedInstanceIDs() {
+		inst := s.instances[id]
+		if !inst.Active {
+			continue
+		}
+		v.Running[id] = len(inst.running)
+		if s.draining(inst) {
+			continue
+		}
+		if cl := s.clusters[inst.Cluster]; cl != nil && cl.Disabled {
+			continue
+		}
+		v.Free = append(v.Free, FreeRoom{Instance: id, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
+			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0)})
+	}
+	return v
+}
+
+// DemandUser is one user's windowed ready work, head of the queue first.
+type DemandUser struct {
+	Name         string
+	RunningMilli int64
+	Shapes       []DemandShape
+}
+
+// DemandShape is jobs of one size and constraint in a user's queue.
+type DemandShape struct {
+	CPUMilli, Memory, GPUs int64
+	// Constraint is 1 + an index into AutoscaleDemand.Constraints (0:
+	// none).
+	Constraint int32
+	Count      int64
+}
+
+// AutoscaleDemand is the head of every user's ready queue within the
+// autoscaler's window.
+type AutoscaleDemand struct {
+	Users       []DemandUser
+	Constraints []ConstraintSlot
+}
+
+// maxDemandShapes bounds the shapes one user's window lists: a queue of
+// distinct jobs of every size would otherwise list each.
+const maxDemandShapes = 4096
+
+// AutoscaleDemand reads the head of each user's Ready queue up to the
+// user's fair share of budget millicores (share: the scheduler's fair
+// share), one job past it, with memory rounded up to memStep so jobs of
+// nearly one size are one shape. Only the heads are read: a backlog of
+// millions costs what the window holds.
+func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *AutoscaleDemand {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := &AutoscaleDemand{}
+	names := make([]string, 0, len(s.sched))
+	for name, u := range s.sched {
+		if u.readyJobs > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	running, ready := make([]int64, len(names)), make([]int64, len(names))
+	for i, name := range names {
+		running[i], ready[i] = s.sched[name].runningMilli, s.sched[name].readyMilli
+	}
+	shares := share(running, ready, budget)
+	constraintOf := map[string]int32{}
+	for ui, name := range names {
+		u := s.sched[name]
+		du := DemandUser{Name: name, RunningMilli: u.runningMilli}
+		index := map[DemandShape]int{}
+		left := shares[ui]
+	batches:
+		for _, b := range u.active {
+			for _, r := range b.ready.items() {
+				if left <= 0 || len(du.Shapes) >= maxDemandShapes {
+					break batches
+				}
+				sp := b.groupOf(r.Lo).spec
+				n := int64(r.Len())
+				if sp.CPUMilli > 0 {
+					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
+				}
+				left -= n * sp.CPUMilli
+				typ, gpus := sp.GPUs()
+				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
+				if w := sp.Where; w != nil && (len(w.Regions) > 0 || w.Pool != "" || gpus > 0) {
+					k := w.Pool + "\x00" + typ + "\x00" + strings.Join(w.Regions, "\x00")
+					ci, ok := constraintOf[k]
+					if !ok {
+						d.Constraints = append(d.Constraints, ConstraintSlot{Regions: slices.Clone(w.Regions), Pool: w.Pool, GPUType: typ})
+						ci = int32(len(d.Constraints))
+						constraintOf[k] = ci
+					}
+					key.Constraint = ci
+				}
+				if i, ok := index[key]; ok {
+					du.Shapes[i].Count += n
+					continue
+				}
+				index[key] = len(du.Shapes)
+				key.Count = n
+				du.Shapes = append(du.Shapes, key)
+			}
+		}
+		d.Users = append(d.Users, du)
+	}
+	return d
+}
+
+func roundUp(v, step int64) int64 {
+	if step <= 0 || v <= 0 {
+		return v
+	}
+	return (v + step - 1) / step * step
+}
+
+// MachineInfo is a machine with what the API shows of its worker.
+type MachineInfo struct {
+	Machine
+	Running int // attempts on its worker
+}
+
+// Machines lists the autoscaler's machines, live first, by ID.
+func (s *State) Machines() []MachineInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]MachineInfo, 0, len(s.machines))
+	for _, id := range s.sortedMachineIDs() {
+		m := s.machines[id]
+		mi := MachineInfo{Machine: *m}
+		if inst := s.instances[m.Instance]; inst != nil && inst.Active {
+			mi.Running = len(inst.running)
+		}
+		out = append(out, mi)
+	}
+	slices.SortStableFunc(out, func(a, b MachineInfo) int {
+		la, lb := machineLive(a.State), machineLive(b.State)
+		switch {
+		case la && !lb:
+			return -1
+		case lb && !la:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// AutoscalerSettings returns the settings and launch configs.
+func (s *State) AutoscalerSettings() (Autoscaler, []LaunchConfig, map[string]CapacityMark) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var cfgs []LaunchConfig
+	for _, name := range sortedKeys(s.launchConfigs) {
+		cfgs = append(cfgs, *s.launchConfigs[name])
+	}
+	marks := map[string]CapacityMark{}
+	for k, v := range s.marks {
+		marks[k] = *v
+	}
+	return s.autoscaler, cfgs, maps.Clone(marks)
+}
