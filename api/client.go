@@ -747,6 +747,14 @@ func (c *Client) ListClusters(ctx context.Context) ([]Cluster, error) {
 	return out, err
 }
 
+// AutoscalerStatus returns the autoscaler's settings, machines and last
+// decision.
+func (c *Client) AutoscalerStatus(ctx context.Context) (*AutoscalerStatus, error) {
+	var out AutoscalerStatus
+	err := c.Do(ctx, http.MethodGet, "/api/v1/autoscaler", nil, &out)
+	return &out, err
+}
+
 // ListClusterGroups lists every cluster group with its clusters.
 func (c *Client) ListClusterGroups(ctx context.Context) ([]ClusterGroup, error) {
 	var out []ClusterGroup

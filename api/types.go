@@ -377,6 +377,9 @@ type ActivateRequest struct {
 	// hex digits), so a retried activation finds the instance it made;
 	// empty: the server makes one.
 	Token string `json:"token,omitempty"`
+	// Machine is the autoscaler's name for the machine the worker runs on
+	// (given to it at launch); empty for a worker started by hand.
+	Machine string `json:"machine,omitempty"`
 }
 
 // ActivateResponse carries the instance's identity and the token it uses for
@@ -597,7 +600,53 @@ type PlacementConfig struct {
 	Teams    []Team        `json:"teams,omitempty"`
 	// Groups declares cluster groups; Prune removes those not named too.
 	Groups []ClusterGroup `json:"cluster_groups,omitempty"`
-	Prune  bool           `json:"prune,omitempty"`
+	// Autoscaler replaces the autoscaler's settings (absent: kept);
+	// LaunchConfigs are created or replaced (Prune removes those not
+	// named).
+	Autoscaler    *AutoscalerSettings `json:"autoscaler,omitempty"`
+	LaunchConfigs []LaunchConfig      `json:"launch_configs,omitempty"`
+	Prune         bool                `json:"prune,omitempty"`
+}
+
+// AutoscalerSettings are the autoscaler's caps over every launch config
+// together, its timeouts (Go durations, "90s") and its strategy. Zero
+// caps are no cap.
+type AutoscalerSettings struct {
+	Enabled             bool    `json:"enabled"`
+	Strategy            string  `json:"strategy,omitempty"` // cheapest (default), prefer-large, prefer-reserved
+	MaxNodes            int64   `json:"max_nodes,omitempty"`
+	MaxPerHour          float64 `json:"max_per_hour,omitempty"`
+	MaxAddsPerMinute    int64   `json:"max_adds_per_minute,omitempty"`
+	MaxRemovesPerMinute int64   `json:"max_removes_per_minute,omitempty"`
+	BootTimeout         string  `json:"boot_timeout,omitempty"`
+	IdleTimeout         string  `json:"idle_timeout,omitempty"`
+	LameTimeout         string  `json:"lame_timeout,omitempty"`
+	Backoff             string  `json:"backoff,omitempty"`
+	MaxBackoff          string  `json:"max_backoff,omitempty"`
+	Window              string  `json:"window,omitempty"`
+	SpotPreemptions     int64   `json:"spot_preemptions,omitempty"`
+	NamePrefix          string  `json:"name_prefix,omitempty"`
+}
+
+// LaunchConfig is a machine type in a zone, spot or on-demand, that
+// serves one pool of one cluster, with its price and caps of its own.
+type LaunchConfig struct {
+	Name                string  `json:"name"`
+	Cluster             string  `json:"cluster"`
+	Pool                string  `json:"pool,omitempty"`
+	MachineType         string  `json:"machine_type,omitempty"`
+	Zone                string  `json:"zone,omitempty"`
+	Spot                bool    `json:"spot,omitempty"`
+	Reserved            bool    `json:"reserved,omitempty"`
+	CPU                 float64 `json:"cpu"`
+	Memory              int64   `json:"memory"`
+	GPUType             string  `json:"gpu_type,omitempty"`
+	GPUs                int     `json:"gpus,omitempty"`
+	PricePerHour        float64 `json:"price_per_hour"`
+	MaxNodes            int64   `json:"max_nodes,omitempty"`
+	MaxPerHour          float64 `json:"max_per_hour,omitempty"`
+	MaxAddsPerMinute    int64   `json:"max_adds_per_minute,omitempty"`
+	MaxRemovesPerMinute int64   `json:"max_removes_per_minute,omitempty"`
 }
 
 // ClusterDecl is a cluster in a placement config.
@@ -633,4 +682,85 @@ type JobWhy struct {
 type WhyReason struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+}
+
+// AutoscalerStatus is the autoscaler's state: its settings and launch
+// configs, every live machine (and the last gone ones), what they cost an
+// hour against the cap, and the leader's last decision.
+type AutoscalerStatus struct {
+	Settings      AutoscalerSettings   `json:"settings"`
+	LaunchConfigs []LaunchConfigStatus `json:"launch_configs"`
+	Pools         []AutoscalerPool     `json:"pools"`
+	Machines      []Machine            `json:"machines"`
+	Nodes         int                  `json:"nodes"`
+	SpendPerHour  float64              `json:"spend_per_hour"`
+	LastRound     *AutoscaleRound      `json:"last_round,omitempty"`
+	Decisions     []AutoscalerDecision `json:"decisions,omitempty"`
+}
+
+// LaunchConfigStatus is a launch config with its live machines and, when
+// it could not be filled, until when it is skipped and why.
+type LaunchConfigStatus struct {
+	LaunchConfig
+	Live            int        `json:"live"`
+	CapacityLimited bool       `json:"capacity_limited,omitempty"`
+	Until           *time.Time `json:"until,omitempty"`
+	Reason          string     `json:"reason,omitempty"`
+}
+
+// AutoscalerPool sums the machines of one pool of one cluster by state.
+type AutoscalerPool struct {
+	Cluster      string         `json:"cluster"`
+	Pool         string         `json:"pool"`
+	Machines     map[string]int `json:"machines"`
+	SpendPerHour float64        `json:"spend_per_hour"`
+}
+
+// Machine is a machine the autoscaler launched.
+type Machine struct {
+	ID           string    `json:"id"`
+	Config       string    `json:"config"`
+	Cluster      string    `json:"cluster"`
+	Pool         string    `json:"pool"`
+	State        string    `json:"state"`
+	PricePerHour float64   `json:"price_per_hour"`
+	ProviderID   string    `json:"provider_id,omitempty"`
+	Instance     int64     `json:"instance,omitempty"`
+	Running      int       `json:"running"`
+	Created      time.Time `json:"created"`
+	Since        time.Time `json:"since"`
+	Reason       string    `json:"reason,omitempty"`
+}
+
+// AutoscaleRound is the leader's last decision.
+type AutoscaleRound struct {
+	At time.Time `json:"at"`
+	// DemandCPU is the cores of the waiting jobs in the window.
+	DemandCPU float64           `json:"demand_cpu"`
+	Launches  []AutoscaleAction `json:"launches,omitempty"`
+	Deletes   []AutoscaleAction `json:"deletes,omitempty"`
+	Held      []AutoscaleHeld   `json:"held,omitempty"`
+	// Skipped says why configs that could have served were not used.
+	Skipped map[string]string `json:"skipped,omitempty"`
+}
+
+// AutoscaleAction is a launch (Config, Count) or a deletion (Machine).
+type AutoscaleAction struct {
+	Config  string `json:"config,omitempty"`
+	Count   int    `json:"count,omitempty"`
+	Machine string `json:"machine,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// AutoscaleHeld is demand the last decision did not serve, and why.
+type AutoscaleHeld struct {
+	Jobs   int64   `json:"jobs"`
+	CPU    float64 `json:"cpu"`
+	Reason string  `json:"reason"`
+}
+
+// AutoscalerDecision is one of the recent decisions' reasons.
+type AutoscalerDecision struct {
+	Time time.Time `json:"time"`
+	Text string    `json:"text"`
 }

@@ -159,6 +159,11 @@ type Config struct {
 	// APIs are, for forwarding to the leader. Ignored with GossipAddr.
 	Members httpapi.Members
 
+	// Autoscale connects the autoscaler to the providers that make
+	// machines (nil: it does not run; declare it enabled in the
+	// placement config too).
+	Autoscale *AutoscaleConfig
+
 	Logger *slog.Logger
 }
 
@@ -203,6 +208,11 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("DataDir is required"))
+	}
+	if c.Autoscale != nil {
+		if err := c.Autoscale.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("HTTPAddr %q: %w", c.HTTPAddr, err))

@@ -226,7 +226,8 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(4)
+	s.leaderWG.Add(5)
+	go func() { defer s.leaderWG.Done(); s.runAutoscaler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()

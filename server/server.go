@@ -39,7 +39,8 @@ type Server struct {
 	notify       *notifier
 	events       *eventBatcher
 	live         *liveness
-	waiting      waitingBook // why the last round left jobs unplaced (leader)
+	waiting      waitingBook      // why the last round left jobs unplaced (leader)
+	autoscale    *autoscaleMemory // the leader's autoscaler between decisions
 	schedTrigger chan struct{}
 
 	api      *httpapi.Server
@@ -89,6 +90,7 @@ func New(cfg *Config) (*Server, error) {
 		state:        state.New(),
 		notify:       newNotifier(),
 		live:         newLiveness(),
+		autoscale:    &autoscaleMemory{idleSince: map[string]time.Time{}, missing: map[string]time.Time{}},
 		schedTrigger: make(chan struct{}, 1),
 	}
 	s.metrics = newMetrics(s.state, func() raftStats {
@@ -186,7 +188,7 @@ func New(cfg *Config) (*Server, error) {
 			Rates: httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
-		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg,
+		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
 	})
 	if err != nil {
 		if s.cluster != nil {

@@ -56,6 +56,9 @@ type Config struct {
 	// GPUs of one type offered to jobs.
 	GPUType string
 	GPUs    int
+	// Machine is the autoscaler's name for this machine (set by the
+	// provider that launched it; empty for a worker started by hand).
+	Machine string
 	// Executor runs the jobs' commands; nil means a ProcessExecutor.
 	Executor Executor
 	Logger   *slog.Logger
@@ -170,7 +173,7 @@ func (w *Worker) activate(ctx context.Context) error {
 		Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(), Token: api.NewToken(),
 		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
 		Region: w.cfg.Region, Cluster: w.cfg.Cluster, Pool: w.cfg.Pool, Labels: w.cfg.Labels,
-		GPUType: w.cfg.GPUType, GPUs: w.cfg.GPUs,
+		GPUType: w.cfg.GPUType, GPUs: w.cfg.GPUs, Machine: w.cfg.Machine,
 	}
 	for {
 		w.client.SetToken("")

@@ -38,8 +38,11 @@ type Instance struct {
 
 // Worker tells a new machine how its drover worker joins.
 type Worker struct {
-	Servers    string // comma-separated server addresses
-	Secret     string
+	Servers string // comma-separated server addresses
+	Secret  string
+	// SecretFile holds Secret where the machine shares a file system with
+	// the servers (the local provider).
+	SecretFile string
 	Region     string
 	Cluster    string
 	Pool       string
@@ -118,6 +121,9 @@ func WorkerArgs(w *Worker, name string) []string {
 	}
 	if w.GPUs > 0 {
 		args = append(args, "-gpus", fmt.Sprintf("%s:%d", w.GPUType, w.GPUs))
+	}
+	if w.SecretFile != "" {
+		args = append(args, "-worker-secret-file", w.SecretFile)
 	}
 	return append(args, w.ExtraFlags...)
 }

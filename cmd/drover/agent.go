@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/autoscaler/provider"
+	localprov "github.com/drover-sched/drover/autoscaler/provider/local"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/server"
 )
@@ -34,6 +36,8 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
 	clustersFlag := fs.String("clusters", "", "local workers in named regions and clusters instead of -workers: REGION/CLUSTER:WORKERSxCORES,... (e.g. us-east1/a:2x8,us-west1/b:2x8)")
 	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
+	autoscale := fs.Bool("autoscale", false, "start no worker: the autoscaler launches local workers for waiting jobs, up to -workers (or the -clusters counts) per cluster, and stops them when idle")
+	idle := fs.Duration("idle-timeout", 30*time.Second, "with -autoscale: stop a worker that ran nothing for this long")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -103,6 +107,21 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	cfg.ElectionTimeout = 300 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
 	cfg.Logger = log
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable to start workers: %w", err)
+	}
+	var local *localprov.Local
+	if *autoscale {
+		local = localprov.New(localprov.Options{Binary: self, Dir: filepath.Join(*dataDir, "machines"), Output: m.Stderr,
+			Args: []string{"-log-level", *logLevel}, Logger: log.With("component", "local-provider")})
+		cfg.Autoscale = server.DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = local
+		cfg.Autoscale.Interval = 2 * time.Second
+		cfg.Autoscale.MissingGrace = 10 * time.Second
+		cfg.Autoscale.Deployment = "dev"
+		cfg.Autoscale.Worker = provider.Worker{SecretFile: secretFile}
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -112,6 +131,10 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	if local != nil {
+		// Before the server stops (deferred calls run last first).
+		defer local.Stop()
+	}
 	apiAddr := "http://" + srv.HTTPAddr()
 	// Scripts that let the agent pick a port (-http-addr 127.0.0.1:0) read
 	// the address from here.
@@ -123,9 +146,21 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		return err
 	}
 
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable to start workers: %w", err)
+	if *autoscale {
+		if err := devAutoscaler(ctx, apiAddr, tokenFile, layout, memBytes, *memory == "", *idle); err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stderr, `==> drover dev agent running, autoscaling
+    API:         %s
+    Data dir:    %s
+    Admin token: %s
+    Workers:     none yet; launched for waiting jobs, stopped after %s idle (drover autoscaler status)
+  Use it with:
+    export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
+`, apiAddr, *dataDir, tokenFile, *idle, apiAddr, tokenFile)
+		<-ctx.Done()
+		fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
+		return nil
 	}
 	host, _ := os.Hostname()
 	host = strings.Split(host, ".")[0]
@@ -350,4 +385,41 @@ func parseDevClusters(s string) ([]devCluster, error) {
 		out = append(out, devCluster{region: region, cluster: cluster, workers: workers, cores: cores})
 	}
 	return out, nil
+}
+
+// devAutoscaler declares the dev agent's autoscaler unless launch configs
+// exist already (a restarted agent keeps what was declared): one local
+// launch config per cluster of the layout, capped at its workers, with
+// a nominal price so the spend figures mean something.
+func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devCluster, memBytes int64, memPerCore bool, idle time.Duration) error {
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return fmt.Errorf("read the admin token: %w", err)
+	}
+	cl := api.NewClient(apiAddr, strings.TrimSpace(string(tok)))
+	if st, err := cl.AutoscalerStatus(ctx); err == nil && len(st.LaunchConfigs) > 0 {
+		return nil
+	}
+	cfg := &api.PlacementConfig{Autoscaler: &api.AutoscalerSettings{Enabled: true, IdleTimeout: idle.String(), BootTimeout: "1m", LameTimeout: "1m",
+		Window: "1m", Backoff: "30s", MaxAddsPerMinute: 30, MaxRemovesPerMinute: 30}}
+	var nodes int64
+	for _, dc := range layout {
+		region, cluster := dc.region, dc.cluster
+		if cluster == "" {
+			region, cluster = "default", "default"
+		}
+		mem := memBytes
+		if memPerCore {
+			mem = int64(dc.cores * float64(2<<30))
+		}
+		cfg.Clusters = append(cfg.Clusters, api.ClusterDecl{Name: cluster, Region: region})
+		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: "local-" + cluster, Cluster: cluster, MachineType: fmt.Sprintf("local-%gc", dc.cores),
+			Zone: "local", CPU: dc.cores, Memory: mem, PricePerHour: 0.04 * dc.cores, MaxNodes: int64(dc.workers)})
+		nodes += int64(dc.workers)
+	}
+	cfg.Autoscaler.MaxNodes = nodes
+	if err := cl.ApplyPlacement(ctx, cfg); err != nil {
+		return fmt.Errorf("declare the dev autoscaler: %w", err)
+	}
+	return nil
 }

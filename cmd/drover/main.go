@@ -93,6 +93,7 @@ Batches and jobs:
 Placement:
   region list            regions with their clusters' capacity
   cluster list | status NAME | groups
+  autoscaler status      machines, spend against the cap, the last decision and why
   cluster disable NAME -reason "..." [-evacuate] | enable NAME
   team create NAME [-project P]... [-strategy S] [-cpu N] [-memory SIZE]
   team list | show NAME  quota set TEAM [-cpu N] [-memory SIZE] | show TEAM
@@ -149,6 +150,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "region":
 		return m.sub(ctx, "region", rest, map[string]func(context.Context, []string) error{
 			"list": m.runRegionList,
+		})
+	case "autoscaler":
+		return m.sub(ctx, "autoscaler", rest, map[string]func(context.Context, []string) error{
+			"status": m.runAutoscalerStatus,
 		})
 	case "cluster":
 		return m.sub(ctx, "cluster", rest, map[string]func(context.Context, []string) error{

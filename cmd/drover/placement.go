@@ -374,6 +374,40 @@ type placementFile struct {
 		Name     string `hcl:"name,label"`
 		Strategy string `hcl:"strategy,optional"`
 	} `hcl:"cluster_group,block"`
+	Autoscaler *struct {
+		Enabled             *bool   `hcl:"enabled,optional"`
+		Strategy            string  `hcl:"strategy,optional"`
+		MaxNodes            int64   `hcl:"max_nodes,optional"`
+		MaxPerHour          float64 `hcl:"max_per_hour,optional"`
+		MaxAddsPerMinute    int64   `hcl:"max_adds_per_minute,optional"`
+		MaxRemovesPerMinute int64   `hcl:"max_removes_per_minute,optional"`
+		BootTimeout         string  `hcl:"boot_timeout,optional"`
+		IdleTimeout         string  `hcl:"idle_timeout,optional"`
+		LameTimeout         string  `hcl:"lame_timeout,optional"`
+		Backoff             string  `hcl:"backoff,optional"`
+		MaxBackoff          string  `hcl:"max_backoff,optional"`
+		Window              string  `hcl:"window,optional"`
+		SpotPreemptions     int64   `hcl:"spot_preemptions,optional"`
+		NamePrefix          string  `hcl:"name_prefix,optional"`
+	} `hcl:"autoscaler,block"`
+	LaunchConfigs []struct {
+		Name                string  `hcl:"name,label"`
+		Cluster             string  `hcl:"cluster"`
+		Pool                string  `hcl:"pool,optional"`
+		MachineType         string  `hcl:"machine_type,optional"`
+		Zone                string  `hcl:"zone,optional"`
+		Spot                bool    `hcl:"spot,optional"`
+		Reserved            bool    `hcl:"reserved,optional"`
+		CPU                 float64 `hcl:"cpu"`
+		Memory              string  `hcl:"memory"`
+		GPUType             string  `hcl:"gpu_type,optional"`
+		GPUs                int     `hcl:"gpus,optional"`
+		PricePerHour        float64 `hcl:"price_per_hour"`
+		MaxNodes            int64   `hcl:"max_nodes,optional"`
+		MaxPerHour          float64 `hcl:"max_per_hour,optional"`
+		MaxAddsPerMinute    int64   `hcl:"max_adds_per_minute,optional"`
+		MaxRemovesPerMinute int64   `hcl:"max_removes_per_minute,optional"`
+	} `hcl:"launch_config,block"`
 	Teams []struct {
 		Name            string   `hcl:"name,label"`
 		BillingProjects []string `hcl:"billing_projects,optional"`
@@ -424,6 +458,20 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 	for _, g := range pf.Groups {
 		cfg.Groups = append(cfg.Groups, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy})
 	}
+	if a := pf.Autoscaler; a != nil {
+		cfg.Autoscaler = &api.AutoscalerSettings{Enabled: a.Enabled == nil || *a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
+			MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: a.BootTimeout, IdleTimeout: a.IdleTimeout,
+			LameTimeout: a.LameTimeout, Backoff: a.Backoff, MaxBackoff: a.MaxBackoff, Window: a.Window, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix}
+	}
+	for _, lc := range pf.LaunchConfigs {
+		mem, err := bytes(fmt.Sprintf("launch_config %s memory", lc.Name), lc.Memory)
+		if err != nil {
+			return nil, err
+		}
+		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType,
+			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: mem, GPUType: lc.GPUType, GPUs: lc.GPUs,
+			PricePerHour: lc.PricePerHour, MaxNodes: lc.MaxNodes, MaxPerHour: lc.MaxPerHour, MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
+	}
 	for _, t := range pf.Teams {
 		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
 		if t.Quota != nil {
@@ -457,6 +505,6 @@ func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	if err := m.Client().ApplyPlacement(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d teams.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Teams))
+	fmt.Fprintf(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d teams, %d launch configs.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Teams), len(cfg.LaunchConfigs))
 	return nil
 }

@@ -39,6 +39,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	var labels multiFlag
 	fs.Var(&labels, "label", "free-form label KEY=VALUE (repeatable)")
 	gpus := fs.String("gpus", "", "GPUs offered to jobs, as TYPE:COUNT (e.g. a100:4); a worker has one GPU type")
+	machine := fs.String("machine", "", "the autoscaler's name for this machine (set by the provider that launched it)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cfg.SyncWait = *syncWait
 	cfg.KillGrace = *killGrace
 	cfg.KeepWorkDirs = *keep
-	cfg.Region, cfg.Cluster, cfg.Pool = *region, *cluster, *pool
+	cfg.Region, cfg.Cluster, cfg.Pool, cfg.Machine = *region, *cluster, *pool, *machine
 	if *gpus != "" {
 		typ, n, ok := strings.Cut(*gpus, ":")
 		count, err := strconv.Atoi(n)

@@ -94,6 +94,12 @@ type Notifier interface {
 	Wait(instance uint32) <-chan struct{}
 }
 
+// Autoscaler tells what the leader's autoscaler decided last (nil: it has
+// not decided, or does not run here).
+type Autoscaler interface {
+	LastRound() *api.AutoscaleRound
+}
+
 // Waiting says why Ready jobs were left unplaced by the last scheduling
 // round this server ran as leader.
 type Waiting interface {
@@ -142,6 +148,8 @@ type Deps struct {
 	Notifier Notifier
 	Events   Events
 	Waiting  Waiting // nil: batch and job reads carry no waiting reasons
+	// Autoscaler: nil where it does not run.
+	Autoscaler Autoscaler
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
@@ -160,6 +168,7 @@ type Server struct {
 	notify       Notifier
 	events       Events
 	waiting      Waiting
+	autoscaler   Autoscaler
 	reg          *prometheus.Registry
 	httpRequests *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
@@ -174,7 +183,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics}
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
@@ -215,6 +224,7 @@ func (s *Server) Handler() http.Handler {
 	route("GET /api/v1/regions", s.authUser(s.handleListRegions))
 	route("GET /api/v1/clusters", s.authUser(s.handleListClusters))
 	route("GET /api/v1/cluster-groups", s.authUser(s.handleListClusterGroups))
+	route("GET /api/v1/autoscaler", s.authUser(s.handleAutoscalerStatus))
 	route("GET /api/v1/clusters/{name}", s.authUser(s.handleGetCluster))
 	route("POST /api/v1/clusters/{name}/disable", s.authAdmin(s.handleDisableCluster))
 	route("POST /api/v1/clusters/{name}/enable", s.authAdmin(s.handleEnableCluster))

@@ -360,7 +360,53 @@ func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
 		}
 		c.Teams = append(c.Teams, st)
 	}
+	if len(req.LaunchConfigs) > state.MaxLaunchConfigs {
+		return nil, fmt.Errorf("a placement config declares at most %d launch configs", state.MaxLaunchConfigs)
+	}
+	if a := req.Autoscaler; a != nil {
+		sa, err := autoscalerFromAPI(a)
+		if err != nil {
+			return nil, err
+		}
+		c.Autoscaler = sa
+	}
+	for _, lc := range req.LaunchConfigs {
+		if lc.CPU <= 0 || lc.CPU > api.MaxCPU*64 || math.IsNaN(lc.CPU) || lc.GPUs < 0 || lc.GPUs > api.MaxGPUs {
+			return nil, fmt.Errorf("launch config %.64s: cpu must be more than 0 and at most %d, gpus 0 to %d", lc.Name, api.MaxCPU*64, api.MaxGPUs)
+		}
+		sl := state.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType, Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved,
+			CPUMilli: int64(math.Round(lc.CPU * 1000)), Memory: lc.Memory, GPUType: lc.GPUType, GPUs: int64(lc.GPUs), PricePerHour: lc.PricePerHour,
+			MaxNodes: lc.MaxNodes, MaxPerHour: lc.MaxPerHour, MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute}
+		if err := state.ValidateLaunchConfig(&sl); err != nil {
+			return nil, err
+		}
+		c.LaunchConfigs = append(c.LaunchConfigs, sl)
+	}
 	return c, nil
+}
+
+// autoscalerFromAPI converts and checks autoscaler settings.
+func autoscalerFromAPI(a *api.AutoscalerSettings) (*state.Autoscaler, error) {
+	sa := &state.Autoscaler{Enabled: a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
+		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix}
+	for _, d := range []struct {
+		name, value string
+		dst         *int64
+	}{{"boot_timeout", a.BootTimeout, &sa.BootTimeout}, {"idle_timeout", a.IdleTimeout, &sa.IdleTimeout}, {"lame_timeout", a.LameTimeout, &sa.LameTimeout},
+		{"backoff", a.Backoff, &sa.Backoff}, {"max_backoff", a.MaxBackoff, &sa.MaxBackoff}, {"window", a.Window, &sa.Window}} {
+		if d.value == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.value)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("autoscaler: %s %.40q: write a duration such as 90s or 10m", d.name, d.value)
+		}
+		*d.dst = int64(v)
+	}
+	if err := state.ValidateAutoscaler(sa); err != nil {
+		return nil, err
+	}
+	return sa, nil
 }
 
 // handleJobWhy says why a job is where it is: the parents it waits for, the

@@ -39,7 +39,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU))
 		return
 	}
-	for _, p := range [][2]string{{"region", req.Region}, {"cluster", req.Cluster}, {"pool", req.Pool}} {
+	for _, p := range [][2]string{{"region", req.Region}, {"cluster", req.Cluster}, {"pool", req.Pool}, {"machine", req.Machine}} {
 		if p[1] == "" {
 			continue
 		}
@@ -86,7 +86,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,
 		CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory, TokenHash: token.Hash(tok),
 		Region: req.Region, Cluster: req.Cluster, Pool: req.Pool, Labels: req.Labels,
-		GPUType: req.GPUType, GPUs: int64(req.GPUs),
+		GPUType: req.GPUType, GPUs: int64(req.GPUs), Machine: req.Machine,
 	})
 	if err != nil {
 		s.writeErr(w, err)

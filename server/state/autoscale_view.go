@@ -210,3 +210,10 @@ func (s *State) AutoscalerSettings() (Autoscaler, []LaunchConfig, map[string]Cap
 	}
 	return s.autoscaler, cfgs, maps.Clone(marks)
 }
+
+// AutoscaleDecisions returns the recent decisions, oldest first.
+func (s *State) AutoscaleDecisions() []Decision {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.decisions)
+}

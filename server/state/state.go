@@ -67,9 +67,9 @@ type State struct {
 	instTokens     map[string]uint32
 	instByIdentity map[string]uint32
 
-	clusters    map[string]*Cluster
-	teams       map[string]*Team
-	groups      map[string]*ClusterGroup
+	clusters map[string]*Cluster
+	teams    map[string]*Team
+	groups   map[string]*ClusterGroup
 	// The autoscaler's settings, launch configs, machines, capacity
 	// marks and recent decisions.
 	autoscaler    Autoscaler
@@ -77,7 +77,7 @@ type State struct {
 	machines      map[string]*Machine
 	marks         map[string]*CapacityMark
 	decisions     []Decision
-	projectTeam map[string]*Team // derived from teams
+	projectTeam   map[string]*Team // derived from teams
 
 	sched map[string]*userSched
 	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)

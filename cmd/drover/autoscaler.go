@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drover-sched/drover/jobspec"
+)
+
+// The autoscaler's status.
+
+func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("autoscaler status", "[-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	st, err := m.Client().AutoscalerStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(st)
+	}
+	a := st.Settings
+	state := "disabled"
+	if a.Enabled {
+		state = "enabled"
+	}
+	limit := func(n int64) string {
+		if n == 0 {
+			return "no cap"
+		}
+		return fmt.Sprint(n)
+	}
+	spendCap := "no cap"
+	if a.MaxPerHour > 0 {
+		spendCap = fmt.Sprintf("$%.2f", a.MaxPerHour)
+	}
+	strategy := a.Strategy
+	if strategy == "" {
+		strategy = "cheapest"
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "Autoscaler\t%s, %s first\n", state, strategy)
+	fmt.Fprintf(tw, "Machines\t%d live of %s\n", st.Nodes, limit(a.MaxNodes))
+	fmt.Fprintf(tw, "Spend\t$%.2f/hour of %s\n", st.SpendPerHour, spendCap)
+	if r := st.LastRound; r != nil {
+		fmt.Fprintf(tw, "Last decision\t%s ago: %g cores waiting in the window\n", time.Since(r.At).Round(time.Second), r.DemandCPU)
+		for _, l := range r.Launches {
+			fmt.Fprintf(tw, "  launch\t%s\n", l.Reason)
+		}
+		for _, d := range r.Deletes {
+			fmt.Fprintf(tw, "  delete\t%s: %s\n", d.Machine, d.Reason)
+		}
+		for _, h := range r.Held {
+			fmt.Fprintf(tw, "  held\t%d jobs (%g cores): %s\n", h.Jobs, h.CPU, h.Reason)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Pools) > 0 {
+		fmt.Fprintln(m.Stdout)
+		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
+		for _, p := range st.Pools {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(st.LaunchConfigs) > 0 {
+		fmt.Fprintln(m.Stdout)
+		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\t$/HOUR\tLIVE\tSTATE")
+		for _, c := range st.LaunchConfigs {
+			kind := ""
+			if c.Spot {
+				kind = " (spot)"
+			}
+			status := "ok"
+			if c.CapacityLimited {
+				status = fmt.Sprintf("capacity-limited until %s: %s", c.Until.Local().Format("15:04:05"), c.Reason)
+			}
+			fmt.Fprintf(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
+				jobspec.FormatBytes(c.Memory), c.PricePerHour, c.Live, status)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	var live []string
+	for _, mc := range st.Machines {
+		if mc.State != "deleted" && mc.State != "failed" {
+			live = append(live, fmt.Sprintf("%s\t%s\t%s\t%d\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second)))
+		}
+	}
+	if len(live) > 0 {
+		fmt.Fprintln(m.Stdout)
+		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR")
+		fmt.Fprintln(tw, strings.Join(live, "\n"))
+		return tw.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// maxGoneMachines bounds the deleted and failed machines a status lists
+// (the newest).
+const maxGoneMachines = 50
+
+func durationString(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Duration(ns).String()
+}
+
+// handleAutoscalerStatus answers the autoscaler's settings, configs,
+// machines and the leader's last decision.
+func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) {
+	a, cfgs, marks := s.state.AutoscalerSettings()
+	out := api.AutoscalerStatus{Settings: api.AutoscalerSettings{Enabled: a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
+		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: durationString(a.BootTimeout),
+		IdleTimeout: durationString(a.IdleTimeout), LameTimeout: durationString(a.LameTimeout), Backoff: durationString(a.Backoff),
+		MaxBackoff: durationString(a.MaxBackoff), Window: durationString(a.Window), SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix},
+		LaunchConfigs: []api.LaunchConfigStatus{}, Pools: []api.AutoscalerPool{}, Machines: []api.Machine{}}
+	live := map[string]int{}
+	pools := map[[2]string]*api.AutoscalerPool{}
+	gone := 0
+	for _, m := range s.state.Machines() {
+		isLive := m.State >= state.MachineRequested && m.State <= state.MachineDraining
+		if isLive {
+			live[m.Config]++
+			out.Nodes++
+			out.SpendPerHour += m.PricePerHour
+			key := [2]string{m.Cluster, m.Pool}
+			p := pools[key]
+			if p == nil {
+				p = &api.AutoscalerPool{Cluster: m.Cluster, Pool: m.Pool, Machines: map[string]int{}}
+				pools[key] = p
+			}
+			p.Machines[state.MachineStateName(m.State)]++
+			p.SpendPerHour += m.PricePerHour
+		} else if gone++; gone > maxGoneMachines {
+			continue
+		}
+		out.Machines = append(out.Machines, api.Machine{ID: m.ID, Config: m.Config, Cluster: m.Cluster, Pool: m.Pool, State: state.MachineStateName(m.State),
+			PricePerHour: m.PricePerHour, ProviderID: m.ProviderID, Instance: int64(m.Instance), Running: m.Running,
+			Created: time.Unix(0, m.Created).UTC(), Since: time.Unix(0, m.Since).UTC(), Reason: m.Reason})
+	}
+	for _, c := range cfgs {
+		cs := api.LaunchConfigStatus{LaunchConfig: api.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,
+			Spot: c.Spot, Reserved: c.Reserved, CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPUType: c.GPUType, GPUs: int(c.GPUs),
+			PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes, MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: c.MaxAddsPerMinute, MaxRemovesPerMinute: c.MaxRemovesPerMinute},
+			Live: live[c.Name]}
+		if mk, ok := marks[c.Name]; ok && mk.Until > time.Now().UnixNano() {
+			until := time.Unix(0, mk.Until).UTC()
+			cs.CapacityLimited, cs.Until, cs.Reason = true, &until, mk.Reason
+		}
+		out.LaunchConfigs = append(out.LaunchConfigs, cs)
+	}
+	keys := make([][2]string, 0, len(pools))
+	for k := range pools {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int {
+		if a[0] != b[0] {
+			if a[0] < b[0] {
+				return -1
+			}
+			return 1
+		}
+		if a[1] < b[1] {
+			return -1
+		}
+		if a[1] > b[1] {
+			return 1
+		}
+		return 0
+	})
+	for _, k := range keys {
+		out.Pools = append(out.Pools, *pools[k])
+	}
+	if s.autoscaler != nil {
+		out.LastRound = s.autoscaler.LastRound()
+	}
+	decisions := s.state.AutoscaleDecisions()
+	for i := len(decisions) - 1; i >= 0 && len(out.Decisions) < 20; i-- {
+		out.Decisions = append(out.Decisions, api.AutoscalerDecision{Time: time.Unix(0, decisions[i].Time).UTC(), Text: decisions[i].Text})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
