@@ -281,6 +281,8 @@ type Config struct {
 	Rec      *Recorder
 	// Region and Cluster place the worker (empty: the default).
 	Region, Cluster string
+	// Machine is the autoscaler's machine it runs on (empty: none).
+	Machine string
 }
 
 type held struct {
@@ -304,7 +306,7 @@ type pending struct {
 func Run(ctx context.Context, cfg Config) error {
 	c := api.NewClient(cfg.Servers, "")
 	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
-		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster})
+		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster, Machine: cfg.Machine})
 	if err != nil {
 		return fmt.Errorf("activate %s: %w", cfg.Name, err)
 	}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/autoscaler/provider/sim"
+	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/server/state"
+)
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// countingCloud wraps the simulated cloud every server shares: it counts
+// launch calls, and can make one call's answer get lost (the leader dies
+// with the request made but its answer never recorded).
+type countingCloud struct {
+	*sim.Cloud
+	calls   atomic.Int64
+	mu      sync.Mutex
+	onFirst func()
+}
+
+func (c *countingCloud) Launch(ctx context.Context, req *provider.LaunchRequest) (*provider.LaunchResult, error) {
+	c.calls.Add(1)
+	res, err := c.Cloud.Launch(ctx, req)
+	c.mu.Lock()
+	f := c.onFirst
+	c.onFirst = nil
+	c.mu.Unlock()
+	if f != nil {
+		f()
+		return nil, errors.New("connection reset (the answer was lost)")
+	}
+	return res, err
+}
+
+// machineWorkers starts a simulated worker on every machine the cloud runs
+// and stops it when the machine goes, until ctx ends.
+func machineWorkers(ctx context.Context, t *testing.T, cloud provider.Provider, addrs string) {
+	go func() {
+		running := map[string]context.CancelFunc{}
+		defer func() {
+			for _, cancel := range running {
+				cancel()
+			}
+		}()
+		for ctx.Err() == nil {
+			insts, err := cloud.List(ctx)
+			if err == nil {
+				seen := map[string]bool{}
+				for _, in := range insts {
+					seen[in.Name] = true
+					if _, ok := running[in.Name]; ok || !in.Running {
+						continue
+					}
+					wctx, cancel := context.WithCancel(ctx)
+					running[in.Name] = cancel
+					go func() {
+						_ = simworker.Run(wctx, simworker.Config{Servers: addrs, Secret: "test-secret", Name: in.Name, Machine: in.Name,
+							Cores: 4, Memory: 16 << 30, SyncWait: 200 * time.Millisecond, Rec: simworker.NewRecorder(),
+							Region: "r", Cluster: in.Labels[provider.LabelCluster]})
+					}()
+				}
+				for name, cancel := range running {
+					if !seen[name] {
+						cancel()
+						delete(running, name)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// TestAutoscalerLeaderChangeLaunchesNothingTwice: three servers share one
+// simulated cloud. The leader decides to scale up, asks the cloud, and
+// dies before the answer is recorded. The next leader asks again with the
+// same request key: the cloud makes nothing twice, every machine it made
+// is one the state knows (no orphan), the machines' workers run the batch,
+// and once idle every machine is deleted.
+func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
+	cloud := &countingCloud{Cloud: sim.New(sim.Options{Clock: wallClock{}, BootDelay: 200 * time.Millisecond})}
+	c := startTestCluster(t, 3, ClusterOptions{Configure: func(i int, cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = cloud
+		cfg.Autoscale.Interval = 100 * time.Millisecond
+		cfg.Autoscale.MissingGrace = time.Second
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	admin := api.NewClient(c.HTTPAddrs(), c.Token)
+	if err := admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
+		Autoscaler: &api.AutoscalerSettings{Enabled: true, MaxNodes: 4, IdleTimeout: "1s", BootTimeout: "1m"},
+		LaunchConfigs: []api.LaunchConfig{{Name: "c4", Cluster: "a", MachineType: "n4", Zone: "z", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2}}}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.Leader()
+	died := make(chan struct{})
+	cloud.onFirst = func() {
+		go func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			_ = old.Shutdown(sctx)
+			close(died)
+		}()
+	}
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	machineWorkers(wctx, t, cloud, c.HTTPAddrs())
+	b, err := admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "a", Jobs: []api.JobSpec{{JobID: 1, Count: 64, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-died
+	var live *Server
+	for _, s := range c.Servers {
+		if s != old {
+			live = s
+		}
+	}
+	waitFor(t, "the batch to complete on autoscaled machines", func() bool {
+		bt, err := admin.GetBatch(ctx, b.ID)
+		return err == nil && bt.State == api.BatchComplete
+	})
+	// Every machine the cloud made is in the state once; none twice.
+	insts, _ := cloud.List(ctx)
+	known := map[string]state.MachineInfo{}
+	for _, m := range live.State().Machines() {
+		known[m.ID] = m
+	}
+	st := cloud.Stats()
+	if st.Launched == 0 || st.Launched > 4 || cloud.calls.Load() < 2 {
+		t.Fatalf("the cloud made %d machines in %d calls; want 1-4 (the node cap) over at least 2 calls (one repeated)", st.Launched, cloud.calls.Load())
+	}
+	for _, in := range insts {
+		if _, ok := known[in.Name]; !ok {
+			t.Fatalf("machine %s at the cloud is unknown to the state (an orphan or a duplicate)", in.Name)
+		}
+	}
+	t.Logf("the cloud made %d machines in %d launch calls; the state knows %d", st.Launched, cloud.calls.Load(), len(known))
+	launched := 0
+	for _, m := range known {
+		if m.State != state.MachineFailed {
+			launched++
+		}
+	}
+	if launched != st.Launched {
+		t.Fatalf("the state has %d machines launched, the cloud made %d", launched, st.Launched)
+	}
+	// Idle: every machine is deleted, at the cloud and in the state.
+	waitFor(t, "every idle machine to be deleted", func() bool {
+		insts, err := cloud.List(ctx)
+		if err != nil || len(insts) > 0 {
+			return false
+		}
+		for _, m := range live.State().Machines() {
+			if m.State != state.MachineDeleted {
+				return false
+			}
+		}
+		return true
+	})
+}
