@@ -70,5 +70,29 @@ run batch wait 5
 run job list 5 -filter name=west
 
 run batch list
+
 echo
-echo "==> demo done: every example ran on the embedded default (one Raft server, two local worker processes in two regions)"
+echo "==> stopping this agent; starting one that autoscales: no worker until jobs wait"
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+DATA2="$DATA/autoscale"
+mkdir -p "$DATA2"
+"$BIN" agent -dev -autoscale -data-dir "$DATA2" -http-addr 127.0.0.1:0 -clusters us-east1/a:2x4,us-west1/b:1x4 -idle-timeout 5s -log-level warn >"$LOG" 2>&1 &
+AGENT_PID=$!
+for _ in $(seq 1 300); do
+  [[ -s "$DATA2/root.token" && -s "$DATA2/api.addr" ]] && break
+  if ! kill -0 "$AGENT_PID" 2>/dev/null; then cat "$LOG"; echo "agent failed to start" >&2; exit 1; fi
+  sleep 0.1
+done
+DROVER_ADDR=$(cat "$DATA2/api.addr")
+DROVER_TOKEN=$(cat "$DATA2/root.token")
+sleep 1
+run autoscaler status
+run run -wait -var n=100 examples/array.hcl
+run autoscaler status
+echo
+echo "==> waiting for the idle workers to be stopped (idle timeout 5s)"
+sleep 9
+run autoscaler status
+echo
+echo "==> demo done: every example ran on the embedded default (one Raft server, local worker processes in two regions), then on workers the autoscaler launched and stopped"
