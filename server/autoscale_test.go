@@ -103,7 +103,7 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 	defer cancel()
 	admin := api.NewClient(c.HTTPAddrs(), c.Token)
 	if err := admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
-		Autoscaler: &api.AutoscalerSettings{Enabled: true, MaxNodes: 4, IdleTimeout: "1s", BootTimeout: "1m"},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 4, IdleTimeout: "1s", BootTimeout: "1m"},
 		LaunchConfigs: []api.LaunchConfig{{Name: "c4", Cluster: "a", MachineType: "n4", Zone: "z", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2}}}); err != nil {
 		t.Fatal(err)
 	}
