@@ -626,6 +626,10 @@ type AutoscalerSettings struct {
 	Window              string  `json:"window,omitempty"`
 	SpotPreemptions     int64   `json:"spot_preemptions,omitempty"`
 	NamePrefix          string  `json:"name_prefix,omitempty"`
+	// Consolidate drains the least busy machine (at most half busy) when
+	// nothing waits for a new one and the fleet has a machine's worth of
+	// room to spare (absent: true).
+	Consolidate *bool `json:"consolidate,omitempty"`
 }
 
 // LaunchConfig is a machine type in a zone, spot or on-demand, that

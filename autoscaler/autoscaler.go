@@ -181,6 +181,14 @@ type Input struct {
 	// Free is what the active workers have free now (launched by the
 	// autoscaler or not): demand that fits there needs no machine.
 	Free []Room
+	// Draining is what draining machines have free: demand takes it back
+	// (the machine is revived) before a new machine is launched.
+	Draining []Room
+	// Consolidate: when nothing waits for a new machine and the fleet
+	// has room to spare, drain the least busy machine (at most half
+	// busy): its jobs finish where they are and no new one goes there,
+	// so the fleet shrinks to what its work needs.
+	Consolidate bool
 	// Unavailable names clusters that take no new machine (disabled or
 	// down).
 	Unavailable map[string]bool
@@ -188,8 +196,11 @@ type Input struct {
 	Regions map[string]string
 }
 
-// Room is what one active worker has free, and where it is.
+// Room is what one active worker has free, and where it is. Machine
+// names the autoscaler's machine it runs on (empty: a worker started by
+// hand); the rooms of draining machines are in Input.Draining.
 type Room struct {
+	Machine                        string
 	Region, Cluster, Pool, GPUType string
 	CPUMilli, Memory, GPUs         int64
 }
@@ -218,7 +229,9 @@ type Held struct {
 type Output struct {
 	Launches []Launch
 	Deletes  []Delete
-	Held     []Held
+	// Revives are draining machines demand takes back.
+	Revives []string
+	Held    []Held
 	// Skipped says why configs that could have served demand were not
 	// used (capacity-limited, at a cap), by config.
 	Skipped map[string]string
@@ -234,6 +247,7 @@ func Plan(in *Input) *Output {
 	p := newPlanner(in)
 	p.retire()
 	p.grow()
+	p.consolidate()
 	return p.out
 }
 
@@ -241,6 +255,7 @@ func Plan(in *Input) *Output {
 type planner struct {
 	in      *Input
 	out     *Output
+	free    []Room // the active workers' room left after the demand
 	configs map[string]*LaunchConfig
 	marks   map[string]*Mark
 	// live machines and spend, in all and per config, as decided so far.
@@ -374,10 +389,27 @@ func (p *planner) remove(m *Machine, reason string) {
 // that could have.
 func (p *planner) grow() {
 	launched := map[string]int{}
-	free := slices.Clone(p.in.Free)
+	p.free = slices.Clone(p.in.Free)
+	draining := slices.Clone(p.in.Draining)
+	revived := map[string]bool{}
 	p.out.served = make([][]string, len(p.in.Demand))
 	for si, sh := range p.in.Demand {
-		left := p.fitFree(free, &sh)
+		left := p.fitFree(p.free, &sh)
+		if left > 0 && len(draining) > 0 {
+			// Machines being drained are paid for already: take them
+			// back before launching new ones.
+			for i := range draining {
+				if left == 0 {
+					break
+				}
+				n := p.fitFree(draining[i:i+1], &Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Constraint: sh.Constraint, Count: left})
+				if n < left && !revived[draining[i].Machine] {
+					revived[draining[i].Machine] = true
+					p.out.Revives = append(p.out.Revives, draining[i].Machine)
+				}
+				left = n
+			}
+		}
 		var why string
 		for _, c := range p.ranked {
 			if left == 0 {
@@ -461,6 +493,51 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 		left -= n
 	}
 	return left
+}
+
+// consolidate drains the least busy machine when nothing waits for a new
+// machine and the rest of the fleet has at least one machine's worth of
+// room left after the demand.
+func (p *planner) consolidate() {
+	if !p.in.Consolidate || len(p.out.Launches) > 0 || len(p.out.Held) > 0 || len(p.out.Revives) > 0 {
+		return
+	}
+	if lim := p.in.Limits.MaxRemovesPerMinute; lim > 0 && p.removes >= lim {
+		return
+	}
+	left := map[string]int64{}
+	var total int64
+	for _, r := range p.free {
+		total += r.CPUMilli
+		if r.Machine != "" {
+			left[r.Machine] = r.CPUMilli
+		}
+	}
+	var best *Machine
+	for i := range p.in.Machines {
+		m := &p.in.Machines[i]
+		if m.State != Active || p.deleted[m.ID] || m.CPUMilli <= 0 {
+			continue
+		}
+		busy := m.CPUMilli - m.FreeMilli
+		// Its room untouched by the demand, at most half busy, and the
+		// rest of the fleet keeps a machine's worth of room.
+		if left[m.ID] != m.FreeMilli || 2*busy > m.CPUMilli || total-m.FreeMilli < m.CPUMilli {
+			continue
+		}
+		if best == nil || busy < best.CPUMilli-best.FreeMilli || (busy == best.CPUMilli-best.FreeMilli && m.ID < best.ID) {
+			best = m
+		}
+	}
+	if best == nil || best.FreeMilli == best.CPUMilli {
+		// An idle machine is the idle timeout's to delete.
+		return
+	}
+	if c := p.configs[best.Config]; c != nil && c.MaxRemovesPerMinute > 0 && p.cfgRemoves[best.Config] >= c.MaxRemovesPerMinute {
+		return
+	}
+	p.remove(best, fmt.Sprintf("underused: %g of %g cores busy while the fleet has %g cores to spare; it takes no new job and goes when its jobs end",
+		float64(best.CPUMilli-best.FreeMilli)/1000, float64(best.CPUMilli)/1000, float64(total-best.FreeMilli)/1000))
 }
 
 func (p *planner) hold(cpu, jobs int64, reason string) {

@@ -273,3 +273,40 @@ func TestWindowedDemandTakesTheHeadOfEachQueue(t *testing.T) {
 		t.Fatal("RoundMemory")
 	}
 }
+
+func TestPlanConsolidatesAndRevives(t *testing.T) {
+	active := func(id string, free int64) Machine {
+		return Machine{ID: id, Config: "small", State: Active, PricePerHour: 0.32, CPUMilli: 8000, Memory: 8 << 32, FreeMilli: free, FreeMemory: 8 << 30, Heard: t0}
+	}
+	room := func(id string, free int64) Room {
+		return Room{Machine: id, Region: "r", Cluster: "c", Pool: "default", CPUMilli: free, Memory: 8 << 30}
+	}
+	in := &Input{Now: t0, Consolidate: true, Configs: []LaunchConfig{cfg("small", 8, 0.32)},
+		Machines: []Machine{active("busy", 1000), active("light", 7000), active("half", 4000), active("more", 6000)},
+		Free:     []Room{room("busy", 1000), room("light", 7000), room("half", 4000), room("more", 6000)}}
+	out := Plan(in)
+	// 18 cores to spare: the machine with 1 of 8 busy drains, and 11
+	// remain elsewhere.
+	if len(out.Deletes) != 1 || out.Deletes[0].Machine != "light" || !strings.HasPrefix(out.Deletes[0].Reason, "underused: 1 of 8 cores busy") {
+		t.Fatalf("deletes %+v", out.Deletes)
+	}
+	// Demand that needs the room: nothing drains.
+	in.Demand = []Shape{shape(1, 17)}
+	if out = Plan(in); len(out.Deletes) != 0 {
+		t.Fatalf("drained while its room is needed: %+v", out.Deletes)
+	}
+	// Not without a machine's worth of room elsewhere.
+	in.Demand = nil
+	in.Free = []Room{room("busy", 1000), room("light", 7000)}
+	in.Machines = in.Machines[:2]
+	if out = Plan(in); len(out.Deletes) != 0 {
+		t.Fatalf("drained with 1 core to spare elsewhere: %+v", out.Deletes)
+	}
+	// A draining machine's room is taken back before a launch.
+	in = &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Demand: []Shape{shape(1, 6)},
+		Draining: []Room{room("d1", 4000), room("d2", 4000)}}
+	out = Plan(in)
+	if len(out.Launches) != 0 || len(out.Revives) != 2 {
+		t.Fatalf("launches %+v revives %v; want both draining machines back and no launch", out.Launches, out.Revives)
+	}
+}

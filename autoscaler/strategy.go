@@ -9,13 +9,16 @@ import (
 // fall to the config's name, so every leader ranks alike.
 type Strategy func(a, b *LaunchConfig) int
 
-// Cheapest prefers the lowest price per core-hour, then the larger machine
-// (fewer machines for the same cores).
+// Cheapest prefers the lowest price per core-hour, then the smaller
+// machine: clouds price cores alike in every size, and a machine is paid
+// until its last job ends, so a small one idles less while its jobs end at
+// different times, packs a few waiting jobs with less room left over, and
+// loses fewer jobs when the cloud takes it back.
 func Cheapest(a, b *LaunchConfig) int {
 	if c := cmp.Compare(a.PricePerCoreHour(), b.PricePerCoreHour()); c != 0 {
 		return c
 	}
-	return cmp.Compare(b.CPUMilli, a.CPUMilli)
+	return cmp.Compare(a.CPUMilli, b.CPUMilli)
 }
 
 // PreferLarge prefers the machine with the most cores, then the cheapest

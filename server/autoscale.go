@@ -132,10 +132,10 @@ func (s *Server) autoscaleOnce(ctx context.Context, now time.Time) error {
 	s.autoscale.mu.Lock()
 	s.autoscale.last, s.autoscale.lastAt, s.autoscale.demand = out, now, demand
 	s.autoscale.mu.Unlock()
-	if len(out.Launches) == 0 && len(out.Deletes) == 0 {
+	if len(out.Launches) == 0 && len(out.Deletes) == 0 && len(out.Revives) == 0 {
 		return nil
 	}
-	cmd := &state.Scale{Now: now.UnixNano()}
+	cmd := &state.Scale{Now: now.UnixNano(), Revives: out.Revives}
 	for _, l := range out.Launches {
 		cmd.Launches = append(cmd.Launches, state.ScaleLaunch{Config: l.Config, Count: int64(l.Count), Reason: l.Reason})
 	}
@@ -361,11 +361,37 @@ func launchConfig(c *state.LaunchConfig, regions map[string]string) autoscaler.L
 // autoscaleInput builds the planner's input from the state, the leader's
 // liveness and the providers' lists.
 func (s *Server) autoscaleInput(st *state.AutoscaleState, seen map[string]provider.Instance, now time.Time) *autoscaler.Input {
+	running := map[string]bool{}
+	for name, in := range seen {
+		running[name] = in.Running
+	}
+	return PlannerInput(st, func(budget int64) *state.AutoscaleDemand {
+		return s.state.AutoscaleDemand(budget, fairShares, s.cfg.Autoscale.MemoryStep)
+	}, now, s.live.Heard, s.autoscale.idleSince, running)
+}
+
+// PlannerInput builds the autoscaler's input: the state's copy (st), the
+// windowed demand it reads for a budget of cores (demand), the time, when
+// each worker was last heard from (heard), the idle timers it keeps
+// (idleSince, updated here: a machine running nothing gets one, a busy
+// one loses it) and what the providers' probes say (probe: the machine
+// is up). The leader and drover bench autoscale both call it.
+func PlannerInput(st *state.AutoscaleState, demand func(budget int64) *state.AutoscaleDemand, now time.Time,
+	heard func(inst uint32) (time.Time, bool), idleSince map[string]time.Time, probe map[string]bool) *autoscaler.Input {
 	a := &st.Settings
 	in := &autoscaler.Input{Now: now, Regions: map[string]string{}, Unavailable: map[string]bool{},
 		Limits:   autoscaler.Limits{MaxNodes: int(a.MaxNodes), MaxPerHour: a.MaxPerHour, MaxAddsPerMinute: int(a.MaxAddsPerMinute), MaxRemovesPerMinute: int(a.MaxRemovesPerMinute)},
-		Timeouts: timeoutsOf(a)}
+		Timeouts: timeoutsOf(a), Consolidate: a.Consolidate}
 	in.Strategy, _ = autoscaler.ParseStrategy(a.Strategy)
+	freeOf := map[string]state.FreeRoom{}
+	for _, r := range st.Free {
+		if r.Machine != "" {
+			freeOf[r.Machine] = r
+		}
+	}
+	for _, r := range st.DrainingFree {
+		in.Draining = append(in.Draining, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs})
+	}
 	for _, c := range st.Clusters {
 		in.Regions[c.Name] = c.Region
 		if c.Disabled {
@@ -391,19 +417,22 @@ func (s *Server) autoscaleInput(st *state.AutoscaleState, seen map[string]provid
 			am.Deleted = time.Unix(0, m.Deleted)
 		}
 		if m.State == state.MachineActive {
-			if t, ok := s.live.Heard(m.Instance); ok {
+			if r, ok := freeOf[m.ID]; ok {
+				am.FreeMilli, am.FreeMemory = r.CPUMilli, r.Memory
+			}
+			if t, ok := heard(m.Instance); ok {
 				am.Heard = t
 			} else {
 				am.Heard = time.Unix(0, m.Since)
 			}
-			am.ProbeOK = seen[m.ID].Running
+			am.ProbeOK = probe[m.ID]
 			if st.Running[m.Instance] == 0 {
-				if _, ok := s.autoscale.idleSince[m.ID]; !ok {
-					s.autoscale.idleSince[m.ID] = now
+				if _, ok := idleSince[m.ID]; !ok {
+					idleSince[m.ID] = now
 				}
-				am.IdleSince = s.autoscale.idleSince[m.ID]
+				am.IdleSince = idleSince[m.ID]
 			} else {
-				delete(s.autoscale.idleSince, m.ID)
+				delete(idleSince, m.ID)
 			}
 		}
 		if m.State >= state.MachineRequested && m.State <= state.MachineDraining {
@@ -414,7 +443,7 @@ func (s *Server) autoscaleInput(st *state.AutoscaleState, seen map[string]provid
 	}
 	var free int64
 	for _, r := range st.Free {
-		in.Free = append(in.Free, autoscaler.Room{Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs})
+		in.Free = append(in.Free, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs})
 		free += r.CPUMilli
 	}
 	budget := free + windowCores(a, in.Configs, liveNodes, liveSpend, maxCores)
@@ -423,10 +452,10 @@ func (s *Server) autoscaleInput(st *state.AutoscaleState, seen map[string]provid
 			budget += m.CPUMilli
 		}
 	}
-	d := s.state.AutoscaleDemand(budget, fairShares, s.cfg.Autoscale.MemoryStep)
+	d := demand(budget)
 	users := make([]autoscaler.UserQueue, len(d.Users))
 	for i, u := range d.Users {
-		users[i] = autoscaler.UserQueue{Name: u.Name, RunningMilli: u.RunningMilli}
+		users[i] = autoscaler.UserQueue{Name: u.Name, RunningMilli: u.RunningMilli, Ready: make([]autoscaler.Shape, 0, len(u.Shapes))}
 		for _, sh := range u.Shapes {
 			ash := autoscaler.Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Count: sh.Count}
 			if sh.Constraint > 0 {
@@ -439,6 +468,9 @@ func (s *Server) autoscaleInput(st *state.AutoscaleState, seen map[string]provid
 	in.Demand = autoscaler.WindowedDemand(users, budget)
 	return in
 }
+
+// FairShares is the scheduler's fair share as the state's reads want it.
+func FairShares(running, ready []int64, free int64) []int64 { return fairShares(running, ready, free) }
 
 // windowCores is the cores new machines can add within the window: what
 // the node and spend caps leave, and what the add rate can launch in the

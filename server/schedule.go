@@ -47,6 +47,10 @@ func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.In
 	return in
 }
 
+// SchedulerInput is the scheduler's input from the state's view, every
+// cluster taken as up (drover bench autoscale's leader-less rounds).
+func SchedulerInput(v *state.SchedulingView) *scheduler.Input { return schedulerInput(v, nil) }
+
 // fairShares is the scheduler's fair share as the state's view wants it.
 func fairShares(running, ready []int64, free int64) []int64 {
 	d := make([]scheduler.Demand, len(running))

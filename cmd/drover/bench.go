@@ -18,6 +18,7 @@ import (
 func (m *Main) runBench(ctx context.Context, args []string) error {
 	return m.sub(ctx, "bench", args, map[string]func(context.Context, []string) error{
 		"failover": m.runBenchFailover, "catchup": m.runBenchCatchup, "sched": m.runBenchSched, "e2e": m.runBenchE2E,
+		"autoscale": m.runBenchAutoscale,
 	})
 }
 

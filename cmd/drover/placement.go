@@ -389,6 +389,7 @@ type placementFile struct {
 		Window              string  `hcl:"window,optional"`
 		SpotPreemptions     int64   `hcl:"spot_preemptions,optional"`
 		NamePrefix          string  `hcl:"name_prefix,optional"`
+		Consolidate         *bool   `hcl:"consolidate,optional"`
 	} `hcl:"autoscaler,block"`
 	LaunchConfigs []struct {
 		Name                string  `hcl:"name,label"`
@@ -461,7 +462,8 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 	if a := pf.Autoscaler; a != nil {
 		cfg.Autoscaler = &api.AutoscalerSettings{Enabled: a.Enabled == nil || *a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
 			MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: a.BootTimeout, IdleTimeout: a.IdleTimeout,
-			LameTimeout: a.LameTimeout, Backoff: a.Backoff, MaxBackoff: a.MaxBackoff, Window: a.Window, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix}
+			LameTimeout: a.LameTimeout, Backoff: a.Backoff, MaxBackoff: a.MaxBackoff, Window: a.Window, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix,
+			Consolidate: a.Consolidate}
 	}
 	for _, lc := range pf.LaunchConfigs {
 		mem, err := bytes(fmt.Sprintf("launch_config %s memory", lc.Name), lc.Memory)

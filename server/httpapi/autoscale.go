@@ -27,7 +27,8 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	out := api.AutoscalerStatus{Settings: api.AutoscalerSettings{Enabled: a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
 		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: durationString(a.BootTimeout),
 		IdleTimeout: durationString(a.IdleTimeout), LameTimeout: durationString(a.LameTimeout), Backoff: durationString(a.Backoff),
-		MaxBackoff: durationString(a.MaxBackoff), Window: durationString(a.Window), SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix},
+		MaxBackoff: durationString(a.MaxBackoff), Window: durationString(a.Window), SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix,
+		Consolidate: &a.Consolidate},
 		LaunchConfigs: []api.LaunchConfigStatus{}, Pools: []api.AutoscalerPool{}, Machines: []api.Machine{}}
 	live := map[string]int{}
 	pools := map[[2]string]*api.AutoscalerPool{}

@@ -388,7 +388,8 @@ func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
 // autoscalerFromAPI converts and checks autoscaler settings.
 func autoscalerFromAPI(a *api.AutoscalerSettings) (*state.Autoscaler, error) {
 	sa := &state.Autoscaler{Enabled: a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
-		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix}
+		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix,
+		Consolidate: a.Consolidate == nil || *a.Consolidate}
 	for _, d := range []struct {
 		name, value string
 		dst         *int64

@@ -69,6 +69,9 @@ type Autoscaler struct {
 	SpotPreemptions     int64
 	// NamePrefix starts every machine's name (default "drover").
 	NamePrefix string
+	// Consolidate drains the least busy machine when the fleet has room
+	// to spare (the API's default).
+	Consolidate bool
 }
 
 // LaunchConfig is a machine type in a zone, spot or not, for one pool of
@@ -117,14 +120,22 @@ type Machine struct {
 }
 
 // CapacityMark says a config could not be filled; it is skipped until
-// Until. SpotPreemptions counts its machines reclaimed in a row.
+// Until. SpotPreemptions counts its machines reclaimed since SpotSince
+// (within SpotWindow of it).
 type CapacityMark struct {
 	Config          string
 	Until           int64
 	Backoff         int64
 	Reason          string
 	SpotPreemptions int64
+	SpotSince       int64
 }
+
+// SpotWindow is how close together a spot config's reclaims must come to
+// count towards Autoscaler.SpotPreemptions: a market that takes several
+// machines back within it is one to stay away from for a while; one
+// reclaim now and then is the price of spot.
+const SpotWindow = int64(10 * time.Minute)
 
 // Decision is one of the autoscaler's recent decisions, for people.
 type Decision struct {
@@ -168,6 +179,9 @@ type Scale struct {
 	// Notes are the decision's other reasons (demand held, configs
 	// skipped), kept with it.
 	Notes []string
+	// Revives takes draining machines back into service (their worker
+	// still active): demand came back before they emptied.
+	Revives []string
 }
 
 // ScaleResult lists the machines a Scale made, by launch request.
@@ -414,6 +428,18 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 			s.notifyInstance(m.Instance)
 		}
 	}
+	for _, id := range c.Revives {
+		m := s.machines[id]
+		if m == nil || m.State != MachineDraining {
+			continue
+		}
+		if inst := s.instances[m.Instance]; inst == nil || !inst.Active {
+			continue
+		}
+		m.State, m.Since, m.Deleted, m.Reason = MachineActive, c.Now, 0, "revived: jobs wait"
+		s.decide(c.Now, "revive "+m.ID+": jobs wait for its room")
+		s.notifyWork()
+	}
 	for _, n := range c.Notes {
 		s.decide(c.Now, n)
 	}
@@ -508,9 +534,13 @@ func (s *State) applyMachineGone(c *MachineGone) any {
 			mk = &CapacityMark{Config: cfg.Name}
 			s.marks[cfg.Name] = mk
 		}
+		if mk.SpotPreemptions == 0 || c.Now-mk.SpotSince > SpotWindow {
+			mk.SpotPreemptions, mk.SpotSince = 0, c.Now
+		}
 		mk.SpotPreemptions++
 		if n := s.autoscaler.SpotPreemptions; n > 0 && mk.SpotPreemptions >= n {
-			s.markCapacity(cfg.Name, c.Now, fmt.Sprintf("spot machines reclaimed %d times; on-demand configs meanwhile", mk.SpotPreemptions))
+			s.markCapacity(cfg.Name, c.Now, fmt.Sprintf("spot machines reclaimed %d times in %s; on-demand configs meanwhile",
+				mk.SpotPreemptions, time.Duration(c.Now-mk.SpotSince).Round(time.Second)))
 			mk.SpotPreemptions = 0
 		}
 	}

@@ -137,7 +137,7 @@ func TestSpotPreemptionsMarkTheConfig(t *testing.T) {
 	}
 	h.Must(&MachineGone{Now: h.Tick(), Machine: ms[1], Reason: "preempted", Preempted: true})
 	_, _, marks := h.S.AutoscalerSettings()
-	if m := marks["spot"]; m.Until <= h.Now || !strings.Contains(m.Reason, "reclaimed 2 times") {
+	if m := marks["spot"]; m.Until <= h.Now || !strings.Contains(m.Reason, "reclaimed 2 times in") {
 		t.Fatalf("after two preemptions: %+v", m)
 	}
 	// Marked again soon after: the backoff doubles, up to the maximum.
@@ -160,4 +160,25 @@ func TestLaunchConfigsAreChecked(t *testing.T) {
 		LaunchConfigs: []LaunchConfig{{Name: "x", Cluster: "a", CPUMilli: 0, Memory: 1 << 30}}}, ErrInvalid)
 	h.MustFail(&ApplyPlacement{Now: h.Tick(), Autoscaler: &Autoscaler{Strategy: "random"}}, ErrInvalid)
 	h.MustFail(&ApplyPlacement{Now: h.Tick(), Autoscaler: &Autoscaler{NamePrefix: "Bad_Prefix"}}, ErrInvalid)
+}
+
+func TestDrainingMachineIsRevived(t *testing.T) {
+	h := autoscaled(t)
+	req := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "small", Count: 1}}}).(*ScaleResult).Requests[0]
+	h.Must(&LaunchDone{Now: h.Tick(), Request: req.Key, Created: []LaunchedMachine{{Machine: req.Machines[0]}}})
+	act := h.Must(&Activate{Now: h.Tick(), Name: "w", NodeID: "n", CPUMilli: 8000, Memory: 32 << 30, TokenHash: "t", Region: "east", Cluster: "a", Machine: req.Machines[0]}).(*ActivateResult)
+	h.Must(&Scale{Now: h.Tick(), Deletes: []ScaleDelete{{Machine: req.Machines[0], Reason: "underused"}}})
+	if st := h.S.AutoscaleState(); len(st.Free) != 0 || len(st.DrainingFree) != 1 || st.DrainingFree[0].Machine != req.Machines[0] {
+		t.Fatalf("free %+v draining %+v", st.Free, st.DrainingFree)
+	}
+	h.Must(&Scale{Now: h.Tick(), Revives: []string{req.Machines[0]}})
+	b := h.CreateBatch(entry(1, 1, spec("j", 1)))
+	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, act.Instance)}}).(*PlanResult); r.Placed != 1 {
+		t.Fatalf("a revived machine takes no placement: %+v", r)
+	}
+	for _, m := range h.S.Machines() {
+		if m.State != MachineActive || m.Deleted != 0 {
+			t.Fatalf("after revival: %+v", m)
+		}
+	}
 }

@@ -16,6 +16,8 @@ type AutoscaleState struct {
 	Marks    []CapacityMark
 	Clusters []ClusterSlot
 	Free     []FreeRoom
+	// DrainingFree is what draining machines' workers have free.
+	DrainingFree []FreeRoom
 	// Running maps an active instance to the attempts it runs (for idle
 	// machines).
 	Running   map[uint32]int
@@ -25,6 +27,7 @@ type AutoscaleState struct {
 // FreeRoom is what one active worker has free, and where it is.
 type FreeRoom struct {
 	Instance                       uint32
+	Machine                        string
 	Region, Cluster, Pool, GPUType string
 	CPUMilli, Memory, GPUs         int64
 }
@@ -53,14 +56,16 @@ func (s *State) AutoscaleState() *AutoscaleState {
 			continue
 		}
 		v.Running[id] = len(inst.running)
-		if s.draining(inst) {
-			continue
-		}
 		if cl := s.clusters[inst.Cluster]; cl != nil && cl.Disabled {
 			continue
 		}
-		v.Free = append(v.Free, FreeRoom{Instance: id, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
-			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0)})
+		room := FreeRoom{Instance: id, Machine: inst.Machine, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
+			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0)}
+		if s.draining(inst) {
+			v.DrainingFree = append(v.DrainingFree, room)
+			continue
+		}
+		v.Free = append(v.Free, room)
 	}
 	return v
 }
@@ -114,10 +119,14 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 	}
 	shares := share(running, ready, budget)
 	constraintOf := map[string]int32{}
+	// One index for every user, cleared between them: a map per user
+	// was most of a decision's time with 500 users.
+	index := map[DemandShape]int{}
+	d.Users = make([]DemandUser, 0, len(names))
 	for ui, name := range names {
 		u := s.sched[name]
 		du := DemandUser{Name: name, RunningMilli: u.runningMilli}
-		index := map[DemandShape]int{}
+		clear(index)
 		left := shares[ui]
 	batches:
 		for _, b := range u.active {

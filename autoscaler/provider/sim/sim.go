@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -54,6 +55,8 @@ type Cloud struct {
 	requests  map[string]*provider.LaunchResult
 	calls     []time.Time
 	cost      float64 // of machines already deleted
+	costBy    map[string]float64
+	coreHours float64 // paid for by machines already deleted
 	launches  int     // machines created, in all
 	refusals  int
 	reclaimed int
@@ -61,6 +64,7 @@ type Cloud struct {
 
 type machine struct {
 	inst     provider.Instance
+	cores    float64
 	price    float64
 	spot     bool
 	created  time.Time
@@ -72,7 +76,8 @@ var _ provider.Provider = (*Cloud)(nil)
 
 // New makes a simulated cloud.
 func New(opts Options) *Cloud {
-	return &Cloud{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), machines: map[string]*machine{}, requests: map[string]*provider.LaunchResult{}}
+	return &Cloud{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), machines: map[string]*machine{}, requests: map[string]*provider.LaunchResult{},
+		costBy: map[string]float64{}}
 }
 
 // call counts an API call against the rate limit and draws an injected
@@ -130,7 +135,7 @@ func (c *Cloud) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 			continue
 		}
 		m := &machine{inst: provider.Instance{Name: name, ID: fmt.Sprintf("sim-%d", c.launches), Config: req.Config.Name, Labels: req.Labels},
-			price: req.Config.PricePerHour, spot: req.Config.Spot, created: now}
+			price: req.Config.PricePerHour, cores: float64(req.Config.CPUMilli) / 1000, spot: req.Config.Spot, created: now}
 		if m.spot && c.opts.SpotReclaimsPerHour > 0 {
 			hours := c.rng.ExpFloat64() / c.opts.SpotReclaimsPerHour
 			m.reclaim = now.Add(time.Duration(hours * float64(time.Hour)))
@@ -157,6 +162,8 @@ func (c *Cloud) Delete(ctx context.Context, names []string) error {
 			continue
 		}
 		c.cost += m.costUntil(now)
+		c.costBy[m.inst.Config] += m.costUntil(now)
+		c.coreHours += m.coreHoursUntil(now)
 		delete(c.machines, name)
 	}
 	return nil
@@ -164,12 +171,17 @@ func (c *Cloud) Delete(ctx context.Context, names []string) error {
 
 // costUntil is what a machine cost from its launch to t (a reclaimed one
 // stops costing when it is reclaimed).
-func (m *machine) costUntil(t time.Time) float64 {
+func (m *machine) costUntil(t time.Time) float64 { return m.price * m.hoursUntil(t) }
+
+// coreHoursUntil is the core-hours it was paid for until t.
+func (m *machine) coreHoursUntil(t time.Time) float64 { return m.cores * m.hoursUntil(t) }
+
+func (m *machine) hoursUntil(t time.Time) float64 {
 	end := t
 	if !m.reclaim.IsZero() && m.reclaim.Before(end) {
 		end = m.reclaim
 	}
-	return m.price * max(end.Sub(m.created).Hours(), 0)
+	return max(end.Sub(m.created).Hours(), 0)
 }
 
 // List returns every machine, running once its boot delay has passed, and
@@ -219,6 +231,10 @@ type Stats struct {
 	Refusals, Reclaimed int
 	// SpendRate is what the live machines cost an hour now.
 	SpendRate float64
+	// CoreHours is the core-hours paid for until now.
+	CoreHours float64
+	// CostByConfig splits Cost by launch config.
+	CostByConfig map[string]float64
 }
 
 // Stats reports the cost so far and the counts.
@@ -226,9 +242,11 @@ func (c *Cloud) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
-	s := Stats{Cost: c.cost, Launched: c.launches, Refusals: c.refusals, Reclaimed: c.reclaimed}
+	s := Stats{Cost: c.cost, CoreHours: c.coreHours, Launched: c.launches, Refusals: c.refusals, Reclaimed: c.reclaimed, CostByConfig: maps.Clone(c.costBy)}
 	for _, m := range c.machines {
 		s.Cost += m.costUntil(now)
+		s.CostByConfig[m.inst.Config] += m.costUntil(now)
+		s.CoreHours += m.coreHoursUntil(now)
 		if m.reclaim.IsZero() || now.Before(m.reclaim) {
 			s.Live++
 			s.SpendRate += m.price
