@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,4 +174,44 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestJobWhyNamesTheAutoscaler: a waiting job's why says what the
+// autoscaler does about it: machines coming up, and jobs held by the
+// $/hour cap.
+func TestJobWhyNamesTheAutoscaler(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour})
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = cloud
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxPerHour: 0.5},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n4", Cluster: "a", MachineType: "n2-standard-4", Zone: "r-a", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Count: 20, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var why *api.JobWhy
+	waitFor(t, "job why to name the autoscaler", func() bool {
+		why, err = tc.admin.JobWhy(ctx, b.ID, 20)
+		if err != nil {
+			return false
+		}
+		var coming, held bool
+		for _, r := range why.Reasons {
+			coming = coming || r.Reason == "autoscaler_launching"
+			held = held || (r.Reason == "autoscaler_held" && strings.Contains(r.Message, "$/hour cap"))
+		}
+		return coming && held
+	})
+	t.Logf("%+v", why.Reasons)
+	if st := cloud.Stats(); st.Launched != 2 {
+		t.Fatalf("the cloud made %d machines; $0.50 an hour buys 2 of $0.20", st.Launched)
+	}
 }

@@ -116,11 +116,16 @@ var (
 	clusterWorkersDesc  = prometheus.NewDesc("drover_cluster_workers", "Active workers of a cluster.", []string{"cluster", "region"}, nil)
 	teamQuotaDesc       = prometheus.NewDesc("drover_team_quota_cores", "A team's cpu quota (0: no limit).", []string{"team"}, nil)
 	teamUsedDesc        = prometheus.NewDesc("drover_team_used_cores", "Cores a team's running jobs hold, per cluster.", []string{"team", "cluster"}, nil)
+	machinesDesc        = prometheus.NewDesc("drover_autoscaler_machines", "The autoscaler's live machines, by cluster, pool and state.", []string{"cluster", "pool", "state"}, nil)
+	spendDesc           = prometheus.NewDesc("drover_autoscaler_spend_per_hour", "What the live machines (requested, launching, active, draining) cost an hour, by cluster and pool.", []string{"cluster", "pool"}, nil)
+	spendCapDesc        = prometheus.NewDesc("drover_autoscaler_spend_cap_per_hour", "The autoscaler's $/hour cap over every config (0: none).", nil, nil)
+	limitedDesc         = prometheus.NewDesc("drover_autoscaler_capacity_limited", "1 while a launch config is skipped as capacity-limited.", []string{"config"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc, commitDesc, contactDesc, peersDesc,
-		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, teamQuotaDesc, teamUsedDesc} {
+		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, teamQuotaDesc, teamUsedDesc,
+		machinesDesc, spendDesc, spendCapDesc, limitedDesc} {
 		ch <- d
 	}
 }
@@ -149,6 +154,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(teamUsedDesc, prometheus.GaugeValue, float64(used)/1000, t.Name, cl)
 		}
 	}
+	c.collectAutoscaler(ch)
 	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.state.Index()))
 	if r := c.raft(); r != nil {
 		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.LastIndex()))
@@ -165,5 +171,40 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			contact = d.Seconds()
 		}
 		ch <- prometheus.MustNewConstMetric(contactDesc, prometheus.GaugeValue, contact)
+	}
+}
+
+// collectAutoscaler reports the machines and spend by pool, and the
+// configs skipped as capacity-limited.
+func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
+	settings, cfgs, marks := c.state.AutoscalerSettings()
+	type pool struct{ cluster, pool string }
+	count := map[pool]map[uint8]int{}
+	spend := map[pool]float64{}
+	for _, m := range c.state.Machines() {
+		if m.State < state.MachineRequested || m.State > state.MachineDraining {
+			continue
+		}
+		k := pool{m.Cluster, m.Pool}
+		if count[k] == nil {
+			count[k] = map[uint8]int{}
+		}
+		count[k][m.State]++
+		spend[k] += m.PricePerHour
+	}
+	for k, byState := range count {
+		for st := state.MachineRequested; st <= state.MachineDraining; st++ {
+			ch <- prometheus.MustNewConstMetric(machinesDesc, prometheus.GaugeValue, float64(byState[st]), k.cluster, k.pool, state.MachineStateName(st))
+		}
+		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.GaugeValue, spend[k], k.cluster, k.pool)
+	}
+	ch <- prometheus.MustNewConstMetric(spendCapDesc, prometheus.GaugeValue, settings.MaxPerHour)
+	now := time.Now().UnixNano()
+	for _, cfg := range cfgs {
+		limited := 0.0
+		if mk, ok := marks[cfg.Name]; ok && mk.Until > now {
+			limited = 1
+		}
+		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, limited, cfg.Name)
 	}
 }

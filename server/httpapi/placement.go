@@ -473,6 +473,9 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		if len(jp.DisabledClusters) > 0 && jp.Usable > 0 {
 			add("cluster_disabled", "not used while disabled: "+s.disabledMessage(jp.DisabledClusters))
 		}
+		for _, r := range s.autoscalerReasons() {
+			add(r[0], r[1])
+		}
 	case state.Running:
 		add("running", fmt.Sprintf("running on %s in cluster %s (region %s)", jp.Instance, jp.Cluster, jp.Region))
 	default:
@@ -497,6 +500,37 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			jobspec.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// autoscalerReasons says what the autoscaler does about waiting work: the
+// machines coming up, what its last decision launched, and what it held
+// and why (a cap, capacity).
+func (s *Server) autoscalerReasons() [][2]string {
+	if s.autoscaler == nil {
+		return nil
+	}
+	var out [][2]string
+	coming := 0
+	for _, m := range s.state.Machines() {
+		if m.State == state.MachineRequested || m.State == state.MachineLaunching {
+			coming++
+		}
+	}
+	r := s.autoscaler.LastRound()
+	if r != nil {
+		for _, l := range r.Launches {
+			out = append(out, [2]string{"autoscaler_launching", "autoscaler launching " + l.Reason})
+		}
+	}
+	if coming > 0 && len(out) == 0 {
+		out = append(out, [2]string{"autoscaler_launching", plural(coming, "machine") + " coming up (drover autoscaler status)"})
+	}
+	if r != nil {
+		for _, h := range r.Held {
+			out = append(out, [2]string{"autoscaler_held", fmt.Sprintf("autoscaler holds %s: %s", plural(int(h.Jobs), "waiting job"), h.Reason)})
+		}
+	}
+	return out
 }
 
 // disabledMessage says which clusters are disabled, and for one, why,
