@@ -1,0 +1,322 @@
+// Package gcefake is an in-process fake of the parts of the Compute
+// Engine REST API (v1) the gce provider uses, following its wire format:
+// instances insert (with requestId, answering a repeated request with its
+// first operation), delete, aggregated list with a label filter, zone
+// operations that run before they are done, zones; capacity per zone and
+// machine type (an operation that ends in ZONE_RESOURCE_POOL_EXHAUSTED),
+// a CPU quota (403 quotaExceeded), answers that get lost, and preemption
+// of spot instances. Bodies are the API's JSON, read and written with the
+// official client's message types.
+package gcefake
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Server is the fake API.
+type Server struct {
+	*httptest.Server
+	mu         sync.Mutex
+	project    string
+	zones      []string
+	instances  map[string]*computepb.Instance // by name
+	ops        map[string]*op
+	byRequest  map[string]string // requestId -> operation name
+	seq        int
+	capacity   map[string]int // "zone/machineType" -> instances at most
+	quotaCPUs  int
+	loseNext   int
+	inserts    int
+	insertReqs int
+}
+
+type op struct {
+	proto *computepb.Operation
+	polls int
+}
+
+// New starts a fake for one project with the given zones.
+func New(project string, zones ...string) *Server {
+	s := &Server{project: project, zones: zones, instances: map[string]*computepb.Instance{}, ops: map[string]*op{},
+		byRequest: map[string]string{}, capacity: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// SetCapacity bounds the instances of a machine type in a zone.
+func (s *Server) SetCapacity(zone, machineType string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.capacity[zone+"/"+machineType] = n
+}
+
+// SetQuotaCPUs bounds the project's vCPUs (0: no bound); machine types are
+// named n2-standard-N with N vCPUs.
+func (s *Server) SetQuotaCPUs(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quotaCPUs = n
+}
+
+// LoseNextAnswers makes the next n insert requests be carried out but
+// answered with 502, as when a connection drops after the server acted.
+func (s *Server) LoseNextAnswers(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseNext = n
+}
+
+// Preempt stops a spot instance, as the cloud does when it takes it back.
+func (s *Server) Preempt(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[name]
+	if !ok {
+		return false
+	}
+	in.Status = proto.String("TERMINATED")
+	return true
+}
+
+// Inserts counts instances made; InsertRequests the insert calls.
+func (s *Server) Inserts() (made, calls int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inserts, s.insertReqs
+}
+
+// Names lists the instances there are.
+func (s *Server) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for n := range s.instances {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var (
+	instancesPath = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances(?:/([^/]+))?$`)
+	opPath        = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)$`)
+	aggPath       = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/aggregated/instances$`)
+	zonesPath     = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones$`)
+	filterRe      = regexp.MustCompile(`^labels\.([a-z0-9_-]+)\s*=\s*"?([a-z0-9_-]*)"?$`)
+)
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodPost && instancesPath.MatchString(p):
+		m := instancesPath.FindStringSubmatch(p)
+		s.insert(w, r, m[1], m[2])
+	case r.Method == http.MethodDelete && instancesPath.MatchString(p):
+		m := instancesPath.FindStringSubmatch(p)
+		s.delete(w, r, m[1], m[2], m[3])
+	case r.Method == http.MethodGet && opPath.MatchString(p):
+		m := opPath.FindStringSubmatch(p)
+		o, ok := s.ops[m[3]]
+		if !ok || m[1] != s.project {
+			apiError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/operations/%s' was not found", m[1], m[2], m[3]))
+			return
+		}
+		// An operation runs for one poll, then is done.
+		if o.polls++; o.polls >= 1 && o.proto.GetStatus() != computepb.Operation_DONE {
+			o.proto.Status = computepb.Operation_DONE.Enum()
+		}
+		writeMessage(w, o.proto)
+	case r.Method == http.MethodGet && aggPath.MatchString(p):
+		s.aggregated(w, r)
+	case r.Method == http.MethodGet && zonesPath.MatchString(p):
+		list := &computepb.ZoneList{Kind: proto.String("compute#zoneList")}
+		for _, z := range s.zones {
+			list.Items = append(list.Items, &computepb.Zone{Name: proto.String(z), Status: proto.String("UP"), Kind: proto.String("compute#zone")})
+		}
+		writeMessage(w, list)
+	default:
+		apiError(w, 404, "notFound", "no such endpoint in the fake: "+r.Method+" "+p)
+	}
+}
+
+func (s *Server) zoneOK(zone string) bool { return slices.Contains(s.zones, zone) }
+
+func (s *Server) newOp(zone, kind, target string) *op {
+	s.seq++
+	o := &op{proto: &computepb.Operation{Kind: proto.String("compute#operation"), Name: proto.String(fmt.Sprintf("operation-%d", s.seq)),
+		Id: proto.Uint64(uint64(s.seq)), OperationType: proto.String(kind), Status: computepb.Operation_RUNNING.Enum(), Progress: proto.Int32(0),
+		Zone:       proto.String(s.URL + "/compute/v1/projects/" + s.project + "/zones/" + zone),
+		TargetLink: proto.String(s.URL + "/compute/v1/projects/" + s.project + "/zones/" + zone + "/instances/" + target)}}
+	s.ops[o.proto.GetName()] = o
+	return o
+}
+
+func cpusOf(machineType string) int {
+	var n int
+	if i := strings.LastIndex(machineType, "-"); i >= 0 {
+		fmt.Sscanf(machineType[i+1:], "%d", &n)
+	}
+	return max(n, 1)
+}
+
+func (s *Server) insert(w http.ResponseWriter, r *http.Request, project, zone string) {
+	s.insertReqs++
+	if project != s.project || !s.zoneOK(zone) {
+		apiError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s' was not found", project, zone))
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	in := &computepb.Instance{}
+	if err := protojson.Unmarshal(body, in); err != nil {
+		apiError(w, 400, "invalid", "Invalid JSON payload received. "+err.Error())
+		return
+	}
+	reqID := r.URL.Query().Get("requestId")
+	if name, ok := s.byRequest[reqID]; ok && reqID != "" {
+		// The same request again: its operation, nothing made twice.
+		s.answer(w, s.ops[name].proto)
+		return
+	}
+	if _, ok := s.instances[in.GetName()]; ok {
+		apiError(w, 409, "alreadyExists", fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' already exists", project, zone, in.GetName()))
+		return
+	}
+	mt := in.GetMachineType()
+	if i := strings.LastIndex(mt, "/"); i >= 0 {
+		mt = mt[i+1:]
+	}
+	if s.quotaCPUs > 0 {
+		used := 0
+		for _, x := range s.instances {
+			used += cpusOf(x.GetMachineType())
+		}
+		if used+cpusOf(mt) > s.quotaCPUs {
+			apiErrorReason(w, 403, "quotaExceeded", "usageLimits", fmt.Sprintf("Quota 'CPUS' exceeded.  Limit: %d.0 in region %s.", s.quotaCPUs, zone[:strings.LastIndex(zone, "-")]))
+			return
+		}
+	}
+	o := s.newOp(zone, "insert", in.GetName())
+	if reqID != "" {
+		s.byRequest[reqID] = o.proto.GetName()
+	}
+	if limit, ok := s.capacity[zone+"/"+mt]; ok {
+		n := 0
+		for _, x := range s.instances {
+			if strings.HasSuffix(x.GetMachineType(), "/"+mt) && strings.HasSuffix(x.GetZone(), "/"+zone) {
+				n++
+			}
+		}
+		if n >= limit {
+			// Accepted, then failed: the operation ends with the error.
+			o.proto.Status = computepb.Operation_DONE.Enum()
+			o.proto.HttpErrorStatusCode = proto.Int32(503)
+			o.proto.HttpErrorMessage = proto.String("SERVICE UNAVAILABLE")
+			o.proto.Error = &computepb.Error{Errors: []*computepb.Errors{{Code: proto.String("ZONE_RESOURCE_POOL_EXHAUSTED"),
+				Message: proto.String(fmt.Sprintf("The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.", project, zone))}}}
+			s.answer(w, o.proto)
+			return
+		}
+	}
+	s.seq++
+	in.Id = proto.Uint64(uint64(1000 + s.seq))
+	in.Zone = proto.String(s.URL + "/compute/v1/projects/" + s.project + "/zones/" + zone)
+	in.MachineType = proto.String(s.URL + "/compute/v1/projects/" + s.project + "/zones/" + zone + "/machineTypes/" + mt)
+	in.Status = proto.String("RUNNING")
+	in.Kind = proto.String("compute#instance")
+	s.instances[in.GetName()] = in
+	s.inserts++
+	s.answer(w, o.proto)
+}
+
+// answer writes an operation, or loses the answer (502) when asked to.
+func (s *Server) answer(w http.ResponseWriter, o *computepb.Operation) {
+	if s.loseNext > 0 {
+		s.loseNext--
+		apiError(w, 502, "backendError", "the answer was lost (fake)")
+		return
+	}
+	writeMessage(w, o)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, project, zone, name string) {
+	in, ok := s.instances[name]
+	if !ok || project != s.project || !strings.HasSuffix(in.GetZone(), "/"+zone) {
+		apiError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' was not found", project, zone, name))
+		return
+	}
+	delete(s.instances, name)
+	writeMessage(w, s.newOp(zone, "delete", name).proto)
+}
+
+func (s *Server) aggregated(w http.ResponseWriter, r *http.Request) {
+	var key, value string
+	if f := strings.TrimSpace(r.URL.Query().Get("filter")); f != "" {
+		m := filterRe.FindStringSubmatch(f)
+		if m == nil {
+			apiError(w, 400, "invalid", "Invalid value for field 'filter': '"+f+"'. Invalid list filter expression.")
+			return
+		}
+		key, value = m[1], m[2]
+	}
+	list := &computepb.InstanceAggregatedList{Kind: proto.String("compute#instanceAggregatedList"), Items: map[string]*computepb.InstancesScopedList{}}
+	for _, z := range s.zones {
+		sl := &computepb.InstancesScopedList{}
+		for _, n := range sortedKeys(s.instances) {
+			in := s.instances[n]
+			if !strings.HasSuffix(in.GetZone(), "/"+z) || (key != "" && in.GetLabels()[key] != value) {
+				continue
+			}
+			sl.Instances = append(sl.Instances, in)
+		}
+		if len(sl.Instances) == 0 {
+			sl.Warning = &computepb.Warning{Code: proto.String("NO_RESULTS_ON_PAGE"), Message: proto.String("There are no results for scope 'zones/" + z + "' on this page.")}
+		}
+		list.Items["zones/"+z] = sl
+	}
+	writeMessage(w, list)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func writeMessage(w http.ResponseWriter, m proto.Message) {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		http.Error(w, err.Error(), 500)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	_, _ = w.Write(b)
+}
+
+// apiError writes Google's JSON error body.
+func apiError(w http.ResponseWriter, code int, reason, msg string) {
+	apiErrorReason(w, code, reason, "global", msg)
+}
+
+func apiErrorReason(w http.ResponseWriter, code int, reason, domain, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg,
+		"errors": []map[string]string{{"message": msg, "domain": domain, "reason": reason}}}})
+}
