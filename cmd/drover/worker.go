@@ -26,7 +26,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cores := fs.Float64("cores", float64(runtime.NumCPU()), "cores offered to jobs")
 	memory := fs.String("memory", "", "memory offered to jobs, e.g. 16GiB (default: 2GiB per core)")
 	dataDir := fs.String("data-dir", "", "directory for the jobs' working directories (default: a directory under the system temp dir)")
-	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret (required)")
+	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret (required unless DROVER_WORKER_SECRET holds it)")
 	syncWait := fs.Duration("sync-wait", 20*time.Second, "how long the server may hold a sync open")
 	killGrace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
 	keep := fs.Bool("keep-work-dirs", false, "keep jobs' working directories after they end")
@@ -46,12 +46,16 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	if err := applyConfigFile(fs, *cfgFile); err != nil {
 		return err
 	}
-	if *secretFile == "" {
-		return usagef("drover worker needs -worker-secret-file: the file with the cluster's worker join secret")
-	}
-	secret, err := readSecretFile(*secretFile)
-	if err != nil {
-		return err
+	// The secret comes from a file, or (a worker the autoscaler started
+	// as a Nomad job) from the environment.
+	secret, err := os.Getenv("DROVER_WORKER_SECRET"), error(nil)
+	if *secretFile != "" || secret == "" {
+		if *secretFile == "" {
+			return usagef("drover worker needs -worker-secret-file: the file with the cluster's worker join secret (or DROVER_WORKER_SECRET)")
+		}
+		if secret, err = readSecretFile(*secretFile); err != nil {
+			return err
+		}
 	}
 	memBytes := int64(*cores * float64(2<<30))
 	if *memory != "" {
