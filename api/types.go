@@ -661,6 +661,12 @@ type ClusterDecl struct {
 	// empty takes the cluster out of any group.
 	Group string `json:"group,omitempty"`
 	Pools []Pool `json:"pools,omitempty"`
+	// Provider makes the autoscaler's machines here (local, gce, nomad;
+	// empty: the servers' default) with its settings: for nomad address,
+	// region, namespace, datacenters (comma-separated), driver, binary;
+	// for gce project, image, network, instance_template, binary.
+	Provider         string            `json:"provider,omitempty"`
+	ProviderSettings map[string]string `json:"provider_settings,omitempty"`
 }
 
 // ClusterGroup is a set of clusters with a placement strategy of its

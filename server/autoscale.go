@@ -21,6 +21,9 @@ type AutoscaleConfig struct {
 	// Provider makes the machines of every cluster not in Providers.
 	Provider  provider.Provider
 	Providers map[string]provider.Provider
+	// Factory makes the providers clusters declare (nil: only Provider and
+	// Providers are used).
+	Factory ProviderFactory
 	// Interval between decisions (Hail runs every 15 s).
 	Interval time.Duration
 	// Worker is how a new machine's worker joins (servers, secret);
@@ -51,21 +54,74 @@ func (c *AutoscaleConfig) validate() error {
 	return nil
 }
 
-// providerFor returns the provider of a cluster's machines.
-func (c *AutoscaleConfig) providerFor(cluster string) provider.Provider {
-	if p, ok := c.Providers[cluster]; ok {
-		return p
-	}
-	return c.Provider
+// ProviderFactory makes the provider a cluster declares (its kind and
+// settings from the placement config); the servers' credentials are the
+// factory's.
+type ProviderFactory func(cluster, kind string, settings map[string]string) (provider.Provider, error)
+
+// builtProvider is a provider made for a cluster's declaration.
+type builtProvider struct {
+	key string
+	p   provider.Provider
 }
 
-// providers lists the distinct providers.
-func (c *AutoscaleConfig) providers() []provider.Provider {
+// resolveProviders decides which provider makes each cluster's machines
+// this round: one configured for it, else the one its declaration names
+// (made by the factory, again only when the declaration changes), else the
+// default.
+func (s *Server) resolveProviders(st *state.AutoscaleState) {
+	ac := s.cfg.Autoscale
+	m := s.autoscale
+	resolved := map[string]provider.Provider{}
+	for _, c := range st.Clusters {
+		if p, ok := ac.Providers[c.Name]; ok {
+			resolved[c.Name] = p
+			continue
+		}
+		kind, settings := st.Providers[c.Name].Kind, st.Providers[c.Name].Settings
+		if kind == "" || ac.Factory == nil {
+			if ac.Provider != nil {
+				resolved[c.Name] = ac.Provider
+			}
+			continue
+		}
+		key := kind
+		for _, k := range slices.Sorted(maps.Keys(settings)) {
+			key += "\x00" + k + "=" + settings[k]
+		}
+		if b, ok := m.built[c.Name]; ok && b.key == key {
+			resolved[c.Name] = b.p
+			continue
+		}
+		p, err := ac.Factory(c.Name, kind, settings)
+		if err != nil {
+			s.log.Warn("autoscaler: cannot make the provider a cluster declares; its machines wait", "cluster", c.Name, "provider", kind, "err", err)
+			continue
+		}
+		m.built[c.Name] = builtProvider{key: key, p: p}
+		resolved[c.Name] = p
+	}
+	m.resolved = resolved
+}
+
+// providerFor returns the provider of a cluster's machines this round.
+func (s *Server) providerFor(cluster string) provider.Provider {
+	if p, ok := s.autoscale.resolved[cluster]; ok {
+		return p
+	}
+	return s.cfg.Autoscale.Provider
+}
+
+// providers lists the distinct providers of this round.
+func (s *Server) providers() []provider.Provider {
 	var out []provider.Provider
-	for _, p := range append([]provider.Provider{c.Provider}, slices.Collect(maps.Values(c.Providers))...) {
-		if p != nil && !slices.Contains(out, p) {
+	for _, name := range slices.Sorted(maps.Keys(s.autoscale.resolved)) {
+		if p := s.autoscale.resolved[name]; !slices.Contains(out, p) {
 			out = append(out, p)
 		}
+	}
+	if p := s.cfg.Autoscale.Provider; p != nil && !slices.Contains(out, p) {
+		out = append(out, p)
 	}
 	return out
 }
@@ -80,17 +136,22 @@ type autoscaleMemory struct {
 	missing   map[string]time.Time
 	last      *autoscaler.Output
 	lastAt    time.Time
+	built     map[string]builtProvider
+	resolved  map[string]provider.Provider
 	demand    int64 // millicores in the window at the last decision
 }
 
 // runAutoscaler decides every Interval while this server leads.
 func (s *Server) runAutoscaler(ctx context.Context) {
 	ac := s.cfg.Autoscale
-	if ac == nil || len(ac.providers()) == 0 {
+	if ac == nil || (ac.Provider == nil && len(ac.Providers) == 0 && ac.Factory == nil) {
 		return
 	}
 	s.autoscale.mu.Lock()
 	s.autoscale.idleSince, s.autoscale.missing, s.autoscale.last = map[string]time.Time{}, map[string]time.Time{}, nil
+	if s.autoscale.built == nil {
+		s.autoscale.built = map[string]builtProvider{}
+	}
 	s.autoscale.mu.Unlock()
 	tick := time.NewTicker(ac.Interval)
 	defer tick.Stop()
@@ -113,6 +174,7 @@ func (s *Server) autoscaleOnce(ctx context.Context, now time.Time) error {
 	if !st.Settings.Enabled {
 		return nil
 	}
+	s.resolveProviders(st)
 	seen, listed := s.listMachines(ctx)
 	if err := s.reconcile(ctx, st, seen, listed, now); err != nil {
 		return err
@@ -163,7 +225,7 @@ func (s *Server) autoscaleOnce(ctx context.Context, now time.Time) error {
 func (s *Server) listMachines(ctx context.Context) (map[string]provider.Instance, map[provider.Provider]bool) {
 	seen := map[string]provider.Instance{}
 	listed := map[provider.Provider]bool{}
-	for _, p := range s.cfg.Autoscale.providers() {
+	for _, p := range s.providers() {
 		insts, err := p.List(ctx)
 		if err != nil {
 			s.log.Warn("autoscaler: list machines", "err", err)
@@ -201,7 +263,7 @@ func (s *Server) reconcile(ctx context.Context, st *state.AutoscaleState, seen m
 	}
 	slices.Sort(orphans)
 	for _, name := range orphans {
-		p := ac.providerFor(clusterOf(st, name, seen))
+		p := s.providerFor(clusterOf(st, name, seen))
 		if p == nil {
 			continue
 		}
@@ -216,7 +278,7 @@ func (s *Server) reconcile(ctx context.Context, st *state.AutoscaleState, seen m
 	for _, id := range slices.Sorted(maps.Keys(live)) {
 		m := live[id]
 		in, ok := seen[id]
-		p := ac.providerFor(m.Cluster)
+		p := s.providerFor(m.Cluster)
 		switch {
 		case ok && in.Preempted:
 			if err := s.gone(ctx, p, m, "reclaimed by the cloud (spot)", true, now); err != nil {
@@ -292,7 +354,7 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 	for _, key := range keys {
 		ms := byReq[key]
 		cfg := cfgs[ms[0].Config]
-		p := ac.providerFor(ms[0].Cluster)
+		p := s.providerFor(ms[0].Cluster)
 		if cfg == nil || p == nil {
 			continue
 		}
@@ -343,7 +405,7 @@ func (s *Server) deleteDrained(ctx context.Context, st *state.AutoscaleState) er
 		if m.State != state.MachineDraining || st.Running[m.Instance] > 0 {
 			continue
 		}
-		if err := s.gone(ctx, s.cfg.Autoscale.providerFor(m.Cluster), m, "deleted: "+m.Reason, false, time.Now()); err != nil {
+		if err := s.gone(ctx, s.providerFor(m.Cluster), m, "deleted: "+m.Reason, false, time.Now()); err != nil {
 			return err
 		}
 	}

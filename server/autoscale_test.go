@@ -11,6 +11,8 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/autoscaler/provider/nomad"
+	"github.com/drover-sched/drover/autoscaler/provider/nomad/nomadfake"
 	"github.com/drover-sched/drover/autoscaler/provider/sim"
 	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/server/state"
@@ -213,5 +215,39 @@ func TestJobWhyNamesTheAutoscaler(t *testing.T) {
 	t.Logf("%+v", why.Reasons)
 	if st := cloud.Stats(); st.Launched != 2 {
 		t.Fatalf("the cloud made %d machines; $0.50 an hour buys 2 of $0.20", st.Launched)
+	}
+}
+
+// TestClusterDeclaresItsProvider: a cluster declared with a Nomad provider
+// gets its machines from that Nomad cluster, made by the server's factory
+// from the declared settings.
+func TestClusterDeclaresItsProvider(t *testing.T) {
+	fake := nomadfake.New(4, 16000, 64<<10)
+	defer fake.Close()
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+		cfg.Autoscale.Factory = func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+			if kind != "nomad" {
+				return nil, errors.New("only nomad here")
+			}
+			return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{settings["datacenters"]}})
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
+		Clusters:      []api.ClusterDecl{{Name: "nomad-east", Region: "east", Provider: "nomad", ProviderSettings: map[string]string{"address": fake.URL, "datacenters": "dc1"}}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 2},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "nomad-east", CPU: 8, Memory: 16 << 30, PricePerHour: 0.3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Count: 16, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two machines as Nomad jobs", func() bool { return len(fake.Jobs()) == 2 })
+	j := fake.Job(fake.Jobs()[0])
+	if j.Meta[provider.LabelCluster] != "nomad-east" || j.Datacenters[0] != "dc1" {
+		t.Fatalf("job %+v", j)
 	}
 }

@@ -90,7 +90,7 @@ func New(cfg *Config) (*Server, error) {
 		state:        state.New(),
 		notify:       newNotifier(),
 		live:         newLiveness(),
-		autoscale:    &autoscaleMemory{idleSince: map[string]time.Time{}, missing: map[string]time.Time{}},
+		autoscale:    &autoscaleMemory{idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}},
 		schedTrigger: make(chan struct{}, 1),
 	}
 	s.metrics = newMetrics(s.state, func() raftStats {

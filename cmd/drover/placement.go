@@ -357,10 +357,12 @@ func (m *Main) runQuotaSet(ctx context.Context, args []string) error {
 //	}
 type placementFile struct {
 	Clusters []struct {
-		Name   string `hcl:"name,label"`
-		Region string `hcl:"region"`
-		Group  string `hcl:"group,optional"`
-		Pools  []struct {
+		Name             string            `hcl:"name,label"`
+		Region           string            `hcl:"region"`
+		Group            string            `hcl:"group,optional"`
+		Provider         string            `hcl:"provider,optional"`
+		ProviderSettings map[string]string `hcl:"provider_settings,optional"`
+		Pools            []struct {
 			Name         string  `hcl:"name,label"`
 			CPU          float64 `hcl:"cpu,optional"`
 			Memory       string  `hcl:"memory,optional"`
@@ -445,7 +447,7 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 	}
 	cfg := &api.PlacementConfig{}
 	for _, c := range pf.Clusters {
-		cd := api.ClusterDecl{Name: c.Name, Region: c.Region, Group: c.Group}
+		cd := api.ClusterDecl{Name: c.Name, Region: c.Region, Group: c.Group, Provider: c.Provider, ProviderSettings: c.ProviderSettings}
 		for _, pl := range c.Pools {
 			mem, err := bytes(fmt.Sprintf("cluster %s pool %s memory", c.Name, pl.Name), pl.Memory)
 			if err != nil {

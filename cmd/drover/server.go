@@ -64,6 +64,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
 	pprofOn := fs.Bool("debug-pprof", false, "serve Go profiles under /debug/pprof/ without a token (trusted networks only)")
+	autoscale := fs.Bool("autoscale", false, "run the autoscaler while leading: make machines with the provider each cluster declares (gce: application default credentials; nomad: NOMAD_TOKEN)")
+	deployment := fs.String("deployment", "drover", "with -autoscale: the label that marks this deployment's machines (distinct per deployment sharing a cloud project or Nomad cluster)")
+	workerServers := fs.String("worker-servers", "", "with -autoscale: server addresses new machines' workers join (default: this server's -http-advertise)")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -130,6 +133,12 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		}
 	} else {
 		log.Warn("no -worker-secret-file: this server will refuse every worker")
+	}
+	if *autoscale {
+		cfg.Autoscale = server.DefaultAutoscaleConfig()
+		cfg.Autoscale.Deployment = *deployment
+		cfg.Autoscale.Worker.Servers = *workerServers
+		cfg.Autoscale.Factory = providerFactory(ctx, *deployment)
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

@@ -337,7 +337,10 @@ func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
 				return nil, fmt.Errorf("cluster %s: %v", cd.Name, err)
 			}
 		}
-		cl := state.Cluster{Name: cd.Name, Region: cd.Region, Group: cd.Group}
+		cl := state.Cluster{Name: cd.Name, Region: cd.Region, Group: cd.Group, Provider: cd.Provider, ProviderSettings: cd.ProviderSettings}
+		if err := state.ValidateProvider(&cl); err != nil {
+			return nil, err
+		}
 		for _, p := range cd.Pools {
 			if err := api.ValidatePlaceName("pool", p.Name); err != nil {
 				return nil, fmt.Errorf("cluster %s: %v", cd.Name, err)

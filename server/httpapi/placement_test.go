@@ -55,3 +55,24 @@ func TestPlacementConfigIsCheckedBeforeTheLog(t *testing.T) {
 		t.Fatalf("a good config: %+v %v", c, err)
 	}
 }
+
+// TestProviderSettingsAreCheckedBeforeTheLog: a cluster's provider and its
+// settings are bounded by the API.
+func TestProviderSettingsAreCheckedBeforeTheLog(t *testing.T) {
+	many := map[string]string{}
+	for i := 0; i < 40; i++ {
+		many[strings.Repeat("k", i+1)] = "v"
+	}
+	for _, c := range []struct {
+		decl api.ClusterDecl
+		want string
+	}{
+		{api.ClusterDecl{Name: "a", Region: "r", Provider: "aws"}, "unknown provider"},
+		{api.ClusterDecl{Name: "a", Region: "r", Provider: "nomad", ProviderSettings: many}, "at most 32 provider settings"},
+		{api.ClusterDecl{Name: "a", Region: "r", Provider: "nomad", ProviderSettings: map[string]string{"address": strings.Repeat("x", 2000)}}, "at most 64 bytes and its value 1024"},
+	} {
+		if _, err := placementFromAPI(&api.PlacementConfig{Clusters: []api.ClusterDecl{c.decl}}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.decl.Provider, err, c.want)
+		}
+	}
+}

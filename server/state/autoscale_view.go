@@ -22,6 +22,14 @@ type AutoscaleState struct {
 	// machines).
 	Running   map[uint32]int
 	Decisions []Decision
+	// Providers: what each cluster declares makes its machines.
+	Providers map[string]ClusterProvider
+}
+
+// ClusterProvider is a cluster's declared provider and its settings.
+type ClusterProvider struct {
+	Kind     string
+	Settings map[string]string
 }
 
 // FreeRoom is what one active worker has free, and where it is.
@@ -36,7 +44,7 @@ type FreeRoom struct {
 func (s *State) AutoscaleState() *AutoscaleState {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	v := &AutoscaleState{Settings: s.autoscaler, Running: map[uint32]int{}, Decisions: slices.Clone(s.decisions)}
+	v := &AutoscaleState{Settings: s.autoscaler, Running: map[uint32]int{}, Decisions: slices.Clone(s.decisions), Providers: map[string]ClusterProvider{}}
 	for _, name := range sortedKeys(s.launchConfigs) {
 		v.Configs = append(v.Configs, *s.launchConfigs[name])
 	}
@@ -49,6 +57,9 @@ func (s *State) AutoscaleState() *AutoscaleState {
 	for _, name := range sortedKeys(s.clusters) {
 		cl := s.clusters[name]
 		v.Clusters = append(v.Clusters, ClusterSlot{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled, Reason: cl.Reason, By: cl.By, Since: cl.Since})
+		if cl.Provider != "" {
+			v.Providers[cl.Name] = ClusterProvider{Kind: cl.Provider, Settings: maps.Clone(cl.ProviderSettings)}
+		}
 	}
 	for _, id := range s.sortedInstanceIDs() {
 		inst := s.instances[id]

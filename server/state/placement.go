@@ -46,6 +46,40 @@ type Cluster struct {
 	Created  int64
 	// Group is the cluster group it is declared in (empty: none).
 	Group string
+	// Provider makes the autoscaler's machines in this cluster (local,
+	// gce, nomad; empty: the servers' default), with its settings (a
+	// Nomad cluster's address, region, namespace, datacenters; a GCE
+	// project and image). Credentials are the servers', never here.
+	Provider         string
+	ProviderSettings StringMap
+}
+
+// Providers the autoscaler can make machines with.
+var Providers = []string{"local", "gce", "nomad"}
+
+// ValidateProvider checks a cluster's provider and its settings as apply
+// will, so the API refuses them before they reach the log.
+func ValidateProvider(cl *Cluster) error {
+	if err := validateProvider(cl); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validateProvider checks a cluster's provider and its settings.
+func validateProvider(cl *Cluster) *ApplyError {
+	if cl.Provider != "" && !slices.Contains(Providers, cl.Provider) {
+		return errorf(ErrInvalid, "cluster %s: unknown provider %.40q (local, gce or nomad)", cl.Name, cl.Provider)
+	}
+	if len(cl.ProviderSettings) > 32 {
+		return errorf(ErrInvalid, "cluster %s: at most 32 provider settings", cl.Name)
+	}
+	for k, v := range cl.ProviderSettings {
+		if len(k) > 64 || len(v) > 1024 {
+			return errorf(ErrInvalid, "cluster %s: a provider setting's name is at most 64 bytes and its value 1024", cl.Name)
+		}
+	}
+	return nil
 }
 
 // ClusterGroup is a set of clusters with a placement strategy of its
@@ -361,6 +395,9 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 		if cl.Group != "" && !exists(cl.Group) {
 			return errorf(ErrInvalid, "cluster %s: cluster group %q is not declared", cl.Name, cl.Group)
 		}
+		if err := validateProvider(cl); err != nil {
+			return err
+		}
 	}
 	if c.Autoscaler != nil {
 		if err := validateAutoscaler(c.Autoscaler); err != nil {
@@ -430,6 +467,7 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 		}
 		cl.Declared = true
 		cl.Group = decl.Group
+		cl.Provider, cl.ProviderSettings = decl.Provider, decl.ProviderSettings
 		cl.Pools = slices.Clone(decl.Pools)
 		slices.SortFunc(cl.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })
 	}
