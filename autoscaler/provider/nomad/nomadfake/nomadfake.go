@@ -31,11 +31,11 @@ type Server struct {
 }
 
 type job struct {
-	spec    *nomadapi.Job
-	placed  bool
-	cpu     int
-	mem     int
-	node    int // where it is placed
+	spec   *nomadapi.Job
+	placed bool
+	cpu    int
+	mem    int
+	node   int // where it is placed
 }
 
 // New starts a fake cluster of nodes with these resources each.
