@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/autoscaler/provider/gce/gcefake"
+	"github.com/drover-sched/drover/internal/simworker"
 )
 
 // workerProcs counts the worker processes running on machines of the
@@ -81,5 +84,99 @@ func TestDevAgentAutoscalesFromZero(t *testing.T) {
 	r := a.drover(a.token, "autoscaler", "status").must(t, 0)
 	if !strings.Contains(r.stdout, "0 live of 4") || !strings.Contains(r.stdout, "local-a") {
 		t.Fatalf("autoscaler status:\n%s", r.stdout)
+	}
+}
+
+// TestAutoscalerSurvivesLeaderKill9: three server processes autoscale a
+// cluster whose provider is GCE (the in-process fake of the Compute API,
+// shared by all three). The leader is killed with SIGKILL as its first
+// machines are made, the answer to one insert lost. The next leader asks
+// again under the same request IDs: every machine at the cloud is made
+// once and is one the state knows (no duplicate, no orphan); simulated
+// workers on the machines run the batch; once idle, every machine is
+// deleted.
+func TestAutoscalerSurvivesLeaderKill9(t *testing.T) {
+	fake := gcefake.New("proj", "zone-a")
+	defer fake.Close()
+	c := newCluster(t, 3, "-autoscale", "-autoscale-interval", "300ms", "-deployment", "e2e")
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cl.ApplyPlacement(ctx, &api.PlacementConfig{
+		Clusters: []api.ClusterDecl{{Name: "gce-a", Region: "r", Provider: "gce",
+			ProviderSettings: map[string]string{"project": "proj", "image": "projects/drover/global/images/worker", "endpoint": fake.URL}}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 6, IdleTimeout: "3s", BootTimeout: "2m"},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "gce-a", MachineType: "n2-standard-8", Zone: "zone-a", CPU: 8, Memory: 32 << 30, PricePerHour: 0.39}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.waitLeader(30 * time.Second)
+	fake.LoseNextAnswers(1)
+	b, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "scale", Jobs: []api.JobSpec{{JobID: 1, Count: 96, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first insert at the cloud", time.Minute, func() bool { _, calls := fake.Inserts(); return calls > 0 })
+	c.Servers[leader].Kill9()
+	c.waitLeader(30 * time.Second)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go runMachineWorkers(wctx, fake, c.HTTPAddrs())
+	waitBatch(t, cl, b.ID, 2*time.Minute, "the batch on the autoscaled machines", func(b *api.Batch) bool { return b.State == api.BatchComplete })
+	st, err := cl.AutoscalerStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	made := 0
+	for _, m := range st.Machines {
+		known[m.ID] = true
+		if m.State != "failed" && m.State != "requested" {
+			made++
+		}
+	}
+	inserted, calls := fake.Inserts()
+	t.Logf("the cloud made %d machines in %d insert calls; the state knows %d machines, %d made", inserted, calls, len(st.Machines), made)
+	if inserted == 0 || inserted > 6 || inserted != made {
+		t.Fatalf("the cloud made %d machines; the state counts %d made (cap 6)", inserted, made)
+	}
+	for _, name := range fake.Names() {
+		if !known[name] {
+			t.Fatalf("machine %s at the cloud is unknown to the state: an orphan or a duplicate", name)
+		}
+	}
+	waitFor(t, "every idle machine deleted", time.Minute, func() bool {
+		st, err := cl.AutoscalerStatus(ctx)
+		return err == nil && st.Nodes == 0 && len(fake.Names()) == 0
+	})
+}
+
+// runMachineWorkers starts a simulated worker on every machine the fake
+// cloud holds, and stops it when the machine is deleted.
+func runMachineWorkers(ctx context.Context, fake *gcefake.Server, addrs string) {
+	running := map[string]context.CancelFunc{}
+	for ctx.Err() == nil {
+		names := fake.Names()
+		for _, n := range names {
+			if _, ok := running[n]; ok {
+				continue
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			running[n] = cancel
+			go func() {
+				_ = simworker.Run(wctx, simworker.Config{Servers: addrs, Secret: "cluster-secret", Name: n, Machine: n, Cores: 8, Memory: 32 << 30,
+					SyncWait: 200 * time.Millisecond, Rec: simworker.NewRecorder(), Region: "r", Cluster: "gce-a"})
+			}()
+		}
+		for n, cancel := range running {
+			if !slices.Contains(names, n) {
+				cancel()
+				delete(running, n)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, cancel := range running {
+		cancel()
 	}
 }

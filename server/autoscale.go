@@ -387,7 +387,10 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 			for _, in := range res.Created {
 				done.Created = append(done.Created, state.LaunchedMachine{Machine: in.Name, ProviderID: in.ID})
 			}
-			done.Refused = len(res.Created) < len(ms)
+			// The rest are refused only when the provider said so (capacity);
+			// a machine it could not make for another reason stays requested
+			// and is asked for again, under the same key.
+			done.Refused = res.CapacityLimited
 			done.CapacityLimited, done.Reason = res.CapacityLimited, res.Reason
 		}
 		if _, err := s.raft.Apply(done); err != nil {

@@ -644,7 +644,7 @@ func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Ti
 			for _, in := range res.Created {
 				done.Created = append(done.Created, state.LaunchedMachine{Machine: in.Name, ProviderID: in.ID})
 			}
-			done.Refused = len(res.Created) < len(byReq[key])
+			done.Refused = res.CapacityLimited
 			done.CapacityLimited, done.Reason = res.CapacityLimited, res.Reason
 		}
 		if _, err := a.apply(done); err != nil {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/api/option"
+
 	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/autoscaler/provider/gce"
 	"github.com/drover-sched/drover/autoscaler/provider/nomad"
@@ -23,8 +25,17 @@ func providerFactory(ctx context.Context, deployment string) server.ProviderFact
 			if settings["project"] == "" || settings["image"] == "" && settings["instance_template"] == "" {
 				return nil, fmt.Errorf("cluster %s: a gce provider needs project and image (or instance_template) settings", cluster)
 			}
+			var opts []option.ClientOption
+			if ep := settings["endpoint"]; ep != "" {
+				// A private endpoint, or a plain-HTTP one (a test's fake)
+				// that takes no credentials.
+				opts = append(opts, option.WithEndpoint(ep))
+				if strings.HasPrefix(ep, "http://") {
+					opts = append(opts, option.WithoutAuthentication())
+				}
+			}
 			return gce.New(ctx, gce.Options{Project: settings["project"], Deployment: deployment, Image: settings["image"], Binary: settings["binary"],
-				Network: settings["network"], InstanceTemplate: settings["instance_template"]})
+				Network: settings["network"], InstanceTemplate: settings["instance_template"], ClientOptions: opts})
 		case "nomad":
 			var dcs []string
 			for _, d := range strings.Split(settings["datacenters"], ",") {

@@ -67,6 +67,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	autoscale := fs.Bool("autoscale", false, "run the autoscaler while leading: make machines with the provider each cluster declares (gce: application default credentials; nomad: NOMAD_TOKEN)")
 	deployment := fs.String("deployment", "drover", "with -autoscale: the label that marks this deployment's machines (distinct per deployment sharing a cloud project or Nomad cluster)")
 	workerServers := fs.String("worker-servers", "", "with -autoscale: server addresses new machines' workers join (default: this server's -http-advertise)")
+	autoscaleEvery := fs.Duration("autoscale-interval", 15*time.Second, "with -autoscale: time between the autoscaler's decisions")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -139,6 +140,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		cfg.Autoscale.Deployment = *deployment
 		cfg.Autoscale.Worker.Servers = *workerServers
 		cfg.Autoscale.Factory = providerFactory(ctx, *deployment)
+		cfg.Autoscale.Interval = *autoscaleEvery
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
