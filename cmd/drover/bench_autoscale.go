@@ -201,6 +201,10 @@ type simWorkload struct {
 	Capacity map[string]int `json:"capacity,omitempty"`
 	Boot     jsonDuration   `json:"boot_delay,omitempty"`
 	Reclaims float64        `json:"spot_reclaims_per_hour,omitempty"`
+	// ErrorRate and RequestsPerMinute: the cloud's injected API errors
+	// and request rate limit.
+	ErrorRate         float64 `json:"api_error_rate,omitempty"`
+	RequestsPerMinute int     `json:"requests_per_minute,omitempty"`
 }
 
 type simBatch struct {
@@ -388,7 +392,8 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 	}
 	batches := slices.Clone(w.Batches)
 	slices.SortStableFunc(batches, func(x, y simBatch) int { return int(x.At - y.At) })
-	cloud := sim.New(sim.Options{Clock: clk, Seed: seed, BootDelay: time.Duration(w.Boot), Capacity: w.Capacity, SpotReclaimsPerHour: w.Reclaims})
+	cloud := sim.New(sim.Options{Clock: clk, Seed: seed, BootDelay: time.Duration(w.Boot), Capacity: w.Capacity, SpotReclaimsPerHour: w.Reclaims,
+		ErrorRate: w.ErrorRate, RequestsPerMinute: w.RequestsPerMinute})
 	durations := map[uint64][]time.Duration{}
 	cpus := map[uint64][]int64{}
 	running := map[attemptKey]runningJob{}
@@ -396,7 +401,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 	activated := map[string]bool{}
 	idle := map[string]time.Time{}
 	var busyCoreSec, totalJobs float64
-	violations, next, done := 0, 0, 0
+	violations, next, done, markedLaunches := 0, 0, 0, 0
 	var first, last time.Time
 	lastScale := time.Time{}
 	var peakSpend float64
@@ -465,10 +470,9 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 			last = now
 		}
 		// The cloud: workers on booted machines, reclaimed machines gone.
-		insts, err := cloud.List(ctx)
-		if err != nil {
-			return nil, err
-		}
+		// A list the cloud refuses (an injected error, the rate limit)
+		// leaves the machines as they were until the next step.
+		insts, _ := cloud.List(ctx)
 		st := a.s.AutoscaleState()
 		live := map[string]state.Machine{}
 		for _, mc := range st.Machines {
@@ -481,7 +485,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 			switch {
 			case in.Preempted && ok:
 				if err := cloud.Delete(ctx, []string{in.Name}); err != nil {
-					return nil, err
+					continue
 				}
 				if _, err := apply(&state.MachineGone{Now: now.UnixNano(), Machine: in.Name, Reason: "reclaimed", Preempted: true}); err != nil {
 					return nil, err
@@ -504,9 +508,11 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 		// The autoscaler, every 15 s as the leader's.
 		if now.Sub(lastScale) >= 15*time.Second {
 			lastScale = now
-			if err := simAutoscale(ctx, a, cloud, now, idle); err != nil {
+			marked, err := simAutoscale(ctx, a, cloud, now, idle)
+			if err != nil {
 				return nil, err
 			}
+			markedLaunches += marked
 		}
 		// A scheduling round.
 		v := a.s.SchedulingViewShared(20000, server.FairShares)
@@ -571,7 +577,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 		"bench": "autoscale-sim", "batches": len(batches), "jobs": int(totalJobs), "seed": seed,
 		"cost_usd": round2(cs.Cost), "lower_bound_usd": round2(lower), "cost_ratio": round3(cs.Cost / lower),
 		"makespan_h": round3(last.Sub(first).Hours()), "utilization": round3(busyCoreSec / max(paidCoreSec, 1)),
-		"cap_violations": violations, "machines_launched": cs.Launched, "capacity_refusals": cs.Refusals, "spot_reclaimed": cs.Reclaimed,
+		"cap_violations": violations, "capacity_limited_launches": markedLaunches, "machines_launched": cs.Launched, "capacity_refusals": cs.Refusals, "spot_reclaimed": cs.Reclaimed,
 		"peak_spend_per_hour": round2(peakSpend), "peak_nodes": peakNodes, "cost_by_config": costBy(cs.CostByConfig),
 	}, nil
 }
@@ -589,12 +595,22 @@ func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
 // simAutoscale is one decision of the leader's autoscaler against the
 // simulated cloud: plan, record, launch, delete what drained.
-func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Time, idle map[string]time.Time) error {
+// It returns how many of the decision's launches were of configs still
+// capacity-limited (which must be none).
+func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Time, idle map[string]time.Time) (int, error) {
 	st := a.s.AutoscaleState()
 	in := server.PlannerInput(st, func(budget int64) *state.AutoscaleDemand {
 		return a.s.AutoscaleDemand(budget, server.FairShares, 256<<20)
 	}, now, func(uint32) (time.Time, bool) { return now, true }, idle, nil)
 	out := autoscaler.Plan(in)
+	marked := 0
+	for _, l := range out.Launches {
+		for _, mk := range st.Marks {
+			if mk.Config == l.Config && now.UnixNano() < mk.Until {
+				marked += l.Count
+			}
+		}
+	}
 	if len(out.Launches) > 0 || len(out.Deletes) > 0 || len(out.Revives) > 0 {
 		cmd := &state.Scale{Now: now.UnixNano(), Revives: out.Revives}
 		for _, l := range out.Launches {
@@ -604,7 +620,7 @@ func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Ti
 			cmd.Deletes = append(cmd.Deletes, state.ScaleDelete{Machine: d.Machine, Reason: d.Reason})
 		}
 		if _, err := a.apply(cmd); err != nil {
-			return err
+			return marked, err
 		}
 	}
 	st = a.s.AutoscaleState()
@@ -648,18 +664,18 @@ func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Ti
 			done.CapacityLimited, done.Reason = res.CapacityLimited, res.Reason
 		}
 		if _, err := a.apply(done); err != nil {
-			return err
+			return marked, err
 		}
 	}
 	for _, mc := range a.s.AutoscaleState().Machines {
 		if mc.State == state.MachineDraining && st.Running[mc.Instance] == 0 {
 			if err := cloud.Delete(ctx, []string{mc.ID}); err != nil {
-				return err
+				continue // asked again at the next decision
 			}
 			if _, err := a.apply(&state.MachineGone{Now: now.UnixNano(), Machine: mc.ID, Reason: "deleted: " + mc.Reason}); err != nil {
-				return err
+				return marked, err
 			}
 		}
 	}
-	return nil
+	return marked, nil
 }
