@@ -147,6 +147,11 @@ func (s *JobSpec) Validate() error {
 	} else if s.GPUType != "" {
 		return fmt.Errorf("gpu_type %q without gpus: give the count too", s.GPUType)
 	}
+	if s.MachineType != "" {
+		if err := ValidatePlaceName("machine_type", s.MachineType); err != nil {
+			return err
+		}
+	}
 	if len(s.ParentIDs)+len(s.ParentRanges)+len(s.BatchParentIDs)+len(s.BatchParentRanges) > MaxParentRanges {
 		return fmt.Errorf("more than %d parent IDs and ranges; name consecutive parents as ranges", MaxParentRanges)
 	}

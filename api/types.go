@@ -81,6 +81,10 @@ type JobSpec struct {
 	// GPUs each job needs, all of GPUType (a worker offers one type).
 	GPUs    int    `json:"gpus,omitempty"`
 	GPUType string `json:"gpu_type,omitempty"`
+	// MachineType gives each job a machine of its own, of this type (a
+	// launch config's machine type), made by the autoscaler for it and
+	// deleted when it ends; the job is "creating" meanwhile.
+	MachineType string `json:"machine_type,omitempty"`
 }
 
 // NumJobs is the number of job IDs the entry occupies.
@@ -253,6 +257,8 @@ type Job struct {
 	Pool       string            `json:"pool,omitempty"`
 	GPUs       int               `json:"gpus,omitempty"`
 	GPUType    string            `json:"gpu_type,omitempty"`
+	// MachineType: the job runs on a machine of its own (see JobSpec).
+	MachineType string `json:"machine_type,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`

@@ -178,6 +178,9 @@ type Input struct {
 	// Demand is the windowed head of each user's queue (WindowedDemand),
 	// in fair-share order.
 	Demand []Shape
+	// Private are jobs that each want a machine of their own, of a
+	// machine type (served before Demand: a user asked for them by name).
+	Private []PrivateDemand
 	// Free is what the active workers have free now (launched by the
 	// autoscaler or not): demand that fits there needs no machine.
 	Free []Room
@@ -203,6 +206,22 @@ type Room struct {
 	Machine                        string
 	Region, Cluster, Pool, GPUType string
 	CPUMilli, Memory, GPUs         int64
+}
+
+// PrivateDemand is one job that wants a machine of its own.
+type PrivateDemand struct {
+	// Ref names the job for the caller.
+	Ref                    string
+	MachineType            string
+	Constraint             placement.Constraint
+	CPUMilli, Memory, GPUs int64
+}
+
+// PrivateLaunch makes one job's machine.
+type PrivateLaunch struct {
+	Ref    string
+	Config string
+	Reason string
 }
 
 // Launch asks for Count machines of a config.
@@ -231,6 +250,8 @@ type Output struct {
 	Deletes  []Delete
 	// Revives are draining machines demand takes back.
 	Revives []string
+	// Private are machines made each for one job.
+	Private []PrivateLaunch
 	Held    []Held
 	// Skipped says why configs that could have served demand were not
 	// used (capacity-limited, at a cap), by config.
@@ -389,6 +410,7 @@ func (p *planner) remove(m *Machine, reason string) {
 // that could have.
 func (p *planner) grow() {
 	launched := map[string]int{}
+	p.private()
 	p.free = slices.Clone(p.in.Free)
 	draining := slices.Clone(p.in.Draining)
 	revived := map[string]bool{}
@@ -458,6 +480,46 @@ func (p *planner) grow() {
 	}
 }
 
+// private makes one machine for each job that names a machine type: the
+// best-ranked config of that type where the job may run, available and
+// under every cap.
+func (p *planner) private() {
+	for _, d := range p.in.Private {
+		sh := Shape{CPUMilli: d.CPUMilli, Memory: d.Memory, GPUs: d.GPUs, Constraint: d.Constraint, Count: 1}
+		why := ""
+		done := false
+		for _, c := range p.ranked {
+			if c.MachineType != d.MachineType || !p.serves(c, &sh) {
+				continue
+			}
+			r := p.unavailable(c)
+			if r == "" {
+				r = p.capped(c)
+			}
+			if r != "" {
+				if why == "" {
+					why = r
+				}
+				p.out.Skipped[c.Name] = r
+				continue
+			}
+			p.addMachine(c)
+			// Its room is its job's alone.
+			p.openBins[c.Name] = p.openBins[c.Name][:len(p.openBins[c.Name])-1]
+			p.out.Private = append(p.out.Private, PrivateLaunch{Ref: d.Ref, Config: c.Name,
+				Reason: fmt.Sprintf("%s in %s for job %s alone (%s/%s)", c.MachineType, c.Zone, d.Ref, c.Cluster, c.Pool)})
+			done = true
+			break
+		}
+		if !done {
+			if why == "" {
+				why = fmt.Sprintf("no launch config of machine type %s where it may run", d.MachineType)
+			}
+			p.hold(d.CPUMilli, 1, why)
+		}
+	}
+}
+
 // fitFree places what it can of a shape on the free room of active
 // workers where the shape may run, and returns how many jobs are left.
 func (p *planner) fitFree(free []Room, sh *Shape) int64 {
@@ -499,7 +561,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 // machine and the rest of the fleet has at least one machine's worth of
 // room left after the demand.
 func (p *planner) consolidate() {
-	if !p.in.Consolidate || len(p.out.Launches) > 0 || len(p.out.Held) > 0 || len(p.out.Revives) > 0 {
+	if !p.in.Consolidate || len(p.out.Launches) > 0 || len(p.out.Held) > 0 || len(p.out.Revives) > 0 || len(p.out.Private) > 0 {
 		return
 	}
 	if lim := p.in.Limits.MaxRemovesPerMinute; lim > 0 && p.removes >= lim {

@@ -310,3 +310,31 @@ func TestPlanConsolidatesAndRevives(t *testing.T) {
 		t.Fatalf("launches %+v revives %v; want both draining machines back and no launch", out.Launches, out.Revives)
 	}
 }
+
+func TestPlanPrivateMachines(t *testing.T) {
+	big := cfg("big", 16, 0.9)
+	big.MachineType = "n2-highmem-16"
+	cheap := cfg("cheap", 16, 0.5)
+	cheap.MachineType = "n2-highmem-16"
+	cheap.Zone = "z2"
+	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32), big, cheap}, Limits: Limits{MaxNodes: 2},
+		Private: []PrivateDemand{{Ref: "1/1", MachineType: "n2-highmem-16", CPUMilli: 4000, Memory: 1 << 30},
+			{Ref: "1/2", MachineType: "n2-highmem-16", CPUMilli: 4000, Memory: 1 << 30},
+			{Ref: "1/3", MachineType: "n2-highmem-16", CPUMilli: 4000, Memory: 1 << 30},
+			{Ref: "2/1", MachineType: "m1-ultramem", CPUMilli: 4000, Memory: 1 << 30}},
+		Demand: []Shape{shape(1, 4)}}
+	out := Plan(in)
+	// Two machines under the node cap, each of the cheaper config; the
+	// third job held by the cap, the last for want of its type; the
+	// shared jobs get no room on private machines (and none is left).
+	if len(out.Private) != 2 || out.Private[0].Config != "cheap" || out.Private[1].Ref != "1/2" || len(out.Launches) != 0 {
+		t.Fatalf("private %+v launches %+v", out.Private, out.Launches)
+	}
+	reasons := ""
+	for _, h := range out.Held {
+		reasons += h.Reason + "; "
+	}
+	if !strings.Contains(reasons, "node cap") || !strings.Contains(reasons, "no launch config of machine type m1-ultramem") {
+		t.Fatalf("held %+v", out.Held)
+	}
+}

@@ -74,6 +74,8 @@ type Job struct {
 	// GPUs each job needs, of GPUType (gpu = { type = "a100", count = 1 }).
 	GPUType string
 	GPUs    int64
+	// MachineType gives each job a machine of its own, of this type.
+	MachineType string
 
 	Range     hcl.Range   // the block's header
 	depRanges []hcl.Range // one per DependsOn entry
@@ -127,6 +129,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "regions"},
 		{Name: "pool"},
 		{Name: "gpu"},
+		{Name: "machine_type"},
 	},
 }
 
@@ -520,6 +523,16 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["gpu"]; ok {
 		j.GPUType, j.GPUs = decodeGPU(attr, ctx, &diags)
 	}
+	if attr, ok := content.Attributes["machine_type"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidatePlaceName("machine_type", s); err != nil {
+				diags = append(diags, attrError(attr, "Invalid machine_type", err.Error()+"."))
+			}
+			j.MachineType = s
+		}
+	}
 	if attr, ok := content.Attributes["retries"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
@@ -775,6 +788,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Pool:           j.Pool,
 			GPUs:           int(j.GPUs),
 			GPUType:        j.GPUType,
+			MachineType:    j.MachineType,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions

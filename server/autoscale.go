@@ -180,8 +180,11 @@ func (s *Server) autoscaleOnce(ctx context.Context, now time.Time) error {
 		return err
 	}
 	// Requested machines: launch them (again, after a leader change: the
-	// key makes it harmless).
+	// key makes it harmless); drained ones: delete them.
 	if err := s.launchRequested(ctx, st); err != nil {
+		return err
+	}
+	if err := s.deleteDrained(ctx, st); err != nil {
 		return err
 	}
 	st = s.state.AutoscaleState()
@@ -194,20 +197,10 @@ func (s *Server) autoscaleOnce(ctx context.Context, now time.Time) error {
 	s.autoscale.mu.Lock()
 	s.autoscale.last, s.autoscale.lastAt, s.autoscale.demand = out, now, demand
 	s.autoscale.mu.Unlock()
-	if len(out.Launches) == 0 && len(out.Deletes) == 0 && len(out.Revives) == 0 {
+	if len(out.Launches) == 0 && len(out.Deletes) == 0 && len(out.Revives) == 0 && len(out.Private) == 0 {
 		return nil
 	}
-	cmd := &state.Scale{Now: now.UnixNano(), Revives: out.Revives}
-	for _, l := range out.Launches {
-		cmd.Launches = append(cmd.Launches, state.ScaleLaunch{Config: l.Config, Count: int64(l.Count), Reason: l.Reason})
-	}
-	for _, d := range out.Deletes {
-		cmd.Deletes = append(cmd.Deletes, state.ScaleDelete{Machine: d.Machine, Reason: d.Reason})
-	}
-	for _, h := range out.Held {
-		cmd.Notes = append(cmd.Notes, fmt.Sprintf("%d jobs (%g cores) wait: %s", h.Jobs, float64(h.CPUMilli)/1000, h.Reason))
-	}
-	res, err := s.raft.Apply(cmd)
+	res, err := s.raft.Apply(scaleCommand(out, now))
 	if err != nil {
 		return fmt.Errorf("record scale decision: %w", err)
 	}
@@ -531,8 +524,38 @@ func PlannerInput(st *state.AutoscaleState, demand func(budget int64) *state.Aut
 		}
 	}
 	in.Demand = autoscaler.WindowedDemand(users, budget)
+	for _, pj := range st.Private {
+		in.Private = append(in.Private, autoscaler.PrivateDemand{Ref: fmt.Sprintf("%d/%d", pj.Batch, pj.Job), MachineType: pj.MachineType,
+			Constraint: placement.Constraint{Regions: pj.Regions, Pool: pj.Pool, GPUType: pj.GPUType}, CPUMilli: pj.CPUMilli, Memory: pj.Memory, GPUs: pj.GPUs})
+	}
 	return in
 }
+
+// scaleCommand records a decision.
+func scaleCommand(out *autoscaler.Output, now time.Time) *state.Scale {
+	cmd := &state.Scale{Now: now.UnixNano(), Revives: out.Revives}
+	for _, l := range out.Launches {
+		cmd.Launches = append(cmd.Launches, state.ScaleLaunch{Config: l.Config, Count: int64(l.Count), Reason: l.Reason})
+	}
+	for _, d := range out.Deletes {
+		cmd.Deletes = append(cmd.Deletes, state.ScaleDelete{Machine: d.Machine, Reason: d.Reason})
+	}
+	for _, pl := range out.Private {
+		var b uint64
+		var j uint32
+		if _, err := fmt.Sscanf(pl.Ref, "%d/%d", &b, &j); err == nil {
+			cmd.Private = append(cmd.Private, state.ScalePrivate{Config: pl.Config, Batch: b, Job: j, Reason: pl.Reason})
+		}
+	}
+	for _, h := range out.Held {
+		cmd.Notes = append(cmd.Notes, fmt.Sprintf("%d jobs (%g cores) wait: %s", h.Jobs, float64(h.CPUMilli)/1000, h.Reason))
+	}
+	return cmd
+}
+
+// ScaleCommand is the command that records a decision (drover bench
+// autoscale records its decisions as the leader does).
+func ScaleCommand(out *autoscaler.Output, now time.Time) *state.Scale { return scaleCommand(out, now) }
 
 // FairShares is the scheduler's fair share as the state's reads want it.
 func FairShares(running, ready []int64, free int64) []int64 { return fairShares(running, ready, free) }

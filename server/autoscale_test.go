@@ -251,3 +251,47 @@ func TestClusterDeclaresItsProvider(t *testing.T) {
 		t.Fatalf("job %+v", j)
 	}
 }
+
+// TestPrivateJobGetsItsOwnMachine: a job that names a machine type gets a
+// machine of its own from the cloud, runs on it, and the machine is
+// deleted once the job ends.
+func TestPrivateJobGetsItsOwnMachine(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: 100 * time.Millisecond})
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = cloud
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
+		Autoscaler: &api.AutoscalerSettings{Enabled: true, IdleTimeout: "1s"},
+		LaunchConfigs: []api.LaunchConfig{{Name: "std", Cluster: "a", MachineType: "n2-standard-4", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2},
+			{Name: "hm", Cluster: "a", MachineType: "n2-highmem-4", CPU: 4, Memory: 16 << 30, PricePerHour: 0.3}}}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	machineWorkers(wctx, t, cloud, "http://"+tc.srv.HTTPAddr())
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "p", Jobs: []api.JobSpec{
+		{JobID: 1, Command: []string{"true"}, CPU: 2, Memory: 1 << 30, MachineType: "n2-highmem-4"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the private job to succeed", func() bool {
+		bt, err := tc.admin.GetBatch(ctx, b.ID)
+		return err == nil && bt.State == api.BatchComplete && bt.NSucceeded == 1
+	})
+	j, err := tc.admin.GetJob(ctx, b.ID, 1)
+	if err != nil || len(j.Attempts) != 1 || j.MachineType != "n2-highmem-4" {
+		t.Fatalf("job %+v %v", j, err)
+	}
+	ms := tc.srv.State().Machines()
+	if len(ms) != 1 || ms[0].Config != "hm" || ms[0].ForBatch != uint64(b.ID) || j.Attempts[0].Instance == "" {
+		t.Fatalf("machines %+v; want one hm machine for the job", ms)
+	}
+	waitFor(t, "its machine deleted", func() bool {
+		insts, _ := cloud.List(ctx)
+		return len(insts) == 0
+	})
+}

@@ -611,15 +611,8 @@ func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Ti
 			}
 		}
 	}
-	if len(out.Launches) > 0 || len(out.Deletes) > 0 || len(out.Revives) > 0 {
-		cmd := &state.Scale{Now: now.UnixNano(), Revives: out.Revives}
-		for _, l := range out.Launches {
-			cmd.Launches = append(cmd.Launches, state.ScaleLaunch{Config: l.Config, Count: int64(l.Count), Reason: l.Reason})
-		}
-		for _, d := range out.Deletes {
-			cmd.Deletes = append(cmd.Deletes, state.ScaleDelete{Machine: d.Machine, Reason: d.Reason})
-		}
-		if _, err := a.apply(cmd); err != nil {
+	if len(out.Launches) > 0 || len(out.Deletes) > 0 || len(out.Revives) > 0 || len(out.Private) > 0 {
+		if _, err := a.apply(server.ScaleCommand(out, now)); err != nil {
 			return marked, err
 		}
 	}

@@ -52,7 +52,7 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Retries:    uint16(js.Retries),
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
-				Where:      where(js.Regions, js.Pool, js.GPUType, js.GPUs),
+				Where:      where(js.Regions, js.Pool, js.GPUType, js.GPUs, js.MachineType),
 			},
 		})
 	}
@@ -61,11 +61,11 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 
 // where is a job's placement constraint, its regions sorted and deduped
 // so equal sets share one constraint (nil: none).
-func where(regions []string, pool, gpuType string, gpus int) *state.Where {
-	if len(regions) == 0 && pool == "" && gpus == 0 {
+func where(regions []string, pool, gpuType string, gpus int, machineType string) *state.Where {
+	if len(regions) == 0 && pool == "" && gpus == 0 && machineType == "" {
 		return nil
 	}
-	w := &state.Where{Pool: pool}
+	w := &state.Where{Pool: pool, MachineType: machineType}
 	if gpus > 0 {
 		w.GPUType, w.GPUs = gpuType, int64(gpus)
 	}

@@ -479,6 +479,15 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		for _, r := range s.autoscalerReasons() {
 			add(r[0], r[1])
 		}
+	case state.Creating:
+		msg := "waiting for a machine of its own"
+		for _, m := range s.state.Machines() {
+			if m.ForBatch == id && m.ForJob == jid && m.State >= state.MachineRequested && m.State <= state.MachineLaunching {
+				msg = fmt.Sprintf("waiting for its own machine: %s (%s, %s), %s for %s", m.ID, m.Config, jp.MachineType,
+					state.MachineStateName(m.State), time.Since(time.Unix(0, m.Created)).Round(time.Second))
+			}
+		}
+		add("creating", msg)
 	case state.Running:
 		add("running", fmt.Sprintf("running on %s in cluster %s (region %s)", jp.Instance, jp.Cluster, jp.Region))
 	default:

@@ -117,7 +117,14 @@ type Machine struct {
 	// Deleted is when its deletion was decided (for the remove rate).
 	Deleted int64
 	Reason  string
+	// ForBatch and ForJob: the job this machine was made for alone (a job
+	// with a machine_type); 0 for a machine of the shared fleet.
+	ForBatch uint64
+	ForJob   uint32
 }
+
+// private reports whether the machine was made for one job.
+func (m *Machine) private() bool { return m.ForBatch != 0 }
 
 // CapacityMark says a config could not be filled; it is skipped until
 // Until. SpotPreemptions counts its machines reclaimed since SpotSince
@@ -182,6 +189,19 @@ type Scale struct {
 	// Revives takes draining machines back into service (their worker
 	// still active): demand came back before they emptied.
 	Revives []string
+	// Private launches one machine for one Ready job that names a
+	// machine_type: the job is creating until the machine's worker runs
+	// it.
+	Private []ScalePrivate
+}
+
+// ScalePrivate asks for a job's own machine, of a config of its machine
+// type.
+type ScalePrivate struct {
+	Config string
+	Batch  uint64
+	Job    uint32
+	Reason string
 }
 
 // ScaleResult lists the machines a Scale made, by launch request.
@@ -417,11 +437,51 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 			s.decide(c.Now, l.Reason)
 		}
 	}
+	for _, pv := range c.Private {
+		cfg := s.launchConfigs[pv.Config]
+		b := s.batches[pv.Batch]
+		if cfg == nil || b == nil || b.Cancelled || pv.Job < 1 || int(pv.Job) > len(b.jobs) {
+			continue
+		}
+		j := &b.jobs[pv.Job-1]
+		g := b.groupOf(pv.Job)
+		if j.state != Ready || g == nil || g.spec.Where == nil || g.spec.Where.MachineType != cfg.MachineType || !s.configAdmits(cfg, g.spec) {
+			continue
+		}
+		if cl := s.clusters[cfg.Cluster]; (cl != nil && cl.Disabled) || (s.marks[cfg.Name] != nil && c.Now < s.marks[cfg.Name].Until) || !s.quotaAdmits(b, g.spec) {
+			res.Capped++
+			continue
+		}
+		all, one := s.totals(cfg.Name, c.Now)
+		if (a.MaxNodes > 0 && all.nodes+1 > a.MaxNodes) || (cfg.MaxNodes > 0 && one.nodes+1 > cfg.MaxNodes) ||
+			(a.MaxPerHour > 0 && all.spend+cfg.PricePerHour > a.MaxPerHour+1e-9) || (cfg.MaxPerHour > 0 && one.spend+cfg.PricePerHour > cfg.MaxPerHour+1e-9) ||
+			(a.MaxAddsPerMinute > 0 && all.adds+1 > a.MaxAddsPerMinute) || (cfg.MaxAddsPerMinute > 0 && one.adds+1 > cfg.MaxAddsPerMinute) {
+			res.Capped++
+			continue
+		}
+		id := fmt.Sprintf("%s-%d-%d", a.prefix(), index, seq)
+		seq++
+		key := RequestKey(a.prefix(), index, fmt.Sprintf("%s/%d/%d", cfg.Name, pv.Batch, pv.Job))
+		s.machines[id] = &Machine{ID: id, Config: cfg.Name, Cluster: cfg.Cluster, Pool: cfg.Pool, State: MachineRequested, PricePerHour: cfg.PricePerHour,
+			CPUMilli: cfg.CPUMilli, Memory: cfg.Memory, Launch: index, Request: key, Created: c.Now, Since: c.Now, Reason: pv.Reason,
+			ForBatch: pv.Batch, ForJob: pv.Job}
+		// Ready -> Creating: out of the queue, waiting for its machine.
+		if s.hooks.Transition != nil {
+			s.hooks.Transition(s.index, b.ID, pv.Job, Ready, Creating)
+		}
+		s.dequeue(b, Range{pv.Job, pv.Job}, g.spec.CPUMilli)
+		b.counts[Ready]--
+		b.counts[Creating]++
+		j.state = Creating
+		res.Requests = append(res.Requests, LaunchRequest{Key: key, Config: cfg.Name, Machines: []string{id}})
+		s.decide(c.Now, pv.Reason)
+	}
 	for _, d := range c.Deletes {
 		m := s.machines[d.Machine]
 		if m == nil || !machineLive(m.State) || m.State == MachineDraining {
 			continue
 		}
+		s.unlinkPrivate(m, c.Now)
 		m.State, m.Since, m.Deleted, m.Reason = MachineDraining, c.Now, c.Now, d.Reason
 		s.decide(c.Now, fmt.Sprintf("delete %s: %s", m.ID, d.Reason))
 		if m.Instance != 0 {
@@ -477,6 +537,7 @@ func (s *State) applyLaunchDone(c *LaunchDone) any {
 			continue
 		}
 		if c.Refused && m.State == MachineRequested {
+			s.unlinkPrivate(m, c.Now)
 			m.State, m.Since, m.Deleted, m.Reason = MachineFailed, c.Now, c.Now, "not made: "+c.Reason
 			failed++
 		}
@@ -524,6 +585,7 @@ func (s *State) applyMachineGone(c *MachineGone) any {
 	if m.State != MachineDraining {
 		m.Deleted = c.Now
 	}
+	s.unlinkPrivate(m, c.Now)
 	m.State, m.Since, m.Reason = MachineDeleted, c.Now, c.Reason
 	if inst := s.instances[m.Instance]; inst != nil && inst.Active {
 		s.retire(inst, c.Now, "machine "+m.ID+" gone: "+c.Reason, 0)
@@ -563,7 +625,112 @@ func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyErr
 	}
 	m.Instance, m.State, m.Since = inst.ID, MachineActive, now
 	inst.Machine = machine
+	if m.private() {
+		s.startPrivate(m, inst, now)
+	}
 	return nil
+}
+
+// configAdmits reports whether a job of spec may run on a machine of the
+// config: its regions, pool and GPUs.
+func (s *State) configAdmits(cfg *LaunchConfig, sp *Spec) bool {
+	if sp.CPUMilli > cfg.CPUMilli || sp.Memory > cfg.Memory {
+		return false
+	}
+	w := sp.Where
+	if w == nil {
+		return true
+	}
+	if w.Pool != "" && w.Pool != cfg.Pool {
+		return false
+	}
+	if w.GPUs > 0 && (w.GPUType != cfg.GPUType || w.GPUs > cfg.GPUs) {
+		return false
+	}
+	if len(w.Regions) > 0 {
+		cl := s.clusters[cfg.Cluster]
+		if cl == nil || !slices.Contains(w.Regions, cl.Region) {
+			return false
+		}
+	}
+	return true
+}
+
+// startPrivate runs a private machine's job on its worker as soon as the
+// worker activates: creating -> running, a new attempt. A worker too
+// small for it (a config that changed) sends the job back to Ready.
+func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
+	b := s.batches[m.ForBatch]
+	if b == nil || int(m.ForJob) > len(b.jobs) || b.jobs[m.ForJob-1].state != Creating {
+		return
+	}
+	j := &b.jobs[m.ForJob-1]
+	g := b.groupOf(m.ForJob)
+	cpu, mem := g.spec.CPUMilli, g.spec.Memory
+	_, gpus := g.spec.GPUs()
+	if inst.FreeMilli < cpu || inst.FreeMem < mem || inst.FreeGPUs < gpus {
+		s.dropPrivate(b.ID, m.ForJob, now, "its worker is too small for it")
+		s.requeue(b, g, m.ForJob, j)
+		return
+	}
+	if j.attempt > 0 {
+		b.archive(m.ForJob, j)
+	}
+	if s.hooks.Transition != nil {
+		s.hooks.Transition(s.index, b.ID, m.ForJob, Creating, Running)
+	}
+	*j = job{state: Running, attempt: j.attempt + 1, instance: inst.ID, failures: j.failures, lost: j.lost}
+	b.counts[Creating]--
+	b.counts[Running]++
+	inst.FreeMilli -= cpu
+	inst.FreeMem -= mem
+	inst.FreeGPUs -= gpus
+	if inst.running == nil {
+		inst.running = map[attemptKey]struct{}{}
+	}
+	inst.running[attemptKey{b.ID, m.ForJob}] = struct{}{}
+	s.charge(b, g.spec, inst, +1)
+	u := s.userSched(b.User)
+	u.runningMilli += cpu
+	u.runningJobs++
+	s.notifyInstance(inst.ID)
+}
+
+// unlinkPrivate sends a private machine's job back to Ready when the
+// machine goes (failed, deleted, drained) before the job started on it.
+func (s *State) unlinkPrivate(m *Machine, now int64) {
+	if !m.private() {
+		return
+	}
+	b := s.batches[m.ForBatch]
+	if b == nil || int(m.ForJob) > len(b.jobs) || b.jobs[m.ForJob-1].state != Creating {
+		return
+	}
+	s.requeue(b, b.groupOf(m.ForJob), m.ForJob, &b.jobs[m.ForJob-1])
+}
+
+// dropPrivate drains the live machine made for a job (its job was
+// cancelled, ended or no longer needs it).
+func (s *State) dropPrivate(batch uint64, id uint32, now int64, reason string) {
+	for _, mid := range s.sortedMachineIDs() {
+		m := s.machines[mid]
+		if m.ForBatch == batch && m.ForJob == id && machineLive(m.State) && m.State != MachineDraining {
+			m.State, m.Since, m.Deleted, m.Reason = MachineDraining, now, now, reason
+			if m.Instance != 0 {
+				s.notifyInstance(m.Instance)
+			}
+		}
+	}
+}
+
+// reserved reports whether an instance runs on a machine kept for one job
+// or being drained: the scheduler places nothing there.
+func (s *State) reserved(inst *Instance) bool {
+	if inst.Machine == "" {
+		return false
+	}
+	m := s.machines[inst.Machine]
+	return m != nil && (m.State == MachineDraining || m.private())
 }
 
 // draining reports whether an instance's machine is being emptied for

@@ -182,3 +182,89 @@ func TestDrainingMachineIsRevived(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateMachineLifecycle: a job that names a machine type is
+// creating while its own machine is made, runs there when the machine's
+// worker activates (and nothing else does), and the machine goes when
+// the job ends; a refused machine sends the job back to Ready, and a
+// cancel ends a creating job and drains its machine.
+func TestPrivateMachineLifecycle(t *testing.T) {
+	h := autoscaled(t)
+	h.Must(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
+		{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 0.9}}})
+	sp := spec("private", 4)
+	sp.Where = &Where{MachineType: "n2-highmem-16"}
+	b := h.CreateBatch(entry(1, 2, sp))
+	shared := h.CreateBatch(entry(1, 1, spec("shared", 1)))
+	st := h.S.AutoscaleState()
+	if len(st.Private) != 2 || st.Private[0].Batch != b || st.Private[0].MachineType != "n2-highmem-16" {
+		t.Fatalf("private jobs %+v", st.Private)
+	}
+	// The scheduler does not see them.
+	for _, u := range h.S.SchedulingView(0).Users {
+		for _, r := range u.Runs {
+			if r.Batch == b {
+				t.Fatalf("a private job is in the scheduling view: %+v", r)
+			}
+		}
+	}
+	res := h.Must(&Scale{Now: h.Tick(), Private: []ScalePrivate{{Config: "big", Batch: b, Job: 1, Reason: "own"}, {Config: "big", Batch: b, Job: 2, Reason: "own"}}}).(*ScaleResult)
+	if len(res.Requests) != 1 || res.Capped != 1 {
+		// $0.90 of a $1 cap: one machine.
+		t.Fatalf("scale %+v", res)
+	}
+	if h.JobState(b, 1) != Creating || h.JobState(b, 2) != Ready {
+		t.Fatalf("jobs %s %s, want creating and ready", h.JobState(b, 1), h.JobState(b, 2))
+	}
+	m := res.Requests[0].Machines[0]
+	h.Must(&LaunchDone{Now: h.Tick(), Request: res.Requests[0].Key, Created: []LaunchedMachine{{Machine: m}}})
+	act := h.Must(&Activate{Now: h.Tick(), Name: m, NodeID: m, CPUMilli: 16000, Memory: 128 << 30, TokenHash: "tp", Region: "east", Cluster: "a", Machine: m}).(*ActivateResult)
+	if h.JobState(b, 1) != Running {
+		t.Fatalf("job on its machine is %s, want running", h.JobState(b, 1))
+	}
+	if v := h.S.WorkerView(act.Instance, nil); len(v.Assign) != 1 || v.Assign[0].Batch != b || v.Assign[0].Job != 1 {
+		t.Fatalf("its worker is assigned %+v", v.Assign)
+	}
+	// Its free cores are not the fleet's.
+	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(shared, 1, 1, act.Instance)}}).(*PlanResult); r.Placed != 0 {
+		t.Fatalf("a shared job was placed on a private machine: %+v", r)
+	}
+	h.Complete(act.Instance, nil)
+	if h.JobState(b, 1) != Success {
+		t.Fatalf("job %s", h.JobState(b, 1))
+	}
+	for _, mi := range h.S.Machines() {
+		if mi.ID == m && mi.State != MachineDraining {
+			t.Fatalf("its machine is %s after the job ended, want draining", MachineStateName(mi.State))
+		}
+	}
+	h.Must(&MachineGone{Now: h.Tick(), Machine: m, Reason: "deleted"})
+	// Job 2: its machine is refused: Ready again.
+	res = h.Must(&Scale{Now: h.Tick(), Private: []ScalePrivate{{Config: "big", Batch: b, Job: 2}}}).(*ScaleResult)
+	h.Must(&LaunchDone{Now: h.Tick(), Request: res.Requests[0].Key, Refused: true, CapacityLimited: true, Reason: "ZONE_RESOURCE_POOL_EXHAUSTED"})
+	if h.JobState(b, 2) != Ready {
+		t.Fatalf("job with a refused machine is %s, want ready", h.JobState(b, 2))
+	}
+	// A cancel while it is creating: cancelled, its machine drained.
+	h.Now += int64(2 * time.Minute) // the mark ends
+	res = h.Must(&Scale{Now: h.Tick(), Private: []ScalePrivate{{Config: "big", Batch: b, Job: 2}}}).(*ScaleResult)
+	h.Must(&CancelBatch{Now: h.Tick(), Batch: b})
+	if h.JobState(b, 2) != Cancelled {
+		t.Fatalf("job %s after cancel", h.JobState(b, 2))
+	}
+	for _, mi := range h.S.Machines() {
+		if mi.ID == res.Requests[0].Machines[0] && mi.State != MachineDraining {
+			t.Fatalf("the cancelled job's machine is %s", MachineStateName(mi.State))
+		}
+	}
+	h.Must(&MachineGone{Now: h.Tick(), Machine: res.Requests[0].Machines[0], Reason: "deleted"})
+	for _, s := range []*State{h.Replay(), func() *State {
+		s := New()
+		if err := s.Restore(strings.NewReader(string(SnapshotBytes(t, h.S)))); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}()} {
+		checkInvariants(t, s)
+	}
+}

@@ -24,7 +24,27 @@ type AutoscaleState struct {
 	Decisions []Decision
 	// Providers: what each cluster declares makes its machines.
 	Providers map[string]ClusterProvider
+	// Private lists Ready jobs that want a machine of their own (oldest
+	// batch first, at most maxPrivatePerDecision).
+	Private []PrivateJob
 }
+
+// PrivateJob is a Ready job that names a machine type.
+type PrivateJob struct {
+	Batch       uint64
+	Job         uint32
+	User        string
+	MachineType string
+	Regions     []string
+	Pool        string
+	GPUType     string
+	CPUMilli    int64
+	Memory      int64
+	GPUs        int64
+}
+
+// maxPrivatePerDecision bounds the private jobs one decision considers.
+const maxPrivatePerDecision = 256
 
 // ClusterProvider is a cluster's declared provider and its settings.
 type ClusterProvider struct {
@@ -61,6 +81,7 @@ func (s *State) AutoscaleState() *AutoscaleState {
 			v.Providers[cl.Name] = ClusterProvider{Kind: cl.Provider, Settings: maps.Clone(cl.ProviderSettings)}
 		}
 	}
+	s.privateJobs(v)
 	for _, id := range s.sortedInstanceIDs() {
 		inst := s.instances[id]
 		if !inst.Active {
@@ -69,6 +90,9 @@ func (s *State) AutoscaleState() *AutoscaleState {
 		v.Running[id] = len(inst.running)
 		if cl := s.clusters[inst.Cluster]; cl != nil && cl.Disabled {
 			continue
+		}
+		if m := s.machines[inst.Machine]; m != nil && m.private() {
+			continue // its room is its job's
 		}
 		room := FreeRoom{Instance: id, Machine: inst.Machine, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
 			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0)}
@@ -146,6 +170,9 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 					break batches
 				}
 				sp := b.groupOf(r.Lo).spec
+				if sp.Where != nil && sp.Where.MachineType != "" {
+					continue // a machine of its own: AutoscaleState.Private
+				}
 				n := int64(r.Len())
 				if sp.CPUMilli > 0 {
 					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
@@ -236,4 +263,31 @@ func (s *State) AutoscaleDecisions() []Decision {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return slices.Clone(s.decisions)
+}
+
+// privateJobs lists Ready jobs that want a machine of their own, by user
+// name, then each user's oldest batch first.
+func (s *State) privateJobs(v *AutoscaleState) {
+	for _, name := range sortedKeys(s.sched) {
+		for _, b := range s.sched[name].active {
+			if !b.private {
+				continue
+			}
+			for _, r := range b.ready.items() {
+				sp := b.groupOf(r.Lo).spec
+				w := sp.Where
+				if w == nil || w.MachineType == "" {
+					continue
+				}
+				typ, gpus := sp.GPUs()
+				for id := r.Lo; id <= r.Hi; id++ {
+					if len(v.Private) >= maxPrivatePerDecision {
+						return
+					}
+					v.Private = append(v.Private, PrivateJob{Batch: b.ID, Job: id, User: b.User, MachineType: w.MachineType, Regions: slices.Clone(w.Regions),
+						Pool: w.Pool, GPUType: typ, CPUMilli: sp.CPUMilli, Memory: sp.Memory, GPUs: gpus})
+				}
+			}
+		}
+	}
 }

@@ -536,6 +536,11 @@ func (s *State) newRange(b *Batch, r Range, u *update) *depRange {
 }
 
 func (b *Batch) insertGroups(gs []*group) {
+	for _, g := range gs {
+		if g.spec.Where != nil && g.spec.Where.MachineType != "" {
+			b.private = true
+		}
+	}
 	b.groups = append(b.groups, gs...)
 	if n := len(b.groups) - len(gs); n > 0 && len(gs) > 0 && b.groups[n-1].first > gs[0].first {
 		sort.Slice(b.groups, func(i, j int) bool { return b.groups[i].first < b.groups[j].first })
@@ -591,7 +596,11 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	var n int64
 	for i := range b.jobs {
 		j := &b.jobs[i]
-		if j.state == Pending || j.state == Ready {
+		if j.state == Pending || j.state == Ready || j.state == Creating {
+			if j.state == Creating {
+				// Its machine is not needed any more.
+				s.dropPrivate(b.ID, uint32(i+1), c.Now, "its job's batch was cancelled")
+			}
 			if s.hooks.Transition != nil {
 				s.hooks.Transition(s.index, b.ID, uint32(i+1), j.state, Cancelled)
 			}

@@ -157,7 +157,7 @@ func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
 func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 	sp := &Spec{Name: "n", Array: true, Command: []string{"a"}, Env: StringMap{"K": "V"}, CPUMilli: 1, Memory: 2, TimeoutMs: 3,
 		Retries: 4, AlwaysRun: true, Attributes: StringMap{"a": "b"},
-		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2}}
+		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96"}}
 	// Every exported field must be set, or this test proves nothing.
 	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where)} {
 		for i := 0; i < v.NumField(); i++ {

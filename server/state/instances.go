@@ -115,7 +115,7 @@ func (s *State) retire(inst *Instance, now int64, reason string, maxLost uint8) 
 		j.end = now
 		j.outcome = OutcomeLost
 		g := b.groupOf(k.job)
-		s.endAttempt(b, g, k.job, inst)
+		s.endAttempt(b, g, k.job, inst, now)
 		if j.lost < 255 {
 			j.lost++
 		}

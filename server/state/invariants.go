@@ -211,10 +211,30 @@ func (s *State) checkMachines() error {
 			return fmt.Errorf("instance %d runs on machine %s, which is %s with instance %d", inst.ID, m.ID, MachineStateName(m.State), m.Instance)
 		}
 	}
+	// A creating job has exactly one machine of its own coming up, and a
+	// machine coming up for a job has it creating.
+	coming := map[attemptKey]int{}
 	for _, m := range s.machines {
 		if m.State == MachineActive {
 			if inst := s.instances[m.Instance]; inst == nil || inst.Machine != m.ID {
 				return fmt.Errorf("machine %s is active with instance %d, which does not run on it", m.ID, m.Instance)
+			}
+		}
+		if m.private() && (m.State == MachineRequested || m.State == MachineLaunching) {
+			b := s.batches[m.ForBatch]
+			if b == nil || int(m.ForJob) > len(b.jobs) || b.jobs[m.ForJob-1].state != Creating {
+				return fmt.Errorf("machine %s is %s for job %d/%d, which is not creating", m.ID, MachineStateName(m.State), m.ForBatch, m.ForJob)
+			}
+			coming[attemptKey{m.ForBatch, m.ForJob}]++
+		}
+	}
+	for _, b := range s.batches {
+		if b.counts[Creating] == 0 {
+			continue
+		}
+		for i := range b.jobs {
+			if b.jobs[i].state == Creating && coming[attemptKey{b.ID, uint32(i + 1)}] != 1 {
+				return fmt.Errorf("job %d/%d is creating with %d machines of its own coming up", b.ID, i+1, coming[attemptKey{b.ID, uint32(i + 1)}])
 			}
 		}
 	}

@@ -44,7 +44,7 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 	j.exit = e.Exit
 	j.outcome = e.Outcome
 	g := b.groupOf(e.Job)
-	s.endAttempt(b, g, e.Job, s.instances[e.Instance])
+	s.endAttempt(b, g, e.Job, s.instances[e.Instance], now)
 	b.setMessage(e.Job, e.Message)
 	switch e.Outcome {
 	case OutcomeSuccess:
@@ -74,7 +74,7 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 
 // endAttempt releases what a running attempt of job id (of group g) held on
 // its instance.
-func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
+func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now int64) {
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
 			delete(inst.running, attemptKey{b.ID, id})
@@ -85,6 +85,12 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance) {
 				inst.FreeGPUs += gpus
 			}
 			s.charge(b, g.spec, inst, -1)
+		}
+		// A machine made for this job alone goes when the attempt ends.
+		if inst.Machine != "" {
+			if m := s.machines[inst.Machine]; m != nil && m.ForBatch == b.ID && m.ForJob == id {
+				s.dropPrivate(b.ID, id, now, "its job's attempt ended")
+			}
 		}
 	}
 	u := s.userSched(b.User)

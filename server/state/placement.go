@@ -234,7 +234,7 @@ func (s *State) evacuate(cl *Cluster, now int64) int {
 			j.end = now
 			j.outcome = OutcomePreempted
 			g := b.groupOf(k.job)
-			s.endAttempt(b, g, k.job, inst)
+			s.endAttempt(b, g, k.job, inst, now)
 			b.setMessage(k.job, msg)
 			if b.Cancelled {
 				s.finish(b, k.job, j, Cancelled, now)
@@ -759,6 +759,8 @@ type JobPlace struct {
 	Usable int
 	// CPUMilli and Memory: what one attempt of the job asks for.
 	CPUMilli, Memory int64
+	// MachineType: the job runs on a machine of its own of this type.
+	MachineType string
 }
 
 // WaitingParent is a parent range of a Pending job with unfinished jobs.
@@ -779,6 +781,9 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	g := b.groupOf(id)
 	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions(), Pool: g.spec.Pool(),
 		CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory}
+	if g.spec.Where != nil {
+		jp.MachineType = g.spec.Where.MachineType
+	}
 	if j.state == Pending {
 		for _, ri := range g.parents {
 			if r := b.ranges[ri]; r.remaining > 0 {

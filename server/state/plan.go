@@ -24,7 +24,7 @@ func (s *State) applyPlan(c *Plan) any {
 		}
 		b := s.batches[p.Batch]
 		inst := s.instances[p.Instance]
-		if b == nil || b.Cancelled || inst == nil || !inst.Active || s.draining(inst) {
+		if b == nil || b.Cancelled || inst == nil || !inst.Active || s.reserved(inst) {
 			res.Rejected += int(p.Count)
 			continue
 		}

@@ -210,6 +210,9 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 	if typ, n := spec.GPUs(); n > 0 {
 		out.GPUType, out.GPUs = typ, int(n)
 	}
+	if spec.Where != nil {
+		out.MachineType = spec.Where.MachineType
+	}
 	for _, ri := range g.parents {
 		r := b.ranges[ri].r
 		out.Parents = append(out.Parents, api.IDRange{int64(r.Lo), int64(r.Hi)})

@@ -491,6 +491,9 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	b.groups = make([]*group, len(sb.Groups.decoded))
 	for i, g := range sb.Groups.decoded {
 		b.groups[i] = &group{first: g.First, count: g.Count, spec: g.Spec, parents: g.Parents, pending: g.Pending}
+		if g.Spec != nil && g.Spec.Where != nil && g.Spec.Where.MachineType != "" {
+			b.private = true
+		}
 	}
 	b.ranges = make([]*depRange, len(sb.Ranges))
 	for i, r := range sb.Ranges {

@@ -67,7 +67,7 @@ var allowed = [numStates][numStates]bool{
 	Staged:   {Pending: true, Ready: true, Cancelled: true},
 	Pending:  {Ready: true, Cancelled: true},
 	Ready:    {Creating: true, Running: true, Cancelled: true},
-	Creating: {Running: true, Cancelled: true},
+	Creating: {Running: true, Cancelled: true, Ready: true},
 	Running:  {Success: true, Failed: true, Error: true, Cancelled: true, Ready: true},
 }
 
@@ -138,6 +138,9 @@ type Where struct {
 	Pool    string   // empty: any pool
 	GPUType string   // with GPUs > 0
 	GPUs    int64
+	// MachineType: each job runs on a machine of its own of this type,
+	// made for it by the autoscaler (empty: on the shared workers).
+	MachineType string
 }
 
 // GPUs returns the GPUs one job of the spec needs, and their type.
@@ -271,8 +274,11 @@ type Batch struct {
 	spanMaxHi  []uint32   // prefix maximum of Hi over spans
 	ready      readyQueue
 	readyMilli int64 // cpu of Ready jobs, subtracted from the user at cancel
-	messages   map[uint32]string
-	history    map[uint32][]attemptRec
+	// private: some of its groups name a machine type (derived from the
+	// groups, so the autoscaler reads only such batches' queues).
+	private  bool
+	messages map[uint32]string
+	history  map[uint32][]attemptRec
 
 	// live: counted in the tallies as a live batch (Completed == 0).
 	live         bool

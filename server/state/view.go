@@ -230,7 +230,7 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 	}
 	var free int64
 	for _, inst := range s.instances {
-		if !inst.Active || s.draining(inst) {
+		if !inst.Active || s.reserved(inst) {
 			continue
 		}
 		slot := InstanceSlot{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,
@@ -360,6 +360,10 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			ti := team(b)
 			for _, r := range b.ready.items() {
 				g := b.groupOf(r.Lo)
+				if g.spec.Where != nil && g.spec.Where.MachineType != "" {
+					// Runs on a machine of its own, made for it.
+					continue
+				}
 				ci, rc := lookup(g.spec)
 				_, gpus := g.spec.GPUs()
 				run := ReadyRun{

@@ -1,0 +1,6 @@
+batch "assemble" {
+  job "assemble" {
+    command      = ["true"]
+    machine_type = "m1 ultramem"
+  }
+}
