@@ -34,6 +34,7 @@ func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
 	zones := fs.Int("zones", 20, "with -decision: zones (one cluster each)")
 	rounds := fs.Int("rounds", 20, "with -decision: decisions timed")
 	workload := fs.String("workload", "", "a workload file (JSON: batches with their arrival, user and jobs) instead of the synthetic day")
+	synthetic := fs.Bool("synthetic", false, "run the synthetic day (the default without -workload)")
 	hours := fs.Float64("hours", 24, "length of the synthetic workload")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic workload and the cloud")
 	step := fs.Duration("step", 5*time.Second, "simulation step (virtual time)")
@@ -41,6 +42,9 @@ func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
 	trace := fs.Duration("trace", 0, "print the fleet (machines, cores busy, free and waiting) every this much virtual time")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *synthetic && (*workload != "" || *decision) {
+		return usagef("-synthetic runs the synthetic day: it goes without -workload and -decision")
 	}
 	var res map[string]any
 	var err error
