@@ -536,16 +536,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 		if p.in.Unavailable[r.Cluster] {
 			continue
 		}
-		n := left
-		if sh.CPUMilli > 0 {
-			n = min(n, r.CPUMilli/sh.CPUMilli)
-		}
-		if sh.Memory > 0 {
-			n = min(n, r.Memory/sh.Memory)
-		}
-		if sh.GPUs > 0 {
-			n = min(n, r.GPUs/sh.GPUs)
-		}
+		n := fits(left, r.CPUMilli, r.Memory, r.GPUs, sh)
 		if n <= 0 {
 			continue
 		}
@@ -688,16 +679,7 @@ func (p *planner) fill(config string, sh *Shape, left int64) int64 {
 			break
 		}
 		b := &bins[i]
-		n := left
-		if sh.CPUMilli > 0 {
-			n = min(n, b.cpu/sh.CPUMilli)
-		}
-		if sh.Memory > 0 {
-			n = min(n, b.mem/sh.Memory)
-		}
-		if sh.GPUs > 0 {
-			n = min(n, b.gpus/sh.GPUs)
-		}
+		n := fits(left, b.cpu, b.mem, b.gpus, sh)
 		if n <= 0 {
 			continue
 		}
@@ -709,4 +691,20 @@ func (p *planner) fill(config string, sh *Shape, left int64) int64 {
 	// Full machines need not be looked at again.
 	p.openBins[config] = slices.DeleteFunc(bins, func(b bin) bool { return b.cpu <= 0 || b.mem <= 0 })
 	return left
+}
+
+// fits is how many of left jobs of the shape fit in room of cpu, memory
+// and GPUs.
+func fits(left, cpu, mem, gpus int64, sh *Shape) int64 {
+	n := left
+	if sh.CPUMilli > 0 {
+		n = min(n, cpu/sh.CPUMilli)
+	}
+	if sh.Memory > 0 {
+		n = min(n, mem/sh.Memory)
+	}
+	if sh.GPUs > 0 {
+		n = min(n, gpus/sh.GPUs)
+	}
+	return n
 }

@@ -366,31 +366,41 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 			req.Names = append(req.Names, m.ID)
 		}
 		res, err := p.Launch(ctx, req)
-		done := &state.LaunchDone{Now: time.Now().UnixNano(), Request: key}
-		if err != nil {
-			reason, capacity := provider.IsCapacity(err)
-			if !capacity {
-				// Transient: the machines stay requested and the next
-				// decision asks again, with the same key.
-				s.log.Warn("autoscaler: launch failed; will retry", "config", cfg.Name, "machines", len(ms), "err", err)
-				continue
-			}
-			done.Refused, done.CapacityLimited, done.Reason = true, true, reason
-		} else {
-			for _, in := range res.Created {
-				done.Created = append(done.Created, state.LaunchedMachine{Machine: in.Name, ProviderID: in.ID})
-			}
-			// The rest are refused only when the provider said so (capacity);
-			// a machine it could not make for another reason stays requested
-			// and is asked for again, under the same key.
-			done.Refused = res.CapacityLimited
-			done.CapacityLimited, done.Reason = res.CapacityLimited, res.Reason
+		done := LaunchDone(key, res, err, time.Now())
+		if done == nil {
+			s.log.Warn("autoscaler: launch failed; will retry", "config", cfg.Name, "machines", len(ms), "err", err)
+			continue
 		}
 		if _, err := s.raft.Apply(done); err != nil {
 			return fmt.Errorf("record launch of %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
+}
+
+// LaunchDone is the command that records what a provider's launch made:
+// the machines it created, and, when it refused the rest for capacity,
+// that they are refused (the config is marked). nil: the launch failed
+// otherwise (nothing is recorded: the machines stay requested and are
+// asked for again, under the same key). drover bench autoscale records
+// its launches as the leader does.
+func LaunchDone(key string, res *provider.LaunchResult, err error, now time.Time) *state.LaunchDone {
+	done := &state.LaunchDone{Now: now.UnixNano(), Request: key}
+	if err != nil {
+		reason, capacity := provider.IsCapacity(err)
+		if !capacity {
+			return nil
+		}
+		done.Refused, done.CapacityLimited, done.Reason = true, true, reason
+		return done
+	}
+	for _, in := range res.Created {
+		done.Created = append(done.Created, state.LaunchedMachine{Machine: in.Name, ProviderID: in.ID})
+	}
+	// The rest are refused only when the provider said so (capacity); a
+	// machine it could not make for another reason stays requested.
+	done.Refused, done.CapacityLimited, done.Reason = res.CapacityLimited, res.CapacityLimited, res.Reason
+	return done
 }
 
 // deleteDrained deletes draining machines that run nothing (or whose

@@ -106,6 +106,22 @@ func IsCapacity(err error) (string, bool) {
 	return "", false
 }
 
+// Finish is what a provider's Launch answers after trying every name:
+// what it made (possibly part: then CapacityLimited says whether the rest
+// were refused), a *CapacityError when it made nothing for want of
+// capacity, or the last error when it made nothing otherwise.
+func Finish(res *LaunchResult, lastErr error) (*LaunchResult, error) {
+	if len(res.Created) == 0 {
+		if res.CapacityLimited {
+			return nil, &CapacityError{Reason: res.Reason}
+		}
+		if lastErr != nil {
+			return nil, lastErr
+		}
+	}
+	return res, nil
+}
+
 // WorkerArgs are the flags of `drover worker` for a machine of the request.
 func WorkerArgs(w *Worker, name string) []string {
 	args := []string{"worker", "-servers", w.Servers, "-name", name, "-machine", name,

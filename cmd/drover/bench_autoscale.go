@@ -646,19 +646,9 @@ func simAutoscale(ctx context.Context, a *applier, cloud *sim.Cloud, now time.Ti
 		}
 		res, err := cloud.Launch(ctx, &provider.LaunchRequest{RequestID: key, Names: byReq[key],
 			Config: autoscaler.LaunchConfig{Name: cfg.Name, Spot: cfg.Spot, PricePerHour: cfg.PricePerHour, CPUMilli: cfg.CPUMilli, Memory: cfg.Memory}})
-		done := &state.LaunchDone{Now: now.UnixNano(), Request: key}
-		if err != nil {
-			reason, ok := provider.IsCapacity(err)
-			if !ok {
-				continue
-			}
-			done.Refused, done.CapacityLimited, done.Reason = true, true, reason
-		} else {
-			for _, in := range res.Created {
-				done.Created = append(done.Created, state.LaunchedMachine{Machine: in.Name, ProviderID: in.ID})
-			}
-			done.Refused = res.CapacityLimited
-			done.CapacityLimited, done.Reason = res.CapacityLimited, res.Reason
+		done := server.LaunchDone(key, res, err, now)
+		if done == nil {
+			continue // asked again at the next decision
 		}
 		if _, err := a.apply(done); err != nil {
 			return marked, err

@@ -369,6 +369,14 @@ type liveTotals struct {
 	spend                float64
 }
 
+// roomFor reports whether one more machine of cfg stays within the node,
+// spend and add caps, over every config (all) and its own (one).
+func (a *Autoscaler) roomFor(cfg *LaunchConfig, all, one liveTotals) bool {
+	return !((a.MaxNodes > 0 && all.nodes+1 > a.MaxNodes) || (cfg.MaxNodes > 0 && one.nodes+1 > cfg.MaxNodes) ||
+		(a.MaxPerHour > 0 && all.spend+cfg.PricePerHour > a.MaxPerHour+1e-9) || (cfg.MaxPerHour > 0 && one.spend+cfg.PricePerHour > cfg.MaxPerHour+1e-9) ||
+		(a.MaxAddsPerMinute > 0 && all.adds+1 > a.MaxAddsPerMinute) || (cfg.MaxAddsPerMinute > 0 && one.adds+1 > cfg.MaxAddsPerMinute))
+}
+
 func (s *State) totals(config string, now int64) (all, one liveTotals) {
 	minuteAgo := now - int64(time.Minute)
 	for _, m := range s.machines {
@@ -414,9 +422,7 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 		all, one := s.totals(cfg.Name, c.Now)
 		n := min(l.Count, MaxLaunchPerConfig)
 		for k := int64(0); k < n; k++ {
-			if (a.MaxNodes > 0 && all.nodes+1 > a.MaxNodes) || (cfg.MaxNodes > 0 && one.nodes+1 > cfg.MaxNodes) ||
-				(a.MaxPerHour > 0 && all.spend+cfg.PricePerHour > a.MaxPerHour+1e-9) || (cfg.MaxPerHour > 0 && one.spend+cfg.PricePerHour > cfg.MaxPerHour+1e-9) ||
-				(a.MaxAddsPerMinute > 0 && all.adds+1 > a.MaxAddsPerMinute) || (cfg.MaxAddsPerMinute > 0 && one.adds+1 > cfg.MaxAddsPerMinute) {
+			if !a.roomFor(cfg, all, one) {
 				res.Capped += l.Count - k
 				break
 			}
@@ -452,10 +458,7 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 			res.Capped++
 			continue
 		}
-		all, one := s.totals(cfg.Name, c.Now)
-		if (a.MaxNodes > 0 && all.nodes+1 > a.MaxNodes) || (cfg.MaxNodes > 0 && one.nodes+1 > cfg.MaxNodes) ||
-			(a.MaxPerHour > 0 && all.spend+cfg.PricePerHour > a.MaxPerHour+1e-9) || (cfg.MaxPerHour > 0 && one.spend+cfg.PricePerHour > cfg.MaxPerHour+1e-9) ||
-			(a.MaxAddsPerMinute > 0 && all.adds+1 > a.MaxAddsPerMinute) || (cfg.MaxAddsPerMinute > 0 && one.adds+1 > cfg.MaxAddsPerMinute) {
+		if all, one := s.totals(cfg.Name, c.Now); !a.roomFor(cfg, all, one) {
 			res.Capped++
 			continue
 		}

@@ -170,15 +170,7 @@ func (g *GCE) Launch(ctx context.Context, req *provider.LaunchRequest) (*provide
 		}
 		res.Created = append(res.Created, inst)
 	}
-	if len(res.Created) == 0 {
-		if res.CapacityLimited {
-			return nil, &provider.CapacityError{Reason: res.Reason}
-		}
-		if lastErr != nil {
-			return nil, lastErr
-		}
-	}
-	return res, nil
+	return provider.Finish(res, lastErr)
 }
 
 func (g *GCE) insert(ctx context.Context, req *provider.LaunchRequest, name string) (provider.Instance, error) {

@@ -141,15 +141,7 @@ func (n *Nomad) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 		}
 		res.Created = append(res.Created, provider.Instance{Name: name, ID: name, Config: req.Config.Name, Labels: req.Labels})
 	}
-	if len(res.Created) == 0 {
-		if res.CapacityLimited {
-			return nil, &provider.CapacityError{Reason: res.Reason}
-		}
-		if lastErr != nil {
-			return nil, lastErr
-		}
-	}
-	return res, nil
+	return provider.Finish(res, lastErr)
 }
 
 // placed waits for an evaluation to finish and says whether it left the
