@@ -462,6 +462,8 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			add("quota_memory", fmt.Sprintf("team %s at its memory quota (%s of %s)", jp.Team.Name, jobspec.FormatBytes(jp.Team.UsedMemory), jobspec.FormatBytes(jp.Team.QuotaMemory)))
 		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
 			add("cluster_disabled", s.disabledMessage(jp.DisabledClusters)+"; no other cluster it may use has workers")
+		case jp.Active == 0:
+			add("no_workers", "no worker is active (an autoscaler launches them for waiting jobs)")
 		case jp.Usable == 0:
 			add("region_not_allowed", "no active worker in a cluster it may use")
 		case jp.Busy && jp.Ahead > 0:

@@ -268,3 +268,21 @@ func TestPrivateMachineLifecycle(t *testing.T) {
 		checkInvariants(t, s)
 	}
 }
+
+// TestDemandStopsAtTheTeamsQuota: jobs past their team's quota wait for
+// the team's own jobs, not for a machine: they are not demand.
+func TestDemandStopsAtTheTeamsQuota(t *testing.T) {
+	h := autoscaled(t)
+	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 3000}})
+	h.CreateBatch(entry(1, 10, spec("j", 1)))
+	d := h.S.AutoscaleDemand(1<<40, func(running, ready []int64, free int64) []int64 { return ready }, 0)
+	var n int64
+	for _, u := range d.Users {
+		for _, sh := range u.Shapes {
+			n += sh.Count
+		}
+	}
+	if n != 3 {
+		t.Fatalf("demand of %d jobs; the team's quota admits 3", n)
+	}
+}

@@ -157,6 +157,9 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 	// One index for every user, cleared between them: a map per user
 	// was most of a decision's time with 500 users.
 	index := map[DemandShape]int{}
+	// What each team's quota still admits: jobs past it would wait for
+	// the team's own jobs to end, not for a machine.
+	teamRoom := map[*Team]int64{}
 	d.Users = make([]DemandUser, 0, len(names))
 	for ui, name := range names {
 		u := s.sched[name]
@@ -165,6 +168,12 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 		left := shares[ui]
 	batches:
 		for _, b := range u.active {
+			t := s.projectTeam[b.BillingProject]
+			if t != nil && t.QuotaMilli > 0 {
+				if _, ok := teamRoom[t]; !ok {
+					teamRoom[t] = max(t.QuotaMilli-t.usedMilli, 0)
+				}
+			}
 			for _, r := range b.ready.items() {
 				if left <= 0 || len(du.Shapes) >= maxDemandShapes {
 					break batches
@@ -176,6 +185,12 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 				n := int64(r.Len())
 				if sp.CPUMilli > 0 {
 					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
+				}
+				if room, ok := teamRoom[t]; ok && t != nil && sp.CPUMilli > 0 {
+					if n = min(n, room/sp.CPUMilli); n == 0 {
+						continue batches
+					}
+					teamRoom[t] = room - n*sp.CPUMilli
 				}
 				left -= n * sp.CPUMilli
 				typ, gpus := sp.GPUs()

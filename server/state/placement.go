@@ -759,6 +759,8 @@ type JobPlace struct {
 	Usable int
 	// CPUMilli and Memory: what one attempt of the job asks for.
 	CPUMilli, Memory int64
+	// Active counts the active workers anywhere.
+	Active int
 	// MachineType: the job runs on a machine of its own of this type.
 	MachineType string
 }
@@ -815,6 +817,9 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	}
 	jp.Busy = true
 	for _, inst := range s.instances {
+		if inst.Active {
+			jp.Active++
+		}
 		cl := s.clusters[inst.Cluster]
 		if !inst.Active || (cl != nil && cl.Disabled) || !s.placeable(g.spec, inst) {
 			continue
