@@ -1,5 +1,5 @@
 // Package logstore keeps job logs as chunks in a blob store (the local disk
-// by default, any gocloud.dev/blob URL otherwise).
+// by default, a file://, gs:// or s3:// URL otherwise).
 package logstore
 
 import (
@@ -14,6 +14,8 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/drover-sched/drover/internal/blobs"
 )
 
 // Store keeps job logs in a blob store. Workers upload a log in chunks
@@ -32,7 +34,7 @@ func Open(ctx context.Context, url, dir string) (*Store, error) {
 	if url == "" {
 		b, err = fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true, NoTempDir: true, Metadata: fileblob.MetadataDontWrite, DirFileMode: 0o700})
 	} else {
-		b, err = blob.OpenBucket(ctx, url)
+		b, err = blobs.Open(ctx, url)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open log store: %w", err)
