@@ -1,0 +1,584 @@
+package cgroups
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cfsPeriod is the CFS period of every slot, in microseconds (the kernel's
+// default, so it is never written): CPUMilli/1000 cores is a quota of
+// CPUMilli*100 µs per period.
+const cfsPeriod = 100_000
+
+// cpuQuota is the CFS quota in microseconds per cfsPeriod for l, or -1 for
+// none. The kernel refuses quotas under 1 ms.
+func cpuQuota(l Limits) int64 {
+	if l.CPUMilli == 0 {
+		return -1
+	}
+	return max(l.CPUMilli*cfsPeriod/1000, 1000)
+}
+
+// cpuShares is the v1 cpu.shares for l: 1024 per core, the kernel's default
+// (one core's worth) without a request.
+func cpuShares(l Limits) int64 {
+	if l.CPUMilli == 0 {
+		return 1024
+	}
+	return min(max(l.CPUMilli*1024/1000, 2), 262144)
+}
+
+// cpuWeight is the v2 cpu.weight for l, converted from cpu.shares as runc,
+// crun and Kubernetes do, so that jobs and containers weigh alike; the
+// kernel's default without a request.
+func cpuWeight(l Limits) int64 {
+	if l.CPUMilli == 0 {
+		return 100
+	}
+	return 1 + (cpuShares(l)-2)*9999/262142
+}
+
+// v1Controllers are the v1 controllers a slot uses; each slot's thread is
+// placed in its leaf in each of their hierarchies. The freezer is not among
+// them: see (*v1Slot).kill.
+var v1Controllers = []string{"cpu", "cpuacct", "memory", "pids"}
+
+// v1 is the cgroup v1 backend: one hierarchy per mount, possibly several
+// controllers per mount (cpu,cpuacct).
+type v1 struct {
+	log         *slog.Logger
+	dirs        dirOps
+	parent      string            // Config.Parent, cleaned
+	ctrl        map[string]string // controller -> mount point, for v1Controllers present
+	used        []string          // distinct mount points of ctrl
+	freezer     string            // mount point of the freezer, for Open's cleanup; "" if none
+	mounts      []string          // every v1 mount under Root: runc creates its cgroups in all
+	memsw       bool              // memory.memsw.* exist (swap accounting)
+	created     []string          // directories Open created, parents first
+	self        int
+	killTimeout time.Duration
+	dropAbove   int64
+}
+
+// v1Mounts lists the cgroup v1 mounts under root.
+func v1Mounts(root string) ([]mount, error) {
+	all, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	var out []mount
+	for _, m := range all {
+		if m.fstype == "cgroup" && within(m.point, root) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// openV1 finds the hierarchies, cleans Parent up and creates it.
+func openV1(cfg Config, log *slog.Logger, dirs dirOps) (*v1, error) {
+	mounts, err := v1Mounts(cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	h := &v1{
+		log:         log,
+		dirs:        dirs,
+		ctrl:        map[string]string{},
+		self:        os.Getpid(),
+		killTimeout: cfg.KillTimeout,
+		dropAbove:   cfg.DropCacheAbove,
+	}
+	for _, m := range mounts {
+		h.mounts = append(h.mounts, m.point)
+		if h.freezer == "" && m.has("freezer") {
+			h.freezer = m.point
+		}
+		for _, c := range v1Controllers {
+			if _, ok := h.ctrl[c]; !ok && m.has(c) {
+				h.ctrl[c] = m.point
+				if !slices.Contains(h.used, m.point) {
+					h.used = append(h.used, m.point)
+				}
+			}
+		}
+	}
+	for _, c := range []string{"cpu", "cpuacct", "memory"} {
+		if h.ctrl[c] == "" {
+			return nil, fmt.Errorf("%w: no cgroup v1 %s hierarchy under %s", ErrUnsupported, c, cfg.Root)
+		}
+	}
+	parent := cfg.Parent
+	if parent == "" {
+		parent = "drover"
+	}
+	if h.parent, err = cleanParent(parent); err != nil {
+		return nil, err
+	}
+	own, err := selfCgroups()
+	if err != nil {
+		return nil, err
+	}
+	for c := range h.ctrl {
+		if p, ok := own[c]; ok && within(p, "/"+h.parent) {
+			return nil, fmt.Errorf("cgroups: the worker's own %s cgroup %s is inside Parent %s, which the Manager empties", c, p, h.parent)
+		}
+	}
+	if err := h.cleanup(); err != nil {
+		return nil, fmt.Errorf("clean up %s: %w", h.parent, err)
+	}
+	for _, mnt := range h.used {
+		dir := mnt
+		for _, el := range strings.Split(h.parent, "/") {
+			dir = filepath.Join(dir, el)
+			if exists(dir) {
+				continue
+			}
+			if err := dirs.mkdir(dir); err != nil {
+				return nil, err
+			}
+			h.created = append(h.created, dir)
+		}
+	}
+	h.memsw = exists(filepath.Join(h.ctrl["memory"], h.parent, "memory.memsw.limit_in_bytes"))
+	log.Info("cgroups ready", "parent", h.parent, "hierarchies", h.used, "memsw", h.memsw)
+	return h, nil
+}
+
+// cleanup kills and removes what a previous run left under Parent, in
+// every hierarchy (runc creates its paths in all of them).
+func (h *v1) cleanup() error {
+	var roots []string
+	for _, mnt := range h.mounts {
+		if d := filepath.Join(mnt, h.parent); exists(d) {
+			roots = append(roots, d)
+		}
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	var fz freezer
+	if mnt := h.freezer; mnt != "" && exists(filepath.Join(mnt, h.parent)) {
+		// A run that crashed in the middle of a kill leaves cgroups
+		// frozen, and a frozen task does not die: thaw them all
+		// first. (Thawing a parent does not thaw a child frozen by
+		// itself.)
+		if err := thawTree(filepath.Join(mnt, h.parent)); err != nil {
+			return err
+		}
+		fz = v1Freezer{state: filepath.Join(mnt, h.parent, "freezer.state")}
+	}
+	if err := killTree(roots, fz, h.self, h.killTimeout); err != nil {
+		return err
+	}
+	for _, r := range roots {
+		subs, err := subdirs(r)
+		if err != nil {
+			return err
+		}
+		for _, s := range subs {
+			h.log.Info("removing leftover cgroup", "dir", s)
+			if err := removeTree(h.dirs, s, h.killTimeout); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// thawTree thaws the v1 freezer cgroup dir and its descendants.
+func thawTree(dir string) error {
+	if err := writeFile(filepath.Join(dir, "freezer.state"), "THAWED"); err != nil {
+		return err
+	}
+	subs, err := subdirs(dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range subs {
+		if err := thawTree(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *v1) check(l Limits) error {
+	if l.Pids > 0 && h.ctrl["pids"] == "" {
+		return fmt.Errorf("cgroups: pids limit %d: no cgroup v1 pids hierarchy", l.Pids)
+	}
+	return nil
+}
+
+func (h *v1) containerPath(name string) string {
+	return "/" + h.parent + "/" + name + "/c"
+}
+
+// dir is slot name's cgroup in the hierarchy of controller c, elems below.
+func (h *v1) dir(c, name string, elems ...string) string {
+	return filepath.Join(append([]string{h.ctrl[c], h.parent, name}, elems...)...)
+}
+
+func (h *v1) close() error {
+	var errs []error
+	for _, mnt := range h.mounts {
+		if err := removeTree(h.dirs, filepath.Join(mnt, h.parent), h.killTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Ancestors Open created, deepest first, if nothing else uses them.
+	for i := len(h.created) - 1; i >= 0; i-- {
+		_ = h.dirs.rmdir(h.created[i])
+	}
+	return errors.Join(errs...)
+}
+
+// v1Slot is a slot on cgroup v1. Its thread, locked to its goroutine and
+// placed in slot-N/p in every used hierarchy, forks the jobs' processes.
+type v1Slot struct {
+	h    *v1
+	name string
+
+	cpuUsage    *cgFile // cpuacct.usage (ns, hierarchical)
+	memUsage    *cgFile // memory.usage_in_bytes
+	memMax      *cgFile // memory.max_usage_in_bytes (reset by writing 0)
+	leafOOM     *cgFile // p/memory.oom_control (oom_kill counts p only)
+	oomEvents   *cgFile // eventfd notified when the slot hits its limit unrecoverably
+	pidsCurrent *cgFile // pids.current, nil without the pids controller
+
+	starts     chan *exec.Cmd // to the thread
+	started    chan error     // from the thread
+	threadDone chan struct{}  // closed when the thread's goroutine returns
+}
+
+func (h *v1) newSlot(name string) (_ slotCgroup, err error) {
+	s := &v1Slot{h: h, name: name}
+	defer func() {
+		if err != nil {
+			_ = s.destroy()
+		}
+	}()
+	var tasks []string
+	for _, mnt := range h.used {
+		d := filepath.Join(mnt, h.parent, name)
+		if err := h.dirs.mkdir(d); err != nil {
+			return nil, err
+		}
+		if err := h.dirs.mkdir(filepath.Join(d, "p")); err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, filepath.Join(d, "p", "tasks"))
+	}
+	if s.cpuUsage, err = openFile(h.dir("cpuacct", name, "cpuacct.usage"), unix.O_RDONLY); err != nil {
+		return nil, err
+	}
+	if s.memUsage, err = openFile(h.dir("memory", name, "memory.usage_in_bytes"), unix.O_RDONLY); err != nil {
+		return nil, err
+	}
+	if s.memMax, err = openFile(h.dir("memory", name, "memory.max_usage_in_bytes"), unix.O_RDWR); err != nil {
+		return nil, err
+	}
+	if s.leafOOM, err = openFile(h.dir("memory", name, "p", "memory.oom_control"), unix.O_RDONLY); err != nil {
+		return nil, err
+	}
+	if h.ctrl["pids"] != "" {
+		if s.pidsCurrent, err = openFile(h.dir("pids", name, "pids.current"), unix.O_RDONLY); err != nil {
+			return nil, err
+		}
+	}
+	if s.oomEvents, err = registerOOMEvents(h.dir("memory", name)); err != nil {
+		return nil, err
+	}
+	s.starts = make(chan *exec.Cmd)
+	s.started = make(chan error)
+	s.threadDone = make(chan struct{})
+	ready := make(chan error)
+	go s.thread(tasks, ready)
+	if err := <-ready; err != nil {
+		s.starts = nil // the thread has gone
+		return nil, err
+	}
+	return s, nil
+}
+
+// registerOOMEvents returns an eventfd the kernel signals whenever the
+// memory cgroup dir, or an ancestor, runs out of memory under its limit
+// and calls the OOM killer. On v1 the oom_kill counter of memory.oom_control
+// counts only kills of processes in that very cgroup, so a kill inside
+// runc's child cgroup would not show on the slot; the notification does.
+func registerOOMEvents(dir string) (*cgFile, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	ev, err := newCgFile("eventfd of "+dir+"/memory.oom_control", os.NewFile(uintptr(efd), "eventfd"))
+	if err != nil {
+		return nil, err
+	}
+	ctl := filepath.Join(dir, "memory.oom_control")
+	cfd, err := unix.Open(ctl, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		ev.close()
+		return nil, fmt.Errorf("open %s: %w", ctl, err)
+	}
+	// The registration holds what it needs; the control file's fd can go.
+	err = writeFile(filepath.Join(dir, "cgroup.event_control"), fmt.Sprintf("%d %d", efd, cfd))
+	unix.Close(cfd)
+	if err != nil {
+		ev.close()
+		return nil, err
+	}
+	return ev, nil
+}
+
+// thread is the slot's forking thread. It locks its OS thread, moves it
+// into the leaf of every hierarchy (tasks), then runs cmd.Start for Start:
+// a child inherits the cgroups of the thread that forks it. It never
+// unlocks the thread, which the runtime then ends with this goroutine.
+func (s *v1Slot) thread(tasks []string, ready chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread cannot end: placed in the slot, it would keep
+		// the slot busy forever (and the worker's /proc/PID/cgroup would
+		// show the slot). Hold it, so that the next goroutine runs on
+		// another thread, and give it back once that one is locked.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			s.run(tasks, ready)
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+		return
+	}
+	s.run(tasks, ready)
+}
+
+// run is the body of thread, on a locked thread other than the main one.
+func (s *v1Slot) run(tasks []string, ready chan<- error) {
+	defer close(s.threadDone)
+	tid := strconv.Itoa(unix.Gettid())
+	for _, t := range tasks {
+		if err := writeFile(t, tid); err != nil {
+			ready <- err
+			return
+		}
+	}
+	ready <- nil
+	for cmd := range s.starts {
+		s.started <- cmd.Start()
+	}
+}
+
+func (s *v1Slot) start(cmd *exec.Cmd) error {
+	s.starts <- cmd
+	return <-s.started
+}
+
+func (s *v1Slot) setLimits(cur, next Limits) error {
+	h := s.h
+	if next.CPUMilli != cur.CPUMilli {
+		if err := writeFile(h.dir("cpu", s.name, "cpu.cfs_quota_us"), strconv.FormatInt(cpuQuota(next), 10)); err != nil {
+			return err
+		}
+		if err := writeFile(h.dir("cpu", s.name, "cpu.shares"), strconv.FormatInt(cpuShares(next), 10)); err != nil {
+			return err
+		}
+	}
+	if next.Memory != cur.Memory {
+		v := "-1"
+		if next.Memory > 0 {
+			v = strconv.FormatInt(next.Memory, 10)
+		}
+		mem := h.dir("memory", s.name, "memory.limit_in_bytes")
+		files := []string{mem}
+		if h.memsw {
+			// memsw must stay >= the memory limit: raise it first,
+			// lower it last.
+			memsw := h.dir("memory", s.name, "memory.memsw.limit_in_bytes")
+			if next.Memory == 0 || (cur.Memory != 0 && next.Memory > cur.Memory) {
+				files = []string{memsw, mem}
+			} else {
+				files = []string{mem, memsw}
+			}
+		}
+		for _, f := range files {
+			if err := writeFile(f, v); err != nil {
+				return err
+			}
+		}
+	}
+	if next.Pids != cur.Pids && h.ctrl["pids"] != "" {
+		v := "max"
+		if next.Pids > 0 {
+			v = strconv.FormatInt(next.Pids+1, 10) // + the slot's thread
+		}
+		if err := writeFile(h.dir("pids", s.name, "pids.max"), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *v1Slot) begin(b *baseline) error {
+	var err error
+	if b.cpu, err = s.cpuUsage.readInt(); err != nil {
+		return err
+	}
+	// The watermark restarts from the current usage.
+	if err := s.memMax.write("0"); err != nil {
+		return err
+	}
+	if b.oomKills, err = s.leafOOM.readKey("oom_kill"); err != nil {
+		return err
+	}
+	_, err = s.oomEvent() // drop the previous job's
+	return err
+}
+
+// oomEvent reads and clears the OOM eventfd.
+func (s *v1Slot) oomEvent() (bool, error) {
+	var buf [8]byte
+	var n int
+	var rerr error
+	err := s.oomEvents.rc.Read(func(fd uintptr) bool {
+		n, rerr = unix.Read(int(fd), buf[:])
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	if errors.Is(err, unix.EAGAIN) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", s.oomEvents.path, err)
+	}
+	return n == 8 && binary.NativeEndian.Uint64(buf[:]) > 0, nil
+}
+
+func (s *v1Slot) usage(b *baseline) (Usage, error) {
+	cpu, err := s.cpuUsage.readInt()
+	if err != nil {
+		return Usage{}, err
+	}
+	mem, err := s.memUsage.readInt()
+	if err != nil {
+		return Usage{}, err
+	}
+	peak, err := s.memMax.readInt()
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{CPU: time.Duration(cpu - b.cpu), Memory: mem, PeakMemory: peak}, nil
+}
+
+func (s *v1Slot) oomKilled(b *baseline) (bool, error) {
+	ev, err := s.oomEvent()
+	if err != nil {
+		return false, err
+	}
+	if !ev {
+		// A kill in p without the slot's limit being hit: the
+		// machine ran out of memory.
+		n, err := s.leafOOM.readKey("oom_kill")
+		if err != nil {
+			return false, err
+		}
+		ev = n > b.oomKills
+	}
+	if ev {
+		b.oomSeen.Store(true)
+	}
+	return ev, nil
+}
+
+func (s *v1Slot) kill() error {
+	h := s.h
+	// Fast path: one read. The slot's own thread is one task.
+	if s.pidsCurrent != nil {
+		if n, err := s.pidsCurrent.readInt(); err == nil && n <= 1 {
+			return nil
+		}
+	}
+	var roots []string
+	for _, mnt := range h.used {
+		roots = append(roots, filepath.Join(mnt, h.parent, s.name))
+	}
+	// No freezer: it would freeze the slot's own thread too, possibly
+	// while that thread holds a lock of the Go runtime (it parks after
+	// each Start), and the worker would deadlock before it could thaw
+	// the slot. killTree repeats list-and-SIGKILL instead until the slot
+	// is empty; a process cannot fork once killed, and the pids limit
+	// bounds a fork bomb.
+	return killTree(roots, nil, h.self, h.killTimeout)
+}
+
+func (s *v1Slot) tidy(container bool) error {
+	h := s.h
+	if container {
+		// runc removes its cgroup when the container ends, but not
+		// when killed; it also creates the path in every hierarchy.
+		for _, mnt := range h.mounts {
+			subs, err := subdirs(filepath.Join(mnt, h.parent, s.name))
+			if err != nil {
+				return err
+			}
+			for _, d := range subs {
+				if filepath.Base(d) == "p" {
+					continue
+				}
+				if err := removeTree(h.dirs, d, h.killTimeout); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if h.dropAbove >= 0 {
+		mem, err := s.memUsage.readInt()
+		if err != nil {
+			return err
+		}
+		if mem > h.dropAbove {
+			// Page cache of files the job wrote stays charged to
+			// the slot; reclaim it so the next job starts low.
+			if err := writeFile(h.dir("memory", s.name, "memory.force_empty"), "0"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *v1Slot) destroy() error {
+	for _, f := range []*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent} {
+		f.close()
+	}
+	if s.starts != nil {
+		close(s.starts)
+		<-s.threadDone
+		s.starts = nil
+	}
+	// The thread's exit follows its goroutine's end closely; removeTree
+	// retries while the leaf is busy.
+	var errs []error
+	for _, mnt := range s.h.mounts {
+		if err := removeTree(s.h.dirs, filepath.Join(mnt, s.h.parent, s.name), s.h.killTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
