@@ -1,13 +1,14 @@
 # drover: `make demo` runs the examples on a dev agent, `make test` runs every
-# test. Both need only Go (1.26) and the Go module proxy; tools the checks
-# use are installed into .tools/ by the targets themselves.
+# test. Both need Go (1.26) and the Go module proxy; tools the checks use are
+# installed into .tools/ by the targets themselves, and programs the tests
+# run (runc) from Debian's packages by scripts/test-deps.sh.
 
 GO          ?= go
 BIN         := bin/drover
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test lint unit race fuzz e2e bench clean
+.PHONY: all build demo test deps lint unit race fuzz e2e bench clean
 
 all: build
 
@@ -18,9 +19,13 @@ demo: build
 	./scripts/demo.sh
 
 # test: formatting, vet, staticcheck, all tests (unit, API, real workers,
-# end to end with the real binary), and the race detector on the packages
-# with concurrency, then each fuzz target for a few seconds.
-test: lint unit race fuzz
+# real containers, end to end with the real binary), and the race detector
+# on the packages with concurrency, then each fuzz target for a few
+# seconds.
+test: deps lint unit race fuzz
+
+deps:
+	./scripts/test-deps.sh
 
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

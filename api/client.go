@@ -648,9 +648,10 @@ func (c *Client) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, err
 	return &out, nil
 }
 
-// Deactivate tells the servers the worker is leaving.
-func (c *Client) Deactivate(ctx context.Context) error {
-	return c.Do(ctx, http.MethodPost, "/api/v1/workers/deactivate", struct{}{}, nil)
+// Deactivate tells the servers the worker is leaving; preempted says its
+// machine is going away, so what it still runs is preempted, not lost.
+func (c *Client) Deactivate(ctx context.Context, preempted bool) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/workers/deactivate", DeactivateRequest{Preempted: preempted}, nil)
 }
 
 // UploadLogChunk stores chunk seq of an attempt's log.

@@ -51,6 +51,15 @@ const (
 	MaxPlaceName = 64
 	// MaxGPUs bounds the GPUs of one job and of one worker.
 	MaxGPUs = 64
+	// MaxImageRef bounds an image reference.
+	MaxImageRef = 512
+	// MaxFiles bounds the inputs and, apart, the outputs of one job;
+	// MaxURLBytes one file's URL and MaxPathBytes its path.
+	MaxFiles     = 64
+	MaxURLBytes  = 2048
+	MaxPathBytes = 1024
+	// MaxUsageBytes bounds the bytes in or out one attempt reports (1 PiB).
+	MaxUsageBytes = 1 << 50
 )
 
 // ValidatePlaceName checks a region, cluster, pool or team name: 1 to
@@ -151,6 +160,9 @@ func (s *JobSpec) Validate() error {
 		if err := ValidatePlaceName("machine_type", s.MachineType); err != nil {
 			return err
 		}
+	}
+	if err := s.validateRun(); err != nil {
+		return err
 	}
 	if len(s.ParentIDs)+len(s.ParentRanges)+len(s.BatchParentIDs)+len(s.BatchParentRanges) > MaxParentRanges {
 		return fmt.Errorf("more than %d parent IDs and ranges; name consecutive parents as ranges", MaxParentRanges)

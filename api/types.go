@@ -85,6 +85,58 @@ type JobSpec struct {
 	// launch config's machine type), made by the autoscaler for it and
 	// deleted when it ends; the job is "creating" meanwhile.
 	MachineType string `json:"machine_type,omitempty"`
+	// Image runs the job in an OCI container of this image
+	// ("registry/name:tag" or "registry/name@sha256:..."), with its
+	// directory mounted at /io; empty: as a process of the worker's
+	// machine, in its directory.
+	Image string `json:"image,omitempty"`
+	// Network is a container job's network: "none" (the default: a
+	// network namespace of its own, with only loopback) or "host".
+	Network string `json:"network,omitempty"`
+	// Inputs are copied into the job's directory before its command
+	// runs; Outputs are copied out of it after the command succeeds.
+	Inputs  []InputFile  `json:"inputs,omitempty"`
+	Outputs []OutputFile `json:"outputs,omitempty"`
+}
+
+// Network modes of a container job.
+const (
+	NetworkNone = "none"
+	NetworkHost = "host"
+)
+
+// InputFile is an object copied into a job's directory before its command
+// runs. Source is a URL: gs://bucket/key, s3://bucket/key or
+// file:///dir/name (file URLs only under directories the worker's
+// operator allows). Path is where the job finds it: relative to the job's
+// directory, or under /io, which is where a container sees that directory.
+// $DROVER_INDEX and the job's other variables are expanded in both, so
+// each member of an array can read a file of its own.
+type InputFile struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Path   string `json:"path"`
+}
+
+// OutputFile is a file of the job's directory copied to Destination (a
+// URL, as InputFile's Source) after the command succeeds.
+type OutputFile struct {
+	Name        string `json:"name"`
+	Path        string `json:"path"`
+	Destination string `json:"destination"`
+}
+
+// Usage is what an attempt used, as its worker measured it: CPU time,
+// the peak of its memory, the bytes of its input and output files, and
+// the time spent getting its image and copying files.
+type Usage struct {
+	CPUSeconds    float64 `json:"cpu_seconds"`
+	PeakMemory    int64   `json:"peak_memory"`
+	BytesIn       int64   `json:"bytes_in"`
+	BytesOut      int64   `json:"bytes_out"`
+	ImageSeconds  float64 `json:"image_seconds,omitempty"`
+	InputSeconds  float64 `json:"input_seconds,omitempty"`
+	OutputSeconds float64 `json:"output_seconds,omitempty"`
 }
 
 // NumJobs is the number of job IDs the entry occupies.
@@ -232,6 +284,9 @@ type Attempt struct {
 	StartTime *time.Time `json:"start_time,omitempty"`
 	EndTime   *time.Time `json:"end_time,omitempty"`
 	Message   string     `json:"message,omitempty"`
+	// Usage is the last the worker reported: while the attempt runs, a
+	// sample at most a minute old; once it ended, the total.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Job is a job's status.
@@ -259,6 +314,11 @@ type Job struct {
 	GPUType    string            `json:"gpu_type,omitempty"`
 	// MachineType: the job runs on a machine of its own (see JobSpec).
 	MachineType string `json:"machine_type,omitempty"`
+	// Image, Network, Inputs and Outputs: see JobSpec.
+	Image   string       `json:"image,omitempty"`
+	Network string       `json:"network,omitempty"`
+	Inputs  []InputFile  `json:"inputs,omitempty"`
+	Outputs []OutputFile `json:"outputs,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
@@ -388,6 +448,13 @@ type ActivateRequest struct {
 	Machine string `json:"machine,omitempty"`
 }
 
+// DeactivateRequest is a worker's goodbye. Preempted: its machine is
+// going away (a spot notice, a shutdown), so the attempts it still holds
+// run again elsewhere without counting as failures or lost attempts.
+type DeactivateRequest struct {
+	Preempted bool `json:"preempted,omitempty"`
+}
+
 // ActivateResponse carries the instance's identity and the token it uses for
 // every later call.
 type ActivateResponse struct {
@@ -406,10 +473,12 @@ func (r AttemptRef) String() string {
 	return fmt.Sprintf("%d/%d#%d", r.BatchID, r.JobID, r.Attempt)
 }
 
-// Event kinds sent by workers.
+// Event kinds sent by workers. A usage event carries a running attempt's
+// usage so far; a worker sends one at most once a minute per attempt.
 const (
 	EventStarted   = "started"
 	EventCompleted = "completed"
+	EventUsage     = "usage"
 )
 
 // Attempt outcomes reported by workers in completed events.
@@ -434,6 +503,9 @@ type AttemptEvent struct {
 	StartTime time.Time `json:"start_time"`
 	EndTime   time.Time `json:"end_time,omitzero"`
 	Message   string    `json:"message,omitempty"`
+	// Usage so far (usage events) or in all (completed events); the
+	// server checks it against the instance and the attempt's time.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // SyncRequest is a worker's periodic report: events to record and the
@@ -467,6 +539,11 @@ type Assignment struct {
 	CPU            float64           `json:"cpu"`
 	Memory         int64             `json:"memory"`
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
+	// Image, Network, Inputs and Outputs: see JobSpec.
+	Image   string       `json:"image,omitempty"`
+	Network string       `json:"network,omitempty"`
+	Inputs  []InputFile  `json:"inputs,omitempty"`
+	Outputs []OutputFile `json:"outputs,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF82825 = 1
-	codecSelferCcRAW2825  = 255
+	codecSelferCcUTF87591 = 1
+	codecSelferCcRAW7591  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray2825  = 10
-	codecSelferValueTypeMap2825    = 9
-	codecSelferValueTypeString2825 = 6
-	codecSelferValueTypeInt2825    = 2
-	codecSelferValueTypeUint2825   = 3
-	codecSelferValueTypeFloat2825  = 4
-	codecSelferBitsize2825         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray7591  = 10
+	codecSelferValueTypeMap7591    = 9
+	codecSelferValueTypeString7591 = 6
+	codecSelferValueTypeInt7591    = 2
+	codecSelferValueTypeUint7591   = 3
+	codecSelferValueTypeFloat7591  = 4
+	codecSelferBitsize7591         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct2825 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct7591 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer2825 struct{}
+type codecSelfer7591 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [20]bool{    // should field at this index be written?
+			var yyq2 = [24]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -107,10 +107,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.GPUs != 0,                   // GPUs
 				x.GPUType != "",               // GPUType
 				x.MachineType != "",           // MachineType
+				x.Image != "",                 // Image
+				x.Network != "",               // Network
+				len(x.Inputs) != 0,            // Inputs
+				len(x.Outputs) != 0,           // Outputs
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(20)
+				r.WriteArrayStart(24)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -129,7 +133,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -144,14 +148,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
@@ -160,7 +164,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -168,7 +172,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
 						}
 					}
 				}
@@ -189,7 +193,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -215,7 +219,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -244,7 +248,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -273,7 +277,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -302,7 +306,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -329,7 +333,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -361,7 +365,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -390,7 +394,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -415,7 +419,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -437,7 +441,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -461,7 +465,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -483,7 +487,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -511,7 +515,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -544,7 +548,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -565,14 +569,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
@@ -581,7 +585,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -589,7 +593,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Pool))
 						}
 					}
 				}
@@ -610,7 +614,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -627,27 +631,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.GPUType))
 						}
 					}
 				}
@@ -660,27 +664,167 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.MachineType))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[20] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Image))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
+					}
+				}
+			} else {
+				if yyq2[20] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"image\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `image`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Image))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[21] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Network))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
+					}
+				}
+			} else {
+				if yyq2[21] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"network\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `network`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Network))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[22] {
+					if x.Inputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[22] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"inputs\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `inputs`)
+					}
+					r.WriteMapElemValue()
+					if x.Inputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[23] {
+					if x.Outputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[23] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"outputs\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `outputs`)
+					}
+					r.WriteMapElemValue()
+					if x.Outputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
 						}
 					}
 				}
@@ -695,7 +839,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -703,14 +847,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -718,13 +862,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -836,7 +980,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -872,7 +1016,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -886,6 +1030,36 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.MachineType = (string)(r.DecodeString())
 			}
+		case "image":
+			if r.TryDecodeAsNil() {
+				x.Image = ""
+			} else {
+				x.Image = (string)(r.DecodeString())
+			}
+		case "network":
+			if r.TryDecodeAsNil() {
+				x.Network = ""
+			} else {
+				x.Network = (string)(r.DecodeString())
+			}
+		case "inputs":
+			if r.TryDecodeAsNil() {
+				x.Inputs = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
+				}
+			}
+		case "outputs":
+			if r.TryDecodeAsNil() {
+				x.Outputs = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -894,19 +1068,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj32 int
-	var yyb32 bool
-	var yyhl32 bool = l >= 0
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	var yyj38 int
+	var yyb38 bool
+	var yyhl38 bool = l >= 0
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -916,13 +1090,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -932,13 +1106,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -948,13 +1122,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -967,13 +1141,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -986,13 +1160,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1005,13 +1179,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1024,13 +1198,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1043,13 +1217,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1062,13 +1236,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1078,13 +1252,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1094,13 +1268,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1110,13 +1284,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1124,15 +1298,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1142,13 +1316,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1161,13 +1335,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1180,13 +1354,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1196,13 +1370,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1210,15 +1384,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1228,13 +1402,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj32++
-	if yyhl32 {
-		yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
 	} else {
-		yyb32 = r.CheckBreak()
+		yyb38 = r.CheckBreak()
 	}
-	if yyb32 {
+	if yyb38 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1244,24 +1418,1003 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	for {
-		yyj32++
-		if yyhl32 {
-			yyb32 = yyj32 > l
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
+	} else {
+		yyb38 = r.CheckBreak()
+	}
+	if yyb38 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Image = ""
+	} else {
+		x.Image = (string)(r.DecodeString())
+	}
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
+	} else {
+		yyb38 = r.CheckBreak()
+	}
+	if yyb38 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Network = ""
+	} else {
+		x.Network = (string)(r.DecodeString())
+	}
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
+	} else {
+		yyb38 = r.CheckBreak()
+	}
+	if yyb38 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Inputs = nil
+	} else {
+		if false {
 		} else {
-			yyb32 = r.CheckBreak()
+			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
-		if yyb32 {
+	}
+	yyj38++
+	if yyhl38 {
+		yyb38 = yyj38 > l
+	} else {
+		yyb38 = r.CheckBreak()
+	}
+	if yyb38 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Outputs = nil
+	} else {
+		if false {
+		} else {
+			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
+		}
+	}
+	for {
+		yyj38++
+		if yyhl38 {
+			yyb38 = yyj38 > l
+		} else {
+			yyb38 = r.CheckBreak()
+		}
+		if yyb38 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj32-1, "")
+		z.DecStructFieldNotFound(yyj38-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(3)
+			} else {
+				r.WriteMapStart(3)
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"name\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF87591, `name`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Source))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"source\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF87591, `source`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Source))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Path))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"path\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF87591, `path`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Path))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap7591 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray7591 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
+		}
+	}
+}
+
+func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "name":
+			if r.TryDecodeAsNil() {
+				x.Name = ""
+			} else {
+				x.Name = (string)(r.DecodeString())
+			}
+		case "source":
+			if r.TryDecodeAsNil() {
+				x.Source = ""
+			} else {
+				x.Source = (string)(r.DecodeString())
+			}
+		case "path":
+			if r.TryDecodeAsNil() {
+				x.Path = ""
+			} else {
+				x.Path = (string)(r.DecodeString())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj7 int
+	var yyb7 bool
+	var yyhl7 bool = l >= 0
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Name = ""
+	} else {
+		x.Name = (string)(r.DecodeString())
+	}
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Source = ""
+	} else {
+		x.Source = (string)(r.DecodeString())
+	}
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Path = ""
+	} else {
+		x.Path = (string)(r.DecodeString())
+	}
+	for {
+		yyj7++
+		if yyhl7 {
+			yyb7 = yyj7 > l
+		} else {
+			yyb7 = r.CheckBreak()
+		}
+		if yyb7 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj7-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(3)
+			} else {
+				r.WriteMapStart(3)
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"name\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF87591, `name`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Path))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"path\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF87591, `path`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Path))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Destination))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"destination\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF87591, `destination`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Destination))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap7591 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray7591 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
+		}
+	}
+}
+
+func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "name":
+			if r.TryDecodeAsNil() {
+				x.Name = ""
+			} else {
+				x.Name = (string)(r.DecodeString())
+			}
+		case "path":
+			if r.TryDecodeAsNil() {
+				x.Path = ""
+			} else {
+				x.Path = (string)(r.DecodeString())
+			}
+		case "destination":
+			if r.TryDecodeAsNil() {
+				x.Destination = ""
+			} else {
+				x.Destination = (string)(r.DecodeString())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj7 int
+	var yyb7 bool
+	var yyhl7 bool = l >= 0
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Name = ""
+	} else {
+		x.Name = (string)(r.DecodeString())
+	}
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Path = ""
+	} else {
+		x.Path = (string)(r.DecodeString())
+	}
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Destination = ""
+	} else {
+		x.Destination = (string)(r.DecodeString())
+	}
+	for {
+		yyj7++
+		if yyhl7 {
+			yyb7 = yyj7 > l
+		} else {
+			yyb7 = r.CheckBreak()
+		}
+		if yyb7 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj7-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			var yyq2 = [7]bool{     // should field at this index be written?
+				true,                 // CPUSeconds
+				true,                 // PeakMemory
+				true,                 // BytesIn
+				true,                 // BytesOut
+				x.ImageSeconds != 0,  // ImageSeconds
+				x.InputSeconds != 0,  // InputSeconds
+				x.OutputSeconds != 0, // OutputSeconds
+			}
+			_ = yyq2
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(7)
+			} else {
+				var yynn2 int
+				for _, b := range yyq2 {
+					if b {
+						yynn2++
+					}
+				}
+				r.WriteMapStart(yynn2)
+				yynn2 = 0
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeFloat64(float64(x.CPUSeconds))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF87591, `cpu_seconds`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeFloat64(float64(x.CPUSeconds))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.PeakMemory))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF87591, `peak_memory`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.PeakMemory))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.BytesIn))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF87591, `bytes_in`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.BytesIn))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.BytesOut))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF87591, `bytes_out`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.BytesOut))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[4] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.ImageSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[4] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF87591, `image_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.ImageSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[5] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.InputSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[5] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF87591, `input_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.InputSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[6] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.OutputSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[6] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF87591, `output_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.OutputSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap7591 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray7591 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
+		}
+	}
+}
+
+func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "cpu_seconds":
+			if r.TryDecodeAsNil() {
+				x.CPUSeconds = 0
+			} else {
+				x.CPUSeconds = (float64)(r.DecodeFloat64())
+			}
+		case "peak_memory":
+			if r.TryDecodeAsNil() {
+				x.PeakMemory = 0
+			} else {
+				x.PeakMemory = (int64)(r.DecodeInt64())
+			}
+		case "bytes_in":
+			if r.TryDecodeAsNil() {
+				x.BytesIn = 0
+			} else {
+				x.BytesIn = (int64)(r.DecodeInt64())
+			}
+		case "bytes_out":
+			if r.TryDecodeAsNil() {
+				x.BytesOut = 0
+			} else {
+				x.BytesOut = (int64)(r.DecodeInt64())
+			}
+		case "image_seconds":
+			if r.TryDecodeAsNil() {
+				x.ImageSeconds = 0
+			} else {
+				x.ImageSeconds = (float64)(r.DecodeFloat64())
+			}
+		case "input_seconds":
+			if r.TryDecodeAsNil() {
+				x.InputSeconds = 0
+			} else {
+				x.InputSeconds = (float64)(r.DecodeFloat64())
+			}
+		case "output_seconds":
+			if r.TryDecodeAsNil() {
+				x.OutputSeconds = 0
+			} else {
+				x.OutputSeconds = (float64)(r.DecodeFloat64())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj11 int
+	var yyb11 bool
+	var yyhl11 bool = l >= 0
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.CPUSeconds = 0
+	} else {
+		x.CPUSeconds = (float64)(r.DecodeFloat64())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.PeakMemory = 0
+	} else {
+		x.PeakMemory = (int64)(r.DecodeInt64())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.BytesIn = 0
+	} else {
+		x.BytesIn = (int64)(r.DecodeInt64())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.BytesOut = 0
+	} else {
+		x.BytesOut = (int64)(r.DecodeInt64())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.ImageSeconds = 0
+	} else {
+		x.ImageSeconds = (float64)(r.DecodeFloat64())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.InputSeconds = 0
+	} else {
+		x.InputSeconds = (float64)(r.DecodeFloat64())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.OutputSeconds = 0
+	} else {
+		x.OutputSeconds = (float64)(r.DecodeFloat64())
+	}
+	for {
+		yyj11++
+		if yyhl11 {
+			yyb11 = yyj11 > l
+		} else {
+			yyb11 = r.CheckBreak()
+		}
+		if yyb11 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj11-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1304,14 +2457,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
@@ -1320,7 +2473,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -1328,7 +2481,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
 						}
 					}
 				}
@@ -1340,19 +2493,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.BillingProject))
 					}
 				}
 			}
@@ -1376,7 +2529,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -1397,27 +2550,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -1442,7 +2595,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -1468,7 +2621,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1486,7 +2639,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1494,14 +2647,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1509,13 +2662,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1583,7 +2736,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -1708,7 +2861,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1748,27 +2901,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -1793,7 +2946,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -1819,7 +2972,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1837,7 +2990,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1845,14 +2998,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1860,13 +3013,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1913,7 +3066,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -1987,7 +3140,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2014,7 +3167,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2029,7 +3182,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2044,7 +3197,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2059,7 +3212,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2077,7 +3230,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2095,7 +3248,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2103,14 +3256,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2118,13 +3271,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2180,7 +3333,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2283,7 +3436,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2317,7 +3470,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -2339,7 +3492,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2347,14 +3500,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2362,13 +3515,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2403,7 +3556,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2445,7 +3598,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2472,7 +3625,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2487,7 +3640,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2505,7 +3658,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2523,7 +3676,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2531,14 +3684,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2546,13 +3699,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2586,7 +3739,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -2596,7 +3749,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2648,7 +3801,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
 	for {
 		yyj7++
@@ -2667,7 +3820,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2681,7 +3834,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [9]bool{     // should field at this index be written?
+			var yyq2 = [10]bool{    // should field at this index be written?
 				true,            // BatchID
 				true,            // JobID
 				true,            // Attempt
@@ -2691,10 +3844,11 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				true,            // StartTime
 				true,            // EndTime
 				x.Message != "", // Message
+				x.Usage != nil,  // Usage
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(9)
+				r.WriteArrayStart(10)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2713,7 +3867,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2728,7 +3882,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2746,7 +3900,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2761,7 +3915,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Kind))
 					}
 				}
 			} else {
@@ -2769,7 +3923,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2777,7 +3931,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Kind))
 					}
 				}
 			}
@@ -2789,14 +3943,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
@@ -2805,7 +3959,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2813,7 +3967,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Outcome))
 						}
 					}
 				}
@@ -2831,7 +3985,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2855,7 +4009,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -2886,7 +4040,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -2909,14 +4063,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, "")
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
 					}
 				}
 			} else {
@@ -2925,7 +4079,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2933,7 +4087,49 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Message))
+						}
+					}
+				}
+			}
+			var yyn30 bool
+			if x.Usage == nil {
+				yyn30 = true
+				goto LABEL30
+			}
+		LABEL30:
+			if yyr2 || yy2arr2 {
+				if yyn30 {
+					r.WriteArrayElem()
+					r.EncodeNil()
+				} else {
+					r.WriteArrayElem()
+					if yyq2[9] {
+						if x.Usage == nil {
+							r.EncodeNil()
+						} else {
+							x.Usage.CodecEncodeSelf(e)
+						}
+					} else {
+						r.EncodeNil()
+					}
+				}
+			} else {
+				if yyq2[9] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"usage\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `usage`)
+					}
+					r.WriteMapElemValue()
+					if yyn30 {
+						r.EncodeNil()
+					} else {
+						if x.Usage == nil {
+							r.EncodeNil()
+						} else {
+							x.Usage.CodecEncodeSelf(e)
 						}
 					}
 				}
@@ -2948,7 +4144,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2956,14 +4152,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2971,13 +4167,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3011,7 +4207,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -3029,7 +4225,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -3071,6 +4267,18 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Message = (string)(r.DecodeString())
 			}
+		case "usage":
+			if r.TryDecodeAsNil() {
+				if true && x.Usage != nil {
+					x.Usage = nil
+				}
+			} else {
+				if x.Usage == nil {
+					x.Usage = new(Usage)
+				}
+
+				x.Usage.CodecDecodeSelf(d)
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -3079,19 +4287,19 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj15 int
-	var yyb15 bool
-	var yyhl15 bool = l >= 0
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	var yyj16 int
+	var yyb16 bool
+	var yyhl16 bool = l >= 0
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3101,13 +4309,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3117,13 +4325,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3131,15 +4339,15 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3149,13 +4357,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Kind = (string)(r.DecodeString())
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3165,13 +4373,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Outcome = (string)(r.DecodeString())
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3179,15 +4387,15 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3198,8 +4406,8 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			x.StartTime = r.DecodeTime()
-		} else if yyxt23 := z.Extension(z.I2Rtid(x.StartTime)); yyxt23 != nil {
-			z.DecExtension(x.StartTime, yyxt23)
+		} else if yyxt24 := z.Extension(z.I2Rtid(x.StartTime)); yyxt24 != nil {
+			z.DecExtension(x.StartTime, yyxt24)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(&x.StartTime)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -3208,13 +4416,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			z.DecFallback(&x.StartTime, false)
 		}
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3225,8 +4433,8 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			x.EndTime = r.DecodeTime()
-		} else if yyxt25 := z.Extension(z.I2Rtid(x.EndTime)); yyxt25 != nil {
-			z.DecExtension(x.EndTime, yyxt25)
+		} else if yyxt26 := z.Extension(z.I2Rtid(x.EndTime)); yyxt26 != nil {
+			z.DecExtension(x.EndTime, yyxt26)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(&x.EndTime)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -3235,13 +4443,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			z.DecFallback(&x.EndTime, false)
 		}
 	}
-	yyj15++
-	if yyhl15 {
-		yyb15 = yyj15 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb15 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb15 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3251,24 +4459,46 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Message = (string)(r.DecodeString())
 	}
-	for {
-		yyj15++
-		if yyhl15 {
-			yyb15 = yyj15 > l
-		} else {
-			yyb15 = r.CheckBreak()
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
+	} else {
+		yyb16 = r.CheckBreak()
+	}
+	if yyb16 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		if true && x.Usage != nil {
+			x.Usage = nil
 		}
-		if yyb15 {
+	} else {
+		if x.Usage == nil {
+			x.Usage = new(Usage)
+		}
+
+		x.Usage.CodecDecodeSelf(d)
+	}
+	for {
+		yyj16++
+		if yyhl16 {
+			yyb16 = yyj16 > l
+		} else {
+			yyb16 = r.CheckBreak()
+		}
+		if yyb16 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj15-1, "")
+		z.DecStructFieldNotFound(yyj16-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3320,7 +4550,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -3353,7 +4583,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -3379,7 +4609,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3397,7 +4627,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3405,14 +4635,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3420,13 +4650,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3476,7 +4706,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3553,7 +4783,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3597,7 +4827,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3625,7 +4855,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -3658,7 +4888,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -3687,7 +4917,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3706,7 +4936,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3714,14 +4944,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3729,13 +4959,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3757,7 +4987,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -3791,7 +5021,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -3811,7 +5041,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
 	yyj10++
 	if yyhl10 {
@@ -3884,7 +5114,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3898,7 +5128,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [10]bool{    // should field at this index be written?
+			var yyq2 = [14]bool{    // should field at this index be written?
 				true,                  // BatchID
 				true,                  // JobID
 				true,                  // Attempt
@@ -3909,10 +5139,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				true,                  // CPU
 				true,                  // Memory
 				x.TimeoutSeconds != 0, // TimeoutSeconds
+				x.Image != "",         // Image
+				x.Network != "",       // Network
+				len(x.Inputs) != 0,    // Inputs
+				len(x.Outputs) != 0,   // Outputs
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(10)
+				r.WriteArrayStart(14)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -3931,7 +5165,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3946,7 +5180,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3964,7 +5198,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3979,7 +5213,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
 					}
 				}
 			} else {
@@ -3987,7 +5221,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3995,7 +5229,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Name))
 					}
 				}
 			}
@@ -4007,7 +5241,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82825, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF87591, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4029,7 +5263,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -4061,7 +5295,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82825, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87591, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -4085,7 +5319,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4104,7 +5338,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82825, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4125,11 +5359,151 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82825, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87591, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeFloat64(float64(x.TimeoutSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[10] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Image))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
+					}
+				}
+			} else {
+				if yyq2[10] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"image\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `image`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Image))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[11] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Network))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, "")
+					}
+				}
+			} else {
+				if yyq2[11] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"network\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `network`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87591, string(x.Network))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[12] {
+					if x.Inputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[12] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"inputs\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `inputs`)
+					}
+					r.WriteMapElemValue()
+					if x.Inputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[13] {
+					if x.Outputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[13] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"outputs\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87591, `outputs`)
+					}
+					r.WriteMapElemValue()
+					if x.Outputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
+						}
 					}
 				}
 			}
@@ -4143,7 +5517,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4151,14 +5525,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2825 {
+		if yyct2 == codecSelferValueTypeMap7591 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2825 {
+		} else if yyct2 == codecSelferValueTypeArray7591 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4166,13 +5540,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2825)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7591)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4206,7 +5580,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -4256,6 +5630,36 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 			}
+		case "image":
+			if r.TryDecodeAsNil() {
+				x.Image = ""
+			} else {
+				x.Image = (string)(r.DecodeString())
+			}
+		case "network":
+			if r.TryDecodeAsNil() {
+				x.Network = ""
+			} else {
+				x.Network = (string)(r.DecodeString())
+			}
+		case "inputs":
+			if r.TryDecodeAsNil() {
+				x.Inputs = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
+				}
+			}
+		case "outputs":
+			if r.TryDecodeAsNil() {
+				x.Outputs = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4264,19 +5668,19 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2825
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj16 int
-	var yyb16 bool
-	var yyhl16 bool = l >= 0
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	var yyj22 int
+	var yyb22 bool
+	var yyhl22 bool = l >= 0
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4286,13 +5690,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4302,13 +5706,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4316,15 +5720,15 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2825))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7591))
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4334,13 +5738,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4350,13 +5754,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.ArrayIndex = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4369,13 +5773,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4388,13 +5792,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4404,13 +5808,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4420,13 +5824,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb22 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb22 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4436,24 +5840,94 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	for {
-		yyj16++
-		if yyhl16 {
-			yyb16 = yyj16 > l
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
+	} else {
+		yyb22 = r.CheckBreak()
+	}
+	if yyb22 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Image = ""
+	} else {
+		x.Image = (string)(r.DecodeString())
+	}
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
+	} else {
+		yyb22 = r.CheckBreak()
+	}
+	if yyb22 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Network = ""
+	} else {
+		x.Network = (string)(r.DecodeString())
+	}
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
+	} else {
+		yyb22 = r.CheckBreak()
+	}
+	if yyb22 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Inputs = nil
+	} else {
+		if false {
 		} else {
-			yyb16 = r.CheckBreak()
+			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
-		if yyb16 {
+	}
+	yyj22++
+	if yyhl22 {
+		yyb22 = yyj22 > l
+	} else {
+		yyb22 = r.CheckBreak()
+	}
+	if yyb22 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Outputs = nil
+	} else {
+		if false {
+		} else {
+			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
+		}
+	}
+	for {
+		yyj22++
+		if yyhl22 {
+			yyb22 = yyj22 > l
+		} else {
+			yyb22 = r.CheckBreak()
+		}
+		if yyb22 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj16-1, "")
+		z.DecStructFieldNotFound(yyj22-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer2825) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4467,8 +5941,8 @@ func (x codecSelfer2825) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4511,8 +5985,8 @@ func (x codecSelfer2825) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer2825) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4526,8 +6000,8 @@ func (x codecSelfer2825) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4607,8 +6081,8 @@ func (x codecSelfer2825) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2825) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4620,8 +6094,8 @@ func (x codecSelfer2825) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4701,8 +6175,8 @@ func (x codecSelfer2825) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2825) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4713,15 +6187,15 @@ func (x codecSelfer2825) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82825, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87591, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4801,8 +6275,8 @@ func (x codecSelfer2825) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2825) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -4813,7 +6287,7 @@ func (x codecSelfer2825) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82825, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF87591, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -4822,15 +6296,15 @@ func (x codecSelfer2825) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82825, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87591, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer2825) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4882,8 +6356,8 @@ func (x codecSelfer2825) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer2825) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4895,8 +6369,196 @@ func (x codecSelfer2825) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+
+	yyv1 := *v
+	yyh1, yyl1 := z.DecSliceHelperStart()
+	var yyc1 bool
+	_ = yyc1
+	if yyl1 == 0 {
+		if yyv1 == nil {
+			yyv1 = []InputFile{}
+			yyc1 = true
+		} else if len(yyv1) != 0 {
+			yyv1 = yyv1[:0]
+			yyc1 = true
+		}
+	} else {
+		yyhl1 := yyl1 > 0
+		var yyrl1 int
+		_ = yyrl1
+		if yyhl1 {
+			if yyl1 > cap(yyv1) {
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				if yyrl1 <= cap(yyv1) {
+					yyv1 = yyv1[:yyrl1]
+				} else {
+					yyv1 = make([]InputFile, yyrl1)
+				}
+				yyc1 = true
+			} else if yyl1 != len(yyv1) {
+				yyv1 = yyv1[:yyl1]
+				yyc1 = true
+			}
+		}
+		var yyj1 int
+		// var yydn1 bool
+		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
+			if yyj1 == 0 && yyv1 == nil {
+				if yyhl1 {
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				} else {
+					yyrl1 = 8
+				}
+				yyv1 = make([]InputFile, yyrl1)
+				yyc1 = true
+			}
+			yyh1.ElemContainerState(yyj1)
+
+			var yydb1 bool
+			if yyj1 >= len(yyv1) {
+				yyv1 = append(yyv1, InputFile{})
+				yyc1 = true
+
+			}
+			if yydb1 {
+				z.DecSwallow()
+			} else {
+				if r.TryDecodeAsNil() {
+					yyv1[yyj1] = InputFile{}
+				} else {
+					yyv1[yyj1].CodecDecodeSelf(d)
+				}
+
+			}
+
+		}
+		if yyj1 < len(yyv1) {
+			yyv1 = yyv1[:yyj1]
+			yyc1 = true
+		} else if yyj1 == 0 && yyv1 == nil {
+			yyv1 = make([]InputFile, 0)
+			yyc1 = true
+		}
+	}
+	yyh1.End()
+	if yyc1 {
+		*v = yyv1
+	}
+}
+
+func (x codecSelfer7591) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	r.WriteArrayStart(len(v))
+	for _, yyv1 := range v {
+		r.WriteArrayElem()
+		yy2 := &yyv1
+		yy2.CodecEncodeSelf(e)
+	}
+	r.WriteArrayEnd()
+}
+
+func (x codecSelfer7591) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+
+	yyv1 := *v
+	yyh1, yyl1 := z.DecSliceHelperStart()
+	var yyc1 bool
+	_ = yyc1
+	if yyl1 == 0 {
+		if yyv1 == nil {
+			yyv1 = []OutputFile{}
+			yyc1 = true
+		} else if len(yyv1) != 0 {
+			yyv1 = yyv1[:0]
+			yyc1 = true
+		}
+	} else {
+		yyhl1 := yyl1 > 0
+		var yyrl1 int
+		_ = yyrl1
+		if yyhl1 {
+			if yyl1 > cap(yyv1) {
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				if yyrl1 <= cap(yyv1) {
+					yyv1 = yyv1[:yyrl1]
+				} else {
+					yyv1 = make([]OutputFile, yyrl1)
+				}
+				yyc1 = true
+			} else if yyl1 != len(yyv1) {
+				yyv1 = yyv1[:yyl1]
+				yyc1 = true
+			}
+		}
+		var yyj1 int
+		// var yydn1 bool
+		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
+			if yyj1 == 0 && yyv1 == nil {
+				if yyhl1 {
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				} else {
+					yyrl1 = 8
+				}
+				yyv1 = make([]OutputFile, yyrl1)
+				yyc1 = true
+			}
+			yyh1.ElemContainerState(yyj1)
+
+			var yydb1 bool
+			if yyj1 >= len(yyv1) {
+				yyv1 = append(yyv1, OutputFile{})
+				yyc1 = true
+
+			}
+			if yydb1 {
+				z.DecSwallow()
+			} else {
+				if r.TryDecodeAsNil() {
+					yyv1[yyj1] = OutputFile{}
+				} else {
+					yyv1[yyj1].CodecDecodeSelf(d)
+				}
+
+			}
+
+		}
+		if yyj1 < len(yyv1) {
+			yyv1 = yyv1[:yyj1]
+			yyc1 = true
+		} else if yyj1 == 0 && yyv1 == nil {
+			yyv1 = make([]OutputFile, 0)
+			yyc1 = true
+		}
+	}
+	yyh1.End()
+	if yyc1 {
+		*v = yyv1
+	}
+}
+
+func (x codecSelfer7591) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer7591
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	r.WriteArrayStart(len(v))
+	for _, yyv1 := range v {
+		r.WriteArrayElem()
+		yy2 := &yyv1
+		yy2.CodecEncodeSelf(e)
+	}
+	r.WriteArrayEnd()
+}
+
+func (x codecSelfer7591) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -4918,7 +6580,7 @@ func (x codecSelfer2825) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 288)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 368)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -4935,7 +6597,7 @@ func (x codecSelfer2825) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 288)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 368)
 				} else {
 					yyrl1 = 8
 				}
@@ -4976,8 +6638,8 @@ func (x codecSelfer2825) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2825) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -4989,8 +6651,8 @@ func (x codecSelfer2825) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5012,7 +6674,7 @@ func (x codecSelfer2825) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 128)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 136)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -5029,7 +6691,7 @@ func (x codecSelfer2825) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 128)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 136)
 				} else {
 					yyrl1 = 8
 				}
@@ -5070,8 +6732,8 @@ func (x codecSelfer2825) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer2825) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5083,8 +6745,8 @@ func (x codecSelfer2825) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5164,8 +6826,8 @@ func (x codecSelfer2825) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2825) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5177,8 +6839,8 @@ func (x codecSelfer2825) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2825) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer2825
+func (x codecSelfer7591) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer7591
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5200,7 +6862,7 @@ func (x codecSelfer2825) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 104)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 184)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -5217,7 +6879,7 @@ func (x codecSelfer2825) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 104)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 184)
 				} else {
 					yyrl1 = 8
 				}

@@ -50,7 +50,9 @@ type Batch struct {
 	// Regions and Pool are the default constraint of the batch's jobs.
 	Regions []string
 	Pool    string
-	Jobs    []*Job
+	// Image is the default image of the batch's jobs (empty: processes).
+	Image string
+	Jobs  []*Job
 }
 
 // Job is one job block: a single job, or an array when Count is set.
@@ -76,9 +78,17 @@ type Job struct {
 	GPUs    int64
 	// MachineType gives each job a machine of its own, of this type.
 	MachineType string
+	// Image runs the job in a container (empty: the batch's image, or a
+	// process); Network is the container's network.
+	Image   string
+	Network string
+	// Inputs and Outputs are the job's input and output blocks.
+	Inputs  []api.InputFile
+	Outputs []api.OutputFile
 
-	Range     hcl.Range   // the block's header
-	depRanges []hcl.Range // one per DependsOn entry
+	Range        hcl.Range   // the block's header
+	depRanges    []hcl.Range // one per DependsOn entry
+	networkRange hcl.Range
 }
 
 // NumJobs is how many job IDs the block occupies.
@@ -110,7 +120,7 @@ var variableSchema = &hcl.BodySchema{
 }
 
 var batchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}},
+	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
 
@@ -130,7 +140,21 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "pool"},
 		{Name: "gpu"},
 		{Name: "machine_type"},
+		{Name: "image"},
+		{Name: "network"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "input", LabelNames: []string{"name"}},
+		{Type: "output", LabelNames: []string{"name"}},
+	},
+}
+
+var inputSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "source", Required: true}, {Name: "path", Required: true}},
+}
+
+var outputSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "path", Required: true}, {Name: "destination", Required: true}},
 }
 
 // Functions usable in jobspec expressions.
@@ -307,6 +331,9 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		b.Attributes = m
 	}
 	b.Regions, b.Pool = decodePlacement(content, ctx, &diags)
+	if attr, ok := content.Attributes["image"]; ok {
+		b.Image = decodeImage(attr, ctx, &diags)
+	}
 	seen := map[string]*Job{}
 	for _, jb := range content.Blocks {
 		j, d := decodeJob(jb, ctx)
@@ -325,6 +352,11 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 			Detail: `The batch has no job blocks; add job "name" { command = [...] }.`, Subject: blk.DefRange.Ptr()})
 	}
 	for _, j := range b.Jobs {
+		if j.Network == api.NetworkHost && j.Image == "" && b.Image == "" {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid network",
+				Detail:  fmt.Sprintf("Job %q has no image: network \"host\" is for container jobs, and a process job always runs on its machine's network.", j.Name),
+				Subject: j.networkRange.Ptr()})
+		}
 		for i, dep := range j.DependsOn {
 			if _, ok := seen[dep]; !ok {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown dependency",
@@ -533,6 +565,20 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			j.MachineType = s
 		}
 	}
+	if attr, ok := content.Attributes["image"]; ok {
+		j.Image = decodeImage(attr, ctx, &diags)
+	}
+	if attr, ok := content.Attributes["network"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if s != api.NetworkNone && s != api.NetworkHost {
+				diags = append(diags, attrError(attr, "Invalid network", fmt.Sprintf("network is %q; it is %q (the default: loopback only) or %q.", s, api.NetworkNone, api.NetworkHost)))
+			}
+			j.Network, j.networkRange = s, attr.Expr.Range()
+		}
+	}
+	diags = append(diags, decodeFiles(j, content.Blocks, ctx)...)
 	if attr, ok := content.Attributes["retries"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
@@ -554,6 +600,83 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		}
 	}
 	return j, diags
+}
+
+// decodeImage reads image = "registry/name:tag".
+func decodeImage(attr *hcl.Attribute, ctx *hcl.EvalContext, diags *hcl.Diagnostics) string {
+	s, d := evalString(attr, ctx)
+	*diags = append(*diags, d...)
+	if d.HasErrors() {
+		return ""
+	}
+	if err := api.ValidateImage(s); err != nil {
+		*diags = append(*diags, attrError(attr, "Invalid image", err.Error()+"."))
+	}
+	return s
+}
+
+// decodeFiles reads a job's input and output blocks.
+func decodeFiles(j *Job, blocks hcl.Blocks, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	defs := map[string]*hcl.Block{}
+	paths := map[string]*hcl.Block{}
+	for _, blk := range blocks {
+		schema := inputSchema
+		if blk.Type == "output" {
+			schema = outputSchema
+		}
+		content, d := blk.Body.Content(schema)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		name := blk.Labels[0]
+		key := blk.Type + " " + name
+		if prev, ok := defs[key]; ok {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate " + blk.Type,
+				Detail: fmt.Sprintf("%s %q is already defined at %s.", blk.Type, name, rangeString(prev.DefRange)), Subject: blk.DefRange.Ptr()})
+			continue
+		}
+		defs[key] = blk
+		if err := api.ValidatePlaceName(blk.Type+" name", name); err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + blk.Type + " name", Detail: err.Error() + ".", Subject: blk.DefRange.Ptr()})
+		}
+		urlAttr := content.Attributes["source"]
+		if blk.Type == "output" {
+			urlAttr = content.Attributes["destination"]
+		}
+		u, d := evalString(urlAttr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidateFileURL(u); err != nil {
+				diags = append(diags, attrError(urlAttr, "Invalid "+urlAttr.Name, err.Error()+"."))
+			}
+		}
+		pathAttr := content.Attributes["path"]
+		p, d := evalString(pathAttr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			clean, err := api.CleanJobPath(p)
+			switch {
+			case err != nil:
+				diags = append(diags, attrError(pathAttr, "Invalid path", err.Error()+"."))
+			case paths[blk.Type+" "+clean] != nil:
+				diags = append(diags, attrError(pathAttr, "Duplicate path", fmt.Sprintf("path %q is also the path of the %s at %s.", p, blk.Type, rangeString(paths[blk.Type+" "+clean].DefRange))))
+			default:
+				paths[blk.Type+" "+clean] = blk
+			}
+		}
+		if blk.Type == "input" {
+			j.Inputs = append(j.Inputs, api.InputFile{Name: name, Source: u, Path: p})
+		} else {
+			j.Outputs = append(j.Outputs, api.OutputFile{Name: name, Path: p, Destination: u})
+		}
+	}
+	if len(j.Inputs) > api.MaxFiles || len(j.Outputs) > api.MaxFiles {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Too many files",
+			Detail: fmt.Sprintf("job %q has %d inputs and %d outputs; the limit is %d of each.", j.Name, len(j.Inputs), len(j.Outputs), api.MaxFiles), Subject: j.Range.Ptr()})
+	}
+	return diags
 }
 
 // decodePlacement reads regions = [...] and pool = "..." of a batch or job.
@@ -789,9 +912,16 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			GPUs:           int(j.GPUs),
 			GPUType:        j.GPUType,
 			MachineType:    j.MachineType,
+			Image:          j.Image,
+			Network:        j.Network,
+			Inputs:         j.Inputs,
+			Outputs:        j.Outputs,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions
+		}
+		if spec.Image == "" {
+			spec.Image = b.Image
 		}
 		if spec.Pool == "" {
 			spec.Pool = b.Pool

@@ -362,7 +362,7 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Fatalf("bad event: %v", err)
 	}
 	// Deactivation retires the instance; its token stops working with 410.
-	if err := w.c.Deactivate(ctx); err != nil {
+	if err := w.c.Deactivate(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.c.Sync(ctx, &api.SyncRequest{}); !api.IsStatus(err, http.StatusGone) {
@@ -536,7 +536,7 @@ func TestBulkEndpointsSpeakJSONAndMsgpack(t *testing.T) {
 		if err != nil || got.NSucceeded != 30 || got.State != api.BatchComplete {
 			t.Fatalf("json-only=%v: batch %+v %v", jsonOnly, got, err)
 		}
-		if err := w.Deactivate(ctx); err != nil {
+		if err := w.Deactivate(ctx, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -553,5 +553,76 @@ func TestBulkEndpointsSpeakJSONAndMsgpack(t *testing.T) {
 	var out api.CreateBatchResponse
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 201 || ct != api.MsgpackContentType || api.UnmarshalMsgpack(data, &out) != nil || out.Name != "x" {
 		t.Fatalf("create with Accept msgpack: %d %q %+v", resp.StatusCode, ct, out)
+	}
+}
+
+// TestWorkerUsageAndPreemption: a worker's usage samples reach the job's
+// attempt (a second one within the minimum gap does not reach the log),
+// usage beyond what the instance can give is refused with a 400 naming
+// the bound, the completed event's usage is the attempt's, and a worker
+// that leaves preempted has its remaining attempts run again with no
+// failure or lost attempt counted.
+func TestWorkerUsageAndPreemption(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	w := newSimWorker(t, tc, "sim-u", 2)
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
+		{JobID: 1, Name: "u", Count: 2, Command: []string{"true"}, CPU: 1, Memory: 1 << 20},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := w.sync(5 * time.Second)
+	if len(res.Assign) != 2 {
+		t.Fatalf("assigned %d", len(res.Assign))
+	}
+	a1, a2 := res.Assign[0].AttemptRef, res.Assign[1].AttemptRef
+	w.known = []api.AttemptRef{a1, a2}
+	started := time.Now().Add(-10 * time.Second)
+	w.events = []api.AttemptEvent{
+		{AttemptRef: a1, Kind: api.EventStarted, StartTime: started},
+		{AttemptRef: a2, Kind: api.EventStarted, StartTime: started},
+		{AttemptRef: a1, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 4, PeakMemory: 100 << 20}},
+	}
+	w.sync(0)
+	usage := func(ref api.AttemptRef) *api.Usage {
+		j, err := tc.admin.GetJob(ctx, b.ID, ref.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.Attempts[len(j.Attempts)-1].Usage
+	}
+	if u := usage(a1); u == nil || u.CPUSeconds != 4 || u.PeakMemory != 100<<20 {
+		t.Fatalf("usage after a sample: %+v", u)
+	}
+	// A second sample within the gap is acknowledged but not kept.
+	w.events = []api.AttemptEvent{{AttemptRef: a1, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 5}}}
+	w.sync(0)
+	if u := usage(a1); u.CPUSeconds != 4 {
+		t.Fatalf("a sample sooner than the gap was kept: %+v", u)
+	}
+	// More CPU than 2 cores give over 10 s (plus a minute of slack).
+	_, err = w.c.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: a2, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 500}}}})
+	if !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "more than the instance's 2 cores") {
+		t.Fatalf("impossible usage: %v", err)
+	}
+	w.events = []api.AttemptEvent{{AttemptRef: a1, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: started, EndTime: time.Now(),
+		Usage: &api.Usage{CPUSeconds: 6, PeakMemory: 120 << 20, BytesIn: 3, BytesOut: 4, InputSeconds: 0.5}}}
+	w.sync(0)
+	if u := usage(a1); u == nil || u.CPUSeconds != 6 || u.BytesOut != 4 || u.InputSeconds != 0.5 {
+		t.Fatalf("final usage: %+v", u)
+	}
+	// The worker leaves preempted with job 2 still running.
+	if err := w.c.Deactivate(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	j2, _ := tc.admin.GetJob(ctx, b.ID, a2.JobID)
+	if j2.State != api.JobReady || len(j2.Attempts) != 1 || j2.Attempts[0].State != api.OutcomePreempted {
+		t.Fatalf("job 2 after its worker left preempted: %+v", j2)
+	}
+	w2 := newSimWorker(t, tc, "sim-v", 2)
+	res = w2.sync(5 * time.Second)
+	if len(res.Assign) != 1 || res.Assign[0].Attempt != 2 {
+		t.Fatalf("the preempted job is not run again: %+v", res.Assign)
 	}
 }

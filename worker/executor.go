@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/worker/cgroups"
+	"github.com/drover-sched/drover/worker/images"
 )
 
 // Executor runs the command of a job attempt. The worker keeps the attempt's
@@ -39,8 +41,19 @@ type Spec struct {
 	// them; on a duplicate key the later entry wins.
 	Env []string
 	// Dir is the attempt's private working directory, created by the
-	// worker. The command runs in it and uses it as HOME and TMPDIR.
+	// worker. The command runs in it and uses it as HOME and TMPDIR (a
+	// container sees it at /io).
 	Dir string
+	// UID and GID are the user and group the command runs as; 0 runs it
+	// as the worker's own user.
+	UID, GID int
+	// Cgroup is the attempt's cgroup: a process is started inside it, a
+	// container's cgroup is made below it (nil: none).
+	Cgroup *cgroups.Slot
+	// Image is the container image to run in (nil: a process) and
+	// Network its network (api.NetworkNone or api.NetworkHost).
+	Image   *images.Image
+	Network string
 }
 
 // Handle is a started command.
@@ -66,6 +79,10 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the command, or 0.
 	Signal syscall.Signal
+	// Usage is what the command's processes used, as the kernel counted
+	// it for the executor (used when the attempt has no cgroup; nil:
+	// unknown).
+	Usage *syscall.Rusage
 }
 
 // StartError reports that a command could not be started: the program was

@@ -131,7 +131,7 @@ func TestLifecycleSuccess(t *testing.T) {
 			t.Errorf("spec env %q lacks %s", got.Env, kv)
 		}
 	}
-	if wantDir := filepath.Join(e.dir, "jobs", fmt.Sprintf("%d-1-1", b.ID)); got.Dir != wantDir {
+	if wantDir := filepath.Join(e.jobsDir, fmt.Sprintf("%d-1-1", b.ID)); got.Dir != wantDir {
 		t.Fatalf("spec dir %s, want %s", got.Dir, wantDir)
 	}
 	if !<-dirExisted {
@@ -286,7 +286,9 @@ func TestConfigExecutorDefault(t *testing.T) {
 	if _, ok := w.exec.(*ProcessExecutor); !ok || cfg.Executor != nil {
 		t.Fatalf("executor %T (config %T), want the process executor", w.exec, cfg.Executor)
 	}
-	w.id.release() // the data dir is one worker's at a time
+	// The data dir is one worker's at a time.
+	w.closeRuntime()
+	w.id.release()
 	fake := newFakeExecutor(nil)
 	cfg.Executor = fake
 	if w, err = New(cfg); err != nil {

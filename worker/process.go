@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/drover-sched/drover/worker/cgroups"
 )
 
 // ProcessExecutor runs commands as processes of this machine, each in a
@@ -50,11 +53,20 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if spec.UID != 0 {
+		// No supplementary groups: the worker's would follow the job.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
 	cmd.WaitDelay = waitDelay
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if spec.Cgroup != nil {
+		// Born inside the job's cgroup: nothing it starts escapes it.
+		start = func() error { return spec.Cgroup.Start(cmd) }
+	}
+	if err := start(); err != nil {
 		return nil, &StartError{Op: "start", Name: name, Err: unwrapExec(err)}
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
+	p := &process{cmd: cmd, cgroup: spec.Cgroup, done: make(chan struct{})}
 	go p.wait()
 	return p, nil
 }
@@ -87,10 +99,16 @@ func (e *ProcessExecutor) lookPath(name string) (string, error) {
 // processEnv is the environment of spec's process: the base environment,
 // then the job's variables, which win on a duplicate key.
 func processEnv(spec Spec) []string {
+	user := os.Getenv("USER")
+	logname := os.Getenv("LOGNAME")
+	if spec.UID != 0 {
+		user = "job" + strconv.Itoa(spec.UID)
+		logname = user
+	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
-		"USER=" + os.Getenv("USER"),
-		"LOGNAME=" + os.Getenv("LOGNAME"),
+		"USER=" + user,
+		"LOGNAME=" + logname,
 		"HOME=" + spec.Dir,
 		"TMPDIR=" + spec.Dir,
 		"LANG=C.UTF-8",
@@ -100,20 +118,32 @@ func processEnv(spec Spec) []string {
 
 // process is a started command of the ProcessExecutor.
 type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has ended and its group is killed
-	res  Result
-	err  error
+	cmd    *exec.Cmd
+	cgroup *cgroups.Slot
+	done   chan struct{} // closed once the process has ended and its group is killed
+	res    Result
+	err    error
 }
 
-// wait waits for the process, kills what it left in its process group, and
-// records how it ended.
+// wait waits for the process, kills what it left in its process group
+// (and, with a cgroup, anywhere: a child that made a session of its own
+// too), and records how it ended.
 func (p *process) wait() {
 	err := p.cmd.Wait()
-	// What the job left running in its process group ends with it, as in a
-	// container: it would use resources nobody accounts for.
+	// What the job left running ends with it, as in a container: it would
+	// use resources nobody accounts for.
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	if p.cgroup != nil {
+		if kerr := p.cgroup.Kill(); kerr != nil && err == nil {
+			err = fmt.Errorf("kill what the job left running: %w", kerr)
+		}
+	}
 	p.res = result(p.cmd.ProcessState)
+	if p.cmd.ProcessState != nil {
+		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			p.res.Usage = ru
+		}
+	}
 	var ee *exec.ExitError
 	// An exit status is in the result, and a background child holding the
 	// output past waitDelay does not count against the job.
@@ -146,6 +176,9 @@ func (p *process) Stop(grace time.Duration) {
 	case <-p.done:
 	case <-timer.C:
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if p.cgroup != nil {
+			_ = p.cgroup.Kill()
+		}
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -15,27 +13,33 @@ import (
 	"github.com/drover-sched/drover/api"
 )
 
-// task runs one attempt through the worker's executor.
+// task runs one attempt: it prepares the attempt's sandbox (directory,
+// user, cgroup), gets its image and copies its inputs, runs the command
+// through an executor, then copies its outputs, and reports what it used.
 type task struct {
-	w   *Worker
-	a   api.Assignment
-	dir string
+	w *Worker
+	a api.Assignment
 
-	// ctx is cancelled when the job is killed: it aborts a start in
-	// progress, and run stops a running command when it is done.
+	// ctx is cancelled when the job is killed: it aborts a start, an
+	// image pull or a copy in progress, and run stops a running command
+	// when it is done.
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
-	killWhy   string // set when the control plane or a timeout ends the job
-	abandoned bool   // the worker is leaving: report nothing
+	killWhy   string // set when the control plane, a timeout or a preemption ends the job
+	preempted bool   // the worker is going away: the attempt ends preempted
+	abandoned bool   // the worker is leaving for good: report nothing
 	done      bool
+	box       *box      // the sandbox while the attempt holds it
+	usage     api.Usage // transfers so far, and the last sample
+	reported  time.Time // when usage was last sampled for a report
+	started   time.Time // when the command started (zero until then)
 }
 
 func newTask(w *Worker, a api.Assignment) *task {
-	dir := filepath.Join(w.cfg.DataDir, "jobs", fmt.Sprintf("%d-%d-%d", a.BatchID, a.JobID, a.Attempt))
 	ctx, cancel := context.WithCancel(context.Background())
-	return &task{w: w, a: a, dir: dir, ctx: ctx, cancel: cancel}
+	return &task{w: w, a: a, ctx: ctx, cancel: cancel, reported: time.Now()}
 }
 
 func (t *task) finished() bool {
@@ -56,6 +60,16 @@ func (t *task) kill(reason string) {
 	t.cancel()
 }
 
+// preempt ends the job because the worker is going away; it will be
+// reported as preempted, which runs it again elsewhere without counting a
+// failure or a retry.
+func (t *task) preempt(reason string) {
+	t.mu.Lock()
+	t.preempted = true
+	t.mu.Unlock()
+	t.kill(reason)
+}
+
 // abandon kills the job without reporting it.
 func (t *task) abandon(reason string) {
 	t.mu.Lock()
@@ -64,28 +78,58 @@ func (t *task) abandon(reason string) {
 	t.kill(reason)
 }
 
-// reason is why the job was killed, or "".
-func (t *task) reason() string {
+// reason is why the job was killed ("" if it was not), and whether by a
+// preemption.
+func (t *task) reason() (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.killWhy
+	return t.killWhy, t.preempted
 }
 
-// spec is what the executor needs to run the attempt.
-func (t *task) spec() Spec {
-	env := []string{
-		"DROVER_BATCH_ID=" + strconv.FormatInt(t.a.BatchID, 10),
-		"DROVER_JOB_ID=" + strconv.FormatInt(t.a.JobID, 10),
-		"DROVER_ATTEMPT=" + strconv.Itoa(t.a.Attempt),
-		"DROVER_INDEX=" + strconv.FormatInt(t.a.ArrayIndex, 10),
-		"DROVER_JOB_NAME=" + t.a.Name,
-		"DROVER_CPU=" + strconv.FormatFloat(t.a.CPU, 'f', -1, 64),
-		"DROVER_MEMORY=" + strconv.FormatInt(t.a.Memory, 10),
+// env is the job's environment: DROVER_* and its own variables (which
+// win), as a map for expanding file names and as KEY=value pairs.
+func (t *task) env() (map[string]string, []string) {
+	m := map[string]string{
+		"DROVER_BATCH_ID": strconv.FormatInt(t.a.BatchID, 10),
+		"DROVER_JOB_ID":   strconv.FormatInt(t.a.JobID, 10),
+		"DROVER_ATTEMPT":  strconv.Itoa(t.a.Attempt),
+		"DROVER_INDEX":    strconv.FormatInt(t.a.ArrayIndex, 10),
+		"DROVER_JOB_NAME": t.a.Name,
+		"DROVER_CPU":      strconv.FormatFloat(t.a.CPU, 'f', -1, 64),
+		"DROVER_MEMORY":   strconv.FormatInt(t.a.Memory, 10),
+	}
+	env := make([]string, 0, len(m)+len(t.a.Env))
+	for _, k := range []string{"DROVER_BATCH_ID", "DROVER_JOB_ID", "DROVER_ATTEMPT", "DROVER_INDEX", "DROVER_JOB_NAME", "DROVER_CPU", "DROVER_MEMORY"} {
+		env = append(env, k+"="+m[k])
 	}
 	for k, v := range t.a.Env {
 		env = append(env, k+"="+v)
+		m[k] = v
 	}
-	return Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: t.dir}
+	return m, env
+}
+
+// sample returns the attempt's usage so far: its transfers, and what its
+// cgroup measured (nil while it holds no cgroup).
+func (t *task) sample() *api.Usage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.box == nil || t.box.slot == nil || t.done {
+		return nil
+	}
+	if cu, err := t.box.slot.Usage(); err == nil {
+		t.usage.CPUSeconds = cu.CPU.Seconds()
+		t.usage.PeakMemory = max(t.usage.PeakMemory, cu.PeakMemory)
+	}
+	u := t.usage
+	return &u
+}
+
+// addUsage adds to the attempt's transfers.
+func (t *task) addUsage(f func(u *api.Usage)) {
+	t.mu.Lock()
+	f(&t.usage)
+	t.mu.Unlock()
 }
 
 // run executes the attempt and queues its started and completed events. The
@@ -96,13 +140,21 @@ func (t *task) run() {
 	start := time.Now()
 	ship := newShipper(t.w, t.a.AttemptRef)
 	ev := api.AttemptEvent{AttemptRef: t.a.AttemptRef, Kind: api.EventCompleted, StartTime: start}
+	var bx *box
 	defer func() {
+		// Read the last of the cgroup before it goes back.
+		ev.Usage = t.sample()
 		t.mu.Lock()
 		t.done = true
+		t.box = nil
 		abandoned := t.abandoned
+		if ev.Usage == nil {
+			u := t.usage
+			ev.Usage = &u
+		}
 		t.mu.Unlock()
-		if !t.w.cfg.KeepWorkDirs {
-			os.RemoveAll(t.dir)
+		if bx != nil {
+			bx.release(t.w.cfg.KeepWorkDirs)
 		}
 		if abandoned {
 			ship.abort()
@@ -112,6 +164,7 @@ func (t *task) run() {
 		if ev.EndTime.IsZero() {
 			ev.EndTime = time.Now()
 		}
+		clampUsage(ev.Usage, t.w.cfg.CPU, t.w.cfg.Memory, ev.EndTime.Sub(ev.StartTime))
 		log.Debug("attempt ended", "outcome", ev.Outcome, "exit", ev.ExitCode, "took", ev.EndTime.Sub(start))
 		t.w.emit(ev)
 	}()
@@ -119,15 +172,54 @@ func (t *task) run() {
 		ev.Outcome, ev.Message = api.OutcomeError, msg
 		fmt.Fprintf(ship, "drover: %s\n", msg)
 	}
-	if err := os.Mkdir(t.dir, 0o755); err != nil {
-		fail(fmt.Sprintf("create working directory: %v", err))
+	// interrupted ends the attempt when a kill cut a step short.
+	interrupted := func() bool {
+		why, preempted := t.reason()
+		if t.ctx.Err() == nil || why == "" {
+			return false
+		}
+		ev.Outcome, ev.Message = api.OutcomeCancelled, why
+		if preempted {
+			ev.Outcome = api.OutcomePreempted
+		}
+		return true
+	}
+	var err error
+	if bx, err = t.w.sandbox.prepare(t.a); err != nil {
+		fail(err.Error())
 		return
 	}
-	h, err := t.w.exec.Start(t.ctx, t.spec(), ship)
+	t.mu.Lock()
+	t.box = bx
+	t.mu.Unlock()
+	vars, env := t.env()
+	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Network: t.a.Network}
+	ex := t.w.exec
+	if t.a.Image != "" {
+		if t.w.containers == nil {
+			fail(fmt.Sprintf("this worker cannot run container jobs: %s", t.w.noContainers))
+			return
+		}
+		began := time.Now()
+		img, err := t.w.images.Get(t.ctx, t.a.Image)
+		t.addUsage(func(u *api.Usage) { u.ImageSeconds = time.Since(began).Seconds() })
+		if err != nil {
+			if !interrupted() {
+				fail(err.Error())
+			}
+			return
+		}
+		defer img.Release()
+		spec.Image, ex = img, t.w.containers
+	}
+	if !t.copyInputs(bx, vars, fail) {
+		interrupted()
+		return
+	}
+	h, err := ex.Start(t.ctx, spec, ship)
 	if err != nil {
-		if errors.Is(err, context.Canceled) && t.ctx.Err() != nil {
+		if errors.Is(err, context.Canceled) && interrupted() {
 			// Killed before the command started.
-			ev.Outcome, ev.Message = api.OutcomeCancelled, t.reason()
 			return
 		}
 		// A *StartError (the program is missing or not executable) reads
@@ -137,6 +229,9 @@ func (t *task) run() {
 	}
 	start = time.Now()
 	ev.StartTime = start
+	t.mu.Lock()
+	t.started = start
+	t.mu.Unlock()
 	t.w.emit(api.AttemptEvent{AttemptRef: t.a.AttemptRef, Kind: api.EventStarted, StartTime: start})
 
 	type ended struct {
@@ -170,17 +265,40 @@ func (t *task) run() {
 	if end.err != nil {
 		log.Warn("lost track of the job", "err", end.err)
 	}
+	if bx.slot == nil && end.res.Usage != nil {
+		// No cgroup measured the job: the kernel's count for the process
+		// and the children it waited for will do.
+		ru := end.res.Usage
+		t.addUsage(func(u *api.Usage) {
+			u.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+			u.PeakMemory = ru.Maxrss << 10
+		})
+	}
 	ev.ExitCode = end.res.ExitCode
-	why := t.reason()
+	why, preempted := t.reason()
+	oom := false
+	if bx.slot != nil {
+		oom, _ = bx.slot.OOMKilled()
+	}
 	switch {
 	case timedOut:
 		ev.Outcome = api.OutcomeFailed
 		ev.Message = fmt.Sprintf("timed out after %s and was killed", time.Duration(t.a.TimeoutSeconds*float64(time.Second)))
 		fmt.Fprintf(ship, "drover: %s\n", ev.Message)
+	case why != "" && preempted:
+		ev.Outcome, ev.Message = api.OutcomePreempted, why
 	case why != "":
 		ev.Outcome, ev.Message = api.OutcomeCancelled, why
 	case end.err == nil && end.res.ExitCode == 0:
 		ev.Outcome = api.OutcomeSuccess
+		if oom {
+			fmt.Fprintf(ship, "drover: the out-of-memory killer killed a process of this job (limit %s); the job still succeeded\n", formatMiB(t.a.Memory))
+		}
+		if !t.copyOutputs(bx, vars, fail) {
+			interrupted()
+		}
+	case oom:
+		fail(fmt.Sprintf("out of memory (limit %s)", formatMiB(t.a.Memory)))
 	default:
 		ev.Outcome = api.OutcomeFailed
 		if end.res.Signal != 0 {
@@ -189,6 +307,77 @@ func (t *task) run() {
 			ev.Message = fmt.Sprintf("exited with code %d", end.res.ExitCode)
 		}
 	}
+}
+
+// copyInputs copies the attempt's inputs into its directory, recording
+// the time and bytes; on failure it ends the attempt with the reason.
+func (t *task) copyInputs(bx *box, vars map[string]string, fail func(string)) bool {
+	if len(t.a.Inputs) == 0 {
+		return true
+	}
+	began := time.Now()
+	defer func() { t.addUsage(func(u *api.Usage) { u.InputSeconds = time.Since(began).Seconds() }) }()
+	for _, in := range t.a.Inputs {
+		src, rel, err := expandFile(in.Source, in.Path, vars)
+		if err == nil {
+			var n int64
+			n, err = t.w.files.fetch(t.ctx, src, bx.dir, rel, bx.uid(), bx.uid())
+			t.addUsage(func(u *api.Usage) { u.BytesIn += n })
+		}
+		if err != nil {
+			if t.ctx.Err() == nil {
+				fail((&fileError{kind: "input", name: in.Name, url: src, err: err}).Error())
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// copyOutputs copies the attempt's outputs out of its directory once the
+// command succeeded; on failure it ends the attempt with the reason.
+func (t *task) copyOutputs(bx *box, vars map[string]string, fail func(string)) bool {
+	if len(t.a.Outputs) == 0 {
+		return true
+	}
+	began := time.Now()
+	defer func() { t.addUsage(func(u *api.Usage) { u.OutputSeconds = time.Since(began).Seconds() }) }()
+	for _, out := range t.a.Outputs {
+		dst, rel, err := expandFile(out.Destination, out.Path, vars)
+		if err == nil {
+			var n int64
+			n, err = t.w.files.store(t.ctx, bx.dir, rel, dst)
+			t.addUsage(func(u *api.Usage) { u.BytesOut += n })
+		}
+		if err != nil {
+			if t.ctx.Err() == nil {
+				fail((&fileError{kind: "output", name: out.Name, url: dst, err: err}).Error())
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// clampUsage keeps reported usage inside what servers accept (the
+// numbers are the kernel's, but a clock step or a counter of an earlier
+// job must not make a sync be refused).
+func clampUsage(u *api.Usage, cores float64, memory int64, wall time.Duration) {
+	u.CPUSeconds = min(max(u.CPUSeconds, 0), cores*max(wall.Seconds(), 0)+30)
+	u.PeakMemory = min(max(u.PeakMemory, 0), memory)
+	u.BytesIn = min(max(u.BytesIn, 0), api.MaxUsageBytes)
+	u.BytesOut = min(max(u.BytesOut, 0), api.MaxUsageBytes)
+	for _, f := range []*float64{&u.ImageSeconds, &u.InputSeconds, &u.OutputSeconds} {
+		*f = min(max(*f, 0), api.MaxTimeoutSeconds)
+	}
+}
+
+// formatMiB writes a memory size for a person: "256 MiB", "1.5 GiB".
+func formatMiB(n int64) string {
+	if n >= 1<<30 {
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', -1, 64) + " GiB"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', -1, 64) + " MiB"
 }
 
 // shipper buffers a job's output and uploads it in numbered chunks: every

@@ -13,12 +13,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/worker/images"
 )
 
 // Config configures a worker.
@@ -62,7 +64,62 @@ type Config struct {
 	// Executor runs the jobs' commands; nil means a ProcessExecutor.
 	Executor Executor
 	Logger   *slog.Logger
+
+	// Isolation says how jobs are kept apart from the worker and from
+	// each other: IsolationFull runs each job as a user of its own (from
+	// JobUIDs), in a cgroup that enforces its CPU and memory and measures
+	// its use, in a directory only that user can enter; IsolationNone
+	// runs jobs as the worker's own user, unlimited (for a worker that is
+	// not root, such as a developer's). IsolationAuto (the default) is
+	// full when the worker runs as root.
+	Isolation string
+	// JobsDir holds the attempts' directories; it must be outside DataDir
+	// (and any server's data dir): jobs can reach it, never those.
+	// Default: /var/lib/drover-jobs/NODE as root, else under the system
+	// temp dir.
+	JobsDir string
+	// JobUIDFirst and JobUIDCount are the user IDs jobs run as, shared
+	// by every worker of the host through leases in UIDLeaseDir.
+	JobUIDFirst int
+	JobUIDCount int
+	UIDLeaseDir string
+	// CgroupParent is where the jobs' cgroups go, relative to each
+	// hierarchy's root (v1) or the unified root (v2). Default
+	// drover/NODE.
+	CgroupParent string
+	// Runc is the runc binary container jobs run with ("" or a name: found
+	// in PATH); RuncRoot keeps runc's state (default /run/drover-runc/NODE).
+	Runc     string
+	RuncRoot string
+	// ImageDir caches images' layers (default DataDir/images), up to
+	// ImageCacheBytes; RegistryAuthFile is a Docker config.json with
+	// registry credentials (empty: ~/.docker/config.json, DOCKER_CONFIG).
+	ImageDir         string
+	ImageCacheBytes  int64
+	RegistryAuthFile string
+	// InsecureRegistries are registry hosts pulled from over plain HTTP
+	// (localhost and 127.0.0.1 always are).
+	InsecureRegistries []string
+	// FileURLRoots are the directories file:// input and output URLs may
+	// name; none: file:// URLs are refused.
+	FileURLRoots []string
+	// UsageReportInterval is how often a running attempt's usage is
+	// reported (at most once a minute is what servers keep).
+	UsageReportInterval time.Duration
+	// SpotNoticeURL is polled for the cloud's notice that this machine is
+	// about to be taken back (GCE's metadata server:
+	// http://metadata.google.internal/computeMetadata/v1/instance/preempted).
+	// On the notice, and on SIGTERM, the worker preempts its attempts: they
+	// run again elsewhere, counted as neither failures nor retries.
+	SpotNoticeURL string
 }
+
+// Isolation modes.
+const (
+	IsolationAuto = "auto"
+	IsolationFull = "full"
+	IsolationNone = "none"
+)
 
 // DefaultConfig returns defaults for a worker; set Servers, Name, CPU,
 // Memory, DataDir and Secret.
@@ -72,6 +129,14 @@ func DefaultConfig() *Config {
 		LogFlushInterval: time.Second,
 		MaxLogBytes:      64 << 20,
 		KillGrace:        5 * time.Second,
+
+		Isolation:           IsolationAuto,
+		JobUIDFirst:         200_000,
+		JobUIDCount:         65_536,
+		UIDLeaseDir:         "/run/drover-uids",
+		ImageCacheBytes:     20 << 30,
+		Runc:                "runc",
+		UsageReportInterval: time.Minute,
 	}
 }
 
@@ -96,19 +161,49 @@ func (c *Config) Validate() error {
 	if c.Secret == "" {
 		errs = append(errs, errors.New("config field Secret is required (the cluster's -worker-secret-file)"))
 	}
-	if c.SyncWait < 0 || c.LogFlushInterval <= 0 || c.KillGrace < 0 || c.MaxLogBytes <= 0 {
-		errs = append(errs, errors.New("config fields SyncWait, LogFlushInterval, KillGrace and MaxLogBytes must be positive"))
+	if c.SyncWait < 0 || c.LogFlushInterval <= 0 || c.KillGrace < 0 || c.MaxLogBytes <= 0 || c.UsageReportInterval <= 0 {
+		errs = append(errs, errors.New("config fields SyncWait, LogFlushInterval, KillGrace, MaxLogBytes and UsageReportInterval must be positive"))
+	}
+	switch c.Isolation {
+	case IsolationAuto, IsolationFull, IsolationNone:
+	default:
+		errs = append(errs, fmt.Errorf("config field Isolation is %q; it is %q, %q or %q", c.Isolation, IsolationAuto, IsolationFull, IsolationNone))
+	}
+	if c.JobsDir != "" && c.DataDir != "" && (within(c.JobsDir, c.DataDir) || within(c.DataDir, c.JobsDir)) {
+		errs = append(errs, fmt.Errorf("config fields JobsDir (%s) and DataDir (%s) overlap: jobs must not reach the worker's identity and tokens", c.JobsDir, c.DataDir))
+	}
+	if c.ImageCacheBytes <= 0 {
+		errs = append(errs, fmt.Errorf("config field ImageCacheBytes is %d; it must be positive", c.ImageCacheBytes))
 	}
 	return errors.Join(errs...)
 }
 
+// within reports whether path is dir or inside it.
+func within(path, dir string) bool {
+	p, d := filepath.Clean(path), filepath.Clean(dir)
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	if abs, err := filepath.Abs(d); err == nil {
+		d = abs
+	}
+	return p == d || strings.HasPrefix(p, d+string(filepath.Separator))
+}
+
 // Worker runs jobs for the control plane.
 type Worker struct {
-	cfg    *Config
-	log    *slog.Logger
-	client *api.Client
-	exec   Executor
-	id     *identity
+	cfg     *Config
+	log     *slog.Logger
+	client  *api.Client
+	exec    Executor
+	id      *identity
+	sandbox *sandbox
+	files   *files
+	// containers runs container jobs with images from the image store;
+	// nil when this worker cannot (noContainers says why).
+	containers   Executor
+	images       *images.Store
+	noContainers string
 
 	mu       sync.Mutex
 	tasks    map[api.AttemptRef]*task
@@ -132,14 +227,21 @@ func New(cfg *Config) (*Worker, error) {
 	if ex == nil {
 		ex = &ProcessExecutor{}
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "jobs"), 0o755); err != nil {
-		return nil, fmt.Errorf("create worker data dir: %w", err)
+	isolate := cfg.Isolation == IsolationFull || cfg.Isolation == IsolationAuto && os.Geteuid() == 0
+	if isolate && os.Geteuid() != 0 {
+		return nil, errors.New("isolation full needs the worker to run as root: it runs jobs as users of their own, in cgroups of their own (-isolation none runs them as this user, unlimited)")
 	}
 	id, err := claimIdentity(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{
+	// The data dir holds the worker's identity and instance token: no job
+	// may read it.
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		id.release()
+		return nil, fmt.Errorf("worker data dir: %w", err)
+	}
+	w := &Worker{
 		cfg:    cfg,
 		id:     id,
 		log:    log.With("worker", cfg.Name, "node", id.nodeID[:8]),
@@ -147,12 +249,89 @@ func New(cfg *Config) (*Worker, error) {
 		exec:   ex,
 		tasks:  map[api.AttemptRef]*task{},
 		wake:   make(chan struct{}, 1),
-	}, nil
+	}
+	if err := w.openRuntime(isolate); err != nil {
+		w.closeRuntime()
+		id.release()
+		return nil, err
+	}
+	if !isolate {
+		w.log.Warn("jobs run as this worker's user with no CPU or memory limit and no usage measured (isolation none); run the worker as root to isolate them")
+	}
+	return w, nil
 }
 
-// Run activates and syncs until ctx ends. On the way out it kills running
-// jobs and deactivates, so the control plane re-runs them elsewhere at once.
+// openRuntime sets up what jobs run in: their sandboxes, file copies and,
+// on an isolating worker with runc, containers.
+func (w *Worker) openRuntime(isolate bool) error {
+	var err error
+	if w.sandbox, err = openSandbox(w.cfg, w.id.nodeID, isolate); err != nil {
+		return err
+	}
+	if w.files, err = newFiles(w.cfg.FileURLRoots); err != nil {
+		return err
+	}
+	if !isolate {
+		w.noContainers = "it runs without root (isolation none), and containers need it"
+		return nil
+	}
+	runc, err := exec.LookPath(w.cfg.Runc)
+	if err != nil {
+		w.noContainers = fmt.Sprintf("runc is not installed (%v)", err)
+		w.log.Warn("container jobs will end in error on this worker", "reason", w.noContainers)
+		return nil
+	}
+	imageDir := w.cfg.ImageDir
+	if imageDir == "" {
+		imageDir = filepath.Join(w.cfg.DataDir, "images")
+	}
+	if w.images, err = images.New(images.Config{Dir: imageDir, MaxBytes: w.cfg.ImageCacheBytes, AuthFile: w.cfg.RegistryAuthFile,
+		Insecure: w.cfg.InsecureRegistries, UserAgent: "drover-worker/" + w.cfg.Name, Logger: w.log}); err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	root := w.cfg.RuncRoot
+	if root == "" {
+		root = filepath.Join("/run/drover-runc", w.id.nodeID[:12])
+	}
+	ce, err := newContainerExecutor(runc, root, filepath.Join(w.cfg.DataDir, "containers"), w.images, w.log)
+	if err != nil {
+		return err
+	}
+	w.containers = ce
+	return nil
+}
+
+// closeRuntime kills what jobs left and releases the runtime.
+func (w *Worker) closeRuntime() {
+	if w.sandbox != nil {
+		w.sandbox.close()
+	}
+	if w.files != nil {
+		w.files.close()
+	}
+	if w.images != nil {
+		if err := w.images.Close(); err != nil {
+			w.log.Warn("close image cache", "err", err)
+		}
+	}
+}
+
+// Run activates and syncs until ctx ends (or the cloud gives notice that
+// the machine is going away). On the way out it preempts its running jobs,
+// reports them with what they used, and deactivates, so the control plane
+// runs them again elsewhere at once, counting neither a failure nor a
+// retry.
 func (w *Worker) Run(ctx context.Context) error {
+	ctx, leave := context.WithCancel(ctx)
+	defer leave()
+	if w.cfg.SpotNoticeURL != "" {
+		go func() {
+			if watchSpotNotice(ctx, w.cfg.SpotNoticeURL, w.log) {
+				w.log.Warn("the cloud is taking this machine back: preempting its jobs")
+				leave()
+			}
+		}()
+	}
 	defer w.shutdown()
 	for ctx.Err() == nil {
 		if err := w.activate(ctx); err != nil {
@@ -283,10 +462,13 @@ func (w *Worker) syncOnce(ctx context.Context, req *api.SyncRequest) (*api.SyncR
 	return res, nil
 }
 
-// report builds a sync request: queued events and every attempt the worker
-// holds (running, or finished with an event not yet acknowledged). It also
-// returns how many queued events the request covers.
+// report builds a sync request: queued events, usage samples of running
+// attempts not reported for UsageReportInterval, and every attempt the
+// worker holds (running, or finished with an event not yet
+// acknowledged). It also returns how many queued events the request
+// covers; the samples follow them.
 func (w *Worker) report() (*api.SyncRequest, int) {
+	samples := w.usageSamples()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// Drain a stale wake-up: the events it announced are in this report.
@@ -309,10 +491,47 @@ func (w *Worker) report() (*api.SyncRequest, int) {
 		}
 		req.Events = append(req.Events, e)
 	}
+	for _, e := range samples {
+		if !completed[e.AttemptRef] {
+			req.Events = append(req.Events, e)
+		}
+	}
 	for ref := range w.tasks {
 		req.Known = append(req.Known, ref)
 	}
 	return req, len(w.outbox)
+}
+
+// usageSamples samples the running attempts whose usage is due.
+func (w *Worker) usageSamples() []api.AttemptEvent {
+	now := time.Now()
+	w.mu.Lock()
+	var due []*task
+	for _, t := range w.tasks {
+		t.mu.Lock()
+		if now.Sub(t.reported) >= w.cfg.UsageReportInterval && !t.started.IsZero() {
+			due = append(due, t)
+			// Sent or not, the next sample is an interval away: a sync that
+			// fails is retried with fresh events, and samples are not worth
+			// a faster retry.
+			t.reported = now
+		}
+		t.mu.Unlock()
+	}
+	w.mu.Unlock()
+	var out []api.AttemptEvent
+	for _, t := range due {
+		u := t.sample()
+		if u == nil {
+			continue
+		}
+		t.mu.Lock()
+		started := t.started
+		t.mu.Unlock()
+		clampUsage(u, w.cfg.CPU, w.cfg.Memory, now.Sub(started))
+		out = append(out, api.AttemptEvent{AttemptRef: t.a.AttemptRef, Kind: api.EventUsage, StartTime: started, Usage: u})
+	}
+	return out
 }
 
 // ack drops the first n queued events (the server committed the request
@@ -383,19 +602,55 @@ func (w *Worker) abandonAll(reason string) {
 	w.mu.Unlock()
 }
 
+// shutdown preempts what runs, reports it and deactivates: the machine is
+// going away (or the worker is stopped), and its jobs run again elsewhere.
 func (w *Worker) shutdown() {
 	defer w.id.release()
-	w.abandonAll("worker shutting down")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	defer w.closeRuntime()
 	w.mu.Lock()
 	active := w.instance != 0
+	tasks := make([]*task, 0, len(w.tasks))
+	for _, t := range w.tasks {
+		tasks = append(tasks, t)
+	}
 	w.mu.Unlock()
-	if active {
-		if err := w.client.Deactivate(ctx); err != nil && !api.IsStatus(err, http.StatusGone) {
-			w.log.Warn("deactivate", "err", err)
-		} else {
-			w.log.Info("deactivated")
+	if !active {
+		w.abandonAll("worker shutting down")
+		return
+	}
+	for _, t := range tasks {
+		t.preempt(fmt.Sprintf("preempted: worker %s is going away", w.cfg.Name))
+	}
+	w.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	w.flush(ctx)
+	if err := w.client.Deactivate(ctx, true); err != nil && !api.IsStatus(err, http.StatusGone) {
+		w.log.Warn("deactivate", "err", err)
+	} else {
+		w.log.Info("deactivated", "preempted", len(tasks))
+	}
+}
+
+// flush sends the queued events (the preempted attempts, with what they
+// used) until they are acknowledged or ctx ends.
+func (w *Worker) flush(ctx context.Context) {
+	for ctx.Err() == nil {
+		req, covered := w.report()
+		if covered == 0 {
+			return
+		}
+		res, err := w.client.Sync(ctx, req)
+		if err == nil && res.Acked == len(req.Events) {
+			w.ack(covered)
+			return
+		}
+		if err != nil && (api.IsStatus(err, http.StatusGone) || api.IsStatus(err, http.StatusUnauthorized)) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

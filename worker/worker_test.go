@@ -17,10 +17,11 @@ import (
 // env is a real server and a real worker running real processes, in one
 // test process.
 type env struct {
-	t      *testing.T
-	client *api.Client
-	worker *Worker
-	dir    string
+	t       *testing.T
+	client  *api.Client
+	worker  *Worker
+	dir     string // the worker's data dir
+	jobsDir string
 }
 
 func start(t *testing.T, tweak func(*Config)) *env {
@@ -38,6 +39,7 @@ func start(t *testing.T, tweak func(*Config)) *env {
 	cfg.CPU = 4
 	cfg.Memory = 8 << 30
 	cfg.DataDir = t.TempDir()
+	cfg.JobsDir = sharedDir(t, 0o711)
 	cfg.Secret = "test-secret"
 	cfg.SyncWait = 2 * time.Second
 	cfg.LogFlushInterval = 100 * time.Millisecond
@@ -61,7 +63,23 @@ func start(t *testing.T, tweak func(*Config)) *env {
 		defer c()
 		_ = srv.Shutdown(sctx)
 	})
-	return &env{t: t, client: api.NewClient(url, token), worker: w, dir: cfg.DataDir}
+	return &env{t: t, client: api.NewClient(url, token), worker: w, dir: cfg.DataDir, jobsDir: cfg.JobsDir}
+}
+
+// sharedDir is a temporary directory that jobs, which run as users of
+// their own when the tests run as root, can reach: mode 0711 to pass
+// through, 0777 to write in.
+func sharedDir(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "drover-test-")
+	if err == nil {
+		err = os.Chmod(dir, mode)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func (e *env) run(jobs ...api.JobSpec) *api.Batch {
@@ -123,7 +141,7 @@ func TestJobEnvironmentAndLogs(t *testing.T) {
 			t.Fatalf("job %d: working directory not private and fresh: %q", j, out)
 		}
 	}
-	if dirs[0] == dirs[1] || !strings.HasPrefix(dirs[0], e.dir) {
+	if dirs[0] == dirs[1] || !strings.HasPrefix(dirs[0], e.jobsDir) {
 		t.Fatalf("working directories %v", dirs)
 	}
 	if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
@@ -158,7 +176,7 @@ func TestOutcomes(t *testing.T) {
 
 func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 	e := start(t, nil)
-	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	pidFile := filepath.Join(sharedDir(t, 0o777), "child.pid")
 	spec := sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; sleep 60", pidFile))
 	spec.TimeoutSeconds = 0.5
 	start := time.Now()
@@ -178,7 +196,7 @@ func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 func TestCancelKillsRunningJobs(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
-	marker := filepath.Join(t.TempDir(), "finished")
+	marker := filepath.Join(sharedDir(t, 0o777), "finished")
 	spec := sh(1, fmt.Sprintf("echo started; sleep 30; touch %s", marker))
 	spec.Count = 2
 	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{spec}})
@@ -244,7 +262,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestBackgroundChildDoesNotHoldTheJob(t *testing.T) {
 	e := start(t, nil)
-	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	pidFile := filepath.Join(sharedDir(t, 0o777), "child.pid")
 	begin := time.Now()
 	b := e.run(sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; echo main done", pidFile)))
 	if took := time.Since(begin); took > 1500*time.Millisecond {

@@ -38,6 +38,9 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
 	autoscale := fs.Bool("autoscale", false, "start no worker: the autoscaler launches local workers for waiting jobs, up to -workers (or the -clusters counts) per cluster, and stops them when idle")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "with -autoscale: stop a worker that ran nothing for this long")
+	isolation := fs.String("isolation", "auto", "the workers' job isolation: auto, full or none (see drover worker -help)")
+	fileRoots := fs.String("file-url-roots", "", "comma-separated directories the workers' jobs may name in file:// input and output URLs")
+	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials for the workers' image pulls")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -89,6 +92,17 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	// It holds root.token and the worker secret: no job may look inside.
+	if err := os.Chmod(*dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	workerFlags := []string{"-isolation", *isolation}
+	if *fileRoots != "" {
+		workerFlags = append(workerFlags, "-file-url-roots", *fileRoots)
+	}
+	if *registryAuth != "" {
+		workerFlags = append(workerFlags, "-registry-auth", *registryAuth)
+	}
 	secretFile := filepath.Join(*dataDir, "worker.secret")
 	secret, err := ensureSecret(secretFile)
 	if err != nil {
@@ -114,7 +128,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	var local *localprov.Local
 	if *autoscale {
 		local = localprov.New(localprov.Options{Binary: self, Dir: filepath.Join(*dataDir, "machines"), Output: m.Stderr,
-			Args: []string{"-log-level", *logLevel}, Logger: log.With("component", "local-provider")})
+			Args: append([]string{"-log-level", *logLevel}, workerFlags...), Logger: log.With("component", "local-provider")})
 		cfg.Autoscale = server.DefaultAutoscaleConfig()
 		cfg.Autoscale.Provider = local
 		cfg.Autoscale.Interval = 2 * time.Second
@@ -192,6 +206,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 				"-log-level", *logLevel,
 				"-parent-pid", strconv.Itoa(os.Getpid()),
 			}
+			wargs = append(wargs, workerFlags...)
 			if dc.cluster != "" {
 				wargs = append(wargs, "-region", dc.region, "-cluster", dc.cluster)
 			}

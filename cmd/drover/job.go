@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,6 +43,30 @@ func exitString(code *int) string {
 	return fmt.Sprint(*code)
 }
 
+// usageColumns are an attempt's CPU seconds and peak memory ("-" when
+// its worker reported none).
+func usageColumns(u *api.Usage) (string, string) {
+	if u == nil {
+		return "-", "-"
+	}
+	return strconv.FormatFloat(u.CPUSeconds, 'f', 2, 64), jobspec.FormatBytes(u.PeakMemory)
+}
+
+// usageLine says what an attempt used, for job status.
+func usageLine(u *api.Usage) string {
+	parts := []string{fmt.Sprintf("%.2f cpu-s", u.CPUSeconds), jobspec.FormatBytes(u.PeakMemory) + " peak"}
+	if u.BytesIn > 0 || u.InputSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("%s in (%.2fs)", jobspec.FormatBytes(u.BytesIn), u.InputSeconds))
+	}
+	if u.BytesOut > 0 || u.OutputSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("%s out (%.2fs)", jobspec.FormatBytes(u.BytesOut), u.OutputSeconds))
+	}
+	if u.ImageSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("image %.2fs", u.ImageSeconds))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (m *Main) runJobList(ctx context.Context, args []string) error {
 	fs := m.newFlags("job list", "BATCH [flags]")
 	lf := addListFlags(fs, "job", "'state=failed' or 'name=align'",
@@ -70,13 +95,14 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tMESSAGE")
+	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tMESSAGE")
 	for _, j := range jobs {
-		dur := "-"
+		dur, cpu, peak := "-", "-", "-"
 		if n := len(j.Attempts); n > 0 {
 			dur = attemptDuration(j.Attempts[n-1])
+			cpu, peak = usageColumns(j.Attempts[n-1].Usage)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, j.Message)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, cpu, peak, j.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -128,6 +154,19 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "Waiting\t%s\n", j.Waiting.Message)
 	}
 	fmt.Fprintf(tw, "Command\t%s\n", strings.Join(j.Command, " "))
+	if j.Image != "" {
+		net := j.Network
+		if net == "" {
+			net = api.NetworkNone
+		}
+		fmt.Fprintf(tw, "Image\t%s (network %s)\n", j.Image, net)
+	}
+	for _, in := range j.Inputs {
+		fmt.Fprintf(tw, "Input\t%s: %s -> %s\n", in.Name, in.Source, in.Path)
+	}
+	for _, out := range j.Outputs {
+		fmt.Fprintf(tw, "Output\t%s: %s -> %s\n", out.Name, out.Path, out.Destination)
+	}
 	fmt.Fprintf(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
 	if j.Timeout > 0 {
 		fmt.Fprintf(tw, "Timeout\t%s\n", time.Duration(j.Timeout*float64(time.Second)))
@@ -159,7 +198,15 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), a.Message)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range j.Attempts {
+		if a.Usage != nil {
+			fmt.Fprintf(m.Stdout, "  attempt %d used: %s\n", a.Attempt, usageLine(a.Usage))
+		}
+	}
+	return nil
 }
 
 // warnIncomplete tells the reader of a log that parts may be missing.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -40,6 +41,21 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	fs.Var(&labels, "label", "free-form label KEY=VALUE (repeatable)")
 	gpus := fs.String("gpus", "", "GPUs offered to jobs, as TYPE:COUNT (e.g. a100:4); a worker has one GPU type")
 	machine := fs.String("machine", "", "the autoscaler's name for this machine (set by the provider that launched it)")
+	def := worker.DefaultConfig()
+	isolation := fs.String("isolation", def.Isolation, "auto, full or none: full runs each job as a user of its own in a cgroup of its own (CPU and memory enforced and measured), which needs root; none runs jobs as this user, unlimited; auto is full when run as root")
+	jobsDir := fs.String("jobs-dir", "", "directory for the jobs' own directories, outside -data-dir (default /var/lib/drover-jobs/NODE as root, else under the system temp dir)")
+	jobUIDs := fs.String("job-uids", fmt.Sprintf("%d-%d", def.JobUIDFirst, def.JobUIDFirst+def.JobUIDCount-1), "user IDs jobs run as, FIRST-LAST; shared with the host's other workers through -uid-lease-dir")
+	uidLeases := fs.String("uid-lease-dir", def.UIDLeaseDir, "directory where the host's workers lease job user IDs")
+	cgroupParent := fs.String("cgroup-parent", "", "cgroup the jobs' cgroups go under (default drover/NODE)")
+	runc := fs.String("runc", def.Runc, "runc binary for container jobs")
+	imageDir := fs.String("image-dir", "", "image layer cache (default DATA-DIR/images)")
+	imageCache := fs.String("image-cache", jobspec.FormatBytes(def.ImageCacheBytes), "image cache size limit; least recently used layers go first")
+	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials (default ~/.docker/config.json or DOCKER_CONFIG)")
+	var insecure multiFlag
+	fs.Var(&insecure, "insecure-registry", "registry HOST[:PORT] pulled from over plain HTTP (repeatable; localhost always is)")
+	fileRoots := fs.String("file-url-roots", "", "comma-separated directories that file:// input and output URLs may name (default: none; file:// URLs are refused)")
+	usageInterval := fs.Duration("usage-interval", def.UsageReportInterval, "how often a running job's usage is reported")
+	spotNotice := fs.String("spot-notice", "", "URL polled for the cloud's notice that this machine is being taken back (GCE: http://metadata.google.internal/computeMetadata/v1/instance/preempted); on it, as on SIGTERM, running jobs are preempted")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -99,6 +115,22 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 		}
 		cfg.Labels[k] = v
 	}
+	cfg.Isolation, cfg.JobsDir, cfg.UIDLeaseDir, cfg.CgroupParent = *isolation, *jobsDir, *uidLeases, *cgroupParent
+	first, last, ok := strings.Cut(*jobUIDs, "-")
+	f, err1 := strconv.Atoi(first)
+	l, err2 := strconv.Atoi(last)
+	if !ok || err1 != nil || err2 != nil || l < f {
+		return usagef("-job-uids %q: write FIRST-LAST, as in 200000-265535", *jobUIDs)
+	}
+	cfg.JobUIDFirst, cfg.JobUIDCount = f, l-f+1
+	cfg.Runc, cfg.ImageDir, cfg.RegistryAuthFile, cfg.InsecureRegistries = *runc, *imageDir, *registryAuth, insecure
+	if cfg.ImageCacheBytes, err = jobspec.ParseBytes(*imageCache); err != nil {
+		return usagef("-image-cache: %v", err)
+	}
+	if *fileRoots != "" {
+		cfg.FileURLRoots = strings.Split(*fileRoots, ",")
+	}
+	cfg.UsageReportInterval, cfg.SpotNoticeURL = *usageInterval, *spotNotice
 	cfg.Logger = log
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -314,7 +314,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.Deactivate(dctx)
+		_ = c.Deactivate(dctx, false)
 	}()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	// hist is the worker's free cores (thousandths) over time: an

@@ -53,10 +53,31 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
 				Where:      where(js.Regions, js.Pool, js.GPUType, js.GPUs, js.MachineType),
+				Run:        run(js),
 			},
 		})
 	}
 	return out, nil
+}
+
+// run is a validated job's container and files (nil: a process without
+// files). Paths are kept as written: the worker expands the job's
+// variables in them and checks them again.
+func run(js *api.JobSpec) *state.Run {
+	if js.Image == "" && len(js.Inputs) == 0 && len(js.Outputs) == 0 {
+		return nil
+	}
+	r := &state.Run{Image: js.Image, Network: js.Network}
+	if r.Image != "" && r.Network == "" {
+		r.Network = api.NetworkNone
+	}
+	for _, f := range js.Inputs {
+		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
+	}
+	for _, f := range js.Outputs {
+		r.Outputs = append(r.Outputs, state.File{Name: f.Name, URL: f.Destination, Path: f.Path})
+	}
+	return r
 }
 
 // where is a job's placement constraint, its regions sorted and deduped

@@ -174,6 +174,7 @@ type Server struct {
 	httpSeconds  *prometheus.HistogramVec
 	proxy        *httputil.ReverseProxy
 	limits       limiters
+	samples      sampleGate
 }
 
 // New builds the API and registers its metrics.

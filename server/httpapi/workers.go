@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -130,16 +131,46 @@ func toAttemptID(a api.AttemptRef) (state.AttemptID, bool) {
 	return state.AttemptID{Batch: uint64(a.BatchID), Job: uint32(a.JobID), Attempt: uint16(a.Attempt)}, true
 }
 
-func toEvent(inst uint32, e api.AttemptEvent) (state.Event, error) {
+// maxClockSkew is how far ahead of a server's clock a worker's times may
+// be.
+const maxClockSkew = time.Minute
+
+func toEvent(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Event, error) {
 	id, ok := toAttemptID(e.AttemptRef)
 	if !ok {
 		return state.Event{}, fmt.Errorf("event for %s: not a valid attempt", e.AttemptRef)
 	}
-	ev := state.Event{Instance: inst, Batch: id.Batch, Job: id.Job, Attempt: id.Attempt, Message: e.Message}
+	ev := state.Event{Instance: inst.ID, Batch: id.Batch, Job: id.Job, Attempt: id.Attempt, Message: e.Message}
 	if !e.StartTime.IsZero() {
+		if e.StartTime.After(now.Add(maxClockSkew)) {
+			return state.Event{}, fmt.Errorf("event for %s: start_time %s is later than this server's clock (%s) by more than %s",
+				e.AttemptRef, e.StartTime.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), maxClockSkew)
+		}
 		ev.Start = e.StartTime.UnixNano()
 	}
+	if e.Usage != nil {
+		// The attempt's wall time as the worker tells it, bounded by this
+		// server's clock: the usage cannot claim more than the instance
+		// could give over it.
+		end := now
+		if e.Kind == api.EventCompleted && !e.EndTime.IsZero() && e.EndTime.Before(now) {
+			end = e.EndTime
+		}
+		wall := time.Duration(0)
+		if !e.StartTime.IsZero() {
+			wall = end.Sub(e.StartTime)
+		}
+		if err := e.Usage.Validate(float64(inst.CPUMilli)/1000, inst.Memory, wall); err != nil {
+			return state.Event{}, fmt.Errorf("event for %s: %w", e.AttemptRef, err)
+		}
+		ev.Usage = toUsage(e.Usage)
+	}
 	switch e.Kind {
+	case api.EventUsage:
+		if ev.Usage == nil {
+			return state.Event{}, fmt.Errorf("event for %s: a usage event carries usage", e.AttemptRef)
+		}
+		ev.Sample = true
 	case api.EventStarted:
 		ev.Started = true
 	case api.EventCompleted:
@@ -154,7 +185,7 @@ func toEvent(inst uint32, e api.AttemptEvent) (state.Event, error) {
 			ev.End = time.Now().UnixNano()
 		}
 	default:
-		return state.Event{}, fmt.Errorf("event for %s: kind %q is not started or completed", e.AttemptRef, e.Kind)
+		return state.Event{}, fmt.Errorf("event for %s: kind %q is not started, usage or completed", e.AttemptRef, e.Kind)
 	}
 	if len(ev.Message) > api.MaxEventMessage {
 		ev.Message = ev.Message[:api.MaxEventMessage]
@@ -175,11 +206,15 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	// on the way in and out).
 	defer s.live.HoldSync(inst.ID)()
 	events := make([]state.Event, 0, len(req.Events))
+	now := time.Now()
 	for _, e := range req.Events {
-		ev, err := toEvent(inst.ID, e)
+		ev, err := toEvent(inst, e, now)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
+		}
+		if ev.Sample && !s.samples.allow(ev, now) {
+			continue // a sample sooner than a worker should send one adds nothing to the log
 		}
 		events = append(events, ev)
 	}
@@ -215,17 +250,17 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if !v.Active {
-			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(events), Retired: true})
+			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(req.Events), Retired: true})
 			return
 		}
 		if len(v.Assign) > 0 || len(v.Kill) > 0 || wait <= 0 {
-			reply(w, r, http.StatusOK, syncResponse(len(events), v))
+			reply(w, r, http.StatusOK, syncResponse(len(req.Events), v))
 			return
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(events)})
+			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(req.Events)})
 			return
 		case <-r.Context().Done():
 			return
@@ -247,6 +282,49 @@ func (s *Server) cancelOrphans(ctx context.Context, inst uint32, orphans []state
 	return s.events.Submit(ctx, events)
 }
 
+// toUsage converts validated usage to the state's units.
+func toUsage(u *api.Usage) *state.Usage {
+	ms := func(s float64) int64 { return int64(math.Round(s * 1000)) }
+	return &state.Usage{CPUMillis: ms(u.CPUSeconds), PeakMemory: u.PeakMemory, BytesIn: u.BytesIn, BytesOut: u.BytesOut,
+		ImageMillis: ms(u.ImageSeconds), InputMillis: ms(u.InputSeconds), OutputMillis: ms(u.OutputSeconds)}
+}
+
+// minSampleGap is the shortest time between two usage samples of one
+// attempt that reach the log: workers send one a minute, and a worker that
+// sends more often only makes the log longer.
+const minSampleGap = 30 * time.Second
+
+// sampleGate remembers when each running attempt's last usage sample was
+// let through (on this server; a new leader starts afresh, which lets at
+// most one more through per attempt).
+type sampleGate struct {
+	mu   sync.Mutex
+	last map[state.AttemptID]time.Time
+}
+
+// allow reports whether ev, a usage sample, may go to the log now, and
+// forgets attempts not sampled for a while.
+func (g *sampleGate) allow(ev state.Event, now time.Time) bool {
+	id := state.AttemptID{Batch: ev.Batch, Job: ev.Job, Attempt: ev.Attempt}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil {
+		g.last = map[state.AttemptID]time.Time{}
+	}
+	if t, ok := g.last[id]; ok && now.Sub(t) < minSampleGap {
+		return false
+	}
+	if len(g.last) > 100_000 {
+		for k, t := range g.last {
+			if now.Sub(t) > 10*minSampleGap {
+				delete(g.last, k)
+			}
+		}
+	}
+	g.last[id] = now
+	return true
+}
+
 func syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 	out := api.SyncResponse{Acked: acked}
 	for _, a := range v.Assign {
@@ -260,6 +338,16 @@ func syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 			Memory:         a.Spec.Memory,
 			TimeoutSeconds: float64(a.Spec.TimeoutMs) / 1000,
 		})
+		if r := a.Spec.Run; r != nil {
+			as := &out.Assign[len(out.Assign)-1]
+			as.Image, as.Network = r.Image, r.Network
+			for _, f := range r.Inputs {
+				as.Inputs = append(as.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
+			}
+			for _, f := range r.Outputs {
+				as.Outputs = append(as.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
+			}
+		}
 	}
 	for _, k := range v.Kill {
 		out.Kill = append(out.Kill, api.AttemptRef{BatchID: int64(k.Batch), JobID: int64(k.Job), Attempt: int(k.Attempt)})
@@ -276,11 +364,19 @@ func jobDisplayName(a state.AssignmentInfo) string {
 
 func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) {
 	inst := instanceOf(r)
-	if _, err := s.apply(&state.Retire{Now: time.Now().UnixNano(), Instance: inst.ID, Reason: "worker deactivated", MaxLost: s.cfg.MaxLost}); err != nil {
+	var req api.DeactivateRequest
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a deactivation is a few bytes") {
+		return
+	}
+	reason := "worker deactivated"
+	if req.Preempted {
+		reason = "worker preempted: its machine is going away"
+	}
+	if _, err := s.apply(&state.Retire{Now: time.Now().UnixNano(), Instance: inst.ID, Reason: reason, MaxLost: s.cfg.MaxLost, Preempted: req.Preempted}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	s.log.Info("worker deactivated", "name", inst.Name, "instance", inst.ID)
+	s.log.Info("worker deactivated", "name", inst.Name, "instance", inst.ID, "preempted", req.Preempted)
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 

@@ -71,24 +71,27 @@ func TestGeneratedCodecKeepsTheLogFormat(t *testing.T) {
 }
 
 // TestEntriesFromBeforePlacementDecode: log entries written before specs
-// carried regions and a pool (testdata/commands.v1.golden) decode to the
-// same commands, with no constraint.
+// carried regions and a pool (testdata/commands.v1.golden), and before
+// they carried a container and files and events carried usage
+// (commands.v2.golden), decode to the same commands, with none of it.
 func TestEntriesFromBeforePlacementDecode(t *testing.T) {
-	old, err := os.ReadFile("testdata/commands.v1.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(old)), "\n")
-	for i, c := range codecSamples() {
-		data, _ := hex.DecodeString(lines[i])
-		dec, err := Decode(data)
+	for _, golden := range []string{"testdata/commands.v1.golden", "testdata/commands.v2.golden"} {
+		old, err := os.ReadFile(golden)
 		if err != nil {
-			t.Fatalf("%s: %v", c.Type(), err)
+			t.Fatal(err)
 		}
-		got, _ := Encode(dec)
-		want, _ := Encode(c)
-		if hex.EncodeToString(got) != hex.EncodeToString(want) {
-			t.Fatalf("%s from before placement decodes as\n%x\nwant\n%x", c.Type(), got, want)
+		lines := strings.Split(strings.TrimSpace(string(old)), "\n")
+		for i, c := range codecSamples() {
+			data, _ := hex.DecodeString(lines[i])
+			dec, err := Decode(data)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", golden, c.Type(), err)
+			}
+			got, _ := Encode(dec)
+			want, _ := Encode(c)
+			if hex.EncodeToString(got) != hex.EncodeToString(want) {
+				t.Fatalf("%s: %s from before decodes as\n%x\nwant\n%x", golden, c.Type(), got, want)
+			}
 		}
 	}
 	// And a constrained spec survives the round trip.
@@ -157,25 +160,34 @@ func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
 func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 	sp := &Spec{Name: "n", Array: true, Command: []string{"a"}, Env: StringMap{"K": "V"}, CPUMilli: 1, Memory: 2, TimeoutMs: 3,
 		Retries: 4, AlwaysRun: true, Attributes: StringMap{"a": "b"},
-		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96"}}
+		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96"},
+		Run: &Run{Image: "reg/tool:1", Network: "host", Inputs: []File{{Name: "ref", URL: "gs://b/ref.fa", Path: "ref.fa"}},
+			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}}}
+	usage := &Usage{CPUMillis: 1, PeakMemory: 2, BytesIn: 3, BytesOut: 4, ImageMillis: 5, InputMillis: 6, OutputMillis: 7}
+	ev := Event{Instance: 1, Batch: 2, Job: 3, Attempt: 4, Started: true, Outcome: OutcomeSuccess, Exit: 5, Start: 6, End: 7, Message: "m", Usage: usage, Sample: true}
 	// Every exported field must be set, or this test proves nothing.
-	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where)} {
+	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where), reflect.ValueOf(*sp.Run), reflect.ValueOf(sp.Run.Inputs[0]),
+		reflect.ValueOf(*usage), reflect.ValueOf(ev)} {
 		for i := 0; i < v.NumField(); i++ {
 			if v.Type().Field(i).IsExported() && v.Field(i).IsZero() {
 				t.Fatalf("set %s.%s in this test", v.Type().Name(), v.Type().Field(i).Name)
 			}
 		}
 	}
-	c := &AddJobs{Batch: 1, Update: 2, Jobs: []JobEntry{{First: 1, Count: 3, Parents: []Range{{1, 1}}, BatchParents: []Range{{2, 3}}, Spec: sp}}, Now: 5}
-	data, err := Encode(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := Decode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, Command(c)) {
-		t.Fatalf("decoded %+v (spec %+v, where %+v), want %+v", back, back.(*AddJobs).Jobs[0].Spec, back.(*AddJobs).Jobs[0].Spec.Where, c)
+	for _, c := range []Command{
+		&AddJobs{Batch: 1, Update: 2, Jobs: []JobEntry{{First: 1, Count: 3, Parents: []Range{{1, 1}}, BatchParents: []Range{{2, 3}}, Spec: sp}}, Now: 5},
+		&Events{Now: 1, Events: []Event{ev}},
+	} {
+		data, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, c) {
+			t.Fatalf("decoded %+v, want %+v", back, c)
+		}
 	}
 }

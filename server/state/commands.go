@@ -190,6 +190,12 @@ type Event struct {
 	Start    int64
 	End      int64
 	Message  string
+	// Usage is the attempt's usage so far (Sample) or in all (completed);
+	// nil: none reported.
+	Usage *Usage
+	// Sample: a usage report of a running attempt, neither started nor
+	// completed.
+	Sample bool
 }
 
 // Events records a group of worker events in one log entry.
@@ -233,6 +239,10 @@ type Retire struct {
 	Instance uint32
 	Reason   string
 	MaxLost  uint8 // as in Activate
+	// Preempted: the worker left because its machine is going away; what
+	// it still ran is preempted (run again, counted as neither a failure
+	// nor a lost attempt), not lost.
+	Preempted bool
 }
 
 func (*Bootstrap) Type() CommandType            { return CmdBootstrap }

@@ -92,6 +92,9 @@ func (s *State) applyRetire(c *Retire) any {
 	if !inst.Active {
 		return nil
 	}
+	if c.Preempted {
+		s.preemptAll(inst, c.Now, fmt.Sprintf("preempted: worker %s left (%s)", inst.Name, c.Reason))
+	}
 	s.retire(inst, c.Now, c.Reason, c.MaxLost)
 	return nil
 }

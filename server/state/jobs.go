@@ -28,6 +28,12 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 	if j.state != Running || j.attempt != e.Attempt || j.instance != e.Instance {
 		return false
 	}
+	if e.Usage != nil {
+		b.setUsage(e.Job, *e.Usage)
+	}
+	if e.Sample {
+		return e.Usage != nil
+	}
 	if e.Started {
 		if j.start == 0 {
 			j.start = e.Start

@@ -227,24 +227,32 @@ func (s *State) evacuate(cl *Cluster, now int64) int {
 		if !inst.Active || inst.Cluster != cl.Name || len(inst.running) == 0 {
 			continue
 		}
-		msg := fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason)
-		for _, k := range sortedAttempts(inst.running) {
-			b := s.batches[k.batch]
-			j := &b.jobs[k.job-1]
-			j.end = now
-			j.outcome = OutcomePreempted
-			g := b.groupOf(k.job)
-			s.endAttempt(b, g, k.job, inst, now)
-			b.setMessage(k.job, msg)
-			if b.Cancelled {
-				s.finish(b, k.job, j, Cancelled, now)
-			} else {
-				s.requeue(b, g, k.job, j)
-			}
-			n++
-		}
-		s.notifyInstance(inst.ID)
+		n += s.preemptAll(inst, now, fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason))
 	}
+	return n
+}
+
+// preemptAll preempts every attempt running on an instance: their jobs
+// run again (or end Cancelled with their batch), and nothing counts
+// against their retries. It returns how many it preempted.
+func (s *State) preemptAll(inst *Instance, now int64, msg string) int {
+	n := 0
+	for _, k := range sortedAttempts(inst.running) {
+		b := s.batches[k.batch]
+		j := &b.jobs[k.job-1]
+		j.end = now
+		j.outcome = OutcomePreempted
+		g := b.groupOf(k.job)
+		s.endAttempt(b, g, k.job, inst, now)
+		b.setMessage(k.job, msg)
+		if b.Cancelled {
+			s.finish(b, k.job, j, Cancelled, now)
+		} else {
+			s.requeue(b, g, k.job, j)
+		}
+		n++
+	}
+	s.notifyInstance(inst.ID)
 	return n
 }
 

@@ -101,7 +101,20 @@ func (b *Batch) archive(id uint32, j *job) {
 		rec.Message = msg
 		delete(b.messages, id)
 	}
+	if u, ok := b.usage[id]; ok {
+		rec.Usage = &u
+		delete(b.usage, id)
+	}
 	b.history[id] = append(b.history[id], rec)
+}
+
+// setUsage records the current attempt's usage as its worker last
+// reported it.
+func (b *Batch) setUsage(id uint32, u Usage) {
+	if b.usage == nil {
+		b.usage = map[uint32]Usage{}
+	}
+	b.usage[id] = u
 }
 
 func (b *Batch) setMessage(id uint32, msg string) {

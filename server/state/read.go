@@ -213,6 +213,15 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 	if spec.Where != nil {
 		out.MachineType = spec.Where.MachineType
 	}
+	if r := spec.Run; r != nil {
+		out.Image, out.Network = r.Image, r.Network
+		for _, f := range r.Inputs {
+			out.Inputs = append(out.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
+		}
+		for _, f := range r.Outputs {
+			out.Outputs = append(out.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
+		}
+	}
 	for _, ri := range g.parents {
 		r := b.ranges[ri].r
 		out.Parents = append(out.Parents, api.IDRange{int64(r.Lo), int64(r.Hi)})
@@ -222,6 +231,9 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 	}
 	if j.attempt > 0 {
 		cur := attemptRec{Attempt: j.attempt, Instance: j.instance, Start: j.start, End: j.end, Exit: j.exit, Outcome: j.outcome, Message: b.messages[id]}
+		if u, ok := b.usage[id]; ok {
+			cur.Usage = &u
+		}
 		out.Attempts = append(out.Attempts, s.attemptToAPI(cur, j.state == Running))
 		if j.state.Final() && (j.outcome == OutcomeSuccess || j.outcome == OutcomeFailed) {
 			code := int(j.exit)
@@ -253,6 +265,12 @@ func (s *State) attemptToAPI(rec attemptRec, running bool) api.Attempt {
 	}
 	if inst, ok := s.instances[rec.Instance]; ok {
 		a.Cluster, a.Region = inst.Cluster, inst.Region
+	}
+	if u := rec.Usage; u != nil {
+		a.Usage = &api.Usage{
+			CPUSeconds: float64(u.CPUMillis) / 1000, PeakMemory: u.PeakMemory, BytesIn: u.BytesIn, BytesOut: u.BytesOut,
+			ImageSeconds: float64(u.ImageMillis) / 1000, InputSeconds: float64(u.InputMillis) / 1000, OutputSeconds: float64(u.OutputMillis) / 1000,
+		}
 	}
 	if running {
 		a.State = api.JobRunning

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 
@@ -155,6 +156,9 @@ type snapBatch struct {
 	// Lost counts, per job ID, attempts lost with their instance (only
 	// jobs that lost any; absent in snapshots from before the count).
 	Lost map[uint32]uint8
+	// Usage is the current attempts' reported usage, by job ID (absent
+	// in snapshots from before usage).
+	Usage map[uint32]Usage
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -314,6 +318,9 @@ func (b *Batch) snapshot() snapBatch {
 		for k, v := range b.history {
 			sb.History[k] = append([]snapAttempt(nil), v...)
 		}
+	}
+	if len(b.usage) > 0 {
+		sb.Usage = maps.Clone(b.usage)
 	}
 	return sb
 }
@@ -508,6 +515,9 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		for k, v := range sb.History {
 			b.history[k] = v
 		}
+	}
+	if len(sb.Usage) > 0 {
+		b.usage = sb.Usage
 	}
 	return b, nil
 }

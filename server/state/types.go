@@ -129,6 +129,38 @@ type Spec struct {
 	// Where constrains where the job may run (nil: anywhere). A pointer:
 	// a batch of a million distinct jobs pays 8 bytes a job for it.
 	Where *Where
+	// Run says what the job runs in and the files it takes and gives
+	// (nil: a process, no files).
+	Run *Run
+}
+
+// Run is a job's container image and network, and the files copied into
+// its directory before the command and out of it after success.
+type Run struct {
+	Image   string
+	Network string
+	Inputs  []File
+	Outputs []File
+}
+
+// File is an input (URL copied to Path) or an output (Path copied to URL).
+// Path is relative to the job's directory.
+type File struct {
+	Name string
+	URL  string
+	Path string
+}
+
+// Usage is what an attempt used, as its worker reported it (checked
+// against the instance before it reaches the log).
+type Usage struct {
+	CPUMillis    int64 // CPU time
+	PeakMemory   int64 // bytes
+	BytesIn      int64 // input files
+	BytesOut     int64 // output files
+	ImageMillis  int64 // getting the image
+	InputMillis  int64 // copying inputs
+	OutputMillis int64 // copying outputs
 }
 
 // Where is a job's placement constraint, and the GPUs it needs (which
@@ -226,6 +258,8 @@ type attemptRec struct {
 	Exit     int32
 	Outcome  Outcome
 	Message  string
+	// Usage is the attempt's last reported usage (nil: none reported).
+	Usage *Usage
 }
 
 // update is a block of job IDs reserved in a batch.
@@ -279,6 +313,9 @@ type Batch struct {
 	private  bool
 	messages map[uint32]string
 	history  map[uint32][]attemptRec
+	// usage is the current attempt's last reported usage, by job (only
+	// jobs whose worker reported any).
+	usage map[uint32]Usage
 
 	// live: counted in the tallies as a live batch (Completed == 0).
 	live         bool

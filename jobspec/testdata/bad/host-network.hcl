@@ -1,0 +1,6 @@
+batch "b" {
+  job "p" {
+    command = ["true"]
+    network = "host"
+  }
+}
