@@ -282,14 +282,16 @@ func TestJobsCannotReadSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := c.CreateBatch(ctx, &api.CreateBatchRequest{Name: "iso", Jobs: []api.JobSpec{
-		{JobID: 1, Name: "neighbour", Command: []string{"sh", "-c", "echo private > mine.txt; sleep 30"}, CPU: 0.1, Memory: 64 << 20},
+		{JobID: 1, Name: "neighbour", Command: []string{"sh", "-c", "echo $HOME; echo private > mine.txt; sleep 30"}, CPU: 0.1, Memory: 64 << 20},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var neighbour string
 	waitFor(t, "the neighbour to run", 30*time.Second, func() bool {
-		j, _ := c.GetJob(ctx, res.ID, 1)
-		return j.State == api.JobRunning
+		log, _ := c.JobLog(ctx, res.ID, 1, 0)
+		neighbour = strings.TrimSpace(string(log))
+		return strings.HasPrefix(neighbour, "/")
 	})
 	time.Sleep(300 * time.Millisecond)
 	secrets := []string{
@@ -298,7 +300,7 @@ func TestJobsCannotReadSecrets(t *testing.T) {
 		filepath.Join(w.dataDir, "instance-token"),
 		filepath.Join(w.dataDir, "node-id"),
 	}
-	probe := fmt.Sprintf(`%s probe %s "$HOME/.." "$HOME/../%d-1-1" "$HOME/../%d-1-1/mine.txt"`, tool, strings.Join(secrets, " "), res.ID, res.ID)
+	probe := fmt.Sprintf(`%s probe %s "$HOME/.." %s %s/mine.txt`, tool, strings.Join(secrets, " "), neighbour, neighbour)
 	up, err := c.CreateUpdate(ctx, res.ID, &api.CreateUpdateRequest{Jobs: []api.JobSpec{
 		{JobID: 1, Name: "probe", Command: []string{"sh", "-c", probe}, CPU: 0.1, Memory: 64 << 20},
 		{JobID: 2, Name: "probe-container", Image: ref, Command: append([]string{"jobtool", "probe", "/proc/1/root/etc/shadow"}, secrets...), CPU: 0.1, Memory: 64 << 20},

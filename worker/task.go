@@ -216,6 +216,9 @@ func (t *task) run() {
 		interrupted()
 		return
 	}
+	// The attempt runs from here: its start time covers what the
+	// executor does to start it (a container's bundle and namespaces).
+	started := time.Now()
 	h, err := ex.Start(t.ctx, spec, ship)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && interrupted() {
@@ -227,7 +230,7 @@ func (t *task) run() {
 		fail(err.Error())
 		return
 	}
-	start = time.Now()
+	start = started
 	ev.StartTime = start
 	t.mu.Lock()
 	t.started = start

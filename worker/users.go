@@ -9,30 +9,34 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// uidPool lends jobs the user IDs they run as. A lease is an exclusive
-// flock on a file named after the ID in a directory every worker of the
-// host shares, so two workers on one machine never run jobs as the same
-// user at once, and a worker that dies drops its leases with its open
-// files. IDs are handed out round robin, so an ID comes back only after
-// every other one has been used (files a job left in a shared place such
-// as /tmp stay its own for as long as possible).
+// uidPool lends jobs the user IDs they run as. A lease is a lock on one
+// byte of a file every worker of the host shares (an open file
+// description lock on the ID's offset), so two workers on one machine
+// never run jobs as the same user at once, and a worker that dies drops
+// its leases with its file. One file for all leases: every descriptor a
+// worker holds is one more that each job's exec must close. IDs are
+// handed out round robin, so an ID comes back only after every other one
+// has been used (files a job left in a shared place such as /tmp stay its
+// own for as long as possible).
 type uidPool struct {
-	dir   string
+	file  *os.File
 	first int
 	count int
 
 	mu   sync.Mutex
 	next int
+	held map[int]bool // this worker's leases: its own locks never conflict with each other
 }
 
 // uidLease is one user ID held by one attempt; the job's group ID is the
 // same number.
 type uidLease struct {
 	uid  int
-	file *os.File
+	pool *uidPool
 }
 
 func newUIDPool(dir string, first, count int) (*uidPool, error) {
@@ -45,34 +49,53 @@ func newUIDPool(dir string, first, count int) (*uidPool, error) {
 	if name, id, ok := accountInRange("/etc/passwd", first, count); ok {
 		return nil, fmt.Errorf("job user IDs %d-%d include %d, the account %q of /etc/passwd: jobs would have its files; choose another range with -job-uids", first, first+count-1, id, name)
 	}
-	return &uidPool{dir: dir, first: first, count: count, next: int(uint32(os.Getpid()) % uint32(count))}, nil
+	f, err := os.OpenFile(filepath.Join(dir, "leases"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open user ID leases: %w", err)
+	}
+	return &uidPool{file: f, first: first, count: count, next: int(uint32(os.Getpid()) % uint32(count)), held: map[int]bool{}}, nil
 }
 
 // lease takes the next free user ID.
 func (p *uidPool) lease() (*uidLease, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for tries := 0; tries < p.count; tries++ {
-		p.mu.Lock()
 		uid := p.first + p.next
 		p.next = (p.next + 1) % p.count
-		p.mu.Unlock()
-		f, err := os.OpenFile(filepath.Join(p.dir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("lease a job user ID: %w", err)
+		if p.held[uid] {
+			continue
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				continue
-			}
+		err := p.lock(uid, unix.F_WRLCK)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			continue // another worker of the host has it
+		}
+		if err != nil {
 			return nil, fmt.Errorf("lease job user ID %d: %w", uid, err)
 		}
-		return &uidLease{uid: uid, file: f}, nil
+		p.held[uid] = true
+		return &uidLease{uid: uid, pool: p}, nil
 	}
 	return nil, fmt.Errorf("every job user ID of %d-%d is in use on this host", p.first, p.first+p.count-1)
 }
 
+// lock sets (F_WRLCK) or clears (F_UNLCK) the lock on uid's byte.
+func (p *uidPool) lock(uid int, typ int16) error {
+	lk := unix.Flock_t{Type: typ, Whence: 0, Start: int64(uid - p.first), Len: 1}
+	return unix.FcntlFlock(p.file.Fd(), unix.F_OFD_SETLK, &lk)
+}
+
+// close drops every lease.
+func (p *uidPool) close() { p.file.Close() }
+
 // release gives the ID back. Call it once nothing of the job's runs.
-func (l *uidLease) release() { l.file.Close() }
+func (l *uidLease) release() {
+	p := l.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.lock(l.uid, unix.F_UNLCK)
+	delete(p.held, l.uid)
+}
 
 // accountInRange finds an account of a passwd file whose ID is in the
 // range.

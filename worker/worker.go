@@ -73,10 +73,10 @@ type Config struct {
 	// not root, such as a developer's). IsolationAuto (the default) is
 	// full when the worker runs as root.
 	Isolation string
-	// JobsDir holds the attempts' directories; it must be outside DataDir
-	// (and any server's data dir): jobs can reach it, never those.
-	// Default: /var/lib/drover-jobs/NODE as root, else under the system
-	// temp dir.
+	// JobsDir holds, in a directory of each worker's own, the attempts'
+	// directories; it must be outside DataDir (and any server's data
+	// dir): jobs can reach it, never those. Default: /var/lib/drover-jobs
+	// as root, else under the system temp dir.
 	JobsDir string
 	// JobUIDFirst and JobUIDCount are the user IDs jobs run as, shared
 	// by every worker of the host through leases in UIDLeaseDir.

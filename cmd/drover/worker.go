@@ -43,7 +43,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	machine := fs.String("machine", "", "the autoscaler's name for this machine (set by the provider that launched it)")
 	def := worker.DefaultConfig()
 	isolation := fs.String("isolation", def.Isolation, "auto, full or none: full runs each job as a user of its own in a cgroup of its own (CPU and memory enforced and measured), which needs root; none runs jobs as this user, unlimited; auto is full when run as root")
-	jobsDir := fs.String("jobs-dir", "", "directory for the jobs' own directories, outside -data-dir (default /var/lib/drover-jobs/NODE as root, else under the system temp dir)")
+	jobsDir := fs.String("jobs-dir", "", "directory for the jobs' own directories (in a directory for each worker), outside -data-dir (default /var/lib/drover-jobs as root, else under the system temp dir)")
 	jobUIDs := fs.String("job-uids", fmt.Sprintf("%d-%d", def.JobUIDFirst, def.JobUIDFirst+def.JobUIDCount-1), "user IDs jobs run as, FIRST-LAST; shared with the host's other workers through -uid-lease-dir")
 	uidLeases := fs.String("uid-lease-dir", def.UIDLeaseDir, "directory where the host's workers lease job user IDs")
 	cgroupParent := fs.String("cgroup-parent", "", "cgroup the jobs' cgroups go under (default drover/NODE)")

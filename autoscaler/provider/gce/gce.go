@@ -182,7 +182,7 @@ func (g *GCE) insert(ctx context.Context, req *provider.LaunchRequest, name stri
 	}
 	labels[provider.LabelDeployment] = labelValue(g.opts.Deployment)
 	labels[provider.LabelMachine] = labelValue(name)
-	script := startupScript(g.opts.Binary, &req.Worker, name)
+	script := startupScript(g.opts.Binary, &req.Worker, name, c.Spot)
 	in := &computepb.Instance{
 		Name:        proto.String(name),
 		MachineType: proto.String(fmt.Sprintf("zones/%s/machineTypes/%s", zone, c.MachineType)),
@@ -244,12 +244,20 @@ func labelValue(v string) string {
 	return string(b)
 }
 
+// spotNoticeURL is where a GCE spot machine learns it is being taken
+// back.
+const spotNoticeURL = "http://metadata.google.internal/computeMetadata/v1/instance/preempted"
+
 // startupScript starts the worker when the machine boots; the join secret
-// comes from the instance's metadata.
-func startupScript(binary string, w *provider.Worker, name string) string {
+// comes from the instance's metadata. On a spot machine the worker
+// watches for the preemption notice, to hand its jobs back at once.
+func startupScript(binary string, w *provider.Worker, name string, spot bool) string {
 	w2 := *w
 	w2.Secret, w2.SecretFile = "", "/run/drover/worker.secret"
 	args := provider.WorkerArgs(&w2, name)
+	if spot {
+		args = append(args, "-spot-notice", spotNoticeURL)
+	}
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -124,7 +124,10 @@ func TestGCEListsOnlyItsDeployment(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Name != "drover-1-0" {
 		t.Fatalf("prod lists %+v %v", list, err)
 	}
-	if !strings.Contains(startupScript("/usr/local/bin/drover", &provider.Worker{Servers: "s", Secret: "x"}, "m"), "'-machine' 'm'") {
+	if sp := startupScript("/usr/local/bin/drover", &provider.Worker{Servers: "s", Secret: "x"}, "m", true); !strings.Contains(sp, "'-spot-notice' '"+spotNoticeURL+"'") {
+		t.Errorf("a spot machine's worker does not watch for the notice:\n%s", sp)
+	}
+	if !strings.Contains(startupScript("/usr/local/bin/drover", &provider.Worker{Servers: "s", Secret: "x"}, "m", false), "'-machine' 'm'") {
 		t.Fatal("the startup script does not start the worker on its machine")
 	}
 }
