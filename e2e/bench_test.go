@@ -68,3 +68,18 @@ func lastLine(s string) string {
 	}
 	return lines[len(lines)-1]
 }
+
+// TestBenchE2EContainersSmoke runs `drover bench e2e -image test`: the
+// bench serves its own image, every job runs in a container, and each
+// worker pulls the image once.
+func TestBenchE2EContainersSmoke(t *testing.T) {
+	jobtoolImage(t) // root and runc, or skip/fail as the container tests do
+	r := runCLI(t, nil, "bench", "e2e", "-image", "test", "-jobs", "200", "-workers", "2", "-worker-cores", "4", "-json").must(t, 0)
+	var res map[string]any
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, r.stdout)
+	}
+	if res["complete_jobs_per_s"].(float64) <= 0 || res["jobs"].(float64) != 200 || res["image_pulls"].(float64) != 2 || res["attempt_p50_ms"].(float64) <= 0 {
+		t.Fatalf("%v", res)
+	}
+}

@@ -18,7 +18,10 @@ cleanup() {
 trap cleanup EXIT
 
 echo "==> starting a dev agent (data dir $DATA, agent log $LOG)"
-"$BIN" agent -dev -data-dir "$DATA" -http-addr 127.0.0.1:0 -clusters us-east1/a:1x4,us-west1/b:1x4 -worker-memory 4GiB -log-level warn >"$LOG" 2>&1 &
+BUCKET="$DATA/bucket"
+mkdir -p "$BUCKET/in"
+for i in 0 1 2; do seq 1 $((10 * (i + 1))) | tr '\n' ' ' >"$BUCKET/in/words-$i.txt"; done
+"$BIN" agent -dev -data-dir "$DATA" -http-addr 127.0.0.1:0 -clusters us-east1/a:1x4,us-west1/b:1x4 -worker-memory 4GiB -file-url-roots "$BUCKET" -log-level warn >"$LOG" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 300); do
   [[ -s "$DATA/root.token" && -s "$DATA/api.addr" ]] && break
@@ -68,6 +71,15 @@ sleep 2
 run cluster enable b
 run batch wait 5
 run job list 5 -filter name=west
+
+echo
+echo "==> input and output files: each job copies its shard from a file:// bucket and its count back"
+run run -wait -var bucket="$BUCKET" examples/files.hcl
+run job status 6 1
+echo
+echo "==> ls $BUCKET/out; cat count-2.txt"
+ls "$BUCKET/out"
+cat "$BUCKET/out/count-2.txt"
 
 run batch list
 

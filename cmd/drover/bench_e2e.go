@@ -29,7 +29,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	cores := fs.Int("worker-cores", 64, "cores per worker (each job takes one)")
 	image := fs.String("image", "", `run each job in a container of this image (its command: -command); "test" serves one from a registry in this process, built from drover's static test program (needs the go command)`)
 	command := fs.String("command", "true", `the jobs' command, split at spaces ("jobtool true" with -image test)`)
-	memory := fs.String("memory", "", "each job's memory limit (default 16MiB, 64MiB in containers: runc's own init runs inside the limit)")
+	memory := fs.String("memory", "16MiB", "each job's memory limit (a container's includes runc's own init while it starts the job)")
 	keep := fs.Bool("keep", false, "keep the agent's data dir")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -40,14 +40,9 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	argv := strings.Fields(*command)
-	jobMem := int64(16 << 20)
-	if *image != "" {
-		jobMem = 64 << 20
-	}
-	if *memory != "" {
-		if jobMem, err = jobspec.ParseBytes(*memory); err != nil {
-			return usagef("-memory: %v", err)
-		}
+	jobMem, err := jobspec.ParseBytes(*memory)
+	if err != nil {
+		return usagef("-memory: %v", err)
 	}
 	var reg *testimage.Registry
 	if *image == "test" {
