@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,10 @@ type ContainerExecutor struct {
 	dir    string // bundles
 	images *images.Store
 	log    *slog.Logger
+	// starting bounds the containers runc is starting at once (a start
+	// costs runc some 20 ms of CPU; a hundred at once on a few cores
+	// thrash, and all start later than if they queued).
+	starting chan struct{}
 }
 
 var _ Executor = (*ContainerExecutor)(nil)
@@ -49,7 +54,7 @@ func newContainerExecutor(runc, root, dir string, store *images.Store, log *slog
 			return nil, fmt.Errorf("container executor: %w", err)
 		}
 	}
-	e := &ContainerExecutor{runc: runc, root: root, dir: dir, images: store, log: log}
+	e := &ContainerExecutor{runc: runc, root: root, dir: dir, images: store, log: log, starting: make(chan struct{}, max(2, runtime.NumCPU()))}
 	if states, err := os.ReadDir(root); err == nil {
 		for _, st := range states {
 			// Their processes died with the worker's cgroups; this drops
@@ -113,10 +118,13 @@ func (e *ContainerExecutor) Start(ctx context.Context, spec Spec, out io.Writer)
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
 		return nil, fmt.Errorf("container config: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("not starting the container: %w", err)
+	select {
+	case e.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("not starting the container: %w", ctx.Err())
 	}
-	c.cmd = exec.Command(e.runc, "--root", e.root, "run", "--bundle", bundle, id)
+	pidFile := filepath.Join(bundle, "pid")
+	c.cmd = exec.Command(e.runc, "--root", e.root, "run", "--pid-file", pidFile, "--bundle", bundle, id)
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	// runc stays in the worker's cgroup (it is the worker's helper); the
 	// container goes below the attempt's. A dying worker takes runc with
@@ -124,10 +132,25 @@ func (e *ContainerExecutor) Start(ctx context.Context, spec Spec, out io.Writer)
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c.cmd.WaitDelay = waitDelay
 	if err := c.cmd.Start(); err != nil {
+		<-e.starting
 		return nil, &StartError{Op: "start", Name: e.runc, Err: unwrapExec(err)}
 	}
 	ok = true
 	go c.wait()
+	go func() {
+		// runc writes the pid file once the job's process runs.
+		defer func() { <-e.starting }()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			select {
+			case <-c.done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			if _, err := os.Stat(pidFile); err == nil {
+				return
+			}
+		}
+	}()
 	return c, nil
 }
 
