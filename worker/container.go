@@ -144,7 +144,7 @@ func (e *ContainerExecutor) Start(ctx context.Context, spec Spec, out io.Writer)
 			select {
 			case <-c.done:
 				return
-			case <-time.After(2 * time.Millisecond):
+			case <-time.After(5 * time.Millisecond):
 			}
 			if _, err := os.Stat(pidFile); err == nil {
 				return
