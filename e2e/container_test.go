@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,16 +21,8 @@ import (
 // static Go program (jobtool). They need root, as a worker that isolates
 // jobs does.
 
-var jobtoolOnce struct {
-	sync.Once
-	binary string // jobtool on the host, where any job user may run it
-	reg    *testimage.Registry
-	ref    string // the jobtool image, by tag
-	err    error
-}
-
-// jobtoolImage builds jobtool and pushes its image to a registry that
-// lives as long as the test binary.
+// jobtoolImage returns jobtool on this machine, the registry serving its
+// image (for the rest of the test binary) and the image's reference.
 func jobtoolImage(t *testing.T) (binary string, reg *testimage.Registry, ref string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -40,35 +31,11 @@ func jobtoolImage(t *testing.T) (binary string, reg *testimage.Registry, ref str
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Fatal("runc is not installed: make test installs it (scripts/test-deps.sh), or apt-get install runc")
 	}
-	o := &jobtoolOnce
-	o.Do(func() {
-		dir, err := os.MkdirTemp("", "drover-jobtool-")
-		if err == nil {
-			// Jobs run as users of their own: they must reach the binary.
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			o.err = err
-			return
-		}
-		if o.binary, o.err = testimage.Build(dir); o.err != nil {
-			return
-		}
-		img, err := testimage.Image(o.binary)
-		if err != nil {
-			o.err = err
-			return
-		}
-		if o.reg, o.err = testimage.NewRegistry(testimage.RegistryConfig{}); o.err != nil {
-			return
-		}
-		o.ref = o.reg.Ref("tools/jobtool:1")
-		_, o.err = o.reg.Push(img, "tools/jobtool:1")
-	})
-	if o.err != nil {
-		t.Fatal(o.err)
+	f, err := testimage.Shared()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return o.binary, o.reg, o.ref
+	return f.Binary, f.Registry, f.Ref
 }
 
 // worker is a `drover worker` process the test started.

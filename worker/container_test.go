@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,16 +16,8 @@ import (
 	"github.com/drover-sched/drover/worker/images"
 )
 
-var jobtool struct {
-	sync.Once
-	binary string
-	reg    *testimage.Registry
-	ref    string
-	err    error
-}
-
-// jobtoolRef builds jobtool and serves its image from an in-process
-// registry for the rest of the test binary.
+// jobtoolRef returns jobtool on this machine and its image's reference,
+// served for the rest of the test binary.
 func jobtoolRef(t testing.TB) (string, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -35,33 +26,11 @@ func jobtoolRef(t testing.TB) (string, string) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Fatal("runc is not installed: make test installs it, or apt-get install runc")
 	}
-	jobtool.Do(func() {
-		dir, err := os.MkdirTemp("", "drover-jobtool-")
-		if err == nil {
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			jobtool.err = err
-			return
-		}
-		if jobtool.binary, jobtool.err = testimage.Build(dir); jobtool.err != nil {
-			return
-		}
-		img, err := testimage.Image(jobtool.binary)
-		if err != nil {
-			jobtool.err = err
-			return
-		}
-		if jobtool.reg, jobtool.err = testimage.NewRegistry(testimage.RegistryConfig{}); jobtool.err != nil {
-			return
-		}
-		jobtool.ref = jobtool.reg.Ref("tools/jobtool:1")
-		_, jobtool.err = jobtool.reg.Push(img, "tools/jobtool:1")
-	})
-	if jobtool.err != nil {
-		t.Fatal(jobtool.err)
+	f, err := testimage.Shared()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return jobtool.binary, jobtool.ref
+	return f.Binary, f.Ref
 }
 
 // containerRig is what a container executor needs: an image store, a

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -261,4 +262,58 @@ func newLayer(entries []entry) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(b)), nil
 	})
+}
+
+// Fixture is jobtool built once for a process, where any user may run it
+// (jobs run as users of their own), and its image in a registry that
+// lives as long as the process.
+type Fixture struct {
+	// Binary is jobtool on this machine.
+	Binary string
+	// Registry serves the image; Ref names it by tag.
+	Registry *Registry
+	Ref      string
+}
+
+var shared struct {
+	sync.Once
+	f   *Fixture
+	err error
+}
+
+// Shared builds the process's Fixture on its first call and returns it
+// on every call; the tests of several files share one build and one
+// registry.
+func Shared() (*Fixture, error) {
+	shared.Do(func() {
+		dir, err := os.MkdirTemp("", "drover-jobtool-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		if err != nil {
+			shared.err = err
+			return
+		}
+		f := &Fixture{}
+		if f.Binary, err = Build(dir); err != nil {
+			shared.err = err
+			return
+		}
+		img, err := Image(f.Binary)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		if f.Registry, err = NewRegistry(RegistryConfig{}); err != nil {
+			shared.err = err
+			return
+		}
+		f.Ref = f.Registry.Ref("tools/jobtool:1")
+		if _, err := f.Registry.Push(img, "tools/jobtool:1"); err != nil {
+			shared.err = err
+			return
+		}
+		shared.f = f
+	})
+	return shared.f, shared.err
 }

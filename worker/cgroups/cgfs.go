@@ -392,3 +392,24 @@ func waitFor(timeout time.Duration, cond func() (bool, error)) error {
 		time.Sleep(delay)
 	}
 }
+
+// writeTree writes value to file in dir and in each of its descendants
+// that has it: it thaws a tree a run that crashed during a kill may have
+// left frozen (v1 "freezer.state" = "THAWED", v2 "cgroup.freeze" = "0").
+func writeTree(dir, file, value string) error {
+	if f := filepath.Join(dir, file); exists(f) {
+		if err := writeFile(f, value); err != nil {
+			return err
+		}
+	}
+	subs, err := subdirs(dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range subs {
+		if err := writeTree(s, file, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

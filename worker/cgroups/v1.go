@@ -175,7 +175,7 @@ func (h *v1) cleanup() error {
 		// frozen, and a frozen task does not die: thaw them all
 		// first. (Thawing a parent does not thaw a child frozen by
 		// itself.)
-		if err := thawTree(filepath.Join(mnt, h.parent)); err != nil {
+		if err := writeTree(filepath.Join(mnt, h.parent), "freezer.state", "THAWED"); err != nil {
 			return err
 		}
 		fz = v1Freezer{state: filepath.Join(mnt, h.parent, "freezer.state")}
@@ -193,23 +193,6 @@ func (h *v1) cleanup() error {
 			if err := removeTree(h.dirs, s, h.killTimeout); err != nil {
 				return err
 			}
-		}
-	}
-	return nil
-}
-
-// thawTree thaws the v1 freezer cgroup dir and its descendants.
-func thawTree(dir string) error {
-	if err := writeFile(filepath.Join(dir, "freezer.state"), "THAWED"); err != nil {
-		return err
-	}
-	subs, err := subdirs(dir)
-	if err != nil {
-		return err
-	}
-	for _, s := range subs {
-		if err := thawTree(s); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -145,34 +145,13 @@ func (h *v2) cleanup() error {
 	}
 	for _, s := range subs {
 		h.log.Info("removing leftover cgroup", "dir", s)
-		if err := thawTreeV2(s); err != nil {
+		if err := writeTree(s, "cgroup.freeze", "0"); err != nil {
 			return err
 		}
 		if err := h.killDir(s); err != nil {
 			return err
 		}
 		if err := removeTree(h.dirs, s, h.killTimeout); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// thawTreeV2 unfreezes dir and its descendants, which a run that crashed
-// during a kill may have left frozen.
-func thawTreeV2(dir string) error {
-	f := filepath.Join(dir, "cgroup.freeze")
-	if exists(f) {
-		if err := writeFile(f, "0"); err != nil {
-			return err
-		}
-	}
-	subs, err := subdirs(dir)
-	if err != nil {
-		return err
-	}
-	for _, s := range subs {
-		if err := thawTreeV2(s); err != nil {
 			return err
 		}
 	}
