@@ -66,12 +66,13 @@ type Config struct {
 	Logger   *slog.Logger
 
 	// Isolation says how jobs are kept apart from the worker and from
-	// each other: IsolationFull runs each job as a user of its own (from
-	// JobUIDs), in a cgroup that enforces its CPU and memory and measures
-	// its use, in a directory only that user can enter; IsolationNone
-	// runs jobs as the worker's own user, unlimited (for a worker that is
-	// not root, such as a developer's). IsolationAuto (the default) is
-	// full when the worker runs as root.
+	// each other: IsolationFull runs each job as a user of its own
+	// (leased from JobUIDFirst..JobUIDFirst+JobUIDCount-1), in a cgroup
+	// that enforces its CPU and memory and measures its use, in a
+	// directory only that user can enter; IsolationNone runs jobs as the
+	// worker's own user, unlimited (for a worker that is not root, such
+	// as a developer's). IsolationAuto (the default) is full when the
+	// worker runs as root.
 	Isolation string
 	// JobsDir holds, in a directory of each worker's own, the attempts'
 	// directories; it must be outside DataDir (and any server's data
