@@ -23,6 +23,10 @@ func FuzzDecode(f *testing.F) {
 		&CancelBatch{Now: 10, Batch: 1, Reason: "r"},
 		&AddJobs{Batch: 1, Update: 2, Now: 11, Jobs: []JobEntry{{First: 1, Count: 1, Spec: &Spec{Name: "k", Command: []string{"true"}, CPUMilli: 500, Memory: 1 << 20}}}},
 		&ExpireUpdates{Now: 12, Before: 11, Reason: "idle", Updates: []UpdateRef{{Batch: 1, Update: 2}}},
+		&AddJobs{Batch: 1, Update: 2, Now: 13, Jobs: []JobEntry{{First: 2, Count: 1, Spec: &Spec{Name: "c", Command: []string{"true"}, CPUMilli: 500, Memory: 1 << 20,
+			Run: &Run{Image: "r/i:1", Network: "none", Inputs: []File{{Name: "a", URL: "file:///a", Path: "in/a"}}, Outputs: []File{{Name: "b", URL: "file:///b", Path: "out"}}}}}}},
+		&Events{Now: 14, Events: []Event{{Batch: 1, Job: 1, Attempt: 1, Instance: 1, Sample: true, Usage: &Usage{CPUMillis: 5, PeakMemory: 1 << 20}}}},
+		&Retire{Now: 15, Instance: 1, Reason: "spot", Preempted: true},
 	} {
 		data, err := Encode(c)
 		if err != nil {
