@@ -298,8 +298,9 @@ const minSampleGap = 30 * time.Second
 // let through (on this server; a new leader starts afresh, which lets at
 // most one more through per attempt).
 type sampleGate struct {
-	mu   sync.Mutex
-	last map[state.AttemptID]time.Time
+	mu    sync.Mutex
+	last  map[state.AttemptID]time.Time
+	swept time.Time // when last forgotten
 }
 
 // allow reports whether ev, a usage sample, may go to the log now, and
@@ -314,7 +315,10 @@ func (g *sampleGate) allow(ev state.Event, now time.Time) bool {
 	if t, ok := g.last[id]; ok && now.Sub(t) < minSampleGap {
 		return false
 	}
-	if len(g.last) > 100_000 {
+	// Forgetting walks the map, so it runs at most once a gap however
+	// many attempts are sampled.
+	if len(g.last) > 100_000 && now.Sub(g.swept) >= minSampleGap {
+		g.swept = now
 		for k, t := range g.last {
 			if now.Sub(t) > 10*minSampleGap {
 				delete(g.last, k)
