@@ -54,6 +54,14 @@ type Config struct {
 	// GossipInterval tunes memberlist's failure detection (0: LAN
 	// defaults, a 1s probe interval).
 	GossipInterval time.Duration
+	// GossipKeys encrypt gossip: the first is used to send, all are
+	// accepted (see cluster.Config.GossipKeys). A server that gossips with
+	// others (BootstrapExpect above 1, Join or ConsulAddr) needs them
+	// unless Insecure is set.
+	GossipKeys [][]byte
+	// Insecure lets servers gossip in the clear, for a test or a network
+	// no one else reaches.
+	Insecure bool
 	// WorkerSecret is the join secret workers present to activate. Workers
 	// are refused when it is empty.
 	WorkerSecret string
@@ -241,6 +249,16 @@ func (c *Config) Validate() error {
 	}
 	if (c.BootstrapExpect > 0 || len(c.Join) > 0 || c.ConsulAddr != "") && c.GossipAddr == "" {
 		errs = append(errs, errors.New("config fields BootstrapExpect, Join and ConsulAddr need GossipAddr"))
+	}
+	if c.GossipAddr != "" && (c.BootstrapExpect > 1 || len(c.Join) > 0 || c.ConsulAddr != "") && len(c.GossipKeys) == 0 && !c.Insecure {
+		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
+			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
+			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
+	}
+	for i, k := range c.GossipKeys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			errs = append(errs, fmt.Errorf("GossipKeys[%d] is %d bytes; a gossip key is 16, 24 or 32", i, n))
+		}
 	}
 	if c.DeadServerGrace < 0 {
 		errs = append(errs, fmt.Errorf("DeadServerGrace is %v; it must not be negative", c.DeadServerGrace))

@@ -164,7 +164,7 @@ func New(cfg *Config) (*Server, error) {
 			ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: advertise,
 			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
 			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
-			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, Logger: s.log,
+			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys, Logger: s.log,
 		}, s.raft.raft)
 		if err != nil {
 			return fail(err)

@@ -128,6 +128,16 @@ func NewTestCluster(ctx context.Context, dir string, n int, opts ClusterOptions)
 	members := &staticMembers{}
 	c := &TestCluster{}
 	var gossip []string
+	var gossipKey []byte
+	if opts.Gossip {
+		key, err := cluster.GenerateGossipKey()
+		if err == nil {
+			gossipKey, err = cluster.ParseGossipKey(key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	for i := range nodes {
 		cfg := TestConfig(filepath.Join(dir, fmt.Sprint("s", i)), log)
 		cfg.NodeID = fmt.Sprint("s", i)
@@ -140,6 +150,7 @@ func NewTestCluster(ctx context.Context, dir string, n int, opts ClusterOptions)
 			cfg.GossipAddr = "127.0.0.1:0"
 			cfg.GossipInterval = 200 * time.Millisecond
 			cfg.BootstrapExpect = n
+			cfg.GossipKeys = [][]byte{gossipKey}
 			cfg.ConsulAddr = opts.ConsulAddr
 			if opts.ConsulAddr == "" {
 				cfg.Join = gossip

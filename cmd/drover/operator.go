@@ -7,11 +7,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/cluster"
 )
 
 func (m *Main) runOperator(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("drover operator needs raft or snapshot: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE")
+		return usagef("drover operator needs raft, snapshot or gossip: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate")
 	}
 	switch args[0] {
 	case "raft":
@@ -22,8 +23,30 @@ func (m *Main) runOperator(ctx context.Context, args []string) error {
 		return m.sub(ctx, "operator snapshot", args[1:], map[string]func(context.Context, []string) error{
 			"save": m.runSnapshotSave, "restore": m.runSnapshotRestore,
 		})
+	case "gossip":
+		if len(args) < 2 || args[1] != "keyring" {
+			return usagef("drover operator gossip needs keyring: gossip keyring generate")
+		}
+		return m.sub(ctx, "operator gossip keyring", args[2:], map[string]func(context.Context, []string) error{
+			"generate": m.runKeyringGenerate,
+		})
 	}
-	return usagef("unknown command 'drover operator %s'; use raft or snapshot", args[0])
+	return usagef("unknown command 'drover operator %s'; use raft, snapshot or gossip", args[0])
+}
+
+// runKeyringGenerate prints a new gossip encryption key, for a
+// -gossip-key-file.
+func (m *Main) runKeyringGenerate(_ context.Context, args []string) error {
+	fs := m.newFlags("operator gossip keyring generate", "")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	key, err := cluster.GenerateGossipKey()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(m.Stdout, key)
+	return nil
 }
 
 func (m *Main) runListPeers(ctx context.Context, args []string) error {

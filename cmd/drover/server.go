@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/server/cluster"
 )
 
 func splitList(s string) []string {
@@ -62,6 +63,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "refuse log chunks beyond this much log per attempt (e.g. 64MiB)")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
+	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure")
+	insecure := fs.Bool("insecure", false, "let servers gossip in the clear (a test, or a network no one else reaches)")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
 	pprofOn := fs.Bool("debug-pprof", false, "serve Go profiles under /debug/pprof/ without a token (trusted networks only)")
 	autoscale := fs.Bool("autoscale", false, "run the autoscaler while leading: make machines with the provider each cluster declares (gce: application default credentials; nomad: NOMAD_TOKEN)")
@@ -110,6 +113,12 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.ElectionTimeout = *raftTimeout
 	cfg.LeaderLeaseTimeout = *raftTimeout / 2
 	cfg.GossipInterval = *gossipInterval
+	cfg.Insecure = *insecure
+	if *gossipKeyFile != "" {
+		if cfg.GossipKeys, err = cluster.ReadGossipKeyFile(*gossipKeyFile); err != nil {
+			return err
+		}
+	}
 	cfg.SnapshotThreshold = *snapThreshold
 	cfg.TrailingLogs = *trailing
 	cfg.SnapshotInterval = *snapInterval

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/cluster"
 )
 
 // Options describes a cluster to launch.
@@ -44,9 +45,12 @@ type Options struct {
 
 // Cluster is a launched cluster.
 type Cluster struct {
-	opts    Options
-	Secret  string
-	Servers []*Server
+	opts   Options
+	Secret string
+	// GossipKey is the servers' -gossip-key-file, a key made for the
+	// cluster.
+	GossipKey string
+	Servers   []*Server
 
 	mu      sync.Mutex
 	workers []*Process
@@ -94,6 +98,14 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{opts: opts, Secret: filepath.Join(opts.Dir, "worker.secret")}
 	if err := os.WriteFile(c.Secret, []byte("cluster-secret\n"), 0o600); err != nil {
+		return nil, err
+	}
+	key, err := cluster.GenerateGossipKey()
+	if err != nil {
+		return nil, err
+	}
+	c.GossipKey = filepath.Join(opts.Dir, "gossip.key")
+	if err := os.WriteFile(c.GossipKey, []byte(key+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	for i := 0; i < opts.Servers; i++ {
@@ -144,7 +156,7 @@ func (s *Server) Start() error {
 		"-data-dir", s.DataDir, "-node-id", s.ID(),
 		"-http-addr", s.HTTP, "-raft-addr", s.Raft, "-gossip-addr", s.Gossip,
 		"-bootstrap-expect", fmt.Sprint(len(s.c.Servers)),
-		"-worker-secret-file", s.c.Secret, "-gossip-interval", "200ms", "-log-level", s.c.opts.LogLevel,
+		"-worker-secret-file", s.c.Secret, "-gossip-key-file", s.c.GossipKey, "-gossip-interval", "200ms", "-log-level", s.c.opts.LogLevel,
 	}
 	if s.c.opts.TransitionLogs {
 		args = append(args, "-debug-transition-log", s.TransitionLog(s.Gen))

@@ -49,7 +49,14 @@ type Config struct {
 	// GossipInterval tunes failure detection (0: memberlist's LAN
 	// defaults).
 	GossipInterval time.Duration
-	Logger         *slog.Logger
+	// GossipKeys encrypt and authenticate gossip (AES-GCM): the first
+	// encrypts what this server sends, any of them opens what it
+	// receives, and messages that none opens, plain ones included, are
+	// dropped. A server without the key is never seen, so it never
+	// becomes a member or a voter. Empty: plain gossip, which anyone who
+	// reaches the port can join.
+	GossipKeys [][]byte
+	Logger     *slog.Logger
 }
 
 // Raft is what membership needs from the Raft node; *raft.Raft has it.
@@ -90,7 +97,8 @@ type Cluster struct {
 	raft    Raft
 	log     *slog.Logger
 	ml      *memberlist.Memberlist
-	gossip  string // this server's gossip address, read once after memberlist started
+	gossip  string              // this server's gossip address, read once after memberlist started
+	keyring *memberlist.Keyring // nil: gossip in the clear
 	consul  *consulDiscovery
 	mu      sync.Mutex
 	members map[string]*Member // by server ID
@@ -250,6 +258,15 @@ func (c *Cluster) setupGossip() error {
 		mc.AdvertiseAddr = ah
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 	}
+	if len(cfg.GossipKeys) > 0 {
+		kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])
+		if err != nil {
+			return fmt.Errorf("gossip keys: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		c.keyring = kr
+	}
 	mc.Delegate = gossipDelegate{c}
 	mc.Events = eventDelegate{c}
 	mc.DeadNodeReclaimTime = 5 * time.Second
@@ -330,6 +347,9 @@ func (c *Cluster) runJoin(ctx context.Context) {
 		delay = min(delay*2, 10*time.Second)
 	}
 }
+
+// Encrypted reports whether gossip is encrypted.
+func (c *Cluster) Encrypted() bool { return c.keyring != nil }
 
 // GossipAddr is the gossip address other servers reach this one at.
 func (c *Cluster) GossipAddr() string { return c.gossip }
