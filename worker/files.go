@@ -72,8 +72,16 @@ func (e *fileError) Unwrap() error { return e.err }
 
 // expandFile expands the job's variables in a file's URL and path and
 // checks the result again: a variable may hold anything.
-func expandFile(rawURL, p string, env map[string]string) (string, string, error) {
-	get := func(k string) string { return env[k] }
+// env is KEY=value pairs, the last of a key winning.
+func expandFile(rawURL, p string, env []string) (string, string, error) {
+	get := func(k string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
 	u := os.Expand(rawURL, get)
 	if err := api.ValidateFileURL(u); err != nil {
 		return "", "", err

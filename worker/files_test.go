@@ -34,7 +34,7 @@ func TestFilesCopyInAndOut(t *testing.T) {
 	defer f.close()
 	ctx := context.Background()
 	job := t.TempDir()
-	vars := map[string]string{"DROVER_INDEX": "3"}
+	vars := []string{"DROVER_INDEX=1", "DROVER_INDEX=3"}
 	src, rel, err := expandFile("file://"+bucket+"/in-$DROVER_INDEX.txt", "/io/data/in.txt", vars)
 	if err != nil || rel != "data/in.txt" {
 		t.Fatalf("expand: %q %q %v", src, rel, err)
@@ -89,7 +89,7 @@ func TestFilesCopyInAndOut(t *testing.T) {
 		t.Fatalf("a directory as output: %v", err)
 	}
 	// A variable that leaves the job's directory is caught after expansion.
-	if _, _, err := expandFile("gs://b/x", "$P/x", map[string]string{"P": "../.."}); err == nil {
+	if _, _, err := expandFile("gs://b/x", "$P/x", []string{"P=../.."}); err == nil {
 		t.Fatal("a path that expands out of the job's directory was accepted")
 	}
 	none, _ := newFiles(nil)

@@ -86,27 +86,23 @@ func (t *task) reason() (string, bool) {
 	return t.killWhy, t.preempted
 }
 
-// env is the job's environment: DROVER_* and its own variables (which
-// win), as a map for expanding file names and as KEY=value pairs.
-func (t *task) env() (map[string]string, []string) {
-	m := map[string]string{
-		"DROVER_BATCH_ID": strconv.FormatInt(t.a.BatchID, 10),
-		"DROVER_JOB_ID":   strconv.FormatInt(t.a.JobID, 10),
-		"DROVER_ATTEMPT":  strconv.Itoa(t.a.Attempt),
-		"DROVER_INDEX":    strconv.FormatInt(t.a.ArrayIndex, 10),
-		"DROVER_JOB_NAME": t.a.Name,
-		"DROVER_CPU":      strconv.FormatFloat(t.a.CPU, 'f', -1, 64),
-		"DROVER_MEMORY":   strconv.FormatInt(t.a.Memory, 10),
-	}
-	env := make([]string, 0, len(m)+len(t.a.Env))
-	for _, k := range []string{"DROVER_BATCH_ID", "DROVER_JOB_ID", "DROVER_ATTEMPT", "DROVER_INDEX", "DROVER_JOB_NAME", "DROVER_CPU", "DROVER_MEMORY"} {
-		env = append(env, k+"="+m[k])
-	}
+// env is the job's environment as KEY=value pairs: DROVER_* first, then
+// its own variables (which win, being later).
+func (t *task) env() []string {
+	env := make([]string, 0, 7+len(t.a.Env))
+	env = append(env,
+		"DROVER_BATCH_ID="+strconv.FormatInt(t.a.BatchID, 10),
+		"DROVER_JOB_ID="+strconv.FormatInt(t.a.JobID, 10),
+		"DROVER_ATTEMPT="+strconv.Itoa(t.a.Attempt),
+		"DROVER_INDEX="+strconv.FormatInt(t.a.ArrayIndex, 10),
+		"DROVER_JOB_NAME="+t.a.Name,
+		"DROVER_CPU="+strconv.FormatFloat(t.a.CPU, 'f', -1, 64),
+		"DROVER_MEMORY="+strconv.FormatInt(t.a.Memory, 10),
+	)
 	for k, v := range t.a.Env {
 		env = append(env, k+"="+v)
-		m[k] = v
 	}
-	return m, env
+	return env
 }
 
 // sample returns the attempt's usage so far: its transfers, and what its
@@ -192,7 +188,7 @@ func (t *task) run() {
 	t.mu.Lock()
 	t.box = bx
 	t.mu.Unlock()
-	vars, env := t.env()
+	env := t.env()
 	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Network: t.a.Network}
 	ex := t.w.exec
 	if t.a.Image != "" {
@@ -212,7 +208,7 @@ func (t *task) run() {
 		defer img.Release()
 		spec.Image, ex = img, t.w.containers
 	}
-	if !t.copyInputs(bx, vars, fail) {
+	if !t.copyInputs(bx, env, fail) {
 		interrupted()
 		return
 	}
@@ -297,7 +293,7 @@ func (t *task) run() {
 		if oom {
 			fmt.Fprintf(ship, "drover: the out-of-memory killer killed a process of this job (limit %s); the job still succeeded\n", formatMiB(t.a.Memory))
 		}
-		if !t.copyOutputs(bx, vars, fail) {
+		if !t.copyOutputs(bx, env, fail) {
 			interrupted()
 		}
 	case oom:
@@ -314,14 +310,14 @@ func (t *task) run() {
 
 // copyInputs copies the attempt's inputs into its directory, recording
 // the time and bytes; on failure it ends the attempt with the reason.
-func (t *task) copyInputs(bx *box, vars map[string]string, fail func(string)) bool {
+func (t *task) copyInputs(bx *box, env []string, fail func(string)) bool {
 	if len(t.a.Inputs) == 0 {
 		return true
 	}
 	began := time.Now()
 	defer func() { t.addUsage(func(u *api.Usage) { u.InputSeconds = time.Since(began).Seconds() }) }()
 	for _, in := range t.a.Inputs {
-		src, rel, err := expandFile(in.Source, in.Path, vars)
+		src, rel, err := expandFile(in.Source, in.Path, env)
 		if err == nil {
 			var n int64
 			n, err = t.w.files.fetch(t.ctx, src, bx.dir, rel, bx.uid(), bx.uid())
@@ -339,14 +335,14 @@ func (t *task) copyInputs(bx *box, vars map[string]string, fail func(string)) bo
 
 // copyOutputs copies the attempt's outputs out of its directory once the
 // command succeeded; on failure it ends the attempt with the reason.
-func (t *task) copyOutputs(bx *box, vars map[string]string, fail func(string)) bool {
+func (t *task) copyOutputs(bx *box, env []string, fail func(string)) bool {
 	if len(t.a.Outputs) == 0 {
 		return true
 	}
 	began := time.Now()
 	defer func() { t.addUsage(func(u *api.Usage) { u.OutputSeconds = time.Since(began).Seconds() }) }()
 	for _, out := range t.a.Outputs {
-		dst, rel, err := expandFile(out.Destination, out.Path, vars)
+		dst, rel, err := expandFile(out.Destination, out.Path, env)
 		if err == nil {
 			var n int64
 			n, err = t.w.files.store(t.ctx, bx.dir, rel, dst)
