@@ -15,10 +15,12 @@ import (
 )
 
 // workerProcs counts the worker processes running on machines of the
-// agent's data dir.
+// agent's data dir. A worker's child between fork and exec still shows
+// the worker's command line, so processes whose parent is one of them are
+// not counted.
 func workerProcs(t *testing.T, dataDir string) int {
 	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	n := 0
+	parent := map[string]string{} // candidate pid -> its parent's pid
 	for _, p := range pids {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -26,6 +28,22 @@ func workerProcs(t *testing.T, dataDir string) int {
 		}
 		args := strings.Split(string(b), "\x00")
 		if len(args) > 1 && args[1] == "worker" && strings.Contains(string(b), filepath.Join(dataDir, "machines")+"/") {
+			pid := filepath.Base(filepath.Dir(p))
+			stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
+			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			if len(fields) < 2 {
+				continue
+			}
+			parent[pid] = fields[1]
+		}
+	}
+	n := 0
+	for _, ppid := range parent {
+		if _, forked := parent[ppid]; !forked {
 			n++
 		}
 	}
