@@ -213,6 +213,9 @@ func TestJobWhyNamesTheAutoscaler(t *testing.T) {
 		return coming && held
 	})
 	t.Logf("%+v", why.Reasons)
+	// The why names machines once their launch is decided (committed);
+	// the cloud is asked right after.
+	waitFor(t, "the decided machines to be asked of the cloud", func() bool { return cloud.Stats().Launched >= 2 })
 	if st := cloud.Stats(); st.Launched != 2 {
 		t.Fatalf("the cloud made %d machines; $0.50 an hour buys 2 of $0.20", st.Launched)
 	}
