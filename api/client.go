@@ -686,6 +686,25 @@ func (c *Client) RemovePeer(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/remove-peer", &RemovePeerRequest{ID: id}, nil)
 }
 
+// GossipKeyring lists the servers' gossip keys.
+func (c *Client) GossipKeyring(ctx context.Context) (*GossipKeyring, error) {
+	var out GossipKeyring
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/operator/gossip/keyring", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ChangeGossipKeyring installs, uses or removes a gossip key on every
+// server and returns the keyring once the live servers hold it.
+func (c *Client) ChangeGossipKeyring(ctx context.Context, op, key string) (*GossipKeyring, error) {
+	var out GossipKeyring
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/gossip/keyring", &GossipKeyringRequest{Op: op, Key: key}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // TransferLeader hands leadership to another server (id "" for any).
 func (c *Client) TransferLeader(ctx context.Context, id string) (*LeaderStatus, error) {
 	var out LeaderStatus

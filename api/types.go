@@ -573,6 +573,40 @@ type RemovePeerRequest struct {
 	ID string `json:"id"`
 }
 
+// GossipKeyringRequest changes the servers' gossip keyring: Op is
+// "install" (accept Key too), "use" (encrypt with Key, installed
+// everywhere first) or "remove" (stop accepting Key, used nowhere).
+type GossipKeyringRequest struct {
+	Op  string `json:"op"`
+	Key string `json:"key"`
+}
+
+// GossipKeyring is the servers' gossip keyring as the leader sees it.
+type GossipKeyring struct {
+	Keys    []GossipKey         `json:"keys"`
+	Servers []GossipServerState `json:"servers"`
+	// Pending lists the live servers that do not hold the leader's
+	// keyring yet (after a change that timed out waiting for them).
+	Pending []string `json:"pending,omitempty"`
+}
+
+// GossipKey is one key of the leader's keyring.
+type GossipKey struct {
+	Key         string `json:"key"`         // base64
+	Fingerprint string `json:"fingerprint"` // the first 8 hex digits of its SHA-256
+	Primary     bool   `json:"primary"`     // the key the leader encrypts with
+	// Installed: how many of the live servers hold it, of Servers.
+	Installed int `json:"installed"`
+	Servers   int `json:"servers"`
+}
+
+// GossipServerState is the keyring one live server tells over gossip.
+type GossipServerState struct {
+	ID string `json:"id"`
+	// Keys are fingerprints, the one it encrypts with first.
+	Keys []string `json:"keys"`
+}
+
 // TransferLeaderRequest hands leadership to a server (any, when ID is empty).
 type TransferLeaderRequest struct {
 	ID string `json:"id,omitempty"`

@@ -1,10 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +164,188 @@ func TestGossipKeyRequired(t *testing.T) {
 	cfg.GossipKeys = [][]byte{k}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("with a key: %v", err)
+	}
+}
+
+// TestGossipKeyRotation: a new key is installed, used and the old one
+// removed on a live 3-server cluster while a client keeps writing; no write
+// fails or is lost, every server holds the new keyring (and saved it for
+// its next start), and a node with only the old key is no longer seen.
+func TestGossipKeyRotation(t *testing.T) {
+	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, Configure: func(_ int, cfg *Config) {
+		cfg.GossipInterval = 100 * time.Millisecond
+	}})
+	oldKey := c.Servers[0].cfg.GossipKeys[0]
+	oldB64 := base64.StdEncoding.EncodeToString(oldKey)
+	newB64, _ := cluster.GenerateGossipKey()
+	newKey, _ := cluster.ParseGossipKey(newB64)
+	cl := api.NewClient(c.HTTPAddrs(), c.Token)
+	ctx := context.Background()
+
+	// A writer that runs through the whole rotation.
+	stop := make(chan struct{})
+	var accepted []string
+	var writeErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := fmt.Sprintf("during-rotation-%d", i)
+			if _, err := cl.CreateUser(ctx, &api.CreateUserRequest{Name: name}); err != nil {
+				writeErr = fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+			accepted = append(accepted, name)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	holds := func(want ...[]byte) func() bool {
+		return func() bool {
+			for _, s := range c.Servers {
+				got := s.cluster.Keyring()
+				if len(got) != len(want) || !bytes.Equal(got[0], want[0]) {
+					return false
+				}
+				for _, w := range want {
+					if !slices.ContainsFunc(got, func(g []byte) bool { return bytes.Equal(g, w) }) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	if _, err := cl.ChangeGossipKeyring(ctx, "use", newB64); err == nil || !strings.Contains(err.Error(), "install it first") {
+		t.Fatalf("using a key not installed: %v", err)
+	}
+	k, err := cl.ChangeGossipKeyring(ctx, "install", newB64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Pending) != 0 || len(k.Keys) != 2 || k.Keys[1].Installed != 3 || k.Keys[1].Servers != 3 || !k.Keys[0].Primary {
+		t.Fatalf("after install: %+v", k)
+	}
+	waitFor(t, "every server to hold both keys, the old one primary", holds(oldKey, newKey))
+	if _, err := cl.ChangeGossipKeyring(ctx, "remove", oldB64); err == nil || !strings.Contains(err.Error(), "primary") {
+		t.Fatalf("removing the primary key: %v", err)
+	}
+	if k, err = cl.ChangeGossipKeyring(ctx, "use", newB64); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Pending) != 0 || k.Keys[0].Key != newB64 || !k.Keys[0].Primary {
+		t.Fatalf("after use: %+v", k)
+	}
+	waitFor(t, "every server to encrypt with the new key", holds(newKey, oldKey))
+	if k, err = cl.ChangeGossipKeyring(ctx, "remove", oldB64); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Pending) != 0 || len(k.Keys) != 1 || k.Keys[0].Key != newB64 || k.Keys[0].Installed != 3 {
+		t.Fatalf("after remove: %+v", k)
+	}
+	waitFor(t, "every server to hold only the new key", holds(newKey))
+	for _, s := range c.Servers {
+		saved, err := cluster.ReadGossipKeyFile(filepath.Join(s.cfg.DataDir, keyringFile))
+		if err != nil || len(saved) != 1 || !bytes.Equal(saved[0], newKey) {
+			t.Fatalf("server %s saved %d keys (%v), want the new one", s.ID(), len(saved), err)
+		}
+	}
+
+	// Gossip goes on with the new key only.
+	var join []string
+	for _, s := range c.Servers {
+		join = append(join, s.GossipAddr())
+	}
+	stale := startIntruder(t, "stale", "old-key-node", "", oldKey, join)
+	fresh := startIntruder(t, "fresh", "new-key-node", "", newKey, join)
+	waitFor(t, "a node with the new key to be seen by every server", func() bool {
+		for _, s := range c.Servers {
+			if m, ok := s.cluster.Member("new-key-node"); !ok || !m.Alive {
+				return false
+			}
+		}
+		return fresh.members() == 4
+	})
+	for _, s := range c.Servers {
+		if _, ok := s.cluster.Member("old-key-node"); ok {
+			t.Fatalf("server %s sees a node that has only the removed key", s.ID())
+		}
+		alive := 0
+		for _, m := range s.cluster.Members() {
+			if m.Alive && strings.HasPrefix(m.ID, "s") {
+				alive++
+			}
+		}
+		if alive != 3 {
+			t.Fatalf("server %s sees %d servers alive after the rotation: %+v", s.ID(), alive, s.cluster.Members())
+		}
+	}
+	if n := stale.members(); n != 1 {
+		t.Fatalf("the node with the removed key sees %d members", n)
+	}
+
+	close(stop)
+	<-done
+	if writeErr != nil {
+		t.Fatalf("a write failed during the rotation: %v", writeErr)
+	}
+	if len(accepted) < 5 {
+		t.Fatalf("only %d writes during the rotation", len(accepted))
+	}
+	users, err := cl.ListUsers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, u := range users {
+		have[u.Name] = true
+	}
+	for _, name := range accepted {
+		if !have[name] {
+			t.Fatalf("user %s was accepted during the rotation and is gone", name)
+		}
+	}
+	p, err := cl.Peers(ctx)
+	if err != nil || len(p.Servers) != 3 {
+		t.Fatalf("raft peers after the rotation: %+v, %v", p, err)
+	}
+}
+
+// TestSavedKeyringWinsAtStart: a server that rotated keys starts again
+// with the keyring it saved, not the key file it was first given.
+func TestSavedKeyringWinsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := cluster.GenerateGossipKey()
+	b, _ := cluster.GenerateGossipKey()
+	keyA, _ := cluster.ParseGossipKey(a)
+	keyB, _ := cluster.ParseGossipKey(b)
+	if err := os.WriteFile(filepath.Join(dir, keyringFile), []byte("# saved\n"+b+"\n"+a+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := TestConfig(dir, testLogger(t))
+	cfg.GossipAddr = "127.0.0.1:0"
+	cfg.GossipKeys = [][]byte{keyA}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	got := s.cluster.Keyring()
+	if len(got) != 2 || !bytes.Equal(got[0], keyB) {
+		t.Fatalf("started with %d keys, primary %x; want the saved keyring with %x first", len(got), got[0], keyB)
+	}
+	if err := os.WriteFile(filepath.Join(dir, keyringFile), []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := TestConfig(t.TempDir(), testLogger(t))
+	cfg2.DataDir = dir
+	cfg2.GossipAddr = "127.0.0.1:0"
+	if _, err := New(cfg2); err == nil || !strings.Contains(err.Error(), keyringFile+":1") {
+		t.Fatalf("a corrupt saved keyring: %v", err)
 	}
 }

@@ -42,6 +42,7 @@ type Server struct {
 	waiting      waitingBook      // why the last round left jobs unplaced (leader)
 	autoscale    *autoscaleMemory // the leader's autoscaler between decisions
 	schedTrigger chan struct{}
+	keyringWake  chan struct{} // the gossip keyring in the state changed
 
 	api      *httpapi.Server
 	httpSrv  *http.Server
@@ -69,6 +70,17 @@ type Server struct {
 // New opens the data dir, starts Raft and the background loops, and binds
 // the HTTP listener. Call Shutdown to stop.
 func New(cfg *Config) (*Server, error) {
+	var usedSaved bool
+	if cfg.GossipAddr != "" && cfg.DataDir != "" {
+		saved, err := savedKeyring(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if saved != nil {
+			c := *cfg
+			c.GossipKeys, cfg, usedSaved = saved, &c, true
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
 	}
@@ -92,6 +104,10 @@ func New(cfg *Config) (*Server, error) {
 		live:         newLiveness(),
 		autoscale:    &autoscaleMemory{idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}},
 		schedTrigger: make(chan struct{}, 1),
+		keyringWake:  make(chan struct{}, 1),
+	}
+	if usedSaved {
+		s.log.Info("gossip keys come from the keyring saved by the last rotation, not -gossip-key-file", "file", filepath.Join(cfg.DataDir, keyringFile))
 	}
 	s.metrics = newMetrics(s.state, func() raftStats {
 		if s.raft == nil || s.raft.raft == nil {
@@ -103,6 +119,7 @@ func New(cfg *Config) (*Server, error) {
 		Work:         s.triggerSchedule,
 		Instance:     s.notify.notify,
 		AllInstances: s.notify.notifyAll,
+		Keyring:      s.keyringChanged,
 	}
 	if cfg.TransitionLog != "" {
 		f, err := os.OpenFile(cfg.TransitionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -159,17 +176,19 @@ func New(cfg *Config) (*Server, error) {
 		return fail(err)
 	}
 	var members httpapi.Members
+	var gossip httpapi.Gossip
 	if cfg.GossipAddr != "" {
 		c, err := cluster.Start(cluster.Config{
 			ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: advertise,
 			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
 			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
-			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys, Logger: s.log,
+			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys,
+			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), Logger: s.log,
 		}, s.raft.raft)
 		if err != nil {
 			return fail(err)
 		}
-		s.cluster, members = c, c
+		s.cluster, members, gossip = c, c, c
 	} else if cfg.Members != nil {
 		members = cfg.Members
 	}
@@ -189,6 +208,7 @@ func New(cfg *Config) (*Server, error) {
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
+		Gossip: gossip,
 	})
 	if err != nil {
 		if s.cluster != nil {
@@ -206,6 +226,10 @@ func New(cfg *Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.raft.watchLeader(ctx) }()
 	go func() { defer s.wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer s.wg.Done(); s.events.run(ctx) }()
+	if s.cluster != nil && s.cluster.Encrypted() {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.runKeyring(ctx) }()
+	}
 	go func() {
 		defer s.wg.Done()
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

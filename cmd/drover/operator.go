@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/drover-sched/drover/api"
@@ -12,7 +13,7 @@ import (
 
 func (m *Main) runOperator(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("drover operator needs raft, snapshot or gossip: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate")
+		return usagef("drover operator needs raft, snapshot or gossip: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate | list | install KEY | use KEY | remove KEY")
 	}
 	switch args[0] {
 	case "raft":
@@ -25,10 +26,11 @@ func (m *Main) runOperator(ctx context.Context, args []string) error {
 		})
 	case "gossip":
 		if len(args) < 2 || args[1] != "keyring" {
-			return usagef("drover operator gossip needs keyring: gossip keyring generate")
+			return usagef("drover operator gossip needs keyring: gossip keyring generate | list | install KEY | use KEY | remove KEY")
 		}
 		return m.sub(ctx, "operator gossip keyring", args[2:], map[string]func(context.Context, []string) error{
-			"generate": m.runKeyringGenerate,
+			"generate": m.runKeyringGenerate, "list": m.runKeyringList,
+			"install": m.keyringChange("install"), "use": m.keyringChange("use"), "remove": m.keyringChange("remove"),
 		})
 	}
 	return usagef("unknown command 'drover operator %s'; use raft, snapshot or gossip", args[0])
@@ -47,6 +49,67 @@ func (m *Main) runKeyringGenerate(_ context.Context, args []string) error {
 	}
 	fmt.Fprintln(m.Stdout, key)
 	return nil
+}
+
+func (m *Main) runKeyringList(ctx context.Context, args []string) error {
+	fs := m.newFlags("operator gossip keyring list", "[-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	k, err := m.Client().GossipKeyring(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(k)
+	}
+	return m.printKeyring(k)
+}
+
+// keyringChange runs install, use or remove: the leader commits the new
+// keyring and answers once every live server holds it.
+func (m *Main) keyringChange(op string) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		fs := m.newFlags("operator gossip keyring "+op, "KEY")
+		pos, err := parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		k, err := m.Client().ChangeGossipKeyring(ctx, op, pos[0])
+		if err != nil {
+			return err
+		}
+		if err := m.printKeyring(k); err != nil {
+			return err
+		}
+		if len(k.Pending) > 0 {
+			return fmt.Errorf("committed, but servers %s do not hold the new keyring yet; check again with `drover operator gossip keyring list`", strings.Join(k.Pending, ", "))
+		}
+		return nil
+	}
+}
+
+func (m *Main) printKeyring(k *api.GossipKeyring) error {
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tFINGERPRINT\tPRIMARY\tINSTALLED")
+	for _, key := range k.Keys {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d/%d\n", key.Key, key.Fingerprint, key.Primary, key.Installed, key.Servers)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, srv := range k.Servers {
+		fmt.Fprintf(m.Stdout, "server %s encrypts with %s, holds %s\n", srv.ID, first(srv.Keys), strings.Join(srv.Keys, " "))
+	}
+	return nil
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return s[0]
 }
 
 func (m *Main) runListPeers(ctx context.Context, args []string) error {

@@ -56,7 +56,9 @@ type Config struct {
 	// becomes a member or a voter. Empty: plain gossip, which anyone who
 	// reaches the port can join.
 	GossipKeys [][]byte
-	Logger     *slog.Logger
+	// KeyringFile is where SetKeyring saves the keyring ("": not saved).
+	KeyringFile string
+	Logger      *slog.Logger
 }
 
 // Raft is what membership needs from the Raft node; *raft.Raft has it.
@@ -78,8 +80,11 @@ type Member struct {
 	// bootstrapped while any server already has some.
 	HasState bool
 	Alive    bool
-	Left     bool      // left on purpose (graceful)
-	Since    time.Time // when Alive last changed
+	// Keys are the fingerprints of the gossip keys it holds, the one it
+	// encrypts with first (see KeyFingerprint).
+	Keys  []string
+	Left  bool      // left on purpose (graceful)
+	Since time.Time // when Alive last changed
 }
 
 // nodeMeta is what a server tells the others about itself over gossip.
@@ -89,6 +94,8 @@ type nodeMeta struct {
 	Raft     string `json:"raft"`
 	HTTP     string `json:"http"`
 	HasState bool   `json:"has_state"`
+	// Keys are the fingerprints of its gossip keys, primary first.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Cluster tracks the servers gossip knows about.
@@ -172,10 +179,14 @@ type gossipDelegate struct{ c *Cluster }
 
 func (d gossipDelegate) NodeMeta(limit int) []byte {
 	c := d.c
-	m := nodeMeta{ID: c.cfg.ID, Raft: c.cfg.RaftAddr, HTTP: c.cfg.HTTPAddr, HasState: c.hasRaftState()}
+	m := nodeMeta{ID: c.cfg.ID, Raft: c.cfg.RaftAddr, HTTP: c.cfg.HTTPAddr, HasState: c.hasRaftState(), Keys: c.fingerprints()}
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
-		return nil
+		// Long addresses: tell who we are, not our keys.
+		m.Keys = nil
+		if b, _ = json.Marshal(m); len(b) > limit {
+			return nil
+		}
 	}
 	return b
 }
@@ -205,7 +216,7 @@ func (c *Cluster) update(n *memberlist.Node, alive bool) {
 	if !ok || m.Alive != alive {
 		m.Since = time.Now()
 	}
-	m.ID, m.Raft, m.HTTP, m.HasState = meta.ID, meta.Raft, meta.HTTP, meta.HasState
+	m.ID, m.Raft, m.HTTP, m.HasState, m.Keys = meta.ID, meta.Raft, meta.HTTP, meta.HasState, meta.Keys
 	m.Gossip = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	m.Alive = alive
 	m.Left = !alive && n.State == memberlist.StateLeft

@@ -150,6 +150,8 @@ type Deps struct {
 	Waiting  Waiting // nil: batch and job reads carry no waiting reasons
 	// Autoscaler: nil where it does not run.
 	Autoscaler Autoscaler
+	// Gossip: nil on a server without gossip.
+	Gossip Gossip
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
@@ -169,6 +171,7 @@ type Server struct {
 	events       Events
 	waiting      Waiting
 	autoscaler   Autoscaler
+	gossip       Gossip
 	reg          *prometheus.Registry
 	httpRequests *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
@@ -184,7 +187,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler}
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
@@ -249,6 +252,8 @@ func (s *Server) Handler() http.Handler {
 	route("GET /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotSave))
 	route("PUT /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotRestore))
 	route("GET /api/v1/operator/memory", s.authAdmin(s.handleMemory))
+	route("GET /api/v1/operator/gossip/keyring", s.authAdmin(s.handleGossipKeyring))
+	route("POST /api/v1/operator/gossip/keyring", s.authAdmin(s.handleChangeGossipKeyring))
 	if s.cfg.DebugPprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)

@@ -34,6 +34,7 @@ const (
 	CmdScale
 	CmdLaunchDone
 	CmdMachineGone
+	CmdGossipKeyring
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -47,6 +48,7 @@ var cmdNames = map[CommandType]string{
 	CmdRotateToken: "rotate_token", CmdExpireUpdates: "expire_updates",
 	CmdSetCluster: "set_cluster", CmdSetTeam: "set_team", CmdApplyPlacement: "apply_placement",
 	CmdScale: "scale", CmdLaunchDone: "launch_done", CmdMachineGone: "machine_gone",
+	CmdGossipKeyring: "gossip_keyring",
 }
 
 func (t CommandType) String() string {
@@ -305,6 +307,8 @@ func newCommand(t CommandType) Command {
 		return &LaunchDone{}
 	case CmdMachineGone:
 		return &MachineGone{}
+	case CmdGossipKeyring:
+		return &GossipKeyring{}
 	}
 	return nil
 }

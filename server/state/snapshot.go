@@ -38,6 +38,8 @@ type snapState struct {
 	Machines      []Machine
 	Marks         []CapacityMark
 	Decisions     []Decision
+	// GossipKeys: the rotated gossip keyring (absent before rotation).
+	GossipKeys []string
 }
 
 type snapProject struct {
@@ -272,6 +274,7 @@ func (s *State) Snapshot() *Snapshot {
 		d.Marks = append(d.Marks, *s.marks[name])
 	}
 	d.Decisions = slices.Clone(s.decisions)
+	d.GossipKeys = slices.Clone(s.gossipKeys)
 	for _, name := range sortedKeys(s.teams) {
 		t := *s.teams[name]
 		t.Projects = slices.Clone(t.Projects)
@@ -388,6 +391,7 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.marks[m.Config] = &m
 	}
 	fresh.decisions = d.Decisions
+	fresh.gossipKeys = d.GossipKeys
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
@@ -457,10 +461,14 @@ func (s *State) Restore(r io.Reader) error {
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
+	s.gossipKeys = fresh.gossipKeys
 	s.recomputeTallies()
 	s.recomputeTeamUse()
 	s.notifyAllInstances()
 	s.notifyWork()
+	if s.hooks.Keyring != nil {
+		s.hooks.Keyring()
+	}
 	return nil
 }
 

@@ -44,6 +44,8 @@ type Hooks struct {
 	// Transition is called for every job state change (tests and metrics),
 	// with the Raft index of the command that made it.
 	Transition func(index, batch uint64, job uint32, from, to JobState)
+	// Keyring: the gossip keyring changed (GossipKeyring).
+	Keyring func()
 }
 
 // State is the whole replicated state. All methods are safe for concurrent
@@ -78,6 +80,9 @@ type State struct {
 	marks         map[string]*CapacityMark
 	decisions     []Decision
 	projectTeam   map[string]*Team // derived from teams
+	// gossipKeys is the gossip keyring, primary first (nil until an
+	// operator rotates keys).
+	gossipKeys []string
 
 	sched map[string]*userSched
 	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)
@@ -210,6 +215,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyLaunchDone(c)
 	case *MachineGone:
 		return s.applyMachineGone(c)
+	case *GossipKeyring:
+		return s.applyGossipKeyring(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

@@ -1,0 +1,186 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/cluster"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// Gossip is this server's gossip encryption.
+type Gossip interface {
+	Encrypted() bool
+	// Keyring returns the keys, the one gossip is encrypted with first.
+	Keyring() [][]byte
+}
+
+// keyring is the cluster's gossip keyring, primary first: the one last
+// committed, or, before any rotation, the keys this server started with.
+func (s *Server) keyring() [][]byte {
+	committed := s.state.GossipKeyring()
+	if len(committed) == 0 {
+		return s.gossip.Keyring()
+	}
+	keys := make([][]byte, len(committed))
+	for i, k := range committed {
+		keys[i], _ = base64.StdEncoding.DecodeString(k) // checked before the log
+	}
+	return keys
+}
+
+// keyringView is the cluster's keyring and what each live server tells of
+// its own; pending lists the live servers whose keyring differs.
+func (s *Server) keyringView() api.GossipKeyring {
+	keys := s.keyring()
+	fps := make([]string, len(keys))
+	for i, k := range keys {
+		fps[i] = cluster.KeyFingerprint(k)
+	}
+	out := api.GossipKeyring{Keys: []api.GossipKey{}, Servers: []api.GossipServerState{}}
+	if s.members != nil {
+		for _, m := range s.members.Members() {
+			if !m.Alive {
+				continue
+			}
+			out.Servers = append(out.Servers, api.GossipServerState{ID: m.ID, Keys: m.Keys})
+			same := len(m.Keys) == len(fps) && len(fps) > 0 && m.Keys[0] == fps[0]
+			for _, fp := range fps {
+				same = same && slices.Contains(m.Keys, fp)
+			}
+			if !same {
+				out.Pending = append(out.Pending, m.ID)
+			}
+		}
+	}
+	for i, k := range keys {
+		gk := api.GossipKey{Key: base64.StdEncoding.EncodeToString(k), Fingerprint: fps[i], Primary: i == 0, Servers: len(out.Servers)}
+		for _, srv := range out.Servers {
+			if slices.Contains(srv.Keys, fps[i]) {
+				gk.Installed++
+			}
+		}
+		out.Keys = append(out.Keys, gk)
+	}
+	return out
+}
+
+func (s *Server) requireEncryptedGossip(w http.ResponseWriter) bool {
+	if s.gossip == nil || !s.gossip.Encrypted() {
+		writeError(w, http.StatusBadRequest, "gossip on the leader is not encrypted: start every server with -gossip-key-file before rotating keys")
+		return false
+	}
+	return true
+}
+
+func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) {
+	if !s.requireEncryptedGossip(w) {
+		return
+	}
+	out := s.keyringView()
+	out.Pending = nil
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleChangeGossipKeyring commits the keyring an install, use or remove
+// makes of the leader's, then waits (up to the apply timeout) until every
+// live server tells over gossip that it holds it. A use needs the key on
+// every live server (or they could not read the leader's gossip), and a
+// remove needs no live server to still encrypt with it.
+func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Request) {
+	if !s.requireEncryptedGossip(w) {
+		return
+	}
+	var req api.GossipKeyringRequest
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a keyring request is one key") {
+		return
+	}
+	key, err := cluster.ParseGossipKey(req.Key)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	fp := cluster.KeyFingerprint(key)
+	cur := s.keyring()
+	has := slices.ContainsFunc(cur, func(k []byte) bool { return bytes.Equal(k, key) })
+	view := s.keyringView()
+	var next [][]byte
+	switch req.Op {
+	case "install":
+		if has {
+			break
+		}
+		if len(cur) >= state.MaxGossipKeys {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("the gossip keyring already holds %d keys (the limit): remove one first", state.MaxGossipKeys))
+			return
+		}
+		next = append(slices.Clone(cur), key)
+	case "use":
+		if !has {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("key %s is not installed: install it first with `drover operator gossip keyring install`", fp))
+			return
+		}
+		for _, srv := range view.Servers {
+			if !slices.Contains(srv.Keys, fp) {
+				writeError(w, http.StatusConflict, fmt.Sprintf("server %s does not hold key %s yet, so it could not read gossip encrypted with it; retry once `drover operator gossip keyring list` shows it installed everywhere", srv.ID, fp))
+				return
+			}
+		}
+		if bytes.Equal(cur[0], key) {
+			break
+		}
+		next = [][]byte{key}
+		for _, k := range cur {
+			if !bytes.Equal(k, key) {
+				next = append(next, k)
+			}
+		}
+	case "remove":
+		if !has {
+			break
+		}
+		if bytes.Equal(cur[0], key) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("key %s is the primary key: use another key first", fp))
+			return
+		}
+		for _, srv := range view.Servers {
+			if len(srv.Keys) > 0 && srv.Keys[0] == fp {
+				writeError(w, http.StatusConflict, fmt.Sprintf("server %s still encrypts with key %s; retry once `drover operator gossip keyring list` shows it using the new key", srv.ID, fp))
+				return
+			}
+		}
+		next = slices.DeleteFunc(slices.Clone(cur), func(k []byte) bool { return bytes.Equal(k, key) })
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("op %q is not install, use or remove", req.Op))
+		return
+	}
+	if next != nil {
+		enc := make([]string, len(next))
+		for i, k := range next {
+			enc[i] = base64.StdEncoding.EncodeToString(k)
+		}
+		if _, err := s.apply(&state.GossipKeyring{Now: time.Now().UnixNano(), Op: req.Op, Key: fp, Keys: enc}); err != nil {
+			s.writeErr(w, err)
+			return
+		}
+	}
+	deadline := time.Now().Add(s.cfg.ApplyTimeout)
+	for {
+		view = s.keyringView()
+		if len(view.Pending) == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-r.Context().Done():
+			s.writeErr(w, r.Context().Err())
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	writeJSON(w, http.StatusOK, view)
+}
