@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,10 +72,51 @@ type Client struct {
 	mu    sync.Mutex
 	token string
 	next  int
+	// setupErr fails every call: the client's TLS could not be set up.
+	setupErr error
+}
+
+// TLSError is a server whose certificate could not be verified, or that
+// would not take ours: retrying does not help.
+type TLSError struct{ Err error }
+
+func (e *TLSError) Error() string { return e.Err.Error() }
+func (e *TLSError) Unwrap() error { return e.Err }
+
+// tlsHint says what to do about a TLS failure ("" for other errors).
+func tlsHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknown), errors.As(err, &verify):
+		return "the server's certificate is not signed by the CA this client trusts: set DROVER_CACERT (the CLI) or -ca-file (workers) to the cluster's CA certificate"
+	case errors.As(err, &hostname):
+		return "the server's certificate does not name " + TLSServerName + ": make server certificates with `drover tls cert create -server`"
+	case errors.As(err, &invalid):
+		return "the server's certificate is not valid now (expired?)"
+	case errors.As(err, &record):
+		return "the server does not speak TLS: use an http:// address, or start the server with -tls-cert"
+	case strings.Contains(err.Error(), "tls: certificate required"), strings.Contains(err.Error(), "tls: bad certificate"), strings.Contains(err.Error(), "tls: unknown certificate authority"):
+		return "the server requires a client certificate signed by its -tls-ca: set DROVER_CLIENT_CERT and DROVER_CLIENT_KEY (make them with `drover tls cert create -client`)"
+	}
+	return ""
 }
 
 // NewClient returns a client for the comma-separated server addresses in addr.
-func NewClient(addr, token string) *Client {
+func NewClient(addr, token string) *Client { return NewTLSClient(addr, token, nil) }
+
+// NewTLSClient is NewClient for servers that serve HTTPS: they are
+// verified with tlsConf (its RootCAs, and ServerName), which also carries
+// a client certificate when the servers ask for one. Addresses without a
+// scheme are https:// ones. A nil tlsConf is NewClient.
+func NewTLSClient(addr, token string, tlsConf *tls.Config) *Client {
+	scheme := "http://"
+	if tlsConf != nil {
+		scheme = "https://"
+	}
 	var addrs []string
 	for _, a := range strings.Split(addr, ",") {
 		a = strings.TrimSpace(a)
@@ -81,17 +124,24 @@ func NewClient(addr, token string) *Client {
 			continue
 		}
 		if !strings.Contains(a, "://") {
-			a = "http://" + a
+			a = scheme + a
 		}
 		addrs = append(addrs, strings.TrimRight(a, "/"))
 	}
 	if len(addrs) == 0 {
 		addrs = []string{DefaultAddr}
+		if tlsConf != nil {
+			addrs = []string{"https://" + strings.TrimPrefix(DefaultAddr, "http://")}
+		}
+	}
+	transport := newTransport()
+	if tlsConf != nil {
+		transport.TLSClientConfig = tlsConf.Clone()
 	}
 	return &Client{
 		addrs:            addrs,
 		token:            token,
-		http:             &http.Client{Transport: newTransport()},
+		http:             &http.Client{Transport: transport},
 		RetryUnavailable: 30 * time.Second,
 		RetryUnreachable: 5 * time.Second,
 		AttemptTimeout:   5 * time.Second,
@@ -104,8 +154,47 @@ func newTransport() *http.Transport {
 	return t
 }
 
+// TLSFromEnv is the TLS the CLI uses: DROVER_CACERT verifies the servers,
+// DROVER_CLIENT_CERT and DROVER_CLIENT_KEY are sent when a server asks for
+// a client certificate. Nil when DROVER_CACERT is unset.
+func TLSFromEnv() (*tls.Config, error) {
+	ca := os.Getenv("DROVER_CACERT")
+	if ca == "" {
+		return nil, nil
+	}
+	return TLSConfig(ca, os.Getenv("DROVER_CLIENT_CERT"), os.Getenv("DROVER_CLIENT_KEY"))
+}
+
+// TLSConfig verifies drover servers against the CA in caFile (their
+// certificates name TLSServerName) and presents certFile when set.
+func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("CA file %s holds no PEM certificate", caFile)
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: TLSServerName}
+	if certFile != "" || keyFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	return conf, nil
+}
+
+// TLSServerName is the name every drover server certificate carries;
+// clients verify servers against it, whatever address they dial.
+const TLSServerName = "server.drover"
+
 // ClientFromEnv builds a client from DROVER_ADDR and DROVER_TOKEN, falling
-// back to the default address and ~/.config/drover/token.
+// back to the default address and ~/.config/drover/token, with TLS from
+// DROVER_CACERT (see TLSFromEnv). A CA or client certificate that cannot
+// be read makes every call fail with the reason.
 func ClientFromEnv() *Client {
 	addr := os.Getenv("DROVER_ADDR")
 	token := os.Getenv("DROVER_TOKEN")
@@ -116,7 +205,10 @@ func ClientFromEnv() *Client {
 			}
 		}
 	}
-	return NewClient(addr, token)
+	conf, err := TLSFromEnv()
+	c := NewTLSClient(addr, token, conf)
+	c.setupErr = err
+	return c
 }
 
 // Addrs returns the server addresses the client uses.
@@ -215,8 +307,9 @@ func (c *Client) sendWait(ctx context.Context, method, path, contentType string,
 		}
 		var limit time.Duration
 		var ae *Error
+		var te *TLSError
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, errors.As(err, &te):
 			return nil, err
 		case errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable:
 			limit = c.RetryUnavailable
@@ -243,6 +336,9 @@ func (c *Client) sendWait(ctx context.Context, method, path, contentType string,
 
 // sendOnce tries each server once.
 func (c *Client) sendOnce(ctx context.Context, method, path, contentType string, body []byte, extra time.Duration) (*http.Response, error) {
+	if c.setupErr != nil {
+		return nil, c.setupErr
+	}
 	c.mu.Lock()
 	start, token := c.next, c.token
 	c.mu.Unlock()
@@ -283,6 +379,10 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 			cancel()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if hint := tlsHint(err); hint != "" {
+				// Retrying will not change a certificate.
+				return nil, &TLSError{Err: fmt.Errorf("%s %s: %w; %s", method, c.addrs[idx], err, hint)}
 			}
 			lastErr = fmt.Errorf("no drover server reachable: %s %s: %w", method, c.addrs[idx], err)
 			continue

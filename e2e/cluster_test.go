@@ -77,7 +77,7 @@ func (c *testCluster) token() string {
 }
 
 // client talks to every server, as a user would configure DROVER_ADDR.
-func (c *testCluster) client() *api.Client { return api.NewClient(c.HTTPAddrs(), c.token()) }
+func (c *testCluster) client() *api.Client { return c.NewClient(c.HTTPAddrs(), c.token()) }
 
 func (c *testCluster) startWorker(name string, cores float64) {
 	c.t.Helper()

@@ -127,7 +127,7 @@ func waitAppliedAs(t *testing.T, c *testCluster, token string) {
 			if !s.Running() {
 				continue
 			}
-			p, err := api.NewClient("http://"+s.HTTP, token).Peers(context.Background())
+			p, err := s.NewClient(token).Peers(context.Background())
 			if err != nil {
 				break
 			}
@@ -180,7 +180,7 @@ func TestFaultFrozenLeader(t *testing.T) {
 	probe.mu.Unlock()
 
 	// A client that knows only the frozen leader gets nothing acknowledged.
-	direct := api.NewClient("http://"+old.HTTP, token)
+	direct := old.NewClient(token)
 	direct.RetryUnavailable, direct.RetryUnreachable = 0, 0
 	directErr := make(chan error, 1)
 	go func() {
@@ -281,7 +281,7 @@ func TestFaultQuorumLoss(t *testing.T) {
 			survivor = s
 		}
 	}
-	one := api.NewClient("http://"+survivor.HTTP, c.token())
+	one := survivor.NewClient(c.token())
 	one.RetryUnavailable = 0
 	stale, err := one.ListBatches(ctx, "", 0)
 	if err == nil {

@@ -2,13 +2,15 @@
 # make test: install what the tests need from Debian's packages when it is
 # missing. runc runs container jobs; the tests that start them need root
 # (jobs run as users of their own, in cgroups), so a run as another user
-# skips them and needs nothing installed.
+# skips them. curl checks the HTTPS API the way an operator would
+# (ca-certificates comes with it).
 set -euo pipefail
 need=()
 command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-  echo "test-deps: not root, so the container tests will skip; they need: ${need[*]}" >&2
+  echo "test-deps: not root, cannot install ${need[*]}: the container tests skip without runc, and the TLS test fails without curl" >&2
   exit 0
 fi
 echo "test-deps: installing ${need[*]}"

@@ -354,6 +354,14 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 		worker := ac.Worker
 		if worker.Servers == "" {
 			worker.Servers = "http://" + s.HTTPAddr()
+			if s.tls != nil {
+				worker.Servers = "https://" + s.HTTPAddr()
+			}
+		}
+		if s.tls != nil && !slices.Contains(worker.ExtraFlags, "-ca-file") {
+			// The machine verifies the servers with the cluster's CA (a
+			// path on its own disk: the local provider shares ours).
+			worker.ExtraFlags = append(slices.Clone(worker.ExtraFlags), "-ca-file", s.cfg.CAFile)
 		}
 		if worker.Secret == "" && worker.SecretFile == "" {
 			worker.Secret = s.cfg.WorkerSecret

@@ -59,9 +59,20 @@ type Config struct {
 	// others (BootstrapExpect above 1, Join or ConsulAddr) needs them
 	// unless Insecure is set.
 	GossipKeys [][]byte
-	// Insecure lets servers gossip in the clear, for a test or a network
-	// no one else reaches.
+	// Insecure lets servers gossip, serve the API and talk Raft in the
+	// clear, for a test or a network no one else reaches.
 	Insecure bool
+	// TLSCert and TLSKey are this server's certificate and key (PEM
+	// files, `drover tls cert create -server`). With them the API serves
+	// HTTPS and Raft runs over mutual TLS, which needs CAFile. A server
+	// that gossips with others needs them unless Insecure is set.
+	TLSCert, TLSKey string
+	// CAFile is the cluster CA: Raft peers and the servers this one
+	// forwards requests to must have certificates it signed.
+	CAFile string
+	// TLSClientCA, when set, makes the API require a client certificate
+	// signed by it (or by CAFile) from every caller.
+	TLSClientCA string
 	// WorkerSecret is the join secret workers present to activate. Workers
 	// are refused when it is empty.
 	WorkerSecret string
@@ -254,6 +265,20 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
 			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
 			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("TLSCert (-tls-cert) and TLSKey (-tls-key) go together"))
+	}
+	if c.TLSCert != "" && c.CAFile == "" {
+		errs = append(errs, errors.New("TLS needs CAFile (-ca-file), the CA that signed the servers' certificates: Raft peers are verified against it"))
+	}
+	if c.TLSCert == "" && (c.CAFile != "" || c.TLSClientCA != "") {
+		errs = append(errs, errors.New("CAFile (-ca-file) and TLSClientCA (-tls-ca) need TLSCert and TLSKey (-tls-cert, -tls-key)"))
+	}
+	if c.GossipAddr != "" && (c.BootstrapExpect > 1 || len(c.Join) > 0 || c.ConsulAddr != "") && c.TLSCert == "" && !c.Insecure {
+		errs = append(errs, errors.New("the API and Raft between servers would be plain text, tokens and every job's command and environment readable on the wire, and any machine could talk Raft: "+
+			"make a CA with `drover tls ca create`, a certificate for each server with `drover tls cert create -server -id ID`, and start each server with -tls-cert, -tls-key and -ca-file (TLSCert, TLSKey, CAFile), "+
+			"or pass -insecure (Insecure) on a network no one else reaches"))
 	}
 	for i, k := range c.GossipKeys {
 		if n := len(k); n != 16 && n != 24 && n != 32 {

@@ -162,8 +162,16 @@ func TestGossipKeyRequired(t *testing.T) {
 		t.Fatalf("generated key %q: %d bytes, %v", key, len(k), err)
 	}
 	cfg.GossipKeys = [][]byte{k}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "drover tls ca create") || strings.Contains(err.Error(), "keyring generate") {
+		t.Fatalf("with a key and no TLS: %v", err)
+	}
+	cfg.TLSCert, cfg.TLSKey = "server.pem", "server-key.pem"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "-ca-file") {
+		t.Fatalf("TLS without a CA: %v", err)
+	}
+	cfg.CAFile = "ca.pem"
 	if err := cfg.Validate(); err != nil {
-		t.Fatalf("with a key: %v", err)
+		t.Fatalf("with a key and TLS: %v", err)
 	}
 }
 

@@ -140,7 +140,13 @@ func (s *Server) setupRaft() (*raftNode, error) {
 			}
 			advertise = a
 		}
-		t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, rc.Logger)
+		var t *raft.NetworkTransport
+		var err error
+		if s.tls != nil {
+			t, err = newTLSTransport(cfg.RaftAddr, advertise, s.tls, rc.Logger)
+		} else {
+			t, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, rc.Logger)
+		}
 		if err != nil {
 			n.close()
 			return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)

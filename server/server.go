@@ -43,6 +43,7 @@ type Server struct {
 	autoscale    *autoscaleMemory // the leader's autoscaler between decisions
 	schedTrigger chan struct{}
 	keyringWake  chan struct{} // the gossip keyring in the state changed
+	tls          *tlsSetup     // nil: plain HTTP and Raft
 
 	api      *httpapi.Server
 	httpSrv  *http.Server
@@ -153,6 +154,9 @@ func New(cfg *Config) (*Server, error) {
 		}
 		return nil, err
 	}
+	if s.tls, err = loadTLS(cfg); err != nil {
+		return fail(err)
+	}
 	if s.logs, err = logstore.Open(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
 		return fail(err)
 	}
@@ -183,7 +187,7 @@ func New(cfg *Config) (*Server, error) {
 			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
 			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
 			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys,
-			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), Logger: s.log,
+			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(), Logger: s.log,
 		}, s.raft.raft)
 		if err != nil {
 			return fail(err)
@@ -204,7 +208,8 @@ func New(cfg *Config) (*Server, error) {
 				MaxBatchesPerUser: cfg.MaxBatchesPerUser, MaxOpenUpdatesPerUser: cfg.MaxOpenUpdatesPerUser,
 				StateMemoryBudget: cfg.StateMemoryBudget, MaxLogBytesPerAttempt: cfg.MaxLogBytesPerAttempt,
 			},
-			Rates: httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond},
+			PeerTLS: s.peerTLS(),
+			Rates:   httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
@@ -217,9 +222,11 @@ func New(cfg *Config) (*Server, error) {
 		return fail(err)
 	}
 	s.httpSrv = &http.Server{
-		Handler: s.api.Handler(), ConnState: s.fresh.track,
+		Handler: s.api.Handler(), ConnState: s.fresh.track, TLSConfig: s.apiTLS(),
 		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
 		WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
+		// net/http's own complaints (failed TLS handshakes) are logs.
+		ErrorLog: slog.NewLogLogger(s.log.With("component", "http").Handler(), slog.LevelInfo),
 	}
 
 	s.wg.Add(4)
@@ -232,11 +239,15 @@ func New(cfg *Config) (*Server, error) {
 	}
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return s.httpSrv.Serve(ln) }
+		if s.tls != nil {
+			serve = func() error { return s.httpSrv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	s.log.Info("server started", "http", ln.Addr().String(), "raft", s.RaftAddr(), "data_dir", cfg.DataDir)
+	s.log.Info("server started", "tls", s.tls != nil, "http", ln.Addr().String(), "raft", s.RaftAddr(), "data_dir", cfg.DataDir)
 	return s, nil
 }
 

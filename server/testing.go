@@ -151,6 +151,8 @@ func NewTestCluster(ctx context.Context, dir string, n int, opts ClusterOptions)
 			cfg.GossipInterval = 200 * time.Millisecond
 			cfg.BootstrapExpect = n
 			cfg.GossipKeys = [][]byte{gossipKey}
+			// Raft runs in memory and the APIs on loopback: no TLS.
+			cfg.Insecure = true
 			cfg.ConsulAddr = opts.ConsulAddr
 			if opts.ConsulAddr == "" {
 				cfg.Join = gossip

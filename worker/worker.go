@@ -8,6 +8,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,9 @@ type Config struct {
 	DataDir string
 	// Secret is the cluster's worker join secret.
 	Secret string
+	// TLS verifies the servers (and carries this worker's certificate
+	// when they ask for one); nil: plain HTTP. See api.TLSConfig.
+	TLS *tls.Config
 	// SyncWait is how long the server may hold a sync open.
 	SyncWait time.Duration
 	// LogFlushInterval is how often running jobs' output is shipped.
@@ -246,7 +250,7 @@ func New(cfg *Config) (*Worker, error) {
 		cfg:    cfg,
 		id:     id,
 		log:    log.With("worker", cfg.Name, "node", id.nodeID[:8]),
-		client: api.NewClient(strings.Join(cfg.Servers, ","), ""),
+		client: api.NewTLSClient(strings.Join(cfg.Servers, ","), "", cfg.TLS),
 		exec:   ex,
 		tasks:  map[api.AttemptRef]*task{},
 		wake:   make(chan struct{}, 1),

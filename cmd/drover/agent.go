@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,13 +166,13 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(m.Stderr, `==> drover dev agent running, autoscaling
-    API:         %s
+    API:         %s (plain HTTP: %s)
     Data dir:    %s
     Admin token: %s
     Workers:     none yet; launched for waiting jobs, stopped after %s idle (drover autoscaler status)
   Use it with:
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
-`, apiAddr, *dataDir, tokenFile, *idle, apiAddr, tokenFile)
+`, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, *idle, apiAddr, tokenFile)
 		<-ctx.Done()
 		fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 		return nil
@@ -225,13 +226,13 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		workersLine = strings.Join(summary, "; ")
 	}
 	fmt.Fprintf(m.Stderr, `==> drover dev agent running
-    API:         %s
+    API:         %s (plain HTTP: %s)
     Data dir:    %s
     Admin token: %s
     Workers:     %s
   Use it with:
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
-`, apiAddr, *dataDir, tokenFile, workersLine, apiAddr, tokenFile)
+`, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, workersLine, apiAddr, tokenFile)
 	<-ctx.Done()
 	fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 	wg.Wait()
@@ -437,4 +438,14 @@ func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devC
 		return fmt.Errorf("declare the dev autoscaler: %w", err)
 	}
 	return nil
+}
+
+// plainNote says what the dev agent's plain HTTP means where it listens:
+// the agent has no TLS, which is right on loopback and nowhere else.
+func plainNote(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return "loopback only, for this machine; servers others reach use TLS, see docs/operations.md"
+	}
+	return "WARNING: not loopback, so tokens cross the network in clear; run servers with -tls-cert for that (docs/operations.md)"
 }

@@ -24,7 +24,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 
 // benchCluster launches servers of this very binary in a temporary
 // directory (kept with -keep).
-func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep bool, args ...string) (*launch.Cluster, func(), error) {
+func (m *Main) benchCluster(ctx context.Context, opts launch.Options, keep bool, args ...string) (*launch.Cluster, func(), error) {
 	var err error
 	// Ports are picked free but not held until the servers bind them;
 	// another process on the machine (parallel tests) may take one in
@@ -33,7 +33,7 @@ func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep b
 	for try := 1; try <= 3; try++ {
 		var c *launch.Cluster
 		var cleanup func()
-		c, cleanup, err = m.startBenchCluster(ctx, servers, net, keep, args...)
+		c, cleanup, err = m.startBenchCluster(ctx, opts, keep, args...)
 		if err == nil {
 			return c, cleanup, nil
 		}
@@ -47,7 +47,7 @@ func (m *Main) benchCluster(ctx context.Context, servers int, net string, keep b
 
 var errServerExited = errors.New("a server exited while the cluster started")
 
-func (m *Main) startBenchCluster(ctx context.Context, servers int, net string, keep bool, args ...string) (*launch.Cluster, func(), error) {
+func (m *Main) startBenchCluster(ctx context.Context, opts launch.Options, keep bool, args ...string) (*launch.Cluster, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +56,8 @@ func (m *Main) startBenchCluster(ctx context.Context, servers int, net string, k
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := launch.Start(launch.Options{Binary: self, Dir: dir, Servers: servers, Net: net, Args: args})
+	opts.Binary, opts.Dir, opts.Args = self, dir, args
+	c, err := launch.Start(opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
@@ -155,7 +156,7 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 	if *servers < 3 || *kills < 1 {
 		return usagef("need -servers >= 3 and -kills >= 1")
 	}
-	c, cleanup, err := m.benchCluster(ctx, *servers, "127.0.3.", *keep, "-raft-timeout", raftTimeout.String())
+	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.3."}, *keep, "-raft-timeout", raftTimeout.String())
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 				if s.Index == leader || !s.Running() || !s.IsReadyLeader() {
 					continue
 				}
-				one := api.NewClient("http://"+s.HTTP, token)
+				one := c.NewClient(s.URL(), token)
 				one.RetryUnavailable, one.RetryUnreachable = 0, 0
 				if write(one, fmt.Sprintf("after-%d", k)) == nil {
 					d = time.Since(killed)
@@ -247,7 +248,7 @@ func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
 			fmt.Fprintf(m.Stdout, format+"\n", a...)
 		}
 	}
-	c, cleanup, err := m.benchCluster(ctx, *servers, "127.0.4.", *keep,
+	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.4."}, *keep,
 		"-raft-snapshot-threshold", "64", "-raft-snapshot-interval", "2s", "-raft-trailing-logs", "64")
 	if err != nil {
 		return err
@@ -333,7 +334,7 @@ func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
 }
 
 func appliedIndex(ctx context.Context, s *launch.Server, token string) (uint64, error) {
-	one := api.NewClient("http://"+s.HTTP, token)
+	one := s.NewClient(token)
 	one.RetryUnavailable, one.RetryUnreachable = 0, 0
 	p, err := one.Peers(ctx)
 	if err != nil {

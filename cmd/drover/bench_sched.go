@@ -46,6 +46,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	pprofFrom := fs.Duration("pprof-from", 2*time.Second, "start the profiles this long after the first submit request")
 	pprofFor := fs.Duration("pprof-for", 20*time.Second, "length of the profiles")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
+	useTLS := fs.Bool("tls", false, "TLS on every hop: servers serve HTTPS and talk Raft over mutual TLS, workers and clients verify them (a CA and certificates are made for the run)")
 	fairTrace := fs.Bool("trace-fairness", false, "with -users: print every fair-share sample (the tenants holding least and most)")
 	serverFlags := fs.String("server-flags", "", "extra flags for every server, space-separated (e.g. \"-gc-percent 100\")")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
@@ -77,7 +78,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	if *pprofDir != "" {
 		extra = append(extra, "-debug-pprof")
 	}
-	c, cleanup, err := m.benchCluster(ctx, *servers, "127.0.5.", *keep, extra...)
+	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.5.", TLS: *useTLS}, *keep, extra...)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			err := simworker.Run(wctx, simworker.Config{
 				Servers: strings.Join(rot, ","), Secret: "cluster-secret", Name: fmt.Sprintf("sim-%d", i),
 				Cores: *cores, Memory: int64(*cores) << 30, Duration: dist, Seed: *seed*1000 + uint64(i), SyncWait: 20 * time.Second, Rec: rec,
-				Region: region, Cluster: cluster,
+				Region: region, Cluster: cluster, TLS: c.ClientTLS,
 			})
 			if err != nil {
 				errs <- err
@@ -270,7 +271,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	}
 	sum := rec.Summarize()
 	res := map[string]any{
-		"bench": "sched", "servers": *servers, "jobs": total, "users": len(tenants), "batches": len(ids), "workers": *workers, "worker_cores": *cores,
+		"bench": "sched", "servers": *servers, "tls": *useTLS, "jobs": total, "users": len(tenants), "batches": len(ids), "workers": *workers, "worker_cores": *cores,
 		"array": *array, "job_duration": dist.String(),
 		"jobs_per_s":               float64(total) / elapsed.Seconds(),
 		"total_s":                  elapsed.Seconds(),
@@ -370,9 +371,8 @@ func histogramP99(ctx context.Context, c *launch.Cluster, name string) (float64,
 	if err != nil {
 		return 0, 0, err
 	}
-	addr := "http://" + c.Servers[i].HTTP
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.Servers[i].URL()+"/metrics", nil)
+	resp, err := c.HTTPClient(0).Do(req)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -384,7 +384,7 @@ func histogramP99(ctx context.Context, c *launch.Cluster, name string) (float64,
 	}
 	fam := fams[name]
 	if fam == nil || len(fam.Metric) == 0 {
-		return 0, 0, fmt.Errorf("no %s on %s", name, addr)
+		return 0, 0, fmt.Errorf("no %s on %s", name, c.Servers[i].HTTP)
 	}
 	h := fam.Metric[0].GetHistogram()
 	n := h.GetSampleCount()
@@ -499,7 +499,7 @@ func submitDistinct(ctx context.Context, cl *api.Client, n, bunch int) (int64, e
 func serverHeaps(ctx context.Context, c *launch.Cluster, token string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	for _, s := range c.Servers {
-		one := api.NewClient("http://"+s.HTTP, token)
+		one := c.NewClient(s.URL(), token)
 		ms, err := one.Memory(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
@@ -550,7 +550,7 @@ func saveOwnProfile(dir string, length time.Duration) {
 // -debug-pprof.
 func saveProfile(s *launch.Server, dir string, length time.Duration) {
 	_ = os.MkdirAll(dir, 0o755)
-	resp, err := http.Get("http://" + s.HTTP + "/debug/pprof/profile?seconds=" + strconv.Itoa(max(1, int(length.Seconds()))))
+	resp, err := s.HTTPClient(0).Get(s.URL() + "/debug/pprof/profile?seconds=" + strconv.Itoa(max(1, int(length.Seconds()))))
 	if err != nil {
 		return
 	}

@@ -109,11 +109,16 @@ Administration:
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
   operator snapshot save FILE | restore FILE
+  operator gossip keyring generate | list | install KEY | use KEY | remove KEY
+  tls ca create          make the cluster's CA (drover-agent-ca.pem and its key)
+  tls cert create -server [-id ID] | -client | -worker   make a certificate signed by it
   bench sched | e2e | failover | catchup   measure throughput, failover and catch-up on a real local cluster
   version                print the version
 
 Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by
-commas), DROVER_TOKEN (default: the contents of ~/.config/drover/token).
+commas), DROVER_TOKEN (default: the contents of ~/.config/drover/token),
+DROVER_CACERT (the cluster CA: servers are reached over https and verified),
+DROVER_CLIENT_CERT and DROVER_CLIENT_KEY (for servers run with -tls-ca).
 Run 'drover <command> -h' for a command's flags.
 `
 
@@ -133,6 +138,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runServer(ctx, rest)
 	case "operator":
 		return m.runOperator(ctx, rest)
+	case "tls":
+		return m.runTLS(ctx, rest)
 	case "bench":
 		return m.runBench(ctx, rest)
 	case "run":

@@ -64,7 +64,11 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure")
-	insecure := fs.Bool("insecure", false, "let servers gossip in the clear (a test, or a network no one else reaches)")
+	insecure := fs.Bool("insecure", false, "let servers that work together gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches)")
+	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
+	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
+	caFile := fs.String("ca-file", "", "the cluster's CA certificate (`drover tls ca create`): Raft peers and the servers requests are forwarded to must have certificates it signed")
+	tlsClientCA := fs.String("tls-ca", "", "require a client certificate signed by this CA (or -ca-file) from every API caller")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
 	pprofOn := fs.Bool("debug-pprof", false, "serve Go profiles under /debug/pprof/ without a token (trusted networks only)")
 	autoscale := fs.Bool("autoscale", false, "run the autoscaler while leading: make machines with the provider each cluster declares (gce: application default credentials; nomad: NOMAD_TOKEN)")
@@ -114,6 +118,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.LeaderLeaseTimeout = *raftTimeout / 2
 	cfg.GossipInterval = *gossipInterval
 	cfg.Insecure = *insecure
+	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
 	if *gossipKeyFile != "" {
 		if cfg.GossipKeys, err = cluster.ReadGossipKeyFile(*gossipKeyFile); err != nil {
 			return err

@@ -28,6 +28,9 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	memory := fs.String("memory", "", "memory offered to jobs, e.g. 16GiB (default: 2GiB per core)")
 	dataDir := fs.String("data-dir", "", "directory for the jobs' working directories (default: a directory under the system temp dir)")
 	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret (required unless DROVER_WORKER_SECRET holds it)")
+	caFile := fs.String("ca-file", os.Getenv("DROVER_CACERT"), "the cluster's CA certificate: servers are reached over HTTPS and verified against it (default $DROVER_CACERT)")
+	tlsCert := fs.String("tls-cert", "", "this worker's certificate (`drover tls cert create -worker`), sent when the servers require client certificates")
+	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
 	syncWait := fs.Duration("sync-wait", 20*time.Second, "how long the server may hold a sync open")
 	killGrace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
 	keep := fs.Bool("keep-work-dirs", false, "keep jobs' working directories after they end")
@@ -131,6 +134,13 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 		cfg.FileURLRoots = strings.Split(*fileRoots, ",")
 	}
 	cfg.UsageReportInterval, cfg.SpotNoticeURL = *usageInterval, *spotNotice
+	if *caFile != "" {
+		if cfg.TLS, err = api.TLSConfig(*caFile, *tlsCert, *tlsKey); err != nil {
+			return err
+		}
+	} else if *tlsCert != "" {
+		return usagef("-tls-cert needs -ca-file: the CA the servers' certificates are verified against")
+	}
 	cfg.Logger = log
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -5,6 +5,7 @@ package launch
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/tlsutil"
 	"github.com/drover-sched/drover/server/cluster"
 )
 
@@ -41,6 +43,10 @@ type Options struct {
 	TransitionLogs bool
 	// LogLevel for the processes (default warn).
 	LogLevel string
+	// TLS makes a CA and certificates for the cluster: servers serve
+	// HTTPS and talk Raft over mutual TLS, workers and clients verify
+	// them. Without it servers run with -insecure.
+	TLS bool
 }
 
 // Cluster is a launched cluster.
@@ -51,9 +57,15 @@ type Cluster struct {
 	// cluster.
 	GossipKey string
 	Servers   []*Server
+	// CA is the cluster's CA certificate file, and ClientTLS what
+	// clients verify the servers with (nil without Options.TLS).
+	CA        string
+	ClientTLS *tls.Config
 
-	mu      sync.Mutex
-	workers []*Process
+	mu         sync.Mutex
+	workers    []*Process
+	healthOnce sync.Once
+	health     *http.Client
 }
 
 // Server is one server of a cluster, across restarts.
@@ -63,6 +75,7 @@ type Server struct {
 	IP                 string
 	HTTP, Raft, Gossip string
 	DataDir            string
+	Cert, Key          string // with Options.TLS
 	// Gen counts the process lifetimes started so far.
 	Gen  int
 	proc *Process
@@ -108,9 +121,35 @@ func Start(opts Options) (*Cluster, error) {
 	if err := os.WriteFile(c.GossipKey, []byte(key+"\n"), 0o600); err != nil {
 		return nil, err
 	}
+	var ca tlsutil.CA
+	if opts.TLS {
+		if ca, err = tlsutil.CreateCA("drover test CA", 30); err != nil {
+			return nil, err
+		}
+		c.CA = filepath.Join(opts.Dir, "ca.pem")
+		if err := os.WriteFile(c.CA, ca.Cert, 0o644); err != nil {
+			return nil, err
+		}
+		if c.ClientTLS, err = api.TLSConfig(c.CA, "", ""); err != nil {
+			return nil, err
+		}
+	}
 	for i := 0; i < opts.Servers; i++ {
 		ip := fmt.Sprintf("%s%d", opts.Net, i+1)
 		s := &Server{c: c, Index: i, IP: ip, DataDir: filepath.Join(opts.Dir, fmt.Sprintf("s%d", i))}
+		if opts.TLS {
+			cert, err := tlsutil.CreateCert(ca, tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: s.ID(), IPs: []net.IP{net.ParseIP(ip)}, Days: 30})
+			if err != nil {
+				return nil, err
+			}
+			s.Cert, s.Key = filepath.Join(opts.Dir, s.ID()+".pem"), filepath.Join(opts.Dir, s.ID()+"-key.pem")
+			if err := os.WriteFile(s.Cert, cert.Cert, 0o644); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(s.Key, cert.Key, 0o600); err != nil {
+				return nil, err
+			}
+		}
 		for _, p := range []*string{&s.HTTP, &s.Raft, &s.Gossip} {
 			addr, err := FreePort(ip)
 			if err != nil {
@@ -139,7 +178,34 @@ func (c *Cluster) join(sep string, f func(*Server) string) string {
 
 // HTTPAddrs is the DROVER_ADDR for the cluster.
 func (c *Cluster) HTTPAddrs() string {
-	return c.join(",", func(s *Server) string { return "http://" + s.HTTP })
+	return c.join(",", func(s *Server) string { return s.URL() })
+}
+
+// URL is the server's API base URL (https:// with Options.TLS).
+func (s *Server) URL() string {
+	if s.c.opts.TLS {
+		return "https://" + s.HTTP
+	}
+	return "http://" + s.HTTP
+}
+
+// NewClient is an API client for addrs that verifies the servers when the
+// cluster runs TLS.
+func (c *Cluster) NewClient(addrs, token string) *api.Client {
+	return api.NewTLSClient(addrs, token, c.ClientTLS)
+}
+
+// NewClient is an API client for this server alone.
+func (s *Server) NewClient(token string) *api.Client { return s.c.NewClient(s.URL(), token) }
+
+// HTTPClient is a plain HTTP client that trusts the cluster's CA.
+func (s *Server) HTTPClient(timeout time.Duration) *http.Client { return s.c.HTTPClient(timeout) }
+
+// HTTPClient is a plain HTTP client that trusts the cluster's CA.
+func (c *Cluster) HTTPClient(timeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = c.ClientTLS
+	return &http.Client{Timeout: timeout, Transport: t}
 }
 
 // ID is the server's node ID.
@@ -157,6 +223,11 @@ func (s *Server) Start() error {
 		"-http-addr", s.HTTP, "-raft-addr", s.Raft, "-gossip-addr", s.Gossip,
 		"-bootstrap-expect", fmt.Sprint(len(s.c.Servers)),
 		"-worker-secret-file", s.c.Secret, "-gossip-key-file", s.c.GossipKey, "-gossip-interval", "200ms", "-log-level", s.c.opts.LogLevel,
+	}
+	if s.c.opts.TLS {
+		args = append(args, "-tls-cert", s.Cert, "-tls-key", s.Key, "-ca-file", s.c.CA)
+	} else {
+		args = append(args, "-insecure")
 	}
 	if s.c.opts.TransitionLogs {
 		args = append(args, "-debug-transition-log", s.TransitionLog(s.Gen))
@@ -271,12 +342,11 @@ type Health struct {
 	LeaderID string `json:"leader_id"`
 }
 
-var healthClient = &http.Client{Timeout: time.Second}
-
 // Health asks the server (no token needed; a second at most).
 func (s *Server) Health() (Health, error) {
 	var h Health
-	resp, err := healthClient.Get("http://" + s.HTTP + "/api/v1/health")
+	s.c.healthOnce.Do(func() { s.c.health = s.c.HTTPClient(time.Second) })
+	resp, err := s.c.health.Get(s.URL() + "/api/v1/health")
 	if err != nil {
 		return h, err
 	}
@@ -363,7 +433,7 @@ func (c *Cluster) everyoneKnows(ctx context.Context, tok string) bool {
 		if !s.Running() {
 			continue
 		}
-		one := api.NewClient("http://"+s.HTTP, tok)
+		one := c.NewClient(s.URL(), tok)
 		one.RetryUnavailable, one.RetryUnreachable = 0, 0
 		if _, err := one.Leader(ctx); err != nil {
 			return false
@@ -378,14 +448,18 @@ func (c *Cluster) Client() (*api.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.NewClient(c.HTTPAddrs(), tok), nil
+	return c.NewClient(c.HTTPAddrs(), tok), nil
 }
 
 // StartWorker starts a worker process that knows every server.
 func (c *Cluster) StartWorker(name string, cores float64, memory string, args ...string) (*Process, error) {
-	p, err := c.spawn("worker-"+name+".log", append([]string{"worker", "-servers", c.HTTPAddrs(), "-worker-secret-file", c.Secret,
+	flags := []string{"worker", "-servers", c.HTTPAddrs(), "-worker-secret-file", c.Secret,
 		"-name", name, "-cores", fmt.Sprint(cores), "-memory", memory, "-data-dir", filepath.Join(c.opts.Dir, "w-"+name),
-		"-log-level", c.opts.LogLevel}, args...))
+		"-log-level", c.opts.LogLevel}
+	if c.CA != "" {
+		flags = append(flags, "-ca-file", c.CA)
+	}
+	p, err := c.spawn("worker-"+name+".log", append(flags, args...))
 	if err != nil {
 		return nil, err
 	}

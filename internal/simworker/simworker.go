@@ -9,6 +9,7 @@ package simworker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -270,7 +271,8 @@ func pct(sorted []float32, p float64) float64 {
 
 // Config configures one simulated worker.
 type Config struct {
-	Servers  string // comma-separated
+	Servers  string      // comma-separated
+	TLS      *tls.Config // nil: plain HTTP
 	Secret   string
 	Name     string
 	Cores    int
@@ -304,7 +306,7 @@ type pending struct {
 
 // Run activates and syncs until ctx ends, finishing every job it is given.
 func Run(ctx context.Context, cfg Config) error {
-	c := api.NewClient(cfg.Servers, "")
+	c := api.NewTLSClient(cfg.Servers, "", cfg.TLS)
 	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
 		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster, Machine: cfg.Machine})
 	if err != nil {

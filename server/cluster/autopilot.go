@@ -17,6 +17,7 @@ func (c *Cluster) RunAutopilot(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	downSince := map[string]time.Time{}
+	refused := map[string]string{} // id -> the address last refused (logged once)
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,8 +44,19 @@ func (c *Cluster) RunAutopilot(ctx context.Context) {
 			if !m.Alive || m.Raft == "" {
 				continue
 			}
-			if srv, ok := inConf[id]; ok && string(srv.Address) == m.Raft {
+			srv, voting := inConf[id]
+			if voting && string(srv.Address) == m.Raft {
 				continue
+			}
+			if c.cfg.VerifyRaft != nil {
+				if err := c.cfg.VerifyRaft(id, m.Raft, voting); err != nil {
+					if refused[id] != m.Raft {
+						c.log.Warn("not making a member a voter: its raft endpoint did not prove it is that server", "server", id, "raft", m.Raft, "err", err)
+						refused[id] = m.Raft
+					}
+					continue
+				}
+				delete(refused, id)
 			}
 			if err := c.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(m.Raft), 0, 10*time.Second).Error(); err != nil {
 				c.log.Warn("add server to raft", "server", id, "err", err)

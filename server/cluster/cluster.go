@@ -56,6 +56,10 @@ type Config struct {
 	// becomes a member or a voter. Empty: plain gossip, which anyone who
 	// reaches the port can join.
 	GossipKeys [][]byte
+	// VerifyRaft, when set, is asked before a member is made a voter at
+	// addr (moved: its ID votes from another address now); an error
+	// keeps it out.
+	VerifyRaft func(id, addr string, moved bool) error
 	// KeyringFile is where SetKeyring saves the keyring ("": not saved).
 	KeyringFile string
 	Logger      *slog.Logger
@@ -393,6 +397,12 @@ func (c *Cluster) runBootstrap(ctx context.Context) {
 			if m.HasState {
 				c.log.Info("a server already has Raft state; waiting to be added to its cluster", "server", m.ID)
 				return
+			}
+			if c.cfg.VerifyRaft != nil && m.ID != c.cfg.ID {
+				if err := c.cfg.VerifyRaft(m.ID, m.Raft, false); err != nil {
+					c.log.Warn("not bootstrapping with a member whose raft endpoint did not prove it is a server", "server", m.ID, "raft", m.Raft, "err", err)
+					continue
+				}
 			}
 			servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Raft)})
 		}

@@ -513,14 +513,14 @@ func incompleteLog(silent []string, seqs []int) string {
 
 // peerGet asks a peer for part of a log, as the same user.
 func (s *Server) peerGet(ctx context.Context, r *http.Request, peer string, batch uint64, job uint32, attempt int, what string) (*http.Response, error) {
-	url := fmt.Sprintf("http://%s/api/v1/batches/%d/jobs/%d/log?attempt=%d&stale=true&%s", peer, batch, job, attempt, what)
+	url := fmt.Sprintf("%s://%s/api/v1/batches/%d/jobs/%d/log?attempt=%d&stale=true&%s", s.peerScheme, peer, batch, job, attempt, what)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Authorization", r.Header.Get("Authorization"))
 	req.Header.Set(forwardedHeader, s.cfg.ID)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.peerClient.Do(req)
 	if err != nil {
 		return nil, err
 	}

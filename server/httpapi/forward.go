@@ -19,6 +19,9 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 256
 	transport.ResponseHeaderTimeout = 0
+	if s.cfg.PeerTLS != nil {
+		transport.TLSClientConfig = s.cfg.PeerTLS.Clone()
+	}
 	return &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -93,7 +96,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: addr}
+	target := &url.URL{Scheme: s.peerScheme, Host: addr}
 	// If leadership moves while the leader holds the request (it froze,
 	// or died without closing the connection), give up on it: the client
 	// retries and reaches the new leader.

@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,9 +130,13 @@ type Config struct {
 	// this long (or LostTimeout) is shown down, as the scheduler treats it.
 	ClusterDownAfter time.Duration
 	MaxLost          uint8 // see state.Activate
-	DebugPprof       bool
-	Limits           Limits
-	Rates            RateLimits
+	// PeerTLS, when set, is how this server reaches the others' APIs
+	// (forwarding, log chunks): HTTPS verified against the cluster CA,
+	// presenting this server's certificate. Nil: plain HTTP.
+	PeerTLS    *tls.Config
+	DebugPprof bool
+	Limits     Limits
+	Rates      RateLimits
 }
 
 // Deps is everything the API is built from. Members may be nil (a server
@@ -178,6 +183,8 @@ type Server struct {
 	proxy        *httputil.ReverseProxy
 	limits       limiters
 	samples      sampleGate
+	peerClient   *http.Client // to the other servers' APIs
+	peerScheme   string       // "http" or "https"
 }
 
 // New builds the API and registers its metrics.
@@ -197,6 +204,13 @@ func New(d Deps) (*Server, error) {
 	if err := d.Metrics.Register(s.httpSeconds); err != nil {
 		return nil, fmt.Errorf("register http metrics: %w", err)
 	}
+	s.peerScheme = "http"
+	peerTransport := http.DefaultTransport.(*http.Transport).Clone()
+	if d.Config.PeerTLS != nil {
+		s.peerScheme = "https"
+		peerTransport.TLSClientConfig = d.Config.PeerTLS.Clone()
+	}
+	s.peerClient = &http.Client{Transport: peerTransport}
 	s.proxy = s.newProxy()
 	return s, nil
 }

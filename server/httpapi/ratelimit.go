@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/drover-sched/drover/internal/tlsutil"
 )
 
 // RateLimits bound the requests one token may make to one server, so one
@@ -103,5 +105,12 @@ func (s *Server) fromPeer(r *http.Request) bool {
 		return false
 	}
 	from, _, err := net.SplitHostPort(r.RemoteAddr)
-	return err == nil && from == peerHost
+	if err != nil || from != peerHost {
+		return false
+	}
+	if r.TLS != nil {
+		// Over TLS, a server proves it is one with its certificate.
+		return len(r.TLS.VerifiedChains) > 0 && r.TLS.VerifiedChains[0][0].VerifyHostname(tlsutil.ServerName) == nil
+	}
+	return true
 }

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/launch"
+)
+
+// TestTLSClusterFailover: a 3-server cluster with TLS on every hop (HTTPS
+// API, Raft over mutual TLS, workers verifying the servers) and 2 workers
+// runs a batch through the kill of its leader; every job succeeds once.
+// Clients that do not trust the cluster's CA get nothing.
+func TestTLSClusterFailover(t *testing.T) {
+	c := startCluster(t, launch.Options{Servers: 3, TLS: true})
+	c.startWorker("w1", 8)
+	c.startWorker("w2", 8)
+	cl := c.client()
+	ctx := context.Background()
+
+	const total = 3000
+	res, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "tls", IdempotencyKey: "tls", Jobs: []api.JobSpec{
+		{JobID: 1, Name: "j", Count: total, Command: []string{"true"}, CPU: 0.25, Memory: 16 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := startProber(c.client())
+	waitBatch(t, cl, res.ID, 3*time.Minute, "a third of the batch", func(b *api.Batch) bool { return b.NCompleted >= total/3 })
+	leader := c.waitLeader(30 * time.Second)
+	c.Servers[leader].Kill9()
+	next := c.waitLeader(30 * time.Second)
+	if next == leader {
+		t.Fatal("the killed server still leads")
+	}
+	t.Logf("s%d killed, s%d leads", leader, next)
+	if err := c.Servers[leader].Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := waitBatch(t, cl, res.ID, 5*time.Minute, "the batch to complete", func(b *api.Batch) bool { return b.State == api.BatchComplete })
+	if b.NSucceeded != total {
+		t.Fatalf("batch %+v", b)
+	}
+	probe.finish(t)
+	all, err := cl.AllJobs(ctx, res.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range all {
+		ok := 0
+		for _, a := range j.Attempts {
+			if a.State == api.OutcomeSuccess {
+				ok++
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("job %d has %d successful attempts", j.JobID, ok)
+		}
+	}
+	waitApplied(t, c)
+	p, err := cl.Peers(ctx)
+	if err != nil || len(p.Servers) != 3 {
+		t.Fatalf("peers: %+v, %v", p, err)
+	}
+
+	// Without the CA: nothing.
+	_, err = api.NewClient(c.HTTPAddrs(), c.token()).ListBatches(ctx, "", 0)
+	if err == nil {
+		t.Fatal("a plain-HTTP client got an answer")
+	}
+	bare := api.NewTLSClient(strings.ReplaceAll(c.HTTPAddrs(), "https://", ""), c.token(), &tls.Config{ServerName: api.TLSServerName})
+	var te *api.TLSError
+	if _, err := bare.ListBatches(ctx, "", 0); !errors.As(err, &te) {
+		t.Fatalf("a client without the cluster's CA: %v", err)
+	}
+	if _, err := http.Get(c.Servers[next].URL() + "/api/v1/health"); err == nil {
+		t.Fatal("an HTTPS GET without the CA succeeded")
+	}
+	// The CLI reads the CA from DROVER_CACERT, and says what is missing
+	// without it.
+	env := []string{"DROVER_ADDR=" + c.HTTPAddrs(), "DROVER_TOKEN=" + c.token()}
+	runCLI(t, append(env, "DROVER_CACERT="+c.CA), "batch", "status", fmt.Sprint(res.ID)).must(t, 0)
+	r := runCLI(t, env, "batch", "list").must(t, 1)
+	if !strings.Contains(r.stderr, "DROVER_CACERT") {
+		t.Fatalf("the CLI without DROVER_CACERT: %s", r.stderr)
+	}
+	// The servers log no plain connection: workers and forwarding spoke TLS.
+	for _, f := range c.Logs() {
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), "HTTP request to an HTTPS server") {
+			t.Fatalf("%s: a plain HTTP request reached a server", filepath.Base(f))
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-sched/drover/internal/tlsutil"
+)
+
+// tlsSetup is the TLS of every hop, read from the files in the Config
+// once at start.
+type tlsSetup struct {
+	api        *tls.Config // the HTTPS API
+	peer       *tls.Config // this server as a client of the others' APIs
+	raftListen *tls.Config // Raft: the accepting side
+	raftDial   *tls.Config // Raft: the dialling side
+}
+
+// loadTLS reads the certificates (nil without TLSCert).
+func loadTLS(cfg *Config) (*tlsSetup, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	t := &tlsSetup{}
+	var err error
+	if t.api, err = tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, ""); err != nil {
+		return nil, fmt.Errorf("API TLS: %w", err)
+	}
+	// Servers forwarding to this one present their certificates; API
+	// clients must present one signed by TLSClientCA when it is set.
+	cas := []string{cfg.CAFile}
+	t.api.ClientAuth = tls.VerifyClientCertIfGiven
+	if cfg.TLSClientCA != "" {
+		cas = append(cas, cfg.TLSClientCA)
+		t.api.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	if t.api.ClientCAs, err = tlsutil.LoadCAPool(cas...); err != nil {
+		return nil, err
+	}
+	if t.peer, err = tlsutil.ClientConfig(cfg.CAFile, cfg.TLSCert, cfg.TLSKey); err != nil {
+		return nil, err
+	}
+	if t.raftListen, t.raftDial, err = tlsutil.RaftConfigs(cfg.CAFile, cfg.TLSCert, cfg.TLSKey); err != nil {
+		return nil, fmt.Errorf("raft TLS: %w", err)
+	}
+	return t, nil
+}
+
+// tlsStreamLayer carries Raft over mutual TLS: a connection is accepted
+// only from a peer whose certificate the cluster CA signed for a server,
+// and a peer is dialled only if it proves the same.
+type tlsStreamLayer struct {
+	net.Listener // a tls.Listener
+	advertise    net.Addr
+	dial         *tls.Config
+}
+
+var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
+
+func (l *tlsStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), l.dial)
+	if err != nil {
+		return nil, fmt.Errorf("raft TLS to %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+func (l *tlsStreamLayer) Addr() net.Addr {
+	if l.advertise != nil {
+		return l.advertise
+	}
+	return l.Listener.Addr()
+}
+
+// newTLSTransport listens for Raft on addr over mutual TLS.
+func newTLSTransport(addr string, advertise net.Addr, t *tlsSetup, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	layer := &tlsStreamLayer{Listener: tls.NewListener(ln, t.raftListen), advertise: advertise, dial: t.raftDial}
+	if a, ok := layer.Addr().(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, errors.New("the raft address listens on all interfaces: set -raft-advertise to the address other servers reach")
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 8, Timeout: 10 * time.Second, Logger: logger,
+	}), nil
+}
+
+// verifyRaftPeer is what autopilot asks before it makes a member a voter
+// at addr: the member's Raft endpoint must complete mutual TLS with a
+// server certificate from the cluster CA, and that certificate must name
+// the member's ID when the ID already votes from another address (a
+// certificate that names IDs must name this one in any case). So knowing
+// the gossip key is not enough to move a server's vote.
+func (s *Server) verifyRaftPeer(id, addr string, moved bool) error {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, s.tls.raftDial)
+	if err != nil {
+		return fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
+	}
+	defer conn.Close()
+	certs := conn.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return fmt.Errorf("%s presented no certificate", addr)
+	}
+	ids := tlsutil.ServerIDs(certs[0])
+	switch {
+	case slices.Contains(ids, id):
+		return nil
+	case len(ids) > 0:
+		return fmt.Errorf("the certificate at %s names server %v, not %s", addr, ids, id)
+	case moved:
+		return fmt.Errorf("server %s asks to vote from a new address, %s, but its certificate names no server ID: "+
+			"give it one made with `drover tls cert create -server -id %s`, or remove the old address with `drover operator raft remove-peer %s`", id, addr, id, id)
+	}
+	return nil
+}
+
+func (s *Server) apiTLS() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.api
+}
+
+func (s *Server) peerTLS() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.peer
+}
+
+// raftVerifier is autopilot's check of a member's Raft endpoint (nil
+// without TLS: any member gossip sees is trusted).
+func (s *Server) raftVerifier() func(id, addr string, moved bool) error {
+	if s.tls == nil {
+		return nil
+	}
+	return s.verifyRaftPeer
+}
