@@ -700,8 +700,94 @@ func (c *Client) ListBillingProjects(ctx context.Context) ([]BillingProject, err
 
 // AddMember adds a user to a billing project.
 func (c *Client) AddMember(ctx context.Context, project, user string) error {
+	return c.SetRole(ctx, project, user, "")
+}
+
+// SetRole adds a user to a billing project with a role (member, manager
+// or viewer; "" is member), or changes its role.
+func (c *Client) SetRole(ctx context.Context, project, user, role string) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/billing-projects/"+url.PathEscape(project)+"/members",
-		&MemberRequest{User: user}, nil)
+		&MemberRequest{User: user, Role: role}, nil)
+}
+
+// SetSpendLimit sets a billing project's spend limit in dollars (0: none).
+func (c *Client) SetSpendLimit(ctx context.Context, project string, limit float64) (*BillingProject, error) {
+	var out BillingProject
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/billing-projects/"+url.PathEscape(project)+"/spend-limit", &SpendLimitRequest{Limit: limit}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateToken makes a token (see CreateTokenRequest); the answer carries
+// it, the only time it is shown.
+func (c *Client) CreateToken(ctx context.Context, req *CreateTokenRequest) (*Token, error) {
+	r := *req
+	if r.Token == "" {
+		r.Token = NewToken() // a retry is recognised by it
+	}
+	var out Token
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", &r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTokens lists the caller's tokens, another user's (admins), or
+// everyone's (all, admins).
+func (c *Client) ListTokens(ctx context.Context, user string, all bool) ([]Token, error) {
+	q := url.Values{}
+	if user != "" {
+		q.Set("user", user)
+	}
+	if all {
+		q.Set("all", "true")
+	}
+	var out []Token
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/tokens?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RevokeToken revokes a token by accessor.
+func (c *Client) RevokeToken(ctx context.Context, accessor string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/tokens/"+url.PathEscape(accessor), nil, nil)
+}
+
+// RotateOwnToken replaces a token with a new one of the same name and
+// lifetime; the old one stops working.
+func (c *Client) RotateOwnToken(ctx context.Context, accessor string) (*Token, error) {
+	var out Token
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens/"+url.PathEscape(accessor)+"/rotate", &RotateTokenRequest{Token: NewToken()}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteUser deletes a user: its tokens stop working, its batches stay.
+func (c *Client) DeleteUser(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/users/"+url.PathEscape(name), nil, nil)
+}
+
+// Audit reads the audit log: entries since (a duration like 1h or an RFC
+// 3339 time), of one user when user is set, newest first.
+func (c *Client) Audit(ctx context.Context, since, user string, limit int) ([]AuditEntry, error) {
+	q := url.Values{}
+	if since != "" {
+		q.Set("since", since)
+	}
+	if user != "" {
+		q.Set("user", user)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []AuditEntry
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/audit?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // RemoveMember removes a user from a billing project.

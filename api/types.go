@@ -357,9 +357,58 @@ type RotateTokenRequest struct {
 // BillingProject groups users who may see each other's batches and share a
 // bill.
 type BillingProject struct {
-	Name        string    `json:"name"`
+	Name string `json:"name"`
+	// Members lists everyone with a role in the project; Managers and
+	// Viewers those whose role is not "member".
 	Members     []string  `json:"members"`
+	Managers    []string  `json:"managers,omitempty"`
+	Viewers     []string  `json:"viewers,omitempty"`
+	SpendLimit  float64   `json:"spend_limit,omitempty"` // dollars; 0: none
 	TimeCreated time.Time `json:"time_created"`
+}
+
+// Token describes a user's token (never the token itself, except in the
+// answer to the request that made it).
+type Token struct {
+	Accessor    string     `json:"accessor"` // its public ID: revoke and rotate by it
+	User        string     `json:"user"`
+	Name        string     `json:"name"`
+	Token       string     `json:"token,omitempty"`
+	TimeCreated time.Time  `json:"time_created"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"` // absent: never
+	Expired     bool       `json:"expired,omitempty"`
+}
+
+// CreateTokenRequest makes a token for User (yourself when empty; another
+// user: admins only), named Name, valid for TTL (a Go duration, default
+// 720h; "0" never expires, admins only).
+type CreateTokenRequest struct {
+	User string `json:"user,omitempty"`
+	Name string `json:"name"`
+	TTL  string `json:"ttl,omitempty"`
+	// Token is made by the client (64 hex digits) so a retry is
+	// recognised; empty: the server makes one.
+	Token string `json:"token,omitempty"`
+}
+
+// SpendLimitRequest sets a billing project's spend limit in dollars (0:
+// none).
+type SpendLimitRequest struct {
+	Limit float64 `json:"limit"`
+}
+
+// AuditEntry is one mutating request in the audit log.
+type AuditEntry struct {
+	Time   time.Time `json:"time"`
+	User   string    `json:"user"`            // "" when the token was not valid
+	Token  string    `json:"token,omitempty"` // the token's accessor
+	Method string    `json:"method"`
+	Route  string    `json:"route"`
+	Path   string    `json:"path"`
+	Remote string    `json:"remote"`
+	Status int       `json:"status"`
+	// Message is the error a refused or failed request got.
+	Message string `json:"message,omitempty"`
 }
 
 // CreateBillingProjectRequest creates a billing project (admin only).
@@ -371,6 +420,8 @@ type CreateBillingProjectRequest struct {
 // MemberRequest adds a user to a billing project.
 type MemberRequest struct {
 	User string `json:"user"`
+	// Role is member (the default), manager or viewer.
+	Role string `json:"role,omitempty"`
 }
 
 // LeaderStatus says which server leads the cluster.

@@ -220,8 +220,77 @@ batch "long" {
 			t.Errorf("admin does not see alice's batch: %s", out)
 		}
 		a.drover(bob, "user", "create", "mallory").must(t, 1)
-		a.drover(a.token, "billing-project", "add-member", "genomics", "bob").must(t, 0)
+		a.drover(a.token, "billing-project", "add-member", "genomics", "bob", "-role", "viewer").must(t, 0)
 		a.drover(bob, "batch", "status", id).must(t, 0)
+		if r := a.drover(bob, "batch", "cancel", id).must(t, 1); !strings.Contains(r.stderr, "403") {
+			t.Errorf("a viewer's cancel: %s", r.stderr)
+		}
+		if r := a.drover(bob, "run", "-billing-project", "genomics", "examples/hello.hcl").must(t, 1); !strings.Contains(r.stderr, "viewer") {
+			t.Errorf("a viewer's run: %s", r.stderr)
+		}
+		// Alice, a member, may not manage the project; a manager may.
+		a.drover(alice, "billing-project", "set-spend-limit", "genomics", "100").must(t, 1)
+		a.drover(a.token, "billing-project", "add-member", "genomics", "alice", "-role", "manager").must(t, 0)
+		a.drover(alice, "billing-project", "set-spend-limit", "genomics", "100").must(t, 0)
+		a.drover(alice, "billing-project", "add-member", "genomics", "bob", "-role", "member").must(t, 0)
+	})
+
+	t.Run("tokens and audit", func(t *testing.T) {
+		carol := strings.TrimSpace(a.drover(a.token, "user", "create", "carol").must(t, 0).stdout)
+		r := a.drover(carol, "token", "create", "-name", "laptop", "-ttl", "2h").must(t, 0)
+		laptop := strings.TrimSpace(r.stdout)
+		if len(laptop) != 64 || !strings.Contains(r.stderr, "laptop") || !strings.Contains(r.stderr, "expires") {
+			t.Fatalf("token create: %q %q", r.stdout, r.stderr)
+		}
+		if r := a.drover(carol, "token", "create", "-ttl", "0").must(t, 1); !strings.Contains(r.stderr, "admin") {
+			t.Errorf("a never-expiring token by a user: %s", r.stderr)
+		}
+		list := decodeJSON[[]api.Token](t, a.drover(laptop, "token", "list", "-json").must(t, 0).stdout)
+		var acc string
+		for _, tk := range list {
+			if tk.Name == "laptop" {
+				acc = tk.Accessor
+			}
+		}
+		if len(list) != 2 || acc == "" {
+			t.Fatalf("carol's tokens: %+v", list)
+		}
+		rot := a.drover(laptop, "token", "rotate", acc).must(t, 0)
+		rotated := strings.TrimSpace(rot.stdout)
+		a.drover(laptop, "batch", "list").must(t, 1) // the old one stopped working
+		a.drover(rotated, "batch", "list").must(t, 0)
+		a.drover(carol, "user", "delete", "carol").must(t, 1) // admins only
+		a.drover(a.token, "user", "delete", "carol").must(t, 0)
+		if r := a.drover(rotated, "batch", "list").must(t, 1); !strings.Contains(r.stderr, "401") {
+			t.Errorf("a deleted user's token: %s", r.stderr)
+		}
+		var entries []api.AuditEntry
+		for range 50 {
+			entries = decodeJSON[[]api.AuditEntry](t, a.drover(a.token, "audit", "-since", "10m", "-user", "carol", "-json").must(t, 0).stdout)
+			if len(entries) >= 4 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		routes := map[string]bool{}
+		for _, e := range entries {
+			routes[e.Route+" "+fmt.Sprint(e.Status)] = true
+		}
+		for _, want := range []string{"POST /api/v1/tokens 201", "POST /api/v1/tokens 403", "POST /api/v1/tokens/{accessor}/rotate 200", "DELETE /api/v1/users/{name} 403"} {
+			if !routes[want] {
+				t.Errorf("audit log lacks %s: %+v", want, entries)
+			}
+		}
+		for i := 0; ; i++ {
+			out := a.drover(a.token, "audit", "-since", "10m").must(t, 0).stdout
+			if strings.Contains(out, "DELETE /api/v1/users/carol") {
+				break
+			}
+			if i == 50 {
+				t.Fatalf("audit table: %s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 
 	t.Run("errors", func(t *testing.T) {

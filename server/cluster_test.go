@@ -325,6 +325,9 @@ func TestLeaderAndFollowersHoldTheSameState(t *testing.T) {
 	if _, err := cl.CreateBatch(context.Background(), &api.CreateBatchRequest{Name: "last"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := leader.api.WaitAudit(context.Background()); err != nil { // the requests' audit entries are committed after them
+		t.Fatal(err)
+	}
 	want := state.SnapshotBytes(t, leader.State())
 	for _, s := range c.Servers {
 		waitFor(t, "server "+s.ID()+" to apply the last entry", func() bool { return s.State().Index() == leader.State().Index() })

@@ -70,6 +70,11 @@ type Config struct {
 	// CAFile is the cluster CA: Raft peers and the servers this one
 	// forwards requests to must have certificates it signed.
 	CAFile string
+	// DefaultTokenTTL is how long a token lives when its maker does not
+	// say (a new user's first token too).
+	DefaultTokenTTL time.Duration
+	// MetricsToken, when set, is the bearer token /metrics requires.
+	MetricsToken string
 	// TLSClientCA, when set, makes the API require a client certificate
 	// signed by it (or by CAFile) from every caller.
 	TLSClientCA string
@@ -192,6 +197,7 @@ func DefaultConfig() *Config {
 		HTTPAddr:                       "127.0.0.1:4650",
 		RaftAddr:                       "127.0.0.1:4651",
 		AdminName:                      "root",
+		DefaultTokenTTL:                30 * 24 * time.Hour,
 		DefaultBillingProject:          "default",
 		MaxPlacements:                  20000,
 		ScheduleInterval:               time.Second,
@@ -265,6 +271,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
 			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
 			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
+	}
+	if c.DefaultTokenTTL < time.Minute || c.DefaultTokenTTL > 10*365*24*time.Hour {
+		errs = append(errs, fmt.Errorf("DefaultTokenTTL is %v; it must be between 1m and 87600h", c.DefaultTokenTTL))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("TLSCert (-tls-cert) and TLSKey (-tls-key) go together"))

@@ -208,8 +208,8 @@ func New(cfg *Config) (*Server, error) {
 				MaxBatchesPerUser: cfg.MaxBatchesPerUser, MaxOpenUpdatesPerUser: cfg.MaxOpenUpdatesPerUser,
 				StateMemoryBudget: cfg.StateMemoryBudget, MaxLogBytesPerAttempt: cfg.MaxLogBytesPerAttempt,
 			},
-			PeerTLS: s.peerTLS(),
-			Rates:   httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond},
+			PeerTLS: s.peerTLS(), DefaultTokenTTL: cfg.DefaultTokenTTL, MetricsToken: cfg.MetricsToken,
+			Rates: httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond},
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
@@ -233,6 +233,8 @@ func New(cfg *Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.raft.watchLeader(ctx) }()
 	go func() { defer s.wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer s.wg.Done(); s.events.run(ctx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.api.RunAudit(ctx) }()
 	if s.cluster != nil && s.cluster.Encrypted() {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.runKeyring(ctx) }()

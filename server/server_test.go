@@ -408,6 +408,9 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "after-snapshot", Jobs: []api.JobSpec{job(1, "x")}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := tc.srv.api.WaitAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	before := state.SnapshotBytes(t, tc.srv.state)
 	tc.stop()
 	tc2 := startServer(t, dir, nil)

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
@@ -117,16 +119,162 @@ func (m *Main) runBPList(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runBPAddMember(ctx context.Context, args []string) error {
-	fs := m.newFlags("billing-project add-member", "PROJECT USER")
+	fs := m.newFlags("billing-project add-member", "PROJECT USER [-role member|manager|viewer]")
+	role := fs.String("role", "member", "member (submits and sees the project's batches), manager (also manages members and the spend limit) or viewer (reads only)")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
 		return err
 	}
-	if err := m.Client().AddMember(ctx, pos[0], pos[1]); err != nil {
+	if err := m.Client().SetRole(ctx, pos[0], pos[1], *role); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Added %s to billing project %s\n", pos[1], pos[0])
+	fmt.Fprintf(m.Stdout, "Added %s to billing project %s as %s\n", pos[1], pos[0], *role)
 	return nil
+}
+
+func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project set-spend-limit", "PROJECT DOLLARS")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	limit, err := strconv.ParseFloat(pos[1], 64)
+	if err != nil {
+		return usagef("spend limit %q is not a number of dollars", pos[1])
+	}
+	p, err := m.Client().SetSpendLimit(ctx, pos[0], limit)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Billing project %s: spend limit $%.2f\n", p.Name, p.SpendLimit)
+	return nil
+}
+
+func (m *Main) runUserDelete(ctx context.Context, args []string) error {
+	fs := m.newFlags("user delete", "NAME")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().DeleteUser(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Deleted user %s: its tokens no longer work; its batches stay\n", pos[0])
+	return nil
+}
+
+func (m *Main) runTokenCreate(ctx context.Context, args []string) error {
+	fs := m.newFlags("token create", "[-user U] [-name N] [-ttl 720h]")
+	user := fs.String("user", "", "the user the token is for (default: yourself; another user: admins only)")
+	name := fs.String("name", "token", "a name to tell the token by")
+	ttl := fs.String("ttl", "", "how long the token is valid (default: the server's -token-ttl, 720h; 0: never, admins only)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	t, err := m.Client().CreateToken(ctx, &api.CreateTokenRequest{User: *user, Name: *name, TTL: *ttl})
+	if err != nil {
+		return err
+	}
+	return m.printNewToken(t, *asJSON, "Created")
+}
+
+func (m *Main) printNewToken(t *api.Token, asJSON bool, verb string) error {
+	if asJSON {
+		return m.printJSON(t)
+	}
+	fmt.Fprintln(m.Stdout, t.Token)
+	exp := "never expires"
+	if t.ExpiresAt != nil {
+		exp = "expires " + t.ExpiresAt.Format(time.RFC3339)
+	}
+	fmt.Fprintf(m.Stderr, "%s token %q (accessor %s) for %s; it %s. Keep the token above: it is shown only once.\n", verb, t.Name, t.Accessor, t.User, exp)
+	return nil
+}
+
+func (m *Main) runTokenList(ctx context.Context, args []string) error {
+	fs := m.newFlags("token list", "[-user U | -all]")
+	user := fs.String("user", "", "another user's tokens (admins)")
+	all := fs.Bool("all", false, "everyone's tokens (admins)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	ts, err := m.Client().ListTokens(ctx, *user, *all)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(ts)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCESSOR\tUSER\tNAME\tCREATED\tEXPIRES")
+	for _, t := range ts {
+		exp := "never"
+		if t.ExpiresAt != nil {
+			exp = t.ExpiresAt.Format(time.RFC3339)
+			if t.Expired {
+				exp += " (expired)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Accessor, t.User, t.Name, ago(t.TimeCreated), exp)
+	}
+	return tw.Flush()
+}
+
+func (m *Main) runTokenRevoke(ctx context.Context, args []string) error {
+	fs := m.newFlags("token revoke", "ACCESSOR")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().RevokeToken(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Revoked token %s\n", pos[0])
+	return nil
+}
+
+func (m *Main) runTokenRotate(ctx context.Context, args []string) error {
+	fs := m.newFlags("token rotate", "ACCESSOR")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	t, err := m.Client().RotateOwnToken(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return m.printNewToken(t, *asJSON, "Rotated: the old one no longer works; new")
+}
+
+func (m *Main) runAudit(ctx context.Context, args []string) error {
+	fs := m.newFlags("audit", "[-since 1h] [-user U] [-limit N]")
+	since := fs.String("since", "24h", "entries since this long ago (1h) or this time (RFC 3339)")
+	user := fs.String("user", "", "only this user's requests")
+	limit := fs.Int("limit", 1000, "at most this many entries, newest first")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	es, err := m.Client().Audit(ctx, *since, *user, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(es)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tUSER\tFROM\tREQUEST\tSTATUS\tMESSAGE")
+	for _, e := range es {
+		who := e.User
+		if who == "" {
+			who = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%d\t%s\n", e.Time.Format(time.RFC3339), who, e.Remote, e.Method, e.Path, e.Status, e.Message)
+	}
+	return tw.Flush()
 }
 
 func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {

@@ -102,9 +102,14 @@ Placement:
 Administration:
   user create NAME       create a user and print its token
   user list              list users
-  user rotate-token NAME give a user a new token (the old one stops working)
+  user rotate-token NAME give a user a new token (its old ones stop working)
+  user delete NAME       delete a user: its tokens stop working, its batches stay
+  token create [-user U] [-name N] [-ttl 720h]   make a token (yours, or a user's as admin)
+  token list [-user U | -all] | revoke ACCESSOR | rotate ACCESSOR
+  audit [-since 1h] [-user U]   the mutating requests: who, what, when, from where, the result
   billing-project create NAME [-member USER]...
-  billing-project list | add-member PROJECT USER | remove-member PROJECT USER
+  billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER
+  billing-project set-spend-limit PROJECT DOLLARS
   instance list          list worker instances
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
@@ -181,11 +186,18 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "user":
 		return m.sub(ctx, "user", rest, map[string]func(context.Context, []string) error{
-			"create": m.runUserCreate, "list": m.runUserList, "rotate-token": m.runUserRotateToken,
+			"create": m.runUserCreate, "list": m.runUserList, "rotate-token": m.runUserRotateToken, "delete": m.runUserDelete,
 		})
+	case "token":
+		return m.sub(ctx, "token", rest, map[string]func(context.Context, []string) error{
+			"create": m.runTokenCreate, "list": m.runTokenList, "revoke": m.runTokenRevoke, "rotate": m.runTokenRotate,
+		})
+	case "audit":
+		return m.runAudit(ctx, rest)
 	case "billing-project":
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
 			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,
+			"set-spend-limit": m.runBPSpendLimit,
 		})
 	case "instance":
 		return m.sub(ctx, "instance", rest, map[string]func(context.Context, []string) error{

@@ -67,6 +67,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	insecure := fs.Bool("insecure", false, "let servers that work together gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches)")
 	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
+	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
+	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open; put it in the -config file to keep it off the command line)")
 	caFile := fs.String("ca-file", "", "the cluster's CA certificate (`drover tls ca create`): Raft peers and the servers requests are forwarded to must have certificates it signed")
 	tlsClientCA := fs.String("tls-ca", "", "require a client certificate signed by this CA (or -ca-file) from every API caller")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
@@ -119,6 +121,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.GossipInterval = *gossipInterval
 	cfg.Insecure = *insecure
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
+	cfg.DefaultTokenTTL, cfg.MetricsToken = *tokenTTL, *metricsToken
 	if *gossipKeyFile != "" {
 		if cfg.GossipKeys, err = cluster.ReadGossipKeyFile(*gossipKeyFile); err != nil {
 			return err

@@ -23,7 +23,9 @@ func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := s.apply(&state.CreateUser{Now: time.Now().UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok)})
+	now := time.Now()
+	res, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok),
+		Expires: now.Add(s.cfg.DefaultTokenTTL).UnixNano()})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -64,7 +66,8 @@ func (s *Server) handleRotateToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	if _, err := s.apply(&state.RotateToken{Now: time.Now().UnixNano(), User: name, TokenHash: token.Hash(tok)}); err != nil {
+	now := time.Now()
+	if _, err := s.apply(&state.RotateToken{Now: now.UnixNano(), User: name, TokenHash: token.Hash(tok), Expires: now.Add(s.cfg.DefaultTokenTTL).UnixNano()}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
@@ -104,8 +107,11 @@ func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Reques
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) setMember(w http.ResponseWriter, project, user string, member bool) {
-	if _, err := s.apply(&state.SetMember{Project: project, User: user, Member: member}); err != nil {
+func (s *Server) setMember(w http.ResponseWriter, r *http.Request, project, user string, member bool, role string) {
+	if !s.manages(w, r, project) {
+		return
+	}
+	if _, err := s.apply(&state.SetMember{Project: project, User: user, Member: member, Role: role}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
@@ -118,11 +124,11 @@ func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	s.setMember(w, r.PathValue("name"), req.User, true)
+	s.setMember(w, r, r.PathValue("name"), req.User, true, req.Role)
 }
 
 func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
-	s.setMember(w, r.PathValue("name"), r.PathValue("user"), false)
+	s.setMember(w, r, r.PathValue("name"), r.PathValue("user"), false, "")
 }
 
 func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {

@@ -171,18 +171,33 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 
 // visibleBatch checks that the batch exists and that the caller may see it.
 func (s *Server) visibleBatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	return s.batchAccess(w, r, state.Visible)
+}
+
+// batchAccess checks that the batch exists and that the caller may do
+// what needs level with it.
+func (s *Server) batchAccess(w http.ResponseWriter, r *http.Request, level state.BatchAccess) (uint64, bool) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return 0, false
 	}
 	u := userOf(r)
-	switch s.state.Access(id, viewerOf(r)) {
-	case state.NoBatch:
+	got := s.state.Access(id, viewerOf(r))
+	switch {
+	case got == state.NoBatch:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d does not exist", id))
 		return 0, false
-	case state.Hidden:
+	case got == state.Hidden:
 		b, _ := s.state.Batch(id)
 		writeError(w, http.StatusForbidden, fmt.Sprintf("batch %d belongs to billing project %q, which user %q is not a member of", id, b.BillingProject, u.Name))
+		return 0, false
+	case got < level:
+		b, _ := s.state.Batch(id)
+		what := "cancel it: its owner, a manager of the project or an admin can"
+		if level == state.Owned {
+			what = "add jobs to it: only its owner (a member or manager of the project) or an admin can"
+		}
+		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q may read batch %d of billing project %q but not %s", u.Name, id, b.BillingProject, what))
 		return 0, false
 	}
 	return id, true
@@ -215,7 +230,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
+	id, ok := s.batchAccess(w, r, state.Cancellable)
 	if !ok {
 		return
 	}
@@ -232,7 +247,7 @@ func updateResponse(ur *state.UpdateResult) api.UpdateResponse {
 }
 
 func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
+	id, ok := s.batchAccess(w, r, state.Owned)
 	if !ok {
 		return
 	}
@@ -262,7 +277,7 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
+	id, ok := s.batchAccess(w, r, state.Owned)
 	if !ok {
 		return
 	}
@@ -294,7 +309,7 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
+	id, ok := s.batchAccess(w, r, state.Owned)
 	if !ok {
 		return
 	}

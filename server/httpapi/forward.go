@@ -29,6 +29,7 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(forwardedHeader, s.cfg.ID)
+			pr.SetXForwarded() // the leader's audit log names the client
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

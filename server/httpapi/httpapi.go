@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -130,6 +131,11 @@ type Config struct {
 	// this long (or LostTimeout) is shown down, as the scheduler treats it.
 	ClusterDownAfter time.Duration
 	MaxLost          uint8 // see state.Activate
+	// DefaultTokenTTL is how long a token lives when its maker does not
+	// say (users' first tokens too).
+	DefaultTokenTTL time.Duration
+	// MetricsToken, when set, protects /metrics.
+	MetricsToken string
 	// PeerTLS, when set, is how this server reaches the others' APIs
 	// (forwarding, log chunks): HTTPS verified against the cluster CA,
 	// presenting this server's certificate. Nil: plain HTTP.
@@ -164,27 +170,29 @@ type Deps struct {
 
 // Server serves the API.
 type Server struct {
-	cfg          Config
-	log          *slog.Logger
-	state        *state.State
-	logs         *logstore.Store
-	node         Node
-	raft         Raft
-	members      Members
-	live         Liveness
-	notify       Notifier
-	events       Events
-	waiting      Waiting
-	autoscaler   Autoscaler
-	gossip       Gossip
-	reg          *prometheus.Registry
-	httpRequests *prometheus.CounterVec
-	httpSeconds  *prometheus.HistogramVec
-	proxy        *httputil.ReverseProxy
-	limits       limiters
-	samples      sampleGate
-	peerClient   *http.Client // to the other servers' APIs
-	peerScheme   string       // "http" or "https"
+	cfg            Config
+	log            *slog.Logger
+	state          *state.State
+	logs           *logstore.Store
+	node           Node
+	raft           Raft
+	members        Members
+	live           Liveness
+	notify         Notifier
+	events         Events
+	waiting        Waiting
+	autoscaler     Autoscaler
+	gossip         Gossip
+	reg            *prometheus.Registry
+	httpRequests   *prometheus.CounterVec
+	httpSeconds    *prometheus.HistogramVec
+	proxy          *httputil.ReverseProxy
+	limits         limiters
+	samples        sampleGate
+	peerClient     *http.Client // to the other servers' APIs
+	audit          *auditor
+	metricsHandler http.Handler
+	peerScheme     string // "http" or "https"
 }
 
 // New builds the API and registers its metrics.
@@ -211,63 +219,118 @@ func New(d Deps) (*Server, error) {
 		peerTransport.TLSClientConfig = d.Config.PeerTLS.Clone()
 	}
 	s.peerClient = &http.Client{Transport: peerTransport}
+	s.audit = newAuditor()
+	if err := d.Metrics.Register(s.audit.dropped); err != nil {
+		return nil, fmt.Errorf("register audit metrics: %w", err)
+	}
+	s.metricsHandler = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.proxy = s.newProxy()
 	return s, nil
 }
 
 func (s *Server) apply(c state.Command) (any, error) { return s.node.Apply(c) }
 
+// Access says who may call a route, before the handler's own checks
+// (batch and billing project roles).
+type Access string
+
+// Route access.
+const (
+	Public   Access = "public"   // anyone (health; metrics unless -metrics-token)
+	AnyUser  Access = "user"     // a valid user token
+	Admin    Access = "admin"    // an admin's token
+	Worker   Access = "worker"   // a worker instance's token
+	Activate Access = "activate" // a worker presenting the join secret
+)
+
+// Route is one endpoint of the API.
+type Route struct {
+	Pattern string
+	Access  Access
+	handler http.HandlerFunc
+}
+
+// Routes lists every endpoint of the API (the authorization test is
+// generated from it).
+func (s *Server) Routes() []Route {
+	u, a := AnyUser, Admin
+	return []Route{
+		{"GET /api/v1/health", Public, s.handleHealth},
+		{"GET /metrics", Public, s.handleMetrics},
+		{"GET /api/v1/status/leader", u, s.handleLeader},
+		{"GET /api/v1/whoami", u, s.handleWhoami},
+
+		{"POST /api/v1/batches", u, s.handleCreateBatch},
+		{"GET /api/v1/batches", u, s.handleListBatches},
+		{"GET /api/v1/batches/{id}", u, s.handleGetBatch},
+		{"POST /api/v1/batches/{id}/cancel", u, s.handleCancelBatch},
+		{"POST /api/v1/batches/{id}/updates", u, s.handleCreateUpdate},
+		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.handleAddJobs},
+		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.handleCommitUpdate},
+		{"GET /api/v1/batches/{id}/jobs", u, s.handleListJobs},
+		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.handleGetJob},
+		{"GET /api/v1/batches/{id}/jobs/{job}/log", u, s.handleJobLog},
+		{"GET /api/v1/batches/{id}/jobs/{job}/why", u, s.handleJobWhy},
+
+		{"GET /api/v1/regions", u, s.handleListRegions},
+		{"GET /api/v1/clusters", u, s.handleListClusters},
+		{"GET /api/v1/cluster-groups", u, s.handleListClusterGroups},
+		{"GET /api/v1/autoscaler", u, s.handleAutoscalerStatus},
+		{"GET /api/v1/clusters/{name}", u, s.handleGetCluster},
+		{"POST /api/v1/clusters/{name}/disable", a, s.handleDisableCluster},
+		{"POST /api/v1/clusters/{name}/enable", a, s.handleEnableCluster},
+		{"GET /api/v1/teams", u, s.handleListTeams},
+		{"GET /api/v1/teams/{name}", u, s.handleGetTeam},
+		{"PUT /api/v1/teams/{name}", a, s.handlePutTeam},
+		{"PUT /api/v1/teams/{name}/quota", a, s.handlePutQuota},
+		{"POST /api/v1/placement", a, s.handleApplyPlacement},
+
+		{"POST /api/v1/users", a, s.handleCreateUser},
+		{"GET /api/v1/users", a, s.handleListUsers},
+		{"DELETE /api/v1/users/{name}", a, s.handleDeleteUser},
+		{"POST /api/v1/users/{name}/token", a, s.handleRotateToken},
+		{"POST /api/v1/tokens", u, s.handleCreateToken},
+		{"GET /api/v1/tokens", u, s.handleListTokens},
+		{"DELETE /api/v1/tokens/{accessor}", u, s.handleRevokeToken},
+		{"POST /api/v1/tokens/{accessor}/rotate", u, s.handleRotateOwnToken},
+		{"POST /api/v1/billing-projects", a, s.handleCreateBillingProject},
+		{"GET /api/v1/billing-projects", u, s.handleListBillingProjects},
+		{"POST /api/v1/billing-projects/{name}/members", u, s.handleAddMember},
+		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.handleRemoveMember},
+		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.handleSetSpendLimit},
+		{"GET /api/v1/audit", a, s.handleAudit},
+		{"GET /api/v1/instances", a, s.handleListInstances},
+		{"GET /api/v1/status/peers", u, s.handlePeers},
+		{"POST /api/v1/operator/raft/remove-peer", a, s.handleRemovePeer},
+		{"POST /api/v1/operator/raft/transfer-leader", a, s.handleTransferLeader},
+		{"GET /api/v1/operator/snapshot", a, s.handleSnapshotSave},
+		{"PUT /api/v1/operator/snapshot", a, s.handleSnapshotRestore},
+		{"GET /api/v1/operator/memory", a, s.handleMemory},
+		{"GET /api/v1/operator/gossip/keyring", a, s.handleGossipKeyring},
+		{"POST /api/v1/operator/gossip/keyring", a, s.handleChangeGossipKeyring},
+
+		{"POST /api/v1/workers/activate", Activate, s.handleActivate},
+		{"POST /api/v1/workers/sync", Worker, s.handleSync},
+		{"POST /api/v1/workers/deactivate", Worker, s.handleDeactivate},
+		{"PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", Worker, s.handleLogChunk},
+	}
+}
+
 // Handler returns the HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, h http.HandlerFunc) {
-		mux.Handle(pattern, s.instrument(pattern, h))
+	for _, rt := range s.Routes() {
+		h := rt.handler
+		switch rt.Access {
+		case AnyUser:
+			h = s.authUser(h)
+		case Admin:
+			h = s.authAdmin(h)
+		case Worker:
+			h = s.authWorker(h)
+		}
+		mux.Handle(rt.Pattern, s.instrument(rt.Pattern, rt.Access, h))
 	}
-	route("GET /api/v1/health", s.handleHealth)
-	route("GET /api/v1/status/leader", s.authUser(s.handleLeader))
-	route("GET /api/v1/whoami", s.authUser(s.handleWhoami))
-
-	route("POST /api/v1/batches", s.authUser(s.handleCreateBatch))
-	route("GET /api/v1/batches", s.authUser(s.handleListBatches))
-	route("GET /api/v1/batches/{id}", s.authUser(s.handleGetBatch))
-	route("POST /api/v1/batches/{id}/cancel", s.authUser(s.handleCancelBatch))
-	route("POST /api/v1/batches/{id}/updates", s.authUser(s.handleCreateUpdate))
-	route("POST /api/v1/batches/{id}/updates/{update}/jobs", s.authUser(s.handleAddJobs))
-	route("POST /api/v1/batches/{id}/updates/{update}/commit", s.authUser(s.handleCommitUpdate))
-	route("GET /api/v1/batches/{id}/jobs", s.authUser(s.handleListJobs))
-	route("GET /api/v1/batches/{id}/jobs/{job}", s.authUser(s.handleGetJob))
-	route("GET /api/v1/batches/{id}/jobs/{job}/log", s.authUser(s.handleJobLog))
-	route("GET /api/v1/batches/{id}/jobs/{job}/why", s.authUser(s.handleJobWhy))
-
-	route("GET /api/v1/regions", s.authUser(s.handleListRegions))
-	route("GET /api/v1/clusters", s.authUser(s.handleListClusters))
-	route("GET /api/v1/cluster-groups", s.authUser(s.handleListClusterGroups))
-	route("GET /api/v1/autoscaler", s.authUser(s.handleAutoscalerStatus))
-	route("GET /api/v1/clusters/{name}", s.authUser(s.handleGetCluster))
-	route("POST /api/v1/clusters/{name}/disable", s.authAdmin(s.handleDisableCluster))
-	route("POST /api/v1/clusters/{name}/enable", s.authAdmin(s.handleEnableCluster))
-	route("GET /api/v1/teams", s.authUser(s.handleListTeams))
-	route("GET /api/v1/teams/{name}", s.authUser(s.handleGetTeam))
-	route("PUT /api/v1/teams/{name}", s.authAdmin(s.handlePutTeam))
-	route("PUT /api/v1/teams/{name}/quota", s.authAdmin(s.handlePutQuota))
-	route("POST /api/v1/placement", s.authAdmin(s.handleApplyPlacement))
-
-	route("POST /api/v1/users", s.authAdmin(s.handleCreateUser))
-	route("GET /api/v1/users", s.authAdmin(s.handleListUsers))
-	route("POST /api/v1/users/{name}/token", s.authAdmin(s.handleRotateToken))
-	route("POST /api/v1/billing-projects", s.authAdmin(s.handleCreateBillingProject))
-	route("GET /api/v1/billing-projects", s.authUser(s.handleListBillingProjects))
-	route("POST /api/v1/billing-projects/{name}/members", s.authAdmin(s.handleAddMember))
-	route("DELETE /api/v1/billing-projects/{name}/members/{user}", s.authAdmin(s.handleRemoveMember))
-	route("GET /api/v1/instances", s.authAdmin(s.handleListInstances))
-	route("GET /api/v1/status/peers", s.authUser(s.handlePeers))
-	route("POST /api/v1/operator/raft/remove-peer", s.authAdmin(s.handleRemovePeer))
-	route("POST /api/v1/operator/raft/transfer-leader", s.authAdmin(s.handleTransferLeader))
-	route("GET /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotSave))
-	route("PUT /api/v1/operator/snapshot", s.authAdmin(s.handleSnapshotRestore))
-	route("GET /api/v1/operator/memory", s.authAdmin(s.handleMemory))
-	route("GET /api/v1/operator/gossip/keyring", s.authAdmin(s.handleGossipKeyring))
-	route("POST /api/v1/operator/gossip/keyring", s.authAdmin(s.handleChangeGossipKeyring))
 	if s.cfg.DebugPprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -275,13 +338,6 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-
-	route("POST /api/v1/workers/activate", s.handleActivate)
-	route("POST /api/v1/workers/sync", s.authWorker(s.handleSync))
-	route("POST /api/v1/workers/deactivate", s.authWorker(s.handleDeactivate))
-	route("PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", s.authWorker(s.handleLogChunk))
-
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
@@ -343,6 +399,22 @@ var localRoutes = map[string]bool{
 type statusWriter struct {
 	http.ResponseWriter
 	code int
+	// keepError keeps the start of an error answer (code >= 400), for
+	// the audit log.
+	keepError bool
+	errBody   []byte
+}
+
+// errorMessage is the message of the JSON error answered, if any.
+func (w *statusWriter) errorMessage() string {
+	if w.code < 400 || len(w.errBody) == 0 {
+		return ""
+	}
+	var e api.ErrorResponse
+	if json.Unmarshal(w.errBody, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return string(w.errBody)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -353,6 +425,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(p []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
+	}
+	if w.keepError && w.code >= 400 && len(w.errBody) < 1024 {
+		w.errBody = append(w.errBody, p[:min(len(p), 1024-len(w.errBody))]...)
 	}
 	return w.ResponseWriter.Write(p)
 }
@@ -372,10 +447,17 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
+func (s *Server) instrument(route string, access Access, h http.HandlerFunc) http.Handler {
+	audited := access != Worker
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		var who *caller
+		if audited && isMutating(r.Method) {
+			who = &caller{}
+			sw.keepError = true
+			r = r.WithContext(context.WithValue(r.Context(), callerKey, who))
+		}
 		h(sw, r)
 		s.httpRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
 		s.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
@@ -385,7 +467,38 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 		case sw.code >= 500:
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", sw.code)
 		}
+		if who != nil {
+			s.audit.record(state.AuditEntry{Time: start.UnixNano(), User: who.user, Accessor: who.accessor,
+				Method: r.Method, Route: route, Path: r.URL.Path, Remote: s.remoteOf(r), Status: sw.code, Message: sw.errorMessage()})
+		}
 	})
+}
+
+func isMutating(method string) bool {
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodDelete || method == http.MethodPatch
+}
+
+// caller is who made a request, filled in by authentication, for the
+// audit log.
+type caller struct{ user, accessor string }
+
+func callerOf(r *http.Request) *caller {
+	c, _ := r.Context().Value(callerKey).(*caller)
+	return c
+}
+
+// remoteOf is where a request came from: its peer address, or, for one a
+// server forwarded, the client's address that server saw.
+func (s *Server) remoteOf(r *http.Request) string {
+	if fwd := r.Header.Get("X-Forwarded-For"); fwd != "" && s.fromPeer(r) {
+		first, _, _ := strings.Cut(fwd, ",")
+		return strings.TrimSpace(first)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 type ctxKey int
@@ -393,6 +506,7 @@ type ctxKey int
 const (
 	userKey ctxKey = iota
 	instanceKey
+	callerKey
 )
 
 func bearer(r *http.Request) string {
@@ -410,10 +524,18 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
 			return
 		}
-		u, ok := s.state.UserByTokenHash(token.Hash(tok))
-		if !ok {
-			writeError(w, http.StatusUnauthorized, "invalid token: no user has this token")
+		u, t, st := s.state.Authenticate(token.Hash(tok), time.Now())
+		switch st {
+		case state.TokenUnknown:
+			writeError(w, http.StatusUnauthorized, "invalid token: it was never made, was revoked, or its user was deleted")
 			return
+		case state.TokenExpired:
+			writeError(w, http.StatusUnauthorized, fmt.Sprintf("token %q (%s) of user %q expired at %s; make a new one with `drover token create` (an admin can with `drover user rotate-token %s`)",
+				t.Name, t.Accessor, u.Name, time.Unix(0, t.Expires).UTC().Format(time.RFC3339), u.Name))
+			return
+		}
+		if c := callerOf(r); c != nil {
+			c.user, c.accessor = u.Name, t.Accessor
 		}
 		if !s.allowRate(w, r, "user:"+u.Name, "user "+u.Name, "max_requests_per_second_per_user", s.cfg.Rates.UserPerSecond) {
 			return

@@ -32,6 +32,9 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
 		return
 	}
+	if c := callerOf(r); c != nil {
+		c.user = "worker:" + req.Name
+	}
 	if req.Name == "" || req.CPU <= 0 || req.Memory <= 0 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation needs a name, cpu > 0 and memory > 0 (got name %q, cpu %g, memory %d)", req.Name, req.CPU, req.Memory))
 		return

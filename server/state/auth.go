@@ -1,6 +1,9 @@
 package state
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
 	"regexp"
 	"sort"
 	"time"
@@ -10,16 +13,51 @@ import (
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
-// ValidName reports whether s may name a user or billing project: 1-63
-// letters, digits, '_', '.' or '-', starting with a letter or digit.
+// ValidName reports whether s may name a user, billing project or token:
+// 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// MaxTokensPerUser bounds the tokens one user holds (expired ones are
+// dropped when the user makes another).
+const MaxTokensPerUser = 64
+
+// MaxSpendLimit bounds a billing project's spend limit, in dollars.
+const MaxSpendLimit = 1e9
+
+// Token is a bearer token a user authenticates with; only its hash is
+// kept. Accessor names it in lists and revocations without revealing it.
+type Token struct {
+	Accessor string
+	Hash     string
+	User     string
+	Name     string
+	Created  int64
+	Expires  int64 // 0: never
+}
+
+// TokenAccessor is the public name of a token hash: 16 hex digits of a
+// hash of it.
+func TokenAccessor(hash string) string {
+	sum := sha256.Sum256([]byte("drover-token-accessor:" + hash))
+	return hex.EncodeToString(sum[:8])
+}
+
+func (t *Token) toAPI(now time.Time) api.Token {
+	out := api.Token{Accessor: t.Accessor, User: t.User, Name: t.Name, TimeCreated: time.Unix(0, t.Created).UTC()}
+	if t.Expires != 0 {
+		e := time.Unix(0, t.Expires).UTC()
+		out.ExpiresAt = &e
+		out.Expired = !now.Before(e)
+	}
+	return out
+}
 
 // BootstrapResult says whether a Bootstrap command created the admin.
 type BootstrapResult struct{ Created bool }
 
 func (s *State) applyBootstrap(c *Bootstrap) any {
 	for _, u := range s.users {
-		if u.Admin {
+		if u.Admin && u.Deleted == 0 {
 			return &BootstrapResult{Created: false}
 		}
 	}
@@ -44,6 +82,9 @@ func (s *State) applyCreateUser(c *CreateUser) any {
 		return errorf(ErrInvalid, "user %q has no token", c.Name)
 	}
 	if u, ok := s.users[c.Name]; ok {
+		if u.Deleted != 0 {
+			return errorf(ErrConflict, "user %q was deleted on %s; its batches keep the name, so pick another", c.Name, time.Unix(0, u.Deleted).UTC().Format(time.RFC3339))
+		}
 		// The same request again (its answer was lost): the same user.
 		if u.TokenHash == c.TokenHash && u.Admin == c.Admin {
 			return &CreateUserResult{Existing: true, Created: u.Created}
@@ -54,8 +95,13 @@ func (s *State) applyCreateUser(c *CreateUser) any {
 		return errorf(ErrConflict, "that token is already in use; make a new one")
 	}
 	s.users[c.Name] = &User{Name: c.Name, Admin: c.Admin, TokenHash: c.TokenHash, Created: c.Now}
-	s.tokens[c.TokenHash] = c.Name
+	s.addToken(&Token{Hash: c.TokenHash, User: c.Name, Name: "default", Created: c.Now, Expires: c.Expires})
 	return &CreateUserResult{Created: c.Now}
+}
+
+func (s *State) addToken(t *Token) {
+	t.Accessor = TokenAccessor(t.Hash)
+	s.tokens[t.Hash] = t
 }
 
 // CreateUserResult says whether the user already existed with that token
@@ -65,23 +111,169 @@ type CreateUserResult struct {
 	Created  int64
 }
 
-func (s *State) applyRotateToken(c *RotateToken) any {
-	u, ok := s.users[c.User]
+// liveUser returns a user that exists and is not deleted.
+func (s *State) liveUser(name string) (*User, *ApplyError) {
+	u, ok := s.users[name]
 	if !ok {
-		return errorf(ErrNotFound, "user %q does not exist", c.User)
+		return nil, errorf(ErrNotFound, "user %q does not exist", name)
+	}
+	if u.Deleted != 0 {
+		return nil, errorf(ErrNotFound, "user %q was deleted", name)
+	}
+	return u, nil
+}
+
+func (s *State) applyRotateToken(c *RotateToken) any {
+	u, err := s.liveUser(c.User)
+	if err != nil {
+		return err
 	}
 	if c.TokenHash == "" {
 		return errorf(ErrInvalid, "no token")
 	}
-	if u.TokenHash == c.TokenHash {
-		return nil // a retry
-	}
-	if _, taken := s.tokens[c.TokenHash]; taken {
+	if t, ok := s.tokens[c.TokenHash]; ok {
+		if t.User == u.Name {
+			return nil // a retry
+		}
 		return errorf(ErrConflict, "that token is already in use; make a new one")
 	}
-	delete(s.tokens, u.TokenHash)
-	u.TokenHash = c.TokenHash
-	s.tokens[c.TokenHash] = u.Name
+	for h, t := range s.tokens {
+		if t.User == u.Name {
+			delete(s.tokens, h)
+		}
+	}
+	s.addToken(&Token{Hash: c.TokenHash, User: u.Name, Name: "default", Created: c.Now, Expires: c.Expires})
+	return nil
+}
+
+// CreateToken gives a user one more token.
+type CreateToken struct {
+	Now       int64
+	User      string
+	Name      string
+	TokenHash string
+	Expires   int64 // 0: never
+}
+
+// Type implements Command.
+func (*CreateToken) Type() CommandType { return CmdCreateToken }
+
+// RevokeToken deletes a token. User, when set, must own it (a user
+// revoking their own).
+type RevokeToken struct {
+	Accessor string
+	User     string
+}
+
+// Type implements Command.
+func (*RevokeToken) Type() CommandType { return CmdRevokeToken }
+
+// DeleteUser deletes a user: its tokens and memberships go, its batches
+// stay.
+type DeleteUser struct {
+	Now  int64
+	Name string
+}
+
+// Type implements Command.
+func (*DeleteUser) Type() CommandType { return CmdDeleteUser }
+
+// SetSpendLimit sets a billing project's spend limit (0: none).
+type SetSpendLimit struct {
+	Project string
+	Limit   float64
+}
+
+// Type implements Command.
+func (*SetSpendLimit) Type() CommandType { return CmdSetSpendLimit }
+
+func (s *State) applyCreateToken(c *CreateToken) any {
+	u, err := s.liveUser(c.User)
+	if err != nil {
+		return err
+	}
+	if !ValidName(c.Name) {
+		return errorf(ErrInvalid, "invalid token name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
+	}
+	if c.TokenHash == "" {
+		return errorf(ErrInvalid, "no token")
+	}
+	if t, ok := s.tokens[c.TokenHash]; ok {
+		if t.User == u.Name && t.Name == c.Name {
+			return nil // a retry
+		}
+		return errorf(ErrConflict, "that token is already in use; make a new one")
+	}
+	n := 0
+	for h, t := range s.tokens {
+		if t.User != u.Name {
+			continue
+		}
+		if t.Expires != 0 && t.Expires <= c.Now {
+			delete(s.tokens, h) // expired: make room
+			continue
+		}
+		n++
+	}
+	if n >= MaxTokensPerUser {
+		return errorf(ErrConflict, "user %q has %d tokens, the most one may hold; revoke some with 'drover token revoke'", u.Name, n)
+	}
+	s.addToken(&Token{Hash: c.TokenHash, User: u.Name, Name: c.Name, Created: c.Now, Expires: c.Expires})
+	return nil
+}
+
+func (s *State) applyRevokeToken(c *RevokeToken) any {
+	for h, t := range s.tokens {
+		if t.Accessor != c.Accessor {
+			continue
+		}
+		if c.User != "" && t.User != c.User {
+			break // not theirs: as if it did not exist
+		}
+		delete(s.tokens, h)
+		return nil
+	}
+	return errorf(ErrNotFound, "no token %q; list yours with 'drover token list'", c.Accessor)
+}
+
+func (s *State) applyDeleteUser(c *DeleteUser) any {
+	u, err := s.liveUser(c.Name)
+	if err != nil {
+		return err
+	}
+	if u.Admin {
+		admins := 0
+		for _, o := range s.users {
+			if o.Admin && o.Deleted == 0 {
+				admins++
+			}
+		}
+		if admins == 1 {
+			return errorf(ErrConflict, "user %q is the last admin; make another admin first", u.Name)
+		}
+	}
+	u.Deleted = c.Now
+	for h, t := range s.tokens {
+		if t.User == u.Name {
+			delete(s.tokens, h)
+		}
+	}
+	for _, p := range s.projects {
+		delete(p.Members, u.Name)
+		delete(p.Roles, u.Name)
+	}
+	return nil
+}
+
+func (s *State) applySetSpendLimit(c *SetSpendLimit) any {
+	p, ok := s.projects[c.Project]
+	if !ok {
+		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
+	}
+	if math.IsNaN(c.Limit) || c.Limit < 0 || c.Limit > MaxSpendLimit {
+		return errorf(ErrInvalid, "a spend limit is between 0 (none) and %g dollars", float64(MaxSpendLimit))
+	}
+	p.SpendLimit = c.Limit
 	return nil
 }
 
@@ -101,11 +293,11 @@ func (s *State) applyCreateBillingProject(c *CreateBillingProject) any {
 		return errorf(ErrConflict, "billing project %q already exists; add members with 'drover billing-project add-member'", c.Name)
 	}
 	for _, m := range c.Members {
-		if _, ok := s.users[m]; !ok {
+		if _, err := s.liveUser(m); err != nil {
 			return errorf(ErrNotFound, "user %q does not exist; create it first with 'drover user create %s'", m, m)
 		}
 	}
-	p := &BillingProject{Name: c.Name, Members: map[string]bool{}, Created: c.Now}
+	p := &BillingProject{Name: c.Name, Members: map[string]bool{}, Roles: map[string]string{}, Created: c.Now}
 	for _, m := range c.Members {
 		p.Members[m] = true
 	}
@@ -118,26 +310,97 @@ func (s *State) applySetMember(c *SetMember) any {
 	if !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
 	}
-	if _, ok := s.users[c.User]; !ok {
-		return errorf(ErrNotFound, "user %q does not exist", c.User)
+	if _, err := s.liveUser(c.User); err != nil {
+		return err
 	}
-	if c.Member {
-		p.Members[c.User] = true
-	} else {
+	if !c.Member {
 		delete(p.Members, c.User)
+		delete(p.Roles, c.User)
+		return nil
+	}
+	role := c.Role
+	if role == "" {
+		role = RoleMember
+	}
+	if !ValidRole(role) {
+		return errorf(ErrInvalid, "role %q is not member, manager or viewer", c.Role)
+	}
+	p.Members[c.User] = true
+	if p.Roles == nil {
+		p.Roles = map[string]string{}
+	}
+	if role == RoleMember {
+		delete(p.Roles, c.User)
+	} else {
+		p.Roles[c.User] = role
 	}
 	return nil
 }
 
-// UserByTokenHash returns the user owning a token hash.
-func (s *State) UserByTokenHash(hash string) (User, bool) {
+// AuthStatus is what a token is worth.
+type AuthStatus int
+
+// Token states.
+const (
+	TokenUnknown AuthStatus = iota // no such token: never made, revoked, or its user deleted
+	TokenValid
+	TokenExpired
+)
+
+// Authenticate returns the user owning a token hash and the token, and
+// whether the token is valid at now.
+func (s *State) Authenticate(hash string, now time.Time) (User, Token, AuthStatus) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	name, ok := s.tokens[hash]
+	t, ok := s.tokens[hash]
 	if !ok {
-		return User{}, false
+		return User{}, Token{}, TokenUnknown
 	}
-	return *s.users[name], true
+	u := s.users[t.User]
+	if u == nil || u.Deleted != 0 {
+		return User{}, Token{}, TokenUnknown
+	}
+	if t.Expires != 0 && now.UnixNano() >= t.Expires {
+		return *u, *t, TokenExpired
+	}
+	return *u, *t, TokenValid
+}
+
+// UserByTokenHash returns the user owning a valid token hash.
+func (s *State) UserByTokenHash(hash string) (User, bool) {
+	u, _, st := s.Authenticate(hash, time.Now())
+	return u, st == TokenValid
+}
+
+// Tokens lists tokens (of one user, or all with user ""), newest first.
+func (s *State) Tokens(user string, now time.Time) []api.Token {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []api.Token{}
+	for _, t := range s.tokens {
+		if user == "" || t.User == user {
+			out = append(out, t.toAPI(now))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].TimeCreated.Equal(out[j].TimeCreated) {
+			return out[i].TimeCreated.After(out[j].TimeCreated)
+		}
+		return out[i].Accessor < out[j].Accessor
+	})
+	return out
+}
+
+// Token returns one token by accessor.
+func (s *State) Token(accessor string) (Token, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, t := range s.tokens {
+		if t.Accessor == accessor {
+			return *t, true
+		}
+	}
+	return Token{}, false
 }
 
 // HasUsers reports whether any user exists (the cluster is bootstrapped).
@@ -147,31 +410,33 @@ func (s *State) HasUsers() bool {
 	return len(s.users) > 0
 }
 
-// UserExists reports whether a user exists.
+// UserExists reports whether a user exists and is not deleted.
 func (s *State) UserExists(name string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	_, ok := s.users[name]
-	return ok
+	u, ok := s.users[name]
+	return ok && u.Deleted == 0
 }
 
-// Users lists users by name.
+// Users lists the users that are not deleted, by name.
 func (s *State) Users() []api.User {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]api.User, 0, len(s.users))
 	for _, name := range sortedKeys(s.users) {
-		out = append(out, s.users[name].toAPI())
+		if s.users[name].Deleted == 0 {
+			out = append(out, s.users[name].toAPI())
+		}
 	}
 	return out
 }
 
-// User returns one user, without its token.
+// User returns one user (not deleted), without its token.
 func (s *State) User(name string) (api.User, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	u, ok := s.users[name]
-	if !ok {
+	if !ok || u.Deleted != 0 {
 		return api.User{}, false
 	}
 	return u.toAPI(), true
@@ -182,7 +447,7 @@ func (u *User) toAPI() api.User {
 	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}
 }
 
-// IsMember reports whether user belongs to the billing project.
+// IsMember reports whether user has a role in the billing project.
 func (s *State) IsMember(project, user string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -192,6 +457,30 @@ func (s *State) IsMember(project, user string) bool {
 func (s *State) isMember(project, user string) bool {
 	p, ok := s.projects[project]
 	return ok && p.Members[user]
+}
+
+// Role returns user's role in the billing project ("" for none).
+func (s *State) Role(project, user string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if p, ok := s.projects[project]; ok {
+		return p.role(user)
+	}
+	return ""
+}
+
+// canSubmit reports whether a user may submit to (and cancel in) a
+// billing project: an admin, a member or a manager.
+func (s *State) canSubmit(project string, u *User) bool {
+	if u.Admin {
+		return true
+	}
+	p, ok := s.projects[project]
+	if !ok {
+		return false
+	}
+	r := p.role(u.Name)
+	return r == RoleMember || r == RoleManager
 }
 
 // BillingProjects lists the billing projects visible to the user.
@@ -204,22 +493,36 @@ func (s *State) BillingProjects(viewer User) []api.BillingProject {
 		if !viewer.Admin && !p.Members[viewer.Name] {
 			continue
 		}
-		members := make([]string, 0, len(p.Members))
-		for m := range p.Members {
-			members = append(members, m)
+		out = append(out, p.toAPI())
+	}
+	return out
+}
+
+func (p *BillingProject) toAPI() api.BillingProject {
+	members := make([]string, 0, len(p.Members))
+	for m := range p.Members {
+		members = append(members, m)
+	}
+	sort.Strings(members)
+	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC(), SpendLimit: p.SpendLimit}
+	for _, m := range members {
+		switch p.role(m) {
+		case RoleManager:
+			out.Managers = append(out.Managers, m)
+		case RoleViewer:
+			out.Viewers = append(out.Viewers, m)
 		}
-		sort.Strings(members)
-		out = append(out, api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC()})
 	}
 	return out
 }
 
 // BillingProject returns one billing project.
 func (s *State) BillingProject(name string) (api.BillingProject, bool) {
-	for _, p := range s.BillingProjects(User{Admin: true}) {
-		if p.Name == name {
-			return p, true
-		}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.projects[name]
+	if !ok {
+		return api.BillingProject{}, false
 	}
-	return api.BillingProject{}, false
+	return p.toAPI(), true
 }

@@ -473,8 +473,8 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 			s.hooks.Transition(s.index, b.ID, pv.Job, Ready, Creating)
 		}
 		s.dequeue(b, Range{pv.Job, pv.Job}, g.spec.CPUMilli)
-		b.counts[Ready]--
-		b.counts[Creating]++
+		b.addCount(Ready, -1)
+		b.addCount(Creating, 1)
 		j.state = Creating
 		res.Requests = append(res.Requests, LaunchRequest{Key: key, Config: cfg.Name, Machines: []string{id}})
 		s.decide(c.Now, pv.Reason)
@@ -683,8 +683,8 @@ func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
 		s.hooks.Transition(s.index, b.ID, m.ForJob, Creating, Running)
 	}
 	*j = job{state: Running, attempt: j.attempt + 1, instance: inst.ID, failures: j.failures, lost: j.lost}
-	b.counts[Creating]--
-	b.counts[Running]++
+	b.addCount(Creating, -1)
+	b.addCount(Running, 1)
 	inst.FreeMilli -= cpu
 	inst.FreeMem -= mem
 	inst.FreeGPUs -= gpus

@@ -25,13 +25,18 @@ type UpdateResult struct {
 }
 
 func (s *State) applyCreateBatch(c *CreateBatch) any {
-	if _, ok := s.users[c.User]; !ok {
-		return errorf(ErrNotFound, "user %q does not exist", c.User)
+	u, uerr := s.liveUser(c.User)
+	if uerr != nil {
+		return uerr
 	}
 	if _, ok := s.projects[c.BillingProject]; !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.BillingProject)
 	}
-	if !s.users[c.User].Admin && !s.isMember(c.BillingProject, c.User) {
+	if !s.canSubmit(c.BillingProject, u) {
+		if s.isMember(c.BillingProject, c.User) {
+			return errorf(ErrForbidden, "user %q is a viewer of billing project %q and may not submit to it; a manager can make you a member",
+				c.User, c.BillingProject)
+		}
 		return errorf(ErrForbidden, "user %q is not a member of billing project %q; an admin can add you with 'drover billing-project add-member %s %s'",
 			c.User, c.BillingProject, c.BillingProject, c.User)
 	}
@@ -50,6 +55,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
 	}
 	b := &Batch{
+		tot:            &s.jobTotals,
 		ID:             s.nextBatch,
 		Name:           c.Name,
 		User:           c.User,
@@ -501,7 +507,7 @@ func (s *State) commit(b *Batch, u *update, entries []absEntry, now int64) {
 	b.indexRanges(firstRange)
 	b.insertGroups(newGroups)
 	s.held.Groups += int64(len(newGroups))
-	b.counts[Pending] += int64(u.N)
+	b.addCount(Pending, int64(u.N))
 	b.nJobs += int64(u.N)
 	b.open--
 	b.tally(Tally{OpenUpdates: -1})
@@ -604,12 +610,12 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 			if s.hooks.Transition != nil {
 				s.hooks.Transition(s.index, b.ID, uint32(i+1), j.state, Cancelled)
 			}
-			b.counts[j.state]--
+			b.addCount(j.state, -1)
 			j.state = Cancelled
 			n++
 		}
 	}
-	b.counts[Cancelled] += n
+	b.addCount(Cancelled, n)
 	b.ended(n)
 	b.CancelReason = c.Reason
 	s.checkComplete(b, c.Now)

@@ -35,6 +35,11 @@ const (
 	CmdLaunchDone
 	CmdMachineGone
 	CmdGossipKeyring
+	CmdCreateToken
+	CmdRevokeToken
+	CmdDeleteUser
+	CmdSetSpendLimit
+	CmdAudit
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -48,7 +53,8 @@ var cmdNames = map[CommandType]string{
 	CmdRotateToken: "rotate_token", CmdExpireUpdates: "expire_updates",
 	CmdSetCluster: "set_cluster", CmdSetTeam: "set_team", CmdApplyPlacement: "apply_placement",
 	CmdScale: "scale", CmdLaunchDone: "launch_done", CmdMachineGone: "machine_gone",
-	CmdGossipKeyring: "gossip_keyring",
+	CmdGossipKeyring: "gossip_keyring", CmdCreateToken: "create_token", CmdRevokeToken: "revoke_token",
+	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit",
 }
 
 func (t CommandType) String() string {
@@ -72,19 +78,24 @@ type Bootstrap struct {
 	DefaultProject string
 }
 
-// CreateUser adds a user with a hashed token.
+// CreateUser adds a user with a hashed token, named "default", expiring
+// at Expires (0: never).
 type CreateUser struct {
 	Now       int64
 	Name      string
 	Admin     bool
 	TokenHash string
+	Expires   int64
 }
 
-// RotateToken replaces a user's token: the old one stops working.
+// RotateToken revokes every token of a user and gives it a new one
+// ("default", expiring at Expires; 0: never): the way to recover a lost
+// token.
 type RotateToken struct {
 	Now       int64
 	User      string
 	TokenHash string
+	Expires   int64
 }
 
 // CreateBillingProject adds a billing project with its first members.
@@ -94,11 +105,13 @@ type CreateBillingProject struct {
 	Members []string
 }
 
-// SetMember adds (Member) or removes a user from a billing project.
+// SetMember adds (Member, with Role; "" is RoleMember) or removes a user
+// from a billing project.
 type SetMember struct {
 	Project string
 	User    string
 	Member  bool
+	Role    string
 }
 
 // CreateBatch makes a batch owned by User. With Jobs, an update holding them
@@ -309,6 +322,16 @@ func newCommand(t CommandType) Command {
 		return &MachineGone{}
 	case CmdGossipKeyring:
 		return &GossipKeyring{}
+	case CmdCreateToken:
+		return &CreateToken{}
+	case CmdRevokeToken:
+		return &RevokeToken{}
+	case CmdDeleteUser:
+		return &DeleteUser{}
+	case CmdSetSpendLimit:
+		return &SetSpendLimit{}
+	case CmdAudit:
+		return &Audit{}
 	}
 	return nil
 }

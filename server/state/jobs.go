@@ -110,8 +110,8 @@ func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, to)
 	}
-	b.counts[j.state]--
-	b.counts[to]++
+	b.addCount(j.state, -1)
+	b.addCount(to, 1)
 	j.state = to
 	b.ended(1)
 	s.finishSpan(b, id, id, to != Success, now)
@@ -123,8 +123,8 @@ func (s *State) requeue(b *Batch, g *group, id uint32, j *job) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, Ready)
 	}
-	b.counts[j.state]--
-	b.counts[Ready]++
+	b.addCount(j.state, -1)
+	b.addCount(Ready, 1)
 	j.state = Ready
 	s.enqueue(b, Range{id, id}, g.spec.CPUMilli)
 }
@@ -138,8 +138,8 @@ func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 		}
 	}
 	n := int64(hi - lo + 1)
-	b.counts[from] -= n
-	b.counts[to] += n
+	b.addCount(from, -n)
+	b.addCount(to, n)
 	if to.Final() {
 		b.ended(n)
 	}

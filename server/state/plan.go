@@ -46,8 +46,8 @@ func (s *State) applyPlan(c *Plan) any {
 			r := Range{runLo, hi}
 			s.dequeue(b, r, cpu)
 			n := int64(r.Len())
-			b.counts[Ready] -= n
-			b.counts[Running] += n
+			b.addCount(Ready, -n)
+			b.addCount(Running, n)
 			u.runningMilli += n * cpu
 			u.runningJobs += n
 			res.Placed += int(n)

@@ -58,18 +58,21 @@ func (s *State) visible(b *Batch, v Viewer) bool {
 	return v.Admin || s.isMember(b.BillingProject, v.Name)
 }
 
-// BatchAccess is how a viewer relates to a batch.
+// BatchAccess is how a viewer relates to a batch; each level allows what
+// the ones below it do.
 type BatchAccess int
 
 // Batch access levels.
 const (
-	NoBatch BatchAccess = iota // the batch does not exist
-	Hidden                     // it exists but the viewer may not see it
-	Visible
+	NoBatch     BatchAccess = iota // the batch does not exist
+	Hidden                         // it exists but the viewer may not see it
+	Visible                        // read it (any role in its billing project)
+	Cancellable                    // cancel it too (a manager of its project)
+	Owned                          // add jobs to it too (its owner, still a member or manager; an admin)
 )
 
-// Access reports whether the batch exists and the viewer may see (and so
-// cancel) it.
+// Access reports whether the batch exists and what the viewer may do with
+// it.
 func (s *State) Access(id uint64, v Viewer) BatchAccess {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -79,6 +82,19 @@ func (s *State) Access(id uint64, v Viewer) BatchAccess {
 		return NoBatch
 	case !s.visible(b, v):
 		return Hidden
+	case v.Admin:
+		return Owned
+	}
+	p := s.projects[b.BillingProject]
+	role := ""
+	if p != nil {
+		role = p.role(v.Name)
+	}
+	switch {
+	case b.User == v.Name && (role == RoleMember || role == RoleManager):
+		return Owned
+	case role == RoleManager:
+		return Cancellable
 	}
 	return Visible
 }
@@ -283,19 +299,12 @@ func (s *State) attemptToAPI(rec attemptRec, running bool) api.Attempt {
 	return a
 }
 
-// Counts returns cluster-wide job counts by state, for metrics.
+// Counts returns cluster-wide job counts by state and batch counts, for
+// metrics: totals kept as the state changes, not a walk.
 func (s *State) Counts() (byState [numStates]int64, batches, running int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, b := range s.batches {
-		for st, n := range b.counts {
-			byState[st] += n
-		}
-		if b.Completed == 0 {
-			running++
-		}
-	}
-	return byState, len(s.batches), running
+	return s.jobTotals.jobs, len(s.batches), s.jobTotals.live
 }
 
 // StateNames lists the job states in order, for metric labels.

@@ -40,12 +40,18 @@ type snapState struct {
 	Decisions     []Decision
 	// GossipKeys: the rotated gossip keyring (absent before rotation).
 	GossipKeys []string
+	// Tokens (absent before tokens had names: each user's TokenHash is
+	// then its one token) and the audit log.
+	Tokens []Token
+	Audit  []AuditEntry
 }
 
 type snapProject struct {
-	Name    string
-	Members []string
-	Created int64
+	Name       string
+	Members    []string
+	Created    int64
+	Roles      map[string]string // absent before roles: all members
+	SpendLimit float64
 }
 
 type snapInstance struct {
@@ -228,7 +234,8 @@ func (s *State) Snapshot() *Snapshot {
 	}
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
-		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created})
+		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created,
+			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit})
 	}
 	instIDs := make([]uint32, 0, len(s.instances))
 	for id := range s.instances {
@@ -275,6 +282,11 @@ func (s *State) Snapshot() *Snapshot {
 	}
 	d.Decisions = slices.Clone(s.decisions)
 	d.GossipKeys = slices.Clone(s.gossipKeys)
+	d.Tokens = make([]Token, 0, len(s.tokens))
+	for _, h := range sortedKeys(s.tokens) {
+		d.Tokens = append(d.Tokens, *s.tokens[h])
+	}
+	d.Audit = slices.Clone(s.audit)
 	for _, name := range sortedKeys(s.teams) {
 		t := *s.teams[name]
 		t.Projects = slices.Clone(t.Projects)
@@ -395,10 +407,20 @@ func (s *State) Restore(r io.Reader) error {
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
-		fresh.tokens[u.TokenHash] = u.Name
+		if d.Tokens == nil && u.TokenHash != "" {
+			fresh.addToken(&Token{Hash: u.TokenHash, User: u.Name, Name: "default", Created: u.Created})
+		}
 	}
+	for i := range d.Tokens {
+		t := d.Tokens[i]
+		fresh.tokens[t.Hash] = &t
+	}
+	fresh.audit = d.Audit
 	for _, p := range d.Projects {
-		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Created: p.Created}
+		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit}
+		if bp.Roles == nil {
+			bp.Roles = map[string]string{}
+		}
 		for _, m := range p.Members {
 			bp.Members[m] = true
 		}
@@ -456,7 +478,7 @@ func (s *State) Restore(r io.Reader) error {
 	defer s.mu.Unlock()
 	s.index, s.nextBatch, s.nextInstance = fresh.index, fresh.nextBatch, fresh.nextInstance
 	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
-	s.users, s.tokens, s.projects = fresh.users, fresh.tokens, fresh.projects
+	s.users, s.tokens, s.projects, s.audit = fresh.users, fresh.tokens, fresh.projects, fresh.audit
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups

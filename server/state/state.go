@@ -61,9 +61,13 @@ type State struct {
 	batchIDs []uint64 // ascending
 	keys     map[string]uint64
 
-	users    map[string]*User
-	tokens   map[string]string
-	projects map[string]*BillingProject
+	users  map[string]*User
+	tokens map[string]*Token // by hash
+	audit  []AuditEntry      // the last MaxAuditEntries, oldest first
+	// jobCounts: jobs by state over all batches, kept as they move
+	// (metrics read it instead of walking the batches).
+	jobTotals totals
+	projects  map[string]*BillingProject
 
 	instances      map[uint32]*Instance
 	instTokens     map[string]uint32
@@ -102,7 +106,7 @@ func New() *State {
 		batches:        map[uint64]*Batch{},
 		keys:           map[string]uint64{},
 		users:          map[string]*User{},
-		tokens:         map[string]string{},
+		tokens:         map[string]*Token{},
 		projects:       map[string]*BillingProject{},
 		instances:      map[uint32]*Instance{},
 		instTokens:     map[string]uint32{},
@@ -217,6 +221,16 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyMachineGone(c)
 	case *GossipKeyring:
 		return s.applyGossipKeyring(c)
+	case *CreateToken:
+		return s.applyCreateToken(c)
+	case *RevokeToken:
+		return s.applyRevokeToken(c)
+	case *DeleteUser:
+		return s.applyDeleteUser(c)
+	case *SetSpendLimit:
+		return s.applySetSpendLimit(c)
+	case *Audit:
+		return s.applyAudit(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

@@ -347,8 +347,8 @@ func TestIdempotencyKeyAndPermissions(t *testing.T) {
 	if !strings.Contains(err.Msg, "not a member") {
 		t.Fatalf("message %q", err.Msg)
 	}
-	if h.S.Access(r1.Batch, Viewer{Name: "bob"}) != Hidden || h.S.Access(r1.Batch, Viewer{Name: "alice"}) != Visible ||
-		h.S.Access(r1.Batch, Viewer{Name: "root", Admin: true}) != Visible || h.S.Access(42, Viewer{Name: "alice"}) != NoBatch {
+	if h.S.Access(r1.Batch, Viewer{Name: "bob"}) != Hidden || h.S.Access(r1.Batch, Viewer{Name: "alice"}) != Owned ||
+		h.S.Access(r1.Batch, Viewer{Name: "root", Admin: true}) != Owned || h.S.Access(42, Viewer{Name: "alice"}) != NoBatch {
 		t.Fatal("wrong visibility")
 	}
 	h.Must(&SetMember{Project: "genomics", User: "bob", Member: true})

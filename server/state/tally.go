@@ -72,6 +72,9 @@ func (b *Batch) setCompleted(now int64) {
 	if b.live {
 		b.live = false
 		b.tally(Tally{Batches: -1})
+		if b.tot != nil {
+			b.tot.live--
+		}
 	}
 }
 
@@ -81,6 +84,9 @@ func (b *Batch) setLive() {
 	if !b.live {
 		b.live = true
 		b.tally(Tally{Batches: 1})
+		if b.tot != nil {
+			b.tot.live++
+		}
 	}
 }
 
@@ -101,10 +107,18 @@ func (s *State) Tallies(user, project string) (u, p Tally) {
 // recomputeTallies rebuilds the totals from the batches (restore).
 func (s *State) recomputeTallies() {
 	s.userTallies, s.projectTallies = map[string]*Tally{}, map[string]*Tally{}
+	s.jobTotals = totals{}
 	for _, b := range s.batches {
 		s.bindTallies(b)
 		b.live = b.Completed == 0
 		b.tally(b.tallyOf())
+		b.tot = &s.jobTotals
+		for st, n := range b.counts {
+			s.jobTotals.jobs[st] += n
+		}
+		if b.live {
+			s.jobTotals.live++
+		}
 	}
 }
 
@@ -121,9 +135,24 @@ func (s *State) checkTallies() error {
 		if b.live != (b.Completed == 0) {
 			return fmt.Errorf("batch %d: live=%v but completed=%d", b.ID, b.live, b.Completed)
 		}
+		if b.tot != &s.jobTotals {
+			return fmt.Errorf("batch %d does not count in the state's totals", b.ID)
+		}
 		if b.userTally != s.userTallies[b.User] || b.projectTally != s.projectTallies[b.BillingProject] {
 			return fmt.Errorf("batch %d is not bound to its owner's tallies", b.ID)
 		}
+	}
+	var want totals
+	for _, b := range s.batches {
+		for st, n := range b.counts {
+			want.jobs[st] += n
+		}
+		if b.live {
+			want.live++
+		}
+	}
+	if want != s.jobTotals {
+		return fmt.Errorf("kept totals %+v, recomputed %+v", s.jobTotals, want)
 	}
 	for _, c := range []struct {
 		what string

@@ -298,6 +298,7 @@ type Batch struct {
 	open    int    // updates neither committed nor discarded
 	nJobs   int64  // committed jobs
 	counts  [numStates]int64
+	tot     *totals // the state's totals over all batches (metrics)
 	updates []*update
 
 	jobs       []job    // index: job ID - 1
@@ -380,17 +381,50 @@ type attemptKey struct {
 
 // User is an account. Tokens are stored as SHA-256 hashes.
 type User struct {
-	Name      string
-	Admin     bool
+	Name  string
+	Admin bool
+	// TokenHash is the hash of the token the user was created with (a
+	// retried create is recognised by it); tokens live in State.tokens.
 	TokenHash string
 	Created   int64
+	// Deleted is when the user was deleted (0: not): its tokens are gone,
+	// its batches stay, and the name is not given out again.
+	Deleted int64
 }
+
+// Roles a user has in a billing project. A member submits batches and
+// sees the project's; a manager also manages its members and spend limit;
+// a viewer only reads.
+const (
+	RoleMember  = "member"
+	RoleManager = "manager"
+	RoleViewer  = "viewer"
+)
+
+// ValidRole reports whether r is a billing project role.
+func ValidRole(r string) bool { return r == RoleMember || r == RoleManager || r == RoleViewer }
 
 // BillingProject groups users and their batches.
 type BillingProject struct {
-	Name    string
+	Name string
+	// Members holds every user with a role in the project; Roles those
+	// whose role is not RoleMember.
 	Members map[string]bool
+	Roles   map[string]string
 	Created int64
+	// SpendLimit in dollars (0: none).
+	SpendLimit float64
+}
+
+// role is a user's role in the project ("" for none).
+func (p *BillingProject) role(user string) string {
+	if !p.Members[user] {
+		return ""
+	}
+	if r := p.Roles[user]; r != "" {
+		return r
+	}
+	return RoleMember
 }
 
 // userSched holds a user's scheduling counters and the batches that have
@@ -402,4 +436,19 @@ type userSched struct {
 	readyJobs    int64
 	runningJobs  int64
 	active       []*Batch
+}
+
+// addCount moves n jobs into (or, negative, out of) state st, in the
+// batch's counts and the state's totals.
+func (b *Batch) addCount(st JobState, n int64) {
+	b.counts[st] += n
+	if b.tot != nil {
+		b.tot.jobs[st] += n
+	}
+}
+
+// totals are counts over all batches, kept as they change.
+type totals struct {
+	jobs [numStates]int64
+	live int // batches not complete
 }

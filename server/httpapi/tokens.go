@@ -1,0 +1,320 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// MaxTokenTTL bounds how long a token may be valid.
+const MaxTokenTTL = 10 * 365 * 24 * time.Hour
+
+// tokenExpiry turns a requested TTL into an expiry: "" is the default
+// TTL, "0" never (admins only).
+func (s *Server) tokenExpiry(w http.ResponseWriter, raw string, admin bool, now time.Time) (int64, bool) {
+	ttl := s.cfg.DefaultTokenTTL
+	if raw != "" {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %q is not a duration such as 720h (0: never expires)", raw))
+			return 0, false
+		}
+		ttl = d
+	}
+	switch {
+	case ttl == 0 && !admin:
+		writeError(w, http.StatusForbidden, "only an admin may make a token that never expires (ttl 0)")
+		return 0, false
+	case ttl == 0:
+		return 0, true
+	case ttl < time.Minute || ttl > MaxTokenTTL:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %s is out of range: 1m to %s (0: never, admins only)", ttl, MaxTokenTTL))
+		return 0, false
+	}
+	return now.Add(ttl).UnixNano(), true
+}
+
+func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateTokenRequest
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a token request is small") {
+		return
+	}
+	u := userOf(r)
+	owner := req.User
+	if owner == "" {
+		owner = u.Name
+	}
+	if owner != u.Name && !u.Admin {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q may make tokens only for itself; an admin can make one for %q", u.Name, owner))
+		return
+	}
+	if req.Name == "" {
+		req.Name = "token"
+	}
+	if !state.ValidName(req.Name) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid token name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name))
+		return
+	}
+	now := time.Now()
+	expires, ok := s.tokenExpiry(w, req.TTL, u.Admin, now)
+	if !ok {
+		return
+	}
+	tok, ok := clientToken(w, req.Token)
+	if !ok {
+		return
+	}
+	hash := token.Hash(tok)
+	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: owner, Name: req.Name, TokenHash: hash, Expires: expires}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	t, _ := s.state.Token(state.TokenAccessor(hash))
+	out := s.state.Tokens(owner, now)
+	for _, at := range out {
+		if at.Accessor == t.Accessor {
+			at.Token = tok
+			writeJSON(w, http.StatusCreated, at)
+			return
+		}
+	}
+	writeError(w, http.StatusInternalServerError, "the token was made but is gone already")
+}
+
+func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	who := r.URL.Query().Get("user")
+	switch {
+	case who == "" && u.Admin && r.URL.Query().Get("all") == "true":
+	case who == "":
+		who = u.Name
+	case who != u.Name && !u.Admin:
+		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q may list only its own tokens", u.Name))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.state.Tokens(who, time.Now()))
+}
+
+// ownToken finds the token named in the path, which the caller must own
+// (or be an admin).
+func (s *Server) ownToken(w http.ResponseWriter, r *http.Request) (state.Token, bool) {
+	u := userOf(r)
+	t, ok := s.state.Token(r.PathValue("accessor"))
+	if !ok || (t.User != u.Name && !u.Admin) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no token %q of yours; list them with `drover token list`", r.PathValue("accessor")))
+		return state.Token{}, false
+	}
+	return t, true
+}
+
+func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.ownToken(w, r)
+	if !ok {
+		return
+	}
+	if _, err := s.apply(&state.RevokeToken{Accessor: t.Accessor}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"revoked": t.Accessor})
+}
+
+// handleRotateOwnToken makes a new token with the same name and lifetime
+// and revokes the old one.
+func (s *Server) handleRotateOwnToken(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.ownToken(w, r)
+	if !ok {
+		return
+	}
+	var req api.RotateTokenRequest
+	if r.ContentLength != 0 && !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a token request is small") {
+		return
+	}
+	tok, ok := clientToken(w, req.Token)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	var expires int64
+	if t.Expires != 0 {
+		expires = now.Add(time.Duration(t.Expires - t.Created)).UnixNano()
+	}
+	hash := token.Hash(tok)
+	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: t.User, Name: t.Name, TokenHash: hash, Expires: expires}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	var ae *state.ApplyError
+	if _, err := s.apply(&state.RevokeToken{Accessor: t.Accessor}); err != nil && !(errors.As(err, &ae) && ae.Kind == state.ErrNotFound) {
+		s.writeErr(w, err)
+		return
+	}
+	nt, _ := s.state.Token(state.TokenAccessor(hash))
+	out := api.Token{Accessor: nt.Accessor, User: nt.User, Name: nt.Name, Token: tok, TimeCreated: time.Unix(0, nt.Created).UTC()}
+	if nt.Expires != 0 {
+		e := time.Unix(0, nt.Expires).UTC()
+		out.ExpiresAt = &e
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleDeleteUser(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := s.apply(&state.DeleteUser{Now: time.Now().UnixNano(), Name: name}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+}
+
+// manages checks that the caller may manage a billing project: an admin,
+// or a manager of it.
+func (s *Server) manages(w http.ResponseWriter, r *http.Request, project string) bool {
+	u := userOf(r)
+	if u.Admin {
+		return true
+	}
+	if _, ok := s.state.BillingProject(project); !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
+		return false
+	}
+	if s.state.Role(project, u.Name) != state.RoleManager {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not a manager of billing project %q; a manager or an admin can do this", u.Name, project))
+		return false
+	}
+	return true
+}
+
+func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	if !s.manages(w, r, project) {
+		return
+	}
+	var req api.SpendLimitRequest
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a spend limit is one number") {
+		return
+	}
+	if _, err := s.apply(&state.SetSpendLimit{Project: project, Limit: req.Limit}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	p, _ := s.state.BillingProject(project)
+	writeJSON(w, http.StatusOK, p)
+}
+
+// maxAuditList bounds one audit answer.
+const maxAuditList = 10000
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	since := time.Now().Add(-24 * time.Hour)
+	if raw := q.Get("since"); raw != "" {
+		if d, err := time.ParseDuration(raw); err == nil && d >= 0 {
+			since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, raw); err == nil {
+			since = t
+		} else {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("since=%q is neither a duration (1h) nor an RFC 3339 time", raw))
+			return
+		}
+	}
+	limit := 1000
+	if raw := q.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > maxAuditList {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit=%q: give 1 to %d", raw, maxAuditList))
+			return
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, s.state.AuditLog(since, q.Get("user"), limit))
+}
+
+// handleMetrics serves Prometheus metrics, behind MetricsToken when set.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.MetricsToken != "" && subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.MetricsToken)) != 1 {
+		writeError(w, http.StatusUnauthorized, "metrics need the metrics token: send Authorization: Bearer <the server's -metrics-token>")
+		return
+	}
+	s.metricsHandler.ServeHTTP(w, r)
+}
+
+// auditor commits audit entries on the leader in groups: a request only
+// queues its entry. Entries that find no room, or a server that lost
+// leadership, are counted as dropped.
+type auditor struct {
+	ch      chan state.AuditEntry
+	dropped prometheus.Counter
+	pending atomic.Int64 // recorded, not committed or dropped yet
+}
+
+func newAuditor() *auditor {
+	return &auditor{ch: make(chan state.AuditEntry, 8192), dropped: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drover_audit_dropped_total", Help: "Audit entries that could not be committed (queue full, or leadership lost)."})}
+}
+
+func (a *auditor) record(e state.AuditEntry) {
+	a.pending.Add(1)
+	select {
+	case a.ch <- e:
+	default:
+		a.pending.Add(-1)
+		a.dropped.Inc()
+	}
+}
+
+// WaitAudit waits until every audit entry recorded so far is committed
+// (or dropped): tests that compare states quiesce with it.
+func (s *Server) WaitAudit(ctx context.Context) error {
+	for s.audit.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// RunAudit commits queued audit entries until ctx ends.
+func (s *Server) RunAudit(ctx context.Context) {
+	var batch []state.AuditEntry
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		if _, err := s.apply(&state.Audit{Entries: batch}); err != nil {
+			s.log.Warn("audit entries not committed", "entries", len(batch), "err", err)
+			s.audit.dropped.Add(float64(len(batch)))
+		}
+		s.audit.pending.Add(-int64(len(batch)))
+		batch = batch[:0]
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			flush()
+			return
+		case e := <-s.audit.ch:
+			batch = append(batch, e)
+			if len(batch) >= state.MaxAuditPerCommand {
+				flush()
+			}
+		case <-tick.C:
+			flush()
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package state
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRolesTokensAndDeletion: a viewer reads but does not submit, a member
+// owns what it submits, a manager may cancel the project's batches; tokens
+// expire, are bounded per user and revoked; a deleted user loses its
+// tokens and memberships, keeps its batches and its name.
+func TestRolesTokensAndDeletion(t *testing.T) {
+	h := newHarness(t)
+	for _, u := range []string{"admin", "mem", "man", "view", "other"} {
+		h.Must(&CreateUser{Now: h.Tick(), Name: u, TokenHash: u + "-hash", Admin: u == "admin"})
+	}
+	h.Must(&CreateBillingProject{Now: h.Tick(), Name: "p", Members: []string{"mem"}})
+	h.Must(&SetMember{Project: "p", User: "man", Member: true, Role: RoleManager})
+	h.Must(&SetMember{Project: "p", User: "view", Member: true, Role: RoleViewer})
+	h.MustFail(&SetMember{Project: "p", User: "other", Member: true, Role: "owner"}, ErrInvalid)
+	err := h.MustFail(&CreateBatch{Now: h.Tick(), User: "view", BillingProject: "p", Jobs: []JobEntry{entry(1, 1, spec("a", 1))}}, ErrForbidden)
+	if !strings.Contains(err.Msg, "viewer") {
+		t.Fatalf("a viewer submitting: %q", err.Msg)
+	}
+	b := h.Must(&CreateBatch{Now: h.Tick(), User: "mem", BillingProject: "p", Jobs: []JobEntry{entry(1, 1, spec("a", 1))}}).(*UpdateResult).Batch
+	for who, want := range map[string]BatchAccess{"mem": Owned, "man": Cancellable, "view": Visible, "other": Hidden} {
+		if got := h.S.Access(b, Viewer{Name: who}); got != want {
+			t.Errorf("%s: access %d, want %d", who, got, want)
+		}
+	}
+	if p, _ := h.S.BillingProject("p"); len(p.Managers) != 1 || len(p.Viewers) != 1 || len(p.Members) != 3 {
+		t.Fatalf("project %+v", p)
+	}
+
+	// Tokens.
+	now := time.Unix(0, h.Tick())
+	h.Must(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "laptop", TokenHash: "laptop-hash", Expires: now.Add(time.Hour).UnixNano()})
+	if _, _, st := h.S.Authenticate("laptop-hash", now); st != TokenValid {
+		t.Fatal("a fresh token is not valid")
+	}
+	if u, tok, st := h.S.Authenticate("laptop-hash", now.Add(2*time.Hour)); st != TokenExpired || u.Name != "mem" || tok.Name != "laptop" {
+		t.Fatalf("an hour past its expiry: %v %v %v", u.Name, tok.Name, st)
+	}
+	if _, _, st := h.S.Authenticate("nope", now); st != TokenUnknown {
+		t.Fatal("an unknown token")
+	}
+	h.MustFail(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "bad name", TokenHash: "x"}, ErrInvalid)
+	h.MustFail(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "dup", TokenHash: "laptop-hash"}, ErrConflict)
+	for i := len(h.S.Tokens("mem", now)); i < MaxTokensPerUser; i++ {
+		h.Must(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "t", TokenHash: "h" + string(rune('a'+i%26)) + strings.Repeat("x", i), Expires: now.Add(time.Hour).UnixNano()})
+	}
+	h.MustFail(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "one-too-many", TokenHash: "too-many"}, ErrConflict)
+	// Two hours on, the expired ones make room.
+	later := now.Add(2 * time.Hour).UnixNano()
+	h.Must(&CreateToken{Now: later, User: "mem", Name: "after", TokenHash: "after-hash"})
+	if n := len(h.S.Tokens("mem", time.Unix(0, later))); n != 2 {
+		t.Fatalf("after the expired tokens went: %d tokens, want the never-expiring default and the new one", n)
+	}
+	acc := TokenAccessor("after-hash")
+	h.MustFail(&RevokeToken{Accessor: acc, User: "other"}, ErrNotFound)
+	h.Must(&RevokeToken{Accessor: acc, User: "mem"})
+	if _, _, st := h.S.Authenticate("after-hash", now); st != TokenUnknown {
+		t.Fatal("a revoked token still works")
+	}
+
+	// Deleting a user.
+	h.Must(&DeleteUser{Now: h.Tick(), Name: "admin"})
+	h.MustFail(&DeleteUser{Now: h.Tick(), Name: "root"}, ErrConflict) // the last admin
+	h.Must(&DeleteUser{Now: h.Tick(), Name: "mem"})
+	if _, _, st := h.S.Authenticate("mem-hash", now); st != TokenUnknown {
+		t.Fatal("a deleted user's token still works")
+	}
+	if _, ok := h.S.Batch(b); !ok || h.S.IsMember("p", "mem") || h.S.UserExists("mem") {
+		t.Fatal("deleting a user must keep its batches and drop its memberships")
+	}
+	err = h.MustFail(&CreateUser{Now: h.Tick(), Name: "mem", TokenHash: "new-mem"}, ErrConflict)
+	if !strings.Contains(err.Msg, "deleted") {
+		t.Fatalf("re-creating a deleted user: %q", err.Msg)
+	}
+	h.MustFail(&SetSpendLimit{Project: "p", Limit: -1}, ErrInvalid)
+	h.Must(&SetSpendLimit{Project: "p", Limit: 250})
+
+	// Everything survives a snapshot and a replay of the log.
+	snap := SnapshotBytes(t, h.S)
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(SnapshotBytes(t, restored), snap) || !bytes.Equal(SnapshotBytes(t, h.Replay()), snap) {
+		t.Fatal("the restored or replayed state differs")
+	}
+	if p, _ := restored.BillingProject("p"); p.SpendLimit != 250 || len(p.Viewers) != 1 {
+		t.Fatalf("restored project %+v", p)
+	}
+}
