@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
 )
 
 // TestAdmissionRefusesWhatApplyCouldNotHold: a batch whose job count (or
@@ -177,6 +181,10 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 		}
 		return m.HeapAlloc, l.LastIndex
 	}
+	// Refusals are audited: the log gets audit entries (method, path,
+	// status, a bounded message) and nothing else.
+	audits := func() uint64 { return auditCommands(t, tc.srv) }
+	audits0 := audits()
 	heap0, index0 := status()
 	for _, c := range cases {
 		code, msg := tc.raw(c.method, c.path, tok, c.body)
@@ -184,9 +192,22 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 			t.Errorf("%s: %d %.200q, want %d naming %q", c.name, code, msg, c.code, c.want)
 		}
 	}
+	audits1 := audits()
 	heap1, index1 := status()
-	if index1 != index0 {
-		t.Errorf("refused requests reached the Raft log: last index %d → %d", index0, index1)
+	if index1-index0 != audits1-audits0 {
+		t.Errorf("refused requests reached the Raft log: last index %d → %d, of which %d audit entries", index0, index1, audits1-audits0)
+	}
+	refusals := 0
+	for _, e := range tc.srv.state.AuditLog(time.Now().Add(-time.Minute), "", 1000) {
+		if e.Status >= 400 && e.Status < 500 {
+			refusals++
+		}
+		if len(e.Message) > 256 || len(e.Path) > 256 {
+			t.Errorf("an audit entry keeps %d bytes of message", len(e.Message))
+		}
+	}
+	if refusals < len(cases) {
+		t.Errorf("%d refusals in the audit log, want the %d refused requests", refusals, len(cases))
 	}
 	if grown := int64(heap1) - int64(heap0); grown > 8<<20 {
 		t.Errorf("the heap grew by %d KiB while refusing", grown>>10)
@@ -260,12 +281,14 @@ func TestPerUserAndProjectLimits(t *testing.T) {
 	}
 	expect := func(what, tok, path, body string, code int, want string) string {
 		t.Helper()
+		audits := auditCommands(t, tc.srv)
 		before := index()
 		got, msg := tc.raw("POST", path, tok, body)
 		if got != code || !strings.Contains(msg, want) {
 			t.Fatalf("%s: %d %q, want %d naming %q", what, got, msg, code, want)
 		}
-		if code >= 400 && index() != before {
+		// Its audit entry is all a refused request adds to the log.
+		if code >= 400 && index()-before != auditCommands(t, tc.srv)-audits {
 			t.Fatalf("%s: the refused request reached the log", what)
 		}
 		return msg
@@ -384,4 +407,19 @@ func TestRequestRateIsLimitedPerToken(t *testing.T) {
 	if took := time.Since(start); took < time.Second {
 		t.Fatalf("the client answered in %s; it should have waited for the bucket", took)
 	}
+}
+
+// auditCommands waits until the server has committed the audit entries of
+// the requests so far and returns how many audit commands it applied: the
+// entries a request adds to the log besides its own.
+func auditCommands(t *testing.T, srv *Server) uint64 {
+	t.Helper()
+	if err := srv.api.WaitAudit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var m dto.Metric
+	if err := srv.metrics.applySeconds.WithLabelValues(state.CmdAudit.String()).(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }

@@ -137,7 +137,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(running), "running")
 	ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.GaugeValue, float64(batches-running), "complete")
-	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(len(c.state.ActiveInstances())))
+	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(c.state.ActiveCount()))
 	for _, cl := range c.state.Clusters() {
 		enabled := 1.0
 		if cl.Disabled {

@@ -46,6 +46,8 @@ var fuzzRoutes = []struct{ method, path, token string }{
 	{"POST", "/api/v1/workers/activate", ""},
 	{"POST", "/api/v1/workers/sync", fuzzWorkerToken},
 	{"PUT", "/api/v1/workers/logs/1/1/1/0", fuzzWorkerToken},
+	{"POST", "/api/v1/tokens", rootToken},
+	{"PUT", "/api/v1/billing-projects/default/spend-limit", rootToken},
 }
 
 // FuzzRequestBodies sends arbitrary bodies to every endpoint that decodes
@@ -59,16 +61,18 @@ func FuzzRequestBodies(f *testing.F) {
 	// gathering baseline coverage costs the fuzzer tens of milliseconds an
 	// input, and it counts against -fuzztime.
 	bodies := map[int]string{
-		0: `{"jobs": [{"job_id": 1, "command": ["true"], "count": 3, "cpu": 0.5, "memory": 1048576, "image": "r/i:1", "inputs": [{"source": "file:///a", "path": "in/a"}], "outputs": [{"path": "out", "destination": "file:///b"}]}]}`,
-		1: `{"n_jobs": 5, "idempotency_key": "k", "attributes": {"a": "b"}}`,
-		2: `{"jobs": [{"job_id": 1, "command": ["true"], "parent_ranges": [[1, 1]]}]}`,
-		3: `{"name": "bob", "token": "` + strings.Repeat("ab", 32) + `"}`,
-		4: `{"token": "` + strings.Repeat("cd", 32) + `"}`,
-		5: `{"name": "lab", "members": ["root"]}`,
-		6: `{"user": "root"}`,
-		7: `{"name": "w", "node_id": "n", "cpu": 2, "memory": 1073741824, "secret": "x"}`,
-		8: `{"events": [{"batch_id": 1, "job_id": 1, "attempt": 1, "kind": "started", "usage": {"cpu_seconds": 1, "peak_memory": 1048576}}], "known": [], "wait_millis": 0}`,
-		9: `line one`,
+		0:  `{"jobs": [{"job_id": 1, "command": ["true"], "count": 3, "cpu": 0.5, "memory": 1048576, "image": "r/i:1", "inputs": [{"source": "file:///a", "path": "in/a"}], "outputs": [{"path": "out", "destination": "file:///b"}]}]}`,
+		1:  `{"n_jobs": 5, "idempotency_key": "k", "attributes": {"a": "b"}}`,
+		2:  `{"jobs": [{"job_id": 1, "command": ["true"], "parent_ranges": [[1, 1]]}]}`,
+		3:  `{"name": "bob", "token": "` + strings.Repeat("ab", 32) + `"}`,
+		4:  `{"token": "` + strings.Repeat("cd", 32) + `"}`,
+		5:  `{"name": "lab", "members": ["root"]}`,
+		6:  `{"user": "root", "role": "manager"}`,
+		7:  `{"name": "w", "node_id": "n", "cpu": 2, "memory": 1073741824, "secret": "x"}`,
+		8:  `{"events": [{"batch_id": 1, "job_id": 1, "attempt": 1, "kind": "started", "usage": {"cpu_seconds": 1, "peak_memory": 1048576}}], "known": [], "wait_millis": 0}`,
+		9:  `line one`,
+		10: `{"name": "laptop", "ttl": "2h", "token": "` + strings.Repeat("ef", 32) + `"}`,
+		11: `{"limit": 12.5}`,
 	}
 	edges := []string{`{}`, `null`, `{"jobs": null}`, `{"n_jobs": 1e300}`}
 	for i := range fuzzRoutes {

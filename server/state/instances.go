@@ -175,6 +175,13 @@ func (s *State) ActiveByNodeID(nodeID string) (Instance, bool) {
 	return s.instanceCopy(id), true
 }
 
+// ActiveCount is how many instances are active (a kept count).
+func (s *State) ActiveCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.instByIdentity)
+}
+
 // ActiveInstances returns the IDs of active instances.
 func (s *State) ActiveInstances() []uint32 {
 	s.mu.RLock()

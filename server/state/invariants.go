@@ -113,7 +113,14 @@ func (s *State) CheckInvariants() error {
 			}
 		}
 	}
+	active := 0
 	for id, inst := range s.instances {
+		if inst.Active && s.instByIdentity[inst.identity()] != id {
+			return fmt.Errorf("active instance %d is not its node's (%s) in the identity index", id, inst.identity())
+		}
+		if inst.Active {
+			active++
+		}
 		if !inst.Active {
 			if len(inst.running) != 0 {
 				return fmt.Errorf("retired instance %d still runs %d attempts", id, len(inst.running))
@@ -133,6 +140,9 @@ func (s *State) CheckInvariants() error {
 		if len(inst.running) != instRunning[id] {
 			return fmt.Errorf("instance %d lists %d attempts, %d jobs run there", id, len(inst.running), instRunning[id])
 		}
+	}
+	if active != len(s.instByIdentity) {
+		return fmt.Errorf("%d active instances, %d in the identity index", active, len(s.instByIdentity))
 	}
 	return s.checkTeams()
 }

@@ -651,7 +651,8 @@ func (s *State) Clusters() []ClusterInfo {
 		cl.Pools = slices.Clone(cl.Pools)
 		byName[name] = &ClusterInfo{Cluster: cl}
 	}
-	for _, inst := range s.instances {
+	for _, id := range s.instByIdentity { // the active instances, not the retired
+		inst := s.instances[id]
 		ci := byName[inst.Cluster]
 		if ci == nil || !inst.Active {
 			continue
