@@ -187,7 +187,7 @@ func New(cfg *Config) (*Server, error) {
 			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
 			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
 			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys,
-			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(), Logger: s.log,
+			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(), HTTPS: s.tls != nil, Logger: s.log,
 		}, s.raft.raft)
 		if err != nil {
 			return fail(err)

@@ -60,6 +60,8 @@ type Config struct {
 	// addr (moved: its ID votes from another address now); an error
 	// keeps it out.
 	VerifyRaft func(id, addr string, moved bool) error
+	// HTTPS: the API serves HTTPS (Consul's health check uses it).
+	HTTPS bool
 	// KeyringFile is where SetKeyring saves the keyring ("": not saved).
 	KeyringFile string
 	Logger      *slog.Logger
@@ -136,7 +138,7 @@ func Start(cfg Config, r Raft) (*Cluster, error) {
 	if cfg.ConsulAddr != "" {
 		d, err := newConsulDiscovery(cfg.ConsulAddr)
 		if err == nil {
-			err = d.register(cfg.ID, c.GossipAddr(), cfg.RaftAddr, cfg.HTTPAddr)
+			err = d.register(cfg.ID, c.GossipAddr(), cfg.RaftAddr, cfg.HTTPAddr, cfg.HTTPS)
 		}
 		if err != nil {
 			_ = c.ml.Shutdown()
