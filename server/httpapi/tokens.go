@@ -80,16 +80,21 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	t, _ := s.state.Token(state.TokenAccessor(hash))
-	out := s.state.Tokens(owner, now)
-	for _, at := range out {
-		if at.Accessor == t.Accessor {
+	s.writeNewToken(w, http.StatusCreated, owner, tok)
+}
+
+// writeNewToken answers with a token just made, the token itself included
+// (the only time it is shown).
+func (s *Server) writeNewToken(w http.ResponseWriter, code int, owner, tok string) {
+	acc := state.TokenAccessor(token.Hash(tok))
+	for _, at := range s.state.Tokens(owner, time.Now()) {
+		if at.Accessor == acc {
 			at.Token = tok
-			writeJSON(w, http.StatusCreated, at)
+			writeJSON(w, code, at)
 			return
 		}
 	}
-	writeError(w, http.StatusInternalServerError, "the token was made but is gone already")
+	writeError(w, http.StatusConflict, "the token was made but was revoked already; list your tokens with `drover token list`")
 }
 
 func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) {
@@ -160,13 +165,7 @@ func (s *Server) handleRotateOwnToken(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	nt, _ := s.state.Token(state.TokenAccessor(hash))
-	out := api.Token{Accessor: nt.Accessor, User: nt.User, Name: nt.Name, Token: tok, TimeCreated: time.Unix(0, nt.Created).UTC()}
-	if nt.Expires != 0 {
-		e := time.Unix(0, nt.Expires).UTC()
-		out.ExpiresAt = &e
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeNewToken(w, http.StatusOK, t.User, tok)
 }
 
 func (s *Server) handleDeleteUser(w http.ResponseWriter, r *http.Request) {
