@@ -6,6 +6,7 @@ require (
 	cloud.google.com/go/compute v1.49.0
 	github.com/cyphar/filepath-securejoin v0.4.1
 	github.com/docker/cli v28.2.2+incompatible
+	github.com/go-sql-driver/mysql v1.9.3
 	github.com/google/btree v1.1.3
 	github.com/google/go-containerregistry v0.20.6
 	github.com/hashicorp/consul/api v1.32.1
@@ -38,6 +39,7 @@ require (
 	cloud.google.com/go/iam v1.5.2 // indirect
 	cloud.google.com/go/monitoring v1.24.2 // indirect
 	cloud.google.com/go/storage v1.56.0 // indirect
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/detectors/gcp v1.29.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.53.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/internal/resourcemapping v0.53.0 // indirect

@@ -3,14 +3,17 @@
 # missing. runc runs container jobs; the tests that start them need root
 # (jobs run as users of their own, in cgroups), so a run as another user
 # skips them. curl checks the HTTPS API the way an operator would
-# (ca-certificates comes with it).
+# (ca-certificates comes with it). mariadb-server gives the history-store
+# tests a real MariaDB (internal/mariadbtest runs mariadbd in a temp dir;
+# the package's own service is not started).
 set -euo pipefail
 need=()
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates)
+command -v mariadb-install-db >/dev/null 2>&1 || need+=(mariadb-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-  echo "test-deps: not root, cannot install ${need[*]}: the container tests skip without runc, and the TLS test fails without curl" >&2
+  echo "test-deps: not root, cannot install ${need[*]}: the container tests skip without runc, the TLS test fails without curl and the MariaDB tests without mariadb-server" >&2
   exit 0
 fi
 echo "test-deps: installing ${need[*]}"
