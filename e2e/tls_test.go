@@ -100,3 +100,79 @@ func TestTLSClusterFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSAutopilotMovesOnlyProvenServers: a server that comes back on a
+// new Raft address keeps its vote at the old one while the certificate it
+// presents there names another server ID, and gets it moved once its
+// certificate names its own. The cluster keeps taking writes throughout.
+func TestTLSAutopilotMovesOnlyProvenServers(t *testing.T) {
+	c := startCluster(t, launch.Options{Servers: 3, TLS: true})
+	cl := c.client()
+	ctx := context.Background()
+	leader := c.waitLeader(30 * time.Second)
+	victim := c.Servers[(leader+1)%3]
+	oldRaft := victim.Raft
+	raftOf := func() string {
+		p, err := cl.Peers(ctx)
+		if err != nil {
+			return ""
+		}
+		for _, s := range p.Servers {
+			if s.ID == victim.ID() {
+				return s.Address
+			}
+		}
+		return "gone"
+	}
+	if got := raftOf(); got != oldRaft {
+		t.Fatalf("%s votes from %q, want %q", victim.ID(), got, oldRaft)
+	}
+	restart := func(certName, certID string) {
+		t.Helper()
+		victim.Kill9()
+		addr, err := launch.FreePort(victim.IP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim.Raft = addr
+		if victim.Cert, victim.Key, err = c.ServerCert(certName, certID, victim.IP); err != nil {
+			t.Fatal(err)
+		}
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Its certificate names another server: the vote stays where it was.
+	restart("impostor", "s9")
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := raftOf(); got != oldRaft && got != "" {
+			t.Fatalf("autopilot moved %s's vote to %s, shown a certificate that names s9", victim.ID(), got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := createProbe(ctx, cl, "during-impostor"); err != nil {
+		t.Fatalf("a write while the impostor runs: %v", err)
+	}
+	// Its own certificate: the vote moves.
+	restart("proven", victim.ID())
+	deadline = time.Now().Add(30 * time.Second)
+	for raftOf() != victim.Raft {
+		if time.Now().After(deadline) {
+			t.Fatalf("autopilot did not move %s's vote to %s (it shows %s)", victim.ID(), victim.Raft, raftOf())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := createProbe(ctx, cl, "after-move"); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, c)
+	logs := ""
+	for _, f := range c.Logs() {
+		b, _ := os.ReadFile(f)
+		logs += string(b)
+	}
+	if !strings.Contains(logs, "did not prove it is that server") {
+		t.Error("no server logged why it refused the impostor's address")
+	}
+}

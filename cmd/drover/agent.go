@@ -328,14 +328,15 @@ func waitReady(ctx context.Context, srv *server.Server, tokenFile string, limit 
 	}
 }
 
-func readSecretFile(path string) (string, error) {
+// readSecretFile reads a secret (what names it in errors) from a file.
+func readSecretFile(path, what string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read worker secret: %w", err)
+		return "", fmt.Errorf("read %s: %w", what, err)
 	}
 	s := strings.TrimSpace(string(b))
 	if s == "" {
-		return "", fmt.Errorf("worker secret file %s is empty", path)
+		return "", fmt.Errorf("%s file %s is empty", what, path)
 	}
 	return s, nil
 }

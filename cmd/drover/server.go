@@ -68,7 +68,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
-	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open; put it in the -config file to keep it off the command line)")
+	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
+	metricsTokenFile := fs.String("metrics-token-file", "", "file holding the bearer token /metrics requires")
 	caFile := fs.String("ca-file", "", "the cluster's CA certificate (`drover tls ca create`): Raft peers and the servers requests are forwarded to must have certificates it signed")
 	tlsClientCA := fs.String("tls-ca", "", "require a client certificate signed by this CA (or -ca-file) from every API caller")
 	transLog := fs.String("debug-transition-log", "", "append every job state change to this file (for fault tests)")
@@ -122,6 +123,14 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.Insecure = *insecure
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
 	cfg.DefaultTokenTTL, cfg.MetricsToken = *tokenTTL, *metricsToken
+	if *metricsTokenFile != "" {
+		if *metricsToken != "" {
+			return usagef("give -metrics-token or -metrics-token-file, not both")
+		}
+		if cfg.MetricsToken, err = readSecretFile(*metricsTokenFile, "metrics token"); err != nil {
+			return err
+		}
+	}
 	if *gossipKeyFile != "" {
 		if cfg.GossipKeys, err = cluster.ReadGossipKeyFile(*gossipKeyFile); err != nil {
 			return err
@@ -146,7 +155,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	cfg.Logger = log
 	if *secretFile != "" {
-		if cfg.WorkerSecret, err = readSecretFile(*secretFile); err != nil {
+		if cfg.WorkerSecret, err = readSecretFile(*secretFile, "worker secret"); err != nil {
 			return err
 		}
 	} else {

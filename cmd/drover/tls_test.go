@@ -102,4 +102,17 @@ func TestTLSCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "drover tls ca create") || !strings.Contains(err.Error(), "-insecure") {
 		t.Fatalf("a 3-server bootstrap without TLS: %v", err)
 	}
+	// The metrics token comes from a flag or a file, not both; an empty
+	// file is refused.
+	empty := filepath.Join(t.TempDir(), "metrics.token")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	for args, want := range map[string]string{
+		"-metrics-token x -metrics-token-file " + empty: "not both",
+		"-metrics-token-file " + empty:                  "metrics token file",
+	} {
+		err := m.Run(context.Background(), append([]string{"server", "-data-dir", t.TempDir(), "-http-addr", "127.0.0.1:0", "-raft-addr", "127.0.0.1:0"}, strings.Fields(args)...))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("server %s: %v, want an error naming %q", args, err, want)
+		}
+	}
 }

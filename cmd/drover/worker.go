@@ -72,7 +72,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 		if *secretFile == "" {
 			return usagef("drover worker needs -worker-secret-file: the file with the cluster's worker join secret (or DROVER_WORKER_SECRET)")
 		}
-		if secret, err = readSecretFile(*secretFile); err != nil {
+		if secret, err = readSecretFile(*secretFile, "worker secret"); err != nil {
 			return err
 		}
 	}

@@ -61,6 +61,7 @@ type Cluster struct {
 	// clients verify the servers with (nil without Options.TLS).
 	CA        string
 	ClientTLS *tls.Config
+	ca        tlsutil.CA
 
 	mu         sync.Mutex
 	workers    []*Process
@@ -126,6 +127,7 @@ func Start(opts Options) (*Cluster, error) {
 		if ca, err = tlsutil.CreateCA("drover test CA", 30); err != nil {
 			return nil, err
 		}
+		c.ca = ca
 		c.CA = filepath.Join(opts.Dir, "ca.pem")
 		if err := os.WriteFile(c.CA, ca.Cert, 0o644); err != nil {
 			return nil, err
@@ -179,6 +181,24 @@ func (c *Cluster) join(sep string, f func(*Server) string) string {
 // HTTPAddrs is the DROVER_ADDR for the cluster.
 func (c *Cluster) HTTPAddrs() string {
 	return c.join(",", func(s *Server) string { return s.URL() })
+}
+
+// ServerCert makes one more server certificate from the cluster's CA
+// (with Options.TLS), naming server ID id ("": none), valid for ip, and
+// returns its files.
+func (c *Cluster) ServerCert(name, id, ip string) (certFile, keyFile string, err error) {
+	if c.CA == "" {
+		return "", "", errors.New("the cluster runs without TLS")
+	}
+	cert, err := tlsutil.CreateCert(c.ca, tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: id, IPs: []net.IP{net.ParseIP(ip)}, Days: 30})
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(c.opts.Dir, name+".pem"), filepath.Join(c.opts.Dir, name+"-key.pem")
+	if err := os.WriteFile(certFile, cert.Cert, 0o644); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(keyFile, cert.Key, 0o600)
 }
 
 // URL is the server's API base URL (https:// with Options.TLS).
