@@ -765,6 +765,28 @@ func (c *Client) RotateOwnToken(ctx context.Context, accessor string) (*Token, e
 	return &out, nil
 }
 
+// Rates lists the rates in force and to come (all: every version).
+func (c *Client) Rates(ctx context.Context, all bool) ([]Rate, error) {
+	path := "/api/v1/rates"
+	if all {
+		path += "?all=true"
+	}
+	var out []Rate
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SetRates adds rate versions (admins) and returns the rates now.
+func (c *Client) SetRates(ctx context.Context, rates []NewRate) ([]Rate, error) {
+	var out []Rate
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/rates", &SetRatesRequest{Rates: rates}, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeleteUser deletes a user: its tokens stop working, its batches stay.
 func (c *Client) DeleteUser(ctx context.Context, name string) error {
 	return c.Do(ctx, http.MethodDelete, "/api/v1/users/"+url.PathEscape(name), nil, nil)

@@ -287,6 +287,13 @@ type Attempt struct {
 	// Usage is the last the worker reported: while the attempt runs, a
 	// sample at most a minute old; once it ended, the total.
 	Usage *Usage `json:"usage,omitempty"`
+	// Cost in dollars: what the attempt reserves (cores, memory, GPUs, a
+	// service fee per core), priced per hour at the rates in force when it
+	// started (PricePerHour, itemized in CostLines), from its start to its
+	// end, or to now while it runs. Absent before it started.
+	Cost         *float64   `json:"cost,omitempty"`
+	PricePerHour float64    `json:"price_per_hour,omitempty"`
+	CostLines    []CostLine `json:"cost_lines,omitempty"`
 }
 
 // Job is a job's status.
@@ -389,6 +396,37 @@ type CreateTokenRequest struct {
 	// Token is made by the client (64 hex digits) so a retry is
 	// recognised; empty: the server makes one.
 	Token string `json:"token,omitempty"`
+}
+
+// Rate is the price of one unit-hour of a resource from ValidFrom on.
+type Rate struct {
+	Resource     string    `json:"resource"`
+	Version      int       `json:"version"`
+	PricePerHour float64   `json:"price_per_hour"` // dollars per unit-hour
+	ValidFrom    time.Time `json:"valid_from"`
+	InForce      bool      `json:"in_force"`
+}
+
+// SetRatesRequest adds rate versions (admins): each from valid_from (now
+// when absent; never in the past).
+type SetRatesRequest struct {
+	Rates []NewRate `json:"rates"`
+}
+
+// NewRate is one rate of a SetRatesRequest.
+type NewRate struct {
+	Resource     string     `json:"resource"`
+	PricePerHour float64    `json:"price_per_hour"`
+	ValidFrom    *time.Time `json:"valid_from,omitempty"`
+}
+
+// CostLine is one resource's part of an attempt's price.
+type CostLine struct {
+	Resource     string  `json:"resource"`
+	Rate         string  `json:"rate,omitempty"` // the rate that applied ("": none)
+	Version      int     `json:"version,omitempty"`
+	Units        float64 `json:"units"`
+	PricePerHour float64 `json:"price_per_hour"`
 }
 
 // SpendLimitRequest sets a billing project's spend limit in dollars (0:

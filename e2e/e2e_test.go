@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -233,6 +234,36 @@ batch "long" {
 		a.drover(a.token, "billing-project", "add-member", "genomics", "alice", "-role", "manager").must(t, 0)
 		a.drover(alice, "billing-project", "set-spend-limit", "genomics", "100").must(t, 0)
 		a.drover(alice, "billing-project", "add-member", "genomics", "bob", "-role", "member").must(t, 0)
+	})
+
+	t.Run("rates and cost", func(t *testing.T) {
+		a.drover(a.token, "rate", "set", "compute", "0.05").must(t, 0)
+		a.drover(a.token, "rate", "set", "service-fee", "0.01").must(t, 0)
+		if r := a.drover(a.token, "rate", "set", "compute", "0.06", "-from", "2020-01-01T00:00:00Z").must(t, 1); !strings.Contains(r.stderr, "in the past") {
+			t.Errorf("a rate in the past: %s", r.stderr)
+		}
+		list := a.drover(a.token, "rate", "list").must(t, 0).stdout
+		if !strings.Contains(list, "compute") || !strings.Contains(list, "0.05") || !strings.Contains(list, "service-fee") {
+			t.Errorf("rate list: %s", list)
+		}
+		r := a.drover(a.token, "run", "-wait", "examples/hello.hcl").must(t, 0)
+		id := batchID(t, r.stdout)
+		j := decodeJSON[api.Job](t, a.drover(a.token, "job", "status", id, "1", "-json").must(t, 0).stdout)
+		at := j.Attempts[len(j.Attempts)-1]
+		if at.Cost == nil || at.PricePerHour <= 0 || at.StartTime == nil || at.EndTime == nil {
+			t.Fatalf("attempt without a cost: %+v", at)
+		}
+		want := at.PricePerHour * at.EndTime.Sub(*at.StartTime).Hours()
+		if math.Abs(*at.Cost-want) > 1e-9 {
+			t.Errorf("cost %v, want price × duration %v", *at.Cost, want)
+		}
+		if out := a.drover(a.token, "job", "status", id, "1").must(t, 0).stdout; !strings.Contains(out, "COST") || !strings.Contains(out, "$") {
+			t.Errorf("job status: %s", out)
+		}
+		a.drover(a.token, "rate", "list", "-json").must(t, 0)
+		if r := a.drover(strings.Repeat("0", 64), "rate", "set", "compute", "1").must(t, 1); !strings.Contains(r.stderr, "401") {
+			t.Errorf("rate set with a bad token: %s", r.stderr)
+		}
 	})
 
 	t.Run("tokens and audit", func(t *testing.T) {

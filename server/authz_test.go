@@ -73,6 +73,7 @@ var userRoutes = map[string]userRow{
 	"DELETE /api/v1/billing-projects/{name}/members/{user}": manage,
 	"PUT /api/v1/billing-projects/{name}/spend-limit":       manage,
 	"GET /api/v1/status/peers":                              everyone,
+	"GET /api/v1/rates":                                     everyone,
 }
 
 // expected is what each caller gets from a route, from its access and,
@@ -185,6 +186,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"PUT /api/v1/billing-projects/{name}/spend-limit": `{"limit": 100}`,
 		"POST /api/v1/workers/activate":                   `{"name": "x", "cpu": 1, "memory": 1048576, "secret": "wrong"}`,
 		"POST /api/v1/tokens":                             `{"name": "matrix", "ttl": "1h"}`,
+		"PUT /api/v1/rates":                               `{"rates": [{"resource": "compute", "price_per_hour": 0.05}]}`,
 	}
 	hc := &http.Client{Timeout: 20 * time.Second}
 	routes := srv.api.Routes()

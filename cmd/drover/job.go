@@ -95,14 +95,14 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tMESSAGE")
+	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tCOST\tMESSAGE")
 	for _, j := range jobs {
 		dur, cpu, peak := "-", "-", "-"
 		if n := len(j.Attempts); n > 0 {
 			dur = attemptDuration(j.Attempts[n-1])
 			cpu, peak = usageColumns(j.Attempts[n-1].Usage)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, cpu, peak, j.Message)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, cpu, peak, jobCost(j), j.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -190,13 +190,17 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(m.Stdout, "\nAttempts:")
 	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tMESSAGE")
+	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tCOST\tMESSAGE")
 	for _, a := range j.Attempts {
 		started := "-"
 		if a.StartTime != nil {
 			started = a.StartTime.Local().Format("15:04:05.000")
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), a.Message)
+		cost := "-"
+		if a.Cost != nil {
+			cost = dollars(*a.Cost)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), cost, a.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -280,4 +284,26 @@ func (m *Main) runJobLogs(ctx context.Context, args []string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// jobCost adds up the cost of a job's attempts ("-" before any started).
+func jobCost(j api.Job) string {
+	total, any := 0.0, false
+	for _, a := range j.Attempts {
+		if a.Cost != nil {
+			total, any = total+*a.Cost, true
+		}
+	}
+	if !any {
+		return "-"
+	}
+	return dollars(total)
+}
+
+// dollars prints an amount: cents, or more digits below a cent.
+func dollars(v float64) string {
+	if v != 0 && v < 0.01 {
+		return fmt.Sprintf("$%.6f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }

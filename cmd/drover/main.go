@@ -110,6 +110,8 @@ Administration:
   billing-project create NAME [-member USER]...
   billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER
   billing-project set-spend-limit PROJECT DOLLARS
+  rate set RESOURCE PRICE [-from TIME]   price a resource per unit-hour (admin): compute[/POOL], memory[/POOL], gpu/TYPE, service-fee
+  rate list [-all]       the rates in force and to come
   instance list          list worker instances
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
@@ -194,6 +196,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "audit":
 		return m.runAudit(ctx, rest)
+	case "rate":
+		return m.sub(ctx, "rate", rest, map[string]func(context.Context, []string) error{
+			"set": m.runRateSet, "list": m.runRateList,
+		})
 	case "billing-project":
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
 			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,

@@ -299,6 +299,8 @@ func (s *Server) Routes() []Route {
 		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.handleRemoveMember},
 		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.handleSetSpendLimit},
 		{"GET /api/v1/audit", a, s.handleAudit},
+		{"GET /api/v1/rates", u, s.handleListRates},
+		{"PUT /api/v1/rates", a, s.handleSetRates},
 		{"GET /api/v1/instances", a, s.handleListInstances},
 		{"GET /api/v1/status/peers", u, s.handlePeers},
 		{"POST /api/v1/operator/raft/remove-peer", a, s.handleRemovePeer},

@@ -317,3 +317,28 @@ func (s *Server) RunAudit(ctx context.Context) {
 		}
 	}
 }
+
+func (s *Server) handleListRates(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.state.Rates(time.Now(), r.URL.Query().Get("all") == "true"))
+}
+
+func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
+	var req api.SetRatesRequest
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "send at most 256 rates at once") {
+		return
+	}
+	now := time.Now()
+	c := &state.SetRates{Now: now.UnixNano()}
+	for _, nr := range req.Rates {
+		e := state.RateEntry{Resource: nr.Resource, Price: nr.PricePerHour}
+		if nr.ValidFrom != nil {
+			e.ValidFrom = nr.ValidFrom.UnixNano()
+		}
+		c.Rates = append(c.Rates, e)
+	}
+	if _, err := s.apply(c); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.state.Rates(now, false))
+}

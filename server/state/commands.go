@@ -40,6 +40,7 @@ const (
 	CmdDeleteUser
 	CmdSetSpendLimit
 	CmdAudit
+	CmdSetRates
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -54,7 +55,7 @@ var cmdNames = map[CommandType]string{
 	CmdSetCluster: "set_cluster", CmdSetTeam: "set_team", CmdApplyPlacement: "apply_placement",
 	CmdScale: "scale", CmdLaunchDone: "launch_done", CmdMachineGone: "machine_gone",
 	CmdGossipKeyring: "gossip_keyring", CmdCreateToken: "create_token", CmdRevokeToken: "revoke_token",
-	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit",
+	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit", CmdSetRates: "set_rates",
 }
 
 func (t CommandType) String() string {
@@ -332,6 +333,8 @@ func newCommand(t CommandType) Command {
 		return &SetSpendLimit{}
 	case CmdAudit:
 		return &Audit{}
+	case CmdSetRates:
+		return &SetRates{}
 	}
 	return nil
 }

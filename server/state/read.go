@@ -1,6 +1,7 @@
 package state
 
 import (
+	"github.com/drover-sched/drover/billing"
 	"sort"
 	"time"
 
@@ -205,6 +206,7 @@ func (s *State) instanceName(id uint32) string {
 }
 
 func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
+	now := time.Now().UnixNano() // a running attempt's cost grows until it ends
 	spec := g.spec
 	out := api.Job{
 		BatchID:    int64(b.ID),
@@ -243,14 +245,14 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 		out.Parents = append(out.Parents, api.IDRange{int64(r.Lo), int64(r.Hi)})
 	}
 	for _, rec := range b.history[id] {
-		out.Attempts = append(out.Attempts, s.attemptToAPI(rec, false))
+		out.Attempts = append(out.Attempts, s.attemptToAPI(rec, false, g.spec, now))
 	}
 	if j.attempt > 0 {
 		cur := attemptRec{Attempt: j.attempt, Instance: j.instance, Start: j.start, End: j.end, Exit: j.exit, Outcome: j.outcome, Message: b.messages[id]}
 		if u, ok := b.usage[id]; ok {
 			cur.Usage = &u
 		}
-		out.Attempts = append(out.Attempts, s.attemptToAPI(cur, j.state == Running))
+		out.Attempts = append(out.Attempts, s.attemptToAPI(cur, j.state == Running, g.spec, now))
 		if j.state.Final() && (j.outcome == OutcomeSuccess || j.outcome == OutcomeFailed) {
 			code := int(j.exit)
 			out.ExitCode = &code
@@ -270,7 +272,7 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 	return out
 }
 
-func (s *State) attemptToAPI(rec attemptRec, running bool) api.Attempt {
+func (s *State) attemptToAPI(rec attemptRec, running bool, spec *Spec, now int64) api.Attempt {
 	a := api.Attempt{
 		Attempt:   int(rec.Attempt),
 		Instance:  s.instanceName(rec.Instance),
@@ -291,6 +293,18 @@ func (s *State) attemptToAPI(rec attemptRec, running bool) api.Attempt {
 	if running {
 		a.State = api.JobRunning
 		a.EndTime = nil
+	}
+	if rec.Start != 0 && spec != nil {
+		perHour, lines := s.price(spec, s.instances[rec.Instance], rec.Start)
+		end := rec.End
+		if running || end == 0 {
+			end = now
+		}
+		cost := billing.Cost(perHour, rec.Start, end)
+		a.Cost, a.PricePerHour = &cost, perHour
+		for _, l := range lines {
+			a.CostLines = append(a.CostLines, api.CostLine{Resource: l.Resource, Rate: l.Rated, Version: int(l.Version), Units: l.Units, PricePerHour: l.PerHour})
+		}
 	}
 	if !running && (rec.Outcome == OutcomeSuccess || rec.Outcome == OutcomeFailed) {
 		code := int(rec.Exit)

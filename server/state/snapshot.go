@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/drover-sched/drover/billing"
 	"io"
 	"maps"
 	"slices"
@@ -44,6 +45,7 @@ type snapState struct {
 	// then its one token) and the audit log.
 	Tokens []Token
 	Audit  []AuditEntry
+	Rates  []billing.Rate // every version of every resource's rate
 }
 
 type snapProject struct {
@@ -287,6 +289,9 @@ func (s *State) Snapshot() *Snapshot {
 		d.Tokens = append(d.Tokens, *s.tokens[h])
 	}
 	d.Audit = slices.Clone(s.audit)
+	for _, name := range sortedKeys(s.rates) {
+		d.Rates = append(d.Rates, s.rates[name]...)
+	}
 	for _, name := range sortedKeys(s.teams) {
 		t := *s.teams[name]
 		t.Projects = slices.Clone(t.Projects)
@@ -416,6 +421,9 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.tokens[t.Hash] = &t
 	}
 	fresh.audit = d.Audit
+	for _, r := range d.Rates {
+		fresh.rates[r.Resource] = append(fresh.rates[r.Resource], r)
+	}
 	for _, p := range d.Projects {
 		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit}
 		if bp.Roles == nil {
@@ -478,7 +486,7 @@ func (s *State) Restore(r io.Reader) error {
 	defer s.mu.Unlock()
 	s.index, s.nextBatch, s.nextInstance = fresh.index, fresh.nextBatch, fresh.nextInstance
 	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
-	s.users, s.tokens, s.projects, s.audit = fresh.users, fresh.tokens, fresh.projects, fresh.audit
+	s.users, s.tokens, s.projects, s.audit, s.rates = fresh.users, fresh.tokens, fresh.projects, fresh.audit, fresh.rates
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups

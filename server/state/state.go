@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"github.com/drover-sched/drover/billing"
 	"sort"
 	"sync"
 )
@@ -62,8 +63,9 @@ type State struct {
 	keys     map[string]uint64
 
 	users  map[string]*User
-	tokens map[string]*Token // by hash
-	audit  []AuditEntry      // the last MaxAuditEntries, oldest first
+	tokens map[string]*Token         // by hash
+	audit  []AuditEntry              // the last MaxAuditEntries, oldest first
+	rates  map[string][]billing.Rate // by resource, versions by ValidFrom
 	// jobCounts: jobs by state over all batches, kept as they move
 	// (metrics read it instead of walking the batches).
 	jobTotals totals
@@ -107,6 +109,7 @@ func New() *State {
 		keys:           map[string]uint64{},
 		users:          map[string]*User{},
 		tokens:         map[string]*Token{},
+		rates:          map[string][]billing.Rate{},
 		projects:       map[string]*BillingProject{},
 		instances:      map[uint32]*Instance{},
 		instTokens:     map[string]uint32{},
@@ -231,6 +234,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetSpendLimit(c)
 	case *Audit:
 		return s.applyAudit(c)
+	case *SetRates:
+		return s.applySetRates(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

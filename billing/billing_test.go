@@ -1,0 +1,61 @@
+package billing
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestPriceAndCost(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	b := Book{
+		"compute":             {{Resource: "compute", Version: 1, PerHour: 0.04, ValidFrom: t0}},
+		"compute/preemptible": {{Resource: "compute/preemptible", Version: 1, PerHour: 0.01, ValidFrom: t0}, {Resource: "compute/preemptible", Version: 2, PerHour: 0.02, ValidFrom: t0 + int64(24*time.Hour)}},
+		"memory":              {{Resource: "memory", Version: 1, PerHour: 0.005, ValidFrom: t0}},
+		"service-fee":         {{Resource: "service-fee", Version: 1, PerHour: 0.01, ValidFrom: t0}},
+		"gpu/a100":            {{Resource: "gpu/a100", Version: 1, PerHour: 2.5, ValidFrom: t0}},
+	}
+	// 4 cores, 16 GiB, 1 A100 in pool preemptible, on day 1: version 1.
+	qs := Held(4000, 16<<30, 1, "a100", "preemptible")
+	perHour, lines := b.Price(qs, t0+int64(time.Hour))
+	want := 4*0.01 + 16*0.005 + 4*0.01 + 2.5
+	if math.Abs(perHour-want) > 1e-12 || len(lines) != 4 || lines[0].Rated != "compute/preemptible" || lines[1].Rated != "memory" {
+		t.Fatalf("price %v (want %v), lines %+v", perHour, want, lines)
+	}
+	// 90 minutes of it, to the cent.
+	if c := Cost(perHour, t0, t0+int64(90*time.Minute)); math.Round(c*100) != math.Round(want*1.5*100) {
+		t.Fatalf("cost %v, want %v", c, want*1.5)
+	}
+	// On day 2 the preemptible rate's second version is in force.
+	if p, lines := b.Price(qs[:1], t0+int64(25*time.Hour)); p != 4*0.02 || lines[0].Version != 2 {
+		t.Fatalf("day 2: %v %+v", p, lines)
+	}
+	// Before any rate, and a pool without one and no kind rate: nothing.
+	if p, _ := b.Price(qs, t0-1); p != 0 {
+		t.Fatalf("before the rates: %v", p)
+	}
+	if p, lines := (Book{}).Price(Held(1000, 1<<30, 0, "", ""), t0); p != 0 || lines[0].Rated != "" || lines[0].Resource != "compute/default" {
+		t.Fatalf("no rates: %v %+v", p, lines)
+	}
+	if Cost(1, 10, 10) != 0 || Cost(1, 10, 5) != 0 {
+		t.Fatal("no time, no cost")
+	}
+}
+
+func TestCheckRate(t *testing.T) {
+	for _, ok := range []string{"compute", "compute/preemptible", "gpu/a100", "service-fee", "disk/pd-ssd/us-east1"} {
+		if err := CheckRate(ok, 0.1); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "Compute", "compute/", "/x", "a/b/c/d/e", "compute/with space"} {
+		if CheckRate(bad, 0.1) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, p := range []float64{-1, math.NaN(), math.Inf(1), 2e6} {
+		if CheckRate("compute", p) == nil {
+			t.Errorf("price %v accepted", p)
+		}
+	}
+}

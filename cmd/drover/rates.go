@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+func (m *Main) runRateSet(ctx context.Context, args []string) error {
+	fs := m.newFlags("rate set", "RESOURCE DOLLARS_PER_UNIT_HOUR [-from TIME]")
+	from := fs.String("from", "", "when the rate takes effect, RFC 3339 (default: now; never in the past)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	price, err := strconv.ParseFloat(pos[1], 64)
+	if err != nil {
+		return usagef("price %q is not a number of dollars per unit-hour", pos[1])
+	}
+	nr := api.NewRate{Resource: pos[0], PricePerHour: price}
+	if *from != "" {
+		t, err := time.Parse(time.RFC3339, *from)
+		if err != nil {
+			return usagef("-from %q is not an RFC 3339 time (2026-12-01T00:00:00Z)", *from)
+		}
+		nr.ValidFrom = &t
+	}
+	rates, err := m.Client().SetRates(ctx, []api.NewRate{nr})
+	if err != nil {
+		return err
+	}
+	return m.printRates(rates, *asJSON)
+}
+
+func (m *Main) runRateList(ctx context.Context, args []string) error {
+	fs := m.newFlags("rate list", "[-all]")
+	all := fs.Bool("all", false, "every version, superseded ones too")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	rates, err := m.Client().Rates(ctx, *all)
+	if err != nil {
+		return err
+	}
+	return m.printRates(rates, *asJSON)
+}
+
+func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
+	if asJSON {
+		return m.printJSON(rates)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tVERSION\t$/UNIT-HOUR\tFROM\tIN FORCE")
+	for _, r := range rates {
+		fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%v\n", r.Resource, r.Version, r.PricePerHour, r.ValidFrom.Format(time.RFC3339), r.InForce)
+	}
+	return tw.Flush()
+}

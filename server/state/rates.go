@@ -1,0 +1,107 @@
+package state
+
+import (
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
+)
+
+// RateEntry is one new rate: Price dollars per unit-hour of Resource from
+// ValidFrom (unix ns; 0: the command's Now).
+type RateEntry struct {
+	Resource  string
+	Price     float64
+	ValidFrom int64
+}
+
+// SetRates adds a version to each resource's rate.
+type SetRates struct {
+	Now   int64
+	Rates []RateEntry
+}
+
+// Type implements Command.
+func (*SetRates) Type() CommandType { return CmdSetRates }
+
+func (s *State) applySetRates(c *SetRates) any {
+	if len(c.Rates) == 0 || len(c.Rates) > billing.MaxRatesPerRequest {
+		return errorf(ErrInvalid, "give 1 to %d rates at once, not %d", billing.MaxRatesPerRequest, len(c.Rates))
+	}
+	added := 0
+	for _, r := range c.Rates {
+		if err := billing.CheckRate(r.Resource, r.Price); err != nil {
+			return errorf(ErrInvalid, "%v", err)
+		}
+		// A rate never applies to the past: what was billed stays billed,
+		// and an attempt's price is the same whenever it is read.
+		if r.ValidFrom != 0 && r.ValidFrom < c.Now {
+			return errorf(ErrInvalid, "the rate of %s would apply from %s, in the past: a rate starts now or later", r.Resource, time.Unix(0, r.ValidFrom).UTC().Format(time.RFC3339))
+		}
+		if vs := s.rates[r.Resource]; len(vs) == 0 {
+			added++
+		} else if len(vs) >= billing.MaxVersions {
+			return errorf(ErrInvalid, "%s has %d rate versions, the most kept", r.Resource, billing.MaxVersions)
+		}
+	}
+	if len(s.rates)+added > billing.MaxResources {
+		return errorf(ErrInvalid, "that makes more than %d resources with rates", billing.MaxResources)
+	}
+	for _, r := range c.Rates {
+		from := r.ValidFrom
+		if from == 0 {
+			from = c.Now
+		}
+		vs := s.rates[r.Resource]
+		v := billing.Rate{Resource: r.Resource, Version: uint32(len(vs)) + 1, PerHour: r.Price, ValidFrom: from}
+		if len(vs) > 0 {
+			v.Version = vs[len(vs)-1].Version + 1
+		}
+		// Versions stay ordered by ValidFrom; one from the same time as
+		// the last replaces it in force (it sorts after).
+		i, _ := slices.BinarySearchFunc(vs, from, func(r billing.Rate, t int64) int {
+			if r.ValidFrom <= t {
+				return -1
+			}
+			return 1
+		})
+		s.rates[r.Resource] = slices.Insert(vs, i, v)
+	}
+	return nil
+}
+
+// Rates lists every resource's rates: the one in force at now and the
+// versions to come, or every version with all.
+func (s *State) Rates(now time.Time, all bool) []api.Rate {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []api.Rate{}
+	for _, name := range sortedKeys(s.rates) {
+		cur, ok := billing.Book(s.rates).At(name, now.UnixNano())
+		for _, r := range s.rates[name] {
+			inForce := ok && r.Version == cur.Version
+			if !all && !inForce && r.ValidFrom <= now.UnixNano() {
+				continue // superseded
+			}
+			out = append(out, api.Rate{Resource: name, Version: int(r.Version), PricePerHour: r.PerHour,
+				ValidFrom: time.Unix(0, r.ValidFrom).UTC(), InForce: inForce})
+		}
+	}
+	return out
+}
+
+// price is what an attempt of spec on inst costs per hour at the rates in
+// force at start.
+func (s *State) price(spec *Spec, inst *Instance, start int64) (float64, []billing.Line) {
+	pool := ""
+	if inst != nil {
+		pool = inst.Pool
+	}
+	var gpus int64
+	var gpuType string
+	if spec.Where != nil {
+		gpus, gpuType = spec.Where.GPUs, spec.Where.GPUType
+	}
+	return billing.Book(s.rates).Price(billing.Held(spec.CPUMilli, spec.Memory, gpus, gpuType, pool), start)
+}

@@ -1,0 +1,63 @@
+package state
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+)
+
+// TestAttemptCost: an attempt's cost is what it reserves × the rates in
+// force when it started × how long it ran, to the cent; a running one's
+// grows with the clock; rates never apply to the past, are bounded, and
+// survive a snapshot.
+func TestAttemptCost(t *testing.T) {
+	h := newHarness(t)
+	now := time.Unix(0, h.Tick())
+	h.Must(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{
+		{Resource: "compute", Price: 0.0475}, {Resource: "memory", Price: 0.00637}, {Resource: "service-fee", Price: 0.01},
+	}})
+	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: 1, ValidFrom: now.Add(-time.Second).UnixNano()}}}, ErrInvalid)
+	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "Compute!", Price: 1}}}, ErrInvalid)
+	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: math.Inf(1)}}}, ErrInvalid)
+	h.MustFail(&SetRates{Now: now.UnixNano()}, ErrInvalid)
+	// Tomorrow compute costs more; today's attempts keep today's price.
+	h.Must(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: 0.1, ValidFrom: now.Add(24 * time.Hour).UnixNano()}}})
+
+	inst := h.Activate("w", 8, 32)
+	sp := spec("j", 1)
+	sp.CPUMilli, sp.Memory = 2000, 4<<30
+	b := h.CreateBatch(entry(1, 1, sp))
+	h.Schedule()
+	start := now.Add(time.Minute).UnixNano()
+	h.Must(&Events{Now: start, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Started: true, Start: start}}})
+	perHour := 2*0.0475 + 4*0.00637 + 2*0.01
+	j, _ := h.S.Job(b, 1)
+	if a := j.Attempts[0]; a.Cost == nil || math.Abs(a.PricePerHour-perHour) > 1e-12 || len(a.CostLines) != 3 {
+		t.Fatalf("a running attempt: %+v", a)
+	}
+	// It runs 90 minutes.
+	end := start + int64(90*time.Minute)
+	h.Must(&Events{Now: end, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
+	j, _ = h.S.Job(b, 1)
+	a := j.Attempts[0]
+	if want := perHour * 1.5; a.Cost == nil || math.Round(*a.Cost*100) != math.Round(want*100) || math.Abs(*a.Cost-want) > 1e-9 {
+		t.Fatalf("cost %v, want %.6f (%+v)", a.Cost, want, a.CostLines)
+	}
+	// Read again later (tomorrow's rate in force): the same cost.
+	if j2, _ := h.S.Job(b, 1); *j2.Attempts[0].Cost != *a.Cost {
+		t.Fatal("an ended attempt's cost changed")
+	}
+	rates := h.S.Rates(now, false)
+	if len(rates) != 4 || rates[0].Resource != "compute" || !rates[0].InForce || rates[1].InForce {
+		t.Fatalf("rates now: %+v", rates)
+	}
+	snap := SnapshotBytes(t, h.S)
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(SnapshotBytes(t, restored), snap) || !bytes.Equal(SnapshotBytes(t, h.Replay()), snap) {
+		t.Fatal("rates differ after a restore or a replay")
+	}
+}
