@@ -213,6 +213,8 @@ type Batch struct {
 	NUpdates       int64             `json:"n_updates"`
 	TimeCreated    time.Time         `json:"time_created"`
 	TimeCompleted  *time.Time        `json:"time_completed,omitempty"`
+	// Cost in dollars: its ended attempts, and its running ones up to now.
+	Cost float64 `json:"cost"`
 	// Waiting says why Ready jobs of the batch were not placed in the
 	// leader's last scheduling round, one entry per stretch of jobs. Only
 	// consistent reads (answered by the leader) carry it.
@@ -367,10 +369,12 @@ type BillingProject struct {
 	Name string `json:"name"`
 	// Members lists everyone with a role in the project; Managers and
 	// Viewers those whose role is not "member".
-	Members     []string  `json:"members"`
-	Managers    []string  `json:"managers,omitempty"`
-	Viewers     []string  `json:"viewers,omitempty"`
-	SpendLimit  float64   `json:"spend_limit,omitempty"` // dollars; 0: none
+	Members    []string `json:"members"`
+	Managers   []string `json:"managers,omitempty"`
+	Viewers    []string `json:"viewers,omitempty"`
+	SpendLimit float64  `json:"spend_limit,omitempty"` // dollars; 0: none
+	// Cost in dollars: every attempt of its batches, running ones up to now.
+	Cost        float64   `json:"cost"`
 	TimeCreated time.Time `json:"time_created"`
 }
 

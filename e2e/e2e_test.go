@@ -261,6 +261,13 @@ batch "long" {
 			t.Errorf("job status: %s", out)
 		}
 		a.drover(a.token, "rate", "list", "-json").must(t, 0)
+		b := decodeJSON[api.Batch](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
+		if math.Abs(b.Cost-*at.Cost) > 1e-9 {
+			t.Errorf("batch cost %v, its one attempt's %v", b.Cost, *at.Cost)
+		}
+		if out := a.drover(a.token, "billing-project", "list").must(t, 0).stdout; !strings.Contains(out, "COST") {
+			t.Errorf("billing-project list: %s", out)
+		}
 		if r := a.drover(strings.Repeat("0", 64), "rate", "set", "compute", "1").must(t, 1); !strings.Contains(r.stderr, "401") {
 			t.Errorf("rate set with a bad token: %s", r.stderr)
 		}

@@ -111,9 +111,13 @@ func (m *Main) runBPList(ctx context.Context, args []string) error {
 		return m.printJSON(ps)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMEMBERS")
+	fmt.Fprintln(tw, "NAME\tMEMBERS\tCOST\tSPEND LIMIT")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\n", p.Name, strings.Join(p.Members, ", "))
+		limit := "-"
+		if p.SpendLimit > 0 {
+			limit = dollars(p.SpendLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, strings.Join(p.Members, ", "), dollars(p.Cost), limit)
 	}
 	return tw.Flush()
 }

@@ -113,14 +113,14 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCREATED")
+	fmt.Fprintln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCOST\tCREATED")
 	for _, b := range batches {
 		st := b.State
 		if b.Cancelled {
 			st += " (cancelled)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", b.ID, st, b.Name, b.BillingProject, b.User,
-			b.NJobs, b.NSucceeded, b.NFailed+b.NError, b.NCancelled, ago(b.TimeCreated))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", b.ID, st, b.Name, b.BillingProject, b.User,
+			b.NJobs, b.NSucceeded, b.NFailed+b.NError, b.NCancelled, dollars(b.Cost), ago(b.TimeCreated))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -155,6 +155,7 @@ func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "State\t%s\n", st)
 	fmt.Fprintf(tw, "User\t%s\n", b.User)
 	fmt.Fprintf(tw, "Billing project\t%s\n", b.BillingProject)
+	fmt.Fprintf(tw, "Cost\t%s\n", dollars(b.Cost))
 	for _, k := range slices.Sorted(maps.Keys(b.Attributes)) {
 		fmt.Fprintf(tw, "Attribute %s\t%s\n", k, b.Attributes[k])
 	}

@@ -493,7 +493,17 @@ func (s *State) BillingProjects(viewer User) []api.BillingProject {
 		if !viewer.Admin && !p.Members[viewer.Name] {
 			continue
 		}
-		out = append(out, p.toAPI())
+		out = append(out, s.projectToAPI(p))
+	}
+	return out
+}
+
+// projectToAPI is a project with what it has cost up to now.
+func (s *State) projectToAPI(p *BillingProject) api.BillingProject {
+	out := p.toAPI()
+	if b := s.bills[p.Name]; b != nil {
+		live := b.RunPrice*hoursSinceEpoch(time.Now().UnixNano()) - b.RunPriceStart
+		out.Cost = b.Accrued + max(live, 0)
 	}
 	return out
 }
@@ -524,5 +534,5 @@ func (s *State) BillingProject(name string) (api.BillingProject, bool) {
 	if !ok {
 		return api.BillingProject{}, false
 	}
-	return p.toAPI(), true
+	return s.projectToAPI(p), true
 }

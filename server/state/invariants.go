@@ -1,6 +1,9 @@
 package state
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // CheckInvariants recomputes every counter from the job records and
 // reports the first one that disagrees: per-batch state counts and Ready
@@ -141,6 +144,9 @@ func (s *State) CheckInvariants() error {
 			return fmt.Errorf("instance %d lists %d attempts, %d jobs run there", id, len(inst.running), instRunning[id])
 		}
 	}
+	if err := s.checkBills(); err != nil {
+		return err
+	}
 	if active != len(s.instByIdentity) {
 		return fmt.Errorf("%d active instances, %d in the identity index", active, len(s.instByIdentity))
 	}
@@ -246,6 +252,37 @@ func (s *State) checkMachines() error {
 			if b.jobs[i].state == Creating && coming[attemptKey{b.ID, uint32(i + 1)}] != 1 {
 				return fmt.Errorf("job %d/%d is creating with %d machines of its own coming up", b.ID, i+1, coming[attemptKey{b.ID, uint32(i + 1)}])
 			}
+		}
+	}
+	return nil
+}
+
+// checkBills: every charge is of a running job, and each project's
+// running sums are its batches' charges.
+func (s *State) checkBills() error {
+	type sums struct {
+		n     int
+		price float64
+	}
+	want := map[string]sums{}
+	for _, id := range s.batchIDs {
+		b := s.batches[id]
+		for job := range b.bill.Running {
+			if st := b.jobs[job-1].state; st != Running {
+				return fmt.Errorf("batch %d charges job %d, which is %s", id, job, st)
+			}
+		}
+		for _, c := range sortedCharges(b.bill.Running) {
+			w := want[b.BillingProject]
+			w.n++
+			w.price += c.Price
+			want[b.BillingProject] = w
+		}
+	}
+	for name, p := range s.bills {
+		w := want[name]
+		if p.Running != w.n || math.Abs(p.RunPrice-w.price) > 1e-6*(1+w.price) {
+			return fmt.Errorf("billing project %s charges %d attempts at $%g/h; its batches %d at $%g/h", name, p.Running, p.RunPrice, w.n, w.price)
 		}
 	}
 	return nil

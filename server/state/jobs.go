@@ -37,11 +37,15 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 	if e.Started {
 		if j.start == 0 {
 			j.start = e.Start
+			s.startCharge(b, b.groupOf(e.Job), e.Job, s.instances[e.Instance], j.start)
 		}
 		return true
 	}
 	if e.Start != 0 {
 		j.start = e.Start
+		// Charged from the start it reported first (its charge is kept
+		// as it began), or from this one.
+		s.startCharge(b, b.groupOf(e.Job), e.Job, s.instances[e.Instance], j.start)
 	}
 	j.end = e.End
 	if j.end < j.start {
@@ -81,6 +85,7 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 // endAttempt releases what a running attempt of job id (of group g) held on
 // its instance.
 func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now int64) {
+	s.endCharge(b, id, b.jobs[id-1].end)
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
 			delete(inst.running, attemptKey{b.ID, id})

@@ -36,6 +36,12 @@ func TestAttemptCost(t *testing.T) {
 	if a := j.Attempts[0]; a.Cost == nil || math.Abs(a.PricePerHour-perHour) > 1e-12 || len(a.CostLines) != 3 {
 		t.Fatalf("a running attempt: %+v", a)
 	}
+	// While it runs, the project's live cost is its price × the time so
+	// far, read from kept sums (no walk).
+	at := time.Unix(0, start).Add(30 * time.Minute)
+	if c := h.S.ProjectCost("default", at); math.Abs(c-perHour/2) > 1e-9 {
+		t.Fatalf("project cost after 30 running minutes: %v, want %v", c, perHour/2)
+	}
 	// It runs 90 minutes.
 	end := start + int64(90*time.Minute)
 	h.Must(&Events{Now: end, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
@@ -43,6 +49,16 @@ func TestAttemptCost(t *testing.T) {
 	a := j.Attempts[0]
 	if want := perHour * 1.5; a.Cost == nil || math.Round(*a.Cost*100) != math.Round(want*100) || math.Abs(*a.Cost-want) > 1e-9 {
 		t.Fatalf("cost %v, want %.6f (%+v)", a.Cost, want, a.CostLines)
+	}
+	// The batch and its billing project cost the same: their one attempt.
+	if bt, _ := h.S.Batch(b); math.Abs(bt.Cost-*a.Cost) > 1e-12 {
+		t.Fatalf("batch cost %v, attempt %v", bt.Cost, *a.Cost)
+	}
+	if p, _ := h.S.BillingProject("default"); math.Abs(p.Cost-*a.Cost) > 1e-12 {
+		t.Fatalf("project cost %v, attempt %v", p.Cost, *a.Cost)
+	}
+	if err := h.S.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 	// Read again later (tomorrow's rate in force): the same cost.
 	if j2, _ := h.S.Job(b, 1); *j2.Attempts[0].Cost != *a.Cost {

@@ -43,6 +43,7 @@ func (b *Batch) toAPI() api.Batch {
 		TimeCompleted:  timePtr(b.Completed),
 	}
 	out.NCompleted = out.NSucceeded + out.NFailed + out.NCancelled + out.NError
+	out.Cost = b.cost(time.Now().UnixNano())
 	if b.Completed != 0 {
 		out.State = api.BatchComplete
 	}

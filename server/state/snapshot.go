@@ -46,6 +46,7 @@ type snapState struct {
 	Tokens []Token
 	Audit  []AuditEntry
 	Rates  []billing.Rate // every version of every resource's rate
+	Bills  map[string]projectBill
 }
 
 type snapProject struct {
@@ -169,6 +170,8 @@ type snapBatch struct {
 	// Usage is the current attempts' reported usage, by job ID (absent
 	// in snapshots from before usage).
 	Usage map[uint32]Usage
+	// Bill is what the batch has cost (absent before billing).
+	Bill batchBill
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -292,6 +295,12 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range sortedKeys(s.rates) {
 		d.Rates = append(d.Rates, s.rates[name]...)
 	}
+	d.Bills = map[string]projectBill{}
+	for name, p := range s.bills {
+		c := *p
+		c.Daily = maps.Clone(p.Daily)
+		d.Bills[name] = c
+	}
 	for _, name := range sortedKeys(s.teams) {
 		t := *s.teams[name]
 		t.Projects = slices.Clone(t.Projects)
@@ -342,6 +351,7 @@ func (b *Batch) snapshot() snapBatch {
 	if len(b.usage) > 0 {
 		sb.Usage = maps.Clone(b.usage)
 	}
+	sb.Bill = batchBill{Accrued: b.bill.Accrued, Running: maps.Clone(b.bill.Running)}
 	return sb
 }
 
@@ -424,6 +434,9 @@ func (s *State) Restore(r io.Reader) error {
 	for _, r := range d.Rates {
 		fresh.rates[r.Resource] = append(fresh.rates[r.Resource], r)
 	}
+	for name, p := range d.Bills {
+		fresh.bills[name] = &p
+	}
 	for _, p := range d.Projects {
 		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit}
 		if bp.Roles == nil {
@@ -486,7 +499,7 @@ func (s *State) Restore(r io.Reader) error {
 	defer s.mu.Unlock()
 	s.index, s.nextBatch, s.nextInstance = fresh.index, fresh.nextBatch, fresh.nextInstance
 	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
-	s.users, s.tokens, s.projects, s.audit, s.rates = fresh.users, fresh.tokens, fresh.projects, fresh.audit, fresh.rates
+	s.users, s.tokens, s.projects, s.audit, s.rates, s.bills = fresh.users, fresh.tokens, fresh.projects, fresh.audit, fresh.rates, fresh.bills
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups
@@ -554,6 +567,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 			b.history[k] = v
 		}
 	}
+	b.bill = sb.Bill
 	if len(sb.Usage) > 0 {
 		b.usage = sb.Usage
 	}

@@ -66,6 +66,7 @@ type State struct {
 	tokens map[string]*Token         // by hash
 	audit  []AuditEntry              // the last MaxAuditEntries, oldest first
 	rates  map[string][]billing.Rate // by resource, versions by ValidFrom
+	bills  map[string]*projectBill   // what each billing project has cost
 	// jobCounts: jobs by state over all batches, kept as they move
 	// (metrics read it instead of walking the batches).
 	jobTotals totals
@@ -110,6 +111,7 @@ func New() *State {
 		users:          map[string]*User{},
 		tokens:         map[string]*Token{},
 		rates:          map[string][]billing.Rate{},
+		bills:          map[string]*projectBill{},
 		projects:       map[string]*BillingProject{},
 		instances:      map[uint32]*Instance{},
 		instTokens:     map[string]uint32{},

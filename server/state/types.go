@@ -293,6 +293,7 @@ type Batch struct {
 	Completed      int64 // unix ns when it last became complete; 0 while running
 	Cancelled      bool
 	CancelReason   string
+	bill           batchBill // what it has cost
 
 	nextJob uint32 // next unreserved job ID
 	open    int    // updates neither committed nor discarded

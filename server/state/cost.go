@@ -1,0 +1,130 @@
+package state
+
+import (
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/billing"
+)
+
+// charge is what a started attempt costs per hour, fixed when it started
+// (at the rates in force at its start), and when it started.
+type charge struct {
+	Price float64
+	Start int64
+}
+
+// batchBill is what a batch has cost: Accrued for its ended attempts, and
+// the charges of those running.
+type batchBill struct {
+	Accrued float64
+	Running map[uint32]charge // by job
+}
+
+// projectBill is what a billing project has cost: Accrued for ended
+// attempts (also by UTC day), and the running attempts' price summed, with
+// the sum of price × start (start in hours since costEpoch), so its live
+// cost needs no walk.
+type projectBill struct {
+	Accrued       float64
+	Daily         map[int32]float64 // by days since 1970-01-01 UTC
+	Running       int               // attempts being charged
+	RunPrice      float64
+	RunPriceStart float64
+}
+
+// costEpoch keeps start times small in projectBill's sums, so the
+// difference that gives the live cost loses no precision.
+var costEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+
+func hoursSinceEpoch(t int64) float64 { return float64(t-costEpoch) / 3600e9 }
+
+// startCharge begins billing a job's attempt that started at start.
+func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start int64) {
+	if start == 0 || len(s.rates) == 0 {
+		return
+	}
+	if _, ok := b.bill.Running[id]; ok {
+		return
+	}
+	price, _ := s.price(g.spec, inst, start)
+	if price == 0 {
+		return
+	}
+	if b.bill.Running == nil {
+		b.bill.Running = map[uint32]charge{}
+	}
+	b.bill.Running[id] = charge{Price: price, Start: start}
+	p := s.projectBill(b.BillingProject)
+	p.Running++
+	p.RunPrice += price
+	p.RunPriceStart += price * hoursSinceEpoch(start)
+}
+
+// endCharge stops billing a job's running attempt at end and accrues
+// what it cost.
+func (s *State) endCharge(b *Batch, id uint32, end int64) {
+	c, ok := b.bill.Running[id]
+	if !ok {
+		return
+	}
+	delete(b.bill.Running, id)
+	cost := billing.Cost(c.Price, c.Start, end)
+	b.bill.Accrued += cost
+	p := s.projectBill(b.BillingProject)
+	p.Running--
+	p.RunPrice -= c.Price
+	p.RunPriceStart -= c.Price * hoursSinceEpoch(c.Start)
+	if p.Running == 0 {
+		// Nothing runs: drop the sums' float error with them.
+		p.RunPrice, p.RunPriceStart = 0, 0
+	}
+	p.Accrued += cost
+	if p.Daily == nil {
+		p.Daily = map[int32]float64{}
+	}
+	p.Daily[int32(end/(24*3600e9))] += cost
+}
+
+func (s *State) projectBill(name string) *projectBill {
+	p := s.bills[name]
+	if p == nil {
+		p = &projectBill{}
+		s.bills[name] = p
+	}
+	return p
+}
+
+// batchCost is what a batch has cost up to now.
+func (b *Batch) cost(now int64) float64 {
+	total := b.bill.Accrued
+	for _, c := range b.bill.Running {
+		total += billing.Cost(c.Price, c.Start, now)
+	}
+	return total
+}
+
+// ProjectCost is what a billing project has cost up to now: its ended
+// attempts and its running ones.
+func (s *State) ProjectCost(project string, now time.Time) float64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p := s.bills[project]
+	if p == nil {
+		return 0
+	}
+	return p.Accrued + max(p.RunPrice*hoursSinceEpoch(now.UnixNano())-p.RunPriceStart, 0)
+}
+
+func sortedCharges(m map[uint32]charge) []charge {
+	ids := make([]uint32, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]charge, len(ids))
+	for i, id := range ids {
+		out[i] = m[id]
+	}
+	return out
+}
