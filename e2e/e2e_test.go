@@ -230,9 +230,12 @@ batch "long" {
 			t.Errorf("a viewer's run: %s", r.stderr)
 		}
 		// Alice, a member, may not manage the project; a manager may.
-		a.drover(alice, "billing-project", "set-spend-limit", "genomics", "100").must(t, 1)
+		a.drover(alice, "billing-project", "set-limit", "genomics", "100").must(t, 1)
 		a.drover(a.token, "billing-project", "add-member", "genomics", "alice", "-role", "manager").must(t, 0)
-		a.drover(alice, "billing-project", "set-spend-limit", "genomics", "100").must(t, 0)
+		a.drover(alice, "billing-project", "set-limit", "genomics", "100").must(t, 0)
+		if out := a.drover(alice, "billing-project", "show", "genomics").must(t, 0).stdout; !strings.Contains(out, "$100.00") || !strings.Contains(out, "alice") {
+			t.Errorf("billing-project show: %s", out)
+		}
 		a.drover(alice, "billing-project", "add-member", "genomics", "bob", "-role", "member").must(t, 0)
 	})
 

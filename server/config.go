@@ -75,6 +75,9 @@ type Config struct {
 	DefaultTokenTTL time.Duration
 	// MetricsToken, when set, is the bearer token /metrics requires.
 	MetricsToken string
+	// BillingInterval is how often the leader cancels the running batches
+	// of billing projects that have spent their limit.
+	BillingInterval time.Duration
 	// TLSClientCA, when set, makes the API require a client certificate
 	// signed by it (or by CAFile) from every caller.
 	TLSClientCA string
@@ -198,6 +201,7 @@ func DefaultConfig() *Config {
 		RaftAddr:                       "127.0.0.1:4651",
 		AdminName:                      "root",
 		DefaultTokenTTL:                30 * 24 * time.Hour,
+		BillingInterval:                10 * time.Second,
 		DefaultBillingProject:          "default",
 		MaxPlacements:                  20000,
 		ScheduleInterval:               time.Second,
@@ -271,6 +275,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
 			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
 			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
+	}
+	if c.BillingInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("BillingInterval is %v; it must be at least 10ms", c.BillingInterval))
 	}
 	if c.DefaultTokenTTL < time.Minute || c.DefaultTokenTTL > 10*365*24*time.Hour {
 		errs = append(errs, fmt.Errorf("DefaultTokenTTL is %v; it must be between 1m and 87600h", c.DefaultTokenTTL))

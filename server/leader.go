@@ -170,6 +170,35 @@ func (s *Server) runUpdateExpiry(ctx context.Context) {
 	}
 }
 
+// runSpendLimits cancels, every billing interval, the running batches of
+// the billing projects that have spent their limit (their ended attempts
+// and their running ones up to now).
+func (s *Server) runSpendLimits(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.BillingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		for project, ids := range s.state.OverLimitBatches(now, 1000) {
+			_, limit, spent := s.state.OverLimit(project, now)
+			reason := fmt.Sprintf("billing project %s reached its spend limit of $%.2f (spent $%.2f)", project, limit, spent)
+			for _, id := range ids {
+				if _, err := s.raft.Apply(&state.CancelBatch{Now: now.UnixNano(), Batch: id, Reason: reason}); err != nil {
+					if ctx.Err() == nil {
+						s.log.Warn("cancel a batch over its spend limit", "batch", id, "err", err)
+					}
+					continue
+				}
+				s.log.Info("cancelled a batch: its billing project reached its spend limit", "batch", id, "project", project, "limit", limit, "spent", spent)
+			}
+		}
+	}
+}
+
 func (s *Server) triggerSchedule() {
 	select {
 	case s.schedTrigger <- struct{}{}:
@@ -226,7 +255,8 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(5)
+	s.leaderWG.Add(6)
+	go func() { defer s.leaderWG.Done(); s.runSpendLimits(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runAutoscaler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()

@@ -31,6 +31,7 @@ func TestConfig(dataDir string, log *slog.Logger) *Config {
 	cfg.CommitTimeout = 5 * time.Millisecond
 	cfg.LostTimeout = 5 * time.Second
 	cfg.ApplyTimeout = 10 * time.Second
+	cfg.BillingInterval = 100 * time.Millisecond
 	cfg.Logger = log
 	return cfg
 }

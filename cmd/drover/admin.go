@@ -137,7 +137,7 @@ func (m *Main) runBPAddMember(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
-	fs := m.newFlags("billing-project set-spend-limit", "PROJECT DOLLARS")
+	fs := m.newFlags("billing-project set-limit", "PROJECT DOLLARS")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
 		return err
@@ -152,6 +152,36 @@ func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "Billing project %s: spend limit $%.2f\n", p.Name, p.SpendLimit)
 	return nil
+}
+
+func (m *Main) runBPShow(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project show", "PROJECT")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	ps, err := m.Client().ListBillingProjects(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.Name != pos[0] {
+			continue
+		}
+		if *asJSON {
+			return m.printJSON(p)
+		}
+		limit := "none"
+		if p.SpendLimit > 0 {
+			limit = dollars(p.SpendLimit)
+		}
+		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintf(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\n",
+			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit)
+		return tw.Flush()
+	}
+	return fmt.Errorf("billing project %q does not exist or you are not in it", pos[0])
 }
 
 func (m *Main) runUserDelete(ctx context.Context, args []string) error {

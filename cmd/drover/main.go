@@ -109,7 +109,7 @@ Administration:
   audit [-since 1h] [-user U]   the mutating requests: who, what, when, from where, the result
   billing-project create NAME [-member USER]...
   billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER
-  billing-project set-spend-limit PROJECT DOLLARS
+  billing-project set-limit PROJECT DOLLARS | show PROJECT   a spend limit: reached, its running batches are cancelled
   rate set RESOURCE PRICE [-from TIME]   price a resource per unit-hour (admin): compute[/POOL], memory[/POOL], gpu/TYPE, service-fee
   rate list [-all]       the rates in force and to come
   instance list          list worker instances
@@ -203,7 +203,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "billing-project":
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
 			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,
-			"set-spend-limit": m.runBPSpendLimit,
+			"set-spend-limit": m.runBPSpendLimit, "set-limit": m.runBPSpendLimit, "show": m.runBPShow,
 		})
 	case "instance":
 		return m.sub(ctx, "instance", rest, map[string]func(context.Context, []string) error{

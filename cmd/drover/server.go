@@ -67,6 +67,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	insecure := fs.Bool("insecure", false, "let servers that work together gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches)")
 	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
+	billingInterval := fs.Duration("billing-interval", def.BillingInterval, "how often the leader cancels the running batches of billing projects that reached their spend limit")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
 	metricsTokenFile := fs.String("metrics-token-file", "", "file holding the bearer token /metrics requires")
@@ -122,7 +123,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.GossipInterval = *gossipInterval
 	cfg.Insecure = *insecure
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
-	cfg.DefaultTokenTTL, cfg.MetricsToken = *tokenTTL, *metricsToken
+	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
 	if *metricsTokenFile != "" {
 		if *metricsToken != "" {
 			return usagef("give -metrics-token or -metrics-token-file, not both")

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/drover-sched/drover/server/state"
 )
@@ -91,6 +92,11 @@ func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
 	a := s.state.AdmissionFor(sub.batch, sub.user, sub.project, sub.key)
 	if a.Repeat {
 		return true
+	}
+	if over, limit, spent := s.state.OverLimit(a.ProjectName, time.Now()); over {
+		writeError(w, http.StatusPaymentRequired, fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
+			a.ProjectName, spent, limit, a.ProjectName))
+		return false
 	}
 	jobs, bytes := entriesCost(sub.entries)
 	if sub.intoUpdate {

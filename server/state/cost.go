@@ -128,3 +128,54 @@ func sortedCharges(m map[uint32]charge) []charge {
 	}
 	return out
 }
+
+// OverLimit reports whether a billing project with a spend limit has
+// spent it by now, with the limit and the spend.
+func (s *State) OverLimit(project string, now time.Time) (over bool, limit, spent float64) {
+	s.mu.RLock()
+	p := s.projects[project]
+	if p != nil {
+		limit = p.SpendLimit
+	}
+	s.mu.RUnlock()
+	if limit <= 0 {
+		return false, 0, 0
+	}
+	spent = s.ProjectCost(project, now)
+	return spent >= limit, limit, spent
+}
+
+// OverLimitBatches lists, for every billing project that has spent its
+// limit by now, its batches still running (not complete, not cancelled),
+// at most max.
+func (s *State) OverLimitBatches(now time.Time, max int) map[string][]uint64 {
+	s.mu.RLock()
+	var over []string
+	for _, name := range sortedKeys(s.projects) {
+		p := s.projects[name]
+		b := s.bills[name]
+		if p.SpendLimit <= 0 || b == nil {
+			continue
+		}
+		if b.Accrued+max0(b.RunPrice*hoursSinceEpoch(now.UnixNano())-b.RunPriceStart) >= p.SpendLimit {
+			over = append(over, name)
+		}
+	}
+	out := map[string][]uint64{}
+	n := 0
+	for _, id := range s.batchIDs {
+		if n >= max || len(over) == 0 {
+			break
+		}
+		b := s.batches[id]
+		if b.Completed != 0 || b.Cancelled || !slices.Contains(over, b.BillingProject) {
+			continue
+		}
+		out[b.BillingProject] = append(out[b.BillingProject], id)
+		n++
+	}
+	s.mu.RUnlock()
+	return out
+}
+
+func max0(v float64) float64 { return max(v, 0) }
