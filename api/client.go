@@ -719,6 +719,23 @@ func (c *Client) SetSpendLimit(ctx context.Context, project string, limit float6
 	return &out, nil
 }
 
+// ProjectCost reports a billing project's cost, by UTC day from..to
+// ("2026-11-24"; empty: the last 30 days).
+func (c *Client) ProjectCost(ctx context.Context, project, from, to string) (*ProjectCost, error) {
+	q := url.Values{}
+	if from != "" {
+		q.Set("from", from)
+	}
+	if to != "" {
+		q.Set("to", to)
+	}
+	var out ProjectCost
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/billing-projects/"+url.PathEscape(project)+"/cost?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // CreateToken makes a token (see CreateTokenRequest); the answer carries
 // it, the only time it is shown.
 func (c *Client) CreateToken(ctx context.Context, req *CreateTokenRequest) (*Token, error) {

@@ -424,6 +424,20 @@ type NewRate struct {
 	ValidFrom    *time.Time `json:"valid_from,omitempty"`
 }
 
+// DayCost is what a billing project's attempts that ended on a UTC day
+// cost.
+type DayCost struct {
+	Day  string  `json:"day"` // 2026-11-24
+	Cost float64 `json:"cost"`
+}
+
+// ProjectCost is a billing project's cost report.
+type ProjectCost struct {
+	Project string    `json:"project"`
+	Cost    float64   `json:"cost"` // all time, running attempts up to now
+	Days    []DayCost `json:"days"`
+}
+
 // CostLine is one resource's part of an attempt's price.
 type CostLine struct {
 	Resource     string  `json:"resource"`

@@ -271,6 +271,14 @@ batch "long" {
 		if out := a.drover(a.token, "billing-project", "list").must(t, 0).stdout; !strings.Contains(out, "COST") {
 			t.Errorf("billing-project list: %s", out)
 		}
+		pc := decodeJSON[api.ProjectCost](t, a.drover(a.token, "billing", "show", "-project", "default", "-json").must(t, 0).stdout)
+		today := time.Now().UTC().Format(time.DateOnly)
+		if len(pc.Days) == 0 || pc.Days[len(pc.Days)-1].Day != today || pc.Days[len(pc.Days)-1].Cost < *at.Cost || pc.Cost < *at.Cost {
+			t.Errorf("billing show: %+v (the attempt cost %v today)", pc, *at.Cost)
+		}
+		if out := a.drover(a.token, "billing", "show", "-project", "default").must(t, 0).stdout; !strings.Contains(out, today) {
+			t.Errorf("billing show table: %s", out)
+		}
 		if r := a.drover(strings.Repeat("0", 64), "rate", "set", "compute", "1").must(t, 1); !strings.Contains(r.stderr, "401") {
 			t.Errorf("rate set with a bad token: %s", r.stderr)
 		}

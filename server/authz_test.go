@@ -72,6 +72,7 @@ var userRoutes = map[string]userRow{
 	"POST /api/v1/billing-projects/{name}/members":          manage,
 	"DELETE /api/v1/billing-projects/{name}/members/{user}": manage,
 	"PUT /api/v1/billing-projects/{name}/spend-limit":       manage,
+	"GET /api/v1/billing-projects/{name}/cost":              readBatch,
 	"GET /api/v1/status/peers":                              everyone,
 	"GET /api/v1/rates":                                     everyone,
 }

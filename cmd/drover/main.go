@@ -112,6 +112,7 @@ Administration:
   billing-project set-limit PROJECT DOLLARS | show PROJECT   a spend limit: reached, its running batches are cancelled
   rate set RESOURCE PRICE [-from TIME]   price a resource per unit-hour (admin): compute[/POOL], memory[/POOL], gpu/TYPE, service-fee
   rate list [-all]       the rates in force and to come
+  billing show -project P [-from DAY] [-to DAY]   a billing project's cost by day
   instance list          list worker instances
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
@@ -196,6 +197,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "audit":
 		return m.runAudit(ctx, rest)
+	case "billing":
+		return m.sub(ctx, "billing", rest, map[string]func(context.Context, []string) error{"show": m.runBillingShow})
 	case "rate":
 		return m.sub(ctx, "rate", rest, map[string]func(context.Context, []string) error{
 			"set": m.runRateSet, "list": m.runRateList,

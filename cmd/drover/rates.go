@@ -62,3 +62,34 @@ func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
 	}
 	return tw.Flush()
 }
+
+func (m *Main) runBillingShow(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing show", "-project P [-from DAY] [-to DAY]")
+	project := fs.String("project", "", "the billing project (required)")
+	from := fs.String("from", "", "first day, 2026-11-01 (default: 30 days ago)")
+	to := fs.String("to", "", "last day (default: today)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *project == "" {
+		return usagef("drover billing show needs -project")
+	}
+	c, err := m.Client().ProjectCost(ctx, *project, *from, *to)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(c)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "DAY\tCOST")
+	sum := 0.0
+	for _, d := range c.Days {
+		fmt.Fprintf(tw, "%s\t%s\n", d.Day, dollars(d.Cost))
+		sum += d.Cost
+	}
+	fmt.Fprintf(tw, "these days\t%s\n", dollars(sum))
+	fmt.Fprintf(tw, "all time, running jobs to now\t%s\n", dollars(c.Cost))
+	return tw.Flush()
+}

@@ -298,6 +298,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/billing-projects/{name}/members", u, s.handleAddMember},
 		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.handleRemoveMember},
 		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.handleSetSpendLimit},
+		{"GET /api/v1/billing-projects/{name}/cost", u, s.handleProjectCost},
 		{"GET /api/v1/audit", a, s.handleAudit},
 		{"GET /api/v1/rates", u, s.handleListRates},
 		{"PUT /api/v1/rates", a, s.handleSetRates},

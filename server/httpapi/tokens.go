@@ -342,3 +342,40 @@ func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, s.state.Rates(now, false))
 }
+
+// handleProjectCost reports a billing project's cost by day to its
+// members (any role) and admins.
+func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	u := userOf(r)
+	if _, ok := s.state.BillingProject(project); !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
+		return
+	}
+	if !u.Admin && s.state.Role(project, u.Name) == "" {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not in billing project %q", u.Name, project))
+		return
+	}
+	now := time.Now()
+	day := func(name string, def time.Time) (int32, bool) {
+		raw := r.URL.Query().Get(name)
+		t := def
+		if raw != "" {
+			var err error
+			if t, err = time.Parse(time.DateOnly, raw); err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("%s=%q is not a day such as 2026-11-24", name, raw))
+				return 0, false
+			}
+		}
+		return int32(t.UTC().Unix() / 86400), true
+	}
+	from, ok := day("from", now.AddDate(0, 0, -30))
+	if !ok {
+		return
+	}
+	to, ok := day("to", now)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ProjectCost{Project: project, Cost: s.state.ProjectCost(project, now), Days: s.state.DailyCost(project, from, to)})
+}

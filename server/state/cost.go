@@ -1,6 +1,7 @@
 package state
 
 import (
+	"github.com/drover-sched/drover/api"
 	"slices"
 	"time"
 
@@ -179,3 +180,27 @@ func (s *State) OverLimitBatches(now time.Time, max int) map[string][]uint64 {
 }
 
 func max0(v float64) float64 { return max(v, 0) }
+
+// DailyCost lists a billing project's accrued cost by UTC day, for the
+// days from..to (inclusive, days since 1970-01-01), oldest first; days
+// without cost are left out. An attempt's cost counts on the day it ended.
+func (s *State) DailyCost(project string, from, to int32) []api.DayCost {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []api.DayCost{}
+	p := s.bills[project]
+	if p == nil {
+		return out
+	}
+	days := make([]int32, 0, len(p.Daily))
+	for d := range p.Daily {
+		if d >= from && d <= to {
+			days = append(days, d)
+		}
+	}
+	slices.Sort(days)
+	for _, d := range days {
+		out = append(out, api.DayCost{Day: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Cost: p.Daily[d]})
+	}
+	return out
+}

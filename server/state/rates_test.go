@@ -60,6 +60,11 @@ func TestAttemptCost(t *testing.T) {
 	if err := h.S.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
+	endDay := int32(end / (24 * 3600e9))
+	if days := h.S.DailyCost("default", endDay-1, endDay+1); len(days) != 1 || math.Abs(days[0].Cost-*a.Cost) > 1e-12 ||
+		days[0].Day != time.Unix(0, end).UTC().Format(time.DateOnly) {
+		t.Fatalf("daily cost %+v, want %v on the day it ended", days, *a.Cost)
+	}
 	// Read again later (tomorrow's rate in force): the same cost.
 	if j2, _ := h.S.Job(b, 1); *j2.Attempts[0].Cost != *a.Cost {
 		t.Fatal("an ended attempt's cost changed")
