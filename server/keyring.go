@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -55,17 +54,13 @@ func (s *Server) runKeyring(ctx context.Context) {
 		case <-s.keyringWake:
 		case <-retry.C:
 		}
-		keys := s.state.GossipKeyring()
-		if len(keys) == 0 {
+		raw := s.state.GossipKeyring()
+		if len(raw) == 0 {
 			continue
 		}
 		if !s.Ready() {
 			retry.Reset(200 * time.Millisecond)
 			continue
-		}
-		raw := make([][]byte, len(keys))
-		for i, k := range keys {
-			raw[i], _ = base64.StdEncoding.DecodeString(k) // checked before the log
 		}
 		if slices.EqualFunc(raw, s.cluster.Keyring(), func(a, b []byte) bool { return string(a) == string(b) }) {
 			continue

@@ -21,12 +21,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/drover-sched/drover/api"
 )
 
 // ServerName is named by every server certificate: clients and Raft peers
 // verify a server against it, so a client or worker certificate from the
 // same CA cannot pass for a server.
-const ServerName = "server.drover"
+const ServerName = api.TLSServerName
 
 // IDName is the name a server certificate carries for a server ID.
 func IDName(id string) string { return id + "." + ServerName }
@@ -228,21 +230,10 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 }
 
 // ClientConfig verifies servers against caFile (which must name
-// ServerName) and, with certFile, presents that certificate.
+// ServerName) and, with certFile, presents that certificate: the API
+// client's configuration, which servers use to reach each other too.
 func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	pool, err := LoadCAPool(caFile)
-	if err != nil {
-		return nil, err
-	}
-	conf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: ServerName}
-	if certFile != "" || keyFile != "" {
-		pair, err := loadPair(certFile, keyFile)
-		if err != nil {
-			return nil, err
-		}
-		conf.Certificates = []tls.Certificate{pair}
-	}
-	return conf, nil
+	return api.TLSConfig(caFile, certFile, keyFile)
 }
 
 // RaftConfigs are the two sides of Raft's mutual TLS: each server presents

@@ -23,15 +23,10 @@ type Gossip interface {
 // keyring is the cluster's gossip keyring, primary first: the one last
 // committed, or, before any rotation, the keys this server started with.
 func (s *Server) keyring() [][]byte {
-	committed := s.state.GossipKeyring()
-	if len(committed) == 0 {
-		return s.gossip.Keyring()
+	if committed := s.state.GossipKeyring(); len(committed) > 0 {
+		return committed
 	}
-	keys := make([][]byte, len(committed))
-	for i, k := range committed {
-		keys[i], _ = base64.StdEncoding.DecodeString(k) // checked before the log
-	}
-	return keys
+	return s.gossip.Keyring()
 }
 
 // keyringView is the cluster's keyring and what each live server tells of

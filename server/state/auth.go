@@ -502,8 +502,7 @@ func (s *State) BillingProjects(viewer User) []api.BillingProject {
 func (s *State) projectToAPI(p *BillingProject) api.BillingProject {
 	out := p.toAPI()
 	if b := s.bills[p.Name]; b != nil {
-		live := b.RunPrice*hoursSinceEpoch(time.Now().UnixNano()) - b.RunPriceStart
-		out.Cost = b.Accrued + max(live, 0)
+		out.Cost = b.cost(time.Now().UnixNano())
 	}
 	return out
 }

@@ -114,7 +114,13 @@ func (s *State) ProjectCost(project string, now time.Time) float64 {
 	if p == nil {
 		return 0
 	}
-	return p.Accrued + max(p.RunPrice*hoursSinceEpoch(now.UnixNano())-p.RunPriceStart, 0)
+	return p.cost(now.UnixNano())
+}
+
+// cost is what the project has cost up to now: the ended attempts, and
+// the running ones from the kept sums.
+func (p *projectBill) cost(now int64) float64 {
+	return p.Accrued + max(p.RunPrice*hoursSinceEpoch(now)-p.RunPriceStart, 0)
 }
 
 func sortedCharges(m map[uint32]charge) []charge {
@@ -158,7 +164,7 @@ func (s *State) OverLimitBatches(now time.Time, max int) map[string][]uint64 {
 		if p.SpendLimit <= 0 || b == nil {
 			continue
 		}
-		if b.Accrued+max0(b.RunPrice*hoursSinceEpoch(now.UnixNano())-b.RunPriceStart) >= p.SpendLimit {
+		if b.cost(now.UnixNano()) >= p.SpendLimit {
 			over = append(over, name)
 		}
 	}
@@ -178,8 +184,6 @@ func (s *State) OverLimitBatches(now time.Time, max int) map[string][]uint64 {
 	s.mu.RUnlock()
 	return out
 }
-
-func max0(v float64) float64 { return max(v, 0) }
 
 // DailyCost lists a billing project's accrued cost by UTC day, for the
 // days from..to (inclusive, days since 1970-01-01), oldest first; days

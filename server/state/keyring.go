@@ -51,11 +51,16 @@ func (s *State) applyGossipKeyring(c *GossipKeyring) any {
 	return nil
 }
 
-// GossipKeyring returns the keyring the servers were last told to use,
+// GossipKeyring returns the keys the servers were last told to use,
 // primary first (nil: never rotated, each server uses the keys it started
 // with).
-func (s *State) GossipKeyring() []string {
+func (s *State) GossipKeyring() [][]byte {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.gossipKeys)
+	var out [][]byte
+	for _, k := range s.gossipKeys {
+		raw, _ := base64.StdEncoding.DecodeString(k) // checked before the log
+		out = append(out, raw)
+	}
+	return out
 }
