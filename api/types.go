@@ -489,6 +489,27 @@ type LeaderStatus struct {
 	Term       uint64 `json:"term"`
 	LastIndex  uint64 `json:"last_index"`
 	AppliedIdx uint64 `json:"applied_index"`
+	// History is how this server's history store is doing.
+	History *HistoryStatus `json:"history,omitempty"`
+}
+
+// HistoryStatus is how a server's history store is doing: where finished
+// batches go once they leave memory.
+type HistoryStatus struct {
+	Store string `json:"store"` // "mysql" or "embedded"
+	Up    bool   `json:"up"`
+	// Error and DownSince: the last failure, while the store fails.
+	Error     string     `json:"error,omitempty"`
+	DownSince *time.Time `json:"down_since,omitempty"`
+	// WaitingBatches: complete batches not exported yet (the leader's
+	// count; followers show 0).
+	WaitingBatches int `json:"waiting_batches"`
+	// What this server exported and removed from memory while it led.
+	ExportedBatches  int64 `json:"exported_batches"`
+	ExportedJobs     int64 `json:"exported_jobs"`
+	ForgottenBatches int64 `json:"forgotten_batches"`
+	// Note says why the exporter does not run, when it does not.
+	Note string `json:"note,omitempty"`
 }
 
 // Instance is a worker machine as the control plane sees it.

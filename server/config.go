@@ -78,6 +78,17 @@ type Config struct {
 	// BillingInterval is how often the leader cancels the running batches
 	// of billing projects that have spent their limit.
 	BillingInterval time.Duration
+	// HistoryDSN is the MySQL database finished batches and the billing
+	// ledger go to (go-sql-driver/mysql's form:
+	// user:password@tcp(host:3306)/drover). Empty: the embedded store in
+	// DataDir, which serves a single server; with several servers and no
+	// DSN, finished batches stay in memory.
+	HistoryDSN string
+	// Retention is how long a complete batch stays in memory once the
+	// history store holds it; ExportInterval is how often the leader
+	// exports complete batches.
+	Retention      time.Duration
+	ExportInterval time.Duration
 	// TLSClientCA, when set, makes the API require a client certificate
 	// signed by it (or by CAFile) from every caller.
 	TLSClientCA string
@@ -202,6 +213,8 @@ func DefaultConfig() *Config {
 		AdminName:                      "root",
 		DefaultTokenTTL:                30 * 24 * time.Hour,
 		BillingInterval:                10 * time.Second,
+		Retention:                      7 * 24 * time.Hour,
+		ExportInterval:                 5 * time.Second,
 		DefaultBillingProject:          "default",
 		MaxPlacements:                  20000,
 		ScheduleInterval:               time.Second,
@@ -275,6 +288,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
 			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
 			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("config field Retention is %v; it must not be negative", c.Retention))
+	}
+	if c.ExportInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("ExportInterval is %v; it must be at least 10ms", c.ExportInterval))
 	}
 	if c.BillingInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("BillingInterval is %v; it must be at least 10ms", c.BillingInterval))

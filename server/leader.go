@@ -255,7 +255,8 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(6)
+	s.leaderWG.Add(7)
+	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runSpendLimits(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runAutoscaler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()

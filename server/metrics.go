@@ -30,6 +30,12 @@ type metrics struct {
 	rejected        prometheus.Counter
 	unplaced        *prometheus.GaugeVec
 	events          prometheus.Counter
+
+	historyUp           prometheus.Gauge
+	historyWaiting      prometheus.Gauge
+	historyExported     prometheus.Counter
+	historyExportedJobs prometheus.Counter
+	historyForgotten    prometheus.Counter
 }
 
 // raftStats is what the metrics read from Raft at scrape time; *raft.Raft
@@ -74,6 +80,17 @@ func newMetrics(st *state.State, raftOf func() raftStats) *metrics {
 	m.unplaced = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_scheduler_unplaced_jobs",
 		Help: "Jobs the last scheduling round looked at and could place on no instance (of at most 16 runs per user), by the reason that rejected most instances, or the team quota that ruled them out."}, []string{"reason"})
 	m.events = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_worker_events_total", Help: "Worker events committed."})
+	m.historyUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_history_up",
+		Help: "1 while the history store answers the leader's exporter, 0 while it fails (finished batches then stay in memory)."})
+	m.historyWaiting = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_history_waiting_batches",
+		Help: "Complete batches the history store does not hold yet (the leader's count)."})
+	m.historyExported = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_history_exported_batches_total", Help: "Batches this server exported to the history store."})
+	m.historyExportedJobs = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_history_exported_jobs_total", Help: "Jobs this server exported to the history store."})
+	m.historyForgotten = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_history_forgotten_batches_total",
+		Help: "Batches this server, leading, removed from memory once the history store held them and their retention window had passed."})
+	for _, c := range []prometheus.Collector{m.historyUp, m.historyWaiting, m.historyExported, m.historyExportedJobs, m.historyForgotten} {
+		f(c)
+	}
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
 		m.schedRounds, m.schedSeconds, m.decideSeconds, m.roundCPUSeconds, m.placements, m.rejected, m.unplaced, m.events} {
 		f(c)

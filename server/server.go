@@ -34,6 +34,10 @@ type Server struct {
 	fsm   *fsm
 	raft  *raftNode
 	logs  *logstore.Store
+	// history is where finished batches go (see runExporter).
+	history *historyBook
+	// retention is Config.Retention (tests shorten it while running).
+	retention atomic.Int64
 
 	metrics      *metrics
 	notify       *notifier
@@ -161,6 +165,11 @@ func New(cfg *Config) (*Server, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { s.logs.Close() })
+	s.retention.Store(int64(cfg.Retention))
+	if err := s.openHistory(ctx); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, s.closeHistory)
 	if s.raft, err = s.setupRaft(); err != nil {
 		return fail(err)
 	}
@@ -213,7 +222,7 @@ func New(cfg *Config) (*Server, error) {
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
-		Gossip: gossip,
+		Gossip: gossip, History: s.history,
 	})
 	if err != nil {
 		if s.cluster != nil {
@@ -343,6 +352,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.wg.Wait()
 	s.shutdownRaft()
 	s.logs.Close()
+	s.closeHistory()
 	if s.transLog != nil {
 		s.flushTransitions()
 		s.transLog.Close()

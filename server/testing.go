@@ -32,6 +32,7 @@ func TestConfig(dataDir string, log *slog.Logger) *Config {
 	cfg.LostTimeout = 5 * time.Second
 	cfg.ApplyTimeout = 10 * time.Second
 	cfg.BillingInterval = 100 * time.Millisecond
+	cfg.ExportInterval = 100 * time.Millisecond
 	cfg.Logger = log
 	return cfg
 }

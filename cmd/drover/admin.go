@@ -369,5 +369,25 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "Server %s (leader: %v)\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
 		s.ServerID, s.IsLeader, s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
+	if h := s.History; h != nil {
+		state := "up"
+		if !h.Up {
+			state = "DOWN"
+			if h.DownSince != nil {
+				state += " since " + h.DownSince.Local().Format(time.DateTime)
+			}
+			if h.Error != "" {
+				state += ": " + h.Error
+			}
+		}
+		fmt.Fprintf(m.Stdout, "History store %s: %s\n", h.Store, state)
+		if s.IsLeader {
+			fmt.Fprintf(m.Stdout, "  %d finished batches waiting for export; %d batches (%d jobs) exported and %d left memory while this server led\n",
+				h.WaitingBatches, h.ExportedBatches, h.ExportedJobs, h.ForgottenBatches)
+		}
+		if h.Note != "" {
+			fmt.Fprintf(m.Stdout, "  %s\n", h.Note)
+		}
+	}
 	return nil
 }

@@ -42,6 +42,8 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	isolation := fs.String("isolation", "auto", "the workers' job isolation: auto, full or none (see drover worker -help)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories the workers' jobs may name in file:// input and output URLs")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials for the workers' image pulls")
+	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it")
+	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger (default: <data-dir>/history.db)")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -117,6 +119,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	cfg.Bootstrap = true
 	cfg.WorkerSecret = secret
 	cfg.LostTimeout = *lost
+	cfg.Retention, cfg.HistoryDSN = *retention, *historyDSN
 	// One voter: elect it quickly.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
 	cfg.ElectionTimeout = 300 * time.Millisecond

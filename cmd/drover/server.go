@@ -68,6 +68,10 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
 	billingInterval := fs.Duration("billing-interval", def.BillingInterval, "how often the leader cancels the running batches of billing projects that reached their spend limit")
+	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger, shared by all servers (user:password@tcp(host:3306)/drover); -history-dsn-file keeps the password off the command line (default: <data-dir>/history.db, for a single server)")
+	historyDSNFile := fs.String("history-dsn-file", "", "file holding -history-dsn")
+	retention := fs.Duration("retention", def.Retention, "how long a finished batch stays in memory once the history store holds it")
+	exportInterval := fs.Duration("export-interval", def.ExportInterval, "how often the leader exports finished batches to the history store")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
 	metricsTokenFile := fs.String("metrics-token-file", "", "file holding the bearer token /metrics requires")
@@ -124,6 +128,15 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.Insecure = *insecure
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
+	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
+	if *historyDSNFile != "" {
+		if *historyDSN != "" {
+			return usagef("give -history-dsn or -history-dsn-file, not both")
+		}
+		if cfg.HistoryDSN, err = readSecretFile(*historyDSNFile, "history DSN"); err != nil {
+			return err
+		}
+	}
 	if *metricsTokenFile != "" {
 		if *metricsToken != "" {
 			return usagef("give -metrics-token or -metrics-token-file, not both")

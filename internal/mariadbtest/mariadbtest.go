@@ -1,7 +1,7 @@
 // Package mariadbtest runs a real MariaDB server for tests: the system's
 // mariadbd (Debian's mariadb-server, which `make test` installs when it is
 // missing) on a data directory of its own, made by mariadb-install-db,
-// reached over a Unix socket in that directory. Never a mock.
+// listening on 127.0.0.1 on a free port. Never a mock.
 package mariadbtest
 
 import (
@@ -9,10 +9,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +25,7 @@ import (
 // Server is a running mariadbd.
 type Server struct {
 	dir    string
+	port   int
 	socket string
 	cmd    *exec.Cmd
 	done   chan struct{}
@@ -43,7 +46,11 @@ func Start(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, socket: filepath.Join(dir, "mysqld.sock"), log: filepath.Join(dir, "mariadbd.log")}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, port: port, socket: filepath.Join(dir, "mysqld.sock"), log: filepath.Join(dir, "mariadbd.log")}
 	data := filepath.Join(dir, "data")
 	out, err := exec.Command(installDB, "--no-defaults", "--datadir="+data, "--user="+u.Username,
 		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
@@ -81,7 +88,7 @@ func (s *Server) Start() error {
 		return err
 	}
 	cmd := exec.Command(bin, "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"), "--user="+u.Username,
-		"--socket="+s.socket, "--skip-networking", "--pid-file="+filepath.Join(s.dir, "mysqld.pid"),
+		"--socket="+s.socket, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(s.port), "--pid-file="+filepath.Join(s.dir, "mysqld.pid"),
 		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=32M", "--skip-log-bin", "--max-connections=200")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -117,9 +124,21 @@ func (s *Server) Start() error {
 // none) as root.
 func (s *Server) DSN(db string) string {
 	c := mysql.NewConfig()
-	c.User, c.Net, c.Addr, c.DBName = "root", "unix", s.socket, db
+	c.User, c.Net, c.Addr, c.DBName = "root", "tcp", s.Addr(), db
 	c.ParseTime, c.MultiStatements = true, true
 	return c.FormatDSN()
+}
+
+// Addr is the host:port mariadbd listens on (the same after a restart).
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port for mariadbd: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // CreateDatabase makes a database and returns its DSN.

@@ -183,16 +183,32 @@ func (s *Server) batchAccess(w http.ResponseWriter, r *http.Request, level state
 	}
 	u := userOf(r)
 	got := s.state.Access(id, viewerOf(r))
+	var b api.Batch // read only to explain a refusal
+	if got == state.NoBatch {
+		// Not in memory: it may have moved to the history store.
+		old, ok := s.archivedBatch(w, r, id)
+		if !ok {
+			return 0, false
+		}
+		b = old.Batch
+		got = s.state.AccessTo(b.BillingProject, b.User, viewerOf(r))
+		if got >= state.Visible && level > state.Visible {
+			when := "its jobs ended"
+			if b.TimeCompleted != nil {
+				when = "it completed on " + b.TimeCompleted.Format(time.RFC3339)
+			}
+			writeError(w, http.StatusConflict, fmt.Sprintf("batch %d is finished and kept in the history store (%s): it can be read but not cancelled or added to; submit a new batch", id, when))
+			return 0, false
+		}
+	}
+	if got < level && b.ID == 0 {
+		b, _ = s.state.Batch(id)
+	}
 	switch {
-	case got == state.NoBatch:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d does not exist", id))
-		return 0, false
 	case got == state.Hidden:
-		b, _ := s.state.Batch(id)
 		writeError(w, http.StatusForbidden, fmt.Sprintf("batch %d belongs to billing project %q, which user %q is not a member of", id, b.BillingProject, u.Name))
 		return 0, false
 	case got < level:
-		b, _ := s.state.Batch(id)
 		what := "cancel it: its owner, a manager of the project or an admin can"
 		if level == state.Owned {
 			what = "add jobs to it: only its owner (a member or manager of the project) or an admin can"
@@ -208,7 +224,14 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	b, _ := s.state.Batch(id)
+	b, ok := s.state.Batch(id)
+	if !ok {
+		old, found := s.archivedBatch(w, r, id)
+		if found {
+			writeJSON(w, http.StatusOK, old.Batch)
+		}
+		return
+	}
 	if s.waiting != nil && !isStale(r) {
 		b.Waiting = s.waiting.Batch(id)
 		b.WaitingSummary = api.SummarizeWaiting(b.Waiting)
@@ -217,7 +240,7 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) {
-	f, err := state.ParseBatchFilter(r.URL.Query().Get("q"))
+	q, err := api.ParseBatchQuery(r.URL.Query().Get("q"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -226,7 +249,24 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.state.ListBatches(viewerOf(r), f, last))
+	v := viewerOf(r)
+	live := s.state.ListBatches(v, state.CompileBatchQuery(q), last)
+	if s.history == nil {
+		writeJSON(w, http.StatusOK, live)
+		return
+	}
+	st, err := s.history.Store()
+	var old api.BatchList
+	if err == nil {
+		old, err = st.ListBatches(r.Context(), q, s.state.VisibleProjects(v), last)
+	}
+	if err != nil {
+		// What is in memory is still worth showing; say what is missing.
+		w.Header().Set(HistoryUnavailableHeader, err.Error())
+		writeJSON(w, http.StatusOK, live)
+		return
+	}
+	writeJSON(w, http.StatusOK, mergeBatches(live, old, func(id int64) bool { return s.state.HasBatch(uint64(id)) }))
 }
 
 func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
@@ -330,7 +370,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, err := state.ParseJobFilter(r.URL.Query().Get("q"))
+	q, err := api.ParseJobQuery(r.URL.Query().Get("q"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -342,7 +382,17 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 	if last > math.MaxUint32 {
 		last = math.MaxUint32
 	}
-	list, _ := s.state.ListJobs(id, f, uint32(last))
+	list, found := s.state.ListJobs(id, state.CompileJobQuery(q), uint32(last))
+	if !found {
+		st := s.historyStore(w, fmt.Sprintf("batch %d", id))
+		if st == nil {
+			return
+		}
+		if list, err = st.ListJobs(r.Context(), id, q, uint32(last)); err != nil {
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("batch %d is not in memory and the history store failed: %v; retry later", id, err))
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, list)
 }
 
@@ -375,6 +425,13 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j, found := s.state.Job(id, jid)
+	if !found && !s.state.HasBatch(id) {
+		var ok bool
+		if j, ok = s.archivedJob(w, r, id, jid); !ok {
+			return
+		}
+		found = true
+	}
 	if !found {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
 		return
@@ -401,6 +458,13 @@ func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 		want = n
 	}
 	attempt, found := s.state.LogTarget(id, jid, want)
+	if !found && !s.state.HasBatch(id) {
+		j, ok := s.archivedJob(w, r, id, jid)
+		if !ok {
+			return
+		}
+		attempt, found = latestAttempt(&j, want), true
+	}
 	switch {
 	case !found:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/logstore"
@@ -39,6 +40,13 @@ const maxBody = 64 << 20
 // leader, or lost leadership while the write was in flight. Node.Apply and
 // Node.VerifyLeader return errors wrapping it.
 var ErrNotLeader = errors.New("this server is not the leader")
+
+// History is the history store and how it is doing.
+type History interface {
+	// Store returns the store, or why it cannot be used now.
+	Store() (history.Store, error)
+	Status() api.HistoryStatus
+}
 
 // Node is the Raft node as the API needs it: leadership and writes.
 type Node interface {
@@ -163,6 +171,9 @@ type Deps struct {
 	Autoscaler Autoscaler
 	// Gossip: nil on a server without gossip.
 	Gossip Gossip
+	// History is where batches that left the state are read from (nil:
+	// nowhere).
+	History History
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
@@ -183,6 +194,7 @@ type Server struct {
 	waiting        Waiting
 	autoscaler     Autoscaler
 	gossip         Gossip
+	history        History
 	reg            *prometheus.Registry
 	httpRequests   *prometheus.CounterVec
 	httpSeconds    *prometheus.HistogramVec
@@ -202,7 +214,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip}
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
@@ -729,10 +741,15 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
 	addr, id := s.node.Leader()
-	writeJSON(w, http.StatusOK, api.LeaderStatus{
+	out := api.LeaderStatus{
 		Leader: addr, LeaderID: id, ServerID: s.cfg.ID, IsLeader: s.node.IsLeader(),
 		Term: s.raft.CurrentTerm(), LastIndex: s.raft.LastIndex(), AppliedIdx: s.raft.AppliedIndex(),
-	})
+	}
+	if s.history != nil {
+		h := s.history.Status()
+		out.History = &h
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {

@@ -81,7 +81,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		}
 		res.Update, res.Start, res.N = u.ID, u.Start, u.N
 	default:
-		b.setCompleted(c.Now) // an empty batch is complete until an update commits
+		b.setCompleted(c.Now, s.index) // an empty batch is complete until an update commits
 	}
 	s.nextBatch++
 	s.held.Batches++
@@ -618,6 +618,9 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	b.addCount(Cancelled, n)
 	b.ended(n)
 	b.CancelReason = c.Reason
+	if b.Completed != 0 {
+		b.version = s.index // a complete batch changed: export it again
+	}
 	s.checkComplete(b, c.Now)
 	if b.counts[Running] > 0 {
 		s.notifyAllInstances()

@@ -41,6 +41,8 @@ const (
 	CmdSetSpendLimit
 	CmdAudit
 	CmdSetRates
+	CmdMarkExported
+	CmdForgetBatches
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -56,6 +58,7 @@ var cmdNames = map[CommandType]string{
 	CmdScale: "scale", CmdLaunchDone: "launch_done", CmdMachineGone: "machine_gone",
 	CmdGossipKeyring: "gossip_keyring", CmdCreateToken: "create_token", CmdRevokeToken: "revoke_token",
 	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit", CmdSetRates: "set_rates",
+	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches",
 }
 
 func (t CommandType) String() string {
@@ -335,6 +338,10 @@ func newCommand(t CommandType) Command {
 		return &Audit{}
 	case CmdSetRates:
 		return &SetRates{}
+	case CmdMarkExported:
+		return &MarkExported{}
+	case CmdForgetBatches:
+		return &ForgetBatches{}
 	}
 	return nil
 }

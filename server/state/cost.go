@@ -20,6 +20,9 @@ type charge struct {
 type batchBill struct {
 	Accrued float64
 	Running map[uint32]charge // by job
+	// Daily is Accrued by UTC day (days since 1970-01-01; absent in
+	// snapshots from before history).
+	Daily map[int32]float64
 }
 
 // projectBill is what a billing project has cost: Accrued for ended
@@ -72,6 +75,11 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 	delete(b.bill.Running, id)
 	cost := billing.Cost(c.Price, c.Start, end)
 	b.bill.Accrued += cost
+	day := int32(end / (24 * 3600e9))
+	if b.bill.Daily == nil {
+		b.bill.Daily = map[int32]float64{}
+	}
+	b.bill.Daily[day] += cost
 	p := s.projectBill(b.BillingProject)
 	p.Running--
 	p.RunPrice -= c.Price
@@ -84,7 +92,7 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 	if p.Daily == nil {
 		p.Daily = map[int32]float64{}
 	}
-	p.Daily[int32(end/(24*3600e9))] += cost
+	p.Daily[day] += cost
 }
 
 func (s *State) projectBill(name string) *projectBill {

@@ -2,14 +2,13 @@ package state
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/drover-sched/drover/api"
 )
 
-// A filter string is a whitespace-separated list of terms that must all
-// hold. Batch terms: state=running|complete|cancelled|success|failure,
-// billing_project=NAME, user=NAME, name=NAME, attr:KEY=VALUE, attr:KEY.
-// Job terms: state=pending|ready|running|success|failed|cancelled|error|
-// done|bad, name=NAME (a job or its array), attr:KEY=VALUE, attr:KEY.
+// Filters are parsed by the api package (api.ParseBatchQuery,
+// api.ParseJobQuery: the history store reads the same terms) and compiled
+// here into tests on the state's own records.
 
 // BatchFilter selects batches.
 type BatchFilter func(b *Batch) bool
@@ -19,44 +18,30 @@ type JobFilter func(b *Batch, id uint32, j *job, g *group) bool
 
 // ParseBatchFilter compiles a batch filter string.
 func ParseBatchFilter(q string) (BatchFilter, error) {
+	terms, err := api.ParseBatchQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	return CompileBatchQuery(terms), nil
+}
+
+// CompileBatchQuery turns parsed terms into a test on batches.
+func CompileBatchQuery(terms api.BatchQuery) BatchFilter {
 	var preds []BatchFilter
-	for _, term := range strings.Fields(q) {
-		key, val, hasVal := strings.Cut(term, "=")
+	for _, t := range terms {
 		switch {
-		case strings.HasPrefix(key, "attr:"):
-			attr := strings.TrimPrefix(key, "attr:")
-			if attr == "" {
-				return nil, fmt.Errorf("filter term %q: attr: needs a key, as in attr:sample=NA12878", term)
-			}
+		case t.IsAttr():
+			preds = append(preds, func(b *Batch) bool { return t.MatchAttr(b.Attributes) })
+		case t.Key == "billing_project":
+			preds = append(preds, func(b *Batch) bool { return b.BillingProject == t.Value })
+		case t.Key == "user":
+			preds = append(preds, func(b *Batch) bool { return b.User == t.Value })
+		case t.Key == "name":
+			preds = append(preds, func(b *Batch) bool { return b.Name == t.Value })
+		case t.Key == "state":
 			preds = append(preds, func(b *Batch) bool {
-				v, ok := b.Attributes[attr]
-				return ok && (!hasVal || v == val)
+				return api.BatchStateMatches(t.Value, b.Completed != 0, b.Cancelled, b.counts[Success] == b.nJobs, b.counts[Failed]+b.counts[Error] > 0)
 			})
-		case key == "state" && hasVal:
-			var p BatchFilter
-			switch val {
-			case "running":
-				p = func(b *Batch) bool { return b.Completed == 0 }
-			case "complete":
-				p = func(b *Batch) bool { return b.Completed != 0 }
-			case "cancelled":
-				p = func(b *Batch) bool { return b.Cancelled }
-			case "success":
-				p = func(b *Batch) bool { return b.Completed != 0 && b.counts[Success] == b.nJobs }
-			case "failure":
-				p = func(b *Batch) bool { return b.counts[Failed]+b.counts[Error] > 0 }
-			default:
-				return nil, fmt.Errorf("filter term %q: batch state must be running, complete, cancelled, success or failure", term)
-			}
-			preds = append(preds, p)
-		case key == "billing_project" && hasVal:
-			preds = append(preds, func(b *Batch) bool { return b.BillingProject == val })
-		case key == "user" && hasVal:
-			preds = append(preds, func(b *Batch) bool { return b.User == val })
-		case key == "name" && hasVal:
-			preds = append(preds, func(b *Batch) bool { return b.Name == val })
-		default:
-			return nil, fmt.Errorf("unknown filter term %q: use state=, billing_project=, user=, name= or attr:KEY=VALUE", term)
 		}
 	}
 	return func(b *Batch) bool {
@@ -66,45 +51,31 @@ func ParseBatchFilter(q string) (BatchFilter, error) {
 			}
 		}
 		return true
-	}, nil
+	}
 }
 
 // ParseJobFilter compiles a job filter string.
 func ParseJobFilter(q string) (JobFilter, error) {
+	terms, err := api.ParseJobQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	return CompileJobQuery(terms), nil
+}
+
+// CompileJobQuery turns parsed terms into a test on a batch's jobs.
+func CompileJobQuery(terms api.JobQuery) JobFilter {
 	var preds []JobFilter
-	for _, term := range strings.Fields(q) {
-		key, val, hasVal := strings.Cut(term, "=")
+	for _, t := range terms {
 		switch {
-		case strings.HasPrefix(key, "attr:"):
-			attr := strings.TrimPrefix(key, "attr:")
-			if attr == "" {
-				return nil, fmt.Errorf("filter term %q: attr: needs a key", term)
-			}
-			preds = append(preds, func(_ *Batch, _ uint32, _ *job, g *group) bool {
-				v, ok := g.spec.Attributes[attr]
-				return ok && (!hasVal || v == val)
-			})
-		case key == "state" && hasVal:
-			var p JobFilter
-			switch val {
-			case "done":
-				p = func(_ *Batch, _ uint32, j *job, _ *group) bool { return j.state.Final() }
-			case "bad":
-				p = func(_ *Batch, _ uint32, j *job, _ *group) bool { return j.state.Final() && j.state != Success }
-			default:
-				st, ok := ParseJobState(val)
-				if !ok {
-					return nil, fmt.Errorf("filter term %q: job state must be pending, ready, running, success, failed, cancelled, error, done or bad", term)
-				}
-				p = func(_ *Batch, _ uint32, j *job, _ *group) bool { return j.state == st }
-			}
-			preds = append(preds, p)
-		case key == "name" && hasVal:
+		case t.IsAttr():
+			preds = append(preds, func(_ *Batch, _ uint32, _ *job, g *group) bool { return t.MatchAttr(g.spec.Attributes) })
+		case t.Key == "state":
+			preds = append(preds, func(_ *Batch, _ uint32, j *job, _ *group) bool { return api.JobStateMatches(t.Value, j.state.String()) })
+		case t.Key == "name":
 			preds = append(preds, func(_ *Batch, id uint32, _ *job, g *group) bool {
-				return g.spec.Name == val || jobName(g, id) == val
+				return g.spec.Name == t.Value || jobName(g, id) == t.Value
 			})
-		default:
-			return nil, fmt.Errorf("unknown filter term %q: use state=, name= or attr:KEY=VALUE", term)
 		}
 	}
 	return func(b *Batch, id uint32, j *job, g *group) bool {
@@ -114,7 +85,7 @@ func ParseJobFilter(q string) (JobFilter, error) {
 			}
 		}
 		return true
-	}, nil
+	}
 }
 
 func jobName(g *group, id uint32) string {

@@ -158,6 +158,6 @@ func (s *State) checkComplete(b *Batch, now int64) {
 	}
 	final := b.counts[Success] + b.counts[Failed] + b.counts[Cancelled] + b.counts[Error]
 	if final == b.nJobs && b.open == 0 {
-		b.setCompleted(now)
+		b.setCompleted(now, s.index)
 	}
 }

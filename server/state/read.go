@@ -79,26 +79,56 @@ func (s *State) Access(id uint64, v Viewer) BatchAccess {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[id]
-	switch {
-	case !ok:
+	if !ok {
 		return NoBatch
-	case !s.visible(b, v):
-		return Hidden
+	}
+	return s.accessLocked(b.BillingProject, b.User, v)
+}
+
+// AccessTo is what the viewer may do with a batch of owner in project
+// (for batches the state no longer holds: the history store's).
+func (s *State) AccessTo(project, owner string, v Viewer) BatchAccess {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.accessLocked(project, owner, v)
+}
+
+func (s *State) accessLocked(project, owner string, v Viewer) BatchAccess {
+	switch {
 	case v.Admin:
 		return Owned
+	case !s.isMember(project, v.Name):
+		return Hidden
 	}
-	p := s.projects[b.BillingProject]
+	p := s.projects[project]
 	role := ""
 	if p != nil {
 		role = p.role(v.Name)
 	}
 	switch {
-	case b.User == v.Name && (role == RoleMember || role == RoleManager):
+	case owner == v.Name && (role == RoleMember || role == RoleManager):
 		return Owned
 	case role == RoleManager:
 		return Cancellable
 	}
 	return Visible
+}
+
+// VisibleProjects lists the billing projects whose batches the viewer
+// sees (nil: all, for an admin).
+func (s *State) VisibleProjects(v Viewer) []string {
+	if v.Admin {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []string{}
+	for _, name := range sortedKeys(s.projects) {
+		if s.isMember(name, v.Name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Batch returns a batch's status.

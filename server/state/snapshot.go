@@ -172,6 +172,9 @@ type snapBatch struct {
 	Usage map[uint32]Usage
 	// Bill is what the batch has cost (absent before billing).
 	Bill batchBill
+	// Version and Exported: see Batch (absent before history).
+	Version  uint64
+	Exported uint64
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -351,7 +354,8 @@ func (b *Batch) snapshot() snapBatch {
 	if len(b.usage) > 0 {
 		sb.Usage = maps.Clone(b.usage)
 	}
-	sb.Bill = batchBill{Accrued: b.bill.Accrued, Running: maps.Clone(b.bill.Running)}
+	sb.Bill = batchBill{Accrued: b.bill.Accrued, Running: maps.Clone(b.bill.Running), Daily: maps.Clone(b.bill.Daily)}
+	sb.Version, sb.Exported = b.version, b.exported
 	return sb
 }
 
@@ -524,7 +528,11 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		ID: sb.ID, Name: sb.Name, User: sb.User, BillingProject: sb.BillingProject, Attributes: sb.Attributes,
 		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
 		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
-		messages: sb.Messages,
+		messages: sb.Messages, version: sb.Version, exported: sb.Exported,
+	}
+	if b.Completed != 0 && b.version == 0 {
+		// Complete before history: a version every server agrees on.
+		b.version = 1
 	}
 	copy(b.counts[:], sb.Counts)
 	for id, n := range sb.Lost {

@@ -238,6 +238,10 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyAudit(c)
 	case *SetRates:
 		return s.applySetRates(c)
+	case *MarkExported:
+		return s.applyMarkExported(c)
+	case *ForgetBatches:
+		return s.applyForgetBatches(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

@@ -66,9 +66,11 @@ func (b *Batch) tally(d Tally) {
 // ended counts n jobs of b that reached a final state.
 func (b *Batch) ended(n int64) { b.tally(Tally{Queued: -n}) }
 
-// setCompleted stamps b complete; a live batch stops counting.
-func (b *Batch) setCompleted(now int64) {
+// setCompleted stamps b complete at Raft index index; a live batch stops
+// counting.
+func (b *Batch) setCompleted(now int64, index uint64) {
 	b.Completed = now
+	b.version = index
 	if b.live {
 		b.live = false
 		b.tally(Tally{Batches: -1})

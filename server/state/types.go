@@ -294,6 +294,12 @@ type Batch struct {
 	Cancelled      bool
 	CancelReason   string
 	bill           batchBill // what it has cost
+	// version is the Raft index at which the batch last became complete
+	// (or, complete, last changed); exported is the version the history
+	// store holds (0: none). A batch leaves the state only once they are
+	// equal.
+	version  uint64
+	exported uint64
 
 	nextJob uint32 // next unreserved job ID
 	open    int    // updates neither committed nor discarded

@@ -1,0 +1,359 @@
+package history
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// Embedded is the history store of a single server: one bbolt file in its
+// data dir.
+type Embedded struct {
+	db *bolt.DB
+}
+
+var (
+	bucketBatches = []byte("batches") // batch ID → Batch (JSON)
+	bucketGroups  = []byte("groups")  // batch ID, first job ID → Group (JSON)
+	bucketJobs    = []byte("jobs")    // batch ID, job ID → Job (JSON)
+	bucketLedger  = []byte("ledger")  // project NUL day batch user → cost (float64 bits)
+	bucketByBatch = []byte("ledger-by-batch")
+)
+
+// EmbeddedFile is the store's file name in the data dir.
+const EmbeddedFile = "history.db"
+
+// OpenEmbedded opens (or creates) the store in dir.
+func OpenEmbedded(dir string) (*Embedded, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	path := filepath.Join(dir, EmbeddedFile)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true})
+	if err != nil {
+		return nil, fmt.Errorf("history: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("history: prepare %s: %w", path, err)
+	}
+	return &Embedded{db: db}, nil
+}
+
+// Kind implements Store.
+func (e *Embedded) Kind() string { return "embedded" }
+
+func key64(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
+
+func key96(batch uint64, id uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(make([]byte, 0, 12), batch), id)
+}
+
+// Version implements Store.
+func (e *Embedded) Version(_ context.Context, batch uint64) (uint64, error) {
+	b, ok, err := e.batch(batch)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return b.Version, nil
+}
+
+// PutGroups implements Store.
+func (e *Embedded) PutGroups(_ context.Context, batch uint64, groups []Group) error {
+	return e.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketGroups)
+		for i := range groups {
+			v, err := json.Marshal(&groups[i])
+			if err != nil {
+				return err
+			}
+			if err := bk.Put(key96(batch, groups[i].First), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutJobs implements Store.
+func (e *Embedded) PutJobs(_ context.Context, batch uint64, jobs []Job) error {
+	return e.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketJobs)
+		bk.FillPercent = 0.9 // jobs arrive in ID order
+		for i := range jobs {
+			v, err := json.Marshal(&jobs[i])
+			if err != nil {
+				return err
+			}
+			if err := bk.Put(key96(batch, jobs[i].ID), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func ledgerKey(r *LedgerRow) []byte {
+	k := append([]byte(r.BillingProject), 0)
+	k = binary.BigEndian.AppendUint32(k, uint32(r.Day)^(1<<31)) // sorts negative days first
+	k = binary.BigEndian.AppendUint64(k, r.Batch)
+	return append(k, r.User...)
+}
+
+// PutBatch implements Store.
+func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow) (bool, error) {
+	written := false
+	err := e.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketBatches)
+		if old := bk.Get(key64(uint64(b.ID))); old != nil {
+			var prev Batch
+			if err := json.Unmarshal(old, &prev); err != nil {
+				return fmt.Errorf("batch %d: %w", b.ID, err)
+			}
+			if prev.Version >= b.Version {
+				return nil
+			}
+		}
+		v, err := json.Marshal(&b)
+		if err != nil {
+			return err
+		}
+		if err := bk.Put(key64(uint64(b.ID)), v); err != nil {
+			return err
+		}
+		led, by := tx.Bucket(bucketLedger), tx.Bucket(bucketByBatch)
+		prefix := key64(uint64(b.ID))
+		var stale [][]byte
+		c := by.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			stale = append(stale, slices.Clone(k))
+		}
+		for _, k := range stale {
+			if err := led.Delete(k[8:]); err != nil {
+				return err
+			}
+			if err := by.Delete(k); err != nil {
+				return err
+			}
+		}
+		for i := range ledger {
+			k := ledgerKey(&ledger[i])
+			if err := led.Put(k, binary.BigEndian.AppendUint64(nil, math.Float64bits(ledger[i].Cost))); err != nil {
+				return err
+			}
+			if err := by.Put(append(slices.Clone(prefix), k...), nil); err != nil {
+				return err
+			}
+		}
+		written = true
+		return nil
+	})
+	return written, err
+}
+
+func (e *Embedded) batch(id uint64) (Batch, bool, error) {
+	var out Batch
+	found := false
+	err := e.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketBatches).Get(key64(id))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return json.Unmarshal(v, &out)
+	})
+	if err != nil {
+		return Batch{}, false, fmt.Errorf("history: batch %d: %w", id, err)
+	}
+	return out, found, nil
+}
+
+// Batch implements Store.
+func (e *Embedded) Batch(_ context.Context, id uint64) (Batch, bool, error) { return e.batch(id) }
+
+// ListBatches implements Store.
+func (e *Embedded) ListBatches(_ context.Context, q api.BatchQuery, projects []string, lastID uint64) (api.BatchList, error) {
+	out := api.BatchList{Batches: []api.Batch{}}
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBatches).Cursor()
+		var k, v []byte
+		if lastID == 0 {
+			k, v = c.Last()
+		} else {
+			k, _ = c.Seek(key64(lastID))
+			if k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		}
+		scanned := 0
+		for ; k != nil; k, v = c.Prev() {
+			id := binary.BigEndian.Uint64(k)
+			if lastID != 0 && id >= lastID {
+				continue
+			}
+			scanned++
+			var b Batch
+			if err := json.Unmarshal(v, &b); err != nil {
+				return fmt.Errorf("batch %d: %w", id, err)
+			}
+			if (projects == nil || slices.Contains(projects, b.BillingProject)) && q.Match(&b.Batch) {
+				out.Batches = append(out.Batches, b.Batch)
+			}
+			if len(out.Batches) == PageSize || scanned == maxScan {
+				if pk, _ := c.Prev(); pk != nil {
+					out.LastID = int64(id)
+				}
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
+	}
+	return out, nil
+}
+
+// groupAt reads the group holding job id of batch.
+func groupAt(groups *bolt.Bucket, batch uint64, id uint32) (*Group, error) {
+	c := groups.Cursor()
+	want := key96(batch, id)
+	k, v := c.Seek(want)
+	if k == nil || !bytes.Equal(k, want) {
+		k, v = c.Prev()
+	}
+	if k == nil || binary.BigEndian.Uint64(k) != batch {
+		return nil, nil
+	}
+	var g Group
+	if err := json.Unmarshal(v, &g); err != nil {
+		return nil, err
+	}
+	if id < g.First || id >= g.First+g.Count {
+		return nil, nil
+	}
+	return &g, nil
+}
+
+// ListJobs implements Store.
+func (e *Embedded) ListJobs(_ context.Context, batch uint64, q api.JobQuery, lastID uint32) (api.JobList, error) {
+	out := api.JobList{Jobs: []api.Job{}}
+	states := q.States()
+	err := e.db.View(func(tx *bolt.Tx) error {
+		groups := tx.Bucket(bucketGroups)
+		c := tx.Bucket(bucketJobs).Cursor()
+		var g *Group
+		scanned := 0
+		for k, v := c.Seek(key96(batch, lastID+1)); k != nil && binary.BigEndian.Uint64(k) == batch; k, v = c.Next() {
+			scanned++
+			var j Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return fmt.Errorf("job %d: %w", binary.BigEndian.Uint32(k[8:]), err)
+			}
+			if states == nil || slices.Contains(states, j.State) {
+				if g == nil || j.ID < g.First || j.ID >= g.First+g.Count {
+					var err error
+					if g, err = groupAt(groups, batch, j.ID); err != nil {
+						return fmt.Errorf("group of job %d: %w", j.ID, err)
+					}
+					if g == nil {
+						return fmt.Errorf("job %d has no group", j.ID)
+					}
+				}
+				if full := JobOf(batch, g, &j); q.Match(&full, g.Job.Name) {
+					out.Jobs = append(out.Jobs, full)
+				}
+			}
+			if len(out.Jobs) == PageSize || scanned == maxScan {
+				if nk, _ := c.Next(); nk != nil && binary.BigEndian.Uint64(nk) == batch {
+					out.LastID = int64(j.ID)
+				}
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return api.JobList{}, fmt.Errorf("history: jobs of batch %d: %w", batch, err)
+	}
+	return out, nil
+}
+
+// Job implements Store.
+func (e *Embedded) Job(_ context.Context, batch uint64, id uint32) (api.Job, bool, error) {
+	var out api.Job
+	found := false
+	err := e.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketJobs).Get(key96(batch, id))
+		if v == nil {
+			return nil
+		}
+		var j Job
+		if err := json.Unmarshal(v, &j); err != nil {
+			return err
+		}
+		g, err := groupAt(tx.Bucket(bucketGroups), batch, id)
+		if err != nil || g == nil {
+			return fmt.Errorf("no group: %v", err)
+		}
+		out, found = JobOf(batch, g, &j), true
+		return nil
+	})
+	if err != nil {
+		return api.Job{}, false, fmt.Errorf("history: job %d of batch %d: %w", id, batch, err)
+	}
+	return out, found, nil
+}
+
+// Ledger implements Store.
+func (e *Embedded) Ledger(_ context.Context, project string, from, to int32) ([]LedgerRow, error) {
+	out := []LedgerRow{}
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLedger).Cursor()
+		prefix := append([]byte(project), 0)
+		start := ledgerKey(&LedgerRow{BillingProject: project, Day: from})
+		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			rest := k[len(prefix):]
+			day := int32(binary.BigEndian.Uint32(rest) ^ (1 << 31))
+			if day > to {
+				break
+			}
+			out = append(out, LedgerRow{BillingProject: project, Day: day, Batch: binary.BigEndian.Uint64(rest[4:]),
+				User: string(rest[12:]), Cost: math.Float64frombits(binary.BigEndian.Uint64(v))})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
+	}
+	return out, nil
+}
+
+// Ping implements Store.
+func (e *Embedded) Ping(context.Context) error {
+	return e.db.View(func(*bolt.Tx) error { return nil })
+}
+
+// Close implements Store.
+func (e *Embedded) Close() error { return e.db.Close() }

@@ -1,0 +1,143 @@
+// Package history keeps finished batches once they leave the replicated
+// state: their jobs, attempts, usage and cost, and the billing ledger
+// (cost by billing project, day, user and batch). The leader exports a
+// batch when it completes and, once it is stored and its retention window
+// has passed, a Raft command removes it from every server's memory; the
+// API then reads it from here.
+//
+// Two stores implement Store and pass one conformance suite
+// (historytest): MySQL (go-sql-driver/mysql, for production and several
+// servers) and an embedded bbolt file in the data dir (the dev agent and
+// a single server).
+//
+// Exports are idempotent: a batch is stored with the Raft index of the
+// state it was read from (its version), every row is keyed, and a batch
+// already stored at that version or later is not written again, so a
+// retry or a new leader writes nothing twice.
+package history
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// PageSize is the number of batches or jobs in one page of a listing.
+const PageSize = 50
+
+// maxScan bounds the rows one listing reads to fill a page when a filter
+// the store cannot select by (names, attributes) skips most of them: the
+// page then comes back short with LastID set, and the caller reads on.
+const maxScan = 20000
+
+// Batch is a finished batch as stored: what the API shows, and the Raft
+// index of the state it was read from.
+type Batch struct {
+	api.Batch
+	Version uint64
+}
+
+// Group is the template of one job or job array of a batch: the spec part
+// of api.Job, which all its jobs share.
+type Group struct {
+	First uint32
+	Count uint32
+	Array bool
+	// Job holds the shared fields (command, resources, placement,
+	// files, attributes, parents); Name is the spec's name (an array's
+	// without the index).
+	Job api.Job
+}
+
+// Job is what is a job's own: its state, exit code, message and attempts.
+type Job struct {
+	ID       uint32
+	State    string
+	ExitCode *int
+	Message  string
+	Attempts []api.Attempt
+}
+
+// LedgerRow is what one batch cost on one UTC day (days since 1970-01-01);
+// an attempt counts on the day it ended.
+type LedgerRow struct {
+	BillingProject string
+	Day            int32
+	User           string
+	Batch          uint64
+	Cost           float64
+}
+
+// Store keeps finished batches. Implementations are safe for concurrent
+// use.
+type Store interface {
+	// Kind names the store ("mysql", "embedded").
+	Kind() string
+	// Version is the Raft index a batch was stored at (0: not stored).
+	Version(ctx context.Context, batch uint64) (uint64, error)
+	// PutGroups and PutJobs store part of a batch being exported; a row
+	// written again replaces the earlier one.
+	PutGroups(ctx context.Context, batch uint64, groups []Group) error
+	PutJobs(ctx context.Context, batch uint64, jobs []Job) error
+	// PutBatch completes an export: the batch and its ledger rows (which
+	// replace the batch's earlier ones) are written together, unless the
+	// batch is stored at b.Version or later already; written says which.
+	PutBatch(ctx context.Context, b Batch, ledger []LedgerRow) (written bool, err error)
+
+	// Batch reads one batch.
+	Batch(ctx context.Context, id uint64) (Batch, bool, error)
+	// ListBatches returns up to PageSize batches matching q with IDs
+	// below lastID (0: from the newest), newest first, of the billing
+	// projects named (nil: every project). A page may hold fewer when
+	// the filter skipped many; LastID says where to go on.
+	ListBatches(ctx context.Context, q api.BatchQuery, projects []string, lastID uint64) (api.BatchList, error)
+	// ListJobs returns up to PageSize jobs of a batch matching q with IDs
+	// above lastID, in ID order, as ListBatches pages.
+	ListJobs(ctx context.Context, batch uint64, q api.JobQuery, lastID uint32) (api.JobList, error)
+	// Job reads one job.
+	Job(ctx context.Context, batch uint64, id uint32) (api.Job, bool, error)
+	// Ledger lists a billing project's ledger rows for days from..to
+	// (inclusive), by day, then batch, then user.
+	Ledger(ctx context.Context, project string, from, to int32) ([]LedgerRow, error)
+
+	// Ping checks that the store answers.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// ErrClosed is returned by a store used after Close.
+var ErrClosed = errors.New("history store is closed")
+
+// JobOf puts a job together from its group and its own part.
+func JobOf(batch uint64, g *Group, j *Job) api.Job {
+	out := g.Job
+	out.BatchID, out.JobID = int64(batch), int64(j.ID)
+	out.ArrayIndex = int64(j.ID - g.First)
+	if g.Array {
+		out.Name = g.Job.Name + "[" + strconv.FormatUint(uint64(j.ID-g.First), 10) + "]"
+	}
+	out.State, out.ExitCode, out.Message = j.State, j.ExitCode, j.Message
+	out.Attempts = j.Attempts
+	if out.Attempts == nil {
+		out.Attempts = []api.Attempt{}
+	}
+	return out
+}
+
+// SplitJob is JobOf's inverse: the job's own part (the group's part is
+// what the caller keeps once per group).
+func SplitJob(j *api.Job) Job {
+	return Job{ID: uint32(j.JobID), State: j.State, ExitCode: j.ExitCode, Message: j.Message, Attempts: j.Attempts}
+}
+
+// GroupOf makes a group from one of its jobs: the job's shared fields.
+func GroupOf(first, count uint32, array bool, base string, j *api.Job) Group {
+	t := *j
+	t.BatchID, t.JobID, t.ArrayIndex = 0, 0, 0
+	t.Name = base
+	t.State, t.ExitCode, t.Message, t.Attempts = "", nil, "", nil
+	t.Waiting = nil
+	return Group{First: first, Count: count, Array: array, Job: t}
+}

@@ -1,0 +1,539 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// MySQL is the history store of a production cluster: a MySQL (or
+// MariaDB) database that every server reaches.
+type MySQL struct {
+	db *sql.DB
+}
+
+// migrations are the schema, one step per version, applied in order by
+// OpenMySQL and recorded in schema_migrations. A released step never
+// changes: a new one is added.
+var migrations = []string{
+	1: `CREATE TABLE batches (
+		id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+		version BIGINT UNSIGNED NOT NULL,
+		billing_project VARCHAR(255) NOT NULL,
+		owner VARCHAR(255) NOT NULL,
+		name VARCHAR(255) NOT NULL,
+		complete BOOL NOT NULL,
+		cancelled BOOL NOT NULL,
+		all_succeeded BOOL NOT NULL,
+		any_bad BOOL NOT NULL,
+		doc MEDIUMBLOB NOT NULL,
+		KEY by_project (billing_project, id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	2: `CREATE TABLE job_groups (
+		batch_id BIGINT UNSIGNED NOT NULL,
+		first_job INT UNSIGNED NOT NULL,
+		doc MEDIUMBLOB NOT NULL,
+		PRIMARY KEY (batch_id, first_job)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	3: `CREATE TABLE jobs (
+		batch_id BIGINT UNSIGNED NOT NULL,
+		job_id INT UNSIGNED NOT NULL,
+		state VARCHAR(16) NOT NULL,
+		doc MEDIUMBLOB NOT NULL,
+		PRIMARY KEY (batch_id, job_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	4: `CREATE TABLE ledger (
+		billing_project VARCHAR(255) NOT NULL,
+		day INT NOT NULL,
+		batch_id BIGINT UNSIGNED NOT NULL,
+		owner VARCHAR(255) NOT NULL,
+		cost DOUBLE NOT NULL,
+		PRIMARY KEY (billing_project, day, batch_id, owner),
+		KEY by_batch (batch_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+}
+
+// SchemaVersion is the schema this binary needs.
+var SchemaVersion = len(migrations) - 1
+
+// rowsPerInsert bounds the rows of one INSERT (a job row has four
+// placeholders; MySQL allows 65,535 a statement).
+const rowsPerInsert = 1000
+
+// OpenMySQL connects to the database a DSN names
+// (user:password@tcp(host:3306)/drover, go-sql-driver/mysql's form) and
+// brings its schema up to date. Several servers may open it at once: a
+// named lock lets one migrate at a time.
+func OpenMySQL(ctx context.Context, dsn string) (*MySQL, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("history: MySQL DSN: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("history: the MySQL DSN names no database (user:password@tcp(host:3306)/DATABASE)")
+	}
+	// One round trip a statement, not prepare, execute and close.
+	cfg.InterpolateParams = true
+	cfg.ParseTime = false
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = time.Minute
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = time.Minute
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("history: MySQL: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxLifetime(10 * time.Minute)
+	m := &MySQL{db: db}
+	if err := m.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// migrate applies the steps the database lacks.
+func (m *MySQL) migrate(ctx context.Context) error {
+	conn, err := m.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("history: connect to MySQL: %w", err)
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('drover_history_migrate', 60)").Scan(&got); err != nil || got.Int64 != 1 {
+		return fmt.Errorf("history: take the migration lock: %v (another server migrating for over a minute?)", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('drover_history_migrate')") //nolint:errcheck
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INT NOT NULL PRIMARY KEY, applied_at BIGINT NOT NULL) ENGINE=InnoDB`); err != nil {
+		return fmt.Errorf("history: create schema_migrations: %w", err)
+	}
+	var have int
+	if err := conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&have); err != nil {
+		return fmt.Errorf("history: read the schema version: %w", err)
+	}
+	if have > SchemaVersion {
+		return fmt.Errorf("history: the database's schema is version %d, newer than this drover's %d: upgrade drover", have, SchemaVersion)
+	}
+	for v := have + 1; v <= SchemaVersion; v++ {
+		if _, err := conn.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("history: schema step %d: %w", v, err)
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", v, time.Now().Unix()); err != nil {
+			return fmt.Errorf("history: record schema step %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// Kind implements Store.
+func (m *MySQL) Kind() string { return "mysql" }
+
+// DB is the connection pool (tests and benchmarks look inside).
+func (m *MySQL) DB() *sql.DB { return m.db }
+
+// Version implements Store.
+func (m *MySQL) Version(ctx context.Context, batch uint64) (uint64, error) {
+	var v uint64
+	err := m.db.QueryRowContext(ctx, "SELECT version FROM batches WHERE id = ?", batch).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("history: version of batch %d: %w", batch, err)
+	}
+	return v, nil
+}
+
+// insertRows writes rows in statements of at most rowsPerInsert, in one
+// transaction.
+func (m *MySQL) insertRows(ctx context.Context, head, row, tail string, n int, args func(i int) []any) error {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck
+	var q strings.Builder
+	for lo := 0; lo < n; lo += rowsPerInsert {
+		hi := min(lo+rowsPerInsert, n)
+		q.Reset()
+		q.WriteString(head)
+		var all []any
+		for i := lo; i < hi; i++ {
+			if i > lo {
+				q.WriteByte(',')
+			}
+			q.WriteString(row)
+			all = append(all, args(i)...)
+		}
+		q.WriteString(tail)
+		if _, err := tx.ExecContext(ctx, q.String(), all...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// PutGroups implements Store.
+func (m *MySQL) PutGroups(ctx context.Context, batch uint64, groups []Group) error {
+	docs := make([][]byte, len(groups))
+	for i := range groups {
+		var err error
+		if docs[i], err = json.Marshal(&groups[i]); err != nil {
+			return err
+		}
+	}
+	err := m.insertRows(ctx, "INSERT INTO job_groups (batch_id, first_job, doc) VALUES ", "(?,?,?)",
+		" ON DUPLICATE KEY UPDATE doc = VALUES(doc)", len(groups), func(i int) []any {
+			return []any{batch, groups[i].First, docs[i]}
+		})
+	if err != nil {
+		return fmt.Errorf("history: store job groups of batch %d: %w", batch, err)
+	}
+	return nil
+}
+
+// PutJobs implements Store.
+func (m *MySQL) PutJobs(ctx context.Context, batch uint64, jobs []Job) error {
+	docs := make([][]byte, len(jobs))
+	for i := range jobs {
+		var err error
+		if docs[i], err = json.Marshal(&jobs[i]); err != nil {
+			return err
+		}
+	}
+	err := m.insertRows(ctx, "INSERT INTO jobs (batch_id, job_id, state, doc) VALUES ", "(?,?,?,?)",
+		" ON DUPLICATE KEY UPDATE state = VALUES(state), doc = VALUES(doc)", len(jobs), func(i int) []any {
+			return []any{batch, jobs[i].ID, jobs[i].State, docs[i]}
+		})
+	if err != nil {
+		return fmt.Errorf("history: store jobs of batch %d: %w", batch, err)
+	}
+	return nil
+}
+
+// PutBatch implements Store.
+func (m *MySQL) PutBatch(ctx context.Context, b Batch, ledger []LedgerRow) (bool, error) {
+	doc, err := json.Marshal(&b)
+	if err != nil {
+		return false, err
+	}
+	written, err := m.putBatch(ctx, &b, doc, ledger)
+	if err != nil {
+		return false, fmt.Errorf("history: store batch %d: %w", b.ID, err)
+	}
+	return written, nil
+}
+
+func (m *MySQL) putBatch(ctx context.Context, b *Batch, doc []byte, ledger []LedgerRow) (bool, error) {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback() //nolint:errcheck
+	var have uint64
+	switch err := tx.QueryRowContext(ctx, "SELECT version FROM batches WHERE id = ? FOR UPDATE", b.ID).Scan(&have); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return false, err
+	case have >= b.Version:
+		return false, nil
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO batches (id, version, billing_project, owner, name, complete, cancelled, all_succeeded, any_bad, doc)
+		VALUES (?,?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE version = VALUES(version), billing_project = VALUES(billing_project),
+		owner = VALUES(owner), name = VALUES(name), complete = VALUES(complete), cancelled = VALUES(cancelled),
+		all_succeeded = VALUES(all_succeeded), any_bad = VALUES(any_bad), doc = VALUES(doc)`,
+		b.ID, b.Version, b.BillingProject, b.User, b.Name, b.State == api.BatchComplete, b.Cancelled,
+		b.NSucceeded == b.NJobs, b.NFailed+b.NError > 0, doc)
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM ledger WHERE batch_id = ?", b.ID); err != nil {
+		return false, err
+	}
+	for lo := 0; lo < len(ledger); lo += rowsPerInsert {
+		hi := min(lo+rowsPerInsert, len(ledger))
+		q := "INSERT INTO ledger (billing_project, day, batch_id, owner, cost) VALUES " + strings.Repeat("(?,?,?,?,?),", hi-lo-1) + "(?,?,?,?,?)"
+		var args []any
+		for _, r := range ledger[lo:hi] {
+			args = append(args, r.BillingProject, r.Day, r.Batch, r.User, r.Cost)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return false, err
+		}
+	}
+	return true, tx.Commit()
+}
+
+// Batch implements Store.
+func (m *MySQL) Batch(ctx context.Context, id uint64) (Batch, bool, error) {
+	var doc []byte
+	err := m.db.QueryRowContext(ctx, "SELECT doc FROM batches WHERE id = ?", id).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Batch{}, false, nil
+	}
+	var b Batch
+	if err == nil {
+		err = json.Unmarshal(doc, &b)
+	}
+	if err != nil {
+		return Batch{}, false, fmt.Errorf("history: batch %d: %w", id, err)
+	}
+	return b, true, nil
+}
+
+// batchChunk is how many rows one query of a listing reads.
+const batchChunk = 200
+
+// ListBatches implements Store.
+func (m *MySQL) ListBatches(ctx context.Context, q api.BatchQuery, projects []string, lastID uint64) (api.BatchList, error) {
+	out := api.BatchList{Batches: []api.Batch{}}
+	if projects != nil && len(projects) == 0 {
+		return out, nil
+	}
+	var where []string
+	var args []any
+	if projects != nil {
+		where = append(where, "billing_project IN (?"+strings.Repeat(",?", len(projects)-1)+")")
+		for _, p := range projects {
+			args = append(args, p)
+		}
+	}
+	for _, t := range q {
+		switch {
+		case t.Key == "billing_project":
+			where, args = append(where, "billing_project = ?"), append(args, t.Value)
+		case t.Key == "user":
+			where, args = append(where, "owner = ?"), append(args, t.Value)
+		case t.Key == "name":
+			where, args = append(where, "name = ?"), append(args, t.Value)
+		case t.Key == "state":
+			where = append(where, map[string]string{
+				"running": "NOT complete", "complete": "complete", "cancelled": "cancelled",
+				"success": "complete AND all_succeeded", "failure": "any_bad",
+			}[t.Value])
+		}
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " AND " + strings.Join(where, " AND ")
+	}
+	from := lastID
+	if from == 0 {
+		from = 1<<63 - 1
+	}
+	scanned := 0
+	for {
+		rows, err := m.db.QueryContext(ctx, "SELECT id, doc FROM batches WHERE id < ?"+cond+" ORDER BY id DESC LIMIT ?",
+			append(append([]any{from}, args...), batchChunk)...)
+		if err != nil {
+			return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
+		}
+		n, full := 0, false
+		for rows.Next() {
+			var id uint64
+			var doc []byte
+			if err := rows.Scan(&id, &doc); err != nil {
+				rows.Close()
+				return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
+			}
+			n++
+			scanned++
+			from = id
+			var b Batch
+			if err := json.Unmarshal(doc, &b); err != nil {
+				rows.Close()
+				return api.BatchList{}, fmt.Errorf("history: batch %d: %w", id, err)
+			}
+			if q.Match(&b.Batch) {
+				out.Batches = append(out.Batches, b.Batch)
+			}
+			if len(out.Batches) == PageSize || scanned == maxScan {
+				full = true
+				break
+			}
+		}
+		more := rows.Next()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
+		}
+		if full {
+			if more || n == batchChunk {
+				out.LastID = int64(from)
+				if !more {
+					// The chunk ended here: is anything left below?
+					var next uint64
+					err := m.db.QueryRowContext(ctx, "SELECT id FROM batches WHERE id < ?"+cond+" ORDER BY id DESC LIMIT 1", append([]any{from}, args...)...).Scan(&next)
+					if errors.Is(err, sql.ErrNoRows) {
+						out.LastID = 0
+					} else if err != nil {
+						return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
+					}
+				}
+			}
+			return out, nil
+		}
+		if n < batchChunk {
+			return out, nil
+		}
+	}
+}
+
+// group reads the group holding job id.
+func (m *MySQL) group(ctx context.Context, batch uint64, id uint32) (*Group, error) {
+	var doc []byte
+	err := m.db.QueryRowContext(ctx, "SELECT doc FROM job_groups WHERE batch_id = ? AND first_job <= ? ORDER BY first_job DESC LIMIT 1", batch, id).Scan(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("group of job %d: %w", id, err)
+	}
+	var g Group
+	if err := json.Unmarshal(doc, &g); err != nil {
+		return nil, fmt.Errorf("group of job %d: %w", id, err)
+	}
+	if id < g.First || id >= g.First+g.Count {
+		return nil, fmt.Errorf("job %d has no group", id)
+	}
+	return &g, nil
+}
+
+// ListJobs implements Store.
+func (m *MySQL) ListJobs(ctx context.Context, batch uint64, q api.JobQuery, lastID uint32) (api.JobList, error) {
+	out := api.JobList{Jobs: []api.Job{}}
+	states := q.States()
+	if states != nil && len(states) == 0 {
+		return out, nil
+	}
+	cond := ""
+	var sargs []any
+	if states != nil {
+		cond = " AND state IN (?" + strings.Repeat(",?", len(states)-1) + ")"
+		for _, s := range states {
+			sargs = append(sargs, s)
+		}
+	}
+	chunk := PageSize
+	if len(q) > 0 {
+		chunk = batchChunk
+	}
+	var g *Group
+	from, scanned := lastID, 0
+	for {
+		// One row more than a page: whether more follow.
+		rows, err := m.db.QueryContext(ctx, "SELECT job_id, doc FROM jobs WHERE batch_id = ? AND job_id > ?"+cond+" ORDER BY job_id LIMIT ?",
+			append(append([]any{batch, from}, sargs...), chunk+1)...)
+		if err != nil {
+			return api.JobList{}, fmt.Errorf("history: jobs of batch %d: %w", batch, err)
+		}
+		var got []Job
+		for rows.Next() {
+			var id uint32
+			var doc []byte
+			if err := rows.Scan(&id, &doc); err != nil {
+				rows.Close()
+				return api.JobList{}, fmt.Errorf("history: jobs of batch %d: %w", batch, err)
+			}
+			var j Job
+			if err := json.Unmarshal(doc, &j); err != nil {
+				rows.Close()
+				return api.JobList{}, fmt.Errorf("history: job %d of batch %d: %w", id, batch, err)
+			}
+			got = append(got, j)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return api.JobList{}, fmt.Errorf("history: jobs of batch %d: %w", batch, err)
+		}
+		more := len(got) > chunk
+		if more {
+			got = got[:chunk]
+		}
+		for i := range got {
+			j := &got[i]
+			scanned++
+			from = j.ID
+			if g == nil || j.ID < g.First || j.ID >= g.First+g.Count {
+				if g, err = m.group(ctx, batch, j.ID); err != nil {
+					return api.JobList{}, fmt.Errorf("history: batch %d: %w", batch, err)
+				}
+			}
+			if full := JobOf(batch, g, j); q.Match(&full, g.Job.Name) {
+				out.Jobs = append(out.Jobs, full)
+			}
+			if len(out.Jobs) == PageSize || scanned == maxScan {
+				if i < len(got)-1 || more {
+					out.LastID = int64(j.ID)
+				}
+				return out, nil
+			}
+		}
+		if !more {
+			return out, nil
+		}
+	}
+}
+
+// Job implements Store.
+func (m *MySQL) Job(ctx context.Context, batch uint64, id uint32) (api.Job, bool, error) {
+	var doc []byte
+	err := m.db.QueryRowContext(ctx, "SELECT doc FROM jobs WHERE batch_id = ? AND job_id = ?", batch, id).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return api.Job{}, false, nil
+	}
+	var j Job
+	if err == nil {
+		err = json.Unmarshal(doc, &j)
+	}
+	if err != nil {
+		return api.Job{}, false, fmt.Errorf("history: job %d of batch %d: %w", id, batch, err)
+	}
+	g, err := m.group(ctx, batch, id)
+	if err != nil {
+		return api.Job{}, false, fmt.Errorf("history: batch %d: %w", batch, err)
+	}
+	return JobOf(batch, g, &j), true, nil
+}
+
+// Ledger implements Store.
+func (m *MySQL) Ledger(ctx context.Context, project string, from, to int32) ([]LedgerRow, error) {
+	rows, err := m.db.QueryContext(ctx, `SELECT day, batch_id, owner, cost FROM ledger
+		WHERE billing_project = ? AND day BETWEEN ? AND ? ORDER BY day, batch_id, owner`, project, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
+	}
+	defer rows.Close()
+	out := []LedgerRow{}
+	for rows.Next() {
+		r := LedgerRow{BillingProject: project}
+		if err := rows.Scan(&r.Day, &r.Batch, &r.User, &r.Cost); err != nil {
+			return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
+	}
+	return out, nil
+}
+
+// Ping implements Store.
+func (m *MySQL) Ping(ctx context.Context) error { return m.db.PingContext(ctx) }
+
+// Close implements Store.
+func (m *MySQL) Close() error { return m.db.Close() }

@@ -1,0 +1,346 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// historyBook holds the history store and how it is doing. The MySQL
+// store is opened in the background and again after it fails, so a
+// server starts, schedules and serves live batches while MySQL is down.
+type historyBook struct {
+	kind string // "mysql" or "embedded"
+
+	mu        sync.Mutex
+	store     history.Store
+	err       error     // the last failure (nil: working)
+	since     time.Time // when it started failing
+	exported  int64     // batches this server exported
+	jobs      int64     // jobs this server exported
+	forgotten int64     // batches this server's leadership removed
+	waiting   int       // complete batches waiting for export (leader)
+	lastOK    time.Time
+	note      string // why the exporter does not run ("" when it does)
+}
+
+// Store returns the store, or why there is none.
+func (h *historyBook) Store() (history.Store, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.store == nil {
+		if h.err != nil {
+			return nil, fmt.Errorf("the history store (%s) is unavailable: %w", h.kind, h.err)
+		}
+		return nil, fmt.Errorf("the history store (%s) is not connected yet", h.kind)
+	}
+	return h.store, nil
+}
+
+// failed records a failure of the store.
+func (h *historyBook) failed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.since = time.Now()
+	}
+	h.err = err
+}
+
+// ok records that the store answered.
+func (h *historyBook) ok() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err, h.since, h.lastOK = nil, time.Time{}, time.Now()
+}
+
+// Status is the history store's state as `drover status` shows it.
+func (h *historyBook) Status() api.HistoryStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := api.HistoryStatus{Store: h.kind, Up: h.store != nil && h.err == nil, ExportedBatches: h.exported,
+		ExportedJobs: h.jobs, ForgottenBatches: h.forgotten, WaitingBatches: h.waiting, Note: h.note}
+	if h.err != nil {
+		st.Error = h.err.Error()
+		since := h.since
+		st.DownSince = &since
+	}
+	return st
+}
+
+// openHistory opens the configured store: the embedded one at once, MySQL
+// in the background until it answers (and its schema is up to date).
+func (s *Server) openHistory(ctx context.Context) error {
+	if s.cfg.HistoryDSN == "" {
+		st, err := history.OpenEmbedded(s.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		s.history = &historyBook{kind: "embedded", store: st}
+		return nil
+	}
+	s.history = &historyBook{kind: "mysql"}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		wait := time.Second
+		for {
+			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			st, err := history.OpenMySQL(octx, s.cfg.HistoryDSN)
+			cancel()
+			if err == nil && ctx.Err() != nil {
+				st.Close()
+				return
+			}
+			if err == nil {
+				s.history.mu.Lock()
+				s.history.store = st
+				s.history.mu.Unlock()
+				s.history.ok()
+				s.log.Info("history store connected", "store", "mysql", "schema", history.SchemaVersion)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			s.history.failed(err)
+			s.log.Warn("history store unavailable; batches stay in memory until it answers", "err", err, "retry", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Minute)
+		}
+	}()
+	return nil
+}
+
+func (s *Server) closeHistory() {
+	if s.history == nil {
+		return
+	}
+	s.history.mu.Lock()
+	st := s.history.store
+	s.history.store = nil
+	s.history.mu.Unlock()
+	if st != nil {
+		if err := st.Close(); err != nil {
+			s.log.Warn("close the history store", "err", err)
+		}
+	}
+}
+
+// exportChunk is how many jobs one read of the state (under its read
+// lock) and one write to the store carry.
+const exportChunk = 4000
+
+// runExporter exports complete batches to the history store and, once the
+// retention window has passed, removes them from the state. It backs off
+// while the store fails and catches up when it answers again; nothing
+// leaves the state before the store holds it.
+func (s *Server) runExporter(ctx context.Context) {
+	wait := s.cfg.ExportInterval
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		err := s.exportOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.history.failed(err)
+			s.metrics.historyUp.Set(0)
+			s.log.Warn("history export failed; retrying", "err", err, "retry", wait)
+			wait = min(2*wait, time.Minute, max(s.cfg.ExportInterval, time.Minute))
+		default:
+			wait = s.cfg.ExportInterval
+		}
+	}
+}
+
+// exportOnce exports what waits (a bounded number of batches) and
+// forgets what is due. A nil error with work left means the next round
+// goes on.
+func (s *Server) exportOnce(ctx context.Context) error {
+	items, waiting := s.state.ExportQueue(256)
+	s.history.mu.Lock()
+	s.history.waiting = waiting
+	s.history.mu.Unlock()
+	s.metrics.historyWaiting.Set(float64(waiting))
+	note := s.exportBlocked()
+	s.history.mu.Lock()
+	s.history.note = note
+	s.history.mu.Unlock()
+	if note != "" {
+		return nil
+	}
+	st, err := s.history.Store()
+	if err != nil {
+		return err
+	}
+	if err := st.Ping(ctx); err != nil {
+		return fmt.Errorf("history store: %w", err)
+	}
+	s.history.ok()
+	s.metrics.historyUp.Set(1)
+	var marks []state.ExportMark
+	flush := func() error {
+		if len(marks) == 0 {
+			return nil
+		}
+		if _, err := s.raft.Apply(&state.MarkExported{Marks: marks}); err != nil {
+			return fmt.Errorf("record exports: %w", err)
+		}
+		marks = marks[:0]
+		return nil
+	}
+	for _, it := range items {
+		ok, err := s.exportBatch(ctx, st, it)
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				s.log.Warn("record exports", "err", ferr)
+			}
+			return err
+		}
+		if ok {
+			marks = append(marks, state.ExportMark{Batch: it.Batch, Version: it.Version})
+		}
+		if len(marks) == state.MaxExportMarks {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return s.forgetDue(ctx)
+}
+
+// exportBlocked says why this leader may not export ("" when it may): an
+// embedded store is each server's own, so with several servers a batch
+// stored by one leader could not be read after another took over.
+func (s *Server) exportBlocked() string {
+	if s.history.kind != "embedded" {
+		return ""
+	}
+	f := s.raft.raft.GetConfiguration()
+	if f.Error() != nil {
+		return ""
+	}
+	voters := 0
+	for _, sv := range f.Configuration().Servers {
+		if sv.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	if voters > 1 {
+		return fmt.Sprintf("the embedded history store serves a single server and this cluster has %d: finished batches stay in memory until the servers are given a MySQL database (-history-dsn)", voters)
+	}
+	return ""
+}
+
+// exportBatch writes one batch to the store; ok is false when the batch
+// changed (or went) while it was read, and it is left for the next round.
+func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.ExportItem) (ok bool, err error) {
+	have, err := st.Version(ctx, it.Batch)
+	if err != nil {
+		return false, err
+	}
+	if have >= it.Version {
+		return true, nil // stored by an earlier leader, or an earlier try
+	}
+	hdr, ok := s.state.ExportHeader(it.Batch, it.Version)
+	if !ok {
+		return false, nil
+	}
+	from, n := uint32(1), int64(0)
+	for {
+		jobs, groups, next, ok := s.state.ExportJobs(it.Batch, it.Version, from, exportChunk)
+		if !ok {
+			return false, nil
+		}
+		if len(groups) > 0 {
+			hg := make([]history.Group, len(groups))
+			for i, g := range groups {
+				k := sort.Search(len(jobs), func(k int) bool { return jobs[k].JobID >= int64(g.First) })
+				if k == len(jobs) || jobs[k].JobID != int64(g.First) {
+					return false, fmt.Errorf("batch %d: group at job %d has no job in the export", it.Batch, g.First)
+				}
+				hg[i] = history.GroupOf(g.First, g.Count, g.Array, g.Name, &jobs[k])
+			}
+			if err := st.PutGroups(ctx, it.Batch, hg); err != nil {
+				return false, err
+			}
+		}
+		hj := make([]history.Job, len(jobs))
+		for i := range jobs {
+			hj[i] = history.SplitJob(&jobs[i])
+		}
+		if err := st.PutJobs(ctx, it.Batch, hj); err != nil {
+			return false, err
+		}
+		n += int64(len(jobs))
+		if next == 0 {
+			break
+		}
+		from = next
+	}
+	var ledger []history.LedgerRow
+	for day, cost := range hdr.Daily {
+		ledger = append(ledger, history.LedgerRow{BillingProject: hdr.Batch.BillingProject, Day: day, User: hdr.Batch.User, Batch: it.Batch, Cost: cost})
+	}
+	written, err := st.PutBatch(ctx, history.Batch{Batch: hdr.Batch, Version: it.Version}, ledger)
+	if err != nil {
+		return false, err
+	}
+	if written {
+		s.history.mu.Lock()
+		s.history.exported++
+		s.history.jobs += n
+		s.history.mu.Unlock()
+		s.metrics.historyExported.Inc()
+		s.metrics.historyExportedJobs.Add(float64(n))
+	}
+	return true, nil
+}
+
+// forgetDue removes the batches whose retention window has passed.
+func (s *Server) forgetDue(ctx context.Context) error {
+	for ctx.Err() == nil {
+		now := time.Now()
+		due := s.state.RetentionDue(now.Add(-time.Duration(s.retention.Load())).UnixNano(), state.MaxForget)
+		if len(due) == 0 {
+			return nil
+		}
+		res, err := s.raft.Apply(&state.ForgetBatches{Now: now.UnixNano(), Batches: due})
+		if err != nil {
+			return fmt.Errorf("forget batches: %w", err)
+		}
+		fr, _ := res.(*state.ForgetResult)
+		if fr == nil || len(fr.Forgotten) == 0 {
+			return nil
+		}
+		s.history.mu.Lock()
+		s.history.forgotten += int64(len(fr.Forgotten))
+		s.history.mu.Unlock()
+		s.metrics.historyForgotten.Add(float64(len(fr.Forgotten)))
+		s.log.Info("finished batches left memory for the history store", "batches", len(fr.Forgotten), "first", fr.Forgotten[0])
+		if len(due) < state.MaxForget {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package state
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// History: the leader exports each complete batch to the history store
+// (ExportQueue, ExportHeader, ExportJobs), records that the store holds
+// it at its version (MarkExported), and once the retention window has
+// passed removes it from the state (ForgetBatches). A batch that changes
+// after it was exported (reopened by an update, or cancelled once
+// complete) gets a new version and is exported again before it can go.
+
+// MaxExportMarks and MaxForget bound one MarkExported or ForgetBatches
+// command.
+const (
+	MaxExportMarks = 1000
+	MaxForget      = 1000
+)
+
+// ExportMark says the history store holds Batch at Version.
+type ExportMark struct {
+	Batch   uint64
+	Version uint64
+}
+
+// MarkExported records batches the history store holds.
+type MarkExported struct {
+	Marks []ExportMark
+}
+
+// ForgetBatches removes batches from the state: those complete, exported
+// at their current version (the others are left). The leader sends the
+// batches whose retention window has passed.
+type ForgetBatches struct {
+	Now     int64
+	Batches []uint64
+}
+
+// Type implements Command.
+func (*MarkExported) Type() CommandType { return CmdMarkExported }
+
+// Type implements Command.
+func (*ForgetBatches) Type() CommandType { return CmdForgetBatches }
+
+// MarkResult counts the marks applied (the others named a batch gone or
+// changed since).
+type MarkResult struct{ Marked int }
+
+func (s *State) applyMarkExported(c *MarkExported) any {
+	if len(c.Marks) > MaxExportMarks {
+		return errorf(ErrInvalid, "%d export marks in one command; at most %d", len(c.Marks), MaxExportMarks)
+	}
+	res := &MarkResult{}
+	for _, m := range c.Marks {
+		b := s.batches[m.Batch]
+		if b == nil || b.Completed == 0 || b.version != m.Version || m.Version == 0 {
+			continue
+		}
+		b.exported = m.Version
+		res.Marked++
+	}
+	return res
+}
+
+// ForgetResult lists the batches removed.
+type ForgetResult struct{ Forgotten []uint64 }
+
+func (s *State) applyForgetBatches(c *ForgetBatches) any {
+	if len(c.Batches) > MaxForget {
+		return errorf(ErrInvalid, "%d batches to forget in one command; at most %d", len(c.Batches), MaxForget)
+	}
+	res := &ForgetResult{}
+	gone := map[uint64]bool{}
+	for _, id := range c.Batches {
+		b := s.batches[id]
+		if b == nil || !b.forgettable() {
+			continue
+		}
+		s.held.Jobs -= int64(b.nextJob) - 1
+		s.held.Groups -= int64(len(b.groups))
+		s.held.Batches--
+		for st, n := range b.counts {
+			s.jobTotals.jobs[st] -= n
+		}
+		if b.Key != "" && s.keys[b.User+"\x00"+b.Key] == id {
+			delete(s.keys, b.User+"\x00"+b.Key)
+		}
+		delete(s.batches, id)
+		gone[id] = true
+		res.Forgotten = append(res.Forgotten, id)
+	}
+	if len(gone) > 0 {
+		s.batchIDs = slices.DeleteFunc(s.batchIDs, func(id uint64) bool { return gone[id] })
+	}
+	return res
+}
+
+// forgettable: the batch is complete, nothing of it runs or waits, and
+// the history store holds it as it is.
+func (b *Batch) forgettable() bool {
+	return b.Completed != 0 && b.version != 0 && b.exported == b.version && !b.live && b.open == 0 && len(b.bill.Running) == 0
+}
+
+// ExportItem is a batch waiting to be exported.
+type ExportItem struct {
+	Batch   uint64
+	Version uint64
+	Jobs    uint32 // job IDs reserved (staged ones are skipped)
+}
+
+// ExportQueue lists complete batches the history store does not hold at
+// their version, oldest first, at most max; and how many there are in
+// all.
+func (s *State) ExportQueue(max int) (items []ExportItem, waiting int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, id := range s.batchIDs {
+		b := s.batches[id]
+		if b.Completed == 0 || b.exported == b.version {
+			continue
+		}
+		waiting++
+		if len(items) < max {
+			items = append(items, ExportItem{Batch: id, Version: b.version, Jobs: b.nextJob - 1})
+		}
+	}
+	return items, waiting
+}
+
+// RetentionDue lists batches complete since before cutoff (unix ns) that
+// the history store holds as they are, oldest first, at most max.
+func (s *State) RetentionDue(cutoff int64, max int) []uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []uint64
+	for _, id := range s.batchIDs {
+		b := s.batches[id]
+		if b.forgettable() && b.Completed <= cutoff {
+			out = append(out, id)
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// BatchExport is what the history store keeps of a batch besides its
+// jobs.
+type BatchExport struct {
+	Batch api.Batch
+	// Daily is the batch's cost by UTC day (days since 1970-01-01).
+	Daily map[int32]float64
+}
+
+// ExportHeader reads a batch for export, if it is still complete at
+// version.
+func (s *State) ExportHeader(id, version uint64) (BatchExport, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.batches[id]
+	if b == nil || b.Completed == 0 || b.version != version {
+		return BatchExport{}, false
+	}
+	out := BatchExport{Batch: b.toAPI(), Daily: map[int32]float64{}}
+	for d, c := range b.bill.Daily {
+		out.Daily[d] = c
+	}
+	return out, true
+}
+
+// ExportGroup is where one job or job array starts and ends, and its
+// spec's name.
+type ExportGroup struct {
+	First, Count uint32
+	Array        bool
+	Name         string
+}
+
+// ExportJobs reads up to n jobs of a batch from job from on, as the API
+// shows them, with the groups that start among them, if the batch is
+// still complete at version. next is the job to read from next (0: none
+// left).
+func (s *State) ExportJobs(id, version uint64, from uint32, n int) (jobs []api.Job, groups []ExportGroup, next uint32, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.batches[id]
+	if b == nil || b.Completed == 0 || b.version != version {
+		return nil, nil, 0, false
+	}
+	if from < 1 {
+		from = 1
+	}
+	i := sort.Search(len(b.groups), func(i int) bool { return b.groups[i].first >= from })
+	last := uint32(len(b.jobs))
+	id32 := from
+	for ; id32 <= last && len(jobs) < n; id32++ {
+		j := &b.jobs[id32-1]
+		if j.state == Staged {
+			continue
+		}
+		g := b.groupOf(id32)
+		if i < len(b.groups) && b.groups[i] == g {
+			groups = append(groups, ExportGroup{First: g.first, Count: g.count, Array: g.spec.Array, Name: g.spec.Name})
+			i++
+		}
+		jobs = append(jobs, s.jobToAPI(b, id32, j, g))
+	}
+	if id32 <= last {
+		next = id32
+	}
+	return jobs, groups, next, true
+}
+
+// HasBatch reports whether the state holds a batch.
+func (s *State) HasBatch(id uint64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.batches[id]
+	return ok
+}
