@@ -8,7 +8,7 @@ BIN         := bin/drover
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test deps lint unit race fuzz e2e bench clean
+.PHONY: all build demo test deps lint unit race fuzz e2e bench bench-history clean
 
 all: build
 
@@ -65,6 +65,11 @@ e2e:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./scheduler/ ./server/... ./jobspec/
+
+# bench-history: export a complete batch of 1,000,000 jobs from the state
+# into a real MariaDB (started for the run), then read pages of 50 of it.
+bench-history: deps
+	$(GO) test -run '^$$' -bench BenchmarkHistoryExport -benchtime 1x -timeout 30m ./server/
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

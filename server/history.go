@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hashicorp/raft"
 
@@ -143,6 +146,9 @@ func (s *Server) closeHistory() {
 // lock) and one write to the store carry.
 const exportChunk = 4000
 
+// exportWriters is how many pieces of a batch are written at once.
+const exportWriters = 3
+
 // runExporter exports complete batches to the history store and, once the
 // retention window has passed, removes them from the state. It backs off
 // while the store fails and catches up when it answers again; nothing
@@ -163,7 +169,7 @@ func (s *Server) runExporter(ctx context.Context) {
 			s.history.failed(err)
 			s.metrics.historyUp.Set(0)
 			s.log.Warn("history export failed; retrying", "err", err, "retry", wait)
-			wait = min(2*wait, time.Minute, max(s.cfg.ExportInterval, time.Minute))
+			wait = min(2*wait, max(time.Minute, s.cfg.ExportInterval))
 		default:
 			wait = s.cfg.ExportInterval
 		}
@@ -266,37 +272,70 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	if !ok {
 		return false, nil
 	}
-	from, n := uint32(1), int64(0)
-	for {
-		jobs, groups, next, ok := s.state.ExportJobs(it.Batch, it.Version, from, exportChunk)
-		if !ok {
-			return false, nil
-		}
-		if len(groups) > 0 {
-			hg := make([]history.Group, len(groups))
-			for i, g := range groups {
-				k := sort.Search(len(jobs), func(k int) bool { return jobs[k].JobID >= int64(g.First) })
-				if k == len(jobs) || jobs[k].JobID != int64(g.First) {
-					return false, fmt.Errorf("batch %d: group at job %d has no job in the export", it.Batch, g.First)
+	// One goroutine reads the batch from the state in pieces while
+	// exportWriters write earlier pieces: the state's read lock is held
+	// a piece at a time, and the store works on several at once.
+	type piece struct {
+		groups []history.Group
+		jobs   []history.Job
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	pieces := make(chan piece, exportWriters)
+	changed := false
+	g.Go(func() error {
+		defer close(pieces)
+		from := uint32(1)
+		for {
+			jobs, groups, next, ok := s.state.ExportJobs(it.Batch, it.Version, from, exportChunk)
+			if !ok {
+				changed = true
+				return nil
+			}
+			var p piece
+			for _, gr := range groups {
+				k := sort.Search(len(jobs), func(k int) bool { return jobs[k].JobID >= int64(gr.First) })
+				if k == len(jobs) || jobs[k].JobID != int64(gr.First) {
+					return fmt.Errorf("batch %d: group at job %d has no job in the export", it.Batch, gr.First)
 				}
-				hg[i] = history.GroupOf(g.First, g.Count, g.Array, g.Name, &jobs[k])
+				p.groups = append(p.groups, history.GroupOf(gr.First, gr.Count, gr.Array, gr.Name, &jobs[k]))
 			}
-			if err := st.PutGroups(ctx, it.Batch, hg); err != nil {
-				return false, err
+			p.jobs = make([]history.Job, len(jobs))
+			for i := range jobs {
+				p.jobs[i] = history.SplitJob(&jobs[i])
 			}
+			select {
+			case pieces <- p:
+			case <-gctx.Done():
+				return nil
+			}
+			if next == 0 {
+				return nil
+			}
+			from = next
 		}
-		hj := make([]history.Job, len(jobs))
-		for i := range jobs {
-			hj[i] = history.SplitJob(&jobs[i])
-		}
-		if err := st.PutJobs(ctx, it.Batch, hj); err != nil {
-			return false, err
-		}
-		n += int64(len(jobs))
-		if next == 0 {
-			break
-		}
-		from = next
+	})
+	var n atomic.Int64
+	for range exportWriters {
+		g.Go(func() error {
+			for p := range pieces {
+				if len(p.groups) > 0 {
+					if err := st.PutGroups(gctx, it.Batch, p.groups); err != nil {
+						return err
+					}
+				}
+				if err := st.PutJobs(gctx, it.Batch, p.jobs); err != nil {
+					return err
+				}
+				n.Add(int64(len(p.jobs)))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
+	}
+	if changed {
+		return false, nil
 	}
 	var ledger []history.LedgerRow
 	for day, cost := range hdr.Daily {
@@ -309,10 +348,10 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	if written {
 		s.history.mu.Lock()
 		s.history.exported++
-		s.history.jobs += n
+		s.history.jobs += n.Load()
 		s.history.mu.Unlock()
 		s.metrics.historyExported.Inc()
-		s.metrics.historyExportedJobs.Add(float64(n))
+		s.metrics.historyExportedJobs.Add(float64(n.Load()))
 	}
 	return true, nil
 }
