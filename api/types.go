@@ -749,6 +749,13 @@ type MemoryStats struct {
 	HeapObjects uint64 `json:"heap_objects"`
 	Sys         uint64 `json:"sys"`
 	NumGC       uint32 `json:"num_gc"`
+	// What the state holds: batches and job IDs (finished batches leave
+	// for the history store after the retention window), and the size
+	// of the audit log in a snapshot (at most 20,000 entries, kept by
+	// design).
+	StateBatches int64 `json:"state_batches"`
+	StateJobs    int64 `json:"state_jobs"`
+	AuditBytes   int64 `json:"audit_bytes"`
 }
 
 // Pool is a machine class of a cluster, as declared in a placement config.

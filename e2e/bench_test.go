@@ -83,3 +83,43 @@ func TestBenchE2EContainersSmoke(t *testing.T) {
 		t.Fatalf("%v", res)
 	}
 }
+
+// TestRetainedBatchesLeaveMemory: 100 batches of 10,000 jobs run on three
+// real servers that export to a real MariaDB with a retention window of a
+// second. Once every batch has left memory, the state holds no batch and
+// no job, each server's snapshot (the audit log aside: bounded at 20,000
+// entries, not batch state) is within 10% of what it was with the workers
+// up and no batch, and every batch still reads back complete through the
+// API. The heap is not within 10% yet: a few MB stay (1.46x of a 9 MB idle
+// heap measured on 2026-11-24, the raft log cache of the last 64 entries
+// suspected); this bound keeps it from growing with the jobs run (1M jobs
+// held in memory are about 400 MB).
+func TestRetainedBatchesLeaveMemory(t *testing.T) {
+	r := runCLI(t, nil, "bench", "sched", "-servers", "3", "-history", "mysql", "-retention", "1s", "-users", "1", "-batches", "100",
+		"-jobs", "10000", "-workers", "20", "-worker-cores", "64", "-json").must(t, 0)
+	var res struct {
+		Jobs     int `json:"jobs"`
+		Retained struct {
+			HeapRatio     float64 `json:"heap_ratio_max"`
+			SnapshotRatio float64 `json:"snapshot_ratio_max"`
+			Held          int64   `json:"held_batches_and_jobs_max"`
+			Readable      int     `json:"batches_readable"`
+			LeftMemoryS   float64 `json:"left_memory_s"`
+		} `json:"retained"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, r.stdout)
+	}
+	got := res.Retained
+	t.Logf("%d jobs; every batch left memory %.1fs after the last completed; heap %.3fx, snapshot %.3fx the idle cluster's",
+		res.Jobs, got.LeftMemoryS, got.HeapRatio, got.SnapshotRatio)
+	if res.Jobs != 1_000_000 || got.Readable != 100 || got.Held != 0 {
+		t.Fatalf("%d jobs run, %d of 100 batches read back, %d batches and jobs still held", res.Jobs, got.Readable, got.Held)
+	}
+	if got.SnapshotRatio <= 0 || got.SnapshotRatio > 1.10 {
+		t.Fatalf("snapshot %.3fx the idle cluster's; it must be within 10%%", got.SnapshotRatio)
+	}
+	if got.HeapRatio <= 0 || got.HeapRatio > 2 {
+		t.Fatalf("heap %.3fx the idle cluster's after every batch left memory", got.HeapRatio)
+	}
+}

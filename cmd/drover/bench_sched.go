@@ -19,6 +19,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/launch"
+	"github.com/drover-sched/drover/internal/mariadbtest"
 	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/prometheus/common/expfmt"
 )
@@ -50,6 +51,8 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	fairTrace := fs.Bool("trace-fairness", false, "with -users: print every fair-share sample (the tenants holding least and most)")
 	serverFlags := fs.String("server-flags", "", "extra flags for every server, space-separated (e.g. \"-gc-percent 100\")")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
+	historyKind := fs.String("history", "", `history store of the servers: "mysql" starts a MariaDB (mariadbd from Debian's mariadb-server) for the run; "" leaves the servers' default (the embedded store, which exports only with one server)`)
+	retention := fs.Duration("retention", 0, "the servers' -retention; with it, wait after the run until every batch has left memory, then report each server's heap and snapshot against the idle cluster's and read every batch back")
 	nRegions := fs.Int("regions", 0, "spread the workers over this many regions (with -clusters; 0: one default cluster)")
 	nClusters := fs.Int("clusters", 1, "clusters per region (with -regions)")
 	nTeams := fs.Int("teams", 0, "with -users: put the users in this many teams, each with its own billing project and a cpu quota of an even split of the fleet (binding: every team wants more)")
@@ -77,6 +80,31 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	extra := strings.Fields(*serverFlags)
 	if *pprofDir != "" {
 		extra = append(extra, "-debug-pprof")
+	}
+	switch *historyKind {
+	case "":
+	case "mysql":
+		dir, err := os.MkdirTemp("", "drover-bench-mariadb-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		db, err := mariadbtest.Start(dir)
+		if err != nil {
+			return err
+		}
+		defer db.Stop()
+		dsn, err := db.CreateDatabase("drover")
+		if err != nil {
+			return err
+		}
+		extra = append(extra, "-history-dsn", dsn)
+		say("MariaDB on %s holds the history", db.Addr())
+	default:
+		return usagef("-history is mysql or empty")
+	}
+	if *retention > 0 {
+		extra = append(extra, "-retention", retention.String())
 	}
 	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.5.", TLS: *useTLS}, *keep, extra...)
 	if err != nil {
@@ -135,6 +163,12 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	defer func() { stopWorkers(); wg.Wait() }()
 	if err := waitWorkers(ctx, cl, *workers); err != nil {
 		return err
+	}
+	var idle map[string]memAndSnapshot
+	if *retention > 0 {
+		if idle, err = memAndSnapshots(ctx, c, cl.Token()); err != nil {
+			return err
+		}
 	}
 
 	start := time.Now()
@@ -270,6 +304,12 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		succeeded, nJobs, nCancelled = succeeded+b.NSucceeded, nJobs+b.NJobs, nCancelled+b.NCancelled
 	}
 	sum := rec.Summarize()
+	var retained map[string]any
+	if *retention > 0 {
+		if retained, err = waitRetained(ctx, c, cl, ids, idle, say); err != nil {
+			return err
+		}
+	}
 	res := map[string]any{
 		"bench": "sched", "servers": *servers, "tls": *useTLS, "jobs": total, "users": len(tenants), "batches": len(ids), "workers": *workers, "worker_cores": *cores,
 		"array": *array, "job_duration": dist.String(),
@@ -298,6 +338,9 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		}
 	} else {
 		say("cannot read the leader's scheduling rounds: %v", err)
+	}
+	if retained != nil {
+		res["retained"] = retained
 	}
 	fair := summarizeFairness(fairDevs, fairAt)
 	instant := summarizeFairness(instantDevs, fairAt)
@@ -493,6 +536,89 @@ func submitDistinct(ctx context.Context, cl *api.Client, n, bunch int) (int64, e
 		return 0, err
 	}
 	return b.ID, nil
+}
+
+type memAndSnapshot struct {
+	Heap     uint64 `json:"heap_bytes"`
+	Snapshot int64  `json:"snapshot_bytes"`
+	// Audit is the audit log's share of the snapshot; Batches and Jobs
+	// what the state holds.
+	Audit   int64 `json:"audit_bytes"`
+	Batches int64 `json:"state_batches"`
+	Jobs    int64 `json:"state_jobs"`
+}
+
+// memAndSnapshots reads every server's live heap (after a GC) and the size
+// of a snapshot of its state.
+func memAndSnapshots(ctx context.Context, c *launch.Cluster, token string) (map[string]memAndSnapshot, error) {
+	out := map[string]memAndSnapshot{}
+	for _, s := range c.Servers {
+		one := c.NewClient(s.URL(), token)
+		n, err := one.SnapshotSave(ctx, io.Discard)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
+		}
+		ms, err := one.Memory(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
+		}
+		out[s.ID()] = memAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs}
+	}
+	return out, nil
+}
+
+// waitRetained waits until every batch has left the servers' memory for
+// the history store, reads each back through the API, and compares each
+// server's heap and snapshot with the idle cluster's.
+func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []int64, idle map[string]memAndSnapshot, say func(string, ...any)) (map[string]any, error) {
+	start := time.Now()
+	for {
+		st, err := cl.Leader(ctx)
+		if err == nil && st.History != nil && st.History.ForgottenBatches >= int64(len(ids)) && st.History.WaitingBatches == 0 {
+			break
+		}
+		if err == nil && st.History != nil && time.Since(start) > 10*time.Minute {
+			return nil, fmt.Errorf("batches still in memory after 10 minutes: %+v", st.History)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	gone := time.Since(start)
+	say("every batch left memory %.1fs after the last completed", gone.Seconds())
+	var readable int
+	for _, id := range ids {
+		b, err := cl.GetBatch(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("batch %d after it left memory: %w", id, err)
+		}
+		page, err := cl.ListJobs(ctx, id, "", 0)
+		if err != nil {
+			return nil, fmt.Errorf("jobs of batch %d after it left memory: %w", id, err)
+		}
+		if b.State == api.BatchComplete && b.NSucceeded == b.NJobs && len(page.Jobs) == min(int(b.NJobs), 50) {
+			readable++
+		}
+	}
+	after, err := memAndSnapshots(ctx, c, cl.Token())
+	if err != nil {
+		return nil, err
+	}
+	// The audit log (every mutating request, the last 20,000 kept) is
+	// left out of the snapshot comparison: it is bounded by design and
+	// not batch state.
+	var worstHeap, worstSnap float64
+	var held int64
+	for id, a := range after {
+		worstHeap = max(worstHeap, float64(a.Heap)/float64(idle[id].Heap))
+		worstSnap = max(worstSnap, float64(a.Snapshot-a.Audit)/float64(idle[id].Snapshot-idle[id].Audit))
+		held = max(held, a.Batches+a.Jobs)
+	}
+	say("after: heap at most %.3fx and snapshot (without the audit log) at most %.3fx the idle cluster's; %d of %d batches read back", worstHeap, worstSnap, readable, len(ids))
+	return map[string]any{"idle": idle, "after": after, "left_memory_s": gone.Seconds(), "batches_readable": readable,
+		"heap_ratio_max": worstHeap, "snapshot_ratio_max": worstSnap, "held_batches_and_jobs_max": held}, nil
 }
 
 // serverHeaps asks every server for its live heap (after a GC).

@@ -126,12 +126,15 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 // handleMemory collects garbage and reports this server's heap, so a
 // benchmark can measure the memory a batch costs.
 func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
+	held := s.state.Held()
+	auditBytes := s.state.AuditSize()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	writeJSON(w, http.StatusOK, api.MemoryStats{
 		ServerID: s.cfg.ID, PID: os.Getpid(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
 		HeapObjects: ms.HeapObjects, Sys: ms.Sys, NumGC: ms.NumGC,
+		StateBatches: held.Batches, StateJobs: held.Jobs, AuditBytes: auditBytes,
 	})
 }
 

@@ -1,6 +1,9 @@
 package state
 
 import (
+	"bytes"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"slices"
 	"sort"
 
@@ -222,4 +225,23 @@ func (s *State) HasBatch(id uint64) bool {
 	defer s.mu.RUnlock()
 	_, ok := s.batches[id]
 	return ok
+}
+
+// Held is what the state holds: job IDs, groups and batches.
+func (s *State) Held() Footprint {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.held
+}
+
+// AuditSize is the size of the audit log in a snapshot.
+func (s *State) AuditSize() int64 {
+	s.mu.RLock()
+	entries := slices.Clone(s.audit)
+	s.mu.RUnlock()
+	var buf bytes.Buffer
+	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(entries); err != nil {
+		return 0
+	}
+	return int64(buf.Len())
 }
