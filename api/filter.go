@@ -51,44 +51,48 @@ type JobQuery []Term
 
 // ParseBatchQuery parses a batch filter string.
 func ParseBatchQuery(q string) (BatchQuery, error) {
-	var out BatchQuery
-	for _, raw := range strings.Fields(q) {
-		t, err := parseTerm(raw)
-		if err != nil {
-			return nil, err
-		}
+	return parseTerms[BatchQuery](q, func(raw string, t Term) error {
 		switch {
 		case t.IsAttr():
 		case t.Key == "state" && t.HasValue:
 			if !contains(batchFilterStates, t.Value) {
-				return nil, fmt.Errorf("filter term %q: batch state must be running, complete, cancelled, success or failure", raw)
+				return fmt.Errorf("filter term %q: batch state must be running, complete, cancelled, success or failure", raw)
 			}
 		case (t.Key == "billing_project" || t.Key == "user" || t.Key == "name") && t.HasValue:
 		default:
-			return nil, fmt.Errorf("unknown filter term %q: use state=, billing_project=, user=, name= or attr:KEY=VALUE", raw)
+			return fmt.Errorf("unknown filter term %q: use state=, billing_project=, user=, name= or attr:KEY=VALUE", raw)
 		}
-		out = append(out, t)
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // ParseJobQuery parses a job filter string.
 func ParseJobQuery(q string) (JobQuery, error) {
-	var out JobQuery
-	for _, raw := range strings.Fields(q) {
-		t, err := parseTerm(raw)
-		if err != nil {
-			return nil, err
-		}
+	return parseTerms[JobQuery](q, func(raw string, t Term) error {
 		switch {
 		case t.IsAttr():
 		case t.Key == "state" && t.HasValue:
 			if !contains(jobFilterStates, t.Value) {
-				return nil, fmt.Errorf("filter term %q: job state must be pending, ready, running, success, failed, cancelled, error, done or bad", raw)
+				return fmt.Errorf("filter term %q: job state must be pending, ready, running, success, failed, cancelled, error, done or bad", raw)
 			}
 		case t.Key == "name" && t.HasValue:
 		default:
-			return nil, fmt.Errorf("unknown filter term %q: use state=, name= or attr:KEY=VALUE", raw)
+			return fmt.Errorf("unknown filter term %q: use state=, name= or attr:KEY=VALUE", raw)
+		}
+		return nil
+	})
+}
+
+// parseTerms splits a filter string into terms, each checked by check.
+func parseTerms[Q ~[]Term](q string, check func(raw string, t Term) error) (Q, error) {
+	var out Q
+	for _, raw := range strings.Fields(q) {
+		t, err := parseTerm(raw)
+		if err == nil {
+			err = check(raw, t)
+		}
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, t)
 	}

@@ -18,7 +18,6 @@ package history
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	"github.com/drover-sched/drover/api"
@@ -106,9 +105,6 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 }
-
-// ErrClosed is returned by a store used after Close.
-var ErrClosed = errors.New("history store is closed")
 
 // JobOf puts a job together from its group and its own part.
 func JobOf(batch uint64, g *Group, j *Job) api.Job {

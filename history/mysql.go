@@ -340,57 +340,47 @@ func (m *MySQL) ListBatches(ctx context.Context, q api.BatchQuery, projects []st
 	}
 	scanned := 0
 	for {
-		rows, err := m.db.QueryContext(ctx, "SELECT id, doc FROM batches WHERE id < ?"+cond+" ORDER BY id DESC LIMIT ?",
-			append(append([]any{from}, args...), batchChunk)...)
+		// One row more than a chunk: whether more follow.
+		rows, err := m.db.QueryContext(ctx, "SELECT doc FROM batches WHERE id < ?"+cond+" ORDER BY id DESC LIMIT ?",
+			append(append([]any{from}, args...), batchChunk+1)...)
 		if err != nil {
 			return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
 		}
-		n, full := 0, false
+		var docs [][]byte
 		for rows.Next() {
-			var id uint64
 			var doc []byte
-			if err := rows.Scan(&id, &doc); err != nil {
+			if err := rows.Scan(&doc); err != nil {
 				rows.Close()
 				return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
 			}
-			n++
-			scanned++
-			from = id
-			var b Batch
-			if err := json.Unmarshal(doc, &b); err != nil {
-				rows.Close()
-				return api.BatchList{}, fmt.Errorf("history: batch %d: %w", id, err)
-			}
-			if q.Match(&b.Batch) {
-				out.Batches = append(out.Batches, b.Batch)
-			}
-			if len(out.Batches) == PageSize || scanned == maxScan {
-				full = true
-				break
-			}
+			docs = append(docs, doc)
 		}
-		more := rows.Next()
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
 		}
-		if full {
-			if more || n == batchChunk {
-				out.LastID = int64(from)
-				if !more {
-					// The chunk ended here: is anything left below?
-					var next uint64
-					err := m.db.QueryRowContext(ctx, "SELECT id FROM batches WHERE id < ?"+cond+" ORDER BY id DESC LIMIT 1", append([]any{from}, args...)...).Scan(&next)
-					if errors.Is(err, sql.ErrNoRows) {
-						out.LastID = 0
-					} else if err != nil {
-						return api.BatchList{}, fmt.Errorf("history: list batches: %w", err)
-					}
-				}
-			}
-			return out, nil
+		more := len(docs) > batchChunk
+		if more {
+			docs = docs[:batchChunk]
 		}
-		if n < batchChunk {
+		for i, doc := range docs {
+			var b Batch
+			if err := json.Unmarshal(doc, &b); err != nil {
+				return api.BatchList{}, fmt.Errorf("history: a batch below %d: %w", from, err)
+			}
+			scanned++
+			from = uint64(b.ID)
+			if q.Match(&b.Batch) {
+				out.Batches = append(out.Batches, b.Batch)
+			}
+			if len(out.Batches) == PageSize || scanned == maxScan {
+				if i < len(docs)-1 || more {
+					out.LastID = b.ID
+				}
+				return out, nil
+			}
+		}
+		if !more {
 			return out, nil
 		}
 	}

@@ -389,7 +389,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if list, err = st.ListJobs(r.Context(), id, q, uint32(last)); err != nil {
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("batch %d is not in memory and the history store failed: %v; retry later", id, err))
+			historyFailed(w, id, err)
 			return
 		}
 	}

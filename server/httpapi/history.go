@@ -43,7 +43,7 @@ func (s *Server) archivedBatch(w http.ResponseWriter, r *http.Request, id uint64
 	b, found, err := st.Batch(r.Context(), id)
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s is not in memory and the history store failed: %v; retry later", what, err))
+		historyFailed(w, id, err)
 		return history.Batch{}, false
 	case !found:
 		writeError(w, http.StatusNotFound, what+" does not exist")
@@ -108,11 +108,17 @@ func (s *Server) archivedJob(w http.ResponseWriter, r *http.Request, batch uint6
 	j, found, err := st.Job(r.Context(), batch, job)
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("batch %d is not in memory and the history store failed: %v; retry later", batch, err))
+		historyFailed(w, batch, err)
 		return api.Job{}, false
 	case !found:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", batch, job))
 		return api.Job{}, false
 	}
 	return j, true
+}
+
+// historyFailed answers 503 for a read of a batch the history store
+// failed.
+func historyFailed(w http.ResponseWriter, batch uint64, err error) {
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("batch %d is not in memory and the history store failed: %v; retry later", batch, err))
 }
