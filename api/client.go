@@ -719,15 +719,26 @@ func (c *Client) SetSpendLimit(ctx context.Context, project string, limit float6
 	return &out, nil
 }
 
-// ProjectCost reports a billing project's cost, by UTC day from..to
-// ("2026-11-24"; empty: the last 30 days).
-func (c *Client) ProjectCost(ctx context.Context, project, from, to string) (*ProjectCost, error) {
+// CostQuery asks for a billing project's cost report: the UTC days
+// From..To ("2026-11-24"; empty: the last 30 days), grouped By day (the
+// default), user or batch, listing at most Limit users or batches (0: the
+// server's default).
+type CostQuery struct {
+	From, To string
+	By       string
+	Limit    int
+}
+
+// ProjectCost reports a billing project's cost.
+func (c *Client) ProjectCost(ctx context.Context, project string, cq CostQuery) (*ProjectCost, error) {
 	q := url.Values{}
-	if from != "" {
-		q.Set("from", from)
+	for k, v := range map[string]string{"from": cq.From, "to": cq.To, "by": cq.By} {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
-	if to != "" {
-		q.Set("to", to)
+	if cq.Limit != 0 {
+		q.Set("limit", strconv.Itoa(cq.Limit))
 	}
 	var out ProjectCost
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/billing-projects/"+url.PathEscape(project)+"/cost?"+q.Encode(), nil, &out); err != nil {

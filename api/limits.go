@@ -60,6 +60,12 @@ const (
 	MaxPathBytes = 1024
 	// MaxUsageBytes bounds the bytes in or out one attempt reports (1 PiB).
 	MaxUsageBytes = 1 << 50
+	// MaxCostDays bounds the days one cost report covers, and
+	// MaxCostRows the users or batches it lists (DefaultCostRows when
+	// the request names no limit).
+	MaxCostDays     = 366
+	MaxCostRows     = 10000
+	DefaultCostRows = 100
 )
 
 // ValidatePlaceName checks a region, cluster, pool or team name: 1 to

@@ -424,18 +424,49 @@ type NewRate struct {
 	ValidFrom    *time.Time `json:"valid_from,omitempty"`
 }
 
-// DayCost is what a billing project's attempts that ended on a UTC day
-// cost.
-type DayCost struct {
-	Day  string  `json:"day"` // 2026-11-24
+// CostRow is one line of a billing project's cost report: one UTC day,
+// one user or one batch.
+type CostRow struct {
+	Day   string `json:"day,omitempty"`   // by day: 2026-11-24
+	User  string `json:"user,omitempty"`  // by user, and a batch's owner by batch
+	Batch int64  `json:"batch,omitempty"` // by batch
+	// Cost is what the attempts that ended on the report's days cost (an
+	// attempt counts on the UTC day it ended).
 	Cost float64 `json:"cost"`
+	// Running is what the attempts still running have cost up to now
+	// (by user and by batch, when the report's days include today).
+	Running float64 `json:"running,omitempty"`
 }
 
-// ProjectCost is a billing project's cost report.
+// Cost report groupings.
+const (
+	CostByDay   = "day"
+	CostByUser  = "user"
+	CostByBatch = "batch"
+)
+
+// ProjectCost is a billing project's cost report for the UTC days
+// From..To, grouped By day, user or batch. Days come oldest first; users
+// and batches most costly first (Cost + Running), at most the limit asked
+// for, the rest summed in Omitted and OmittedCost.
 type ProjectCost struct {
 	Project string    `json:"project"`
-	Cost    float64   `json:"cost"` // all time, running attempts up to now
-	Days    []DayCost `json:"days"`
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	By      string    `json:"by"`
+	Rows    []CostRow `json:"rows"`
+	// Total is what the attempts that ended on the report's days cost,
+	// omitted rows included.
+	Total       float64 `json:"total"`
+	Omitted     int     `json:"omitted,omitempty"`
+	OmittedCost float64 `json:"omitted_cost,omitempty"`
+	// Running is what the project's running attempts have cost up to
+	// now; Cost is all it has cost, running attempts up to now included.
+	Running float64 `json:"running"`
+	Cost    float64 `json:"cost"`
+	// Partial says why batches that left memory are missing (by user
+	// and by batch, while the history store does not answer).
+	Partial string `json:"partial,omitempty"`
 }
 
 // CostLine is one resource's part of an attempt's price.

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"math"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -57,5 +58,29 @@ func TestCheckRate(t *testing.T) {
 		if CheckRate("compute", p) == nil {
 			t.Errorf("price %v accepted", p)
 		}
+	}
+}
+
+func TestGroup(t *testing.T) {
+	spends := []Spend{
+		{Batch: 1, User: "ann", Cost: 1},
+		{Batch: 2, User: "bob", Cost: 2, Running: 0.5},
+		{Batch: 1, User: "ann", Cost: 0.25}, // the same batch on another day
+		{Batch: 3, User: "ann", Cost: 0.5},
+		{Batch: 4, User: "cy", Running: 1.25},
+		{Batch: 5, User: "dee", Cost: 1.25},
+	}
+	rows, rest, omitted := Group(spends, false, 10)
+	want := []Row{{User: "bob", Cost: 2, Running: 0.5}, {User: "ann", Cost: 1.75}, {User: "cy", Running: 1.25}, {User: "dee", Cost: 1.25}}
+	if !reflect.DeepEqual(rows, want) || omitted != 0 || rest != (Row{}) {
+		t.Fatalf("by user: %+v rest %+v omitted %d; want %+v", rows, rest, omitted, want)
+	}
+	rows, rest, omitted = Group(spends, true, 3)
+	want = []Row{{User: "bob", Batch: 2, Cost: 2, Running: 0.5}, {User: "dee", Batch: 5, Cost: 1.25}, {User: "cy", Batch: 4, Running: 1.25}}
+	if !reflect.DeepEqual(rows, want) {
+		t.Fatalf("by batch: %+v; want %+v (ties: newest batch first)", rows, want)
+	}
+	if omitted != 2 || rest != (Row{Cost: 1.75}) {
+		t.Fatalf("by batch: omitted %d rest %+v; want 2 and cost 1.75 (batches 1 and 3)", omitted, rest)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,8 +274,15 @@ batch "long" {
 		}
 		pc := decodeJSON[api.ProjectCost](t, a.drover(a.token, "billing", "show", "-project", "default", "-json").must(t, 0).stdout)
 		today := time.Now().UTC().Format(time.DateOnly)
-		if len(pc.Days) == 0 || pc.Days[len(pc.Days)-1].Day != today || pc.Days[len(pc.Days)-1].Cost < *at.Cost || pc.Cost < *at.Cost {
+		if len(pc.Rows) == 0 || pc.Rows[len(pc.Rows)-1].Day != today || pc.Rows[len(pc.Rows)-1].Cost < *at.Cost || pc.Cost < *at.Cost {
 			t.Errorf("billing show: %+v (the attempt cost %v today)", pc, *at.Cost)
+		}
+		pc = decodeJSON[api.ProjectCost](t, a.drover(a.token, "billing", "show", "-project", "default", "-by", "batch", "-limit", "10000", "-json").must(t, 0).stdout)
+		if i := slices.IndexFunc(pc.Rows, func(r api.CostRow) bool { return r.Batch == b.ID }); i < 0 || math.Abs(pc.Rows[i].Cost-b.Cost) > 1e-9 || pc.Rows[i].User != b.User {
+			t.Errorf("billing show -by batch: no row for batch %d costing %v: %+v", b.ID, b.Cost, pc)
+		}
+		if r := a.drover(a.token, "billing", "show", "-project", "default", "-by", "week").must(t, 1); !strings.Contains(r.stderr, `"day", "user" or "batch"`) {
+			t.Errorf("billing show -by week: %s", r.stderr)
 		}
 		if out := a.drover(a.token, "billing", "show", "-project", "default").must(t, 0).stdout; !strings.Contains(out, today) {
 			t.Errorf("billing show table: %s", out)

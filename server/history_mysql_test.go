@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -43,6 +44,10 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 	}
 	defer c.Shutdown()
 	admin := api.NewClient(c.HTTPAddrs(), c.Token)
+	// The highest price, so even instant jobs cost something.
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1e6}}); err != nil {
+		t.Fatal(err)
+	}
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
 	dist, _ := simworker.ParseDist("0s")
@@ -131,6 +136,13 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 	if got := metricValue(t, old, "drover_history_up"); got != 0 {
 		t.Fatalf("drover_history_up is %v during the outage", got)
 	}
+	// A report by batch says what it lacks; by day it is whole.
+	if r, err := admin.ProjectCost(ctx, "default", api.CostQuery{By: api.CostByBatch}); err != nil || r.Partial == "" {
+		t.Fatalf("cost by batch while MariaDB is down: %+v, %v", r, err)
+	}
+	if r, err := admin.ProjectCost(ctx, "default", api.CostQuery{}); err != nil || r.Partial != "" || r.Total <= 0 {
+		t.Fatalf("cost by day while MariaDB is down: %+v, %v", r, err)
+	}
 	// Move leadership while MariaDB is down: the next leader finishes.
 	if err := old.raft.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatal(err)
@@ -188,6 +200,17 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		list, err := cl.ListBatches(ctx, "", 0)
 		if err != nil || len(list.Batches) != len(all) {
 			t.Fatalf("server %d lists %d batches, want %d (%v)", i, len(list.Batches), len(all), err)
+		}
+		// The ledger holds what each batch cost: by batch (all from
+		// MariaDB now) it adds up to the days' totals the state keeps.
+		byDay, err := cl.ProjectCost(ctx, "default", api.CostQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byBatch, err := cl.ProjectCost(ctx, "default", api.CostQuery{By: api.CostByBatch})
+		if err != nil || byBatch.Partial != "" || len(byBatch.Rows) == 0 || len(byBatch.Rows) > len(all) ||
+			byDay.Total <= 0 || math.Abs(byBatch.Total-byDay.Total) > 1e-9*byDay.Total {
+			t.Fatalf("server %d: cost by batch %+v (%v) against by day %+v", i, byBatch, err, byDay)
 		}
 	}
 	if st, _ := api.NewClient("http://"+c.Leader().HTTPAddr(), c.Token).Leader(ctx); st.History == nil || !st.History.Up || st.History.WaitingBatches != 0 {

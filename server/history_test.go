@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -88,6 +89,16 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 	}
 	failedLive, _ := admin.AllJobs(ctx, a, "name=merge")
 	listLive, _ := admin.ListBatches(ctx, "", 0)
+	reports := map[string]*api.ProjectCost{}
+	for _, by := range []string{api.CostByDay, api.CostByUser, api.CostByBatch} {
+		if reports[by], err = admin.ProjectCost(ctx, "default", api.CostQuery{By: by}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := reports[api.CostByBatch]; len(r.Rows) != 2 || r.Rows[0].Batch != a || math.Abs(r.Rows[0].Cost-liveA.Cost) > 1e-9 ||
+		r.Rows[1].Batch != b || math.Abs(r.Rows[1].Cost-liveB.Cost) > 1e-9 || math.Abs(r.Total-liveA.Cost-liveB.Cost) > 1e-9 {
+		t.Fatalf("cost by batch from memory: %+v; batch %d cost %v, batch %d %v", r, a, liveA.Cost, b, liveB.Cost)
+	}
 	waitUntil(t, "both batches to be exported", 30*time.Second, func() bool {
 		_, waiting := srv.State().ExportQueue(1)
 		return waiting == 0
@@ -138,6 +149,26 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 		if len(complete.Batches) != 1 || complete.Batches[0].ID != b {
 			t.Fatalf("%s: complete batches of run small: %+v", where, complete.Batches)
 		}
+		// The cost reports read the batches gone from the ledger.
+		for by, want := range reports {
+			got, err := c.ProjectCost(ctx, "default", api.CostQuery{By: by})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Partial != "" || len(got.Rows) != len(want.Rows) || math.Abs(got.Total-want.Total) > 1e-9 || math.Abs(got.Cost-want.Cost) > 1e-9 {
+				t.Fatalf("%s: cost by %s: %+v; from memory %+v", where, by, got, want)
+			}
+			for i := range got.Rows {
+				g, w := got.Rows[i], want.Rows[i]
+				if g.Day != w.Day || g.User != w.User || g.Batch != w.Batch || math.Abs(g.Cost-w.Cost) > 1e-9 {
+					t.Fatalf("%s: cost by %s, row %d: %+v; from memory %+v", where, by, i, g, w)
+				}
+			}
+		}
+		one, err := c.ProjectCost(ctx, "default", api.CostQuery{By: api.CostByBatch, Limit: 1})
+		if err != nil || len(one.Rows) != 1 || one.Omitted != 1 || math.Abs(one.OmittedCost-liveB.Cost) > 1e-9 {
+			t.Fatalf("%s: the costliest batch: %+v, %v", where, one, err)
+		}
 	}
 	check(admin, "from the history store")
 
@@ -162,6 +193,14 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 	}
 	if l, err := eve.ListBatches(ctx, "", 0); err != nil || len(l.Batches) != 0 {
 		t.Fatalf("a stranger lists %+v, %v", l, err)
+	}
+	if _, err := eve.ProjectCost(ctx, "default", api.CostQuery{By: api.CostByBatch}); !api.IsStatus(err, http.StatusForbidden) {
+		t.Fatalf("a stranger reading the project's cost: %v", err)
+	}
+	for _, q := range []api.CostQuery{{From: "2025-01-01", To: "2026-01-02"}, {From: "2026-01-02", To: "2026-01-01"}, {By: "week"}, {By: "batch", Limit: api.MaxCostRows + 1}, {From: "yesterday"}} {
+		if _, err := admin.ProjectCost(ctx, "default", q); !api.IsStatus(err, http.StatusBadRequest) {
+			t.Fatalf("cost report %+v: %v; want 400", q, err)
+		}
 	}
 
 	st, err := admin.Leader(ctx)

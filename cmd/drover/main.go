@@ -112,7 +112,8 @@ Administration:
   billing-project set-limit PROJECT DOLLARS | show PROJECT   a spend limit: reached, its running batches are cancelled
   rate set RESOURCE PRICE [-from TIME]   price a resource per unit-hour (admin): compute[/POOL], memory[/POOL], gpu/TYPE, service-fee
   rate list [-all]       the rates in force and to come
-  billing show -project P [-from DAY] [-to DAY]   a billing project's cost by day
+  billing show -project P [-from DAY] [-to DAY] [-by day|user|batch]
+                         a billing project's cost by day, user or batch
   instance list          list worker instances
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]

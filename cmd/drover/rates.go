@@ -64,10 +64,12 @@ func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
 }
 
 func (m *Main) runBillingShow(ctx context.Context, args []string) error {
-	fs := m.newFlags("billing show", "-project P [-from DAY] [-to DAY]")
+	fs := m.newFlags("billing show", "-project P [-from DAY] [-to DAY] [-by day|user|batch] [-limit N]")
 	project := fs.String("project", "", "the billing project (required)")
-	from := fs.String("from", "", "first day, 2026-11-01 (default: 30 days ago)")
-	to := fs.String("to", "", "last day (default: today)")
+	from := fs.String("from", "", "first UTC day, 2026-11-01 (default: 30 days ago)")
+	to := fs.String("to", "", "last UTC day (default: today)")
+	by := fs.String("by", api.CostByDay, "group by day, user or batch")
+	limit := fs.Int("limit", 0, fmt.Sprintf("list at most N users or batches, the most costly (default %d, at most %d)", api.DefaultCostRows, api.MaxCostRows))
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -75,21 +77,40 @@ func (m *Main) runBillingShow(ctx context.Context, args []string) error {
 	if *project == "" {
 		return usagef("drover billing show needs -project")
 	}
-	c, err := m.Client().ProjectCost(ctx, *project, *from, *to)
+	c, err := m.Client().ProjectCost(ctx, *project, api.CostQuery{From: *from, To: *to, By: *by, Limit: *limit})
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return m.printJSON(c)
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "DAY\tCOST")
-	sum := 0.0
-	for _, d := range c.Days {
-		fmt.Fprintf(tw, "%s\t%s\n", d.Day, dollars(d.Cost))
-		sum += d.Cost
+	if c.Partial != "" {
+		fmt.Fprintf(m.Stderr, "warning: %s\n", c.Partial)
 	}
-	fmt.Fprintf(tw, "these days\t%s\n", dollars(sum))
-	fmt.Fprintf(tw, "all time, running jobs to now\t%s\n", dollars(c.Cost))
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	switch c.By {
+	case api.CostByDay:
+		fmt.Fprintln(tw, "DAY\tCOST")
+		for _, r := range c.Rows {
+			fmt.Fprintf(tw, "%s\t%s\n", r.Day, dollars(r.Cost))
+		}
+	case api.CostByUser:
+		fmt.Fprintln(tw, "USER\tCOST\tRUNNING")
+		for _, r := range c.Rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.User, dollars(r.Cost), dollars(r.Running))
+		}
+	default:
+		fmt.Fprintln(tw, "BATCH\tUSER\tCOST\tRUNNING")
+		for _, r := range c.Rows {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Batch, r.User, dollars(r.Cost), dollars(r.Running))
+		}
+	}
+	if c.Omitted > 0 {
+		what := map[string]string{api.CostByUser: "users", api.CostByBatch: "batches"}[c.By]
+		fmt.Fprintf(tw, "%d more %s\t%s\n", c.Omitted, what, dollars(c.OmittedCost))
+	}
+	fmt.Fprintf(tw, "ended %s..%s\t%s\n", c.From, c.To, dollars(c.Total))
+	fmt.Fprintf(tw, "running now\t%s\n", dollars(c.Running))
+	fmt.Fprintf(tw, "all time, running to now\t%s\n", dollars(c.Cost))
 	return tw.Flush()
 }

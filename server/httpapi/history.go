@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -121,4 +124,29 @@ func (s *Server) archivedJob(w http.ResponseWriter, r *http.Request, batch uint6
 // failed.
 func historyFailed(w http.ResponseWriter, batch uint64, err error) {
 	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("batch %d is not in memory and the history store failed: %v; retry later", batch, err))
+}
+
+// ledgerSpends reads what a billing project's batches that left the state
+// cost on the days from..to from the history ledger; held lists
+// (ascending) the project's batches the state held when it was read,
+// which count from there.
+func (s *Server) ledgerSpends(ctx context.Context, project string, from, to int32, held []uint64) ([]billing.Spend, error) {
+	if s.history == nil {
+		return nil, nil
+	}
+	st, err := s.history.Store()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.Ledger(ctx, project, from, to)
+	if err != nil {
+		return nil, err
+	}
+	var out []billing.Spend
+	for _, r := range rows {
+		if _, inState := slices.BinarySearch(held, r.Batch); !inState {
+			out = append(out, billing.Spend{Batch: r.Batch, User: r.User, Cost: r.Cost})
+		}
+	}
+	return out, nil
 }

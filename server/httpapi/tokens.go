@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -343,8 +344,11 @@ func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.state.Rates(now, false))
 }
 
-// handleProjectCost reports a billing project's cost by day to its
-// members (any role) and admins.
+// handleProjectCost reports a billing project's cost for a range of UTC
+// days, by day, user or batch, to its members (any role) and admins.
+// Days come from the state, which keeps every day's total; users and
+// batches from the batches in memory and, for those gone, the history
+// ledger.
 func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 	project := r.PathValue("name")
 	u := userOf(r)
@@ -356,9 +360,10 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not in billing project %q", u.Name, project))
 		return
 	}
+	q := r.URL.Query()
 	now := time.Now()
 	day := func(name string, def time.Time) (int32, bool) {
-		raw := r.URL.Query().Get(name)
+		raw := q.Get(name)
 		t := def
 		if raw != "" {
 			var err error
@@ -377,5 +382,59 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, api.ProjectCost{Project: project, Cost: s.state.ProjectCost(project, now), Days: s.state.DailyCost(project, from, to)})
+	if from > to {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("from=%s is after to=%s", dayString(from), dayString(to)))
+		return
+	}
+	if to-from+1 > api.MaxCostDays {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s..%s is %d days; a report covers at most %d", dayString(from), dayString(to), to-from+1, api.MaxCostDays))
+		return
+	}
+	by := q.Get("by")
+	if by == "" {
+		by = api.CostByDay
+	}
+	limit := api.DefaultCostRows
+	if raw := q.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > api.MaxCostRows {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit=%q must be a number from 1 to %d", raw, api.MaxCostRows))
+			return
+		}
+		limit = n
+	}
+	out := api.ProjectCost{Project: project, From: dayString(from), To: dayString(to), By: by}
+	switch by {
+	case api.CostByDay:
+		out.Rows = s.state.CostByDay(project, from, to)
+	case api.CostByUser, api.CostByBatch:
+		spends, held := s.state.BatchSpends(project, from, to, now)
+		if old, err := s.ledgerSpends(r.Context(), project, from, to, held); err != nil {
+			out.Partial = "batches that left memory are missing: " + err.Error()
+			w.Header().Set(HistoryUnavailableHeader, err.Error())
+		} else {
+			spends = append(spends, old...)
+		}
+		rows, rest, omitted := billing.Group(spends, by == api.CostByBatch, limit)
+		out.Rows = make([]api.CostRow, len(rows))
+		for i, row := range rows {
+			out.Rows[i] = api.CostRow{User: row.User, Batch: int64(row.Batch), Cost: row.Cost, Running: row.Running}
+			out.Total += row.Cost
+		}
+		out.Omitted, out.OmittedCost = omitted, rest.Cost
+		out.Total += rest.Cost
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("by=%q: a report is by %q, %q or %q", by, api.CostByDay, api.CostByUser, api.CostByBatch))
+		return
+	}
+	if by == api.CostByDay {
+		for _, row := range out.Rows {
+			out.Total += row.Cost
+		}
+	}
+	out.Running = s.state.RunningCost(project, now)
+	out.Cost = s.state.ProjectCost(project, now)
+	writeJSON(w, http.StatusOK, out)
 }
+
+func dayString(d int32) string { return time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly) }

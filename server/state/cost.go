@@ -193,13 +193,15 @@ func (s *State) OverLimitBatches(now time.Time, max int) map[string][]uint64 {
 	return out
 }
 
-// DailyCost lists a billing project's accrued cost by UTC day, for the
+// CostByDay lists a billing project's accrued cost by UTC day, for the
 // days from..to (inclusive, days since 1970-01-01), oldest first; days
 // without cost are left out. An attempt's cost counts on the day it ended.
-func (s *State) DailyCost(project string, from, to int32) []api.DayCost {
+// It covers every batch the project ran, those gone to the history store
+// too.
+func (s *State) CostByDay(project string, from, to int32) []api.CostRow {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []api.DayCost{}
+	out := []api.CostRow{}
 	p := s.bills[project]
 	if p == nil {
 		return out
@@ -212,7 +214,53 @@ func (s *State) DailyCost(project string, from, to int32) []api.DayCost {
 	}
 	slices.Sort(days)
 	for _, d := range days {
-		out = append(out, api.DayCost{Day: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Cost: p.Daily[d]})
+		out = append(out, api.CostRow{Day: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Cost: p.Daily[d]})
 	}
 	return out
+}
+
+// RunningCost is what a billing project's running attempts have cost up
+// to now.
+func (s *State) RunningCost(project string, now time.Time) float64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p := s.bills[project]
+	if p == nil {
+		return 0
+	}
+	return p.cost(now.UnixNano()) - p.Accrued
+}
+
+// BatchSpends lists what each of a billing project's batches in the state
+// cost on the days from..to (and, when they include now's day, its running
+// attempts up to now), leaving out batches with neither; and the IDs of
+// all the project's batches the state holds, ascending, so a report takes
+// only the others from the history ledger.
+func (s *State) BatchSpends(project string, from, to int32, now time.Time) (spends []billing.Spend, held []uint64) {
+	n := now.UnixNano()
+	today := int32(n / (24 * 3600e9))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, id := range s.batchIDs {
+		b := s.batches[id]
+		if b.BillingProject != project {
+			continue
+		}
+		held = append(held, id)
+		sp := billing.Spend{Batch: id, User: b.User}
+		for d, c := range b.bill.Daily {
+			if d >= from && d <= to {
+				sp.Cost += c
+			}
+		}
+		if today >= from && today <= to {
+			for _, c := range b.bill.Running {
+				sp.Running += billing.Cost(c.Price, c.Start, n)
+			}
+		}
+		if sp.Cost != 0 || sp.Running != 0 {
+			spends = append(spends, sp)
+		}
+	}
+	return spends, held
 }

@@ -61,7 +61,7 @@ func TestAttemptCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	endDay := int32(end / (24 * 3600e9))
-	if days := h.S.DailyCost("default", endDay-1, endDay+1); len(days) != 1 || math.Abs(days[0].Cost-*a.Cost) > 1e-12 ||
+	if days := h.S.CostByDay("default", endDay-1, endDay+1); len(days) != 1 || math.Abs(days[0].Cost-*a.Cost) > 1e-12 ||
 		days[0].Day != time.Unix(0, end).UTC().Format(time.DateOnly) {
 		t.Fatalf("daily cost %+v, want %v on the day it ended", days, *a.Cost)
 	}

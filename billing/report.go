@@ -1,0 +1,74 @@
+package billing
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Spend is what one batch cost over a report's days: its attempts that
+// ended on them (Cost), and those still running, up to now (Running).
+type Spend struct {
+	Batch   uint64
+	User    string
+	Cost    float64
+	Running float64
+}
+
+// Row is one line of a report grouped by user or by batch (Batch 0 when
+// by user).
+type Row struct {
+	User    string
+	Batch   uint64
+	Cost    float64
+	Running float64
+}
+
+// Group sums spends by user, or by batch when byBatch, most costly first
+// (Cost + Running; then by user name, or newest batch first), and keeps
+// the first limit rows; the others are counted in omitted and summed in
+// rest.
+func Group(spends []Spend, byBatch bool, limit int) (rows []Row, rest Row, omitted int) {
+	if byBatch {
+		idx := make(map[uint64]int, len(spends))
+		for _, s := range spends {
+			i, ok := idx[s.Batch]
+			if !ok {
+				i = len(rows)
+				idx[s.Batch] = i
+				rows = append(rows, Row{User: s.User, Batch: s.Batch})
+			}
+			rows[i].Cost += s.Cost
+			rows[i].Running += s.Running
+		}
+	} else {
+		idx := map[string]int{}
+		for _, s := range spends {
+			i, ok := idx[s.User]
+			if !ok {
+				i = len(rows)
+				idx[s.User] = i
+				rows = append(rows, Row{User: s.User})
+			}
+			rows[i].Cost += s.Cost
+			rows[i].Running += s.Running
+		}
+	}
+	slices.SortFunc(rows, func(a, b Row) int {
+		if c := cmp.Compare(b.Cost+b.Running, a.Cost+a.Running); c != 0 {
+			return c
+		}
+		if byBatch {
+			return cmp.Compare(b.Batch, a.Batch)
+		}
+		return cmp.Compare(a.User, b.User)
+	})
+	if len(rows) > limit {
+		for _, r := range rows[limit:] {
+			rest.Cost += r.Cost
+			rest.Running += r.Running
+		}
+		omitted = len(rows) - limit
+		rows = rows[:limit]
+	}
+	return rows, rest, omitted
+}
