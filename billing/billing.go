@@ -18,13 +18,13 @@ import (
 
 // Limits on rates, so a request cannot grow the state without bound.
 const (
-	MaxResources       = 1000 // distinct resources with a rate
+	MaxResources       = 4096 // distinct resources with a rate (up to three per launch config)
 	MaxVersions        = 100  // versions kept per resource
 	MaxPricePerUnitHr  = 1e6  // dollars per unit-hour
 	MaxRatesPerRequest = 256
 )
 
-var resourceRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}(/[A-Za-z0-9_.-]{1,63}){0,3}$`)
+var resourceRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}(/[A-Za-z0-9_.-]{1,64}){0,3}$`)
 
 // ValidResource reports whether name may name a resource: a kind
 // (compute, memory, gpu, service-fee, ...) and up to three /-separated
@@ -73,19 +73,26 @@ type Quantity struct {
 }
 
 // Held is what an attempt reserves: cores and GiB of memory in its pool,
-// GPUs of a type, and the service fee, charged per core.
-func Held(cpuMilli, memory, gpus int64, gpuType, pool string) []Quantity {
+// GPUs of a type, and the service fee, charged per core. On a machine of
+// an autoscaler launch config (config not empty) the cores, memory and
+// GPUs are the config's own (compute/POOL/CONFIG), priced by the rates
+// the config gives (MachineRates) or, without them, the pool's.
+func Held(cpuMilli, memory, gpus int64, gpuType, pool, config string) []Quantity {
 	if pool == "" {
 		pool = "default"
 	}
+	suffix := ""
+	if config != "" {
+		suffix = "/" + config
+	}
 	cores := float64(cpuMilli) / 1000
 	out := []Quantity{
-		{"compute/" + pool, cores},
-		{"memory/" + pool, float64(memory) / (1 << 30)},
+		{"compute/" + pool + suffix, cores},
+		{"memory/" + pool + suffix, float64(memory) / (1 << 30)},
 		{"service-fee", cores},
 	}
 	if gpus > 0 {
-		out = append(out, Quantity{"gpu/" + gpuType, float64(gpus)})
+		out = append(out, Quantity{"gpu/" + gpuType + suffix, float64(gpus)})
 	}
 	return out
 }

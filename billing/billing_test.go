@@ -17,7 +17,7 @@ func TestPriceAndCost(t *testing.T) {
 		"gpu/a100":            {{Resource: "gpu/a100", Version: 1, PerHour: 2.5, ValidFrom: t0}},
 	}
 	// 4 cores, 16 GiB, 1 A100 in pool preemptible, on day 1: version 1.
-	qs := Held(4000, 16<<30, 1, "a100", "preemptible")
+	qs := Held(4000, 16<<30, 1, "a100", "preemptible", "")
 	perHour, lines := b.Price(qs, t0+int64(time.Hour))
 	want := 4*0.01 + 16*0.005 + 4*0.01 + 2.5
 	if math.Abs(perHour-want) > 1e-12 || len(lines) != 4 || lines[0].Rated != "compute/preemptible" || lines[1].Rated != "memory" {
@@ -35,7 +35,7 @@ func TestPriceAndCost(t *testing.T) {
 	if p, _ := b.Price(qs, t0-1); p != 0 {
 		t.Fatalf("before the rates: %v", p)
 	}
-	if p, lines := (Book{}).Price(Held(1000, 1<<30, 0, "", ""), t0); p != 0 || lines[0].Rated != "" || lines[0].Resource != "compute/default" {
+	if p, lines := (Book{}).Price(Held(1000, 1<<30, 0, "", "", ""), t0); p != 0 || lines[0].Rated != "" || lines[0].Resource != "compute/default" {
 		t.Fatalf("no rates: %v %+v", p, lines)
 	}
 	if Cost(1, 10, 10) != 0 || Cost(1, 10, 5) != 0 {
@@ -82,5 +82,43 @@ func TestGroup(t *testing.T) {
 	}
 	if omitted != 2 || rest != (Row{Cost: 1.75}) {
 		t.Fatalf("by batch: omitted %d rest %+v; want 2 and cost 1.75 (batches 1 and 3)", omitted, rest)
+	}
+}
+
+func TestMachineRates(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	// n2-standard-8: 8 cores, 32 GiB, $0.40 an hour.
+	m := Machine{Config: "n2-8", Pool: "batch", CPUMilli: 8000, Memory: 32 << 30, PerHour: 0.40}
+	rates := MachineRates(m)
+	if len(rates) != 2 || rates[0].Resource != "compute/batch/n2-8" || rates[1].Resource != "memory/batch/n2-8" {
+		t.Fatalf("rates %+v", rates)
+	}
+	b := Book{"compute": {{Resource: "compute", Version: 1, PerHour: 5, ValidFrom: t0}}}
+	for _, r := range rates {
+		if !ValidResource(r.Resource) {
+			t.Fatalf("%s is not a valid resource", r.Resource)
+		}
+		b[r.Resource] = []Rate{{Resource: r.Resource, Version: 1, PerHour: r.PerHour, ValidFrom: t0}}
+	}
+	// The whole machine costs its price; a quarter of it a quarter;
+	// cores off the config take the kind's rate.
+	for _, c := range []struct {
+		cpu, mem int64
+		config   string
+		want     float64
+	}{{8000, 32 << 30, "n2-8", 0.40}, {2000, 8 << 30, "n2-8", 0.10}, {1000, 0, "", 5}} {
+		held := Held(c.cpu, c.mem, 0, "", "batch", c.config)[:2] // without the service fee
+		if p, _ := b.Price(held, t0); math.Abs(p-c.want) > 1e-8 {
+			t.Errorf("%d millicores, %d bytes on %q: $%v an hour, want $%v", c.cpu, c.mem, c.config, p, c.want)
+		}
+	}
+	// With GPUs, they carry GPUWeight core-hours each.
+	g := MachineRates(Machine{Config: "g2", CPUMilli: 4000, Memory: 16 << 30, GPUType: "l4", GPUs: 1, PerHour: 1})
+	unit := 1 / (4 + 16*MemoryWeight + GPUWeight)
+	if len(g) != 3 || g[0].Resource != "compute/default/g2" || g[2].Resource != "gpu/l4/g2" || math.Abs(g[2].PerHour-GPUWeight*unit) > 1e-9 {
+		t.Fatalf("gpu rates %+v", g)
+	}
+	if MachineRates(Machine{Config: "free", CPUMilli: 1000, Memory: 1 << 30}) != nil {
+		t.Fatal("a machine without a price gives rates")
 	}
 }

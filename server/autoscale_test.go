@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/drover-sched/drover/autoscaler/provider/nomad"
 	"github.com/drover-sched/drover/autoscaler/provider/nomad/nomadfake"
 	"github.com/drover-sched/drover/autoscaler/provider/sim"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -138,6 +140,19 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 		bt, err := admin.GetBatch(ctx, b.ID)
 		return err == nil && bt.State == api.BatchComplete
 	})
+	// The config's price priced every attempt: a core of a 4-core,
+	// 16 GiB machine of $0.20 an hour.
+	jobs, err := admin.AllJobs(ctx, b.ID, "")
+	if err != nil || len(jobs) != 64 {
+		t.Fatalf("%d jobs, %v", len(jobs), err)
+	}
+	perCore := 0.2 / (4 + 16*billing.MemoryWeight)
+	for _, j := range jobs {
+		a := j.Attempts[len(j.Attempts)-1]
+		if a.Cost == nil || len(a.CostLines) == 0 || a.CostLines[0].Rate != "compute/default/c4" || math.Abs(a.CostLines[0].PricePerHour-perCore) > 1e-9 {
+			t.Fatalf("job %d's attempt is not priced by launch config c4: %+v", j.JobID, a)
+		}
+	}
 	// Every machine the cloud made is in the state once; none twice.
 	insts, _ := cloud.List(ctx)
 	known := map[string]state.MachineInfo{}

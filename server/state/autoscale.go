@@ -627,7 +627,7 @@ func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyErr
 		}
 	}
 	m.Instance, m.State, m.Since = inst.ID, MachineActive, now
-	inst.Machine = machine
+	inst.Machine, inst.Config = machine, m.Config
 	if m.private() {
 		s.startPrivate(m, inst, now)
 	}

@@ -467,6 +467,11 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			}
 		}
 	}
+	// The rates the configs give, checked before anything changes.
+	derived := s.machineRates(c.LaunchConfigs)
+	if err := s.checkRates(derived, c.Now); err != nil {
+		return errorf(ErrInvalid, "the launch configs' rates: %s", err.Msg)
+	}
 	for _, decl := range c.Clusters {
 		cl := s.clusters[decl.Name]
 		if cl == nil {
@@ -501,6 +506,7 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			}
 		}
 	}
+	s.addRates(derived, c.Now)
 	for _, lc := range c.LaunchConfigs {
 		s.launchConfigs[lc.Name] = &lc
 	}

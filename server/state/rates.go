@@ -29,29 +29,48 @@ func (s *State) applySetRates(c *SetRates) any {
 	if len(c.Rates) == 0 || len(c.Rates) > billing.MaxRatesPerRequest {
 		return errorf(ErrInvalid, "give 1 to %d rates at once, not %d", billing.MaxRatesPerRequest, len(c.Rates))
 	}
-	added := 0
-	for _, r := range c.Rates {
+	if err := s.checkRates(c.Rates, c.Now); err != nil {
+		return err
+	}
+	s.addRates(c.Rates, c.Now)
+	return nil
+}
+
+// checkRates says what is wrong with adding rates at now, or nil.
+func (s *State) checkRates(rates []RateEntry, now int64) *ApplyError {
+	added := map[string]int{}
+	for _, r := range rates {
 		if err := billing.CheckRate(r.Resource, r.Price); err != nil {
 			return errorf(ErrInvalid, "%v", err)
 		}
 		// A rate never applies to the past: what was billed stays billed,
 		// and an attempt's price is the same whenever it is read.
-		if r.ValidFrom != 0 && r.ValidFrom < c.Now {
+		if r.ValidFrom != 0 && r.ValidFrom < now {
 			return errorf(ErrInvalid, "the rate of %s would apply from %s, in the past: a rate starts now or later", r.Resource, time.Unix(0, r.ValidFrom).UTC().Format(time.RFC3339))
 		}
-		if vs := s.rates[r.Resource]; len(vs) == 0 {
-			added++
-		} else if len(vs) >= billing.MaxVersions {
-			return errorf(ErrInvalid, "%s has %d rate versions, the most kept", r.Resource, billing.MaxVersions)
+		added[r.Resource]++
+		if n := len(s.rates[r.Resource]) + added[r.Resource]; n > billing.MaxVersions {
+			return errorf(ErrInvalid, "%s would have %d rate versions; at most %d are kept", r.Resource, n, billing.MaxVersions)
 		}
 	}
-	if len(s.rates)+added > billing.MaxResources {
-		return errorf(ErrInvalid, "that makes more than %d resources with rates", billing.MaxResources)
+	n := len(s.rates)
+	for name := range added {
+		if len(s.rates[name]) == 0 {
+			n++
+		}
 	}
-	for _, r := range c.Rates {
+	if n > billing.MaxResources {
+		return errorf(ErrInvalid, "that makes %d resources with rates; at most %d", n, billing.MaxResources)
+	}
+	return nil
+}
+
+// addRates adds checked rates (ValidFrom 0: from now).
+func (s *State) addRates(rates []RateEntry, now int64) {
+	for _, r := range rates {
 		from := r.ValidFrom
 		if from == 0 {
-			from = c.Now
+			from = now
 		}
 		vs := s.rates[r.Resource]
 		v := billing.Rate{Resource: r.Resource, Version: uint32(len(vs)) + 1, PerHour: r.Price, ValidFrom: from}
@@ -68,7 +87,26 @@ func (s *State) applySetRates(c *SetRates) any {
 		})
 		s.rates[r.Resource] = slices.Insert(vs, i, v)
 	}
-	return nil
+}
+
+// machineRates are the rates launch configs being set give (see
+// billing.MachineRates): for each config new or changed in price or
+// shape, a version of each of its rates from now. A config set again as
+// it was adds nothing, so a rate an admin set over it stays in force.
+func (s *State) machineRates(configs []LaunchConfig) []RateEntry {
+	var out []RateEntry
+	for i := range configs {
+		lc := &configs[i]
+		if old := s.launchConfigs[lc.Name]; old != nil && old.Pool == lc.Pool && old.PricePerHour == lc.PricePerHour &&
+			old.CPUMilli == lc.CPUMilli && old.Memory == lc.Memory && old.GPUs == lc.GPUs && old.GPUType == lc.GPUType {
+			continue
+		}
+		for _, r := range billing.MachineRates(billing.Machine{Config: lc.Name, Pool: lc.Pool, CPUMilli: lc.CPUMilli, Memory: lc.Memory,
+			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: lc.PricePerHour}) {
+			out = append(out, RateEntry{Resource: r.Resource, Price: r.PerHour})
+		}
+	}
+	return out
 }
 
 // Rates lists every resource's rates: the one in force at now and the
@@ -94,14 +132,14 @@ func (s *State) Rates(now time.Time, all bool) []api.Rate {
 // price is what an attempt of spec on inst costs per hour at the rates in
 // force at start.
 func (s *State) price(spec *Spec, inst *Instance, start int64) (float64, []billing.Line) {
-	pool := ""
+	pool, config := "", ""
 	if inst != nil {
-		pool = inst.Pool
+		pool, config = inst.Pool, inst.Config
 	}
 	var gpus int64
 	var gpuType string
 	if spec.Where != nil {
 		gpus, gpuType = spec.Where.GPUs, spec.Where.GPUType
 	}
-	return billing.Book(s.rates).Price(billing.Held(spec.CPUMilli, spec.Memory, gpus, gpuType, pool), start)
+	return billing.Book(s.rates).Price(billing.Held(spec.CPUMilli, spec.Memory, gpus, gpuType, pool, config), start)
 }

@@ -82,3 +82,101 @@ func TestAttemptCost(t *testing.T) {
 		t.Fatal("rates differ after a restore or a replay")
 	}
 }
+
+// TestLaunchConfigRates: a launch config's price gives rates for its
+// cores, memory and GPUs, which price the attempts on its machines (a
+// whole machine's worth costs the machine's price); a changed price adds
+// a version from then on, the same config again adds nothing, so an
+// admin's rate over it stays; and the instance's config survives a
+// snapshot.
+func TestLaunchConfigRates(t *testing.T) {
+	h := autoscaled(t) // small: 8 cores, 32 GiB, $0.30 an hour; spot $0.10
+	now := h.Now
+	h.Must(&SetRates{Now: now, Rates: []RateEntry{{Resource: "compute", Price: 5}}})
+	byName := func() map[string]apiRate {
+		out := map[string]apiRate{}
+		for _, r := range h.S.Rates(time.Unix(0, h.Now), true) {
+			out[r.Resource+"@"+itoa(uint64(r.Version))] = apiRate{r.PricePerHour, r.ValidFrom.UnixNano(), r.InForce}
+		}
+		return out
+	}
+	unit := 0.3 / (8 + 32*0.134)
+	rs := byName()
+	if r := rs["compute/default/small@1"]; math.Abs(r.price-math.Round(unit*1e9)/1e9) > 1e-12 || !r.inForce {
+		t.Fatalf("compute/default/small: %+v (rates %+v)", r, rs)
+	}
+	if _, ok := rs["memory/default/spot@1"]; !ok || len(rs) != 5 {
+		t.Fatalf("rates %+v: want compute and memory for small and spot, and compute", rs)
+	}
+
+	// A worker on a machine of small runs 2 cores and 8 GiB for an hour:
+	// a quarter of the machine, a quarter of its price.
+	res := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "small", Count: 1}}}).(*ScaleResult)
+	m := res.Requests[0].Machines[0]
+	h.Must(&LaunchDone{Now: h.Tick(), Request: res.Requests[0].Key, Created: []LaunchedMachine{{Machine: m, ProviderID: "p-1"}}})
+	act := h.Must(&Activate{Now: h.Tick(), Name: m, NodeID: "n0", CPUMilli: 8000, Memory: 32 << 30, TokenHash: "t0",
+		Region: "east", Cluster: "a", Machine: m}).(*ActivateResult)
+	sp := spec("j", 1)
+	sp.CPUMilli, sp.Memory = 2000, 8<<30
+	b := h.CreateBatch(entry(1, 1, sp))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, act.Instance)}})
+	start := h.Tick()
+	h.Must(&Events{Now: start, Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Started: true, Start: start}}})
+	end := start + int64(time.Hour)
+	h.Now = end
+	h.Must(&Events{Now: end, Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
+	j, _ := h.S.Job(b, 1)
+	a := j.Attempts[0]
+	if a.Cost == nil || math.Abs(*a.Cost-0.3/4) > 1e-8 || a.CostLines[0].Rate != "compute/default/small" || a.CostLines[1].Rate != "memory/default/small" {
+		t.Fatalf("an hour on a quarter of the machine: %v, want %v (%+v)", a.Cost, 0.3/4, a.CostLines)
+	}
+
+	// Set again as they are: no new version. An admin's rate over the
+	// config's stays in force.
+	cfgs := func(small float64) *ApplyPlacement {
+		return &ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
+			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: small},
+			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.1}}}
+	}
+	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute/default/spot", Price: 0.001}}})
+	h.Must(cfgs(0.3))
+	rs = byName()
+	if len(rs) != 6 || !rs["compute/default/spot@2"].inForce {
+		t.Fatalf("the same configs again: %+v", rs)
+	}
+	// A new price: a new version from now; the ended attempt keeps its
+	// cost.
+	h.Must(cfgs(0.6))
+	rs = byName()
+	if r := rs["compute/default/small@2"]; !r.inForce || r.from != h.Now || math.Abs(r.price-2*rs["compute/default/small@1"].price) > 1e-9 {
+		t.Fatalf("after the price doubled: %+v", rs)
+	}
+	if j2, _ := h.S.Job(b, 1); *j2.Attempts[0].Cost != *a.Cost {
+		t.Fatal("an ended attempt's cost changed with the config's price")
+	}
+	// A price whose rates would be past the most a rate may be is refused
+	// whole.
+	h.MustFail(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
+		{Name: "huge", Cluster: "a", MachineType: "x", CPUMilli: 1000, Memory: 1 << 30, PricePerHour: 1e8}}}, ErrInvalid)
+	if _, ok := byName()["compute/default/huge@1"]; ok {
+		t.Fatal("a refused config left a rate")
+	}
+
+	snap := SnapshotBytes(t, h.S)
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(SnapshotBytes(t, restored), snap) || !bytes.Equal(SnapshotBytes(t, h.Replay()), snap) {
+		t.Fatal("state differs after a restore or a replay")
+	}
+	if j2, _ := restored.Job(b, 1); j2.Attempts[0].CostLines[0].Rate != "compute/default/small" {
+		t.Fatalf("after a restore the attempt is priced by %+v", j2.Attempts[0].CostLines)
+	}
+}
+
+type apiRate struct {
+	price   float64
+	from    int64
+	inForce bool
+}

@@ -69,6 +69,7 @@ type snapInstance struct {
 	GPUs    int64
 	FreeGPU int64
 	Machine string
+	Config  string
 }
 
 type snapKey struct {
@@ -253,7 +254,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, id := range instIDs {
 		inst := s.instances[id]
 		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine}
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -456,7 +457,7 @@ func (s *State) Restore(r io.Reader) error {
 		inst.NodeID = si.Node
 		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
 		inst.GPUType, inst.GPUs, inst.FreeGPUs = si.GPUType, si.GPUs, si.FreeGPU
-		inst.Machine = si.Machine
+		inst.Machine, inst.Config = si.Machine, si.Config
 		if inst.Cluster == "" { // a snapshot from before placement
 			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
 		}

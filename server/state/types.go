@@ -366,8 +366,10 @@ type Instance struct {
 	GPUs     int64  `codec:"-"`
 	FreeGPUs int64  `codec:"-"`
 	// Machine is the autoscaler's machine it runs on (snapshots carry it
-	// after FreeGPU).
+	// after FreeGPU), and Config the machine's launch config, whose rates
+	// price its attempts (after Machine).
 	Machine string `codec:"-"`
+	Config  string `codec:"-"`
 	running map[attemptKey]struct{}
 }
 
