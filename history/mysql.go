@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -18,6 +19,12 @@ import (
 // MariaDB) database that every server reaches.
 type MySQL struct {
 	db *sql.DB
+
+	// ping is a connection of its own for Ping, so the health checks
+	// that go on while nothing else does keep no pooled connection (and
+	// the buffers a large export left it) from closing once idle.
+	pingMu sync.Mutex
+	ping   *sql.Conn
 }
 
 // migrations are the schema, one step per version, applied in order by
@@ -68,6 +75,10 @@ var SchemaVersion = len(migrations) - 1
 // placeholders; MySQL allows 65,535 a statement).
 const rowsPerInsert = 1000
 
+// ConnMaxIdleTime is how long a MySQL connection may sit idle before it is
+// closed, with the buffers it holds.
+const ConnMaxIdleTime = 30 * time.Second
+
 // OpenMySQL connects to the database a DSN names
 // (user:password@tcp(host:3306)/drover, go-sql-driver/mysql's form) and
 // brings its schema up to date. Several servers may open it at once: a
@@ -100,6 +111,10 @@ func OpenMySQL(ctx context.Context, dsn string) (*MySQL, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxLifetime(10 * time.Minute)
+	// Each connection keeps a buffer as large as the largest packet it
+	// carried (up to 256 KiB): close those the exporter and readers have
+	// left idle.
+	db.SetConnMaxIdleTime(ConnMaxIdleTime)
 	m := &MySQL{db: db}
 	if err := m.migrate(ctx); err != nil {
 		db.Close()
@@ -523,7 +538,31 @@ func (m *MySQL) Ledger(ctx context.Context, project string, from, to int32) ([]L
 }
 
 // Ping implements Store.
-func (m *MySQL) Ping(ctx context.Context) error { return m.db.PingContext(ctx) }
+func (m *MySQL) Ping(ctx context.Context) error {
+	m.pingMu.Lock()
+	defer m.pingMu.Unlock()
+	if m.ping == nil {
+		c, err := m.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		m.ping = c
+	}
+	if err := m.ping.PingContext(ctx); err != nil {
+		_ = m.ping.Close()
+		m.ping = nil
+		return err
+	}
+	return nil
+}
 
 // Close implements Store.
-func (m *MySQL) Close() error { return m.db.Close() }
+func (m *MySQL) Close() error {
+	m.pingMu.Lock()
+	if m.ping != nil {
+		_ = m.ping.Close()
+		m.ping = nil
+	}
+	m.pingMu.Unlock()
+	return m.db.Close()
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/drover-sched/drover/server/state"
 )
@@ -103,7 +104,11 @@ func (s *Server) setupRaft() (*raftNode, error) {
 	n := &raftNode{applyTimeout: cfg.ApplyTimeout, moves: newBroadcast(), observe: func(string, time.Duration) {}, local: s.fsm.local}
 	logs, stable := cfg.RaftLogStore, cfg.RaftStableStore
 	if logs == nil {
-		store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+		// The map freelist keeps free pages as spans: once old entries
+		// are compacted away after a large run, the array freelist would
+		// hold one slot per freed page in the heap for good.
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"),
+			BoltOptions: &bbolt.Options{FreelistType: bbolt.FreelistMapType}})
 		if err != nil {
 			return nil, fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
 		}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/internal/launch"
 	"github.com/drover-sched/drover/internal/mariadbtest"
 	"github.com/drover-sched/drover/internal/simworker"
@@ -43,7 +45,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	batches := fs.Int("batches", 1, "batches per tenant (with -users)")
 	seed := fs.Uint64("seed", 1, "seed of job sizes and durations")
 	cancelAt := fs.Float64("cancel-at", 0, "cancel the batch once this fraction of it has completed, and measure the cancellation")
-	pprofDir := fs.String("pprof", "", "write CPU profiles of every server and of the bench process (its simulated workers and submitters) to this directory")
+	pprofDir := fs.String("pprof", "", "write CPU profiles of every server and of the bench process (its simulated workers and submitters) to this directory (with -retention, also every server's heap profiles when idle and after)")
 	pprofFrom := fs.Duration("pprof-from", 2*time.Second, "start the profiles this long after the first submit request")
 	pprofFor := fs.Duration("pprof-for", 20*time.Second, "length of the profiles")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
@@ -166,7 +168,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	}
 	var idle map[string]memAndSnapshot
 	if *retention > 0 {
-		if idle, err = memAndSnapshots(ctx, c, cl.Token()); err != nil {
+		if idle, err = memAndSnapshots(ctx, c, cl.Token(), *pprofDir, "idle"); err != nil {
 			return err
 		}
 	}
@@ -306,7 +308,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	sum := rec.Summarize()
 	var retained map[string]any
 	if *retention > 0 {
-		if retained, err = waitRetained(ctx, c, cl, ids, idle, say); err != nil {
+		if retained, err = waitRetained(ctx, c, cl, ids, idle, *pprofDir, say); err != nil {
 			return err
 		}
 	}
@@ -549,10 +551,14 @@ type memAndSnapshot struct {
 }
 
 // memAndSnapshots reads every server's live heap (after a GC) and the size
-// of a snapshot of its state.
-func memAndSnapshots(ctx context.Context, c *launch.Cluster, token string) (map[string]memAndSnapshot, error) {
+// of a snapshot of its state; with profDir (servers with -debug-pprof) it
+// saves each server's heap profile there too, as ID.heap-LABEL.pprof.
+func memAndSnapshots(ctx context.Context, c *launch.Cluster, token, profDir, label string) (map[string]memAndSnapshot, error) {
 	out := map[string]memAndSnapshot{}
 	for _, s := range c.Servers {
+		if profDir != "" {
+			saveServerProfile(s, "/debug/pprof/heap?gc=1", fmt.Sprintf("%s/%s.heap-%s.pprof", profDir, s.ID(), label))
+		}
 		one := c.NewClient(s.URL(), token)
 		n, err := one.SnapshotSave(ctx, io.Discard)
 		if err != nil {
@@ -570,7 +576,7 @@ func memAndSnapshots(ctx context.Context, c *launch.Cluster, token string) (map[
 // waitRetained waits until every batch has left the servers' memory for
 // the history store, reads each back through the API, and compares each
 // server's heap and snapshot with the idle cluster's.
-func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []int64, idle map[string]memAndSnapshot, say func(string, ...any)) (map[string]any, error) {
+func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []int64, idle map[string]memAndSnapshot, profDir string, say func(string, ...any)) (map[string]any, error) {
 	start := time.Now()
 	for {
 		st, err := cl.Leader(ctx)
@@ -602,7 +608,16 @@ func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []
 			readable++
 		}
 	}
-	after, err := memAndSnapshots(ctx, c, cl.Token())
+	// Let what a busy run leaves behind for a while go first: the MySQL
+	// store's idle connections and their buffers.
+	settle := history.ConnMaxIdleTime + 5*time.Second
+	say("waiting %s for idle connections to close before measuring", settle)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(settle):
+	}
+	after, err := memAndSnapshots(ctx, c, cl.Token(), profDir, "after")
 	if err != nil {
 		return nil, err
 	}
@@ -675,13 +690,19 @@ func saveOwnProfile(dir string, length time.Duration) {
 // saveProfile fetches a CPU profile from a server started with
 // -debug-pprof.
 func saveProfile(s *launch.Server, dir string, length time.Duration) {
-	_ = os.MkdirAll(dir, 0o755)
-	resp, err := s.HTTPClient(0).Get(s.URL() + "/debug/pprof/profile?seconds=" + strconv.Itoa(max(1, int(length.Seconds()))))
+	saveServerProfile(s, "/debug/pprof/profile?seconds="+strconv.Itoa(max(1, int(length.Seconds()))), fmt.Sprintf("%s/%s.cpu.pprof", dir, s.ID()))
+}
+
+// saveServerProfile fetches a profile from a server started with
+// -debug-pprof into file.
+func saveServerProfile(s *launch.Server, path, file string) {
+	_ = os.MkdirAll(filepath.Dir(file), 0o755)
+	resp, err := s.HTTPClient(0).Get(s.URL() + path)
 	if err != nil {
 		return
 	}
 	defer resp.Body.Close()
-	f, err := os.Create(fmt.Sprintf("%s/%s.cpu.pprof", dir, s.ID()))
+	f, err := os.Create(file)
 	if err != nil {
 		return
 	}

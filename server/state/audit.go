@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -67,9 +68,9 @@ func (s *State) applyAudit(c *Audit) any {
 		s.audit = append(s.audit, TrimAudit(e))
 	}
 	if over := len(s.audit) - MaxAuditEntries; over > 0 {
-		// Copy down rather than reslice, so the dropped entries' memory
-		// is not held forever.
-		s.audit = append(s.audit[:0], s.audit[over:]...)
+		// Copy down rather than reslice, and clear the slots left at
+		// the end, so the dropped entries' memory is not held forever.
+		s.audit = slices.Delete(s.audit, 0, over)
 	}
 	return nil
 }

@@ -89,6 +89,11 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now in
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
 			delete(inst.running, attemptKey{b.ID, id})
+			if len(inst.running) == 0 {
+				// A map keeps its size once grown: let an idle
+				// instance's go.
+				inst.running = nil
+			}
 			if inst.Active {
 				inst.FreeMilli += g.spec.CPUMilli
 				inst.FreeMem += g.spec.Memory

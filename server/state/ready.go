@@ -1,6 +1,9 @@
 package state
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // readyQueue holds a batch's Ready jobs as runs of consecutive IDs in the
 // order they became Ready. A released job array is one run however large it
@@ -127,6 +130,9 @@ func (u *userSched) addActive(b *Batch) {
 func (u *userSched) removeActive(b *Batch) {
 	i := sort.Search(len(u.active), func(i int) bool { return u.active[i].ID >= b.ID })
 	if i < len(u.active) && u.active[i] == b {
-		u.active = append(u.active[:i], u.active[i+1:]...)
+		// slices.Delete clears the slot freed at the end, which would
+		// otherwise keep the batch (its jobs and specs) alive after it
+		// left the state.
+		u.active = slices.Delete(u.active, i, i+1)
 	}
 }
