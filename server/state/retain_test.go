@@ -2,7 +2,9 @@ package state
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+	"weak"
 )
 
 // TestRetentionLifecycle: a complete batch waits for export with its
@@ -113,4 +115,30 @@ func TestRetentionLifecycle(t *testing.T) {
 		t.Fatalf("restored export queue %+v", q)
 	}
 	h.MustFail(&ForgetBatches{Now: h.Tick(), Batches: make([]uint64, MaxForget+1)}, ErrInvalid)
+}
+
+// TestForgottenBatchIsCollected: once forgotten, nothing in the state
+// keeps a batch alive (its jobs, groups and specs with it): the garbage
+// collector frees it.
+func TestForgottenBatchIsCollected(t *testing.T) {
+	h := newHarness(t)
+	w := h.Activate("w", 4, 8)
+	id := h.CreateBatch(entry(1, 50, spec("a", 1)))
+	h.RunAll([]uint32{w}, nil)
+	q, _ := h.S.ExportQueue(1)
+	if len(q) != 1 || q[0].Batch != id {
+		t.Fatalf("export queue %+v", q)
+	}
+	h.Must(&MarkExported{Marks: []ExportMark{{id, q[0].Version}}})
+	ref := weak.Make(h.S.batches[id])
+	h.Must(&ForgetBatches{Now: h.Tick(), Batches: []uint64{id}})
+	if h.S.HasBatch(id) {
+		t.Fatal("the batch was not forgotten")
+	}
+	runtime.GC()
+	runtime.GC()
+	if ref.Value() != nil {
+		t.Fatal("a forgotten batch is still reachable from the state")
+	}
+	runtime.KeepAlive(h.S) // the state must outlive the check
 }
