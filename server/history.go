@@ -155,13 +155,14 @@ const exportWriters = 3
 // leaves the state before the store holds it.
 func (s *Server) runExporter(ctx context.Context) {
 	wait := s.cfg.ExportInterval
+	pace := newExportPacer(s.schedulerBusy)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		err := s.exportOnce(ctx)
+		err := s.exportOnce(ctx, pace)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -179,7 +180,7 @@ func (s *Server) runExporter(ctx context.Context) {
 // exportOnce exports what waits (a bounded number of batches) and
 // forgets what is due. A nil error with work left means the next round
 // goes on.
-func (s *Server) exportOnce(ctx context.Context) error {
+func (s *Server) exportOnce(ctx context.Context, pace *exportPacer) error {
 	items, waiting := s.state.ExportQueue(256)
 	s.history.mu.Lock()
 	s.history.waiting = waiting
@@ -213,7 +214,10 @@ func (s *Server) exportOnce(ctx context.Context) error {
 		return nil
 	}
 	for _, it := range items {
-		ok, err := s.exportBatch(ctx, st, it)
+		if err := pace.before(ctx); err != nil {
+			return err
+		}
+		ok, err := s.exportBatch(ctx, st, it, pace)
 		if err != nil {
 			if ferr := flush(); ferr != nil {
 				s.log.Warn("record exports", "err", ferr)
@@ -260,7 +264,7 @@ func (s *Server) exportBlocked() string {
 
 // exportBatch writes one batch to the store; ok is false when the batch
 // changed (or went) while it was read, and it is left for the next round.
-func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.ExportItem) (ok bool, err error) {
+func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.ExportItem, pace *exportPacer) (ok bool, err error) {
 	have, err := st.Version(ctx, it.Batch)
 	if err != nil {
 		return false, err
@@ -286,6 +290,7 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 		defer close(pieces)
 		from := uint32(1)
 		for {
+			start := time.Now()
 			jobs, groups, next, ok := s.state.ExportJobs(it.Batch, it.Version, from, exportChunk)
 			if !ok {
 				changed = true
@@ -310,6 +315,12 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 			}
 			if next == 0 {
 				return nil
+			}
+			// The time a piece took, waiting for a writer included, is
+			// the pipeline's: rest in proportion while the scheduler
+			// is busy.
+			if err := pace.after(gctx, time.Since(start)); err != nil {
+				return err
 			}
 			from = next
 		}
@@ -354,6 +365,13 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 		s.metrics.historyExportedJobs.Add(float64(n.Load()))
 	}
 	return true, nil
+}
+
+// schedulerBusy reports whether this leader's scheduler has placed jobs
+// within schedBusyFor.
+func (s *Server) schedulerBusy() bool {
+	last := s.lastPlaced.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < schedBusyFor
 }
 
 // forgetDue removes the batches whose retention window has passed.
