@@ -66,6 +66,10 @@ type raftNode struct {
 // ones) and usually a plan or a group of worker events (a few KB).
 const raftLogCacheEntries = 64
 
+// raftLogCacheAge is how long an entry stays in the log cache: a follower
+// applies it, and the leader replicates it, within milliseconds.
+const raftLogCacheAge = 10 * time.Second
+
 // setupRaft opens (or takes from the Config) the stores and transport,
 // bootstraps a single-server cluster when asked to, and starts Raft.
 func (s *Server) setupRaft() (*raftNode, error) {
@@ -119,11 +123,14 @@ func (s *Server) setupRaft() (*raftNode, error) {
 	// after storing it, and the leader replicates what it has just stored;
 	// both would otherwise read them back from BoltDB (decoding them again
 	// and paging its memory-mapped file in).
-	cached, err := raft.NewLogCache(raftLogCacheEntries, logs)
+	cached, err := newLogCache(raftLogCacheEntries, raftLogCacheAge, logs)
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
+	stopExpiry := make(chan struct{})
+	go cached.expireEvery(raftLogCacheAge, stopExpiry)
+	n.closers = append(n.closers, func() error { close(stopExpiry); return nil })
 	logs = cached
 	snaps := cfg.RaftSnapshots
 	if snaps == nil {
