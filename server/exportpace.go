@@ -15,13 +15,13 @@ import (
 const (
 	exportMaxDefer = time.Minute
 	exportBusyDuty = 0.25
-	// schedBusyFor is how long after its last placement the scheduler
-	// counts as busy.
+	// schedBusyFor is how long after jobs were last placed or finished
+	// the cluster counts as busy.
 	schedBusyFor = time.Second
 )
 
-// exportPacer paces the exporter. busy reports whether the scheduler is
-// placing jobs; now and sleep are the clock (injected for tests).
+// exportPacer paces the exporter. busy reports whether the cluster is
+// placing or finishing jobs; now and sleep are the clock (injected for tests).
 type exportPacer struct {
 	busy     func() bool
 	now      func() time.Time

@@ -81,3 +81,36 @@ func TestExportPacer(t *testing.T) {
 		t.Fatal("a sleep outlived its context")
 	}
 }
+
+// TestActivity: the cluster is busy while the counts of jobs ready,
+// being created and running change, and for schedBusyFor after; a job
+// that waits for room it never gets keeps it idle.
+func TestActivity(t *testing.T) {
+	clock := time.Unix(1000, 0)
+	counts := [3]int64{1, 0, 0} // one job ready, never placed
+	a := &activity{now: func() time.Time { return clock }, counts: func() [3]int64 { return counts }}
+	if !a.busy() {
+		t.Fatal("the first sample is a change")
+	}
+	clock = clock.Add(2 * schedBusyFor)
+	if a.busy() {
+		t.Fatal("busy with nothing changing")
+	}
+	counts = [3]int64{0, 0, 1} // placed and running
+	if !a.busy() {
+		t.Fatal("idle right after a job was placed")
+	}
+	clock = clock.Add(schedBusyFor / 2)
+	if !a.busy() {
+		t.Fatal("idle half a second after a placement")
+	}
+	counts = [3]int64{0, 0, 0} // it ended
+	clock = clock.Add(schedBusyFor / 2)
+	if !a.busy() {
+		t.Fatal("idle right after a job ended")
+	}
+	clock = clock.Add(schedBusyFor)
+	if a.busy() {
+		t.Fatal("busy a second after the last change")
+	}
+}

@@ -155,7 +155,7 @@ const exportWriters = 3
 // leaves the state before the store holds it.
 func (s *Server) runExporter(ctx context.Context) {
 	wait := s.cfg.ExportInterval
-	pace := newExportPacer(s.schedulerBusy)
+	pace := newExportPacer(s.newActivity().busy)
 	for {
 		select {
 		case <-ctx.Done():
@@ -367,11 +367,34 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	return true, nil
 }
 
-// schedulerBusy reports whether this leader's scheduler has placed jobs
-// within schedBusyFor.
-func (s *Server) schedulerBusy() bool {
-	last := s.lastPlaced.Load()
-	return last != 0 && time.Since(time.Unix(0, last)) < schedBusyFor
+// activity tells whether the cluster is placing or finishing jobs: the
+// counts of jobs ready, being created and running changed within
+// schedBusyFor. A job that waits for room it never gets changes nothing,
+// so it does not hold the exporter back.
+type activity struct {
+	counts  func() [3]int64
+	now     func() time.Time
+	mu      sync.Mutex
+	last    [3]int64
+	changed time.Time
+}
+
+func (s *Server) newActivity() *activity {
+	return &activity{now: time.Now, counts: func() [3]int64 {
+		c, _, _ := s.state.Counts()
+		return [3]int64{c[state.Ready], c[state.Creating], c[state.Running]}
+	}}
+}
+
+func (a *activity) busy() bool {
+	c := a.counts()
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c != a.last {
+		a.last, a.changed = c, now
+	}
+	return !a.changed.IsZero() && now.Sub(a.changed) < schedBusyFor
 }
 
 // forgetDue removes the batches whose retention window has passed.

@@ -79,9 +79,6 @@ func (s *Server) scheduleOnce() (bool, error) {
 	pr := res.(*state.PlanResult)
 	s.metrics.placements.Add(float64(pr.Placed))
 	s.metrics.rejected.Add(float64(pr.Rejected))
-	if pr.Placed > 0 {
-		s.lastPlaced.Store(time.Now().UnixNano())
-	}
 	return out.Jobs >= s.cfg.MaxPlacements, nil
 }
 

@@ -38,9 +38,6 @@ type Server struct {
 	history *historyBook
 	// retention is Config.Retention (tests shorten it while running).
 	retention atomic.Int64
-	// lastPlaced is when the scheduler last placed a job (unix ns), for
-	// the exporter to yield to it.
-	lastPlaced atomic.Int64
 
 	metrics      *metrics
 	notify       *notifier
