@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBenchSchedSmoke runs a small `drover bench sched` (3 real servers,
@@ -99,7 +100,9 @@ func TestBenchE2EContainersSmoke(t *testing.T) {
 // Raft log cache holding the run's last large entries (up to 1.19x before
 // entries expired) fails it.
 func TestRetainedBatchesLeaveMemory(t *testing.T) {
-	r := runCLI(t, nil, "bench", "sched", "-servers", "3", "-history", "mysql", "-retention", "1s", "-users", "1", "-batches", "100",
+	// The run (about a minute), the export once the scheduler is quiet
+	// (half a minute) and the wait for idle connections to close (35 s).
+	r := runCLIFor(t, 5*time.Minute, nil, "bench", "sched", "-servers", "3", "-history", "mysql", "-retention", "1s", "-users", "1", "-batches", "100",
 		"-jobs", "10000", "-workers", "20", "-worker-cores", "64", "-json").must(t, 0)
 	var res struct {
 		Jobs     int `json:"jobs"`

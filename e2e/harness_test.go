@@ -153,7 +153,13 @@ func (a *agent) drover(token string, args ...string) result {
 
 func runCLI(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	return runCLIFor(t, 120*time.Second, env, args...)
+}
+
+// runCLIFor is runCLI for a command that may take up to timeout.
+func runCLIFor(t *testing.T, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, droverBin, args...)
 	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
