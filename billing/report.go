@@ -28,30 +28,24 @@ type Row struct {
 // the first limit rows; the others are counted in omitted and summed in
 // rest.
 func Group(spends []Spend, byBatch bool, limit int) (rows []Row, rest Row, omitted int) {
-	if byBatch {
-		idx := make(map[uint64]int, len(spends))
-		for _, s := range spends {
-			i, ok := idx[s.Batch]
-			if !ok {
-				i = len(rows)
-				idx[s.Batch] = i
-				rows = append(rows, Row{User: s.User, Batch: s.Batch})
-			}
-			rows[i].Cost += s.Cost
-			rows[i].Running += s.Running
+	type key struct {
+		user  string
+		batch uint64
+	}
+	idx := map[key]int{}
+	for _, s := range spends {
+		k := key{user: s.User}
+		if byBatch {
+			k = key{batch: s.Batch}
 		}
-	} else {
-		idx := map[string]int{}
-		for _, s := range spends {
-			i, ok := idx[s.User]
-			if !ok {
-				i = len(rows)
-				idx[s.User] = i
-				rows = append(rows, Row{User: s.User})
-			}
-			rows[i].Cost += s.Cost
-			rows[i].Running += s.Running
+		i, ok := idx[k]
+		if !ok {
+			i = len(rows)
+			idx[k] = i
+			rows = append(rows, Row{User: s.User, Batch: k.batch})
 		}
+		rows[i].Cost += s.Cost
+		rows[i].Running += s.Running
 	}
 	slices.SortFunc(rows, func(a, b Row) int {
 		if c := cmp.Compare(b.Cost+b.Running, a.Cost+a.Running); c != 0 {

@@ -432,8 +432,7 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 			out.Total += row.Cost
 		}
 	}
-	out.Running = s.state.RunningCost(project, now)
-	out.Cost = s.state.ProjectCost(project, now)
+	out.Cost, out.Running = s.state.ProjectCosts(project, now)
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -116,13 +116,21 @@ func (b *Batch) cost(now int64) float64 {
 // ProjectCost is what a billing project has cost up to now: its ended
 // attempts and its running ones.
 func (s *State) ProjectCost(project string, now time.Time) float64 {
+	total, _ := s.ProjectCosts(project, now)
+	return total
+}
+
+// ProjectCosts is ProjectCost, and what of it the running attempts have
+// cost.
+func (s *State) ProjectCosts(project string, now time.Time) (total, running float64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p := s.bills[project]
 	if p == nil {
-		return 0
+		return 0, 0
 	}
-	return p.cost(now.UnixNano())
+	total = p.cost(now.UnixNano())
+	return total, total - p.Accrued
 }
 
 // cost is what the project has cost up to now: the ended attempts, and
@@ -217,18 +225,6 @@ func (s *State) CostByDay(project string, from, to int32) []api.CostRow {
 		out = append(out, api.CostRow{Day: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Cost: p.Daily[d]})
 	}
 	return out
-}
-
-// RunningCost is what a billing project's running attempts have cost up
-// to now.
-func (s *State) RunningCost(project string, now time.Time) float64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p := s.bills[project]
-	if p == nil {
-		return 0
-	}
-	return p.cost(now.UnixNano()) - p.Accrued
 }
 
 // BatchSpends lists what each of a billing project's batches in the state
