@@ -106,9 +106,21 @@ func (m *Main) runBillingShow(ctx context.Context, args []string) error {
 		}
 	}
 	if c.Omitted > 0 {
-		what := map[string]string{api.CostByUser: "users", api.CostByBatch: "batches"}[c.By]
-		fmt.Fprintf(tw, "%d more %s\t%s\n", c.Omitted, what, dollars(c.OmittedCost))
+		what := map[string]string{api.CostByUser: "user", api.CostByBatch: "batch"}[c.By]
+		if c.Omitted > 1 {
+			what = map[string]string{api.CostByUser: "users", api.CostByBatch: "batches"}[c.By]
+		}
+		gap := "\t"
+		if c.By == api.CostByBatch {
+			gap = "\t\t" // under COST, past USER
+		}
+		fmt.Fprintf(tw, "(%d more %s)%s%s\n", c.Omitted, what, gap, dollars(c.OmittedCost))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(m.Stdout)
+	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintf(tw, "ended %s..%s\t%s\n", c.From, c.To, dollars(c.Total))
 	fmt.Fprintf(tw, "running now\t%s\n", dollars(c.Running))
 	fmt.Fprintf(tw, "all time, running to now\t%s\n", dollars(c.Cost))
