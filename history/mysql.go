@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -75,6 +76,15 @@ var SchemaVersion = len(migrations) - 1
 // placeholders; MySQL allows 65,535 a statement).
 const rowsPerInsert = 1000
 
+// driverLogger hands what go-sql-driver/mysql logs (a connection that
+// broke, a packet cut short) to the server's structured log instead of
+// its own unstructured lines on stderr.
+type driverLogger struct{ log *slog.Logger }
+
+func (d driverLogger) Print(v ...any) {
+	d.log.Warn("mysql driver: "+strings.TrimSpace(fmt.Sprint(v...)), "component", "history")
+}
+
 // ConnMaxIdleTime is how long a MySQL connection may sit idle before it is
 // closed, with the buffers it holds.
 const ConnMaxIdleTime = 30 * time.Second
@@ -82,11 +92,15 @@ const ConnMaxIdleTime = 30 * time.Second
 // OpenMySQL connects to the database a DSN names
 // (user:password@tcp(host:3306)/drover, go-sql-driver/mysql's form) and
 // brings its schema up to date. Several servers may open it at once: a
-// named lock lets one migrate at a time.
-func OpenMySQL(ctx context.Context, dsn string) (*MySQL, error) {
+// named lock lets one migrate at a time. What the driver logs goes to log
+// (nil: the driver's own logger, on stderr).
+func OpenMySQL(ctx context.Context, dsn string, log *slog.Logger) (*MySQL, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("history: MySQL DSN: %w", err)
+	}
+	if log != nil {
+		cfg.Logger = driverLogger{log}
 	}
 	if cfg.DBName == "" {
 		return nil, errors.New("history: the MySQL DSN names no database (user:password@tcp(host:3306)/DATABASE)")

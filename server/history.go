@@ -97,7 +97,7 @@ func (s *Server) openHistory(ctx context.Context) error {
 		wait := time.Second
 		for {
 			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			st, err := history.OpenMySQL(octx, s.cfg.HistoryDSN)
+			st, err := history.OpenMySQL(octx, s.cfg.HistoryDSN, s.log)
 			cancel()
 			if err == nil && ctx.Err() != nil {
 				st.Close()

@@ -105,7 +105,7 @@ func BenchmarkHistoryExport(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if store, err = history.OpenMySQL(ctx, dsn); err != nil {
+		if store, err = history.OpenMySQL(ctx, dsn, nil); err != nil {
 			b.Fatal(err)
 		}
 		srv := exportServer(st, store)
