@@ -219,16 +219,25 @@ func (m *MySQL) insertRows(ctx context.Context, head, row, tail string, n int, a
 	return tx.Commit()
 }
 
-// PutGroups implements Store.
-func (m *MySQL) PutGroups(ctx context.Context, batch uint64, groups []Group) error {
-	docs := make([][]byte, len(groups))
-	for i := range groups {
+// marshalEach encodes each of xs as JSON.
+func marshalEach[T any](xs []T) ([][]byte, error) {
+	docs := make([][]byte, len(xs))
+	for i := range xs {
 		var err error
-		if docs[i], err = json.Marshal(&groups[i]); err != nil {
-			return err
+		if docs[i], err = json.Marshal(&xs[i]); err != nil {
+			return nil, err
 		}
 	}
-	err := m.insertRows(ctx, "INSERT INTO job_groups (batch_id, first_job, doc) VALUES ", "(?,?,?)",
+	return docs, nil
+}
+
+// PutGroups implements Store.
+func (m *MySQL) PutGroups(ctx context.Context, batch uint64, groups []Group) error {
+	docs, err := marshalEach(groups)
+	if err != nil {
+		return err
+	}
+	err = m.insertRows(ctx, "INSERT INTO job_groups (batch_id, first_job, doc) VALUES ", "(?,?,?)",
 		" ON DUPLICATE KEY UPDATE doc = VALUES(doc)", len(groups), func(i int) []any {
 			return []any{batch, groups[i].First, docs[i]}
 		})
@@ -240,14 +249,11 @@ func (m *MySQL) PutGroups(ctx context.Context, batch uint64, groups []Group) err
 
 // PutJobs implements Store.
 func (m *MySQL) PutJobs(ctx context.Context, batch uint64, jobs []Job) error {
-	docs := make([][]byte, len(jobs))
-	for i := range jobs {
-		var err error
-		if docs[i], err = json.Marshal(&jobs[i]); err != nil {
-			return err
-		}
+	docs, err := marshalEach(jobs)
+	if err != nil {
+		return err
 	}
-	err := m.insertRows(ctx, "INSERT INTO jobs (batch_id, job_id, state, doc) VALUES ", "(?,?,?,?)",
+	err = m.insertRows(ctx, "INSERT INTO jobs (batch_id, job_id, state, doc) VALUES ", "(?,?,?,?)",
 		" ON DUPLICATE KEY UPDATE state = VALUES(state), doc = VALUES(doc)", len(jobs), func(i int) []any {
 			return []any{batch, jobs[i].ID, jobs[i].State, docs[i]}
 		})

@@ -21,17 +21,6 @@ func sameJSON(t *testing.T, what string, got, want any) {
 	}
 }
 
-func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestFinishedBatchesMoveToHistory: on a single server with the embedded
 // store, complete batches are exported and, once the retention window has
 // passed, leave the state; their status, jobs (every page, filters) and

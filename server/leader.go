@@ -112,15 +112,7 @@ func (s *Server) downClusters(v *state.SchedulingView, now time.Time) map[string
 // runLiveness retires instances that have not synced within LostTimeout;
 // their running jobs go back to Ready and run elsewhere.
 func (s *Server) runLiveness(ctx context.Context) {
-	period := min(s.cfg.LostTimeout/4, time.Second)
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, min(s.cfg.LostTimeout/4, time.Second), func() {
 		now := time.Now()
 		for _, id := range s.state.ActiveInstances() {
 			silent := s.live.silentFor(id, now)
@@ -137,51 +129,37 @@ func (s *Server) runLiveness(ctx context.Context) {
 			s.log.Warn("instance lost; its jobs will run elsewhere", "instance", id, "reason", reason)
 			s.live.forget(id)
 		}
-	}
+	})
 }
 
 // runUpdateExpiry discards open updates that have received no bunch for
 // UpdateIdleTimeout: a client that reserved job IDs and went away must not
 // hold them, and its user's open-update allowance, for ever.
 func (s *Server) runUpdateExpiry(ctx context.Context) {
-	tick := time.NewTicker(min(s.cfg.UpdateIdleTimeout/4, time.Minute))
-	defer tick.Stop()
 	reason := fmt.Sprintf("no bunch or commit for %s (server setting update_idle_timeout)", s.cfg.UpdateIdleTimeout)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, min(s.cfg.UpdateIdleTimeout/4, time.Minute), func() {
 		now := time.Now()
 		before := now.Add(-s.cfg.UpdateIdleTimeout).UnixNano()
 		idle := s.state.IdleUpdates(before, 1000)
 		if len(idle) == 0 {
-			continue
+			return
 		}
 		res, err := s.raft.Apply(&state.ExpireUpdates{Now: now.UnixNano(), Before: before, Reason: reason, Updates: idle})
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("expire idle updates", "err", err)
 			}
-			continue
+			return
 		}
 		s.log.Info("discarded idle updates", "count", res.(*state.ExpireResult).Discarded, "idle_for", s.cfg.UpdateIdleTimeout)
-	}
+	})
 }
 
 // runSpendLimits cancels, every billing interval, the running batches of
 // the billing projects that have spent their limit (their ended attempts
 // and their running ones up to now).
 func (s *Server) runSpendLimits(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.BillingInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, s.cfg.BillingInterval, func() {
 		now := time.Now()
 		for project, ids := range s.state.OverLimitBatches(now, 1000) {
 			_, limit, spent := s.state.OverLimit(project, now)
@@ -196,6 +174,20 @@ func (s *Server) runSpendLimits(ctx context.Context) {
 				s.log.Info("cancelled a batch: its billing project reached its spend limit", "batch", id, "project", project, "limit", limit, "spent", spent)
 			}
 		}
+	})
+}
+
+// every calls fn at each tick of period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fn()
 	}
 }
 

@@ -407,6 +407,9 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 	switch by {
 	case api.CostByDay:
 		out.Rows = s.state.CostByDay(project, from, to)
+		for _, row := range out.Rows {
+			out.Total += row.Cost
+		}
 	case api.CostByUser, api.CostByBatch:
 		spends, held := s.state.BatchSpends(project, from, to, now)
 		if old, err := s.ledgerSpends(r.Context(), project, from, to, held); err != nil {
@@ -426,11 +429,6 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("by=%q: a report is by %q, %q or %q", by, api.CostByDay, api.CostByUser, api.CostByBatch))
 		return
-	}
-	if by == api.CostByDay {
-		for _, row := range out.Rows {
-			out.Total += row.Cost
-		}
 	}
 	out.Cost, out.Running = s.state.ProjectCosts(project, now)
 	writeJSON(w, http.StatusOK, out)
