@@ -122,14 +122,18 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 			close(died)
 		}()
 	}
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	machineWorkers(wctx, t, cloud, c.HTTPAddrs())
 	b, err := admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "a", Jobs: []api.JobSpec{{JobID: 1, Count: 64, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-died
+	// The machines' workers start once the launch was asked again: had
+	// they activated first, the next leader would find the machines
+	// linked and have nothing to repeat (right, but not the case tested).
+	waitFor(t, "the next leader to ask the cloud again", func() bool { return cloud.calls.Load() >= 2 })
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	machineWorkers(wctx, t, cloud, c.HTTPAddrs())
 	var live *Server
 	for _, s := range c.Servers {
 		if s != old {
