@@ -92,10 +92,11 @@ func TestBenchE2EContainersSmoke(t *testing.T) {
 // entries, not batch state) is within 10% of what it was with the workers
 // up and no batch, and every batch still reads back complete through the
 // API, and each server's heap (after a GC, once idle MySQL connections
-// have closed) is within 10% of the idle cluster's: 1.055-1.069x in the
-// runs of 2026-11-25 (docs/performance.md). What remains does not grow
-// with the batches run: bbolt's freelist maps for the Raft log store's
-// trailing entries, and the audit log. A batch left in memory (1.46x
+// have closed; the least of 5 readings) is within 10% of the idle
+// cluster's: 1.050-1.069x in the runs of 2026-11-25
+// (docs/performance.md). What remains does not grow with the batches run:
+// bbolt's freelist maps for the Raft log store's trailing entries, and the
+// audit log. A batch left in memory (1.46x
 // before the fix; TestForgottenBatchIsCollected for the cause) or the
 // Raft log cache holding the run's last large entries (up to 1.19x before
 // entries expired) fails it.

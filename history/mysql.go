@@ -86,8 +86,9 @@ func (d driverLogger) Print(v ...any) {
 }
 
 // ConnMaxIdleTime is how long a MySQL connection may sit idle before it is
-// closed, with the buffers it holds.
-const ConnMaxIdleTime = 30 * time.Second
+// closed, with the buffers it holds. database/sql looks for such
+// connections every ConnMaxIdleTime, so one goes within twice that.
+const ConnMaxIdleTime = 15 * time.Second
 
 // OpenMySQL connects to the database a DSN names
 // (user:password@tcp(host:3306)/drover, go-sql-driver/mysql's form) and

@@ -550,6 +550,9 @@ type memAndSnapshot struct {
 	Jobs    int64 `json:"state_jobs"`
 }
 
+// heapSamples is how many times memAndSnapshots reads a server's heap.
+const heapSamples = 5
+
 // memAndSnapshots reads every server's live heap (after a GC) and the size
 // of a snapshot of its state; with profDir (servers with -debug-pprof) it
 // saves each server's heap profile there too, as ID.heap-LABEL.pprof.
@@ -564,9 +567,20 @@ func memAndSnapshots(ctx context.Context, c *launch.Cluster, token, profDir, lab
 		if err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
 		}
-		ms, err := one.Memory(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
+		// The least of a few readings: what the server keeps, without
+		// the requests (worker syncs, heartbeats) in flight at one GC.
+		var ms *api.MemoryStats
+		for k := range heapSamples {
+			if k > 0 {
+				time.Sleep(500 * time.Millisecond)
+			}
+			got, err := one.Memory(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
+			}
+			if ms == nil || got.HeapAlloc < ms.HeapAlloc {
+				ms = got
+			}
 		}
 		out[s.ID()] = memAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs}
 	}
@@ -610,7 +624,7 @@ func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []
 	}
 	// Let what a busy run leaves behind for a while go first: the MySQL
 	// store's idle connections and their buffers.
-	settle := history.ConnMaxIdleTime + 5*time.Second
+	settle := 2*history.ConnMaxIdleTime + 5*time.Second
 	say("waiting %s for idle connections to close before measuring", settle)
 	select {
 	case <-ctx.Done():
