@@ -59,7 +59,15 @@ func TestSpendLimitCancelsRunningBatches(t *testing.T) {
 			if started.IsZero() || took < 1500*time.Millisecond || took > 2*time.Second+10*srv.cfg.BillingInterval {
 				t.Fatalf("cancelled %s after the job started; the limit is reached after 2s and checked every %s", took, srv.cfg.BillingInterval)
 			}
-			j, _ := admin.GetJob(ctx, res.ID, 1)
+			// Still being stopped or stopped already, the job says why.
+			j, err := admin.GetJob(ctx, res.ID, 1)
+			if err != nil || !strings.Contains(j.Message, "spend limit") {
+				t.Fatalf("the job of the cancelled batch says %q (%v)", j.Message, err)
+			}
+			waitUntil(t, "the running job is stopped", 10*time.Second, func() bool {
+				j, err = admin.GetJob(ctx, res.ID, 1)
+				return err == nil && j.State == api.JobCancelled
+			})
 			if !strings.Contains(j.Message, "spend limit") {
 				t.Fatalf("the cancelled job says %q", j.Message)
 			}

@@ -290,15 +290,21 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 		}
 	}
 	out.Message = b.messages[id]
-	if j.state == Cancelled && out.Message == "" {
-		switch {
-		case b.Cancelled && b.CancelReason != "":
-			out.Message = "batch cancelled: " + b.CancelReason
-		case b.Cancelled:
-			out.Message = "batch cancelled"
-		default:
-			out.Message = "a parent job did not succeed"
-		}
+	cancelled := "batch cancelled"
+	if b.CancelReason != "" {
+		cancelled += ": " + b.CancelReason
+	}
+	switch {
+	case j.state == Cancelled && out.Message == "" && b.Cancelled:
+		out.Message = cancelled
+	case j.state == Cancelled && out.Message == "":
+		out.Message = "a parent job did not succeed"
+	case j.state == Cancelled && b.Cancelled && j.outcome == OutcomeCancelled:
+		// Its worker killed it for the cancel: the job says why, its
+		// attempt keeps what the worker said.
+		out.Message = cancelled
+	case j.state == Running && b.Cancelled:
+		out.Message = cancelled + "; its running attempt is being stopped"
 	}
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/drover-sched/drover/api"
 )
 
 func TestScatterGatherRunsInDependencyOrder(t *testing.T) {
@@ -148,10 +150,22 @@ func TestCancelBatch(t *testing.T) {
 	if len(v.Kill) != 2 || len(v.Assign) != 0 {
 		t.Fatalf("worker view %+v, want 2 kills", v)
 	}
+	// A job still being stopped says why.
+	if j, _ := h.S.Job(b, 1); j.State != api.JobRunning || j.Message != "batch cancelled: user asked; its running attempt is being stopped" {
+		t.Fatalf("a running job of the cancelled batch: %s %q", j.State, j.Message)
+	}
 	h.Must(&Events{Now: h.Tick(), Events: []Event{
-		{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeCancelled, Start: h.Now, End: h.Tick()},
+		{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeCancelled, Start: h.Now, End: h.Tick(), Message: "killed by the control plane"},
 		{Instance: w, Batch: b, Job: 2, Attempt: 1, Outcome: OutcomeSuccess, Start: h.Now, End: h.Tick()},
 	}})
+	// The killed job says why it was cancelled; its attempt keeps what
+	// the worker said. One that finished first says nothing of it.
+	if j, _ := h.S.Job(b, 1); j.State != api.JobCancelled || j.Message != "batch cancelled: user asked" || len(j.Attempts) != 1 || j.Attempts[0].Message != "killed by the control plane" {
+		t.Fatalf("the killed job: %s %q %+v", j.State, j.Message, j.Attempts)
+	}
+	if j, _ := h.S.Job(b, 2); j.State != api.JobSuccess || j.Message != "" {
+		t.Fatalf("the job that succeeded: %s %q", j.State, j.Message)
+	}
 	bt := h.Batch(b).toAPI()
 	if bt.State != "complete" || bt.NCancelled != 5 || bt.NSucceeded != 1 || !bt.Cancelled {
 		t.Fatalf("batch %+v", bt)
