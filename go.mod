@@ -22,7 +22,7 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.65.0
 	github.com/zclconf/go-cty v1.16.3
-	go.etcd.io/bbolt v1.3.5
+	go.etcd.io/bbolt v1.4.3
 	gocloud.dev v0.43.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.36.0

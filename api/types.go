@@ -787,6 +787,11 @@ type MemoryStats struct {
 	StateBatches int64 `json:"state_batches"`
 	StateJobs    int64 `json:"state_jobs"`
 	AuditBytes   int64 `json:"audit_bytes"`
+	// The Raft log file is rewritten once the server is quiet after a
+	// busy spell, and BoltDB's bookkeeping for the spell leaves the heap
+	// then: whether a rewrite is due, and how many there were.
+	RaftLogRewriteDue bool  `json:"raft_log_rewrite_due"`
+	RaftLogRewrites   int64 `json:"raft_log_rewrites"`
 }
 
 // Pool is a machine class of a cluster, as declared in a placement config.

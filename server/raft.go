@@ -15,8 +15,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/drover-sched/drover/server/state"
 )
@@ -59,6 +57,7 @@ type raftNode struct {
 	moves        *broadcast
 	local        *localCommands // shared with the FSM
 	closers      []func() error // what this node opened, closed on shutdown
+	boltLog      *boltLog       // the log store, unless the config brought one
 }
 
 // raftLogCacheEntries is how many recent log entries are kept in memory.
@@ -108,16 +107,15 @@ func (s *Server) setupRaft() (*raftNode, error) {
 	n := &raftNode{applyTimeout: cfg.ApplyTimeout, moves: newBroadcast(), observe: func(string, time.Duration) {}, local: s.fsm.local}
 	logs, stable := cfg.RaftLogStore, cfg.RaftStableStore
 	if logs == nil {
-		// The map freelist keeps free pages as spans: once old entries
-		// are compacted away after a large run, the array freelist would
-		// hold one slot per freed page in the heap for good.
-		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"),
-			BoltOptions: &bbolt.Options{FreelistType: bbolt.FreelistMapType}})
+		store, err := openBoltLog(filepath.Join(dir, "raft.db"), s.log.With("component", "raft"))
 		if err != nil {
-			return nil, fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
+			return nil, err
 		}
-		n.closers = append(n.closers, store.Close)
+		stopRewrite := make(chan struct{})
+		go store.rewriteEvery(RaftLogRewriteCheck, stopRewrite)
+		n.closers = append(n.closers, func() error { close(stopRewrite); return store.Close() })
 		logs, stable = store, store
+		n.boltLog = store
 	}
 	// Recent entries stay in memory: a follower applies every entry right
 	// after storing it, and the leader replicates what it has just stored;

@@ -205,6 +205,10 @@ func New(cfg *Config) (*Server, error) {
 	} else if cfg.Members != nil {
 		members = cfg.Members
 	}
+	var raftLog httpapi.RaftLog // a nil *boltLog is not a nil interface
+	if s.raft.boltLog != nil {
+		raftLog = s.raft.boltLog
+	}
 	s.api, err = httpapi.New(httpapi.Deps{
 		Config: httpapi.Config{
 			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
@@ -222,7 +226,7 @@ func New(cfg *Config) (*Server, error) {
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
-		Gossip: gossip, History: s.history,
+		Gossip: gossip, History: s.history, RaftLog: raftLog,
 	})
 	if err != nil {
 		if s.cluster != nil {

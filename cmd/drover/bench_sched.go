@@ -23,6 +23,7 @@ import (
 	"github.com/drover-sched/drover/internal/launch"
 	"github.com/drover-sched/drover/internal/mariadbtest"
 	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/server"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -548,6 +549,9 @@ type memAndSnapshot struct {
 	Audit   int64 `json:"audit_bytes"`
 	Batches int64 `json:"state_batches"`
 	Jobs    int64 `json:"state_jobs"`
+	// RaftLogRewrites: how many times the server rewrote its Raft log
+	// file so far (after a busy spell, once quiet).
+	RaftLogRewrites int64 `json:"raft_log_rewrites"`
 }
 
 // heapSamples is how many times memAndSnapshots reads a server's heap.
@@ -558,33 +562,61 @@ const heapSamples = 5
 // saves each server's heap profile there too, as ID.heap-LABEL.pprof.
 func memAndSnapshots(ctx context.Context, c *launch.Cluster, token, profDir, label string) (map[string]memAndSnapshot, error) {
 	out := map[string]memAndSnapshot{}
+	settleBy := time.Now().Add(90 * time.Second)
 	for _, s := range c.Servers {
-		if profDir != "" {
-			saveServerProfile(s, "/debug/pprof/heap?gc=1", fmt.Sprintf("%s/%s.heap-%s.pprof", profDir, s.ID(), label))
-		}
 		one := c.NewClient(s.URL(), token)
 		n, err := one.SnapshotSave(ctx, io.Discard)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
 		}
-		// The least of a few readings: what the server keeps, without
-		// the requests (worker syncs, heartbeats) in flight at one GC.
+		ms, err := leastHeap(ctx, one, settleBy)
+		if err != nil {
+			return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
+		}
+		if profDir != "" {
+			saveServerProfile(s, "/debug/pprof/heap?gc=1", fmt.Sprintf("%s/%s.heap-%s.pprof", profDir, s.ID(), label))
+		}
+		out[s.ID()] = memAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs, RaftLogRewrites: ms.RaftLogRewrites}
+	}
+	return out, nil
+}
+
+// leastHeap reads a server's heap heapSamples times, half a second apart,
+// and returns the least reading: what the server keeps, without the
+// requests (worker syncs, heartbeats) in flight at one GC. Readings taken
+// while its Raft log file is due for a rewrite, or across one, are taken
+// again once it is done (until deadline): a snapshot's
+// compaction can free a run's log at any time, and the rewrite follows
+// once the server is quiet.
+func leastHeap(ctx context.Context, cl *api.Client, deadline time.Time) (*api.MemoryStats, error) {
+	for {
 		var ms *api.MemoryStats
+		settled, rewrites := true, int64(-1)
 		for k := range heapSamples {
 			if k > 0 {
 				time.Sleep(500 * time.Millisecond)
 			}
-			got, err := one.Memory(ctx)
+			got, err := cl.Memory(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
+				return nil, err
 			}
+			if got.RaftLogRewriteDue || (rewrites >= 0 && got.RaftLogRewrites != rewrites) {
+				settled = false
+			}
+			rewrites = got.RaftLogRewrites
 			if ms == nil || got.HeapAlloc < ms.HeapAlloc {
 				ms = got
 			}
 		}
-		out[s.ID()] = memAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs}
+		if settled || time.Now().After(deadline) {
+			return ms, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
-	return out, nil
 }
 
 // waitRetained waits until every batch has left the servers' memory for
@@ -623,9 +655,11 @@ func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []
 		}
 	}
 	// Let what a busy run leaves behind for a while go first: the MySQL
-	// store's idle connections and their buffers.
-	settle := 2*history.ConnMaxIdleTime + 5*time.Second
-	say("waiting %s for idle connections to close before measuring", settle)
+	// store's idle connections and their buffers, and BoltDB's page
+	// bookkeeping for the run's Raft log, which goes when the servers
+	// rewrite the file once quiet.
+	settle := max(2*history.ConnMaxIdleTime, server.RaftLogRewriteQuiet+server.RaftLogRewriteCheck) + 5*time.Second
+	say("waiting %s for idle connections to close and the Raft log files to be rewritten before measuring", settle)
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()

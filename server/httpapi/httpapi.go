@@ -80,6 +80,16 @@ type Raft interface {
 	Restore(meta *raft.SnapshotMeta, reader io.Reader, timeout time.Duration) error
 }
 
+// RaftLog is the Raft log store, as the memory report shows it.
+type RaftLog interface {
+	// RewriteDue reports whether the log file holds enough written or
+	// freed since it was opened to be rewritten once the server is
+	// quiet: until then BoltDB's bookkeeping for it is in the heap.
+	RewriteDue() bool
+	// Rewrites counts the rewrites since the server started.
+	Rewrites() int64
+}
+
 // Members is the membership view: who the other servers are and where
 // their APIs listen.
 type Members interface {
@@ -174,6 +184,8 @@ type Deps struct {
 	// History is where batches that left the state are read from (nil:
 	// nowhere).
 	History History
+	// RaftLog: nil where the Raft log store is not the server's own.
+	RaftLog RaftLog
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
@@ -195,6 +207,7 @@ type Server struct {
 	autoscaler     Autoscaler
 	gossip         Gossip
 	history        History
+	raftLog        RaftLog
 	reg            *prometheus.Registry
 	httpRequests   *prometheus.CounterVec
 	httpSeconds    *prometheus.HistogramVec
@@ -214,7 +227,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History}
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})

@@ -131,11 +131,15 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	writeJSON(w, http.StatusOK, api.MemoryStats{
+	out := api.MemoryStats{
 		ServerID: s.cfg.ID, PID: os.Getpid(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
 		HeapObjects: ms.HeapObjects, Sys: ms.Sys, NumGC: ms.NumGC,
 		StateBatches: held.Batches, StateJobs: held.Jobs, AuditBytes: auditBytes,
-	})
+	}
+	if s.raftLog != nil {
+		out.RaftLogRewriteDue, out.RaftLogRewrites = s.raftLog.RewriteDue(), s.raftLog.Rewrites()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // handleSnapshotSave streams the whole state: a header line, a JSON line
