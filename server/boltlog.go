@@ -105,50 +105,36 @@ func (l *boltLog) freeBytes() int64 {
 	return int64(st.FreePageN+st.PendingPageN) * int64(os.Getpagesize())
 }
 
-// get returns the store, or why there is none; the caller holds l.mu.
-func (l *boltLog) get() (*raftboltdb.BoltStore, error) {
-	if l.store == nil {
-		return nil, fmt.Errorf("raft log %s is closed: %w", l.path, l.broken)
-	}
-	return l.store, nil
-}
-
 func (l *boltLog) wrote(n int) {
 	l.lastWrite.Store(l.now().UnixNano())
 	l.written.Add(int64(n))
 }
 
-// FirstIndex implements raft.LogStore.
-func (l *boltLog) FirstIndex() (uint64, error) {
+// use calls fn with the store, under the read lock.
+func (l *boltLog) use(fn func(s *raftboltdb.BoltStore) error) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return 0, err
+	if l.store == nil {
+		return fmt.Errorf("raft log %s is closed: %w", l.path, l.broken)
 	}
-	return s.FirstIndex()
+	return fn(l.store)
+}
+
+// FirstIndex implements raft.LogStore.
+func (l *boltLog) FirstIndex() (idx uint64, err error) {
+	err = l.use(func(s *raftboltdb.BoltStore) error { idx, err = s.FirstIndex(); return err })
+	return idx, err
 }
 
 // LastIndex implements raft.LogStore.
-func (l *boltLog) LastIndex() (uint64, error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return 0, err
-	}
-	return s.LastIndex()
+func (l *boltLog) LastIndex() (idx uint64, err error) {
+	err = l.use(func(s *raftboltdb.BoltStore) error { idx, err = s.LastIndex(); return err })
+	return idx, err
 }
 
 // GetLog implements raft.LogStore.
 func (l *boltLog) GetLog(idx uint64, log *raft.Log) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	return s.GetLog(idx, log)
+	return l.use(func(s *raftboltdb.BoltStore) error { return s.GetLog(idx, log) })
 }
 
 // StoreLog implements raft.LogStore.
@@ -156,76 +142,41 @@ func (l *boltLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log
 
 // StoreLogs implements raft.LogStore.
 func (l *boltLog) StoreLogs(logs []*raft.Log) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	n := 0
-	for _, e := range logs {
-		n += len(e.Data) + len(e.Extensions)
-	}
-	l.wrote(n)
-	return s.StoreLogs(logs)
+	return l.use(func(s *raftboltdb.BoltStore) error {
+		n := 0
+		for _, e := range logs {
+			n += len(e.Data) + len(e.Extensions)
+		}
+		l.wrote(n)
+		return s.StoreLogs(logs)
+	})
 }
 
 // DeleteRange implements raft.LogStore.
 func (l *boltLog) DeleteRange(min, max uint64) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	l.wrote(0)
-	return s.DeleteRange(min, max)
+	return l.use(func(s *raftboltdb.BoltStore) error { l.wrote(0); return s.DeleteRange(min, max) })
 }
 
 // Set implements raft.StableStore.
 func (l *boltLog) Set(k, v []byte) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	l.wrote(0)
-	return s.Set(k, v)
+	return l.use(func(s *raftboltdb.BoltStore) error { l.wrote(0); return s.Set(k, v) })
 }
 
 // Get implements raft.StableStore.
-func (l *boltLog) Get(k []byte) ([]byte, error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return s.Get(k)
+func (l *boltLog) Get(k []byte) (v []byte, err error) {
+	err = l.use(func(s *raftboltdb.BoltStore) error { v, err = s.Get(k); return err })
+	return v, err
 }
 
 // SetUint64 implements raft.StableStore.
 func (l *boltLog) SetUint64(k []byte, v uint64) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	l.wrote(0)
-	return s.SetUint64(k, v)
+	return l.use(func(s *raftboltdb.BoltStore) error { l.wrote(0); return s.SetUint64(k, v) })
 }
 
 // GetUint64 implements raft.StableStore.
-func (l *boltLog) GetUint64(k []byte) (uint64, error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	s, err := l.get()
-	if err != nil {
-		return 0, err
-	}
-	return s.GetUint64(k)
+func (l *boltLog) GetUint64(k []byte) (v uint64, err error) {
+	err = l.use(func(s *raftboltdb.BoltStore) error { v, err = s.GetUint64(k); return err })
+	return v, err
 }
 
 // Close closes the file.
@@ -280,19 +231,10 @@ func (l *boltLog) rewriteIfQuiet(quiet time.Duration, minBytes int64) (bool, err
 	return true, nil
 }
 
-// rewriteEvery checks every period until stop is closed.
-func (l *boltLog) rewriteEvery(period time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if _, err := l.rewriteIfQuiet(RaftLogRewriteQuiet, boltLogRewriteAfter); err != nil {
-			l.log.Error("rewrite the raft log", "path", l.path, "err", err)
-		}
+// rewriteWhenQuiet is what the server runs every RaftLogRewriteCheck.
+func (l *boltLog) rewriteWhenQuiet() {
+	if _, err := l.rewriteIfQuiet(RaftLogRewriteQuiet, boltLogRewriteAfter); err != nil {
+		l.log.Error("rewrite the raft log", "path", l.path, "err", err)
 	}
 }
 

@@ -100,17 +100,3 @@ func (c *logCache) expire() int {
 	c.mu.Unlock()
 	return n
 }
-
-// expireEvery runs expire every period until stop is closed.
-func (c *logCache) expireEvery(period time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			c.expire()
-		}
-	}
-}

@@ -111,9 +111,9 @@ func (s *Server) setupRaft() (*raftNode, error) {
 		if err != nil {
 			return nil, err
 		}
-		stopRewrite := make(chan struct{})
-		go store.rewriteEvery(RaftLogRewriteCheck, stopRewrite)
-		n.closers = append(n.closers, func() error { close(stopRewrite); return store.Close() })
+		ctx, stop := context.WithCancel(context.Background())
+		go every(ctx, RaftLogRewriteCheck, store.rewriteWhenQuiet)
+		n.closers = append(n.closers, func() error { stop(); return store.Close() })
 		logs, stable = store, store
 		n.boltLog = store
 	}
@@ -126,9 +126,9 @@ func (s *Server) setupRaft() (*raftNode, error) {
 		n.close()
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	stopExpiry := make(chan struct{})
-	go cached.expireEvery(raftLogCacheAge, stopExpiry)
-	n.closers = append(n.closers, func() error { close(stopExpiry); return nil })
+	ctx, stopExpiry := context.WithCancel(context.Background())
+	go every(ctx, raftLogCacheAge, func() { cached.expire() })
+	n.closers = append(n.closers, func() error { stopExpiry(); return nil })
 	logs = cached
 	snaps := cfg.RaftSnapshots
 	if snaps == nil {
