@@ -208,11 +208,15 @@ func (l *boltLog) rewriteIfQuiet(quiet time.Duration, minBytes int64) (bool, err
 	if err != nil {
 		return false, err
 	}
-	if err := l.store.Close(); err != nil {
-		return false, fmt.Errorf("close raft log %s to rewrite it: %w", l.path, err)
-	}
+	// A store that would not close cleanly is not used again either: it
+	// is opened afresh, uncopied.
+	rerr := l.store.Close()
 	l.store = nil
-	rerr := compactBolt(l.path)
+	if rerr != nil {
+		rerr = fmt.Errorf("close raft log %s to rewrite it: %w", l.path, rerr)
+	} else {
+		rerr = compactBolt(l.path)
+	}
 	// Whether or not the copy replaced it, the file at path is whole.
 	store, err := l.open()
 	if err != nil {
