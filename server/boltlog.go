@@ -95,14 +95,13 @@ func (l *boltLog) RewriteDue() bool { return l.due(boltLogRewriteAfter) }
 func (l *boltLog) Rewrites() int64 { return l.rewrites.Load() }
 
 // freeBytes is how much of the file is free pages, freed or about to be.
-func (l *boltLog) freeBytes() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.store == nil {
-		return 0
-	}
-	st := l.store.Stats()
-	return int64(st.FreePageN+st.PendingPageN) * int64(os.Getpagesize())
+func (l *boltLog) freeBytes() (n int64) {
+	_ = l.use(func(s *raftboltdb.BoltStore) error {
+		st := s.Stats()
+		n = int64(st.FreePageN+st.PendingPageN) * int64(os.Getpagesize())
+		return nil
+	})
+	return n
 }
 
 func (l *boltLog) wrote(n int) {

@@ -105,15 +105,18 @@ func (s *Server) setupRaft() (*raftNode, error) {
 	rc.MaxAppendEntries = 512
 
 	n := &raftNode{applyTimeout: cfg.ApplyTimeout, moves: newBroadcast(), observe: func(string, time.Duration) {}, local: s.fsm.local}
+	// The node's background loops stop before anything is closed.
+	bg, stopBG := context.WithCancel(context.Background())
+	n.closers = append(n.closers, func() error { stopBG(); return nil })
 	logs, stable := cfg.RaftLogStore, cfg.RaftStableStore
 	if logs == nil {
 		store, err := openBoltLog(filepath.Join(dir, "raft.db"), s.log.With("component", "raft"))
 		if err != nil {
+			n.close()
 			return nil, err
 		}
-		ctx, stop := context.WithCancel(context.Background())
-		go every(ctx, RaftLogRewriteCheck, store.rewriteWhenQuiet)
-		n.closers = append(n.closers, func() error { stop(); return store.Close() })
+		go every(bg, RaftLogRewriteCheck, store.rewriteWhenQuiet)
+		n.closers = append(n.closers, store.Close)
 		logs, stable = store, store
 		n.boltLog = store
 	}
@@ -126,9 +129,7 @@ func (s *Server) setupRaft() (*raftNode, error) {
 		n.close()
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	ctx, stopExpiry := context.WithCancel(context.Background())
-	go every(ctx, raftLogCacheAge, func() { cached.expire() })
-	n.closers = append(n.closers, func() error { stopExpiry(); return nil })
+	go every(bg, raftLogCacheAge, func() { cached.expire() })
 	logs = cached
 	snaps := cfg.RaftSnapshots
 	if snaps == nil {
