@@ -199,10 +199,13 @@ func (s *Server) triggerSchedule() {
 }
 
 // monitorLeadership starts the leader loops when this server becomes leader
-// and stops them when it is not any more.
+// and stops them when it is not any more. It alone starts and stops them,
+// and it stops them before it returns: Shutdown waits for it, so no loop
+// can start after the server began to stop.
 func (s *Server) monitorLeadership(ctx context.Context) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	defer s.stopLeading()
 	for {
 		select {
 		case <-ctx.Done():
@@ -230,6 +233,9 @@ func (s *Server) startLeading(parent context.Context) {
 	// loops read the state.
 	if err := s.raft.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
 		s.log.Warn("leader barrier failed; will retry", "err", err)
+		return
+	}
+	if parent.Err() != nil {
 		return
 	}
 	s.ready.Store(true)

@@ -352,7 +352,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.cancel()
 	s.notify.notifyAll()
-	s.stopLeading()
+	// monitorLeadership stops the leader loops as it returns.
 	s.wg.Wait()
 	s.shutdownRaft()
 	s.logs.Close()
