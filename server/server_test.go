@@ -559,6 +559,49 @@ func TestBulkEndpointsSpeakJSONAndMsgpack(t *testing.T) {
 	}
 }
 
+// TestUsageSampleOfAnotherWorkersAttempt: a worker that sends a usage
+// sample for an attempt running on another worker neither changes its
+// usage nor uses up the owner's sample slot.
+func TestUsageSampleOfAnotherWorkersAttempt(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	w := newSimWorker(t, tc, "sim-owner", 1)
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
+		{JobID: 1, Name: "u", Command: []string{"true"}, CPU: 1, Memory: 1 << 20},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := w.sync(5 * time.Second)
+	if len(res.Assign) != 1 {
+		t.Fatalf("assigned %d", len(res.Assign))
+	}
+	a := res.Assign[0].AttemptRef
+	w.known = []api.AttemptRef{a}
+	started := time.Now().Add(-10 * time.Second)
+	w.events = []api.AttemptEvent{{AttemptRef: a, Kind: api.EventStarted, StartTime: started}}
+	w.sync(0)
+
+	other := newSimWorker(t, tc, "sim-other", 1)
+	other.events = []api.AttemptEvent{{AttemptRef: a, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 1, PeakMemory: 1 << 20}}}
+	other.sync(0)
+	usage := func() *api.Usage {
+		j, err := tc.admin.GetJob(ctx, b.ID, a.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.Attempts[len(j.Attempts)-1].Usage
+	}
+	if u := usage(); u != nil && u.CPUSeconds != 0 {
+		t.Fatalf("another worker's sample changed the attempt's usage: %+v", u)
+	}
+	w.events = []api.AttemptEvent{{AttemptRef: a, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 4, PeakMemory: 100 << 20}}}
+	w.sync(0)
+	if u := usage(); u == nil || u.CPUSeconds != 4 {
+		t.Fatalf("the owner's sample after another worker's did not reach the attempt: %+v", u)
+	}
+}
+
 // TestWorkerUsageAndPreemption: a worker's usage samples reach the job's
 // attempt (a second one within the minimum gap does not reach the log),
 // usage beyond what the instance can give is refused with a 400 naming

@@ -216,8 +216,16 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		if ev.Sample && !s.samples.allow(ev, now) {
-			continue // a sample sooner than a worker should send one adds nothing to the log
+		if ev.Sample {
+			// Only the attempt's own instance may use its sample slot:
+			// another worker's sample would keep the owner's out of the
+			// log for a gap, and apply would ignore it anyway.
+			if on, ok := s.state.AttemptInstance(ev.Batch, ev.Job, ev.Attempt); !ok || on != inst.ID {
+				continue
+			}
+			if !s.samples.allow(ev, now) {
+				continue // a sample sooner than a worker should send one adds nothing to the log
+			}
 		}
 		events = append(events, ev)
 	}
