@@ -24,8 +24,10 @@ func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
+	// A user's first token is its own (revoking the admin's token does
+	// not revoke it), but it does not outlive the admin's.
 	res, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok),
-		Expires: now.Add(s.cfg.DefaultTokenTTL).UnixNano()})
+		Expires: capExpiry(now.Add(s.cfg.DefaultTokenTTL).UnixNano(), tokenOf(r).Expires)})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -67,7 +69,8 @@ func (s *Server) handleRotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	now := time.Now()
-	if _, err := s.apply(&state.RotateToken{Now: now.UnixNano(), User: name, TokenHash: token.Hash(tok), Expires: now.Add(s.cfg.DefaultTokenTTL).UnixNano()}); err != nil {
+	if _, err := s.apply(&state.RotateToken{Now: now.UnixNano(), User: name, TokenHash: token.Hash(tok),
+		Expires: capExpiry(now.Add(s.cfg.DefaultTokenTTL).UnixNano(), tokenOf(r).Expires)}); err != nil {
 		s.writeErr(w, err)
 		return
 	}

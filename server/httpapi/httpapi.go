@@ -535,6 +535,7 @@ const (
 	userKey ctxKey = iota
 	instanceKey
 	callerKey
+	tokenKey
 )
 
 func bearer(r *http.Request) string {
@@ -568,7 +569,8 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 		if !s.allowRate(w, r, "user:"+u.Name, "user "+u.Name, "max_requests_per_second_per_user", s.cfg.Rates.UserPerSecond) {
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), userKey, u)))
+		ctx := context.WithValue(r.Context(), userKey, u)
+		h(w, r.WithContext(context.WithValue(ctx, tokenKey, t)))
 	}
 }
 
@@ -585,6 +587,12 @@ func (s *Server) authAdmin(h http.HandlerFunc) http.HandlerFunc {
 func userOf(r *http.Request) state.User {
 	u, _ := r.Context().Value(userKey).(state.User)
 	return u
+}
+
+// tokenOf is the token an authenticated request came with.
+func tokenOf(r *http.Request) state.Token {
+	t, _ := r.Context().Value(tokenKey).(state.Token)
+	return t
 }
 
 func viewerOf(r *http.Request) state.Viewer {

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -22,8 +21,10 @@ import (
 const MaxTokenTTL = 10 * 365 * 24 * time.Hour
 
 // tokenExpiry turns a requested TTL into an expiry: "" is the default
-// TTL, "0" never (admins only).
-func (s *Server) tokenExpiry(w http.ResponseWriter, raw string, admin bool, now time.Time) (int64, bool) {
+// TTL, "0" never (admins only). A token never outlives the one the request
+// came with (state.CheckTokenLifetime): the default TTL is cut to it, and
+// a longer TTL asked for is refused.
+func (s *Server) tokenExpiry(w http.ResponseWriter, r *http.Request, raw string, now time.Time) (int64, bool) {
 	ttl := s.cfg.DefaultTokenTTL
 	if raw != "" {
 		d, err := time.ParseDuration(raw)
@@ -33,17 +34,35 @@ func (s *Server) tokenExpiry(w http.ResponseWriter, raw string, admin bool, now 
 		}
 		ttl = d
 	}
+	var expires int64
 	switch {
-	case ttl == 0 && !admin:
+	case ttl == 0 && !userOf(r).Admin:
 		writeError(w, http.StatusForbidden, "only an admin may make a token that never expires (ttl 0)")
 		return 0, false
 	case ttl == 0:
-		return 0, true
 	case ttl < time.Minute || ttl > MaxTokenTTL:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %s is out of range: 1m to %s (0: never, admins only)", ttl, MaxTokenTTL))
 		return 0, false
+	default:
+		expires = now.Add(ttl).UnixNano()
 	}
-	return now.Add(ttl).UnixNano(), true
+	parent := tokenOf(r)
+	if raw == "" {
+		return capExpiry(expires, parent.Expires), true
+	}
+	if err := state.CheckTokenLifetime(parent, expires); err != nil {
+		writeError(w, http.StatusForbidden, err.Error())
+		return 0, false
+	}
+	return expires, true
+}
+
+// capExpiry is the earlier of two expiries (0: never).
+func capExpiry(expires, limit int64) int64 {
+	if limit != 0 && (expires == 0 || expires > limit) {
+		return limit
+	}
+	return expires
 }
 
 func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +87,7 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	expires, ok := s.tokenExpiry(w, req.TTL, u.Admin, now)
+	expires, ok := s.tokenExpiry(w, r, req.TTL, now)
 	if !ok {
 		return
 	}
@@ -77,7 +96,8 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hash := token.Hash(tok)
-	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: owner, Name: req.Name, TokenHash: hash, Expires: expires}); err != nil {
+	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: owner, Name: req.Name, TokenHash: hash, Expires: expires,
+		Parent: tokenOf(r).Accessor}); err != nil {
 		s.writeErr(w, err)
 		return
 	}
@@ -156,13 +176,15 @@ func (s *Server) handleRotateOwnToken(w http.ResponseWriter, r *http.Request) {
 	if t.Expires != 0 {
 		expires = now.Add(time.Duration(t.Expires - t.Created)).UnixNano()
 	}
-	hash := token.Hash(tok)
-	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: t.User, Name: t.Name, TokenHash: hash, Expires: expires}); err != nil {
-		s.writeErr(w, err)
-		return
+	// The new token lives as long as the old one did, but not past the
+	// token the old one came from, nor the one this request came with.
+	if p, ok := s.state.Token(t.Parent); ok {
+		expires = capExpiry(expires, p.Expires)
 	}
-	var ae *state.ApplyError
-	if _, err := s.apply(&state.RevokeToken{Accessor: t.Accessor}); err != nil && !(errors.As(err, &ae) && ae.Kind == state.ErrNotFound) {
+	expires = capExpiry(expires, tokenOf(r).Expires)
+	hash := token.Hash(tok)
+	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: t.User, Name: t.Name, TokenHash: hash, Expires: expires,
+		Parent: tokenOf(r).Accessor, Replaces: t.Accessor}); err != nil {
 		s.writeErr(w, err)
 		return
 	}

@@ -3,6 +3,7 @@ package state
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"regexp"
 	"sort"
@@ -33,6 +34,10 @@ type Token struct {
 	Name     string
 	Created  int64
 	Expires  int64 // 0: never
+	// Parent is the accessor of the token that made this one ("": none,
+	// as for a user's first token): revoking a token revokes the tokens
+	// it made, and theirs.
+	Parent string
 }
 
 // TokenAccessor is the public name of a token hash: 16 hex digits of a
@@ -137,11 +142,7 @@ func (s *State) applyRotateToken(c *RotateToken) any {
 		}
 		return errorf(ErrConflict, "that token is already in use; make a new one")
 	}
-	for h, t := range s.tokens {
-		if t.User == u.Name {
-			delete(s.tokens, h)
-		}
-	}
+	s.dropTokens(s.tokensOf(u.Name))
 	s.addToken(&Token{Hash: c.TokenHash, User: u.Name, Name: "default", Created: c.Now, Expires: c.Expires})
 	return nil
 }
@@ -153,6 +154,31 @@ type CreateToken struct {
 	Name      string
 	TokenHash string
 	Expires   int64 // 0: never
+	// Parent is the accessor of the token the request came with: the new
+	// token may not outlive it (CheckTokenLifetime), and goes when it is
+	// revoked. "": none (an operator's own command).
+	Parent string
+	// Replaces, when set, is the accessor of a token of the same user that
+	// the new one takes the place of (a rotation): the new token takes
+	// its parent and the tokens it made, and the old one is revoked, in
+	// one step.
+	Replaces string
+}
+
+// CheckTokenLifetime says whether a token expiring at expires (0: never)
+// may be made with parent, the token the request came with: never past
+// the parent's own expiry. This is the one place the rule lives; the API
+// checks it before a request reaches the log, and apply again.
+func CheckTokenLifetime(parent Token, expires int64) error {
+	if parent.Expires == 0 || (expires != 0 && expires <= parent.Expires) {
+		return nil
+	}
+	want := "one that never expires"
+	if expires != 0 {
+		want = "one that expires at " + time.Unix(0, expires).UTC().Format(time.RFC3339)
+	}
+	return fmt.Errorf("token %q (%s) expires at %s and cannot make %s: a token may not outlive the token that makes it; ask for a shorter ttl, or use a token that lives longer",
+		parent.Name, parent.Accessor, time.Unix(0, parent.Expires).UTC().Format(time.RFC3339), want)
 }
 
 // Type implements Command.
@@ -204,6 +230,26 @@ func (s *State) applyCreateToken(c *CreateToken) any {
 		}
 		return errorf(ErrConflict, "that token is already in use; make a new one")
 	}
+	parent := c.Parent
+	var old *Token
+	if c.Replaces != "" {
+		if old = s.tokenByAccessor(c.Replaces); old == nil || old.User != u.Name {
+			return errorf(ErrNotFound, "no token %q of user %q to replace; it was revoked", c.Replaces, u.Name)
+		}
+		parent = old.Parent
+	}
+	for _, acc := range []string{c.Parent, parent} {
+		if acc == "" {
+			continue
+		}
+		p := s.tokenByAccessor(acc)
+		if p == nil || (p.Expires != 0 && p.Expires <= c.Now) {
+			return errorf(ErrForbidden, "token %s, which would make this one, was revoked or has expired", acc)
+		}
+		if err := CheckTokenLifetime(*p, c.Expires); err != nil {
+			return errorf(ErrForbidden, "%v", err)
+		}
+	}
 	n := 0
 	for h, t := range s.tokens {
 		if t.User != u.Name {
@@ -215,25 +261,76 @@ func (s *State) applyCreateToken(c *CreateToken) any {
 		}
 		n++
 	}
+	if old != nil {
+		n-- // it goes as this one comes
+	}
 	if n >= MaxTokensPerUser {
 		return errorf(ErrConflict, "user %q has %d tokens, the most one may hold; revoke some with 'drover token revoke'", u.Name, n)
 	}
-	s.addToken(&Token{Hash: c.TokenHash, User: u.Name, Name: c.Name, Created: c.Now, Expires: c.Expires})
+	t := &Token{Hash: c.TokenHash, User: u.Name, Name: c.Name, Created: c.Now, Expires: c.Expires, Parent: parent}
+	s.addToken(t)
+	if old != nil {
+		for _, child := range s.tokens {
+			if child.Parent == old.Accessor {
+				child.Parent = t.Accessor
+			}
+		}
+		delete(s.tokens, old.Hash)
+	}
 	return nil
 }
 
-func (s *State) applyRevokeToken(c *RevokeToken) any {
-	for h, t := range s.tokens {
-		if t.Accessor != c.Accessor {
-			continue
+// tokenByAccessor finds a token by its accessor (nil: none).
+func (s *State) tokenByAccessor(accessor string) *Token {
+	for _, t := range s.tokens {
+		if t.Accessor == accessor {
+			return t
 		}
-		if c.User != "" && t.User != c.User {
-			break // not theirs: as if it did not exist
-		}
-		delete(s.tokens, h)
-		return nil
 	}
-	return errorf(ErrNotFound, "no token %q; list yours with 'drover token list'", c.Accessor)
+	return nil
+}
+
+// tokensOf returns the hashes of a user's tokens.
+func (s *State) tokensOf(user string) map[string]bool {
+	out := map[string]bool{}
+	for h, t := range s.tokens {
+		if t.User == user {
+			out[h] = true
+		}
+	}
+	return out
+}
+
+// dropTokens deletes the tokens whose hashes gone names, and every token
+// they made, and theirs.
+func (s *State) dropTokens(gone map[string]bool) {
+	revoked := map[string]bool{}
+	for h := range gone {
+		if t := s.tokens[h]; t != nil {
+			revoked[t.Accessor] = true
+			delete(s.tokens, h)
+		}
+	}
+	for len(revoked) > 0 {
+		next := map[string]bool{}
+		for h, t := range s.tokens {
+			if revoked[t.Parent] {
+				next[t.Accessor] = true
+				delete(s.tokens, h)
+			}
+		}
+		revoked = next
+	}
+}
+
+func (s *State) applyRevokeToken(c *RevokeToken) any {
+	t := s.tokenByAccessor(c.Accessor)
+	// Another user's token: as if it did not exist.
+	if t == nil || (c.User != "" && t.User != c.User) {
+		return errorf(ErrNotFound, "no token %q; list yours with 'drover token list'", c.Accessor)
+	}
+	s.dropTokens(map[string]bool{t.Hash: true})
+	return nil
 }
 
 func (s *State) applyDeleteUser(c *DeleteUser) any {
@@ -253,11 +350,7 @@ func (s *State) applyDeleteUser(c *DeleteUser) any {
 		}
 	}
 	u.Deleted = c.Now
-	for h, t := range s.tokens {
-		if t.User == u.Name {
-			delete(s.tokens, h)
-		}
-	}
+	s.dropTokens(s.tokensOf(u.Name))
 	for _, p := range s.projects {
 		delete(p.Members, u.Name)
 		delete(p.Roles, u.Name)

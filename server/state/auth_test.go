@@ -95,3 +95,56 @@ func TestRolesTokensAndDeletion(t *testing.T) {
 		t.Fatalf("restored project %+v", p)
 	}
 }
+
+// TestTokensOutliveNoParent: a token may not outlive the token that made
+// it; revoking a token revokes what it made, and theirs; a rotation keeps
+// the tree; deleting a user revokes the tokens its tokens made for others.
+func TestTokensOutliveNoParent(t *testing.T) {
+	h := newHarness(t)
+	now := time.Unix(0, h.Tick())
+	hour := now.Add(time.Hour).UnixNano()
+	h.Must(&CreateUser{Now: now.UnixNano(), Name: "root", Admin: true, TokenHash: "root-hash"})
+	h.Must(&CreateUser{Now: now.UnixNano(), Name: "mem", TokenHash: "mem-hash", Expires: hour})
+	memAcc := TokenAccessor("mem-hash")
+
+	// A token expiring in an hour makes no token that expires later, nor
+	// one that never does; it makes one expiring with it.
+	err := h.MustFail(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "long", TokenHash: "long", Parent: memAcc, Expires: now.Add(10 * 365 * 24 * time.Hour).UnixNano()}, ErrForbidden)
+	if !strings.Contains(err.Msg, "may not outlive") {
+		t.Fatalf("a 10-year token from a 1-hour one: %q", err.Msg)
+	}
+	h.MustFail(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "forever", TokenHash: "forever", Parent: memAcc}, ErrForbidden)
+	h.Must(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "child", TokenHash: "child", Parent: memAcc, Expires: hour})
+	h.Must(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "grandchild", TokenHash: "grandchild", Parent: TokenAccessor("child"), Expires: hour - 1})
+	// The root token never expires: it makes what it likes, for others too.
+	rootAcc := TokenAccessor("root-hash")
+	h.Must(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "from-root", TokenHash: "from-root", Parent: rootAcc})
+	// A revoked or expired parent makes nothing.
+	h.MustFail(&CreateToken{Now: hour, User: "mem", Name: "late", TokenHash: "late", Parent: memAcc, Expires: hour}, ErrForbidden)
+
+	// Rotating the child: its replacement takes its place in the tree.
+	h.Must(&CreateToken{Now: now.UnixNano(), User: "mem", Name: "child", TokenHash: "child2", Replaces: TokenAccessor("child"), Parent: memAcc, Expires: hour})
+	if _, _, st := h.S.Authenticate("child", now); st != TokenUnknown {
+		t.Fatal("a rotated token still works")
+	}
+	if tok, ok := h.S.Token(TokenAccessor("grandchild")); !ok || tok.Parent != TokenAccessor("child2") {
+		t.Fatalf("after the rotation the grandchild's parent is %q, want the new token's", tok.Parent)
+	}
+	// Revoking mem's token revokes its child and grandchild, not the
+	// root's token for mem.
+	h.Must(&RevokeToken{Accessor: memAcc})
+	for _, hash := range []string{"mem-hash", "child2", "grandchild"} {
+		if _, _, st := h.S.Authenticate(hash, now); st != TokenUnknown {
+			t.Errorf("token %s outlived the revocation of its ancestor", hash)
+		}
+	}
+	if _, _, st := h.S.Authenticate("from-root", now); st != TokenValid {
+		t.Error("revoking mem's token revoked a token the root token made")
+	}
+	// Deleting the root user revokes what its tokens made.
+	h.Must(&CreateUser{Now: now.UnixNano(), Name: "root2", Admin: true, TokenHash: "root2-hash"})
+	h.Must(&DeleteUser{Now: h.Tick(), Name: "root"})
+	if _, _, st := h.S.Authenticate("from-root", now); st != TokenUnknown {
+		t.Error("a token made by a deleted user's token still works")
+	}
+}
