@@ -120,3 +120,39 @@ func TestRetriedWritesReturnTheFirstResult(t *testing.T) {
 		t.Fatalf("a second create of alice: %v", err)
 	}
 }
+
+// TestIdempotencyKeyReusedWithAnotherBody: a request that reuses an
+// idempotency key with other contents gets 409 naming the key, instead of
+// the first request's batch; the same request again gets that batch.
+func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	create := func(cmd string) (*api.CreateBatchResponse, error) {
+		return tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "b", IdempotencyKey: "key-1", Jobs: []api.JobSpec{
+			{JobID: 1, Command: []string{cmd}, CPU: 0.1, Memory: 1 << 20}}})
+	}
+	first, err := create("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create("false"); !api.IsStatus(err, 409) || !strings.Contains(err.Error(), `idempotency key "key-1"`) {
+		t.Fatalf("the key reused with another command: %v", err)
+	}
+	again, err := create("true")
+	if err != nil || again.Batch.ID != first.Batch.ID {
+		t.Fatalf("a retry: %+v, %v; want batch %d", again, err, first.Batch.ID)
+	}
+	update := func(n int64) (*api.UpdateResponse, error) {
+		return tc.admin.CreateUpdate(ctx, first.Batch.ID, &api.CreateUpdateRequest{IdempotencyKey: "upd-1", NJobs: n})
+	}
+	u, err := update(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := update(6); !api.IsStatus(err, 409) || !strings.Contains(err.Error(), `idempotency key "upd-1"`) {
+		t.Fatalf("an update key reused with another size: %v", err)
+	}
+	if u2, err := update(5); err != nil || u2.UpdateID != u.UpdateID {
+		t.Fatalf("an update retry: %+v, %v; want update %d", u2, err, u.UpdateID)
+	}
+}

@@ -148,10 +148,14 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	if !s.admit(w, submission{user: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}) {
 		return
 	}
-	res, err := s.apply(&state.CreateBatch{
+	cmd := &state.CreateBatch{
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
 		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
-	})
+	}
+	if cmd.Key != "" {
+		cmd.Digest = cmd.RequestDigest()
+	}
+	res, err := s.apply(cmd)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -303,7 +307,11 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.admit(w, submission{batch: id, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}) {
 		return
 	}
-	res, err := s.apply(&state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries})
+	cmd := &state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries}
+	if cmd.Key != "" {
+		cmd.Digest = cmd.RequestDigest()
+	}
+	res, err := s.apply(cmd)
 	if err != nil {
 		s.writeErr(w, err)
 		return

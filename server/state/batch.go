@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -43,6 +44,9 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	if c.Key != "" {
 		if id, ok := s.keys[c.User+"\x00"+c.Key]; ok {
 			b := s.batches[id]
+			if err := keyReused(c.Key, b.keyDigest, c.Digest, fmt.Sprintf("batch %d", id)); err != nil {
+				return err
+			}
 			res := &UpdateResult{Batch: id, Existing: true}
 			if len(b.updates) > 0 {
 				u := b.updates[0]
@@ -62,6 +66,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		BillingProject: c.BillingProject,
 		Attributes:     c.Attributes,
 		Key:            c.Key,
+		keyDigest:      c.Digest,
 		Created:        c.Now,
 		nextJob:        1,
 	}
@@ -101,6 +106,9 @@ func (s *State) applyCreateUpdate(c *CreateUpdate) any {
 	if c.Key != "" {
 		for _, u := range b.updates {
 			if u.Key == c.Key && !u.Discarded {
+				if err := keyReused(c.Key, u.KeyDigest, c.Digest, fmt.Sprintf("update %d of batch %d", u.ID, b.ID)); err != nil {
+					return err
+				}
 				return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Existing: true}
 			}
 		}
@@ -113,15 +121,26 @@ func (s *State) applyCreateUpdate(c *CreateUpdate) any {
 		if err != nil {
 			return err
 		}
+		u.KeyDigest = c.Digest
 		return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: true}
 	case c.NJobs > 0:
 		u, err := s.reserve(b, c.NJobs, c.Key, c.Now)
 		if err != nil {
 			return err
 		}
+		u.KeyDigest = c.Digest
 		return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N}
 	}
 	return errorf(ErrInvalid, "an update needs jobs or n_jobs > 0")
+}
+
+// keyReused refuses a request that reuses an idempotency key with another
+// body: it would otherwise get what the first request made, silently.
+func keyReused(key string, had, got []byte, made string) *ApplyError {
+	if len(had) == 0 || len(got) == 0 || bytes.Equal(had, got) {
+		return nil
+	}
+	return errorf(ErrConflict, "idempotency key %q was used for %s by a request with other contents; a new request needs a new key (a retry must send the same request)", key, made)
 }
 
 // inlineUpdate reserves, stages and commits entries in one step, leaving b

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -130,6 +131,10 @@ type CreateBatch struct {
 	Key            string
 	NJobs          uint32
 	Jobs           []JobEntry
+	// Digest is RequestDigest of the request, kept with Key: the same key
+	// with another digest is a different request, refused (nil: not
+	// checked, as in entries from before the check).
+	Digest []byte
 }
 
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
@@ -139,6 +144,30 @@ type CreateUpdate struct {
 	Key   string
 	NJobs uint32
 	Jobs  []JobEntry
+	// Digest: see CreateBatch.
+	Digest []byte
+}
+
+// RequestDigest fingerprints what a create-batch request asks for (all but
+// its time, its user and its key), so that a retry with the same
+// idempotency key is told from a different request reusing it.
+func (c *CreateBatch) RequestDigest() []byte {
+	return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs)
+}
+
+// RequestDigest fingerprints what an update request asks for: see
+// CreateBatch.RequestDigest.
+func (c *CreateUpdate) RequestDigest() []byte {
+	return digest(c.Batch, c.NJobs, c.Jobs)
+}
+
+// digest is the SHA-256 of the values' canonical encoding (the log's own).
+func digest(parts ...any) []byte {
+	h := sha256.New()
+	if err := codec.NewEncoder(h, msgpackHandle).Encode(parts); err != nil {
+		panic(fmt.Sprintf("digest: %v", err)) // plain values and entries always encode
+	}
+	return h.Sum(nil)
 }
 
 // AddJobs stages a bunch of jobs in an open update.

@@ -92,6 +92,8 @@ type snapUpdate struct {
 	// (Touched is then the creation time).
 	Touched int64
 	Reason  string
+	// KeyDigest: absent before requests reusing a key were told apart.
+	KeyDigest []byte
 }
 
 type snapGroup struct {
@@ -176,6 +178,8 @@ type snapBatch struct {
 	// Version and Exported: see Batch (absent before history).
 	Version  uint64
 	Exported uint64
+	// KeyDigest: see snapUpdate.
+	KeyDigest []byte
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -327,7 +331,7 @@ func (b *Batch) snapshot() snapBatch {
 		sb.Updates = append(sb.Updates, snapUpdate{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
 			Created: u.Created, Staged: slices.Concat(u.staged...), NStaged: u.nStaged,
-			Seen: append([]uint64(nil), u.seen...), Touched: u.Touched, Reason: u.Reason,
+			Seen: append([]uint64(nil), u.seen...), Touched: u.Touched, Reason: u.Reason, KeyDigest: u.KeyDigest,
 		})
 	}
 	sb.Groups.groups = append([]*group(nil), b.groups...)
@@ -357,6 +361,7 @@ func (b *Batch) snapshot() snapBatch {
 	}
 	sb.Bill = batchBill{Accrued: b.bill.Accrued, Running: maps.Clone(b.bill.Running), Daily: maps.Clone(b.bill.Daily)}
 	sb.Version, sb.Exported = b.version, b.exported
+	sb.KeyDigest = b.keyDigest
 	return sb
 }
 
@@ -529,7 +534,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		ID: sb.ID, Name: sb.Name, User: sb.User, BillingProject: sb.BillingProject, Attributes: sb.Attributes,
 		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
 		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
-		messages: sb.Messages, version: sb.Version, exported: sb.Exported,
+		messages: sb.Messages, version: sb.Version, exported: sb.Exported, keyDigest: sb.KeyDigest,
 	}
 	if b.Completed != 0 && b.version == 0 {
 		// Complete before history: a version every server agrees on.
@@ -553,6 +558,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		b.updates = append(b.updates, &update{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
 			Created: u.Created, Touched: touched, Reason: u.Reason, staged: stagedBunches(u.Staged), nStaged: u.NStaged, seen: u.Seen,
+			KeyDigest: u.KeyDigest,
 		})
 	}
 	b.groups = make([]*group, len(sb.Groups.decoded))

@@ -614,3 +614,34 @@ func TestJobLostWithMaxLostWorkersEndsError(t *testing.T) {
 		t.Fatal("replay differs")
 	}
 }
+
+// TestIdempotencyKeyDigest: a create or update that reuses a key with
+// another digest is refused, before and after a snapshot and restore; the
+// same digest is a retry.
+func TestIdempotencyKeyDigest(t *testing.T) {
+	h := newHarness(t)
+	create := func(cmd string) *CreateBatch {
+		c := &CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Key: "k", Jobs: []JobEntry{entry(1, 1, spec(cmd, 1))}}
+		c.Digest = c.RequestDigest()
+		return c
+	}
+	b := h.Must(create("a")).(*UpdateResult).Batch
+	h.Must(&CreateUpdate{Now: h.Tick(), Batch: b, Key: "u", NJobs: 3, Digest: (&CreateUpdate{Batch: b, NJobs: 3}).RequestDigest()})
+	check := func(s *State) {
+		t.Helper()
+		h.S = s
+		if err := h.MustFail(create("b"), ErrConflict); !strings.Contains(err.Msg, `idempotency key "k"`) {
+			t.Fatalf("a reused key: %q", err.Msg)
+		}
+		if res := h.Must(create("a")).(*UpdateResult); !res.Existing || res.Batch != b {
+			t.Fatalf("a retry: %+v", res)
+		}
+		h.MustFail(&CreateUpdate{Now: h.Tick(), Batch: b, Key: "u", NJobs: 4, Digest: (&CreateUpdate{Batch: b, NJobs: 4}).RequestDigest()}, ErrConflict)
+	}
+	check(h.S)
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(SnapshotBytes(t, h.S))); err != nil {
+		t.Fatal(err)
+	}
+	check(restored)
+}

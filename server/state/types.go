@@ -270,6 +270,7 @@ type update struct {
 	Committed bool
 	Discarded bool // the batch was cancelled while the update was open
 	Key       string
+	KeyDigest []byte // the digest of the request that made it with Key
 	Created   int64
 	// Touched is when the update last received a bunch (its creation
 	// until then); an open update idle too long is discarded.
@@ -289,6 +290,7 @@ type Batch struct {
 	BillingProject string
 	Attributes     map[string]string
 	Key            string
+	keyDigest      []byte // the digest of the request that made it with Key
 	Created        int64
 	Completed      int64 // unix ns when it last became complete; 0 while running
 	Cancelled      bool
