@@ -33,8 +33,8 @@ func (m *Main) printToken(u *api.User, asJSON bool, note string) error {
 	if asJSON {
 		return m.printJSON(u)
 	}
-	fmt.Fprintln(m.Stdout, u.Token)
-	fmt.Fprintln(m.Stderr, note)
+	safeln(m.Stdout, u.Token)
+	safeln(m.Stderr, note)
 	return nil
 }
 
@@ -66,9 +66,9 @@ func (m *Main) runUserList(ctx context.Context, args []string) error {
 		return m.printJSON(users)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tADMIN\tCREATED")
+	safeln(tw, "NAME\tADMIN\tCREATED")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%v\t%s\n", u.Name, u.Admin, ago(u.TimeCreated))
+		safef(tw, "%s\t%v\t%s\n", u.Name, u.Admin, ago(u.TimeCreated))
 	}
 	return tw.Flush()
 }
@@ -93,7 +93,7 @@ func (m *Main) runBPCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Created billing project %s (members: %s)\n", p.Name, strings.Join(p.Members, ", "))
+	safef(m.Stdout, "Created billing project %s (members: %s)\n", p.Name, strings.Join(p.Members, ", "))
 	return nil
 }
 
@@ -111,13 +111,13 @@ func (m *Main) runBPList(ctx context.Context, args []string) error {
 		return m.printJSON(ps)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMEMBERS\tCOST\tSPEND LIMIT")
+	safeln(tw, "NAME\tMEMBERS\tCOST\tSPEND LIMIT")
 	for _, p := range ps {
 		limit := "-"
 		if p.SpendLimit > 0 {
 			limit = dollars(p.SpendLimit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, strings.Join(p.Members, ", "), dollars(p.Cost), limit)
+		safef(tw, "%s\t%s\t%s\t%s\n", p.Name, strings.Join(p.Members, ", "), dollars(p.Cost), limit)
 	}
 	return tw.Flush()
 }
@@ -132,7 +132,7 @@ func (m *Main) runBPAddMember(ctx context.Context, args []string) error {
 	if err := m.Client().SetRole(ctx, pos[0], pos[1], *role); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Added %s to billing project %s as %s\n", pos[1], pos[0], *role)
+	safef(m.Stdout, "Added %s to billing project %s as %s\n", pos[1], pos[0], *role)
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Billing project %s: spend limit $%.2f\n", p.Name, p.SpendLimit)
+	safef(m.Stdout, "Billing project %s: spend limit $%.2f\n", p.Name, p.SpendLimit)
 	return nil
 }
 
@@ -177,7 +177,7 @@ func (m *Main) runBPShow(ctx context.Context, args []string) error {
 			limit = dollars(p.SpendLimit)
 		}
 		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintf(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\n",
+		safef(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\n",
 			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit)
 		return tw.Flush()
 	}
@@ -193,7 +193,7 @@ func (m *Main) runUserDelete(ctx context.Context, args []string) error {
 	if err := m.Client().DeleteUser(ctx, pos[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Deleted user %s: its tokens no longer work; its batches stay\n", pos[0])
+	safef(m.Stdout, "Deleted user %s: its tokens no longer work; its batches stay\n", pos[0])
 	return nil
 }
 
@@ -217,12 +217,12 @@ func (m *Main) printNewToken(t *api.Token, asJSON bool, verb string) error {
 	if asJSON {
 		return m.printJSON(t)
 	}
-	fmt.Fprintln(m.Stdout, t.Token)
+	safeln(m.Stdout, t.Token)
 	exp := "never expires"
 	if t.ExpiresAt != nil {
 		exp = "expires " + t.ExpiresAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(m.Stderr, "%s token %q (accessor %s) for %s; it %s. Keep the token above: it is shown only once.\n", verb, t.Name, t.Accessor, t.User, exp)
+	safef(m.Stderr, "%s token %q (accessor %s) for %s; it %s. Keep the token above: it is shown only once.\n", verb, t.Name, t.Accessor, t.User, exp)
 	return nil
 }
 
@@ -242,7 +242,7 @@ func (m *Main) runTokenList(ctx context.Context, args []string) error {
 		return m.printJSON(ts)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCESSOR\tUSER\tNAME\tCREATED\tEXPIRES")
+	safeln(tw, "ACCESSOR\tUSER\tNAME\tCREATED\tEXPIRES")
 	for _, t := range ts {
 		exp := "never"
 		if t.ExpiresAt != nil {
@@ -251,7 +251,7 @@ func (m *Main) runTokenList(ctx context.Context, args []string) error {
 				exp += " (expired)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Accessor, t.User, t.Name, ago(t.TimeCreated), exp)
+		safef(tw, "%s\t%s\t%s\t%s\t%s\n", t.Accessor, t.User, t.Name, ago(t.TimeCreated), exp)
 	}
 	return tw.Flush()
 }
@@ -265,7 +265,7 @@ func (m *Main) runTokenRevoke(ctx context.Context, args []string) error {
 	if err := m.Client().RevokeToken(ctx, pos[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Revoked token %s\n", pos[0])
+	safef(m.Stdout, "Revoked token %s\n", pos[0])
 	return nil
 }
 
@@ -300,13 +300,13 @@ func (m *Main) runAudit(ctx context.Context, args []string) error {
 		return m.printJSON(es)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tUSER\tFROM\tREQUEST\tSTATUS\tMESSAGE")
+	safeln(tw, "TIME\tUSER\tFROM\tREQUEST\tSTATUS\tMESSAGE")
 	for _, e := range es {
 		who := e.User
 		if who == "" {
 			who = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%d\t%s\n", e.Time.Format(time.RFC3339), who, e.Remote, e.Method, e.Path, e.Status, e.Message)
+		safef(tw, "%s\t%s\t%s\t%s %s\t%d\t%s\n", e.Time.Format(time.RFC3339), who, e.Remote, e.Method, e.Path, e.Status, e.Message)
 	}
 	return tw.Flush()
 }
@@ -320,7 +320,7 @@ func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {
 	if err := m.Client().RemoveMember(ctx, pos[0], pos[1]); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Removed %s from billing project %s\n", pos[1], pos[0])
+	safef(m.Stdout, "Removed %s from billing project %s\n", pos[1], pos[0])
 	return nil
 }
 
@@ -339,7 +339,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 		return m.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
+	safeln(tw, "ID\tNAME\tSTATE\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
 	for _, r := range rows {
 		if !r.Active && !*all {
 			continue
@@ -348,7 +348,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 		if !r.Active {
 			st = "retired"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, r.CPU, r.FreeCPU,
+		safef(tw, "%d\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, r.CPU, r.FreeCPU,
 			jobspec.FormatBytes(r.Memory), jobspec.FormatBytes(r.FreeMemory), r.Running, r.Reason)
 	}
 	return tw.Flush()
@@ -367,7 +367,7 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 	if *asJSON {
 		return m.printJSON(s)
 	}
-	fmt.Fprintf(m.Stdout, "Server %s (leader: %v)\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
+	safef(m.Stdout, "Server %s (leader: %v)\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
 		s.ServerID, s.IsLeader, s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
 	if h := s.History; h != nil {
 		state := "up"
@@ -380,13 +380,13 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 				state += ": " + h.Error
 			}
 		}
-		fmt.Fprintf(m.Stdout, "History store %s: %s\n", h.Store, state)
+		safef(m.Stdout, "History store %s: %s\n", h.Store, state)
 		if s.IsLeader {
-			fmt.Fprintf(m.Stdout, "  %d finished batches waiting for export; %d batches (%d jobs) exported and %d left memory while this server led\n",
+			safef(m.Stdout, "  %d finished batches waiting for export; %d batches (%d jobs) exported and %d left memory while this server led\n",
 				h.WaitingBatches, h.ExportedBatches, h.ExportedJobs, h.ForgottenBatches)
 		}
 		if h.Note != "" {
-			fmt.Fprintf(m.Stdout, "  %s\n", h.Note)
+			safef(m.Stdout, "  %s\n", h.Note)
 		}
 	}
 	return nil

@@ -168,7 +168,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		if err := devAutoscaler(ctx, apiAddr, tokenFile, layout, memBytes, *memory == "", *idle); err != nil {
 			return err
 		}
-		fmt.Fprintf(m.Stderr, `==> drover dev agent running, autoscaling
+		safef(m.Stderr, `==> drover dev agent running, autoscaling
     API:         %s (plain HTTP: %s)
     Data dir:    %s
     Admin token: %s
@@ -177,7 +177,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
 `, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, *idle, apiAddr, tokenFile)
 		<-ctx.Done()
-		fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
+		safeln(m.Stderr, "==> stopping: workers first, then the server")
 		return nil
 	}
 	host, _ := os.Hostname()
@@ -228,7 +228,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	if len(summary) > 0 {
 		workersLine = strings.Join(summary, "; ")
 	}
-	fmt.Fprintf(m.Stderr, `==> drover dev agent running
+	safef(m.Stderr, `==> drover dev agent running
     API:         %s (plain HTTP: %s)
     Data dir:    %s
     Admin token: %s
@@ -237,7 +237,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
 `, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, workersLine, apiAddr, tokenFile)
 	<-ctx.Done()
-	fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
+	safeln(m.Stderr, "==> stopping: workers first, then the server")
 	wg.Wait()
 	return nil
 }

@@ -45,39 +45,39 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 		strategy = "cheapest"
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "Autoscaler\t%s, %s first\n", state, strategy)
-	fmt.Fprintf(tw, "Machines\t%d live of %s\n", st.Nodes, limit(a.MaxNodes))
-	fmt.Fprintf(tw, "Spend\t$%.2f/hour of %s\n", st.SpendPerHour, spendCap)
+	safef(tw, "Autoscaler\t%s, %s first\n", state, strategy)
+	safef(tw, "Machines\t%d live of %s\n", st.Nodes, limit(a.MaxNodes))
+	safef(tw, "Spend\t$%.2f/hour of %s\n", st.SpendPerHour, spendCap)
 	if r := st.LastRound; r != nil {
-		fmt.Fprintf(tw, "Last decision\t%s ago: %g cores waiting in the window\n", time.Since(r.At).Round(time.Second), r.DemandCPU)
+		safef(tw, "Last decision\t%s ago: %g cores waiting in the window\n", time.Since(r.At).Round(time.Second), r.DemandCPU)
 		for _, l := range r.Launches {
-			fmt.Fprintf(tw, "  launch\t%s\n", l.Reason)
+			safef(tw, "  launch\t%s\n", l.Reason)
 		}
 		for _, d := range r.Deletes {
-			fmt.Fprintf(tw, "  delete\t%s: %s\n", d.Machine, d.Reason)
+			safef(tw, "  delete\t%s: %s\n", d.Machine, d.Reason)
 		}
 		for _, h := range r.Held {
-			fmt.Fprintf(tw, "  held\t%d jobs (%g cores): %s\n", h.Jobs, h.CPU, h.Reason)
+			safef(tw, "  held\t%d jobs (%g cores): %s\n", h.Jobs, h.CPU, h.Reason)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(st.Pools) > 0 {
-		fmt.Fprintln(m.Stdout)
+		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
+		safeln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
 		for _, p := range st.Pools {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour)
+			safef(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if len(st.LaunchConfigs) > 0 {
-		fmt.Fprintln(m.Stdout)
+		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\t$/HOUR\tLIVE\tSTATE")
+		safeln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\t$/HOUR\tLIVE\tSTATE")
 		for _, c := range st.LaunchConfigs {
 			kind := ""
 			if c.Spot {
@@ -87,7 +87,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 			if c.CapacityLimited {
 				status = fmt.Sprintf("capacity-limited until %s: %s", c.Until.Local().Format("15:04:05"), c.Reason)
 			}
-			fmt.Fprintf(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
+			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
 				jobspec.FormatBytes(c.Memory), c.PricePerHour, c.Live, status)
 		}
 		if err := tw.Flush(); err != nil {
@@ -97,14 +97,14 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	var live []string
 	for _, mc := range st.Machines {
 		if mc.State != "deleted" && mc.State != "failed" {
-			live = append(live, fmt.Sprintf("%s\t%s\t%s\t%d\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second)))
+			live = append(live, rowf("%s\t%s\t%s\t%d\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second)))
 		}
 	}
 	if len(live) > 0 {
-		fmt.Fprintln(m.Stdout)
+		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR")
-		fmt.Fprintln(tw, strings.Join(live, "\n"))
+		safeln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR")
+		fmt.Fprintln(tw, strings.Join(live, "\n")) // cells escaped by rowf
 		return tw.Flush()
 	}
 	return nil

@@ -109,24 +109,24 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 		return m.printJSON(api.BatchList{Batches: batches, LastID: next})
 	}
 	if len(batches) == 0 {
-		fmt.Fprintln(m.Stdout, "No batches.")
+		safeln(m.Stdout, "No batches.")
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCOST\tCREATED")
+	safeln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCOST\tCREATED")
 	for _, b := range batches {
 		st := b.State
 		if b.Cancelled {
 			st += " (cancelled)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", b.ID, st, b.Name, b.BillingProject, b.User,
+		safef(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", b.ID, st, b.Name, b.BillingProject, b.User,
 			b.NJobs, b.NSucceeded, b.NFailed+b.NError, b.NCancelled, dollars(b.Cost), ago(b.TimeCreated))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if next != 0 && !*lf.all {
-		fmt.Fprintf(m.Stdout, "More: drover batch list -last-id %d\n", next)
+		safef(m.Stdout, "More: drover batch list -last-id %d\n", next)
 	}
 	return nil
 }
@@ -146,34 +146,34 @@ func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
 		return m.printJSON(b)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "ID\t%d\n", b.ID)
-	fmt.Fprintf(tw, "Name\t%s\n", b.Name)
+	safef(tw, "ID\t%d\n", b.ID)
+	safef(tw, "Name\t%s\n", b.Name)
 	st := b.State
 	if b.Cancelled {
 		st += " (cancelled)"
 	}
-	fmt.Fprintf(tw, "State\t%s\n", st)
-	fmt.Fprintf(tw, "User\t%s\n", b.User)
-	fmt.Fprintf(tw, "Billing project\t%s\n", b.BillingProject)
-	fmt.Fprintf(tw, "Cost\t%s\n", dollars(b.Cost))
+	safef(tw, "State\t%s\n", st)
+	safef(tw, "User\t%s\n", b.User)
+	safef(tw, "Billing project\t%s\n", b.BillingProject)
+	safef(tw, "Cost\t%s\n", dollars(b.Cost))
 	for _, k := range slices.Sorted(maps.Keys(b.Attributes)) {
-		fmt.Fprintf(tw, "Attribute %s\t%s\n", k, b.Attributes[k])
+		safef(tw, "Attribute %s\t%s\n", k, b.Attributes[k])
 	}
-	fmt.Fprintf(tw, "Created\t%s (%s)\n", b.TimeCreated.Local().Format(time.RFC3339), ago(b.TimeCreated))
+	safef(tw, "Created\t%s (%s)\n", b.TimeCreated.Local().Format(time.RFC3339), ago(b.TimeCreated))
 	if b.TimeCompleted != nil {
-		fmt.Fprintf(tw, "Completed\t%s (took %s)\n", b.TimeCompleted.Local().Format(time.RFC3339), b.TimeCompleted.Sub(b.TimeCreated).Round(time.Millisecond))
+		safef(tw, "Completed\t%s (took %s)\n", b.TimeCompleted.Local().Format(time.RFC3339), b.TimeCompleted.Sub(b.TimeCreated).Round(time.Millisecond))
 	}
-	fmt.Fprintf(tw, "Jobs\t%d: %d pending, %d ready, %d running, %d succeeded, %d failed, %d error, %d cancelled\n",
+	safef(tw, "Jobs\t%d: %d pending, %d ready, %d running, %d succeeded, %d failed, %d error, %d cancelled\n",
 		b.NJobs, b.NPending, b.NReady, b.NRunning, b.NSucceeded, b.NFailed, b.NError, b.NCancelled)
 	for _, wc := range b.WaitingSummary {
-		fmt.Fprintf(tw, "Waiting\t%d jobs: %s [%s]\n", wc.Jobs, wc.Message, wc.Reason)
+		safef(tw, "Waiting\t%d jobs: %s [%s]\n", wc.Jobs, wc.Message, wc.Reason)
 	}
 	for _, wt := range b.Waiting {
 		jobs := fmt.Sprintf("job %d", wt.FirstJob)
 		if wt.Count > 1 {
 			jobs = fmt.Sprintf("jobs %d-%d", wt.FirstJob, wt.FirstJob+wt.Count-1)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\n", jobs, wt.Message)
+		safef(tw, "  %s\t%s\n", jobs, wt.Message)
 	}
 	return tw.Flush()
 }
@@ -196,7 +196,7 @@ func (m *Main) runBatchCancel(ctx context.Context, args []string) error {
 	if *asJSON {
 		return m.printJSON(b)
 	}
-	fmt.Fprintf(m.Stdout, "Cancelled batch %d: %d jobs cancelled, %d running jobs being stopped\n", id, b.NCancelled, b.NRunning)
+	safef(m.Stdout, "Cancelled batch %d: %d jobs cancelled, %d running jobs being stopped\n", id, b.NCancelled, b.NRunning)
 	return nil
 }
 

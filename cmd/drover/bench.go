@@ -40,7 +40,7 @@ func (m *Main) benchCluster(ctx context.Context, opts launch.Options, keep bool,
 		if !errors.Is(err, errServerExited) {
 			return nil, nil, err
 		}
-		fmt.Fprintf(m.Stderr, "bench: %v; starting the cluster again\n", err)
+		safef(m.Stderr, "bench: %v; starting the cluster again\n", err)
 	}
 	return nil, nil, err
 }
@@ -65,7 +65,7 @@ func (m *Main) startBenchCluster(ctx context.Context, opts launch.Options, keep 
 	cleanup := func() {
 		c.Stop()
 		if keep {
-			fmt.Fprintf(m.Stderr, "kept %s\n", dir)
+			safef(m.Stderr, "kept %s\n", dir)
 		} else {
 			os.RemoveAll(dir)
 		}
@@ -209,7 +209,7 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 		}
 		took = append(took, d)
 		if !*asJSON {
-			fmt.Fprintf(m.Stdout, "kill %2d: leader s%d killed; a write was acknowledged by the next leader after %s\n", k+1, leader, d.Round(time.Millisecond))
+			safef(m.Stdout, "kill %2d: leader s%d killed; a write was acknowledged by the next leader after %s\n", k+1, leader, d.Round(time.Millisecond))
 		}
 		if err := c.Servers[leader].Start(); err != nil {
 			return err
@@ -221,7 +221,7 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 		"failover_ms": ms, "median_ms": median(ms), "worst_ms": maxOf(ms),
 	}
 	if !*asJSON {
-		fmt.Fprintf(m.Stdout, "failover: median %.0f ms, worst %.0f ms over %d leader kills (%d servers, raft timeout %s)\n",
+		safef(m.Stdout, "failover: median %.0f ms, worst %.0f ms over %d leader kills (%d servers, raft timeout %s)\n",
 			median(ms), maxOf(ms), *kills, *servers, raftTimeout)
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
@@ -245,7 +245,7 @@ func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
 	}
 	say := func(format string, a ...any) {
 		if !*asJSON {
-			fmt.Fprintf(m.Stdout, format+"\n", a...)
+			safef(m.Stdout, format+"\n", a...)
 		}
 	}
 	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.4."}, *keep,

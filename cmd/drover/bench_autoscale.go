@@ -75,7 +75,7 @@ func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(m.Stderr, "%-28s %v\n", k, res[k])
+			safef(m.Stderr, "%-28s %v\n", k, res[k])
 		}
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
@@ -557,7 +557,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 				}
 			}
 			cs := cloud.Stats()
-			fmt.Fprintf(trace, "%6.2fh  machines %3d  $%6.2f/h  busy %5.0f  free %5.0f  waiting %6.0f cores\n",
+			safef(trace, "%6.2fh  machines %3d  $%6.2f/h  busy %5.0f  free %5.0f  waiting %6.0f cores\n",
 				now.Sub(start).Hours(), cs.Live, cs.SpendRate, float64(busy)/1000, float64(free)/1000, float64(ready)/1000)
 		}
 		// The caps, as the cloud bills.

@@ -167,7 +167,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		out["image_pulls"] = pulls
 	}
 	if !*asJSON {
-		fmt.Fprintf(m.Stdout, "%d %s on %d workers: %.0f jobs/s end to end (submit to batch complete in %.2fs); first to last start %.0f jobs/s, first to last completion %.0f jobs/s; attempt wall p50 %.1f ms\n",
+		safef(m.Stdout, "%d %s on %d workers: %.0f jobs/s end to end (submit to batch complete in %.2fs); first to last start %.0f jobs/s, first to last completion %.0f jobs/s; attempt wall p50 %.1f ms\n",
 			*jobs, what, *workers, out["jobs_per_s"], total.Seconds(), out["schedule_jobs_per_s"], out["complete_jobs_per_s"], out["attempt_p50_ms"])
 	}
 	return json.NewEncoder(m.Stdout).Encode(out)

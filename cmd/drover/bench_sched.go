@@ -77,7 +77,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	}
 	say := func(format string, a ...any) {
 		if !*asJSON {
-			fmt.Fprintf(m.Stderr, format+"\n", a...)
+			safef(m.Stderr, format+"\n", a...)
 		}
 	}
 	extra := strings.Fields(*serverFlags)
@@ -371,13 +371,13 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: %d of %d jobs succeeded; not reporting this run", simworker.ErrIncomplete, succeeded, nJobs)
 	}
 	if !*asJSON {
-		fmt.Fprintf(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
+		safef(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
 			float64(total)/elapsed.Seconds(), total, elapsed.Seconds(), lastSubmit.Sub(start).Seconds(), sum.P50ReadyToAssign, sum.P99ReadyToAssign)
 		if len(tenants) > 1 {
-			fmt.Fprintf(m.Stdout, ", fair share (cores held over each second): worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%, every one from %.0fs on",
+			safef(m.Stdout, ", fair share (cores held over each second): worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%, every one from %.0fs on",
 				fair.p50*100, fair.max*100, fair.within*100, len(fairDevs), fair.settledAt)
 		}
-		fmt.Fprintln(m.Stdout)
+		safeln(m.Stdout)
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
 }
@@ -799,6 +799,6 @@ func traceFairness(w io.Writer, at time.Duration, window, instant float64, prev,
 			hi, hiV = name, avg
 		}
 	}
-	fmt.Fprintf(w, "fair share at %5.1fs: off by %5.1f%% over the second (%5.1f%% at the instant); least %s %.0f cores, most %s %.0f cores\n",
+	safef(w, "fair share at %5.1fs: off by %5.1f%% over the second (%5.1f%% at the instant); least %s %.0f cores, most %s %.0f cores\n",
 		at.Seconds(), window*100, instant*100, lo, loV, hi, hiV)
 }

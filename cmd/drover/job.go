@@ -91,24 +91,24 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 		return m.printJSON(api.JobList{Jobs: jobs, LastID: next})
 	}
 	if len(jobs) == 0 {
-		fmt.Fprintln(m.Stdout, "No jobs.")
+		safeln(m.Stdout, "No jobs.")
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tCOST\tMESSAGE")
+	safeln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tCOST\tMESSAGE")
 	for _, j := range jobs {
 		dur, cpu, peak := "-", "-", "-"
 		if n := len(j.Attempts); n > 0 {
 			dur = attemptDuration(j.Attempts[n-1])
 			cpu, peak = usageColumns(j.Attempts[n-1].Usage)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, cpu, peak, jobCost(j), j.Message)
+		safef(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Name, j.State, exitString(j.ExitCode), len(j.Attempts), dur, cpu, peak, jobCost(j), j.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if next != 0 && !*lf.all {
-		fmt.Fprintf(m.Stdout, "More: drover job list %d -last-id %d\n", id, next)
+		safef(m.Stdout, "More: drover job list %d -last-id %d\n", id, next)
 	}
 	return nil
 }
@@ -144,53 +144,53 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 		return m.printJSON(j)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "Job\t%d/%d %s\n", j.BatchID, j.JobID, j.Name)
-	fmt.Fprintf(tw, "State\t%s\n", j.State)
-	fmt.Fprintf(tw, "Exit code\t%s\n", exitString(j.ExitCode))
+	safef(tw, "Job\t%d/%d %s\n", j.BatchID, j.JobID, j.Name)
+	safef(tw, "State\t%s\n", j.State)
+	safef(tw, "Exit code\t%s\n", exitString(j.ExitCode))
 	if j.Message != "" {
-		fmt.Fprintf(tw, "Message\t%s\n", j.Message)
+		safef(tw, "Message\t%s\n", j.Message)
 	}
 	if j.Waiting != nil {
-		fmt.Fprintf(tw, "Waiting\t%s\n", j.Waiting.Message)
+		safef(tw, "Waiting\t%s\n", j.Waiting.Message)
 	}
-	fmt.Fprintf(tw, "Command\t%s\n", strings.Join(j.Command, " "))
+	safef(tw, "Command\t%s\n", strings.Join(j.Command, " "))
 	if j.Image != "" {
 		net := j.Network
 		if net == "" {
 			net = api.NetworkNone
 		}
-		fmt.Fprintf(tw, "Image\t%s (network %s)\n", j.Image, net)
+		safef(tw, "Image\t%s (network %s)\n", j.Image, net)
 	}
 	for _, in := range j.Inputs {
-		fmt.Fprintf(tw, "Input\t%s: %s -> %s\n", in.Name, in.Source, in.Path)
+		safef(tw, "Input\t%s: %s -> %s\n", in.Name, in.Source, in.Path)
 	}
 	for _, out := range j.Outputs {
-		fmt.Fprintf(tw, "Output\t%s: %s -> %s\n", out.Name, out.Path, out.Destination)
+		safef(tw, "Output\t%s: %s -> %s\n", out.Name, out.Path, out.Destination)
 	}
-	fmt.Fprintf(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
+	safef(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
 	if j.Timeout > 0 {
-		fmt.Fprintf(tw, "Timeout\t%s\n", time.Duration(j.Timeout*float64(time.Second)))
+		safef(tw, "Timeout\t%s\n", time.Duration(j.Timeout*float64(time.Second)))
 	}
 	if j.Retries > 0 {
-		fmt.Fprintf(tw, "Retries\t%d\n", j.Retries)
+		safef(tw, "Retries\t%d\n", j.Retries)
 	}
 	for _, p := range j.Parents {
 		if p[0] == p[1] {
-			fmt.Fprintf(tw, "Depends on\tjob %d\n", p[0])
+			safef(tw, "Depends on\tjob %d\n", p[0])
 		} else {
-			fmt.Fprintf(tw, "Depends on\tjobs %d-%d\n", p[0], p[1])
+			safef(tw, "Depends on\tjobs %d-%d\n", p[0], p[1])
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(j.Attempts) == 0 {
-		fmt.Fprintln(m.Stdout, "\nNo attempts yet.")
+		safeln(m.Stdout, "\nNo attempts yet.")
 		return nil
 	}
-	fmt.Fprintln(m.Stdout, "\nAttempts:")
+	safeln(m.Stdout, "\nAttempts:")
 	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tCOST\tMESSAGE")
+	safeln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tCOST\tMESSAGE")
 	for _, a := range j.Attempts {
 		started := "-"
 		if a.StartTime != nil {
@@ -200,14 +200,14 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 		if a.Cost != nil {
 			cost = dollars(*a.Cost)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), cost, a.Message)
+		safef(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), cost, a.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, a := range j.Attempts {
 		if a.Usage != nil {
-			fmt.Fprintf(m.Stdout, "  attempt %d used: %s\n", a.Attempt, usageLine(a.Usage))
+			safef(m.Stdout, "  attempt %d used: %s\n", a.Attempt, usageLine(a.Usage))
 		}
 	}
 	return nil
@@ -216,7 +216,7 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 // warnIncomplete tells the reader of a log that parts may be missing.
 func (m *Main) warnIncomplete(why string) {
 	if why != "" {
-		fmt.Fprintf(m.Stderr, "warning: this log may be incomplete: %s; try again when every server is up\n", why)
+		safef(m.Stderr, "warning: this log may be incomplete: %s; try again when every server is up\n", why)
 	}
 }
 

@@ -68,7 +68,16 @@ func (m *Main) exitCode(err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(m.Stderr, "Error: %v\n", err)
+	// A local error (a config file's diagnostics) may run over lines; what
+	// the server said may not.
+	msg := err.Error()
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		msg = escape(msg)
+	} else {
+		msg = escapeLines(msg)
+	}
+	fmt.Fprintf(m.Stderr, "Error: %s\n", msg)
 	return 1
 }
 
@@ -216,7 +225,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "status":
 		return m.runStatus(ctx, rest)
 	case "version", "-v", "--version":
-		fmt.Fprintf(m.Stdout, "drover %s\n", Version)
+		safef(m.Stdout, "drover %s\n", Version)
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)
@@ -242,7 +251,7 @@ func (m *Main) newFlags(name, argsUsage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(m.Stderr, "Usage: drover %s %s\n", name, argsUsage)
+		safef(m.Stderr, "Usage: drover %s %s\n", name, argsUsage)
 		fs.PrintDefaults()
 	}
 	return fs

@@ -47,7 +47,7 @@ func (m *Main) runKeyringGenerate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(m.Stdout, key)
+	safeln(m.Stdout, key)
 	return nil
 }
 
@@ -92,15 +92,15 @@ func (m *Main) keyringChange(op string) func(context.Context, []string) error {
 
 func (m *Main) printKeyring(k *api.GossipKeyring) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tFINGERPRINT\tPRIMARY\tINSTALLED")
+	safeln(tw, "KEY\tFINGERPRINT\tPRIMARY\tINSTALLED")
 	for _, key := range k.Keys {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d/%d\n", key.Key, key.Fingerprint, key.Primary, key.Installed, key.Servers)
+		safef(tw, "%s\t%s\t%v\t%d/%d\n", key.Key, key.Fingerprint, key.Primary, key.Installed, key.Servers)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, srv := range k.Servers {
-		fmt.Fprintf(m.Stdout, "server %s encrypts with %s, holds %s\n", srv.ID, first(srv.Keys), strings.Join(srv.Keys, " "))
+		safef(m.Stdout, "server %s encrypts with %s, holds %s\n", srv.ID, first(srv.Keys), strings.Join(srv.Keys, " "))
 	}
 	return nil
 }
@@ -126,18 +126,18 @@ func (m *Main) runListPeers(ctx context.Context, args []string) error {
 		return m.printJSON(p)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tVOTER\tREACHABLE")
+	safeln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tVOTER\tREACHABLE")
 	for _, s := range p.Servers {
 		st := "follower"
 		if s.Leader {
 			st = "leader"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%v\n", s.ID, s.Address, s.HTTP, st, s.Voter, s.Alive)
+		safef(tw, "%s\t%s\t%s\t%s\t%v\t%v\n", s.ID, s.Address, s.HTTP, st, s.Voter, s.Alive)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Term %d, commit index %d, applied %d (as seen by %s)\n", p.Term, p.CommitIndex, p.AppliedIndex, reporter(p.Servers))
+	safef(m.Stdout, "Term %d, commit index %d, applied %d (as seen by %s)\n", p.Term, p.CommitIndex, p.AppliedIndex, reporter(p.Servers))
 	return nil
 }
 
@@ -157,7 +157,7 @@ func (m *Main) runRemovePeer(ctx context.Context, args []string) error {
 	if err := m.Client().RemovePeer(ctx, pos[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Removed server %s from the raft configuration\n", pos[0])
+	safef(m.Stdout, "Removed server %s from the raft configuration\n", pos[0])
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (m *Main) runTransferLeader(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Leadership transferred; the leader is now %s (%s)\n", s.LeaderID, s.Leader)
+	safef(m.Stdout, "Leadership transferred; the leader is now %s (%s)\n", s.LeaderID, s.Leader)
 	return nil
 }
 
@@ -201,7 +201,7 @@ func (m *Main) runSnapshotSave(ctx context.Context, args []string) error {
 	if err := os.Rename(tmp, pos[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Saved snapshot to %s (%d bytes)\n", pos[0], n)
+	safef(m.Stdout, "Saved snapshot to %s (%d bytes)\n", pos[0], n)
 	return nil
 }
 
@@ -218,6 +218,6 @@ func (m *Main) runSnapshotRestore(ctx context.Context, args []string) error {
 	if err := m.Client().SnapshotRestore(ctx, data); err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	fmt.Fprintf(m.Stdout, "Restored the cluster's state from %s\n", pos[0])
+	safef(m.Stdout, "Restored the cluster's state from %s\n", pos[0])
 	return nil
 }

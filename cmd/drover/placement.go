@@ -36,9 +36,9 @@ func (m *Main) runJobWhy(ctx context.Context, args []string) error {
 	if *asJSON {
 		return m.printJSON(why)
 	}
-	fmt.Fprintf(m.Stdout, "Job %d/%d is %s:\n", why.BatchID, why.JobID, why.State)
+	safef(m.Stdout, "Job %d/%d is %s:\n", why.BatchID, why.JobID, why.State)
 	for i, r := range why.Reasons {
-		fmt.Fprintf(m.Stdout, "  %d. %s [%s]\n", i+1, r.Message, r.Reason)
+		safef(m.Stdout, "  %d. %s [%s]\n", i+1, r.Message, r.Reason)
 	}
 	return nil
 }
@@ -46,7 +46,7 @@ func (m *Main) runJobWhy(ctx context.Context, args []string) error {
 func (m *Main) runRegionList(ctx context.Context, args []string) error {
 	return runList(m, ctx, args, "region list", "No regions: no worker has activated and no placement config was applied.",
 		"REGION\tCLUSTERS\tENABLED\tWORKERS\tCPU\tFREE CPU", m.Client().ListRegions, func(r api.Region) string {
-			return fmt.Sprintf("%s\t%s\t%d\t%d\t%g\t%g", r.Name, strings.Join(r.Clusters, ","), r.Enabled, r.Workers, r.CPU, r.FreeCPU)
+			return rowf("%s\t%s\t%d\t%d\t%g\t%g", r.Name, strings.Join(r.Clusters, ","), r.Enabled, r.Workers, r.CPU, r.FreeCPU)
 		})
 }
 
@@ -67,13 +67,13 @@ func runList[T any](m *Main, ctx context.Context, args []string, name, empty, he
 		return m.printJSON(items)
 	}
 	if len(items) == 0 {
-		fmt.Fprintln(m.Stdout, empty)
+		safeln(m.Stdout, empty)
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
+	safeln(tw, header)
 	for _, it := range items {
-		fmt.Fprintln(tw, row(it))
+		fmt.Fprintln(tw, row(it)) // cells escaped by rowf
 	}
 	return tw.Flush()
 }
@@ -105,7 +105,7 @@ func clusterState(c api.Cluster) string {
 func (m *Main) runClusterList(ctx context.Context, args []string) error {
 	return runList(m, ctx, args, "cluster list", "No clusters.", "CLUSTER\tREGION\tGROUP\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE",
 		m.Client().ListClusters, func(c api.Cluster) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%g\t%g\t%d\t%s", c.Name, c.Region, orDash(c.Group), c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
+			return rowf("%s\t%s\t%s\t%d\t%g\t%g\t%d\t%s", c.Name, c.Region, orDash(c.Group), c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
 		})
 }
 
@@ -116,7 +116,7 @@ func (m *Main) runClusterGroups(ctx context.Context, args []string) error {
 			if strategy == "" {
 				strategy = "(each team's)"
 			}
-			return fmt.Sprintf("%s\t%s\t%s", g.Name, strategy, strings.Join(g.Clusters, ","))
+			return rowf("%s\t%s\t%s", g.Name, strategy, strings.Join(g.Clusters, ","))
 		})
 }
 
@@ -143,16 +143,16 @@ func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
 		return m.printJSON(c)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "Cluster\t%s\n", c.Name)
-	fmt.Fprintf(tw, "Region\t%s\n", c.Region)
-	fmt.Fprintf(tw, "Group\t%s\n", orDash(c.Group))
-	fmt.Fprintf(tw, "State\t%s\n", clusterState(*c))
-	fmt.Fprintf(tw, "Workers\t%d active, %d heard from in the last 10s\n", c.Workers, c.Heard)
-	fmt.Fprintf(tw, "CPU\t%g of %g free\n", c.FreeCPU, c.CPU)
-	fmt.Fprintf(tw, "Memory\t%s of %s free\n", jobspec.FormatBytes(c.FreeMemory), jobspec.FormatBytes(c.Memory))
-	fmt.Fprintf(tw, "Running\t%d attempts\n", c.Running)
+	safef(tw, "Cluster\t%s\n", c.Name)
+	safef(tw, "Region\t%s\n", c.Region)
+	safef(tw, "Group\t%s\n", orDash(c.Group))
+	safef(tw, "State\t%s\n", clusterState(*c))
+	safef(tw, "Workers\t%d active, %d heard from in the last 10s\n", c.Workers, c.Heard)
+	safef(tw, "CPU\t%g of %g free\n", c.FreeCPU, c.CPU)
+	safef(tw, "Memory\t%s of %s free\n", jobspec.FormatBytes(c.FreeMemory), jobspec.FormatBytes(c.Memory))
+	safef(tw, "Running\t%d attempts\n", c.Running)
 	for _, p := range c.Pools {
-		fmt.Fprintf(tw, "Pool %s\t%g cpu, %s, $%g/hour%s\n", p.Name, p.CPU, jobspec.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
+		safef(tw, "Pool %s\t%g cpu, %s, $%g/hour%s\n", p.Name, p.CPU, jobspec.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
 	}
 	return tw.Flush()
 }
@@ -176,11 +176,11 @@ func (m *Main) runClusterDisable(ctx context.Context, args []string) error {
 	if *asJSON {
 		return m.printJSON(res)
 	}
-	fmt.Fprintf(m.Stdout, "Cluster %s %s.", res.Cluster.Name, clusterState(res.Cluster))
+	safef(m.Stdout, "Cluster %s %s.", res.Cluster.Name, clusterState(res.Cluster))
 	if *evacuate {
-		fmt.Fprintf(m.Stdout, " %d running attempts preempted; their jobs run elsewhere.", res.Preempted)
+		safef(m.Stdout, " %d running attempts preempted; their jobs run elsewhere.", res.Preempted)
 	}
-	fmt.Fprintln(m.Stdout)
+	safeln(m.Stdout)
 	return nil
 }
 
@@ -199,26 +199,26 @@ func (m *Main) runClusterEnable(ctx context.Context, args []string) error {
 	if *asJSON {
 		return m.printJSON(res)
 	}
-	fmt.Fprintf(m.Stdout, "Cluster %s enabled.\n", res.Cluster.Name)
+	safef(m.Stdout, "Cluster %s enabled.\n", res.Cluster.Name)
 	return nil
 }
 
 func (m *Main) printTeam(t *api.Team) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "Team\t%s\n", t.Name)
-	fmt.Fprintf(tw, "Billing projects\t%s\n", strings.Join(t.BillingProjects, ", "))
-	fmt.Fprintf(tw, "Strategy\t%s\n", t.Strategy)
-	fmt.Fprintf(tw, "CPU\t%g of %s cores in use\n", t.Used.CPU, limitString(t.Quota.CPU))
+	safef(tw, "Team\t%s\n", t.Name)
+	safef(tw, "Billing projects\t%s\n", strings.Join(t.BillingProjects, ", "))
+	safef(tw, "Strategy\t%s\n", t.Strategy)
+	safef(tw, "CPU\t%g of %s cores in use\n", t.Used.CPU, limitString(t.Quota.CPU))
 	mem := "unlimited"
 	if t.Quota.Memory > 0 {
 		mem = jobspec.FormatBytes(t.Quota.Memory)
 	}
-	fmt.Fprintf(tw, "Memory\t%s of %s in use\n", jobspec.FormatBytes(t.Used.Memory), mem)
+	safef(tw, "Memory\t%s of %s in use\n", jobspec.FormatBytes(t.Used.Memory), mem)
 	for _, typ := range slices.Sorted(mapKeys(t.Quota.GPUs)) {
-		fmt.Fprintf(tw, "GPUs %s\t%d of %d in use\n", typ, t.Used.GPUs[typ], t.Quota.GPUs[typ])
+		safef(tw, "GPUs %s\t%d of %d in use\n", typ, t.Used.GPUs[typ], t.Quota.GPUs[typ])
 	}
 	for _, c := range slices.Sorted(mapKeys(t.UsedByCluster)) {
-		fmt.Fprintf(tw, "  in %s\t%g cores\n", c, t.UsedByCluster[c])
+		safef(tw, "  in %s\t%g cores\n", c, t.UsedByCluster[c])
 	}
 	return tw.Flush()
 }
@@ -311,7 +311,7 @@ func (m *Main) runTeamShow(ctx context.Context, args []string) error {
 func (m *Main) runTeamList(ctx context.Context, args []string) error {
 	return runList(m, ctx, args, "team list", "No teams.", "TEAM\tPROJECTS\tSTRATEGY\tCPU USED\tCPU QUOTA",
 		m.Client().ListTeams, func(t api.Team) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%g\t%s", t.Name, strings.Join(t.BillingProjects, ","), t.Strategy, t.Used.CPU, limitString(t.Quota.CPU))
+			return rowf("%s\t%s\t%s\t%g\t%s", t.Name, strings.Join(t.BillingProjects, ","), t.Strategy, t.Used.CPU, limitString(t.Quota.CPU))
 		})
 }
 
@@ -509,6 +509,6 @@ func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	if err := m.Client().ApplyPlacement(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d teams, %d launch configs.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Teams), len(cfg.LaunchConfigs))
+	safef(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d teams, %d launch configs.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Teams), len(cfg.LaunchConfigs))
 	return nil
 }

@@ -56,9 +56,9 @@ func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
 		return m.printJSON(rates)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "RESOURCE\tVERSION\t$/UNIT-HOUR\tFROM\tIN FORCE")
+	safeln(tw, "RESOURCE\tVERSION\t$/UNIT-HOUR\tFROM\tIN FORCE")
 	for _, r := range rates {
-		fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%v\n", r.Resource, r.Version, r.PricePerHour, r.ValidFrom.Format(time.RFC3339), r.InForce)
+		safef(tw, "%s\t%d\t%g\t%s\t%v\n", r.Resource, r.Version, r.PricePerHour, r.ValidFrom.Format(time.RFC3339), r.InForce)
 	}
 	return tw.Flush()
 }
@@ -85,24 +85,24 @@ func (m *Main) runBillingShow(ctx context.Context, args []string) error {
 		return m.printJSON(c)
 	}
 	if c.Partial != "" {
-		fmt.Fprintf(m.Stderr, "warning: %s\n", c.Partial)
+		safef(m.Stderr, "warning: %s\n", c.Partial)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	switch c.By {
 	case api.CostByDay:
-		fmt.Fprintln(tw, "DAY\tCOST")
+		safeln(tw, "DAY\tCOST")
 		for _, r := range c.Rows {
-			fmt.Fprintf(tw, "%s\t%s\n", r.Day, dollars(r.Cost))
+			safef(tw, "%s\t%s\n", r.Day, dollars(r.Cost))
 		}
 	case api.CostByUser:
-		fmt.Fprintln(tw, "USER\tCOST\tRUNNING")
+		safeln(tw, "USER\tCOST\tRUNNING")
 		for _, r := range c.Rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.User, dollars(r.Cost), dollars(r.Running))
+			safef(tw, "%s\t%s\t%s\n", r.User, dollars(r.Cost), dollars(r.Running))
 		}
 	default:
-		fmt.Fprintln(tw, "BATCH\tUSER\tCOST\tRUNNING")
+		safeln(tw, "BATCH\tUSER\tCOST\tRUNNING")
 		for _, r := range c.Rows {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Batch, r.User, dollars(r.Cost), dollars(r.Running))
+			safef(tw, "%d\t%s\t%s\t%s\n", r.Batch, r.User, dollars(r.Cost), dollars(r.Running))
 		}
 	}
 	if c.Omitted > 0 {
@@ -114,15 +114,15 @@ func (m *Main) runBillingShow(ctx context.Context, args []string) error {
 		if c.By == api.CostByBatch {
 			gap = "\t\t" // under COST, past USER
 		}
-		fmt.Fprintf(tw, "(%d more %s)%s%s\n", c.Omitted, what, gap, dollars(c.OmittedCost))
+		safef(tw, "(%d more %s)%s%s\n", c.Omitted, what, gap, dollars(c.OmittedCost))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(m.Stdout)
+	safeln(m.Stdout)
 	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "ended %s..%s\t%s\n", c.From, c.To, dollars(c.Total))
-	fmt.Fprintf(tw, "running now\t%s\n", dollars(c.Running))
-	fmt.Fprintf(tw, "all time, running to now\t%s\n", dollars(c.Cost))
+	safef(tw, "ended %s..%s\t%s\n", c.From, c.To, dollars(c.Total))
+	safef(tw, "running now\t%s\n", dollars(c.Running))
+	safef(tw, "all time, running to now\t%s\n", dollars(c.Cost))
 	return tw.Flush()
 }

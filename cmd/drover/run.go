@@ -58,7 +58,7 @@ func (m *Main) runValidate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "%s: batch %q is valid: %d jobs in %d job blocks\n", pos[0], spec.Name, spec.NumJobs(), len(spec.Jobs))
+	safef(m.Stdout, "%s: batch %q is valid: %d jobs in %d job blocks\n", pos[0], spec.Name, spec.NumJobs(), len(spec.Jobs))
 	return nil
 }
 
@@ -97,9 +97,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *quiet:
-		fmt.Fprintln(m.Stdout, b.ID)
+		safeln(m.Stdout, b.ID)
 	case !*asJSON:
-		fmt.Fprintf(m.Stdout, "Submitted batch %d (%q, %d jobs, billing project %s)\n", b.ID, spec.Name, b.NJobs, b.BillingProject)
+		safef(m.Stdout, "Submitted batch %d (%q, %d jobs, billing project %s)\n", b.ID, spec.Name, b.NJobs, b.BillingProject)
 	}
 	if !*wait {
 		if *asJSON {
@@ -121,7 +121,7 @@ func (m *Main) waitAndReport(ctx context.Context, c *api.Client, id int64, asJSO
 		}
 		line := progressLine(b)
 		if line != last && time.Since(lastPrint) > 2*time.Second {
-			fmt.Fprintln(m.Stderr, line)
+			safeln(m.Stderr, line)
 			last, lastPrint = line, time.Now()
 		}
 	})
@@ -134,7 +134,7 @@ func (m *Main) waitAndReport(ctx context.Context, c *api.Client, id int64, asJSO
 			return err
 		}
 	case !quiet:
-		fmt.Fprintln(m.Stdout, summaryLine(b))
+		safeln(m.Stdout, summaryLine(b))
 		if b.NSucceeded != b.NJobs {
 			m.printBadJobs(ctx, c, b)
 		}
@@ -177,17 +177,17 @@ func (m *Main) printBadJobs(ctx context.Context, c *api.Client, b *api.Batch) {
 			continue
 		}
 		if shown == 10 {
-			fmt.Fprintln(m.Stdout, "  ...")
+			safeln(m.Stdout, "  ...")
 			break
 		}
 		msg := j.Message
 		if j.ExitCode != nil && msg == "" {
 			msg = fmt.Sprintf("exit code %d", *j.ExitCode)
 		}
-		fmt.Fprintf(m.Stdout, "  job %d %s %s: %s (drover job logs %d %d)\n", j.JobID, j.Name, j.State, msg, b.ID, j.JobID)
+		safef(m.Stdout, "  job %d %s %s: %s (drover job logs %d %d)\n", j.JobID, j.Name, j.State, msg, b.ID, j.JobID)
 		shown++
 	}
 	if b.NCancelled > 0 && !b.Cancelled {
-		fmt.Fprintf(m.Stdout, "  %d job(s) cancelled because a parent did not succeed (drover job list %d -state cancelled)\n", b.NCancelled, b.ID)
+		safef(m.Stdout, "  %d job(s) cancelled because a parent did not succeed (drover job list %d -state cancelled)\n", b.NCancelled, b.ID)
 	}
 }

@@ -54,7 +54,7 @@ func (m *Main) runTLSCACreate(_ context.Context, args []string) error {
 	if err := writeNew(keyPath, ca.Key, 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "==> CA certificate saved to: %s\n==> CA key saved to: %s\n", certPath, keyPath)
+	safef(m.Stdout, "==> CA certificate saved to: %s\n==> CA key saved to: %s\n", certPath, keyPath)
 	return nil
 }
 
@@ -120,7 +120,7 @@ func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
 	if err := writeNew(keyOut, cert.Key, 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "==> %s certificate saved to: %s\n==> %s key saved to: %s\n", role, certOut, role, keyOut)
+	safef(m.Stdout, "==> %s certificate saved to: %s\n==> %s key saved to: %s\n", role, certOut, role, keyOut)
 	return nil
 }
 
