@@ -496,6 +496,10 @@ type AuditEntry struct {
 	Status int       `json:"status"`
 	// Message is the error a refused or failed request got.
 	Message string `json:"message,omitempty"`
+	// Count is how many requests the entry stands for: the requests of a
+	// caller without a valid token are counted per address, route,
+	// status and minute, in one entry.
+	Count int `json:"count"`
 }
 
 // CreateBillingProjectRequest creates a billing project (admin only).

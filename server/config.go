@@ -158,6 +158,10 @@ type Config struct {
 	// with Retry-After. 0: no limit.
 	UserRequestsPerSecond   float64
 	WorkerRequestsPerSecond float64
+	// AnonymousRequestsPerSecond bounds, per client address (an IPv6
+	// address by its /64), the requests that fail to authenticate; beyond
+	// it the server answers 429. 0: no limit.
+	AnonymousRequestsPerSecond float64
 	// StateMemoryBudget bounds the estimated memory of the jobs the state
 	// holds, finished batches included; submissions beyond it are refused
 	// with 413. 0: no budget.
@@ -236,6 +240,7 @@ func DefaultConfig() *Config {
 		UserRequestsPerSecond:          100,
 		MaxQueuedJobsPerBillingProject: 100_000_000,
 		WorkerRequestsPerSecond:        1000,
+		AnonymousRequestsPerSecond:     10,
 		StateMemoryBudget:              8 << 30,
 		MaxLogBytesPerAttempt:          64 << 20,
 		DeadServerGrace:                2 * time.Minute,
@@ -363,8 +368,9 @@ func (c *Config) Validate() error {
 	if c.UpdateIdleTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("UpdateIdleTimeout is %v; it must be at least 1s", c.UpdateIdleTimeout))
 	}
-	if c.UserRequestsPerSecond < 0 || c.WorkerRequestsPerSecond < 0 {
-		errs = append(errs, fmt.Errorf("UserRequestsPerSecond (%g) and WorkerRequestsPerSecond (%g) must not be negative (0: no limit)", c.UserRequestsPerSecond, c.WorkerRequestsPerSecond))
+	if c.UserRequestsPerSecond < 0 || c.WorkerRequestsPerSecond < 0 || c.AnonymousRequestsPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("UserRequestsPerSecond (%g), WorkerRequestsPerSecond (%g) and AnonymousRequestsPerSecond (%g) must not be negative (0: no limit)",
+			c.UserRequestsPerSecond, c.WorkerRequestsPerSecond, c.AnonymousRequestsPerSecond))
 	}
 	if c.MaxLogBytesPerAttempt < 1 {
 		errs = append(errs, fmt.Errorf("MaxLogBytesPerAttempt is %d; it must be positive", c.MaxLogBytesPerAttempt))

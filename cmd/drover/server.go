@@ -59,6 +59,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	updateIdle := fs.Duration("update-idle-timeout", def.UpdateIdleTimeout, "discard an open update that received no bunch or commit for this long")
 	userRate := fs.Float64("max-requests-per-second-per-user", def.UserRequestsPerSecond, "answer 429 with Retry-After to a user token beyond this rate, per server (0: no limit)")
 	workerRate := fs.Float64("max-requests-per-second-per-worker", def.WorkerRequestsPerSecond, "the same for a worker instance (0: no limit)")
+	anonRate := fs.Float64("max-anonymous-requests-per-second", def.AnonymousRequestsPerSecond, "the same, per client address, for requests that fail to authenticate (0: no limit)")
 	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "refuse log chunks beyond this much log per attempt (e.g. 64MiB)")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
@@ -159,7 +160,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.MaxJobsPerUpdate = *maxUpdate
 	cfg.MaxQueuedJobsPerUser, cfg.MaxQueuedJobsPerBillingProject = *maxQueuedUser, *maxQueuedProject
 	cfg.MaxBatchesPerUser, cfg.MaxOpenUpdatesPerUser, cfg.UpdateIdleTimeout = *maxBatches, *maxUpdates, *updateIdle
-	cfg.UserRequestsPerSecond, cfg.WorkerRequestsPerSecond = *userRate, *workerRate
+	cfg.UserRequestsPerSecond, cfg.WorkerRequestsPerSecond, cfg.AnonymousRequestsPerSecond = *userRate, *workerRate, *anonRate
 	if cfg.StateMemoryBudget, err = parseBudget(*budget); err != nil {
 		return usagef("-state-memory-budget: %v", err)
 	}

@@ -213,6 +213,8 @@ type Server struct {
 	httpSeconds    *prometheus.HistogramVec
 	proxy          *httputil.ReverseProxy
 	limits         limiters
+	anonLimits     limiters    // per address, for requests that fail to authenticate
+	anon           anonCounter // audited requests without a valid token, counted
 	samples        sampleGate
 	peerClient     *http.Client // to the other servers' APIs
 	audit          *auditor
@@ -496,8 +498,15 @@ func (s *Server) instrument(route string, access Access, h http.HandlerFunc) htt
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", sw.code)
 		}
 		if who != nil {
-			s.audit.record(state.AuditEntry{Time: start.UnixNano(), User: who.user, Accessor: who.accessor,
+			// Cut to the log's sizes here, before the entry is queued: a
+			// 1 MB path must not travel through Raft to be cut at apply.
+			e := state.TrimAudit(state.AuditEntry{Time: start.UnixNano(), User: who.user, Accessor: who.accessor,
 				Method: r.Method, Route: route, Path: r.URL.Path, Remote: s.remoteOf(r), Status: sw.code, Message: sw.errorMessage()})
+			if e.Anonymous() {
+				s.anon.add(e)
+			} else {
+				s.audit.record(e)
+			}
 		}
 	})
 }
@@ -550,10 +559,15 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r)
 		if tok == "" {
-			writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
+			if s.allowAnonymous(w, r) {
+				writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
+			}
 			return
 		}
 		u, t, st := s.state.Authenticate(token.Hash(tok), time.Now())
+		if st != state.TokenValid && !s.allowAnonymous(w, r) {
+			return
+		}
 		switch st {
 		case state.TokenUnknown:
 			writeError(w, http.StatusUnauthorized, "invalid token: it was never made, was revoked, or its user was deleted")

@@ -21,6 +21,10 @@ import (
 type RateLimits struct {
 	UserPerSecond   float64
 	WorkerPerSecond float64
+	// AnonymousPerSecond bounds, per client address, the requests that
+	// fail to authenticate (no token, an unknown or expired one, a wrong
+	// worker secret or metrics token).
+	AnonymousPerSecond float64
 }
 
 // limiters holds a token bucket per authenticated caller. Buckets are
@@ -69,15 +73,35 @@ func (l *limiters) take(key string, perSecond float64, now time.Time) (time.Dura
 	return 0, true
 }
 
+// has reports whether key has a bucket.
+func (l *limiters) has(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.buckets[key]
+	return ok
+}
+
+// size is the number of buckets.
+func (l *limiters) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buckets)
+}
+
 // allowRate takes one request of who (a user or worker, for messages) from
 // its bucket, or answers 429 with Retry-After. Requests relayed by another
 // server of the cluster (a log gathered from peers) are not counted again:
 // the server that received them counted them.
 func (s *Server) allowRate(w http.ResponseWriter, r *http.Request, key, who, setting string, perSecond float64) bool {
+	return s.allowRateIn(&s.limits, w, r, key, who, setting, perSecond)
+}
+
+// allowRateIn is allowRate with the buckets of l.
+func (s *Server) allowRateIn(l *limiters, w http.ResponseWriter, r *http.Request, key, who, setting string, perSecond float64) bool {
 	if perSecond <= 0 || s.fromPeer(r) {
 		return true
 	}
-	wait, ok := s.limits.take(key, perSecond, time.Now())
+	wait, ok := l.take(key, perSecond, time.Now())
 	if ok {
 		return true
 	}

@@ -266,6 +266,9 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 // handleMetrics serves Prometheus metrics, behind MetricsToken when set.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.MetricsToken != "" && subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.MetricsToken)) != 1 {
+		if !s.allowAnonymous(w, r) {
+			return
+		}
 		writeError(w, http.StatusUnauthorized, "metrics need the metrics token: send Authorization: Bearer <the server's -metrics-token>")
 		return
 	}
@@ -299,6 +302,11 @@ func (a *auditor) record(e state.AuditEntry) {
 // WaitAudit waits until every audit entry recorded so far is committed
 // (or dropped): tests that compare states quiesce with it.
 func (s *Server) WaitAudit(ctx context.Context) error {
+	// The counts of anonymous requests go now rather than at the end of
+	// their minute.
+	for _, e := range s.anon.due(time.Now(), true) {
+		s.audit.record(e)
+	}
 	for s.audit.pending.Load() > 0 {
 		select {
 		case <-ctx.Done():
@@ -335,7 +343,10 @@ func (s *Server) RunAudit(ctx context.Context) {
 			if len(batch) >= state.MaxAuditPerCommand {
 				flush()
 			}
-		case <-tick.C:
+		case now := <-tick.C:
+			for _, e := range s.anon.due(now, false) {
+				s.audit.record(e)
+			}
 			flush()
 		}
 	}

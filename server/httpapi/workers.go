@@ -29,6 +29,9 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(s.cfg.WorkerSecret)) != 1 {
+		if !s.allowAnonymous(w, r) {
+			return
+		}
 		writeError(w, http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
 		return
 	}
@@ -107,7 +110,9 @@ func (s *Server) authWorker(h http.HandlerFunc) http.HandlerFunc {
 		tok := bearer(r)
 		inst, ok := s.state.InstanceByTokenHash(token.Hash(tok))
 		if tok == "" || !ok {
-			writeError(w, http.StatusUnauthorized, "unknown worker token; activate first")
+			if s.allowAnonymous(w, r) {
+				writeError(w, http.StatusUnauthorized, "unknown worker token; activate first")
+			}
 			return
 		}
 		if !inst.Active {

@@ -8,13 +8,16 @@ import (
 	"github.com/drover-sched/drover/api"
 )
 
-// Audit log bounds: the state keeps the last MaxAuditEntries entries; one
-// command carries at most MaxAuditPerCommand, each field cut to
-// maxAuditField bytes.
+// Audit log bounds: the state keeps the last MaxAuditEntries entries of
+// known callers and, apart, the last MaxAnonymousAuditEntries of callers
+// without a valid token (so that strangers cannot push the record of
+// what users did out of the log); one command carries at most
+// MaxAuditPerCommand, each field cut to MaxAuditField bytes.
 const (
-	MaxAuditEntries    = 20000
-	MaxAuditPerCommand = 512
-	maxAuditField      = 256
+	MaxAuditEntries          = 20000
+	MaxAnonymousAuditEntries = 2000
+	MaxAuditPerCommand       = 512
+	MaxAuditField            = 256
 )
 
 // AuditEntry records one mutating API request: who (user and token
@@ -30,7 +33,15 @@ type AuditEntry struct {
 	Remote   string
 	Status   int
 	Message  string
+	// Count is how many requests the entry stands for: requests of
+	// callers without a valid token are counted per address, route,
+	// status and minute (0 or 1: one request).
+	Count uint32
 }
+
+// Anonymous reports whether the entry is of a caller without a valid
+// token.
+func (e *AuditEntry) Anonymous() bool { return e.User == "" }
 
 // Audit appends entries to the audit log.
 type Audit struct {
@@ -43,7 +54,7 @@ func (*Audit) Type() CommandType { return CmdAudit }
 // TrimAudit cuts every field to the size the log keeps.
 func TrimAudit(e AuditEntry) AuditEntry {
 	for _, f := range []*string{&e.User, &e.Accessor, &e.Method, &e.Route, &e.Path, &e.Remote, &e.Message} {
-		*f = cut(*f, maxAuditField)
+		*f = cut(*f, MaxAuditField)
 	}
 	return e
 }
@@ -65,14 +76,25 @@ func (s *State) applyAudit(c *Audit) any {
 		entries = entries[:MaxAuditPerCommand]
 	}
 	for _, e := range entries {
-		s.audit = append(s.audit, TrimAudit(e))
+		if e.Anonymous() {
+			s.anonAudit = append(s.anonAudit, TrimAudit(e))
+		} else {
+			s.audit = append(s.audit, TrimAudit(e))
+		}
 	}
-	if over := len(s.audit) - MaxAuditEntries; over > 0 {
-		// Copy down rather than reslice, and clear the slots left at
-		// the end, so the dropped entries' memory is not held forever.
-		s.audit = slices.Delete(s.audit, 0, over)
-	}
+	s.audit = keepLast(s.audit, MaxAuditEntries)
+	s.anonAudit = keepLast(s.anonAudit, MaxAnonymousAuditEntries)
 	return nil
+}
+
+// keepLast drops the oldest entries past n. It copies down rather than
+// reslices, and clears the slots left at the end, so the dropped entries'
+// memory is not held forever.
+func keepLast(entries []AuditEntry, n int) []AuditEntry {
+	if over := len(entries) - n; over > 0 {
+		return slices.Delete(entries, 0, over)
+	}
+	return entries
 }
 
 // AuditLog returns entries at or after since (of one user, when user is
@@ -82,16 +104,31 @@ func (s *State) AuditLog(since time.Time, user string, limit int) []api.AuditEnt
 	defer s.mu.RUnlock()
 	out := []api.AuditEntry{}
 	from := since.UnixNano()
-	for i := len(s.audit) - 1; i >= 0 && len(out) < limit; i-- {
-		e := s.audit[i]
+	// Both logs are in time order: merge them from the newest.
+	i, k := len(s.audit)-1, len(s.anonAudit)-1
+	if user != "" {
+		k = -1 // a user's entries are all in the first
+	}
+	for len(out) < limit {
+		var e AuditEntry
+		switch {
+		case i >= 0 && (k < 0 || s.audit[i].Time >= s.anonAudit[k].Time):
+			e = s.audit[i]
+			i--
+		case k >= 0:
+			e = s.anonAudit[k]
+			k--
+		default:
+			return out
+		}
 		if e.Time < from {
-			break
+			return out // the merge runs newest first: the rest is older
 		}
 		if user != "" && e.User != user {
 			continue
 		}
 		out = append(out, api.AuditEntry{Time: time.Unix(0, e.Time).UTC(), User: e.User, Token: e.Accessor, Method: e.Method,
-			Route: e.Route, Path: e.Path, Remote: e.Remote, Status: e.Status, Message: e.Message})
+			Route: e.Route, Path: e.Path, Remote: e.Remote, Status: e.Status, Message: e.Message, Count: max(1, int(e.Count))})
 	}
 	return out
 }

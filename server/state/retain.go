@@ -237,7 +237,7 @@ func (s *State) Held() Footprint {
 // AuditSize is the size of the audit log in a snapshot.
 func (s *State) AuditSize() int64 {
 	s.mu.RLock()
-	entries := slices.Clone(s.audit)
+	entries := slices.Concat(s.audit, s.anonAudit)
 	s.mu.RUnlock()
 	var buf bytes.Buffer
 	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(entries); err != nil {

@@ -47,6 +47,9 @@ type snapState struct {
 	Audit  []AuditEntry
 	Rates  []billing.Rate // every version of every resource's rate
 	Bills  map[string]projectBill
+	// AnonAudit: the audit log of callers without a valid token (absent
+	// before it was kept apart).
+	AnonAudit []AuditEntry
 }
 
 type snapProject struct {
@@ -300,6 +303,7 @@ func (s *State) Snapshot() *Snapshot {
 		d.Tokens = append(d.Tokens, *s.tokens[h])
 	}
 	d.Audit = slices.Clone(s.audit)
+	d.AnonAudit = slices.Clone(s.anonAudit)
 	for _, name := range sortedKeys(s.rates) {
 		d.Rates = append(d.Rates, s.rates[name]...)
 	}
@@ -440,7 +444,7 @@ func (s *State) Restore(r io.Reader) error {
 		t := d.Tokens[i]
 		fresh.tokens[t.Hash] = &t
 	}
-	fresh.audit = d.Audit
+	fresh.audit, fresh.anonAudit = d.Audit, d.AnonAudit
 	for _, r := range d.Rates {
 		fresh.rates[r.Resource] = append(fresh.rates[r.Resource], r)
 	}
@@ -510,6 +514,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.index, s.nextBatch, s.nextInstance = fresh.index, fresh.nextBatch, fresh.nextInstance
 	s.batches, s.batchIDs, s.keys = fresh.batches, fresh.batchIDs, fresh.keys
 	s.users, s.tokens, s.projects, s.audit, s.rates, s.bills = fresh.users, fresh.tokens, fresh.projects, fresh.audit, fresh.rates, fresh.bills
+	s.anonAudit = fresh.anonAudit
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups

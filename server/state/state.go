@@ -63,10 +63,13 @@ type State struct {
 	keys     map[string]uint64
 
 	users  map[string]*User
-	tokens map[string]*Token         // by hash
-	audit  []AuditEntry              // the last MaxAuditEntries, oldest first
-	rates  map[string][]billing.Rate // by resource, versions by ValidFrom
-	bills  map[string]*projectBill   // what each billing project has cost
+	tokens map[string]*Token // by hash
+	audit  []AuditEntry      // the last MaxAuditEntries of known callers, oldest first
+	// anonAudit: the last MaxAnonymousAuditEntries of callers without a
+	// valid token, oldest first.
+	anonAudit []AuditEntry
+	rates     map[string][]billing.Rate // by resource, versions by ValidFrom
+	bills     map[string]*projectBill   // what each billing project has cost
 	// jobCounts: jobs by state over all batches, kept as they move
 	// (metrics read it instead of walking the batches).
 	jobTotals totals

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 )
@@ -644,4 +645,43 @@ func TestIdempotencyKeyDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(restored)
+}
+
+// TestAnonymousAuditKeptApart: entries of callers without a valid token
+// are kept apart, at most MaxAnonymousAuditEntries, so any number of them
+// leaves the entries of known users in the log; reads merge both in time
+// order.
+func TestAnonymousAuditKeptApart(t *testing.T) {
+	h := newHarness(t)
+	h.Must(&Audit{Entries: []AuditEntry{{Time: 1, User: "root", Method: "POST", Route: "POST /api/v1/batches", Status: 201}}})
+	for i := range (MaxAnonymousAuditEntries + MaxAuditEntries) / MaxAuditPerCommand {
+		entries := make([]AuditEntry, MaxAuditPerCommand)
+		for k := range entries {
+			entries[k] = AuditEntry{Time: int64(10 + i*MaxAuditPerCommand + k), Route: "POST /api/v1/batches/{id}/cancel", Status: 401, Count: 7}
+		}
+		h.Must(&Audit{Entries: entries})
+	}
+	h.Must(&Audit{Entries: []AuditEntry{{Time: 1 << 40, User: "root", Route: "DELETE /api/v1/users/{name}", Status: 200}}})
+	log := h.S.AuditLog(time.Unix(0, 0), "", MaxAuditEntries+MaxAnonymousAuditEntries)
+	if len(log) != MaxAnonymousAuditEntries+2 {
+		t.Fatalf("%d entries, want the %d anonymous ones kept and the 2 of root", len(log), MaxAnonymousAuditEntries)
+	}
+	if log[0].User != "root" || log[len(log)-1].User != "root" || log[1].Count != 7 {
+		t.Fatalf("newest %+v, oldest %+v", log[0], log[len(log)-1])
+	}
+	for i := 1; i < len(log); i++ {
+		if log[i].Time.After(log[i-1].Time) {
+			t.Fatalf("entry %d is newer than entry %d", i, i-1)
+		}
+	}
+	if mine := h.S.AuditLog(time.Unix(0, 0), "root", 10); len(mine) != 2 {
+		t.Fatalf("root's entries: %d", len(mine))
+	}
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(SnapshotBytes(t, h.S))); err != nil {
+		t.Fatal(err)
+	}
+	if again := restored.AuditLog(time.Unix(0, 0), "", 100000); len(again) != len(log) {
+		t.Fatalf("after a restore: %d entries, want %d", len(again), len(log))
+	}
 }
