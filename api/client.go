@@ -27,6 +27,11 @@ const LeaderHeader = "X-Drover-Leader"
 // (a server that holds chunks of it did not answer); absent when whole.
 const LogIncompleteHeader = "X-Drover-Log-Incomplete"
 
+// LogTruncatedHeader, on a job's log, says why a server cut the log (its
+// last line says so too): the attempt, its batch or its billing project
+// reached a limit on the logs a server keeps.
+const LogTruncatedHeader = "X-Drover-Log-Truncated"
+
 // DefaultAddr is the server the CLI talks to when DROVER_ADDR is unset.
 const DefaultAddr = "http://127.0.0.1:4650"
 
@@ -595,6 +600,9 @@ type JobLogStream struct {
 	// Incomplete, when not empty, says why the log may be missing parts
 	// (a server holding some of it did not answer).
 	Incomplete string
+	// Truncated, when not empty, says why a server cut the log (a limit
+	// on the logs it keeps); the log's last line says so too.
+	Truncated string
 }
 
 // OpenJobLog starts reading the log of a job's attempt (0: the latest) as
@@ -608,7 +616,7 @@ func (c *Client) OpenJobLog(ctx context.Context, batchID, jobID int64, attempt i
 	if err != nil {
 		return nil, err
 	}
-	return &JobLogStream{ReadCloser: resp.Body, Incomplete: resp.Header.Get(LogIncompleteHeader)}, nil
+	return &JobLogStream{ReadCloser: resp.Body, Incomplete: resp.Header.Get(LogIncompleteHeader), Truncated: resp.Header.Get(LogTruncatedHeader)}, nil
 }
 
 // WaitBatch polls until the batch is complete or ctx ends. progress, when not
@@ -708,6 +716,15 @@ func (c *Client) AddMember(ctx context.Context, project, user string) error {
 func (c *Client) SetRole(ctx context.Context, project, user, role string) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/billing-projects/"+url.PathEscape(project)+"/members",
 		&MemberRequest{User: user, Role: role}, nil)
+}
+
+// SetLogQuota sets a billing project's log quota in bytes (0: none).
+func (c *Client) SetLogQuota(ctx context.Context, project string, bytes int64) (*BillingProject, error) {
+	var out BillingProject
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/billing-projects/"+url.PathEscape(project)+"/log-quota", &LogQuotaRequest{Bytes: bytes}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // SetSpendLimit sets a billing project's spend limit in dollars (0: none).

@@ -376,6 +376,14 @@ type BillingProject struct {
 	// Cost in dollars: every attempt of its batches, running ones up to now.
 	Cost        float64   `json:"cost"`
 	TimeCreated time.Time `json:"time_created"`
+	// LogQuota bounds, in bytes, the job logs each server keeps of the
+	// project's batches (0: none; an admin sets it).
+	LogQuota int64 `json:"log_quota,omitempty"`
+}
+
+// LogQuotaRequest sets a billing project's log quota in bytes (0: none).
+type LogQuotaRequest struct {
+	Bytes int64 `json:"bytes"`
 }
 
 // Token describes a user's token (never the token itself, except in the

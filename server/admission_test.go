@@ -238,7 +238,7 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 	if err := w.UploadLogChunk(ctx, ref, 0, []byte(big(70))); err != nil {
 		t.Fatalf("a retried chunk replaces itself: %v", err)
 	}
-	if err := w.UploadLogChunk(ctx, ref, 1, []byte(big(31))); !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "would hold 101 bytes; the limit is 100 (server setting max_log_bytes_per_attempt)") {
+	if err := w.UploadLogChunk(ctx, ref, 1, []byte(big(31))); !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "reached 100 bytes (server setting max_log_bytes_per_attempt)") {
 		t.Fatalf("a chunk past the log limit: %v", err)
 	}
 }

@@ -169,6 +169,11 @@ type Config struct {
 	// MaxLogBytesPerAttempt bounds the log the servers keep for one
 	// attempt; chunks beyond it are refused with 413.
 	MaxLogBytesPerAttempt int64
+	// MaxLogBytesPerBatch bounds the job logs one server keeps of one
+	// batch; past it the logs are cut with a line saying why. Billing
+	// projects have a quota of their own (drover billing-project
+	// set-log-quota).
+	MaxLogBytesPerBatch int64
 
 	// Raft timing. Zero values take hashicorp/raft's defaults.
 	HeartbeatTimeout   time.Duration
@@ -243,6 +248,7 @@ func DefaultConfig() *Config {
 		AnonymousRequestsPerSecond:     10,
 		StateMemoryBudget:              8 << 30,
 		MaxLogBytesPerAttempt:          64 << 20,
+		MaxLogBytesPerBatch:            16 << 30,
 		DeadServerGrace:                2 * time.Minute,
 		SnapshotInterval:               2 * time.Minute,
 		SnapshotThreshold:              16384,
@@ -374,6 +380,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLogBytesPerAttempt < 1 {
 		errs = append(errs, fmt.Errorf("MaxLogBytesPerAttempt is %d; it must be positive", c.MaxLogBytesPerAttempt))
+	}
+	if c.MaxLogBytesPerBatch < 0 {
+		errs = append(errs, fmt.Errorf("MaxLogBytesPerBatch is %d; it must not be negative (0: no limit)", c.MaxLogBytesPerBatch))
 	}
 	if c.StateMemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("StateMemoryBudget is %d; it must not be negative (0: no budget)", c.StateMemoryBudget))

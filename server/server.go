@@ -220,6 +220,7 @@ func New(cfg *Config) (*Server, error) {
 				MaxQueuedJobsPerUser: cfg.MaxQueuedJobsPerUser, MaxQueuedJobsPerProject: cfg.MaxQueuedJobsPerBillingProject,
 				MaxBatchesPerUser: cfg.MaxBatchesPerUser, MaxOpenUpdatesPerUser: cfg.MaxOpenUpdatesPerUser,
 				StateMemoryBudget: cfg.StateMemoryBudget, MaxLogBytesPerAttempt: cfg.MaxLogBytesPerAttempt,
+				MaxLogBytesPerBatch: cfg.MaxLogBytesPerBatch,
 			},
 			PeerTLS: s.peerTLS(), DefaultTokenTTL: cfg.DefaultTokenTTL, MetricsToken: cfg.MetricsToken,
 			Rates: httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond,

@@ -154,6 +154,32 @@ func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m *Main) runBPLogQuota(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project set-log-quota", "PROJECT SIZE")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	n, err := jobspec.ParseBytes(pos[1])
+	if err != nil {
+		return usagef("log quota %q: %v (e.g. 50GiB; 0: none)", pos[1], err)
+	}
+	p, err := m.Client().SetLogQuota(ctx, pos[0], n)
+	if err != nil {
+		return err
+	}
+	safef(m.Stdout, "Billing project %s: log quota %s per server\n", p.Name, logQuota(p.LogQuota))
+	return nil
+}
+
+// logQuota prints a log quota ("none" for 0).
+func logQuota(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return jobspec.FormatBytes(n)
+}
+
 func (m *Main) runBPShow(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project show", "PROJECT")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -177,8 +203,8 @@ func (m *Main) runBPShow(ctx context.Context, args []string) error {
 			limit = dollars(p.SpendLimit)
 		}
 		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		safef(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\n",
-			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit)
+		safef(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\nLog quota\t%s per server\n",
+			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit, logQuota(p.LogQuota))
 		return tw.Flush()
 	}
 	return fmt.Errorf("billing project %q does not exist or you are not in it", pos[0])

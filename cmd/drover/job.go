@@ -244,6 +244,9 @@ func (m *Main) runJobLogs(ctx context.Context, args []string) error {
 			return err
 		}
 		m.warnIncomplete(l.Incomplete)
+		if l.Truncated != "" {
+			safef(m.Stderr, "warning: this log was cut: %s\n", l.Truncated)
+		}
 		return nil
 	}
 	var printed int

@@ -119,6 +119,7 @@ Administration:
   billing-project create NAME [-member USER]...
   billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER
   billing-project set-limit PROJECT DOLLARS | show PROJECT   a spend limit: reached, its running batches are cancelled
+  billing-project set-log-quota PROJECT SIZE   the job logs each server keeps of the project (admin; 0: none)
   rate set RESOURCE PRICE [-from TIME]   price a resource per unit-hour (admin): compute[/POOL], memory[/POOL], gpu/TYPE, service-fee
   rate list [-all]       the rates in force and to come
   billing show -project P [-from DAY] [-to DAY] [-by day|user|batch]
@@ -217,6 +218,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
 			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,
 			"set-spend-limit": m.runBPSpendLimit, "set-limit": m.runBPSpendLimit, "show": m.runBPShow,
+			"set-log-quota": m.runBPLogQuota,
 		})
 	case "instance":
 		return m.sub(ctx, "instance", rest, map[string]func(context.Context, []string) error{

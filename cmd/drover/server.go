@@ -60,7 +60,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	userRate := fs.Float64("max-requests-per-second-per-user", def.UserRequestsPerSecond, "answer 429 with Retry-After to a user token beyond this rate, per server (0: no limit)")
 	workerRate := fs.Float64("max-requests-per-second-per-worker", def.WorkerRequestsPerSecond, "the same for a worker instance (0: no limit)")
 	anonRate := fs.Float64("max-anonymous-requests-per-second", def.AnonymousRequestsPerSecond, "the same, per client address, for requests that fail to authenticate (0: no limit)")
-	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "refuse log chunks beyond this much log per attempt (e.g. 64MiB)")
+	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "cut an attempt's log, with a line saying so, past this much (e.g. 64MiB)")
+	maxBatchLog := fs.String("max-log-bytes-per-batch", jobspec.FormatBytes(def.MaxLogBytesPerBatch), "cut the logs of a batch past this much on this server (0: no limit; billing projects have quotas of their own: drover billing-project set-log-quota)")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure")
@@ -166,6 +167,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	if cfg.MaxLogBytesPerAttempt, err = jobspec.ParseBytes(*maxLog); err != nil {
 		return usagef("-max-log-bytes-per-attempt: %v", err)
+	}
+	if cfg.MaxLogBytesPerBatch, err = jobspec.ParseBytes(*maxBatchLog); err != nil {
+		return usagef("-max-log-bytes-per-batch: %v", err)
 	}
 	cfg.Logger = log
 	if *secretFile != "" {

@@ -36,6 +36,9 @@ type Limits struct {
 	// MaxLogBytesPerAttempt bounds one attempt's log as this server holds
 	// it.
 	MaxLogBytesPerAttempt int64
+	// MaxLogBytesPerBatch bounds the logs of one batch as this server
+	// holds them (0: none).
+	MaxLogBytesPerBatch int64
 }
 
 // The state's cost of a job, measured by `drover bench sched`

@@ -501,9 +501,17 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 		return
 	}
 	q := r.URL.Query()
+	truncated, err := s.logs.Truncated(ctx, id, jid, attempt)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	switch {
 	case q.Get("chunks") == "index":
 		// Another server is gathering this log: what is here.
+		if truncated != "" {
+			w.Header().Set(api.LogTruncatedHeader, truncated)
+		}
 		writeJSON(w, http.StatusOK, index)
 		return
 	case q.Has("chunk"):
@@ -533,11 +541,14 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 				silent = append(silent, m.ID)
 				continue
 			}
-			remote, err := s.peerIndex(r, m.HTTP, id, jid, attempt)
+			remote, cut, err := s.peerIndex(r, m.HTTP, id, jid, attempt)
 			if err != nil {
 				s.log.Debug("log index from peer", "peer", m.ID, "err", err)
 				silent = append(silent, m.ID)
 				continue
+			}
+			if truncated == "" {
+				truncated = cut
 			}
 			for seq := range remote {
 				if _, ok := from[seq]; !ok {
@@ -553,6 +564,9 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 	sort.Ints(seqs)
 	if why := incompleteLog(silent, seqs); why != "" {
 		w.Header().Set(api.LogIncompleteHeader, why)
+	}
+	if truncated != "" {
+		w.Header().Set(api.LogTruncatedHeader, truncated)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Drover-Attempt", strconv.Itoa(attempt))
@@ -618,20 +632,21 @@ func (s *Server) peerGet(ctx context.Context, r *http.Request, peer string, batc
 	return resp, nil
 }
 
-// peerIndex fetches a peer's index of a log's chunks.
-func (s *Server) peerIndex(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int]int64, error) {
+// peerIndex fetches a peer's index of a log's chunks, and why the peer cut
+// the log ("": it did not).
+func (s *Server) peerIndex(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int]int64, string, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	resp, err := s.peerGet(ctx, r, peer, batch, job, attempt, "chunks=index")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	var out map[int]int64
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return out, nil
+	return out, resp.Header.Get(api.LogTruncatedHeader), nil
 }
 
 // peerChunk relays one chunk from a peer.

@@ -19,6 +19,7 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -215,6 +216,7 @@ type Server struct {
 	limits         limiters
 	anonLimits     limiters    // per address, for requests that fail to authenticate
 	anon           anonCounter // audited requests without a valid token, counted
+	attributeLogs  sync.Once   // the log store learns its batches' projects once
 	samples        sampleGate
 	peerClient     *http.Client // to the other servers' APIs
 	audit          *auditor
@@ -325,6 +327,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/billing-projects/{name}/members", u, s.handleAddMember},
 		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.handleRemoveMember},
 		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.handleSetSpendLimit},
+		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.handleSetLogQuota},
 		{"GET /api/v1/billing-projects/{name}/cost", u, s.handleProjectCost},
 		{"GET /api/v1/audit", a, s.handleAudit},
 		{"GET /api/v1/rates", u, s.handleListRates},

@@ -218,6 +218,26 @@ func (s *Server) manages(w http.ResponseWriter, r *http.Request, project string)
 	return true
 }
 
+// handleSetLogQuota sets a billing project's log quota: an admin's call,
+// since the quota bounds the servers' disks, not the project's money.
+func (s *Server) handleSetLogQuota(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	var req api.LogQuotaRequest
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a log quota is one number") {
+		return
+	}
+	if req.Bytes < 0 || req.Bytes > state.MaxLogQuota {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("log quota %d: give 0 (none) to %d bytes", req.Bytes, int64(state.MaxLogQuota)))
+		return
+	}
+	if _, err := s.apply(&state.SetLogQuota{Project: project, Bytes: req.Bytes}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	p, _ := s.state.BillingProject(project)
+	writeJSON(w, http.StatusOK, p)
+}
+
 func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) {
 	project := r.PathValue("name")
 	if !s.manages(w, r, project) {

@@ -400,6 +400,58 @@ func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
+// logOverLimit says which limit on the logs this server keeps a chunk
+// adding grow bytes to an attempt's log would pass ("": none): the
+// attempt's log, its batch's or its billing project's; and how much of the
+// chunk still fits under all of them.
+func (s *Server) logOverLimit(batch uint64, job uint32, attempt int, project string, quota int64, index map[int]int64, grow int64) (why string, room int64) {
+	var held int64
+	for _, n := range index {
+		held += n
+	}
+	batchHeld, projectHeld, known := s.logs.Held(batch, project)
+	if !known {
+		s.attributeLogs.Do(func() { go s.logs.Attribute(s.projectOfBatch) })
+	}
+	room = grow
+	for _, l := range []struct {
+		limit, held int64
+		what        string
+	}{
+		{s.cfg.Limits.MaxLogBytesPerAttempt, held, fmt.Sprintf("the log of attempt %d of job %d/%d reached %%d bytes (server setting max_log_bytes_per_attempt)", attempt, batch, job)},
+		{s.cfg.Limits.MaxLogBytesPerBatch, batchHeld, fmt.Sprintf("batch %d's logs on this server reached %%d bytes (server setting max_log_bytes_per_batch)", batch)},
+		{quota, projectHeld, fmt.Sprintf("billing project %s's logs on this server reached its log quota of %%d bytes (drover billing-project set-log-quota)", project)},
+	} {
+		if l.limit > 0 && l.held+grow > l.limit {
+			if r := max(0, l.limit-l.held); why == "" || r < room {
+				why, room = fmt.Sprintf(l.what, l.limit), r
+			}
+		}
+	}
+	return why, room
+}
+
+// projectOfBatch is the billing project of a batch the state or the
+// history store holds ("": neither does).
+func (s *Server) projectOfBatch(batch uint64) string {
+	if p, _, ok := s.state.LogQuotaOf(batch); ok {
+		return p
+	}
+	if s.history == nil {
+		return ""
+	}
+	st, err := s.history.Store()
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if b, found, err := st.Batch(ctx, batch); err == nil && found {
+		return b.BillingProject
+	}
+	return ""
+}
+
 func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 	inst := instanceOf(r)
 	batch, ok := pathID(w, r, "id")
@@ -425,24 +477,34 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log chunk larger than %d MiB", maxLogChunk>>20))
 		return
 	}
-	if limit := s.cfg.Limits.MaxLogBytesPerAttempt; limit > 0 {
-		index, err := s.logs.Index(r.Context(), batch, job, attempt)
-		if err != nil {
-			s.writeErr(w, err)
-			return
-		}
-		held := int64(len(data))
-		for sq, n := range index {
-			if sq != seq { // a retried chunk replaces itself
-				held += n
+	index, err := s.logs.Index(r.Context(), batch, job, attempt)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	project, quota, _ := s.state.LogQuotaOf(batch)
+	replaced := index[seq] // a retried chunk replaces itself
+	cut, err := s.logs.Truncated(r.Context(), batch, job, attempt)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if cut == "" {
+		if why, room := s.logOverLimit(batch, job, attempt, project, quota, index, int64(len(data))-replaced); why != "" {
+			// The log ends here with what of the chunk fits and a line
+			// saying why, and the worker stops sending.
+			if err := s.logs.Truncate(r.Context(), batch, project, job, attempt, seq, data[:min(room, int64(len(data)))], why, replaced); err != nil {
+				s.writeErr(w, err)
+				return
 			}
-		}
-		if held > limit {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the log of attempt %d of job %d/%d would hold %d bytes; the limit is %d (server setting max_log_bytes_per_attempt)", attempt, batch, job, held, limit))
-			return
+			cut = why
 		}
 	}
-	if err := s.logs.PutChunk(r.Context(), batch, job, attempt, seq, data); err != nil {
+	if cut != "" {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, cut))
+		return
+	}
+	if err := s.logs.PutChunk(r.Context(), batch, project, job, attempt, seq, data, replaced); err != nil {
 		s.writeErr(w, err)
 		return
 	}

@@ -24,6 +24,7 @@ import (
 // separate objects because blob stores cannot append.
 type Store struct {
 	bucket *blob.Bucket
+	used   usage
 }
 
 // Open opens the store at a gocloud.dev/blob URL, or a directory on
@@ -39,7 +40,12 @@ func Open(ctx context.Context, url, dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
-	return &Store{bucket: b}, nil
+	l := &Store{bucket: b}
+	if err := l.countHeld(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // Close releases the store.
@@ -49,14 +55,57 @@ func logPrefix(batch uint64, job uint32, attempt int) string {
 	return fmt.Sprintf("%d/%d/%d/", batch, job, attempt)
 }
 
-// PutChunk stores chunk seq of an attempt's log. Writing the same chunk
-// again replaces it, so uploads can be retried.
-func (l *Store) PutChunk(ctx context.Context, batch uint64, job uint32, attempt, seq int, data []byte) error {
-	key := fmt.Sprintf("%s%08d", logPrefix(batch, job, attempt), seq)
+// PutChunk stores chunk seq of an attempt's log of a batch of project.
+// Writing the same chunk again replaces it, so uploads can be retried:
+// replaced is the size of the chunk it replaces (0: none), as Index gave.
+func (l *Store) PutChunk(ctx context.Context, batch uint64, project string, job uint32, attempt, seq int, data []byte, replaced int64) error {
+	key := chunkKey(batch, job, attempt, seq)
 	if err := l.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "text/plain"}); err != nil {
 		return fmt.Errorf("store log chunk %s: %w", key, err)
 	}
+	l.used.add(batch, project, int64(len(data))-replaced)
 	return nil
+}
+
+func chunkKey(batch uint64, job uint32, attempt, seq int) string {
+	return fmt.Sprintf("%s%08d", logPrefix(batch, job, attempt), seq)
+}
+
+// truncatedKey names the note that an attempt's log was cut.
+func truncatedKey(batch uint64, job uint32, attempt int) string {
+	return logPrefix(batch, job, attempt) + "truncated"
+}
+
+// Truncate ends an attempt's log at chunk seq: what of the chunk was kept
+// (kept), then a line saying why, so whoever reads the log sees where and
+// why it was cut; a note keeps the reason for Truncated.
+func (l *Store) Truncate(ctx context.Context, batch uint64, project string, job uint32, attempt, seq int, kept []byte, reason string, replaced int64) error {
+	last := append(append([]byte(nil), kept...), TruncationLine(reason)...)
+	if err := l.PutChunk(ctx, batch, project, job, attempt, seq, last, replaced); err != nil {
+		return err
+	}
+	if err := l.bucket.WriteAll(ctx, truncatedKey(batch, job, attempt), []byte(reason), nil); err != nil {
+		return fmt.Errorf("note the truncation of a log: %w", err)
+	}
+	return nil
+}
+
+// TruncationLine is what a log cut by a server ends with.
+func TruncationLine(reason string) string {
+	return "\n[drover: log truncated: " + reason + "]\n"
+}
+
+// Truncated returns why an attempt's log was cut by this server ("": it
+// was not).
+func (l *Store) Truncated(ctx context.Context, batch uint64, job uint32, attempt int) (string, error) {
+	b, err := l.bucket.ReadAll(ctx, truncatedKey(batch, job, attempt))
+	switch {
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read a log's truncation note: %w", err)
+	}
+	return string(b), nil
 }
 
 // Index returns the sizes of the chunks of an attempt's log held in this
@@ -83,7 +132,7 @@ func (l *Store) Index(ctx context.Context, batch uint64, job uint32, attempt int
 
 // CopyChunk streams one chunk to w.
 func (l *Store) CopyChunk(ctx context.Context, w io.Writer, batch uint64, job uint32, attempt, seq int) (int64, error) {
-	key := fmt.Sprintf("%s%08d", logPrefix(batch, job, attempt), seq)
+	key := chunkKey(batch, job, attempt, seq)
 	r, err := l.bucket.NewReader(ctx, key, nil)
 	if err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {

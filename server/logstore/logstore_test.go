@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,7 @@ func TestChunksComeBackInSequenceOrder(t *testing.T) {
 		attempt, seq int
 		data         string
 	}{{1, 10, "c"}, {1, 2, "b"}, {1, 1, "a"}, {1, 2, "b"}, {2, 1, "other"}} {
-		if err := st.PutChunk(ctx, 7, 3, c.attempt, c.seq, []byte(c.data)); err != nil {
+		if err := st.PutChunk(ctx, 7, "p", 3, c.attempt, c.seq, []byte(c.data), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,4 +45,64 @@ func TestChunksComeBackInSequenceOrder(t *testing.T) {
 	if _, err := st.CopyChunk(ctx, &buf, 7, 3, 1, 3); !errors.Is(err, ErrNoChunk) {
 		t.Fatalf("a chunk that is not there: %v", err)
 	}
+}
+
+// TestHeldBytes: the store counts what it holds per batch and per billing
+// project as chunks come and are replaced; reopened, it counts each batch
+// from what it lists, and its projects once told whose batches they are.
+func TestHeldBytes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(batch uint64, project string, seq int, n int, replaced int64) {
+		t.Helper()
+		if err := st.PutChunk(ctx, batch, project, 1, 1, seq, bytes.Repeat([]byte("x"), n), replaced); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, "a", 0, 100, 0)
+	put(1, "a", 1, 50, 0)
+	put(1, "a", 1, 70, 50) // a retried chunk, longer
+	put(2, "a", 0, 10, 0)
+	put(3, "b", 0, 5, 0)
+	check := func(batch uint64, project string, wantBatch, wantProject int64, wantKnown bool) {
+		t.Helper()
+		b, p, known := st.Held(batch, project)
+		if b != wantBatch || p != wantProject || known != wantKnown {
+			t.Fatalf("held of batch %d / project %s: %d, %d, known %v; want %d, %d, %v", batch, project, b, p, known, wantBatch, wantProject, wantKnown)
+		}
+	}
+	check(1, "a", 170, 180, true)
+	check(3, "b", 5, 5, true)
+	if err := st.Truncate(ctx, 2, "a", 1, 1, 1, []byte("yy"), "over the limit", 0); err != nil {
+		t.Fatal(err)
+	}
+	if why, err := st.Truncated(ctx, 2, 1, 1); err != nil || why != "over the limit" {
+		t.Fatalf("truncated: %q, %v", why, err)
+	}
+	index, _ := st.Index(ctx, 2, 1, 1)
+	var log bytes.Buffer
+	for _, seq := range Seqs(index) {
+		if _, err := st.CopyChunk(ctx, &log, 2, 1, 1, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := strings.Repeat("x", 10) + "yy" + TruncationLine("over the limit"); log.String() != want {
+		t.Fatalf("a truncated log reads %q, want %q", log.String(), want)
+	}
+	marker := int64(len("yy" + TruncationLine("over the limit")))
+	st.Close()
+
+	st, err = Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	check(1, "a", 170, 0, false) // a's batches are not attributed yet
+	st.Attribute(func(b uint64) string { return map[uint64]string{1: "a", 2: "a", 3: "b"}[b] })
+	check(1, "a", 170, 180+marker, true)
+	check(3, "b", 5, 5, true)
 }

@@ -204,6 +204,46 @@ type DeleteUser struct {
 // Type implements Command.
 func (*DeleteUser) Type() CommandType { return CmdDeleteUser }
 
+// MaxLogQuota bounds a billing project's log quota, in bytes (1 PiB).
+const MaxLogQuota = 1 << 50
+
+// SetLogQuota sets the bytes of job logs each server keeps of a billing
+// project's batches (0: none).
+type SetLogQuota struct {
+	Project string
+	Bytes   int64
+}
+
+// Type implements Command.
+func (*SetLogQuota) Type() CommandType { return CmdSetLogQuota }
+
+func (s *State) applySetLogQuota(c *SetLogQuota) any {
+	p, ok := s.projects[c.Project]
+	if !ok {
+		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
+	}
+	if c.Bytes < 0 || c.Bytes > MaxLogQuota {
+		return errorf(ErrInvalid, "a log quota is between 0 (none) and %d bytes", int64(MaxLogQuota))
+	}
+	p.LogQuota = c.Bytes
+	return nil
+}
+
+// LogQuotaOf returns the billing project of a batch the state holds and
+// that project's log quota (0: none).
+func (s *State) LogQuotaOf(batch uint64) (project string, quota int64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.batches[batch]
+	if b == nil {
+		return "", 0, false
+	}
+	if p := s.projects[b.BillingProject]; p != nil {
+		quota = p.LogQuota
+	}
+	return b.BillingProject, quota, true
+}
+
 // SetSpendLimit sets a billing project's spend limit (0: none).
 type SetSpendLimit struct {
 	Project string
@@ -606,7 +646,7 @@ func (p *BillingProject) toAPI() api.BillingProject {
 		members = append(members, m)
 	}
 	sort.Strings(members)
-	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC(), SpendLimit: p.SpendLimit}
+	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC(), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota}
 	for _, m := range members {
 		switch p.role(m) {
 		case RoleManager:

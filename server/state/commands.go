@@ -44,6 +44,7 @@ const (
 	CmdSetRates
 	CmdMarkExported
 	CmdForgetBatches
+	CmdSetLogQuota
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -59,7 +60,7 @@ var cmdNames = map[CommandType]string{
 	CmdScale: "scale", CmdLaunchDone: "launch_done", CmdMachineGone: "machine_gone",
 	CmdGossipKeyring: "gossip_keyring", CmdCreateToken: "create_token", CmdRevokeToken: "revoke_token",
 	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit", CmdSetRates: "set_rates",
-	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches",
+	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches", CmdSetLogQuota: "set_log_quota",
 }
 
 func (t CommandType) String() string {
@@ -363,6 +364,8 @@ func newCommand(t CommandType) Command {
 		return &DeleteUser{}
 	case CmdSetSpendLimit:
 		return &SetSpendLimit{}
+	case CmdSetLogQuota:
+		return &SetLogQuota{}
 	case CmdAudit:
 		return &Audit{}
 	case CmdSetRates:

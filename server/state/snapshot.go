@@ -58,6 +58,7 @@ type snapProject struct {
 	Created    int64
 	Roles      map[string]string // absent before roles: all members
 	SpendLimit float64
+	LogQuota   int64 // absent before log quotas
 }
 
 type snapInstance struct {
@@ -251,7 +252,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
 		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created,
-			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit})
+			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota})
 	}
 	instIDs := make([]uint32, 0, len(s.instances))
 	for id := range s.instances {
@@ -452,7 +453,7 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.bills[name] = &p
 	}
 	for _, p := range d.Projects {
-		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit}
+		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit, LogQuota: p.LogQuota}
 		if bp.Roles == nil {
 			bp.Roles = map[string]string{}
 		}

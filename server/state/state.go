@@ -237,6 +237,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyDeleteUser(c)
 	case *SetSpendLimit:
 		return s.applySetSpendLimit(c)
+	case *SetLogQuota:
+		return s.applySetLogQuota(c)
 	case *Audit:
 		return s.applyAudit(c)
 	case *SetRates:

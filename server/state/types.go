@@ -425,6 +425,9 @@ type BillingProject struct {
 	Created int64
 	// SpendLimit in dollars (0: none).
 	SpendLimit float64
+	// LogQuota bounds, in bytes, the job logs each server keeps of the
+	// project's batches (0: none).
+	LogQuota int64
 }
 
 // role is a user's role in the project ("" for none).
