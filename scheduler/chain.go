@@ -40,6 +40,10 @@ const (
 	// fewer in all than one job needs; ReasonGPUFree: they are taken.
 	ReasonGPUCapacity
 	ReasonGPUFree
+	// ReasonSpendLimit: the run's billing project has reached its spend
+	// limit at the round's time (billing.Budget.Reached); like a team's
+	// quota, it rules out every instance at once.
+	ReasonSpendLimit
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -57,6 +61,7 @@ var reasonNames = map[Reason]string{
 	ReasonMemoryFree:     "memory_exhausted",
 	ReasonGPUCapacity:    "gpu_capacity",
 	ReasonGPUFree:        "gpu_exhausted",
+	ReasonSpendLimit:     "spend_limit",
 }
 
 func init() {
@@ -69,7 +74,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit}
 }
 
 // String is the reason's code, as metrics label it.
@@ -168,9 +173,11 @@ type Explanation struct {
 	Instances int
 	Filtered  []ReasonCount
 	// Quota, when set, ruled out every instance at once: Team is at its
-	// cpu (ReasonQuotaCPU) or memory quota.
-	Quota Reason
-	Team  string
+	// cpu (ReasonQuotaCPU), memory or GPU quota, or Project has reached
+	// its spend limit (ReasonSpendLimit).
+	Quota   Reason
+	Team    string
+	Project string
 }
 
 // Count returns the instances rejected for one reason.

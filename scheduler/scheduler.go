@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/placement"
 	"github.com/google/btree"
 )
@@ -40,6 +41,9 @@ type Run struct {
 	Team       int32
 	// GPUs one job needs, of its constraint's GPU type.
 	GPUs int64
+	// Project is 1 + an index into Input.Projects (0: its billing project
+	// has no spend limit).
+	Project int32
 }
 
 // User is one user's demand: running cores, Ready cores, and the head of the
@@ -58,9 +62,20 @@ type Team struct {
 	Quota    placement.Quota
 }
 
+// Project is a billing project with a spend limit, and what it has spent.
+type Project struct {
+	Name   string
+	Budget billing.Budget
+}
+
 // Input is a copy of what the scheduler needs to know. Instances may come
 // in any order; IDs must be unique.
 type Input struct {
+	// Now is the round's time (unix ns): projects' spend is weighed at it.
+	Now int64
+	// Projects are the billing projects with a spend limit that runs
+	// name: one that has reached its limit at Now starts nothing.
+	Projects  []Project
 	Instances []Instance
 	Users     []User
 	// MaxPlacements bounds the jobs placed in one round (0: no bound).
@@ -101,10 +116,11 @@ type Unplaced struct {
 	Count    uint32
 	CPUMilli int64 // one job's request
 	Memory   int64
-	// Constraint, Team and GPUs as in Run.
+	// Constraint, Team, GPUs and Project as in Run.
 	Constraint int32
 	Team       int32
 	GPUs       int64
+	Project    int32
 	Why        Explanation
 }
 
@@ -194,6 +210,11 @@ type packer struct {
 	cands []Candidate
 	// freeGPU is each instance's free GPUs as jobs are placed.
 	freeGPU []int64
+	// spent marks the projects (index as Input.Projects) that have
+	// reached their spend limit at the round's time: placements do not
+	// add to a project's spend until their attempts start, so it holds
+	// for the whole round.
+	spent []bool
 }
 
 func newPacker(filters []Filter, in *Input) *packer {
@@ -217,6 +238,10 @@ func newPacker(filters []Filter, in *Input) *packer {
 	p.freeGPU = make([]int64, len(in.Instances))
 	for i := range in.Instances {
 		p.freeGPU[i] = in.Instances[i].FreeGPUs
+	}
+	p.spent = make([]bool, len(in.Projects))
+	for i := range in.Projects {
+		p.spent[i] = in.Projects[i].Budget.Reached(in.Now)
 	}
 	index := map[poolKey]int{}
 	for i, inst := range in.Instances {
@@ -300,6 +325,11 @@ func (p *packer) candidates() []Candidate {
 // fit returns the best-fit instance for one job of the run, or why there is
 // none.
 func (p *packer) fit(r *Run) (slot, Explanation, bool) {
+	// A billing project at its spend limit starts nothing, wherever there
+	// is room.
+	if r.Project > 0 && int(r.Project) <= len(p.spent) && p.spent[r.Project-1] {
+		return slot{}, Explanation{Instances: len(p.insts), Quota: ReasonSpendLimit, Project: p.in.Projects[r.Project-1].Name}, false
+	}
 	// The team's quota first: it costs a few comparisons, and a team at
 	// its quota (every team, once the fleet is full) fails every run, so
 	// recording each of those failures would make the cache below a long
@@ -610,7 +640,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 						out.Unplaced = append(out.Unplaced, Unplaced{
 							User: u.Name, Batch: run.Batch, First: run.First + c.done,
 							Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory,
-							Constraint: run.Constraint, Team: run.Team, GPUs: run.GPUs, Why: why,
+							Constraint: run.Constraint, Team: run.Team, GPUs: run.GPUs, Project: run.Project, Why: why,
 						})
 					}
 					c.run++

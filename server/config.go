@@ -75,8 +75,10 @@ type Config struct {
 	DefaultTokenTTL time.Duration
 	// MetricsToken, when set, is the bearer token /metrics requires.
 	MetricsToken string
-	// BillingInterval is how often the leader cancels the running batches
-	// of billing projects that have spent their limit.
+	// BillingInterval is how often the leader looks at every billing
+	// project's spend regardless: it cancels a project's open batches at
+	// the moment the project reaches its spend limit (runSpendLimits),
+	// so this is only a backstop.
 	BillingInterval time.Duration
 	// HistoryDSN is the MySQL database finished batches and the billing
 	// ledger go to (go-sql-driver/mysql's form:

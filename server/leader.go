@@ -53,7 +53,7 @@ func (s *Server) runScheduler(ctx context.Context) {
 func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
 	cpu0, cpuOK := threadCPU()
-	v := s.state.SchedulingViewShared(s.cfg.MaxPlacements, fairShares)
+	v := s.state.SchedulingViewShared(start.UnixNano(), s.cfg.MaxPlacements, fairShares)
 	if len(v.Users) == 0 || len(v.Instances) == 0 {
 		s.waiting.set(nil)
 		return false, nil
@@ -152,28 +152,6 @@ func (s *Server) runUpdateExpiry(ctx context.Context) {
 			return
 		}
 		s.log.Info("discarded idle updates", "count", res.(*state.ExpireResult).Discarded, "idle_for", s.cfg.UpdateIdleTimeout)
-	})
-}
-
-// runSpendLimits cancels, every billing interval, the running batches of
-// the billing projects that have spent their limit (their ended attempts
-// and their running ones up to now).
-func (s *Server) runSpendLimits(ctx context.Context) {
-	every(ctx, s.cfg.BillingInterval, func() {
-		now := time.Now()
-		for project, ids := range s.state.OverLimitBatches(now, 1000) {
-			_, limit, spent := s.state.OverLimit(project, now)
-			reason := fmt.Sprintf("billing project %s reached its spend limit of $%.2f (spent $%.2f)", project, limit, spent)
-			for _, id := range ids {
-				if _, err := s.raft.Apply(&state.CancelBatch{Now: now.UnixNano(), Batch: id, Reason: reason}); err != nil {
-					if ctx.Err() == nil {
-						s.log.Warn("cancel a batch over its spend limit", "batch", id, "err", err)
-					}
-					continue
-				}
-				s.log.Info("cancelled a batch: its billing project reached its spend limit", "batch", id, "project", project, "limit", limit, "spent", spent)
-			}
-		}
 	})
 }
 

@@ -13,7 +13,10 @@ import (
 // down names the clusters whose every worker has gone silent (the
 // leader's liveness view, not Raft state); nil for none.
 func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.Input {
-	in := &scheduler.Input{MaxPlacements: v.MaxJobs, Instances: make([]scheduler.Instance, len(v.Instances)), Users: make([]scheduler.User, len(v.Users))}
+	in := &scheduler.Input{MaxPlacements: v.MaxJobs, Instances: make([]scheduler.Instance, len(v.Instances)), Users: make([]scheduler.User, len(v.Users)), Now: v.Now}
+	for _, p := range v.Projects {
+		in.Projects = append(in.Projects, scheduler.Project(p))
+	}
 	in.Clusters = make([]placement.Cluster, len(v.Clusters))
 	for i, c := range v.Clusters {
 		in.Clusters[i] = placement.Cluster{Name: c.Name, Region: c.Region, Disabled: c.Disabled, Down: down[c.Name], PricePerCoreHour: c.PricePerCoreHour, Group: c.Group}

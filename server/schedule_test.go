@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
@@ -120,7 +121,7 @@ func BenchmarkSchedulingRound(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingView(20000), nil))
+		out := scheduler.Schedule(schedulerInput(s.SchedulingView(time.Now().UnixNano(), 20000), nil))
 		if out.Jobs != 10_000 {
 			b.Fatalf("placed %d", out.Jobs)
 		}
@@ -136,7 +137,7 @@ func BenchmarkSchedulingRoundFederated(b *testing.B) {
 	s := federatedLoad(b, 500, 2000, 50, 500, 5, 4)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingViewShared(20000, fairShares), nil))
+		out := scheduler.Schedule(schedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, fairShares), nil))
 		if out.Jobs == 0 {
 			b.Fatal("placed nothing")
 		}
@@ -197,7 +198,7 @@ func BenchmarkSchedulingRoundFederatedBusy(b *testing.B) {
 	idx := uint64(1 << 20)
 	var placed []state.Placement
 	for {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingViewShared(20000, fairShares), nil))
+		out := scheduler.Schedule(schedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, fairShares), nil))
 		if out.Jobs == 0 {
 			break
 		}
@@ -219,7 +220,7 @@ func BenchmarkSchedulingRoundFederatedBusy(b *testing.B) {
 	b.ResetTimer()
 	var runs int
 	for i := 0; i < b.N; i++ {
-		in := schedulerInput(s.SchedulingViewShared(20000, fairShares), nil)
+		in := schedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, fairShares), nil)
 		runs = 0
 		for _, u := range in.Users {
 			runs += len(u.Runs)

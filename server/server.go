@@ -47,6 +47,7 @@ type Server struct {
 	autoscale    *autoscaleMemory // the leader's autoscaler between decisions
 	schedTrigger chan struct{}
 	keyringWake  chan struct{} // the gossip keyring in the state changed
+	spendWake    chan struct{} // a billing project with a limit started or ended an attempt
 	tls          *tlsSetup     // nil: plain HTTP and Raft
 
 	api      *httpapi.Server
@@ -110,6 +111,7 @@ func New(cfg *Config) (*Server, error) {
 		autoscale:    &autoscaleMemory{idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}},
 		schedTrigger: make(chan struct{}, 1),
 		keyringWake:  make(chan struct{}, 1),
+		spendWake:    make(chan struct{}, 1),
 	}
 	if usedSaved {
 		s.log.Info("gossip keys come from the keyring saved by the last rotation, not -gossip-key-file", "file", filepath.Join(cfg.DataDir, keyringFile))
@@ -125,6 +127,7 @@ func New(cfg *Config) (*Server, error) {
 		Instance:     s.notify.notify,
 		AllInstances: s.notify.notifyAll,
 		Keyring:      s.keyringChanged,
+		Spend:        s.spendChanged,
 	}
 	if cfg.TransitionLog != "" {
 		f, err := os.OpenFile(cfg.TransitionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

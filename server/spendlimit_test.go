@@ -90,3 +90,236 @@ func TestSpendLimitCancelsRunningBatches(t *testing.T) {
 		t.Fatalf("after raising the limit: %v", err)
 	}
 }
+
+// spendTrace is what a billing project's attempts cost over time, from
+// their records: each attempt's price and when its charge began and ended.
+type spendTrace struct {
+	charges []spendCharge
+}
+
+type spendCharge struct {
+	perSecond  float64
+	start, end time.Time
+}
+
+// traceSpend reads every attempt of the batches.
+func traceSpend(t *testing.T, c *api.Client, batches ...int64) spendTrace {
+	t.Helper()
+	var tr spendTrace
+	for _, id := range batches {
+		jobs, err := c.AllJobs(context.Background(), id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			for _, a := range j.Attempts {
+				if a.Cost == nil || a.EndTime == nil || a.PricePerHour <= 0 {
+					if a.StartTime != nil && a.EndTime == nil {
+						t.Fatalf("job %d/%d attempt %d still runs", id, j.JobID, a.Attempt)
+					}
+					continue
+				}
+				// Charged from its first reported start to its end.
+				ps := a.PricePerHour / 3600
+				d := time.Duration(*a.Cost / ps * float64(time.Second))
+				tr.charges = append(tr.charges, spendCharge{perSecond: ps, start: a.EndTime.Add(-d), end: *a.EndTime})
+			}
+		}
+	}
+	return tr
+}
+
+// at is what the attempts had cost by t.
+func (tr spendTrace) at(t time.Time) float64 {
+	var sum float64
+	for _, c := range tr.charges {
+		end := c.end
+		if t.Before(end) {
+			end = t
+		}
+		if end.After(c.start) {
+			sum += c.perSecond * end.Sub(c.start).Seconds()
+		}
+	}
+	return sum
+}
+
+// crossing is when the cost first reached limit (zero: never), to a
+// millisecond.
+func (tr spendTrace) crossing(limit float64) time.Time {
+	var lo, hi time.Time
+	for _, c := range tr.charges {
+		if lo.IsZero() || c.start.Before(lo) {
+			lo = c.start
+		}
+		if c.end.After(hi) {
+			hi = c.end
+		}
+	}
+	if lo.IsZero() || tr.at(hi) < limit {
+		return time.Time{}
+	}
+	for hi.Sub(lo) > time.Millisecond {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if tr.at(mid) >= limit {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// lastEnd is when the last attempt stopped.
+func (tr spendTrace) lastEnd() time.Time {
+	var last time.Time
+	for _, c := range tr.charges {
+		if c.end.After(last) {
+			last = c.end
+		}
+	}
+	return last
+}
+
+// TestSpendLimitHoldsAsWorkStarts is the hostile tenant of issue 25 item
+// 5: a billing project that crosses its limit within seconds, with the
+// billing interval at its default (10 s), so no periodic check can save
+// it. With many short jobs and a few long ones (a start or an end every
+// few milliseconds), and with long jobs alone (nothing happens between
+// their start and the crossing: only the leader's timer to the projected
+// crossing can stop them), the project's final cost stays within 20% of
+// its limit, every attempt is stopped within 2 s of the crossing, and the
+// batches say why they were cancelled.
+func TestSpendLimitHoldsAsWorkStarts(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		short, long int
+		limit       float64
+	}{
+		// 400 short jobs would cost $30 and the long ones $1 a second:
+		// the limit is crossed after about 4 s, most short jobs still
+		// to run.
+		{"many short jobs and a few long ones", 400, 2, 16},
+		// $1 a second: crossed after 3 s.
+		{"long jobs alone", 0, 2, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := TestConfig(t.TempDir(), testLogger(t))
+			cfg.BillingInterval = DefaultConfig().BillingInterval
+			srv, tok, err := StartReady(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Shutdown(context.Background())
+			admin := api.NewClient("http://"+srv.HTTPAddr(), tok)
+			ids := overspend(t, srv, admin, c.short, c.long, c.limit)
+			checkSpendHeld(t, admin, c.limit, ids)
+		})
+	}
+}
+
+// overspend runs, for billing project "lab" with the limit, short jobs
+// (150 ms) on a worker of 6 cores in region "fast" and long ones (10
+// minutes) on one of 2 cores in region "slow", a core costing 50 cents a
+// second, and returns their batches once nothing of them runs.
+func overspend(t *testing.T, srv *Server, admin *api.Client, short, long int, limit float64) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1800}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: "lab", Members: []string{"root"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetSpendLimit(ctx, "lab", limit); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	for _, w := range []struct {
+		name  string
+		cores int
+		dur   string
+	}{{"fast", 6, "150ms"}, {"slow", 2, "10m"}} {
+		dist, _ := simworker.ParseDist(w.dur)
+		go func() {
+			_ = simworker.Run(wctx, simworker.Config{Servers: "http://" + srv.HTTPAddr(), Secret: "test-secret", Name: w.name,
+				Region: w.name, Cluster: w.name, Cores: w.cores, Memory: 16 << 30, Duration: dist, SyncWait: 200 * time.Millisecond, Rec: simworker.NewRecorder()})
+		}()
+	}
+	waitUntil(t, "both workers active", 10*time.Second, func() bool {
+		ws, err := admin.ListInstances(ctx)
+		return err == nil && len(ws) == 2
+	})
+	var ids []int64
+	for _, b := range []struct {
+		n               int
+		region, command string
+	}{{long, "slow", "sleep 600"}, {short, "fast", "true"}} {
+		if b.n == 0 {
+			continue
+		}
+		jobs := make([]api.JobSpec, b.n)
+		for i := range jobs {
+			jobs[i] = api.JobSpec{JobID: int64(i + 1), Command: strings.Fields(b.command), CPU: 1, Memory: 1 << 30, Regions: []string{b.region}}
+		}
+		res, err := admin.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "lab", Jobs: jobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	waitUntil(t, "the batches to end", 60*time.Second, func() bool {
+		for _, id := range ids {
+			b, err := admin.GetBatch(ctx, id)
+			if err != nil || b.State == "running" || b.NRunning > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return ids
+}
+
+// checkSpendHeld: the batches were cancelled for the spend limit, the
+// project's cost is within 20% of its limit, and its last attempt stopped
+// within 2 s of the moment its cost reached the limit (read from the
+// attempts' records).
+func checkSpendHeld(t *testing.T, admin *api.Client, limit float64, ids []int64) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range ids {
+		b, _ := admin.GetBatch(ctx, id)
+		if !b.Cancelled {
+			t.Fatalf("batch %d ended without being cancelled: %+v", id, b)
+		}
+		jobs, err := admin.AllJobs(ctx, id, "state=cancelled")
+		if err != nil || len(jobs) == 0 || !strings.Contains(jobs[len(jobs)-1].Message, "batch cancelled: billing project lab reached its spend limit") {
+			t.Fatalf("batch %d's cancelled jobs (%v): %+v", id, err, jobs)
+		}
+	}
+	ps, err := admin.ListBillingProjects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cost float64
+	for _, p := range ps {
+		if p.Name == "lab" {
+			cost = p.Cost
+		}
+	}
+	tr := traceSpend(t, admin, ids...)
+	crossed := tr.crossing(limit)
+	if crossed.IsZero() {
+		t.Fatalf("the project never reached its $%g limit (cost $%.2f)", limit, cost)
+	}
+	late := tr.lastEnd().Sub(crossed)
+	t.Logf("limit $%g: final cost $%.2f (%.1f%% over); last attempt stopped %s after the crossing; %d attempts charged",
+		limit, cost, 100*(cost/limit-1), late.Round(time.Millisecond), len(tr.charges))
+	if cost > 1.2*limit {
+		t.Errorf("the project spent $%.2f against a $%g limit: more than 20%% over", cost, limit)
+	}
+	if late > 2*time.Second {
+		t.Errorf("the last attempt stopped %s after the project crossed its limit; want within 2s", late.Round(time.Millisecond))
+	}
+}

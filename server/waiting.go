@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
@@ -163,7 +164,8 @@ func (w *waiter) unavailable(u *scheduler.Unplaced, r placement.Reason) []string
 }
 
 // reason says why a run fits nowhere, from the instances each filter
-// rejected, for a person: the team's quota when it is used up; the
+// rejected, for a person: the billing project's spend limit when it is
+// reached; the team's quota when it is used up; the
 // clusters and regions involved when none it may use is available; the
 // sizes when no worker it may use is large enough; how many large-enough
 // workers are busy, and how many users fair share served first,
@@ -171,6 +173,14 @@ func (w *waiter) unavailable(u *scheduler.Unplaced, r placement.Reason) []string
 func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	e := u.Why
 	cores := func(milli int64) string { return fmt.Sprintf("%g cores", float64(milli)/1000) }
+	if e.Quota == scheduler.ReasonSpendLimit {
+		for _, p := range w.in.Projects {
+			if p.Name == e.Project {
+				return e.Quota.String(), billing.LimitReason(p.Name, p.Budget.Limit, p.Budget.Cost(w.in.Now))
+			}
+		}
+		return e.Quota.String(), fmt.Sprintf("billing project %s reached its spend limit", e.Project)
+	}
 	if e.Quota != 0 {
 		var t *scheduler.Team
 		for i := range w.in.Teams {

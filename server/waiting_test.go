@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
@@ -47,7 +48,7 @@ func TestUnplaceableWorkNeverBlocksPlaceable(t *testing.T) {
 			placeable := last.First + last.Count
 			b := h.CreateBatch(append(entries, state.JobEntry{First: placeable, Count: 1, Spec: small})...)
 
-			in := schedulerInput(h.S.SchedulingView(maxJobs), nil)
+			in := schedulerInput(h.S.SchedulingView(h.Now, maxJobs), nil)
 			out := scheduler.Schedule(in)
 			res := h.Must(planOf(out, h.Tick())).(*state.PlanResult)
 			if res.Placed != 1 || h.JobState(b, placeable) != state.Running {
@@ -84,6 +85,8 @@ func TestWaitReasonMessages(t *testing.T) {
 		},
 		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}, {GPUType: "h100"}},
 		Teams:       []scheduler.Team{{Name: "genomics", Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
+		Now:         since,
+		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16, Accrued: 16.5}}},
 	}
 	clusters := []state.ClusterSlot{{Name: "a", Region: "r1"}, {Name: "b", Region: "r2", Disabled: true, Reason: "maintenance", By: "ops", Since: since}}
 	rc := func(pairs ...any) []scheduler.ReasonCount {
@@ -112,6 +115,8 @@ func TestWaitReasonMessages(t *testing.T) {
 			"cluster_disabled", "cluster b disabled (maintenance, since 2026-11-23 10:02 UTC, by ops); no other cluster in its regions r2 has workers"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Team: 1, Why: scheduler.Explanation{Instances: 2, Quota: scheduler.ReasonQuotaCPU, Team: "genomics"}}, 0,
 			"quota_cpu", "team genomics at its cpu quota (1000 of 1000 cores)"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Team: 1, Project: 1, Why: scheduler.Explanation{Instances: 2, Quota: scheduler.ReasonSpendLimit, Project: "lab"}}, 0,
+			"spend_limit", "billing project lab reached its spend limit of $16.00 (spent $16.50)"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 3, GPUs: 2, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonGPUCapacity, 2)}}, 0,
 			"gpu_capacity", "fits no worker: needs 2 h100 GPUs; none of the 2 workers it may use has them"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 3, GPUs: 1, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonGPUCapacity, 1, scheduler.ReasonGPUFree, 1)}}, 2,
@@ -180,5 +185,44 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 	}
 	if why.State != api.JobReady || len(why.Reasons) == 0 || why.Reasons[0].Reason != "memory_capacity" || why.Reasons[0].Message != j.Waiting.Message {
 		t.Fatalf("job 17 why = %+v", why)
+	}
+}
+
+// TestSpendLimitIsWhyJobsWait: through the adapter and the real
+// scheduler, a round at a time when a billing project has reached its
+// spend limit places none of its Ready jobs, counts them under
+// spend_limit (the unplaced gauge), and says why in the words of a
+// cancelled batch; a round before the crossing places them.
+func TestSpendLimitIsWhyJobsWait(t *testing.T) {
+	h := state.NewHarness(t, SchedulerPlanner)
+	h.Must(&state.SetRates{Now: h.Tick(), Rates: []state.RateEntry{{Resource: "compute", Price: 3600}}})
+	h.Must(&state.SetSpendLimit{Project: "default", Limit: 10})
+	w := h.Activate("w", 8, 32)
+	sp := &state.Spec{Name: "j", Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30, Array: true}
+	first := h.CreateBatch(state.JobEntry{First: 1, Count: 1, Spec: sp})
+	h.Schedule()
+	start := h.Tick()
+	h.Must(&state.Events{Now: start, Events: []state.Event{{Instance: w, Batch: first, Job: 1, Attempt: 1, Started: true, Start: start}}})
+	waiting := h.CreateBatch(state.JobEntry{First: 1, Count: 4, Spec: sp})
+	// $10 at $1 a second: reached 10 s after the start (a millisecond
+	// past it, clear of the float sums' rounding).
+	crossing := start + int64(10*time.Second) + int64(time.Millisecond)
+
+	in := schedulerInput(h.S.SchedulingView(crossing, 0), nil)
+	out := scheduler.Schedule(in)
+	if out.Jobs != 0 {
+		t.Fatalf("placed %d jobs of a project at its limit", out.Jobs)
+	}
+	if n := unplacedByReason(out)[scheduler.ReasonSpendLimit]; n != 4 {
+		t.Fatalf("unplaced by reason %v: want the 4 jobs under spend_limit", unplacedByReason(out))
+	}
+	book := &waitingBook{}
+	book.set(waitingOf(out, in, nil))
+	wt := book.Job(waiting, 3)
+	if wt == nil || wt.Reason != "spend_limit" || wt.Message != "billing project default reached its spend limit of $10.00 (spent $10.00)" {
+		t.Fatalf("job 3 waits for %+v", wt)
+	}
+	if out := scheduler.Schedule(schedulerInput(h.S.SchedulingView(crossing-int64(time.Second), 0), nil)); out.Jobs != 4 {
+		t.Fatalf("a second before the crossing: placed %d, want 4", out.Jobs)
 	}
 }

@@ -519,7 +519,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 			markedLaunches += marked
 		}
 		// A scheduling round.
-		v := a.s.SchedulingViewShared(20000, server.FairShares)
+		v := a.s.SchedulingViewShared(now.UnixNano(), 20000, server.FairShares)
 		if len(v.Users) > 0 && len(v.Instances) > 0 {
 			out := scheduler.Schedule(server.SchedulerInput(v))
 			if out.Jobs > 0 {

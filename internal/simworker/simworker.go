@@ -408,7 +408,7 @@ func Run(ctx context.Context, cfg Config) error {
 			for i, h := range running {
 				if h.a.AttemptRef == k {
 					events = append(events, pending{api.AttemptEvent{AttemptRef: k, Kind: api.EventCompleted,
-						Outcome: api.OutcomeCancelled, StartTime: got, EndTime: got}, h.a.CPU})
+						Outcome: api.OutcomeCancelled, StartTime: h.start, EndTime: got}, h.a.CPU})
 					finishing = append(finishing, k)
 					running = append(running[:i], running[i+1:]...)
 					break

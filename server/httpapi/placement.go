@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -454,6 +455,10 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case wt != nil:
 			add(wt.Reason, wt.Message)
+		case jp.Budget.Reached(time.Now().UnixNano()):
+			// The round passes on one run of a project at its spend
+			// limit: the others are told from the project's spend.
+			add("spend_limit", billing.LimitReason(jp.BillingProject, jp.Budget.Limit, jp.Budget.Cost(time.Now().UnixNano())))
 		case jp.Team != nil && jp.Team.QuotaMilli > 0 && jp.Team.QuotaMilli-jp.Team.UsedMilli < jp.CPUMilli:
 			// The round passes on one run of those a team's quota blocks:
 			// the others are told from the team's use.
@@ -508,6 +513,9 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			parts = append(parts, "pool "+jp.Pool)
 		}
 		add("constraint", "may run only in "+strings.Join(parts, " and "))
+	}
+	if jp.Budget.Limit > 0 {
+		add("spend", fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit", jp.BillingProject, jp.Budget.Cost(time.Now().UnixNano()), jp.Budget.Limit))
 	}
 	if jp.Team != nil && jp.Team.QuotaMilli > 0 {
 		add("team", fmt.Sprintf("team %s uses %g of %g cores, %s of %s memory", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000,

@@ -247,6 +247,10 @@ func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) {
 	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a spend limit is one number") {
 		return
 	}
+	if err := state.CheckSpendLimit(req.Limit); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if _, err := s.apply(&state.SetSpendLimit{Project: project, Limit: req.Limit}); err != nil {
 		s.writeErr(w, err)
 		return

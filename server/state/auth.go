@@ -403,10 +403,20 @@ func (s *State) applySetSpendLimit(c *SetSpendLimit) any {
 	if !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
 	}
-	if math.IsNaN(c.Limit) || c.Limit < 0 || c.Limit > MaxSpendLimit {
-		return errorf(ErrInvalid, "a spend limit is between 0 (none) and %g dollars", float64(MaxSpendLimit))
+	if err := CheckSpendLimit(c.Limit); err != nil {
+		return errorf(ErrInvalid, "%v", err)
 	}
 	p.SpendLimit = c.Limit
+	s.notifySpend(c.Project)
+	return nil
+}
+
+// CheckSpendLimit says what is wrong with a spend limit, or nil: the API
+// refuses such a limit before it reaches the log, and apply again.
+func CheckSpendLimit(limit float64) error {
+	if math.IsNaN(limit) || limit < 0 || limit > MaxSpendLimit {
+		return fmt.Errorf("a spend limit is between 0 (none) and %g dollars", float64(MaxSpendLimit))
+	}
 	return nil
 }
 
@@ -634,9 +644,7 @@ func (s *State) BillingProjects(viewer User) []api.BillingProject {
 // projectToAPI is a project with what it has cost up to now.
 func (s *State) projectToAPI(p *BillingProject) api.BillingProject {
 	out := p.toAPI()
-	if b := s.bills[p.Name]; b != nil {
-		out.Cost = b.cost(time.Now().UnixNano())
-	}
+	out.Cost = s.budget(p.Name).Cost(time.Now().UnixNano())
 	return out
 }
 

@@ -454,7 +454,7 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 		if j.state != Ready || g == nil || g.spec.Where == nil || g.spec.Where.MachineType != cfg.MachineType || !s.configAdmits(cfg, g.spec) {
 			continue
 		}
-		if cl := s.clusters[cfg.Cluster]; (cl != nil && cl.Disabled) || (s.marks[cfg.Name] != nil && c.Now < s.marks[cfg.Name].Until) || !s.quotaAdmits(b, g.spec) {
+		if cl := s.clusters[cfg.Cluster]; (cl != nil && cl.Disabled) || (s.marks[cfg.Name] != nil && c.Now < s.marks[cfg.Name].Until) || !s.quotaAdmits(b, g.spec) || s.spendReached(b.BillingProject, c.Now) {
 			res.Capped++
 			continue
 		}
@@ -661,7 +661,9 @@ func (s *State) configAdmits(cfg *LaunchConfig, sp *Spec) bool {
 
 // startPrivate runs a private machine's job on its worker as soon as the
 // worker activates: creating -> running, a new attempt. A worker too
-// small for it (a config that changed) sends the job back to Ready.
+// small for it (a config that changed), or a billing project that reached
+// its spend limit while the machine came up, sends the job back to Ready
+// and drains the machine.
 func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
 	b := s.batches[m.ForBatch]
 	if b == nil || int(m.ForJob) > len(b.jobs) || b.jobs[m.ForJob-1].state != Creating {
@@ -673,6 +675,11 @@ func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
 	_, gpus := g.spec.GPUs()
 	if inst.FreeMilli < cpu || inst.FreeMem < mem || inst.FreeGPUs < gpus {
 		s.dropPrivate(b.ID, m.ForJob, now, "its worker is too small for it")
+		s.requeue(b, g, m.ForJob, j)
+		return
+	}
+	if s.spendReached(b.BillingProject, now) {
+		s.dropPrivate(b.ID, m.ForJob, now, "its job's billing project reached its spend limit")
 		s.requeue(b, g, m.ForJob, j)
 		return
 	}

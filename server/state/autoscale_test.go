@@ -96,7 +96,7 @@ func TestMachineLifecycle(t *testing.T) {
 	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 2, 1, act.Instance)}}).(*PlanResult); r.Placed != 0 {
 		t.Fatalf("placed on a draining machine: %+v", r)
 	}
-	if v := h.S.SchedulingView(0); len(v.Instances) != 0 {
+	if v := h.S.SchedulingView(h.Now, 0); len(v.Instances) != 0 {
 		t.Fatalf("a draining machine's worker is in the view: %+v", v.Instances)
 	}
 	// Gone: its worker is retired and the job runs again elsewhere.
@@ -201,7 +201,7 @@ func TestPrivateMachineLifecycle(t *testing.T) {
 		t.Fatalf("private jobs %+v", st.Private)
 	}
 	// The scheduler does not see them.
-	for _, u := range h.S.SchedulingView(0).Users {
+	for _, u := range h.S.SchedulingView(h.Now, 0).Users {
 		for _, r := range u.Runs {
 			if r.Batch == b {
 				t.Fatalf("a private job is in the scheduling view: %+v", r)

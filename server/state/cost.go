@@ -37,12 +37,6 @@ type projectBill struct {
 	RunPriceStart float64
 }
 
-// costEpoch keeps start times small in projectBill's sums, so the
-// difference that gives the live cost loses no precision.
-var costEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-
-func hoursSinceEpoch(t int64) float64 { return float64(t-costEpoch) / 3600e9 }
-
 // startCharge begins billing a job's attempt that started at start.
 func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start int64) {
 	if start == 0 || len(s.rates) == 0 {
@@ -62,7 +56,8 @@ func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start
 	p := s.projectBill(b.BillingProject)
 	p.Running++
 	p.RunPrice += price
-	p.RunPriceStart += price * hoursSinceEpoch(start)
+	p.RunPriceStart += price * billing.Hours(start)
+	s.notifySpend(b.BillingProject)
 }
 
 // endCharge stops billing a job's running attempt at end and accrues
@@ -83,7 +78,7 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 	p := s.projectBill(b.BillingProject)
 	p.Running--
 	p.RunPrice -= c.Price
-	p.RunPriceStart -= c.Price * hoursSinceEpoch(c.Start)
+	p.RunPriceStart -= c.Price * billing.Hours(c.Start)
 	if p.Running == 0 {
 		// Nothing runs: drop the sums' float error with them.
 		p.RunPrice, p.RunPriceStart = 0, 0
@@ -93,6 +88,18 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 		p.Daily = map[int32]float64{}
 	}
 	p.Daily[day] += cost
+	s.notifySpend(b.BillingProject)
+}
+
+// notifySpend tells the leader that a billing project with a spend limit
+// changed what it spends (an attempt started or ended), so that it can
+// move the time it stops the project's work.
+func (s *State) notifySpend(project string) {
+	if s.hooks.Spend != nil {
+		if p := s.projects[project]; p != nil && p.SpendLimit > 0 {
+			s.hooks.Spend()
+		}
+	}
 }
 
 func (s *State) projectBill(name string) *projectBill {
@@ -125,18 +132,30 @@ func (s *State) ProjectCost(project string, now time.Time) float64 {
 func (s *State) ProjectCosts(project string, now time.Time) (total, running float64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p := s.bills[project]
-	if p == nil {
-		return 0, 0
-	}
-	total = p.cost(now.UnixNano())
-	return total, total - p.Accrued
+	b := s.budget(project)
+	total = b.Cost(now.UnixNano())
+	return total, total - b.Accrued
 }
 
-// cost is what the project has cost up to now: the ended attempts, and
-// the running ones from the kept sums.
-func (p *projectBill) cost(now int64) float64 {
-	return p.Accrued + max(p.RunPrice*hoursSinceEpoch(now)-p.RunPriceStart, 0)
+// budget is a billing project's spend limit and the sums its live cost
+// comes from (a zero Budget for a project that never ran anything).
+// Callers hold the lock.
+func (s *State) budget(project string) billing.Budget {
+	var b billing.Budget
+	if p := s.projects[project]; p != nil {
+		b.Limit = p.SpendLimit
+	}
+	if p := s.bills[project]; p != nil {
+		b.Accrued, b.RunPrice, b.RunPriceStart = p.Accrued, p.RunPrice, p.RunPriceStart
+	}
+	return b
+}
+
+// spendReached reports whether a billing project has reached its spend
+// limit at now (billing.Budget.Reached): it may start no new attempt.
+// Callers hold the lock.
+func (s *State) spendReached(project string, now int64) bool {
+	return s.budget(project).Reached(now)
 }
 
 func sortedCharges(m map[uint32]charge) []charge {
@@ -153,52 +172,73 @@ func sortedCharges(m map[uint32]charge) []charge {
 }
 
 // OverLimit reports whether a billing project with a spend limit has
-// spent it by now, with the limit and the spend.
+// reached it by now (billing.Budget.Reached), with the limit and the
+// spend.
 func (s *State) OverLimit(project string, now time.Time) (over bool, limit, spent float64) {
 	s.mu.RLock()
-	p := s.projects[project]
-	if p != nil {
-		limit = p.SpendLimit
-	}
+	b := s.budget(project)
 	s.mu.RUnlock()
-	if limit <= 0 {
+	if b.Limit <= 0 {
 		return false, 0, 0
 	}
-	spent = s.ProjectCost(project, now)
-	return spent >= limit, limit, spent
+	return b.Reached(now.UnixNano()), b.Limit, b.Cost(now.UnixNano())
 }
 
-// OverLimitBatches lists, for every billing project that has spent its
-// limit by now, its batches still running (not complete, not cancelled),
-// at most max.
-func (s *State) OverLimitBatches(now time.Time, max int) map[string][]uint64 {
+// SpendStop is a billing project that reached its spend limit and still
+// has open batches, which the leader cancels.
+type SpendStop struct {
+	Project      string
+	Limit, Spent float64
+	Batches      []uint64 // open (not complete, not cancelled), ascending
+}
+
+// SpendCheck lists the billing projects that have reached their spend
+// limit at now and still have open batches (at most max batches in all),
+// and returns the earliest time another project with a limit will reach
+// it at the prices of the attempts running now (0: none will). The
+// leader cancels the first and sets a timer for the second; what changes
+// the second (an attempt starting or ending, a new limit) calls the
+// Spend hook. It walks the batches only when a project to stop has some
+// open.
+func (s *State) SpendCheck(now time.Time, max int) (stops []SpendStop, next int64) {
+	n := now.UnixNano()
 	s.mu.RLock()
-	var over []string
+	defer s.mu.RUnlock()
+	idx := map[string]int{}
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
-		b := s.bills[name]
-		if p.SpendLimit <= 0 || b == nil {
+		if p.SpendLimit <= 0 || s.bills[name] == nil {
 			continue
 		}
-		if b.cost(now.UnixNano()) >= p.SpendLimit {
-			over = append(over, name)
+		b := s.budget(name)
+		if b.Reached(n) {
+			if t := s.projectTallies[name]; t != nil && t.Batches > 0 {
+				idx[name] = len(stops)
+				stops = append(stops, SpendStop{Project: name, Limit: b.Limit, Spent: b.Cost(n)})
+			}
+			continue
+		}
+		if at, ok := b.Crossing(); ok && (next == 0 || at < next) {
+			next = at
 		}
 	}
-	out := map[string][]uint64{}
-	n := 0
+	if len(stops) == 0 {
+		return nil, next
+	}
+	found := 0
 	for _, id := range s.batchIDs {
-		if n >= max || len(over) == 0 {
+		if found >= max {
 			break
 		}
 		b := s.batches[id]
-		if b.Completed != 0 || b.Cancelled || !slices.Contains(over, b.BillingProject) {
+		i, ok := idx[b.BillingProject]
+		if !ok || b.Completed != 0 || b.Cancelled {
 			continue
 		}
-		out[b.BillingProject] = append(out[b.BillingProject], id)
-		n++
+		stops[i].Batches = append(stops[i].Batches, id)
+		found++
 	}
-	s.mu.RUnlock()
-	return out
+	return slices.DeleteFunc(stops, func(st SpendStop) bool { return len(st.Batches) == 0 }), next
 }
 
 // CostByDay lists a billing project's accrued cost by UTC day, for the

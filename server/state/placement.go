@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
 )
 
 // Regions, clusters, pools and teams: the federation's shape and the
@@ -778,6 +779,10 @@ type JobPlace struct {
 	Active int
 	// MachineType: the job runs on a machine of its own of this type.
 	MachineType string
+	// BillingProject of the batch, with its spend limit and spend
+	// (Budget.Limit 0: none).
+	BillingProject string
+	Budget         billing.Budget
 }
 
 // WaitingParent is a parent range of a Pending job with unfinished jobs.
@@ -797,7 +802,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	j := &b.jobs[id-1]
 	g := b.groupOf(id)
 	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions(), Pool: g.spec.Pool(),
-		CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory}
+		CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, BillingProject: b.BillingProject, Budget: s.budget(b.BillingProject)}
 	if g.spec.Where != nil {
 		jp.MachineType = g.spec.Where.MachineType
 	}

@@ -56,7 +56,7 @@ func TestDisabledClusterTakesNoNewAttempt(t *testing.T) {
 	if res.Placed != 2 || res.Rejected != 2 {
 		t.Fatalf("placed %d rejected %d; the disabled cluster must take none", res.Placed, res.Rejected)
 	}
-	v := h.S.SchedulingView(0)
+	v := h.S.SchedulingView(h.Now, 0)
 	for _, c := range v.Clusters {
 		if c.Name == "a" && (!c.Disabled || c.Reason != "maintenance" || c.By != "ops") {
 			t.Fatalf("cluster a in the view: %+v", c)
@@ -148,7 +148,7 @@ func TestViewDoesNotLetOneRegionBlockAnother(t *testing.T) {
 	// 20,000 east-only jobs, then 4 west-only ones.
 	be := h.CreateBatch(entry(1, 20000, east))
 	bw := h.CreateBatch(entry(1, 4, west))
-	v := h.S.SchedulingView(100)
+	v := h.S.SchedulingView(h.Now, 100)
 	found, sawEast := false, false
 	for _, u := range v.Users {
 		for _, r := range u.Runs {
@@ -228,7 +228,7 @@ func TestViewPassesOneRunATeamQuotaBlocks(t *testing.T) {
 	// 0.5 cores of quota left: 200 one-core jobs but the 11th, a quarter
 	// of a core.
 	b := h.CreateBatch(distinct(200, func(i int) float64 { return map[bool]float64{true: 0.25, false: 1}[i == 10] })...)
-	v := h.S.SchedulingView(0)
+	v := h.S.SchedulingView(h.Now, 0)
 	var runs []ReadyRun
 	for _, u := range v.Users {
 		runs = append(runs, u.Runs...)
@@ -239,7 +239,7 @@ func TestViewPassesOneRunATeamQuotaBlocks(t *testing.T) {
 	// With no quota left at all, the rest of the batch is not read.
 	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 11, 1, w)}})
 	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", QuotaMilli: 2250}, QuotaOnly: true})
-	v = h.S.SchedulingView(0)
+	v = h.S.SchedulingView(h.Now, 0)
 	if n := len(v.Users[0].Runs); n != 1 {
 		t.Fatalf("%d runs listed for a team with no quota left, want 1", n)
 	}
@@ -257,7 +257,7 @@ func TestViewListsFewRunsForUsersWithNoShare(t *testing.T) {
 	h.Must(&CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "default", Name: "a", Jobs: distinct(100, func(i int) float64 { return float64(1 + i%3) })})
 	// A share function that gives root everything and alice nothing.
 	share := func(running, ready []int64, free int64) []int64 { return []int64{0, free} }
-	v := h.S.SchedulingViewShared(0, share)
+	v := h.S.SchedulingViewShared(h.Now, 0, share)
 	got := map[string]int{}
 	for _, u := range v.Users {
 		got[u.Name] = len(u.Runs)
@@ -278,7 +278,7 @@ func TestClusterGroupsAreDeclared(t *testing.T) {
 	h.Must(&ApplyPlacement{Now: h.Tick(), Groups: []ClusterGroup{{Name: "gpu", Strategy: "pack"}}})
 	// A later config may put a cluster in a group that exists.
 	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "gpu"}}})
-	v := h.S.SchedulingView(0)
+	v := h.S.SchedulingView(h.Now, 0)
 	if len(v.Groups) != 1 || v.Groups[0].Strategy != "pack" || v.Clusters[0].Group != 1 {
 		t.Fatalf("view groups %+v clusters %+v", v.Groups, v.Clusters)
 	}

@@ -12,9 +12,12 @@ type PlanResult struct {
 // applyPlan re-checks every placement against the current state: the job is
 // still Ready on the expected attempt, its batch is not cancelled, the
 // instance is active, in an enabled cluster the job may use, and has the
-// cores and memory free, and the batch's team has the quota. Placements
-// that no longer fit are dropped, so no instance is ever oversubscribed
-// and no team ever holds more than its quota.
+// cores and memory free, the batch's team has the quota, and its billing
+// project has not reached its spend limit at the plan's time (the time
+// the leader stamped, not the one it planned at). Placements that no
+// longer fit are dropped, so no instance is ever oversubscribed, no team
+// ever holds more than its quota, and no project over its limit starts
+// an attempt.
 func (s *State) applyPlan(c *Plan) any {
 	res := &PlanResult{}
 	touched := map[uint32]bool{}
@@ -24,7 +27,7 @@ func (s *State) applyPlan(c *Plan) any {
 		}
 		b := s.batches[p.Batch]
 		inst := s.instances[p.Instance]
-		if b == nil || b.Cancelled || inst == nil || !inst.Active || s.reserved(inst) {
+		if b == nil || b.Cancelled || inst == nil || !inst.Active || s.reserved(inst) || s.spendReached(b.BillingProject, c.Now) {
 			res.Rejected += int(p.Count)
 			continue
 		}

@@ -47,6 +47,10 @@ type Hooks struct {
 	Transition func(index, batch uint64, job uint32, from, to JobState)
 	// Keyring: the gossip keyring changed (GossipKeyring).
 	Keyring func()
+	// Spend: a billing project with a spend limit started or ended an
+	// attempt, or its limit changed: when it reaches its limit may have
+	// moved (SpendCheck).
+	Spend func()
 }
 
 // State is the whole replicated state. All methods are safe for concurrent

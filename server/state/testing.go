@@ -182,7 +182,8 @@ func (h *Harness) CreateBatch(jobs ...JobEntry) uint64 {
 // Plan asks the planner for a plan on the current state, without applying
 // it.
 func (h *Harness) Plan() *Plan {
-	return &Plan{Now: h.Tick(), Placements: h.Planner(h.S.SchedulingView(0))}
+	now := h.Tick()
+	return &Plan{Now: now, Placements: h.Planner(h.S.SchedulingView(now, 0))}
 }
 
 // Schedule plans and applies the plan.

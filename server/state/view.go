@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/drover-sched/drover/billing"
 )
 
 // maxRunsPerUser bounds how far down one user's queue a round looks for
@@ -106,6 +108,18 @@ type SchedulingView struct {
 	Teams []TeamSlot
 	// Groups of clusters, by name; clusters refer to them by index.
 	Groups []ClusterGroup
+	// Now is the time the view was read at: a billing project's spend is
+	// weighed at it.
+	Now int64
+	// Projects are the billing projects with a spend limit of the runs
+	// listed, with what they have spent.
+	Projects []ProjectSlot
+}
+
+// ProjectSlot is a billing project's spend limit and spend for a round.
+type ProjectSlot struct {
+	Name   string
+	Budget billing.Budget
 }
 
 // InstanceSlot is an active instance's size and what is free on it.
@@ -173,10 +187,12 @@ type ReadyRun struct {
 	CPUMilli int64
 	Memory   int64
 	// Constraint and Team are 1 + an index into SchedulingView.Constraints
-	// and Teams (0: none).
+	// and Teams (0: none), Project 1 + an index into Projects (0: its
+	// billing project has no spend limit).
 	Constraint int32
 	Team       int32
 	GPUs       int64 // per job, of the constraint's GPU type
+	Project    int32
 }
 
 // SchedulingView copies what a scheduling round needs. With no cores free
@@ -187,10 +203,11 @@ type ReadyRun struct {
 // workers are all busy takes nothing from the round's bounds and does not
 // hide the runs behind it that could start elsewhere (the region deadlock
 // of Hail Batch). Runs that can never start (no worker their constraint
-// allows is large enough, or their team is at its quota) are passed, a few
-// per user, only so the scheduler can say why they wait.
-func (s *State) SchedulingView(maxJobs int) *SchedulingView {
-	return s.SchedulingViewShared(maxJobs, nil)
+// allows is large enough, their team is at its quota, or their billing
+// project has reached its spend limit at now) are passed, a few per user,
+// only so the scheduler can say why they wait.
+func (s *State) SchedulingView(now int64, maxJobs int) *SchedulingView {
+	return s.SchedulingViewShared(now, maxJobs, nil)
 }
 
 // ShareFunc splits free millicores between users given each one's running
@@ -204,10 +221,10 @@ type ShareFunc func(running, ready []int64, free int64) []int64
 // round with hundreds of users copies a few times the free cores' worth of
 // jobs instead of the free cores' worth for every user. share nil: no such
 // bound.
-func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingView {
+func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *SchedulingView {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	v := &SchedulingView{MaxJobs: maxJobs}
+	v := &SchedulingView{MaxJobs: maxJobs, Now: now}
 	groupIdx := make(map[string]int32, len(s.groups))
 	for _, name := range sortedKeys(s.groups) {
 		v.Groups = append(v.Groups, *s.groups[name])
@@ -320,6 +337,22 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 		}
 		return idx + 1
 	}
+	type spend struct {
+		idx     int32 // 1 + index into v.Projects (0: no limit)
+		reached bool
+	}
+	spendOf := map[string]spend{}
+	project := func(b *Batch) spend {
+		sp, ok := spendOf[b.BillingProject]
+		if !ok {
+			if bg := s.budget(b.BillingProject); bg.Limit > 0 {
+				v.Projects = append(v.Projects, ProjectSlot{Name: b.BillingProject, Budget: bg})
+				sp = spend{idx: int32(len(v.Projects)), reached: bg.Reached(now)}
+			}
+			spendOf[b.BillingProject] = sp
+		}
+		return sp
+	}
 	names := make([]string, 0, len(s.sched))
 	for name, u := range s.sched {
 		if u.readyJobs > 0 || u.runningJobs > 0 {
@@ -354,10 +387,11 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 			rc.want = 0
 		}
 		copy(teamRoom, quotaRoom)
-		jobs, runs, passed, blocked, quotaTold := 0, 0, 0, 0, false
+		jobs, runs, passed, blocked, quotaTold, spendTold := 0, 0, 0, 0, false, false
 	batches:
 		for _, b := range u.active {
 			ti := team(b)
+			pr := project(b)
 			for _, r := range b.ready.items() {
 				g := b.groupOf(r.Lo)
 				if g.spec.Where != nil && g.spec.Where.MachineType != "" {
@@ -368,7 +402,18 @@ func (s *State) SchedulingViewShared(maxJobs int, share ShareFunc) *SchedulingVi
 				_, gpus := g.spec.GPUs()
 				run := ReadyRun{
 					Batch: b.ID, First: r.Lo, Count: r.Len(), Attempt: b.jobs[r.Lo-1].attempt + 1,
-					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti, GPUs: gpus,
+					CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, Constraint: ci, Team: ti, GPUs: gpus, Project: pr.idx,
+				}
+				if pr.reached {
+					// No job of the project may start: the first run is
+					// passed on for the scheduler to say why (job why
+					// tells the others from the project's spend), and
+					// the rest of the batch waits.
+					if !spendTold {
+						ud.Runs = append(ud.Runs, run)
+						spendTold = true
+					}
+					continue batches
 				}
 				quotaBlocked := ti > 0 && teamRoom[ti-1] >= 0 && teamRoom[ti-1] < g.spec.CPUMilli
 				if quotaBlocked {
