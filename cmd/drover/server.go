@@ -68,7 +68,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	insecure := fs.Bool("insecure", false, "let servers that work together gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches)")
 	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
-	billingInterval := fs.Duration("billing-interval", def.BillingInterval, "how often the leader cancels the running batches of billing projects that reached their spend limit")
+	billingInterval := fs.Duration("billing-interval", def.BillingInterval, "how often the leader looks at every billing project's spend regardless (it cancels a project's open batches as the project reaches its spend limit, from the running prices it knows)")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger, shared by all servers (user:password@tcp(host:3306)/drover); -history-dsn-file keeps the password off the command line (default: <data-dir>/history.db, for a single server)")
 	historyDSNFile := fs.String("history-dsn-file", "", "file holding -history-dsn")
 	retention := fs.Duration("retention", def.Retention, "how long a finished batch stays in memory once the history store holds it")
