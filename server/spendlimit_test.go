@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/internal/spendtrace"
 )
 
 // TestSpendLimitCancelsRunningBatches: a billing project whose cost
@@ -89,96 +90,6 @@ func TestSpendLimitCancelsRunningBatches(t *testing.T) {
 	if _, err := admin.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "lab", NJobs: 1}); err != nil {
 		t.Fatalf("after raising the limit: %v", err)
 	}
-}
-
-// spendTrace is what a billing project's attempts cost over time, from
-// their records: each attempt's price and when its charge began and ended.
-type spendTrace struct {
-	charges []spendCharge
-}
-
-type spendCharge struct {
-	perSecond  float64
-	start, end time.Time
-}
-
-// traceSpend reads every attempt of the batches.
-func traceSpend(t *testing.T, c *api.Client, batches ...int64) spendTrace {
-	t.Helper()
-	var tr spendTrace
-	for _, id := range batches {
-		jobs, err := c.AllJobs(context.Background(), id, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			for _, a := range j.Attempts {
-				if a.Cost == nil || a.EndTime == nil || a.PricePerHour <= 0 {
-					if a.StartTime != nil && a.EndTime == nil {
-						t.Fatalf("job %d/%d attempt %d still runs", id, j.JobID, a.Attempt)
-					}
-					continue
-				}
-				// Charged from its first reported start to its end.
-				ps := a.PricePerHour / 3600
-				d := time.Duration(*a.Cost / ps * float64(time.Second))
-				tr.charges = append(tr.charges, spendCharge{perSecond: ps, start: a.EndTime.Add(-d), end: *a.EndTime})
-			}
-		}
-	}
-	return tr
-}
-
-// at is what the attempts had cost by t.
-func (tr spendTrace) at(t time.Time) float64 {
-	var sum float64
-	for _, c := range tr.charges {
-		end := c.end
-		if t.Before(end) {
-			end = t
-		}
-		if end.After(c.start) {
-			sum += c.perSecond * end.Sub(c.start).Seconds()
-		}
-	}
-	return sum
-}
-
-// crossing is when the cost first reached limit (zero: never), to a
-// millisecond.
-func (tr spendTrace) crossing(limit float64) time.Time {
-	var lo, hi time.Time
-	for _, c := range tr.charges {
-		if lo.IsZero() || c.start.Before(lo) {
-			lo = c.start
-		}
-		if c.end.After(hi) {
-			hi = c.end
-		}
-	}
-	if lo.IsZero() || tr.at(hi) < limit {
-		return time.Time{}
-	}
-	for hi.Sub(lo) > time.Millisecond {
-		mid := lo.Add(hi.Sub(lo) / 2)
-		if tr.at(mid) >= limit {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
-}
-
-// lastEnd is when the last attempt stopped.
-func (tr spendTrace) lastEnd() time.Time {
-	var last time.Time
-	for _, c := range tr.charges {
-		if c.end.After(last) {
-			last = c.end
-		}
-	}
-	return last
 }
 
 // TestSpendLimitHoldsAsWorkStarts is the hostile tenant of issue 25 item
@@ -308,14 +219,17 @@ func checkSpendHeld(t *testing.T, admin *api.Client, limit float64, ids []int64)
 			cost = p.Cost
 		}
 	}
-	tr := traceSpend(t, admin, ids...)
-	crossed := tr.crossing(limit)
+	tr, err := spendtrace.Read(ctx, admin, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crossed := tr.Crossing(limit)
 	if crossed.IsZero() {
 		t.Fatalf("the project never reached its $%g limit (cost $%.2f)", limit, cost)
 	}
-	late := tr.lastEnd().Sub(crossed)
+	late := tr.LastEnd().Sub(crossed)
 	t.Logf("limit $%g: final cost $%.2f (%.1f%% over); last attempt stopped %s after the crossing; %d attempts charged",
-		limit, cost, 100*(cost/limit-1), late.Round(time.Millisecond), len(tr.charges))
+		limit, cost, 100*(cost/limit-1), late.Round(time.Millisecond), len(tr.Charges))
 	if cost > 1.2*limit {
 		t.Errorf("the project spent $%.2f against a $%g limit: more than 20%% over", cost, limit)
 	}

@@ -1,0 +1,104 @@
+// Package spendtrace rebuilds what a billing project's attempts cost over
+// time from their records in the API, for tests of spend limits: when the
+// cost reached a limit, and how long after that the last attempt stopped.
+// It reads what the servers recorded (each attempt's price and its end,
+// and its cost, which gives the start it was charged from), not the
+// servers' own sums, so a test can check those against it.
+package spendtrace
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// Trace is the charged attempts of some batches.
+type Trace struct {
+	Charges []Charge
+}
+
+// Charge is one attempt's price and the time it was charged for.
+type Charge struct {
+	PerSecond  float64
+	Start, End time.Time
+}
+
+// Read collects every ended attempt with a price of the batches; an
+// attempt still running is an error (read once the batches are stopped).
+func Read(ctx context.Context, c *api.Client, batches ...int64) (Trace, error) {
+	var tr Trace
+	for _, id := range batches {
+		jobs, err := c.AllJobs(ctx, id, "")
+		if err != nil {
+			return tr, fmt.Errorf("jobs of batch %d: %w", id, err)
+		}
+		for _, j := range jobs {
+			for _, a := range j.Attempts {
+				if a.StartTime != nil && a.EndTime == nil {
+					return tr, fmt.Errorf("job %d/%d attempt %d still runs", id, j.JobID, a.Attempt)
+				}
+				if a.Cost == nil || a.EndTime == nil || a.PricePerHour <= 0 {
+					continue
+				}
+				ps := a.PricePerHour / 3600
+				d := time.Duration(*a.Cost / ps * float64(time.Second))
+				tr.Charges = append(tr.Charges, Charge{PerSecond: ps, Start: a.EndTime.Add(-d), End: *a.EndTime})
+			}
+		}
+	}
+	return tr, nil
+}
+
+// At is what the attempts had cost by t.
+func (tr Trace) At(t time.Time) float64 {
+	var sum float64
+	for _, c := range tr.Charges {
+		end := c.End
+		if t.Before(end) {
+			end = t
+		}
+		if end.After(c.Start) {
+			sum += c.PerSecond * end.Sub(c.Start).Seconds()
+		}
+	}
+	return sum
+}
+
+// Crossing is when the cost first reached limit, to a millisecond (zero:
+// never).
+func (tr Trace) Crossing(limit float64) time.Time {
+	var lo, hi time.Time
+	for _, c := range tr.Charges {
+		if lo.IsZero() || c.Start.Before(lo) {
+			lo = c.Start
+		}
+		if c.End.After(hi) {
+			hi = c.End
+		}
+	}
+	if lo.IsZero() || tr.At(hi) < limit {
+		return time.Time{}
+	}
+	for hi.Sub(lo) > time.Millisecond {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if tr.At(mid) >= limit {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// LastEnd is when the last attempt stopped.
+func (tr Trace) LastEnd() time.Time {
+	var last time.Time
+	for _, c := range tr.Charges {
+		if c.End.After(last) {
+			last = c.End
+		}
+	}
+	return last
+}

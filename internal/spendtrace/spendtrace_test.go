@@ -1,0 +1,30 @@
+package spendtrace
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestTrace: two attempts, $1 a second from t0 for 4 s and $2 a second
+// from t0+1s for 1 s, cost $6 in all: $3 is reached at t0+5/3 s ($5/3
+// of the first and $4/3 of the second).
+func TestTrace(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	tr := Trace{Charges: []Charge{
+		{PerSecond: 1, Start: t0, End: t0.Add(4 * time.Second)},
+		{PerSecond: 2, Start: t0.Add(time.Second), End: t0.Add(2 * time.Second)},
+	}}
+	if got := tr.At(t0.Add(10 * time.Second)); math.Abs(got-6) > 1e-9 {
+		t.Fatalf("total %v, want 6", got)
+	}
+	if got := tr.Crossing(3); got.Sub(t0.Add(5*time.Second/3)).Abs() > time.Millisecond {
+		t.Fatalf("crossing at t0%+v, want t0+1.667s", got.Sub(t0))
+	}
+	if !tr.Crossing(7).IsZero() {
+		t.Fatal("a limit never reached was crossed")
+	}
+	if !tr.LastEnd().Equal(t0.Add(4 * time.Second)) {
+		t.Fatalf("last end %v", tr.LastEnd())
+	}
+}
