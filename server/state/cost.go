@@ -1,10 +1,11 @@
 package state
 
 import (
-	"github.com/drover-sched/drover/api"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 )
 
@@ -193,27 +194,26 @@ type SpendStop struct {
 }
 
 // SpendCheck lists the billing projects that have reached their spend
-// limit at now and still have open batches (at most max batches in all),
+// limit at now and still have open batches (at most maxBatches in all),
 // and returns the earliest time another project with a limit will reach
 // it at the prices of the attempts running now (0: none will). The
 // leader cancels the first and sets a timer for the second; what changes
 // the second (an attempt starting or ending, a new limit) calls the
 // Spend hook. It walks the batches only when a project to stop has some
 // open.
-func (s *State) SpendCheck(now time.Time, max int) (stops []SpendStop, next int64) {
+func (s *State) SpendCheck(now time.Time, maxBatches int) (stops []SpendStop, next int64) {
 	n := now.UnixNano()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	idx := map[string]int{}
-	for _, name := range sortedKeys(s.projects) {
-		p := s.projects[name]
+	// Called at every start and end of a limited project's attempt: the
+	// projects are walked unsorted, and only the few to stop sorted.
+	for name, p := range s.projects {
 		if p.SpendLimit <= 0 || s.bills[name] == nil {
 			continue
 		}
 		b := s.budget(name)
 		if b.Reached(n) {
 			if t := s.projectTallies[name]; t != nil && t.Batches > 0 {
-				idx[name] = len(stops)
 				stops = append(stops, SpendStop{Project: name, Limit: b.Limit, Spent: b.Cost(n)})
 			}
 			continue
@@ -225,9 +225,14 @@ func (s *State) SpendCheck(now time.Time, max int) (stops []SpendStop, next int6
 	if len(stops) == 0 {
 		return nil, next
 	}
+	slices.SortFunc(stops, func(a, b SpendStop) int { return strings.Compare(a.Project, b.Project) })
+	idx := make(map[string]int, len(stops))
+	for i, st := range stops {
+		idx[st.Project] = i
+	}
 	found := 0
 	for _, id := range s.batchIDs {
-		if found >= max {
+		if found >= maxBatches {
 			break
 		}
 		b := s.batches[id]
