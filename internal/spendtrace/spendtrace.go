@@ -8,6 +8,7 @@ package spendtrace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -101,4 +102,26 @@ func (tr Trace) LastEnd() time.Time {
 		}
 	}
 	return last
+}
+
+// Held checks a project's final cost against its limit: at most the
+// fraction over of the limit past it, and the last attempt stopped within
+// within of the moment the attempts' cost reached the limit. It returns
+// what it measured, for a test's log, and what is wrong, or nil.
+func (tr Trace) Held(limit, cost, over float64, within time.Duration) (measured string, err error) {
+	crossed := tr.Crossing(limit)
+	if crossed.IsZero() {
+		return "", fmt.Errorf("the project never reached its $%g limit (cost $%.2f)", limit, cost)
+	}
+	late := tr.LastEnd().Sub(crossed).Round(time.Millisecond)
+	measured = fmt.Sprintf("limit $%g: final cost $%.2f (%.1f%% over); the last of %d attempts stopped %s after the crossing",
+		limit, cost, 100*(cost/limit-1), len(tr.Charges), late)
+	var errs []error
+	if cost > (1+over)*limit {
+		errs = append(errs, fmt.Errorf("the project spent $%.2f against a $%g limit: more than %g%% over", cost, limit, 100*over))
+	}
+	if late > within {
+		errs = append(errs, fmt.Errorf("the last attempt stopped %s after the project crossed its limit; want within %s", late, within))
+	}
+	return measured, errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package spendtrace
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,5 +27,26 @@ func TestTrace(t *testing.T) {
 	}
 	if !tr.LastEnd().Equal(t0.Add(4 * time.Second)) {
 		t.Fatalf("last end %v", tr.LastEnd())
+	}
+}
+
+// TestHeld: the trace above against a $3 limit ended at $6, with its last
+// attempt 2.333 s after the crossing: within 100% and 3 s it held, within
+// 20% and 2 s it did not, on both counts.
+func TestHeld(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	tr := Trace{Charges: []Charge{
+		{PerSecond: 1, Start: t0, End: t0.Add(4 * time.Second)},
+		{PerSecond: 2, Start: t0.Add(time.Second), End: t0.Add(2 * time.Second)},
+	}}
+	if m, err := tr.Held(3, 6, 1, 3*time.Second); err != nil || !strings.Contains(m, "final cost $6.00 (100.0% over); the last of 2 attempts stopped 2.333s after the crossing") {
+		t.Fatalf("held: %q %v", m, err)
+	}
+	_, err := tr.Held(3, 6, 0.2, 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "more than 20% over") || !strings.Contains(err.Error(), "want within 2s") {
+		t.Fatalf("not held: %v", err)
+	}
+	if _, err := tr.Held(7, 6, 0.2, 2*time.Second); err == nil || !strings.Contains(err.Error(), "never reached") {
+		t.Fatalf("never crossed: %v", err)
 	}
 }
