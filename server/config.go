@@ -26,7 +26,10 @@ type Config struct {
 	// HTTPAddr is where the API listens.
 	HTTPAddr string
 	// RaftAddr is where Raft listens; RaftAdvertise is the address peers use
-	// (defaults to RaftAddr).
+	// (defaults to RaftAddr). Raft listens over mutual TLS (TLSCert, or a
+	// CA the server makes in DataDir/tls), in plain text only with
+	// Insecure. Empty: no Raft listener at all, Raft runs in memory: a
+	// server that bootstraps alone and never has peers (the dev agent).
 	RaftAddr      string
 	RaftAdvertise string
 	// HTTPAdvertise is the address other servers forward requests to
@@ -37,7 +40,9 @@ type Config struct {
 	// cluster of itself (dev mode).
 	Bootstrap bool
 	// GossipAddr is where servers find each other (hashicorp/memberlist).
-	// Empty: no gossip (a single dev server).
+	// Empty: no gossip (a single dev server). Gossip runs only with
+	// GossipKeys or Insecure (see gossips): a server that works alone and
+	// has no key has no gossip listener, so nobody can join it.
 	GossipAddr      string
 	GossipAdvertise string
 	// Join lists gossip addresses of other servers to join.
@@ -60,12 +65,17 @@ type Config struct {
 	// unless Insecure is set.
 	GossipKeys [][]byte
 	// Insecure lets servers gossip, serve the API and talk Raft in the
-	// clear, for a test or a network no one else reaches.
+	// clear, for a test or a network no one else reaches. Without TLSCert
+	// it is the only way to a plain-text Raft listener, which any process
+	// that reaches it can take over: the server warns at every start.
 	Insecure bool
 	// TLSCert and TLSKey are this server's certificate and key (PEM
 	// files, `drover tls cert create -server`). With them the API serves
 	// HTTPS and Raft runs over mutual TLS, which needs CAFile. A server
-	// that gossips with others needs them unless Insecure is set.
+	// that gossips with others needs them unless Insecure is set. Without
+	// them (and without Insecure) a server with a Raft listener makes a CA
+	// and a certificate of its own in DataDir/tls and runs Raft over
+	// mutual TLS with them; its API stays plain HTTP.
 	TLSCert, TLSKey string
 	// CAFile is the cluster CA: Raft peers and the servers this one
 	// forwards requests to must have certificates it signed.
@@ -272,8 +282,17 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("HTTPAddr %q: %w", c.HTTPAddr, err))
 	}
-	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil && c.RaftTransport == nil {
-		errs = append(errs, fmt.Errorf("RaftAddr %q: %w", c.RaftAddr, err))
+	switch {
+	case c.RaftTransport != nil:
+	case c.RaftAddr == "":
+		if !c.Bootstrap || c.GossipAddr != "" || c.RaftAdvertise != "" {
+			errs = append(errs, errors.New("an empty RaftAddr runs Raft in memory, with no listener, for a server that is alone for good: "+
+				"it needs Bootstrap and excludes GossipAddr and RaftAdvertise (a server that may get peers listens on a RaftAddr)"))
+		}
+	default:
+		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+			errs = append(errs, fmt.Errorf("RaftAddr %q: %w", c.RaftAddr, err))
+		}
 	}
 	if (c.RaftLogStore == nil) != (c.RaftStableStore == nil) {
 		errs = append(errs, errors.New("config fields RaftLogStore and RaftStableStore are given together or not at all"))
@@ -297,7 +316,7 @@ func (c *Config) Validate() error {
 	if (c.BootstrapExpect > 0 || len(c.Join) > 0 || c.ConsulAddr != "") && c.GossipAddr == "" {
 		errs = append(errs, errors.New("config fields BootstrapExpect, Join and ConsulAddr need GossipAddr"))
 	}
-	if c.GossipAddr != "" && (c.BootstrapExpect > 1 || len(c.Join) > 0 || c.ConsulAddr != "") && len(c.GossipKeys) == 0 && !c.Insecure {
+	if c.GossipAddr != "" && c.worksWithOthers() && len(c.GossipKeys) == 0 && !c.Insecure {
 		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
 			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
 			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
@@ -323,10 +342,12 @@ func (c *Config) Validate() error {
 	if c.TLSCert == "" && (c.CAFile != "" || c.TLSClientCA != "") {
 		errs = append(errs, errors.New("CAFile (-ca-file) and TLSClientCA (-tls-ca) need TLSCert and TLSKey (-tls-cert, -tls-key)"))
 	}
-	if c.GossipAddr != "" && (c.BootstrapExpect > 1 || len(c.Join) > 0 || c.ConsulAddr != "") && c.TLSCert == "" && !c.Insecure {
-		errs = append(errs, errors.New("the API and Raft between servers would be plain text, tokens and every job's command and environment readable on the wire, and any machine could talk Raft: "+
-			"make a CA with `drover tls ca create`, a certificate for each server with `drover tls cert create -server -id ID`, and start each server with -tls-cert, -tls-key and -ca-file (TLSCert, TLSKey, CAFile), "+
-			"or pass -insecure (Insecure) on a network no one else reaches"))
+	if c.GossipAddr != "" && c.worksWithOthers() && c.TLSCert == "" && !c.Insecure {
+		errs = append(errs, errors.New("servers that work together need the operator's CA: without -tls-cert a server runs Raft over mutual TLS with a CA of its own, which no other server's certificate comes from, "+
+			"and serves its API in plain text, tokens and every job's command and environment readable on the wire: "+
+			"make a CA with `drover tls ca create` (or sign with the one a server that ran alone made: run the next command in its <data-dir>/tls), "+
+			"a certificate for each server with `drover tls cert create -server -id ID`, and start each server with -tls-cert, -tls-key and -ca-file (TLSCert, TLSKey, CAFile), "+
+			"or pass -insecure (Insecure) on a network no one else reaches (docs/operations.md, \"From one server to several\")"))
 	}
 	for i, k := range c.GossipKeys {
 		if n := len(k); n != 16 && n != 24 && n != 32 {
@@ -393,4 +414,26 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("MaxEventsPerEntry is %d; it must be positive", c.MaxEventsPerEntry))
 	}
 	return errors.Join(errs...)
+}
+
+// worksWithOthers reports whether the server is configured to find other
+// servers (a multi-server bootstrap, -join or Consul): Validate then
+// demands a gossip key and TLS, or Insecure.
+func (c *Config) worksWithOthers() bool {
+	return c.BootstrapExpect > 1 || len(c.Join) > 0 || c.ConsulAddr != ""
+}
+
+// gossips reports whether the server listens for gossip: with a key, or
+// with Insecure. Plain gossip lets anyone who reaches the port pose as a
+// server, so a server that works alone and has no key does without it:
+// nobody can join it, and -bootstrap-expect 1 bootstraps it on its own.
+func (c *Config) gossips() bool {
+	return c.GossipAddr != "" && (len(c.GossipKeys) > 0 || c.Insecure)
+}
+
+// bootstrapsAlone reports whether the server, with no Raft state yet,
+// makes a single-server cluster of itself at start: asked to (Bootstrap),
+// or expecting one server with no gossip to find it by.
+func (c *Config) bootstrapsAlone() bool {
+	return c.Bootstrap || (c.BootstrapExpect == 1 && !c.gossips())
 }

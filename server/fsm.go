@@ -14,7 +14,14 @@ import (
 
 // fsm adapts the state machine to hashicorp/raft. Commands are decoded here;
 // a command this server cannot decode is a fatal inconsistency (a corrupt log
-// or a newer server wrote it), so it panics rather than diverge.
+// or a newer server wrote it), so it panics rather than diverge. As in
+// Nomad's FSM, only a type flagged state.IgnoreUnknownFlag may be skipped
+// when unknown: its writer declared that skipping it leaves every server
+// in the same state. Skipping anything else would leave this server's state
+// silently apart from the others', which is worse than stopping: the log
+// and snapshots stay on disk, and a drover that knows the entry (or an
+// operator restoring a snapshot) carries on from them. Only servers write
+// the log: Raft peers prove themselves with mutual TLS (tls.go).
 type fsm struct {
 	state      *state.State
 	local      *localCommands // commands this server put in the log itself
@@ -47,7 +54,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		if !ok {
 			var err error
 			if c, err = state.Decode(l.Data); err != nil {
-				panic(fmt.Sprintf("raft log %d: %v", l.Index, err))
+				panic(fmt.Sprintf("raft log %d: %v: this server cannot apply an entry the cluster committed and stops rather than diverge from the other servers; "+
+					"a newer drover wrote it (run that version here), or the log is corrupt (restore a snapshot: docs/operations.md)", l.Index, err))
 			}
 		}
 		idx = append(idx, l.Index)

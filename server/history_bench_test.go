@@ -72,7 +72,7 @@ func finishedState(tb testing.TB, n int) (*state.State, uint64) {
 // exportServer is just what exportBatch uses.
 func exportServer(st *state.State, store history.Store) *Server {
 	return &Server{state: st, history: &historyBook{kind: store.Kind(), store: store}, log: slog.Default(),
-		metrics: newMetrics(st, func() raftStats { return nil })}
+		metrics: newMetrics(st, func() raftStats { return nil }, false)}
 }
 
 // BenchmarkHistoryExport measures exporting a complete batch of

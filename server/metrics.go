@@ -47,8 +47,11 @@ type raftStats interface {
 }
 
 // newMetrics registers the server's metrics. The state and Raft are read at
-// scrape time; raftOf returns nil until Raft has started.
-func newMetrics(st *state.State, raftOf func() raftStats) *metrics {
+// scrape time; raftOf returns nil until Raft has started. raftPositions
+// adds the Raft term and indexes, which only metrics behind a token may
+// show: anyone may read public ones, and the term and last index are what
+// a forged Raft entry needs.
+func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	m.isLeader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_is_leader", Help: "1 while this server leads the cluster."})
@@ -97,7 +100,7 @@ func newMetrics(st *state.State, raftOf func() raftStats) *metrics {
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f(&stateCollector{state: st, raft: raftOf})
+	f(&stateCollector{state: st, raft: raftOf, positions: raftPositions})
 	return m
 }
 
@@ -112,8 +115,9 @@ func (m *metrics) observeUnplaced(out *scheduler.Output) {
 
 // stateCollector reports gauges read from the state at scrape time.
 type stateCollector struct {
-	state *state.State
-	raft  func() raftStats
+	state     *state.State
+	raft      func() raftStats
+	positions bool // the Raft term and indexes (see newMetrics)
 }
 
 var (
@@ -140,10 +144,15 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, indexDesc, lastIndexDesc, termDesc, commitDesc, contactDesc, peersDesc,
+	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, contactDesc, peersDesc,
 		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, teamQuotaDesc, teamUsedDesc,
 		machinesDesc, spendDesc, spendCapDesc, limitedDesc} {
 		ch <- d
+	}
+	if c.positions {
+		for _, d := range []*prometheus.Desc{indexDesc, lastIndexDesc, termDesc, commitDesc} {
+			ch <- d
+		}
 	}
 }
 
@@ -172,13 +181,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.collectAutoscaler(ch)
-	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.state.Index()))
+	if c.positions {
+		ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(c.state.Index()))
+	}
 	if r := c.raft(); r != nil {
-		ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.LastIndex()))
-		ch <- prometheus.MustNewConstMetric(termDesc, prometheus.GaugeValue, float64(r.CurrentTerm()))
 		stats := r.Stats()
-		if v, err := strconv.ParseFloat(stats["commit_index"], 64); err == nil {
-			ch <- prometheus.MustNewConstMetric(commitDesc, prometheus.GaugeValue, v)
+		if c.positions {
+			ch <- prometheus.MustNewConstMetric(lastIndexDesc, prometheus.GaugeValue, float64(r.LastIndex()))
+			ch <- prometheus.MustNewConstMetric(termDesc, prometheus.GaugeValue, float64(r.CurrentTerm()))
+			if v, err := strconv.ParseFloat(stats["commit_index"], 64); err == nil {
+				ch <- prometheus.MustNewConstMetric(commitDesc, prometheus.GaugeValue, v)
+			}
 		}
 		if v, err := strconv.ParseFloat(stats["num_peers"], 64); err == nil {
 			ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, v+1)

@@ -60,6 +60,11 @@ type raftNode struct {
 	boltLog      *boltLog       // the log store, unless the config brought one
 }
 
+// inmemRaftAddress is the Raft address of a server without a Raft
+// listener (Config.RaftAddr empty): it names the server in the Raft
+// configuration and reaches nothing.
+const inmemRaftAddress = "in-memory"
+
 // raftLogCacheEntries is how many recent log entries are kept in memory.
 // An entry is at most one bunch of jobs (about 1 MB for 10,000 distinct
 // ones) and usually a plan or a group of worker events (a few KB).
@@ -141,6 +146,12 @@ func (s *Server) setupRaft() (*raftNode, error) {
 		snaps = fs
 	}
 	n.transport = cfg.RaftTransport
+	if n.transport == nil && cfg.RaftAddr == "" {
+		// No listener: the single voter never sends or takes an RPC.
+		_, t := raft.NewInmemTransport(inmemRaftAddress)
+		n.transport = t
+		n.closers = append([]func() error{t.Close}, n.closers...)
+	}
 	if n.transport == nil {
 		var advertise net.Addr
 		if cfg.RaftAdvertise != "" {
@@ -162,10 +173,15 @@ func (s *Server) setupRaft() (*raftNode, error) {
 			n.close()
 			return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)
 		}
+		if s.tls == nil {
+			s.log.Warn("WARNING: Raft listens in plain text (-insecure): any process that can reach this address can take over the cluster "+
+				"(append entries to the log: make itself admin, rewrite or wipe the state). Run without -insecure for mutual TLS",
+				"raft", t.LocalAddr())
+		}
 		n.transport = t
 		n.closers = append([]func() error{t.Close}, n.closers...)
 	}
-	if cfg.Bootstrap {
+	if cfg.bootstrapsAlone() {
 		existing, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
 			n.close()

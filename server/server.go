@@ -121,7 +121,7 @@ func New(cfg *Config) (*Server, error) {
 			return nil
 		}
 		return s.raft.raft
-	})
+	}, cfg.MetricsToken != "")
 	hooks := state.Hooks{
 		Work:         s.triggerSchedule,
 		Instance:     s.notify.notify,
@@ -161,7 +161,7 @@ func New(cfg *Config) (*Server, error) {
 		}
 		return nil, err
 	}
-	if s.tls, err = loadTLS(cfg); err != nil {
+	if s.tls, err = loadTLS(cfg, id, s.log); err != nil {
 		return fail(err)
 	}
 	if s.logs, err = logstore.Open(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
@@ -193,13 +193,17 @@ func New(cfg *Config) (*Server, error) {
 	}
 	var members httpapi.Members
 	var gossip httpapi.Gossip
-	if cfg.GossipAddr != "" {
+	if cfg.GossipAddr != "" && !cfg.gossips() {
+		s.log.Info("no gossip listener: this server works alone and has no gossip key (-gossip-key-file), so nobody can join it; "+
+			"to add servers, see \"From one server to several\" in docs/operations.md", "gossip_addr", cfg.GossipAddr)
+	}
+	if cfg.gossips() {
 		c, err := cluster.Start(cluster.Config{
 			ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: advertise,
 			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
 			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
 			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys,
-			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(), HTTPS: s.tls != nil, Logger: s.log,
+			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(), HTTPS: s.apiTLS() != nil, Logger: s.log,
 		}, s.raft.raft)
 		if err != nil {
 			return fail(err)
@@ -260,14 +264,14 @@ func New(cfg *Config) (*Server, error) {
 	go func() {
 		defer s.wg.Done()
 		serve := func() error { return s.httpSrv.Serve(ln) }
-		if s.tls != nil {
+		if s.apiTLS() != nil {
 			serve = func() error { return s.httpSrv.ServeTLS(ln, "", "") }
 		}
 		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	s.log.Info("server started", "tls", s.tls != nil, "http", ln.Addr().String(), "raft", s.RaftAddr(), "data_dir", cfg.DataDir)
+	s.log.Info("server started", "tls", s.apiTLS() != nil, "http", ln.Addr().String(), "raft", s.RaftAddr(), "raft_transport", s.raftTransportKind(), "data_dir", cfg.DataDir)
 	return s, nil
 }
 
@@ -312,8 +316,24 @@ func (s *Server) GossipAddr() string {
 // HTTPAddr is the address the API listens on.
 func (s *Server) HTTPAddr() string { return s.listener.Addr().String() }
 
-// RaftAddr is the address Raft listens on.
+// RaftAddr is the address Raft listens on (with no listener, the name
+// the server has in the Raft configuration).
 func (s *Server) RaftAddr() string { return string(s.raft.transport.LocalAddr()) }
+
+// raftTransportKind says how Raft reaches its peers, for the log.
+func (s *Server) raftTransportKind() string {
+	switch {
+	case s.cfg.RaftTransport != nil:
+		return "injected"
+	case s.cfg.RaftAddr == "":
+		return "in-memory (no listener)"
+	case s.tls == nil:
+		return "plain TCP (-insecure)"
+	case s.cfg.TLSCert == "":
+		return "mutual TLS, own CA (" + filepath.Join(s.cfg.DataDir, ownTLSDir) + ")"
+	}
+	return "mutual TLS"
+}
 
 // flushTransitions writes buffered transition lines (called after each
 // applied batch, from the FSM goroutine).

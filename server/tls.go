@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -17,16 +19,39 @@ import (
 // tlsSetup is the TLS of every hop, read from the files in the Config
 // once at start.
 type tlsSetup struct {
-	api        *tls.Config // the HTTPS API
-	peer       *tls.Config // this server as a client of the others' APIs
+	api        *tls.Config // the HTTPS API (nil: plain HTTP)
+	peer       *tls.Config // this server as a client of the others' APIs (nil: plain HTTP)
 	raftListen *tls.Config // Raft: the accepting side
 	raftDial   *tls.Config // Raft: the dialling side
 }
 
-// loadTLS reads the certificates (nil without TLSCert).
-func loadTLS(cfg *Config) (*tlsSetup, error) {
+// ownTLSDir is where a server without TLSCert keeps the CA and the
+// certificate it made itself, under its data dir.
+const ownTLSDir = "tls"
+
+// loadTLS reads the certificates. Without TLSCert, a server that listens
+// for Raft on the network (no injected transport, a RaftAddr) and is not
+// Insecure makes a CA and a server certificate of its own in
+// DataDir/tls, or reuses those it made before, and runs Raft over mutual
+// TLS with them; its API stays plain HTTP. Otherwise nil: Raft in memory,
+// or plain text with Insecure.
+func loadTLS(cfg *Config, id string, log *slog.Logger) (*tlsSetup, error) {
 	if cfg.TLSCert == "" {
-		return nil, nil
+		if cfg.Insecure || cfg.RaftTransport != nil || cfg.RaftAddr == "" {
+			return nil, nil
+		}
+		files, made, err := tlsutil.EnsureOwnCA(filepath.Join(cfg.DataDir, ownTLSDir), id, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("raft TLS: %w", err)
+		}
+		if len(made) > 0 {
+			log.Info("made a CA and a server certificate for Raft's mutual TLS (no -tls-cert given)", "files", made)
+		}
+		t := &tlsSetup{}
+		if t.raftListen, t.raftDial, err = tlsutil.RaftConfigs(files.CA, files.Cert, files.Key); err != nil {
+			return nil, fmt.Errorf("raft TLS: %w", err)
+		}
+		return t, nil
 	}
 	t := &tlsSetup{}
 	var err error
@@ -124,6 +149,7 @@ func (s *Server) verifyRaftPeer(id, addr string, moved bool) error {
 	return nil
 }
 
+// apiTLS is the HTTPS API's configuration (nil: plain HTTP).
 func (s *Server) apiTLS() *tls.Config {
 	if s.tls == nil {
 		return nil
@@ -138,8 +164,9 @@ func (s *Server) peerTLS() *tls.Config {
 	return s.tls.peer
 }
 
-// raftVerifier is autopilot's check of a member's Raft endpoint (nil
-// without TLS: any member gossip sees is trusted).
+// raftVerifier is autopilot's check of a member's Raft endpoint. It is nil
+// only where Raft has no TLS: with Insecure (any member gossip sees is
+// trusted, as the operator asked) or an injected transport (tests).
 func (s *Server) raftVerifier() func(id, addr string, moved bool) error {
 	if s.tls == nil {
 		return nil

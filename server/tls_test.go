@@ -75,7 +75,7 @@ func (p *testPKI) cert(t *testing.T, name string, req tlsutil.CertRequest, stran
 func TestRaftRefusesPeersWithoutTheClusterCert(t *testing.T) {
 	p := newTestPKI(t)
 	cert, key := p.cert(t, "s1", tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: "s1"}, false)
-	setup, err := loadTLS(&Config{TLSCert: cert, TLSKey: key, CAFile: p.CA})
+	setup, err := loadTLS(&Config{TLSCert: cert, TLSKey: key, CAFile: p.CA}, "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestRaftRefusesPeersWithoutTheClusterCert(t *testing.T) {
 
 	// peer tries an AppendEntries from a transport with these files.
 	peer := func(certFile, keyFile, caFile string) error {
-		s, err := loadTLS(&Config{TLSCert: certFile, TLSKey: keyFile, CAFile: caFile})
+		s, err := loadTLS(&Config{TLSCert: certFile, TLSKey: keyFile, CAFile: caFile}, "s1", nil)
 		if err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func TestRaftRefusesPeersWithoutTheClusterCert(t *testing.T) {
 		t.Fatal("a server whose certificate another CA signed (trusting ours) got a Raft RPC through")
 	}
 	workerCert, workerKey := p.cert(t, "worker", tlsutil.CertRequest{Role: tlsutil.RoleWorker}, false)
-	if _, err := loadTLS(&Config{TLSCert: workerCert, TLSKey: workerKey, CAFile: p.CA}); err == nil || !strings.Contains(err.Error(), "not a server certificate") {
+	if _, err := loadTLS(&Config{TLSCert: workerCert, TLSKey: workerKey, CAFile: p.CA}, "s1", nil); err == nil || !strings.Contains(err.Error(), "not a server certificate") {
 		t.Fatalf("a worker certificate as a server's: %v", err)
 	}
 	// The raw handshakes: no certificate at all, and a worker's.
@@ -151,14 +151,14 @@ func TestRaftRefusesPeersWithoutTheClusterCert(t *testing.T) {
 func TestAutopilotChecksTheRaftCertificate(t *testing.T) {
 	p := newTestPKI(t)
 	cert, key := p.cert(t, "leader", tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: "s0"}, false)
-	setup, err := loadTLS(&Config{TLSCert: cert, TLSKey: key, CAFile: p.CA})
+	setup, err := loadTLS(&Config{TLSCert: cert, TLSKey: key, CAFile: p.CA}, "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Server{tls: setup}
 	endpoint := func(name string, req tlsutil.CertRequest, stranger bool) string {
 		c, k := p.cert(t, name, req, stranger)
-		st, err := loadTLS(&Config{TLSCert: c, TLSKey: k, CAFile: p.CA})
+		st, err := loadTLS(&Config{TLSCert: c, TLSKey: k, CAFile: p.CA}, "s1", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,9 +29,9 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	fs := m.newFlags("agent", "-dev [flags]")
 	cfgFile := configFlag(fs)
 	dev := fs.Bool("dev", false, "run a development agent: one server that bootstraps itself, plus local workers")
-	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs, root.token and api.addr (default: a new temporary directory)")
+	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs, root.token, worker.secret and api.addr (default: a new temporary directory)")
 	httpAddr := fs.String("http-addr", "127.0.0.1:4650", "address of the HTTP API (port 0: any free port, written to <data-dir>/api.addr)")
-	raftAddr := fs.String("raft-addr", "127.0.0.1:0", "address Raft listens on (port 0: any free port)")
+	raftAddr := fs.String("raft-addr", "", "removed: the dev agent's Raft runs in memory and listens nowhere; giving it is an error")
 	workers := fs.Int("workers", 2, "number of local worker processes")
 	cores := fs.Float64("worker-cores", float64(runtime.NumCPU()), "cores each worker offers")
 	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
@@ -58,6 +58,10 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	}
 	if !*dev {
 		return usagef("drover agent needs -dev; for a production cluster run 'drover server' and 'drover worker' (see docs/operations.md)")
+	}
+	if *raftAddr != "" {
+		return usagef("-raft-addr is gone: the dev agent's single server runs Raft in memory, with no listener a job could write to its log through; " +
+			"a server that listens for Raft (over mutual TLS) is `drover server` (see docs/operations.md)")
 	}
 	if *workers < 0 {
 		return usagef("-workers is %d; it must be 0 or more", *workers)
@@ -115,7 +119,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = *dataDir
 	cfg.HTTPAddr = *httpAddr
-	cfg.RaftAddr = *raftAddr
+	cfg.RaftAddr = "" // Raft in memory: no listener
 	cfg.Bootstrap = true
 	cfg.WorkerSecret = secret
 	cfg.LostTimeout = *lost

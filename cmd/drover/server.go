@@ -27,13 +27,13 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	fs := m.newFlags("server", "[flags]")
 	cfgFile := configFlag(fs)
 	def := server.DefaultConfig()
-	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs and root.token (required)")
+	dataDir := fs.String("data-dir", "", "directory for the Raft log, snapshots, job logs, root.token and, without -tls-cert, tls/ (the CA and certificate the server makes for Raft's mutual TLS) (required)")
 	nodeID := fs.String("node-id", "", "this server's Raft ID (default: generated once and kept in <data-dir>/node-id)")
 	httpAddr := fs.String("http-addr", def.HTTPAddr, "address of the HTTP API")
 	httpAdv := fs.String("http-advertise", "", "HTTP address other servers forward to (default: -http-addr)")
-	raftAddr := fs.String("raft-addr", def.RaftAddr, "address Raft listens on")
+	raftAddr := fs.String("raft-addr", def.RaftAddr, "address Raft listens on, over mutual TLS (-tls-cert, or a CA the server makes in <data-dir>/tls); in plain text only with -insecure")
 	raftAdv := fs.String("raft-advertise", "", "Raft address other servers dial (default: -raft-addr)")
-	gossipAddr := fs.String("gossip-addr", "127.0.0.1:4652", "address for server gossip (hashicorp/memberlist)")
+	gossipAddr := fs.String("gossip-addr", "127.0.0.1:4652", "address for server gossip (hashicorp/memberlist); a server that works alone listens there only with -gossip-key-file or -insecure")
 	gossipAdv := fs.String("gossip-advertise", "", "gossip address other servers use (default: -gossip-addr)")
 	expect := fs.Int("bootstrap-expect", 0, "bootstrap a new cluster once this many servers see each other (3 or 5; 1 for a single server)")
 	join := fs.String("join", "", "comma-separated gossip addresses of servers to join")
@@ -64,9 +64,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	maxBatchLog := fs.String("max-log-bytes-per-batch", jobspec.FormatBytes(def.MaxLogBytesPerBatch), "cut the logs of a batch past this much on this server (0: no limit; billing projects have quotas of their own: drover billing-project set-log-quota)")
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
-	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure")
-	insecure := fs.Bool("insecure", false, "let servers that work together gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches)")
-	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure")
+	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure; without it a server alone does not gossip")
+	insecure := fs.Bool("insecure", false, "gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches): any process that reaches the Raft port can take the cluster, and the server warns so at every start")
+	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS with the -ca-file CA; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure (without it Raft uses a CA the server makes in <data-dir>/tls)")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
 	billingInterval := fs.Duration("billing-interval", def.BillingInterval, "how often the leader looks at every billing project's spend regardless (it cancels a project's open batches as the project reaches its spend limit, from the running prices it knows)")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger, shared by all servers (user:password@tcp(host:3306)/drover); -history-dsn-file keeps the password off the command line (default: <data-dir>/history.db, for a single server)")
@@ -190,7 +190,11 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	safef(m.Stderr, "==> drover server %s: API %s, raft %s, gossip %s\n", srv.ID(), srv.HTTPAddr(), srv.RaftAddr(), srv.GossipAddr())
+	gossip := srv.GossipAddr()
+	if gossip == "" {
+		gossip = "none (a server alone without -gossip-key-file)"
+	}
+	safef(m.Stderr, "==> drover server %s: API %s, raft %s, gossip %s\n", srv.ID(), srv.HTTPAddr(), srv.RaftAddr(), gossip)
 	<-ctx.Done()
 	safeln(m.Stderr, "==> stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -11,10 +11,11 @@ import (
 	"github.com/drover-sched/drover/internal/tlsutil"
 )
 
-// Default file names, as `nomad tls` names its own.
+// Default file names, as `nomad tls` names its own (and as a server that
+// made its own CA names them in its data dir).
 const (
-	caCertFile = "drover-agent-ca.pem"
-	caKeyFile  = "drover-agent-ca-key.pem"
+	caCertFile = tlsutil.CACertFile
+	caKeyFile  = tlsutil.CAKeyFile
 )
 
 func (m *Main) runTLS(ctx context.Context, args []string) error {
@@ -109,11 +110,8 @@ func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	base := "drover-" + string(role)
-	if *id != "" {
-		base += "-" + *id
-	}
-	certOut, keyOut := filepath.Join(*dir, base+".pem"), filepath.Join(*dir, base+"-key.pem")
+	certName, keyName := tlsutil.CertFiles(role, *id)
+	certOut, keyOut := filepath.Join(*dir, certName), filepath.Join(*dir, keyName)
 	if err := writeNew(certOut, cert.Cert, 0o644); err != nil {
 		return err
 	}

@@ -3,8 +3,11 @@
 package testlog
 
 import (
+	"bytes"
+	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -15,7 +18,32 @@ func (w writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Writer returns a writer whose lines go to t's log, for a logger a test
+// also reads (io.MultiWriter).
+func Writer(t testing.TB) io.Writer { return writer{t} }
+
 // New returns a logger that writes warnings and errors to t's log.
 func New(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(writer{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// Buffer collects log lines a test reads while the code under test
+// writes them.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p; any goroutine may call it.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

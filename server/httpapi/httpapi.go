@@ -659,10 +659,12 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 		}
 		writeError(w, code, ae.Msg)
 	case errors.Is(err, ErrNotLeader):
-		addr, _ := s.node.Leader()
+		// Also answered before authentication (a consistent read that
+		// finds leadership gone): the leader by ID, not its Raft address.
+		_, id := s.node.Leader()
 		msg := "no cluster leader right now; retry in a few seconds"
-		if addr != "" {
-			msg = fmt.Sprintf("this server is not the leader (the leader is at raft address %s); retry", addr)
+		if id != "" {
+			msg = fmt.Sprintf("this server is not the leader (the leader is server %s); retry", id)
 		}
 		writeError(w, http.StatusServiceUnavailable, msg+" ("+err.Error()+")")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -763,14 +765,17 @@ func queryID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool)
 }
 
 // handleHealth answers 200 when the server is ready to serve the API and 503
-// while it starts (load balancers should route by it).
+// while it starts (load balancers should route by it). Anyone may ask, so
+// it names servers by ID only: no Raft or gossip address, term or index,
+// which would tell a stranger where and how to forge Raft entries
+// (`drover operator raft list-peers` shows them to a user).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	addr, id := s.node.Leader()
+	_, id := s.node.Leader()
 	code := http.StatusOK
 	if !s.node.Ready() {
 		code = http.StatusServiceUnavailable
 	}
-	body := map[string]any{"ok": code == http.StatusOK, "ready": s.node.Ready(), "server_id": s.cfg.ID, "leader": addr, "leader_id": id}
+	body := map[string]any{"ok": code == http.StatusOK, "ready": s.node.Ready(), "server_id": s.cfg.ID, "leader_id": id}
 	if code != http.StatusOK {
 		body["error"] = "server is starting: it is still catching up with the Raft log"
 	}

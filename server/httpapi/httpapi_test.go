@@ -239,3 +239,22 @@ func TestFollowerWithoutLeaderExplainsQuorum(t *testing.T) {
 		t.Fatalf("read without a leader: %d %s", code, msg)
 	}
 }
+
+// TestAnonymousLearnsNoRaftAddress: a request without a token that finds
+// leadership gone is answered before authentication; the answer names
+// the leader by ID, never by its Raft address (nor does health).
+func TestAnonymousLearnsNoRaftAddress(t *testing.T) {
+	node := &fakeNode{leader: true, ready: true, leaderID: "s1", verify: errors.New("lost the lease")}
+	srv := newAPI(t, node, nil)
+	for _, path := range []string{"/api/v1/users", "/api/v1/health"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "raft-s1") || !strings.Contains(string(body), "s1") {
+			t.Errorf("%s without a token: %d %s", path, resp.StatusCode, body)
+		}
+	}
+}
