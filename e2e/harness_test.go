@@ -68,11 +68,18 @@ func startAgent(t *testing.T, dataDir, addr string, args ...string) *agent {
 	if addr == "" {
 		addr = freePort(t)
 	}
-	logFile, err := os.CreateTemp(t.TempDir(), "agent-*.log")
+	return startNode(t, dataDir, addr, append([]string{"agent", "-dev", "-data-dir", dataDir, "-http-addr", addr, "-log-level", "warn"}, args...))
+}
+
+// startNode runs drover with all (an agent, or a server alone that
+// bootstraps itself in dataDir and serves plain HTTP at addr) and waits
+// until its admin token works.
+func startNode(t *testing.T, dataDir, addr string, all []string) *agent {
+	t.Helper()
+	logFile, err := os.CreateTemp(t.TempDir(), all[0]+"-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append([]string{"agent", "-dev", "-data-dir", dataDir, "-http-addr", addr, "-log-level", "warn"}, args...)
 	cmd := exec.Command(droverBin, all...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -84,7 +91,7 @@ func startAgent(t *testing.T, dataDir, addr string, args ...string) *agent {
 		a.stop()
 		if t.Failed() {
 			data, _ := os.ReadFile(a.logPath)
-			t.Logf("agent output:\n%s", data)
+			t.Logf("%s output:\n%s", all[0], data)
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -98,11 +105,11 @@ func startAgent(t *testing.T, dataDir, addr string, args ...string) *agent {
 		select {
 		case <-a.done:
 			data, _ := os.ReadFile(a.logPath)
-			t.Fatalf("agent exited during start:\n%s", data)
+			t.Fatalf("%s exited during start:\n%s", all[0], data)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("agent did not start within 30s")
+			t.Fatalf("%s did not start within 30s", all[0])
 		}
 	}
 	return a

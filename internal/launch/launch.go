@@ -344,6 +344,13 @@ func (s *Server) Running() bool { return s.proc.Running() }
 // Kill9 kills the server's process.
 func (s *Server) Kill9() { s.proc.Kill9() }
 
+// Stop stops the server's current process: SIGTERM, SIGKILL after limit.
+func (s *Server) Stop(limit time.Duration) {
+	if s.proc != nil {
+		s.proc.Stop(limit)
+	}
+}
+
 // Signal signals the server's process.
 func (s *Server) Signal(sig syscall.Signal) { s.proc.Signal(sig) }
 
