@@ -3,12 +3,16 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,5 +178,121 @@ func TestTLSAutopilotMovesOnlyProvenServers(t *testing.T) {
 	}
 	if !strings.Contains(logs, "did not prove it is that server") {
 		t.Error("no server logged why it refused the impostor's address")
+	}
+}
+
+// TestSingleServerGrowsIntoTLSCluster follows docs/operations.md, "From one
+// server to several": a server started alone without TLS flags (Raft over
+// mutual TLS with the CA it made in its data dir) signs two more servers'
+// certificates with that CA (`drover tls cert create` in <data-dir>/tls),
+// restarts with them and a gossip key, and the two join it: autopilot makes
+// them voters, and the data written while it was alone is on all three.
+func TestSingleServerGrowsIntoTLSCluster(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "worker.secret")
+	os.WriteFile(secret, []byte("grow-secret\n"), 0o600)
+	type node struct{ id, data, http, raft, gossip string }
+	var nodes []*node
+	for i := range 3 {
+		ip := fmt.Sprintf("127.0.2.%d", i+1)
+		n := &node{id: fmt.Sprintf("s%d", i+1), data: filepath.Join(dir, fmt.Sprintf("s%d", i+1))}
+		for _, p := range []*string{&n.http, &n.raft, &n.gossip} {
+			addr, err := launch.FreePort(ip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*p = addr
+		}
+		nodes = append(nodes, n)
+	}
+	run := func(n *node, extra ...string) *exec.Cmd {
+		args := append([]string{"server", "-data-dir", n.data, "-node-id", n.id, "-http-addr", n.http, "-raft-addr", n.raft,
+			"-gossip-addr", n.gossip, "-gossip-interval", "200ms", "-worker-secret-file", secret, "-log-level", "info"}, extra...)
+		cmd := exec.Command(droverBin, args...)
+		logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", n.id, time.Now().UnixNano())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			logFile.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(logFile.Name())
+				t.Logf("==> %s\n%s", filepath.Base(logFile.Name()), b)
+			}
+		})
+		return cmd
+	}
+	ctx := context.Background()
+	first := nodes[0]
+	alone := run(first, "-bootstrap-expect", "1")
+	var tok string
+	waitFor(t, "the server alone to bootstrap", 30*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(first.data, "root.token"))
+		if err != nil {
+			return false
+		}
+		tok = strings.TrimSpace(string(b))
+		_, err = api.NewClient("http://"+first.http, tok).CreateUser(ctx, &api.CreateUserRequest{Name: "written-alone"})
+		return err == nil
+	})
+	own := filepath.Join(first.data, "tls")
+	for _, n := range nodes[1:] {
+		ip, _, _ := strings.Cut(n.raft, ":")
+		r := runCLI(t, nil, "tls", "cert", "create", "-server", "-id", n.id, "-additional-ipaddress", ip,
+			"-ca", filepath.Join(own, "drover-agent-ca.pem"), "-key", filepath.Join(own, "drover-agent-ca-key.pem"), "-dir", own)
+		r.must(t, 0)
+	}
+	keyFile := filepath.Join(dir, "gossip.key")
+	os.WriteFile(keyFile, []byte(runCLI(t, nil, "operator", "gossip", "keyring", "generate").must(t, 0).stdout), 0o600)
+	_ = alone.Process.Signal(syscall.SIGTERM)
+	_ = alone.Wait()
+	tlsFlags := func(n *node) []string {
+		return []string{"-gossip-key-file", keyFile, "-ca-file", filepath.Join(own, "drover-agent-ca.pem"),
+			"-tls-cert", filepath.Join(own, "drover-server-"+n.id+".pem"), "-tls-key", filepath.Join(own, "drover-server-"+n.id+"-key.pem")}
+	}
+	run(first, append([]string{"-bootstrap-expect", "1"}, tlsFlags(first)...)...)
+	for _, n := range nodes[1:] {
+		run(n, append([]string{"-join", first.gossip}, tlsFlags(n)...)...)
+	}
+	clientTLS, err := api.TLSConfig(filepath.Join(own, "drover-agent-ca.pem"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := api.NewTLSClient("https://"+first.http, tok, clientTLS)
+	waitFor(t, "autopilot to make the two new servers voters", time.Minute, func() bool {
+		p, err := cl.Peers(ctx)
+		if err != nil || len(p.Servers) != 3 {
+			return false
+		}
+		for _, s := range p.Servers {
+			if !s.Voter {
+				return false
+			}
+		}
+		return true
+	})
+	// Each server's own copy of the state (a stale read is not passed to
+	// the leader).
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	for _, n := range nodes {
+		waitFor(t, n.id+" to hold the data written alone", 30*time.Second, func() bool {
+			req, _ := http.NewRequest(http.MethodGet, "https://"+n.http+"/api/v1/users?stale=true", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := hc.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var users []api.User
+			return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&users) == nil &&
+				slices.ContainsFunc(users, func(u api.User) bool { return u.Name == "written-alone" })
+		})
 	}
 }
