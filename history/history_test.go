@@ -1,14 +1,12 @@
 package history_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/history/historytest"
 	"github.com/drover-sched/drover/internal/mariadbtest"
+	"github.com/drover-sched/drover/internal/testlog"
 )
 
 // mariadb is the real MariaDB the MySQL store's tests run against,
@@ -78,7 +77,7 @@ func TestMySQLConformance(t *testing.T) {
 // server's structured log. A connection the server killed while it sat
 // in the pool is what the driver reports when it next takes it.
 func TestMySQLDriverLogsToSlog(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	dsn := newDatabase(t)
 	s, err := history.OpenMySQL(context.Background(), dsn, log)
@@ -123,21 +122,4 @@ func TestMySQLDriverLogsToSlog(t *testing.T) {
 	if !strings.Contains(out, `"msg":"mysql driver: `) || !strings.Contains(out, `"component":"history"`) {
 		t.Fatalf("the driver's log did not reach slog: %q", out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
