@@ -66,7 +66,7 @@ func (m *Main) runUserList(ctx context.Context, args []string) error {
 		return m.printJSON(users)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "NAME\tADMIN\tCREATED")
+	fmt.Fprintln(tw, "NAME\tADMIN\tCREATED")
 	for _, u := range users {
 		safef(tw, "%s\t%v\t%s\n", u.Name, u.Admin, ago(u.TimeCreated))
 	}
@@ -111,7 +111,7 @@ func (m *Main) runBPList(ctx context.Context, args []string) error {
 		return m.printJSON(ps)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "NAME\tMEMBERS\tCOST\tSPEND LIMIT")
+	fmt.Fprintln(tw, "NAME\tMEMBERS\tCOST\tSPEND LIMIT")
 	for _, p := range ps {
 		limit := "-"
 		if p.SpendLimit > 0 {
@@ -268,7 +268,7 @@ func (m *Main) runTokenList(ctx context.Context, args []string) error {
 		return m.printJSON(ts)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "ACCESSOR\tUSER\tNAME\tCREATED\tEXPIRES")
+	fmt.Fprintln(tw, "ACCESSOR\tUSER\tNAME\tCREATED\tEXPIRES")
 	for _, t := range ts {
 		exp := "never"
 		if t.ExpiresAt != nil {
@@ -326,7 +326,7 @@ func (m *Main) runAudit(ctx context.Context, args []string) error {
 		return m.printJSON(es)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "TIME\tUSER\tFROM\tREQUEST\tSTATUS\tMESSAGE")
+	fmt.Fprintln(tw, "TIME\tUSER\tFROM\tREQUEST\tSTATUS\tMESSAGE")
 	for _, e := range es {
 		who := e.User
 		if who == "" {
@@ -365,7 +365,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 		return m.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "ID\tNAME\tSTATE\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
 	for _, r := range rows {
 		if !r.Active && !*all {
 			continue

@@ -181,7 +181,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
 `, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, *idle, apiAddr, tokenFile)
 		<-ctx.Done()
-		safeln(m.Stderr, "==> stopping: workers first, then the server")
+		fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 		return nil
 	}
 	host, _ := os.Hostname()
@@ -241,7 +241,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
 `, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, workersLine, apiAddr, tokenFile)
 	<-ctx.Done()
-	safeln(m.Stderr, "==> stopping: workers first, then the server")
+	fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 	wg.Wait()
 	return nil
 }

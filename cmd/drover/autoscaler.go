@@ -66,7 +66,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	if len(st.Pools) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		safeln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
+		fmt.Fprintln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
 		for _, p := range st.Pools {
 			safef(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour)
 		}
@@ -77,7 +77,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	if len(st.LaunchConfigs) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		safeln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\t$/HOUR\tLIVE\tSTATE")
+		fmt.Fprintln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\t$/HOUR\tLIVE\tSTATE")
 		for _, c := range st.LaunchConfigs {
 			kind := ""
 			if c.Spot {
@@ -103,7 +103,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	if len(live) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		safeln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR")
+		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR")
 		fmt.Fprintln(tw, strings.Join(live, "\n")) // cells escaped by rowf
 		return tw.Flush()
 	}

@@ -109,11 +109,11 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 		return m.printJSON(api.BatchList{Batches: batches, LastID: next})
 	}
 	if len(batches) == 0 {
-		safeln(m.Stdout, "No batches.")
+		fmt.Fprintln(m.Stdout, "No batches.")
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCOST\tCREATED")
+	fmt.Fprintln(tw, "ID\tSTATE\tNAME\tPROJECT\tUSER\tJOBS\tSUCCEEDED\tFAILED\tCANCELLED\tCOST\tCREATED")
 	for _, b := range batches {
 		st := b.State
 		if b.Cancelled {

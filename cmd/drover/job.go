@@ -91,11 +91,11 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 		return m.printJSON(api.JobList{Jobs: jobs, LastID: next})
 	}
 	if len(jobs) == 0 {
-		safeln(m.Stdout, "No jobs.")
+		fmt.Fprintln(m.Stdout, "No jobs.")
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tCOST\tMESSAGE")
+	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tEXIT\tATTEMPTS\tDURATION\tCPU-S\tPEAK-MEM\tCOST\tMESSAGE")
 	for _, j := range jobs {
 		dur, cpu, peak := "-", "-", "-"
 		if n := len(j.Attempts); n > 0 {
@@ -185,12 +185,12 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(j.Attempts) == 0 {
-		safeln(m.Stdout, "\nNo attempts yet.")
+		fmt.Fprintln(m.Stdout, "\nNo attempts yet.")
 		return nil
 	}
-	safeln(m.Stdout, "\nAttempts:")
+	fmt.Fprintln(m.Stdout, "\nAttempts:")
 	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tCOST\tMESSAGE")
+	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tCOST\tMESSAGE")
 	for _, a := range j.Attempts {
 		started := "-"
 		if a.StartTime != nil {

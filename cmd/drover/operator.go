@@ -92,7 +92,7 @@ func (m *Main) keyringChange(op string) func(context.Context, []string) error {
 
 func (m *Main) printKeyring(k *api.GossipKeyring) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "KEY\tFINGERPRINT\tPRIMARY\tINSTALLED")
+	fmt.Fprintln(tw, "KEY\tFINGERPRINT\tPRIMARY\tINSTALLED")
 	for _, key := range k.Keys {
 		safef(tw, "%s\t%s\t%v\t%d/%d\n", key.Key, key.Fingerprint, key.Primary, key.Installed, key.Servers)
 	}
@@ -126,7 +126,7 @@ func (m *Main) runListPeers(ctx context.Context, args []string) error {
 		return m.printJSON(p)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tVOTER\tREACHABLE")
+	fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tVOTER\tREACHABLE")
 	for _, s := range p.Servers {
 		st := "follower"
 		if s.Leader {

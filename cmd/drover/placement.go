@@ -71,7 +71,7 @@ func runList[T any](m *Main, ctx context.Context, args []string, name, empty, he
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, header)
+	fmt.Fprintln(tw, header) // the callers' constant
 	for _, it := range items {
 		fmt.Fprintln(tw, row(it)) // cells escaped by rowf
 	}

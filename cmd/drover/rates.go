@@ -56,7 +56,7 @@ func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
 		return m.printJSON(rates)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "RESOURCE\tVERSION\t$/UNIT-HOUR\tFROM\tIN FORCE")
+	fmt.Fprintln(tw, "RESOURCE\tVERSION\t$/UNIT-HOUR\tFROM\tIN FORCE")
 	for _, r := range rates {
 		safef(tw, "%s\t%d\t%g\t%s\t%v\n", r.Resource, r.Version, r.PricePerHour, r.ValidFrom.Format(time.RFC3339), r.InForce)
 	}
@@ -90,17 +90,17 @@ func (m *Main) runBillingShow(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	switch c.By {
 	case api.CostByDay:
-		safeln(tw, "DAY\tCOST")
+		fmt.Fprintln(tw, "DAY\tCOST")
 		for _, r := range c.Rows {
 			safef(tw, "%s\t%s\n", r.Day, dollars(r.Cost))
 		}
 	case api.CostByUser:
-		safeln(tw, "USER\tCOST\tRUNNING")
+		fmt.Fprintln(tw, "USER\tCOST\tRUNNING")
 		for _, r := range c.Rows {
 			safef(tw, "%s\t%s\t%s\n", r.User, dollars(r.Cost), dollars(r.Running))
 		}
 	default:
-		safeln(tw, "BATCH\tUSER\tCOST\tRUNNING")
+		fmt.Fprintln(tw, "BATCH\tUSER\tCOST\tRUNNING")
 		for _, r := range c.Rows {
 			safef(tw, "%d\t%s\t%s\t%s\n", r.Batch, r.User, dollars(r.Cost), dollars(r.Running))
 		}

@@ -177,7 +177,7 @@ func (m *Main) printBadJobs(ctx context.Context, c *api.Client, b *api.Batch) {
 			continue
 		}
 		if shown == 10 {
-			safeln(m.Stdout, "  ...")
+			fmt.Fprintln(m.Stdout, "  ...")
 			break
 		}
 		msg := j.Message

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -196,7 +197,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	safef(m.Stderr, "==> drover server %s: API %s, raft %s, gossip %s\n", srv.ID(), srv.HTTPAddr(), srv.RaftAddr(), gossip)
 	<-ctx.Done()
-	safeln(m.Stderr, "==> stopping")
+	fmt.Fprintln(m.Stderr, "==> stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
