@@ -736,6 +736,48 @@ func (c *Client) SetSpendLimit(ctx context.Context, project string, limit float6
 	return &out, nil
 }
 
+// AddStoragePrefix gives a billing project a storage prefix (an admin's
+// call), or replaces the credentials and settings of one it has; the
+// answer lists the project's prefixes, without credentials.
+func (c *Client) AddStoragePrefix(ctx context.Context, project string, req *AddStoragePrefixRequest) ([]StoragePrefix, error) {
+	var out []StoragePrefix
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/billing-projects/"+url.PathEscape(project)+"/storage", req, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RemoveStoragePrefix takes a storage prefix from a billing project (an
+// admin's call): attempts that start afterwards may not use it.
+func (c *Client) RemoveStoragePrefix(ctx context.Context, project, prefix string) ([]StoragePrefix, error) {
+	var out []StoragePrefix
+	path := "/api/v1/billing-projects/" + url.PathEscape(project) + "/storage?" + url.Values{"prefix": {prefix}}.Encode()
+	if err := c.Do(ctx, http.MethodDelete, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListStoragePrefixes lists a billing project's storage prefixes (for its
+// members and admins), without credentials.
+func (c *Client) ListStoragePrefixes(ctx context.Context, project string) ([]StoragePrefix, error) {
+	var out []StoragePrefix
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/billing-projects/"+url.PathEscape(project)+"/storage", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SetBillingProjectSettings changes an admin's settings of a billing
+// project (see BillingProjectSettings).
+func (c *Client) SetBillingProjectSettings(ctx context.Context, project string, req *BillingProjectSettings) (*BillingProject, error) {
+	var out BillingProject
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/billing-projects/"+url.PathEscape(project)+"/settings", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // CostQuery asks for a billing project's cost report: the UTC days
 // From..To ("2026-11-24"; empty: the last 30 days), grouped By day (the
 // default), user or batch, listing at most Limit users or batches (0: the

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -83,39 +82,6 @@ func ValidateImage(ref string) error {
 	}
 	if _, err := name.ParseReference(ref); err != nil {
 		return fmt.Errorf("image %q is not an image reference (registry/name:tag or registry/name@sha256:...): %v", ref, err)
-	}
-	return nil
-}
-
-// ValidateFileURL checks an input's source or an output's destination:
-// gs://bucket/key, s3://bucket/key or file:///dir/name. Job variables
-// ($DROVER_INDEX) may appear in it; the worker expands them and checks the
-// result again.
-func ValidateFileURL(raw string) error {
-	if raw == "" {
-		return errors.New("no URL: give gs://bucket/key, s3://bucket/key or file:///dir/name")
-	}
-	if len(raw) > MaxURLBytes {
-		return fmt.Errorf("URL is %d bytes; the limit is %d", len(raw), MaxURLBytes)
-	}
-	if strings.ContainsRune(raw, 0) {
-		return errors.New("URL holds a NUL byte")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL: %v", raw, err)
-	}
-	switch u.Scheme {
-	case "gs", "s3":
-		if u.Host == "" || strings.Trim(u.Path, "/") == "" {
-			return fmt.Errorf("%q names no object: write %s://BUCKET/KEY", raw, u.Scheme)
-		}
-	case "file":
-		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || strings.HasSuffix(u.Path, "/") {
-			return fmt.Errorf("%q names no file: write file:///DIR/NAME", raw)
-		}
-	default:
-		return fmt.Errorf("%q: scheme %q is not one of gs, s3 or file", raw, u.Scheme)
 	}
 	return nil
 }

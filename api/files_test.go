@@ -37,7 +37,6 @@ func TestCleanJobPath(t *testing.T) {
 func TestValidateFileURL(t *testing.T) {
 	for _, c := range []struct{ in, err string }{
 		{"gs://bucket/ref/hg38.fa", ""},
-		{"s3://bucket/key?region=eu-west-1", ""},
 		{"file:///data/in/a.txt", ""},
 		{"gs://bucket/sample-$DROVER_INDEX.fq", ""},
 		{"gs://bucket", "names no object"},

@@ -379,11 +379,25 @@ type BillingProject struct {
 	// LogQuota bounds, in bytes, the job logs each server keeps of the
 	// project's batches (0: none; an admin sets it).
 	LogQuota int64 `json:"log_quota,omitempty"`
+	// Storage are the prefixes its jobs' files may name (never their
+	// credentials).
+	Storage []StoragePrefix `json:"storage,omitempty"`
+	// AllowHostNetwork lets its members run jobs on network "host"
+	// (admins always may).
+	AllowHostNetwork bool `json:"allow_host_network,omitempty"`
 }
 
 // LogQuotaRequest sets a billing project's log quota in bytes (0: none).
 type LogQuotaRequest struct {
 	Bytes int64 `json:"bytes"`
+}
+
+// BillingProjectSettings changes an admin's settings of a billing
+// project; a field left out stays as it is.
+type BillingProjectSettings struct {
+	// AllowHostNetwork: may its members submit jobs on network "host"
+	// (the machine's own, from which a job reaches what listens there)?
+	AllowHostNetwork *bool `json:"allow_host_network,omitempty"`
 }
 
 // Token describes a user's token (never the token itself, except in the
@@ -715,6 +729,10 @@ type Assignment struct {
 	Network string       `json:"network,omitempty"`
 	Inputs  []InputFile  `json:"inputs,omitempty"`
 	Outputs []OutputFile `json:"outputs,omitempty"`
+	// Storage are the billing project's storage prefixes under which the
+	// inputs and outputs lie, with what reaches them: the worker touches
+	// no URL that is under none of them.
+	Storage []StorageGrant `json:"storage,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

@@ -128,6 +128,7 @@ func TestContainerJobFiles(t *testing.T) {
 	}
 	a := startAgent(t, "", "", "-workers", "0")
 	a.startWorker(t, "files-1", 2, "-file-url-roots", bucket)
+	a.drover(a.token, "billing-project", "storage", "add", "default", "file://"+bucket).must(t, 0)
 	spec := writeSpec(t, fmt.Sprintf(`
 batch "files" {
   image = %q

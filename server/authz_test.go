@@ -73,6 +73,7 @@ var userRoutes = map[string]userRow{
 	"DELETE /api/v1/billing-projects/{name}/members/{user}": manage,
 	"PUT /api/v1/billing-projects/{name}/spend-limit":       manage,
 	"GET /api/v1/billing-projects/{name}/cost":              readBatch,
+	"GET /api/v1/billing-projects/{name}/storage":           readBatch,
 	"GET /api/v1/status/peers":                              everyone,
 	"GET /api/v1/rates":                                     everyone,
 }
@@ -185,6 +186,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /api/v1/batches/{id}/updates/{update}/jobs": `{"jobs": [{"job_id": 1, "command": ["true"], "cpu": 0.1, "memory": 1048576}]}`,
 		"POST /api/v1/billing-projects/{name}/members":    `{"user": "victim", "role": "member"}`,
 		"PUT /api/v1/billing-projects/{name}/spend-limit": `{"limit": 100}`,
+		"POST /api/v1/billing-projects/{name}/storage":    `{"prefix": "gs://b/p"}`,
+		"PUT /api/v1/billing-projects/{name}/settings":    `{"allow_host_network": false}`,
 		"POST /api/v1/workers/activate":                   `{"name": "x", "cpu": 1, "memory": 1048576, "secret": "wrong"}`,
 		"POST /api/v1/tokens":                             `{"name": "matrix", "ttl": "1h"}`,
 		"PUT /api/v1/rates":                               `{"rates": [{"resource": "compute", "price_per_hour": 0.05}]}`,

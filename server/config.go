@@ -64,6 +64,13 @@ type Config struct {
 	// others (BootstrapExpect above 1, Join or ConsulAddr) needs them
 	// unless Insecure is set.
 	GossipKeys [][]byte
+	// SecretsKeyFile holds the keys that seal billing projects' storage
+	// credentials in the state (internal/secrets: base64, one a line,
+	// the first sealing). Every server of a cluster needs the same file.
+	// Empty: a server that is alone (Bootstrap, or BootstrapExpect 1
+	// with no Join) makes <DataDir>/secrets.key at its first start; one
+	// of several keeps no credentials.
+	SecretsKeyFile string
 	// Insecure lets servers gossip, serve the API and talk Raft in the
 	// clear, for a test or a network no one else reaches. Without TLSCert
 	// it is the only way to a plain-text Raft listener, which any process

@@ -113,6 +113,14 @@ func New(cfg *Config) (*Server, error) {
 		keyringWake:  make(chan struct{}, 1),
 		spendWake:    make(chan struct{}, 1),
 	}
+	keys, err := loadSecrets(cfg, s.log)
+	if err != nil {
+		return nil, err
+	}
+	var sealer httpapi.Secrets
+	if keys != nil {
+		sealer = keys
+	}
 	if usedSaved {
 		s.log.Info("gossip keys come from the keyring saved by the last rotation, not -gossip-key-file", "file", filepath.Join(cfg.DataDir, keyringFile))
 	}
@@ -235,7 +243,7 @@ func New(cfg *Config) (*Server, error) {
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
-		Gossip: gossip, History: s.history, RaftLog: raftLog,
+		Gossip: gossip, History: s.history, RaftLog: raftLog, Secrets: sealer,
 	})
 	if err != nil {
 		if s.cluster != nil {

@@ -86,25 +86,6 @@ func (t *task) reason() (string, bool) {
 	return t.killWhy, t.preempted
 }
 
-// env is the job's environment as KEY=value pairs: DROVER_* first, then
-// its own variables (which win, being later).
-func (t *task) env() []string {
-	env := make([]string, 0, 7+len(t.a.Env))
-	env = append(env,
-		"DROVER_BATCH_ID="+strconv.FormatInt(t.a.BatchID, 10),
-		"DROVER_JOB_ID="+strconv.FormatInt(t.a.JobID, 10),
-		"DROVER_ATTEMPT="+strconv.Itoa(t.a.Attempt),
-		"DROVER_INDEX="+strconv.FormatInt(t.a.ArrayIndex, 10),
-		"DROVER_JOB_NAME="+t.a.Name,
-		"DROVER_CPU="+strconv.FormatFloat(t.a.CPU, 'f', -1, 64),
-		"DROVER_MEMORY="+strconv.FormatInt(t.a.Memory, 10),
-	)
-	for k, v := range t.a.Env {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
 // sample returns the attempt's usage so far: its transfers, and what its
 // cgroup measured (nil while it holds no cgroup).
 func (t *task) sample() *api.Usage {
@@ -188,7 +169,9 @@ func (t *task) run() {
 	t.mu.Lock()
 	t.box = bx
 	t.mu.Unlock()
-	env := t.env()
+	env := t.a.JobEnv()
+	files := t.w.files.forAttempt(t.a.Storage)
+	defer files.close()
 	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Network: t.a.Network}
 	ex := t.w.exec
 	if t.a.Image != "" {
@@ -208,7 +191,7 @@ func (t *task) run() {
 		defer img.Release()
 		spec.Image, ex = img, t.w.containers
 	}
-	if !t.copyInputs(bx, env, fail) {
+	if !t.copyInputs(files, bx, env, fail) {
 		interrupted()
 		return
 	}
@@ -293,7 +276,7 @@ func (t *task) run() {
 		if oom {
 			fmt.Fprintf(ship, "drover: the out-of-memory killer killed a process of this job (limit %s); the job still succeeded\n", formatMiB(t.a.Memory))
 		}
-		if !t.copyOutputs(bx, env, fail) {
+		if !t.copyOutputs(files, bx, env, fail) {
 			interrupted()
 		}
 	case oom:
@@ -310,7 +293,7 @@ func (t *task) run() {
 
 // copyInputs copies the attempt's inputs into its directory, recording
 // the time and bytes; on failure it ends the attempt with the reason.
-func (t *task) copyInputs(bx *box, env []string, fail func(string)) bool {
+func (t *task) copyInputs(files *attemptFiles, bx *box, env []string, fail func(string)) bool {
 	if len(t.a.Inputs) == 0 {
 		return true
 	}
@@ -318,9 +301,12 @@ func (t *task) copyInputs(bx *box, env []string, fail func(string)) bool {
 	defer func() { t.addUsage(func(u *api.Usage) { u.InputSeconds = time.Since(began).Seconds() }) }()
 	for _, in := range t.a.Inputs {
 		src, rel, err := expandFile(in.Source, in.Path, env)
+		if src == "" {
+			src = in.Source // as written: it did not expand to a URL the worker takes
+		}
 		if err == nil {
 			var n int64
-			n, err = t.w.files.fetch(t.ctx, src, bx.dir, rel, bx.uid(), bx.uid())
+			n, err = files.fetch(t.ctx, src, bx.dir, rel, bx.uid(), bx.uid())
 			t.addUsage(func(u *api.Usage) { u.BytesIn += n })
 		}
 		if err != nil {
@@ -335,7 +321,7 @@ func (t *task) copyInputs(bx *box, env []string, fail func(string)) bool {
 
 // copyOutputs copies the attempt's outputs out of its directory once the
 // command succeeded; on failure it ends the attempt with the reason.
-func (t *task) copyOutputs(bx *box, env []string, fail func(string)) bool {
+func (t *task) copyOutputs(files *attemptFiles, bx *box, env []string, fail func(string)) bool {
 	if len(t.a.Outputs) == 0 {
 		return true
 	}
@@ -343,9 +329,12 @@ func (t *task) copyOutputs(bx *box, env []string, fail func(string)) bool {
 	defer func() { t.addUsage(func(u *api.Usage) { u.OutputSeconds = time.Since(began).Seconds() }) }()
 	for _, out := range t.a.Outputs {
 		dst, rel, err := expandFile(out.Destination, out.Path, env)
+		if dst == "" {
+			dst = out.Destination
+		}
 		if err == nil {
 			var n int64
-			n, err = t.w.files.store(t.ctx, bx.dir, rel, dst)
+			n, err = files.store(t.ctx, bx.dir, rel, dst)
 			t.addUsage(func(u *api.Usage) { u.BytesOut += n })
 		}
 		if err != nil {

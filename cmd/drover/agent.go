@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +169,9 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		return err
 	}
 
+	if err := devStorage(ctx, apiAddr, tokenFile, *fileRoots); err != nil {
+		return err
+	}
 	if *autoscale {
 		if err := devAutoscaler(ctx, apiAddr, tokenFile, layout, memBytes, *memory == "", *idle); err != nil {
 			return err
@@ -444,6 +448,42 @@ func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devC
 	cfg.Autoscaler.MaxNodes = nodes
 	if err := cl.ApplyPlacement(ctx, cfg); err != nil {
 		return fmt.Errorf("declare the dev autoscaler: %w", err)
+	}
+	return nil
+}
+
+// devStorage gives the dev agent's default billing project a storage
+// prefix for each of its -file-url-roots (the bucket root `make demo` and
+// the examples use), unless it has one: jobs read and write only under
+// their project's prefixes.
+func devStorage(ctx context.Context, apiAddr, tokenFile, roots string) error {
+	if roots == "" {
+		return nil
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return fmt.Errorf("read the admin token: %w", err)
+	}
+	cl := api.NewClient(apiAddr, strings.TrimSpace(string(tok)))
+	have, err := cl.ListStoragePrefixes(ctx, server.DefaultConfig().DefaultBillingProject)
+	if err != nil {
+		return fmt.Errorf("the default billing project's storage: %w", err)
+	}
+	for _, root := range strings.Split(roots, ",") {
+		abs, err := filepath.Abs(strings.TrimSpace(root))
+		if err != nil {
+			return fmt.Errorf("-file-url-roots %s: %w", root, err)
+		}
+		prefix, err := api.CleanStoragePrefix("file://" + abs)
+		if err != nil {
+			return fmt.Errorf("-file-url-roots %s: %w", root, err)
+		}
+		if slices.ContainsFunc(have, func(p api.StoragePrefix) bool { return p.Prefix == prefix }) {
+			continue
+		}
+		if _, err := cl.AddStoragePrefix(ctx, server.DefaultConfig().DefaultBillingProject, &api.AddStoragePrefixRequest{Prefix: prefix}); err != nil {
+			return fmt.Errorf("give the default billing project the storage prefix %s: %w", prefix, err)
+		}
 	}
 	return nil
 }

@@ -120,6 +120,10 @@ Administration:
   billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER
   billing-project set-limit PROJECT DOLLARS | show PROJECT   a spend limit: reached, its running batches are cancelled
   billing-project set-log-quota PROJECT SIZE   the job logs each server keeps of the project (admin; 0: none)
+  billing-project storage add PROJECT URL_PREFIX [-gcs-key-file F | -s3-access-key-id ID -s3-secret-access-key-file F] [-s3-endpoint URL -s3-region R -s3-path-style]
+  billing-project storage remove PROJECT URL_PREFIX | list PROJECT
+                         where the project's jobs may read and write (admin), with the project's own credentials
+  billing-project set PROJECT -allow-host-network=true|false   may its members run jobs on network "host" (admin)
   rate set RESOURCE PRICE [-from TIME]   price a resource per unit-hour (admin): compute[/POOL], memory[/POOL], gpu/TYPE, service-fee
   rate list [-all]       the rates in force and to come
   billing show -project P [-from DAY] [-to DAY] [-by day|user|batch]
@@ -129,6 +133,7 @@ Administration:
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
   operator snapshot save FILE | restore FILE
   operator gossip keyring generate | list | install KEY | use KEY | remove KEY
+  operator secrets-key generate   a key for -secrets-key-file (seals storage credentials)
   tls ca create          make the cluster's CA (drover-agent-ca.pem and its key)
   tls cert create -server [-id ID] | -client | -worker   make a certificate signed by it
   bench sched | e2e | failover | catchup   measure throughput, failover and catch-up on a real local cluster
@@ -218,7 +223,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
 			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,
 			"set-spend-limit": m.runBPSpendLimit, "set-limit": m.runBPSpendLimit, "show": m.runBPShow,
-			"set-log-quota": m.runBPLogQuota,
+			"set-log-quota": m.runBPLogQuota, "storage": m.runBPStorage, "set": m.runBPSet,
 		})
 	case "instance":
 		return m.sub(ctx, "instance", rest, map[string]func(context.Context, []string) error{

@@ -13,7 +13,7 @@ import (
 
 func (m *Main) runOperator(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("drover operator needs raft, snapshot or gossip: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate | list | install KEY | use KEY | remove KEY")
+		return usagef("drover operator needs raft, snapshot, gossip or secrets-key: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate | list | install KEY | use KEY | remove KEY, secrets-key generate")
 	}
 	switch args[0] {
 	case "raft":
@@ -32,8 +32,12 @@ func (m *Main) runOperator(ctx context.Context, args []string) error {
 			"generate": m.runKeyringGenerate, "list": m.runKeyringList,
 			"install": m.keyringChange("install"), "use": m.keyringChange("use"), "remove": m.keyringChange("remove"),
 		})
+	case "secrets-key":
+		return m.sub(ctx, "operator secrets-key", args[1:], map[string]func(context.Context, []string) error{
+			"generate": m.runSecretsKeyGenerate,
+		})
 	}
-	return usagef("unknown command 'drover operator %s'; use raft, snapshot or gossip", args[0])
+	return usagef("unknown command 'drover operator %s'; use raft, snapshot, gossip or secrets-key", args[0])
 }
 
 // runKeyringGenerate prints a new gossip encryption key, for a

@@ -66,6 +66,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure; without it a server alone does not gossip")
+	secretsKeyFile := fs.String("secrets-key-file", "", "file of base64 keys sealing billing projects' storage credentials in the state, one a line, the first sealing (make one with `drover operator secrets-key generate`); the same file on every server (default: <data-dir>/secrets.key, made at first start, for a single server; servers of several without one keep no credentials)")
 	insecure := fs.Bool("insecure", false, "gossip, serve the API and talk Raft in the clear (a test, or a network no one else reaches): any process that reaches the Raft port can take the cluster, and the server warns so at every start")
 	tlsCert := fs.String("tls-cert", "", "this server's certificate (`drover tls cert create -server -id ID`): the API serves HTTPS and Raft runs over mutual TLS with the -ca-file CA; needs -tls-key and -ca-file; needed by servers that work with others unless -insecure (without it Raft uses a CA the server makes in <data-dir>/tls)")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
@@ -128,6 +129,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.LeaderLeaseTimeout = *raftTimeout / 2
 	cfg.GossipInterval = *gossipInterval
 	cfg.Insecure = *insecure
+	cfg.SecretsKeyFile = *secretsKeyFile
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval

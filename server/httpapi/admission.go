@@ -75,6 +75,7 @@ func entriesCost(entries []state.JobEntry) (jobs, bytes int64) {
 type submission struct {
 	batch         uint64 // 0: a new batch
 	user, project string // of a new batch (the batch's own otherwise)
+	by            string // who sends it (the rules know admins)
 	key           string // idempotency key, if any
 	// reserve is the n_jobs of an update left open for bunches; entries
 	// are jobs sent inline (or, with intoUpdate, a bunch into an open
@@ -86,7 +87,9 @@ type submission struct {
 	batchBytes int64
 }
 
-// admit checks a submission against the limits and answers 413 (too big
+// admit checks a submission against the billing project's rules
+// (state.CheckJobs: 403 for a file outside its storage prefixes or a host
+// network it does not allow) and the limits, and answers 413 (too big
 // for the servers) or 429 (beyond what one user or billing project may
 // hold at once) naming the limit when it does not fit. A repeat of an
 // earlier request (same idempotency key) is always admitted: the state
@@ -95,6 +98,10 @@ func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
 	a := s.state.AdmissionFor(sub.batch, sub.user, sub.project, sub.key)
 	if a.Repeat {
 		return true
+	}
+	if err := s.state.CheckJobs(a.ProjectName, sub.by, sub.entries); err != nil {
+		s.writeErr(w, err)
+		return false
 	}
 	if over, limit, spent := s.state.OverLimit(a.ProjectName, time.Now()); over {
 		writeError(w, http.StatusPaymentRequired, fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",

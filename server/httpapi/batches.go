@@ -145,12 +145,12 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	for k, v := range req.Attributes {
 		size += int64(len(k) + len(v))
 	}
-	if !s.admit(w, submission{user: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}) {
+	if !s.admit(w, submission{user: u.Name, by: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}) {
 		return
 	}
 	cmd := &state.CreateBatch{
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
-		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
+		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyStorage,
 	}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()
@@ -304,10 +304,12 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entries, ok := submitted(w, req.NJobs, req.Jobs)
-	if !ok || !s.admit(w, submission{batch: id, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}) {
+	by := userOf(r).Name
+	if !ok || !s.admit(w, submission{batch: id, by: by, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}) {
 		return
 	}
-	cmd := &state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries}
+	cmd := &state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
+		Policy: state.PolicyStorage, User: by}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()
 	}
@@ -346,10 +348,11 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !s.admit(w, submission{batch: id, entries: entries, intoUpdate: true}) {
+	by := userOf(r).Name
+	if !s.admit(w, submission{batch: id, by: by, entries: entries, intoUpdate: true}) {
 		return
 	}
-	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano()}); err != nil {
+	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano(), Policy: state.PolicyStorage, User: by}); err != nil {
 		s.writeErr(w, err)
 		return
 	}

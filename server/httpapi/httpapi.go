@@ -187,6 +187,9 @@ type Deps struct {
 	History History
 	// RaftLog: nil where the Raft log store is not the server's own.
 	RaftLog RaftLog
+	// Secrets seals storage credentials (nil: the server keeps none, and
+	// refuses prefixes with credentials).
+	Secrets Secrets
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
@@ -209,6 +212,7 @@ type Server struct {
 	gossip         Gossip
 	history        History
 	raftLog        RaftLog
+	secrets        Secrets
 	reg            *prometheus.Registry
 	httpRequests   *prometheus.CounterVec
 	httpSeconds    *prometheus.HistogramVec
@@ -231,7 +235,8 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog}
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog,
+		secrets: d.Secrets}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
@@ -329,6 +334,10 @@ func (s *Server) Routes() []Route {
 		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.handleSetSpendLimit},
 		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.handleSetLogQuota},
 		{"GET /api/v1/billing-projects/{name}/cost", u, s.handleProjectCost},
+		{"GET /api/v1/billing-projects/{name}/storage", u, s.handleListStorage},
+		{"POST /api/v1/billing-projects/{name}/storage", a, s.handleAddStorage},
+		{"DELETE /api/v1/billing-projects/{name}/storage", a, s.handleRemoveStorage},
+		{"PUT /api/v1/billing-projects/{name}/settings", a, s.handleProjectSettings},
 		{"GET /api/v1/audit", a, s.handleAudit},
 		{"GET /api/v1/rates", u, s.handleListRates},
 		{"PUT /api/v1/rates", a, s.handleSetRates},

@@ -408,13 +408,7 @@ func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
 // ledger.
 func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 	project := r.PathValue("name")
-	u := userOf(r)
-	if _, ok := s.state.BillingProject(project); !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
-		return
-	}
-	if !u.Admin && s.state.Role(project, u.Name) == "" {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not in billing project %q", u.Name, project))
+	if !s.inProject(w, r, project) {
 		return
 	}
 	q := r.URL.Query()

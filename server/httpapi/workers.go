@@ -270,7 +270,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(v.Assign) > 0 || len(v.Kill) > 0 || wait <= 0 {
-			reply(w, r, http.StatusOK, syncResponse(len(req.Events), v))
+			reply(w, r, http.StatusOK, s.syncResponse(len(req.Events), v))
 			return
 		}
 		select {
@@ -345,7 +345,7 @@ func (g *sampleGate) allow(ev state.Event, now time.Time) bool {
 	return true
 }
 
-func syncResponse(acked int, v state.WorkerView) api.SyncResponse {
+func (s *Server) syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 	out := api.SyncResponse{Acked: acked}
 	for _, a := range v.Assign {
 		out.Assign = append(out.Assign, api.Assignment{
@@ -367,6 +367,7 @@ func syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 			for _, f := range r.Outputs {
 				as.Outputs = append(as.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
 			}
+			as.Storage = s.storageGrants(a.Project, as)
 		}
 	}
 	for _, k := range v.Kill {

@@ -626,6 +626,23 @@ func (s *State) canSubmit(project string, u *User) bool {
 	return r == RoleMember || r == RoleManager
 }
 
+// submitter refuses a user who may not submit to a billing project, with
+// why (nil: the user may).
+func (s *State) submitter(project string, u *User) *ApplyError {
+	if _, ok := s.projects[project]; !ok {
+		return errorf(ErrNotFound, "billing project %q does not exist", project)
+	}
+	if s.canSubmit(project, u) {
+		return nil
+	}
+	if s.isMember(project, u.Name) {
+		return errorf(ErrForbidden, "user %q is a viewer of billing project %q and may not submit to it; a manager can make you a member",
+			u.Name, project)
+	}
+	return errorf(ErrForbidden, "user %q is not a member of billing project %q; an admin can add you with 'drover billing-project add-member %s %s'",
+		u.Name, project, project, u.Name)
+}
+
 // BillingProjects lists the billing projects visible to the user.
 func (s *State) BillingProjects(viewer User) []api.BillingProject {
 	s.mu.RLock()
@@ -654,7 +671,11 @@ func (p *BillingProject) toAPI() api.BillingProject {
 		members = append(members, m)
 	}
 	sort.Strings(members)
-	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC(), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota}
+	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC(), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
+		AllowHostNetwork: p.AllowHostNetwork}
+	for i := range p.Storage {
+		out.Storage = append(out.Storage, p.Storage[i].toAPI())
+	}
 	for _, m := range members {
 		switch p.role(m) {
 		case RoleManager:

@@ -30,16 +30,8 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	if uerr != nil {
 		return uerr
 	}
-	if _, ok := s.projects[c.BillingProject]; !ok {
-		return errorf(ErrNotFound, "billing project %q does not exist", c.BillingProject)
-	}
-	if !s.canSubmit(c.BillingProject, u) {
-		if s.isMember(c.BillingProject, c.User) {
-			return errorf(ErrForbidden, "user %q is a viewer of billing project %q and may not submit to it; a manager can make you a member",
-				c.User, c.BillingProject)
-		}
-		return errorf(ErrForbidden, "user %q is not a member of billing project %q; an admin can add you with 'drover billing-project add-member %s %s'",
-			c.User, c.BillingProject, c.BillingProject, c.User)
+	if err := s.submitter(c.BillingProject, u); err != nil {
+		return err
 	}
 	if c.Key != "" {
 		if id, ok := s.keys[c.User+"\x00"+c.Key]; ok {
@@ -57,6 +49,11 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	}
 	if len(c.Jobs) > 0 && c.NJobs > 0 {
 		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
+	}
+	if c.Policy >= PolicyStorage {
+		if err := s.checkJobs(c.BillingProject, c.User, c.Jobs); err != nil {
+			return err
+		}
 	}
 	b := &Batch{
 		tot:            &s.jobTotals,
@@ -111,6 +108,11 @@ func (s *State) applyCreateUpdate(c *CreateUpdate) any {
 				}
 				return &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Existing: true}
 			}
+		}
+	}
+	if c.Policy >= PolicyStorage {
+		if err := s.checkJobs(b.BillingProject, c.User, c.Jobs); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -226,6 +228,11 @@ func (s *State) applyAddJobs(c *AddJobs) any {
 			return nil // a retried bunch of a committed update
 		}
 		return errorf(ErrConflict, "update %d of batch %d is already committed", u.ID, b.ID)
+	}
+	if c.Policy >= PolicyStorage && !u.covers(c.Jobs) {
+		if err := s.checkJobs(b.BillingProject, c.User, c.Jobs); err != nil {
+			return err
+		}
 	}
 	if err := u.stage(c.Jobs); err != nil {
 		return err

@@ -45,6 +45,9 @@ const (
 	CmdMarkExported
 	CmdForgetBatches
 	CmdSetLogQuota
+	CmdSetStoragePrefix
+	CmdRemoveStoragePrefix
+	CmdSetProjectSettings
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -61,6 +64,7 @@ var cmdNames = map[CommandType]string{
 	CmdGossipKeyring: "gossip_keyring", CmdCreateToken: "create_token", CmdRevokeToken: "revoke_token",
 	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit", CmdSetRates: "set_rates",
 	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches", CmdSetLogQuota: "set_log_quota",
+	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
 }
 
 func (t CommandType) String() string {
@@ -136,6 +140,9 @@ type CreateBatch struct {
 	// with another digest is a different request, refused (nil: not
 	// checked, as in entries from before the check).
 	Digest []byte
+	// Policy: the rules apply checks the jobs against again
+	// (PolicyStorage: CheckJobs; PolicyNone in entries from before it).
+	Policy uint8
 }
 
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
@@ -147,6 +154,10 @@ type CreateUpdate struct {
 	Jobs  []JobEntry
 	// Digest: see CreateBatch.
 	Digest []byte
+	// Policy: see CreateBatch; User is who sent the update (the rules
+	// know admins).
+	Policy uint8
+	User   string
 }
 
 // RequestDigest fingerprints what a create-batch request asks for (all but
@@ -179,6 +190,9 @@ type AddJobs struct {
 	// Now stamps the update's last activity (0 in entries from before
 	// update expiry).
 	Now int64
+	// Policy and User: see CreateUpdate.
+	Policy uint8
+	User   string
 }
 
 // CommitUpdate makes an update's staged jobs live.
@@ -374,6 +388,12 @@ func newCommand(t CommandType) Command {
 		return &MarkExported{}
 	case CmdForgetBatches:
 		return &ForgetBatches{}
+	case CmdSetStoragePrefix:
+		return &SetStoragePrefix{}
+	case CmdRemoveStoragePrefix:
+		return &RemoveStoragePrefix{}
+	case CmdSetProjectSettings:
+		return &SetProjectSettings{}
 	}
 	return nil
 }

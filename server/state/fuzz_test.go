@@ -27,6 +27,11 @@ func FuzzDecode(f *testing.F) {
 			Run: &Run{Image: "r/i:1", Network: "none", Inputs: []File{{Name: "a", URL: "file:///a", Path: "in/a"}}, Outputs: []File{{Name: "b", URL: "file:///b", Path: "out"}}}}}}},
 		&Events{Now: 14, Events: []Event{{Batch: 1, Job: 1, Attempt: 1, Instance: 1, Sample: true, Usage: &Usage{CPUMillis: 5, PeakMemory: 1 << 20}}}},
 		&Retire{Now: 15, Instance: 1, Reason: "spot", Preempted: true},
+		&SetStoragePrefix{Now: 16, Project: "default", Prefix: StoragePrefix{URL: "s3://b/p", AddedBy: "root", Kind: "s3-keys", Sealed: []byte{1, 2, 3},
+			S3Endpoint: "http://127.0.0.1:9000", S3Region: "us-east-1", S3PathStyle: true}},
+		&RemoveStoragePrefix{Project: "default", URL: "s3://b/p"},
+		&SetProjectSettings{Project: "default", AllowHostNetwork: new(bool)},
+		&CreateUpdate{Now: 17, Batch: 1, NJobs: 2, Policy: PolicyStorage, User: "alice"},
 	} {
 		data, err := Encode(c)
 		if err != nil {

@@ -267,6 +267,9 @@ type AssignmentInfo struct {
 	AttemptID
 	Index int64
 	Spec  *Spec
+	// Project is the billing project of the job's batch (whose storage
+	// prefixes its files lie under).
+	Project string
 }
 
 // WorkerView reconciles a worker's report (the attempts it holds) with the
@@ -318,6 +321,7 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 			AttemptID: AttemptID{k.batch, k.job, j.attempt},
 			Index:     int64(k.job - g.first),
 			Spec:      g.spec,
+			Project:   b.BillingProject,
 		})
 	}
 	sort.Slice(v.Orphans, func(i, j int) bool {

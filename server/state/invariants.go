@@ -31,6 +31,9 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkMachines(); err != nil {
 		return err
 	}
+	if err := s.checkStorage(); err != nil {
+		return err
+	}
 	for _, b := range s.batches {
 		var counts [numStates]int64
 		var readyMilli int64

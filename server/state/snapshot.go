@@ -59,6 +59,9 @@ type snapProject struct {
 	Roles      map[string]string // absent before roles: all members
 	SpendLimit float64
 	LogQuota   int64 // absent before log quotas
+	// Storage and AllowHostNetwork: absent before storage prefixes.
+	Storage          []StoragePrefix
+	AllowHostNetwork bool
 }
 
 type snapInstance struct {
@@ -252,7 +255,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
 		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created,
-			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota})
+			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota, Storage: slices.Clone(p.Storage), AllowHostNetwork: p.AllowHostNetwork})
 	}
 	instIDs := make([]uint32, 0, len(s.instances))
 	for id := range s.instances {
@@ -453,7 +456,8 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.bills[name] = &p
 	}
 	for _, p := range d.Projects {
-		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit, LogQuota: p.LogQuota}
+		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
+			Storage: p.Storage, AllowHostNetwork: p.AllowHostNetwork}
 		if bp.Roles == nil {
 			bp.Roles = map[string]string{}
 		}

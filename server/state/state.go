@@ -251,6 +251,12 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyMarkExported(c)
 	case *ForgetBatches:
 		return s.applyForgetBatches(c)
+	case *SetStoragePrefix:
+		return s.applySetStoragePrefix(c)
+	case *RemoveStoragePrefix:
+		return s.applyRemoveStoragePrefix(c)
+	case *SetProjectSettings:
+		return s.applySetProjectSettings(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

@@ -428,6 +428,10 @@ type BillingProject struct {
 	// LogQuota bounds, in bytes, the job logs each server keeps of the
 	// project's batches (0: none).
 	LogQuota int64
+	// Storage are the prefixes its jobs' files may name, sorted by URL.
+	Storage []StoragePrefix
+	// AllowHostNetwork lets its members run jobs on network "host".
+	AllowHostNetwork bool
 }
 
 // role is a user's role in the project ("" for none).

@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// Secrets seals the storage credentials an admin sends before they go to
+// the log, and opens them for the workers that run the project's
+// attempts (the keyring of internal/secrets).
+type Secrets interface {
+	Seal(plaintext, context []byte) ([]byte, error)
+	Open(sealed, context []byte) ([]byte, error)
+}
+
+// maxStorageBody bounds a storage prefix request: its credentials, JSON
+// escaped, and the rest.
+const maxStorageBody = 8 * api.MaxCredentialBytes
+
+// inProject checks that the project exists and that the caller has a role
+// in it (or is an admin).
+func (s *Server) inProject(w http.ResponseWriter, r *http.Request, project string) bool {
+	u := userOf(r)
+	if _, ok := s.state.BillingProject(project); !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
+		return false
+	}
+	if !u.Admin && s.state.Role(project, u.Name) == "" {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not in billing project %q", u.Name, project))
+		return false
+	}
+	return true
+}
+
+func (s *Server) handleListStorage(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	if !s.inProject(w, r, project) {
+		return
+	}
+	list, _ := s.state.StoragePrefixes(project)
+	writeJSON(w, http.StatusOK, list)
+}
+
+// projectPrefixes returns a project's prefixes, or answers 404.
+func (s *Server) projectPrefixes(w http.ResponseWriter, project string) ([]api.StoragePrefix, bool) {
+	list, ok := s.state.StoragePrefixes(project)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
+	}
+	return list, ok
+}
+
+func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	if _, ok := s.projectPrefixes(w, project); !ok {
+		return
+	}
+	var req api.AddStoragePrefixRequest
+	if !decodeLimit(w, r, &req, maxStorageBody, fmt.Sprintf("credentials are at most %d bytes", api.MaxCredentialBytes)) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	prefix, _ := api.CleanStoragePrefix(req.Prefix)
+	sp := state.StoragePrefix{URL: prefix, AddedBy: userOf(r).Name, Kind: req.Credentials.Kind()}
+	if s3 := req.S3; s3 != nil {
+		sp.S3Endpoint, sp.S3Region, sp.S3PathStyle = s3.Endpoint, s3.Region, s3.PathStyle
+	}
+	if req.Credentials != nil {
+		if s.secrets == nil {
+			writeError(w, http.StatusBadRequest, "this cluster keeps no credentials: its servers have no secrets key (start every server with the same -secrets-key-file; a single server makes one in its data dir); without credentials a prefix uses the workers' own identity")
+			return
+		}
+		plain, err := json.Marshal(req.Credentials)
+		if err == nil {
+			sp.Sealed, err = s.secrets.Seal(plain, state.SealContext(project, prefix))
+		}
+		if err != nil {
+			s.writeErr(w, fmt.Errorf("seal the credentials: %w", err))
+			return
+		}
+	}
+	if err := state.CheckStoragePrefix(&sp); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if _, err := s.apply(&state.SetStoragePrefix{Now: time.Now().UnixNano(), Project: project, Prefix: sp}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("storage prefix set", "project", project, "prefix", prefix, "credentials", sp.Kind, "by", sp.AddedBy)
+	list, _ := s.state.StoragePrefixes(project)
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleRemoveStorage(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	raw := r.URL.Query().Get("prefix")
+	prefix, err := api.CleanStoragePrefix(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "query parameter prefix: "+err.Error())
+		return
+	}
+	list, ok := s.projectPrefixes(w, project)
+	if !ok {
+		return
+	}
+	if !slices.ContainsFunc(list, func(p api.StoragePrefix) bool { return p.Prefix == prefix }) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %s has no storage prefix %q (list them with 'drover billing-project storage list %s')", project, prefix, project))
+		return
+	}
+	if _, err := s.apply(&state.RemoveStoragePrefix{Project: project, URL: prefix}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("storage prefix removed", "project", project, "prefix", prefix, "by", userOf(r).Name)
+	list, _ = s.state.StoragePrefixes(project)
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleProjectSettings(w http.ResponseWriter, r *http.Request) {
+	project := r.PathValue("name")
+	if _, ok := s.projectPrefixes(w, project); !ok {
+		return
+	}
+	var req api.BillingProjectSettings
+	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "settings are a few fields") {
+		return
+	}
+	if _, err := s.apply(&state.SetProjectSettings{Project: project, AllowHostNetwork: req.AllowHostNetwork}); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	p, _ := s.state.BillingProject(project)
+	writeJSON(w, http.StatusOK, p)
+}
+
+// storageGrants are the storage prefixes an attempt's files lie under,
+// its variables expanded as the worker will, with the credentials opened:
+// what the worker needs to reach them as the project, and no more. A
+// prefix whose credentials this server cannot open is granted with the
+// reason, which ends the attempt's files under it in error (never
+// reached as the worker instead).
+func (s *Server) storageGrants(project string, a *api.Assignment) []api.StorageGrant {
+	if len(a.Inputs) == 0 && len(a.Outputs) == 0 {
+		return nil
+	}
+	env := a.JobEnv()
+	urls := make([]string, 0, len(a.Inputs)+len(a.Outputs))
+	for _, f := range a.Inputs {
+		urls = append(urls, api.ExpandJobVars(f.Source, env))
+	}
+	for _, f := range a.Outputs {
+		urls = append(urls, api.ExpandJobVars(f.Destination, env))
+	}
+	var out []api.StorageGrant
+	for _, sp := range s.state.StorageFor(project, urls) {
+		g := api.StorageGrant{Prefix: sp.URL}
+		if sp.S3Endpoint != "" || sp.S3Region != "" || sp.S3PathStyle {
+			g.S3 = &api.S3Settings{Endpoint: sp.S3Endpoint, Region: sp.S3Region, PathStyle: sp.S3PathStyle}
+		}
+		if sp.Sealed != nil {
+			creds, err := s.openCredentials(project, &sp)
+			if err != nil {
+				s.log.Error("cannot hand a storage prefix's credentials to a worker", "project", project, "prefix", sp.URL, "err", err)
+				g.Error = fmt.Sprintf("server %s cannot open the prefix's credentials (%v); its operator gives every server the same -secrets-key-file", s.cfg.ID, err)
+			}
+			g.Credentials = creds
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// openCredentials opens a prefix's sealed credentials.
+func (s *Server) openCredentials(project string, sp *state.StoragePrefix) (*api.StorageCredentials, error) {
+	if s.secrets == nil {
+		return nil, fmt.Errorf("it has no secrets key")
+	}
+	plain, err := s.secrets.Open(sp.Sealed, state.SealContext(project, sp.URL))
+	if err != nil {
+		return nil, err
+	}
+	var c api.StorageCredentials
+	if err := json.Unmarshal(plain, &c); err != nil {
+		return nil, fmt.Errorf("sealed credentials are not JSON: %w", err)
+	}
+	return &c, nil
+}
