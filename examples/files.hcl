@@ -1,9 +1,12 @@
 # Input and output files through object storage: each member of the array
 # copies its own input from a bucket into its directory, and its result
-# goes back to the bucket once it succeeds. file:// buckets need the
-# worker's -file-url-roots (make demo sets it); gs:// and s3:// buckets
-# work the same, with the worker's credentials. Add image = "..." to run
-# the same jobs in containers, where the directory is /io.
+# goes back to the bucket once it succeeds. The URLs must lie under a
+# storage prefix of the batch's billing project (the dev agent gives
+# "default" one for each of its -file-url-roots, which make demo sets);
+# file:// buckets also need the worker's -file-url-roots. gs:// and s3://
+# buckets work the same, with the prefix's credentials (or the worker's).
+# Add image = "..." to run the same jobs in containers, where the
+# directory is /io.
 #   drover run -wait -var bucket=/data/bucket examples/files.hcl
 variable "bucket" {
   default     = "/tmp/drover-bucket"
