@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,11 +24,7 @@ func readSecretFlag(flag, path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("-%s: %w", flag, err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	return readSecretFile(path, "-"+flag)
 }
 
 func (m *Main) runStorageAdd(ctx context.Context, args []string) error {
