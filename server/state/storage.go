@@ -154,7 +154,7 @@ func (s *State) applySetStoragePrefix(c *SetStoragePrefix) any {
 		return nil
 	}
 	if len(p.Storage) >= api.MaxStoragePrefixes {
-		return errorf(ErrConflict, "billing project %s has %d storage prefixes, the most one may have (api limit max_storage_prefixes); remove one first", c.Project, len(p.Storage))
+		return errorf(ErrConflict, "billing project %s has %d storage prefixes, the most one may have (the limit is %d per billing project); remove one first", c.Project, len(p.Storage), api.MaxStoragePrefixes)
 	}
 	p.Storage = slices.Insert(p.Storage, i, sp)
 	return nil
@@ -224,10 +224,10 @@ func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError 
 		if sp == nil || sp.Run == nil {
 			continue
 		}
-		r := sp.Run
+		r, job := sp.Run, jobLabel(&entries[i])
 		if r.Network == api.NetworkHost && !admin && !p.AllowHostNetwork {
-			return errorf(ErrForbidden, "job %q: billing project %s does not allow network %q (its setting allow_host_network is off): such a job shares its worker machine's network, loopback services and cloud metadata address included; an admin can allow it with 'drover billing-project set %s -allow-host-network=true'",
-				sp.Name, project, api.NetworkHost, project)
+			return errorf(ErrForbidden, "%s: billing project %s does not allow network %q (its setting allow_host_network is off): such a job shares its worker machine's network, loopback services and cloud metadata address included; an admin can allow it with 'drover billing-project set %s -allow-host-network=true'",
+				job, project, api.NetworkHost, project)
 		}
 		check := func(kind string, files []File) *ApplyError {
 			for _, f := range files {
@@ -236,10 +236,10 @@ func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError 
 				}
 				at, err := set.Match(f.URL)
 				if err != nil {
-					return errorf(ErrInvalid, "job %q: %s %q: %v", sp.Name, kind, f.Name, err)
+					return errorf(ErrInvalid, "%s: %s %q: %v", job, kind, f.Name, err)
 				}
 				if at < 0 {
-					return errorf(ErrForbidden, "job %q: %v", sp.Name, &api.NotUnderPrefixError{Kind: kind, Name: f.Name, URL: f.URL, Project: project, Prefixes: len(p.Storage)})
+					return errorf(ErrForbidden, "%s: %v", job, &api.NotUnderPrefixError{Kind: kind, Name: f.Name, URL: f.URL, Project: project, Prefixes: len(p.Storage)})
 				}
 			}
 			return nil
@@ -252,6 +252,15 @@ func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError 
 		}
 	}
 	return nil
+}
+
+// jobLabel names an entry's job in a refusal: by its name, or its ID in
+// the update when it has none.
+func jobLabel(e *JobEntry) string {
+	if e.Spec.Name != "" {
+		return fmt.Sprintf("job %q", e.Spec.Name)
+	}
+	return fmt.Sprintf("job %d", e.First)
 }
 
 // StorageFor returns the storage prefixes of a billing project that the
