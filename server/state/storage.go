@@ -305,22 +305,6 @@ func (s *State) StoragePrefixes(project string) ([]api.StoragePrefix, bool) {
 	return out, true
 }
 
-// SealedCredentials lists every storage prefix's sealed credentials by
-// project and prefix: what a change of the secrets key has to re-seal.
-func (s *State) SealedCredentials() map[[2]string][]byte {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := map[[2]string][]byte{}
-	for name, p := range s.projects {
-		for _, sp := range p.Storage {
-			if sp.Sealed != nil {
-				out[[2]string{name, sp.URL}] = slices.Clone(sp.Sealed)
-			}
-		}
-	}
-	return out
-}
-
 // checkStorage: every project's storage prefixes are valid, bounded in
 // number and sorted by URL, each once.
 func (s *State) checkStorage() error {
