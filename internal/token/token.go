@@ -3,10 +3,12 @@
 package token
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 )
 
 // New returns a fresh random token: 32 bytes, hex encoded.
@@ -32,4 +34,18 @@ func Valid(s string) bool {
 func Hash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
+}
+
+// Derive makes a token from a secret and the fields it is for: HMAC-SHA256
+// keyed by the secret over the fields (joined by NUL), hex encoded, so it
+// has the form New gives. Whoever holds the secret makes the same token for
+// the same fields, and nobody else can: the autoscaler's join tokens are
+// derived so that every server that leads mints a machine's one token
+// again when it repeats the machine's launch, and a machine's token tells
+// nothing of the secret or of another machine's token. The first field
+// should name the purpose, so tokens of two purposes never coincide.
+func Derive(secret string, fields ...string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(strings.Join(fields, "\x00")))
+	return hex.EncodeToString(mac.Sum(nil))
 }

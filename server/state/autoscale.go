@@ -121,6 +121,14 @@ type Machine struct {
 	// with a machine_type); 0 for a machine of the shared fleet.
 	ForBatch uint64
 	ForJob   uint32
+	// JoinHash is the hash of the machine's one-time join token (empty:
+	// none minted yet, or a machine from before join tokens), JoinExpires
+	// when the token stops working (the launch plus the boot timeout), and
+	// JoinUsed when the machine got its worker (0: not yet): from then on
+	// the token joins nothing.
+	JoinHash    string
+	JoinExpires int64
+	JoinUsed    int64
 }
 
 // private reports whether the machine was made for one job.
@@ -627,6 +635,10 @@ func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyErr
 		}
 	}
 	m.Instance, m.State, m.Since = inst.ID, MachineActive, now
+	if m.JoinHash != "" && m.JoinUsed == 0 {
+		// A machine with a worker has no use for its join token.
+		m.JoinUsed = now
+	}
 	inst.Machine, inst.Config = machine, m.Config
 	if m.private() {
 		s.startPrivate(m, inst, now)

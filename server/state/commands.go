@@ -48,6 +48,7 @@ const (
 	CmdSetStoragePrefix
 	CmdRemoveStoragePrefix
 	CmdSetProjectSettings
+	CmdJoinTokens
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -65,6 +66,7 @@ var cmdNames = map[CommandType]string{
 	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit", CmdSetRates: "set_rates",
 	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches", CmdSetLogQuota: "set_log_quota",
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
+	CmdJoinTokens: "join_tokens",
 }
 
 func (t CommandType) String() string {
@@ -293,6 +295,14 @@ type Activate struct {
 	// Machine is the autoscaler's machine the worker runs on (empty: a
 	// worker started by hand).
 	Machine string
+	// JoinHash and PreviousHash say how a worker proved it may join
+	// Machine without the worker secret: the hash of the machine's
+	// one-time join token, or the hash of the instance token of the
+	// machine's last worker (a restarted worker that kept its data dir).
+	// Both empty: the server checked the worker secret (entries from
+	// before join tokens too).
+	JoinHash     string
+	PreviousHash string
 }
 
 // Retire removes an instance; its running attempts are lost and their jobs
@@ -394,6 +404,8 @@ func newCommand(t CommandType) Command {
 		return &RemoveStoragePrefix{}
 	case CmdSetProjectSettings:
 		return &SetProjectSettings{}
+	case CmdJoinTokens:
+		return &JoinTokens{}
 	}
 	return nil
 }

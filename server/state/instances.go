@@ -39,6 +39,14 @@ func (s *State) applyActivate(c *Activate) any {
 			return err
 		}
 	}
+	if c.JoinHash != "" || c.PreviousHash != "" {
+		if id, ok := s.repeatedJoin(c); ok {
+			return &ActivateResult{Instance: id}
+		}
+		if err := s.admitJoin(c.Machine, c.JoinHash, c.PreviousHash, c.Now); err != nil {
+			return err
+		}
+	}
 	if c.Machine != "" {
 		if m := s.machines[c.Machine]; m == nil || !machineLive(m.State) || m.State == MachineDraining {
 			return errorf(ErrConflict, "machine %q is not one the autoscaler has live; this worker should not run", c.Machine)

@@ -12,10 +12,11 @@ type ErrorKind int
 
 // Error kinds.
 const (
-	ErrInvalid   ErrorKind = iota + 1 // the request cannot be applied as written (400)
-	ErrNotFound                       // a named object does not exist (404)
-	ErrConflict                       // the object is in a state that forbids it (409)
-	ErrForbidden                      // the caller may not do this (403)
+	ErrInvalid      ErrorKind = iota + 1 // the request cannot be applied as written (400)
+	ErrNotFound                          // a named object does not exist (404)
+	ErrConflict                          // the object is in a state that forbids it (409)
+	ErrForbidden                         // the caller may not do this (403)
+	ErrUnauthorized                      // the caller did not prove who it is (401)
 )
 
 // ApplyError is a command rejected by the state machine. It is returned as the
@@ -257,6 +258,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyRemoveStoragePrefix(c)
 	case *SetProjectSettings:
 		return s.applySetProjectSettings(c)
+	case *JoinTokens:
+		return s.applyJoinTokens(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }
