@@ -613,7 +613,9 @@ type ActivateRequest struct {
 	PreviousToken string  `json:"previous_token,omitempty"`
 	CPU           float64 `json:"cpu"`
 	Memory        int64   `json:"memory"`
-	// Secret is the cluster's worker join secret.
+	// Secret is the cluster's worker join secret: the credential of a
+	// worker an operator starts. A worker on a machine the autoscaler
+	// launched sends JoinToken instead.
 	Secret string `json:"secret"`
 	// Region, Cluster and Pool place the worker (empty: "default");
 	// Labels are free-form.
@@ -631,6 +633,11 @@ type ActivateRequest struct {
 	// Machine is the autoscaler's name for the machine the worker runs on
 	// (given to it at launch); empty for a worker started by hand.
 	Machine string `json:"machine,omitempty"`
+	// JoinToken is the one-time token the autoscaler gave Machine at its
+	// launch (64 hex digits): it joins that machine, once, within its
+	// boot timeout. A restarted worker of the machine rejoins with
+	// PreviousToken instead.
+	JoinToken string `json:"join_token,omitempty"`
 }
 
 // DeactivateRequest is a worker's goodbye. Preempted: its machine is

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/autoscaler"
 	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -26,9 +28,11 @@ type AutoscaleConfig struct {
 	Factory ProviderFactory
 	// Interval between decisions (Hail runs every 15 s).
 	Interval time.Duration
-	// Worker is how a new machine's worker joins (servers, secret);
-	// where it is and its size come from the launch config. No servers:
-	// this server's API address.
+	// Worker is how a new machine's worker reaches the servers; where it
+	// is and its size come from the launch config, and its credential is
+	// the machine's one-time join token (derived from the server's worker
+	// secret, which no machine receives). No servers: this server's API
+	// address.
 	Worker provider.Worker
 	// Deployment labels this deployment's machines, so List finds them
 	// and no other deployment's.
@@ -141,10 +145,15 @@ type autoscaleMemory struct {
 	demand    int64 // millicores in the window at the last decision
 }
 
+// runs reports whether the autoscaler has a provider to run with.
+func (c *AutoscaleConfig) runs() bool {
+	return c != nil && (c.Provider != nil || len(c.Providers) > 0 || c.Factory != nil)
+}
+
 // runAutoscaler decides every Interval while this server leads.
 func (s *Server) runAutoscaler(ctx context.Context) {
 	ac := s.cfg.Autoscale
-	if ac == nil || (ac.Provider == nil && len(ac.Providers) == 0 && ac.Factory == nil) {
+	if !ac.runs() {
 		return
 	}
 	s.autoscale.mu.Lock()
@@ -332,11 +341,15 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 	for _, c := range st.Clusters {
 		regions[c.Name] = c.Region
 	}
+	tokens, err := s.joinTokens(st, time.Now())
+	if err != nil {
+		return err
+	}
 	byReq := map[string][]*state.Machine{}
 	var keys []string
 	for i := range st.Machines {
 		m := &st.Machines[i]
-		if m.State != state.MachineRequested {
+		if m.State != state.MachineRequested || tokens[m.ID] == "" {
 			continue
 		}
 		if _, ok := byReq[m.Request]; !ok {
@@ -363,15 +376,13 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 			// path on its own disk: the local provider shares ours).
 			worker.ExtraFlags = append(slices.Clone(worker.ExtraFlags), "-ca-file", s.cfg.CAFile)
 		}
-		if worker.Secret == "" && worker.SecretFile == "" {
-			worker.Secret = s.cfg.WorkerSecret
-		}
-		req := &provider.LaunchRequest{Config: launchConfig(cfg, regions), RequestID: key, Worker: worker,
+		req := &provider.LaunchRequest{Config: launchConfig(cfg, regions), RequestID: key, Worker: worker, JoinTokens: map[string]string{},
 			Labels: map[string]string{provider.LabelDeployment: ac.Deployment, provider.LabelCluster: cfg.Cluster, provider.LabelConfig: cfg.Name}}
 		req.Worker.Region, req.Worker.Cluster, req.Worker.Pool = regions[cfg.Cluster], cfg.Cluster, cfg.Pool
 		req.Labels[provider.LabelMachine] = ms[0].ID
 		for _, m := range ms {
 			req.Names = append(req.Names, m.ID)
+			req.JoinTokens[m.ID] = tokens[m.ID]
 		}
 		res, err := p.Launch(ctx, req)
 		done := LaunchDone(key, res, err, time.Now())
@@ -384,6 +395,45 @@ func (s *Server) launchRequested(ctx context.Context, st *state.AutoscaleState) 
 		}
 	}
 	return nil
+}
+
+// joinTokens returns the one-time join token of every requested machine,
+// after recording (in one JoinTokens entry) the hashes of those the state
+// has none of yet, so a machine can join as soon as it boots. A token is
+// derived from the worker secret, the machine and its launch
+// (token.Derive): any server that leads makes the same, so a launch
+// repeated under its idempotency key (a lost answer, a new leader
+// finishing what the old one started) hands the provider the token the
+// state holds, never a second one, and a machine the first try made
+// still joins. A machine whose recorded hash is not that of the token
+// derived here (minted by a server with another worker secret) is left
+// out: it could not join, and its boot timeout replaces it.
+func (s *Server) joinTokens(st *state.AutoscaleState, now time.Time) (map[string]string, error) {
+	boot := timeoutsOf(&st.Settings).Boot
+	tokens := map[string]string{}
+	mint := &state.JoinTokens{Now: now.UnixNano()}
+	for i := range st.Machines {
+		m := &st.Machines[i]
+		if m.State != state.MachineRequested {
+			continue
+		}
+		tok := token.Derive(s.cfg.WorkerSecret, "drover join token v1", m.ID, m.Request, strconv.FormatInt(m.Created, 10))
+		switch h := token.Hash(tok); {
+		case m.JoinHash == "":
+			mint.Tokens = append(mint.Tokens, state.JoinToken{Machine: m.ID, Hash: h, Expires: m.Created + int64(boot)})
+		case m.JoinHash != h:
+			s.log.Error("autoscaler: a server with another worker secret minted this machine's join token; not launching it (its boot timeout replaces it): give every server the same -worker-secret-file",
+				"machine", m.ID)
+			continue
+		}
+		tokens[m.ID] = tok
+	}
+	if len(mint.Tokens) > 0 {
+		if _, err := s.raft.Apply(mint); err != nil {
+			return nil, fmt.Errorf("record the join tokens of %d machines: %w", len(mint.Tokens), err)
+		}
+	}
+	return tokens, nil
 }
 
 // LaunchDone is the command that records what a provider's launch made:

@@ -48,9 +48,17 @@ func (c *countingCloud) Launch(ctx context.Context, req *provider.LaunchRequest)
 	return res, err
 }
 
+// joinTokenCloud is a cloud that tells the join token each machine was
+// launched with, as the machine itself finds it.
+type joinTokenCloud interface {
+	provider.Provider
+	JoinToken(name string) string
+}
+
 // machineWorkers starts a simulated worker on every machine the cloud runs
-// and stops it when the machine goes, until ctx ends.
-func machineWorkers(ctx context.Context, t *testing.T, cloud provider.Provider, addrs string) {
+// and stops it when the machine goes, until ctx ends. Each joins with its
+// machine's join token, as a real machine's worker does: no secret.
+func machineWorkers(ctx context.Context, t *testing.T, cloud joinTokenCloud, addrs string) {
 	go func() {
 		running := map[string]context.CancelFunc{}
 		defer func() {
@@ -70,9 +78,12 @@ func machineWorkers(ctx context.Context, t *testing.T, cloud provider.Provider, 
 					wctx, cancel := context.WithCancel(ctx)
 					running[in.Name] = cancel
 					go func() {
-						_ = simworker.Run(wctx, simworker.Config{Servers: addrs, Secret: "test-secret", Name: in.Name, Machine: in.Name,
+						err := simworker.Run(wctx, simworker.Config{Servers: addrs, JoinToken: cloud.JoinToken(in.Name), Name: in.Name, Machine: in.Name,
 							Cores: 4, Memory: 16 << 30, SyncWait: 200 * time.Millisecond, Rec: simworker.NewRecorder(),
 							Region: "r", Cluster: in.Labels[provider.LabelCluster]})
+						if err != nil && wctx.Err() == nil && strings.HasPrefix(err.Error(), "activate") {
+							t.Errorf("the worker of machine %s could not join: %v", in.Name, err)
+						}
 					}()
 				}
 				for name, cancel := range running {

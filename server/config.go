@@ -111,8 +111,12 @@ type Config struct {
 	// TLSClientCA, when set, makes the API require a client certificate
 	// signed by it (or by CAFile) from every caller.
 	TLSClientCA string
-	// WorkerSecret is the join secret workers present to activate. Workers
-	// are refused when it is empty.
+	// WorkerSecret is the join secret workers an operator starts present
+	// to activate (they are refused when it is empty), and the key the
+	// autoscaler's machines' one-time join tokens are derived from: it is
+	// an operator credential that never leaves the servers and the
+	// operator's own workers, and must never be put where a job can read
+	// it.
 	WorkerSecret string
 	// LogStoreURL is where job logs go (a gocloud.dev/blob URL). Empty:
 	// <DataDir>/logs on the local disk.
@@ -284,6 +288,9 @@ func (c *Config) Validate() error {
 	if c.Autoscale != nil {
 		if err := c.Autoscale.validate(); err != nil {
 			errs = append(errs, err)
+		}
+		if c.WorkerSecret == "" && c.Autoscale.runs() {
+			errs = append(errs, errors.New("the autoscaler derives its machines' one-time join tokens from WorkerSecret (-worker-secret-file): set it, the same on every server"))
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {

@@ -38,8 +38,16 @@ type Config struct {
 	// DataDir holds the worker's node ID and the jobs' working
 	// directories. One worker process at a time may use it.
 	DataDir string
-	// Secret is the cluster's worker join secret.
+	// Secret is the cluster's worker join secret: the credential of a
+	// worker an operator starts. A worker on a machine the autoscaler
+	// launched has JoinToken instead (and Machine).
 	Secret string
+	// JoinToken is the one-time token the autoscaler gave this machine: it
+	// joins Machine once, within the machine's boot timeout. After that the
+	// worker proves itself with the instance token kept in DataDir, so a
+	// restarted worker rejoins; one that lost DataDir cannot, and the
+	// autoscaler replaces its machine.
+	JoinToken string
 	// TLS verifies the servers (and carries this worker's certificate
 	// when they ask for one); nil: plain HTTP. See api.TLSConfig.
 	TLS *tls.Config
@@ -127,7 +135,7 @@ const (
 )
 
 // DefaultConfig returns defaults for a worker; set Servers, Name, CPU,
-// Memory, DataDir and Secret.
+// Memory, DataDir and Secret (or Machine and JoinToken).
 func DefaultConfig() *Config {
 	return &Config{
 		SyncWait:         20 * time.Second,
@@ -163,8 +171,13 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("config field DataDir is required"))
 	}
-	if c.Secret == "" {
-		errs = append(errs, errors.New("config field Secret is required (the cluster's -worker-secret-file)"))
+	switch {
+	case c.Secret == "" && c.JoinToken == "":
+		errs = append(errs, errors.New("config field Secret (the cluster's -worker-secret-file) or JoinToken (the machine's -join-token-file) is required"))
+	case c.Secret != "" && c.JoinToken != "":
+		errs = append(errs, errors.New("config fields Secret and JoinToken exclude each other: a worker joins with one"))
+	case c.JoinToken != "" && c.Machine == "":
+		errs = append(errs, errors.New("config field JoinToken needs Machine: a join token joins only the machine it was made for"))
 	}
 	if c.SyncWait < 0 || c.LogFlushInterval <= 0 || c.KillGrace < 0 || c.MaxLogBytes <= 0 || c.UsageReportInterval <= 0 {
 		errs = append(errs, errors.New("config fields SyncWait, LogFlushInterval, KillGrace, MaxLogBytes and UsageReportInterval must be positive"))
@@ -348,14 +361,16 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // activate registers with the control plane, retrying until it works or the
-// secret is refused.
+// credential is refused. It sends the instance token of its last
+// activation too: a worker restarted on its machine after the join token
+// was spent rejoins with it.
 func (w *Worker) activate(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	// One token for every try: a retry whose first try was applied finds
 	// the instance that try made.
 	req := &api.ActivateRequest{
 		Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(), Token: api.NewToken(),
-		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret,
+		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret, JoinToken: w.cfg.JoinToken,
 		Region: w.cfg.Region, Cluster: w.cfg.Cluster, Pool: w.cfg.Pool, Labels: w.cfg.Labels,
 		GPUType: w.cfg.GPUType, GPUs: w.cfg.GPUs, Machine: w.cfg.Machine,
 	}

@@ -255,9 +255,26 @@ func TestLogIsCapped(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	cfg := DefaultConfig()
 	err := cfg.Validate()
-	for _, want := range []string{"Servers", "Name", "CPU", "Memory", "DataDir", "Secret"} {
+	for _, want := range []string{"Servers", "Name", "CPU", "Memory", "DataDir", "Secret", "JoinToken"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %s", err, want)
+		}
+	}
+	// A join token joins one machine, and is the worker's only credential.
+	cfg = DefaultConfig()
+	cfg.Servers, cfg.Name, cfg.CPU, cfg.Memory, cfg.DataDir = []string{"http://s"}, "w", 1, 1<<30, t.TempDir()
+	for _, c := range []struct {
+		secret, join, machine, want string
+	}{
+		{"", "tok", "", "needs Machine"},
+		{"s", "tok", "m", "exclude each other"},
+		{"", "tok", "m", ""},
+		{"s", "", "", ""},
+	} {
+		cfg.Secret, cfg.JoinToken, cfg.Machine = c.secret, c.join, c.machine
+		err := cfg.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("secret %q, join token %q, machine %q: Validate() = %v, want %q", c.secret, c.join, c.machine, err, c.want)
 		}
 	}
 }

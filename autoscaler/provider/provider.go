@@ -36,20 +36,15 @@ type Instance struct {
 	Preempted bool
 }
 
-// Worker tells a new machine how its drover worker joins.
+// Worker tells a new machine how its drover worker reaches the servers.
+// It carries no credential: each machine joins with its own one-time
+// token (LaunchRequest.JoinTokens), never with the worker secret, which
+// whatever runs on the machine could read where the provider puts it.
 type Worker struct {
-	Servers string // comma-separated server addresses
-	Secret  string
-	// SecretFile holds Secret where the machine shares a file system with
-	// the servers (the local provider).
-	SecretFile string
+	Servers    string // comma-separated server addresses
 	Region     string
 	Cluster    string
 	Pool       string
-	CPUMilli   int64
-	Memory     int64
-	GPUType    string
-	GPUs       int64
 	ExtraFlags []string
 }
 
@@ -63,6 +58,26 @@ type LaunchRequest struct {
 	RequestID string
 	Labels    map[string]string
 	Worker    Worker
+	// JoinTokens holds each machine's one-time join token, by name: the
+	// provider hands a machine its own (and nothing else gets it), and
+	// the worker joins with it (-join-token-file, or JoinTokenEnv). The
+	// same request repeated carries the same tokens.
+	JoinTokens map[string]string
+}
+
+// JoinTokenEnv is the environment variable a worker reads its machine's
+// join token from when it has no -join-token-file (a Nomad task's
+// environment).
+const JoinTokenEnv = "DROVER_JOIN_TOKEN"
+
+// JoinToken returns the join token of a machine of the request, or an
+// error when the request has none for it (such a machine could not join:
+// better not made).
+func (r *LaunchRequest) JoinToken(name string) (string, error) {
+	if tok := r.JoinTokens[name]; tok != "" {
+		return tok, nil
+	}
+	return "", fmt.Errorf("launch request %s has no join token for machine %s", r.RequestID, name)
 }
 
 // LaunchResult is what a launch made: possibly fewer machines than asked.
@@ -122,10 +137,14 @@ func Finish(res *LaunchResult, lastErr error) (*LaunchResult, error) {
 	return res, nil
 }
 
-// WorkerArgs are the flags of `drover worker` for a machine of the request.
-func WorkerArgs(w *Worker, name string) []string {
+// WorkerArgs are the flags of `drover worker` for a machine of the
+// request: the servers and where the machine is from the request's
+// Worker, its size from its launch config. Its credential is not among
+// them: each provider adds how the machine's join token reaches it.
+func WorkerArgs(req *LaunchRequest, name string) []string {
+	w, c := &req.Worker, &req.Config
 	args := []string{"worker", "-servers", w.Servers, "-name", name, "-machine", name,
-		"-cores", fmt.Sprintf("%g", float64(w.CPUMilli)/1000), "-memory", fmt.Sprintf("%dB", w.Memory)}
+		"-cores", fmt.Sprintf("%g", float64(c.CPUMilli)/1000), "-memory", fmt.Sprintf("%dB", c.Memory)}
 	if w.Region != "" {
 		args = append(args, "-region", w.Region)
 	}
@@ -135,11 +154,8 @@ func WorkerArgs(w *Worker, name string) []string {
 	if w.Pool != "" {
 		args = append(args, "-pool", w.Pool)
 	}
-	if w.GPUs > 0 {
-		args = append(args, "-gpus", fmt.Sprintf("%s:%d", w.GPUType, w.GPUs))
-	}
-	if w.SecretFile != "" {
-		args = append(args, "-worker-secret-file", w.SecretFile)
+	if c.GPUs > 0 {
+		args = append(args, "-gpus", fmt.Sprintf("%s:%d", c.GPUType, c.GPUs))
 	}
 	return append(args, w.ExtraFlags...)
 }

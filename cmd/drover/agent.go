@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/autoscaler/provider"
 	localprov "github.com/drover-sched/drover/autoscaler/provider/local"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/server"
@@ -142,8 +141,8 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 		cfg.Autoscale.Provider = local
 		cfg.Autoscale.Interval = 2 * time.Second
 		cfg.Autoscale.MissingGrace = 10 * time.Second
+		// The machines join with one-time tokens, not the secret.
 		cfg.Autoscale.Deployment = "dev"
-		cfg.Autoscale.Worker = provider.Worker{SecretFile: secretFile}
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

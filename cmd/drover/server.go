@@ -39,7 +39,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	expect := fs.Int("bootstrap-expect", 0, "bootstrap a new cluster once this many servers see each other (3 or 5; 1 for a single server)")
 	join := fs.String("join", "", "comma-separated gossip addresses of servers to join")
 	consulAddr := fs.String("consul-addr", "", "Consul agent address: register as drover-server and join the servers found there")
-	secretFile := fs.String("worker-secret-file", "", "file with the worker join secret (workers are refused without one)")
+	secretFile := fs.String("worker-secret-file", "", "file with the worker join secret: workers started by hand present it, and the autoscaler's machines' one-time join tokens are derived from it (required with -autoscale; workers with a secret are refused without one)")
 	logStore := fs.String("log-store", "", "gocloud.dev/blob URL for job logs, shared by all servers (default: <data-dir>/logs on each server)")
 	lost := fs.Duration("lost-timeout", def.LostTimeout, "retire a worker that has not synced for this long and re-run its jobs")
 	grace := fs.Duration("dead-server-grace", def.DeadServerGrace, "remove a server gone this long from the Raft configuration")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/worker"
 )
@@ -27,7 +28,8 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cores := fs.Float64("cores", float64(runtime.NumCPU()), "cores offered to jobs")
 	memory := fs.String("memory", "", "memory offered to jobs, e.g. 16GiB (default: 2GiB per core)")
 	dataDir := fs.String("data-dir", "", "directory for the jobs' working directories (default: a directory under the system temp dir)")
-	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret (required unless DROVER_WORKER_SECRET holds it)")
+	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret, for a worker an operator starts (required unless DROVER_WORKER_SECRET holds it, or the worker joins with a join token)")
+	joinTokenFile := fs.String("join-token-file", "", "file holding the one-time join token the autoscaler gave this machine (with -machine; set by the provider that launched it; default $"+provider.JoinTokenEnv+")")
 	caFile := fs.String("ca-file", os.Getenv("DROVER_CACERT"), "the cluster's CA certificate: servers are reached over HTTPS and verified against it (default $DROVER_CACERT)")
 	tlsCert := fs.String("tls-cert", "", "this worker's certificate (`drover tls cert create -worker`), sent when the servers require client certificates")
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
@@ -65,16 +67,9 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	if err := applyConfigFile(fs, *cfgFile); err != nil {
 		return err
 	}
-	// The secret comes from a file, or (a worker the autoscaler started
-	// as a Nomad job) from the environment.
-	secret, err := os.Getenv("DROVER_WORKER_SECRET"), error(nil)
-	if *secretFile != "" || secret == "" {
-		if *secretFile == "" {
-			return usagef("drover worker needs -worker-secret-file: the file with the cluster's worker join secret (or DROVER_WORKER_SECRET)")
-		}
-		if secret, err = readSecretFile(*secretFile, "worker secret"); err != nil {
-			return err
-		}
+	secret, joinToken, err := workerCredential(*secretFile, *joinTokenFile, *machine)
+	if err != nil {
+		return err
 	}
 	memBytes := int64(*cores * float64(2<<30))
 	if *memory != "" {
@@ -95,7 +90,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cfg.CPU = *cores
 	cfg.Memory = memBytes
 	cfg.DataDir = *dataDir
-	cfg.Secret = secret
+	cfg.Secret, cfg.JoinToken = secret, joinToken
 	cfg.SyncWait = *syncWait
 	cfg.KillGrace = *killGrace
 	cfg.KeepWorkDirs = *keep
@@ -150,4 +145,39 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	defer cancel()
 	parentWatch(ctx, *parentPID, cancel)
 	return w.Run(ctx)
+}
+
+// workerCredential reads what the worker joins with: the machine's join
+// token (a file, or, for a worker the autoscaler started as a Nomad job,
+// the environment) when the autoscaler launched the machine, else the
+// worker secret (a file, or DROVER_WORKER_SECRET) of a worker an operator
+// starts.
+func workerCredential(secretFile, joinTokenFile, machine string) (secret, joinToken string, err error) {
+	if secretFile != "" && joinTokenFile != "" {
+		return "", "", usagef("-worker-secret-file and -join-token-file exclude each other: a worker joins with one")
+	}
+	if secretFile == "" {
+		joinToken = os.Getenv(provider.JoinTokenEnv)
+		if joinTokenFile != "" {
+			if joinToken, err = readSecretFile(joinTokenFile, "join token"); err != nil {
+				return "", "", err
+			}
+		}
+		if joinToken != "" {
+			if machine == "" {
+				return "", "", usagef("a join token joins only the machine it was made for: give -machine")
+			}
+			return "", joinToken, nil
+		}
+	}
+	secret = os.Getenv("DROVER_WORKER_SECRET")
+	if secretFile != "" || secret == "" {
+		if secretFile == "" {
+			return "", "", usagef("drover worker needs -worker-secret-file: the file with the cluster's worker join secret (or DROVER_WORKER_SECRET), or on a machine the autoscaler launched -join-token-file")
+		}
+		if secret, err = readSecretFile(secretFile, "worker secret"); err != nil {
+			return "", "", err
+		}
+	}
+	return secret, "", nil
 }

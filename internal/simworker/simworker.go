@@ -283,8 +283,11 @@ type Config struct {
 	Rec      *Recorder
 	// Region and Cluster place the worker (empty: the default).
 	Region, Cluster string
-	// Machine is the autoscaler's machine it runs on (empty: none).
-	Machine string
+	// Machine is the autoscaler's machine it runs on (empty: none), and
+	// JoinToken the one-time token the machine was launched with: the
+	// worker joins with it instead of Secret.
+	Machine   string
+	JoinToken string
 }
 
 type held struct {
@@ -308,7 +311,7 @@ type pending struct {
 func Run(ctx context.Context, cfg Config) error {
 	c := api.NewTLSClient(cfg.Servers, "", cfg.TLS)
 	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
-		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster, Machine: cfg.Machine})
+		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, JoinToken: cfg.JoinToken, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster, Machine: cfg.Machine})
 	if err != nil {
 		return fmt.Errorf("activate %s: %w", cfg.Name, err)
 	}

@@ -274,7 +274,7 @@ const (
 	AnyUser  Access = "user"     // a valid user token
 	Admin    Access = "admin"    // an admin's token
 	Worker   Access = "worker"   // a worker instance's token
-	Activate Access = "activate" // a worker presenting the join secret
+	Activate Access = "activate" // a worker presenting the worker secret or its machine's join token
 )
 
 // Route is one endpoint of the API.
@@ -662,6 +662,7 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 		code := map[state.ErrorKind]int{
 			state.ErrInvalid: http.StatusBadRequest, state.ErrNotFound: http.StatusNotFound,
 			state.ErrConflict: http.StatusConflict, state.ErrForbidden: http.StatusForbidden,
+			state.ErrUnauthorized: http.StatusUnauthorized,
 		}[ae.Kind]
 		if code == 0 {
 			code = http.StatusBadRequest

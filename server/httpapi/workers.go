@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -24,15 +25,8 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "an activation is a few hundred bytes") {
 		return
 	}
-	if s.cfg.WorkerSecret == "" {
-		writeError(w, http.StatusForbidden, "this server accepts no workers: it was started without a worker secret (-worker-secret-file)")
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(s.cfg.WorkerSecret)) != 1 {
-		if !s.allowAnonymous(w, r) {
-			return
-		}
-		writeError(w, http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
+	joining, ok := s.authenticateActivation(w, r, &req)
+	if !ok {
 		return
 	}
 	if c := callerOf(r); c != nil {
@@ -73,7 +67,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if inst, ok := s.state.InstanceByTokenHash(token.Hash(tok)); ok && req.Token != "" && inst.Active {
+	if inst, ok := s.state.InstanceByTokenHash(token.Hash(tok)); ok && req.Token != "" && inst.Active && (!joining || inst.Machine == req.Machine) {
 		// A retry of an activation whose answer was lost. (Had the instance
 		// been retired meanwhile, the worker activates anew below.)
 		s.live.Touch(inst.ID)
@@ -89,13 +83,28 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	res, err := s.apply(&state.Activate{
+	cmd := &state.Activate{
 		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,
 		CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory, TokenHash: token.Hash(tok),
 		Region: req.Region, Cluster: req.Cluster, Pool: req.Pool, Labels: req.Labels,
 		GPUType: req.GPUType, GPUs: int64(req.GPUs), Machine: req.Machine,
-	})
+	}
+	if joining {
+		cmd.JoinHash, cmd.PreviousHash = hashOf(req.JoinToken), hashOf(req.PreviousToken)
+	}
+	res, err := s.apply(cmd)
 	if err != nil {
+		var ae *state.ApplyError
+		if errors.As(err, &ae) && ae.Kind == state.ErrUnauthorized {
+			// Another activation spent the token first (apply checks it
+			// again): this one failed to authenticate after all.
+			if c := callerOf(r); c != nil {
+				c.user = ""
+			}
+			if !s.allowAnonymous(w, r) {
+				return
+			}
+		}
 		s.writeErr(w, err)
 		return
 	}
@@ -103,6 +112,65 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 	s.live.Touch(ar.Instance)
 	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory, "cluster", req.Cluster, "region", req.Region)
 	writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(ar.Instance), Token: tok})
+}
+
+// authenticateActivation checks an activation's credential and answers
+// a failure itself (through the anonymous rate limit). A worker an
+// operator started presents the worker secret. A worker on a machine the
+// autoscaler launched presents the machine's one-time join token, or,
+// restarted with its data dir, the instance token of the machine's last
+// worker (joining: then apply checks the same rule again, state's
+// CheckJoin, and spends the token).
+func (s *Server) authenticateActivation(w http.ResponseWriter, r *http.Request, req *api.ActivateRequest) (joining, ok bool) {
+	switch {
+	case req.JoinToken != "" && !token.Valid(req.JoinToken):
+		writeError(w, http.StatusBadRequest, "activation: join_token must be 64 hex digits: the token the autoscaler gave the machine")
+		return false, false
+	case req.PreviousToken != "" && !token.Valid(req.PreviousToken):
+		writeError(w, http.StatusBadRequest, "activation: previous_token must be 64 hex digits: the instance token of the worker's last activation")
+		return false, false
+	case req.JoinToken != "" && req.Secret != "":
+		writeError(w, http.StatusBadRequest, "activation: give the worker secret or a join token, not both")
+		return false, false
+	case req.JoinToken != "" && req.Machine == "":
+		writeError(w, http.StatusBadRequest, "activation: a join token joins only the machine it was made for: name the machine (machine, the worker's -machine)")
+		return false, false
+	}
+	if req.Secret == "" && req.Machine != "" && (req.JoinToken != "" || req.PreviousToken != "") {
+		if req.Token != "" && token.Valid(req.Token) {
+			if inst, ok := s.state.InstanceByTokenHash(token.Hash(req.Token)); ok && inst.Active && inst.Machine == req.Machine {
+				// A retry of an activation whose answer was lost: its
+				// instance token is the proof (answered below).
+				return true, true
+			}
+		}
+		if err := s.state.CheckJoin(req.Machine, hashOf(req.JoinToken), hashOf(req.PreviousToken), time.Now().UnixNano()); err != nil {
+			if s.allowAnonymous(w, r) {
+				writeError(w, http.StatusUnauthorized, "activation refused: "+err.Error())
+			}
+			return false, false
+		}
+		return true, true
+	}
+	if s.cfg.WorkerSecret == "" {
+		writeError(w, http.StatusForbidden, "this server accepts no worker secret: it was started without -worker-secret-file (workers on the autoscaler's machines join with their join tokens)")
+		return false, false
+	}
+	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(s.cfg.WorkerSecret)) != 1 {
+		if s.allowAnonymous(w, r) {
+			writeError(w, http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
+		}
+		return false, false
+	}
+	return false, true
+}
+
+// hashOf is a token's hash, or empty for no token.
+func hashOf(tok string) string {
+	if tok == "" {
+		return ""
+	}
+	return token.Hash(tok)
 }
 
 func (s *Server) authWorker(h http.HandlerFunc) http.HandlerFunc {

@@ -182,14 +182,18 @@ func (g *GCE) insert(ctx context.Context, req *provider.LaunchRequest, name stri
 	}
 	labels[provider.LabelDeployment] = labelValue(g.opts.Deployment)
 	labels[provider.LabelMachine] = labelValue(name)
-	script := startupScript(g.opts.Binary, &req.Worker, name, c.Spot)
+	joinToken, err := req.JoinToken(name)
+	if err != nil {
+		return provider.Instance{}, fmt.Errorf("gce: insert %s: %w", name, err)
+	}
+	script := startupScript(g.opts.Binary, req, name)
 	in := &computepb.Instance{
 		Name:        proto.String(name),
 		MachineType: proto.String(fmt.Sprintf("zones/%s/machineTypes/%s", zone, c.MachineType)),
 		Labels:      labels,
 		Metadata: &computepb.Metadata{Items: []*computepb.Items{
 			{Key: proto.String("startup-script"), Value: proto.String(script)},
-			{Key: proto.String("drover-worker-secret"), Value: proto.String(req.Worker.Secret)},
+			{Key: proto.String(MetadataJoinToken), Value: proto.String(joinToken)},
 		}},
 	}
 	if g.opts.InstanceTemplate == "" {
@@ -248,23 +252,31 @@ func labelValue(v string) string {
 // back.
 const spotNoticeURL = "http://metadata.google.internal/computeMetadata/v1/instance/preempted"
 
-// startupScript starts the worker when the machine boots; the join secret
-// comes from the instance's metadata. On a spot machine the worker
+// MetadataJoinToken is the instance metadata key that holds the
+// machine's one-time join token. Anything on the machine can read its
+// metadata, jobs included; by the time a job runs there, the worker has
+// joined and the token is spent.
+const MetadataJoinToken = "drover-join-token"
+
+// joinTokenFile is where the startup script keeps the token for the
+// worker (root's alone).
+const joinTokenFile = "/run/drover/join.token"
+
+// startupScript starts the worker when the machine boots, with the join
+// token from the instance's metadata. On a spot machine the worker
 // watches for the preemption notice, to hand its jobs back at once.
-func startupScript(binary string, w *provider.Worker, name string, spot bool) string {
-	w2 := *w
-	w2.Secret, w2.SecretFile = "", "/run/drover/worker.secret"
-	args := provider.WorkerArgs(&w2, name)
-	if spot {
+func startupScript(binary string, req *provider.LaunchRequest, name string) string {
+	args := append(provider.WorkerArgs(req, name), "-join-token-file", joinTokenFile)
+	if req.Config.Spot {
 		args = append(args, "-spot-notice", spotNoticeURL)
 	}
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
-	return "#!/bin/sh\nset -e\nmkdir -p /run/drover\n" +
-		"curl -sf -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/instance/attributes/drover-worker-secret > /run/drover/worker.secret\n" +
-		"chmod 600 /run/drover/worker.secret\n" +
+	return "#!/bin/sh\nset -e\n" +
+		"(umask 077; mkdir -p /run/drover; curl -sf -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/instance/attributes/" +
+		MetadataJoinToken + " > " + joinTokenFile + ")\n" +
 		"exec " + binary + " " + strings.Join(quoted, " ") + " -data-dir /var/lib/drover\n"
 }
 

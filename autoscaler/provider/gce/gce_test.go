@@ -2,6 +2,7 @@ package gce
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,10 +27,14 @@ func newGCE(t *testing.T) (*GCE, *gcefake.Server) {
 }
 
 func request(key string, spot bool, names ...string) *provider.LaunchRequest {
-	return &provider.LaunchRequest{RequestID: key, Names: names,
+	tokens := map[string]string{}
+	for _, n := range names {
+		tokens[n] = "join-" + n
+	}
+	return &provider.LaunchRequest{RequestID: key, Names: names, JoinTokens: tokens,
 		Config: autoscaler.LaunchConfig{Name: "n8", MachineType: "n2-standard-8", Zone: "us-central1-a", Spot: spot, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.39},
 		Labels: map[string]string{provider.LabelCluster: "us-central1", provider.LabelConfig: "n8"},
-		Worker: provider.Worker{Servers: "https://drover.example:4650", Secret: "s3cret", Region: "us-central1", Cluster: "us-central1", Pool: "default"}}
+		Worker: provider.Worker{Servers: "https://drover.example:4650", Region: "us-central1", Cluster: "us-central1", Pool: "default"}}
 }
 
 // TestGCEThroughTheOfficialClient: create, list by label, delete; a
@@ -50,6 +55,22 @@ func TestGCEThroughTheOfficialClient(t *testing.T) {
 	list, err := g.List(ctx)
 	if err != nil || len(list) != 2 || !list[0].Running || list[0].Labels[provider.LabelDeployment] != "prod" || list[0].Config != "n8" {
 		t.Fatalf("list: %+v %v", list, err)
+	}
+	// Each machine's metadata holds its own join token, which its startup
+	// script hands the worker.
+	for _, name := range []string{"drover-5-0", "drover-5-1"} {
+		tok, ok := fake.Metadata(name, MetadataJoinToken)
+		script, _ := fake.Metadata(name, "startup-script")
+		if !ok || tok != "join-"+name || !strings.Contains(script, "attributes/"+MetadataJoinToken+" > "+joinTokenFile) ||
+			!strings.Contains(script, "'-join-token-file' '"+joinTokenFile+"'") || !strings.Contains(script, "'-machine' '"+name+"'") {
+			t.Fatalf("machine %s: join token %q (%v), startup script:\n%s", name, tok, ok, script)
+		}
+	}
+	// A launch without a machine's token makes nothing of it.
+	noToken := request("key-0", false, "drover-4-0")
+	noToken.JoinTokens = nil
+	if _, err := g.Launch(ctx, noToken); err == nil || !strings.Contains(err.Error(), "no join token") || slices.Contains(fake.Names(), "drover-4-0") {
+		t.Fatalf("a launch without a join token: %v; machines %v", err, fake.Names())
 	}
 	// The spot machine the cloud takes back is listed as preempted.
 	fake.Preempt("drover-5-1")
@@ -124,10 +145,12 @@ func TestGCEListsOnlyItsDeployment(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Name != "drover-1-0" {
 		t.Fatalf("prod lists %+v %v", list, err)
 	}
-	if sp := startupScript("/usr/local/bin/drover", &provider.Worker{Servers: "s", Secret: "x"}, "m", true); !strings.Contains(sp, "'-spot-notice' '"+spotNoticeURL+"'") {
+	if sp := startupScript("/usr/local/bin/drover", request("k", true, "m"), "m"); !strings.Contains(sp, "'-spot-notice' '"+spotNoticeURL+"'") {
 		t.Errorf("a spot machine's worker does not watch for the notice:\n%s", sp)
 	}
-	if !strings.Contains(startupScript("/usr/local/bin/drover", &provider.Worker{Servers: "s", Secret: "x"}, "m", false), "'-machine' 'm'") {
-		t.Fatal("the startup script does not start the worker on its machine")
+	// The worker starts on its machine, with the launch config's size.
+	if sp := startupScript("/usr/local/bin/drover", request("k", false, "m"), "m"); !strings.Contains(sp, "'-machine' 'm'") ||
+		!strings.Contains(sp, "'-cores' '8' '-memory' '34359738368B'") {
+		t.Fatalf("the startup script does not start the worker on its machine with its size:\n%s", sp)
 	}
 }

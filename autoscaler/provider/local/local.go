@@ -77,10 +77,15 @@ func (l *Local) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 			res.Created = append(res.Created, p.inst)
 			continue
 		}
-		w := req.Worker
-		w.CPUMilli, w.Memory, w.GPUType, w.GPUs = req.Config.CPUMilli, req.Config.Memory, req.Config.GPUType, req.Config.GPUs
-		args := provider.WorkerArgs(&w, name)
-		args = append(args, "-data-dir", filepath.Join(l.opts.Dir, name), "-parent-pid", strconv.Itoa(os.Getpid()))
+		tokenFile, err := l.writeJoinToken(req, name)
+		if err != nil {
+			if len(res.Created) == 0 {
+				return nil, fmt.Errorf("local provider: %w", err)
+			}
+			break
+		}
+		args := provider.WorkerArgs(req, name)
+		args = append(args, "-join-token-file", tokenFile, "-data-dir", filepath.Join(l.opts.Dir, name), "-parent-pid", strconv.Itoa(os.Getpid()))
 		args = append(args, l.opts.Args...)
 		cmd := exec.Command(l.opts.Binary, args...)
 		cmd.Stdout, cmd.Stderr = l.opts.Output, l.opts.Output
@@ -106,6 +111,28 @@ func (l *Local) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 	}
 	l.requests[req.RequestID] = res
 	return res, nil
+}
+
+// writeJoinToken puts a machine's join token in its data dir, which only
+// its worker's user may enter (not on its command line, which every
+// process of the host can read), and returns the file's path.
+func (l *Local) writeJoinToken(req *provider.LaunchRequest, name string) (string, error) {
+	tok, err := req.JoinToken(name)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(l.opts.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("machine %s: %w", name, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", fmt.Errorf("machine %s: %w", name, err)
+	}
+	path := filepath.Join(dir, "join.token")
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("machine %s: write its join token: %w", name, err)
+	}
+	return path, nil
 }
 
 // Delete stops worker processes (SIGTERM to all, SIGKILL to those left

@@ -89,13 +89,10 @@ func (n *Nomad) query(ctx context.Context) *nomadapi.QueryOptions {
 	return (&nomadapi.QueryOptions{Region: n.opts.Region, Namespace: n.opts.Namespace}).WithContext(ctx)
 }
 
-// job is the Nomad job of one machine.
-func (n *Nomad) job(req *provider.LaunchRequest, name string) *nomadapi.Job {
-	w := req.Worker
-	secret := w.Secret
-	w.Secret, w.SecretFile = "", ""
-	w.CPUMilli, w.Memory, w.GPUType, w.GPUs = req.Config.CPUMilli, req.Config.Memory, req.Config.GPUType, req.Config.GPUs
-	args := append(provider.WorkerArgs(&w, name), "-data-dir", "${NOMAD_TASK_DIR}/drover")
+// job is the Nomad job of one machine; its worker finds the machine's
+// join token in its task's environment (provider.JoinTokenEnv).
+func (n *Nomad) job(req *provider.LaunchRequest, name, joinToken string) *nomadapi.Job {
+	args := append(provider.WorkerArgs(req, name), "-data-dir", "${NOMAD_TASK_DIR}/drover")
 	meta := map[string]string{provider.LabelDeployment: n.opts.Deployment, provider.LabelMachine: name}
 	for k, v := range req.Labels {
 		meta[k] = v
@@ -106,7 +103,7 @@ func (n *Nomad) job(req *provider.LaunchRequest, name string) *nomadapi.Job {
 		SetConfig("command", n.opts.Binary).
 		SetConfig("args", args).
 		Require(&nomadapi.Resources{CPU: &cpu, MemoryMB: &mem})
-	task.Env = map[string]string{"DROVER_WORKER_SECRET": secret}
+	task.Env = map[string]string{provider.JoinTokenEnv: joinToken}
 	group := nomadapi.NewTaskGroup("worker", 1).AddTask(task)
 	job := nomadapi.NewServiceJob(name, name, n.opts.Region, 50).AddTaskGroup(group)
 	job.Datacenters = n.opts.Datacenters
@@ -124,7 +121,12 @@ func (n *Nomad) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 	res := &provider.LaunchResult{}
 	var lastErr error
 	for _, name := range req.Names {
-		reg, _, err := n.client.Jobs().Register(n.job(req, name), n.write(ctx))
+		joinToken, err := req.JoinToken(name)
+		if err != nil {
+			lastErr = fmt.Errorf("nomad: register %s: %w", name, err)
+			continue
+		}
+		reg, _, err := n.client.Jobs().Register(n.job(req, name, joinToken), n.write(ctx))
 		if err != nil {
 			lastErr = fmt.Errorf("nomad: register %s: %w", name, err)
 			continue

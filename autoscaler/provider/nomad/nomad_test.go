@@ -13,10 +13,14 @@ import (
 )
 
 func launch(key string, names ...string) *provider.LaunchRequest {
-	return &provider.LaunchRequest{RequestID: key, Names: names,
+	tokens := map[string]string{}
+	for _, n := range names {
+		tokens[n] = "join-" + n
+	}
+	return &provider.LaunchRequest{RequestID: key, Names: names, JoinTokens: tokens,
 		Config: autoscaler.LaunchConfig{Name: "c8", CPUMilli: 8000, Memory: 16 << 30, PricePerHour: 0.3},
 		Labels: map[string]string{provider.LabelCluster: "nomad-east", provider.LabelConfig: "c8"},
-		Worker: provider.Worker{Servers: "http://drover:4650", Secret: "s3cret", Region: "east", Cluster: "nomad-east"}}
+		Worker: provider.Worker{Servers: "http://drover:4650", Region: "east", Cluster: "nomad-east"}}
 }
 
 // TestNomadThroughTheOfficialClient: machines are jobs on the Nomad
@@ -38,7 +42,7 @@ func TestNomadThroughTheOfficialClient(t *testing.T) {
 	}
 	j := fake.Job("drover-3-0")
 	if j == nil || *j.TaskGroups[0].Count != 1 || *j.TaskGroups[0].Tasks[0].Resources.CPU != 8000 || *j.TaskGroups[0].Tasks[0].Resources.MemoryMB != 16<<10 ||
-		j.TaskGroups[0].Tasks[0].Env["DROVER_WORKER_SECRET"] != "s3cret" || j.Meta[provider.LabelDeployment] != "prod" {
+		len(j.TaskGroups[0].Tasks[0].Env) != 1 || j.TaskGroups[0].Tasks[0].Env[provider.JoinTokenEnv] != "join-drover-3-0" || j.Meta[provider.LabelDeployment] != "prod" {
 		t.Fatalf("job %+v", j)
 	}
 	args := j.TaskGroups[0].Tasks[0].Config["args"].([]any)

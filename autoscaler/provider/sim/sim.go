@@ -63,13 +63,14 @@ type Cloud struct {
 }
 
 type machine struct {
-	inst     provider.Instance
-	cores    float64
-	price    float64
-	spot     bool
-	created  time.Time
-	reclaim  time.Time // zero: never
-	reclaimd bool
+	inst      provider.Instance
+	joinToken string
+	cores     float64
+	price     float64
+	spot      bool
+	created   time.Time
+	reclaim   time.Time // zero: never
+	reclaimd  bool
 }
 
 var _ provider.Provider = (*Cloud)(nil)
@@ -135,7 +136,7 @@ func (c *Cloud) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 			continue
 		}
 		m := &machine{inst: provider.Instance{Name: name, ID: fmt.Sprintf("sim-%d", c.launches), Config: req.Config.Name, Labels: req.Labels},
-			price: req.Config.PricePerHour, cores: float64(req.Config.CPUMilli) / 1000, spot: req.Config.Spot, created: now}
+			joinToken: req.JoinTokens[name], price: req.Config.PricePerHour, cores: float64(req.Config.CPUMilli) / 1000, spot: req.Config.Spot, created: now}
 		if m.spot && c.opts.SpotReclaimsPerHour > 0 {
 			hours := c.rng.ExpFloat64() / c.opts.SpotReclaimsPerHour
 			m.reclaim = now.Add(time.Duration(hours * float64(time.Hour)))
@@ -146,6 +147,18 @@ func (c *Cloud) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 	}
 	c.requests[req.RequestID] = res
 	return res, nil
+}
+
+// JoinToken is the join token a machine was launched with, as a real
+// machine finds it where its provider put it (a test's worker on the
+// machine joins with it); empty for a machine the cloud does not have.
+func (c *Cloud) JoinToken(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.machines[name]; ok {
+		return m.joinToken
+	}
+	return ""
 }
 
 // Delete removes machines; their cost up to now is kept.

@@ -6,7 +6,9 @@
 // machine type (an operation that ends in ZONE_RESOURCE_POOL_EXHAUSTED),
 // a CPU quota (403 quotaExceeded), answers that get lost, and preemption
 // of spot instances. Bodies are the API's JSON, read and written with the
-// official client's message types.
+// official client's message types. It also serves each instance's
+// metadata server (MetadataServer), where everything on a machine reads
+// the metadata the instance was made with.
 package gcefake
 
 import (
@@ -107,6 +109,54 @@ func (s *Server) Names() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Metadata returns the value of an instance's metadata item, as the
+// instance was made with it.
+func (s *Server) Metadata(name, key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[name]
+	if !ok {
+		return "", false
+	}
+	for _, it := range in.GetMetadata().GetItems() {
+		if it.GetKey() == key {
+			return it.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+// MetadataServer is the metadata server of one instance
+// (http://metadata.google.internal on the machine), as anything that runs
+// there reaches it: GET /computeMetadata/v1/instance/attributes/KEY with
+// the header Metadata-Flavor: Google answers the item's value as text;
+// /computeMetadata/v1/instance/name the instance's name.
+func (s *Server) MetadataServer(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "Missing Metadata-Flavor:Google header.", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Metadata-Flavor", "Google")
+		w.Header().Set("Content-Type", "application/text")
+		if r.URL.Path == "/computeMetadata/v1/instance/name" {
+			_, _ = io.WriteString(w, name)
+			return
+		}
+		key, ok := strings.CutPrefix(r.URL.Path, "/computeMetadata/v1/instance/attributes/")
+		if !ok || key == "" {
+			http.NotFound(w, r)
+			return
+		}
+		v, ok := s.Metadata(name, key)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, v)
+	})
 }
 
 var (
