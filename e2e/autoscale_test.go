@@ -10,17 +10,23 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/autoscaler/provider/gce"
 	"github.com/drover-sched/drover/autoscaler/provider/gce/gcefake"
 	"github.com/drover-sched/drover/internal/simworker"
 )
 
 // workerProcs counts the worker processes running on machines of the
-// agent's data dir. A worker's child between fork and exec still shows
-// the worker's command line, so processes whose parent is one of them are
-// not counted.
-func workerProcs(t *testing.T, dataDir string) int {
+// agent's data dir.
+func workerProcs(t *testing.T, dataDir string) int { return len(workerCmdlines(t, dataDir)) }
+
+// workerCmdlines returns the command lines of the worker processes running
+// on machines of the agent's data dir. A worker's child between fork and
+// exec still shows the worker's command line, so processes whose parent
+// is one of them are left out.
+func workerCmdlines(t *testing.T, dataDir string) [][]string {
 	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	parent := map[string]string{} // candidate pid -> its parent's pid
+	cmdline := map[string][]string{}
 	for _, p := range pids {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -39,15 +45,16 @@ func workerProcs(t *testing.T, dataDir string) int {
 				continue
 			}
 			parent[pid] = fields[1]
+			cmdline[pid] = args
 		}
 	}
-	n := 0
-	for _, ppid := range parent {
+	var out [][]string
+	for pid, ppid := range parent {
 		if _, forked := parent[ppid]; !forked {
-			n++
+			out = append(out, cmdline[pid])
 		}
 	}
-	return n
+	return out
 }
 
 // TestDevAgentAutoscalesFromZero: a dev agent started with -autoscale has
@@ -74,11 +81,30 @@ func TestDevAgentAutoscalesFromZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	most := 0
+	var credentials []string
 	waitFor(t, "the batch to complete on launched workers", 2*time.Minute, func() bool {
-		most = max(most, workerProcs(t, dir))
+		cmds := workerCmdlines(t, dir)
+		most = max(most, len(cmds))
+		for _, args := range cmds {
+			// Each machine's worker joins with its own token, kept in its
+			// data dir; none is given the agent's worker secret.
+			for i, a := range args {
+				if (a == "-join-token-file" || a == "-worker-secret-file") && i+1 < len(args) {
+					credentials = append(credentials, a+" "+args[i+1])
+				}
+			}
+		}
 		bt, err := c.GetBatch(ctx, b.ID)
 		return err == nil && bt.State == api.BatchComplete
 	})
+	if len(credentials) == 0 {
+		t.Fatal("saw no machine's worker's credential flag")
+	}
+	for _, cred := range credentials {
+		if !strings.HasPrefix(cred, "-join-token-file "+filepath.Join(dir, "machines")+"/") {
+			t.Fatalf("a machine's worker joins with %s; want its own join token file in its data dir", cred)
+		}
+	}
 	bt, _ := c.GetBatch(ctx, b.ID)
 	if bt.NSucceeded != 500 {
 		t.Fatalf("batch: %+v", bt)
@@ -139,7 +165,8 @@ func TestAutoscalerSurvivesLeaderKill9(t *testing.T) {
 	c.waitLeader(30 * time.Second)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go runMachineWorkers(wctx, fake, c.HTTPAddrs())
+	refused := make(chan error, 16)
+	go runMachineWorkers(wctx, fake, c.HTTPAddrs(), refused)
 	waitBatch(t, cl, b.ID, 2*time.Minute, "the batch on the autoscaled machines", func(b *api.Batch) bool { return b.State == api.BatchComplete })
 	st, err := cl.AutoscalerStatus(ctx)
 	if err != nil {
@@ -167,11 +194,19 @@ func TestAutoscalerSurvivesLeaderKill9(t *testing.T) {
 		st, err := cl.AutoscalerStatus(ctx)
 		return err == nil && st.Nodes == 0 && len(fake.Names()) == 0
 	})
+	select {
+	case err := <-refused:
+		t.Fatalf("a machine's worker could not join with the token in its metadata: %v", err)
+	default:
+	}
 }
 
 // runMachineWorkers starts a simulated worker on every machine the fake
-// cloud holds, and stops it when the machine is deleted.
-func runMachineWorkers(ctx context.Context, fake *gcefake.Server, addrs string) {
+// cloud holds, and stops it when the machine is deleted. Each joins with
+// the one-time token in its machine's metadata, as the machine's startup
+// script has the worker do; a machine made by a leader that was then
+// killed joins with the token that leader minted.
+func runMachineWorkers(ctx context.Context, fake *gcefake.Server, addrs string, refused chan<- error) {
 	running := map[string]context.CancelFunc{}
 	for ctx.Err() == nil {
 		names := fake.Names()
@@ -182,8 +217,15 @@ func runMachineWorkers(ctx context.Context, fake *gcefake.Server, addrs string) 
 			wctx, cancel := context.WithCancel(ctx)
 			running[n] = cancel
 			go func() {
-				_ = simworker.Run(wctx, simworker.Config{Servers: addrs, Secret: "cluster-secret", Name: n, Machine: n, Cores: 8, Memory: 32 << 30,
+				tok, _ := fake.Metadata(n, gce.MetadataJoinToken)
+				err := simworker.Run(wctx, simworker.Config{Servers: addrs, JoinToken: tok, Name: n, Machine: n, Cores: 8, Memory: 32 << 30,
 					SyncWait: 200 * time.Millisecond, Rec: simworker.NewRecorder(), Region: "r", Cluster: "gce-a"})
+				if err != nil && wctx.Err() == nil && strings.HasPrefix(err.Error(), "activate") {
+					select {
+					case refused <- err:
+					default:
+					}
+				}
 			}()
 		}
 		for n, cancel := range running {
