@@ -50,15 +50,34 @@ type workerProc struct {
 // startWorker starts a worker for the agent (which runs none of its own).
 func (a *agent) startWorker(t *testing.T, name string, cores int, args ...string) *workerProc {
 	t.Helper()
-	w := &workerProc{name: name, dataDir: t.TempDir(), done: make(chan struct{})}
+	dataDir := t.TempDir()
+	w := spawnWorker(t, name, dataDir, append([]string{"worker", "-servers", a.addr, "-name", name, "-cores", strconv.Itoa(cores), "-memory", fmt.Sprintf("%dGiB", 2*cores),
+		"-data-dir", dataDir, "-worker-secret-file", filepath.Join(a.dataDir, "worker.secret"), "-sync-wait", "2s", "-log-level", "info"}, args...))
+	waitFor(t, "worker "+name+" to activate", 30*time.Second, func() bool {
+		insts, err := a.client().ListInstances(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, in := range insts {
+			if in.Name == name && in.Active {
+				return true
+			}
+		}
+		return false
+	})
+	return w
+}
+
+// spawnWorker starts `drover ARGS` (a worker on dataDir), its output in a
+// log file that a failed test shows; it is stopped when the test ends.
+func spawnWorker(t *testing.T, name, dataDir string, args []string) *workerProc {
+	t.Helper()
 	logFile, err := os.CreateTemp(t.TempDir(), "worker-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.log = logFile.Name()
-	all := append([]string{"worker", "-servers", a.addr, "-name", name, "-cores", strconv.Itoa(cores), "-memory", fmt.Sprintf("%dGiB", 2*cores),
-		"-data-dir", w.dataDir, "-worker-secret-file", filepath.Join(a.dataDir, "worker.secret"), "-sync-wait", "2s", "-log-level", "info"}, args...)
-	w.cmd = exec.Command(droverBin, all...)
+	w := &workerProc{name: name, dataDir: dataDir, log: logFile.Name(), done: make(chan struct{})}
+	w.cmd = exec.Command(droverBin, args...)
 	w.cmd.Stdout, w.cmd.Stderr = logFile, logFile
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := w.cmd.Start(); err != nil {
@@ -71,18 +90,6 @@ func (a *agent) startWorker(t *testing.T, name string, cores int, args ...string
 			data, _ := os.ReadFile(w.log)
 			t.Logf("worker %s output:\n%s", name, data)
 		}
-	})
-	waitFor(t, "worker "+name+" to activate", 30*time.Second, func() bool {
-		insts, err := a.client().ListInstances(context.Background())
-		if err != nil {
-			return false
-		}
-		for _, in := range insts {
-			if in.Name == name && in.Active {
-				return true
-			}
-		}
-		return false
 	})
 	return w
 }

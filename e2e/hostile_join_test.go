@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -210,26 +209,7 @@ func (m *machine) start(t *testing.T, dataDir string) {
 		args = append(args, m.args[i])
 	}
 	args = append(args, "-data-dir", dataDir, "-sync-wait", "2s", "-log-level", "info")
-	logFile, err := os.CreateTemp(t.TempDir(), "machine-worker-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &workerProc{name: m.name, dataDir: dataDir, log: logFile.Name(), done: make(chan struct{})}
-	w.cmd = exec.Command(droverBin, args...)
-	w.cmd.Stdout, w.cmd.Stderr = logFile, logFile
-	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = w.cmd.Wait(); logFile.Close(); close(w.done) }()
-	t.Cleanup(func() {
-		w.stop()
-		if t.Failed() {
-			data, _ := os.ReadFile(w.log)
-			t.Logf("machine %s's worker output:\n%s", m.name, data)
-		}
-	})
-	m.proc = w
+	m.proc = spawnWorker(t, "of machine "+m.name, dataDir, args)
 }
 
 // kill9 crashes the machine's worker.

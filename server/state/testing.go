@@ -259,6 +259,22 @@ func (h *Harness) Replay() *State {
 	return s
 }
 
+// Restored snapshots the state and restores the snapshot into a new
+// State, failing the test unless it and a replay of the log snapshot to
+// the same bytes: what a restarted or new server would hold.
+func (h *Harness) Restored() *State {
+	h.T.Helper()
+	snap := SnapshotBytes(h.T, h.S)
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
+		h.T.Fatal(err)
+	}
+	if !bytes.Equal(SnapshotBytes(h.T, restored), snap) || !bytes.Equal(SnapshotBytes(h.T, h.Replay()), snap) {
+		h.T.Fatal("the restored or replayed state differs")
+	}
+	return restored
+}
+
 // SnapshotBytes writes a snapshot of s to memory.
 func SnapshotBytes(t TB, s *State) []byte {
 	t.Helper()
