@@ -39,6 +39,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// buildJobProgram builds a program of this module (pkg, a path from the
+// module's root) where a job's user can read and run it (jobs run as
+// users of their own): the hostile suite's attackers.
+func buildJobProgram(t *testing.T, pkg string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "drover-jobprogram-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -34,7 +33,7 @@ import (
 // dir it rejoins its machine and runs jobs; with the data dir lost, the
 // spent token gets it nowhere.
 func TestHostileJoinToken(t *testing.T) {
-	attacker := buildJoinAttacker(t)
+	attacker := buildJobProgram(t, "./internal/joinattack")
 	fake := gcefake.New("proj", "zone-a")
 	defer fake.Close()
 	c := newCluster(t, 1, "-autoscale", "-autoscale-interval", "300ms", "-deployment", "e2e")
@@ -253,25 +252,4 @@ func shellWords(line string) []string {
 		words = append(words, cur.String())
 	}
 	return words
-}
-
-// buildJoinAttacker builds the job's program where a job's user can run
-// it.
-func buildJoinAttacker(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "drover-joinattack-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "joinattack")
-	cmd := exec.Command("go", "build", "-o", out, "./internal/joinattack")
-	cmd.Dir = ".."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the attacker: %v\n%s", err, b)
-	}
-	return out
 }

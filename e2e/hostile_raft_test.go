@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,7 +39,7 @@ import (
 // must not work, no intruder may get a Raft RPC, and the data dirs must
 // restart with their data.
 func TestHostileRaft(t *testing.T) {
-	attacker := buildAttacker(t)
+	attacker := buildJobProgram(t, "./internal/raftattack/cmd/raftattack")
 	t.Run("dev-agent", func(t *testing.T) {
 		a := startAgent(t, "", "", "-workers", "1")
 		httpAddr := strings.TrimPrefix(a.addr, "http://")
@@ -336,27 +335,6 @@ func checkAttackReport(t *testing.T, from, report string, targets, gossip int) {
 	if nRaft != 2*targets || nGossip != gossip {
 		t.Fatalf("%s: %d Raft results for %d targets (want 2 each), %d gossip results for %d addresses:\n%s", from, nRaft, targets, nGossip, gossip, report)
 	}
-}
-
-// buildAttacker builds the attack program where a job's user can read and
-// run it (jobs run as users of their own).
-func buildAttacker(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "drover-raftattack-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "raftattack")
-	cmd := exec.Command("go", "build", "-o", out, "./internal/raftattack/cmd/raftattack")
-	cmd.Dir = ".."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the attacker: %v\n%s", err, b)
-	}
-	return out
 }
 
 // tcpListeners returns the addresses process pid listens on for TCP: its
