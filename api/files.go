@@ -26,14 +26,8 @@ func (s *JobSpec) validateRun() error {
 			return err
 		}
 	}
-	switch s.Network {
-	case "", NetworkNone:
-	case NetworkHost:
-		if s.Image == "" {
-			return errors.New(`network "host" is for container jobs (with an image); a process job always runs on its machine's network`)
-		}
-	default:
-		return fmt.Errorf("network is %q; it is %q (the default) or %q", s.Network, NetworkNone, NetworkHost)
+	if err := ValidateNetwork(s.Network); err != nil {
+		return err
 	}
 	if len(s.Inputs) > MaxFiles || len(s.Outputs) > MaxFiles {
 		return fmt.Errorf("%d inputs and %d outputs; the limit is %d of each", len(s.Inputs), len(s.Outputs), MaxFiles)
@@ -73,6 +67,17 @@ func validateFile(kind, name, rawURL, p string, names, paths map[string]bool) er
 	}
 	paths[clean] = true
 	return nil
+}
+
+// ValidateNetwork checks a job's network mode: empty (the default,
+// NetworkBridge), NetworkBridge, NetworkNone or NetworkHost.
+func ValidateNetwork(mode string) error {
+	switch mode {
+	case "", NetworkBridge, NetworkNone, NetworkHost:
+		return nil
+	}
+	return fmt.Errorf("network is %.70q; it is %q (the default: a network of its own with NAT to the world, not to its machine), %q (loopback only) or %q (the machine's own)",
+		mode, NetworkBridge, NetworkNone, NetworkHost)
 }
 
 // ValidateImage checks an image reference.

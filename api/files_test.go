@@ -65,8 +65,11 @@ func TestJobSpecRun(t *testing.T) {
 		{"container", func(s *JobSpec) { s.Image = "reg.example.com/a/b:1"; s.Network = NetworkHost }, ""},
 		{"bad image", func(s *JobSpec) { s.Image = "UPPER CASE" }, "not an image reference"},
 		{"long image", func(s *JobSpec) { s.Image = "r/" + strings.Repeat("a", MaxImageRef) }, "limit is 512"},
-		{"host network without image", func(s *JobSpec) { s.Network = NetworkHost }, "for container jobs"},
-		{"unknown network", func(s *JobSpec) { s.Image = "busybox:1"; s.Network = "bridge" }, `network is "bridge"`},
+		{"process on the host network", func(s *JobSpec) { s.Network = NetworkHost }, ""},
+		{"process on a bridge", func(s *JobSpec) { s.Network = NetworkBridge }, ""},
+		{"container without network", func(s *JobSpec) { s.Image = "busybox:1"; s.Network = NetworkNone }, ""},
+		{"unknown network", func(s *JobSpec) { s.Image = "busybox:1"; s.Network = "nat" }, `network is "nat"; it is "bridge"`},
+		{"long unknown network", func(s *JobSpec) { s.Network = strings.Repeat("n", 1<<20) }, `network is "nnnn`},
 		{"files", func(s *JobSpec) {
 			s.Inputs = []InputFile{{Name: "a", Source: "gs://b/a", Path: "a"}, {Name: "b", Source: "gs://b/b", Path: "/io/b"}}
 			s.Outputs = []OutputFile{{Name: "a", Path: "out", Destination: "gs://b/out"}}

@@ -58,6 +58,12 @@ const (
 	MaxFiles     = 64
 	MaxURLBytes  = 2048
 	MaxPathBytes = 1024
+	// MinJobProcesses and MaxJobProcesses bound a job's max_processes:
+	// its process and a child at least (on cgroup v1 the worker's thread
+	// that forks the job counts in the job's cgroup while it forks), and
+	// at most 65,536, twice the pid_max of a default Linux machine.
+	MinJobProcesses = 2
+	MaxJobProcesses = 1 << 16
 	// MaxUsageBytes bounds the bytes in or out one attempt reports (1 PiB).
 	MaxUsageBytes = 1 << 50
 	// MaxCostDays bounds the days one cost report covers, and
@@ -187,6 +193,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		return fmt.Errorf("retries is %d; it must be between 0 and %d", s.Retries, MaxRetries)
+	}
+	if s.MaxProcesses != 0 && (s.MaxProcesses < MinJobProcesses || s.MaxProcesses > MaxJobProcesses) {
+		return fmt.Errorf("max_processes is %d; it must be between %d and %d (0: the worker's default)", s.MaxProcesses, MinJobProcesses, MaxJobProcesses)
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -90,20 +90,37 @@ type JobSpec struct {
 	// directory mounted at /io; empty: as a process of the worker's
 	// machine, in its directory.
 	Image string `json:"image,omitempty"`
-	// Network is a container job's network: "none" (the default: a
-	// network namespace of its own, with only loopback) or "host".
+	// Network is the job's network, a process's as a container's:
+	// "bridge" (empty means it: a network namespace of its own, with
+	// egress to the world through the worker's NAT but not to the
+	// worker's machine, the servers or the cloud's metadata address),
+	// "none" (a network namespace with only loopback) or "host" (the
+	// machine's own network, which servers may keep to some billing
+	// projects: see NeedsHostNetwork).
 	Network string `json:"network,omitempty"`
 	// Inputs are copied into the job's directory before its command
 	// runs; Outputs are copied out of it after the command succeeds.
 	Inputs  []InputFile  `json:"inputs,omitempty"`
 	Outputs []OutputFile `json:"outputs,omitempty"`
+	// MaxProcesses bounds the processes and threads the job may have at
+	// once (MinJobProcesses to MaxJobProcesses; 0: the worker's -max-processes,
+	// 4096 by default), so a fork bomb stays inside the job.
+	MaxProcesses int64 `json:"max_processes,omitempty"`
 }
 
-// Network modes of a container job.
+// Network modes of a job. NetworkBridge is the default: the wire and the
+// state write it as the empty string.
 const (
-	NetworkNone = "none"
-	NetworkHost = "host"
+	NetworkBridge = "bridge"
+	NetworkNone   = "none"
+	NetworkHost   = "host"
 )
+
+// NeedsHostNetwork reports whether the job asks for the machine's own
+// network: the one mode in which a job can reach the worker's machine and
+// whatever listens on it, which a server may allow only to some callers
+// or billing projects.
+func (s *JobSpec) NeedsHostNetwork() bool { return s.Network == NetworkHost }
 
 // InputFile is an object copied into a job's directory before its command
 // runs. Source is a URL: gs://bucket/key, s3://bucket/key or
@@ -328,6 +345,8 @@ type Job struct {
 	Network string       `json:"network,omitempty"`
 	Inputs  []InputFile  `json:"inputs,omitempty"`
 	Outputs []OutputFile `json:"outputs,omitempty"`
+	// MaxProcesses: see JobSpec (0: the worker's default).
+	MaxProcesses int64 `json:"max_processes,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
@@ -740,6 +759,8 @@ type Assignment struct {
 	// inputs and outputs lie, with what reaches them: the worker touches
 	// no URL that is under none of them.
 	Storage []StorageGrant `json:"storage,omitempty"`
+	// MaxProcesses: see JobSpec (0: the worker's default).
+	MaxProcesses int64 `json:"max_processes,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF88835 = 1
-	codecSelferCcRAW8835  = 255
+	codecSelferCcUTF83927 = 1
+	codecSelferCcRAW3927  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray8835  = 10
-	codecSelferValueTypeMap8835    = 9
-	codecSelferValueTypeString8835 = 6
-	codecSelferValueTypeInt8835    = 2
-	codecSelferValueTypeUint8835   = 3
-	codecSelferValueTypeFloat8835  = 4
-	codecSelferBitsize8835         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray3927  = 10
+	codecSelferValueTypeMap3927    = 9
+	codecSelferValueTypeString3927 = 6
+	codecSelferValueTypeInt3927    = 2
+	codecSelferValueTypeUint3927   = 3
+	codecSelferValueTypeFloat3927  = 4
+	codecSelferBitsize3927         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct8835 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct3927 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer8835 struct{}
+type codecSelfer3927 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [24]bool{    // should field at this index be written?
+			var yyq2 = [25]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -111,10 +111,11 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.Network != "",               // Network
 				len(x.Inputs) != 0,            // Inputs
 				len(x.Outputs) != 0,           // Outputs
+				x.MaxProcesses != 0,           // MaxProcesses
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(24)
+				r.WriteArrayStart(25)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -133,7 +134,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -148,14 +149,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -164,7 +165,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -172,7 +173,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 						}
 					}
 				}
@@ -193,7 +194,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -219,7 +220,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -248,7 +249,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -277,7 +278,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -306,7 +307,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -333,7 +334,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -365,7 +366,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -394,7 +395,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -419,7 +420,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -441,7 +442,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -465,7 +466,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -487,7 +488,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -515,7 +516,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -548,7 +549,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -569,14 +570,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -585,7 +586,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -593,7 +594,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Pool))
 						}
 					}
 				}
@@ -614,7 +615,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -631,27 +632,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GPUType))
 						}
 					}
 				}
@@ -664,27 +665,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.MachineType))
 						}
 					}
 				}
@@ -697,14 +698,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -713,7 +714,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -721,7 +722,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
 						}
 					}
 				}
@@ -734,14 +735,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -750,7 +751,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -758,7 +759,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
 						}
 					}
 				}
@@ -783,7 +784,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -816,7 +817,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -830,6 +831,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[24] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[24] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF83927, `max_processes`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -839,7 +861,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -847,14 +869,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -862,13 +884,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -980,7 +1002,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1016,7 +1038,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1060,6 +1082,12 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 				}
 			}
+		case "max_processes":
+			if r.TryDecodeAsNil() {
+				x.MaxProcesses = 0
+			} else {
+				x.MaxProcesses = (int64)(r.DecodeInt64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -1068,19 +1096,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj38 int
-	var yyb38 bool
-	var yyhl38 bool = l >= 0
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	var yyj39 int
+	var yyb39 bool
+	var yyhl39 bool = l >= 0
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1090,13 +1118,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1106,13 +1134,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1122,13 +1150,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1141,13 +1169,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1160,13 +1188,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1179,13 +1207,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1198,13 +1226,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1217,13 +1245,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1236,13 +1264,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1252,13 +1280,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1268,13 +1296,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1284,13 +1312,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1298,15 +1326,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1316,13 +1344,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1335,13 +1363,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1354,13 +1382,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1370,13 +1398,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1384,15 +1412,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1402,13 +1430,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1418,13 +1446,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1434,13 +1462,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1450,13 +1478,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1469,13 +1497,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj38++
-	if yyhl38 {
-		yyb38 = yyj38 > l
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
 	} else {
-		yyb38 = r.CheckBreak()
+		yyb39 = r.CheckBreak()
 	}
-	if yyb38 {
+	if yyb39 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1488,24 +1516,40 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
+	yyj39++
+	if yyhl39 {
+		yyb39 = yyj39 > l
+	} else {
+		yyb39 = r.CheckBreak()
+	}
+	if yyb39 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.MaxProcesses = 0
+	} else {
+		x.MaxProcesses = (int64)(r.DecodeInt64())
+	}
 	for {
-		yyj38++
-		if yyhl38 {
-			yyb38 = yyj38 > l
+		yyj39++
+		if yyhl39 {
+			yyb39 = yyj39 > l
 		} else {
-			yyb38 = r.CheckBreak()
+			yyb39 = r.CheckBreak()
 		}
-		if yyb38 {
+		if yyb39 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj38-1, "")
+		z.DecStructFieldNotFound(yyj39-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1531,7 +1575,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 					}
 				}
 			} else {
@@ -1539,7 +1583,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1547,7 +1591,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 					}
 				}
 			}
@@ -1558,7 +1602,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Source))
 					}
 				}
 			} else {
@@ -1566,7 +1610,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1574,7 +1618,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Source))
 					}
 				}
 			}
@@ -1585,7 +1629,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
 					}
 				}
 			} else {
@@ -1593,7 +1637,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1601,7 +1645,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
 					}
 				}
 			}
@@ -1615,7 +1659,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1623,14 +1667,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1638,13 +1682,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1688,7 +1732,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1759,7 +1803,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1785,7 +1829,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 					}
 				}
 			} else {
@@ -1793,7 +1837,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1801,7 +1845,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 					}
 				}
 			}
@@ -1812,7 +1856,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
 					}
 				}
 			} else {
@@ -1820,7 +1864,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1828,7 +1872,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
 					}
 				}
 			}
@@ -1839,7 +1883,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Destination))
 					}
 				}
 			} else {
@@ -1847,7 +1891,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1855,7 +1899,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Destination))
 					}
 				}
 			}
@@ -1869,7 +1913,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1877,14 +1921,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1892,13 +1936,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1942,7 +1986,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2013,7 +2057,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2057,7 +2101,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2072,7 +2116,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2087,7 +2131,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2102,7 +2146,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2122,7 +2166,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2143,7 +2187,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2164,7 +2208,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2182,7 +2226,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2190,14 +2234,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2205,13 +2249,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2279,7 +2323,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2414,7 +2458,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2457,14 +2501,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -2473,7 +2517,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2481,7 +2525,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 						}
 					}
 				}
@@ -2493,19 +2537,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.BillingProject))
 					}
 				}
 			}
@@ -2529,7 +2573,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2550,27 +2594,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2595,7 +2639,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2621,7 +2665,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2639,7 +2683,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2647,14 +2691,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2662,13 +2706,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2736,7 +2780,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -2861,7 +2905,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2901,27 +2945,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2946,7 +2990,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2972,7 +3016,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2990,7 +3034,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2998,14 +3042,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3013,13 +3057,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3066,7 +3110,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3140,7 +3184,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3167,7 +3211,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3182,7 +3226,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3197,7 +3241,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3212,7 +3256,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3230,7 +3274,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3248,7 +3292,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3256,14 +3300,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3271,13 +3315,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3333,7 +3377,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3436,7 +3480,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3470,7 +3514,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3492,7 +3536,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3500,14 +3544,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3515,13 +3559,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3556,7 +3600,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -3598,7 +3642,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3625,7 +3669,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3640,7 +3684,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3658,7 +3702,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3676,7 +3720,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3684,14 +3728,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3699,13 +3743,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3739,7 +3783,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -3749,7 +3793,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3801,7 +3845,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
 	for {
 		yyj7++
@@ -3820,7 +3864,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3867,7 +3911,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3882,7 +3926,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3900,7 +3944,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3915,7 +3959,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Kind))
 					}
 				}
 			} else {
@@ -3923,7 +3967,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3931,7 +3975,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Kind))
 					}
 				}
 			}
@@ -3943,14 +3987,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -3959,7 +4003,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3967,7 +4011,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Outcome))
 						}
 					}
 				}
@@ -3985,7 +4029,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4009,7 +4053,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4040,7 +4084,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4063,14 +4107,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -4079,7 +4123,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4087,7 +4131,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Message))
 						}
 					}
 				}
@@ -4120,7 +4164,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4144,7 +4188,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4152,14 +4196,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4167,13 +4211,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4207,7 +4251,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4225,7 +4269,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4287,7 +4331,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4339,7 +4383,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4387,7 +4431,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4498,7 +4542,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4550,7 +4594,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -4583,7 +4627,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -4609,7 +4653,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4627,7 +4671,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4635,14 +4679,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4650,13 +4694,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4706,7 +4750,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4783,7 +4827,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4827,7 +4871,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4855,7 +4899,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -4888,7 +4932,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -4917,7 +4961,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4936,7 +4980,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4944,14 +4988,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4959,13 +5003,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4987,7 +5031,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5021,7 +5065,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5041,7 +5085,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
 	yyj10++
 	if yyhl10 {
@@ -5114,7 +5158,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5128,7 +5172,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [15]bool{    // should field at this index be written?
+			var yyq2 = [16]bool{    // should field at this index be written?
 				true,                  // BatchID
 				true,                  // JobID
 				true,                  // Attempt
@@ -5144,10 +5188,11 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Inputs) != 0,    // Inputs
 				len(x.Outputs) != 0,   // Outputs
 				len(x.Storage) != 0,   // Storage
+				x.MaxProcesses != 0,   // MaxProcesses
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(15)
+				r.WriteArrayStart(16)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -5166,7 +5211,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5181,7 +5226,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5199,7 +5244,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5214,7 +5259,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 					}
 				}
 			} else {
@@ -5222,7 +5267,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5230,7 +5275,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
 					}
 				}
 			}
@@ -5242,7 +5287,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF88835, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF83927, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5264,7 +5309,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -5296,7 +5341,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -5320,7 +5365,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5339,7 +5384,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5360,7 +5405,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5376,14 +5421,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -5392,7 +5437,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5400,7 +5445,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
 						}
 					}
 				}
@@ -5413,14 +5458,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -5429,7 +5474,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5437,7 +5482,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
 						}
 					}
 				}
@@ -5462,7 +5507,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -5495,7 +5540,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -5528,7 +5573,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -5542,6 +5587,27 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[15] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[15] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF83927, `max_processes`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -5551,7 +5617,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5559,14 +5625,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5574,13 +5640,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5614,7 +5680,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -5703,6 +5769,12 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decSliceStorageGrant((*[]StorageGrant)(&x.Storage), d)
 				}
 			}
+		case "max_processes":
+			if r.TryDecodeAsNil() {
+				x.MaxProcesses = 0
+			} else {
+				x.MaxProcesses = (int64)(r.DecodeInt64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -5711,19 +5783,19 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj24 int
-	var yyb24 bool
-	var yyhl24 bool = l >= 0
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	var yyj25 int
+	var yyb25 bool
+	var yyhl25 bool = l >= 0
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5733,13 +5805,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5749,13 +5821,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5763,15 +5835,15 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize8835))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5781,13 +5853,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5797,13 +5869,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.ArrayIndex = (int64)(r.DecodeInt64())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5816,13 +5888,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5835,13 +5907,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5851,13 +5923,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5867,13 +5939,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5883,13 +5955,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5899,13 +5971,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5915,13 +5987,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5934,13 +6006,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5953,13 +6025,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj24++
-	if yyhl24 {
-		yyb24 = yyj24 > l
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
 	} else {
-		yyb24 = r.CheckBreak()
+		yyb25 = r.CheckBreak()
 	}
-	if yyb24 {
+	if yyb25 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5972,24 +6044,40 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceStorageGrant((*[]StorageGrant)(&x.Storage), d)
 		}
 	}
+	yyj25++
+	if yyhl25 {
+		yyb25 = yyj25 > l
+	} else {
+		yyb25 = r.CheckBreak()
+	}
+	if yyb25 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.MaxProcesses = 0
+	} else {
+		x.MaxProcesses = (int64)(r.DecodeInt64())
+	}
 	for {
-		yyj24++
-		if yyhl24 {
-			yyb24 = yyj24 > l
+		yyj25++
+		if yyhl25 {
+			yyb25 = yyj25 > l
 		} else {
-			yyb24 = r.CheckBreak()
+			yyb25 = r.CheckBreak()
 		}
-		if yyb24 {
+		if yyb25 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj24-1, "")
+		z.DecStructFieldNotFound(yyj25-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6030,27 +6118,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -6063,27 +6151,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -6096,27 +6184,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -6129,27 +6217,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -6164,7 +6252,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6172,14 +6260,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6187,13 +6275,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6243,7 +6331,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -6330,7 +6418,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6370,14 +6458,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -6386,7 +6474,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6394,7 +6482,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Endpoint))
 						}
 					}
 				}
@@ -6407,14 +6495,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -6423,7 +6511,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6431,7 +6519,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Region))
 						}
 					}
 				}
@@ -6449,7 +6537,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF88835, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6467,7 +6555,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6475,14 +6563,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6490,13 +6578,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6540,7 +6628,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -6611,7 +6699,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6651,7 +6739,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Prefix))
 					}
 				}
 			} else {
@@ -6659,7 +6747,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88835, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF83927, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6667,7 +6755,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Prefix))
 					}
 				}
 			}
@@ -6699,7 +6787,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -6741,7 +6829,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -6763,14 +6851,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, "")
+						r.EncodeStringEnc(codecSelferCcUTF83927, "")
 					}
 				}
 			} else {
@@ -6779,7 +6867,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88835, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF83927, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6787,7 +6875,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF88835, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Error))
 						}
 					}
 				}
@@ -6802,7 +6890,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6810,14 +6898,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8835 {
+		if yyct2 == codecSelferValueTypeMap3927 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8835 {
+		} else if yyct2 == codecSelferValueTypeArray3927 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6825,13 +6913,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8835)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6893,7 +6981,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8835
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -6991,8 +7079,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer8835) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7006,8 +7094,8 @@ func (x codecSelfer8835) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7050,8 +7138,8 @@ func (x codecSelfer8835) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer8835) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7065,8 +7153,8 @@ func (x codecSelfer8835) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7146,8 +7234,8 @@ func (x codecSelfer8835) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8835) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7159,8 +7247,8 @@ func (x codecSelfer8835) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7240,8 +7328,8 @@ func (x codecSelfer8835) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8835) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7252,15 +7340,15 @@ func (x codecSelfer8835) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF88835, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF83927, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7340,8 +7428,8 @@ func (x codecSelfer8835) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8835) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -7352,7 +7440,7 @@ func (x codecSelfer8835) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF88835, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF83927, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -7361,15 +7449,15 @@ func (x codecSelfer8835) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF88835, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF83927, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer8835) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7421,8 +7509,8 @@ func (x codecSelfer8835) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer8835) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7434,8 +7522,8 @@ func (x codecSelfer8835) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7515,8 +7603,8 @@ func (x codecSelfer8835) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer8835) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7528,8 +7616,8 @@ func (x codecSelfer8835) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7609,8 +7697,8 @@ func (x codecSelfer8835) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer8835) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7622,8 +7710,8 @@ func (x codecSelfer8835) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7645,7 +7733,7 @@ func (x codecSelfer8835) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 368)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 376)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -7662,7 +7750,7 @@ func (x codecSelfer8835) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 368)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 376)
 				} else {
 					yyrl1 = 8
 				}
@@ -7703,8 +7791,8 @@ func (x codecSelfer8835) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8835) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7716,8 +7804,8 @@ func (x codecSelfer8835) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7797,8 +7885,8 @@ func (x codecSelfer8835) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer8835) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7810,8 +7898,8 @@ func (x codecSelfer8835) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7891,8 +7979,8 @@ func (x codecSelfer8835) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer8835) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7904,8 +7992,8 @@ func (x codecSelfer8835) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7927,7 +8015,7 @@ func (x codecSelfer8835) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 208)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 216)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -7944,7 +8032,7 @@ func (x codecSelfer8835) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 208)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 216)
 				} else {
 					yyrl1 = 8
 				}
@@ -7985,8 +8073,8 @@ func (x codecSelfer8835) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer8835) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7998,8 +8086,8 @@ func (x codecSelfer8835) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8835) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer8835
+func (x codecSelfer3927) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer3927
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -79,16 +79,18 @@ type Job struct {
 	// MachineType gives each job a machine of its own, of this type.
 	MachineType string
 	// Image runs the job in a container (empty: the batch's image, or a
-	// process); Network is the container's network.
+	// process); Network is the job's network (empty: api.NetworkBridge).
 	Image   string
 	Network string
+	// MaxProcesses bounds the job's processes and threads (0: the
+	// worker's default).
+	MaxProcesses int64
 	// Inputs and Outputs are the job's input and output blocks.
 	Inputs  []api.InputFile
 	Outputs []api.OutputFile
 
-	Range        hcl.Range   // the block's header
-	depRanges    []hcl.Range // one per DependsOn entry
-	networkRange hcl.Range
+	Range     hcl.Range   // the block's header
+	depRanges []hcl.Range // one per DependsOn entry
 }
 
 // NumJobs is how many job IDs the block occupies.
@@ -142,6 +144,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "machine_type"},
 		{Name: "image"},
 		{Name: "network"},
+		{Name: "max_processes"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "input", LabelNames: []string{"name"}},
@@ -352,11 +355,6 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 			Detail: `The batch has no job blocks; add job "name" { command = [...] }.`, Subject: blk.DefRange.Ptr()})
 	}
 	for _, j := range b.Jobs {
-		if j.Network == api.NetworkHost && j.Image == "" && b.Image == "" {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid network",
-				Detail:  fmt.Sprintf("Job %q has no image: network \"host\" is for container jobs, and a process job always runs on its machine's network.", j.Name),
-				Subject: j.networkRange.Ptr()})
-		}
 		for i, dep := range j.DependsOn {
 			if _, ok := seen[dep]; !ok {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown dependency",
@@ -572,11 +570,19 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		s, d := evalString(attr, ctx)
 		diags = append(diags, d...)
 		if !d.HasErrors() {
-			if s != api.NetworkNone && s != api.NetworkHost {
-				diags = append(diags, attrError(attr, "Invalid network", fmt.Sprintf("network is %q; it is %q (the default: loopback only) or %q.", s, api.NetworkNone, api.NetworkHost)))
+			if err := api.ValidateNetwork(s); err != nil {
+				diags = append(diags, attrError(attr, "Invalid network", err.Error()+"."))
 			}
-			j.Network, j.networkRange = s, attr.Expr.Range()
+			j.Network = s
 		}
+	}
+	if attr, ok := content.Attributes["max_processes"]; ok {
+		n, d := evalInt(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() && (n < api.MinJobProcesses || n > api.MaxJobProcesses) {
+			diags = append(diags, attrError(attr, "Invalid max_processes", fmt.Sprintf("max_processes is %d; it must be between %d and %d.", n, api.MinJobProcesses, api.MaxJobProcesses)))
+		}
+		j.MaxProcesses = n
 	}
 	diags = append(diags, decodeFiles(j, content.Blocks, ctx)...)
 	if attr, ok := content.Attributes["retries"]; ok {
@@ -916,6 +922,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Network:        j.Network,
 			Inputs:         j.Inputs,
 			Outputs:        j.Outputs,
+			MaxProcesses:   j.MaxProcesses,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions

@@ -425,3 +425,64 @@ func requestCommands(t *testing.T, srv *Server) uint64 {
 	}
 	return n
 }
+
+// TestJobNetworkAndProcessLimit: a process job may name any network
+// (bridge, the default; none; host, which a member gets only where the
+// billing project allows it, refused with 403 before Raft otherwise) and
+// a process limit, bounded at submit, which pass through to the job.
+func TestJobNetworkAndProcessLimit(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	ann := tc.user("ann", "lab").Token()
+	job := func(network string, maxProcs int) string {
+		return fmt.Sprintf(`{"billing_project": "lab", "jobs": [{"job_id": 1, "command": ["true"], "network": %q, "max_processes": %d}]}`, network, maxProcs)
+	}
+	before := requestCommands(t, tc.srv)
+	code, msg := tc.raw("POST", "/api/v1/batches", ann, job("host", 0))
+	if code != 403 || !strings.Contains(msg, `billing project lab does not allow network "host"`) {
+		t.Fatalf("a member's host-network job: %d %q", code, msg)
+	}
+	if requestCommands(t, tc.srv) != before {
+		t.Fatal("the refused request reached the log")
+	}
+	code, body := tc.raw("POST", "/api/v1/batches", ann, job("none", 64))
+	if code != 201 {
+		t.Fatalf("network none: %d %s", code, body)
+	}
+	var b struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		t.Fatal(err)
+	}
+	j, err := tc.admin.GetJob(ctx, b.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Network != api.NetworkNone || j.MaxProcesses != 64 {
+		t.Fatalf("job network %q, max_processes %d; want none, 64", j.Network, j.MaxProcesses)
+	}
+	if code, msg := tc.raw("POST", fmt.Sprintf("/api/v1/batches/%d/updates", b.ID), ann, `{"jobs": [{"job_id": 1, "command": ["true"], "network": "host"}]}`); code != 403 {
+		t.Fatalf("a member's update with a host-network job: %d %q", code, msg)
+	}
+	for _, c := range []struct {
+		body string
+		want string
+	}{
+		{job("bridged", 0), `network is "bridged"; it is "bridge"`},
+		{job("bridge", 1), "max_processes is 1; it must be between 2 and 65536"},
+		{job("bridge", 1<<20), "max_processes is 1048576"},
+	} {
+		if code, msg := tc.raw("POST", "/api/v1/batches", ann, c.body); code != 400 || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %d %q, want 400 naming %q", c.body, code, msg, c.want)
+		}
+	}
+	// The default network is the bridge, kept as the empty string.
+	code, body = tc.raw("POST", "/api/v1/batches", ann, job("bridge", 0))
+	if code != 201 {
+		t.Fatalf("network bridge: %d %s", code, body)
+	}
+	if code, body := tc.raw("POST", "/api/v1/batches", tc.admin.Token(), job("host", 0)); code != 201 {
+		t.Fatalf("an admin's host-network job: %d %s", code, body)
+	}
+}

@@ -155,12 +155,13 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 	}
 	safef(tw, "Command\t%s\n", strings.Join(j.Command, " "))
 	if j.Image != "" {
-		net := j.Network
-		if net == "" {
-			net = api.NetworkNone
-		}
-		safef(tw, "Image\t%s (network %s)\n", j.Image, net)
+		safef(tw, "Image\t%s\n", j.Image)
 	}
+	net := j.Network
+	if net == "" {
+		net = api.NetworkBridge
+	}
+	safef(tw, "Network\t%s\n", net)
 	for _, in := range j.Inputs {
 		safef(tw, "Input\t%s: %s -> %s\n", in.Name, in.Source, in.Path)
 	}
@@ -168,6 +169,9 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 		safef(tw, "Output\t%s: %s -> %s\n", out.Name, out.Path, out.Destination)
 	}
 	safef(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
+	if j.MaxProcesses > 0 {
+		safef(tw, "Processes\tat most %d\n", j.MaxProcesses)
+	}
 	if j.Timeout > 0 {
 		safef(tw, "Timeout\t%s\n", time.Duration(j.Timeout*float64(time.Second)))
 	}

@@ -60,17 +60,20 @@ func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 	return out, nil
 }
 
-// run is a validated job's container and files (nil: a process without
-// files). Paths are kept as written: the worker expands the job's
-// variables in them and checks them again.
+// run is a validated job's container, network, process limit and files
+// (nil: a process on the default network with the worker's limit and no
+// files). The default network, api.NetworkBridge, is kept as "". Paths are
+// kept as written: the worker expands the job's variables in them and
+// checks them again.
 func run(js *api.JobSpec) *state.Run {
-	if js.Image == "" && len(js.Inputs) == 0 && len(js.Outputs) == 0 {
+	network := js.Network
+	if network == api.NetworkBridge {
+		network = ""
+	}
+	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 {
 		return nil
 	}
-	r := &state.Run{Image: js.Image, Network: js.Network}
-	if r.Image != "" && r.Network == "" {
-		r.Network = api.NetworkNone
-	}
+	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses}
 	for _, f := range js.Inputs {
 		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
 	}

@@ -428,7 +428,7 @@ func (s *Server) syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 		})
 		if r := a.Spec.Run; r != nil {
 			as := &out.Assign[len(out.Assign)-1]
-			as.Image, as.Network = r.Image, r.Network
+			as.Image, as.Network, as.MaxProcesses = r.Image, r.Network, r.MaxProcesses
 			for _, f := range r.Inputs {
 				as.Inputs = append(as.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
 			}

@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF86906 = 1
-	codecSelferCcRAW6906  = 255
+	codecSelferCcUTF85635 = 1
+	codecSelferCcRAW5635  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray6906  = 10
-	codecSelferValueTypeMap6906    = 9
-	codecSelferValueTypeString6906 = 6
-	codecSelferValueTypeInt6906    = 2
-	codecSelferValueTypeUint6906   = 3
-	codecSelferValueTypeFloat6906  = 4
-	codecSelferBitsize6906         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray5635  = 10
+	codecSelferValueTypeMap5635    = 9
+	codecSelferValueTypeString5635 = 6
+	codecSelferValueTypeInt5635    = 2
+	codecSelferValueTypeUint5635   = 3
+	codecSelferValueTypeFloat5635  = 4
+	codecSelferBitsize5635         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct6906 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct5635 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer6906 struct{}
+type codecSelfer5635 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -312,7 +312,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -320,14 +320,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -335,13 +335,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -433,7 +433,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -622,7 +622,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -652,7 +652,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -671,7 +671,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -686,7 +686,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
 					}
 				}
 			} else {
@@ -694,7 +694,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -702,7 +702,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
 					}
 				}
 			}
@@ -717,7 +717,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -740,7 +740,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -767,7 +767,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -790,7 +790,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -805,7 +805,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
 					}
 				}
 			} else {
@@ -813,7 +813,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -821,7 +821,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
 					}
 				}
 			}
@@ -835,7 +835,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -843,14 +843,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -858,13 +858,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -944,7 +944,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1101,7 +1101,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1131,7 +1131,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1150,7 +1150,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1173,7 +1173,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1196,7 +1196,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1215,7 +1215,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1230,7 +1230,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
 					}
 				}
 			} else {
@@ -1238,7 +1238,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1246,7 +1246,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
 					}
 				}
 			}
@@ -1260,7 +1260,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1268,14 +1268,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1283,13 +1283,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1354,7 +1354,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1476,7 +1476,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1506,7 +1506,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1525,7 +1525,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1544,7 +1544,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1562,7 +1562,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1570,14 +1570,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1585,13 +1585,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1635,7 +1635,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1706,7 +1706,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1736,7 +1736,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1755,7 +1755,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1774,7 +1774,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1793,7 +1793,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1812,7 +1812,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1830,7 +1830,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1838,14 +1838,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1853,13 +1853,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1915,7 +1915,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2018,7 +2018,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2048,7 +2048,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2071,7 +2071,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2093,7 +2093,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2101,14 +2101,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2116,13 +2116,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2163,7 +2163,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2221,7 +2221,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2251,7 +2251,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2270,7 +2270,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2289,7 +2289,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2308,7 +2308,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2327,7 +2327,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2348,7 +2348,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2369,7 +2369,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2388,7 +2388,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2407,7 +2407,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2422,7 +2422,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Message))
 					}
 				}
 			} else {
@@ -2430,7 +2430,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2438,7 +2438,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Message))
 					}
 				}
 			}
@@ -2465,7 +2465,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2489,7 +2489,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2507,7 +2507,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2515,14 +2515,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2530,13 +2530,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2645,7 +2645,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -2871,7 +2871,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2901,7 +2901,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2924,7 +2924,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -2946,7 +2946,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2954,14 +2954,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2969,13 +2969,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3016,7 +3016,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3074,7 +3074,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3100,7 +3100,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
 					}
 				}
 			} else {
@@ -3108,7 +3108,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3116,7 +3116,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
 					}
 				}
 			}
@@ -3131,7 +3131,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3154,7 +3154,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3179,7 +3179,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3200,7 +3200,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3219,7 +3219,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3238,7 +3238,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3257,7 +3257,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3276,7 +3276,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3297,7 +3297,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3330,7 +3330,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3366,7 +3366,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3389,7 +3389,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3397,14 +3397,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3412,13 +3412,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3531,7 +3531,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -3761,7 +3761,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3776,9 +3776,9 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(4)
+				r.WriteArrayStart(5)
 			} else {
-				r.WriteMapStart(4)
+				r.WriteMapStart(5)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -3787,7 +3787,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Image))
 					}
 				}
 			} else {
@@ -3795,7 +3795,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3803,7 +3803,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Image))
 					}
 				}
 			}
@@ -3814,7 +3814,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Network))
 					}
 				}
 			} else {
@@ -3822,7 +3822,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3830,7 +3830,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Network))
 					}
 				}
 			}
@@ -3849,7 +3849,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -3876,7 +3876,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -3889,6 +3889,25 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.MaxProcesses))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"MaxProcesses\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF85635, `MaxProcesses`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.MaxProcesses))
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -3898,7 +3917,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3906,14 +3925,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3921,13 +3940,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3975,6 +3994,12 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decSliceFile((*[]File)(&x.Outputs), d)
 				}
 			}
+		case "MaxProcesses":
+			if r.TryDecodeAsNil() {
+				x.MaxProcesses = 0
+			} else {
+				x.MaxProcesses = (int64)(r.DecodeInt64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -3983,19 +4008,19 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj10 int
-	var yyb10 bool
-	var yyhl10 bool = l >= 0
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	var yyj11 int
+	var yyb11 bool
+	var yyhl11 bool = l >= 0
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4005,13 +4030,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4021,13 +4046,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4040,13 +4065,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Inputs), d)
 		}
 	}
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4059,24 +4084,40 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Outputs), d)
 		}
 	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.MaxProcesses = 0
+	} else {
+		x.MaxProcesses = (int64)(r.DecodeInt64())
+	}
 	for {
-		yyj10++
-		if yyhl10 {
-			yyb10 = yyj10 > l
+		yyj11++
+		if yyhl11 {
+			yyb11 = yyj11 > l
 		} else {
-			yyb10 = r.CheckBreak()
+			yyb11 = r.CheckBreak()
 		}
-		if yyb10 {
+		if yyb11 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj10-1, "")
+		z.DecStructFieldNotFound(yyj11-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4102,7 +4143,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
 					}
 				}
 			} else {
@@ -4110,7 +4151,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4118,7 +4159,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
 					}
 				}
 			}
@@ -4129,7 +4170,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.URL))
 					}
 				}
 			} else {
@@ -4137,7 +4178,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4145,7 +4186,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.URL))
 					}
 				}
 			}
@@ -4156,7 +4197,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Path))
 					}
 				}
 			} else {
@@ -4164,7 +4205,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4172,7 +4213,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Path))
 					}
 				}
 			}
@@ -4186,7 +4227,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4194,14 +4235,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4209,13 +4250,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4259,7 +4300,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4330,7 +4371,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4360,7 +4401,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4379,7 +4420,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4398,7 +4439,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4417,7 +4458,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4436,7 +4477,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4455,7 +4496,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4474,7 +4515,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4492,7 +4533,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4500,14 +4541,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4515,13 +4556,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4589,7 +4630,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -4724,7 +4765,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4758,7 +4799,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -4777,7 +4818,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Pool))
 					}
 				}
 			} else {
@@ -4785,7 +4826,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4793,7 +4834,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Pool))
 					}
 				}
 			}
@@ -4804,7 +4845,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.GPUType))
 					}
 				}
 			} else {
@@ -4812,7 +4853,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4820,7 +4861,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.GPUType))
 					}
 				}
 			}
@@ -4835,7 +4876,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4850,7 +4891,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.MachineType))
 					}
 				}
 			} else {
@@ -4858,7 +4899,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4866,7 +4907,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86906, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.MachineType))
 					}
 				}
 			}
@@ -4880,7 +4921,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4888,14 +4929,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4903,13 +4944,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4968,7 +5009,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5074,7 +5115,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5104,7 +5145,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5123,7 +5164,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5141,7 +5182,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5149,14 +5190,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5164,13 +5205,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5208,7 +5249,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -5263,7 +5304,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5293,7 +5334,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5312,7 +5353,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5335,7 +5376,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -5362,7 +5403,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -5397,7 +5438,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86906, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF85635, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -5420,7 +5461,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5428,14 +5469,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6906 {
+		if yyct2 == codecSelferValueTypeMap5635 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6906 {
+		} else if yyct2 == codecSelferValueTypeArray5635 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5443,13 +5484,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6906)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5517,7 +5558,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6906
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5631,8 +5672,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer6906) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5644,8 +5685,8 @@ func (x codecSelfer6906) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6906) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5725,8 +5766,8 @@ func (x codecSelfer6906) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6906) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5738,8 +5779,8 @@ func (x codecSelfer6906) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6906) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5819,8 +5860,8 @@ func (x codecSelfer6906) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer6906) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5832,8 +5873,8 @@ func (x codecSelfer6906) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6906) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5913,8 +5954,8 @@ func (x codecSelfer6906) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6906) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5925,15 +5966,15 @@ func (x codecSelfer6906) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF86906, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF85635, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6906) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6013,8 +6054,8 @@ func (x codecSelfer6906) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6906) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6026,8 +6067,8 @@ func (x codecSelfer6906) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6906) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6107,8 +6148,8 @@ func (x codecSelfer6906) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6906) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6120,8 +6161,8 @@ func (x codecSelfer6906) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6906) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer6906
+func (x codecSelfer5635) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer5635
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -263,7 +263,7 @@ func (s *State) jobToAPI(b *Batch, id uint32, j *job, g *group) api.Job {
 		out.MachineType = spec.Where.MachineType
 	}
 	if r := spec.Run; r != nil {
-		out.Image, out.Network = r.Image, r.Network
+		out.Image, out.Network, out.MaxProcesses = r.Image, r.Network, r.MaxProcesses
 		for _, f := range r.Inputs {
 			out.Inputs = append(out.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
 		}

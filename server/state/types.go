@@ -134,13 +134,20 @@ type Spec struct {
 	Run *Run
 }
 
-// Run is a job's container image and network, and the files copied into
-// its directory before the command and out of it after success.
+// Run is a job's container image, network and process limit, and the
+// files copied into its directory before the command and out of it after
+// success.
 type Run struct {
-	Image   string
+	Image string
+	// Network is api.NetworkNone or api.NetworkHost, or empty for the
+	// default, api.NetworkBridge. (Before the bridge, a container's
+	// default was none, and its entries say so.)
 	Network string
 	Inputs  []File
 	Outputs []File
+	// MaxProcesses bounds the job's processes and threads (0: the
+	// worker's default).
+	MaxProcesses int64
 }
 
 // File is an input (URL copied to Path) or an output (Path copied to URL).

@@ -3,7 +3,7 @@ batch "bad" {
 
   job "a" {
     command = ["true"]
-    network = "bridge"
+    network = "nat"
     input "ref" {
       source = "ftp://host/ref.fa"
       path   = "../ref.fa"

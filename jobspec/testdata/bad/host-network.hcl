@@ -1,6 +1,0 @@
-batch "b" {
-  job "p" {
-    command = ["true"]
-    network = "host"
-  }
-}
