@@ -235,8 +235,8 @@ func subdirs(dir string) ([]string, error) {
 
 // removeTree removes the cgroup dir and its descendants, deepest first. A
 // cgroup whose last task has just exited can still be busy for a moment
-// (the kernel releases it asynchronously, and a slot's thread ends after its
-// goroutine), so EBUSY is retried until timeout.
+// (the kernel releases it asynchronously), so EBUSY is retried until
+// timeout.
 func removeTree(d dirOps, dir string, timeout time.Duration) error {
 	subs, err := subdirs(dir)
 	if err != nil {
@@ -261,8 +261,8 @@ func removeTree(d dirOps, dir string, timeout time.Duration) error {
 }
 
 // listProcs returns the processes in the cgroups roots and below, except
-// self (on v1 the worker's own slot thread makes the worker appear in its
-// slots). Zombies are not listed: they are dead, and their parent (often
+// self (on v1 a worker thread starting a job makes the worker appear in
+// the job's slot for a moment). Zombies are not listed: they are dead, and their parent (often
 // init) reaps them.
 func listProcs(roots []string, self int) ([]int, error) {
 	var pids []int

@@ -27,25 +27,22 @@
 // # Starting a process inside the slot
 //
 // A process must be born in the slot: started outside and moved in, it
-// would run unaccounted and unlimited for a moment, and moving costs more
-// than forking. On cgroup v2 Slot.Start uses clone3's CLONE_INTO_CGROUP
-// (SysProcAttr.UseCgroupFD). Cgroup v1 has no such flag, but a child inherits
-// the cgroups of the thread that forks it, and v1 places threads, not
-// processes. Each v1 slot therefore owns an OS thread, locked by its
-// goroutine and moved into slot-N/p once when the slot is created; Start
-// runs cmd.Start on that thread. The Go runtime never clones new threads from
-// a locked thread (it asks its template thread instead), so nothing else of
-// the worker lands in the slot. The thread is never unlocked: it ends with
-// its goroutine when the slot is destroyed. Because the thread belongs to
-// the worker, on cgroup v1 the worker's PID appears in slot-N/p/cgroup.procs
-// and the slot's pids.current counts one more task; Kill never signals the
-// worker itself, and the pids limit is raised by one to leave the job its
-// full count. For the same reason Kill does not use the v1 freezer on a
-// slot (it would freeze the worker's thread, possibly while it holds a lock
-// of the Go runtime); it repeats listing and SIGKILLing instead. The thread
-// is also subject to the slot's CPU quota: a Start right after a job that
-// used up its quota waits for the next 100 ms period, and the few
-// microseconds of fork work the thread does are counted in the job's CPU.
+// would run unaccounted and unlimited for a moment, and moving a process
+// costs the kernel a lock on every thread group. On cgroup v2 Slot.Start
+// uses clone3's CLONE_INTO_CGROUP (SysProcAttr.UseCgroupFD). Cgroup v1 has
+// no such flag, but a child inherits the cgroups of the thread that forks
+// it, and v1 places threads, not processes: Slot.Start locks the calling
+// goroutine to its thread, moves that thread into slot-N/p of every
+// hierarchy (a write of "0", the writer itself, to each tasks file, held
+// open per slot), forks, and moves the thread back to the worker's own
+// cgroups: about 100 µs for four hierarchies on a 2-core VM. While it forks, the thread counts in the slot's pids.current
+// (so a pids limit must leave room for it and the child) and its few
+// microseconds of fork work in the job's CPU; the slot's CPU quota applies
+// to it, so a Start right after a job that used up its quota waits for the
+// next 100 ms period. Because the thread belongs to the worker, listing
+// the slot's processes skips the worker's PID. Start works from any
+// thread, so a caller may start a job from a thread it locked in
+// namespaces of its own or under a seccomp filter.
 //
 // # Delegation
 //
@@ -124,8 +121,8 @@ type Config struct {
 	// Logger receives the Manager's logs. Default slog.Default().
 	Logger *slog.Logger
 	// MaxIdle bounds the idle slots kept for reuse; slots released beyond
-	// it are destroyed. Each idle slot holds a handful of open files and,
-	// on v1, an OS thread. Default 64; negative keeps none.
+	// it are destroyed. Each idle slot holds a handful of open files.
+	// Default 64; negative keeps none.
 	MaxIdle int
 	// KillTimeout bounds how long Kill waits for the processes of a slot
 	// to end. Default 10s.
@@ -215,7 +212,9 @@ type Limits struct {
 	// may not swap beyond it). A job exceeding it is OOM-killed. 0 means
 	// no limit.
 	Memory int64
-	// Pids bounds the job's processes and threads. 0 means no limit.
+	// Pids bounds the job's processes and threads. 0 means no limit. On
+	// cgroup v1 it must be 2 or more: the thread that starts the job
+	// counts in the slot while it forks.
 	Pids int64
 }
 

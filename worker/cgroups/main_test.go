@@ -196,7 +196,7 @@ func alive(pid int) bool {
 }
 
 // slotThreads counts the threads of this process whose memory cgroup is
-// under parent: on v1 there must be exactly one per slot.
+// under parent: on v1 there must be none once Start returned.
 func slotThreads(t testing.TB, parent string) int {
 	t.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")

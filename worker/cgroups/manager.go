@@ -43,8 +43,8 @@ type slotCgroup interface {
 	// tidy readies a killed slot for the next job: it reclaims memory
 	// left charged and, when a container ran, removes runc's leftovers.
 	tidy(container bool) error
-	// destroy closes the slot's files, ends its thread and removes its
-	// cgroups. The slot must be empty.
+	// destroy closes the slot's files and removes its cgroups. The slot
+	// must be empty.
 	destroy() error
 }
 
@@ -355,12 +355,16 @@ type Slot struct {
 // path, for logs.
 func (h *Slot) Name() string { return h.s.name }
 
-// Start starts cmd so that its process is born inside the slot (in leaf
-// slot-N/p) and never runs outside it. The caller's cmd.SysProcAttr
-// (Setpgid, Pdeathsig, Credential...) is kept; on cgroup v2 Start sets its
-// UseCgroupFD and CgroupFD. Start may be called for several commands of a
-// job. On cgroup v1, Pdeathsig is tied to the slot's thread, which lives as
-// long as the slot.
+// Start starts cmd from the calling goroutine's OS thread so that its
+// process is born inside the slot (in leaf slot-N/p) and never runs
+// outside it: on cgroup v2 through clone3's CLONE_INTO_CGROUP (Start sets
+// cmd.SysProcAttr's UseCgroupFD and CgroupFD), on cgroup v1 by moving the
+// thread into the slot for the fork and back out after. The caller's
+// cmd.SysProcAttr (Setpgid, Pdeathsig, Credential, Chroot...) is kept, and
+// so is the thread's state: a caller that locked its goroutine to a thread
+// in namespaces of its own, or under a seccomp filter, starts the process
+// there. Pdeathsig is tied to that thread. Start may be called for several
+// commands of a job.
 func (h *Slot) Start(cmd *exec.Cmd) error {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()

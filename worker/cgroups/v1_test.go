@@ -22,7 +22,8 @@ const mib = 1 << 20
 
 // The child is born in slot-N/p of every hierarchy the slot uses, keeps the
 // worker's cgroups elsewhere, and keeps the caller's SysProcAttr; the
-// worker itself stays where it was, and only the slot's thread moved.
+// worker itself stays where it was, and no thread of it stays in the slot
+// (the one that forked went back).
 func TestV1StartInLeaf(t *testing.T) {
 	m := openTestV1(t)
 	before := procCgroups(t, os.Getpid())
@@ -55,8 +56,8 @@ func TestV1StartInLeaf(t *testing.T) {
 	if after := procCgroups(t, os.Getpid()); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("worker's cgroups changed: %v -> %v", before, after)
 	}
-	if n := slotThreads(t, hv.parent); n != 1 {
-		t.Errorf("%d threads of the worker in the slots, want 1 (the slot's)", n)
+	if n := slotThreads(t, hv.parent); n != 0 {
+		t.Errorf("%d threads of the worker in the slots, want none", n)
 	}
 	if err := h.Kill(); err != nil {
 		t.Fatal(err)
@@ -301,13 +302,13 @@ func TestV1KillEscapedSession(t *testing.T) {
 	_, s := v1Of(h)
 	var n int64
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if n, err = s.pidsCurrent.readInt(); err != nil || n == 1 {
+		if n, err = s.pidsCurrent.readInt(); err != nil || n == 0 {
 			break
 		}
 	}
 	t.Logf("pids.current %d %v after Kill", n, time.Since(start))
-	if err != nil || n != 1 {
-		t.Errorf("pids.current of the reused slot = %d, %v; want 1 (its thread)", n, err)
+	if err != nil || n != 0 {
+		t.Errorf("pids.current of the reused slot = %d, %v; want 0", n, err)
 	}
 }
 
@@ -437,16 +438,9 @@ func TestV1OpenCleansLeftovers(t *testing.T) {
 	if err := h.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	// A crash: the Manager goes away without Close. Its slot threads
-	// stay (this process lives on), so end them as a crash would.
+	// A crash: the Manager goes away without Close.
 	hv := m.b.(*v1)
 	m.mu.Lock()
-	for s := range m.all {
-		vs := s.cg.(*v1Slot)
-		close(vs.starts)
-		<-vs.threadDone
-		vs.starts = nil
-	}
 	m.all = map[*slot]struct{}{}
 	m.idle = nil
 	m.mu.Unlock()
@@ -467,7 +461,7 @@ func TestV1OpenCleansLeftovers(t *testing.T) {
 }
 
 // Many jobs at once: each is born in its own slot (its /proc/self/cgroup
-// says so), and every slot keeps exactly one thread of the worker.
+// says so), and no thread of the worker stays in a slot.
 func TestV1Concurrent(t *testing.T) {
 	// Few idle slots: slots are created and destroyed under load too.
 	m := openTestV1(t, func(c *Config) { c.MaxIdle = 3 })
@@ -501,8 +495,8 @@ func TestV1Concurrent(t *testing.T) {
 	if after := procCgroups(t, os.Getpid()); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("worker's main thread moved: %v -> %v", before, after)
 	}
-	if n := slotThreads(t, parent); n != slots {
-		t.Errorf("%d worker threads in slots, want %d (one per slot)", n, slots)
+	if n := slotThreads(t, parent); n != 0 {
+		t.Errorf("%d worker threads in slots, want none", n)
 	}
 }
 
@@ -554,7 +548,7 @@ func TestV1Limits(t *testing.T) {
 		{"cpu", "cpu.shares", "256"},
 		{"memory", "memory.limit_in_bytes", strconv.Itoa(100 * mib)},
 		{"memory", "memory.memsw.limit_in_bytes", strconv.Itoa(100 * mib)},
-		{"pids", "pids.max", "6"},
+		{"pids", "pids.max", "5"},
 	} {
 		if c.file == "memory.memsw.limit_in_bytes" && !m.b.(*v1).memsw {
 			continue
@@ -697,4 +691,45 @@ func TestV1KillForkLoop(t *testing.T) {
 	if pids, err := listProcs(roots, os.Getpid()); err != nil || len(pids) != 0 {
 		t.Errorf("processes left after Kill: %v, %v", pids, err)
 	}
+}
+
+// A job's pids limit holds it to exactly that many tasks: the thread that
+// forked it counted only while it forked.
+func TestV1PidsLimitIsExact(t *testing.T) {
+	m := openTestV1(t)
+	hv := m.b.(*v1)
+	if hv.ctrl["pids"] == "" {
+		t.Skip("no cgroup v1 pids hierarchy")
+	}
+	h, err := m.Acquire(Limits{Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	// sh and as many sleeps as it can fork of the 20 it asks for; sh
+	// gives up at the first refused fork (and stays, unreaped, counted).
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 20 ]; do sleep 30 & i=$((i+1)); done; echo forked all")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := h.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	var said []byte
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && !bytes.Contains(said, []byte("fork")); time.Sleep(5 * time.Millisecond) {
+		said, _ = os.ReadFile(out.Name())
+	}
+	_, s := v1Of(h)
+	if n, err := s.pidsCurrent.readInt(); err != nil || n != 8 {
+		t.Errorf("pids.current = %d, %v with a limit of 8 and a job forking 20; want 8", n, err)
+	}
+	if !bytes.Contains(said, []byte("Cannot fork")) {
+		t.Errorf("the job said %q; want sh's \"Cannot fork\"", said)
+	}
+	if err := h.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, cmd)
 }
