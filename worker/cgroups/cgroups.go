@@ -212,9 +212,7 @@ type Limits struct {
 	// may not swap beyond it). A job exceeding it is OOM-killed. 0 means
 	// no limit.
 	Memory int64
-	// Pids bounds the job's processes and threads. 0 means no limit. On
-	// cgroup v1 it must be 2 or more: the thread that starts the job
-	// counts in the slot while it forks.
+	// Pids bounds the job's processes and threads. 0 means no limit.
 	Pids int64
 }
 

@@ -292,6 +292,8 @@ type v1Slot struct {
 	leafOOM     *cgFile   // p/memory.oom_control (oom_kill counts p only)
 	oomEvents   *cgFile   // eventfd notified when the slot hits its limit unrecoverably
 	pidsCurrent *cgFile   // pids.current, nil without the pids controller
+	pidsMax     *cgFile   // pids.max, nil without the pids controller
+	pids        int64     // the job's pids limit (0: none)
 	tasks       []*cgFile // p/tasks of every used hierarchy, for start
 }
 
@@ -330,6 +332,9 @@ func (h *v1) newSlot(name string) (_ slotCgroup, err error) {
 	}
 	if h.ctrl["pids"] != "" {
 		if s.pidsCurrent, err = openFile(h.dir("pids", name, "pids.current"), unix.O_RDONLY); err != nil {
+			return nil, err
+		}
+		if s.pidsMax, err = openFile(h.dir("pids", name, "pids.max"), unix.O_WRONLY); err != nil {
 			return nil, err
 		}
 	}
@@ -373,11 +378,23 @@ func registerOOMEvents(dir string) (*cgFile, error) {
 // slot's leaf in every used hierarchy, then takes the thread back to the
 // worker's own cgroups: the child is born in the slot, and nothing of the
 // worker stays there. Each move is one write per hierarchy (about 12 µs
-// each on a 2-core VM); the thread's part in the fork is counted in the job's
-// CPU, and the thread counts in pids.current while it forks. A thread
-// that cannot go back is left locked, so that it ends with its goroutine
-// instead of running other goroutines inside the job's cgroups.
+// each on a 2-core VM); the thread's part in the fork is counted in the
+// job's CPU. The thread counts in pids.current while it is in the slot,
+// and the job may fork before it has left: the pids limit is one higher
+// meanwhile, so that the job has exactly its own, no less, at all times.
+// A thread that cannot go back is left locked, so that it ends with its
+// goroutine instead of running other goroutines inside the job's cgroups.
 func (s *v1Slot) start(cmd *exec.Cmd) error {
+	if s.pids > 0 {
+		if err := s.pidsMax.write(strconv.FormatInt(s.pids+1, 10)); err != nil {
+			return err
+		}
+		defer func() {
+			if err := s.pidsMax.write(strconv.FormatInt(s.pids, 10)); err != nil {
+				s.h.log.Error("cannot lower a job's pids limit back after its start", "slot", s.name, "err", err)
+			}
+		}()
+	}
 	runtime.LockOSThread()
 	if err := join(s.tasks); err != nil {
 		if herr := join(s.h.home); herr != nil {
@@ -429,14 +446,15 @@ func (s *v1Slot) setLimits(cur, next Limits) error {
 			}
 		}
 	}
-	if next.Pids != cur.Pids && h.ctrl["pids"] != "" {
+	if next.Pids != cur.Pids && s.pidsMax != nil {
 		v := "max"
 		if next.Pids > 0 {
 			v = strconv.FormatInt(next.Pids, 10)
 		}
-		if err := writeFile(h.dir("pids", s.name, "pids.max"), v); err != nil {
+		if err := s.pidsMax.write(v); err != nil {
 			return err
 		}
+		s.pids = next.Pids
 	}
 	return nil
 }
@@ -573,7 +591,7 @@ func (s *v1Slot) tidy(container bool) error {
 }
 
 func (s *v1Slot) destroy() error {
-	for _, f := range append([]*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent}, s.tasks...) {
+	for _, f := range append([]*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent, s.pidsMax}, s.tasks...) {
 		f.close()
 	}
 	s.tasks = nil
