@@ -59,10 +59,8 @@ const (
 	MaxURLBytes  = 2048
 	MaxPathBytes = 1024
 	// MinJobProcesses and MaxJobProcesses bound a job's max_processes:
-	// its process and a child at least (on cgroup v1 the worker's thread
-	// that forks the job counts in the job's cgroup while it forks), and
 	// at most 65,536, twice the pid_max of a default Linux machine.
-	MinJobProcesses = 2
+	MinJobProcesses = 1
 	MaxJobProcesses = 1 << 16
 	// MaxUsageBytes bounds the bytes in or out one attempt reports (1 PiB).
 	MaxUsageBytes = 1 << 50

@@ -29,7 +29,7 @@ func TestJobSpecValidate(t *testing.T) {
 		{"timeout over a year", func(s *JobSpec) { s.TimeoutSeconds = MaxTimeoutSeconds + 1 }, "one year"},
 		{"too many retries", func(s *JobSpec) { s.Retries = MaxRetries + 1 }, "retries is 101"},
 		{"process limit", func(s *JobSpec) { s.MaxProcesses = MinJobProcesses }, ""},
-		{"one process", func(s *JobSpec) { s.MaxProcesses = 1 }, "max_processes is 1; it must be between 2 and 65536"},
+		{"one process", func(s *JobSpec) { s.MaxProcesses = 1 }, ""},
 		{"negative processes", func(s *JobSpec) { s.MaxProcesses = -5 }, "max_processes is -5"},
 		{"too many processes", func(s *JobSpec) { s.MaxProcesses = MaxJobProcesses + 1 }, "max_processes is 65537"},
 		{"env name with =", func(s *JobSpec) { s.Env = map[string]string{"A=B": "x"} }, `env name "A=B"`},

@@ -470,7 +470,7 @@ func TestJobNetworkAndProcessLimit(t *testing.T) {
 		want string
 	}{
 		{job("bridged", 0), `network is "bridged"; it is "bridge"`},
-		{job("bridge", 1), "max_processes is 1; it must be between 2 and 65536"},
+		{job("bridge", -1), "max_processes is -1; it must be between 1 and 65536"},
 		{job("bridge", 1<<20), "max_processes is 1048576"},
 	} {
 		if code, msg := tc.raw("POST", "/api/v1/batches", ann, c.body); code != 400 || !strings.Contains(msg, c.want) {

@@ -2,7 +2,7 @@ batch "b" {
   job "p" {
     command       = ["true"]
     network       = "hostnet"
-    max_processes = 1
+    max_processes = 0
   }
   job "q" {
     command       = ["true"]
