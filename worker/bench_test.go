@@ -19,15 +19,15 @@ import (
 // cleanup. -benchtime and -cpu as usual; it reports the worker's own CPU
 // and the children's per job.
 func BenchmarkAttemptProcess(b *testing.B) {
-	for _, isolate := range []bool{false, true} {
-		name := "plain"
-		if isolate {
-			name = "isolated"
-			if os.Geteuid() != 0 {
+	for _, c := range []struct {
+		name    string
+		isolate bool
+		network string
+	}{{"plain", false, ""}, {"isolated/host", true, api.NetworkHost}, {"isolated/none", true, api.NetworkNone}, {"isolated/bridge", true, api.NetworkBridge}} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.isolate && os.Geteuid() != 0 {
 				b.Skip("isolation needs root")
 			}
-		}
-		b.Run(name, func(b *testing.B) {
 			data := b.TempDir()
 			jobs, err := os.MkdirTemp("", "drover-bench-jobs-")
 			if err != nil {
@@ -38,13 +38,13 @@ func BenchmarkAttemptProcess(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.DataDir, cfg.JobsDir, cfg.Logger = data, filepath.Join(jobs, "j"), testlog.New(b)
 			cfg.UIDLeaseDir = filepath.Join(data, "uids")
-			sb, err := openSandbox(cfg, "0123456789abcdef0123456789abcdef", isolate)
+			sb, err := openSandbox(cfg, testNodeID(b), c.isolate, cfg.Logger)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer sb.close()
 			ex := &ProcessExecutor{}
-			a := api.Assignment{AttemptRef: api.AttemptRef{BatchID: 1, JobID: 1, Attempt: 1}, Command: []string{"true"}, CPU: 1, Memory: 16 << 20}
+			a := api.Assignment{AttemptRef: api.AttemptRef{BatchID: 1, JobID: 1, Attempt: 1}, Command: []string{"true"}, CPU: 1, Memory: 16 << 20, Network: c.network}
 			var self0, self1, kids0, kids1 syscall.Rusage
 			syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
 			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids0)
@@ -55,7 +55,11 @@ func BenchmarkAttemptProcess(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				h, err := ex.Start(context.Background(), Spec{Ref: a.AttemptRef, Command: a.Command, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot}, io.Discard)
+				spec := Spec{Ref: a.AttemptRef, Command: a.Command, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot}
+				if bx.jail != nil {
+					spec.Start = bx.start
+				}
+				h, err := ex.Start(context.Background(), spec, io.Discard)
 				if err != nil {
 					b.Fatal(err)
 				}

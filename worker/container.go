@@ -35,6 +35,7 @@ type ContainerExecutor struct {
 	runc   string // the runc binary
 	root   string // runc's state (--root)
 	dir    string // bundles
+	resolv string // the resolv.conf of a container on the bridge
 	images *images.Store
 	log    *slog.Logger
 	// starting bounds the containers runc is starting at once (a start
@@ -48,13 +49,13 @@ var _ Executor = (*ContainerExecutor)(nil)
 // newContainerExecutor makes the executor's directories and clears what
 // a previous run of the worker left there: bundles whose root filesystems
 // are still mounted, and runc state of containers that are gone.
-func newContainerExecutor(runc, root, dir string, store *images.Store, log *slog.Logger) (*ContainerExecutor, error) {
+func newContainerExecutor(runc, root, dir, resolv string, store *images.Store, log *slog.Logger) (*ContainerExecutor, error) {
 	for _, d := range []string{root, dir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("container executor: %w", err)
 		}
 	}
-	e := &ContainerExecutor{runc: runc, root: root, dir: dir, images: store, log: log, starting: make(chan struct{}, max(2, runtime.NumCPU()))}
+	e := &ContainerExecutor{runc: runc, root: root, dir: dir, resolv: resolv, images: store, log: log, starting: make(chan struct{}, max(2, runtime.NumCPU()))}
 	if states, err := os.ReadDir(root); err == nil {
 		for _, st := range states {
 			// Their processes died with the worker's cgroups; this drops
@@ -178,20 +179,25 @@ func (e *ContainerExecutor) config(spec Spec, rootfs, bundle string) (*specs.Spe
 			specs.Mount{Destination: "/etc/hosts", Type: "bind", Source: "/etc/hosts", Options: []string{"bind", "ro"}},
 			specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: "/etc/resolv.conf", Options: []string{"bind", "ro"}})
 	} else {
-		namespaces = append(namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+		// The jail's network namespace (on the bridge, or loopback
+		// only), or a new one.
+		namespaces = append(namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNS})
 		if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost "+hostname+"\n::1\tlocalhost ip6-localhost ip6-loopback\n"), 0o644); err != nil {
 			return nil, fmt.Errorf("container hosts file: %w", err)
 		}
 		mounts = append(mounts,
 			specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: ro},
 			specs.Mount{Destination: "/etc/hosts", Type: "bind", Source: hosts, Options: []string{"bind", "ro"}})
+		if jailMode(spec.Network) == api.NetworkBridge && e.resolv != "" {
+			mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: e.resolv, Options: []string{"bind", "ro"}})
+		}
 	}
 	mounts = append(mounts, specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: append([]string{"relatime"}, ro...)})
 	cgroupsPath := ""
 	if spec.Cgroup != nil {
 		cgroupsPath = spec.Cgroup.ContainerPath()
 	}
-	return &specs.Spec{
+	cfg := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
 			User:            specs.User{UID: uint32(spec.UID), GID: uint32(spec.GID)},
@@ -212,7 +218,14 @@ func (e *ContainerExecutor) config(spec Spec, rootfs, bundle string) (*specs.Spe
 				"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"},
 			ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
 		},
-	}, nil
+	}
+	// Docker's default profile, for a process without capabilities.
+	sc, err := containerSeccomp(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Linux.Seccomp = sc
+	return cfg, nil
 }
 
 // containerEnv is a container's environment: the image's (PATH above

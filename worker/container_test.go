@@ -61,7 +61,7 @@ func newContainerRig(t testing.TB) *containerRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := newContainerExecutor("runc", filepath.Join(data, "runc"), filepath.Join(data, "bundles"), store, log)
+	ex, err := newContainerExecutor("runc", filepath.Join(data, "runc"), filepath.Join(data, "bundles"), "/etc/resolv.conf", store, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"syscall"
 	"time"
 
@@ -50,10 +51,19 @@ type Spec struct {
 	// Cgroup is the attempt's cgroup: a process is started inside it, a
 	// container's cgroup is made below it (nil: none).
 	Cgroup *cgroups.Slot
+	// Start, when set, starts a process's command in the attempt's
+	// jail: its namespaces, chrooted, under no_new_privs and the jobs'
+	// seccomp filter, inside Cgroup. The executor calls it instead of
+	// starting the command itself.
+	Start func(*exec.Cmd) error
 	// Image is the container image to run in (nil: a process) and
-	// Network its network (api.NetworkNone or api.NetworkHost).
+	// Network its network (api.NetworkBridge, written "" too,
+	// api.NetworkNone or api.NetworkHost). NetNS is the network
+	// namespace (a path) a container joins: the jail's, on the bridge or
+	// with loopback only; "" for the host's.
 	Image   *images.Image
 	Network string
+	NetNS   string
 }
 
 // Handle is a started command.

@@ -59,7 +59,11 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	}
 	cmd.WaitDelay = waitDelay
 	start := cmd.Start
-	if spec.Cgroup != nil {
+	switch {
+	case spec.Start != nil:
+		// In the job's jail, and inside its cgroup.
+		start = func() error { return spec.Start(cmd) }
+	case spec.Cgroup != nil:
 		// Born inside the job's cgroup: nothing it starts escapes it.
 		start = func() error { return spec.Cgroup.Start(cmd) }
 	}

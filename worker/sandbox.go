@@ -2,7 +2,9 @@ package worker
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -12,12 +14,14 @@ import (
 )
 
 // sandbox makes what each attempt runs in: a directory of its own under
-// the jobs dir and, when the worker isolates jobs, a user of its own and
-// a cgroup with its limits.
+// the jobs dir and, when the worker isolates jobs, a user of its own, a
+// cgroup with its limits and a jail (namespaces, chroot, seccomp).
 type sandbox struct {
-	jobsDir string
-	uids    *uidPool         // nil: jobs run as the worker's user
-	cgroups *cgroups.Manager // nil: no limits, no measures
+	jobsDir  string
+	uids     *uidPool         // nil: jobs run as the worker's user
+	cgroups  *cgroups.Manager // nil: no limits, no measures
+	jails    *jails           // nil: jobs run in the worker's namespaces
+	maxProcs int64            // a job's process limit when it names none
 
 	// Emptied directories are used again: making and removing one for
 	// each job was a tenth of the machine's time on ext4 (its inode
@@ -37,6 +41,7 @@ type box struct {
 	dir   string
 	lease *uidLease     // nil: not isolated
 	slot  *cgroups.Slot // nil: not isolated
+	jail  *jail         // nil: not isolated, or a container on the host's network
 }
 
 // uid and gid are the attempt's user and group (0 when it runs as the
@@ -49,7 +54,8 @@ func (b *box) uid() int {
 }
 
 // prepare gives the attempt an empty directory (mode 0700, owned by its
-// user), leases its user and takes a cgroup with its limits.
+// user), leases its user, takes a cgroup with its limits and a jail for
+// its network.
 func (s *sandbox) prepare(a api.Assignment) (*box, error) {
 	b := &box{s: s, ref: a.AttemptRef}
 	var err error
@@ -67,13 +73,28 @@ func (s *sandbox) prepare(a api.Assignment) (*box, error) {
 		b.release(false)
 		return nil, fmt.Errorf("give the working directory to user %d: %w", b.lease.uid, err)
 	}
-	limits := cgroups.Limits{CPUMilli: int64(a.CPU*1000 + 0.5), Memory: a.Memory}
+	pids := a.MaxProcesses
+	if pids == 0 {
+		pids = s.maxProcs
+	}
+	limits := cgroups.Limits{CPUMilli: int64(a.CPU*1000 + 0.5), Memory: a.Memory, Pids: pids}
 	if b.slot, err = s.cgroups.Acquire(limits); err != nil {
 		b.release(false)
 		return nil, fmt.Errorf("make the job's cgroup: %w", err)
 	}
+	mode := jailMode(a.Network)
+	if a.Image != "" && mode == api.NetworkHost {
+		return b, nil // runc stays in the host's network; it makes the rest
+	}
+	if b.jail, err = s.jails.take(mode); err != nil {
+		b.release(false)
+		return nil, fmt.Errorf("make the job's namespaces: %w", err)
+	}
 	return b, nil
 }
+
+// start starts a process job's command in the attempt's jail and cgroup.
+func (b *box) start(cmd *exec.Cmd) error { return b.jail.start(cmd, b.slot) }
 
 // takeDir returns an empty directory of the jobs dir, one used before if
 // there is one.
@@ -136,6 +157,11 @@ func (b *box) release(keepDir bool) {
 		b.slot.Release()
 		b.slot = nil
 	}
+	// Nothing of the job runs now: its jail is ready for the next.
+	if b.jail != nil {
+		b.s.jails.put(b.jail)
+		b.jail = nil
+	}
 	if b.lease != nil {
 		b.lease.release()
 		b.lease = nil
@@ -155,9 +181,9 @@ func (b *box) release(keepDir bool) {
 	b.dir = ""
 }
 
-// openSandbox sets the jobs dir up and, when isolating, the user pool and
-// the cgroups.
-func openSandbox(cfg *Config, nodeID string, isolate bool) (*sandbox, error) {
+// openSandbox sets the jobs dir up and, when isolating, the user pool,
+// the cgroups and the jails.
+func openSandbox(cfg *Config, nodeID string, isolate bool, log *slog.Logger) (_ *sandbox, err error) {
 	// A directory of this node's own under the jobs dir: workers of one
 	// host may share a -jobs-dir.
 	base := cfg.JobsDir
@@ -167,7 +193,7 @@ func openSandbox(cfg *Config, nodeID string, isolate bool) (*sandbox, error) {
 			base = filepath.Join(os.TempDir(), "drover-jobs-"+strconv.Itoa(os.Geteuid()))
 		}
 	}
-	s := &sandbox{jobsDir: filepath.Join(base, nodeID[:12])}
+	s := &sandbox{jobsDir: filepath.Join(base, nodeID[:12]), maxProcs: cfg.MaxProcesses}
 	if within(s.jobsDir, cfg.DataDir) || within(cfg.DataDir, s.jobsDir) {
 		return nil, fmt.Errorf("jobs dir %s and data dir %s overlap: jobs must not reach the worker's identity and tokens", s.jobsDir, cfg.DataDir)
 	}
@@ -187,6 +213,11 @@ func openSandbox(cfg *Config, nodeID string, isolate bool) (*sandbox, error) {
 	if !isolate {
 		return s, nil
 	}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	// Jobs may pass through the jobs dir to their own directory, but not
 	// list it.
 	if err := os.Chmod(s.jobsDir, 0o711); err != nil {
@@ -202,17 +233,34 @@ func openSandbox(cfg *Config, nodeID string, isolate bool) (*sandbox, error) {
 	if parent == "" {
 		parent = "drover/" + nodeID[:12]
 	}
-	if s.cgroups, err = cgroups.Open(cgroups.Config{Parent: parent, Logger: cfg.Logger}); err != nil {
+	if s.cgroups, err = cgroups.Open(cgroups.Config{Parent: parent, Logger: log}); err != nil {
 		return nil, fmt.Errorf("job cgroups: %w", err)
+	}
+	jc := jailsConfig{
+		Root: filepath.Join(cfg.DataDir, "jail"),
+		Bridge: &bridgeConfig{NodeID: nodeID, Subnets: cfg.BridgeSubnets, Block: cfg.BridgeBlock, LeaseDir: cfg.NetworkLeaseDir,
+			Deny: cfg.BridgeDeny, Servers: cfg.Servers},
+		V2:      s.cgroups.Version() == cgroups.V2,
+		MaxIdle: maxIdleJails,
+	}
+	if s.jails, err = openJails(jc, log); err != nil {
+		return nil, fmt.Errorf("job namespaces: %w", err)
 	}
 	return s, nil
 }
 
-// close kills every job's leftovers, removes the cgroups and drops the
-// user leases.
+// maxIdleJails bounds the idle jails of each network mode kept for the
+// next jobs (as many as the cgroups keep idle slots).
+const maxIdleJails = 64
+
+// close kills every job's leftovers, removes the cgroups and the jails
+// and drops the user leases.
 func (s *sandbox) close() {
 	if s.cgroups != nil {
 		s.cgroups.Close()
+	}
+	if s.jails != nil {
+		s.jails.close()
 	}
 	if s.uids != nil {
 		s.uids.close()

@@ -173,6 +173,9 @@ func (t *task) run() {
 	files := t.w.files.forAttempt(t.a.Storage)
 	defer files.close()
 	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Network: t.a.Network}
+	if bx.jail != nil {
+		spec.Start, spec.NetNS = bx.start, bx.jail.netnsPath()
+	}
 	ex := t.w.exec
 	if t.a.Image != "" {
 		if t.w.containers == nil {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,11 +81,14 @@ type Config struct {
 	// Isolation says how jobs are kept apart from the worker and from
 	// each other: IsolationFull runs each job as a user of its own
 	// (leased from JobUIDFirst..JobUIDFirst+JobUIDCount-1), in a cgroup
-	// that enforces its CPU and memory and measures its use, in a
-	// directory only that user can enter; IsolationNone runs jobs as the
-	// worker's own user, unlimited (for a worker that is not root, such
-	// as a developer's). IsolationAuto (the default) is full when the
-	// worker runs as root.
+	// that enforces its CPU, memory and processes and measures its use,
+	// in a directory only that user can enter, and in a jail: a network
+	// namespace of its own (see BridgeSubnets), a /proc that shows it
+	// only its own processes, chrooted, under no_new_privs and a seccomp
+	// filter; IsolationNone runs jobs as the worker's own user,
+	// unlimited, in the worker's namespaces (for a worker that is not
+	// root, such as a developer's). IsolationAuto (the default) is full
+	// when the worker runs as root.
 	Isolation string
 	// JobsDir holds, in a directory of each worker's own, the attempts'
 	// directories; it must be outside DataDir (and any server's data
@@ -100,6 +104,24 @@ type Config struct {
 	// hierarchy's root (v1) or the unified root (v2). Default
 	// drover/NODE.
 	CgroupParent string
+	// MaxProcesses bounds a job's processes and threads when the job
+	// names no max_processes (enforced with the pids controller when
+	// isolating). Default 4096.
+	MaxProcesses int64
+	// BridgeSubnets are the addresses of the jobs on the bridges
+	// (network "bridge") of all the host's workers: each worker leases a
+	// block of prefix length BridgeBlock of them, host-wide, through
+	// NetworkLeaseDir, skipping blocks that overlap a network of the
+	// host. Default 172.23.0.0/16 in /22 blocks: up to 1,021 jobs at
+	// once on each of 64 workers.
+	BridgeSubnets   netip.Prefix
+	BridgeBlock     int
+	NetworkLeaseDir string
+	// BridgeDeny are destinations jobs on the bridge may not reach,
+	// besides every address of the host itself and the servers'
+	// (Servers, resolved at start). Default 169.254.0.0/16, where clouds
+	// serve their metadata (and the machine's credentials).
+	BridgeDeny []netip.Prefix
 	// Runc is the runc binary container jobs run with ("" or a name: found
 	// in PATH); RuncRoot keeps runc's state (default /run/drover-runc/NODE).
 	Runc     string
@@ -147,6 +169,11 @@ func DefaultConfig() *Config {
 		JobUIDFirst:         200_000,
 		JobUIDCount:         65_536,
 		UIDLeaseDir:         "/run/drover-uids",
+		MaxProcesses:        4096,
+		BridgeSubnets:       netip.MustParsePrefix("172.23.0.0/16"),
+		BridgeBlock:         22,
+		NetworkLeaseDir:     "/run/drover-net",
+		BridgeDeny:          []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")},
 		ImageCacheBytes:     20 << 30,
 		Runc:                "runc",
 		UsageReportInterval: time.Minute,
@@ -192,6 +219,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ImageCacheBytes <= 0 {
 		errs = append(errs, fmt.Errorf("config field ImageCacheBytes is %d; it must be positive", c.ImageCacheBytes))
+	}
+	if c.MaxProcesses < api.MinJobProcesses || c.MaxProcesses > api.MaxJobProcesses {
+		errs = append(errs, fmt.Errorf("config field MaxProcesses is %d; it must be between %d and %d", c.MaxProcesses, api.MinJobProcesses, api.MaxJobProcesses))
+	}
+	if !c.BridgeSubnets.IsValid() || !c.BridgeSubnets.Addr().Is4() || c.BridgeBlock < c.BridgeSubnets.Bits() || c.BridgeBlock > 30 {
+		errs = append(errs, fmt.Errorf("config fields BridgeSubnets (%s) and BridgeBlock (%d): the subnets are IPv4, and a block is a part of them from /%d to /30", c.BridgeSubnets, c.BridgeBlock, c.BridgeSubnets.Bits()))
+	}
+	if c.NetworkLeaseDir == "" {
+		errs = append(errs, errors.New("config field NetworkLeaseDir is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -274,7 +310,7 @@ func New(cfg *Config) (*Worker, error) {
 		return nil, err
 	}
 	if !isolate {
-		w.log.Warn("jobs run as this worker's user with no CPU or memory limit and no usage measured (isolation none); run the worker as root to isolate them")
+		w.log.Warn("jobs run as this worker's user, on the host's network, seeing its processes, with no CPU, memory or process limit and no usage measured (isolation none): every job's network setting is ignored; run the worker as root to isolate them")
 	}
 	return w, nil
 }
@@ -283,7 +319,7 @@ func New(cfg *Config) (*Worker, error) {
 // on an isolating worker with runc, containers.
 func (w *Worker) openRuntime(isolate bool) error {
 	var err error
-	if w.sandbox, err = openSandbox(w.cfg, w.id.nodeID, isolate); err != nil {
+	if w.sandbox, err = openSandbox(w.cfg, w.id.nodeID, isolate, w.log); err != nil {
 		return err
 	}
 	if w.files, err = newFiles(w.cfg.FileURLRoots); err != nil {
@@ -311,7 +347,7 @@ func (w *Worker) openRuntime(isolate bool) error {
 	if root == "" {
 		root = filepath.Join("/run/drover-runc", w.id.nodeID[:12])
 	}
-	ce, err := newContainerExecutor(runc, root, filepath.Join(w.cfg.DataDir, "containers"), w.images, w.log)
+	ce, err := newContainerExecutor(runc, root, filepath.Join(w.cfg.DataDir, "containers"), w.sandbox.jails.fs.resolv, w.images, w.log)
 	if err != nil {
 		return err
 	}

@@ -6,16 +6,21 @@
 package main
 
 import (
+	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 const usage = `usage: jobtool COMMAND [ARGS]
@@ -23,7 +28,13 @@ const usage = `usage: jobtool COMMAND [ARGS]
   cat FILE | write FILE TEXT | copy SRC DST (making DST's directory)
   alloc MIB | spin SECONDS | sleep SECONDS
   probe PATH...            exit 0 only if no PATH is readable
-  setsid-child SECONDS FILE  leave a child in a new session that writes FILE after SECONDS`
+  setsid-child SECONDS FILE  leave a child in a new session that writes FILE after SECONDS
+  ls DIR                   print the names in DIR, one a line
+  dial ADDR...             connect to each TCP ADDR (2 s each) and print the line it sends;
+                           exit with the number of addresses reached
+  serve ADDR LINE          listen on TCP ADDR, print "listening", answer each connection with LINE
+  deny CALL...             try each system call (unshare-user clone-user keyctl userfaultfd
+                           io_uring perf_event); exit 0 only if every one was refused`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -89,6 +100,28 @@ func run(cmd string, args []string) int {
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		check(c.Start())
 		fmt.Println("child", c.Process.Pid)
+	case "ls":
+		need(args, 1)
+		names, err := os.ReadDir(args[0])
+		check(err)
+		for _, n := range names {
+			fmt.Println(n.Name())
+		}
+	case "dial":
+		return dial(args)
+	case "serve":
+		need(args, 2)
+		l, err := net.Listen("tcp", args[0])
+		check(err)
+		fmt.Println("listening", l.Addr())
+		for {
+			c, err := l.Accept()
+			check(err)
+			fmt.Fprintln(c, args[1])
+			c.Close()
+		}
+	case "deny":
+		return deny(args)
 	case "sleep-write": // the child of setsid-child
 		need(args, 2)
 		time.Sleep(time.Duration(seconds(args[0]) * float64(time.Second)))
@@ -166,6 +199,101 @@ func probe(paths []string) int {
 		code = 1
 	}
 	return code
+}
+
+// dial connects to each address and prints the first line it sends; it
+// returns the number of addresses reached.
+func dial(addrs []string) int {
+	n := 0
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err != nil {
+			fmt.Printf("unreachable %s: %v\n", a, err)
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		fmt.Printf("reached %s: %s\n", a, strings.TrimSpace(line))
+		n++
+	}
+	return min(n, 100)
+}
+
+// Linux system call numbers the syscall package lacks, by GOARCH.
+var sysnum = map[string]map[string]uintptr{
+	"amd64": {"userfaultfd": 323, "io_uring_setup": 425, "perf_event_open": 298},
+	"arm64": {"userfaultfd": 282, "io_uring_setup": 425, "perf_event_open": 241},
+}
+
+// deny tries each call and reports whether the kernel refused it; it
+// returns 0 only if every one was refused.
+func deny(calls []string) int {
+	code := 0
+	for _, call := range calls {
+		err := try(call)
+		if err != nil {
+			fmt.Printf("denied %s: %v\n", call, err)
+			continue
+		}
+		fmt.Printf("allowed %s\n", call)
+		code = 1
+	}
+	return code
+}
+
+// try makes one system call an unprivileged process can make unless a
+// seccomp filter or its chroot keeps it from it.
+func try(call string) error {
+	nums := sysnum[runtime.GOARCH]
+	errno := func(r1 uintptr, e syscall.Errno) error {
+		if e != 0 {
+			return e
+		}
+		if int(r1) >= 0 {
+			syscall.Close(int(r1)) // an fd, for the calls that make one
+		}
+		return nil
+	}
+	switch call {
+	case "unshare-user", "clone-user":
+		// A child in a user namespace of its own, mapped to root in it
+		// (a Go process has threads, so unshare(2) itself would say
+		// EINVAL whatever the filter: the child is made by clone).
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		c := exec.Command(self, "true")
+		c.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
+		return c.Run()
+	case "keyctl":
+		// KEYCTL_GET_KEYRING_ID of the session keyring, made if missing.
+		r1, _, e := syscall.RawSyscall(syscall.SYS_KEYCTL, 0, ^uintptr(2), 1)
+		if e != 0 {
+			return e
+		}
+		_ = r1
+		return nil
+	case "userfaultfd":
+		r1, _, e := syscall.RawSyscall(nums["userfaultfd"], syscall.O_CLOEXEC|1, 0, 0) // UFFD_USER_MODE_ONLY
+		return errno(r1, e)
+	case "io_uring":
+		var params [120]byte
+		r1, _, e := syscall.RawSyscall(nums["io_uring_setup"], 1, uintptr(unsafe.Pointer(&params[0])), 0)
+		return errno(r1, e)
+	case "perf_event":
+		// A software clock of this process, user space only.
+		var attr [128]byte
+		binary.NativeEndian.PutUint32(attr[0:], 1)     // PERF_TYPE_SOFTWARE
+		binary.NativeEndian.PutUint32(attr[4:], 128)   // size
+		binary.NativeEndian.PutUint64(attr[40:], 0x60) // exclude_kernel | exclude_hv
+		r1, _, e := syscall.RawSyscall6(nums["perf_event_open"], uintptr(unsafe.Pointer(&attr[0])), 0, ^uintptr(0), ^uintptr(0), 0, 0)
+		return errno(r1, e)
+	}
+	return fmt.Errorf("unknown call %q", call)
 }
 
 func seconds(s string) float64 {

@@ -1,0 +1,518 @@
+package worker
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/worker/cgroups"
+)
+
+// A jail is what keeps a job's processes from the host and from other jobs
+// beyond its user and its cgroup: a network namespace of its own (on the
+// worker's bridge, or with loopback only; none for network "host"), the
+// jobs' mount namespace, whose /proc shows a process only to its own user
+// (jobs run as users of their own, so each sees its processes only) and
+// in which the job is chrooted to a copy of the whole tree (a chrooted
+// process cannot make a user namespace, and without one it has no
+// capability to make any namespace), no_new_privs, and a seccomp filter
+// (processFilter). Making a network namespace and its veth takes
+// milliseconds, so jails are made once and reused, one job at a time, as
+// Hail's worker pools its namespaces per job slot: a job start only hands
+// its command to the jail's thread.
+//
+// Each jail has an OS thread of the worker's that lives in the jail's
+// namespaces under no_new_privs and the filter, and forks the jail's jobs:
+// a child is born in its parent thread's namespaces with its filter, and
+// Go's fork and exec runs under the filter unchanged. The thread forks
+// through cgroups.Slot.Start, so the child is born in its cgroup too.
+// Pdeathsig is tied to the thread, which lives as long as the jail.
+//
+// Nothing a job can change in its jail outlives it: it is neither root nor
+// owner of the jail's namespaces, so it cannot change their addresses,
+// routes, sysctls or mounts, and its processes (and their sockets) are
+// killed with its cgroup before the jail is used again.
+type jail struct {
+	mode string   // api.NetworkBridge, api.NetworkNone or api.NetworkHost
+	net  *jailNet // on the bridge (nil otherwise)
+	tid  int      // the jail's thread
+	reqs chan jailStart
+}
+
+// jailStart asks a jail's thread to fork a command.
+type jailStart struct {
+	cmd  *exec.Cmd
+	slot *cgroups.Slot
+	done chan error
+}
+
+// jails is a worker's pool of jails.
+type jails struct {
+	log     *slog.Logger
+	fs      *jailFS
+	bridge  *bridge // nil: no bridge (jobs on it are refused)
+	filter  *unix.SockFprog
+	maxIdle int
+
+	mu     sync.Mutex
+	idle   map[string][]*jail // by mode, most recent last
+	live   int                // jails made and not destroyed
+	closed bool
+}
+
+// jailsConfig is what a worker's jails are made from.
+type jailsConfig struct {
+	Root    string        // the chroot (an empty directory; jails mount on it)
+	Bridge  *bridgeConfig // nil: no bridge
+	V2      bool          // cgroup v2: the forking thread calls clone3
+	MaxIdle int           // idle jails kept per mode
+}
+
+// openJails makes the jobs' mount namespace, the bridge and the filter.
+func openJails(cfg jailsConfig, log *slog.Logger) (_ *jails, err error) {
+	p := &jails{log: log.With("component", "jails"), maxIdle: cfg.MaxIdle, idle: map[string][]*jail{}}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if p.filter, err = processFilter(cfg.V2); err != nil {
+		return nil, err
+	}
+	if p.fs, err = openJailFS(cfg.Root, p.log); err != nil {
+		return nil, err
+	}
+	if cfg.Bridge != nil {
+		if p.bridge, err = openBridge(*cfg.Bridge, p.log); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// jailMode is the jail mode of a job's network ("" is the bridge).
+func jailMode(network string) string {
+	if network == "" {
+		return api.NetworkBridge
+	}
+	return network
+}
+
+// take returns an idle jail of mode, or makes one.
+func (p *jails) take(mode string) (*jail, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("the worker is stopping")
+	}
+	if idle := p.idle[mode]; len(idle) > 0 {
+		j := idle[len(idle)-1]
+		p.idle[mode] = idle[:len(idle)-1]
+		p.mu.Unlock()
+		return j, nil
+	}
+	p.live++
+	p.mu.Unlock()
+	j, err := p.make(mode)
+	if err != nil {
+		p.mu.Lock()
+		p.live--
+		p.mu.Unlock()
+		return nil, err
+	}
+	return j, nil
+}
+
+// put gives back a jail whose job has ended (nothing of it runs), for the
+// next job; beyond maxIdle idle jails of its mode, or once the pool is
+// closed, it is destroyed.
+func (p *jails) put(j *jail) {
+	p.mu.Lock()
+	if p.closed || len(p.idle[j.mode]) >= p.maxIdle {
+		p.live--
+		p.mu.Unlock()
+		p.destroy(j)
+		return
+	}
+	p.idle[j.mode] = append(p.idle[j.mode], j)
+	p.mu.Unlock()
+}
+
+// close destroys the idle jails, and any given back later, then the
+// bridge and the mount namespace.
+func (p *jails) close() {
+	p.mu.Lock()
+	p.closed = true
+	var all []*jail
+	for _, js := range p.idle {
+		all = append(all, js...)
+	}
+	p.idle = map[string][]*jail{}
+	p.live -= len(all)
+	p.mu.Unlock()
+	for _, j := range all {
+		p.destroy(j)
+	}
+	if p.bridge != nil {
+		p.bridge.close()
+	}
+	if p.fs != nil {
+		p.fs.close()
+	}
+}
+
+// make makes a jail: its thread enters the namespaces (a new network
+// namespace for the bridge and none, then the jobs' mount namespace),
+// the host side attaches a bridge jail's namespace, and the thread takes
+// no_new_privs and the filter.
+func (p *jails) make(mode string) (*jail, error) {
+	if mode == api.NetworkBridge && p.bridge == nil {
+		return nil, errors.New("this worker has no bridge for jobs (network \"bridge\")")
+	}
+	j := &jail{mode: mode, reqs: make(chan jailStart)}
+	entered := make(chan int)   // the namespace's fd (-1 for the host's), from the thread
+	attached := make(chan bool) // go on (or give up), to the thread
+	ready := make(chan error)
+	goLocked(func() { j.thread(p, entered, attached, ready) })
+	nsFD := <-entered
+	if nsFD == -2 {
+		return nil, <-ready
+	}
+	ok := true
+	var err error
+	if mode == api.NetworkBridge {
+		if j.net, err = p.bridge.attach(nsFD); err != nil {
+			ok = false
+		}
+	}
+	if nsFD >= 0 {
+		unix.Close(nsFD)
+	}
+	attached <- ok
+	if !ok {
+		<-ready
+		return nil, err
+	}
+	if err := <-ready; err != nil {
+		if j.net != nil {
+			p.bridge.detach(j.net)
+		}
+		return nil, err
+	}
+	p.log.Debug("made a jail", "mode", mode, "thread", j.tid)
+	return j, nil
+}
+
+// destroy ends a jail's thread, and with it the jail's namespaces, and
+// takes its veth off the bridge.
+func (p *jails) destroy(j *jail) {
+	if j.net != nil {
+		p.bridge.detach(j.net)
+	}
+	close(j.reqs)
+}
+
+// thread is the body of a jail's OS thread (locked by goLocked, never
+// unlocked: the thread ends with it). It sends on entered the fd of the
+// network namespace it made (-1 for the host's; -2 when it failed, the
+// error following on ready), waits for the go-ahead on attached, finishes
+// its namespaces, takes no_new_privs and the filter, says so on ready,
+// then forks what it is asked to.
+func (j *jail) thread(p *jails, entered chan<- int, attached <-chan bool, ready chan<- error) {
+	j.tid = unix.Gettid()
+	fd := -1
+	if j.mode != api.NetworkHost {
+		var err error
+		if fd, err = newNetns(); err != nil {
+			entered <- -2
+			ready <- err
+			return
+		}
+	}
+	entered <- fd
+	if !<-attached {
+		ready <- nil
+		return
+	}
+	if err := j.enter(p); err != nil {
+		ready <- err
+		return
+	}
+	ready <- nil
+	for req := range j.reqs {
+		req.done <- j.fork(p, req)
+	}
+}
+
+// newNetns moves the calling thread into a new network namespace with
+// loopback up, and returns an fd of the namespace.
+func newNetns() (int, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return -1, fmt.Errorf("make the job's network namespace: %w", err)
+	}
+	lo, err := netlink.LinkByName("lo")
+	if err == nil {
+		err = netlink.LinkSetUp(lo)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("bring the job's loopback up: %w", err)
+	}
+	// Ping through ICMP sockets, the way an unprivileged user can (a
+	// setuid ping gains nothing under no_new_privs).
+	// (/proc/sys/net is the opener's network namespace's.)
+	if err := os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 2147483647"), 0); err != nil {
+		return -1, fmt.Errorf("let the job ping: %w", err)
+	}
+	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the job's network namespace: %w", err)
+	}
+	return fd, nil
+}
+
+// enter configures the jail's eth0 (on the bridge), moves the thread into
+// the jobs' mount namespace and puts it under no_new_privs and the filter.
+func (j *jail) enter(p *jails) error {
+	if j.net != nil {
+		if err := p.bridge.configure(j.net); err != nil {
+			return err
+		}
+	}
+	// setns into a mount namespace needs a thread whose root and
+	// working directory are its own.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare the jail thread's file system context: %w", err)
+	}
+	if err := unix.Setns(int(p.fs.ns.Fd()), unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("enter the jobs' mount namespace: %w", err)
+	}
+	return loadFilter(p.filter)
+}
+
+// fork starts req's command from the jail's thread, chrooted to the copy
+// of the tree, in its cgroup.
+func (j *jail) fork(p *jails, req jailStart) error {
+	var attr syscall.SysProcAttr
+	if req.cmd.SysProcAttr != nil {
+		attr = *req.cmd.SysProcAttr
+	}
+	attr.Chroot = p.fs.root
+	req.cmd.SysProcAttr = &attr
+	if req.slot != nil {
+		return req.slot.Start(req.cmd)
+	}
+	return req.cmd.Start()
+}
+
+// start starts cmd in the jail (and in slot, if not nil).
+func (j *jail) start(cmd *exec.Cmd, slot *cgroups.Slot) error {
+	done := make(chan error, 1)
+	j.reqs <- jailStart{cmd: cmd, slot: slot, done: done}
+	return <-done
+}
+
+// netnsPath is the jail's network namespace as a path a container runtime
+// can join ("" for the host's).
+func (j *jail) netnsPath() string {
+	if j.mode == api.NetworkHost {
+		return ""
+	}
+	return "/proc/" + strconv.Itoa(os.Getpid()) + "/task/" + strconv.Itoa(j.tid) + "/ns/net"
+}
+
+// addr is the jail's address on the bridge (invalid off it).
+func (j *jail) addr() netip.Addr {
+	if j.net == nil {
+		return netip.Addr{}
+	}
+	return j.net.addr
+}
+
+// goLocked runs fn in a new goroutine locked to an OS thread of its own
+// that is not the process's main thread, and never unlocks it: fn may
+// change the thread's namespaces, root or seccomp filter for good, and
+// the runtime ends the thread when fn returns. (The main thread cannot
+// end; left in namespaces of a jail, it would be the worker's face in
+// /proc.)
+func goLocked(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			fn()
+			return
+		}
+		// Hold the main thread so that the next goroutine runs on
+		// another, and give it back once that one is locked.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			fn()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
+}
+
+// jailFS is the jobs' mount namespace: a copy of the worker's, receiving
+// its later mounts and unmounts (slave propagation), whose /proc is a
+// procfs of its own mounted hidepid=invisible (a process's directory is
+// there only for its own user), with the whole tree bound again at root,
+// where jobs are chrooted. When the host's resolver is on loopback (which
+// a job on the bridge cannot reach), the upstream servers' resolv.conf is
+// bound over the copy's.
+type jailFS struct {
+	root   string   // the chroot, the same path inside and out
+	ns     *os.File // the mount namespace
+	resolv string   // the resolv.conf a job on the bridge uses
+}
+
+// openJailFS makes the jobs' mount namespace on a thread of its own.
+func openJailFS(root string, log *slog.Logger) (*jailFS, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("jail root: %w", err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		return nil, fmt.Errorf("jail root: %w", err)
+	}
+	fs := &jailFS{root: root, resolv: jobResolvConf(log)}
+	done := make(chan error)
+	goLocked(func() { done <- fs.make() })
+	if err := <-done; err != nil {
+		return nil, fmt.Errorf("make the jobs' mount namespace: %w", err)
+	}
+	return fs, nil
+}
+
+// make builds the namespace on the calling thread, which ends after.
+func (fs *jailFS) make() error {
+	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make / a slave: %w", err)
+	}
+	procs, err := procMounts()
+	if err != nil {
+		return err
+	}
+	// Deepest first; /proc's own submounts go with it.
+	for _, m := range slices.Backward(procs) {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount the host's procfs at %s: %w", m, err)
+		}
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
+		return fmt.Errorf("mount /proc with hidepid=invisible: %w", err)
+	}
+	if err := unix.Mount("/", fs.root, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind / at %s: %w", fs.root, err)
+	}
+	if fs.resolv != "/etc/resolv.conf" {
+		target := filepath.Join(fs.root, "etc/resolv.conf")
+		if err := unix.Mount(fs.resolv, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", fs.resolv, target, err)
+		}
+	}
+	ns, err := os.Open("/proc/thread-self/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("open the namespace: %w", err)
+	}
+	fs.ns = ns
+	return nil
+}
+
+// close drops the worker's hold on the namespace; it goes with the last
+// jail thread.
+func (fs *jailFS) close() {
+	if fs.ns != nil {
+		fs.ns.Close()
+	}
+}
+
+// procMounts lists the mount points of procfs in the calling thread's
+// mount namespace.
+func procMounts() ([]string, error) {
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i, fl := range fields {
+			if fl == "-" && i >= 6 && i+1 < len(fields) {
+				if fields[i+1] == "proc" {
+					out = append(out, unescapeMount(fields[4]))
+				}
+				break
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes ("\040" for a space),
+// which are Go's too.
+func unescapeMount(s string) string {
+	if u, err := strconv.Unquote(`"` + s + `"`); err == nil {
+		return u
+	}
+	return s
+}
+
+// jobResolvConf is the resolv.conf jobs on the bridge use: the host's,
+// unless it names only loopback servers (systemd-resolved's stub), which
+// a job's namespace cannot reach; then systemd-resolved's list of the
+// upstream servers, when there is one.
+func jobResolvConf(log *slog.Logger) string {
+	const host, upstream = "/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"
+	if !onlyLoopbackServers(host) {
+		return host
+	}
+	if _, err := os.Stat(upstream); err == nil && !onlyLoopbackServers(upstream) {
+		return upstream
+	}
+	log.Warn("the host's resolver is on loopback, which jobs on the bridge cannot reach, and no upstream servers are known: their names will not resolve", "resolv.conf", host)
+	return host
+}
+
+// onlyLoopbackServers tells whether a resolv.conf names nameservers and
+// all of them are loopback addresses.
+func onlyLoopbackServers(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || !a.IsLoopback() {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
