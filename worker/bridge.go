@@ -63,6 +63,10 @@ type bridgeConfig struct {
 	LeaseDir string         // where the host's workers lease blocks
 	Deny     []netip.Prefix // destinations refused besides the host's own addresses
 	Servers  []string       // the control plane's addresses (URLs or host:port)
+	// DNS are the jobs' nameservers: port 53 of each stays open even
+	// where a refused prefix holds it (on Google Cloud the resolver is
+	// the metadata server, 169.254.169.254).
+	DNS []netip.Addr
 }
 
 // bridgeNames returns the names a worker's bridge uses: its device, its
@@ -98,13 +102,13 @@ func openBridge(cfg bridgeConfig, log *slog.Logger) (_ *bridge, err error) {
 	}
 	deny := append([]netip.Prefix{}, cfg.Deny...)
 	deny = append(deny, serverPrefixes(cfg.Servers, log)...)
-	if err := b.makeTable(deny); err != nil {
+	if err := b.makeTable(deny, cfg.DNS); err != nil {
 		return nil, err
 	}
 	if err := enableForwarding(log); err != nil {
 		return nil, err
 	}
-	log.Info("job bridge ready", "bridge", b.name, "subnet", b.block, "table", "inet "+b.table, "deny", deny)
+	log.Info("job bridge ready", "bridge", b.name, "subnet", b.block, "table", "inet "+b.table, "deny", deny, "dns", cfg.DNS)
 	return b, nil
 }
 
@@ -304,7 +308,7 @@ func serverPrefixes(servers []string, log *slog.Logger) []netip.Prefix {
 }
 
 // makeTable writes the worker's nftables table (see bridge).
-func (b *bridge) makeTable(deny []netip.Prefix) error {
+func (b *bridge) makeTable(deny []netip.Prefix, dns []netip.Addr) error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -330,7 +334,21 @@ func (b *bridge) makeTable(deny []netip.Prefix) error {
 	rule(input, append(ifname(unix.NFT_META_IIFNAME, b.name, true), reject)...)
 	// Nor each other through the host.
 	rule(forward, append(append(ifname(unix.NFT_META_IIFNAME, b.name, true), ifname(unix.NFT_META_OIFNAME, b.name, true)...), reject)...)
-	// Nor the refused destinations.
+	// Nor the refused destinations, but for the jobs' nameservers'
+	// port 53.
+	for _, a := range dns {
+		if !a.Is4() || !overlapsAny(netip.PrefixFrom(a, 32), deny) {
+			continue
+		}
+		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+			rule(forward, append(append(append(ifname(unix.NFT_META_IIFNAME, b.name, true), ipMatch(16, netip.PrefixFrom(a, 32))...),
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 53}}),
+				&expr.Verdict{Kind: expr.VerdictAccept})...)
+		}
+	}
 	for _, p := range deny {
 		if !p.Addr().Is4() {
 			continue

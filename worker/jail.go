@@ -78,6 +78,7 @@ type jails struct {
 // jailsConfig is what a worker's jails are made from.
 type jailsConfig struct {
 	Root    string        // the chroot (an empty directory; jails mount on it)
+	Resolv  string        // the jobs' resolv.conf ("": the host's, or its upstream's)
 	Bridge  *bridgeConfig // nil: no bridge
 	V2      bool          // cgroup v2: the forking thread calls clone3
 	MaxIdle int           // idle jails kept per mode
@@ -94,11 +95,13 @@ func openJails(cfg jailsConfig, log *slog.Logger) (_ *jails, err error) {
 	if p.filter, err = processFilter(cfg.V2); err != nil {
 		return nil, err
 	}
-	if p.fs, err = openJailFS(cfg.Root, p.log); err != nil {
+	if p.fs, err = openJailFS(cfg.Root, cfg.Resolv, p.log); err != nil {
 		return nil, err
 	}
 	if cfg.Bridge != nil {
-		if p.bridge, err = openBridge(*cfg.Bridge, p.log); err != nil {
+		bc := *cfg.Bridge
+		bc.DNS = nameservers(p.fs.resolv)
+		if p.bridge, err = openBridge(bc, p.log); err != nil {
 			return nil, err
 		}
 	}
@@ -151,6 +154,14 @@ func (p *jails) put(j *jail) {
 	}
 	p.idle[j.mode] = append(p.idle[j.mode], j)
 	p.mu.Unlock()
+}
+
+// discard destroys a jail that must not be used again.
+func (p *jails) discard(j *jail) {
+	p.mu.Lock()
+	p.live--
+	p.mu.Unlock()
+	p.destroy(j)
 }
 
 // close destroys the idle jails, and any given back later, then the
@@ -375,22 +386,26 @@ func goLocked(fn func()) {
 // there only for its own user), with the whole tree bound again at root,
 // where jobs are chrooted. When the host's resolver is on loopback (which
 // a job on the bridge cannot reach), the upstream servers' resolv.conf is
-// bound over the copy's.
+// bound over the copy's; so is the operator's (Config.JobResolvConf).
 type jailFS struct {
 	root   string   // the chroot, the same path inside and out
 	ns     *os.File // the mount namespace
 	resolv string   // the resolv.conf a job on the bridge uses
 }
 
-// openJailFS makes the jobs' mount namespace on a thread of its own.
-func openJailFS(root string, log *slog.Logger) (*jailFS, error) {
+// openJailFS makes the jobs' mount namespace on a thread of its own, with
+// resolv as the jobs' resolv.conf ("": jobResolvConf).
+func openJailFS(root, resolv string, log *slog.Logger) (*jailFS, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("jail root: %w", err)
 	}
 	if err := os.Chmod(root, 0o755); err != nil {
 		return nil, fmt.Errorf("jail root: %w", err)
 	}
-	fs := &jailFS{root: root, resolv: jobResolvConf(log)}
+	if resolv == "" {
+		resolv = jobResolvConf(log)
+	}
+	fs := &jailFS{root: root, resolv: resolv}
 	done := make(chan error)
 	goLocked(func() { done <- fs.make() })
 	if err := <-done; err != nil {
@@ -498,21 +513,30 @@ func jobResolvConf(log *slog.Logger) string {
 // onlyLoopbackServers tells whether a resolv.conf names nameservers and
 // all of them are loopback addresses.
 func onlyLoopbackServers(path string) bool {
+	ns := nameservers(path)
+	for _, a := range ns {
+		if !a.IsLoopback() {
+			return false
+		}
+	}
+	return len(ns) > 0
+}
+
+// nameservers lists the nameservers of a resolv.conf.
+func nameservers(path string) []netip.Addr {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return false
+		return nil
 	}
-	n := 0
+	var out []netip.Addr
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 || f[0] != "nameserver" {
 			continue
 		}
-		a, err := netip.ParseAddr(f[1])
-		if err != nil || !a.IsLoopback() {
-			return false
+		if a, err := netip.ParseAddr(f[1]); err == nil {
+			out = append(out, a.Unmap())
 		}
-		n++
 	}
-	return n > 0
+	return out
 }

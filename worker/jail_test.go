@@ -288,7 +288,8 @@ func (o *outside) dial(addr string) error {
 
 // newOutside makes the namespace, with listeners on its addresses
 // answering with their names, and routes extra (more addresses, such as
-// a metadata server's) to it; everything goes when the test ends.
+// a metadata server's, each with a listener on port 53 too) to it;
+// everything goes when the test ends.
 func newOutside(t *testing.T, extra ...netip.Addr) (*outside, map[netip.Addr]string) {
 	t.Helper()
 	var rnd [2]byte
@@ -328,24 +329,35 @@ func newOutside(t *testing.T, extra ...netip.Addr) (*outside, map[netip.Addr]str
 		if err == nil {
 			err = netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: o.host.AsSlice()})
 		}
-		for _, a := range addrs {
-			if err != nil {
-				break
-			}
+		listen := func(ap netip.AddrPort) {
 			var l net.Listener
-			if l, err = net.Listen("tcp", netip.AddrPortFrom(a, 0).String()); err == nil {
+			if l, err = net.Listen("tcp", ap.String()); err == nil {
 				t.Cleanup(func() { l.Close() })
-				listeners[a] = l.Addr().String()
+				if ap.Port() == 0 {
+					listeners[ap.Addr()] = l.Addr().String()
+				}
 				go func() {
 					for {
 						c, err := l.Accept()
 						if err != nil {
 							return
 						}
-						fmt.Fprintln(c, "outside "+a.String())
+						fmt.Fprintln(c, "outside "+ap.Addr().String())
 						c.Close()
 					}
 				}()
+			}
+		}
+		for _, a := range addrs {
+			if err == nil {
+				listen(netip.AddrPortFrom(a, 0))
+			}
+		}
+		// A nameserver on each extra address (the cloud's metadata
+		// server is Google Cloud's resolver).
+		for _, a := range extra {
+			if err == nil {
+				listen(netip.AddrPortFrom(a, 53))
 			}
 		}
 		ready <- err
@@ -415,16 +427,27 @@ func TestJailBridge(t *testing.T) {
 	rand.Read(rnd[:])
 	metadata := netip.AddrFrom4([4]byte{169, 254, rnd[0], rnd[1] | 1})
 	o, listening := newOutside(t, metadata)
-	r := newJailRig(t, func(c *Config) { c.Servers = []string{"http://" + o.server.String() + ":4646"} })
+	// The jobs' nameserver is the metadata server, as on Google Cloud.
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver "+metadata.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newJailRig(t, func(c *Config) {
+		c.Servers = []string{"http://" + o.server.String() + ":4646"}
+		c.JobResolvConf = resolv
+	})
 	loopback := serveLine(t, "tcp", "127.0.0.1:0", "host loopback")
 	anyAddr := serveLine(t, "tcp", ":0", "host any")
 	_, anyPort, _ := net.SplitHostPort(anyAddr)
 	world := listening[o.addr]
 
-	// The outside itself is reached, and sees the host's address.
-	code, out := r.run(t, "", r.tool, "dial", world)
-	if code != 1 || !strings.Contains(out, "outside "+o.addr.String()) {
-		t.Fatalf("a job on the bridge did not reach the world (%s):\n%s", world, out)
+	// The outside itself is reached, and so is the nameserver's port
+	// 53 (its other ports are not: see below); the job sees the
+	// nameserver in its resolv.conf.
+	nameserver := netip.AddrPortFrom(metadata, 53).String()
+	code, out := r.run(t, "", "sh", "-c", "cat /etc/resolv.conf; "+r.tool+" dial "+world+" "+nameserver)
+	if code != 2 || !strings.Contains(out, "outside "+o.addr.String()) || !strings.Contains(out, "reached "+nameserver) || !strings.Contains(out, "nameserver "+metadata.String()) {
+		t.Fatalf("a job on the bridge did not reach the world (%s) and its nameserver (%s):\n%s", world, nameserver, out)
 	}
 	bridgeIP := r.sb.jails.bridge.gateway
 	refused := []string{
@@ -535,12 +558,17 @@ func TestJailRefusesPrivilege(t *testing.T) {
 	}
 }
 
+// forkBomb is a fork bomb that keeps as many processes as it can: each
+// forks a copy of itself and waits for it, again and again, so the chain
+// grows until a fork fails and regrows whenever a link dies.
+const forkBomb = "b() { while :; do b & wait; done; }; b"
+
 // A fork bomb is held to the job's max_processes (here 64, the worker's
 // -max-processes when the job names none), counted by the kernel and on
 // the host, and other jobs still start meanwhile.
 func TestJailForkBomb(t *testing.T) {
 	r := newJailRig(t, func(c *Config) { c.MaxProcesses = 64 })
-	bomb := r.start(t, api.Assignment{Command: []string{"sh", "-c", "b() { b | b & }; b; sleep 30"}})
+	bomb := r.start(t, api.Assignment{Command: []string{"sh", "-c", forkBomb}})
 	uid := bomb.bx.uid()
 	peak := 0
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -556,7 +584,7 @@ func TestJailForkBomb(t *testing.T) {
 		t.Errorf("a job beside the fork bomb: exit %d %s", code, out)
 	}
 	// A job that names its own limit gets it.
-	small := r.start(t, api.Assignment{Command: []string{"sh", "-c", "b() { b | b & }; b; sleep 30"}, MaxProcesses: 10})
+	small := r.start(t, api.Assignment{Command: []string{"sh", "-c", forkBomb}, MaxProcesses: 10})
 	time.Sleep(time.Second)
 	if n := countUserProcs(t, small.bx.uid()); n > 10 {
 		t.Errorf("a fork bomb with max_processes 10 had %d processes", n)

@@ -153,13 +153,20 @@ func emptyDir(dir string) error {
 // and user and its directory, emptied (or, with keepDir, left for a
 // person to look at under the attempt's name).
 func (b *box) release(keepDir bool) {
+	emptied := true
 	if b.slot != nil {
-		b.slot.Release()
+		emptied = b.slot.Release() == nil
 		b.slot = nil
 	}
-	// Nothing of the job runs now: its jail is ready for the next.
+	// Nothing of the job runs now: its jail is ready for the next. (If
+	// the cgroup could not be emptied, something of the job may live on
+	// in the jail's namespaces: the jail goes.)
 	if b.jail != nil {
-		b.s.jails.put(b.jail)
+		if emptied {
+			b.s.jails.put(b.jail)
+		} else {
+			b.s.jails.discard(b.jail)
+		}
 		b.jail = nil
 	}
 	if b.lease != nil {
@@ -237,7 +244,8 @@ func openSandbox(cfg *Config, nodeID string, isolate bool, log *slog.Logger) (_ 
 		return nil, fmt.Errorf("job cgroups: %w", err)
 	}
 	jc := jailsConfig{
-		Root: filepath.Join(cfg.DataDir, "jail"),
+		Root:   filepath.Join(cfg.DataDir, "jail"),
+		Resolv: cfg.JobResolvConf,
 		Bridge: &bridgeConfig{NodeID: nodeID, Subnets: cfg.BridgeSubnets, Block: cfg.BridgeBlock, LeaseDir: cfg.NetworkLeaseDir,
 			Deny: cfg.BridgeDeny, Servers: cfg.Servers},
 		V2:      s.cgroups.Version() == cgroups.V2,

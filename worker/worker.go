@@ -122,6 +122,11 @@ type Config struct {
 	// (Servers, resolved at start). Default 169.254.0.0/16, where clouds
 	// serve their metadata (and the machine's credentials).
 	BridgeDeny []netip.Prefix
+	// JobResolvConf is the resolv.conf jobs see ("": the host's, or,
+	// when that names only loopback servers, systemd-resolved's list of
+	// upstream ones). Port 53 of its nameservers stays open to jobs on
+	// the bridge even inside BridgeDeny.
+	JobResolvConf string
 	// Runc is the runc binary container jobs run with ("" or a name: found
 	// in PATH); RuncRoot keeps runc's state (default /run/drover-runc/NODE).
 	Runc     string

@@ -30,6 +30,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	image := fs.String("image", "", `run each job in a container of this image (its command: -command); "test" serves one from a registry in this process, built from drover's static test program (needs the go command)`)
 	command := fs.String("command", "true", `the jobs' command, split at spaces ("jobtool true" with -image test)`)
 	memory := fs.String("memory", "16MiB", "each job's memory limit (a container's includes runc's own init while it starts the job)")
+	network := fs.String("network", api.NetworkBridge, `the jobs' network: "bridge" (the default: each job in a network namespace of its own on its worker's bridge), "none" or "host" (the machine's, without a network namespace)`)
 	keep := fs.Bool("keep", false, "keep the agent's data dir")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -40,6 +41,9 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	argv := strings.Fields(*command)
+	if err := api.ValidateNetwork(*network); err != nil {
+		return usagef("-network: %v", err)
+	}
 	jobMem, err := jobspec.ParseBytes(*memory)
 	if err != nil {
 		return usagef("-memory: %v", err)
@@ -95,7 +99,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		// Warm every worker's image cache first: the figures are for
 		// jobs whose image is there.
 		warm, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench-e2e-warm", Jobs: []api.JobSpec{
-			{JobID: 1, Name: "warm", Count: int64(*workers * *cores), Command: argv, Image: *image, CPU: 1, Memory: jobMem},
+			{JobID: 1, Name: "warm", Count: int64(*workers * *cores), Command: argv, Image: *image, CPU: 1, Memory: jobMem, Network: *network},
 		}})
 		if err != nil {
 			return err
@@ -106,7 +110,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	res, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench-e2e", Jobs: []api.JobSpec{
-		{JobID: 1, Name: "true", Count: int64(*jobs), Command: argv, Image: *image, CPU: 1, Memory: jobMem},
+		{JobID: 1, Name: "true", Count: int64(*jobs), Command: argv, Image: *image, CPU: 1, Memory: jobMem, Network: *network},
 	}})
 	if err != nil {
 		return err
@@ -147,7 +151,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	}
 	sort.Float64s(waits)
 	out := map[string]any{
-		"bench": "e2e", "jobs": *jobs, "workers": *workers, "worker_cores": *cores,
+		"bench": "e2e", "jobs": *jobs, "workers": *workers, "worker_cores": *cores, "network": *network,
 		"jobs_per_s": float64(*jobs) / total.Seconds(),
 		"submit_s":   submit.Seconds(), "schedule_jobs_per_s": rate(starts), "complete_jobs_per_s": rate(ends),
 		"total_s": total.Seconds(), "p50_ready_to_started_ms": waits[len(waits)/2], "p99_ready_to_started_ms": waits[len(waits)*99/100],
@@ -157,10 +161,10 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		// nearly all of it is the cost of starting and stopping.
 		"attempt_p50_ms": walls[len(walls)/2], "attempt_p99_ms": walls[len(walls)*99/100],
 	}
-	what := "`" + strings.Join(argv, " ") + "` processes"
+	what := "`" + strings.Join(argv, " ") + "` processes on network " + *network
 	if *image != "" {
 		out["image"] = *image
-		what = "`" + strings.Join(argv, " ") + "` containers"
+		what = "`" + strings.Join(argv, " ") + "` containers on network " + *network
 	}
 	if reg != nil {
 		pulls := reg.Count(func(r testimage.Request) bool { return r.Kind == testimage.KindManifest && r.Method == http.MethodGet })

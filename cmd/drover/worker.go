@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -52,6 +53,13 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	jobUIDs := fs.String("job-uids", fmt.Sprintf("%d-%d", def.JobUIDFirst, def.JobUIDFirst+def.JobUIDCount-1), "user IDs jobs run as, FIRST-LAST; shared with the host's other workers through -uid-lease-dir")
 	uidLeases := fs.String("uid-lease-dir", def.UIDLeaseDir, "directory where the host's workers lease job user IDs")
 	cgroupParent := fs.String("cgroup-parent", "", "cgroup the jobs' cgroups go under (default drover/NODE)")
+	maxProcs := fs.Int64("max-processes", def.MaxProcesses, "processes and threads a job may have at once when it names no max_processes (enforced with the pids controller)")
+	bridgeSubnets := fs.String("bridge-subnets", def.BridgeSubnets.String(), `IPv4 addresses of the jobs on the host's workers' bridges (network = "bridge"): each worker leases a block of them, host-wide, through -network-lease-dir`)
+	bridgeBlock := fs.Int("bridge-block", def.BridgeBlock, "prefix length of one worker's block of -bridge-subnets (22: 1,021 jobs at once)")
+	var bridgeDeny multiFlag
+	fs.Var(&bridgeDeny, "bridge-deny", "a destination CIDR jobs on the bridge may not reach, besides the host's own addresses, the servers' and 169.254.0.0/16 (repeatable)")
+	netLeases := fs.String("network-lease-dir", def.NetworkLeaseDir, "directory where the host's workers lease their bridges' blocks")
+	jobResolv := fs.String("job-resolv-conf", "", "resolv.conf the jobs see (default: the host's, or systemd-resolved's upstream servers when the host's are on loopback); port 53 of its nameservers stays open to jobs on the bridge")
 	runc := fs.String("runc", def.Runc, "runc binary for container jobs")
 	imageDir := fs.String("image-dir", "", "image layer cache (default DATA-DIR/images)")
 	imageCache := fs.String("image-cache", jobspec.FormatBytes(def.ImageCacheBytes), "image cache size limit; least recently used layers go first")
@@ -121,6 +129,17 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 		return usagef("-job-uids %q: write FIRST-LAST, as in 200000-265535", *jobUIDs)
 	}
 	cfg.JobUIDFirst, cfg.JobUIDCount = f, l-f+1
+	cfg.MaxProcesses, cfg.BridgeBlock, cfg.NetworkLeaseDir, cfg.JobResolvConf = *maxProcs, *bridgeBlock, *netLeases, *jobResolv
+	if cfg.BridgeSubnets, err = netip.ParsePrefix(*bridgeSubnets); err != nil {
+		return usagef("-bridge-subnets %q: write a CIDR, as in 172.23.0.0/16", *bridgeSubnets)
+	}
+	for _, d := range bridgeDeny {
+		p, err := netip.ParsePrefix(d)
+		if err != nil {
+			return usagef("-bridge-deny %q: write a CIDR, as in 10.0.0.0/8", d)
+		}
+		cfg.BridgeDeny = append(cfg.BridgeDeny, p)
+	}
 	cfg.Runc, cfg.ImageDir, cfg.RegistryAuthFile, cfg.InsecureRegistries = *runc, *imageDir, *registryAuth, insecure
 	if cfg.ImageCacheBytes, err = jobspec.ParseBytes(*imageCache); err != nil {
 		return usagef("-image-cache: %v", err)

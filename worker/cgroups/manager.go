@@ -426,13 +426,15 @@ func (h *Slot) Kill() error {
 // charged (page cache of files it wrote), Release first reclaims it, which
 // can take tens of milliseconds for dirty data. A slot that cannot be
 // emptied is destroyed, or left in place with an error logged when even
-// that fails. Releasing twice does nothing.
-func (h *Slot) Release() {
+// that fails; the error says so, and that something of the job may still
+// run (whatever the job shared with others, such as its namespaces, must
+// not go to another job). Releasing twice does nothing.
+func (h *Slot) Release() error {
 	s := h.s
 	s.mu.Lock()
 	if s.owner.Load() != h {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.owner.Store(nil)
 	err := s.cg.kill()
@@ -443,7 +445,8 @@ func (h *Slot) Release() {
 	if err != nil {
 		s.m.log.Error("cannot reuse slot", "slot", s.name, "err", err)
 		s.m.destroy(s)
-		return
+		return fmt.Errorf("release %s: %w", s.name, err)
 	}
 	s.m.put(s)
+	return nil
 }
