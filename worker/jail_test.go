@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -753,4 +754,87 @@ func TestJailContainers(t *testing.T) {
 	if code != 0 || strings.Count(out, ":") != 1 || !strings.Contains(out, "lo:") {
 		t.Errorf("a container on network none sees:\n%s", out)
 	}
+}
+
+// A worker that dies leaves its bridge, veths and nftables table: the
+// same worker removes them when it starts again, and another worker of
+// the host when it leases the dead one's block. Blocks held by live
+// workers are skipped; with none left, a worker says so.
+func TestBridgeLeftoversAreRemoved(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bridges need root; the tests run as root in make test")
+	}
+	log := testlog.New(t)
+	var rnd [1]byte
+	rand.Read(rnd[:])
+	cfg := bridgeConfig{Subnets: netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 31, rnd[0], 0}), 24), Block: 25, LeaseDir: t.TempDir()}
+	open := func(node string) *bridge {
+		t.Helper()
+		c := cfg
+		c.NodeID = node
+		b, err := openBridge(c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// crash drops a bridge's lease as the death of its process would,
+	// and leaves everything else.
+	crash := func(b *bridge) { b.lease.Close() }
+	n1, n2, n3 := testNodeID(t), testNodeID(t), testNodeID(t)
+	dev1, table1, _ := bridgeNames(n1)
+	t.Cleanup(func() { removeBridge(bridgeNames(n1)) })
+	b1 := open(n1)
+	crash(b1)
+	b1 = open(n1) // the same worker again
+	if !linkExists(dev1) || !tableExists(t, table1) {
+		t.Fatalf("the restarted worker has no bridge %s or table %s", dev1, table1)
+	}
+	block := b1.block
+	crash(b1)
+	b2 := open(n2)
+	defer b2.close()
+	if linkExists(dev1) || tableExists(t, table1) {
+		t.Errorf("the dead worker's bridge %s or table %s is still there", dev1, table1)
+	}
+	if b2.block != block {
+		t.Errorf("the new worker leased %s, want the dead one's %s", b2.block, block)
+	}
+	b3 := open(n3)
+	if b3.block == b2.block {
+		t.Errorf("two live workers share block %s", b3.block)
+	}
+	c := cfg
+	c.NodeID = testNodeID(t)
+	if _, err := openBridge(c, log); err == nil || !strings.Contains(err.Error(), "every /25 block of "+cfg.Subnets.String()+" is held") {
+		t.Errorf("a third worker on two blocks: %v", err)
+	}
+	b3.close()
+	dev3, table3, _ := bridgeNames(n3)
+	if linkExists(dev3) || tableExists(t, table3) {
+		t.Errorf("a stopped worker left its bridge %s or table %s", dev3, table3)
+	}
+}
+
+func linkExists(name string) bool {
+	_, err := netlink.LinkByName(name)
+	return err == nil
+}
+
+func tableExists(t *testing.T, name string) bool {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if tb.Name == name {
+			return true
+		}
+	}
+	return false
 }
