@@ -24,7 +24,7 @@ import (
 )
 
 // A jail is what keeps a job's processes from the host and from other jobs
-// beyond its user and its cgroup: a network namespace of its own (on the
+// beyond its user: a cgroup slot, a network namespace of its own (on the
 // worker's bridge, or with loopback only; none for network "host"), the
 // jobs' mount namespace, whose /proc shows a process only to its own user
 // (jobs run as users of their own, so each sees its processes only) and
@@ -37,28 +37,27 @@ import (
 // its command to the jail's thread.
 //
 // Each jail has an OS thread of the worker's that lives in the jail's
-// namespaces under no_new_privs and the filter, and forks the jail's jobs:
-// a child is born in its parent thread's namespaces with its filter, and
-// Go's fork and exec runs under the filter unchanged. The thread forks
-// through cgroups.Slot.Start, so the child is born in its cgroup too.
-// Pdeathsig is tied to the thread, which lives as long as the jail.
+// namespaces under no_new_privs and the filter, joined to the jail's
+// cgroup slot (cgroups.Slot.Join), and forks the jail's jobs: a child is
+// born in its parent thread's namespaces and cgroups with its filter, and
+// Go's fork and exec runs under the filter unchanged. The jail keeps its
+// slot from job to job (cgroups.Slot.Renew), so on cgroup v1 no thread
+// moves between cgroups as jobs start, which would contend for the
+// kernel's cgroup locks with every fork of the machine (a third of the
+// dev agent's throughput). Pdeathsig is tied to the thread, which lives as
+// long as the jail.
 //
 // Nothing a job can change in its jail outlives it: it is neither root nor
 // owner of the jail's namespaces, so it cannot change their addresses,
 // routes, sysctls or mounts, and its processes (and their sockets) are
 // killed with its cgroup before the jail is used again.
 type jail struct {
-	mode string   // api.NetworkBridge, api.NetworkNone or api.NetworkHost
-	net  *jailNet // on the bridge (nil otherwise)
-	tid  int      // the jail's thread
-	reqs chan jailStart
-}
-
-// jailStart asks a jail's thread to fork a command.
-type jailStart struct {
-	cmd  *exec.Cmd
-	slot *cgroups.Slot
-	done chan error
+	mode string        // api.NetworkBridge, api.NetworkNone or api.NetworkHost
+	net  *jailNet      // on the bridge (nil otherwise)
+	slot *cgroups.Slot // the job's hold on the jail's cgroup slot
+	tid  int           // the jail's thread
+	reqs chan *exec.Cmd
+	done chan error // the thread's answers; closed when it has left the slot
 }
 
 // jails is a worker's pool of jails.
@@ -66,6 +65,7 @@ type jails struct {
 	log     *slog.Logger
 	fs      *jailFS
 	bridge  *bridge // nil: no bridge (jobs on it are refused)
+	cgroups *cgroups.Manager
 	filter  *unix.SockFprog
 	maxIdle int
 
@@ -80,19 +80,19 @@ type jailsConfig struct {
 	Root    string        // the chroot (an empty directory; jails mount on it)
 	Resolv  string        // the jobs' resolv.conf ("": the host's, or its upstream's)
 	Bridge  *bridgeConfig // nil: no bridge
-	V2      bool          // cgroup v2: the forking thread calls clone3
 	MaxIdle int           // idle jails kept per mode
 }
 
-// openJails makes the jobs' mount namespace, the bridge and the filter.
-func openJails(cfg jailsConfig, log *slog.Logger) (_ *jails, err error) {
-	p := &jails{log: log.With("component", "jails"), maxIdle: cfg.MaxIdle, idle: map[string][]*jail{}}
+// openJails makes the jobs' mount namespace, the bridge and the filter;
+// jails take their cgroup slots from cg.
+func openJails(cfg jailsConfig, cg *cgroups.Manager, log *slog.Logger) (_ *jails, err error) {
+	p := &jails{log: log.With("component", "jails"), cgroups: cg, maxIdle: cfg.MaxIdle, idle: map[string][]*jail{}}
 	defer func() {
 		if err != nil {
 			p.close()
 		}
 	}()
-	if p.filter, err = processFilter(cfg.V2); err != nil {
+	if p.filter, err = processFilter(cg.Version() == cgroups.V2); err != nil {
 		return nil, err
 	}
 	if p.fs, err = openJailFS(cfg.Root, cfg.Resolv, p.log); err != nil {
@@ -116,22 +116,33 @@ func jailMode(network string) string {
 	return network
 }
 
-// take returns an idle jail of mode, or makes one.
-func (p *jails) take(mode string) (*jail, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("the worker is stopping")
-	}
-	if idle := p.idle[mode]; len(idle) > 0 {
+// take returns a jail of mode whose cgroup slot is ready for a job with
+// limits l: an idle one, renewed, or a new one.
+func (p *jails) take(mode string, l cgroups.Limits) (*jail, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errors.New("the worker is stopping")
+		}
+		idle := p.idle[mode]
+		if len(idle) == 0 {
+			p.live++
+			p.mu.Unlock()
+			break
+		}
 		j := idle[len(idle)-1]
 		p.idle[mode] = idle[:len(idle)-1]
 		p.mu.Unlock()
-		return j, nil
+		h, err := j.slot.Renew(l)
+		if err == nil {
+			j.slot = h
+			return j, nil
+		}
+		p.log.Warn("cannot ready a jail's cgroup for the next job; making another jail", "err", err)
+		p.discard(j)
 	}
-	p.live++
-	p.mu.Unlock()
-	j, err := p.make(mode)
+	j, err := p.make(mode, l)
 	if err != nil {
 		p.mu.Lock()
 		p.live--
@@ -141,9 +152,9 @@ func (p *jails) take(mode string) (*jail, error) {
 	return j, nil
 }
 
-// put gives back a jail whose job has ended (nothing of it runs), for the
-// next job; beyond maxIdle idle jails of its mode, or once the pool is
-// closed, it is destroyed.
+// put gives back a jail whose job has ended (its cgroup killed: nothing of
+// it runs), for the next job; beyond maxIdle idle jails of its mode, or
+// once the pool is closed, it is destroyed.
 func (p *jails) put(j *jail) {
 	p.mu.Lock()
 	if p.closed || len(p.idle[j.mode]) >= p.maxIdle {
@@ -187,25 +198,30 @@ func (p *jails) close() {
 	}
 }
 
-// make makes a jail: its thread enters the namespaces (a new network
-// namespace for the bridge and none, then the jobs' mount namespace),
-// the host side attaches a bridge jail's namespace, and the thread takes
-// no_new_privs and the filter.
-func (p *jails) make(mode string) (*jail, error) {
+// make makes a jail: it takes a cgroup slot; its thread enters the
+// namespaces (a new network namespace for the bridge and none, then the
+// jobs' mount namespace), the host side attaches a bridge jail's
+// namespace, and the thread takes no_new_privs and the filter and joins
+// the slot.
+func (p *jails) make(mode string, l cgroups.Limits) (*jail, error) {
 	if mode == api.NetworkBridge && p.bridge == nil {
 		return nil, errors.New("this worker has no bridge for jobs (network \"bridge\")")
 	}
-	j := &jail{mode: mode, reqs: make(chan jailStart)}
+	slot, err := p.cgroups.Acquire(l)
+	if err != nil {
+		return nil, fmt.Errorf("make the job's cgroup: %w", err)
+	}
+	j := &jail{mode: mode, slot: slot, reqs: make(chan *exec.Cmd), done: make(chan error)}
 	entered := make(chan int)   // the namespace's fd (-1 for the host's), from the thread
 	attached := make(chan bool) // go on (or give up), to the thread
-	ready := make(chan error)
-	goLocked(func() { j.thread(p, entered, attached, ready) })
+	goLocked(func() { j.thread(p, entered, attached) })
 	nsFD := <-entered
 	if nsFD == -2 {
-		return nil, <-ready
+		err := <-j.done
+		slot.Release()
+		return nil, err
 	}
 	ok := true
-	var err error
 	if mode == api.NetworkBridge {
 		if j.net, err = p.bridge.attach(nsFD); err != nil {
 			ok = false
@@ -216,58 +232,71 @@ func (p *jails) make(mode string) (*jail, error) {
 	}
 	attached <- ok
 	if !ok {
-		<-ready
+		<-j.done
+		slot.Release()
 		return nil, err
 	}
-	if err := <-ready; err != nil {
+	if err := <-j.done; err != nil {
 		if j.net != nil {
 			p.bridge.detach(j.net)
 		}
+		slot.Release()
 		return nil, err
 	}
-	p.log.Debug("made a jail", "mode", mode, "thread", j.tid)
+	p.log.Debug("made a jail", "mode", mode, "thread", j.tid, "slot", slot.Name())
 	return j, nil
 }
 
-// destroy ends a jail's thread, and with it the jail's namespaces, and
-// takes its veth off the bridge.
+// destroy ends a jail's thread (it leaves the jail's cgroup slot first),
+// and with it the jail's namespaces, takes its veth off the bridge and
+// gives the slot back.
 func (p *jails) destroy(j *jail) {
 	if j.net != nil {
 		p.bridge.detach(j.net)
 	}
 	close(j.reqs)
+	for range j.done {
+	}
+	j.slot.Release()
 }
 
 // thread is the body of a jail's OS thread (locked by goLocked, never
 // unlocked: the thread ends with it). It sends on entered the fd of the
 // network namespace it made (-1 for the host's; -2 when it failed, the
-// error following on ready), waits for the go-ahead on attached, finishes
-// its namespaces, takes no_new_privs and the filter, says so on ready,
-// then forks what it is asked to.
-func (j *jail) thread(p *jails, entered chan<- int, attached <-chan bool, ready chan<- error) {
+// error following on done), waits for the go-ahead on attached, finishes
+// its namespaces, takes no_new_privs and the filter, joins the slot and
+// says so on done; then it forks what it is asked to, answering on done,
+// and at the end leaves the slot and closes done.
+func (j *jail) thread(p *jails, entered chan<- int, attached <-chan bool) {
 	j.tid = unix.Gettid()
 	fd := -1
 	if j.mode != api.NetworkHost {
 		var err error
 		if fd, err = newNetns(); err != nil {
 			entered <- -2
-			ready <- err
+			j.done <- err
+			close(j.done)
 			return
 		}
 	}
 	entered <- fd
 	if !<-attached {
-		ready <- nil
+		close(j.done)
 		return
 	}
 	if err := j.enter(p); err != nil {
-		ready <- err
+		j.done <- err
+		close(j.done)
 		return
 	}
-	ready <- nil
-	for req := range j.reqs {
-		req.done <- j.fork(p, req)
+	j.done <- nil
+	for cmd := range j.reqs {
+		j.done <- j.fork(p, cmd)
 	}
+	if err := j.slot.Leave(); err != nil {
+		p.log.Error("a jail's thread cannot leave its cgroup slot", "slot", j.slot.Name(), "err", err)
+	}
+	close(j.done)
 }
 
 // newNetns moves the calling thread into a new network namespace with
@@ -297,7 +326,8 @@ func newNetns() (int, error) {
 }
 
 // enter configures the jail's eth0 (on the bridge), moves the thread into
-// the jobs' mount namespace and puts it under no_new_privs and the filter.
+// the jobs' mount namespace, puts it under no_new_privs and the filter,
+// and joins it to the jail's cgroup slot.
 func (j *jail) enter(p *jails) error {
 	if j.net != nil {
 		if err := p.bridge.configure(j.net); err != nil {
@@ -312,29 +342,28 @@ func (j *jail) enter(p *jails) error {
 	if err := unix.Setns(int(p.fs.ns.Fd()), unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("enter the jobs' mount namespace: %w", err)
 	}
-	return loadFilter(p.filter)
+	if err := loadFilter(p.filter); err != nil {
+		return err
+	}
+	return j.slot.Join()
 }
 
-// fork starts req's command from the jail's thread, chrooted to the copy
-// of the tree, in its cgroup.
-func (j *jail) fork(p *jails, req jailStart) error {
+// fork starts cmd from the jail's thread, chrooted to the copy of the
+// tree, in the jail's cgroup slot.
+func (j *jail) fork(p *jails, cmd *exec.Cmd) error {
 	var attr syscall.SysProcAttr
-	if req.cmd.SysProcAttr != nil {
-		attr = *req.cmd.SysProcAttr
+	if cmd.SysProcAttr != nil {
+		attr = *cmd.SysProcAttr
 	}
 	attr.Chroot = p.fs.root
-	req.cmd.SysProcAttr = &attr
-	if req.slot != nil {
-		return req.slot.Start(req.cmd)
-	}
-	return req.cmd.Start()
+	cmd.SysProcAttr = &attr
+	return j.slot.Start(cmd)
 }
 
-// start starts cmd in the jail (and in slot, if not nil).
-func (j *jail) start(cmd *exec.Cmd, slot *cgroups.Slot) error {
-	done := make(chan error, 1)
-	j.reqs <- jailStart{cmd: cmd, slot: slot, done: done}
-	return <-done
+// start starts cmd in the jail.
+func (j *jail) start(cmd *exec.Cmd) error {
+	j.reqs <- cmd
+	return <-j.done
 }
 
 // netnsPath is the jail's network namespace as a path a container runtime

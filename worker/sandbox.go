@@ -78,23 +78,24 @@ func (s *sandbox) prepare(a api.Assignment) (*box, error) {
 		pids = s.maxProcs
 	}
 	limits := cgroups.Limits{CPUMilli: int64(a.CPU*1000 + 0.5), Memory: a.Memory, Pids: pids}
+	if mode := jailMode(a.Network); a.Image == "" || mode != api.NetworkHost {
+		if b.jail, err = s.jails.take(mode, limits); err != nil {
+			b.release(false)
+			return nil, fmt.Errorf("make the job's namespaces: %w", err)
+		}
+		b.slot = b.jail.slot
+		return b, nil
+	}
+	// A container on the host's network: runc makes the rest.
 	if b.slot, err = s.cgroups.Acquire(limits); err != nil {
 		b.release(false)
 		return nil, fmt.Errorf("make the job's cgroup: %w", err)
-	}
-	mode := jailMode(a.Network)
-	if a.Image != "" && mode == api.NetworkHost {
-		return b, nil // runc stays in the host's network; it makes the rest
-	}
-	if b.jail, err = s.jails.take(mode); err != nil {
-		b.release(false)
-		return nil, fmt.Errorf("make the job's namespaces: %w", err)
 	}
 	return b, nil
 }
 
 // start starts a process job's command in the attempt's jail and cgroup.
-func (b *box) start(cmd *exec.Cmd) error { return b.jail.start(cmd, b.slot) }
+func (b *box) start(cmd *exec.Cmd) error { return b.jail.start(cmd) }
 
 // takeDir returns an empty directory of the jobs dir, one used before if
 // there is one.
@@ -153,21 +154,21 @@ func emptyDir(dir string) error {
 // and user and its directory, emptied (or, with keepDir, left for a
 // person to look at under the attempt's name).
 func (b *box) release(keepDir bool) {
-	emptied := true
-	if b.slot != nil {
-		emptied = b.slot.Release() == nil
-		b.slot = nil
-	}
-	// Nothing of the job runs now: its jail is ready for the next. (If
-	// the cgroup could not be emptied, something of the job may live on
-	// in the jail's namespaces: the jail goes.)
-	if b.jail != nil {
-		if emptied {
-			b.s.jails.put(b.jail)
-		} else {
+	switch {
+	case b.jail != nil:
+		// The jail keeps its cgroup slot for its next job, which
+		// renews it; killed now, nothing of this job runs on. A slot
+		// that cannot be emptied may leave something of the job in the
+		// jail's namespaces: the jail goes.
+		if err := b.jail.slot.Kill(); err != nil {
 			b.s.jails.discard(b.jail)
+		} else {
+			b.s.jails.put(b.jail)
 		}
-		b.jail = nil
+		b.jail, b.slot = nil, nil
+	case b.slot != nil:
+		b.slot.Release()
+		b.slot = nil
 	}
 	if b.lease != nil {
 		b.lease.release()
@@ -248,10 +249,9 @@ func openSandbox(cfg *Config, nodeID string, isolate bool, log *slog.Logger) (_ 
 		Resolv: cfg.JobResolvConf,
 		Bridge: &bridgeConfig{NodeID: nodeID, Subnets: cfg.BridgeSubnets, Block: cfg.BridgeBlock, LeaseDir: cfg.NetworkLeaseDir,
 			Deny: cfg.BridgeDeny, Servers: cfg.Servers},
-		V2:      s.cgroups.Version() == cgroups.V2,
 		MaxIdle: maxIdleJails,
 	}
-	if s.jails, err = openJails(jc, log); err != nil {
+	if s.jails, err = openJails(jc, s.cgroups, log); err != nil {
 		return nil, fmt.Errorf("job namespaces: %w", err)
 	}
 	return s, nil
@@ -261,14 +261,14 @@ func openSandbox(cfg *Config, nodeID string, isolate bool, log *slog.Logger) (_ 
 // next jobs (as many as the cgroups keep idle slots).
 const maxIdleJails = 64
 
-// close kills every job's leftovers, removes the cgroups and the jails
-// and drops the user leases.
+// close removes the jails (whose threads leave their cgroups), kills
+// every job's leftovers, removes the cgroups and drops the user leases.
 func (s *sandbox) close() {
-	if s.cgroups != nil {
-		s.cgroups.Close()
-	}
 	if s.jails != nil {
 		s.jails.close()
+	}
+	if s.cgroups != nil {
+		s.cgroups.Close()
 	}
 	if s.uids != nil {
 		s.uids.close()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,11 @@ type slotCgroup interface {
 	begin(b *baseline) error
 	// start starts cmd inside the slot.
 	start(cmd *exec.Cmd) error
+	// join moves the calling thread, locked by the caller, into the
+	// slot until leave; leave moves it back out. (v2 places processes,
+	// not threads: both do nothing there.)
+	join() error
+	leave() error
 	usage(b *baseline) (Usage, error)
 	oomKilled(b *baseline) (bool, error)
 	// kill kills every process of the slot and waits until they are gone.
@@ -419,6 +425,110 @@ func (h *Slot) Kill() error {
 		return ErrReleased
 	}
 	return h.s.cg.kill()
+}
+
+// Join moves the calling goroutine's OS thread into the slot (its leaf
+// slot-N/p) and keeps it there until Leave: every process the thread
+// forks is born in the slot, and Start from it costs nothing more than
+// the fork (on cgroup v1 Start otherwise moves the thread in and out for
+// each fork, writes that contend for the kernel's cgroup locks with every
+// fork of the machine). Join locks the goroutine to its thread until
+// Leave. While a thread is joined the slot's pids limit is one higher (the
+// thread counts in it), so that the job has exactly its own. Call Leave,
+// from the same goroutine, before Release, or let the thread end (a
+// goroutine that exits locked ends its thread) first; Renew keeps a joined
+// thread where it is. On cgroup v2 Join and Leave only lock and unlock
+// the thread: a process is placed there by CLONE_INTO_CGROUP.
+func (h *Slot) Join() error {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if h.s.owner.Load() != h {
+		return ErrReleased
+	}
+	runtime.LockOSThread()
+	if err := h.s.cg.join(); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	return nil
+}
+
+// Leave moves the thread Join moved back to the worker's own cgroups, and
+// unlocks it. It must be called from the goroutine that called Join. A
+// thread that cannot leave stays locked, so that it ends with its
+// goroutine instead of running others inside the slot.
+func (h *Slot) Leave() error {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if err := h.s.cg.leave(); err != nil {
+		return err
+	}
+	runtime.UnlockOSThread()
+	return nil
+}
+
+// Renew ends the job's hold on the slot and begins a new job on it with
+// limits l, as Release and Acquire would, but without the slot going back
+// to the pool: a thread joined to it (Join) stays. It kills what is left
+// of the job, reclaims its page cache as Release does, writes l and resets
+// the counters, and returns the new job's handle; h is released. On an
+// error where the slot could not be emptied or written h keeps it
+// (nothing of the job may run any more, but the slot could not be
+// readied): make any joined thread leave, then Release it. (An error
+// resetting its counters destroys the slot; Release then does nothing.)
+// On cgroup v2 before Linux 6.12, where a slot's peak memory cannot
+// be reset, Renew gives a new slot, as Acquire does (no thread is joined
+// to a slot on v2).
+func (h *Slot) Renew(l Limits) (*Slot, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if err := h.s.m.b.check(l); err != nil {
+		return nil, err
+	}
+	s := h.s
+	s.mu.Lock()
+	if s.owner.Load() != h {
+		s.mu.Unlock()
+		return nil, ErrReleased
+	}
+	err := s.cg.kill()
+	if err == nil {
+		err = s.cg.tidy(s.container.Load())
+	}
+	if err == nil && l != s.limits {
+		if err = s.cg.setLimits(s.limits, l); err == nil {
+			s.limits = l
+		}
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("renew %s: %w", s.name, err)
+	}
+	n := &Slot{s: s}
+	err = s.cg.begin(&n.base)
+	if err == nil {
+		s.container.Store(false)
+		s.owner.Store(n)
+		s.mu.Unlock()
+		return n, nil
+	}
+	s.owner.Store(nil)
+	s.mu.Unlock()
+	s.m.destroy(s)
+	if !errors.Is(err, errRecreate) {
+		return nil, fmt.Errorf("renew %s: %w", s.name, err)
+	}
+	ns, err := s.m.newSlot(s.m.allocID())
+	if err != nil {
+		return nil, err
+	}
+	n, err = ns.begin(l)
+	if err != nil {
+		s.m.destroy(ns)
+		return nil, fmt.Errorf("renew %s: %w", ns.name, err)
+	}
+	return n, nil
 }
 
 // Release kills what is left of the job and returns the slot to the pool

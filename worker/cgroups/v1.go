@@ -295,6 +295,7 @@ type v1Slot struct {
 	pidsMax     *cgFile   // pids.max, nil without the pids controller
 	pids        int64     // the job's pids limit (0: none)
 	tasks       []*cgFile // p/tasks of every used hierarchy, for start
+	joined      int       // the thread Join moved in (its TID), or 0
 }
 
 func (h *v1) newSlot(name string) (_ slotCgroup, err error) {
@@ -385,12 +386,24 @@ func registerOOMEvents(dir string) (*cgFile, error) {
 // A thread that cannot go back is left locked, so that it ends with its
 // goroutine instead of running other goroutines inside the job's cgroups.
 func (s *v1Slot) start(cmd *exec.Cmd) error {
+	if s.joined != 0 {
+		runtime.LockOSThread()
+		here := unix.Gettid() == s.joined
+		runtime.UnlockOSThread()
+		if here {
+			return cmd.Start()
+		}
+	}
 	if s.pids > 0 {
-		if err := s.pidsMax.write(strconv.FormatInt(s.pids+1, 10)); err != nil {
+		base := s.pids
+		if s.joined != 0 {
+			base++
+		}
+		if err := s.pidsMax.write(strconv.FormatInt(base+1, 10)); err != nil {
 			return err
 		}
 		defer func() {
-			if err := s.pidsMax.write(strconv.FormatInt(s.pids, 10)); err != nil {
+			if err := s.pidsMax.write(strconv.FormatInt(base, 10)); err != nil {
 				s.h.log.Error("cannot lower a job's pids limit back after its start", "slot", s.name, "err", err)
 			}
 		}()
@@ -411,6 +424,50 @@ func (s *v1Slot) start(cmd *exec.Cmd) error {
 	}
 	runtime.UnlockOSThread()
 	return err
+}
+
+// join moves the calling thread into the slot's leaf for good (until
+// leave), raising the pids limit by one for it.
+func (s *v1Slot) join() error {
+	if s.joined != 0 {
+		return fmt.Errorf("join %s: thread %d has joined it already", s.name, s.joined)
+	}
+	if s.pids > 0 {
+		if err := s.pidsMax.write(strconv.FormatInt(s.pids+1, 10)); err != nil {
+			return err
+		}
+	}
+	if err := join(s.tasks); err != nil {
+		if herr := join(s.h.home); herr != nil {
+			s.joined = unix.Gettid() // partly in: treat it as joined
+			return fmt.Errorf("join %s: %w (and back: %v)", s.name, err, herr)
+		}
+		if s.pids > 0 {
+			_ = s.pidsMax.write(strconv.FormatInt(s.pids, 10))
+		}
+		return fmt.Errorf("join %s: %w", s.name, err)
+	}
+	s.joined = unix.Gettid()
+	return nil
+}
+
+// leave moves the joined thread (the caller) back to the worker's
+// cgroups and lowers the pids limit again.
+func (s *v1Slot) leave() error {
+	if s.joined == 0 {
+		return nil
+	}
+	if unix.Gettid() != s.joined {
+		return fmt.Errorf("leave %s: thread %d joined it, not %d", s.name, s.joined, unix.Gettid())
+	}
+	if err := join(s.h.home); err != nil {
+		return fmt.Errorf("leave %s: %w", s.name, err)
+	}
+	s.joined = 0
+	if s.pids > 0 {
+		return s.pidsMax.write(strconv.FormatInt(s.pids, 10))
+	}
+	return nil
 }
 
 func (s *v1Slot) setLimits(cur, next Limits) error {
@@ -450,6 +507,9 @@ func (s *v1Slot) setLimits(cur, next Limits) error {
 		v := "max"
 		if next.Pids > 0 {
 			v = strconv.FormatInt(next.Pids, 10)
+			if s.joined != 0 {
+				v = strconv.FormatInt(next.Pids+1, 10) // + the joined thread
+			}
 		}
 		if err := s.pidsMax.write(v); err != nil {
 			return err
@@ -534,10 +594,14 @@ func (s *v1Slot) oomKilled(b *baseline) (bool, error) {
 
 func (s *v1Slot) kill() error {
 	h := s.h
-	// Fast path: one read. (No thread of the worker is in the slot: start
-	// takes its thread out before it returns, and kill waits for it.)
+	// Fast path: one read. (No thread of the worker is in the slot but
+	// a joined one: start takes its thread out before it returns.)
 	if s.pidsCurrent != nil {
-		if n, err := s.pidsCurrent.readInt(); err == nil && n == 0 {
+		joined := int64(0)
+		if s.joined != 0 {
+			joined = 1
+		}
+		if n, err := s.pidsCurrent.readInt(); err == nil && n <= joined {
 			return nil
 		}
 	}

@@ -733,3 +733,113 @@ func TestV1PidsLimitIsExact(t *testing.T) {
 	}
 	waitExit(t, cmd)
 }
+
+// A thread that joins a slot stays there from job to job (Renew) and
+// forks each job into it without moving; the slot's pids limit counts it
+// and gives the job its own; Kill spares it; Leave takes it back.
+func TestV1JoinAndRenew(t *testing.T) {
+	m := openTestV1(t)
+	hv := m.b.(*v1)
+	h, err := m.Acquire(Limits{Memory: 64 * mib, Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type req struct {
+		h    *Slot
+		cmd  *exec.Cmd
+		done chan error
+	}
+	reqs := make(chan req)
+	left := make(chan error)
+	joined := make(chan error)
+	go func() {
+		// The jail's thread, in short.
+		if err := h.Join(); err != nil {
+			joined <- err
+			return
+		}
+		joined <- nil
+		for r := range reqs {
+			r.done <- r.h.Start(r.cmd)
+		}
+		left <- h.Leave()
+	}()
+	if err := <-joined; err != nil {
+		t.Fatal(err)
+	}
+	_, s := v1Of(h)
+	pidsMax := filepath.Join(hv.ctrl["pids"], hv.parent, h.Name(), "pids.max")
+	if n := slotThreads(t, hv.parent); n != 1 {
+		t.Errorf("%d worker threads in the slot after Join, want 1", n)
+	}
+	if got := readTrim(t, pidsMax); got != "9" {
+		t.Errorf("pids.max with a thread joined = %s, want 9 (8 and the thread)", got)
+	}
+	run := func(h *Slot, cmd *exec.Cmd) {
+		t.Helper()
+		done := make(chan error)
+		reqs <- req{h, cmd, done}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		cg := procCgroups(t, cmd.Process.Pid)
+		if want := "/" + hv.parent + "/" + h.Name() + "/p"; cg["memory"] != want || cg["pids"] != want {
+			t.Errorf("the job runs in %s and %s, want %s", cg["memory"], cg["pids"], want)
+		}
+	}
+	first := helper("sleep")
+	run(h, first)
+	if err := h.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if sig := waitExit(t, first); sig != syscall.SIGKILL {
+		t.Errorf("the first job ended by %v, want SIGKILL", sig)
+	}
+	if n := slotThreads(t, hv.parent); n != 1 {
+		t.Errorf("Kill took the joined thread too: %d left", n)
+	}
+	// The next job, with other limits, on the same slot.
+	h2, err := h.Renew(Limits{Memory: 128 * mib, Pids: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Name() != h.Name() {
+		t.Fatalf("Renew moved the job from %s to %s", h.Name(), h2.Name())
+	}
+	if _, err := h.Usage(); !errors.Is(err, ErrReleased) {
+		t.Errorf("the first job's handle after Renew: %v, want ErrReleased", err)
+	}
+	if got := readTrim(t, pidsMax); got != "21" {
+		t.Errorf("pids.max after Renew = %s, want 21", got)
+	}
+	second := helper("pid", "sleep")
+	out, _ := second.StdoutPipe()
+	run(h2, second)
+	buf := make([]byte, 32)
+	if n, _ := out.Read(buf); n == 0 {
+		t.Error("the second job said nothing")
+	}
+	if u, err := h2.Usage(); err != nil || u.PeakMemory > 64*mib {
+		t.Errorf("the second job's usage %+v, %v", u, err)
+	}
+	if err := h2.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, second)
+	close(reqs)
+	if err := <-left; err != nil {
+		t.Fatal(err)
+	}
+	if n := slotThreads(t, hv.parent); n != 0 {
+		t.Errorf("%d worker threads in the slot after Leave", n)
+	}
+	if got := readTrim(t, pidsMax); got != "20" {
+		t.Errorf("pids.max after Leave = %s, want 20", got)
+	}
+	if n, err := s.pidsCurrent.readInt(); err != nil || n != 0 {
+		t.Errorf("pids.current after Leave = %d, %v", n, err)
+	}
+	if err := h2.Release(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -337,6 +337,9 @@ func (s *v2Slot) start(cmd *exec.Cmd) error {
 	return cmd.Start()
 }
 
+func (s *v2Slot) join() error  { return nil }
+func (s *v2Slot) leave() error { return nil }
+
 func (s *v2Slot) usage(b *baseline) (Usage, error) {
 	usec, err := s.cpuStat.readKey("usage_usec")
 	if err != nil {
