@@ -133,3 +133,33 @@ func BenchmarkAttemptContainer(b *testing.B) {
 	b.ReportMetric(cpu(self0, self1)/float64(b.N), "self-µs/op")
 	b.ReportMetric(cpu(kids0, kids1)/float64(b.N), "child-µs/op")
 }
+
+// BenchmarkJailMake times making and destroying a jail of each network
+// mode (its thread, namespaces, veth and cgroup slot): what a job start
+// would pay without the pool.
+func BenchmarkJailMake(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("jails need root")
+	}
+	for _, mode := range []string{api.NetworkHost, api.NetworkNone, api.NetworkBridge} {
+		b.Run(mode, func(b *testing.B) {
+			data := b.TempDir()
+			cfg := DefaultConfig()
+			cfg.DataDir, cfg.Logger = data, testlog.New(b)
+			cfg.JobsDir, cfg.UIDLeaseDir = sharedDir(b, 0o711), filepath.Join(data, "uids")
+			sb, err := openSandbox(cfg, testNodeID(b), true, cfg.Logger)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.close()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				j, err := sb.jails.make(mode, cgroups.Limits{CPUMilli: 1000, Memory: 16 << 20, Pids: 64})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sb.jails.destroy(j)
+			}
+		})
+	}
+}

@@ -44,6 +44,15 @@
 // thread, so a caller may start a job from a thread it locked in
 // namespaces of its own or under a seccomp filter.
 //
+// Moving threads contends for the kernel's cgroup locks with every fork
+// of the machine: under a thousand starts a second it cost a third of the
+// throughput. A caller that starts jobs from a thread of its own (the
+// worker's jails) therefore joins that thread to the slot for good
+// (Slot.Join, until Slot.Leave) and keeps the slot from job to job
+// (Slot.Renew: kill, reset, new limits, without the pool): Start from the
+// joined thread is then only the fork. The joined thread counts in the
+// slot's pids (the limit is one higher while it is there).
+//
 // # Delegation
 //
 // On cgroup v2 the worker needs a delegated subtree (systemd: Delegate=yes).
