@@ -95,8 +95,8 @@ type JobSpec struct {
 	// egress to the world through the worker's NAT but not to the
 	// worker's machine, the servers or the cloud's metadata address),
 	// "none" (a network namespace with only loopback) or "host" (the
-	// machine's own network, which servers may keep to some billing
-	// projects: see NeedsHostNetwork).
+	// machine's own network, from which a job reaches whatever listens on
+	// its worker's machine: servers allow it to admins only).
 	Network string `json:"network,omitempty"`
 	// Inputs are copied into the job's directory before its command
 	// runs; Outputs are copied out of it after the command succeeds.
@@ -115,12 +115,6 @@ const (
 	NetworkNone   = "none"
 	NetworkHost   = "host"
 )
-
-// NeedsHostNetwork reports whether the job asks for the machine's own
-// network: the one mode in which a job can reach the worker's machine and
-// whatever listens on it, which a server may allow only to some callers
-// or billing projects.
-func (s *JobSpec) NeedsHostNetwork() bool { return s.Network == NetworkHost }
 
 // InputFile is an object copied into a job's directory before its command
 // runs. Source is a URL: gs://bucket/key, s3://bucket/key or
