@@ -96,7 +96,8 @@ type JobSpec struct {
 	// worker's machine, the servers or the cloud's metadata address),
 	// "none" (a network namespace with only loopback) or "host" (the
 	// machine's own network, from which a job reaches whatever listens on
-	// its worker's machine: servers allow it to admins only).
+	// its worker's machine: servers allow it to admins, and to the
+	// members of billing projects an admin allows it).
 	Network string `json:"network,omitempty"`
 	// Inputs are copied into the job's directory before its command
 	// runs; Outputs are copied out of it after the command succeeds.
