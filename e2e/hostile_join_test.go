@@ -58,13 +58,21 @@ func TestHostileJoinToken(t *testing.T) {
 	if err := admin.AddMember(ctx, "tenant", "mallory"); err != nil {
 		t.Fatal(err)
 	}
+	// The job runs on the machine's own network, which an admin allows
+	// the project: from the worker's bridge, the default, a job does not
+	// reach the machine's metadata server at all (TestHostileNetwork),
+	// and the token must be worth nothing to one that does.
+	host := true
+	if _, err := admin.SetBillingProjectSettings(ctx, "tenant", &api.BillingProjectSettings{AllowHostNetwork: &host}); err != nil {
+		t.Fatal(err)
+	}
 	mallory := c.NewClient(c.HTTPAddrs(), u.Token)
 
 	// The machine's metadata server will listen here (on GCE,
 	// metadata.google.internal); the tenant's job is written knowing it.
 	metadataAddr := freePort(t)
 	b, err := mallory.CreateBatch(ctx, &api.CreateBatchRequest{Name: "steal", BillingProject: "tenant", Jobs: []api.JobSpec{{JobID: 1,
-		Command: []string{attacker, "-metadata", "http://" + metadataAddr, "-api", c.HTTPAddrs()}, CPU: 1, Memory: 64 << 20}}})
+		Command: []string{attacker, "-metadata", "http://" + metadataAddr, "-api", c.HTTPAddrs()}, CPU: 1, Memory: 64 << 20, Network: api.NetworkHost}}})
 	if err != nil {
 		t.Fatal(err)
 	}
