@@ -93,7 +93,7 @@ func (s *Server) allowAnonymous(w http.ResponseWriter, r *http.Request) bool {
 	if ip := net.ParseIP(remote); ip != nil && ip.To4() == nil {
 		key = ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
-	if !s.anonLimits.has("anon:"+key) && s.anonLimits.size() >= maxAnonBuckets {
+	if !s.anonLimits.roomFor("anon:"+key, maxAnonBuckets) {
 		key = otherAddresses
 	}
 	return s.allowRateIn(&s.anonLimits, w, r, "anon:"+key, "address "+remote+" (without a valid token)",

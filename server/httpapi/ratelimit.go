@@ -73,19 +73,13 @@ func (l *limiters) take(key string, perSecond float64, now time.Time) (time.Dura
 	return 0, true
 }
 
-// has reports whether key has a bucket.
-func (l *limiters) has(key string) bool {
+// roomFor reports whether key has a bucket or a new one would keep the
+// buckets at most max.
+func (l *limiters) roomFor(key string, max int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, ok := l.buckets[key]
-	return ok
-}
-
-// size is the number of buckets.
-func (l *limiters) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.buckets)
+	return ok || len(l.buckets) < max
 }
 
 // allowRate takes one request of who (a user or worker, for messages) from
