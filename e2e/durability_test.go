@@ -56,14 +56,22 @@ batch "durable" {
 	if a2.token != a.token {
 		t.Fatal("the admin token changed across a restart")
 	}
-	r := a2.drover(a2.token, "batch", "wait", id, "-json", "-timeout", "60s").must(t, 0)
-	b := decodeJSON[api.Batch](t, r.stdout)
-	if b.NJobs != 49 || b.NSucceeded != 49 {
-		t.Fatalf("batch after restart: %+v", b)
-	}
+	r := a2.drover(a2.token, "batch", "wait", id, "-json", "-timeout", "60s")
 	jobs, err := a2.client().AllJobs(ctx, bid, "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.code != 0 {
+		for _, j := range jobs {
+			if j.State != api.JobSuccess {
+				t.Errorf("job %d is %s: %s (attempts %+v)", j.JobID, j.State, j.Message, j.Attempts)
+			}
+		}
+	}
+	r.must(t, 0)
+	b := decodeJSON[api.Batch](t, r.stdout)
+	if b.NJobs != 49 || b.NSucceeded != 49 {
+		t.Fatalf("batch after restart: %+v", b)
 	}
 	rerun := 0
 	for _, j := range jobs {

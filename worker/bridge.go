@@ -46,6 +46,7 @@ type bridge struct {
 	block   netip.Prefix
 	gateway netip.Addr // the block's first address, the bridge's own
 	mtu     int
+	node    *os.File // the lock on the node's name: held while the worker lives
 	lease   *os.File // the lock on the block
 	record  string   // the lease's record, naming the bridge and table
 
@@ -67,6 +68,10 @@ type bridgeConfig struct {
 	// where a refused prefix holds it (on Google Cloud the resolver is
 	// the metadata server, 169.254.169.254).
 	DNS []netip.Addr
+	// NodeLockWait is how long a worker waits for its node's lock, which
+	// the process it replaces may hold for a moment as it exits
+	// (nodeLockWait when zero).
+	NodeLockWait time.Duration
 }
 
 // bridgeNames returns the names a worker's bridge uses: its device, its
@@ -76,22 +81,44 @@ func bridgeNames(nodeID string) (dev, table, veth string) {
 	return "drover-" + nodeID[:8], "drover_" + nodeID[:12], "dv" + nodeID[:6] + "-"
 }
 
-// openBridge removes what an earlier run of this node left, leases a
-// block, makes the bridge and its table, and turns IPv4 forwarding on.
+// openBridge locks the node's name, removes what an earlier run of this
+// node left, leases a block, makes the bridge and its table, and turns
+// IPv4 forwarding on.
 func openBridge(cfg bridgeConfig, log *slog.Logger) (_ *bridge, err error) {
 	b := &bridge{log: log}
 	b.name, b.table, b.prefix = bridgeNames(cfg.NodeID)
-	if err := removeBridge(b.name, b.table, b.prefix); err != nil {
-		return nil, fmt.Errorf("remove the bridge an earlier run left: %w", err)
+	if err := os.MkdirAll(cfg.LeaseDir, 0o700); err != nil {
+		return nil, fmt.Errorf("job bridge lease dir: %w", err)
 	}
-	if err := b.leaseBlock(cfg); err != nil {
-		return nil, err
+	// The node's lock first: from here until close, no other worker of
+	// the host takes this bridge for a dead one's.
+	lockWait := cfg.NodeLockWait
+	if lockWait == 0 {
+		lockWait = nodeLockWait
+	}
+	for wait := time.Now().Add(lockWait); ; {
+		if b.node, err = lockNode(cfg.LeaseDir, b.name); err != nil {
+			return nil, err
+		}
+		if b.node != nil {
+			break
+		}
+		if time.Now().After(wait) {
+			return nil, fmt.Errorf("job bridge: another worker of this host runs with node ID %s... (it holds %s); give each worker a data dir of its own", cfg.NodeID[:8], nodeLockPath(cfg.LeaseDir, b.name))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	defer func() {
 		if err != nil {
 			b.close()
 		}
 	}()
+	if err := removeBridge(b.name, b.table, b.prefix); err != nil {
+		return nil, fmt.Errorf("remove the bridge an earlier run left: %w", err)
+	}
+	if err := b.leaseBlock(cfg); err != nil {
+		return nil, err
+	}
 	b.gateway = b.block.Addr().Next()
 	b.next = b.gateway.Next()
 	if b.mtu, err = defaultMTU(); err != nil {
@@ -112,17 +139,47 @@ func openBridge(cfg bridgeConfig, log *slog.Logger) (_ *bridge, err error) {
 	return b, nil
 }
 
+// nodeLockWait is bridgeConfig.NodeLockWait's default.
+const nodeLockWait = 10 * time.Second
+
+// nodeLockPath is the file whose lock says the worker owning bridge dev
+// is alive.
+func nodeLockPath(leaseDir, dev string) string {
+	return filepath.Join(leaseDir, "node-"+dev)
+}
+
+// lockNode takes the lock of the worker owning bridge dev (an open file
+// description lock on the whole of its file, dropped by the kernel when
+// the worker dies). It returns nil, nil when a live worker holds it.
+func lockNode(leaseDir, dev string) (*os.File, error) {
+	if dev == "" || strings.ContainsAny(dev, "/\x00") || dev == "." || dev == ".." {
+		return nil, fmt.Errorf("job bridge: a lease names the bridge %q", dev)
+	}
+	f, err := os.OpenFile(nodeLockPath(leaseDir, dev), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("job bridge node lock: %w", err)
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("job bridge node lock: %w", err)
+	}
+	return f, nil
+}
+
 // leaseBlock takes the first block of cfg.Subnets that no other worker of
 // the host holds (an open file description lock on the block's byte of a
 // shared file) and that no route or address of the host overlaps. A block
 // whose lease is free but whose record names another bridge was held by a
-// worker that died: its bridge and table go first.
+// worker that died: its bridge and table go first, unless that worker
+// runs again (its node's lock is held), having removed its leftovers
+// itself and made its bridge anew on another block.
 func (b *bridge) leaseBlock(cfg bridgeConfig) error {
 	if !cfg.Subnets.Addr().Is4() || cfg.Block < cfg.Subnets.Bits() || cfg.Block > 30 {
 		return fmt.Errorf("job bridge: blocks of /%d in %s: the subnets are IPv4 and a block is /%d to /30", cfg.Block, cfg.Subnets, cfg.Subnets.Bits())
-	}
-	if err := os.MkdirAll(cfg.LeaseDir, 0o700); err != nil {
-		return fmt.Errorf("job bridge lease dir: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(cfg.LeaseDir, "blocks"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -151,8 +208,7 @@ func (b *bridge) leaseBlock(cfg bridgeConfig) error {
 		record := filepath.Join(cfg.LeaseDir, "block-"+strconv.Itoa(i))
 		if old, err := os.ReadFile(record); err == nil {
 			if rec := strings.Fields(string(old)); len(rec) == 3 && rec[0] != b.name {
-				b.log.Info("removing the job bridge of a worker that is gone", "bridge", rec[0], "table", rec[1], "subnet", block)
-				if err := removeBridge(rec[0], rec[1], rec[2]); err != nil {
+				if err := b.removeDead(cfg.LeaseDir, rec, block); err != nil {
 					b.log.Warn("cannot remove a dead worker's job bridge; skipping its block", "bridge", rec[0], "err", err)
 					unlockByte(f, i)
 					continue
@@ -173,6 +229,23 @@ func (b *bridge) leaseBlock(cfg bridgeConfig) error {
 	}
 	f.Close()
 	return fmt.Errorf("job bridge: every /%d block of %s is held by another worker of this host or overlaps one of its networks; give -bridge-subnets more room", cfg.Block, cfg.Subnets)
+}
+
+// removeDead removes the bridge, table and veths a lease's record names,
+// holding the lock of their worker's node while it does, unless that
+// worker lives.
+func (b *bridge) removeDead(leaseDir string, rec []string, block netip.Prefix) error {
+	lock, err := lockNode(leaseDir, rec[0])
+	if err != nil {
+		return err
+	}
+	if lock == nil {
+		b.log.Info("a stale lease names a worker that runs again elsewhere; keeping its bridge", "bridge", rec[0], "subnet", block)
+		return nil
+	}
+	defer lock.Close()
+	b.log.Info("removing the job bridge of a worker that is gone", "bridge", rec[0], "table", rec[1], "subnet", block)
+	return removeBridge(rec[0], rec[1], rec[2])
 }
 
 // unlockByte drops the lease of block i.
@@ -535,6 +608,10 @@ func (b *bridge) close() {
 		os.Remove(b.record)
 		b.lease.Close()
 		b.lease = nil
+	}
+	if b.node != nil {
+		b.node.Close()
+		b.node = nil
 	}
 }
 

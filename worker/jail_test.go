@@ -778,9 +778,9 @@ func TestBridgeLeftoversAreRemoved(t *testing.T) {
 		}
 		return b
 	}
-	// crash drops a bridge's lease as the death of its process would,
+	// crash drops a bridge's locks as the death of its process would,
 	// and leaves everything else.
-	crash := func(b *bridge) { b.lease.Close() }
+	crash := func(b *bridge) { b.lease.Close(); b.node.Close() }
 	n1, n2, n3 := testNodeID(t), testNodeID(t), testNodeID(t)
 	dev1, table1, _ := bridgeNames(n1)
 	t.Cleanup(func() { removeBridge(bridgeNames(n1)) })
@@ -792,8 +792,8 @@ func TestBridgeLeftoversAreRemoved(t *testing.T) {
 	}
 	block := b1.block
 	crash(b1)
+	t.Cleanup(func() { removeBridge(bridgeNames(n2)); removeBridge(bridgeNames(n3)) })
 	b2 := open(n2)
-	defer b2.close()
 	if linkExists(dev1) || tableExists(t, table1) {
 		t.Errorf("the dead worker's bridge %s or table %s is still there", dev1, table1)
 	}
@@ -813,6 +813,34 @@ func TestBridgeLeftoversAreRemoved(t *testing.T) {
 	dev3, table3, _ := bridgeNames(n3)
 	if linkExists(dev3) || tableExists(t, table3) {
 		t.Errorf("a stopped worker left its bridge %s or table %s", dev3, table3)
+	}
+	b2.close()
+
+	// Two workers die and come back in the other order (a dev agent
+	// killed and started again): the first back takes the other's old
+	// block, the second finds a record naming the first, which runs
+	// again on another block: its bridge stays.
+	b1, b2 = open(n1), open(n2)
+	if b1.block == b2.block {
+		t.Fatalf("two live workers share block %s", b1.block)
+	}
+	crash(b1)
+	crash(b2)
+	b2 = open(n2)
+	defer b2.close()
+	b1 = open(n1)
+	defer b1.close()
+	dev2, table2, _ := bridgeNames(n2)
+	if !linkExists(dev1) || !tableExists(t, table1) || !linkExists(dev2) || !tableExists(t, table2) {
+		t.Errorf("after both restarted: bridge %s %v, table %s %v, bridge %s %v, table %s %v", dev1, linkExists(dev1), table1, tableExists(t, table1),
+			dev2, linkExists(dev2), table2, tableExists(t, table2))
+	}
+
+	// Two workers of one node on one host: the second is refused.
+	c = cfg
+	c.NodeID, c.NodeLockWait = n1, 200*time.Millisecond
+	if _, err := openBridge(c, log); err == nil || !strings.Contains(err.Error(), "another worker of this host runs with node ID") {
+		t.Errorf("a second worker with node %s: %v", n1[:8], err)
 	}
 }
 
