@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func TestLogQuotas(t *testing.T) {
 	tc := startServer(t, "", func(c *Config) { c.MaxLogBytesPerBatch = 1000 })
 	ctx := context.Background()
-	w := newSimWorker(t, tc, "sim-log", 4)
+	w := newSimWorker(t, tc, "sim-log", 16)
 	submit := func() (int64, api.AttemptRef) {
 		t.Helper()
 		b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
@@ -88,6 +89,38 @@ func TestLogQuotas(t *testing.T) {
 	if log, why := readLog(b2); why != "" || log != strings.Repeat("d", 900) {
 		t.Fatalf("a log within the quota: %d bytes, header %q", len(log), why)
 	}
+
+	// Uploads arriving together share what is left of the quota: 2,500
+	// bytes for 8 chunks of 1,000 at once keep 2,500 bytes between them,
+	// and a marker line each that was cut.
+	held += 900 + int64(len(mustLog(readLog(b3))))
+	if _, err := tc.admin.SetLogQuota(ctx, "default", held+2500); err != nil {
+		t.Fatal(err)
+	}
+	var batches []int64
+	var attempts []api.AttemptRef
+	for range 8 {
+		b, a := submit()
+		batches, attempts = append(batches, b), append(attempts, a)
+	}
+	var wg sync.WaitGroup
+	for _, a := range attempts {
+		wg.Go(func() { w.c.UploadLogChunk(ctx, a, 0, []byte(strings.Repeat("f", 1000))) })
+	}
+	wg.Wait()
+	kept, cut := 0, 0
+	for _, b := range batches {
+		log, why := readLog(b)
+		if why != "" {
+			cut++
+			log = strings.TrimSuffix(log, logstore.TruncationLine(why))
+		}
+		kept += len(log)
+	}
+	if kept != 2500 || cut < 6 {
+		t.Fatalf("8 chunks of 1,000 bytes at once with 2,500 left under the quota: %d bytes kept, %d logs cut", kept, cut)
+	}
+
 	// Only an admin sets a quota: a project's manager may not raise it.
 	m, err := tc.admin.CreateUser(ctx, &api.CreateUserRequest{Name: "m"})
 	if err != nil {
@@ -100,3 +133,6 @@ func TestLogQuotas(t *testing.T) {
 		t.Fatalf("a manager raising the project's log quota: %v", err)
 	}
 }
+
+// mustLog is a log without the header readLog returns with it.
+func mustLog(log, _ string) string { return log }

@@ -48,7 +48,7 @@ func TestPartialLogIsMarked(t *testing.T) {
 	withRunningJob(t, main.st)
 	withRunningJob(t, peerNode.st)
 	put := func(n *fakeNode, seq int, data string) {
-		if err := n.logs.PutChunk(ctx, 1, "default", 1, 1, seq, []byte(data), 0); err != nil {
+		if err := n.logs.PutChunk(ctx, 1, 1, 1, seq, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

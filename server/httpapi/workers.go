@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/server/logstore"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -472,13 +473,13 @@ func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) {
 // logOverLimit says which limit on the logs this server keeps a chunk
 // adding grow bytes to an attempt's log would pass ("": none): the
 // attempt's log, its batch's or its billing project's; and how much of the
-// chunk still fits under all of them.
-func (s *Server) logOverLimit(batch uint64, job uint32, attempt int, project string, quota int64, index map[int]int64, grow int64) (why string, room int64) {
+// chunk still fits under all of them. batchHeld and projectHeld are what
+// the log store holds (and has reserved) of the batch and the project.
+func (s *Server) logOverLimit(batch uint64, job uint32, attempt int, project string, quota int64, index map[int]int64, grow, batchHeld, projectHeld int64, known bool) (why string, room int64) {
 	var held int64
 	for _, n := range index {
 		held += n
 	}
-	batchHeld, projectHeld, known := s.logs.Held(batch, project)
 	if !known {
 		s.attributeLogs.Do(func() { go s.logs.Attribute(s.projectOfBatch) })
 	}
@@ -558,22 +559,38 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	if cut == "" {
-		if why, room := s.logOverLimit(batch, job, attempt, project, quota, index, int64(len(data))-replaced); why != "" {
-			// The log ends here with what of the chunk fits and a line
-			// saying why, and the worker stops sending.
-			if err := s.logs.Truncate(r.Context(), batch, project, job, attempt, seq, data[:min(room, int64(len(data)))], why, replaced); err != nil {
-				s.writeErr(w, err)
-				return
-			}
-			cut = why
-		}
-	}
 	if cut != "" {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, cut))
 		return
 	}
-	if err := s.logs.PutChunk(r.Context(), batch, project, job, attempt, seq, data, replaced); err != nil {
+	// The chunk's bytes are counted against the limits before they are
+	// written, in one step with the check, so that chunks arriving
+	// together cannot each take the same room.
+	var why string
+	var kept []byte
+	grow := int64(len(data)) - replaced
+	counted := s.logs.Reserve(batch, project, func(batchHeld, projectHeld int64, known bool) int64 {
+		var room int64
+		why, room = s.logOverLimit(batch, job, attempt, project, quota, index, grow, batchHeld, projectHeld, known)
+		if why == "" {
+			return grow
+		}
+		kept = data[:min(room, int64(len(data)))]
+		return int64(len(kept)+len(logstore.TruncationLine(why))) - replaced
+	})
+	if why != "" {
+		// The log ends here with what of the chunk fits and a line saying
+		// why, and the worker stops sending.
+		if err := s.logs.Truncate(r.Context(), batch, job, attempt, seq, kept, why); err != nil {
+			s.logs.Release(batch, project, counted)
+			s.writeErr(w, err)
+			return
+		}
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, why))
+		return
+	}
+	if err := s.logs.PutChunk(r.Context(), batch, job, attempt, seq, data); err != nil {
+		s.logs.Release(batch, project, counted)
 		s.writeErr(w, err)
 		return
 	}

@@ -55,15 +55,14 @@ func logPrefix(batch uint64, job uint32, attempt int) string {
 	return fmt.Sprintf("%d/%d/%d/", batch, job, attempt)
 }
 
-// PutChunk stores chunk seq of an attempt's log of a batch of project.
-// Writing the same chunk again replaces it, so uploads can be retried:
-// replaced is the size of the chunk it replaces (0: none), as Index gave.
-func (l *Store) PutChunk(ctx context.Context, batch uint64, project string, job uint32, attempt, seq int, data []byte, replaced int64) error {
+// PutChunk stores chunk seq of an attempt's log of a batch. Writing the
+// same chunk again replaces it, so uploads can be retried. It counts
+// nothing: the caller reserved the bytes it adds (Reserve) before.
+func (l *Store) PutChunk(ctx context.Context, batch uint64, job uint32, attempt, seq int, data []byte) error {
 	key := chunkKey(batch, job, attempt, seq)
 	if err := l.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "text/plain"}); err != nil {
 		return fmt.Errorf("store log chunk %s: %w", key, err)
 	}
-	l.used.add(batch, project, int64(len(data))-replaced)
 	return nil
 }
 
@@ -78,10 +77,11 @@ func truncatedKey(batch uint64, job uint32, attempt int) string {
 
 // Truncate ends an attempt's log at chunk seq: what of the chunk was kept
 // (kept), then a line saying why, so whoever reads the log sees where and
-// why it was cut; a note keeps the reason for Truncated.
-func (l *Store) Truncate(ctx context.Context, batch uint64, project string, job uint32, attempt, seq int, kept []byte, reason string, replaced int64) error {
+// why it was cut; a note keeps the reason for Truncated. Like PutChunk it
+// counts nothing: the caller reserved len(kept) + len(TruncationLine).
+func (l *Store) Truncate(ctx context.Context, batch uint64, job uint32, attempt, seq int, kept []byte, reason string) error {
 	last := append(append([]byte(nil), kept...), TruncationLine(reason)...)
-	if err := l.PutChunk(ctx, batch, project, job, attempt, seq, last, replaced); err != nil {
+	if err := l.PutChunk(ctx, batch, job, attempt, seq, last); err != nil {
 		return err
 	}
 	if err := l.bucket.WriteAll(ctx, truncatedKey(batch, job, attempt), []byte(reason), nil); err != nil {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -21,7 +24,7 @@ func TestChunksComeBackInSequenceOrder(t *testing.T) {
 		attempt, seq int
 		data         string
 	}{{1, 10, "c"}, {1, 2, "b"}, {1, 1, "a"}, {1, 2, "b"}, {2, 1, "other"}} {
-		if err := st.PutChunk(ctx, 7, "p", 3, c.attempt, c.seq, []byte(c.data), 0); err != nil {
+		if err := st.PutChunk(ctx, 7, 3, c.attempt, c.seq, []byte(c.data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +62,8 @@ func TestHeldBytes(t *testing.T) {
 	}
 	put := func(batch uint64, project string, seq int, n int, replaced int64) {
 		t.Helper()
-		if err := st.PutChunk(ctx, batch, project, 1, 1, seq, bytes.Repeat([]byte("x"), n), replaced); err != nil {
+		st.Reserve(batch, project, func(int64, int64, bool) int64 { return int64(n) - replaced })
+		if err := st.PutChunk(ctx, batch, 1, 1, seq, bytes.Repeat([]byte("x"), n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +81,9 @@ func TestHeldBytes(t *testing.T) {
 	}
 	check(1, "a", 170, 180, true)
 	check(3, "b", 5, 5, true)
-	if err := st.Truncate(ctx, 2, "a", 1, 1, 1, []byte("yy"), "over the limit", 0); err != nil {
+	marker := int64(len("yy" + TruncationLine("over the limit")))
+	st.Reserve(2, "a", func(int64, int64, bool) int64 { return marker })
+	if err := st.Truncate(ctx, 2, 1, 1, 1, []byte("yy"), "over the limit"); err != nil {
 		t.Fatal(err)
 	}
 	if why, err := st.Truncated(ctx, 2, 1, 1); err != nil || why != "over the limit" {
@@ -93,7 +99,10 @@ func TestHeldBytes(t *testing.T) {
 	if want := strings.Repeat("x", 10) + "yy" + TruncationLine("over the limit"); log.String() != want {
 		t.Fatalf("a truncated log reads %q, want %q", log.String(), want)
 	}
-	marker := int64(len("yy" + TruncationLine("over the limit")))
+	check(2, "a", 10+marker, 180+marker, true)
+	st.Release(2, "a", 1)
+	check(2, "a", 9+marker, 179+marker, true)
+	st.Release(2, "a", -1)
 	st.Close()
 
 	st, err = Open(ctx, "", dir)
@@ -105,4 +114,31 @@ func TestHeldBytes(t *testing.T) {
 	st.Attribute(func(b uint64) string { return map[uint64]string{1: "a", 2: "a", 3: "b"}[b] })
 	check(1, "a", 170, 180+marker, true)
 	check(3, "b", 5, 5, true)
+}
+
+// TestReserveIsOneStep: uploads that check a quota and count their bytes
+// together, from many goroutines at once, never take more than the quota
+// between them; checked then counted apart, they would.
+func TestReserveIsOneStep(t *testing.T) {
+	st, err := Open(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const quota, chunk = 1000, 100
+	var wg sync.WaitGroup
+	var granted atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			n := st.Reserve(1, "p", func(_, held int64, _ bool) int64 {
+				runtime.Gosched() // let the others check too, were it two steps
+				return max(0, min(chunk, quota-held))
+			})
+			granted.Add(n)
+		})
+	}
+	wg.Wait()
+	if _, held, _ := st.Held(1, "p"); held != quota || granted.Load() != quota {
+		t.Fatalf("64 uploads of %d bytes under a quota of %d: %d granted, %d held", chunk, quota, granted.Load(), held)
+	}
 }

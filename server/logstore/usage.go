@@ -36,6 +36,11 @@ func (u *usage) init() {
 func (u *usage) add(batch uint64, project string, delta int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.addLocked(batch, project, delta)
+}
+
+// addLocked is add with u.mu held.
+func (u *usage) addLocked(batch uint64, project string, delta int64) {
 	u.init()
 	_, seen := u.batches[batch]
 	u.batches[batch] += delta
@@ -67,7 +72,7 @@ func (l *Store) countHeld(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("count the logs held: %w", err)
 		}
-		// Chunks only (batch/job/attempt/seq), as PutChunk counts them.
+		// Chunks only (batch/job/attempt/seq), as Reserve counts them.
 		parts := strings.Split(obj.Key, "/")
 		if obj.IsDir || len(parts) != 4 {
 			continue
@@ -88,6 +93,26 @@ func (l *Store) Held(batch uint64, project string) (batchBytes, projectBytes int
 	l.used.mu.Lock()
 	defer l.used.mu.Unlock()
 	return l.used.batches[batch], l.used.projects[project], l.used.unknown == 0
+}
+
+// Reserve counts bytes of log for a batch of project before they are
+// written, so that uploads arriving together cannot each take the same
+// room under a quota. fit, called under the store's lock with what the
+// batch and the project hold now (projectKnown as Held), returns how many
+// bytes to count (a retried chunk's growth over the one it replaces may
+// be negative). Reserve returns that count; the caller gives it back
+// with Release if the write fails.
+func (l *Store) Reserve(batch uint64, project string, fit func(batchHeld, projectHeld int64, projectKnown bool) int64) int64 {
+	l.used.mu.Lock()
+	defer l.used.mu.Unlock()
+	n := fit(l.used.batches[batch], l.used.projects[project], l.used.unknown == 0)
+	l.used.addLocked(batch, project, n)
+	return n
+}
+
+// Release uncounts n bytes Reserve counted and that were not written.
+func (l *Store) Release(batch uint64, project string, n int64) {
+	l.used.add(batch, project, -n)
 }
 
 // Attribute tells the store the projects of the batches it listed at open:
