@@ -36,7 +36,7 @@ lint: $(STATICCHECK)
 unit:
 	$(GO) test -count=1 ./...
 
-# The server's own tests run httpapi, cluster (real gossip) and logstore
+# The server's own tests run httpapi, cluster (real gossip) and joblogs
 # under the detector through in-process clusters; their packages' unit
 # tests are not worth a race build each.
 race:

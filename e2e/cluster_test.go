@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/launch"
+	"github.com/drover-sched/drover/internal/testcluster"
 )
 
 // testCluster wraps a launched multi-process cluster for tests.
 type testCluster struct {
 	t *testing.T
-	*launch.Cluster
+	*testcluster.Cluster
 	dir string
 	tok string // the admin token, once every server knew it
 }
@@ -24,15 +24,15 @@ type testCluster struct {
 // transition logs for the history checker.
 func newCluster(t *testing.T, n int, args ...string) *testCluster {
 	t.Helper()
-	return startCluster(t, launch.Options{Servers: n, Args: args})
+	return startCluster(t, testcluster.Options{Servers: n, Args: args})
 }
 
-func startCluster(t *testing.T, opts launch.Options) *testCluster {
+func startCluster(t *testing.T, opts testcluster.Options) *testCluster {
 	t.Helper()
 	opts.Binary = droverBin
 	opts.Dir = t.TempDir()
 	opts.TransitionLogs = true
-	lc, err := launch.Start(opts)
+	lc, err := testcluster.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/launch"
+	"github.com/drover-sched/drover/internal/testcluster"
 )
 
 // TestFaultLeaderKills runs a 20,000-job batch on 3 servers and 2 workers,
@@ -153,7 +153,7 @@ func createProbe(ctx context.Context, c *api.Client, key string) (*api.CreateBat
 
 // leaderSeenBy asks a server whom it follows, giving up after a second (a
 // frozen server does not answer).
-func leaderSeenBy(s *launch.Server) string {
+func leaderSeenBy(s *testcluster.Server) string {
 	h, err := s.Health()
 	if err != nil {
 		return ""
@@ -275,7 +275,7 @@ func TestFaultQuorumLoss(t *testing.T) {
 		t.Fatalf("write without quorum failed unclearly: %v", err)
 	}
 	step("write refused without quorum: " + err.Error())
-	var survivor *launch.Server
+	var survivor *testcluster.Server
 	for _, s := range c.Servers {
 		if s.Running() {
 			survivor = s
@@ -408,7 +408,7 @@ func firstLine(b []byte) string {
 func TestServerConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	port := func() string {
-		addr, err := launch.FreePort("127.0.0.1")
+		addr, err := testcluster.FreePort("127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/launch"
 	"github.com/drover-sched/drover/internal/raftattack"
+	"github.com/drover-sched/drover/internal/testcluster"
 	"github.com/drover-sched/drover/internal/token"
 )
 
@@ -91,7 +91,7 @@ func TestHostileRaft(t *testing.T) {
 		attackRaft(t, v, attacker)
 	})
 	t.Run("tls-cluster", func(t *testing.T) {
-		c := startCluster(t, launch.Options{Servers: 3, TLS: true})
+		c := startCluster(t, testcluster.Options{Servers: 3, TLS: true})
 		c.startWorker("w1", 2)
 		var gossip []string
 		for _, s := range c.Servers {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/launch"
+	"github.com/drover-sched/drover/internal/testcluster"
 )
 
 const placementHCL = `
@@ -67,7 +67,7 @@ team "ml" {
 // histories agree.
 func TestPlacementAcrossRegions(t *testing.T) {
 	c := newCluster(t, 3, "-lost-timeout", "20s")
-	workers := map[string]*launch.Process{}
+	workers := map[string]*testcluster.Process{}
 	for _, w := range []struct{ name, region, cluster string }{
 		{"wa1", "east", "a1"}, {"wa2", "east", "a2"}, {"wb1", "west", "b1"}, {"wb2", "west", "b2"},
 	} {

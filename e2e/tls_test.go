@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/launch"
+	"github.com/drover-sched/drover/internal/testcluster"
 )
 
 // TestTLSClusterFailover: a 3-server cluster with TLS on every hop (HTTPS
@@ -25,7 +25,7 @@ import (
 // runs a batch through the kill of its leader; every job succeeds once.
 // Clients that do not trust the cluster's CA get nothing.
 func TestTLSClusterFailover(t *testing.T) {
-	c := startCluster(t, launch.Options{Servers: 3, TLS: true})
+	c := startCluster(t, testcluster.Options{Servers: 3, TLS: true})
 	c.startWorker("w1", 8)
 	c.startWorker("w2", 8)
 	cl := c.client()
@@ -110,7 +110,7 @@ func TestTLSClusterFailover(t *testing.T) {
 // presents there names another server ID, and gets it moved once its
 // certificate names its own. The cluster keeps taking writes throughout.
 func TestTLSAutopilotMovesOnlyProvenServers(t *testing.T) {
-	c := startCluster(t, launch.Options{Servers: 3, TLS: true})
+	c := startCluster(t, testcluster.Options{Servers: 3, TLS: true})
 	cl := c.client()
 	ctx := context.Background()
 	leader := c.waitLeader(30 * time.Second)
@@ -134,7 +134,7 @@ func TestTLSAutopilotMovesOnlyProvenServers(t *testing.T) {
 	restart := func(certName, certID string) {
 		t.Helper()
 		victim.Kill9()
-		addr, err := launch.FreePort(victim.IP)
+		addr, err := testcluster.FreePort(victim.IP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestSingleServerGrowsIntoTLSCluster(t *testing.T) {
 		ip := fmt.Sprintf("127.0.2.%d", i+1)
 		n := &node{id: fmt.Sprintf("s%d", i+1), data: filepath.Join(dir, fmt.Sprintf("s%d", i+1))}
 		for _, p := range []*string{&n.http, &n.raft, &n.gossip} {
-			addr, err := launch.FreePort(ip)
+			addr, err := testcluster.FreePort(ip)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,6 +40,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/units"
 )
 
 // Batch is a parsed jobspec.
@@ -523,7 +524,7 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		s, d := evalString(attr, ctx)
 		diags = append(diags, d...)
 		if !d.HasErrors() {
-			n, err := ParseBytes(s)
+			n, err := units.ParseBytes(s)
 			switch {
 			case err != nil:
 				diags = append(diags, attrError(attr, "Invalid memory", err.Error()))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/server/logstore"
+	"github.com/drover-sched/drover/server/joblogs"
 )
 
 // TestLogQuotas: a worker uploading a job's log past its batch's limit or
@@ -56,7 +56,7 @@ func TestLogQuotas(t *testing.T) {
 	}
 	// What of the chunk fits is kept, then a line says why the log ends.
 	log, why := readLog(b1)
-	if want := strings.Repeat("a", 600) + strings.Repeat("b", 400) + logstore.TruncationLine(why); log != want || !strings.Contains(why, "max_log_bytes_per_batch") {
+	if want := strings.Repeat("a", 600) + strings.Repeat("b", 400) + joblogs.TruncationLine(why); log != want || !strings.Contains(why, "max_log_bytes_per_batch") {
 		t.Fatalf("the cut log: %d bytes ending %q, header %q", len(log), log[max(0, len(log)-120):], why)
 	}
 	// Another chunk of the same attempt is refused without a second line.
@@ -83,7 +83,7 @@ func TestLogQuotas(t *testing.T) {
 		t.Fatalf("a chunk past the project's quota: %v", err)
 	}
 	room := 3000 - held - 900
-	if log, why := readLog(b3); !strings.Contains(why, `billing project default`) || log != strings.Repeat("e", int(room))+logstore.TruncationLine(why) {
+	if log, why := readLog(b3); !strings.Contains(why, `billing project default`) || log != strings.Repeat("e", int(room))+joblogs.TruncationLine(why) {
 		t.Fatalf("a log cut at its first chunk: %q (header %q), want %d bytes of it kept", log, why, room)
 	}
 	if log, why := readLog(b2); why != "" || log != strings.Repeat("d", 900) {
@@ -113,7 +113,7 @@ func TestLogQuotas(t *testing.T) {
 		log, why := readLog(b)
 		if why != "" {
 			cut++
-			log = strings.TrimSuffix(log, logstore.TruncationLine(why))
+			log = strings.TrimSuffix(log, joblogs.TruncationLine(why))
 		}
 		kept += len(log)
 	}

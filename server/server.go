@@ -16,7 +16,7 @@ import (
 
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/httpapi"
-	"github.com/drover-sched/drover/server/logstore"
+	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -33,7 +33,7 @@ type Server struct {
 	state *state.State
 	fsm   *fsm
 	raft  *raftNode
-	logs  *logstore.Store
+	logs  *joblogs.Store
 	// history is where finished batches go (see runExporter).
 	history *historyBook
 	// retention is Config.Retention (tests shorten it while running).
@@ -172,7 +172,7 @@ func New(cfg *Config) (*Server, error) {
 	if s.tls, err = loadTLS(cfg, id, s.log); err != nil {
 		return fail(err)
 	}
-	if s.logs, err = logstore.Open(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
+	if s.logs, err = joblogs.Open(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
 		return fail(err)
 	}
 	undo = append(undo, func() { s.logs.Close() })

@@ -8,7 +8,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
@@ -196,7 +196,7 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 			return e.Quota.String(), fmt.Sprintf("team %s at its %s GPU quota (%d of %d)", e.Team, typ, t.Quota.UsedGPUs[typ], t.Quota.GPUs[typ])
 		}
 		if t != nil && e.Quota == scheduler.ReasonQuotaMemory {
-			return e.Quota.String(), fmt.Sprintf("team %s at its memory quota (%s of %s)", e.Team, jobspec.FormatBytes(t.Quota.UsedMemory), jobspec.FormatBytes(t.Quota.Memory))
+			return e.Quota.String(), fmt.Sprintf("team %s at its memory quota (%s of %s)", e.Team, units.FormatBytes(t.Quota.UsedMemory), units.FormatBytes(t.Quota.Memory))
 		}
 		if t != nil {
 			return e.Quota.String(), fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", e.Team, float64(t.Quota.UsedMilli)/1000, float64(t.Quota.CPUMilli)/1000)
@@ -229,15 +229,15 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	case cpuCap+elsewhere == e.Instances:
 		return scheduler.ReasonCPUCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s; the largest has %s", where(k), cores(u.CPUMilli), cores(bigCPU))
 	case memCap+elsewhere == e.Instances:
-		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s memory; the largest offers %s", where(k), jobspec.FormatBytes(u.Memory), jobspec.FormatBytes(bigMem))
+		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s memory; the largest offers %s", where(k), units.FormatBytes(u.Memory), units.FormatBytes(bigMem))
 	case cpuCap+memCap+elsewhere == e.Instances:
 		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s and %s memory; no worker has both (the largest have %s and %s)",
-			where(k), cores(u.CPUMilli), jobspec.FormatBytes(u.Memory), cores(bigCPU), jobspec.FormatBytes(bigMem))
+			where(k), cores(u.CPUMilli), units.FormatBytes(u.Memory), cores(bigCPU), units.FormatBytes(bigMem))
 	}
 	fit := e.Instances - cpuCap - memCap - elsewhere
 	code, what, size := scheduler.ReasonCPUFree.String(), "cores", cores(u.CPUMilli)
 	if busy := e.Count(scheduler.ReasonMemoryFree); busy > e.Count(scheduler.ReasonCPUFree) {
-		code, what, size = scheduler.ReasonMemoryFree.String(), "memory", jobspec.FormatBytes(u.Memory)
+		code, what, size = scheduler.ReasonMemoryFree.String(), "memory", units.FormatBytes(u.Memory)
 	}
 	if busy := e.Count(scheduler.ReasonGPUFree); busy > e.Count(scheduler.ReasonCPUFree) && busy > e.Count(scheduler.ReasonMemoryFree) {
 		code, what, size = scheduler.ReasonGPUFree.String(), "GPUs", fmt.Sprintf("%d %s GPUs", u.GPUs, k.GPUType)

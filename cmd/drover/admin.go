@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 )
 
 func (m *Main) runUserCreate(ctx context.Context, args []string) error {
@@ -160,7 +160,7 @@ func (m *Main) runBPLogQuota(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	n, err := jobspec.ParseBytes(pos[1])
+	n, err := units.ParseBytes(pos[1])
 	if err != nil {
 		return usagef("log quota %q: %v (e.g. 50GiB; 0: none)", pos[1], err)
 	}
@@ -177,7 +177,7 @@ func logQuota(n int64) string {
 	if n == 0 {
 		return "none"
 	}
-	return jobspec.FormatBytes(n)
+	return units.FormatBytes(n)
 }
 
 func (m *Main) runBPShow(ctx context.Context, args []string) error {
@@ -385,7 +385,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 			st = "retired"
 		}
 		safef(tw, "%d\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, r.CPU, r.FreeCPU,
-			jobspec.FormatBytes(r.Memory), jobspec.FormatBytes(r.FreeMemory), r.Running, r.Reason)
+			units.FormatBytes(r.Memory), units.FormatBytes(r.FreeMemory), r.Running, r.Reason)
 	}
 	return tw.Flush()
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	localprov "github.com/drover-sched/drover/autoscaler/provider/local"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/server"
 )
 
@@ -78,7 +78,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	}
 	memBytes := int64(*cores * float64(2<<30))
 	if *memory != "" {
-		n, err := jobspec.ParseBytes(*memory)
+		n, err := units.ParseBytes(*memory)
 		if err != nil {
 			return usagef("-worker-memory: %v", err)
 		}
@@ -231,7 +231,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 			}()
 		}
 	}
-	workersLine := fmt.Sprintf("%d x %g cores, %s each", *workers, *cores, jobspec.FormatBytes(memBytes))
+	workersLine := fmt.Sprintf("%d x %g cores, %s each", *workers, *cores, units.FormatBytes(memBytes))
 	if len(summary) > 0 {
 		workersLine = strings.Join(summary, "; ")
 	}

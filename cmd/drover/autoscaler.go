@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 )
 
 // The autoscaler's status.
@@ -88,7 +88,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 				status = fmt.Sprintf("capacity-limited until %s: %s", c.Until.Local().Format("15:04:05"), c.Reason)
 			}
 			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
-				jobspec.FormatBytes(c.Memory), c.PricePerHour, c.Live, status)
+				units.FormatBytes(c.Memory), c.PricePerHour, c.Live, status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

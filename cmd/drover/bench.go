@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/launch"
+	"github.com/drover-sched/drover/internal/testcluster"
 )
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
@@ -24,14 +24,14 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 
 // benchCluster launches servers of this very binary in a temporary
 // directory (kept with -keep).
-func (m *Main) benchCluster(ctx context.Context, opts launch.Options, keep bool, args ...string) (*launch.Cluster, func(), error) {
+func (m *Main) benchCluster(ctx context.Context, opts testcluster.Options, keep bool, args ...string) (*testcluster.Cluster, func(), error) {
 	var err error
 	// Ports are picked free but not held until the servers bind them;
 	// another process on the machine (parallel tests) may take one in
 	// between, and the server then exits at once. Start again with new
 	// ports when that happens.
 	for try := 1; try <= 3; try++ {
-		var c *launch.Cluster
+		var c *testcluster.Cluster
 		var cleanup func()
 		c, cleanup, err = m.startBenchCluster(ctx, opts, keep, args...)
 		if err == nil {
@@ -47,7 +47,7 @@ func (m *Main) benchCluster(ctx context.Context, opts launch.Options, keep bool,
 
 var errServerExited = errors.New("a server exited while the cluster started")
 
-func (m *Main) startBenchCluster(ctx context.Context, opts launch.Options, keep bool, args ...string) (*launch.Cluster, func(), error) {
+func (m *Main) startBenchCluster(ctx context.Context, opts testcluster.Options, keep bool, args ...string) (*testcluster.Cluster, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -57,7 +57,7 @@ func (m *Main) startBenchCluster(ctx context.Context, opts launch.Options, keep 
 		return nil, nil, err
 	}
 	opts.Binary, opts.Dir, opts.Args = self, dir, args
-	c, err := launch.Start(opts)
+	c, err := testcluster.Start(opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
@@ -156,7 +156,7 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 	if *servers < 3 || *kills < 1 {
 		return usagef("need -servers >= 3 and -kills >= 1")
 	}
-	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.3."}, *keep, "-raft-timeout", raftTimeout.String())
+	c, cleanup, err := m.benchCluster(ctx, testcluster.Options{Servers: *servers, Net: "127.0.3."}, *keep, "-raft-timeout", raftTimeout.String())
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
 			safef(m.Stdout, format+"\n", a...)
 		}
 	}
-	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.4."}, *keep,
+	c, cleanup, err := m.benchCluster(ctx, testcluster.Options{Servers: *servers, Net: "127.0.4."}, *keep,
 		"-raft-snapshot-threshold", "64", "-raft-snapshot-interval", "2s", "-raft-trailing-logs", "64")
 	if err != nil {
 		return err
@@ -333,7 +333,7 @@ func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
 	return json.NewEncoder(m.Stdout).Encode(res)
 }
 
-func appliedIndex(ctx context.Context, s *launch.Server, token string) (uint64, error) {
+func appliedIndex(ctx context.Context, s *testcluster.Server, token string) (uint64, error) {
 	one := s.NewClient(token)
 	one.RetryUnavailable, one.RetryUnreachable = 0, 0
 	p, err := one.Peers(ctx)
@@ -344,7 +344,7 @@ func appliedIndex(ctx context.Context, s *launch.Server, token string) (uint64, 
 }
 
 // waitCaughtUp waits until a server is ready and has applied target.
-func waitCaughtUp(ctx context.Context, s *launch.Server, token string, target uint64, start time.Time) (time.Duration, error) {
+func waitCaughtUp(ctx context.Context, s *testcluster.Server, token string, target uint64, start time.Time) (time.Duration, error) {
 	for {
 		if h, err := s.Health(); err == nil && h.Ready {
 			if idx, err := appliedIndex(ctx, s, token); err == nil && idx >= target {

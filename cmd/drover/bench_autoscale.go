@@ -15,7 +15,7 @@ import (
 	"github.com/drover-sched/drover/autoscaler"
 	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/autoscaler/provider/sim"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server"
 	"github.com/drover-sched/drover/server/state"
@@ -371,7 +371,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 		IdleTimeout: int64(set.IdleTimeout), BootTimeout: int64(10 * time.Minute), Window: int64(150 * time.Second), Consolidate: !set.NoConsolidate}
 	cheapest := math.Inf(1)
 	for _, c := range w.Configs {
-		mem, err := jobspec.ParseBytes(c.Memory)
+		mem, err := units.ParseBytes(c.Memory)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", c.Name, err)
 		}
@@ -424,7 +424,7 @@ func simulate(ctx context.Context, w *simWorkload, seed uint64, step, every time
 			var cs []int64
 			id := uint32(1)
 			for _, j := range b.Jobs {
-				mem, err := jobspec.ParseBytes(j.Memory)
+				mem, err := units.ParseBytes(j.Memory)
 				if err != nil {
 					return nil, err
 				}

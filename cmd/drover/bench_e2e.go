@@ -16,7 +16,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/internal/testimage"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 )
 
 // runBenchE2E measures the whole path on the dev agent: one server, real
@@ -44,7 +44,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	if err := api.ValidateNetwork(*network); err != nil {
 		return usagef("-network: %v", err)
 	}
-	jobMem, err := jobspec.ParseBytes(*memory)
+	jobMem, err := units.ParseBytes(*memory)
 	if err != nil {
 		return usagef("-memory: %v", err)
 	}

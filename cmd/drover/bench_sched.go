@@ -20,9 +20,9 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
-	"github.com/drover-sched/drover/internal/launch"
 	"github.com/drover-sched/drover/internal/mariadbtest"
 	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/internal/testcluster"
 	"github.com/drover-sched/drover/server"
 	"github.com/prometheus/common/expfmt"
 )
@@ -109,7 +109,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	if *retention > 0 {
 		extra = append(extra, "-retention", retention.String())
 	}
-	c, cleanup, err := m.benchCluster(ctx, launch.Options{Servers: *servers, Net: "127.0.5.", TLS: *useTLS}, *keep, extra...)
+	c, cleanup, err := m.benchCluster(ctx, testcluster.Options{Servers: *servers, Net: "127.0.5.", TLS: *useTLS}, *keep, extra...)
 	if err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func benchTeams(ctx context.Context, admin *api.Client, tenants []tenant, n int,
 // histogramP99 reads one of the leader's histograms (scheduling round
 // times) and returns its 99th percentile (the upper bound of the bucket it
 // falls in: at most 10% above it) and the number of observations.
-func histogramP99(ctx context.Context, c *launch.Cluster, name string) (float64, int64, error) {
+func histogramP99(ctx context.Context, c *testcluster.Cluster, name string) (float64, int64, error) {
 	i, err := c.WaitLeader(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -560,7 +560,7 @@ const heapSamples = 5
 // memAndSnapshots reads every server's live heap (after a GC) and the size
 // of a snapshot of its state; with profDir (servers with -debug-pprof) it
 // saves each server's heap profile there too, as ID.heap-LABEL.pprof.
-func memAndSnapshots(ctx context.Context, c *launch.Cluster, token, profDir, label string) (map[string]memAndSnapshot, error) {
+func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir, label string) (map[string]memAndSnapshot, error) {
 	out := map[string]memAndSnapshot{}
 	settleBy := time.Now().Add(90 * time.Second)
 	for _, s := range c.Servers {
@@ -622,7 +622,7 @@ func leastHeap(ctx context.Context, cl *api.Client, deadline time.Time) (*api.Me
 // waitRetained waits until every batch has left the servers' memory for
 // the history store, reads each back through the API, and compares each
 // server's heap and snapshot with the idle cluster's.
-func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []int64, idle map[string]memAndSnapshot, profDir string, say func(string, ...any)) (map[string]any, error) {
+func waitRetained(ctx context.Context, c *testcluster.Cluster, cl *api.Client, ids []int64, idle map[string]memAndSnapshot, profDir string, say func(string, ...any)) (map[string]any, error) {
 	start := time.Now()
 	for {
 		st, err := cl.Leader(ctx)
@@ -685,7 +685,7 @@ func waitRetained(ctx context.Context, c *launch.Cluster, cl *api.Client, ids []
 }
 
 // serverHeaps asks every server for its live heap (after a GC).
-func serverHeaps(ctx context.Context, c *launch.Cluster, token string) (map[string]uint64, error) {
+func serverHeaps(ctx context.Context, c *testcluster.Cluster, token string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	for _, s := range c.Servers {
 		one := c.NewClient(s.URL(), token)
@@ -699,7 +699,7 @@ func serverHeaps(ctx context.Context, c *launch.Cluster, token string) (map[stri
 }
 
 // peakRSS reads each server's peak resident set size (VmHWM) in MiB.
-func peakRSS(c *launch.Cluster) map[string]float64 {
+func peakRSS(c *testcluster.Cluster) map[string]float64 {
 	out := map[string]float64{}
 	for _, s := range c.Servers {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.PID()))
@@ -737,13 +737,13 @@ func saveOwnProfile(dir string, length time.Duration) {
 
 // saveProfile fetches a CPU profile from a server started with
 // -debug-pprof.
-func saveProfile(s *launch.Server, dir string, length time.Duration) {
+func saveProfile(s *testcluster.Server, dir string, length time.Duration) {
 	saveServerProfile(s, "/debug/pprof/profile?seconds="+strconv.Itoa(max(1, int(length.Seconds()))), fmt.Sprintf("%s/%s.cpu.pprof", dir, s.ID()))
 }
 
 // saveServerProfile fetches a profile from a server started with
 // -debug-pprof into file.
-func saveServerProfile(s *launch.Server, path, file string) {
+func saveServerProfile(s *testcluster.Server, path, file string) {
 	_ = os.MkdirAll(filepath.Dir(file), 0o755)
 	resp, err := s.HTTPClient(0).Get(s.URL() + path)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 )
 
 func attemptDuration(a api.Attempt) string {
@@ -22,18 +22,7 @@ func attemptDuration(a api.Attempt) string {
 	if a.EndTime != nil {
 		end = *a.EndTime
 	}
-	return roundDuration(end.Sub(*a.StartTime)).String()
-}
-
-// roundDuration keeps three significant digits or so: 1.234s, 12ms, 250µs.
-func roundDuration(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	}
-	return d.Round(time.Microsecond)
+	return units.RoundDuration(end.Sub(*a.StartTime)).String()
 }
 
 func exitString(code *int) string {
@@ -49,17 +38,17 @@ func usageColumns(u *api.Usage) (string, string) {
 	if u == nil {
 		return "-", "-"
 	}
-	return strconv.FormatFloat(u.CPUSeconds, 'f', 2, 64), jobspec.FormatBytes(u.PeakMemory)
+	return strconv.FormatFloat(u.CPUSeconds, 'f', 2, 64), units.FormatBytes(u.PeakMemory)
 }
 
 // usageLine says what an attempt used, for job status.
 func usageLine(u *api.Usage) string {
-	parts := []string{fmt.Sprintf("%.2f cpu-s", u.CPUSeconds), jobspec.FormatBytes(u.PeakMemory) + " peak"}
+	parts := []string{fmt.Sprintf("%.2f cpu-s", u.CPUSeconds), units.FormatBytes(u.PeakMemory) + " peak"}
 	if u.BytesIn > 0 || u.InputSeconds > 0 {
-		parts = append(parts, fmt.Sprintf("%s in (%.2fs)", jobspec.FormatBytes(u.BytesIn), u.InputSeconds))
+		parts = append(parts, fmt.Sprintf("%s in (%.2fs)", units.FormatBytes(u.BytesIn), u.InputSeconds))
 	}
 	if u.BytesOut > 0 || u.OutputSeconds > 0 {
-		parts = append(parts, fmt.Sprintf("%s out (%.2fs)", jobspec.FormatBytes(u.BytesOut), u.OutputSeconds))
+		parts = append(parts, fmt.Sprintf("%s out (%.2fs)", units.FormatBytes(u.BytesOut), u.OutputSeconds))
 	}
 	if u.ImageSeconds > 0 {
 		parts = append(parts, fmt.Sprintf("image %.2fs", u.ImageSeconds))
@@ -168,7 +157,7 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 	for _, out := range j.Outputs {
 		safef(tw, "Output\t%s: %s -> %s\n", out.Name, out.Path, out.Destination)
 	}
-	safef(tw, "Resources\t%g cpu, %s memory\n", j.CPU, jobspec.FormatBytes(j.Memory))
+	safef(tw, "Resources\t%g cpu, %s memory\n", j.CPU, units.FormatBytes(j.Memory))
 	if j.MaxProcesses > 0 {
 		safef(tw, "Processes\tat most %d\n", j.MaxProcesses)
 	}

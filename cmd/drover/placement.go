@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/jobspec"
 )
 
@@ -149,10 +150,10 @@ func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
 	safef(tw, "State\t%s\n", clusterState(*c))
 	safef(tw, "Workers\t%d active, %d heard from in the last 10s\n", c.Workers, c.Heard)
 	safef(tw, "CPU\t%g of %g free\n", c.FreeCPU, c.CPU)
-	safef(tw, "Memory\t%s of %s free\n", jobspec.FormatBytes(c.FreeMemory), jobspec.FormatBytes(c.Memory))
+	safef(tw, "Memory\t%s of %s free\n", units.FormatBytes(c.FreeMemory), units.FormatBytes(c.Memory))
 	safef(tw, "Running\t%d attempts\n", c.Running)
 	for _, p := range c.Pools {
-		safef(tw, "Pool %s\t%g cpu, %s, $%g/hour%s\n", p.Name, p.CPU, jobspec.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
+		safef(tw, "Pool %s\t%g cpu, %s, $%g/hour%s\n", p.Name, p.CPU, units.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
 	}
 	return tw.Flush()
 }
@@ -211,9 +212,9 @@ func (m *Main) printTeam(t *api.Team) error {
 	safef(tw, "CPU\t%g of %s cores in use\n", t.Used.CPU, limitString(t.Quota.CPU))
 	mem := "unlimited"
 	if t.Quota.Memory > 0 {
-		mem = jobspec.FormatBytes(t.Quota.Memory)
+		mem = units.FormatBytes(t.Quota.Memory)
 	}
-	safef(tw, "Memory\t%s of %s in use\n", jobspec.FormatBytes(t.Used.Memory), mem)
+	safef(tw, "Memory\t%s of %s in use\n", units.FormatBytes(t.Used.Memory), mem)
 	for _, typ := range slices.Sorted(mapKeys(t.Quota.GPUs)) {
 		safef(tw, "GPUs %s\t%d of %d in use\n", typ, t.Used.GPUs[typ], t.Quota.GPUs[typ])
 	}
@@ -282,7 +283,7 @@ func quotaArgs(cpu float64, memory string, gpus []string) (api.Quota, error) {
 		q.GPUs[typ] = count
 	}
 	if memory != "" {
-		b, err := jobspec.ParseBytes(memory)
+		b, err := units.ParseBytes(memory)
 		if err != nil {
 			return q, usagef("-memory: %v", err)
 		}
@@ -439,7 +440,7 @@ func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
 		if s == "" {
 			return 0, nil
 		}
-		b, err := jobspec.ParseBytes(s)
+		b, err := units.ParseBytes(s)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %s: %v", path, what, err)
 		}

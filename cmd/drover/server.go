@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/server"
 	"github.com/drover-sched/drover/server/cluster"
 )
@@ -61,9 +61,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	userRate := fs.Float64("max-requests-per-second-per-user", def.UserRequestsPerSecond, "answer 429 with Retry-After to a user token beyond this rate, per server (0: no limit)")
 	workerRate := fs.Float64("max-requests-per-second-per-worker", def.WorkerRequestsPerSecond, "the same for a worker instance (0: no limit)")
 	anonRate := fs.Float64("max-anonymous-requests-per-second", def.AnonymousRequestsPerSecond, "the same, per client address, for requests that fail to authenticate (0: no limit)")
-	maxLog := fs.String("max-log-bytes-per-attempt", jobspec.FormatBytes(def.MaxLogBytesPerAttempt), "cut an attempt's log, with a line saying so, past this much (e.g. 64MiB)")
-	maxBatchLog := fs.String("max-log-bytes-per-batch", jobspec.FormatBytes(def.MaxLogBytesPerBatch), "cut the logs of a batch past this much on this server (0: no limit; billing projects have quotas of their own: drover billing-project set-log-quota)")
-	budget := fs.String("state-memory-budget", jobspec.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
+	maxLog := fs.String("max-log-bytes-per-attempt", units.FormatBytes(def.MaxLogBytesPerAttempt), "cut an attempt's log, with a line saying so, past this much (e.g. 64MiB)")
+	maxBatchLog := fs.String("max-log-bytes-per-batch", units.FormatBytes(def.MaxLogBytesPerBatch), "cut the logs of a batch past this much on this server (0: no limit; billing projects have quotas of their own: drover billing-project set-log-quota)")
+	budget := fs.String("state-memory-budget", units.FormatBytes(def.StateMemoryBudget), "refuse submissions that would bring the jobs held in memory beyond this (e.g. 8GiB; 0: no budget)")
 	gossipInterval := fs.Duration("gossip-interval", 0, "gossip probe interval (0: memberlist's LAN default, 1s)")
 	gossipKeyFile := fs.String("gossip-key-file", "", "file of base64 gossip encryption keys, one a line, the first used to send (make one with `drover operator gossip keyring generate`); needed by servers that gossip with others unless -insecure; without it a server alone does not gossip")
 	secretsKeyFile := fs.String("secrets-key-file", "", "file of base64 keys sealing billing projects' storage credentials in the state, one a line, the first sealing (make one with `drover operator secrets-key generate`); the same file on every server (default: <data-dir>/secrets.key, made at first start, for a single server; servers of several without one keep no credentials)")
@@ -168,10 +168,10 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if cfg.StateMemoryBudget, err = parseBudget(*budget); err != nil {
 		return usagef("-state-memory-budget: %v", err)
 	}
-	if cfg.MaxLogBytesPerAttempt, err = jobspec.ParseBytes(*maxLog); err != nil {
+	if cfg.MaxLogBytesPerAttempt, err = units.ParseBytes(*maxLog); err != nil {
 		return usagef("-max-log-bytes-per-attempt: %v", err)
 	}
-	if cfg.MaxLogBytesPerBatch, err = jobspec.ParseBytes(*maxBatchLog); err != nil {
+	if cfg.MaxLogBytesPerBatch, err = units.ParseBytes(*maxBatchLog); err != nil {
 		return usagef("-max-log-bytes-per-batch: %v", err)
 	}
 	cfg.Logger = log
@@ -210,7 +210,7 @@ func parseBudget(s string) (int64, error) {
 	if strings.TrimSpace(s) == "0" {
 		return 0, nil
 	}
-	return jobspec.ParseBytes(s)
+	return units.ParseBytes(s)
 }
 
 // defaultGCPercent is the garbage collector's target for servers. A

@@ -12,7 +12,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/autoscaler/provider"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/worker"
 )
 
@@ -62,7 +62,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	jobResolv := fs.String("job-resolv-conf", "", "resolv.conf the jobs see (default: the host's, or systemd-resolved's upstream servers when the host's are on loopback); port 53 of its nameservers stays open to jobs on the bridge")
 	runc := fs.String("runc", def.Runc, "runc binary for container jobs")
 	imageDir := fs.String("image-dir", "", "image layer cache (default DATA-DIR/images)")
-	imageCache := fs.String("image-cache", jobspec.FormatBytes(def.ImageCacheBytes), "image cache size limit; least recently used layers go first")
+	imageCache := fs.String("image-cache", units.FormatBytes(def.ImageCacheBytes), "image cache size limit; least recently used layers go first")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials (default ~/.docker/config.json or DOCKER_CONFIG)")
 	var insecure multiFlag
 	fs.Var(&insecure, "insecure-registry", "registry HOST[:PORT] pulled from over plain HTTP (repeatable; localhost always is)")
@@ -81,7 +81,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	}
 	memBytes := int64(*cores * float64(2<<30))
 	if *memory != "" {
-		if memBytes, err = jobspec.ParseBytes(*memory); err != nil {
+		if memBytes, err = units.ParseBytes(*memory); err != nil {
 			return usagef("-memory: %v", err)
 		}
 	}
@@ -141,7 +141,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 		cfg.BridgeDeny = append(cfg.BridgeDeny, p)
 	}
 	cfg.Runc, cfg.ImageDir, cfg.RegistryAuthFile, cfg.InsecureRegistries = *runc, *imageDir, *registryAuth, insecure
-	if cfg.ImageCacheBytes, err = jobspec.ParseBytes(*imageCache); err != nil {
+	if cfg.ImageCacheBytes, err = units.ParseBytes(*imageCache); err != nil {
 		return usagef("-image-cache: %v", err)
 	}
 	if *fileRoots != "" {

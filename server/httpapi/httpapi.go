@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/http/pprof"
 	"strconv"
@@ -30,7 +29,7 @@ import (
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/cluster"
-	"github.com/drover-sched/drover/server/logstore"
+	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -170,7 +169,7 @@ type Deps struct {
 	Config   Config
 	Log      *slog.Logger
 	State    *state.State
-	Logs     *logstore.Store
+	Logs     *joblogs.Store
 	Node     Node
 	Raft     Raft
 	Members  Members
@@ -200,7 +199,7 @@ type Server struct {
 	cfg            Config
 	log            *slog.Logger
 	state          *state.State
-	logs           *logstore.Store
+	logs           *joblogs.Store
 	node           Node
 	raft           Raft
 	members        Members
@@ -401,11 +400,9 @@ func (s *Server) Handler() http.Handler {
 		if pattern == "" {
 			// ServeMux answers unknown paths and methods in plain text;
 			// answer in JSON like every other error.
-			rec := httptest.NewRecorder()
-			mux.ServeHTTP(rec, r)
-			if rec.Code == http.StatusMethodNotAllowed {
-				w.Header().Set("Allow", rec.Header().Get("Allow"))
-				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, rec.Header().Get("Allow")))
+			if allow := allowedMethods(mux, r); len(allow) > 0 {
+				w.Header().Set("Allow", strings.Join(allow, ", "))
+				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 				return
 			}
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the API lives under /api/v1)", r.Method, r.URL.Path))
@@ -420,6 +417,20 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// allowedMethods lists the methods mux serves r's path with (none: the
+// path is unknown).
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := *r
+		probe.Method = m
+		if _, pattern := mux.Handler(&probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // isStale reports whether a read asks to be served from the receiving

@@ -19,7 +19,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/cluster"
-	"github.com/drover-sched/drover/server/logstore"
+	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -37,7 +37,7 @@ type fakeNode struct {
 	verify   error
 	applied  []state.Command
 	moved    chan struct{}
-	logs     *logstore.Store
+	logs     *joblogs.Store
 }
 
 func (n *fakeNode) Apply(c state.Command) (any, error) {
@@ -131,7 +131,7 @@ func newAPIWith(t testing.TB, node *fakeNode, members Members, tweak func(*Deps)
 	if node.moved == nil {
 		node.moved = make(chan struct{})
 	}
-	logs, err := logstore.Open(context.Background(), "", t.TempDir())
+	logs, err := joblogs.Open(context.Background(), "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +255,33 @@ func TestAnonymousLearnsNoRaftAddress(t *testing.T) {
 		resp.Body.Close()
 		if strings.Contains(string(body), "raft-s1") || !strings.Contains(string(body), "s1") {
 			t.Errorf("%s without a token: %d %s", path, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestUnknownRoutesAnswerInJSON: a method a path is not served with gets
+// 405 naming the allowed ones (and an Allow header), an unknown path 404,
+// both as JSON like every other error.
+func TestUnknownRoutesAnswerInJSON(t *testing.T) {
+	srv := newAPI(t, &fakeNode{leader: true, ready: true}, nil)
+	for _, c := range []struct {
+		method, path string
+		code         int
+		allow, msg   string
+	}{
+		{"DELETE", "/api/v1/health", 405, "GET, HEAD", "DELETE is not allowed on /api/v1/health; allowed: GET, HEAD"},
+		{"GET", "/api/v1/nothing", 404, "", "no such endpoint: GET /api/v1/nothing"},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error string }
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || resp.Header.Get("Allow") != c.allow || !strings.Contains(body.Error, c.msg) {
+			t.Errorf("%s %s: %d, Allow %q, %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), body.Error)
 		}
 	}
 }

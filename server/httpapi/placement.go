@@ -10,7 +10,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
-	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -464,7 +464,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			// the others are told from the team's use.
 			add("quota_cpu", fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000))
 		case jp.Team != nil && jp.Team.QuotaMemory > 0 && jp.Team.QuotaMemory-jp.Team.UsedMemory < jp.Memory:
-			add("quota_memory", fmt.Sprintf("team %s at its memory quota (%s of %s)", jp.Team.Name, jobspec.FormatBytes(jp.Team.UsedMemory), jobspec.FormatBytes(jp.Team.QuotaMemory)))
+			add("quota_memory", fmt.Sprintf("team %s at its memory quota (%s of %s)", jp.Team.Name, units.FormatBytes(jp.Team.UsedMemory), units.FormatBytes(jp.Team.QuotaMemory)))
 		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
 			add("cluster_disabled", s.disabledMessage(jp.DisabledClusters)+"; no other cluster it may use has workers")
 		case jp.Active == 0:
@@ -519,7 +519,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 	}
 	if jp.Team != nil && jp.Team.QuotaMilli > 0 {
 		add("team", fmt.Sprintf("team %s uses %g of %g cores, %s of %s memory", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000,
-			jobspec.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
+			units.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -573,7 +573,7 @@ func quotaMem(b int64) string {
 	if b == 0 {
 		return "unlimited"
 	}
-	return jobspec.FormatBytes(b)
+	return units.FormatBytes(b)
 }
 
 func plural(n int, what string) string {

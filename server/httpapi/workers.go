@@ -14,7 +14,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/token"
-	"github.com/drover-sched/drover/server/logstore"
+	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -576,7 +576,7 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 			return grow
 		}
 		kept = data[:min(room, int64(len(data)))]
-		return int64(len(kept)+len(logstore.TruncationLine(why))) - replaced
+		return int64(len(kept)+len(joblogs.TruncationLine(why))) - replaced
 	})
 	if why != "" {
 		// The log ends here with what of the chunk fits and a line saying

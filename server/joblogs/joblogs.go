@@ -1,6 +1,7 @@
-// Package logstore keeps job logs as chunks in a blob store (the local disk
-// by default, a file://, gs:// or s3:// URL otherwise).
-package logstore
+// Package joblogs keeps jobs' output logs as chunks in a blob store (the
+// local disk by default, a file://, gs:// or s3:// URL otherwise). It is
+// not the Raft log (server/boltlog.go).
+package joblogs
 
 import (
 	"context"

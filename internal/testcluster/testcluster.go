@@ -1,7 +1,7 @@
-// Package launch runs real drover clusters: every server and worker is a
+// Package testcluster runs real drover clusters: every server and worker is a
 // separate `drover` process on its own loopback address. The fault tests
 // and `drover bench` use it.
-package launch
+package testcluster
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/tlsutil"
-	"github.com/drover-sched/drover/server/cluster"
 )
 
 // Options describes a cluster to launch.
@@ -114,12 +113,13 @@ func Start(opts Options) (*Cluster, error) {
 	if err := os.WriteFile(c.Secret, []byte("cluster-secret\n"), 0o600); err != nil {
 		return nil, err
 	}
-	key, err := cluster.GenerateGossipKey()
+	// The gossip key as an operator makes one.
+	key, err := exec.Command(opts.Binary, "operator", "gossip", "keyring", "generate").Output()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("drover operator gossip keyring generate: %w", err)
 	}
 	c.GossipKey = filepath.Join(opts.Dir, "gossip.key")
-	if err := os.WriteFile(c.GossipKey, []byte(key+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(c.GossipKey, key, 0o600); err != nil {
 		return nil, err
 	}
 	var ca tlsutil.CA

@@ -1,10 +1,13 @@
-package jobspec
+// Package units reads and prints the sizes and durations people type and
+// read: "256MiB", "1.5GiB", "1.234s". It imports nothing of drover's.
+package units
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -69,4 +72,15 @@ func FormatBytes(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// RoundDuration keeps three significant digits or so: 1.234s, 12ms, 250µs.
+func RoundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
