@@ -7,10 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
+	ocg "github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 )
 
@@ -262,44 +262,27 @@ func removeTree(d dirOps, dir string, timeout time.Duration) error {
 
 // listProcs returns the processes in the cgroups roots and below, except
 // self (on v1 a worker thread starting a job makes the worker appear in
-// the job's slot for a moment). Zombies are not listed: they are dead, and their parent (often
-// init) reaps them.
+// the job's slot for a moment). Zombies are not listed: they are dead, and
+// their parent (often init) reaps them. The walk is runc's
+// (opencontainers/cgroups GetAllPids: it skips cgroups removed meanwhile,
+// by runc for instance, and reads cgroup.threads of threaded ones); it
+// runs only when a slot still has processes to kill.
 func listProcs(roots []string, self int) ([]int, error) {
 	var pids []int
 	seen := map[int]bool{}
-	var walk func(dir string) error
-	walk = func(dir string) error {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, r := range roots {
+		all, err := ocg.GetAllPids(r)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed meanwhile, by runc for instance
+			continue
 		}
 		if err != nil {
-			return opError("read", err)
+			return nil, fmt.Errorf("list processes of %s: %w", r, err)
 		}
-		for _, f := range bytes.Fields(b) {
-			pid, err := strconv.Atoi(string(f))
-			if err != nil {
-				return fmt.Errorf("read %s: bad pid %q", filepath.Join(dir, "cgroup.procs"), f)
-			}
+		for _, pid := range all {
 			if pid != self && !seen[pid] {
 				seen[pid] = true
 				pids = append(pids, pid)
 			}
-		}
-		subs, err := subdirs(dir)
-		if err != nil {
-			return err
-		}
-		for _, s := range subs {
-			if err := walk(s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, r := range roots {
-		if err := walk(r); err != nil {
-			return nil, err
 		}
 	}
 	return pids, nil

@@ -183,7 +183,7 @@ func BenchmarkLibContainerdCycle(b *testing.B) {
 	spec := func(l Limits) *specs.LinuxResources {
 		q, p, sh := cpuQuota(l), uint64(cfsPeriod), uint64(cpuShares(l))
 		return &specs.LinuxResources{
-			CPU:    &specs.LinuxCPU{Quota: &q, Period: &p, Shares: &sh},
+			CPU: &specs.LinuxCPU{Quota: &q, Period: &p, Shares: &sh},
 			// No Swap: cgroup1's Update, raising a limit, swaps the
 			// order of limit_in_bytes and soft_limit_in_bytes instead
 			// of memsw.limit_in_bytes, and the kernel refuses the new

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/internal/testlog"
+	ocg "github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 )
 
@@ -170,15 +171,29 @@ func v1Of(h *Slot) (*v1, *v1Slot) {
 // procCgroups returns /proc/pid/cgroup as hierarchy -> path.
 func procCgroups(t testing.TB, pid int) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := parseProcCgroup(string(b))
+	m, err := ocg.ParseCgroupFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// parseCgroupText parses the content of a /proc/<pid>/cgroup a job
+// printed, with the parser the package uses.
+func parseCgroupText(b []byte) (map[string]string, error) {
+	f, err := os.CreateTemp("", "drover-cgroup-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ocg.ParseCgroupFile(f.Name())
 }
 
 // alive tells whether pid is a live process (not gone, not a zombie).
@@ -205,13 +220,9 @@ func slotThreads(t testing.TB, parent string) int {
 	}
 	n := 0
 	for _, task := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
+		cg, err := ocg.ParseCgroupFile("/proc/self/task/" + task.Name() + "/cgroup")
 		if err != nil {
 			continue // exited
-		}
-		cg, err := parseProcCgroup(string(b))
-		if err != nil {
-			t.Fatal(err)
 		}
 		if within(cg["memory"], "/"+parent) {
 			n++

@@ -1,41 +1,48 @@
 package cgroups
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestParseMountinfo(t *testing.T) {
-	in := `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:9 - cgroup cgroup rw,cpu,cpuacct
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,nsdelegate
-50 23 0:40 / /mnt/with\040space rw - ext4 /dev/vdb rw
-`
-	ms, err := parseMountinfo(strings.NewReader(in))
+// The mounts this machine reports are the ones /proc/self/mountinfo
+// lists (runc's parser, filtered to cgroup file systems).
+func TestReadMounts(t *testing.T) {
+	ms, err := readMounts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 6 {
-		t.Fatalf("%d mounts, want 6", len(ms))
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if m := ms[1]; m.point != "/sys/fs/cgroup/cpu,cpuacct" || m.fstype != "cgroup" || !m.has("cpu") || !m.has("cpuacct") || m.has("memory") {
-		t.Errorf("co-mounted cpu,cpuacct parsed as %+v", m)
+	want := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, after, ok := strings.Cut(line, " - "); ok {
+			if f := strings.Fields(after); len(f) > 0 && (f[0] == "cgroup" || f[0] == "cgroup2") {
+				want++
+			}
+		}
 	}
-	if m := ms[4]; m.fstype != "cgroup2" {
-		t.Errorf("cgroup2 mount parsed as %+v", m)
+	if len(ms) != want {
+		t.Errorf("%d cgroup mounts, mountinfo lists %d", len(ms), want)
 	}
-	if m := ms[5]; m.point != "/mnt/with space" {
-		t.Errorf("escaped mount point parsed as %q", m.point)
+	memory := false
+	for _, m := range ms {
+		if m.fstype != "cgroup" && m.fstype != "cgroup2" {
+			t.Errorf("mount %+v is not a cgroup file system", m)
+		}
+		memory = memory || (m.fstype == "cgroup" && m.has("memory") && exists(filepath.Join(m.point, "memory.limit_in_bytes")))
 	}
-	if _, err := parseMountinfo(strings.NewReader("bad line\n")); err == nil {
-		t.Error("bad line accepted")
+	if exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") && !memory {
+		t.Errorf("no v1 memory hierarchy among %+v", ms)
 	}
 }
 
-func TestParseProcCgroup(t *testing.T) {
-	got, err := parseProcCgroup("9:name=systemd:/\n2:cpu,cpuacct:/a/b\n4:memory:/process_api/x\n0::/system.slice/w\n")
+func TestParseCgroupText(t *testing.T) {
+	got, err := parseCgroupText([]byte("9:name=systemd:/\n2:cpu,cpuacct:/a/b\n4:memory:/process_api/x\n0::/system.slice/w\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

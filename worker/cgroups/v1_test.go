@@ -515,7 +515,7 @@ func concurrentJob(m *Manager, parent string, l Limits) error {
 	if err := cmd.Wait(); err != nil {
 		return err
 	}
-	cg, err := parseProcCgroup(out.String())
+	cg, err := parseCgroupText(out.Bytes())
 	if err != nil {
 		return err
 	}
