@@ -40,9 +40,12 @@ func cpuShares(l Limits) int64 {
 	return min(max(l.CPUMilli*1024/1000, 2), 262144)
 }
 
-// cpuWeight is the v2 cpu.weight for l, converted from cpu.shares as runc,
-// crun and Kubernetes do, so that jobs and containers weigh alike; the
-// kernel's default without a request.
+// cpuWeight is the v2 cpu.weight for l, converted from cpu.shares by the
+// linear map runc used until 1.3 (the Debian runc here is 1.1.5), so that
+// weights stay proportional to the cores asked for; the kernel's default
+// without a request. (opencontainers/cgroups' ConvertCPUSharesToCgroupV2Value
+// now maps shares on a curve that gives 2 cores 1.74 times the weight of
+// one, 4 cores 3.0 times: drover keeps the proportional map.)
 func cpuWeight(l Limits) int64 {
 	if l.CPUMilli == 0 {
 		return 100
