@@ -105,11 +105,24 @@ func benchCycle(b *testing.B, m *Manager) {
 // BenchmarkSlotOverhead is the package's own work per job, without the
 // fork: Acquire, Usage, OOMKilled, Release.
 func BenchmarkSlotOverhead(b *testing.B) {
-	m := openTestV1(b)
-	l := Limits{CPUMilli: 1000, Memory: 256 << 20}
+	benchOverhead(b, openTestV1(b), Limits{CPUMilli: 1000, Memory: 256 << 20})
+}
+
+// BenchmarkSlotOverheadNewLimits is BenchmarkSlotOverhead with limits
+// that change from job to job (the worst case: only what changed is
+// written, and here everything does).
+func BenchmarkSlotOverheadNewLimits(b *testing.B) {
+	benchOverhead(b, openTestV1(b, func(c *Config) { c.MaxIdle = 1 }), benchLimits[:]...)
+}
+
+// benchOverhead runs jobs without a process through m, the limits of
+// each the next of ls.
+func benchOverhead(b *testing.B, m *Manager, ls ...Limits) {
+	i := 0
 	cpuMetrics(b, func() {
 		for b.Loop() {
-			h, err := m.Acquire(l)
+			h, err := m.Acquire(ls[i%len(ls)])
+			i++
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,33 +21,11 @@ import (
 
 // benchLimits alternates between two limits, so that every job has
 // limits different from the previous one's (the worst case for the
-// hand-written path, which writes only what changed).
+// hand-written path, which writes only what changed; see
+// BenchmarkSlotOverheadNewLimits).
 var benchLimits = [2]Limits{
 	{CPUMilli: 1000, Memory: 256 << 20, Pids: 100},
 	{CPUMilli: 500, Memory: 128 << 20, Pids: 50},
-}
-
-// BenchmarkSlotOverheadNewLimits is BenchmarkSlotOverhead with limits
-// that change from job to job.
-func BenchmarkSlotOverheadNewLimits(b *testing.B) {
-	m := openTestV1(b, func(c *Config) { c.MaxIdle = 1 })
-	i := 0
-	cpuMetrics(b, func() {
-		for b.Loop() {
-			h, err := m.Acquire(benchLimits[i%2])
-			i++
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := h.Usage(); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := h.OOMKilled(); err != nil {
-				b.Fatal(err)
-			}
-			h.Release()
-		}
-	})
 }
 
 // libSlotPaths creates one slot's cgroup in the cpu, cpuacct, memory and
