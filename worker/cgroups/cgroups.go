@@ -79,14 +79,14 @@
 // containerd/cgroups/v3 costs 560–590 µs (BenchmarkLibRuncCycle,
 // BenchmarkLibContainerdCycle, BenchmarkSlotOverheadNewLimits;
 // docs/performance.md). The libraries have no equivalent of what is
-// drover's own either: a watermark and OOM counters reset per job
-// through held-open files, a thread joined to a v1 slot, a pids limit
-// one higher while it is there, CLONE_INTO_CGROUP (a caller's choice).
-// Creating the v2 Parent and enabling its controllers stays by hand too:
-// the library's fs2.CreateCgroupPath accepts only paths under
-// /sys/fs/cgroup and enables every controller the root offers; and so
-// does removal, whose EBUSY retries last Config.KillTimeout where the
-// library's RemovePath gives up after about a second.
+// drover's own either: a watermark reset and OOM counters read against a
+// baseline per job through held-open files, a thread joined to a v1
+// slot, a pids limit one higher while it is there, CLONE_INTO_CGROUP (a
+// caller's choice). Creating the v2 Parent and enabling its controllers
+// stays by hand too, since the library's fs2.CreateCgroupPath accepts
+// only paths under /sys/fs/cgroup and enables every controller the root
+// offers; so does removal, whose EBUSY retries last Config.KillTimeout
+// where the library's RemovePath gives up after about a second.
 //
 // # Containers
 //
