@@ -9,12 +9,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/hashicorp/hcl/v2/gohcl"
-	"github.com/hashicorp/hcl/v2/hclparse"
-
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/jobspec/placementspec"
 )
 
 // Regions, clusters, teams, quotas and the placement config.
@@ -341,156 +339,6 @@ func (m *Main) runQuotaSet(ctx context.Context, args []string) error {
 	return m.printTeam(t)
 }
 
-// placementFile is the HCL form of a placement config:
-//
-//	cluster "us-east1-a" {
-//	  region = "us-east1"
-//	  group  = "cpu"
-//	  pool "standard" { cpu = 8  memory = "32GiB" price_per_hour = 0.38 }
-//	}
-//	cluster_group "cpu" {
-//	  strategy = "least-loaded"
-//	}
-//	team "genomics" {
-//	  billing_projects = ["gen-prod"]
-//	  strategy = "spread"
-//	  quota { cpu = 1000  memory = "4TiB" }
-//	}
-type placementFile struct {
-	Clusters []struct {
-		Name             string            `hcl:"name,label"`
-		Region           string            `hcl:"region"`
-		Group            string            `hcl:"group,optional"`
-		Provider         string            `hcl:"provider,optional"`
-		ProviderSettings map[string]string `hcl:"provider_settings,optional"`
-		Pools            []struct {
-			Name         string  `hcl:"name,label"`
-			CPU          float64 `hcl:"cpu,optional"`
-			Memory       string  `hcl:"memory,optional"`
-			Preemptible  bool    `hcl:"preemptible,optional"`
-			PricePerHour float64 `hcl:"price_per_hour,optional"`
-			GPUType      string  `hcl:"gpu_type,optional"`
-			GPUs         int     `hcl:"gpus,optional"`
-		} `hcl:"pool,block"`
-	} `hcl:"cluster,block"`
-	Groups []struct {
-		Name     string `hcl:"name,label"`
-		Strategy string `hcl:"strategy,optional"`
-	} `hcl:"cluster_group,block"`
-	Autoscaler *struct {
-		Enabled             *bool   `hcl:"enabled,optional"`
-		Strategy            string  `hcl:"strategy,optional"`
-		MaxNodes            int64   `hcl:"max_nodes,optional"`
-		MaxPerHour          float64 `hcl:"max_per_hour,optional"`
-		MaxAddsPerMinute    int64   `hcl:"max_adds_per_minute,optional"`
-		MaxRemovesPerMinute int64   `hcl:"max_removes_per_minute,optional"`
-		BootTimeout         string  `hcl:"boot_timeout,optional"`
-		IdleTimeout         string  `hcl:"idle_timeout,optional"`
-		LameTimeout         string  `hcl:"lame_timeout,optional"`
-		Backoff             string  `hcl:"backoff,optional"`
-		MaxBackoff          string  `hcl:"max_backoff,optional"`
-		Window              string  `hcl:"window,optional"`
-		SpotPreemptions     int64   `hcl:"spot_preemptions,optional"`
-		NamePrefix          string  `hcl:"name_prefix,optional"`
-		Consolidate         *bool   `hcl:"consolidate,optional"`
-	} `hcl:"autoscaler,block"`
-	LaunchConfigs []struct {
-		Name                string  `hcl:"name,label"`
-		Cluster             string  `hcl:"cluster"`
-		Pool                string  `hcl:"pool,optional"`
-		MachineType         string  `hcl:"machine_type,optional"`
-		Zone                string  `hcl:"zone,optional"`
-		Spot                bool    `hcl:"spot,optional"`
-		Reserved            bool    `hcl:"reserved,optional"`
-		CPU                 float64 `hcl:"cpu"`
-		Memory              string  `hcl:"memory"`
-		GPUType             string  `hcl:"gpu_type,optional"`
-		GPUs                int     `hcl:"gpus,optional"`
-		PricePerHour        float64 `hcl:"price_per_hour"`
-		MaxNodes            int64   `hcl:"max_nodes,optional"`
-		MaxPerHour          float64 `hcl:"max_per_hour,optional"`
-		MaxAddsPerMinute    int64   `hcl:"max_adds_per_minute,optional"`
-		MaxRemovesPerMinute int64   `hcl:"max_removes_per_minute,optional"`
-	} `hcl:"launch_config,block"`
-	Teams []struct {
-		Name            string   `hcl:"name,label"`
-		BillingProjects []string `hcl:"billing_projects,optional"`
-		Strategy        string   `hcl:"strategy,optional"`
-		Quota           *struct {
-			CPU    float64        `hcl:"cpu,optional"`
-			Memory string         `hcl:"memory,optional"`
-			GPUs   map[string]int `hcl:"gpus,optional"`
-		} `hcl:"quota,block"`
-	} `hcl:"team,block"`
-}
-
-// parsePlacement reads a placement config file; problems are reported
-// as file:line:col.
-func parsePlacement(path string, src []byte) (*api.PlacementConfig, error) {
-	p := hclparse.NewParser()
-	f, diags := p.ParseHCL(src, path)
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("%s", strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
-	}
-	var pf placementFile
-	if diags := gohcl.DecodeBody(f.Body, nil, &pf); diags.HasErrors() {
-		return nil, fmt.Errorf("%s", strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
-	}
-	bytes := func(what, s string) (int64, error) {
-		if s == "" {
-			return 0, nil
-		}
-		b, err := units.ParseBytes(s)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %s: %v", path, what, err)
-		}
-		return b, nil
-	}
-	cfg := &api.PlacementConfig{}
-	for _, c := range pf.Clusters {
-		cd := api.ClusterDecl{Name: c.Name, Region: c.Region, Group: c.Group, Provider: c.Provider, ProviderSettings: c.ProviderSettings}
-		for _, pl := range c.Pools {
-			mem, err := bytes(fmt.Sprintf("cluster %s pool %s memory", c.Name, pl.Name), pl.Memory)
-			if err != nil {
-				return nil, err
-			}
-			cd.Pools = append(cd.Pools, api.Pool{Name: pl.Name, CPU: pl.CPU, Memory: mem, Preemptible: pl.Preemptible, PricePerHour: pl.PricePerHour,
-				GPUType: pl.GPUType, GPUs: pl.GPUs})
-		}
-		cfg.Clusters = append(cfg.Clusters, cd)
-	}
-	for _, g := range pf.Groups {
-		cfg.Groups = append(cfg.Groups, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy})
-	}
-	if a := pf.Autoscaler; a != nil {
-		cfg.Autoscaler = &api.AutoscalerSettings{Enabled: a.Enabled == nil || *a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
-			MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: a.BootTimeout, IdleTimeout: a.IdleTimeout,
-			LameTimeout: a.LameTimeout, Backoff: a.Backoff, MaxBackoff: a.MaxBackoff, Window: a.Window, SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix,
-			Consolidate: a.Consolidate}
-	}
-	for _, lc := range pf.LaunchConfigs {
-		mem, err := bytes(fmt.Sprintf("launch_config %s memory", lc.Name), lc.Memory)
-		if err != nil {
-			return nil, err
-		}
-		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType,
-			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: mem, GPUType: lc.GPUType, GPUs: lc.GPUs,
-			PricePerHour: lc.PricePerHour, MaxNodes: lc.MaxNodes, MaxPerHour: lc.MaxPerHour, MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
-	}
-	for _, t := range pf.Teams {
-		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
-		if t.Quota != nil {
-			mem, err := bytes(fmt.Sprintf("team %s quota memory", t.Name), t.Quota.Memory)
-			if err != nil {
-				return nil, err
-			}
-			at.Quota = api.Quota{CPU: t.Quota.CPU, Memory: mem, GPUs: t.Quota.GPUs}
-		}
-		cfg.Teams = append(cfg.Teams, at)
-	}
-	return cfg, nil
-}
-
 func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	fs := m.newFlags("placement apply", "FILE [-prune]")
 	prune := fs.Bool("prune", false, "remove teams and cluster groups the file does not name")
@@ -502,9 +350,9 @@ func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := parsePlacement(pos[0], src)
-	if err != nil {
-		return err
+	cfg, diags := placementspec.Parse(pos[0], src)
+	if diags.HasErrors() {
+		return fmt.Errorf("%s", strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
 	}
 	cfg.Prune = *prune
 	if err := m.Client().ApplyPlacement(ctx, cfg); err != nil {

@@ -1,0 +1,247 @@
+// Package placementspec reads a placement config, the HCL file that
+// `drover placement apply` sends, into an api.PlacementConfig: clusters
+// with their pools, cluster groups, teams with their quotas, the
+// autoscaler's settings and launch configs. It sits beside the jobspec
+// parser so that every client of the API (the CLI, a Terraform provider)
+// reads the same schema and reports a problem the same way, as an
+// hcl.Diagnostic carrying the file, line and column it is about.
+//
+//	cluster "us-east1-a" {
+//	  region = "us-east1"
+//	  group  = "cpu"
+//	  pool "standard" { cpu = 8  memory = "32GiB" price_per_hour = 0.38 }
+//	}
+//	cluster_group "cpu" {
+//	  strategy = "least-loaded"
+//	}
+//	team "genomics" {
+//	  billing_projects = ["gen-prod"]
+//	  strategy = "spread"
+//	  quota { cpu = 1000  memory = "4TiB" }
+//	}
+//
+// What is checked here is what the file alone can tell: the schema, sizes,
+// durations and names (with api's rules, the ones the server applies). The
+// server checks the config again as a whole (strategies, providers, caps,
+// the references between clusters, groups and launch configs) when it is
+// applied.
+package placementspec
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/units"
+)
+
+// file is the schema of a placement config. Sizes and durations are kept
+// as attributes so that a bad one is reported where it is written.
+type file struct {
+	Clusters      []cluster      `hcl:"cluster,block"`
+	Groups        []group        `hcl:"cluster_group,block"`
+	Autoscaler    *autoscaler    `hcl:"autoscaler,block"`
+	LaunchConfigs []launchConfig `hcl:"launch_config,block"`
+	Teams         []team         `hcl:"team,block"`
+}
+
+type cluster struct {
+	Name             string            `hcl:"name,label"`
+	Region           *hcl.Attribute    `hcl:"region"`
+	Group            *hcl.Attribute    `hcl:"group,optional"`
+	Provider         string            `hcl:"provider,optional"`
+	ProviderSettings map[string]string `hcl:"provider_settings,optional"`
+	Pools            []pool            `hcl:"pool,block"`
+	DeclRange        hcl.Range         `hcl:",def_range"`
+}
+
+type pool struct {
+	Name         string         `hcl:"name,label"`
+	CPU          float64        `hcl:"cpu,optional"`
+	Memory       *hcl.Attribute `hcl:"memory,optional"`
+	Preemptible  bool           `hcl:"preemptible,optional"`
+	PricePerHour float64        `hcl:"price_per_hour,optional"`
+	GPUType      string         `hcl:"gpu_type,optional"`
+	GPUs         int            `hcl:"gpus,optional"`
+	DeclRange    hcl.Range      `hcl:",def_range"`
+}
+
+type group struct {
+	Name     string `hcl:"name,label"`
+	Strategy string `hcl:"strategy,optional"`
+}
+
+type autoscaler struct {
+	Enabled             *bool          `hcl:"enabled,optional"`
+	Strategy            string         `hcl:"strategy,optional"`
+	MaxNodes            int64          `hcl:"max_nodes,optional"`
+	MaxPerHour          float64        `hcl:"max_per_hour,optional"`
+	MaxAddsPerMinute    int64          `hcl:"max_adds_per_minute,optional"`
+	MaxRemovesPerMinute int64          `hcl:"max_removes_per_minute,optional"`
+	BootTimeout         *hcl.Attribute `hcl:"boot_timeout,optional"`
+	IdleTimeout         *hcl.Attribute `hcl:"idle_timeout,optional"`
+	LameTimeout         *hcl.Attribute `hcl:"lame_timeout,optional"`
+	Backoff             *hcl.Attribute `hcl:"backoff,optional"`
+	MaxBackoff          *hcl.Attribute `hcl:"max_backoff,optional"`
+	Window              *hcl.Attribute `hcl:"window,optional"`
+	SpotPreemptions     int64          `hcl:"spot_preemptions,optional"`
+	NamePrefix          string         `hcl:"name_prefix,optional"`
+	Consolidate         *bool          `hcl:"consolidate,optional"`
+}
+
+type launchConfig struct {
+	Name                string         `hcl:"name,label"`
+	Cluster             string         `hcl:"cluster"`
+	Pool                string         `hcl:"pool,optional"`
+	MachineType         string         `hcl:"machine_type,optional"`
+	Zone                string         `hcl:"zone,optional"`
+	Spot                bool           `hcl:"spot,optional"`
+	Reserved            bool           `hcl:"reserved,optional"`
+	CPU                 float64        `hcl:"cpu"`
+	Memory              *hcl.Attribute `hcl:"memory"`
+	GPUType             string         `hcl:"gpu_type,optional"`
+	GPUs                int            `hcl:"gpus,optional"`
+	PricePerHour        float64        `hcl:"price_per_hour"`
+	MaxNodes            int64          `hcl:"max_nodes,optional"`
+	MaxPerHour          float64        `hcl:"max_per_hour,optional"`
+	MaxAddsPerMinute    int64          `hcl:"max_adds_per_minute,optional"`
+	MaxRemovesPerMinute int64          `hcl:"max_removes_per_minute,optional"`
+}
+
+type team struct {
+	Name            string   `hcl:"name,label"`
+	BillingProjects []string `hcl:"billing_projects,optional"`
+	Strategy        string   `hcl:"strategy,optional"`
+	Quota           *struct {
+		CPU    float64        `hcl:"cpu,optional"`
+		Memory *hcl.Attribute `hcl:"memory,optional"`
+		GPUs   map[string]int `hcl:"gpus,optional"`
+	} `hcl:"quota,block"`
+}
+
+// ParseFile reads and parses the placement config at path.
+func ParseFile(path string) (*api.PlacementConfig, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read placement config", Detail: err.Error()}}
+	}
+	return Parse(path, src)
+}
+
+// Parse parses a placement config; filename is only used in diagnostics.
+// Every problem found is returned, each with its position.
+func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) {
+	f, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	var pf file
+	if diags := gohcl.DecodeBody(f.Body, nil, &pf); diags.HasErrors() {
+		return nil, diags
+	}
+	d := &decoder{}
+	cfg := &api.PlacementConfig{}
+	for _, c := range pf.Clusters {
+		cd := api.ClusterDecl{Name: c.Name, Region: d.string(c.Region), Group: d.string(c.Group), Provider: c.Provider, ProviderSettings: c.ProviderSettings}
+		d.name("cluster", c.Name, c.DeclRange)
+		if c.Region != nil {
+			d.name("region", cd.Region, c.Region.Expr.Range())
+		}
+		if cd.Group != "" {
+			d.name("cluster group", cd.Group, c.Group.Expr.Range())
+		}
+		for _, pl := range c.Pools {
+			d.name("pool", pl.Name, pl.DeclRange)
+			cd.Pools = append(cd.Pools, api.Pool{Name: pl.Name, CPU: pl.CPU, Memory: d.size(pl.Memory), Preemptible: pl.Preemptible,
+				PricePerHour: pl.PricePerHour, GPUType: pl.GPUType, GPUs: pl.GPUs})
+		}
+		cfg.Clusters = append(cfg.Clusters, cd)
+	}
+	for _, g := range pf.Groups {
+		cfg.Groups = append(cfg.Groups, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy})
+	}
+	if a := pf.Autoscaler; a != nil {
+		cfg.Autoscaler = &api.AutoscalerSettings{Enabled: a.Enabled == nil || *a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
+			MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute,
+			BootTimeout: d.duration(a.BootTimeout), IdleTimeout: d.duration(a.IdleTimeout), LameTimeout: d.duration(a.LameTimeout),
+			Backoff: d.duration(a.Backoff), MaxBackoff: d.duration(a.MaxBackoff), Window: d.duration(a.Window),
+			SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix, Consolidate: a.Consolidate}
+	}
+	for _, lc := range pf.LaunchConfigs {
+		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType,
+			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: d.size(lc.Memory), GPUType: lc.GPUType, GPUs: lc.GPUs,
+			PricePerHour: lc.PricePerHour, MaxNodes: lc.MaxNodes, MaxPerHour: lc.MaxPerHour, MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
+	}
+	for _, t := range pf.Teams {
+		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
+		if t.Quota != nil {
+			at.Quota = api.Quota{CPU: t.Quota.CPU, Memory: d.size(t.Quota.Memory), GPUs: t.Quota.GPUs}
+		}
+		cfg.Teams = append(cfg.Teams, at)
+	}
+	if d.diags.HasErrors() {
+		return nil, d.diags
+	}
+	return cfg, nil
+}
+
+// decoder evaluates the attributes the schema keeps as such, collecting a
+// diagnostic for each one that is wrong.
+type decoder struct {
+	diags hcl.Diagnostics
+}
+
+func (d *decoder) fail(attr *hcl.Attribute, detail string) {
+	d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name, Detail: detail, Subject: attr.Expr.Range().Ptr()})
+}
+
+// string is an attribute's string value ("" when absent).
+func (d *decoder) string(attr *hcl.Attribute) string {
+	if attr == nil {
+		return ""
+	}
+	var s string
+	if diags := gohcl.DecodeExpression(attr.Expr, nil, &s); diags.HasErrors() {
+		d.diags = append(d.diags, diags...)
+	}
+	return s
+}
+
+// size is a size such as "32GiB" in bytes (0 when absent).
+func (d *decoder) size(attr *hcl.Attribute) int64 {
+	s := d.string(attr)
+	if s == "" {
+		return 0
+	}
+	b, err := units.ParseBytes(s)
+	if err != nil {
+		d.fail(attr, fmt.Sprintf("%v.", err))
+	}
+	return b
+}
+
+// duration checks a Go duration such as "90s" and returns it as written,
+// the form the API carries.
+func (d *decoder) duration(attr *hcl.Attribute) string {
+	s := d.string(attr)
+	if s == "" {
+		return ""
+	}
+	if v, err := time.ParseDuration(s); err != nil || v < 0 {
+		d.fail(attr, fmt.Sprintf("%s %.40q: write a duration such as 90s or 10m.", attr.Name, s))
+	}
+	return s
+}
+
+// name checks a cluster, region, group or pool name with the server's
+// rule, api.ValidatePlaceName.
+func (d *decoder) name(what, s string, at hcl.Range) {
+	if err := api.ValidatePlaceName(what, s); err != nil {
+		d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + what + " name", Detail: err.Error() + ".", Subject: at.Ptr()})
+	}
+}

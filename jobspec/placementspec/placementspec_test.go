@@ -1,0 +1,168 @@
+package placementspec
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-sched/drover/jobspec"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// golden compares got with path, or rewrites it with -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./jobspec/placementspec -update to create it)", err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestGoodConfigs: every file under testdata/good parses into the API
+// config its golden file holds.
+func TestGoodConfigs(t *testing.T) {
+	files, _ := filepath.Glob("testdata/good/*.hcl")
+	if len(files) == 0 {
+		t.Fatal("no good configs")
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			cfg, diags := ParseFile(path)
+			if diags.HasErrors() {
+				t.Fatalf("unexpected errors:\n%s", jobspec.FormatDiagnostics(diags))
+			}
+			data, err := json.MarshalIndent(cfg, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, path+".golden", append(data, '\n'))
+		})
+	}
+}
+
+// TestBadConfigs: every file under testdata/bad is refused, every problem
+// with its file:line:col, as its golden file says.
+func TestBadConfigs(t *testing.T) {
+	files, _ := filepath.Glob("testdata/bad/*.hcl")
+	if len(files) == 0 {
+		t.Fatal("no bad configs")
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			cfg, diags := ParseFile(path)
+			if !diags.HasErrors() || cfg != nil {
+				t.Fatalf("accepted: %+v", cfg)
+			}
+			for _, d := range diags {
+				if d.Subject == nil {
+					t.Errorf("diagnostic without a position: %s", d.Summary)
+				}
+			}
+			golden(t, path+".golden", []byte(jobspec.FormatDiagnostics(diags)))
+		})
+	}
+}
+
+// TestParseGroups: a placement file declares cluster groups and puts
+// clusters in them; a mistake is reported at file:line:col.
+func TestParseGroups(t *testing.T) {
+	src := `
+cluster_group "gpu" {
+  strategy = "pack"
+}
+cluster "g1" {
+  region = "east"
+  group  = "gpu"
+  pool "a100" {
+    cpu      = 32
+    memory   = "256GiB"
+    gpu_type = "a100"
+    gpus     = 8
+  }
+}
+cluster "c1" {
+  region = "east"
+}
+`
+	cfg, diags := Parse("p.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(jobspec.FormatDiagnostics(diags))
+	}
+	if len(cfg.Groups) != 1 || cfg.Groups[0].Name != "gpu" || cfg.Groups[0].Strategy != "pack" {
+		t.Fatalf("groups %+v", cfg.Groups)
+	}
+	if len(cfg.Clusters) != 2 || cfg.Clusters[0].Group != "gpu" || cfg.Clusters[1].Group != "" || cfg.Clusters[0].Pools[0].Memory != 256<<30 {
+		t.Fatalf("clusters %+v", cfg.Clusters)
+	}
+	_, diags = Parse("p.hcl", []byte("cluster_group \"gpu\" {\n  strategy = \"pack\"\n  spread = true\n}\n"))
+	if text := jobspec.FormatDiagnostics(diags); !strings.Contains(text, "p.hcl:3:3") {
+		t.Fatalf("an unknown attribute: %q, want it at p.hcl:3:3", text)
+	}
+}
+
+// TestParseAutoscaler: the autoscaler block (enabled unless it says
+// otherwise), launch configs and a cluster's provider; a bad size or
+// duration is reported where it is written.
+func TestParseAutoscaler(t *testing.T) {
+	src := `
+cluster "east" {
+  region            = "us-east1"
+  provider          = "nomad"
+  provider_settings = { address = "https://nomad:4646", datacenters = "dc1,dc2" }
+}
+autoscaler {
+  max_nodes    = 50
+  max_per_hour = 20.5
+  idle_timeout = "90s"
+  consolidate  = false
+}
+launch_config "n8" {
+  cluster        = "east"
+  machine_type   = "n2-standard-8"
+  zone           = "us-east1-b"
+  spot           = true
+  cpu            = 8
+  memory         = "32GiB"
+  price_per_hour = 0.12
+}
+`
+	cfg, diags := Parse("p.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(jobspec.FormatDiagnostics(diags))
+	}
+	if c := cfg.Clusters[0]; c.Provider != "nomad" || c.ProviderSettings["datacenters"] != "dc1,dc2" {
+		t.Fatalf("cluster %+v", c)
+	}
+	if a := cfg.Autoscaler; a == nil || !a.Enabled || a.MaxNodes != 50 || a.MaxPerHour != 20.5 || a.IdleTimeout != "90s" || a.Consolidate == nil || *a.Consolidate {
+		t.Fatalf("autoscaler %+v", a)
+	}
+	if l := cfg.LaunchConfigs[0]; l.Name != "n8" || !l.Spot || l.CPU != 8 || l.Memory != 32<<30 || l.PricePerHour != 0.12 {
+		t.Fatalf("launch config %+v", l)
+	}
+	if _, diags := Parse("p.hcl", []byte("launch_config \"x\" {\n  cluster = \"e\"\n}\n")); !strings.Contains(jobspec.FormatDiagnostics(diags), "p.hcl:1:") {
+		t.Fatalf("a launch config without cpu: %s", jobspec.FormatDiagnostics(diags))
+	}
+	_, diags = Parse("p.hcl", []byte("autoscaler {\n  window = \"ten minutes\"\n}\ncluster \"c\" {\n  region = \"r\"\n  pool \"p\" { memory = \"1 GB-ish\" }\n}\n"))
+	text := jobspec.FormatDiagnostics(diags)
+	if !strings.Contains(text, "p.hcl:2:12: error: Invalid window") || !strings.Contains(text, "p.hcl:6:23: error: Invalid memory") {
+		t.Fatalf("a bad duration and a bad size: %s", text)
+	}
+	if _, diags := Parse("p.hcl", []byte("autoscaler {\n  enabled = false\n}\n")); diags.HasErrors() {
+		t.Fatal(jobspec.FormatDiagnostics(diags))
+	} else if cfg, _ := Parse("p.hcl", []byte("autoscaler {\n  enabled = false\n}\n")); cfg.Autoscaler.Enabled {
+		t.Fatal("enabled = false was not kept")
+	}
+}

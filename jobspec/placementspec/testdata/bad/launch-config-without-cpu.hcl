@@ -1,0 +1,3 @@
+launch_config "x" {
+  cluster = "e"
+}

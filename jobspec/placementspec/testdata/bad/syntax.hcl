@@ -1,0 +1,2 @@
+cluster "c" {
+  region = "r"

@@ -1,0 +1,6 @@
+cluster "c" {
+  region = ["r"]
+  pool "p" {
+    cpu = "eight"
+  }
+}

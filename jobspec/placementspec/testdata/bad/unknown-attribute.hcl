@@ -1,0 +1,4 @@
+cluster_group "gpu" {
+  strategy = "pack"
+  spread = true
+}
