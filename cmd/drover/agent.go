@@ -23,6 +23,7 @@ import (
 	localprov "github.com/drover-sched/drover/autoscaler/provider/local"
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/worker"
 )
 
 func (m *Main) runAgent(ctx context.Context, args []string) error {
@@ -76,7 +77,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 			return usagef("-clusters: %v", err)
 		}
 	}
-	memBytes := int64(*cores * float64(2<<30))
+	memBytes := worker.DefaultMemory(*cores)
 	if *memory != "" {
 		n, err := units.ParseBytes(*memory)
 		if err != nil {
@@ -195,7 +196,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	for _, dc := range layout {
 		wmem := memBytes
 		if *memory == "" {
-			wmem = int64(dc.cores * float64(2<<30))
+			wmem = worker.DefaultMemory(dc.cores)
 		}
 		if dc.cluster != "" {
 			summary = append(summary, fmt.Sprintf("%s/%s: %d x %g cores", dc.region, dc.cluster, dc.workers, dc.cores))
@@ -437,7 +438,7 @@ func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devC
 		}
 		mem := memBytes
 		if memPerCore {
-			mem = int64(dc.cores * float64(2<<30))
+			mem = worker.DefaultMemory(dc.cores)
 		}
 		cfg.Clusters = append(cfg.Clusters, api.ClusterDecl{Name: cluster, Region: region})
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: "local-" + cluster, Cluster: cluster, MachineType: fmt.Sprintf("local-%gc", dc.cores),

@@ -79,7 +79,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	memBytes := int64(*cores * float64(2<<30))
+	memBytes := worker.DefaultMemory(*cores)
 	if *memory != "" {
 		if memBytes, err = units.ParseBytes(*memory); err != nil {
 			return usagef("-memory: %v", err)
