@@ -2,33 +2,14 @@ package jobspec
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/drover-sched/drover/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-// golden compares got with testdata/<name>.golden, or rewrites it with -update.
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./jobspec -update to create it)", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func readVars(t *testing.T, path string) map[string]string {
 	data, err := os.ReadFile(path)
@@ -68,7 +49,7 @@ func TestGoodSpecs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, path+".golden", append(data, '\n'))
+			golden.Check(t, path+".golden", append(data, '\n'))
 		})
 	}
 }
@@ -90,7 +71,7 @@ func TestBadSpecs(t *testing.T) {
 					t.Errorf("diagnostic without a position: %s", d.Summary)
 				}
 			}
-			golden(t, path+".golden", []byte(text))
+			golden.Check(t, path+".golden", []byte(text))
 		})
 	}
 }

@@ -2,34 +2,13 @@ package placementspec
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/drover-sched/drover/internal/golden"
 	"github.com/drover-sched/drover/jobspec"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-// golden compares got with path, or rewrites it with -update.
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./jobspec/placementspec -update to create it)", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // TestGoodConfigs: every file under testdata/good parses into the API
 // config its golden file holds.
@@ -48,7 +27,7 @@ func TestGoodConfigs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, path+".golden", append(data, '\n'))
+			golden.Check(t, path+".golden", append(data, '\n'))
 		})
 	}
 }
@@ -71,7 +50,7 @@ func TestBadConfigs(t *testing.T) {
 					t.Errorf("diagnostic without a position: %s", d.Summary)
 				}
 			}
-			golden(t, path+".golden", []byte(jobspec.FormatDiagnostics(diags)))
+			golden.Check(t, path+".golden", []byte(jobspec.FormatDiagnostics(diags)))
 		})
 	}
 }
@@ -79,25 +58,7 @@ func TestBadConfigs(t *testing.T) {
 // TestParseGroups: a placement file declares cluster groups and puts
 // clusters in them; a mistake is reported at file:line:col.
 func TestParseGroups(t *testing.T) {
-	src := `
-cluster_group "gpu" {
-  strategy = "pack"
-}
-cluster "g1" {
-  region = "east"
-  group  = "gpu"
-  pool "a100" {
-    cpu      = 32
-    memory   = "256GiB"
-    gpu_type = "a100"
-    gpus     = 8
-  }
-}
-cluster "c1" {
-  region = "east"
-}
-`
-	cfg, diags := Parse("p.hcl", []byte(src))
+	cfg, diags := ParseFile("testdata/good/groups.hcl")
 	if diags.HasErrors() {
 		t.Fatal(jobspec.FormatDiagnostics(diags))
 	}
@@ -117,36 +78,14 @@ cluster "c1" {
 // otherwise), launch configs and a cluster's provider; a bad size or
 // duration is reported where it is written.
 func TestParseAutoscaler(t *testing.T) {
-	src := `
-cluster "east" {
-  region            = "us-east1"
-  provider          = "nomad"
-  provider_settings = { address = "https://nomad:4646", datacenters = "dc1,dc2" }
-}
-autoscaler {
-  max_nodes    = 50
-  max_per_hour = 20.5
-  idle_timeout = "90s"
-  consolidate  = false
-}
-launch_config "n8" {
-  cluster        = "east"
-  machine_type   = "n2-standard-8"
-  zone           = "us-east1-b"
-  spot           = true
-  cpu            = 8
-  memory         = "32GiB"
-  price_per_hour = 0.12
-}
-`
-	cfg, diags := Parse("p.hcl", []byte(src))
+	cfg, diags := ParseFile("testdata/good/autoscaler.hcl")
 	if diags.HasErrors() {
 		t.Fatal(jobspec.FormatDiagnostics(diags))
 	}
 	if c := cfg.Clusters[0]; c.Provider != "nomad" || c.ProviderSettings["datacenters"] != "dc1,dc2" {
 		t.Fatalf("cluster %+v", c)
 	}
-	if a := cfg.Autoscaler; a == nil || !a.Enabled || a.MaxNodes != 50 || a.MaxPerHour != 20.5 || a.IdleTimeout != "90s" || a.Consolidate == nil || *a.Consolidate {
+	if a := cfg.Autoscaler; a == nil || !a.Enabled || a.MaxNodes != 50 || a.MaxPerHour != 20.5 || a.IdleTimeout != "90s" || a.Window != "10m" || a.Consolidate == nil || *a.Consolidate {
 		t.Fatalf("autoscaler %+v", a)
 	}
 	if l := cfg.LaunchConfigs[0]; l.Name != "n8" || !l.Spot || l.CPU != 8 || l.Memory != 32<<30 || l.PricePerHour != 0.12 {
