@@ -42,9 +42,8 @@ func Max(xs []float64) float64 {
 	return m
 }
 
-// Percentile is the value at p percent of sorted (ascending), by the
-// nearest rank below: sorted[len*p/100] in integers (0 for none). bench
-// e2e's p50 and p99 are this.
+// Percentile is the value at p percent of sorted (ascending):
+// sorted[len*p/100] (0 for none). bench e2e's p50 and p99 are this.
 func Percentile(sorted []float64, p int) float64 {
 	if len(sorted) == 0 {
 		return 0
