@@ -546,19 +546,14 @@ func (c *Client) ListJobs(ctx context.Context, batchID int64, filter string, las
 
 // AllJobs pages through every job of a batch matching the filter.
 func (c *Client) AllJobs(ctx context.Context, batchID int64, filter string) ([]Job, error) {
-	var all []Job
-	var last int64
-	for {
+	all, _, err := Pages(true, 0, func(last int64) ([]Job, int64, error) {
 		page, err := c.ListJobs(ctx, batchID, filter, last)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		all = append(all, page.Jobs...)
-		if page.LastID == 0 {
-			return all, nil
-		}
-		last = page.LastID
-	}
+		return page.Jobs, page.LastID, nil
+	})
+	return all, err
 }
 
 // GetJob returns one job's status and attempts.

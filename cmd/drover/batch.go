@@ -44,23 +44,6 @@ func ago(t time.Time) string {
 	return t.Local().Format("2006-01-02")
 }
 
-// pages fetches one page of a listing, or every page with all, starting
-// after last. It returns the items and the ID to continue from (0: no more).
-func pages[T any](all bool, last int64, fetch func(last int64) ([]T, int64, error)) ([]T, int64, error) {
-	var items []T
-	for {
-		page, next, err := fetch(last)
-		if err != nil {
-			return nil, 0, err
-		}
-		items = append(items, page...)
-		last = next
-		if !all || next == 0 {
-			return items, next, nil
-		}
-	}
-}
-
 // listFlags are the flags every listing command takes.
 type listFlags struct {
 	filter, state *string
@@ -95,7 +78,7 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	}
 	q := lf.query()
 	c := m.Client()
-	batches, next, err := pages(*lf.all, *lf.last, func(last int64) ([]api.Batch, int64, error) {
+	batches, next, err := api.Pages(*lf.all, *lf.last, func(last int64) ([]api.Batch, int64, error) {
 		page, err := c.ListBatches(ctx, q, last)
 		if err != nil {
 			return nil, 0, err

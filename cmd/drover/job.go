@@ -66,7 +66,7 @@ func (m *Main) runJobList(ctx context.Context, args []string) error {
 	}
 	q := lf.query()
 	c := m.Client()
-	jobs, next, err := pages(*lf.all, *lf.last, func(last int64) ([]api.Job, int64, error) {
+	jobs, next, err := api.Pages(*lf.all, *lf.last, func(last int64) ([]api.Job, int64, error) {
 		page, err := c.ListJobs(ctx, id, q, last)
 		if err != nil {
 			return nil, 0, err
