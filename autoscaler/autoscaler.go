@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-sched/drover/autoscaler/caps"
 	"github.com/drover-sched/drover/placement"
 )
 
@@ -530,7 +531,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 			break
 		}
 		r := &free[i]
-		if (k.Pool != "" && k.Pool != r.Pool) || (sh.GPUs > 0 && k.GPUType != r.GPUType) || (len(k.Regions) > 0 && !slices.Contains(k.Regions, r.Region)) {
+		if !k.Serves(r.Region, r.Pool, r.GPUType, r.GPUs, sh.GPUs) {
 			continue
 		}
 		if p.in.Unavailable[r.Cluster] {
@@ -606,26 +607,14 @@ func (p *planner) hold(cpu, jobs int64, reason string) {
 // serves reports whether a machine of config c can run one job of the
 // shape where the shape may run.
 func (p *planner) serves(c *LaunchConfig, sh *Shape) bool {
-	if c.CPUMilli < sh.CPUMilli || c.Memory < sh.Memory || c.GPUs < sh.GPUs {
+	if c.CPUMilli < sh.CPUMilli || c.Memory < sh.Memory {
 		return false
 	}
-	k := &sh.Constraint
-	if sh.GPUs > 0 && k.GPUType != c.GPUType {
-		return false
+	region := c.Region
+	if region == "" {
+		region = p.in.Regions[c.Cluster]
 	}
-	if k.Pool != "" && k.Pool != c.Pool {
-		return false
-	}
-	if len(k.Regions) > 0 {
-		region := c.Region
-		if region == "" {
-			region = p.in.Regions[c.Cluster]
-		}
-		if !slices.Contains(k.Regions, region) {
-			return false
-		}
-	}
-	return true
+	return sh.Constraint.Serves(region, c.Pool, c.GPUType, c.GPUs, sh.GPUs)
 }
 
 // unavailable says why a config may not be launched at all now.
@@ -639,24 +628,15 @@ func (p *planner) unavailable(c *LaunchConfig) string {
 	return ""
 }
 
-// capped says which cap stops one more machine of config c, or "".
+// capped says which cap stops one more machine of config c, or "": the
+// caps' one rule (caps.Hold), which apply asks again before it records
+// the machine.
 func (p *planner) capped(c *LaunchConfig) string {
 	l := p.in.Limits
-	switch {
-	case l.MaxNodes > 0 && p.nodes+1 > l.MaxNodes:
-		return fmt.Sprintf("held by the node cap (%d of %d)", p.nodes, l.MaxNodes)
-	case c.MaxNodes > 0 && p.cfgNodes[c.Name]+1 > c.MaxNodes:
-		return fmt.Sprintf("held by %s's node cap (%d of %d)", c.Name, p.cfgNodes[c.Name], c.MaxNodes)
-	case l.MaxPerHour > 0 && p.spend+c.PricePerHour > l.MaxPerHour+1e-9:
-		return fmt.Sprintf("held by the $/hour cap ($%.2f of $%.2f)", p.spend, l.MaxPerHour)
-	case c.MaxPerHour > 0 && p.cfgSpend[c.Name]+c.PricePerHour > c.MaxPerHour+1e-9:
-		return fmt.Sprintf("held by %s's $/hour cap ($%.2f of $%.2f)", c.Name, p.cfgSpend[c.Name], c.MaxPerHour)
-	case l.MaxAddsPerMinute > 0 && p.adds+1 > l.MaxAddsPerMinute:
-		return fmt.Sprintf("held by the add rate (%d a minute)", l.MaxAddsPerMinute)
-	case c.MaxAddsPerMinute > 0 && p.cfgAdds[c.Name]+1 > c.MaxAddsPerMinute:
-		return fmt.Sprintf("held by %s's add rate (%d a minute)", c.Name, c.MaxAddsPerMinute)
-	}
-	return ""
+	return caps.Hold(caps.Limits{MaxNodes: int64(l.MaxNodes), MaxPerHour: l.MaxPerHour, MaxAddsPerMinute: int64(l.MaxAddsPerMinute)},
+		caps.Use{Nodes: int64(p.nodes), PerHour: p.spend, Adds: int64(p.adds)},
+		c.Name, caps.Limits{MaxNodes: int64(c.MaxNodes), MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: int64(c.MaxAddsPerMinute)},
+		caps.Use{Nodes: int64(p.cfgNodes[c.Name]), PerHour: p.cfgSpend[c.Name], Adds: int64(p.cfgAdds[c.Name])}, c.PricePerHour)
 }
 
 // addMachine plans one machine of config c.

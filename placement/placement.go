@@ -11,6 +11,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/drover-sched/drover/internal/units"
 )
 
 // Strategy orders the clusters a team's jobs go to.
@@ -133,12 +135,15 @@ func (r Reason) String() string {
 // Admits returns 0 when a job under constraint k may run on a worker of
 // pool in cluster c, or the first reason it may not. Constraints are
 // checked before the cluster's state, so a job that could never run there
-// is told so rather than that the cluster is disabled.
+// is told so rather than that the cluster is disabled. It is the one rule
+// of where a job may go: the scheduler, apply's re-check of a plan, the
+// state's read of each constraint's reach and the autoscaler all call it
+// (or, where they count each reason apart, the parts it is made of).
 func (k *Constraint) Admits(c *Cluster, pool string) Reason {
-	if len(k.Regions) > 0 && !slices.Contains(k.Regions, c.Region) {
+	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
 	}
-	if k.Pool != "" && k.Pool != pool {
+	if !k.AllowsPool(pool) {
 		return ReasonPool
 	}
 	return c.Available()
@@ -146,10 +151,53 @@ func (k *Constraint) Admits(c *Cluster, pool string) Reason {
 
 // AdmitsCluster is Admits for any pool of the cluster.
 func (k *Constraint) AdmitsCluster(c *Cluster) Reason {
-	if len(k.Regions) > 0 && !slices.Contains(k.Regions, c.Region) {
+	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
 	}
 	return c.Available()
+}
+
+// AllowsRegion reports whether the constraint lets a job run in region.
+// A nil constraint allows every region, so callers holding an optional
+// constraint need not test for it.
+func (k *Constraint) AllowsRegion(region string) bool {
+	return k == nil || len(k.Regions) == 0 || slices.Contains(k.Regions, region)
+}
+
+// AllowsPool reports whether the constraint lets a job run on a worker of
+// pool (nil: any pool).
+func (k *Constraint) AllowsPool(pool string) bool {
+	return k == nil || k.Pool == "" || k.Pool == pool
+}
+
+// AllowsGPUType reports whether a worker whose GPUs are of gpuType may
+// take the job: any worker when the job needs no GPUs (its constraint
+// names no type), otherwise one with GPUs of the job's type. How many
+// GPUs it has is HoldsGPUs' question.
+func (k *Constraint) AllowsGPUType(gpuType string) bool {
+	return k == nil || k.GPUType == "" || k.GPUType == gpuType
+}
+
+// HoldsGPUs reports whether a worker (or a machine) with gpus GPUs of
+// gpuType is large enough for one job that needs need GPUs of the
+// constraint's type: always when it needs none.
+func (k *Constraint) HoldsGPUs(need int64, gpuType string, gpus int64) bool {
+	if need <= 0 {
+		return true
+	}
+	want := ""
+	if k != nil {
+		want = k.GPUType
+	}
+	return want == gpuType && gpus >= need
+}
+
+// Serves reports whether a worker or a machine in region, of pool, with
+// gpus GPUs of gpuType can take a job under the constraint that needs
+// need GPUs: Admits' constraint checks and HoldsGPUs, for the autoscaler's
+// machines and launch configs, whose cluster's state it checks apart.
+func (k *Constraint) Serves(region, pool, gpuType string, gpus, need int64) bool {
+	return k.AllowsRegion(region) && k.AllowsPool(pool) && k.HoldsGPUs(need, gpuType, gpus)
 }
 
 // Available returns 0 when new work may go to the cluster, or why not.
@@ -181,7 +229,12 @@ func (q *Quota) Room(cpu, mem int64, limit int64) (int64, Reason) {
 	return q.RoomGPU(cpu, mem, "", 0, limit)
 }
 
-// RoomGPU is Room for jobs that also need gpus GPUs of gpuType each.
+// RoomGPU is Room for jobs that also need gpus GPUs of gpuType each. It is
+// the one rule of quota room: the scheduler bounds its placements with it,
+// apply re-checks each placement with Admit, and job why and the
+// leader's waiting reasons word its refusal with Explain. Limits are
+// checked GPUs first, then cores, then memory; a size of zero is bounded
+// by no limit, even one already passed (a quota lowered below its use).
 func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64) (int64, Reason) {
 	n := limit
 	if gpus > 0 {
@@ -205,6 +258,29 @@ func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64)
 		}
 	}
 	return n, 0
+}
+
+// Admit returns 0 when the quota has room for one more job of the size,
+// or the limit that refuses it (RoomGPU for one job).
+func (q *Quota) Admit(cpu, mem int64, gpuType string, gpus int64) Reason {
+	_, why := q.RoomGPU(cpu, mem, gpuType, gpus, 1)
+	return why
+}
+
+// Explain words a refusal of team's quota (a reason Admit or RoomGPU
+// returned) for a person, with what the team uses of the limit: "team
+// physics at its cpu quota (4 of 4 cores)". gpuType is the job's. The
+// scheduling round's waiting reasons and job why both print it.
+func (q *Quota) Explain(team string, why Reason, gpuType string) string {
+	switch why {
+	case ReasonQuotaGPU:
+		return fmt.Sprintf("team %s at its %s GPU quota (%d of %d)", team, gpuType, q.UsedGPUs[gpuType], q.GPUs[gpuType])
+	case ReasonQuotaMemory:
+		return fmt.Sprintf("team %s at its memory quota (%s of %s)", team, units.FormatBytes(q.UsedMemory), units.FormatBytes(q.Memory))
+	case ReasonQuotaCPU:
+		return fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", team, float64(q.UsedMilli)/1000, float64(q.CPUMilli)/1000)
+	}
+	return fmt.Sprintf("team %s at its quota", team)
 }
 
 // Order returns the clusters (indices into clusters) that allowed[i]

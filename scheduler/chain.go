@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/drover-sched/drover/placement"
 )
@@ -52,6 +51,16 @@ func placementReason(r placement.Reason) Reason {
 		return 0
 	}
 	return ReasonRegion + Reason(r-placement.ReasonRegion)
+}
+
+// Placement returns the placement reason a chain reason stands for, or 0
+// for the chain's own (sizes, free resources, spend), so a caller can ask
+// placement to word a refusal it made.
+func (r Reason) Placement() placement.Reason {
+	if r < ReasonRegion || r > ReasonQuotaGPU {
+		return 0
+	}
+	return placement.ReasonRegion + placement.Reason(r-ReasonRegion)
 }
 
 var reasonNames = map[Reason]string{
@@ -125,22 +134,18 @@ var DefaultChain = []Filter{
 }
 
 // placementChain checks, per instance, what placement rules out before
-// any size: the job's regions, its pool, the cluster's state.
+// any size: the job's regions, its pool, the cluster's state, in the order
+// placement.Constraint.Admits checks them, one link (and one reason) for
+// each of its parts, then the GPUs (HoldsGPUs).
 func placementChain(p *packer) []Filter {
 	cluster := func(c *Candidate) *placement.Cluster { return &p.clusters[c.Cluster] }
 	return []Filter{
-		resourceFilter{ReasonRegion, func(c *Candidate, r *Run) bool {
-			k := p.constraint(r)
-			return k == nil || len(k.Regions) == 0 || slices.Contains(k.Regions, cluster(c).Region)
-		}},
-		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool {
-			k := p.constraint(r)
-			return k == nil || k.Pool == "" || k.Pool == c.Pool
-		}},
-		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return !cluster(c).Disabled }},
-		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return !cluster(c).Down }},
+		resourceFilter{ReasonRegion, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsRegion(cluster(c).Region) }},
+		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsPool(c.Pool) }},
+		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDisabled }},
+		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDown }},
 		resourceFilter{ReasonGPUCapacity, func(c *Candidate, r *Run) bool {
-			return r.GPUs == 0 || (c.GPUs >= r.GPUs && c.GPUType == p.gpuType(r))
+			return p.constraint(r).HoldsGPUs(r.GPUs, c.GPUType, c.GPUs)
 		}},
 	}
 }

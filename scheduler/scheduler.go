@@ -132,6 +132,11 @@ type Output struct {
 	// Unplaced lists the runs the round looked at and could place nowhere,
 	// in the order it met them.
 	Unplaced []Unplaced
+	// Teams are the input's teams with their quota use as the round's
+	// placements left it (nil when the round placed nothing): a run
+	// refused for a team's quota is worded with the use that refused it,
+	// as job why words it from the state once the plan is applied.
+	Teams []Team
 }
 
 // maxUnplacedPerUser bounds the runs a round lists in Output.Unplaced for
@@ -379,14 +384,14 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 		// room (most fits end in the first cluster tried).
 		search := func(c int) bool {
 			for _, t := range p.byClust[c] {
-				if k != nil && k.Pool != "" && k.Pool != p.trees[t].pool {
+				if !k.AllowsPool(p.trees[t].pool) {
 					continue
 				}
 				p.trees[t].tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
 					if s.mem < r.Memory {
 						return true
 					}
-					if r.GPUs > 0 && (p.freeGPU[s.idx] < r.GPUs || p.insts[s.idx].GPUType != k.GPUType) {
+					if !k.HoldsGPUs(r.GPUs, p.insts[s.idx].GPUType, p.freeGPU[s.idx]) {
 						return true
 					}
 					if len(p.filters) > 0 {
@@ -690,5 +695,6 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 			ahead++
 		}
 	}
+	out.Teams = p.teams
 	return out
 }

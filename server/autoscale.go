@@ -585,8 +585,7 @@ func PlannerInput(st *state.AutoscaleState, demand func(budget int64) *state.Aut
 		for _, sh := range u.Shapes {
 			ash := autoscaler.Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Count: sh.Count}
 			if sh.Constraint > 0 {
-				k := d.Constraints[sh.Constraint-1]
-				ash.Constraint = placement.Constraint{Regions: k.Regions, Pool: k.Pool, GPUType: k.GPUType}
+				ash.Constraint = d.Constraints[sh.Constraint-1]
 			}
 			users[i].Ready = append(users[i].Ready, ash)
 		}

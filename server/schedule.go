@@ -32,9 +32,7 @@ func schedulerInput(v *state.SchedulingView, down map[string]bool) *scheduler.In
 			c.FreeMilli += max(inst.FreeMilli, 0)
 		}
 	}
-	for _, k := range v.Constraints {
-		in.Constraints = append(in.Constraints, placement.Constraint{Regions: k.Regions, Pool: k.Pool, GPUType: k.GPUType})
-	}
+	in.Constraints = v.Constraints // the state's slots are placement's constraints
 	for _, t := range v.Teams {
 		in.Teams = append(in.Teams, scheduler.Team{Name: t.Name, Strategy: placement.Strategy(t.Strategy), Quota: placement.Quota{
 			CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.UsedMilli, UsedMemory: t.UsedMemory, UsedByCluster: t.UsedByCluster,

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -85,7 +84,7 @@ func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []state.Clus
 	for _, u := range out.Users {
 		ahead[u.Name] = u.Ahead
 	}
-	w := waiter{in: in, clusters: clusters, bigs: map[int32][2]int64{}}
+	w := waiter{in: in, teams: out.Teams, clusters: clusters, bigs: map[int32][2]int64{}}
 	m := map[uint64][]api.Waiting{}
 	for _, u := range out.Unplaced {
 		if len(m[u.Batch]) >= maxWaitingPerBatch {
@@ -99,7 +98,9 @@ func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []state.Clus
 
 // waiter words the reasons of one round.
 type waiter struct {
-	in       *scheduler.Input
+	in *scheduler.Input
+	// teams with their use as the round left it (nil: the input's).
+	teams    []scheduler.Team
 	clusters []state.ClusterSlot
 	bigs     map[int32][2]int64 // per constraint, the largest cores and memory of a worker it allows
 }
@@ -120,13 +121,8 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 	k := w.constraint(u)
 	var cpu, mem int64
 	for _, in := range w.in.Instances {
-		if k != nil && int(in.Cluster) < len(w.in.Clusters) {
-			if len(k.Regions) > 0 && !slices.Contains(k.Regions, w.in.Clusters[in.Cluster].Region) {
-				continue
-			}
-			if k.Pool != "" && k.Pool != in.Pool {
-				continue
-			}
+		if int(in.Cluster) < len(w.in.Clusters) && (!k.AllowsRegion(w.in.Clusters[in.Cluster].Region) || !k.AllowsPool(in.Pool)) {
+			continue
 		}
 		cpu, mem = max(cpu, in.CPUMilli), max(mem, in.Memory)
 	}
@@ -183,25 +179,23 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	}
 	if e.Quota != 0 {
 		var t *scheduler.Team
-		for i := range w.in.Teams {
-			if w.in.Teams[i].Name == e.Team {
-				t = &w.in.Teams[i]
+		teams := w.teams
+		if teams == nil {
+			teams = w.in.Teams
+		}
+		for i := range teams {
+			if teams[i].Name == e.Team {
+				t = &teams[i]
 			}
 		}
-		if t != nil && e.Quota == scheduler.ReasonQuotaGPU {
-			typ := ""
-			if k := w.constraint(&u); k != nil {
-				typ = k.GPUType
-			}
-			return e.Quota.String(), fmt.Sprintf("team %s at its %s GPU quota (%d of %d)", e.Team, typ, t.Quota.UsedGPUs[typ], t.Quota.GPUs[typ])
+		if t == nil {
+			return e.Quota.String(), fmt.Sprintf("team %s at its quota", e.Team)
 		}
-		if t != nil && e.Quota == scheduler.ReasonQuotaMemory {
-			return e.Quota.String(), fmt.Sprintf("team %s at its memory quota (%s of %s)", e.Team, units.FormatBytes(t.Quota.UsedMemory), units.FormatBytes(t.Quota.Memory))
+		typ := ""
+		if k := w.constraint(&u); k != nil {
+			typ = k.GPUType
 		}
-		if t != nil {
-			return e.Quota.String(), fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", e.Team, float64(t.Quota.UsedMilli)/1000, float64(t.Quota.CPUMilli)/1000)
-		}
-		return e.Quota.String(), fmt.Sprintf("team %s at its quota", e.Team)
+		return e.Quota.String(), t.Quota.Explain(e.Team, e.Quota.Placement(), typ)
 	}
 	if e.Instances == 0 {
 		return "no_workers", "no worker is active"

@@ -11,6 +11,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -448,6 +449,12 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			add("parents", "its parents are finishing")
 		}
 	case state.Ready:
+		var quota placement.Quota
+		var quotaWhy placement.Reason
+		if jp.Team != nil {
+			quota = jp.Team.Quota()
+			quotaWhy = quota.Admit(jp.CPUMilli, jp.Memory, jp.GPUType, jp.GPUs)
+		}
 		var wt *api.Waiting
 		if s.waiting != nil && !isStale(r) {
 			wt = s.waiting.Job(id, jid)
@@ -459,12 +466,11 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 			// The round passes on one run of a project at its spend
 			// limit: the others are told from the project's spend.
 			add("spend_limit", billing.LimitReason(jp.BillingProject, jp.Budget.Limit, jp.Budget.Cost(time.Now().UnixNano())))
-		case jp.Team != nil && jp.Team.QuotaMilli > 0 && jp.Team.QuotaMilli-jp.Team.UsedMilli < jp.CPUMilli:
+		case quotaWhy != 0:
 			// The round passes on one run of those a team's quota blocks:
-			// the others are told from the team's use.
-			add("quota_cpu", fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000))
-		case jp.Team != nil && jp.Team.QuotaMemory > 0 && jp.Team.QuotaMemory-jp.Team.UsedMemory < jp.Memory:
-			add("quota_memory", fmt.Sprintf("team %s at its memory quota (%s of %s)", jp.Team.Name, units.FormatBytes(jp.Team.UsedMemory), units.FormatBytes(jp.Team.QuotaMemory)))
+			// the others are told from the team's use, by the rule and
+			// in the words the round uses.
+			add(quotaWhy.String(), quota.Explain(jp.Team.Name, quotaWhy, jp.GPUType))
 		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
 			add("cluster_disabled", s.disabledMessage(jp.DisabledClusters)+"; no other cluster it may use has workers")
 		case jp.Active == 0:

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/drover-sched/drover/autoscaler/caps"
 )
 
 // The autoscaler's consensus state: its settings and launch configs, every
@@ -378,12 +380,15 @@ type liveTotals struct {
 }
 
 // roomFor reports whether one more machine of cfg stays within the node,
-// spend and add caps, over every config (all) and its own (one).
+// spend and add caps, over every config (all) and its own (one): the
+// caps' one rule, which the autoscaler's planner asked first.
 func (a *Autoscaler) roomFor(cfg *LaunchConfig, all, one liveTotals) bool {
-	return !((a.MaxNodes > 0 && all.nodes+1 > a.MaxNodes) || (cfg.MaxNodes > 0 && one.nodes+1 > cfg.MaxNodes) ||
-		(a.MaxPerHour > 0 && all.spend+cfg.PricePerHour > a.MaxPerHour+1e-9) || (cfg.MaxPerHour > 0 && one.spend+cfg.PricePerHour > cfg.MaxPerHour+1e-9) ||
-		(a.MaxAddsPerMinute > 0 && all.adds+1 > a.MaxAddsPerMinute) || (cfg.MaxAddsPerMinute > 0 && one.adds+1 > cfg.MaxAddsPerMinute))
+	return caps.Hold(caps.Limits{MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour, MaxAddsPerMinute: a.MaxAddsPerMinute}, all.use(),
+		cfg.Name, caps.Limits{MaxNodes: cfg.MaxNodes, MaxPerHour: cfg.MaxPerHour, MaxAddsPerMinute: cfg.MaxAddsPerMinute}, one.use(), cfg.PricePerHour) == ""
 }
+
+// use is what the caps count of the totals.
+func (t liveTotals) use() caps.Use { return caps.Use{Nodes: t.nodes, PerHour: t.spend, Adds: t.adds} }
 
 func (s *State) totals(config string, now int64) (all, one liveTotals) {
 	minuteAgo := now - int64(time.Minute)
@@ -647,28 +652,18 @@ func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyErr
 }
 
 // configAdmits reports whether a job of spec may run on a machine of the
-// config: its regions, pool and GPUs.
+// config: its size, and placement's rule for its regions, pool and GPUs.
 func (s *State) configAdmits(cfg *LaunchConfig, sp *Spec) bool {
 	if sp.CPUMilli > cfg.CPUMilli || sp.Memory > cfg.Memory {
 		return false
 	}
-	w := sp.Where
-	if w == nil {
-		return true
+	region := ""
+	if cl := s.clusters[cfg.Cluster]; cl != nil {
+		region = cl.Region
 	}
-	if w.Pool != "" && w.Pool != cfg.Pool {
-		return false
-	}
-	if w.GPUs > 0 && (w.GPUType != cfg.GPUType || w.GPUs > cfg.GPUs) {
-		return false
-	}
-	if len(w.Regions) > 0 {
-		cl := s.clusters[cfg.Cluster]
-		if cl == nil || !slices.Contains(w.Regions, cl.Region) {
-			return false
-		}
-	}
-	return true
+	k := sp.constraint()
+	_, gpus := sp.GPUs()
+	return k.Serves(region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
 }
 
 // startPrivate runs a private machine's job on its worker as soon as the

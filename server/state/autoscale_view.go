@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/drover-sched/drover/placement"
 )
 
 // AutoscaleState is what the autoscaler's leader loop reads before a
@@ -158,8 +160,9 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 	// was most of a decision's time with 500 users.
 	index := map[DemandShape]int{}
 	// What each team's quota still admits: jobs past it would wait for
-	// the team's own jobs to end, not for a machine.
-	teamRoom := map[*Team]int64{}
+	// the team's own jobs to end, not for a machine. Cores alone, by
+	// placement's quota rule, with the demand so far counted as used.
+	teamRoom := map[*Team]placement.Quota{}
 	d.Users = make([]DemandUser, 0, len(names))
 	for ui, name := range names {
 		u := s.sched[name]
@@ -171,7 +174,7 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 			t := s.projectTeam[b.BillingProject]
 			if t != nil && t.QuotaMilli > 0 {
 				if _, ok := teamRoom[t]; !ok {
-					teamRoom[t] = max(t.QuotaMilli-t.usedMilli, 0)
+					teamRoom[t] = placement.Quota{CPUMilli: t.QuotaMilli, UsedMilli: t.usedMilli}
 				}
 			}
 			for _, r := range b.ready.items() {
@@ -186,11 +189,12 @@ func (s *State) AutoscaleDemand(budget int64, share ShareFunc, memStep int64) *A
 				if sp.CPUMilli > 0 {
 					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
 				}
-				if room, ok := teamRoom[t]; ok && t != nil && sp.CPUMilli > 0 {
-					if n = min(n, room/sp.CPUMilli); n == 0 {
+				if q, ok := teamRoom[t]; ok && t != nil && sp.CPUMilli > 0 {
+					if n, _ = q.Room(sp.CPUMilli, 0, n); n == 0 {
 						continue batches
 					}
-					teamRoom[t] = room - n*sp.CPUMilli
+					q.UsedMilli += n * sp.CPUMilli
+					teamRoom[t] = q
 				}
 				left -= n * sp.CPUMilli
 				typ, gpus := sp.GPUs()

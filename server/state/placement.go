@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/placement"
 )
 
 // Regions, clusters, pools and teams: the federation's shape and the
@@ -574,47 +575,50 @@ func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 }
 
 // quotaAdmits reports whether the batch's team can hold one more job of
-// spec.
+// spec: placement's quota rule, as the scheduler applied it.
 func (s *State) quotaAdmits(b *Batch, sp *Spec) bool {
 	t := s.projectTeam[b.BillingProject]
 	if t == nil {
 		return true
 	}
-	if t.QuotaMilli > 0 && t.usedMilli+sp.CPUMilli > t.QuotaMilli {
-		return false
-	}
-	if t.QuotaMemory > 0 && t.usedMemory+sp.Memory > t.QuotaMemory {
-		return false
-	}
-	if typ, n := sp.GPUs(); n > 0 {
-		if q, ok := t.QuotaGPUs[typ]; ok && t.usedGPUs[typ]+n > q {
-			return false
-		}
-	}
-	return true
+	q := t.quota()
+	typ, n := sp.GPUs()
+	return q.Admit(sp.CPUMilli, sp.Memory, typ, n) == 0
 }
 
-// placeable reports whether a job of spec may run on inst at all: the
-// instance's cluster is enabled and in the job's regions, and its pool is
-// the one the job asks for.
+// quota is the team's limits and use as placement reads them (no use per
+// cluster: the quota rule does not need it).
+func (t *Team) quota() placement.Quota {
+	return placement.Quota{CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.usedMilli, UsedMemory: t.usedMemory,
+		GPUs: t.QuotaGPUs, UsedGPUs: t.usedGPUs}
+}
+
+// constraint is the spec's placement constraint as placement reads it:
+// a GPU type only when the job needs GPUs.
+func (sp *Spec) constraint() placement.Constraint {
+	w := sp.Where
+	if w == nil {
+		return placement.Constraint{}
+	}
+	k := placement.Constraint{Regions: w.Regions, Pool: w.Pool}
+	if w.GPUs > 0 {
+		k.GPUType = w.GPUType
+	}
+	return k
+}
+
+// placeable reports whether a job of spec may run on inst at all:
+// placement's rule (the instance's cluster is enabled and in the job's
+// regions, its pool the one the job asks for) and the instance has GPUs
+// of the job's type, enough of them.
 func (s *State) placeable(sp *Spec, inst *Instance) bool {
-	cl := s.clusters[inst.Cluster]
-	if cl != nil && cl.Disabled {
-		return false
+	k := sp.constraint()
+	cl := placement.Cluster{Region: inst.Region}
+	if c := s.clusters[inst.Cluster]; c != nil {
+		cl.Disabled = c.Disabled
 	}
-	if sp.Where == nil {
-		return true
-	}
-	if sp.Where.GPUs > 0 && (sp.Where.GPUType != inst.GPUType || inst.GPUs < sp.Where.GPUs) {
-		return false
-	}
-	if sp.Where.Pool != "" && sp.Where.Pool != inst.Pool {
-		return false
-	}
-	if len(sp.Where.Regions) > 0 && !slices.Contains(sp.Where.Regions, inst.Region) {
-		return false
-	}
-	return true
+	_, gpus := sp.GPUs()
+	return k.Admits(&cl, inst.Pool) == 0 && k.HoldsGPUs(gpus, inst.GPUType, inst.GPUs)
 }
 
 // ensureCluster records the cluster a worker activates into. A cluster
@@ -710,6 +714,13 @@ type TeamInfo struct {
 	UsedGPUs      map[string]int64
 }
 
+// Quota is the team's limits and use as placement reads them, so job why
+// asks placement's quota rule what the scheduler asked.
+func (t *TeamInfo) Quota() placement.Quota {
+	return placement.Quota{CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.UsedMilli, UsedMemory: t.UsedMemory,
+		GPUs: t.QuotaGPUs, UsedGPUs: t.UsedGPUs}
+}
+
 // Teams lists every team by name.
 func (s *State) Teams() []TeamInfo {
 	s.mu.RLock()
@@ -773,8 +784,11 @@ type JobPlace struct {
 	// its cores and memory free; Usable counts those workers.
 	Busy   bool
 	Usable int
-	// CPUMilli and Memory: what one attempt of the job asks for.
+	// CPUMilli and Memory: what one attempt of the job asks for; GPUs of
+	// GPUType (0: none).
 	CPUMilli, Memory int64
+	GPUType          string
+	GPUs             int64
 	// Active counts the active workers anywhere.
 	Active int
 	// MachineType: the job runs on a machine of its own of this type.
@@ -806,6 +820,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	if g.spec.Where != nil {
 		jp.MachineType = g.spec.Where.MachineType
 	}
+	jp.GPUType, jp.GPUs = g.spec.GPUs()
 	if j.state == Pending {
 		for _, ri := range g.parents {
 			if r := b.ranges[ri]; r.remaining > 0 {
@@ -822,9 +837,10 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 		ti := s.teamInfo(t)
 		jp.Team = &ti
 	}
+	k := g.spec.constraint()
 	for _, name := range sortedKeys(s.clusters) {
 		cl := s.clusters[name]
-		if cl.Disabled && (len(g.spec.Regions()) == 0 || slices.Contains(g.spec.Regions(), cl.Region)) {
+		if cl.Disabled && k.AllowsRegion(cl.Region) {
 			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
 		}
 	}
@@ -840,8 +856,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 		if inst.Active {
 			jp.Active++
 		}
-		cl := s.clusters[inst.Cluster]
-		if !inst.Active || (cl != nil && cl.Disabled) || !s.placeable(g.spec, inst) {
+		if !inst.Active || !s.placeable(g.spec, inst) { // placeable: its cluster enabled too
 			continue
 		}
 		jp.Usable++

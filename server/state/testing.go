@@ -3,7 +3,8 @@ package state
 import (
 	"bytes"
 	"fmt"
-	"slices"
+
+	"github.com/drover-sched/drover/placement"
 )
 
 // Test support, exported so other packages can drive a State the way the
@@ -57,25 +58,17 @@ func FirstFit(v *SchedulingView) []Placement {
 }
 
 // firstFitAdmits: the instance is in an enabled cluster the run's
-// constraint allows.
+// constraint allows (placement's rule), with GPUs of the run's type.
 func firstFitAdmits(v *SchedulingView, in *InstanceSlot, r *ReadyRun) bool {
 	if int(in.Cluster) >= len(v.Clusters) {
 		return true
 	}
 	cl := &v.Clusters[in.Cluster]
-	if cl.Disabled {
-		return false
-	}
+	var k *placement.Constraint
 	if r.Constraint > 0 {
-		k := &v.Constraints[r.Constraint-1]
-		if (k.Pool != "" && k.Pool != in.Pool) || (k.GPUType != "" && k.GPUType != in.GPUType) {
-			return false
-		}
-		if len(k.Regions) > 0 && !slices.Contains(k.Regions, cl.Region) {
-			return false
-		}
+		k = &v.Constraints[r.Constraint-1]
 	}
-	return true
+	return k.Admits(&placement.Cluster{Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
 }
 
 // Harness applies commands the way the FSM does (encode, decode, apply),

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/placement"
 )
 
 // maxRunsPerUser bounds how far down one user's queue a round looks for
@@ -148,12 +149,9 @@ type ClusterSlot struct {
 	Group            int32   // 1 + index into SchedulingView.Groups (0: none)
 }
 
-// ConstraintSlot is where a run may go.
-type ConstraintSlot struct {
-	Regions []string
-	Pool    string
-	GPUType string // the run's GPUs are of this type
-}
+// ConstraintSlot is where a run may go: placement's own constraint, so
+// the state, the scheduler and the autoscaler read it with one rule.
+type ConstraintSlot = placement.Constraint
 
 // TeamSlot is a team's quota and use for a round.
 type TeamSlot struct {
@@ -263,10 +261,7 @@ func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *S
 	}
 	admitted := func(k *ConstraintSlot, in *InstanceSlot) bool {
 		cl := &v.Clusters[in.Cluster]
-		if cl.Disabled || (k.Pool != "" && k.Pool != in.Pool) || (k.GPUType != "" && k.GPUType != in.GPUType) {
-			return false
-		}
-		return len(k.Regions) == 0 || slices.Contains(k.Regions, cl.Region)
+		return k.Admits(&placement.Cluster{Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
 	}
 	newReach := func(k ConstraintSlot) *reach {
 		r := &reach{slot: k}
@@ -308,8 +303,12 @@ func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *S
 		return idx + 1, reaches[idx]
 	}
 	teamOf := map[*Team]int32{}
-	var quotaRoom []int64 // millicores the team may still take (-1: no quota)
-	var teamRoom []int64  // the same, less what this user's runs listed so far want
+	// The teams' cpu quotas, and the same with what this user's runs
+	// listed so far want counted as used: the listing bounds itself by
+	// cores alone (memory and GPU quotas are the scheduler's to apply),
+	// with placement's quota rule.
+	var quotaRoom []placement.Quota
+	var teamRoom []placement.Quota
 	team := func(b *Batch) int32 {
 		t := s.projectTeam[b.BillingProject]
 		if t == nil {
@@ -328,10 +327,7 @@ func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *S
 				}
 			}
 			v.Teams = append(v.Teams, ts)
-			room := int64(-1)
-			if t.QuotaMilli > 0 {
-				room = max(t.QuotaMilli-t.usedMilli, 0)
-			}
+			room := placement.Quota{CPUMilli: t.QuotaMilli, UsedMilli: t.usedMilli}
 			quotaRoom = append(quotaRoom, room)
 			teamRoom = append(teamRoom, room)
 		}
@@ -415,7 +411,7 @@ func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *S
 					}
 					continue batches
 				}
-				quotaBlocked := ti > 0 && teamRoom[ti-1] >= 0 && teamRoom[ti-1] < g.spec.CPUMilli
+				quotaBlocked := ti > 0 && teamRoom[ti-1].Admit(g.spec.CPUMilli, 0, "", 0) != 0
 				if quotaBlocked {
 					// The team's quota is the reason for every run it
 					// blocks: the first is passed on for the scheduler to
@@ -427,7 +423,7 @@ func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *S
 						ud.Runs = append(ud.Runs, run)
 						quotaTold = true
 					}
-					if blocked++; teamRoom[ti-1] == 0 || blocked >= maxPassedRunsPerUser {
+					if blocked++; teamRoom[ti-1].Admit(1, 0, "", 0) != 0 || blocked >= maxPassedRunsPerUser {
 						continue batches
 					}
 					continue
@@ -464,8 +460,8 @@ func (s *State) SchedulingViewShared(now int64, maxJobs int, share ShareFunc) *S
 					take := min(cores, rc.free-rc.want)
 					rc.want += take
 					want += take
-					if ti > 0 && teamRoom[ti-1] >= 0 {
-						teamRoom[ti-1] = max(teamRoom[ti-1]-cores, 0)
+					if ti > 0 {
+						teamRoom[ti-1].UsedMilli += cores
 					}
 				}
 				if (want >= limit && (bound == nil || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {

@@ -1,0 +1,131 @@
+package placement
+
+import "testing"
+
+// TestConstraintRules: the parts of the one constraint rule, as the
+// scheduler's chain, apply's re-check, the state's reach of a constraint
+// and the autoscaler call them, including a nil constraint (a run with
+// none) and a job that needs no GPUs.
+func TestConstraintRules(t *testing.T) {
+	west := &Constraint{Regions: []string{"west", "north"}, Pool: "highmem"}
+	gpu := &Constraint{GPUType: "a100"}
+	var none *Constraint
+	for _, c := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"nil allows any region", none.AllowsRegion("east"), true},
+		{"nil allows any pool", none.AllowsPool("x"), true},
+		{"nil allows any GPU type", none.AllowsGPUType("t4"), true},
+		{"empty regions allow any", (&Constraint{}).AllowsRegion("east"), true},
+		{"listed region", west.AllowsRegion("north"), true},
+		{"unlisted region", west.AllowsRegion("east"), false},
+		{"empty region name is not listed", west.AllowsRegion(""), false},
+		{"its pool", west.AllowsPool("highmem"), true},
+		{"another pool", west.AllowsPool("standard"), false},
+		{"no GPUs needed: any type", west.AllowsGPUType("t4"), true},
+		{"its GPU type", gpu.AllowsGPUType("a100"), true},
+		{"another GPU type", gpu.AllowsGPUType("t4"), false},
+		{"a worker without GPUs for a GPU job", gpu.AllowsGPUType(""), false},
+		{"needs none: holds on any worker", gpu.HoldsGPUs(0, "", 0), true},
+		{"enough of its type", gpu.HoldsGPUs(2, "a100", 4), true},
+		{"exactly enough", gpu.HoldsGPUs(4, "a100", 4), true},
+		{"too few", gpu.HoldsGPUs(5, "a100", 4), false},
+		{"enough of another type", gpu.HoldsGPUs(1, "t4", 8), false},
+		// A nil constraint names no type: only untyped GPUs serve it, as
+		// the scheduler's chain always checked.
+		{"nil constraint, GPUs needed, typed worker", none.HoldsGPUs(1, "a100", 8), false},
+		{"nil constraint, GPUs needed, untyped worker", none.HoldsGPUs(1, "", 8), true},
+		{"serves: region, pool and GPUs", (&Constraint{Regions: []string{"west"}, Pool: "g", GPUType: "a100"}).Serves("west", "g", "a100", 8, 2), true},
+		{"serves: wrong region", (&Constraint{Regions: []string{"west"}}).Serves("east", "g", "", 0, 0), false},
+		{"serves: wrong pool", west.Serves("west", "standard", "", 0, 0), false},
+		{"serves: too few GPUs", gpu.Serves("east", "g", "a100", 1, 2), false},
+		{"serves: nil constraint", none.Serves("east", "any", "", 0, 0), true},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestAdmitsOrder: Admits names the constraint's refusals before the
+// cluster's state, region before pool, disabled before down; a nil
+// constraint is judged by the cluster alone.
+func TestAdmitsOrder(t *testing.T) {
+	k := &Constraint{Regions: []string{"west"}, Pool: "p"}
+	var none *Constraint
+	for _, c := range []struct {
+		name    string
+		k       *Constraint
+		cluster Cluster
+		pool    string
+		want    Reason
+	}{
+		{"region first", k, Cluster{Region: "east", Disabled: true, Down: true}, "q", ReasonRegion},
+		{"pool before the cluster", k, Cluster{Region: "west", Disabled: true}, "q", ReasonPool},
+		{"disabled before down", k, Cluster{Region: "west", Disabled: true, Down: true}, "p", ReasonDisabled},
+		{"down", k, Cluster{Region: "west", Down: true}, "p", ReasonDown},
+		{"admitted", k, Cluster{Region: "west"}, "p", 0},
+		{"nil constraint, enabled", none, Cluster{Region: "east"}, "any", 0},
+		{"nil constraint, disabled", none, Cluster{Region: "east", Disabled: true}, "any", ReasonDisabled},
+	} {
+		if got := c.k.Admits(&c.cluster, c.pool); got != c.want {
+			t.Errorf("%s: Admits %v, want %v", c.name, got, c.want)
+		}
+		if c.want != ReasonPool {
+			if got := c.k.AdmitsCluster(&c.cluster); got != c.want {
+				t.Errorf("%s: AdmitsCluster %v, want %v", c.name, got, c.want)
+			}
+		}
+	}
+}
+
+// TestQuotaAdmitAndExplain: the one quota rule and its words. The cases
+// at the end are where the copies disagreed: apply's own check refused a
+// job of size zero for a team over its quota (a quota lowered below its
+// use) while the scheduler admitted it; job why never named a GPU quota
+// and checked cores before GPUs, while the round checks GPUs first.
+func TestQuotaAdmitAndExplain(t *testing.T) {
+	q := Quota{CPUMilli: 4000, Memory: 8 << 30, UsedMilli: 3000, UsedMemory: 6 << 30,
+		GPUs: map[string]int64{"a100": 4}, UsedGPUs: map[string]int64{"a100": 3}}
+	over := Quota{CPUMilli: 1000, Memory: 1 << 30, UsedMilli: 2000, UsedMemory: 2 << 30}
+	for _, c := range []struct {
+		name     string
+		q        Quota
+		cpu, mem int64
+		gpuType  string
+		gpus     int64
+		want     Reason
+		words    string
+	}{
+		{"fits exactly", q, 1000, 2 << 30, "", 0, 0, ""},
+		{"one millicore too many", q, 1001, 1 << 30, "", 0, ReasonQuotaCPU, "team t at its cpu quota (3 of 4 cores)"},
+		{"memory", q, 500, 3 << 30, "", 0, ReasonQuotaMemory, "team t at its memory quota (6GiB of 8GiB)"},
+		{"cpu before memory", q, 2000, 3 << 30, "", 0, ReasonQuotaCPU, "team t at its cpu quota (3 of 4 cores)"},
+		{"last GPU", q, 100, 1 << 20, "a100", 1, 0, ""},
+		{"GPUs before cpu", q, 2000, 1 << 20, "a100", 2, ReasonQuotaGPU, "team t at its a100 GPU quota (3 of 4)"},
+		{"a GPU type the quota does not name", q, 100, 1 << 20, "t4", 8, 0, ""},
+		{"no quota at all", Quota{UsedMilli: 1 << 40}, 1 << 30, 1 << 40, "a100", 64, 0, ""},
+		{"over quota, a real job", over, 1, 1, "", 0, ReasonQuotaCPU, "team t at its cpu quota (2 of 1 cores)"},
+		{"over quota, zero size: nothing to add", over, 0, 0, "", 0, 0, ""},
+	} {
+		got := c.q.Admit(c.cpu, c.mem, c.gpuType, c.gpus)
+		if got != c.want {
+			t.Errorf("%s: Admit %v, want %v", c.name, got, c.want)
+			continue
+		}
+		if got != 0 {
+			if w := c.q.Explain("t", got, c.gpuType); w != c.words {
+				t.Errorf("%s: Explain %q, want %q", c.name, w, c.words)
+			}
+		}
+		// Admit is RoomGPU for one job.
+		if n, why := c.q.RoomGPU(c.cpu, c.mem, c.gpuType, c.gpus, 1); why != got || (n == 0) != (got != 0) {
+			t.Errorf("%s: RoomGPU %d %v disagrees with Admit %v", c.name, n, why, got)
+		}
+	}
+	if w := q.Explain("t", ReasonRegion, ""); w != "team t at its quota" {
+		t.Errorf("a reason that is not a quota's: %q", w)
+	}
+}
