@@ -251,16 +251,15 @@ func users(n int) string {
 	return fmt.Sprintf("%d users", n)
 }
 
-// disabledMessage words disabled clusters' records: why, since when and
-// by whom, for one.
+// disabledMessage words disabled clusters with the round's records of
+// them.
 func (w *waiter) disabledMessage(names []string) string {
-	if len(names) != 1 {
-		return "clusters " + strings.Join(names, ", ") + " disabled"
-	}
-	for _, c := range w.clusters {
-		if c.Name == names[0] {
-			return "cluster " + state.DisabledMessage(c.Name, c.Reason, c.By, c.Since)
+	return state.DisabledClustersMessage(names, func(name string) (string, string, int64, bool) {
+		for _, c := range w.clusters {
+			if c.Name == name {
+				return c.Reason, c.By, c.Since, true
+			}
 		}
-	}
-	return "cluster " + names[0] + " disabled"
+		return "", "", 0, false
+	})
 }

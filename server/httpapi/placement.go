@@ -564,15 +564,14 @@ func (s *Server) autoscalerReasons() [][2]string {
 // disabledMessage says which clusters are disabled, and for one, why,
 // since when and by whom.
 func (s *Server) disabledMessage(names []string) string {
-	if len(names) != 1 {
-		return "clusters " + strings.Join(names, ", ") + " disabled"
-	}
-	for _, c := range s.state.Clusters() {
-		if c.Name == names[0] {
-			return "cluster " + state.DisabledMessage(c.Name, c.Reason, c.By, c.Since)
+	return state.DisabledClustersMessage(names, func(name string) (string, string, int64, bool) {
+		for _, c := range s.state.Clusters() {
+			if c.Name == name {
+				return c.Reason, c.By, c.Since, true
+			}
 		}
-	}
-	return "cluster " + names[0] + " disabled"
+		return "", "", 0, false
+	})
 }
 
 func quotaMem(b int64) string {

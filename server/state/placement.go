@@ -867,6 +867,20 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	return jp, true
 }
 
+// DisabledClustersMessage words disabled clusters for a waiting reason:
+// "clusters a, b disabled", or for one, DisabledMessage with its record
+// (found by find; not found: "cluster a disabled"). The leader's waiting
+// reasons and job why both print it.
+func DisabledClustersMessage(names []string, find func(name string) (reason, by string, since int64, ok bool)) string {
+	if len(names) != 1 {
+		return "clusters " + strings.Join(names, ", ") + " disabled"
+	}
+	if reason, by, since, ok := find(names[0]); ok {
+		return "cluster " + DisabledMessage(names[0], reason, by, since)
+	}
+	return "cluster " + names[0] + " disabled"
+}
+
 // DisabledMessage says why, since when and by whom a cluster is
 // disabled: "us-west1-b disabled (maintenance, since 10:02 UTC, by ops)".
 func DisabledMessage(name, reason, by string, since int64) string {
