@@ -4,7 +4,9 @@
 // nowhere, why. It is pure: it reads values the caller copied from the
 // replicated state and returns decisions. The state machine keeps the
 // accounting (quota in use, cluster state); the scheduler asks placement
-// before it bin-packs inside a cluster.
+// before it bin-packs inside a cluster, and apply re-checks every plan with
+// the same functions (Constraint.Admits and its parts, Quota.Admit), so a
+// rule of where a job may go or how much a team may hold is written once.
 package placement
 
 import (
