@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // LeaderHeader, on a response, names the leader's HTTP address; clients
@@ -723,7 +725,7 @@ func (c *Client) SetLogQuota(ctx context.Context, project string, bytes int64) (
 }
 
 // SetSpendLimit sets a billing project's spend limit in dollars (0: none).
-func (c *Client) SetSpendLimit(ctx context.Context, project string, limit float64) (*BillingProject, error) {
+func (c *Client) SetSpendLimit(ctx context.Context, project string, limit money.Amount) (*BillingProject, error) {
 	var out BillingProject
 	if err := c.Do(ctx, http.MethodPut, "/api/v1/billing-projects/"+url.PathEscape(project)+"/spend-limit", &SpendLimitRequest{Limit: limit}, &out); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // Job states as they appear on the wire. The allowed transitions are
@@ -226,7 +228,7 @@ type Batch struct {
 	TimeCreated    time.Time         `json:"time_created"`
 	TimeCompleted  *time.Time        `json:"time_completed,omitempty"`
 	// Cost in dollars: its ended attempts, and its running ones up to now.
-	Cost float64 `json:"cost"`
+	Cost money.Amount `json:"cost"`
 	// Waiting says why Ready jobs of the batch were not placed in the
 	// leader's last scheduling round, one entry per stretch of jobs. Only
 	// consistent reads (answered by the leader) carry it.
@@ -305,9 +307,9 @@ type Attempt struct {
 	// service fee per core), priced per hour at the rates in force when it
 	// started (PricePerHour, itemized in CostLines), from its start to its
 	// end, or to now while it runs. Absent before it started.
-	Cost         *float64   `json:"cost,omitempty"`
-	PricePerHour float64    `json:"price_per_hour,omitempty"`
-	CostLines    []CostLine `json:"cost_lines,omitempty"`
+	Cost         *money.Amount `json:"cost,omitempty"`
+	PricePerHour money.Rate    `json:"price_per_hour,omitempty"`
+	CostLines    []CostLine    `json:"cost_lines,omitempty"`
 }
 
 // Job is a job's status.
@@ -383,13 +385,13 @@ type BillingProject struct {
 	Name string `json:"name"`
 	// Members lists everyone with a role in the project; Managers and
 	// Viewers those whose role is not "member".
-	Members    []string `json:"members"`
-	Managers   []string `json:"managers,omitempty"`
-	Viewers    []string `json:"viewers,omitempty"`
-	SpendLimit float64  `json:"spend_limit,omitempty"` // dollars; 0: none
+	Members    []string     `json:"members"`
+	Managers   []string     `json:"managers,omitempty"`
+	Viewers    []string     `json:"viewers,omitempty"`
+	SpendLimit money.Amount `json:"spend_limit,omitempty"` // dollars; 0: none
 	// Cost in dollars: every attempt of its batches, running ones up to now.
-	Cost        float64   `json:"cost"`
-	TimeCreated time.Time `json:"time_created"`
+	Cost        money.Amount `json:"cost"`
+	TimeCreated time.Time    `json:"time_created"`
 	// LogQuota bounds, in bytes, the job logs each server keeps of the
 	// project's batches (0: none; an admin sets it).
 	LogQuota int64 `json:"log_quota,omitempty"`
@@ -440,11 +442,11 @@ type CreateTokenRequest struct {
 
 // Rate is the price of one unit-hour of a resource from ValidFrom on.
 type Rate struct {
-	Resource     string    `json:"resource"`
-	Version      int       `json:"version"`
-	PricePerHour float64   `json:"price_per_hour"` // dollars per unit-hour
-	ValidFrom    time.Time `json:"valid_from"`
-	InForce      bool      `json:"in_force"`
+	Resource     string     `json:"resource"`
+	Version      int        `json:"version"`
+	PricePerHour money.Rate `json:"price_per_hour"` // dollars per unit-hour
+	ValidFrom    time.Time  `json:"valid_from"`
+	InForce      bool       `json:"in_force"`
 }
 
 // SetRatesRequest adds rate versions (admins): each from valid_from (now
@@ -456,7 +458,7 @@ type SetRatesRequest struct {
 // NewRate is one rate of a SetRatesRequest.
 type NewRate struct {
 	Resource     string     `json:"resource"`
-	PricePerHour float64    `json:"price_per_hour"`
+	PricePerHour money.Rate `json:"price_per_hour"`
 	ValidFrom    *time.Time `json:"valid_from,omitempty"`
 }
 
@@ -468,10 +470,10 @@ type CostRow struct {
 	Batch int64  `json:"batch,omitempty"` // by batch
 	// Cost is what the attempts that ended on the report's days cost (an
 	// attempt counts on the UTC day it ended).
-	Cost float64 `json:"cost"`
+	Cost money.Amount `json:"cost"`
 	// Running is what the attempts still running have cost up to now
 	// (by user and by batch, when the report's days include today).
-	Running float64 `json:"running,omitempty"`
+	Running money.Amount `json:"running,omitempty"`
 }
 
 // Cost report groupings.
@@ -493,13 +495,13 @@ type ProjectCost struct {
 	Rows    []CostRow `json:"rows"`
 	// Total is what the attempts that ended on the report's days cost,
 	// omitted rows included.
-	Total       float64 `json:"total"`
-	Omitted     int     `json:"omitted,omitempty"`
-	OmittedCost float64 `json:"omitted_cost,omitempty"`
+	Total       money.Amount `json:"total"`
+	Omitted     int          `json:"omitted,omitempty"`
+	OmittedCost money.Amount `json:"omitted_cost,omitempty"`
 	// Running is what the project's running attempts have cost up to
 	// now; Cost is all it has cost, running attempts up to now included.
-	Running float64 `json:"running"`
-	Cost    float64 `json:"cost"`
+	Running money.Amount `json:"running"`
+	Cost    money.Amount `json:"cost"`
 	// Partial says why batches that left memory are missing (by user
 	// and by batch, while the history store does not answer).
 	Partial string `json:"partial,omitempty"`
@@ -507,17 +509,17 @@ type ProjectCost struct {
 
 // CostLine is one resource's part of an attempt's price.
 type CostLine struct {
-	Resource     string  `json:"resource"`
-	Rate         string  `json:"rate,omitempty"` // the rate that applied ("": none)
-	Version      int     `json:"version,omitempty"`
-	Units        float64 `json:"units"`
-	PricePerHour float64 `json:"price_per_hour"`
+	Resource     string     `json:"resource"`
+	Rate         string     `json:"rate,omitempty"` // the rate that applied ("": none)
+	Version      int        `json:"version,omitempty"`
+	Units        float64    `json:"units"`
+	PricePerHour money.Rate `json:"price_per_hour"`
 }
 
 // SpendLimitRequest sets a billing project's spend limit in dollars (0:
 // none).
 type SpendLimitRequest struct {
-	Limit float64 `json:"limit"`
+	Limit money.Amount `json:"limit"`
 }
 
 // AuditEntry is one mutating request in the audit log.

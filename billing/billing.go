@@ -11,17 +11,20 @@ package billing
 
 import (
 	"fmt"
-	"math"
+	"math/big"
 	"regexp"
 	"sort"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // Limits on rates, so a request cannot grow the state without bound.
 const (
 	MaxResources       = 4096 // distinct resources with a rate (up to three per launch config)
 	MaxVersions        = 100  // versions kept per resource
-	MaxPricePerUnitHr  = 1e6  // dollars per unit-hour
 	MaxRatesPerRequest = 256
+	// MaxPricePerUnitHr bounds a rate: a million dollars per unit-hour.
+	MaxPricePerUnitHr = 1_000_000 * money.DollarPerHour
 )
 
 var resourceRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}(/[A-Za-z0-9_.-]{1,64}){0,3}$`)
@@ -36,17 +39,17 @@ func ValidResource(name string) bool { return resourceRE.MatchString(name) }
 type Rate struct {
 	Resource  string
 	Version   uint32
-	PerHour   float64 // dollars per unit-hour
+	PerHour   money.Rate // per unit-hour
 	ValidFrom int64
 }
 
 // CheckRate says what is wrong with a new rate, or nil.
-func CheckRate(resource string, perHour float64) error {
+func CheckRate(resource string, perHour money.Rate) error {
 	if !ValidResource(resource) {
 		return fmt.Errorf("resource %q is not a resource name: a kind such as compute, memory, gpu or service-fee, then up to three /-separated qualifiers (compute/preemptible)", resource)
 	}
-	if math.IsNaN(perHour) || math.IsInf(perHour, 0) || perHour < 0 || perHour > MaxPricePerUnitHr {
-		return fmt.Errorf("the price of %s is %v; give 0 to %g dollars per unit-hour", resource, perHour, float64(MaxPricePerUnitHr))
+	if perHour < 0 || perHour > MaxPricePerUnitHr {
+		return fmt.Errorf("the price of %s is %s; give 0 to %g dollars per unit-hour", resource, perHour, MaxPricePerUnitHr.Dollars())
 	}
 	return nil
 }
@@ -64,13 +67,16 @@ func (b Book) At(resource string, t int64) (Rate, bool) {
 	return vs[i-1], true
 }
 
-// Quantity is how many units of a resource something holds; Rated names
-// the resource whose rate applies (the quantity's own, or its kind's when
-// it has none).
+// Quantity is how many units of a resource something holds, exactly:
+// Num/Den units, Den one of 1 (GPUs), 1000 (cores, counted in thousandths)
+// or 2^30 (GiB of memory, counted in bytes).
 type Quantity struct {
 	Resource string
-	Units    float64
+	Num, Den int64
 }
+
+// Units is q's units as a float, for display.
+func (q Quantity) Units() float64 { return float64(q.Num) / float64(q.Den) }
 
 // Held is what an attempt reserves: cores and GiB of memory in its pool,
 // GPUs of a type, and the service fee, charged per core. On a machine of
@@ -85,43 +91,53 @@ func Held(cpuMilli, memory, gpus int64, gpuType, pool, config string) []Quantity
 	if config != "" {
 		suffix = "/" + config
 	}
-	cores := float64(cpuMilli) / 1000
 	out := []Quantity{
-		{"compute/" + pool + suffix, cores},
-		{"memory/" + pool + suffix, float64(memory) / (1 << 30)},
-		{"service-fee", cores},
+		{"compute/" + pool + suffix, cpuMilli, 1000},
+		{"memory/" + pool + suffix, memory, 1 << 30},
+		{"service-fee", cpuMilli, 1000},
 	}
 	if gpus > 0 {
-		out = append(out, Quantity{"gpu/" + gpuType + suffix, float64(gpus)})
+		out = append(out, Quantity{"gpu/" + gpuType + suffix, gpus, 1})
 	}
 	return out
 }
 
 // Line is one resource's part of a price.
 type Line struct {
-	Resource string  // the resource held
-	Rated    string  // the resource whose rate applied ("": none did)
-	Units    float64 // units held
-	PerHour  float64 // dollars per unit-hour (0 without a rate)
+	Resource string     // the resource held
+	Rated    string     // the resource whose rate applied ("": none did)
+	Units    float64    // units held (for display; the price uses the exact quantity)
+	PerHour  money.Rate // per unit-hour (0 without a rate)
 	Version  uint32
 }
 
-// Price returns what holding qs costs per hour at the rates in force at t.
-// A quantity without a rate of its own takes its kind's (compute/spot
-// falls back to compute); one with neither costs nothing and says so.
-func (b Book) Price(qs []Quantity, t int64) (perHour float64, lines []Line) {
+// Price returns what holding qs costs per hour at the rates in force at t,
+// exactly. A quantity without a rate of its own takes its kind's
+// (compute/spot falls back to compute); one with neither costs nothing and
+// says so.
+func (b Book) Price(qs []Quantity, t int64) (perHour Price, lines []Line) {
+	sum := new(big.Int)
+	var term big.Int
 	for _, q := range qs {
-		l := Line{Resource: q.Resource, Units: q.Units}
+		l := Line{Resource: q.Resource, Units: q.Units()}
 		for name := q.Resource; name != ""; name = parent(name) {
 			if r, ok := b.At(name, t); ok {
 				l.Rated, l.PerHour, l.Version = name, r.PerHour, r.Version
 				break
 			}
 		}
-		perHour += q.Units * l.PerHour
+		if l.PerHour != 0 && q.Num != 0 && q.Den > 0 && priceDen%q.Den == 0 {
+			// rate × Num × (priceDen/Den): the rate (at most 2^50) times
+			// Num (an int64) times at most 2^40 stays below 2^153; the
+			// sum of a few is checked by priceOf.
+			term.SetInt64(int64(l.PerHour))
+			term.Mul(&term, big.NewInt(q.Num))
+			term.Mul(&term, big.NewInt(priceDen/q.Den))
+			sum.Add(sum, &term)
+		}
 		lines = append(lines, l)
 	}
-	return perHour, lines
+	return priceOf(sum), lines
 }
 
 // parent drops a resource name's last qualifier ("" for a bare kind).
@@ -132,13 +148,4 @@ func parent(name string) string {
 		}
 	}
 	return ""
-}
-
-// Cost is what perHour costs from start to end (unix ns; nothing when end
-// is not after start).
-func Cost(perHour float64, start, end int64) float64 {
-	if end <= start {
-		return 0
-	}
-	return perHour * float64(end-start) / float64(3600e9)
 }

@@ -3,32 +3,91 @@ package billing
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
-// Epoch is where the hours of a Budget's sums start: recent, so the
-// difference that gives a project's live cost loses no precision.
+// Epoch is where the times of a Running's sums start: recent, so the sums
+// stay small.
 var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
-// Hours converts a time (unix ns) to hours since Epoch.
-func Hours(t int64) float64 { return float64(t-Epoch) / 3600e9 }
+// Running is what a set of running attempts costs, kept as two exact sums
+// so that its cost at any time is O(1) and the same whatever order the
+// attempts started and ended in: Σ price, and Σ price × (start - Epoch).
+// It is a value: Add and Remove return a new one and never change the
+// big.Ints another copy holds, so a copy handed to a reader (the
+// scheduler's round, a snapshot) stays as it was.
+type Running struct {
+	n          int
+	price, pts *big.Int // nil: zero
+}
+
+// Add returns r with an attempt of price p that started at start.
+func (r Running) Add(p Price, start int64) Running { return r.step(p, start, 1) }
+
+// Remove returns r without an attempt Add put in.
+func (r Running) Remove(p Price, start int64) Running { return r.step(p, start, -1) }
+
+func (r Running) step(p Price, start int64, sign int) Running {
+	r.n += sign
+	if r.n == 0 {
+		// Nothing runs: the sums are zero, exactly.
+		return Running{}
+	}
+	if p.IsZero() {
+		return r
+	}
+	v := p.Int()
+	ps := new(big.Int).Mul(v, big.NewInt(start-Epoch))
+	if sign < 0 {
+		v.Neg(v)
+		ps.Neg(ps)
+	}
+	if r.price != nil {
+		v.Add(v, r.price)
+		ps.Add(ps, r.pts)
+	}
+	r.price, r.pts = v, ps
+	return r
+}
+
+// Len is the number of attempts in r.
+func (r Running) Len() int { return r.n }
+
+// Costs reports whether anything in r costs money.
+func (r Running) Costs() bool { return r.price != nil && r.price.Sign() > 0 }
+
+// Cost is what r's attempts have cost from their starts to now, the exact
+// sum rounded once (halves up) to the nano-dollar.
+func (r Running) Cost(now int64) money.Amount {
+	if !r.Costs() {
+		return 0
+	}
+	return toAmount(r.exact(now))
+}
+
+// exact is Σ price × (now - start), in units of 1/costDen nano-dollar.
+func (r Running) exact(now int64) *big.Int {
+	x := new(big.Int).Mul(r.price, big.NewInt(now-Epoch))
+	return x.Sub(x, r.pts)
+}
 
 // Budget is a billing project's spend limit and what its attempts have
-// cost, kept as sums so its cost at any time is O(1): Accrued for the
-// attempts that ended, and for those running the sum of their prices and
-// of price × start. The state keeps these sums as attempts start and end;
-// the scheduler gets a copy for each round.
+// cost: Accrued for the attempts that ended, and Run for those running.
+// The state keeps these as attempts start and end; the scheduler gets a
+// copy for each round.
 type Budget struct {
-	Limit         float64 // dollars (0: none)
-	Accrued       float64 // dollars, the ended attempts
-	RunPrice      float64 // dollars an hour, the running attempts
-	RunPriceStart float64 // Σ price × start (Hours) of the running attempts
+	Limit   money.Amount // 0: none
+	Accrued money.Amount // the ended attempts
+	Run     Running      // the running attempts
 }
 
 // Cost is what the project has cost by now: its ended attempts, and its
 // running ones from their starts to now.
-func (b Budget) Cost(now int64) float64 {
-	return b.Accrued + max(b.RunPrice*Hours(now)-b.RunPriceStart, 0)
+func (b Budget) Cost(now int64) money.Amount {
+	return b.Accrued.Add(b.Run.Cost(now))
 }
 
 // Reached reports whether the project has spent its limit by now. It is
@@ -40,46 +99,65 @@ func (b Budget) Reached(now int64) bool {
 	return b.Limit > 0 && b.Cost(now) >= b.Limit
 }
 
-// maxCrossingHours bounds the crossings Crossing computes (about a
-// century from Epoch): past it, a time no longer fits an int64 of
-// nanoseconds, and no server will be waiting for it.
-const maxCrossingHours = 1e6
-
 // Crossing returns the first time at which Reached holds if the attempts
 // running now keep running at their prices: the leader stops the
 // project's work then, instead of waiting for a periodic check. ok is
-// false when it never will (no limit, or nothing running that costs);
-// a project that reached its limit already may get any time up to now.
-// Starts and ends move it: an attempt that starts brings it closer, one
-// that ends puts it off.
+// false when it never will (no limit, nothing running that costs, or not
+// within an int64 of nanoseconds); a project that reached its limit
+// already gets math.MinInt64. Starts and ends move it: an attempt that
+// starts brings it closer, one that ends puts it off.
 func (b Budget) Crossing() (at int64, ok bool) {
 	if b.Limit <= 0 {
 		return 0, false
 	}
-	if b.RunPrice <= 0 {
-		// Nothing running: reached already, or never at these prices.
-		if b.Accrued >= b.Limit {
+	k := int64(b.Limit) - int64(b.Accrued)
+	if k <= 0 {
+		return math.MinInt64, true
+	}
+	if !b.Run.Costs() {
+		return 0, false
+	}
+	// Run.Cost(t) >= k, Cost rounding halves up, holds when the exact
+	// Σ price × (t - start) >= (k - 1/2) × costDen: t - Epoch >=
+	// ((2k-1) × costDen / 2 + Σ price × (start - Epoch)) / Σ price.
+	need := new(big.Int).Mul(big.NewInt(2*k-1), costDen)
+	need.Add(need, big.NewInt(1))
+	need.Rsh(need, 1) // ceil((2k-1) × costDen / 2)
+	need.Add(need, b.Run.pts)
+	h := ceilDiv(need, b.Run.price)
+	h.Add(h, big.NewInt(Epoch))
+	if !h.IsInt64() {
+		if h.Sign() < 0 {
 			return math.MinInt64, true
 		}
 		return 0, false
 	}
-	// Accrued + RunPrice×h - RunPriceStart = Limit.
-	h := (b.Limit - b.Accrued + b.RunPriceStart) / b.RunPrice
-	if !(h < maxCrossingHours) {
-		return 0, false
+	return h.Int64(), true
+}
+
+// ceilDiv is n/d rounded up, for d > 0.
+func ceilDiv(n, d *big.Int) *big.Int {
+	q, m := new(big.Int).QuoRem(n, d, new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
 	}
-	h = max(h, -maxCrossingHours)
-	t := Epoch + int64(math.Ceil(h*3600e9))
-	// The float sums round: step past the last nanosecond that does not
-	// reach the limit, so Reached(at) holds.
-	for step := int64(1); !b.Reached(t); step *= 2 {
-		t += step
-	}
-	return t, true
+	return q
 }
 
 // LimitReason says that a project reached its spend limit, in the words
 // batch cancellations and waiting jobs give.
-func LimitReason(project string, limit, spent float64) string {
-	return fmt.Sprintf("billing project %s reached its spend limit of $%.2f (spent $%.2f)", project, limit, spent)
+func LimitReason(project string, limit, spent money.Amount) string {
+	return fmt.Sprintf("billing project %s reached its spend limit of $%.2f (spent $%.2f)", project, limit.Dollars(), spent.Dollars())
+}
+
+// Equal reports whether r and o hold the same sums (the invariant checks
+// compare the state's sums with its charges').
+func (r Running) Equal(o Running) bool {
+	eq := func(a, b *big.Int) bool {
+		if a == nil || b == nil {
+			return (a == nil || a.Sign() == 0) && (b == nil || b.Sign() == 0)
+		}
+		return a.Cmp(b) == 0
+	}
+	return r.n == o.n && eq(r.price, o.price) && eq(r.pts, o.pts)
 }

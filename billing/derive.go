@@ -1,6 +1,11 @@
 package billing
 
-import "math"
+import (
+	"math"
+	"math/big"
+
+	"github.com/drover-sched/drover/money"
+)
 
 // A launch config prices a whole machine; the attempts that share it pay
 // for what each reserves. Its price is split over the machine's cores,
@@ -15,6 +20,8 @@ const (
 	// GPUWeight is a GPU-hour's price next to a core-hour's: about what
 	// an NVIDIA T4 costs next to a vCPU on GCE.
 	GPUWeight = 10
+	// memoryWeightMilli is MemoryWeight in thousandths, for exact sums.
+	memoryWeightMilli = 134
 )
 
 // Machine is the shape and price of a machine a launch config makes.
@@ -25,13 +32,13 @@ type Machine struct {
 	Memory   int64 // bytes
 	GPUType  string
 	GPUs     int64
-	PerHour  float64 // dollars for the whole machine
+	PerHour  money.Rate // the whole machine
 }
 
 // MachineRate is one rate a machine's price gives.
 type MachineRate struct {
 	Resource string
-	PerHour  float64
+	PerHour  money.Rate
 }
 
 // MachineRates splits a machine's price into rates for its cores, its
@@ -47,23 +54,35 @@ func MachineRates(m Machine) []MachineRate {
 	if pool == "" {
 		pool = "default"
 	}
-	cores := float64(m.CPUMilli) / 1000
-	gib := float64(m.Memory) / (1 << 30)
-	gpus := float64(m.GPUs)
+	gpus := m.GPUs
 	if m.GPUType == "" {
 		gpus = 0
 	}
-	unit := m.PerHour / (cores + MemoryWeight*gib + GPUWeight*gpus)
+	// A core's rate is PerHour / (cores + MemoryWeight × GiB + GPUWeight
+	// × GPUs); over 1000 × 2^30 the weights are whole numbers, so each
+	// rate is one exact division, rounded (halves up) to the nano-dollar.
+	weight := big.NewInt(m.CPUMilli)
+	weight.Lsh(weight, 30)
+	weight.Add(weight, new(big.Int).Mul(big.NewInt(memoryWeightMilli), big.NewInt(m.Memory)))
+	weight.Add(weight, new(big.Int).Lsh(big.NewInt(GPUWeight*1000*gpus), 30))
+	if weight.Sign() <= 0 {
+		return nil
+	}
+	rate := func(perMilliCore int64) money.Rate {
+		n := new(big.Int).Mul(big.NewInt(int64(m.PerHour)), big.NewInt(perMilliCore))
+		n.Lsh(n, 30)
+		q := roundDiv(n, weight)
+		if !q.IsInt64() {
+			return math.MaxInt64 // past MaxPricePerUnitHr: CheckRate refuses it
+		}
+		return money.Rate(q.Int64())
+	}
 	out := []MachineRate{
-		{"compute/" + pool + "/" + m.Config, round(unit)},
-		{"memory/" + pool + "/" + m.Config, round(unit * MemoryWeight)},
+		{"compute/" + pool + "/" + m.Config, rate(1000)},
+		{"memory/" + pool + "/" + m.Config, rate(memoryWeightMilli)},
 	}
 	if gpus > 0 {
-		out = append(out, MachineRate{"gpu/" + m.GPUType + "/" + m.Config, round(unit * GPUWeight)})
+		out = append(out, MachineRate{"gpu/" + m.GPUType + "/" + m.Config, rate(GPUWeight * 1000)})
 	}
 	return out
 }
-
-// round keeps a derived rate to a billionth of a dollar, so the same
-// machine always gives the same rates.
-func round(v float64) float64 { return math.Round(v*1e9) / 1e9 }

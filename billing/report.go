@@ -3,6 +3,8 @@ package billing
 import (
 	"cmp"
 	"slices"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // Spend is what one batch cost over a report's days: its attempts that
@@ -10,8 +12,8 @@ import (
 type Spend struct {
 	Batch   uint64
 	User    string
-	Cost    float64
-	Running float64
+	Cost    money.Amount
+	Running money.Amount
 }
 
 // Row is one line of a report grouped by user or by batch (Batch 0 when
@@ -19,8 +21,8 @@ type Spend struct {
 type Row struct {
 	User    string
 	Batch   uint64
-	Cost    float64
-	Running float64
+	Cost    money.Amount
+	Running money.Amount
 }
 
 // Group sums spends by user, or by batch when byBatch, most costly first
@@ -44,11 +46,11 @@ func Group(spends []Spend, byBatch bool, limit int) (rows []Row, rest Row, omitt
 			idx[k] = i
 			rows = append(rows, Row{User: s.User, Batch: k.batch})
 		}
-		rows[i].Cost += s.Cost
-		rows[i].Running += s.Running
+		rows[i].Cost = rows[i].Cost.Add(s.Cost)
+		rows[i].Running = rows[i].Running.Add(s.Running)
 	}
 	slices.SortFunc(rows, func(a, b Row) int {
-		if c := cmp.Compare(b.Cost+b.Running, a.Cost+a.Running); c != 0 {
+		if c := cmp.Compare(b.Cost.Add(b.Running), a.Cost.Add(a.Running)); c != 0 {
 			return c
 		}
 		if byBatch {
@@ -58,8 +60,8 @@ func Group(spends []Spend, byBatch bool, limit int) (rows []Row, rest Row, omitt
 	})
 	if len(rows) > limit {
 		for _, r := range rows[limit:] {
-			rest.Cost += r.Cost
-			rest.Running += r.Running
+			rest.Cost = rest.Cost.Add(r.Cost)
+			rest.Running = rest.Running.Add(r.Running)
 		}
 		omitted = len(rows) - limit
 		rows = rows[:limit]

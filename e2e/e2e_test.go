@@ -257,8 +257,10 @@ batch "long" {
 		if at.Cost == nil || at.PricePerHour <= 0 || at.StartTime == nil || at.EndTime == nil {
 			t.Fatalf("attempt without a cost: %+v", at)
 		}
-		want := at.PricePerHour * at.EndTime.Sub(*at.StartTime).Hours()
-		if math.Abs(*at.Cost-want) > 1e-9 {
+		// The price is shown rounded to a nano-dollar an hour; the cost
+		// is the exact price × the time, rounded once.
+		want := at.PricePerHour.Dollars() * at.EndTime.Sub(*at.StartTime).Hours()
+		if math.Abs(at.Cost.Dollars()-want) > 2e-9 {
 			t.Errorf("cost %v, want price × duration %v", *at.Cost, want)
 		}
 		if out := a.drover(a.token, "job", "status", id, "1").must(t, 0).stdout; !strings.Contains(out, "COST") || !strings.Contains(out, "$") {
@@ -266,7 +268,7 @@ batch "long" {
 		}
 		a.drover(a.token, "rate", "list", "-json").must(t, 0)
 		b := decodeJSON[api.Batch](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
-		if math.Abs(b.Cost-*at.Cost) > 1e-9 {
+		if b.Cost != *at.Cost {
 			t.Errorf("batch cost %v, its one attempt's %v", b.Cost, *at.Cost)
 		}
 		if out := a.drover(a.token, "billing-project", "list").must(t, 0).stdout; !strings.Contains(out, "COST") {
@@ -278,7 +280,7 @@ batch "long" {
 			t.Errorf("billing show: %+v (the attempt cost %v today)", pc, *at.Cost)
 		}
 		pc = decodeJSON[api.ProjectCost](t, a.drover(a.token, "billing", "show", "-project", "default", "-by", "batch", "-limit", "10000", "-json").must(t, 0).stdout)
-		if i := slices.IndexFunc(pc.Rows, func(r api.CostRow) bool { return r.Batch == b.ID }); i < 0 || math.Abs(pc.Rows[i].Cost-b.Cost) > 1e-9 || pc.Rows[i].User != b.User {
+		if i := slices.IndexFunc(pc.Rows, func(r api.CostRow) bool { return r.Batch == b.ID }); i < 0 || pc.Rows[i].Cost != b.Cost || pc.Rows[i].User != b.User {
 			t.Errorf("billing show -by batch: no row for batch %d costing %v: %+v", b.ID, b.Cost, pc)
 		}
 		if r := a.drover(a.token, "billing", "show", "-project", "default", "-by", "week").must(t, 1); !strings.Contains(r.stderr, `"day", "user" or "batch"`) {

@@ -65,7 +65,7 @@ func TestHostileSpendLimit(t *testing.T) {
 	if err != nil || len(ps) != 1 {
 		t.Fatalf("billing projects %+v (%v)", ps, err)
 	}
-	cost := ps[0].Cost
+	cost := ps[0].Cost.Dollars()
 	tr, err := spendtrace.Read(ctx, c, id)
 	if err != nil {
 		t.Fatal(err)

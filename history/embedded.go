@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 )
 
 // Embedded is the history store of a single server: one bbolt file in its
@@ -27,7 +28,7 @@ var (
 	bucketBatches = []byte("batches") // batch ID → Batch (JSON)
 	bucketGroups  = []byte("groups")  // batch ID, first job ID → Group (JSON)
 	bucketJobs    = []byte("jobs")    // batch ID, job ID → Job (JSON)
-	bucketLedger  = []byte("ledger")  // project NUL day batch user → cost (float64 bits)
+	bucketLedger  = []byte("ledger")  // project NUL day batch user → cost (ledgerValue)
 	bucketByBatch = []byte("ledger-by-batch")
 )
 
@@ -157,7 +158,7 @@ func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow) (boo
 		}
 		for i := range ledger {
 			k := ledgerKey(&ledger[i])
-			if err := led.Put(k, binary.BigEndian.AppendUint64(nil, math.Float64bits(ledger[i].Cost))); err != nil {
+			if err := led.Put(k, ledgerValue(ledger[i].Cost)); err != nil {
 				return err
 			}
 			if err := by.Put(append(slices.Clone(prefix), k...), nil); err != nil {
@@ -340,7 +341,7 @@ func (e *Embedded) Ledger(_ context.Context, project string, from, to int32) ([]
 				break
 			}
 			out = append(out, LedgerRow{BillingProject: project, Day: day, Batch: binary.BigEndian.Uint64(rest[4:]),
-				User: string(rest[12:]), Cost: math.Float64frombits(binary.BigEndian.Uint64(v))})
+				User: string(rest[12:]), Cost: ledgerCost(v)})
 		}
 		return nil
 	})
@@ -357,3 +358,26 @@ func (e *Embedded) Ping(context.Context) error {
 
 // Close implements Store.
 func (e *Embedded) Close() error { return e.db.Close() }
+
+// ledgerNanos marks a ledger value written since integral money: the
+// byte, then the cost in nano-dollars as a big-endian int64. A value of
+// 8 bytes is the float64 bits of dollars that stores before wrote.
+const ledgerNanos = 'n'
+
+// ledgerValue is how the ledger keeps a cost.
+func ledgerValue(c money.Amount) []byte {
+	return binary.BigEndian.AppendUint64([]byte{ledgerNanos}, uint64(c))
+}
+
+// ledgerCost reads a ledger value: nano-dollars, or the float dollars of
+// a store written before integral money, rounded once to the nearest
+// nano-dollar.
+func ledgerCost(v []byte) money.Amount {
+	if len(v) == 9 && v[0] == ledgerNanos {
+		return money.Amount(binary.BigEndian.Uint64(v[1:]))
+	}
+	if len(v) == 8 {
+		return money.FromDollars(math.Float64frombits(binary.BigEndian.Uint64(v)))
+	}
+	return 0
+}

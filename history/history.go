@@ -21,6 +21,7 @@ import (
 	"strconv"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 )
 
 // PageSize is the number of batches or jobs in one page of a listing.
@@ -66,7 +67,7 @@ type LedgerRow struct {
 	Day            int32
 	User           string
 	Batch          uint64
-	Cost           float64
+	Cost           money.Amount
 }
 
 // Store keeps finished batches. Implementations are safe for concurrent

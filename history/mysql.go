@@ -67,6 +67,11 @@ var migrations = []string{
 		PRIMARY KEY (billing_project, day, batch_id, owner),
 		KEY by_batch (batch_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	// Money in integers: a cost is exact to the nano-dollar (what
+	// money.Amount holds; 11 digits of dollars hold its largest). The
+	// DOUBLEs of a database written before are rounded once, by MariaDB,
+	// to the nearest nano-dollar.
+	5: `ALTER TABLE ledger MODIFY cost DECIMAL(20,9) NOT NULL`,
 }
 
 // SchemaVersion is the schema this binary needs.

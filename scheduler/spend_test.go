@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/money"
 )
 
 // TestScheduleStartsNothingForAProjectAtItsSpendLimit: a billing project
@@ -18,9 +19,9 @@ func TestScheduleStartsNothingForAProjectAtItsSpendLimit(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC).UnixNano()
 	// "lab": $10 accrued, $3600 an hour running since t0 ($1 a second),
 	// $15 limit: reached at t0+5s. "ok": the same, with a $100 limit.
-	running := billing.Budget{Accrued: 10, RunPrice: 3600, RunPriceStart: 3600 * billing.Hours(t0)}
+	running := billing.Budget{Accrued: 10 * money.Dollar, Run: billing.Running{}.Add(billing.PriceOf(3600*money.DollarPerHour), t0)}
 	lab, ok := running, running
-	lab.Limit, ok.Limit = 15, 100
+	lab.Limit, ok.Limit = 15*money.Dollar, 100*money.Dollar
 	build := func(now int64) *Input {
 		in := NewInput().Instance(1, Cores(16), 64*GiB).
 			User("alice", 0, withProject(NewRun(1, 1, 4, Cores(1), GiB), 1), NewRun(2, 1, 2, Cores(1), GiB)).

@@ -164,7 +164,7 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 	perCore := 0.2 / (4 + 16*billing.MemoryWeight)
 	for _, j := range jobs {
 		a := j.Attempts[len(j.Attempts)-1]
-		if a.Cost == nil || len(a.CostLines) == 0 || a.CostLines[0].Rate != "compute/default/c4" || math.Abs(a.CostLines[0].PricePerHour-perCore) > 1e-9 {
+		if a.Cost == nil || len(a.CostLines) == 0 || a.CostLines[0].Rate != "compute/default/c4" || math.Abs(a.CostLines[0].PricePerHour.Dollars()-perCore) > 1e-9 {
 			t.Fatalf("job %d's attempt is not priced by launch config c4: %+v", j.JobID, a)
 		}
 	}

@@ -32,7 +32,7 @@ func finishedState(tb testing.TB, n int) (*state.State, uint64) {
 	}
 	now := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC).UnixNano()
 	apply(&state.Bootstrap{Now: now, Admin: "root", TokenHash: "h", DefaultProject: "default"})
-	apply(&state.SetRates{Now: now, Rates: []state.RateEntry{{Resource: "compute", Price: 0.04, ValidFrom: now}, {Resource: "memory", Price: 0.005, ValidFrom: now}}})
+	apply(&state.SetRates{Now: now, Rates: []state.RateEntry{{Resource: "compute", Price: 40_000_000, ValidFrom: now}, {Resource: "memory", Price: 5_000_000, ValidFrom: now}}})
 	var insts []uint32
 	for i := 0; i < 100; i++ {
 		res := apply(&state.Activate{Now: now, Name: "w" + strconv.Itoa(i), NodeID: "n" + strconv.Itoa(i), CPUMilli: 1_000_000 * 1000, Memory: 1 << 50, TokenHash: "t" + strconv.Itoa(i)})

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/mariadbtest"
 	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/money"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -51,7 +51,7 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 	defer c.Shutdown()
 	admin := api.NewClient(c.HTTPAddrs(), c.Token)
 	// The highest price, so even instant jobs cost something.
-	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1e6}}); err != nil {
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1e6 * money.DollarPerHour}}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stopWorker := context.WithCancel(ctx)
@@ -223,7 +223,7 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		}
 		byBatch, err := cl.ProjectCost(ctx, "default", api.CostQuery{By: api.CostByBatch})
 		if err != nil || byBatch.Partial != "" || len(byBatch.Rows) == 0 || len(byBatch.Rows) > len(all) ||
-			byDay.Total <= 0 || math.Abs(byBatch.Total-byDay.Total) > 1e-9*byDay.Total {
+			byDay.Total <= 0 || byBatch.Total != byDay.Total {
 			t.Fatalf("server %d: cost by batch %+v (%v) against by day %+v", i, byBatch, err, byDay)
 		}
 	}

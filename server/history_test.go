@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/money"
 )
 
 func sameJSON(t *testing.T, what string, got, want any) {
@@ -38,7 +38,7 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 	defer func() { srv.Shutdown(context.Background()) }()
 	ctx := context.Background()
 	admin := api.NewClient("http://"+srv.HTTPAddr(), tok)
-	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 36}}); err != nil {
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 36 * money.DollarPerHour}}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)
@@ -84,8 +84,8 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := reports[api.CostByBatch]; len(r.Rows) != 2 || r.Rows[0].Batch != a || math.Abs(r.Rows[0].Cost-liveA.Cost) > 1e-9 ||
-		r.Rows[1].Batch != b || math.Abs(r.Rows[1].Cost-liveB.Cost) > 1e-9 || math.Abs(r.Total-liveA.Cost-liveB.Cost) > 1e-9 {
+	if r := reports[api.CostByBatch]; len(r.Rows) != 2 || r.Rows[0].Batch != a || r.Rows[0].Cost != liveA.Cost ||
+		r.Rows[1].Batch != b || r.Rows[1].Cost != liveB.Cost || r.Total != liveA.Cost+liveB.Cost {
 		t.Fatalf("cost by batch from memory: %+v; batch %d cost %v, batch %d %v", r, a, liveA.Cost, b, liveB.Cost)
 	}
 	waitUntil(t, "both batches to be exported", 30*time.Second, func() bool {
@@ -144,18 +144,18 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Partial != "" || len(got.Rows) != len(want.Rows) || math.Abs(got.Total-want.Total) > 1e-9 || math.Abs(got.Cost-want.Cost) > 1e-9 {
+			if got.Partial != "" || len(got.Rows) != len(want.Rows) || got.Total != want.Total || got.Cost != want.Cost {
 				t.Fatalf("%s: cost by %s: %+v; from memory %+v", where, by, got, want)
 			}
 			for i := range got.Rows {
 				g, w := got.Rows[i], want.Rows[i]
-				if g.Day != w.Day || g.User != w.User || g.Batch != w.Batch || math.Abs(g.Cost-w.Cost) > 1e-9 {
+				if g.Day != w.Day || g.User != w.User || g.Batch != w.Batch || g.Cost != w.Cost {
 					t.Fatalf("%s: cost by %s, row %d: %+v; from memory %+v", where, by, i, g, w)
 				}
 			}
 		}
 		one, err := c.ProjectCost(ctx, "default", api.CostQuery{By: api.CostByBatch, Limit: 1})
-		if err != nil || len(one.Rows) != 1 || one.Omitted != 1 || math.Abs(one.OmittedCost-liveB.Cost) > 1e-9 {
+		if err != nil || len(one.Rows) != 1 || one.Omitted != 1 || one.OmittedCost != liveB.Cost {
 			t.Fatalf("%s: the costliest batch: %+v, %v", where, one, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/internal/spendtrace"
+	"github.com/drover-sched/drover/money"
 )
 
 // TestSpendLimitCancelsRunningBatches: a billing project whose cost
@@ -26,13 +27,13 @@ func TestSpendLimitCancelsRunningBatches(t *testing.T) {
 	ctx := context.Background()
 	admin := api.NewClient("http://"+srv.HTTPAddr(), tok)
 	// A core costs a dollar a second.
-	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 3600}}); err != nil {
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 3600 * money.DollarPerHour}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: "lab", Members: []string{"root"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.SetSpendLimit(ctx, "lab", 2); err != nil {
+	if _, err := admin.SetSpendLimit(ctx, "lab", 2*money.Dollar); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)
@@ -83,8 +84,8 @@ func TestSpendLimitCancelsRunningBatches(t *testing.T) {
 	if !api.IsStatus(err, http.StatusPaymentRequired) || !strings.Contains(err.Error(), "spend limit") || !strings.Contains(err.Error(), "$2.00") {
 		t.Fatalf("a submission over the limit: %v", err)
 	}
-	p, _ := admin.SetSpendLimit(ctx, "lab", 1000)
-	if p.Cost < 2 {
+	p, _ := admin.SetSpendLimit(ctx, "lab", 1000*money.Dollar)
+	if p.Cost < 2*money.Dollar {
 		t.Fatalf("the project cost %v, below the limit it reached", p.Cost)
 	}
 	if _, err := admin.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "lab", NJobs: 1}); err != nil {
@@ -136,13 +137,13 @@ func TestSpendLimitHoldsAsWorkStarts(t *testing.T) {
 func overspend(t *testing.T, srv *Server, admin *api.Client, short, long int, limit float64) []int64 {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1800}}); err != nil {
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1800 * money.DollarPerHour}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: "lab", Members: []string{"root"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.SetSpendLimit(ctx, "lab", limit); err != nil {
+	if _, err := admin.SetSpendLimit(ctx, "lab", money.FromDollars(limit)); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)
@@ -216,7 +217,7 @@ func checkSpendHeld(t *testing.T, admin *api.Client, limit float64, ids []int64)
 	var cost float64
 	for _, p := range ps {
 		if p.Name == "lab" {
-			cost = p.Cost
+			cost = p.Cost.Dollars()
 		}
 	}
 	tr, err := spendtrace.Read(ctx, admin, ids...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
@@ -86,7 +87,7 @@ func TestWaitReasonMessages(t *testing.T) {
 		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}, {GPUType: "h100"}},
 		Teams:       []scheduler.Team{{Name: "genomics", Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
 		Now:         since,
-		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16, Accrued: 16.5}}},
+		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16 * money.Dollar, Accrued: 16_500_000_000}}},
 	}
 	clusters := []state.ClusterSlot{{Name: "a", Region: "r1"}, {Name: "b", Region: "r2", Disabled: true, Reason: "maintenance", By: "ops", Since: since}}
 	rc := func(pairs ...any) []scheduler.ReasonCount {
@@ -195,8 +196,8 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 // cancelled batch; a round before the crossing places them.
 func TestSpendLimitIsWhyJobsWait(t *testing.T) {
 	h := state.NewHarness(t, SchedulerPlanner)
-	h.Must(&state.SetRates{Now: h.Tick(), Rates: []state.RateEntry{{Resource: "compute", Price: 3600}}})
-	h.Must(&state.SetSpendLimit{Project: "default", Limit: 10})
+	h.Must(&state.SetRates{Now: h.Tick(), Rates: []state.RateEntry{{Resource: "compute", Price: 3600 * money.DollarPerHour}}})
+	h.Must(&state.SetSpendLimit{Project: "default", Limit: 10 * money.Dollar})
 	w := h.Activate("w", 8, 32)
 	sp := &state.Spec{Name: "j", Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30, Array: true}
 	first := h.CreateBatch(state.JobEntry{First: 1, Count: 1, Spec: sp})

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 )
 
 func (m *Main) runUserCreate(ctx context.Context, args []string) error {
@@ -142,7 +142,7 @@ func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	limit, err := strconv.ParseFloat(pos[1], 64)
+	limit, err := money.ParseAmount(pos[1])
 	if err != nil {
 		return usagef("spend limit %q is not a number of dollars", pos[1])
 	}

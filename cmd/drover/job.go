@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 )
 
 func attemptDuration(a api.Attempt) string {
@@ -284,10 +285,10 @@ func (m *Main) runJobLogs(ctx context.Context, args []string) error {
 
 // jobCost adds up the cost of a job's attempts ("-" before any started).
 func jobCost(j api.Job) string {
-	total, any := 0.0, false
+	total, any := money.Amount(0), false
 	for _, a := range j.Attempts {
 		if a.Cost != nil {
-			total, any = total+*a.Cost, true
+			total, any = total.Add(*a.Cost), true
 		}
 	}
 	if !any {
@@ -297,9 +298,9 @@ func jobCost(j api.Job) string {
 }
 
 // dollars prints an amount: cents, or more digits below a cent.
-func dollars(v float64) string {
-	if v != 0 && v < 0.01 {
+func dollars(a money.Amount) string {
+	if v := a.Dollars(); v != 0 && v < 0.01 {
 		return fmt.Sprintf("$%.6f", v)
 	}
-	return fmt.Sprintf("$%.2f", v)
+	return fmt.Sprintf("$%.2f", a.Dollars())
 }

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 )
 
 func (m *Main) runRateSet(ctx context.Context, args []string) error {
@@ -18,7 +18,7 @@ func (m *Main) runRateSet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	price, err := strconv.ParseFloat(pos[1], 64)
+	price, err := money.ParseRate(pos[1])
 	if err != nil {
 		return usagef("price %q is not a number of dollars per unit-hour", pos[1])
 	}
@@ -58,7 +58,7 @@ func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE\tVERSION\t$/UNIT-HOUR\tFROM\tIN FORCE")
 	for _, r := range rates {
-		safef(tw, "%s\t%d\t%g\t%s\t%v\n", r.Resource, r.Version, r.PricePerHour, r.ValidFrom.Format(time.RFC3339), r.InForce)
+		safef(tw, "%s\t%d\t%s\t%s\t%v\n", r.Resource, r.Version, r.PricePerHour, r.ValidFrom.Format(time.RFC3339), r.InForce)
 	}
 	return tw.Flush()
 }

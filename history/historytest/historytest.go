@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
+	"github.com/drover-sched/drover/money"
 )
 
 // Run runs the suite; open returns an empty store (each subtest gets its
@@ -66,7 +67,7 @@ func makeBatch(id uint64, project, user string, nArray int, version uint64) fixt
 	f.batch = history.Batch{Version: version, Batch: api.Batch{
 		ID: int64(id), Name: fmt.Sprintf("batch-%d", id), User: user, BillingProject: project,
 		Attributes: map[string]string{"set": fmt.Sprintf("s%d", id%3)}, State: api.BatchComplete,
-		NJobs: int64(n), NCompleted: int64(n), NUpdates: 1, TimeCreated: t0, TimeCompleted: &end, Cost: 1.25,
+		NJobs: int64(n), NCompleted: int64(n), NUpdates: 1, TimeCreated: t0, TimeCompleted: &end, Cost: money.FromDollars(1.25),
 	}}
 	array := api.Job{Name: "align", Command: []string{"sh", "-c", "echo $DROVER_INDEX"}, CPU: 1, Memory: 1 << 30,
 		Retries: 1, Attributes: map[string]string{"step": "align"}, Regions: []string{"us-east1"}}
@@ -80,9 +81,9 @@ func makeBatch(id uint64, project, user string, nArray int, version uint64) fixt
 		start := t0.Add(time.Duration(id) * time.Second)
 		stop := start.Add(time.Minute)
 		att := api.Attempt{Attempt: 1, Instance: "w1", Cluster: "c1", Region: "us-east1", StartTime: ptr(start), EndTime: ptr(stop),
-			State: api.OutcomeSuccess, ExitCode: ptr(0), Cost: ptr(0.01), PricePerHour: 0.6,
+			State: api.OutcomeSuccess, ExitCode: ptr(0), Cost: ptr(money.FromDollars(0.01)), PricePerHour: money.RateFromDollars(0.6),
 			Usage:     &api.Usage{CPUSeconds: 30, PeakMemory: 1 << 20},
-			CostLines: []api.CostLine{{Resource: "compute/standard/1", Rate: "compute/standard/1", Version: 1, Units: 1, PricePerHour: 0.6}}}
+			CostLines: []api.CostLine{{Resource: "compute/standard/1", Rate: "compute/standard/1", Version: 1, Units: 1, PricePerHour: money.RateFromDollars(0.6)}}}
 		j := history.Job{ID: id, State: api.JobSuccess, ExitCode: ptr(0), Attempts: []api.Attempt{att}}
 		switch {
 		case id <= uint32(nArray) && id%7 == 0:
@@ -111,8 +112,8 @@ func makeBatch(id uint64, project, user string, nArray int, version uint64) fixt
 	}
 	day := int32(t0.Unix() / 86400)
 	f.ledger = []history.LedgerRow{
-		{BillingProject: project, Day: day, User: user, Batch: id, Cost: 1},
-		{BillingProject: project, Day: day + 1, User: user, Batch: id, Cost: 0.25},
+		{BillingProject: project, Day: day, User: user, Batch: id, Cost: money.FromDollars(1)},
+		{BillingProject: project, Day: day + 1, User: user, Batch: id, Cost: money.FromDollars(0.25)},
 	}
 	return f
 }
@@ -420,7 +421,7 @@ func testLedger(t *testing.T, s history.Store) {
 	rows := func(id uint64, project, user string, costs ...float64) []history.LedgerRow {
 		var out []history.LedgerRow
 		for i, c := range costs {
-			out = append(out, history.LedgerRow{BillingProject: project, Day: day + int32(i), User: user, Batch: id, Cost: c})
+			out = append(out, history.LedgerRow{BillingProject: project, Day: day + int32(i), User: user, Batch: id, Cost: money.FromDollars(c)})
 		}
 		return out
 	}
@@ -442,17 +443,17 @@ func testLedger(t *testing.T, s history.Store) {
 	got, err := s.Ledger(ctx, "genomics", day, day+1)
 	must(t, err)
 	want := []history.LedgerRow{
-		{BillingProject: "genomics", Day: day, User: "alice", Batch: 1, Cost: 0.5},
-		{BillingProject: "genomics", Day: day, User: "bob", Batch: 2, Cost: 1},
-		{BillingProject: "genomics", Day: day, User: "alice", Batch: 4, Cost: 0},
-		{BillingProject: "genomics", Day: day + 1, User: "alice", Batch: 1, Cost: 0.25},
-		{BillingProject: "genomics", Day: day + 1, User: "bob", Batch: 2, Cost: 2},
-		{BillingProject: "genomics", Day: day + 1, User: "alice", Batch: 4, Cost: 0},
+		{BillingProject: "genomics", Day: day, User: "alice", Batch: 1, Cost: money.FromDollars(0.5)},
+		{BillingProject: "genomics", Day: day, User: "bob", Batch: 2, Cost: money.FromDollars(1)},
+		{BillingProject: "genomics", Day: day, User: "alice", Batch: 4, Cost: money.FromDollars(0)},
+		{BillingProject: "genomics", Day: day + 1, User: "alice", Batch: 1, Cost: money.FromDollars(0.25)},
+		{BillingProject: "genomics", Day: day + 1, User: "bob", Batch: 2, Cost: money.FromDollars(2)},
+		{BillingProject: "genomics", Day: day + 1, User: "alice", Batch: 4, Cost: money.FromDollars(0)},
 	}
 	same(t, "genomics, two days", got, want)
 	got, err = s.Ledger(ctx, "genomics", day+3, day+3)
 	must(t, err)
-	same(t, "genomics, day 4", got, []history.LedgerRow{{BillingProject: "genomics", Day: day + 3, User: "alice", Batch: 4, Cost: 7}})
+	same(t, "genomics, day 4", got, []history.LedgerRow{{BillingProject: "genomics", Day: day + 3, User: "alice", Batch: 4, Cost: money.FromDollars(7)}})
 	got, err = s.Ledger(ctx, "imaging", day-10, day-1)
 	must(t, err)
 	if len(got) != 0 {

@@ -43,8 +43,8 @@ func Read(ctx context.Context, c *api.Client, batches ...int64) (Trace, error) {
 				if a.Cost == nil || a.EndTime == nil || a.PricePerHour <= 0 {
 					continue
 				}
-				ps := a.PricePerHour / 3600
-				d := time.Duration(*a.Cost / ps * float64(time.Second))
+				ps := a.PricePerHour.Dollars() / 3600
+				d := time.Duration(a.Cost.Dollars() / ps * float64(time.Second))
 				tr.Charges = append(tr.Charges, Charge{PerSecond: ps, Start: a.EndTime.Add(-d), End: *a.EndTime})
 			}
 		}

@@ -105,7 +105,7 @@ func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
 	}
 	if over, limit, spent := s.state.OverLimit(a.ProjectName, time.Now()); over {
 		writeError(w, http.StatusPaymentRequired, fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
-			a.ProjectName, spent, limit, a.ProjectName))
+			a.ProjectName, spent.Dollars(), limit.Dollars(), a.ProjectName))
 		return false
 	}
 	jobs, bytes := entriesCost(sub.entries)

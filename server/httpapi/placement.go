@@ -521,7 +521,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		add("constraint", "may run only in "+strings.Join(parts, " and "))
 	}
 	if jp.Budget.Limit > 0 {
-		add("spend", fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit", jp.BillingProject, jp.Budget.Cost(time.Now().UnixNano()), jp.Budget.Limit))
+		add("spend", fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit", jp.BillingProject, jp.Budget.Cost(time.Now().UnixNano()).Dollars(), jp.Budget.Limit.Dollars()))
 	}
 	if jp.Team != nil && jp.Team.QuotaMilli > 0 {
 		add("team", fmt.Sprintf("team %s uses %g of %g cores, %s of %s memory", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000,

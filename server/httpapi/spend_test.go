@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -27,9 +28,9 @@ func TestJobWhyNamesTheSpendLimit(t *testing.T) {
 	}
 	// One core at $10 an hour, running for an hour: $10 of a $5 limit.
 	start := time.Now().Add(-time.Hour).UnixNano()
-	must(&state.SetRates{Now: start - 1, Rates: []state.RateEntry{{Resource: "compute", Price: 10}}})
+	must(&state.SetRates{Now: start - 1, Rates: []state.RateEntry{{Resource: "compute", Price: 10 * money.DollarPerHour}}})
 	must(&state.CreateBillingProject{Now: start, Name: "lab", Members: []string{"root"}})
-	must(&state.SetSpendLimit{Project: "lab", Limit: 5})
+	must(&state.SetSpendLimit{Project: "lab", Limit: 5 * money.Dollar})
 	inst := must(&state.Activate{Now: start, Name: "w", CPUMilli: 8000, Memory: 8 << 30, TokenHash: "t"}).(*state.ActivateResult).Instance
 	sp := &state.Spec{Name: "j", Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30, Array: true}
 	b := must(&state.CreateBatch{Now: start, User: "root", BillingProject: "lab", Jobs: []state.JobEntry{{First: 1, Count: 2, Spec: sp}}}).(*state.UpdateResult).Batch

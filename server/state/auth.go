@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"regexp"
 	"sort"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 )
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
@@ -23,7 +23,7 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 const MaxTokensPerUser = 64
 
 // MaxSpendLimit bounds a billing project's spend limit, in dollars.
-const MaxSpendLimit = 1e9
+const MaxSpendLimit = 1_000_000_000 * money.Dollar
 
 // Token is a bearer token a user authenticates with; only its hash is
 // kept. Accessor names it in lists and revocations without revealing it.
@@ -247,7 +247,7 @@ func (s *State) LogQuotaOf(batch uint64) (project string, quota int64, ok bool) 
 // SetSpendLimit sets a billing project's spend limit (0: none).
 type SetSpendLimit struct {
 	Project string
-	Limit   float64
+	Limit   money.Amount // a float of dollars in entries from before integral money
 }
 
 // Type implements Command.
@@ -413,9 +413,9 @@ func (s *State) applySetSpendLimit(c *SetSpendLimit) any {
 
 // CheckSpendLimit says what is wrong with a spend limit, or nil: the API
 // refuses such a limit before it reaches the log, and apply again.
-func CheckSpendLimit(limit float64) error {
-	if math.IsNaN(limit) || limit < 0 || limit > MaxSpendLimit {
-		return fmt.Errorf("a spend limit is between 0 (none) and %g dollars", float64(MaxSpendLimit))
+func CheckSpendLimit(limit money.Amount) error {
+	if limit < 0 || limit > MaxSpendLimit {
+		return fmt.Errorf("a spend limit is between 0 (none) and %g dollars", MaxSpendLimit.Dollars())
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // TestRolesTokensAndDeletion: a viewer reads but does not submit, a member
@@ -80,7 +82,7 @@ func TestRolesTokensAndDeletion(t *testing.T) {
 		t.Fatalf("re-creating a deleted user: %q", err.Msg)
 	}
 	h.MustFail(&SetSpendLimit{Project: "p", Limit: -1}, ErrInvalid)
-	h.Must(&SetSpendLimit{Project: "p", Limit: 250})
+	h.Must(&SetSpendLimit{Project: "p", Limit: 250 * money.Dollar})
 
 	// Everything survives a snapshot and a replay of the log.
 	snap := SnapshotBytes(t, h.S)
@@ -91,7 +93,7 @@ func TestRolesTokensAndDeletion(t *testing.T) {
 	if !bytes.Equal(SnapshotBytes(t, restored), snap) || !bytes.Equal(SnapshotBytes(t, h.Replay()), snap) {
 		t.Fatal("the restored or replayed state differs")
 	}
-	if p, _ := restored.BillingProject("p"); p.SpendLimit != 250 || len(p.Viewers) != 1 {
+	if p, _ := restored.BillingProject("p"); p.SpendLimit != 250*money.Dollar || len(p.Viewers) != 1 {
 		t.Fatalf("restored project %+v", p)
 	}
 }

@@ -7,35 +7,52 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/money"
 )
 
 // charge is what a started attempt costs per hour, fixed when it started
 // (at the rates in force at its start), and when it started.
 type charge struct {
-	Price float64
-	Start int64
+	// Legacy is the price in float dollars an hour that servers before
+	// integral money kept: read from their snapshots into Price
+	// (legacyPrice), never written.
+	Legacy float64
+	Start  int64
+	Price  billing.Price // absent in snapshots from before integral money
+}
+
+// legacyPrice is the Price of a float dollars an hour from a server
+// before integral money: rounded once to the nano-dollar an hour.
+func legacyPrice(perHour float64) billing.Price {
+	return billing.PriceOf(money.RateFromDollars(perHour))
 }
 
 // batchBill is what a batch has cost: Accrued for its ended attempts, and
 // the charges of those running.
 type batchBill struct {
-	Accrued float64
+	Accrued money.Amount
 	Running map[uint32]charge // by job
 	// Daily is Accrued by UTC day (days since 1970-01-01; absent in
 	// snapshots from before history).
-	Daily map[int32]float64
+	Daily map[int32]money.Amount
+	// run is the running charges' sums (billing.Running), rebuilt from
+	// Running when a snapshot is restored.
+	run billing.Running
 }
 
 // projectBill is what a billing project has cost: Accrued for ended
-// attempts (also by UTC day), and the running attempts' price summed, with
-// the sum of price × start (start in hours since costEpoch), so its live
-// cost needs no walk.
+// attempts (also by UTC day), and the sums of its running attempts'
+// charges, so its live cost needs no walk.
 type projectBill struct {
-	Accrued       float64
-	Daily         map[int32]float64 // by days since 1970-01-01 UTC
-	Running       int               // attempts being charged
+	Accrued money.Amount
+	Daily   map[int32]money.Amount // by days since 1970-01-01 UTC
+	// Running, RunPrice and RunPriceStart: what servers before integral
+	// money kept in snapshots; never written (run is rebuilt from the
+	// batches' charges).
+	Running       int
 	RunPrice      float64
 	RunPriceStart float64
+	run           billing.Running
 }
 
 // startCharge begins billing a job's attempt that started at start.
@@ -47,17 +64,16 @@ func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start
 		return
 	}
 	price, _ := s.price(g.spec, inst, start)
-	if price == 0 {
+	if price.IsZero() {
 		return
 	}
 	if b.bill.Running == nil {
 		b.bill.Running = map[uint32]charge{}
 	}
 	b.bill.Running[id] = charge{Price: price, Start: start}
+	b.bill.run = b.bill.run.Add(price, start)
 	p := s.projectBill(b.BillingProject)
-	p.Running++
-	p.RunPrice += price
-	p.RunPriceStart += price * billing.Hours(start)
+	p.run = p.run.Add(price, start)
 	s.notifySpend(b.BillingProject)
 }
 
@@ -69,26 +85,21 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 		return
 	}
 	delete(b.bill.Running, id)
+	b.bill.run = b.bill.run.Remove(c.Price, c.Start)
 	cost := billing.Cost(c.Price, c.Start, end)
-	b.bill.Accrued += cost
+	b.bill.Accrued = b.bill.Accrued.Add(cost)
 	day := int32(end / (24 * 3600e9))
 	if b.bill.Daily == nil {
-		b.bill.Daily = map[int32]float64{}
+		b.bill.Daily = map[int32]money.Amount{}
 	}
-	b.bill.Daily[day] += cost
+	b.bill.Daily[day] = b.bill.Daily[day].Add(cost)
 	p := s.projectBill(b.BillingProject)
-	p.Running--
-	p.RunPrice -= c.Price
-	p.RunPriceStart -= c.Price * billing.Hours(c.Start)
-	if p.Running == 0 {
-		// Nothing runs: drop the sums' float error with them.
-		p.RunPrice, p.RunPriceStart = 0, 0
-	}
-	p.Accrued += cost
+	p.run = p.run.Remove(c.Price, c.Start)
+	p.Accrued = p.Accrued.Add(cost)
 	if p.Daily == nil {
-		p.Daily = map[int32]float64{}
+		p.Daily = map[int32]money.Amount{}
 	}
-	p.Daily[day] += cost
+	p.Daily[day] = p.Daily[day].Add(cost)
 	s.notifySpend(b.BillingProject)
 }
 
@@ -112,30 +123,27 @@ func (s *State) projectBill(name string) *projectBill {
 	return p
 }
 
-// batchCost is what a batch has cost up to now.
-func (b *Batch) cost(now int64) float64 {
-	total := b.bill.Accrued
-	for _, c := range b.bill.Running {
-		total += billing.Cost(c.Price, c.Start, now)
-	}
-	return total
+// cost is what a batch has cost up to now: the same integer however its
+// attempts started and ended, and however often it is read.
+func (b *Batch) cost(now int64) money.Amount {
+	return b.bill.Accrued.Add(b.bill.run.Cost(now))
 }
 
 // ProjectCost is what a billing project has cost up to now: its ended
 // attempts and its running ones.
-func (s *State) ProjectCost(project string, now time.Time) float64 {
+func (s *State) ProjectCost(project string, now time.Time) money.Amount {
 	total, _ := s.ProjectCosts(project, now)
 	return total
 }
 
 // ProjectCosts is ProjectCost, and what of it the running attempts have
 // cost.
-func (s *State) ProjectCosts(project string, now time.Time) (total, running float64) {
+func (s *State) ProjectCosts(project string, now time.Time) (total, running money.Amount) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b := s.budget(project)
-	total = b.Cost(now.UnixNano())
-	return total, total - b.Accrued
+	running = b.Run.Cost(now.UnixNano())
+	return b.Accrued.Add(running), running
 }
 
 // budget is a billing project's spend limit and the sums its live cost
@@ -147,7 +155,7 @@ func (s *State) budget(project string) billing.Budget {
 		b.Limit = p.SpendLimit
 	}
 	if p := s.bills[project]; p != nil {
-		b.Accrued, b.RunPrice, b.RunPriceStart = p.Accrued, p.RunPrice, p.RunPriceStart
+		b.Accrued, b.Run = p.Accrued, p.run
 	}
 	return b
 }
@@ -159,23 +167,29 @@ func (s *State) spendReached(project string, now int64) bool {
 	return s.budget(project).Reached(now)
 }
 
-func sortedCharges(m map[uint32]charge) []charge {
-	ids := make([]uint32, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
+// restoreCharges rebuilds the running sums of a batch restored from a
+// snapshot, and its project's, from its charges; a charge from before
+// integral money (a float price) is converted once (legacyPrice).
+func (s *State) restoreCharges(b *Batch) {
+	b.bill.run = billing.Running{}
+	if len(b.bill.Running) == 0 {
+		return
 	}
-	slices.Sort(ids)
-	out := make([]charge, len(ids))
-	for i, id := range ids {
-		out[i] = m[id]
+	p := s.projectBill(b.BillingProject)
+	for id, c := range b.bill.Running {
+		if c.Price.IsZero() && c.Legacy != 0 {
+			c.Price, c.Legacy = legacyPrice(c.Legacy), 0
+			b.bill.Running[id] = c
+		}
+		b.bill.run = b.bill.run.Add(c.Price, c.Start)
+		p.run = p.run.Add(c.Price, c.Start)
 	}
-	return out
 }
 
 // OverLimit reports whether a billing project with a spend limit has
 // reached it by now (billing.Budget.Reached), with the limit and the
 // spend.
-func (s *State) OverLimit(project string, now time.Time) (over bool, limit, spent float64) {
+func (s *State) OverLimit(project string, now time.Time) (over bool, limit, spent money.Amount) {
 	s.mu.RLock()
 	b := s.budget(project)
 	s.mu.RUnlock()
@@ -189,7 +203,7 @@ func (s *State) OverLimit(project string, now time.Time) (over bool, limit, spen
 // has open batches, which the leader cancels.
 type SpendStop struct {
 	Project      string
-	Limit, Spent float64
+	Limit, Spent money.Amount
 	Batches      []uint64 // open (not complete, not cancelled), ascending
 }
 
@@ -291,13 +305,11 @@ func (s *State) BatchSpends(project string, from, to int32, now time.Time) (spen
 		sp := billing.Spend{Batch: id, User: b.User}
 		for d, c := range b.bill.Daily {
 			if d >= from && d <= to {
-				sp.Cost += c
+				sp.Cost = sp.Cost.Add(c) // integers: the order is no matter
 			}
 		}
 		if today >= from && today <= to {
-			for _, c := range b.bill.Running {
-				sp.Running += billing.Cost(c.Price, c.Start, n)
-			}
+			sp.Running = b.bill.run.Cost(n)
 		}
 		if sp.Cost != 0 || sp.Running != 0 {
 			spends = append(spends, sp)

@@ -2,7 +2,8 @@ package state
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/drover-sched/drover/billing"
 )
 
 // CheckInvariants recomputes every counter from the job records and
@@ -263,11 +264,7 @@ func (s *State) checkMachines() error {
 // checkBills: every charge is of a running job, and each project's
 // running sums are its batches' charges.
 func (s *State) checkBills() error {
-	type sums struct {
-		n     int
-		price float64
-	}
-	want := map[string]sums{}
+	want := map[string]billing.Running{}
 	for _, id := range s.batchIDs {
 		b := s.batches[id]
 		for job := range b.bill.Running {
@@ -275,17 +272,18 @@ func (s *State) checkBills() error {
 				return fmt.Errorf("batch %d charges job %d, which is %s", id, job, st)
 			}
 		}
-		for _, c := range sortedCharges(b.bill.Running) {
-			w := want[b.BillingProject]
-			w.n++
-			w.price += c.Price
-			want[b.BillingProject] = w
+		var run billing.Running
+		for _, c := range b.bill.Running {
+			run = run.Add(c.Price, c.Start)
+			want[b.BillingProject] = want[b.BillingProject].Add(c.Price, c.Start)
+		}
+		if !run.Equal(b.bill.run) {
+			return fmt.Errorf("batch %d's running sums are not its charges'", id)
 		}
 	}
 	for name, p := range s.bills {
-		w := want[name]
-		if p.Running != w.n || math.Abs(p.RunPrice-w.price) > 1e-6*(1+w.price) {
-			return fmt.Errorf("billing project %s charges %d attempts at $%g/h; its batches %d at $%g/h", name, p.Running, p.RunPrice, w.n, w.price)
+		if w := want[name]; !w.Equal(p.run) {
+			return fmt.Errorf("billing project %s charges %d attempts; its batches %d, or at other prices", name, p.run.Len(), w.Len())
 		}
 	}
 	return nil

@@ -6,13 +6,14 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/money"
 )
 
 // RateEntry is one new rate: Price dollars per unit-hour of Resource from
 // ValidFrom (unix ns; 0: the command's Now).
 type RateEntry struct {
 	Resource  string
-	Price     float64
+	Price     money.Rate // a float of dollars in entries from before integral money
 	ValidFrom int64
 }
 
@@ -102,7 +103,7 @@ func (s *State) machineRates(configs []LaunchConfig) []RateEntry {
 			continue
 		}
 		for _, r := range billing.MachineRates(billing.Machine{Config: lc.Name, Pool: lc.Pool, CPUMilli: lc.CPUMilli, Memory: lc.Memory,
-			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: lc.PricePerHour}) {
+			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: money.RateFromDollars(lc.PricePerHour)}) {
 			out = append(out, RateEntry{Resource: r.Resource, Price: r.PerHour})
 		}
 	}
@@ -131,7 +132,7 @@ func (s *State) Rates(now time.Time, all bool) []api.Rate {
 
 // price is what an attempt of spec on inst costs per hour at the rates in
 // force at start.
-func (s *State) price(spec *Spec, inst *Instance, start int64) (float64, []billing.Line) {
+func (s *State) price(spec *Spec, inst *Instance, start int64) (billing.Price, []billing.Line) {
 	pool, config := "", ""
 	if inst != nil {
 		pool, config = inst.Pool, inst.Config

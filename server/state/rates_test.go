@@ -5,24 +5,26 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // TestAttemptCost: an attempt's cost is what it reserves × the rates in
-// force when it started × how long it ran, to the cent; a running one's
+// force when it started × how long it ran, exactly; a running one's
 // grows with the clock; rates never apply to the past, are bounded, and
 // survive a snapshot.
 func TestAttemptCost(t *testing.T) {
 	h := newHarness(t)
 	now := time.Unix(0, h.Tick())
 	h.Must(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{
-		{Resource: "compute", Price: 0.0475}, {Resource: "memory", Price: 0.00637}, {Resource: "service-fee", Price: 0.01},
+		{Resource: "compute", Price: 47_500_000}, {Resource: "memory", Price: 6_370_000}, {Resource: "service-fee", Price: 10_000_000},
 	}})
-	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: 1, ValidFrom: now.Add(-time.Second).UnixNano()}}}, ErrInvalid)
-	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "Compute!", Price: 1}}}, ErrInvalid)
-	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: math.Inf(1)}}}, ErrInvalid)
+	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: money.DollarPerHour, ValidFrom: now.Add(-time.Second).UnixNano()}}}, ErrInvalid)
+	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "Compute!", Price: money.DollarPerHour}}}, ErrInvalid)
+	h.MustFail(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: math.MaxInt64}}}, ErrInvalid)
 	h.MustFail(&SetRates{Now: now.UnixNano()}, ErrInvalid)
 	// Tomorrow compute costs more; today's attempts keep today's price.
-	h.Must(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: 0.1, ValidFrom: now.Add(24 * time.Hour).UnixNano()}}})
+	h.Must(&SetRates{Now: now.UnixNano(), Rates: []RateEntry{{Resource: "compute", Price: 100_000_000, ValidFrom: now.Add(24 * time.Hour).UnixNano()}}})
 
 	inst := h.Activate("w", 8, 32)
 	sp := spec("j", 1)
@@ -31,15 +33,15 @@ func TestAttemptCost(t *testing.T) {
 	h.Schedule()
 	start := now.Add(time.Minute).UnixNano()
 	h.Must(&Events{Now: start, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Started: true, Start: start}}})
-	perHour := 2*0.0475 + 4*0.00637 + 2*0.01
+	const perHour = 140_480_000 // 2×0.0475 + 4×0.00637 + 2×0.01 dollars an hour
 	j, _ := h.S.Job(b, 1)
-	if a := j.Attempts[0]; a.Cost == nil || math.Abs(a.PricePerHour-perHour) > 1e-12 || len(a.CostLines) != 3 {
+	if a := j.Attempts[0]; a.Cost == nil || a.PricePerHour != perHour || len(a.CostLines) != 3 {
 		t.Fatalf("a running attempt: %+v", a)
 	}
 	// While it runs, the project's live cost is its price × the time so
 	// far, read from kept sums (no walk).
 	at := time.Unix(0, start).Add(30 * time.Minute)
-	if c := h.S.ProjectCost("default", at); math.Abs(c-perHour/2) > 1e-9 {
+	if c := h.S.ProjectCost("default", at); c != perHour/2 {
 		t.Fatalf("project cost after 30 running minutes: %v, want %v", c, perHour/2)
 	}
 	// It runs 90 minutes.
@@ -47,21 +49,21 @@ func TestAttemptCost(t *testing.T) {
 	h.Must(&Events{Now: end, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
 	j, _ = h.S.Job(b, 1)
 	a := j.Attempts[0]
-	if want := perHour * 1.5; a.Cost == nil || math.Round(*a.Cost*100) != math.Round(want*100) || math.Abs(*a.Cost-want) > 1e-9 {
-		t.Fatalf("cost %v, want %.6f (%+v)", a.Cost, want, a.CostLines)
+	if want := money.Amount(perHour * 3 / 2); a.Cost == nil || *a.Cost != want {
+		t.Fatalf("cost %v, want %v (%+v)", a.Cost, want, a.CostLines)
 	}
 	// The batch and its billing project cost the same: their one attempt.
-	if bt, _ := h.S.Batch(b); math.Abs(bt.Cost-*a.Cost) > 1e-12 {
+	if bt, _ := h.S.Batch(b); bt.Cost != *a.Cost {
 		t.Fatalf("batch cost %v, attempt %v", bt.Cost, *a.Cost)
 	}
-	if p, _ := h.S.BillingProject("default"); math.Abs(p.Cost-*a.Cost) > 1e-12 {
+	if p, _ := h.S.BillingProject("default"); p.Cost != *a.Cost {
 		t.Fatalf("project cost %v, attempt %v", p.Cost, *a.Cost)
 	}
 	if err := h.S.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
 	endDay := int32(end / (24 * 3600e9))
-	if days := h.S.CostByDay("default", endDay-1, endDay+1); len(days) != 1 || math.Abs(days[0].Cost-*a.Cost) > 1e-12 ||
+	if days := h.S.CostByDay("default", endDay-1, endDay+1); len(days) != 1 || days[0].Cost != *a.Cost ||
 		days[0].Day != time.Unix(0, end).UTC().Format(time.DateOnly) {
 		t.Fatalf("daily cost %+v, want %v on the day it ended", days, *a.Cost)
 	}
@@ -92,11 +94,11 @@ func TestAttemptCost(t *testing.T) {
 func TestLaunchConfigRates(t *testing.T) {
 	h := autoscaled(t) // small: 8 cores, 32 GiB, $0.30 an hour; spot $0.10
 	now := h.Now
-	h.Must(&SetRates{Now: now, Rates: []RateEntry{{Resource: "compute", Price: 5}}})
+	h.Must(&SetRates{Now: now, Rates: []RateEntry{{Resource: "compute", Price: 5 * money.DollarPerHour}}})
 	byName := func() map[string]apiRate {
 		out := map[string]apiRate{}
 		for _, r := range h.S.Rates(time.Unix(0, h.Now), true) {
-			out[r.Resource+"@"+itoa(uint64(r.Version))] = apiRate{r.PricePerHour, r.ValidFrom.UnixNano(), r.InForce}
+			out[r.Resource+"@"+itoa(uint64(r.Version))] = apiRate{r.PricePerHour.Dollars(), r.ValidFrom.UnixNano(), r.InForce}
 		}
 		return out
 	}
@@ -127,7 +129,7 @@ func TestLaunchConfigRates(t *testing.T) {
 	h.Must(&Events{Now: end, Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
 	j, _ := h.S.Job(b, 1)
 	a := j.Attempts[0]
-	if a.Cost == nil || math.Abs(*a.Cost-0.3/4) > 1e-8 || a.CostLines[0].Rate != "compute/default/small" || a.CostLines[1].Rate != "memory/default/small" {
+	if a.Cost == nil || math.Abs(a.Cost.Dollars()-0.3/4) > 1e-8 || a.CostLines[0].Rate != "compute/default/small" || a.CostLines[1].Rate != "memory/default/small" {
 		t.Fatalf("an hour on a quarter of the machine: %v, want %v (%+v)", a.Cost, 0.3/4, a.CostLines)
 	}
 
@@ -138,7 +140,7 @@ func TestLaunchConfigRates(t *testing.T) {
 			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: small},
 			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.1}}}
 	}
-	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute/default/spot", Price: 0.001}}})
+	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute/default/spot", Price: 1_000_000}}})
 	h.Must(cfgs(0.3))
 	rs = byName()
 	if len(rs) != 6 || !rs["compute/default/spot@2"].inForce {

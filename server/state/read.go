@@ -1,9 +1,10 @@
 package state
 
 import (
-	"github.com/drover-sched/drover/billing"
 	"sort"
 	"time"
+
+	"github.com/drover-sched/drover/billing"
 
 	"github.com/drover-sched/drover/api"
 )
@@ -338,7 +339,7 @@ func (s *State) attemptToAPI(rec attemptRec, running bool, spec *Spec, now int64
 			end = now
 		}
 		cost := billing.Cost(perHour, rec.Start, end)
-		a.Cost, a.PricePerHour = &cost, perHour
+		a.Cost, a.PricePerHour = &cost, perHour.Rate()
 		for _, l := range lines {
 			a.CostLines = append(a.CostLines, api.CostLine{Resource: l.Resource, Rate: l.Rated, Version: int(l.Version), Units: l.Units, PricePerHour: l.PerHour})
 		}

@@ -3,11 +3,13 @@ package state
 import (
 	"bytes"
 
-	"github.com/hashicorp/go-msgpack/v2/codec"
 	"slices"
 	"sort"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 )
 
 // History: the leader exports each complete batch to the history store
@@ -157,7 +159,7 @@ func (s *State) RetentionDue(cutoff int64, max int) []uint64 {
 type BatchExport struct {
 	Batch api.Batch
 	// Daily is the batch's cost by UTC day (days since 1970-01-01).
-	Daily map[int32]float64
+	Daily map[int32]money.Amount
 }
 
 // ExportHeader reads a batch for export, if it is still complete at
@@ -169,7 +171,7 @@ func (s *State) ExportHeader(id, version uint64) (BatchExport, bool) {
 	if b == nil || b.Completed == 0 || b.version != version {
 		return BatchExport{}, false
 	}
-	out := BatchExport{Batch: b.toAPI(), Daily: map[int32]float64{}}
+	out := BatchExport{Batch: b.toAPI(), Daily: map[int32]money.Amount{}}
 	for d, c := range b.bill.Daily {
 		out.Daily[d] = c
 	}

@@ -3,11 +3,13 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/drover-sched/drover/billing"
 	"io"
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/money"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -57,8 +59,8 @@ type snapProject struct {
 	Members    []string
 	Created    int64
 	Roles      map[string]string // absent before roles: all members
-	SpendLimit float64
-	LogQuota   int64 // absent before log quotas
+	SpendLimit money.Amount      // a float of dollars before integral money
+	LogQuota   int64             // absent before log quotas
 	// Storage and AllowHostNetwork: absent before storage prefixes.
 	Storage          []StoragePrefix
 	AllowHostNetwork bool
@@ -453,6 +455,10 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.rates[r.Resource] = append(fresh.rates[r.Resource], r)
 	}
 	for name, p := range d.Bills {
+		// The running sums are rebuilt from the batches' charges
+		// (restoreCharges); a snapshot from before integral money
+		// carries float sums here, which are dropped.
+		p.Running, p.RunPrice, p.RunPriceStart, p.run = 0, 0, 0, billing.Running{}
 		fresh.bills[name] = &p
 	}
 	for _, p := range d.Projects {
@@ -513,6 +519,7 @@ func (s *State) Restore(r io.Reader) error {
 				u.runningJobs++
 			}
 		}
+		fresh.restoreCharges(b)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

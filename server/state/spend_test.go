@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // spendWorld is a state where billing project "lab" (limit $10) has one
@@ -23,8 +25,8 @@ func newSpendWorld(t *testing.T) *spendWorld {
 	h := newHarness(t)
 	w := &spendWorld{h: h}
 	// A core costs a dollar a second.
-	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute", Price: 3600}}})
-	for name, limit := range map[string]float64{"lab": 10, "other": 1000} {
+	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute", Price: 3600 * money.DollarPerHour}}})
+	for name, limit := range map[string]money.Amount{"lab": 10 * money.Dollar, "other": 1000 * money.Dollar} {
 		h.Must(&CreateBillingProject{Now: h.Tick(), Name: name, Members: []string{"root"}})
 		h.Must(&SetSpendLimit{Project: name, Limit: limit})
 	}
@@ -106,7 +108,7 @@ func TestSchedulingViewAtASpendLimit(t *testing.T) {
 	if !v.Projects[lab-1].Budget.Reached(v.Now) || v.Projects[other-1].Budget.Reached(v.Now) {
 		t.Fatalf("at the view's time lab reached %v, other %v", v.Projects[lab-1].Budget.Reached(v.Now), v.Projects[other-1].Budget.Reached(v.Now))
 	}
-	if got := v.Projects[lab-1].Budget.Cost(v.Now); got < 10.99 || got > 11.01 {
+	if got := v.Projects[lab-1].Budget.Cost(v.Now); got != 11*money.Dollar {
 		t.Fatalf("lab's cost at the view's time: $%v, want $11", got)
 	}
 	v = w.h.S.SchedulingView(w.before, 0)
@@ -117,17 +119,17 @@ func TestSchedulingViewAtASpendLimit(t *testing.T) {
 
 // TestSpendCheck: the leader's look at spend limits. Before lab's
 // crossing nothing is to stop and the next crossing is lab's, to the
-// microsecond (other runs nothing: it never crosses at these prices);
+// nanosecond (other runs nothing: it never crosses at these prices);
 // after it, lab's open batches are listed (at most max), and once they are
 // cancelled nothing is.
 func TestSpendCheck(t *testing.T) {
 	w := newSpendWorld(t)
 	stops, next := w.h.S.SpendCheck(time.Unix(0, w.before), 100)
-	if len(stops) != 0 || next < w.crossing-int64(time.Microsecond) || next > w.crossing+int64(time.Microsecond) {
+	if len(stops) != 0 || next != w.crossing {
 		t.Fatalf("before the crossing: stops %+v, next at crossing%+v", stops, time.Duration(next-w.crossing))
 	}
 	stops, _ = w.h.S.SpendCheck(time.Unix(0, w.after), 100)
-	if len(stops) != 1 || stops[0].Project != "lab" || stops[0].Limit != 10 || stops[0].Spent < 10.99 || stops[0].Spent > 11.01 ||
+	if len(stops) != 1 || stops[0].Project != "lab" || stops[0].Limit != 10*money.Dollar || stops[0].Spent != 11*money.Dollar ||
 		!slices.Equal(stops[0].Batches, []uint64{w.running, w.labB}) {
 		t.Fatalf("after the crossing: %+v", stops)
 	}
@@ -140,7 +142,7 @@ func TestSpendCheck(t *testing.T) {
 	if stops, _ = w.h.S.SpendCheck(time.Unix(0, w.after), 100); len(stops) != 0 {
 		t.Fatalf("after the cancels: %+v", stops)
 	}
-	if over, limit, spent := w.h.S.OverLimit("lab", time.Unix(0, w.after)); !over || limit != 10 || spent < 10.99 {
+	if over, limit, spent := w.h.S.OverLimit("lab", time.Unix(0, w.after)); !over || limit != 10*money.Dollar || spent != 11*money.Dollar {
 		t.Fatalf("OverLimit: %v %v %v", over, limit, spent)
 	}
 }
@@ -162,7 +164,7 @@ func TestSpendHook(t *testing.T) {
 		return res
 	}
 	apply(&Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
-	apply(&SetRates{Now: 2, Rates: []RateEntry{{Resource: "compute", Price: 1}}})
+	apply(&SetRates{Now: 2, Rates: []RateEntry{{Resource: "compute", Price: money.DollarPerHour}}})
 	apply(&CreateBillingProject{Now: 3, Name: "lab", Members: []string{"root"}})
 	inst := apply(&Activate{Now: 4, Name: "w", CPUMilli: 8000, Memory: 8 << 30, TokenHash: "t"}).(*ActivateResult).Instance
 	run := func(project string, at int64) {
@@ -176,7 +178,7 @@ func TestSpendHook(t *testing.T) {
 	if calls != 0 {
 		t.Fatalf("%d calls without a limit", calls)
 	}
-	apply(&SetSpendLimit{Project: "lab", Limit: 5})
+	apply(&SetSpendLimit{Project: "lab", Limit: 5 * money.Dollar})
 	run("lab", 30)
 	run("default", 40)
 	if calls != 3 {
@@ -191,8 +193,8 @@ func TestSpendHook(t *testing.T) {
 // crossing is drained and its job sent back to Ready.
 func TestPrivateMachineRespectsTheSpendLimit(t *testing.T) {
 	h := autoscaled(t)
-	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute", Price: 3600}}})
-	h.Must(&SetSpendLimit{Project: "default", Limit: 10})
+	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute", Price: 3600 * money.DollarPerHour}}})
+	h.Must(&SetSpendLimit{Project: "default", Limit: 10 * money.Dollar})
 	h.Must(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
 		{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 0.5}}})
 	inst := h.Activate("w", 8, 32)

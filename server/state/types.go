@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 )
 
 // JobState is a job's place in the state diagram.
@@ -431,7 +432,7 @@ type BillingProject struct {
 	Roles   map[string]string
 	Created int64
 	// SpendLimit in dollars (0: none).
-	SpendLimit float64
+	SpendLimit money.Amount
 	// LogQuota bounds, in bytes, the job logs each server keeps of the
 	// project's batches (0: none).
 	LogQuota int64
