@@ -11,7 +11,6 @@ package billing
 
 import (
 	"fmt"
-	"math/big"
 	"regexp"
 	"sort"
 
@@ -116,8 +115,7 @@ type Line struct {
 // (compute/spot falls back to compute); one with neither costs nothing and
 // says so.
 func (b Book) Price(qs []Quantity, t int64) (perHour Price, lines []Line) {
-	sum := new(big.Int)
-	var term big.Int
+	var sum wide
 	for _, q := range qs {
 		l := Line{Resource: q.Resource, Units: q.Units()}
 		for name := q.Resource; name != ""; name = parent(name) {
@@ -126,18 +124,15 @@ func (b Book) Price(qs []Quantity, t int64) (perHour Price, lines []Line) {
 				break
 			}
 		}
-		if l.PerHour != 0 && q.Num != 0 && q.Den > 0 && priceDen%q.Den == 0 {
-			// rate × Num × (priceDen/Den): the rate (at most 2^50) times
-			// Num (an int64) times at most 2^40 stays below 2^153; the
-			// sum of a few is checked by priceOf.
-			term.SetInt64(int64(l.PerHour))
-			term.Mul(&term, big.NewInt(q.Num))
-			term.Mul(&term, big.NewInt(priceDen/q.Den))
-			sum.Add(sum, &term)
+		if l.PerHour > 0 && q.Num > 0 && q.Den > 0 && priceDen%q.Den == 0 {
+			// rate × Num × (priceDen/Den): each factor below 2^63,
+			// 2^63 and 2^40, so a term is below 2^166 and a few of them
+			// fit a wide; priceOfWide saturates what passes 2^128.
+			sum = sum.add(wide{uint64(l.PerHour)}.mul(q.Num).mul(priceDen / q.Den))
 		}
 		lines = append(lines, l)
 	}
-	return priceOf(sum), lines
+	return priceOfWide(sum), lines
 }
 
 // parent drops a resource name's last qualifier ("" for a bare kind).

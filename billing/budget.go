@@ -16,40 +16,35 @@ var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 // Running is what a set of running attempts costs, kept as two exact sums
 // so that its cost at any time is O(1) and the same whatever order the
 // attempts started and ended in: Σ price, and Σ price × (start - Epoch).
-// It is a value: Add and Remove return a new one and never change the
-// big.Ints another copy holds, so a copy handed to a reader (the
-// scheduler's round, a snapshot) stays as it was.
+// It is a value (three words and two fixed 256-bit integers, no
+// pointers): a copy handed to a reader (the scheduler's round) stays as
+// it was.
+//
+// The sums fit: a Price is below 2^128 and there are fewer than 2^63
+// attempts, so Σ price is below 2^191; a start is within 2^63 ns of
+// Epoch, so Σ price × (start - Epoch) is below 2^254, and so is Σ price ×
+// (now - Epoch) in Cost.
 type Running struct {
 	n          int
-	price, pts *big.Int // nil: zero
+	price, pts wide
 }
 
 // Add returns r with an attempt of price p that started at start.
-func (r Running) Add(p Price, start int64) Running { return r.step(p, start, 1) }
+func (r Running) Add(p Price, start int64) Running {
+	r.n++
+	r.price = r.price.add(wideOf(p))
+	r.pts = r.pts.add(wideOf(p).mul(start - Epoch))
+	return r
+}
 
 // Remove returns r without an attempt Add put in.
-func (r Running) Remove(p Price, start int64) Running { return r.step(p, start, -1) }
-
-func (r Running) step(p Price, start int64, sign int) Running {
-	r.n += sign
+func (r Running) Remove(p Price, start int64) Running {
+	r.n--
 	if r.n == 0 {
-		// Nothing runs: the sums are zero, exactly.
 		return Running{}
 	}
-	if p.IsZero() {
-		return r
-	}
-	v := p.Int()
-	ps := new(big.Int).Mul(v, big.NewInt(start-Epoch))
-	if sign < 0 {
-		v.Neg(v)
-		ps.Neg(ps)
-	}
-	if r.price != nil {
-		v.Add(v, r.price)
-		ps.Add(ps, r.pts)
-	}
-	r.price, r.pts = v, ps
+	r.price = r.price.sub(wideOf(p))
+	r.pts = r.pts.sub(wideOf(p).mul(start - Epoch))
 	return r
 }
 
@@ -57,7 +52,7 @@ func (r Running) step(p Price, start int64, sign int) Running {
 func (r Running) Len() int { return r.n }
 
 // Costs reports whether anything in r costs money.
-func (r Running) Costs() bool { return r.price != nil && r.price.Sign() > 0 }
+func (r Running) Costs() bool { return !r.price.isZero() }
 
 // Cost is what r's attempts have cost from their starts to now, the exact
 // sum rounded once (halves up) to the nano-dollar.
@@ -65,14 +60,12 @@ func (r Running) Cost(now int64) money.Amount {
 	if !r.Costs() {
 		return 0
 	}
-	return toAmount(r.exact(now))
+	return money.Amount(r.price.mul(now - Epoch).sub(r.pts).amount())
 }
 
-// exact is Σ price × (now - start), in units of 1/costDen nano-dollar.
-func (r Running) exact(now int64) *big.Int {
-	x := new(big.Int).Mul(r.price, big.NewInt(now-Epoch))
-	return x.Sub(x, r.pts)
-}
+// Equal reports whether r and o hold the same sums (the invariant checks
+// compare the state's sums with its charges').
+func (r Running) Equal(o Running) bool { return r == o }
 
 // Budget is a billing project's spend limit and what its attempts have
 // cost: Accrued for the attempts that ended, and Run for those running.
@@ -123,8 +116,8 @@ func (b Budget) Crossing() (at int64, ok bool) {
 	need := new(big.Int).Mul(big.NewInt(2*k-1), costDen)
 	need.Add(need, big.NewInt(1))
 	need.Rsh(need, 1) // ceil((2k-1) × costDen / 2)
-	need.Add(need, b.Run.pts)
-	h := ceilDiv(need, b.Run.price)
+	need.Add(need, b.Run.pts.big())
+	h := ceilDiv(need, b.Run.price.big())
 	h.Add(h, big.NewInt(Epoch))
 	if !h.IsInt64() {
 		if h.Sign() < 0 {
@@ -148,16 +141,4 @@ func ceilDiv(n, d *big.Int) *big.Int {
 // batch cancellations and waiting jobs give.
 func LimitReason(project string, limit, spent money.Amount) string {
 	return fmt.Sprintf("billing project %s reached its spend limit of $%.2f (spent $%.2f)", project, limit.Dollars(), spent.Dollars())
-}
-
-// Equal reports whether r and o hold the same sums (the invariant checks
-// compare the state's sums with its charges').
-func (r Running) Equal(o Running) bool {
-	eq := func(a, b *big.Int) bool {
-		if a == nil || b == nil {
-			return (a == nil || a.Sign() == 0) && (b == nil || b.Sign() == 0)
-		}
-		return a.Cmp(b) == 0
-	}
-	return r.n == o.n && eq(r.price, o.price) && eq(r.pts, o.pts)
 }

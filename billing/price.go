@@ -15,7 +15,7 @@ import (
 const priceDen = 1000 << 30
 
 // costDen divides a Price times nanoseconds into nano-dollars: priceDen ×
-// 3.6e12 ns an hour.
+// 3.6e12 ns an hour (costDenHi × 2^30).
 var costDen = new(big.Int).Mul(big.NewInt(priceDen), big.NewInt(3_600_000_000_000))
 
 // Price is what holding something costs an hour, exactly: an integer
@@ -39,6 +39,17 @@ func PriceOf(r money.Rate) Price {
 	}
 	hi, lo := bits.Mul64(uint64(r), priceDen)
 	return Price{hi, lo}
+}
+
+// priceOfWide packs a non-negative wide into a Price, saturating.
+func priceOfWide(v wide) Price {
+	if v.negative() {
+		return Price{}
+	}
+	if v[2] != 0 || v[3] != 0 {
+		return Price{math.MaxUint64, math.MaxUint64}
+	}
+	return Price{Hi: v[1], Lo: v[0]}
 }
 
 // priceOf packs a non-negative integer into a Price, saturating.
@@ -84,26 +95,17 @@ func roundDiv(n, d *big.Int) *big.Int {
 	return q.Quo(q, new(big.Int).Lsh(d, 1))
 }
 
-// toAmount is n/costDen nano-dollars rounded half up to an Amount
-// (nothing for n <= 0), saturating at money.MaxAmount.
-func toAmount(n *big.Int) money.Amount {
-	if n.Sign() <= 0 {
-		return 0
-	}
-	q := roundDiv(n, costDen)
-	if !q.IsInt64() {
-		return money.MaxAmount
-	}
-	return money.Amount(q.Int64())
-}
-
 // Cost is what perHour costs from start to end (unix ns; nothing when end
 // is not after start): the exact product rounded once, halves up, to the
-// nano-dollar.
+// nano-dollar. The product of a Price (under 2^128) and a duration (under
+// 2^63) fits a wide.
 func Cost(perHour Price, start, end int64) money.Amount {
 	if end <= start || perHour.IsZero() {
 		return 0
 	}
-	n := perHour.Int()
-	return toAmount(n.Mul(n, new(big.Int).SetUint64(uint64(end)-uint64(start))))
+	d := uint64(end) - uint64(start)
+	if d > math.MaxInt64 {
+		d = math.MaxInt64
+	}
+	return money.Amount(wideOf(perHour).mul(int64(d)).amount())
 }
