@@ -126,9 +126,9 @@ func (b Book) Price(qs []Quantity, t int64) (perHour Price, lines []Line) {
 		}
 		if l.PerHour > 0 && q.Num > 0 && q.Den > 0 && priceDen%q.Den == 0 {
 			// rate × Num × (priceDen/Den): each factor below 2^63,
-			// 2^63 and 2^40, so a term is below 2^166 and a few of them
-			// fit a wide; priceOfWide saturates what passes 2^128.
-			sum = sum.add(wide{uint64(l.PerHour)}.mul(q.Num).mul(priceDen / q.Den))
+			// so a term is below 2^189 and a few of them fit a wide;
+			// priceOfWide saturates what passes 2^128.
+			sum = sum.add(product(uint64(l.PerHour), uint64(q.Num), uint64(priceDen/q.Den)))
 		}
 		lines = append(lines, l)
 	}

@@ -16,9 +16,9 @@ var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 // Running is what a set of running attempts costs, kept as two exact sums
 // so that its cost at any time is O(1) and the same whatever order the
 // attempts started and ended in: Σ price, and Σ price × (start - Epoch).
-// It is a value (three words and two fixed 256-bit integers, no
-// pointers): a copy handed to a reader (the scheduler's round) stays as
-// it was.
+// It holds no pointers (a count and two fixed 256-bit integers), so a
+// copy handed to a reader (the scheduler's round) stays as it was while
+// the state's own changes.
 //
 // The sums fit: a Price is below 2^128 and there are fewer than 2^63
 // attempts, so Σ price is below 2^191; a start is within 2^63 ns of
@@ -29,23 +29,22 @@ type Running struct {
 	price, pts wide
 }
 
-// Add returns r with an attempt of price p that started at start.
-func (r Running) Add(p Price, start int64) Running {
+// Add puts an attempt of price p that started at start in r.
+func (r *Running) Add(p Price, start int64) {
 	r.n++
 	r.price = r.price.add(wideOf(p))
 	r.pts = r.pts.add(wideOf(p).mul(start - Epoch))
-	return r
 }
 
-// Remove returns r without an attempt Add put in.
-func (r Running) Remove(p Price, start int64) Running {
+// Remove takes out of r an attempt Add put in.
+func (r *Running) Remove(p Price, start int64) {
 	r.n--
 	if r.n == 0 {
-		return Running{}
+		*r = Running{}
+		return
 	}
 	r.price = r.price.sub(wideOf(p))
 	r.pts = r.pts.sub(wideOf(p).mul(start - Epoch))
-	return r
 }
 
 // Len is the number of attempts in r.

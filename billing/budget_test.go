@@ -13,7 +13,7 @@ import (
 // running adds an attempt of price perHour that started at start to b,
 // as the state does.
 func running(b Budget, perHour money.Rate, start int64) Budget {
-	b.Run = b.Run.Add(PriceOf(perHour), start)
+	b.Run.Add(PriceOf(perHour), start)
 	return b
 }
 

@@ -52,20 +52,6 @@ func priceOfWide(v wide) Price {
 	return Price{Hi: v[1], Lo: v[0]}
 }
 
-// priceOf packs a non-negative integer into a Price, saturating.
-func priceOf(v *big.Int) Price {
-	if v.Sign() <= 0 {
-		return Price{}
-	}
-	if v.BitLen() > 128 {
-		return Price{math.MaxUint64, math.MaxUint64}
-	}
-	var lo, hi big.Int
-	lo.And(v, new(big.Int).SetUint64(math.MaxUint64))
-	hi.Rsh(v, 64)
-	return Price{hi.Uint64(), lo.Uint64()}
-}
-
 // Int is p as a big.Int (a fresh one).
 func (p Price) Int() *big.Int {
 	v := new(big.Int).SetUint64(p.Hi)

@@ -51,6 +51,9 @@ func (a wide) len() int {
 
 // mul is a × v for a signed v; the caller keeps |a| × |v| below 2^255.
 func (a wide) mul(v int64) wide {
+	if v >= 0 && !a.negative() {
+		return a.mulU(uint64(v))
+	}
 	neg := a.negative() != (v < 0)
 	if a.negative() {
 		a = a.neg()
@@ -59,21 +62,34 @@ func (a wide) mul(v int64) wide {
 	if v < 0 {
 		u = uint64(-v) // MinInt64 wraps to itself: its uint64 is right
 	}
+	out := a.mulU(u)
+	if neg {
+		out = out.neg()
+	}
+	return out
+}
+
+// mulU is a × u for a non-negative a.
+func (a wide) mulU(u uint64) wide {
 	var out wide
 	var carry uint64
-	for i := range a.len() {
+	n := a.len()
+	for i := 0; i < n; i++ {
 		hi, lo := bits.Mul64(a[i], u)
 		var c uint64
 		out[i], c = bits.Add64(lo, carry, 0)
 		carry = hi + c
 	}
-	if n := a.len(); n < 4 {
+	if n < 4 {
 		out[n] = carry
 	}
-	if neg {
-		out = out.neg()
-	}
 	return out
+}
+
+// product is x × y × z for words x, y and z: below 2^192, in a wide.
+func product(x, y, z uint64) wide {
+	hi, lo := bits.Mul64(x, y)
+	return wide{lo, hi}.mulU(z)
 }
 
 // costDenHi is costDen without its factor 2^30: 1000 × 3.6e12, one word.

@@ -59,13 +59,13 @@ func TestWideMatchesBig(t *testing.T) {
 			k := rng.IntN(len(live))
 			a := live[k]
 			live = append(live[:k], live[k+1:]...)
-			r = r.Remove(a.p, a.start)
+			r.Remove(a.p, a.start)
 			price.Sub(price, a.p.Int())
 			pts.Sub(pts, new(big.Int).Mul(a.p.Int(), big.NewInt(a.start-Epoch)))
 		} else {
 			a := att{Price{Hi: rng.Uint64() >> 8, Lo: rng.Uint64()}, Epoch + rng.Int64N(1<<60) - 1<<59}
 			live = append(live, a)
-			r = r.Add(a.p, a.start)
+			r.Add(a.p, a.start)
 			price.Add(price, a.p.Int())
 			pts.Add(pts, new(big.Int).Mul(a.p.Int(), big.NewInt(a.start-Epoch)))
 		}

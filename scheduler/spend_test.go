@@ -19,7 +19,8 @@ func TestScheduleStartsNothingForAProjectAtItsSpendLimit(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC).UnixNano()
 	// "lab": $10 accrued, $3600 an hour running since t0 ($1 a second),
 	// $15 limit: reached at t0+5s. "ok": the same, with a $100 limit.
-	running := billing.Budget{Accrued: 10 * money.Dollar, Run: billing.Running{}.Add(billing.PriceOf(3600*money.DollarPerHour), t0)}
+	running := billing.Budget{Accrued: 10 * money.Dollar}
+	running.Run.Add(billing.PriceOf(3600*money.DollarPerHour), t0)
 	lab, ok := running, running
 	lab.Limit, ok.Limit = 15*money.Dollar, 100*money.Dollar
 	build := func(now int64) *Input {

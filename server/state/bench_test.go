@@ -7,9 +7,20 @@ import (
 
 // BenchmarkApplyPlan applies a plan that places 10,000 jobs of a job array on
 // 160 instances with 64 cores each, then completes them, per iteration.
-func BenchmarkApplyPlan(b *testing.B) {
+func BenchmarkApplyPlan(b *testing.B) { benchApplyPlan(b, nil) }
+
+// BenchmarkApplyPlanPriced is BenchmarkApplyPlan with rates set: every
+// attempt is priced as it starts and charged as it ends.
+func BenchmarkApplyPlanPriced(b *testing.B) {
+	benchApplyPlan(b, []RateEntry{{Resource: "compute", Price: 47_500_000}, {Resource: "memory", Price: 123_000}, {Resource: "service-fee", Price: 10_000_000}})
+}
+
+func benchApplyPlan(b *testing.B, rates []RateEntry) {
 	s := New()
 	s.Apply(1, &Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
+	if rates != nil {
+		s.Apply(1, &SetRates{Now: 1, Rates: rates})
+	}
 	var insts []uint32
 	for i := 0; i < 160; i++ {
 		r := s.Apply(2, &Activate{Now: 1, Name: fmt.Sprint("w", i), CPUMilli: 64000, Memory: 256 << 30, TokenHash: fmt.Sprint("t", i)})

@@ -71,9 +71,9 @@ func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start
 		b.bill.Running = map[uint32]charge{}
 	}
 	b.bill.Running[id] = charge{Price: price, Start: start}
-	b.bill.run = b.bill.run.Add(price, start)
+	b.bill.run.Add(price, start)
 	p := s.projectBill(b.BillingProject)
-	p.run = p.run.Add(price, start)
+	p.run.Add(price, start)
 	s.notifySpend(b.BillingProject)
 }
 
@@ -85,7 +85,7 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 		return
 	}
 	delete(b.bill.Running, id)
-	b.bill.run = b.bill.run.Remove(c.Price, c.Start)
+	b.bill.run.Remove(c.Price, c.Start)
 	cost := billing.Cost(c.Price, c.Start, end)
 	b.bill.Accrued = b.bill.Accrued.Add(cost)
 	day := int32(end / (24 * 3600e9))
@@ -94,7 +94,7 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 	}
 	b.bill.Daily[day] = b.bill.Daily[day].Add(cost)
 	p := s.projectBill(b.BillingProject)
-	p.run = p.run.Remove(c.Price, c.Start)
+	p.run.Remove(c.Price, c.Start)
 	p.Accrued = p.Accrued.Add(cost)
 	if p.Daily == nil {
 		p.Daily = map[int32]money.Amount{}
@@ -181,8 +181,8 @@ func (s *State) restoreCharges(b *Batch) {
 			c.Price, c.Legacy = legacyPrice(c.Legacy), 0
 			b.bill.Running[id] = c
 		}
-		b.bill.run = b.bill.run.Add(c.Price, c.Start)
-		p.run = p.run.Add(c.Price, c.Start)
+		b.bill.run.Add(c.Price, c.Start)
+		p.run.Add(c.Price, c.Start)
 	}
 }
 

@@ -274,8 +274,10 @@ func (s *State) checkBills() error {
 		}
 		var run billing.Running
 		for _, c := range b.bill.Running {
-			run = run.Add(c.Price, c.Start)
-			want[b.BillingProject] = want[b.BillingProject].Add(c.Price, c.Start)
+			run.Add(c.Price, c.Start)
+			w := want[b.BillingProject]
+			w.Add(c.Price, c.Start)
+			want[b.BillingProject] = w
 		}
 		if !run.Equal(b.bill.run) {
 			return fmt.Errorf("batch %d's running sums are not its charges'", id)

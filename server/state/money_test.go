@@ -137,9 +137,8 @@ func TestManySmallChargesSumExactly(t *testing.T) {
 	p := billing.PriceOf(3_600 * money.DollarPerHour) // a nano-dollar a nanosecond
 	for i := uint32(1); i <= n; i++ {
 		b.bill.Running[i] = charge{Price: p, Start: 1_000}
-		b.bill.run = b.bill.run.Add(p, 1_000)
-		pb := s.projectBill("lab")
-		pb.run = pb.run.Add(p, 1_000)
+		b.bill.run.Add(p, 1_000)
+		s.projectBill("lab").run.Add(p, 1_000)
 		s.endCharge(b, i, 1_001)
 	}
 	want := n * money.Nanodollar
