@@ -26,7 +26,7 @@ type floatMoneyFixture struct {
 		Batch api.Batch `json:"batch"`
 		Jobs  []api.Job `json:"jobs"`
 	}
-	CostByDay api.ProjectCost     `json:"cost_by_day"`
+	CostByDay api.ProjectCost      `json:"cost_by_day"`
 	Projects  []api.BillingProject `json:"projects"`
 	Rates     []api.Rate           `json:"rates"`
 }
