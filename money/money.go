@@ -207,7 +207,11 @@ func (a Amount) MarshalJSON() ([]byte, error) { return []byte(a.String()), nil }
 // (halves away from zero): what a float-based client or a server before
 // integral money wrote, such as 0.30000000000000004, is read as the
 // amount it stood for. null leaves a as it is.
-func (a *Amount) UnmarshalJSON(b []byte) error {
+func (a *Amount) UnmarshalJSON(b []byte) error { return unmarshal(b, a) }
+
+// unmarshal reads JSON dollars into an Amount or a Rate (both count
+// nano-dollars): rounding, saturating, and leaving dst as it is for null.
+func unmarshal[T ~int64](b []byte, dst *T) error {
 	if string(b) == "null" {
 		return nil
 	}
@@ -215,7 +219,7 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*a = Amount(v)
+	*dst = T(v)
 	return nil
 }
 
@@ -224,17 +228,7 @@ func (r Rate) MarshalJSON() ([]byte, error) { return []byte(r.String()), nil }
 
 // UnmarshalJSON reads a JSON number of dollars an hour, rounding to the
 // nearest nano-dollar as Amount's does.
-func (r *Rate) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	v, err := parse(string(b), places, true)
-	if err != nil {
-		return err
-	}
-	*r = Rate(v)
-	return nil
-}
+func (r *Rate) UnmarshalJSON(b []byte) error { return unmarshal(b, r) }
 
 // CodecEncodeSelf implements codec.Selfer: an integer.
 func (a Amount) CodecEncodeSelf(e *codec.Encoder) { e.MustEncode(int64(a)) }
