@@ -140,7 +140,7 @@ func parse(s string, places int, round bool) (int64, error) {
 	// digits: big.Rat would also take hex and fractions, and spend
 	// without bound on 1e999999999.
 	if len(s) > maxNumberBytes || !numberRE.MatchString(s) {
-		return 0, fmt.Errorf("%.40q is not a number of dollars", s)
+		return 0, fmt.Errorf("%.40q is not a number of dollars (a decimal of at most %d characters, with an exponent of at most two digits)", s, maxNumberBytes)
 	}
 	var r big.Rat
 	if _, ok := r.SetString(s); !ok {

@@ -64,12 +64,33 @@ func TestSpendLimitIsCheckedBeforeTheLog(t *testing.T) {
 			t.Errorf("limit %s: %d %s", limit, code, msg)
 		}
 	}
+	// Numbers no amount holds, or that would cost the server to read
+	// (math/big would build 10^999999999), are refused as they are
+	// decoded.
+	for _, limit := range []string{"1e999999999", "1e-999999999", `"12"`, "1" + strings.Repeat("0", 70)} {
+		code, msg := call(t, "PUT", srv.URL+"/api/v1/billing-projects/default/spend-limit", `{"limit": `+limit+`}`)
+		if code != http.StatusBadRequest || !strings.Contains(msg, "limit") && !strings.Contains(msg, "dollars") {
+			t.Errorf("limit %.20s: %d %s", limit, code, msg)
+		} else {
+			t.Logf("limit %.20s: %d %s", limit, code, msg)
+		}
+	}
 	for _, c := range node.applied {
 		if _, ok := c.(*state.SetSpendLimit); ok {
 			t.Fatalf("a refused limit was applied: %+v", c)
 		}
 	}
-	if code, body := call(t, "PUT", srv.URL+"/api/v1/billing-projects/default/spend-limit", `{"limit": 12.5}`); code != http.StatusOK || !strings.Contains(body, `"spend_limit":12.5`) {
+	// A float's extra digits round to the nano-dollar once, here.
+	if code, body := call(t, "PUT", srv.URL+"/api/v1/billing-projects/default/spend-limit", `{"limit": 12.50000000049}`); code != http.StatusOK || !strings.Contains(body, `"spend_limit":12.5`) {
 		t.Fatalf("a good limit: %d %s", code, body)
+	}
+	var got *state.SetSpendLimit
+	for _, c := range node.applied {
+		if l, ok := c.(*state.SetSpendLimit); ok {
+			got = l
+		}
+	}
+	if got == nil || got.Limit != 12_500_000_000 {
+		t.Fatalf("the limit applied: %+v, want 12500000000 nano-dollars", got)
 	}
 }
