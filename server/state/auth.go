@@ -251,7 +251,7 @@ type SetSpendLimit struct {
 }
 
 // Type implements Command.
-func (*SetSpendLimit) Type() CommandType { return CmdSetSpendLimit }
+func (*SetSpendLimit) Type() CommandType { return CmdSetSpendLimitExact }
 
 func (s *State) applyCreateToken(c *CreateToken) any {
 	u, err := s.liveUser(c.User)

@@ -49,6 +49,14 @@ const (
 	CmdRemoveStoragePrefix
 	CmdSetProjectSettings
 	CmdJoinTokens
+	// CmdSetSpendLimitExact and CmdSetRatesExact carry money as integers
+	// of nano-dollars. CmdSetSpendLimit and CmdSetRates are the same
+	// commands as servers before integral money wrote them (float
+	// dollars), still read; new entries take the new types, so that such
+	// a server meets an unknown command and stops instead of reading
+	// nano-dollars as dollars.
+	CmdSetSpendLimitExact
+	CmdSetRatesExact
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -66,7 +74,7 @@ var cmdNames = map[CommandType]string{
 	CmdDeleteUser: "delete_user", CmdSetSpendLimit: "set_spend_limit", CmdAudit: "audit", CmdSetRates: "set_rates",
 	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches", CmdSetLogQuota: "set_log_quota",
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
-	CmdJoinTokens: "join_tokens",
+	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 }
 
 func (t CommandType) String() string {
@@ -386,13 +394,13 @@ func newCommand(t CommandType) Command {
 		return &RevokeToken{}
 	case CmdDeleteUser:
 		return &DeleteUser{}
-	case CmdSetSpendLimit:
+	case CmdSetSpendLimit, CmdSetSpendLimitExact:
 		return &SetSpendLimit{}
 	case CmdSetLogQuota:
 		return &SetLogQuota{}
 	case CmdAudit:
 		return &Audit{}
-	case CmdSetRates:
+	case CmdSetRates, CmdSetRatesExact:
 		return &SetRates{}
 	case CmdMarkExported:
 		return &MarkExported{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // moneyRun is what a run of TestCostsAreExactAndOrderFree's workload
@@ -153,4 +154,53 @@ func TestManySmallChargesSumExactly(t *testing.T) {
 		t.Fatalf("the float64 sum is exact too (%v): the test shows nothing", f)
 	}
 	t.Logf("the float64 sum of the same: %.17g", f)
+}
+
+// TestMoneyCommandsOfOldServersStillDecode: the log entries of servers
+// before integral money (types CmdSetSpendLimit and CmdSetRates, float
+// dollars) decode to the same commands with the nearest nano-dollar;
+// new entries take the new types, which such servers do not know.
+func TestMoneyCommandsOfOldServersStillDecode(t *testing.T) {
+	old := func(typ CommandType, v any) []byte {
+		var buf bytes.Buffer
+		buf.WriteByte(byte(typ))
+		if err := codec.NewEncoder(&buf, msgpackHandle).Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	type oldLimit struct {
+		Project string
+		Limit   float64
+	}
+	type oldRate struct {
+		Resource  string
+		Price     float64
+		ValidFrom int64
+	}
+	type oldRates struct {
+		Now   int64
+		Rates []oldRate
+	}
+	c, err := Decode(old(CmdSetSpendLimit, oldLimit{"lab", 1234.56789}))
+	if l, ok := c.(*SetSpendLimit); err != nil || !ok || l.Project != "lab" || l.Limit != 1_234_567_890_000 {
+		t.Fatalf("an old spend limit decodes to %+v %v", c, err)
+	}
+	c, err = Decode(old(CmdSetRates, oldRates{7, []oldRate{{"memory", 0.000123, 9}, {"compute", 0.1 + 0.2, 0}}}))
+	if r, ok := c.(*SetRates); err != nil || !ok || r.Now != 7 || len(r.Rates) != 2 || r.Rates[0] != (RateEntry{"memory", 123_000, 9}) || r.Rates[1].Price != 300_000_000 {
+		t.Fatalf("old rates decode to %+v %v", c, err)
+	}
+	for _, cmd := range []Command{&SetSpendLimit{Project: "lab", Limit: 1}, &SetRates{Now: 1, Rates: []RateEntry{{"compute", 1, 0}}}} {
+		data, err := Encode(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ := CommandType(data[0]); typ != CmdSetSpendLimitExact && typ != CmdSetRatesExact {
+			t.Fatalf("%T is written as %s, a type servers with float money read", cmd, typ)
+		}
+		back, err := Decode(data)
+		if err != nil || fmt.Sprint(back) != fmt.Sprint(cmd) {
+			t.Fatalf("%T round trip: %+v %v", cmd, back, err)
+		}
+	}
 }

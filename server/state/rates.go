@@ -24,7 +24,7 @@ type SetRates struct {
 }
 
 // Type implements Command.
-func (*SetRates) Type() CommandType { return CmdSetRates }
+func (*SetRates) Type() CommandType { return CmdSetRatesExact }
 
 func (s *State) applySetRates(c *SetRates) any {
 	if len(c.Rates) == 0 || len(c.Rates) > billing.MaxRatesPerRequest {

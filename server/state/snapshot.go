@@ -14,8 +14,11 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
-// snapshotVersion is bumped when the snapshot layout changes.
-const snapshotVersion = 1
+// snapshotVersion is bumped when the snapshot layout changes: 2 since
+// money is integral (version 1 held float dollars, which Restore still
+// reads; a server that reads only 1 refuses a 2 instead of reading
+// nano-dollars as dollars).
+const snapshotVersion = 2
 
 // Snapshot is a point-in-time copy of the state, taken under the read lock
 // and encoded later without it.
@@ -405,8 +408,8 @@ func (s *State) Restore(r io.Reader) error {
 	if err := codec.NewDecoder(r, msgpackHandle).Decode(&d); err != nil {
 		return fmt.Errorf("decode snapshot: %w", err)
 	}
-	if d.Version != snapshotVersion {
-		return fmt.Errorf("snapshot version %d: this server reads version %d", d.Version, snapshotVersion)
+	if d.Version < 1 || d.Version > snapshotVersion {
+		return fmt.Errorf("snapshot version %d: this server reads versions 1 to %d", d.Version, snapshotVersion)
 	}
 	fresh := New()
 	fresh.index = d.Index
