@@ -28,7 +28,7 @@ var costDen = new(big.Int).Mul(big.NewInt(priceDen), big.NewInt(3_600_000_000_00
 // api.MaxCPU (4096, 2^22 thousandths) and GPUs api.MaxGPUs (64) give
 // terms under 2^50 × 2^22 × 2^30 = 2^102 and 2^50 × 2^6 × 2^40 = 2^96;
 // memory in bytes (an int64, under 2^63) times 1000 gives a term under
-// 2^50 × 2^63 × 2^10 = 2^123. Four terms sum under 2^125. priceOf
+// 2^50 × 2^63 × 2^10 = 2^123. Four terms sum under 2^125. Book.Price
 // saturates at 2^128-1 all the same.
 type Price struct{ Hi, Lo uint64 }
 
@@ -65,7 +65,11 @@ func (p Price) IsZero() bool { return p.Hi == 0 && p.Lo == 0 }
 // Rate is p rounded to the nano-dollar an hour (halves up), for display.
 func (p Price) Rate() money.Rate {
 	if p.Hi == 0 {
-		return money.Rate((p.Lo + priceDen/2) / priceDen)
+		q := p.Lo / priceDen
+		if p.Lo%priceDen >= priceDen/2 {
+			q++
+		}
+		return money.Rate(q) // below 2^64 / priceDen
 	}
 	q := roundDiv(p.Int(), big.NewInt(priceDen))
 	if !q.IsInt64() {

@@ -90,4 +90,9 @@ func TestWideMatchesBig(t *testing.T) {
 	if (Price{math.MaxUint64, math.MaxUint64}).Rate() != math.MaxInt64 {
 		t.Fatal("the largest price does not saturate its rate")
 	}
+	for _, p := range []Price{{Lo: math.MaxUint64}, {Lo: priceDen/2 - 1}, {Lo: priceDen / 2}, {Hi: 1}, {Hi: 1 << 20, Lo: 12345}} {
+		if got, want := p.Rate(), roundDiv(p.Int(), big.NewInt(priceDen)).Int64(); int64(got) != want {
+			t.Errorf("%v rounds to %d nano-dollars an hour, want %d", p.Int(), got, want)
+		}
+	}
 }
