@@ -223,7 +223,17 @@ func toEvent(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Even
 			return state.Event{}, fmt.Errorf("event for %s: start_time %s is later than this server's clock (%s) by more than %s",
 				e.AttemptRef, e.StartTime.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), maxClockSkew)
 		}
+		// An attempt cannot have started before its worker activated
+		// (this server's clock): a worker backdating a start would bill
+		// the project for time it never ran.
+		if act := time.Unix(0, inst.Activated); e.StartTime.Before(act) {
+			e.StartTime = act
+		}
 		ev.Start = e.StartTime.UnixNano()
+	}
+	// Nor can it have ended after this server heard of it.
+	if e.EndTime.After(now) {
+		e.EndTime = now
 	}
 	if e.Usage != nil {
 		// The attempt's wall time as the worker tells it, bounded by this
@@ -259,7 +269,7 @@ func toEvent(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Even
 		ev.Exit = int32(e.ExitCode)
 		ev.End = e.EndTime.UnixNano()
 		if e.EndTime.IsZero() {
-			ev.End = time.Now().UnixNano()
+			ev.End = now.UnixNano()
 		}
 	default:
 		return state.Event{}, fmt.Errorf("event for %s: kind %q is not started, usage or completed", e.AttemptRef, e.Kind)
