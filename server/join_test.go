@@ -105,9 +105,7 @@ func testJoinTokens(t *testing.T, cloud joinCloud) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	waitFor(t, "the leader's autoscaler to start", func() bool {
-		srv.autoscale.mu.Lock()
-		defer srv.autoscale.mu.Unlock()
-		return srv.autoscale.idleSince != nil
+		return srv.autoscaleStarted.Load()
 	})
 	placement := func(boot string) {
 		t.Helper()
@@ -121,7 +119,7 @@ func testJoinTokens(t *testing.T, cloud joinCloud) {
 	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Count: 16, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.autoscaleOnce(ctx, time.Now()); err != nil {
+	if err := srv.autoscaleOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	machines := map[string]state.MachineInfo{}
@@ -212,7 +210,7 @@ func testJoinTokens(t *testing.T, cloud joinCloud) {
 	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "more", Jobs: []api.JobSpec{{JobID: 1, Count: 8, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.autoscaleOnce(ctx, time.Now()); err != nil {
+	if err := srv.autoscaleOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var c string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -53,12 +54,12 @@ func (s *Server) runScheduler(ctx context.Context) {
 func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
 	cpu0, cpuOK := threadCPU()
-	v := s.state.SchedulingViewShared(start.UnixNano(), s.cfg.MaxPlacements, fairShares)
+	v := s.state.SchedulingViewShared(start.UnixNano(), s.cfg.MaxPlacements, leader.FairShares)
 	if len(v.Users) == 0 || len(v.Instances) == 0 {
 		s.waiting.set(nil)
 		return false, nil
 	}
-	in := schedulerInput(v, s.downClusters(v, start))
+	in := leader.SchedulerInput(v, s.downClusters(v, start))
 	decide := time.Now()
 	out := scheduler.Schedule(in)
 	s.metrics.decideSeconds.Observe(time.Since(decide).Seconds())
@@ -72,7 +73,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 	if out.Jobs == 0 {
 		return false, nil
 	}
-	res, err := s.raft.Apply(planOf(out, time.Now().UnixNano()))
+	res, err := s.raft.Apply(leader.PlanOf(out, time.Now().UnixNano()))
 	if err != nil {
 		return false, err
 	}

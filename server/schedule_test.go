@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -87,13 +88,13 @@ func TestAdapterCarriesEveryField(t *testing.T) {
 			{Batch: 5, First: 2, Count: 3, Attempt: 2, CPUMilli: 1000, Memory: 1 << 29},
 			{Batch: 5, First: 9, Count: 4, Attempt: 1, CPUMilli: 8000, Memory: 1 << 29},
 		}}}}
-	in := schedulerInput(v, nil)
+	in := leader.SchedulerInput(v, nil)
 	if in.MaxPlacements != 7 || fmt.Sprintf("%+v", in.Instances[0]) != fmt.Sprintf("%+v", v.Instances[0]) ||
 		fmt.Sprintf("%+v", in.Users[0].Runs) != fmt.Sprintf("%+v", v.Users[0].Runs) || in.Users[0].ReadyMilli != 9000 {
 		t.Fatalf("input %+v from view %+v", in, v)
 	}
 	out := scheduler.Schedule(in)
-	p := planOf(out, 42)
+	p := leader.PlanOf(out, 42)
 	if p.Now != 42 || len(p.Placements) != 1 || p.Placements[0] != (state.Placement{Batch: 5, First: 2, Count: 2, Attempt: 2, Instance: 3}) {
 		t.Fatalf("plan %+v", p)
 	}
@@ -121,7 +122,7 @@ func BenchmarkSchedulingRound(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingView(time.Now().UnixNano(), 20000), nil))
+		out := scheduler.Schedule(leader.SchedulerInput(s.SchedulingView(time.Now().UnixNano(), 20000), nil))
 		if out.Jobs != 10_000 {
 			b.Fatalf("placed %d", out.Jobs)
 		}
@@ -137,7 +138,7 @@ func BenchmarkSchedulingRoundFederated(b *testing.B) {
 	s := federatedLoad(b, 500, 2000, 50, 500, 5, 4)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, fairShares), nil))
+		out := scheduler.Schedule(leader.SchedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, leader.FairShares), nil))
 		if out.Jobs == 0 {
 			b.Fatal("placed nothing")
 		}
@@ -198,11 +199,11 @@ func BenchmarkSchedulingRoundFederatedBusy(b *testing.B) {
 	idx := uint64(1 << 20)
 	var placed []state.Placement
 	for {
-		out := scheduler.Schedule(schedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, fairShares), nil))
+		out := scheduler.Schedule(leader.SchedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, leader.FairShares), nil))
 		if out.Jobs == 0 {
 			break
 		}
-		p := planOf(out, 2)
+		p := leader.PlanOf(out, 2)
 		idx++
 		s.Apply(idx, p)
 		placed = append(placed, p.Placements...)
@@ -220,7 +221,7 @@ func BenchmarkSchedulingRoundFederatedBusy(b *testing.B) {
 	b.ResetTimer()
 	var runs int
 	for i := 0; i < b.N; i++ {
-		in := schedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, fairShares), nil)
+		in := leader.SchedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, leader.FairShares), nil)
 		runs = 0
 		for _, u := range in.Users {
 			runs += len(u.Runs)

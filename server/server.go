@@ -17,6 +17,7 @@ import (
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/httpapi"
 	"github.com/drover-sched/drover/server/joblogs"
+	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -39,16 +40,19 @@ type Server struct {
 	// retention is Config.Retention (tests shorten it while running).
 	retention atomic.Int64
 
-	metrics      *metrics
-	notify       *notifier
-	events       *eventBatcher
-	live         *liveness
-	waiting      waitingBook      // why the last round left jobs unplaced (leader)
-	autoscale    *autoscaleMemory // the leader's autoscaler between decisions
-	schedTrigger chan struct{}
-	keyringWake  chan struct{} // the gossip keyring in the state changed
-	spendWake    chan struct{} // a billing project with a limit started or ended an attempt
-	tls          *tlsSetup     // nil: plain HTTP and Raft
+	metrics   *metrics
+	notify    *notifier
+	events    *eventBatcher
+	live      *liveness
+	waiting   waitingBook        // why the last round left jobs unplaced (leader)
+	autoscale *leader.Autoscaler // the leader's autoscale round and what it remembers between decisions
+	// autoscaleStarted is set once this server's autoscaler has started
+	// leading (tests wait for it before driving rounds themselves).
+	autoscaleStarted atomic.Bool
+	schedTrigger     chan struct{}
+	keyringWake      chan struct{} // the gossip keyring in the state changed
+	spendWake        chan struct{} // a billing project with a limit started or ended an attempt
+	tls              *tlsSetup     // nil: plain HTTP and Raft
 
 	api      *httpapi.Server
 	httpSrv  *http.Server
@@ -108,11 +112,11 @@ func New(cfg *Config) (*Server, error) {
 		state:        state.New(),
 		notify:       newNotifier(),
 		live:         newLiveness(),
-		autoscale:    &autoscaleMemory{idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}},
 		schedTrigger: make(chan struct{}, 1),
 		keyringWake:  make(chan struct{}, 1),
 		spendWake:    make(chan struct{}, 1),
 	}
+	s.autoscale = s.newAutoscaler()
 	keys, err := loadSecrets(cfg, s.log)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -49,9 +50,9 @@ func TestUnplaceableWorkNeverBlocksPlaceable(t *testing.T) {
 			placeable := last.First + last.Count
 			b := h.CreateBatch(append(entries, state.JobEntry{First: placeable, Count: 1, Spec: small})...)
 
-			in := schedulerInput(h.S.SchedulingView(h.Now, maxJobs), nil)
+			in := leader.SchedulerInput(h.S.SchedulingView(h.Now, maxJobs), nil)
 			out := scheduler.Schedule(in)
-			res := h.Must(planOf(out, h.Tick())).(*state.PlanResult)
+			res := h.Must(leader.PlanOf(out, h.Tick())).(*state.PlanResult)
 			if res.Placed != 1 || h.JobState(b, placeable) != state.Running {
 				t.Fatalf("first round placed %d jobs; the placeable job %d is %v", res.Placed, placeable, h.JobState(b, placeable))
 			}
@@ -209,7 +210,7 @@ func TestSpendLimitIsWhyJobsWait(t *testing.T) {
 	// past it, clear of the float sums' rounding).
 	crossing := start + int64(10*time.Second) + int64(time.Millisecond)
 
-	in := schedulerInput(h.S.SchedulingView(crossing, 0), nil)
+	in := leader.SchedulerInput(h.S.SchedulingView(crossing, 0), nil)
 	out := scheduler.Schedule(in)
 	if out.Jobs != 0 {
 		t.Fatalf("placed %d jobs of a project at its limit", out.Jobs)
@@ -223,7 +224,7 @@ func TestSpendLimitIsWhyJobsWait(t *testing.T) {
 	if wt == nil || wt.Reason != "spend_limit" || wt.Message != "billing project default reached its spend limit of $10.00 (spent $10.00)" {
 		t.Fatalf("job 3 waits for %+v", wt)
 	}
-	if out := scheduler.Schedule(schedulerInput(h.S.SchedulingView(crossing-int64(time.Second), 0), nil)); out.Jobs != 4 {
+	if out := scheduler.Schedule(leader.SchedulerInput(h.S.SchedulingView(crossing-int64(time.Second), 0), nil)); out.Jobs != 4 {
 		t.Fatalf("a second before the crossing: placed %d, want 4", out.Jobs)
 	}
 }

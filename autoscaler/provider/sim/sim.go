@@ -206,6 +206,21 @@ func (c *Cloud) List(ctx context.Context) ([]provider.Instance, error) {
 	if err := c.call(now); err != nil {
 		return nil, err
 	}
+	return c.list(now), nil
+}
+
+// Machines is what List returns, as the machines themselves see it: not
+// an API call, so no rate limit and no injected error. A simulation's
+// workers boot and die by it; the autoscaler sees the cloud only through
+// List.
+func (c *Cloud) Machines() []provider.Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.list(c.opts.Clock.Now())
+}
+
+// list is every machine at now. Call with mu.
+func (c *Cloud) list(now time.Time) []provider.Instance {
 	out := make([]provider.Instance, 0, len(c.machines))
 	for _, name := range c.sortedNames() {
 		m := c.machines[name]
@@ -221,7 +236,7 @@ func (c *Cloud) List(ctx context.Context) ([]provider.Instance, error) {
 		}
 		out = append(out, inst)
 	}
-	return out, nil
+	return out
 }
 
 func (c *Cloud) sortedNames() []string {

@@ -1,0 +1,621 @@
+// Package sim is drover's discrete-event simulator: it runs the real
+// state machine (every command applied to a server/state.State, apply's
+// re-checks included), the real scheduling round (the leader's adapter
+// and the scheduler), and the leader's own autoscale round
+// (leader.Autoscaler: reconcile, plan, record, launch, delete) against the
+// simulated cloud (autoscaler/provider/sim), on a virtual clock. The
+// simulator itself plays only the parts outside drover: batches arriving,
+// the machines' workers joining, running their jobs for the workload's
+// durations and dying with their machines. A day runs in seconds; the
+// same seed runs the same day.
+//
+// drover bench autoscale and the simulation property tests call Run;
+// workloads are JSON files (testdata/ holds examples) or SyntheticDay.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/autoscaler"
+	simcloud "github.com/drover-sched/drover/autoscaler/provider/sim"
+	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/leader"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// Options shape a run. DefaultOptions gives the leader's timings.
+type Options struct {
+	// Seed seeds the simulated cloud (spot reclaims, injected errors).
+	Seed uint64
+	// Step is the virtual time between two steps; each step delivers
+	// arrivals and completions, joins booted machines' workers and runs
+	// one scheduling round.
+	Step time.Duration
+	// AutoscaleEvery is the leader's autoscale interval.
+	AutoscaleEvery time.Duration
+	// MaxPlacements bounds one scheduling round, as the server's setting.
+	MaxPlacements int
+	// Trace, when set, gets a line about the fleet every TraceEvery.
+	Trace      io.Writer
+	TraceEvery time.Duration
+	// Check applies every command as the state harness does: encoded and
+	// decoded as the Raft log carries it, the state's invariants checked
+	// after each (slower; the tests set it).
+	Check bool
+	// Log gets the leader loop's log (nil: discarded).
+	Log *slog.Logger
+}
+
+// DefaultOptions steps every 5 s of virtual time and decides every 15 s,
+// as the leader's autoscaler does by default.
+func DefaultOptions() Options {
+	return Options{Seed: 1, Step: 5 * time.Second, AutoscaleEvery: 15 * time.Second, MaxPlacements: 20000}
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if o.Step <= 0 || o.AutoscaleEvery <= 0 || o.MaxPlacements <= 0 {
+		return fmt.Errorf("sim: step, autoscale interval and max placements must be positive (got %s, %s, %d)", o.Step, o.AutoscaleEvery, o.MaxPlacements)
+	}
+	if o.Trace != nil && o.TraceEvery <= 0 {
+		return fmt.Errorf("sim: a trace needs a positive interval (got %s)", o.TraceEvery)
+	}
+	return nil
+}
+
+// Result is what a run cost and what it saw.
+type Result struct {
+	Bench   string `json:"bench"`
+	Batches int    `json:"batches"`
+	Jobs    int    `json:"jobs"`
+	Seed    uint64 `json:"seed"`
+	// CostUSD is what the cloud billed; LowerBoundUSD the workload's
+	// core-seconds at the cheapest price per core-second.
+	CostUSD       float64 `json:"cost_usd"`
+	LowerBoundUSD float64 `json:"lower_bound_usd"`
+	CostRatio     float64 `json:"cost_ratio"`
+	// MakespanHours: from the first arrival to the last completion.
+	MakespanHours float64 `json:"makespan_h"`
+	// Utilization: busy core-hours over paid core-hours.
+	Utilization float64 `json:"utilization"`
+	// CapViolations counts steps at which what the cloud bills passed the
+	// node or spend cap (must be 0).
+	CapViolations int `json:"cap_violations"`
+	// CapacityLimitedLaunches counts machines a decision launched of a
+	// config still marked capacity-limited (must be 0).
+	CapacityLimitedLaunches int                `json:"capacity_limited_launches"`
+	MachinesLaunched        int                `json:"machines_launched"`
+	CapacityRefusals        int                `json:"capacity_refusals"`
+	SpotReclaimed           int                `json:"spot_reclaimed"`
+	PeakSpendPerHour        float64            `json:"peak_spend_per_hour"`
+	PeakNodes               int                `json:"peak_nodes"`
+	CostByConfig            map[string]float64 `json:"cost_by_config"`
+	// AutoscaleRoundErrors counts autoscale rounds that ended early on a
+	// cloud error (an injected failure, the rate limit), as a leader's
+	// would, to be retried at the next.
+	AutoscaleRoundErrors int `json:"autoscale_round_errors"`
+	// JobRecords holds every job's times, in batch and job order (for
+	// queue-wait reports).
+	JobRecords []JobRecord `json:"-"`
+}
+
+// JobRecord is one job's life in virtual time, as the state's
+// transitions told it.
+type JobRecord struct {
+	Batch uint64
+	Job   uint32
+	User  string
+	// Submitted: its batch arrived. Ready: it first became Ready.
+	// Started: its last attempt was placed. Ended: it reached a final
+	// state. Attempts counts its placements (a reclaimed machine's jobs
+	// run again).
+	Submitted, Ready, Started, Ended time.Time
+	Attempts                         int
+}
+
+// Wait is how long the job waited from Ready to its last attempt's
+// start.
+func (r *JobRecord) Wait() time.Duration { return r.Started.Sub(r.Ready) }
+
+// start is the virtual time a run begins at.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is the virtual clock every part reads.
+type clock struct{ t time.Time }
+
+// Now is the virtual time.
+func (c *clock) Now() time.Time { return c.t }
+
+type attemptKey struct {
+	b   uint64
+	j   uint32
+	att uint16
+}
+
+type runningJob struct {
+	inst uint32
+	cpu  int64
+	end  time.Time
+}
+
+type jobKey struct {
+	b uint64
+	j uint32
+}
+
+// run is one simulation's world.
+type run struct {
+	w     *Workload
+	opts  Options
+	clk   *clock
+	st    *state.State
+	index uint64
+	cloud *simcloud.Cloud
+	auto  *leader.Autoscaler
+	// The workers' side: what each job runs for, what runs where, what
+	// each instance was handed, and when each worker was last heard.
+	durations map[uint64][]time.Duration
+	cpus      map[uint64][]int64
+	running   map[attemptKey]runningJob
+	known     map[uint32][]state.AttemptID
+	joined    map[string]uint32
+	dead      map[uint32]bool
+	heard     map[uint32]time.Time
+	records   map[jobKey]*JobRecord
+	marked    int
+	check     func(c state.Command) (state.Command, error)
+}
+
+// Run simulates the workload and reports what it cost. The error is a
+// command the state refused that the simulation relies on (a bug), a
+// workload that does not finish within 72 hours of its last arrival, or
+// ctx's.
+func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if len(w.Batches) == 0 {
+		return nil, errors.New("sim: the workload has no batches")
+	}
+	if w.Settings == nil {
+		w.Settings = &Settings{}
+	}
+	r := &run{w: w, opts: opts, clk: &clock{t: start}, st: state.New(), durations: map[uint64][]time.Duration{}, cpus: map[uint64][]int64{},
+		running: map[attemptKey]runningJob{}, known: map[uint32][]state.AttemptID{}, joined: map[string]uint32{}, dead: map[uint32]bool{}, heard: map[uint32]time.Time{},
+		records: map[jobKey]*JobRecord{}}
+	r.st.SetHooks(state.Hooks{Transition: r.transition})
+	if opts.Check {
+		r.check = func(c state.Command) (state.Command, error) {
+			data, err := state.Encode(c)
+			if err != nil {
+				return nil, fmt.Errorf("encode %T: %w", c, err)
+			}
+			return state.Decode(data)
+		}
+	}
+	cheapest, err := r.setUp()
+	if err != nil {
+		return nil, err
+	}
+	r.cloud = simcloud.New(simcloud.Options{Clock: r.clk, Seed: opts.Seed, BootDelay: time.Duration(w.Boot), Capacity: w.Capacity, SpotReclaimsPerHour: w.Reclaims,
+		ErrorRate: w.ErrorRate, RequestsPerMinute: w.RequestsPerMinute})
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// The leader's own autoscale round, on the virtual clock, applying to
+	// this state.
+	r.auto = leader.NewAutoscaler(leader.AutoscalerConfig{Clock: r.clk, State: r.st, Apply: r.apply, Heard: r.heardFrom, Provider: r.cloud,
+		WorkerSecret: "sim worker secret", Deployment: "sim", MissingGrace: time.Minute, MemoryStep: 256 << 20, Log: log,
+		Decided: r.decided})
+	return r.loop(ctx, cheapest)
+}
+
+// apply applies a command as the leader's Raft node does: the next index,
+// an *state.ApplyError as the error.
+func (r *run) apply(c state.Command) (any, error) {
+	if r.check != nil {
+		dec, err := r.check(c)
+		if err != nil {
+			return nil, err
+		}
+		c = dec
+	}
+	r.index++
+	res := r.st.Apply(r.index, c)
+	if r.opts.Check {
+		if err := r.st.CheckInvariants(); err != nil {
+			return nil, fmt.Errorf("after %T at %s: %w", c, r.clk.t.Sub(start), err)
+		}
+	}
+	if err, ok := res.(*state.ApplyError); ok {
+		return nil, fmt.Errorf("%T: %w", c, err)
+	}
+	return res, nil
+}
+
+// transition records a job's times (the state's hook: it holds the
+// state's lock, so it only writes down).
+func (r *run) transition(_, batch uint64, job uint32, _, to state.JobState) {
+	rec := r.records[jobKey{batch, job}]
+	if rec == nil {
+		return
+	}
+	now := r.clk.t
+	switch {
+	case to == state.Ready && rec.Ready.IsZero():
+		rec.Ready = now
+	case to == state.Running:
+		rec.Started = now
+		rec.Attempts++
+	case to.Final():
+		rec.Ended = now
+	}
+}
+
+// heardFrom is when an instance's worker last synced: every step while
+// its machine lives.
+func (r *run) heardFrom(inst uint32) (time.Time, bool) {
+	t, ok := r.heard[inst]
+	return t, ok
+}
+
+// decided counts the machines a decision launches of configs still
+// marked capacity-limited.
+func (r *run) decided(in *autoscaler.Input, out *autoscaler.Output) {
+	for _, l := range out.Launches {
+		for _, mk := range in.Marks {
+			if mk.Config == l.Config && in.Now.Before(mk.Until) {
+				r.marked += l.Count
+			}
+		}
+	}
+}
+
+// setUp bootstraps the state, the clusters, the autoscaler's settings and
+// configs, and the workload's users; it returns the cheapest price per
+// core-hour.
+func (r *run) setUp() (float64, error) {
+	now := r.clk.t.UnixNano()
+	if _, err := r.apply(&state.Bootstrap{Now: now, Admin: "root", TokenHash: "h", DefaultProject: "default"}); err != nil {
+		return 0, err
+	}
+	w, set := r.w, r.w.Settings
+	clusters := w.Clusters
+	if len(clusters) == 0 {
+		clusters = []Cluster{{Name: "sim", Region: "us-central1"}}
+	}
+	cfg := &state.ApplyPlacement{Now: now}
+	for _, c := range clusters {
+		cfg.Clusters = append(cfg.Clusters, state.Cluster{Name: c.Name, Region: c.Region})
+	}
+	cfg.Autoscaler = &state.Autoscaler{Enabled: true, Strategy: set.Strategy, MaxNodes: set.MaxNodes, MaxPerHour: set.MaxPerHour, MaxAddsPerMinute: set.MaxAddsPerMinute,
+		IdleTimeout: int64(set.IdleTimeout), BootTimeout: int64(10 * time.Minute), Window: int64(150 * time.Second), Consolidate: !set.NoConsolidate}
+	cheapest := math.Inf(1)
+	for _, c := range w.Configs {
+		mem, err := units.ParseBytes(c.Memory)
+		if err != nil {
+			return 0, fmt.Errorf("config %s: %w", c.Name, err)
+		}
+		cluster := c.Cluster
+		if cluster == "" {
+			cluster = clusters[0].Name
+		}
+		cfg.LaunchConfigs = append(cfg.LaunchConfigs, state.LaunchConfig{Name: c.Name, Cluster: cluster, MachineType: c.MachineType, Zone: c.Zone, Spot: c.Spot,
+			CPUMilli: int64(c.CPU * 1000), Memory: mem, PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes})
+		cheapest = min(cheapest, c.PricePerHour/c.CPU)
+	}
+	if _, err := r.apply(cfg); err != nil {
+		return 0, err
+	}
+	users := map[string]bool{}
+	for _, b := range w.Batches {
+		if users[b.User] {
+			continue
+		}
+		users[b.User] = true
+		if _, err := r.apply(&state.CreateUser{Now: now, Name: b.User, TokenHash: "h-" + b.User}); err != nil {
+			return 0, err
+		}
+		if _, err := r.apply(&state.SetMember{Project: "default", User: b.User, Member: true}); err != nil {
+			return 0, err
+		}
+	}
+	return cheapest, nil
+}
+
+// loop steps the virtual clock until every job is done and every machine
+// deleted.
+func (r *run) loop(ctx context.Context, cheapest float64) (*Result, error) {
+	batches := slices.Clone(r.w.Batches)
+	slices.SortStableFunc(batches, func(x, y Batch) int { return int(x.At - y.At) })
+	set := r.w.Settings
+	var busyCoreSec float64
+	totalJobs, next, done, roundErrors := 0, 0, 0, 0
+	var first, last, lastScale time.Time
+	var peakSpend float64
+	peakNodes, violations := 0, 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		now := r.clk.t
+		for next < len(batches) && !start.Add(time.Duration(batches[next].At)).After(now) {
+			cores, n, err := r.arrive(&batches[next], now)
+			if err != nil {
+				return nil, err
+			}
+			next++
+			busyCoreSec += cores
+			totalJobs += n
+			if first.IsZero() {
+				first = now
+			}
+		}
+		n, err := r.complete(now)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			done += n
+			last = now
+		}
+		if err := r.machines(now); err != nil {
+			return nil, err
+		}
+		// The leader's autoscale round. A round a cloud error cut short is
+		// retried at the next, as on a server.
+		if now.Sub(lastScale) >= r.opts.AutoscaleEvery {
+			lastScale = now
+			if err := r.auto.Round(ctx); err != nil {
+				var ae *state.ApplyError
+				if errors.As(err, &ae) || ctx.Err() != nil {
+					return nil, fmt.Errorf("autoscale round at %s: %w", now.Sub(start), err)
+				}
+				roundErrors++
+			}
+		}
+		if err := r.schedule(now); err != nil {
+			return nil, err
+		}
+		if r.opts.Trace != nil && now.Sub(start)%r.opts.TraceEvery < r.opts.Step {
+			r.trace(now)
+		}
+		// The caps, as the cloud bills.
+		cs := r.cloud.Stats()
+		peakSpend, peakNodes = max(peakSpend, cs.SpendRate), max(peakNodes, cs.Live)
+		if (set.MaxPerHour > 0 && cs.SpendRate > set.MaxPerHour+1e-9) || (set.MaxNodes > 0 && int64(cs.Live) > set.MaxNodes) {
+			violations++
+		}
+		if next == len(batches) && done == totalJobs && cs.Live == 0 {
+			break
+		}
+		if now.Sub(start) > time.Duration(batches[len(batches)-1].At)+72*time.Hour {
+			return nil, fmt.Errorf("sim: the workload did not finish within 72 hours of its last arrival (%d of %d jobs done)", done, totalJobs)
+		}
+		r.clk.t = now.Add(r.opts.Step)
+	}
+	cs := r.cloud.Stats()
+	lower := busyCoreSec / 3600 * cheapest
+	res := &Result{Bench: "autoscale-sim", Batches: len(batches), Jobs: totalJobs, Seed: r.opts.Seed,
+		CostUSD: round(cs.Cost, 2), LowerBoundUSD: round(lower, 2), CostRatio: round(cs.Cost/lower, 3),
+		MakespanHours: round(last.Sub(first).Hours(), 3), Utilization: round(busyCoreSec/max(cs.CoreHours*3600, 1), 3),
+		CapViolations: violations, CapacityLimitedLaunches: r.marked, MachinesLaunched: cs.Launched, CapacityRefusals: cs.Refusals, SpotReclaimed: cs.Reclaimed,
+		PeakSpendPerHour: round(peakSpend, 2), PeakNodes: peakNodes, CostByConfig: map[string]float64{}, AutoscaleRoundErrors: roundErrors}
+	for k, v := range cs.CostByConfig {
+		res.CostByConfig[k] = round(v, 2)
+	}
+	for _, rec := range r.records {
+		res.JobRecords = append(res.JobRecords, *rec)
+	}
+	slices.SortFunc(res.JobRecords, func(x, y JobRecord) int {
+		if x.Batch != y.Batch {
+			return int(x.Batch) - int(y.Batch)
+		}
+		return int(x.Job) - int(y.Job)
+	})
+	return res, nil
+}
+
+// arrive submits a batch; it returns its core-seconds of work and its
+// number of jobs.
+func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
+	var entries []state.JobEntry
+	var durs []time.Duration
+	var cs []int64
+	var coreSec float64
+	id := uint32(1)
+	for _, j := range b.Jobs {
+		mem, err := units.ParseBytes(j.Memory)
+		if err != nil {
+			return 0, 0, fmt.Errorf("a job of %s's batch at %s: %w", b.User, time.Duration(b.At), err)
+		}
+		n := max(j.Count, 1)
+		sp := &state.Spec{Name: "j", Array: n > 1, Command: []string{"true"}, CPUMilli: int64(j.CPU * 1000), Memory: mem}
+		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
+		for k := 0; k < n; k++ {
+			durs = append(durs, time.Duration(j.Duration))
+			cs = append(cs, sp.CPUMilli)
+			coreSec += j.CPU * time.Duration(j.Duration).Seconds()
+		}
+		id += uint32(n)
+	}
+	// The records exist before the batch does, so its first transitions
+	// are seen: the next batch ID is the one the state gives.
+	bid := uint64(len(r.durations) + 1)
+	for k := range durs {
+		r.records[jobKey{bid, uint32(k + 1)}] = &JobRecord{Batch: bid, Job: uint32(k + 1), User: b.User, Submitted: now}
+	}
+	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: "default", Name: "sim", Jobs: entries})
+	if err != nil {
+		return 0, 0, err
+	}
+	if got := res.(*state.UpdateResult).Batch; got != bid {
+		return 0, 0, fmt.Errorf("sim: the state numbered batch %d as %d", bid, got)
+	}
+	// A job with no parents (every workload job) is Ready as its batch is
+	// made, without a transition.
+	for k := range durs {
+		if rec := r.records[jobKey{bid, uint32(k + 1)}]; rec.Ready.IsZero() {
+			rec.Ready = now
+		}
+	}
+	r.durations[bid], r.cpus[bid] = durs, cs
+	return coreSec, len(durs), nil
+}
+
+// complete reports the jobs whose time is up as their workers do: one
+// Events entry. It returns how many ended.
+func (r *run) complete(now time.Time) (int, error) {
+	var evs []state.Event
+	for k, j := range r.running {
+		if !j.end.After(now) {
+			evs = append(evs, state.Event{Instance: j.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeSuccess, Start: j.end.UnixNano(), End: j.end.UnixNano()})
+		}
+	}
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	slices.SortFunc(evs, func(x, y state.Event) int {
+		if x.Batch != y.Batch {
+			return int(x.Batch) - int(y.Batch)
+		}
+		return int(x.Job) - int(y.Job)
+	})
+	if _, err := r.apply(&state.Events{Now: now.UnixNano(), Events: evs}); err != nil {
+		return 0, err
+	}
+	for _, e := range evs {
+		delete(r.running, attemptKey{e.Batch, e.Job, e.Attempt})
+		r.known[e.Instance] = slices.DeleteFunc(r.known[e.Instance], func(x state.AttemptID) bool { return x.Batch == e.Batch && x.Job == e.Job })
+	}
+	return len(evs), nil
+}
+
+// machines plays the machines: a booted one's worker joins with the join
+// token its launch gave it (apply checks it), a live worker is heard
+// from, and a reclaimed machine's worker dies with what it ran (the
+// leader's autoscale round finds the machine gone and its jobs run
+// again).
+func (r *run) machines(now time.Time) error {
+	var byID map[string]*state.Machine
+	var regions map[string]string
+	for _, in := range r.cloud.Machines() {
+		inst, joined := r.joined[in.Name]
+		switch {
+		case in.Preempted:
+			if !joined || inst == 0 {
+				continue
+			}
+			for k, j := range r.running {
+				if j.inst == inst {
+					delete(r.running, k)
+				}
+			}
+			delete(r.known, inst)
+			delete(r.heard, inst)
+			r.joined[in.Name], r.dead[inst] = 0, true
+		case joined:
+			if inst != 0 {
+				r.heard[inst] = now
+			}
+		case in.Running:
+			if byID == nil {
+				// Read once a step, and only when a worker joins.
+				st := r.st.AutoscaleState()
+				byID, regions = map[string]*state.Machine{}, map[string]string{}
+				for i := range st.Machines {
+					byID[st.Machines[i].ID] = &st.Machines[i]
+				}
+				for _, c := range st.Clusters {
+					regions[c.Name] = c.Region
+				}
+			}
+			m := byID[in.Name]
+			if m == nil || m.State != state.MachineLaunching {
+				continue
+			}
+			tok := r.cloud.JoinToken(in.Name)
+			res, err := r.apply(&state.Activate{Now: now.UnixNano(), Name: in.Name, NodeID: in.Name, CPUMilli: m.CPUMilli, Memory: m.Memory,
+				TokenHash: token.Hash("instance " + in.Name), Region: regions[m.Cluster], Cluster: m.Cluster, Pool: m.Pool, Machine: in.Name, JoinHash: token.Hash(tok)})
+			if err != nil {
+				return fmt.Errorf("machine %s's worker joins: %w", in.Name, err)
+			}
+			id := res.(*state.ActivateResult).Instance
+			r.joined[in.Name], r.heard[id] = id, now
+		}
+	}
+	return nil
+}
+
+// schedule runs the leader's scheduling round: the state's view, the
+// leader's adapter, the scheduler, the plan through apply; the workers
+// then take what they were handed.
+func (r *run) schedule(now time.Time) error {
+	v := r.st.SchedulingViewShared(now.UnixNano(), r.opts.MaxPlacements, leader.FairShares)
+	if len(v.Users) == 0 || len(v.Instances) == 0 {
+		return nil
+	}
+	out := scheduler.Schedule(leader.SchedulerInput(v, nil))
+	if out.Jobs == 0 {
+		return nil
+	}
+	p := leader.PlanOf(out, now.UnixNano())
+	if _, err := r.apply(p); err != nil {
+		return err
+	}
+	touched := map[uint32]bool{}
+	for _, pl := range p.Placements {
+		touched[pl.Instance] = true
+	}
+	for _, inst := range slices.Sorted(maps.Keys(touched)) {
+		if r.dead[inst] {
+			// Its machine was reclaimed: no worker takes what it was
+			// handed; the autoscale round finds the machine gone and
+			// the jobs run again.
+			continue
+		}
+		wv := r.st.WorkerView(inst, r.known[inst])
+		for _, as := range wv.Assign {
+			r.known[inst] = append(r.known[inst], as.AttemptID)
+			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = runningJob{inst: inst, cpu: r.cpus[as.Batch][as.Job-1], end: now.Add(r.durations[as.Batch][as.Job-1])}
+		}
+	}
+	return nil
+}
+
+// trace prints the fleet: machines, spend, cores busy, free and waiting.
+func (r *run) trace(now time.Time) {
+	var busy int64
+	for _, j := range r.running {
+		busy += j.cpu
+	}
+	var free int64
+	for _, f := range r.st.AutoscaleState().Free {
+		free += f.CPUMilli
+	}
+	var ready int64
+	for _, u := range r.st.AutoscaleDemand(1<<50, leader.FairShares, 0).Users {
+		for _, sh := range u.Shapes {
+			ready += sh.CPUMilli * sh.Count
+		}
+	}
+	cs := r.cloud.Stats()
+	_, _ = fmt.Fprintf(r.opts.Trace, "%6.2fh  machines %3d  $%6.2f/h  busy %5.0f  free %5.0f  waiting %6.0f cores\n",
+		now.Sub(start).Hours(), cs.Live, cs.SpendRate, float64(busy)/1000, float64(free)/1000, float64(ready)/1000)
+}
+
+func round(f float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(f*p) / p
+}

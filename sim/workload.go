@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+)
+
+// Workload is what a simulation runs: batches arriving over time, the
+// clusters and the cloud's launch configs, and the autoscaler's settings.
+// It is read from JSON (ReadWorkload; testdata/*.json are examples) or
+// made by SyntheticDay.
+type Workload struct {
+	Batches []Batch `json:"batches"`
+	// Clusters the machines go to (none: one, "sim" in us-central1).
+	Clusters []Cluster `json:"clusters,omitempty"`
+	Configs  []Config  `json:"configs,omitempty"`
+	Settings *Settings `json:"settings,omitempty"`
+	// Capacity bounds each config's machines at once (absent: none).
+	Capacity map[string]int `json:"capacity,omitempty"`
+	Boot     Duration       `json:"boot_delay,omitempty"`
+	Reclaims float64        `json:"spot_reclaims_per_hour,omitempty"`
+	// ErrorRate and RequestsPerMinute: the cloud's injected API errors
+	// and request rate limit.
+	ErrorRate         float64 `json:"api_error_rate,omitempty"`
+	RequestsPerMinute int     `json:"requests_per_minute,omitempty"`
+}
+
+// Batch is one user's batch arriving at a time after the start.
+type Batch struct {
+	At   Duration `json:"at"`
+	User string   `json:"user"`
+	Jobs []Job    `json:"jobs"`
+}
+
+// Job is a job (or Count alike) of a batch: its size and how long it
+// runs once placed.
+type Job struct {
+	CPU      float64  `json:"cpu"`
+	Memory   string   `json:"memory"`
+	Duration Duration `json:"duration"`
+	Count    int      `json:"count,omitempty"`
+}
+
+// Cluster is a cluster the autoscaler launches machines into.
+type Cluster struct {
+	Name   string `json:"name"`
+	Region string `json:"region"`
+}
+
+// Config is a launch config of the simulated cloud.
+type Config struct {
+	Name string `json:"name"`
+	// Cluster it launches into (empty: the first).
+	Cluster      string  `json:"cluster,omitempty"`
+	MachineType  string  `json:"machine_type"`
+	Zone         string  `json:"zone"`
+	Spot         bool    `json:"spot,omitempty"`
+	CPU          float64 `json:"cpu"`
+	Memory       string  `json:"memory"`
+	PricePerHour float64 `json:"price_per_hour"`
+	MaxNodes     int64   `json:"max_nodes,omitempty"`
+}
+
+// Settings are the autoscaler's caps and timings.
+type Settings struct {
+	MaxNodes         int64    `json:"max_nodes,omitempty"`
+	MaxPerHour       float64  `json:"max_per_hour,omitempty"`
+	MaxAddsPerMinute int64    `json:"max_adds_per_minute,omitempty"`
+	IdleTimeout      Duration `json:"idle_timeout,omitempty"`
+	Strategy         string   `json:"strategy,omitempty"`
+	NoConsolidate    bool     `json:"no_consolidate,omitempty"`
+}
+
+// Duration reads "90s" or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON reads "90s" or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return errors.New("a duration is a string such as \"90s\" or a number of seconds")
+	}
+	*d = Duration(f * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the duration as Go prints it ("1m30s").
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// ReadWorkload reads a workload file; what it leaves out (configs,
+// settings, boot delay) is the synthetic day's.
+func ReadWorkload(path string) (*Workload, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read workload: %w", err)
+	}
+	var w Workload
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(w.Batches) == 0 {
+		return nil, fmt.Errorf("%s: no batches", path)
+	}
+	def := SyntheticDay(1, time.Hour)
+	if len(w.Configs) == 0 {
+		w.Configs, w.Capacity, w.Reclaims = def.Configs, def.Capacity, def.Reclaims
+	}
+	if w.Settings == nil {
+		w.Settings = def.Settings
+	}
+	if w.Boot == 0 {
+		w.Boot = def.Boot
+	}
+	return &w, nil
+}
+
+// SyntheticDay is a day of 20 users' scatter batches arriving in a daily
+// wave (4 an hour at midnight, 12 at midday): each batch 10 to 100 jobs
+// of one size (1, 2, 4 or 8 cores, 2 GiB a core) whose durations spread
+// around the batch's own mean (10 to 90 minutes, log-normal, σ 0.25), as
+// the shards of one genomics step do. About 1,400 cores are busy on
+// average and 2,100 at the peak. The cloud's cheapest machines are spot
+// 32-core ones, 50 a zone in two zones, reclaimed about once in 20 hours
+// each; on-demand ones cost three times as much.
+func SyntheticDay(seed uint64, length time.Duration) *Workload {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	w := &Workload{Boot: Duration(90 * time.Second), Reclaims: 0.05,
+		Settings: &Settings{MaxNodes: 150, MaxPerHour: 120, MaxAddsPerMinute: 40, IdleTimeout: Duration(2 * time.Minute)},
+		// Prices are per core, alike in every size (as GCE's are).
+		Configs: []Config{
+			{Name: "n2-8-spot-a", MachineType: "n2-standard-8", Zone: "us-central1-a", Spot: true, CPU: 8, Memory: "32GiB", PricePerHour: 0.1175},
+			{Name: "n2-16-spot-a", MachineType: "n2-standard-16", Zone: "us-central1-a", Spot: true, CPU: 16, Memory: "64GiB", PricePerHour: 0.235},
+			{Name: "n2-32-spot-a", MachineType: "n2-standard-32", Zone: "us-central1-a", Spot: true, CPU: 32, Memory: "128GiB", PricePerHour: 0.47},
+			{Name: "n2-8-spot-b", MachineType: "n2-standard-8", Zone: "us-central1-b", Spot: true, CPU: 8, Memory: "32GiB", PricePerHour: 0.1225},
+			{Name: "n2-32-spot-b", MachineType: "n2-standard-32", Zone: "us-central1-b", Spot: true, CPU: 32, Memory: "128GiB", PricePerHour: 0.49},
+			{Name: "n2-8-a", MachineType: "n2-standard-8", Zone: "us-central1-a", CPU: 8, Memory: "32GiB", PricePerHour: 0.3875},
+			{Name: "n2-32-a", MachineType: "n2-standard-32", Zone: "us-central1-a", CPU: 32, Memory: "128GiB", PricePerHour: 1.55},
+		},
+		// Spot capacity: 3,200 cores in each zone, in machines of any size.
+		Capacity: map[string]int{"n2-8-spot-a": 400, "n2-16-spot-a": 200, "n2-32-spot-a": 100, "n2-8-spot-b": 400, "n2-32-spot-b": 100}}
+	var t time.Duration
+	for {
+		day := math.Mod(t.Hours(), 24)
+		rate := 4 - 2*math.Cos(2*math.Pi*day/24)
+		t += time.Duration(rng.ExpFloat64() / rate * float64(time.Hour))
+		if t >= length {
+			break
+		}
+		cores := []float64{1, 2, 4, 8}[rng.IntN(4)]
+		n := 10 + rng.IntN(91)
+		mean := 10 + rng.Float64()*80
+		b := Batch{At: Duration(t), User: fmt.Sprintf("user%02d", rng.IntN(20))}
+		for i := 0; i < n; i++ {
+			d := time.Duration(mean * math.Exp(0.25*rng.NormFloat64()) * float64(time.Minute))
+			b.Jobs = append(b.Jobs, Job{CPU: cores, Memory: fmt.Sprintf("%dGiB", int(cores)*2), Duration: Duration(d.Round(time.Second))})
+		}
+		w.Batches = append(w.Batches, b)
+	}
+	return w
+}
