@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,4 +98,117 @@ func checkRecords(res *Result) error {
 		}
 	}
 	return nil
+}
+
+// TestWorkloadFiles runs every workload in testdata/ with every command
+// encoded and decoded as the Raft log carries it and the state's
+// invariants checked after each: each finishes within the caps, every
+// job's record is in order, and a second run gives the same result.
+func TestWorkloadFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no workloads in testdata/ (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			w, err := ReadWorkload(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := DefaultOptions()
+			opts.Check = true
+			res, err := Run(context.Background(), w, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.CapViolations != 0 || res.CapacityLimitedLaunches != 0 || res.Jobs == 0 {
+				t.Fatalf("%+v", res)
+			}
+			if err := checkRecords(res); err != nil {
+				t.Fatal(err)
+			}
+			again, err := Run(context.Background(), w, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(res, again) {
+				t.Fatalf("the same workload and seed ran two ways:\n%+v\n%+v", res, again)
+			}
+		})
+	}
+}
+
+// TestReclaimedMachinesJobsRunAgain: spot machines reclaimed under their
+// jobs. The simulator only kills the machines' workers; the leader's
+// autoscale round finds the machines gone (MachineGone), the state puts
+// their jobs back to Ready, and they run again elsewhere. A copy of the
+// loop that forgot reclaimed machines would leave those jobs running on
+// dead instances and the run would never finish.
+func TestReclaimedMachinesJobsRunAgain(t *testing.T) {
+	w, err := ReadWorkload("testdata/reclaims.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), w, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := 0
+	for _, r := range res.JobRecords {
+		if r.Attempts > 1 {
+			again++
+		}
+	}
+	if res.SpotReclaimed == 0 || again == 0 {
+		t.Fatalf("%d machines reclaimed, %d jobs ran again: the workload should reclaim machines under their jobs", res.SpotReclaimed, again)
+	}
+	t.Logf("%d machines reclaimed, %d of %d jobs ran again", res.SpotReclaimed, again, res.Jobs)
+}
+
+// TestTwoClusters: a workload's clusters and configs are data; machines go
+// to both clusters, and spot capacity refused in both sends the rest to
+// on-demand.
+func TestTwoClusters(t *testing.T) {
+	w, err := ReadWorkload("testdata/two-clusters.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), w, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []string{"central-8-spot", "east-8-spot", "east-8"} {
+		if res.CostByConfig[cfg] == 0 {
+			t.Errorf("no machine of %s ran: %v", cfg, res.CostByConfig)
+		}
+	}
+	if res.CapacityRefusals == 0 {
+		t.Errorf("the cloud refused no launch for capacity: %+v", res)
+	}
+}
+
+// TestTimeDecisions: the decision bench plans machines for its backlog.
+func TestTimeDecisions(t *testing.T) {
+	res, err := TimeDecisions(5000, 20, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MachinesPlanned == 0 || res.DecisionP50 <= 0 {
+		t.Fatalf("%+v", res)
+	}
+	if _, err := TimeDecisions(0, 1, 1, 1); err == nil {
+		t.Fatal("no jobs: want an error")
+	}
+}
+
+// TestOptionsValidate names what is wrong.
+func TestOptionsValidate(t *testing.T) {
+	o := DefaultOptions()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o.Step = 0
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "step") {
+		t.Fatalf("step 0: %v", err)
+	}
 }
