@@ -58,10 +58,11 @@ func randomWorkload(rng *rand.Rand) *Workload {
 
 // TestSimulatedCloudProperties runs random workloads through the real
 // state machine, scheduler and the leader's autoscale round against the
-// simulated cloud: the spend and node caps are never exceeded at any step
-// (as the cloud bills), no decision launches a config still
-// capacity-limited, every job finishes, and every job's record is in
-// order. (The planner alone is checked over 5,000 random rounds in
+// simulated cloud, every command encoded and decoded as the Raft log
+// carries it and the state's invariants checked after each: the spend
+// and node caps are never exceeded at any step (as the cloud bills), no
+// decision launches a config still capacity-limited, every job finishes,
+// and every job's record is in order. (The planner alone is checked over 5,000 random rounds in
 // autoscaler.TestPlanProperties, cheapest choice included.)
 func TestSimulatedCloudProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -72,7 +73,7 @@ func TestSimulatedCloudProperties(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		w := randomWorkload(rng)
 		opts := DefaultOptions()
-		opts.Seed = uint64(i)
+		opts.Seed, opts.Check = uint64(i), true
 		res, err := Run(context.Background(), w, opts)
 		if err != nil {
 			t.Fatalf("workload %d: %v", i, err)
