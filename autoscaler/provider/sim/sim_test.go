@@ -84,3 +84,27 @@ func TestCloudSpotReclaimsErrorsAndRateLimit(t *testing.T) {
 		t.Fatalf("error rate 1: %v", err)
 	}
 }
+
+// TestMachinesIsNoAPICall: what the machines see (Machines) is what List
+// says, without spending the rate limit or drawing an injected error.
+func TestMachinesIsNoAPICall(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := New(Options{Clock: clk, Seed: 1, BootDelay: time.Minute, RequestsPerMinute: 2})
+	ctx := context.Background()
+	if _, err := c.Launch(ctx, req("r1", autoscaler.LaunchConfig{Name: "m", PricePerHour: 1}, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(2 * time.Minute)
+	for range 10 {
+		if ms := c.Machines(); len(ms) != 2 || !ms[0].Running || !ms[1].Running {
+			t.Fatalf("machines %+v", ms)
+		}
+	}
+	if list, err := c.List(ctx); err != nil || len(list) != 2 {
+		t.Fatalf("the first List after ten Machines: %v, %v", list, err)
+	}
+	e := New(Options{Clock: clk, ErrorRate: 1})
+	if ms := e.Machines(); ms == nil {
+		t.Fatal("Machines failed like an API call")
+	}
+}
