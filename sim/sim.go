@@ -143,9 +143,9 @@ type attemptKey struct {
 }
 
 type runningJob struct {
-	inst uint32
-	cpu  int64
-	end  time.Time
+	inst       uint32
+	cpu        int64
+	start, end time.Time
 }
 
 type jobKey struct {
@@ -480,7 +480,7 @@ func (r *run) complete(now time.Time) (int, error) {
 	var evs []state.Event
 	for k, j := range r.running {
 		if !j.end.After(now) {
-			evs = append(evs, state.Event{Instance: j.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeSuccess, Start: j.end.UnixNano(), End: j.end.UnixNano()})
+			evs = append(evs, state.Event{Instance: j.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeSuccess, Start: j.start.UnixNano(), End: j.end.UnixNano()})
 		}
 	}
 	if len(evs) == 0 {
@@ -588,7 +588,7 @@ func (r *run) schedule(now time.Time) error {
 		wv := r.st.WorkerView(inst, r.known[inst])
 		for _, as := range wv.Assign {
 			r.known[inst] = append(r.known[inst], as.AttemptID)
-			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = runningJob{inst: inst, cpu: r.cpus[as.Batch][as.Job-1], end: now.Add(r.durations[as.Batch][as.Job-1])}
+			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = runningJob{inst: inst, cpu: r.cpus[as.Batch][as.Job-1], start: now, end: now.Add(r.durations[as.Batch][as.Job-1])}
 		}
 	}
 	return nil
