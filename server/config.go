@@ -104,8 +104,9 @@ type Config struct {
 	// DSN, finished batches stay in memory.
 	HistoryDSN string
 	// Retention is how long a complete batch stays in memory once the
-	// history store holds it; ExportInterval is how often the leader
-	// exports complete batches.
+	// history store holds it, and a retired instance once it retired
+	// (and no batch in memory, nor a machine, refers to it);
+	// ExportInterval is how often the leader exports complete batches.
 	Retention      time.Duration
 	ExportInterval time.Duration
 	// TLSClientCA, when set, makes the API require a client certificate

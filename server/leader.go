@@ -133,6 +133,52 @@ func (s *Server) runLiveness(ctx context.Context) {
 	})
 }
 
+// runInstanceRetention removes retired instances once the retention
+// window (Config.Retention, as for complete batches) has passed since
+// they retired and nothing held refers to them: without it every worker
+// incarnation a cluster ever ran (each restart, each machine the
+// autoscaler made) would stay in memory and in every snapshot. It looks
+// every quarter of the window, at least every minute and at most every
+// second (a look with retired instances due walks the held jobs).
+func (s *Server) runInstanceRetention(ctx context.Context) {
+	for {
+		window := time.Duration(s.retention.Load())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(max(window/4, time.Second), time.Minute)):
+		}
+		if err := s.forgetRetired(window); err != nil && ctx.Err() == nil {
+			s.log.Warn("forget retired instances", "err", err)
+		}
+	}
+}
+
+// forgetRetired removes the retired instances that are due, in commands
+// of at most state.MaxForgetInstances.
+func (s *Server) forgetRetired(window time.Duration) error {
+	for {
+		now := time.Now()
+		before := now.Add(-window).UnixNano()
+		due := s.state.RetiredDue(before, state.MaxForgetInstances)
+		if len(due) == 0 {
+			return nil
+		}
+		res, err := s.raft.Apply(&state.ForgetInstances{Now: now.UnixNano(), Before: before, Instances: due})
+		if err != nil {
+			return fmt.Errorf("forget %d retired instances: %w", len(due), err)
+		}
+		fr, _ := res.(*state.ForgetInstancesResult)
+		if fr == nil || len(fr.Forgotten) == 0 {
+			return nil
+		}
+		s.log.Info("retired instances left the state", "instances", len(fr.Forgotten), "first", fr.Forgotten[0])
+		if len(due) < state.MaxForgetInstances {
+			return nil
+		}
+	}
+}
+
 // runUpdateExpiry discards open updates that have received no bunch for
 // UpdateIdleTimeout: a client that reserved job IDs and went away must not
 // hold them, and its user's open-update allowance, for ever.
@@ -232,8 +278,9 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(7)
+	s.leaderWG.Add(8)
 	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runInstanceRetention(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runSpendLimits(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runAutoscaler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()

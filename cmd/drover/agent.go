@@ -43,7 +43,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	isolation := fs.String("isolation", "auto", "the workers' job isolation: auto, full or none (see drover worker -help)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories the workers' jobs may name in file:// input and output URLs")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials for the workers' image pulls")
-	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it")
+	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it, and a retired worker instance once no batch in memory refers to it")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger (default: <data-dir>/history.db)")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")

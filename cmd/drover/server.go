@@ -73,7 +73,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	billingInterval := fs.Duration("billing-interval", def.BillingInterval, "how often the leader looks at every billing project's spend regardless (it cancels a project's open batches as the project reaches its spend limit, from the running prices it knows)")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger, shared by all servers (user:password@tcp(host:3306)/drover); -history-dsn-file keeps the password off the command line (default: <data-dir>/history.db, for a single server)")
 	historyDSNFile := fs.String("history-dsn-file", "", "file holding -history-dsn")
-	retention := fs.Duration("retention", def.Retention, "how long a finished batch stays in memory once the history store holds it")
+	retention := fs.Duration("retention", def.Retention, "how long a finished batch stays in memory once the history store holds it, and a retired worker instance once no batch in memory refers to it")
 	exportInterval := fs.Duration("export-interval", def.ExportInterval, "how often the leader exports finished batches to the history store")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")

@@ -57,6 +57,7 @@ const (
 	// nano-dollars as dollars.
 	CmdSetSpendLimitExact
 	CmdSetRatesExact
+	CmdForgetInstances
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -75,6 +76,7 @@ var cmdNames = map[CommandType]string{
 	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches", CmdSetLogQuota: "set_log_quota",
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
+	CmdForgetInstances: "forget_instances",
 }
 
 func (t CommandType) String() string {
@@ -414,6 +416,8 @@ func newCommand(t CommandType) Command {
 		return &SetProjectSettings{}
 	case CmdJoinTokens:
 		return &JoinTokens{}
+	case CmdForgetInstances:
+		return &ForgetInstances{}
 	}
 	return nil
 }

@@ -190,6 +190,16 @@ func (s *State) ActiveCount() int {
 	return len(s.instByIdentity)
 }
 
+// InstanceCounts is how many instances the state holds, active and
+// retired: a retired one stays until nothing held refers to it and its
+// retention window has passed (ForgetInstances).
+func (s *State) InstanceCounts() (active, retired int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	active = len(s.instByIdentity)
+	return active, len(s.instances) - active
+}
+
 // ActiveInstances returns the IDs of active instances.
 func (s *State) ActiveInstances() []uint32 {
 	s.mu.RLock()

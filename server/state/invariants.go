@@ -32,6 +32,9 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkMachines(); err != nil {
 		return err
 	}
+	if err := s.checkInstanceRefs(); err != nil {
+		return err
+	}
 	if err := s.checkStorage(); err != nil {
 		return err
 	}
@@ -210,6 +213,37 @@ func (s *State) checkTeams() error {
 			if u.byCluster[c] != v {
 				return fmt.Errorf("team %s uses %d millicores in cluster %s, recomputed %d", t.Name, v, c, u.byCluster[c])
 			}
+		}
+	}
+	return nil
+}
+
+// checkInstanceRefs: every instance a held attempt or a machine names is
+// in the state (ForgetInstances leaves those), a retired one included;
+// every instance token names its instance.
+func (s *State) checkInstanceRefs() error {
+	for _, m := range s.machines {
+		if m.Instance != 0 && s.instances[m.Instance] == nil {
+			return fmt.Errorf("machine %s names instance %d, which the state does not have", m.ID, m.Instance)
+		}
+	}
+	for _, b := range s.batches {
+		for i := range b.jobs {
+			if j := &b.jobs[i]; j.attempt > 0 && j.instance != 0 && s.instances[j.instance] == nil {
+				return fmt.Errorf("batch %d job %d attempt %d names instance %d, which the state does not have", b.ID, i+1, j.attempt, j.instance)
+			}
+		}
+		for job, recs := range b.history {
+			for _, rec := range recs {
+				if rec.Instance != 0 && s.instances[rec.Instance] == nil {
+					return fmt.Errorf("batch %d job %d attempt %d names instance %d, which the state does not have", b.ID, job, rec.Attempt, rec.Instance)
+				}
+			}
+		}
+	}
+	for hash, id := range s.instTokens {
+		if inst := s.instances[id]; inst == nil || inst.TokenHash != hash {
+			return fmt.Errorf("an instance token names instance %d, which the state does not have under it", id)
 		}
 	}
 	return nil

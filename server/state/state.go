@@ -252,6 +252,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyMarkExported(c)
 	case *ForgetBatches:
 		return s.applyForgetBatches(c)
+	case *ForgetInstances:
+		return s.applyForgetInstances(c)
 	case *SetStoragePrefix:
 		return s.applySetStoragePrefix(c)
 	case *RemoveStoragePrefix:
