@@ -842,6 +842,11 @@ type MemoryStats struct {
 	StateBatches int64 `json:"state_batches"`
 	StateJobs    int64 `json:"state_jobs"`
 	AuditBytes   int64 `json:"audit_bytes"`
+	// Instances the state holds: active, and retired (kept while a held
+	// batch's attempt or a machine refers to them or their retention
+	// window has not passed).
+	StateInstancesActive  int64 `json:"state_instances_active"`
+	StateInstancesRetired int64 `json:"state_instances_retired"`
 	// The Raft log file is rewritten once the server is quiet after a
 	// busy spell, and BoltDB's bookkeeping for the spell leaves the heap
 	// then: whether a rewrite is due, and how many there were.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,10 @@ type MemAndSnapshot struct {
 	// RaftLogRewrites: how many times the server rewrote its Raft log
 	// file so far (after a busy spell, once quiet).
 	RaftLogRewrites int64 `json:"raft_log_rewrites"`
+	// InstancesActive and InstancesRetired: the instance records the
+	// state holds (the workers' incarnations).
+	InstancesActive  int64 `json:"state_instances_active"`
+	InstancesRetired int64 `json:"state_instances_retired"`
 }
 
 // heapSamples is how many times memAndSnapshots reads a server's heap.
@@ -36,13 +41,14 @@ const heapSamples = 5
 
 // memAndSnapshots reads every server's live heap (after a GC) and the size
 // of a snapshot of its state; with profDir (servers with -debug-pprof) it
-// saves each server's heap profile there too, as ID.heap-LABEL.pprof.
+// saves each server's heap profile and snapshot there too, as
+// ID.heap-LABEL.pprof and ID.snapshot-LABEL.
 func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir, label string) (map[string]MemAndSnapshot, error) {
 	out := map[string]MemAndSnapshot{}
 	settleBy := time.Now().Add(90 * time.Second)
 	for _, s := range c.Servers {
 		one := c.NewClient(s.URL(), token)
-		n, err := one.SnapshotSave(ctx, io.Discard)
+		n, err := saveSnapshot(ctx, one, profDir, fmt.Sprintf("%s.snapshot-%s", s.ID(), label))
 		if err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
 		}
@@ -53,9 +59,28 @@ func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir
 		if profDir != "" {
 			saveServerProfile(s, "/debug/pprof/heap?gc=1", fmt.Sprintf("%s/%s.heap-%s.pprof", profDir, s.ID(), label))
 		}
-		out[s.ID()] = MemAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs, RaftLogRewrites: ms.RaftLogRewrites}
+		out[s.ID()] = MemAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs, RaftLogRewrites: ms.RaftLogRewrites,
+			InstancesActive: ms.StateInstancesActive, InstancesRetired: ms.StateInstancesRetired}
 	}
 	return out, nil
+}
+
+// saveSnapshot takes a snapshot of the server cl asks and returns its
+// size; with dir, it keeps it there as name (to look into what a state
+// holds), else it discards it.
+func saveSnapshot(ctx context.Context, cl *api.Client, dir, name string) (int64, error) {
+	if dir == "" {
+		return cl.SnapshotSave(ctx, io.Discard)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("save snapshot: %w", err)
+	}
+	n, err := cl.SnapshotSave(ctx, f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("save snapshot: %w", cerr)
+	}
+	return n, err
 }
 
 // leastHeap reads a server's heap heapSamples times, half a second apart,

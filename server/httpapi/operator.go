@@ -128,6 +128,7 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 	held := s.state.Held()
 	auditBytes := s.state.AuditSize()
+	active, retired := s.state.InstanceCounts()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -135,6 +136,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 		ServerID: s.cfg.ID, PID: os.Getpid(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
 		HeapObjects: ms.HeapObjects, Sys: ms.Sys, NumGC: ms.NumGC,
 		StateBatches: held.Batches, StateJobs: held.Jobs, AuditBytes: auditBytes,
+		StateInstancesActive: int64(active), StateInstancesRetired: int64(retired),
 	}
 	if s.raftLog != nil {
 		out.RaftLogRewriteDue, out.RaftLogRewrites = s.raftLog.RewriteDue(), s.raftLog.Rewrites()
