@@ -32,6 +32,7 @@ func FuzzDecode(f *testing.F) {
 		&RemoveStoragePrefix{Project: "default", URL: "s3://b/p"},
 		&SetProjectSettings{Project: "default", AllowHostNetwork: new(bool)},
 		&CreateUpdate{Now: 17, Batch: 1, NJobs: 2, Policy: PolicyStorage, User: "alice"},
+		&ForgetInstances{Now: 18, Before: 17, Instances: []uint32{1, 2}},
 	} {
 		data, err := Encode(c)
 		if err != nil {
