@@ -2,7 +2,9 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,12 +20,12 @@ import (
 )
 
 // MemAndSnapshot is a server's live heap and the size of a snapshot of its
-// state.
+// state (without the file's header).
 type MemAndSnapshot struct {
 	Heap     uint64 `json:"heap_bytes"`
 	Snapshot int64  `json:"snapshot_bytes"`
-	// Audit is the audit log's share of the snapshot; Batches and Jobs
-	// what the state holds.
+	// Audit is the audit log's share of the snapshot (of that snapshot,
+	// as its header says); Batches and Jobs what the state holds.
 	Audit   int64 `json:"audit_bytes"`
 	Batches int64 `json:"state_batches"`
 	Jobs    int64 `json:"state_jobs"`
@@ -48,7 +50,7 @@ func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir
 	settleBy := time.Now().Add(90 * time.Second)
 	for _, s := range c.Servers {
 		one := c.NewClient(s.URL(), token)
-		n, err := saveSnapshot(ctx, one, profDir, fmt.Sprintf("%s.snapshot-%s", s.ID(), label))
+		n, audit, err := saveSnapshot(ctx, one, profDir, fmt.Sprintf("%s.snapshot-%s", s.ID(), label))
 		if err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
 		}
@@ -59,28 +61,42 @@ func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir
 		if profDir != "" {
 			saveServerProfile(s, "/debug/pprof/heap?gc=1", fmt.Sprintf("%s/%s.heap-%s.pprof", profDir, s.ID(), label))
 		}
-		out[s.ID()] = MemAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: ms.AuditBytes, Batches: ms.StateBatches, Jobs: ms.StateJobs, RaftLogRewrites: ms.RaftLogRewrites,
+		out[s.ID()] = MemAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: audit, Batches: ms.StateBatches, Jobs: ms.StateJobs, RaftLogRewrites: ms.RaftLogRewrites,
 			InstancesActive: ms.StateInstancesActive, InstancesRetired: ms.StateInstancesRetired}
 	}
 	return out, nil
 }
 
-// saveSnapshot takes a snapshot of the server cl asks and returns its
-// size; with dir, it keeps it there as name (to look into what a state
-// holds), else it discards it.
-func saveSnapshot(ctx context.Context, cl *api.Client, dir, name string) (int64, error) {
-	if dir == "" {
-		return cl.SnapshotSave(ctx, io.Discard)
+// saveSnapshot takes a snapshot of the server cl asks and returns the
+// size of its state and the audit log's share of it, both of that one
+// snapshot (its header says the share; the audit size the memory endpoint
+// reports a moment later may count entries the snapshot did not have yet);
+// with dir, it keeps it there as name (to look into what a state holds).
+func saveSnapshot(ctx context.Context, cl *api.Client, dir, name string) (state, audit int64, err error) {
+	var buf bytes.Buffer
+	if _, err := cl.SnapshotSave(ctx, &buf); err != nil {
+		return 0, 0, err
 	}
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		return 0, fmt.Errorf("save snapshot: %w", err)
+	if dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
+			return 0, 0, fmt.Errorf("save snapshot: %w", err)
+		}
 	}
-	n, err := cl.SnapshotSave(ctx, f)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("save snapshot: %w", cerr)
+	// The file is a magic line, a JSON line about the snapshot, then the
+	// state.
+	data := buf.Bytes()
+	var meta struct {
+		AuditBytes int64 `json:"audit_bytes"`
 	}
-	return n, err
+	magic := bytes.IndexByte(data, '\n')
+	line := bytes.IndexByte(data[magic+1:], '\n')
+	if magic < 0 || line < 0 {
+		return 0, 0, fmt.Errorf("snapshot of %d bytes has no header", len(data))
+	}
+	if err := json.Unmarshal(data[magic+1:magic+1+line], &meta); err != nil {
+		return 0, 0, fmt.Errorf("snapshot header: %w", err)
+	}
+	return int64(len(data) - (magic + 1 + line + 1)), meta.AuditBytes, nil
 }
 
 // leastHeap reads a server's heap heapSamples times, half a second apart,

@@ -26,6 +26,10 @@ type snapshotMeta struct {
 	Term   uint64    `json:"term"`
 	Server string    `json:"server"`
 	Time   time.Time `json:"time"`
+	// AuditBytes is the audit log's share of the state that follows
+	// (absent in files from before it): taken from the same snapshot, so
+	// that the state's own size is the rest, at the same index.
+	AuditBytes int64 `json:"audit_bytes,omitempty"`
 }
 
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +153,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w) // a large state takes a while to stream
 	sn := s.state.Snapshot()
-	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.CurrentTerm(), Server: s.cfg.ID, Time: time.Now().UTC()}
+	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.CurrentTerm(), Server: s.cfg.ID, Time: time.Now().UTC(), AuditBytes: sn.AuditSize()}
 	mb, _ := json.Marshal(meta)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	bw := bufio.NewWriterSize(w, 1<<20)

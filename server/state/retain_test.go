@@ -142,3 +142,36 @@ func TestForgottenBatchIsCollected(t *testing.T) {
 	}
 	runtime.KeepAlive(h.S) // the state must outlive the check
 }
+
+// TestSnapshotAuditSizeIsItsOwn: a snapshot says how much of it is the
+// audit log as of its own index: entries committed after it was taken
+// are not counted (the state's AuditSize, read a moment later, counts
+// them), and the snapshot less that share is the state's own size
+// (what a state with no audit log snapshots to, but for the two empty
+// lists).
+func TestSnapshotAuditSizeIsItsOwn(t *testing.T) {
+	h := newHarness(t)
+	h.Activate("w", 4, 8)
+	entry := func(n int) AuditEntry {
+		return AuditEntry{Time: h.Tick(), User: "root", Method: "POST", Route: "/api/v1/batches", Path: "/api/v1/batches", Status: 200, Count: 1, Message: string(rune('a' + n))}
+	}
+	h.Must(&Audit{Entries: []AuditEntry{entry(0), entry(1)}})
+	sn := h.S.Snapshot()
+	var buf bytes.Buffer
+	if _, err := sn.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	at := sn.AuditSize()
+	h.Must(&Audit{Entries: []AuditEntry{entry(2), entry(3), entry(4)}})
+	if sn.AuditSize() != at || h.S.AuditSize() <= at {
+		t.Fatalf("the snapshot's audit share %d (was %d); the state's now %d", sn.AuditSize(), at, h.S.AuditSize())
+	}
+	bare := New()
+	if err := bare.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	bare.audit, bare.anonAudit = nil, nil
+	if got, want := int64(len(SnapshotBytes(t, bare))), int64(buf.Len())-at+2; got != want {
+		t.Fatalf("the snapshot without its audit log is %d bytes; %d less its audit share %d (+2) is %d", got, buf.Len(), at, want)
+	}
+}
