@@ -26,9 +26,12 @@ type MemAndSnapshot struct {
 	Snapshot int64  `json:"snapshot_bytes"`
 	// Audit is the audit log's share of the snapshot (of that snapshot,
 	// as its header says); Batches and Jobs what the state holds.
-	Audit   int64 `json:"audit_bytes"`
-	Batches int64 `json:"state_batches"`
-	Jobs    int64 `json:"state_jobs"`
+	Audit int64 `json:"audit_bytes"`
+	// Index is the Raft index of the snapshot (the same on every server
+	// of one reading).
+	Index   uint64 `json:"raft_index"`
+	Batches int64  `json:"state_batches"`
+	Jobs    int64  `json:"state_jobs"`
 	// RaftLogRewrites: how many times the server rewrote its Raft log
 	// file so far (after a busy spell, once quiet).
 	RaftLogRewrites int64 `json:"raft_log_rewrites"`
@@ -42,18 +45,44 @@ type MemAndSnapshot struct {
 const heapSamples = 5
 
 // memAndSnapshots reads every server's live heap (after a GC) and the size
-// of a snapshot of its state; with profDir (servers with -debug-pprof) it
-// saves each server's heap profile and snapshot there too, as
+// of a snapshot of its state, every server's at the same Raft index (taken
+// again until they agree, up to the deadline: a follower behind, or an
+// audit group committed between two servers' snapshots, would compare
+// states of different moments); with profDir (servers with -debug-pprof)
+// it saves each server's heap profile and snapshot there too, as
 // ID.heap-LABEL.pprof and ID.snapshot-LABEL.
 func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir, label string) (map[string]MemAndSnapshot, error) {
 	out := map[string]MemAndSnapshot{}
 	settleBy := time.Now().Add(90 * time.Second)
+	snaps := map[string]snapshotSize{}
+	for {
+		var top uint64
+		for _, sn := range snaps {
+			top = max(top, sn.index)
+		}
+		behind := false
+		for _, s := range c.Servers {
+			if sn, ok := snaps[s.ID()]; ok && sn.index >= top {
+				continue
+			}
+			sn, err := saveSnapshot(ctx, c.NewClient(s.URL(), token), profDir, fmt.Sprintf("%s.snapshot-%s", s.ID(), label))
+			if err != nil {
+				return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
+			}
+			snaps[s.ID()] = sn
+			behind = behind || sn.index != top
+		}
+		if !behind || time.Now().After(settleBy) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	for _, s := range c.Servers {
 		one := c.NewClient(s.URL(), token)
-		n, audit, err := saveSnapshot(ctx, one, profDir, fmt.Sprintf("%s.snapshot-%s", s.ID(), label))
-		if err != nil {
-			return nil, fmt.Errorf("snapshot of %s: %w", s.ID(), err)
-		}
 		ms, err := leastHeap(ctx, one, settleBy)
 		if err != nil {
 			return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
@@ -61,42 +90,52 @@ func memAndSnapshots(ctx context.Context, c *testcluster.Cluster, token, profDir
 		if profDir != "" {
 			saveServerProfile(s, "/debug/pprof/heap?gc=1", fmt.Sprintf("%s/%s.heap-%s.pprof", profDir, s.ID(), label))
 		}
-		out[s.ID()] = MemAndSnapshot{Heap: ms.HeapAlloc, Snapshot: n, Audit: audit, Batches: ms.StateBatches, Jobs: ms.StateJobs, RaftLogRewrites: ms.RaftLogRewrites,
-			InstancesActive: ms.StateInstancesActive, InstancesRetired: ms.StateInstancesRetired}
+		sn := snaps[s.ID()]
+		out[s.ID()] = MemAndSnapshot{Heap: ms.HeapAlloc, Snapshot: sn.state, Audit: sn.audit, Index: sn.index, Batches: ms.StateBatches, Jobs: ms.StateJobs,
+			RaftLogRewrites: ms.RaftLogRewrites, InstancesActive: ms.StateInstancesActive, InstancesRetired: ms.StateInstancesRetired}
 	}
 	return out, nil
 }
 
-// saveSnapshot takes a snapshot of the server cl asks and returns the
-// size of its state and the audit log's share of it, both of that one
-// snapshot (its header says the share; the audit size the memory endpoint
-// reports a moment later may count entries the snapshot did not have yet);
-// with dir, it keeps it there as name (to look into what a state holds).
-func saveSnapshot(ctx context.Context, cl *api.Client, dir, name string) (state, audit int64, err error) {
+// snapshotSize is what one snapshot's header and length say: the size of
+// the state, the audit log's share of it, and the Raft index it was taken
+// at.
+type snapshotSize struct {
+	state, audit int64
+	index        uint64
+}
+
+// saveSnapshot takes a snapshot of the server cl asks and returns what
+// its header and length say (the audit log's share from the snapshot
+// itself: the audit size the memory endpoint reports a moment later may
+// count entries the snapshot did not have yet); with dir, it keeps it
+// there as name (to look into what a state holds).
+func saveSnapshot(ctx context.Context, cl *api.Client, dir, name string) (snapshotSize, error) {
 	var buf bytes.Buffer
 	if _, err := cl.SnapshotSave(ctx, &buf); err != nil {
-		return 0, 0, err
+		return snapshotSize{}, err
 	}
 	if dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
-			return 0, 0, fmt.Errorf("save snapshot: %w", err)
+			return snapshotSize{}, fmt.Errorf("save snapshot: %w", err)
 		}
 	}
 	// The file is a magic line, a JSON line about the snapshot, then the
 	// state.
 	data := buf.Bytes()
 	var meta struct {
-		AuditBytes int64 `json:"audit_bytes"`
+		Index      uint64 `json:"index"`
+		AuditBytes int64  `json:"audit_bytes"`
 	}
 	magic := bytes.IndexByte(data, '\n')
 	line := bytes.IndexByte(data[magic+1:], '\n')
 	if magic < 0 || line < 0 {
-		return 0, 0, fmt.Errorf("snapshot of %d bytes has no header", len(data))
+		return snapshotSize{}, fmt.Errorf("snapshot of %d bytes has no header", len(data))
 	}
 	if err := json.Unmarshal(data[magic+1:magic+1+line], &meta); err != nil {
-		return 0, 0, fmt.Errorf("snapshot header: %w", err)
+		return snapshotSize{}, fmt.Errorf("snapshot header: %w", err)
 	}
-	return int64(len(data) - (magic + 1 + line + 1)), meta.AuditBytes, nil
+	return snapshotSize{state: int64(len(data) - (magic + 1 + line + 1)), audit: meta.AuditBytes, index: meta.Index}, nil
 }
 
 // leastHeap reads a server's heap heapSamples times, half a second apart,
