@@ -160,6 +160,14 @@ func TestSnapshotSaveRestoreIntoFreshCluster(t *testing.T) {
 	if _, err := src.admin.SnapshotSave(ctx, &snap); err != nil {
 		t.Fatal(err)
 	}
+	// The header says the audit log's share of the state that follows.
+	parts := bytes.SplitN(snap.Bytes(), []byte("\n"), 3)
+	var meta struct {
+		AuditBytes int64 `json:"audit_bytes"`
+	}
+	if len(parts) != 3 || json.Unmarshal(parts[1], &meta) != nil || meta.AuditBytes <= 0 || meta.AuditBytes >= int64(len(parts[2])) {
+		t.Fatalf("snapshot header %q: audit share %d of %d bytes", parts[min(1, len(parts)-1)], meta.AuditBytes, len(snap.Bytes()))
+	}
 	want := allState(t, src.admin)
 
 	dst := startTestCluster(t, 3, ClusterOptions{})
