@@ -228,6 +228,10 @@ func New(cfg *Config) (*Server, error) {
 	if s.raft.boltLog != nil {
 		raftLog = s.raft.boltLog
 	}
+	var raftStreams httpapi.RaftStreams
+	if t, ok := s.raft.transport.(httpapi.RaftStreams); ok {
+		raftStreams = t
+	}
 	s.api, err = httpapi.New(httpapi.Deps{
 		Config: httpapi.Config{
 			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
@@ -247,7 +251,7 @@ func New(cfg *Config) (*Server, error) {
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,
-		Gossip: gossip, History: s.history, RaftLog: raftLog, Secrets: sealer,
+		Gossip: gossip, History: s.history, RaftLog: raftLog, RaftStreams: raftStreams, Secrets: sealer,
 	})
 	if err != nil {
 		if s.cluster != nil {

@@ -90,6 +90,15 @@ type RaftLog interface {
 	Rewrites() int64
 }
 
+// RaftStreams is the Raft transport's pool of connections to the other
+// servers.
+type RaftStreams interface {
+	// CloseStreams closes the pooled connections (each holds 256 KiB
+	// buffers on both ends and stays while the pool has room, up to its
+	// MaxPool per peer); Raft dials again on its next call.
+	CloseStreams()
+}
+
 // Members is the membership view: who the other servers are and where
 // their APIs listen.
 type Members interface {
@@ -186,6 +195,8 @@ type Deps struct {
 	History History
 	// RaftLog: nil where the Raft log store is not the server's own.
 	RaftLog RaftLog
+	// RaftStreams, when set, is closed before the memory report.
+	RaftStreams RaftStreams
 	// Secrets seals storage credentials (nil: the server keeps none, and
 	// refuses prefixes with credentials).
 	Secrets Secrets
@@ -211,6 +222,7 @@ type Server struct {
 	gossip         Gossip
 	history        History
 	raftLog        RaftLog
+	raftStreams    RaftStreams
 	secrets        Secrets
 	reg            *prometheus.Registry
 	httpRequests   *prometheus.CounterVec
@@ -234,7 +246,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog,
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog, raftStreams: d.RaftStreams,
 		secrets: d.Secrets}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
