@@ -376,12 +376,22 @@ func TestFaultAutopilot(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(data), "restore") {
 		t.Fatalf("the replacement did not start from a snapshot: %q %v", firstLine(data), err)
 	}
-	// It serves the whole state (stale read from its own copy).
-	req, _ := http.NewRequest("GET", "http://"+g.HTTP+"/api/v1/batches?stale=true&q=name%3Dwrite", nil)
-	req.Header.Set("Authorization", "Bearer "+c.token())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// It serves the whole state (stale read from its own copy) once it
+	// says it caught up: a follower checks that it has applied what the
+	// leader committed every 200 ms, so it may still answer 503 for a
+	// moment after the applied indexes met.
+	var resp *http.Response
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		req, _ := http.NewRequest("GET", "http://"+g.HTTP+"/api/v1/batches?stale=true&q=name%3Dwrite", nil)
+		req.Header.Set("Authorization", "Bearer "+c.token())
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+		time.Sleep(100 * time.Millisecond)
 	}
 	if resp.StatusCode != 200 {
 		body, _ := io.ReadAll(resp.Body)
