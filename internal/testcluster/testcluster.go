@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,14 +90,28 @@ type Process struct {
 	Log  string
 }
 
-// FreePort returns a free TCP address on ip.
+// FreePort returns a TCP address on ip that is free now, for TCP and UDP
+// (gossip listens on both). It is taken below the kernel's ephemeral
+// range (32768 up on Linux): a port the kernel handed out for a
+// listener on port 0 is also one it hands to outgoing connections, and
+// on a busy machine one of those took a picked port before the server
+// bound it.
 func FreePort(ip string) (string, error) {
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port on %s: %w", ip, err)
+	for range 200 {
+		addr := net.JoinHostPort(ip, strconv.Itoa(20000+rand.IntN(12000)))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return addr, nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("find a free port on %s: 200 ports between 20000 and 32000 were taken", ip)
 }
 
 // Start launches the servers (without waiting for a leader).
