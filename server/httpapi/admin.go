@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -10,18 +9,17 @@ import (
 	"github.com/drover-sched/drover/server/state"
 )
 
-func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.CreateUserRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	if !state.ValidName(req.Name) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name))
-		return
+		return nil, codedf(http.StatusBadRequest, "invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name)
 	}
-	tok, ok := clientToken(w, req.Token)
-	if !ok {
-		return
+	tok, err := clientToken(req.Token)
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	// A user's first token is its own (revoking the admin's token does
@@ -29,112 +27,100 @@ func (s *Server) handleCreateUser(w http.ResponseWriter, r *http.Request) {
 	res, err := s.apply(&state.CreateUser{Now: now.UnixNano(), Name: req.Name, Admin: req.Admin, TokenHash: token.Hash(tok),
 		Expires: capExpiry(now.Add(s.cfg.DefaultTokenTTL).UnixNano(), tokenOf(r).Expires)})
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	ur := res.(*state.CreateUserResult)
-	code := http.StatusCreated
-	if ur.Existing {
-		code = http.StatusOK // a retry: the user its first try made
-	}
-	writeJSON(w, code, api.User{Name: req.Name, Admin: req.Admin, Token: tok, TimeCreated: time.Unix(0, ur.Created).UTC()})
+	// ur.Existing: a retry, answered with the user its first try made.
+	return withStatus(createdStatus(ur.Existing), api.User{Name: req.Name, Admin: req.Admin, Token: tok, TimeCreated: time.Unix(0, ur.Created).UTC()}), nil
 }
 
 // clientToken returns the token a client made for itself, checked to be as
 // strong as one the server makes, or a new one when it sent none.
-func clientToken(w http.ResponseWriter, tok string) (string, bool) {
+func clientToken(tok string) (string, error) {
 	if tok == "" {
 		t, err := token.New()
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return "", false
+			return "", codedErr(http.StatusInternalServerError, err)
 		}
-		return t, true
+		return t, nil
 	}
 	if !token.Valid(tok) {
-		writeError(w, http.StatusBadRequest, "token must be 64 hex digits (32 random bytes), or empty for the server to make one")
-		return "", false
+		return "", coded(http.StatusBadRequest, "token must be 64 hex digits (32 random bytes), or empty for the server to make one")
 	}
-	return tok, true
+	return tok, nil
 }
 
-func (s *Server) handleRotateToken(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRotateToken(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.RotateTokenRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
-	tok, ok := clientToken(w, req.Token)
-	if !ok {
-		return
+	tok, err := clientToken(req.Token)
+	if err != nil {
+		return nil, err
 	}
 	name := r.PathValue("name")
 	now := time.Now()
 	if _, err := s.apply(&state.RotateToken{Now: now.UnixNano(), User: name, TokenHash: token.Hash(tok),
 		Expires: capExpiry(now.Add(s.cfg.DefaultTokenTTL).UnixNano(), tokenOf(r).Expires)}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	u, _ := s.state.User(name)
 	u.Token = tok
-	writeJSON(w, http.StatusOK, u)
+	return u, nil
 }
 
-func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.state.Users())
+func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.state.Users(), nil
 }
 
-func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.CreateBillingProjectRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	_, existed := s.state.BillingProject(req.Name)
 	if _, err := s.apply(&state.CreateBillingProject{Now: time.Now().UnixNano(), Name: req.Name, Members: req.Members}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	p, _ := s.state.BillingProject(req.Name)
-	code := http.StatusCreated
-	if existed {
-		code = http.StatusOK // a retry: the project is there with those members
-	}
-	writeJSON(w, code, p)
+	// existed: a retry; the project is there with those members.
+	return withStatus(createdStatus(existed), p), nil
 }
 
-func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Request) (any, error) {
 	u := userOf(r)
 	out := s.state.BillingProjects(u)
 	if out == nil {
 		out = []api.BillingProject{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) setMember(w http.ResponseWriter, r *http.Request, project, user string, member bool, role string) {
-	if !s.manages(w, r, project) {
-		return
+func (s *Server) setMember(r *http.Request, project, user string, member bool, role string) (any, error) {
+	if err := s.manages(r, project); err != nil {
+		return nil, err
 	}
 	if _, err := s.apply(&state.SetMember{Project: project, User: user, Member: member, Role: role}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	p, _ := s.state.BillingProject(project)
-	writeJSON(w, http.StatusOK, p)
+	return p, nil
 }
 
-func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.MemberRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
-	s.setMember(w, r, r.PathValue("name"), req.User, true, req.Role)
+	return s.setMember(r, r.PathValue("name"), req.User, true, req.Role)
 }
 
-func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
-	s.setMember(w, r, r.PathValue("name"), r.PathValue("user"), false, "")
+func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.setMember(r, r.PathValue("name"), r.PathValue("user"), false, "")
 }
 
-func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.Instance{}
 	for _, in := range s.state.Instances() {
 		ij := api.Instance{
@@ -150,5 +136,5 @@ func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, ij)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -89,24 +88,22 @@ type submission struct {
 
 // admit checks a submission against the billing project's rules
 // (state.CheckJobs: 403 for a file outside its storage prefixes or a host
-// network it does not allow) and the limits, and answers 413 (too big
-// for the servers) or 429 (beyond what one user or billing project may
-// hold at once) naming the limit when it does not fit. A repeat of an
+// network it does not allow) and the limits, and returns a 413 error (too
+// big for the servers) or a 429 (beyond what one user or billing project
+// may hold at once) naming the limit when it does not fit. A repeat of an
 // earlier request (same idempotency key) is always admitted: the state
 // answers it with the first result.
-func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
+func (s *Server) admit(sub submission) error {
 	a := s.state.AdmissionFor(sub.batch, sub.user, sub.project, sub.key)
 	if a.Repeat {
-		return true
+		return nil
 	}
 	if err := s.state.CheckJobs(a.ProjectName, sub.by, sub.entries); err != nil {
-		s.writeErr(w, err)
-		return false
+		return err
 	}
 	if over, limit, spent := s.state.OverLimit(a.ProjectName, time.Now()); over {
-		writeError(w, http.StatusPaymentRequired, fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
-			a.ProjectName, spent.Dollars(), limit.Dollars(), a.ProjectName))
-		return false
+		return codedf(http.StatusPaymentRequired, "billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
+			a.ProjectName, spent.Dollars(), limit.Dollars(), a.ProjectName)
 	}
 	jobs, bytes := entriesCost(sub.entries)
 	if sub.intoUpdate {
@@ -120,13 +117,11 @@ func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
 	}
 	lim := s.cfg.Limits
 	owner := "user " + a.UserName
-	tooLarge := func(format string, args ...any) bool {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(format, args...))
-		return false
+	tooLarge := func(format string, args ...any) error {
+		return codedf(http.StatusRequestEntityTooLarge, format, args...)
 	}
-	tooMany := func(format string, args ...any) bool {
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf(format, args...))
-		return false
+	tooMany := func(format string, args ...any) error {
+		return codedf(http.StatusTooManyRequests, format, args...)
 	}
 	switch {
 	case lim.MaxJobsPerBatch > 0 && a.BatchJobs+newJobs > lim.MaxJobsPerBatch:
@@ -159,5 +154,5 @@ func (s *Server) admit(w http.ResponseWriter, sub submission) bool {
 				(held+bytes)>>20, lim.StateMemoryBudget>>20)
 		}
 	}
-	return true
+	return nil
 }

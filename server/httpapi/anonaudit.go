@@ -86,8 +86,9 @@ const maxAnonBuckets = 4096
 
 // allowAnonymous takes one request of a caller that failed to
 // authenticate from its address's bucket (an IPv6 address by its /64:
-// one host holds a whole prefix), or answers 429 with Retry-After.
-func (s *Server) allowAnonymous(w http.ResponseWriter, r *http.Request) bool {
+// one host holds a whole prefix), or returns a 429 error (and sets
+// Retry-After).
+func (s *Server) allowAnonymous(w http.ResponseWriter, r *http.Request) error {
 	remote := s.remoteOf(r)
 	key := remote
 	if ip := net.ParseIP(remote); ip != nil && ip.To4() == nil {

@@ -22,7 +22,7 @@ func durationString(ns int64) string {
 
 // handleAutoscalerStatus answers the autoscaler's settings, configs,
 // machines and the leader's last decision.
-func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) (any, error) {
 	a, cfgs, marks := s.state.AutoscalerSettings()
 	out := api.AutoscalerStatus{Settings: api.AutoscalerSettings{Enabled: a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
 		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: durationString(a.BootTimeout),
@@ -94,5 +94,5 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	for i := len(decisions) - 1; i >= 0 && len(out.Decisions) < 20; i-- {
 		out.Decisions = append(out.Decisions, api.AutoscalerDecision{Time: time.Unix(0, decisions[i].Time).UTC(), Text: decisions[i].Text})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }

@@ -113,23 +113,21 @@ func ranges(ids []int64, rs []api.IDRange) []state.Range {
 
 // submitted validates what a create or update request submits: inline
 // jobs, or a number of jobs to reserve.
-func submitted(w http.ResponseWriter, nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, bool) {
+func submitted(nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, error) {
 	if nJobs < 0 || nJobs > api.MaxJobsPerBatch {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("n_jobs is %d; it must be between 0 and %d", nJobs, int64(api.MaxJobsPerBatch)))
-		return nil, false
+		return nil, codedf(http.StatusBadRequest, "n_jobs is %d; it must be between 0 and %d", nJobs, int64(api.MaxJobsPerBatch))
 	}
 	entries, err := toEntries(jobs)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return nil, false
+		return nil, badRequest(err)
 	}
-	return entries, true
+	return entries, nil
 }
 
-func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.CreateBatchRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	u := userOf(r)
 	if req.BillingProject == "" {
@@ -137,19 +135,18 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := errors.Join(api.ValidateName("name", req.Name), api.ValidateName("billing_project", req.BillingProject),
 		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes)); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
-	entries, ok := submitted(w, req.NJobs, req.Jobs)
-	if !ok {
-		return
+	entries, err := submitted(req.NJobs, req.Jobs)
+	if err != nil {
+		return nil, err
 	}
 	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey))
 	for k, v := range req.Attributes {
 		size += int64(len(k) + len(v))
 	}
-	if !s.admit(w, submission{user: u.Name, by: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}) {
-		return
+	if err := s.admit(submission{user: u.Name, by: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}); err != nil {
+		return nil, err
 	}
 	cmd := &state.CreateBatch{
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
@@ -160,8 +157,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.apply(cmd)
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	ur := res.(*state.UpdateResult)
 	b, _ := s.state.Batch(ur.Batch)
@@ -169,33 +165,29 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) {
 	if ur.Update > 0 {
 		out.UpdateID, out.StartJobID = int64(ur.Update), int64(ur.Start)
 	}
-	code := http.StatusCreated
-	if ur.Existing {
-		code = http.StatusOK
-	}
-	reply(w, r, code, out)
+	return bulk(createdStatus(ur.Existing), out), nil
 }
 
 // visibleBatch checks that the batch exists and that the caller may see it.
-func (s *Server) visibleBatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
-	return s.batchAccess(w, r, state.Visible)
+func (s *Server) visibleBatch(r *http.Request) (uint64, error) {
+	return s.batchAccess(r, state.Visible)
 }
 
 // batchAccess checks that the batch exists and that the caller may do
 // what needs level with it.
-func (s *Server) batchAccess(w http.ResponseWriter, r *http.Request, level state.BatchAccess) (uint64, bool) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return 0, false
+func (s *Server) batchAccess(r *http.Request, level state.BatchAccess) (uint64, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, err
 	}
 	u := userOf(r)
 	got := s.state.Access(id, viewerOf(r))
 	var b api.Batch // read only to explain a refusal
 	if got == state.NoBatch {
 		// Not in memory: it may have moved to the history store.
-		old, ok := s.archivedBatch(w, r, id)
-		if !ok {
-			return 0, false
+		old, err := s.archivedBatch(r, id)
+		if err != nil {
+			return 0, err
 		}
 		b = old.Batch
 		got = s.state.AccessTo(b.BillingProject, b.User, viewerOf(r))
@@ -204,8 +196,7 @@ func (s *Server) batchAccess(w http.ResponseWriter, r *http.Request, level state
 			if b.TimeCompleted != nil {
 				when = "it completed on " + b.TimeCompleted.Format(time.RFC3339)
 			}
-			writeError(w, http.StatusConflict, fmt.Sprintf("batch %d is finished and kept in the history store (%s): it can be read but not cancelled or added to; submit a new batch", id, when))
-			return 0, false
+			return 0, codedf(http.StatusConflict, "batch %d is finished and kept in the history store (%s): it can be read but not cancelled or added to; submit a new batch", id, when)
 		}
 	}
 	if got < level && b.ID == 0 {
@@ -213,54 +204,50 @@ func (s *Server) batchAccess(w http.ResponseWriter, r *http.Request, level state
 	}
 	switch {
 	case got == state.Hidden:
-		writeError(w, http.StatusForbidden, fmt.Sprintf("batch %d belongs to billing project %q, which user %q is not a member of", id, b.BillingProject, u.Name))
-		return 0, false
+		return 0, codedf(http.StatusForbidden, "batch %d belongs to billing project %q, which user %q is not a member of", id, b.BillingProject, u.Name)
 	case got < level:
 		what := "cancel it: its owner, a manager of the project or an admin can"
 		if level == state.Owned {
 			what = "add jobs to it: only its owner (a member or manager of the project) or an admin can"
 		}
-		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q may read batch %d of billing project %q but not %s", u.Name, id, b.BillingProject, what))
-		return 0, false
+		return 0, codedf(http.StatusForbidden, "user %q may read batch %d of billing project %q but not %s", u.Name, id, b.BillingProject, what)
 	}
-	return id, true
+	return id, nil
 }
 
-func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
-	if !ok {
-		return
+func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.visibleBatch(r)
+	if err != nil {
+		return nil, err
 	}
 	b, ok := s.state.Batch(id)
 	if !ok {
-		old, found := s.archivedBatch(w, r, id)
-		if found {
-			writeJSON(w, http.StatusOK, old.Batch)
+		old, err := s.archivedBatch(r, id)
+		if err != nil {
+			return nil, err
 		}
-		return
+		return old.Batch, nil
 	}
 	if s.waiting != nil && !isStale(r) {
 		b.Waiting = s.waiting.Batch(id)
 		b.WaitingSummary = api.SummarizeWaiting(b.Waiting)
 	}
-	writeJSON(w, http.StatusOK, b)
+	return b, nil
 }
 
-func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) (any, error) {
 	q, err := api.ParseBatchQuery(r.URL.Query().Get("q"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
-	last, ok := queryID(w, r, "last_id")
-	if !ok {
-		return
+	last, err := queryID(r, "last_id")
+	if err != nil {
+		return nil, err
 	}
 	v := viewerOf(r)
 	live := s.state.ListBatches(v, state.CompileBatchQuery(q), last)
 	if s.history == nil {
-		writeJSON(w, http.StatusOK, live)
-		return
+		return live, nil
 	}
 	st, err := s.history.Store()
 	var old api.BatchList
@@ -270,46 +257,46 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// What is in memory is still worth showing; say what is missing.
 		w.Header().Set(HistoryUnavailableHeader, err.Error())
-		writeJSON(w, http.StatusOK, live)
-		return
+		return live, nil
 	}
-	writeJSON(w, http.StatusOK, mergeBatches(live, old, func(id int64) bool { return s.state.HasBatch(uint64(id)) }))
+	return mergeBatches(live, old, func(id int64) bool { return s.state.HasBatch(uint64(id)) }), nil
 }
 
-func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.batchAccess(w, r, state.Cancellable)
-	if !ok {
-		return
+func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.batchAccess(r, state.Cancellable)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := s.apply(&state.CancelBatch{Now: time.Now().UnixNano(), Batch: id, Reason: "cancelled by " + userOf(r).Name}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	b, _ := s.state.Batch(id)
-	writeJSON(w, http.StatusOK, b)
+	return b, nil
 }
 
 func updateResponse(ur *state.UpdateResult) api.UpdateResponse {
 	return api.UpdateResponse{BatchID: int64(ur.Batch), UpdateID: int64(ur.Update), StartJobID: int64(ur.Start), NJobs: int64(ur.N), Committed: ur.Committed}
 }
 
-func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.batchAccess(w, r, state.Owned)
-	if !ok {
-		return
+func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.batchAccess(r, state.Owned)
+	if err != nil {
+		return nil, err
 	}
 	var req api.CreateUpdateRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	if err := api.ValidateName("idempotency_key", req.IdempotencyKey); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
-	entries, ok := submitted(w, req.NJobs, req.Jobs)
+	entries, err := submitted(req.NJobs, req.Jobs)
+	if err != nil {
+		return nil, err
+	}
 	by := userOf(r).Name
-	if !ok || !s.admit(w, submission{batch: id, by: by, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}) {
-		return
+	if err := s.admit(submission{batch: id, by: by, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}); err != nil {
+		return nil, err
 	}
 	cmd := &state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
 		Policy: state.PolicyStorage, User: by}
@@ -318,179 +305,175 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.apply(cmd)
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	ur := res.(*state.UpdateResult)
-	code := http.StatusCreated
-	if ur.Existing {
-		code = http.StatusOK
-	}
-	reply(w, r, code, updateResponse(ur))
+	return bulk(createdStatus(ur.Existing), updateResponse(ur)), nil
 }
 
-func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.batchAccess(w, r, state.Owned)
-	if !ok {
-		return
+// ownedUpdate reads the batch and update IDs of an update path, checking
+// that the caller may add jobs to the batch.
+func (s *Server) ownedUpdate(r *http.Request) (batch, update uint64, err error) {
+	if batch, err = s.batchAccess(r, state.Owned); err != nil {
+		return 0, 0, err
 	}
-	upd, ok := pathID(w, r, "update")
-	if !ok {
-		return
+	update, err = pathID(r, "update")
+	return batch, update, err
+}
+
+func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, upd, err := s.ownedUpdate(r)
+	if err != nil {
+		return nil, err
 	}
 	var req api.AddJobsRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	if len(req.Jobs) == 0 {
-		writeError(w, http.StatusBadRequest, "jobs is empty; a bunch needs at least one job")
-		return
+		return nil, coded(http.StatusBadRequest, "jobs is empty; a bunch needs at least one job")
 	}
 	entries, err := toEntries(req.Jobs)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	by := userOf(r).Name
-	if !s.admit(w, submission{batch: id, by: by, entries: entries, intoUpdate: true}) {
-		return
+	if err := s.admit(submission{batch: id, by: by, entries: entries, intoUpdate: true}); err != nil {
+		return nil, err
 	}
 	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano(), Policy: state.PolicyStorage, User: by}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	reply(w, r, http.StatusOK, map[string]int{"accepted": len(entries)})
+	return bulk(http.StatusOK, map[string]int{"accepted": len(entries)}), nil
 }
 
-func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.batchAccess(w, r, state.Owned)
-	if !ok {
-		return
-	}
-	upd, ok := pathID(w, r, "update")
-	if !ok {
-		return
+func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, upd, err := s.ownedUpdate(r)
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.apply(&state.CommitUpdate{Now: time.Now().UnixNano(), Batch: id, Update: uint32(upd)})
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, updateResponse(res.(*state.UpdateResult)))
+	return updateResponse(res.(*state.UpdateResult)), nil
 }
 
-func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.visibleBatch(w, r)
-	if !ok {
-		return
+func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.visibleBatch(r)
+	if err != nil {
+		return nil, err
 	}
 	q, err := api.ParseJobQuery(r.URL.Query().Get("q"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
-	last, ok := queryID(w, r, "last_id")
-	if !ok {
-		return
+	last, err := queryID(r, "last_id")
+	if err != nil {
+		return nil, err
 	}
 	if last > math.MaxUint32 {
 		last = math.MaxUint32
 	}
 	list, found := s.state.ListJobs(id, state.CompileJobQuery(q), uint32(last))
 	if !found {
-		st := s.historyStore(w, fmt.Sprintf("batch %d", id))
-		if st == nil {
-			return
+		st, err := s.historyStore(fmt.Sprintf("batch %d", id))
+		if err != nil {
+			return nil, err
 		}
 		if list, err = st.ListJobs(r.Context(), id, q, uint32(last)); err != nil {
-			historyFailed(w, id, err)
-			return
+			return nil, historyFailed(id, err)
 		}
 	}
-	writeJSON(w, http.StatusOK, list)
+	return list, nil
 }
 
 // visibleJob reads the batch and job IDs of a job path, checking that the
 // caller may see the batch.
-func (s *Server) visibleJob(w http.ResponseWriter, r *http.Request) (uint64, uint32, bool) {
-	id, ok := s.visibleBatch(w, r)
-	if !ok {
-		return 0, 0, false
+func (s *Server) visibleJob(r *http.Request) (uint64, uint32, error) {
+	id, err := s.visibleBatch(r)
+	if err != nil {
+		return 0, 0, err
 	}
-	jid, ok := s.jobID(w, r)
-	return id, jid, ok
+	jid, err := jobID(r)
+	return id, jid, err
 }
 
-func (s *Server) jobID(w http.ResponseWriter, r *http.Request) (uint32, bool) {
-	j, ok := pathID(w, r, "job")
-	if !ok {
-		return 0, false
+func jobID(r *http.Request) (uint32, error) {
+	j, err := pathID(r, "job")
+	if err != nil {
+		return 0, err
 	}
 	if j > math.MaxUint32 {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d does not exist", j))
-		return 0, false
+		return 0, codedf(http.StatusNotFound, "job %d does not exist", j)
 	}
-	return uint32(j), true
+	return uint32(j), nil
 }
 
-func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
-	id, jid, ok := s.visibleJob(w, r)
-	if !ok {
-		return
+func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, jid, err := s.visibleJob(r)
+	if err != nil {
+		return nil, err
 	}
 	j, found := s.state.Job(id, jid)
 	if !found && !s.state.HasBatch(id) {
-		var ok bool
-		if j, ok = s.archivedJob(w, r, id, jid); !ok {
-			return
+		if j, err = s.archivedJob(r, id, jid); err != nil {
+			return nil, err
 		}
 		found = true
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
-		return
+		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
 	}
 	if s.waiting != nil && j.State == api.JobReady && !isStale(r) {
 		j.Waiting = s.waiting.Job(id, jid)
 	}
-	writeJSON(w, http.StatusOK, j)
+	return j, nil
 }
 
+// handleJobLog streams a job's log: its errors, found before the first
+// byte is written, are answered by writeErr.
 func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w) // logs can be long
-	id, jid, ok := s.visibleJob(w, r)
-	if !ok {
+	id, jid, attempt, err := s.logTarget(r)
+	if err != nil {
+		s.writeErr(w, err)
 		return
+	}
+	s.writeLog(w, r, id, jid, attempt)
+}
+
+// logTarget is the batch, job and attempt whose log a request reads.
+func (s *Server) logTarget(r *http.Request) (uint64, uint32, int, error) {
+	id, jid, err := s.visibleJob(r)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	want := 0
 	if raw := r.URL.Query().Get("attempt"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("attempt=%q is not a positive integer", raw))
-			return
+			return 0, 0, 0, codedf(http.StatusBadRequest, "attempt=%q is not a positive integer", raw)
 		}
 		want = n
 	}
 	attempt, found := s.state.LogTarget(id, jid, want)
 	if !found && !s.state.HasBatch(id) {
-		j, ok := s.archivedJob(w, r, id, jid)
-		if !ok {
-			return
+		j, err := s.archivedJob(r, id, jid)
+		if err != nil {
+			return 0, 0, 0, err
 		}
 		attempt, found = latestAttempt(&j, want), true
 	}
 	switch {
 	case !found:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
-		return
+		return 0, 0, 0, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
 	case attempt < 0:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d of batch %d has no attempt %d", jid, id, want))
-		return
+		return 0, 0, 0, codedf(http.StatusNotFound, "job %d of batch %d has no attempt %d", jid, id, want)
 	case attempt == 0:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("job %d of batch %d has not started, so it has no log yet", jid, id))
-		return
+		return 0, 0, 0, codedf(http.StatusNotFound, "job %d of batch %d has not started, so it has no log yet", jid, id)
 	}
-	s.writeLog(w, r, id, jid, attempt)
+	return id, jid, attempt, nil
 }
 
 // writeLog streams an attempt's log in chunk order, one chunk in memory at
@@ -523,7 +506,7 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 	case q.Has("chunk"):
 		seq, err := strconv.Atoi(q.Get("chunk"))
 		if _, ok := index[seq]; err != nil || !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no chunk %q of this log here", q.Get("chunk")))
+			s.writeErr(w, codedf(http.StatusNotFound, "no chunk %q of this log here", q.Get("chunk")))
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -37,8 +37,8 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 				return // the client left, or leadership moved (see forward)
 			}
 			target := r.Context().Value(targetKey{}).(*url.URL)
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
-				"no cluster leader reachable: the leader at %s does not answer (%v); if it failed, a new one is elected within seconds as long as a quorum remains (%s)",
+			s.writeErr(w, codedf(http.StatusServiceUnavailable,
+				"no cluster leader reachable: the leader at %s does not answer (%w); if it failed, a new one is elected within seconds as long as a quorum remains (%s)",
 				target.Host, err, s.quorumReport()))
 		},
 	}
@@ -89,12 +89,12 @@ func (s *Server) quorumReport() string {
 // forward passes a request to the leader and relays its answer.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	if by := r.Header.Get(forwardedHeader); by != "" {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("leadership moved while %s forwarded this request; retry", by))
+		s.writeErr(w, codedf(http.StatusServiceUnavailable, "leadership moved while %s forwarded this request; retry", by))
 		return
 	}
 	addr, err := s.leaderHTTP()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+		s.writeErr(w, codedErr(http.StatusServiceUnavailable, err))
 		return
 	}
 	target := &url.URL{Scheme: s.peerScheme, Host: addr}
@@ -115,6 +115,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	s.proxy.ServeHTTP(sw, r.WithContext(ctx))
 	if sw.code == 0 && r.Context().Err() == nil {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("leadership moved while the leader at %s held this request; retry", addr))
+		s.writeErr(w, codedf(http.StatusServiceUnavailable, "leadership moved while the leader at %s held this request; retry", addr))
 	}
 }

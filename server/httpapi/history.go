@@ -21,38 +21,35 @@ import (
 // memory because the history store did not answer; its value says why.
 const HistoryUnavailableHeader = "X-Drover-History-Unavailable"
 
-// historyStore returns the history store, or answers 503 and returns nil.
-func (s *Server) historyStore(w http.ResponseWriter, what string) history.Store {
+// historyStore returns the history store, or a 404 (there is none) or 503
+// error naming what was looked for.
+func (s *Server) historyStore(what string) (history.Store, error) {
 	if s.history == nil {
-		writeError(w, http.StatusNotFound, what+" does not exist")
-		return nil
+		return nil, coded(http.StatusNotFound, what+" does not exist")
 	}
 	st, err := s.history.Store()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s is not in memory and %v; retry when it is back", what, err))
-		return nil
+		return nil, codedf(http.StatusServiceUnavailable, "%s is not in memory and %w; retry when it is back", what, err)
 	}
-	return st
+	return st, nil
 }
 
-// archivedBatch reads a batch the state no longer holds; it answers 404
-// or 503 itself when it returns false.
-func (s *Server) archivedBatch(w http.ResponseWriter, r *http.Request, id uint64) (history.Batch, bool) {
+// archivedBatch reads a batch the state no longer holds, or returns a 404
+// or 503 error.
+func (s *Server) archivedBatch(r *http.Request, id uint64) (history.Batch, error) {
 	what := fmt.Sprintf("batch %d", id)
-	st := s.historyStore(w, what)
-	if st == nil {
-		return history.Batch{}, false
+	st, err := s.historyStore(what)
+	if err != nil {
+		return history.Batch{}, err
 	}
 	b, found, err := st.Batch(r.Context(), id)
 	switch {
 	case err != nil:
-		historyFailed(w, id, err)
-		return history.Batch{}, false
+		return history.Batch{}, historyFailed(id, err)
 	case !found:
-		writeError(w, http.StatusNotFound, what+" does not exist")
-		return history.Batch{}, false
+		return history.Batch{}, coded(http.StatusNotFound, what+" does not exist")
 	}
-	return b, true
+	return b, nil
 }
 
 // mergeBatches puts a page of the state's batches and a page of the
@@ -101,29 +98,27 @@ func latestAttempt(j *api.Job, want int) int {
 	return latest
 }
 
-// archivedJob reads a job of a batch the state no longer holds; it
-// answers 404 or 503 itself when it returns false.
-func (s *Server) archivedJob(w http.ResponseWriter, r *http.Request, batch uint64, job uint32) (api.Job, bool) {
-	st := s.historyStore(w, fmt.Sprintf("batch %d", batch))
-	if st == nil {
-		return api.Job{}, false
+// archivedJob reads a job of a batch the state no longer holds, or
+// returns a 404 or 503 error.
+func (s *Server) archivedJob(r *http.Request, batch uint64, job uint32) (api.Job, error) {
+	st, err := s.historyStore(fmt.Sprintf("batch %d", batch))
+	if err != nil {
+		return api.Job{}, err
 	}
 	j, found, err := st.Job(r.Context(), batch, job)
 	switch {
 	case err != nil:
-		historyFailed(w, batch, err)
-		return api.Job{}, false
+		return api.Job{}, historyFailed(batch, err)
 	case !found:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", batch, job))
-		return api.Job{}, false
+		return api.Job{}, codedf(http.StatusNotFound, "batch %d has no job %d", batch, job)
 	}
-	return j, true
+	return j, nil
 }
 
-// historyFailed answers 503 for a read of a batch the history store
+// historyFailed is the 503 error of a read of a batch the history store
 // failed.
-func historyFailed(w http.ResponseWriter, batch uint64, err error) {
-	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("batch %d is not in memory and the history store failed: %v; retry later", batch, err))
+func historyFailed(batch uint64, err error) error {
+	return codedf(http.StatusServiceUnavailable, "batch %d is not in memory and the history store failed: %w; retry later", batch, err)
 }
 
 // ledgerSpends reads what a billing project's batches that left the state

@@ -288,7 +288,10 @@ const (
 	Activate Access = "activate" // a worker presenting the worker secret or its machine's join token
 )
 
-// Route is one endpoint of the API.
+// Route is one endpoint of the API. A JSON endpoint's handler is a
+// handlerFunc turned into an http.HandlerFunc by wrap; those that stream
+// (job logs, snapshots, metrics) or hold the request (worker syncs) are
+// registered as they are.
 type Route struct {
 	Pattern string
 	Access  Access
@@ -300,72 +303,72 @@ type Route struct {
 func (s *Server) Routes() []Route {
 	u, a := AnyUser, Admin
 	return []Route{
-		{"GET /api/v1/health", Public, s.handleHealth},
+		{"GET /api/v1/health", Public, s.wrap(s.handleHealth)},
 		{"GET /metrics", Public, s.handleMetrics},
-		{"GET /api/v1/status/leader", u, s.handleLeader},
-		{"GET /api/v1/whoami", u, s.handleWhoami},
+		{"GET /api/v1/status/leader", u, s.wrap(s.handleLeader)},
+		{"GET /api/v1/whoami", u, s.wrap(s.handleWhoami)},
 
-		{"POST /api/v1/batches", u, s.handleCreateBatch},
-		{"GET /api/v1/batches", u, s.handleListBatches},
-		{"GET /api/v1/batches/{id}", u, s.handleGetBatch},
-		{"POST /api/v1/batches/{id}/cancel", u, s.handleCancelBatch},
-		{"POST /api/v1/batches/{id}/updates", u, s.handleCreateUpdate},
-		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.handleAddJobs},
-		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.handleCommitUpdate},
-		{"GET /api/v1/batches/{id}/jobs", u, s.handleListJobs},
-		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.handleGetJob},
+		{"POST /api/v1/batches", u, s.wrap(s.handleCreateBatch)},
+		{"GET /api/v1/batches", u, s.wrap(s.handleListBatches)},
+		{"GET /api/v1/batches/{id}", u, s.wrap(s.handleGetBatch)},
+		{"POST /api/v1/batches/{id}/cancel", u, s.wrap(s.handleCancelBatch)},
+		{"POST /api/v1/batches/{id}/updates", u, s.wrap(s.handleCreateUpdate)},
+		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.wrap(s.handleAddJobs)},
+		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.wrap(s.handleCommitUpdate)},
+		{"GET /api/v1/batches/{id}/jobs", u, s.wrap(s.handleListJobs)},
+		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.wrap(s.handleGetJob)},
 		{"GET /api/v1/batches/{id}/jobs/{job}/log", u, s.handleJobLog},
-		{"GET /api/v1/batches/{id}/jobs/{job}/why", u, s.handleJobWhy},
+		{"GET /api/v1/batches/{id}/jobs/{job}/why", u, s.wrap(s.handleJobWhy)},
 
-		{"GET /api/v1/regions", u, s.handleListRegions},
-		{"GET /api/v1/clusters", u, s.handleListClusters},
-		{"GET /api/v1/cluster-groups", u, s.handleListClusterGroups},
-		{"GET /api/v1/autoscaler", u, s.handleAutoscalerStatus},
-		{"GET /api/v1/clusters/{name}", u, s.handleGetCluster},
-		{"POST /api/v1/clusters/{name}/disable", a, s.handleDisableCluster},
-		{"POST /api/v1/clusters/{name}/enable", a, s.handleEnableCluster},
-		{"GET /api/v1/teams", u, s.handleListTeams},
-		{"GET /api/v1/teams/{name}", u, s.handleGetTeam},
-		{"PUT /api/v1/teams/{name}", a, s.handlePutTeam},
-		{"PUT /api/v1/teams/{name}/quota", a, s.handlePutQuota},
-		{"POST /api/v1/placement", a, s.handleApplyPlacement},
+		{"GET /api/v1/regions", u, s.wrap(s.handleListRegions)},
+		{"GET /api/v1/clusters", u, s.wrap(s.handleListClusters)},
+		{"GET /api/v1/cluster-groups", u, s.wrap(s.handleListClusterGroups)},
+		{"GET /api/v1/autoscaler", u, s.wrap(s.handleAutoscalerStatus)},
+		{"GET /api/v1/clusters/{name}", u, s.wrap(s.handleGetCluster)},
+		{"POST /api/v1/clusters/{name}/disable", a, s.wrap(s.handleDisableCluster)},
+		{"POST /api/v1/clusters/{name}/enable", a, s.wrap(s.handleEnableCluster)},
+		{"GET /api/v1/teams", u, s.wrap(s.handleListTeams)},
+		{"GET /api/v1/teams/{name}", u, s.wrap(s.handleGetTeam)},
+		{"PUT /api/v1/teams/{name}", a, s.wrap(s.handlePutTeam)},
+		{"PUT /api/v1/teams/{name}/quota", a, s.wrap(s.handlePutQuota)},
+		{"POST /api/v1/placement", a, s.wrap(s.handleApplyPlacement)},
 
-		{"POST /api/v1/users", a, s.handleCreateUser},
-		{"GET /api/v1/users", a, s.handleListUsers},
-		{"DELETE /api/v1/users/{name}", a, s.handleDeleteUser},
-		{"POST /api/v1/users/{name}/token", a, s.handleRotateToken},
-		{"POST /api/v1/tokens", u, s.handleCreateToken},
-		{"GET /api/v1/tokens", u, s.handleListTokens},
-		{"DELETE /api/v1/tokens/{accessor}", u, s.handleRevokeToken},
-		{"POST /api/v1/tokens/{accessor}/rotate", u, s.handleRotateOwnToken},
-		{"POST /api/v1/billing-projects", a, s.handleCreateBillingProject},
-		{"GET /api/v1/billing-projects", u, s.handleListBillingProjects},
-		{"POST /api/v1/billing-projects/{name}/members", u, s.handleAddMember},
-		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.handleRemoveMember},
-		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.handleSetSpendLimit},
-		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.handleSetLogQuota},
-		{"GET /api/v1/billing-projects/{name}/cost", u, s.handleProjectCost},
-		{"GET /api/v1/billing-projects/{name}/storage", u, s.handleListStorage},
-		{"POST /api/v1/billing-projects/{name}/storage", a, s.handleAddStorage},
-		{"DELETE /api/v1/billing-projects/{name}/storage", a, s.handleRemoveStorage},
-		{"PUT /api/v1/billing-projects/{name}/settings", a, s.handleProjectSettings},
-		{"GET /api/v1/audit", a, s.handleAudit},
-		{"GET /api/v1/rates", u, s.handleListRates},
-		{"PUT /api/v1/rates", a, s.handleSetRates},
-		{"GET /api/v1/instances", a, s.handleListInstances},
-		{"GET /api/v1/status/peers", u, s.handlePeers},
-		{"POST /api/v1/operator/raft/remove-peer", a, s.handleRemovePeer},
-		{"POST /api/v1/operator/raft/transfer-leader", a, s.handleTransferLeader},
+		{"POST /api/v1/users", a, s.wrap(s.handleCreateUser)},
+		{"GET /api/v1/users", a, s.wrap(s.handleListUsers)},
+		{"DELETE /api/v1/users/{name}", a, s.wrap(s.handleDeleteUser)},
+		{"POST /api/v1/users/{name}/token", a, s.wrap(s.handleRotateToken)},
+		{"POST /api/v1/tokens", u, s.wrap(s.handleCreateToken)},
+		{"GET /api/v1/tokens", u, s.wrap(s.handleListTokens)},
+		{"DELETE /api/v1/tokens/{accessor}", u, s.wrap(s.handleRevokeToken)},
+		{"POST /api/v1/tokens/{accessor}/rotate", u, s.wrap(s.handleRotateOwnToken)},
+		{"POST /api/v1/billing-projects", a, s.wrap(s.handleCreateBillingProject)},
+		{"GET /api/v1/billing-projects", u, s.wrap(s.handleListBillingProjects)},
+		{"POST /api/v1/billing-projects/{name}/members", u, s.wrap(s.handleAddMember)},
+		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.wrap(s.handleRemoveMember)},
+		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.wrap(s.handleSetSpendLimit)},
+		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.wrap(s.handleSetLogQuota)},
+		{"GET /api/v1/billing-projects/{name}/cost", u, s.wrap(s.handleProjectCost)},
+		{"GET /api/v1/billing-projects/{name}/storage", u, s.wrap(s.handleListStorage)},
+		{"POST /api/v1/billing-projects/{name}/storage", a, s.wrap(s.handleAddStorage)},
+		{"DELETE /api/v1/billing-projects/{name}/storage", a, s.wrap(s.handleRemoveStorage)},
+		{"PUT /api/v1/billing-projects/{name}/settings", a, s.wrap(s.handleProjectSettings)},
+		{"GET /api/v1/audit", a, s.wrap(s.handleAudit)},
+		{"GET /api/v1/rates", u, s.wrap(s.handleListRates)},
+		{"PUT /api/v1/rates", a, s.wrap(s.handleSetRates)},
+		{"GET /api/v1/instances", a, s.wrap(s.handleListInstances)},
+		{"GET /api/v1/status/peers", u, s.wrap(s.handlePeers)},
+		{"POST /api/v1/operator/raft/remove-peer", a, s.wrap(s.handleRemovePeer)},
+		{"POST /api/v1/operator/raft/transfer-leader", a, s.wrap(s.handleTransferLeader)},
 		{"GET /api/v1/operator/snapshot", a, s.handleSnapshotSave},
-		{"PUT /api/v1/operator/snapshot", a, s.handleSnapshotRestore},
-		{"GET /api/v1/operator/memory", a, s.handleMemory},
-		{"GET /api/v1/operator/gossip/keyring", a, s.handleGossipKeyring},
-		{"POST /api/v1/operator/gossip/keyring", a, s.handleChangeGossipKeyring},
+		{"PUT /api/v1/operator/snapshot", a, s.wrap(s.handleSnapshotRestore)},
+		{"GET /api/v1/operator/memory", a, s.wrap(s.handleMemory)},
+		{"GET /api/v1/operator/gossip/keyring", a, s.wrap(s.handleGossipKeyring)},
+		{"POST /api/v1/operator/gossip/keyring", a, s.wrap(s.handleChangeGossipKeyring)},
 
-		{"POST /api/v1/workers/activate", Activate, s.handleActivate},
+		{"POST /api/v1/workers/activate", Activate, s.wrap(s.handleActivate)},
 		{"POST /api/v1/workers/sync", Worker, s.handleSync},
-		{"POST /api/v1/workers/deactivate", Worker, s.handleDeactivate},
-		{"PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", Worker, s.handleLogChunk},
+		{"POST /api/v1/workers/deactivate", Worker, s.wrap(s.handleDeactivate)},
+		{"PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", Worker, s.wrap(s.handleLogChunk)},
 	}
 }
 
@@ -406,7 +409,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		if pattern != "GET /metrics" && pattern != "GET /api/v1/health" && !s.node.Ready() {
-			writeError(w, http.StatusServiceUnavailable, "server is starting: it is still catching up with the Raft log; retry in a few seconds")
+			s.writeErr(w, coded(http.StatusServiceUnavailable, "server is starting: it is still catching up with the Raft log; retry in a few seconds"))
 			return
 		}
 		if pattern == "" {
@@ -414,10 +417,10 @@ func (s *Server) Handler() http.Handler {
 			// answer in JSON like every other error.
 			if allow := allowedMethods(mux, r); len(allow) > 0 {
 				w.Header().Set("Allow", strings.Join(allow, ", "))
-				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+				s.writeErr(w, codedf(http.StatusMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 				return
 			}
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the API lives under /api/v1)", r.Method, r.URL.Path))
+			s.writeErr(w, codedf(http.StatusNotFound, "no such endpoint: %s %s (the API lives under /api/v1)", r.Method, r.URL.Path))
 			return
 		}
 		if r.Method == http.MethodGet && !local && !stale {
@@ -594,28 +597,34 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r)
 		if tok == "" {
-			if s.allowAnonymous(w, r) {
-				writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
+			err := s.allowAnonymous(w, r)
+			if err == nil {
+				err = coded(http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
 			}
+			s.writeErr(w, err)
 			return
 		}
 		u, t, st := s.state.Authenticate(token.Hash(tok), time.Now())
-		if st != state.TokenValid && !s.allowAnonymous(w, r) {
-			return
+		if st != state.TokenValid {
+			if err := s.allowAnonymous(w, r); err != nil {
+				s.writeErr(w, err)
+				return
+			}
 		}
 		switch st {
 		case state.TokenUnknown:
-			writeError(w, http.StatusUnauthorized, "invalid token: it was never made, was revoked, or its user was deleted")
+			s.writeErr(w, coded(http.StatusUnauthorized, "invalid token: it was never made, was revoked, or its user was deleted"))
 			return
 		case state.TokenExpired:
-			writeError(w, http.StatusUnauthorized, fmt.Sprintf("token %q (%s) of user %q expired at %s; make a new one with `drover token create` (an admin can with `drover user rotate-token %s`)",
+			s.writeErr(w, codedf(http.StatusUnauthorized, "token %q (%s) of user %q expired at %s; make a new one with `drover token create` (an admin can with `drover user rotate-token %s`)",
 				t.Name, t.Accessor, u.Name, time.Unix(0, t.Expires).UTC().Format(time.RFC3339), u.Name))
 			return
 		}
 		if c := callerOf(r); c != nil {
 			c.user, c.accessor = u.Name, t.Accessor
 		}
-		if !s.allowRate(w, r, "user:"+u.Name, "user "+u.Name, "max_requests_per_second_per_user", s.cfg.Rates.UserPerSecond) {
+		if err := s.allowRate(w, r, "user:"+u.Name, "user "+u.Name, "max_requests_per_second_per_user", s.cfg.Rates.UserPerSecond); err != nil {
+			s.writeErr(w, err)
 			return
 		}
 		ctx := context.WithValue(r.Context(), userKey, u)
@@ -626,7 +635,7 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) authAdmin(h http.HandlerFunc) http.HandlerFunc {
 	return s.authUser(func(w http.ResponseWriter, r *http.Request) {
 		if u := userOf(r); !u.Admin {
-			writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not an admin; ask an admin to do this", u.Name))
+			s.writeErr(w, codedf(http.StatusForbidden, "user %q is not an admin; ask an admin to do this", u.Name))
 			return
 		}
 		h(w, r)
@@ -649,68 +658,9 @@ func viewerOf(r *http.Request) state.Viewer {
 	return state.Viewer{Name: u.Name, Admin: u.Admin}
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v)
-}
-
-// reply answers in MessagePack when the request asks for it (Accept), in
-// JSON otherwise; the bulk endpoints answer this way.
-func reply(w http.ResponseWriter, r *http.Request, code int, v any) {
-	if r.Header.Get("Accept") != api.MsgpackContentType {
-		writeJSON(w, code, v)
-		return
-	}
-	data, err := api.MarshalMsgpack(v)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", api.MsgpackContentType)
-	w.WriteHeader(code)
-	_, _ = w.Write(data)
-}
-
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, api.ErrorResponse{Error: msg})
-}
-
-// writeErr maps an error to a status code and a message.
-func (s *Server) writeErr(w http.ResponseWriter, err error) {
-	var ae *state.ApplyError
-	switch {
-	case errors.As(err, &ae):
-		code := map[state.ErrorKind]int{
-			state.ErrInvalid: http.StatusBadRequest, state.ErrNotFound: http.StatusNotFound,
-			state.ErrConflict: http.StatusConflict, state.ErrForbidden: http.StatusForbidden,
-			state.ErrUnauthorized: http.StatusUnauthorized,
-		}[ae.Kind]
-		if code == 0 {
-			code = http.StatusBadRequest
-		}
-		writeError(w, code, ae.Msg)
-	case errors.Is(err, ErrNotLeader):
-		// Also answered before authentication (a consistent read that
-		// finds leadership gone): the leader by ID, not its Raft address.
-		_, id := s.node.Leader()
-		msg := "no cluster leader right now; retry in a few seconds"
-		if id != "" {
-			msg = fmt.Sprintf("this server is not the leader (the leader is server %s); retry", id)
-		}
-		writeError(w, http.StatusServiceUnavailable, msg+" ("+err.Error()+")")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, "request cancelled or timed out: "+err.Error())
-	default:
-		s.log.Error("internal error", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
-	}
-}
-
 // decode reads a JSON body strictly: unknown fields are errors, so a typo in
 // a field name does not silently do nothing.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeLimit(w, r, v, maxBody, "send jobs in smaller bunches")
 }
 
@@ -721,7 +671,7 @@ const maxUnauthenticatedBody = 64 << 10
 
 // decodeLimit is decode with a body limit and a hint for a body beyond it.
 // A body sent as MessagePack (Content-Type) is read as such.
-func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) bool {
+func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) error {
 	if r.Header.Get("Content-Type") == api.MsgpackContentType {
 		return decodeMsgpack(w, r, v, limit, hint)
 	}
@@ -731,40 +681,34 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, hin
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %s; %s", formatSize(limit), hint))
+			return codedf(http.StatusRequestEntityTooLarge, "request body is larger than %s; %s", formatSize(limit), hint)
 		case errors.Is(err, io.EOF):
-			writeError(w, http.StatusBadRequest, "request body is empty; expected a JSON object")
+			return coded(http.StatusBadRequest, "request body is empty; expected a JSON object")
 		default:
-			writeError(w, http.StatusBadRequest, "request body is not valid: "+err.Error())
+			return codedf(http.StatusBadRequest, "request body is not valid: %w", err)
 		}
-		return false
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, "request body has data after the JSON object")
-		return false
+		return coded(http.StatusBadRequest, "request body has data after the JSON object")
 	}
-	return true
+	return nil
 }
 
-func decodeMsgpack(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) bool {
+func decodeMsgpack(w http.ResponseWriter, r *http.Request, v any, limit int64, hint string) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %s; %s", formatSize(limit), hint))
-		return false
+		return codedf(http.StatusRequestEntityTooLarge, "request body is larger than %s; %s", formatSize(limit), hint)
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "request body could not be read: "+err.Error())
-		return false
+		return codedf(http.StatusBadRequest, "request body could not be read: %w", err)
 	case len(data) == 0:
-		writeError(w, http.StatusBadRequest, "request body is empty; expected a msgpack map")
-		return false
+		return coded(http.StatusBadRequest, "request body is empty; expected a msgpack map")
 	}
 	if err := api.UnmarshalMsgpack(data, v); err != nil {
-		writeError(w, http.StatusBadRequest, "request body is not valid msgpack for this endpoint: "+err.Error())
-		return false
+		return codedf(http.StatusBadRequest, "request body is not valid msgpack for this endpoint: %w", err)
 	}
-	return true
+	return nil
 }
 
 // formatSize renders a body limit: "64 MiB", "64 KiB".
@@ -775,26 +719,24 @@ func formatSize(n int64) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
-func pathID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool) {
+func pathID(r *http.Request, name string) (uint64, error) {
 	v, err := strconv.ParseUint(r.PathValue(name), 10, 64)
 	if err != nil || v == 0 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %q is not a positive integer", name, r.PathValue(name)))
-		return 0, false
+		return 0, codedf(http.StatusBadRequest, "%s %q is not a positive integer", name, r.PathValue(name))
 	}
-	return v, true
+	return v, nil
 }
 
-func queryID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool) {
+func queryID(r *http.Request, name string) (uint64, error) {
 	raw := r.URL.Query().Get(name)
 	if raw == "" {
-		return 0, true
+		return 0, nil
 	}
 	v, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %s=%q is not a non-negative integer", name, raw))
-		return 0, false
+		return 0, codedf(http.StatusBadRequest, "query parameter %s=%q is not a non-negative integer", name, raw)
 	}
-	return v, true
+	return v, nil
 }
 
 // handleHealth answers 200 when the server is ready to serve the API and 503
@@ -802,7 +744,7 @@ func queryID(w http.ResponseWriter, r *http.Request, name string) (uint64, bool)
 // it names servers by ID only: no Raft or gossip address, term or index,
 // which would tell a stranger where and how to forge Raft entries
 // (`drover operator raft list-peers` shows them to a user).
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) (any, error) {
 	_, id := s.node.Leader()
 	code := http.StatusOK
 	if !s.node.Ready() {
@@ -812,10 +754,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if code != http.StatusOK {
 		body["error"] = "server is starting: it is still catching up with the Raft log"
 	}
-	writeJSON(w, code, body)
+	return withStatus(code, body), nil
 }
 
-func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) (any, error) {
 	addr, id := s.node.Leader()
 	out := api.LeaderStatus{
 		Leader: addr, LeaderID: id, ServerID: s.cfg.ID, IsLeader: s.node.IsLeader(),
@@ -825,10 +767,10 @@ func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
 		h := s.history.Status()
 		out.History = &h
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) (any, error) {
 	u := userOf(r)
-	writeJSON(w, http.StatusOK, api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()})
+	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}, nil
 }

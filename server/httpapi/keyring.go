@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
-	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -65,21 +64,20 @@ func (s *Server) keyringView() api.GossipKeyring {
 	return out
 }
 
-func (s *Server) requireEncryptedGossip(w http.ResponseWriter) bool {
+func (s *Server) requireEncryptedGossip() error {
 	if s.gossip == nil || !s.gossip.Encrypted() {
-		writeError(w, http.StatusBadRequest, "gossip on the leader is not encrypted: start every server with -gossip-key-file before rotating keys")
-		return false
+		return coded(http.StatusBadRequest, "gossip on the leader is not encrypted: start every server with -gossip-key-file before rotating keys")
 	}
-	return true
+	return nil
 }
 
-func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) {
-	if !s.requireEncryptedGossip(w) {
-		return
+func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) (any, error) {
+	if err := s.requireEncryptedGossip(); err != nil {
+		return nil, err
 	}
 	out := s.keyringView()
 	out.Pending = nil
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // handleChangeGossipKeyring commits the keyring an install, use or remove
@@ -87,18 +85,17 @@ func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) {
 // live server tells over gossip that it holds it. A use needs the key on
 // every live server (or they could not read the leader's gossip), and a
 // remove needs no live server to still encrypt with it.
-func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Request) {
-	if !s.requireEncryptedGossip(w) {
-		return
+func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Request) (any, error) {
+	if err := s.requireEncryptedGossip(); err != nil {
+		return nil, err
 	}
 	var req api.GossipKeyringRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a keyring request is one key") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a keyring request is one key"); err != nil {
+		return nil, err
 	}
 	key, err := cluster.ParseGossipKey(req.Key)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	fp := cluster.KeyFingerprint(key)
 	cur := s.keyring()
@@ -111,19 +108,16 @@ func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Reques
 			break
 		}
 		if len(cur) >= state.MaxGossipKeys {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("the gossip keyring already holds %d keys (the limit): remove one first", state.MaxGossipKeys))
-			return
+			return nil, codedf(http.StatusBadRequest, "the gossip keyring already holds %d keys (the limit): remove one first", state.MaxGossipKeys)
 		}
 		next = append(slices.Clone(cur), key)
 	case "use":
 		if !has {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("key %s is not installed: install it first with `drover operator gossip keyring install`", fp))
-			return
+			return nil, codedf(http.StatusBadRequest, "key %s is not installed: install it first with `drover operator gossip keyring install`", fp)
 		}
 		for _, srv := range view.Servers {
 			if !slices.Contains(srv.Keys, fp) {
-				writeError(w, http.StatusConflict, fmt.Sprintf("server %s does not hold key %s yet, so it could not read gossip encrypted with it; retry once `drover operator gossip keyring list` shows it installed everywhere", srv.ID, fp))
-				return
+				return nil, codedf(http.StatusConflict, "server %s does not hold key %s yet, so it could not read gossip encrypted with it; retry once `drover operator gossip keyring list` shows it installed everywhere", srv.ID, fp)
 			}
 		}
 		if bytes.Equal(cur[0], key) {
@@ -140,19 +134,16 @@ func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Reques
 			break
 		}
 		if bytes.Equal(cur[0], key) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("key %s is the primary key: use another key first", fp))
-			return
+			return nil, codedf(http.StatusBadRequest, "key %s is the primary key: use another key first", fp)
 		}
 		for _, srv := range view.Servers {
 			if len(srv.Keys) > 0 && srv.Keys[0] == fp {
-				writeError(w, http.StatusConflict, fmt.Sprintf("server %s still encrypts with key %s; retry once `drover operator gossip keyring list` shows it using the new key", srv.ID, fp))
-				return
+				return nil, codedf(http.StatusConflict, "server %s still encrypts with key %s; retry once `drover operator gossip keyring list` shows it using the new key", srv.ID, fp)
 			}
 		}
 		next = slices.DeleteFunc(slices.Clone(cur), func(k []byte) bool { return bytes.Equal(k, key) })
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("op %q is not install, use or remove", req.Op))
-		return
+		return nil, codedf(http.StatusBadRequest, "op %q is not install, use or remove", req.Op)
 	}
 	if next != nil {
 		enc := make([]string, len(next))
@@ -160,8 +151,7 @@ func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Reques
 			enc[i] = base64.StdEncoding.EncodeToString(k)
 		}
 		if _, err := s.apply(&state.GossipKeyring{Now: time.Now().UnixNano(), Op: req.Op, Key: fp, Keys: enc}); err != nil {
-			s.writeErr(w, err)
-			return
+			return nil, err
 		}
 	}
 	deadline := time.Now().Add(s.cfg.ApplyTimeout)
@@ -172,10 +162,9 @@ func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Reques
 		}
 		select {
 		case <-r.Context().Done():
-			s.writeErr(w, r.Context().Err())
-			return
+			return nil, r.Context().Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	writeJSON(w, http.StatusOK, view)
+	return view, nil
 }

@@ -32,11 +32,10 @@ type snapshotMeta struct {
 	AuditBytes int64 `json:"audit_bytes,omitempty"`
 }
 
-func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) (any, error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		s.writeErr(w, fmt.Errorf("read raft configuration: %w", err))
-		return
+		return nil, fmt.Errorf("read raft configuration: %w", err)
 	}
 	_, leaderID := s.raft.LeaderWithID()
 	stats := s.raft.Stats()
@@ -59,39 +58,36 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Servers = append(out.Servers, p)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.RemovePeerRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	found := false
 	for _, srv := range f.Configuration().Servers {
 		found = found || string(srv.ID) == req.ID
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("server %q is not in the raft configuration; see 'drover operator raft list-peers'", req.ID))
-		return
+		return nil, codedf(http.StatusNotFound, "server %q is not in the raft configuration; see 'drover operator raft list-peers'", req.ID)
 	}
 	if err := s.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
-		s.writeErr(w, fmt.Errorf("remove server %s: %w", req.ID, err))
-		return
+		return nil, fmt.Errorf("remove server %s: %w", req.ID, err)
 	}
 	s.log.Warn("server removed from the raft configuration by an operator", "server", req.ID, "by", userOf(r).Name)
-	writeJSON(w, http.StatusOK, map[string]string{"removed": req.ID})
+	return map[string]string{"removed": req.ID}, nil
 }
 
-func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.TransferLeaderRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	var f raft.Future
 	if req.ID == "" {
@@ -99,8 +95,7 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 	} else {
 		cf := s.raft.GetConfiguration()
 		if err := cf.Error(); err != nil {
-			s.writeErr(w, err)
-			return
+			return nil, err
 		}
 		var target *raft.Server
 		for _, srv := range cf.Configuration().Servers {
@@ -109,14 +104,12 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if target == nil {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("server %q is not in the raft configuration", req.ID))
-			return
+			return nil, codedf(http.StatusNotFound, "server %q is not in the raft configuration", req.ID)
 		}
 		f = s.raft.LeadershipTransferToServer(target.ID, target.Address)
 	}
 	if err := f.Error(); err != nil {
-		s.writeErr(w, fmt.Errorf("transfer leadership: %w", err))
-		return
+		return nil, fmt.Errorf("transfer leadership: %w", err)
 	}
 	// Wait (briefly) until this server hears from the new leader.
 	addr, id := s.node.Leader()
@@ -124,7 +117,7 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(20 * time.Millisecond)
 		addr, id = s.node.Leader()
 	}
-	writeJSON(w, http.StatusOK, api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.cfg.ID})
+	return api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.cfg.ID}, nil
 }
 
 // handleMemory closes the Raft transport's pooled connections, collects
@@ -132,7 +125,7 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) {
 // memory a batch costs: the pool grows with how busy Raft has been (under
 // load, to several connections of 512 KiB a peer), not with what the
 // state holds.
-func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) (any, error) {
 	held := s.state.Held()
 	auditBytes := s.state.AuditSize()
 	active, retired := s.state.InstanceCounts()
@@ -151,7 +144,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) {
 	if s.raftLog != nil {
 		out.RaftLogRewriteDue, out.RaftLogRewrites = s.raftLog.RewriteDue(), s.raftLog.Rewrites()
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // handleSnapshotSave streams the whole state: a header line, a JSON line
@@ -173,44 +166,38 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 
 // handleSnapshotRestore replaces the whole cluster's state with a saved
 // snapshot (disaster recovery).
-func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (any, error) {
 	// A whole state may take longer to upload than any other request.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	noWriteDeadline(w)
 	br := bufio.NewReaderSize(r.Body, 1<<20)
 	magic, err := br.ReadString('\n')
 	if err != nil || strings.TrimSpace(magic) != snapshotMagic {
-		writeError(w, http.StatusBadRequest, "not a drover snapshot (written by 'drover operator snapshot save')")
-		return
+		return nil, coded(http.StatusBadRequest, "not a drover snapshot (written by 'drover operator snapshot save')")
 	}
 	line, err := br.ReadString('\n')
 	var meta snapshotMeta
 	if err != nil || json.Unmarshal([]byte(line), &meta) != nil {
-		writeError(w, http.StatusBadRequest, "snapshot header is damaged")
-		return
+		return nil, coded(http.StatusBadRequest, "snapshot header is damaged")
 	}
 	// Raft wants the size up front: spool the body to disk first.
 	tmp, err := os.CreateTemp(s.cfg.DataDir, "restore-*.snap")
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	size, err := io.Copy(tmp, br)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "read snapshot: "+err.Error())
-		return
+		return nil, codedf(http.StatusBadRequest, "read snapshot: %w", err)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	rm := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: meta.Index, Term: meta.Term, Size: size}
 	if err := s.raft.Restore(rm, bufio.NewReaderSize(tmp, 1<<20), 5*time.Minute); err != nil {
-		s.writeErr(w, fmt.Errorf("restore snapshot: %w", err))
-		return
+		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
 	s.log.Warn("state restored from a snapshot", "snapshot_index", meta.Index, "from_server", meta.Server, "taken", meta.Time, "by", userOf(r).Name)
-	writeJSON(w, http.StatusOK, map[string]any{"restored_index": meta.Index, "taken": meta.Time})
+	return map[string]any{"restored_index": meta.Index, "taken": meta.Time}, nil
 }

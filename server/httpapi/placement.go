@@ -59,8 +59,8 @@ func (s *Server) clusters() []api.Cluster {
 	return out
 }
 
-func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.clusters())
+func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.clusters(), nil
 }
 
 func (s *Server) cluster(name string) (api.Cluster, bool) {
@@ -72,24 +72,23 @@ func (s *Server) cluster(name string) (api.Cluster, bool) {
 	return api.Cluster{}, false
 }
 
-func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) (any, error) {
 	c, ok := s.cluster(r.PathValue("name"))
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("cluster %q does not exist; drover cluster list shows the clusters", r.PathValue("name")))
-		return
+		return nil, codedf(http.StatusNotFound, "cluster %q does not exist; drover cluster list shows the clusters", r.PathValue("name"))
 	}
-	writeJSON(w, http.StatusOK, c)
+	return c, nil
 }
 
-func (s *Server) handleListClusterGroups(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListClusterGroups(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.ClusterGroup{}
 	for _, g := range s.state.ClusterGroups() {
 		out = append(out, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy, Clusters: g.Clusters})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) (any, error) {
 	byName := map[string]*api.Region{}
 	var names []string
 	for _, c := range s.state.Clusters() {
@@ -112,28 +111,25 @@ func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) {
 	for _, n := range names {
 		out = append(out, *byName[n])
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disabled bool) {
+func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disabled bool) (any, error) {
 	var req api.ClusterStateRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	if len(req.Reason) > api.MaxEventMessage {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("reason is %d bytes; the limit is %d", len(req.Reason), api.MaxEventMessage))
-		return
+		return nil, codedf(http.StatusBadRequest, "reason is %d bytes; the limit is %d", len(req.Reason), api.MaxEventMessage)
 	}
 	if req.Evacuate && !disabled {
-		writeError(w, http.StatusBadRequest, "evacuate goes with disable, not enable")
-		return
+		return nil, coded(http.StatusBadRequest, "evacuate goes with disable, not enable")
 	}
 	name := r.PathValue("name")
 	res, err := s.apply(&state.SetCluster{Now: time.Now().UnixNano(), Name: name, Disabled: disabled,
 		Reason: req.Reason, By: userOf(r).Name, Evacuate: req.Evacuate})
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	sr := res.(*state.SetClusterResult)
 	c, _ := s.cluster(name)
@@ -142,15 +138,15 @@ func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disable
 		verb = "disabled"
 	}
 	s.log.Info("cluster "+verb, "cluster", name, "by", userOf(r).Name, "reason", req.Reason, "preempted", sr.Preempted)
-	writeJSON(w, http.StatusOK, api.ClusterStateResponse{Cluster: c, Preempted: sr.Preempted})
+	return api.ClusterStateResponse{Cluster: c, Preempted: sr.Preempted}, nil
 }
 
-func (s *Server) handleDisableCluster(w http.ResponseWriter, r *http.Request) {
-	s.setClusterState(w, r, true)
+func (s *Server) handleDisableCluster(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.setClusterState(w, r, true)
 }
 
-func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) {
-	s.setClusterState(w, r, false)
+func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.setClusterState(w, r, false)
 }
 
 func teamToAPI(t state.TeamInfo) api.Team {
@@ -174,21 +170,20 @@ func teamToAPI(t state.TeamInfo) api.Team {
 	return out
 }
 
-func (s *Server) handleListTeams(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListTeams(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.Team{}
 	for _, t := range s.state.Teams() {
 		out = append(out, teamToAPI(t))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request) (any, error) {
 	t, ok := s.state.TeamByName(r.PathValue("name"))
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("team %q does not exist; drover team list shows the teams", r.PathValue("name")))
-		return
+		return nil, codedf(http.StatusNotFound, "team %q does not exist; drover team list shows the teams", r.PathValue("name"))
 	}
-	writeJSON(w, http.StatusOK, teamToAPI(t))
+	return teamToAPI(t), nil
 }
 
 // teamFromAPI validates a team as a request sends it.
@@ -249,65 +244,59 @@ func gpuCounts(m map[string]int64) map[string]int {
 	return out
 }
 
-func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.Team
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	req.Name = r.PathValue("name")
 	t, err := teamFromAPI(req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	if _, err := s.apply(&state.SetTeam{Now: time.Now().UnixNano(), Team: t}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	out, _ := s.state.TeamByName(t.Name)
-	writeJSON(w, http.StatusOK, teamToAPI(out))
+	return teamToAPI(out), nil
 }
 
-func (s *Server) handlePutQuota(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handlePutQuota(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.Quota
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	t, err := quotaFromAPI(req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	t.Name = r.PathValue("name")
 	if _, err := s.apply(&state.SetTeam{Now: time.Now().UnixNano(), Team: t, QuotaOnly: true}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	out, _ := s.state.TeamByName(t.Name)
-	writeJSON(w, http.StatusOK, teamToAPI(out))
+	return teamToAPI(out), nil
 }
 
 // maxPlacementItems bounds the clusters, pools per cluster and teams one
 // placement config declares.
 const maxPlacementItems = 1000
 
-func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.PlacementConfig
-	if !decode(w, r, &req) {
-		return
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
 	}
 	c, err := placementFromAPI(&req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	c.Now = time.Now().UnixNano()
 	if _, err := s.apply(c); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "teams", len(c.Teams), "cluster_groups", len(c.Groups))
-	writeJSON(w, http.StatusOK, map[string]int{"clusters": len(c.Clusters), "teams": len(c.Teams), "cluster_groups": len(c.Groups)})
+	return map[string]int{"clusters": len(c.Clusters), "teams": len(c.Teams), "cluster_groups": len(c.Groups)}, nil
 }
 
 // placementFromAPI checks a placement config as apply will, and every
@@ -418,15 +407,14 @@ func autoscalerFromAPI(a *api.AutoscalerSettings) (*state.Autoscaler, error) {
 // handleJobWhy says why a job is where it is: the parents it waits for, the
 // reason the leader's last scheduling round recorded for a Ready job, or
 // where it runs.
-func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
-	id, jid, ok := s.visibleJob(w, r)
-	if !ok {
-		return
+func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, jid, err := s.visibleJob(r)
+	if err != nil {
+		return nil, err
 	}
 	jp, found := s.state.JobPlace(id, jid)
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("batch %d has no job %d", id, jid))
-		return
+		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
 	}
 	out := api.JobWhy{BatchID: int64(id), JobID: int64(jid), State: jp.State.String()}
 	add := func(reason, msg string) {
@@ -527,7 +515,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) {
 		add("team", fmt.Sprintf("team %s uses %g of %g cores, %s of %s memory", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000,
 			units.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // autoscalerReasons says what the autoscaler does about waiting work: the

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -83,27 +82,26 @@ func (l *limiters) roomFor(key string, max int) bool {
 }
 
 // allowRate takes one request of who (a user or worker, for messages) from
-// its bucket, or answers 429 with Retry-After. Requests relayed by another
+// its bucket, or returns a 429 error (and sets Retry-After). Requests relayed by another
 // server of the cluster (a log gathered from peers) are not counted again:
 // the server that received them counted them.
-func (s *Server) allowRate(w http.ResponseWriter, r *http.Request, key, who, setting string, perSecond float64) bool {
+func (s *Server) allowRate(w http.ResponseWriter, r *http.Request, key, who, setting string, perSecond float64) error {
 	return s.allowRateIn(&s.limits, w, r, key, who, setting, perSecond)
 }
 
 // allowRateIn is allowRate with the buckets of l.
-func (s *Server) allowRateIn(l *limiters, w http.ResponseWriter, r *http.Request, key, who, setting string, perSecond float64) bool {
+func (s *Server) allowRateIn(l *limiters, w http.ResponseWriter, r *http.Request, key, who, setting string, perSecond float64) error {
 	if perSecond <= 0 || s.fromPeer(r) {
-		return true
+		return nil
 	}
 	wait, ok := l.take(key, perSecond, time.Now())
 	if ok {
-		return true
+		return nil
 	}
 	secs := max(1, int(math.Ceil(wait.Seconds())))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("%s sent more than %g requests per second to this server (server setting %s); retry after %ds",
-		who, perSecond, setting, secs))
-	return false
+	return codedf(http.StatusTooManyRequests, "%s sent more than %g requests per second to this server (server setting %s); retry after %ds",
+		who, perSecond, setting, secs)
 }
 
 // fromPeer reports whether r was sent by another server of the cluster: it

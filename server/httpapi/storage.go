@@ -25,49 +25,46 @@ const maxStorageBody = 8 * api.MaxCredentialBytes
 
 // inProject checks that the project exists and that the caller has a role
 // in it (or is an admin).
-func (s *Server) inProject(w http.ResponseWriter, r *http.Request, project string) bool {
+func (s *Server) inProject(r *http.Request, project string) error {
 	u := userOf(r)
 	if _, ok := s.state.BillingProject(project); !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
-		return false
+		return codedf(http.StatusNotFound, "billing project %q does not exist", project)
 	}
 	if !u.Admin && s.state.Role(project, u.Name) == "" {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not in billing project %q", u.Name, project))
-		return false
+		return codedf(http.StatusForbidden, "user %q is not in billing project %q", u.Name, project)
 	}
-	return true
+	return nil
 }
 
-func (s *Server) handleListStorage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListStorage(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
-	if !s.inProject(w, r, project) {
-		return
+	if err := s.inProject(r, project); err != nil {
+		return nil, err
 	}
 	list, _ := s.state.StoragePrefixes(project)
-	writeJSON(w, http.StatusOK, list)
+	return list, nil
 }
 
-// projectPrefixes returns a project's prefixes, or answers 404.
-func (s *Server) projectPrefixes(w http.ResponseWriter, project string) ([]api.StoragePrefix, bool) {
+// projectPrefixes returns a project's prefixes, or a 404 error.
+func (s *Server) projectPrefixes(project string) ([]api.StoragePrefix, error) {
 	list, ok := s.state.StoragePrefixes(project)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
+		return nil, codedf(http.StatusNotFound, "billing project %q does not exist", project)
 	}
-	return list, ok
+	return list, nil
 }
 
-func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
-	if _, ok := s.projectPrefixes(w, project); !ok {
-		return
+	if _, err := s.projectPrefixes(project); err != nil {
+		return nil, err
 	}
 	var req api.AddStoragePrefixRequest
-	if !decodeLimit(w, r, &req, maxStorageBody, fmt.Sprintf("credentials are at most %d bytes", api.MaxCredentialBytes)) {
-		return
+	if err := decodeLimit(w, r, &req, maxStorageBody, fmt.Sprintf("credentials are at most %d bytes", api.MaxCredentialBytes)); err != nil {
+		return nil, err
 	}
 	if err := req.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	prefix, _ := api.CleanStoragePrefix(req.Prefix)
 	sp := state.StoragePrefix{URL: prefix, AddedBy: userOf(r).Name, Kind: req.Credentials.Kind()}
@@ -76,71 +73,63 @@ func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Credentials != nil {
 		if s.secrets == nil {
-			writeError(w, http.StatusBadRequest, "this cluster keeps no credentials: its servers have no secrets key (start every server with the same -secrets-key-file; a single server makes one in its data dir); without credentials a prefix uses the workers' own identity")
-			return
+			return nil, coded(http.StatusBadRequest, "this cluster keeps no credentials: its servers have no secrets key (start every server with the same -secrets-key-file; a single server makes one in its data dir); without credentials a prefix uses the workers' own identity")
 		}
 		plain, err := json.Marshal(req.Credentials)
 		if err == nil {
 			sp.Sealed, err = s.secrets.Seal(plain, state.SealContext(project, prefix))
 		}
 		if err != nil {
-			s.writeErr(w, fmt.Errorf("seal the credentials: %w", err))
-			return
+			return nil, fmt.Errorf("seal the credentials: %w", err)
 		}
 	}
 	if err := state.CheckStoragePrefix(&sp); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	if _, err := s.apply(&state.SetStoragePrefix{Now: time.Now().UnixNano(), Project: project, Prefix: sp}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("storage prefix set", "project", project, "prefix", prefix, "credentials", sp.Kind, "by", sp.AddedBy)
 	list, _ := s.state.StoragePrefixes(project)
-	writeJSON(w, http.StatusOK, list)
+	return list, nil
 }
 
-func (s *Server) handleRemoveStorage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRemoveStorage(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
 	raw := r.URL.Query().Get("prefix")
 	prefix, err := api.CleanStoragePrefix(raw)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "query parameter prefix: "+err.Error())
-		return
+		return nil, codedf(http.StatusBadRequest, "query parameter prefix: %w", err)
 	}
-	list, ok := s.projectPrefixes(w, project)
-	if !ok {
-		return
+	list, err := s.projectPrefixes(project)
+	if err != nil {
+		return nil, err
 	}
 	if !slices.ContainsFunc(list, func(p api.StoragePrefix) bool { return p.Prefix == prefix }) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %s has no storage prefix %q (list them with 'drover billing-project storage list %s')", project, prefix, project))
-		return
+		return nil, codedf(http.StatusNotFound, "billing project %s has no storage prefix %q (list them with 'drover billing-project storage list %s')", project, prefix, project)
 	}
 	if _, err := s.apply(&state.RemoveStoragePrefix{Project: project, URL: prefix}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("storage prefix removed", "project", project, "prefix", prefix, "by", userOf(r).Name)
 	list, _ = s.state.StoragePrefixes(project)
-	writeJSON(w, http.StatusOK, list)
+	return list, nil
 }
 
-func (s *Server) handleProjectSettings(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleProjectSettings(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
-	if _, ok := s.projectPrefixes(w, project); !ok {
-		return
+	if _, err := s.projectPrefixes(project); err != nil {
+		return nil, err
 	}
 	var req api.BillingProjectSettings
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "settings are a few fields") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "settings are a few fields"); err != nil {
+		return nil, err
 	}
 	if _, err := s.apply(&state.SetProjectSettings{Project: project, AllowHostNetwork: req.AllowHostNetwork}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	p, _ := s.state.BillingProject(project)
-	writeJSON(w, http.StatusOK, p)
+	return p, nil
 }
 
 // storageGrants are the storage prefixes an attempt's files lie under,

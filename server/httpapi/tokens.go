@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -24,37 +23,33 @@ const MaxTokenTTL = 10 * 365 * 24 * time.Hour
 // TTL, "0" never (admins only). A token never outlives the one the request
 // came with (state.CheckTokenLifetime): the default TTL is cut to it, and
 // a longer TTL asked for is refused.
-func (s *Server) tokenExpiry(w http.ResponseWriter, r *http.Request, raw string, now time.Time) (int64, bool) {
+func (s *Server) tokenExpiry(r *http.Request, raw string, now time.Time) (int64, error) {
 	ttl := s.cfg.DefaultTokenTTL
 	if raw != "" {
 		d, err := time.ParseDuration(raw)
 		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %q is not a duration such as 720h (0: never expires)", raw))
-			return 0, false
+			return 0, codedf(http.StatusBadRequest, "ttl %q is not a duration such as 720h (0: never expires)", raw)
 		}
 		ttl = d
 	}
 	var expires int64
 	switch {
 	case ttl == 0 && !userOf(r).Admin:
-		writeError(w, http.StatusForbidden, "only an admin may make a token that never expires (ttl 0)")
-		return 0, false
+		return 0, coded(http.StatusForbidden, "only an admin may make a token that never expires (ttl 0)")
 	case ttl == 0:
 	case ttl < time.Minute || ttl > MaxTokenTTL:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %s is out of range: 1m to %s (0: never, admins only)", ttl, MaxTokenTTL))
-		return 0, false
+		return 0, codedf(http.StatusBadRequest, "ttl %s is out of range: 1m to %s (0: never, admins only)", ttl, MaxTokenTTL)
 	default:
 		expires = now.Add(ttl).UnixNano()
 	}
 	parent := tokenOf(r)
 	if raw == "" {
-		return capExpiry(expires, parent.Expires), true
+		return capExpiry(expires, parent.Expires), nil
 	}
 	if err := state.CheckTokenLifetime(parent, expires); err != nil {
-		writeError(w, http.StatusForbidden, err.Error())
-		return 0, false
+		return 0, codedErr(http.StatusForbidden, err)
 	}
-	return expires, true
+	return expires, nil
 }
 
 // capExpiry is the earlier of two expiries (0: never).
@@ -65,10 +60,10 @@ func capExpiry(expires, limit int64) int64 {
 	return expires
 }
 
-func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.CreateTokenRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a token request is small") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a token request is small"); err != nil {
+		return nil, err
 	}
 	u := userOf(r)
 	owner := req.User
@@ -76,49 +71,45 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		owner = u.Name
 	}
 	if owner != u.Name && !u.Admin {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q may make tokens only for itself; an admin can make one for %q", u.Name, owner))
-		return
+		return nil, codedf(http.StatusForbidden, "user %q may make tokens only for itself; an admin can make one for %q", u.Name, owner)
 	}
 	if req.Name == "" {
 		req.Name = "token"
 	}
 	if !state.ValidName(req.Name) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid token name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name))
-		return
+		return nil, codedf(http.StatusBadRequest, "invalid token name %q: use 1-63 letters, digits, '_', '.' or '-'", req.Name)
 	}
 	now := time.Now()
-	expires, ok := s.tokenExpiry(w, r, req.TTL, now)
-	if !ok {
-		return
+	expires, err := s.tokenExpiry(r, req.TTL, now)
+	if err != nil {
+		return nil, err
 	}
-	tok, ok := clientToken(w, req.Token)
-	if !ok {
-		return
+	tok, err := clientToken(req.Token)
+	if err != nil {
+		return nil, err
 	}
 	hash := token.Hash(tok)
 	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: owner, Name: req.Name, TokenHash: hash, Expires: expires,
 		Parent: tokenOf(r).Accessor}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	s.writeNewToken(w, http.StatusCreated, owner, tok)
+	return s.newToken(http.StatusCreated, owner, tok)
 }
 
-// writeNewToken answers with a token just made, the token itself included
-// (the only time it is shown).
-func (s *Server) writeNewToken(w http.ResponseWriter, code int, owner, tok string) {
+// newToken is the answer with a token just made, the token itself
+// included (the only time it is shown).
+func (s *Server) newToken(code int, owner, tok string) (any, error) {
 	acc := state.TokenAccessor(token.Hash(tok))
 	for _, at := range s.state.Tokens(owner, time.Now()) {
 		if at.Accessor == acc {
 			at.Token = tok
-			writeJSON(w, code, at)
-			return
+			return withStatus(code, at), nil
 		}
 	}
-	writeError(w, http.StatusConflict, "the token was made but was revoked already; list your tokens with `drover token list`")
+	return nil, coded(http.StatusConflict, "the token was made but was revoked already; list your tokens with `drover token list`")
 }
 
-func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) (any, error) {
 	u := userOf(r)
 	who := r.URL.Query().Get("user")
 	switch {
@@ -126,50 +117,49 @@ func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) {
 	case who == "":
 		who = u.Name
 	case who != u.Name && !u.Admin:
-		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q may list only its own tokens", u.Name))
-		return
+		return nil, codedf(http.StatusForbidden, "user %q may list only its own tokens", u.Name)
 	}
-	writeJSON(w, http.StatusOK, s.state.Tokens(who, time.Now()))
+	return s.state.Tokens(who, time.Now()), nil
 }
 
 // ownToken finds the token named in the path, which the caller must own
 // (or be an admin).
-func (s *Server) ownToken(w http.ResponseWriter, r *http.Request) (state.Token, bool) {
+func (s *Server) ownToken(r *http.Request) (state.Token, error) {
 	u := userOf(r)
 	t, ok := s.state.Token(r.PathValue("accessor"))
 	if !ok || (t.User != u.Name && !u.Admin) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no token %q of yours; list them with `drover token list`", r.PathValue("accessor")))
-		return state.Token{}, false
+		return state.Token{}, codedf(http.StatusNotFound, "no token %q of yours; list them with `drover token list`", r.PathValue("accessor"))
 	}
-	return t, true
+	return t, nil
 }
 
-func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.ownToken(w, r)
-	if !ok {
-		return
+func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := s.ownToken(r)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := s.apply(&state.RevokeToken{Accessor: t.Accessor}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"revoked": t.Accessor})
+	return map[string]string{"revoked": t.Accessor}, nil
 }
 
 // handleRotateOwnToken makes a new token with the same name and lifetime
 // and revokes the old one.
-func (s *Server) handleRotateOwnToken(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.ownToken(w, r)
-	if !ok {
-		return
+func (s *Server) handleRotateOwnToken(w http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := s.ownToken(r)
+	if err != nil {
+		return nil, err
 	}
 	var req api.RotateTokenRequest
-	if r.ContentLength != 0 && !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a token request is small") {
-		return
+	if r.ContentLength != 0 {
+		if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a token request is small"); err != nil {
+			return nil, err
+		}
 	}
-	tok, ok := clientToken(w, req.Token)
-	if !ok {
-		return
+	tok, err := clientToken(req.Token)
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	var expires int64
@@ -185,84 +175,76 @@ func (s *Server) handleRotateOwnToken(w http.ResponseWriter, r *http.Request) {
 	hash := token.Hash(tok)
 	if _, err := s.apply(&state.CreateToken{Now: now.UnixNano(), User: t.User, Name: t.Name, TokenHash: hash, Expires: expires,
 		Parent: tokenOf(r).Accessor, Replaces: t.Accessor}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	s.writeNewToken(w, http.StatusOK, t.User, tok)
+	return s.newToken(http.StatusOK, t.User, tok)
 }
 
-func (s *Server) handleDeleteUser(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleDeleteUser(w http.ResponseWriter, r *http.Request) (any, error) {
 	name := r.PathValue("name")
 	if _, err := s.apply(&state.DeleteUser{Now: time.Now().UnixNano(), Name: name}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+	return map[string]string{"deleted": name}, nil
 }
 
 // manages checks that the caller may manage a billing project: an admin,
 // or a manager of it.
-func (s *Server) manages(w http.ResponseWriter, r *http.Request, project string) bool {
+func (s *Server) manages(r *http.Request, project string) error {
 	u := userOf(r)
 	if u.Admin {
-		return true
+		return nil
 	}
 	if _, ok := s.state.BillingProject(project); !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("billing project %q does not exist", project))
-		return false
+		return codedf(http.StatusNotFound, "billing project %q does not exist", project)
 	}
 	if s.state.Role(project, u.Name) != state.RoleManager {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("user %q is not a manager of billing project %q; a manager or an admin can do this", u.Name, project))
-		return false
+		return codedf(http.StatusForbidden, "user %q is not a manager of billing project %q; a manager or an admin can do this", u.Name, project)
 	}
-	return true
+	return nil
 }
 
 // handleSetLogQuota sets a billing project's log quota: an admin's call,
 // since the quota bounds the servers' disks, not the project's money.
-func (s *Server) handleSetLogQuota(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSetLogQuota(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
 	var req api.LogQuotaRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a log quota is one number") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a log quota is one number"); err != nil {
+		return nil, err
 	}
 	if req.Bytes < 0 || req.Bytes > state.MaxLogQuota {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("log quota %d: give 0 (none) to %d bytes", req.Bytes, int64(state.MaxLogQuota)))
-		return
+		return nil, codedf(http.StatusBadRequest, "log quota %d: give 0 (none) to %d bytes", req.Bytes, int64(state.MaxLogQuota))
 	}
 	if _, err := s.apply(&state.SetLogQuota{Project: project, Bytes: req.Bytes}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	p, _ := s.state.BillingProject(project)
-	writeJSON(w, http.StatusOK, p)
+	return p, nil
 }
 
-func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
-	if !s.manages(w, r, project) {
-		return
+	if err := s.manages(r, project); err != nil {
+		return nil, err
 	}
 	var req api.SpendLimitRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a spend limit is one number") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a spend limit is one number"); err != nil {
+		return nil, err
 	}
 	if err := state.CheckSpendLimit(req.Limit); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, badRequest(err)
 	}
 	if _, err := s.apply(&state.SetSpendLimit{Project: project, Limit: req.Limit}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	p, _ := s.state.BillingProject(project)
-	writeJSON(w, http.StatusOK, p)
+	return p, nil
 }
 
 // maxAuditList bounds one audit answer.
 const maxAuditList = 10000
 
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	since := time.Now().Add(-24 * time.Hour)
 	if raw := q.Get("since"); raw != "" {
@@ -271,29 +253,28 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		} else if t, err := time.Parse(time.RFC3339, raw); err == nil {
 			since = t
 		} else {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("since=%q is neither a duration (1h) nor an RFC 3339 time", raw))
-			return
+			return nil, codedf(http.StatusBadRequest, "since=%q is neither a duration (1h) nor an RFC 3339 time", raw)
 		}
 	}
 	limit := 1000
 	if raw := q.Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > maxAuditList {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit=%q: give 1 to %d", raw, maxAuditList))
-			return
+			return nil, codedf(http.StatusBadRequest, "limit=%q: give 1 to %d", raw, maxAuditList)
 		}
 		limit = n
 	}
-	writeJSON(w, http.StatusOK, s.state.AuditLog(since, q.Get("user"), limit))
+	return s.state.AuditLog(since, q.Get("user"), limit), nil
 }
 
 // handleMetrics serves Prometheus metrics, behind MetricsToken when set.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.MetricsToken != "" && subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.MetricsToken)) != 1 {
-		if !s.allowAnonymous(w, r) {
-			return
+		err := s.allowAnonymous(w, r)
+		if err == nil {
+			err = coded(http.StatusUnauthorized, "metrics need the metrics token: send Authorization: Bearer <the server's -metrics-token>")
 		}
-		writeError(w, http.StatusUnauthorized, "metrics need the metrics token: send Authorization: Bearer <the server's -metrics-token>")
+		s.writeErr(w, err)
 		return
 	}
 	s.metricsHandler.ServeHTTP(w, r)
@@ -376,14 +357,14 @@ func (s *Server) RunAudit(ctx context.Context) {
 	}
 }
 
-func (s *Server) handleListRates(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.state.Rates(time.Now(), r.URL.Query().Get("all") == "true"))
+func (s *Server) handleListRates(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.state.Rates(time.Now(), r.URL.Query().Get("all") == "true"), nil
 }
 
-func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.SetRatesRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "send at most 256 rates at once") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "send at most 256 rates at once"); err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	c := &state.SetRates{Now: now.UnixNano()}
@@ -395,10 +376,9 @@ func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
 		c.Rates = append(c.Rates, e)
 	}
 	if _, err := s.apply(c); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, s.state.Rates(now, false))
+	return s.state.Rates(now, false), nil
 }
 
 // handleProjectCost reports a billing project's cost for a range of UTC
@@ -406,40 +386,37 @@ func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) {
 // Days come from the state, which keeps every day's total; users and
 // batches from the batches in memory and, for those gone, the history
 // ledger.
-func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
-	if !s.inProject(w, r, project) {
-		return
+	if err := s.inProject(r, project); err != nil {
+		return nil, err
 	}
 	q := r.URL.Query()
 	now := time.Now()
-	day := func(name string, def time.Time) (int32, bool) {
+	day := func(name string, def time.Time) (int32, error) {
 		raw := q.Get(name)
 		t := def
 		if raw != "" {
 			var err error
 			if t, err = time.Parse(time.DateOnly, raw); err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("%s=%q is not a day such as 2026-11-24", name, raw))
-				return 0, false
+				return 0, codedf(http.StatusBadRequest, "%s=%q is not a day such as 2026-11-24", name, raw)
 			}
 		}
-		return int32(t.UTC().Unix() / 86400), true
+		return int32(t.UTC().Unix() / 86400), nil
 	}
-	from, ok := day("from", now.AddDate(0, 0, -30))
-	if !ok {
-		return
+	from, err := day("from", now.AddDate(0, 0, -30))
+	if err != nil {
+		return nil, err
 	}
-	to, ok := day("to", now)
-	if !ok {
-		return
+	to, err := day("to", now)
+	if err != nil {
+		return nil, err
 	}
 	if from > to {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("from=%s is after to=%s", dayString(from), dayString(to)))
-		return
+		return nil, codedf(http.StatusBadRequest, "from=%s is after to=%s", dayString(from), dayString(to))
 	}
 	if to-from+1 > api.MaxCostDays {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s..%s is %d days; a report covers at most %d", dayString(from), dayString(to), to-from+1, api.MaxCostDays))
-		return
+		return nil, codedf(http.StatusBadRequest, "%s..%s is %d days; a report covers at most %d", dayString(from), dayString(to), to-from+1, api.MaxCostDays)
 	}
 	by := q.Get("by")
 	if by == "" {
@@ -449,8 +426,7 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 	if raw := q.Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > api.MaxCostRows {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit=%q must be a number from 1 to %d", raw, api.MaxCostRows))
-			return
+			return nil, codedf(http.StatusBadRequest, "limit=%q must be a number from 1 to %d", raw, api.MaxCostRows)
 		}
 		limit = n
 	}
@@ -478,11 +454,10 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) {
 		out.Omitted, out.OmittedCost = omitted, rest.Cost
 		out.Total += rest.Cost
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("by=%q: a report is by %q, %q or %q", by, api.CostByDay, api.CostByUser, api.CostByBatch))
-		return
+		return nil, codedf(http.StatusBadRequest, "by=%q: a report is by %q, %q or %q", by, api.CostByDay, api.CostByUser, api.CostByBatch)
 	}
 	out.Cost, out.Running = s.state.ProjectCosts(project, now)
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 func dayString(d int32) string { return time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly) }

@@ -21,66 +21,58 @@ import (
 // maxLogChunk bounds one uploaded log chunk.
 const maxLogChunk = 8 << 20
 
-func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.ActivateRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "an activation is a few hundred bytes") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "an activation is a few hundred bytes"); err != nil {
+		return nil, err
 	}
-	joining, ok := s.authenticateActivation(w, r, &req)
-	if !ok {
-		return
+	joining, err := s.authenticateActivation(w, r, &req)
+	if err != nil {
+		return nil, err
 	}
 	if c := callerOf(r); c != nil {
 		c.user = "worker:" + req.Name
 	}
 	if req.Name == "" || req.CPU <= 0 || req.Memory <= 0 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation needs a name, cpu > 0 and memory > 0 (got name %q, cpu %g, memory %d)", req.Name, req.CPU, req.Memory))
-		return
+		return nil, codedf(http.StatusBadRequest, "activation needs a name, cpu > 0 and memory > 0 (got name %q, cpu %g, memory %d)", req.Name, req.CPU, req.Memory)
 	}
 	if len(req.Name) > api.MaxWorkerName || len(req.NodeID) > api.MaxNodeID || req.CPU > api.MaxCPU {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU))
-		return
+		return nil, codedf(http.StatusBadRequest, "activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU)
 	}
 	for _, p := range [][2]string{{"region", req.Region}, {"cluster", req.Cluster}, {"pool", req.Pool}, {"machine", req.Machine}} {
 		if p[1] == "" {
 			continue
 		}
 		if err := api.ValidatePlaceName(p[0], p[1]); err != nil {
-			writeError(w, http.StatusBadRequest, "activation: "+err.Error())
-			return
+			return nil, codedf(http.StatusBadRequest, "activation: %w", err)
 		}
 	}
 	if req.GPUs < 0 || req.GPUs > api.MaxGPUs {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("activation: gpus is %d; a worker offers 0 to %d", req.GPUs, api.MaxGPUs))
-		return
+		return nil, codedf(http.StatusBadRequest, "activation: gpus is %d; a worker offers 0 to %d", req.GPUs, api.MaxGPUs)
 	}
 	if req.GPUs > 0 {
 		if err := api.ValidatePlaceName("gpu_type", req.GPUType); err != nil {
-			writeError(w, http.StatusBadRequest, "activation: "+err.Error())
-			return
+			return nil, codedf(http.StatusBadRequest, "activation: %w", err)
 		}
 	}
 	if err := api.ValidateAttributes(req.Labels); err != nil {
-		writeError(w, http.StatusBadRequest, "activation: labels: "+err.Error())
-		return
+		return nil, codedf(http.StatusBadRequest, "activation: labels: %w", err)
 	}
-	tok, ok := clientToken(w, req.Token)
-	if !ok {
-		return
+	tok, err := clientToken(req.Token)
+	if err != nil {
+		return nil, err
 	}
 	if inst, ok := s.state.InstanceByTokenHash(token.Hash(tok)); ok && req.Token != "" && inst.Active && (!joining || inst.Machine == req.Machine) {
 		// A retry of an activation whose answer was lost. (Had the instance
 		// been retired meanwhile, the worker activates anew below.)
 		s.live.Touch(inst.ID)
-		writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(inst.ID), Token: tok})
-		return
+		return api.ActivateResponse{InstanceID: int64(inst.ID), Token: tok}, nil
 	}
 	if req.NodeID != "" {
 		if old, ok := s.state.ActiveByNodeID(req.NodeID); ok && subtle.ConstantTimeCompare([]byte(token.Hash(req.PreviousToken)), []byte(old.TokenHash)) != 1 {
 			if heard, ok := s.live.Heard(old.ID); ok && time.Since(heard) < s.cfg.LostTimeout {
-				writeError(w, http.StatusConflict, fmt.Sprintf("node ID %s is in use by instance %d (%s), a live worker last heard %s ago: two workers share a data dir (or a copied node-id file); give each worker its own -data-dir",
-					req.NodeID, old.ID, old.Name, time.Since(heard).Round(time.Millisecond)))
-				return
+				return nil, codedf(http.StatusConflict, "node ID %s is in use by instance %d (%s), a live worker last heard %s ago: two workers share a data dir (or a copied node-id file); give each worker its own -data-dir",
+					req.NodeID, old.ID, old.Name, time.Since(heard).Round(time.Millisecond))
 			}
 		}
 	}
@@ -102,68 +94,62 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) {
 			if c := callerOf(r); c != nil {
 				c.user = ""
 			}
-			if !s.allowAnonymous(w, r) {
-				return
+			if err := s.allowAnonymous(w, r); err != nil {
+				return nil, err
 			}
 		}
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	ar := res.(*state.ActivateResult)
 	s.live.Touch(ar.Instance)
 	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory, "cluster", req.Cluster, "region", req.Region)
-	writeJSON(w, http.StatusOK, api.ActivateResponse{InstanceID: int64(ar.Instance), Token: tok})
+	return api.ActivateResponse{InstanceID: int64(ar.Instance), Token: tok}, nil
 }
 
-// authenticateActivation checks an activation's credential and answers
-// a failure itself (through the anonymous rate limit). A worker an
+// authenticateActivation checks an activation's credential; a failure
+// counts against the anonymous rate limit. A worker an
 // operator started presents the worker secret. A worker on a machine the
 // autoscaler launched presents the machine's one-time join token, or,
 // restarted with its data dir, the instance token of the machine's last
 // worker (joining: then apply checks the same rule again, state's
 // CheckJoin, and spends the token).
-func (s *Server) authenticateActivation(w http.ResponseWriter, r *http.Request, req *api.ActivateRequest) (joining, ok bool) {
+func (s *Server) authenticateActivation(w http.ResponseWriter, r *http.Request, req *api.ActivateRequest) (joining bool, err error) {
 	switch {
 	case req.JoinToken != "" && !token.Valid(req.JoinToken):
-		writeError(w, http.StatusBadRequest, "activation: join_token must be 64 hex digits: the token the autoscaler gave the machine")
-		return false, false
+		return false, coded(http.StatusBadRequest, "activation: join_token must be 64 hex digits: the token the autoscaler gave the machine")
 	case req.PreviousToken != "" && !token.Valid(req.PreviousToken):
-		writeError(w, http.StatusBadRequest, "activation: previous_token must be 64 hex digits: the instance token of the worker's last activation")
-		return false, false
+		return false, coded(http.StatusBadRequest, "activation: previous_token must be 64 hex digits: the instance token of the worker's last activation")
 	case req.JoinToken != "" && req.Secret != "":
-		writeError(w, http.StatusBadRequest, "activation: give the worker secret or a join token, not both")
-		return false, false
+		return false, coded(http.StatusBadRequest, "activation: give the worker secret or a join token, not both")
 	case req.JoinToken != "" && req.Machine == "":
-		writeError(w, http.StatusBadRequest, "activation: a join token joins only the machine it was made for: name the machine (machine, the worker's -machine)")
-		return false, false
+		return false, coded(http.StatusBadRequest, "activation: a join token joins only the machine it was made for: name the machine (machine, the worker's -machine)")
 	}
 	if req.Secret == "" && req.Machine != "" && (req.JoinToken != "" || req.PreviousToken != "") {
 		if req.Token != "" && token.Valid(req.Token) {
 			if inst, ok := s.state.InstanceByTokenHash(token.Hash(req.Token)); ok && inst.Active && inst.Machine == req.Machine {
 				// A retry of an activation whose answer was lost: its
 				// instance token is the proof (answered below).
-				return true, true
+				return true, nil
 			}
 		}
 		if err := s.state.CheckJoin(req.Machine, hashOf(req.JoinToken), hashOf(req.PreviousToken), time.Now().UnixNano()); err != nil {
-			if s.allowAnonymous(w, r) {
-				writeError(w, http.StatusUnauthorized, "activation refused: "+err.Error())
+			if err := s.allowAnonymous(w, r); err != nil {
+				return false, err
 			}
-			return false, false
+			return false, codedf(http.StatusUnauthorized, "activation refused: %w", err)
 		}
-		return true, true
+		return true, nil
 	}
 	if s.cfg.WorkerSecret == "" {
-		writeError(w, http.StatusForbidden, "this server accepts no worker secret: it was started without -worker-secret-file (workers on the autoscaler's machines join with their join tokens)")
-		return false, false
+		return false, coded(http.StatusForbidden, "this server accepts no worker secret: it was started without -worker-secret-file (workers on the autoscaler's machines join with their join tokens)")
 	}
 	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(s.cfg.WorkerSecret)) != 1 {
-		if s.allowAnonymous(w, r) {
-			writeError(w, http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
+		if err := s.allowAnonymous(w, r); err != nil {
+			return false, err
 		}
-		return false, false
+		return false, coded(http.StatusUnauthorized, "worker secret does not match this cluster's; start the worker with the same -worker-secret-file as the servers")
 	}
-	return false, true
+	return false, nil
 }
 
 // hashOf is a token's hash, or empty for no token.
@@ -179,17 +165,20 @@ func (s *Server) authWorker(h http.HandlerFunc) http.HandlerFunc {
 		tok := bearer(r)
 		inst, ok := s.state.InstanceByTokenHash(token.Hash(tok))
 		if tok == "" || !ok {
-			if s.allowAnonymous(w, r) {
-				writeError(w, http.StatusUnauthorized, "unknown worker token; activate first")
+			err := s.allowAnonymous(w, r)
+			if err == nil {
+				err = coded(http.StatusUnauthorized, "unknown worker token; activate first")
 			}
+			s.writeErr(w, err)
 			return
 		}
 		if !inst.Active {
-			writeError(w, http.StatusGone, fmt.Sprintf("instance %d (%s) was retired: %s; activate again", inst.ID, inst.Name, inst.Reason))
+			s.writeErr(w, codedf(http.StatusGone, "instance %d (%s) was retired: %s; activate again", inst.ID, inst.Name, inst.Reason))
 			return
 		}
-		if !s.allowRate(w, r, fmt.Sprintf("instance:%d", inst.ID), fmt.Sprintf("worker instance %d (%s)", inst.ID, inst.Name),
-			"max_requests_per_second_per_worker", s.cfg.Rates.WorkerPerSecond) {
+		if err := s.allowRate(w, r, fmt.Sprintf("instance:%d", inst.ID), fmt.Sprintf("worker instance %d (%s)", inst.ID, inst.Name),
+			"max_requests_per_second_per_worker", s.cfg.Rates.WorkerPerSecond); err != nil {
+			s.writeErr(w, err)
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), instanceKey, inst)))
@@ -282,11 +271,14 @@ func toEvent(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Even
 
 // handleSync records a worker's events, then answers with the attempts it
 // should start and those it should kill. With nothing to say, the request is
-// held until something changes for the instance or the wait runs out.
+// held until something changes for the instance or the wait runs out. It
+// writes its own reply (nothing to a worker that hung up), through
+// writeValue and writeErr as wrap does.
 func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	inst := instanceOf(r)
 	var req api.SyncRequest
-	if !decode(w, r, &req) {
+	if err := decode(w, r, &req); err != nil {
+		s.writeErr(w, err)
 		return
 	}
 	// While the sync is held, the worker counts as alive (and it is stamped
@@ -297,7 +289,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	for _, e := range req.Events {
 		ev, err := toEvent(inst, e, now)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			s.writeErr(w, badRequest(err))
 			return
 		}
 		if ev.Sample {
@@ -317,7 +309,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	for _, k := range req.Known {
 		id, ok := toAttemptID(k)
 		if !ok {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("known attempt %s is not a valid attempt", k))
+			s.writeErr(w, codedf(http.StatusBadRequest, "known attempt %s is not a valid attempt", k))
 			return
 		}
 		known = append(known, id)
@@ -345,17 +337,17 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if !v.Active {
-			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(req.Events), Retired: true})
+			s.writeValue(w, r, bulk(http.StatusOK, api.SyncResponse{Acked: len(req.Events), Retired: true}))
 			return
 		}
 		if len(v.Assign) > 0 || len(v.Kill) > 0 || wait <= 0 {
-			reply(w, r, http.StatusOK, s.syncResponse(len(req.Events), v))
+			s.writeValue(w, r, bulk(http.StatusOK, s.syncResponse(len(req.Events), v)))
 			return
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			reply(w, r, http.StatusOK, api.SyncResponse{Acked: len(req.Events)})
+			s.writeValue(w, r, bulk(http.StatusOK, api.SyncResponse{Acked: len(req.Events)}))
 			return
 		case <-r.Context().Done():
 			return
@@ -462,22 +454,21 @@ func jobDisplayName(a state.AssignmentInfo) string {
 	return a.Spec.Name
 }
 
-func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) (any, error) {
 	inst := instanceOf(r)
 	var req api.DeactivateRequest
-	if !decodeLimit(w, r, &req, maxUnauthenticatedBody, "a deactivation is a few bytes") {
-		return
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a deactivation is a few bytes"); err != nil {
+		return nil, err
 	}
 	reason := "worker deactivated"
 	if req.Preempted {
 		reason = "worker preempted: its machine is going away"
 	}
 	if _, err := s.apply(&state.Retire{Now: time.Now().UnixNano(), Instance: inst.ID, Reason: reason, MaxLost: s.cfg.MaxLost, Preempted: req.Preempted}); err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("worker deactivated", "name", inst.Name, "instance", inst.ID, "preempted", req.Preempted)
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return map[string]bool{"ok": true}, nil
 }
 
 // logOverLimit says which limit on the logs this server keeps a chunk
@@ -532,46 +523,40 @@ func (s *Server) projectOfBatch(batch uint64) string {
 	return ""
 }
 
-func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) (any, error) {
 	inst := instanceOf(r)
-	batch, ok := pathID(w, r, "id")
-	if !ok {
-		return
+	batch, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
 	}
-	job, ok := s.jobID(w, r)
-	if !ok {
-		return
+	job, err := jobID(r)
+	if err != nil {
+		return nil, err
 	}
 	attempt, err := strconv.Atoi(r.PathValue("attempt"))
 	seq, err2 := strconv.Atoi(r.PathValue("seq"))
 	if err != nil || err2 != nil || attempt < 1 || attempt > math.MaxUint16 || seq < 0 {
-		writeError(w, http.StatusBadRequest, "attempt and seq must be non-negative integers")
-		return
+		return nil, coded(http.StatusBadRequest, "attempt and seq must be non-negative integers")
 	}
 	if on, ok := s.state.AttemptInstance(batch, job, uint16(attempt)); !ok || on != inst.ID {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("attempt %d of job %d/%d is not assigned to instance %d", attempt, batch, job, inst.ID))
-		return
+		return nil, codedf(http.StatusForbidden, "attempt %d of job %d/%d is not assigned to instance %d", attempt, batch, job, inst.ID)
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLogChunk))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log chunk larger than %d MiB", maxLogChunk>>20))
-		return
+		return nil, codedf(http.StatusRequestEntityTooLarge, "log chunk larger than %d MiB", maxLogChunk>>20)
 	}
 	index, err := s.logs.Index(r.Context(), batch, job, attempt)
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	project, quota, _ := s.state.LogQuotaOf(batch)
 	replaced := index[seq] // a retried chunk replaces itself
 	cut, err := s.logs.Truncated(r.Context(), batch, job, attempt)
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
 	if cut != "" {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, cut))
-		return
+		return nil, codedf(http.StatusRequestEntityTooLarge, "log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, cut)
 	}
 	// The chunk's bytes are counted against the limits before they are
 	// written, in one step with the check, so that chunks arriving
@@ -593,16 +578,13 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		// why, and the worker stops sending.
 		if err := s.logs.Truncate(r.Context(), batch, job, attempt, seq, kept, why); err != nil {
 			s.logs.Release(batch, project, counted)
-			s.writeErr(w, err)
-			return
+			return nil, err
 		}
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, why))
-		return
+		return nil, codedf(http.StatusRequestEntityTooLarge, "log of attempt %d of job %d/%d truncated: %s", attempt, batch, job, why)
 	}
 	if err := s.logs.PutChunk(r.Context(), batch, job, attempt, seq, data); err != nil {
 		s.logs.Release(batch, project, counted)
-		s.writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"bytes": len(data)})
+	return map[string]int{"bytes": len(data)}, nil
 }
