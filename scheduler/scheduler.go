@@ -86,6 +86,11 @@ type Input struct {
 	Teams       []Team
 	// Groups the clusters are in (placement.Cluster.Group).
 	Groups []placement.Group
+	// Shares are the users' fair shares of the round's free cores, as
+	// Users (nil: Schedule computes them with Shares). The view that
+	// lists each user's runs is bounded by the same shares, so a round
+	// computes fair share once.
+	Shares []int64
 }
 
 // Placement puts Count jobs of a run, starting at First, on an instance.
@@ -273,6 +278,39 @@ func newPacker(filters []Filter, in *Input) *packer {
 type poolKey struct {
 	cluster int
 	pool    string
+}
+
+// Shares is each user's fair share (FairShare) of the cores free this
+// round in clusters that take new work, by the users' running and Ready
+// cores: the first pass's allocation. The scheduling view bounds each
+// user's runs by it and passes it in Input.Shares.
+func Shares(in *Input) []int64 {
+	d := make([]Demand, len(in.Users))
+	for i, u := range in.Users {
+		d[i] = Demand{Running: u.RunningMilli, Ready: u.ReadyMilli}
+	}
+	return FairShare(d, roundFree(in))
+}
+
+// roundFree is the cores free on instances in clusters that take new
+// work (an instance naming no cluster of the input is in the first, as
+// the packer places it).
+func roundFree(in *Input) int64 {
+	var free int64
+	for i := range in.Instances {
+		inst := &in.Instances[i]
+		if len(in.Clusters) > 0 {
+			c := 0
+			if inst.Cluster >= 0 && int(inst.Cluster) < len(in.Clusters) {
+				c = int(inst.Cluster)
+			}
+			if in.Clusters[c].Available() != 0 {
+				continue
+			}
+		}
+		free += max(inst.FreeMilli, 0)
+	}
+	return free
 }
 
 func (p *packer) clusterOf(inst *Instance, single bool) int {
@@ -555,21 +593,14 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	if len(in.Users) == 0 {
 		return out
 	}
-	p := newPacker(filters, in)
-	var free int64
-	for i, inst := range in.Instances {
-		if p.clusters[p.trees[p.instTree[i]].cluster].Available() == 0 {
-			free += max(inst.FreeMilli, 0)
-		}
-	}
-	if free == 0 {
+	if roundFree(in) == 0 {
 		return out
 	}
-	demands := make([]Demand, len(in.Users))
-	for i, u := range in.Users {
-		demands[i] = Demand{Running: u.RunningMilli, Ready: u.ReadyMilli}
+	p := newPacker(filters, in)
+	shares := in.Shares
+	if len(shares) != len(in.Users) {
+		shares = Shares(in)
 	}
-	shares := FairShare(demands, free)
 	order := make([]int, len(in.Users))
 	for i := range order {
 		order[i] = i

@@ -15,6 +15,7 @@ import (
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // runScheduler runs scheduling rounds on the leader: whenever jobs become
@@ -54,12 +55,14 @@ func (s *Server) runScheduler(ctx context.Context) {
 func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
 	cpu0, cpuOK := threadCPU()
-	v := s.state.SchedulingViewShared(start.UnixNano(), s.cfg.MaxPlacements, leader.FairShares)
-	if len(v.Users) == 0 || len(v.Instances) == 0 {
+	silentAfter := min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout)
+	rd := view.Scheduling(s.state, view.Options{Now: start.UnixNano(), MaxJobs: s.cfg.MaxPlacements,
+		Silent: func(inst uint32) bool { return s.live.silentFor(inst, start) >= silentAfter }})
+	in := rd.Input
+	if len(in.Users) == 0 || len(in.Instances) == 0 {
 		s.waiting.set(nil)
 		return false, nil
 	}
-	in := leader.SchedulerInput(v, s.downClusters(v, start))
 	decide := time.Now()
 	out := scheduler.Schedule(in)
 	s.metrics.decideSeconds.Observe(time.Since(decide).Seconds())
@@ -69,7 +72,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 		s.metrics.roundCPUSeconds.Observe((cpu1 - cpu0).Seconds())
 	}
 	s.metrics.observeUnplaced(out)
-	s.waiting.setRound(out, in, v.Clusters)
+	s.waiting.setRound(out, in, rd.Records)
 	if out.Jobs == 0 {
 		return false, nil
 	}
@@ -81,33 +84,6 @@ func (s *Server) scheduleOnce() (bool, error) {
 	s.metrics.placements.Add(float64(pr.Placed))
 	s.metrics.rejected.Add(float64(pr.Rejected))
 	return out.Jobs >= s.cfg.MaxPlacements, nil
-}
-
-// downClusters names the clusters with active workers none of which was
-// heard from within ClusterDownAfter: placement avoids them until one
-// syncs again, well before LostTimeout retires the workers and runs their
-// jobs elsewhere.
-func (s *Server) downClusters(v *state.SchedulingView, now time.Time) map[string]bool {
-	heard := make([]int8, len(v.Clusters)) // 0: no workers, 1: all silent, 2: one heard
-	for _, inst := range v.Instances {
-		if int(inst.Cluster) >= len(heard) || heard[inst.Cluster] == 2 {
-			continue
-		}
-		heard[inst.Cluster] = 1
-		if s.live.silentFor(inst.ID, now) < min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout) {
-			heard[inst.Cluster] = 2
-		}
-	}
-	var down map[string]bool
-	for i, h := range heard {
-		if h == 1 {
-			if down == nil {
-				down = map[string]bool{}
-			}
-			down[v.Clusters[i].Name] = true
-		}
-	}
-	return down
 }
 
 // runLiveness retires instances that have not synced within LostTimeout;

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
@@ -79,20 +78,15 @@ func TestHarnessWithRealScheduler(t *testing.T) {
 	}
 }
 
-// TestAdapterCarriesEveryField checks the round trip view → input → plan
-// field by field, and that unplaced jobs are counted by their main reason.
-func TestAdapterCarriesEveryField(t *testing.T) {
-	v := &state.SchedulingView{MaxJobs: 7,
-		Instances: []state.InstanceSlot{{ID: 3, CPUMilli: 4000, Memory: 8 << 30, FreeMilli: 2000, FreeMem: 1 << 30}},
-		Users: []state.UserDemand{{Name: "u", RunningMilli: 2000, ReadyMilli: 9000, Runs: []state.ReadyRun{
+// TestPlanOfCarriesEveryField checks the decision → plan round trip field
+// by field, and that unplaced jobs are counted by their main reason.
+func TestPlanOfCarriesEveryField(t *testing.T) {
+	in := &scheduler.Input{MaxPlacements: 7,
+		Instances: []scheduler.Instance{{ID: 3, CPUMilli: 4000, Memory: 8 << 30, FreeMilli: 2000, FreeMem: 1 << 30}},
+		Users: []scheduler.User{{Name: "u", RunningMilli: 2000, ReadyMilli: 9000, Runs: []scheduler.Run{
 			{Batch: 5, First: 2, Count: 3, Attempt: 2, CPUMilli: 1000, Memory: 1 << 29},
 			{Batch: 5, First: 9, Count: 4, Attempt: 1, CPUMilli: 8000, Memory: 1 << 29},
 		}}}}
-	in := leader.SchedulerInput(v, nil)
-	if in.MaxPlacements != 7 || fmt.Sprintf("%+v", in.Instances[0]) != fmt.Sprintf("%+v", v.Instances[0]) ||
-		fmt.Sprintf("%+v", in.Users[0].Runs) != fmt.Sprintf("%+v", v.Users[0].Runs) || in.Users[0].ReadyMilli != 9000 {
-		t.Fatalf("input %+v from view %+v", in, v)
-	}
 	out := scheduler.Schedule(in)
 	p := leader.PlanOf(out, 42)
 	if p.Now != 42 || len(p.Placements) != 1 || p.Placements[0] != (state.Placement{Batch: 5, First: 2, Count: 2, Attempt: 2, Instance: 3}) {
@@ -102,131 +96,4 @@ func TestAdapterCarriesEveryField(t *testing.T) {
 	if got[scheduler.ReasonCPUCapacity] != 4 || got[scheduler.ReasonCPUFree] != 1 || len(got) != 2 {
 		t.Fatalf("unplaced by reason %v, want 4 too big and 1 waiting for cores", got)
 	}
-}
-
-// BenchmarkSchedulingRound builds the scheduling view, adapts it to the
-// scheduler's input and runs a round with 10,000 ready jobs of 100 users on 500 instances.
-func BenchmarkSchedulingRound(b *testing.B) {
-	s := state.New()
-	s.Apply(1, &state.Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
-	for i := 0; i < 500; i++ {
-		s.Apply(2, &state.Activate{Now: 1, Name: fmt.Sprint("w", i), CPUMilli: 64000, Memory: 256 << 30, TokenHash: fmt.Sprint("t", i)})
-	}
-	for u := 0; u < 100; u++ {
-		name := fmt.Sprint("u", u)
-		s.Apply(3, &state.CreateUser{Now: 1, Name: name, TokenHash: "h" + name})
-		s.Apply(3, &state.SetMember{Project: "default", User: name, Member: true})
-		s.Apply(4, &state.CreateBatch{Now: 1, User: name, BillingProject: "default", Jobs: []state.JobEntry{
-			{First: 1, Count: 100, Spec: &state.Spec{Name: "a", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}},
-		}})
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(leader.SchedulerInput(s.SchedulingView(time.Now().UnixNano(), 20000), nil))
-		if out.Jobs != 10_000 {
-			b.Fatalf("placed %d", out.Jobs)
-		}
-	}
-}
-
-// BenchmarkSchedulingRoundFederated is the first round of bench sched's
-// federated load: 500 users in 50 teams (each with a cpu quota of an even
-// split of the fleet), 2,000 distinct jobs of mixed sizes each, 500
-// workers of 64 cores in 5 regions × 4 clusters. It builds the view (as
-// the leader does, bounded by fair share) and decides.
-func BenchmarkSchedulingRoundFederated(b *testing.B) {
-	s := federatedLoad(b, 500, 2000, 50, 500, 5, 4)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		out := scheduler.Schedule(leader.SchedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, leader.FairShares), nil))
-		if out.Jobs == 0 {
-			b.Fatal("placed nothing")
-		}
-	}
-}
-
-// federatedLoad builds a state like bench sched -users -teams -regions
-// -clusters does, with every job ready and every worker idle.
-func federatedLoad(tb testing.TB, users, jobs, teams, workers, regions, clusters int) *state.State {
-	s := state.New()
-	var idx uint64
-	must := func(c state.Command) {
-		idx++
-		if err, ok := s.Apply(idx, c).(error); ok && err != nil {
-			tb.Fatalf("%T: %v", c, err)
-		}
-	}
-	must(&state.Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
-	for i := 0; i < workers; i++ {
-		k := i % (regions * clusters)
-		must(&state.Activate{Now: 1, Name: fmt.Sprint("w", i), NodeID: fmt.Sprint("n", i), CPUMilli: 64000, Memory: 64 << 30, TokenHash: fmt.Sprint("t", i),
-			Region: fmt.Sprintf("r%d", k/clusters), Cluster: fmt.Sprintf("r%d-c%d", k/clusters, k%clusters)})
-	}
-	for u := 0; u < users; u++ {
-		must(&state.CreateUser{Now: 1, Name: fmt.Sprint("u", u), TokenHash: fmt.Sprint("hu", u)})
-	}
-	quota := int64(workers) * 64000 / int64(teams)
-	for t := 0; t < teams; t++ {
-		var members []string
-		for u := t; u < users; u += teams {
-			members = append(members, fmt.Sprint("u", u))
-		}
-		project := fmt.Sprintf("team-%02d", t)
-		must(&state.CreateBillingProject{Now: 1, Name: project, Members: members})
-		must(&state.SetTeam{Now: 1, Team: state.Team{Name: project, Projects: []string{project}, QuotaMilli: quota}})
-	}
-	sizes := []int64{250, 500, 1000, 2000, 4000, 8000, 16000}
-	rng := rand.New(rand.NewPCG(1, 7))
-	for u := 0; u < users; u++ {
-		entries := make([]state.JobEntry, jobs)
-		for j := range entries {
-			cpu := sizes[rng.IntN(len(sizes))]
-			mem := int64(float64(cpu)*float64(1<<30)/1000*(0.25+0.75*rng.Float64())) &^ (1<<20 - 1)
-			entries[j] = state.JobEntry{First: uint32(j + 1), Count: 1, Spec: &state.Spec{Name: fmt.Sprint("job-", j+1),
-				Command: []string{"true", fmt.Sprint(j + 1)}, CPUMilli: cpu, Memory: max(mem, 1<<20)}}
-		}
-		must(&state.CreateBatch{Now: 1, User: fmt.Sprint("u", u), Name: "bench", BillingProject: fmt.Sprintf("team-%02d", u%teams), Jobs: entries})
-	}
-	return s
-}
-
-// BenchmarkSchedulingRoundFederatedBusy is a round of the same load once
-// the fleet is full and a few jobs ended: few cores are free, in small
-// holes, and most of every user's queue is larger than any hole (the
-// rounds of a steady state, where bench sched spends most of its time).
-func BenchmarkSchedulingRoundFederatedBusy(b *testing.B) {
-	s := federatedLoad(b, 500, 2000, 50, 500, 5, 4)
-	idx := uint64(1 << 20)
-	var placed []state.Placement
-	for {
-		out := scheduler.Schedule(leader.SchedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, leader.FairShares), nil))
-		if out.Jobs == 0 {
-			break
-		}
-		p := leader.PlanOf(out, 2)
-		idx++
-		s.Apply(idx, p)
-		placed = append(placed, p.Placements...)
-	}
-	// End one placement in 50.
-	var ev []state.Event
-	for i := 0; i < len(placed); i += 50 {
-		pl := placed[i]
-		for j := uint32(0); j < pl.Count; j++ {
-			ev = append(ev, state.Event{Instance: pl.Instance, Batch: pl.Batch, Job: pl.First + j, Attempt: pl.Attempt, Outcome: state.OutcomeSuccess, Start: 2, End: 3})
-		}
-	}
-	idx++
-	s.Apply(idx, &state.Events{Now: 3, Events: ev})
-	b.ResetTimer()
-	var runs int
-	for i := 0; i < b.N; i++ {
-		in := leader.SchedulerInput(s.SchedulingViewShared(time.Now().UnixNano(), 20000, leader.FairShares), nil)
-		runs = 0
-		for _, u := range in.Users {
-			runs += len(u.Runs)
-		}
-		scheduler.Schedule(in)
-	}
-	b.ReportMetric(float64(runs), "runs")
 }

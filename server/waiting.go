@@ -11,6 +11,7 @@ import (
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // maxWaitingPerBatch bounds the stretches of unplaced jobs kept per batch.
@@ -37,7 +38,7 @@ func (w *waitingBook) set(m map[uint64][]api.Waiting) {
 
 // setRound replaces the book with a round's unplaced runs, worded on the
 // first read.
-func (w *waitingBook) setRound(out *scheduler.Output, in *scheduler.Input, clusters []state.ClusterSlot) {
+func (w *waitingBook) setRound(out *scheduler.Output, in *scheduler.Input, clusters []view.ClusterRecord) {
 	w.mu.Lock()
 	w.byBatch = nil
 	w.pending = func() map[uint64][]api.Waiting { return waitingOf(out, in, clusters) }
@@ -76,7 +77,7 @@ func (w *waitingBook) Job(batch uint64, job uint32) *api.Waiting {
 
 // waitingOf turns a round's unplaced runs into the reasons per batch that
 // batch and job status show.
-func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []state.ClusterSlot) map[uint64][]api.Waiting {
+func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []view.ClusterRecord) map[uint64][]api.Waiting {
 	if len(out.Unplaced) == 0 {
 		return nil
 	}
@@ -101,7 +102,7 @@ type waiter struct {
 	in *scheduler.Input
 	// teams with their use as the round left it (nil: the input's).
 	teams    []scheduler.Team
-	clusters []state.ClusterSlot
+	clusters []view.ClusterRecord
 	bigs     map[int32][2]int64 // per constraint, the largest cores and memory of a worker it allows
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // TestUnplaceableWorkNeverBlocksPlaceable: a user's queue that starts with
@@ -50,7 +51,7 @@ func TestUnplaceableWorkNeverBlocksPlaceable(t *testing.T) {
 			placeable := last.First + last.Count
 			b := h.CreateBatch(append(entries, state.JobEntry{First: placeable, Count: 1, Spec: small})...)
 
-			in := leader.SchedulerInput(h.S.SchedulingView(h.Now, maxJobs), nil)
+			in := view.Scheduling(h.S, view.Options{Now: h.Now, MaxJobs: maxJobs, Unbounded: true}).Input
 			out := scheduler.Schedule(in)
 			res := h.Must(leader.PlanOf(out, h.Tick())).(*state.PlanResult)
 			if res.Placed != 1 || h.JobState(b, placeable) != state.Running {
@@ -90,7 +91,7 @@ func TestWaitReasonMessages(t *testing.T) {
 		Now:         since,
 		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16 * money.Dollar, Accrued: 16_500_000_000}}},
 	}
-	clusters := []state.ClusterSlot{{Name: "a", Region: "r1"}, {Name: "b", Region: "r2", Disabled: true, Reason: "maintenance", By: "ops", Since: since}}
+	clusters := []view.ClusterRecord{{Name: "a"}, {Name: "b", Reason: "maintenance", By: "ops", Since: since}}
 	rc := func(pairs ...any) []scheduler.ReasonCount {
 		var out []scheduler.ReasonCount
 		for i := 0; i < len(pairs); i += 2 {
@@ -210,7 +211,7 @@ func TestSpendLimitIsWhyJobsWait(t *testing.T) {
 	// past it, clear of the float sums' rounding).
 	crossing := start + int64(10*time.Second) + int64(time.Millisecond)
 
-	in := leader.SchedulerInput(h.S.SchedulingView(crossing, 0), nil)
+	in := view.Scheduling(h.S, view.Options{Now: crossing, Unbounded: true}).Input
 	out := scheduler.Schedule(in)
 	if out.Jobs != 0 {
 		t.Fatalf("placed %d jobs of a project at its limit", out.Jobs)
@@ -224,7 +225,7 @@ func TestSpendLimitIsWhyJobsWait(t *testing.T) {
 	if wt == nil || wt.Reason != "spend_limit" || wt.Message != "billing project default reached its spend limit of $10.00 (spent $10.00)" {
 		t.Fatalf("job 3 waits for %+v", wt)
 	}
-	if out := scheduler.Schedule(leader.SchedulerInput(h.S.SchedulingView(crossing-int64(time.Second), 0), nil)); out.Jobs != 4 {
+	if out := scheduler.Schedule(view.Scheduling(h.S, view.Options{Now: crossing - int64(time.Second), Unbounded: true}).Input); out.Jobs != 4 {
 		t.Fatalf("a second before the crossing: placed %d, want 4", out.Jobs)
 	}
 }

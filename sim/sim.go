@@ -31,6 +31,7 @@ import (
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // Options shape a run. DefaultOptions gives the leader's timings.
@@ -532,7 +533,7 @@ func (r *run) machines(now time.Time) error {
 		case in.Running:
 			if byID == nil {
 				// Read once a step, and only when a worker joins.
-				st := r.st.AutoscaleState()
+				st := view.AutoscaleState(r.st)
 				byID, regions = map[string]*state.Machine{}, map[string]string{}
 				for i := range st.Machines {
 					byID[st.Machines[i].ID] = &st.Machines[i]
@@ -558,15 +559,15 @@ func (r *run) machines(now time.Time) error {
 	return nil
 }
 
-// schedule runs the leader's scheduling round: the state's view, the
-// leader's adapter, the scheduler, the plan through apply; the workers
+// schedule runs the leader's scheduling round: the view read from the
+// state, the scheduler, the plan through apply; the workers
 // then take what they were handed.
 func (r *run) schedule(now time.Time) error {
-	v := r.st.SchedulingViewShared(now.UnixNano(), r.opts.MaxPlacements, leader.FairShares)
-	if len(v.Users) == 0 || len(v.Instances) == 0 {
+	in := view.Scheduling(r.st, view.Options{Now: now.UnixNano(), MaxJobs: r.opts.MaxPlacements}).Input
+	if len(in.Users) == 0 || len(in.Instances) == 0 {
 		return nil
 	}
-	out := scheduler.Schedule(leader.SchedulerInput(v, nil))
+	out := scheduler.Schedule(in)
 	if out.Jobs == 0 {
 		return nil
 	}
@@ -601,11 +602,11 @@ func (r *run) trace(now time.Time) {
 		busy += j.cpu
 	}
 	var free int64
-	for _, f := range r.st.AutoscaleState().Free {
+	for _, f := range view.AutoscaleState(r.st).Free {
 		free += f.CPUMilli
 	}
 	var ready int64
-	for _, u := range r.st.AutoscaleDemand(1<<50, leader.FairShares, 0).Users {
+	for _, u := range view.AutoscaleDemand(r.st, 1<<50, 0).Users {
 		for _, sh := range u.Shapes {
 			ready += sh.CPUMilli * sh.Count
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // Clock tells the time the loop decides at and stamps into its commands:
@@ -29,11 +30,9 @@ type WallClock struct{}
 func (WallClock) Now() time.Time { return time.Now() }
 
 // State is the read side of the replicated state the autoscale round
-// decides on (*state.State has it).
-type State interface {
-	AutoscaleState() *state.AutoscaleState
-	AutoscaleDemand(budget int64, share state.ShareFunc, memStep int64) *state.AutoscaleDemand
-}
+// decides on: a consistent read (*state.State has it), from which
+// server/view builds the round's input.
+type State = view.Source
 
 // Apply commits a command and returns its result; an *state.ApplyError
 // comes back as the error (the server's Raft node does so; the simulator
@@ -133,7 +132,7 @@ type builtProvider struct {
 // this round: one configured for it, else the one its declaration names
 // (made by the factory, again only when the declaration changes), else the
 // default.
-func (a *Autoscaler) resolveProviders(st *state.AutoscaleState) {
+func (a *Autoscaler) resolveProviders(st *view.Autoscale) {
 	resolved := map[string]provider.Provider{}
 	for _, c := range st.Clusters {
 		if p, ok := a.cfg.Providers[c.Name]; ok {
@@ -193,7 +192,7 @@ func (a *Autoscaler) providers() []provider.Provider {
 // simulator's every 15 virtual seconds.
 func (a *Autoscaler) Round(ctx context.Context) error {
 	now := a.cfg.Clock.Now()
-	st := a.cfg.State.AutoscaleState()
+	st := view.AutoscaleState(a.cfg.State)
 	if !st.Settings.Enabled {
 		return nil
 	}
@@ -210,7 +209,7 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 	if err := a.deleteDrained(ctx, st); err != nil {
 		return err
 	}
-	st = a.cfg.State.AutoscaleState()
+	st = view.AutoscaleState(a.cfg.State)
 	in, out := a.decide(st, seen, now)
 	if a.cfg.Decided != nil {
 		a.cfg.Decided(in, out)
@@ -224,22 +223,22 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 	}
 	sr := res.(*state.ScaleResult)
 	a.cfg.Log.Info("autoscaler decided", "launch", len(out.Launches), "delete", len(out.Deletes), "capped_at_apply", sr.Capped)
-	if err := a.launchRequested(ctx, a.cfg.State.AutoscaleState()); err != nil {
+	if err := a.launchRequested(ctx, view.AutoscaleState(a.cfg.State)); err != nil {
 		return err
 	}
-	return a.deleteDrained(ctx, a.cfg.State.AutoscaleState())
+	return a.deleteDrained(ctx, view.AutoscaleState(a.cfg.State))
 }
 
 // Input reads the state and builds the planner's input as the round does,
 // without listing the providers (no machine answers a probe): drover
 // bench autoscale -decision times it and autoscaler.Plan.
 func (a *Autoscaler) Input() *autoscaler.Input {
-	return a.autoscaleInput(a.cfg.State.AutoscaleState(), nil, a.cfg.Clock.Now())
+	return a.autoscaleInput(view.AutoscaleState(a.cfg.State), nil, a.cfg.Clock.Now())
 }
 
 // decide builds the planner's input, plans and remembers the decision for
 // LastRound.
-func (a *Autoscaler) decide(st *state.AutoscaleState, seen map[string]provider.Instance, now time.Time) (*autoscaler.Input, *autoscaler.Output) {
+func (a *Autoscaler) decide(st *view.Autoscale, seen map[string]provider.Instance, now time.Time) (*autoscaler.Input, *autoscaler.Output) {
 	in := a.autoscaleInput(st, seen, now)
 	out := autoscaler.Plan(in)
 	var demand int64
@@ -278,7 +277,7 @@ func (a *Autoscaler) listMachines(ctx context.Context) (map[string]provider.Inst
 // reconcile records machines that are gone (reclaimed, or missing at the
 // provider past the grace), deletes orphans (machines with drover's
 // labels the state does not have live) and drained machines.
-func (a *Autoscaler) reconcile(ctx context.Context, st *state.AutoscaleState, seen map[string]provider.Instance, listed map[provider.Provider]bool, now time.Time) error {
+func (a *Autoscaler) reconcile(ctx context.Context, st *view.Autoscale, seen map[string]provider.Instance, listed map[provider.Provider]bool, now time.Time) error {
 	live := map[string]*state.Machine{}
 	for i := range st.Machines {
 		m := &st.Machines[i]
@@ -336,7 +335,7 @@ func (a *Autoscaler) reconcile(ctx context.Context, st *state.AutoscaleState, se
 }
 
 // clusterOf is the cluster of a machine name, from the state or its labels.
-func clusterOf(st *state.AutoscaleState, name string, seen map[string]provider.Instance) string {
+func clusterOf(st *view.Autoscale, name string, seen map[string]provider.Instance) string {
 	for _, m := range st.Machines {
 		if m.ID == name {
 			return m.Cluster
@@ -362,7 +361,7 @@ func (a *Autoscaler) gone(ctx context.Context, p provider.Provider, m *state.Mac
 
 // launchRequested asks the providers for every requested machine, one
 // call per launch request, and records what they made.
-func (a *Autoscaler) launchRequested(ctx context.Context, st *state.AutoscaleState) error {
+func (a *Autoscaler) launchRequested(ctx context.Context, st *view.Autoscale) error {
 	cfgs := map[string]*state.LaunchConfig{}
 	for i := range st.Configs {
 		cfgs[st.Configs[i].Name] = &st.Configs[i]
@@ -426,7 +425,7 @@ func (a *Autoscaler) launchRequested(ctx context.Context, st *state.AutoscaleSta
 // still joins. A machine whose recorded hash is not that of the token
 // derived here (minted by a server with another worker secret) is left
 // out: it could not join, and its boot timeout replaces it.
-func (a *Autoscaler) joinTokens(st *state.AutoscaleState, now time.Time) (map[string]string, error) {
+func (a *Autoscaler) joinTokens(st *view.Autoscale, now time.Time) (map[string]string, error) {
 	boot := timeoutsOf(&st.Settings).Boot
 	tokens := map[string]string{}
 	mint := &state.JoinTokens{Now: now.UnixNano()}
@@ -480,7 +479,7 @@ func launchDone(key string, res *provider.LaunchResult, err error, now time.Time
 
 // deleteDrained deletes draining machines that run nothing (or whose
 // worker is gone).
-func (a *Autoscaler) deleteDrained(ctx context.Context, st *state.AutoscaleState) error {
+func (a *Autoscaler) deleteDrained(ctx context.Context, st *view.Autoscale) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i := range st.Machines {
@@ -506,15 +505,15 @@ func launchConfig(c *state.LaunchConfig, regions map[string]string) autoscaler.L
 // autoscaleInput builds the planner's input from the state, the leader's
 // liveness and the providers' lists (seen nil: no machine answers its
 // probe).
-func (a *Autoscaler) autoscaleInput(st *state.AutoscaleState, seen map[string]provider.Instance, now time.Time) *autoscaler.Input {
+func (a *Autoscaler) autoscaleInput(st *view.Autoscale, seen map[string]provider.Instance, now time.Time) *autoscaler.Input {
 	running := map[string]bool{}
 	for name, in := range seen {
 		running[name] = in.Running
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return plannerInput(st, func(budget int64) *state.AutoscaleDemand {
-		return a.cfg.State.AutoscaleDemand(budget, FairShares, a.cfg.MemoryStep)
+	return plannerInput(st, func(budget int64) *view.Demand {
+		return view.AutoscaleDemand(a.cfg.State, budget, a.cfg.MemoryStep)
 	}, now, a.cfg.Heard, a.idleSince, running)
 }
 
@@ -524,14 +523,14 @@ func (a *Autoscaler) autoscaleInput(st *state.AutoscaleState, seen map[string]pr
 // (idleSince, updated here: a machine running nothing gets one, a busy
 // one loses it) and what the providers' probes say (probe: the machine
 // is up).
-func plannerInput(st *state.AutoscaleState, demand func(budget int64) *state.AutoscaleDemand, now time.Time,
+func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, now time.Time,
 	heard func(inst uint32) (time.Time, bool), idleSince map[string]time.Time, probe map[string]bool) *autoscaler.Input {
 	a := &st.Settings
 	in := &autoscaler.Input{Now: now, Regions: map[string]string{}, Unavailable: map[string]bool{},
 		Limits:   autoscaler.Limits{MaxNodes: int(a.MaxNodes), MaxPerHour: a.MaxPerHour, MaxAddsPerMinute: int(a.MaxAddsPerMinute), MaxRemovesPerMinute: int(a.MaxRemovesPerMinute)},
 		Timeouts: timeoutsOf(a), Consolidate: a.Consolidate}
 	in.Strategy, _ = autoscaler.ParseStrategy(a.Strategy)
-	freeOf := map[string]state.FreeRoom{}
+	freeOf := map[string]view.FreeRoom{}
 	for _, r := range st.Free {
 		if r.Machine != "" {
 			freeOf[r.Machine] = r

@@ -8,6 +8,7 @@ import (
 	"github.com/drover-sched/drover/autoscaler"
 	simcloud "github.com/drover-sched/drover/autoscaler/provider/sim"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 type testClock struct{ t time.Time }
@@ -59,7 +60,7 @@ func TestRoundLaunchesOnItsClock(t *testing.T) {
 	if len(machines) != 2 {
 		t.Fatalf("the cloud has %d machines, want 2 (16 cores of 8-core machines)", len(machines))
 	}
-	for _, m := range h.S.AutoscaleState().Machines {
+	for _, m := range view.AutoscaleState(h.S).Machines {
 		if m.State != state.MachineLaunching || m.JoinHash == "" || cloud.JoinToken(m.ID) == "" {
 			t.Fatalf("machine %s: state %d, join hash %q", m.ID, m.State, m.JoinHash)
 		}

@@ -96,9 +96,13 @@ func TestMachineLifecycle(t *testing.T) {
 	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 2, 1, act.Instance)}}).(*PlanResult); r.Placed != 0 {
 		t.Fatalf("placed on a draining machine: %+v", r)
 	}
-	if v := h.S.SchedulingView(h.Now, 0); len(v.Instances) != 0 {
-		t.Fatalf("a draining machine's worker is in the view: %+v", v.Instances)
-	}
+	h.S.Read(func(r Reader) {
+		for inst := range r.Instances() {
+			if inst.ID == act.Instance && (!r.Reserved(inst) || !r.Draining(inst)) {
+				t.Fatalf("a draining machine's worker is open to the scheduler: %+v", inst)
+			}
+		}
+	})
 	// Gone: its worker is retired and the job runs again elsewhere.
 	h.Must(&MachineGone{Now: h.Tick(), Machine: req.Machines[0], Reason: "deleted"})
 	if st := h.JobState(b, 1); st != Ready {
@@ -168,9 +172,13 @@ func TestDrainingMachineIsRevived(t *testing.T) {
 	h.Must(&LaunchDone{Now: h.Tick(), Request: req.Key, Created: []LaunchedMachine{{Machine: req.Machines[0]}}})
 	act := h.Must(&Activate{Now: h.Tick(), Name: "w", NodeID: "n", CPUMilli: 8000, Memory: 32 << 30, TokenHash: "t", Region: "east", Cluster: "a", Machine: req.Machines[0]}).(*ActivateResult)
 	h.Must(&Scale{Now: h.Tick(), Deletes: []ScaleDelete{{Machine: req.Machines[0], Reason: "underused"}}})
-	if st := h.S.AutoscaleState(); len(st.Free) != 0 || len(st.DrainingFree) != 1 || st.DrainingFree[0].Machine != req.Machines[0] {
-		t.Fatalf("free %+v draining %+v", st.Free, st.DrainingFree)
-	}
+	h.S.Read(func(r Reader) {
+		for inst := range r.Instances() {
+			if inst.ID == act.Instance && !r.Draining(inst) {
+				t.Fatalf("the worker of a machine to delete is not draining: %+v", inst)
+			}
+		}
+	})
 	h.Must(&Scale{Now: h.Tick(), Revives: []string{req.Machines[0]}})
 	b := h.CreateBatch(entry(1, 1, spec("j", 1)))
 	if r := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, act.Instance)}}).(*PlanResult); r.Placed != 1 {
@@ -196,18 +204,18 @@ func TestPrivateMachineLifecycle(t *testing.T) {
 	sp.Where = &Where{MachineType: "n2-highmem-16"}
 	b := h.CreateBatch(entry(1, 2, sp))
 	shared := h.CreateBatch(entry(1, 1, spec("shared", 1)))
-	st := h.S.AutoscaleState()
-	if len(st.Private) != 2 || st.Private[0].Batch != b || st.Private[0].MachineType != "n2-highmem-16" {
-		t.Fatalf("private jobs %+v", st.Private)
-	}
-	// The scheduler does not see them.
-	for _, u := range h.S.SchedulingView(h.Now, 0).Users {
-		for _, r := range u.Runs {
-			if r.Batch == b {
-				t.Fatalf("a private job is in the scheduling view: %+v", r)
-			}
+	// The read models see them in its queue (server/view lists them for
+	// the autoscaler and keeps them from the scheduler).
+	h.S.Read(func(r Reader) {
+		bt := h.Batch(b)
+		var ready []ReadyRange
+		for rg := range r.Ready(bt) {
+			ready = append(ready, rg)
 		}
-	}
+		if !r.HasPrivate(bt) || len(ready) != 1 || ready[0].Len() != 2 || ready[0].Spec.Where.MachineType != "n2-highmem-16" {
+			t.Fatalf("private batch's queue %+v", ready)
+		}
+	})
 	res := h.Must(&Scale{Now: h.Tick(), Private: []ScalePrivate{{Config: "big", Batch: b, Job: 1, Reason: "own"}, {Config: "big", Batch: b, Job: 2, Reason: "own"}}}).(*ScaleResult)
 	if len(res.Requests) != 1 || res.Capped != 1 {
 		// $0.90 of a $1 cap: one machine.
@@ -266,23 +274,5 @@ func TestPrivateMachineLifecycle(t *testing.T) {
 		return s
 	}()} {
 		checkInvariants(t, s)
-	}
-}
-
-// TestDemandStopsAtTheTeamsQuota: jobs past their team's quota wait for
-// the team's own jobs, not for a machine: they are not demand.
-func TestDemandStopsAtTheTeamsQuota(t *testing.T) {
-	h := autoscaled(t)
-	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 3000}})
-	h.CreateBatch(entry(1, 10, spec("j", 1)))
-	d := h.S.AutoscaleDemand(1<<40, func(running, ready []int64, free int64) []int64 { return ready }, 0)
-	var n int64
-	for _, u := range d.Users {
-		for _, sh := range u.Shapes {
-			n += sh.Count
-		}
-	}
-	if n != 3 {
-		t.Fatalf("demand of %d jobs; the team's quota admits 3", n)
 	}
 }

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -56,12 +55,13 @@ func TestDisabledClusterTakesNoNewAttempt(t *testing.T) {
 	if res.Placed != 2 || res.Rejected != 2 {
 		t.Fatalf("placed %d rejected %d; the disabled cluster must take none", res.Placed, res.Rejected)
 	}
-	v := h.S.SchedulingView(h.Now, 0)
-	for _, c := range v.Clusters {
-		if c.Name == "a" && (!c.Disabled || c.Reason != "maintenance" || c.By != "ops") {
-			t.Fatalf("cluster a in the view: %+v", c)
+	h.S.Read(func(r Reader) {
+		for c := range r.Clusters() {
+			if c.Name == "a" && (!c.Disabled || c.Reason != "maintenance" || c.By != "ops") {
+				t.Fatalf("cluster a as read: %+v", c)
+			}
 		}
-	}
+	})
 	h.Must(&SetCluster{Now: h.Tick(), Name: "a", Disabled: false})
 	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 2, a)}}).(*PlanResult)
 	if res.Placed != 2 {
@@ -133,38 +133,6 @@ func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
 	}
 }
 
-// TestViewDoesNotLetOneRegionBlockAnother: a user whose queue starts with
-// jobs restricted to a region with no free cores still has the jobs behind
-// them, restricted to another region, listed for the round (the region
-// deadlock of Hail Batch).
-func TestViewDoesNotLetOneRegionBlockAnother(t *testing.T) {
-	h := newHarness(t)
-	a := h.activateIn("wa", "east", "a", 4)
-	h.activateIn("wb", "west", "b", 4)
-	east, west := spec("e", 1), spec("w", 1)
-	east.Where, west.Where = &Where{Regions: []string{"east"}}, &Where{Regions: []string{"west"}}
-	fill := h.CreateBatch(entry(1, 4, spec("fill", 1)))
-	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(fill, 1, 4, a)}})
-	// 20,000 east-only jobs, then 4 west-only ones.
-	be := h.CreateBatch(entry(1, 20000, east))
-	bw := h.CreateBatch(entry(1, 4, west))
-	v := h.S.SchedulingView(h.Now, 100)
-	found, sawEast := false, false
-	for _, u := range v.Users {
-		for _, r := range u.Runs {
-			if r.Batch == bw && r.Count == 4 {
-				found = true
-			}
-			if r.Batch == be {
-				sawEast = true
-			}
-		}
-	}
-	if !found || !sawEast {
-		t.Fatalf("the view lists west jobs %v and east jobs (for their reason) %v: %+v", found, sawEast, v.Users)
-	}
-}
-
 func TestGPUsAreCountedAtApply(t *testing.T) {
 	h := newHarness(t)
 	plain := h.activateIn("cpu", "east", "a", 16)
@@ -206,67 +174,6 @@ func TestGPUsAreCountedAtApply(t *testing.T) {
 	}
 }
 
-// distinct returns n entries of one job each, every one its own spec (the
-// jobs of bench sched -users), of cpu cores.
-func distinct(n int, cpu func(i int) float64) []JobEntry {
-	out := make([]JobEntry, n)
-	for i := range out {
-		out[i] = entry(uint32(i+1), 1, spec(fmt.Sprint("j", i), cpu(i)))
-	}
-	return out
-}
-
-// TestViewPassesOneRunATeamQuotaBlocks: a team at its quota has every run
-// blocked for the same reason; the view passes one to be explained, not
-// one per job, and still lists a smaller job the team has room for.
-func TestViewPassesOneRunATeamQuotaBlocks(t *testing.T) {
-	h := newHarness(t)
-	w := h.activateIn("w", "east", "a", 64)
-	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 2500}})
-	fill := h.CreateBatch(entry(1, 2, spec("fill", 1)))
-	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(fill, 1, 2, w)}})
-	// 0.5 cores of quota left: 200 one-core jobs but the 11th, a quarter
-	// of a core.
-	b := h.CreateBatch(distinct(200, func(i int) float64 { return map[bool]float64{true: 0.25, false: 1}[i == 10] })...)
-	v := h.S.SchedulingView(h.Now, 0)
-	var runs []ReadyRun
-	for _, u := range v.Users {
-		runs = append(runs, u.Runs...)
-	}
-	if len(runs) != 2 || runs[0].Batch != b || runs[0].First != 1 || runs[1].First != 11 {
-		t.Fatalf("runs %+v: want the first blocked job (to explain) and the small one that fits the quota", runs)
-	}
-	// With no quota left at all, the rest of the batch is not read.
-	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 11, 1, w)}})
-	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "genomics", QuotaMilli: 2250}, QuotaOnly: true})
-	v = h.S.SchedulingView(h.Now, 0)
-	if n := len(v.Users[0].Runs); n != 1 {
-		t.Fatalf("%d runs listed for a team with no quota left, want 1", n)
-	}
-}
-
-// TestViewListsFewRunsForUsersWithNoShare: once fair share gives a user
-// nothing this round, its list holds a few runs (for leftovers), not the
-// 16 a user with a share gets.
-func TestViewListsFewRunsForUsersWithNoShare(t *testing.T) {
-	h := newHarness(t)
-	h.activateIn("w", "east", "a", 64)
-	h.Must(&CreateUser{Now: h.Tick(), Name: "alice", TokenHash: "h-alice"})
-	h.Must(&SetMember{Project: "default", User: "alice", Member: true})
-	h.CreateBatch(distinct(100, func(i int) float64 { return float64(1 + i%3) })...)
-	h.Must(&CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "default", Name: "a", Jobs: distinct(100, func(i int) float64 { return float64(1 + i%3) })})
-	// A share function that gives root everything and alice nothing.
-	share := func(running, ready []int64, free int64) []int64 { return []int64{0, free} }
-	v := h.S.SchedulingViewShared(h.Now, 0, share)
-	got := map[string]int{}
-	for _, u := range v.Users {
-		got[u.Name] = len(u.Runs)
-	}
-	if got["alice"] != minRunsNoShare || got["root"] < minRunsPerUser {
-		t.Fatalf("runs listed %v: alice (no share) %d, root at least %d", got, minRunsNoShare, minRunsPerUser)
-	}
-}
-
 // TestClusterGroupsAreDeclared: a cluster joins a group the config (or
 // an earlier one) declares; an unknown group or strategy is refused, and
 // pruning cannot leave a cluster in a group that no longer exists.
@@ -278,9 +185,8 @@ func TestClusterGroupsAreDeclared(t *testing.T) {
 	h.Must(&ApplyPlacement{Now: h.Tick(), Groups: []ClusterGroup{{Name: "gpu", Strategy: "pack"}}})
 	// A later config may put a cluster in a group that exists.
 	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "gpu"}}})
-	v := h.S.SchedulingView(h.Now, 0)
-	if len(v.Groups) != 1 || v.Groups[0].Strategy != "pack" || v.Clusters[0].Group != 1 {
-		t.Fatalf("view groups %+v clusters %+v", v.Groups, v.Clusters)
+	if gs, cs := h.S.ClusterGroups(), h.S.Clusters(); len(gs) != 1 || gs[0].Strategy != "pack" || cs[0].Group != "gpu" {
+		t.Fatalf("groups %+v clusters %+v", gs, cs)
 	}
 	// Pruning the group while a cluster not in the config is in it.
 	h.MustFail(&ApplyPlacement{Now: h.Tick(), Prune: true}, ErrConflict)

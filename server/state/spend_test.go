@@ -65,8 +65,7 @@ func TestPlanIsReCheckedAgainstTheSpendLimitAtItsTime(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newSpendWorld(t)
-			v := w.h.S.SchedulingView(w.before, 0)
-			placements := FirstFit(v)
+			placements := FirstFit(w.h.S, w.before)
 			if n := len(placements); n != 5 {
 				t.Fatalf("planned %d placements before the crossing, want lab's 3 and other's 2", n)
 			}
@@ -84,36 +83,6 @@ func TestPlanIsReCheckedAgainstTheSpendLimitAtItsTime(t *testing.T) {
 			}
 			checkInvariants(t, w.h.Replay())
 		})
-	}
-}
-
-// TestSchedulingViewAtASpendLimit: the view weighs each project's spend
-// at its own time: after lab's crossing it passes one run of lab's (for
-// the scheduler to say why) and none of its batch's others, with lab's
-// budget reached; before it, lab's runs are listed as any others.
-func TestSchedulingViewAtASpendLimit(t *testing.T) {
-	w := newSpendWorld(t)
-	v := w.h.S.SchedulingView(w.after, 0)
-	if len(v.Users) != 1 {
-		t.Fatalf("users %+v", v.Users)
-	}
-	runs := v.Users[0].Runs
-	if len(runs) != 2 || runs[0].Batch != w.labB || runs[0].First != 1 || runs[1].Batch != w.otherB {
-		t.Fatalf("runs %+v: want lab's first and other's", runs)
-	}
-	lab, other := runs[0].Project, runs[1].Project
-	if lab == 0 || other == 0 || v.Projects[lab-1].Name != "lab" || v.Projects[other-1].Name != "other" {
-		t.Fatalf("projects %+v, runs %+v", v.Projects, runs)
-	}
-	if !v.Projects[lab-1].Budget.Reached(v.Now) || v.Projects[other-1].Budget.Reached(v.Now) {
-		t.Fatalf("at the view's time lab reached %v, other %v", v.Projects[lab-1].Budget.Reached(v.Now), v.Projects[other-1].Budget.Reached(v.Now))
-	}
-	if got := v.Projects[lab-1].Budget.Cost(v.Now); got != 11*money.Dollar {
-		t.Fatalf("lab's cost at the view's time: $%v, want $11", got)
-	}
-	v = w.h.S.SchedulingView(w.before, 0)
-	if runs := v.Users[0].Runs; len(runs) != 3 || v.Projects[runs[0].Project-1].Budget.Reached(v.Now) {
-		t.Fatalf("5 s before lab's crossing: runs %+v, want lab's two and other's", runs)
 	}
 }
 

@@ -2,9 +2,9 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
-
-	"github.com/drover-sched/drover/placement"
+	"slices"
 )
 
 // Test support, exported so other packages can drive a State the way the
@@ -17,58 +17,72 @@ type TB interface {
 	Fatalf(format string, args ...any)
 }
 
-// Planner chooses placements for a scheduling view. FirstFit is the
-// simplest; server.SchedulerPlanner is the real scheduler.
-type Planner func(v *SchedulingView) []Placement
+// Planner chooses placements for the state as it stands at now. FirstFit
+// is the simplest; server.SchedulerPlanner is the real scheduler on the
+// scheduling view.
+type Planner func(s *State, now int64) []Placement
 
-// FirstFit places each user's runs in order, one job at a time, on the
-// first instance with room in an enabled cluster its constraint allows,
-// up to the view's bound. It knows no quota: the state's apply enforces
-// them.
-func FirstFit(v *SchedulingView) []Placement {
-	free := make([][3]int64, len(v.Instances))
-	for i, inst := range v.Instances {
-		free[i] = [3]int64{inst.FreeMilli, inst.FreeMem, inst.FreeGPUs}
-	}
+// FirstFit places each user's Ready jobs in order (users by name, each
+// user's oldest batch first), one job at a time, on the first instance
+// (by ID) with room that apply's own rule lets it use (placeable). It knows
+// no quota and no spend limit beyond skipping the batches of a project
+// that has reached its limit at now: the state's apply enforces them.
+func FirstFit(s *State, now int64) []Placement {
 	var out []Placement
-	n := 0
-	for _, u := range v.Users {
-		for _, r := range u.Runs {
-			for k := uint32(0); k < r.Count; k++ {
-				if v.MaxJobs > 0 && n >= v.MaxJobs {
-					return out
+	s.Read(func(r Reader) {
+		type slot struct {
+			inst *Instance
+			free [3]int64
+		}
+		var slots []slot
+		for inst := range r.Instances() {
+			if !r.Reserved(inst) {
+				slots = append(slots, slot{inst, [3]int64{inst.FreeMilli, inst.FreeMem, inst.FreeGPUs}})
+			}
+		}
+		slices.SortFunc(slots, func(a, b slot) int { return cmp.Compare(a.inst.ID, b.inst.ID) })
+		full := func() bool {
+			for _, sl := range slots {
+				if sl.free[0] > 0 {
+					return false
 				}
-				for i := range free {
-					if !firstFitAdmits(v, &v.Instances[i], &r) {
+			}
+			return true
+		}
+		for _, q := range r.Queues() {
+			for _, b := range q.Batches() {
+				if r.Budget(b.BillingProject).Reached(now) {
+					continue
+				}
+				for rg := range r.Ready(b) {
+					sp := rg.Spec
+					if sp.Where != nil && sp.Where.MachineType != "" {
 						continue
 					}
-					if free[i][0] >= r.CPUMilli && free[i][1] >= r.Memory && free[i][2] >= r.GPUs && free[i][0] > 0 {
-						free[i][0] -= r.CPUMilli
-						free[i][1] -= r.Memory
-						free[i][2] -= r.GPUs
-						out = append(out, Placement{Batch: r.Batch, First: r.First + k, Count: 1, Attempt: r.Attempt, Instance: v.Instances[i].ID})
-						n++
-						break
+					_, gpus := sp.GPUs()
+					for id := rg.Lo; id <= rg.Hi; id++ {
+						if full() {
+							return
+						}
+						for i := range slots {
+							sl := &slots[i]
+							if !s.placeable(sp, sl.inst) {
+								continue
+							}
+							if sl.free[0] >= sp.CPUMilli && sl.free[1] >= sp.Memory && sl.free[2] >= gpus && sl.free[0] > 0 {
+								sl.free[0] -= sp.CPUMilli
+								sl.free[1] -= sp.Memory
+								sl.free[2] -= gpus
+								out = append(out, Placement{Batch: b.ID, First: id, Count: 1, Attempt: rg.Attempt, Instance: sl.inst.ID})
+								break
+							}
+						}
 					}
 				}
 			}
 		}
-	}
+	})
 	return out
-}
-
-// firstFitAdmits: the instance is in an enabled cluster the run's
-// constraint allows (placement's rule), with GPUs of the run's type.
-func firstFitAdmits(v *SchedulingView, in *InstanceSlot, r *ReadyRun) bool {
-	if int(in.Cluster) >= len(v.Clusters) {
-		return true
-	}
-	cl := &v.Clusters[in.Cluster]
-	var k *placement.Constraint
-	if r.Constraint > 0 {
-		k = &v.Constraints[r.Constraint-1]
-	}
-	return k.Admits(&placement.Cluster{Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
 }
 
 // Harness applies commands the way the FSM does (encode, decode, apply),
@@ -176,7 +190,7 @@ func (h *Harness) CreateBatch(jobs ...JobEntry) uint64 {
 // it.
 func (h *Harness) Plan() *Plan {
 	now := h.Tick()
-	return &Plan{Now: now, Placements: h.Planner(h.S.SchedulingView(now, 0))}
+	return &Plan{Now: now, Placements: h.Planner(h.S, now)}
 }
 
 // Schedule plans and applies the plan.

@@ -1,0 +1,60 @@
+package state
+
+import (
+	"maps"
+	"slices"
+)
+
+// MachineInfo is a machine with what the API shows of its worker.
+type MachineInfo struct {
+	Machine
+	Running int // attempts on its worker
+}
+
+// Machines lists the autoscaler's machines, live first, by ID.
+func (s *State) Machines() []MachineInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]MachineInfo, 0, len(s.machines))
+	for _, id := range s.sortedMachineIDs() {
+		m := s.machines[id]
+		mi := MachineInfo{Machine: *m}
+		if inst := s.instances[m.Instance]; inst != nil && inst.Active {
+			mi.Running = len(inst.running)
+		}
+		out = append(out, mi)
+	}
+	slices.SortStableFunc(out, func(a, b MachineInfo) int {
+		la, lb := machineLive(a.State), machineLive(b.State)
+		switch {
+		case la && !lb:
+			return -1
+		case lb && !la:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// AutoscalerSettings returns the settings and launch configs.
+func (s *State) AutoscalerSettings() (Autoscaler, []LaunchConfig, map[string]CapacityMark) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var cfgs []LaunchConfig
+	for _, name := range sortedKeys(s.launchConfigs) {
+		cfgs = append(cfgs, *s.launchConfigs[name])
+	}
+	marks := map[string]CapacityMark{}
+	for k, v := range s.marks {
+		marks[k] = *v
+	}
+	return s.autoscaler, cfgs, maps.Clone(marks)
+}
+
+// AutoscaleDecisions returns the recent decisions, oldest first.
+func (s *State) AutoscaleDecisions() []Decision {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.decisions)
+}

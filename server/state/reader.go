@@ -1,0 +1,189 @@
+package state
+
+import (
+	"iter"
+	"slices"
+
+	"github.com/drover-sched/drover/billing"
+)
+
+// Reader is one consistent read of the state: every method answers from
+// the state as it stands while the function given to Read runs, so what a
+// caller builds from several of them agrees (an instance's free cores and
+// the queues they are weighed against, a team's use and its quota). The
+// read models of other packages (the scheduling round's view and the
+// autoscaler's input, in server/view) are built from it outside the
+// state, which keeps its representation to itself.
+//
+// A Reader is valid only inside Read's function. Pointers and slices its
+// methods return point into the state: treat them as constants and copy
+// what outlives the read.
+type Reader struct{ s *State }
+
+// Read calls fn with a consistent read of the state, holding the read
+// lock until fn returns: applies wait for it, so fn copies what it needs
+// and decides after.
+func (s *State) Read(fn func(r Reader)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(Reader{s: s})
+}
+
+// Groups yields the cluster groups by name.
+func (r Reader) Groups() iter.Seq[*ClusterGroup] {
+	return sortedValues(r.s.groups)
+}
+
+// Clusters yields the clusters by name.
+func (r Reader) Clusters() iter.Seq[*Cluster] {
+	return sortedValues(r.s.clusters)
+}
+
+// Instances yields the active instances in no particular order (a round
+// that needs an order sorts what it keeps).
+func (r Reader) Instances() iter.Seq[*Instance] {
+	return func(yield func(*Instance) bool) {
+		for _, inst := range r.s.instances {
+			if inst.Active && !yield(inst) {
+				return
+			}
+		}
+	}
+}
+
+// Reserved reports whether the scheduler may place nothing on an
+// instance: its machine is kept for one job or is being drained.
+func (r Reader) Reserved(inst *Instance) bool { return r.s.reserved(inst) }
+
+// Draining reports whether an instance's machine is being emptied for
+// deletion.
+func (r Reader) Draining(inst *Instance) bool { return r.s.draining(inst) }
+
+// Attempts is how many attempts an instance runs.
+func (r Reader) Attempts(inst *Instance) int { return len(inst.running) }
+
+// PrivateMachine reports whether an instance runs on a machine made for
+// one job (its room is that job's).
+func (r Reader) PrivateMachine(inst *Instance) bool {
+	m := r.s.machines[inst.Machine]
+	return m != nil && m.private()
+}
+
+// Queue is one user's scheduling counters and FIFO of batches with Ready
+// jobs, as a Reader sees them.
+type Queue struct{ u *userSched }
+
+// Name is the user's.
+func (q Queue) Name() string { return q.u.name }
+
+// RunningMilli is the millicores of the user's running attempts.
+func (q Queue) RunningMilli() int64 { return q.u.runningMilli }
+
+// ReadyMilli is the millicores of the user's Ready jobs.
+func (q Queue) ReadyMilli() int64 { return q.u.readyMilli }
+
+// RunningJobs counts the user's running attempts.
+func (q Queue) RunningJobs() int64 { return q.u.runningJobs }
+
+// ReadyJobs counts the user's Ready jobs.
+func (q Queue) ReadyJobs() int64 { return q.u.readyJobs }
+
+// Batches are the user's batches with Ready jobs, oldest first (the
+// user's FIFO). Read-only.
+func (q Queue) Batches() []*Batch { return q.u.active }
+
+// Queues lists the users the scheduler counts (those with Ready or
+// running jobs, or batches that had them), by name.
+func (r Reader) Queues() []Queue {
+	out := make([]Queue, 0, len(r.s.sched))
+	for _, u := range r.s.sched {
+		out = append(out, Queue{u})
+	}
+	slices.SortFunc(out, func(a, b Queue) int {
+		switch {
+		case a.u.name < b.u.name:
+			return -1
+		case a.u.name > b.u.name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ReadyRange is a stretch of a batch's Ready queue: job IDs Lo to Hi, all
+// of one spec, and the attempt number placing the first creates.
+type ReadyRange struct {
+	Range
+	Spec    *Spec
+	Attempt uint16
+}
+
+// Ready yields a batch's Ready queue in order.
+func (r Reader) Ready(b *Batch) iter.Seq[ReadyRange] {
+	return func(yield func(ReadyRange) bool) {
+		for _, rg := range b.ready.items() {
+			if !yield(ReadyRange{Range: rg, Spec: b.groupOf(rg.Lo).spec, Attempt: b.jobs[rg.Lo-1].attempt + 1}) {
+				return
+			}
+		}
+	}
+}
+
+// HasPrivate reports whether some of a batch's jobs name a machine type
+// (only such batches' queues hold jobs for machines of their own).
+func (r Reader) HasPrivate(b *Batch) bool { return b.private }
+
+// Team is the team that owns a billing project (nil: none).
+func (r Reader) Team(project string) *Team { return r.s.projectTeam[project] }
+
+// TeamUse is what a team's running attempts hold, against its quota.
+// The maps are the state's: read-only.
+type TeamUse struct {
+	UsedMilli     int64
+	UsedMemory    int64
+	UsedByCluster map[string]int64 // millicores, by cluster name
+	UsedGPUs      map[string]int64 // by GPU type
+}
+
+// Use is what a team's running attempts hold.
+func (r Reader) Use(t *Team) TeamUse {
+	return TeamUse{UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: t.usedByCluster, UsedGPUs: t.usedGPUs}
+}
+
+// Budget is a billing project's spend limit and the sums its spend comes
+// from (billing's rule weighs it at a time).
+func (r Reader) Budget(project string) billing.Budget { return r.s.budget(project) }
+
+// Autoscaler is the autoscaler's settings.
+func (r Reader) Autoscaler() Autoscaler { return r.s.autoscaler }
+
+// Decisions are the autoscaler's recent decisions, oldest first.
+// Read-only.
+func (r Reader) Decisions() []Decision { return r.s.decisions }
+
+// LaunchConfigs yields the launch configs by name.
+func (r Reader) LaunchConfigs() iter.Seq[*LaunchConfig] {
+	return sortedValues(r.s.launchConfigs)
+}
+
+// Machines yields the autoscaler's machines by ID.
+func (r Reader) Machines() iter.Seq[*Machine] {
+	return sortedValues(r.s.machines)
+}
+
+// Marks yields the capacity marks by launch config.
+func (r Reader) Marks() iter.Seq[*CapacityMark] {
+	return sortedValues(r.s.marks)
+}
+
+// sortedValues yields a map's values in key order.
+func sortedValues[V any](m map[string]V) iter.Seq[V] {
+	return func(yield func(V) bool) {
+		for _, k := range sortedKeys(m) {
+			if !yield(m[k]) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package view
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// Source is what the read models are read from: *state.State, or
+// anything else that offers a consistent read of one.
+type Source interface{ Read(fn func(r state.Reader)) }
+
+var _ Source = (*state.State)(nil)
+
+// Autoscale is what the autoscaler's leader loop reads before a
+// decision: its settings, configs, machines and marks, the clusters, and
+// what every active worker has free.
+type Autoscale struct {
+	Settings state.Autoscaler
+	Configs  []state.LaunchConfig
+	Machines []state.Machine
+	Marks    []state.CapacityMark
+	Clusters []AutoscaleCluster
+	Free     []FreeRoom
+	// DrainingFree is what draining machines' workers have free.
+	DrainingFree []FreeRoom
+	// Running maps an active instance to the attempts it runs (for idle
+	// machines).
+	Running   map[uint32]int
+	Decisions []state.Decision
+	// Providers: what each cluster declares makes its machines.
+	Providers map[string]ClusterProvider
+	// Private lists Ready jobs that want a machine of their own (oldest
+	// batch first, at most maxPrivatePerDecision).
+	Private []PrivateJob
+}
+
+// AutoscaleCluster is a cluster as the autoscaler reads it.
+type AutoscaleCluster struct {
+	Name, Region string
+	Disabled     bool
+}
+
+// PrivateJob is a Ready job that names a machine type.
+type PrivateJob struct {
+	Batch       uint64
+	Job         uint32
+	User        string
+	MachineType string
+	Regions     []string
+	Pool        string
+	GPUType     string
+	CPUMilli    int64
+	Memory      int64
+	GPUs        int64
+}
+
+// maxPrivatePerDecision bounds the private jobs one decision considers.
+const maxPrivatePerDecision = 256
+
+// ClusterProvider is a cluster's declared provider and its settings.
+type ClusterProvider struct {
+	Kind     string
+	Settings map[string]string
+}
+
+// FreeRoom is what one active worker has free, and where it is.
+type FreeRoom struct {
+	Instance                       uint32
+	Machine                        string
+	Region, Cluster, Pool, GPUType string
+	CPUMilli, Memory, GPUs         int64
+}
+
+// AutoscaleState copies the autoscaler's state from src in one
+// consistent read.
+func AutoscaleState(src Source) *Autoscale {
+	var v *Autoscale
+	src.Read(func(r state.Reader) { v = autoscaleState(r) })
+	return v
+}
+
+func autoscaleState(r state.Reader) *Autoscale {
+	v := &Autoscale{Settings: r.Autoscaler(), Running: map[uint32]int{}, Decisions: slices.Clone(r.Decisions()), Providers: map[string]ClusterProvider{}}
+	for c := range r.LaunchConfigs() {
+		v.Configs = append(v.Configs, *c)
+	}
+	for m := range r.Machines() {
+		v.Machines = append(v.Machines, *m)
+	}
+	for mk := range r.Marks() {
+		v.Marks = append(v.Marks, *mk)
+	}
+	disabled := map[string]bool{}
+	for cl := range r.Clusters() {
+		v.Clusters = append(v.Clusters, AutoscaleCluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled})
+		disabled[cl.Name] = cl.Disabled
+		if cl.Provider != "" {
+			v.Providers[cl.Name] = ClusterProvider{Kind: cl.Provider, Settings: maps.Clone(cl.ProviderSettings)}
+		}
+	}
+	v.Private = privateJobs(r)
+	var insts []*state.Instance
+	for inst := range r.Instances() {
+		insts = append(insts, inst)
+	}
+	slices.SortFunc(insts, func(a, b *state.Instance) int { return cmp.Compare(a.ID, b.ID) })
+	for _, inst := range insts {
+		v.Running[inst.ID] = r.Attempts(inst)
+		if disabled[inst.Cluster] || r.PrivateMachine(inst) {
+			continue // a private machine's room is its job's
+		}
+		room := FreeRoom{Instance: inst.ID, Machine: inst.Machine, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
+			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0)}
+		if r.Draining(inst) {
+			v.DrainingFree = append(v.DrainingFree, room)
+			continue
+		}
+		v.Free = append(v.Free, room)
+	}
+	return v
+}
+
+// privateJobs lists Ready jobs that want a machine of their own, by user
+// name, then each user's oldest batch first.
+func privateJobs(r state.Reader) []PrivateJob {
+	var out []PrivateJob
+	for _, q := range r.Queues() {
+		for _, b := range q.Batches() {
+			if !r.HasPrivate(b) {
+				continue
+			}
+			for rg := range r.Ready(b) {
+				sp := rg.Spec
+				w := sp.Where
+				if w == nil || w.MachineType == "" {
+					continue
+				}
+				typ, gpus := sp.GPUs()
+				for id := rg.Lo; id <= rg.Hi; id++ {
+					if len(out) >= maxPrivatePerDecision {
+						return out
+					}
+					out = append(out, PrivateJob{Batch: b.ID, Job: id, User: b.User, MachineType: w.MachineType, Regions: slices.Clone(w.Regions),
+						Pool: w.Pool, GPUType: typ, CPUMilli: sp.CPUMilli, Memory: sp.Memory, GPUs: gpus})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// DemandUser is one user's windowed ready work, head of the queue first.
+type DemandUser struct {
+	Name         string
+	RunningMilli int64
+	Shapes       []DemandShape
+}
+
+// DemandShape is jobs of one size and constraint in a user's queue.
+type DemandShape struct {
+	CPUMilli, Memory, GPUs int64
+	// Constraint is 1 + an index into Demand.Constraints (0: none).
+	Constraint int32
+	Count      int64
+}
+
+// Demand is the head of every user's ready queue within the autoscaler's
+// window.
+type Demand struct {
+	Users       []DemandUser
+	Constraints []placement.Constraint
+}
+
+// maxDemandShapes bounds the shapes one user's window lists: a queue of
+// distinct jobs of every size would otherwise list each.
+const maxDemandShapes = 4096
+
+// AutoscaleDemand reads, in one consistent read of s, the head of each
+// user's Ready queue up to the user's fair share of budget millicores
+// (the scheduler's FairShare), one job past it, with memory rounded up to
+// memStep so jobs of nearly one size are one shape. Only the heads are
+// read: a backlog of millions costs what the window holds.
+func AutoscaleDemand(src Source, budget, memStep int64) *Demand {
+	var d *Demand
+	src.Read(func(r state.Reader) { d = autoscaleDemand(r, budget, memStep) })
+	return d
+}
+
+func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
+	d := &Demand{}
+	var queues []state.Queue
+	var demands []scheduler.Demand
+	for _, q := range r.Queues() {
+		if q.ReadyJobs() > 0 {
+			queues = append(queues, q)
+			demands = append(demands, scheduler.Demand{Running: q.RunningMilli(), Ready: q.ReadyMilli()})
+		}
+	}
+	shares := scheduler.FairShare(demands, budget)
+	constraintOf := map[string]int32{}
+	// One index for every user, cleared between them: a map per user
+	// was most of a decision's time with 500 users.
+	index := map[DemandShape]int{}
+	// What each team's quota still admits: jobs past it would wait for
+	// the team's own jobs to end, not for a machine. Cores alone, by
+	// placement's quota rule, with the demand so far counted as used.
+	teamRoom := map[*state.Team]placement.Quota{}
+	d.Users = make([]DemandUser, 0, len(queues))
+	for ui, q := range queues {
+		du := DemandUser{Name: q.Name(), RunningMilli: q.RunningMilli()}
+		clear(index)
+		left := shares[ui]
+	batches:
+		for _, b := range q.Batches() {
+			t := r.Team(b.BillingProject)
+			if t != nil && t.QuotaMilli > 0 {
+				if _, ok := teamRoom[t]; !ok {
+					teamRoom[t] = placement.Quota{CPUMilli: t.QuotaMilli, UsedMilli: r.Use(t).UsedMilli}
+				}
+			}
+			for rg := range r.Ready(b) {
+				if left <= 0 || len(du.Shapes) >= maxDemandShapes {
+					break batches
+				}
+				sp := rg.Spec
+				if sp.Where != nil && sp.Where.MachineType != "" {
+					continue // a machine of its own: Autoscale.Private
+				}
+				n := int64(rg.Len())
+				if sp.CPUMilli > 0 {
+					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
+				}
+				if q, ok := teamRoom[t]; ok && t != nil && sp.CPUMilli > 0 {
+					if n, _ = q.Room(sp.CPUMilli, 0, n); n == 0 {
+						continue batches
+					}
+					q.UsedMilli += n * sp.CPUMilli
+					teamRoom[t] = q
+				}
+				left -= n * sp.CPUMilli
+				typ, gpus := sp.GPUs()
+				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
+				if w := sp.Where; w != nil && (len(w.Regions) > 0 || w.Pool != "" || gpus > 0) {
+					k := w.Pool + "\x00" + typ + "\x00" + strings.Join(w.Regions, "\x00")
+					ci, ok := constraintOf[k]
+					if !ok {
+						d.Constraints = append(d.Constraints, placement.Constraint{Regions: slices.Clone(w.Regions), Pool: w.Pool, GPUType: typ})
+						ci = int32(len(d.Constraints))
+						constraintOf[k] = ci
+					}
+					key.Constraint = ci
+				}
+				if i, ok := index[key]; ok {
+					du.Shapes[i].Count += n
+					continue
+				}
+				index[key] = len(du.Shapes)
+				key.Count = n
+				du.Shapes = append(du.Shapes, key)
+			}
+		}
+		d.Users = append(d.Users, du)
+	}
+	return d
+}
+
+func roundUp(v, step int64) int64 {
+	if step <= 0 || v <= 0 {
+		return v
+	}
+	return (v + step - 1) / step * step
+}

@@ -1,0 +1,456 @@
+package view
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// maxRunsPerUser bounds how far down one user's queue a round looks for
+// work that could start.
+const maxRunsPerUser = 10000
+
+// maxPassedRunsPerUser bounds the runs of one user a round passes on
+// only so the scheduler can say why they wait: runs that fit no active
+// instance at all (too many cores or too much memory for the largest),
+// and runs larger than anything free now where they may go (of runs its
+// team's quota blocks, one is passed, and this many looked at). None of
+// them counts towards maxRunsPerUser or the round's job bound: a queue
+// that starts with a million jobs no instance can hold must not hide the
+// jobs behind them. The scheduler explains the first 16 unplaced runs of
+// a user; once the fleet is full, most of every queue is such runs, and
+// passing more (it was 64 per user, 32,000 runs a round with 500 users)
+// made every round try and fail them all.
+const maxPassedRunsPerUser = 16
+
+// minRunsPerUser is how many runs a user's list holds at least when fair
+// share bounds it: the cores other users cannot use (their jobs fit only
+// elsewhere, or not in the holes left) are shared again between the users
+// that can still place, and that needs jobs of several sizes to choose
+// from. A user fair share gives nothing this round (once the fleet is
+// full, most users: the few cores that free up go to those holding
+// least) can only take leftovers and holds at least minRunsNoShare: with
+// 500 users, 16 runs each was 8,000 runs a round to place a few hundred
+// jobs.
+const (
+	minRunsPerUser = 16
+	minRunsNoShare = 4
+)
+
+// reach is what the workers one constraint allows offer: the largest
+// free cores and memory, the free cores in all, and what the runs
+// listed so far want of them.
+type reach struct {
+	// shapes: the sizes (cores, memory, GPUs) of the instances it
+	// allows, free or not, that no other of them exceeds in every
+	// one (a fleet has a few); many: too many to keep, so every job
+	// is taken to fit (the scheduler still says why it does not).
+	shapes         [][3]int64
+	many           bool
+	maxCPU, maxMem int64
+	free, want     int64
+}
+
+// maxShapes bounds the instance sizes a reach keeps.
+const maxShapes = 64
+
+// addShape keeps an instance size unless another kept one is at least as
+// large in every dimension, and drops those it exceeds.
+func (r *reach) addShape(sh [3]int64) {
+	if r.many {
+		return
+	}
+	covers := func(a, b [3]int64) bool { return a[0] >= b[0] && a[1] >= b[1] && a[2] >= b[2] }
+	for _, k := range r.shapes {
+		if covers(k, sh) {
+			return
+		}
+	}
+	r.shapes = slices.DeleteFunc(r.shapes, func(k [3]int64) bool { return covers(sh, k) })
+	if len(r.shapes) == maxShapes {
+		r.many, r.shapes = true, nil
+		return
+	}
+	r.shapes = append(r.shapes, sh)
+}
+
+// fits reports whether some instance is large enough, free or not, for
+// one job of the spec.
+func (r *reach) fits(spec *state.Spec) bool {
+	if r.many {
+		return true
+	}
+	_, gpus := spec.GPUs()
+	for _, sh := range r.shapes {
+		if sh[0] >= spec.CPUMilli && sh[1] >= spec.Memory && sh[2] >= gpus {
+			return true
+		}
+	}
+	return false
+}
+
+// Round is a scheduling round's read model: the scheduler's input, and
+// what the state records of each cluster's last enable or disable (`job
+// why` words it).
+type Round struct {
+	Input *scheduler.Input
+	// Records are as Input.Clusters.
+	Records []ClusterRecord
+}
+
+// ClusterRecord is who last enabled or disabled a cluster, why and when.
+type ClusterRecord struct {
+	Name, Reason, By string
+	Since            int64
+}
+
+// Options are a scheduling round's: its time, its bound and the leader's
+// liveness.
+type Options struct {
+	// Now is the round's time (unix ns): billing projects' spend is
+	// weighed at it.
+	Now int64
+	// MaxJobs bounds the round's placements (0: none).
+	MaxJobs int
+	// Silent reports whether an active instance's worker has gone
+	// unheard long enough that a cluster all of whose workers are
+	// silent counts as down (the leader's liveness, not Raft state;
+	// nil: none is).
+	Silent func(inst uint32) bool
+	// Unbounded lists each user's queue up to the free cores, not
+	// twice its fair share: the scheduler gets more runs than it can
+	// place (tests that look at the listing).
+	Unbounded bool
+}
+
+// Scheduling reads the scheduler's input from s in one consistent read.
+// With no cores free in any enabled cluster it lists no users.
+//
+// Every active instance is listed (in no particular order), and per user
+// with Ready or running jobs the head of the user's Ready queue (oldest
+// batch first), no more than could possibly be placed now: each user's
+// queue is read from its head until what was listed could fill every free
+// core, per constraint, and, unless Unbounded, twice what fair share
+// gives the user this round (at least minRunsPerUser runs). So a run
+// restricted to regions whose workers are all busy takes nothing from the
+// round's bounds and does not hide the runs behind it that could start
+// elsewhere (the region deadlock of Hail Batch), and a round with hundreds
+// of users copies a few times the free cores' worth of jobs instead of the
+// free cores' worth for every user. Runs that can never start (no worker
+// their constraint allows is large enough, their team is at its quota, or
+// their billing project has reached its spend limit at Now) are passed, a
+// few per user, only so the scheduler can say why they wait.
+//
+// The fair shares are the scheduler's own (scheduler.Shares), computed
+// once and handed over in Input.Shares.
+func Scheduling(src Source, o Options) *Round {
+	var rd *Round
+	src.Read(func(r state.Reader) { rd = scheduling(r, o) })
+	return rd
+}
+
+func scheduling(r state.Reader, o Options) *Round {
+	in := &scheduler.Input{MaxPlacements: o.MaxJobs, Now: o.Now}
+	rd := &Round{Input: in}
+	groupIdx := map[string]int32{}
+	for g := range r.Groups() {
+		in.Groups = append(in.Groups, placement.Group{Name: g.Name, Strategy: placement.Strategy(g.Strategy)})
+		groupIdx[g.Name] = int32(len(in.Groups))
+	}
+	clusterIdx := map[string]int32{}
+	for cl := range r.Clusters() {
+		clusterIdx[cl.Name] = int32(len(in.Clusters))
+		in.Clusters = append(in.Clusters, placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled,
+			PricePerCoreHour: corePrice(cl.Pools), Group: groupIdx[cl.Group]})
+		rd.Records = append(rd.Records, ClusterRecord{Name: cl.Name, Reason: cl.Reason, By: cl.By, Since: cl.Since})
+	}
+	// heard per cluster: 0 no workers, 1 all silent, 2 one heard.
+	heard := make([]int8, len(in.Clusters))
+	var free int64
+	for inst := range r.Instances() {
+		if r.Reserved(inst) {
+			continue
+		}
+		slot := scheduler.Instance{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,
+			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool,
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs}
+		in.Instances = append(in.Instances, slot)
+		if int(slot.Cluster) >= len(in.Clusters) {
+			continue
+		}
+		c := &in.Clusters[slot.Cluster]
+		c.CapacityMilli += inst.CPUMilli
+		c.FreeMilli += max(inst.FreeMilli, 0)
+		if heard[slot.Cluster] != 2 {
+			heard[slot.Cluster] = 1
+			if o.Silent == nil || !o.Silent(inst.ID) {
+				heard[slot.Cluster] = 2
+			}
+		}
+		if !c.Disabled && inst.FreeMilli > 0 && inst.FreeMem > 0 {
+			free += inst.FreeMilli
+		}
+	}
+	for i, h := range heard {
+		in.Clusters[i].Down = h == 1
+	}
+	if free == 0 {
+		return rd
+	}
+	l := &lister{r: r, in: in, o: o, free: free, clusterIdx: clusterIdx, constraintOf: map[string]int32{},
+		teamOf: map[*state.Team]int32{}, spendOf: map[string]spend{}}
+	l.anywhere = l.newReach(placement.Constraint{})
+	var queues []state.Queue
+	for _, q := range r.Queues() {
+		if q.ReadyJobs() > 0 || q.RunningJobs() > 0 {
+			queues = append(queues, q)
+			in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli(), ReadyMilli: q.ReadyMilli()})
+		}
+	}
+	in.Shares = scheduler.Shares(in)
+	for ui, q := range queues {
+		in.Users[ui].Runs = l.runs(q, in.Shares[ui])
+	}
+	return rd
+}
+
+// corePrice is the price of a core-hour in the cheapest declared pool (0:
+// unknown).
+func corePrice(pools []state.Pool) float64 {
+	var price float64
+	for _, p := range pools {
+		if p.CPUMilli > 0 && p.PricePerHour > 0 {
+			if pc := p.PricePerHour * 1000 / float64(p.CPUMilli); price == 0 || pc < price {
+				price = pc
+			}
+		}
+	}
+	return price
+}
+
+// spend is a billing project's place in the input and whether it has
+// reached its spend limit at the round's time.
+type spend struct {
+	idx     int32 // 1 + index into Input.Projects (0: no limit)
+	reached bool
+}
+
+// lister lists the users' runs of one round.
+type lister struct {
+	r          state.Reader
+	in         *scheduler.Input
+	o          Options
+	free       int64
+	clusterIdx map[string]int32
+	anywhere   *reach
+	reaches    []*reach // as in.Constraints
+	// constraintOf indexes in.Constraints by key (1 + index).
+	constraintOf map[string]int32
+	teamOf       map[*state.Team]int32
+	// quotaRoom: the teams' cpu quotas; teamRoom: the same with what
+	// this user's runs listed so far want counted as used. The listing
+	// bounds itself by cores alone (memory and GPU quotas are the
+	// scheduler's to apply), with placement's quota rule.
+	quotaRoom, teamRoom []placement.Quota
+	spendOf             map[string]spend
+}
+
+// admitted: placement's rule, on the cluster's enabled state alone.
+func (l *lister) admitted(k *placement.Constraint, in *scheduler.Instance) bool {
+	cl := &l.in.Clusters[in.Cluster]
+	return k.Admits(&placement.Cluster{Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
+}
+
+func (l *lister) newReach(k placement.Constraint) *reach {
+	rc := &reach{}
+	for i := range l.in.Instances {
+		in := &l.in.Instances[i]
+		if !l.admitted(&k, in) {
+			continue
+		}
+		rc.addShape([3]int64{in.CPUMilli, in.Memory, in.GPUs})
+		if in.FreeMilli > 0 && in.FreeMem > 0 {
+			rc.free += in.FreeMilli
+			rc.maxCPU = max(rc.maxCPU, in.FreeMilli)
+			rc.maxMem = max(rc.maxMem, in.FreeMem)
+		}
+	}
+	return rc
+}
+
+// constraint returns a spec's constraint (1 + index, 0: none) and its
+// reach.
+func (l *lister) constraint(spec *state.Spec) (int32, *reach) {
+	w := spec.Where
+	if w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0) {
+		return 0, l.anywhere
+	}
+	gpuType := ""
+	if w.GPUs > 0 {
+		gpuType = w.GPUType
+	}
+	key := w.Pool + "\x00" + gpuType + "\x00" + strings.Join(w.Regions, "\x00")
+	idx, ok := l.constraintOf[key]
+	if !ok {
+		k := placement.Constraint{Regions: slices.Clone(w.Regions), Pool: w.Pool, GPUType: gpuType}
+		l.reaches = append(l.reaches, l.newReach(k))
+		l.in.Constraints = append(l.in.Constraints, k)
+		idx = int32(len(l.in.Constraints))
+		l.constraintOf[key] = idx
+	}
+	return idx, l.reaches[idx-1]
+}
+
+// team returns a batch's team (1 + index, 0: none), listing it with its
+// quota and use the first time.
+func (l *lister) team(b *state.Batch) int32 {
+	t := l.r.Team(b.BillingProject)
+	if t == nil {
+		return 0
+	}
+	idx, ok := l.teamOf[t]
+	if !ok {
+		use := l.r.Use(t)
+		byCluster := make([]int64, len(l.in.Clusters))
+		for name, used := range use.UsedByCluster {
+			if ci, ok := l.clusterIdx[name]; ok {
+				byCluster[ci] = used
+			}
+		}
+		l.in.Teams = append(l.in.Teams, scheduler.Team{Name: t.Name, Strategy: placement.Strategy(t.Strategy), Quota: placement.Quota{
+			CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: use.UsedMilli, UsedMemory: use.UsedMemory, UsedByCluster: byCluster,
+			GPUs: maps.Clone(t.QuotaGPUs), UsedGPUs: maps.Clone(use.UsedGPUs)}})
+		idx = int32(len(l.in.Teams))
+		l.teamOf[t] = idx
+		room := placement.Quota{CPUMilli: t.QuotaMilli, UsedMilli: use.UsedMilli}
+		l.quotaRoom = append(l.quotaRoom, room)
+		l.teamRoom = append(l.teamRoom, room)
+	}
+	return idx
+}
+
+// project returns a batch's billing project's place and spend.
+func (l *lister) project(b *state.Batch) spend {
+	sp, ok := l.spendOf[b.BillingProject]
+	if !ok {
+		if bg := l.r.Budget(b.BillingProject); bg.Limit > 0 {
+			l.in.Projects = append(l.in.Projects, scheduler.Project{Name: b.BillingProject, Budget: bg})
+			sp = spend{idx: int32(len(l.in.Projects)), reached: bg.Reached(l.o.Now)}
+		}
+		l.spendOf[b.BillingProject] = sp
+	}
+	return sp
+}
+
+// runs lists the head of one user's queue (share: what fair share gives
+// the user this round).
+func (l *lister) runs(q state.Queue, share int64) []scheduler.Run {
+	free, maxJobs := l.free, l.o.MaxJobs
+	limit, least := free, minRunsPerUser
+	if !l.o.Unbounded {
+		limit = min(free, 2*share)
+		if share == 0 {
+			least = minRunsNoShare
+		}
+	}
+	var out []scheduler.Run
+	// Each user's list is counted afresh, up to its limit (all free
+	// cores, or twice its fair share): what the users get of them is
+	// the scheduler's to decide.
+	var want int64
+	l.anywhere.want = 0
+	for _, rc := range l.reaches {
+		rc.want = 0
+	}
+	copy(l.teamRoom, l.quotaRoom)
+	jobs, runs, passed, blocked, quotaTold, spendTold := 0, 0, 0, 0, false, false
+batches:
+	for _, b := range q.Batches() {
+		ti := l.team(b)
+		pr := l.project(b)
+		for rg := range l.r.Ready(b) {
+			spec := rg.Spec
+			if spec.Where != nil && spec.Where.MachineType != "" {
+				// Runs on a machine of its own, made for it.
+				continue
+			}
+			ci, rc := l.constraint(spec)
+			_, gpus := spec.GPUs()
+			run := scheduler.Run{
+				Batch: b.ID, First: rg.Lo, Count: rg.Len(), Attempt: rg.Attempt,
+				CPUMilli: spec.CPUMilli, Memory: spec.Memory, Constraint: ci, Team: ti, GPUs: gpus, Project: pr.idx,
+			}
+			if pr.reached {
+				// No job of the project may start: the first run is
+				// passed on for the scheduler to say why (job why
+				// tells the others from the project's spend), and
+				// the rest of the batch waits.
+				if !spendTold {
+					out = append(out, run)
+					spendTold = true
+				}
+				continue batches
+			}
+			if ti > 0 && l.teamRoom[ti-1].Admit(spec.CPUMilli, 0, "", 0) != 0 {
+				// The team's quota is the reason for every run it
+				// blocks: the first is passed on for the scheduler to
+				// say so (job why tells the others from the team's
+				// use). Smaller runs behind it may still fit what the
+				// team has left, so a few more are looked at; with
+				// nothing left, the rest of the batch waits too.
+				if !quotaTold {
+					out = append(out, run)
+					quotaTold = true
+				}
+				if blocked++; l.teamRoom[ti-1].Admit(1, 0, "", 0) != 0 || blocked >= maxPassedRunsPerUser {
+					continue batches
+				}
+				continue
+			}
+			if !rc.fits(spec) {
+				// Passed on whole for the scheduler to explain, within
+				// its own bound; it never uses up the round's.
+				if passed < maxPassedRunsPerUser {
+					out = append(out, run)
+					passed++
+				}
+				continue
+			}
+			runs++
+			switch {
+			case spec.CPUMilli > rc.maxCPU || spec.Memory > rc.maxMem:
+				// Larger than anything free where it may go: none of it
+				// can start this round, so it takes nothing from the
+				// round's bounds, and it is passed on only to be
+				// explained.
+				if passed < maxPassedRunsPerUser {
+					out = append(out, run)
+					passed++
+				}
+			case rc.want >= rc.free:
+				// What it may use is spoken for by the runs before it.
+			default:
+				if maxJobs > 0 && jobs+int(run.Count) > maxJobs {
+					run.Count = uint32(maxJobs - jobs)
+				}
+				out = append(out, run)
+				jobs += int(run.Count)
+				cores := int64(run.Count) * spec.CPUMilli
+				take := min(cores, rc.free-rc.want)
+				rc.want += take
+				want += take
+				if ti > 0 {
+					l.teamRoom[ti-1].UsedMilli += cores
+				}
+			}
+			if (want >= limit && (l.o.Unbounded || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
+				break batches
+			}
+		}
+	}
+	return out
+}
