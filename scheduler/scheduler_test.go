@@ -105,6 +105,31 @@ func TestScheduleSplitsFairly(t *testing.T) {
 	}
 }
 
+// TestScheduleUsesTheSharesItIsGiven: the shares in the input (the
+// view's, computed once with Shares) are the first pass's allocation, as
+// given; shares that do not match the users are computed again.
+func TestScheduleUsesTheSharesItIsGiven(t *testing.T) {
+	build := func(shares []int64) *Input {
+		in := NewInput().Instance(1, Cores(8), 64*GiB).Instance(2, Cores(2), 64*GiB).
+			User("alice", 0, oneCore(1, 1, 100)).
+			User("bob", 0, oneCore(2, 1, 100)).Build()
+		in.Shares = shares
+		return in
+	}
+	if s := Shares(build(nil)); len(s) != 2 || s[0] != Cores(5) || s[1] != Cores(5) {
+		t.Fatalf("Shares = %v, want 5 cores each", s)
+	}
+	in := build([]int64{Cores(8), Cores(2)})
+	out := Schedule(in)
+	if got := placedPerUser(out, in); got["alice"] != 8 || got["bob"] != 2 || out.Users[0].Share != Cores(8) || out.Users[1].Share != Cores(2) {
+		t.Fatalf("placed %v with shares %+v, want the given 8 and 2", got, out.Users)
+	}
+	in = build([]int64{Cores(8)})
+	if got := placedPerUser(Schedule(in), in); got["alice"] != 5 || got["bob"] != 5 {
+		t.Fatalf("placed %v with one share for two users, want them computed: 5 each", got)
+	}
+}
+
 func TestScheduleFavoursUserWithFewestRunning(t *testing.T) {
 	in := NewInput().Instance(1, Cores(4), 64*GiB).
 		User("busy", Cores(20), oneCore(1, 1, 50)).
