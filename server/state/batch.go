@@ -656,15 +656,19 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 
 // groupOf returns the group holding job id.
 func (b *Batch) groupOf(id uint32) *group {
+	if i := b.groupIndex(id); i >= 0 {
+		return b.groups[i]
+	}
+	return nil
+}
+
+// groupIndex returns the index of the group holding job id (-1: none).
+func (b *Batch) groupIndex(id uint32) int {
 	i := sort.Search(len(b.groups), func(i int) bool { return b.groups[i].first > id })
-	if i == 0 {
-		return nil
+	if i == 0 || id >= b.groups[i-1].first+b.groups[i-1].count {
+		return -1
 	}
-	g := b.groups[i-1]
-	if id >= g.first+g.count {
-		return nil
-	}
-	return g
+	return i - 1
 }
 
 // discard drops an open update: its job IDs stay reserved (holes in the
