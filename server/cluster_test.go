@@ -103,7 +103,7 @@ func TestInProcessClusterForwardsReplicatesAndMovesLeadership(t *testing.T) {
 	for _, s := range c.Servers {
 		waitFor(t, "server "+s.ID()+" to apply the batch's end", func() bool {
 			b, ok := s.State().Batch(uint64(id))
-			return ok && b.State == "complete"
+			return ok && b.Completed != 0
 		})
 	}
 

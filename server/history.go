@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -291,10 +292,14 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 		from := uint32(1)
 		for {
 			start := time.Now()
-			jobs, groups, next, ok := s.state.ExportJobs(it.Batch, it.Version, from, exportChunk)
+			recs, groups, next, ok := s.state.ExportJobs(it.Batch, it.Version, from, exportChunk)
 			if !ok {
 				changed = true
 				return nil
+			}
+			jobs := make([]api.Job, len(recs))
+			for i := range recs {
+				jobs[i] = apiview.Job(&recs[i], start) // complete: nothing runs, so no cost grows
 			}
 			var p piece
 			for _, gr := range groups {
@@ -352,7 +357,7 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	for day, cost := range hdr.Daily {
 		ledger = append(ledger, history.LedgerRow{BillingProject: hdr.Batch.BillingProject, Day: day, User: hdr.Batch.User, Batch: it.Batch, Cost: cost})
 	}
-	written, err := st.PutBatch(ctx, history.Batch{Batch: hdr.Batch, Version: it.Version}, ledger)
+	written, err := st.PutBatch(ctx, history.Batch{Batch: apiview.Batch(&hdr.Batch, time.Now()), Version: it.Version}, ledger)
 	if err != nil {
 		return false, err
 	}

@@ -65,13 +65,13 @@ func (s *Server) handleRotateToken(w http.ResponseWriter, r *http.Request) (any,
 		Expires: capExpiry(now.Add(s.cfg.DefaultTokenTTL).UnixNano(), tokenOf(r).Expires)}); err != nil {
 		return nil, err
 	}
-	u, _ := s.state.User(name)
+	u, _ := s.reads.User(name)
 	u.Token = tok
 	return u, nil
 }
 
 func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) (any, error) {
-	return s.state.Users(), nil
+	return s.reads.Users(), nil
 }
 
 func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -79,18 +79,18 @@ func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Reque
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
 	}
-	_, existed := s.state.BillingProject(req.Name)
+	_, existed := s.reads.BillingProject(req.Name)
 	if _, err := s.apply(&state.CreateBillingProject{Now: time.Now().UnixNano(), Name: req.Name, Members: req.Members}); err != nil {
 		return nil, err
 	}
-	p, _ := s.state.BillingProject(req.Name)
+	p, _ := s.reads.BillingProject(req.Name)
 	// existed: a retry; the project is there with those members.
 	return withStatus(createdStatus(existed), p), nil
 }
 
 func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Request) (any, error) {
 	u := userOf(r)
-	out := s.state.BillingProjects(u)
+	out := s.reads.BillingProjects(u)
 	if out == nil {
 		out = []api.BillingProject{}
 	}
@@ -104,7 +104,7 @@ func (s *Server) setMember(r *http.Request, project, user string, member bool, r
 	if _, err := s.apply(&state.SetMember{Project: project, User: user, Member: member, Role: role}); err != nil {
 		return nil, err
 	}
-	p, _ := s.state.BillingProject(project)
+	p, _ := s.reads.BillingProject(project)
 	return p, nil
 }
 

@@ -160,7 +160,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	ur := res.(*state.UpdateResult)
-	b, _ := s.state.Batch(ur.Batch)
+	b, _ := s.reads.Batch(ur.Batch)
 	out := api.CreateBatchResponse{Batch: b}
 	if ur.Update > 0 {
 		out.UpdateID, out.StartJobID = int64(ur.Update), int64(ur.Start)
@@ -200,7 +200,7 @@ func (s *Server) batchAccess(r *http.Request, level state.BatchAccess) (uint64, 
 		}
 	}
 	if got < level && b.ID == 0 {
-		b, _ = s.state.Batch(id)
+		b, _ = s.reads.Batch(id)
 	}
 	switch {
 	case got == state.Hidden:
@@ -220,7 +220,7 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	b, ok := s.state.Batch(id)
+	b, ok := s.reads.Batch(id)
 	if !ok {
 		old, err := s.archivedBatch(r, id)
 		if err != nil {
@@ -245,7 +245,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	v := viewerOf(r)
-	live := s.state.ListBatches(v, state.CompileBatchQuery(q), last)
+	live := s.reads.ListBatches(v, state.CompileBatchQuery(q), last)
 	if s.history == nil {
 		return live, nil
 	}
@@ -270,7 +270,7 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) (any,
 	if _, err := s.apply(&state.CancelBatch{Now: time.Now().UnixNano(), Batch: id, Reason: "cancelled by " + userOf(r).Name}); err != nil {
 		return nil, err
 	}
-	b, _ := s.state.Batch(id)
+	b, _ := s.reads.Batch(id)
 	return b, nil
 }
 
@@ -375,7 +375,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) (any, er
 	if last > math.MaxUint32 {
 		last = math.MaxUint32
 	}
-	list, found := s.state.ListJobs(id, state.CompileJobQuery(q), uint32(last))
+	list, found := s.reads.ListJobs(id, state.CompileJobQuery(q), uint32(last))
 	if !found {
 		st, err := s.historyStore(fmt.Sprintf("batch %d", id))
 		if err != nil {
@@ -415,7 +415,7 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	j, found := s.state.Job(id, jid)
+	j, found := s.reads.Job(id, jid)
 	if !found && !s.state.HasBatch(id) {
 		if j, err = s.archivedJob(r, id, jid); err != nil {
 			return nil, err

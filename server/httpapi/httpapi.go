@@ -28,6 +28,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
@@ -210,6 +211,7 @@ type Server struct {
 	cfg            Config
 	log            *slog.Logger
 	state          *state.State
+	reads          apiview.Reads // the state's reads as the API shows them
 	logs           *joblogs.Store
 	node           Node
 	raft           Raft
@@ -248,6 +250,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
 		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog, raftStreams: d.RaftStreams,
 		secrets: d.Secrets}
+	s.reads = apiview.Reads{State: d.State}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
@@ -772,5 +775,5 @@ func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) (any, erro
 
 func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) (any, error) {
 	u := userOf(r)
-	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}, nil
+	return apiview.User(&u), nil
 }

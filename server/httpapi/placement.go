@@ -12,29 +12,13 @@ import (
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 )
 
 // Regions, clusters, teams and quotas: reads for every user, changes for
 // admins. A cluster's enabled state changes through Raft like everything
 // else, so from the commit of a disable no new attempt goes there.
-
-func clusterToAPI(c state.ClusterInfo) api.Cluster {
-	out := api.Cluster{
-		Name: c.Name, Region: c.Region, Enabled: !c.Disabled, Reason: c.Reason, By: c.By, Declared: c.Declared, Group: c.Group,
-		Workers: c.Workers, CPU: float64(c.CapacityMilli) / 1000, FreeCPU: float64(c.FreeMilli) / 1000,
-		Memory: c.Memory, FreeMemory: c.FreeMemory, Running: c.Running,
-	}
-	if c.Since != 0 {
-		t := time.Unix(0, c.Since).UTC()
-		out.Since = &t
-	}
-	for _, p := range c.Pools {
-		out.Pools = append(out.Pools, api.Pool{Name: p.Name, CPU: float64(p.CPUMilli) / 1000, Memory: p.Memory, Preemptible: p.Preemptible,
-			PricePerHour: p.PricePerHour, GPUType: p.GPUType, GPUs: int(p.GPUs)})
-	}
-	return out
-}
 
 // clusters lists the clusters with their workers' health as this server
 // hears it (the leader, for consistent reads).
@@ -51,7 +35,7 @@ func (s *Server) clusters() []api.Cluster {
 	}
 	out := []api.Cluster{}
 	for _, c := range s.state.Clusters() {
-		ac := clusterToAPI(c)
+		ac := apiview.Cluster(&c)
 		ac.Heard = heard[c.Name]
 		ac.Down = ac.Workers > 0 && ac.Heard == 0
 		out = append(out, ac)
@@ -149,31 +133,10 @@ func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) (an
 	return s.setClusterState(w, r, false)
 }
 
-func teamToAPI(t state.TeamInfo) api.Team {
-	out := api.Team{
-		Name: t.Name, BillingProjects: slices.Clone(t.Projects), Strategy: t.Strategy,
-		Quota: api.Quota{CPU: float64(t.QuotaMilli) / 1000, Memory: t.QuotaMemory, GPUs: gpuCounts(t.QuotaGPUs)},
-		Used:  api.Quota{CPU: float64(t.UsedMilli) / 1000, Memory: t.UsedMemory, GPUs: gpuCounts(t.UsedGPUs)},
-	}
-	if out.BillingProjects == nil {
-		out.BillingProjects = []string{}
-	}
-	if out.Strategy == "" {
-		out.Strategy = "spread"
-	}
-	if len(t.UsedByCluster) > 0 {
-		out.UsedByCluster = map[string]float64{}
-		for k, v := range t.UsedByCluster {
-			out.UsedByCluster[k] = float64(v) / 1000
-		}
-	}
-	return out
-}
-
 func (s *Server) handleListTeams(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.Team{}
 	for _, t := range s.state.Teams() {
-		out = append(out, teamToAPI(t))
+		out = append(out, apiview.Team(&t))
 	}
 	return out, nil
 }
@@ -183,7 +146,7 @@ func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request) (any, err
 	if !ok {
 		return nil, codedf(http.StatusNotFound, "team %q does not exist; drover team list shows the teams", r.PathValue("name"))
 	}
-	return teamToAPI(t), nil
+	return apiview.Team(&t), nil
 }
 
 // teamFromAPI validates a team as a request sends it.
@@ -233,17 +196,6 @@ func quotaFromAPI(q api.Quota) (state.Team, error) {
 	return t, nil
 }
 
-func gpuCounts(m map[string]int64) map[string]int {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = int(v)
-	}
-	return out
-}
-
 func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.Team
 	if err := decode(w, r, &req); err != nil {
@@ -258,7 +210,7 @@ func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) (any, err
 		return nil, err
 	}
 	out, _ := s.state.TeamByName(t.Name)
-	return teamToAPI(out), nil
+	return apiview.Team(&out), nil
 }
 
 func (s *Server) handlePutQuota(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -275,7 +227,7 @@ func (s *Server) handlePutQuota(w http.ResponseWriter, r *http.Request) (any, er
 		return nil, err
 	}
 	out, _ := s.state.TeamByName(t.Name)
-	return teamToAPI(out), nil
+	return apiview.Team(&out), nil
 }
 
 // maxPlacementItems bounds the clusters, pools per cluster and teams one

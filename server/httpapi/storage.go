@@ -27,7 +27,7 @@ const maxStorageBody = 8 * api.MaxCredentialBytes
 // in it (or is an admin).
 func (s *Server) inProject(r *http.Request, project string) error {
 	u := userOf(r)
-	if _, ok := s.state.BillingProject(project); !ok {
+	if _, ok := s.reads.BillingProject(project); !ok {
 		return codedf(http.StatusNotFound, "billing project %q does not exist", project)
 	}
 	if !u.Admin && s.state.Role(project, u.Name) == "" {
@@ -41,13 +41,13 @@ func (s *Server) handleListStorage(w http.ResponseWriter, r *http.Request) (any,
 	if err := s.inProject(r, project); err != nil {
 		return nil, err
 	}
-	list, _ := s.state.StoragePrefixes(project)
+	list, _ := s.reads.StoragePrefixes(project)
 	return list, nil
 }
 
 // projectPrefixes returns a project's prefixes, or a 404 error.
 func (s *Server) projectPrefixes(project string) ([]api.StoragePrefix, error) {
-	list, ok := s.state.StoragePrefixes(project)
+	list, ok := s.reads.StoragePrefixes(project)
 	if !ok {
 		return nil, codedf(http.StatusNotFound, "billing project %q does not exist", project)
 	}
@@ -90,7 +90,7 @@ func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) (any, 
 		return nil, err
 	}
 	s.log.Info("storage prefix set", "project", project, "prefix", prefix, "credentials", sp.Kind, "by", sp.AddedBy)
-	list, _ := s.state.StoragePrefixes(project)
+	list, _ := s.reads.StoragePrefixes(project)
 	return list, nil
 }
 
@@ -112,7 +112,7 @@ func (s *Server) handleRemoveStorage(w http.ResponseWriter, r *http.Request) (an
 		return nil, err
 	}
 	s.log.Info("storage prefix removed", "project", project, "prefix", prefix, "by", userOf(r).Name)
-	list, _ = s.state.StoragePrefixes(project)
+	list, _ = s.reads.StoragePrefixes(project)
 	return list, nil
 }
 
@@ -128,7 +128,7 @@ func (s *Server) handleProjectSettings(w http.ResponseWriter, r *http.Request) (
 	if _, err := s.apply(&state.SetProjectSettings{Project: project, AllowHostNetwork: req.AllowHostNetwork}); err != nil {
 		return nil, err
 	}
-	p, _ := s.state.BillingProject(project)
+	p, _ := s.reads.BillingProject(project)
 	return p, nil
 }
 

@@ -100,7 +100,7 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) (any,
 // included (the only time it is shown).
 func (s *Server) newToken(code int, owner, tok string) (any, error) {
 	acc := state.TokenAccessor(token.Hash(tok))
-	for _, at := range s.state.Tokens(owner, time.Now()) {
+	for _, at := range s.reads.Tokens(owner, time.Now()) {
 		if at.Accessor == acc {
 			at.Token = tok
 			return withStatus(code, at), nil
@@ -119,7 +119,7 @@ func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) (any, 
 	case who != u.Name && !u.Admin:
 		return nil, codedf(http.StatusForbidden, "user %q may list only its own tokens", u.Name)
 	}
-	return s.state.Tokens(who, time.Now()), nil
+	return s.reads.Tokens(who, time.Now()), nil
 }
 
 // ownToken finds the token named in the path, which the caller must own
@@ -195,7 +195,7 @@ func (s *Server) manages(r *http.Request, project string) error {
 	if u.Admin {
 		return nil
 	}
-	if _, ok := s.state.BillingProject(project); !ok {
+	if _, ok := s.reads.BillingProject(project); !ok {
 		return codedf(http.StatusNotFound, "billing project %q does not exist", project)
 	}
 	if s.state.Role(project, u.Name) != state.RoleManager {
@@ -218,7 +218,7 @@ func (s *Server) handleSetLogQuota(w http.ResponseWriter, r *http.Request) (any,
 	if _, err := s.apply(&state.SetLogQuota{Project: project, Bytes: req.Bytes}); err != nil {
 		return nil, err
 	}
-	p, _ := s.state.BillingProject(project)
+	p, _ := s.reads.BillingProject(project)
 	return p, nil
 }
 
@@ -237,7 +237,7 @@ func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) (an
 	if _, err := s.apply(&state.SetSpendLimit{Project: project, Limit: req.Limit}); err != nil {
 		return nil, err
 	}
-	p, _ := s.state.BillingProject(project)
+	p, _ := s.reads.BillingProject(project)
 	return p, nil
 }
 
@@ -264,7 +264,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) (any, error
 		}
 		limit = n
 	}
-	return s.state.AuditLog(since, q.Get("user"), limit), nil
+	return s.reads.AuditLog(since, q.Get("user"), limit), nil
 }
 
 // handleMetrics serves Prometheus metrics, behind MetricsToken when set.
@@ -358,7 +358,7 @@ func (s *Server) RunAudit(ctx context.Context) {
 }
 
 func (s *Server) handleListRates(w http.ResponseWriter, r *http.Request) (any, error) {
-	return s.state.Rates(time.Now(), r.URL.Query().Get("all") == "true"), nil
+	return s.reads.Rates(time.Now(), r.URL.Query().Get("all") == "true"), nil
 }
 
 func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -378,7 +378,7 @@ func (s *Server) handleSetRates(w http.ResponseWriter, r *http.Request) (any, er
 	if _, err := s.apply(c); err != nil {
 		return nil, err
 	}
-	return s.state.Rates(now, false), nil
+	return s.reads.Rates(now, false), nil
 }
 
 // handleProjectCost reports a billing project's cost for a range of UTC
@@ -433,7 +433,7 @@ func (s *Server) handleProjectCost(w http.ResponseWriter, r *http.Request) (any,
 	out := api.ProjectCost{Project: project, From: dayString(from), To: dayString(to), By: by}
 	switch by {
 	case api.CostByDay:
-		out.Rows = s.state.CostByDay(project, from, to)
+		out.Rows = s.reads.CostByDay(project, from, to)
 		for _, row := range out.Rows {
 			out.Total += row.Cost
 		}

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
-
-	"github.com/drover-sched/drover/api"
 )
 
 // Audit log bounds: the state keeps the last MaxAuditEntries entries of
@@ -99,10 +97,10 @@ func keepLast(entries []AuditEntry, n int) []AuditEntry {
 
 // AuditLog returns entries at or after since (of one user, when user is
 // set), newest first, at most limit.
-func (s *State) AuditLog(since time.Time, user string, limit int) []api.AuditEntry {
+func (s *State) AuditLog(since time.Time, user string, limit int) []AuditEntry {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []api.AuditEntry{}
+	out := []AuditEntry{}
 	from := since.UnixNano()
 	// Both logs are in time order: merge them from the newest.
 	i, k := len(s.audit)-1, len(s.anonAudit)-1
@@ -127,8 +125,7 @@ func (s *State) AuditLog(since time.Time, user string, limit int) []api.AuditEnt
 		if user != "" && e.User != user {
 			continue
 		}
-		out = append(out, api.AuditEntry{Time: time.Unix(0, e.Time).UTC(), User: e.User, Token: e.Accessor, Method: e.Method,
-			Route: e.Route, Path: e.Path, Remote: e.Remote, Status: e.Status, Message: e.Message, Count: max(1, int(e.Count))})
+		out = append(out, e)
 	}
 	return out
 }

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -47,15 +46,8 @@ func TokenAccessor(hash string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func (t *Token) toAPI(now time.Time) api.Token {
-	out := api.Token{Accessor: t.Accessor, User: t.User, Name: t.Name, TimeCreated: time.Unix(0, t.Created).UTC()}
-	if t.Expires != 0 {
-		e := time.Unix(0, t.Expires).UTC()
-		out.ExpiresAt = &e
-		out.Expired = !now.Before(e)
-	}
-	return out
-}
+// Expired reports whether the token has expired by now (unix ns).
+func (t *Token) Expired(now int64) bool { return t.Expires != 0 && now >= t.Expires }
 
 // BootstrapResult says whether a Bootstrap command created the admin.
 type BootstrapResult struct{ Created bool }
@@ -516,18 +508,18 @@ func (s *State) UserByTokenHash(hash string) (User, bool) {
 }
 
 // Tokens lists tokens (of one user, or all with user ""), newest first.
-func (s *State) Tokens(user string, now time.Time) []api.Token {
+func (s *State) Tokens(user string) []Token {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []api.Token{}
+	out := []Token{}
 	for _, t := range s.tokens {
 		if user == "" || t.User == user {
-			out = append(out, t.toAPI(now))
+			out = append(out, *t)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if !out[i].TimeCreated.Equal(out[j].TimeCreated) {
-			return out[i].TimeCreated.After(out[j].TimeCreated)
+		if out[i].Created != out[j].Created {
+			return out[i].Created > out[j].Created
 		}
 		return out[i].Accessor < out[j].Accessor
 	})
@@ -562,32 +554,27 @@ func (s *State) UserExists(name string) bool {
 }
 
 // Users lists the users that are not deleted, by name.
-func (s *State) Users() []api.User {
+func (s *State) Users() []User {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]api.User, 0, len(s.users))
+	out := make([]User, 0, len(s.users))
 	for _, name := range sortedKeys(s.users) {
 		if s.users[name].Deleted == 0 {
-			out = append(out, s.users[name].toAPI())
+			out = append(out, *s.users[name])
 		}
 	}
 	return out
 }
 
-// User returns one user (not deleted), without its token.
-func (s *State) User(name string) (api.User, bool) {
+// User returns one user (not deleted).
+func (s *State) User(name string) (User, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	u, ok := s.users[name]
 	if !ok || u.Deleted != 0 {
-		return api.User{}, false
+		return User{}, false
 	}
-	return u.toAPI(), true
-}
-
-// toAPI is the user as the API shows it, without its token.
-func (u *User) toAPI() api.User {
-	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: time.Unix(0, u.Created).UTC()}
+	return *u, true
 }
 
 // IsMember reports whether user has a role in the billing project.
@@ -644,56 +631,27 @@ func (s *State) submitter(project string, u *User) *ApplyError {
 }
 
 // BillingProjects lists the billing projects visible to the user.
-func (s *State) BillingProjects(viewer User) []api.BillingProject {
+func (s *State) BillingProjects(viewer User) []ProjectRecord {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []api.BillingProject
+	var out []ProjectRecord
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
 		if !viewer.Admin && !p.Members[viewer.Name] {
 			continue
 		}
-		out = append(out, s.projectToAPI(p))
-	}
-	return out
-}
-
-// projectToAPI is a project with what it has cost up to now.
-func (s *State) projectToAPI(p *BillingProject) api.BillingProject {
-	out := p.toAPI()
-	out.Cost = s.budget(p.Name).Cost(time.Now().UnixNano())
-	return out
-}
-
-func (p *BillingProject) toAPI() api.BillingProject {
-	members := make([]string, 0, len(p.Members))
-	for m := range p.Members {
-		members = append(members, m)
-	}
-	sort.Strings(members)
-	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: time.Unix(0, p.Created).UTC(), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
-		AllowHostNetwork: p.AllowHostNetwork}
-	for i := range p.Storage {
-		out.Storage = append(out.Storage, p.Storage[i].toAPI())
-	}
-	for _, m := range members {
-		switch p.role(m) {
-		case RoleManager:
-			out.Managers = append(out.Managers, m)
-		case RoleViewer:
-			out.Viewers = append(out.Viewers, m)
-		}
+		out = append(out, s.projectRecord(p))
 	}
 	return out
 }
 
 // BillingProject returns one billing project.
-func (s *State) BillingProject(name string) (api.BillingProject, bool) {
+func (s *State) BillingProject(name string) (ProjectRecord, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.projects[name]
 	if !ok {
-		return api.BillingProject{}, false
+		return ProjectRecord{}, false
 	}
-	return s.projectToAPI(p), true
+	return s.projectRecord(p), true
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 )
@@ -265,10 +264,10 @@ func (s *State) SpendCheck(now time.Time, maxBatches int) (stops []SpendStop, ne
 // without cost are left out. An attempt's cost counts on the day it ended.
 // It covers every batch the project ran, those gone to the history store
 // too.
-func (s *State) CostByDay(project string, from, to int32) []api.CostRow {
+func (s *State) CostByDay(project string, from, to int32) []CostDay {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []api.CostRow{}
+	out := []CostDay{}
 	p := s.bills[project]
 	if p == nil {
 		return out
@@ -281,7 +280,7 @@ func (s *State) CostByDay(project string, from, to int32) []api.CostRow {
 	}
 	slices.Sort(days)
 	for _, d := range days {
-		out = append(out, api.CostRow{Day: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Cost: p.Daily[d]})
+		out = append(out, CostDay{Day: d, Cost: p.Daily[d]})
 	}
 	return out
 }

@@ -214,7 +214,7 @@ func (s *State) ActiveInstances() []uint32 {
 	return ids
 }
 
-// InstanceInfo is an instance as the API shows it.
+// InstanceInfo is an instance as a read returns it (server/apiview shows it to the API).
 type InstanceInfo struct {
 	ID        uint32
 	Name      string

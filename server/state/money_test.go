@@ -88,8 +88,8 @@ func runMoneyWorkload(t *testing.T, seed uint64) moneyRun {
 		var batchSum money.Amount
 		for j := uint32(1); j <= 30; j++ {
 			job, _ := h.S.Job(b, j)
-			if a := job.Attempts[0]; a.EndTime != nil {
-				batchSum += *a.Cost
+			if a := job.Attempts[0]; a.End != 0 {
+				batchSum += a.Cost(a.End)
 			}
 		}
 		i := slices.IndexFunc(r.spends, func(sp billing.Spend) bool { return sp.Batch == b })

@@ -641,7 +641,7 @@ func (s *State) ensureCluster(name, region string, now int64) *ApplyError {
 	return nil
 }
 
-// ClusterInfo is a cluster as the API shows it, with its workers' totals.
+// ClusterInfo is a cluster as a read returns it, with its workers' totals.
 type ClusterInfo struct {
 	Cluster
 	Workers       int // active

@@ -94,7 +94,7 @@ func TestEvacuatePreemptsWithoutCountingFailures(t *testing.T) {
 	// They run elsewhere and succeed: preemption is not a failure.
 	h.RunAll(h.S.ActiveInstances(), nil)
 	jb, _ := h.S.Job(b, 1)
-	if jb.State != "success" || len(jb.Attempts) != 2 || jb.Attempts[0].State != "preempted" || jb.Attempts[1].Cluster != "b" {
+	if jb.State != Success || len(jb.Attempts) != 2 || jb.Attempts[0].Outcome != OutcomePreempted || jb.Attempts[1].Cluster != "b" {
 		t.Fatalf("job 1: %+v", jb)
 	}
 	if !strings.Contains(jb.Attempts[0].Message, "cluster a disabled") {

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 )
@@ -112,10 +111,10 @@ func (s *State) machineRates(configs []LaunchConfig) []RateEntry {
 
 // Rates lists every resource's rates: the one in force at now and the
 // versions to come, or every version with all.
-func (s *State) Rates(now time.Time, all bool) []api.Rate {
+func (s *State) Rates(now time.Time, all bool) []RateRecord {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []api.Rate{}
+	out := []RateRecord{}
 	for _, name := range sortedKeys(s.rates) {
 		cur, ok := billing.Book(s.rates).At(name, now.UnixNano())
 		for _, r := range s.rates[name] {
@@ -123,8 +122,8 @@ func (s *State) Rates(now time.Time, all bool) []api.Rate {
 			if !all && !inForce && r.ValidFrom <= now.UnixNano() {
 				continue // superseded
 			}
-			out = append(out, api.Rate{Resource: name, Version: int(r.Version), PricePerHour: r.PerHour,
-				ValidFrom: time.Unix(0, r.ValidFrom).UTC(), InForce: inForce})
+			r.Resource = name
+			out = append(out, RateRecord{Rate: r, InForce: inForce})
 		}
 	}
 	return out

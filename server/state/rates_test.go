@@ -35,7 +35,7 @@ func TestAttemptCost(t *testing.T) {
 	h.Must(&Events{Now: start, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Started: true, Start: start}}})
 	const perHour = 140_480_000 // 2×0.0475 + 4×0.00637 + 2×0.01 dollars an hour
 	j, _ := h.S.Job(b, 1)
-	if a := j.Attempts[0]; a.Cost == nil || a.PricePerHour != perHour || len(a.CostLines) != 3 {
+	if a := j.Attempts[0]; !a.Priced || a.PerHour.Rate() != perHour || len(a.Lines) != 3 {
 		t.Fatalf("a running attempt: %+v", a)
 	}
 	// While it runs, the project's live cost is its price × the time so
@@ -49,26 +49,27 @@ func TestAttemptCost(t *testing.T) {
 	h.Must(&Events{Now: end, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
 	j, _ = h.S.Job(b, 1)
 	a := j.Attempts[0]
-	if want := money.Amount(perHour * 3 / 2); a.Cost == nil || *a.Cost != want {
-		t.Fatalf("cost %v, want %v (%+v)", a.Cost, want, a.CostLines)
+	cost := a.Cost(end + int64(time.Hour)) // an ended attempt: the same cost read at any time
+	if want := money.Amount(perHour * 3 / 2); !a.Priced || cost != want {
+		t.Fatalf("cost %v, want %v (%+v)", cost, want, a.Lines)
 	}
 	// The batch and its billing project cost the same: their one attempt.
-	if bt, _ := h.S.Batch(b); bt.Cost != *a.Cost {
-		t.Fatalf("batch cost %v, attempt %v", bt.Cost, *a.Cost)
+	if bt, _ := h.S.Batch(b); bt.Cost(end) != cost {
+		t.Fatalf("batch cost %v, attempt %v", bt.Cost(end), cost)
 	}
-	if p, _ := h.S.BillingProject("default"); p.Cost != *a.Cost {
-		t.Fatalf("project cost %v, attempt %v", p.Cost, *a.Cost)
+	if p, _ := h.S.BillingProject("default"); p.Cost(end) != cost {
+		t.Fatalf("project cost %v, attempt %v", p.Cost(end), cost)
 	}
 	if err := h.S.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
 	endDay := int32(end / (24 * 3600e9))
-	if days := h.S.CostByDay("default", endDay-1, endDay+1); len(days) != 1 || days[0].Cost != *a.Cost ||
-		days[0].Day != time.Unix(0, end).UTC().Format(time.DateOnly) {
-		t.Fatalf("daily cost %+v, want %v on the day it ended", days, *a.Cost)
+	if days := h.S.CostByDay("default", endDay-1, endDay+1); len(days) != 1 || days[0].Cost != cost ||
+		days[0].Day != endDay {
+		t.Fatalf("daily cost %+v, want %v on the day it ended", days, cost)
 	}
 	// Read again later (tomorrow's rate in force): the same cost.
-	if j2, _ := h.S.Job(b, 1); *j2.Attempts[0].Cost != *a.Cost {
+	if j2, _ := h.S.Job(b, 1); j2.Attempts[0].Cost(end+int64(48*time.Hour)) != cost {
 		t.Fatal("an ended attempt's cost changed")
 	}
 	rates := h.S.Rates(now, false)
@@ -98,7 +99,7 @@ func TestLaunchConfigRates(t *testing.T) {
 	byName := func() map[string]apiRate {
 		out := map[string]apiRate{}
 		for _, r := range h.S.Rates(time.Unix(0, h.Now), true) {
-			out[r.Resource+"@"+itoa(uint64(r.Version))] = apiRate{r.PricePerHour.Dollars(), r.ValidFrom.UnixNano(), r.InForce}
+			out[r.Resource+"@"+itoa(uint64(r.Version))] = apiRate{r.PerHour.Dollars(), r.ValidFrom, r.InForce}
 		}
 		return out
 	}
@@ -129,8 +130,8 @@ func TestLaunchConfigRates(t *testing.T) {
 	h.Must(&Events{Now: end, Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
 	j, _ := h.S.Job(b, 1)
 	a := j.Attempts[0]
-	if a.Cost == nil || math.Abs(a.Cost.Dollars()-0.3/4) > 1e-8 || a.CostLines[0].Rate != "compute/default/small" || a.CostLines[1].Rate != "memory/default/small" {
-		t.Fatalf("an hour on a quarter of the machine: %v, want %v (%+v)", a.Cost, 0.3/4, a.CostLines)
+	if cost := a.Cost(end); !a.Priced || math.Abs(cost.Dollars()-0.3/4) > 1e-8 || a.Lines[0].Rated != "compute/default/small" || a.Lines[1].Rated != "memory/default/small" {
+		t.Fatalf("an hour on a quarter of the machine: %v, want %v (%+v)", cost, 0.3/4, a.Lines)
 	}
 
 	// Set again as they are: no new version. An admin's rate over the
@@ -153,7 +154,7 @@ func TestLaunchConfigRates(t *testing.T) {
 	if r := rs["compute/default/small@2"]; !r.inForce || r.from != h.Now || math.Abs(r.price-2*rs["compute/default/small@1"].price) > 1e-9 {
 		t.Fatalf("after the price doubled: %+v", rs)
 	}
-	if j2, _ := h.S.Job(b, 1); *j2.Attempts[0].Cost != *a.Cost {
+	if j2, _ := h.S.Job(b, 1); j2.Attempts[0].Cost(h.Now) != a.Cost(end) {
 		t.Fatal("an ended attempt's cost changed with the config's price")
 	}
 	// A price whose rates would be past the most a rate may be is refused
@@ -172,8 +173,8 @@ func TestLaunchConfigRates(t *testing.T) {
 	if !bytes.Equal(SnapshotBytes(t, restored), snap) || !bytes.Equal(SnapshotBytes(t, h.Replay()), snap) {
 		t.Fatal("state differs after a restore or a replay")
 	}
-	if j2, _ := restored.Job(b, 1); j2.Attempts[0].CostLines[0].Rate != "compute/default/small" {
-		t.Fatalf("after a restore the attempt is priced by %+v", j2.Attempts[0].CostLines)
+	if j2, _ := restored.Job(b, 1); j2.Attempts[0].Lines[0].Rated != "compute/default/small" {
+		t.Fatalf("after a restore the attempt is priced by %+v", j2.Attempts[0].Lines)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
-	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -157,7 +156,7 @@ func (s *State) RetentionDue(cutoff int64, max int) []uint64 {
 // BatchExport is what the history store keeps of a batch besides its
 // jobs.
 type BatchExport struct {
-	Batch api.Batch
+	Batch BatchRecord
 	// Daily is the batch's cost by UTC day (days since 1970-01-01).
 	Daily map[int32]money.Amount
 }
@@ -171,7 +170,7 @@ func (s *State) ExportHeader(id, version uint64) (BatchExport, bool) {
 	if b == nil || b.Completed == 0 || b.version != version {
 		return BatchExport{}, false
 	}
-	out := BatchExport{Batch: b.toAPI(), Daily: map[int32]money.Amount{}}
+	out := BatchExport{Batch: b.record(), Daily: map[int32]money.Amount{}}
 	for d, c := range b.bill.Daily {
 		out.Daily[d] = c
 	}
@@ -186,11 +185,11 @@ type ExportGroup struct {
 	Name         string
 }
 
-// ExportJobs reads up to n jobs of a batch from job from on, as the API
-// shows them, with the groups that start among them, if the batch is
-// still complete at version. next is the job to read from next (0: none
-// left).
-func (s *State) ExportJobs(id, version uint64, from uint32, n int) (jobs []api.Job, groups []ExportGroup, next uint32, ok bool) {
+// ExportJobs reads up to n jobs of a batch from job from on, as records
+// (the server turns them into the API's jobs for the store), with the
+// groups that start among them, if the batch is still complete at
+// version. next is the job to read from next (0: none left).
+func (s *State) ExportJobs(id, version uint64, from uint32, n int) (jobs []JobRecord, groups []ExportGroup, next uint32, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b := s.batches[id]
@@ -213,7 +212,7 @@ func (s *State) ExportJobs(id, version uint64, from uint32, n int) (jobs []api.J
 			groups = append(groups, ExportGroup{First: g.first, Count: g.count, Array: g.spec.Array, Name: g.spec.Name})
 			i++
 		}
-		jobs = append(jobs, s.jobToAPI(b, id32, j, g))
+		jobs = append(jobs, s.jobRecord(b, id32, j, g))
 	}
 	if id32 <= last {
 		next = id32

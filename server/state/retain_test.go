@@ -36,13 +36,13 @@ func TestRetentionLifecycle(t *testing.T) {
 		t.Fatalf("first piece: %d jobs, groups %+v, next %d, %v", len(jobs), groups, next, ok)
 	}
 	jobs, groups, next, ok = h.S.ExportJobs(a, va, next, 15)
-	if !ok || len(jobs) != 6 || next != 0 || len(groups) != 1 || groups[0].First != 21 || jobs[5].Name != "b" || jobs[5].State != "success" {
+	if !ok || len(jobs) != 6 || next != 0 || len(groups) != 1 || groups[0].First != 21 || jobs[5].Name != "b" || jobs[5].State != Success {
 		t.Fatalf("second piece: %d jobs, groups %+v, next %d, %v", len(jobs), groups, next, ok)
 	}
 	if _, _, _, ok := h.S.ExportJobs(a, va+1, 1, 10); ok {
 		t.Fatal("a read at another version went ahead")
 	}
-	if hd, ok := h.S.ExportHeader(a, va); !ok || hd.Batch.NSucceeded != 21 || hd.Batch.State != "complete" {
+	if hd, ok := h.S.ExportHeader(a, va); !ok || hd.Batch.Count(Success) != 21 || hd.Batch.Completed == 0 {
 		t.Fatalf("header %+v, %v", hd, ok)
 	}
 

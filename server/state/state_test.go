@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/drover-sched/drover/api"
 )
 
 func TestScatterGatherRunsInDependencyOrder(t *testing.T) {
@@ -47,12 +45,12 @@ func TestScatterGatherRunsInDependencyOrder(t *testing.T) {
 		t.Fatal("merge released before every align job ended")
 	}
 	h.RunAll([]uint32{w1, w2}, nil)
-	bt := h.Batch(b).toAPI()
-	if bt.State != "complete" || bt.NSucceeded != 12 {
+	bt := h.Batch(b).record()
+	if bt.Completed == 0 || bt.Count(Success) != 12 {
 		t.Fatalf("batch %+v, want complete with 12 succeeded", bt)
 	}
 	job, _ := h.S.Job(b, 5)
-	if job.Name != "align[3]" || job.ArrayIndex != 3 || len(job.Attempts) != 1 || *job.ExitCode != 0 {
+	if job.Name != "align[3]" || job.ArrayIndex != 3 || len(job.Attempts) != 1 || !job.HasExit || job.Exit != 0 {
 		t.Fatalf("align[3] = %+v", job)
 	}
 }
@@ -80,8 +78,8 @@ func TestFailedParentCancelsChildrenUnlessAlwaysRun(t *testing.T) {
 			t.Errorf("job %d is %s, want %s", j, got, st)
 		}
 	}
-	bt := h.Batch(b).toAPI()
-	if bt.State != "complete" || bt.NFailed != 1 || bt.NCancelled != 3 || bt.NSucceeded != 3 {
+	bt := h.Batch(b).record()
+	if bt.Completed == 0 || bt.Count(Failed) != 1 || bt.Count(Cancelled) != 3 || bt.Count(Success) != 3 {
 		t.Fatalf("batch %+v", bt)
 	}
 	job, _ := h.S.Job(b, 6)
@@ -114,12 +112,12 @@ func TestRetriesThenFinalFailure(t *testing.T) {
 		t.Fatalf("job without retries: %s after %d tries", h.JobState(b, 2), tries[2])
 	}
 	job, _ := h.S.Job(b, 1)
-	if len(job.Attempts) != 3 || job.Attempts[0].State != "error" || job.Attempts[2].State != "success" {
+	if len(job.Attempts) != 3 || job.Attempts[0].Outcome != OutcomeError || job.Attempts[2].Outcome != OutcomeSuccess {
 		t.Fatalf("attempts %+v", job.Attempts)
 	}
 	job, _ = h.S.Job(b, 2)
-	if job.ExitCode == nil || *job.ExitCode != 1 {
-		t.Fatalf("failed job exit code %v, want 1", job.ExitCode)
+	if !job.HasExit || job.Exit != 1 {
+		t.Fatalf("failed job exit code %v, want 1", job.Exit)
 	}
 }
 
@@ -152,7 +150,7 @@ func TestCancelBatch(t *testing.T) {
 		t.Fatalf("worker view %+v, want 2 kills", v)
 	}
 	// A job still being stopped says why.
-	if j, _ := h.S.Job(b, 1); j.State != api.JobRunning || j.Message != "batch cancelled: user asked; its running attempt is being stopped" {
+	if j, _ := h.S.Job(b, 1); j.State != Running || j.Message != "batch cancelled: user asked; its running attempt is being stopped" {
 		t.Fatalf("a running job of the cancelled batch: %s %q", j.State, j.Message)
 	}
 	h.Must(&Events{Now: h.Tick(), Events: []Event{
@@ -161,14 +159,14 @@ func TestCancelBatch(t *testing.T) {
 	}})
 	// The killed job says why it was cancelled; its attempt keeps what
 	// the worker said. One that finished first says nothing of it.
-	if j, _ := h.S.Job(b, 1); j.State != api.JobCancelled || j.Message != "batch cancelled: user asked" || len(j.Attempts) != 1 || j.Attempts[0].Message != "killed by the control plane" {
+	if j, _ := h.S.Job(b, 1); j.State != Cancelled || j.Message != "batch cancelled: user asked" || len(j.Attempts) != 1 || j.Attempts[0].Message != "killed by the control plane" {
 		t.Fatalf("the killed job: %s %q %+v", j.State, j.Message, j.Attempts)
 	}
-	if j, _ := h.S.Job(b, 2); j.State != api.JobSuccess || j.Message != "" {
+	if j, _ := h.S.Job(b, 2); j.State != Success || j.Message != "" {
 		t.Fatalf("the job that succeeded: %s %q", j.State, j.Message)
 	}
-	bt := h.Batch(b).toAPI()
-	if bt.State != "complete" || bt.NCancelled != 5 || bt.NSucceeded != 1 || !bt.Cancelled {
+	bt := h.Batch(b).record()
+	if bt.Completed == 0 || bt.Count(Cancelled) != 5 || bt.Count(Success) != 1 || !bt.Cancelled {
 		t.Fatalf("batch %+v", bt)
 	}
 	h.MustFail(&CreateUpdate{Now: h.Tick(), Batch: b, Jobs: []JobEntry{entry(1, 1, spec("late", 1))}}, ErrConflict)
@@ -185,7 +183,7 @@ func TestUpdateFlowWithBunches(t *testing.T) {
 	if res.Start != 1 || res.N != 4 || res.Committed {
 		t.Fatalf("reservation %+v", res)
 	}
-	if h.Batch(b).toAPI().State != "running" {
+	if h.Batch(b).record().Completed != 0 {
 		t.Fatal("a batch with an open update must be running")
 	}
 	h.Must(&AddJobs{Batch: b, Update: u, Jobs: []JobEntry{entry(3, 2, &Spec{Name: "c", Array: true, Command: []string{"x"}, CPUMilli: 1000, Memory: 1}, Range{1, 2})}})
@@ -201,7 +199,7 @@ func TestUpdateFlowWithBunches(t *testing.T) {
 	h.Must(&CommitUpdate{Now: h.Tick(), Batch: b, Update: u})
 	h.Must(&CommitUpdate{Now: h.Tick(), Batch: b, Update: u}) // idempotent
 	h.RunAll([]uint32{w}, nil)
-	if bt := h.Batch(b).toAPI(); bt.NSucceeded != 4 || bt.State != "complete" {
+	if bt := h.Batch(b).record(); bt.Count(Success) != 4 || bt.Completed == 0 {
 		t.Fatalf("after first update: %+v", bt)
 	}
 	// A second update: relative IDs for its own jobs, absolute for earlier ones.
@@ -219,7 +217,7 @@ func TestUpdateFlowWithBunches(t *testing.T) {
 		t.Fatal("batch still complete after a new update")
 	}
 	h.RunAll([]uint32{w}, nil)
-	if bt := h.Batch(b).toAPI(); bt.NSucceeded != 6 || bt.State != "complete" || bt.NUpdates != 2 {
+	if bt := h.Batch(b).record(); bt.Count(Success) != 6 || bt.Completed == 0 || bt.NUpdates != 2 {
 		t.Fatalf("after second update: %+v", bt)
 	}
 	// Batch parents must name committed jobs.
@@ -272,7 +270,7 @@ func TestLostInstanceRequeuesAndIgnoresLateEvents(t *testing.T) {
 	w2 := h.Activate("w2", 2, 8)
 	h.RunAll([]uint32{w2}, nil)
 	job, _ := h.S.Job(b, 1)
-	if job.State != "success" || len(job.Attempts) != 2 || job.Attempts[0].State != "lost" || job.Attempts[1].Instance != "w2" {
+	if job.State != Success || len(job.Attempts) != 2 || job.Attempts[0].Outcome != OutcomeLost || job.Attempts[1].Instance != "w2" {
 		t.Fatalf("job after re-run: %+v", job)
 	}
 }
@@ -339,7 +337,7 @@ func TestEventsAreIdempotent(t *testing.T) {
 	if first.Applied != 1 || again.Applied != 0 {
 		t.Fatalf("first %+v again %+v", first, again)
 	}
-	if bt := h.Batch(b).toAPI(); bt.NFailed != 1 || bt.NCancelled != 1 || bt.NCompleted != 2 {
+	if bt := h.Batch(b).record(); bt.Count(Failed) != 1 || bt.Count(Cancelled) != 1 || nCompleted(bt) != 2 {
 		t.Fatalf("batch %+v", bt)
 	}
 }
@@ -407,7 +405,7 @@ func TestLongOneToOneChainIsFast(t *testing.T) {
 		}
 	}
 	checkInvariants(t, h.S)
-	if bt := h.Batch(b).toAPI(); bt.NSucceeded != 2*n {
+	if bt := h.Batch(b).record(); bt.Count(Success) != 2*n {
 		t.Fatalf("%+v", bt)
 	}
 }
@@ -453,7 +451,7 @@ func TestSnapshotRoundTripAndDeterminism(t *testing.T) {
 	if !bytes.Equal(SnapshotBytes(t, h.S), SnapshotBytes(t, h2.S)) {
 		t.Fatal("original and restored states diverged")
 	}
-	if bt := h2.Batch(b1).toAPI(); bt.State != "complete" || bt.NCompleted != 7 || bt.NError == 0 {
+	if bt := h2.Batch(b1).record(); bt.Completed == 0 || nCompleted(bt) != 7 || bt.Count(Error) == 0 {
 		t.Fatalf("batch after restore %+v", bt)
 	}
 }
@@ -501,7 +499,7 @@ func TestFilters(t *testing.T) {
 		list, _ := h.S.ListJobs(b, f, 0)
 		var got []int64
 		for _, j := range list.Jobs {
-			got = append(got, j.JobID)
+			got = append(got, int64(j.ID))
 		}
 		if len(got) != len(want) {
 			t.Errorf("%q: got %v, want %v", q, got, want)
@@ -670,7 +668,7 @@ func TestAnonymousAuditKeptApart(t *testing.T) {
 		t.Fatalf("newest %+v, oldest %+v", log[0], log[len(log)-1])
 	}
 	for i := 1; i < len(log); i++ {
-		if log[i].Time.After(log[i-1].Time) {
+		if log[i].Time > log[i-1].Time {
 			t.Fatalf("entry %d is newer than entry %d", i, i-1)
 		}
 	}
@@ -684,4 +682,9 @@ func TestAnonymousAuditKeptApart(t *testing.T) {
 	if again := restored.AuditLog(time.Unix(0, 0), "", 100000); len(again) != len(log) {
 		t.Fatalf("after a restore: %d entries, want %d", len(again), len(log))
 	}
+}
+
+// nCompleted is the number of a batch's jobs that ended.
+func nCompleted(r BatchRecord) int64 {
+	return r.Count(Success) + r.Count(Failed) + r.Count(Cancelled) + r.Count(Error)
 }

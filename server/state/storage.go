@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/drover-sched/drover/api"
 )
@@ -50,17 +49,6 @@ type StoragePrefix struct {
 // open only for this project's prefix.
 func SealContext(project, prefix string) []byte {
 	return []byte("drover storage credentials\x00" + project + "\x00" + prefix)
-}
-
-func (p *StoragePrefix) toAPI() api.StoragePrefix {
-	out := api.StoragePrefix{Prefix: p.URL, Credentials: p.Kind, AddedBy: p.AddedBy, TimeAdded: time.Unix(0, p.Added).UTC()}
-	if out.Credentials == "" {
-		out.Credentials = api.CredentialsWorker
-	}
-	if p.S3Endpoint != "" || p.S3Region != "" || p.S3PathStyle {
-		out.S3 = &api.S3Settings{Endpoint: p.S3Endpoint, Region: p.S3Region, PathStyle: p.S3PathStyle}
-	}
-	return out
 }
 
 // SetStoragePrefix gives a billing project a storage prefix, or replaces
@@ -289,18 +277,19 @@ func (s *State) StorageFor(project string, urls []string) []StoragePrefix {
 	return out
 }
 
-// StoragePrefixes lists a billing project's storage prefixes as the API
-// shows them (no credentials); false when the project does not exist.
-func (s *State) StoragePrefixes(project string) ([]api.StoragePrefix, bool) {
+// StoragePrefixes lists a billing project's storage prefixes, sorted by
+// URL, without their sealed credentials; false when the project does not
+// exist.
+func (s *State) StoragePrefixes(project string) ([]StoragePrefix, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.projects[project]
 	if !ok {
 		return nil, false
 	}
-	out := make([]api.StoragePrefix, 0, len(p.Storage))
-	for i := range p.Storage {
-		out = append(out, p.Storage[i].toAPI())
+	out := slices.Clone(p.Storage)
+	for i := range out {
+		out[i].Sealed = nil
 	}
 	return out, true
 }

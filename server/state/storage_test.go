@@ -48,8 +48,8 @@ func TestStoragePrefixes(t *testing.T) {
 	// Replacing keeps one entry.
 	h.Must(&SetStoragePrefix{Now: h.Tick(), Project: "default", Prefix: StoragePrefix{URL: "gs://b/projA", AddedBy: "root"}})
 	list, _ := h.S.StoragePrefixes("default")
-	if len(list) != 2 || list[0].Prefix != "gs://b/projA" || list[0].Credentials != api.CredentialsWorker ||
-		list[1].Credentials != api.CredentialsS3Keys || list[1].S3 == nil || !list[1].S3.PathStyle {
+	if len(list) != 2 || list[0].URL != "gs://b/projA" || list[0].Kind != "" ||
+		list[1].Kind != api.CredentialsS3Keys || list[1].Sealed != nil || !list[1].S3PathStyle {
 		t.Fatalf("prefixes: %+v", list)
 	}
 	// The bound.

@@ -27,10 +27,10 @@ func TestUsageFollowsTheAttempt(t *testing.T) {
 	}
 	sample(1, 1, 250)
 	jb, _ := h.S.Job(b, 1)
-	if u := jb.Attempts[0].Usage; u == nil || u.CPUSeconds != 0.25 || u.PeakMemory != 250<<10 || jb.State != "running" {
+	if u := jb.Attempts[0].Usage; u == nil || u.CPUMillis != 250 || u.PeakMemory != 250<<10 || jb.State != Running {
 		t.Fatalf("running job's usage: %+v (%s)", u, jb.State)
 	}
-	if jb.Image != "reg/tool:1" || len(jb.Inputs) != 1 || jb.Inputs[0].Source != "gs://b/ref" {
+	if r := jb.Spec.Run; r == nil || r.Image != "reg/tool:1" || len(r.Inputs) != 1 || r.Inputs[0].URL != "gs://b/ref" {
 		t.Fatalf("job's run: %+v", jb)
 	}
 	// A sample for an attempt the state does not hold as running changes
@@ -46,13 +46,13 @@ func TestUsageFollowsTheAttempt(t *testing.T) {
 		Usage: &Usage{CPUMillis: 1000, PeakMemory: 2 << 20, BytesIn: 5, BytesOut: 7, InputMillis: 12}}}})
 	check := func(s *State, where string) {
 		jb, _ := s.Job(b, 1)
-		if len(jb.Attempts) != 2 || jb.State != "success" {
+		if len(jb.Attempts) != 2 || jb.State != Success {
 			t.Fatalf("%s: job 1 %+v", where, jb)
 		}
-		if u := jb.Attempts[0].Usage; u == nil || u.CPUSeconds != 0.3 || u.BytesIn != 5 || jb.Attempts[0].State != "preempted" {
+		if u := jb.Attempts[0].Usage; u == nil || u.CPUMillis != 300 || u.BytesIn != 5 || jb.Attempts[0].Outcome != OutcomePreempted {
 			t.Fatalf("%s: preempted attempt's usage %+v", where, u)
 		}
-		if u := jb.Attempts[1].Usage; u == nil || u.CPUSeconds != 1 || u.BytesOut != 7 || u.InputSeconds != 0.012 || u.PeakMemory != 2<<20 {
+		if u := jb.Attempts[1].Usage; u == nil || u.CPUMillis != 1000 || u.BytesOut != 7 || u.InputMillis != 12 || u.PeakMemory != 2<<20 {
 			t.Fatalf("%s: last attempt's usage %+v", where, u)
 		}
 		if j2, _ := s.Job(b, 2); j2.Attempts[0].Usage != nil {

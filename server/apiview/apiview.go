@@ -1,0 +1,331 @@
+// Package apiview turns the state's read records into the API's JSON
+// types: the one place where the replicated state meets the wire.
+//
+// server/state returns its own records (state.BatchRecord,
+// state.JobRecord, state.ProjectRecord, ...), copied out under one read
+// lock and free of clocks; the HTTP handlers and the export to the
+// history store convert them here, so a field of the API is written once
+// and the state never imports api. What grows with time (a running
+// attempt's cost, a token's expiry) is read at the now the caller passes.
+package apiview
+
+import (
+	"slices"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// unixTime is a time of the state (unix ns) as the API shows it.
+func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// timePtr is an optional time of the state (0: none) as the API shows it.
+func timePtr(ns int64) *time.Time {
+	if ns == 0 {
+		return nil
+	}
+	t := unixTime(ns)
+	return &t
+}
+
+// Batch is a batch's status as the API shows it, its cost read at now.
+func Batch(r *state.BatchRecord, now time.Time) api.Batch {
+	out := api.Batch{
+		ID:             int64(r.ID),
+		Name:           r.Name,
+		User:           r.User,
+		BillingProject: r.BillingProject,
+		Attributes:     r.Attributes,
+		State:          api.BatchRunning,
+		Cancelled:      r.Cancelled,
+		NJobs:          r.NJobs,
+		NPending:       r.Count(state.Pending),
+		NReady:         r.Count(state.Ready),
+		NRunning:       r.Count(state.Running) + r.Count(state.Creating),
+		NSucceeded:     r.Count(state.Success),
+		NFailed:        r.Count(state.Failed),
+		NCancelled:     r.Count(state.Cancelled),
+		NError:         r.Count(state.Error),
+		NUpdates:       r.NUpdates,
+		TimeCreated:    unixTime(r.Created),
+		TimeCompleted:  timePtr(r.Completed),
+		Cost:           r.Cost(now.UnixNano()),
+	}
+	out.NCompleted = out.NSucceeded + out.NFailed + out.NCancelled + out.NError
+	if r.Completed != 0 {
+		out.State = api.BatchComplete
+	}
+	return out
+}
+
+// BatchList is a page of batches as the API shows it.
+func BatchList(p state.BatchPage, now time.Time) api.BatchList {
+	out := api.BatchList{Batches: make([]api.Batch, len(p.Batches)), LastID: int64(p.LastID)}
+	for i := range p.Batches {
+		out.Batches[i] = Batch(&p.Batches[i], now)
+	}
+	return out
+}
+
+// Job is a job as the API shows it, the cost of a running attempt read
+// at now.
+func Job(r *state.JobRecord, now time.Time) api.Job {
+	spec := r.Spec
+	out := api.Job{
+		BatchID:    int64(r.Batch),
+		JobID:      int64(r.ID),
+		Name:       r.Name,
+		ArrayIndex: r.ArrayIndex,
+		State:      JobState(r.State),
+		Attempts:   make([]api.Attempt, len(r.Attempts)),
+		Message:    r.Message,
+		Command:    spec.Command,
+		CPU:        float64(spec.CPUMilli) / 1000,
+		Memory:     spec.Memory,
+		Timeout:    float64(spec.TimeoutMs) / 1000,
+		Retries:    int(spec.Retries),
+		AlwaysRun:  spec.AlwaysRun,
+		Attributes: spec.Attributes,
+		Regions:    spec.Regions(),
+		Pool:       spec.Pool(),
+	}
+	if typ, n := spec.GPUs(); n > 0 {
+		out.GPUType, out.GPUs = typ, int(n)
+	}
+	if spec.Where != nil {
+		out.MachineType = spec.Where.MachineType
+	}
+	if run := spec.Run; run != nil {
+		out.Image, out.Network, out.MaxProcesses = run.Image, run.Network, run.MaxProcesses
+		for _, f := range run.Inputs {
+			out.Inputs = append(out.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
+		}
+		for _, f := range run.Outputs {
+			out.Outputs = append(out.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
+		}
+	}
+	for _, p := range r.Parents {
+		out.Parents = append(out.Parents, api.IDRange{int64(p.Lo), int64(p.Hi)})
+	}
+	for i := range r.Attempts {
+		out.Attempts[i] = Attempt(&r.Attempts[i], now)
+	}
+	if r.HasExit {
+		code := int(r.Exit)
+		out.ExitCode = &code
+	}
+	return out
+}
+
+// JobList is a page of a batch's jobs as the API shows it.
+func JobList(p state.JobPage, now time.Time) api.JobList {
+	out := api.JobList{Jobs: make([]api.Job, len(p.Jobs)), LastID: int64(p.LastID)}
+	for i := range p.Jobs {
+		out.Jobs[i] = Job(&p.Jobs[i], now)
+	}
+	return out
+}
+
+// Attempt is one attempt of a job as the API shows it, its cost (while
+// it runs) read at now.
+func Attempt(r *state.AttemptRecord, now time.Time) api.Attempt {
+	a := api.Attempt{
+		Attempt:   r.Attempt,
+		Instance:  r.Instance,
+		Cluster:   r.Cluster,
+		Region:    r.Region,
+		StartTime: timePtr(r.Start),
+		EndTime:   timePtr(r.End),
+		Message:   r.Message,
+		State:     r.Outcome.String(),
+	}
+	if u := r.Usage; u != nil {
+		a.Usage = &api.Usage{
+			CPUSeconds: float64(u.CPUMillis) / 1000, PeakMemory: u.PeakMemory, BytesIn: u.BytesIn, BytesOut: u.BytesOut,
+			ImageSeconds: float64(u.ImageMillis) / 1000, InputSeconds: float64(u.InputMillis) / 1000, OutputSeconds: float64(u.OutputMillis) / 1000,
+		}
+	}
+	if r.Running {
+		a.State = api.JobRunning
+		a.EndTime = nil
+	}
+	if r.Priced {
+		cost := r.Cost(now.UnixNano())
+		a.Cost, a.PricePerHour = &cost, r.PerHour.Rate()
+		for _, l := range r.Lines {
+			a.CostLines = append(a.CostLines, api.CostLine{Resource: l.Resource, Rate: l.Rated, Version: int(l.Version), Units: l.Units, PricePerHour: l.PerHour})
+		}
+	}
+	if r.HasExit {
+		code := int(r.Exit)
+		a.ExitCode = &code
+	}
+	return a
+}
+
+// JobState is a job's state as the API names it.
+func JobState(st state.JobState) string { return st.String() }
+
+// User is a user as the API shows it, without its token.
+func User(u *state.User) api.User {
+	return api.User{Name: u.Name, Admin: u.Admin, TimeCreated: unixTime(u.Created)}
+}
+
+// Users lists users as the API shows them.
+func Users(us []state.User) []api.User {
+	out := make([]api.User, len(us))
+	for i := range us {
+		out[i] = User(&us[i])
+	}
+	return out
+}
+
+// Token is a token as the API shows it (never its hash), expired or not
+// at now.
+func Token(t *state.Token, now time.Time) api.Token {
+	out := api.Token{Accessor: t.Accessor, User: t.User, Name: t.Name, TimeCreated: unixTime(t.Created)}
+	if t.Expires != 0 {
+		out.ExpiresAt = timePtr(t.Expires)
+		out.Expired = t.Expired(now.UnixNano())
+	}
+	return out
+}
+
+// Tokens lists tokens as the API shows them, in the state's order.
+func Tokens(ts []state.Token, now time.Time) []api.Token {
+	out := make([]api.Token, len(ts))
+	for i := range ts {
+		out[i] = Token(&ts[i], now)
+	}
+	return out
+}
+
+// BillingProject is a billing project as the API shows it, its cost read
+// at now.
+func BillingProject(p *state.ProjectRecord, now time.Time) api.BillingProject {
+	members := p.SortedMembers()
+	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: unixTime(p.Created), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
+		AllowHostNetwork: p.AllowHostNetwork, Cost: p.Cost(now.UnixNano())}
+	for i := range p.Storage {
+		out.Storage = append(out.Storage, StoragePrefix(&p.Storage[i]))
+	}
+	for _, m := range members {
+		switch p.Role(m) {
+		case state.RoleManager:
+			out.Managers = append(out.Managers, m)
+		case state.RoleViewer:
+			out.Viewers = append(out.Viewers, m)
+		}
+	}
+	return out
+}
+
+// BillingProjects lists billing projects as the API shows them (nil for
+// none, as the API always answered).
+func BillingProjects(ps []state.ProjectRecord, now time.Time) []api.BillingProject {
+	var out []api.BillingProject
+	for i := range ps {
+		out = append(out, BillingProject(&ps[i], now))
+	}
+	return out
+}
+
+// StoragePrefix is a storage prefix as the API shows it: never its
+// credentials, only their kind.
+func StoragePrefix(p *state.StoragePrefix) api.StoragePrefix {
+	out := api.StoragePrefix{Prefix: p.URL, Credentials: p.Kind, AddedBy: p.AddedBy, TimeAdded: unixTime(p.Added)}
+	if out.Credentials == "" {
+		out.Credentials = api.CredentialsWorker
+	}
+	if p.S3Endpoint != "" || p.S3Region != "" || p.S3PathStyle {
+		out.S3 = &api.S3Settings{Endpoint: p.S3Endpoint, Region: p.S3Region, PathStyle: p.S3PathStyle}
+	}
+	return out
+}
+
+// StoragePrefixes lists storage prefixes as the API shows them.
+func StoragePrefixes(ps []state.StoragePrefix) []api.StoragePrefix {
+	out := make([]api.StoragePrefix, len(ps))
+	for i := range ps {
+		out[i] = StoragePrefix(&ps[i])
+	}
+	return out
+}
+
+// AuditEntries lists audit entries as the API shows them.
+func AuditEntries(es []state.AuditEntry) []api.AuditEntry {
+	out := make([]api.AuditEntry, len(es))
+	for i, e := range es {
+		out[i] = api.AuditEntry{Time: unixTime(e.Time), User: e.User, Token: e.Accessor, Method: e.Method,
+			Route: e.Route, Path: e.Path, Remote: e.Remote, Status: e.Status, Message: e.Message, Count: max(1, int(e.Count))}
+	}
+	return out
+}
+
+// Rates lists rates as the API shows them.
+func Rates(rs []state.RateRecord) []api.Rate {
+	out := make([]api.Rate, len(rs))
+	for i, r := range rs {
+		out[i] = api.Rate{Resource: r.Resource, Version: int(r.Version), PricePerHour: r.PerHour, ValidFrom: unixTime(r.ValidFrom), InForce: r.InForce}
+	}
+	return out
+}
+
+// CostByDay lists a billing project's cost by day as the API shows it.
+func CostByDay(days []state.CostDay) []api.CostRow {
+	out := make([]api.CostRow, len(days))
+	for i, d := range days {
+		out[i] = api.CostRow{Day: time.Unix(int64(d.Day)*86400, 0).UTC().Format(time.DateOnly), Cost: d.Cost}
+	}
+	return out
+}
+
+// Cluster is a cluster as the API shows it, without what only the
+// serving node knows (Heard, Down), which its caller adds.
+func Cluster(c *state.ClusterInfo) api.Cluster {
+	out := api.Cluster{
+		Name: c.Name, Region: c.Region, Enabled: !c.Disabled, Reason: c.Reason, By: c.By, Declared: c.Declared, Group: c.Group,
+		Workers: c.Workers, CPU: float64(c.CapacityMilli) / 1000, FreeCPU: float64(c.FreeMilli) / 1000,
+		Memory: c.Memory, FreeMemory: c.FreeMemory, Running: c.Running, Since: timePtr(c.Since),
+	}
+	for _, p := range c.Pools {
+		out.Pools = append(out.Pools, api.Pool{Name: p.Name, CPU: float64(p.CPUMilli) / 1000, Memory: p.Memory, Preemptible: p.Preemptible,
+			PricePerHour: p.PricePerHour, GPUType: p.GPUType, GPUs: int(p.GPUs)})
+	}
+	return out
+}
+
+// Team is a team, its quota and what it uses, as the API shows it.
+func Team(t *state.TeamInfo) api.Team {
+	out := api.Team{
+		Name: t.Name, BillingProjects: slices.Clone(t.Projects), Strategy: t.Strategy,
+		Quota: api.Quota{CPU: float64(t.QuotaMilli) / 1000, Memory: t.QuotaMemory, GPUs: gpuCounts(t.QuotaGPUs)},
+		Used:  api.Quota{CPU: float64(t.UsedMilli) / 1000, Memory: t.UsedMemory, GPUs: gpuCounts(t.UsedGPUs)},
+	}
+	if out.BillingProjects == nil {
+		out.BillingProjects = []string{}
+	}
+	if out.Strategy == "" {
+		out.Strategy = "spread"
+	}
+	if len(t.UsedByCluster) > 0 {
+		out.UsedByCluster = map[string]float64{}
+		for k, v := range t.UsedByCluster {
+			out.UsedByCluster[k] = float64(v) / 1000
+		}
+	}
+	return out
+}
+
+// gpuCounts is a count of GPUs by type as the API shows it.
+func gpuCounts(m map[string]int64) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
+}
