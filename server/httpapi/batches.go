@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -245,7 +246,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	v := viewerOf(r)
-	live := s.reads.ListBatches(v, state.CompileBatchQuery(q), last)
+	live := s.reads.ListBatches(v, apiview.BatchFilter(q), last)
 	if s.history == nil {
 		return live, nil
 	}
@@ -375,7 +376,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) (any, er
 	if last > math.MaxUint32 {
 		last = math.MaxUint32
 	}
-	list, found := s.reads.ListJobs(id, state.CompileJobQuery(q), uint32(last))
+	list, found := s.reads.ListJobs(id, apiview.JobFilter(q), uint32(last))
 	if !found {
 		st, err := s.historyStore(fmt.Sprintf("batch %d", id))
 		if err != nil {

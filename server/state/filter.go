@@ -1,96 +1,38 @@
 package state
 
-import (
-	"fmt"
+import "fmt"
 
-	"github.com/drover-sched/drover/api"
-)
+// Filters are the API's (api.ParseBatchQuery, api.ParseJobQuery: the
+// history store reads the same terms, and server/apiview compiles them
+// into these tests on the state's records with api's own Match): the
+// state only walks its batches and jobs in ID order and asks.
 
-// Filters are parsed by the api package (api.ParseBatchQuery,
-// api.ParseJobQuery: the history store reads the same terms) and compiled
-// here into tests on the state's own records.
+// BatchFilter selects batches by their records (nil: all).
+type BatchFilter func(b *BatchRecord) bool
 
-// BatchFilter selects batches.
-type BatchFilter func(b *Batch) bool
+// JobFilter selects jobs of one batch by what a filter may test of them
+// (nil: all).
+type JobFilter func(j *JobFacts) bool
 
-// JobFilter selects jobs of one batch.
-type JobFilter func(b *Batch, id uint32, j *job, g *group) bool
-
-// ParseBatchFilter compiles a batch filter string.
-func ParseBatchFilter(q string) (BatchFilter, error) {
-	terms, err := api.ParseBatchQuery(q)
-	if err != nil {
-		return nil, err
-	}
-	return CompileBatchQuery(terms), nil
+// JobFacts is what a job filter may test of a job, read without copying
+// the job out: its ID, state and spec (a constant to the reader), and its
+// name on demand.
+type JobFacts struct {
+	ID    uint32
+	State JobState
+	Spec  *Spec
+	first uint32 // its group's first job
 }
 
-// CompileBatchQuery turns parsed terms into a test on batches.
-func CompileBatchQuery(terms api.BatchQuery) BatchFilter {
-	var preds []BatchFilter
-	for _, t := range terms {
-		switch {
-		case t.IsAttr():
-			preds = append(preds, func(b *Batch) bool { return t.MatchAttr(b.Attributes) })
-		case t.Key == "billing_project":
-			preds = append(preds, func(b *Batch) bool { return b.BillingProject == t.Value })
-		case t.Key == "user":
-			preds = append(preds, func(b *Batch) bool { return b.User == t.Value })
-		case t.Key == "name":
-			preds = append(preds, func(b *Batch) bool { return b.Name == t.Value })
-		case t.Key == "state":
-			preds = append(preds, func(b *Batch) bool {
-				return api.BatchStateMatches(t.Value, b.Completed != 0, b.Cancelled, b.counts[Success] == b.nJobs, b.counts[Failed]+b.counts[Error] > 0)
-			})
-		}
+// Name is the job's name: the spec's, with its index for an array's.
+func (f *JobFacts) Name() string {
+	if f.Spec.Array {
+		return fmt.Sprintf("%s[%d]", f.Spec.Name, f.ID-f.first)
 	}
-	return func(b *Batch) bool {
-		for _, p := range preds {
-			if !p(b) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-// ParseJobFilter compiles a job filter string.
-func ParseJobFilter(q string) (JobFilter, error) {
-	terms, err := api.ParseJobQuery(q)
-	if err != nil {
-		return nil, err
-	}
-	return CompileJobQuery(terms), nil
-}
-
-// CompileJobQuery turns parsed terms into a test on a batch's jobs.
-func CompileJobQuery(terms api.JobQuery) JobFilter {
-	var preds []JobFilter
-	for _, t := range terms {
-		switch {
-		case t.IsAttr():
-			preds = append(preds, func(_ *Batch, _ uint32, _ *job, g *group) bool { return t.MatchAttr(g.spec.Attributes) })
-		case t.Key == "state":
-			preds = append(preds, func(_ *Batch, _ uint32, j *job, _ *group) bool { return api.JobStateMatches(t.Value, j.state.String()) })
-		case t.Key == "name":
-			preds = append(preds, func(_ *Batch, id uint32, _ *job, g *group) bool {
-				return g.spec.Name == t.Value || jobName(g, id) == t.Value
-			})
-		}
-	}
-	return func(b *Batch, id uint32, j *job, g *group) bool {
-		for _, p := range preds {
-			if !p(b, id, j, g) {
-				return false
-			}
-		}
-		return true
-	}
+	return f.Spec.Name
 }
 
 func jobName(g *group, id uint32) string {
-	if g.spec.Array {
-		return fmt.Sprintf("%s[%d]", g.spec.Name, id-g.first)
-	}
-	return g.spec.Name
+	f := JobFacts{ID: id, Spec: g.spec, first: g.first}
+	return f.Name()
 }

@@ -106,8 +106,8 @@ type BatchPage struct {
 	LastID  uint64
 }
 
-// ListBatches returns up to PageSize visible batches matching f with IDs
-// below lastID (0: from the newest), newest first.
+// ListBatches returns up to PageSize visible batches matching f (nil:
+// all) with IDs below lastID (0: from the newest), newest first.
 func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -118,10 +118,14 @@ func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
 	}
 	for i--; i >= 0; i-- {
 		b := s.batches[s.batchIDs[i]]
-		if !s.visible(b, v) || !f(b) {
+		if !s.visible(b, v) {
 			continue
 		}
-		out.Batches = append(out.Batches, b.record())
+		r := b.record()
+		if f != nil && !f(&r) {
+			continue
+		}
+		out.Batches = append(out.Batches, r)
 		if len(out.Batches) == PageSize {
 			if i > 0 {
 				out.LastID = b.ID
@@ -139,8 +143,8 @@ type JobPage struct {
 	LastID uint32
 }
 
-// ListJobs returns up to PageSize jobs of a batch matching f with IDs above
-// lastID.
+// ListJobs returns up to PageSize jobs of a batch matching f (nil: all)
+// with IDs above lastID.
 func (s *State) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -149,13 +153,15 @@ func (s *State) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage, boo
 		return JobPage{}, false
 	}
 	out := JobPage{Jobs: []JobRecord{}}
+	var facts JobFacts // one for the walk: a filter must not keep it
 	for id := lastID + 1; int(id) <= len(b.jobs); id++ {
 		j := &b.jobs[id-1]
 		if j.state == Staged {
 			continue
 		}
 		g := b.groupOf(id)
-		if !f(b, id, j, g) {
+		facts = JobFacts{ID: id, State: j.state, Spec: g.spec, first: g.first}
+		if f != nil && !f(&facts) {
 			continue
 		}
 		out.Jobs = append(out.Jobs, s.jobRecord(b, id, j, g))
