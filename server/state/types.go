@@ -8,7 +8,6 @@ package state
 import (
 	"fmt"
 
-	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -30,16 +29,19 @@ const (
 	numStates
 )
 
+// stateNames are the states' names: metric labels, words in refusals,
+// and what the API shows (server/apiview's TestNamesAreTheWire holds
+// them equal to api.JobPending and the rest).
 var stateNames = [...]string{
 	Staged:    "staged",
-	Pending:   api.JobPending,
-	Ready:     api.JobReady,
-	Creating:  api.JobCreating,
-	Running:   api.JobRunning,
-	Success:   api.JobSuccess,
-	Failed:    api.JobFailed,
-	Cancelled: api.JobCancelled,
-	Error:     api.JobError,
+	Pending:   "pending",
+	Ready:     "ready",
+	Creating:  "creating",
+	Running:   "running",
+	Success:   "success",
+	Failed:    "failed",
+	Cancelled: "cancelled",
+	Error:     "error",
 }
 
 func (s JobState) String() string {
@@ -95,7 +97,10 @@ const (
 	OutcomePreempted
 )
 
-var outcomeNames = [...]string{"", api.OutcomeSuccess, api.OutcomeFailed, api.OutcomeError, api.OutcomeCancelled, "lost", api.OutcomePreempted}
+// outcomeNames are the outcomes' names: what a worker reports
+// (ParseOutcome) and what the API shows, held equal to api.OutcomeSuccess
+// and the rest by server/apiview's TestNamesAreTheWire.
+var outcomeNames = [...]string{"", "success", "failed", "error", "cancelled", "lost", "preempted"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {

@@ -1,0 +1,42 @@
+package apiview_test
+
+import (
+	"testing"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/apiview"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// TestNamesAreTheWire: the state names its job states and outcomes
+// itself (it does not import api); the API shows those names and workers
+// report outcomes by them, so each must be api's word for it.
+func TestNamesAreTheWire(t *testing.T) {
+	states := map[state.JobState]string{
+		state.Pending: api.JobPending, state.Ready: api.JobReady, state.Creating: api.JobCreating, state.Running: api.JobRunning,
+		state.Success: api.JobSuccess, state.Failed: api.JobFailed, state.Cancelled: api.JobCancelled, state.Error: api.JobError,
+	}
+	for st, want := range states {
+		if got := apiview.JobState(st); got != want {
+			t.Errorf("state %d shows as %q, the API's word is %q", st, got, want)
+		}
+		if back, ok := state.ParseJobState(want); !ok || back != st {
+			t.Errorf("%q parses to %v, %v", want, back, ok)
+		}
+	}
+	if n := len(state.StateNames()); n != len(states) {
+		t.Errorf("the state has %d job states, the API %d", n, len(states))
+	}
+	outcomes := map[state.Outcome]string{
+		state.OutcomeSuccess: api.OutcomeSuccess, state.OutcomeFailed: api.OutcomeFailed, state.OutcomeError: api.OutcomeError,
+		state.OutcomeCancelled: api.OutcomeCancelled, state.OutcomePreempted: api.OutcomePreempted,
+	}
+	for o, want := range outcomes {
+		if got := o.String(); got != want {
+			t.Errorf("outcome %d shows as %q, the API's word is %q", o, got, want)
+		}
+		if back, ok := state.ParseOutcome(want); !ok || back != o {
+			t.Errorf("a worker's %q parses to %v, %v", want, back, ok)
+		}
+	}
+}
