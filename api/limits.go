@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/storageurl"
 )
 
 // Limits on what a submission may ask for. Servers enforce them; the jobspec
@@ -48,7 +51,7 @@ const (
 	// MaxRegions bounds the regions one job may name.
 	MaxRegions = 64
 	// MaxPlaceName bounds a region, cluster, pool, team or GPU type name.
-	MaxPlaceName = 64
+	MaxPlaceName = placement.MaxName
 	// MaxGPUs bounds the GPUs of one job and of one worker.
 	MaxGPUs = 64
 	// MaxImageRef bounds an image reference.
@@ -56,7 +59,7 @@ const (
 	// MaxFiles bounds the inputs and, apart, the outputs of one job;
 	// MaxURLBytes one file's URL and MaxPathBytes its path.
 	MaxFiles     = 64
-	MaxURLBytes  = 2048
+	MaxURLBytes  = storageurl.MaxURLBytes
 	MaxPathBytes = 1024
 	// MinJobProcesses and MaxJobProcesses bound a job's max_processes:
 	// at most 65,536, twice the pid_max of a default Linux machine.
@@ -72,19 +75,10 @@ const (
 	DefaultCostRows = 100
 )
 
-// ValidatePlaceName checks a region, cluster, pool or team name: 1 to
-// MaxPlaceName letters, digits, '-', '_' or '.'.
-func ValidatePlaceName(what, s string) error {
-	if s == "" || len(s) > MaxPlaceName {
-		return fmt.Errorf("%s %.70q must be 1 to %d characters", what, s, MaxPlaceName)
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return fmt.Errorf("%s %q: use letters, digits, '-', '_' and '.'", what, s)
-		}
-	}
-	return nil
-}
+// ValidatePlaceName checks a region, cluster, pool, team or GPU type
+// name: 1 to MaxPlaceName letters, digits, '-', '_' or '.'
+// (placement.ValidateName, the one rule, which apply re-checks).
+func ValidatePlaceName(what, s string) error { return placement.ValidateName(what, s) }
 
 // ValidateName checks a name or key against MaxNameBytes.
 func ValidateName(what, s string) error {

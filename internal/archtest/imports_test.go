@@ -6,15 +6,11 @@ package archtest
 import (
 	"bufio"
 	"encoding/json"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,7 +22,6 @@ const module = "github.com/drover-sched/drover"
 // what they may import of drover's.
 type rule struct {
 	line     int
-	lastCol  string // the "may import" column as written
 	covers   []string
 	anything bool
 	allowed  []string // a path ending in "/": the package and those under it
@@ -73,7 +68,6 @@ func readRules(t *testing.T, path string) []rule {
 			}
 		}
 		last := cols[len(cols)-1]
-		r.lastCol = last
 		r.anything = strings.Contains(last, "anything")
 		for _, m := range backticked.FindAllStringSubmatch(last, -1) {
 			if packageLike.MatchString(m[1]) {
@@ -193,87 +187,5 @@ func TestImportsFollowTheArchitecture(t *testing.T) {
 			}
 			t.Errorf("%s imports %s, which docs/architecture.md:%d does not allow", p.ImportPath, own, r.line)
 		}
-	}
-}
-
-// qualified matches a backticked name of a package's identifier in the
-// table ("api.ValidatePlaceName"): a row that names some of a package's
-// identifiers allows only those of it.
-var qualified = regexp.MustCompile(`^([a-z0-9]+(?:/[a-z0-9]+)*)\.([A-Z][A-Za-z0-9_]*)$`)
-
-// TestOnlyTheNamedIdentifiers: where a row of docs/architecture.md's
-// table names identifiers of a package it may import (server/state may
-// use api's rules and limits, never its wire types as read models), the
-// row's packages use no other identifier of it outside their tests.
-func TestOnlyTheNamedIdentifiers(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := filepath.Join(root, "docs", "architecture.md")
-	rules := readRules(t, doc)
-	checked := 0
-	for _, r := range rules {
-		allowed := map[string]map[string]bool{} // package → identifiers
-		for _, m := range backticked.FindAllStringSubmatch(r.lastCol, -1) {
-			if q := qualified.FindStringSubmatch(m[1]); q != nil {
-				if allowed[q[1]] == nil {
-					allowed[q[1]] = map[string]bool{}
-				}
-				allowed[q[1]][q[2]] = true
-			}
-		}
-		if len(allowed) == 0 {
-			continue
-		}
-		for _, pkg := range r.covers {
-			checked++
-			dir := filepath.Join(root, strings.TrimSuffix(pkg, "/"))
-			files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-			if err != nil || len(files) == 0 {
-				t.Fatalf("docs/architecture.md:%d: no Go files in %s (%v)", r.line, dir, err)
-			}
-			fset := token.NewFileSet()
-			for _, f := range files {
-				if strings.HasSuffix(f, "_test.go") {
-					continue
-				}
-				file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-				if err != nil {
-					t.Fatal(err)
-				}
-				names := map[string]string{} // local name → package of drover's with a list
-				for _, imp := range file.Imports {
-					path, _ := strconv.Unquote(imp.Path.Value)
-					own, ok := strings.CutPrefix(path, module+"/")
-					if !ok || allowed[own] == nil {
-						continue
-					}
-					name := filepath.Base(own)
-					if imp.Name != nil {
-						name = imp.Name.Name
-					}
-					names[name] = own
-				}
-				ast.Inspect(file, func(n ast.Node) bool {
-					sel, ok := n.(*ast.SelectorExpr)
-					if !ok {
-						return true
-					}
-					id, ok := sel.X.(*ast.Ident)
-					if !ok {
-						return true
-					}
-					if own, ok := names[id.Name]; ok && !allowed[own][sel.Sel.Name] {
-						t.Errorf("%s uses %s.%s, which docs/architecture.md:%d does not name among what it may use of %s",
-							fset.Position(sel.Pos()), id.Name, sel.Sel.Name, r.line, own)
-					}
-					return true
-				})
-			}
-		}
-	}
-	if checked == 0 {
-		t.Fatal("no row of docs/architecture.md's table names identifiers: server/state's should name what it may use of api")
 	}
 }

@@ -9,9 +9,17 @@ import (
 )
 
 // TestNamesAreTheWire: the state names its job states and outcomes
-// itself (it does not import api); the API shows those names and workers
-// report outcomes by them, so each must be api's word for it.
+// itself, and keeps its own words for host networking and its bound on a
+// batch's jobs (it does not import api); the API shows those names,
+// workers report outcomes by them, jobs name their network by them and
+// the API refuses a batch past the same bound, so each must be api's.
 func TestNamesAreTheWire(t *testing.T) {
+	if state.NetworkHost != api.NetworkHost {
+		t.Errorf("the state's host network is %q, the API's %q", state.NetworkHost, api.NetworkHost)
+	}
+	if state.MaxJobsPerBatch != api.MaxJobsPerBatch {
+		t.Errorf("the state bounds a batch at %d jobs, the API at %d", int64(state.MaxJobsPerBatch), int64(api.MaxJobsPerBatch))
+	}
 	states := map[state.JobState]string{
 		state.Pending: api.JobPending, state.Ready: api.JobReady, state.Creating: api.JobCreating, state.Running: api.JobRunning,
 		state.Success: api.JobSuccess, state.Failed: api.JobFailed, state.Cancelled: api.JobCancelled, state.Error: api.JobError,

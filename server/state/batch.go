@@ -7,12 +7,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/drover-sched/drover/api"
 )
 
-// MaxJobsPerBatch bounds the job IDs one batch may reserve.
-const MaxJobsPerBatch = api.MaxJobsPerBatch
+// MaxJobsPerBatch bounds the job IDs one batch may reserve. It is the
+// API's limit too (api.MaxJobsPerBatch, held equal by server/apiview's
+// TestNamesAreTheWire): the API refuses first, apply again.
+const MaxJobsPerBatch = 1 << 31
 
 // UpdateResult is returned by CreateBatch, CreateUpdate and CommitUpdate.
 type UpdateResult struct {

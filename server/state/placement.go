@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/placement"
 )
@@ -178,10 +177,11 @@ type SetClusterResult struct {
 	Changed   bool
 }
 
-// validName applies the API's rule for region, cluster, pool, team and
-// GPU type names (checked there first; a log entry is checked again).
+// validName applies the rule of region, cluster, pool, team and GPU type
+// names (placement.ValidateName: the API checks with it first; a log
+// entry is checked again).
 func validName(kind, name string) *ApplyError {
-	if err := api.ValidatePlaceName(kind, name); err != nil {
+	if err := placement.ValidateName(kind, name); err != nil {
 		return errorf(ErrInvalid, "%v", err)
 	}
 	return nil

@@ -5,13 +5,13 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/storageurl"
 )
 
 // MaxSealedBytes bounds a storage prefix's sealed credentials in the log:
-// the largest credentials the API takes (api.MaxCredentialBytes), as
+// the largest credentials the API takes (storageurl.MaxCredentialBytes), as
 // JSON (which may escape a character in six), and the sealing's overhead.
-const MaxSealedBytes = 6*api.MaxCredentialBytes + 1024
+const MaxSealedBytes = 6*storageurl.MaxCredentialBytes + 1024
 
 // Policies of the commands that add jobs: which of the rules the API
 // checked before the command reached the log apply checks again. An entry
@@ -28,12 +28,12 @@ const (
 // StoragePrefix is one of a billing project's storage prefixes: the
 // objects its jobs may read and write, and how a worker reaches them.
 type StoragePrefix struct {
-	// URL is the prefix in canonical form (api.CleanStoragePrefix).
+	// URL is the prefix in canonical form (storageurl.CleanStoragePrefix).
 	URL     string
 	Added   int64
 	AddedBy string
-	// Kind is the kind of credentials (api.CredentialsWorker,
-	// api.CredentialsGCSServiceAccount, api.CredentialsS3Keys) and
+	// Kind is the kind of credentials (storageurl.CredentialsWorker,
+	// storageurl.CredentialsGCSServiceAccount, storageurl.CredentialsS3Keys) and
 	// Sealed the credentials as JSON sealed with the servers' secrets
 	// key (nil for the worker's identity): the state, its snapshots and
 	// the log never hold them in the clear.
@@ -85,7 +85,7 @@ func (*SetProjectSettings) Type() CommandType { return CmdSetProjectSettings }
 // nothing): the API checks it before the log, apply again, so a committed
 // entry can hold only a bounded, canonical prefix.
 func CheckStoragePrefix(p *StoragePrefix) *ApplyError {
-	clean, err := api.CleanStoragePrefix(p.URL)
+	clean, err := storageurl.CleanStoragePrefix(p.URL)
 	if err != nil {
 		return errorf(ErrInvalid, "%v", err)
 	}
@@ -93,21 +93,20 @@ func CheckStoragePrefix(p *StoragePrefix) *ApplyError {
 		return errorf(ErrInvalid, "storage prefix %q is not in canonical form (%s)", p.URL, clean)
 	}
 	switch p.Kind {
-	case "", api.CredentialsWorker:
+	case "", storageurl.CredentialsWorker:
 		if p.Sealed != nil {
 			return errorf(ErrInvalid, "storage prefix %s uses the workers' identity and holds no credentials", p.URL)
 		}
-	case api.CredentialsGCSServiceAccount, api.CredentialsS3Keys:
+	case storageurl.CredentialsGCSServiceAccount, storageurl.CredentialsS3Keys:
 		if len(p.Sealed) == 0 || len(p.Sealed) > MaxSealedBytes {
 			return errorf(ErrInvalid, "storage prefix %s: sealed credentials of %d bytes; they are 1 to %d", p.URL, len(p.Sealed), MaxSealedBytes)
 		}
 	default:
 		return errorf(ErrInvalid, "storage prefix %s: credentials of kind %.40q; they are %s, %s or %s", p.URL, p.Kind,
-			api.CredentialsWorker, api.CredentialsGCSServiceAccount, api.CredentialsS3Keys)
+			storageurl.CredentialsWorker, storageurl.CredentialsGCSServiceAccount, storageurl.CredentialsS3Keys)
 	}
 	if p.S3Endpoint != "" || p.S3Region != "" || p.S3PathStyle {
-		req := api.AddStoragePrefixRequest{Prefix: p.URL, S3: &api.S3Settings{Endpoint: p.S3Endpoint, Region: p.S3Region, PathStyle: p.S3PathStyle}}
-		if err := req.Validate(); err != nil {
+		if err := storageurl.CheckS3Settings(p.URL, p.S3Endpoint, p.S3Region); err != nil {
 			return errorf(ErrInvalid, "%v", err)
 		}
 	}
@@ -141,8 +140,8 @@ func (s *State) applySetStoragePrefix(c *SetStoragePrefix) any {
 		p.Storage[i] = sp
 		return nil
 	}
-	if len(p.Storage) >= api.MaxStoragePrefixes {
-		return errorf(ErrConflict, "billing project %s has %d storage prefixes, the most one may have (the limit is %d per billing project); remove one first", c.Project, len(p.Storage), api.MaxStoragePrefixes)
+	if len(p.Storage) >= storageurl.MaxStoragePrefixes {
+		return errorf(ErrConflict, "billing project %s has %d storage prefixes, the most one may have (the limit is %d per billing project); remove one first", c.Project, len(p.Storage), storageurl.MaxStoragePrefixes)
 	}
 	p.Storage = slices.Insert(p.Storage, i, sp)
 	return nil
@@ -173,17 +172,17 @@ func (s *State) applySetProjectSettings(c *SetProjectSettings) any {
 }
 
 // prefixSet is the project's storage prefixes, parsed for matching.
-func (p *BillingProject) prefixSet() api.PrefixSet {
+func (p *BillingProject) prefixSet() storageurl.PrefixSet {
 	urls := make([]string, len(p.Storage))
 	for i := range p.Storage {
 		urls[i] = p.Storage[i].URL
 	}
-	return api.NewPrefixSet(urls)
+	return storageurl.NewPrefixSet(urls)
 }
 
 // CheckJobs is the one rule of what a billing project's jobs may reach
 // beyond their sandbox: each input and output URL under one of the
-// project's storage prefixes (api.PrefixSet.Match), and network "host"
+// project's storage prefixes (storageurl.PrefixSet.Match), and network "host"
 // only where the project allows it (AllowHostNetwork) or an admin
 // submits. The API checks submissions with it before they reach the log,
 // and apply again with the state of the moment (an admin may remove a
@@ -205,7 +204,7 @@ func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError 
 		return err // before anything of the project's is told
 	}
 	p, admin := s.projects[project], u.Admin
-	var set api.PrefixSet
+	var set storageurl.PrefixSet
 	parsed := false
 	for i := range entries {
 		sp := entries[i].Spec
@@ -213,9 +212,9 @@ func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError 
 			continue
 		}
 		r, job := sp.Run, jobLabel(&entries[i])
-		if r.Network == api.NetworkHost && !admin && !p.AllowHostNetwork {
+		if r.Network == NetworkHost && !admin && !p.AllowHostNetwork {
 			return errorf(ErrForbidden, "%s: billing project %s does not allow network %q (its setting allow_host_network is off): such a job shares its worker machine's network, loopback services and cloud metadata address included; an admin can allow it with 'drover billing-project set %s -allow-host-network=true'",
-				job, project, api.NetworkHost, project)
+				job, project, NetworkHost, project)
 		}
 		check := func(kind string, files []File) *ApplyError {
 			for _, f := range files {
@@ -227,7 +226,7 @@ func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError 
 					return errorf(ErrInvalid, "%s: %s %q: %v", job, kind, f.Name, err)
 				}
 				if at < 0 {
-					return errorf(ErrForbidden, "%s: %v", job, &api.NotUnderPrefixError{Kind: kind, Name: f.Name, URL: f.URL, Project: project, Prefixes: len(p.Storage)})
+					return errorf(ErrForbidden, "%s: %v", job, &storageurl.NotUnderPrefixError{Kind: kind, Name: f.Name, URL: f.URL, Project: project, Prefixes: len(p.Storage)})
 				}
 			}
 			return nil
@@ -298,7 +297,7 @@ func (s *State) StoragePrefixes(project string) ([]StoragePrefix, bool) {
 // number and sorted by URL, each once.
 func (s *State) checkStorage() error {
 	for name, p := range s.projects {
-		if len(p.Storage) > api.MaxStoragePrefixes {
+		if len(p.Storage) > storageurl.MaxStoragePrefixes {
 			return fmt.Errorf("billing project %s holds %d storage prefixes", name, len(p.Storage))
 		}
 		for i := range p.Storage {

@@ -140,13 +140,18 @@ type Spec struct {
 	Run *Run
 }
 
+// NetworkHost is a job's network when it shares its worker machine's
+// (api.NetworkHost, held equal by server/apiview's TestNamesAreTheWire):
+// only a billing project that allows it may run such jobs (CheckJobs).
+const NetworkHost = "host"
+
 // Run is a job's container image, network and process limit, and the
 // files copied into its directory before the command and out of it after
 // success.
 type Run struct {
 	Image string
-	// Network is api.NetworkNone or api.NetworkHost, or empty for the
-	// default, api.NetworkBridge. (Before the bridge, a container's
+	// Network is "none" or NetworkHost, or empty for the default,
+	// "bridge" (the API's words). (Before the bridge, a container's
 	// default was none, and its entries say so.)
 	Network string
 	Inputs  []File
