@@ -17,6 +17,15 @@ import (
 	"github.com/drover-sched/drover/server/state"
 )
 
+// each converts every record of a list, in order (never nil).
+func each[R, A any](rs []R, f func(*R) A) []A {
+	out := make([]A, len(rs))
+	for i := range rs {
+		out[i] = f(&rs[i])
+	}
+	return out
+}
+
 // unixTime is a time of the state (unix ns) as the API shows it.
 func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
@@ -61,11 +70,8 @@ func Batch(r *state.BatchRecord, now time.Time) api.Batch {
 
 // BatchList is a page of batches as the API shows it.
 func BatchList(p state.BatchPage, now time.Time) api.BatchList {
-	out := api.BatchList{Batches: make([]api.Batch, len(p.Batches)), LastID: int64(p.LastID)}
-	for i := range p.Batches {
-		out.Batches[i] = Batch(&p.Batches[i], now)
-	}
-	return out
+	batch := func(r *state.BatchRecord) api.Batch { return Batch(r, now) }
+	return api.BatchList{Batches: each(p.Batches, batch), LastID: int64(p.LastID)}
 }
 
 // Job is a job as the API shows it, the cost of a running attempt read
@@ -78,7 +84,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 		Name:       r.Name,
 		ArrayIndex: r.ArrayIndex,
 		State:      JobState(r.State),
-		Attempts:   make([]api.Attempt, len(r.Attempts)),
+		Attempts:   each(r.Attempts, func(a *state.AttemptRecord) api.Attempt { return Attempt(a, now) }),
 		Message:    r.Message,
 		Command:    spec.Command,
 		CPU:        float64(spec.CPUMilli) / 1000,
@@ -108,9 +114,6 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	for _, p := range r.Parents {
 		out.Parents = append(out.Parents, api.IDRange{int64(p.Lo), int64(p.Hi)})
 	}
-	for i := range r.Attempts {
-		out.Attempts[i] = Attempt(&r.Attempts[i], now)
-	}
 	if r.HasExit {
 		code := int(r.Exit)
 		out.ExitCode = &code
@@ -120,11 +123,8 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 
 // JobList is a page of a batch's jobs as the API shows it.
 func JobList(p state.JobPage, now time.Time) api.JobList {
-	out := api.JobList{Jobs: make([]api.Job, len(p.Jobs)), LastID: int64(p.LastID)}
-	for i := range p.Jobs {
-		out.Jobs[i] = Job(&p.Jobs[i], now)
-	}
-	return out
+	job := func(r *state.JobRecord) api.Job { return Job(r, now) }
+	return api.JobList{Jobs: each(p.Jobs, job), LastID: int64(p.LastID)}
 }
 
 // Attempt is one attempt of a job as the API shows it, its cost (while
@@ -174,11 +174,7 @@ func User(u *state.User) api.User {
 
 // Users lists users as the API shows them.
 func Users(us []state.User) []api.User {
-	out := make([]api.User, len(us))
-	for i := range us {
-		out[i] = User(&us[i])
-	}
-	return out
+	return each(us, User)
 }
 
 // Token is a token as the API shows it (never its hash), expired or not
@@ -194,11 +190,7 @@ func Token(t *state.Token, now time.Time) api.Token {
 
 // Tokens lists tokens as the API shows them, in the state's order.
 func Tokens(ts []state.Token, now time.Time) []api.Token {
-	out := make([]api.Token, len(ts))
-	for i := range ts {
-		out[i] = Token(&ts[i], now)
-	}
-	return out
+	return each(ts, func(t *state.Token) api.Token { return Token(t, now) })
 }
 
 // BillingProject is a billing project as the API shows it, its cost read
@@ -246,11 +238,7 @@ func StoragePrefix(p *state.StoragePrefix) api.StoragePrefix {
 
 // StoragePrefixes lists storage prefixes as the API shows them.
 func StoragePrefixes(ps []state.StoragePrefix) []api.StoragePrefix {
-	out := make([]api.StoragePrefix, len(ps))
-	for i := range ps {
-		out[i] = StoragePrefix(&ps[i])
-	}
-	return out
+	return each(ps, StoragePrefix)
 }
 
 // AuditEntries lists audit entries as the API shows them.

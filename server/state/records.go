@@ -3,7 +3,6 @@ package state
 import (
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
@@ -228,14 +227,7 @@ func (s *State) projectRecord(p *BillingProject) ProjectRecord {
 }
 
 // SortedMembers lists the project's members by name.
-func (r *ProjectRecord) SortedMembers() []string {
-	members := make([]string, 0, len(r.Members))
-	for m := range r.Members {
-		members = append(members, m)
-	}
-	sort.Strings(members)
-	return members
-}
+func (r *ProjectRecord) SortedMembers() []string { return sortedKeys(r.Members) }
 
 // RateRecord is one version of a resource's rate.
 type RateRecord struct {
