@@ -284,6 +284,20 @@ func Cluster(c *state.ClusterInfo) api.Cluster {
 	return out
 }
 
+// Instance is a worker instance as the API shows it.
+func Instance(in *state.InstanceInfo) api.Instance {
+	return api.Instance{
+		ID: int64(in.ID), Name: in.Name, NodeID: in.NodeID, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
+		FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
+		TimeActivated: unixTime(in.Activated), TimeRetired: timePtr(in.Retired), Reason: in.Reason,
+		Region: in.Region, Cluster: in.Cluster, Pool: in.Pool,
+		GPUType: in.GPUType, GPUs: int(in.GPUs), FreeGPUs: int(in.FreeGPUs),
+	}
+}
+
+// Instances lists instances as the API shows them.
+func Instances(ins []state.InstanceInfo) []api.Instance { return each(ins, Instance) }
+
 // Team is a team, its quota and what it uses, as the API shows it.
 func Team(t *state.TeamInfo) api.Team {
 	out := api.Team{

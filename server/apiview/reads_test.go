@@ -54,27 +54,38 @@ func TestReadsShowTheAPIsJSON(t *testing.T) {
 	rd := apiview.Reads{State: h.S, Now: func() time.Time { return now }}
 	for _, id := range []uint64{b1, b2} {
 		bt, _ := rd.Batch(id)
-		out[fmt.Sprint("batch ", id)] = (bt)
+		out[fmt.Sprint("batch ", id)] = bt
 		jl, _ := rd.ListJobs(id, nil, 0)
-		out[fmt.Sprint("jobs ", id)] = (jl)
+		out[fmt.Sprint("jobs ", id)] = jl
 		for j := uint32(1); j <= 5; j++ {
 			jb, ok := rd.Job(id, j)
-			out[fmt.Sprint("job ", id, " ", j)] = (map[string]any{"ok": ok, "job": jb})
+			out[fmt.Sprint("job ", id, " ", j)] = map[string]any{"ok": ok, "job": jb}
 		}
 	}
-	out["list"] = (rd.ListBatches(state.Viewer{Name: "root", Admin: true}, nil, 0))
-	out["users"] = (rd.Users())
+	out["list"] = rd.ListBatches(state.Viewer{Name: "root", Admin: true}, nil, 0)
+	out["users"] = rd.Users()
 	u, ok := rd.User("alice")
-	out["user"] = (map[string]any{"ok": ok, "u": u})
-	out["tokens"] = (rd.Tokens("", now))
-	out["projects"] = (rd.BillingProjects(state.User{Name: "root", Admin: true}))
+	out["user"] = map[string]any{"ok": ok, "u": u}
+	out["tokens"] = rd.Tokens("", now)
+	out["projects"] = rd.BillingProjects(state.User{Name: "root", Admin: true})
 	p, ok := rd.BillingProject("default")
-	out["project"] = (map[string]any{"ok": ok, "p": p})
+	out["project"] = map[string]any{"ok": ok, "p": p}
 	sp, ok := rd.StoragePrefixes("default")
-	out["prefixes"] = (map[string]any{"ok": ok, "p": sp})
-	out["audit"] = (rd.AuditLog(time.Unix(0, 0), "", 100))
-	out["rates"] = (rd.Rates(now, true))
-	out["days"] = (rd.CostByDay("default", 0, 100000))
+	out["prefixes"] = map[string]any{"ok": ok, "p": sp}
+	out["audit"] = rd.AuditLog(time.Unix(0, 0), "", 100)
+	out["rates"] = rd.Rates(now, true)
+	out["days"] = rd.CostByDay("default", 0, 100000)
+	out["instances"] = apiview.Instances(h.S.Instances())
+	var clusters []any
+	for _, c := range h.S.Clusters() {
+		clusters = append(clusters, apiview.Cluster(&c))
+	}
+	out["clusters"] = clusters
+	var teams []any
+	for _, tm := range h.S.Teams() {
+		teams = append(teams, apiview.Team(&tm))
+	}
+	out["teams"] = teams
 	b, err := json.MarshalIndent(out, "", " ")
 	if err != nil {
 		t.Fatal(err)

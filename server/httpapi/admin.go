@@ -6,6 +6,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -121,20 +122,5 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) (any
 }
 
 func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) (any, error) {
-	out := []api.Instance{}
-	for _, in := range s.state.Instances() {
-		ij := api.Instance{
-			ID: int64(in.ID), Name: in.Name, NodeID: in.NodeID, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
-			FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
-			TimeActivated: time.Unix(0, in.Activated).UTC(), Reason: in.Reason,
-			Region: in.Region, Cluster: in.Cluster, Pool: in.Pool,
-			GPUType: in.GPUType, GPUs: int(in.GPUs), FreeGPUs: int(in.FreeGPUs),
-		}
-		if in.Retired != 0 {
-			t := time.Unix(0, in.Retired).UTC()
-			ij.TimeRetired = &t
-		}
-		out = append(out, ij)
-	}
-	return out, nil
+	return apiview.Instances(s.state.Instances()), nil
 }
