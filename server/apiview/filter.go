@@ -5,43 +5,69 @@ import (
 	"github.com/drover-sched/drover/server/state"
 )
 
-// BatchFilter compiles a batch query into a test on the state's batch
-// records with the query's own rule (api.BatchQuery.Match, which the
-// history store's batches pass too): the record is shown to it as the
-// few fields of an api.Batch it reads, without the cost. nil: all.
+// BatchFilter compiles a batch query (api.ParseBatchQuery) into a test
+// on the state's batch records: one test per term, each with api's rule
+// for its term (Term.MatchAttr, api.BatchStateMatches: the history
+// store's batches pass the same). A listing walks every batch the viewer
+// sees under the state's read lock, so a term reads the record's fields
+// and builds nothing. nil: all.
 func BatchFilter(q api.BatchQuery) state.BatchFilter {
-	if len(q) == 0 {
+	var preds []state.BatchFilter
+	for _, t := range q {
+		switch {
+		case t.IsAttr():
+			preds = append(preds, func(b *state.BatchRecord) bool { return t.MatchAttr(b.Attributes) })
+		case t.Key == "billing_project":
+			preds = append(preds, func(b *state.BatchRecord) bool { return b.BillingProject == t.Value })
+		case t.Key == "user":
+			preds = append(preds, func(b *state.BatchRecord) bool { return b.User == t.Value })
+		case t.Key == "name":
+			preds = append(preds, func(b *state.BatchRecord) bool { return b.Name == t.Value })
+		case t.Key == "state":
+			preds = append(preds, func(b *state.BatchRecord) bool {
+				return api.BatchStateMatches(t.Value, b.Completed != 0, b.Cancelled, b.Count(state.Success) == b.NJobs,
+					b.Count(state.Failed)+b.Count(state.Error) > 0)
+			})
+		}
+	}
+	if len(preds) == 0 {
 		return nil
 	}
-	return func(r *state.BatchRecord) bool {
-		b := api.Batch{
-			Name: r.Name, User: r.User, BillingProject: r.BillingProject, Attributes: r.Attributes, Cancelled: r.Cancelled,
-			NJobs: r.NJobs, NSucceeded: r.Count(state.Success), NFailed: r.Count(state.Failed), NError: r.Count(state.Error),
-			State: api.BatchRunning,
+	return func(b *state.BatchRecord) bool {
+		for _, p := range preds {
+			if !p(b) {
+				return false
+			}
 		}
-		if r.Completed != 0 {
-			b.State = api.BatchComplete
-		}
-		return q.Match(&b)
+		return true
 	}
 }
 
-// JobFilter compiles a job query into a test on a batch's jobs with the
-// query's own rule (api.JobQuery.Match, as for the history store's
-// jobs); a job's name is made only for a query that tests it. nil: all.
+// JobFilter compiles a job query (api.ParseJobQuery) into a test on a
+// batch's jobs, one test per term with api's rule for it
+// (Term.MatchAttr, api.JobStateMatches); a job's name is made only for a
+// name term that its spec's name does not already match. nil: all.
 func JobFilter(q api.JobQuery) state.JobFilter {
-	if len(q) == 0 {
+	var preds []state.JobFilter
+	for _, t := range q {
+		switch {
+		case t.IsAttr():
+			preds = append(preds, func(j *state.JobFacts) bool { return t.MatchAttr(j.Spec.Attributes) })
+		case t.Key == "state":
+			preds = append(preds, func(j *state.JobFacts) bool { return api.JobStateMatches(t.Value, JobState(j.State)) })
+		case t.Key == "name":
+			preds = append(preds, func(j *state.JobFacts) bool { return j.Spec.Name == t.Value || j.Name() == t.Value })
+		}
+	}
+	if len(preds) == 0 {
 		return nil
 	}
-	names := false
-	for _, t := range q {
-		names = names || t.Key == "name"
-	}
-	return func(f *state.JobFacts) bool {
-		j := api.Job{State: JobState(f.State), Attributes: f.Spec.Attributes}
-		if names {
-			j.Name = f.Name()
+	return func(j *state.JobFacts) bool {
+		for _, p := range preds {
+			if !p(j) {
+				return false
+			}
 		}
-		return q.Match(&j, f.Spec.Name)
+		return true
 	}
 }

@@ -112,6 +112,7 @@ func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := BatchPage{Batches: []BatchRecord{}}
+	var r BatchRecord // one for the walk (a filter must not keep it): a listing that matches few batches allocates nothing per batch
 	i := len(s.batchIDs)
 	if lastID > 0 {
 		i = sort.Search(len(s.batchIDs), func(k int) bool { return s.batchIDs[k] >= lastID })
@@ -121,7 +122,7 @@ func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
 		if !s.visible(b, v) {
 			continue
 		}
-		r := b.record()
+		r = b.record()
 		if f != nil && !f(&r) {
 			continue
 		}
@@ -153,7 +154,7 @@ func (s *State) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage, boo
 		return JobPage{}, false
 	}
 	out := JobPage{Jobs: []JobRecord{}}
-	var facts JobFacts // one for the walk: a filter must not keep it
+	var facts JobFacts // one for the walk (a filter must not keep it), as for batches
 	for id := lastID + 1; int(id) <= len(b.jobs); id++ {
 		j := &b.jobs[id-1]
 		if j.state == Staged {

@@ -38,7 +38,7 @@ type BatchRecord struct {
 }
 
 // Count is the number of the batch's jobs in state st.
-func (r BatchRecord) Count(st JobState) int64 {
+func (r *BatchRecord) Count(st JobState) int64 {
 	if st >= numStates {
 		return 0
 	}
