@@ -3,9 +3,9 @@ package state
 import "fmt"
 
 // Filters are the API's (api.ParseBatchQuery, api.ParseJobQuery: the
-// history store reads the same terms, and server/apiview compiles them
-// into these tests on the state's records with api's own Match): the
-// state only walks its batches and jobs in ID order and asks.
+// history store reads the same terms); server/apiview compiles them into
+// these tests on the state's records, each term with api's rule for it.
+// The state only walks its batches and jobs in ID order and asks.
 
 // BatchFilter selects batches by their records (nil: all).
 type BatchFilter func(b *BatchRecord) bool
