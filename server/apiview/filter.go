@@ -12,7 +12,7 @@ import (
 // sees under the state's read lock, so a term reads the record's fields
 // and builds nothing. nil: all.
 func BatchFilter(q api.BatchQuery) state.BatchFilter {
-	var preds []state.BatchFilter
+	var preds []func(*state.BatchRecord) bool
 	for _, t := range q {
 		switch {
 		case t.IsAttr():
@@ -30,17 +30,7 @@ func BatchFilter(q api.BatchQuery) state.BatchFilter {
 			})
 		}
 	}
-	if len(preds) == 0 {
-		return nil
-	}
-	return func(b *state.BatchRecord) bool {
-		for _, p := range preds {
-			if !p(b) {
-				return false
-			}
-		}
-		return true
-	}
+	return allOf(preds)
 }
 
 // JobFilter compiles a job query (api.ParseJobQuery) into a test on a
@@ -48,7 +38,7 @@ func BatchFilter(q api.BatchQuery) state.BatchFilter {
 // (Term.MatchAttr, api.JobStateMatches); a job's name is made only for a
 // name term that its spec's name does not already match. nil: all.
 func JobFilter(q api.JobQuery) state.JobFilter {
-	var preds []state.JobFilter
+	var preds []func(*state.JobFacts) bool
 	for _, t := range q {
 		switch {
 		case t.IsAttr():
@@ -59,12 +49,18 @@ func JobFilter(q api.JobQuery) state.JobFilter {
 			preds = append(preds, func(j *state.JobFacts) bool { return j.Spec.Name == t.Value || j.Name() == t.Value })
 		}
 	}
+	return allOf(preds)
+}
+
+// allOf is the test that every one of preds passes (nil for none: all
+// pass).
+func allOf[T any](preds []func(*T) bool) func(*T) bool {
 	if len(preds) == 0 {
 		return nil
 	}
-	return func(j *state.JobFacts) bool {
+	return func(x *T) bool {
 		for _, p := range preds {
-			if !p(j) {
+			if !p(x) {
 				return false
 			}
 		}
