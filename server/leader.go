@@ -56,8 +56,11 @@ func (s *Server) scheduleOnce() (bool, error) {
 	start := time.Now()
 	cpu0, cpuOK := threadCPU()
 	silentAfter := min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout)
-	rd := view.Scheduling(s.state, view.Options{Now: start.UnixNano(), MaxJobs: s.cfg.MaxPlacements,
-		Silent: func(inst uint32) bool { return s.live.silentFor(inst, start) >= silentAfter }})
+	var rd *view.Round
+	s.metrics.lock.roundRead(func() {
+		rd = view.Scheduling(s.state, view.Options{Now: start.UnixNano(), MaxJobs: s.cfg.MaxPlacements,
+			Silent: func(inst uint32) bool { return s.live.silentFor(inst, start) >= silentAfter }})
+	})
 	in := rd.Input
 	if len(in.Users) == 0 || len(in.Instances) == 0 {
 		s.waiting.set(nil)

@@ -30,6 +30,7 @@ type metrics struct {
 	rejected        prometheus.Counter
 	unplaced        *prometheus.GaugeVec
 	events          prometheus.Counter
+	lock            *lockMetrics
 
 	historyUp           prometheus.Gauge
 	historyWaiting      prometheus.Gauge
@@ -98,6 +99,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 		m.schedRounds, m.schedSeconds, m.decideSeconds, m.roundCPUSeconds, m.placements, m.rejected, m.unplaced, m.events} {
 		f(c)
 	}
+	m.lock = newLockMetrics(m.reg)
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f(&stateCollector{state: st, raft: raftOf, positions: raftPositions})

@@ -134,6 +134,7 @@ func New(cfg *Config) (*Server, error) {
 		}
 		return s.raft.raft
 	}, cfg.MetricsToken != "")
+	s.state.SetLockObserver(s.metrics.lock.observer())
 	hooks := state.Hooks{
 		Work:         s.triggerSchedule,
 		Instance:     s.notify.notify,

@@ -17,3 +17,7 @@ func threadCPU() (time.Duration, bool) {
 	}
 	return time.Duration(ts.Nano()), true
 }
+
+// threadID returns the calling OS thread's id (the scheduler's goroutine
+// is locked to its thread, so its lock waits can be told apart).
+func threadID() int64 { return int64(unix.Gettid()) }

@@ -99,6 +99,16 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		if rd.CPUP99Ms != nil {
 			res["sched_round_cpu_p99_ms"] = *rd.CPUP99Ms
 		}
+		if lw := rd.LockWait; lw != nil {
+			res["sched_round_lock_wait_p99_ms"] = lw.RoundP99Ms
+			res["sched_round_lock_wait_max_ms"] = lw.RoundMaxMs
+			res["state_read_wait_p99_ms"] = lw.OtherP99Ms
+			res["state_read_wait_max_ms"] = lw.OtherMaxMs
+			res["apply_hold_p99_ms"] = lw.HoldP99Ms
+			res["apply_hold_max_ms"] = lw.HoldMaxMs
+			res["apply_wait_p99_ms"] = lw.ApplyWaitP99Ms
+			res["apply_wait_max_ms"] = lw.ApplyWaitMaxMs
+		}
 	}
 	if r.Retained != nil {
 		res["retained"] = r.Retained

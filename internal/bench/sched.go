@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/drover-sched/drover/api"
@@ -112,6 +114,21 @@ type Rounds struct {
 	// DecideP99Ms and CPUP99Ms are nil when the leader did not export
 	// them.
 	DecideP99Ms, CPUP99Ms *float64
+	// LockWait is nil when the leader does not measure its state's lock.
+	LockWait *LockWait
+}
+
+// LockWait is what the leader measured of its state's lock, in ms: the
+// p99 and the largest (the upper bound of the highest bucket holding an
+// observation) of the scheduling round's waits for its read, of other
+// readers' waits, of apply's holds of the write lock and of apply's waits
+// for it.
+type LockWait struct {
+	RoundReads                     int64
+	RoundP99Ms, RoundMaxMs         float64
+	OtherP99Ms, OtherMaxMs         float64
+	HoldP99Ms, HoldMaxMs           float64
+	ApplyWaitP99Ms, ApplyWaitMaxMs float64
 }
 
 // Cancel is what a cancellation took.
@@ -377,6 +394,18 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 		if p99, _, err := leaderHistogramP99(ctx, c, "drover_scheduler_round_cpu_seconds"); err == nil {
 			res.Rounds.CPUP99Ms = ptr(p99 * 1000)
 		}
+		if b, n, err := leaderHistogram(ctx, c, "drover_state_read_wait_seconds", "reader", "round"); err == nil {
+			res.Rounds.LockWait = &LockWait{RoundP99Ms: HistogramP99(b, n) * 1000, RoundMaxMs: HistogramMax(b, n) * 1000, RoundReads: int64(n)}
+			if b, n, err := leaderHistogram(ctx, c, "drover_state_read_wait_seconds", "reader", "other"); err == nil {
+				res.Rounds.LockWait.OtherP99Ms, res.Rounds.LockWait.OtherMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000
+			}
+			if b, n, err := leaderHistogram(ctx, c, "drover_state_apply_hold_seconds", "", ""); err == nil {
+				res.Rounds.LockWait.HoldP99Ms, res.Rounds.LockWait.HoldMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000
+			}
+			if b, n, err := leaderHistogram(ctx, c, "drover_state_apply_wait_seconds", "", ""); err == nil {
+				res.Rounds.LockWait.ApplyWaitP99Ms, res.Rounds.LockWait.ApplyWaitMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000
+			}
+		}
 	} else {
 		say("cannot read the leader's scheduling rounds: %v", err)
 	}
@@ -431,31 +460,47 @@ func benchTeams(ctx context.Context, admin *api.Client, tenants []tenant, n int,
 // round times) and returns its HistogramP99 and the number of
 // observations.
 func leaderHistogramP99(ctx context.Context, c *testcluster.Cluster, name string) (float64, int64, error) {
-	i, err := c.WaitLeader(ctx)
+	b, n, err := leaderHistogram(ctx, c, name, "", "")
 	if err != nil {
 		return 0, 0, err
+	}
+	return HistogramP99(b, n), int64(n), nil
+}
+
+// leaderHistogram reads one of the leader's histograms, the series whose
+// label is value when label is not empty, as buckets and a count.
+func leaderHistogram(ctx context.Context, c *testcluster.Cluster, name, label, value string) ([]Bucket, uint64, error) {
+	i, err := c.WaitLeader(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.Servers[i].URL()+"/metrics", nil)
 	resp, err := c.HTTPClient(0).Do(req)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
 	fam := fams[name]
-	if fam == nil || len(fam.Metric) == 0 {
-		return 0, 0, fmt.Errorf("no %s on %s", name, c.Servers[i].HTTP)
+	if fam == nil {
+		return nil, 0, fmt.Errorf("no %s on %s", name, c.Servers[i].HTTP)
 	}
-	h := fam.Metric[0].GetHistogram()
-	var buckets []Bucket
-	for _, b := range h.GetBucket() {
-		buckets = append(buckets, Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+	for _, m := range fam.Metric {
+		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+			continue
+		}
+		h := m.GetHistogram()
+		var buckets []Bucket
+		for _, b := range h.GetBucket() {
+			buckets = append(buckets, Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+		}
+		return buckets, h.GetSampleCount(), nil
 	}
-	return HistogramP99(buckets, h.GetSampleCount()), int64(h.GetSampleCount()), nil
+	return nil, 0, fmt.Errorf("no %s{%s=%q} on %s", name, label, value, c.Servers[i].HTTP)
 }
 
 // benchTenants returns the admin alone (n == 0) or n new users, members of

@@ -79,6 +79,21 @@ func HistogramP99(buckets []Bucket, n uint64) float64 {
 	return math.Inf(1)
 }
 
+// HistogramMax is the largest observation of a histogram of n as its
+// buckets tell it: the upper bound of the first bucket holding all n, 0
+// with none, +Inf when one lies above every bucket.
+func HistogramMax(buckets []Bucket, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	for _, b := range buckets {
+		if b.Count >= n {
+			return b.UpperBound
+		}
+	}
+	return math.Inf(1)
+}
+
 // FairShareTolerance is the deviation from an equal split of the cores
 // that a fair-share sample may show and still count as fair.
 const FairShareTolerance = 0.05

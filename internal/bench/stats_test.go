@@ -93,6 +93,22 @@ func TestHistogramP99(t *testing.T) {
 	}
 }
 
+func TestHistogramMax(t *testing.T) {
+	b := []Bucket{{0.001, 10}, {0.01, 98}, {0.1, 99}, {1, 100}}
+	if got := HistogramMax(b, 99); got != 0.1 {
+		t.Errorf("max of 99 = %v, want 0.1 (the first bucket holding all)", got)
+	}
+	if got := HistogramMax(b, 100); got != 1 {
+		t.Errorf("max of 100 = %v, want 1", got)
+	}
+	if got := HistogramMax(b, 101); !math.IsInf(got, 1) {
+		t.Errorf("one above every bucket: %v, want +Inf", got)
+	}
+	if got := HistogramMax(b, 0); got != 0 {
+		t.Errorf("no observations: %v, want 0", got)
+	}
+}
+
 // TestSummarizeFairness: the median and worst deviation, the share of
 // samples within 5%, and the time from which every sample was.
 func TestSummarizeFairness(t *testing.T) {

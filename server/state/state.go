@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"github.com/drover-sched/drover/billing"
 	"sort"
-	"sync"
 )
 
 // ErrorKind classifies a rejected command so the API can pick a status code.
@@ -57,7 +56,7 @@ type Hooks struct {
 // State is the whole replicated state. All methods are safe for concurrent
 // use; Apply holds the write lock, readers hold the read lock briefly.
 type State struct {
-	mu sync.RWMutex
+	mu stateLock
 
 	index        uint64 // last applied Raft index
 	nextBatch    uint64
@@ -154,9 +153,10 @@ func (s *State) Index() uint64 {
 // Apply applies one decoded command at a Raft index and returns its result:
 // a command-specific value or an *ApplyError.
 func (s *State) Apply(index uint64, c Command) any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.applyLocked(index, c)
+	o := s.mu.obs.Load()
+	taken := s.mu.lockApply(o)
+	defer s.mu.unlockApply(o, taken, 1)
+	return s.applyEntry(o, index, c)
 }
 
 // ApplyBatch applies several commands in order. Raft hands over up to 64
@@ -171,15 +171,17 @@ func (s *State) Apply(index uint64, c Command) any {
 // change what is applied.
 func (s *State) ApplyBatch(indexes []uint64, cmds []Command, yield func() bool) []any {
 	out := make([]any, len(cmds))
-	s.mu.Lock()
+	o := s.mu.obs.Load()
+	taken, n := s.mu.lockApply(o), 0
 	for i, c := range cmds {
 		if i > 0 && yield != nil && yield() {
-			s.mu.Unlock()
-			s.mu.Lock()
+			s.mu.unlockApply(o, taken, n)
+			taken, n = s.mu.lockApply(o), 0
 		}
-		out[i] = s.applyLocked(indexes[i], c)
+		out[i] = s.applyEntry(o, indexes[i], c)
+		n++
 	}
-	s.mu.Unlock()
+	s.mu.unlockApply(o, taken, n)
 	return out
 }
 
