@@ -108,6 +108,8 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			res["apply_hold_max_ms"] = lw.HoldMaxMs
 			res["apply_wait_p99_ms"] = lw.ApplyWaitP99Ms
 			res["apply_wait_max_ms"] = lw.ApplyWaitMaxMs
+			res["apply_entry_p99_ms"] = lw.EntryP99Ms
+			res["apply_entry_max_ms"] = lw.EntryMaxMs
 		}
 	}
 	if r.Retained != nil {

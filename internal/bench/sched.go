@@ -8,13 +8,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/drover-sched/drover/api"
@@ -129,6 +127,8 @@ type LockWait struct {
 	OtherP99Ms, OtherMaxMs         float64
 	HoldP99Ms, HoldMaxMs           float64
 	ApplyWaitP99Ms, ApplyWaitMaxMs float64
+	// EntryP99Ms and EntryMaxMs: applying one log entry, by command.
+	EntryP99Ms, EntryMaxMs map[string]float64
 }
 
 // Cancel is what a cancellation took.
@@ -405,6 +405,12 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 			if b, n, err := leaderHistogram(ctx, c, "drover_state_apply_wait_seconds", "", ""); err == nil {
 				res.Rounds.LockWait.ApplyWaitP99Ms, res.Rounds.LockWait.ApplyWaitMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000
 			}
+			if all, err := leaderHistograms(ctx, c, "drover_state_apply_entry_seconds", "command"); err == nil {
+				res.Rounds.LockWait.EntryP99Ms, res.Rounds.LockWait.EntryMaxMs = map[string]float64{}, map[string]float64{}
+				for cmd, h := range all {
+					res.Rounds.LockWait.EntryP99Ms[cmd], res.Rounds.LockWait.EntryMaxMs[cmd] = HistogramP99(h.Buckets, h.N)*1000, HistogramMax(h.Buckets, h.N)*1000
+				}
+			}
 		}
 	} else {
 		say("cannot read the leader's scheduling rounds: %v", err)
@@ -470,37 +476,61 @@ func leaderHistogramP99(ctx context.Context, c *testcluster.Cluster, name string
 // leaderHistogram reads one of the leader's histograms, the series whose
 // label is value when label is not empty, as buckets and a count.
 func leaderHistogram(ctx context.Context, c *testcluster.Cluster, name, label, value string) ([]Bucket, uint64, error) {
-	i, err := c.WaitLeader(ctx)
+	all, err := leaderHistograms(ctx, c, name, label)
 	if err != nil {
 		return nil, 0, err
+	}
+	h, ok := all[value]
+	if !ok {
+		return nil, 0, fmt.Errorf("no %s{%s=%q} on the leader", name, label, value)
+	}
+	return h.Buckets, h.N, nil
+}
+
+// Histogram is one series of a Prometheus histogram.
+type Histogram struct {
+	Buckets []Bucket
+	N       uint64
+}
+
+// leaderHistograms reads every series of one of the leader's histograms,
+// by the value of its label ("" for the one series of an unlabelled one).
+func leaderHistograms(ctx context.Context, c *testcluster.Cluster, name, label string) (map[string]Histogram, error) {
+	i, err := c.WaitLeader(ctx)
+	if err != nil {
+		return nil, err
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.Servers[i].URL()+"/metrics", nil)
 	resp, err := c.HTTPClient(0).Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	fam := fams[name]
 	if fam == nil {
-		return nil, 0, fmt.Errorf("no %s on %s", name, c.Servers[i].HTTP)
+		return nil, fmt.Errorf("no %s on %s", name, c.Servers[i].HTTP)
 	}
+	out := map[string]Histogram{}
 	for _, m := range fam.Metric {
-		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
-			continue
+		value := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				value = l.GetValue()
+			}
 		}
 		h := m.GetHistogram()
 		var buckets []Bucket
 		for _, b := range h.GetBucket() {
 			buckets = append(buckets, Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
 		}
-		return buckets, h.GetSampleCount(), nil
+		out[value] = Histogram{Buckets: buckets, N: h.GetSampleCount()}
 	}
-	return nil, 0, fmt.Errorf("no %s{%s=%q} on %s", name, label, value, c.Servers[i].HTTP)
+	return out, nil
 }
 
 // benchTenants returns the admin alone (n == 0) or n new users, members of
