@@ -36,10 +36,6 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// applyHold is how long the state machine holds the state's lock through a
-// batch of entries before it lets readers in between two.
-const applyHold = 2 * time.Millisecond
-
 func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	start := time.Now()
 	out := make([]interface{}, len(logs))
@@ -63,16 +59,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		pos = append(pos, i)
 	}
 	if len(cmds) > 0 {
-		// Readers get the lock between two entries once it has been
-		// held for applyHold.
-		held := time.Now()
-		res := f.state.ApplyBatch(idx, cmds, func() bool {
-			if time.Since(held) < applyHold {
-				return false
-			}
-			held = time.Now()
-			return true
-		})
+		// The state takes its lock per entry: readers get in between
+		// any two.
+		res := f.state.ApplyBatch(idx, cmds)
 		for k, r := range res {
 			out[pos[k]] = r
 		}
