@@ -17,6 +17,7 @@ type lockMetrics struct {
 	readWait  *prometheus.HistogramVec // by reader: round, other
 	applyWait prometheus.Histogram
 	applyHold prometheus.Histogram
+	holdCPU   prometheus.Histogram
 	entries   *prometheus.HistogramVec // by command
 
 	round, other prometheus.Observer
@@ -42,13 +43,16 @@ func newLockMetrics(reg *prometheus.Registry) *lockMetrics {
 		applyHold: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_state_apply_hold_seconds",
 			Help:    "Time apply held the state's write lock at once: what a reader may wait behind.",
 			Buckets: lockBuckets}),
+		holdCPU: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_state_apply_hold_cpu_seconds",
+			Help:    "CPU time apply's thread used while it held the state's write lock at once (beside drover_state_apply_hold_seconds: the rest of a hold, it waited for a core).",
+			Buckets: lockBuckets}),
 		entries: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_state_apply_entry_seconds",
 			Help:    "Time applying one log entry took, by command.",
 			Buckets: lockBuckets}, []string{"command"}),
 	}
 	m.round, m.other = m.readWait.WithLabelValues("round"), m.readWait.WithLabelValues("other")
 	m.roundThread.Store(-1)
-	reg.MustRegister(m.readWait, m.applyWait, m.applyHold, m.entries)
+	reg.MustRegister(m.readWait, m.applyWait, m.applyHold, m.holdCPU, m.entries)
 	return m
 }
 
@@ -64,8 +68,15 @@ func (m *lockMetrics) observer() *state.LockObserver {
 			m.other.Observe(d.Seconds())
 		},
 		WriteWait: func(d time.Duration) { m.applyWait.Observe(d.Seconds()) },
-		Held:      func(d time.Duration, _ int) { m.applyHold.Observe(d.Seconds()) },
-		Entry:     func(t state.CommandType, d time.Duration) { m.entries.WithLabelValues(t.String()).Observe(d.Seconds()) },
+		CPU: func() time.Duration {
+			cpu, _ := threadCPU()
+			return cpu
+		},
+		Held: func(d, cpu time.Duration, _ int) {
+			m.applyHold.Observe(d.Seconds())
+			m.holdCPU.Observe(cpu.Seconds())
+		},
+		Entry: func(t state.CommandType, d time.Duration) { m.entries.WithLabelValues(t.String()).Observe(d.Seconds()) },
 	}
 }
 

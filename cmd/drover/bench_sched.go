@@ -106,6 +106,8 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			res["state_read_wait_max_ms"] = lw.OtherMaxMs
 			res["apply_hold_p99_ms"] = lw.HoldP99Ms
 			res["apply_hold_max_ms"] = lw.HoldMaxMs
+			res["apply_hold_cpu_p99_ms"] = lw.HoldCPUP99Ms
+			res["apply_hold_cpu_max_ms"] = lw.HoldCPUMaxMs
 			res["apply_wait_p99_ms"] = lw.ApplyWaitP99Ms
 			res["apply_wait_max_ms"] = lw.ApplyWaitMaxMs
 			res["apply_entry_p99_ms"] = lw.EntryP99Ms

@@ -119,13 +119,14 @@ type Rounds struct {
 // LockWait is what the leader measured of its state's lock, in ms: the
 // p99 and the largest (the upper bound of the highest bucket holding an
 // observation) of the scheduling round's waits for its read, of other
-// readers' waits, of apply's holds of the write lock and of apply's waits
-// for it.
+// readers' waits, of apply's holds of the write lock (on the wall clock
+// and in its thread's CPU time) and of apply's waits for it.
 type LockWait struct {
 	RoundReads                     int64
 	RoundP99Ms, RoundMaxMs         float64
 	OtherP99Ms, OtherMaxMs         float64
 	HoldP99Ms, HoldMaxMs           float64
+	HoldCPUP99Ms, HoldCPUMaxMs     float64
 	ApplyWaitP99Ms, ApplyWaitMaxMs float64
 	// EntryP99Ms and EntryMaxMs: applying one log entry, by command.
 	EntryP99Ms, EntryMaxMs map[string]float64
@@ -401,6 +402,9 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 			}
 			if b, n, err := leaderHistogram(ctx, c, "drover_state_apply_hold_seconds", "", ""); err == nil {
 				res.Rounds.LockWait.HoldP99Ms, res.Rounds.LockWait.HoldMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000
+			}
+			if b, n, err := leaderHistogram(ctx, c, "drover_state_apply_hold_cpu_seconds", "", ""); err == nil {
+				res.Rounds.LockWait.HoldCPUP99Ms, res.Rounds.LockWait.HoldCPUMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000
 			}
 			if b, n, err := leaderHistogram(ctx, c, "drover_state_apply_wait_seconds", "", ""); err == nil {
 				res.Rounds.LockWait.ApplyWaitP99Ms, res.Rounds.LockWait.ApplyWaitMaxMs = HistogramP99(b, n)*1000, HistogramMax(b, n)*1000

@@ -19,8 +19,13 @@ type LockObserver struct {
 	ReadWait func(d time.Duration)
 	// WriteWait: apply waited d for the write lock, held by readers.
 	WriteWait func(d time.Duration)
-	// Held: apply held the write lock for d, through n log entries.
-	Held func(d time.Duration, n int)
+	// CPU, optional, returns the CPU time the calling thread has used.
+	CPU func() time.Duration
+	// Held: apply held the write lock for d, through n log entries,
+	// using cpu of its thread's CPU time meanwhile (0 without CPU; apply
+	// neither blocks nor sleeps, so its goroutine seldom changes threads
+	// inside a hold, and where it did cpu is off).
+	Held func(d, cpu time.Duration, n int)
 	// Entry: applying one log entry of type t took d.
 	Entry func(t CommandType, d time.Duration)
 }
@@ -63,28 +68,41 @@ func (l *stateLock) Unlock() { l.mu.Unlock() }
 // (nil: stop reporting). It may be called at any time.
 func (s *State) SetLockObserver(o *LockObserver) { s.mu.obs.Store(o) }
 
-// lockApply takes the lock for apply and returns when it had it (the zero
-// time without an observer).
-func (l *stateLock) lockApply(o *LockObserver) time.Time {
+// taken is when apply took the lock, on the observer's clocks.
+type taken struct {
+	at  time.Time
+	cpu time.Duration
+}
+
+// lockApply takes the lock for apply and returns when it had it (zero
+// without an observer).
+func (l *stateLock) lockApply(o *LockObserver) taken {
 	if o == nil {
 		l.mu.Lock()
-		return time.Time{}
+		return taken{}
 	}
 	if l.mu.TryLock() {
 		o.WriteWait(0)
-		return o.Now()
+	} else {
+		t := o.Now()
+		l.mu.Lock()
+		o.WriteWait(o.Now().Sub(t))
 	}
-	t := o.Now()
-	l.mu.Lock()
-	now := o.Now()
-	o.WriteWait(now.Sub(t))
-	return now
+	tk := taken{at: o.Now()}
+	if o.CPU != nil {
+		tk.cpu = o.CPU()
+	}
+	return tk
 }
 
-// unlockApply releases the lock apply took at taken, through n entries.
-func (l *stateLock) unlockApply(o *LockObserver, taken time.Time, n int) {
+// unlockApply releases the lock apply took at tk, through n entries.
+func (l *stateLock) unlockApply(o *LockObserver, tk taken, n int) {
 	if o != nil {
-		o.Held(o.Now().Sub(taken), n)
+		var cpu time.Duration
+		if o.CPU != nil {
+			cpu = max(o.CPU()-tk.cpu, 0)
+		}
+		o.Held(o.Now().Sub(tk.at), cpu, n)
 	}
 	l.mu.Unlock()
 }

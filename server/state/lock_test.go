@@ -62,7 +62,7 @@ func TestApplyHoldsTheLockPerEntry(t *testing.T) {
 		Now:       time.Now,
 		ReadWait:  func(time.Duration) {},
 		WriteWait: func(time.Duration) {},
-		Held: func(_ time.Duration, n int) {
+		Held: func(_, _ time.Duration, n int) {
 			holds, through = holds+1, through+n
 			if n != 1 {
 				t.Errorf("a hold of the write lock went through %d entries", n)
@@ -95,7 +95,7 @@ func TestReadWaitsAreReported(t *testing.T) {
 		},
 		ReadWait:  func(d time.Duration) { waits <- d },
 		WriteWait: func(time.Duration) {},
-		Held:      func(time.Duration, int) {},
+		Held:      func(time.Duration, time.Duration, int) {},
 		Entry:     func(CommandType, time.Duration) {},
 	})
 	s.Index()

@@ -156,8 +156,8 @@ func (s *State) Index() uint64 {
 // a command-specific value or an *ApplyError.
 func (s *State) Apply(index uint64, c Command) any {
 	o := s.mu.obs.Load()
-	taken := s.mu.lockApply(o)
-	defer s.mu.unlockApply(o, taken, 1)
+	tk := s.mu.lockApply(o)
+	defer s.mu.unlockApply(o, tk, 1)
 	return s.applyEntry(o, index, c)
 }
 
@@ -176,9 +176,9 @@ func (s *State) ApplyBatch(indexes []uint64, cmds []Command) []any {
 	out := make([]any, len(cmds))
 	o := s.mu.obs.Load()
 	for i, c := range cmds {
-		taken := s.mu.lockApply(o)
+		tk := s.mu.lockApply(o)
 		out[i] = s.applyEntry(o, indexes[i], c)
-		s.mu.unlockApply(o, taken, 1)
+		s.mu.unlockApply(o, tk, 1)
 		if s.betweenEntries != nil && i < len(cmds)-1 {
 			s.betweenEntries(i)
 		}
