@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -100,18 +101,33 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			res["sched_round_cpu_p99_ms"] = *rd.CPUP99Ms
 		}
 		if lw := rd.LockWait; lw != nil {
-			res["sched_round_lock_wait_p99_ms"] = lw.RoundP99Ms
-			res["sched_round_lock_wait_max_ms"] = lw.RoundMaxMs
-			res["state_read_wait_p99_ms"] = lw.OtherP99Ms
-			res["state_read_wait_max_ms"] = lw.OtherMaxMs
-			res["apply_hold_p99_ms"] = lw.HoldP99Ms
-			res["apply_hold_max_ms"] = lw.HoldMaxMs
-			res["apply_hold_cpu_p99_ms"] = lw.HoldCPUP99Ms
-			res["apply_hold_cpu_max_ms"] = lw.HoldCPUMaxMs
-			res["apply_wait_p99_ms"] = lw.ApplyWaitP99Ms
-			res["apply_wait_max_ms"] = lw.ApplyWaitMaxMs
-			res["apply_entry_p99_ms"] = lw.EntryP99Ms
-			res["apply_entry_max_ms"] = lw.EntryMaxMs
+			// A time above the histograms' last bucket is +Inf, which
+			// JSON cannot carry: it prints as null.
+			fin := func(v float64) any {
+				if math.IsInf(v, 0) {
+					return nil
+				}
+				return v
+			}
+			fins := func(m map[string]float64) map[string]any {
+				out := map[string]any{}
+				for k, v := range m {
+					out[k] = fin(v)
+				}
+				return out
+			}
+			res["sched_round_lock_wait_p99_ms"] = fin(lw.RoundP99Ms)
+			res["sched_round_lock_wait_max_ms"] = fin(lw.RoundMaxMs)
+			res["state_read_wait_p99_ms"] = fin(lw.OtherP99Ms)
+			res["state_read_wait_max_ms"] = fin(lw.OtherMaxMs)
+			res["apply_hold_p99_ms"] = fin(lw.HoldP99Ms)
+			res["apply_hold_max_ms"] = fin(lw.HoldMaxMs)
+			res["apply_hold_cpu_p99_ms"] = fin(lw.HoldCPUP99Ms)
+			res["apply_hold_cpu_max_ms"] = fin(lw.HoldCPUMaxMs)
+			res["apply_wait_p99_ms"] = fin(lw.ApplyWaitP99Ms)
+			res["apply_wait_max_ms"] = fin(lw.ApplyWaitMaxMs)
+			res["apply_entry_p99_ms"] = fins(lw.EntryP99Ms)
+			res["apply_entry_max_ms"] = fins(lw.EntryMaxMs)
 		}
 	}
 	if r.Retained != nil {
