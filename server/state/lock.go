@@ -22,9 +22,9 @@ type LockObserver struct {
 	// CPU, optional, returns the CPU time the calling thread has used.
 	CPU func() time.Duration
 	// Held: apply held the write lock for d, through n log entries,
-	// using cpu of its thread's CPU time meanwhile (0 without CPU; apply
-	// neither blocks nor sleeps, so its goroutine seldom changes threads
-	// inside a hold, and where it did cpu is off).
+	// using cpu of its thread's CPU time meanwhile (0 without CPU; the
+	// caller keeps apply's goroutine on its thread, or cpu counts other
+	// goroutines' time).
 	Held func(d, cpu time.Duration, n int)
 	// Entry: applying one log entry of type t took d.
 	Entry func(t CommandType, d time.Duration)
