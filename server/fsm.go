@@ -60,8 +60,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		pos = append(pos, i)
 	}
 	if len(cmds) > 0 {
-		// The state takes its lock per entry: readers get in between
-		// any two. The goroutine stays on its OS thread meanwhile, so
+		// The state holds its lock for a bounded amount of work at a
+		// time: readers get in between. The goroutine stays on its OS thread meanwhile, so
 		// the thread's CPU clock measures what each hold of the lock
 		// cost (drover_state_apply_hold_cpu_seconds).
 		runtime.LockOSThread()

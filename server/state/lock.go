@@ -32,8 +32,8 @@ type LockObserver struct {
 
 // stateLock is the state's RWMutex, measured when an observer is set.
 // Readers (the scheduling round's view, worker syncs, API reads,
-// snapshots) take it shared; apply takes it for one log entry at a time
-// (ApplyBatch), so no reader waits behind more than one entry.
+// snapshots) take it shared; apply takes it for a bounded amount of work
+// at a time (ApplyBatch), so no reader waits behind a long batch.
 type stateLock struct {
 	mu  sync.RWMutex
 	obs atomic.Pointer[LockObserver]

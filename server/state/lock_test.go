@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,62 +19,91 @@ func userCommands(n int) ([]uint64, []Command) {
 	return idx, cmds
 }
 
-// TestReadersGetInBetweenEntries: a batch of log entries does not hold
-// the state's lock from one entry to the next, so a reader (a snapshot
-// here, the largest reader) runs between any two and sees the state the
-// log passes through there. The seam between entries holds the batch
-// open until the reader has finished: were the lock held across entries,
-// TryRLock would fail and the reader would block the batch for good.
-func TestReadersGetInBetweenEntries(t *testing.T) {
+// eventCommands returns a bootstrap and n entries of k worker events
+// each (stale ones: apply looks at each and ignores it), at indexes
+// 1..n+1.
+func eventCommands(n, k int) ([]uint64, []Command) {
+	idx := []uint64{1}
+	cmds := []Command{&Bootstrap{Now: 1, Admin: "root", TokenHash: "h-root", DefaultProject: "default"}}
+	for i := range n {
+		idx = append(idx, uint64(i+2))
+		cmds = append(cmds, &Events{Now: 2, Events: make([]Event, k)})
+	}
+	return idx, cmds
+}
+
+// TestReadersGetInBetweenHolds: a batch of large log entries does not
+// hold the state's lock from the first to the last, so a reader (a
+// snapshot here, the largest reader) runs between holds and sees the
+// state the log passes through there. The seam between holds keeps the
+// batch open until the reader has finished: were the lock held across
+// the batch, TryRLock would fail and the reader would block it for good.
+func TestReadersGetInBetweenHolds(t *testing.T) {
 	s := New()
-	idx, cmds := userCommands(63)
-	reads := 0
-	s.betweenEntries = func(i int) {
+	idx, cmds := eventCommands(63, 1000) // 4 entries a hold
+	var at []int
+	s.betweenHolds = func(i int) {
 		if !s.mu.mu.TryRLock() {
-			t.Fatalf("after entry %d of %d the write lock is still held", i, len(cmds))
+			t.Fatalf("before entry %d of %d the write lock is still held", i, len(cmds))
 		}
 		s.mu.mu.RUnlock()
 		got := make(chan uint64)
 		go func() { got <- s.Snapshot().Index() }()
-		if at := <-got; at != idx[i] {
-			t.Errorf("a read between entries %d and %d saw index %d, want %d", i, i+1, at, idx[i])
+		if seen := <-got; seen != idx[i-1] {
+			t.Errorf("a read before entry %d saw index %d, want %d", i, seen, idx[i-1])
 		}
-		reads++
+		at = append(at, i)
 	}
-	for k, r := range s.ApplyBatch(idx, cmds) {
-		if err, ok := r.(*ApplyError); ok {
-			t.Fatalf("entry %d: %v", k, err)
-		}
+	s.ApplyBatch(idx, cmds)
+	// 4 × 1,001 of work fit in a hold of 4,096 (the first hold has the
+	// bootstrap too), a fifth does not.
+	want := []int{5}
+	for i := 9; i < len(cmds); i += 4 {
+		want = append(want, i)
 	}
-	if reads != len(cmds)-1 {
-		t.Fatalf("%d reads between %d entries, want %d", reads, len(cmds), len(cmds)-1)
+	if !slices.Equal(at, want) {
+		t.Fatalf("readers got in before entries %v, want %v", at, want)
 	}
 	if s.Index() != idx[len(idx)-1] {
 		t.Fatalf("index %d after the batch, want %d", s.Index(), idx[len(idx)-1])
 	}
 }
 
-// TestApplyHoldsTheLockPerEntry: the lock observer hears one hold per
-// entry, each through exactly one entry, and one timing per entry.
-func TestApplyHoldsTheLockPerEntry(t *testing.T) {
-	s := New()
-	var holds, entries, through int
-	s.SetLockObserver(&LockObserver{
-		Now:       time.Now,
-		ReadWait:  func(time.Duration) {},
-		WriteWait: func(time.Duration) {},
-		Held: func(_, _ time.Duration, n int) {
-			holds, through = holds+1, through+n
-			if n != 1 {
-				t.Errorf("a hold of the write lock went through %d entries", n)
+// TestApplyHoldsBoundedWork: the lock observer hears holds whose entries
+// carry at most holdWork between them, or one entry each: small entries
+// share a hold, a large one (or a commit, whose cost the state decides)
+// holds the lock alone, and every entry is timed.
+func TestApplyHoldsBoundedWork(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cmds  func() ([]uint64, []Command)
+		holds []int // entries in each hold
+	}{
+		{"small entries share a hold", func() ([]uint64, []Command) { return userCommands(63) }, []int{64}},
+		{"large entries four a hold", func() ([]uint64, []Command) { return eventCommands(8, 1000) }, []int{5, 4}},
+		{"entries above the bound each alone", func() ([]uint64, []Command) { return eventCommands(3, 5000) }, []int{1, 1, 1, 1}},
+		{"a commit alone", func() ([]uint64, []Command) {
+			idx, cmds := userCommands(2)
+			return append(idx, 4, 5), append(cmds, &CommitUpdate{Now: 3, Batch: 9, Update: 1}, &CreateUser{Now: 3, Name: "late", TokenHash: "h-late"})
+		}, []int{3, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			var holds []int
+			entries := 0
+			s.SetLockObserver(&LockObserver{
+				Now:       time.Now,
+				ReadWait:  func(time.Duration) {},
+				WriteWait: func(time.Duration) {},
+				Held:      func(_, _ time.Duration, n int) { holds = append(holds, n) },
+				Entry:     func(CommandType, time.Duration) { entries++ },
+			})
+			idx, cmds := tc.cmds()
+			s.ApplyBatch(idx, cmds)
+			if !slices.Equal(holds, tc.holds) || entries != len(cmds) {
+				t.Fatalf("%d entries: holds of %v entries, %d timed; want %v", len(cmds), holds, entries, tc.holds)
 			}
-		},
-		Entry: func(CommandType, time.Duration) { entries++ },
-	})
-	idx, cmds := userCommands(63)
-	s.ApplyBatch(idx, cmds)
-	if holds != len(cmds) || through != len(cmds) || entries != len(cmds) {
-		t.Fatalf("%d entries: %d holds through %d entries, %d entry timings; want one hold per entry", len(cmds), holds, through, entries)
+		})
 	}
 }
 

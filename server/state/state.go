@@ -106,8 +106,8 @@ type State struct {
 	projectTallies map[string]*Tally
 
 	hooks Hooks
-	// betweenEntries is a test's seam into ApplyBatch (see there).
-	betweenEntries func(i int)
+	// betweenHolds is a test's seam into ApplyBatch (see there).
+	betweenHolds func(i int)
 }
 
 // New returns an empty state.
@@ -161,29 +161,76 @@ func (s *State) Apply(index uint64, c Command) any {
 	return s.applyEntry(o, index, c)
 }
 
-// ApplyBatch applies several commands in order, each under the write lock
-// on its own. Raft hands over up to 64 entries at once (several
-// 10,000-job bunches while batches are submitted); holding the lock for
-// all of them stalled readers (the scheduling round, workers' syncs) for
-// up to 300 ms. Taken per entry, a reader waits behind at most one entry,
-// whose cost the limits on an entry bound (a request's body for a bunch
-// of jobs, the leader's MaxPlacements and MaxEventsPerEntry), with no
-// clock asked when to let go; an update's commit, whose cost grows with
-// the update, is the exception (docs/performance.md, issue 26). Every state between two entries is one the log passes
-// through, so readers may see it. betweenEntries, for tests, runs after
-// each entry but the last with the lock released.
+// ApplyBatch applies several commands in order. Raft hands over up to 64
+// entries at once (several 10,000-job bunches while batches are
+// submitted); holding the lock for all of them stalled readers (the
+// scheduling round, workers' syncs) for up to 300 ms. So the lock is held
+// for a bounded amount of work: entries are applied under one hold while
+// the work they carry (work: jobs, placements, events) stays within
+// holdWork, and an entry larger than that holds it alone. A reader waits
+// behind at most holdWork of work or one entry, whose cost the limits on
+// an entry bound (a request's body for a bunch of jobs, the leader's
+// MaxPlacements and MaxEventsPerEntry); an update's commit, whose cost
+// grows with the update, is the exception (docs/performance.md, issue
+// 26). Taking the lock for every entry instead made apply hand it over
+// to readers dozens of times a batch, and on a loaded machine wait for
+// each (measured there). No clock decides when to let go. Every state
+// between two entries is one the log passes through, so readers may see
+// it. betweenHolds, for tests, runs with the lock let go before the
+// entry at i.
 func (s *State) ApplyBatch(indexes []uint64, cmds []Command) []any {
 	out := make([]any, len(cmds))
 	o := s.mu.obs.Load()
-	for i, c := range cmds {
-		tk := s.mu.lockApply(o)
-		out[i] = s.applyEntry(o, indexes[i], c)
-		s.mu.unlockApply(o, tk, 1)
-		if s.betweenEntries != nil && i < len(cmds)-1 {
-			s.betweenEntries(i)
+	for i := 0; i < len(cmds); {
+		if i > 0 && s.betweenHolds != nil {
+			s.betweenHolds(i)
 		}
+		tk := s.mu.lockApply(o)
+		held, n := 0, 0
+		for ; i < len(cmds); i++ {
+			w := work(cmds[i])
+			if n > 0 && held+w > holdWork {
+				break
+			}
+			out[i] = s.applyEntry(o, indexes[i], cmds[i])
+			held, n = held+w, n+1
+		}
+		s.mu.unlockApply(o, tk, n)
 	}
 	return out
+}
+
+// holdWork is the work (see work) that apply does under one hold of the
+// state's lock, unless one entry carries more: about a millisecond of
+// CPU.
+const holdWork = 4096
+
+// work is what applying c costs in the units of holdWork: the jobs,
+// placed jobs or events it carries, plus one. A command whose cost
+// depends on the state rather than on its size (a commit makes its whole
+// update live, a cancellation or a retirement ends what is running,
+// forgetting batches drops them) counts as a whole hold, so it holds the
+// lock alone.
+func work(c Command) int {
+	switch c := c.(type) {
+	case *AddJobs:
+		return 1 + len(c.Jobs)
+	case *CreateBatch:
+		return 1 + len(c.Jobs)
+	case *CreateUpdate:
+		return 1 + len(c.Jobs)
+	case *Plan:
+		n := 1
+		for _, p := range c.Placements {
+			n += int(p.Count)
+		}
+		return n
+	case *Events:
+		return 1 + len(c.Events)
+	case *CommitUpdate, *CancelBatch, *ForgetBatches, *ExpireUpdates, *Retire, *ForgetInstances, *ApplyPlacement, *DeleteUser:
+		return holdWork
+	}
+	return 1
 }
 
 func (s *State) applyLocked(index uint64, c Command) any {
