@@ -26,6 +26,17 @@ const (
 	boltLogRewriteAfter = 32 << 20
 )
 
+// boltLogRemapAfter is how many bytes of entries are stored before the
+// file is opened again, uncopied, to let go of its memory map. BoltDB
+// reads its pages through the map, and appending an entry rewrites the
+// last leaf, the previous (large) entry in it: so every entry's pages are
+// touched through the map once and count in the server's resident set,
+// 60 MB in the middle of a million-job run (of a 715 MB peak, issue 26).
+// Opened afresh the map holds no touched page; the file's pages stay in
+// the kernel's page cache, which the kernel may reclaim. Reopening takes
+// a few milliseconds, every 16 MB written.
+const boltLogRemapAfter = 16 << 20
+
 // boltLog is the Raft log and stable store: a BoltDB file (raft-boltdb)
 // that is rewritten, compacted, once the server falls quiet after a busy
 // run.
@@ -51,8 +62,10 @@ type boltLog struct {
 	broken error // why store is nil: a rewrite could not open the file again
 
 	lastWrite atomic.Int64 // unix nanoseconds
-	written   atomic.Int64 // entry bytes stored since the file was opened
+	written   atomic.Int64 // entry bytes stored since the file was last rewritten
+	mapped    atomic.Int64 // entry bytes stored since the file was last opened
 	rewrites  atomic.Int64
+	remaps    atomic.Int64
 }
 
 // openBoltLog opens (or creates) the log store at path. A rewrite that a
@@ -107,6 +120,37 @@ func (l *boltLog) freeBytes() (n int64) {
 func (l *boltLog) wrote(n int) {
 	l.lastWrite.Store(l.now().UnixNano())
 	l.written.Add(int64(n))
+	l.mapped.Add(int64(n))
+}
+
+// Remaps counts the times the file was opened again to drop its map.
+func (l *boltLog) Remaps() int64 { return l.remaps.Load() }
+
+// remapIfDue opens the file again once remapAfter bytes of entries were
+// stored since it was opened (see boltLogRemapAfter).
+func (l *boltLog) remapIfDue(remapAfter int64) error {
+	if l.mapped.Load() < remapAfter {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.store == nil || l.mapped.Load() < remapAfter {
+		return nil
+	}
+	err := l.store.Close()
+	l.store = nil
+	if err != nil {
+		err = fmt.Errorf("close raft log %s to map it afresh: %w", l.path, err)
+	}
+	store, oerr := l.open()
+	if oerr != nil {
+		l.broken = oerr
+		return errors.Join(err, oerr)
+	}
+	l.store = store
+	l.mapped.Store(0)
+	l.remaps.Add(1)
+	return err
 }
 
 // use calls fn with the store, under the read lock.
@@ -141,7 +185,7 @@ func (l *boltLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log
 
 // StoreLogs implements raft.LogStore.
 func (l *boltLog) StoreLogs(logs []*raft.Log) error {
-	return l.use(func(s *raftboltdb.BoltStore) error {
+	err := l.use(func(s *raftboltdb.BoltStore) error {
 		n := 0
 		for _, e := range logs {
 			n += len(e.Data) + len(e.Extensions)
@@ -149,6 +193,15 @@ func (l *boltLog) StoreLogs(logs []*raft.Log) error {
 		l.wrote(n)
 		return s.StoreLogs(logs)
 	})
+	if err != nil {
+		return err
+	}
+	// The entries are stored: a failure to open the file again is the
+	// next call's (the store is closed then, and says why).
+	if err := l.remapIfDue(boltLogRemapAfter); err != nil {
+		l.log.Error("map the raft log afresh", "path", l.path, "err", err)
+	}
+	return nil
 }
 
 // DeleteRange implements raft.LogStore.
@@ -223,6 +276,7 @@ func (l *boltLog) rewriteIfQuiet(quiet time.Duration, minBytes int64) (bool, err
 		return false, errors.Join(rerr, err)
 	}
 	l.store = store
+	l.mapped.Store(0)
 	// After a failed copy too: the next try waits for as much again.
 	l.written.Store(0)
 	if rerr != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,74 @@ func TestBoltLogFailedRewriteKeepsTheLog(t *testing.T) {
 	}
 	if last, _ := l2.LastIndex(); last != 257 {
 		t.Fatalf("last index %d, want 257", last)
+	}
+}
+
+// mappedKB is the resident part of this process's memory maps of path
+// (kB), from /proc/self/smaps.
+func mappedKB(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	kb, in := 0, false
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = len(f) >= 6 && f[5] == path
+			continue
+		}
+		if in && len(f) >= 2 && f[0] == "Rss:" {
+			n, _ := strconv.Atoi(f[1])
+			kb += n
+		}
+	}
+	return kb
+}
+
+// TestBoltLogRemapLetsGoOfTouchedPages: reading entries back (as the
+// leader does to send them to a follower behind, or a follower to apply
+// what its cache no longer holds) touches the file's pages through
+// BoltDB's map, where they count in the server's resident set; once
+// boltLogRemapAfter bytes were stored the file is opened again and the
+// map holds almost nothing, every entry still there.
+func TestBoltLogRemapLetsGoOfTouchedPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	l, err := openBoltLog(path, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const size = 64 << 10
+	n := boltLogRemapAfter/size - 8 // just under the bound
+	fillBoltLog(t, l, n, size)
+	for i := 1; i <= n; i++ {
+		var e raft.Log
+		if err := l.GetLog(uint64(i), &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touched := mappedKB(t, path)
+	if l.Remaps() != 0 || touched < n*size/2>>10 {
+		t.Fatalf("%d MiB stored: %d remaps, %d kB of the map resident (want none, and megabytes)", n*size>>20, l.Remaps(), touched)
+	}
+	// Past the bound the next store maps the file afresh.
+	if err := l.StoreLogs([]*raft.Log{{Index: uint64(n + 1), Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{1}, 9*size)}}); err != nil {
+		t.Fatal(err)
+	}
+	after := mappedKB(t, path)
+	t.Logf("resident map of the raft log: %d kB before, %d kB after mapping it afresh", touched, after)
+	if l.Remaps() != 1 || after > touched/8 {
+		t.Fatalf("past the bound: %d remaps, %d kB of the map resident (was %d)", l.Remaps(), after, touched)
+	}
+	for i := 1; i <= n; i++ {
+		var e raft.Log
+		if err := l.GetLog(uint64(i), &e); err != nil || len(e.Data) != size || e.Data[0] != byte(i-1) {
+			t.Fatalf("entry %d after the remap: %v (%d bytes)", i, err, len(e.Data))
+		}
+	}
+	if v, err := l.GetUint64([]byte("CurrentTerm")); err != nil || v != 7 {
+		t.Fatalf("stable key after the remap: %d %v", v, err)
 	}
 }
