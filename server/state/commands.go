@@ -438,6 +438,12 @@ func Encode(c Command) ([]byte, error) {
 	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(c); err != nil {
 		return nil, fmt.Errorf("encode %s command: %w", c.Type(), err)
 	}
+	// Raft keeps the entry (in flight, then in its log cache) as long as
+	// it is recent: the buffer's growth room, up to as much again as the
+	// entry, would stay with it.
+	if b := buf.Bytes(); cap(b)-len(b) > len(b)/8 {
+		return bytes.Clone(b), nil
+	}
 	return buf.Bytes(), nil
 }
 
