@@ -61,9 +61,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	if len(cmds) > 0 {
 		// The state holds its lock for a bounded amount of work at a
-		// time: readers get in between. The goroutine stays on its OS thread meanwhile, so
-		// the thread's CPU clock measures what each hold of the lock
-		// cost (drover_state_apply_hold_cpu_seconds).
+		// time: readers get in between. The goroutine stays on its OS
+		// thread meanwhile, so the thread's CPU clock measures what each
+		// hold of the lock cost (drover_state_apply_hold_cpu_seconds).
 		runtime.LockOSThread()
 		res := f.state.ApplyBatch(idx, cmds)
 		runtime.UnlockOSThread()

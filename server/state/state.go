@@ -172,9 +172,10 @@ func (s *State) Apply(index uint64, c Command) any {
 // an entry bound (a request's body for a bunch of jobs, the leader's
 // MaxPlacements and MaxEventsPerEntry); an update's commit, whose cost
 // grows with the update, is the exception (docs/performance.md, issue
-// 26). Taking the lock for every entry instead made apply hand it over
-// to readers dozens of times a batch, and on a loaded machine wait for
-// each (measured there). No clock decides when to let go. Every state
+// 26). Taking the lock for every entry instead hands it over up to 64
+// times a batch where a submission's small entries need not, each time
+// perhaps to a reader that waits for a core. No clock decides when to
+// let go. Every state
 // between two entries is one the log passes through, so readers may see
 // it. betweenHolds, for tests, runs with the lock let go before the
 // entry at i.
