@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -229,6 +230,14 @@ type Config struct {
 	// (in-process clusters): it tells the API where the other servers'
 	// APIs are, for forwarding to the leader. Ignored with GossipAddr.
 	Members httpapi.Members
+
+	// ExportHook, when set, is called at each ExportStage of the leader's
+	// history export, and the exporter waits for it to return: a test
+	// orders an outage of the history store against the export with it
+	// (TestMySQLExportSurvivesOutage) instead of racing the exporter with
+	// polls. A hook that blocks must return when ctx ends (the server
+	// lost leadership or stops). Nil, the default, in production.
+	ExportHook func(ctx context.Context, ev ExportEvent)
 
 	// Autoscale connects the autoscaler to the providers that make
 	// machines (nil: it does not run; declare it enabled in the

@@ -163,9 +163,11 @@ func (s *Server) runExporter(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
+		s.exportHook(ctx, ExportEvent{Stage: ExportRoundStart})
 		err := s.exportOnce(ctx, pace)
 		switch {
 		case ctx.Err() != nil:
+			s.exportHook(ctx, ExportEvent{Stage: ExportRoundDone, Err: ctx.Err()})
 			return
 		case err != nil:
 			s.history.failed(err)
@@ -175,6 +177,7 @@ func (s *Server) runExporter(ctx context.Context) {
 		default:
 			wait = s.cfg.ExportInterval
 		}
+		s.exportHook(ctx, ExportEvent{Stage: ExportRoundDone, Err: err})
 	}
 }
 
@@ -353,6 +356,12 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	if changed {
 		return false, nil
 	}
+	// The reader stops without an error when ctx ends (leadership lost):
+	// the jobs may be partly stored, and the batch row must not follow.
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.exportHook(ctx, ExportEvent{Stage: ExportJobsStored, Batch: it.Batch})
 	var ledger []history.LedgerRow
 	for day, cost := range hdr.Daily {
 		ledger = append(ledger, history.LedgerRow{BillingProject: hdr.Batch.BillingProject, Day: day, User: hdr.Batch.User, Batch: it.Batch, Cost: cost})

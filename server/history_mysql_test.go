@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +32,10 @@ func (l testDriverLog) Print(v ...any) { l.t.Log(append([]any{"mysql driver:"}, 
 // the new leader catches up, and every batch ends up stored exactly once
 // (one batch row, each job once, one write of each batch over all the
 // servers) and readable through every server after it left memory.
+//
+// The export is ordered against the outage through Config.ExportHook (an
+// exportTap), not by polling the store: on a loaded machine a poll missed
+// the half-written moment, and the exporter's backoff outlasted the wait.
 func TestMySQLExportSurvivesOutage(t *testing.T) {
 	db, err := mariadbtest.Start(t.TempDir())
 	if err != nil {
@@ -40,15 +47,18 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c, err := NewTestCluster(ctx, t.TempDir(), 3, ClusterOptions{Logger: testLogger(t), Configure: func(_ int, cfg *Config) {
+	tap := newExportTap()
+	c, err := NewTestCluster(ctx, t.TempDir(), 3, ClusterOptions{Logger: testLogger(t), Configure: func(i int, cfg *Config) {
 		cfg.HistoryDSN = dsn
 		cfg.Retention = 200 * time.Millisecond
 		cfg.MaxQueuedJobsPerUser = 0
+		cfg.ExportHook = tap.hook(i)
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Shutdown()
+	defer tap.releaseAll() // a failed test must not leave an exporter held
 	admin := api.NewClient(c.HTTPAddrs(), c.Token)
 	// The highest price, so even instant jobs cost something.
 	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: 1e6 * money.DollarPerHour}}); err != nil {
@@ -84,7 +94,7 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		early = append(early, submit(500))
 	}
-	waitUntil(t, "the first batches to leave memory", 60*time.Second, func() bool {
+	waitUntil(t, "the first batches to leave memory", 3*time.Minute, func() bool {
 		for _, id := range early {
 			if !gone(id) {
 				return false
@@ -93,8 +103,9 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		return true
 	})
 
-	// Phase 2: big batches; kill mariadbd once one of them is half
-	// written (job rows stored, the batch row not yet).
+	// Phase 2: big batches. From now on the exporter stops at every
+	// batch whose jobs are stored and whose batch row is not: mariadbd
+	// is killed while the first of them is held there, half written.
 	probeCfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -108,32 +119,49 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 	}
 	probe := sql.OpenDB(probeConn)
 	defer probe.Close()
+	tap.holdStored()
 	var late []int64
 	for i := 0; i < 3; i++ {
-		late = append(late, submit(40000))
+		late = append(late, submit(bigBatch))
 	}
-	halfWritten := func() (int64, bool) {
+	half := tap.waitHalf(t, 5*time.Minute, func() string {
+		var b strings.Builder
 		for _, id := range late {
-			var jobs, batches int
-			if err := probe.QueryRow("SELECT (SELECT COUNT(*) FROM jobs WHERE batch_id = ?), (SELECT COUNT(*) FROM batches WHERE id = ?)", id, id).Scan(&jobs, &batches); err != nil {
-				t.Fatal(err)
-			}
-			if jobs > 0 && batches == 0 {
-				return id, true
-			}
+			got, err := admin.GetBatch(ctx, id)
+			fmt.Fprintf(&b, "batch %d: %+v %v; ", id, got, err)
 		}
-		return 0, false
-	}
-	var cut int64
-	waitUntil(t, "an export to be half written", 60*time.Second, func() bool {
-		var ok bool
-		cut, ok = halfWritten()
-		return ok
+		if l := c.Leader(); l != nil {
+			fmt.Fprintf(&b, "leader %s history %+v", l.ID(), l.history.Status())
+		}
+		return b.String()
 	})
+	cut := int64(half.batch)
+	t.Logf("%s server %d holds batch %d half written", time.Now().Format(time.TimeOnly), half.server, cut)
+	if sizes[cut] != bigBatch {
+		t.Fatalf("batch %d (not one of the big batches %v) was exported after the first ones left memory", cut, late)
+	}
+	var jobs, batches int64
+	if err := probe.QueryRow("SELECT (SELECT COUNT(*) FROM jobs WHERE batch_id = ?), (SELECT COUNT(*) FROM batches WHERE id = ?)", cut, cut).Scan(&jobs, &batches); err != nil {
+		t.Fatal(err)
+	}
+	if jobs != sizes[cut] || batches != 0 {
+		t.Fatalf("batch %d held half written is stored as %d job rows and %d batch rows, want %d and 0", cut, jobs, batches, sizes[cut])
+	}
+	// Rounds after this one wait until every batch is complete, so the
+	// next round sees them all waiting.
+	tap.holdRounds()
 	db.Kill()
-	t.Logf("killed mariadbd while batch %d was half written", cut)
+	t.Logf("killed mariadbd while batch %d was half written (%d job rows, no batch row)", cut, jobs)
+	mark := tap.mark()
+	tap.releaseStored()
+	failed := tap.waitRoundEnd(t, "the round that held the half-written batch to end", 2*time.Minute, func(e roundEnd) bool {
+		return e.server == half.server && e.seq >= mark
+	})
+	if failed.err == nil {
+		t.Fatalf("the round that held batch %d half written ended without an error after mariadbd was killed", cut)
+	}
 	more := submit(300) // submitted and run while MariaDB is down
-	waitUntil(t, "every batch to complete while MariaDB is down", 60*time.Second, func() bool {
+	waitUntil(t, "every batch to complete while MariaDB is down", 3*time.Minute, func() bool {
 		for _, id := range append(late, more) {
 			b, err := admin.GetBatch(ctx, id)
 			if err != nil || b.State != api.BatchComplete {
@@ -142,12 +170,19 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		}
 		return true
 	})
-	old := c.Leader()
-	waitUntil(t, "the outage to show in the status", 30*time.Second, func() bool {
-		st, err := api.NewClient("http://"+old.HTTPAddr(), c.Token).Leader(ctx)
-		return err == nil && st.History != nil && !st.History.Up && st.History.Error != "" && st.History.DownSince != nil && st.History.WaitingBatches >= 2
+	t.Logf("%s every batch is complete", time.Now().Format(time.TimeOnly))
+	gen := tap.releaseRounds()
+	down := tap.waitRoundEnd(t, "a round that saw every batch complete", 2*time.Minute, func(e roundEnd) bool {
+		return e.gen == gen && !errors.Is(e.err, context.Canceled)
 	})
-	if got := metricValue(t, old, "drover_history_up"); got != 0 {
+	if down.err == nil {
+		t.Fatal("an export round succeeded while mariadbd was down")
+	}
+	exporter := c.Servers[down.server]
+	if st := exporter.history.Status(); st.Up || st.Error == "" || st.DownSince == nil || st.WaitingBatches < 2 {
+		t.Fatalf("history status after a failed round during the outage: %+v", st)
+	}
+	if got := metricValue(t, exporter, "drover_history_up"); got != 0 {
 		t.Fatalf("drover_history_up is %v during the outage", got)
 	}
 	// A report by batch says what it lacks; by day it is whole.
@@ -158,11 +193,28 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		t.Fatalf("cost by day while MariaDB is down: %+v, %v", r, err)
 	}
 	// Move leadership while MariaDB is down: the next leader finishes.
-	if err := old.raft.raft.LeadershipTransfer().Error(); err != nil {
-		t.Fatal(err)
+	// (A loaded machine can move it on its own first: transfer from
+	// whichever server leads.)
+	var old *Server
+	waitUntil(t, "a leadership transfer", time.Minute, func() bool {
+		l := c.Leader()
+		if l == nil || l.raft.raft.LeadershipTransfer().Error() != nil {
+			return false
+		}
+		old = l
+		return true
+	})
+	waitUntil(t, "a new leader", time.Minute, func() bool { l := c.Leader(); return l != nil && l != old })
+	t.Logf("%s leadership moved from %s", time.Now().Format(time.TimeOnly), old.ID())
+	// The new leader runs rounds during the outage (the batches' retention
+	// has long passed): they fail, and nothing leaves memory.
+	mark = tap.mark()
+	next := tap.waitRoundEnd(t, "the new leader's round during the outage", 2*time.Minute, func(e roundEnd) bool {
+		return e.seq >= mark && c.Servers[e.server] != old && !errors.Is(e.err, context.Canceled)
+	})
+	if next.err == nil {
+		t.Fatalf("server %d's export round succeeded while mariadbd was down", next.server)
 	}
-	waitUntil(t, "a new leader", 20*time.Second, func() bool { l := c.Leader(); return l != nil && l != old })
-	time.Sleep(500 * time.Millisecond) // two retention windows: nothing may go
 	for _, id := range append(late, more) {
 		for _, s := range c.Servers {
 			if !s.State().HasBatch(uint64(id)) {
@@ -174,10 +226,19 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 	if err := db.Start(); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
+	t.Logf("%s mariadbd is back", restarted.Format(time.TimeOnly))
 	all := append(append(early, late...), more)
-	waitUntil(t, "every batch to leave memory after MariaDB came back", 120*time.Second, func() bool {
+	reported := false // where the catch-up stands, once, if it is about to time out
+	waitUntil(t, "every batch to leave memory after MariaDB came back", 5*time.Minute, func() bool {
 		for _, id := range all {
 			if !gone(id) {
+				if !reported && time.Since(restarted) > 290*time.Second {
+					reported = true
+					for i, s := range c.Servers {
+						t.Logf("server %d leads %v, holds batch %d: %v, history %+v", i, s.IsLeader(), id, s.State().HasBatch(uint64(id)), s.history.Status())
+					}
+				}
 				return false
 			}
 		}
@@ -207,8 +268,8 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		if err != nil || b.NSucceeded != sizes[cut] || b.State != api.BatchComplete {
 			t.Fatalf("server %d: batch %d: %+v, %v", i, cut, b, err)
 		}
-		page, err := cl.ListJobs(ctx, cut, "", 39990)
-		if err != nil || len(page.Jobs) != 10 || page.Jobs[9].JobID != 40000 || page.Jobs[9].State != api.JobSuccess {
+		page, err := cl.ListJobs(ctx, cut, "", bigBatch-10)
+		if err != nil || len(page.Jobs) != 10 || page.Jobs[9].JobID != bigBatch || page.Jobs[9].State != api.JobSuccess {
 			t.Fatalf("server %d: the last jobs of batch %d: %+v, %v", i, cut, page, err)
 		}
 		list, err := cl.ListBatches(ctx, "", 0)
@@ -227,8 +288,222 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 			t.Fatalf("server %d: cost by batch %+v (%v) against by day %+v", i, byBatch, err, byDay)
 		}
 	}
-	if st, _ := api.NewClient("http://"+c.Leader().HTTPAddr(), c.Token).Leader(ctx); st.History == nil || !st.History.Up || st.History.WaitingBatches != 0 {
-		t.Fatalf("history status after the catch-up: %+v", st.History)
+	// A round that started after every batch left memory finds none
+	// waiting.
+	mark = tap.mark()
+	after := tap.waitRoundEnd(t, "a round that started after the catch-up", 2*time.Minute, func(e roundEnd) bool {
+		return e.after >= mark && e.err == nil
+	})
+	if st := c.Servers[after.server].history.Status(); !st.Up || st.WaitingBatches != 0 {
+		t.Fatalf("history status after the catch-up: %+v", st)
+	}
+}
+
+// bigBatch is the size of the batches exported around the outage: each
+// is more than one export piece (exportChunk), and small enough that a
+// loaded machine under -race exports them in minutes.
+const bigBatch = 6000
+
+// exportTap is the test's end of Config.ExportHook: it holds the
+// exporters of every server at the stages the test names and records
+// the rounds they end, so the test orders the outage against the export.
+type exportTap struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at every event
+	// storedGate, when not nil, holds every exporter that has stored a
+	// batch's jobs until it is closed; half is the first batch held.
+	storedGate chan struct{}
+	half       *halfWritten
+	// roundGate holds exporters at the start of a round until it is
+	// closed; gen counts the gates, and each round remembers the gen it
+	// started under.
+	roundGate chan struct{}
+	gen       int
+	started   map[int][2]int // server → the gen its round started under, and len(ends) then
+	ends      []roundEnd
+}
+
+// halfWritten is a batch an exporter holds half written.
+type halfWritten struct {
+	server int
+	batch  uint64
+}
+
+// roundEnd is an export round that ended: on which server, under which
+// gate generation it started, how many rounds had ended when it started,
+// its place among all round ends, and its error.
+type roundEnd struct {
+	server, gen, after, seq int
+	err                     error
+}
+
+func newExportTap() *exportTap {
+	open := make(chan struct{})
+	close(open)
+	return &exportTap{changed: make(chan struct{}), roundGate: open, started: map[int][2]int{}}
+}
+
+// notify wakes the waiters; the caller holds mu.
+func (p *exportTap) notify() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// hook is server i's Config.ExportHook.
+func (p *exportTap) hook(i int) func(context.Context, ExportEvent) {
+	return func(ctx context.Context, ev ExportEvent) {
+		switch ev.Stage {
+		case ExportRoundStart:
+			p.mu.Lock()
+			gate, gen := p.roundGate, p.gen
+			p.mu.Unlock()
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+			p.mu.Lock()
+			p.started[i] = [2]int{gen, len(p.ends)}
+			p.mu.Unlock()
+		case ExportJobsStored:
+			p.mu.Lock()
+			gate := p.storedGate
+			if gate != nil && p.half == nil {
+				p.half = &halfWritten{server: i, batch: ev.Batch}
+				p.notify()
+			}
+			p.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+				}
+			}
+		case ExportRoundDone:
+			p.mu.Lock()
+			st := p.started[i]
+			p.ends = append(p.ends, roundEnd{server: i, gen: st[0], after: st[1], seq: len(p.ends), err: ev.Err})
+			p.notify()
+			p.mu.Unlock()
+		}
+	}
+}
+
+// holdStored makes exporters stop once they have stored a batch's jobs.
+func (p *exportTap) holdStored() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.storedGate = make(chan struct{})
+}
+
+// releaseStored lets held exporters write their batch rows, and lets
+// later batches pass.
+func (p *exportTap) releaseStored() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.storedGate != nil {
+		close(p.storedGate)
+		p.storedGate = nil
+	}
+}
+
+// holdRounds makes rounds wait at their start from now on.
+func (p *exportTap) holdRounds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.roundGate = make(chan struct{})
+	p.gen++
+}
+
+// mark is the seq the next round end gets.
+func (p *exportTap) mark() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ends)
+}
+
+// releaseRounds lets rounds start; it returns the generation of the
+// rounds it let start.
+func (p *exportTap) releaseRounds() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.roundGate)
+	return p.gen
+}
+
+// releaseAll lets every held exporter go.
+func (p *exportTap) releaseAll() {
+	p.releaseStored()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.roundGate:
+	default:
+		close(p.roundGate)
+	}
+}
+
+// waitHalf waits until an exporter holds a batch half written; state
+// says where things stand if it never does.
+func (p *exportTap) waitHalf(t *testing.T, limit time.Duration, state func() string) halfWritten {
+	t.Helper()
+	var h halfWritten
+	p.wait(t, "an exporter to hold a batch half written", limit, state, func() bool {
+		if p.half == nil {
+			return false
+		}
+		h = *p.half
+		return true
+	})
+	return h
+}
+
+// waitRoundEnd waits for a round end that ok accepts and returns it.
+func (p *exportTap) waitRoundEnd(t *testing.T, what string, limit time.Duration, ok func(roundEnd) bool) roundEnd {
+	t.Helper()
+	var found roundEnd
+	p.wait(t, what, limit, nil, func() bool {
+		for _, e := range p.ends {
+			if ok(e) {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// wait waits until cond (called with mu held) holds, woken by events; the
+// limit only bounds a test that went wrong, and state (if not nil) says
+// where things stand then.
+func (p *exportTap) wait(t *testing.T, what string, limit time.Duration, state func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		done := cond()
+		changed := p.changed
+		p.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			p.mu.Lock()
+			rounds := len(p.ends)
+			var last roundEnd
+			if rounds > 0 {
+				last = p.ends[rounds-1]
+			}
+			p.mu.Unlock()
+			where := ""
+			if state != nil {
+				where = state()
+			}
+			t.Fatalf("timed out after %s waiting for %s (%d export rounds ended, the last %+v) %s", limit, what, rounds, last, where)
+		}
 	}
 }
 
