@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/freeport"
 	"github.com/drover-sched/drover/internal/testcluster"
 )
 
@@ -418,7 +419,7 @@ func firstLine(b []byte) string {
 func TestServerConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	port := func() string {
-		addr, err := testcluster.FreePort("127.0.0.1")
+		addr, err := freeport.Addr("127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/freeport"
 )
 
 var droverBin string
@@ -61,14 +62,17 @@ func buildJobProgram(t *testing.T, pkg string) string {
 	return out
 }
 
+// freePort picks an address for a process that binds it later and must
+// find it again (a restart on the same address, an address a job is
+// told before its server listens): freeport's rule, the one every
+// harness uses.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // agent is a running `drover agent -dev`.
@@ -82,22 +86,36 @@ type agent struct {
 	done    chan struct{}
 }
 
+// startAgent starts a dev agent in dataDir (empty: a new one) serving at
+// addr. With addr empty the agent binds a port of the kernel's choice
+// itself and the harness reads it from <dataDir>/api.addr: no port is
+// picked and let go, so none can be taken before the agent binds it. A
+// test that restarts the agent on its address passes one (freePort).
 func startAgent(t *testing.T, dataDir, addr string, args ...string) *agent {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
 	if addr == "" {
-		addr = freePort(t)
+		addr = "127.0.0.1:0"
 	}
 	return startNode(t, dataDir, addr, append([]string{"agent", "-dev", "-data-dir", dataDir, "-http-addr", addr, "-log-level", "warn"}, args...))
 }
 
 // startNode runs drover with all (an agent, or a server alone that
 // bootstraps itself in dataDir and serves plain HTTP at addr) and waits
-// until its admin token works.
+// until its admin token works. An agent given port 0 says where it
+// listens in <dataDir>/api.addr.
 func startNode(t *testing.T, dataDir, addr string, all []string) *agent {
 	t.Helper()
+	addrFile := ""
+	if _, port, _ := net.SplitHostPort(addr); port == "0" {
+		// A restart in the same data dir must not read the last run's.
+		addrFile = filepath.Join(dataDir, "api.addr")
+		if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
 	logFile, err := os.CreateTemp(t.TempDir(), all[0]+"-*.log")
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +136,12 @@ func startNode(t *testing.T, dataDir, addr string, all []string) *agent {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if b, err := os.ReadFile(filepath.Join(dataDir, "root.token")); err == nil {
+		if addrFile != "" {
+			if b, err := os.ReadFile(addrFile); err == nil && strings.HasSuffix(string(b), "\n") {
+				a.addr, addrFile = strings.TrimSpace(string(b)), ""
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(dataDir, "root.token")); err == nil && addrFile == "" {
 			a.token = strings.TrimSpace(string(b))
 			if err := api.NewClient(a.addr, a.token).Health(context.Background()); err == nil {
 				break

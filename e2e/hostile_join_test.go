@@ -70,7 +70,14 @@ func TestHostileJoinToken(t *testing.T) {
 
 	// The machine's metadata server will listen here (on GCE,
 	// metadata.google.internal); the tenant's job is written knowing it.
-	metadataAddr := freePort(t)
+	// It is open from here on (served once the machine boots), so no
+	// other process can take its port in between.
+	metadata, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = metadata.Close() })
+	metadataAddr := metadata.Addr().String()
 	b, err := mallory.CreateBatch(ctx, &api.CreateBatchRequest{Name: "steal", BillingProject: "tenant", Jobs: []api.JobSpec{{JobID: 1,
 		Command: []string{attacker, "-metadata", "http://" + metadataAddr, "-api", c.HTTPAddrs()}, CPU: 1, Memory: 64 << 20, Network: api.NetworkHost}}})
 	if err != nil {
@@ -83,7 +90,7 @@ func TestHostileJoinToken(t *testing.T) {
 		}
 		return name != ""
 	})
-	m := bootMachine(t, fake, name, metadataAddr)
+	m := bootMachine(t, fake, name, metadata)
 	// An instance that is not the machine's worker is the job's.
 	intruder := func() *api.Instance {
 		insts, err := admin.ListInstances(ctx)
@@ -162,13 +169,10 @@ type machine struct {
 // bootMachine does what the machine does as it boots: serve its metadata,
 // and run its startup script: the files it fetches from the metadata
 // server, then the worker it starts (with the machine's paths moved into
-// the test's directories).
-func bootMachine(t *testing.T, fake *gcefake.Server, name, metadataAddr string) *machine {
+// the test's directories). The metadata server serves on l, which the
+// test opened when it told the job the address.
+func bootMachine(t *testing.T, fake *gcefake.Server, name string, l net.Listener) *machine {
 	t.Helper()
-	l, err := net.Listen("tcp", metadataAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	md := &http.Server{Handler: fake.MetadataServer(name), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = md.Serve(l) }()
 	t.Cleanup(func() { _ = md.Close() })

@@ -41,8 +41,10 @@ import (
 func TestHostileRaft(t *testing.T) {
 	attacker := buildJobProgram(t, "./internal/raftattack/cmd/raftattack")
 	t.Run("dev-agent", func(t *testing.T) {
-		a := startAgent(t, "", "", "-workers", "1")
-		httpAddr := strings.TrimPrefix(a.addr, "http://")
+		// It restarts on its address: one picked below the ephemeral
+		// range, which no outgoing connection takes while it is down.
+		httpAddr := freePort(t)
+		a := startAgent(t, "", httpAddr, "-workers", "1")
 		v := &raftVictim{
 			admin: a.client(),
 			pids:  func() []int { return []int{a.cmd.Process.Pid} },

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/freeport"
 	"github.com/drover-sched/drover/internal/testcluster"
 )
 
@@ -134,7 +135,7 @@ func TestTLSAutopilotMovesOnlyProvenServers(t *testing.T) {
 	restart := func(certName, certID string) {
 		t.Helper()
 		victim.Kill9()
-		addr, err := testcluster.FreePort(victim.IP)
+		addr, err := freeport.Addr(victim.IP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func TestSingleServerGrowsIntoTLSCluster(t *testing.T) {
 		ip := fmt.Sprintf("127.0.2.%d", i+1)
 		n := &node{id: fmt.Sprintf("s%d", i+1), data: filepath.Join(dir, fmt.Sprintf("s%d", i+1))}
 		for _, p := range []*string{&n.http, &n.raft, &n.gossip} {
-			addr, err := testcluster.FreePort(ip)
+			addr, err := freeport.Addr(ip)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/drover-sched/drover/internal/freeport"
 )
 
 // Server is a running mariadbd.
@@ -132,13 +134,19 @@ func (s *Server) DSN(db string) string {
 // Addr is the host:port mariadbd listens on (the same after a restart).
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
+// freePort picks mariadbd's port by freeport's rule: mariadbd binds it
+// at each start, a restart after Kill included, and a port of the
+// kernel's ephemeral range could meanwhile go to an outgoing connection.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr("127.0.0.1")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port for mariadbd: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 // CreateDatabase makes a database and returns its DSN.

@@ -9,19 +9,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/freeport"
 	"github.com/drover-sched/drover/internal/tlsutil"
 )
 
@@ -90,29 +89,9 @@ type Process struct {
 	Log  string
 }
 
-// FreePort returns a TCP address on ip that is free now, for TCP and UDP
-// (gossip listens on both). It is taken below the kernel's ephemeral
-// range (32768 up on Linux): a port the kernel handed out for a
-// listener on port 0 is also one it hands to outgoing connections, and
-// on a busy machine one of those took a picked port before the server
-// bound it.
-func FreePort(ip string) (string, error) {
-	for range 200 {
-		addr := net.JoinHostPort(ip, strconv.Itoa(20000+rand.IntN(12000)))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return addr, nil
-	}
-	return "", fmt.Errorf("find a free port on %s: 200 ports between 20000 and 32000 were taken", ip)
-}
+// FreePort is freeport.Addr (the one rule for ports a server binds
+// later), kept under this name for testcluster's callers.
+func FreePort(ip string) (string, error) { return freeport.Addr(ip) }
 
 // Start launches the servers (without waiting for a leader).
 func Start(opts Options) (*Cluster, error) {
