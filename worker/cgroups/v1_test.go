@@ -301,7 +301,7 @@ func TestV1KillEscapedSession(t *testing.T) {
 	// counts it until init reaps it.
 	_, s := v1Of(h)
 	var n int64
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		if n, err = s.pidsCurrent.readInt(); err != nil || n == 0 {
 			break
 		}
