@@ -193,9 +193,9 @@ func TestFaultFrozenLeader(t *testing.T) {
 	}()
 
 	var newLeader string
-	for deadline := time.Now().Add(10 * time.Second); newLeader == "" || newLeader == oldID; {
+	for deadline := time.Now().Add(time.Minute); newLeader == "" || newLeader == oldID; {
 		if time.Now().After(deadline) {
-			t.Fatal("no new leader while the old one was frozen")
+			t.Fatal("no new leader within a minute while the old one was frozen")
 		}
 		for _, s := range c.Servers {
 			if s != old {
