@@ -53,6 +53,11 @@ func TestMySQLExportSurvivesOutage(t *testing.T) {
 		cfg.Retention = 200 * time.Millisecond
 		cfg.MaxQueuedJobsPerUser = 0
 		cfg.ExportHook = tap.hook(i)
+		// Raft's defaults, not the test config's 200 ms: with -race on a
+		// loaded machine (load average 30) the short timeouts moved
+		// leadership about once a second, and each move starts the
+		// export of a batch over, so the catch-up never finished.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
 	}})
 	if err != nil {
 		t.Fatal(err)
