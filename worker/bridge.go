@@ -258,7 +258,7 @@ func unlockByte(f *os.File, i int) {
 // aside): a job block must overlap none of them.
 func hostPrefixes() ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := dumpAll(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("list the host's routes: %w", err)
 	}
@@ -270,7 +270,7 @@ func hostPrefixes() ([]netip.Prefix, error) {
 			out = append(out, p)
 		}
 	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := dumpAll(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("list the host's addresses: %w", err)
 	}
@@ -280,6 +280,26 @@ func hostPrefixes() ([]netip.Prefix, error) {
 		}
 	}
 	return out, nil
+}
+
+// dumpAttempts bounds how often a netlink dump is asked again when the
+// kernel says another change interrupted it.
+const dumpAttempts = 20
+
+// dumpAll runs a netlink dump until the kernel reports it complete. A dump
+// that another process's link, address or route change interrupts comes back
+// with netlink.ErrDumpInterrupted and results that may miss entries; on a
+// host where other workers and jobs' namespaces come and go, that is a
+// matter of timing, not a failure, so the dump is asked again.
+func dumpAll[T any](dump func() ([]T, error)) ([]T, error) {
+	var err error
+	for range dumpAttempts {
+		var out []T
+		if out, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return nil, fmt.Errorf("%w (asked %d times while the host's network kept changing)", err, dumpAttempts)
 }
 
 // prefixOf converts a net.IPNet.
@@ -305,7 +325,7 @@ func overlapsAny(p netip.Prefix, ps []netip.Prefix) bool {
 // defaultMTU is the MTU of the interface of the host's default route (the
 // way out), 1500 without one: jobs' packets must fit through it.
 func defaultMTU() (int, error) {
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := dumpAll(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return 0, fmt.Errorf("list the host's routes: %w", err)
 	}
@@ -633,7 +653,7 @@ func removeBridge(dev, table, vethPrefix string) error {
 			}
 		}
 	}
-	links, err := netlink.LinkList()
+	links, err := dumpAll(netlink.LinkList)
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("list links: %w", err))...)
 	}
