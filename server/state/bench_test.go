@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkApplyPlan applies a plan that places 10,000 jobs of a job array on
@@ -64,9 +65,18 @@ func benchApplyPlan(b *testing.B, rates []RateEntry) {
 // BenchmarkCommitUpdateMillion commits an update of 1,000,000 distinct jobs
 // (each its own spec, staged in bunches of 10,000), the largest entry
 // `bench sched -jobs 1000000` applies; the time per iteration is the
-// commit alone.
+// commit alone, hold-ms/op how long of it apply held the state's write
+// lock (what a reader could wait behind).
 func BenchmarkCommitUpdateMillion(b *testing.B) {
 	const n, bunch = 1_000_000, 10_000
+	var held time.Duration
+	obs := &LockObserver{
+		Now:       time.Now,
+		ReadWait:  func(time.Duration) {},
+		WriteWait: func(time.Duration) {},
+		Held:      func(d, _ time.Duration, _ int) { held += d },
+		Entry:     func(CommandType, time.Duration) {},
+	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		s := New()
@@ -82,9 +92,11 @@ func BenchmarkCommitUpdateMillion(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		s.SetLockObserver(obs)
 		b.StartTimer()
 		if err, ok := s.Apply(5, &CommitUpdate{Now: 2, Batch: cb.Batch, Update: u.Update}).(*ApplyError); ok {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(held.Microseconds())/1e3/float64(b.N), "hold-ms/op")
 }
