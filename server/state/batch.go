@@ -539,8 +539,11 @@ func (s *State) commit(b *Batch, u *update, entries []absEntry, now int64) {
 	b.tally(Tally{OpenUpdates: -1})
 	u.Committed = true
 	b.setLive()
+	// A group cancelled here releases those of the update that wait for
+	// it (finishSpan): when the walk reaches one, it waits for nothing but
+	// its jobs are no longer Pending, and it is not released again.
 	for _, g := range newGroups {
-		if g.pending == 0 && s.releaseGroup(b, g, now) {
+		if g.pending == 0 && b.jobs[g.first-1].state == Pending && s.releaseGroup(b, g, now) {
 			s.finishSpan(b, g.first, g.first+g.count-1, true, now)
 		}
 	}

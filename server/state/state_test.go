@@ -625,3 +625,29 @@ func TestAnonymousAuditKeptApart(t *testing.T) {
 func nCompleted(r BatchRecord) int64 {
 	return r.Count(Success) + r.Count(Failed) + r.Count(Cancelled) + r.Count(Error)
 }
+
+// TestCommitReleasesEachGroupOnce: a commit cancels a group whose batch
+// parent failed, and that releases a later group of the same update that
+// waits for it; the commit's walk over the groups that waited for
+// nothing must not release that one again (it counted cancelled jobs
+// twice, and queued an always_run one twice).
+func TestCommitReleasesEachGroupOnce(t *testing.T) {
+	h := newHarness(t)
+	w := h.Activate("w", 8, 16)
+	b := h.CreateBatch(entry(1, 1, spec("fails", 1)))
+	h.RunAll([]uint32{w}, func(uint64, uint32) Outcome { return OutcomeFailed })
+	always := spec("cleanup", 1)
+	always.AlwaysRun = true
+	h.Must(&CreateUpdate{Now: h.Tick(), Batch: b, User: "root", Jobs: []JobEntry{
+		{First: 1, Count: 1, Spec: spec("child", 1), BatchParents: []Range{{1, 1}}},
+		entry(2, 1, spec("grandchild", 1), Range{1, 1}),
+		entry(3, 1, always, Range{2, 2}),
+	}}) // the harness checks the counts and the ready queue
+	want := map[uint32]JobState{2: Cancelled, 3: Cancelled, 4: Ready}
+	for j, st := range want {
+		if got := h.JobState(b, j); got != st {
+			t.Errorf("job %d is %s, want %s", j, got, st)
+		}
+	}
+	h.Restored()
+}
