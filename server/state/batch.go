@@ -332,34 +332,128 @@ func (u *update) covers(entries []JobEntry) bool {
 	return true
 }
 
-func (s *State) applyCommitUpdate(c *CommitUpdate) any {
+// prepareCommitUpdate applies a CommitUpdate at index without the
+// state's lock and returns what makes it visible, to run with the write
+// lock held. A commit's cost grows with its update (a million jobs:
+// groups, dependency ranges, the jobs' new states, the ready queue), so
+// it is done on a private copy of the batch (commitScratch) that readers
+// cannot reach: apply is the state's only writer, so it may read the
+// state unlocked, and readers never write. The returned func publishes
+// the copy at once (a few fields and counters), so a reader sees the whole
+// commit or none of it, and waits for the publication alone. The result
+// is the same as committing in place: the same code runs on the copy.
+func (s *State) prepareCommitUpdate(index uint64, c *CommitUpdate) func() any {
 	b, ok := s.batches[c.Batch]
 	if !ok {
-		return errorf(ErrNotFound, "batch %d does not exist", c.Batch)
+		return result(errorf(ErrNotFound, "batch %d does not exist", c.Batch))
 	}
 	u, err := b.updateByID(c.Update)
 	if err != nil {
-		return err
+		return result(err)
 	}
 	res := &UpdateResult{Batch: b.ID, Update: u.ID, Start: u.Start, N: u.N, Committed: true}
 	if u.Committed {
-		return res
+		return result(res)
 	}
 	if b.Cancelled {
-		return errorf(ErrConflict, "batch %d is cancelled and takes no more updates", b.ID)
+		return result(errorf(ErrConflict, "batch %d is cancelled and takes no more updates", b.ID))
 	}
 	if u.Discarded {
-		return u.discardedError(b)
+		return result(u.discardedError(b))
 	}
 	if u.nStaged != u.N {
-		return errorf(ErrInvalid, "update %d of batch %d has %d of its %d jobs; post the rest before committing", u.ID, b.ID, u.nStaged, u.N)
+		return result(errorf(ErrInvalid, "update %d of batch %d has %d of its %d jobs; post the rest before committing", u.ID, b.ID, u.nStaged, u.N))
 	}
 	entries, err := s.prepareCommit(b, u)
 	if err != nil {
-		return err
+		return result(err)
 	}
-	s.commit(b, u, entries, c.Now)
-	return res
+	sc := s.commitScratch(index, b, u)
+	sc.st.commit(sc.b, sc.u, entries, c.Now)
+	if s.preparing != nil {
+		s.preparing()
+	}
+	return func() any {
+		s.publishCommit(b, u, sc)
+		return res
+	}
+}
+
+// result returns a func that returns r: a command decided while preparing.
+func result(r any) func() any { return func() any { return r } }
+
+// scratch is a commit made on copies: st stands in for the State (its
+// index, its Transition hook, and zeroed counters that collect what the
+// commit adds to the state's), b and u for the batch and the update.
+type scratch struct {
+	st   *State
+	b    *Batch
+	u    *update
+	work bool // the commit made jobs Ready
+	tot  totals
+	// userTally and projectTally collect what the batch adds to its
+	// owner's and its project's.
+	userTally, projectTally Tally
+}
+
+// commitScratch copies b and u for a commit at index that readers of b
+// do not see: the batch's fields by value, and its slices so that
+// anything the commit writes lands in new arrays (an append past a slice
+// clipped to its length allocates; the sorted indexes of its ranges are
+// sorted in place, so they are copied, and so are its jobs when the
+// update's IDs lie inside them, an update committed after a later one).
+// The counters it shares with the state point into the scratch.
+func (s *State) commitScratch(index uint64, b *Batch, u *update) *scratch {
+	sc := &scratch{}
+	sc.st = &State{index: index, sched: map[string]*userSched{}, hooks: Hooks{
+		Transition: s.hooks.Transition,
+		Work:       func() { sc.work = true },
+	}}
+	nb := *b
+	nb.jobs = slices.Clip(b.jobs)
+	if int(u.Start) <= len(b.jobs) {
+		nb.jobs = slices.Clone(b.jobs)
+	}
+	nb.groups = slices.Clip(b.groups)
+	nb.ranges = slices.Clip(b.ranges)
+	nb.points = slices.Clone(b.points)
+	nb.spans = slices.Clone(b.spans)
+	nb.spanMaxHi = slices.Clone(b.spanMaxHi)
+	nb.ready.runs = slices.Clip(b.ready.runs)
+	nb.tot, nb.userTally, nb.projectTally = &sc.tot, &sc.userTally, &sc.projectTally
+	nu := *u
+	sc.b, sc.u = &nb, &nu
+	return sc
+}
+
+// publishCommit makes a commit prepared in sc the state's, with the
+// write lock held: the batch and the update take the copies' values,
+// the state's counters what the commit added to them.
+func (s *State) publishCommit(b *Batch, u *update, sc *scratch) {
+	nb := sc.b
+	nb.tot, nb.userTally, nb.projectTally = b.tot, b.userTally, b.projectTally
+	*b = *nb
+	*u = *sc.u
+	if b.tot != nil {
+		for st, n := range sc.tot.jobs {
+			b.tot.jobs[st] += n
+		}
+		b.tot.live += sc.tot.live
+	}
+	b.userTally.add(sc.userTally)
+	b.projectTally.add(sc.projectTally)
+	s.held.Groups += sc.st.held.Groups
+	if d := sc.st.sched[b.User]; d != nil {
+		us := s.userSched(b.User)
+		us.readyMilli += d.readyMilli
+		us.readyJobs += d.readyJobs
+		if len(d.active) > 0 {
+			us.addActive(b)
+		}
+	}
+	if sc.work {
+		s.notifyWork()
+	}
 }
 
 // absEntry is a staged entry as a commit sees it: absolute job IDs,

@@ -107,6 +107,52 @@ func (l *stateLock) unlockApply(o *LockObserver, tk taken, n int) {
 	l.mu.Unlock()
 }
 
+// prepared is an entry applied without the lock but not yet visible.
+type prepared struct {
+	// publish makes it visible, with the write lock held, and returns
+	// the entry's result.
+	publish func() any
+	took    time.Duration // preparing it, on o's clock
+}
+
+// prepare does the part of applying c at index that readers cannot see,
+// without the lock, and returns the rest; nil for an entry applied
+// wholly under the lock. Apply is the state's only writer, so it may read
+// the state unlocked (readers never write); what it builds no reader can
+// reach until it is published. Only a commit is prepared: its cost grows
+// with its update (prepareCommitUpdate). A prepared entry holds the lock
+// alone.
+func (s *State) prepare(o *LockObserver, index uint64, c Command) *prepared {
+	cu, ok := c.(*CommitUpdate)
+	if !ok {
+		return nil
+	}
+	var t time.Time
+	if o != nil {
+		t = o.Now()
+	}
+	p := &prepared{publish: s.prepareCommitUpdate(max(index, s.index), cu)}
+	if o != nil {
+		p.took = o.Now().Sub(t)
+	}
+	return p
+}
+
+// publish makes a prepared entry visible with the write lock held,
+// timing the entry (preparing and publishing) for o.
+func (s *State) publish(o *LockObserver, index uint64, c Command, p *prepared) any {
+	if index > s.index {
+		s.index = index
+	}
+	if o == nil {
+		return p.publish()
+	}
+	t := o.Now()
+	r := p.publish()
+	o.Entry(c.Type(), p.took+o.Now().Sub(t))
+	return r
+}
+
 // applyEntry applies one entry with the write lock held, timing it for o.
 func (s *State) applyEntry(o *LockObserver, index uint64, c Command) any {
 	if o == nil {

@@ -32,8 +32,11 @@ func errorf(kind ErrorKind, format string, args ...any) *ApplyError {
 }
 
 // Hooks are told about changes so that loops outside the state machine can
-// react. They run with the state lock held and must not block or call back
-// into the State.
+// react. They run on apply's goroutine, with the state lock held, and must
+// not block or call back into the State; Transition alone may run before
+// the change it reports is visible to readers (an update's commit is made
+// without the lock and published after, prepareCommitUpdate), in the
+// same order either way.
 type Hooks struct {
 	// Work: jobs became Ready or resources were freed; the scheduler should run.
 	Work func()
@@ -108,6 +111,9 @@ type State struct {
 	hooks Hooks
 	// betweenHolds is a test's seam into ApplyBatch (see there).
 	betweenHolds func(i int)
+	// preparing is a test's seam: it runs when a commit has been made
+	// on its copies, before it is published (prepareCommitUpdate).
+	preparing func()
 }
 
 // New returns an empty state.
@@ -155,10 +161,7 @@ func (s *State) Index() uint64 {
 // Apply applies one decoded command at a Raft index and returns its result:
 // a command-specific value or an *ApplyError.
 func (s *State) Apply(index uint64, c Command) any {
-	o := s.mu.obs.Load()
-	tk := s.mu.lockApply(o)
-	defer s.mu.unlockApply(o, tk, 1)
-	return s.applyEntry(o, index, c)
+	return s.ApplyBatch([]uint64{index}, []Command{c})[0]
 }
 
 // ApplyBatch applies several commands in order. Raft hands over up to 64
@@ -170,21 +173,27 @@ func (s *State) Apply(index uint64, c Command) any {
 // holdWork, and an entry larger than that holds it alone. A reader waits
 // behind at most holdWork of work or one entry, whose cost the limits on
 // an entry bound (a request's body for a bunch of jobs, the leader's
-// MaxPlacements and MaxEventsPerEntry); an update's commit, whose cost
-// grows with the update, is the exception (docs/performance.md, issue
-// 26). Taking the lock for every entry instead hands it over up to 64
-// times a batch where a submission's small entries need not, each time
-// perhaps to a reader that waits for a core. No clock decides when to
-// let go. Every state
-// between two entries is one the log passes through, so readers may see
-// it. betweenHolds, for tests, runs with the lock let go before the
-// entry at i.
+// MaxPlacements and MaxEventsPerEntry). An update's commit, whose cost
+// grows with the update, is prepared without the lock and holds it only
+// to be published (prepare). Taking the lock for every entry instead
+// hands it over up to 64 times a batch where a submission's small
+// entries need not, each time perhaps to a reader that waits for a core.
+// No clock decides when to let go. Every state between two entries is
+// one the log passes through, so readers may see it. betweenHolds, for
+// tests, runs with the lock let go before the entry at i.
 func (s *State) ApplyBatch(indexes []uint64, cmds []Command) []any {
 	out := make([]any, len(cmds))
 	o := s.mu.obs.Load()
 	for i := 0; i < len(cmds); {
 		if i > 0 && s.betweenHolds != nil {
 			s.betweenHolds(i)
+		}
+		if p := s.prepare(o, indexes[i], cmds[i]); p != nil {
+			tk := s.mu.lockApply(o)
+			out[i] = s.publish(o, indexes[i], cmds[i], p)
+			s.mu.unlockApply(o, tk, 1)
+			i++
+			continue
 		}
 		tk := s.mu.lockApply(o)
 		held, n := 0, 0
@@ -256,7 +265,7 @@ func (s *State) applyLocked(index uint64, c Command) any {
 	case *AddJobs:
 		return s.applyAddJobs(c)
 	case *CommitUpdate:
-		return s.applyCommitUpdate(c)
+		return s.prepareCommitUpdate(s.index, c)()
 	case *CancelBatch:
 		return s.applyCancelBatch(c)
 	case *Plan:
