@@ -100,3 +100,32 @@ func BenchmarkCommitUpdateMillion(b *testing.B) {
 	}
 	b.ReportMetric(float64(held.Microseconds())/1e3/float64(b.N), "hold-ms/op")
 }
+
+// BenchmarkCancelBatchMillion cancels a batch of 1,000,000 Ready jobs
+// (one job array); the time per iteration is the cancellation alone,
+// hold-ms/op how long of it apply held the state's write lock.
+func BenchmarkCancelBatchMillion(b *testing.B) {
+	const n = 1_000_000
+	var held time.Duration
+	obs := &LockObserver{
+		Now:       time.Now,
+		ReadWait:  func(time.Duration) {},
+		WriteWait: func(time.Duration) {},
+		Held:      func(d, _ time.Duration, _ int) { held += d },
+		Entry:     func(CommandType, time.Duration) {},
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := New()
+		s.Apply(1, &Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
+		cb := s.Apply(2, &CreateBatch{Now: 1, User: "root", BillingProject: "default", Jobs: []JobEntry{
+			{First: 1, Count: n, Spec: &Spec{Name: "a", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}},
+		}}).(*UpdateResult)
+		s.SetLockObserver(obs)
+		b.StartTimer()
+		if r := s.Apply(3, &CancelBatch{Now: 2, Batch: cb.Batch}).(*CancelResult); r.Cancelled != n {
+			b.Fatalf("cancelled %d", r.Cancelled)
+		}
+	}
+	b.ReportMetric(float64(held.Microseconds())/1e3/float64(b.N), "hold-ms/op")
+}
