@@ -856,13 +856,13 @@ type MemoryStats struct {
 
 // Pool is a machine class of a cluster, as declared in a placement config.
 type Pool struct {
-	Name         string  `json:"name"`
-	CPU          float64 `json:"cpu,omitempty"`
-	Memory       int64   `json:"memory,omitempty"`
-	Preemptible  bool    `json:"preemptible,omitempty"`
-	PricePerHour float64 `json:"price_per_hour,omitempty"`
-	GPUs         int     `json:"gpus,omitempty"`
-	GPUType      string  `json:"gpu_type,omitempty"`
+	Name         string     `json:"name"`
+	CPU          float64    `json:"cpu,omitempty"`
+	Memory       int64      `json:"memory,omitempty"`
+	Preemptible  bool       `json:"preemptible,omitempty"`
+	PricePerHour money.Rate `json:"price_per_hour,omitempty"` // dollars an hour, exact
+	GPUs         int        `json:"gpus,omitempty"`
+	GPUType      string     `json:"gpu_type,omitempty"`
 }
 
 // Cluster is a cluster's state: enabled or disabled (why, by whom, since
@@ -960,20 +960,20 @@ type PlacementConfig struct {
 // together, its timeouts (Go durations, "90s") and its strategy. Zero
 // caps are no cap.
 type AutoscalerSettings struct {
-	Enabled             bool    `json:"enabled"`
-	Strategy            string  `json:"strategy,omitempty"` // cheapest (default), prefer-large, prefer-reserved
-	MaxNodes            int64   `json:"max_nodes,omitempty"`
-	MaxPerHour          float64 `json:"max_per_hour,omitempty"`
-	MaxAddsPerMinute    int64   `json:"max_adds_per_minute,omitempty"`
-	MaxRemovesPerMinute int64   `json:"max_removes_per_minute,omitempty"`
-	BootTimeout         string  `json:"boot_timeout,omitempty"`
-	IdleTimeout         string  `json:"idle_timeout,omitempty"`
-	LameTimeout         string  `json:"lame_timeout,omitempty"`
-	Backoff             string  `json:"backoff,omitempty"`
-	MaxBackoff          string  `json:"max_backoff,omitempty"`
-	Window              string  `json:"window,omitempty"`
-	SpotPreemptions     int64   `json:"spot_preemptions,omitempty"`
-	NamePrefix          string  `json:"name_prefix,omitempty"`
+	Enabled             bool       `json:"enabled"`
+	Strategy            string     `json:"strategy,omitempty"` // cheapest (default), prefer-large, prefer-reserved
+	MaxNodes            int64      `json:"max_nodes,omitempty"`
+	MaxPerHour          money.Rate `json:"max_per_hour,omitempty"` // dollars an hour, exact
+	MaxAddsPerMinute    int64      `json:"max_adds_per_minute,omitempty"`
+	MaxRemovesPerMinute int64      `json:"max_removes_per_minute,omitempty"`
+	BootTimeout         string     `json:"boot_timeout,omitempty"`
+	IdleTimeout         string     `json:"idle_timeout,omitempty"`
+	LameTimeout         string     `json:"lame_timeout,omitempty"`
+	Backoff             string     `json:"backoff,omitempty"`
+	MaxBackoff          string     `json:"max_backoff,omitempty"`
+	Window              string     `json:"window,omitempty"`
+	SpotPreemptions     int64      `json:"spot_preemptions,omitempty"`
+	NamePrefix          string     `json:"name_prefix,omitempty"`
 	// Consolidate drains the least busy machine (at most half busy) when
 	// nothing waits for a new one and the fleet has a machine's worth of
 	// room to spare (absent: true).
@@ -983,22 +983,22 @@ type AutoscalerSettings struct {
 // LaunchConfig is a machine type in a zone, spot or on-demand, that
 // serves one pool of one cluster, with its price and caps of its own.
 type LaunchConfig struct {
-	Name                string  `json:"name"`
-	Cluster             string  `json:"cluster"`
-	Pool                string  `json:"pool,omitempty"`
-	MachineType         string  `json:"machine_type,omitempty"`
-	Zone                string  `json:"zone,omitempty"`
-	Spot                bool    `json:"spot,omitempty"`
-	Reserved            bool    `json:"reserved,omitempty"`
-	CPU                 float64 `json:"cpu"`
-	Memory              int64   `json:"memory"`
-	GPUType             string  `json:"gpu_type,omitempty"`
-	GPUs                int     `json:"gpus,omitempty"`
-	PricePerHour        float64 `json:"price_per_hour"`
-	MaxNodes            int64   `json:"max_nodes,omitempty"`
-	MaxPerHour          float64 `json:"max_per_hour,omitempty"`
-	MaxAddsPerMinute    int64   `json:"max_adds_per_minute,omitempty"`
-	MaxRemovesPerMinute int64   `json:"max_removes_per_minute,omitempty"`
+	Name                string     `json:"name"`
+	Cluster             string     `json:"cluster"`
+	Pool                string     `json:"pool,omitempty"`
+	MachineType         string     `json:"machine_type,omitempty"`
+	Zone                string     `json:"zone,omitempty"`
+	Spot                bool       `json:"spot,omitempty"`
+	Reserved            bool       `json:"reserved,omitempty"`
+	CPU                 float64    `json:"cpu"`
+	Memory              int64      `json:"memory"`
+	GPUType             string     `json:"gpu_type,omitempty"`
+	GPUs                int        `json:"gpus,omitempty"`
+	PricePerHour        money.Rate `json:"price_per_hour"` // dollars an hour, exact
+	MaxNodes            int64      `json:"max_nodes,omitempty"`
+	MaxPerHour          money.Rate `json:"max_per_hour,omitempty"`
+	MaxAddsPerMinute    int64      `json:"max_adds_per_minute,omitempty"`
+	MaxRemovesPerMinute int64      `json:"max_removes_per_minute,omitempty"`
 }
 
 // ClusterDecl is a cluster in a placement config.
@@ -1051,7 +1051,7 @@ type AutoscalerStatus struct {
 	Pools         []AutoscalerPool     `json:"pools"`
 	Machines      []Machine            `json:"machines"`
 	Nodes         int                  `json:"nodes"`
-	SpendPerHour  float64              `json:"spend_per_hour"`
+	SpendPerHour  money.Rate           `json:"spend_per_hour"` // the live machines', summed exactly
 	LastRound     *AutoscaleRound      `json:"last_round,omitempty"`
 	Decisions     []AutoscalerDecision `json:"decisions,omitempty"`
 }
@@ -1071,23 +1071,23 @@ type AutoscalerPool struct {
 	Cluster      string         `json:"cluster"`
 	Pool         string         `json:"pool"`
 	Machines     map[string]int `json:"machines"`
-	SpendPerHour float64        `json:"spend_per_hour"`
+	SpendPerHour money.Rate     `json:"spend_per_hour"`
 }
 
 // Machine is a machine the autoscaler launched.
 type Machine struct {
-	ID           string    `json:"id"`
-	Config       string    `json:"config"`
-	Cluster      string    `json:"cluster"`
-	Pool         string    `json:"pool"`
-	State        string    `json:"state"`
-	PricePerHour float64   `json:"price_per_hour"`
-	ProviderID   string    `json:"provider_id,omitempty"`
-	Instance     int64     `json:"instance,omitempty"`
-	Running      int       `json:"running"`
-	Created      time.Time `json:"created"`
-	Since        time.Time `json:"since"`
-	Reason       string    `json:"reason,omitempty"`
+	ID           string     `json:"id"`
+	Config       string     `json:"config"`
+	Cluster      string     `json:"cluster"`
+	Pool         string     `json:"pool"`
+	State        string     `json:"state"`
+	PricePerHour money.Rate `json:"price_per_hour"`
+	ProviderID   string     `json:"provider_id,omitempty"`
+	Instance     int64      `json:"instance,omitempty"`
+	Running      int        `json:"running"`
+	Created      time.Time  `json:"created"`
+	Since        time.Time  `json:"since"`
+	Reason       string     `json:"reason,omitempty"`
 }
 
 // AutoscaleRound is the leader's last decision.

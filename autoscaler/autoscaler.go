@@ -11,12 +11,12 @@ package autoscaler
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/autoscaler/caps"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 )
 
@@ -37,27 +37,32 @@ type LaunchConfig struct {
 	Memory   int64
 	GPUType  string
 	GPUs     int64
-	// PricePerHour is what one machine costs.
-	PricePerHour float64
+	// PricePerHour is what one machine costs an hour.
+	PricePerHour money.Rate
 	// Limits of this config alone (zero: none).
 	MaxNodes            int
-	MaxPerHour          float64
+	MaxPerHour          money.Rate
 	MaxAddsPerMinute    int
 	MaxRemovesPerMinute int
 }
 
-// PricePerCoreHour is the config's price of one core for an hour.
-func (c *LaunchConfig) PricePerCoreHour() float64 {
-	if c.CPUMilli <= 0 {
-		return math.Inf(1)
-	}
-	return c.PricePerHour * 1000 / float64(c.CPUMilli)
+// PricePerCoreHour is the config's price of one core for an hour, rounded
+// to the nano-dollar: for people and estimates. Rank configs by it with
+// ComparePricePerCore, which does not round. No cores: money.MaxRate.
+func (c *LaunchConfig) PricePerCoreHour() money.Rate { return c.PricePerHour.Per(c.CPUMilli, 1000) }
+
+// ComparePricePerCore compares two configs' prices of a core-hour
+// exactly (cross-multiplied, money.ComparePer): two configs priced alike
+// per core compare equal whatever float64 division would say, so the
+// strategies' tie breaks decide between them.
+func ComparePricePerCore(a, b *LaunchConfig) int {
+	return money.ComparePer(a.PricePerHour, a.CPUMilli, b.PricePerHour, b.CPUMilli)
 }
 
 // Limits bound every config together (zero: no bound).
 type Limits struct {
 	MaxNodes            int
-	MaxPerHour          float64
+	MaxPerHour          money.Rate
 	MaxAddsPerMinute    int
 	MaxRemovesPerMinute int
 }
@@ -124,7 +129,7 @@ type Machine struct {
 	Config string
 	State  State
 	// PricePerHour as launched (a config's price may change later).
-	PricePerHour float64
+	PricePerHour money.Rate
 	CPUMilli     int64
 	Memory       int64
 	// FreeMilli and FreeMemory: what an active machine has free now.
@@ -282,9 +287,9 @@ type planner struct {
 	marks   map[string]*Mark
 	// live machines and spend, in all and per config, as decided so far.
 	nodes       int
-	spend       float64
+	spend       money.Rate
 	cfgNodes    map[string]int
-	cfgSpend    map[string]float64
+	cfgSpend    map[string]money.Rate
 	adds        int // launched in the last minute
 	cfgAdds     map[string]int
 	removes     int
@@ -300,7 +305,7 @@ type bin struct{ cpu, mem, gpus int64 }
 
 func newPlanner(in *Input) *planner {
 	p := &planner{in: in, out: &Output{Skipped: map[string]string{}}, configs: map[string]*LaunchConfig{}, marks: map[string]*Mark{},
-		cfgNodes: map[string]int{}, cfgSpend: map[string]float64{}, cfgAdds: map[string]int{}, cfgRemoves: map[string]int{},
+		cfgNodes: map[string]int{}, cfgSpend: map[string]money.Rate{}, cfgAdds: map[string]int{}, cfgRemoves: map[string]int{},
 		deleted: map[string]bool{}, openBins: map[string][]bin{}, reasonCount: map[string]int{}}
 	for i := range in.Configs {
 		c := &in.Configs[i]
@@ -325,9 +330,9 @@ func newPlanner(in *Input) *planner {
 		m := &in.Machines[i]
 		if m.State.Live() {
 			p.nodes++
-			p.spend += m.PricePerHour
+			p.spend = p.spend.Add(m.PricePerHour)
 			p.cfgNodes[m.Config]++
-			p.cfgSpend[m.Config] += m.PricePerHour
+			p.cfgSpend[m.Config] = p.cfgSpend[m.Config].Add(m.PricePerHour)
 		}
 		if m.Created.After(minuteAgo) {
 			p.adds++
@@ -476,7 +481,7 @@ func (p *planner) grow() {
 	for _, c := range p.ranked {
 		if n := launched[c.Name]; n > 0 {
 			p.out.Launches = append(p.out.Launches, Launch{Config: c.Name, Count: n,
-				Reason: fmt.Sprintf("%d × %s in %s for waiting jobs (%s, $%.4g per core-hour)", n, c.MachineType, c.Zone, c.Cluster+"/"+c.Pool, c.PricePerCoreHour())})
+				Reason: fmt.Sprintf("%d × %s in %s for waiting jobs (%s, $%.4g per core-hour)", n, c.MachineType, c.Zone, c.Cluster+"/"+c.Pool, c.PricePerCoreHour().Dollars())})
 		}
 	}
 }
@@ -642,9 +647,9 @@ func (p *planner) capped(c *LaunchConfig) string {
 // addMachine plans one machine of config c.
 func (p *planner) addMachine(c *LaunchConfig) {
 	p.nodes++
-	p.spend += c.PricePerHour
+	p.spend = p.spend.Add(c.PricePerHour)
 	p.cfgNodes[c.Name]++
-	p.cfgSpend[c.Name] += c.PricePerHour
+	p.cfgSpend[c.Name] = p.cfgSpend[c.Name].Add(c.PricePerHour)
 	p.adds++
 	p.cfgAdds[c.Name]++
 	p.openBins[c.Name] = append(p.openBins[c.Name], bin{c.CPUMilli, c.Memory, c.GPUs})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 )
 
@@ -14,7 +15,7 @@ var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 
 func cfg(name string, cores int64, price float64) LaunchConfig {
 	return LaunchConfig{Name: name, Cluster: "c", Region: "r", Pool: "default", MachineType: name, Zone: "z",
-		CPUMilli: cores * 1000, Memory: cores << 32, PricePerHour: price}
+		CPUMilli: cores * 1000, Memory: cores << 32, PricePerHour: money.RateFromDollars(price)}
 }
 
 func shape(cores float64, n int64) Shape {
@@ -48,7 +49,7 @@ func TestPlanLaunchesTheCheapestConfigForTheDemand(t *testing.T) {
 
 func TestPlanCountsMachinesComingUpAndFreeRoom(t *testing.T) {
 	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Demand: []Shape{shape(1, 20)},
-		Machines: []Machine{{ID: "m1", Config: "small", State: Launching, PricePerHour: 0.32, CPUMilli: 8000, Memory: 8 << 32, Created: t0.Add(-time.Minute)}},
+		Machines: []Machine{{ID: "m1", Config: "small", State: Launching, PricePerHour: 320_000_000, CPUMilli: 8000, Memory: 8 << 32, Created: t0.Add(-time.Minute)}},
 		Free:     []Room{{Region: "r", Cluster: "c", Pool: "default", CPUMilli: 4000, Memory: 64 << 30}}}
 	out := Plan(in)
 	// 4 on the free room, 8 on the launching machine, 8 on one new one.
@@ -62,7 +63,7 @@ func TestPlanCapsAndReasons(t *testing.T) {
 		return &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32), cfg("big", 64, 3.2)}, Demand: []Shape{shape(1, 800)}}
 	}
 	in := base()
-	in.Limits.MaxPerHour = 1.0
+	in.Limits.MaxPerHour = money.DollarPerHour
 	out := Plan(in)
 	if len(out.Launches) != 1 || out.Launches[0].Count != 3 {
 		t.Fatalf("launches %+v; $1/hour buys 3 small machines", out.Launches)
@@ -135,12 +136,12 @@ func randomInput(rng *rand.Rand) *Input {
 		cores := []int64{2, 4, 8, 16, 32, 64}[rng.IntN(6)]
 		c := LaunchConfig{Name: fmt.Sprintf("cfg%d", i), Cluster: fmt.Sprintf("c%d", rng.IntN(2)), Pool: "default",
 			MachineType: fmt.Sprintf("m%d", cores), Zone: fmt.Sprintf("z%d", rng.IntN(zones)), Spot: rng.IntN(2) == 0,
-			CPUMilli: cores * 1000, Memory: cores << 32, PricePerHour: float64(cores) * (0.01 + rng.Float64()*0.05)}
+			CPUMilli: cores * 1000, Memory: cores << 32, PricePerHour: money.RateFromDollars(float64(cores) * (0.01 + rng.Float64()*0.05))}
 		if rng.IntN(3) == 0 {
 			c.MaxNodes = 1 + rng.IntN(5)
 		}
 		if rng.IntN(3) == 0 {
-			c.MaxPerHour = rng.Float64() * 10
+			c.MaxPerHour = money.RateFromDollars(rng.Float64() * 10)
 		}
 		if rng.IntN(3) == 0 {
 			c.MaxAddsPerMinute = 1 + rng.IntN(4)
@@ -152,7 +153,7 @@ func randomInput(rng *rand.Rand) *Input {
 		in.Limits.MaxNodes = rng.IntN(20)
 	}
 	if rng.IntN(2) == 0 {
-		in.Limits.MaxPerHour = rng.Float64() * 30
+		in.Limits.MaxPerHour = money.RateFromDollars(rng.Float64() * 30)
 	}
 	if rng.IntN(2) == 0 {
 		in.Limits.MaxAddsPerMinute = rng.IntN(10)
@@ -187,8 +188,9 @@ func checkPlan(in *Input, out *Output) error {
 	for i := range in.Configs {
 		byName[in.Configs[i].Name] = &in.Configs[i]
 	}
-	nodes, spend, adds := 0, 0.0, 0
-	cfgNodes, cfgSpend, cfgAdds := map[string]int{}, map[string]float64{}, map[string]int{}
+	nodes, adds := 0, 0
+	var spend money.Rate
+	cfgNodes, cfgSpend, cfgAdds := map[string]int{}, map[string]money.Rate{}, map[string]int{}
 	for _, m := range in.Machines {
 		if m.State.Live() {
 			nodes++
@@ -206,13 +208,14 @@ func checkPlan(in *Input, out *Output) error {
 		c := byName[l.Config]
 		launched += l.Count
 		nodes += l.Count
-		spend += float64(l.Count) * c.PricePerHour
+		spend += money.Rate(l.Count) * c.PricePerHour
 		adds += l.Count
 		if n := cfgNodes[c.Name] + l.Count; c.MaxNodes > 0 && n > c.MaxNodes {
 			return fmt.Errorf("%s: %d nodes, cap %d", c.Name, n, c.MaxNodes)
 		}
-		if s := cfgSpend[c.Name] + float64(l.Count)*c.PricePerHour; c.MaxPerHour > 0 && s > c.MaxPerHour+1e-6 {
-			return fmt.Errorf("%s: $%.3f/hour, cap %.3f", c.Name, s, c.MaxPerHour)
+		// Exact: no epsilon.
+		if s := cfgSpend[c.Name] + money.Rate(l.Count)*c.PricePerHour; c.MaxPerHour > 0 && s > c.MaxPerHour {
+			return fmt.Errorf("%s: $%s/hour, cap %s", c.Name, s, c.MaxPerHour)
 		}
 		if a := cfgAdds[c.Name] + l.Count; c.MaxAddsPerMinute > 0 && a > c.MaxAddsPerMinute {
 			return fmt.Errorf("%s: %d adds a minute, cap %d", c.Name, a, c.MaxAddsPerMinute)
@@ -230,8 +233,8 @@ func checkPlan(in *Input, out *Output) error {
 		if l := in.Limits; l.MaxNodes > 0 && nodes > l.MaxNodes {
 			return fmt.Errorf("%d live nodes, cap %d", nodes, l.MaxNodes)
 		}
-		if l := in.Limits; l.MaxPerHour > 0 && spend > l.MaxPerHour+1e-6 {
-			return fmt.Errorf("$%.3f/hour live, cap %.3f", spend, l.MaxPerHour)
+		if l := in.Limits; l.MaxPerHour > 0 && spend > l.MaxPerHour {
+			return fmt.Errorf("$%s/hour live, cap %s", spend, l.MaxPerHour)
 		}
 		if l := in.Limits; l.MaxAddsPerMinute > 0 && adds > l.MaxAddsPerMinute {
 			return fmt.Errorf("%d adds a minute, cap %d", adds, l.MaxAddsPerMinute)
@@ -276,7 +279,7 @@ func TestWindowedDemandTakesTheHeadOfEachQueue(t *testing.T) {
 
 func TestPlanConsolidatesAndRevives(t *testing.T) {
 	active := func(id string, free int64) Machine {
-		return Machine{ID: id, Config: "small", State: Active, PricePerHour: 0.32, CPUMilli: 8000, Memory: 8 << 32, FreeMilli: free, FreeMemory: 8 << 30, Heard: t0}
+		return Machine{ID: id, Config: "small", State: Active, PricePerHour: 320_000_000, CPUMilli: 8000, Memory: 8 << 32, FreeMilli: free, FreeMemory: 8 << 30, Heard: t0}
 	}
 	room := func(id string, free int64) Room {
 		return Room{Machine: id, Region: "r", Cluster: "c", Pool: "default", CPUMilli: free, Memory: 8 << 30}
@@ -336,5 +339,39 @@ func TestPlanPrivateMachines(t *testing.T) {
 	}
 	if !strings.Contains(reasons, "node cap") || !strings.Contains(reasons, "no launch config of machine type m1-ultramem") {
 		t.Fatalf("held %+v", out.Held)
+	}
+}
+
+// TestCheapestComparesPricesPerCoreExactly: $0.67 for a core and $2.01
+// for three are the same price per core, which float64 division got
+// wrong (0.67 against 0.6699999999999999: the three cores "cheaper"), so
+// the smaller machine, Cheapest's tie break, lost. Compared as integers
+// they tie and the smaller machine wins, whichever order they come in;
+// a nano-dollar an hour less makes the larger one the cheaper.
+func TestCheapestComparesPricesPerCoreExactly(t *testing.T) {
+	one := LaunchConfig{Name: "b-one", CPUMilli: 1000, PricePerHour: 670_000_000}
+	three := LaunchConfig{Name: "a-three", CPUMilli: 3000, PricePerHour: 2_010_000_000}
+	if c := ComparePricePerCore(&one, &three); c != 0 {
+		t.Fatalf("the same price per core compares %d", c)
+	}
+	if Cheapest(&one, &three) >= 0 || Cheapest(&three, &one) <= 0 {
+		t.Fatal("at one price per core the smaller machine is not preferred")
+	}
+	in := &Input{Now: t0, Configs: []LaunchConfig{three, one}, Demand: []Shape{shape(1, 1)}}
+	for i := range in.Configs {
+		in.Configs[i].Cluster, in.Configs[i].Pool, in.Configs[i].Memory = "c", "default", 1<<40
+	}
+	if out := Plan(in); len(out.Launches) != 1 || out.Launches[0].Config != "b-one" {
+		t.Fatalf("launches %+v, want one b-one", out.Launches)
+	}
+	three.PricePerHour--
+	if Cheapest(&three, &one) >= 0 {
+		t.Fatal("a nano-dollar an hour less is not cheaper")
+	}
+	if got := one.PricePerCoreHour(); got != 670_000_000 {
+		t.Fatalf("price per core-hour %s", got)
+	}
+	if got := (&LaunchConfig{PricePerHour: 1}).PricePerCoreHour(); got != money.MaxRate {
+		t.Fatalf("a config with no cores costs %s a core-hour", got)
 	}
 }

@@ -9,13 +9,13 @@ import (
 // fall to the config's name, so every leader ranks alike.
 type Strategy func(a, b *LaunchConfig) int
 
-// Cheapest prefers the lowest price per core-hour, then the smaller
-// machine: clouds price cores alike in every size, and a machine is paid
+// Cheapest prefers the lowest price per core-hour (compared exactly:
+// ComparePricePerCore), then the smaller machine: clouds price cores alike in every size, and a machine is paid
 // until its last job ends, so a small one idles less while its jobs end at
 // different times, packs a few waiting jobs with less room left over, and
 // loses fewer jobs when the cloud takes it back.
 func Cheapest(a, b *LaunchConfig) int {
-	if c := cmp.Compare(a.PricePerCoreHour(), b.PricePerCoreHour()); c != 0 {
+	if c := ComparePricePerCore(a, b); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.CPUMilli, b.CPUMilli)
@@ -28,7 +28,7 @@ func PreferLarge(a, b *LaunchConfig) int {
 	if c := cmp.Compare(b.CPUMilli, a.CPUMilli); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.PricePerCoreHour(), b.PricePerCoreHour())
+	return ComparePricePerCore(a, b)
 }
 
 // PreferReserved prefers capacity bought ahead, then the cheapest.

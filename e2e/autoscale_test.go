@@ -150,7 +150,7 @@ func TestAutoscalerSurvivesLeaderKill9(t *testing.T) {
 		Clusters: []api.ClusterDecl{{Name: "gce-a", Region: "r", Provider: "gce",
 			ProviderSettings: map[string]string{"project": "proj", "image": "projects/drover/global/images/worker", "endpoint": fake.URL}}},
 		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 6, IdleTimeout: "3s", BootTimeout: "2m"},
-		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "gce-a", MachineType: "n2-standard-8", Zone: "zone-a", CPU: 8, Memory: 32 << 30, PricePerHour: 0.39}},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "gce-a", MachineType: "n2-standard-8", Zone: "zone-a", CPU: 8, Memory: 32 << 30, PricePerHour: 390_000_000}},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestHostileJoinToken(t *testing.T) {
 		Clusters: []api.ClusterDecl{{Name: "gce-a", Region: "r", Provider: "gce",
 			ProviderSettings: map[string]string{"project": "proj", "image": "projects/drover/global/images/worker", "endpoint": fake.URL}}},
 		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 1, IdleTimeout: "10m", BootTimeout: "2m"},
-		LaunchConfigs: []api.LaunchConfig{{Name: "n2", Cluster: "gce-a", MachineType: "n2-standard-2", Zone: "zone-a", CPU: 2, Memory: 4 << 30, PricePerHour: 0.1}},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n2", Cluster: "gce-a", MachineType: "n2-standard-2", Zone: "zone-a", CPU: 2, Memory: 4 << 30, PricePerHour: 100_000_000}},
 	}); err != nil {
 		t.Fatal(err)
 	}

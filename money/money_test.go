@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -133,5 +134,99 @@ func TestCodecReadsLegacyFloats(t *testing.T) {
 	}
 	if FromDollars(math.NaN()) != 0 || FromDollars(1e300) != MaxAmount || FromDollars(-1e300) != -MaxAmount {
 		t.Fatal("FromDollars does not saturate")
+	}
+}
+
+// TestRateSums: rates sum exactly and saturate; ten machines at $0.10 an
+// hour are $1 an hour, where float64 says 0.9999999999999999.
+func TestRateSums(t *testing.T) {
+	var sum Rate
+	var f float64
+	for i := 0; i < 10; i++ {
+		sum = sum.Add(100_000_000)
+		f += 0.1
+	}
+	if sum != DollarPerHour || f == 1 {
+		t.Fatalf("sum %s, float %v", sum, f)
+	}
+	if MaxRate.Add(1) != MaxRate || Rate(5).Sub(7) != -2 || Rate(0).Sub(math.MinInt64) != MaxRate {
+		t.Fatal("rates do not saturate")
+	}
+}
+
+// TestRateOverAndPer: a rate over a time and per unit, rounded once.
+func TestRateOverAndPer(t *testing.T) {
+	for _, c := range []struct {
+		r    Rate
+		d    time.Duration
+		want Amount
+	}{
+		{DollarPerHour, time.Hour, Dollar},
+		{100_000_000, 90 * time.Minute, 150_000_000},
+		{1, time.Second, 0},                    // 1/3600 of a nano-dollar
+		{1800, time.Second, 1},                 // half a nano-dollar: up
+		{MaxRate, 1000 * time.Hour, MaxAmount}, // saturates
+		{-5, time.Hour, 0},
+	} {
+		if got := c.r.Over(c.d); got != c.want {
+			t.Errorf("%s over %s = %d, want %d", c.r, c.d, got, c.want)
+		}
+	}
+	// $0.47 for 32 cores: $0.0146875 a core-hour, exactly.
+	if got := Rate(470_000_000).Per(32_000, 1000); got != 14_687_500 {
+		t.Errorf("per core %d", got)
+	}
+	if got := Rate(1).Per(0, 1000); got != MaxRate {
+		t.Errorf("per no core %d", got)
+	}
+	// $1 an hour at $0.47 for 32,000 thousandths of a core buys 68,085
+	// of them (68,085.106...), rounded down.
+	if got := DollarPerHour.Buys(470_000_000, 32_000); got != 68_085 {
+		t.Errorf("buys %d", got)
+	}
+	if DollarPerHour.Buys(0, 1000) != math.MaxInt64 || Rate(0).Buys(1, 1000) != 0 || MaxRate.Buys(1, 1<<40) != math.MaxInt64 {
+		t.Error("Buys' edges")
+	}
+}
+
+// TestComparePer: prices per unit compare exactly where float64 division
+// ties or errs, and a config with no units is the dearest.
+func TestComparePer(t *testing.T) {
+	// 0.1175 for 8 and 0.47 for 32: the same per core.
+	if c := ComparePer(117_500_000, 8000, 470_000_000, 32000); c != 0 {
+		t.Fatalf("equal prices per core compare %d", c)
+	}
+	// $0.67 for a core and $2.01 for three: the same per core, where
+	// float64 division finds the three cores cheaper.
+	pa, pb := 0.67, 2.01 // variables: Go's constant arithmetic is exact
+	if fa, fb := pa*1000/1000, pb*1000/3000; fa <= fb {
+		t.Fatalf("float64 ranks them right (%v, %v): the test shows nothing", fa, fb)
+	}
+	if c := ComparePer(670_000_000, 1000, 2_010_000_000, 3000); c != 0 {
+		t.Fatalf("$0.67 a core and $2.01 for three compare %d", c)
+	}
+	// One nano-dollar apart over 4096 cores.
+	a, b := Rate(999_999_999_999_999), Rate(999_999_999_999_998)
+	if ComparePer(a, 4096_000, b, 4096_000) != 1 || ComparePer(b, 4096_000, a, 4096_000) != -1 {
+		t.Fatal("prices one nano-dollar apart compare equal")
+	}
+	if ComparePer(MaxRate, 1, MaxRate, 4096_000) != 1 {
+		t.Fatal("large products overflow")
+	}
+	if ComparePer(1, 0, MaxRate, 1) != 1 || ComparePer(MaxRate, 1, 1, 0) != -1 || ComparePer(1, 0, 2, -1) != 0 {
+		t.Fatal("no units is not the dearest")
+	}
+}
+
+func TestRound(t *testing.T) {
+	for _, c := range []struct{ a, want Amount }{
+		{324_644_999_999, 324_640_000_000}, {324_645_000_000, 324_650_000_000}, {-5_000_000, -10_000_000}, {-4_999_999, 0}, {MaxAmount, 9_223_372_036_850_000_000},
+	} {
+		if got := c.a.Round(Cent); got != c.want {
+			t.Errorf("%s to the cent: %s, want %s", c.a, got, c.want)
+		}
+	}
+	if got := Rate(17_625_000_001).Round(CentPerHour); got != 17_630_000_000 {
+		t.Errorf("rate to the cent: %s", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 )
 
 // Strategy orders the clusters a team's jobs go to.
@@ -63,9 +64,10 @@ type Cluster struct {
 	// CapacityMilli and FreeMilli are summed over its active workers.
 	CapacityMilli int64
 	FreeMilli     int64
-	// PricePerCoreHour is the cheapest price of a core among its pools
-	// (0: unknown, ranks as free for the cheapest strategy).
-	PricePerCoreHour float64
+	// PricePerCoreHour is the cheapest price of a core among its pools,
+	// rounded to the nano-dollar an hour (0: unknown, ranks as free for
+	// the cheapest strategy): an integer, so every server ranks alike.
+	PricePerCoreHour money.Rate
 	// Group is 1 + the index of the cluster's group in the round's
 	// groups (0: in none).
 	Group int32
@@ -320,8 +322,8 @@ type unit struct {
 	used     int64 // the team's cores in them (the clusters' reserved cores, for no team)
 	capacity int64
 	free     int64
-	price    float64 // the cheapest of them
-	best     int     // an allowed member
+	price    money.Rate // the cheapest of them
+	best     int        // an allowed member
 }
 
 // Best returns the first cluster Order would return, or -1, without

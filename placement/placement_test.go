@@ -7,9 +7,9 @@ import (
 
 func clusters() []Cluster {
 	return []Cluster{
-		{Name: "a", Region: "east", CapacityMilli: 100_000, FreeMilli: 90_000, PricePerCoreHour: 0.04},
-		{Name: "b", Region: "east", CapacityMilli: 100_000, FreeMilli: 20_000, PricePerCoreHour: 0.02},
-		{Name: "c", Region: "west", CapacityMilli: 200_000, FreeMilli: 100_000, PricePerCoreHour: 0.03},
+		{Name: "a", Region: "east", CapacityMilli: 100_000, FreeMilli: 90_000, PricePerCoreHour: 40_000_000},
+		{Name: "b", Region: "east", CapacityMilli: 100_000, FreeMilli: 20_000, PricePerCoreHour: 20_000_000},
+		{Name: "c", Region: "west", CapacityMilli: 200_000, FreeMilli: 100_000, PricePerCoreHour: 30_000_000},
 		{Name: "d", Region: "west", Disabled: true, CapacityMilli: 100_000, FreeMilli: 100_000},
 	}
 }

@@ -120,7 +120,7 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 	admin := api.NewClient(c.HTTPAddrs(), c.Token)
 	if err := admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
 		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 4, IdleTimeout: "1s", BootTimeout: "1m"},
-		LaunchConfigs: []api.LaunchConfig{{Name: "c4", Cluster: "a", MachineType: "n4", Zone: "z", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2}}}); err != nil {
+		LaunchConfigs: []api.LaunchConfig{{Name: "c4", Cluster: "a", MachineType: "n4", Zone: "z", CPU: 4, Memory: 16 << 30, PricePerHour: 200_000_000}}}); err != nil {
 		t.Fatal(err)
 	}
 	old := c.Leader()
@@ -221,8 +221,8 @@ func TestJobWhyNamesTheAutoscaler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
-		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxPerHour: 0.5},
-		LaunchConfigs: []api.LaunchConfig{{Name: "n4", Cluster: "a", MachineType: "n2-standard-4", Zone: "r-a", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2}}}); err != nil {
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxPerHour: 500_000_000},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n4", Cluster: "a", MachineType: "n2-standard-4", Zone: "r-a", CPU: 4, Memory: 16 << 30, PricePerHour: 200_000_000}}}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Count: 20, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
@@ -272,7 +272,7 @@ func TestClusterDeclaresItsProvider(t *testing.T) {
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
 		Clusters:      []api.ClusterDecl{{Name: "nomad-east", Region: "east", Provider: "nomad", ProviderSettings: map[string]string{"address": fake.URL, "datacenters": "dc1"}}},
 		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 2},
-		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "nomad-east", CPU: 8, Memory: 16 << 30, PricePerHour: 0.3}}}); err != nil {
+		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "nomad-east", CPU: 8, Memory: 16 << 30, PricePerHour: 300_000_000}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Count: 16, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}}); err != nil {
@@ -299,8 +299,8 @@ func TestPrivateJobGetsItsOwnMachine(t *testing.T) {
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
 		Autoscaler: &api.AutoscalerSettings{Enabled: true, IdleTimeout: "1s"},
-		LaunchConfigs: []api.LaunchConfig{{Name: "std", Cluster: "a", MachineType: "n2-standard-4", CPU: 4, Memory: 16 << 30, PricePerHour: 0.2},
-			{Name: "hm", Cluster: "a", MachineType: "n2-highmem-4", CPU: 4, Memory: 16 << 30, PricePerHour: 0.3}}}); err != nil {
+		LaunchConfigs: []api.LaunchConfig{{Name: "std", Cluster: "a", MachineType: "n2-standard-4", CPU: 4, Memory: 16 << 30, PricePerHour: 200_000_000},
+			{Name: "hm", Cluster: "a", MachineType: "n2-highmem-4", CPU: 4, Memory: 16 << 30, PricePerHour: 300_000_000}}}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)

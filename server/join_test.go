@@ -51,7 +51,7 @@ func TestJoinTokensThroughGCE(t *testing.T) {
 	}
 	defer g.Close()
 	testJoinTokens(t, joinCloud{Provider: g,
-		config: api.LaunchConfig{Name: "n8", Cluster: "a", MachineType: "n2-standard-8", Zone: "zone-a", CPU: 8, Memory: 32 << 30, PricePerHour: 0.39},
+		config: api.LaunchConfig{Name: "n8", Cluster: "a", MachineType: "n2-standard-8", Zone: "zone-a", CPU: 8, Memory: 32 << 30, PricePerHour: 390_000_000},
 		token: func(name string) string {
 			tok, _ := fake.Metadata(name, gce.MetadataJoinToken)
 			return tok
@@ -77,7 +77,7 @@ func TestJoinTokensThroughNomad(t *testing.T) {
 		t.Fatal(err)
 	}
 	testJoinTokens(t, joinCloud{Provider: n,
-		config: api.LaunchConfig{Name: "c8", Cluster: "a", CPU: 8, Memory: 16 << 30, PricePerHour: 0.3},
+		config: api.LaunchConfig{Name: "c8", Cluster: "a", CPU: 8, Memory: 16 << 30, PricePerHour: 300_000_000},
 		token: func(name string) string {
 			if j := fake.Job(name); j != nil {
 				return j.TaskGroups[0].Tasks[0].Env[provider.JoinTokenEnv]

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -212,7 +213,7 @@ func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
 	settings, cfgs, marks := c.state.AutoscalerSettings()
 	type pool struct{ cluster, pool string }
 	count := map[pool]map[uint8]int{}
-	spend := map[pool]float64{}
+	spend := map[pool]money.Rate{}
 	for _, m := range c.state.Machines() {
 		if m.State < state.MachineRequested || m.State > state.MachineDraining {
 			continue
@@ -222,15 +223,15 @@ func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
 			count[k] = map[uint8]int{}
 		}
 		count[k][m.State]++
-		spend[k] += m.PricePerHour
+		spend[k] = spend[k].Add(m.PricePerHour)
 	}
 	for k, byState := range count {
 		for st := state.MachineRequested; st <= state.MachineDraining; st++ {
 			ch <- prometheus.MustNewConstMetric(machinesDesc, prometheus.GaugeValue, float64(byState[st]), k.cluster, k.pool, state.MachineStateName(st))
 		}
-		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.GaugeValue, spend[k], k.cluster, k.pool)
+		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.GaugeValue, spend[k].Dollars(), k.cluster, k.pool)
 	}
-	ch <- prometheus.MustNewConstMetric(spendCapDesc, prometheus.GaugeValue, settings.MaxPerHour)
+	ch <- prometheus.MustNewConstMetric(spendCapDesc, prometheus.GaugeValue, settings.MaxPerHour.Dollars())
 	now := time.Now().UnixNano()
 	for _, cfg := range cfgs {
 		limited := 0.0

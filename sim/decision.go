@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/autoscaler"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -56,7 +57,7 @@ func TimeDecisions(jobs, configs, zones, rounds int) (*DecisionResult, error) {
 	if _, err := apply(&state.Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"}); err != nil {
 		return nil, err
 	}
-	cfg := &state.ApplyPlacement{Now: 1, Autoscaler: &state.Autoscaler{Enabled: true, MaxNodes: 2000, MaxPerHour: 5000, MaxAddsPerMinute: 500, Window: int64(150 * time.Second)}}
+	cfg := &state.ApplyPlacement{Now: 1, Autoscaler: &state.Autoscaler{Enabled: true, MaxNodes: 2000, MaxPerHour: 5000 * money.DollarPerHour, MaxAddsPerMinute: 500, Window: int64(150 * time.Second)}}
 	types := []struct {
 		name  string
 		cores int64
@@ -74,7 +75,7 @@ func TimeDecisions(jobs, configs, zones, rounds int) (*DecisionResult, error) {
 			price *= 0.3
 		}
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, state.LaunchConfig{Name: fmt.Sprintf("cfg%d", i), Cluster: fmt.Sprintf("c%d", z), MachineType: t.name,
-			Zone: fmt.Sprintf("zone-%d", z), Spot: spot, CPUMilli: t.cores * 1000, Memory: t.cores * 4 << 30, PricePerHour: price})
+			Zone: fmt.Sprintf("zone-%d", z), Spot: spot, CPUMilli: t.cores * 1000, Memory: t.cores * 4 << 30, PricePerHour: money.RateFromDollars(price)})
 	}
 	if _, err := apply(cfg); err != nil {
 		return nil, err

@@ -28,6 +28,7 @@ import (
 	simcloud "github.com/drover-sched/drover/autoscaler/provider/sim"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
@@ -82,9 +83,11 @@ type Result struct {
 	Seed    uint64 `json:"seed"`
 	// CostUSD is what the cloud billed; LowerBoundUSD the workload's
 	// core-seconds at the cheapest price per core-second.
-	CostUSD       float64 `json:"cost_usd"`
-	LowerBoundUSD float64 `json:"lower_bound_usd"`
-	CostRatio     float64 `json:"cost_ratio"`
+	// Both are rounded to the cent from exact sums (the cloud's bill is
+	// an integer of nano-dollars); CostRatio is taken before rounding.
+	CostUSD       money.Amount `json:"cost_usd"`
+	LowerBoundUSD money.Amount `json:"lower_bound_usd"`
+	CostRatio     float64      `json:"cost_ratio"`
 	// MakespanHours: from the first arrival to the last completion.
 	MakespanHours float64 `json:"makespan_h"`
 	// Utilization: busy core-hours over paid core-hours.
@@ -94,13 +97,13 @@ type Result struct {
 	CapViolations int `json:"cap_violations"`
 	// CapacityLimitedLaunches counts machines a decision launched of a
 	// config still marked capacity-limited (must be 0).
-	CapacityLimitedLaunches int                `json:"capacity_limited_launches"`
-	MachinesLaunched        int                `json:"machines_launched"`
-	CapacityRefusals        int                `json:"capacity_refusals"`
-	SpotReclaimed           int                `json:"spot_reclaimed"`
-	PeakSpendPerHour        float64            `json:"peak_spend_per_hour"`
-	PeakNodes               int                `json:"peak_nodes"`
-	CostByConfig            map[string]float64 `json:"cost_by_config"`
+	CapacityLimitedLaunches int                     `json:"capacity_limited_launches"`
+	MachinesLaunched        int                     `json:"machines_launched"`
+	CapacityRefusals        int                     `json:"capacity_refusals"`
+	SpotReclaimed           int                     `json:"spot_reclaimed"`
+	PeakSpendPerHour        money.Rate              `json:"peak_spend_per_hour"`
+	PeakNodes               int                     `json:"peak_nodes"`
+	CostByConfig            map[string]money.Amount `json:"cost_by_config"`
 	// AutoscaleRoundErrors counts autoscale rounds that ended early on a
 	// cloud error (an injected failure, the rate limit), as a leader's
 	// would, to be retried at the next.
@@ -284,12 +287,12 @@ func (r *run) decided(in *autoscaler.Input, out *autoscaler.Output) {
 }
 
 // setUp bootstraps the state, the clusters, the autoscaler's settings and
-// configs, and the workload's users; it returns the cheapest price per
-// core-hour.
-func (r *run) setUp() (float64, error) {
+// configs, and the workload's users; it returns the config cheapest per
+// core-hour (compared exactly), for the lower bound.
+func (r *run) setUp() (*autoscaler.LaunchConfig, error) {
 	now := r.clk.t.UnixNano()
 	if _, err := r.apply(&state.Bootstrap{Now: now, Admin: "root", TokenHash: "h", DefaultProject: "default"}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	w, set := r.w, r.w.Settings
 	clusters := w.Clusters
@@ -302,11 +305,11 @@ func (r *run) setUp() (float64, error) {
 	}
 	cfg.Autoscaler = &state.Autoscaler{Enabled: true, Strategy: set.Strategy, MaxNodes: set.MaxNodes, MaxPerHour: set.MaxPerHour, MaxAddsPerMinute: set.MaxAddsPerMinute,
 		IdleTimeout: int64(set.IdleTimeout), BootTimeout: int64(10 * time.Minute), Window: int64(150 * time.Second), Consolidate: !set.NoConsolidate}
-	cheapest := math.Inf(1)
+	var cheapest *autoscaler.LaunchConfig
 	for _, c := range w.Configs {
 		mem, err := units.ParseBytes(c.Memory)
 		if err != nil {
-			return 0, fmt.Errorf("config %s: %w", c.Name, err)
+			return nil, fmt.Errorf("config %s: %w", c.Name, err)
 		}
 		cluster := c.Cluster
 		if cluster == "" {
@@ -314,10 +317,16 @@ func (r *run) setUp() (float64, error) {
 		}
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, state.LaunchConfig{Name: c.Name, Cluster: cluster, MachineType: c.MachineType, Zone: c.Zone, Spot: c.Spot,
 			CPUMilli: int64(c.CPU * 1000), Memory: mem, PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes})
-		cheapest = min(cheapest, c.PricePerHour/c.CPU)
+		ac := &autoscaler.LaunchConfig{CPUMilli: int64(c.CPU * 1000), PricePerHour: c.PricePerHour}
+		if cheapest == nil || autoscaler.ComparePricePerCore(ac, cheapest) < 0 {
+			cheapest = ac
+		}
+	}
+	if cheapest == nil {
+		return nil, errors.New("sim: the workload has no launch config")
 	}
 	if _, err := r.apply(cfg); err != nil {
-		return 0, err
+		return nil, err
 	}
 	users := map[string]bool{}
 	for _, b := range w.Batches {
@@ -326,10 +335,10 @@ func (r *run) setUp() (float64, error) {
 		}
 		users[b.User] = true
 		if _, err := r.apply(&state.CreateUser{Now: now, Name: b.User, TokenHash: "h-" + b.User}); err != nil {
-			return 0, err
+			return nil, err
 		}
 		if _, err := r.apply(&state.SetMember{Project: "default", User: b.User, Member: true}); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	return cheapest, nil
@@ -337,14 +346,14 @@ func (r *run) setUp() (float64, error) {
 
 // loop steps the virtual clock until every job is done and every machine
 // deleted.
-func (r *run) loop(ctx context.Context, cheapest float64) (*Result, error) {
+func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Result, error) {
 	batches := slices.Clone(r.w.Batches)
 	slices.SortStableFunc(batches, func(x, y Batch) int { return int(x.At - y.At) })
 	set := r.w.Settings
 	var busyCoreSec float64
 	totalJobs, next, done, roundErrors := 0, 0, 0, 0
 	var first, last, lastScale time.Time
-	var peakSpend float64
+	var peakSpend money.Rate
 	peakNodes, violations := 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -395,7 +404,7 @@ func (r *run) loop(ctx context.Context, cheapest float64) (*Result, error) {
 		// The caps, as the cloud bills.
 		cs := r.cloud.Stats()
 		peakSpend, peakNodes = max(peakSpend, cs.SpendRate), max(peakNodes, cs.Live)
-		if (set.MaxPerHour > 0 && cs.SpendRate > set.MaxPerHour+1e-9) || (set.MaxNodes > 0 && int64(cs.Live) > set.MaxNodes) {
+		if (set.MaxPerHour > 0 && cs.SpendRate > set.MaxPerHour) || (set.MaxNodes > 0 && int64(cs.Live) > set.MaxNodes) {
 			violations++
 		}
 		if next == len(batches) && done == totalJobs && cs.Live == 0 {
@@ -407,14 +416,16 @@ func (r *run) loop(ctx context.Context, cheapest float64) (*Result, error) {
 		r.clk.t = now.Add(r.opts.Step)
 	}
 	cs := r.cloud.Stats()
-	lower := busyCoreSec / 3600 * cheapest
+	// The lower bound: the busy core-seconds at the cheapest price of a
+	// core-second (an estimate, in float; the bill is exact).
+	lower := busyCoreSec / 3600 * cheapest.PricePerHour.Dollars() * 1000 / float64(cheapest.CPUMilli)
 	res := &Result{Bench: "autoscale-sim", Batches: len(batches), Jobs: totalJobs, Seed: r.opts.Seed,
-		CostUSD: round(cs.Cost, 2), LowerBoundUSD: round(lower, 2), CostRatio: round(cs.Cost/lower, 3),
+		CostUSD: cs.Cost.Round(money.Cent), LowerBoundUSD: money.FromDollars(lower).Round(money.Cent), CostRatio: round(cs.Cost.Dollars()/lower, 3),
 		MakespanHours: round(last.Sub(first).Hours(), 3), Utilization: round(busyCoreSec/max(cs.CoreHours*3600, 1), 3),
 		CapViolations: violations, CapacityLimitedLaunches: r.marked, MachinesLaunched: cs.Launched, CapacityRefusals: cs.Refusals, SpotReclaimed: cs.Reclaimed,
-		PeakSpendPerHour: round(peakSpend, 2), PeakNodes: peakNodes, CostByConfig: map[string]float64{}, AutoscaleRoundErrors: roundErrors}
+		PeakSpendPerHour: peakSpend.Round(money.CentPerHour), PeakNodes: peakNodes, CostByConfig: map[string]money.Amount{}, AutoscaleRoundErrors: roundErrors}
 	for k, v := range cs.CostByConfig {
-		res.CostByConfig[k] = round(v, 2)
+		res.CostByConfig[k] = v.Round(money.Cent)
 	}
 	for _, rec := range r.records {
 		res.JobRecords = append(res.JobRecords, *rec)
@@ -613,7 +624,7 @@ func (r *run) trace(now time.Time) {
 	}
 	cs := r.cloud.Stats()
 	_, _ = fmt.Fprintf(r.opts.Trace, "%6.2fh  machines %3d  $%6.2f/h  busy %5.0f  free %5.0f  waiting %6.0f cores\n",
-		now.Sub(start).Hours(), cs.Live, cs.SpendRate, float64(busy)/1000, float64(free)/1000, float64(ready)/1000)
+		now.Sub(start).Hours(), cs.Live, cs.SpendRate.Dollars(), float64(busy)/1000, float64(free)/1000, float64(ready)/1000)
 }
 
 func round(f float64, digits int) float64 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // randomWorkload is an hour of random batches on a random cloud: prices,
@@ -25,7 +27,7 @@ func randomWorkload(rng *rand.Rand) *Workload {
 		w.Settings.MaxNodes = int64(2 + rng.IntN(30))
 	}
 	if rng.IntN(2) == 0 {
-		w.Settings.MaxPerHour = 0.5 + rng.Float64()*10
+		w.Settings.MaxPerHour = money.RateFromDollars(0.5 + rng.Float64()*10)
 	}
 	if rng.IntN(2) == 0 {
 		w.Settings.MaxAddsPerMinute = int64(1 + rng.IntN(10))
@@ -34,7 +36,7 @@ func randomWorkload(rng *rand.Rand) *Workload {
 	for i := 0; i < 1+rng.IntN(6); i++ {
 		cores := []float64{2, 4, 8, 16, 32}[rng.IntN(5)]
 		c := Config{Name: fmt.Sprintf("c%d", i), MachineType: fmt.Sprintf("t%g", cores), Zone: fmt.Sprintf("z%d", rng.IntN(3)), Spot: rng.IntN(2) == 0,
-			CPU: cores, Memory: fmt.Sprintf("%gGiB", cores*4), PricePerHour: cores * (0.005 + rng.Float64()*0.05)}
+			CPU: cores, Memory: fmt.Sprintf("%gGiB", cores*4), PricePerHour: money.RateFromDollars(cores * (0.005 + rng.Float64()*0.05))}
 		if rng.IntN(3) == 0 {
 			c.MaxNodes = int64(1 + rng.IntN(5))
 		}
@@ -43,7 +45,7 @@ func randomWorkload(rng *rand.Rand) *Workload {
 		}
 		w.Configs = append(w.Configs, c)
 	}
-	w.Configs[0].CPU, w.Configs[0].Memory, w.Configs[0].MaxNodes, w.Configs[0].PricePerHour = 32, "128GiB", 0, 0.16
+	w.Configs[0].CPU, w.Configs[0].Memory, w.Configs[0].MaxNodes, w.Configs[0].PricePerHour = 32, "128GiB", 0, 160_000_000
 	delete(w.Capacity, w.Configs[0].Name)
 	for t := time.Duration(0); t < time.Hour; t += time.Duration(rng.ExpFloat64() * float64(5*time.Minute)) {
 		b := Batch{At: Duration(t), User: fmt.Sprintf("u%d", rng.IntN(4))}

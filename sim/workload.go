@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"time"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // Workload is what a simulation runs: batches arriving over time, the
@@ -56,24 +58,24 @@ type Cluster struct {
 type Config struct {
 	Name string `json:"name"`
 	// Cluster it launches into (empty: the first).
-	Cluster      string  `json:"cluster,omitempty"`
-	MachineType  string  `json:"machine_type"`
-	Zone         string  `json:"zone"`
-	Spot         bool    `json:"spot,omitempty"`
-	CPU          float64 `json:"cpu"`
-	Memory       string  `json:"memory"`
-	PricePerHour float64 `json:"price_per_hour"`
-	MaxNodes     int64   `json:"max_nodes,omitempty"`
+	Cluster      string     `json:"cluster,omitempty"`
+	MachineType  string     `json:"machine_type"`
+	Zone         string     `json:"zone"`
+	Spot         bool       `json:"spot,omitempty"`
+	CPU          float64    `json:"cpu"`
+	Memory       string     `json:"memory"`
+	PricePerHour money.Rate `json:"price_per_hour"` // dollars an hour, exact
+	MaxNodes     int64      `json:"max_nodes,omitempty"`
 }
 
 // Settings are the autoscaler's caps and timings.
 type Settings struct {
-	MaxNodes         int64    `json:"max_nodes,omitempty"`
-	MaxPerHour       float64  `json:"max_per_hour,omitempty"`
-	MaxAddsPerMinute int64    `json:"max_adds_per_minute,omitempty"`
-	IdleTimeout      Duration `json:"idle_timeout,omitempty"`
-	Strategy         string   `json:"strategy,omitempty"`
-	NoConsolidate    bool     `json:"no_consolidate,omitempty"`
+	MaxNodes         int64      `json:"max_nodes,omitempty"`
+	MaxPerHour       money.Rate `json:"max_per_hour,omitempty"`
+	MaxAddsPerMinute int64      `json:"max_adds_per_minute,omitempty"`
+	IdleTimeout      Duration   `json:"idle_timeout,omitempty"`
+	Strategy         string     `json:"strategy,omitempty"`
+	NoConsolidate    bool       `json:"no_consolidate,omitempty"`
 }
 
 // Duration reads "90s" or a number of seconds.
@@ -139,16 +141,16 @@ func ReadWorkload(path string) (*Workload, error) {
 func SyntheticDay(seed uint64, length time.Duration) *Workload {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	w := &Workload{Boot: Duration(90 * time.Second), Reclaims: 0.05,
-		Settings: &Settings{MaxNodes: 150, MaxPerHour: 120, MaxAddsPerMinute: 40, IdleTimeout: Duration(2 * time.Minute)},
+		Settings: &Settings{MaxNodes: 150, MaxPerHour: 120 * money.DollarPerHour, MaxAddsPerMinute: 40, IdleTimeout: Duration(2 * time.Minute)},
 		// Prices are per core, alike in every size (as GCE's are).
 		Configs: []Config{
-			{Name: "n2-8-spot-a", MachineType: "n2-standard-8", Zone: "us-central1-a", Spot: true, CPU: 8, Memory: "32GiB", PricePerHour: 0.1175},
-			{Name: "n2-16-spot-a", MachineType: "n2-standard-16", Zone: "us-central1-a", Spot: true, CPU: 16, Memory: "64GiB", PricePerHour: 0.235},
-			{Name: "n2-32-spot-a", MachineType: "n2-standard-32", Zone: "us-central1-a", Spot: true, CPU: 32, Memory: "128GiB", PricePerHour: 0.47},
-			{Name: "n2-8-spot-b", MachineType: "n2-standard-8", Zone: "us-central1-b", Spot: true, CPU: 8, Memory: "32GiB", PricePerHour: 0.1225},
-			{Name: "n2-32-spot-b", MachineType: "n2-standard-32", Zone: "us-central1-b", Spot: true, CPU: 32, Memory: "128GiB", PricePerHour: 0.49},
-			{Name: "n2-8-a", MachineType: "n2-standard-8", Zone: "us-central1-a", CPU: 8, Memory: "32GiB", PricePerHour: 0.3875},
-			{Name: "n2-32-a", MachineType: "n2-standard-32", Zone: "us-central1-a", CPU: 32, Memory: "128GiB", PricePerHour: 1.55},
+			{Name: "n2-8-spot-a", MachineType: "n2-standard-8", Zone: "us-central1-a", Spot: true, CPU: 8, Memory: "32GiB", PricePerHour: 117_500_000},
+			{Name: "n2-16-spot-a", MachineType: "n2-standard-16", Zone: "us-central1-a", Spot: true, CPU: 16, Memory: "64GiB", PricePerHour: 235_000_000},
+			{Name: "n2-32-spot-a", MachineType: "n2-standard-32", Zone: "us-central1-a", Spot: true, CPU: 32, Memory: "128GiB", PricePerHour: 470_000_000},
+			{Name: "n2-8-spot-b", MachineType: "n2-standard-8", Zone: "us-central1-b", Spot: true, CPU: 8, Memory: "32GiB", PricePerHour: 122_500_000},
+			{Name: "n2-32-spot-b", MachineType: "n2-standard-32", Zone: "us-central1-b", Spot: true, CPU: 32, Memory: "128GiB", PricePerHour: 490_000_000},
+			{Name: "n2-8-a", MachineType: "n2-standard-8", Zone: "us-central1-a", CPU: 8, Memory: "32GiB", PricePerHour: 387_500_000},
+			{Name: "n2-32-a", MachineType: "n2-standard-32", Zone: "us-central1-a", CPU: 32, Memory: "128GiB", PricePerHour: 1_550_000_000},
 		},
 		// Spot capacity: 3,200 cores in each zone, in machines of any size.
 		Capacity: map[string]int{"n2-8-spot-a": 400, "n2-16-spot-a": 200, "n2-32-spot-a": 100, "n2-8-spot-b": 400, "n2-32-spot-b": 100}}

@@ -22,6 +22,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	localprov "github.com/drover-sched/drover/autoscaler/provider/local"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server"
 	"github.com/drover-sched/drover/worker"
 )
@@ -442,7 +443,7 @@ func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devC
 		}
 		cfg.Clusters = append(cfg.Clusters, api.ClusterDecl{Name: cluster, Region: region})
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: "local-" + cluster, Cluster: cluster, MachineType: fmt.Sprintf("local-%gc", dc.cores),
-			Zone: "local", CPU: dc.cores, Memory: mem, PricePerHour: 0.04 * dc.cores, MaxNodes: int64(dc.workers)})
+			Zone: "local", CPU: dc.cores, Memory: mem, PricePerHour: money.RateFromDollars(0.04 * dc.cores), MaxNodes: int64(dc.workers)})
 		nodes += int64(dc.workers)
 	}
 	cfg.Autoscaler.MaxNodes = nodes

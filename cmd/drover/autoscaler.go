@@ -38,7 +38,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	}
 	spendCap := "no cap"
 	if a.MaxPerHour > 0 {
-		spendCap = fmt.Sprintf("$%.2f", a.MaxPerHour)
+		spendCap = fmt.Sprintf("$%.2f", a.MaxPerHour.Dollars())
 	}
 	strategy := a.Strategy
 	if strategy == "" {
@@ -47,7 +47,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	safef(tw, "Autoscaler\t%s, %s first\n", state, strategy)
 	safef(tw, "Machines\t%d live of %s\n", st.Nodes, limit(a.MaxNodes))
-	safef(tw, "Spend\t$%.2f/hour of %s\n", st.SpendPerHour, spendCap)
+	safef(tw, "Spend\t$%.2f/hour of %s\n", st.SpendPerHour.Dollars(), spendCap)
 	if r := st.LastRound; r != nil {
 		safef(tw, "Last decision\t%s ago: %g cores waiting in the window\n", time.Since(r.At).Round(time.Second), r.DemandCPU)
 		for _, l := range r.Launches {
@@ -68,7 +68,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 		fmt.Fprintln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
 		for _, p := range st.Pools {
-			safef(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour)
+			safef(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour.Dollars())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -88,7 +88,7 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 				status = fmt.Sprintf("capacity-limited until %s: %s", c.Until.Local().Format("15:04:05"), c.Reason)
 			}
 			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
-				units.FormatBytes(c.Memory), c.PricePerHour, c.Live, status)
+				units.FormatBytes(c.Memory), c.PricePerHour.Dollars(), c.Live, status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

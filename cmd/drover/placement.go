@@ -151,7 +151,7 @@ func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
 	safef(tw, "Memory\t%s of %s free\n", units.FormatBytes(c.FreeMemory), units.FormatBytes(c.Memory))
 	safef(tw, "Running\t%d attempts\n", c.Running)
 	for _, p := range c.Pools {
-		safef(tw, "Pool %s\t%g cpu, %s, $%g/hour%s\n", p.Name, p.CPU, units.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
+		safef(tw, "Pool %s\t%g cpu, %s, $%s/hour%s\n", p.Name, p.CPU, units.FormatBytes(p.Memory), p.PricePerHour, map[bool]string{true: ", preemptible"}[p.Preemptible])
 	}
 	return tw.Flush()
 }

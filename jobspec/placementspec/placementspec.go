@@ -35,9 +35,12 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 )
 
 // file is the schema of a placement config. Sizes and durations are kept
@@ -65,7 +68,7 @@ type pool struct {
 	CPU          float64        `hcl:"cpu,optional"`
 	Memory       *hcl.Attribute `hcl:"memory,optional"`
 	Preemptible  bool           `hcl:"preemptible,optional"`
-	PricePerHour float64        `hcl:"price_per_hour,optional"`
+	PricePerHour *hcl.Attribute `hcl:"price_per_hour,optional"`
 	GPUType      string         `hcl:"gpu_type,optional"`
 	GPUs         int            `hcl:"gpus,optional"`
 	DeclRange    hcl.Range      `hcl:",def_range"`
@@ -80,7 +83,7 @@ type autoscaler struct {
 	Enabled             *bool          `hcl:"enabled,optional"`
 	Strategy            string         `hcl:"strategy,optional"`
 	MaxNodes            int64          `hcl:"max_nodes,optional"`
-	MaxPerHour          float64        `hcl:"max_per_hour,optional"`
+	MaxPerHour          *hcl.Attribute `hcl:"max_per_hour,optional"`
 	MaxAddsPerMinute    int64          `hcl:"max_adds_per_minute,optional"`
 	MaxRemovesPerMinute int64          `hcl:"max_removes_per_minute,optional"`
 	BootTimeout         *hcl.Attribute `hcl:"boot_timeout,optional"`
@@ -106,11 +109,12 @@ type launchConfig struct {
 	Memory              *hcl.Attribute `hcl:"memory"`
 	GPUType             string         `hcl:"gpu_type,optional"`
 	GPUs                int            `hcl:"gpus,optional"`
-	PricePerHour        float64        `hcl:"price_per_hour"`
+	PricePerHour        hcl.Expression `hcl:"price_per_hour"` // an expression: required
 	MaxNodes            int64          `hcl:"max_nodes,optional"`
-	MaxPerHour          float64        `hcl:"max_per_hour,optional"`
+	MaxPerHour          *hcl.Attribute `hcl:"max_per_hour,optional"`
 	MaxAddsPerMinute    int64          `hcl:"max_adds_per_minute,optional"`
 	MaxRemovesPerMinute int64          `hcl:"max_removes_per_minute,optional"`
+	Body                hcl.Body       `hcl:",body"`
 }
 
 type team struct {
@@ -141,7 +145,15 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 		return nil, diags
 	}
 	var pf file
-	if diags := gohcl.DecodeBody(f.Body, nil, &pf); diags.HasErrors() {
+	diags = gohcl.DecodeBody(f.Body, nil, &pf)
+	for _, lc := range pf.LaunchConfigs {
+		// An expression is never required by gohcl (absent, it is null).
+		if lc.PricePerHour == nil || isNull(lc.PricePerHour) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing required argument",
+				Detail: `The argument "price_per_hour" is required, but no definition was found.`, Subject: lc.Body.MissingItemRange().Ptr()})
+		}
+	}
+	if diags.HasErrors() {
 		return nil, diags
 	}
 	d := &decoder{}
@@ -158,7 +170,7 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 		for _, pl := range c.Pools {
 			d.name("pool", pl.Name, pl.DeclRange)
 			cd.Pools = append(cd.Pools, api.Pool{Name: pl.Name, CPU: pl.CPU, Memory: d.size(pl.Memory), Preemptible: pl.Preemptible,
-				PricePerHour: pl.PricePerHour, GPUType: pl.GPUType, GPUs: pl.GPUs})
+				PricePerHour: d.price(pl.PricePerHour), GPUType: pl.GPUType, GPUs: pl.GPUs})
 		}
 		cfg.Clusters = append(cfg.Clusters, cd)
 	}
@@ -166,7 +178,7 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 		cfg.Groups = append(cfg.Groups, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy})
 	}
 	if a := pf.Autoscaler; a != nil {
-		cfg.Autoscaler = &api.AutoscalerSettings{Enabled: a.Enabled == nil || *a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
+		cfg.Autoscaler = &api.AutoscalerSettings{Enabled: a.Enabled == nil || *a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: d.price(a.MaxPerHour),
 			MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute,
 			BootTimeout: d.duration(a.BootTimeout), IdleTimeout: d.duration(a.IdleTimeout), LameTimeout: d.duration(a.LameTimeout),
 			Backoff: d.duration(a.Backoff), MaxBackoff: d.duration(a.MaxBackoff), Window: d.duration(a.Window),
@@ -175,7 +187,7 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 	for _, lc := range pf.LaunchConfigs {
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType,
 			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: d.size(lc.Memory), GPUType: lc.GPUType, GPUs: lc.GPUs,
-			PricePerHour: lc.PricePerHour, MaxNodes: lc.MaxNodes, MaxPerHour: lc.MaxPerHour, MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
+			PricePerHour: d.priceExpr("price_per_hour", lc.PricePerHour), MaxNodes: lc.MaxNodes, MaxPerHour: d.price(lc.MaxPerHour), MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
 	}
 	for _, t := range pf.Teams {
 		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
@@ -223,6 +235,52 @@ func (d *decoder) size(attr *hcl.Attribute) int64 {
 		d.fail(attr, fmt.Sprintf("%v.", err))
 	}
 	return b
+}
+
+// price is a price or a spend cap in dollars an hour (0 when absent),
+// read exactly from the number as written: HCL keeps a number as a
+// decimal-exact big float, so 0.1 is a tenth of a dollar, not the
+// float64 nearest to it. A string of a number is read as HCL reads one
+// for a number; more than nine decimal places (a nano-dollar) or a
+// negative price is refused where it is written.
+func (d *decoder) price(attr *hcl.Attribute) money.Rate {
+	if attr == nil {
+		return 0
+	}
+	return d.priceExpr(attr.Name, attr.Expr)
+}
+
+// isNull reports whether an expression is absent (gohcl's null).
+func isNull(expr hcl.Expression) bool {
+	v, diags := expr.Value(nil)
+	return !diags.HasErrors() && v.IsNull()
+}
+
+// priceExpr is price for an attribute's expression and name.
+func (d *decoder) priceExpr(name string, expr hcl.Expression) money.Rate {
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() {
+		d.diags = append(d.diags, diags...)
+		return 0
+	}
+	n, err := convert.Convert(v, cty.Number)
+	if err != nil || n.IsNull() || !n.IsKnown() {
+		d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unsuitable value type",
+			Detail: "Unsuitable value: a number is required", Subject: expr.Range().Ptr()})
+		return 0
+	}
+	text := n.AsBigFloat().Text('f', -1)
+	r, err := money.ParseRate(text)
+	fail := func(detail string) {
+		d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Detail: detail, Subject: expr.Range().Ptr()})
+	}
+	switch {
+	case err != nil:
+		fail(fmt.Sprintf("%s = %.40s dollars an hour: %v.", name, text, err))
+	case r < 0:
+		fail(fmt.Sprintf("%s = %s: a price is 0 or more dollars an hour.", name, text))
+	}
+	return r
 }
 
 // duration checks a Go duration such as "90s" and returns it as written,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-sched/drover/internal/golden"
 	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/money"
 )
 
 // TestGoodConfigs: every file under testdata/good parses into the API
@@ -85,10 +86,10 @@ func TestParseAutoscaler(t *testing.T) {
 	if c := cfg.Clusters[0]; c.Provider != "nomad" || c.ProviderSettings["datacenters"] != "dc1,dc2" {
 		t.Fatalf("cluster %+v", c)
 	}
-	if a := cfg.Autoscaler; a == nil || !a.Enabled || a.MaxNodes != 50 || a.MaxPerHour != 20.5 || a.IdleTimeout != "90s" || a.Window != "10m" || a.Consolidate == nil || *a.Consolidate {
+	if a := cfg.Autoscaler; a == nil || !a.Enabled || a.MaxNodes != 50 || a.MaxPerHour != 20_500_000_000 || a.IdleTimeout != "90s" || a.Window != "10m" || a.Consolidate == nil || *a.Consolidate {
 		t.Fatalf("autoscaler %+v", a)
 	}
-	if l := cfg.LaunchConfigs[0]; l.Name != "n8" || !l.Spot || l.CPU != 8 || l.Memory != 32<<30 || l.PricePerHour != 0.12 {
+	if l := cfg.LaunchConfigs[0]; l.Name != "n8" || !l.Spot || l.CPU != 8 || l.Memory != 32<<30 || l.PricePerHour != 120_000_000 {
 		t.Fatalf("launch config %+v", l)
 	}
 	if _, diags := Parse("p.hcl", []byte("launch_config \"x\" {\n  cluster = \"e\"\n}\n")); !strings.Contains(jobspec.FormatDiagnostics(diags), "p.hcl:1:") {
@@ -103,5 +104,41 @@ func TestParseAutoscaler(t *testing.T) {
 		t.Fatal(jobspec.FormatDiagnostics(diags))
 	} else if cfg, _ := Parse("p.hcl", []byte("autoscaler {\n  enabled = false\n}\n")); cfg.Autoscaler.Enabled {
 		t.Fatal("enabled = false was not kept")
+	}
+}
+
+// TestPricesAreReadExactly: prices and spend caps are read from the
+// number as written, not through float64: $123456789.123456789 an hour
+// (18 digits, more than a float64 holds) is that many nano-dollars, and a
+// number written as a string is read alike.
+func TestPricesAreReadExactly(t *testing.T) {
+	cfg, diags := Parse("p.hcl", []byte(`
+cluster "c" {
+  region = "r"
+  pool "p" { price_per_hour = 0.1 }
+}
+autoscaler { max_per_hour = 123456789.123456789 }
+launch_config "l" {
+  cluster        = "c"
+  cpu            = 8
+  memory         = "32GiB"
+  price_per_hour = "0.1175"
+  max_per_hour   = 1.3
+}
+`))
+	if diags.HasErrors() {
+		t.Fatal(jobspec.FormatDiagnostics(diags))
+	}
+	if f := 123456789.123456789; money.RateFromDollars(f) == 123_456_789_123_456_789 {
+		t.Fatal("float64 holds the cap exactly: the test shows nothing")
+	}
+	if got := cfg.Autoscaler.MaxPerHour; got != 123_456_789_123_456_789 {
+		t.Fatalf("max_per_hour %s (%d)", got, int64(got))
+	}
+	if p := cfg.Clusters[0].Pools[0].PricePerHour; p != 100_000_000 {
+		t.Fatalf("pool price %d", p)
+	}
+	if l := cfg.LaunchConfigs[0]; l.PricePerHour != 117_500_000 || l.MaxPerHour != 1_300_000_000 {
+		t.Fatalf("launch config %+v", l)
 	}
 }

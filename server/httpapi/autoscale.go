@@ -38,7 +38,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 		if isLive {
 			live[m.Config]++
 			out.Nodes++
-			out.SpendPerHour += m.PricePerHour
+			out.SpendPerHour = out.SpendPerHour.Add(m.PricePerHour)
 			key := [2]string{m.Cluster, m.Pool}
 			p := pools[key]
 			if p == nil {
@@ -46,7 +46,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 				pools[key] = p
 			}
 			p.Machines[state.MachineStateName(m.State)]++
-			p.SpendPerHour += m.PricePerHour
+			p.SpendPerHour = p.SpendPerHour.Add(m.PricePerHour)
 		} else if gone++; gone > maxGoneMachines {
 			continue
 		}

@@ -288,8 +288,11 @@ func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
 			if err := api.ValidatePlaceName("pool", p.Name); err != nil {
 				return nil, fmt.Errorf("cluster %s: %v", cd.Name, err)
 			}
-			if p.CPU < 0 || p.CPU > api.MaxCPU*64 || p.Memory < 0 || p.PricePerHour < 0 || math.IsNaN(p.CPU) || math.IsNaN(p.PricePerHour) || math.IsInf(p.PricePerHour, 0) {
-				return nil, fmt.Errorf("pool %s/%s: cpu, memory and price_per_hour must be 0 or more", cd.Name, p.Name)
+			if p.CPU < 0 || p.CPU > api.MaxCPU*64 || p.Memory < 0 || math.IsNaN(p.CPU) {
+				return nil, fmt.Errorf("pool %s/%s: cpu and memory must be 0 or more", cd.Name, p.Name)
+			}
+			if err := state.ValidatePrice("pool "+cd.Name+"/"+p.Name+": price_per_hour", p.PricePerHour); err != nil {
+				return nil, err
 			}
 			if p.GPUs < 0 || p.GPUs > api.MaxGPUs || (p.GPUs > 0 && api.ValidatePlaceName("gpu_type", p.GPUType) != nil) {
 				return nil, fmt.Errorf("pool %s/%s: gpus 0 to %d, with a gpu_type when more than 0", cd.Name, p.Name, api.MaxGPUs)

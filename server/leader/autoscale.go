@@ -14,6 +14,7 @@ import (
 	"github.com/drover-sched/drover/autoscaler"
 	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
@@ -555,7 +556,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		in.Marks = append(in.Marks, autoscaler.Mark{Config: mk.Config, Until: time.Unix(0, mk.Until), Backoff: time.Duration(mk.Backoff), Reason: mk.Reason, SpotPreemptions: int(mk.SpotPreemptions)})
 	}
 	var liveNodes int64
-	var liveSpend float64
+	var liveSpend money.Rate
 	for i := range st.Machines {
 		m := &st.Machines[i]
 		am := autoscaler.Machine{ID: m.ID, Config: m.Config, State: autoscaler.State(m.State), PricePerHour: m.PricePerHour,
@@ -584,7 +585,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		}
 		if m.State >= state.MachineRequested && m.State <= state.MachineDraining {
 			liveNodes++
-			liveSpend += m.PricePerHour
+			liveSpend = liveSpend.Add(m.PricePerHour)
 		}
 		in.Machines = append(in.Machines, am)
 	}
@@ -644,21 +645,24 @@ func scaleCommand(out *autoscaler.Output, now time.Time) *state.Scale {
 // windowCores is the cores new machines can add within the window: what
 // the node and spend caps leave, and what the add rate can launch in the
 // window. No cap and no rate: as much as anyone waits for.
-func windowCores(a *state.Autoscaler, cfgs []autoscaler.LaunchConfig, liveNodes int64, liveSpend float64, maxCores int64) int64 {
+func windowCores(a *state.Autoscaler, cfgs []autoscaler.LaunchConfig, liveNodes int64, liveSpend money.Rate, maxCores int64) int64 {
 	const unbounded = int64(1) << 50
 	room := unbounded
 	if a.MaxNodes > 0 {
 		room = min(room, max(a.MaxNodes-liveNodes, 0)*maxCores)
 	}
 	if a.MaxPerHour > 0 {
-		cheapest := 0.0
+		// What the cap leaves buys the most cores of the config that is
+		// cheapest per core (configs at no price bound nothing).
+		var cheapest *autoscaler.LaunchConfig
 		for i := range cfgs {
-			if pc := cfgs[i].PricePerCoreHour(); cheapest == 0 || pc < cheapest {
-				cheapest = pc
+			c := &cfgs[i]
+			if c.PricePerHour > 0 && c.CPUMilli > 0 && (cheapest == nil || autoscaler.ComparePricePerCore(c, cheapest) < 0) {
+				cheapest = c
 			}
 		}
-		if cheapest > 0 {
-			room = min(room, int64(max(a.MaxPerHour-liveSpend, 0)/cheapest*1000))
+		if cheapest != nil {
+			room = min(room, max(a.MaxPerHour.Sub(liveSpend), 0).Buys(cheapest.PricePerHour, cheapest.CPUMilli))
 		}
 	}
 	if a.MaxAddsPerMinute > 0 && a.Window > 0 {

@@ -24,7 +24,7 @@ func TestRoundLaunchesOnItsClock(t *testing.T) {
 	clk := &testClock{t: time.Unix(0, h.Now).Add(time.Hour)}
 	h.Must(&state.ApplyPlacement{Now: h.Tick(), Clusters: []state.Cluster{{Name: "c", Region: "r"}},
 		Autoscaler:    &state.Autoscaler{Enabled: true, MaxNodes: 4},
-		LaunchConfigs: []state.LaunchConfig{{Name: "m8", Cluster: "c", MachineType: "m8", Zone: "z", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.4}}})
+		LaunchConfigs: []state.LaunchConfig{{Name: "m8", Cluster: "c", MachineType: "m8", Zone: "z", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 400_000_000}}})
 	h.CreateBatch(state.JobEntry{First: 1, Count: 16, Spec: &state.Spec{Name: "j", Array: true, Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}})
 	cloud := simcloud.New(simcloud.Options{Clock: clk, BootDelay: time.Minute})
 	var stamps []int64

@@ -3,12 +3,12 @@ package state
 import (
 	"crypto/sha1"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/autoscaler/caps"
+	"github.com/drover-sched/drover/money"
 )
 
 // The autoscaler's consensus state: its settings and launch configs, every
@@ -54,12 +54,14 @@ func machineLive(st uint8) bool { return st >= MachineRequested && st <= Machine
 
 // Autoscaler is the deployment's autoscaler: whether it runs, its caps
 // over every config together, its timeouts and its ranking strategy.
-// Durations are nanoseconds; zero caps are no cap.
+// Durations are nanoseconds; zero caps are no cap. MaxPerHour is a
+// money.Rate: a float of dollars in log entries and snapshots of servers
+// before integral prices, read as the nearest nano-dollar.
 type Autoscaler struct {
 	Enabled             bool
 	Strategy            string
 	MaxNodes            int64
-	MaxPerHour          float64
+	MaxPerHour          money.Rate
 	MaxAddsPerMinute    int64
 	MaxRemovesPerMinute int64
 	BootTimeout         int64
@@ -77,7 +79,9 @@ type Autoscaler struct {
 }
 
 // LaunchConfig is a machine type in a zone, spot or not, for one pool of
-// one cluster, with its price and its own caps.
+// one cluster, with its price and its own caps (money.Rate: nano-dollars
+// an hour; a float of dollars from a server before integral prices is
+// read as the nearest).
 type LaunchConfig struct {
 	Name                string
 	Cluster             string
@@ -90,9 +94,9 @@ type LaunchConfig struct {
 	Memory              int64
 	GPUType             string
 	GPUs                int64
-	PricePerHour        float64
+	PricePerHour        money.Rate
 	MaxNodes            int64
-	MaxPerHour          float64
+	MaxPerHour          money.Rate
 	MaxAddsPerMinute    int64
 	MaxRemovesPerMinute int64
 }
@@ -104,7 +108,7 @@ type Machine struct {
 	Cluster      string
 	Pool         string
 	State        uint8
-	PricePerHour float64
+	PricePerHour money.Rate // as launched
 	CPUMilli     int64
 	Memory       int64
 	// Launch is the index of the Scale entry that asked for it; Request
@@ -297,10 +301,11 @@ func validateLaunchConfig(c *LaunchConfig) *ApplyError {
 			return err
 		}
 	}
-	for _, f := range []float64{c.PricePerHour, c.MaxPerHour} {
-		if f < 0 || f > 1e9 || math.IsNaN(f) || math.IsInf(f, 0) {
-			return errorf(ErrInvalid, "launch config %s: prices and spend caps are 0 to 1e9 dollars an hour", c.Name)
-		}
+	if err := validPrice("launch config "+c.Name+": price_per_hour", c.PricePerHour); err != nil {
+		return err
+	}
+	if err := validPrice("launch config "+c.Name+": max_per_hour", c.MaxPerHour); err != nil {
+		return err
 	}
 	for _, n := range []int64{c.MaxNodes, c.MaxAddsPerMinute, c.MaxRemovesPerMinute} {
 		if n < 0 || n > 1e6 {
@@ -324,8 +329,8 @@ func validateAutoscaler(a *Autoscaler) *ApplyError {
 	default:
 		return errorf(ErrInvalid, "autoscaler: unknown strategy %.40q (cheapest, prefer-large or prefer-reserved)", a.Strategy)
 	}
-	if a.MaxPerHour < 0 || a.MaxPerHour > 1e9 || math.IsNaN(a.MaxPerHour) || math.IsInf(a.MaxPerHour, 0) {
-		return errorf(ErrInvalid, "autoscaler: max_per_hour is 0 (none) to 1e9 dollars")
+	if err := validPrice("autoscaler: max_per_hour", a.MaxPerHour); err != nil {
+		return err
 	}
 	for _, n := range []int64{a.MaxNodes, a.MaxAddsPerMinute, a.MaxRemovesPerMinute, a.SpotPreemptions} {
 		if n < 0 || n > 1e6 {
@@ -339,6 +344,30 @@ func validateAutoscaler(a *Autoscaler) *ApplyError {
 	}
 	if a.NamePrefix != "" && (len(a.NamePrefix) > 20 || !dnsLabel(a.NamePrefix)) {
 		return errorf(ErrInvalid, "autoscaler: name_prefix %.30q: up to 20 lowercase letters, digits and '-', starting with a letter", a.NamePrefix)
+	}
+	return nil
+}
+
+// MaxPricePerHour bounds a machine's or a pool's price and a spend cap:
+// a billion dollars an hour, far past any machine. Sums of prices
+// saturate at money.MaxRate (money.Rate.Add), so no count of machines at
+// it can wrap past a cap.
+const MaxPricePerHour = 1_000_000_000 * money.DollarPerHour
+
+// ValidatePrice checks a price or a spend cap (what names it) against 0
+// and MaxPricePerHour, as apply will, so the API refuses it before the
+// log.
+func ValidatePrice(what string, r money.Rate) error {
+	if err := validPrice(what, r); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validPrice is ValidatePrice's rule, which apply asks again.
+func validPrice(what string, r money.Rate) *ApplyError {
+	if r < 0 || r > MaxPricePerHour {
+		return errorf(ErrInvalid, "%s: $%s an hour is out of range (0 to %s dollars an hour)", what, r, MaxPricePerHour)
 	}
 	return nil
 }
@@ -376,7 +405,7 @@ func (a *Autoscaler) prefix() string {
 // config, and the adds and removes of the minute before now.
 type liveTotals struct {
 	nodes, adds, removes int64
-	spend                float64
+	spend                money.Rate // an integer sum: the map's order is no matter
 }
 
 // roomFor reports whether one more machine of cfg stays within the node,
@@ -399,7 +428,7 @@ func (s *State) totals(config string, now int64) (all, one liveTotals) {
 			}
 			if machineLive(m.State) {
 				t.nodes++
-				t.spend += m.PricePerHour
+				t.spend = t.spend.Add(m.PricePerHour)
 			}
 			if m.Created > minuteAgo {
 				t.adds++
@@ -442,7 +471,7 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 			for _, t := range []*liveTotals{&all, &one} {
 				t.nodes++
 				t.adds++
-				t.spend += cfg.PricePerHour
+				t.spend = t.spend.Add(cfg.PricePerHour)
 			}
 			id := fmt.Sprintf("%s-%d-%d", a.prefix(), index, seq)
 			seq++

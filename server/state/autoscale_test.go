@@ -10,10 +10,10 @@ import (
 func autoscaled(t *testing.T) *Harness {
 	h := newHarness(t)
 	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east"}},
-		Autoscaler: &Autoscaler{Enabled: true, MaxPerHour: 1.0, Backoff: int64(time.Minute), MaxBackoff: int64(4 * time.Minute), SpotPreemptions: 2},
+		Autoscaler: &Autoscaler{Enabled: true, MaxPerHour: 1_000_000_000, Backoff: int64(time.Minute), MaxBackoff: int64(4 * time.Minute), SpotPreemptions: 2},
 		LaunchConfigs: []LaunchConfig{
-			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.3},
-			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.1},
+			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 300_000_000},
+			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 100_000_000},
 		}})
 	return h
 }
@@ -199,7 +199,7 @@ func TestDrainingMachineIsRevived(t *testing.T) {
 func TestPrivateMachineLifecycle(t *testing.T) {
 	h := autoscaled(t)
 	h.Must(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
-		{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 0.9}}})
+		{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 900_000_000}}})
 	sp := spec("private", 4)
 	sp.Where = &Where{MachineType: "n2-highmem-16"}
 	b := h.CreateBatch(entry(1, 2, sp))

@@ -58,6 +58,14 @@ const (
 	CmdSetSpendLimitExact
 	CmdSetRatesExact
 	CmdForgetInstances
+	// CmdApplyPlacementExact is CmdApplyPlacement with its prices and
+	// spend caps (pools', launch configs', the autoscaler's) as integers
+	// of nano-dollars an hour. CmdApplyPlacement entries, written by
+	// servers before integral prices with float dollars, are still read
+	// (each price rounded once to the nearest nano-dollar); new entries
+	// take the new type, so that such a server stops at an unknown
+	// command instead of reading nano-dollars as dollars.
+	CmdApplyPlacementExact
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -76,7 +84,7 @@ var cmdNames = map[CommandType]string{
 	CmdMarkExported: "mark_exported", CmdForgetBatches: "forget_batches", CmdSetLogQuota: "set_log_quota",
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
-	CmdForgetInstances: "forget_instances",
+	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
 }
 
 func (t CommandType) String() string {
@@ -380,7 +388,7 @@ func newCommand(t CommandType) Command {
 		return &SetCluster{}
 	case CmdSetTeam:
 		return &SetTeam{}
-	case CmdApplyPlacement:
+	case CmdApplyPlacement, CmdApplyPlacementExact:
 		return &ApplyPlacement{}
 	case CmdScale:
 		return &Scale{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 )
 
@@ -98,7 +99,7 @@ type Pool struct {
 	CPUMilli     int64
 	Memory       int64
 	Preemptible  bool
-	PricePerHour float64 // of one machine
+	PricePerHour money.Rate // of one machine (a float of dollars before integral prices)
 	GPUType      string
 	GPUs         int64
 }
@@ -169,7 +170,7 @@ type ApplyPlacement struct {
 
 func (*SetCluster) Type() CommandType     { return CmdSetCluster }
 func (*SetTeam) Type() CommandType        { return CmdSetTeam }
-func (*ApplyPlacement) Type() CommandType { return CmdApplyPlacement }
+func (*ApplyPlacement) Type() CommandType { return CmdApplyPlacementExact }
 
 // SetClusterResult counts what a disable with evacuation preempted.
 type SetClusterResult struct {
@@ -448,8 +449,11 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			if err := validName("pool", p.Name); err != nil {
 				return err
 			}
-			if p.CPUMilli < 0 || p.Memory < 0 || p.PricePerHour < 0 {
-				return errorf(ErrInvalid, "pool %s/%s: sizes and price must not be negative", cl.Name, p.Name)
+			if p.CPUMilli < 0 || p.Memory < 0 {
+				return errorf(ErrInvalid, "pool %s/%s: sizes must not be negative", cl.Name, p.Name)
+			}
+			if err := validPrice("pool "+cl.Name+"/"+p.Name+": price_per_hour", p.PricePerHour); err != nil {
+				return err
 			}
 		}
 	}

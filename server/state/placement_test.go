@@ -105,7 +105,7 @@ func TestEvacuatePreemptsWithoutCountingFailures(t *testing.T) {
 func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
 	h := newHarness(t)
 	w := h.activateIn("wa", "east", "a", 8)
-	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "cpu", Pools: []Pool{{Name: "default", CPUMilli: 8000, PricePerHour: 0.4}}},
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "east", Group: "cpu", Pools: []Pool{{Name: "default", CPUMilli: 8000, PricePerHour: 400_000_000}}},
 		{Name: "c", Region: "west"}}, Teams: []Team{{Name: "g", Projects: []string{"default"}, QuotaMilli: 5000, Strategy: "pack"}},
 		Groups: []ClusterGroup{{Name: "cpu", Strategy: "least-loaded"}}})
 	h.Must(&SetCluster{Now: h.Tick(), Name: "c", Disabled: true, Reason: "not yet", By: "ops"})
@@ -124,7 +124,7 @@ func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
 			t.Fatalf("team after restore: %+v", ti)
 		}
 		cs := s.Clusters()
-		if len(cs) != 2 || cs[0].Workers != 1 || cs[0].Pools[0].PricePerHour != 0.4 || !cs[1].Disabled || cs[1].By != "ops" || cs[0].Group != "cpu" {
+		if len(cs) != 2 || cs[0].Workers != 1 || cs[0].Pools[0].PricePerHour != 400_000_000 || !cs[1].Disabled || cs[1].By != "ops" || cs[0].Group != "cpu" {
 			t.Fatalf("clusters after restore: %+v", cs)
 		}
 		if gs := s.ClusterGroups(); len(gs) != 1 || gs[0].Strategy != "least-loaded" || len(gs[0].Clusters) != 1 || gs[0].Clusters[0] != "a" {

@@ -102,7 +102,7 @@ func (s *State) machineRates(configs []LaunchConfig) []RateEntry {
 			continue
 		}
 		for _, r := range billing.MachineRates(billing.Machine{Config: lc.Name, Pool: lc.Pool, CPUMilli: lc.CPUMilli, Memory: lc.Memory,
-			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: money.RateFromDollars(lc.PricePerHour)}) {
+			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: lc.PricePerHour}) {
 			out = append(out, RateEntry{Resource: r.Resource, Price: r.PerHour})
 		}
 	}

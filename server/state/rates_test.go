@@ -136,20 +136,20 @@ func TestLaunchConfigRates(t *testing.T) {
 
 	// Set again as they are: no new version. An admin's rate over the
 	// config's stays in force.
-	cfgs := func(small float64) *ApplyPlacement {
+	cfgs := func(small money.Rate) *ApplyPlacement {
 		return &ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
 			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: small},
-			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.1}}}
+			{Name: "spot", Cluster: "a", MachineType: "n2-8", Zone: "east-c", Spot: true, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 100_000_000}}}
 	}
 	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute/default/spot", Price: 1_000_000}}})
-	h.Must(cfgs(0.3))
+	h.Must(cfgs(300_000_000))
 	rs = byName()
 	if len(rs) != 6 || !rs["compute/default/spot@2"].inForce {
 		t.Fatalf("the same configs again: %+v", rs)
 	}
 	// A new price: a new version from now; the ended attempt keeps its
 	// cost.
-	h.Must(cfgs(0.6))
+	h.Must(cfgs(600_000_000))
 	rs = byName()
 	if r := rs["compute/default/small@2"]; !r.inForce || r.from != h.Now || math.Abs(r.price-2*rs["compute/default/small@1"].price) > 1e-9 {
 		t.Fatalf("after the price doubled: %+v", rs)
@@ -160,7 +160,7 @@ func TestLaunchConfigRates(t *testing.T) {
 	// A price whose rates would be past the most a rate may be is refused
 	// whole.
 	h.MustFail(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
-		{Name: "huge", Cluster: "a", MachineType: "x", CPUMilli: 1000, Memory: 1 << 30, PricePerHour: 1e8}}}, ErrInvalid)
+		{Name: "huge", Cluster: "a", MachineType: "x", CPUMilli: 1000, Memory: 1 << 30, PricePerHour: 100_000_000_000_000_000}}}, ErrInvalid)
 	if _, ok := byName()["compute/default/huge@1"]; ok {
 		t.Fatal("a refused config left a rate")
 	}

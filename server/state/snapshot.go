@@ -17,8 +17,10 @@ import (
 // snapshotVersion is bumped when the snapshot layout changes: 2 since
 // money is integral (version 1 held float dollars, which Restore still
 // reads; a server that reads only 1 refuses a 2 instead of reading
-// nano-dollars as dollars).
-const snapshotVersion = 2
+// nano-dollars as dollars), 3 since prices and spend caps (pools', launch
+// configs', machines', the autoscaler's) are too (version 2 held them as
+// float dollars, read as the nearest nano-dollar).
+const snapshotVersion = 3
 
 // Snapshot is a point-in-time copy of the state, taken under the read lock
 // and encoded later without it.

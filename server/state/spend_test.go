@@ -165,7 +165,7 @@ func TestPrivateMachineRespectsTheSpendLimit(t *testing.T) {
 	h.Must(&SetRates{Now: h.Tick(), Rates: []RateEntry{{Resource: "compute", Price: 3600 * money.DollarPerHour}}})
 	h.Must(&SetSpendLimit{Project: "default", Limit: 10 * money.Dollar})
 	h.Must(&ApplyPlacement{Now: h.Tick(), LaunchConfigs: []LaunchConfig{
-		{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 0.5}}})
+		{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 500_000_000}}})
 	inst := h.Activate("w", 8, 32)
 	shared := h.CreateBatch(entry(1, 1, spec("shared", 1)))
 	h.Schedule()

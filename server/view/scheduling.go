@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
@@ -218,13 +219,13 @@ func scheduling(r state.Reader, o Options) *Round {
 	return rd
 }
 
-// corePrice is the price of a core-hour in the cheapest declared pool (0:
-// unknown).
-func corePrice(pools []state.Pool) float64 {
-	var price float64
+// corePrice is the price of a core-hour in the cheapest declared pool,
+// rounded to the nano-dollar (0: unknown).
+func corePrice(pools []state.Pool) money.Rate {
+	var price money.Rate
 	for _, p := range pools {
 		if p.CPUMilli > 0 && p.PricePerHour > 0 {
-			if pc := p.PricePerHour * 1000 / float64(p.CPUMilli); price == 0 || pc < price {
+			if pc := p.PricePerHour.Per(p.CPUMilli, 1000); price == 0 || pc < price {
 				price = pc
 			}
 		}

@@ -190,10 +190,10 @@ func TestViewReadsClustersGroupsAndLiveness(t *testing.T) {
 func TestViewKeepsDrainingAndPrivateMachinesOut(t *testing.T) {
 	h := state.NewHarness(t, nil)
 	h.Must(&state.ApplyPlacement{Now: h.Tick(), Clusters: []state.Cluster{{Name: "a", Region: "east"}},
-		Autoscaler: &state.Autoscaler{Enabled: true, MaxPerHour: 10, Backoff: int64(time.Minute), MaxBackoff: int64(4 * time.Minute)},
+		Autoscaler: &state.Autoscaler{Enabled: true, MaxPerHour: 10 * money.DollarPerHour, Backoff: int64(time.Minute), MaxBackoff: int64(4 * time.Minute)},
 		LaunchConfigs: []state.LaunchConfig{
-			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.3},
-			{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 0.9},
+			{Name: "small", Cluster: "a", MachineType: "n2-8", Zone: "east-b", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 300_000_000},
+			{Name: "big", Cluster: "a", MachineType: "n2-highmem-16", Zone: "east-b", CPUMilli: 16000, Memory: 128 << 30, PricePerHour: 900_000_000},
 		}})
 	req := h.Must(&state.Scale{Now: h.Tick(), Launches: []state.ScaleLaunch{{Config: "small", Count: 1}}}).(*state.ScaleResult).Requests[0]
 	h.Must(&state.LaunchDone{Now: h.Tick(), Request: req.Key, Created: []state.LaunchedMachine{{Machine: req.Machines[0]}}})

@@ -32,7 +32,7 @@ func request(key string, spot bool, names ...string) *provider.LaunchRequest {
 		tokens[n] = "join-" + n
 	}
 	return &provider.LaunchRequest{RequestID: key, Names: names, JoinTokens: tokens,
-		Config: autoscaler.LaunchConfig{Name: "n8", MachineType: "n2-standard-8", Zone: "us-central1-a", Spot: spot, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 0.39},
+		Config: autoscaler.LaunchConfig{Name: "n8", MachineType: "n2-standard-8", Zone: "us-central1-a", Spot: spot, CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 390_000_000},
 		Labels: map[string]string{provider.LabelCluster: "us-central1", provider.LabelConfig: "n8"},
 		Worker: provider.Worker{Servers: "https://drover.example:4650", Region: "us-central1", Cluster: "us-central1", Pool: "default"}}
 }

@@ -18,7 +18,7 @@ func launch(key string, names ...string) *provider.LaunchRequest {
 		tokens[n] = "join-" + n
 	}
 	return &provider.LaunchRequest{RequestID: key, Names: names, JoinTokens: tokens,
-		Config: autoscaler.LaunchConfig{Name: "c8", CPUMilli: 8000, Memory: 16 << 30, PricePerHour: 0.3},
+		Config: autoscaler.LaunchConfig{Name: "c8", CPUMilli: 8000, Memory: 16 << 30, PricePerHour: 300_000_000},
 		Labels: map[string]string{provider.LabelCluster: "nomad-east", provider.LabelConfig: "c8"},
 		Worker: provider.Worker{Servers: "http://drover:4650", Region: "east", Cluster: "nomad-east"}}
 }

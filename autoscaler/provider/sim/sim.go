@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/money"
 )
 
 // Clock tells the simulated time.
@@ -54,8 +54,8 @@ type Cloud struct {
 	machines  map[string]*machine
 	requests  map[string]*provider.LaunchResult
 	calls     []time.Time
-	cost      float64 // of machines already deleted
-	costBy    map[string]float64
+	cost      money.Amount // of machines already deleted
+	costBy    map[string]money.Amount
 	coreHours float64 // paid for by machines already deleted
 	launches  int     // machines created, in all
 	refusals  int
@@ -66,7 +66,7 @@ type machine struct {
 	inst      provider.Instance
 	joinToken string
 	cores     float64
-	price     float64
+	price     money.Rate
 	spot      bool
 	created   time.Time
 	reclaim   time.Time // zero: never
@@ -78,7 +78,7 @@ var _ provider.Provider = (*Cloud)(nil)
 // New makes a simulated cloud.
 func New(opts Options) *Cloud {
 	return &Cloud{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), machines: map[string]*machine{}, requests: map[string]*provider.LaunchResult{},
-		costBy: map[string]float64{}}
+		costBy: map[string]money.Amount{}}
 }
 
 // call counts an API call against the rate limit and draws an injected
@@ -174,8 +174,9 @@ func (c *Cloud) Delete(ctx context.Context, names []string) error {
 		if !ok {
 			continue
 		}
-		c.cost += m.costUntil(now)
-		c.costBy[m.inst.Config] += m.costUntil(now)
+		cost := m.costUntil(now)
+		c.cost = c.cost.Add(cost)
+		c.costBy[m.inst.Config] = c.costBy[m.inst.Config].Add(cost)
 		c.coreHours += m.coreHoursUntil(now)
 		delete(c.machines, name)
 	}
@@ -183,18 +184,20 @@ func (c *Cloud) Delete(ctx context.Context, names []string) error {
 }
 
 // costUntil is what a machine cost from its launch to t (a reclaimed one
-// stops costing when it is reclaimed).
-func (m *machine) costUntil(t time.Time) float64 { return m.price * m.hoursUntil(t) }
+// stops costing when it is reclaimed): its price over that time, rounded
+// once to the nano-dollar.
+func (m *machine) costUntil(t time.Time) money.Amount { return m.price.Over(m.paidUntil(t)) }
 
 // coreHoursUntil is the core-hours it was paid for until t.
-func (m *machine) coreHoursUntil(t time.Time) float64 { return m.cores * m.hoursUntil(t) }
+func (m *machine) coreHoursUntil(t time.Time) float64 { return m.cores * m.paidUntil(t).Hours() }
 
-func (m *machine) hoursUntil(t time.Time) float64 {
+// paidUntil is how long the machine was paid for until t.
+func (m *machine) paidUntil(t time.Time) time.Duration {
 	end := t
 	if !m.reclaim.IsZero() && m.reclaim.Before(end) {
 		end = m.reclaim
 	}
-	return max(end.Sub(m.created).Hours(), 0)
+	return max(end.Sub(m.created), 0)
 }
 
 // List returns every machine, running once its boot delay has passed, and
@@ -250,19 +253,19 @@ func (c *Cloud) sortedNames() []string {
 
 // Stats is what the simulated cloud saw.
 type Stats struct {
-	// Cost in dollars of every machine until now.
-	Cost float64
+	// Cost of every machine until now: integers, the same in any order.
+	Cost money.Amount
 	// Launched counts machines made; Live those not deleted.
 	Launched, Live int
 	// Refusals counts launches cut short for capacity; Reclaimed spot
 	// machines the cloud took back.
 	Refusals, Reclaimed int
 	// SpendRate is what the live machines cost an hour now.
-	SpendRate float64
+	SpendRate money.Rate
 	// CoreHours is the core-hours paid for until now.
 	CoreHours float64
 	// CostByConfig splits Cost by launch config.
-	CostByConfig map[string]float64
+	CostByConfig map[string]money.Amount
 }
 
 // Stats reports the cost so far and the counts.
@@ -271,17 +274,17 @@ func (c *Cloud) Stats() Stats {
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
 	s := Stats{Cost: c.cost, CoreHours: c.coreHours, Launched: c.launches, Refusals: c.refusals, Reclaimed: c.reclaimed, CostByConfig: maps.Clone(c.costBy)}
-	for _, m := range c.machines {
-		s.Cost += m.costUntil(now)
-		s.CostByConfig[m.inst.Config] += m.costUntil(now)
+	// In the machines' names' order: the core-hours are a float sum.
+	for _, name := range c.sortedNames() {
+		m := c.machines[name]
+		cost := m.costUntil(now)
+		s.Cost = s.Cost.Add(cost)
+		s.CostByConfig[m.inst.Config] = s.CostByConfig[m.inst.Config].Add(cost)
 		s.CoreHours += m.coreHoursUntil(now)
 		if m.reclaim.IsZero() || now.Before(m.reclaim) {
 			s.Live++
-			s.SpendRate += m.price
+			s.SpendRate = s.SpendRate.Add(m.price)
 		}
-	}
-	if math.IsNaN(s.Cost) {
-		s.Cost = 0
 	}
 	return s
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-sched/drover/autoscaler"
 	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/money"
 )
 
 type clock struct{ t time.Time }
@@ -21,7 +22,7 @@ func req(id string, cfg autoscaler.LaunchConfig, names ...string) *provider.Laun
 func TestCloudCapacityIdempotencyBootAndCost(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := New(Options{Clock: clk, BootDelay: 90 * time.Second, Capacity: map[string]int{"n2": 2}})
-	cfg := autoscaler.LaunchConfig{Name: "n2", PricePerHour: 2}
+	cfg := autoscaler.LaunchConfig{Name: "n2", PricePerHour: 2 * money.DollarPerHour}
 	ctx := context.Background()
 	res, err := c.Launch(ctx, req("r1", cfg, "a", "b", "c"))
 	if err != nil || len(res.Created) != 2 || !res.CapacityLimited || res.Reason != "ZONE_RESOURCE_POOL_EXHAUSTED" {
@@ -50,8 +51,8 @@ func TestCloudCapacityIdempotencyBootAndCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(30 * time.Minute)
-	// a: half an hour, b: an hour, at $2.
-	if s := c.Stats(); s.Cost < 2.999 || s.Cost > 3.001 || s.Live != 1 || s.SpendRate != 2 {
+	// a: half an hour, b: an hour, at $2: $3, exactly.
+	if s := c.Stats(); s.Cost != 3*money.Dollar || s.CostByConfig["n2"] != 3*money.Dollar || s.Live != 1 || s.SpendRate != 2*money.DollarPerHour {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -60,7 +61,7 @@ func TestCloudSpotReclaimsErrorsAndRateLimit(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := New(Options{Clock: clk, Seed: 1, SpotReclaimsPerHour: 1, RequestsPerMinute: 3})
 	ctx := context.Background()
-	if _, err := c.Launch(ctx, req("r1", autoscaler.LaunchConfig{Name: "spot", Spot: true, PricePerHour: 1}, "a", "b", "c", "d")); err != nil {
+	if _, err := c.Launch(ctx, req("r1", autoscaler.LaunchConfig{Name: "spot", Spot: true, PricePerHour: money.DollarPerHour}, "a", "b", "c", "d")); err != nil {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(10 * time.Hour)
@@ -91,7 +92,7 @@ func TestMachinesIsNoAPICall(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := New(Options{Clock: clk, Seed: 1, BootDelay: time.Minute, RequestsPerMinute: 2})
 	ctx := context.Background()
-	if _, err := c.Launch(ctx, req("r1", autoscaler.LaunchConfig{Name: "m", PricePerHour: 1}, "a", "b")); err != nil {
+	if _, err := c.Launch(ctx, req("r1", autoscaler.LaunchConfig{Name: "m", PricePerHour: money.DollarPerHour}, "a", "b")); err != nil {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(2 * time.Minute)
