@@ -156,14 +156,7 @@ func TestOpensDataDirWithFloatMoney(t *testing.T) {
 
 	// The same state read twice, and after a snapshot round trip, gives
 	// the same integers; the round trip writes the same bytes.
-	snap := state.SnapshotBytes(t, tc.srv.state)
-	restored := state.New()
-	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	if again := state.SnapshotBytes(t, restored); !bytes.Equal(again, snap) {
-		t.Fatal("a snapshot of the converted state does not restore to the same bytes")
-	}
+	restored := restoreSameBytes(t, tc.srv.state)
 	for _, s := range []*state.State{tc.srv.state, tc.srv.state, restored} {
 		if tot, run := s.ProjectCosts("genomics", at); tot != total || run != running {
 			t.Fatalf("read again: %s (running %s), want %s (%s)", tot, run, total, running)
@@ -219,4 +212,20 @@ func abs(a money.Amount) money.Amount {
 		return -a
 	}
 	return a
+}
+
+// restoreSameBytes restores a snapshot of s into a new state and checks
+// that a snapshot of that is the same bytes: a converted state (from
+// float money or prices) is written and read back as it is.
+func restoreSameBytes(t *testing.T, s *state.State) *state.State {
+	t.Helper()
+	snap := state.SnapshotBytes(t, s)
+	restored := state.New()
+	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if again := state.SnapshotBytes(t, restored); !bytes.Equal(again, snap) {
+		t.Fatal("a snapshot of the converted state does not restore to the same bytes")
+	}
+	return restored
 }
