@@ -449,11 +449,12 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			if err := validName("pool", p.Name); err != nil {
 				return err
 			}
-			if p.CPUMilli < 0 || p.Memory < 0 {
-				return errorf(ErrInvalid, "pool %s/%s: sizes must not be negative", cl.Name, p.Name)
-			}
-			if err := validPrice("pool "+cl.Name+"/"+p.Name+": price_per_hour", p.PricePerHour); err != nil {
-				return err
+			// Apply refuses only a negative price, as it did when prices
+			// were floats: an entry of that time with a pool priced past
+			// MaxPricePerHour (the API bounds it now, ValidatePrice)
+			// applies on replay as it did then.
+			if p.CPUMilli < 0 || p.Memory < 0 || p.PricePerHour < 0 {
+				return errorf(ErrInvalid, "pool %s/%s: sizes and price must not be negative", cl.Name, p.Name)
 			}
 		}
 	}
