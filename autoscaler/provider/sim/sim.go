@@ -274,9 +274,9 @@ func (c *Cloud) Stats() Stats {
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
 	s := Stats{Cost: c.cost, CoreHours: c.coreHours, Launched: c.launches, Refusals: c.refusals, Reclaimed: c.reclaimed, CostByConfig: maps.Clone(c.costBy)}
-	// In the machines' names' order: the core-hours are a float sum.
-	for _, name := range c.sortedNames() {
-		m := c.machines[name]
+	// The money sums are integers, the same in any order; the core-hours
+	// (a figure, not money) stay a float sum, as before.
+	for _, m := range c.machines {
 		cost := m.costUntil(now)
 		s.Cost = s.Cost.Add(cost)
 		s.CostByConfig[m.inst.Config] = s.CostByConfig[m.inst.Config].Add(cost)
