@@ -513,10 +513,28 @@ func (s *State) prepareCommit(b *Batch, u *update) ([]absEntry, *ApplyError) {
 	return entries, nil
 }
 
+// parentInside reports whether an entry waits for a job in [lo, hi].
+func parentInside(entries []absEntry, lo, hi uint32) bool {
+	for _, e := range entries {
+		for _, p := range e.Parents {
+			if p.Hi >= lo && p.Lo <= hi {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkCycles runs Kahn's algorithm over the entries of one update. Each
 // distinct parent range inside the update is a node that waits for every
 // entry overlapping it, so arrays cost one edge, not one per job.
 func checkCycles(entries []absEntry, lo, hi, off uint32) *ApplyError {
+	// Without a parent inside the update there is no edge, so no cycle:
+	// a million-job update of independent jobs allocated 38 MB here for
+	// nothing, at the commit's memory peak.
+	if !parentInside(entries, lo, hi) {
+		return nil
+	}
 	rangeIdx := map[Range]int{}
 	var rangeIn []int     // entries a range still waits for
 	var rangeKids [][]int // entries waiting on each range
