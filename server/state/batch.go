@@ -162,7 +162,7 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 	if err := u.stage(entries); err != nil {
 		return nil, err
 	}
-	entriesAbs, err := s.prepareCommit(b, u)
+	bunches, err := s.prepareCommit(b, u)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 	b.updates = append(b.updates, u)
 	b.open++
 	b.tally(Tally{Queued: int64(u.N), OpenUpdates: 1})
-	s.commit(b, u, entriesAbs, now)
+	s.commit(b, u, bunches, now)
 	return u, nil
 }
 
@@ -293,7 +293,7 @@ func (u *update) stage(entries []JobEntry) *ApplyError {
 		}
 		marked = append(marked, [2]uint32{e.First, e.First + e.Count})
 	}
-	u.staged = append(u.staged, entries)
+	u.staged = append(u.staged, newStagedBunch(entries, u.Start))
 	for _, e := range entries {
 		u.nStaged += e.Count
 	}
@@ -415,6 +415,7 @@ func (s *State) commitScratch(index uint64, b *Batch, u *update) *scratch {
 		nb.jobs = slices.Clone(b.jobs)
 	}
 	nb.groups = slices.Clip(b.groups)
+	nb.groupParents = slices.Clip(b.groupParents)
 	nb.ranges = slices.Clip(b.ranges)
 	nb.points = slices.Clone(b.points)
 	nb.spans = slices.Clone(b.spans)
@@ -456,67 +457,34 @@ func (s *State) publishCommit(b *Batch, u *update, sc *scratch) {
 	}
 }
 
-// absEntry is a staged entry as a commit sees it: absolute job IDs,
-// parents normalized into one list (smaller than a JobEntry, and a commit
-// of millions of jobs holds one per entry).
-type absEntry struct {
-	First, Count uint32
-	Parents      []Range
-	Spec         *Spec
-}
-
-// prepareCommit checks a fully staged update (parents exist, no cycles) and
-// returns its entries with absolute IDs, sorted by first ID.
-func (s *State) prepareCommit(b *Batch, u *update) ([]absEntry, *ApplyError) {
+// prepareCommit checks a fully staged update (parents exist, no cycles)
+// and returns its bunches in the order of their job IDs (commitOrder).
+func (s *State) prepareCommit(b *Batch, u *update) ([]stagedBunch, *ApplyError) {
 	off := u.Start - 1
-	n := 0
-	for _, bunch := range u.staged {
-		n += len(bunch)
-	}
-	entries := make([]absEntry, 0, n)
-	sorted := true
-	for _, bunch := range u.staged {
-		for i := range bunch {
-			e := &bunch[i]
-			var parents []Range
-			if len(e.Parents)+len(e.BatchParents) > 0 {
-				parents = make([]Range, 0, len(e.Parents)+len(e.BatchParents))
-				for _, p := range e.Parents {
-					parents = append(parents, Range{p.Lo + off, p.Hi + off})
-				}
-				parents = normalizeRanges(append(parents, e.BatchParents...))
-			}
-			if k := len(entries); k > 0 && entries[k-1].First > e.First+off {
-				sorted = false
-			}
-			entries = append(entries, absEntry{First: e.First + off, Count: e.Count, Parents: parents, Spec: e.Spec})
-		}
-	}
-	if !sorted { // bunches posted concurrently arrive in any order
-		slices.SortFunc(entries, func(a, b absEntry) int { return cmp.Compare(a.First, b.First) })
-	}
-	for _, e := range entries {
-		for _, p := range e.Parents {
-			if p.Hi >= u.Start {
-				continue // inside this update; checked by stage
-			}
-			for id := p.Lo; id <= p.Hi; id++ {
-				if int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
-					return nil, errorf(ErrInvalid, "job %d: parent %d is not a committed job of batch %d", e.First-off, id, b.ID)
+	bunches := commitOrder(u.staged)
+	for k := range bunches {
+		sb := &bunches[k]
+		for i := range sb.entries {
+			e := &sb.entries[i]
+			for _, p := range sb.parentsOf(e) {
+				for id := p.Lo; id <= min(p.Hi, u.Start-1); id++ {
+					if int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
+						return nil, errorf(ErrInvalid, "job %d: parent %d is not a committed job of batch %d", e.first-off, id, b.ID)
+					}
 				}
 			}
 		}
 	}
-	if err := checkCycles(entries, u.Start, u.Start+u.N-1, off); err != nil {
+	if err := checkCycles(bunches, u.Start, u.Start+u.N-1, off); err != nil {
 		return nil, err
 	}
-	return entries, nil
+	return bunches, nil
 }
 
 // parentInside reports whether an entry waits for a job in [lo, hi].
-func parentInside(entries []absEntry, lo, hi uint32) bool {
-	for _, e := range entries {
-		for _, p := range e.Parents {
+func parentInside(bunches []stagedBunch, lo, hi uint32) bool {
+	for _, sb := range bunches {
+		for _, p := range sb.parents {
 			if p.Hi >= lo && p.Lo <= hi {
 				return true
 			}
@@ -525,15 +493,31 @@ func parentInside(entries []absEntry, lo, hi uint32) bool {
 	return false
 }
 
+// absEntry is a staged entry as the cycle check sees it: one list of an
+// update's entries, sorted, each with its parents.
+type absEntry struct {
+	First, Count uint32
+	Parents      []Range
+	Spec         *Spec
+}
+
 // checkCycles runs Kahn's algorithm over the entries of one update. Each
 // distinct parent range inside the update is a node that waits for every
 // entry overlapping it, so arrays cost one edge, not one per job.
-func checkCycles(entries []absEntry, lo, hi, off uint32) *ApplyError {
+func checkCycles(bunches []stagedBunch, lo, hi, off uint32) *ApplyError {
 	// Without a parent inside the update there is no edge, so no cycle:
 	// a million-job update of independent jobs allocated 38 MB here for
 	// nothing, at the commit's memory peak.
-	if !parentInside(entries, lo, hi) {
+	if !parentInside(bunches, lo, hi) {
 		return nil
+	}
+	var entries []absEntry
+	for k := range bunches {
+		sb := &bunches[k]
+		for i := range sb.entries {
+			e := &sb.entries[i]
+			entries = append(entries, absEntry{First: e.first, Count: e.count, Parents: sb.parentsOf(e), Spec: e.spec})
+		}
 	}
 	rangeIdx := map[Range]int{}
 	var rangeIn []int     // entries a range still waits for
@@ -601,11 +585,13 @@ func checkCycles(entries []absEntry, lo, hi, off uint32) *ApplyError {
 
 // commit makes checked entries live: jobs become Pending, dependency ranges
 // are counted, and groups without unfinished parents are released.
-func (s *State) commit(b *Batch, u *update, entries []absEntry, now int64) {
-	// The staged bunches are converted: let them go before the groups are
-	// made (a million-job commit holds both otherwise).
+func (s *State) commit(b *Batch, u *update, bunches []stagedBunch, now int64) {
 	u.staged = nil
 	u.seen = nil
+	n := 0
+	for _, sb := range bunches {
+		n += len(sb.entries)
+	}
 	end := int(u.Start + u.N - 1)
 	if end > len(b.jobs) {
 		if end > cap(b.jobs) {
@@ -617,33 +603,20 @@ func (s *State) commit(b *Batch, u *update, entries []absEntry, now int64) {
 	}
 	firstRange := len(b.ranges)
 	rangeIdx := map[Range]int32{}
-	newGroups := make([]*group, 0, len(entries))
-	for _, e := range entries {
-		g := &group{first: e.First, count: e.Count, spec: e.Spec}
-		for _, p := range e.Parents {
-			ri, ok := rangeIdx[p]
-			if !ok {
-				ri = int32(len(b.ranges))
-				rangeIdx[p] = ri
-				b.ranges = append(b.ranges, s.newRange(b, p, u))
-			}
-			dr := b.ranges[ri]
-			g.parents = append(g.parents, ri)
-			dr.children = append(dr.children, g.first)
-			if dr.remaining > 0 {
-				g.pending++
-			}
-		}
-		newGroups = append(newGroups, g)
-		for id := e.First; id < e.First+e.Count; id++ {
-			b.jobs[id-1] = job{state: Pending}
-			if s.hooks.Transition != nil {
-				s.hooks.Transition(s.index, b.ID, id, Staged, Pending)
-			}
+	// The groups are made in one array, and the batch's list of them
+	// grows once.
+	newGroups := make([]group, 0, n)
+	firstGroup := len(b.groups)
+	b.groups = slices.Grow(b.groups, n)
+	for k := range bunches {
+		sb := &bunches[k]
+		for i := range sb.entries {
+			newGroups = append(newGroups, s.commitEntry(b, u, sb, &sb.entries[i], rangeIdx))
+			b.groups = append(b.groups, &newGroups[len(newGroups)-1])
 		}
 	}
 	b.indexRanges(firstRange)
-	b.insertGroups(newGroups)
+	b.insertedGroups(firstGroup)
 	s.held.Groups += int64(len(newGroups))
 	b.addCount(Pending, int64(u.N))
 	b.nJobs += int64(u.N)
@@ -651,15 +624,54 @@ func (s *State) commit(b *Batch, u *update, entries []absEntry, now int64) {
 	b.tally(Tally{OpenUpdates: -1})
 	u.Committed = true
 	b.setLive()
+	// The queue grows once, not by doubling through a million releases
+	// (each step's old array garbage at the commit's memory peak).
+	free := 0
+	for i := range newGroups {
+		if newGroups[i].pending == 0 {
+			free++
+		}
+	}
+	b.ready.runs = slices.Grow(b.ready.runs, free)
 	// A group cancelled here releases those of the update that wait for
 	// it (finishSpan): when the walk reaches one, it waits for nothing but
 	// its jobs are no longer Pending, and it is not released again.
-	for _, g := range newGroups {
+	for i := range newGroups {
+		g := &newGroups[i]
 		if g.pending == 0 && b.jobs[g.first-1].state == Pending && s.releaseGroup(b, g, now) {
 			s.finishSpan(b, g.first, g.first+g.count-1, true, now)
 		}
 	}
 	s.checkComplete(b, now)
+}
+
+// commitEntry makes a group of a staged entry and its jobs Pending, and
+// counts the group against the dependency ranges it waits for.
+func (s *State) commitEntry(b *Batch, u *update, sb *stagedBunch, e *stagedEntry, rangeIdx map[Range]int32) group {
+	g := group{first: e.first, count: e.count, spec: e.spec}
+	g.pLo = uint32(len(b.groupParents))
+	for _, p := range sb.parentsOf(e) {
+		ri, ok := rangeIdx[p]
+		if !ok {
+			ri = int32(len(b.ranges))
+			rangeIdx[p] = ri
+			b.ranges = append(b.ranges, s.newRange(b, p, u))
+		}
+		dr := b.ranges[ri]
+		b.groupParents = append(b.groupParents, ri)
+		dr.children = append(dr.children, g.first)
+		if dr.remaining > 0 {
+			g.pending++
+		}
+	}
+	g.pHi = uint32(len(b.groupParents))
+	for id := e.first; id < e.first+e.count; id++ {
+		b.jobs[id-1] = job{state: Pending}
+		if s.hooks.Transition != nil {
+			s.hooks.Transition(s.index, b.ID, id, Staged, Pending)
+		}
+	}
+	return g
 }
 
 // newRange counts how many jobs of r are not final yet, and how many ended
@@ -682,15 +694,17 @@ func (s *State) newRange(b *Batch, r Range, u *update) *depRange {
 	return dr
 }
 
-func (b *Batch) insertGroups(gs []*group) {
-	for _, g := range gs {
+// insertedGroups sorts the groups appended to b.groups from index from
+// into place (an update committed after a later one) and notes whether
+// one names a machine type.
+func (b *Batch) insertedGroups(from int) {
+	for _, g := range b.groups[from:] {
 		if g.spec.Where != nil && g.spec.Where.MachineType != "" {
 			b.private = true
 		}
 	}
-	b.groups = append(b.groups, gs...)
-	if n := len(b.groups) - len(gs); n > 0 && len(gs) > 0 && b.groups[n-1].first > gs[0].first {
-		sort.Slice(b.groups, func(i, j int) bool { return b.groups[i].first < b.groups[j].first })
+	if from > 0 && from < len(b.groups) && b.groups[from-1].first > b.groups[from].first {
+		slices.SortFunc(b.groups, func(x, y *group) int { return cmp.Compare(x.first, y.first) })
 	}
 }
 
@@ -768,6 +782,10 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	}
 	return &CancelResult{Cancelled: n, Running: b.counts[Running]}
 }
+
+// parentsOf returns g's parent ranges, as indices into b.ranges
+// (read-only).
+func (b *Batch) parentsOf(g *group) []int32 { return b.groupParents[g.pLo:g.pHi:g.pHi] }
 
 // groupOf returns the group holding job id.
 func (b *Batch) groupOf(id uint32) *group {

@@ -111,12 +111,17 @@ func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 // snapshots held before (and that restores decode).
 func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
 	sp := &Spec{Name: "g", Command: []string{"true"}, Env: StringMap{"B": "1", "A": "2"}, CPUMilli: 1000, Memory: 1 << 20}
-	groups := []*group{{first: 1, count: 5, spec: sp, parents: []int32{0, 2}, pending: 7}, {first: 6, count: 1, spec: sp}}
+	parents := []int32{0, 2}
+	groups := []*group{{first: 1, count: 5, spec: sp, pLo: 0, pHi: 2, pending: 7}, {first: 6, count: 1, spec: sp, pLo: 2, pHi: 2}}
 	for _, gs := range [][]*group{groups, {}} {
 		var plain []snapGroup
-		view := snapGroups{groups: gs, pending: make([]uint32, len(gs))}
+		view := snapGroups{groups: gs, pending: make([]uint32, len(gs)), parents: parents}
 		for i, g := range gs {
-			plain = append(plain, snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: g.parents, Pending: g.pending})
+			var ps []int32
+			if g.pHi > g.pLo {
+				ps = parents[g.pLo:g.pHi]
+			}
+			plain = append(plain, snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: ps, Pending: g.pending})
 			view.pending[i] = g.pending
 		}
 		if plain == nil {

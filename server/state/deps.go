@@ -100,7 +100,7 @@ func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
 // always_run. It reports whether the group was cancelled.
 func (s *State) releaseGroup(b *Batch, g *group, now int64) bool {
 	parentFailed := false
-	for _, ri := range g.parents {
+	for _, ri := range b.parentsOf(g) {
 		if b.ranges[ri].failed > 0 {
 			parentFailed = true
 			break

@@ -827,7 +827,7 @@ func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
 	}
 	jp.GPUType, jp.GPUs = g.spec.GPUs()
 	if j.state == Pending {
-		for _, ri := range g.parents {
+		for _, ri := range b.parentsOf(g) {
 			if r := b.ranges[ri]; r.remaining > 0 {
 				jp.Parents = append(jp.Parents, WaitingParent{Range: r.r, Unfinished: r.remaining})
 			}

@@ -131,7 +131,7 @@ func (s *State) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
 		Spec:       g.spec,
 		Attempts:   make([]AttemptRecord, 0, len(b.history[id])+1),
 	}
-	for _, ri := range g.parents {
+	for _, ri := range b.parentsOf(g) {
 		out.Parents = append(out.Parents, b.ranges[ri].r)
 	}
 	for _, rec := range b.history[id] {

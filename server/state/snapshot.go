@@ -127,6 +127,7 @@ type snapGroup struct {
 type snapGroups struct {
 	groups  []*group
 	pending []uint32
+	parents []int32     // the batch's groupParents
 	decoded []snapGroup // what a restore read
 }
 
@@ -139,8 +140,12 @@ func (sg *snapGroups) CodecEncodeSelf(e *codec.Encoder) {
 	}
 	r.WriteArrayStart(len(sg.groups))
 	for i, g := range sg.groups {
+		var parents []int32 // nil, as before, for a group without
+		if g.pHi > g.pLo {
+			parents = sg.parents[g.pLo:g.pHi]
+		}
 		r.WriteArrayElem()
-		e.MustEncode(&snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: g.parents, Pending: sg.pending[i]})
+		e.MustEncode(&snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: parents, Pending: sg.pending[i]})
 	}
 	r.WriteArrayEnd()
 }
@@ -345,11 +350,12 @@ func (b *Batch) snapshot() snapBatch {
 	for _, u := range b.updates {
 		sb.Updates = append(sb.Updates, snapUpdate{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
-			Created: u.Created, Staged: slices.Concat(u.staged...), NStaged: u.nStaged,
+			Created: u.Created, Staged: u.jobEntries(), NStaged: u.nStaged,
 			Seen: append([]uint64(nil), u.seen...), Touched: u.Touched, Reason: u.Reason, KeyDigest: u.KeyDigest,
 		})
 	}
 	sb.Groups.groups = append([]*group(nil), b.groups...)
+	sb.Groups.parents = b.groupParents
 	sb.Groups.pending = make([]uint32, len(b.groups))
 	for i, g := range b.groups {
 		sb.Groups.pending[i] = g.pending
@@ -579,13 +585,17 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		}
 		b.updates = append(b.updates, &update{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
-			Created: u.Created, Touched: touched, Reason: u.Reason, staged: stagedBunches(u.Staged), nStaged: u.NStaged, seen: u.Seen,
+			Created: u.Created, Touched: touched, Reason: u.Reason, staged: stagedBunches(u.Staged, u.Start), nStaged: u.NStaged, seen: u.Seen,
 			KeyDigest: u.KeyDigest,
 		})
 	}
 	b.groups = make([]*group, len(sb.Groups.decoded))
+	groups := make([]group, len(sb.Groups.decoded))
 	for i, g := range sb.Groups.decoded {
-		b.groups[i] = &group{first: g.First, count: g.Count, spec: g.Spec, parents: g.Parents, pending: g.Pending}
+		lo := uint32(len(b.groupParents))
+		b.groupParents = append(b.groupParents, g.Parents...)
+		groups[i] = group{first: g.First, count: g.Count, spec: g.Spec, pLo: lo, pHi: uint32(len(b.groupParents)), pending: g.Pending}
+		b.groups[i] = &groups[i]
 		if g.Spec != nil && g.Spec.Where != nil && g.Spec.Where.MachineType != "" {
 			b.private = true
 		}
@@ -612,9 +622,9 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 }
 
 // stagedBunches keeps a restored update's staged entries as one bunch.
-func stagedBunches(entries []JobEntry) [][]JobEntry {
+func stagedBunches(entries []JobEntry, start uint32) []stagedBunch {
 	if len(entries) == 0 {
 		return nil
 	}
-	return [][]JobEntry{entries}
+	return []stagedBunch{newStagedBunch(entries, start)}
 }

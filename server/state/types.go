@@ -249,12 +249,16 @@ type job struct {
 }
 
 // group is one committed JobEntry inside a batch.
+//
+// A batch of a million distinct jobs holds a million groups, so a group
+// is kept to 32 bytes: its parents live in the batch (Batch.parentsOf),
+// and a commit makes its groups in one array (commit).
 type group struct {
-	first   uint32
-	count   uint32
-	spec    *Spec
-	parents []int32 // indices into batch.ranges
-	pending uint32  // parent ranges with unfinished jobs
+	first    uint32
+	count    uint32
+	pLo, pHi uint32 // its parent ranges: the batch's groupParents[pLo:pHi]
+	pending  uint32 // parent ranges with unfinished jobs
+	spec     *Spec
 }
 
 // depRange tracks one dependency: the children groups wait until every job in
@@ -295,7 +299,7 @@ type update struct {
 	Touched int64
 	// Reason says why a discarded update was discarded.
 	Reason  string
-	staged  [][]JobEntry // bunches received so far, in arrival order (kept apart: appending a bunch copies nothing)
+	staged  []stagedBunch // bunches received so far, in arrival order (kept apart: appending a bunch copies nothing)
 	nStaged uint32
 	seen    []uint64 // bitset of staged IDs (relative, from 1)
 }
@@ -328,14 +332,17 @@ type Batch struct {
 	tot     *totals // the state's totals over all batches (metrics)
 	updates []*update
 
-	jobs       []job    // index: job ID - 1
-	groups     []*group // sorted by first
-	ranges     []*depRange
-	points     []pointRef // ranges with Lo == Hi, sorted by id
-	spans      []int32    // ranges with Lo < Hi, sorted by Lo
-	spanMaxHi  []uint32   // prefix maximum of Hi over spans
-	ready      readyQueue
-	readyMilli int64 // cpu of Ready jobs, subtracted from the user at cancel
+	jobs   []job    // index: job ID - 1
+	groups []*group // sorted by first
+	// groupParents holds the groups' parent ranges, as indices into
+	// ranges (appended to only: a snapshot's copy stays valid).
+	groupParents []int32
+	ranges       []*depRange
+	points       []pointRef // ranges with Lo == Hi, sorted by id
+	spans        []int32    // ranges with Lo < Hi, sorted by Lo
+	spanMaxHi    []uint32   // prefix maximum of Hi over spans
+	ready        readyQueue
+	readyMilli   int64 // cpu of Ready jobs, subtracted from the user at cancel
 	// private: some of its groups name a machine type (derived from the
 	// groups, so the autoscaler reads only such batches' queues).
 	private  bool
