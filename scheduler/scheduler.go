@@ -572,6 +572,16 @@ func (p *packer) take(s slot, n int64, r *Run) {
 	}
 }
 
+// ServedBefore is the fair-share order a round serves users in: the user
+// with fewer cores running first, ties by name. job why counts the users
+// ahead of a job's with it.
+func ServedBefore(runningA int64, nameA string, runningB int64, nameB string) bool {
+	if runningA != runningB {
+		return runningA < runningB
+	}
+	return nameA < nameB
+}
+
 // Schedule walks users in fair-share order (fewest running cores first) and
 // places each user's Ready jobs until the user's share is used. What is
 // left over (shares that a user's jobs could not use: they fit nowhere, or
@@ -607,10 +617,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	}
 	sort.SliceStable(order, func(a, b int) bool {
 		ua, ub := &in.Users[order[a]], &in.Users[order[b]]
-		if ua.RunningMilli != ub.RunningMilli {
-			return ua.RunningMilli < ub.RunningMilli
-		}
-		return ua.Name < ub.Name
+		return ServedBefore(ua.RunningMilli, ua.Name, ub.RunningMilli, ub.Name)
 	})
 	out.Users = make([]UserResult, len(in.Users))
 	for i, u := range in.Users {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -94,16 +95,23 @@ type submission struct {
 // earlier request (same idempotency key) is always admitted: the state
 // answers it with the first result.
 func (s *Server) admit(sub submission) error {
-	a := s.state.AdmissionFor(sub.batch, sub.user, sub.project, sub.key)
+	var a state.Admission
+	var checked *state.ApplyError
+	var budget billing.Budget
+	s.state.Read(func(r state.Reader) {
+		if a = r.Admission(sub.batch, sub.user, sub.project, sub.key); !a.Repeat {
+			checked, budget = r.CheckJobs(a.ProjectName, sub.by, sub.entries), r.Budget(a.ProjectName)
+		}
+	})
 	if a.Repeat {
 		return nil
 	}
-	if err := s.state.CheckJobs(a.ProjectName, sub.by, sub.entries); err != nil {
-		return err
+	if checked != nil {
+		return checked
 	}
-	if over, limit, spent := s.state.OverLimit(a.ProjectName, time.Now()); over {
+	if now := time.Now().UnixNano(); budget.Reached(now) {
 		return codedf(http.StatusPaymentRequired, "billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
-			a.ProjectName, spent.Dollars(), limit.Dollars(), a.ProjectName)
+			a.ProjectName, budget.Cost(now).Dollars(), budget.Limit.Dollars(), a.ProjectName)
 	}
 	jobs, bytes := entriesCost(sub.entries)
 	if sub.intoUpdate {

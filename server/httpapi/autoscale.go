@@ -20,10 +20,28 @@ func durationString(ns int64) string {
 	return time.Duration(ns).String()
 }
 
+// maxDecisions is how many of the autoscaler's last decisions its status
+// shows, newest first.
+const maxDecisions = 20
+
 // handleAutoscalerStatus answers the autoscaler's settings, configs,
 // machines and the leader's last decision.
 func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) (any, error) {
-	a, cfgs, marks := s.state.AutoscalerSettings()
+	// One read: the machines, their configs' marks and the decisions of
+	// one moment.
+	var (
+		a         state.Autoscaler
+		cfgs      []state.LaunchConfig
+		marks     map[string]state.CapacityMark
+		machines  []state.MachineInfo
+		decisions []state.Decision
+	)
+	s.state.Read(func(r state.Reader) {
+		a, cfgs, marks = r.AutoscalerRecord()
+		machines = r.MachineRecords()
+		d := r.Decisions()
+		decisions = slices.Clone(d[max(len(d)-maxDecisions, 0):])
+	})
 	out := api.AutoscalerStatus{Settings: api.AutoscalerSettings{Enabled: a.Enabled, Strategy: a.Strategy, MaxNodes: a.MaxNodes, MaxPerHour: a.MaxPerHour,
 		MaxAddsPerMinute: a.MaxAddsPerMinute, MaxRemovesPerMinute: a.MaxRemovesPerMinute, BootTimeout: durationString(a.BootTimeout),
 		IdleTimeout: durationString(a.IdleTimeout), LameTimeout: durationString(a.LameTimeout), Backoff: durationString(a.Backoff),
@@ -33,7 +51,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	live := map[string]int{}
 	pools := map[[2]string]*api.AutoscalerPool{}
 	gone := 0
-	for _, m := range s.state.Machines() {
+	for _, m := range machines {
 		isLive := m.State >= state.MachineRequested && m.State <= state.MachineDraining
 		if isLive {
 			live[m.Config]++
@@ -90,8 +108,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	if s.autoscaler != nil {
 		out.LastRound = s.autoscaler.LastRound()
 	}
-	decisions := s.state.AutoscaleDecisions()
-	for i := len(decisions) - 1; i >= 0 && len(out.Decisions) < 20; i-- {
+	for i := len(decisions) - 1; i >= 0; i-- {
 		out.Decisions = append(out.Decisions, api.AutoscalerDecision{Time: time.Unix(0, decisions[i].Time).UTC(), Text: decisions[i].Text})
 	}
 	return out, nil

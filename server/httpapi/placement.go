@@ -14,6 +14,7 @@ import (
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // Regions, clusters, teams and quotas: reads for every user, changes for
@@ -23,9 +24,12 @@ import (
 // clusters lists the clusters with their workers' health as this server
 // hears it (the leader, for consistent reads).
 func (s *Server) clusters() []api.Cluster {
+	var insts []state.InstanceInfo
+	var cls []state.ClusterInfo
+	s.state.Read(func(r state.Reader) { insts, cls = r.InstanceRecords(), r.ClusterRecords() })
 	heard := map[string]int{}
 	now := time.Now()
-	for _, in := range s.state.Instances() {
+	for _, in := range insts {
 		if !in.Active {
 			continue
 		}
@@ -34,7 +38,7 @@ func (s *Server) clusters() []api.Cluster {
 		}
 	}
 	out := []api.Cluster{}
-	for _, c := range s.state.Clusters() {
+	for _, c := range cls {
 		ac := apiview.Cluster(&c)
 		ac.Heard = heard[c.Name]
 		ac.Down = ac.Workers > 0 && ac.Heard == 0
@@ -367,7 +371,9 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	jp, found := s.state.JobPlace(id, jid)
+	var jp view.JobPlace
+	var found bool
+	s.state.Read(func(r state.Reader) { jp, found = view.Place(r, id, jid) })
 	if !found {
 		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
 	}

@@ -690,7 +690,7 @@ func (s *State) configAdmits(cfg *LaunchConfig, sp *Spec) bool {
 	if cl := s.clusters[cfg.Cluster]; cl != nil {
 		region = cl.Region
 	}
-	k := sp.constraint()
+	k := sp.Constraint()
 	_, gpus := sp.GPUs()
 	return k.Serves(region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
 }

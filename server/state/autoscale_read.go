@@ -12,9 +12,14 @@ type MachineInfo struct {
 }
 
 // Machines lists the autoscaler's machines, live first, by ID.
-func (s *State) Machines() []MachineInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *State) Machines() (out []MachineInfo) {
+	s.Read(func(r Reader) { out = r.MachineRecords() })
+	return
+}
+
+// MachineRecords is Machines within a consistent read.
+func (r Reader) MachineRecords() []MachineInfo {
+	s := r.s
 	out := make([]MachineInfo, 0, len(s.machines))
 	for _, id := range s.sortedMachineIDs() {
 		m := s.machines[id]
@@ -38,9 +43,14 @@ func (s *State) Machines() []MachineInfo {
 }
 
 // AutoscalerSettings returns the settings and launch configs.
-func (s *State) AutoscalerSettings() (Autoscaler, []LaunchConfig, map[string]CapacityMark) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *State) AutoscalerSettings() (a Autoscaler, cfgs []LaunchConfig, marks map[string]CapacityMark) {
+	s.Read(func(r Reader) { a, cfgs, marks = r.AutoscalerRecord() })
+	return
+}
+
+// AutoscalerRecord is AutoscalerSettings within a consistent read.
+func (r Reader) AutoscalerRecord() (Autoscaler, []LaunchConfig, map[string]CapacityMark) {
+	s := r.s
 	var cfgs []LaunchConfig
 	for _, name := range sortedKeys(s.launchConfigs) {
 		cfgs = append(cfgs, *s.launchConfigs[name])
@@ -50,11 +60,4 @@ func (s *State) AutoscalerSettings() (Autoscaler, []LaunchConfig, map[string]Cap
 		marks[k] = *v
 	}
 	return s.autoscaler, cfgs, maps.Clone(marks)
-}
-
-// AutoscaleDecisions returns the recent decisions, oldest first.
-func (s *State) AutoscaleDecisions() []Decision {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.decisions)
 }

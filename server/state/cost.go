@@ -185,19 +185,6 @@ func (s *State) restoreCharges(b *Batch) {
 	}
 }
 
-// OverLimit reports whether a billing project with a spend limit has
-// reached it by now (billing.Budget.Reached), with the limit and the
-// spend.
-func (s *State) OverLimit(project string, now time.Time) (over bool, limit, spent money.Amount) {
-	s.mu.RLock()
-	b := s.budget(project)
-	s.mu.RUnlock()
-	if b.Limit <= 0 {
-		return false, 0, 0
-	}
-	return b.Reached(now.UnixNano()), b.Limit, b.Cost(now.UnixNano())
-}
-
 // SpendStop is a billing project that reached its spend limit and still
 // has open batches, which the leader cancels.
 type SpendStop struct {

@@ -237,9 +237,14 @@ type InstanceInfo struct {
 }
 
 // Instances lists every instance, active first, then by ID.
-func (s *State) Instances() []InstanceInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *State) Instances() (out []InstanceInfo) {
+	s.Read(func(r Reader) { out = r.InstanceRecords() })
+	return
+}
+
+// InstanceRecords is Instances within a consistent read.
+func (r Reader) InstanceRecords() []InstanceInfo {
+	s := r.s
 	out := make([]InstanceInfo, 0, len(s.instances))
 	for _, inst := range s.instances {
 		out = append(out, InstanceInfo{

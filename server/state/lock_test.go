@@ -198,7 +198,7 @@ func TestReadersGetInWhileACommitIsPrepared(t *testing.T) {
 			r.index = s.Snapshot().Index()
 			r.rec, _ = s.Batch(1)
 			r.byState, _, _ = s.Counts()
-			r.held = s.AdmissionFor(1, "root", "default", "").Held
+			s.Read(func(rd Reader) { r.held = rd.Admission(1, "root", "default", "").Held })
 			got <- r
 		}()
 		r := <-got

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 )
@@ -598,9 +597,10 @@ func (t *Team) quota() placement.Quota {
 		GPUs: t.QuotaGPUs, UsedGPUs: t.usedGPUs}
 }
 
-// constraint is the spec's placement constraint as placement reads it:
+// Constraint is the spec's placement constraint as placement reads it
+// (its regions the spec's: read-only):
 // a GPU type only when the job needs GPUs.
-func (sp *Spec) constraint() placement.Constraint {
+func (sp *Spec) Constraint() placement.Constraint {
 	w := sp.Where
 	if w == nil {
 		return placement.Constraint{}
@@ -617,7 +617,7 @@ func (sp *Spec) constraint() placement.Constraint {
 // regions, its pool the one the job asks for) and the instance has GPUs
 // of the job's type, enough of them.
 func (s *State) placeable(sp *Spec, inst *Instance) bool {
-	k := sp.constraint()
+	k := sp.Constraint()
 	cl := placement.Cluster{Region: inst.Region}
 	if c := s.clusters[inst.Cluster]; c != nil {
 		cl.Disabled = c.Disabled
@@ -658,9 +658,14 @@ type ClusterInfo struct {
 }
 
 // Clusters lists every cluster by name with its active workers' totals.
-func (s *State) Clusters() []ClusterInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *State) Clusters() (out []ClusterInfo) {
+	s.Read(func(r Reader) { out = r.ClusterRecords() })
+	return
+}
+
+// ClusterRecords is Clusters within a consistent read.
+func (r Reader) ClusterRecords() []ClusterInfo {
+	s := r.s
 	byName := map[string]*ClusterInfo{}
 	for _, name := range sortedKeys(s.clusters) {
 		cl := *s.clusters[name]
@@ -767,109 +772,10 @@ func (s *State) teamInfo(t *Team) TeamInfo {
 	return ti
 }
 
-// JobPlace is what the state knows about why a job is where it is; the
-// server adds the last scheduling round's reasons for a Ready job.
-type JobPlace struct {
-	State JobState
-	// Parents, for a Pending job: the parent ranges not finished yet, with
-	// how many of their jobs are unfinished.
-	Parents []WaitingParent
-	// Cluster and Region of the instance running the job.
-	Cluster, Region, Instance string
-	// Team of the batch's billing project (nil: none) with its use.
-	Team             *TeamInfo
-	BatchCancelled   bool
-	Regions          []string
-	Pool             string
-	DisabledClusters []string // the clusters the job could use that are disabled, by name
-	// Ahead counts the users with Ready jobs before the batch's user in
-	// fair-share order (fewer cores running; ties by name).
-	Ahead int
-	// Busy: no active worker in an enabled cluster the job may use has
-	// its cores and memory free; Usable counts those workers.
-	Busy   bool
-	Usable int
-	// CPUMilli and Memory: what one attempt of the job asks for; GPUs of
-	// GPUType (0: none).
-	CPUMilli, Memory int64
-	GPUType          string
-	GPUs             int64
-	// Active counts the active workers anywhere.
-	Active int
-	// MachineType: the job runs on a machine of its own of this type.
-	MachineType string
-	// BillingProject of the batch, with its spend limit and spend
-	// (Budget.Limit 0: none).
-	BillingProject string
-	Budget         billing.Budget
-}
-
 // WaitingParent is a parent range of a Pending job with unfinished jobs.
 type WaitingParent struct {
 	Range      Range
 	Unfinished uint32
-}
-
-// JobPlace returns what the state says about where a job is, or false.
-func (s *State) JobPlace(batch uint64, id uint32) (JobPlace, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	b, ok := s.batches[batch]
-	if !ok || id < 1 || int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
-		return JobPlace{}, false
-	}
-	j := &b.jobs[id-1]
-	g := b.groupOf(id)
-	jp := JobPlace{State: j.state, BatchCancelled: b.Cancelled, Regions: g.spec.Regions(), Pool: g.spec.Pool(),
-		CPUMilli: g.spec.CPUMilli, Memory: g.spec.Memory, BillingProject: b.BillingProject, Budget: s.budget(b.BillingProject)}
-	if g.spec.Where != nil {
-		jp.MachineType = g.spec.Where.MachineType
-	}
-	jp.GPUType, jp.GPUs = g.spec.GPUs()
-	if j.state == Pending {
-		for _, ri := range b.parentsOf(g) {
-			if r := b.ranges[ri]; r.remaining > 0 {
-				jp.Parents = append(jp.Parents, WaitingParent{Range: r.r, Unfinished: r.remaining})
-			}
-		}
-	}
-	if j.state == Running {
-		if inst := s.instances[j.instance]; inst != nil {
-			jp.Cluster, jp.Region, jp.Instance = inst.Cluster, inst.Region, inst.Name
-		}
-	}
-	if t := s.projectTeam[b.BillingProject]; t != nil {
-		ti := s.teamInfo(t)
-		jp.Team = &ti
-	}
-	k := g.spec.constraint()
-	for _, name := range sortedKeys(s.clusters) {
-		cl := s.clusters[name]
-		if cl.Disabled && k.AllowsRegion(cl.Region) {
-			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
-		}
-	}
-	if me := s.sched[b.User]; me != nil {
-		for name, u := range s.sched {
-			if u.readyJobs > 0 && name != b.User && (u.runningMilli < me.runningMilli || u.runningMilli == me.runningMilli && name < b.User) {
-				jp.Ahead++
-			}
-		}
-	}
-	jp.Busy = true
-	for _, inst := range s.instances {
-		if inst.Active {
-			jp.Active++
-		}
-		if !inst.Active || !s.placeable(g.spec, inst) { // placeable: its cluster enabled too
-			continue
-		}
-		jp.Usable++
-		if _, gpus := g.spec.GPUs(); inst.FreeMilli >= g.spec.CPUMilli && inst.FreeMem >= g.spec.Memory && inst.FreeGPUs >= gpus {
-			jp.Busy = false
-		}
-	}
-	return jp, true
 }
 
 // DisabledClustersMessage words disabled clusters for a waiting reason:

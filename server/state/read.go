@@ -251,11 +251,10 @@ type Admission struct {
 	Repeat bool
 }
 
-// AdmissionFor reads what admission needs for a submission to batch (0: a
+// Admission reads what admission needs for a submission to batch (0: a
 // new batch of user in project) with idempotency key (may be empty).
-func (s *State) AdmissionFor(batch uint64, user, project, key string) Admission {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (r Reader) Admission(batch uint64, user, project, key string) Admission {
+	s := r.s
 	a := Admission{Held: s.held}
 	if batch == 0 {
 		if key != "" {

@@ -151,6 +151,51 @@ func (b *Batch) groupNear(hint *int, id uint32) *group {
 	return b.groups[i]
 }
 
+// Batch is a batch in memory by ID (nil: none). Read-only.
+func (r Reader) Batch(id uint64) *Batch { return r.s.batches[id] }
+
+// JobAt is one committed job as a Reader sees it: its state and its
+// current (or last) attempt.
+type JobAt struct {
+	State    JobState
+	Attempt  uint16
+	Instance uint32 // the current attempt's instance (0: none)
+	// Spec is the job's, shared by its array; Index its place in it.
+	Spec  *Spec
+	Index int64
+}
+
+// Job is job id of b (false: b holds no committed job id).
+func (r Reader) Job(b *Batch, id uint32) (JobAt, bool) {
+	if b == nil || id < 1 || int(id) > len(b.jobs) || b.jobs[id-1].state == Staged {
+		return JobAt{}, false
+	}
+	j := &b.jobs[id-1]
+	g := b.groupOf(id)
+	return JobAt{State: j.state, Attempt: j.attempt, Instance: j.instance, Spec: g.spec, Index: int64(id - g.first)}, true
+}
+
+// WaitingFor is the parent ranges of job id of b (committed) that have
+// jobs not finished yet, with how many.
+func (r Reader) WaitingFor(b *Batch, id uint32) []WaitingParent {
+	var out []WaitingParent
+	for _, ri := range b.parentsOf(b.groupOf(id)) {
+		if dr := b.ranges[ri]; dr.remaining > 0 {
+			out = append(out, WaitingParent{Range: dr.r, Unfinished: dr.remaining})
+		}
+	}
+	return out
+}
+
+// Instance is an instance by ID, active or retired (nil: none).
+// Read-only.
+func (r Reader) Instance(id uint32) *Instance { return r.s.instances[id] }
+
+// Placeable reports whether a job of sp may run on inst: apply's rule
+// (placement's constraint, the instance's cluster enabled, its GPUs),
+// the one the scheduler and the autoscaler are held to.
+func (r Reader) Placeable(sp *Spec, inst *Instance) bool { return r.s.placeable(sp, inst) }
+
 // HasPrivate reports whether some of a batch's jobs name a machine type
 // (only such batches' queues hold jobs for machines of their own).
 func (r Reader) HasPrivate(b *Batch) bool { return b.private }
@@ -166,6 +211,9 @@ type TeamUse struct {
 	UsedByCluster map[string]int64 // millicores, by cluster name
 	UsedGPUs      map[string]int64 // by GPU type
 }
+
+// TeamInfo is a team with its use, as the team reads show it (a copy).
+func (r Reader) TeamInfo(t *Team) TeamInfo { return r.s.teamInfo(t) }
 
 // Use is what a team's running attempts hold.
 func (r Reader) Use(t *Team) TeamUse {

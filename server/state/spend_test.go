@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -111,8 +112,10 @@ func TestSpendCheck(t *testing.T) {
 	if stops, _ = w.h.S.SpendCheck(time.Unix(0, w.after), 100); len(stops) != 0 {
 		t.Fatalf("after the cancels: %+v", stops)
 	}
-	if over, limit, spent := w.h.S.OverLimit("lab", time.Unix(0, w.after)); !over || limit != 10*money.Dollar || spent != 11*money.Dollar {
-		t.Fatalf("OverLimit: %v %v %v", over, limit, spent)
+	var budget billing.Budget
+	w.h.S.Read(func(r Reader) { budget = r.Budget("lab") })
+	if !budget.Reached(w.after) || budget.Limit != 10*money.Dollar || budget.Cost(w.after) != 11*money.Dollar {
+		t.Fatalf("lab's budget at the end: %+v, spent %v", budget, budget.Cost(w.after))
 	}
 }
 

@@ -189,10 +189,8 @@ func (p *BillingProject) prefixSet() storageurl.PrefixSet {
 // prefix in between). A prefix removed after a job was committed stops
 // the job's next attempts instead: they are handed no grant for it
 // (StorageFor) and the worker refuses the URL.
-func (s *State) CheckJobs(project, user string, entries []JobEntry) *ApplyError {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.checkJobs(project, user, entries)
+func (r Reader) CheckJobs(project, user string, entries []JobEntry) *ApplyError {
+	return r.s.checkJobs(project, user, entries)
 }
 
 func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError {

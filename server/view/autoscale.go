@@ -244,15 +244,16 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 					teamRoom[t] = q
 				}
 				left -= n * sp.CPUMilli
-				typ, gpus := sp.GPUs()
+				_, gpus := sp.GPUs()
 				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
-				if w := sp.Where; w != nil && (len(w.Regions) > 0 || w.Pool != "" || gpus > 0) {
-					k := w.Pool + "\x00" + typ + "\x00" + strings.Join(w.Regions, "\x00")
-					ci, ok := constraintOf[k]
+				if k := sp.Constraint(); len(k.Regions) > 0 || k.Pool != "" || gpus > 0 {
+					kk := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00")
+					ci, ok := constraintOf[kk]
 					if !ok {
-						d.Constraints = append(d.Constraints, placement.Constraint{Regions: slices.Clone(w.Regions), Pool: w.Pool, GPUType: typ})
+						k.Regions = slices.Clone(k.Regions) // the demand outlives the read
+						d.Constraints = append(d.Constraints, k)
 						ci = int32(len(d.Constraints))
-						constraintOf[k] = ci
+						constraintOf[kk] = ci
 					}
 					key.Constraint = ci
 				}

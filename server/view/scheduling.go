@@ -290,14 +290,11 @@ func (l *lister) constraint(spec *state.Spec) (int32, *reach) {
 	if w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0) {
 		return 0, l.anywhere
 	}
-	gpuType := ""
-	if w.GPUs > 0 {
-		gpuType = w.GPUType
-	}
-	key := w.Pool + "\x00" + gpuType + "\x00" + strings.Join(w.Regions, "\x00")
+	k := spec.Constraint()
+	key := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00")
 	idx, ok := l.constraintOf[key]
 	if !ok {
-		k := placement.Constraint{Regions: slices.Clone(w.Regions), Pool: w.Pool, GPUType: gpuType}
+		k.Regions = slices.Clone(k.Regions) // the input outlives the read
 		l.reaches = append(l.reaches, l.newReach(k))
 		l.in.Constraints = append(l.in.Constraints, k)
 		idx = int32(len(l.in.Constraints))

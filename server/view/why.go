@@ -1,0 +1,103 @@
+package view
+
+import (
+	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// JobPlace is what the state says of why a job is where it is, read in
+// one consistent read; job why adds the last scheduling round's reasons
+// for a Ready job.
+type JobPlace struct {
+	State state.JobState
+	// Parents, for a Pending job: the parent ranges not finished yet, with
+	// how many of their jobs are unfinished.
+	Parents []state.WaitingParent
+	// Cluster and Region of the instance running the job.
+	Cluster, Region, Instance string
+	// Team of the batch's billing project (nil: none) with its use.
+	Team             *state.TeamInfo
+	BatchCancelled   bool
+	Regions          []string
+	Pool             string
+	DisabledClusters []string // the clusters the job could use that are disabled, by name
+	// Ahead counts the users with Ready jobs the scheduler serves before
+	// the batch's user (scheduler.ServedBefore).
+	Ahead int
+	// Busy: no active worker in an enabled cluster the job may use has
+	// its cores and memory free; Usable counts those workers.
+	Busy   bool
+	Usable int
+	// CPUMilli and Memory: what one attempt of the job asks for; GPUs of
+	// GPUType (0: none).
+	CPUMilli, Memory int64
+	GPUType          string
+	GPUs             int64
+	// Active counts the active workers anywhere.
+	Active int
+	// MachineType: the job runs on a machine of its own of this type.
+	MachineType string
+	// BillingProject of the batch, with its spend limit and spend
+	// (Budget.Limit 0: none).
+	BillingProject string
+	Budget         billing.Budget
+}
+
+// Place reads where job id of batch is and what holds it (false: the
+// state holds no such job).
+func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
+	b := r.Batch(batch)
+	j, ok := r.Job(b, id)
+	if !ok {
+		return JobPlace{}, false
+	}
+	sp := j.Spec
+	jp := JobPlace{State: j.State, BatchCancelled: b.Cancelled, Regions: sp.Regions(), Pool: sp.Pool(),
+		CPUMilli: sp.CPUMilli, Memory: sp.Memory, BillingProject: b.BillingProject, Budget: r.Budget(b.BillingProject)}
+	if sp.Where != nil {
+		jp.MachineType = sp.Where.MachineType
+	}
+	jp.GPUType, jp.GPUs = sp.GPUs()
+	switch j.State {
+	case state.Pending:
+		jp.Parents = r.WaitingFor(b, id)
+	case state.Running:
+		if inst := r.Instance(j.Instance); inst != nil {
+			jp.Cluster, jp.Region, jp.Instance = inst.Cluster, inst.Region, inst.Name
+		}
+	}
+	if t := r.Team(b.BillingProject); t != nil {
+		ti := r.TeamInfo(t)
+		jp.Team = &ti
+	}
+	k := sp.Constraint()
+	for cl := range r.Clusters() {
+		if cl.Disabled && k.AllowsRegion(cl.Region) {
+			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
+		}
+	}
+	queues := r.Queues()
+	for _, me := range queues {
+		if me.Name() != b.User {
+			continue
+		}
+		for _, q := range queues {
+			if q.ReadyJobs() > 0 && q.Name() != b.User && scheduler.ServedBefore(q.RunningMilli(), q.Name(), me.RunningMilli(), me.Name()) {
+				jp.Ahead++
+			}
+		}
+	}
+	jp.Busy = true
+	for inst := range r.Instances() {
+		jp.Active++
+		if !r.Placeable(sp, inst) { // its cluster enabled too
+			continue
+		}
+		jp.Usable++
+		if inst.FreeMilli >= sp.CPUMilli && inst.FreeMem >= sp.Memory && inst.FreeGPUs >= jp.GPUs {
+			jp.Busy = false
+		}
+	}
+	return jp, true
+}

@@ -1,0 +1,67 @@
+package view
+
+import (
+	"testing"
+
+	"github.com/drover-sched/drover/server/state"
+)
+
+func placeOf(t *testing.T, h *state.Harness, b uint64, id uint32) JobPlace {
+	t.Helper()
+	var jp JobPlace
+	var ok bool
+	h.S.Read(func(r state.Reader) { jp, ok = Place(r, b, id) })
+	if !ok {
+		t.Fatalf("no job %d in batch %d", id, b)
+	}
+	return jp
+}
+
+// TestPlaceReadsWhatHoldsAJob: job why's read names a Pending job's
+// unfinished parents, a running one's instance, the users the scheduler
+// serves before a Ready job's (fewer cores running, ties by name; only
+// those with Ready jobs), the workers apply lets it use (a disabled
+// cluster's not among them, but named) and whether one has room.
+func TestPlaceReadsWhatHoldsAJob(t *testing.T) {
+	h := state.NewHarness(t, nil)
+	for _, u := range []string{"alice", "bob", "carol"} {
+		h.Must(&state.CreateUser{Now: h.Tick(), Name: u, TokenHash: "h-" + u})
+		h.Must(&state.SetMember{Project: "default", User: u, Member: true})
+	}
+	a := activateIn(h, "wa", "east", "a", 8)
+	activateIn(h, "wb", "east", "b", 4)
+	h.Must(&state.SetCluster{Now: h.Tick(), Name: "b", Disabled: true, Reason: "maintenance", By: "ops"})
+	submit := func(user string, jobs ...state.JobEntry) uint64 {
+		return h.Must(&state.CreateBatch{Now: h.Tick(), User: user, BillingProject: "default", Jobs: jobs}).(*state.UpdateResult).Batch
+	}
+	// root runs 2 cores and waits with a 3-core job whose child waits for it.
+	b := submit("root", entry(1, 2, spec("run", 1)), entry(3, 1, spec("wait", 3)),
+		state.JobEntry{First: 4, Count: 1, Spec: spec("child", 1), Parents: []state.Range{{Lo: 3, Hi: 3}}})
+	h.Must(&state.Plan{Now: h.Tick(), Placements: []state.Placement{place(b, 1, 2, a)}})
+	// alice runs nothing and waits (ahead); bob runs 1 core and waits
+	// (ahead); carol runs 3 cores and waits (behind).
+	submit("alice", entry(1, 1, spec("x", 8)))
+	bb := submit("bob", entry(1, 2, spec("y", 1)))
+	h.Must(&state.Plan{Now: h.Tick(), Placements: []state.Placement{place(bb, 1, 1, a)}})
+	cb := submit("carol", entry(1, 1, spec("z", 3)), entry(2, 1, spec("z", 8)))
+	h.Must(&state.Plan{Now: h.Tick(), Placements: []state.Placement{place(cb, 1, 1, a)}})
+
+	if jp := placeOf(t, h, b, 4); jp.State != state.Pending || len(jp.Parents) != 1 || jp.Parents[0].Range != (state.Range{Lo: 3, Hi: 3}) || jp.Parents[0].Unfinished != 1 {
+		t.Fatalf("the child: %+v, want Pending on parent 3", jp)
+	}
+	if jp := placeOf(t, h, b, 1); jp.State != state.Running || jp.Cluster != "a" || jp.Region != "east" || jp.Instance != "wa" {
+		t.Fatalf("a running job: %+v, want on wa in a/east", jp)
+	}
+	jp := placeOf(t, h, b, 3)
+	if jp.State != state.Ready || jp.Ahead != 2 {
+		t.Fatalf("the waiting job: %+v, want Ready behind 2 users (alice, bob)", jp)
+	}
+	if jp.Active != 2 || jp.Usable != 1 || !jp.Busy || len(jp.DisabledClusters) != 1 || jp.DisabledClusters[0] != "b" {
+		t.Fatalf("the waiting job: %+v, want 2 active workers, 1 usable (b is disabled) and busy (wa has 2 of the 3 cores free)", jp)
+	}
+	// bob runs 1 core: alice (none) is served first; carol (1 core too)
+	// after, by name. wa has 2 cores free, bob's job needs 1.
+	if jp := placeOf(t, h, bb, 2); jp.Busy || jp.Ahead != 1 {
+		t.Fatalf("bob's 1-core job: %+v, want not busy, behind 1 user (alice)", jp)
+	}
+}
