@@ -88,6 +88,15 @@ func ValidateName(what, s string) error {
 	return nil
 }
 
+// ValidateCancelAfter checks a batch's cancel_after_n_failures: 0 (never)
+// up to the jobs a batch may hold.
+func ValidateCancelAfter(n int64) error {
+	if n < 0 || n > MaxJobsPerBatch {
+		return fmt.Errorf("cancel_after_n_failures is %d; it must be between 0 (never) and %d, the jobs a batch may hold", n, int64(MaxJobsPerBatch))
+	}
+	return nil
+}
+
 // ValidateAttributes checks attributes against MaxAttributes and
 // MaxAttributeBytes.
 func ValidateAttributes(attrs map[string]string) error {

@@ -174,6 +174,10 @@ type CreateBatchRequest struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Jobs           []JobSpec `json:"jobs,omitempty"`
 	NJobs          int64     `json:"n_jobs,omitempty"`
+	// CancelAfterNFailures cancels the batch once this many of its jobs
+	// have failed (ended Failed or Error, after their retries), as Hail's
+	// option of the name; 0: never.
+	CancelAfterNFailures int64 `json:"cancel_after_n_failures,omitempty"`
 }
 
 // CreateUpdateRequest adds jobs to an existing batch: either inline (Jobs,
@@ -215,18 +219,23 @@ type Batch struct {
 	Attributes     map[string]string `json:"attributes,omitempty"`
 	State          string            `json:"state"`
 	Cancelled      bool              `json:"cancelled"`
-	NJobs          int64             `json:"n_jobs"`
-	NPending       int64             `json:"n_pending"`
-	NReady         int64             `json:"n_ready"`
-	NRunning       int64             `json:"n_running"`
-	NCompleted     int64             `json:"n_completed"`
-	NSucceeded     int64             `json:"n_succeeded"`
-	NFailed        int64             `json:"n_failed"`
-	NCancelled     int64             `json:"n_cancelled"`
-	NError         int64             `json:"n_error"`
-	NUpdates       int64             `json:"n_updates"`
-	TimeCreated    time.Time         `json:"time_created"`
-	TimeCompleted  *time.Time        `json:"time_completed,omitempty"`
+	// CancelReason says why a cancelled batch was (who cancelled it, or
+	// which limit did).
+	CancelReason string `json:"cancel_reason,omitempty"`
+	// CancelAfterNFailures: see CreateBatchRequest.
+	CancelAfterNFailures int64      `json:"cancel_after_n_failures,omitempty"`
+	NJobs                int64      `json:"n_jobs"`
+	NPending             int64      `json:"n_pending"`
+	NReady               int64      `json:"n_ready"`
+	NRunning             int64      `json:"n_running"`
+	NCompleted           int64      `json:"n_completed"`
+	NSucceeded           int64      `json:"n_succeeded"`
+	NFailed              int64      `json:"n_failed"`
+	NCancelled           int64      `json:"n_cancelled"`
+	NError               int64      `json:"n_error"`
+	NUpdates             int64      `json:"n_updates"`
+	TimeCreated          time.Time  `json:"time_created"`
+	TimeCompleted        *time.Time `json:"time_completed,omitempty"`
 	// Cost in dollars: its ended attempts, and its running ones up to now.
 	Cost money.Amount `json:"cost"`
 	// Waiting says why Ready jobs of the batch were not placed in the

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF83927 = 1
-	codecSelferCcRAW3927  = 255
+	codecSelferCcUTF8112 = 1
+	codecSelferCcRAW112  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray3927  = 10
-	codecSelferValueTypeMap3927    = 9
-	codecSelferValueTypeString3927 = 6
-	codecSelferValueTypeInt3927    = 2
-	codecSelferValueTypeUint3927   = 3
-	codecSelferValueTypeFloat3927  = 4
-	codecSelferBitsize3927         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray112  = 10
+	codecSelferValueTypeMap112    = 9
+	codecSelferValueTypeString112 = 6
+	codecSelferValueTypeInt112    = 2
+	codecSelferValueTypeUint112   = 3
+	codecSelferValueTypeFloat112  = 4
+	codecSelferBitsize112         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct3927 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct112 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer3927 struct{}
+type codecSelfer112 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -134,7 +134,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -149,14 +149,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -165,7 +165,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -173,7 +173,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 						}
 					}
 				}
@@ -194,7 +194,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -220,7 +220,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -249,7 +249,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -278,7 +278,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -307,7 +307,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -334,7 +334,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -366,7 +366,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -395,7 +395,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -420,7 +420,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -442,7 +442,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -466,7 +466,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -488,7 +488,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -516,7 +516,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -549,7 +549,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -570,14 +570,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -586,7 +586,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -594,7 +594,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Pool))
 						}
 					}
 				}
@@ -615,7 +615,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -632,27 +632,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GPUType))
 						}
 					}
 				}
@@ -665,27 +665,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.MachineType))
 						}
 					}
 				}
@@ -698,14 +698,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -714,7 +714,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -722,7 +722,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
 						}
 					}
 				}
@@ -735,14 +735,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -751,7 +751,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -759,7 +759,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
 						}
 					}
 				}
@@ -784,7 +784,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -817,7 +817,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -843,7 +843,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -861,7 +861,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -869,14 +869,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -884,13 +884,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1002,7 +1002,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1038,7 +1038,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1096,7 +1096,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj39 int
@@ -1326,7 +1326,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	yyj39++
 	if yyhl39 {
@@ -1412,7 +1412,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	yyj39++
 	if yyhl39 {
@@ -1549,7 +1549,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1575,7 +1575,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 					}
 				}
 			} else {
@@ -1583,7 +1583,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1591,7 +1591,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 					}
 				}
 			}
@@ -1602,7 +1602,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Source))
 					}
 				}
 			} else {
@@ -1610,7 +1610,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1618,7 +1618,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Source))
 					}
 				}
 			}
@@ -1629,7 +1629,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
 					}
 				}
 			} else {
@@ -1637,7 +1637,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1645,7 +1645,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
 					}
 				}
 			}
@@ -1659,7 +1659,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1667,14 +1667,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1682,13 +1682,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1732,7 +1732,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1803,7 +1803,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1829,7 +1829,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 					}
 				}
 			} else {
@@ -1837,7 +1837,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1845,7 +1845,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 					}
 				}
 			}
@@ -1856,7 +1856,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
 					}
 				}
 			} else {
@@ -1864,7 +1864,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1872,7 +1872,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
 					}
 				}
 			}
@@ -1883,7 +1883,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Destination))
 					}
 				}
 			} else {
@@ -1891,7 +1891,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1899,7 +1899,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Destination))
 					}
 				}
 			}
@@ -1913,7 +1913,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1921,14 +1921,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1936,13 +1936,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1986,7 +1986,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2057,7 +2057,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2101,7 +2101,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2116,7 +2116,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2131,7 +2131,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2146,7 +2146,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2166,7 +2166,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2187,7 +2187,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2208,7 +2208,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2226,7 +2226,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2234,14 +2234,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2249,13 +2249,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2323,7 +2323,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2458,7 +2458,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2472,17 +2472,18 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [6]bool{     // should field at this index be written?
-				x.Name != "",           // Name
-				true,                   // BillingProject
-				len(x.Attributes) != 0, // Attributes
-				x.IdempotencyKey != "", // IdempotencyKey
-				len(x.Jobs) != 0,       // Jobs
-				x.NJobs != 0,           // NJobs
+			var yyq2 = [7]bool{     // should field at this index be written?
+				x.Name != "",                // Name
+				true,                        // BillingProject
+				len(x.Attributes) != 0,      // Attributes
+				x.IdempotencyKey != "",      // IdempotencyKey
+				len(x.Jobs) != 0,            // Jobs
+				x.NJobs != 0,                // NJobs
+				x.CancelAfterNFailures != 0, // CancelAfterNFailures
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(6)
+				r.WriteArrayStart(7)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2501,14 +2502,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -2517,7 +2518,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2525,7 +2526,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 						}
 					}
 				}
@@ -2537,19 +2538,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.BillingProject))
 					}
 				}
 			}
@@ -2573,7 +2574,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2594,27 +2595,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2639,7 +2640,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2665,11 +2666,32 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.NJobs))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[6] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.CancelAfterNFailures))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[6] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF8112, `cancel_after_n_failures`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.CancelAfterNFailures))
 					}
 				}
 			}
@@ -2683,7 +2705,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2691,14 +2713,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2706,13 +2728,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2772,6 +2794,12 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 			} else {
 				x.NJobs = (int64)(r.DecodeInt64())
 			}
+		case "cancel_after_n_failures":
+			if r.TryDecodeAsNil() {
+				x.CancelAfterNFailures = 0
+			} else {
+				x.CancelAfterNFailures = (int64)(r.DecodeInt64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2780,19 +2808,19 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj12 int
-	var yyb12 bool
-	var yyhl12 bool = l >= 0
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	var yyj13 int
+	var yyb13 bool
+	var yyhl13 bool = l >= 0
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2802,13 +2830,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2818,13 +2846,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.BillingProject = (string)(r.DecodeString())
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2837,13 +2865,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2853,13 +2881,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.IdempotencyKey = (string)(r.DecodeString())
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2872,13 +2900,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2888,24 +2916,40 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.NJobs = (int64)(r.DecodeInt64())
 	}
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
+	} else {
+		yyb13 = r.CheckBreak()
+	}
+	if yyb13 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.CancelAfterNFailures = 0
+	} else {
+		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
+	}
 	for {
-		yyj12++
-		if yyhl12 {
-			yyb12 = yyj12 > l
+		yyj13++
+		if yyhl13 {
+			yyb13 = yyj13 > l
 		} else {
-			yyb12 = r.CheckBreak()
+			yyb13 = r.CheckBreak()
 		}
-		if yyb12 {
+		if yyb13 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj12-1, "")
+		z.DecStructFieldNotFound(yyj13-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2945,27 +2989,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2990,7 +3034,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3016,7 +3060,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3034,7 +3078,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3042,14 +3086,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3057,13 +3101,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3110,7 +3154,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3184,7 +3228,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3211,7 +3255,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3226,7 +3270,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3241,7 +3285,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3256,7 +3300,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3274,7 +3318,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3292,7 +3336,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3300,14 +3344,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3315,13 +3359,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3377,7 +3421,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3480,7 +3524,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3514,7 +3558,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3536,7 +3580,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3544,14 +3588,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3559,13 +3603,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3600,7 +3644,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -3642,7 +3686,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3669,7 +3713,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3684,7 +3728,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3702,7 +3746,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3720,7 +3764,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3728,14 +3772,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3743,13 +3787,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3783,7 +3827,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -3793,7 +3837,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3845,7 +3889,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	for {
 		yyj7++
@@ -3864,7 +3908,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3911,7 +3955,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3926,7 +3970,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3944,7 +3988,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3959,7 +4003,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Kind))
 					}
 				}
 			} else {
@@ -3967,7 +4011,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3975,7 +4019,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Kind))
 					}
 				}
 			}
@@ -3987,14 +4031,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -4003,7 +4047,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4011,7 +4055,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Outcome))
 						}
 					}
 				}
@@ -4029,7 +4073,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4053,7 +4097,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4084,7 +4128,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4107,14 +4151,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -4123,7 +4167,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4131,7 +4175,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Message))
 						}
 					}
 				}
@@ -4164,7 +4208,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4188,7 +4232,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4196,14 +4240,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4211,13 +4255,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4251,7 +4295,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4269,7 +4313,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4331,7 +4375,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4383,7 +4427,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4431,7 +4475,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4542,7 +4586,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4594,7 +4638,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -4627,7 +4671,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -4653,7 +4697,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4671,7 +4715,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4679,14 +4723,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4694,13 +4738,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4750,7 +4794,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4827,7 +4871,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4871,7 +4915,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4899,7 +4943,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -4932,7 +4976,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -4961,7 +5005,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4980,7 +5024,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4988,14 +5032,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5003,13 +5047,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5031,7 +5075,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5065,7 +5109,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5085,7 +5129,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	yyj10++
 	if yyhl10 {
@@ -5158,7 +5202,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5211,7 +5255,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5226,7 +5270,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5244,7 +5288,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5259,7 +5303,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 					}
 				}
 			} else {
@@ -5267,7 +5311,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5275,7 +5319,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
 					}
 				}
 			}
@@ -5287,7 +5331,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83927, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF8112, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5309,7 +5353,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -5341,7 +5385,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -5365,7 +5409,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5384,7 +5428,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5405,7 +5449,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5421,14 +5465,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -5437,7 +5481,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5445,7 +5489,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
 						}
 					}
 				}
@@ -5458,14 +5502,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -5474,7 +5518,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5482,7 +5526,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
 						}
 					}
 				}
@@ -5507,7 +5551,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -5540,7 +5584,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -5573,7 +5617,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -5599,7 +5643,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5617,7 +5661,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5625,14 +5669,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5640,13 +5684,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5680,7 +5724,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -5783,7 +5827,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj25 int
@@ -5835,7 +5879,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3927))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
 	}
 	yyj25++
 	if yyhl25 {
@@ -6077,7 +6121,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6118,27 +6162,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -6151,27 +6195,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -6184,27 +6228,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -6217,27 +6261,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -6252,7 +6296,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6260,14 +6304,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6275,13 +6319,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6331,7 +6375,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -6418,7 +6462,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6458,14 +6502,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -6474,7 +6518,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6482,7 +6526,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Endpoint))
 						}
 					}
 				}
@@ -6495,14 +6539,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -6511,7 +6555,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6519,7 +6563,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Region))
 						}
 					}
 				}
@@ -6537,7 +6581,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83927, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6555,7 +6599,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6563,14 +6607,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6578,13 +6622,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6628,7 +6672,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -6699,7 +6743,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6739,7 +6783,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Prefix))
 					}
 				}
 			} else {
@@ -6747,7 +6791,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83927, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF8112, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6755,7 +6799,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Prefix))
 					}
 				}
 			}
@@ -6787,7 +6831,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -6829,7 +6873,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -6851,14 +6895,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, "")
+						r.EncodeStringEnc(codecSelferCcUTF8112, "")
 					}
 				}
 			} else {
@@ -6867,7 +6911,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83927, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF8112, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6875,7 +6919,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83927, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Error))
 						}
 					}
 				}
@@ -6890,7 +6934,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6898,14 +6942,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3927 {
+		if yyct2 == codecSelferValueTypeMap112 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3927 {
+		} else if yyct2 == codecSelferValueTypeArray112 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6913,13 +6957,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3927)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6981,7 +7025,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3927
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7079,8 +7123,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer3927) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7094,8 +7138,8 @@ func (x codecSelfer3927) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7138,8 +7182,8 @@ func (x codecSelfer3927) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer3927) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7153,8 +7197,8 @@ func (x codecSelfer3927) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7234,8 +7278,8 @@ func (x codecSelfer3927) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3927) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7247,8 +7291,8 @@ func (x codecSelfer3927) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7328,8 +7372,8 @@ func (x codecSelfer3927) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3927) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7340,15 +7384,15 @@ func (x codecSelfer3927) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF83927, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8112, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7428,8 +7472,8 @@ func (x codecSelfer3927) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3927) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -7440,7 +7484,7 @@ func (x codecSelfer3927) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF83927, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF8112, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -7449,15 +7493,15 @@ func (x codecSelfer3927) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF83927, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8112, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer3927) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7509,8 +7553,8 @@ func (x codecSelfer3927) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer3927) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7522,8 +7566,8 @@ func (x codecSelfer3927) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7603,8 +7647,8 @@ func (x codecSelfer3927) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer3927) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7616,8 +7660,8 @@ func (x codecSelfer3927) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7697,8 +7741,8 @@ func (x codecSelfer3927) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3927) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7710,8 +7754,8 @@ func (x codecSelfer3927) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7791,8 +7835,8 @@ func (x codecSelfer3927) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3927) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7804,8 +7848,8 @@ func (x codecSelfer3927) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7885,8 +7929,8 @@ func (x codecSelfer3927) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer3927) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7898,8 +7942,8 @@ func (x codecSelfer3927) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7979,8 +8023,8 @@ func (x codecSelfer3927) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3927) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7992,8 +8036,8 @@ func (x codecSelfer3927) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8073,8 +8117,8 @@ func (x codecSelfer3927) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3927) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8086,8 +8130,8 @@ func (x codecSelfer3927) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3927) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer3927
+func (x codecSelfer112) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer112
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

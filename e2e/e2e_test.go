@@ -136,6 +136,28 @@ batch "edge" {
 		}
 	})
 
+	t.Run("cancel_after_n_failures stops a sweep", func(t *testing.T) {
+		// Two of the points fail at once; the rest would sleep a minute.
+		spec := writeSpec(t, `
+batch "sweep" {
+  cancel_after_n_failures = 2
+  job "point" {
+    count   = 20
+    command = ["sh", "-c", "if [ $DROVER_INDEX -lt 2 ]; then exit 1; fi; sleep 60"]
+    memory  = "64MiB"
+  }
+}`)
+		r := a.drover(a.token, "run", "-wait", spec).must(t, 2)
+		if !strings.Contains(r.stdout, "was cancelled (2 of its jobs failed (cancel_after_n_failures = 2))") {
+			t.Fatalf("run output: %s", r.stdout)
+		}
+		id := batchID(t, r.stdout)
+		b := decodeJSON[api.Batch](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
+		if !b.Cancelled || b.CancelAfterNFailures != 2 || b.NFailed != 2 || b.NSucceeded != 0 || b.NCancelled != 18 {
+			t.Fatalf("batch %+v: want cancelled after its 2 failures, the other 18 points cancelled (none slept to the end)", b)
+		}
+	})
+
 	t.Run("cancel kills running jobs", func(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "ran-to-the-end")
 		spec := writeSpec(t, fmt.Sprintf(`

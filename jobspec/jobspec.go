@@ -53,7 +53,10 @@ type Batch struct {
 	Pool    string
 	// Image is the default image of the batch's jobs (empty: processes).
 	Image string
-	Jobs  []*Job
+	// CancelAfterNFailures cancels the batch once this many of its jobs
+	// have failed (0: never).
+	CancelAfterNFailures int64
+	Jobs                 []*Job
 }
 
 // Job is one job block: a single job, or an array when Count is set.
@@ -123,8 +126,9 @@ var variableSchema = &hcl.BodySchema{
 }
 
 var batchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
+	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"},
+		{Name: "cancel_after_n_failures"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
 
 var jobSchema = &hcl.BodySchema{
@@ -337,6 +341,16 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 	b.Regions, b.Pool = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["image"]; ok {
 		b.Image = decodeImage(attr, ctx, &diags)
+	}
+	if attr, ok := content.Attributes["cancel_after_n_failures"]; ok {
+		n, d := evalInt(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidateCancelAfter(n); err != nil {
+				diags = append(diags, attrError(attr, "Invalid cancel_after_n_failures", err.Error()+"."))
+			}
+			b.CancelAfterNFailures = n
+		}
 	}
 	seen := map[string]*Job{}
 	for _, jb := range content.Blocks {

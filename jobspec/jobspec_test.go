@@ -45,6 +45,9 @@ func TestGoodSpecs(t *testing.T) {
 				"name": b.Name, "billing_project": b.BillingProject, "attributes": b.Attributes,
 				"n_jobs": b.NumJobs(), "jobs": b.JobSpecs(),
 			}
+			if b.CancelAfterNFailures != 0 {
+				out["cancel_after_n_failures"] = b.CancelAfterNFailures
+			}
 			data, err := json.MarshalIndent(out, "", "  ")
 			if err != nil {
 				t.Fatal(err)

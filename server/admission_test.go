@@ -168,6 +168,8 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 		{"batch attributes", "POST", "/api/v1/batches", `{"n_jobs": 1, "attributes": ` + attrs.String() + `}`, 400, "65 attributes"},
 		{"idempotency key", "POST", "/api/v1/batches", `{"n_jobs": 1, "idempotency_key": "` + big(api.MaxNameBytes+1) + `"}`, 400, "idempotency_key is 257 bytes"},
 		{"jobs per batch", "POST", "/api/v1/batches", `{"n_jobs": 2147483648}`, 413, "the limit is 50000000 jobs per batch (server setting max_jobs_per_batch)"},
+		{"cancel after failures", "POST", "/api/v1/batches", `{"n_jobs": 1, "cancel_after_n_failures": 2147483649}`, 400, "cancel_after_n_failures is 2147483649; it must be between 0 (never) and 2147483648"},
+		{"cancel after failures below 0", "POST", "/api/v1/batches", `{"n_jobs": 1, "cancel_after_n_failures": -1}`, 400, "cancel_after_n_failures is -1"},
 		{"activation body", "POST", "/api/v1/workers/activate", `{"name": "` + big(70<<10) + `"}`, 413, "larger than 64 KiB"},
 		{"worker name", "POST", "/api/v1/workers/activate", `{"name": "` + big(api.MaxWorkerName+1) + `", "cpu": 1, "memory": 1, "secret": "` + tc.srv.cfg.WorkerSecret + `"}`, 400, "name is at most 256 bytes"},
 		{"user token", "POST", "/api/v1/users", `{"name": "bob", "token": "short"}`, 400, "token must be 64 hex digits"},

@@ -86,6 +86,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		Name:           spec.Name,
 		BillingProject: spec.BillingProject,
 		Attributes:     spec.Attributes,
+
+		CancelAfterNFailures: spec.CancelAfterNFailures,
 	}
 	if *project != "" {
 		req.BillingProject = *project
@@ -160,6 +162,9 @@ func summaryLine(b *api.Batch) string {
 	}
 	if b.Cancelled {
 		verdict = "was cancelled"
+		if b.CancelReason != "" {
+			verdict += " (" + b.CancelReason + ")"
+		}
 	}
 	return fmt.Sprintf("Batch %d %s%s: %d jobs, %d succeeded, %d failed, %d error, %d cancelled",
 		b.ID, verdict, took, b.NJobs, b.NSucceeded, b.NFailed, b.NError, b.NCancelled)

@@ -135,7 +135,8 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 		req.BillingProject = s.cfg.DefaultBillingProject
 	}
 	if err := errors.Join(api.ValidateName("name", req.Name), api.ValidateName("billing_project", req.BillingProject),
-		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes)); err != nil {
+		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes),
+		api.ValidateCancelAfter(req.CancelAfterNFailures)); err != nil {
 		return nil, badRequest(err)
 	}
 	entries, err := submitted(req.NJobs, req.Jobs)
@@ -152,6 +153,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 	cmd := &state.CreateBatch{
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
 		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyStorage,
+		CancelAfterFailures: uint32(req.CancelAfterNFailures),
 	}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()

@@ -66,6 +66,8 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		keyDigest:      c.Digest,
 		Created:        c.Now,
 		nextJob:        1,
+
+		CancelAfterFailures: c.CancelAfterFailures,
 	}
 	s.bindTallies(b)
 	res := &UpdateResult{Batch: b.ID}
@@ -742,6 +744,13 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	if b.Cancelled {
 		return &CancelResult{AlreadyCancelled: true}
 	}
+	return s.cancelBatch(b, c.Reason, c.Now)
+}
+
+// cancelBatch cancels b: its open updates are discarded, its jobs that
+// have not started are Cancelled at once, and the workers of its running
+// ones are told to kill them.
+func (s *State) cancelBatch(b *Batch, reason string, now int64) *CancelResult {
 	b.Cancelled = true
 	for _, u := range b.updates {
 		if !u.Committed && !u.Discarded {
@@ -760,7 +769,7 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 		if j.state == Pending || j.state == Ready || j.state == Creating {
 			if j.state == Creating {
 				// Its machine is not needed any more.
-				s.dropPrivate(b.ID, uint32(i+1), c.Now, "its job's batch was cancelled")
+				s.dropPrivate(b.ID, uint32(i+1), now, "its job's batch was cancelled")
 			}
 			if s.hooks.Transition != nil {
 				s.hooks.Transition(s.index, b.ID, uint32(i+1), j.state, Cancelled)
@@ -772,11 +781,11 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 	}
 	b.addCount(Cancelled, n)
 	b.ended(n)
-	b.CancelReason = c.Reason
+	b.CancelReason = reason
 	if b.Completed != 0 {
 		b.version = s.index // a complete batch changed: export it again
 	}
-	s.checkComplete(b, c.Now)
+	s.checkComplete(b, now)
 	if b.counts[Running] > 0 {
 		s.notifyAllInstances()
 	}

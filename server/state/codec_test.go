@@ -20,7 +20,7 @@ func codecSamples() []Command {
 		CPUMilli: 1500, Memory: 3 << 30, TimeoutMs: 60000, Retries: 2, AlwaysRun: true, Attributes: StringMap{"k2": "v", "k1": "w"}}
 	entries := []JobEntry{{First: 1, Count: 10, Parents: []Range{{1, 1}}, BatchParents: []Range{{3, 7}}, Spec: sp}, {First: 11, Count: 1, Spec: &Spec{Name: "one"}}}
 	return []Command{
-		&CreateBatch{Now: 1, User: "u", Name: "n", BillingProject: "p", Attributes: StringMap{"b": "1", "a": "2"}, Key: "k", NJobs: 0, Jobs: entries},
+		&CreateBatch{Now: 1, User: "u", Name: "n", BillingProject: "p", Attributes: StringMap{"b": "1", "a": "2"}, Key: "k", NJobs: 0, Jobs: entries, CancelAfterFailures: 3},
 		&CreateUpdate{Now: 2, Batch: 3, Key: "k", NJobs: 4, Jobs: entries},
 		&AddJobs{Batch: 5, Update: 6, Jobs: entries, Now: 7},
 		&CommitUpdate{Now: 8, Batch: 9, Update: 10},
@@ -73,7 +73,8 @@ func TestGeneratedCodecKeepsTheLogFormat(t *testing.T) {
 // TestEntriesFromBeforePlacementDecode: log entries written before specs
 // carried regions and a pool (testdata/commands.v1.golden), and before
 // they carried a container and files and events carried usage
-// (commands.v2.golden), decode to the same commands, with none of it.
+// (commands.v2.golden), decode to the same commands, with none of it (nor
+// anything newer).
 func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 	for _, golden := range []string{"testdata/commands.v1.golden", "testdata/commands.v2.golden"} {
 		old, err := os.ReadFile(golden)
@@ -86,6 +87,9 @@ func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 			dec, err := Decode(data)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", golden, c.Type(), err)
+			}
+			if cb, ok := c.(*CreateBatch); ok {
+				cb.CancelAfterFailures = 0 // newer than these entries
 			}
 			got, _ := Encode(dec)
 			want, _ := Encode(c)
@@ -194,5 +198,29 @@ func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 		if !reflect.DeepEqual(back, c) {
 			t.Fatalf("decoded %+v, want %+v", back, c)
 		}
+	}
+}
+
+// createBatchBeforeCancelAfter is a create_batch entry of the binary
+// before cancel_after_n_failures (the first line of commands.golden then):
+// it decodes with the option unset.
+const createBatchBeforeCancelAfter = "059a01a175a16ea17082a161a132a162a131a16b009295010a91920101919203079ca5616c69676ec393a27368a22d63a17883a141a132a14da133a15aa131d105dcd300000000c0000000d20000ea6002c382a26b31a177a26b32a176c0c0950b01c0c09ca36f6e65c2c0c000000000c2c0c0c0c000"
+
+func TestCreateBatchFromBeforeCancelAfter(t *testing.T) {
+	data, _ := hex.DecodeString(createBatchBeforeCancelAfter)
+	dec, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := dec.(*CreateBatch)
+	if !ok || c.Name != "n" || c.BillingProject != "p" || len(c.Jobs) != 2 || c.CancelAfterFailures != 0 {
+		t.Fatalf("decoded %+v", dec)
+	}
+	// Its request digest is the one it had: a retry across the upgrade
+	// matches the batch it made.
+	c.Digest = nil
+	want := digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs)
+	if hex.EncodeToString(c.RequestDigest()) != hex.EncodeToString(want) {
+		t.Fatal("a request without cancel_after_n_failures digests differently than before the option")
 	}
 }

@@ -163,6 +163,10 @@ type CreateBatch struct {
 	// Policy: the rules apply checks the jobs against again
 	// (PolicyStorage: CheckJobs; PolicyNone in entries from before it).
 	Policy uint8
+	// CancelAfterFailures cancels the batch once this many of its jobs
+	// have failed (Failed or Error); 0: never (and in entries from before
+	// the option).
+	CancelAfterFailures uint32
 }
 
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
@@ -184,6 +188,11 @@ type CreateUpdate struct {
 // its time, its user and its key), so that a retry with the same
 // idempotency key is told from a different request reusing it.
 func (c *CreateBatch) RequestDigest() []byte {
+	if c.CancelAfterFailures != 0 {
+		// Only when set: a request without it digests as it did before
+		// the option, so a retry across an upgrade matches.
+		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures)
+	}
 	return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs)
 }
 

@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF85635 = 1
-	codecSelferCcRAW5635  = 255
+	codecSelferCcUTF83818 = 1
+	codecSelferCcRAW3818  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray5635  = 10
-	codecSelferValueTypeMap5635    = 9
-	codecSelferValueTypeString5635 = 6
-	codecSelferValueTypeInt5635    = 2
-	codecSelferValueTypeUint5635   = 3
-	codecSelferValueTypeFloat5635  = 4
-	codecSelferBitsize5635         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray3818  = 10
+	codecSelferValueTypeMap3818    = 9
+	codecSelferValueTypeString3818 = 6
+	codecSelferValueTypeInt3818    = 2
+	codecSelferValueTypeUint3818   = 3
+	codecSelferValueTypeFloat3818  = 4
+	codecSelferBitsize3818         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct5635 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct3818 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer5635 struct{}
+type codecSelfer3818 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -56,9 +56,9 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(10)
+				r.WriteArrayStart(11)
 			} else {
-				r.WriteMapStart(10)
+				r.WriteMapStart(11)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,12 +294,31 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					r.EncodeUint(uint64(x.Policy))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.CancelAfterFailures))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"CancelAfterFailures\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF83818, `CancelAfterFailures`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.CancelAfterFailures))
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -312,7 +331,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -320,14 +339,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -335,13 +354,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -425,6 +444,12 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Policy = (uint8)(z.C.UintV(r.DecodeUint64(), 8))
 			}
+		case "CancelAfterFailures":
+			if r.TryDecodeAsNil() {
+				x.CancelAfterFailures = 0
+			} else {
+				x.CancelAfterFailures = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -433,19 +458,19 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj16 int
-	var yyb16 bool
-	var yyhl16 bool = l >= 0
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	var yyj17 int
+	var yyb17 bool
+	var yyhl17 bool = l >= 0
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -455,13 +480,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Now = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -471,13 +496,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.User = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -487,13 +512,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -503,13 +528,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BillingProject = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -519,13 +544,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Attributes.CodecDecodeSelf(d)
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -535,13 +560,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Key = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -551,13 +576,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.NJobs = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -570,13 +595,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceJobEntry((*[]JobEntry)(&x.Jobs), d)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -589,13 +614,13 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			x.Digest = r.DecodeBytes(([]byte)(x.Digest), false)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -605,24 +630,40 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Policy = (uint8)(z.C.UintV(r.DecodeUint64(), 8))
 	}
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
+	} else {
+		yyb17 = r.CheckBreak()
+	}
+	if yyb17 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.CancelAfterFailures = 0
+	} else {
+		x.CancelAfterFailures = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+	}
 	for {
-		yyj16++
-		if yyhl16 {
-			yyb16 = yyj16 > l
+		yyj17++
+		if yyhl17 {
+			yyb17 = yyj17 > l
 		} else {
-			yyb16 = r.CheckBreak()
+			yyb17 = r.CheckBreak()
 		}
-		if yyb16 {
+		if yyb17 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj16-1, "")
+		z.DecStructFieldNotFound(yyj17-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -652,7 +693,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -671,7 +712,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -686,7 +727,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Key))
 					}
 				}
 			} else {
@@ -694,7 +735,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -702,7 +743,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Key))
 					}
 				}
 			}
@@ -717,7 +758,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -740,7 +781,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -767,7 +808,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -790,7 +831,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -805,7 +846,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.User))
 					}
 				}
 			} else {
@@ -813,7 +854,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -821,7 +862,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.User))
 					}
 				}
 			}
@@ -835,7 +876,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -843,14 +884,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -858,13 +899,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -944,7 +985,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1101,7 +1142,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1131,7 +1172,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1150,7 +1191,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1173,7 +1214,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1196,7 +1237,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1215,7 +1256,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1230,7 +1271,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.User))
 					}
 				}
 			} else {
@@ -1238,7 +1279,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1246,7 +1287,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.User))
 					}
 				}
 			}
@@ -1260,7 +1301,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1268,14 +1309,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1283,13 +1324,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1354,7 +1395,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1476,7 +1517,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1506,7 +1547,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1525,7 +1566,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1544,7 +1585,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1562,7 +1603,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1570,14 +1611,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1585,13 +1626,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1635,7 +1676,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1706,7 +1747,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1736,7 +1777,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1755,7 +1796,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1774,7 +1815,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1793,7 +1834,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1812,7 +1853,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1830,7 +1871,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1838,14 +1879,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1853,13 +1894,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1915,7 +1956,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2018,7 +2059,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2048,7 +2089,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2071,7 +2112,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2093,7 +2134,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2101,14 +2142,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2116,13 +2157,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2163,7 +2204,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2221,7 +2262,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2251,7 +2292,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2270,7 +2311,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2289,7 +2330,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2308,7 +2349,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2327,7 +2368,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2348,7 +2389,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2369,7 +2410,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2388,7 +2429,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2407,7 +2448,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2422,7 +2463,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Message))
 					}
 				}
 			} else {
@@ -2430,7 +2471,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2438,7 +2479,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Message))
 					}
 				}
 			}
@@ -2465,7 +2506,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2489,7 +2530,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2507,7 +2548,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2515,14 +2556,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2530,13 +2571,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2645,7 +2686,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -2871,7 +2912,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2901,7 +2942,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2924,7 +2965,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -2946,7 +2987,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2954,14 +2995,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2969,13 +3010,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3016,7 +3057,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3074,7 +3115,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3100,7 +3141,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Name))
 					}
 				}
 			} else {
@@ -3108,7 +3149,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3116,7 +3157,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Name))
 					}
 				}
 			}
@@ -3131,7 +3172,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3154,7 +3195,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3179,7 +3220,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3200,7 +3241,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3219,7 +3260,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3238,7 +3279,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3257,7 +3298,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3276,7 +3317,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3297,7 +3338,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3330,7 +3371,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3366,7 +3407,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3389,7 +3430,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3397,14 +3438,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3412,13 +3453,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3531,7 +3572,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -3761,7 +3802,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3787,7 +3828,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Image))
 					}
 				}
 			} else {
@@ -3795,7 +3836,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3803,7 +3844,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Image))
 					}
 				}
 			}
@@ -3814,7 +3855,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Network))
 					}
 				}
 			} else {
@@ -3822,7 +3863,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3830,7 +3871,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Network))
 					}
 				}
 			}
@@ -3849,7 +3890,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -3876,7 +3917,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -3899,7 +3940,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3917,7 +3958,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3925,14 +3966,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3940,13 +3981,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4008,7 +4049,7 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -4117,7 +4158,7 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4143,7 +4184,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Name))
 					}
 				}
 			} else {
@@ -4151,7 +4192,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4159,7 +4200,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Name))
 					}
 				}
 			}
@@ -4170,7 +4211,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.URL))
 					}
 				}
 			} else {
@@ -4178,7 +4219,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4186,7 +4227,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.URL))
 					}
 				}
 			}
@@ -4197,7 +4238,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Path))
 					}
 				}
 			} else {
@@ -4205,7 +4246,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4213,7 +4254,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Path))
 					}
 				}
 			}
@@ -4227,7 +4268,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4235,14 +4276,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4250,13 +4291,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4300,7 +4341,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4371,7 +4412,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4401,7 +4442,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4420,7 +4461,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4439,7 +4480,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4458,7 +4499,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4477,7 +4518,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4496,7 +4537,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4515,7 +4556,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4533,7 +4574,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4541,14 +4582,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4556,13 +4597,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4630,7 +4671,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -4765,7 +4806,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4799,7 +4840,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -4818,7 +4859,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Pool))
 					}
 				}
 			} else {
@@ -4826,7 +4867,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4834,7 +4875,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.Pool))
 					}
 				}
 			}
@@ -4845,7 +4886,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.GPUType))
 					}
 				}
 			} else {
@@ -4853,7 +4894,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4861,7 +4902,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.GPUType))
 					}
 				}
 			}
@@ -4876,7 +4917,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4891,7 +4932,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.MachineType))
 					}
 				}
 			} else {
@@ -4899,7 +4940,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4907,7 +4948,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85635, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF83818, string(x.MachineType))
 					}
 				}
 			}
@@ -4921,7 +4962,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4929,14 +4970,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4944,13 +4985,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5009,7 +5050,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5115,7 +5156,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5145,7 +5186,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5164,7 +5205,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5182,7 +5223,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5190,14 +5231,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5205,13 +5246,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5249,7 +5290,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -5304,7 +5345,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5334,7 +5375,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5353,7 +5394,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5376,7 +5417,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -5403,7 +5444,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -5438,7 +5479,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85635, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF83818, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -5461,7 +5502,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5469,14 +5510,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5635 {
+		if yyct2 == codecSelferValueTypeMap3818 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5635 {
+		} else if yyct2 == codecSelferValueTypeArray3818 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5484,13 +5525,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5635)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3818)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5558,7 +5599,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5635
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5672,8 +5713,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer5635) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5685,8 +5726,8 @@ func (x codecSelfer5635) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5635) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5766,8 +5807,8 @@ func (x codecSelfer5635) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5635) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5779,8 +5820,8 @@ func (x codecSelfer5635) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5635) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5860,8 +5901,8 @@ func (x codecSelfer5635) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer5635) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5873,8 +5914,8 @@ func (x codecSelfer5635) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5635) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -5954,8 +5995,8 @@ func (x codecSelfer5635) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5635) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5966,15 +6007,15 @@ func (x codecSelfer5635) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85635, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF83818, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5635) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6054,8 +6095,8 @@ func (x codecSelfer5635) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5635) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6067,8 +6108,8 @@ func (x codecSelfer5635) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5635) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6148,8 +6189,8 @@ func (x codecSelfer5635) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5635) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6161,8 +6202,8 @@ func (x codecSelfer5635) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5635) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer5635
+func (x codecSelfer3818) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer3818
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

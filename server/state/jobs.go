@@ -1,5 +1,7 @@
 package state
 
+import "fmt"
+
 // A job's life after placement: attempts end (worker events), jobs finish
 // or go back to Ready for a retry, batches complete.
 
@@ -126,6 +128,12 @@ func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 	b.ended(1)
 	s.finishSpan(b, id, id, to != Success, now)
 	s.checkComplete(b, now)
+	// Hail's cancel_after_n_failures: the failure that reaches the count
+	// cancels what is left of the batch (nothing, once it is complete).
+	if (to == Failed || to == Error) && !b.Cancelled && b.Completed == 0 && b.CancelAfterFailures > 0 &&
+		b.counts[Failed]+b.counts[Error] >= int64(b.CancelAfterFailures) {
+		s.cancelBatch(b, fmt.Sprintf("%d of its jobs failed (cancel_after_n_failures = %d)", b.counts[Failed]+b.counts[Error], b.CancelAfterFailures), now)
+	}
 }
 
 // requeue returns a running job (of group g) to Ready for its next attempt.

@@ -28,13 +28,15 @@ type BatchRecord struct {
 	Attributes   map[string]string
 	Cancelled    bool
 	CancelReason string
-	Created      int64 // unix ns
-	Completed    int64 // unix ns when it last became complete; 0 while running
-	NJobs        int64 // committed jobs
-	NUpdates     int64
-	counts       [numStates]int64
-	accrued      money.Amount    // the ended attempts' cost
-	running      billing.Running // the running attempts'
+	// CancelAfterFailures: see Batch.
+	CancelAfterFailures uint32
+	Created             int64 // unix ns
+	Completed           int64 // unix ns when it last became complete; 0 while running
+	NJobs               int64 // committed jobs
+	NUpdates            int64
+	counts              [numStates]int64
+	accrued             money.Amount    // the ended attempts' cost
+	running             billing.Running // the running attempts'
 }
 
 // Count is the number of the batch's jobs in state st.
@@ -55,7 +57,7 @@ func (r *BatchRecord) Cost(now int64) money.Amount {
 func (b *Batch) record() BatchRecord {
 	return BatchRecord{
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
-		Cancelled: b.Cancelled, CancelReason: b.CancelReason, Created: b.Created, Completed: b.Completed,
+		Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfterFailures: b.CancelAfterFailures, Created: b.Created, Completed: b.Completed,
 		NJobs: b.nJobs, NUpdates: int64(len(b.updates)), counts: b.counts,
 		accrued: b.bill.Accrued, running: b.bill.run,
 	}

@@ -199,6 +199,8 @@ type snapBatch struct {
 	Exported uint64
 	// KeyDigest: see snapUpdate.
 	KeyDigest []byte
+	// CancelAfter: see Batch.CancelAfterFailures (absent before it).
+	CancelAfter uint32
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -341,7 +343,7 @@ func (s *State) Snapshot() *Snapshot {
 func (b *Batch) snapshot() snapBatch {
 	sb := snapBatch{
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
-		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason,
+		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfter: b.CancelAfterFailures,
 		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
@@ -561,7 +563,8 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	b := &Batch{
 		ID: sb.ID, Name: sb.Name, User: sb.User, BillingProject: sb.BillingProject, Attributes: sb.Attributes,
 		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
-		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
+		CancelAfterFailures: sb.CancelAfter,
+		nextJob:             sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
 		messages: sb.Messages, version: sb.Version, exported: sb.Exported, keyDigest: sb.KeyDigest,
 	}
 	if b.Completed != 0 && b.version == 0 {

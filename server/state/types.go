@@ -317,7 +317,10 @@ type Batch struct {
 	Completed      int64 // unix ns when it last became complete; 0 while running
 	Cancelled      bool
 	CancelReason   string
-	bill           batchBill // what it has cost
+	// CancelAfterFailures cancels the batch once this many of its jobs
+	// have failed (Failed or Error; 0: never).
+	CancelAfterFailures uint32
+	bill                batchBill // what it has cost
 	// version is the Raft index at which the batch last became complete
 	// (or, complete, last changed); exported is the version the history
 	// store holds (0: none). A batch leaves the state only once they are
