@@ -178,6 +178,11 @@ type CreateBatchRequest struct {
 	// have failed (ended Failed or Error, after their retries), as Hail's
 	// option of the name; 0: never.
 	CancelAfterNFailures int64 `json:"cancel_after_n_failures,omitempty"`
+	// Callback is a URL the leader POSTs the batch (as GET
+	// /api/v1/batches/ID answers it) to once it completes, retried with
+	// backoff until the receiver answers 2xx; it must lie under one of
+	// the destinations the servers' admins allow (-callback-allow).
+	Callback string `json:"callback,omitempty"`
 }
 
 // CreateUpdateRequest adds jobs to an existing batch: either inline (Jobs,
@@ -222,20 +227,24 @@ type Batch struct {
 	// CancelReason says why a cancelled batch was (who cancelled it, or
 	// which limit did).
 	CancelReason string `json:"cancel_reason,omitempty"`
-	// CancelAfterNFailures: see CreateBatchRequest.
-	CancelAfterNFailures int64      `json:"cancel_after_n_failures,omitempty"`
-	NJobs                int64      `json:"n_jobs"`
-	NPending             int64      `json:"n_pending"`
-	NReady               int64      `json:"n_ready"`
-	NRunning             int64      `json:"n_running"`
-	NCompleted           int64      `json:"n_completed"`
-	NSucceeded           int64      `json:"n_succeeded"`
-	NFailed              int64      `json:"n_failed"`
-	NCancelled           int64      `json:"n_cancelled"`
-	NError               int64      `json:"n_error"`
-	NUpdates             int64      `json:"n_updates"`
-	TimeCreated          time.Time  `json:"time_created"`
-	TimeCompleted        *time.Time `json:"time_completed,omitempty"`
+	// CancelAfterNFailures and Callback: see CreateBatchRequest.
+	CancelAfterNFailures int64  `json:"cancel_after_n_failures,omitempty"`
+	Callback             string `json:"callback,omitempty"`
+	// CallbackResult says how the last report of the batch's completion
+	// to its callback went ("HTTP 204", or why it was given up).
+	CallbackResult string     `json:"callback_result,omitempty"`
+	NJobs          int64      `json:"n_jobs"`
+	NPending       int64      `json:"n_pending"`
+	NReady         int64      `json:"n_ready"`
+	NRunning       int64      `json:"n_running"`
+	NCompleted     int64      `json:"n_completed"`
+	NSucceeded     int64      `json:"n_succeeded"`
+	NFailed        int64      `json:"n_failed"`
+	NCancelled     int64      `json:"n_cancelled"`
+	NError         int64      `json:"n_error"`
+	NUpdates       int64      `json:"n_updates"`
+	TimeCreated    time.Time  `json:"time_created"`
+	TimeCompleted  *time.Time `json:"time_completed,omitempty"`
 	// Cost in dollars: its ended attempts, and its running ones up to now.
 	Cost money.Amount `json:"cost"`
 	// Waiting says why Ready jobs of the batch were not placed in the

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF8112 = 1
-	codecSelferCcRAW112  = 255
+	codecSelferCcUTF86136 = 1
+	codecSelferCcRAW6136  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray112  = 10
-	codecSelferValueTypeMap112    = 9
-	codecSelferValueTypeString112 = 6
-	codecSelferValueTypeInt112    = 2
-	codecSelferValueTypeUint112   = 3
-	codecSelferValueTypeFloat112  = 4
-	codecSelferBitsize112         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray6136  = 10
+	codecSelferValueTypeMap6136    = 9
+	codecSelferValueTypeString6136 = 6
+	codecSelferValueTypeInt6136    = 2
+	codecSelferValueTypeUint6136   = 3
+	codecSelferValueTypeFloat6136  = 4
+	codecSelferBitsize6136         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct112 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct6136 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer112 struct{}
+type codecSelfer6136 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -134,7 +134,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -149,14 +149,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -165,7 +165,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -173,7 +173,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 						}
 					}
 				}
@@ -194,7 +194,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -220,7 +220,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -249,7 +249,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -278,7 +278,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -307,7 +307,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -334,7 +334,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -366,7 +366,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -395,7 +395,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -420,7 +420,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -442,7 +442,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -466,7 +466,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -488,7 +488,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -516,7 +516,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -549,7 +549,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -570,14 +570,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -586,7 +586,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -594,7 +594,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Pool))
 						}
 					}
 				}
@@ -615,7 +615,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -632,27 +632,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GPUType))
 						}
 					}
 				}
@@ -665,27 +665,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.MachineType))
 						}
 					}
 				}
@@ -698,14 +698,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -714,7 +714,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -722,7 +722,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
 						}
 					}
 				}
@@ -735,14 +735,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -751,7 +751,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -759,7 +759,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
 						}
 					}
 				}
@@ -784,7 +784,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -817,7 +817,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -843,7 +843,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -861,7 +861,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -869,14 +869,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -884,13 +884,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1002,7 +1002,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1038,7 +1038,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1096,7 +1096,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj39 int
@@ -1326,7 +1326,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	yyj39++
 	if yyhl39 {
@@ -1412,7 +1412,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	yyj39++
 	if yyhl39 {
@@ -1549,7 +1549,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1575,7 +1575,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 					}
 				}
 			} else {
@@ -1583,7 +1583,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1591,7 +1591,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 					}
 				}
 			}
@@ -1602,7 +1602,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Source))
 					}
 				}
 			} else {
@@ -1610,7 +1610,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1618,7 +1618,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Source))
 					}
 				}
 			}
@@ -1629,7 +1629,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
 					}
 				}
 			} else {
@@ -1637,7 +1637,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1645,7 +1645,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
 					}
 				}
 			}
@@ -1659,7 +1659,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1667,14 +1667,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1682,13 +1682,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1732,7 +1732,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1803,7 +1803,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1829,7 +1829,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 					}
 				}
 			} else {
@@ -1837,7 +1837,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1845,7 +1845,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 					}
 				}
 			}
@@ -1856,7 +1856,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
 					}
 				}
 			} else {
@@ -1864,7 +1864,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1872,7 +1872,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
 					}
 				}
 			}
@@ -1883,7 +1883,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Destination))
 					}
 				}
 			} else {
@@ -1891,7 +1891,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1899,7 +1899,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Destination))
 					}
 				}
 			}
@@ -1913,7 +1913,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1921,14 +1921,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1936,13 +1936,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1986,7 +1986,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2057,7 +2057,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2101,7 +2101,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2116,7 +2116,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2131,7 +2131,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2146,7 +2146,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2166,7 +2166,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2187,7 +2187,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2208,7 +2208,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2226,7 +2226,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2234,14 +2234,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2249,13 +2249,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2323,7 +2323,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2458,7 +2458,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2472,7 +2472,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [7]bool{     // should field at this index be written?
+			var yyq2 = [8]bool{     // should field at this index be written?
 				x.Name != "",                // Name
 				true,                        // BillingProject
 				len(x.Attributes) != 0,      // Attributes
@@ -2480,10 +2480,11 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Jobs) != 0,            // Jobs
 				x.NJobs != 0,                // NJobs
 				x.CancelAfterNFailures != 0, // CancelAfterNFailures
+				x.Callback != "",            // Callback
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(7)
+				r.WriteArrayStart(8)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2502,14 +2503,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -2518,7 +2519,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2526,7 +2527,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 						}
 					}
 				}
@@ -2538,19 +2539,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.BillingProject))
 					}
 				}
 			}
@@ -2574,7 +2575,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2595,27 +2596,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2640,7 +2641,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2666,7 +2667,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2687,11 +2688,48 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.CancelAfterNFailures))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[7] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Callback))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+					}
+				}
+			} else {
+				if yyq2[7] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"callback\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF86136, `callback`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Callback))
+						}
 					}
 				}
 			}
@@ -2705,7 +2743,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2713,14 +2751,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2728,13 +2766,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2800,6 +2838,12 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 			} else {
 				x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 			}
+		case "callback":
+			if r.TryDecodeAsNil() {
+				x.Callback = ""
+			} else {
+				x.Callback = (string)(r.DecodeString())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2808,19 +2852,19 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj13 int
-	var yyb13 bool
-	var yyhl13 bool = l >= 0
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	var yyj14 int
+	var yyb14 bool
+	var yyhl14 bool = l >= 0
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2830,13 +2874,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2846,13 +2890,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.BillingProject = (string)(r.DecodeString())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2865,13 +2909,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2881,13 +2925,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.IdempotencyKey = (string)(r.DecodeString())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2900,13 +2944,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2916,13 +2960,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.NJobs = (int64)(r.DecodeInt64())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2932,24 +2976,40 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 	}
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
+	} else {
+		yyb14 = r.CheckBreak()
+	}
+	if yyb14 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Callback = ""
+	} else {
+		x.Callback = (string)(r.DecodeString())
+	}
 	for {
-		yyj13++
-		if yyhl13 {
-			yyb13 = yyj13 > l
+		yyj14++
+		if yyhl14 {
+			yyb14 = yyj14 > l
 		} else {
-			yyb13 = r.CheckBreak()
+			yyb14 = r.CheckBreak()
 		}
-		if yyb13 {
+		if yyb14 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj13-1, "")
+		z.DecStructFieldNotFound(yyj14-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2989,27 +3049,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3034,7 +3094,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3060,7 +3120,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3078,7 +3138,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3086,14 +3146,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3101,13 +3161,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3154,7 +3214,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3228,7 +3288,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3255,7 +3315,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3270,7 +3330,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3285,7 +3345,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3300,7 +3360,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3318,7 +3378,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3336,7 +3396,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3344,14 +3404,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3359,13 +3419,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3421,7 +3481,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3524,7 +3584,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3558,7 +3618,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3580,7 +3640,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3588,14 +3648,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3603,13 +3663,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3644,7 +3704,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -3686,7 +3746,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3713,7 +3773,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3728,7 +3788,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3746,7 +3806,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3764,7 +3824,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3772,14 +3832,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3787,13 +3847,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3827,7 +3887,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -3837,7 +3897,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3889,7 +3949,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	for {
 		yyj7++
@@ -3908,7 +3968,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3955,7 +4015,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3970,7 +4030,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3988,7 +4048,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4003,7 +4063,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Kind))
 					}
 				}
 			} else {
@@ -4011,7 +4071,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4019,7 +4079,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Kind))
 					}
 				}
 			}
@@ -4031,14 +4091,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -4047,7 +4107,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4055,7 +4115,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Outcome))
 						}
 					}
 				}
@@ -4073,7 +4133,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4097,7 +4157,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4128,7 +4188,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4151,14 +4211,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -4167,7 +4227,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4175,7 +4235,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Message))
 						}
 					}
 				}
@@ -4208,7 +4268,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4232,7 +4292,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4240,14 +4300,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4255,13 +4315,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4295,7 +4355,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4313,7 +4373,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4375,7 +4435,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4427,7 +4487,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4475,7 +4535,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4586,7 +4646,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4638,7 +4698,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -4671,7 +4731,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -4697,7 +4757,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4715,7 +4775,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4723,14 +4783,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4738,13 +4798,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4794,7 +4854,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4871,7 +4931,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4915,7 +4975,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4943,7 +5003,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -4976,7 +5036,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5005,7 +5065,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5024,7 +5084,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5032,14 +5092,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5047,13 +5107,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5075,7 +5135,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5109,7 +5169,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5129,7 +5189,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	yyj10++
 	if yyhl10 {
@@ -5202,7 +5262,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5255,7 +5315,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5270,7 +5330,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5288,7 +5348,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5303,7 +5363,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 					}
 				}
 			} else {
@@ -5311,7 +5371,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5319,7 +5379,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
 					}
 				}
 			}
@@ -5331,7 +5391,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8112, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF86136, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5353,7 +5413,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -5385,7 +5445,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -5409,7 +5469,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5428,7 +5488,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5449,7 +5509,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5465,14 +5525,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -5481,7 +5541,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5489,7 +5549,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
 						}
 					}
 				}
@@ -5502,14 +5562,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -5518,7 +5578,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5526,7 +5586,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
 						}
 					}
 				}
@@ -5551,7 +5611,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -5584,7 +5644,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -5617,7 +5677,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -5643,7 +5703,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5661,7 +5721,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5669,14 +5729,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5684,13 +5744,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5724,7 +5784,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -5827,7 +5887,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj25 int
@@ -5879,7 +5939,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize112))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
 	}
 	yyj25++
 	if yyhl25 {
@@ -6121,7 +6181,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6162,27 +6222,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -6195,27 +6255,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -6228,27 +6288,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -6261,27 +6321,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -6296,7 +6356,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6304,14 +6364,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6319,13 +6379,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6375,7 +6435,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -6462,7 +6522,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6502,14 +6562,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -6518,7 +6578,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6526,7 +6586,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Endpoint))
 						}
 					}
 				}
@@ -6539,14 +6599,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -6555,7 +6615,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6563,7 +6623,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Region))
 						}
 					}
 				}
@@ -6581,7 +6641,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8112, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6599,7 +6659,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6607,14 +6667,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6622,13 +6682,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6672,7 +6732,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -6743,7 +6803,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6783,7 +6843,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Prefix))
 					}
 				}
 			} else {
@@ -6791,7 +6851,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8112, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF86136, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6799,7 +6859,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Prefix))
 					}
 				}
 			}
@@ -6831,7 +6891,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -6873,7 +6933,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -6895,14 +6955,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, "")
+						r.EncodeStringEnc(codecSelferCcUTF86136, "")
 					}
 				}
 			} else {
@@ -6911,7 +6971,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8112, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF86136, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6919,7 +6979,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8112, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Error))
 						}
 					}
 				}
@@ -6934,7 +6994,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6942,14 +7002,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap112 {
+		if yyct2 == codecSelferValueTypeMap6136 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray112 {
+		} else if yyct2 == codecSelferValueTypeArray6136 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6957,13 +7017,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct112)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7025,7 +7085,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer112
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7123,8 +7183,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer112) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7138,8 +7198,8 @@ func (x codecSelfer112) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7182,8 +7242,8 @@ func (x codecSelfer112) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer112) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7197,8 +7257,8 @@ func (x codecSelfer112) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7278,8 +7338,8 @@ func (x codecSelfer112) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer112) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7291,8 +7351,8 @@ func (x codecSelfer112) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7372,8 +7432,8 @@ func (x codecSelfer112) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer112) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7384,15 +7444,15 @@ func (x codecSelfer112) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8112, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF86136, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7472,8 +7532,8 @@ func (x codecSelfer112) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer112) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -7484,7 +7544,7 @@ func (x codecSelfer112) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8112, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF86136, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -7493,15 +7553,15 @@ func (x codecSelfer112) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8112, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF86136, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer112) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7553,8 +7613,8 @@ func (x codecSelfer112) decMapstringstring(v *map[string]string, d *codec1978.De
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer112) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7566,8 +7626,8 @@ func (x codecSelfer112) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7647,8 +7707,8 @@ func (x codecSelfer112) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) 
 	}
 }
 
-func (x codecSelfer112) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7660,8 +7720,8 @@ func (x codecSelfer112) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7741,8 +7801,8 @@ func (x codecSelfer112) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer112) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7754,8 +7814,8 @@ func (x codecSelfer112) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7835,8 +7895,8 @@ func (x codecSelfer112) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer112) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7848,8 +7908,8 @@ func (x codecSelfer112) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7929,8 +7989,8 @@ func (x codecSelfer112) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Dec
 	}
 }
 
-func (x codecSelfer112) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7942,8 +8002,8 @@ func (x codecSelfer112) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8023,8 +8083,8 @@ func (x codecSelfer112) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer112) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8036,8 +8096,8 @@ func (x codecSelfer112) encSliceAssignment(v []Assignment, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8117,8 +8177,8 @@ func (x codecSelfer112) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer112) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8130,8 +8190,8 @@ func (x codecSelfer112) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer112) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer112
+func (x codecSelfer6136) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer6136
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -56,7 +56,9 @@ type Batch struct {
 	// CancelAfterNFailures cancels the batch once this many of its jobs
 	// have failed (0: never).
 	CancelAfterNFailures int64
-	Jobs                 []*Job
+	// Callback is the URL the batch is POSTed to once complete.
+	Callback string
+	Jobs     []*Job
 }
 
 // Job is one job block: a single job, or an array when Count is set.
@@ -127,7 +129,7 @@ var variableSchema = &hcl.BodySchema{
 
 var batchSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"},
-		{Name: "cancel_after_n_failures"}},
+		{Name: "cancel_after_n_failures"}, {Name: "callback"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
 
@@ -350,6 +352,16 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 				diags = append(diags, attrError(attr, "Invalid cancel_after_n_failures", err.Error()+"."))
 			}
 			b.CancelAfterNFailures = n
+		}
+	}
+	if attr, ok := content.Attributes["callback"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if _, err := api.ParseCallback("callback", s); err != nil {
+				diags = append(diags, attrError(attr, "Invalid callback", err.Error()+"."))
+			}
+			b.Callback = s
 		}
 	}
 	seen := map[string]*Job{}

@@ -48,6 +48,9 @@ func TestGoodSpecs(t *testing.T) {
 			if b.CancelAfterNFailures != 0 {
 				out["cancel_after_n_failures"] = b.CancelAfterNFailures
 			}
+			if b.Callback != "" {
+				out["callback"] = b.Callback
+			}
 			data, err := json.MarshalIndent(out, "", "  ")
 			if err != nil {
 				t.Fatal(err)

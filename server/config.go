@@ -93,6 +93,17 @@ type Config struct {
 	DefaultTokenTTL time.Duration
 	// MetricsToken, when set, is the bearer token /metrics requires.
 	MetricsToken string
+	// CallbackAllow are the destinations batches' completion callbacks may
+	// go to: URLs (http or https), each allowing its scheme and host and
+	// the paths under its own (api.CallbackAllowed). None: batches may
+	// not name a callback. The leader POSTs from the server, never from a
+	// worker or a job's network.
+	CallbackAllow []string
+	// CallbackRetry is how long the leader waits before it POSTs a
+	// completion again after a failure, doubling each time, for
+	// CallbackAttempts attempts in all; then it records the failure.
+	CallbackRetry    time.Duration
+	CallbackAttempts int
 	// BillingInterval is how often the leader looks at every billing
 	// project's spend regardless: it cancels a project's open batches at
 	// the moment the project reaches its spend limit (runSpendLimits),
@@ -255,6 +266,8 @@ func DefaultConfig() *Config {
 		AdminName:                      "root",
 		DefaultTokenTTL:                30 * 24 * time.Hour,
 		BillingInterval:                10 * time.Second,
+		CallbackRetry:                  2 * time.Second,
+		CallbackAttempts:               8,
 		Retention:                      7 * 24 * time.Hour,
 		ExportInterval:                 5 * time.Second,
 		DefaultBillingProject:          "default",
@@ -350,6 +363,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ExportInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("ExportInterval is %v; it must be at least 10ms", c.ExportInterval))
+	}
+	if _, err := api.ParseCallbackAllow(c.CallbackAllow); err != nil {
+		errs = append(errs, fmt.Errorf("CallbackAllow: %w", err))
+	}
+	if c.CallbackRetry < time.Millisecond || c.CallbackRetry > time.Hour {
+		errs = append(errs, fmt.Errorf("CallbackRetry is %v; it must be between 1ms and 1h", c.CallbackRetry))
+	}
+	if c.CallbackAttempts < 1 || c.CallbackAttempts > 20 {
+		errs = append(errs, fmt.Errorf("CallbackAttempts is %d; it must be between 1 and 20", c.CallbackAttempts))
 	}
 	if c.BillingInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("BillingInterval is %v; it must be at least 10ms", c.BillingInterval))

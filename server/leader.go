@@ -257,10 +257,11 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(8)
+	s.leaderWG.Add(9)
 	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runInstanceRetention(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runSpendLimits(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runCallbacks(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runAutoscaler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.bootstrapAdmin(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runScheduler(ctx) }()

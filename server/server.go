@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/httpapi"
 	"github.com/drover-sched/drover/server/joblogs"
@@ -233,6 +234,10 @@ func New(cfg *Config) (*Server, error) {
 	if t, ok := s.raft.transport.(httpapi.RaftStreams); ok {
 		raftStreams = t
 	}
+	callbackAllow, err := api.ParseCallbackAllow(cfg.CallbackAllow) // Validate checked them
+	if err != nil {
+		return fail(err)
+	}
 	s.api, err = httpapi.New(httpapi.Deps{
 		Config: httpapi.Config{
 			ID: id, Advertise: advertise, DataDir: cfg.DataDir, WorkerSecret: cfg.WorkerSecret,
@@ -249,6 +254,7 @@ func New(cfg *Config) (*Server, error) {
 			PeerTLS: s.peerTLS(), DefaultTokenTTL: cfg.DefaultTokenTTL, MetricsToken: cfg.MetricsToken,
 			Rates: httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond,
 				AnonymousPerSecond: cfg.AnonymousRequestsPerSecond},
+			CallbackAllow: callbackAllow,
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale,

@@ -88,6 +88,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		Attributes:     spec.Attributes,
 
 		CancelAfterNFailures: spec.CancelAfterNFailures,
+		Callback:             spec.Callback,
 	}
 	if *project != "" {
 		req.BillingProject = *project

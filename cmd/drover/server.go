@@ -76,6 +76,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	retention := fs.Duration("retention", def.Retention, "how long a finished batch stays in memory once the history store holds it, and a retired worker instance once no batch in memory refers to it")
 	exportInterval := fs.Duration("export-interval", def.ExportInterval, "how often the leader exports finished batches to the history store")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
+	var callbackAllow multiFlag
+	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
 	metricsTokenFile := fs.String("metrics-token-file", "", "file holding the bearer token /metrics requires")
 	caFile := fs.String("ca-file", "", "the cluster's CA certificate (`drover tls ca create`): Raft peers and the servers requests are forwarded to must have certificates it signed")
@@ -132,6 +134,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.SecretsKeyFile = *secretsKeyFile
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
+	cfg.CallbackAllow = callbackAllow
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
 	if *historyDSNFile != "" {
 		if *historyDSN != "" {

@@ -52,6 +52,8 @@ func Batch(r *state.BatchRecord, now time.Time) api.Batch {
 		NJobs:          r.NJobs,
 
 		CancelAfterNFailures: int64(r.CancelAfterFailures),
+		Callback:             r.Callback,
+		CallbackResult:       r.CallbackResult,
 		NPending:             r.Count(state.Pending),
 		NReady:               r.Count(state.Ready),
 		NRunning:             r.Count(state.Running) + r.Count(state.Creating),

@@ -125,6 +125,26 @@ func submitted(nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, error) {
 	return entries, nil
 }
 
+// checkCallback refuses a callback URL that is malformed or goes
+// anywhere the servers' admins did not allow (the leader checks again
+// before it POSTs).
+func (s *Server) checkCallback(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := api.ParseCallback("callback", raw)
+	if err != nil {
+		return err
+	}
+	if len(s.cfg.CallbackAllow) == 0 {
+		return fmt.Errorf("callback %.100q: this server allows no callback destinations (an admin names them with the server setting -callback-allow)", raw)
+	}
+	if !api.CallbackAllowed(u, s.cfg.CallbackAllow) {
+		return fmt.Errorf("callback %.100q is not under a destination the servers allow (server setting -callback-allow)", raw)
+	}
+	return nil
+}
+
 func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.CreateBatchRequest
 	if err := decode(w, r, &req); err != nil {
@@ -136,14 +156,14 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 	}
 	if err := errors.Join(api.ValidateName("name", req.Name), api.ValidateName("billing_project", req.BillingProject),
 		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes),
-		api.ValidateCancelAfter(req.CancelAfterNFailures)); err != nil {
+		api.ValidateCancelAfter(req.CancelAfterNFailures), s.checkCallback(req.Callback)); err != nil {
 		return nil, badRequest(err)
 	}
 	entries, err := submitted(req.NJobs, req.Jobs)
 	if err != nil {
 		return nil, err
 	}
-	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey))
+	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey) + len(req.Callback))
 	for k, v := range req.Attributes {
 		size += int64(len(k) + len(v))
 	}
@@ -153,7 +173,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 	cmd := &state.CreateBatch{
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
 		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyStorage,
-		CancelAfterFailures: uint32(req.CancelAfterNFailures),
+		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
 	}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()

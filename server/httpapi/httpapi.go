@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/http/pprof"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,6 +172,9 @@ type Config struct {
 	DebugPprof bool
 	Limits     Limits
 	Rates      RateLimits
+	// CallbackAllow are the destinations batches' completion callbacks
+	// may go to (api.CallbackAllowed; none: callbacks are refused).
+	CallbackAllow []*url.URL
 }
 
 // Deps is everything the API is built from. Members may be nil (a server

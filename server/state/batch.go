@@ -68,6 +68,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		nextJob:        1,
 
 		CancelAfterFailures: c.CancelAfterFailures,
+		Callback:            c.Callback,
 	}
 	s.bindTallies(b)
 	res := &UpdateResult{Batch: b.ID}

@@ -66,6 +66,7 @@ const (
 	// take the new type, so that such a server stops at an unknown
 	// command instead of reading nano-dollars as dollars.
 	CmdApplyPlacementExact
+	CmdCallbackDone
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -85,6 +86,7 @@ var cmdNames = map[CommandType]string{
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
+	CmdCallbackDone: "callback_done",
 }
 
 func (t CommandType) String() string {
@@ -167,6 +169,10 @@ type CreateBatch struct {
 	// have failed (Failed or Error); 0: never (and in entries from before
 	// the option).
 	CancelAfterFailures uint32
+	// Callback is the URL the leader POSTs the batch to when it
+	// completes (empty: none); the API checked it against the allowed
+	// destinations.
+	Callback string
 }
 
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
@@ -188,10 +194,10 @@ type CreateUpdate struct {
 // its time, its user and its key), so that a retry with the same
 // idempotency key is told from a different request reusing it.
 func (c *CreateBatch) RequestDigest() []byte {
-	if c.CancelAfterFailures != 0 {
-		// Only when set: a request without it digests as it did before
-		// the option, so a retry across an upgrade matches.
-		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures)
+	if c.CancelAfterFailures != 0 || c.Callback != "" {
+		// Only when set: a request without them digests as it did before
+		// the options, so a retry across an upgrade matches.
+		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures, c.Callback)
 	}
 	return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs)
 }
@@ -433,6 +439,8 @@ func newCommand(t CommandType) Command {
 		return &SetProjectSettings{}
 	case CmdJoinTokens:
 		return &JoinTokens{}
+	case CmdCallbackDone:
+		return &CallbackDone{}
 	case CmdForgetInstances:
 		return &ForgetInstances{}
 	}

@@ -28,8 +28,12 @@ type BatchRecord struct {
 	Attributes   map[string]string
 	Cancelled    bool
 	CancelReason string
-	// CancelAfterFailures: see Batch.
+	// CancelAfterFailures and Callback: see Batch. CallbackResult says
+	// how the last report of a completion to the callback went (empty:
+	// none made yet).
 	CancelAfterFailures uint32
+	Callback            string
+	CallbackResult      string
 	Created             int64 // unix ns
 	Completed           int64 // unix ns when it last became complete; 0 while running
 	NJobs               int64 // committed jobs
@@ -57,7 +61,8 @@ func (r *BatchRecord) Cost(now int64) money.Amount {
 func (b *Batch) record() BatchRecord {
 	return BatchRecord{
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
-		Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfterFailures: b.CancelAfterFailures, Created: b.Created, Completed: b.Completed,
+		Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfterFailures: b.CancelAfterFailures,
+		Callback: b.Callback, CallbackResult: b.callbackResult, Created: b.Created, Completed: b.Completed,
 		NJobs: b.nJobs, NUpdates: int64(len(b.updates)), counts: b.counts,
 		accrued: b.bill.Accrued, running: b.bill.run,
 	}

@@ -106,7 +106,8 @@ func (s *State) applyForgetBatches(c *ForgetBatches) any {
 // forgettable: the batch is complete, nothing of it runs or waits, and
 // the history store holds it as it is.
 func (b *Batch) forgettable() bool {
-	return b.Completed != 0 && b.version != 0 && b.exported == b.version && !b.live && b.open == 0 && len(b.bill.Running) == 0
+	return b.Completed != 0 && b.version != 0 && b.exported == b.version && !b.live && b.open == 0 && len(b.bill.Running) == 0 &&
+		!b.callbackDue() // its completion is reported first (the leader gives up in bounded time)
 }
 
 // ExportItem is a batch waiting to be exported.

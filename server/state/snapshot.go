@@ -201,6 +201,11 @@ type snapBatch struct {
 	KeyDigest []byte
 	// CancelAfter: see Batch.CancelAfterFailures (absent before it).
 	CancelAfter uint32
+	// Callback, CallbackVersion, CallbackResult: see Batch (absent before
+	// callbacks).
+	Callback        string
+	CallbackVersion uint64
+	CallbackResult  string
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -344,6 +349,7 @@ func (b *Batch) snapshot() snapBatch {
 	sb := snapBatch{
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
 		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfter: b.CancelAfterFailures,
+		Callback: b.Callback, CallbackVersion: b.callbackVersion, CallbackResult: b.callbackResult,
 		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
@@ -564,7 +570,8 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		ID: sb.ID, Name: sb.Name, User: sb.User, BillingProject: sb.BillingProject, Attributes: sb.Attributes,
 		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
 		CancelAfterFailures: sb.CancelAfter,
-		nextJob:             sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
+		Callback:            sb.Callback, callbackVersion: sb.CallbackVersion, callbackResult: sb.CallbackResult,
+		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
 		messages: sb.Messages, version: sb.Version, exported: sb.Exported, keyDigest: sb.KeyDigest,
 	}
 	if b.Completed != 0 && b.version == 0 {

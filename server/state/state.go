@@ -314,6 +314,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyForgetBatches(c)
 	case *ForgetInstances:
 		return s.applyForgetInstances(c)
+	case *CallbackDone:
+		return s.applyCallbackDone(c)
 	case *SetStoragePrefix:
 		return s.applySetStoragePrefix(c)
 	case *RemoveStoragePrefix:

@@ -320,7 +320,13 @@ type Batch struct {
 	// CancelAfterFailures cancels the batch once this many of its jobs
 	// have failed (Failed or Error; 0: never).
 	CancelAfterFailures uint32
-	bill                batchBill // what it has cost
+	// Callback is the URL the leader POSTs the batch to once complete;
+	// callbackVersion the completion (version) it last reported, with
+	// callbackResult how that went.
+	Callback        string
+	callbackVersion uint64
+	callbackResult  string
+	bill            batchBill // what it has cost
 	// version is the Raft index at which the batch last became complete
 	// (or, complete, last changed); exported is the version the history
 	// store holds (0: none). A batch leaves the state only once they are
