@@ -1103,42 +1103,47 @@ func (c *Client) EnableCluster(ctx context.Context, name string, req *ClusterSta
 	return &out, nil
 }
 
-// ListTeams lists every team with its quota in use.
-func (c *Client) ListTeams(ctx context.Context) ([]Team, error) {
-	var out []Team
-	err := c.Do(ctx, http.MethodGet, "/api/v1/teams", nil, &out)
+// queuePath escapes each name of a queue's path for a URL.
+func queuePath(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return "/api/v1/queues/" + strings.Join(parts, "/")
+}
+
+// ListQueues lists every queue, a parent before its children, with what
+// it uses.
+func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
+	var out []Queue
+	err := c.Do(ctx, http.MethodGet, "/api/v1/queues", nil, &out)
 	return out, err
 }
 
-// GetTeam returns one team.
-func (c *Client) GetTeam(ctx context.Context, name string) (*Team, error) {
-	var out Team
-	if err := c.Do(ctx, http.MethodGet, "/api/v1/teams/"+url.PathEscape(name), nil, &out); err != nil {
+// GetQueue returns one queue.
+func (c *Client) GetQueue(ctx context.Context, path string) (*Queue, error) {
+	var out Queue
+	if err := c.Do(ctx, http.MethodGet, queuePath(path), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// PutTeam creates or replaces a team (admin): its billing projects,
-// strategy and quota.
-func (c *Client) PutTeam(ctx context.Context, t *Team) (*Team, error) {
-	var out Team
-	if err := c.Do(ctx, http.MethodPut, "/api/v1/teams/"+url.PathEscape(t.Name), t, &out); err != nil {
+// PutQueue creates or replaces a queue (admin); its parent must exist.
+func (c *Client) PutQueue(ctx context.Context, q *Queue) (*Queue, error) {
+	var out Queue
+	if err := c.Do(ctx, http.MethodPut, queuePath(q.Path), q, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// SetQuota sets a team's quota (admin).
-func (c *Client) SetQuota(ctx context.Context, team string, q *Quota) (*Team, error) {
-	var out Team
-	if err := c.Do(ctx, http.MethodPut, "/api/v1/teams/"+url.PathEscape(team)+"/quota", q, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// DeleteQueue removes a queue without children (admin).
+func (c *Client) DeleteQueue(ctx context.Context, path string) error {
+	return c.Do(ctx, http.MethodDelete, queuePath(path), nil, nil)
 }
 
-// ApplyPlacement declares clusters, pools and teams (admin).
+// ApplyPlacement declares clusters, pools and queues (admin).
 func (c *Client) ApplyPlacement(ctx context.Context, cfg *PlacementConfig) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/placement", cfg, nil)
 }

@@ -261,3 +261,18 @@ func validateJobs(specs []JobSpec, first int) error {
 	}
 	return nil
 }
+
+// MaxPriority bounds a batch's priority either side of 0.
+const MaxPriority = 1_000_000
+
+// ValidateBatchQueue checks the queue a batch names (a path of names,
+// empty: its project's default) and its priority.
+func ValidateBatchQueue(queue string, priority int64) error {
+	if priority < -MaxPriority || priority > MaxPriority {
+		return fmt.Errorf("priority %d is out of range: between %d and %d (higher goes first in its queue)", priority, -MaxPriority, MaxPriority)
+	}
+	if queue == "" {
+		return nil
+	}
+	return placement.ValidateQueuePath(queue)
+}

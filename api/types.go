@@ -183,6 +183,12 @@ type CreateBatchRequest struct {
 	// backoff until the receiver answers 2xx; it must lie under one of
 	// the destinations the servers' admins allow (-callback-allow).
 	Callback string `json:"callback,omitempty"`
+	// Queue is the leaf queue the batch runs in (absent: its billing
+	// project's default); its project must be allowed to use it.
+	// Priority orders its jobs within the queue: higher first (between
+	// -1,000,000 and 1,000,000).
+	Queue    string `json:"queue,omitempty"`
+	Priority int64  `json:"priority,omitempty"`
 }
 
 // CreateUpdateRequest adds jobs to an existing batch: either inline (Jobs,
@@ -230,6 +236,10 @@ type Batch struct {
 	// CancelAfterNFailures and Callback: see CreateBatchRequest.
 	CancelAfterNFailures int64  `json:"cancel_after_n_failures,omitempty"`
 	Callback             string `json:"callback,omitempty"`
+	// Queue is the leaf queue its jobs run in now (empty: none), Priority
+	// its priority there.
+	Queue    string `json:"queue,omitempty"`
+	Priority int64  `json:"priority,omitempty"`
 	// CallbackResult says how the last report of the batch's completion
 	// to its callback went ("HTTP 204", or why it was given up).
 	CallbackResult string     `json:"callback_result,omitempty"`
@@ -934,36 +944,83 @@ type ClusterStateResponse struct {
 	Preempted int     `json:"preempted"`
 }
 
-// Quota bounds what a team's jobs hold at once, in every cluster
-// together; 0 is no limit.
+// Quota is an amount of each resource: cores, bytes of memory and GPUs
+// by type (a queue's guarantee, what it uses).
 type Quota struct {
 	CPU    float64 `json:"cpu,omitempty"`
 	Memory int64   `json:"memory,omitempty"`
-	// GPUs per type; a type not named has no limit.
+	// GPUs per type.
 	GPUs map[string]int `json:"gpus,omitempty"`
 }
 
-// Team owns billing projects and has one quota usable in any cluster.
-type Team struct {
-	Name            string   `json:"name"`
-	BillingProjects []string `json:"billing_projects"`
-	// Strategy orders the clusters its jobs go to: spread (default),
-	// least-loaded, pack or cheapest.
-	Strategy string `json:"strategy,omitempty"`
-	Quota    Quota  `json:"quota"`
-	// Used is what its running jobs hold now, UsedByCluster the cores per
-	// cluster (reads only).
-	Used          Quota              `json:"used"`
-	UsedByCluster map[string]float64 `json:"used_by_cluster,omitempty"`
+// Limit bounds each resource it names; a resource it leaves out (a nil
+// cpu or memory, a GPU type not named) is not bounded.
+type Limit struct {
+	CPU    *float64       `json:"cpu,omitempty"`
+	Memory *int64         `json:"memory,omitempty"`
+	GPUs   map[string]int `json:"gpus,omitempty"`
 }
 
-// PlacementConfig declares clusters with their pools, and teams. Applying
-// it creates or updates what it names; Prune removes teams it does not
-// name. Clusters are never removed (their workers' records stay) and keep
-// their enabled state.
+// MaxRunning caps what a queue and its children run at once (0: no cap).
+type MaxRunning struct {
+	Jobs int64   `json:"jobs,omitempty"`
+	CPU  float64 `json:"cpu,omitempty"`
+}
+
+// Queue is one queue of the tree that shares the fleet: organization /
+// project / tier is the usual shape. Durations are Go durations ("90s",
+// "10m"). A team of old is a queue at the top whose guarantee is its
+// quota and whose borrow_limit is 0.
+type Queue struct {
+	// Path names the queue from the top: "genomics/gwas/tier1".
+	Path string `json:"path"`
+	// Weight is its part among its siblings (default 1).
+	Weight int64 `json:"weight,omitempty"`
+	// Guarantee is its nominal quota across all clusters.
+	Guarantee Quota `json:"guarantee"`
+	// BorrowLimit bounds what it may hold beyond its guarantee (absent:
+	// no bound; 0 holds it at its guarantee, a hard quota); LendLimit
+	// how much of its idle guarantee its siblings may borrow (absent:
+	// all of it).
+	BorrowLimit *Limit     `json:"borrow_limit,omitempty"`
+	LendLimit   *Limit     `json:"lend_limit,omitempty"`
+	MaxRunning  MaxRunning `json:"max_running"`
+	// ReclaimGrace, MinRuntime and the preemption settings (Monarch's,
+	// YARN's fair scheduler's).
+	ReclaimGrace        string   `json:"reclaim_grace,omitempty"`
+	MinRuntime          string   `json:"min_runtime,omitempty"`
+	Preemptible         bool     `json:"preemptible"`
+	PreemptAfter        string   `json:"preempt_after,omitempty"`
+	PreemptThreshold    float64  `json:"preempt_threshold,omitempty"`
+	AllowPreemptionFrom []string `json:"allow_preemption_from,omitempty"`
+	// Strategy orders the clusters its jobs go to: spread (default),
+	// least-loaded, pack or cheapest; a queue without one takes its
+	// parent's.
+	Strategy     string   `json:"strategy,omitempty"`
+	HomeClusters []string `json:"home_clusters,omitempty"`
+	// BillingProjects run their batches in this queue unless a batch
+	// names another (a leaf's; a project is in one queue's list at
+	// most); AllowProjects may name it.
+	BillingProjects []string `json:"billing_projects"`
+	AllowProjects   []string `json:"allow_projects,omitempty"`
+	// Reads only: whether it is a leaf, what its running jobs (and its
+	// children's) hold, and the cores per cluster.
+	Leaf          bool               `json:"leaf"`
+	Used          Quota              `json:"used"`
+	UsedJobs      int64              `json:"used_jobs"`
+	UsedByCluster map[string]float64 `json:"used_by_cluster,omitempty"`
+	// Cap is the most it may hold (guarantee and borrow_limit) for each
+	// resource its borrow_limit bounds (reads only).
+	Cap *Quota `json:"cap,omitempty"`
+}
+
+// PlacementConfig declares clusters with their pools, and queues.
+// Applying it creates or updates what it names; Prune removes queues it
+// does not name. Clusters are never removed (their workers' records stay)
+// and keep their enabled state.
 type PlacementConfig struct {
 	Clusters []ClusterDecl `json:"clusters,omitempty"`
-	Teams    []Team        `json:"teams,omitempty"`
+	Queues   []Queue       `json:"queues,omitempty"`
 	// Groups declares cluster groups; Prune removes those not named too.
 	Groups []ClusterGroup `json:"cluster_groups,omitempty"`
 	// Autoscaler replaces the autoscaler's settings (absent: kept);

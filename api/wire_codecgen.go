@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF86136 = 1
-	codecSelferCcRAW6136  = 255
+	codecSelferCcUTF87622 = 1
+	codecSelferCcRAW7622  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray6136  = 10
-	codecSelferValueTypeMap6136    = 9
-	codecSelferValueTypeString6136 = 6
-	codecSelferValueTypeInt6136    = 2
-	codecSelferValueTypeUint6136   = 3
-	codecSelferValueTypeFloat6136  = 4
-	codecSelferBitsize6136         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray7622  = 10
+	codecSelferValueTypeMap7622    = 9
+	codecSelferValueTypeString7622 = 6
+	codecSelferValueTypeInt7622    = 2
+	codecSelferValueTypeUint7622   = 3
+	codecSelferValueTypeFloat7622  = 4
+	codecSelferBitsize7622         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct6136 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct7622 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer6136 struct{}
+type codecSelfer7622 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -134,7 +134,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -149,14 +149,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -165,7 +165,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -173,7 +173,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 						}
 					}
 				}
@@ -194,7 +194,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -220,7 +220,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -249,7 +249,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -278,7 +278,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -307,7 +307,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -334,7 +334,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -366,7 +366,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -395,7 +395,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -420,7 +420,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -442,7 +442,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -466,7 +466,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -488,7 +488,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -516,7 +516,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -549,7 +549,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -570,14 +570,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -586,7 +586,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -594,7 +594,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Pool))
 						}
 					}
 				}
@@ -615,7 +615,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -632,27 +632,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GPUType))
 						}
 					}
 				}
@@ -665,27 +665,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.MachineType))
 						}
 					}
 				}
@@ -698,14 +698,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -714,7 +714,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -722,7 +722,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
 						}
 					}
 				}
@@ -735,14 +735,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -751,7 +751,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -759,7 +759,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
 						}
 					}
 				}
@@ -784,7 +784,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -817,7 +817,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -843,7 +843,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -861,7 +861,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -869,14 +869,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -884,13 +884,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1002,7 +1002,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1038,7 +1038,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1096,7 +1096,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj39 int
@@ -1326,7 +1326,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	yyj39++
 	if yyhl39 {
@@ -1412,7 +1412,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	yyj39++
 	if yyhl39 {
@@ -1549,7 +1549,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1575,7 +1575,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 					}
 				}
 			} else {
@@ -1583,7 +1583,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1591,7 +1591,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 					}
 				}
 			}
@@ -1602,7 +1602,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Source))
 					}
 				}
 			} else {
@@ -1610,7 +1610,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1618,7 +1618,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Source))
 					}
 				}
 			}
@@ -1629,7 +1629,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
 					}
 				}
 			} else {
@@ -1637,7 +1637,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1645,7 +1645,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
 					}
 				}
 			}
@@ -1659,7 +1659,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1667,14 +1667,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1682,13 +1682,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1732,7 +1732,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1803,7 +1803,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1829,7 +1829,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 					}
 				}
 			} else {
@@ -1837,7 +1837,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1845,7 +1845,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 					}
 				}
 			}
@@ -1856,7 +1856,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
 					}
 				}
 			} else {
@@ -1864,7 +1864,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1872,7 +1872,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
 					}
 				}
 			}
@@ -1883,7 +1883,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Destination))
 					}
 				}
 			} else {
@@ -1891,7 +1891,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1899,7 +1899,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Destination))
 					}
 				}
 			}
@@ -1913,7 +1913,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1921,14 +1921,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1936,13 +1936,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1986,7 +1986,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2057,7 +2057,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2101,7 +2101,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2116,7 +2116,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2131,7 +2131,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2146,7 +2146,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2166,7 +2166,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2187,7 +2187,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2208,7 +2208,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2226,7 +2226,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2234,14 +2234,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2249,13 +2249,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2323,7 +2323,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2458,7 +2458,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2472,7 +2472,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [8]bool{     // should field at this index be written?
+			var yyq2 = [10]bool{    // should field at this index be written?
 				x.Name != "",                // Name
 				true,                        // BillingProject
 				len(x.Attributes) != 0,      // Attributes
@@ -2481,10 +2481,12 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.NJobs != 0,                // NJobs
 				x.CancelAfterNFailures != 0, // CancelAfterNFailures
 				x.Callback != "",            // Callback
+				x.Queue != "",               // Queue
+				x.Priority != 0,             // Priority
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(8)
+				r.WriteArrayStart(10)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2503,14 +2505,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -2519,7 +2521,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2527,7 +2529,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 						}
 					}
 				}
@@ -2539,19 +2541,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.BillingProject))
 					}
 				}
 			}
@@ -2575,7 +2577,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2596,27 +2598,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2641,7 +2643,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2667,7 +2669,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2688,7 +2690,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2704,14 +2706,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -2720,7 +2722,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2728,8 +2730,70 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Callback))
 						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[8] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Queue))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+					}
+				}
+			} else {
+				if yyq2[8] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"queue\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87622, `queue`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Queue))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[9] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.Priority))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[9] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"priority\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87622, `priority`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.Priority))
 					}
 				}
 			}
@@ -2743,7 +2807,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2751,14 +2815,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2766,13 +2830,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2844,6 +2908,18 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 			} else {
 				x.Callback = (string)(r.DecodeString())
 			}
+		case "queue":
+			if r.TryDecodeAsNil() {
+				x.Queue = ""
+			} else {
+				x.Queue = (string)(r.DecodeString())
+			}
+		case "priority":
+			if r.TryDecodeAsNil() {
+				x.Priority = 0
+			} else {
+				x.Priority = (int64)(r.DecodeInt64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2852,19 +2928,19 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj14 int
-	var yyb14 bool
-	var yyhl14 bool = l >= 0
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	var yyj16 int
+	var yyb16 bool
+	var yyhl16 bool = l >= 0
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2874,13 +2950,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2890,13 +2966,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.BillingProject = (string)(r.DecodeString())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2909,13 +2985,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2925,13 +3001,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.IdempotencyKey = (string)(r.DecodeString())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2944,13 +3020,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2960,13 +3036,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.NJobs = (int64)(r.DecodeInt64())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2976,13 +3052,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2992,24 +3068,56 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Callback = (string)(r.DecodeString())
 	}
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
+	} else {
+		yyb16 = r.CheckBreak()
+	}
+	if yyb16 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Queue = ""
+	} else {
+		x.Queue = (string)(r.DecodeString())
+	}
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
+	} else {
+		yyb16 = r.CheckBreak()
+	}
+	if yyb16 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Priority = 0
+	} else {
+		x.Priority = (int64)(r.DecodeInt64())
+	}
 	for {
-		yyj14++
-		if yyhl14 {
-			yyb14 = yyj14 > l
+		yyj16++
+		if yyhl16 {
+			yyb16 = yyj16 > l
 		} else {
-			yyb14 = r.CheckBreak()
+			yyb16 = r.CheckBreak()
 		}
-		if yyb14 {
+		if yyb16 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj14-1, "")
+		z.DecStructFieldNotFound(yyj16-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3049,27 +3157,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3094,7 +3202,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3120,7 +3228,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3138,7 +3246,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3146,14 +3254,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3161,13 +3269,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3214,7 +3322,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3288,7 +3396,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3315,7 +3423,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3330,7 +3438,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3345,7 +3453,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3360,7 +3468,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3378,7 +3486,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3396,7 +3504,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3404,14 +3512,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3419,13 +3527,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3481,7 +3589,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3584,7 +3692,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3618,7 +3726,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3640,7 +3748,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3648,14 +3756,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3663,13 +3771,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3704,7 +3812,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -3746,7 +3854,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3773,7 +3881,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3788,7 +3896,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3806,7 +3914,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3824,7 +3932,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3832,14 +3940,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3847,13 +3955,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3887,7 +3995,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -3897,7 +4005,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3949,7 +4057,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	for {
 		yyj7++
@@ -3968,7 +4076,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4015,7 +4123,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4030,7 +4138,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4048,7 +4156,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4063,7 +4171,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Kind))
 					}
 				}
 			} else {
@@ -4071,7 +4179,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4079,7 +4187,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Kind))
 					}
 				}
 			}
@@ -4091,14 +4199,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -4107,7 +4215,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4115,7 +4223,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Outcome))
 						}
 					}
 				}
@@ -4133,7 +4241,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4157,7 +4265,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4188,7 +4296,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4211,14 +4319,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -4227,7 +4335,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4235,7 +4343,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Message))
 						}
 					}
 				}
@@ -4268,7 +4376,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4292,7 +4400,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4300,14 +4408,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4315,13 +4423,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4355,7 +4463,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4373,7 +4481,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4435,7 +4543,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4487,7 +4595,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4535,7 +4643,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4646,7 +4754,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4698,7 +4806,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -4731,7 +4839,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -4757,7 +4865,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4775,7 +4883,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4783,14 +4891,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4798,13 +4906,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4854,7 +4962,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4931,7 +5039,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4975,7 +5083,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5003,7 +5111,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5036,7 +5144,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5065,7 +5173,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5084,7 +5192,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5092,14 +5200,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5107,13 +5215,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5135,7 +5243,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5169,7 +5277,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5189,7 +5297,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	yyj10++
 	if yyhl10 {
@@ -5262,7 +5370,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5315,7 +5423,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5330,7 +5438,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5348,7 +5456,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5363,7 +5471,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 					}
 				}
 			} else {
@@ -5371,7 +5479,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5379,7 +5487,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
 					}
 				}
 			}
@@ -5391,7 +5499,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF86136, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF87622, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5413,7 +5521,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -5445,7 +5553,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -5469,7 +5577,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5488,7 +5596,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5509,7 +5617,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5525,14 +5633,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -5541,7 +5649,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5549,7 +5657,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
 						}
 					}
 				}
@@ -5562,14 +5670,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -5578,7 +5686,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5586,7 +5694,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
 						}
 					}
 				}
@@ -5611,7 +5719,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -5644,7 +5752,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -5677,7 +5785,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -5703,7 +5811,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5721,7 +5829,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5729,14 +5837,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5744,13 +5852,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5784,7 +5892,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -5887,7 +5995,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj25 int
@@ -5939,7 +6047,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize6136))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
 	}
 	yyj25++
 	if yyhl25 {
@@ -6181,7 +6289,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6222,27 +6330,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -6255,27 +6363,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -6288,27 +6396,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -6321,27 +6429,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -6356,7 +6464,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6364,14 +6472,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6379,13 +6487,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6435,7 +6543,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -6522,7 +6630,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6562,14 +6670,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -6578,7 +6686,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6586,7 +6694,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Endpoint))
 						}
 					}
 				}
@@ -6599,14 +6707,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -6615,7 +6723,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6623,7 +6731,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Region))
 						}
 					}
 				}
@@ -6641,7 +6749,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF86136, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6659,7 +6767,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6667,14 +6775,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6682,13 +6790,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6732,7 +6840,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -6803,7 +6911,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6843,7 +6951,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Prefix))
 					}
 				}
 			} else {
@@ -6851,7 +6959,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF86136, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF87622, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6859,7 +6967,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Prefix))
 					}
 				}
 			}
@@ -6891,7 +6999,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -6933,7 +7041,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -6955,14 +7063,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, "")
+						r.EncodeStringEnc(codecSelferCcUTF87622, "")
 					}
 				}
 			} else {
@@ -6971,7 +7079,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF86136, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF87622, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6979,7 +7087,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF86136, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Error))
 						}
 					}
 				}
@@ -6994,7 +7102,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7002,14 +7110,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap6136 {
+		if yyct2 == codecSelferValueTypeMap7622 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray6136 {
+		} else if yyct2 == codecSelferValueTypeArray7622 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7017,13 +7125,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct6136)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7085,7 +7193,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer6136
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7183,8 +7291,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer6136) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7198,8 +7306,8 @@ func (x codecSelfer6136) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7242,8 +7350,8 @@ func (x codecSelfer6136) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer6136) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7257,8 +7365,8 @@ func (x codecSelfer6136) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7338,8 +7446,8 @@ func (x codecSelfer6136) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6136) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7351,8 +7459,8 @@ func (x codecSelfer6136) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7432,8 +7540,8 @@ func (x codecSelfer6136) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6136) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7444,15 +7552,15 @@ func (x codecSelfer6136) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF86136, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87622, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7532,8 +7640,8 @@ func (x codecSelfer6136) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6136) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -7544,7 +7652,7 @@ func (x codecSelfer6136) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF86136, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF87622, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -7553,15 +7661,15 @@ func (x codecSelfer6136) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF86136, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87622, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer6136) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7613,8 +7721,8 @@ func (x codecSelfer6136) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer6136) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7626,8 +7734,8 @@ func (x codecSelfer6136) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7707,8 +7815,8 @@ func (x codecSelfer6136) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer6136) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7720,8 +7828,8 @@ func (x codecSelfer6136) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7801,8 +7909,8 @@ func (x codecSelfer6136) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer6136) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7814,8 +7922,8 @@ func (x codecSelfer6136) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7895,8 +8003,8 @@ func (x codecSelfer6136) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer6136) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7908,8 +8016,8 @@ func (x codecSelfer6136) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7989,8 +8097,8 @@ func (x codecSelfer6136) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer6136) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8002,8 +8110,8 @@ func (x codecSelfer6136) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8083,8 +8191,8 @@ func (x codecSelfer6136) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer6136) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8096,8 +8204,8 @@ func (x codecSelfer6136) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8177,8 +8285,8 @@ func (x codecSelfer6136) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer6136) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8190,8 +8298,8 @@ func (x codecSelfer6136) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer6136) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer6136
+func (x codecSelfer7622) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer7622
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

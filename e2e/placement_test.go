@@ -324,17 +324,17 @@ func (s *sampler) run() {
 		case <-time.After(100 * time.Millisecond):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		teams, err := s.c.ListTeams(ctx)
+		teams, err := s.c.ListQueues(ctx)
 		var waiting map[string]bool
 		if err == nil {
 			waiting = map[string]bool{}
 			for _, t := range teams {
-				b, berr := s.c.GetBatch(ctx, s.batches[t.Name])
+				b, berr := s.c.GetBatch(ctx, s.batches[t.Path])
 				if berr != nil {
 					err = berr
 					break
 				}
-				waiting[t.Name] = b.NJobs-b.NCompleted-b.NRunning > 0
+				waiting[t.Path] = b.NJobs-b.NCompleted-b.NRunning > 0
 			}
 		}
 		cancel()
@@ -346,10 +346,14 @@ func (s *sampler) run() {
 		}
 		s.samples++
 		for _, t := range teams {
-			if t.Quota.CPU > 0 && t.Used.CPU > t.Quota.CPU+1e-9 {
-				s.overQuota = append(s.overQuota, fmt.Sprintf("%s uses %g of %g cores", t.Name, t.Used.CPU, t.Quota.CPU))
+			if t.Cap == nil {
+				s.overQuota = append(s.overQuota, fmt.Sprintf("team %s became a queue without a cap: %+v", t.Path, t))
+				continue
 			}
-			if len(s.enabled) != 4 || !waiting[t.Name] || t.Used.CPU < t.Quota.CPU {
+			if t.Used.CPU > t.Cap.CPU+1e-9 {
+				s.overQuota = append(s.overQuota, fmt.Sprintf("%s uses %g of %g cores", t.Path, t.Used.CPU, t.Cap.CPU))
+			}
+			if len(s.enabled) != 4 || !waiting[t.Path] || t.Used.CPU < t.Cap.CPU {
 				continue
 			}
 			even := t.Used.CPU / float64(len(s.enabled))
@@ -487,17 +491,17 @@ func TestRegionDeadlockAndJobWhy(t *testing.T) {
 	a.drover(a.token, "cluster", "enable", "b").must(t, 0)
 	waitBatch(t, c, d, 20*time.Second, "the job to start once b is enabled", func(b *api.Batch) bool { return b.NRunning == 1 })
 
-	// 4. A team at its quota.
+	// 4. A queue at its quota (a guarantee it may not borrow beyond).
 	a.drover(a.token, "billing-project", "create", "pq", "-member", "root").must(t, 0)
-	a.drover(a.token, "team", "create", "quant", "-project", "pq", "-cpu", "1").must(t, 0)
+	a.drover(a.token, "queue", "set", "quant", "-project", "pq", "-guarantee-cpu", "1", "-borrow-cpu", "0").must(t, 0)
 	q := submit(c, "pq", long(1), long(2), long(3))
-	eventually("quota", q, 2, "quota_cpu", "team quant at its cpu quota (1 of 1 cores)")
+	eventually("quota", q, 2, "quota_cpu", "queue quant at its cpu quota (1 of 1 cores)")
 	// The round passes one blocked job on to be explained; the next is
-	// told from the team's use.
-	eventually("quota, not passed", q, 3, "quota_cpu", "team quant at its cpu quota (1 of 1 cores)")
-	show := decodeJSON[api.Team](t, a.drover(a.token, "quota", "show", "quant", "-json").must(t, 0).stdout)
-	if show.Used.CPU != 1 || show.Quota.CPU != 1 {
-		t.Fatalf("quota show: %+v", show)
+	// told from the queue's use.
+	eventually("quota, not passed", q, 3, "quota_cpu", "queue quant at its cpu quota (1 of 1 cores)")
+	show := decodeJSON[api.Queue](t, a.drover(a.token, "queue", "show", "quant", "-json").must(t, 0).stdout)
+	if show.Used.CPU != 1 || show.Cap == nil || show.Cap.CPU != 1 || show.UsedJobs != 1 {
+		t.Fatalf("queue show: %+v", show)
 	}
 
 	// 5. No worker has the GPUs it needs.

@@ -58,6 +58,10 @@ type Batch struct {
 	CancelAfterNFailures int64
 	// Callback is the URL the batch is POSTed to once complete.
 	Callback string
+	// Queue is the leaf queue the batch runs in (empty: its billing
+	// project's default); Priority orders it in the queue (higher first).
+	Queue    string
+	Priority int64
 	Jobs     []*Job
 }
 
@@ -129,7 +133,7 @@ var variableSchema = &hcl.BodySchema{
 
 var batchSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"},
-		{Name: "cancel_after_n_failures"}, {Name: "callback"}},
+		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
 
@@ -362,6 +366,26 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 				diags = append(diags, attrError(attr, "Invalid callback", err.Error()+"."))
 			}
 			b.Callback = s
+		}
+	}
+	if attr, ok := content.Attributes["queue"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidateBatchQueue(s, 0); err != nil {
+				diags = append(diags, attrError(attr, "Invalid queue", err.Error()+"."))
+			}
+			b.Queue = s
+		}
+	}
+	if attr, ok := content.Attributes["priority"]; ok {
+		n, d := evalInt(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidateBatchQueue("", n); err != nil {
+				diags = append(diags, attrError(attr, "Invalid priority", err.Error()+"."))
+			}
+			b.Priority = n
 		}
 	}
 	seen := map[string]*Job{}

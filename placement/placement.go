@@ -116,6 +116,8 @@ const (
 	ReasonQuotaMemory
 	// ReasonQuotaGPU: the team has used its quota of the job's GPU type.
 	ReasonQuotaGPU
+	// ReasonMaxRunning: the queue runs its max_running jobs or cores.
+	ReasonMaxRunning
 )
 
 var reasonNames = map[Reason]string{
@@ -126,6 +128,7 @@ var reasonNames = map[Reason]string{
 	ReasonQuotaCPU:    "quota_cpu",
 	ReasonQuotaMemory: "quota_memory",
 	ReasonQuotaGPU:    "quota_gpu",
+	ReasonMaxRunning:  "max_running",
 }
 
 // String is the reason's code, as metrics label it.
@@ -215,7 +218,9 @@ func (c *Cluster) Available() Reason {
 	return 0
 }
 
-// Quota is a team's limit and what it uses now. A zero limit means none.
+// Quota is a queue's hard limits and what its attempts hold now: its cap
+// (guarantee and borrow_limit) and its max_running. A zero limit means
+// none.
 type Quota struct {
 	CPUMilli      int64
 	Memory        int64
@@ -225,6 +230,11 @@ type Quota struct {
 	// GPUs bounds GPUs per type (a type not named: no limit).
 	GPUs     map[string]int64
 	UsedGPUs map[string]int64
+	// MaxJobs and MaxMilli are the queue's max_running: attempts and
+	// their cores (0: no cap). UsedJobs counts its running attempts.
+	MaxJobs  int64
+	MaxMilli int64
+	UsedJobs int64
 }
 
 // Room returns how many more jobs of a size the quota admits (limit: no
@@ -241,6 +251,18 @@ func (q *Quota) Room(cpu, mem int64, limit int64) (int64, Reason) {
 // by no limit, even one already passed (a quota lowered below its use).
 func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64) (int64, Reason) {
 	n := limit
+	if q.MaxJobs > 0 {
+		n = min(n, max(q.MaxJobs-q.UsedJobs, 0))
+		if n == 0 {
+			return 0, ReasonMaxRunning
+		}
+	}
+	if q.MaxMilli > 0 && cpu > 0 {
+		n = min(n, max(q.MaxMilli-q.UsedMilli, 0)/cpu)
+		if n == 0 {
+			return 0, ReasonMaxRunning
+		}
+	}
 	if gpus > 0 {
 		if most, ok := q.GPUs[gpuType]; ok {
 			n = min(n, max(most-q.UsedGPUs[gpuType], 0)/gpus)
@@ -271,20 +293,25 @@ func (q *Quota) Admit(cpu, mem int64, gpuType string, gpus int64) Reason {
 	return why
 }
 
-// Explain words a refusal of team's quota (a reason Admit or RoomGPU
-// returned) for a person, with what the team uses of the limit: "team
+// Explain words a refusal of a queue's quota (a reason Admit or RoomGPU
+// returned) for a person, with what the queue uses of the limit: "queue
 // physics at its cpu quota (4 of 4 cores)". gpuType is the job's. The
 // scheduling round's waiting reasons and job why both print it.
-func (q *Quota) Explain(team string, why Reason, gpuType string) string {
+func (q *Quota) Explain(queue string, why Reason, gpuType string) string {
 	switch why {
+	case ReasonMaxRunning:
+		if q.MaxJobs > 0 && q.UsedJobs >= q.MaxJobs {
+			return fmt.Sprintf("queue %s at max_running (%d of %d jobs)", queue, q.UsedJobs, q.MaxJobs)
+		}
+		return fmt.Sprintf("queue %s at max_running (%g of %g cores)", queue, float64(q.UsedMilli)/1000, float64(q.MaxMilli)/1000)
 	case ReasonQuotaGPU:
-		return fmt.Sprintf("team %s at its %s GPU quota (%d of %d)", team, gpuType, q.UsedGPUs[gpuType], q.GPUs[gpuType])
+		return fmt.Sprintf("queue %s at its %s GPU quota (%d of %d)", queue, gpuType, q.UsedGPUs[gpuType], q.GPUs[gpuType])
 	case ReasonQuotaMemory:
-		return fmt.Sprintf("team %s at its memory quota (%s of %s)", team, units.FormatBytes(q.UsedMemory), units.FormatBytes(q.Memory))
+		return fmt.Sprintf("queue %s at its memory quota (%s of %s)", queue, units.FormatBytes(q.UsedMemory), units.FormatBytes(q.Memory))
 	case ReasonQuotaCPU:
-		return fmt.Sprintf("team %s at its cpu quota (%g of %g cores)", team, float64(q.UsedMilli)/1000, float64(q.CPUMilli)/1000)
+		return fmt.Sprintf("queue %s at its cpu quota (%g of %g cores)", queue, float64(q.UsedMilli)/1000, float64(q.CPUMilli)/1000)
 	}
-	return fmt.Sprintf("team %s at its quota", team)
+	return fmt.Sprintf("queue %s at its quota", queue)
 }
 
 // Order returns the clusters (indices into clusters) that allowed[i]

@@ -70,6 +70,37 @@ func (r Resources) Clone() Resources {
 	return r
 }
 
+// Limit bounds each resource it names: a nil amount, and a GPU type it
+// does not name, is not bounded.
+type Limit struct {
+	CPUMilli *int64
+	Memory   *int64
+	GPUs     map[string]int64
+}
+
+// IsZero reports whether l bounds nothing.
+func (l Limit) IsZero() bool { return l.CPUMilli == nil && l.Memory == nil && len(l.GPUs) == 0 }
+
+// Clone returns a copy of l that shares nothing with it.
+func (l Limit) Clone() Limit {
+	if l.CPUMilli != nil {
+		v := *l.CPUMilli
+		l.CPUMilli = &v
+	}
+	if l.Memory != nil {
+		v := *l.Memory
+		l.Memory = &v
+	}
+	l.GPUs = maps.Clone(l.GPUs)
+	return l
+}
+
+// Bound returns a Limit that bounds every resource r has, at r's amounts.
+func Bound(r Resources) Limit {
+	cpu, mem := r.CPUMilli, r.Memory
+	return Limit{CPUMilli: &cpu, Memory: &mem, GPUs: maps.Clone(r.GPUs)}
+}
+
 // QueueLimits bounds what a queue's attempts may hold at once.
 type QueueLimits struct {
 	// MaxRunningJobs and MaxRunningMilli cap the attempts running in the
@@ -97,7 +128,9 @@ type Preemption struct {
 	AllowFrom []string
 }
 
-// Queue is one queue of the tree as an operator declares it.
+// Queue is one queue of the tree as an operator declares it. The state
+// keeps it in its log entries and snapshots as an array of its fields:
+// add fields at the end, never reorder.
 type Queue struct {
 	// Path names the queue from the top: "genomics/gwas/tier1".
 	Path string
@@ -109,13 +142,13 @@ type Queue struct {
 	// preemption from borrowers when it has work waiting.
 	Guarantee Resources
 	// BorrowLimit bounds what the queue may hold beyond its guarantee out
-	// of its siblings' idle guarantee (nil: no bound). A zero
-	// BorrowLimit holds the queue at its guarantee: a hard quota, which
-	// is what a team's quota was.
-	BorrowLimit *Resources
+	// of its siblings' idle guarantee, resource by resource (a resource
+	// it does not bound: no bound). A borrow limit of 0 holds the queue
+	// at its guarantee: a hard quota, which is what a team's quota was.
+	BorrowLimit Limit
 	// LendLimit bounds how much of the queue's idle guarantee its
-	// siblings may borrow (nil: all of it).
-	LendLimit *Resources
+	// siblings may borrow (a resource it does not bound: all of it).
+	LendLimit Limit
 	Limits    QueueLimits
 	// ReclaimGraceNs: how long the queue lets a borrower keep its
 	// guarantee once it has work waiting, before it preempts the
@@ -132,6 +165,26 @@ type Queue struct {
 	// go to (an operator routes a queue with it, Monarch's cross-cluster
 	// routing); empty: any cluster the job allows.
 	HomeClusters []string
+}
+
+// Quota is the queue's hard limits as the quota rule (Quota.RoomGPU)
+// reads them, with no use: its guarantee plus its borrow_limit, for each
+// resource the borrow_limit bounds, and its max_running.
+func (q *Queue) Quota() Quota {
+	out := Quota{MaxJobs: q.Limits.MaxRunningJobs, MaxMilli: q.Limits.MaxRunningMilli}
+	if b := q.BorrowLimit.CPUMilli; b != nil {
+		out.CPUMilli = q.Guarantee.CPUMilli + *b
+	}
+	if b := q.BorrowLimit.Memory; b != nil {
+		out.Memory = q.Guarantee.Memory + *b
+	}
+	for typ, b := range q.BorrowLimit.GPUs {
+		if out.GPUs == nil {
+			out.GPUs = map[string]int64{}
+		}
+		out.GPUs[typ] = q.Guarantee.GPUs[typ] + b
+	}
+	return out
 }
 
 // Name is the last name of the queue's path.
@@ -179,11 +232,26 @@ func ValidateQueuePath(path string) error {
 	return nil
 }
 
-// validateResources checks that no amount is negative and GPU types are
-// place names.
+// Bounds on one queue's amounts, so that the sums of MaxQueues of them
+// cannot overflow: a billion cores, an exbibyte of memory and a billion
+// GPUs of a type.
+const (
+	MaxQueueMilli  = 1_000_000_000_000
+	MaxQueueMemory = 1 << 60 / MaxQueues
+	MaxQueueGPUs   = 1_000_000_000
+)
+
+// validateResources checks that every amount is within 0 and its bound
+// and GPU types are place names.
 func validateResources(what string, r Resources) error {
 	if r.CPUMilli < 0 || r.Memory < 0 {
 		return fmt.Errorf("%s: cpu and memory must not be negative", what)
+	}
+	if r.CPUMilli > MaxQueueMilli {
+		return fmt.Errorf("%s: cpu is at most %d cores", what, MaxQueueMilli/1000)
+	}
+	if r.Memory > MaxQueueMemory {
+		return fmt.Errorf("%s: memory is at most %d bytes", what, int64(MaxQueueMemory))
 	}
 	if len(r.GPUs) > MaxGPUTypes {
 		return fmt.Errorf("%s names %d GPU types; at most %d", what, len(r.GPUs), MaxGPUTypes)
@@ -192,11 +260,23 @@ func validateResources(what string, r Resources) error {
 		if err := ValidateName(what+": gpu type", typ); err != nil {
 			return err
 		}
-		if r.GPUs[typ] < 0 {
-			return fmt.Errorf("%s: %s GPUs must not be negative", what, typ)
+		if n := r.GPUs[typ]; n < 0 || n > MaxQueueGPUs {
+			return fmt.Errorf("%s: %s GPUs must be between 0 and %d", what, typ, MaxQueueGPUs)
 		}
 	}
 	return nil
+}
+
+// validateLimit checks a limit's amounts as validateResources does.
+func validateLimit(what string, l Limit) error {
+	r := Resources{GPUs: l.GPUs}
+	if l.CPUMilli != nil {
+		r.CPUMilli = *l.CPUMilli
+	}
+	if l.Memory != nil {
+		r.Memory = *l.Memory
+	}
+	return validateResources(what, r)
 }
 
 // MaxGPUTypes bounds the GPU types one amount names.
@@ -215,15 +295,19 @@ func (q *Queue) Validate() error {
 	if err := validateResources(at+": guarantee", q.Guarantee); err != nil {
 		return err
 	}
-	if q.BorrowLimit != nil {
-		if err := validateResources(at+": borrow_limit", *q.BorrowLimit); err != nil {
-			return err
-		}
+	if err := validateLimit(at+": borrow_limit", q.BorrowLimit); err != nil {
+		return err
 	}
-	if q.LendLimit != nil {
-		if err := validateResources(at+": lend_limit", *q.LendLimit); err != nil {
-			return err
-		}
+	if err := validateLimit(at+": lend_limit", q.LendLimit); err != nil {
+		return err
+	}
+	// A cap of 0 cores or bytes would hold the queue at nothing, and 0
+	// reads as no limit where a quota is checked: refuse it by name.
+	if b := q.BorrowLimit.CPUMilli; b != nil && *b+q.Guarantee.CPUMilli == 0 {
+		return fmt.Errorf("%s: a borrow_limit of 0 cpu with no cpu guarantee would let it run nothing; guarantee it cores or leave cpu out of borrow_limit", at)
+	}
+	if b := q.BorrowLimit.Memory; b != nil && *b+q.Guarantee.Memory == 0 {
+		return fmt.Errorf("%s: a borrow_limit of 0 memory with no memory guarantee would let it run nothing; guarantee it memory or leave memory out of borrow_limit", at)
 	}
 	if q.Limits.MaxRunningJobs < 0 || q.Limits.MaxRunningMilli < 0 {
 		return fmt.Errorf("%s: max_running must not be negative", at)

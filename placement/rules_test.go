@@ -100,15 +100,18 @@ func TestQuotaAdmitAndExplain(t *testing.T) {
 		words    string
 	}{
 		{"fits exactly", q, 1000, 2 << 30, "", 0, 0, ""},
-		{"one millicore too many", q, 1001, 1 << 30, "", 0, ReasonQuotaCPU, "team t at its cpu quota (3 of 4 cores)"},
-		{"memory", q, 500, 3 << 30, "", 0, ReasonQuotaMemory, "team t at its memory quota (6GiB of 8GiB)"},
-		{"cpu before memory", q, 2000, 3 << 30, "", 0, ReasonQuotaCPU, "team t at its cpu quota (3 of 4 cores)"},
+		{"one millicore too many", q, 1001, 1 << 30, "", 0, ReasonQuotaCPU, "queue t at its cpu quota (3 of 4 cores)"},
+		{"memory", q, 500, 3 << 30, "", 0, ReasonQuotaMemory, "queue t at its memory quota (6GiB of 8GiB)"},
+		{"cpu before memory", q, 2000, 3 << 30, "", 0, ReasonQuotaCPU, "queue t at its cpu quota (3 of 4 cores)"},
 		{"last GPU", q, 100, 1 << 20, "a100", 1, 0, ""},
-		{"GPUs before cpu", q, 2000, 1 << 20, "a100", 2, ReasonQuotaGPU, "team t at its a100 GPU quota (3 of 4)"},
+		{"GPUs before cpu", q, 2000, 1 << 20, "a100", 2, ReasonQuotaGPU, "queue t at its a100 GPU quota (3 of 4)"},
 		{"a GPU type the quota does not name", q, 100, 1 << 20, "t4", 8, 0, ""},
 		{"no quota at all", Quota{UsedMilli: 1 << 40}, 1 << 30, 1 << 40, "a100", 64, 0, ""},
-		{"over quota, a real job", over, 1, 1, "", 0, ReasonQuotaCPU, "team t at its cpu quota (2 of 1 cores)"},
+		{"over quota, a real job", over, 1, 1, "", 0, ReasonQuotaCPU, "queue t at its cpu quota (2 of 1 cores)"},
 		{"over quota, zero size: nothing to add", over, 0, 0, "", 0, 0, ""},
+		{"max_running jobs before the quota", Quota{MaxJobs: 2, UsedJobs: 2, CPUMilli: 1}, 5, 0, "", 0, ReasonMaxRunning, "queue t at max_running (2 of 2 jobs)"},
+		{"max_running cores", Quota{MaxJobs: 5, UsedJobs: 2, MaxMilli: 4000, UsedMilli: 3500}, 1000, 0, "", 0, ReasonMaxRunning, "queue t at max_running (3.5 of 4 cores)"},
+		{"under max_running", Quota{MaxJobs: 5, UsedJobs: 4, MaxMilli: 4000, UsedMilli: 3000}, 1000, 0, "", 0, 0, ""},
 	} {
 		got := c.q.Admit(c.cpu, c.mem, c.gpuType, c.gpus)
 		if got != c.want {
@@ -125,7 +128,7 @@ func TestQuotaAdmitAndExplain(t *testing.T) {
 			t.Errorf("%s: RoomGPU %d %v disagrees with Admit %v", c.name, n, why, got)
 		}
 	}
-	if w := q.Explain("t", ReasonRegion, ""); w != "team t at its quota" {
+	if w := q.Explain("t", ReasonRegion, ""); w != "queue t at its quota" {
 		t.Errorf("a reason that is not a quota's: %q", w)
 	}
 }

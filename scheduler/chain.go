@@ -43,12 +43,18 @@ const (
 	// limit at the round's time (billing.Budget.Reached); like a team's
 	// quota, it rules out every instance at once.
 	ReasonSpendLimit
+	// ReasonMaxRunning: the run's queue (or one above it) runs its
+	// max_running jobs or cores (placement.ReasonMaxRunning).
+	ReasonMaxRunning
 )
 
 // placementReason maps placement's reasons onto the chain's.
 func placementReason(r placement.Reason) Reason {
-	if r == 0 {
+	switch r {
+	case 0:
 		return 0
+	case placement.ReasonMaxRunning:
+		return ReasonMaxRunning
 	}
 	return ReasonRegion + Reason(r-placement.ReasonRegion)
 }
@@ -57,6 +63,9 @@ func placementReason(r placement.Reason) Reason {
 // for the chain's own (sizes, free resources, spend), so a caller can ask
 // placement to word a refusal it made.
 func (r Reason) Placement() placement.Reason {
+	if r == ReasonMaxRunning {
+		return placement.ReasonMaxRunning
+	}
 	if r < ReasonRegion || r > ReasonQuotaGPU {
 		return 0
 	}
@@ -74,7 +83,7 @@ var reasonNames = map[Reason]string{
 }
 
 func init() {
-	for r := placement.ReasonRegion; r <= placement.ReasonQuotaGPU; r++ {
+	for r := placement.ReasonRegion; r <= placement.ReasonMaxRunning; r++ {
 		reasonNames[placementReason(r)] = r.String()
 	}
 }
@@ -83,7 +92,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning}
 }
 
 // String is the reason's code, as metrics label it.
@@ -177,11 +186,12 @@ type ReasonCount struct {
 type Explanation struct {
 	Instances int
 	Filtered  []ReasonCount
-	// Quota, when set, ruled out every instance at once: Team is at its
-	// cpu (ReasonQuotaCPU), memory or GPU quota, or Project has reached
-	// its spend limit (ReasonSpendLimit).
+	// Quota, when set, ruled out every instance at once: Queue (the
+	// run's leaf or one above it) is at its cpu (ReasonQuotaCPU), memory
+	// or GPU quota or its max_running (ReasonMaxRunning), or Project has
+	// reached its spend limit (ReasonSpendLimit).
 	Quota   Reason
-	Team    string
+	Queue   string
 	Project string
 }
 

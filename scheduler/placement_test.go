@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/drover-sched/drover/placement"
@@ -81,9 +82,9 @@ func TestScheduleHonoursRegionsAndPools(t *testing.T) {
 
 func TestScheduleNeverPassesAQuota(t *testing.T) {
 	in := twoRegions()
-	in.Teams = []Team{{Name: "genomics", Quota: placement.Quota{CPUMilli: Cores(10), UsedMilli: Cores(4), UsedByCluster: []int64{Cores(4), 0}}}}
+	in.Queues = []Queue{{Parent: -1, Name: "genomics", Quota: placement.Quota{CPUMilli: Cores(10), UsedMilli: Cores(4), UsedByCluster: []int64{Cores(4), 0}}}}
 	r := NewRun(1, 1, 20, Cores(1), GiB)
-	r.Team = 1
+	r.Queue = 1
 	other := NewRun(2, 1, 20, Cores(1), GiB)
 	in.Users = []User{{Name: "g", ReadyMilli: Cores(20), Runs: []Run{r}}, {Name: "o", ReadyMilli: Cores(20), Runs: []Run{other}}}
 	out := Schedule(in)
@@ -107,16 +108,16 @@ func TestScheduleNeverPassesAQuota(t *testing.T) {
 			quota = &out.Unplaced[i]
 		}
 	}
-	if quota == nil || quota.Why.Quota != ReasonQuotaCPU || quota.Why.Team != "genomics" {
+	if quota == nil || quota.Why.Quota != ReasonQuotaCPU || quota.Why.Queue != "genomics" {
 		t.Fatalf("the team's waiting jobs are not explained by its quota: %+v", out.Unplaced)
 	}
 }
 
 func TestScheduleSpreadsATeamOverClusters(t *testing.T) {
 	in := twoRegions()
-	in.Teams = []Team{{Name: "t", Strategy: placement.Spread, Quota: placement.Quota{UsedByCluster: []int64{0, 0}}}}
+	in.Queues = []Queue{{Parent: -1, Name: "t", Strategy: placement.Spread, Quota: placement.Quota{UsedByCluster: []int64{0, 0}}}}
 	r := NewRun(1, 1, 16, Cores(1), GiB)
-	r.Team = 1
+	r.Queue = 1
 	in.Users = []User{{Name: "u", ReadyMilli: Cores(16), Runs: []Run{r}}}
 	out := Schedule(in)
 	if got := placedOn(out, in); got["a"] != 8 || got["b"] != 8 {
@@ -124,7 +125,7 @@ func TestScheduleSpreadsATeamOverClusters(t *testing.T) {
 	}
 	// pack fills one cluster before the other.
 	in = twoRegions()
-	in.Teams = []Team{{Name: "t", Strategy: placement.Pack, Quota: placement.Quota{UsedByCluster: []int64{0, 0}}}}
+	in.Queues = []Queue{{Parent: -1, Name: "t", Strategy: placement.Pack, Quota: placement.Quota{UsedByCluster: []int64{0, 0}}}}
 	in.Instances[2].FreeMilli = Cores(4)
 	in.Clusters[1].FreeMilli -= Cores(4)
 	in.Users = []User{{Name: "u", ReadyMilli: Cores(16), Runs: []Run{r}}}
@@ -174,8 +175,8 @@ func TestScheduleGPUJobsOnlyWhereTheirGPUsAre(t *testing.T) {
 	in = twoRegions()
 	in.Instances[1].GPUType, in.Instances[1].GPUs, in.Instances[1].FreeGPUs = "a100", 4, 4
 	in.Constraints = []placement.Constraint{{GPUType: "a100"}}
-	in.Teams = []Team{{Name: "ml", Quota: placement.Quota{GPUs: map[string]int64{"a100": 3}, UsedGPUs: map[string]int64{"a100": 1}}}}
-	a100.Team = 1
+	in.Queues = []Queue{{Parent: -1, Name: "ml", Quota: placement.Quota{GPUs: map[string]int64{"a100": 3}, UsedGPUs: map[string]int64{"a100": 1}}}}
+	a100.Queue = 1
 	in.Users = []User{{Name: "u", ReadyMilli: Cores(5), Runs: []Run{a100}}}
 	out = Schedule(in)
 	if out.Jobs != 2 || len(out.Unplaced) != 1 || out.Unplaced[0].Why.Quota != ReasonQuotaGPU {
@@ -188,9 +189,9 @@ func TestScheduleGPUJobsOnlyWhereTheirGPUsAre(t *testing.T) {
 // tried until the quota ran out.
 func TestScheduleSpreadsATeamAtItsQuota(t *testing.T) {
 	in := twoRegions()
-	in.Teams = []Team{{Name: "t", Strategy: placement.Spread, Quota: placement.Quota{CPUMilli: Cores(8), UsedByCluster: []int64{0, 0}}}}
+	in.Queues = []Queue{{Parent: -1, Name: "t", Strategy: placement.Spread, Quota: placement.Quota{CPUMilli: Cores(8), UsedByCluster: []int64{0, 0}}}}
 	r := NewRun(1, 1, 500, Cores(0.5), GiB/4)
-	r.Team = 1
+	r.Queue = 1
 	in.Users = []User{{Name: "u", ReadyMilli: Cores(250), Runs: []Run{r}}}
 	out := Schedule(in)
 	if got := placedOn(out, in); got["a"] != 8 || got["b"] != 8 {
@@ -215,9 +216,9 @@ func TestScheduleGroupStrategyInsideTeamSpread(t *testing.T) {
 		c.CapacityMilli += in.Instances[i].CPUMilli
 		c.FreeMilli += in.Instances[i].FreeMilli
 	}
-	in.Teams = []Team{{Name: "t", Strategy: placement.Spread, Quota: placement.Quota{UsedByCluster: []int64{0, 0, 0}}}}
+	in.Queues = []Queue{{Parent: -1, Name: "t", Strategy: placement.Spread, Quota: placement.Quota{UsedByCluster: []int64{0, 0, 0}}}}
 	r := NewRun(1, 1, 24, Cores(1), GiB)
-	r.Team = 1
+	r.Queue = 1
 	in.Users = []User{{Name: "u", ReadyMilli: Cores(24), Runs: []Run{r}}}
 	out := Schedule(in)
 	if got := placedOn(out, in); got["a"] != 16 || got["b"] != 0 || got["c"] != 8 {
@@ -231,5 +232,72 @@ func TestScheduleGroupStrategyInsideTeamSpread(t *testing.T) {
 	out = Schedule(in)
 	if got := placedOn(out, in); got["a"] != 8 || got["b"] != 8 || got["c"] != 8 {
 		t.Fatalf("placed %v without groups; want 8 in each", got)
+	}
+}
+
+// queueInput is a fleet of 8 workers of 10 cores and a user per leaf of
+// tree, each with more 1-core jobs Ready than the fleet holds.
+func queueInput(tree []Queue, leaves ...int32) *Input {
+	in := &Input{Queues: tree}
+	for i := range 8 {
+		in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), FreeMilli: Cores(10), FreeMem: 100 * GiB})
+	}
+	for k, leaf := range leaves {
+		r := NewRun(uint64(k+1), 1, 200, Cores(1), GiB)
+		r.Queue = leaf
+		in.Users = append(in.Users, User{Name: fmt.Sprintf("u%d", k), ReadyMilli: Cores(200), Runs: []Run{r}, Queue: leaf})
+	}
+	return in
+}
+
+func placedPerBatch(out *Output) map[uint64]int64 {
+	got := map[uint64]int64{}
+	for _, p := range out.Placements {
+		got[p.Batch] += int64(p.Count)
+	}
+	return got
+}
+
+// TestScheduleSharesDownTheTree: a saturated round gives each queue its
+// weighted share, level by level, and a queue's guarantee first.
+func TestScheduleSharesDownTheTree(t *testing.T) {
+	tree := []Queue{
+		{Name: "org", Parent: -1, Weight: 1},
+		{Name: "org/tier1", Parent: 0, Weight: 3},
+		{Name: "org/tier3", Parent: 0, Weight: 1},
+		{Name: "other", Parent: -1, Weight: 1},
+	}
+	got := placedPerBatch(Schedule(queueInput(tree, 2, 3, 4)))
+	// 80 cores: org 40 (tier1 30, tier3 10), other 40.
+	if got[1] != 30 || got[2] != 10 || got[3] != 40 {
+		t.Fatalf("placed %v, want tier1 30, tier3 10, other 40", got)
+	}
+	// A guarantee of 60 cores to other comes before the weights.
+	tree[3].Guarantee = placement.Resources{CPUMilli: Cores(60)}
+	got = placedPerBatch(Schedule(queueInput(tree, 2, 3, 4)))
+	if got[3] != 60 || got[1] != 15 || got[2] != 5 {
+		t.Fatalf("placed %v, want other's guarantee of 60, then tier1 15 and tier3 5", got)
+	}
+	// max_running caps a queue; what it leaves goes to the others.
+	tree[3].Guarantee = placement.Resources{}
+	tree[1].Quota.MaxJobs = 4
+	got = placedPerBatch(Schedule(queueInput(tree, 2, 3, 4)))
+	if got[1] != 4 || got[1]+got[2]+got[3] != 80 {
+		t.Fatalf("placed %v, want tier1 at its max_running of 4 and the fleet full", got)
+	}
+}
+
+// TestScheduleServesPriorityFirstInAQueue: in one leaf, the user with
+// higher priority work takes the leaf's share before the others; another
+// leaf's share is untouched by it.
+func TestScheduleServesPriorityFirstInAQueue(t *testing.T) {
+	tree := []Queue{{Name: "a", Parent: -1}, {Name: "b", Parent: -1}}
+	in := queueInput(tree, 1, 1, 2)
+	in.Users[1].Priority = 10
+	in.Users[1].Runs[0].Count = 30
+	in.Users[1].ReadyMilli = Cores(30)
+	got := placedPerBatch(Schedule(in))
+	if got[2] != 30 || got[1] != 10 || got[3] != 40 {
+		t.Fatalf("placed %v, want the urgent user's 30, the other's 10 and b's 40", got)
 	}
 }

@@ -35,10 +35,11 @@ type Run struct {
 	Attempt  uint16 // the attempt number a placement creates
 	CPUMilli int64
 	Memory   int64
-	// Constraint is 1 + an index into Input.Constraints (0: none), Team 1
-	// + an index into Input.Teams (0: in no team, no quota).
+	// Constraint is 1 + an index into Input.Constraints (0: none), Queue
+	// 1 + an index into Input.Queues of the leaf queue it runs in (0: in
+	// no queue, no quota).
 	Constraint int32
-	Team       int32
+	Queue      int32
 	// GPUs one job needs, of its constraint's GPU type.
 	GPUs int64
 	// Project is 1 + an index into Input.Projects (0: its billing project
@@ -46,20 +47,37 @@ type Run struct {
 	Project int32
 }
 
-// User is one user's demand: running cores, Ready cores, and the head of the
-// Ready queue in the order the user's jobs should start (oldest batch first).
+// User is one user's demand in one leaf queue: running cores, Ready
+// cores, and the head of the Ready queue in the order the user's jobs
+// should start (highest priority first, then oldest batch first). A user
+// with batches in several leaves is one User in each; its running cores
+// are all it runs.
 type User struct {
 	Name         string
 	RunningMilli int64
 	ReadyMilli   int64
 	Runs         []Run
+	// Queue is 1 + the index into Input.Queues of the leaf the runs are
+	// in (0: none); Priority is the highest priority of its runs' batches
+	// (users of a leaf with higher priority work are served first).
+	Queue    int32
+	Priority int32
 }
 
-// Team is a team's placement strategy and quota for a round.
-type Team struct {
-	Name     string
-	Strategy placement.Strategy
-	Quota    placement.Quota
+// Queue is one queue of the round's tree, a parent before its children:
+// its hard limits with what it holds (the quota rule bounds it and every
+// queue above a run's leaf), its placement strategy, and what weighted
+// fair share needs.
+type Queue struct {
+	Name   string // its path
+	Parent int32  // index into Input.Queues (-1: at the top)
+	// Strategy is the queue's, or the nearest above it that has one.
+	Strategy  placement.Strategy
+	Quota     placement.Quota
+	Weight    int64
+	Guarantee placement.Resources
+	// Lend bounds the idle guarantee its siblings may borrow.
+	Lend placement.Limit
 }
 
 // Project is a billing project with a spend limit, and what it has spent.
@@ -83,7 +101,7 @@ type Input struct {
 	// Clusters the instances are in (none: one cluster, always available).
 	Clusters    []placement.Cluster
 	Constraints []placement.Constraint
-	Teams       []Team
+	Queues      []Queue
 	// Groups the clusters are in (placement.Cluster.Group).
 	Groups []placement.Group
 	// Shares are the users' fair shares of the round's free cores, as
@@ -121,9 +139,9 @@ type Unplaced struct {
 	Count    uint32
 	CPUMilli int64 // one job's request
 	Memory   int64
-	// Constraint, Team, GPUs and Project as in Run.
+	// Constraint, Queue, GPUs and Project as in Run.
 	Constraint int32
-	Team       int32
+	Queue      int32
 	GPUs       int64
 	Project    int32
 	Why        Explanation
@@ -137,11 +155,11 @@ type Output struct {
 	// Unplaced lists the runs the round looked at and could place nowhere,
 	// in the order it met them.
 	Unplaced []Unplaced
-	// Teams are the input's teams with their quota use as the round's
+	// Queues are the input's queues with their use as the round's
 	// placements left it (nil when the round placed nothing): a run
-	// refused for a team's quota is worded with the use that refused it,
+	// refused for a queue's quota is worded with the use that refused it,
 	// as job why words it from the state once the plan is applied.
-	Teams []Team
+	Queues []Queue
 }
 
 // maxUnplacedPerUser bounds the runs a round lists in Output.Unplaced for
@@ -172,7 +190,7 @@ func slotLess(a, b slot) bool {
 	return a.id < b.id
 }
 
-// failure is a job size (under one constraint, for one team) that fit
+// failure is a job size (under one constraint, in one queue) that fit
 // nowhere this round, and why.
 type failure struct {
 	cpu, mem int64
@@ -180,7 +198,7 @@ type failure struct {
 }
 
 // failKey groups failures that can stand for one another.
-type failKey struct{ constraint, team int32 }
+type failKey struct{ constraint, queue int32 }
 
 // poolTree holds the instances of one pool of one cluster that have cores
 // and memory free, by free cores.
@@ -190,7 +208,7 @@ type poolTree struct {
 	tree    *btree.BTreeG[slot]
 }
 
-// packer finds, in the clusters placement allows in the order the team's
+// packer finds, in the clusters placement allows in the order the queue's
 // strategy prefers, the instance with the least free cores that fits a job
 // and passes the extra filters (best fit), which keeps large holes for
 // large jobs. Each pool of each cluster has its own tree, searched from
@@ -205,7 +223,8 @@ type packer struct {
 	trees    []poolTree
 	byClust  [][]int // per cluster, its trees in pool order
 	instTree []int32 // per instance, its tree
-	teams    []Team  // quotas in use change as jobs are placed
+	queues   []Queue // quotas in use change as jobs are placed
+	up       []int32 // each queue's parent (-1: at the top; parents)
 	full     []slot  // instances taken out of their tree, with what they had left
 	failed   map[failKey][]failure
 	nFailed  int
@@ -228,10 +247,10 @@ type packer struct {
 }
 
 func newPacker(filters []Filter, in *Input) *packer {
-	p := &packer{in: in, filters: filters, insts: in.Instances, teams: slices.Clone(in.Teams)}
-	for i := range p.teams {
-		p.teams[i].Quota.UsedByCluster = slices.Clone(p.teams[i].Quota.UsedByCluster)
-		p.teams[i].Quota.UsedGPUs = maps.Clone(p.teams[i].Quota.UsedGPUs)
+	p := &packer{in: in, filters: filters, insts: in.Instances, queues: slices.Clone(in.Queues), up: parents(in)}
+	for i := range p.queues {
+		p.queues[i].Quota.UsedByCluster = slices.Clone(p.queues[i].Quota.UsedByCluster)
+		p.queues[i].Quota.UsedGPUs = maps.Clone(p.queues[i].Quota.UsedGPUs)
 	}
 	p.clusters = slices.Clone(in.Clusters)
 	single := len(p.clusters) == 0
@@ -284,12 +303,107 @@ type poolKey struct {
 // round in clusters that take new work, by the users' running and Ready
 // cores: the first pass's allocation. The scheduling view bounds each
 // user's runs by it and passes it in Input.Shares.
+//
+// With queues, the free cores are first shared down the tree by what
+// each leaf's users have Ready (queueShares, on cores alone: the view
+// knows no more before it lists runs), then each leaf's share between
+// its users.
 func Shares(in *Input) []int64 {
 	d := make([]Demand, len(in.Users))
 	for i, u := range in.Users {
 		d[i] = Demand{Running: u.RunningMilli, Ready: u.ReadyMilli}
 	}
-	return FairShare(d, roundFree(in))
+	if len(in.Queues) == 0 {
+		return FairShare(d, roundFree(in))
+	}
+	ri := resourceIndex{gpus: map[string]int{}}
+	ready := make([]Res, len(in.Queues)+1)
+	for i := range ready {
+		ready[i] = make(Res, ri.n())
+	}
+	for i := range in.Users {
+		ready[leafOf(in, &in.Users[i])][0] += max(in.Users[i].ReadyMilli, 0)
+	}
+	budget := cpuOf(queueShares(in, ri, ready, ri.freeRes(in)))
+	return splitByLeaf(in, d, budget)
+}
+
+// cpuOf is the cores of each share.
+func cpuOf(shares []Res) []int64 {
+	out := make([]int64, len(shares))
+	for i, r := range shares {
+		out[i] = r[0]
+	}
+	return out
+}
+
+// splitByLeaf shares each leaf's budget of cores between its users
+// (budget indexed as queueShares' nodes): users with work of a higher
+// priority first, by FairShare between those of one priority, what they
+// leave to those of the next.
+func splitByLeaf(in *Input, d []Demand, budget []int64) []int64 {
+	out := make([]int64, len(in.Users))
+	idx := make([]int, len(in.Users))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		la, lb := leafOf(in, &in.Users[a]), leafOf(in, &in.Users[b])
+		if la != lb {
+			return cmp.Compare(la, lb)
+		}
+		return cmp.Compare(in.Users[b].Priority, in.Users[a].Priority)
+	})
+	left := slices.Clone(budget)
+	for lo := 0; lo < len(idx); {
+		u := &in.Users[idx[lo]]
+		l, prio := leafOf(in, u), u.Priority
+		hi := lo
+		for hi < len(idx) && leafOf(in, &in.Users[idx[hi]]) == l && in.Users[idx[hi]].Priority == prio {
+			hi++
+		}
+		gd := make([]Demand, hi-lo)
+		for k := range gd {
+			gd[k] = d[idx[lo+k]]
+		}
+		for k, v := range FairShare(gd, max(left[l], 0)) {
+			out[idx[lo+k]] = v
+			left[l] -= v
+		}
+		lo = hi
+	}
+	return out
+}
+
+// leafBudgets is what each leaf (and the node of users in no queue) may
+// start this round by weighted dominant resource fairness down the tree,
+// from what its users' runs ask for in cores, memory and GPUs (nil
+// without queues).
+func leafBudgets(in *Input, p *packer) []int64 {
+	if len(in.Queues) == 0 {
+		return nil
+	}
+	ri := newResourceIndex(in)
+	ready := make([]Res, len(in.Queues)+1)
+	for i := range ready {
+		ready[i] = make(Res, ri.n())
+	}
+	for i := range in.Users {
+		u := &in.Users[i]
+		r := ready[leafOf(in, u)]
+		for k := range u.Runs {
+			run := &u.Runs[k]
+			n := int64(run.Count)
+			r[0] += n * run.CPUMilli
+			r[1] += n * run.Memory
+			if run.GPUs > 0 {
+				if g, ok := ri.gpus[p.gpuType(run)]; ok {
+					r[g] += n * run.GPUs
+				}
+			}
+		}
+	}
+	return cpuOf(queueShares(in, ri, ready, ri.freeRes(in)))
 }
 
 // roundFree is the cores free on instances in clusters that take new
@@ -298,17 +412,9 @@ func Shares(in *Input) []int64 {
 func roundFree(in *Input) int64 {
 	var free int64
 	for i := range in.Instances {
-		inst := &in.Instances[i]
-		if len(in.Clusters) > 0 {
-			c := 0
-			if inst.Cluster >= 0 && int(inst.Cluster) < len(in.Clusters) {
-				c = int(inst.Cluster)
-			}
-			if in.Clusters[c].Available() != 0 {
-				continue
-			}
+		if inst := &in.Instances[i]; takesWork(in, inst) {
+			free += max(inst.FreeMilli, 0)
 		}
-		free += max(inst.FreeMilli, 0)
 	}
 	return free
 }
@@ -327,11 +433,36 @@ func (p *packer) constraint(r *Run) *placement.Constraint {
 	return &p.in.Constraints[r.Constraint-1]
 }
 
-func (p *packer) team(r *Run) *Team {
-	if r.Team <= 0 || int(r.Team) > len(p.teams) {
-		return nil
+// queue returns the run's leaf queue (nil: none).
+func (p *packer) queue(r *Run) *Queue {
+	if i := p.leaf(r); i >= 0 {
+		return &p.queues[i]
 	}
-	return &p.teams[r.Team-1]
+	return nil
+}
+
+// leaf returns the index of the run's leaf queue (-1: none); the path to
+// the top follows p.up.
+func (p *packer) leaf(r *Run) int32 {
+	if r.Queue <= 0 || int(r.Queue) > len(p.queues) {
+		return -1
+	}
+	return r.Queue - 1
+}
+
+// quotaRoom bounds n jobs of the run by its leaf queue's quota and every
+// queue's above it (placement's quota rule for each), and names the
+// queue that allows none.
+func (p *packer) quotaRoom(r *Run, n int64) (int64, placement.Reason, *Queue) {
+	typ := p.gpuType(r)
+	for i := p.leaf(r); i >= 0; i = p.up[i] {
+		q := &p.queues[i]
+		var why placement.Reason
+		if n, why = q.Quota.RoomGPU(r.CPUMilli, r.Memory, typ, r.GPUs, n); n == 0 {
+			return 0, why, q
+		}
+	}
+	return n, 0, nil
 }
 
 // candidate is instance i as the chain sees it, with free resources f.
@@ -373,23 +504,23 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	if r.Project > 0 && int(r.Project) <= len(p.spent) && p.spent[r.Project-1] {
 		return slot{}, Explanation{Instances: len(p.insts), Quota: ReasonSpendLimit, Project: p.in.Projects[r.Project-1].Name}, false
 	}
-	// The team's quota first: it costs a few comparisons, and a team at
-	// its quota (every team, once the fleet is full) fails every run, so
-	// recording each of those failures would make the cache below a long
-	// list scanned on every fit.
-	team := p.team(r)
+	// The queues' quotas first: they cost a few comparisons, and a queue
+	// at its quota (every queue, once the fleet is full) fails every run,
+	// so recording each of those failures would make the cache below a
+	// long list scanned on every fit.
+	leaf := p.queue(r)
 	var quota *placement.Quota
 	strategy := placement.DefaultStrategy
-	if team != nil {
-		quota = &team.Quota
-		if team.Strategy != "" {
-			strategy = team.Strategy
+	if leaf != nil {
+		quota = &leaf.Quota
+		if leaf.Strategy != "" {
+			strategy = leaf.Strategy
 		}
-		if n, why := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, 1); n == 0 {
-			return slot{}, Explanation{Instances: len(p.insts), Quota: placementReason(why), Team: team.Name}, false
+		if n, why, q := p.quotaRoom(r, 1); n == 0 {
+			return slot{}, Explanation{Instances: len(p.insts), Quota: placementReason(why), Queue: q.Name}, false
 		}
 	}
-	key := failKey{r.Constraint, r.Team}
+	key := failKey{r.Constraint, r.Queue}
 	failed := p.failed[key]
 	known := -1
 	for i, f := range failed {
@@ -480,8 +611,8 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 			}
 		}
 		if next >= 0 {
-			// What the team can place now: the run, within its quota.
-			now, _ := quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, int64(r.Count))
+			// What the queue can place now: the run, within its quota.
+			now, _, _ := p.quotaRoom(r, int64(r.Count))
 			even := (now + n - 1) / n
 			p.cap = max((next-quota.UsedByCluster[c])/r.CPUMilli+1, even, 1)
 		}
@@ -522,12 +653,10 @@ func (p *packer) spreads(s placement.Strategy, c int) bool {
 	return g <= 0 || int(g) > len(p.in.Groups) || p.in.Groups[g-1].Strategy == "" || p.in.Groups[g-1].Strategy == placement.Spread
 }
 
-// room bounds n jobs of the run by its team's quota, and by the GPUs
+// room bounds n jobs of the run by its queues' quotas, and by the GPUs
 // free on the instance of slot s.
 func (p *packer) room(r *Run, s slot, n int64) int64 {
-	if t := p.team(r); t != nil {
-		n, _ = t.Quota.RoomGPU(r.CPUMilli, r.Memory, p.gpuType(r), r.GPUs, n)
-	}
+	n, _, _ = p.quotaRoom(r, n)
 	if r.GPUs > 0 {
 		n = min(n, p.freeGPU[s.idx]/r.GPUs)
 	}
@@ -543,7 +672,7 @@ func (p *packer) gpuType(r *Run) string {
 }
 
 // take removes n jobs' worth of resources from an instance, and counts
-// them against the run's team.
+// them against the run's leaf queue and those above it.
 func (p *packer) take(s slot, n int64, r *Run) {
 	p.cands = nil
 	tr := &p.trees[p.instTree[s.idx]]
@@ -557,17 +686,19 @@ func (p *packer) take(s slot, n int64, r *Run) {
 	}
 	p.clusters[tr.cluster].FreeMilli -= n * r.CPUMilli
 	p.freeGPU[s.idx] -= n * r.GPUs
-	if t := p.team(r); t != nil {
-		t.Quota.UsedMilli += n * r.CPUMilli
-		t.Quota.UsedMemory += n * r.Memory
+	for i := p.leaf(r); i >= 0; i = p.up[i] {
+		q := &p.queues[i]
+		q.Quota.UsedMilli += n * r.CPUMilli
+		q.Quota.UsedMemory += n * r.Memory
+		q.Quota.UsedJobs += n
 		if r.GPUs > 0 {
-			if t.Quota.UsedGPUs == nil {
-				t.Quota.UsedGPUs = map[string]int64{}
+			if q.Quota.UsedGPUs == nil {
+				q.Quota.UsedGPUs = map[string]int64{}
 			}
-			t.Quota.UsedGPUs[p.gpuType(r)] += n * r.GPUs
+			q.Quota.UsedGPUs[p.gpuType(r)] += n * r.GPUs
 		}
-		if tr.cluster < len(t.Quota.UsedByCluster) {
-			t.Quota.UsedByCluster[tr.cluster] += n * r.CPUMilli
+		if tr.cluster < len(q.Quota.UsedByCluster) {
+			q.Quota.UsedByCluster[tr.cluster] += n * r.CPUMilli
 		}
 	}
 }
@@ -617,8 +748,15 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	}
 	sort.SliceStable(order, func(a, b int) bool {
 		ua, ub := &in.Users[order[a]], &in.Users[order[b]]
+		if ua.Priority != ub.Priority {
+			return ua.Priority > ub.Priority
+		}
 		return ServedBefore(ua.RunningMilli, ua.Name, ub.RunningMilli, ub.Name)
 	})
+	// Each leaf's part of the round (nil: no queues), and what its users
+	// were given of it.
+	budget := leafBudgets(in, p)
+	leafGiven := make([]int64, len(budget))
 	out.Users = make([]UserResult, len(in.Users))
 	for i, u := range in.Users {
 		out.Users[i] = UserResult{Name: u.Name, Share: shares[i]}
@@ -663,7 +801,17 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					again[i] = Demand{Running: u.RunningMilli + placed, Ready: max(u.ReadyMilli-placed-unfit[i], 0)}
 				}
 			}
-			share = FairShare(again, left)
+			if budget == nil {
+				share = FairShare(again, left)
+			} else {
+				// What each leaf has left of its part, between its
+				// users that can still place.
+				rest := make([]int64, len(budget))
+				for l := range budget {
+					rest[l] = min(max(budget[l]-leafGiven[l], 0), left)
+				}
+				share = splitByLeaf(in, again, rest)
+			}
 			clear(given)
 		}
 		for _, ui := range order {
@@ -674,6 +822,13 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				if pass < 2 && given[ui] >= share[ui] {
 					break
 				}
+				leaf := -1
+				if budget != nil {
+					leaf = leafOf(in, u)
+					if pass < 2 && leafGiven[leaf] >= budget[leaf] {
+						break
+					}
+				}
 				run := &u.Runs[c.run]
 				s, why, ok := p.fit(run)
 				if !ok {
@@ -683,7 +838,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 						out.Unplaced = append(out.Unplaced, Unplaced{
 							User: u.Name, Batch: run.Batch, First: run.First + c.done,
 							Count: run.Count - c.done, CPUMilli: run.CPUMilli, Memory: run.Memory,
-							Constraint: run.Constraint, Team: run.Team, GPUs: run.GPUs, Project: run.Project, Why: why,
+							Constraint: run.Constraint, Queue: run.Queue, GPUs: run.GPUs, Project: run.Project, Why: why,
 						})
 					}
 					c.run++
@@ -703,6 +858,9 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					// Allow the last job to overshoot so that a share smaller
 					// than one job still starts one.
 					left := share[ui] - given[ui]
+					if leaf >= 0 {
+						left = min(left, budget[leaf]-leafGiven[leaf])
+					}
 					n = min(n, max((left+run.CPUMilli-1)/run.CPUMilli, 1))
 				}
 				n = min(n, int64(limit-out.Jobs))
@@ -718,6 +876,9 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				out.Jobs += int(n)
 				res.Placed += n * run.CPUMilli
 				given[ui] += n * run.CPUMilli
+				if leaf >= 0 {
+					leafGiven[leaf] += n * run.CPUMilli
+				}
 				c.done += uint32(n)
 				if c.done == run.Count {
 					c.run++
@@ -733,6 +894,6 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 			ahead++
 		}
 	}
-	out.Teams = p.teams
+	out.Queues = p.queues
 	return out
 }

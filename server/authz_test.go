@@ -61,8 +61,8 @@ var userRoutes = map[string]userRow{
 	"GET /api/v1/cluster-groups":                        everyone,
 	"GET /api/v1/autoscaler":                            everyone,
 	"GET /api/v1/clusters/{name}":                       everyone,
-	"GET /api/v1/teams":                                 everyone,
-	"GET /api/v1/teams/{name}":                          everyone,
+	"GET /api/v1/queues":                                everyone,
+	"GET /api/v1/queues/{path...}":                      everyone,
 	"POST /api/v1/tokens":                               everyone,
 	"GET /api/v1/tokens":                                everyone,
 	// Another user's token: only an admin finds it.
@@ -178,7 +178,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	toks["worker"] = act.Token
 
 	params := map[string]string{
-		"{id}": fmt.Sprint(res.ID), "{update}": "1", "{job}": "1", "{name}": "p", "{user}": "victim",
+		"{id}": fmt.Sprint(res.ID), "{update}": "1", "{job}": "1", "{name}": "p", "{user}": "victim", "{path...}": "org/q",
 		"{accessor}": spare[0].Accessor, "{attempt}": "1", "{seq}": "0",
 	}
 	bodies := map[string]string{

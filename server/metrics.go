@@ -138,8 +138,10 @@ var (
 	clusterReservedDesc = prometheus.NewDesc("drover_cluster_reserved_cores", "Cores held by attempts running in a cluster.", []string{"cluster", "region"}, nil)
 	clusterEnabledDesc  = prometheus.NewDesc("drover_cluster_enabled", "1 while a cluster takes new work, 0 while it is disabled.", []string{"cluster", "region"}, nil)
 	clusterWorkersDesc  = prometheus.NewDesc("drover_cluster_workers", "Active workers of a cluster.", []string{"cluster", "region"}, nil)
-	teamQuotaDesc       = prometheus.NewDesc("drover_team_quota_cores", "A team's cpu quota (0: no limit).", []string{"team"}, nil)
-	teamUsedDesc        = prometheus.NewDesc("drover_team_used_cores", "Cores a team's running jobs hold, per cluster.", []string{"team", "cluster"}, nil)
+	queueGuaranteeDesc  = prometheus.NewDesc("drover_queue_guarantee_cores", "A queue's guaranteed cores (its nominal quota across all clusters).", []string{"queue"}, nil)
+	queueCapDesc        = prometheus.NewDesc("drover_queue_cap_cores", "The most cores a queue may hold: its guarantee and borrow limit (0: no cap).", []string{"queue"}, nil)
+	queueUsedDesc       = prometheus.NewDesc("drover_queue_used_cores", "Cores a queue's running jobs (and its children's) hold, per cluster.", []string{"queue", "cluster"}, nil)
+	queueRunningDesc    = prometheus.NewDesc("drover_queue_running_jobs", "Jobs a queue (and its children) runs.", []string{"queue"}, nil)
 	machinesDesc        = prometheus.NewDesc("drover_autoscaler_machines", "The autoscaler's live machines, by cluster, pool and state.", []string{"cluster", "pool", "state"}, nil)
 	spendDesc           = prometheus.NewDesc("drover_autoscaler_spend_per_hour", "What the live machines (requested, launching, active, draining) cost an hour, by cluster and pool.", []string{"cluster", "pool"}, nil)
 	spendCapDesc        = prometheus.NewDesc("drover_autoscaler_spend_cap_per_hour", "The autoscaler's $/hour cap over every config (0: none).", nil, nil)
@@ -148,7 +150,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, contactDesc, peersDesc,
-		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, teamQuotaDesc, teamUsedDesc,
+		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, queueGuaranteeDesc, queueCapDesc, queueUsedDesc, queueRunningDesc,
 		machinesDesc, spendDesc, spendCapDesc, limitedDesc} {
 		ch <- d
 	}
@@ -177,10 +179,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(clusterEnabledDesc, prometheus.GaugeValue, enabled, cl.Name, cl.Region)
 		ch <- prometheus.MustNewConstMetric(clusterWorkersDesc, prometheus.GaugeValue, float64(cl.Workers), cl.Name, cl.Region)
 	}
-	for _, t := range c.state.Teams() {
-		ch <- prometheus.MustNewConstMetric(teamQuotaDesc, prometheus.GaugeValue, float64(t.QuotaMilli)/1000, t.Name)
-		for cl, used := range t.UsedByCluster {
-			ch <- prometheus.MustNewConstMetric(teamUsedDesc, prometheus.GaugeValue, float64(used)/1000, t.Name, cl)
+	for _, q := range c.state.Queues() {
+		ch <- prometheus.MustNewConstMetric(queueGuaranteeDesc, prometheus.GaugeValue, float64(q.Guarantee.CPUMilli)/1000, q.Path)
+		ch <- prometheus.MustNewConstMetric(queueCapDesc, prometheus.GaugeValue, float64(q.Quota().CPUMilli)/1000, q.Path)
+		ch <- prometheus.MustNewConstMetric(queueRunningDesc, prometheus.GaugeValue, float64(q.UsedJobs), q.Path)
+		for cl, used := range q.UsedByCluster {
+			ch <- prometheus.MustNewConstMetric(queueUsedDesc, prometheus.GaugeValue, float64(used)/1000, q.Path, cl)
 		}
 	}
 	c.collectAutoscaler(ch)

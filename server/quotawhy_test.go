@@ -10,16 +10,17 @@ import (
 	"github.com/drover-sched/drover/api"
 )
 
-// TestJobWhyNamesTheGPUQuota: a team at its GPU quota is the reason its
+// TestJobWhyNamesTheGPUQuota: a queue at its GPU quota is the reason its
 // GPU jobs wait, told in the same words by the leader's last round
-// (waiting) and by job why from the team's use alone (a stale read, which
+// (waiting) and by job why from the queue's use alone (a stale read, which
 // the round's book does not answer). Job why used to re-derive the quota
 // rule by hand, knew no GPU quota, and said the job waited for its turn.
 func TestJobWhyNamesTheGPUQuota(t *testing.T) {
 	tc := startServer(t, "", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := tc.admin.PutTeam(ctx, &api.Team{Name: "vision", BillingProjects: []string{"default"}, Quota: api.Quota{GPUs: map[string]int{"a100": 1}}}); err != nil {
+	if _, err := tc.admin.PutQueue(ctx, &api.Queue{Path: "vision", BillingProjects: []string{"default"}, Guarantee: api.Quota{GPUs: map[string]int{"a100": 1}},
+		BorrowLimit: &api.Limit{GPUs: map[string]int{"a100": 0}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 16, Memory: 64 << 30, GPUs: 4, GPUType: "a100", Secret: tc.srv.cfg.WorkerSecret}); err != nil {
@@ -31,7 +32,7 @@ func TestJobWhyNamesTheGPUQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One job runs; the other waits for the team's only GPU.
+	// One job runs; the other waits for the queue's only GPU.
 	var waiting int64
 	for waiting == 0 {
 		for _, id := range []int64{1, 2} {
@@ -48,7 +49,7 @@ func TestJobWhyNamesTheGPUQuota(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	const want = "team vision at its a100 GPU quota (1 of 1)"
+	const want = "queue vision at its a100 GPU quota (1 of 1)"
 	for _, stale := range []bool{false, true} {
 		var why api.JobWhy
 		path := fmt.Sprintf("/api/v1/batches/%d/jobs/%d/why", b.ID, waiting)

@@ -85,7 +85,7 @@ func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []view.Clust
 	for _, u := range out.Users {
 		ahead[u.Name] = u.Ahead
 	}
-	w := waiter{in: in, teams: out.Teams, clusters: clusters, bigs: map[int32][2]int64{}}
+	w := waiter{in: in, queues: out.Queues, clusters: clusters, bigs: map[int32][2]int64{}}
 	m := map[uint64][]api.Waiting{}
 	for _, u := range out.Unplaced {
 		if len(m[u.Batch]) >= maxWaitingPerBatch {
@@ -100,8 +100,8 @@ func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []view.Clust
 // waiter words the reasons of one round.
 type waiter struct {
 	in *scheduler.Input
-	// teams with their use as the round left it (nil: the input's).
-	teams    []scheduler.Team
+	// queues with their use as the round left it (nil: the input's).
+	queues   []scheduler.Queue
 	clusters []view.ClusterRecord
 	bigs     map[int32][2]int64 // per constraint, the largest cores and memory of a worker it allows
 }
@@ -162,7 +162,7 @@ func (w *waiter) unavailable(u *scheduler.Unplaced, r placement.Reason) []string
 
 // reason says why a run fits nowhere, from the instances each filter
 // rejected, for a person: the billing project's spend limit when it is
-// reached; the team's quota when it is used up; the
+// reached; the queue's quota or max_running when it is used up; the
 // clusters and regions involved when none it may use is available; the
 // sizes when no worker it may use is large enough; how many large-enough
 // workers are busy, and how many users fair share served first,
@@ -179,24 +179,24 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return e.Quota.String(), fmt.Sprintf("billing project %s reached its spend limit", e.Project)
 	}
 	if e.Quota != 0 {
-		var t *scheduler.Team
-		teams := w.teams
-		if teams == nil {
-			teams = w.in.Teams
+		var t *scheduler.Queue
+		queues := w.queues
+		if queues == nil {
+			queues = w.in.Queues
 		}
-		for i := range teams {
-			if teams[i].Name == e.Team {
-				t = &teams[i]
+		for i := range queues {
+			if queues[i].Name == e.Queue {
+				t = &queues[i]
 			}
 		}
 		if t == nil {
-			return e.Quota.String(), fmt.Sprintf("team %s at its quota", e.Team)
+			return e.Quota.String(), fmt.Sprintf("queue %s at its quota", e.Queue)
 		}
 		typ := ""
 		if k := w.constraint(&u); k != nil {
 			typ = k.GPUType
 		}
-		return e.Quota.String(), t.Quota.Explain(e.Team, e.Quota.Placement(), typ)
+		return e.Quota.String(), t.Quota.Explain(e.Queue, e.Quota.Placement(), typ)
 	}
 	if e.Instances == 0 {
 		return "no_workers", "no worker is active"

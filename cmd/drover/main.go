@@ -104,9 +104,11 @@ Placement:
   cluster list | status NAME | groups
   autoscaler status      machines, spend against the cap, the last decision and why
   cluster disable NAME -reason "..." [-evacuate] | enable NAME
-  team create NAME [-project P]... [-strategy S] [-cpu N] [-memory SIZE]
-  team list | show NAME  quota set TEAM [-cpu N] [-memory SIZE] | show TEAM
-  placement apply FILE   declare clusters, pools, cluster groups, teams and quotas (HCL)
+  queue tree | list      the queue tree: weights, guarantees, caps and use
+  queue show PATH        one queue's settings and use
+  queue set PATH [-weight N] [-guarantee-cpu N] [-borrow-cpu N|none] [-max-jobs N] [-project P]...
+  queue delete PATH      remove a queue without children
+  placement apply FILE   declare clusters, pools, cluster groups, queues and launch configs (HCL)
 
 Administration:
   user create NAME       create a user and print its token
@@ -191,13 +193,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 			"list": m.runClusterList, "status": m.runClusterStatus, "disable": m.runClusterDisable, "enable": m.runClusterEnable,
 			"groups": m.runClusterGroups,
 		})
-	case "team":
-		return m.sub(ctx, "team", rest, map[string]func(context.Context, []string) error{
-			"create": m.runTeamCreate, "show": m.runTeamShow, "list": m.runTeamList,
-		})
-	case "quota":
-		return m.sub(ctx, "quota", rest, map[string]func(context.Context, []string) error{
-			"set": m.runQuotaSet, "show": m.runTeamShow,
+	case "queue":
+		return m.sub(ctx, "queue", rest, map[string]func(context.Context, []string) error{
+			"tree": m.runQueueTree, "list": m.runQueueList, "show": m.runQueueShow, "set": m.runQueueSet, "delete": m.runQueueDelete,
 		})
 	case "placement":
 		return m.sub(ctx, "placement", rest, map[string]func(context.Context, []string) error{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -202,26 +201,6 @@ func (m *Main) runClusterEnable(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) printTeam(t *api.Team) error {
-	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safef(tw, "Team\t%s\n", t.Name)
-	safef(tw, "Billing projects\t%s\n", strings.Join(t.BillingProjects, ", "))
-	safef(tw, "Strategy\t%s\n", t.Strategy)
-	safef(tw, "CPU\t%g of %s cores in use\n", t.Used.CPU, limitString(t.Quota.CPU))
-	mem := "unlimited"
-	if t.Quota.Memory > 0 {
-		mem = units.FormatBytes(t.Quota.Memory)
-	}
-	safef(tw, "Memory\t%s of %s in use\n", units.FormatBytes(t.Used.Memory), mem)
-	for _, typ := range slices.Sorted(mapKeys(t.Quota.GPUs)) {
-		safef(tw, "GPUs %s\t%d of %d in use\n", typ, t.Used.GPUs[typ], t.Quota.GPUs[typ])
-	}
-	for _, c := range slices.Sorted(mapKeys(t.UsedByCluster)) {
-		safef(tw, "  in %s\t%g cores\n", c, t.UsedByCluster[c])
-	}
-	return tw.Flush()
-}
-
 func limitString(v float64) string {
 	if v == 0 {
 		return "unlimited"
@@ -237,34 +216,6 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
-}
-
-func (m *Main) runTeamCreate(ctx context.Context, args []string) error {
-	fs := m.newFlags("team create", "NAME [-project P]... [-strategy spread|least-loaded|pack|cheapest] [-cpu N] [-memory SIZE] [-json]")
-	var projects multiFlag
-	fs.Var(&projects, "project", "billing project the team owns (repeatable; a project leaves the team it was in)")
-	strategy := fs.String("strategy", "spread", "how the team's jobs are spread over clusters: spread, least-loaded, pack or cheapest")
-	cpu := fs.Float64("cpu", 0, "cpu quota in cores, over every cluster together (0: no limit)")
-	memory := fs.String("memory", "", "memory quota, e.g. 4TiB (empty: no limit)")
-	var gpus multiFlag
-	fs.Var(&gpus, "gpu", "GPU quota TYPE=COUNT (repeatable; a type not named has no limit)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	q, err := quotaArgs(*cpu, *memory, gpus)
-	if err != nil {
-		return err
-	}
-	t, err := m.Client().PutTeam(ctx, &api.Team{Name: pos[0], BillingProjects: projects, Strategy: *strategy, Quota: q})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(t)
-	}
-	return m.printTeam(t)
 }
 
 func quotaArgs(cpu float64, memory string, gpus []string) (api.Quota, error) {
@@ -290,58 +241,9 @@ func quotaArgs(cpu float64, memory string, gpus []string) (api.Quota, error) {
 	return q, nil
 }
 
-func (m *Main) runTeamShow(ctx context.Context, args []string) error {
-	fs := m.newFlags("team show", "NAME [-json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	t, err := m.Client().GetTeam(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(t)
-	}
-	return m.printTeam(t)
-}
-
-func (m *Main) runTeamList(ctx context.Context, args []string) error {
-	return runList(m, ctx, args, "team list", "No teams.", "TEAM\tPROJECTS\tSTRATEGY\tCPU USED\tCPU QUOTA",
-		m.Client().ListTeams, func(t api.Team) string {
-			return rowf("%s\t%s\t%s\t%g\t%s", t.Name, strings.Join(t.BillingProjects, ","), t.Strategy, t.Used.CPU, limitString(t.Quota.CPU))
-		})
-}
-
-func (m *Main) runQuotaSet(ctx context.Context, args []string) error {
-	fs := m.newFlags("quota set", "TEAM [-cpu N] [-memory SIZE] [-json]")
-	cpu := fs.Float64("cpu", 0, "cpu quota in cores (0: no limit)")
-	memory := fs.String("memory", "", "memory quota, e.g. 4TiB (empty: no limit)")
-	var gpus multiFlag
-	fs.Var(&gpus, "gpu", "GPU quota TYPE=COUNT (repeatable; a type not named has no limit)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	q, err := quotaArgs(*cpu, *memory, gpus)
-	if err != nil {
-		return err
-	}
-	t, err := m.Client().SetQuota(ctx, pos[0], &q)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(t)
-	}
-	return m.printTeam(t)
-}
-
 func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	fs := m.newFlags("placement apply", "FILE [-prune]")
-	prune := fs.Bool("prune", false, "remove teams and cluster groups the file does not name")
+	prune := fs.Bool("prune", false, "remove queues, cluster groups and launch configs the file does not name")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -358,6 +260,6 @@ func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
 	if err := m.Client().ApplyPlacement(ctx, cfg); err != nil {
 		return err
 	}
-	safef(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d teams, %d launch configs.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Teams), len(cfg.LaunchConfigs))
+	safef(m.Stdout, "Applied %s: %d clusters, %d cluster groups, %d queues, %d launch configs.\n", pos[0], len(cfg.Clusters), len(cfg.Groups), len(cfg.Queues), len(cfg.LaunchConfigs))
 	return nil
 }

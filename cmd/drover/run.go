@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -69,6 +70,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	wait := fs.Bool("wait", false, "wait until the batch completes; exit 0 if every job succeeded, 2 otherwise")
 	asJSON := fs.Bool("json", false, "print the batch as JSON")
 	project := fs.String("billing-project", "", "billing project (overrides the jobspec's)")
+	queue := fs.String("queue", "", "leaf queue to run in, e.g. genomics/gwas/tier1 (overrides the jobspec's)")
+	priority := fs.Int64("priority", 0, "priority within the queue, higher first (overrides the jobspec's)")
 	bunch := fs.Int("bunch-size", 5000, "job entries per request when a batch is too big for one")
 	quiet := fs.Bool("quiet", false, "print only the batch ID")
 	pos, err := parse(fs, args, 1, 1)
@@ -88,11 +91,21 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		Attributes:     spec.Attributes,
 
 		CancelAfterNFailures: spec.CancelAfterNFailures,
+		Queue:                spec.Queue,
+		Priority:             spec.Priority,
 		Callback:             spec.Callback,
 	}
 	if *project != "" {
 		req.BillingProject = *project
 	}
+	if *queue != "" {
+		req.Queue = *queue
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "priority" {
+			req.Priority = *priority
+		}
+	})
 	c := m.Client()
 	b, err := c.Submit(ctx, req, api.Jobs(spec.JobSpecs()), &api.SubmitOptions{BunchSize: *bunch})
 	if err != nil {

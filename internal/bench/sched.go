@@ -460,8 +460,9 @@ func benchTeams(ctx context.Context, admin *api.Client, tenants []tenant, n int,
 		if _, err := admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: project, Members: members[k]}); err != nil {
 			return err
 		}
-		cfg.Teams = append(cfg.Teams, api.Team{Name: project, BillingProjects: []string{project},
-			Quota: api.Quota{CPU: math.Ceil(float64(fleetCores) / float64(n))}})
+		zero := 0.0
+		cfg.Queues = append(cfg.Queues, api.Queue{Path: project, BillingProjects: []string{project},
+			Guarantee: api.Quota{CPU: math.Ceil(float64(fleetCores) / float64(n))}, BorrowLimit: &api.Limit{CPU: &zero}})
 	}
 	return admin.ApplyPlacement(ctx, cfg)
 }

@@ -50,7 +50,10 @@ type file struct {
 	Groups        []group        `hcl:"cluster_group,block"`
 	Autoscaler    *autoscaler    `hcl:"autoscaler,block"`
 	LaunchConfigs []launchConfig `hcl:"launch_config,block"`
-	Teams         []team         `hcl:"team,block"`
+	Queues        []queue        `hcl:"queue,block"`
+	// Teams are the old form of a queue at the top: its quota is the
+	// queue's guarantee, with a borrow_limit of 0 for what it bounds.
+	Teams []team `hcl:"team,block"`
 }
 
 type cluster struct {
@@ -128,6 +131,82 @@ type team struct {
 	} `hcl:"quota,block"`
 }
 
+// amounts is a block of cpu (cores), memory (a size) and GPUs by type.
+type amounts struct {
+	CPU    *float64       `hcl:"cpu,optional"`
+	Memory *hcl.Attribute `hcl:"memory,optional"`
+	GPUs   map[string]int `hcl:"gpus,optional"`
+}
+
+// queue is a queue block: its children are queue blocks inside it.
+type queue struct {
+	Name        string   `hcl:"name,label"`
+	Weight      int64    `hcl:"weight,optional"`
+	Guarantee   *amounts `hcl:"guarantee,block"`
+	BorrowLimit *amounts `hcl:"borrow_limit,block"`
+	LendLimit   *amounts `hcl:"lend_limit,block"`
+	MaxRunning  *struct {
+		Jobs int64   `hcl:"jobs,optional"`
+		CPU  float64 `hcl:"cpu,optional"`
+	} `hcl:"max_running,block"`
+	ReclaimGrace        *hcl.Attribute `hcl:"reclaim_grace,optional"`
+	MinRuntime          *hcl.Attribute `hcl:"min_runtime,optional"`
+	Preemptible         bool           `hcl:"preemptible,optional"`
+	PreemptAfter        *hcl.Attribute `hcl:"preempt_after,optional"`
+	PreemptThreshold    float64        `hcl:"preempt_threshold,optional"`
+	AllowPreemptionFrom []string       `hcl:"allow_preemption_from,optional"`
+	Strategy            string         `hcl:"strategy,optional"`
+	HomeClusters        []string       `hcl:"home_clusters,optional"`
+	BillingProjects     []string       `hcl:"billing_projects,optional"`
+	AllowProjects       []string       `hcl:"allow_projects,optional"`
+	Queues              []queue        `hcl:"queue,block"`
+	DeclRange           hcl.Range      `hcl:",def_range"`
+}
+
+// queues flattens a queue block and those inside it into the API's
+// queues, each named by its path, a parent before its children.
+func (d *decoder) queues(parent string, qs []queue, out []api.Queue) []api.Queue {
+	for _, q := range qs {
+		d.name("queue", q.Name, q.DeclRange)
+		path := q.Name
+		if parent != "" {
+			path = parent + "/" + q.Name
+		}
+		aq := api.Queue{Path: path, Weight: q.Weight, Preemptible: q.Preemptible, PreemptThreshold: q.PreemptThreshold,
+			AllowPreemptionFrom: q.AllowPreemptionFrom, Strategy: q.Strategy, HomeClusters: q.HomeClusters,
+			BillingProjects: q.BillingProjects, AllowProjects: q.AllowProjects,
+			ReclaimGrace: d.duration(q.ReclaimGrace), MinRuntime: d.duration(q.MinRuntime), PreemptAfter: d.duration(q.PreemptAfter)}
+		if g := q.Guarantee; g != nil {
+			aq.Guarantee = api.Quota{Memory: d.size(g.Memory), GPUs: g.GPUs}
+			if g.CPU != nil {
+				aq.Guarantee.CPU = *g.CPU
+			}
+		}
+		aq.BorrowLimit = d.limit(q.BorrowLimit)
+		aq.LendLimit = d.limit(q.LendLimit)
+		if m := q.MaxRunning; m != nil {
+			aq.MaxRunning = api.MaxRunning{Jobs: m.Jobs, CPU: m.CPU}
+		}
+		out = append(out, aq)
+		out = d.queues(path, q.Queues, out)
+	}
+	return out
+}
+
+// limit is an amounts block as a limit: what it does not name is not
+// bounded.
+func (d *decoder) limit(a *amounts) *api.Limit {
+	if a == nil {
+		return nil
+	}
+	l := &api.Limit{CPU: a.CPU, GPUs: a.GPUs}
+	if a.Memory != nil {
+		m := d.size(a.Memory)
+		l.Memory = &m
+	}
+	return l
+}
+
 // ParseFile reads and parses the placement config at path.
 func ParseFile(path string) (*api.PlacementConfig, hcl.Diagnostics) {
 	src, err := os.ReadFile(path)
@@ -189,12 +268,14 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: d.size(lc.Memory), GPUType: lc.GPUType, GPUs: lc.GPUs,
 			PricePerHour: d.priceExpr("price_per_hour", lc.PricePerHour), MaxNodes: lc.MaxNodes, MaxPerHour: d.price(lc.MaxPerHour), MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
 	}
+	cfg.Queues = d.queues("", pf.Queues, cfg.Queues)
 	for _, t := range pf.Teams {
-		at := api.Team{Name: t.Name, BillingProjects: t.BillingProjects, Strategy: t.Strategy}
-		if t.Quota != nil {
-			at.Quota = api.Quota{CPU: t.Quota.CPU, Memory: d.size(t.Quota.Memory), GPUs: t.Quota.GPUs}
-		}
-		cfg.Teams = append(cfg.Teams, at)
+		cfg.Queues = append(cfg.Queues, TeamQueue(t.Name, t.BillingProjects, t.Strategy, func() (float64, int64, map[string]int) {
+			if t.Quota == nil {
+				return 0, 0, nil
+			}
+			return t.Quota.CPU, d.size(t.Quota.Memory), t.Quota.GPUs
+		}))
 	}
 	if d.diags.HasErrors() {
 		return nil, d.diags
@@ -302,4 +383,28 @@ func (d *decoder) name(what, s string, at hcl.Range) {
 	if err := api.ValidatePlaceName(what, s); err != nil {
 		d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + what + " name", Detail: err.Error() + ".", Subject: at.Ptr()})
 	}
+}
+
+// TeamQueue is a team of old as a queue at the top: its quota is the
+// queue's guarantee, and it borrows nothing beyond what the quota bounded
+// (a quota of 0 bounded nothing).
+func TeamQueue(name string, projects []string, strategy string, quota func() (cpu float64, memory int64, gpus map[string]int)) api.Queue {
+	cpu, mem, gpus := quota()
+	q := api.Queue{Path: name, BillingProjects: projects, Strategy: strategy, Guarantee: api.Quota{CPU: cpu, Memory: mem, GPUs: gpus}}
+	if cpu > 0 || mem > 0 || len(gpus) > 0 {
+		q.BorrowLimit = &api.Limit{}
+		if cpu > 0 {
+			q.BorrowLimit.CPU = new(float64)
+		}
+		if mem > 0 {
+			q.BorrowLimit.Memory = new(int64)
+		}
+		for typ := range gpus {
+			if q.BorrowLimit.GPUs == nil {
+				q.BorrowLimit.GPUs = map[string]int{}
+			}
+			q.BorrowLimit.GPUs[typ] = 0
+		}
+	}
+	return q
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -52,6 +53,8 @@ func Batch(r *state.BatchRecord, now time.Time) api.Batch {
 		NJobs:          r.NJobs,
 
 		CancelAfterNFailures: int64(r.CancelAfterFailures),
+		Queue:                r.Queue,
+		Priority:             int64(r.Priority),
 		Callback:             r.Callback,
 		CallbackResult:       r.CallbackResult,
 		NPending:             r.Count(state.Pending),
@@ -303,26 +306,63 @@ func Instance(in *state.InstanceInfo) api.Instance {
 // Instances lists instances as the API shows them.
 func Instances(ins []state.InstanceInfo) []api.Instance { return each(ins, Instance) }
 
-// Team is a team, its quota and what it uses, as the API shows it.
-func Team(t *state.TeamInfo) api.Team {
-	out := api.Team{
-		Name: t.Name, BillingProjects: slices.Clone(t.Projects), Strategy: t.Strategy,
-		Quota: api.Quota{CPU: float64(t.QuotaMilli) / 1000, Memory: t.QuotaMemory, GPUs: gpuCounts(t.QuotaGPUs)},
-		Used:  api.Quota{CPU: float64(t.UsedMilli) / 1000, Memory: t.UsedMemory, GPUs: gpuCounts(t.UsedGPUs)},
+// Queue is a queue, its settings and what it uses, as the API shows it.
+func Queue(q *state.QueueInfo) api.Queue {
+	out := api.Queue{
+		Path: q.Path, Weight: q.EffectiveWeight(), Guarantee: quota(q.Guarantee),
+		BorrowLimit: limit(q.BorrowLimit), LendLimit: limit(q.LendLimit),
+		MaxRunning:   api.MaxRunning{Jobs: q.Limits.MaxRunningJobs, CPU: float64(q.Limits.MaxRunningMilli) / 1000},
+		ReclaimGrace: duration(q.ReclaimGraceNs), MinRuntime: duration(q.MinRuntimeNs),
+		Preemptible: q.Preemption.Preemptible, PreemptAfter: duration(q.Preemption.AfterNs),
+		PreemptThreshold:    float64(q.Preemption.ThresholdPermille) / 1000,
+		AllowPreemptionFrom: slices.Clone(q.Preemption.AllowFrom),
+		Strategy:            string(q.Strategy), HomeClusters: slices.Clone(q.HomeClusters),
+		BillingProjects: slices.Clone(q.Projects), AllowProjects: slices.Clone(q.AllowProjects),
+		Leaf: q.Leaf, Used: api.Quota{CPU: float64(q.UsedMilli) / 1000, Memory: q.UsedMemory, GPUs: gpuCounts(q.UsedGPUs)},
+		UsedJobs: q.UsedJobs,
 	}
 	if out.BillingProjects == nil {
 		out.BillingProjects = []string{}
 	}
-	if out.Strategy == "" {
-		out.Strategy = "spread"
+	if !q.BorrowLimit.IsZero() {
+		c := q.Queue.Queue.Quota()
+		out.Cap = &api.Quota{CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPUs: gpuCounts(c.GPUs)}
 	}
-	if len(t.UsedByCluster) > 0 {
+	if len(q.UsedByCluster) > 0 {
 		out.UsedByCluster = map[string]float64{}
-		for k, v := range t.UsedByCluster {
+		for k, v := range q.UsedByCluster {
 			out.UsedByCluster[k] = float64(v) / 1000
 		}
 	}
 	return out
+}
+
+func quota(r placement.Resources) api.Quota {
+	return api.Quota{CPU: float64(r.CPUMilli) / 1000, Memory: r.Memory, GPUs: gpuCounts(r.GPUs)}
+}
+
+func limit(l placement.Limit) *api.Limit {
+	if l.IsZero() {
+		return nil
+	}
+	out := &api.Limit{GPUs: gpuCounts(l.GPUs)}
+	if l.CPUMilli != nil {
+		c := float64(*l.CPUMilli) / 1000
+		out.CPU = &c
+	}
+	if l.Memory != nil {
+		m := *l.Memory
+		out.Memory = &m
+	}
+	return out
+}
+
+// duration words nanoseconds as a Go duration ("" for 0).
+func duration(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Duration(ns).String()
 }
 
 // gpuCounts is a count of GPUs by type as the API shows it.

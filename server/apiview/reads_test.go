@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-sched/drover/internal/golden"
 	"github.com/drover-sched/drover/money"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -27,6 +28,16 @@ func TestReadsShowTheAPIsJSON(t *testing.T) {
 	h.Must(&state.CreateBillingProject{Now: h.Tick(), Name: "lab", Members: []string{"alice"}})
 	h.Must(&state.SetStoragePrefix{Now: h.Tick(), Project: "default", Prefix: state.StoragePrefix{URL: "gs://b/x", AddedBy: "root"}})
 	h.Must(&state.SetStoragePrefix{Now: h.Tick(), Project: "default", Prefix: state.StoragePrefix{URL: "s3://b/y", AddedBy: "root", S3Endpoint: "https://s3.example", S3Region: "us-east-1", S3PathStyle: true}})
+	zero, four := int64(0), int64(4000)
+	h.Must(&state.ApplyPlacement{Now: h.Now, Queues: []state.Queue{
+		{Queue: placement.Queue{Path: "org", Weight: 2, Guarantee: placement.Resources{CPUMilli: 8000, Memory: 1 << 30, GPUs: map[string]int64{"a100": 2}},
+			BorrowLimit: placement.Limit{CPUMilli: &zero}, LendLimit: placement.Limit{CPUMilli: &four},
+			Limits:     placement.QueueLimits{MaxRunningJobs: 100, MaxRunningMilli: 6000},
+			Preemption: placement.Preemption{Preemptible: true, AfterNs: int64(5 * time.Minute), ThresholdPermille: 500}, Strategy: placement.Pack}},
+		{Queue: placement.Queue{Path: "org/t1", ReclaimGraceNs: int64(time.Minute), MinRuntimeNs: int64(10 * time.Minute),
+			Preemption: placement.Preemption{AllowFrom: []string{"org"}}, HomeClusters: []string{"default"}},
+			Projects: []string{"default"}, AllowProjects: []string{"lab"}},
+	}})
 	w := h.Activate("w", 8, 16)
 	run := &state.Spec{Name: "io", Command: []string{"cat"}, CPUMilli: 500, Memory: 1 << 20, Attributes: map[string]string{"k": "v"},
 		Run: &state.Run{Image: "reg/tool:1", Inputs: []state.File{{Name: "in", URL: "gs://b/x/in", Path: "in.txt"}}, Outputs: []state.File{{Name: "out", URL: "gs://b/x/out", Path: "out.txt"}}}}
@@ -81,11 +92,11 @@ func TestReadsShowTheAPIsJSON(t *testing.T) {
 		clusters = append(clusters, apiview.Cluster(&c))
 	}
 	out["clusters"] = clusters
-	var teams []any
-	for _, tm := range h.S.Teams() {
-		teams = append(teams, apiview.Team(&tm))
+	var queues []any
+	for _, q := range h.S.Queues() {
+		queues = append(queues, apiview.Queue(&q))
 	}
-	out["teams"] = teams
+	out["queues"] = queues
 	b, err := json.MarshalIndent(out, "", " ")
 	if err != nil {
 		t.Fatal(err)

@@ -156,14 +156,14 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 	}
 	if err := errors.Join(api.ValidateName("name", req.Name), api.ValidateName("billing_project", req.BillingProject),
 		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes),
-		api.ValidateCancelAfter(req.CancelAfterNFailures), s.checkCallback(req.Callback)); err != nil {
+		api.ValidateCancelAfter(req.CancelAfterNFailures), s.checkCallback(req.Callback), api.ValidateBatchQueue(req.Queue, req.Priority)); err != nil {
 		return nil, badRequest(err)
 	}
 	entries, err := submitted(req.NJobs, req.Jobs)
 	if err != nil {
 		return nil, err
 	}
-	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey) + len(req.Callback))
+	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey) + len(req.Callback) + len(req.Queue))
 	for k, v := range req.Attributes {
 		size += int64(len(k) + len(v))
 	}
@@ -174,6 +174,7 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
 		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyStorage,
 		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
+		Queue: req.Queue, Priority: int32(req.Priority),
 	}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()

@@ -137,101 +137,149 @@ func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) (an
 	return s.setClusterState(w, r, false)
 }
 
-func (s *Server) handleListTeams(w http.ResponseWriter, r *http.Request) (any, error) {
-	out := []api.Team{}
-	for _, t := range s.state.Teams() {
-		out = append(out, apiview.Team(&t))
+func (s *Server) handleListQueues(w http.ResponseWriter, r *http.Request) (any, error) {
+	out := []api.Queue{}
+	for _, q := range s.state.Queues() {
+		out = append(out, apiview.Queue(&q))
 	}
 	return out, nil
 }
 
-func (s *Server) handleGetTeam(w http.ResponseWriter, r *http.Request) (any, error) {
-	t, ok := s.state.TeamByName(r.PathValue("name"))
+func (s *Server) handleGetQueue(w http.ResponseWriter, r *http.Request) (any, error) {
+	q, ok := s.state.QueueByPath(r.PathValue("path"))
 	if !ok {
-		return nil, codedf(http.StatusNotFound, "team %q does not exist; drover team list shows the teams", r.PathValue("name"))
+		return nil, codedf(http.StatusNotFound, "queue %q does not exist; drover queue tree shows the queues", r.PathValue("path"))
 	}
-	return apiview.Team(&t), nil
+	return apiview.Queue(&q), nil
 }
 
-// teamFromAPI validates a team as a request sends it.
-func teamFromAPI(t api.Team) (state.Team, error) {
-	if err := api.ValidatePlaceName("team", t.Name); err != nil {
-		return state.Team{}, err
+// queueFromAPI validates a queue as a request sends it: every amount,
+// count and duration bounded, named by field.
+func queueFromAPI(q api.Queue) (state.Queue, error) {
+	out := state.Queue{Projects: slices.Clone(q.BillingProjects), AllowProjects: slices.Clone(q.AllowProjects)}
+	out.Path, out.Weight, out.Strategy = q.Path, q.Weight, placement.Strategy(q.Strategy)
+	if err := placement.ValidateQueuePath(q.Path); err != nil {
+		return out, err
 	}
-	if len(t.BillingProjects) > 1000 {
-		return state.Team{}, fmt.Errorf("team %s names %d billing projects; the limit is 1000", t.Name, len(t.BillingProjects))
+	at := "queue " + q.Path
+	var err error
+	if out.Guarantee, err = resourcesFromAPI(at+": guarantee", q.Guarantee); err != nil {
+		return out, err
 	}
-	for _, p := range t.BillingProjects {
-		if err := api.ValidateName("billing project", p); err != nil {
-			return state.Team{}, err
+	if out.BorrowLimit, err = limitFromAPI(at+": borrow_limit", q.BorrowLimit); err != nil {
+		return out, err
+	}
+	if out.LendLimit, err = limitFromAPI(at+": lend_limit", q.LendLimit); err != nil {
+		return out, err
+	}
+	if q.MaxRunning.CPU < 0 || q.MaxRunning.CPU > 1e9 || math.IsNaN(q.MaxRunning.CPU) || q.MaxRunning.Jobs < 0 {
+		return out, fmt.Errorf("%s: max_running: cpu must be between 0 (no cap) and 1e9 cores, jobs 0 or more", at)
+	}
+	out.Limits = placement.QueueLimits{MaxRunningJobs: q.MaxRunning.Jobs, MaxRunningMilli: int64(math.Round(q.MaxRunning.CPU * 1000))}
+	for _, d := range []struct {
+		name string
+		in   string
+		out  *int64
+	}{{"reclaim_grace", q.ReclaimGrace, &out.ReclaimGraceNs}, {"min_runtime", q.MinRuntime, &out.MinRuntimeNs}, {"preempt_after", q.PreemptAfter, &out.Preemption.AfterNs}} {
+		if d.in == "" {
+			continue
 		}
+		v, err := time.ParseDuration(d.in)
+		if err != nil || v < 0 || int64(v) > placement.MaxQueueDuration {
+			return out, fmt.Errorf("%s: %s %.40q must be a duration between 0s and 720h, e.g. \"10m\"", at, d.name, d.in)
+		}
+		*d.out = int64(v)
 	}
-	q, err := quotaFromAPI(t.Quota)
-	if err != nil {
-		return state.Team{}, fmt.Errorf("team %s: %w", t.Name, err)
+	if t := q.PreemptThreshold; t < 0 || t > 1 || math.IsNaN(t) {
+		return out, fmt.Errorf("%s: preempt_threshold must be between 0 and 1 (a fraction of the queue's fair share)", at)
 	}
-	q.Name, q.Projects, q.Strategy = t.Name, slices.Clone(t.BillingProjects), t.Strategy
-	if err := state.ValidateTeam(&q); err != nil {
-		return state.Team{}, err
+	out.Preemption.Preemptible = q.Preemptible
+	out.Preemption.ThresholdPermille = int64(math.Round(q.PreemptThreshold * 1000))
+	out.Preemption.AllowFrom = slices.Clone(q.AllowPreemptionFrom)
+	out.HomeClusters = slices.Clone(q.HomeClusters)
+	if err := state.ValidateQueue(&out); err != nil {
+		return out, err
 	}
-	return q, nil
+	return out, nil
 }
 
-func quotaFromAPI(q api.Quota) (state.Team, error) {
-	if q.CPU < 0 || q.CPU > 1e9 || math.IsNaN(q.CPU) || q.Memory < 0 {
-		return state.Team{}, fmt.Errorf("quota: cpu must be between 0 (no limit) and 1e9 cores and memory 0 (no limit) or more")
+// resourcesFromAPI converts and bounds an amount of resources.
+func resourcesFromAPI(what string, q api.Quota) (placement.Resources, error) {
+	if q.CPU < 0 || q.CPU > placement.MaxQueueMilli/1000 || math.IsNaN(q.CPU) || q.Memory < 0 {
+		return placement.Resources{}, fmt.Errorf("%s: cpu must be between 0 and %d cores and memory 0 or more", what, placement.MaxQueueMilli/1000)
 	}
-	t := state.Team{QuotaMilli: int64(math.Round(q.CPU * 1000)), QuotaMemory: q.Memory}
-	if len(q.GPUs) > 64 {
-		return state.Team{}, fmt.Errorf("quota: at most 64 GPU types")
+	out := placement.Resources{CPUMilli: int64(math.Round(q.CPU * 1000)), Memory: q.Memory}
+	if len(q.GPUs) > placement.MaxGPUTypes {
+		return out, fmt.Errorf("%s: at most %d GPU types", what, placement.MaxGPUTypes)
 	}
 	for typ, n := range q.GPUs {
 		if err := api.ValidatePlaceName("gpu type", typ); err != nil {
-			return state.Team{}, fmt.Errorf("quota: %w", err)
+			return out, fmt.Errorf("%s: %w", what, err)
 		}
-		if n < 0 || n > 1e9 {
-			return state.Team{}, fmt.Errorf("quota: %s GPUs must be between 0 and 1e9", typ)
+		if n < 0 || n > placement.MaxQueueGPUs {
+			return out, fmt.Errorf("%s: %s GPUs must be between 0 and %d", what, typ, placement.MaxQueueGPUs)
 		}
-		if t.QuotaGPUs == nil {
-			t.QuotaGPUs = map[string]int64{}
+		if out.GPUs == nil {
+			out.GPUs = map[string]int64{}
 		}
-		t.QuotaGPUs[typ] = int64(n)
+		out.GPUs[typ] = int64(n)
 	}
-	return t, nil
+	return out, nil
 }
 
-func (s *Server) handlePutTeam(w http.ResponseWriter, r *http.Request) (any, error) {
-	var req api.Team
+// limitFromAPI converts and bounds a limit (nil: no bound).
+func limitFromAPI(what string, l *api.Limit) (placement.Limit, error) {
+	if l == nil {
+		return placement.Limit{}, nil
+	}
+	var q api.Quota
+	if l.CPU != nil {
+		q.CPU = *l.CPU
+	}
+	if l.Memory != nil {
+		q.Memory = *l.Memory
+	}
+	q.GPUs = l.GPUs
+	r, err := resourcesFromAPI(what, q)
+	if err != nil {
+		return placement.Limit{}, err
+	}
+	out := placement.Limit{GPUs: r.GPUs}
+	if l.CPU != nil {
+		out.CPUMilli = &r.CPUMilli
+	}
+	if l.Memory != nil {
+		out.Memory = &r.Memory
+	}
+	return out, nil
+}
+
+func (s *Server) handlePutQueue(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.Queue
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
 	}
-	req.Name = r.PathValue("name")
-	t, err := teamFromAPI(req)
+	req.Path = r.PathValue("path")
+	q, err := queueFromAPI(req)
 	if err != nil {
 		return nil, badRequest(err)
 	}
-	if _, err := s.apply(&state.SetTeam{Now: time.Now().UnixNano(), Team: t}); err != nil {
+	if _, err := s.apply(&state.SetQueue{Now: time.Now().UnixNano(), Queue: q}); err != nil {
 		return nil, err
 	}
-	out, _ := s.state.TeamByName(t.Name)
-	return apiview.Team(&out), nil
+	out, _ := s.state.QueueByPath(q.Path)
+	return apiview.Queue(&out), nil
 }
 
-func (s *Server) handlePutQuota(w http.ResponseWriter, r *http.Request) (any, error) {
-	var req api.Quota
-	if err := decode(w, r, &req); err != nil {
-		return nil, err
-	}
-	t, err := quotaFromAPI(req)
-	if err != nil {
+func (s *Server) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any, error) {
+	path := r.PathValue("path")
+	if err := placement.ValidateQueuePath(path); err != nil {
 		return nil, badRequest(err)
 	}
-	t.Name = r.PathValue("name")
-	if _, err := s.apply(&state.SetTeam{Now: time.Now().UnixNano(), Team: t, QuotaOnly: true}); err != nil {
+	if _, err := s.apply(&state.SetQueue{Now: time.Now().UnixNano(), Queue: state.Queue{Queue: placement.Queue{Path: path}}, Delete: true}); err != nil {
 		return nil, err
 	}
-	out, _ := s.state.TeamByName(t.Name)
-	return apiview.Team(&out), nil
+	return nil, nil
 }
 
 // maxPlacementItems bounds the clusters, pools per cluster and teams one
@@ -251,15 +299,15 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (a
 	if _, err := s.apply(c); err != nil {
 		return nil, err
 	}
-	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "teams", len(c.Teams), "cluster_groups", len(c.Groups))
-	return map[string]int{"clusters": len(c.Clusters), "teams": len(c.Teams), "cluster_groups": len(c.Groups)}, nil
+	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "queues", len(c.Queues), "cluster_groups", len(c.Groups))
+	return map[string]int{"clusters": len(c.Clusters), "queues": len(c.Queues), "cluster_groups": len(c.Groups)}, nil
 }
 
 // placementFromAPI checks a placement config as apply will, and every
 // size and name in it, before a command is made of it.
 func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
-	if len(req.Clusters) > maxPlacementItems || len(req.Teams) > maxPlacementItems || len(req.Groups) > maxPlacementItems {
-		return nil, fmt.Errorf("a placement config declares at most %d clusters, %d teams and %d cluster groups", maxPlacementItems, maxPlacementItems, maxPlacementItems)
+	if len(req.Clusters) > maxPlacementItems || len(req.Groups) > maxPlacementItems {
+		return nil, fmt.Errorf("a placement config declares at most %d clusters and %d cluster groups", maxPlacementItems, maxPlacementItems)
 	}
 	c := &state.ApplyPlacement{Prune: req.Prune}
 	for _, g := range req.Groups {
@@ -306,12 +354,15 @@ func placementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
 		}
 		c.Clusters = append(c.Clusters, cl)
 	}
-	for _, t := range req.Teams {
-		st, err := teamFromAPI(t)
+	if len(req.Queues) > placement.MaxQueues {
+		return nil, fmt.Errorf("a placement config declares at most %d queues", placement.MaxQueues)
+	}
+	for _, q := range req.Queues {
+		sq, err := queueFromAPI(q)
 		if err != nil {
 			return nil, err
 		}
-		c.Teams = append(c.Teams, st)
+		c.Queues = append(c.Queues, sq)
 	}
 	if len(req.LaunchConfigs) > state.MaxLaunchConfigs {
 		return nil, fmt.Errorf("a placement config declares at most %d launch configs", state.MaxLaunchConfigs)
@@ -398,11 +449,17 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 			add("parents", "its parents are finishing")
 		}
 	case state.Ready:
+		// The first queue on the way up whose quota refuses one more
+		// job, as the round checks them.
 		var quota placement.Quota
 		var quotaWhy placement.Reason
-		if jp.Team != nil {
-			quota = jp.Team.Quota()
-			quotaWhy = quota.Admit(jp.CPUMilli, jp.Memory, jp.GPUType, jp.GPUs)
+		var quotaOf string
+		for i := range jp.Queues {
+			q := jp.Queues[i].Quota()
+			if why := q.Admit(jp.CPUMilli, jp.Memory, jp.GPUType, jp.GPUs); why != 0 {
+				quota, quotaWhy, quotaOf = q, why, jp.Queues[i].Path
+				break
+			}
 		}
 		var wt *api.Waiting
 		if s.waiting != nil && !isStale(r) {
@@ -419,7 +476,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 			// The round passes on one run of those a team's quota blocks:
 			// the others are told from the team's use, by the rule and
 			// in the words the round uses.
-			add(quotaWhy.String(), quota.Explain(jp.Team.Name, quotaWhy, jp.GPUType))
+			add(quotaWhy.String(), quota.Explain(quotaOf, quotaWhy, jp.GPUType))
 		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
 			add("cluster_disabled", s.disabledMessage(jp.DisabledClusters)+"; no other cluster it may use has workers")
 		case jp.Active == 0:
@@ -472,9 +529,20 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 	if jp.Budget.Limit > 0 {
 		add("spend", fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit", jp.BillingProject, jp.Budget.Cost(time.Now().UnixNano()).Dollars(), jp.Budget.Limit.Dollars()))
 	}
-	if jp.Team != nil && jp.Team.QuotaMilli > 0 {
-		add("team", fmt.Sprintf("team %s uses %g of %g cores, %s of %s memory", jp.Team.Name, float64(jp.Team.UsedMilli)/1000, float64(jp.Team.QuotaMilli)/1000,
-			units.FormatBytes(jp.Team.UsedMemory), quotaMem(jp.Team.QuotaMemory)))
+	for i := range jp.Queues {
+		q := &jp.Queues[i]
+		c := q.Quota()
+		msg := fmt.Sprintf("queue %s runs %d jobs holding %g cores and %s memory", q.Path, q.UsedJobs, float64(q.UsedMilli)/1000, units.FormatBytes(q.UsedMemory))
+		if g := q.Guarantee; g.CPUMilli > 0 || g.Memory > 0 {
+			msg += fmt.Sprintf("; guaranteed %g cores, %s memory", float64(g.CPUMilli)/1000, quotaMem(g.Memory))
+		}
+		if c.CPUMilli > 0 || c.Memory > 0 {
+			msg += fmt.Sprintf("; may hold %s cores, %s memory", quotaCores(c.CPUMilli), quotaMem(c.Memory))
+		}
+		if c.MaxJobs > 0 || c.MaxMilli > 0 {
+			msg += fmt.Sprintf("; max_running %s jobs, %s cores", quotaCount(c.MaxJobs), quotaCores(c.MaxMilli))
+		}
+		add("queue", msg)
 	}
 	return out, nil
 }
@@ -528,6 +596,20 @@ func quotaMem(b int64) string {
 		return "unlimited"
 	}
 	return units.FormatBytes(b)
+}
+
+func quotaCores(milli int64) string {
+	if milli == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%g", float64(milli)/1000)
+}
+
+func quotaCount(n int64) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
 }
 
 func plural(n int, what string) string {

@@ -50,6 +50,12 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	if len(c.Jobs) > 0 && c.NJobs > 0 {
 		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
 	}
+	if c.Priority < -MaxPriority || c.Priority > MaxPriority {
+		return errorf(ErrInvalid, "priority %d is out of range: between %d and %d", c.Priority, -MaxPriority, MaxPriority)
+	}
+	if err := s.checkBatchQueue(c.Queue, c.BillingProject); err != nil {
+		return err
+	}
 	if c.Policy >= PolicyStorage {
 		if err := s.checkJobs(c.BillingProject, c.User, c.Jobs); err != nil {
 			return err
@@ -69,6 +75,8 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 
 		CancelAfterFailures: c.CancelAfterFailures,
 		Callback:            c.Callback,
+		Queue:               c.Queue,
+		Priority:            c.Priority,
 	}
 	s.bindTallies(b)
 	res := &UpdateResult{Batch: b.ID}

@@ -67,6 +67,11 @@ const (
 	// command instead of reading nano-dollars as dollars.
 	CmdApplyPlacementExact
 	CmdCallbackDone
+	// CmdSetQueue sets one queue; CmdApplyPlacementQueues is
+	// CmdApplyPlacementExact with queues (a server from before queues
+	// stops at it rather than drop them).
+	CmdSetQueue
+	CmdApplyPlacementQueues
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -86,7 +91,7 @@ var cmdNames = map[CommandType]string{
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
-	CmdCallbackDone: "callback_done",
+	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues",
 }
 
 func (t CommandType) String() string {
@@ -173,7 +178,14 @@ type CreateBatch struct {
 	// completes (empty: none); the API checked it against the allowed
 	// destinations.
 	Callback string
+	// Queue is the leaf queue the batch names (empty: its project's
+	// default); Priority orders its jobs within the queue (higher first).
+	Queue    string
+	Priority int32
 }
+
+// MaxPriority bounds a batch's priority either side of 0.
+const MaxPriority = 1_000_000
 
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
 type CreateUpdate struct {
@@ -194,9 +206,12 @@ type CreateUpdate struct {
 // its time, its user and its key), so that a retry with the same
 // idempotency key is told from a different request reusing it.
 func (c *CreateBatch) RequestDigest() []byte {
-	if c.CancelAfterFailures != 0 || c.Callback != "" {
+	if c.Queue != "" || c.Priority != 0 {
 		// Only when set: a request without them digests as it did before
 		// the options, so a retry across an upgrade matches.
+		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures, c.Callback, c.Queue, c.Priority)
+	}
+	if c.CancelAfterFailures != 0 || c.Callback != "" {
 		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures, c.Callback)
 	}
 	return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs)
@@ -403,7 +418,9 @@ func newCommand(t CommandType) Command {
 		return &SetCluster{}
 	case CmdSetTeam:
 		return &SetTeam{}
-	case CmdApplyPlacement, CmdApplyPlacementExact:
+	case CmdSetQueue:
+		return &SetQueue{}
+	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:
 		return &Scale{}

@@ -3,6 +3,8 @@ package state
 import (
 	"fmt"
 
+	"github.com/drover-sched/drover/placement"
+
 	"github.com/drover-sched/drover/billing"
 )
 
@@ -157,16 +159,16 @@ func (s *State) CheckInvariants() error {
 	if active != len(s.instByIdentity) {
 		return fmt.Errorf("%d active instances, %d in the identity index", active, len(s.instByIdentity))
 	}
-	return s.checkTeams()
+	return s.checkQueues()
 }
 
-// checkTeams recomputes every team's quota in use, in all and per
-// cluster, from the attempts running now.
-func (s *State) checkTeams() error {
+// checkQueues checks the tree's links and recomputes what every queue's
+// attempts hold, in all and per cluster, from the attempts running now.
+func (s *State) checkQueues() error {
 	type use struct {
-		cpu, mem  int64
-		byCluster map[string]int64
-		gpus      map[string]int64
+		cpu, mem, jobs int64
+		byCluster      map[string]int64
+		gpus           map[string]int64
 	}
 	for _, cl := range s.clusters {
 		if cl.Group != "" && s.groups[cl.Group] == nil {
@@ -174,44 +176,49 @@ func (s *State) checkTeams() error {
 		}
 	}
 	got := map[string]*use{}
-	for _, t := range s.teams {
-		got[t.Name] = &use{byCluster: map[string]int64{}, gpus: map[string]int64{}}
-		for _, p := range t.Projects {
-			if s.projectTeam[p] != t {
-				return fmt.Errorf("billing project %s of team %s maps to another team", p, t.Name)
+	for path, q := range s.queues {
+		got[path] = &use{byCluster: map[string]int64{}, gpus: map[string]int64{}}
+		if q.Path != path {
+			return fmt.Errorf("queue %s is kept under %s", q.Path, path)
+		}
+		if parent := placement.ParentQueue(path); q.parent != s.queues[parent] || (parent != "" && q.parent == nil) {
+			return fmt.Errorf("queue %s is not linked to its parent %q", path, parent)
+		}
+		for _, p := range q.Projects {
+			if s.projectQueue[p] != q {
+				return fmt.Errorf("billing project %s of queue %s maps to another queue", p, path)
 			}
 		}
 	}
 	for _, inst := range s.instances {
 		for k := range inst.running {
 			b := s.batches[k.batch]
-			t := s.projectTeam[b.BillingProject]
-			if t == nil {
-				continue
-			}
 			sp := b.groupOf(k.job).spec
-			u := got[t.Name]
-			u.cpu += sp.CPUMilli
-			u.mem += sp.Memory
-			u.byCluster[inst.Cluster] += sp.CPUMilli
-			if typ, n := sp.GPUs(); n > 0 {
-				u.gpus[typ] += n
+			for q := s.queueOf(b); q != nil; q = q.parent {
+				u := got[q.Path]
+				u.cpu += sp.CPUMilli
+				u.mem += sp.Memory
+				u.jobs++
+				u.byCluster[inst.Cluster] += sp.CPUMilli
+				if typ, n := sp.GPUs(); n > 0 {
+					u.gpus[typ] += n
+				}
 			}
 		}
 	}
-	for _, t := range s.teams {
-		u := got[t.Name]
-		if t.usedMilli != u.cpu || t.usedMemory != u.mem {
-			return fmt.Errorf("team %s uses %d millicores and %d bytes, recomputed %d and %d", t.Name, t.usedMilli, t.usedMemory, u.cpu, u.mem)
+	for path, q := range s.queues {
+		u := got[path]
+		if q.used.milli != u.cpu || q.used.memory != u.mem || q.used.jobs != u.jobs {
+			return fmt.Errorf("queue %s uses %d millicores, %d bytes and %d jobs, recomputed %d, %d and %d", path, q.used.milli, q.used.memory, q.used.jobs, u.cpu, u.mem, u.jobs)
 		}
-		for typ, v := range t.usedGPUs {
+		for typ, v := range q.used.gpus {
 			if u.gpus[typ] != v {
-				return fmt.Errorf("team %s uses %d %s GPUs, recomputed %d", t.Name, v, typ, u.gpus[typ])
+				return fmt.Errorf("queue %s uses %d %s GPUs, recomputed %d", path, v, typ, u.gpus[typ])
 			}
 		}
-		for c, v := range t.usedByCluster {
+		for c, v := range q.used.byCluster {
 			if u.byCluster[c] != v {
-				return fmt.Errorf("team %s uses %d millicores in cluster %s, recomputed %d", t.Name, v, c, u.byCluster[c])
+				return fmt.Errorf("queue %s uses %d millicores in cluster %s, recomputed %d", path, v, c, u.byCluster[c])
 			}
 		}
 	}

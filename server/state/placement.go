@@ -103,24 +103,6 @@ type Pool struct {
 	GPUs         int64
 }
 
-// Team owns billing projects and has one quota usable in any cluster.
-type Team struct {
-	Name     string
-	Projects []string // sorted
-	// Quota: 0 is no limit.
-	QuotaMilli  int64
-	QuotaMemory int64
-	Strategy    string
-	Created     int64
-	// QuotaGPUs bounds GPUs per type (a type not named: no limit).
-	QuotaGPUs map[string]int64
-
-	usedMilli     int64
-	usedMemory    int64
-	usedByCluster map[string]int64 // millicores
-	usedGPUs      map[string]int64
-}
-
 // SetCluster creates a cluster or enables or disables it. Evacuate (with
 // Disabled) preempts the attempts running there: their jobs return to
 // Ready with a new attempt elsewhere, and the preemption counts neither as
@@ -137,24 +119,17 @@ type SetCluster struct {
 	Create bool
 }
 
-// SetTeam creates or replaces a team: its billing projects, quota and
-// strategy. A project leaves the team it was in.
-type SetTeam struct {
-	Now  int64
-	Team Team
-	// Quota only: keep the team's projects and strategy.
-	QuotaOnly bool
-}
-
-// ApplyPlacement declares regions, clusters with their pools, and teams.
-// Declared clusters and teams are created or updated; a cluster's
+// ApplyPlacement declares regions, clusters with their pools, and queues.
+// Declared clusters and queues are created or updated; a cluster's
 // enabled state is kept (disable is an operator's act, not config).
-// Teams not named are removed when Prune is set.
+// Queues not named are removed when Prune is set.
 type ApplyPlacement struct {
 	Now      int64
 	Clusters []Cluster
-	Teams    []Team
-	Prune    bool
+	// Teams are an entry's from before queues: each sets the queue at
+	// the top named as the team (Team.queue).
+	Teams []Team
+	Prune bool
 	// Groups declares cluster groups (created or updated; with Prune,
 	// those not named are removed). A declared cluster's Group must be
 	// one of them or one that exists; empty takes it out of its group.
@@ -165,11 +140,13 @@ type ApplyPlacement struct {
 	// are removed; their live machines are then deleted by the leader).
 	// A config's cluster must be declared here or exist.
 	LaunchConfigs []LaunchConfig
+	// Queues are declared whole: with Prune, the tree is exactly these;
+	// without, they are set over the queues there are.
+	Queues []Queue
 }
 
 func (*SetCluster) Type() CommandType     { return CmdSetCluster }
-func (*SetTeam) Type() CommandType        { return CmdSetTeam }
-func (*ApplyPlacement) Type() CommandType { return CmdApplyPlacementExact }
+func (*ApplyPlacement) Type() CommandType { return CmdApplyPlacementQueues }
 
 // SetClusterResult counts what a disable with evacuation preempted.
 type SetClusterResult struct {
@@ -281,84 +258,6 @@ func sortedAttempts(m map[attemptKey]struct{}) []attemptKey {
 	return keys
 }
 
-// ValidateTeam checks a team as apply will (names, quota, strategy, the
-// number of projects), so the API refuses it before it reaches the log.
-// Whether its billing projects exist is apply's to say.
-func ValidateTeam(t *Team) error {
-	if err := validateTeam(t); err != nil {
-		return err
-	}
-	return nil
-}
-
-func validateTeam(t *Team) *ApplyError {
-	if err := validName("team", t.Name); err != nil {
-		return err
-	}
-	if t.QuotaMilli < 0 || t.QuotaMemory < 0 {
-		return errorf(ErrInvalid, "team %s: quota must not be negative", t.Name)
-	}
-	if len(t.QuotaGPUs) > 64 {
-		return errorf(ErrInvalid, "team %s: at most 64 GPU types in a quota", t.Name)
-	}
-	for typ, n := range t.QuotaGPUs {
-		if err := validName("GPU type", typ); err != nil {
-			return err
-		}
-		if n < 0 {
-			return errorf(ErrInvalid, "team %s: GPU quota must not be negative", t.Name)
-		}
-	}
-	if err := validStrategy("team "+t.Name, t.Strategy); err != nil {
-		return err
-	}
-	if len(t.Projects) > 1000 {
-		return errorf(ErrInvalid, "team %s: at most 1000 billing projects", t.Name)
-	}
-	return nil
-}
-
-func (s *State) applySetTeam(c *SetTeam) any {
-	t := c.Team
-	if err := validateTeam(&t); err != nil {
-		return err
-	}
-	old := s.teams[t.Name]
-	if c.QuotaOnly {
-		if old == nil {
-			return errorf(ErrNotFound, "team %q does not exist", t.Name)
-		}
-		old.QuotaMilli, old.QuotaMemory, old.QuotaGPUs = t.QuotaMilli, t.QuotaMemory, t.QuotaGPUs
-		s.notifyWork()
-		return nil
-	}
-	for _, p := range t.Projects {
-		if s.projects[p] == nil {
-			return errorf(ErrNotFound, "billing project %q does not exist", p)
-		}
-	}
-	s.putTeam(&t, old, c.Now)
-	s.recomputeTeamUse()
-	s.notifyWork()
-	return nil
-}
-
-// putTeam stores t, taking its projects away from any other team.
-func (s *State) putTeam(t *Team, old *Team, now int64) {
-	t.Projects = slices.Compact(slices.Sorted(slices.Values(t.Projects)))
-	t.Created = now
-	if old != nil {
-		t.Created = old.Created
-	}
-	for _, other := range s.teams {
-		if other.Name == t.Name {
-			continue
-		}
-		other.Projects = slices.DeleteFunc(other.Projects, func(p string) bool { return slices.Contains(t.Projects, p) })
-	}
-	s.teams[t.Name] = t
-}
-
 // validStrategy checks a team's or a group's strategy ("": the default).
 func validStrategy(whose, strategy string) *ApplyError {
 	switch strategy {
@@ -457,21 +356,28 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 			}
 		}
 	}
-	names := map[string]bool{}
+	declaredQueues := slices.Clone(c.Queues)
 	for i := range c.Teams {
-		t := &c.Teams[i]
-		if err := validateTeam(t); err != nil {
+		declaredQueues = append(declaredQueues, c.Teams[i].queue())
+	}
+	nextQueues := map[string]*Queue{}
+	if !c.Prune {
+		nextQueues = maps.Clone(s.queues)
+	}
+	names := map[string]bool{}
+	for i := range declaredQueues {
+		q := &declaredQueues[i]
+		if err := validateQueue(q); err != nil {
 			return err
 		}
-		if names[t.Name] {
-			return errorf(ErrInvalid, "team %s is declared twice", t.Name)
+		if names[q.Path] {
+			return errorf(ErrInvalid, "queue %s is declared twice", q.Path)
 		}
-		names[t.Name] = true
-		for _, p := range t.Projects {
-			if s.projects[p] == nil {
-				return errorf(ErrNotFound, "team %s: billing project %q does not exist", t.Name, p)
-			}
-		}
+		names[q.Path] = true
+		nextQueues[q.Path] = q
+	}
+	if err := s.checkTree(nextQueues); err != nil {
+		return err
 	}
 	// The rates the configs give, checked before anything changes.
 	derived := s.machineRates(c.LaunchConfigs)
@@ -491,9 +397,9 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 		slices.SortFunc(cl.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })
 	}
 	if c.Prune {
-		for name := range s.teams {
-			if !names[name] {
-				delete(s.teams, name)
+		for path := range s.queues {
+			if !names[path] {
+				delete(s.queues, path)
 			}
 		}
 		for name := range s.groups {
@@ -524,77 +430,13 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 		}
 		s.groups[g.Name] = &g
 	}
-	for i := range c.Teams {
-		t := c.Teams[i]
-		s.putTeam(&t, s.teams[t.Name], c.Now)
+	for i := range declaredQueues {
+		q := declaredQueues[i]
+		s.putQueue(&q, s.queues[q.Path], c.Now)
 	}
-	s.recomputeTeamUse()
+	s.recomputeQueueUse()
 	s.notifyWork()
 	return nil
-}
-
-// recomputeTeamUse counts every team's quota in use from the attempts
-// running now; called when teams or their projects change and on restore.
-func (s *State) recomputeTeamUse() {
-	s.projectTeam = map[string]*Team{}
-	for _, t := range s.teams {
-		t.usedMilli, t.usedMemory = 0, 0
-		t.usedByCluster = map[string]int64{}
-		t.usedGPUs = map[string]int64{}
-		for _, p := range t.Projects {
-			s.projectTeam[p] = t
-		}
-	}
-	for _, inst := range s.instances {
-		for k := range inst.running {
-			b := s.batches[k.batch]
-			t := s.projectTeam[b.BillingProject]
-			if t == nil {
-				continue
-			}
-			sp := b.groupOf(k.job).spec
-			t.usedMilli += sp.CPUMilli
-			t.usedMemory += sp.Memory
-			t.usedByCluster[inst.Cluster] += sp.CPUMilli
-			if typ, n := sp.GPUs(); n > 0 {
-				t.usedGPUs[typ] += n
-			}
-		}
-	}
-}
-
-// charge counts one job of spec on inst against its batch's team (sign
-// +1) or releases it (-1).
-func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
-	t := s.projectTeam[b.BillingProject]
-	if t == nil {
-		return
-	}
-	t.usedMilli += sign * sp.CPUMilli
-	t.usedMemory += sign * sp.Memory
-	t.usedByCluster[inst.Cluster] += sign * sp.CPUMilli
-	if typ, n := sp.GPUs(); n > 0 {
-		t.usedGPUs[typ] += sign * n
-	}
-}
-
-// quotaAdmits reports whether the batch's team can hold one more job of
-// spec: placement's quota rule, as the scheduler applied it.
-func (s *State) quotaAdmits(b *Batch, sp *Spec) bool {
-	t := s.projectTeam[b.BillingProject]
-	if t == nil {
-		return true
-	}
-	q := t.quota()
-	typ, n := sp.GPUs()
-	return q.Admit(sp.CPUMilli, sp.Memory, typ, n) == 0
-}
-
-// quota is the team's limits and use as placement reads them (no use per
-// cluster: the quota rule does not need it).
-func (t *Team) quota() placement.Quota {
-	return placement.Quota{CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.usedMilli, UsedMemory: t.usedMemory,
-		GPUs: t.QuotaGPUs, UsedGPUs: t.usedGPUs}
 }
 
 // Constraint is the spec's placement constraint as placement reads it
@@ -713,63 +555,6 @@ func (s *State) ClusterGroups() []ClusterGroupInfo {
 		out = append(out, gi)
 	}
 	return out
-}
-
-// TeamInfo is a team with its quota in use.
-type TeamInfo struct {
-	Team
-	UsedMilli     int64
-	UsedMemory    int64
-	UsedByCluster map[string]int64
-	UsedGPUs      map[string]int64
-}
-
-// Quota is the team's limits and use as placement reads them, so job why
-// asks placement's quota rule what the scheduler asked.
-func (t *TeamInfo) Quota() placement.Quota {
-	return placement.Quota{CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: t.UsedMilli, UsedMemory: t.UsedMemory,
-		GPUs: t.QuotaGPUs, UsedGPUs: t.UsedGPUs}
-}
-
-// Teams lists every team by name.
-func (s *State) Teams() []TeamInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]TeamInfo, 0, len(s.teams))
-	for _, name := range sortedKeys(s.teams) {
-		out = append(out, s.teamInfo(s.teams[name]))
-	}
-	return out
-}
-
-// TeamByName returns one team.
-func (s *State) TeamByName(name string) (TeamInfo, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.teams[name]
-	if t == nil {
-		return TeamInfo{}, false
-	}
-	return s.teamInfo(t), true
-}
-
-func (s *State) teamInfo(t *Team) TeamInfo {
-	ti := TeamInfo{Team: *t, UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: map[string]int64{}, UsedGPUs: map[string]int64{}}
-	ti.Projects = slices.Clone(t.Projects)
-	ti.QuotaGPUs = maps.Clone(t.QuotaGPUs)
-	for k, v := range t.usedGPUs {
-		if v != 0 {
-			ti.UsedGPUs[k] = v
-		}
-	}
-	ti.usedGPUs = nil
-	for k, v := range t.usedByCluster {
-		if v != 0 {
-			ti.UsedByCluster[k] = v
-		}
-	}
-	ti.usedByCluster = nil
-	return ti
 }
 
 // WaitingParent is a parent range of a Pending job with unfinished jobs.

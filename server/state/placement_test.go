@@ -1,8 +1,13 @@
 package state
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/drover-sched/drover/placement"
 )
 
 func (h *Harness) activateIn(name, region, cluster string, cores int64) uint32 {
@@ -25,13 +30,13 @@ func TestQuotaIsCheckedAtApply(t *testing.T) {
 	if res.Placed != 3 || res.Rejected != 5 {
 		t.Fatalf("placed %d rejected %d; the quota admits 3", res.Placed, res.Rejected)
 	}
-	ti, _ := h.S.TeamByName("genomics")
+	ti, _ := h.S.QueueByPath("genomics")
 	if ti.UsedMilli != 3000 || ti.UsedByCluster["a"] != 3000 {
 		t.Fatalf("team uses %d (%v), want 3000 in a", ti.UsedMilli, ti.UsedByCluster)
 	}
 	// A finished job gives its quota back; the next placement takes it.
 	h.Complete(w, nil)
-	if ti, _ = h.S.TeamByName("genomics"); ti.UsedMilli != 0 {
+	if ti, _ = h.S.QueueByPath("genomics"); ti.UsedMilli != 0 {
 		t.Fatalf("team still uses %d after its jobs ended", ti.UsedMilli)
 	}
 	// Raising the quota lets more in; the projects stay with the team.
@@ -119,9 +124,9 @@ func TestPlacementSurvivesSnapshotAndReplay(t *testing.T) {
 		return s
 	}()} {
 		checkInvariants(t, s)
-		ti, ok := s.TeamByName("g")
-		if !ok || ti.UsedMilli != 3000 || ti.Strategy != "pack" || ti.QuotaMilli != 5000 {
-			t.Fatalf("team after restore: %+v", ti)
+		ti, ok := s.QueueByPath("g")
+		if !ok || ti.UsedMilli != 3000 || ti.Strategy != "pack" || ti.Guarantee.CPUMilli != 5000 || ti.Quota().CPUMilli != 5000 {
+			t.Fatalf("a team's queue after restore: %+v", ti)
 		}
 		cs := s.Clusters()
 		if len(cs) != 2 || cs[0].Workers != 1 || cs[0].Pools[0].PricePerHour != 400_000_000 || !cs[1].Disabled || cs[1].By != "ops" || cs[0].Group != "cpu" {
@@ -155,7 +160,7 @@ func TestGPUsAreCountedAtApply(t *testing.T) {
 	h.Complete(gpu, nil)
 	h.Must(&SetTeam{Now: h.Tick(), Team: Team{Name: "ml", Projects: []string{"default"}, QuotaGPUs: map[string]int64{"a100": 2}}})
 	r = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 3, 1, gpu)}}).(*PlanResult)
-	ti, _ := h.S.TeamByName("ml")
+	ti, _ := h.S.QueueByPath("ml")
 	if r.Placed != 1 || ti.UsedGPUs["a100"] != 2 {
 		t.Fatalf("placed %d, team uses %v", r.Placed, ti.UsedGPUs)
 	}
@@ -197,5 +202,104 @@ func TestClusterGroupsAreDeclared(t *testing.T) {
 	}
 	if cs := h.S.Clusters(); cs[0].Group != "" {
 		t.Fatalf("cluster a still in %q", cs[0].Group)
+	}
+}
+
+func i64(v int64) *int64 { return &v }
+
+// TestQueueTreeBoundsWhatItsSubtreeHolds: a queue's cap (guarantee and
+// borrow_limit) and max_running bound what its leaves hold together; a
+// batch names a leaf its project may use, or runs in its default; the
+// tree and its use survive a snapshot and a replay.
+func TestQueueTreeBoundsWhatItsSubtreeHolds(t *testing.T) {
+	h := newHarness(t)
+	w := h.activateIn("w", "east", "a", 32)
+	h.Must(&CreateBillingProject{Now: h.Tick(), Name: "other", Members: []string{"root"}})
+	org := Queue{Queue: placement.Queue{Path: "org", Guarantee: placement.Resources{CPUMilli: 6000}, BorrowLimit: placement.Limit{CPUMilli: i64(0)}}}
+	proj := Queue{Queue: placement.Queue{Path: "org/proj"}}
+	t1 := Queue{Queue: placement.Queue{Path: "org/proj/tier1", Limits: placement.QueueLimits{MaxRunningJobs: 2}}, AllowProjects: []string{"default"}}
+	t3 := Queue{Queue: placement.Queue{Path: "org/proj/tier3"}, Projects: []string{"default"}}
+	h.Must(&ApplyPlacement{Now: h.Tick(), Queues: []Queue{org, proj, t1, t3}, Prune: true})
+	// A project may name only a leaf that lists it.
+	h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "other", Queue: "org/proj/tier1", NJobs: 1}, ErrForbidden)
+	h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Queue: "org/proj", NJobs: 1}, ErrInvalid)
+	h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Queue: "nope", NJobs: 1}, ErrNotFound)
+	urgent := h.Must(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Queue: "org/proj/tier1", Priority: 5,
+		Jobs: []JobEntry{entry(1, 4, spec("u", 1))}}).(*UpdateResult).Batch
+	bulk := h.CreateBatch(entry(1, 8, spec("b", 1)))
+	// tier1 holds at most 2 jobs (max_running); org 6 cores (its cap).
+	res := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(urgent, 1, 4, w), place(bulk, 1, 8, w)}}).(*PlanResult)
+	if res.Placed != 6 || res.Rejected != 6 {
+		t.Fatalf("placed %d rejected %d; want tier1's 2 and tier3's 4 under org's 6 cores", res.Placed, res.Rejected)
+	}
+	for path, want := range map[string]int64{"org": 6000, "org/proj": 6000, "org/proj/tier1": 2000, "org/proj/tier3": 4000} {
+		if qi, _ := h.S.QueueByPath(path); qi.UsedMilli != want || qi.UsedByCluster["a"] != want || qi.UsedJobs != want/1000 {
+			t.Errorf("queue %s uses %d (%v, %d jobs), want %d", path, qi.UsedMilli, qi.UsedByCluster, qi.UsedJobs, want)
+		}
+	}
+	if r, _ := h.S.Batch(urgent); r.Queue != "org/proj/tier1" || r.Priority != 5 {
+		t.Fatalf("the urgent batch reads %+v", r)
+	}
+	if r, _ := h.S.Batch(bulk); r.Queue != "org/proj/tier3" || r.NamedQueue != "" {
+		t.Fatalf("the bulk batch reads queue %q named %q, want its project's default", r.Queue, r.NamedQueue)
+	}
+	// A queue with children holds no projects; one with children cannot go.
+	h.MustFail(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org/proj"}, Projects: []string{"default"}}}, ErrInvalid)
+	h.MustFail(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org"}}, Delete: true}, ErrConflict)
+	// A child guaranteed more than its parent is refused.
+	h.MustFail(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org/big", Guarantee: placement.Resources{CPUMilli: 7000}}}}, ErrInvalid)
+	for _, s := range []*State{h.Replay(), func() *State {
+		s := New()
+		if err := s.Restore(strings.NewReader(string(SnapshotBytes(t, h.S)))); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}()} {
+		checkInvariants(t, s)
+		qs := s.Queues()
+		if len(qs) != 4 || qs[0].Path != "org" || qs[0].UsedMilli != 6000 || qs[0].Leaf || !qs[3].Leaf || qs[2].Limits.MaxRunningJobs != 2 {
+			t.Fatalf("queues after restore: %+v", qs)
+		}
+		if r, _ := s.Batch(urgent); r.Queue != "org/proj/tier1" || r.Priority != 5 {
+			t.Fatalf("the urgent batch after restore: %+v", r)
+		}
+	}
+	// Pruning to one queue at the top leaves the batches in it.
+	h.Must(&ApplyPlacement{Now: h.Tick(), Queues: []Queue{{Queue: placement.Queue{Path: "flat"}, Projects: []string{"default"}}}, Prune: true})
+	if r, _ := h.S.Batch(urgent); r.Queue != "flat" {
+		t.Fatalf("a batch whose queue went runs in %q, want its project's default", r.Queue)
+	}
+	checkInvariants(t, h.S)
+}
+
+// TestTeamsOfOldSnapshotsAreQueues: a snapshot written before queues holds
+// teams; restored, each is a queue at the top whose guarantee is its quota
+// with a borrow_limit of 0 for what the quota bounded, its projects and
+// strategy, and what its running jobs hold counted again.
+func TestTeamsOfOldSnapshotsAreQueues(t *testing.T) {
+	h := newHarness(t)
+	w := h.activateIn("w", "east", "a", 8)
+	b := h.CreateBatch(entry(1, 3, spec("j", 1)))
+	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 3, w)}})
+	var d snapState
+	if err := codec.NewDecoderBytes(SnapshotBytes(t, h.S), msgpackHandle).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	d.Queues = nil
+	d.Teams = []Team{{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 4000, QuotaGPUs: map[string]int64{"a100": 2}, Strategy: "pack", Created: 7}}
+	var buf bytes.Buffer
+	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(&d); err != nil {
+		t.Fatal(err)
+	}
+	s := New()
+	if err := s.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, s)
+	q, ok := s.QueueByPath("genomics")
+	quota := q.Quota()
+	if !ok || q.Guarantee.CPUMilli != 4000 || quota.CPUMilli != 4000 || quota.Memory != 0 || quota.GPUs["a100"] != 2 ||
+		q.Strategy != "pack" || q.Created != 7 || len(q.Projects) != 1 || q.UsedMilli != 3000 || q.UsedJobs != 3 || !q.Leaf {
+		t.Fatalf("the team restored as %+v (quota %+v)", q, quota)
 	}
 }

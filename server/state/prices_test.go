@@ -42,7 +42,7 @@ func TestPlacementCommandsOfOldServersStillDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ := CommandType(data[0]); typ != CmdApplyPlacementExact {
+	if typ := CommandType(data[0]); typ != CmdApplyPlacementQueues {
 		t.Fatalf("ApplyPlacement is written as %s, a type servers with float prices read", typ)
 	}
 	// Decoded from the old form, it is the command written anew.

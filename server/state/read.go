@@ -96,7 +96,7 @@ func (s *State) Batch(id uint64) (BatchRecord, bool) {
 	if !ok {
 		return BatchRecord{}, false
 	}
-	return b.record(), true
+	return s.record(b), true
 }
 
 // BatchPage is one page of a batch listing: LastID is the cursor of the
@@ -122,7 +122,7 @@ func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
 		if !s.visible(b, v) {
 			continue
 		}
-		r = b.record()
+		r = s.record(b)
 		if f != nil && !f(&r) {
 			continue
 		}

@@ -69,37 +69,37 @@ func (r Reader) PrivateMachine(inst *Instance) bool {
 	return m != nil && m.private()
 }
 
-// Queue is one user's scheduling counters and FIFO of batches with Ready
-// jobs, as a Reader sees them.
-type Queue struct{ u *userSched }
+// UserQueue is one user's scheduling counters and FIFO of batches with
+// Ready jobs, as a Reader sees them.
+type UserQueue struct{ u *userSched }
 
 // Name is the user's.
-func (q Queue) Name() string { return q.u.name }
+func (q UserQueue) Name() string { return q.u.name }
 
 // RunningMilli is the millicores of the user's running attempts.
-func (q Queue) RunningMilli() int64 { return q.u.runningMilli }
+func (q UserQueue) RunningMilli() int64 { return q.u.runningMilli }
 
 // ReadyMilli is the millicores of the user's Ready jobs.
-func (q Queue) ReadyMilli() int64 { return q.u.readyMilli }
+func (q UserQueue) ReadyMilli() int64 { return q.u.readyMilli }
 
 // RunningJobs counts the user's running attempts.
-func (q Queue) RunningJobs() int64 { return q.u.runningJobs }
+func (q UserQueue) RunningJobs() int64 { return q.u.runningJobs }
 
 // ReadyJobs counts the user's Ready jobs.
-func (q Queue) ReadyJobs() int64 { return q.u.readyJobs }
+func (q UserQueue) ReadyJobs() int64 { return q.u.readyJobs }
 
 // Batches are the user's batches with Ready jobs, oldest first (the
 // user's FIFO). Read-only.
-func (q Queue) Batches() []*Batch { return q.u.active }
+func (q UserQueue) Batches() []*Batch { return q.u.active }
 
-// Queues lists the users the scheduler counts (those with Ready or
+// UserQueues lists the users the scheduler counts (those with Ready or
 // running jobs, or batches that had them), by name.
-func (r Reader) Queues() []Queue {
-	out := make([]Queue, 0, len(r.s.sched))
+func (r Reader) UserQueues() []UserQueue {
+	out := make([]UserQueue, 0, len(r.s.sched))
 	for _, u := range r.s.sched {
-		out = append(out, Queue{u})
+		out = append(out, UserQueue{u})
 	}
-	slices.SortFunc(out, func(a, b Queue) int {
+	slices.SortFunc(out, func(a, b UserQueue) int {
 		switch {
 		case a.u.name < b.u.name:
 			return -1
@@ -199,26 +199,6 @@ func (r Reader) Placeable(sp *Spec, inst *Instance) bool { return r.s.placeable(
 // HasPrivate reports whether some of a batch's jobs name a machine type
 // (only such batches' queues hold jobs for machines of their own).
 func (r Reader) HasPrivate(b *Batch) bool { return b.private }
-
-// Team is the team that owns a billing project (nil: none).
-func (r Reader) Team(project string) *Team { return r.s.projectTeam[project] }
-
-// TeamUse is what a team's running attempts hold, against its quota.
-// The maps are the state's: read-only.
-type TeamUse struct {
-	UsedMilli     int64
-	UsedMemory    int64
-	UsedByCluster map[string]int64 // millicores, by cluster name
-	UsedGPUs      map[string]int64 // by GPU type
-}
-
-// TeamInfo is a team with its use, as the team reads show it (a copy).
-func (r Reader) TeamInfo(t *Team) TeamInfo { return r.s.teamInfo(t) }
-
-// Use is what a team's running attempts hold.
-func (r Reader) Use(t *Team) TeamUse {
-	return TeamUse{UsedMilli: t.usedMilli, UsedMemory: t.usedMemory, UsedByCluster: t.usedByCluster, UsedGPUs: t.usedGPUs}
-}
 
 // Budget is a billing project's spend limit and the sums its spend comes
 // from (billing's rule weighs it at a time).

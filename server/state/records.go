@@ -34,13 +34,18 @@ type BatchRecord struct {
 	CancelAfterFailures uint32
 	Callback            string
 	CallbackResult      string
-	Created             int64 // unix ns
-	Completed           int64 // unix ns when it last became complete; 0 while running
-	NJobs               int64 // committed jobs
-	NUpdates            int64
-	counts              [numStates]int64
-	accrued             money.Amount    // the ended attempts' cost
-	running             billing.Running // the running attempts'
+	// Queue is the leaf queue the batch's jobs run in now (empty: none)
+	// and Named the one it names; Priority its priority in the queue.
+	Queue      string
+	NamedQueue string
+	Priority   int32
+	Created    int64 // unix ns
+	Completed  int64 // unix ns when it last became complete; 0 while running
+	NJobs      int64 // committed jobs
+	NUpdates   int64
+	counts     [numStates]int64
+	accrued    money.Amount    // the ended attempts' cost
+	running    billing.Running // the running attempts'
 }
 
 // Count is the number of the batch's jobs in state st.
@@ -58,8 +63,19 @@ func (r *BatchRecord) Cost(now int64) money.Amount {
 }
 
 // record is the batch as a read returns it. Callers hold the lock.
+func (s *State) record(b *Batch) BatchRecord {
+	r := b.record()
+	if q := s.queueOf(b); q != nil {
+		r.Queue = q.Path
+	}
+	return r
+}
+
+// record is the batch as a read returns it, but for the queue it runs in
+// (State.record). Callers hold the lock.
 func (b *Batch) record() BatchRecord {
 	return BatchRecord{
+		NamedQueue: b.Queue, Priority: b.Priority,
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
 		Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfterFailures: b.CancelAfterFailures,
 		Callback: b.Callback, CallbackResult: b.callbackResult, Created: b.Created, Completed: b.Completed,

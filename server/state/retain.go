@@ -171,7 +171,7 @@ func (s *State) ExportHeader(id, version uint64) (BatchExport, bool) {
 	if b == nil || b.Completed == 0 || b.version != version {
 		return BatchExport{}, false
 	}
-	out := BatchExport{Batch: b.record(), Daily: map[int32]money.Amount{}}
+	out := BatchExport{Batch: s.record(b), Daily: map[int32]money.Amount{}}
 	for d, c := range b.bill.Daily {
 		out.Daily[d] = c
 	}

@@ -38,8 +38,10 @@ type snapState struct {
 	Instances    []snapInstance
 	Batches      []snapBatch
 	Clusters     []Cluster
-	Teams        []Team
-	Groups       []ClusterGroup // absent in snapshots from before cluster groups
+	// Teams: a snapshot's from before queues, restored as queues
+	// (Team.queue); new snapshots write Queues.
+	Teams  []Team
+	Groups []ClusterGroup // absent in snapshots from before cluster groups
 	// The autoscaler's (absent in snapshots from before it).
 	Autoscaler    Autoscaler
 	LaunchConfigs []LaunchConfig
@@ -57,6 +59,8 @@ type snapState struct {
 	// AnonAudit: the audit log of callers without a valid token (absent
 	// before it was kept apart).
 	AnonAudit []AuditEntry
+	// Queues: the queue tree (absent before queues).
+	Queues []Queue
 }
 
 type snapProject struct {
@@ -206,6 +210,9 @@ type snapBatch struct {
 	Callback        string
 	CallbackVersion uint64
 	CallbackResult  string
+	// Queue and Priority: see Batch (absent before queues).
+	Queue    string
+	Priority int32
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -336,11 +343,12 @@ func (s *State) Snapshot() *Snapshot {
 		c.Daily = maps.Clone(p.Daily)
 		d.Bills[name] = c
 	}
-	for _, name := range sortedKeys(s.teams) {
-		t := *s.teams[name]
-		t.Projects = slices.Clone(t.Projects)
-		t.usedByCluster = nil
-		d.Teams = append(d.Teams, t)
+	for _, path := range sortedKeys(s.queues) {
+		q := *s.queues[path]
+		q.Queue = cloneQueue(q.Queue)
+		q.Projects, q.AllowProjects = slices.Clone(q.Projects), slices.Clone(q.AllowProjects)
+		q.parent, q.used = nil, queueUse{}
+		d.Queues = append(d.Queues, q)
 	}
 	return &Snapshot{data: d}
 }
@@ -350,6 +358,7 @@ func (b *Batch) snapshot() snapBatch {
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
 		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfter: b.CancelAfterFailures,
 		Callback: b.Callback, CallbackVersion: b.callbackVersion, CallbackResult: b.callbackResult,
+		Queue: b.Queue, Priority: b.Priority,
 		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
@@ -436,8 +445,12 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.clusters[cl.Name] = &cl
 	}
 	for i := range d.Teams {
-		t := d.Teams[i]
-		fresh.teams[t.Name] = &t
+		q := d.Teams[i].queue()
+		fresh.queues[q.Path] = &q
+	}
+	for i := range d.Queues {
+		q := d.Queues[i]
+		fresh.queues[q.Path] = &q
 	}
 	for i := range d.Groups {
 		g := d.Groups[i]
@@ -548,11 +561,11 @@ func (s *State) Restore(r io.Reader) error {
 	s.anonAudit = fresh.anonAudit
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
-	s.clusters, s.teams, s.groups = fresh.clusters, fresh.teams, fresh.groups
+	s.clusters, s.queues, s.groups = fresh.clusters, fresh.queues, fresh.groups
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
 	s.recomputeTallies()
-	s.recomputeTeamUse()
+	s.recomputeQueueUse()
 	s.notifyAllInstances()
 	s.notifyWork()
 	if s.hooks.Keyring != nil {
@@ -571,6 +584,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
 		CancelAfterFailures: sb.CancelAfter,
 		Callback:            sb.Callback, callbackVersion: sb.CallbackVersion, callbackResult: sb.CallbackResult,
+		Queue: sb.Queue, Priority: sb.Priority,
 		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
 		messages: sb.Messages, version: sb.Version, exported: sb.Exported, keyDigest: sb.KeyDigest,
 	}

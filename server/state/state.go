@@ -87,7 +87,7 @@ type State struct {
 	instByIdentity map[string]uint32
 
 	clusters map[string]*Cluster
-	teams    map[string]*Team
+	queues   map[string]*Queue // by path
 	groups   map[string]*ClusterGroup
 	// The autoscaler's settings, launch configs, machines, capacity
 	// marks and recent decisions.
@@ -96,7 +96,7 @@ type State struct {
 	machines      map[string]*Machine
 	marks         map[string]*CapacityMark
 	decisions     []Decision
-	projectTeam   map[string]*Team // derived from teams
+	projectQueue  map[string]*Queue // derived from queues: each project's default queue
 	// gossipKeys is the gossip keyring, primary first (nil until an
 	// operator rotates keys).
 	gossipKeys []string
@@ -132,12 +132,12 @@ func New() *State {
 		instTokens:     map[string]uint32{},
 		instByIdentity: map[string]uint32{},
 		clusters:       map[string]*Cluster{},
-		teams:          map[string]*Team{},
+		queues:         map[string]*Queue{},
 		groups:         map[string]*ClusterGroup{},
 		launchConfigs:  map[string]*LaunchConfig{},
 		machines:       map[string]*Machine{},
 		marks:          map[string]*CapacityMark{},
-		projectTeam:    map[string]*Team{},
+		projectQueue:   map[string]*Queue{},
 		sched:          map[string]*userSched{},
 		userTallies:    map[string]*Tally{},
 		projectTallies: map[string]*Tally{},
@@ -284,6 +284,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetCluster(c)
 	case *SetTeam:
 		return s.applySetTeam(c)
+	case *SetQueue:
+		return s.applySetQueue(c)
 	case *ApplyPlacement:
 		return s.applyApplyPlacement(c)
 	case *Scale:

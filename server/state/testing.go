@@ -49,7 +49,7 @@ func FirstFit(s *State, now int64) []Placement {
 			}
 			return true
 		}
-		for _, q := range r.Queues() {
+		for _, q := range r.UserQueues() {
 			for _, b := range q.Batches() {
 				if r.Budget(b.BillingProject).Reached(now) {
 					continue

@@ -323,7 +323,12 @@ type Batch struct {
 	// Callback is the URL the leader POSTs the batch to once complete;
 	// callbackVersion the completion (version) it last reported, with
 	// callbackResult how that went.
-	Callback        string
+	Callback string
+	// Queue is the leaf queue the batch names (empty: its billing
+	// project's default; State.queueOf resolves it); Priority orders its
+	// jobs within the queue, higher first.
+	Queue           string
+	Priority        int32
 	callbackVersion uint64
 	callbackResult  string
 	bill            batchBill // what it has cost

@@ -130,7 +130,7 @@ func autoscaleState(r state.Reader) *Autoscale {
 // name, then each user's oldest batch first.
 func privateJobs(r state.Reader) []PrivateJob {
 	var out []PrivateJob
-	for _, q := range r.Queues() {
+	for _, q := range r.UserQueues() {
 		for _, b := range q.Batches() {
 			if !r.HasPrivate(b) {
 				continue
@@ -194,9 +194,9 @@ func AutoscaleDemand(src Source, budget, memStep int64) *Demand {
 
 func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 	d := &Demand{}
-	var queues []state.Queue
+	var queues []state.UserQueue
 	var demands []scheduler.Demand
-	for _, q := range r.Queues() {
+	for _, q := range r.UserQueues() {
 		if q.ReadyJobs() > 0 {
 			queues = append(queues, q)
 			demands = append(demands, scheduler.Demand{Running: q.RunningMilli(), Ready: q.ReadyMilli()})
@@ -207,10 +207,10 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 	// One index for every user, cleared between them: a map per user
 	// was most of a decision's time with 500 users.
 	index := map[DemandShape]int{}
-	// What each team's quota still admits: jobs past it would wait for
-	// the team's own jobs to end, not for a machine. Cores alone, by
-	// placement's quota rule, with the demand so far counted as used.
-	teamRoom := map[*state.Team]placement.Quota{}
+	// What each leaf queue's quota, and those above it, still admit:
+	// jobs past it would wait for the queue's own jobs to end, not for a
+	// machine. Cores alone, with the demand so far counted as used.
+	leafRoom := map[*state.Queue]int64{}
 	d.Users = make([]DemandUser, 0, len(queues))
 	for ui, q := range queues {
 		du := DemandUser{Name: q.Name(), RunningMilli: q.RunningMilli()}
@@ -218,11 +218,9 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 		left := shares[ui]
 	batches:
 		for _, b := range q.Batches() {
-			t := r.Team(b.BillingProject)
-			if t != nil && t.QuotaMilli > 0 {
-				if _, ok := teamRoom[t]; !ok {
-					teamRoom[t] = placement.Quota{CPUMilli: t.QuotaMilli, UsedMilli: r.Use(t).UsedMilli}
-				}
+			leaf := r.Queue(b)
+			if _, ok := leafRoom[leaf]; !ok && leaf != nil {
+				leafRoom[leaf] = CoresLeft(r, leaf)
 			}
 			for rg := range r.Ready(b) {
 				if left <= 0 || len(du.Shapes) >= maxDemandShapes {
@@ -236,12 +234,11 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 				if sp.CPUMilli > 0 {
 					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
 				}
-				if q, ok := teamRoom[t]; ok && t != nil && sp.CPUMilli > 0 {
-					if n, _ = q.Room(sp.CPUMilli, 0, n); n == 0 {
+				if room, ok := leafRoom[leaf]; ok && room >= 0 && sp.CPUMilli > 0 {
+					if n = min(n, room/sp.CPUMilli); n == 0 {
 						continue batches
 					}
-					q.UsedMilli += n * sp.CPUMilli
-					teamRoom[t] = q
+					leafRoom[leaf] = room - n*sp.CPUMilli
 				}
 				left -= n * sp.CPUMilli
 				_, gpus := sp.GPUs()

@@ -203,18 +203,40 @@ func scheduling(r state.Reader, o Options) *Round {
 		return rd
 	}
 	l := &lister{r: r, in: in, o: o, free: free, clusterIdx: clusterIdx, constraintOf: map[string]int32{},
-		teamOf: map[*state.Team]int32{}, spendOf: map[string]spend{}}
+		spendOf: map[string]spend{}}
 	l.anywhere = l.newReach(placement.Constraint{})
-	var queues []state.Queue
-	for _, q := range r.Queues() {
-		if q.ReadyJobs() > 0 || q.RunningJobs() > 0 {
-			queues = append(queues, q)
-			in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli(), ReadyMilli: q.ReadyMilli()})
+	l.listQueues()
+	// A user is one scheduler.User for each leaf queue and priority its
+	// batches with Ready jobs are in (most users: one), in the order of
+	// its FIFO within each.
+	var lists [][]*state.Batch
+	for _, q := range r.UserQueues() {
+		if q.ReadyJobs() == 0 && q.RunningJobs() == 0 {
+			continue
+		}
+		first := len(in.Users)
+		for _, b := range q.Batches() {
+			leaf, prio := l.queue(b), b.Priority
+			k := first
+			for k < len(in.Users) && (in.Users[k].Queue != leaf || in.Users[k].Priority != prio) {
+				k++
+			}
+			if k == len(in.Users) {
+				in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli(), Queue: leaf, Priority: prio})
+				lists = append(lists, nil)
+			}
+			in.Users[k].ReadyMilli += r.ReadyMilli(b)
+			lists[k] = append(lists[k], b)
+		}
+		if first == len(in.Users) {
+			// Running work only: it counts in fair share.
+			in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli()})
+			lists = append(lists, nil)
 		}
 	}
 	in.Shares = scheduler.Shares(in)
-	for ui, q := range queues {
-		in.Users[ui].Runs = l.runs(q, in.Shares[ui])
+	for ui, batches := range lists {
+		in.Users[ui].Runs = l.runs(batches, in.Shares[ui])
 	}
 	return rd
 }
@@ -251,12 +273,12 @@ type lister struct {
 	reaches    []*reach // as in.Constraints
 	// constraintOf indexes in.Constraints by key (1 + index).
 	constraintOf map[string]int32
-	teamOf       map[*state.Team]int32
-	// quotaRoom: the teams' cpu quotas; teamRoom: the same with what
-	// this user's runs listed so far want counted as used. The listing
-	// bounds itself by cores alone (memory and GPU quotas are the
-	// scheduler's to apply), with placement's quota rule.
-	quotaRoom, teamRoom []placement.Quota
+	queueOf      map[*state.Queue]int32 // 1 + index into in.Queues
+	// quotaRoom: the cores each leaf queue's quota and those above it
+	// leave (-1: no bound); leafRoom: the same less what this user's runs
+	// listed so far want. The listing bounds itself by cores alone
+	// (memory, GPU and job caps are the scheduler's to apply).
+	quotaRoom, leafRoom []int64
 	spendOf             map[string]spend
 }
 
@@ -303,32 +325,85 @@ func (l *lister) constraint(spec *state.Spec) (int32, *reach) {
 	return idx, l.reaches[idx-1]
 }
 
-// team returns a batch's team (1 + index, 0: none), listing it with its
-// quota and use the first time.
-func (l *lister) team(b *state.Batch) int32 {
-	t := l.r.Team(b.BillingProject)
-	if t == nil {
-		return 0
-	}
-	idx, ok := l.teamOf[t]
-	if !ok {
-		use := l.r.Use(t)
+// listQueues lists the whole tree in the input (its queues' idle
+// guarantees are reserved or lent whether or not they have work), each
+// with its strategy (its own or the nearest above it), its limits and
+// use, and the cores its quota and those above it leave.
+func (l *lister) listQueues() {
+	tree := l.r.QueueTree()
+	l.queueOf = make(map[*state.Queue]int32, len(tree))
+	for _, q := range tree {
+		use := l.r.Use(q)
 		byCluster := make([]int64, len(l.in.Clusters))
 		for name, used := range use.UsedByCluster {
 			if ci, ok := l.clusterIdx[name]; ok {
 				byCluster[ci] = used
 			}
 		}
-		l.in.Teams = append(l.in.Teams, scheduler.Team{Name: t.Name, Strategy: placement.Strategy(t.Strategy), Quota: placement.Quota{
-			CPUMilli: t.QuotaMilli, Memory: t.QuotaMemory, UsedMilli: use.UsedMilli, UsedMemory: use.UsedMemory, UsedByCluster: byCluster,
-			GPUs: maps.Clone(t.QuotaGPUs), UsedGPUs: maps.Clone(use.UsedGPUs)}})
-		idx = int32(len(l.in.Teams))
-		l.teamOf[t] = idx
-		room := placement.Quota{CPUMilli: t.QuotaMilli, UsedMilli: use.UsedMilli}
+		quota := q.Queue.Quota()
+		quota.UsedMilli, quota.UsedMemory, quota.UsedJobs = use.UsedMilli, use.UsedMemory, use.UsedJobs
+		quota.UsedByCluster, quota.UsedGPUs = byCluster, maps.Clone(use.UsedGPUs)
+		sq := scheduler.Queue{Name: q.Path, Parent: -1, Strategy: q.Strategy, Quota: quota, Weight: q.EffectiveWeight(),
+			Guarantee: q.Guarantee.Clone(), Lend: q.LendLimit.Clone()}
+		room := coreRoom(&quota)
+		if p := l.r.Parent(q); p != nil {
+			pi := l.queueOf[p] - 1
+			sq.Parent = pi
+			if sq.Strategy == "" {
+				sq.Strategy = l.in.Queues[pi].Strategy
+			}
+			if pr := l.quotaRoom[pi]; pr >= 0 && (room < 0 || pr < room) {
+				room = pr
+			}
+		}
+		l.in.Queues = append(l.in.Queues, sq)
+		l.queueOf[q] = int32(len(l.in.Queues))
 		l.quotaRoom = append(l.quotaRoom, room)
-		l.teamRoom = append(l.teamRoom, room)
 	}
-	return idx
+	l.leafRoom = make([]int64, len(l.quotaRoom))
+}
+
+// CoresLeft is the cores a leaf queue's quota and those of the queues
+// above it leave (-1: no bound): the autoscaler's demand stops there.
+func CoresLeft(r state.Reader, leaf *state.Queue) int64 {
+	room := int64(-1)
+	for q := leaf; q != nil; q = r.Parent(q) {
+		quota := q.Queue.Quota()
+		quota.UsedMilli = r.Use(q).UsedMilli
+		if c := coreRoom(&quota); c >= 0 && (room < 0 || c < room) {
+			room = c
+		}
+	}
+	return room
+}
+
+// coreRoom is the cores a quota leaves (-1: no bound).
+func coreRoom(q *placement.Quota) int64 {
+	room := int64(-1)
+	for _, limit := range []int64{q.CPUMilli, q.MaxMilli} {
+		if limit > 0 && (room < 0 || limit-q.UsedMilli < room) {
+			room = max(limit-q.UsedMilli, 0)
+		}
+	}
+	return room
+}
+
+// queue returns a batch's leaf queue (1 + index into in.Queues, 0: none).
+func (l *lister) queue(b *state.Batch) int32 {
+	if q := l.r.Queue(b); q != nil {
+		return l.queueOf[q]
+	}
+	return 0
+}
+
+// blocked reports whether the leaf's quota (and those above it) leaves
+// less than cores for this user's next run.
+func (l *lister) blocked(leaf int32, cores int64) bool {
+	if leaf <= 0 {
+		return false
+	}
+	room := l.leafRoom[leaf-1]
+	return room >= 0 && room < max(cores, 1)
 }
 
 // project returns a batch's billing project's place and spend.
@@ -344,9 +419,9 @@ func (l *lister) project(b *state.Batch) spend {
 	return sp
 }
 
-// runs lists the head of one user's queue (share: what fair share gives
-// the user this round).
-func (l *lister) runs(q state.Queue, share int64) []scheduler.Run {
+// runs lists the head of one user's batches in one leaf queue and
+// priority (share: what fair share gives the user there this round).
+func (l *lister) runs(batches []*state.Batch, share int64) []scheduler.Run {
 	free, maxJobs := l.free, l.o.MaxJobs
 	limit, least := free, minRunsPerUser
 	if !l.o.Unbounded {
@@ -364,11 +439,11 @@ func (l *lister) runs(q state.Queue, share int64) []scheduler.Run {
 	for _, rc := range l.reaches {
 		rc.want = 0
 	}
-	copy(l.teamRoom, l.quotaRoom)
+	copy(l.leafRoom, l.quotaRoom)
 	jobs, runs, passed, blocked, quotaTold, spendTold := 0, 0, 0, 0, false, false
 batches:
-	for _, b := range q.Batches() {
-		ti := l.team(b)
+	for _, b := range batches {
+		ti := l.queue(b)
 		pr := l.project(b)
 		for rg := range l.r.Ready(b) {
 			spec := rg.Spec
@@ -380,7 +455,7 @@ batches:
 			_, gpus := spec.GPUs()
 			run := scheduler.Run{
 				Batch: b.ID, First: rg.Lo, Count: rg.Len(), Attempt: rg.Attempt,
-				CPUMilli: spec.CPUMilli, Memory: spec.Memory, Constraint: ci, Team: ti, GPUs: gpus, Project: pr.idx,
+				CPUMilli: spec.CPUMilli, Memory: spec.Memory, Constraint: ci, Queue: ti, GPUs: gpus, Project: pr.idx,
 			}
 			if pr.reached {
 				// No job of the project may start: the first run is
@@ -393,18 +468,18 @@ batches:
 				}
 				continue batches
 			}
-			if ti > 0 && l.teamRoom[ti-1].Admit(spec.CPUMilli, 0, "", 0) != 0 {
-				// The team's quota is the reason for every run it
+			if l.blocked(ti, spec.CPUMilli) {
+				// The queue's quota is the reason for every run it
 				// blocks: the first is passed on for the scheduler to
-				// say so (job why tells the others from the team's
+				// say so (job why tells the others from the queue's
 				// use). Smaller runs behind it may still fit what the
-				// team has left, so a few more are looked at; with
+				// queue has left, so a few more are looked at; with
 				// nothing left, the rest of the batch waits too.
 				if !quotaTold {
 					out = append(out, run)
 					quotaTold = true
 				}
-				if blocked++; l.teamRoom[ti-1].Admit(1, 0, "", 0) != 0 || blocked >= maxPassedRunsPerUser {
+				if blocked++; l.blocked(ti, 1) || blocked >= maxPassedRunsPerUser {
 					continue batches
 				}
 				continue
@@ -441,8 +516,8 @@ batches:
 				take := min(cores, rc.free-rc.want)
 				rc.want += take
 				want += take
-				if ti > 0 {
-					l.teamRoom[ti-1].UsedMilli += cores
+				if ti > 0 && l.leafRoom[ti-1] >= 0 {
+					l.leafRoom[ti-1] = max(l.leafRoom[ti-1]-cores, 0)
 				}
 			}
 			if (want >= limit && (l.o.Unbounded || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {

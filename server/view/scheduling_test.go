@@ -99,9 +99,9 @@ func TestViewPassesOneRunATeamQuotaBlocks(t *testing.T) {
 	if len(runs) != 2 || runs[0].Batch != b || runs[0].First != 1 || runs[1].First != 11 {
 		t.Fatalf("runs %+v: want the first blocked job (to explain) and the small one that fits the quota", runs)
 	}
-	if len(in.Teams) != 1 || runs[0].Team != 1 || in.Teams[0].Quota.CPUMilli != 2500 || in.Teams[0].Quota.UsedMilli != 2000 ||
-		in.Teams[0].Quota.UsedByCluster[0] != 2000 {
-		t.Fatalf("teams %+v", in.Teams)
+	if len(in.Queues) != 1 || runs[0].Queue != 1 || in.Queues[0].Quota.CPUMilli != 2500 || in.Queues[0].Quota.UsedMilli != 2000 ||
+		in.Queues[0].Quota.UsedByCluster[0] != 2000 {
+		t.Fatalf("queues %+v", in.Queues)
 	}
 	// With no quota left at all, the rest of the batch is not read.
 	h.Must(&state.Plan{Now: h.Tick(), Placements: []state.Placement{place(b, 11, 1, w)}})

@@ -16,8 +16,9 @@ type JobPlace struct {
 	Parents []state.WaitingParent
 	// Cluster and Region of the instance running the job.
 	Cluster, Region, Instance string
-	// Team of the batch's billing project (nil: none) with its use.
-	Team             *state.TeamInfo
+	// Queues the batch's jobs run in, its leaf first and then each queue
+	// above it, with their use (none: in no queue).
+	Queues           []state.QueueInfo
 	BatchCancelled   bool
 	Regions          []string
 	Pool             string
@@ -67,9 +68,8 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 			jp.Cluster, jp.Region, jp.Instance = inst.Cluster, inst.Region, inst.Name
 		}
 	}
-	if t := r.Team(b.BillingProject); t != nil {
-		ti := r.TeamInfo(t)
-		jp.Team = &ti
+	for q := r.Queue(b); q != nil; q = r.Parent(q) {
+		jp.Queues = append(jp.Queues, r.QueueInfo(q))
 	}
 	k := sp.Constraint()
 	for cl := range r.Clusters() {
@@ -77,7 +77,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
 		}
 	}
-	queues := r.Queues()
+	queues := r.UserQueues()
 	for _, me := range queues {
 		if me.Name() != b.User {
 			continue

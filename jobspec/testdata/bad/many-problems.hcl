@@ -1,7 +1,7 @@
 variable "n" {}
 
 batch "x" {
-  queue = "research/tier2"
+  partition = "research"
 
   job "a" {
     cpu = 0

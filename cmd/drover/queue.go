@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/units"
+)
+
+func (m *Main) runQueueList(ctx context.Context, args []string) error {
+	return runList(m, ctx, args, "queue list", "No queues.", "QUEUE\tWEIGHT\tGUARANTEE CPU\tCAP CPU\tCPU USED\tJOBS\tPROJECTS",
+		m.Client().ListQueues, func(q api.Queue) string {
+			return rowf("%s\t%d\t%g\t%s\t%g\t%d\t%s", q.Path, q.Weight, q.Guarantee.CPU, capCPU(&q), q.Used.CPU, q.UsedJobs, strings.Join(q.BillingProjects, ","))
+		})
+}
+
+func capCPU(q *api.Queue) string {
+	if q.Cap == nil || q.BorrowLimit == nil || q.BorrowLimit.CPU == nil {
+		return "unlimited"
+	}
+	return fmt.Sprint(q.Cap.CPU)
+}
+
+// runQueueTree prints the tree indented, each queue with its weight, its
+// guarantee, its cap and what it uses.
+func (m *Main) runQueueTree(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue tree", "[-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	qs, err := m.Client().ListQueues(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(qs)
+	}
+	if len(qs) == 0 {
+		safef(m.Stdout, "No queues.\n")
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	safef(tw, "QUEUE\tWEIGHT\tGUARANTEE\tCAP\tUSED\tJOBS\tMAX RUNNING\tPROJECTS\n")
+	for _, q := range qs {
+		depth := strings.Count(q.Path, "/")
+		name := q.Path[strings.LastIndex(q.Path, "/")+1:]
+		max := "-"
+		if q.MaxRunning.Jobs > 0 || q.MaxRunning.CPU > 0 {
+			max = fmt.Sprintf("%s jobs, %s cores", countString(q.MaxRunning.Jobs), limitString(q.MaxRunning.CPU))
+		}
+		safef(tw, "%s%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", strings.Repeat("  ", depth), name, q.Weight, amount(q.Guarantee), capString(&q),
+			amount(q.Used), q.UsedJobs, max, strings.Join(q.BillingProjects, ","))
+	}
+	return tw.Flush()
+}
+
+func countString(n int64) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+// amount words cores, memory and GPUs briefly: "8 cores, 32GiB, 2 a100".
+func amount(q api.Quota) string {
+	parts := []string{fmt.Sprintf("%g cores", q.CPU)}
+	if q.Memory > 0 {
+		parts = append(parts, units.FormatBytes(q.Memory))
+	}
+	for _, typ := range slices.Sorted(mapKeys(q.GPUs)) {
+		parts = append(parts, fmt.Sprintf("%d %s", q.GPUs[typ], typ))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func capString(q *api.Queue) string {
+	if q.Cap == nil {
+		return "unlimited"
+	}
+	return amount(*q.Cap)
+}
+
+func (m *Main) runQueueShow(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue show", "PATH [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	q, err := m.Client().GetQueue(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(q)
+	}
+	return m.printQueue(q)
+}
+
+func (m *Main) printQueue(q *api.Queue) error {
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	safef(tw, "Queue\t%s\n", q.Path)
+	safef(tw, "Leaf\t%t\n", q.Leaf)
+	safef(tw, "Weight\t%d\n", q.Weight)
+	safef(tw, "Guarantee\t%s\n", amount(q.Guarantee))
+	safef(tw, "Cap (guarantee and borrow limit)\t%s\n", capString(q))
+	if q.LendLimit != nil {
+		safef(tw, "Lend limit\t%s\n", limitWords(q.LendLimit))
+	}
+	safef(tw, "Max running\t%s jobs, %s cores\n", countString(q.MaxRunning.Jobs), limitString(q.MaxRunning.CPU))
+	safef(tw, "Uses\t%s in %d jobs\n", amount(q.Used), q.UsedJobs)
+	for _, c := range slices.Sorted(mapKeys(q.UsedByCluster)) {
+		safef(tw, "  in %s\t%g cores\n", c, q.UsedByCluster[c])
+	}
+	safef(tw, "Preemptible\t%t\n", q.Preemptible)
+	if q.PreemptAfter != "" {
+		safef(tw, "Preempts after\t%s below %g of its fair share\n", q.PreemptAfter, q.PreemptThreshold)
+	}
+	if len(q.AllowPreemptionFrom) > 0 {
+		safef(tw, "Preempts from\t%s\n", strings.Join(q.AllowPreemptionFrom, ", "))
+	}
+	if q.ReclaimGrace != "" || q.MinRuntime != "" {
+		safef(tw, "Reclaim grace, min runtime\t%s, %s\n", q.ReclaimGrace, q.MinRuntime)
+	}
+	if q.Strategy != "" {
+		safef(tw, "Strategy\t%s\n", q.Strategy)
+	}
+	if len(q.HomeClusters) > 0 {
+		safef(tw, "Home clusters\t%s\n", strings.Join(q.HomeClusters, ", "))
+	}
+	safef(tw, "Billing projects\t%s\n", strings.Join(q.BillingProjects, ", "))
+	if len(q.AllowProjects) > 0 {
+		safef(tw, "Also usable by\t%s\n", strings.Join(q.AllowProjects, ", "))
+	}
+	return tw.Flush()
+}
+
+func limitWords(l *api.Limit) string {
+	var parts []string
+	if l.CPU != nil {
+		parts = append(parts, fmt.Sprintf("%g cores", *l.CPU))
+	}
+	if l.Memory != nil {
+		parts = append(parts, units.FormatBytes(*l.Memory))
+	}
+	for _, typ := range slices.Sorted(mapKeys(l.GPUs)) {
+		parts = append(parts, fmt.Sprintf("%d %s", l.GPUs[typ], typ))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runQueueSet creates a queue or changes the settings its flags name,
+// keeping the others.
+func (m *Main) runQueueSet(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue set", "PATH [flags] [-json]")
+	weight := fs.Int64("weight", 0, "its part among its siblings (1 to 1000000)")
+	gCPU := fs.Float64("guarantee-cpu", 0, "guaranteed cores across all clusters (its nominal quota)")
+	gMem := fs.String("guarantee-memory", "", "guaranteed memory, e.g. 4TiB")
+	var gGPU multiFlag
+	fs.Var(&gGPU, "guarantee-gpu", "guaranteed GPUs TYPE=COUNT (repeatable)")
+	borrowCPU := fs.String("borrow-cpu", "", "cores it may hold beyond its guarantee (0: a hard quota; none: no bound)")
+	lendCPU := fs.String("lend-cpu", "", "cores of its idle guarantee its siblings may borrow (none: all)")
+	maxJobs := fs.Int64("max-jobs", 0, "max_running: jobs it and its children run at once (0: no cap)")
+	maxCPU := fs.Float64("max-cpu", 0, "max_running: cores it and its children hold at once (0: no cap)")
+	var projects, allow, from, home multiFlag
+	fs.Var(&projects, "project", "billing project whose batches run here unless they name another queue (repeatable; replaces the list)")
+	fs.Var(&allow, "allow-project", "billing project that may name this queue (repeatable; replaces the list)")
+	fs.Var(&from, "allow-preemption-from", "queue it may preempt from (repeatable)")
+	fs.Var(&home, "home-cluster", "cluster its new attempts go to (repeatable)")
+	strategy := fs.String("strategy", "", "spread, least-loaded, pack or cheapest (empty: its parent's)")
+	preemptible := fs.Bool("preemptible", false, "other queues may preempt its attempts")
+	after := fs.String("preempt-after", "", "preempt when held below its threshold of fair share this long, e.g. 5m")
+	threshold := fs.Float64("preempt-threshold", 0, "fraction of its fair share (default 0.5)")
+	grace := fs.String("reclaim-grace", "", "how long a borrower keeps its guarantee once it has work waiting, e.g. 2m")
+	minRuntime := fs.String("min-runtime", "", "protects an attempt from a second preemption this long, e.g. 10m")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	q, err := m.Client().GetQueue(ctx, pos[0])
+	var he *api.Error
+	switch {
+	case errors.As(err, &he) && he.StatusCode == http.StatusNotFound:
+		q = &api.Queue{Path: pos[0]}
+	case err != nil:
+		return err
+	}
+	var ferr error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "weight":
+			q.Weight = *weight
+		case "guarantee-cpu":
+			q.Guarantee.CPU = *gCPU
+		case "guarantee-memory":
+			b, err := units.ParseBytes(*gMem)
+			if err != nil {
+				ferr = usagef("-guarantee-memory: %v", err)
+			}
+			q.Guarantee.Memory = b
+		case "guarantee-gpu":
+			g, err := quotaArgs(0, "", gGPU)
+			if err != nil {
+				ferr = err
+			}
+			q.Guarantee.GPUs = g.GPUs
+		case "borrow-cpu":
+			q.BorrowLimit, ferr = setLimitCPU(q.BorrowLimit, "-borrow-cpu", *borrowCPU)
+		case "lend-cpu":
+			q.LendLimit, ferr = setLimitCPU(q.LendLimit, "-lend-cpu", *lendCPU)
+		case "max-jobs":
+			q.MaxRunning.Jobs = *maxJobs
+		case "max-cpu":
+			q.MaxRunning.CPU = *maxCPU
+		case "project":
+			q.BillingProjects = projects
+		case "allow-project":
+			q.AllowProjects = allow
+		case "allow-preemption-from":
+			q.AllowPreemptionFrom = from
+		case "home-cluster":
+			q.HomeClusters = home
+		case "strategy":
+			q.Strategy = *strategy
+		case "preemptible":
+			q.Preemptible = *preemptible
+		case "preempt-after":
+			q.PreemptAfter = *after
+		case "preempt-threshold":
+			q.PreemptThreshold = *threshold
+		case "reclaim-grace":
+			q.ReclaimGrace = *grace
+		case "min-runtime":
+			q.MinRuntime = *minRuntime
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	out, err := m.Client().PutQueue(ctx, q)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(out)
+	}
+	return m.printQueue(out)
+}
+
+// setLimitCPU sets a limit's cores ("none": unbounded).
+func setLimitCPU(l *api.Limit, flagName, v string) (*api.Limit, error) {
+	if l == nil {
+		l = &api.Limit{}
+	}
+	if v == "none" {
+		l.CPU = nil
+		if l.Memory == nil && len(l.GPUs) == 0 {
+			return nil, nil
+		}
+		return l, nil
+	}
+	c, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return l, usagef("%s %q: a number of cores, or none", flagName, v)
+	}
+	l.CPU = &c
+	return l, nil
+}
+
+func (m *Main) runQueueDelete(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue delete", "PATH")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().DeleteQueue(ctx, pos[0]); err != nil {
+		return err
+	}
+	safef(m.Stdout, "Queue %s removed.\n", pos[0])
+	return nil
+}

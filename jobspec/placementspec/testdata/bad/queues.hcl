@@ -1,0 +1,11 @@
+queue "genomics" {
+  preempt_after = "soon"
+  guarantee {
+    memory = "lots"
+  }
+  queue "bad name" {
+  }
+  queue "tier1" {
+    min_runtime = "5 minutes"
+  }
+}
