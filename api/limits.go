@@ -25,6 +25,11 @@ const (
 	MaxRetries = 100
 	// MaxTimeoutSeconds bounds a job's timeout (one year).
 	MaxTimeoutSeconds = 365 * 24 * 3600
+	// DefaultPreemptionGraceSeconds is a preempted attempt's time between
+	// SIGTERM and SIGKILL when its job names none; a job may ask for up to
+	// MaxPreemptionGraceSeconds.
+	DefaultPreemptionGraceSeconds = 30
+	MaxPreemptionGraceSeconds     = 3600
 	// MaxEventMessage is the longest message a worker event keeps; servers
 	// cut longer ones.
 	MaxEventMessage = 4096
@@ -194,6 +199,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		return fmt.Errorf("retries is %d; it must be between 0 and %d", s.Retries, MaxRetries)
+	}
+	if g := s.PreemptionGraceSeconds; g < 0 || math.IsNaN(g) || g > MaxPreemptionGraceSeconds {
+		return fmt.Errorf("preemption_grace_seconds is %g; it must be between 0 (the default, %d s) and %d", g, DefaultPreemptionGraceSeconds, MaxPreemptionGraceSeconds)
 	}
 	if s.MaxProcesses != 0 && (s.MaxProcesses < MinJobProcesses || s.MaxProcesses > MaxJobProcesses) {
 		return fmt.Errorf("max_processes is %d; it must be between %d and %d (0: the worker's default)", s.MaxProcesses, MinJobProcesses, MaxJobProcesses)

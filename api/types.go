@@ -109,6 +109,10 @@ type JobSpec struct {
 	// once (MinJobProcesses to MaxJobProcesses; 0: the worker's -max-processes,
 	// 4096 by default), so a fork bomb stays inside the job.
 	MaxProcesses int64 `json:"max_processes,omitempty"`
+	// PreemptionGraceSeconds is how long a preempted attempt has between
+	// SIGTERM and SIGKILL to checkpoint (0: DefaultPreemptionGrace, 30 s;
+	// at most MaxPreemptionGraceSeconds).
+	PreemptionGraceSeconds float64 `json:"preemption_grace_seconds,omitempty"`
 }
 
 // Network modes of a job. NetworkBridge is the default: the wire and the
@@ -371,7 +375,8 @@ type Job struct {
 	Inputs  []InputFile  `json:"inputs,omitempty"`
 	Outputs []OutputFile `json:"outputs,omitempty"`
 	// MaxProcesses: see JobSpec (0: the worker's default).
-	MaxProcesses int64 `json:"max_processes,omitempty"`
+	MaxProcesses           int64   `json:"max_processes,omitempty"`
+	PreemptionGraceSeconds float64 `json:"preemption_grace_seconds,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
@@ -751,6 +756,9 @@ type AttemptEvent struct {
 type SyncRequest struct {
 	Events []AttemptEvent `json:"events,omitempty"`
 	Known  []AttemptRef   `json:"known,omitempty"`
+	// Stopping are the known attempts the worker is stopping already
+	// (told to, in their grace): the server does not tell it again.
+	Stopping []AttemptRef `json:"stopping,omitempty"`
 	// WaitMillis lets the server hold the request until there is something
 	// to say, up to this long.
 	WaitMillis int64 `json:"wait_millis,omitempty"`
@@ -763,6 +771,17 @@ type SyncResponse struct {
 	Assign  []Assignment `json:"assign,omitempty"`
 	Kill    []AttemptRef `json:"kill,omitempty"`
 	Retired bool         `json:"retired,omitempty"`
+	// Preempt asks the worker to stop attempts for other queues' work:
+	// SIGTERM, the attempt's preemption grace, then SIGKILL; the attempt
+	// is reported preempted (or as it ended, if it ended first).
+	Preempt []Preemption `json:"preempt,omitempty"`
+}
+
+// Preemption is one attempt a worker is asked to stop, and why.
+type Preemption struct {
+	AttemptRef
+	Reason       string  `json:"reason"`
+	GraceSeconds float64 `json:"grace_seconds"`
 }
 
 // Assignment tells a worker to run one attempt.
@@ -786,6 +805,8 @@ type Assignment struct {
 	Storage []StorageGrant `json:"storage,omitempty"`
 	// MaxProcesses: see JobSpec (0: the worker's default).
 	MaxProcesses int64 `json:"max_processes,omitempty"`
+	// PreemptionGraceSeconds: see JobSpec (the default filled in).
+	PreemptionGraceSeconds float64 `json:"preemption_grace_seconds,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF87622 = 1
-	codecSelferCcRAW7622  = 255
+	codecSelferCcUTF83343 = 1
+	codecSelferCcRAW3343  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray7622  = 10
-	codecSelferValueTypeMap7622    = 9
-	codecSelferValueTypeString7622 = 6
-	codecSelferValueTypeInt7622    = 2
-	codecSelferValueTypeUint7622   = 3
-	codecSelferValueTypeFloat7622  = 4
-	codecSelferBitsize7622         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray3343  = 10
+	codecSelferValueTypeMap3343    = 9
+	codecSelferValueTypeString3343 = 6
+	codecSelferValueTypeInt3343    = 2
+	codecSelferValueTypeUint3343   = 3
+	codecSelferValueTypeFloat3343  = 4
+	codecSelferBitsize3343         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct7622 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct3343 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer7622 struct{}
+type codecSelfer3343 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [25]bool{    // should field at this index be written?
+			var yyq2 = [26]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -112,10 +112,11 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Inputs) != 0,            // Inputs
 				len(x.Outputs) != 0,           // Outputs
 				x.MaxProcesses != 0,           // MaxProcesses
+				x.PreemptionGraceSeconds != 0, // PreemptionGraceSeconds
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(25)
+				r.WriteArrayStart(26)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -134,7 +135,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -149,14 +150,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -165,7 +166,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -173,7 +174,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 						}
 					}
 				}
@@ -194,7 +195,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -220,7 +221,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -249,7 +250,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -278,7 +279,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -307,7 +308,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -334,7 +335,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -366,7 +367,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -395,7 +396,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -420,7 +421,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -442,7 +443,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -466,7 +467,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -488,7 +489,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -516,7 +517,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -549,7 +550,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -570,14 +571,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -586,7 +587,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -594,7 +595,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Pool))
 						}
 					}
 				}
@@ -615,7 +616,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -632,27 +633,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GPUType))
 						}
 					}
 				}
@@ -665,27 +666,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.MachineType))
 						}
 					}
 				}
@@ -698,14 +699,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -714,7 +715,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -722,7 +723,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
 						}
 					}
 				}
@@ -735,14 +736,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -751,7 +752,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -759,7 +760,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
 						}
 					}
 				}
@@ -784,7 +785,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -817,7 +818,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -843,11 +844,32 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[25] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[25] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF83343, `preemption_grace_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
 					}
 				}
 			}
@@ -861,7 +883,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -869,14 +891,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -884,13 +906,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1002,7 +1024,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1038,7 +1060,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1088,6 +1110,12 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.MaxProcesses = (int64)(r.DecodeInt64())
 			}
+		case "preemption_grace_seconds":
+			if r.TryDecodeAsNil() {
+				x.PreemptionGraceSeconds = 0
+			} else {
+				x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -1096,19 +1124,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj39 int
-	var yyb39 bool
-	var yyhl39 bool = l >= 0
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	var yyj40 int
+	var yyb40 bool
+	var yyhl40 bool = l >= 0
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1118,13 +1146,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1134,13 +1162,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1150,13 +1178,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1169,13 +1197,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1188,13 +1216,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1207,13 +1235,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1226,13 +1254,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1245,13 +1273,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1264,13 +1292,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1280,13 +1308,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1296,13 +1324,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1312,13 +1340,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1326,15 +1354,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1344,13 +1372,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1363,13 +1391,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1382,13 +1410,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1398,13 +1426,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1412,15 +1440,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1430,13 +1458,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1446,13 +1474,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1462,13 +1490,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1478,13 +1506,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1497,13 +1525,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1516,13 +1544,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj39++
-	if yyhl39 {
-		yyb39 = yyj39 > l
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
 	} else {
-		yyb39 = r.CheckBreak()
+		yyb40 = r.CheckBreak()
 	}
-	if yyb39 {
+	if yyb40 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1532,24 +1560,40 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
+	yyj40++
+	if yyhl40 {
+		yyb40 = yyj40 > l
+	} else {
+		yyb40 = r.CheckBreak()
+	}
+	if yyb40 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.PreemptionGraceSeconds = 0
+	} else {
+		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
+	}
 	for {
-		yyj39++
-		if yyhl39 {
-			yyb39 = yyj39 > l
+		yyj40++
+		if yyhl40 {
+			yyb40 = yyj40 > l
 		} else {
-			yyb39 = r.CheckBreak()
+			yyb40 = r.CheckBreak()
 		}
-		if yyb39 {
+		if yyb40 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj39-1, "")
+		z.DecStructFieldNotFound(yyj40-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1575,7 +1619,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 					}
 				}
 			} else {
@@ -1583,7 +1627,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1591,7 +1635,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 					}
 				}
 			}
@@ -1602,7 +1646,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Source))
 					}
 				}
 			} else {
@@ -1610,7 +1654,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1618,7 +1662,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Source))
 					}
 				}
 			}
@@ -1629,7 +1673,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
 					}
 				}
 			} else {
@@ -1637,7 +1681,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1645,7 +1689,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
 					}
 				}
 			}
@@ -1659,7 +1703,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1667,14 +1711,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1682,13 +1726,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1732,7 +1776,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1803,7 +1847,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1829,7 +1873,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 					}
 				}
 			} else {
@@ -1837,7 +1881,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1845,7 +1889,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 					}
 				}
 			}
@@ -1856,7 +1900,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
 					}
 				}
 			} else {
@@ -1864,7 +1908,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1872,7 +1916,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
 					}
 				}
 			}
@@ -1883,7 +1927,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Destination))
 					}
 				}
 			} else {
@@ -1891,7 +1935,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1899,7 +1943,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Destination))
 					}
 				}
 			}
@@ -1913,7 +1957,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1921,14 +1965,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1936,13 +1980,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1986,7 +2030,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2057,7 +2101,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2101,7 +2145,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2116,7 +2160,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2131,7 +2175,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2146,7 +2190,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2166,7 +2210,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2187,7 +2231,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2208,7 +2252,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2226,7 +2270,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2234,14 +2278,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2249,13 +2293,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2323,7 +2367,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2458,7 +2502,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2505,14 +2549,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -2521,7 +2565,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2529,7 +2573,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
 						}
 					}
 				}
@@ -2541,19 +2585,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.BillingProject))
 					}
 				}
 			}
@@ -2577,7 +2621,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2598,27 +2642,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2643,7 +2687,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2669,7 +2713,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2690,7 +2734,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2706,14 +2750,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -2722,7 +2766,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2730,7 +2774,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Callback))
 						}
 					}
 				}
@@ -2743,14 +2787,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -2759,7 +2803,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2767,7 +2811,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Queue))
 						}
 					}
 				}
@@ -2788,7 +2832,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2807,7 +2851,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2815,14 +2859,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2830,13 +2874,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2928,7 +2972,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -3117,7 +3161,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3157,27 +3201,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3202,7 +3246,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3228,7 +3272,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3246,7 +3290,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3254,14 +3298,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3269,13 +3313,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3322,7 +3366,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3396,7 +3440,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3423,7 +3467,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3438,7 +3482,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3453,7 +3497,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3468,7 +3512,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3486,7 +3530,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3504,7 +3548,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3512,14 +3556,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3527,13 +3571,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3589,7 +3633,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3692,7 +3736,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3726,7 +3770,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3748,7 +3792,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3756,14 +3800,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3771,13 +3815,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3812,7 +3856,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -3854,7 +3898,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3881,7 +3925,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3896,7 +3940,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3914,7 +3958,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3932,7 +3976,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3940,14 +3984,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3955,13 +3999,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3995,7 +4039,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4005,7 +4049,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4057,7 +4101,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
 	for {
 		yyj7++
@@ -4076,7 +4120,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4123,7 +4167,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4138,7 +4182,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4156,7 +4200,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4171,7 +4215,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Kind))
 					}
 				}
 			} else {
@@ -4179,7 +4223,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4187,7 +4231,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Kind))
 					}
 				}
 			}
@@ -4199,14 +4243,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -4215,7 +4259,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4223,7 +4267,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Outcome))
 						}
 					}
 				}
@@ -4241,7 +4285,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4265,7 +4309,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4296,7 +4340,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4319,14 +4363,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -4335,7 +4379,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4343,7 +4387,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Message))
 						}
 					}
 				}
@@ -4376,7 +4420,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4400,7 +4444,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4408,14 +4452,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4423,13 +4467,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4463,7 +4507,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4481,7 +4525,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4543,7 +4587,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4595,7 +4639,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4643,7 +4687,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4754,7 +4798,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4768,14 +4812,15 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [3]bool{     // should field at this index be written?
-				len(x.Events) != 0, // Events
-				len(x.Known) != 0,  // Known
-				x.WaitMillis != 0,  // WaitMillis
+			var yyq2 = [4]bool{     // should field at this index be written?
+				len(x.Events) != 0,   // Events
+				len(x.Known) != 0,    // Known
+				len(x.Stopping) != 0, // Stopping
+				x.WaitMillis != 0,    // WaitMillis
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(3)
+				r.WriteArrayStart(4)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -4806,7 +4851,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -4839,7 +4884,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -4855,6 +4900,39 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[2] {
+					if x.Stopping == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceAttemptRef(([]AttemptRef)(x.Stopping), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[2] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"stopping\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `stopping`)
+					}
+					r.WriteMapElemValue()
+					if x.Stopping == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceAttemptRef(([]AttemptRef)(x.Stopping), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[3] {
 					if false {
 					} else {
 						r.EncodeInt(int64(x.WaitMillis))
@@ -4863,9 +4941,9 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeInt(0)
 				}
 			} else {
-				if yyq2[2] {
+				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4883,7 +4961,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4891,14 +4969,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4906,13 +4984,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4948,6 +5026,15 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decSliceAttemptRef((*[]AttemptRef)(&x.Known), d)
 				}
 			}
+		case "stopping":
+			if r.TryDecodeAsNil() {
+				x.Stopping = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceAttemptRef((*[]AttemptRef)(&x.Stopping), d)
+				}
+			}
 		case "wait_millis":
 			if r.TryDecodeAsNil() {
 				x.WaitMillis = 0
@@ -4962,19 +5049,19 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj9 int
-	var yyb9 bool
-	var yyhl9 bool = l >= 0
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	var yyj11 int
+	var yyb11 bool
+	var yyhl11 bool = l >= 0
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4987,13 +5074,13 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceAttemptEvent((*[]AttemptEvent)(&x.Events), d)
 		}
 	}
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5006,13 +5093,32 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceAttemptRef((*[]AttemptRef)(&x.Known), d)
 		}
 	}
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Stopping = nil
+	} else {
+		if false {
+		} else {
+			h.decSliceAttemptRef((*[]AttemptRef)(&x.Stopping), d)
+		}
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5023,23 +5129,23 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		x.WaitMillis = (int64)(r.DecodeInt64())
 	}
 	for {
-		yyj9++
-		if yyhl9 {
-			yyb9 = yyj9 > l
+		yyj11++
+		if yyhl11 {
+			yyb11 = yyj11 > l
 		} else {
-			yyb9 = r.CheckBreak()
+			yyb11 = r.CheckBreak()
 		}
-		if yyb9 {
+		if yyb11 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj9-1, "")
+		z.DecStructFieldNotFound(yyj11-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5053,15 +5159,16 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [4]bool{     // should field at this index be written?
-				true,               // Acked
-				len(x.Assign) != 0, // Assign
-				len(x.Kill) != 0,   // Kill
-				x.Retired,          // Retired
+			var yyq2 = [5]bool{     // should field at this index be written?
+				true,                // Acked
+				len(x.Assign) != 0,  // Assign
+				len(x.Kill) != 0,    // Kill
+				x.Retired,           // Retired
+				len(x.Preempt) != 0, // Preempt
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(4)
+				r.WriteArrayStart(5)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -5083,7 +5190,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5111,7 +5218,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5144,7 +5251,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5173,12 +5280,45 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeBool(bool(x.Retired))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[4] {
+					if x.Preempt == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSlicePreemption(([]Preemption)(x.Preempt), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[4] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"preempt\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `preempt`)
+					}
+					r.WriteMapElemValue()
+					if x.Preempt == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSlicePreemption(([]Preemption)(x.Preempt), e)
+						}
 					}
 				}
 			}
@@ -5192,7 +5332,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5200,14 +5340,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5215,13 +5355,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5243,7 +5383,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5269,6 +5409,15 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Retired = (bool)(r.DecodeBool())
 			}
+		case "preempt":
+			if r.TryDecodeAsNil() {
+				x.Preempt = nil
+			} else {
+				if false {
+				} else {
+					h.decSlicePreemption((*[]Preemption)(&x.Preempt), d)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -5277,19 +5426,19 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj10 int
-	var yyb10 bool
-	var yyhl10 bool = l >= 0
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	var yyj12 int
+	var yyb12 bool
+	var yyhl12 bool = l >= 0
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5297,15 +5446,15 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5318,13 +5467,13 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceAssignment((*[]Assignment)(&x.Assign), d)
 		}
 	}
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5337,13 +5486,13 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceAttemptRef((*[]AttemptRef)(&x.Kill), d)
 		}
 	}
-	yyj10++
-	if yyhl10 {
-		yyb10 = yyj10 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb10 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb10 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5353,24 +5502,43 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Retired = (bool)(r.DecodeBool())
 	}
-	for {
-		yyj10++
-		if yyhl10 {
-			yyb10 = yyj10 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
+	} else {
+		yyb12 = r.CheckBreak()
+	}
+	if yyb12 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Preempt = nil
+	} else {
+		if false {
 		} else {
-			yyb10 = r.CheckBreak()
+			h.decSlicePreemption((*[]Preemption)(&x.Preempt), d)
 		}
-		if yyb10 {
+	}
+	for {
+		yyj12++
+		if yyhl12 {
+			yyb12 = yyj12 > l
+		} else {
+			yyb12 = r.CheckBreak()
+		}
+		if yyb12 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj10-1, "")
+		z.DecStructFieldNotFound(yyj12-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
-func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5384,36 +5552,10 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [16]bool{    // should field at this index be written?
-				true,                  // BatchID
-				true,                  // JobID
-				true,                  // Attempt
-				true,                  // Name
-				true,                  // ArrayIndex
-				true,                  // Command
-				len(x.Env) != 0,       // Env
-				true,                  // CPU
-				true,                  // Memory
-				x.TimeoutSeconds != 0, // TimeoutSeconds
-				x.Image != "",         // Image
-				x.Network != "",       // Network
-				len(x.Inputs) != 0,    // Inputs
-				len(x.Outputs) != 0,   // Outputs
-				len(x.Storage) != 0,   // Storage
-				x.MaxProcesses != 0,   // MaxProcesses
-			}
-			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(16)
+				r.WriteArrayStart(5)
 			} else {
-				var yynn2 int
-				for _, b := range yyq2 {
-					if b {
-						yynn2++
-					}
-				}
-				r.WriteMapStart(yynn2)
-				yynn2 = 0
+				r.WriteMapStart(5)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -5423,7 +5565,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5438,7 +5580,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5456,7 +5598,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5469,25 +5611,25 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
-						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Reason))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
 				if z.IsJSONHandle() {
-					z.WriteStr("\"name\"")
+					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
-						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Reason))
 					}
 				}
 			}
@@ -5495,328 +5637,15 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				r.WriteArrayElem()
 				if false {
 				} else {
-					r.EncodeInt(int64(x.ArrayIndex))
+					r.EncodeFloat64(float64(x.GraceSeconds))
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87622, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF83343, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
-					r.EncodeInt(int64(x.ArrayIndex))
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if x.Command == nil {
-					r.EncodeNil()
-				} else {
-					if false {
-					} else {
-						h.encSlicestring(([]string)(x.Command), e)
-					}
-				}
-			} else {
-				r.WriteMapElemKey()
-				if z.IsJSONHandle() {
-					z.WriteStr("\"command\"")
-				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `command`)
-				}
-				r.WriteMapElemValue()
-				if x.Command == nil {
-					r.EncodeNil()
-				} else {
-					if false {
-					} else {
-						h.encSlicestring(([]string)(x.Command), e)
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[6] {
-					if x.Env == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encMapstringstring((map[string]string)(x.Env), e)
-						}
-					}
-				} else {
-					r.EncodeNil()
-				}
-			} else {
-				if yyq2[6] {
-					r.WriteMapElemKey()
-					if z.IsJSONHandle() {
-						z.WriteStr("\"env\"")
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `env`)
-					}
-					r.WriteMapElemValue()
-					if x.Env == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encMapstringstring((map[string]string)(x.Env), e)
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if false {
-				} else {
-					r.EncodeFloat64(float64(x.CPU))
-				}
-			} else {
-				r.WriteMapElemKey()
-				if z.IsJSONHandle() {
-					z.WriteStr("\"cpu\"")
-				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `cpu`)
-				}
-				r.WriteMapElemValue()
-				if false {
-				} else {
-					r.EncodeFloat64(float64(x.CPU))
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if false {
-				} else {
-					r.EncodeInt(int64(x.Memory))
-				}
-			} else {
-				r.WriteMapElemKey()
-				if z.IsJSONHandle() {
-					z.WriteStr("\"memory\"")
-				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `memory`)
-				}
-				r.WriteMapElemValue()
-				if false {
-				} else {
-					r.EncodeInt(int64(x.Memory))
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[9] {
-					if false {
-					} else {
-						r.EncodeFloat64(float64(x.TimeoutSeconds))
-					}
-				} else {
-					r.EncodeFloat64(0)
-				}
-			} else {
-				if yyq2[9] {
-					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `timeout_seconds`)
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						r.EncodeFloat64(float64(x.TimeoutSeconds))
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[10] {
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
-						}
-					}
-				} else {
-					if z.EncBasicHandle().StringToRaw {
-						r.EncodeStringBytesRaw([]byte{})
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
-					}
-				}
-			} else {
-				if yyq2[10] {
-					r.WriteMapElemKey()
-					if z.IsJSONHandle() {
-						z.WriteStr("\"image\"")
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `image`)
-					}
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Image))
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[11] {
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
-						}
-					}
-				} else {
-					if z.EncBasicHandle().StringToRaw {
-						r.EncodeStringBytesRaw([]byte{})
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
-					}
-				}
-			} else {
-				if yyq2[11] {
-					r.WriteMapElemKey()
-					if z.IsJSONHandle() {
-						z.WriteStr("\"network\"")
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `network`)
-					}
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Network))
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[12] {
-					if x.Inputs == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
-						}
-					}
-				} else {
-					r.EncodeNil()
-				}
-			} else {
-				if yyq2[12] {
-					r.WriteMapElemKey()
-					if z.IsJSONHandle() {
-						z.WriteStr("\"inputs\"")
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `inputs`)
-					}
-					r.WriteMapElemValue()
-					if x.Inputs == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[13] {
-					if x.Outputs == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
-						}
-					}
-				} else {
-					r.EncodeNil()
-				}
-			} else {
-				if yyq2[13] {
-					r.WriteMapElemKey()
-					if z.IsJSONHandle() {
-						z.WriteStr("\"outputs\"")
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `outputs`)
-					}
-					r.WriteMapElemValue()
-					if x.Outputs == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[14] {
-					if x.Storage == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encSliceStorageGrant(([]StorageGrant)(x.Storage), e)
-						}
-					}
-				} else {
-					r.EncodeNil()
-				}
-			} else {
-				if yyq2[14] {
-					r.WriteMapElemKey()
-					if z.IsJSONHandle() {
-						z.WriteStr("\"storage\"")
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `storage`)
-					}
-					r.WriteMapElemValue()
-					if x.Storage == nil {
-						r.EncodeNil()
-					} else {
-						if false {
-						} else {
-							h.encSliceStorageGrant(([]StorageGrant)(x.Storage), e)
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[15] {
-					if false {
-					} else {
-						r.EncodeInt(int64(x.MaxProcesses))
-					}
-				} else {
-					r.EncodeInt(0)
-				}
-			} else {
-				if yyq2[15] {
-					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `max_processes`)
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						r.EncodeInt(int64(x.MaxProcesses))
-					}
+					r.EncodeFloat64(float64(x.GraceSeconds))
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -5828,8 +5657,8 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 	}
 }
 
-func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5837,14 +5666,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5852,13 +5681,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
-func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5892,7 +5721,676 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+			}
+		case "reason":
+			if r.TryDecodeAsNil() {
+				x.Reason = ""
+			} else {
+				x.Reason = (string)(r.DecodeString())
+			}
+		case "grace_seconds":
+			if r.TryDecodeAsNil() {
+				x.GraceSeconds = 0
+			} else {
+				x.GraceSeconds = (float64)(r.DecodeFloat64())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer3343
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj9 int
+	var yyb9 bool
+	var yyhl9 bool = l >= 0
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.AttemptRef.BatchID = 0
+	} else {
+		x.BatchID = (int64)(r.DecodeInt64())
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.AttemptRef.JobID = 0
+	} else {
+		x.JobID = (int64)(r.DecodeInt64())
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.AttemptRef.Attempt = 0
+	} else {
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Reason = ""
+	} else {
+		x.Reason = (string)(r.DecodeString())
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.GraceSeconds = 0
+	} else {
+		x.GraceSeconds = (float64)(r.DecodeFloat64())
+	}
+	for {
+		yyj9++
+		if yyhl9 {
+			yyb9 = yyj9 > l
+		} else {
+			yyb9 = r.CheckBreak()
+		}
+		if yyb9 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj9-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer3343
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			var yyq2 = [17]bool{    // should field at this index be written?
+				true,                          // BatchID
+				true,                          // JobID
+				true,                          // Attempt
+				true,                          // Name
+				true,                          // ArrayIndex
+				true,                          // Command
+				len(x.Env) != 0,               // Env
+				true,                          // CPU
+				true,                          // Memory
+				x.TimeoutSeconds != 0,         // TimeoutSeconds
+				x.Image != "",                 // Image
+				x.Network != "",               // Network
+				len(x.Inputs) != 0,            // Inputs
+				len(x.Outputs) != 0,           // Outputs
+				len(x.Storage) != 0,           // Storage
+				x.MaxProcesses != 0,           // MaxProcesses
+				x.PreemptionGraceSeconds != 0, // PreemptionGraceSeconds
+			}
+			_ = yyq2
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(17)
+			} else {
+				var yynn2 int
+				for _, b := range yyq2 {
+					if b {
+						yynn2++
+					}
+				}
+				r.WriteMapStart(yynn2)
+				yynn2 = 0
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.BatchID))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.BatchID))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.JobID))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.JobID))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.Attempt))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"attempt\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.Attempt))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"name\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.ArrayIndex))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF83343, `array_index`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.ArrayIndex))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if x.Command == nil {
+					r.EncodeNil()
+				} else {
+					if false {
+					} else {
+						h.encSlicestring(([]string)(x.Command), e)
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"command\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF83343, `command`)
+				}
+				r.WriteMapElemValue()
+				if x.Command == nil {
+					r.EncodeNil()
+				} else {
+					if false {
+					} else {
+						h.encSlicestring(([]string)(x.Command), e)
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[6] {
+					if x.Env == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encMapstringstring((map[string]string)(x.Env), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[6] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"env\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `env`)
+					}
+					r.WriteMapElemValue()
+					if x.Env == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encMapstringstring((map[string]string)(x.Env), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeFloat64(float64(x.CPU))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"cpu\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF83343, `cpu`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeFloat64(float64(x.CPU))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.Memory))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"memory\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF83343, `memory`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.Memory))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[9] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.TimeoutSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[9] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF83343, `timeout_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.TimeoutSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[10] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+					}
+				}
+			} else {
+				if yyq2[10] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"image\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `image`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[11] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+					}
+				}
+			} else {
+				if yyq2[11] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"network\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `network`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[12] {
+					if x.Inputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[12] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"inputs\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `inputs`)
+					}
+					r.WriteMapElemValue()
+					if x.Inputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceInputFile(([]InputFile)(x.Inputs), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[13] {
+					if x.Outputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[13] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"outputs\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `outputs`)
+					}
+					r.WriteMapElemValue()
+					if x.Outputs == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[14] {
+					if x.Storage == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceStorageGrant(([]StorageGrant)(x.Storage), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[14] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"storage\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF83343, `storage`)
+					}
+					r.WriteMapElemValue()
+					if x.Storage == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceStorageGrant(([]StorageGrant)(x.Storage), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[15] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[15] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF83343, `max_processes`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[16] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[16] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF83343, `preemption_grace_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer3343
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap3343 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray3343 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+		}
+	}
+}
+
+func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer3343
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "batch_id":
+			if r.TryDecodeAsNil() {
+				x.AttemptRef.BatchID = 0
+			} else {
+				x.BatchID = (int64)(r.DecodeInt64())
+			}
+		case "job_id":
+			if r.TryDecodeAsNil() {
+				x.AttemptRef.JobID = 0
+			} else {
+				x.JobID = (int64)(r.DecodeInt64())
+			}
+		case "attempt":
+			if r.TryDecodeAsNil() {
+				x.AttemptRef.Attempt = 0
+			} else {
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -5987,6 +6485,12 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.MaxProcesses = (int64)(r.DecodeInt64())
 			}
+		case "preemption_grace_seconds":
+			if r.TryDecodeAsNil() {
+				x.PreemptionGraceSeconds = 0
+			} else {
+				x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -5995,19 +6499,19 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj25 int
-	var yyb25 bool
-	var yyhl25 bool = l >= 0
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	var yyj26 int
+	var yyb26 bool
+	var yyhl26 bool = l >= 0
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6017,13 +6521,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6033,13 +6537,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6047,15 +6551,15 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7622))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6065,13 +6569,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6081,13 +6585,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.ArrayIndex = (int64)(r.DecodeInt64())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6100,13 +6604,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6119,13 +6623,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6135,13 +6639,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6151,13 +6655,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6167,13 +6671,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6183,13 +6687,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6199,13 +6703,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6218,13 +6722,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6237,13 +6741,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6256,13 +6760,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceStorageGrant((*[]StorageGrant)(&x.Storage), d)
 		}
 	}
-	yyj25++
-	if yyhl25 {
-		yyb25 = yyj25 > l
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
 	} else {
-		yyb25 = r.CheckBreak()
+		yyb26 = r.CheckBreak()
 	}
-	if yyb25 {
+	if yyb26 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6272,24 +6776,40 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
+	yyj26++
+	if yyhl26 {
+		yyb26 = yyj26 > l
+	} else {
+		yyb26 = r.CheckBreak()
+	}
+	if yyb26 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.PreemptionGraceSeconds = 0
+	} else {
+		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
+	}
 	for {
-		yyj25++
-		if yyhl25 {
-			yyb25 = yyj25 > l
+		yyj26++
+		if yyhl26 {
+			yyb26 = yyj26 > l
 		} else {
-			yyb25 = r.CheckBreak()
+			yyb26 = r.CheckBreak()
 		}
-		if yyb25 {
+		if yyb26 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj25-1, "")
+		z.DecStructFieldNotFound(yyj26-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6330,27 +6850,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -6363,27 +6883,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -6396,27 +6916,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -6429,27 +6949,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -6464,7 +6984,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6472,14 +6992,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6487,13 +7007,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6543,7 +7063,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -6630,7 +7150,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6670,14 +7190,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -6686,7 +7206,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6694,7 +7214,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Endpoint))
 						}
 					}
 				}
@@ -6707,14 +7227,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -6723,7 +7243,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6731,7 +7251,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Region))
 						}
 					}
 				}
@@ -6749,7 +7269,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87622, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6767,7 +7287,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6775,14 +7295,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6790,13 +7310,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6840,7 +7360,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -6911,7 +7431,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6951,7 +7471,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Prefix))
 					}
 				}
 			} else {
@@ -6959,7 +7479,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87622, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF83343, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6967,7 +7487,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Prefix))
 					}
 				}
 			}
@@ -6999,7 +7519,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -7041,7 +7561,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -7063,14 +7583,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, "")
+						r.EncodeStringEnc(codecSelferCcUTF83343, "")
 					}
 				}
 			} else {
@@ -7079,7 +7599,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87622, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF83343, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7087,7 +7607,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87622, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Error))
 						}
 					}
 				}
@@ -7102,7 +7622,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7110,14 +7630,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7622 {
+		if yyct2 == codecSelferValueTypeMap3343 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7622 {
+		} else if yyct2 == codecSelferValueTypeArray3343 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7125,13 +7645,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7622)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7193,7 +7713,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7622
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7291,8 +7811,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer7622) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7306,8 +7826,8 @@ func (x codecSelfer7622) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7350,8 +7870,8 @@ func (x codecSelfer7622) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer7622) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7365,8 +7885,8 @@ func (x codecSelfer7622) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7446,8 +7966,8 @@ func (x codecSelfer7622) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7622) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7459,8 +7979,8 @@ func (x codecSelfer7622) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7540,8 +8060,8 @@ func (x codecSelfer7622) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7622) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7552,15 +8072,15 @@ func (x codecSelfer7622) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87622, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF83343, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7640,8 +8160,8 @@ func (x codecSelfer7622) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7622) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -7652,7 +8172,7 @@ func (x codecSelfer7622) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87622, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF83343, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -7661,15 +8181,15 @@ func (x codecSelfer7622) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87622, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF83343, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer7622) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7721,8 +8241,8 @@ func (x codecSelfer7622) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer7622) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7734,8 +8254,8 @@ func (x codecSelfer7622) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7815,8 +8335,8 @@ func (x codecSelfer7622) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer7622) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7828,8 +8348,8 @@ func (x codecSelfer7622) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7909,8 +8429,8 @@ func (x codecSelfer7622) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7622) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7922,8 +8442,8 @@ func (x codecSelfer7622) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7945,7 +8465,7 @@ func (x codecSelfer7622) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 376)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 384)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -7962,7 +8482,7 @@ func (x codecSelfer7622) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 376)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 384)
 				} else {
 					yyrl1 = 8
 				}
@@ -8003,8 +8523,8 @@ func (x codecSelfer7622) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7622) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8016,8 +8536,8 @@ func (x codecSelfer7622) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8097,8 +8617,8 @@ func (x codecSelfer7622) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer7622) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8110,8 +8630,8 @@ func (x codecSelfer7622) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8191,8 +8711,8 @@ func (x codecSelfer7622) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7622) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8204,8 +8724,8 @@ func (x codecSelfer7622) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8227,7 +8747,7 @@ func (x codecSelfer7622) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 216)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 224)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -8244,7 +8764,7 @@ func (x codecSelfer7622) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 216)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 224)
 				} else {
 					yyrl1 = 8
 				}
@@ -8285,8 +8805,8 @@ func (x codecSelfer7622) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7622) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8298,8 +8818,102 @@ func (x codecSelfer7622) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7622) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer7622
+func (x codecSelfer3343) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer3343
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+
+	yyv1 := *v
+	yyh1, yyl1 := z.DecSliceHelperStart()
+	var yyc1 bool
+	_ = yyc1
+	if yyl1 == 0 {
+		if yyv1 == nil {
+			yyv1 = []Preemption{}
+			yyc1 = true
+		} else if len(yyv1) != 0 {
+			yyv1 = yyv1[:0]
+			yyc1 = true
+		}
+	} else {
+		yyhl1 := yyl1 > 0
+		var yyrl1 int
+		_ = yyrl1
+		if yyhl1 {
+			if yyl1 > cap(yyv1) {
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				if yyrl1 <= cap(yyv1) {
+					yyv1 = yyv1[:yyrl1]
+				} else {
+					yyv1 = make([]Preemption, yyrl1)
+				}
+				yyc1 = true
+			} else if yyl1 != len(yyv1) {
+				yyv1 = yyv1[:yyl1]
+				yyc1 = true
+			}
+		}
+		var yyj1 int
+		// var yydn1 bool
+		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
+			if yyj1 == 0 && yyv1 == nil {
+				if yyhl1 {
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				} else {
+					yyrl1 = 8
+				}
+				yyv1 = make([]Preemption, yyrl1)
+				yyc1 = true
+			}
+			yyh1.ElemContainerState(yyj1)
+
+			var yydb1 bool
+			if yyj1 >= len(yyv1) {
+				yyv1 = append(yyv1, Preemption{})
+				yyc1 = true
+
+			}
+			if yydb1 {
+				z.DecSwallow()
+			} else {
+				if r.TryDecodeAsNil() {
+					yyv1[yyj1] = Preemption{}
+				} else {
+					yyv1[yyj1].CodecDecodeSelf(d)
+				}
+
+			}
+
+		}
+		if yyj1 < len(yyv1) {
+			yyv1 = yyv1[:yyj1]
+			yyc1 = true
+		} else if yyj1 == 0 && yyv1 == nil {
+			yyv1 = make([]Preemption, 0)
+			yyc1 = true
+		}
+	}
+	yyh1.End()
+	if yyc1 {
+		*v = yyv1
+	}
+}
+
+func (x codecSelfer3343) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer3343
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	r.WriteArrayStart(len(v))
+	for _, yyv1 := range v {
+		r.WriteArrayElem()
+		yy2 := &yyv1
+		yy2.CodecEncodeSelf(e)
+	}
+	r.WriteArrayEnd()
+}
+
+func (x codecSelfer3343) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer3343
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

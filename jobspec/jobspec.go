@@ -67,18 +67,21 @@ type Batch struct {
 
 // Job is one job block: a single job, or an array when Count is set.
 type Job struct {
-	Name       string
-	Array      bool
-	Count      int64
-	DependsOn  []string
-	Command    []string
-	Env        map[string]string
-	CPU        float64
-	Memory     int64
-	Timeout    time.Duration
-	Retries    int
-	AlwaysRun  bool
-	Attributes map[string]string
+	Name      string
+	Array     bool
+	Count     int64
+	DependsOn []string
+	Command   []string
+	Env       map[string]string
+	CPU       float64
+	Memory    int64
+	Timeout   time.Duration
+	// PreemptionGrace is how long a preempted attempt has between SIGTERM
+	// and SIGKILL to checkpoint (0: the default, 30 s).
+	PreemptionGrace time.Duration
+	Retries         int
+	AlwaysRun       bool
+	Attributes      map[string]string
 	// Regions and Pool restrict where the job runs (nil and "": the
 	// batch's default).
 	Regions []string
@@ -146,6 +149,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "cpu"},
 		{Name: "memory"},
 		{Name: "timeout"},
+		{Name: "preemption_grace"},
 		{Name: "retries"},
 		{Name: "always_run"},
 		{Name: "attributes"},
@@ -600,6 +604,20 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			j.Timeout = dur
 		}
 	}
+	if attr, ok := content.Attributes["preemption_grace"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			dur, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				diags = append(diags, attrError(attr, "Invalid preemption_grace", fmt.Sprintf("preemption_grace %q is not a duration: write it as \"30s\" or \"5m\".", s)))
+			case dur <= 0 || dur.Seconds() > api.MaxPreemptionGraceSeconds:
+				diags = append(diags, attrError(attr, "Invalid preemption_grace", fmt.Sprintf("preemption_grace must be more than 0 and at most %s.", time.Duration(api.MaxPreemptionGraceSeconds)*time.Second)))
+			}
+			j.PreemptionGrace = dur
+		}
+	}
 	j.Regions, j.Pool = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["gpu"]; ok {
 		j.GPUType, j.GPUs = decodeGPU(attr, ctx, &diags)
@@ -962,18 +980,20 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Memory:         j.Memory,
 			TimeoutSeconds: j.Timeout.Seconds(),
 			Retries:        j.Retries,
-			AlwaysRun:      j.AlwaysRun,
-			Attributes:     j.Attributes,
-			Regions:        j.Regions,
-			Pool:           j.Pool,
-			GPUs:           int(j.GPUs),
-			GPUType:        j.GPUType,
-			MachineType:    j.MachineType,
-			Image:          j.Image,
-			Network:        j.Network,
-			Inputs:         j.Inputs,
-			Outputs:        j.Outputs,
-			MaxProcesses:   j.MaxProcesses,
+
+			PreemptionGraceSeconds: j.PreemptionGrace.Seconds(),
+			AlwaysRun:              j.AlwaysRun,
+			Attributes:             j.Attributes,
+			Regions:                j.Regions,
+			Pool:                   j.Pool,
+			GPUs:                   int(j.GPUs),
+			GPUType:                j.GPUType,
+			MachineType:            j.MachineType,
+			Image:                  j.Image,
+			Network:                j.Network,
+			Inputs:                 j.Inputs,
+			Outputs:                j.Outputs,
+			MaxProcesses:           j.MaxProcesses,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions

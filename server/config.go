@@ -104,6 +104,10 @@ type Config struct {
 	// CallbackAttempts attempts in all; then it records the failure.
 	CallbackRetry    time.Duration
 	CallbackAttempts int
+	// PreemptInterval is how often the leader decides whether queues that
+	// wait take capacity back (reclaim of guarantees, preemption for fair
+	// share: scheduler.Preempt).
+	PreemptInterval time.Duration
 	// BillingInterval is how often the leader looks at every billing
 	// project's spend regardless: it cancels a project's open batches at
 	// the moment the project reaches its spend limit (runSpendLimits),
@@ -267,6 +271,7 @@ func DefaultConfig() *Config {
 		DefaultTokenTTL:                30 * 24 * time.Hour,
 		BillingInterval:                10 * time.Second,
 		CallbackRetry:                  2 * time.Second,
+		PreemptInterval:                time.Second,
 		CallbackAttempts:               8,
 		Retention:                      7 * 24 * time.Hour,
 		ExportInterval:                 5 * time.Second,
@@ -366,6 +371,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := api.ParseCallbackAllow(c.CallbackAllow); err != nil {
 		errs = append(errs, fmt.Errorf("CallbackAllow: %w", err))
+	}
+	if c.PreemptInterval < time.Millisecond || c.PreemptInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("PreemptInterval is %v; it must be between 1ms and 1h", c.PreemptInterval))
 	}
 	if c.CallbackRetry < time.Millisecond || c.CallbackRetry > time.Hour {
 		errs = append(errs, fmt.Errorf("CallbackRetry is %v; it must be between 1ms and 1h", c.CallbackRetry))

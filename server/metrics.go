@@ -31,6 +31,8 @@ type metrics struct {
 	rejected        prometheus.Counter
 	unplaced        *prometheus.GaugeVec
 	events          prometheus.Counter
+	preempted       *prometheus.CounterVec
+	preemptSeconds  prometheus.Histogram
 	lock            *lockMetrics
 
 	historyUp           prometheus.Gauge
@@ -67,6 +69,10 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	m.snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_snapshot_bytes", Help: "Size of the last snapshot written."})
 	m.snapshotSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_snapshot_seconds", Help: "Time to write a snapshot.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	m.preempted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_preempted_attempts_total",
+		Help: "Attempts the leader told to stop for queues that wait: reclaim (a guarantee taken back from a borrower) or fair_share (Monarch's tier preemption)."}, []string{"reason"})
+	m.preemptSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_preempt_decision_seconds",
+		Help: "Time of one preemption decision (scheduler.Preempt), its read of the state excluded.", Buckets: prometheus.ExponentialBuckets(1e-5, 2, 18)})
 	m.schedRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rounds_total", Help: "Scheduling rounds run."})
 	// Round buckets grow by 10%, so a percentile read off them is within
 	// 10% of the truth.
@@ -97,7 +103,8 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 		f(c)
 	}
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
-		m.schedRounds, m.schedSeconds, m.decideSeconds, m.roundCPUSeconds, m.placements, m.rejected, m.unplaced, m.events} {
+		m.schedRounds, m.schedSeconds, m.decideSeconds, m.roundCPUSeconds, m.placements, m.rejected, m.unplaced, m.events,
+		m.preempted, m.preemptSeconds} {
 		f(c)
 	}
 	m.lock = newLockMetrics(m.reg)

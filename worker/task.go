@@ -27,9 +27,10 @@ type task struct {
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
-	killWhy   string // set when the control plane, a timeout or a preemption ends the job
-	preempted bool   // the worker is going away: the attempt ends preempted
-	abandoned bool   // the worker is leaving for good: report nothing
+	killWhy   string        // set when the control plane, a timeout or a preemption ends the job
+	preempted bool          // the worker is going away, or the control plane preempts it: the attempt ends preempted
+	grace     time.Duration // between SIGTERM and SIGKILL when the control plane preempts it (0: the worker's KillGrace)
+	abandoned bool          // the worker is leaving for good: report nothing
 	done      bool
 	box       *box      // the sandbox while the attempt holds it
 	usage     api.Usage // transfers so far, and the last sample
@@ -68,6 +69,35 @@ func (t *task) preempt(reason string) {
 	t.preempted = true
 	t.mu.Unlock()
 	t.kill(reason)
+}
+
+// preemptFor ends the job for another queue's work: SIGTERM, grace to
+// checkpoint, then SIGKILL; it is reported preempted (unless it ended
+// first).
+func (t *task) preemptFor(reason string, grace time.Duration) {
+	t.mu.Lock()
+	if t.killWhy == "" && !t.done {
+		t.preempted, t.grace = true, grace
+	}
+	t.mu.Unlock()
+	t.kill(reason)
+}
+
+// stopping reports whether the job is being stopped.
+func (t *task) stopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.killWhy != "" && !t.done
+}
+
+// stopGrace is the time the job gets between SIGTERM and SIGKILL.
+func (t *task) stopGrace() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.grace > 0 {
+		return t.grace
+	}
+	return t.w.cfg.KillGrace
 }
 
 // abandon kills the job without reporting it.
@@ -239,7 +269,7 @@ func (t *task) run() {
 	select {
 	case end = <-waited:
 	case <-t.ctx.Done():
-		h.Stop(t.w.cfg.KillGrace)
+		h.Stop(t.stopGrace())
 		end = <-waited
 	case <-timeout:
 		timedOut = true

@@ -487,6 +487,9 @@ func (w *Worker) syncLoop(ctx context.Context) {
 		for _, k := range res.Kill {
 			w.kill(k, "killed by the control plane")
 		}
+		for _, p := range res.Preempt {
+			w.preempt(p)
+		}
 		for _, a := range res.Assign {
 			w.start(a)
 		}
@@ -557,8 +560,11 @@ func (w *Worker) report() (*api.SyncRequest, int) {
 			req.Events = append(req.Events, e)
 		}
 	}
-	for ref := range w.tasks {
+	for ref, t := range w.tasks {
 		req.Known = append(req.Known, ref)
+		if t.stopping() {
+			req.Stopping = append(req.Stopping, ref)
+		}
 	}
 	return req, len(w.outbox)
 }
@@ -642,6 +648,23 @@ func (w *Worker) kill(ref api.AttemptRef, reason string) {
 	if t != nil {
 		t.kill(reason)
 	}
+}
+
+// preempt stops an attempt the control plane preempts, with the grace it
+// gives (a grace out of bounds reads as the default).
+func (w *Worker) preempt(p api.Preemption) {
+	w.mu.Lock()
+	t := w.tasks[p.AttemptRef]
+	w.mu.Unlock()
+	if t == nil {
+		return
+	}
+	g := p.GraceSeconds
+	if g <= 0 || g > api.MaxPreemptionGraceSeconds || g != g {
+		g = api.DefaultPreemptionGraceSeconds
+	}
+	w.log.Info("preempting an attempt", "attempt", p.AttemptRef.String(), "grace", time.Duration(g*float64(time.Second)), "reason", p.Reason)
+	t.preemptFor("preempted: "+p.Reason, time.Duration(g*float64(time.Second)))
 }
 
 // abandonAll kills every task and forgets them and their events: the

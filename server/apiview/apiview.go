@@ -112,6 +112,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	}
 	if run := spec.Run; run != nil {
 		out.Image, out.Network, out.MaxProcesses = run.Image, run.Network, run.MaxProcesses
+		out.PreemptionGraceSeconds = float64(run.PreemptGraceMs) / 1000
 		for _, f := range run.Inputs {
 			out.Inputs = append(out.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
 		}

@@ -71,10 +71,11 @@ func run(js *api.JobSpec) *state.Run {
 	if network == api.NetworkBridge {
 		network = ""
 	}
-	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 {
+	grace := int64(math.Round(js.PreemptionGraceSeconds * 1000))
+	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 {
 		return nil
 	}
-	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses}
+	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace}
 	for _, f := range js.Inputs {
 		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -326,9 +327,22 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxSyncWait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	if len(req.Stopping) > len(req.Known) {
+		s.writeErr(w, codedf(http.StatusBadRequest, "%d attempts stopping of %d known: a worker stops only attempts it holds", len(req.Stopping), len(req.Known)))
+		return
+	}
+	stopping := make(map[state.AttemptID]bool, len(req.Stopping))
+	for _, a := range req.Stopping {
+		if id, ok := toAttemptID(a); ok {
+			stopping[id] = true
+		}
+	}
 	for {
 		changed := s.notify.Wait(inst.ID)
 		v := s.state.WorkerView(inst.ID, known)
+		// What the worker stops already it is not told again (a sync
+		// would otherwise return at once for the whole grace).
+		v.Preempt = slices.DeleteFunc(v.Preempt, func(p state.PreemptOrder) bool { return stopping[p.AttemptID] })
 		if len(v.Orphans) > 0 {
 			if err := s.cancelOrphans(r.Context(), inst.ID, v.Orphans); err != nil {
 				s.writeErr(w, err)
@@ -340,7 +354,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			s.writeValue(w, r, bulk(http.StatusOK, api.SyncResponse{Acked: len(req.Events), Retired: true}))
 			return
 		}
-		if len(v.Assign) > 0 || len(v.Kill) > 0 || wait <= 0 {
+		if len(v.Assign) > 0 || len(v.Kill) > 0 || len(v.Preempt) > 0 || wait <= 0 {
 			s.writeValue(w, r, bulk(http.StatusOK, s.syncResponse(len(req.Events), v)))
 			return
 		}
@@ -432,6 +446,7 @@ func (s *Server) syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 		if r := a.Spec.Run; r != nil {
 			as := &out.Assign[len(out.Assign)-1]
 			as.Image, as.Network, as.MaxProcesses = r.Image, r.Network, r.MaxProcesses
+			as.PreemptionGraceSeconds = float64(r.PreemptGraceMs) / 1000
 			for _, f := range r.Inputs {
 				as.Inputs = append(as.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
 			}
@@ -443,6 +458,10 @@ func (s *Server) syncResponse(acked int, v state.WorkerView) api.SyncResponse {
 	}
 	for _, k := range v.Kill {
 		out.Kill = append(out.Kill, api.AttemptRef{BatchID: int64(k.Batch), JobID: int64(k.Job), Attempt: int(k.Attempt)})
+	}
+	for _, p := range v.Preempt {
+		out.Preempt = append(out.Preempt, api.Preemption{AttemptRef: api.AttemptRef{BatchID: int64(p.Batch), JobID: int64(p.Job), Attempt: int(p.Attempt)},
+			Reason: p.Reason, GraceSeconds: float64(p.GraceMs) / 1000})
 	}
 	return out
 }

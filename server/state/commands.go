@@ -72,6 +72,7 @@ const (
 	// stops at it rather than drop them).
 	CmdSetQueue
 	CmdApplyPlacementQueues
+	CmdPreempt
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -91,7 +92,7 @@ var cmdNames = map[CommandType]string{
 	CmdSetStoragePrefix: "set_storage_prefix", CmdRemoveStoragePrefix: "remove_storage_prefix", CmdSetProjectSettings: "set_project_settings",
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
-	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues",
+	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
 }
 
 func (t CommandType) String() string {
@@ -420,6 +421,8 @@ func newCommand(t CommandType) Command {
 		return &SetTeam{}
 	case CmdSetQueue:
 		return &SetQueue{}
+	case CmdPreempt:
+		return &Preempt{}
 	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:

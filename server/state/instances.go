@@ -271,6 +271,8 @@ type WorkerView struct {
 	Active bool
 	Assign []AssignmentInfo
 	Kill   []AttemptID
+	// Preempt are held attempts told to stop for other queues' work.
+	Preempt []PreemptOrder
 	// Orphans are attempts placed on the instance whose batch was cancelled
 	// before the worker took them: nobody will ever report on them, so the
 	// caller records them as cancelled on the worker's behalf.
@@ -327,6 +329,10 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 		}
 		if b.Cancelled {
 			v.Kill = append(v.Kill, k)
+			continue
+		}
+		if o, ok := s.stopping[attemptKey{k.Batch, k.Job}]; ok && o.attempt == k.Attempt {
+			v.Preempt = append(v.Preempt, PreemptOrder{AttemptID: k, Reason: o.reason, GraceMs: b.groupOf(k.Job).spec.preemptGrace()})
 		}
 	}
 	for k := range inst.running {

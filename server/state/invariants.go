@@ -159,6 +159,9 @@ func (s *State) CheckInvariants() error {
 	if active != len(s.instByIdentity) {
 		return fmt.Errorf("%d active instances, %d in the identity index", active, len(s.instByIdentity))
 	}
+	if err := s.checkStops(); err != nil {
+		return err
+	}
 	return s.checkQueues()
 }
 

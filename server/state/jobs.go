@@ -87,6 +87,7 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 // endAttempt releases what a running attempt of job id (of group g) held on
 // its instance.
 func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now int64) {
+	s.stopped(b.ID, id)
 	s.endCharge(b, id, b.jobs[id-1].end)
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {

@@ -59,8 +59,10 @@ type snapState struct {
 	// AnonAudit: the audit log of callers without a valid token (absent
 	// before it was kept apart).
 	AnonAudit []AuditEntry
-	// Queues: the queue tree (absent before queues).
+	// Queues: the queue tree (absent before queues); Stops: the attempts
+	// told to stop (absent before preemption).
 	Queues []Queue
+	Stops  []snapStop
 }
 
 type snapProject struct {
@@ -350,6 +352,7 @@ func (s *State) Snapshot() *Snapshot {
 		q.parent, q.used = nil, queueUse{}
 		d.Queues = append(d.Queues, q)
 	}
+	d.Stops = s.snapStops()
 	return &Snapshot{data: d}
 }
 
@@ -451,6 +454,9 @@ func (s *State) Restore(r io.Reader) error {
 	for i := range d.Queues {
 		q := d.Queues[i]
 		fresh.queues[q.Path] = &q
+	}
+	for _, st := range d.Stops {
+		fresh.stopping[attemptKey{st.Batch, st.Job}] = stopOrder{attempt: st.Attempt, at: st.At, reason: st.Reason}
 	}
 	for i := range d.Groups {
 		g := d.Groups[i]
@@ -562,6 +568,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.instances, s.instTokens, s.instByIdentity = fresh.instances, fresh.instTokens, fresh.instByIdentity
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.queues, s.groups = fresh.clusters, fresh.queues, fresh.groups
+	s.stopping = fresh.stopping
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
 	s.recomputeTallies()

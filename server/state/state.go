@@ -88,6 +88,8 @@ type State struct {
 
 	clusters map[string]*Cluster
 	queues   map[string]*Queue // by path
+	// stopping: the attempts told to stop (Preempt) until they end.
+	stopping map[attemptKey]stopOrder
 	groups   map[string]*ClusterGroup
 	// The autoscaler's settings, launch configs, machines, capacity
 	// marks and recent decisions.
@@ -133,6 +135,7 @@ func New() *State {
 		instByIdentity: map[string]uint32{},
 		clusters:       map[string]*Cluster{},
 		queues:         map[string]*Queue{},
+		stopping:       map[attemptKey]stopOrder{},
 		groups:         map[string]*ClusterGroup{},
 		launchConfigs:  map[string]*LaunchConfig{},
 		machines:       map[string]*Machine{},
@@ -286,6 +289,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetTeam(c)
 	case *SetQueue:
 		return s.applySetQueue(c)
+	case *Preempt:
+		return s.applyPreempt(c)
 	case *ApplyPlacement:
 		return s.applyApplyPlacement(c)
 	case *Scale:

@@ -159,6 +159,10 @@ type Run struct {
 	// MaxProcesses bounds the job's processes and threads (0: the
 	// worker's default).
 	MaxProcesses int64
+	// PreemptGraceMs is how long a preempted attempt has between SIGTERM
+	// and SIGKILL (0: the default, 30 s). In Run, not Spec: a spec of a
+	// plain process pays nothing for it.
+	PreemptGraceMs int64
 }
 
 // File is an input (URL copied to Path) or an output (Path copied to URL).

@@ -1,0 +1,149 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+const minute = int64(time.Minute)
+
+// fullOf is n attempts of a core each in leaf q (1 + index), started one
+// second apart before now, the last the youngest.
+func fullOf(q int32, batch uint64, n int, now int64, prio int32) []Attempt {
+	out := make([]Attempt, n)
+	for i := range out {
+		out[i] = Attempt{Batch: batch, Job: uint32(i + 1), Attempt: 1, Queue: q, CPUMilli: 1000, Start: now - int64(n-i)*int64(time.Second) - 30*minute, Priority: prio}
+	}
+	return out
+}
+
+func victimsOf(out *PreemptOutput) map[uint64]int {
+	got := map[uint64]int{}
+	for _, v := range out.Victims {
+		got[v.Batch]++
+	}
+	return got
+}
+
+// TestReclaimTakesBackAGuarantee: a queue below its guarantee with work
+// waiting past its reclaim grace takes back what it is owed from the
+// queue that borrowed it, youngest and lowest priority first, never below
+// the borrower's own guarantee, and no more than its waiting work uses.
+func TestReclaimTakesBackAGuarantee(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, Capacity: 100_000,
+		Queues: []PreemptQueue{
+			{Name: "owner", Parent: -1, Guarantee: 60_000, Waiting: 50_000, ShortSince: now - 2*minute, ReclaimGraceNs: minute},
+			{Name: "borrower", Parent: -1, Guarantee: 40_000, Used: 100_000},
+		}}
+	in.Attempts = append(fullOf(2, 1, 90, now, 0), fullOf(2, 2, 10, now, -5)...)
+	out := Preempt(in)
+	got := victimsOf(out)
+	if got[2] != 10 || got[1] != 40 || len(out.Victims) != 50 {
+		t.Fatalf("victims %v, want the 10 of low priority and 40 more", got)
+	}
+	// Youngest first among equals.
+	for _, v := range out.Victims {
+		if v.Batch == 1 && v.Job <= 50 {
+			t.Fatalf("job %d of batch 1 was taken before a younger one", v.Job)
+		}
+	}
+	if !out.Short[0] || out.Victims[0].For != "owner" {
+		t.Fatalf("short %v, for %q", out.Short, out.Victims[0].For)
+	}
+	// More waiting than the guarantee: never below the borrower's 40.
+	in.Queues[0].Waiting = 90_000
+	if n := len(Preempt(in).Victims); n != 60 {
+		t.Fatalf("%d victims, want 60: the borrower keeps its guarantee of 40", n)
+	}
+	// Before the grace has passed, nothing; Short says the clock runs.
+	in.Queues[0].ShortSince = now - 30*int64(time.Second)
+	if out := Preempt(in); len(out.Victims) != 0 || !out.Short[0] {
+		t.Fatalf("within the grace: %d victims, short %v", len(out.Victims), out.Short)
+	}
+	// What is being given back already, and free cores, serve first.
+	in.Queues[0].ShortSince = now - 2*minute
+	in.Queues[0].Waiting = 50_000
+	in.Free = 5_000
+	for i := range 20 {
+		in.Attempts[i].Stopping = true
+	}
+	if n := len(Preempt(in).Victims); n != 25 {
+		t.Fatalf("%d victims, want 25: 50 waiting less 5 free and 20 stopping", n)
+	}
+}
+
+// TestTierPreemptionForFairShare: a tier-1 queue held below its threshold
+// of fair share for preempt_after preempts from a preemptible tier-3
+// queue it may preempt from, never an attempt younger than min_runtime,
+// never taking tier 3 below its fair share; a queue that is not
+// preemptible is never a victim.
+func TestTierPreemptionForFairShare(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, Capacity: 100_000,
+		Queues: []PreemptQueue{
+			{Name: "org", Parent: -1},
+			{Name: "org/tier1", Parent: 0, Weight: 3, Waiting: 40_000, AfterNs: minute, StarvedSince: now - 5*minute, AllowFrom: []int32{2}},
+			{Name: "org/tier3", Parent: 0, Weight: 1, Used: 90_000, Preemptible: true, MinRuntimeNs: 10 * minute},
+			{Name: "other", Parent: -1, Used: 10_000},
+		}}
+	in.Queues[0].Used = 90_000
+	in.Attempts = append(fullOf(3, 1, 90, now, 0), fullOf(4, 2, 10, now, 0)...)
+	// Five of tier 3's attempts are young: protected by min_runtime.
+	for i := 85; i < 90; i++ {
+		in.Attempts[i].Start = now - minute
+	}
+	out := Preempt(in)
+	got := victimsOf(out)
+	// org's share: all but other's demand of 10 (90); tier1 3/4 of it
+	// capped by what it wants (40), tier3 the rest (50).
+	if out.FairShare[1] != 40_000 || out.FairShare[2] != 50_000 {
+		t.Fatalf("fair shares %v", out.FairShare)
+	}
+	if got[1] != 40 || got[2] != 0 || !out.Starved[1] {
+		t.Fatalf("victims %v, want 40 of tier 3's and none of other's", got)
+	}
+	for _, v := range out.Victims {
+		if v.Job > 85 {
+			t.Fatalf("job %d started within min_runtime and was preempted", v.Job)
+		}
+	}
+	// Not past preempt_after yet: nothing.
+	in.Queues[1].StarvedSince = now - 30*int64(time.Second)
+	if n := len(Preempt(in).Victims); n != 0 {
+		t.Fatalf("%d victims before preempt_after", n)
+	}
+	// allow_preemption_from names other (not preemptible): nothing.
+	in.Queues[1].StarvedSince = now - 5*minute
+	in.Queues[1].AllowFrom = []int32{3}
+	if n := len(Preempt(in).Victims); n != 0 {
+		t.Fatalf("%d victims from a queue it may not preempt from", n)
+	}
+	// A tier 1 at its threshold of fair share is not starved.
+	in.Queues[1].AllowFrom = nil
+	in.Queues[1].Used, in.Queues[1].Waiting = 25_000, 15_000
+	in.Queues[0].Used = 115_000
+	if out := Preempt(in); out.Starved[1] {
+		t.Fatalf("25 of a fair share of 40 is above the threshold of 0.5: %v", out.FairShare)
+	}
+}
+
+func BenchmarkPreempt(b *testing.B) {
+	// A fleet of 50,000 cores full of tier-3 work in 100 leaves, and a
+	// tier-1 batch of 10,000 one-core jobs waiting.
+	now := 100 * minute
+	in := &PreemptInput{Now: now, Capacity: 50_000_000}
+	in.Queues = append(in.Queues, PreemptQueue{Name: "org", Parent: -1, Used: 50_000_000})
+	in.Queues = append(in.Queues, PreemptQueue{Name: "org/tier1", Parent: 0, Weight: 1000, Waiting: 10_000_000, AfterNs: minute, StarvedSince: now - 5*minute})
+	for l := range 100 {
+		in.Queues = append(in.Queues, PreemptQueue{Name: fmt.Sprintf("org/t3-%d", l), Parent: 0, Used: 500_000, Preemptible: true})
+		in.Attempts = append(in.Attempts, fullOf(int32(len(in.Queues)), uint64(l+1), 500, now, int32(l%3))...)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if out := Preempt(in); len(out.Victims) != 10_000 {
+			b.Fatalf("%d victims", len(out.Victims))
+		}
+	}
+}
