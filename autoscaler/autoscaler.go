@@ -536,7 +536,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 			break
 		}
 		r := &free[i]
-		if !k.Serves(r.Region, r.Pool, r.GPUType, r.GPUs, sh.GPUs) {
+		if !k.Serves(r.Cluster, r.Region, r.Pool, r.GPUType, r.GPUs, sh.GPUs) {
 			continue
 		}
 		if p.in.Unavailable[r.Cluster] {
@@ -619,7 +619,7 @@ func (p *planner) serves(c *LaunchConfig, sh *Shape) bool {
 	if region == "" {
 		region = p.in.Regions[c.Cluster]
 	}
-	return sh.Constraint.Serves(region, c.Pool, c.GPUType, c.GPUs, sh.GPUs)
+	return sh.Constraint.Serves(c.Cluster, region, c.Pool, c.GPUType, c.GPUs, sh.GPUs)
 }
 
 // unavailable says why a config may not be launched at all now.

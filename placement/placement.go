@@ -91,10 +91,22 @@ type Constraint struct {
 	Regions []string // allowed regions (none: any)
 	Pool    string   // required pool name (empty: any)
 	GPUType string   // the job's GPUs are of this type (empty: it needs none)
+	// Clusters are the only clusters its new attempts may use (none:
+	// any): its queue's home clusters, where an operator routes the
+	// queue (Monarch's cross-cluster routing), not the job's own say.
+	Clusters []string
 }
 
 // Empty reports whether the constraint allows everything.
-func (k *Constraint) Empty() bool { return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" }
+func (k *Constraint) Empty() bool {
+	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0
+}
+
+// AllowsCluster reports whether the constraint lets a new attempt go to
+// the cluster named (nil: any).
+func (k *Constraint) AllowsCluster(name string) bool {
+	return k == nil || len(k.Clusters) == 0 || slices.Contains(k.Clusters, name)
+}
 
 // Reason says why a cluster, a worker or a team's quota rules a job out.
 // Values appear in metrics and explanations: append, never renumber.
@@ -118,6 +130,9 @@ const (
 	ReasonQuotaGPU
 	// ReasonMaxRunning: the queue runs its max_running jobs or cores.
 	ReasonMaxRunning
+	// ReasonNotHome: the cluster is not among the job's queue's home
+	// clusters (where an operator routed the queue).
+	ReasonNotHome
 )
 
 var reasonNames = map[Reason]string{
@@ -129,6 +144,7 @@ var reasonNames = map[Reason]string{
 	ReasonQuotaMemory: "quota_memory",
 	ReasonQuotaGPU:    "quota_gpu",
 	ReasonMaxRunning:  "max_running",
+	ReasonNotHome:     "cluster_not_home",
 }
 
 // String is the reason's code, as metrics label it.
@@ -150,6 +166,9 @@ func (k *Constraint) Admits(c *Cluster, pool string) Reason {
 	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
 	}
+	if !k.AllowsCluster(c.Name) {
+		return ReasonNotHome
+	}
 	if !k.AllowsPool(pool) {
 		return ReasonPool
 	}
@@ -160,6 +179,9 @@ func (k *Constraint) Admits(c *Cluster, pool string) Reason {
 func (k *Constraint) AdmitsCluster(c *Cluster) Reason {
 	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
+	}
+	if !k.AllowsCluster(c.Name) {
+		return ReasonNotHome
 	}
 	return c.Available()
 }
@@ -203,8 +225,8 @@ func (k *Constraint) HoldsGPUs(need int64, gpuType string, gpus int64) bool {
 // gpus GPUs of gpuType can take a job under the constraint that needs
 // need GPUs: Admits' constraint checks and HoldsGPUs, for the autoscaler's
 // machines and launch configs, whose cluster's state it checks apart.
-func (k *Constraint) Serves(region, pool, gpuType string, gpus, need int64) bool {
-	return k.AllowsRegion(region) && k.AllowsPool(pool) && k.HoldsGPUs(need, gpuType, gpus)
+func (k *Constraint) Serves(cluster, region, pool, gpuType string, gpus, need int64) bool {
+	return k.AllowsRegion(region) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.HoldsGPUs(need, gpuType, gpus)
 }
 
 // Available returns 0 when new work may go to the cluster, or why not.

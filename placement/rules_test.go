@@ -37,11 +37,14 @@ func TestConstraintRules(t *testing.T) {
 		// the scheduler's chain always checked.
 		{"nil constraint, GPUs needed, typed worker", none.HoldsGPUs(1, "a100", 8), false},
 		{"nil constraint, GPUs needed, untyped worker", none.HoldsGPUs(1, "", 8), true},
-		{"serves: region, pool and GPUs", (&Constraint{Regions: []string{"west"}, Pool: "g", GPUType: "a100"}).Serves("west", "g", "a100", 8, 2), true},
-		{"serves: wrong region", (&Constraint{Regions: []string{"west"}}).Serves("east", "g", "", 0, 0), false},
-		{"serves: wrong pool", west.Serves("west", "standard", "", 0, 0), false},
-		{"serves: too few GPUs", gpu.Serves("east", "g", "a100", 1, 2), false},
-		{"serves: nil constraint", none.Serves("east", "any", "", 0, 0), true},
+		{"serves: region, pool and GPUs", (&Constraint{Regions: []string{"west"}, Pool: "g", GPUType: "a100"}).Serves("c", "west", "g", "a100", 8, 2), true},
+		{"serves: wrong region", (&Constraint{Regions: []string{"west"}}).Serves("c", "east", "g", "", 0, 0), false},
+		{"serves: wrong pool", west.Serves("c", "west", "standard", "", 0, 0), false},
+		{"serves: too few GPUs", gpu.Serves("c", "east", "g", "a100", 1, 2), false},
+		{"serves: nil constraint", none.Serves("c", "east", "any", "", 0, 0), true},
+		{"serves: a home cluster", (&Constraint{Clusters: []string{"c", "d"}}).Serves("d", "east", "any", "", 0, 0), true},
+		{"serves: not a home cluster", (&Constraint{Clusters: []string{"c"}}).Serves("d", "east", "any", "", 0, 0), false},
+		{"no home clusters: any", (&Constraint{}).AllowsCluster("x"), true},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
@@ -63,6 +66,8 @@ func TestAdmitsOrder(t *testing.T) {
 		want    Reason
 	}{
 		{"region first", k, Cluster{Region: "east", Disabled: true, Down: true}, "q", ReasonRegion},
+		{"home clusters after the region", &Constraint{Regions: []string{"west"}, Pool: "p", Clusters: []string{"h"}}, Cluster{Name: "x", Region: "west", Disabled: true}, "q", ReasonNotHome},
+		{"a home cluster", &Constraint{Clusters: []string{"h"}}, Cluster{Name: "h", Region: "west"}, "p", 0},
 		{"pool before the cluster", k, Cluster{Region: "west", Disabled: true}, "q", ReasonPool},
 		{"disabled before down", k, Cluster{Region: "west", Disabled: true, Down: true}, "p", ReasonDisabled},
 		{"down", k, Cluster{Region: "west", Down: true}, "p", ReasonDown},

@@ -46,6 +46,9 @@ const (
 	// ReasonMaxRunning: the run's queue (or one above it) runs its
 	// max_running jobs or cores (placement.ReasonMaxRunning).
 	ReasonMaxRunning
+	// ReasonNotHome: the instance's cluster is not among its queue's
+	// home clusters (placement.ReasonNotHome).
+	ReasonNotHome
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -55,6 +58,8 @@ func placementReason(r placement.Reason) Reason {
 		return 0
 	case placement.ReasonMaxRunning:
 		return ReasonMaxRunning
+	case placement.ReasonNotHome:
+		return ReasonNotHome
 	}
 	return ReasonRegion + Reason(r-placement.ReasonRegion)
 }
@@ -63,8 +68,11 @@ func placementReason(r placement.Reason) Reason {
 // for the chain's own (sizes, free resources, spend), so a caller can ask
 // placement to word a refusal it made.
 func (r Reason) Placement() placement.Reason {
-	if r == ReasonMaxRunning {
+	switch r {
+	case ReasonMaxRunning:
 		return placement.ReasonMaxRunning
+	case ReasonNotHome:
+		return placement.ReasonNotHome
 	}
 	if r < ReasonRegion || r > ReasonQuotaGPU {
 		return 0
@@ -83,7 +91,7 @@ var reasonNames = map[Reason]string{
 }
 
 func init() {
-	for r := placement.ReasonRegion; r <= placement.ReasonMaxRunning; r++ {
+	for r := placement.ReasonRegion; r <= placement.ReasonNotHome; r++ {
 		reasonNames[placementReason(r)] = r.String()
 	}
 }
@@ -92,7 +100,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome}
 }
 
 // String is the reason's code, as metrics label it.
@@ -150,6 +158,7 @@ func placementChain(p *packer) []Filter {
 	cluster := func(c *Candidate) *placement.Cluster { return &p.clusters[c.Cluster] }
 	return []Filter{
 		resourceFilter{ReasonRegion, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsRegion(cluster(c).Region) }},
+		resourceFilter{ReasonNotHome, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsCluster(cluster(c).Name) }},
 		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsPool(c.Pool) }},
 		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDisabled }},
 		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDown }},

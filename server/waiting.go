@@ -133,7 +133,7 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 
 // where says which regions and pool a constraint allows, for a message.
 func where(k *placement.Constraint) string {
-	if k == nil || (len(k.Regions) == 0 && k.Pool == "") {
+	if k == nil || (len(k.Regions) == 0 && k.Pool == "" && len(k.Clusters) == 0) {
 		return ""
 	}
 	var parts []string
@@ -142,6 +142,9 @@ func where(k *placement.Constraint) string {
 	}
 	if len(k.Regions) > 0 {
 		parts = append(parts, "regions "+strings.Join(k.Regions, ", "))
+	}
+	if len(k.Clusters) > 0 {
+		parts = append(parts, "queue's home clusters "+strings.Join(k.Clusters, ", "))
 	}
 	return " in its " + strings.Join(parts, " and ")
 }
@@ -152,7 +155,7 @@ func (w *waiter) unavailable(u *scheduler.Unplaced, r placement.Reason) []string
 	k := w.constraint(u)
 	var names []string
 	for _, c := range w.in.Clusters {
-		if (k != nil && k.AdmitsCluster(&c) == placement.ReasonRegion) || c.Available() != r {
+		if r2 := k.AdmitsCluster(&c); (k != nil && (r2 == placement.ReasonRegion || r2 == placement.ReasonNotHome)) || c.Available() != r {
 			continue
 		}
 		names = append(names, c.Name)
@@ -202,7 +205,7 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return "no_workers", "no worker is active"
 	}
 	k := w.constraint(&u)
-	region, pool := e.Count(scheduler.ReasonRegion), e.Count(scheduler.ReasonPool)
+	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)
 	disabled, down := e.Count(scheduler.ReasonClusterDisabled), e.Count(scheduler.ReasonClusterDown)
 	if region+pool == e.Instances {
 		return scheduler.ReasonRegion.String(), fmt.Sprintf("no worker%s: the %d active workers are elsewhere", where(k), e.Instances)

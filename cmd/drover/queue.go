@@ -289,3 +289,39 @@ func (m *Main) runQueueDelete(ctx context.Context, args []string) error {
 	safef(m.Stdout, "Queue %s removed.\n", pos[0])
 	return nil
 }
+
+// runQueueRoute redirects a queue (and the queues below it that name no
+// home of their own) to other clusters: new attempts go only there from
+// the next scheduling round, without users changing their jobspecs.
+func (m *Main) runQueueRoute(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue route", "PATH (-to CLUSTER... | -clear) [-json]")
+	var to multiFlag
+	fs.Var(&to, "to", "a cluster the queue's new attempts go to (repeatable)")
+	clearRoute := fs.Bool("clear", false, "route the queue nowhere in particular: any cluster its jobs allow")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if (len(to) == 0) == !*clearRoute {
+		return usagef("give -to CLUSTER (repeatable) or -clear")
+	}
+	q, err := m.Client().GetQueue(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	q.HomeClusters = to
+	out, err := m.Client().PutQueue(ctx, q)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(out)
+	}
+	if len(out.HomeClusters) == 0 {
+		safef(m.Stdout, "Queue %s is routed to any cluster its jobs allow.\n", out.Path)
+	} else {
+		safef(m.Stdout, "Queue %s is routed to %s: its new attempts go there from the next scheduling round.\n", out.Path, strings.Join(out.HomeClusters, ", "))
+	}
+	return nil
+}

@@ -76,6 +76,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	retention := fs.Duration("retention", def.Retention, "how long a finished batch stays in memory once the history store holds it, and a retired worker instance once no batch in memory refers to it")
 	exportInterval := fs.Duration("export-interval", def.ExportInterval, "how often the leader exports finished batches to the history store")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
+	preemptEvery := fs.Duration("preempt-interval", def.PreemptInterval, "how often the leader decides whether queues that wait take capacity back (reclaim of guarantees, preemption for fair share)")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
@@ -135,6 +136,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.TLSCert, cfg.TLSKey, cfg.CAFile, cfg.TLSClientCA = *tlsCert, *tlsKey, *caFile, *tlsClientCA
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
 	cfg.CallbackAllow = callbackAllow
+	cfg.PreemptInterval = *preemptEvery
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
 	if *historyDSNFile != "" {
 		if *historyDSN != "" {

@@ -516,13 +516,16 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 		}
 		add("finished", msg)
 	}
-	if len(jp.Regions) > 0 || jp.Pool != "" {
+	if len(jp.Regions) > 0 || jp.Pool != "" || len(jp.HomeClusters) > 0 {
 		var parts []string
 		if len(jp.Regions) > 0 {
 			parts = append(parts, "regions "+strings.Join(jp.Regions, ", "))
 		}
 		if jp.Pool != "" {
 			parts = append(parts, "pool "+jp.Pool)
+		}
+		if len(jp.HomeClusters) > 0 {
+			parts = append(parts, "clusters "+strings.Join(jp.HomeClusters, ", ")+" (where its queue is routed)")
 		}
 		add("constraint", "may run only in "+strings.Join(parts, " and "))
 	}

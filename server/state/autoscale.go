@@ -493,7 +493,7 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 		}
 		j := &b.jobs[pv.Job-1]
 		g := b.groupOf(pv.Job)
-		if j.state != Ready || g == nil || g.spec.Where == nil || g.spec.Where.MachineType != cfg.MachineType || !s.configAdmits(cfg, g.spec) {
+		if j.state != Ready || g == nil || g.spec.Where == nil || g.spec.Where.MachineType != cfg.MachineType || !s.configAdmits(cfg, b, g.spec) {
 			continue
 		}
 		if cl := s.clusters[cfg.Cluster]; (cl != nil && cl.Disabled) || (s.marks[cfg.Name] != nil && c.Now < s.marks[cfg.Name].Until) || !s.quotaAdmits(b, g.spec) || s.spendReached(b.BillingProject, c.Now) {
@@ -682,7 +682,7 @@ func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyErr
 
 // configAdmits reports whether a job of spec may run on a machine of the
 // config: its size, and placement's rule for its regions, pool and GPUs.
-func (s *State) configAdmits(cfg *LaunchConfig, sp *Spec) bool {
+func (s *State) configAdmits(cfg *LaunchConfig, b *Batch, sp *Spec) bool {
 	if sp.CPUMilli > cfg.CPUMilli || sp.Memory > cfg.Memory {
 		return false
 	}
@@ -690,9 +690,9 @@ func (s *State) configAdmits(cfg *LaunchConfig, sp *Spec) bool {
 	if cl := s.clusters[cfg.Cluster]; cl != nil {
 		region = cl.Region
 	}
-	k := sp.Constraint()
+	k := s.constraint(b, sp)
 	_, gpus := sp.GPUs()
-	return k.Serves(region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
+	return k.Serves(cfg.Cluster, region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
 }
 
 // startPrivate runs a private machine's job on its worker as soon as the

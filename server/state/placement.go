@@ -454,13 +454,13 @@ func (sp *Spec) Constraint() placement.Constraint {
 	return k
 }
 
-// placeable reports whether a job of spec may run on inst at all:
-// placement's rule (the instance's cluster is enabled and in the job's
-// regions, its pool the one the job asks for) and the instance has GPUs
-// of the job's type, enough of them.
-func (s *State) placeable(sp *Spec, inst *Instance) bool {
-	k := sp.Constraint()
-	cl := placement.Cluster{Region: inst.Region}
+// placeable reports whether a job of spec (of batch b) may run on inst at
+// all: placement's rule (the instance's cluster is enabled, in the job's
+// regions and among its queue's home clusters, its pool the one the job
+// asks for) and the instance has GPUs of the job's type, enough of them.
+func (s *State) placeable(b *Batch, sp *Spec, inst *Instance) bool {
+	k := s.constraint(b, sp)
+	cl := placement.Cluster{Name: inst.Cluster, Region: inst.Region}
 	if c := s.clusters[inst.Cluster]; c != nil {
 		cl.Disabled = c.Disabled
 	}

@@ -303,3 +303,31 @@ func TestTeamsOfOldSnapshotsAreQueues(t *testing.T) {
 		t.Fatalf("the team restored as %+v (quota %+v)", q, quota)
 	}
 }
+
+// TestQueueRoutingTakesEffectAtOnce: a queue routed to home clusters has
+// its new attempts refused elsewhere at apply (the scheduler's own rule),
+// an inner queue's routing holds for its leaves, and a route changed by
+// an operator holds from the next placement; running attempts stay.
+func TestQueueRoutingTakesEffectAtOnce(t *testing.T) {
+	h := newHarness(t)
+	a := h.activateIn("wa", "east", "a", 8)
+	bw := h.activateIn("wb", "west", "b", 8)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Queues: []Queue{
+		{Queue: placement.Queue{Path: "org", HomeClusters: []string{"b"}}},
+		{Queue: placement.Queue{Path: "org/leaf"}, Projects: []string{"default"}},
+	}})
+	b := h.CreateBatch(entry(1, 4, spec("j", 1)))
+	res := h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 2, a), place(b, 3, 1, bw)}}).(*PlanResult)
+	if res.Placed != 1 || res.Rejected != 2 {
+		t.Fatalf("placed %d rejected %d; only cluster b is the queue's home", res.Placed, res.Rejected)
+	}
+	// Routed to a: what runs in b stays; new attempts go to a only.
+	h.Must(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org", HomeClusters: []string{"a"}}}})
+	res = h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, bw), place(b, 2, 1, a)}}).(*PlanResult)
+	if res.Placed != 1 || h.JobState(b, 3) != Running {
+		t.Fatalf("after the route changed: placed %d, job 3 %s", res.Placed, h.JobState(b, 3))
+	}
+	if q, _ := h.S.QueueByPath("org/leaf"); len(q.HomeClusters) != 0 {
+		t.Fatalf("the leaf names home clusters of its own: %v", q.HomeClusters)
+	}
+}

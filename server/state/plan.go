@@ -39,7 +39,7 @@ func (s *State) applyPlan(c *Plan) any {
 		}
 		cpu, mem := g.spec.CPUMilli, g.spec.Memory
 		_, gpus := g.spec.GPUs()
-		placeable := s.placeable(g.spec, inst)
+		placeable := s.placeable(b, g.spec, inst)
 		u := s.userSched(b.User)
 		runLo := p.First
 		flush := func(hi uint32) {

@@ -204,6 +204,26 @@ func (s *State) queueOf(b *Batch) *Queue {
 	return nil
 }
 
+// homeOf is the home clusters of a batch's queue: its leaf's, or those
+// of the nearest queue above it that names some (none: any cluster).
+func (s *State) homeOf(b *Batch) []string {
+	for q := s.queueOf(b); q != nil; q = q.parent {
+		if len(q.HomeClusters) > 0 {
+			return q.HomeClusters
+		}
+	}
+	return nil
+}
+
+// constraint is a job's placement constraint: its spec's (Spec.Constraint),
+// routed to its queue's home clusters. Shares the spec's and the queue's
+// slices: read-only.
+func (s *State) constraint(b *Batch, sp *Spec) placement.Constraint {
+	k := sp.Constraint()
+	k.Clusters = s.homeOf(b)
+	return k
+}
+
 // allows reports whether a batch of project may name the queue.
 func (q *Queue) allows(project string) bool {
 	return slices.Contains(q.Projects, project) || slices.Contains(q.AllowProjects, project)

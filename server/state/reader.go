@@ -5,12 +5,13 @@ import (
 	"slices"
 
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/placement"
 )
 
 // Reader is one consistent read of the state: every method answers from
 // the state as it stands while the function given to Read runs, so what a
 // caller builds from several of them agrees (an instance's free cores and
-// the queues they are weighed against, a team's use and its quota). The
+// the queues they are weighed against, a queue's use and its quota). The
 // read models of other packages (the scheduling round's view and the
 // autoscaler's input, in server/view) are built from it outside the
 // state, which keeps its representation to itself.
@@ -194,7 +195,11 @@ func (r Reader) Instance(id uint32) *Instance { return r.s.instances[id] }
 // Placeable reports whether a job of sp may run on inst: apply's rule
 // (placement's constraint, the instance's cluster enabled, its GPUs),
 // the one the scheduler and the autoscaler are held to.
-func (r Reader) Placeable(sp *Spec, inst *Instance) bool { return r.s.placeable(sp, inst) }
+func (r Reader) Placeable(b *Batch, sp *Spec, inst *Instance) bool { return r.s.placeable(b, sp, inst) }
+
+// Constraint is a job's placement constraint: its spec's, routed to its
+// queue's home clusters.
+func (r Reader) Constraint(b *Batch, sp *Spec) placement.Constraint { return r.s.constraint(b, sp) }
 
 // HasPrivate reports whether some of a batch's jobs name a machine type
 // (only such batches' queues hold jobs for machines of their own).

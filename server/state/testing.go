@@ -66,7 +66,7 @@ func FirstFit(s *State, now int64) []Placement {
 						}
 						for i := range slots {
 							sl := &slots[i]
-							if !s.placeable(sp, sl.inst) {
+							if !s.placeable(b, sp, sl.inst) {
 								continue
 							}
 							if sl.free[0] >= sp.CPUMilli && sl.free[1] >= sp.Memory && sl.free[2] >= gpus && sl.free[0] > 0 {

@@ -243,11 +243,12 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 				left -= n * sp.CPUMilli
 				_, gpus := sp.GPUs()
 				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
-				if k := sp.Constraint(); len(k.Regions) > 0 || k.Pool != "" || gpus > 0 {
-					kk := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00")
+				if k := r.Constraint(b, sp); !k.Empty() {
+					kk := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00")
 					ci, ok := constraintOf[kk]
 					if !ok {
 						k.Regions = slices.Clone(k.Regions) // the demand outlives the read
+						k.Clusters = slices.Clone(k.Clusters)
 						d.Constraints = append(d.Constraints, k)
 						ci = int32(len(d.Constraints))
 						constraintOf[kk] = ci

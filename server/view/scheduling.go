@@ -285,7 +285,7 @@ type lister struct {
 // admitted: placement's rule, on the cluster's enabled state alone.
 func (l *lister) admitted(k *placement.Constraint, in *scheduler.Instance) bool {
 	cl := &l.in.Clusters[in.Cluster]
-	return k.Admits(&placement.Cluster{Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
+	return k.Admits(&placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
 }
 
 func (l *lister) newReach(k placement.Constraint) *reach {
@@ -305,18 +305,18 @@ func (l *lister) newReach(k placement.Constraint) *reach {
 	return rc
 }
 
-// constraint returns a spec's constraint (1 + index, 0: none) and its
-// reach.
-func (l *lister) constraint(spec *state.Spec) (int32, *reach) {
-	w := spec.Where
-	if w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0) {
+// constraint returns a job's constraint (1 + index, 0: none) and its
+// reach: its spec's, routed to its queue's home clusters.
+func (l *lister) constraint(b *state.Batch, spec *state.Spec) (int32, *reach) {
+	k := l.r.Constraint(b, spec)
+	if k.Empty() {
 		return 0, l.anywhere
 	}
-	k := spec.Constraint()
-	key := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00")
+	key := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00")
 	idx, ok := l.constraintOf[key]
 	if !ok {
 		k.Regions = slices.Clone(k.Regions) // the input outlives the read
+		k.Clusters = slices.Clone(k.Clusters)
 		l.reaches = append(l.reaches, l.newReach(k))
 		l.in.Constraints = append(l.in.Constraints, k)
 		idx = int32(len(l.in.Constraints))
@@ -451,7 +451,7 @@ batches:
 				// Runs on a machine of its own, made for it.
 				continue
 			}
-			ci, rc := l.constraint(spec)
+			ci, rc := l.constraint(b, spec)
 			_, gpus := spec.GPUs()
 			run := scheduler.Run{
 				Batch: b.ID, First: rg.Lo, Count: rg.Len(), Attempt: rg.Attempt,

@@ -22,6 +22,8 @@ type JobPlace struct {
 	BatchCancelled   bool
 	Regions          []string
 	Pool             string
+	// HomeClusters: where its queue is routed (none: any cluster).
+	HomeClusters     []string
 	DisabledClusters []string // the clusters the job could use that are disabled, by name
 	// Ahead counts the users with Ready jobs the scheduler serves before
 	// the batch's user (scheduler.ServedBefore).
@@ -71,9 +73,10 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 	for q := r.Queue(b); q != nil; q = r.Parent(q) {
 		jp.Queues = append(jp.Queues, r.QueueInfo(q))
 	}
-	k := sp.Constraint()
+	k := r.Constraint(b, sp)
+	jp.HomeClusters = k.Clusters
 	for cl := range r.Clusters() {
-		if cl.Disabled && k.AllowsRegion(cl.Region) {
+		if cl.Disabled && k.AllowsRegion(cl.Region) && k.AllowsCluster(cl.Name) {
 			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
 		}
 	}
@@ -91,7 +94,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 	jp.Busy = true
 	for inst := range r.Instances() {
 		jp.Active++
-		if !r.Placeable(sp, inst) { // its cluster enabled too
+		if !r.Placeable(b, sp, inst) { // its cluster enabled too
 			continue
 		}
 		jp.Usable++
