@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/drover-sched/drover/placement"
 )
 
 // Preemption takes capacity back for queues that wait, as Kueue reclaims
@@ -158,7 +160,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			continue
 		}
 		out.Short[i] = used[i] < q.Guarantee
-		out.Starved[i] = q.AfterNs > 0 && used[i]*1000 < threshold(q)*out.FairShare[i]
+		out.Starved[i] = q.AfterNs > 0 && used[i]*1000 < q.Threshold()*out.FairShare[i]
 	}
 	// Victims in order: lowest priority, then youngest, first. A round
 	// takes a few of a fleet's attempts, so they come off a heap as they
@@ -280,7 +282,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 				}
 				return used[v]-a.CPUMilli >= out.FairShare[v]
 			}, "fair_share", fmt.Sprintf("for queue %s: below %g of its fair share of %g cores for %s or more", q.Name,
-				float64(threshold(q))/1000, float64(out.FairShare[i])/1000, fmtNs(q.AfterNs)))
+				float64(q.Threshold())/1000, float64(out.FairShare[i])/1000, fmtNs(q.AfterNs)))
 			used[i] += need - left
 		}
 	}
@@ -350,11 +352,11 @@ func (h *rankHeap) pop() rank {
 	return top
 }
 
-// threshold is the queue's preempt_threshold in thousandths (0: the
-// default, 500).
-func threshold(q *PreemptQueue) int64 {
+// Threshold is the queue's preempt_threshold in thousandths (0 reads as
+// placement.DefaultPreemptThresholdPermille).
+func (q *PreemptQueue) Threshold() int64 {
 	if q.ThresholdPermille == 0 {
-		return 500
+		return placement.DefaultPreemptThresholdPermille
 	}
 	return q.ThresholdPermille
 }

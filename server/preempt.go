@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
@@ -33,6 +35,7 @@ func (s *Server) preemptOnce(timers *view.Timers, now time.Time) error {
 	out := scheduler.Preempt(in)
 	s.metrics.preemptSeconds.Observe(time.Since(start).Seconds())
 	timers.Update(in, out)
+	s.waiting.setQueues(queueWaits(in, out, timers))
 	if len(out.Victims) == 0 {
 		return nil
 	}
@@ -50,4 +53,33 @@ func (s *Server) preemptOnce(timers *view.Timers, now time.Time) error {
 	}
 	s.log.Info("preempting attempts for queues that wait", "attempts", n, "first_for", out.Victims[0].For, "reason", out.Victims[0].Reason)
 	return nil
+}
+
+// queueWaits words, for job why, what a preemption round found of each
+// leaf queue that waits: when its guarantee is reclaimed from borrowers,
+// when it preempts for its fair share.
+func queueWaits(in *scheduler.PreemptInput, out *scheduler.PreemptOutput, timers *view.Timers) map[string][]api.Waiting {
+	m := map[string][]api.Waiting{}
+	at := func(since, after int64) string {
+		t := time.Unix(0, since+after).UTC()
+		if since+after <= in.Now {
+			return "now (its attempts told to stop give their cores back as they end)"
+		}
+		return "at " + t.Format("15:04:05 UTC") + fmt.Sprintf(" (in %s)", time.Duration(since+after-in.Now).Round(time.Second))
+	}
+	cores := func(milli int64) string { return fmt.Sprintf("%g cores", float64(milli)/1000) }
+	for i := range in.Queues {
+		q := &in.Queues[i]
+		if out.Short[i] {
+			m[q.Name] = append(m[q.Name], api.Waiting{Reason: "reclaim", Message: fmt.Sprintf(
+				"queue %s holds %s of its guarantee of %s: what borrowing queues hold of it is reclaimed %s",
+				q.Name, cores(q.Used), cores(q.Guarantee), at(timers.Short[q.Name], q.ReclaimGraceNs))})
+		}
+		if out.Starved[i] {
+			m[q.Name] = append(m[q.Name], api.Waiting{Reason: "preempt", Message: fmt.Sprintf(
+				"queue %s holds %s, below %g of its fair share of %s: it preempts from preemptible queues above their share %s",
+				q.Name, cores(q.Used), float64(q.Threshold())/1000, cores(out.FairShare[i]), at(timers.Starved[q.Name], q.AfterNs))})
+		}
+	}
+	return m
 }

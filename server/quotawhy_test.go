@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +73,79 @@ func TestJobWhyNamesTheGPUQuota(t *testing.T) {
 			t.Errorf("stale %v: job %d why = %s %+v, want %q", stale, waiting, why.State, why.Reasons, want)
 		}
 	}
+}
+
+// TestJobWhyNamesPriorityAndPreemption: a job behind higher-priority work
+// in its queue says so, and a tier-1 job in a worker full of tier 3 says
+// when its queue preempts for its fair share (the leader's clock).
+func TestJobWhyNamesPriorityAndPreemption(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := tc.admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: "urgent", Members: []string{"root"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []api.Queue{
+		{Path: "org"},
+		{Path: "org/tier1", Weight: 4, PreemptAfter: "1h", BillingProjects: []string{"urgent"}},
+		{Path: "org/tier3", Preemptible: true, BillingProjects: []string{"default"}},
+	} {
+		if _, err := tc.admin.PutQueue(ctx, &q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 2, Memory: 8 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(project string, prio int64, n int) int64 {
+		b, err := tc.admin.Submit(ctx, &api.CreateBatchRequest{BillingProject: project, Priority: prio}, api.Jobs{
+			{JobID: 1, Name: "j", Count: int64(n), Command: []string{"sleep", "60"}, CPU: 1, Memory: 1 << 30},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.ID
+	}
+	fill := submit("default", 0, 2)
+	waitFor := func(what string, cond func() bool) {
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("no %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("tier 3 running", func() bool {
+		b, err := tc.admin.GetBatch(ctx, fill)
+		return err == nil && b.NRunning == 2
+	})
+	low, high := submit("default", 0, 1), submit("default", 5, 3)
+	urgent := submit("urgent", 0, 1)
+	why := func(batch int64, reason string) string {
+		var msg string
+		waitFor(reason+" in job why", func() bool {
+			var w api.JobWhy
+			if err := tc.admin.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/jobs/1/why", batch), nil, &w); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range w.Reasons {
+				if r.Reason == reason {
+					msg = r.Message
+					return true
+				}
+			}
+			return false
+		})
+		return msg
+	}
+	if got, want := why(low, "priority"), "behind 3 Ready jobs of higher priority in queue org/tier3"; got != want {
+		t.Errorf("job why says %q, want %q", got, want)
+	}
+	// Its fair share is what it asks for (1 core): tier 1 weighs 4 to
+	// tier 3's 1 of the 2 cores.
+	if got := why(urgent, "preempt"); !strings.Contains(got, "queue org/tier1 holds 0 cores, below 0.5 of its fair share of 1 cores: it preempts from preemptible queues above their share at ") ||
+		!(strings.Contains(got, "(in 1h0m0s)") || strings.Contains(got, "(in 59m")) {
+		t.Errorf("job why says %q", got)
+	}
+	_ = high
 }

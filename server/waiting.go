@@ -27,6 +27,23 @@ type waitingBook struct {
 	mu      sync.Mutex
 	byBatch map[uint64][]api.Waiting
 	pending func() map[uint64][]api.Waiting
+	// byQueue: the last preemption round's clocks of the queues that wait.
+	byQueue map[string][]api.Waiting
+}
+
+// setQueues replaces what the book says of queues that wait.
+func (w *waitingBook) setQueues(m map[string][]api.Waiting) {
+	w.mu.Lock()
+	w.byQueue = m
+	w.mu.Unlock()
+}
+
+// Queue says what the last preemption round found of a queue (nil:
+// nothing).
+func (w *waitingBook) Queue(path string) []api.Waiting {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]api.Waiting(nil), w.byQueue[path]...)
 }
 
 // set replaces the book with a round's result.

@@ -136,6 +136,10 @@ type Autoscaler interface {
 type Waiting interface {
 	Batch(id uint64) []api.Waiting
 	Job(batch uint64, job uint32) *api.Waiting
+	// Queue says what the leader's last preemption round found of a
+	// queue that waits: when its guarantee is reclaimed, when it
+	// preempts for fair share (none: neither).
+	Queue(path string) []api.Waiting
 }
 
 // Events commits worker events, grouped with those of concurrent syncs.

@@ -455,5 +455,8 @@ func (r Reader) QueueTree() []*Queue {
 	return out
 }
 
+// ReadyJobs counts a batch's Ready jobs.
+func (r Reader) ReadyJobs(b *Batch) int64 { return b.counts[Ready] }
+
 // ReadyMilli is the millicores of a batch's Ready jobs.
 func (r Reader) ReadyMilli(b *Batch) int64 { return b.readyMilli }

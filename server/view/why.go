@@ -18,10 +18,13 @@ type JobPlace struct {
 	Cluster, Region, Instance string
 	// Queues the batch's jobs run in, its leaf first and then each queue
 	// above it, with their use (none: in no queue).
-	Queues           []state.QueueInfo
-	BatchCancelled   bool
-	Regions          []string
-	Pool             string
+	Queues         []state.QueueInfo
+	BatchCancelled bool
+	Regions        []string
+	Pool           string
+	// AheadByPriority counts the Ready jobs of batches of a higher
+	// priority in its leaf queue, which go first.
+	AheadByPriority int64
 	// HomeClusters: where its queue is routed (none: any cluster).
 	HomeClusters     []string
 	DisabledClusters []string // the clusters the job could use that are disabled, by name
@@ -81,6 +84,15 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 		}
 	}
 	queues := r.UserQueues()
+	if leaf := r.Queue(b); leaf != nil && j.State == state.Ready {
+		for _, q := range queues {
+			for _, o := range q.Batches() {
+				if o.Priority > b.Priority && r.Queue(o) == leaf {
+					jp.AheadByPriority += r.ReadyJobs(o)
+				}
+			}
+		}
+	}
 	for _, me := range queues {
 		if me.Name() != b.User {
 			continue
