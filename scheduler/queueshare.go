@@ -73,6 +73,7 @@ func QueueShares(nodes []QueueNode, free Res) []Res {
 	var split func(children []int, avail Res)
 	split = func(children []int, avail Res) {
 		given := splitLevel(nodes, children, used, ready, avail)
+		spreadLeftover(nodes, children, kids, used, ready, avail, given)
 		for k, c := range children {
 			out[c] = given[k]
 			if len(kids[c]) > 0 {
@@ -313,6 +314,44 @@ func splitLevel(nodes []QueueNode, children []int, used, ready []Res, avail Res)
 		}
 	}
 	return given
+}
+
+// spreadLeftover gives what a level left of a resource to its inner
+// children, by weight, up to what they have Ready and their caps allow.
+// An inner child is given its part along the shape of all its
+// children's Ready together; the shares of its children are of other
+// shapes, so a resource that bound nothing at this level (memory, for
+// children that mix 2-core and memory-heavy jobs) must not bind them
+// below.
+func spreadLeftover(nodes []QueueNode, children []int, kids [][]int, used, ready []Res, avail Res, given []Res) {
+	var weight int64
+	for _, c := range children {
+		if len(kids[c]) > 0 {
+			weight += max(nodes[c].Weight, 1)
+		}
+	}
+	if weight == 0 {
+		return
+	}
+	for r := range avail {
+		left := max(avail[r], 0)
+		for k := range children {
+			left -= given[k][r]
+		}
+		if left <= 0 {
+			continue
+		}
+		for k, c := range children {
+			if len(kids[c]) == 0 {
+				continue
+			}
+			room := max(ready[c][r]-given[k][r], 0)
+			if cr := capRoom(nodes[c].Cap, used[c], r); cr < float64(room) {
+				room = max(int64(cr)-given[k][r], 0)
+			}
+			given[k][r] += min(left*max(nodes[c].Weight, 1)/weight, room)
+		}
+	}
 }
 
 // capRoom is what cap leaves of resource r above used (+Inf: no cap).

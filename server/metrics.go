@@ -72,7 +72,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	m.preempted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_preempted_attempts_total",
 		Help: "Attempts the leader told to stop for queues that wait: reclaim (a guarantee taken back from a borrower) or fair_share (Monarch's tier preemption)."}, []string{"reason"})
 	m.preemptSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_preempt_decision_seconds",
-		Help: "Time of one preemption decision (scheduler.Preempt), its read of the state excluded.", Buckets: prometheus.ExponentialBuckets(1e-5, 2, 18)})
+		Help: "Time of one preemption round: its read of the state (view.Preemption) and the decision (scheduler.Preempt).", Buckets: prometheus.ExponentialBuckets(1e-5, 2, 18)})
 	m.schedRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rounds_total", Help: "Scheduling rounds run."})
 	// Round buckets grow by 10%, so a percentile read off them is within
 	// 10% of the truth.

@@ -7,51 +7,46 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
 )
 
 // runPreemption decides, every PreemptInterval on the leader, whether
-// queues that wait take capacity back (scheduler.Preempt), and records
-// the attempts to stop as one Preempt entry: their workers are told on
-// their next sync. The clocks of how long each queue has waited are the
-// leader's own (view.Timers): a new leader starts them afresh.
+// queues that wait take capacity back (leader.Preemptor), and records the
+// attempts to stop as one Preempt entry: their workers are told on their
+// next sync. The clocks of how long each queue has waited are the
+// leader's own: a new leader starts them afresh.
 func (s *Server) runPreemption(ctx context.Context) {
-	timers := view.NewTimers()
+	p := leader.NewPreemptor()
 	every(ctx, s.cfg.PreemptInterval, func() {
-		if err := s.preemptOnce(timers, time.Now()); err != nil && ctx.Err() == nil {
+		if err := s.preemptOnce(p, time.Now()); err != nil && ctx.Err() == nil {
 			s.log.Warn("preemption round failed", "err", err)
 		}
 	})
 }
 
 // preemptOnce runs one decision and applies it.
-func (s *Server) preemptOnce(timers *view.Timers, now time.Time) error {
-	in := view.Preemption(s.state, now.UnixNano(), timers)
-	if in == nil {
-		return nil
-	}
+func (s *Server) preemptOnce(p *leader.Preemptor, now time.Time) error {
 	start := time.Now()
-	out := scheduler.Preempt(in)
-	s.metrics.preemptSeconds.Observe(time.Since(start).Seconds())
-	timers.Update(in, out)
-	s.waiting.setQueues(queueWaits(in, out, timers))
-	if len(out.Victims) == 0 {
+	cmd, in, out := p.Round(s.state, now)
+	if in == nil {
+		s.waiting.setQueues(nil)
 		return nil
 	}
-	cmd := &state.Preempt{Now: now.UnixNano()}
-	for _, v := range out.Victims[:min(len(out.Victims), state.MaxPreemptPerEntry)] {
-		cmd.Attempts = append(cmd.Attempts, state.PreemptAttempt{AttemptID: state.AttemptID{Batch: v.Batch, Job: v.Job, Attempt: v.Attempt.Attempt}, Reason: v.Reason})
+	s.metrics.preemptSeconds.Observe(time.Since(start).Seconds())
+	s.waiting.setQueues(queueWaits(in, out, p.Timers))
+	if cmd == nil {
+		return nil
 	}
 	res, err := s.raft.Apply(cmd)
 	if err != nil {
 		return err
 	}
-	n := res.(*state.PreemptResult).Stopping
 	for _, v := range out.Victims[:len(cmd.Attempts)] {
 		s.metrics.preempted.WithLabelValues(v.Kind).Inc()
 	}
-	s.log.Info("preempting attempts for queues that wait", "attempts", n, "first_for", out.Victims[0].For, "reason", out.Victims[0].Reason)
+	s.log.Info("preempting attempts for queues that wait", "attempts", res.(*state.PreemptResult).Stopping, "first_for", out.Victims[0].For, "reason", out.Victims[0].Reason)
 	return nil
 }
 

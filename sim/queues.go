@@ -1,0 +1,701 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/apiview"
+	"github.com/drover-sched/drover/server/leader"
+	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
+)
+
+// Queue scenarios: queues sharing a fixed fleet over regions and
+// clusters, run through the real state machine, the leader's scheduling
+// round and its preemption round (leader.Preemptor) on a virtual clock.
+// The simulator plays the workers: they run each attempt for its job's
+// duration, and an attempt told to stop ends preempted once its
+// preemption grace has passed (or succeeds, if its time is up first).
+// Scenarios are JSON files (testdata/queues/) that say what they expect.
+
+// QueueScenario is a fleet, a queue tree, batches over time and what the
+// run must show.
+type QueueScenario struct {
+	Name    string       `json:"name"`
+	Fleet   []FleetGroup `json:"fleet"`
+	Queues  []api.Queue  `json:"queues"`
+	Batches []QueueBatch `json:"batches"`
+	// Until stops the run (absent: once every job is done).
+	Until  Duration    `json:"until,omitempty"`
+	Expect QueueExpect `json:"expect"`
+}
+
+// FleetGroup is Workers workers of one size in one cluster.
+type FleetGroup struct {
+	Cluster string  `json:"cluster"`
+	Region  string  `json:"region"`
+	Workers int     `json:"workers"`
+	CPU     float64 `json:"cpu"`
+	Memory  string  `json:"memory"`
+}
+
+// QueueBatch is a batch of a billing project arriving at At, in the
+// project's queue or the one it names; with Every, one arrives every
+// Every until Until (a flood).
+type QueueBatch struct {
+	At       Duration   `json:"at"`
+	Every    Duration   `json:"every,omitempty"`
+	Until    Duration   `json:"until,omitempty"`
+	User     string     `json:"user"`
+	Project  string     `json:"project"`
+	Queue    string     `json:"queue,omitempty"`
+	Priority int32      `json:"priority,omitempty"`
+	Jobs     []QueueJob `json:"jobs"`
+}
+
+// QueueJob is Count jobs alike.
+type QueueJob struct {
+	CPU             float64  `json:"cpu"`
+	Memory          string   `json:"memory"`
+	Duration        Duration `json:"duration"`
+	Count           int      `json:"count,omitempty"`
+	PreemptionGrace Duration `json:"preemption_grace,omitempty"`
+}
+
+// QueueExpect is what a scenario must show (each part absent: not
+// checked).
+type QueueExpect struct {
+	// Shares are each queue's share of the cores its queues hold
+	// together, averaged over [SharesFrom, SharesTo), within Tolerance of
+	// it (a fraction of the target).
+	Shares     map[string]float64 `json:"shares,omitempty"`
+	SharesFrom Duration           `json:"shares_from,omitempty"`
+	SharesTo   Duration           `json:"shares_to,omitempty"`
+	Tolerance  float64            `json:"tolerance,omitempty"`
+	// MaxP99Wait bounds the 99th percentile of a queue's jobs' waits
+	// (Ready to their last attempt's start).
+	MaxP99Wait map[string]Duration `json:"max_p99_wait,omitempty"`
+	// ReclaimWithin bounds, per queue, the time from its first batch's
+	// arrival to the first order to stop a borrower's attempt for it;
+	// VictimRegion is where those attempts must run.
+	ReclaimWithin map[string]Duration `json:"reclaim_within,omitempty"`
+	VictimRegion  map[string]string   `json:"victim_region,omitempty"`
+	// MinGapBetweenPreemptions: no job is preempted twice within it.
+	MinGapBetweenPreemptions Duration `json:"min_gap_between_preemptions,omitempty"`
+	// NoStarvation: every queue with work runs some within StarveWithin
+	// of its first arrival.
+	StarveWithin Duration `json:"starve_within,omitempty"`
+	// Priorities: no job starts while a job of a higher priority in its
+	// queue waits.
+	Priorities bool `json:"priorities,omitempty"`
+}
+
+// ReadQueueScenario reads a scenario file.
+func ReadQueueScenario(path string) (*QueueScenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	var s QueueScenario
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(s.Fleet) == 0 || len(s.Batches) == 0 {
+		return nil, fmt.Errorf("%s: a scenario needs a fleet and batches", path)
+	}
+	return &s, nil
+}
+
+// QueueResult is what a scenario run saw.
+type QueueResult struct {
+	Name string `json:"name"`
+	Jobs int    `json:"jobs"`
+	// Shares: each queue's mean share of the cores the expected queues
+	// held, over the expectation's window.
+	Shares map[string]float64 `json:"shares,omitempty"`
+	// P50Wait, P99Wait and MaxWait per leaf queue, in seconds.
+	P50Wait map[string]float64 `json:"p50_wait_s"`
+	P99Wait map[string]float64 `json:"p99_wait_s"`
+	MaxWait map[string]float64 `json:"max_wait_s"`
+	// Preempted counts the attempts told to stop, by the queue they were
+	// stopped for; ReclaimAfter is, per queue, the time from its first
+	// arrival to its first reclaim; VictimRegions where those ran.
+	Preempted     map[string]int      `json:"preempted"`
+	ReclaimAfter  map[string]float64  `json:"reclaim_after_s,omitempty"`
+	VictimRegions map[string][]string `json:"victim_regions,omitempty"`
+	// MinPreemptionGap is the shortest time from a job's restart after a
+	// preemption to its next preemption (-1: no job was preempted twice).
+	MinPreemptionGap   float64 `json:"min_preemption_gap_s"`
+	PriorityInversions int     `json:"priority_inversions"`
+	// FirstRun: per queue, from its first arrival to its first start.
+	FirstRun map[string]float64 `json:"first_run_s"`
+}
+
+// qjob is one job's life as the simulation saw it.
+type qjob struct {
+	queue     string
+	priority  int32
+	ready     time.Time // when it (last) became Ready
+	waited    []time.Duration
+	preempted []time.Time
+	starts    []time.Time
+	dur       time.Duration
+	grace     time.Duration
+	done      bool
+}
+
+type qrun struct {
+	sc      *QueueScenario
+	opts    Options
+	clk     *clock
+	st      *state.State
+	index   uint64
+	check   func(c state.Command) (state.Command, error)
+	insts   []uint32
+	region  map[uint32]string
+	jobs    map[jobKey]*qjob
+	running map[attemptKey]*qattempt
+	known   map[uint32][]state.AttemptID
+	res     *QueueResult
+	first   map[string]time.Time
+	// samples of each queue's cores held, for shares
+	held    map[string]float64
+	nSam    int
+	batches uint64
+}
+
+type qattempt struct {
+	inst     uint32
+	start    time.Time
+	end      time.Time
+	stopping bool
+	stopAt   time.Time
+}
+
+// RunQueues runs a scenario. Every PreemptEvery of virtual time the
+// leader's preemption round runs (opts.AutoscaleEvery is not used).
+func RunQueues(ctx context.Context, sc *QueueScenario, opts Options, preemptEvery time.Duration) (*QueueResult, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if preemptEvery <= 0 {
+		return nil, errors.New("sim: the preemption interval must be positive")
+	}
+	r := &qrun{sc: sc, opts: opts, clk: &clock{t: start}, st: state.New(), region: map[uint32]string{}, jobs: map[jobKey]*qjob{},
+		running: map[attemptKey]*qattempt{}, known: map[uint32][]state.AttemptID{}, first: map[string]time.Time{}, held: map[string]float64{},
+		res: &QueueResult{Name: sc.Name, P50Wait: map[string]float64{}, P99Wait: map[string]float64{}, MaxWait: map[string]float64{},
+			Preempted: map[string]int{}, ReclaimAfter: map[string]float64{}, VictimRegions: map[string][]string{}, FirstRun: map[string]float64{}}}
+	if opts.Check {
+		r.check = func(c state.Command) (state.Command, error) {
+			data, err := state.Encode(c)
+			if err != nil {
+				return nil, err
+			}
+			return state.Decode(data)
+		}
+	}
+	if err := r.setUp(); err != nil {
+		return nil, err
+	}
+	return r.loop(ctx, preemptEvery)
+}
+
+func (r *qrun) apply(c state.Command) (any, error) {
+	if r.check != nil {
+		dec, err := r.check(c)
+		if err != nil {
+			return nil, err
+		}
+		c = dec
+	}
+	r.index++
+	res := r.st.Apply(r.index, c)
+	if r.opts.Check {
+		if err := r.st.CheckInvariants(); err != nil {
+			return nil, fmt.Errorf("after %T at %s: %w", c, r.clk.t.Sub(start), err)
+		}
+	}
+	if err, ok := res.(*state.ApplyError); ok {
+		return nil, fmt.Errorf("%T: %w", c, err)
+	}
+	return res, nil
+}
+
+func (r *qrun) setUp() error {
+	now := r.clk.t.UnixNano()
+	if _, err := r.apply(&state.Bootstrap{Now: now, Admin: "root", TokenHash: "h", DefaultProject: "default"}); err != nil {
+		return err
+	}
+	users, projects := map[string]bool{}, map[string]bool{"default": true}
+	for _, b := range r.sc.Batches {
+		if !users[b.User] {
+			users[b.User] = true
+			if _, err := r.apply(&state.CreateUser{Now: now, Name: b.User, TokenHash: "h-" + b.User}); err != nil {
+				return err
+			}
+		}
+		if !projects[b.Project] {
+			projects[b.Project] = true
+			if _, err := r.apply(&state.CreateBillingProject{Now: now, Name: b.Project, Members: []string{"root"}}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, b := range r.sc.Batches {
+		if _, err := r.apply(&state.SetMember{Project: b.Project, User: b.User, Member: true}); err != nil {
+			return err
+		}
+	}
+	cfg := &state.ApplyPlacement{Now: now}
+	clusters := map[string]bool{}
+	for _, f := range r.sc.Fleet {
+		if !clusters[f.Cluster] {
+			clusters[f.Cluster] = true
+			cfg.Clusters = append(cfg.Clusters, state.Cluster{Name: f.Cluster, Region: f.Region})
+		}
+	}
+	for _, q := range r.sc.Queues {
+		sq, err := apiview.QueueFromAPI(q)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", r.sc.Name, err)
+		}
+		cfg.Queues = append(cfg.Queues, sq)
+	}
+	if _, err := r.apply(cfg); err != nil {
+		return err
+	}
+	for _, f := range r.sc.Fleet {
+		mem, err := units.ParseBytes(f.Memory)
+		if err != nil {
+			return fmt.Errorf("fleet %s: %w", f.Cluster, err)
+		}
+		for i := range f.Workers {
+			name := fmt.Sprintf("%s-%03d", f.Cluster, i)
+			res, err := r.apply(&state.Activate{Now: now, Name: name, NodeID: name, CPUMilli: int64(f.CPU * 1000), Memory: mem,
+				TokenHash: token.Hash("instance " + name), Region: f.Region, Cluster: f.Cluster})
+			if err != nil {
+				return err
+			}
+			id := res.(*state.ActivateResult).Instance
+			r.insts = append(r.insts, id)
+			r.region[id] = f.Region
+		}
+	}
+	return nil
+}
+
+// arrivals expands the scenario's batches (floods included) in time
+// order.
+func (r *qrun) arrivals() []QueueBatch {
+	var out []QueueBatch
+	for _, b := range r.sc.Batches {
+		if b.Every <= 0 {
+			out = append(out, b)
+			continue
+		}
+		for t := b.At; t < b.Until; t += b.Every {
+			c := b
+			c.At = t
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
+}
+
+func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResult, error) {
+	batches := r.arrivals()
+	pre := leader.NewPreemptor()
+	next := 0
+	var lastPreempt time.Time
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		now := r.clk.t
+		for next < len(batches) && !start.Add(time.Duration(batches[next].At)).After(now) {
+			if err := r.arrive(&batches[next], now); err != nil {
+				return nil, err
+			}
+			next++
+		}
+		if err := r.complete(now); err != nil {
+			return nil, err
+		}
+		if err := r.schedule(now); err != nil {
+			return nil, err
+		}
+		if now.Sub(lastPreempt) >= preemptEvery {
+			lastPreempt = now
+			cmd, _, out := pre.Round(r.st, now)
+			if cmd != nil {
+				if _, err := r.apply(cmd); err != nil {
+					return nil, err
+				}
+				r.recordVictims(out, len(cmd.Attempts), now)
+			}
+		}
+		if err := r.sync(now); err != nil {
+			return nil, err
+		}
+		r.sample(now)
+		doneAll := next == len(batches) && len(r.running) == 0 && r.allDone()
+		if doneAll || (r.sc.Until > 0 && now.Sub(start) >= time.Duration(r.sc.Until)) {
+			break
+		}
+		if now.Sub(start) > 72*time.Hour {
+			return nil, fmt.Errorf("sim: scenario %s did not finish within 72 hours", r.sc.Name)
+		}
+		r.clk.t = now.Add(r.opts.Step)
+	}
+	return r.result(), nil
+}
+
+func (r *qrun) allDone() bool {
+	for _, j := range r.jobs {
+		if !j.done {
+			return false
+		}
+	}
+	return true
+}
+
+// arrive submits a batch.
+func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
+	var entries []state.JobEntry
+	id := uint32(1)
+	bid := r.nextBatch()
+	queue := b.Queue
+	if queue == "" {
+		queue = r.defaultQueue(b.Project)
+	}
+	for _, j := range b.Jobs {
+		mem, err := units.ParseBytes(j.Memory)
+		if err != nil {
+			return fmt.Errorf("a job of %s's batch at %s: %w", b.User, time.Duration(b.At), err)
+		}
+		n := max(j.Count, 1)
+		sp := &state.Spec{Name: "j", Array: n > 1, Command: []string{"true"}, CPUMilli: int64(j.CPU * 1000), Memory: mem}
+		if j.PreemptionGrace > 0 {
+			sp.Run = &state.Run{PreemptGraceMs: time.Duration(j.PreemptionGrace).Milliseconds()}
+		}
+		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
+		grace := time.Duration(j.PreemptionGrace)
+		if grace == 0 {
+			grace = state.DefaultPreemptGraceMs * time.Millisecond
+		}
+		for k := 0; k < n; k++ {
+			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace}
+		}
+		id += uint32(n)
+	}
+	if _, ok := r.first[queue]; !ok {
+		r.first[queue] = now
+	}
+	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: b.Project, Name: "sim", Jobs: entries, Queue: b.Queue, Priority: b.Priority})
+	if err != nil {
+		return err
+	}
+	if got := res.(*state.UpdateResult).Batch; got != bid {
+		return fmt.Errorf("sim: the state numbered batch %d as %d", bid, got)
+	}
+	r.res.Jobs += int(id - 1)
+	return nil
+}
+
+func (r *qrun) nextBatch() uint64 {
+	r.batches++
+	return r.batches
+}
+
+// defaultQueue is the leaf that lists the project.
+func (r *qrun) defaultQueue(project string) string {
+	for _, q := range r.sc.Queues {
+		if slices.Contains(q.BillingProjects, project) {
+			return q.Path
+		}
+	}
+	return ""
+}
+
+// complete reports what ended: attempts whose time is up succeed; those
+// told to stop whose grace has passed end preempted.
+func (r *qrun) complete(now time.Time) error {
+	var evs []state.Event
+	for k, a := range r.running {
+		switch {
+		case !a.end.After(now):
+			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeSuccess, Start: a.start.UnixNano(), End: a.end.UnixNano()})
+		case a.stopping && !a.stopAt.After(now):
+			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomePreempted, Start: a.start.UnixNano(), End: now.UnixNano(),
+				Message: "preempted"})
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	slices.SortFunc(evs, func(x, y state.Event) int {
+		if x.Batch != y.Batch {
+			return int(x.Batch) - int(y.Batch)
+		}
+		return int(x.Job) - int(y.Job)
+	})
+	if _, err := r.apply(&state.Events{Now: now.UnixNano(), Events: evs}); err != nil {
+		return err
+	}
+	for _, e := range evs {
+		delete(r.running, attemptKey{e.Batch, e.Job, e.Attempt})
+		r.known[e.Instance] = slices.DeleteFunc(r.known[e.Instance], func(x state.AttemptID) bool { return x.Batch == e.Batch && x.Job == e.Job })
+		j := r.jobs[jobKey{e.Batch, e.Job}]
+		if e.Outcome == state.OutcomeSuccess {
+			j.done = true
+		} else {
+			j.preempted = append(j.preempted, now)
+			j.ready = now
+		}
+	}
+	return nil
+}
+
+// schedule runs the leader's scheduling round.
+func (r *qrun) schedule(now time.Time) error {
+	in := view.Scheduling(r.st, view.Options{Now: now.UnixNano(), MaxJobs: r.opts.MaxPlacements}).Input
+	if len(in.Users) == 0 || len(in.Instances) == 0 {
+		return nil
+	}
+	out := scheduler.Schedule(in)
+	if out.Jobs == 0 {
+		return nil
+	}
+	_, err := r.apply(leader.PlanOf(out, now.UnixNano()))
+	return err
+}
+
+// sync plays every worker's sync: it takes what it was handed (and says
+// it started, as a worker does) and starts stopping what it is told to
+// preempt.
+func (r *qrun) sync(now time.Time) error {
+	var started []state.Event
+	for _, inst := range r.insts {
+		wv := r.st.WorkerView(inst, r.known[inst])
+		for _, as := range wv.Assign {
+			r.known[inst] = append(r.known[inst], as.AttemptID)
+			j := r.jobs[jobKey{as.Batch, as.Job}]
+			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = &qattempt{inst: inst, start: now, end: now.Add(j.dur)}
+			j.waited = append(j.waited, now.Sub(j.ready))
+			j.starts = append(j.starts, now)
+			started = append(started, state.Event{Instance: inst, Batch: as.Batch, Job: as.Job, Attempt: as.Attempt, Started: true, Start: now.UnixNano()})
+		}
+		for _, p := range wv.Preempt {
+			a := r.running[attemptKey{p.Batch, p.Job, p.Attempt}]
+			if a != nil && !a.stopping {
+				a.stopping, a.stopAt = true, now.Add(time.Duration(p.GraceMs)*time.Millisecond)
+			}
+		}
+	}
+	if len(started) == 0 {
+		return nil
+	}
+	_, err := r.apply(&state.Events{Now: now.UnixNano(), Events: started})
+	return err
+}
+
+// recordVictims notes who was stopped for whom, and where.
+func (r *qrun) recordVictims(out *scheduler.PreemptOutput, n int, now time.Time) {
+	for _, v := range out.Victims[:n] {
+		r.res.Preempted[v.For]++
+		if v.Kind != "reclaim" {
+			continue
+		}
+		if _, ok := r.res.ReclaimAfter[v.For]; !ok {
+			r.res.ReclaimAfter[v.For] = now.Sub(r.first[v.For]).Seconds()
+		}
+		if a := r.running[attemptKey{v.Batch, v.Job, v.Attempt.Attempt}]; a != nil {
+			reg := r.region[a.inst]
+			if !slices.Contains(r.res.VictimRegions[v.For], reg) {
+				r.res.VictimRegions[v.For] = append(r.res.VictimRegions[v.For], reg)
+			}
+		}
+	}
+}
+
+// sample adds each queue's cores held now to the shares' sums, within
+// the expectation's window.
+func (r *qrun) sample(now time.Time) {
+	e := &r.sc.Expect
+	if len(e.Shares) == 0 {
+		return
+	}
+	t := Duration(now.Sub(start))
+	if t < e.SharesFrom || (e.SharesTo > 0 && t >= e.SharesTo) {
+		return
+	}
+	var total float64
+	held := map[string]float64{}
+	for _, q := range r.st.Queues() {
+		if _, ok := e.Shares[q.Path]; ok {
+			held[q.Path] = float64(q.UsedMilli)
+			total += float64(q.UsedMilli)
+		}
+	}
+	if total == 0 {
+		return
+	}
+	for p, v := range held {
+		r.held[p] += v / total
+	}
+	r.nSam++
+}
+
+func (r *qrun) result() *QueueResult {
+	res := r.res
+	if r.nSam > 0 {
+		res.Shares = map[string]float64{}
+		for p, v := range r.held {
+			res.Shares[p] = round(v/float64(r.nSam), 4)
+		}
+	}
+	waits := map[string][]time.Duration{}
+	firstRun := map[string]time.Time{}
+	res.MinPreemptionGap = -1
+	for _, j := range r.jobs {
+		waits[j.queue] = append(waits[j.queue], j.waited...)
+		for _, s := range j.starts {
+			if f, ok := firstRun[j.queue]; !ok || s.Before(f) {
+				firstRun[j.queue] = s
+			}
+		}
+		for i := 1; i < len(j.preempted); i++ {
+			if g := j.preempted[i].Sub(j.starts[i]).Seconds(); res.MinPreemptionGap < 0 || g < res.MinPreemptionGap {
+				res.MinPreemptionGap = g
+			}
+		}
+	}
+	for q, ws := range waits {
+		slices.Sort(ws)
+		if len(ws) == 0 {
+			continue
+		}
+		pct := func(p float64) float64 {
+			return ws[min(int(math.Ceil(p*float64(len(ws))))-1, len(ws)-1)].Seconds()
+		}
+		res.P50Wait[q], res.P99Wait[q], res.MaxWait[q] = pct(0.5), pct(0.99), ws[len(ws)-1].Seconds()
+	}
+	for q, t := range firstRun {
+		res.FirstRun[q] = t.Sub(r.first[q]).Seconds()
+	}
+	res.PriorityInversions = r.inversions()
+	return res
+}
+
+// inversions counts starts of jobs while a job of a higher priority in
+// the same queue was Ready and waited.
+func (r *qrun) inversions() int {
+	type span struct{ from, to time.Time }
+	waiting := map[string]map[int32][]span{}
+	for _, j := range r.jobs {
+		if waiting[j.queue] == nil {
+			waiting[j.queue] = map[int32][]span{}
+		}
+		for i, s := range j.starts {
+			w := j.waited[i]
+			waiting[j.queue][j.priority] = append(waiting[j.queue][j.priority], span{s.Add(-w), s})
+		}
+	}
+	n := 0
+	for _, j := range r.jobs {
+		for _, s := range j.starts {
+			for prio, spans := range waiting[j.queue] {
+				if prio <= j.priority {
+					continue
+				}
+				for _, sp := range spans {
+					if sp.from.Before(s) && s.Before(sp.to) {
+						n++
+						break
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Check compares a result with what its scenario expects.
+func (sc *QueueScenario) Check(res *QueueResult) error {
+	e := &sc.Expect
+	var errs []error
+	tol := e.Tolerance
+	if tol == 0 {
+		tol = 0.05
+	}
+	for q, want := range e.Shares {
+		if got := res.Shares[q]; math.Abs(got-want) > tol*want {
+			errs = append(errs, fmt.Errorf("queue %s held %.3f of the cores, want %.3f ± %.0f%%", q, got, want, tol*100))
+		}
+	}
+	for q, limit := range e.MaxP99Wait {
+		if got, ok := res.P99Wait[q]; !ok || got > time.Duration(limit).Seconds() {
+			errs = append(errs, fmt.Errorf("queue %s: p99 wait %.0f s, want at most %s", q, got, time.Duration(limit)))
+		}
+	}
+	for q, limit := range e.ReclaimWithin {
+		if got, ok := res.ReclaimAfter[q]; !ok || got > time.Duration(limit).Seconds() {
+			errs = append(errs, fmt.Errorf("queue %s: first reclaim %.0f s after its work arrived (reclaimed: %v), want at most %s", q, got, ok, time.Duration(limit)))
+		}
+	}
+	for q, region := range e.VictimRegion {
+		if got := res.VictimRegions[q]; len(got) != 1 || got[0] != region {
+			errs = append(errs, fmt.Errorf("queue %s: reclaimed attempts ran in %v, want %s", q, got, region))
+		}
+	}
+	if g := time.Duration(e.MinGapBetweenPreemptions).Seconds(); g > 0 && res.MinPreemptionGap >= 0 && res.MinPreemptionGap < g {
+		errs = append(errs, fmt.Errorf("a job was preempted again %.0f s into its attempt, want at least %s", res.MinPreemptionGap, time.Duration(e.MinGapBetweenPreemptions)))
+	}
+	if e.StarveWithin > 0 {
+		for _, q := range sc.Queues {
+			if !hasWork(sc, q.Path) {
+				continue
+			}
+			if first, ok := res.FirstRun[q.Path]; !ok || first > time.Duration(e.StarveWithin).Seconds() {
+				errs = append(errs, fmt.Errorf("queue %s starved: its first job ran %.0f s after its work arrived (ran: %v)", q.Path, first, ok))
+			}
+		}
+	}
+	if e.Priorities && res.PriorityInversions > 0 {
+		errs = append(errs, fmt.Errorf("%d jobs started while a job of a higher priority in their queue waited", res.PriorityInversions))
+	}
+	return errors.Join(errs...)
+}
+
+// hasWork reports whether the scenario submits to the queue.
+func hasWork(sc *QueueScenario, path string) bool {
+	for _, b := range sc.Batches {
+		q := b.Queue
+		if q == "" {
+			for _, qq := range sc.Queues {
+				if slices.Contains(qq.BillingProjects, b.Project) {
+					q = qq.Path
+				}
+			}
+		}
+		if q == path {
+			return true
+		}
+	}
+	return false
+}
