@@ -42,4 +42,3 @@ func TestQueueIsCheckedBeforeTheLog(t *testing.T) {
 		t.Fatalf("a good queue converts to %+v (quota %+v)", q, quota)
 	}
 }
-
