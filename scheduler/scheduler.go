@@ -56,7 +56,10 @@ type User struct {
 	Name         string
 	RunningMilli int64
 	ReadyMilli   int64
-	Runs         []Run
+	// ReadyMemory is what its Ready jobs ask for of memory (0: not known;
+	// with queues, Shares then weighs cores alone).
+	ReadyMemory int64
+	Runs        []Run
 	// Queue is 1 + the index into Input.Queues of the leaf the runs are
 	// in (0: none); Priority is the highest priority of its runs' batches
 	// (users of a leaf with higher priority work are served first).
@@ -109,6 +112,10 @@ type Input struct {
 	// lists each user's runs is bounded by the same shares, so a round
 	// computes fair share once.
 	Shares []int64
+	// Budgets are each leaf queue's part of the round's free cores (and,
+	// last, the part of users in no queue), as SharesAndBudgets computed
+	// them (nil: Schedule computes them from the runs, GPUs included).
+	Budgets []int64
 }
 
 // Placement puts Count jobs of a run, starting at First, on an instance.
@@ -190,15 +197,19 @@ func slotLess(a, b slot) bool {
 	return a.id < b.id
 }
 
-// failure is a job size (under one constraint, in one queue) that fit
+// failure is a job size (under one constraint) that fit
 // nowhere this round, and why.
 type failure struct {
 	cpu, mem int64
 	why      Explanation
 }
 
-// failKey groups failures that can stand for one another.
-type failKey struct{ constraint, queue int32 }
+// failKey groups failures that can stand for one another: whether a job
+// fits anywhere depends on its size and where its constraint (routing
+// included) lets it go, not on its queue, whose quota is checked before
+// (keyed by queue, a round of 1,000 leaf queues explained each leaf's
+// first failure over every instance).
+type failKey struct{ constraint int32 }
 
 // poolTree holds the instances of one pool of one cluster that have cores
 // and memory free, by free cores.
@@ -309,12 +320,21 @@ type poolKey struct {
 // knows no more before it lists runs), then each leaf's share between
 // its users.
 func Shares(in *Input) []int64 {
+	shares, _ := SharesAndBudgets(in)
+	return shares
+}
+
+// SharesAndBudgets is Shares, and with queues each leaf's part of the
+// round's free cores (nil without queues) by weighted dominant resource
+// fairness over cores and memory (the users' ReadyMemory), for
+// Input.Budgets: a round then shares down the tree once.
+func SharesAndBudgets(in *Input) ([]int64, []int64) {
 	d := make([]Demand, len(in.Users))
 	for i, u := range in.Users {
 		d[i] = Demand{Running: u.RunningMilli, Ready: u.ReadyMilli}
 	}
 	if len(in.Queues) == 0 {
-		return FairShare(d, roundFree(in))
+		return FairShare(d, roundFree(in)), nil
 	}
 	ri := resourceIndex{gpus: map[string]int{}}
 	ready := make([]Res, len(in.Queues)+1)
@@ -322,10 +342,12 @@ func Shares(in *Input) []int64 {
 		ready[i] = make(Res, ri.n())
 	}
 	for i := range in.Users {
-		ready[leafOf(in, &in.Users[i])][0] += max(in.Users[i].ReadyMilli, 0)
+		r := ready[leafOf(in, &in.Users[i])]
+		r[0] += max(in.Users[i].ReadyMilli, 0)
+		r[1] += max(in.Users[i].ReadyMemory, 0)
 	}
 	budget := cpuOf(queueShares(in, ri, ready, ri.freeRes(in)))
-	return splitByLeaf(in, d, budget)
+	return splitByLeaf(in, d, budget), budget
 }
 
 // cpuOf is the cores of each share.
@@ -520,7 +542,7 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 			return slot{}, Explanation{Instances: len(p.insts), Quota: placementReason(why), Queue: q.Name}, false
 		}
 	}
-	key := failKey{r.Constraint, r.Queue}
+	key := failKey{r.Constraint}
 	failed := p.failed[key]
 	known := -1
 	for i, f := range failed {
@@ -755,7 +777,10 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	})
 	// Each leaf's part of the round (nil: no queues), and what its users
 	// were given of it.
-	budget := leafBudgets(in, p)
+	budget := in.Budgets
+	if len(in.Queues) == 0 || len(budget) != len(in.Queues)+1 {
+		budget = leafBudgets(in, p)
+	}
 	leafGiven := make([]int64, len(budget))
 	out.Users = make([]UserResult, len(in.Users))
 	for i, u := range in.Users {

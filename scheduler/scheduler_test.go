@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"github.com/drover-sched/drover/placement"
 	"math/rand/v2"
 	"testing"
 )
@@ -404,5 +405,65 @@ func TestScheduleSplitsLeftoversFairly(t *testing.T) {
 	out = Schedule(in)
 	if got := placedPerUser(out, in); got["v"] != 2 || got["w"] != 2 {
 		t.Fatalf("placed %v, want v=2 (all it has) and w=2 (10 cores left, 4 each)", got)
+	}
+}
+
+// BenchmarkScheduleQueues is a round of the tree drover bench sched
+// -queues makes (10 x 10 x 10 leaves, each guaranteed 80% of an even
+// split), 1,000 users one per leaf, over 500 workers of 64 cores with a
+// tenth free.
+func BenchmarkScheduleQueues(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	in := &Input{}
+	for i := range 500 {
+		in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), CPUMilli: Cores(64), Memory: 256 << 30, FreeMilli: 1000 * rng.Int64N(13), FreeMem: 64 << 30})
+	}
+	leaf := Cores(64) * 500 * 8 / 10 / 1000
+	for o := range 10 {
+		org := int32(len(in.Queues))
+		in.Queues = append(in.Queues, Queue{Name: fmt.Sprint("o", o), Parent: -1, Weight: 1, Guarantee: placement.Resources{CPUMilli: leaf * 100}})
+		for p := range 10 {
+			proj := int32(len(in.Queues))
+			in.Queues = append(in.Queues, Queue{Name: fmt.Sprint("o", o, "/p", p), Parent: org, Weight: 1, Guarantee: placement.Resources{CPUMilli: leaf * 10}})
+			for t := range 10 {
+				in.Queues = append(in.Queues, Queue{Name: fmt.Sprint("o", o, "/p", p, "/t", t), Parent: proj, Weight: int64(10 - t),
+					Guarantee: placement.Resources{CPUMilli: leaf}, Quota: placement.Quota{UsedMilli: rng.Int64N(2 * leaf)}})
+			}
+		}
+	}
+	for u := range 1000 {
+		q := int32(0)
+		for i := range in.Queues {
+			if in.Queues[i].Name == fmt.Sprint("o", u/100, "/p", u/10%10, "/t", u%10) {
+				q = int32(i + 1)
+			}
+		}
+		r := NewRun(uint64(u+1), 1, 1000, 1000*(1+rng.Int64N(4)), 2<<30)
+		r.Queue = q
+		in.Users = append(in.Users, User{Name: fmt.Sprint("user", u), RunningMilli: rng.Int64N(50_000), ReadyMilli: 1000 * r.CPUMilli, Runs: []Run{r}, Queue: q})
+	}
+	in.Shares = Shares(in)
+	b.ResetTimer()
+	jobs := 0
+	for b.Loop() {
+		jobs = Schedule(in).Jobs
+	}
+	b.ReportMetric(float64(jobs), "jobs/round")
+}
+
+func BenchmarkScheduleQueuesFlat(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	in := &Input{}
+	for i := range 500 {
+		in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), CPUMilli: Cores(64), Memory: 256 << 30, FreeMilli: 1000 * rng.Int64N(13), FreeMem: 64 << 30})
+	}
+	for u := range 1000 {
+		r := NewRun(uint64(u+1), 1, 1000, 1000*(1+rng.Int64N(4)), 2<<30)
+		in.Users = append(in.Users, User{Name: fmt.Sprint("user", u), RunningMilli: rng.Int64N(50_000), ReadyMilli: 1000 * r.CPUMilli, Runs: []Run{r}})
+	}
+	in.Shares = Shares(in)
+	b.ResetTimer()
+	for b.Loop() {
+		Schedule(in)
 	}
 }

@@ -44,10 +44,11 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	nRegions := fs.Int("regions", 0, "spread the workers over this many regions (with -clusters; 0: one default cluster)")
 	nClusters := fs.Int("clusters", 1, "clusters per region (with -regions)")
 	nTeams := fs.Int("teams", 0, "with -users: put the users in this many teams, each with its own billing project and a cpu quota of an even split of the fleet (binding: every team wants more)")
+	queues := fs.Bool("queues", false, "with -users: put the users in the 1,000 leaves of a three-level queue tree (10 x 10 x 10, tiers weighted 10 to 1), each guaranteed 80% of an even split of the fleet, borrowing the rest")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	cfg := bench.SchedConfig{Servers: *servers, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Array: *array, Bunch: *bunch,
+	cfg := bench.SchedConfig{Queues: *queues, Servers: *servers, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Array: *array, Bunch: *bunch,
 		Users: *users, Batches: *batches, Seed: *seed, CancelAt: *cancelAt, PprofDir: *pprofDir, PprofFrom: *pprofFrom, PprofFor: *pprofFor,
 		Keep: *keep, TLS: *useTLS, ServerFlags: strings.Fields(*serverFlags), History: *historyKind, Retention: *retention,
 		Regions: *nRegions, Clusters: *nClusters, Teams: *nTeams,

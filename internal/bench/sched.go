@@ -58,6 +58,12 @@ type SchedConfig struct {
 	// Teams puts the users in this many teams, each with its own billing
 	// project and an even split of the fleet's cores as its cpu quota.
 	Teams int
+	// Queues puts the users in the 1,000 leaves of a three-level queue
+	// tree (10 organizations, 10 projects each, 10 tiers each, weighted
+	// 10 down to 1), each leaf a billing project guaranteed 80% of an even
+	// split of the fleet (binding: every leaf wants more), borrowing the
+	// rest.
+	Queues bool
 
 	Progress Printf // progress lines
 	Notices  Printf // retries, kept directories
@@ -69,6 +75,9 @@ type SchedConfig struct {
 func (c *SchedConfig) Validate() error {
 	if c.Regions < 0 || c.Clusters < 1 || c.Teams < 0 || (c.Teams > 0 && c.Users < c.Teams) {
 		return errors.New("-regions must be 0 or more, -clusters 1 or more, and -teams at most -users")
+	}
+	if c.Queues && (c.Teams > 0 || c.Users < 1) {
+		return errors.New("-queues needs -users and no -teams")
 	}
 	if c.Servers < 1 || c.Jobs < 1 || c.Workers < 1 || c.WorkerCores < 1 || c.Bunch < 1 || c.Batches < 1 || c.Users < 0 {
 		return errors.New("-servers, -jobs, -workers, -worker-cores, -bunch and -batches must be positive")
@@ -199,6 +208,11 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 	}
 	if cfg.Teams > 0 {
 		if err := benchTeams(ctx, cl, tenants, cfg.Teams, int64(cfg.Workers)*int64(cfg.WorkerCores)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Queues {
+		if err := benchQueues(ctx, cl, tenants, int64(cfg.Workers)*int64(cfg.WorkerCores)); err != nil {
 			return nil, err
 		}
 	}
@@ -463,6 +477,39 @@ func benchTeams(ctx context.Context, admin *api.Client, tenants []tenant, n int,
 		zero := 0.0
 		cfg.Queues = append(cfg.Queues, api.Queue{Path: project, BillingProjects: []string{project},
 			Guarantee: api.Quota{CPU: math.Ceil(float64(fleetCores) / float64(n))}, BorrowLimit: &api.Limit{CPU: &zero}})
+	}
+	return admin.ApplyPlacement(ctx, cfg)
+}
+
+// benchQueues makes a three-level tree of 1,000 leaves, each its own
+// billing project with the tenants round robin, guaranteed 80% of an even
+// split of the fleet's cores (a parent the sum of its children's), tiers
+// weighted 10 down to 1, borrowing on.
+func benchQueues(ctx context.Context, admin *api.Client, tenants []tenant, fleetCores int64) error {
+	const fan = 10
+	leafCores := math.Floor(0.8 * float64(fleetCores) / fan / fan / fan)
+	members := map[string][]string{}
+	for i := range tenants {
+		k := i % (fan * fan * fan)
+		tenants[i].project = fmt.Sprintf("q-%03d", k)
+		members[tenants[i].project] = append(members[tenants[i].project], tenants[i].user)
+	}
+	cfg := &api.PlacementConfig{}
+	for o := range fan {
+		org := fmt.Sprintf("org%d", o)
+		cfg.Queues = append(cfg.Queues, api.Queue{Path: org, Guarantee: api.Quota{CPU: leafCores * fan * fan}})
+		for p := range fan {
+			proj := fmt.Sprintf("%s/proj%d", org, p)
+			cfg.Queues = append(cfg.Queues, api.Queue{Path: proj, Guarantee: api.Quota{CPU: leafCores * fan}})
+			for t := range fan {
+				name := fmt.Sprintf("q-%03d", o*fan*fan+p*fan+t)
+				if _, err := admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: name, Members: members[name]}); err != nil {
+					return err
+				}
+				cfg.Queues = append(cfg.Queues, api.Queue{Path: fmt.Sprintf("%s/tier%d", proj, t), Weight: int64(fan - t),
+					Guarantee: api.Quota{CPU: leafCores}, BillingProjects: []string{name}})
+			}
+		}
 	}
 	return admin.ApplyPlacement(ctx, cfg)
 }

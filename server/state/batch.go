@@ -79,6 +79,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		Priority:            c.Priority,
 	}
 	s.bindTallies(b)
+	b.leaf = s.resolveQueue(b)
 	res := &UpdateResult{Batch: b.ID}
 	switch {
 	case len(c.Jobs) > 0:

@@ -193,6 +193,17 @@ func (s *State) checkQueues() error {
 			}
 		}
 	}
+	for _, b := range s.batches {
+		if want := s.resolveQueue(b); b.leaf != want {
+			path := func(q *Queue) string {
+				if q == nil {
+					return "none"
+				}
+				return q.Path
+			}
+			return fmt.Errorf("batch %d runs in queue %s, resolved %s", b.ID, path(b.leaf), path(want))
+		}
+	}
 	for _, inst := range s.instances {
 		for k := range inst.running {
 			b := s.batches[k.batch]

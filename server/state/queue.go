@@ -168,6 +168,10 @@ func (s *State) putQueue(q *Queue, old *Queue, now int64) {
 // on restore.
 func (s *State) recomputeQueueUse() {
 	s.projectQueue = map[string]*Queue{}
+	s.queueOrder = s.queueOrder[:0]
+	for _, path := range sortedKeys(s.queues) {
+		s.queueOrder = append(s.queueOrder, s.queues[path])
+	}
 	for _, q := range s.queues {
 		q.parent = s.queues[placement.ParentQueue(q.Path)]
 		q.leaf = true
@@ -181,6 +185,9 @@ func (s *State) recomputeQueueUse() {
 			q.parent.leaf = false
 		}
 	}
+	for _, b := range s.batches {
+		b.leaf = s.resolveQueue(b)
+	}
 	for _, inst := range s.instances {
 		for k := range inst.running {
 			b := s.batches[k.batch]
@@ -189,10 +196,16 @@ func (s *State) recomputeQueueUse() {
 	}
 }
 
-// queueOf returns the leaf queue a batch's jobs run in (nil: none): the
+// queueOf returns the leaf queue a batch's jobs run in (nil: none), as
+// resolveQueue found it when the batch was made or the tree last changed
+// (a map lookup by name for every batch of every round was a tenth of a
+// scheduling round's read with 1,000 queues).
+func (s *State) queueOf(b *Batch) *Queue { return b.leaf }
+
+// resolveQueue finds the leaf queue a batch's jobs run in (nil: none): the
 // queue it names, while that is a leaf its billing project may use, else
 // its project's default queue.
-func (s *State) queueOf(b *Batch) *Queue {
+func (s *State) resolveQueue(b *Batch) *Queue {
 	if b.Queue != "" {
 		if q := s.queues[b.Queue]; q != nil && q.leaf && q.allows(b.BillingProject) {
 			return q
@@ -214,6 +227,11 @@ func (s *State) homeOf(b *Batch) []string {
 	}
 	return nil
 }
+
+// HomeClusters is where a batch's queue is routed (none: anywhere): its
+// leaf's home clusters or the nearest queue's above it. The queue's:
+// read-only.
+func (r Reader) HomeClusters(b *Batch) []string { return r.s.homeOf(b) }
 
 // constraint is a job's placement constraint: its spec's (Spec.Constraint),
 // routed to its queue's home clusters. Shares the spec's and the queue's
@@ -362,6 +380,9 @@ func cloneQueue(q placement.Queue) placement.Queue {
 // Queue is the leaf queue a batch's jobs run in (nil: none).
 func (r Reader) Queue(b *Batch) *Queue { return r.s.queueOf(b) }
 
+// IsLeaf reports whether no queue names q as its parent.
+func (r Reader) IsLeaf(q *Queue) bool { return q.leaf }
+
 // Parent is the queue above q (nil: q is at the top).
 func (r Reader) Parent(q *Queue) *Queue { return q.parent }
 
@@ -446,14 +467,8 @@ func (s *State) applySetTeam(c *SetTeam) any {
 }
 
 // QueueTree lists every queue, a parent before its children (by path).
-// The queues are the state's: read-only.
-func (r Reader) QueueTree() []*Queue {
-	out := make([]*Queue, 0, len(r.s.queues))
-	for _, path := range sortedKeys(r.s.queues) {
-		out = append(out, r.s.queues[path])
-	}
-	return out
-}
+// The list and the queues are the state's: read-only.
+func (r Reader) QueueTree() []*Queue { return r.s.queueOrder }
 
 // ReadyJobs counts a batch's Ready jobs.
 func (r Reader) ReadyJobs(b *Batch) int64 { return b.counts[Ready] }

@@ -120,6 +120,16 @@ type ReadyRange struct {
 	Attempt uint16
 }
 
+// ReadyHead is the spec of the first job of a batch's Ready queue (nil:
+// none Ready).
+func (r Reader) ReadyHead(b *Batch) *Spec {
+	items := b.ready.items()
+	if len(items) == 0 {
+		return nil
+	}
+	return b.groupOf(items[0].Lo).spec
+}
+
 // Ready yields a batch's Ready queue in order.
 func (r Reader) Ready(b *Batch) iter.Seq[ReadyRange] {
 	return func(yield func(ReadyRange) bool) {

@@ -99,6 +99,7 @@ type State struct {
 	marks         map[string]*CapacityMark
 	decisions     []Decision
 	projectQueue  map[string]*Queue // derived from queues: each project's default queue
+	queueOrder    []*Queue          // derived: the queues by path (a parent before its children)
 	// gossipKeys is the gossip keyring, primary first (nil until an
 	// operator rotates keys).
 	gossipKeys []string

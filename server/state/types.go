@@ -333,6 +333,7 @@ type Batch struct {
 	// jobs within the queue, higher first.
 	Queue           string
 	Priority        int32
+	leaf            *Queue // derived: the leaf it runs in (State.resolveQueue)
 	callbackVersion uint64
 	callbackResult  string
 	bill            batchBill // what it has cost

@@ -210,7 +210,10 @@ func scheduling(r state.Reader, o Options) *Round {
 	// batches with Ready jobs are in (most users: one), in the order of
 	// its FIFO within each.
 	var lists [][]*state.Batch
-	for _, q := range r.UserQueues() {
+	uqs := r.UserQueues()
+	in.Users = make([]scheduler.User, 0, len(uqs))
+	lists = make([][]*state.Batch, 0, len(uqs))
+	for _, q := range uqs {
 		if q.ReadyJobs() == 0 && q.RunningJobs() == 0 {
 			continue
 		}
@@ -225,7 +228,14 @@ func scheduling(r state.Reader, o Options) *Round {
 				in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli(), Queue: leaf, Priority: prio})
 				lists = append(lists, nil)
 			}
-			in.Users[k].ReadyMilli += r.ReadyMilli(b)
+			milli := r.ReadyMilli(b)
+			in.Users[k].ReadyMilli += milli
+			// Memory by the batch's head: exact for a batch of one
+			// size, an estimate for a mixed one (the budgets it
+			// weighs bound cores alone).
+			if sp := r.ReadyHead(b); sp != nil && sp.CPUMilli > 0 {
+				in.Users[k].ReadyMemory += int64(float64(milli) / float64(sp.CPUMilli) * float64(sp.Memory))
+			}
 			lists[k] = append(lists[k], b)
 		}
 		if first == len(in.Users) {
@@ -234,9 +244,19 @@ func scheduling(r state.Reader, o Options) *Round {
 			lists = append(lists, nil)
 		}
 	}
-	in.Shares = scheduler.Shares(in)
+	var budgets []int64
+	in.Shares, budgets = scheduler.SharesAndBudgets(in)
+	gpus := false
 	for ui, batches := range lists {
 		in.Users[ui].Runs = l.runs(batches, in.Shares[ui])
+		for _, run := range in.Users[ui].Runs {
+			gpus = gpus || run.GPUs > 0
+		}
+	}
+	// Jobs that need GPUs make the decision weigh GPUs too: it shares
+	// down the tree again from the runs.
+	if !gpus {
+		in.Budgets = budgets
 	}
 	return rd
 }
@@ -306,12 +326,14 @@ func (l *lister) newReach(k placement.Constraint) *reach {
 }
 
 // constraint returns a job's constraint (1 + index, 0: none) and its
-// reach: its spec's, routed to its queue's home clusters.
-func (l *lister) constraint(b *state.Batch, spec *state.Spec) (int32, *reach) {
-	k := l.r.Constraint(b, spec)
-	if k.Empty() {
+// reach: its spec's, routed to its queue's home clusters (home, read once
+// a batch: Reader.HomeClusters).
+func (l *lister) constraint(home []string, spec *state.Spec) (int32, *reach) {
+	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0)) {
 		return 0, l.anywhere
 	}
+	k := spec.Constraint()
+	k.Clusters = home
 	key := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00")
 	idx, ok := l.constraintOf[key]
 	if !ok {
@@ -334,15 +356,21 @@ func (l *lister) listQueues() {
 	l.queueOf = make(map[*state.Queue]int32, len(tree))
 	for _, q := range tree {
 		use := l.r.Use(q)
-		byCluster := make([]int64, len(l.in.Clusters))
-		for name, used := range use.UsedByCluster {
-			if ci, ok := l.clusterIdx[name]; ok {
-				byCluster[ci] = used
-			}
-		}
 		quota := q.Queue.Quota()
 		quota.UsedMilli, quota.UsedMemory, quota.UsedJobs = use.UsedMilli, use.UsedMemory, use.UsedJobs
-		quota.UsedByCluster, quota.UsedGPUs = byCluster, maps.Clone(use.UsedGPUs)
+		if len(use.UsedGPUs) > 0 {
+			quota.UsedGPUs = maps.Clone(use.UsedGPUs)
+		}
+		if l.r.IsLeaf(q) {
+			// A leaf's use per cluster is what spread ranks its
+			// clusters by; the queues above it need none.
+			quota.UsedByCluster = make([]int64, len(l.in.Clusters))
+			for name, used := range use.UsedByCluster {
+				if ci, ok := l.clusterIdx[name]; ok {
+					quota.UsedByCluster[ci] = used
+				}
+			}
+		}
 		sq := scheduler.Queue{Name: q.Path, Parent: -1, Strategy: q.Strategy, Quota: quota, Weight: q.EffectiveWeight(),
 			Guarantee: q.Guarantee.Clone(), Lend: q.LendLimit.Clone()}
 		room := coreRoom(&quota)
@@ -444,6 +472,7 @@ func (l *lister) runs(batches []*state.Batch, share int64) []scheduler.Run {
 batches:
 	for _, b := range batches {
 		ti := l.queue(b)
+		home := l.r.HomeClusters(b)
 		pr := l.project(b)
 		for rg := range l.r.Ready(b) {
 			spec := rg.Spec
@@ -451,7 +480,7 @@ batches:
 				// Runs on a machine of its own, made for it.
 				continue
 			}
-			ci, rc := l.constraint(b, spec)
+			ci, rc := l.constraint(home, spec)
 			_, gpus := spec.GPUs()
 			run := scheduler.Run{
 				Batch: b.ID, First: rg.Lo, Count: rg.Len(), Attempt: rg.Attempt,
