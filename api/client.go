@@ -1138,6 +1138,17 @@ func (c *Client) PutQueue(ctx context.Context, q *Queue) (*Queue, error) {
 	return &out, nil
 }
 
+// RecommendQueues runs the percentile algorithm over the last days of
+// recorded usage (percentile in percent, e.g. 95).
+func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float64) (*QueueRecommendations, error) {
+	var out QueueRecommendations
+	q := url.Values{"days": {strconv.Itoa(days)}, "percentile": {strconv.FormatFloat(percentile, 'f', -1, 64)}}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-recommendations?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DeleteQueue removes a queue without children (admin).
 func (c *Client) DeleteQueue(ctx context.Context, path string) error {
 	return c.Do(ctx, http.MethodDelete, queuePath(path), nil, nil)

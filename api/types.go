@@ -1035,6 +1035,38 @@ type Queue struct {
 	Cap *Quota `json:"cap,omitempty"`
 }
 
+// QueueRecommendation is Monarch's percentile algorithm's suggestion for
+// one queue, from the usage the history store recorded, with the data
+// behind it and the queue's settings now.
+type QueueRecommendation struct {
+	Path string `json:"path"`
+	// HoursInUse: the time the queue held anything in the window;
+	// HoursCovered: the time the suggested guarantee covers (at least the
+	// percentile of HoursInUse).
+	HoursInUse   float64 `json:"hours_in_use"`
+	HoursCovered float64 `json:"hours_covered"`
+	PeakCPU      float64 `json:"peak_cpu"`
+	PeakJobs     int64   `json:"peak_jobs"`
+	// Guarantee (cores), Weight and MaxRunningJobs: suggested, and now.
+	Guarantee             float64 `json:"guarantee_cpu"`
+	CurrentGuarantee      float64 `json:"current_guarantee_cpu"`
+	Weight                int64   `json:"weight"`
+	CurrentWeight         int64   `json:"current_weight"`
+	MaxRunningJobs        int64   `json:"max_running_jobs"`
+	CurrentMaxRunningJobs int64   `json:"current_max_running_jobs"`
+}
+
+// QueueRecommendations are the suggestions for every queue, and the
+// window and percentile they were made with.
+type QueueRecommendations struct {
+	Days       int                   `json:"days"`
+	Percentile float64               `json:"percentile"`
+	Queues     []QueueRecommendation `json:"queues"`
+	// Tree is the queues as they are with the suggestions in: what
+	// drover placement apply takes (drover queue recommend -hcl).
+	Tree []Queue `json:"tree"`
+}
+
 // PlacementConfig declares clusters with their pools, and queues.
 // Applying it creates or updates what it names; Prune removes queues it
 // does not name. Clusters are never removed (their workers' records stay)

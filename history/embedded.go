@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -30,7 +31,13 @@ var (
 	bucketJobs    = []byte("jobs")    // batch ID, job ID → Job (JSON)
 	bucketLedger  = []byte("ledger")  // project NUL day batch user → cost (ledgerValue)
 	bucketByBatch = []byte("ledger-by-batch")
+	bucketUsage   = []byte("queue-usage") // at (8 bytes), queue → usageValue (JSON)
 )
+
+// usageValue is a queue sample's amounts.
+type usageValue struct {
+	Seconds, CPUMilli, Memory, Jobs int64
+}
 
 // EmbeddedFile is the store's file name in the data dir.
 const EmbeddedFile = "history.db"
@@ -46,7 +53,7 @@ func OpenEmbedded(dir string) (*Embedded, error) {
 		return nil, fmt.Errorf("history: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch} {
+		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch, bucketUsage} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -349,6 +356,46 @@ func (e *Embedded) Ledger(_ context.Context, project string, from, to int32) ([]
 		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
 	}
 	return out, nil
+}
+
+// PutQueueUsage implements Store.
+func (e *Embedded) PutQueueUsage(_ context.Context, samples []QueueSample) error {
+	return e.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketUsage)
+		for _, s := range samples {
+			v, err := json.Marshal(usageValue{s.Seconds, s.CPUMilli, s.Memory, s.Jobs})
+			if err != nil {
+				return err
+			}
+			if err := bk.Put(append(key64(uint64(s.At)), s.Queue...), v); err != nil {
+				return fmt.Errorf("history: store queue usage: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// QueueUsage implements Store.
+func (e *Embedded) QueueUsage(_ context.Context, from, to int64) ([]QueueSample, error) {
+	out := []QueueSample{}
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketUsage).Cursor()
+		for k, v := c.Seek(key64(uint64(max(from, 0)))); k != nil && len(k) >= 8 && int64(binary.BigEndian.Uint64(k)) < to; k, v = c.Next() {
+			var u usageValue
+			if err := json.Unmarshal(v, &u); err != nil {
+				return fmt.Errorf("history: queue usage: %w", err)
+			}
+			out = append(out, QueueSample{Queue: string(k[8:]), At: int64(binary.BigEndian.Uint64(k)), Seconds: u.Seconds, CPUMilli: u.CPUMilli, Memory: u.Memory, Jobs: u.Jobs})
+		}
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b QueueSample) int {
+		if a.Queue != b.Queue {
+			return strings.Compare(a.Queue, b.Queue)
+		}
+		return int(a.At - b.At)
+	})
+	return out, err
 }
 
 // Ping implements Store.

@@ -70,6 +70,18 @@ type LedgerRow struct {
 	Cost           money.Amount
 }
 
+// QueueSample is what a queue's running attempts (its subtree's) held
+// over a stretch of time: the leader samples every queue in use each
+// minute, for the percentile algorithm (drover queue recommend).
+type QueueSample struct {
+	Queue    string
+	At       int64 // unix seconds: the stretch's start
+	Seconds  int64
+	CPUMilli int64
+	Memory   int64
+	Jobs     int64
+}
+
 // Store keeps finished batches. Implementations are safe for concurrent
 // use.
 type Store interface {
@@ -101,6 +113,13 @@ type Store interface {
 	// Ledger lists a billing project's ledger rows for days from..to
 	// (inclusive), by day, then batch, then user.
 	Ledger(ctx context.Context, project string, from, to int32) ([]LedgerRow, error)
+
+	// PutQueueUsage stores queue samples; a sample of a queue at an At
+	// stored before is replaced.
+	PutQueueUsage(ctx context.Context, samples []QueueSample) error
+	// QueueUsage lists the samples with At in [from, to) (unix seconds),
+	// by queue, then time.
+	QueueUsage(ctx context.Context, from, to int64) ([]QueueSample, error)
 
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error

@@ -72,6 +72,18 @@ var migrations = []string{
 	// DOUBLEs of a database written before are rounded once, by MariaDB,
 	// to the nearest nano-dollar.
 	5: `ALTER TABLE ledger MODIFY cost DECIMAL(20,9) NOT NULL`,
+	// What each queue held, minute by minute (queue paths are at most
+	// 8 x 65 bytes).
+	6: `CREATE TABLE queue_usage (
+		queue VARCHAR(520) NOT NULL,
+		at BIGINT NOT NULL,
+		seconds BIGINT NOT NULL,
+		cpu_milli BIGINT NOT NULL,
+		memory BIGINT NOT NULL,
+		jobs BIGINT NOT NULL,
+		PRIMARY KEY (queue, at),
+		KEY by_time (at)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 }
 
 // SchemaVersion is the schema this binary needs.
@@ -559,6 +571,42 @@ func (m *MySQL) Ledger(ctx context.Context, project string, from, to int32) ([]L
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
+	}
+	return out, nil
+}
+
+// PutQueueUsage implements Store.
+func (m *MySQL) PutQueueUsage(ctx context.Context, samples []QueueSample) error {
+	err := m.insertRows(ctx, "INSERT INTO queue_usage (queue, at, seconds, cpu_milli, memory, jobs) VALUES ", "(?,?,?,?,?,?)",
+		" ON DUPLICATE KEY UPDATE seconds = VALUES(seconds), cpu_milli = VALUES(cpu_milli), memory = VALUES(memory), jobs = VALUES(jobs)",
+		len(samples), func(i int) []any {
+			s := &samples[i]
+			return []any{s.Queue, s.At, s.Seconds, s.CPUMilli, s.Memory, s.Jobs}
+		})
+	if err != nil {
+		return fmt.Errorf("history: store queue usage: %w", err)
+	}
+	return nil
+}
+
+// QueueUsage implements Store.
+func (m *MySQL) QueueUsage(ctx context.Context, from, to int64) ([]QueueSample, error) {
+	rows, err := m.db.QueryContext(ctx, `SELECT queue, at, seconds, cpu_milli, memory, jobs FROM queue_usage
+		WHERE at >= ? AND at < ? ORDER BY queue, at`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("history: queue usage: %w", err)
+	}
+	defer rows.Close()
+	out := []QueueSample{}
+	for rows.Next() {
+		var s QueueSample
+		if err := rows.Scan(&s.Queue, &s.At, &s.Seconds, &s.CPUMilli, &s.Memory, &s.Jobs); err != nil {
+			return nil, fmt.Errorf("history: queue usage: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history: queue usage: %w", err)
 	}
 	return out, nil
 }

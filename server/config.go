@@ -108,6 +108,10 @@ type Config struct {
 	// wait take capacity back (reclaim of guarantees, preemption for fair
 	// share: scheduler.Preempt).
 	PreemptInterval time.Duration
+	// QueueSampleInterval is how often the leader records what each queue
+	// in use holds in the history store (the data of drover queue
+	// recommend).
+	QueueSampleInterval time.Duration
 	// BillingInterval is how often the leader looks at every billing
 	// project's spend regardless: it cancels a project's open batches at
 	// the moment the project reaches its spend limit (runSpendLimits),
@@ -272,6 +276,7 @@ func DefaultConfig() *Config {
 		BillingInterval:                10 * time.Second,
 		CallbackRetry:                  2 * time.Second,
 		PreemptInterval:                time.Second,
+		QueueSampleInterval:            time.Minute,
 		CallbackAttempts:               8,
 		Retention:                      7 * 24 * time.Hour,
 		ExportInterval:                 5 * time.Second,
@@ -371,6 +376,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := api.ParseCallbackAllow(c.CallbackAllow); err != nil {
 		errs = append(errs, fmt.Errorf("CallbackAllow: %w", err))
+	}
+	if c.QueueSampleInterval < time.Millisecond || c.QueueSampleInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("QueueSampleInterval is %v; it must be between 1ms and 1h", c.QueueSampleInterval))
 	}
 	if c.PreemptInterval < time.Millisecond || c.PreemptInterval > time.Hour {
 		errs = append(errs, fmt.Errorf("PreemptInterval is %v; it must be between 1ms and 1h", c.PreemptInterval))

@@ -257,7 +257,8 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(10)
+	s.leaderWG.Add(11)
+	go func() { defer s.leaderWG.Done(); s.runQueueSampler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runPreemption(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runInstanceRetention(ctx) }()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
@@ -77,4 +78,34 @@ func queueWaits(in *scheduler.PreemptInput, out *scheduler.PreemptOutput, timers
 		}
 	}
 	return m
+}
+
+// runQueueSampler records, every QueueSampleInterval on the leader, what
+// each queue in use holds, in the history store: the time units Monarch's
+// percentile algorithm reads (drover queue recommend). A store that does
+// not answer loses that interval's samples, nothing else.
+func (s *Server) runQueueSampler(ctx context.Context) {
+	every(ctx, s.cfg.QueueSampleInterval, func() {
+		if s.history == nil {
+			return
+		}
+		now := time.Now()
+		var samples []history.QueueSample
+		for _, q := range s.state.Queues() {
+			if q.UsedJobs > 0 {
+				samples = append(samples, history.QueueSample{Queue: q.Path, At: now.Unix(), Seconds: max(int64(s.cfg.QueueSampleInterval/time.Second), 1),
+					CPUMilli: q.UsedMilli, Memory: q.UsedMemory, Jobs: q.UsedJobs})
+			}
+		}
+		if len(samples) == 0 {
+			return
+		}
+		st, err := s.history.Store()
+		if err == nil {
+			err = st.PutQueueUsage(ctx, samples)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("recording queue usage", "err", err)
+		}
+	})
 }

@@ -109,6 +109,7 @@ Placement:
   queue set PATH [-weight N] [-guarantee-cpu N] [-borrow-cpu N|none] [-max-jobs N] [-project P]...
   queue delete PATH      remove a queue without children
   queue route PATH -to C route a queue's new attempts to clusters (-clear: anywhere)
+  queue recommend        guarantees, weights and max_running from recorded usage (-hcl: for placement apply)
   placement apply FILE   declare clusters, pools, cluster groups, queues and launch configs (HCL)
 
 Administration:
@@ -197,7 +198,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "queue":
 		return m.sub(ctx, "queue", rest, map[string]func(context.Context, []string) error{
 			"tree": m.runQueueTree, "list": m.runQueueList, "show": m.runQueueShow, "set": m.runQueueSet, "delete": m.runQueueDelete,
-			"route": m.runQueueRoute,
+			"route": m.runQueueRoute, "recommend": m.runQueueRecommend,
 		})
 	case "placement":
 		return m.sub(ctx, "placement", rest, map[string]func(context.Context, []string) error{

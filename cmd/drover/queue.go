@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/jobspec/placementspec"
 )
 
 func (m *Main) runQueueList(ctx context.Context, args []string) error {
@@ -324,4 +325,45 @@ func (m *Main) runQueueRoute(ctx context.Context, args []string) error {
 		safef(m.Stdout, "Queue %s is routed to %s: its new attempts go there from the next scheduling round.\n", out.Path, strings.Join(out.HomeClusters, ", "))
 	}
 	return nil
+}
+
+// runQueueRecommend prints Monarch's percentile algorithm's suggestions
+// from the recorded usage: a table of each queue's guarantee, weight and
+// max_running now and suggested, with the data behind them, or with -hcl
+// the whole tree with the suggestions in, for drover placement apply.
+func (m *Main) runQueueRecommend(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue recommend", "[-days 30] [-percentile 95] [-hcl | -json]")
+	days := fs.Int("days", 30, "the window of recorded usage, in days (1 to 365)")
+	percentile := fs.Float64("percentile", 95, "the share of the time a queue is in use its guarantee covers, in percent")
+	asHCL := fs.Bool("hcl", false, "print the queue tree with the suggestions in, as queue blocks drover placement apply takes")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	rec, err := m.Client().RecommendQueues(ctx, *days, *percentile)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *asJSON:
+		return m.printJSON(rec)
+	case *asHCL:
+		safef(m.Stdout, "# drover queue recommend -days %d -percentile %g\n", rec.Days, rec.Percentile)
+		_, err := m.Stdout.Write(placementspec.FormatQueues(rec.Tree))
+		return err
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	safef(tw, "QUEUE\tHOURS IN USE\tCOVERED\tPEAK CORES\tGUARANTEE\tWEIGHT\tMAX RUNNING JOBS\n")
+	arrow := func(now, next string) string {
+		if now == next {
+			return now
+		}
+		return now + " -> " + next
+	}
+	for _, q := range rec.Queues {
+		safef(tw, "%s\t%.1f\t%.1f\t%g\t%s\t%s\t%s\n", q.Path, q.HoursInUse, q.HoursCovered, q.PeakCPU,
+			arrow(fmt.Sprint(q.CurrentGuarantee), fmt.Sprint(q.Guarantee)), arrow(fmt.Sprint(q.CurrentWeight), fmt.Sprint(q.Weight)),
+			arrow(countString(q.CurrentMaxRunningJobs), countString(q.MaxRunningJobs)))
+	}
+	return tw.Flush()
 }

@@ -25,6 +25,29 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("ExportIsIdempotent", func(t *testing.T) { testIdempotent(t, open(t)) })
 	t.Run("BatchPagesAndVisibility", func(t *testing.T) { testBatchList(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })
+	t.Run("QueueUsage", func(t *testing.T) { testQueueUsage(t, open(t)) })
+}
+
+// testQueueUsage: samples come back by queue, then time, within the
+// window asked; a sample written again replaces the earlier one.
+func testQueueUsage(t *testing.T, s history.Store) {
+	must(t, s.PutQueueUsage(ctx, []history.QueueSample{
+		{Queue: "org/t1", At: 120, Seconds: 60, CPUMilli: 4000, Memory: 1 << 30, Jobs: 4},
+		{Queue: "org/t1", At: 60, Seconds: 60, CPUMilli: 2000, Jobs: 2},
+		{Queue: "org", At: 60, Seconds: 60, CPUMilli: 9000, Jobs: 9},
+		{Queue: "org/t1", At: 180, Seconds: 60, CPUMilli: 1},
+	}))
+	must(t, s.PutQueueUsage(ctx, []history.QueueSample{{Queue: "org", At: 60, Seconds: 60, CPUMilli: 8000, Jobs: 8}}))
+	got, err := s.QueueUsage(ctx, 60, 180)
+	must(t, err)
+	same(t, "queue usage", got, []history.QueueSample{
+		{Queue: "org", At: 60, Seconds: 60, CPUMilli: 8000, Jobs: 8},
+		{Queue: "org/t1", At: 60, Seconds: 60, CPUMilli: 2000, Jobs: 2},
+		{Queue: "org/t1", At: 120, Seconds: 60, CPUMilli: 4000, Memory: 1 << 30, Jobs: 4},
+	})
+	if got, err := s.QueueUsage(ctx, 1000, 2000); err != nil || len(got) != 0 {
+		t.Fatalf("an empty window: %v %v", got, err)
+	}
 }
 
 var ctx = context.Background()

@@ -342,6 +342,7 @@ func (s *Server) Routes() []Route {
 		{"GET /api/v1/queues/{path...}", u, s.wrap(s.handleGetQueue)},
 		{"PUT /api/v1/queues/{path...}", a, s.wrap(s.handlePutQueue)},
 		{"DELETE /api/v1/queues/{path...}", a, s.wrap(s.handleDeleteQueue)},
+		{"GET /api/v1/queue-recommendations", u, s.wrap(s.handleRecommendQueues)},
 		{"POST /api/v1/placement", a, s.wrap(s.handleApplyPlacement)},
 
 		{"POST /api/v1/users", a, s.wrap(s.handleCreateUser)},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"net/http"
 	"slices"
 	"strings"
@@ -168,6 +169,67 @@ func (s *Server) handlePutQueue(w http.ResponseWriter, r *http.Request) (any, er
 	}
 	out, _ := s.state.QueueByPath(q.Path)
 	return apiview.Queue(&out), nil
+}
+
+// handleRecommendQueues runs Monarch's percentile algorithm
+// (placement.Recommend) over the usage the history store recorded in the
+// last days, for every queue of the tree.
+func (s *Server) handleRecommendQueues(w http.ResponseWriter, r *http.Request) (any, error) {
+	days, percentile := 30, 95.0
+	if v := r.URL.Query().Get("days"); v != "" {
+		d, err := strconv.Atoi(v)
+		if err != nil || d < 1 || d > 365 {
+			return nil, codedf(http.StatusBadRequest, "days %.20q must be a whole number of days between 1 and 365", v)
+		}
+		days = d
+	}
+	if v := r.URL.Query().Get("percentile"); v != "" {
+		p, err := strconv.ParseFloat(v, 64)
+		if err != nil || p <= 0 || p > 100 || math.IsNaN(p) {
+			return nil, codedf(http.StatusBadRequest, "percentile %.20q must be more than 0 and at most 100 (e.g. 95)", v)
+		}
+		percentile = p
+	}
+	st, err := s.historyStore("queue usage")
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	usage, err := st.QueueUsage(r.Context(), now.Add(-time.Duration(days)*24*time.Hour).Unix(), now.Unix()+1)
+	if err != nil {
+		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
+	}
+	samples := map[string][]placement.UsageSample{}
+	for _, u := range usage {
+		samples[u.Queue] = append(samples[u.Queue], placement.UsageSample{Seconds: u.Seconds, CPUMilli: u.CPUMilli, Jobs: u.Jobs})
+	}
+	infos := s.state.Queues()
+	list := make([]placement.Queue, len(infos))
+	byPath := map[string]*state.QueueInfo{}
+	for i := range infos {
+		list[i] = infos[i].Queue.Queue
+		byPath[infos[i].Path] = &infos[i]
+	}
+	tree, err := placement.NewQueueTree(list)
+	if err != nil {
+		return nil, codedf(http.StatusInternalServerError, "the queue tree: %v", err)
+	}
+	out := api.QueueRecommendations{Days: days, Percentile: percentile, Queues: []api.QueueRecommendation{}, Tree: []api.Queue{}}
+	for _, rec := range placement.Recommend(tree, samples, int64(math.Round(percentile*10))) {
+		q := byPath[rec.Path]
+		a := rec.Allocation
+		out.Queues = append(out.Queues, api.QueueRecommendation{Path: rec.Path,
+			HoursInUse: float64(a.SecondsInUse) / 3600, HoursCovered: float64(a.SecondsCovered) / 3600,
+			PeakCPU: float64(a.PeakMilli) / 1000, PeakJobs: a.PeakJobs,
+			Guarantee: float64(rec.GuaranteeMilli) / 1000, CurrentGuarantee: float64(q.Guarantee.CPUMilli) / 1000,
+			Weight: rec.Weight, CurrentWeight: q.EffectiveWeight(),
+			MaxRunningJobs: rec.MaxRunningJobs, CurrentMaxRunningJobs: q.Limits.MaxRunningJobs})
+		aq := apiview.Queue(q)
+		aq.Guarantee.CPU, aq.Weight, aq.MaxRunning.Jobs = float64(rec.GuaranteeMilli)/1000, rec.Weight, rec.MaxRunningJobs
+		aq.Leaf, aq.Used, aq.UsedJobs, aq.UsedByCluster, aq.Cap = false, api.Quota{}, 0, nil, nil
+		out.Tree = append(out.Tree, aq)
+	}
+	return out, nil
 }
 
 func (s *Server) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any, error) {
