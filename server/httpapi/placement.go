@@ -3,9 +3,9 @@ package httpapi
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
