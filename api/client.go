@@ -1149,6 +1149,16 @@ func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float
 	return &out, nil
 }
 
+// QueueSLO reports each queue's SLO success ratio and usage/capacity
+// ratio over the last days.
+func (c *Client) QueueSLO(ctx context.Context, days int) (*QueueSLOReport, error) {
+	var out QueueSLOReport
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-slo?days="+strconv.Itoa(days), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DeleteQueue removes a queue without children (admin).
 func (c *Client) DeleteQueue(ctx context.Context, path string) error {
 	return c.Do(ctx, http.MethodDelete, queuePath(path), nil, nil)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/storageurl"
@@ -272,6 +273,24 @@ func validateJobs(specs []JobSpec, first int) error {
 
 // MaxPriority bounds a batch's priority either side of 0.
 const MaxPriority = 1_000_000
+
+// MaxSLOSeconds bounds a batch's SLO (one year), and MaxDeadline how far
+// ahead its deadline may be.
+const (
+	MaxSLOSeconds = 365 * 24 * 3600
+	MaxDeadline   = 10 * 365 * 24 * time.Hour
+)
+
+// ValidateSLO checks a batch's SLO and deadline.
+func ValidateSLO(slo float64, deadline *time.Time, now time.Time) error {
+	if slo < 0 || math.IsNaN(slo) || slo > MaxSLOSeconds {
+		return fmt.Errorf("slo_seconds is %g; it must be between 0 (none) and one year", slo)
+	}
+	if deadline != nil && (deadline.Before(time.Unix(0, 1)) || deadline.After(now.Add(MaxDeadline))) {
+		return fmt.Errorf("deadline %s must be after 1970 and within ten years", deadline.Format(time.RFC3339))
+	}
+	return nil
+}
 
 // ValidateBatchQueue checks the queue a batch names (a path of names,
 // empty: its project's default) and its priority.

@@ -193,6 +193,11 @@ type CreateBatchRequest struct {
 	// -1,000,000 and 1,000,000).
 	Queue    string `json:"queue,omitempty"`
 	Priority int64  `json:"priority,omitempty"`
+	// SLOSeconds is the batch's runtime target (complete within it of
+	// its creation) and Deadline the time it must complete by (absent:
+	// none); drover queue slo reports how often batches meet them.
+	SLOSeconds float64    `json:"slo_seconds,omitempty"`
+	Deadline   *time.Time `json:"deadline,omitempty"`
 }
 
 // CreateUpdateRequest adds jobs to an existing batch: either inline (Jobs,
@@ -244,6 +249,11 @@ type Batch struct {
 	// its priority there.
 	Queue    string `json:"queue,omitempty"`
 	Priority int64  `json:"priority,omitempty"`
+	// SLOSeconds and Deadline: see CreateBatchRequest; SLOMet, once it is
+	// complete, whether it met both.
+	SLOSeconds float64    `json:"slo_seconds,omitempty"`
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	SLOMet     *bool      `json:"slo_met,omitempty"`
 	// CallbackResult says how the last report of the batch's completion
 	// to its callback went ("HTTP 204", or why it was given up).
 	CallbackResult string     `json:"callback_result,omitempty"`
@@ -1065,6 +1075,27 @@ type QueueRecommendations struct {
 	// Tree is the queues as they are with the suggestions in: what
 	// drover placement apply takes (drover queue recommend -hcl).
 	Tree []Queue `json:"tree"`
+}
+
+// QueueSLO is how a queue's batches met their SLOs over a window (Monarch's
+// SLO success ratio: runs meeting their SLO over runs), and what the queue
+// used of its guarantee (usage/capacity: core-hours used over its
+// guarantee's core-hours in the window; 0 without a guarantee).
+type QueueSLO struct {
+	Queue         string  `json:"queue"`
+	Runs          int64   `json:"runs"`
+	Met           int64   `json:"met"`
+	SuccessRatio  float64 `json:"success_ratio"`
+	CoreHours     float64 `json:"core_hours"`
+	UsageCapacity float64 `json:"usage_capacity_ratio"`
+}
+
+// QueueSLOReport is the SLO report of every queue, and per tier (queues
+// grouped by their own name, the last of their path: tier1, tier2, ...).
+type QueueSLOReport struct {
+	Days   int        `json:"days"`
+	Queues []QueueSLO `json:"queues"`
+	Tiers  []QueueSLO `json:"tiers"`
 }
 
 // PlacementConfig declares clusters with their pools, and queues.

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF83343 = 1
-	codecSelferCcRAW3343  = 255
+	codecSelferCcUTF8543 = 1
+	codecSelferCcRAW543  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray3343  = 10
-	codecSelferValueTypeMap3343    = 9
-	codecSelferValueTypeString3343 = 6
-	codecSelferValueTypeInt3343    = 2
-	codecSelferValueTypeUint3343   = 3
-	codecSelferValueTypeFloat3343  = 4
-	codecSelferBitsize3343         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray543  = 10
+	codecSelferValueTypeMap543    = 9
+	codecSelferValueTypeString543 = 6
+	codecSelferValueTypeInt543    = 2
+	codecSelferValueTypeUint543   = 3
+	codecSelferValueTypeFloat543  = 4
+	codecSelferBitsize543         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct3343 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct543 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer3343 struct{}
+type codecSelfer543 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -135,7 +135,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -150,14 +150,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -166,7 +166,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -174,7 +174,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 						}
 					}
 				}
@@ -195,7 +195,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -221,7 +221,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -250,7 +250,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -279,7 +279,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -308,7 +308,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -335,7 +335,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -367,7 +367,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -396,7 +396,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -421,7 +421,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -443,7 +443,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -467,7 +467,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -489,7 +489,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -517,7 +517,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -550,7 +550,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -571,14 +571,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -587,7 +587,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -595,7 +595,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Pool))
 						}
 					}
 				}
@@ -616,7 +616,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -633,27 +633,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GPUType))
 						}
 					}
 				}
@@ -666,27 +666,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.MachineType))
 						}
 					}
 				}
@@ -699,14 +699,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -715,7 +715,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -723,7 +723,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
 						}
 					}
 				}
@@ -736,14 +736,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -752,7 +752,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -760,7 +760,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
 						}
 					}
 				}
@@ -785,7 +785,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -818,7 +818,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -844,7 +844,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -865,7 +865,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -883,7 +883,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -891,14 +891,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -906,13 +906,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1024,7 +1024,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1060,7 +1060,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1124,7 +1124,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj40 int
@@ -1354,7 +1354,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj40++
 	if yyhl40 {
@@ -1440,7 +1440,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj40++
 	if yyhl40 {
@@ -1593,7 +1593,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1619,7 +1619,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 					}
 				}
 			} else {
@@ -1627,7 +1627,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1635,7 +1635,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 					}
 				}
 			}
@@ -1646,7 +1646,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Source))
 					}
 				}
 			} else {
@@ -1654,7 +1654,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1662,7 +1662,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Source))
 					}
 				}
 			}
@@ -1673,7 +1673,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
 					}
 				}
 			} else {
@@ -1681,7 +1681,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1689,7 +1689,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
 					}
 				}
 			}
@@ -1703,7 +1703,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1711,14 +1711,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1726,13 +1726,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1776,7 +1776,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1847,7 +1847,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1873,7 +1873,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 					}
 				}
 			} else {
@@ -1881,7 +1881,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1889,7 +1889,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 					}
 				}
 			}
@@ -1900,7 +1900,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
 					}
 				}
 			} else {
@@ -1908,7 +1908,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1916,7 +1916,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
 					}
 				}
 			}
@@ -1927,7 +1927,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Destination))
 					}
 				}
 			} else {
@@ -1935,7 +1935,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1943,7 +1943,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Destination))
 					}
 				}
 			}
@@ -1957,7 +1957,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1965,14 +1965,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1980,13 +1980,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2030,7 +2030,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2101,7 +2101,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2145,7 +2145,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2160,7 +2160,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2175,7 +2175,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2190,7 +2190,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2210,7 +2210,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2231,7 +2231,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2252,7 +2252,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2270,7 +2270,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2278,14 +2278,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2293,13 +2293,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2367,7 +2367,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2502,7 +2502,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2516,7 +2516,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [10]bool{    // should field at this index be written?
+			var yyq2 = [12]bool{    // should field at this index be written?
 				x.Name != "",                // Name
 				true,                        // BillingProject
 				len(x.Attributes) != 0,      // Attributes
@@ -2527,10 +2527,12 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.Callback != "",            // Callback
 				x.Queue != "",               // Queue
 				x.Priority != 0,             // Priority
+				x.SLOSeconds != 0,           // SLOSeconds
+				x.Deadline != nil,           // Deadline
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(10)
+				r.WriteArrayStart(12)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2549,14 +2551,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -2565,7 +2567,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2573,7 +2575,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 						}
 					}
 				}
@@ -2585,19 +2587,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.BillingProject))
 					}
 				}
 			}
@@ -2621,7 +2623,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2642,27 +2644,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2687,7 +2689,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2713,7 +2715,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2734,7 +2736,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2750,14 +2752,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -2766,7 +2768,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2774,7 +2776,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Callback))
 						}
 					}
 				}
@@ -2787,14 +2789,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -2803,7 +2805,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2811,7 +2813,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Queue))
 						}
 					}
 				}
@@ -2832,12 +2834,99 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.Priority))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[10] {
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.SLOSeconds))
+					}
+				} else {
+					r.EncodeFloat64(0)
+				}
+			} else {
+				if yyq2[10] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF8543, `slo_seconds`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeFloat64(float64(x.SLOSeconds))
+					}
+				}
+			}
+			var yyn36 bool
+			if x.Deadline == nil {
+				yyn36 = true
+				goto LABEL36
+			}
+		LABEL36:
+			if yyr2 || yy2arr2 {
+				if yyn36 {
+					r.WriteArrayElem()
+					r.EncodeNil()
+				} else {
+					r.WriteArrayElem()
+					if yyq2[11] {
+						if x.Deadline == nil {
+							r.EncodeNil()
+						} else {
+							yy37 := *x.Deadline
+							if false {
+							} else if !z.EncBasicHandle().TimeNotBuiltin {
+								r.EncodeTime(yy37)
+							} else if yyxt38 := z.Extension(z.I2Rtid(yy37)); yyxt38 != nil {
+								z.EncExtension(yy37, yyxt38)
+							} else if z.EncBinary() {
+								z.EncBinaryMarshal(yy37)
+							} else if !z.EncBinary() && z.IsJSONHandle() {
+								z.EncJSONMarshal(yy37)
+							} else {
+								z.EncFallback(yy37)
+							}
+						}
+					} else {
+						r.EncodeNil()
+					}
+				}
+			} else {
+				if yyq2[11] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"deadline\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF8543, `deadline`)
+					}
+					r.WriteMapElemValue()
+					if yyn36 {
+						r.EncodeNil()
+					} else {
+						if x.Deadline == nil {
+							r.EncodeNil()
+						} else {
+							yy39 := *x.Deadline
+							if false {
+							} else if !z.EncBasicHandle().TimeNotBuiltin {
+								r.EncodeTime(yy39)
+							} else if yyxt40 := z.Extension(z.I2Rtid(yy39)); yyxt40 != nil {
+								z.EncExtension(yy39, yyxt40)
+							} else if z.EncBinary() {
+								z.EncBinaryMarshal(yy39)
+							} else if !z.EncBinary() && z.IsJSONHandle() {
+								z.EncJSONMarshal(yy39)
+							} else {
+								z.EncFallback(yy39)
+							}
+						}
 					}
 				}
 			}
@@ -2851,7 +2940,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2859,14 +2948,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2874,13 +2963,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2964,6 +3053,35 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 			} else {
 				x.Priority = (int64)(r.DecodeInt64())
 			}
+		case "slo_seconds":
+			if r.TryDecodeAsNil() {
+				x.SLOSeconds = 0
+			} else {
+				x.SLOSeconds = (float64)(r.DecodeFloat64())
+			}
+		case "deadline":
+			if r.TryDecodeAsNil() {
+				if true && x.Deadline != nil {
+					x.Deadline = nil
+				}
+			} else {
+				if x.Deadline == nil {
+					x.Deadline = new(time.Time)
+				}
+
+				if false {
+				} else if !z.DecBasicHandle().TimeNotBuiltin {
+					*x.Deadline = r.DecodeTime()
+				} else if yyxt18 := z.Extension(z.I2Rtid(x.Deadline)); yyxt18 != nil {
+					z.DecExtension(x.Deadline, yyxt18)
+				} else if z.DecBinary() {
+					z.DecBinaryUnmarshal(x.Deadline)
+				} else if !z.DecBinary() && z.IsJSONHandle() {
+					z.DecJSONUnmarshal(x.Deadline)
+				} else {
+					z.DecFallback(x.Deadline, false)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2972,19 +3090,19 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj16 int
-	var yyb16 bool
-	var yyhl16 bool = l >= 0
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	var yyj19 int
+	var yyb19 bool
+	var yyhl19 bool = l >= 0
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2994,13 +3112,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3010,13 +3128,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.BillingProject = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3029,13 +3147,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3045,13 +3163,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.IdempotencyKey = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3064,13 +3182,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3080,13 +3198,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.NJobs = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3096,13 +3214,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3112,13 +3230,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Callback = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3128,13 +3246,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Queue = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3144,24 +3262,73 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Priority = (int64)(r.DecodeInt64())
 	}
-	for {
-		yyj16++
-		if yyhl16 {
-			yyb16 = yyj16 > l
-		} else {
-			yyb16 = r.CheckBreak()
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
+	} else {
+		yyb19 = r.CheckBreak()
+	}
+	if yyb19 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.SLOSeconds = 0
+	} else {
+		x.SLOSeconds = (float64)(r.DecodeFloat64())
+	}
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
+	} else {
+		yyb19 = r.CheckBreak()
+	}
+	if yyb19 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		if true && x.Deadline != nil {
+			x.Deadline = nil
 		}
-		if yyb16 {
+	} else {
+		if x.Deadline == nil {
+			x.Deadline = new(time.Time)
+		}
+
+		if false {
+		} else if !z.DecBasicHandle().TimeNotBuiltin {
+			*x.Deadline = r.DecodeTime()
+		} else if yyxt34 := z.Extension(z.I2Rtid(x.Deadline)); yyxt34 != nil {
+			z.DecExtension(x.Deadline, yyxt34)
+		} else if z.DecBinary() {
+			z.DecBinaryUnmarshal(x.Deadline)
+		} else if !z.DecBinary() && z.IsJSONHandle() {
+			z.DecJSONUnmarshal(x.Deadline)
+		} else {
+			z.DecFallback(x.Deadline, false)
+		}
+	}
+	for {
+		yyj19++
+		if yyhl19 {
+			yyb19 = yyj19 > l
+		} else {
+			yyb19 = r.CheckBreak()
+		}
+		if yyb19 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj16-1, "")
+		z.DecStructFieldNotFound(yyj19-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3201,27 +3368,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3246,7 +3413,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3272,7 +3439,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3290,7 +3457,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3298,14 +3465,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3313,13 +3480,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3366,7 +3533,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3440,7 +3607,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3467,7 +3634,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3482,7 +3649,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3497,7 +3664,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3512,7 +3679,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3530,7 +3697,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3548,7 +3715,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3556,14 +3723,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3571,13 +3738,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3633,7 +3800,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3736,7 +3903,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3770,7 +3937,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3792,7 +3959,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3800,14 +3967,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3815,13 +3982,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3856,7 +4023,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -3898,7 +4065,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3925,7 +4092,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3940,7 +4107,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3958,7 +4125,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3976,7 +4143,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3984,14 +4151,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3999,13 +4166,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4039,7 +4206,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4049,7 +4216,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4101,7 +4268,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	for {
 		yyj7++
@@ -4120,7 +4287,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4167,7 +4334,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4182,7 +4349,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4200,7 +4367,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4215,7 +4382,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Kind))
 					}
 				}
 			} else {
@@ -4223,7 +4390,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4231,7 +4398,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Kind))
 					}
 				}
 			}
@@ -4243,14 +4410,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -4259,7 +4426,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4267,7 +4434,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Outcome))
 						}
 					}
 				}
@@ -4285,7 +4452,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4309,7 +4476,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4340,7 +4507,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4363,14 +4530,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -4379,7 +4546,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4387,7 +4554,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Message))
 						}
 					}
 				}
@@ -4420,7 +4587,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4444,7 +4611,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4452,14 +4619,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4467,13 +4634,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4507,7 +4674,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4525,7 +4692,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4587,7 +4754,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4639,7 +4806,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4687,7 +4854,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4798,7 +4965,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4851,7 +5018,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -4884,7 +5051,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -4917,7 +5084,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -4943,7 +5110,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4961,7 +5128,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4969,14 +5136,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4984,13 +5151,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5049,7 +5216,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5145,7 +5312,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5190,7 +5357,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5218,7 +5385,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5251,7 +5418,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5280,7 +5447,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5309,7 +5476,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -5332,7 +5499,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5340,14 +5507,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5355,13 +5522,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5383,7 +5550,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5426,7 +5593,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5446,7 +5613,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj12++
 	if yyhl12 {
@@ -5538,7 +5705,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5565,7 +5732,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5580,7 +5747,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5598,7 +5765,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5613,7 +5780,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Reason))
 					}
 				}
 			} else {
@@ -5621,7 +5788,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5629,7 +5796,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Reason))
 					}
 				}
 			}
@@ -5641,7 +5808,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5658,7 +5825,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5666,14 +5833,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5681,13 +5848,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5721,7 +5888,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -5743,7 +5910,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -5795,7 +5962,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj9++
 	if yyhl9 {
@@ -5846,7 +6013,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5900,7 +6067,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5915,7 +6082,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5933,7 +6100,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5948,7 +6115,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 					}
 				}
 			} else {
@@ -5956,7 +6123,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5964,7 +6131,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
 					}
 				}
 			}
@@ -5976,7 +6143,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF83343, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF8543, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5998,7 +6165,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6030,7 +6197,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6054,7 +6221,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6073,7 +6240,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6094,7 +6261,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6110,14 +6277,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -6126,7 +6293,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6134,7 +6301,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
 						}
 					}
 				}
@@ -6147,14 +6314,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -6163,7 +6330,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6171,7 +6338,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
 						}
 					}
 				}
@@ -6196,7 +6363,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6229,7 +6396,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6262,7 +6429,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -6288,7 +6455,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6309,7 +6476,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6327,7 +6494,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6335,14 +6502,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6350,13 +6517,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6390,7 +6557,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -6499,7 +6666,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj26 int
@@ -6551,7 +6718,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize3343))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
 	}
 	yyj26++
 	if yyhl26 {
@@ -6809,7 +6976,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6850,27 +7017,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -6883,27 +7050,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -6916,27 +7083,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -6949,27 +7116,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -6984,7 +7151,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6992,14 +7159,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7007,13 +7174,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7063,7 +7230,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7150,7 +7317,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7190,14 +7357,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -7206,7 +7373,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7214,7 +7381,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Endpoint))
 						}
 					}
 				}
@@ -7227,14 +7394,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -7243,7 +7410,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7251,7 +7418,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Region))
 						}
 					}
 				}
@@ -7269,7 +7436,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF83343, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7287,7 +7454,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7295,14 +7462,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7310,13 +7477,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7360,7 +7527,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -7431,7 +7598,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7471,7 +7638,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Prefix))
 					}
 				}
 			} else {
@@ -7479,7 +7646,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF83343, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF8543, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7487,7 +7654,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Prefix))
 					}
 				}
 			}
@@ -7519,7 +7686,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -7561,7 +7728,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -7583,14 +7750,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, "")
+						r.EncodeStringEnc(codecSelferCcUTF8543, "")
 					}
 				}
 			} else {
@@ -7599,7 +7766,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF83343, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF8543, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7607,7 +7774,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF83343, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Error))
 						}
 					}
 				}
@@ -7622,7 +7789,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7630,14 +7797,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap3343 {
+		if yyct2 == codecSelferValueTypeMap543 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray3343 {
+		} else if yyct2 == codecSelferValueTypeArray543 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7645,13 +7812,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3343)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7713,7 +7880,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer3343
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7811,8 +7978,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer3343) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7826,8 +7993,8 @@ func (x codecSelfer3343) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7870,8 +8037,8 @@ func (x codecSelfer3343) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer3343) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7885,8 +8052,8 @@ func (x codecSelfer3343) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7966,8 +8133,8 @@ func (x codecSelfer3343) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3343) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7979,8 +8146,8 @@ func (x codecSelfer3343) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8060,8 +8227,8 @@ func (x codecSelfer3343) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3343) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8072,15 +8239,15 @@ func (x codecSelfer3343) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF83343, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8543, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8160,8 +8327,8 @@ func (x codecSelfer3343) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3343) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8172,7 +8339,7 @@ func (x codecSelfer3343) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF83343, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF8543, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8181,15 +8348,15 @@ func (x codecSelfer3343) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF83343, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8543, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer3343) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8241,8 +8408,8 @@ func (x codecSelfer3343) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer3343) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8254,8 +8421,8 @@ func (x codecSelfer3343) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8335,8 +8502,8 @@ func (x codecSelfer3343) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer3343) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8348,8 +8515,8 @@ func (x codecSelfer3343) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8429,8 +8596,8 @@ func (x codecSelfer3343) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3343) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8442,8 +8609,8 @@ func (x codecSelfer3343) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8523,8 +8690,8 @@ func (x codecSelfer3343) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer3343) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8536,8 +8703,8 @@ func (x codecSelfer3343) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8617,8 +8784,8 @@ func (x codecSelfer3343) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer3343) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8630,8 +8797,8 @@ func (x codecSelfer3343) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8711,8 +8878,8 @@ func (x codecSelfer3343) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3343) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8724,8 +8891,8 @@ func (x codecSelfer3343) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8805,8 +8972,8 @@ func (x codecSelfer3343) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3343) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8818,8 +8985,8 @@ func (x codecSelfer3343) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8899,8 +9066,8 @@ func (x codecSelfer3343) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer3343) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8912,8 +9079,8 @@ func (x codecSelfer3343) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer3343) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer3343
+func (x codecSelfer543) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer543
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -62,6 +62,10 @@ type Batch struct {
 	// project's default); Priority orders it in the queue (higher first).
 	Queue    string
 	Priority int64
+	// SLO is the batch's runtime target and Deadline the time it must
+	// complete by (zero: none).
+	SLO      time.Duration
+	Deadline time.Time
 	Jobs     []*Job
 }
 
@@ -136,7 +140,7 @@ var variableSchema = &hcl.BodySchema{
 
 var batchSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"},
-		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}},
+		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
 
@@ -380,6 +384,31 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 				diags = append(diags, attrError(attr, "Invalid queue", err.Error()+"."))
 			}
 			b.Queue = s
+		}
+	}
+	if attr, ok := content.Attributes["slo"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			dur, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				diags = append(diags, attrError(attr, "Invalid slo", fmt.Sprintf("slo %q is not a duration: write it as \"6h\" or \"90m\".", s)))
+			case dur <= 0 || dur.Seconds() > api.MaxSLOSeconds:
+				diags = append(diags, attrError(attr, "Invalid slo", "slo must be more than 0 and at most one year."))
+			}
+			b.SLO = dur
+		}
+	}
+	if attr, ok := content.Attributes["deadline"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				diags = append(diags, attrError(attr, "Invalid deadline", fmt.Sprintf("deadline %q is not a time: write it as \"2026-12-01T06:00:00Z\" (RFC 3339).", s)))
+			}
+			b.Deadline = t
 		}
 	}
 	if attr, ok := content.Attributes["priority"]; ok {

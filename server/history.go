@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -377,6 +378,9 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 		s.history.mu.Unlock()
 		s.metrics.historyExported.Inc()
 		s.metrics.historyExportedJobs.Add(float64(n.Load()))
+		if met, ok := hdr.Batch.SLOMet(); ok && hdr.Batch.Queue != "" {
+			s.metrics.sloRuns.WithLabelValues(hdr.Batch.Queue, strconv.FormatBool(met)).Inc()
+		}
 	}
 	return true, nil
 }

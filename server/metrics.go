@@ -32,6 +32,7 @@ type metrics struct {
 	unplaced        *prometheus.GaugeVec
 	events          prometheus.Counter
 	preempted       *prometheus.CounterVec
+	sloRuns         *prometheus.CounterVec
 	preemptSeconds  prometheus.Histogram
 	lock            *lockMetrics
 
@@ -69,6 +70,8 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	m.snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_snapshot_bytes", Help: "Size of the last snapshot written."})
 	m.snapshotSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_snapshot_seconds", Help: "Time to write a snapshot.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	m.sloRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_queue_slo_runs_total",
+		Help: "Complete batches with an SLO or a deadline the leader stored in the history, by queue and whether they met it (the SLO success ratio: met / all)."}, []string{"queue", "met"})
 	m.preempted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_preempted_attempts_total",
 		Help: "Attempts the leader told to stop for queues that wait: reclaim (a guarantee taken back from a borrower) or fair_share (Monarch's tier preemption)."}, []string{"reason"})
 	m.preemptSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_preempt_decision_seconds",
@@ -104,7 +107,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	}
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
 		m.schedRounds, m.schedSeconds, m.decideSeconds, m.roundCPUSeconds, m.placements, m.rejected, m.unplaced, m.events,
-		m.preempted, m.preemptSeconds} {
+		m.preempted, m.preemptSeconds, m.sloRuns} {
 		f(c)
 	}
 	m.lock = newLockMetrics(m.reg)

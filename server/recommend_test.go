@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
+	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/jobspec/placementspec"
 )
 
@@ -101,5 +102,95 @@ func TestQueueRecommendFromRecordedHistory(t *testing.T) {
 			t.Fatalf("the sampler recorded %+v", usage)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestQueueSLOReport: batches with an SLO or a deadline say, once
+// complete, whether they met it; the report counts the runs of each queue
+// and tier the history store holds (Monarch's SLO success ratio) with the
+// queue's usage of its guarantee, and the leader counts them in metrics.
+func TestQueueSLOReport(t *testing.T) {
+	tc := startServer(t, "", func(c *Config) { c.QueueSampleInterval = 50 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, q := range []api.Queue{
+		{Path: "org", Guarantee: api.Quota{CPU: 2}},
+		{Path: "org/tier1", Guarantee: api.Quota{CPU: 2}, BillingProjects: []string{"default"}},
+	} {
+		if _, err := tc.admin.PutQueue(ctx, &q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	dist, _ := simworker.ParseDist("1s")
+	go func() {
+		_ = simworker.Run(wctx, simworker.Config{Servers: tc.url, Secret: tc.srv.cfg.WorkerSecret, Name: "w",
+			Cores: 2, Memory: 16 << 30, Duration: dist, SyncWait: 100 * time.Millisecond, Rec: simworker.NewRecorder()})
+	}()
+	soon := time.Now().Add(300 * time.Millisecond)
+	var ids []int64
+	for _, req := range []api.CreateBatchRequest{
+		{BillingProject: "default", SLOSeconds: 600},     // met
+		{BillingProject: "default", Deadline: &soon},     // missed: it runs a second
+		{BillingProject: "default"},                      // no SLO: not counted
+		{BillingProject: "default", SLOSeconds: 1e9 + 1}, // refused
+	} {
+		b, err := tc.admin.Submit(ctx, &req, api.Jobs{{JobID: 1, Name: "j", Command: []string{"sleep", "1"}, CPU: 1, Memory: 1 << 30}}, nil)
+		if req.SLOSeconds > api.MaxSLOSeconds {
+			if err == nil || !strings.Contains(err.Error(), "slo_seconds") {
+				t.Fatalf("an SLO past a year: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, b.ID)
+	}
+	for _, id := range ids {
+		for {
+			b, err := tc.admin.GetBatch(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.State == api.BatchComplete {
+				if (id == ids[0]) != (b.SLOMet != nil && *b.SLOMet) || (id == ids[2]) != (b.SLOMet == nil) {
+					t.Fatalf("batch %d: slo_met %v", id, b.SLOMet)
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("batch %d did not complete", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for {
+		rep, err := tc.admin.QueueSLO(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var t1, tier api.QueueSLO
+		for _, q := range rep.Queues {
+			if q.Queue == "org/tier1" {
+				t1 = q
+			}
+		}
+		for _, q := range rep.Tiers {
+			if q.Queue == "tier1" {
+				tier = q
+			}
+		}
+		if t1.Runs == 2 {
+			if t1.Met != 1 || t1.SuccessRatio != 0.5 || tier.Runs != 2 || tier.Met != 1 || t1.CoreHours <= 0 || t1.UsageCapacity <= 0 {
+				t.Fatalf("tier 1 %+v, tier %+v", t1, tier)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the report: %+v", rep)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

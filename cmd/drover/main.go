@@ -110,6 +110,7 @@ Placement:
   queue delete PATH      remove a queue without children
   queue route PATH -to C route a queue's new attempts to clusters (-clear: anywhere)
   queue recommend        guarantees, weights and max_running from recorded usage (-hcl: for placement apply)
+  queue slo [-days 30]   SLO success ratio and usage/capacity per queue and tier
   placement apply FILE   declare clusters, pools, cluster groups, queues and launch configs (HCL)
 
 Administration:
@@ -198,7 +199,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "queue":
 		return m.sub(ctx, "queue", rest, map[string]func(context.Context, []string) error{
 			"tree": m.runQueueTree, "list": m.runQueueList, "show": m.runQueueShow, "set": m.runQueueSet, "delete": m.runQueueDelete,
-			"route": m.runQueueRoute, "recommend": m.runQueueRecommend,
+			"route": m.runQueueRoute, "recommend": m.runQueueRecommend, "slo": m.runQueueSLO,
 		})
 	case "placement":
 		return m.sub(ctx, "placement", rest, map[string]func(context.Context, []string) error{

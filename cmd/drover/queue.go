@@ -367,3 +367,37 @@ func (m *Main) runQueueRecommend(ctx context.Context, args []string) error {
 	}
 	return tw.Flush()
 }
+
+// runQueueSLO prints each queue's and each tier's SLO success ratio and
+// usage/capacity ratio over the last days.
+func (m *Main) runQueueSLO(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue slo", "[-days 30] [-json]")
+	days := fs.Int("days", 30, "the window, in days (1 to 365)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	rep, err := m.Client().QueueSLO(ctx, *days)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(rep)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	row := func(kind string, q api.QueueSLO) {
+		ratio := "-"
+		if q.Runs > 0 {
+			ratio = fmt.Sprintf("%.1f%%", q.SuccessRatio*100)
+		}
+		safef(tw, "%s\t%s\t%d\t%d\t%s\t%.1f\t%.2f\n", kind, q.Queue, q.Runs, q.Met, ratio, q.CoreHours, q.UsageCapacity)
+	}
+	safef(tw, "\tQUEUE\tRUNS WITH AN SLO\tMET\tSUCCESS RATIO\tCORE-HOURS\tUSAGE/CAPACITY\n")
+	for _, q := range rep.Queues {
+		row("queue", q)
+	}
+	for _, q := range rep.Tiers {
+		row("tier", q)
+	}
+	return tw.Flush()
+}

@@ -93,6 +93,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		CancelAfterNFailures: spec.CancelAfterNFailures,
 		Queue:                spec.Queue,
 		Priority:             spec.Priority,
+		SLOSeconds:           spec.SLO.Seconds(),
 		Callback:             spec.Callback,
 	}
 	if *project != "" {
@@ -100,6 +101,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	if *queue != "" {
 		req.Queue = *queue
+	}
+	if !spec.Deadline.IsZero() {
+		req.Deadline = &spec.Deadline
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "priority" {

@@ -55,6 +55,7 @@ func Batch(r *state.BatchRecord, now time.Time) api.Batch {
 		CancelAfterNFailures: int64(r.CancelAfterFailures),
 		Queue:                r.Queue,
 		Priority:             int64(r.Priority),
+		SLOSeconds:           float64(r.SLO) / 1e9,
 		Callback:             r.Callback,
 		CallbackResult:       r.CallbackResult,
 		NPending:             r.Count(state.Pending),
@@ -72,6 +73,10 @@ func Batch(r *state.BatchRecord, now time.Time) api.Batch {
 	out.NCompleted = out.NSucceeded + out.NFailed + out.NCancelled + out.NError
 	if r.Completed != 0 {
 		out.State = api.BatchComplete
+	}
+	out.Deadline = timePtr(r.Deadline)
+	if met, ok := r.SLOMet(); ok {
+		out.SLOMet = &met
 	}
 	return out
 }

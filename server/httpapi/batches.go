@@ -157,7 +157,8 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 	}
 	if err := errors.Join(api.ValidateName("name", req.Name), api.ValidateName("billing_project", req.BillingProject),
 		api.ValidateName("idempotency_key", req.IdempotencyKey), api.ValidateAttributes(req.Attributes),
-		api.ValidateCancelAfter(req.CancelAfterNFailures), s.checkCallback(req.Callback), api.ValidateBatchQueue(req.Queue, req.Priority)); err != nil {
+		api.ValidateCancelAfter(req.CancelAfterNFailures), s.checkCallback(req.Callback), api.ValidateBatchQueue(req.Queue, req.Priority),
+		api.ValidateSLO(req.SLOSeconds, req.Deadline, time.Now())); err != nil {
 		return nil, badRequest(err)
 	}
 	entries, err := submitted(req.NJobs, req.Jobs)
@@ -175,7 +176,10 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
 		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyStorage,
 		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
-		Queue: req.Queue, Priority: int32(req.Priority),
+		Queue: req.Queue, Priority: int32(req.Priority), SLONs: int64(req.SLOSeconds * 1e9),
+	}
+	if req.Deadline != nil {
+		cmd.DeadlineNs = req.Deadline.UnixNano()
 	}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()

@@ -343,6 +343,7 @@ func (s *Server) Routes() []Route {
 		{"PUT /api/v1/queues/{path...}", a, s.wrap(s.handlePutQueue)},
 		{"DELETE /api/v1/queues/{path...}", a, s.wrap(s.handleDeleteQueue)},
 		{"GET /api/v1/queue-recommendations", u, s.wrap(s.handleRecommendQueues)},
+		{"GET /api/v1/queue-slo", u, s.wrap(s.handleQueueSLO)},
 		{"POST /api/v1/placement", a, s.wrap(s.handleApplyPlacement)},
 
 		{"POST /api/v1/users", a, s.wrap(s.handleCreateUser)},

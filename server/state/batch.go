@@ -50,6 +50,9 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	if len(c.Jobs) > 0 && c.NJobs > 0 {
 		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
 	}
+	if c.SLONs < 0 || c.DeadlineNs < 0 {
+		return errorf(ErrInvalid, "slo and deadline must not be negative")
+	}
 	if c.Priority < -MaxPriority || c.Priority > MaxPriority {
 		return errorf(ErrInvalid, "priority %d is out of range: between %d and %d", c.Priority, -MaxPriority, MaxPriority)
 	}
@@ -76,6 +79,8 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 		CancelAfterFailures: c.CancelAfterFailures,
 		Callback:            c.Callback,
 		Queue:               c.Queue,
+		SLO:                 c.SLONs,
+		Deadline:            c.DeadlineNs,
 		Priority:            c.Priority,
 	}
 	s.bindTallies(b)

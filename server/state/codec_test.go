@@ -20,7 +20,7 @@ func codecSamples() []Command {
 		CPUMilli: 1500, Memory: 3 << 30, TimeoutMs: 60000, Retries: 2, AlwaysRun: true, Attributes: StringMap{"k2": "v", "k1": "w"}}
 	entries := []JobEntry{{First: 1, Count: 10, Parents: []Range{{1, 1}}, BatchParents: []Range{{3, 7}}, Spec: sp}, {First: 11, Count: 1, Spec: &Spec{Name: "one"}}}
 	return []Command{
-		&CreateBatch{Now: 1, User: "u", Name: "n", BillingProject: "p", Attributes: StringMap{"b": "1", "a": "2"}, Key: "k", NJobs: 0, Jobs: entries, CancelAfterFailures: 3, Callback: "https://hooks.example/done", Queue: "org/proj/tier1", Priority: -7},
+		&CreateBatch{Now: 1, User: "u", Name: "n", BillingProject: "p", Attributes: StringMap{"b": "1", "a": "2"}, Key: "k", NJobs: 0, Jobs: entries, CancelAfterFailures: 3, Callback: "https://hooks.example/done", Queue: "org/proj/tier1", Priority: -7, SLONs: 3600e9, DeadlineNs: 9e18},
 		&CreateUpdate{Now: 2, Batch: 3, Key: "k", NJobs: 4, Jobs: entries},
 		&AddJobs{Batch: 5, Update: 6, Jobs: entries, Now: 7},
 		&CommitUpdate{Now: 8, Batch: 9, Update: 10},
@@ -89,7 +89,7 @@ func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 				t.Fatalf("%s: %s: %v", golden, c.Type(), err)
 			}
 			if cb, ok := c.(*CreateBatch); ok {
-				cb.CancelAfterFailures, cb.Callback, cb.Queue, cb.Priority = 0, "", "", 0 // newer than these entries
+				cb.CancelAfterFailures, cb.Callback, cb.Queue, cb.Priority, cb.SLONs, cb.DeadlineNs = 0, "", "", 0, 0, 0 // newer than these entries
 			}
 			got, _ := Encode(dec)
 			want, _ := Encode(c)

@@ -183,6 +183,10 @@ type CreateBatch struct {
 	// default); Priority orders its jobs within the queue (higher first).
 	Queue    string
 	Priority int32
+	// SLONs is the batch's runtime target (completion within it of its
+	// creation) and DeadlineNs the time it must complete by (0: none).
+	SLONs      int64
+	DeadlineNs int64
 }
 
 // MaxPriority bounds a batch's priority either side of 0.
@@ -207,6 +211,9 @@ type CreateUpdate struct {
 // its time, its user and its key), so that a retry with the same
 // idempotency key is told from a different request reusing it.
 func (c *CreateBatch) RequestDigest() []byte {
+	if c.SLONs != 0 || c.DeadlineNs != 0 {
+		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures, c.Callback, c.Queue, c.Priority, c.SLONs, c.DeadlineNs)
+	}
 	if c.Queue != "" || c.Priority != 0 {
 		// Only when set: a request without them digests as it did before
 		// the options, so a retry across an upgrade matches.

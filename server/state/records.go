@@ -39,13 +39,24 @@ type BatchRecord struct {
 	Queue      string
 	NamedQueue string
 	Priority   int32
-	Created    int64 // unix ns
-	Completed  int64 // unix ns when it last became complete; 0 while running
-	NJobs      int64 // committed jobs
-	NUpdates   int64
-	counts     [numStates]int64
-	accrued    money.Amount    // the ended attempts' cost
-	running    billing.Running // the running attempts'
+	// SLO and Deadline: see Batch.
+	SLO, Deadline int64
+	Created       int64 // unix ns
+	Completed     int64 // unix ns when it last became complete; 0 while running
+	NJobs         int64 // committed jobs
+	NUpdates      int64
+	counts        [numStates]int64
+	accrued       money.Amount    // the ended attempts' cost
+	running       billing.Running // the running attempts'
+}
+
+// SLOMet says whether a complete batch met its SLO and its deadline
+// (ok false: it names neither, or it is not complete).
+func (r *BatchRecord) SLOMet() (met, ok bool) {
+	if r.Completed == 0 || (r.SLO == 0 && r.Deadline == 0) {
+		return false, false
+	}
+	return (r.SLO == 0 || r.Completed-r.Created <= r.SLO) && (r.Deadline == 0 || r.Completed <= r.Deadline), true
 }
 
 // Count is the number of the batch's jobs in state st.
@@ -75,7 +86,7 @@ func (s *State) record(b *Batch) BatchRecord {
 // (State.record). Callers hold the lock.
 func (b *Batch) record() BatchRecord {
 	return BatchRecord{
-		NamedQueue: b.Queue, Priority: b.Priority,
+		NamedQueue: b.Queue, Priority: b.Priority, SLO: b.SLO, Deadline: b.Deadline,
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
 		Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfterFailures: b.CancelAfterFailures,
 		Callback: b.Callback, CallbackResult: b.callbackResult, Created: b.Created, Completed: b.Completed,

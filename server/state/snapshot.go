@@ -215,6 +215,9 @@ type snapBatch struct {
 	// Queue and Priority: see Batch (absent before queues).
 	Queue    string
 	Priority int32
+	// SLO and Deadline: see Batch (absent before SLOs).
+	SLO      int64
+	Deadline int64
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -361,7 +364,7 @@ func (b *Batch) snapshot() snapBatch {
 		ID: b.ID, Name: b.Name, User: b.User, BillingProject: b.BillingProject, Attributes: b.Attributes,
 		Key: b.Key, Created: b.Created, Completed: b.Completed, Cancelled: b.Cancelled, CancelReason: b.CancelReason, CancelAfter: b.CancelAfterFailures,
 		Callback: b.Callback, CallbackVersion: b.callbackVersion, CallbackResult: b.callbackResult,
-		Queue: b.Queue, Priority: b.Priority,
+		Queue: b.Queue, Priority: b.Priority, SLO: b.SLO, Deadline: b.Deadline,
 		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
@@ -591,7 +594,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 		Key: sb.Key, Created: sb.Created, Completed: sb.Completed, Cancelled: sb.Cancelled, CancelReason: sb.CancelReason,
 		CancelAfterFailures: sb.CancelAfter,
 		Callback:            sb.Callback, callbackVersion: sb.CallbackVersion, callbackResult: sb.CallbackResult,
-		Queue: sb.Queue, Priority: sb.Priority,
+		Queue: sb.Queue, Priority: sb.Priority, SLO: sb.SLO, Deadline: sb.Deadline,
 		nextJob: sb.NextJob, nJobs: sb.NJobs, jobs: jobs, readyMilli: sb.ReadyMilli,
 		messages: sb.Messages, version: sb.Version, exported: sb.Exported, keyDigest: sb.KeyDigest,
 	}

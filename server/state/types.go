@@ -331,8 +331,12 @@ type Batch struct {
 	// Queue is the leaf queue the batch names (empty: its billing
 	// project's default; State.queueOf resolves it); Priority orders its
 	// jobs within the queue, higher first.
-	Queue           string
-	Priority        int32
+	Queue    string
+	Priority int32
+	// SLO is the batch's runtime target and Deadline the time it must
+	// complete by (unix ns; 0: none): SLOMet says whether it did.
+	SLO             int64
+	Deadline        int64
 	leaf            *Queue // derived: the leaf it runs in (State.resolveQueue)
 	callbackVersion uint64
 	callbackResult  string
