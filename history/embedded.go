@@ -380,7 +380,7 @@ func (e *Embedded) QueueUsage(_ context.Context, from, to int64) ([]QueueSample,
 	out := []QueueSample{}
 	err := e.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketUsage).Cursor()
-		for k, v := c.Seek(key64(uint64(max(from, 0)))); k != nil && len(k) >= 8 && int64(binary.BigEndian.Uint64(k)) < to; k, v = c.Next() {
+		for k, v := c.Seek(key64(uint64(max(from, 0)))); len(k) >= 8 && int64(binary.BigEndian.Uint64(k)) < to; k, v = c.Next() {
 			var u usageValue
 			if err := json.Unmarshal(v, &u); err != nil {
 				return fmt.Errorf("history: queue usage: %w", err)

@@ -77,6 +77,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	exportInterval := fs.Duration("export-interval", def.ExportInterval, "how often the leader exports finished batches to the history store")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
 	preemptEvery := fs.Duration("preempt-interval", def.PreemptInterval, "how often the leader decides whether queues that wait take capacity back (reclaim of guarantees, preemption for fair share)")
+	sampleEvery := fs.Duration("queue-sample-interval", def.QueueSampleInterval, "how often the leader records what each queue in use holds in the history store (the data of drover queue recommend and queue slo)")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
@@ -137,6 +138,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
 	cfg.CallbackAllow = callbackAllow
 	cfg.PreemptInterval = *preemptEvery
+	cfg.QueueSampleInterval = *sampleEvery
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
 	if *historyDSNFile != "" {
 		if *historyDSN != "" {
