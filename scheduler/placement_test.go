@@ -301,3 +301,23 @@ func TestScheduleServesPriorityFirstInAQueue(t *testing.T) {
 		t.Fatalf("placed %v, want the urgent user's 30, the other's 10 and b's 40", got)
 	}
 }
+
+// TestScheduleKeepsWhatAQueueDoesNotLend: a queue with no work keeps the
+// idle guarantee beyond its lend limit free: its sibling, flooding, gets
+// the fleet less that, in every pass; with work of its own, the queue
+// takes it.
+func TestScheduleKeepsWhatAQueueDoesNotLend(t *testing.T) {
+	lend := Cores(10)
+	tree := []Queue{
+		{Name: "owner", Parent: -1, Guarantee: placement.Resources{CPUMilli: Cores(40)}, Lend: placement.Limit{CPUMilli: &lend}},
+		{Name: "other", Parent: -1},
+	}
+	got := placedPerBatch(Schedule(queueInput(tree, 2)))
+	if got[1] != 80-30 {
+		t.Fatalf("the borrower placed %d jobs, want 50: 30 of the owner's idle guarantee are not lent", got[1])
+	}
+	got = placedPerBatch(Schedule(queueInput(tree, 2, 1)))
+	if got[1]+got[2] != 80 || got[2] < 40 {
+		t.Fatalf("placed %v, want the fleet full and the owner's guarantee its own", got)
+	}
+}

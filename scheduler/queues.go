@@ -203,3 +203,71 @@ func leafOf(in *Input, u *User) int {
 	}
 	return int(u.Queue - 1)
 }
+
+// keeps is the idle guarantee queues do not lend (Queue.Lend), held
+// free in the pass that fills what the shares left: a queue's guarantee
+// it has no work for beyond its lend limit is kept for it, and only its
+// own leaves may use it.
+type keeps struct {
+	free  int64   // cores free now
+	queue []int32 // the queues that keep some
+	cores []int64 // what each keeps now
+}
+
+// keeps lists what each queue keeps as the filling pass begins (nil:
+// none keeps any).
+func (p *packer) keeps() *keeps {
+	var k keeps
+	for i := range p.queues {
+		q := &p.queues[i]
+		if q.Lend.CPUMilli == nil || q.Guarantee.CPUMilli <= 0 {
+			continue
+		}
+		if c := q.Guarantee.CPUMilli - q.Quota.UsedMilli - *q.Lend.CPUMilli; c > 0 {
+			k.queue, k.cores = append(k.queue, int32(i)), append(k.cores, c)
+		}
+	}
+	if len(k.queue) == 0 {
+		return nil
+	}
+	for _, t := range p.trees {
+		t.tree.Ascend(func(s slot) bool { k.free += max(s.free, 0); return true })
+	}
+	return &k
+}
+
+// within reports whether the run's leaf is queue q or below it.
+func (p *packer) within(r *Run, q int32) bool {
+	for i := p.leaf(r); i >= 0; i = p.up[i] {
+		if i == q {
+			return true
+		}
+	}
+	return false
+}
+
+// room bounds n jobs of the run so that what every other queue keeps
+// stays free.
+func (k *keeps) room(p *packer, r *Run, n int64) int64 {
+	if r.CPUMilli <= 0 {
+		return n
+	}
+	for j, q := range k.queue {
+		if !p.within(r, q) {
+			n = min(n, max(k.free-k.cores[j], 0)/r.CPUMilli)
+		}
+	}
+	return n
+}
+
+// took counts n jobs of the run placed: what is free shrinks, and so
+// does what the run's own queues keep.
+func (k *keeps) took(p *packer, r *Run, n int64) {
+	c := n * r.CPUMilli
+	k.free -= c
+	for j, q := range k.queue {
+		if p.within(r, q) {
+			k.cores[j] = max(k.cores[j]-c, 0)
+		}
+	}
+}

@@ -811,7 +811,14 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	// under the collector's write barriers) as many times.
 	out.Unplaced = make([]Unplaced, 0, explained)
 	copy(share, shares)
+	var kept *keeps
 	for pass := 0; pass < 3; pass++ {
+		if pass == 2 && budget != nil {
+			// What is left goes to any job that fits, but for the
+			// idle guarantee queues do not lend (their shares kept
+			// it already).
+			kept = p.keeps()
+		}
 		if pass == 1 {
 			// Split what is still free between the users that can still
 			// place, from where they stand now.
@@ -893,7 +900,17 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				if p.cap > 0 {
 					n = min(n, p.cap)
 				}
+				if kept != nil {
+					if n = kept.room(p, run, n); n == 0 {
+						c.run++
+						c.done = 0
+						continue
+					}
+				}
 				p.take(s, n, run)
+				if kept != nil {
+					kept.took(p, run, n)
+				}
 				out.Placements = append(out.Placements, Placement{
 					Batch: run.Batch, First: run.First + c.done, Count: uint32(n),
 					Attempt: run.Attempt, Instance: s.id,
