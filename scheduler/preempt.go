@@ -223,7 +223,6 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 	}
 	// Claimants: queues that may not be preempted first (tier 1), then
 	// by how far below their fair share they are.
-
 	claims := make([]int, 0, n)
 	for i := range in.Queues {
 		if out.Short[i] || out.Starved[i] {
