@@ -40,6 +40,9 @@ type Attempt struct {
 	// Stopping: told to stop already (in its grace): what it holds is as
 	// good as given back.
 	Stopping bool
+	// Cluster is the index of the cluster it runs in (as PreemptQueue's
+	// Clusters).
+	Cluster int32
 }
 
 // PreemptQueue is one queue of the tree as a preemption reads it, a
@@ -65,6 +68,9 @@ type PreemptQueue struct {
 	AllowFrom      []int32
 	ReclaimGraceNs int64
 	MinRuntimeNs   int64
+	// Clusters marks the clusters its waiting jobs may run in (nil: any):
+	// it takes back only what is held where its work can use it.
+	Clusters []bool
 }
 
 // PreemptInput is what a preemption decision reads.
@@ -255,7 +261,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			need := min(want, q.Guarantee-used[i])
 			left := take(i, need, func(a *Attempt) bool {
 				v := a.Queue - 1
-				if within(v, s) || within(s, v) {
+				if within(v, s) || within(s, v) || !usable(q, a) {
 					return false
 				}
 				d := divide(v, s)
@@ -270,7 +276,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			left := take(i, need, func(a *Attempt) bool {
 				v := a.Queue - 1
 				vq := &in.Queues[v]
-				if !vq.Preemptible || within(v, s) || within(s, v) {
+				if !vq.Preemptible || within(v, s) || within(s, v) || !usable(q, a) {
 					return false
 				}
 				if len(q.AllowFrom) > 0 && !slices.ContainsFunc(q.AllowFrom, func(r int32) bool { return within(v, r) }) {
@@ -349,6 +355,12 @@ func (h *rankHeap) pop() rank {
 	*h = old[:last]
 	h.down(0)
 	return top
+}
+
+// usable reports whether the claimant's waiting work may run where the
+// attempt runs.
+func usable(q *PreemptQueue, a *Attempt) bool {
+	return q.Clusters == nil || (a.Cluster >= 0 && int(a.Cluster) < len(q.Clusters) && q.Clusters[a.Cluster])
 }
 
 // Threshold is the queue's preempt_threshold in thousandths (0 reads as

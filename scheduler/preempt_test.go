@@ -147,3 +147,33 @@ func BenchmarkPreempt(b *testing.B) {
 		}
 	}
 }
+
+// TestReclaimOnlyWhereTheWorkCanRun: a queue whose waiting jobs may run
+// only in some clusters (their regions, its routing) takes back only what
+// is held there: cores freed elsewhere it could not use, and the
+// borrower would take them back.
+func TestReclaimOnlyWhereTheWorkCanRun(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, Capacity: 100_000,
+		Queues: []PreemptQueue{
+			{Name: "owner", Parent: -1, Guarantee: 60_000, Waiting: 50_000, ShortSince: now - 2*minute, ReclaimGraceNs: minute, Clusters: []bool{false, true}},
+			{Name: "borrower", Parent: -1, Used: 100_000},
+		}}
+	in.Attempts = fullOf(2, 1, 100, now, 0)
+	for i := range in.Attempts {
+		in.Attempts[i].Cluster = int32(i % 2)
+	}
+	out := Preempt(in)
+	if len(out.Victims) != 50 {
+		t.Fatalf("%d victims, want 50", len(out.Victims))
+	}
+	for _, v := range out.Victims {
+		if v.Cluster != 1 {
+			t.Fatalf("job %d reclaimed in cluster %d, where the owner's work cannot run", v.Job, v.Cluster)
+		}
+	}
+	in.Queues[0].Clusters = []bool{false, false}
+	if n := len(Preempt(in).Victims); n != 0 {
+		t.Fatalf("%d victims for work that can run nowhere", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -85,6 +86,14 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 		}
 		in.Queues[i] = pq
 	}
+	var clusters []placement.Cluster
+	clusterIdx := map[string]int32{}
+	for cl := range r.Clusters() {
+		clusterIdx[cl.Name] = int32(len(clusters))
+		clusters = append(clusters, placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled})
+	}
+	anywhere := make([]bool, len(tree))
+	allowed := make([][]bool, len(tree))
 	smallest := int64(-1)
 	for _, uq := range r.UserQueues() {
 		for _, b := range uq.Batches() {
@@ -92,13 +101,33 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 			if leaf == nil {
 				continue
 			}
-			in.Queues[index[leaf]].Waiting += r.ReadyMilli(b)
-			for rg := range r.Ready(b) {
-				if c := rg.Spec.CPUMilli; smallest < 0 || c < smallest {
-					smallest = c
+			i := index[leaf]
+			in.Queues[i].Waiting += r.ReadyMilli(b)
+			// Where its waiting work may run: each batch's head's
+			// constraint (routing included); a queue one of whose
+			// batches may run anywhere may use any cluster.
+			if sp := r.ReadyHead(b); sp != nil && !anywhere[i] {
+				if k := r.Constraint(b, sp); k.Empty() {
+					anywhere[i] = true
+				} else {
+					if allowed[i] == nil {
+						allowed[i] = make([]bool, len(clusters))
+					}
+					for c := range clusters {
+						if k.AdmitsCluster(&clusters[c]) == 0 {
+							allowed[i][c] = true
+						}
+					}
 				}
-				break // the head: a bound, not the least of all
 			}
+			if sp := r.ReadyHead(b); sp != nil && (smallest < 0 || sp.CPUMilli < smallest) {
+				smallest = sp.CPUMilli // the head: a bound, not the least of all
+			}
+		}
+	}
+	for i := range in.Queues {
+		if !anywhere[i] {
+			in.Queues[i].Clusters = allowed[i]
 		}
 	}
 	disabled := map[string]bool{}
@@ -119,7 +148,8 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 				continue
 			}
 			in.Attempts = append(in.Attempts, scheduler.Attempt{Batch: ra.Batch.ID, Job: ra.Job, Attempt: ra.Attempt,
-				Queue: index[leaf] + 1, CPUMilli: ra.Spec.CPUMilli, Start: ra.Start, Priority: ra.Batch.Priority, Stopping: ra.Stopping})
+				Queue: index[leaf] + 1, CPUMilli: ra.Spec.CPUMilli, Start: ra.Start, Priority: ra.Batch.Priority, Stopping: ra.Stopping,
+				Cluster: clusterIdx[inst.Cluster]})
 		}
 	}
 	slices.SortFunc(in.Attempts, func(a, b scheduler.Attempt) int {
