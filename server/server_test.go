@@ -356,6 +356,12 @@ func TestWorkerProtocol(t *testing.T) {
 	if bt.State != api.BatchComplete || bt.NSucceeded != 2 || bt.NCancelled != 2 {
 		t.Fatalf("batch %+v", bt)
 	}
+	// A worker may say it is stopping only attempts it holds: a list
+	// longer than what it holds is refused, naming why.
+	_, err = w.c.Sync(ctx, &api.SyncRequest{Stopping: []api.AttemptRef{{BatchID: 1, JobID: 1, Attempt: 1}}})
+	if !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "stops only attempts it holds") {
+		t.Fatalf("stopping what it does not hold: %v", err)
+	}
 	// Bad events are refused with a reason.
 	_, err = w.c.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: api.AttemptRef{BatchID: 1, JobID: 1, Attempt: 1}, Kind: "exploded"}}})
 	if !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "kind") {
