@@ -99,6 +99,11 @@ func Recommend(tree *QueueTree, samples map[string][]UsageSample, permille int64
 		a := PercentileAllocation(samples[q.Path], permille)
 		out[i] = Recommendation{Path: q.Path, Allocation: a, GuaranteeMilli: a.CPUMilli,
 			MaxRunningJobs: (a.PeakJobs*MaxRunningHeadroomPermille + 999) / 1000}
+		if a.SecondsInUse == 0 {
+			// No recorded use: nothing to go by, so it keeps what it
+			// has (a queue set up for work to come is not cut to 0).
+			out[i].GuaranteeMilli, out[i].MaxRunningJobs = q.Guarantee.CPUMilli, q.Limits.MaxRunningJobs
+		}
 	}
 	// A parent guarantees at least what its children are guaranteed.
 	for i := len(tree.Queues) - 1; i >= 0; i-- {
@@ -108,8 +113,27 @@ func Recommend(tree *QueueTree, samples map[string][]UsageSample, permille int64
 		}
 		out[i].GuaranteeMilli = min(max(out[i].GuaranteeMilli, sum), MaxQueueMilli)
 	}
-	// Weights: siblings in the proportions of their guarantees.
+	// data: the queue or one below it has recorded use.
+	data := make([]bool, len(tree.Queues))
+	for i := len(tree.Queues) - 1; i >= 0; i-- {
+		data[i] = data[i] || out[i].Allocation.SecondsInUse > 0
+		if p := tree.Parent[i]; p >= 0 && data[i] {
+			data[p] = true
+		}
+	}
+	// Weights: siblings in the proportions of their guarantees, where
+	// one of them has recorded use (otherwise they keep theirs).
 	weigh := func(kids []int32) {
+		used := false
+		for _, c := range kids {
+			used = used || data[c]
+		}
+		if !used {
+			for _, c := range kids {
+				out[c].Weight = tree.Queues[c].EffectiveWeight()
+			}
+			return
+		}
 		least := int64(0)
 		for _, c := range kids {
 			if g := out[c].GuaranteeMilli; g > 0 && (least == 0 || g < least) {

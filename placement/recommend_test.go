@@ -61,3 +61,21 @@ func TestRecommendForATree(t *testing.T) {
 		t.Fatalf("max_running %d and %d, want 120 and 6", got["org/t3"].MaxRunningJobs, got["other"].MaxRunningJobs)
 	}
 }
+
+// TestRecommendKeepsWhatItHasNoDataFor: a queue with no recorded use
+// keeps its guarantee, weight and max_running (set up for work to come,
+// it is not cut to nothing).
+func TestRecommendKeepsWhatItHasNoDataFor(t *testing.T) {
+	tree, err := NewQueueTree([]Queue{{Path: "new", Weight: 3, Guarantee: Resources{CPUMilli: 50_000}, Limits: QueueLimits{MaxRunningJobs: 7}},
+		{Path: "idle", Weight: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := Recommend(tree, nil, 950)
+	if r := recs[1]; r.Path != "new" || r.GuaranteeMilli != 50_000 || r.Weight != 3 || r.MaxRunningJobs != 7 {
+		t.Fatalf("new: %+v", r)
+	}
+	if r := recs[0]; r.Path != "idle" || r.GuaranteeMilli != 0 || r.Weight != 2 {
+		t.Fatalf("idle: %+v", r)
+	}
+}

@@ -129,8 +129,11 @@ func (m *Main) printQueue(q *api.Queue) error {
 	if len(q.AllowPreemptionFrom) > 0 {
 		safef(tw, "Preempts from\t%s\n", strings.Join(q.AllowPreemptionFrom, ", "))
 	}
-	if q.ReclaimGrace != "" || q.MinRuntime != "" {
-		safef(tw, "Reclaim grace, min runtime\t%s, %s\n", q.ReclaimGrace, q.MinRuntime)
+	if q.ReclaimGrace != "" {
+		safef(tw, "Reclaim grace\t%s\n", q.ReclaimGrace)
+	}
+	if q.MinRuntime != "" {
+		safef(tw, "Min runtime\t%s\n", q.MinRuntime)
 	}
 	if q.Strategy != "" {
 		safef(tw, "Strategy\t%s\n", q.Strategy)
