@@ -159,12 +159,9 @@ type qjob struct {
 }
 
 type qrun struct {
+	raftLog
 	sc      *QueueScenario
 	opts    Options
-	clk     *clock
-	st      *state.State
-	index   uint64
-	check   func(c state.Command) (state.Command, error)
 	insts   []uint32
 	region  map[uint32]string
 	jobs    map[jobKey]*qjob
@@ -195,44 +192,14 @@ func RunQueues(ctx context.Context, sc *QueueScenario, opts Options, preemptEver
 	if preemptEvery <= 0 {
 		return nil, errors.New("sim: the preemption interval must be positive")
 	}
-	r := &qrun{sc: sc, opts: opts, clk: &clock{t: start}, st: state.New(), region: map[uint32]string{}, jobs: map[jobKey]*qjob{},
+	r := &qrun{raftLog: raftLog{st: state.New(), clk: &clock{t: start}, check: opts.Check}, sc: sc, opts: opts, region: map[uint32]string{}, jobs: map[jobKey]*qjob{},
 		running: map[attemptKey]*qattempt{}, known: map[uint32][]state.AttemptID{}, first: map[string]time.Time{}, held: map[string]float64{},
 		res: &QueueResult{Name: sc.Name, P50Wait: map[string]float64{}, P99Wait: map[string]float64{}, MaxWait: map[string]float64{},
 			Preempted: map[string]int{}, ReclaimAfter: map[string]float64{}, VictimRegions: map[string][]string{}, FirstRun: map[string]float64{}}}
-	if opts.Check {
-		r.check = func(c state.Command) (state.Command, error) {
-			data, err := state.Encode(c)
-			if err != nil {
-				return nil, err
-			}
-			return state.Decode(data)
-		}
-	}
 	if err := r.setUp(); err != nil {
 		return nil, err
 	}
 	return r.loop(ctx, preemptEvery)
-}
-
-func (r *qrun) apply(c state.Command) (any, error) {
-	if r.check != nil {
-		dec, err := r.check(c)
-		if err != nil {
-			return nil, err
-		}
-		c = dec
-	}
-	r.index++
-	res := r.st.Apply(r.index, c)
-	if r.opts.Check {
-		if err := r.st.CheckInvariants(); err != nil {
-			return nil, fmt.Errorf("after %T at %s: %w", c, r.clk.t.Sub(start), err)
-		}
-	}
-	if err, ok := res.(*state.ApplyError); ok {
-		return nil, fmt.Errorf("%T: %w", c, err)
-	}
-	return res, nil
 }
 
 func (r *qrun) setUp() error {

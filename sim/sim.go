@@ -159,11 +159,9 @@ type jobKey struct {
 
 // run is one simulation's world.
 type run struct {
+	raftLog
 	w     *Workload
 	opts  Options
-	clk   *clock
-	st    *state.State
-	index uint64
 	cloud *simcloud.Cloud
 	auto  *leader.Autoscaler
 	// The workers' side: what each job runs for, what runs where, what
@@ -177,7 +175,6 @@ type run struct {
 	heard     map[uint32]time.Time
 	records   map[jobKey]*JobRecord
 	marked    int
-	check     func(c state.Command) (state.Command, error)
 }
 
 // Run simulates the workload and reports what it cost. The error is a
@@ -194,19 +191,10 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	if w.Settings == nil {
 		w.Settings = &Settings{}
 	}
-	r := &run{w: w, opts: opts, clk: &clock{t: start}, st: state.New(), durations: map[uint64][]time.Duration{}, cpus: map[uint64][]int64{},
+	r := &run{raftLog: raftLog{st: state.New(), clk: &clock{t: start}, check: opts.Check}, w: w, opts: opts, durations: map[uint64][]time.Duration{}, cpus: map[uint64][]int64{},
 		running: map[attemptKey]runningJob{}, known: map[uint32][]state.AttemptID{}, joined: map[string]uint32{}, dead: map[uint32]bool{}, heard: map[uint32]time.Time{},
 		records: map[jobKey]*JobRecord{}}
 	r.st.SetHooks(state.Hooks{Transition: r.transition})
-	if opts.Check {
-		r.check = func(c state.Command) (state.Command, error) {
-			data, err := state.Encode(c)
-			if err != nil {
-				return nil, fmt.Errorf("encode %T: %w", c, err)
-			}
-			return state.Decode(data)
-		}
-	}
 	cheapest, err := r.setUp()
 	if err != nil {
 		return nil, err
@@ -225,21 +213,32 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	return r.loop(ctx, cheapest)
 }
 
-// apply applies a command as the leader's Raft node does: the next index,
-// an *state.ApplyError as the error.
-func (r *run) apply(c state.Command) (any, error) {
-	if r.check != nil {
-		dec, err := r.check(c)
+// raftLog applies commands to a simulation's state as the leader's
+// Raft node does: the next index, an *state.ApplyError as the error; with
+// check, each command goes through the log's encoding first and the
+// state's invariants are checked after it.
+type raftLog struct {
+	st    *state.State
+	clk   *clock
+	index uint64
+	check bool
+}
+
+func (l *raftLog) apply(c state.Command) (any, error) {
+	if l.check {
+		data, err := state.Encode(c)
 		if err != nil {
+			return nil, fmt.Errorf("encode %T: %w", c, err)
+		}
+		if c, err = state.Decode(data); err != nil {
 			return nil, err
 		}
-		c = dec
 	}
-	r.index++
-	res := r.st.Apply(r.index, c)
-	if r.opts.Check {
-		if err := r.st.CheckInvariants(); err != nil {
-			return nil, fmt.Errorf("after %T at %s: %w", c, r.clk.t.Sub(start), err)
+	l.index++
+	res := l.st.Apply(l.index, c)
+	if l.check {
+		if err := l.st.CheckInvariants(); err != nil {
+			return nil, fmt.Errorf("after %T at %s: %w", c, l.clk.t.Sub(start), err)
 		}
 	}
 	if err, ok := res.(*state.ApplyError); ok {
