@@ -8,7 +8,7 @@ BIN         := bin/drover
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test deps lint unit race fuzz e2e bench bench-history clean
+.PHONY: all build demo test deps lint unit race fuzz e2e bench bench-history screenshots clean
 
 all: build
 
@@ -26,6 +26,11 @@ test: deps lint unit race fuzz
 
 deps:
 	./scripts/test-deps.sh
+
+# screenshots: the web UI's browser test, saving its screenshots of every
+# page into docs/screenshots (the README shows them).
+screenshots: deps
+	DROVER_SCREENSHOT_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestWebUI$$' ./e2e/
 
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -34,6 +34,10 @@ const LogIncompleteHeader = "X-Drover-Log-Incomplete"
 // reached a limit on the logs a server keeps.
 const LogTruncatedHeader = "X-Drover-Log-Truncated"
 
+// LogSizeHeader, on a job's log, is the size in bytes of the whole log
+// the server found (a read from ?offset=N sends the bytes from N on).
+const LogSizeHeader = "X-Drover-Log-Size"
+
 // DefaultAddr is the server the CLI talks to when DROVER_ADDR is unset.
 const DefaultAddr = "http://127.0.0.1:4650"
 
@@ -153,6 +157,14 @@ func NewTLSClient(addr, token string, tlsConf *tls.Config) *Client {
 		RetryUnreachable: 5 * time.Second,
 		AttemptTimeout:   5 * time.Second,
 	}
+}
+
+// NewClientHTTP is NewClient over a given http.Client (the web UI calls
+// its own server's API in-process through one).
+func NewClientHTTP(addr, token string, hc *http.Client) *Client {
+	c := NewClient(addr, token)
+	c.http = hc
+	return c
 }
 
 func newTransport() *http.Transport {
@@ -529,6 +541,15 @@ func (c *Client) CancelBatch(ctx context.Context, id int64) error {
 	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/cancel", id), nil, nil)
 }
 
+// BatchStages returns the first stages of a batch's DAG.
+func (c *Client) BatchStages(ctx context.Context, id int64) (*BatchStages, error) {
+	var out BatchStages
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/stages", id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ListJobs returns one page of a batch's jobs matching the filter, with IDs
 // above lastID.
 func (c *Client) ListJobs(ctx context.Context, batchID int64, filter string, lastID int64) (*JobList, error) {
@@ -600,20 +621,41 @@ type JobLogStream struct {
 	// Truncated, when not empty, says why a server cut the log (a limit
 	// on the logs it keeps); the log's last line says so too.
 	Truncated string
+	// Size is the whole log's size in bytes, Attempt the attempt it is
+	// of (0: the server did not say).
+	Size    int64
+	Attempt int
 }
 
 // OpenJobLog starts reading the log of a job's attempt (0: the latest) as
 // the server streams it. Close it when done.
 func (c *Client) OpenJobLog(ctx context.Context, batchID, jobID int64, attempt int) (*JobLogStream, error) {
-	path := fmt.Sprintf("/api/v1/batches/%d/jobs/%d/log", batchID, jobID)
+	return c.OpenJobLogAt(ctx, batchID, jobID, attempt, 0)
+}
+
+// OpenJobLogAt is OpenJobLog from a byte offset of the log on (a reader
+// following a log asks for what it has not seen). Size is the whole
+// log's size then, Attempt the attempt read.
+func (c *Client) OpenJobLogAt(ctx context.Context, batchID, jobID int64, attempt int, offset int64) (*JobLogStream, error) {
+	q := url.Values{}
 	if attempt > 0 {
-		path += "?attempt=" + strconv.Itoa(attempt)
+		q.Set("attempt", strconv.Itoa(attempt))
+	}
+	if offset > 0 {
+		q.Set("offset", strconv.FormatInt(offset, 10))
+	}
+	path := fmt.Sprintf("/api/v1/batches/%d/jobs/%d/log", batchID, jobID)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	resp, err := c.send(ctx, http.MethodGet, path, "", nil)
 	if err != nil {
 		return nil, err
 	}
-	return &JobLogStream{ReadCloser: resp.Body, Incomplete: resp.Header.Get(LogIncompleteHeader), Truncated: resp.Header.Get(LogTruncatedHeader)}, nil
+	size, _ := strconv.ParseInt(resp.Header.Get(LogSizeHeader), 10, 64)
+	at, _ := strconv.Atoi(resp.Header.Get("X-Drover-Attempt"))
+	return &JobLogStream{ReadCloser: resp.Body, Incomplete: resp.Header.Get(LogIncompleteHeader), Truncated: resp.Header.Get(LogTruncatedHeader),
+		Size: size, Attempt: at}, nil
 }
 
 // WaitBatch polls until the batch is complete or ctx ends. progress, when not

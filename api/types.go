@@ -5,6 +5,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -278,7 +279,21 @@ type Batch struct {
 	// WaitingSummary adds Waiting up by reason, the reason holding the
 	// most jobs first, each with the message of its first stretch.
 	WaitingSummary []WaitingCount `json:"waiting_summary,omitempty"`
+	// Actions are what the caller may do with the batch now, by the same
+	// rules the endpoints apply (a read of one batch says them): "cancel"
+	// (a manager of its project, its owner or an admin, while it runs),
+	// "update" (its owner or an admin: add jobs).
+	Actions []string `json:"actions,omitempty"`
 }
+
+// Batch actions (Batch.Actions).
+const (
+	ActionCancel = "cancel"
+	ActionUpdate = "update"
+)
+
+// Can reports whether Actions holds the action.
+func (b *Batch) Can(action string) bool { return slices.Contains(b.Actions, action) }
 
 // WaitingCount is how many of a batch's jobs wait for one reason.
 type WaitingCount struct {
@@ -390,6 +405,27 @@ type Job struct {
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
+}
+
+// Stage is one stage of a batch's DAG: consecutive jobs of one name (a
+// job block of a jobspec, an array), the jobs they wait on and the
+// stages those are in.
+type Stage struct {
+	Name     string    `json:"name"`
+	FirstJob int64     `json:"first_job"`
+	NJobs    int64     `json:"n_jobs"`
+	Parents  []IDRange `json:"parents,omitempty"`
+	// DependsOn names the stages (by index in the list) holding the
+	// jobs it waits on.
+	DependsOn []int `json:"depends_on,omitempty"`
+}
+
+// BatchStages are a batch's first stages; More says the batch has more
+// than one read returns (a read looks at a bounded number of its job
+// entries).
+type BatchStages struct {
+	Stages []Stage `json:"stages"`
+	More   bool    `json:"more,omitempty"`
 }
 
 // JobList is one page of a batch's jobs in ID order.
@@ -1213,6 +1249,19 @@ type AutoscalerStatus struct {
 	SpendPerHour  money.Rate           `json:"spend_per_hour"` // the live machines', summed exactly
 	LastRound     *AutoscaleRound      `json:"last_round,omitempty"`
 	Decisions     []AutoscalerDecision `json:"decisions,omitempty"`
+	// SpendHistory is what the fleet cost an hour over the last hours,
+	// oldest first, at even steps up to now: from the machines the state
+	// keeps (the live ones and the last gone ones), so it survives a
+	// change of leader.
+	SpendHistory []SpendPoint `json:"spend_history,omitempty"`
+}
+
+// SpendPoint is the autoscaler's fleet at one time: its machines' price
+// an hour, summed exactly, and how many there were.
+type SpendPoint struct {
+	Time         time.Time  `json:"time"`
+	SpendPerHour money.Rate `json:"spend_per_hour"`
+	Nodes        int        `json:"nodes"`
 }
 
 // LaunchConfigStatus is a launch config with its live machines and, when

@@ -32,6 +32,14 @@ export DROVER_ADDR DROVER_TOKEN
 DROVER_ADDR=$(cat "$DATA/api.addr")
 DROVER_TOKEN=$(cat "$DATA/root.token")
 echo "    API at $DROVER_ADDR"
+ui_link() {
+  # The token travels in the URL's fragment (#token=...): browsers never
+  # send a fragment to a server, so it reaches no server log; the login
+  # page posts it and drops it from the address bar.
+  echo "    Web UI at $DROVER_ADDR/ui/"
+  echo "    Log in with one click (the admin token, in the link's fragment): $DROVER_ADDR/ui/login#token=$DROVER_TOKEN"
+}
+ui_link
 
 run() {
   echo
@@ -83,6 +91,13 @@ cat "$BUCKET/out/count-2.txt"
 
 run batch list
 
+if [[ "${DROVER_DEMO_KEEP:-}" == 1 ]]; then
+  echo
+  echo "==> DROVER_DEMO_KEEP=1: the agent stays up for the web UI; press Enter to go on"
+  ui_link
+  read -r _
+fi
+
 echo
 echo "==> stopping this agent; starting one that autoscales: no worker until jobs wait"
 kill -TERM "$AGENT_PID"
@@ -98,6 +113,7 @@ for _ in $(seq 1 300); do
 done
 DROVER_ADDR=$(cat "$DATA2/api.addr")
 DROVER_TOKEN=$(cat "$DATA2/root.token")
+ui_link
 sleep 1
 run autoscaler status
 run run -wait -var n=100 examples/array.hcl
@@ -108,3 +124,4 @@ sleep 9
 run autoscaler status
 echo
 echo "==> demo done: every example ran on the embedded default (one Raft server, local worker processes in two regions), then on workers the autoscaler launched and stopped"
+echo "    (DROVER_DEMO_KEEP=1 make demo keeps the first agent up for the web UI until you press Enter)"

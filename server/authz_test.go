@@ -52,6 +52,7 @@ var userRoutes = map[string]userRow{
 	"POST /api/v1/batches/{id}/updates":                 ownBatch,
 	"POST /api/v1/batches/{id}/updates/{update}/jobs":   ownBatch,
 	"POST /api/v1/batches/{id}/updates/{update}/commit": ownBatch,
+	"GET /api/v1/batches/{id}/stages":                   readBatch,
 	"GET /api/v1/batches/{id}/jobs":                     readBatch,
 	"GET /api/v1/batches/{id}/jobs/{job}":               readBatch,
 	"GET /api/v1/batches/{id}/jobs/{job}/log":           readBatch,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/ui"
 )
 
 // ErrNotLeader means this server cannot accept writes now: it is not the
@@ -43,6 +45,7 @@ type Server struct {
 
 	metrics   *metrics
 	notify    *notifier
+	changes   *changes // the web UI's live pages wait on it
 	events    *eventBatcher
 	live      *liveness
 	waiting   waitingBook        // why the last round left jobs unplaced (leader)
@@ -112,6 +115,7 @@ func New(cfg *Config) (*Server, error) {
 		id:           id,
 		state:        state.New(),
 		notify:       newNotifier(),
+		changes:      newChanges(),
 		live:         newLiveness(),
 		schedTrigger: make(chan struct{}, 1),
 		keyringWake:  make(chan struct{}, 1),
@@ -154,7 +158,7 @@ func New(cfg *Config) (*Server, error) {
 		}
 	}
 	s.state.SetHooks(hooks)
-	s.fsm = &fsm{state: s.state, local: newLocalCommands(), metrics: s.metrics, afterApply: s.flushTransitions}
+	s.fsm = &fsm{state: s.state, local: newLocalCommands(), metrics: s.metrics, afterApply: s.afterApply}
 	if s.transBuf != nil {
 		// The state is replaced wholesale: histories restart from here, at
 		// the snapshot's index.
@@ -266,8 +270,15 @@ func New(cfg *Config) (*Server, error) {
 		}
 		return fail(err)
 	}
+	handler, err := s.webHandler()
+	if err != nil {
+		if s.cluster != nil {
+			s.cluster.Shutdown()
+		}
+		return fail(err)
+	}
 	s.httpSrv = &http.Server{
-		Handler: s.api.Handler(), ConnState: s.fresh.track, TLSConfig: s.apiTLS(),
+		Handler: handler, ConnState: s.fresh.track, TLSConfig: s.apiTLS(),
 		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
 		WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
 		// net/http's own complaints (failed TLS handshakes) are logs.
@@ -360,6 +371,37 @@ func (s *Server) raftTransportKind() string {
 
 // flushTransitions writes buffered transition lines (called after each
 // applied batch, from the FSM goroutine).
+// webHandler serves the API, and the web UI under /ui/ (which calls the
+// API in-process).
+func (s *Server) webHandler() (http.Handler, error) {
+	apiH := s.api.Handler()
+	access := map[string]string{}
+	for _, rt := range s.api.Routes() {
+		access[rt.Pattern] = string(rt.Access)
+	}
+	web, err := ui.New(ui.Deps{API: apiH, Access: func(p string) string { return access[p] }, Changes: s.changes.Wait,
+		TLS: s.apiTLS() != nil, Log: s.log.With("component", "ui")})
+	if err != nil {
+		return nil, err
+	}
+	uiH := web.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, ui.Prefix):
+			uiH.ServeHTTP(w, r)
+		case (p == "/" || p == "/ui") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			http.Redirect(w, r, ui.Prefix, http.StatusFound)
+		default:
+			apiH.ServeHTTP(w, r)
+		}
+	}), nil
+}
+
+func (s *Server) afterApply() {
+	s.flushTransitions()
+	s.changes.applied()
+}
+
 func (s *Server) flushTransitions() {
 	if s.transBuf != nil {
 		_ = s.transBuf.Flush()

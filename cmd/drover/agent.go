@@ -42,6 +42,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	autoscale := fs.Bool("autoscale", false, "start no worker: the autoscaler launches local workers for waiting jobs, up to -workers (or the -clusters counts) per cluster, and stops them when idle")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "with -autoscale: stop a worker that ran nothing for this long")
 	isolation := fs.String("isolation", "auto", "the workers' job isolation: auto, full or none (see drover worker -help)")
+	exampleRates := fs.Bool("example-rates", true, "with -dev, price compute, memory and the service fee at example rates when no rate is set (deliberately high, so a short demo costs cents rather than $0.00; set real ones with drover rate set)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories the workers' jobs may name in file:// input and output URLs")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials for the workers' image pulls")
 	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it, and a retired worker instance once no batch in memory refers to it")
@@ -173,6 +174,15 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	if err := devStorage(ctx, apiAddr, tokenFile, *fileRoots); err != nil {
 		return err
 	}
+	if *exampleRates {
+		set, err := devRates(ctx, apiAddr, tokenFile)
+		if err != nil {
+			return err
+		}
+		if set {
+			safef(m.Stderr, "==> example rates set (not any cloud's prices; high so a demo costs cents): compute $36/core-hour, memory $2/GiB-hour, service-fee $0.36/core-hour; change them with drover rate set\n")
+		}
+	}
 	if *autoscale {
 		if err := devAutoscaler(ctx, apiAddr, tokenFile, layout, memBytes, *memory == "", *idle); err != nil {
 			return err
@@ -181,10 +191,11 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
     API:         %s (plain HTTP: %s)
     Data dir:    %s
     Admin token: %s
+    Web UI:      %s/ui/ (log in with the admin token)
     Workers:     none yet; launched for waiting jobs, stopped after %s idle (drover autoscaler status)
   Use it with:
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
-`, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, *idle, apiAddr, tokenFile)
+`, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, apiAddr, *idle, apiAddr, tokenFile)
 		<-ctx.Done()
 		fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 		return nil
@@ -241,10 +252,11 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
     API:         %s (plain HTTP: %s)
     Data dir:    %s
     Admin token: %s
+    Web UI:      %s/ui/ (log in with the admin token)
     Workers:     %s
   Use it with:
     export DROVER_ADDR=%s DROVER_TOKEN=$(cat %s)
-`, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, workersLine, apiAddr, tokenFile)
+`, apiAddr, plainNote(srv.HTTPAddr()), *dataDir, tokenFile, apiAddr, workersLine, apiAddr, tokenFile)
 	<-ctx.Done()
 	fmt.Fprintln(m.Stderr, "==> stopping: workers first, then the server")
 	wg.Wait()
@@ -497,4 +509,34 @@ func plainNote(addr string) string {
 		return "loopback only, for this machine; servers others reach use TLS, see docs/operations.md"
 	}
 	return "WARNING: not loopback, so tokens cross the network in clear; run servers with -tls-cert for that (docs/operations.md)"
+}
+
+// ExampleRates are the dev agent's rates when none is set: examples, not
+// any cloud's prices, and high on purpose (a core-second costs a cent) so
+// that a demo whose jobs run for seconds shows costs in cents, not $0.00.
+var ExampleRates = []api.NewRate{
+	{Resource: "compute", PricePerHour: 36 * money.DollarPerHour},
+	{Resource: "memory", PricePerHour: 2 * money.DollarPerHour},
+	{Resource: "service-fee", PricePerHour: 3600 * money.CentPerHour / 100},
+}
+
+// devRates sets ExampleRates on a dev agent that has no rate yet, and
+// says whether it did.
+func devRates(ctx context.Context, apiAddr, tokenFile string) (bool, error) {
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return false, fmt.Errorf("read the admin token: %w", err)
+	}
+	cl := api.NewClient(apiAddr, strings.TrimSpace(string(tok)))
+	have, err := cl.Rates(ctx, true)
+	if err != nil {
+		return false, fmt.Errorf("read the rates: %w", err)
+	}
+	if len(have) > 0 {
+		return false, nil
+	}
+	if _, err := cl.SetRates(ctx, ExampleRates); err != nil {
+		return false, fmt.Errorf("set the example rates: %w", err)
+	}
+	return true, nil
 }

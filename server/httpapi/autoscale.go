@@ -111,5 +111,47 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	for i := len(decisions) - 1; i >= 0; i-- {
 		out.Decisions = append(out.Decisions, api.AutoscalerDecision{Time: time.Unix(0, decisions[i].Time).UTC(), Text: decisions[i].Text})
 	}
+	out.SpendHistory = spendHistory(machines, time.Now(), spendHistorySpan, spendHistoryPoints)
 	return out, nil
+}
+
+// The autoscaler status's spend history: the last six hours in 73
+// points, five minutes apart.
+const (
+	spendHistorySpan   = 6 * time.Hour
+	spendHistoryPoints = 73
+)
+
+// spendHistory is the fleet's price an hour at points even steps apart
+// over span up to now: a machine counts from its creation until its
+// deletion was decided (live ones until now; one that failed until it
+// did).
+func spendHistory(machines []state.MachineInfo, now time.Time, span time.Duration, points int) []api.SpendPoint {
+	if points < 2 {
+		return nil
+	}
+	step := span / time.Duration(points-1)
+	start := now.Add(-span)
+	out := make([]api.SpendPoint, points)
+	for i := range out {
+		out[i].Time = start.Add(time.Duration(i) * step).UTC()
+	}
+	for _, m := range machines {
+		from, to := m.Created, m.Deleted
+		switch {
+		case to != 0:
+		case m.State >= state.MachineRequested && m.State <= state.MachineDraining:
+			to = now.UnixNano() + 1
+		default:
+			to = m.Since
+		}
+		for i := range out {
+			t := out[i].Time.UnixNano()
+			if from <= t && t < to {
+				out[i].SpendPerHour = out[i].SpendPerHour.Add(m.PricePerHour)
+				out[i].Nodes++
+			}
+		}
+	}
+	return out
 }

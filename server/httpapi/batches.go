@@ -261,7 +261,52 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) (any, er
 		b.Waiting = s.waiting.Batch(id)
 		b.WaitingSummary = api.SummarizeWaiting(b.Waiting)
 	}
+	b.Actions = batchActions(s.state.Access(id, viewerOf(r)), &b)
 	return b, nil
+}
+
+// batchActions are what a caller with access level got may do with b now:
+// the levels handleCancelBatch and handleCreateUpdate require, on a batch
+// that can still take them.
+func batchActions(got state.BatchAccess, b *api.Batch) []string {
+	var out []string
+	if got >= state.Cancellable && !b.Complete() && !b.Cancelled {
+		out = append(out, api.ActionCancel)
+	}
+	if got >= state.Owned && !b.Cancelled {
+		out = append(out, api.ActionUpdate)
+	}
+	return out
+}
+
+// handleBatchStages answers the first stages of a batch's DAG (a bounded
+// read: state.MaxStages job entries at most, never every job).
+func (s *Server) handleBatchStages(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.visibleBatch(r)
+	if err != nil {
+		return nil, err
+	}
+	recs, more, ok := s.state.Stages(id)
+	if !ok {
+		return nil, codedf(http.StatusNotFound, "batch %d is finished and kept in the history store, which keeps its jobs but not its stages", id)
+	}
+	out := api.BatchStages{Stages: make([]api.Stage, 0, len(recs)), More: more}
+	for i, st := range recs {
+		as := api.Stage{Name: st.Name, FirstJob: int64(st.First), NJobs: int64(st.Count)}
+		for _, p := range st.Parents {
+			as.Parents = append(as.Parents, api.IDRange{int64(p.Lo), int64(p.Hi)})
+			// Stages are in job ID order: the first that ends at or
+			// after the range's start, then on while they begin in it.
+			k := sort.Search(i, func(k int) bool { return recs[k].First+recs[k].Count-1 >= p.Lo })
+			for ; k < i && recs[k].First <= p.Hi; k++ {
+				if !slices.Contains(as.DependsOn, k) {
+					as.DependsOn = append(as.DependsOn, k)
+				}
+			}
+		}
+		out.Stages = append(out.Stages, as)
+	}
+	return out, nil
 }
 
 func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -545,9 +590,19 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 		}
 		return
 	}
+	offset := int64(0)
+	if raw := q.Get("offset"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 0 {
+			s.writeErr(w, codedf(http.StatusBadRequest, "offset=%q is not a byte offset (a non-negative integer)", raw))
+			return
+		}
+		offset = n
+	}
 	from := make(map[int]string, len(index)) // seq → peer HTTP address ("" here)
-	for seq := range index {
-		from[seq] = ""
+	size := make(map[int]int64, len(index))
+	for seq, n := range index {
+		from[seq], size[seq] = "", n
 	}
 	var silent []string
 	if s.members != nil {
@@ -568,9 +623,9 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 			if truncated == "" {
 				truncated = cut
 			}
-			for seq := range remote {
+			for seq, n := range remote {
 				if _, ok := from[seq]; !ok {
-					from[seq] = m.HTTP
+					from[seq], size[seq] = m.HTTP, n
 				}
 			}
 		}
@@ -586,14 +641,29 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 	if truncated != "" {
 		w.Header().Set(api.LogTruncatedHeader, truncated)
 	}
+	var total int64
+	for _, seq := range seqs {
+		total += size[seq]
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Drover-Attempt", strconv.Itoa(attempt))
+	w.Header().Set(api.LogSizeHeader, strconv.FormatInt(total, 10))
+	at := int64(0) // where the next chunk starts in the whole log
 	for _, seq := range seqs {
+		start := at
+		at += size[seq]
+		if at <= offset {
+			continue // wholly before the offset: not read at all
+		}
+		out := io.Writer(w)
+		if start < offset {
+			out = &skipWriter{w: w, skip: offset - start}
+		}
 		var err error
 		if peer := from[seq]; peer == "" {
-			_, err = s.logs.CopyChunk(ctx, w, id, jid, attempt, seq)
+			_, err = s.logs.CopyChunk(ctx, out, id, jid, attempt, seq)
 		} else {
-			err = s.peerChunk(r, w, peer, id, jid, attempt, seq)
+			err = s.peerChunk(r, out, peer, id, jid, attempt, seq)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -603,6 +673,29 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid
 			fmt.Fprintf(w, "\n[drover: chunk %d of this log could not be read: %v]\n", seq, err)
 		}
 	}
+}
+
+// skipWriter drops the first skip bytes written to it: a log read from
+// an offset inside a chunk.
+type skipWriter struct {
+	w    io.Writer
+	skip int64
+}
+
+func (s *skipWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if s.skip > 0 {
+		d := min(s.skip, int64(len(p)))
+		s.skip -= d
+		p = p[d:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	if _, err := s.w.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // incompleteLog says why a log may be missing chunks: servers that did not

@@ -326,6 +326,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/batches/{id}/updates", u, s.wrap(s.handleCreateUpdate)},
 		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.wrap(s.handleAddJobs)},
 		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.wrap(s.handleCommitUpdate)},
+		{"GET /api/v1/batches/{id}/stages", u, s.wrap(s.handleBatchStages)},
 		{"GET /api/v1/batches/{id}/jobs", u, s.wrap(s.handleListJobs)},
 		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.wrap(s.handleGetJob)},
 		{"GET /api/v1/batches/{id}/jobs/{job}/log", u, s.handleJobLog},

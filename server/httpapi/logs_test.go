@@ -105,3 +105,56 @@ func TestIncompleteLogReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFromOffset: ?offset=N sends the log from byte N on, across
+// chunks held here and on another server, skipping the chunks wholly
+// before it, and says the whole log's size (the web UI follows a log
+// with it). Before, a reader had to fetch the whole log each time.
+func TestLogFromOffset(t *testing.T) {
+	ctx := context.Background()
+	peerNode := &fakeNode{ready: true}
+	peer := newAPI(t, peerNode, nil)
+	main := &fakeNode{leader: true, ready: true}
+	srv := newAPI(t, main, fakeMembers{
+		"s1": {ID: "s1", Alive: true},
+		"s2": {ID: "s2", HTTP: strings.TrimPrefix(peer.URL, "http://"), Alive: true},
+	})
+	withRunningJob(t, main.st)
+	withRunningJob(t, peerNode.st)
+	for seq, data := range []string{"zero ", "one ", "two ", "three"} {
+		n := main
+		if seq == 1 {
+			n = peerNode
+		}
+		if err := n.logs.PutChunk(ctx, 1, 1, 1, seq, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := "zero one two three"
+	c := api.NewClient(srv.URL, rootToken)
+	for _, off := range []int64{0, 3, 5, 7, 9, 13, int64(len(whole)), 100} {
+		ls, err := c.OpenJobLogAt(ctx, 1, 1, 0, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(ls)
+		ls.Close()
+		want := ""
+		if off < int64(len(whole)) {
+			want = whole[off:]
+		}
+		if string(got) != want || ls.Size != int64(len(whole)) || ls.Attempt != 1 {
+			t.Errorf("offset %d: %q (size %d, attempt %d), want %q (size %d, attempt 1)", off, got, ls.Size, ls.Attempt, want, len(whole))
+		}
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/batches/1/jobs/1/log?offset=-1", nil)
+	req.Header.Set("Authorization", "Bearer "+rootToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("offset=-1: HTTP %d, want 400", resp.StatusCode)
+	}
+}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -277,4 +278,43 @@ func (r Reader) Admission(batch uint64, user, project, key string) Admission {
 		a.Project = *t
 	}
 	return a
+}
+
+// MaxStages bounds the stages one read of a batch's stages returns: the
+// read walks at most this many of the batch's groups, so a batch of a
+// million distinct jobs costs what one of a thousand does.
+const MaxStages = 1000
+
+// StageRecord is a stage of a batch's DAG: consecutive committed job
+// entries of one name (a job block of a jobspec, an array), the job IDs
+// they hold and the job ranges they wait on.
+type StageRecord struct {
+	Name    string
+	First   uint32
+	Count   uint32
+	Parents []Range
+}
+
+// Stages returns the first stages of a batch (up to MaxStages groups
+// read), and whether groups were left unread.
+func (s *State) Stages(id uint64) (stages []StageRecord, more, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[id]
+	if !ok {
+		return nil, false, false
+	}
+	n := min(len(b.groups), MaxStages)
+	for _, g := range b.groups[:n] {
+		var parents []Range
+		for _, ri := range b.parentsOf(g) {
+			parents = append(parents, b.ranges[ri].r)
+		}
+		if k := len(stages) - 1; k >= 0 && stages[k].Name == g.spec.Name && stages[k].First+stages[k].Count == g.first && slices.Equal(stages[k].Parents, parents) {
+			stages[k].Count += g.count
+			continue
+		}
+		stages = append(stages, StageRecord{Name: g.spec.Name, First: g.first, Count: g.count, Parents: parents})
+	}
+	return stages, n < len(b.groups), true
 }
