@@ -90,7 +90,9 @@ func newBrowser(t *testing.T, base string) *browser {
 			b.mu.Lock()
 			b.dialogs = append(b.dialogs, ev.Message)
 			b.mu.Unlock()
-			go func() { _, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) }()
+			go func() {
+				_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+			}()
 		}
 	}()
 	go func() {
@@ -314,7 +316,7 @@ func TestWebUI(t *testing.T) {
 	progress := submit(client("mem"), "progress", steps...)
 
 	b := newBrowser(t, a.addr)
-	b.do(chromedp.Navigate(a.addr + "/ui/login"), chromedp.WaitReady(chromedp.CSS("#token")))
+	b.do(chromedp.Navigate(a.addr+"/ui/login"), chromedp.WaitReady(chromedp.CSS("#token")))
 	b.shot("login")
 	b.checkPage("login")
 	b.login(a.token)
