@@ -8,7 +8,7 @@ BIN         := bin/drover
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test deps lint unit race fuzz e2e bench bench-history screenshots clean
+.PHONY: all build demo test deps lint unit race fuzz e2e bench bench-history bench-ui screenshots clean
 
 all: build
 
@@ -77,6 +77,11 @@ bench:
 # into a real MariaDB (started for the run), then read pages of 50 of it.
 bench-history: deps
 	$(GO) test -run '^$$' -bench BenchmarkHistoryExport -benchtime 1x -timeout 30m ./server/
+
+# bench-ui: the web UI's batches page over 10,000 batches and the page of a
+# 1,000,000-job batch, 100 loads each (p50 and p99).
+bench-ui:
+	$(GO) test -run '^$$' -bench BenchmarkUIPages -benchtime 1x -timeout 20m ./server/ui/
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -1,0 +1,134 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/server/ui"
+)
+
+// BenchmarkUIPages: the batches page over 10,000 batches and the page of
+// a batch of 1,000,000 distinct jobs, each loaded 100 times through a
+// real server (its HTTP listener, the session, the in-process API
+// reads); it reports the p50 and p99 of each page's time to the last
+// byte on loopback, an upper bound of the server's time. The pages
+// read the API's own read models: a page of 50 batches, a batch's
+// counts, the first 50 of its jobs and its first stages (a bounded
+// number of job entries), never every job.
+//
+//	go test -run '^$' -bench BenchmarkUIPages -benchtime 1x -timeout 20m ./server/ui/
+func BenchmarkUIPages(b *testing.B) {
+	ctx := context.Background()
+	cfg := server.TestConfig(b.TempDir(), slog.New(slog.DiscardHandler))
+	cfg.UserRequestsPerSecond = 0
+	cfg.MaxBatchesPerUser = 0
+	srv, tok, err := server.StartReady(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	base := "http://" + srv.HTTPAddr()
+	c := api.NewClient(base, tok)
+
+	start := time.Now()
+	big, err := c.Submit(ctx, &api.CreateBatchRequest{Name: "million", BillingProject: "default"}, api.GeneratedJobs{N: 1_000_000, Make: func(i int) api.JobSpec {
+		return api.JobSpec{JobID: int64(i + 1), Name: fmt.Sprintf("shard-%d", i%7), Command: []string{"true", fmt.Sprint(i)}, CPU: 1, Memory: 1 << 30}
+	}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("a batch of 1,000,000 jobs submitted in %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, 16)
+	for i := range 10_000 {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := c.CreateBatch(ctx, &api.CreateBatchRequest{Name: fmt.Sprintf("b%d", i), BillingProject: "default",
+				Attributes: map[string]string{"n": fmt.Sprint(i % 10)}, Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}()
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	b.Logf("10,000 more batches created in %s", time.Since(start).Round(time.Millisecond))
+	if l, err := c.ListBatches(ctx, "", 0); err != nil || len(l.Batches) != 50 || l.Batches[0].ID != big.ID+10_000 {
+		b.Fatalf("the newest batches: %v %+v", err, l)
+	}
+	if bt, err := c.GetBatch(ctx, big.ID); err != nil || bt.NJobs != 1_000_000 {
+		b.Fatalf("the big batch: %v %+v", err, bt)
+	}
+
+	resp, err := noRedirect.PostForm(base+"/ui/login", url.Values{"token": {tok}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie string
+	for _, ck := range resp.Cookies() {
+		if ck.Name == ui.CookieName {
+			cookie = ck.Value
+		}
+	}
+	if cookie == "" {
+		b.Fatalf("login: HTTP %d, no session", resp.StatusCode)
+	}
+	load := func(path string) time.Duration {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.AddCookie(&http.Cookie{Name: ui.CookieName, Value: cookie})
+		t0 := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t0)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "</html>") {
+			b.Fatalf("%s: HTTP %d\n%.500s", path, resp.StatusCode, body)
+		}
+		return d
+	}
+	for _, page := range []struct{ name, path string }{
+		{"batches", "/ui/batches"},
+		{"batches-filtered", "/ui/batches?attrs=n%3D3&state=running"},
+		{"batch-1M", fmt.Sprintf("/ui/batches/%d", big.ID)},
+		{"batch-1M-jobs-page", fmt.Sprintf("/ui/batches/%d?last_id=500000", big.ID)},
+	} {
+		load(page.path) // warm
+		var ds []time.Duration
+		for range 100 {
+			ds = append(ds, load(page.path))
+		}
+		slices.Sort(ds)
+		p50, p99 := ds[49], ds[98]
+		b.ReportMetric(float64(p50.Microseconds())/1000, page.name+"-p50-ms")
+		b.ReportMetric(float64(p99.Microseconds())/1000, page.name+"-p99-ms")
+	}
+}
