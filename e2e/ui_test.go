@@ -416,7 +416,6 @@ func TestWebUI(t *testing.T) {
 	b.shot("queues")
 	b.checkPage("queues")
 	b.open("/ui/autoscaler")
-	b.shot("autoscaler")
 	b.checkPage("autoscaler")
 	b.open("/ui/audit")
 	if !strings.Contains(b.text("main"), "/api/v1/billing-projects") {
@@ -522,6 +521,29 @@ func TestWebUI(t *testing.T) {
 	if s := b.text("#batch-state"); !strings.Contains(s, "cancelled") {
 		t.Errorf("after Cancel the page shows %q", s)
 	}
+
+	// The autoscaler's page on an agent that autoscales: machines by
+	// state and what they cost against the cap.
+	as := startAgent(t, "", "", "-autoscale", "-clusters", "us-east1/a:2x2", "-idle-timeout", "30s")
+	if _, err := as.client().CreateBatch(ctx, &api.CreateBatchRequest{Name: "grow", BillingProject: "default",
+		Jobs: []api.JobSpec{{JobID: 1, Count: 4, Command: []string{"sleep", "2"}, CPU: 1, Memory: 64 << 20}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "autoscaled machines", 60*time.Second, func() bool {
+		st, err := as.client().AutoscalerStatus(ctx)
+		return err == nil && st.Nodes > 0 && st.SpendPerHour > 0
+	})
+	b.base = as.addr
+	b.login(as.token)
+	b.open("/ui/autoscaler")
+	if s := b.text("#spend-now"); s == "" || s == "$0.0000/h" {
+		t.Errorf("the autoscaler page shows spend %q with machines running", s)
+	}
+	if !strings.Contains(b.text("main"), "active") && !strings.Contains(b.text("main"), "launching") {
+		t.Error("the autoscaler page shows no machine by state")
+	}
+	b.shot("autoscaler")
+	b.checkPage("autoscaler")
 	t.Logf("screenshots in %s", b.dir)
 }
 

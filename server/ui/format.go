@@ -99,7 +99,20 @@ func ago(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return units.RoundDuration(time.Since(t)).String() + " ago"
+	return age(time.Since(t)) + " ago"
+}
+
+// age says a duration as people read an age: 42s, 17m, 3h 5m, 4 days.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int(d.Seconds()), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
 }
 
 // span is how long an attempt ran (to now while it runs).
