@@ -280,8 +280,8 @@ type Batch struct {
 	// most jobs first, each with the message of its first stretch.
 	WaitingSummary []WaitingCount `json:"waiting_summary,omitempty"`
 	// Actions are what the caller may do with the batch now, by the same
-	// rules the endpoints apply (a read of one batch says them): "cancel"
-	// (a manager of its project, its owner or an admin, while it runs),
+	// rules the endpoints apply (a read of one batch says them), while it
+	// runs: "cancel" (a manager of its project, its owner or an admin),
 	// "update" (its owner or an admin: add jobs).
 	Actions []string `json:"actions,omitempty"`
 }

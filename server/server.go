@@ -46,6 +46,7 @@ type Server struct {
 	metrics   *metrics
 	notify    *notifier
 	changes   *changes // the web UI's live pages wait on it
+	closeUI   func()   // ends the web UI's live streams (at shutdown)
 	events    *eventBatcher
 	live      *liveness
 	waiting   waitingBook        // why the last round left jobs unplaced (leader)
@@ -284,6 +285,7 @@ func New(cfg *Config) (*Server, error) {
 		// net/http's own complaints (failed TLS handshakes) are logs.
 		ErrorLog: slog.NewLogLogger(s.log.With("component", "http").Handler(), slog.LevelInfo),
 	}
+	s.httpSrv.RegisterOnShutdown(s.closeUI)
 
 	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.raft.watchLeader(ctx) }()
@@ -385,6 +387,7 @@ func (s *Server) webHandler() (http.Handler, error) {
 		return nil, err
 	}
 	uiH := web.Handler()
+	s.closeUI = web.Close
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p := r.URL.Path; {
 		case strings.HasPrefix(p, ui.Prefix):

@@ -266,14 +266,15 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) (any, er
 }
 
 // batchActions are what a caller with access level got may do with b now:
-// the levels handleCancelBatch and handleCreateUpdate require, on a batch
-// that can still take them.
+// the levels handleCancelBatch and handleCreateUpdate require, offered
+// while the batch runs (a complete batch soon leaves for the history
+// store, which takes neither, and reads the same from there).
 func batchActions(got state.BatchAccess, b *api.Batch) []string {
 	var out []string
 	if got >= state.Cancellable && !b.Complete() && !b.Cancelled {
 		out = append(out, api.ActionCancel)
 	}
-	if got >= state.Owned && !b.Cancelled {
+	if got >= state.Owned && !b.Complete() && !b.Cancelled {
 		out = append(out, api.ActionUpdate)
 	}
 	return out

@@ -35,17 +35,26 @@ type stream struct {
 	rc *http.ResponseController
 }
 
-func (u *UI) openStream(w http.ResponseWriter, r *http.Request) (*stream, func(), error) {
+func (u *UI) openStream(w http.ResponseWriter, r *http.Request, s *session) (*stream, func(), error) {
+	user := s.me.Name
 	u.mu.Lock()
-	if u.streams >= maxStreams {
+	switch {
+	case u.streams >= maxStreams:
 		u.mu.Unlock()
 		return nil, nil, &api.Error{StatusCode: http.StatusServiceUnavailable, Message: fmt.Sprintf("this server holds %d live streams, the most it may; the page still works without live updates", maxStreams)}
+	case u.byUser[user] >= maxStreamsPerUser:
+		u.mu.Unlock()
+		return nil, nil, &api.Error{StatusCode: http.StatusTooManyRequests, Message: fmt.Sprintf("user %s has %d live pages open on this server, the most one may; close some (the pages still read without live updates)", user, maxStreamsPerUser)}
 	}
 	u.streams++
+	u.byUser[user]++
 	u.mu.Unlock()
 	done := func() {
 		u.mu.Lock()
 		u.streams--
+		if u.byUser[user]--; u.byUser[user] <= 0 {
+			delete(u.byUser, user)
+		}
 		u.mu.Unlock()
 	}
 	rc := http.NewResponseController(w)
@@ -94,6 +103,8 @@ func (u *UI) wait(ctx context.Context, s *stream, changed <-chan struct{}, poll 
 		select {
 		case <-ctx.Done():
 			return false
+		case <-u.closed:
+			return false
 		case <-changed:
 		case <-tick:
 		case <-beat.C:
@@ -108,6 +119,8 @@ func (u *UI) wait(ctx context.Context, s *stream, changed <-chan struct{}, poll 
 	if gap := minGap - time.Since(last); gap > 0 {
 		select {
 		case <-ctx.Done():
+			return false
+		case <-u.closed:
 			return false
 		case <-time.After(gap):
 		}
@@ -125,7 +138,7 @@ func (u *UI) batchLive(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	ctx := withRemote(r.Context(), r)
-	st, done, err := u.openStream(w, r)
+	st, done, err := u.openStream(w, r, s)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
@@ -184,7 +197,7 @@ func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
 	attempt, _ := strconv.Atoi(r.URL.Query().Get("attempt"))
 	offset, attempt = max(offset, 0), max(attempt, 0)
 	ctx := withRemote(r.Context(), r)
-	st, done, err := u.openStream(w, r)
+	st, done, err := u.openStream(w, r, s)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return

@@ -347,8 +347,13 @@ type projectBilling struct {
 	Error   string
 }
 
-// billingDays is how many days the billing page shows.
-const billingDays = 30
+// billingDays is how many days the billing page shows, and
+// billingProjects how many projects at most (each is three reads of
+// the cost report; a project can be chosen).
+const (
+	billingDays     = 30
+	billingProjects = 20
+)
 
 func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := withRemote(r.Context(), r)
@@ -357,6 +362,12 @@ func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
 		u.fail(w, r, s, err)
 		return
 	}
+	all := projects
+	if want := r.URL.Query().Get("project"); want != "" {
+		projects = slices.DeleteFunc(slices.Clone(projects), func(p api.BillingProject) bool { return p.Name != want })
+	}
+	more := max(len(projects)-billingProjects, 0)
+	projects = projects[:min(len(projects), billingProjects)]
 	now := u.now().UTC()
 	from := now.AddDate(0, 0, -(billingDays - 1)).Format("2006-01-02")
 	to := now.Format("2006-01-02")
@@ -393,7 +404,8 @@ func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		out = append(out, pb)
 	}
-	u.render(w, r, s, http.StatusOK, "billing", map[string]any{"Title": "Billing", "Projects": out, "From": from, "To": to})
+	u.render(w, r, s, http.StatusOK, "billing", map[string]any{"Title": "Billing", "Projects": out, "From": from, "To": to,
+		"All": all, "Chosen": r.URL.Query().Get("project"), "More": more})
 }
 
 func (u *UI) clustersPage(w http.ResponseWriter, r *http.Request, s *session) {

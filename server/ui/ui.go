@@ -79,24 +79,35 @@ type Deps struct {
 
 // UI serves the web pages.
 type UI struct {
-	d       Deps
-	pages   map[string]*template.Template
-	origin  *http.CrossOriginProtection
-	now     func() time.Time
+	d      Deps
+	pages  map[string]*template.Template
+	origin *http.CrossOriginProtection
+	now    func() time.Time
+	closed chan struct{} // closed when the server shuts down: streams end
+
 	mu      sync.Mutex
-	streams int // live streams open now
+	streams int            // live streams open now
+	byUser  map[string]int // of them, each user's
+	closing sync.Once
 }
 
-// maxStreams bounds the live streams (server-sent events) one server
-// holds open at once.
-const maxStreams = 1000
+// The live streams (server-sent events) one server holds open at once,
+// and one user.
+const (
+	maxStreams        = 1000
+	maxStreamsPerUser = 32
+)
+
+// Close ends the live streams (the server is shutting down: an open
+// stream would hold its graceful shutdown until the deadline).
+func (u *UI) Close() { u.closing.Do(func() { close(u.closed) }) }
 
 // New builds the UI.
 func New(d Deps) (*UI, error) {
 	if d.API == nil || d.Access == nil || d.Changes == nil || d.Log == nil {
 		return nil, errors.New("ui: API, Access, Changes and Log are required")
 	}
-	u := &UI{d: d, now: d.Now, origin: http.NewCrossOriginProtection()}
+	u := &UI{d: d, now: d.Now, origin: http.NewCrossOriginProtection(), closed: make(chan struct{}), byUser: map[string]int{}}
 	if u.now == nil {
 		u.now = time.Now
 	}
@@ -320,10 +331,9 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				if p != http.ErrAbortHandler {
-					rw.fail(fmt.Errorf("ui: API handler panicked: %v", p))
-					return
-				}
+				// http.ErrAbortHandler too: the answer is cut short.
+				rw.fail(fmt.Errorf("ui: the API's answer was cut short: %v", p))
+				return
 			}
 			rw.start(http.StatusOK)
 			pw.Close()

@@ -41,6 +41,7 @@ func (l *lockedBuffer) String() string {
 
 type webServer struct {
 	t     *testing.T
+	srv   *server.Server
 	base  string
 	token string
 	admin *api.Client
@@ -61,7 +62,7 @@ func startWeb(t *testing.T) *webServer {
 		_ = srv.Shutdown(ctx)
 	})
 	base := "http://" + srv.HTTPAddr()
-	return &webServer{t: t, base: base, token: tok, admin: api.NewClient(base, tok), logs: logs}
+	return &webServer{t: t, srv: srv, base: base, token: tok, admin: api.NewClient(base, tok), logs: logs}
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -291,3 +292,113 @@ func TestPagesWithoutSession(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestLiveStreams: a batch page's stream sends the summary again when the
+// batch changes (here, cancelled through the API); a user holds a bounded
+// number of streams; the server's shutdown ends them instead of waiting
+// for them.
+func TestLiveStreams(t *testing.T) {
+	w := startWeb(t)
+	cookie := w.login(w.token).Value
+	id := w.batch("live") // no worker: it waits
+	open := func() (*http.Response, error) {
+		req, _ := http.NewRequest("GET", w.base+"/ui/batches/"+itoa(id)+"/live", nil)
+		req.AddCookie(&http.Cookie{Name: ui.CookieName, Value: cookie})
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("live: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		var ev strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			ev.Write(buf[:n])
+			for {
+				s := ev.String()
+				i := strings.Index(s, "\n\n")
+				if i < 0 {
+					break
+				}
+				events <- s[:i]
+				ev.Reset()
+				ev.WriteString(s[i+2:])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			return e
+		case <-time.After(20 * time.Second):
+			t.Fatal("no event in 20 s")
+		}
+		return ""
+	}
+	if e := next(); !strings.HasPrefix(e, "event: summary") || !strings.Contains(e, "0 of 1 jobs done") || !strings.Contains(e, ">running<") {
+		t.Fatalf("first event:\n%s", e)
+	}
+	if err := w.admin.CancelBatch(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e := next()
+		if strings.HasPrefix(e, "event: summary") && strings.Contains(e, ">cancelled<") {
+			break
+		}
+	}
+	if e := next(); !strings.HasPrefix(e, "event: complete") {
+		t.Fatalf("after the batch completed: %q", e)
+	}
+
+	// Streams held by one user are bounded (a waiting batch keeps them
+	// open).
+	id = w.batch("waiting")
+	var held []*http.Response
+	defer func() {
+		for _, r := range held {
+			r.Body.Close()
+		}
+	}()
+	for {
+		r, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode != http.StatusOK {
+			r.Body.Close()
+			if r.StatusCode != http.StatusTooManyRequests || len(held) != 32 {
+				t.Fatalf("stream %d: HTTP %d, want 429 after 32", len(held)+1, r.StatusCode)
+			}
+			break
+		}
+		held = append(held, r)
+		if len(held) > 100 {
+			t.Fatal("no bound on one user's live streams")
+		}
+	}
+	// Shutdown ends them rather than waiting for its deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with live streams open: %v", err)
+	}
+	if _, err := io.ReadAll(held[0].Body); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Logf("stream ended with %v", err)
+	}
+}
