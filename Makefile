@@ -45,9 +45,10 @@ unit:
 
 # The server's own tests run httpapi, cluster (real gossip) and joblogs
 # under the detector through in-process clusters; their packages' unit
-# tests are not worth a race build each.
+# tests are not worth a race build each. The web UI's tests run its live
+# streams and in-process API calls against a real server.
 race:
-	$(GO) test -count=1 -timeout 25m -race ./server/ ./server/state/ ./worker/ ./api/
+	$(GO) test -count=1 -timeout 25m -race ./server/ ./server/state/ ./server/ui/ ./worker/ ./api/
 
 # Each fuzz target runs a number of executions (about 5 s each here) on
 # top of its committed seed corpus (testdata/fuzz), which `go test` also

@@ -371,8 +371,6 @@ func (s *Server) raftTransportKind() string {
 	return "mutual TLS"
 }
 
-// flushTransitions writes buffered transition lines (called after each
-// applied batch, from the FSM goroutine).
 // webHandler serves the API, and the web UI under /ui/ (which calls the
 // API in-process).
 func (s *Server) webHandler() (http.Handler, error) {
@@ -400,11 +398,15 @@ func (s *Server) webHandler() (http.Handler, error) {
 	}), nil
 }
 
+// afterApply runs after each applied group of entries, from the FSM
+// goroutine: transition lines out, live pages woken.
 func (s *Server) afterApply() {
 	s.flushTransitions()
 	s.changes.applied()
 }
 
+// flushTransitions writes buffered transition lines (called after each
+// applied batch, from the FSM goroutine).
 func (s *Server) flushTransitions() {
 	if s.transBuf != nil {
 		_ = s.transBuf.Flush()
