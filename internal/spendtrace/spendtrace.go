@@ -68,8 +68,12 @@ func (tr Trace) At(t time.Time) float64 {
 }
 
 // Crossing is when the cost first reached limit, to a millisecond (zero:
-// never).
+// never). The attempts' costs are rebuilt in floating point from amounts
+// the servers summed exactly, so a project stopped exactly at its limit
+// can sum to a hair below it: a cost within a billionth of the limit has
+// reached it.
 func (tr Trace) Crossing(limit float64) time.Time {
+	limit -= limit * 1e-9
 	var lo, hi time.Time
 	for _, c := range tr.Charges {
 		if lo.IsZero() || c.Start.Before(lo) {

@@ -22,6 +22,11 @@ func TestTrace(t *testing.T) {
 	if got := tr.Crossing(3); got.Sub(t0.Add(5*time.Second/3)).Abs() > time.Millisecond {
 		t.Fatalf("crossing at t0%+v, want t0+1.667s", got.Sub(t0))
 	}
+	// A project stopped exactly at its limit: its attempts, rebuilt in
+	// floating point, may sum to a hair below it; it reached the limit.
+	if got := tr.Crossing(6 * (1 + 1e-12)); got.IsZero() {
+		t.Fatal("a cost at the limit up to rounding did not reach it")
+	}
 	if !tr.Crossing(7).IsZero() {
 		t.Fatal("a limit never reached was crossed")
 	}
