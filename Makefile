@@ -7,6 +7,7 @@ GO          ?= go
 BIN         := bin/drover
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
+TERRAFORM   := $(TOOLS)/terraform
 
 .PHONY: all build demo test deps lint unit race fuzz e2e bench bench-history bench-ui screenshots clean
 
@@ -40,7 +41,7 @@ lint: $(STATICCHECK)
 
 # The end-to-end package alone takes 7 to 9 minutes on 2 cores, close to
 # go test's default limit of 10 per package: the limit is the whole run's.
-unit:
+unit: $(TERRAFORM)
 	$(GO) test -count=1 -timeout 25m ./...
 
 # The server's own tests run httpapi, cluster (real gossip) and joblogs
@@ -86,6 +87,11 @@ bench-ui:
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# Terraform 1.5.7 (the last MPL release) runs the provider's acceptance
+# tests (terraform/provider) through dev_overrides.
+$(TERRAFORM):
+	GOBIN=$(TOOLS) $(GO) install github.com/hashicorp/terraform@v1.5.7
 
 clean:
 	rm -rf bin $(TOOLS)

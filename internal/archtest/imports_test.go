@@ -31,7 +31,7 @@ var backticked = regexp.MustCompile("`([^`]+)`")
 
 // packageLike says whether a backticked token names a package (lower case
 // path elements), not a type or a flag.
-var packageLike = regexp.MustCompile(`^[a-z0-9]+(/[a-z0-9]+)*/?$`)
+var packageLike = regexp.MustCompile(`^[a-z0-9]+(/[a-z0-9-]+)*/?$`)
 
 func readRules(t *testing.T, path string) []rule {
 	t.Helper()
