@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/testcluster"
 	"github.com/drover-sched/drover/server"
 )
 
@@ -90,17 +91,23 @@ func newTF(t *testing.T, addr, token string) *tf {
 	return &tf{t: t, bin: bin, dir: t.TempDir(), env: env}
 }
 
-// config writes main.tf.
+// config writes main.tf, the provider configured by the environment.
 func (f *tf) config(body string) {
+	f.t.Helper()
+	f.configWith(`
+provider "drover" {}
+`, body)
+}
+
+// configWith writes main.tf with a provider block.
+func (f *tf) configWith(provider, body string) {
 	f.t.Helper()
 	src := `terraform {
   required_providers {
     drover = { source = "drover-sched/drover" }
   }
 }
-
-provider "drover" {}
-` + body
+` + provider + body
 	if err := os.WriteFile(filepath.Join(f.dir, "main.tf"), []byte(src), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -321,5 +328,87 @@ resource "drover_queue" "hand" {
 		if u.Name == "alice" {
 			t.Error("alice is still there after destroy")
 		}
+	}
+}
+
+// TestTerraformAgainstATLSCluster: the provider configured in Terraform
+// (addresses of three servers over HTTPS, the cluster's CA, a token)
+// rather than by the environment: create, an empty plan, drift made on
+// a follower's address, destroy.
+func TestTerraformAgainstATLSCluster(t *testing.T) {
+	root := moduleRoot(t)
+	bin := filepath.Join(t.TempDir(), "drover")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/drover")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build drover: %v\n%s", err, out)
+	}
+	c, err := testcluster.Start(testcluster.Options{Binary: bin, Dir: t.TempDir(), Servers: 3, Net: "127.0.7.", TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.WaitToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newTF(t, "", "")
+	f.env = append(f.env, "DROVER_ADDR=", "DROVER_TOKEN=", "DROVER_CACERT=")
+	provider := fmt.Sprintf(`
+provider "drover" {
+  address = %q
+  ca_file = %q
+  token   = %q
+}
+`, c.HTTPAddrs(), c.CA, tok)
+	body := `
+resource "drover_queue" "team" {
+  path      = "team"
+  guarantee = { cpu = 2, memory = "4GiB" }
+  strategy  = "pack"
+}
+`
+	f.configWith(provider, body)
+	f.must("apply", "-input=false", "-auto-approve")
+	if code := f.plan(); code != 0 {
+		t.Fatalf("a plan right after apply wants changes:\n%s", f.last)
+	}
+	// Drift through a follower.
+	follower := c.Servers[(leader+1)%3]
+	fc := follower.NewClient(tok)
+	q, err := fc.GetQueue(ctx, "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Strategy = "spread"
+	if _, err := fc.PutQueue(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if code := f.plan(); code != 2 || !strings.Contains(f.last, `"spread" -> "pack"`) {
+		t.Fatalf("drift: plan exit %d\n%s", code, f.last)
+	}
+	f.must("apply", "-input=false", "-auto-approve")
+	f.must("destroy", "-input=false", "-auto-approve")
+	if _, err := fc.GetQueue(ctx, "team"); !api.IsStatus(err, 404) {
+		t.Fatalf("the queue after destroy: %v", err)
+	}
+	// Without the CA the servers cannot be verified: the error says so
+	// (a data source reads at plan time).
+	f.configWith(fmt.Sprintf(`
+provider "drover" {
+  address = %q
+  token   = %q
+}
+`, c.HTTPAddrs(), tok), body+`
+data "drover_clusters" "all" {}
+`)
+	if code := f.run("plan", "-input=false"); code != 1 || !strings.Contains(f.last, "certificate") {
+		t.Fatalf("a plan without the CA: exit %d\n%s", code, f.last)
 	}
 }
