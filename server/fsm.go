@@ -29,6 +29,7 @@ type fsm struct {
 	metrics    *metrics
 	afterApply func()
 	onRestore  func(index uint64) // after the state was replaced by a snapshot
+	restored   func(index uint64) // the same, for the follower's readiness (see checkFollowerReady)
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -138,6 +139,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	if f.onRestore != nil {
 		f.onRestore(f.state.Index())
+	}
+	if f.restored != nil {
+		f.restored(f.state.Index())
 	}
 	return nil
 }

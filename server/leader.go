@@ -279,8 +279,21 @@ func (s *Server) checkFollowerReady() {
 		return
 	}
 	commit, err := strconv.ParseUint(s.raft.raft.Stats()["commit_index"], 10, 64)
-	if err != nil || commit == 0 {
+	if err != nil {
 		return
+	}
+	if commit == 0 {
+		// A follower learns the leader's commit index from the entries
+		// it is sent. One that a leader sent a snapshot (a replacement
+		// with an empty data dir) and then nothing more, the cluster
+		// being idle, would never learn it: the leader sends what follows
+		// a snapshot right after it, so what it committed is the
+		// snapshot. (A server restarted from its own snapshot is not
+		// helped: it waits for the leader's entries.)
+		commit = s.installed.Load()
+		if commit == 0 {
+			return
+		}
 	}
 	if s.raft.raft.AppliedIndex() >= commit {
 		s.ready.Store(true)

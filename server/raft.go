@@ -201,6 +201,7 @@ func (s *Server) setupRaft() (*raftNode, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	s.raftUp.Store(true) // a snapshot restored from now on was sent by a leader
 	return n, nil
 }
 

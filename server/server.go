@@ -43,10 +43,15 @@ type Server struct {
 	// retention is Config.Retention (tests shorten it while running).
 	retention atomic.Int64
 
-	metrics   *metrics
-	notify    *notifier
-	changes   *changes // the web UI's live pages wait on it
-	closeUI   func()   // ends the web UI's live streams (at shutdown)
+	metrics *metrics
+	notify  *notifier
+	changes *changes // the web UI's live pages wait on it
+	// raftUp: Raft has started (a snapshot restored before is this
+	// server's own, from its disk); installed: the index of the last
+	// snapshot a leader sent it since (0: none).
+	raftUp    atomic.Bool
+	installed atomic.Uint64
+	closeUI   func() // ends the web UI's live streams (at shutdown)
 	events    *eventBatcher
 	live      *liveness
 	waiting   waitingBook        // why the last round left jobs unplaced (leader)
@@ -160,6 +165,11 @@ func New(cfg *Config) (*Server, error) {
 	}
 	s.state.SetHooks(hooks)
 	s.fsm = &fsm{state: s.state, local: newLocalCommands(), metrics: s.metrics, afterApply: s.afterApply}
+	s.fsm.restored = func(index uint64) {
+		if s.raftUp.Load() {
+			s.installed.Store(index)
+		}
+	}
 	if s.transBuf != nil {
 		// The state is replaced wholesale: histories restart from here, at
 		// the snapshot's index.
