@@ -412,3 +412,55 @@ data "drover_clusters" "all" {}
 		t.Fatalf("a plan without the CA: exit %d\n%s", code, f.last)
 	}
 }
+
+// TestRegionModuleApplies: the drover side of the multi-region example
+// (terraform/modules/region, a queue per region routed to its clusters)
+// applied for real, as the example calls it: for_each over regions,
+// under an organization's queue.
+func TestRegionModuleApplies(t *testing.T) {
+	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
+	srv, tok, err := server.StartReady(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	addr := "http://" + srv.HTTPAddr()
+	admin := api.NewClient(addr, tok)
+	ctx := context.Background()
+	f := newTF(t, addr, tok)
+	f.config(fmt.Sprintf(`
+locals {
+  regions = {
+    us-east1     = { clusters = ["us-east1-a"], cpu = 8 }
+    europe-west4 = { clusters = ["europe-west4-a", "europe-west4-b"], cpu = 4 }
+  }
+}
+
+resource "drover_queue" "org" {
+  path      = "org"
+  guarantee = { cpu = 12 }
+}
+
+module "region" {
+  source        = %q
+  for_each      = local.regions
+  region        = each.key
+  clusters      = each.value.clusters
+  parent_queue  = drover_queue.org.path
+  guarantee_cpu = each.value.cpu
+}
+`, filepath.Join(moduleRoot(t), "terraform", "modules", "region")))
+	f.must("get") // installs the local module; init would ask the registry for the provider
+	f.must("apply", "-input=false", "-auto-approve")
+	eu, err := admin.GetQueue(ctx, "org/europe-west4")
+	if err != nil || eu.Guarantee.CPU != 4 || strings.Join(eu.HomeClusters, ",") != "europe-west4-a,europe-west4-b" || eu.Strategy != "least-loaded" {
+		t.Fatalf("org/europe-west4: %+v (%v)", eu, err)
+	}
+	if code := f.plan(); code != 0 {
+		t.Fatalf("a plan after applying the module wants changes:\n%s", f.last)
+	}
+	f.must("destroy", "-input=false", "-auto-approve")
+	if _, err := admin.GetQueue(ctx, "org"); !api.IsStatus(err, 404) {
+		t.Fatalf("org after destroy: %v", err)
+	}
+}
