@@ -745,6 +745,12 @@ func (c *Client) ListBillingProjects(ctx context.Context) ([]BillingProject, err
 	return out, nil
 }
 
+// DeleteBillingProject removes a billing project that never had a batch
+// and that no queue names (admins; 409 otherwise, saying why).
+func (c *Client) DeleteBillingProject(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/billing-projects/"+url.PathEscape(name), nil, nil)
+}
+
 // AddMember adds a user to a billing project.
 func (c *Client) AddMember(ctx context.Context, project, user string) error {
 	return c.SetRole(ctx, project, user, "")

@@ -360,6 +360,19 @@ func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m *Main) runBPDelete(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing-project delete", "PROJECT")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().DeleteBillingProject(ctx, pos[0]); err != nil {
+		return err
+	}
+	safef(m.Stdout, "Deleted billing project %s\n", pos[0])
+	return nil
+}
+
 func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 	fs := m.newFlags("instance list", "")
 	asJSON := fs.Bool("json", false, "print JSON")

@@ -122,7 +122,7 @@ Administration:
   token list [-user U | -all] | revoke ACCESSOR | rotate ACCESSOR
   audit [-since 1h] [-user U]   the mutating requests: who, what, when, from where, the result
   billing-project create NAME [-member USER]...
-  billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER
+  billing-project list | add-member PROJECT USER [-role member|manager|viewer] | remove-member PROJECT USER | delete PROJECT
   billing-project set-limit PROJECT DOLLARS | show PROJECT   a spend limit: reached, its running batches are cancelled
   billing-project set-log-quota PROJECT SIZE   the job logs each server keeps of the project (admin; 0: none)
   billing-project storage add PROJECT URL_PREFIX [-gcs-key-file F | -s3-access-key-id ID -s3-secret-access-key-file F] [-s3-endpoint URL -s3-region R -s3-path-style]
@@ -223,7 +223,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "billing-project":
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
-			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember,
+			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember, "delete": m.runBPDelete,
 			"set-spend-limit": m.runBPSpendLimit, "set-limit": m.runBPSpendLimit, "show": m.runBPShow,
 			"set-log-quota": m.runBPLogQuota, "storage": m.runBPStorage, "set": m.runBPSet,
 		})

@@ -89,6 +89,20 @@ func (s *Server) handleCreateBillingProject(w http.ResponseWriter, r *http.Reque
 	return withStatus(createdStatus(existed), p), nil
 }
 
+// handleDeleteBillingProject removes a billing project that never had a
+// batch and that no queue names (the state's rule; the servers' default
+// project stays).
+func (s *Server) handleDeleteBillingProject(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	if name == s.cfg.DefaultBillingProject {
+		return nil, codedf(http.StatusConflict, "billing project %q is the servers' default (-default-billing-project): it stays", name)
+	}
+	if _, err := s.apply(&state.DeleteBillingProject{Name: name}); err != nil {
+		return nil, err
+	}
+	return map[string]string{"deleted": name}, nil
+}
+
 func (s *Server) handleListBillingProjects(w http.ResponseWriter, r *http.Request) (any, error) {
 	u := userOf(r)
 	out := s.reads.BillingProjects(u)

@@ -357,6 +357,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/tokens/{accessor}/rotate", u, s.wrap(s.handleRotateOwnToken)},
 		{"POST /api/v1/billing-projects", a, s.wrap(s.handleCreateBillingProject)},
 		{"GET /api/v1/billing-projects", u, s.wrap(s.handleListBillingProjects)},
+		{"DELETE /api/v1/billing-projects/{name}", a, s.wrap(s.handleDeleteBillingProject)},
 		{"POST /api/v1/billing-projects/{name}/members", u, s.wrap(s.handleAddMember)},
 		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.wrap(s.handleRemoveMember)},
 		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.wrap(s.handleSetSpendLimit)},

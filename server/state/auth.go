@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -437,6 +438,26 @@ func (s *State) applyCreateBillingProject(c *CreateBillingProject) any {
 		p.Members[m] = true
 	}
 	s.projects[c.Name] = p
+	return nil
+}
+
+func (s *State) applyDeleteBillingProject(c *DeleteBillingProject) any {
+	p, ok := s.projects[c.Name]
+	if !ok {
+		return errorf(ErrNotFound, "billing project %q does not exist", c.Name)
+	}
+	// Batches from before the count (a snapshot of an older server) left
+	// a bill if any of their attempts ran.
+	if _, billed := s.bills[c.Name]; p.Batches > 0 || billed {
+		return errorf(ErrConflict, "billing project %q has had batches; its name stays with them (live and in the history store): remove its members and storage instead", c.Name)
+	}
+	for _, path := range sortedKeys(s.queues) { // the first by path: every server says the same
+		q := s.queues[path]
+		if slices.Contains(q.Projects, c.Name) || slices.Contains(q.AllowProjects, c.Name) {
+			return errorf(ErrConflict, "queue %s names billing project %q; take it out of the queue's billing_projects and allow_projects first", q.Path, c.Name)
+		}
+	}
+	delete(s.projects, c.Name)
 	return nil
 }
 

@@ -104,6 +104,9 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	}
 	s.nextBatch++
 	s.held.Batches++
+	if p := s.projects[c.BillingProject]; p != nil {
+		p.Batches++
+	}
 	s.batches[b.ID] = b
 	s.batchIDs = append(s.batchIDs, b.ID)
 	if c.Key != "" {

@@ -73,6 +73,7 @@ const (
 	CmdSetQueue
 	CmdApplyPlacementQueues
 	CmdPreempt
+	CmdDeleteBillingProject
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -93,6 +94,7 @@ var cmdNames = map[CommandType]string{
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
+	CmdDeleteBillingProject: "delete_billing_project",
 }
 
 func (t CommandType) String() string {
@@ -141,6 +143,13 @@ type CreateBillingProject struct {
 	Now     int64
 	Name    string
 	Members []string
+}
+
+// DeleteBillingProject removes a billing project that never had a batch
+// and that no queue names (a project that had batches keeps its name:
+// the batches, live or in the history store, are its).
+type DeleteBillingProject struct {
+	Name string
 }
 
 // SetMember adds (Member, with Role; "" is RoleMember) or removes a user
@@ -377,6 +386,7 @@ type Retire struct {
 func (*Bootstrap) Type() CommandType            { return CmdBootstrap }
 func (*CreateUser) Type() CommandType           { return CmdCreateUser }
 func (*CreateBillingProject) Type() CommandType { return CmdCreateBillingProject }
+func (*DeleteBillingProject) Type() CommandType { return CmdDeleteBillingProject }
 func (*SetMember) Type() CommandType            { return CmdSetMember }
 func (*CreateBatch) Type() CommandType          { return CmdCreateBatch }
 func (*CreateUpdate) Type() CommandType         { return CmdCreateUpdate }
@@ -430,6 +440,8 @@ func newCommand(t CommandType) Command {
 		return &SetQueue{}
 	case CmdPreempt:
 		return &Preempt{}
+	case CmdDeleteBillingProject:
+		return &DeleteBillingProject{}
 	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:

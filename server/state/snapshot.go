@@ -75,6 +75,7 @@ type snapProject struct {
 	// Storage and AllowHostNetwork: absent before storage prefixes.
 	Storage          []StoragePrefix
 	AllowHostNetwork bool
+	Batches          int64 // absent before projects could be deleted
 }
 
 type snapInstance struct {
@@ -286,7 +287,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
 		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created,
-			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota, Storage: slices.Clone(p.Storage), AllowHostNetwork: p.AllowHostNetwork})
+			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota, Storage: slices.Clone(p.Storage), AllowHostNetwork: p.AllowHostNetwork, Batches: p.Batches})
 	}
 	instIDs := make([]uint32, 0, len(s.instances))
 	for id := range s.instances {
@@ -504,7 +505,7 @@ func (s *State) Restore(r io.Reader) error {
 	}
 	for _, p := range d.Projects {
 		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
-			Storage: p.Storage, AllowHostNetwork: p.AllowHostNetwork}
+			Storage: p.Storage, AllowHostNetwork: p.AllowHostNetwork, Batches: p.Batches}
 		if bp.Roles == nil {
 			bp.Roles = map[string]string{}
 		}

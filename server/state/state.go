@@ -260,6 +260,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyCreateUser(c)
 	case *CreateBillingProject:
 		return s.applyCreateBillingProject(c)
+	case *DeleteBillingProject:
+		return s.applyDeleteBillingProject(c)
 	case *SetMember:
 		return s.applySetMember(c)
 	case *CreateBatch:

@@ -480,6 +480,9 @@ type BillingProject struct {
 	Storage []StoragePrefix
 	// AllowHostNetwork lets its members run jobs on network "host".
 	AllowHostNetwork bool
+	// Batches counts the batches ever made in it (a project that had
+	// one cannot be deleted: its name stays with them).
+	Batches int64
 }
 
 // role is a user's role in the project ("" for none).

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server"
 )
 
@@ -178,6 +180,13 @@ resource "drover_token" "ci" {
   ttl  = "24h"
 }
 
+resource "drover_billing_project" "ml" {
+  name        = "ml"
+  members     = { (drover_user.alice.name) = "manager" }
+  spend_limit = "250"
+  log_quota   = "1GiB"
+}
+
 output "ci_token" {
   value     = drover_token.ci.token
   sensitive = true
@@ -212,6 +221,19 @@ func TestTerraformLifecycle(t *testing.T) {
 	if err != nil || lab.Guarantee.CPU != 4 || lab.ReclaimGrace != "10m0s" || lab.MaxRunning.Jobs != 100 || lab.BorrowLimit == nil || *lab.BorrowLimit.CPU != 2 {
 		t.Fatalf("research/lab after apply: %+v (%v)", lab, err)
 	}
+	ps, err := admin.ListBillingProjects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ml *api.BillingProject
+	for i := range ps {
+		if ps[i].Name == "ml" {
+			ml = &ps[i]
+		}
+	}
+	if ml == nil || strings.Join(ml.Managers, ",") != "alice" || ml.SpendLimit != 250*money.Dollar || ml.LogQuota != 1<<30 {
+		t.Fatalf("billing project ml after apply: %+v", ml)
+	}
 	f.must("output", "-json", "queue_paths")
 	if !strings.Contains(f.last, `"research/lab"`) {
 		t.Fatalf("the queues data source: %s", f.last)
@@ -243,6 +265,9 @@ func TestTerraformLifecycle(t *testing.T) {
 	if _, err := admin.PutQueue(ctx, lab); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.SetSpendLimit(ctx, "ml", 300*money.Dollar); err != nil {
+		t.Fatal(err)
+	}
 	toks, err := admin.ListTokens(ctx, "alice", false)
 	if err != nil || len(toks) == 0 {
 		t.Fatalf("alice's tokens: %v %v", toks, err)
@@ -254,7 +279,8 @@ func TestTerraformLifecycle(t *testing.T) {
 			}
 		}
 	}
-	if code := f.plan(); code != 2 || !strings.Contains(f.last, "drover_queue.lab will be updated in-place") || !strings.Contains(f.last, "drover_token.ci will be created") {
+	if code := f.plan(); code != 2 || !strings.Contains(f.last, "drover_queue.lab will be updated in-place") || !strings.Contains(f.last, "drover_token.ci will be created") ||
+		!strings.Contains(f.last, `"300" -> "250"`) {
 		t.Fatalf("drift: plan exit %d\n%s", code, f.last)
 	}
 	f.must("apply", "-input=false", "-auto-approve")
@@ -305,6 +331,16 @@ resource "drover_queue" "hand" {
   name = "no spaces allowed"
 }
 `,
+		"members": `resource "drover_billing_project" "bad" {
+  name    = "bad"
+  members = { alice = "boss" }
+}
+`,
+		"spend_limit": `resource "drover_billing_project" "bad" {
+  name        = "bad"
+  spend_limit = "lots"
+}
+`,
 	} {
 		f.config(imported + bad)
 		if code := f.run("plan", "-input=false"); code != 1 || !strings.Contains(f.last, attr) {
@@ -322,6 +358,9 @@ resource "drover_queue" "hand" {
 	}
 	if _, err := api.NewClient(addr, ci).Whoami(ctx); err == nil {
 		t.Error("the token still works after destroy")
+	}
+	if ps, _ := admin.ListBillingProjects(ctx); slices.ContainsFunc(ps, func(p api.BillingProject) bool { return p.Name == "ml" }) {
+		t.Error("billing project ml is still there after destroy")
 	}
 	users, _ := admin.ListUsers(ctx)
 	for _, u := range users {

@@ -91,7 +91,7 @@ func (p *droverProvider) Configure(ctx context.Context, req provider.ConfigureRe
 }
 
 func (p *droverProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newQueue, newUser, newToken}
+	return []func() resource.Resource{newQueue, newUser, newToken, newProject}
 }
 
 func (p *droverProvider) DataSources(context.Context) []func() datasource.DataSource {
