@@ -405,7 +405,13 @@ func TestFaultAutopilot(t *testing.T) {
 	}
 	if resp.StatusCode != 200 {
 		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("read from the replacement: %d %s", resp.StatusCode, body)
+		health := "(no answer)"
+		if hr, err := http.Get("http://" + g.HTTP + "/api/v1/health"); err == nil {
+			b, _ := io.ReadAll(hr.Body)
+			hr.Body.Close()
+			health = string(b)
+		}
+		t.Fatalf("read from the replacement: %d %s; its health: %s", resp.StatusCode, body, health)
 	}
 	var list api.BatchList
 	_ = json.NewDecoder(resp.Body).Decode(&list)

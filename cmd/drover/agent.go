@@ -336,10 +336,17 @@ func waitReady(ctx context.Context, srv *server.Server, tokenFile string, limit 
 	deadline := time.Now().Add(limit)
 	for {
 		if srv.Ready() && srv.State().HasUsers() {
-			if _, err := os.Stat(tokenFile); err != nil {
-				srv.Logger().Warn("the admin token file is missing; use a token you kept", "path", tokenFile)
+			_, err := os.Stat(tokenFile)
+			if err == nil {
+				return nil
 			}
-			return nil
+			// The server writes the token to a temporary file, commits
+			// the admin, then renames the file: the state can have the
+			// admin a moment before the file is there.
+			if _, tmpErr := os.Stat(tokenFile + ".tmp"); tmpErr != nil {
+				srv.Logger().Warn("the admin token file is missing; use a token you kept", "path", tokenFile)
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the agent's server was not ready within %s (see the log above)", limit)
@@ -524,6 +531,9 @@ var ExampleRates = []api.NewRate{
 // says whether it did.
 func devRates(ctx context.Context, apiAddr, tokenFile string) (bool, error) {
 	tok, err := os.ReadFile(tokenFile)
+	if os.IsNotExist(err) {
+		return false, nil // a data dir whose token file was deleted: no rates set for it
+	}
 	if err != nil {
 		return false, fmt.Errorf("read the admin token: %w", err)
 	}
