@@ -183,12 +183,7 @@ const maxLogEvent = 256 << 10
 // strings (the page appends them as text), until the job is done and its
 // log read to the end.
 func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
-	id, err := pathInt(r, "id")
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	jid, err := pathInt(r, "job")
+	id, jid, err := jobPath(r)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return

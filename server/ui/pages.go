@@ -178,6 +178,14 @@ func pathInt(r *http.Request, name string) (int64, error) {
 	return v, nil
 }
 
+// jobPath is the batch and job a job's page, log or stream names.
+func jobPath(r *http.Request) (id, jid int64, err error) {
+	if id, err = pathInt(r, "id"); err == nil {
+		jid, err = pathInt(r, "job")
+	}
+	return id, jid, err
+}
+
 func (u *UI) batchPage(w http.ResponseWriter, r *http.Request, s *session) {
 	id, err := pathInt(r, "id")
 	if err != nil {
@@ -255,12 +263,7 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 const logTail = 64 << 10
 
 func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
-	id, err := pathInt(r, "id")
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	jid, err := pathInt(r, "job")
+	id, jid, err := jobPath(r)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
@@ -313,12 +316,7 @@ func (u *UI) readTail(ctx context.Context, c *api.Client, batch, job int64) (str
 
 // jobLog sends a whole log to download.
 func (u *UI) jobLog(w http.ResponseWriter, r *http.Request, s *session) {
-	id, err := pathInt(r, "id")
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	jid, err := pathInt(r, "job")
+	id, jid, err := jobPath(r)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
