@@ -1212,6 +1212,23 @@ func (c *Client) DeleteQueue(ctx context.Context, path string) error {
 	return c.Do(ctx, http.MethodDelete, queuePath(path), nil, nil)
 }
 
+// DeleteCluster removes a declared cluster (refused while it has active
+// workers, machines, launch configs or queues routed to it).
+func (c *Client) DeleteCluster(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/clusters/"+url.PathEscape(name), nil, nil)
+}
+
+// DeleteClusterGroup removes a cluster group with no cluster in it.
+func (c *Client) DeleteClusterGroup(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/cluster-groups/"+url.PathEscape(name), nil, nil)
+}
+
+// DeleteLaunchConfig removes a launch config; the leader deletes its live
+// machines.
+func (c *Client) DeleteLaunchConfig(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/v1/autoscaler/launch-configs/"+url.PathEscape(name), nil, nil)
+}
+
 // ApplyPlacement declares clusters, pools and queues (admin).
 func (c *Client) ApplyPlacement(ctx context.Context, cfg *PlacementConfig) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/placement", cfg, nil)

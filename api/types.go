@@ -972,9 +972,13 @@ type Cluster struct {
 	Since    *time.Time `json:"since,omitempty"`
 	Declared bool       `json:"declared,omitempty"`
 	// Group is the cluster group it is declared in.
-	Group   string `json:"group,omitempty"`
-	Pools   []Pool `json:"pools,omitempty"`
-	Workers int    `json:"workers"`
+	Group string `json:"group,omitempty"`
+	Pools []Pool `json:"pools,omitempty"`
+	// Provider and ProviderSettings are as declared (no credentials:
+	// those are the servers').
+	Provider         string            `json:"provider,omitempty"`
+	ProviderSettings map[string]string `json:"provider_settings,omitempty"`
+	Workers          int               `json:"workers"`
 	// Heard counts the active workers the leader heard from in the last
 	// 10 seconds; a cluster with workers and none heard is down and gets
 	// no new work.
@@ -1136,8 +1140,8 @@ type QueueSLOReport struct {
 
 // PlacementConfig declares clusters with their pools, and queues.
 // Applying it creates or updates what it names; Prune removes queues it
-// does not name. Clusters are never removed (their workers' records stay)
-// and keep their enabled state.
+// does not name. Clusters keep their enabled state and are removed only
+// one at a time (DELETE /api/v1/clusters/{name}).
 type PlacementConfig struct {
 	Clusters []ClusterDecl `json:"clusters,omitempty"`
 	Queues   []Queue       `json:"queues,omitempty"`

@@ -103,7 +103,9 @@ Placement:
   region list            regions with their clusters' capacity
   cluster list | status NAME | groups
   autoscaler status      machines, spend against the cap, the last decision and why
+  autoscaler delete-config NAME   remove a launch config (its machines are deleted)
   cluster disable NAME -reason "..." [-evacuate] | enable NAME
+  cluster delete NAME | delete-group NAME   remove a declared cluster or cluster group
   queue tree | list      the queue tree: weights, guarantees, caps and use
   queue show PATH        one queue's settings and use
   queue set PATH [-weight N] [-guarantee-cpu N] [-borrow-cpu N|none] [-max-jobs N] [-project P]...
@@ -189,12 +191,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		})
 	case "autoscaler":
 		return m.sub(ctx, "autoscaler", rest, map[string]func(context.Context, []string) error{
-			"status": m.runAutoscalerStatus,
+			"status": m.runAutoscalerStatus, "delete-config": m.runLaunchConfigDelete,
 		})
 	case "cluster":
 		return m.sub(ctx, "cluster", rest, map[string]func(context.Context, []string) error{
 			"list": m.runClusterList, "status": m.runClusterStatus, "disable": m.runClusterDisable, "enable": m.runClusterEnable,
-			"groups": m.runClusterGroups,
+			"groups": m.runClusterGroups, "delete": m.runClusterDelete, "delete-group": m.runClusterGroupDelete,
 		})
 	case "queue":
 		return m.sub(ctx, "queue", rest, map[string]func(context.Context, []string) error{

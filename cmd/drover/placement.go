@@ -201,6 +201,32 @@ func (m *Main) runClusterEnable(ctx context.Context, args []string) error {
 	return nil
 }
 
+// runRemove removes one declared object by name with del.
+func (m *Main) runRemove(ctx context.Context, args []string, cmd, what string, del func(context.Context, string) error) error {
+	fs := m.newFlags(cmd, "NAME")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := del(ctx, pos[0]); err != nil {
+		return err
+	}
+	safef(m.Stdout, "%s %s removed.\n", what, pos[0])
+	return nil
+}
+
+func (m *Main) runClusterDelete(ctx context.Context, args []string) error {
+	return m.runRemove(ctx, args, "cluster delete", "Cluster", m.Client().DeleteCluster)
+}
+
+func (m *Main) runClusterGroupDelete(ctx context.Context, args []string) error {
+	return m.runRemove(ctx, args, "cluster delete-group", "Cluster group", m.Client().DeleteClusterGroup)
+}
+
+func (m *Main) runLaunchConfigDelete(ctx context.Context, args []string) error {
+	return m.runRemove(ctx, args, "autoscaler delete-config", "Launch config", m.Client().DeleteLaunchConfig)
+}
+
 func limitString(v float64) string {
 	if v == 0 {
 		return "unlimited"

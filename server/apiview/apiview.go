@@ -10,6 +10,7 @@
 package apiview
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -290,6 +291,7 @@ func Cluster(c *state.ClusterInfo) api.Cluster {
 		Name: c.Name, Region: c.Region, Enabled: !c.Disabled, Reason: c.Reason, By: c.By, Declared: c.Declared, Group: c.Group,
 		Workers: c.Workers, CPU: float64(c.CapacityMilli) / 1000, FreeCPU: float64(c.FreeMilli) / 1000,
 		Memory: c.Memory, FreeMemory: c.FreeMemory, Running: c.Running, Since: timePtr(c.Since),
+		Provider: c.Provider, ProviderSettings: maps.Clone(c.ProviderSettings),
 	}
 	for _, p := range c.Pools {
 		out.Pools = append(out.Pools, api.Pool{Name: p.Name, CPU: float64(p.CPUMilli) / 1000, Memory: p.Memory, Preemptible: p.Preemptible,

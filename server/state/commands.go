@@ -74,6 +74,7 @@ const (
 	CmdApplyPlacementQueues
 	CmdPreempt
 	CmdDeleteBillingProject
+	CmdRemoveDeclared
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -94,7 +95,7 @@ var cmdNames = map[CommandType]string{
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
-	CmdDeleteBillingProject: "delete_billing_project",
+	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared",
 }
 
 func (t CommandType) String() string {
@@ -442,6 +443,8 @@ func newCommand(t CommandType) Command {
 		return &Preempt{}
 	case CmdDeleteBillingProject:
 		return &DeleteBillingProject{}
+	case CmdRemoveDeclared:
+		return &RemoveDeclared{}
 	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:

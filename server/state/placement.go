@@ -595,3 +595,96 @@ func DisabledMessage(name, reason, by string, since int64) string {
 	}
 	return name + " disabled (" + strings.Join(parts, ", ") + ")"
 }
+
+// What a RemoveDeclared removes.
+const (
+	KindCluster      = "cluster"
+	KindClusterGroup = "cluster-group"
+	KindLaunchConfig = "launch-config"
+)
+
+// RemoveDeclared removes one declared cluster, cluster group or launch
+// config (what a placement config with Prune removes of groups and
+// configs, one at a time; the only way a cluster goes). It is refused
+// while something still depends on the object: a cluster with active
+// workers, live autoscaler machines, a launch config or a queue routed to
+// it; a group with clusters in it. A removed launch config's live
+// machines are deleted by the leader, as when a config prunes it. A
+// removed cluster that retired workers name keeps its record, undeclared
+// (as a cluster a worker named), so their history still reads.
+type RemoveDeclared struct {
+	Now  int64
+	Kind string
+	Name string
+}
+
+func (*RemoveDeclared) Type() CommandType { return CmdRemoveDeclared }
+
+func (s *State) applyRemoveDeclared(c *RemoveDeclared) any {
+	switch c.Kind {
+	case KindLaunchConfig:
+		if s.launchConfigs[c.Name] == nil {
+			return errorf(ErrNotFound, "launch config %q does not exist", c.Name)
+		}
+		delete(s.launchConfigs, c.Name)
+		s.notifyWork()
+		return nil
+	case KindClusterGroup:
+		if s.groups[c.Name] == nil {
+			return errorf(ErrNotFound, "cluster group %q does not exist", c.Name)
+		}
+		for _, name := range sortedKeys(s.clusters) {
+			if s.clusters[name].Group == c.Name {
+				return errorf(ErrConflict, "cluster %s is in cluster group %s; declare it in another group or none first", name, c.Name)
+			}
+		}
+		delete(s.groups, c.Name)
+		return nil
+	case KindCluster:
+		if err := s.removeCluster(c.Name); err != nil {
+			return err
+		}
+		return nil
+	}
+	return errorf(ErrInvalid, "cannot remove a %.40q: a cluster, cluster-group or launch-config", c.Kind)
+}
+
+func (s *State) removeCluster(name string) *ApplyError {
+	cl := s.clusters[name]
+	if cl == nil || !cl.Declared {
+		return errorf(ErrNotFound, "cluster %q is not declared", name)
+	}
+	for _, lc := range sortedKeys(s.launchConfigs) {
+		if s.launchConfigs[lc].Cluster == name {
+			return errorf(ErrConflict, "launch config %s makes machines in cluster %s; remove it first", lc, name)
+		}
+	}
+	for _, id := range sortedKeys(s.machines) {
+		if m := s.machines[id]; m.Cluster == name && m.State != MachineDeleted && m.State != MachineFailed {
+			return errorf(ErrConflict, "cluster %s still has the autoscaler's machine %s (%s); wait until it is deleted", name, id, MachineStateName(m.State))
+		}
+	}
+	active, named := 0, false
+	for _, in := range s.instances {
+		if in.Cluster == name {
+			named = true
+			if in.Active {
+				active++
+			}
+		}
+	}
+	if active > 0 {
+		return errorf(ErrConflict, "cluster %s has %d active workers; disable it with evacuate and stop them first", name, active)
+	}
+	for _, path := range sortedKeys(s.queues) {
+		if slices.Contains(s.queues[path].HomeClusters, name) {
+			return errorf(ErrConflict, "queue %s is routed to cluster %s; route it elsewhere first", path, name)
+		}
+	}
+	if !named {
+		delete(s.clusters, name)
+		return nil
+	}
+	cl.Declared, cl.Group, cl.Pools, cl.Provider, cl.ProviderSettings = false, "", nil, "", nil
+	return nil
+}

@@ -262,6 +262,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyCreateBillingProject(c)
 	case *DeleteBillingProject:
 		return s.applyDeleteBillingProject(c)
+	case *RemoveDeclared:
+		return s.applyRemoveDeclared(c)
 	case *SetMember:
 		return s.applySetMember(c)
 	case *CreateBatch:

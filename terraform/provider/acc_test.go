@@ -290,3 +290,318 @@ module "region" {
 		t.Fatalf("org after destroy: %v", err)
 	}
 }
+
+// placementConfig declares what a placement config does, as resources:
+// a cluster group, two clusters (one out of service), the autoscaler, a
+// launch config and a rate.
+const placementConfig = `
+resource "drover_cluster_group" "gpu" {
+  name     = "gpu"
+  strategy = "pack"
+}
+
+resource "drover_cluster" "east" {
+  name             = "east-a"
+  region           = "us-east1"
+  group            = drover_cluster_group.gpu.name
+  machine_provider = "local"
+  provider_settings = { binary = "/usr/local/bin/drover" }
+
+  pool {
+    name           = "default"
+    cpu            = 8
+    memory         = "32GiB"
+    price_per_hour = "0.40"
+  }
+  pool {
+    name           = "spot"
+    cpu            = 8
+    memory         = "32GiB"
+    preemptible    = true
+    price_per_hour = "0.12"
+  }
+}
+
+resource "drover_cluster" "west" {
+  name   = "west-a"
+  region = "us-west1"
+  %s
+}
+
+resource "drover_autoscaler" "this" {
+  enabled      = false
+  max_nodes    = %d
+  max_per_hour = "5.50"
+  idle_timeout = "5m"
+}
+
+resource "drover_launch_config" "n2" {
+  name           = "east-a-n2-8"
+  cluster        = drover_cluster.east.name
+  machine_type   = "n2-standard-8"
+  zone           = "us-east1-b"
+  cpu            = 8
+  memory         = "32GiB"
+  price_per_hour = "%s"
+  max_nodes      = 4
+}
+
+resource "drover_rate" "compute" {
+  resource       = "compute"
+  price_per_hour = "%s"
+}
+`
+
+func TestTerraformPlacement(t *testing.T) {
+	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
+	srv, tok, err := server.StartReady(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	addr := "http://" + srv.HTTPAddr()
+	admin := api.NewClient(addr, tok)
+	ctx := context.Background()
+	f := tftest.New(t, addr, tok)
+	disabled := `enabled = false
+  disabled_reason = "racks moving"`
+	config := func(west string, maxNodes int, lcPrice, rate string) string {
+		return fmt.Sprintf(placementConfig, west, maxNodes, lcPrice, rate)
+	}
+	rateOf := func(res string) api.Rate {
+		t.Helper()
+		rates, err := admin.Rates(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rates {
+			if r.Resource == res && r.InForce {
+				return r
+			}
+		}
+		t.Fatalf("no rate of %s in %+v", res, rates)
+		return api.Rate{}
+	}
+	launchConfig := func(name string) *api.LaunchConfig {
+		t.Helper()
+		st, err := admin.AutoscalerStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range st.LaunchConfigs {
+			if st.LaunchConfigs[i].Name == name {
+				return &st.LaunchConfigs[i].LaunchConfig
+			}
+		}
+		return nil
+	}
+
+	// Create.
+	f.Config(config(disabled, 10, "0.40", "0.035"))
+	f.Must("apply", "-input=false", "-auto-approve")
+	east, err := admin.GetCluster(ctx, "east-a")
+	if err != nil || !east.Declared || east.Group != "gpu" || east.Provider != "local" || east.ProviderSettings["binary"] != "/usr/local/bin/drover" ||
+		len(east.Pools) != 2 || east.Pools[1].Name != "spot" || !east.Pools[1].Preemptible || east.Pools[0].PricePerHour != money.RateFromDollars(0.4) ||
+		east.Pools[0].Memory != 32<<30 {
+		t.Fatalf("east-a after apply: %+v (%v)", east, err)
+	}
+	if west, err := admin.GetCluster(ctx, "west-a"); err != nil || west.Enabled || west.Reason != "racks moving" {
+		t.Fatalf("west-a after apply: %+v (%v)", west, err)
+	}
+	st, err := admin.AutoscalerStatus(ctx)
+	if err != nil || st.Settings.Enabled || st.Settings.MaxNodes != 10 || st.Settings.MaxPerHour != money.RateFromDollars(5.5) || st.Settings.IdleTimeout != "5m0s" {
+		t.Fatalf("autoscaler after apply: %+v (%v)", st, err)
+	}
+	if lc := launchConfig("east-a-n2-8"); lc == nil || lc.Cluster != "east-a" || lc.CPU != 8 || lc.PricePerHour != money.RateFromDollars(0.4) || lc.MaxNodes != 4 {
+		t.Fatalf("launch config after apply: %+v", lc)
+	}
+	compute := rateOf("compute")
+	if compute.PricePerHour != money.RateFromDollars(0.035) {
+		t.Fatalf("compute rate after apply: %+v", compute)
+	}
+	if code := f.Plan(); code != 0 {
+		t.Fatalf("a plan right after apply wants changes:\n%s", f.Last)
+	}
+
+	// Update in place: west-a back in service, a cap, a price, a rate.
+	f.Config(config("", 12, "0.38", "0.04"))
+	if code := f.Plan(); code != 2 || strings.Contains(f.Last, "must be replaced") || !strings.Contains(f.Last, "4 to change") {
+		t.Fatalf("an update: plan exit %d\n%s", code, f.Last)
+	}
+	f.Must("apply", "-input=false", "-auto-approve")
+	if west, err := admin.GetCluster(ctx, "west-a"); err != nil || !west.Enabled {
+		t.Fatalf("west-a after the update: %+v (%v)", west, err)
+	}
+	if r := rateOf("compute"); r.PricePerHour != money.RateFromDollars(0.04) || r.Version != compute.Version+1 {
+		t.Fatalf("compute rate after the update: %+v (was %+v)", r, compute)
+	}
+	if code := f.Plan(); code != 0 {
+		t.Fatalf("a plan after the update wants changes:\n%s", f.Last)
+	}
+
+	// Drift made outside Terraform shows in a plan, and apply repairs it.
+	if _, err := admin.DisableCluster(ctx, "east-a", &api.ClusterStateRequest{Reason: "by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	lc := launchConfig("east-a-n2-8")
+	lc.PricePerHour = money.RateFromDollars(0.5)
+	if err := admin.ApplyPlacement(ctx, &api.PlacementConfig{LaunchConfigs: []api.LaunchConfig{*lc},
+		Autoscaler: &api.AutoscalerSettings{MaxNodes: 20, MaxPerHour: money.RateFromDollars(5.5), IdleTimeout: "5m"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "compute", PricePerHour: money.RateFromDollars(0.05)}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := f.Plan(); code != 2 || !strings.Contains(f.Last, `"by hand" -> null`) || !strings.Contains(f.Last, `"0.5" -> "0.38"`) ||
+		!strings.Contains(f.Last, "20 -> 12") || !strings.Contains(f.Last, `"0.05" -> "0.04"`) {
+		t.Fatalf("drift: plan exit %d\n%s", code, f.Last)
+	}
+	f.Must("apply", "-input=false", "-auto-approve")
+	if east, err := admin.GetCluster(ctx, "east-a"); err != nil || !east.Enabled {
+		t.Fatalf("east-a after the repair: %+v (%v)", east, err)
+	}
+	if code := f.Plan(); code != 0 {
+		t.Fatalf("a plan after the repair wants changes:\n%s", f.Last)
+	}
+
+	// Import what was made outside Terraform.
+	if err := admin.ApplyPlacement(ctx, &api.PlacementConfig{Groups: []api.ClusterGroup{{Name: "cpu"}},
+		Clusters:      []api.ClusterDecl{{Name: "eu-a", Region: "europe-west4", Group: "cpu", Pools: []api.Pool{{Name: "default", CPU: 4, Memory: 16 << 30}}}},
+		LaunchConfigs: []api.LaunchConfig{{Name: "eu-a-e2", Cluster: "eu-a", MachineType: "e2-standard-4", CPU: 4, Memory: 16 << 30, PricePerHour: money.RateFromDollars(0.134)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetRates(ctx, []api.NewRate{{Resource: "memory", PricePerHour: money.RateFromDollars(0.0045)}}); err != nil {
+		t.Fatal(err)
+	}
+	imported := config("", 12, "0.38", "0.04") + `
+resource "drover_cluster_group" "cpu" {
+  name = "cpu"
+}
+
+resource "drover_cluster" "eu" {
+  name   = "eu-a"
+  region = "europe-west4"
+  group  = drover_cluster_group.cpu.name
+  pool {
+    name   = "default"
+    cpu    = 4
+    memory = "16GiB"
+  }
+}
+
+resource "drover_launch_config" "eu" {
+  name           = "eu-a-e2"
+  cluster        = drover_cluster.eu.name
+  machine_type   = "e2-standard-4"
+  cpu            = 4
+  memory         = "16GiB"
+  price_per_hour = "0.134"
+}
+
+resource "drover_rate" "memory" {
+  resource       = "memory"
+  price_per_hour = "0.0045"
+}
+`
+	f.Config(imported)
+	for addr, id := range map[string]string{"drover_cluster_group.cpu": "cpu", "drover_cluster.eu": "eu-a", "drover_launch_config.eu": "eu-a-e2", "drover_rate.memory": "memory"} {
+		f.Must("import", "-input=false", addr, id)
+	}
+	if code := f.Plan(); code != 0 {
+		t.Fatalf("a plan after import wants changes:\n%s", f.Last)
+	}
+	// The one autoscaler, imported into a second state.
+	g := tftest.New(t, addr, tok)
+	g.Config(`
+resource "drover_autoscaler" "this" {
+  enabled      = false
+  max_nodes    = 12
+  max_per_hour = "5.5"
+  idle_timeout = "5m" # an import spells a duration the shortest way
+}
+`)
+	g.Must("import", "-input=false", "drover_autoscaler.this", "autoscaler")
+	if code := g.Plan(); code != 0 {
+		t.Fatalf("a plan after importing the autoscaler wants changes:\n%s", g.Last)
+	}
+
+	// Bad input is a plan-time error naming the attribute.
+	for attr, bad := range map[string]string{
+		"machine_provider": `resource "drover_cluster" "bad" {
+  name             = "bad"
+  region           = "r"
+  machine_provider = "aws"
+}
+`,
+		"disabled_reason": `resource "drover_cluster" "bad" {
+  name    = "bad"
+  region  = "r"
+  enabled = false
+}
+`,
+		"price_per_hour": `resource "drover_cluster" "bad" {
+  name   = "bad"
+  region = "r"
+  pool {
+    name           = "p"
+    price_per_hour = "-1"
+  }
+}
+`,
+		"region": `resource "drover_cluster" "bad" {
+  name   = "bad"
+  region = "no spaces"
+}
+`,
+		"strategy": `resource "drover_cluster_group" "bad" {
+  name     = "bad"
+  strategy = "random"
+}
+`,
+		"cpu": `resource "drover_launch_config" "bad" {
+  name           = "bad"
+  cluster        = "east-a"
+  cpu            = 0
+  memory         = "1GiB"
+  price_per_hour = "1"
+}
+`,
+		"max_per_hour": `resource "drover_autoscaler" "bad" {
+  enabled      = true
+  max_per_hour = "a lot"
+}
+`,
+		"resource": `resource "drover_rate" "bad" {
+  resource       = "Compute!"
+  price_per_hour = "1"
+}
+`,
+	} {
+		f.Config(imported + bad)
+		if code := f.Run("plan", "-input=false"); code != 1 || !strings.Contains(f.Last, attr) {
+			t.Fatalf("a bad %s: plan exit %d\n%s", attr, code, f.Last)
+		}
+	}
+
+	// Destroy: what was declared goes, in dependency order; the rates
+	// stay in force, and the autoscaler is back to its defaults.
+	f.Config(imported)
+	f.Must("destroy", "-input=false", "-auto-approve")
+	if !strings.Contains(f.Last, "stays in force") {
+		t.Errorf("destroy says nothing of the rates staying:\n%s", f.Last)
+	}
+	for _, name := range []string{"east-a", "west-a", "eu-a"} {
+		if _, err := admin.GetCluster(ctx, name); !api.IsStatus(err, 404) {
+			t.Errorf("cluster %s after destroy: %v", name, err)
+		}
+	}
+	if gs, _ := admin.ListClusterGroups(ctx); len(gs) != 0 {
+		t.Errorf("cluster groups after destroy: %+v", gs)
+	}
+	if st, err := admin.AutoscalerStatus(ctx); err != nil || len(st.LaunchConfigs) != 0 || st.Settings.Enabled || st.Settings.MaxNodes != 0 {
+		t.Errorf("autoscaler after destroy: %+v (%v)", st, err)
+	}
+	if r := rateOf("memory"); r.PricePerHour != money.RateFromDollars(0.0045) {
+		t.Errorf("the memory rate after destroy: %+v", r)
+	}
+}

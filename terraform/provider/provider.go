@@ -1,10 +1,12 @@
 // Package provider is terraform-provider-drover: what an operator
-// declares in drover (queues, users, tokens, ...) as Terraform resources,
-// written with hashicorp/terraform-plugin-framework. It talks to drover
-// only through drover's Go client (api.Client), and checks what it can
-// before a plan with the same rules the servers apply (a queue with
-// apiview.QueueFromAPI, names with api's rules), so a bad value is a
-// plan-time error naming its attribute.
+// declares in drover (clusters and their groups, queues, the autoscaler
+// and its launch configs, rates, users, tokens, billing projects) as
+// Terraform resources, written with hashicorp/terraform-plugin-framework.
+// It talks to drover only through drover's Go client (api.Client), and
+// checks what it can before a plan with the same rules the servers apply
+// (the placement config's objects with apiview.PlacementFromAPI and
+// QueueFromAPI, rates with billing.CheckRate, names with api's rules), so
+// a bad value is a plan-time error naming its attribute.
 package provider
 
 import (
@@ -45,7 +47,7 @@ func (p *droverProvider) Metadata(_ context.Context, _ provider.MetadataRequest,
 
 func (p *droverProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "drover, the multi-tenant batch scheduler: its queues, users and tokens.",
+		Description: "drover, the multi-tenant batch scheduler: its clusters, queues, autoscaler, rates, users, tokens and billing projects.",
 		Attributes: map[string]schema.Attribute{
 			"address": schema.StringAttribute{Optional: true,
 				Description: "The servers' API addresses, comma-separated (default: DROVER_ADDR, else " + api.DefaultAddr + ")."},
@@ -91,7 +93,7 @@ func (p *droverProvider) Configure(ctx context.Context, req provider.ConfigureRe
 }
 
 func (p *droverProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newQueue, newUser, newToken, newProject}
+	return []func() resource.Resource{newQueue, newUser, newToken, newProject, newCluster, newClusterGroup, newAutoscaler, newLaunchConfig, newRate}
 }
 
 func (p *droverProvider) DataSources(context.Context) []func() datasource.DataSource {

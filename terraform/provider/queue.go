@@ -357,7 +357,24 @@ func sameDuration(old types.String, v string) types.String {
 			return old
 		}
 	}
-	return types.StringValue(v)
+	return types.StringValue(shortDuration(v))
+}
+
+// shortDuration spells a duration the servers hold the shortest way
+// ("5m" for "5m0s"), as a configuration would: what an import writes.
+func shortDuration(v string) string {
+	d, err := time.ParseDuration(v)
+	if err != nil || d == 0 {
+		return v
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // sameSize keeps the configuration's spelling of a size the servers hold.

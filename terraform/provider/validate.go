@@ -3,11 +3,17 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -63,4 +69,91 @@ func (v durationRule) ValidateString(_ context.Context, req validator.StringRequ
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
 			fmt.Sprintf("%q is not a duration%s such as 90s, 10m or 720h", req.ConfigValue.ValueString(), bound))
 	}
+}
+
+// attributeIn is the attribute a server's message names: the longest of
+// names found in it, else def.
+func attributeIn(msg, def string, names ...string) path.Path {
+	best := def
+	for _, n := range names {
+		if strings.Contains(msg, n) && len(n) > len(best) {
+			best = n
+		}
+	}
+	return path.Root(best)
+}
+
+// priceRule: dollars an hour, exact, as drover bounds a price
+// (state.ValidatePrice, the servers' own check).
+type priceRule struct{}
+
+func (priceRule) Description(context.Context) string {
+	return "dollars an hour, exact, such as \"0.35\""
+}
+
+func (v priceRule) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (priceRule) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	what := req.Path.String()
+	r, err := money.ParseRate(req.ConfigValue.ValueString())
+	if err == nil {
+		err = state.ValidatePrice(what, r)
+	}
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid price", fmt.Sprintf("%s %q: %v", what, req.ConfigValue.ValueString(), err))
+	}
+}
+
+// parseRate reads a price the validators accepted (null: 0).
+func parseRate(v types.String) money.Rate {
+	if v.IsNull() || v.IsUnknown() {
+		return 0
+	}
+	r, _ := money.ParseRate(v.ValueString())
+	return r
+}
+
+// samePrice keeps the configuration's spelling of a price the servers
+// hold ("0.10" for their 0.1); a 0 the configuration left out stays null.
+func samePrice(old types.String, v money.Rate) types.String {
+	if !old.IsNull() && !old.IsUnknown() {
+		if r, err := money.ParseRate(old.ValueString()); err == nil && r == v {
+			return old
+		}
+	}
+	if v == 0 && (old.IsNull() || old.IsUnknown()) {
+		return types.StringNull()
+	}
+	return types.StringValue(v.String())
+}
+
+// optSize is sameSize for an optional size: a 0 left out stays null.
+func optSize(old types.String, v int64) types.String {
+	if v == 0 && (old.IsNull() || old.IsUnknown()) {
+		return types.StringNull()
+	}
+	return sameSize(old, v)
+}
+
+// parseSize reads a size the validators accepted (null: 0).
+func parseSize(v types.String) int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return 0
+	}
+	n, _ := units.ParseBytes(v.ValueString())
+	return n
+}
+
+// anyUnknown reports whether a value of the configuration is not known
+// yet (one from another resource, until it is made).
+func anyUnknown(vals ...attr.Value) bool {
+	for _, v := range vals {
+		if v.IsUnknown() {
+			return true
+		}
+	}
+	return false
 }

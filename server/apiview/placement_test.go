@@ -1,4 +1,4 @@
-package httpapi
+package apiview
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 // strategies and number) and a cluster's group name are checked by the
 // API, naming the problem.
 func TestPlacementConfigIsCheckedBeforeTheLog(t *testing.T) {
-	many := make([]api.ClusterGroup, maxPlacementItems+1)
+	many := make([]api.ClusterGroup, MaxPlacementItems+1)
 	for i := range many {
 		many[i].Name = "g"
 	}
@@ -24,12 +24,12 @@ func TestPlacementConfigIsCheckedBeforeTheLog(t *testing.T) {
 		{api.PlacementConfig{Groups: many}, "at most 1000"},
 		{api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r", Group: strings.Repeat("g", 200)}}}, "must be 1 to"},
 	} {
-		if _, err := placementFromAPI(&c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := PlacementFromAPI(&c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config: %v, want an error with %q", err, c.want)
 		}
 	}
 	ok := api.PlacementConfig{Groups: []api.ClusterGroup{{Name: "gpu", Strategy: "pack"}}, Clusters: []api.ClusterDecl{{Name: "a", Region: "r", Group: "gpu"}}}
-	c, err := placementFromAPI(&ok)
+	c, err := PlacementFromAPI(&ok)
 	if err != nil || len(c.Groups) != 1 || c.Groups[0].Strategy != "pack" || c.Clusters[0].Group != "gpu" {
 		t.Fatalf("a good config: %+v %v", c, err)
 	}
@@ -50,7 +50,7 @@ func TestProviderSettingsAreCheckedBeforeTheLog(t *testing.T) {
 		{api.ClusterDecl{Name: "a", Region: "r", Provider: "nomad", ProviderSettings: many}, "at most 32 provider settings"},
 		{api.ClusterDecl{Name: "a", Region: "r", Provider: "nomad", ProviderSettings: map[string]string{"address": strings.Repeat("x", 2000)}}, "at most 64 bytes and its value 1024"},
 	} {
-		if _, err := placementFromAPI(&api.PlacementConfig{Clusters: []api.ClusterDecl{c.decl}}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := PlacementFromAPI(&api.PlacementConfig{Clusters: []api.ClusterDecl{c.decl}}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.decl.Provider, err, c.want)
 		}
 	}
