@@ -203,6 +203,11 @@ type Input struct {
 	Unavailable map[string]bool
 	// Regions of the clusters (a config's Region wins when set).
 	Regions map[string]string
+	// ShrinkOnly: the autoscaler is disabled. It launches nothing and
+	// drains nothing to consolidate, but still deletes the machines it
+	// made that timed out, idled out or lost their launch config, so
+	// none runs on unwatched.
+	ShrinkOnly bool
 }
 
 // Room is what one active worker has free, and where it is. Machine
@@ -273,8 +278,10 @@ type Output struct {
 func Plan(in *Input) *Output {
 	p := newPlanner(in)
 	p.retire()
-	p.grow()
-	p.consolidate()
+	if !in.ShrinkOnly {
+		p.grow()
+		p.consolidate()
+	}
 	return p.out
 }
 
@@ -370,6 +377,10 @@ func (p *planner) retire() {
 			reason = fmt.Sprintf("boot timeout: no worker within %s of the launch", t.Boot)
 		case m.State == Active && t.Lame > 0 && !m.Heard.IsZero() && now.Sub(m.Heard) >= t.Lame && !m.ProbeOK:
 			reason = fmt.Sprintf("lame: not heard from for %s", now.Sub(m.Heard).Round(time.Second))
+		case p.configs[m.Config] == nil && (m.State == Requested || m.State == Launching || (m.State == Active && !m.IdleSince.IsZero())):
+			// Its config was removed: it goes once it runs nothing, not
+			// after the idle timeout (no new work is sent its way).
+			reason = "its launch config " + m.Config + " was removed"
 		default:
 			continue
 		}

@@ -113,6 +113,38 @@ func TestPlanRetiresIdleNeverBootedAndLameMachines(t *testing.T) {
 	}
 }
 
+// TestPlanDisabledOnlyShrinks: a disabled autoscaler (ShrinkOnly)
+// launches nothing for waiting work and drains nothing to consolidate,
+// but still deletes idle machines and those whose launch config was
+// removed (at once when they run nothing, not after the idle timeout).
+func TestPlanDisabledOnlyShrinks(t *testing.T) {
+	in := &Input{Now: t0, Timeouts: DefaultTimeouts(), Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Demand: []Shape{shape(1, 100)}, Consolidate: true,
+		Machines: []Machine{
+			{ID: "idle", Config: "small", State: Active, IdleSince: t0.Add(-10 * time.Minute), Heard: t0},
+			{ID: "half", Config: "small", State: Active, Heard: t0, CPUMilli: 8000, FreeMilli: 6000},
+			{ID: "orphan-idle", Config: "removed", State: Active, IdleSince: t0.Add(-time.Second), Heard: t0},
+			{ID: "orphan-busy", Config: "removed", State: Active, Heard: t0},
+			{ID: "orphan-requested", Config: "removed", State: Requested, Created: t0},
+		},
+		Free: []Room{{Machine: "half", Region: "r", Cluster: "c", Pool: "default", CPUMilli: 6000, Memory: 6 << 32}}}
+	enabled := Plan(in)
+	if len(enabled.Launches) == 0 {
+		t.Fatalf("enabled: no launch for 100 waiting cores: %+v", enabled)
+	}
+	in.ShrinkOnly = true
+	out := Plan(in)
+	got := map[string]string{}
+	for _, d := range out.Deletes {
+		got[d.Machine] = d.Reason
+	}
+	if len(out.Launches) != 0 || len(out.Revives) != 0 || len(out.Private) != 0 {
+		t.Fatalf("disabled, it launched: %+v", out)
+	}
+	if len(got) != 3 || got["idle"] == "" || !strings.Contains(got["orphan-idle"], "launch config removed was removed") || got["orphan-requested"] == "" {
+		t.Fatalf("disabled, deletes %v; want idle, orphan-idle and orphan-requested", got)
+	}
+}
+
 // TestPlanProperties runs thousands of random rounds: no plan takes the
 // live machines past a node or spend cap (counting requested and
 // launching ones) or past an add rate; a config still capacity-limited is

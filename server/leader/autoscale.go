@@ -194,7 +194,11 @@ func (a *Autoscaler) providers() []provider.Provider {
 func (a *Autoscaler) Round(ctx context.Context) error {
 	now := a.cfg.Clock.Now()
 	st := view.AutoscaleState(a.cfg.State)
-	if !st.Settings.Enabled {
+	// Disabled, it launches nothing but still deletes what it made once
+	// that is idle, timed out or without a config (autoscaler.Input's
+	// ShrinkOnly): with nothing live, there is nothing to do.
+	enabled := st.Settings.Enabled
+	if !enabled && !slices.ContainsFunc(st.Machines, func(m state.Machine) bool { return autoscaler.State(m.State).Live() }) {
 		return nil
 	}
 	a.resolveProviders(st)
@@ -204,8 +208,10 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 	}
 	// Requested machines: launch them (again, after a leader change: the
 	// key makes it harmless); drained ones: delete them.
-	if err := a.launchRequested(ctx, st); err != nil {
-		return err
+	if enabled {
+		if err := a.launchRequested(ctx, st); err != nil {
+			return err
+		}
 	}
 	if err := a.deleteDrained(ctx, st); err != nil {
 		return err
@@ -224,8 +230,10 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 	}
 	sr := res.(*state.ScaleResult)
 	a.cfg.Log.Info("autoscaler decided", "launch", len(out.Launches), "delete", len(out.Deletes), "capped_at_apply", sr.Capped)
-	if err := a.launchRequested(ctx, view.AutoscaleState(a.cfg.State)); err != nil {
-		return err
+	if enabled {
+		if err := a.launchRequested(ctx, view.AutoscaleState(a.cfg.State)); err != nil {
+			return err
+		}
 	}
 	return a.deleteDrained(ctx, view.AutoscaleState(a.cfg.State))
 }
@@ -529,7 +537,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	a := &st.Settings
 	in := &autoscaler.Input{Now: now, Regions: map[string]string{}, Unavailable: map[string]bool{},
 		Limits:   autoscaler.Limits{MaxNodes: int(a.MaxNodes), MaxPerHour: a.MaxPerHour, MaxAddsPerMinute: int(a.MaxAddsPerMinute), MaxRemovesPerMinute: int(a.MaxRemovesPerMinute)},
-		Timeouts: timeoutsOf(a), Consolidate: a.Consolidate}
+		Timeouts: timeoutsOf(a), Consolidate: a.Consolidate, ShrinkOnly: !a.Enabled}
 	in.Strategy, _ = autoscaler.ParseStrategy(a.Strategy)
 	freeOf := map[string]view.FreeRoom{}
 	for _, r := range st.Free {

@@ -155,12 +155,7 @@ func (m *queueModel) known() bool {
 	if m.MaxRunning != nil {
 		vals = append(vals, m.MaxRunning.Jobs, m.MaxRunning.CPU)
 	}
-	for _, v := range vals {
-		if v.IsUnknown() {
-			return false
-		}
-	}
-	return true
+	return !anyUnknown(vals...)
 }
 
 func strList(ctx context.Context, l types.List, diags *diag.Diagnostics) []string {

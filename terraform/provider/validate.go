@@ -149,9 +149,24 @@ func parseSize(v types.String) int64 {
 
 // anyUnknown reports whether a value of the configuration is not known
 // yet (one from another resource, until it is made).
+// A list, set or map is not known until each of its elements is.
 func anyUnknown(vals ...attr.Value) bool {
 	for _, v := range vals {
 		if v.IsUnknown() {
+			return true
+		}
+		var elems []attr.Value
+		switch c := v.(type) {
+		case types.List:
+			elems = c.Elements()
+		case types.Set:
+			elems = c.Elements()
+		case types.Map:
+			for _, e := range c.Elements() {
+				elems = append(elems, e)
+			}
+		}
+		if anyUnknown(elems...) {
 			return true
 		}
 	}
