@@ -240,9 +240,10 @@ resource "drover_queue" "hand" {
 }
 
 // TestRegionModuleApplies: the drover side of the multi-region example
-// (terraform/modules/region, a queue per region routed to its clusters)
-// applied for real, as the example calls it: for_each over regions,
-// under an organization's queue.
+// (terraform/modules/region: the region's clusters, a launch config per
+// cluster and machine type, a queue routed to the clusters) applied for
+// real, as the example calls it: for_each over regions, under an
+// organization's queue.
 func TestRegionModuleApplies(t *testing.T) {
 	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
 	srv, tok, err := server.StartReady(cfg)
@@ -257,8 +258,12 @@ func TestRegionModuleApplies(t *testing.T) {
 	f.Config(fmt.Sprintf(`
 locals {
   regions = {
-    us-east1     = { clusters = ["us-east1-a"], cpu = 8 }
-    europe-west4 = { clusters = ["europe-west4-a", "europe-west4-b"], cpu = 4 }
+    us-east1     = { clusters = { us-east1-b = { zone = "us-east1-b" } }, cpu = 8 }
+    europe-west4 = { clusters = { europe-west4-a = { zone = "europe-west4-a" }, europe-west4-b = { zone = "europe-west4-b" } }, cpu = 4 }
+  }
+  machine_types = {
+    n2-8      = { machine_type = "n2-standard-8", cpu = 8, memory = "32GiB", price_per_hour = "0.3885" }
+    n2-8-spot = { machine_type = "n2-standard-8", cpu = 8, memory = "32GiB", price_per_hour = "0.0945", spot = true }
   }
 }
 
@@ -268,12 +273,15 @@ resource "drover_queue" "org" {
 }
 
 module "region" {
-  source        = %q
-  for_each      = local.regions
-  region        = each.key
-  clusters      = each.value.clusters
-  parent_queue  = drover_queue.org.path
-  guarantee_cpu = each.value.cpu
+  source            = %q
+  for_each          = local.regions
+  region            = each.key
+  clusters          = each.value.clusters
+  machine_types     = local.machine_types
+  machine_provider  = "local"
+  provider_settings = { binary = "/usr/local/bin/drover" }
+  parent_queue      = drover_queue.org.path
+  guarantee_cpu     = each.value.cpu
 }
 `, filepath.Join(tftest.ModuleRoot(t), "terraform", "modules", "region")))
 	f.Must("get") // installs the local module; init would ask the registry for the provider
@@ -282,12 +290,29 @@ module "region" {
 	if err != nil || eu.Guarantee.CPU != 4 || strings.Join(eu.HomeClusters, ",") != "europe-west4-a,europe-west4-b" || eu.Strategy != "least-loaded" {
 		t.Fatalf("org/europe-west4: %+v (%v)", eu, err)
 	}
+	for _, name := range []string{"us-east1-b", "europe-west4-a", "europe-west4-b"} {
+		if cl, err := admin.GetCluster(ctx, name); err != nil || !cl.Declared || cl.Provider != "local" || len(cl.Pools) != 1 {
+			t.Fatalf("cluster %s: %+v (%v)", name, cl, err)
+		}
+	}
+	st, err := admin.AutoscalerStatus(ctx)
+	if err != nil || len(st.LaunchConfigs) != 6 {
+		t.Fatalf("launch configs: %+v (%v); want 2 per cluster", st, err)
+	}
+	for _, lc := range st.LaunchConfigs {
+		if lc.Name == "europe-west4-b-n2-8-spot" && (!lc.Spot || lc.Zone != "europe-west4-b" || lc.Cluster != "europe-west4-b" || lc.PricePerHour != money.RateFromDollars(0.0945)) {
+			t.Fatalf("launch config %+v", lc)
+		}
+	}
 	if code := f.Plan(); code != 0 {
 		t.Fatalf("a plan after applying the module wants changes:\n%s", f.Last)
 	}
 	f.Must("destroy", "-input=false", "-auto-approve")
 	if _, err := admin.GetQueue(ctx, "org"); !api.IsStatus(err, 404) {
 		t.Fatalf("org after destroy: %v", err)
+	}
+	if _, err := admin.GetCluster(ctx, "europe-west4-a"); !api.IsStatus(err, 404) {
+		t.Fatalf("cluster europe-west4-a after destroy: %v", err)
 	}
 }
 

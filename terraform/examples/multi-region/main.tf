@@ -1,6 +1,7 @@
 # drover in three regions on GCE: one network, a control plane of five
 # servers over the three regions, Cloud SQL for history, a bucket for
-# logs, and on the drover side a queue per region routed to its
+# logs, and on the drover side the autoscaler, per region its clusters
+# with their launch configs, and a queue per region routed to its
 # clusters. Apply the GCP part first, then the drover part once the
 # servers answer:
 #
@@ -48,9 +49,16 @@ variable "secrets" {
 
 locals {
   regions = {
-    us-east1     = { cidr = "10.10.0.0/20", zones = ["us-east1-b", "us-east1-c"], clusters = ["us-east1-a"], cpu = 512 }
-    us-central1  = { cidr = "10.20.0.0/20", zones = ["us-central1-a", "us-central1-f"], clusters = ["us-central1-a"], cpu = 256 }
-    europe-west4 = { cidr = "10.30.0.0/20", zones = ["europe-west4-a"], clusters = ["europe-west4-a"], cpu = 256 }
+    us-east1     = { cidr = "10.10.0.0/20", clusters = { us-east1-b = { zone = "us-east1-b" }, us-east1-c = { zone = "us-east1-c" } }, cpu = 512 }
+    us-central1  = { cidr = "10.20.0.0/20", clusters = { us-central1-a = { zone = "us-central1-a" } }, cpu = 256 }
+    europe-west4 = { cidr = "10.30.0.0/20", clusters = { europe-west4-a = { zone = "europe-west4-a" } }, cpu = 256 }
+  }
+  # The machines the autoscaler may start in every cluster (on-demand
+  # prices of us-east1; set each region's own in production).
+  machine_types = {
+    n2-8      = { machine_type = "n2-standard-8", cpu = 8, memory = "32GiB", price_per_hour = "0.3885" }
+    n2-8-spot = { machine_type = "n2-standard-8", cpu = 8, memory = "32GiB", price_per_hour = "0.0945", spot = true }
+    n2-32     = { machine_type = "n2-standard-32", cpu = 32, memory = "128GiB", price_per_hour = "1.554", max_nodes = 20 }
   }
   # Five servers: two in each US region, one in Europe (a quorum of three
   # survives the loss of any one region).
@@ -117,11 +125,24 @@ resource "drover_queue" "org" {
   guarantee = { cpu = sum([for r in local.regions : r.cpu]) }
 }
 
+resource "drover_autoscaler" "this" {
+  enabled      = true
+  max_nodes    = 400
+  max_per_hour = "250"
+  idle_timeout = "5m"
+}
+
 module "region" {
   source        = "../../modules/region"
   for_each      = local.regions
   region        = each.key
   clusters      = each.value.clusters
+  machine_types = local.machine_types
+  provider_settings = {
+    project = var.project
+    image   = var.image
+    network = module.network.network
+  }
   parent_queue  = drover_queue.org.path
   guarantee_cpu = each.value.cpu
 }
@@ -134,4 +155,9 @@ output "api_addresses" {
 output "region_queues" {
   description = "Each region's queue."
   value       = { for r, m in module.region : r => m.queue }
+}
+
+output "launch_configs" {
+  description = "Each region's launch configs."
+  value       = { for r, m in module.region : r => m.launch_configs }
 }
