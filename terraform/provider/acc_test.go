@@ -56,6 +56,14 @@ resource "drover_billing_project" "ml" {
   log_quota   = "1GiB"
 }
 
+resource "drover_storage_prefix" "ml" {
+  project              = drover_billing_project.ml.name
+  prefix               = "s3://ml-data/inputs"
+  s3_access_key_id     = "AKIAEXAMPLEKEY"
+  s3_secret_access_key = "not-a-real-secret"
+  s3                   = { endpoint = "https://minio.example:9000", path_style = true }
+}
+
 output "ci_token" {
   value     = drover_token.ci.token
   sensitive = true
@@ -103,6 +111,10 @@ func TestTerraformLifecycle(t *testing.T) {
 	if ml == nil || strings.Join(ml.Managers, ",") != "alice" || ml.SpendLimit != 250*money.Dollar || ml.LogQuota != 1<<30 {
 		t.Fatalf("billing project ml after apply: %+v", ml)
 	}
+	if sp, err := admin.ListStoragePrefixes(ctx, "ml"); err != nil || len(sp) != 1 || sp[0].Prefix != "s3://ml-data/inputs" || sp[0].Credentials != api.CredentialsS3Keys ||
+		sp[0].S3 == nil || !sp[0].S3.PathStyle {
+		t.Fatalf("ml's storage prefixes after apply: %+v (%v)", sp, err)
+	}
 	f.Must("output", "-json", "queue_paths")
 	if !strings.Contains(f.Last, `"research/lab"`) {
 		t.Fatalf("the queues data source: %s", f.Last)
@@ -137,6 +149,11 @@ func TestTerraformLifecycle(t *testing.T) {
 	if _, err := admin.SetSpendLimit(ctx, "ml", 300*money.Dollar); err != nil {
 		t.Fatal(err)
 	}
+	// The prefix's keys replaced by the workers' own identity.
+	if _, err := admin.AddStoragePrefix(ctx, "ml", &api.AddStoragePrefixRequest{Prefix: "s3://ml-data/inputs",
+		S3: &api.S3Settings{Endpoint: "https://minio.example:9000", PathStyle: true}}); err != nil {
+		t.Fatal(err)
+	}
 	toks, err := admin.ListTokens(ctx, "alice", false)
 	if err != nil || len(toks) == 0 {
 		t.Fatalf("alice's tokens: %v %v", toks, err)
@@ -149,10 +166,13 @@ func TestTerraformLifecycle(t *testing.T) {
 		}
 	}
 	if code := f.Plan(); code != 2 || !strings.Contains(f.Last, "drover_queue.lab will be updated in-place") || !strings.Contains(f.Last, "drover_token.ci will be created") ||
-		!strings.Contains(f.Last, `"300" -> "250"`) {
+		!strings.Contains(f.Last, `"300" -> "250"`) || !strings.Contains(f.Last, "drover_storage_prefix.ml will be updated in-place") {
 		t.Fatalf("drift: plan exit %d\n%s", code, f.Last)
 	}
 	f.Must("apply", "-input=false", "-auto-approve")
+	if sp, err := admin.ListStoragePrefixes(ctx, "ml"); err != nil || len(sp) != 1 || sp[0].Credentials != api.CredentialsS3Keys {
+		t.Fatalf("ml's storage prefix after the repair: %+v (%v)", sp, err)
+	}
 	if lab, err := admin.GetQueue(ctx, "research/lab"); err != nil || lab.Guarantee.CPU != 4 {
 		t.Fatalf("research/lab after the repair: %+v (%v)", lab, err)
 	}
@@ -170,6 +190,9 @@ func TestTerraformLifecycle(t *testing.T) {
 	if _, err := admin.PutQueue(ctx, &api.Queue{Path: "research/made-by-hand", Weight: 5, Guarantee: api.Quota{CPU: 1}, BillingProjects: []string{}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.AddStoragePrefix(ctx, "ml", &api.AddStoragePrefixRequest{Prefix: "gs://ml-results/out/"}); err != nil {
+		t.Fatal(err)
+	}
 	imported := fmt.Sprintf(mainConfig, 3) + `
 resource "drover_queue" "hand" {
   path       = "research/made-by-hand"
@@ -177,9 +200,15 @@ resource "drover_queue" "hand" {
   guarantee  = { cpu = 1 }
   depends_on = [drover_queue.org] # its parent: made first, destroyed last
 }
+
+resource "drover_storage_prefix" "results" {
+  project = drover_billing_project.ml.name
+  prefix  = "gs://ml-results/out/"
+}
 `
 	f.Config(imported)
 	f.Must("import", "-input=false", "drover_queue.hand", "research/made-by-hand")
+	f.Must("import", "-input=false", "drover_storage_prefix.results", "ml:gs://ml-results/out/")
 	if code := f.Plan(); code != 0 {
 		t.Fatalf("a plan after import wants changes:\n%s", f.Last)
 	}
@@ -203,6 +232,11 @@ resource "drover_queue" "hand" {
 		"members": `resource "drover_billing_project" "bad" {
   name    = "bad"
   members = { alice = "boss" }
+}
+`,
+		"prefix": `resource "drover_storage_prefix" "bad" {
+  project = "ml"
+  prefix  = "ftp://nope"
 }
 `,
 		"spend_limit": `resource "drover_billing_project" "bad" {

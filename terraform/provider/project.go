@@ -23,8 +23,8 @@ import (
 
 // drover_billing_project: a billing project, its members with their
 // roles, its spend limit, log quota and whether its jobs may use the
-// host's network. (Storage prefixes carry credentials: declared with the
-// CLI, which reads key files.) Destroying one that had batches is refused
+// host's network (its storage prefixes are drover_storage_prefix
+// resources of their own). Destroying one that had batches is refused
 // by drover (the name stays with them): remove it from the configuration
 // with `terraform state rm` instead.
 

@@ -93,7 +93,7 @@ func (p *droverProvider) Configure(ctx context.Context, req provider.ConfigureRe
 }
 
 func (p *droverProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newQueue, newUser, newToken, newProject, newCluster, newClusterGroup, newAutoscaler, newLaunchConfig, newRate}
+	return []func() resource.Resource{newQueue, newUser, newToken, newProject, newCluster, newClusterGroup, newAutoscaler, newLaunchConfig, newRate, newStoragePrefix}
 }
 
 func (p *droverProvider) DataSources(context.Context) []func() datasource.DataSource {
