@@ -21,7 +21,8 @@ import (
 // TestTerraformAgainstATLSCluster: the provider configured in Terraform
 // (addresses of three servers over HTTPS, the cluster's CA, a token)
 // rather than by the environment: create, an empty plan, drift made on
-// a follower's address, destroy.
+// a follower's address, import of a queue the CLI made over HTTPS, an
+// update in place, destroy.
 func TestTerraformAgainstATLSCluster(t *testing.T) {
 	c, err := testcluster.Start(testcluster.Options{Binary: droverBin, Dir: t.TempDir(), Servers: 3, Net: "127.0.7.", TLS: true})
 	if err != nil {
@@ -74,9 +75,34 @@ resource "drover_queue" "team" {
 		t.Fatalf("drift: plan exit %d\n%s", code, f.Last)
 	}
 	f.Must("apply", "-input=false", "-auto-approve")
+
+	// Import what the CLI made over HTTPS, and an update in place.
+	cli := []string{"DROVER_ADDR=" + c.HTTPAddrs(), "DROVER_TOKEN=" + tok, "DROVER_CACERT=" + c.CA}
+	if r := runCLI(t, cli, "queue", "set", "made", "-weight", "3"); r.code != 0 {
+		t.Fatalf("drover queue set: %+v", r)
+	}
+	f.ConfigWith(provider, strings.Replace(body, `"pack"`, `"least-loaded"`, 1)+`
+resource "drover_queue" "made" {
+  path   = "made"
+  weight = 3
+}
+`)
+	f.Must("import", "-input=false", "drover_queue.made", "made")
+	if code := f.Plan(); code != 2 || !strings.Contains(f.Last, "1 to change") || strings.Contains(f.Last, "must be replaced") {
+		t.Fatalf("after import, a strategy changed: plan exit %d\n%s", code, f.Last)
+	}
+	f.Must("apply", "-input=false", "-auto-approve")
+	if q, err := fc.GetQueue(ctx, "team"); err != nil || q.Strategy != "least-loaded" {
+		t.Fatalf("team after the update: %+v (%v)", q, err)
+	}
+	if code := f.Plan(); code != 0 {
+		t.Fatalf("a plan after the update wants changes:\n%s", f.Last)
+	}
 	f.Must("destroy", "-input=false", "-auto-approve")
-	if _, err := fc.GetQueue(ctx, "team"); !api.IsStatus(err, 404) {
-		t.Fatalf("the queue after destroy: %v", err)
+	for _, path := range []string{"team", "made"} {
+		if _, err := fc.GetQueue(ctx, path); !api.IsStatus(err, 404) {
+			t.Fatalf("queue %s after destroy: %v", path, err)
+		}
 	}
 	// Without the CA the servers cannot be verified: the error says so
 	// (a data source reads at plan time).
