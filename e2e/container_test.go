@@ -190,7 +190,7 @@ batch "files" {
 // TestResourcesAreEnforced: a job that allocates past its memory limit
 // ends in error with the out-of-memory message (as a process and in a
 // container) and the worker goes on running jobs; a CPU-bound job limited
-// to half a core uses at most 0.6 of one over 5 s.
+// to half a core uses at most 0.6 of one over 5 s, and its use is measured.
 func TestResourcesAreEnforced(t *testing.T) {
 	tool, _, ref := jobtoolImage(t)
 	a := startAgent(t, "", "", "-workers", "0")
@@ -225,8 +225,14 @@ func TestResourcesAreEnforced(t *testing.T) {
 		}
 		cores := a0.Usage.CPUSeconds / wall
 		t.Logf("%s: %.2f cpu-s over %.2f s = %.3f cores", j.Name, a0.Usage.CPUSeconds, wall, cores)
-		if cores > 0.6 || a0.Usage.CPUSeconds > 0.6*5.5 || a0.Usage.CPUSeconds < 0.5 {
+		// The limit is drover's to hold; how much of its half core a
+		// loaded machine gives the spin is not (a tenth, on a loaded make
+		// test run), so below it only that the cgroup measured the spin.
+		if cores > 0.6 || a0.Usage.CPUSeconds > 0.6*5.5 {
 			t.Fatalf("%s: %.2f cpu-s over %.2f s: not held to half a core", j.Name, a0.Usage.CPUSeconds, wall)
+		}
+		if a0.Usage.CPUSeconds <= 0 {
+			t.Fatalf("%s: no CPU time measured for a job that spun for 5 s", j.Name)
 		}
 	}
 	// The worker lived through it.
