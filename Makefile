@@ -5,6 +5,10 @@
 
 GO          ?= go
 BIN         := bin/drover
+# The version every binary reports (drover version, status, list-peers,
+# drover_build_info): the git description of the checkout.
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -X github.com/drover-sched/drover/version.Version=$(VERSION)
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK := $(TOOLS)/staticcheck
 TERRAFORM   := $(TOOLS)/terraform
@@ -14,7 +18,7 @@ TERRAFORM   := $(TOOLS)/terraform
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/drover
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/drover
 
 demo: build
 	./scripts/demo.sh

@@ -641,6 +641,8 @@ type LeaderStatus struct {
 	Term       uint64 `json:"term"`
 	LastIndex  uint64 `json:"last_index"`
 	AppliedIdx uint64 `json:"applied_index"`
+	// Version is the server's drover version.
+	Version string `json:"version,omitempty"`
 	// History is how this server's history store is doing.
 	History *HistoryStatus `json:"history,omitempty"`
 }
@@ -864,6 +866,11 @@ type Peer struct {
 	Leader   bool   `json:"leader"`
 	Alive    bool   `json:"alive"`
 	Reported string `json:"reported_by"`
+	// Version is the server's drover version, and AppliedIndex the last
+	// Raft entry it applied: the reporting server's own now, the others'
+	// as their gossip last said (within a few seconds).
+	Version      string `json:"version,omitempty"`
+	AppliedIndex uint64 `json:"applied_index,omitempty"`
 }
 
 // Peers is the Raft configuration as one server sees it.

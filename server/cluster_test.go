@@ -14,6 +14,7 @@ import (
 	"github.com/drover-sched/drover/internal/fakeconsul"
 	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/version"
 )
 
 func startTestCluster(t *testing.T, n int, opts ClusterOptions) *TestCluster {
@@ -251,6 +252,39 @@ func TestGossipJoinAndAutopilot(t *testing.T) {
 	})
 	if _, err := cl.CreateUser(context.Background(), &api.CreateUserRequest{Name: "carol"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPeersSayVersionAndAppliedIndex: every server's list-peers names
+// each server's version and how far it has applied the log, the others'
+// as their gossip says, caught up after a write.
+func TestPeersSayVersionAndAppliedIndex(t *testing.T) {
+	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, Configure: func(_ int, cfg *Config) {
+		cfg.GossipInterval = 100 * time.Millisecond
+	}})
+	cl := api.NewClient(c.HTTPAddrs(), c.Token)
+	if _, err := cl.CreateUser(context.Background(), &api.CreateUserRequest{Name: "dave"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Leader(context.Background())
+	if err != nil || st.Version != version.Get() {
+		t.Fatalf("status: %+v (%v), want version %s", st, err, version.Get())
+	}
+	written := st.AppliedIdx
+	for _, s := range c.Servers {
+		own := api.NewClient("http://"+s.HTTPAddr(), c.Token)
+		waitFor(t, "server "+s.ID()+" to see every server caught up", func() bool {
+			p, err := own.Peers(context.Background())
+			if err != nil || len(p.Servers) != 3 {
+				return false
+			}
+			for _, srv := range p.Servers {
+				if srv.Version != version.Get() || srv.AppliedIndex < written {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }
 

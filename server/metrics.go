@@ -10,6 +10,7 @@ import (
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/version"
 )
 
 // metrics are registered in a registry of the server's own, so several
@@ -111,6 +112,10 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 		f(c)
 	}
 	m.lock = newLockMetrics(m.reg)
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_build_info", Help: "1, labelled with this server's drover version.",
+		ConstLabels: prometheus.Labels{"version": version.Get()}})
+	build.Set(1)
+	f(build)
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f(&stateCollector{state: st, raft: raftOf, positions: raftPositions})

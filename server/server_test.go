@@ -16,6 +16,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/version"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -437,7 +438,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"drover_is_leader 1", `drover_jobs{state="ready"}`, "drover_raft_apply_seconds", "drover_raft_last_contact_seconds", "drover_raft_peers 1"} {
+	for _, want := range []string{"drover_is_leader 1", `drover_jobs{state="ready"}`, "drover_raft_apply_seconds", "drover_raft_last_contact_seconds", "drover_raft_peers 1",
+		`drover_build_info{version="` + version.Get() + `"} 1`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -416,8 +416,8 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 	if *asJSON {
 		return m.printJSON(s)
 	}
-	safef(m.Stdout, "Server %s (leader: %v)\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
-		s.ServerID, s.IsLeader, s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
+	safef(m.Stdout, "Server %s (leader: %v), drover %s\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
+		s.ServerID, s.IsLeader, orDash(s.Version), s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
 	if h := s.History; h != nil {
 		state := "up"
 		if !h.Up {

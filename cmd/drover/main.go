@@ -18,10 +18,8 @@ import (
 	"syscall"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/version"
 )
-
-// Version is set at build time with -ldflags "-X main.Version=...".
-var Version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -236,7 +234,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "status":
 		return m.runStatus(ctx, rest)
 	case "version", "-v", "--version":
-		safef(m.Stdout, "drover %s\n", Version)
+		safef(m.Stdout, "drover %s\n", version.Get())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)

@@ -130,13 +130,17 @@ func (m *Main) runListPeers(ctx context.Context, args []string) error {
 		return m.printJSON(p)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tVOTER\tREACHABLE")
+	fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tVOTER\tREACHABLE\tAPPLIED\tVERSION")
 	for _, s := range p.Servers {
 		st := "follower"
 		if s.Leader {
 			st = "leader"
 		}
-		safef(tw, "%s\t%s\t%s\t%s\t%v\t%v\n", s.ID, s.Address, s.HTTP, st, s.Voter, s.Alive)
+		applied := "-"
+		if s.AppliedIndex > 0 {
+			applied = fmt.Sprint(s.AppliedIndex)
+		}
+		safef(tw, "%s\t%s\t%s\t%s\t%v\t%v\t%s\t%s\n", s.ID, s.Address, s.HTTP, st, s.Voter, s.Alive, applied, orDash(s.Version))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -10,15 +10,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
 	"github.com/drover-sched/drover/terraform/provider"
+	"github.com/drover-sched/drover/version"
 )
-
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
 
 func main() {
 	debug := flag.Bool("debug", false, "run for a debugger (Terraform attaches through TF_REATTACH_PROVIDERS)")
 	flag.Parse()
-	if err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{Address: provider.Address, Debug: *debug}); err != nil {
+	if err := providerserver.Serve(context.Background(), provider.New(version.Get()), providerserver.ServeOpts{Address: provider.Address, Debug: *debug}); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -21,6 +21,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/drover-sched/drover/version"
 )
 
 // Config configures membership. ID, GossipAddr, RaftAddr and HTTPAddr are
@@ -70,6 +72,7 @@ type Config struct {
 // Raft is what membership needs from the Raft node; *raft.Raft has it.
 type Raft interface {
 	LastIndex() uint64
+	AppliedIndex() uint64
 	BootstrapCluster(raft.Configuration) raft.Future
 	GetConfiguration() raft.ConfigurationFuture
 	AddVoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
@@ -91,6 +94,9 @@ type Member struct {
 	Keys  []string
 	Left  bool      // left on purpose (graceful)
 	Since time.Time // when Alive last changed
+	// Version and Applied are as its gossip last said (see nodeMeta).
+	Version string
+	Applied uint64
 }
 
 // nodeMeta is what a server tells the others about itself over gossip.
@@ -102,6 +108,10 @@ type nodeMeta struct {
 	HasState bool   `json:"has_state"`
 	// Keys are the fingerprints of its gossip keys, primary first.
 	Keys []string `json:"keys,omitempty"`
+	// Version is its drover version; Applied the last Raft entry it had
+	// applied when it last told (servers of before these send neither).
+	Version string `json:"version,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
 }
 
 // Cluster tracks the servers gossip knows about.
@@ -148,13 +158,38 @@ func Start(cfg Config, r Raft) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() { defer c.wg.Done(); c.runJoin(ctx) }()
+	go func() { defer c.wg.Done(); c.runTellApplied(ctx) }()
 	if cfg.BootstrapExpect > 0 {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.runBootstrap(ctx) }()
 	}
 	return c, nil
+}
+
+// tellAppliedEvery is how often a server tells the others the Raft index
+// it has applied (when it changed): what list-peers shows for the others.
+const tellAppliedEvery = 2 * time.Second
+
+// runTellApplied re-sends this server's gossip meta when its applied
+// index moved, so every server can say how far each one is behind.
+func (c *Cluster) runTellApplied(ctx context.Context) {
+	tick := time.NewTicker(tellAppliedEvery)
+	defer tick.Stop()
+	var told uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if a := c.raft.AppliedIndex(); a != told {
+			if err := c.ml.UpdateNode(time.Second); err == nil {
+				told = a
+			}
+		}
+	}
 }
 
 // Shutdown deregisters from Consul and stops gossip. There is no gossip
@@ -185,7 +220,8 @@ type gossipDelegate struct{ c *Cluster }
 
 func (d gossipDelegate) NodeMeta(limit int) []byte {
 	c := d.c
-	m := nodeMeta{ID: c.cfg.ID, Raft: c.cfg.RaftAddr, HTTP: c.cfg.HTTPAddr, HasState: c.hasRaftState(), Keys: c.fingerprints()}
+	m := nodeMeta{ID: c.cfg.ID, Raft: c.cfg.RaftAddr, HTTP: c.cfg.HTTPAddr, HasState: c.hasRaftState(), Keys: c.fingerprints(),
+		Version: version.Get(), Applied: c.raft.AppliedIndex()}
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		// Long addresses: tell who we are, not our keys.
@@ -223,6 +259,7 @@ func (c *Cluster) update(n *memberlist.Node, alive bool) {
 		m.Since = time.Now()
 	}
 	m.ID, m.Raft, m.HTTP, m.HasState, m.Keys = meta.ID, meta.Raft, meta.HTTP, meta.HasState, meta.Keys
+	m.Version, m.Applied = meta.Version, meta.Applied
 	m.Gossip = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	m.Alive = alive
 	m.Left = !alive && n.State == memberlist.StateLeft

@@ -33,6 +33,7 @@ import (
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/version"
 )
 
 // maxBody bounds request bodies; a bunch of jobs should stay well below it.
@@ -779,7 +780,7 @@ func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) (any, erro
 	addr, id := s.node.Leader()
 	out := api.LeaderStatus{
 		Leader: addr, LeaderID: id, ServerID: s.cfg.ID, IsLeader: s.node.IsLeader(),
-		Term: s.raft.CurrentTerm(), LastIndex: s.raft.LastIndex(), AppliedIdx: s.raft.AppliedIndex(),
+		Term: s.raft.CurrentTerm(), LastIndex: s.raft.LastIndex(), AppliedIdx: s.raft.AppliedIndex(), Version: version.Get(),
 	}
 	if s.history != nil {
 		h := s.history.Status()

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/version"
 )
 
 // snapshotMagic starts every file written by `drover operator snapshot save`.
@@ -51,9 +52,11 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) (any, error
 		switch {
 		case string(srv.ID) == s.cfg.ID:
 			p.Alive, p.HTTP = true, s.cfg.Advertise
+			p.Version, p.AppliedIndex = version.Get(), s.raft.AppliedIndex()
 		case s.members != nil:
 			if m, ok := s.members.Member(string(srv.ID)); ok {
 				p.Alive, p.HTTP = m.Alive, m.HTTP
+				p.Version, p.AppliedIndex = m.Version, m.Applied
 			}
 		}
 		out.Servers = append(out.Servers, p)
