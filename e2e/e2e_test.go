@@ -402,6 +402,10 @@ batch "long" {
 		if !strings.Contains(out.stdout, "Saved snapshot") {
 			t.Fatalf("save: %s", out.stdout)
 		}
+		// It holds the gossip key and token hashes: the owner's alone.
+		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("the snapshot file: %v %v; want mode 0600", fi.Mode(), err)
+		}
 		before := a.drover(a.token, "batch", "list", "-json").must(t, 0).stdout
 		// A batch that completes after the save is gone after the restore.
 		// (It is waited for: attempts running during a restore belong to

@@ -193,8 +193,13 @@ func (m *Main) runSnapshotSave(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A snapshot holds the gossip keyring and every token's hash: only
+	// its owner may read it, like the servers' data dirs.
 	tmp := pos[0] + ".part"
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		err = f.Chmod(0o600) // a .part left by a crash keeps its mode
+	}
 	if err != nil {
 		return err
 	}
@@ -209,7 +214,7 @@ func (m *Main) runSnapshotSave(ctx context.Context, args []string) error {
 	if err := os.Rename(tmp, pos[0]); err != nil {
 		return err
 	}
-	safef(m.Stdout, "Saved snapshot to %s (%d bytes)\n", pos[0], n)
+	safef(m.Stdout, "Saved snapshot to %s (%d bytes, mode 0600: it holds the gossip key and token hashes; store it as you store the servers' data dirs)\n", pos[0], n)
 	return nil
 }
 
