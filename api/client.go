@@ -1046,12 +1046,46 @@ func (c *Client) ChangeGossipKeyring(ctx context.Context, op, key string) (*Goss
 }
 
 // TransferLeader hands leadership to another server (id "" for any).
+//
+// It is idempotent: it names the leader it saw first (From), so a retry
+// after leadership moved under it moves nothing again, and it answers
+// once a server other than From (or id) leads, as the servers say then.
 func (c *Client) TransferLeader(ctx context.Context, id string) (*LeaderStatus, error) {
-	var out LeaderStatus
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/transfer-leader", &TransferLeaderRequest{ID: id}, &out); err != nil {
+	before, err := c.Leader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	if before.LeaderID == "" {
+		return nil, fmt.Errorf("no server leads now; retry once one does")
+	}
+	if id != "" && before.LeaderID == id {
+		return before, nil
+	}
+	var out LeaderStatus
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/transfer-leader", &TransferLeaderRequest{ID: id, From: before.LeaderID}, &out); err != nil {
+		return nil, err
+	}
+	// Report the leader the servers agree on, not the first one heard of.
+	done := func(s *LeaderStatus) bool {
+		return s.LeaderID != "" && s.LeaderID != before.LeaderID && (id == "" || s.LeaderID == id)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, err := c.Leader(ctx)
+		if err == nil && done(st) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("leadership was handed over, but %s leads now (it was %s)", st.LeaderID, before.LeaderID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // SnapshotSave writes a snapshot of the whole state to w.

@@ -926,6 +926,11 @@ type GossipServerState struct {
 // TransferLeaderRequest hands leadership to a server (any, when ID is empty).
 type TransferLeaderRequest struct {
 	ID string `json:"id,omitempty"`
+	// From is the leader the caller saw when it decided (Client fills it
+	// in). When another server leads by the time the request arrives,
+	// the transfer has happened (a retry after leadership moved under a
+	// forwarded request) and is not made again; likewise when ID leads.
+	From string `json:"from,omitempty"`
 }
 
 // MemoryStats is one server's heap after a garbage collection.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,12 +113,16 @@ func TestInProcessClusterForwardsReplicatesAndMovesLeadership(t *testing.T) {
 	// its successor. (Compare with the server that answered, not with an
 	// earlier c.Leader(): on a loaded machine an election may have moved
 	// leadership in between.)
+	before, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := cl.TransferLeader(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.LeaderID == st.ServerID || st.LeaderID == "" {
-		t.Fatalf("leadership did not move: %+v", st)
+	if st.LeaderID == "" || (st.LeaderID == before.LeaderID && st.Term == before.Term) {
+		t.Fatalf("leadership did not move: %+v (was %+v)", st, before)
 	}
 	waitFor(t, "a leader running its loops", func() bool { return c.Leader() != nil })
 	b2, err := api.NewClient(c.HTTPAddrs(), c.Token).Submit(ctx, &api.CreateBatchRequest{Name: "after-transfer"},
@@ -134,6 +139,64 @@ func TestInProcessClusterForwardsReplicatesAndMovesLeadership(t *testing.T) {
 		if !p.Alive || p.HTTP == "" {
 			t.Fatalf("peer %+v: want every server alive with its API address", p)
 		}
+	}
+}
+
+// TestTransferLeaderIsIdempotent: a transfer asked through a follower
+// (whose forward is cut when leadership moves, so the client retries)
+// moves leadership once; asked again from the same view it moves nothing;
+// a transfer to the server that leads succeeds; each transfer is in the
+// audit log.
+func TestTransferLeaderIsIdempotent(t *testing.T) {
+	c := startTestCluster(t, 3, ClusterOptions{})
+	ctx := context.Background()
+	f := follower(t, c)
+	cl := api.NewClient("http://"+f.HTTPAddr(), c.Token)
+	before, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.TransferLeader(ctx, "")
+	if err != nil || st.LeaderID == before.LeaderID || st.LeaderID == "" {
+		t.Fatalf("transfer: %+v (%v), leader before %s", st, err, before.LeaderID)
+	}
+	moved, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same request again (a retry of the first): nothing moves.
+	var again api.LeaderStatus
+	if err := cl.Do(ctx, "POST", "/api/v1/operator/raft/transfer-leader", &api.TransferLeaderRequest{From: before.LeaderID}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if now, err := cl.Leader(ctx); err != nil || now.LeaderID != moved.LeaderID || now.Term != moved.Term {
+		t.Fatalf("a retry moved leadership again: %+v (%v), was %+v", now, err, moved)
+	}
+	// To a named server, twice: the second finds it leading.
+	target := before.LeaderID
+	for i := range 2 {
+		st, err := cl.TransferLeader(ctx, target)
+		if err != nil || st.LeaderID != target {
+			t.Fatalf("transfer %d to %s: %+v (%v)", i+1, target, st, err)
+		}
+	}
+	var direct api.LeaderStatus
+	if err := cl.Do(ctx, "POST", "/api/v1/operator/raft/transfer-leader", &api.TransferLeaderRequest{ID: target}, &direct); err != nil {
+		t.Fatalf("a transfer to the leader itself: %v", err)
+	}
+	waitFor(t, "a leader running its loops", func() bool { return c.Leader() != nil })
+	entries, err := api.NewClient(c.HTTPAddrs(), c.Token).Audit(ctx, "1h", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Message, "leadership transfer from ") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d transfers in the audit log, want 2: %+v", n, entries)
 	}
 }
 

@@ -554,7 +554,7 @@ func (s *Server) instrument(route string, access Access, h http.HandlerFunc) htt
 		case sw.code >= 500:
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", sw.code)
 		}
-		if who != nil {
+		if who != nil && !who.audited {
 			// Cut to the log's sizes here, before the entry is queued: a
 			// 1 MB path must not travel through Raft to be cut at apply.
 			e := state.TrimAudit(state.AuditEntry{Time: start.UnixNano(), User: who.user, Accessor: who.accessor,
@@ -574,7 +574,12 @@ func isMutating(method string) bool {
 
 // caller is who made a request, filled in by authentication, for the
 // audit log.
-type caller struct{ user, accessor string }
+// caller is who made a request; audited: the handler committed the
+// request's audit entry itself.
+type caller struct {
+	user, accessor string
+	audited        bool
+}
 
 func callerOf(r *http.Request) *caller {
 	c, _ := r.Context().Value(callerKey).(*caller)

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/version"
 )
 
@@ -91,6 +92,28 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (a
 	var req api.TransferLeaderRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
+	}
+	// This server leads (writes come to the leader). Asked to move
+	// leadership from another server, or to the one leading: it moved
+	// already, this is a retry.
+	if (req.From != "" && req.From != s.cfg.ID) || req.ID == s.cfg.ID {
+		addr, id := s.node.Leader()
+		return api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.cfg.ID}, nil
+	}
+	// Audit it now, while this server can commit: once leadership moves,
+	// the request's own entry would find no leader here.
+	target := req.ID
+	if target == "" {
+		target = "any other server"
+	}
+	if who := callerOf(r); who != nil {
+		e := state.TrimAudit(state.AuditEntry{Time: time.Now().UnixNano(), User: who.user, Accessor: who.accessor, Method: r.Method,
+			Route: "POST /api/v1/operator/raft/transfer-leader", Path: r.URL.Path, Remote: s.remoteOf(r), Status: http.StatusAccepted,
+			Message: "leadership transfer from " + s.cfg.ID + " to " + target})
+		if _, err := s.apply(&state.Audit{Entries: []state.AuditEntry{e}}); err != nil {
+			return nil, fmt.Errorf("audit the transfer: %w", err)
+		}
+		who.audited = true
 	}
 	var f raft.Future
 	if req.ID == "" {
