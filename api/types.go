@@ -749,6 +749,14 @@ type DeactivateRequest struct {
 type ActivateResponse struct {
 	InstanceID int64  `json:"instance_id"`
 	Token      string `json:"token"`
+	// FenceAfterMillis is the worker's lease: a worker that has not
+	// completed a sync for this long stops its attempts (they are
+	// reported preempted if it reconnects), before the servers give
+	// them up as lost and run them elsewhere (-lost-timeout).
+	// FenceGraceMillis bounds how long a fenced job gets between SIGTERM
+	// and SIGKILL. 0: the server sets no lease (an older server).
+	FenceAfterMillis int64 `json:"fence_after_ms,omitempty"`
+	FenceGraceMillis int64 `json:"fence_grace_ms,omitempty"`
 }
 
 // AttemptRef names one attempt of one job.

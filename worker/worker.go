@@ -268,6 +268,11 @@ type Worker struct {
 	tasks    map[api.AttemptRef]*task
 	outbox   []api.AttemptEvent
 	instance int64
+	// The lease (see fence): lastOK is when the worker sent the last sync
+	// that succeeded (or its activation), by the monotonic clock.
+	lease, fenceGrace time.Duration
+	lastOK            time.Time
+	fenced            bool
 
 	wake chan struct{}
 	wg   sync.WaitGroup
@@ -392,6 +397,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	defer w.shutdown()
+	go w.watchLease(ctx)
 	for ctx.Err() == nil {
 		if err := w.activate(ctx); err != nil {
 			return err
@@ -399,6 +405,77 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.syncLoop(ctx)
 	}
 	return nil
+}
+
+// Bounds on the lease a server gives: a number from the network is
+// checked like any other.
+const (
+	minLease = time.Second
+	maxLease = 24 * time.Hour
+)
+
+// setLease keeps the lease of an activation's answer (none from a server
+// that sets none) and starts it at sent.
+func (w *Worker) setLease(res *api.ActivateResponse, sent time.Time) {
+	lease := time.Duration(res.FenceAfterMillis) * time.Millisecond
+	grace := time.Duration(res.FenceGraceMillis) * time.Millisecond
+	if lease > 0 {
+		lease = min(max(lease, minLease), maxLease)
+		grace = min(max(grace, 100*time.Millisecond), w.cfg.KillGrace, lease)
+	}
+	w.mu.Lock()
+	w.lease, w.fenceGrace, w.lastOK, w.fenced = lease, grace, sent, false
+	w.mu.Unlock()
+}
+
+// synced records a sync sent at sent that succeeded.
+func (w *Worker) synced(sent time.Time) {
+	w.mu.Lock()
+	if sent.After(w.lastOK) {
+		w.lastOK = sent
+	}
+	if w.fenced {
+		w.fenced = false
+		w.log.Info("in touch with the servers again; taking work")
+	}
+	w.mu.Unlock()
+}
+
+// watchLease fences the worker: when no sync has succeeded for its lease,
+// it stops every attempt it runs (SIGTERM, then SIGKILL after the fence
+// grace), and reports them preempted if it reconnects. The servers give a
+// silent worker's attempts up as lost only after -lost-timeout, counted
+// from no earlier than when the worker sent that sync; the lease is three
+// quarters of it and the grace at most half the rest, so an attempt they
+// run elsewhere has stopped here first: a job's attempts do not overlap.
+func (w *Worker) watchLease(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		silent := time.Since(w.lastOK)
+		if w.lease <= 0 || w.fenced || w.lastOK.IsZero() || silent < w.lease || len(w.tasks) == 0 {
+			w.mu.Unlock()
+			continue
+		}
+		w.fenced = true
+		tasks := make([]*task, 0, len(w.tasks))
+		for _, t := range w.tasks {
+			tasks = append(tasks, t)
+		}
+		lease, grace := w.lease, w.fenceGrace
+		w.mu.Unlock()
+		w.log.Warn("fenced: no sync with the servers succeeded within the lease; stopping every attempt before the servers run them elsewhere",
+			"silent", silent.Round(time.Millisecond), "lease", lease, "attempts", len(tasks))
+		for _, t := range tasks {
+			t.preemptFor(fmt.Sprintf("fenced: the worker had no contact with the servers for %s (its lease)", lease), grace)
+		}
+	}
 }
 
 // activate registers with the control plane, retrying until it works or the
@@ -417,8 +494,10 @@ func (w *Worker) activate(ctx context.Context) error {
 	}
 	for {
 		w.client.SetToken("")
+		sent := time.Now()
 		res, err := w.client.Activate(ctx, req)
 		if err == nil {
+			w.setLease(res, sent)
 			if err := w.id.keepToken(res.Token); err != nil {
 				w.log.Warn("cannot keep the instance token; a quick restart may be refused as a duplicate", "err", err)
 			}
@@ -454,10 +533,12 @@ func (w *Worker) syncLoop(ctx context.Context) {
 		if len(req.Events) == 0 {
 			req.WaitMillis = w.cfg.SyncWait.Milliseconds()
 		}
+		sent := time.Now()
 		res, err := w.syncOnce(ctx, req)
 		switch {
 		case err == nil:
 			backoff = 100 * time.Millisecond
+			w.synced(sent)
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errInterrupted):

@@ -67,7 +67,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, er
 		// A retry of an activation whose answer was lost. (Had the instance
 		// been retired meanwhile, the worker activates anew below.)
 		s.live.Touch(inst.ID)
-		return api.ActivateResponse{InstanceID: int64(inst.ID), Token: tok}, nil
+		return s.activated(int64(inst.ID), tok), nil
 	}
 	if req.NodeID != "" {
 		if old, ok := s.state.ActiveByNodeID(req.NodeID); ok && subtle.ConstantTimeCompare([]byte(token.Hash(req.PreviousToken)), []byte(old.TokenHash)) != 1 {
@@ -104,7 +104,19 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, er
 	ar := res.(*state.ActivateResult)
 	s.live.Touch(ar.Instance)
 	s.log.Info("worker activated", "name", req.Name, "instance", ar.Instance, "cpu", req.CPU, "memory", req.Memory, "cluster", req.Cluster, "region", req.Region)
-	return api.ActivateResponse{InstanceID: int64(ar.Instance), Token: tok}, nil
+	return s.activated(int64(ar.Instance), tok), nil
+}
+
+// activated is an activation's answer: the instance, its token and its
+// lease (FenceAfter), three quarters of -lost-timeout, so that a worker
+// cut off from the servers has stopped its attempts, the kill's grace
+// included, before they are given up as lost and run elsewhere. The
+// worker measures its lease from when it sent its last sync that
+// succeeded, which is never later than when the servers heard it.
+func (s *Server) activated(id int64, tok string) api.ActivateResponse {
+	lease := s.cfg.LostTimeout * 3 / 4
+	grace := (s.cfg.LostTimeout - lease) / 2
+	return api.ActivateResponse{InstanceID: id, Token: tok, FenceAfterMillis: lease.Milliseconds(), FenceGraceMillis: grace.Milliseconds()}
 }
 
 // authenticateActivation checks an activation's credential; a failure
@@ -324,7 +336,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxSyncWait)
+	// A held sync ends within a quarter of -lost-timeout (a third of the
+	// worker's lease), so a worker in touch never nears its lease.
+	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxSyncWait, s.cfg.LostTimeout/4)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	if len(req.Stopping) > len(req.Known) {
