@@ -71,6 +71,10 @@ type Client struct {
 	// long they keep retrying while no server can be reached at all.
 	RetryUnavailable time.Duration
 	RetryUnreachable time.Duration
+	// Stale asks the server a read (GET) reaches to answer from its own
+	// copy of the state (?stale=true), which may be behind the leader's:
+	// reads go on while there is no leader. DROVER_STALE=1 sets it.
+	Stale bool
 	// AttemptTimeout bounds how long one server may take to start
 	// answering before the client gives up on it and tries the next (a
 	// frozen server accepts connections but never answers).
@@ -227,6 +231,7 @@ func ClientFromEnv() *Client {
 	conf, err := TLSFromEnv()
 	c := NewTLSClient(addr, token, conf)
 	c.setupErr = err
+	c.Stale, _ = strconv.ParseBool(os.Getenv("DROVER_STALE"))
 	return c
 }
 
@@ -373,7 +378,15 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 		if c.AttemptTimeout > 0 {
 			timer = time.AfterFunc(c.AttemptTimeout+extra, cancel)
 		}
-		req, err := http.NewRequestWithContext(actx, method, c.addrs[idx]+path, bytes.NewReader(body))
+		target := c.addrs[idx] + path
+		if c.Stale && method == http.MethodGet && !strings.Contains(path, "stale=") {
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			target += sep + "stale=true"
+		}
+		req, err := http.NewRequestWithContext(actx, method, target, bytes.NewReader(body))
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("build request: %w", err)
@@ -432,6 +445,12 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 			if e.Error == "" {
 				e.Error = http.StatusText(resp.StatusCode)
 			}
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(e.Error, "Client sent an HTTP request to an HTTPS server") {
+			// Go's server answers a plain request on a TLS port so; say
+			// what to do instead. Retrying will not change it.
+			https := "https://" + strings.TrimPrefix(c.addrs[idx], "http://")
+			return nil, &TLSError{Err: fmt.Errorf("the server at %s serves HTTPS: use %s (in DROVER_ADDR) with the cluster's CA certificate in DROVER_CACERT", c.addrs[idx], https)}
 		}
 		ae := &Error{StatusCode: resp.StatusCode, Message: e.Error}
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 && resp.StatusCode == http.StatusTooManyRequests {

@@ -304,6 +304,11 @@ func TestFaultQuorumLoss(t *testing.T) {
 		t.Fatalf("stale read without quorum: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// The same through the CLI's -stale.
+	env := []string{"DROVER_ADDR=http://" + survivor.HTTP, "DROVER_TOKEN=" + c.token()}
+	if r := runCLI(t, env, "-stale", "batch", "list"); r.code != 0 || !strings.Contains(r.stdout, "write") {
+		t.Fatalf("drover -stale batch list without quorum: %+v", r)
+	}
 
 	c.Servers[killed[0]].Start()
 	c.waitLeader(60 * time.Second)

@@ -365,8 +365,8 @@ func (c *Config) Validate() error {
 	}
 	if c.GossipAddr != "" && c.worksWithOthers() && len(c.GossipKeys) == 0 && !c.Insecure {
 		errs = append(errs, errors.New("gossip between servers would be unencrypted, and anyone who reaches the gossip port could join the cluster and become a voter: "+
-			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file (GossipKeys), "+
-			"or pass -insecure (Insecure) to gossip in the clear on a network no one else reaches"))
+			"make a key with `drover operator gossip keyring generate > gossip.key` and give every server that file with -gossip-key-file, "+
+			"or pass -insecure to gossip in the clear on a network no one else reaches"))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("config field Retention is %v; it must not be negative", c.Retention))
@@ -396,20 +396,20 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("DefaultTokenTTL is %v; it must be between 1m and 87600h", c.DefaultTokenTTL))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("TLSCert (-tls-cert) and TLSKey (-tls-key) go together"))
+		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
 	}
 	if c.TLSCert != "" && c.CAFile == "" {
-		errs = append(errs, errors.New("TLS needs CAFile (-ca-file), the CA that signed the servers' certificates: Raft peers are verified against it"))
+		errs = append(errs, errors.New("TLS needs -ca-file, the CA that signed the servers' certificates: Raft peers are verified against it"))
 	}
 	if c.TLSCert == "" && (c.CAFile != "" || c.TLSClientCA != "") {
-		errs = append(errs, errors.New("CAFile (-ca-file) and TLSClientCA (-tls-ca) need TLSCert and TLSKey (-tls-cert, -tls-key)"))
+		errs = append(errs, errors.New("-ca-file and -tls-ca need -tls-cert and -tls-key"))
 	}
 	if c.GossipAddr != "" && c.worksWithOthers() && c.TLSCert == "" && !c.Insecure {
 		errs = append(errs, errors.New("servers that work together need the operator's CA: without -tls-cert a server runs Raft over mutual TLS with a CA of its own, which no other server's certificate comes from, "+
 			"and serves its API in plain text, tokens and every job's command and environment readable on the wire: "+
 			"make a CA with `drover tls ca create` (or sign with the one a server that ran alone made: run the next command in its <data-dir>/tls), "+
-			"a certificate for each server with `drover tls cert create -server -id ID`, and start each server with -tls-cert, -tls-key and -ca-file (TLSCert, TLSKey, CAFile), "+
-			"or pass -insecure (Insecure) on a network no one else reaches (docs/operations.md, \"From one server to several\")"))
+			"a certificate for each server with `drover tls cert create -server -id ID`, and start each server with -tls-cert, -tls-key and -ca-file, "+
+			"or pass -insecure on a network no one else reaches (docs/operations.md, \"From one server to several\")"))
 	}
 	for i, k := range c.GossipKeys {
 		if n := len(k); n != 16 && n != 24 && n != 32 {

@@ -284,3 +284,25 @@ func TestHTTPSNeedsTheCA(t *testing.T) {
 		t.Fatalf("a client with a certificate: %+v, %v", u, err)
 	}
 }
+
+// TestRefusalsNameFlags: a server that would work with others in the
+// clear is refused with the flags to pass, not the config's Go fields.
+func TestRefusalsNameFlags(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.GossipAddr, cfg.BootstrapExpect = t.TempDir(), "127.0.0.1:0", 3
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("a 3-server config without TLS or gossip keys validated")
+	}
+	msg := err.Error()
+	for _, want := range []string{"-gossip-key-file", "-tls-cert", "-insecure"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the refusal does not name %s:\n%s", want, msg)
+		}
+	}
+	for _, field := range []string{"(GossipKeys)", "(Insecure)", "TLSCert", "CAFile"} {
+		if strings.Contains(msg, field) {
+			t.Errorf("the refusal names the Go field %s:\n%s", field, msg)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 // container (runc) of that image.
 func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	fs := m.newFlags("bench e2e", "[flags]")
-	jobs := fs.Int("jobs", 20_000, "jobs (an array of `true`)")
+	jobs := fs.Int("jobs", 20_000, "jobs (an array of 'true')")
 	workers := fs.Int("workers", 2, "worker processes")
 	cores := fs.Int("worker-cores", 64, "cores per worker (each job takes one)")
 	image := fs.String("image", "", `run each job in a container of this image (its command: -command); "test" serves one from a registry in this process, built from drover's static test program (needs the go command)`)

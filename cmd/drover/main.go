@@ -147,12 +147,25 @@ Administration:
 Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by
 commas), DROVER_TOKEN (default: the contents of ~/.config/drover/token),
 DROVER_CACERT (the cluster CA: servers are reached over https and verified),
-DROVER_CLIENT_CERT and DROVER_CLIENT_KEY (for servers run with -tls-ca).
+DROVER_CLIENT_CERT and DROVER_CLIENT_KEY (for servers run with -tls-ca),
+DROVER_STALE=1 (as -stale).
+'drover -stale <command>' has the server asked answer reads from its own
+copy of the state (it may lag the leader's; reads work with no leader).
 Run 'drover <command> -h' for a command's flags.
 `
 
 // Run runs one command.
 func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return &exitError{code: 1}
+	}
+	// Options before the command: -stale reads any server's own copy.
+	for len(args) > 0 && (args[0] == "-stale" || args[0] == "--stale") {
+		orig := m.Client
+		m.Client = func() *api.Client { c := orig(); c.Stale = true; return c }
+		args = args[1:]
+	}
 	if len(args) == 0 {
 		fmt.Fprint(m.Stderr, usage)
 		return &exitError{code: 1}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/drover-sched/drover/internal/tlsutil"
+	"github.com/drover-sched/drover/server/state"
 )
 
 // Default file names, as `nomad tls` names its own (and as a server that
@@ -67,6 +68,7 @@ func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
 	client := fs.Bool("client", false, "a client certificate, for the CLI when servers run with -tls-ca")
 	worker := fs.Bool("worker", false, "a worker certificate, for workers when servers run with -tls-ca")
 	id := fs.String("id", "", "with -server: the server ID (-node-id) the certificate names; autopilot moves a server's vote to a new address only for a certificate that names its ID")
+	name := fs.String("name", "", "with -client or -worker: a name for its files (drover-worker-NAME.pem), so one directory holds several")
 	caPath := fs.String("ca", caCertFile, "the CA certificate")
 	keyPath := fs.String("key", caKeyFile, "the CA key")
 	dir := fs.String("dir", ".", "directory the certificate and key are written to")
@@ -90,6 +92,12 @@ func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
 	if *id != "" && role != tlsutil.RoleServer {
 		return usagef("-id names a server: it goes with -server")
 	}
+	if *name != "" && role == tlsutil.RoleServer {
+		return usagef("-name goes with -client or -worker; a server certificate is named by its -id")
+	}
+	if *name != "" && !state.ValidName(*name) {
+		return usagef("-name %q: use 1-63 letters, digits, '_', '.' or '-'", *name)
+	}
 	req := tlsutil.CertRequest{Role: role, ID: *id, DNSNames: dnsNames, Days: *days}
 	for _, s := range ips {
 		ip := net.ParseIP(s)
@@ -110,7 +118,7 @@ func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	certName, keyName := tlsutil.CertFiles(role, *id)
+	certName, keyName := tlsutil.CertFiles(role, *id+*name)
 	certOut, keyOut := filepath.Join(*dir, certName), filepath.Join(*dir, keyName)
 	if err := writeNew(certOut, cert.Cert, 0o644); err != nil {
 		return err
@@ -127,7 +135,7 @@ func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
 func writeNew(path string, data []byte, perm os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("%s already exists; move it away first", path)
+		return fmt.Errorf("%s already exists; move it away first (or, for another client or worker certificate, name it with -name)", path)
 	}
 	if err != nil {
 		return err

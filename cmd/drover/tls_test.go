@@ -38,7 +38,7 @@ func TestTLSCommands(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-server", "-id", "s1", "-additional-ipaddress", "10.0.0.1", "-additional-dnsname", "drover-1.example.com"},
-		{"-client"}, {"-worker"},
+		{"-client"}, {"-worker"}, {"-worker", "-name", "gpu-7"},
 	} {
 		if err := run(append([]string{"tls", "cert", "create", "-ca", ca, "-key", caKey}, args...)...); err != nil {
 			t.Fatalf("cert create %v: %v", args, err)
@@ -70,7 +70,10 @@ func TestTLSCommands(t *testing.T) {
 	if srv.VerifyHostname("10.0.0.1") != nil || srv.VerifyHostname("drover-1.example.com") != nil {
 		t.Fatalf("server certificate lacks the extra names: %v %v", srv.DNSNames, srv.IPAddresses)
 	}
-	for _, name := range []string{"drover-client.pem", "drover-worker.pem"} {
+	if err := run("tls", "cert", "create", "-ca", ca, "-key", caKey, "-worker"); err == nil || !strings.Contains(err.Error(), "-name") {
+		t.Fatalf("a second unnamed worker certificate: %v", err)
+	}
+	for _, name := range []string{"drover-client.pem", "drover-worker.pem", "drover-worker-gpu-7.pem"} {
 		c := load(name)
 		if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestFlagHelpNamesTypes: Go's flag package takes the first `quoted`
+// word of a usage as the flag's argument name, so a usage that quotes a
+// command ("`drover tls ca create`") printed "-ca-file drover tls ca
+// create". Every flag of the long-running commands shows a type, or
+// nothing for a bool.
+func TestFlagHelpNamesTypes(t *testing.T) {
+	line := regexp.MustCompile(`^  -([a-z0-9-]+)(?: (.*))?$`)
+	types := map[string]bool{"": true, "string": true, "int": true, "int64": true, "uint": true, "uint64": true, "float": true, "duration": true, "value": true}
+	for _, cmd := range [][]string{{"server", "-h"}, {"worker", "-h"}, {"agent", "-h"}, {"bench", "e2e", "-h"}, {"bench", "sched", "-h"}} {
+		var out bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &out}
+		_ = m.Run(context.Background(), cmd)
+		flags := 0
+		for _, l := range strings.Split(out.String(), "\n") {
+			g := line.FindStringSubmatch(l)
+			if g == nil {
+				continue
+			}
+			flags++
+			if !types[g[2]] {
+				t.Errorf("drover %s: -%s shows %q where its type goes", strings.Join(cmd[:len(cmd)-1], " "), g[1], g[2])
+			}
+		}
+		if flags < 3 {
+			t.Errorf("drover %s printed %d flags:\n%s", strings.Join(cmd, " "), flags, out.String())
+		}
+	}
+}
