@@ -126,6 +126,10 @@ type Cluster struct {
 	mu      sync.Mutex
 	members map[string]*Member // by server ID
 	changed chan struct{}
+	// When the key-mismatch and lonely-join hints were last logged (under
+	// hintMu: memberlist logs from its own goroutines).
+	hintMu                sync.Mutex
+	foreignHint, joinHint time.Time
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -166,6 +170,25 @@ func Start(cfg Config, r Raft) (*Cluster, error) {
 		go func() { defer c.wg.Done(); c.runBootstrap(ctx) }()
 	}
 	return c, nil
+}
+
+// joinHintAfter is how long joins fail before a server says why it may be
+// alone; hintEvery spaces such hints.
+var (
+	joinHintAfter = 10 * time.Second
+	hintEvery     = time.Minute
+)
+
+// hintDue reports whether a hint last given at *last may be given again
+// (and notes now).
+func (c *Cluster) hintDue(last *time.Time) bool {
+	c.hintMu.Lock()
+	defer c.hintMu.Unlock()
+	if !last.IsZero() && time.Since(*last) < hintEvery {
+		return false
+	}
+	*last = time.Now()
+	return true
 }
 
 // tellAppliedEvery is how often a server tells the others the Raft index
@@ -324,7 +347,7 @@ func (c *Cluster) setupGossip() error {
 	mc.Delegate = gossipDelegate{c}
 	mc.Events = eventDelegate{c}
 	mc.DeadNodeReclaimTime = 5 * time.Second
-	mc.Logger = log.New(slogWriter{c.log.With("component", "gossip")}, "", 0)
+	mc.Logger = log.New(slogWriter{l: c.log.With("component", "gossip"), c: c}, "", 0)
 	if cfg.GossipInterval > 0 {
 		mc.ProbeInterval = cfg.GossipInterval
 		mc.GossipInterval = cfg.GossipInterval / 5
@@ -343,10 +366,23 @@ func (c *Cluster) setupGossip() error {
 }
 
 // slogWriter turns memberlist's log lines into structured logs at a level
-// read from the line's "[LEVEL]" prefix.
-type slogWriter struct{ l *slog.Logger }
+// read from the line's "[LEVEL]" prefix, and adds what to do to the one
+// line an operator meets after a key rotation.
+type slogWriter struct {
+	l *slog.Logger
+	c *Cluster
+}
+
+// undecryptable is memberlist's line for a message none of this server's
+// gossip keys decrypts.
+const undecryptable = "No installed keys could decrypt the message"
 
 func (w slogWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), undecryptable) && w.c != nil && w.c.hintDue(&w.c.foreignHint) {
+		w.l.Warn("a server whose gossip key this server does not hold is trying to reach it; if it replaces a server after a key rotation, "+
+			"start it with the current key file (drover operator gossip keyring list shows the installed keys' fingerprints)",
+			"installed", strings.Join(w.c.fingerprints(), ","))
+	}
 	line := string(p)
 	level := slog.LevelInfo
 	for prefix, lv := range map[string]slog.Level{"[DEBUG]": slog.LevelDebug, "[WARN]": slog.LevelWarn, "[ERR]": slog.LevelError, "[INFO]": slog.LevelInfo} {
@@ -365,6 +401,7 @@ func (w slogWriter) Write(p []byte) (int, error) {
 // cluster forms whatever order its servers start in.
 func (c *Cluster) runJoin(ctx context.Context) {
 	delay := 500 * time.Millisecond
+	var failing time.Time // since when no join worked
 	for {
 		peers := append([]string(nil), c.cfg.Join...)
 		if c.consul != nil {
@@ -389,8 +426,22 @@ func (c *Cluster) runJoin(ctx context.Context) {
 		if len(todo) > 0 {
 			if n, err := c.ml.Join(todo); err != nil && n == 0 {
 				c.log.Debug("gossip join", "peers", todo, "err", err)
+				if failing.IsZero() {
+					failing = time.Now()
+				}
+				if time.Since(failing) >= joinHintAfter && len(c.Members()) <= 1 && c.hintDue(&c.joinHint) {
+					msg := "cannot join any server: check the -join addresses and that their gossip ports are reachable"
+					args := []any{"peers", todo, "for", time.Since(failing).Round(time.Second), "err", err}
+					if c.keyring != nil {
+						msg += "; if the cluster rotated its gossip key, this server's key file may hold one it removed: " +
+							"start it with the current one (drover operator gossip keyring list on a server shows the installed fingerprints)"
+						args = append(args, "keys", strings.Join(c.fingerprints(), ","))
+					}
+					c.log.Warn(msg, args...)
+				}
 			} else {
 				delay = 2 * time.Second
+				failing = time.Time{}
 			}
 		}
 		select {
