@@ -1040,9 +1040,16 @@ func (c *Client) Peers(ctx context.Context) (*Peers, error) {
 	return &out, nil
 }
 
-// RemovePeer removes a server from the Raft configuration.
-func (c *Client) RemovePeer(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/remove-peer", &RemovePeerRequest{ID: id}, nil)
+// RemovePeer removes a server from the Raft configuration; permanent
+// keeps it out when it comes back (decommissions it).
+func (c *Client) RemovePeer(ctx context.Context, id string, permanent bool) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/remove-peer", &RemovePeerRequest{ID: id, Permanent: permanent}, nil)
+}
+
+// ReadmitPeer takes a server off the decommissioned list: it may join
+// again.
+func (c *Client) ReadmitPeer(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/readmit", &RemovePeerRequest{ID: id}, nil)
 }
 
 // GossipKeyring lists the servers' gossip keys.

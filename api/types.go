@@ -890,11 +890,24 @@ type Peers struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	LastContact  string `json:"last_contact"`
+	// Decommissioned servers are kept out of the configuration.
+	Decommissioned []DecommissionedServer `json:"decommissioned,omitempty"`
 }
 
 // RemovePeerRequest removes a server from the Raft configuration.
 type RemovePeerRequest struct {
 	ID string `json:"id"`
+	// Permanent decommissions the server: it is not made a voter again
+	// when it restarts with its data dir and gossips (until readmitted).
+	// A server no longer in the configuration may be decommissioned too.
+	Permanent bool `json:"permanent,omitempty"`
+}
+
+// DecommissionedServer is a server removed for good.
+type DecommissionedServer struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+	By string    `json:"by,omitempty"`
 }
 
 // GossipKeyringRequest changes the servers' gossip keyring: Op is

@@ -351,6 +351,55 @@ func TestPeersSayVersionAndAppliedIndex(t *testing.T) {
 	}
 }
 
+// TestDecommissionedServerStaysOut: a server removed while it runs is
+// made a voter again by autopilot (it gossips), unless it was removed
+// with permanent: then it stays out, list-peers names it, and only
+// readmitting it lets it back.
+func TestDecommissionedServerStaysOut(t *testing.T) {
+	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, Configure: func(_ int, cfg *Config) {
+		cfg.GossipInterval = 100 * time.Millisecond
+	}})
+	ctx := context.Background()
+	cl := api.NewClient(c.HTTPAddrs(), c.Token)
+	gone := follower(t, c).ID()
+	voters := func() (n int, with bool) {
+		p, err := cl.Peers(ctx)
+		if err != nil {
+			return -1, false
+		}
+		for _, srv := range p.Servers {
+			with = with || srv.ID == gone
+		}
+		return len(p.Servers), with
+	}
+	// Removed, not for good: autopilot adds it back.
+	if err := cl.RemovePeer(ctx, gone, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "autopilot to add the removed server back", func() bool { n, with := voters(); return n == 3 && with })
+	// For good: it stays out while it runs and gossips.
+	if err := cl.RemovePeer(ctx, gone, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server to leave the configuration", func() bool { n, with := voters(); return n == 2 && !with })
+	for range 30 { // 3 s: many autopilot rounds
+		if n, with := voters(); n != 2 || with {
+			t.Fatalf("a decommissioned server is a voter again (%d voters)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p, err := cl.Peers(ctx); err != nil || len(p.Decommissioned) != 1 || p.Decommissioned[0].ID != gone || p.Decommissioned[0].By != "root" {
+		t.Fatalf("list-peers: %+v (%v)", p, err)
+	}
+	if err := cl.ReadmitPeer(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the readmitted server to be a voter again", func() bool { n, with := voters(); return n == 3 && with })
+	if err := cl.ReadmitPeer(ctx, gone); !api.IsStatus(err, 404) {
+		t.Fatalf("readmitting a server not decommissioned: %v", err)
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	waitUntil(t, what, 30*time.Second, cond)

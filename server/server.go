@@ -232,7 +232,8 @@ func New(cfg *Config) (*Server, error) {
 			GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise, Join: cfg.Join,
 			BootstrapExpect: cfg.BootstrapExpect, ConsulAddr: cfg.ConsulAddr,
 			DeadServerGrace: cfg.DeadServerGrace, GossipInterval: cfg.GossipInterval, GossipKeys: cfg.GossipKeys,
-			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(), HTTPS: s.apiTLS() != nil, Logger: s.log,
+			KeyringFile: filepath.Join(cfg.DataDir, keyringFile), VerifyRaft: s.raftVerifier(),
+			Decommissioned: func(id string) bool { _, ok := s.state.IsDecommissioned(id); return ok }, HTTPS: s.apiTLS() != nil, Logger: s.log,
 		}, s.raft.raft)
 		if err != nil {
 			return fail(err)

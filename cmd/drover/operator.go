@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/cluster"
@@ -13,12 +14,13 @@ import (
 
 func (m *Main) runOperator(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("drover operator needs raft, snapshot, gossip or secrets-key: raft list-peers | remove-peer ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate | list | install KEY | use KEY | remove KEY, secrets-key generate")
+		return usagef("drover operator needs raft, snapshot, gossip or secrets-key: raft list-peers | remove-peer [-permanent] ID | readmit ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate | list | install KEY | use KEY | remove KEY, secrets-key generate")
 	}
 	switch args[0] {
 	case "raft":
 		return m.sub(ctx, "operator raft", args[1:], map[string]func(context.Context, []string) error{
 			"list-peers": m.runListPeers, "remove-peer": m.runRemovePeer, "transfer-leader": m.runTransferLeader,
+			"readmit": m.runReadmitPeer,
 		})
 	case "snapshot":
 		return m.sub(ctx, "operator snapshot", args[1:], map[string]func(context.Context, []string) error{
@@ -146,6 +148,9 @@ func (m *Main) runListPeers(ctx context.Context, args []string) error {
 		return err
 	}
 	safef(m.Stdout, "Term %d, commit index %d, applied %d (as seen by %s)\n", p.Term, p.CommitIndex, p.AppliedIndex, reporter(p.Servers))
+	for _, d := range p.Decommissioned {
+		safef(m.Stdout, "Decommissioned: %s (by %s, %s)\n", d.ID, orDash(d.By), d.At.Local().Format(time.DateTime))
+	}
 	return nil
 }
 
@@ -157,15 +162,33 @@ func reporter(servers []api.Peer) string {
 }
 
 func (m *Main) runRemovePeer(ctx context.Context, args []string) error {
-	fs := m.newFlags("operator raft remove-peer", "ID")
+	fs := m.newFlags("operator raft remove-peer", "[-permanent] ID")
+	permanent := fs.Bool("permanent", false, "decommission it: it is not made a voter again when it restarts with its data dir (drover operator raft readmit ID undoes it)")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	if err := m.Client().RemovePeer(ctx, pos[0]); err != nil {
+	if err := m.Client().RemovePeer(ctx, pos[0], *permanent); err != nil {
 		return err
 	}
-	safef(m.Stdout, "Removed server %s from the raft configuration\n", pos[0])
+	if *permanent {
+		safef(m.Stdout, "Decommissioned server %s: removed from the raft configuration, and kept out if it comes back\n", pos[0])
+		return nil
+	}
+	safef(m.Stdout, "Removed server %s from the raft configuration (if it runs again with its data dir it is added back; -permanent keeps it out)\n", pos[0])
+	return nil
+}
+
+func (m *Main) runReadmitPeer(ctx context.Context, args []string) error {
+	fs := m.newFlags("operator raft readmit", "ID")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.Client().ReadmitPeer(ctx, pos[0]); err != nil {
+		return err
+	}
+	safef(m.Stdout, "Server %s may join again\n", pos[0])
 	return nil
 }
 

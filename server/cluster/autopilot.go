@@ -18,6 +18,7 @@ func (c *Cluster) RunAutopilot(ctx context.Context) {
 	defer tick.Stop()
 	downSince := map[string]time.Time{}
 	refused := map[string]string{} // id -> the address last refused (logged once)
+	kept := map[string]bool{}      // decommissioned servers seen alive (logged once)
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,6 +49,14 @@ func (c *Cluster) RunAutopilot(ctx context.Context) {
 			if voting && string(srv.Address) == m.Raft {
 				continue
 			}
+			if !voting && c.cfg.Decommissioned != nil && c.cfg.Decommissioned(id) {
+				if !kept[id] {
+					c.log.Warn("a decommissioned server is running again; not making it a voter (drover operator raft readmit ID lets it back)", "server", id, "raft", m.Raft)
+					kept[id] = true
+				}
+				continue
+			}
+			delete(kept, id)
 			if c.cfg.VerifyRaft != nil {
 				if err := c.cfg.VerifyRaft(id, m.Raft, voting); err != nil {
 					if refused[id] != m.Raft {

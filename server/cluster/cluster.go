@@ -62,6 +62,9 @@ type Config struct {
 	// addr (moved: its ID votes from another address now); an error
 	// keeps it out.
 	VerifyRaft func(id, addr string, moved bool) error
+	// Decommissioned, when set, says a server was removed for good: it is
+	// never made a voter again (until an operator readmits it).
+	Decommissioned func(id string) bool
 	// HTTPS: the API serves HTTPS (Consul's health check uses it).
 	HTTPS bool
 	// KeyringFile is where SetKeyring saves the keyring ("": not saved).

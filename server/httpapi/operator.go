@@ -62,6 +62,11 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) (any, error
 		}
 		out.Servers = append(out.Servers, p)
 	}
+	var dec []state.Decommissioned
+	s.state.Read(func(r state.Reader) { dec = r.DecommissionedServers() })
+	for _, d := range dec {
+		out.Decommissioned = append(out.Decommissioned, api.DecommissionedServer{ID: d.ID, At: time.Unix(0, d.At).UTC(), By: d.By})
+	}
 	return out, nil
 }
 
@@ -78,14 +83,37 @@ func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) (any, 
 	for _, srv := range f.Configuration().Servers {
 		found = found || string(srv.ID) == req.ID
 	}
-	if !found {
+	if !found && !req.Permanent {
 		return nil, codedf(http.StatusNotFound, "server %q is not in the raft configuration; see 'drover operator raft list-peers'", req.ID)
 	}
-	if err := s.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
-		return nil, fmt.Errorf("remove server %s: %w", req.ID, err)
+	if req.ID == s.cfg.ID && req.Permanent {
+		return nil, codedf(http.StatusConflict, "server %s leads: move leadership away first (drover operator raft transfer-leader), then decommission it", req.ID)
 	}
-	s.log.Warn("server removed from the raft configuration by an operator", "server", req.ID, "by", userOf(r).Name)
-	return map[string]string{"removed": req.ID}, nil
+	if req.Permanent {
+		// On the list first: a restart between the two steps finds it.
+		if _, err := s.apply(&state.Decommission{Now: time.Now().UnixNano(), ID: req.ID, By: userOf(r).Name}); err != nil {
+			return nil, err
+		}
+	}
+	if found {
+		if err := s.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+			return nil, fmt.Errorf("remove server %s: %w", req.ID, err)
+		}
+	}
+	s.log.Warn("server removed from the raft configuration by an operator", "server", req.ID, "by", userOf(r).Name, "permanent", req.Permanent)
+	return map[string]any{"removed": req.ID, "permanent": req.Permanent}, nil
+}
+
+func (s *Server) handleReadmitPeer(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.RemovePeerRequest
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
+	}
+	if _, err := s.apply(&state.Decommission{Now: time.Now().UnixNano(), ID: req.ID, By: userOf(r).Name, Undo: true}); err != nil {
+		return nil, err
+	}
+	s.log.Info("decommissioned server readmitted", "server", req.ID, "by", userOf(r).Name)
+	return map[string]string{"readmitted": req.ID}, nil
 }
 
 func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (any, error) {

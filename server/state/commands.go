@@ -75,6 +75,7 @@ const (
 	CmdPreempt
 	CmdDeleteBillingProject
 	CmdRemoveDeclared
+	CmdDecommission
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -95,7 +96,7 @@ var cmdNames = map[CommandType]string{
 	CmdJoinTokens: "join_tokens", CmdSetSpendLimitExact: "set_spend_limit_exact", CmdSetRatesExact: "set_rates_exact",
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
-	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared",
+	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
 }
 
 func (t CommandType) String() string {
@@ -445,6 +446,8 @@ func newCommand(t CommandType) Command {
 		return &DeleteBillingProject{}
 	case CmdRemoveDeclared:
 		return &RemoveDeclared{}
+	case CmdDecommission:
+		return &Decommission{}
 	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:

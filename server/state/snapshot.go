@@ -63,6 +63,8 @@ type snapState struct {
 	// told to stop (absent before preemption).
 	Queues []Queue
 	Stops  []snapStop
+	// Decommissioned servers (absent before decommissioning).
+	Decommissioned []Decommissioned
 }
 
 type snapProject struct {
@@ -334,6 +336,9 @@ func (s *State) Snapshot() *Snapshot {
 	}
 	d.Decisions = slices.Clone(s.decisions)
 	d.GossipKeys = slices.Clone(s.gossipKeys)
+	for _, id := range sortedKeys(s.decommissioned) {
+		d.Decommissioned = append(d.Decommissioned, s.decommissioned[id])
+	}
 	d.Tokens = make([]Token, 0, len(s.tokens))
 	for _, h := range sortedKeys(s.tokens) {
 		d.Tokens = append(d.Tokens, *s.tokens[h])
@@ -481,6 +486,9 @@ func (s *State) Restore(r io.Reader) error {
 	}
 	fresh.decisions = d.Decisions
 	fresh.gossipKeys = d.GossipKeys
+	for _, dc := range d.Decommissioned {
+		fresh.decommissioned[dc.ID] = dc
+	}
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
@@ -575,6 +583,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.stopping = fresh.stopping
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
+	s.decommissioned = fresh.decommissioned
 	s.recomputeTallies()
 	s.recomputeQueueUse()
 	s.notifyAllInstances()

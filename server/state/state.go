@@ -103,6 +103,9 @@ type State struct {
 	// gossipKeys is the gossip keyring, primary first (nil until an
 	// operator rotates keys).
 	gossipKeys []string
+	// decommissioned are the servers an operator removed for good: not
+	// made voters again (autopilot asks), by ID.
+	decommissioned map[string]Decommissioned
 
 	sched map[string]*userSched
 	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)
@@ -145,6 +148,7 @@ func New() *State {
 		sched:          map[string]*userSched{},
 		userTallies:    map[string]*Tally{},
 		projectTallies: map[string]*Tally{},
+		decommissioned: map[string]Decommissioned{},
 	}
 }
 
@@ -264,6 +268,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyDeleteBillingProject(c)
 	case *RemoveDeclared:
 		return s.applyRemoveDeclared(c)
+	case *Decommission:
+		return s.applyDecommission(c)
 	case *SetMember:
 		return s.applySetMember(c)
 	case *CreateBatch:
