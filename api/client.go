@@ -1125,13 +1125,17 @@ func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (int64, error) {
 }
 
 // SnapshotRestore replaces the cluster's state with a saved snapshot.
-func (c *Client) SnapshotRestore(ctx context.Context, data []byte) error {
+func (c *Client) SnapshotRestore(ctx context.Context, data []byte) (*RestoreResult, error) {
 	resp, err := c.send(ctx, http.MethodPut, "/api/v1/operator/snapshot", "application/octet-stream", data)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
+	defer resp.Body.Close()
+	var out RestoreResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("the restore's answer: %w", err)
+	}
+	return &out, nil
 }
 
 // Memory collects garbage on the server answering and returns its heap

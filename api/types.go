@@ -903,6 +903,19 @@ type RemovePeerRequest struct {
 	Permanent bool `json:"permanent,omitempty"`
 }
 
+// RestoreResult says what a snapshot restore brought back, and what it
+// kept of the state it replaced: the gossip keyring in use (KeyringKept:
+// the snapshot's differed) and the audit entries made since the snapshot.
+type RestoreResult struct {
+	RestoredIndex uint64    `json:"restored_index"`
+	Taken         time.Time `json:"taken"`
+	FromServer    string    `json:"from_server,omitempty"`
+	Batches       int       `json:"batches"`
+	Users         int       `json:"users"`
+	KeyringKept   bool      `json:"keyring_kept"`
+	AuditKept     int       `json:"audit_kept"`
+}
+
 // DecommissionedServer is a server removed for good.
 type DecommissionedServer struct {
 	ID string    `json:"id"`

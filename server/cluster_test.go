@@ -235,8 +235,12 @@ func TestSnapshotSaveRestoreIntoFreshCluster(t *testing.T) {
 	want := allState(t, src.admin)
 
 	dst := startTestCluster(t, 3, ClusterOptions{})
-	if err := api.NewClient(dst.HTTPAddrs(), dst.Token).SnapshotRestore(ctx, snap.Bytes()); err != nil {
+	res, err := api.NewClient(dst.HTTPAddrs(), dst.Token).SnapshotRestore(ctx, snap.Bytes())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if res.RestoredIndex == 0 || res.Users == 0 || res.Taken.IsZero() {
+		t.Fatalf("the restore says %+v", res)
 	}
 	restored := api.NewClient(dst.HTTPAddrs(), src.admin.Token())
 	if got := allState(t, restored); got != want {

@@ -251,9 +251,16 @@ func (m *Main) runSnapshotRestore(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Client().SnapshotRestore(ctx, data); err != nil {
+	res, err := m.Client().SnapshotRestore(ctx, data)
+	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	safef(m.Stdout, "Restored the cluster's state from %s\n", pos[0])
+	safef(m.Stdout, "Restored the cluster's state from %s: index %d, taken %s on %s; %d batches in memory, %d users.\n",
+		pos[0], res.RestoredIndex, res.Taken.Local().Format(time.DateTime), orDash(res.FromServer), res.Batches, res.Users)
+	safef(m.Stdout, "Kept from before: %d audit entries made since the snapshot", res.AuditKept)
+	if res.KeyringKept {
+		safef(m.Stdout, "; the gossip keyring in use (the snapshot's differed)")
+	}
+	safef(m.Stdout, ".\nEverything else is as it was when the snapshot was taken: users, tokens, batches, queues and rates made since are gone.\n")
 	return nil
 }

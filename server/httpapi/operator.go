@@ -2,12 +2,15 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,10 +251,50 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
+	// What is not the snapshot's to bring back: the gossip keyring in use
+	// now (the snapshot's may hold a key removed since, perhaps because it
+	// leaked) and the audit log's entries since (who did what stays
+	// known, the restore included).
+	var keys [][]byte
+	if s.gossip != nil && s.gossip.Encrypted() {
+		keys = s.keyring()
+	}
+	prior := s.state.AuditLog(time.Time{}, "", state.MaxAuditEntries+state.MaxAnonymousAuditEntries)
 	rm := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: meta.Index, Term: meta.Term, Size: size}
 	if err := s.raft.Restore(rm, bufio.NewReaderSize(tmp, 1<<20), 5*time.Minute); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
-	s.log.Warn("state restored from a snapshot", "snapshot_index", meta.Index, "from_server", meta.Server, "taken", meta.Time, "by", userOf(r).Name)
-	return map[string]any{"restored_index": meta.Index, "taken": meta.Time}, nil
+	out := api.RestoreResult{RestoredIndex: meta.Index, Taken: meta.Time, FromServer: meta.Server}
+	s.state.Read(func(r state.Reader) { out.Batches, out.Users = r.Counts() })
+	if len(keys) > 0 && !slices.EqualFunc(keys, s.state.GossipKeyring(), bytes.Equal) {
+		enc := make([]string, len(keys))
+		for i, k := range keys {
+			enc[i] = base64.StdEncoding.EncodeToString(k)
+		}
+		if _, err := s.apply(&state.GossipKeyring{Now: time.Now().UnixNano(), Op: "restore", Keys: enc}); err != nil {
+			return nil, fmt.Errorf("the state is restored, but the gossip keyring in use before could not be put back (the snapshot's is in force; rotate it): %w", err)
+		}
+		out.KeyringKept = true
+	}
+	var since int64
+	if last := s.state.AuditLog(time.Time{}, "", 1); len(last) > 0 {
+		since = last[0].Time
+	}
+	var carry []state.AuditEntry
+	for i := len(prior) - 1; i >= 0; i-- { // oldest first
+		if prior[i].Time > since {
+			carry = append(carry, prior[i])
+		}
+	}
+	for len(carry) > 0 {
+		n := min(len(carry), state.MaxAuditPerCommand)
+		if _, err := s.apply(&state.Audit{Entries: carry[:n]}); err != nil {
+			return nil, fmt.Errorf("the state is restored, but %d audit entries made since the snapshot could not be kept: %w", len(carry), err)
+		}
+		out.AuditKept += n
+		carry = carry[n:]
+	}
+	s.log.Warn("state restored from a snapshot", "snapshot_index", meta.Index, "from_server", meta.Server, "taken", meta.Time, "by", userOf(r).Name,
+		"batches", out.Batches, "users", out.Users, "keyring_kept", out.KeyringKept, "audit_kept", out.AuditKept)
+	return out, nil
 }

@@ -251,3 +251,6 @@ func sortedValues[V any](m map[string]V) iter.Seq[V] {
 		}
 	}
 }
+
+// Counts is how many batches (in memory) and users the state holds.
+func (r Reader) Counts() (batches, users int) { return len(r.s.batches), len(r.s.users) }
