@@ -133,8 +133,8 @@ type Cluster struct {
 	// hintMu: memberlist logs from its own goroutines).
 	hintMu                sync.Mutex
 	foreignHint, joinHint time.Time
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cancel                context.CancelFunc
+	wg                    sync.WaitGroup
 }
 
 // Start starts gossip on cfg.GossipAddr, registers in Consul when
