@@ -36,3 +36,14 @@ func TestFlagHelpNamesTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftMultiplierIsBounded: a multiplier out of range is refused with
+// the range and the WAN value.
+func TestRaftMultiplierIsBounded(t *testing.T) {
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &out}
+	err := m.Run(context.Background(), []string{"server", "-data-dir", t.TempDir(), "-raft-multiplier", "11"})
+	if err == nil || !strings.Contains(err.Error(), "give 1 (one LAN) to 10; 5 suits regions") {
+		t.Fatalf("-raft-multiplier 11: %v", err)
+	}
+}

@@ -43,7 +43,8 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	logStore := fs.String("log-store", "", "gocloud.dev/blob URL for job logs, shared by all servers (default: <data-dir>/logs on each server)")
 	lost := fs.Duration("lost-timeout", def.LostTimeout, "retire a worker that has not synced for this long and re-run its jobs")
 	grace := fs.Duration("dead-server-grace", def.DeadServerGrace, "remove a server gone this long from the Raft configuration")
-	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "Raft heartbeat and election timeout: how long a leader may be silent before others elect a new one (raise it across regions)")
+	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "Raft heartbeat and election timeout: how long a leader may be silent before others elect a new one (default: 500ms × -raft-multiplier)")
+	multiplier := fs.Int("raft-multiplier", 1, "scale the timeouts that must outlast network delays (Raft heartbeat and election, gossip probes, -lost-timeout) for the network: 1 for one LAN, 5 for regions 30-150 ms apart (docs/operations.md, \"Servers in several regions\")")
 	snapThreshold := fs.Uint64("raft-snapshot-threshold", def.SnapshotThreshold, "take a snapshot after this many new log entries")
 	snapInterval := fs.Duration("raft-snapshot-interval", def.SnapshotInterval, "how often to check whether a snapshot is due")
 	trailing := fs.Uint64("raft-trailing-logs", def.TrailingLogs, "log entries kept after a snapshot, so a briefly absent server catches up without one")
@@ -104,6 +105,21 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	if err := setGCPercent(*gcPercent); err != nil {
 		return err
+	}
+	timings, err := server.TimingsFor(*multiplier)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["raft-timeout"] {
+		*raftTimeout = timings.ElectionTimeout
+	}
+	if !set["lost-timeout"] {
+		*lost = timings.LostTimeout
+	}
+	if !set["gossip-interval"] && *multiplier > 1 {
+		*gossipInterval = timings.GossipInterval
 	}
 	if *raftTimeout < 50*time.Millisecond {
 		return usagef("-raft-timeout %v is too short; use at least 50ms", *raftTimeout)
