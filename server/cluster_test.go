@@ -402,6 +402,10 @@ func TestDecommissionedServerStaysOut(t *testing.T) {
 	if err := cl.ReadmitPeer(ctx, gone); !api.IsStatus(err, 404) {
 		t.Fatalf("readmitting a server not decommissioned: %v", err)
 	}
+	// An ID past the bound is refused before the log, naming it.
+	if err := cl.RemovePeer(ctx, strings.Repeat("x", 129), true); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "1 to 128 bytes") {
+		t.Fatalf("decommissioning a 129-byte ID: %v", err)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

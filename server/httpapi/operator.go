@@ -73,9 +73,21 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) (any, error
 	return out, nil
 }
 
+// checkServerID bounds a server ID an operator names before it can reach
+// the log (a decommissioned one is kept there).
+func checkServerID(id string) error {
+	if id == "" || len(id) > state.MaxServerIDBytes {
+		return codedf(http.StatusBadRequest, "a server ID is 1 to %d bytes, not %d (drover operator raft list-peers shows them)", state.MaxServerIDBytes, len(id))
+	}
+	return nil
+}
+
 func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.RemovePeerRequest
 	if err := decode(w, r, &req); err != nil {
+		return nil, err
+	}
+	if err := checkServerID(req.ID); err != nil {
 		return nil, err
 	}
 	f := s.raft.GetConfiguration()
@@ -112,6 +124,9 @@ func (s *Server) handleReadmitPeer(w http.ResponseWriter, r *http.Request) (any,
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
 	}
+	if err := checkServerID(req.ID); err != nil {
+		return nil, err
+	}
 	if _, err := s.apply(&state.Decommission{Now: time.Now().UnixNano(), ID: req.ID, By: userOf(r).Name, Undo: true}); err != nil {
 		return nil, err
 	}
@@ -131,6 +146,21 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (a
 		addr, id := s.node.Leader()
 		return api.LeaderStatus{Leader: addr, LeaderID: id, ServerID: s.cfg.ID}, nil
 	}
+	var to *raft.Server
+	if req.ID != "" {
+		cf := s.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return nil, err
+		}
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == req.ID {
+				to = &srv
+			}
+		}
+		if to == nil {
+			return nil, codedf(http.StatusNotFound, "server %.128q is not in the raft configuration", req.ID)
+		}
+	}
 	// Audit it now, while this server can commit: once leadership moves,
 	// the request's own entry would find no leader here.
 	target := req.ID
@@ -147,23 +177,10 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (a
 		who.audited = true
 	}
 	var f raft.Future
-	if req.ID == "" {
+	if to == nil {
 		f = s.raft.LeadershipTransfer()
 	} else {
-		cf := s.raft.GetConfiguration()
-		if err := cf.Error(); err != nil {
-			return nil, err
-		}
-		var target *raft.Server
-		for _, srv := range cf.Configuration().Servers {
-			if string(srv.ID) == req.ID {
-				target = &srv
-			}
-		}
-		if target == nil {
-			return nil, codedf(http.StatusNotFound, "server %q is not in the raft configuration", req.ID)
-		}
-		f = s.raft.LeadershipTransferToServer(target.ID, target.Address)
+		f = s.raft.LeadershipTransferToServer(to.ID, to.Address)
 	}
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("transfer leadership: %w", err)
