@@ -388,9 +388,15 @@ func TestLostWorkerJobsRunElsewhere(t *testing.T) {
 	if res := w1.sync(5 * time.Second); len(res.Assign) != 1 {
 		t.Fatalf("w1 got %d assignments", len(res.Assign))
 	}
-	// w1 goes silent; after LostTimeout its job is given to w2.
+	// w1 goes silent; after LostTimeout its job is given to w2 (whose
+	// syncs are held a quarter of LostTimeout at most: it syncs again).
 	w2 := newSimWorker(t, tc, "w2", 1)
-	res := w2.sync(10 * time.Second)
+	var res *api.SyncResponse
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if res = w2.sync(10 * time.Second); len(res.Assign) > 0 {
+			break
+		}
+	}
 	if len(res.Assign) != 1 || res.Assign[0].Attempt != 2 {
 		t.Fatalf("w2 got %+v, want attempt 2 of the lost job", res.Assign)
 	}

@@ -12,7 +12,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
+	"syscall"
 )
 
 // Range is where ports are picked: below Linux's ephemeral range (32768
@@ -26,27 +30,69 @@ const (
 const tries = 200
 
 // Addr returns host:port on ip with a port in [RangeLow, RangeHigh) that is
-// free now for TCP and UDP (gossip listens on both). A component that can
-// be handed an open listener should be: a port picked here can still be
-// taken by another test's pick before it is bound, though picks at random
-// over 12000 ports rarely meet.
+// free now for TCP and UDP (gossip listens on both), and that no other
+// pick hands out again while this process lives: not this process's
+// (they are remembered) nor another's (each picked port is claimed with a
+// lock file that this process holds; go test runs packages in processes
+// of their own, side by side). A component that can be handed an open
+// listener should be.
 func Addr(ip string) (string, error) { return pick(ip, rand.IntN) }
+
+var (
+	claimMu sync.Mutex
+	claimed = map[int]*os.File{} // ports this process handed out, with their locks
+)
+
+// claim takes port for this process: false when this process or another
+// has it.
+func claim(port int) bool {
+	claimMu.Lock()
+	defer claimMu.Unlock()
+	if _, ok := claimed[port]; ok {
+		return false
+	}
+	dir := filepath.Join(os.TempDir(), "drover-freeport")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true // no lock files: the random pick alone
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		f.Close()
+		return false // another process holds it
+	}
+	claimed[port] = f // held until the process ends
+	return true
+}
 
 // pick is Addr with the randomness injected (intn(n) is in [0, n)).
 func pick(ip string, intn func(int) int) (string, error) {
 	for range tries {
-		addr := net.JoinHostPort(ip, strconv.Itoa(RangeLow+intn(RangeHigh-RangeLow)))
+		port := RangeLow + intn(RangeHigh-RangeLow)
+		addr := net.JoinHostPort(ip, strconv.Itoa(port))
+		if !free(addr) || !claim(port) {
+			continue
+		}
+		return addr, nil
+	}
+	return "", fmt.Errorf("find a free port on %s: %d ports between %d and %d were taken", ip, tries, RangeLow, RangeHigh)
+}
+
+// free reports whether addr can be bound now for TCP and UDP.
+func free(addr string) bool {
+	{
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			continue
+			return false
 		}
 		u, err := net.ListenPacket("udp", addr)
 		l.Close()
 		if err != nil {
-			continue
+			return false
 		}
 		u.Close()
-		return addr, nil
+		return true
 	}
-	return "", fmt.Errorf("find a free port on %s: %d ports between %d and %d were taken", ip, tries, RangeLow, RangeHigh)
 }

@@ -57,9 +57,15 @@ func TestPickSkipsTakenPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	freeAddr, err := Addr("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
+	// A port free and handed out to nobody yet (Addr would claim it).
+	var freeAddr string
+	for p := RangeHigh - 1; p >= RangeLow && freeAddr == ""; p-- {
+		claimMu.Lock()
+		_, taken := claimed[p]
+		claimMu.Unlock()
+		if addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p)); !taken && free(addr) {
+			freeAddr = addr
+		}
 	}
 	offset := func(addr string) int {
 		_, p, _ := net.SplitHostPort(addr)
@@ -74,5 +80,19 @@ func TestPickSkipsTakenPorts(t *testing.T) {
 	}
 	if _, err := pick("127.0.0.1", func(int) int { return offset(tcpAddr) }); err == nil {
 		t.Fatalf("pick found a port with only %s, taken, to pick", tcpAddr)
+	}
+}
+
+// TestAPortIsHandedOutOnce: a port this process picked is not picked
+// again, though nothing binds it yet.
+func TestAPortIsHandedOutOnce(t *testing.T) {
+	first, err := Addr("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(first)
+	n, _ := strconv.Atoi(p)
+	if _, err := pick("127.0.0.1", func(int) int { return n - RangeLow }); err == nil {
+		t.Fatalf("%s was handed out twice", first)
 	}
 }
