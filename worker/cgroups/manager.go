@@ -424,7 +424,11 @@ func (h *Slot) Kill() error {
 	if h.s.owner.Load() != h {
 		return ErrReleased
 	}
-	return h.s.cg.kill()
+	err := h.s.cg.kill()
+	// kill may have lifted the CPU limit (so that throttled tasks die
+	// at once): the next limits written are written whole.
+	h.s.limits.CPUMilli = -1
+	return err
 }
 
 // Join moves the calling goroutine's OS thread into the slot (its leaf

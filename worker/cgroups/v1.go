@@ -612,6 +612,12 @@ func (s *v1Slot) kill() error {
 	for _, mnt := range h.used {
 		roots = append(roots, filepath.Join(mnt, h.parent, s.name))
 	}
+	// Lift the job's CPU quota first: a task killed while its cgroup is
+	// throttled runs (to exit) only in its next period's share, which a
+	// loaded machine may be slow to give it; the next job sets its own.
+	if h.ctrl["cpu"] != "" {
+		_ = writeFile(h.dir("cpu", s.name, "cpu.cfs_quota_us"), "-1")
+	}
 	// No freezer: slots are not made in its hierarchy (a thread starting
 	// a job would have to join it too, and a freeze caught while one
 	// does would freeze a worker thread, possibly holding a lock of the

@@ -186,6 +186,24 @@ func TestV1CPUQuota(t *testing.T) {
 	if limit := 0.5 + 0.1/elapsed.Seconds(); cores > limit+0.05 {
 		t.Errorf("job limited to 0.5 core used %.2f cores", cores)
 	}
+	// Kill lifted the quota (so the throttled spinners died at once);
+	// the next job in the slot, with the same limits, has it again.
+	if got, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us")); strings.TrimSpace(string(got)) != "-1" {
+		t.Errorf("after the kill, cpu.cfs_quota_us = %q; want the quota lifted", got)
+	}
+	name := h.Name()
+	h.Release()
+	h2, err := m.Acquire(Limits{CPUMilli: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Release()
+	if h2.Name() != name {
+		t.Fatalf("the next job got %s, not the released %s", h2.Name(), name)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us")); strings.TrimSpace(string(got)) != "50000" {
+		t.Errorf("the next job with the same limits: cpu.cfs_quota_us = %q, want 50000", got)
+	}
 }
 
 // Usage counts the current job only, after a slot is reused with other

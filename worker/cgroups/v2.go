@@ -377,6 +377,11 @@ func (s *v2Slot) kill() error {
 	if n, err := s.events.readKey("populated"); err == nil && n == 0 {
 		return nil
 	}
+	// Lift the job's CPU limit first, as v1 does: a throttled task exits
+	// only in its next period's share. The next job sets its own.
+	if exists(filepath.Join(s.dir, "cpu.max")) {
+		_ = writeFile(filepath.Join(s.dir, "cpu.max"), "max")
+	}
 	return s.h.killDir(s.dir)
 }
 
