@@ -207,7 +207,9 @@ func TestProcessBackgroundChild(t *testing.T) {
 	if res := waitResult(t, h); res != (Result{}) {
 		t.Fatalf("result %+v", res)
 	}
-	if took := time.Since(begin); took > 1500*time.Millisecond {
+	// Held, Wait would last the child's 60 s; how much less a loaded
+	// machine takes is not drover's.
+	if took := time.Since(begin); took > 30*time.Second {
 		t.Fatalf("Wait took %s: the background child held it", took)
 	}
 	if got := out.String(); got != "main done\n" {

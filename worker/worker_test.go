@@ -284,7 +284,9 @@ func TestBackgroundChildDoesNotHoldTheJob(t *testing.T) {
 	pidFile := filepath.Join(sharedDir(t, 0o777), "child.pid")
 	begin := time.Now()
 	b := e.run(sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; echo main done", pidFile)))
-	if took := time.Since(begin); took > 1500*time.Millisecond {
+	// Held open, the job would last as long as its child's 60 s; how much
+	// less a loaded machine takes to run it is not drover's (2.1 s once).
+	if took := time.Since(begin); took > 30*time.Second {
 		t.Fatalf("the job took %s: a background child held it open", took)
 	}
 	if b.NSucceeded != 1 || e.log(b.ID, 1) != "main done\n" {
