@@ -138,15 +138,9 @@ func (r *autoscalerResource) put(ctx context.Context, m *autoscalerModel, diags 
 }
 
 func (r *autoscalerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m autoscalerModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *autoscalerModel) {
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *autoscalerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -165,15 +159,7 @@ func (r *autoscalerResource) Read(ctx context.Context, req resource.ReadRequest,
 }
 
 func (r *autoscalerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m autoscalerModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *autoscalerModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *autoscalerResource) Delete(ctx context.Context, _ resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -325,21 +311,15 @@ func (r *launchConfigResource) put(ctx context.Context, m *launchConfigModel, di
 }
 
 func (r *launchConfigResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m launchConfigModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := m.Name.ValueString()
-	if lc, err := r.get(ctx, name); err == nil && lc != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Launch config exists",
-			fmt.Sprintf("launch config %s exists already: import it (terraform import ADDRESS %s) to manage it here", name, name))
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *launchConfigModel) {
+		name := m.Name.ValueString()
+		if lc, err := r.get(ctx, name); err == nil && lc != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("name"), "Launch config exists",
+				fmt.Sprintf("launch config %s exists already: import it (terraform import ADDRESS %s) to manage it here", name, name))
+			return
+		}
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *launchConfigResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -362,15 +342,7 @@ func (r *launchConfigResource) Read(ctx context.Context, req resource.ReadReques
 }
 
 func (r *launchConfigResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m launchConfigModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *launchConfigModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *launchConfigResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -241,21 +241,15 @@ func (r *clusterResource) put(ctx context.Context, m *clusterModel, diags *diag.
 }
 
 func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m clusterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := m.Name.ValueString()
-	if c, err := r.c.GetCluster(ctx, name); err == nil && c.Declared {
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Cluster exists",
-			fmt.Sprintf("cluster %s is declared already: import it (terraform import ADDRESS %s) to manage it here", name, name))
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *clusterModel) {
+		name := m.Name.ValueString()
+		if c, err := r.c.GetCluster(ctx, name); err == nil && c.Declared {
+			resp.Diagnostics.AddAttributeError(path.Root("name"), "Cluster exists",
+				fmt.Sprintf("cluster %s is declared already: import it (terraform import ADDRESS %s) to manage it here", name, name))
+			return
+		}
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -278,15 +272,7 @@ func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, re
 }
 
 func (r *clusterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m clusterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *clusterModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -419,21 +405,15 @@ func (r *groupResource) put(ctx context.Context, m *groupModel, diags *diag.Diag
 }
 
 func (r *groupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m groupModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := m.Name.ValueString()
-	if g, err := r.get(ctx, name); err == nil && g != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Cluster group exists",
-			fmt.Sprintf("cluster group %s exists already: import it (terraform import ADDRESS %s) to manage it here", name, name))
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *groupModel) {
+		name := m.Name.ValueString()
+		if g, err := r.get(ctx, name); err == nil && g != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("name"), "Cluster group exists",
+				fmt.Sprintf("cluster group %s exists already: import it (terraform import ADDRESS %s) to manage it here", name, name))
+			return
+		}
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *groupResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -456,15 +436,7 @@ func (r *groupResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *groupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m groupModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *groupModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *groupResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -14,10 +14,12 @@ import (
 	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/drover-sched/drover/api"
@@ -104,4 +106,20 @@ func (p *droverProvider) DataSources(context.Context) []func() datasource.DataSo
 func clientOf(data any) *api.Client {
 	c, _ := data.(*api.Client)
 	return c
+}
+
+// applyPlan is every resource's Create and Update: it reads the plan into
+// a model, has put make it so (put may refuse first, with an error in
+// diags) and read back what the servers hold into it, and keeps that as
+// the state.
+func applyPlan[M any](ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics, put func(*M)) {
+	var m M
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
+		return
+	}
+	put(&m)
+	if !diags.HasError() {
+		diags.Append(state.Set(ctx, &m)...)
+	}
 }

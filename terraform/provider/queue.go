@@ -397,20 +397,14 @@ func (r *queueResource) put(ctx context.Context, m *queueModel, diags *diag.Diag
 }
 
 func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m queueModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if _, err := r.c.GetQueue(ctx, m.Path.ValueString()); err == nil {
-		resp.Diagnostics.AddAttributeError(path.Root("path"), "Queue exists",
-			fmt.Sprintf("queue %s exists already: import it (terraform import ADDRESS %s) to manage it here", m.Path.ValueString(), m.Path.ValueString()))
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *queueModel) {
+		if _, err := r.c.GetQueue(ctx, m.Path.ValueString()); err == nil {
+			resp.Diagnostics.AddAttributeError(path.Root("path"), "Queue exists",
+				fmt.Sprintf("queue %s exists already: import it (terraform import ADDRESS %s) to manage it here", m.Path.ValueString(), m.Path.ValueString()))
+			return
+		}
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *queueResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -433,15 +427,7 @@ func (r *queueResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m queueModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *queueModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *queueResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

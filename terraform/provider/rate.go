@@ -119,17 +119,11 @@ func (m *rateModel) fromAPI(rt *api.Rate) {
 }
 
 func (r *rateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m rateModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// A rate that exists is taken over: its next version is this price
-	// (a rate is never removed, so there is nothing to import first).
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *rateModel) {
+		// A rate that exists is taken over: its next version is this price
+		// (a rate is never removed, so there is nothing to import first).
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *rateResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -152,15 +146,7 @@ func (r *rateResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 }
 
 func (r *rateResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m rateModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *rateModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *rateResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

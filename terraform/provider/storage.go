@@ -169,21 +169,15 @@ func (r *storageResource) put(ctx context.Context, m *storageModel, diags *diag.
 }
 
 func (r *storageResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m storageModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if p, err := r.find(ctx, m.Project.ValueString(), m.Prefix.ValueString()); err == nil && p != nil {
-		id := m.Project.ValueString() + ":" + p.Prefix
-		resp.Diagnostics.AddAttributeError(path.Root("prefix"), "Storage prefix exists",
-			fmt.Sprintf("billing project %s has storage prefix %s already: import it (terraform import ADDRESS %s) to manage it here", m.Project.ValueString(), p.Prefix, id))
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *storageModel) {
+		if p, err := r.find(ctx, m.Project.ValueString(), m.Prefix.ValueString()); err == nil && p != nil {
+			id := m.Project.ValueString() + ":" + p.Prefix
+			resp.Diagnostics.AddAttributeError(path.Root("prefix"), "Storage prefix exists",
+				fmt.Sprintf("billing project %s has storage prefix %s already: import it (terraform import ADDRESS %s) to manage it here", m.Project.ValueString(), p.Prefix, id))
+			return
+		}
+		r.put(ctx, m, &resp.Diagnostics)
+	})
 }
 
 func (r *storageResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -206,15 +200,7 @@ func (r *storageResource) Read(ctx context.Context, req resource.ReadRequest, re
 }
 
 func (r *storageResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m storageModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.put(ctx, &m, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-	}
+	applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics, func(m *storageModel) { r.put(ctx, m, &resp.Diagnostics) })
 }
 
 func (r *storageResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
