@@ -1052,6 +1052,17 @@ func (c *Client) ReadmitPeer(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/readmit", &RemovePeerRequest{ID: id}, nil)
 }
 
+// HistoryRecheck has every finished batch in memory checked against the
+// history store again (and written to it if missing) before it may leave
+// memory: after the store was restored from a backup.
+func (c *Client) HistoryRecheck(ctx context.Context) (*HistoryRecheckResult, error) {
+	var out HistoryRecheckResult
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/history/recheck", struct{}{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // GossipKeyring lists the servers' gossip keys.
 func (c *Client) GossipKeyring(ctx context.Context) (*GossipKeyring, error) {
 	var out GossipKeyring

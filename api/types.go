@@ -914,6 +914,26 @@ type RestoreResult struct {
 	Users         int       `json:"users"`
 	KeyringKept   bool      `json:"keyring_kept"`
 	AuditKept     int       `json:"audit_kept"`
+	// Timeline is the restored cluster's history (exports name it);
+	// batch IDs resume at ResumeBatchID, and those from
+	// DiscardedFromBatchID up to it belonged to the timeline the restore
+	// discarded (the history store's rows under them are hidden).
+	Timeline             uint64 `json:"timeline"`
+	ResumeBatchID        uint64 `json:"resume_batch_id"`
+	DiscardedFromBatchID uint64 `json:"discarded_from_batch_id"`
+	// Reexport counts the finished batches in memory whose export is
+	// checked against the history store again before they may leave
+	// memory (the snapshot's marks may name rows it does not hold).
+	Reexport int `json:"reexport"`
+	// HistoryNote says what could not be checked ("" when all was).
+	HistoryNote string `json:"history_note,omitempty"`
+}
+
+// HistoryRecheckResult counts the finished batches in memory checked
+// against the history store again.
+type HistoryRecheckResult struct {
+	Batches int    `json:"batches"`
+	Store   string `json:"store"`
 }
 
 // DecommissionedServer is a server removed for good.

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -32,6 +33,7 @@ var (
 	bucketLedger  = []byte("ledger")  // project NUL day batch user → cost (ledgerValue)
 	bucketByBatch = []byte("ledger-by-batch")
 	bucketUsage   = []byte("queue-usage") // at (8 bytes), queue → usageValue (JSON)
+	bucketMeta    = []byte("meta")        // "identity" → the store's identity
 )
 
 // usageValue is a queue sample's amounts.
@@ -53,10 +55,13 @@ func OpenEmbedded(dir string) (*Embedded, error) {
 		return nil, fmt.Errorf("history: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch, bucketUsage} {
+		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch, bucketUsage, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if meta := tx.Bucket(bucketMeta); meta.Get([]byte("identity")) == nil {
+			return meta.Put([]byte("identity"), []byte(rand.Text()))
 		}
 		return nil
 	})
@@ -76,13 +81,65 @@ func key96(batch uint64, id uint32) []byte {
 	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(make([]byte, 0, 12), batch), id)
 }
 
-// Version implements Store.
-func (e *Embedded) Version(_ context.Context, batch uint64) (uint64, error) {
+// Stored implements Store.
+func (e *Embedded) Stored(_ context.Context, batch uint64) (Stored, error) {
 	b, ok, err := e.batch(batch)
 	if err != nil || !ok {
-		return 0, err
+		return Stored{}, err
 	}
-	return b.Version, nil
+	return Stored{Version: b.Version, Timeline: b.Timeline}, nil
+}
+
+// Discard implements Store.
+func (e *Embedded) Discard(_ context.Context, batch uint64) error {
+	prefix := key64(batch)
+	err := e.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketJobs, bucketGroups, bucketByBatch} {
+			bk := tx.Bucket(name)
+			var keys [][]byte
+			c := bk.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				keys = append(keys, slices.Clone(k))
+			}
+			for _, k := range keys {
+				if bytes.Equal(name, bucketByBatch) {
+					if err := tx.Bucket(bucketLedger).Delete(k[8:]); err != nil {
+						return err
+					}
+				}
+				if err := bk.Delete(k); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Bucket(bucketBatches).Delete(prefix)
+	})
+	if err != nil {
+		return fmt.Errorf("history: discard batch %d: %w", batch, err)
+	}
+	return nil
+}
+
+// MaxBatch implements Store.
+func (e *Embedded) MaxBatch(context.Context) (uint64, error) {
+	var id uint64
+	err := e.db.View(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketBatches).Cursor().Last(); k != nil {
+			id = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	return id, err
+}
+
+// Identity implements Store.
+func (e *Embedded) Identity(context.Context) (string, error) {
+	var id string
+	err := e.db.View(func(tx *bolt.Tx) error {
+		id = string(tx.Bucket(bucketMeta).Get([]byte("identity")))
+		return nil
+	})
+	return id, err
 }
 
 // PutGroups implements Store.
@@ -137,7 +194,7 @@ func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow) (boo
 			if err := json.Unmarshal(old, &prev); err != nil {
 				return fmt.Errorf("batch %d: %w", b.ID, err)
 			}
-			if prev.Version >= b.Version {
+			if prev.Timeline == b.Timeline && prev.Version >= b.Version {
 				return nil
 			}
 		}

@@ -14,6 +14,13 @@
 // state it was read from (its version), every row is keyed, and a batch
 // already stored at that version or later is not written again, so a
 // retry or a new leader writes nothing twice.
+//
+// Versions compare only within one timeline. Restoring a snapshot starts
+// a new timeline (see state.Fork): what the old one exported after the
+// snapshot was taken is not the restored cluster's history, so a batch
+// stored from another timeline is discarded and written again, and the
+// batch IDs the old timeline used after the snapshot are never handed
+// out again (the API hides the rows it left under them).
 package history
 
 import (
@@ -37,6 +44,15 @@ const maxScan = 20000
 type Batch struct {
 	api.Batch
 	Version uint64
+	// Timeline is the history the batch was exported from (0: the
+	// first, or written before timelines).
+	Timeline uint64 `json:",omitempty"`
+}
+
+// Stored is what a store holds of a batch (zero Version: nothing).
+type Stored struct {
+	Version  uint64
+	Timeline uint64
 }
 
 // Group is the template of one job or job array of a batch: the spec part
@@ -87,16 +103,27 @@ type QueueSample struct {
 type Store interface {
 	// Kind names the store ("mysql", "embedded").
 	Kind() string
-	// Version is the Raft index a batch was stored at (0: not stored).
-	Version(ctx context.Context, batch uint64) (uint64, error)
+	// Stored says at which version and from which timeline a batch is
+	// stored (zero: not stored).
+	Stored(ctx context.Context, batch uint64) (Stored, error)
 	// PutGroups and PutJobs store part of a batch being exported; a row
 	// written again replaces the earlier one.
 	PutGroups(ctx context.Context, batch uint64, groups []Group) error
 	PutJobs(ctx context.Context, batch uint64, jobs []Job) error
 	// PutBatch completes an export: the batch and its ledger rows (which
 	// replace the batch's earlier ones) are written together, unless the
-	// batch is stored at b.Version or later already; written says which.
+	// batch is stored at b.Version or later from b.Timeline already;
+	// written says which.
 	PutBatch(ctx context.Context, b Batch, ledger []LedgerRow) (written bool, err error)
+	// Discard removes a batch: its jobs and groups, then its row and its
+	// ledger rows (so a discard cut short leaves the batch stored, and it
+	// is discarded again).
+	Discard(ctx context.Context, batch uint64) error
+	// MaxBatch is the highest batch ID stored (0: none).
+	MaxBatch(ctx context.Context) (uint64, error)
+	// Identity names this store: made once when it is created, it tells
+	// a server whether the store it reaches is the one it exported to.
+	Identity(ctx context.Context) (string, error)
 
 	// Batch reads one batch.
 	Batch(ctx context.Context, id uint64) (Batch, bool, error)

@@ -84,6 +84,14 @@ var migrations = []string{
 		PRIMARY KEY (queue, at),
 		KEY by_time (at)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	// The timeline each batch was exported from (a restore starts a new
+	// one), and the store's identity, made once.
+	7: `ALTER TABLE batches ADD COLUMN timeline BIGINT UNSIGNED NOT NULL DEFAULT 0`,
+	8: `CREATE TABLE store_meta (
+		name VARCHAR(64) NOT NULL PRIMARY KEY,
+		value VARCHAR(255) NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	9: `INSERT INTO store_meta (name, value) VALUES ('identity', UUID())`,
 }
 
 // SchemaVersion is the schema this binary needs.
@@ -195,17 +203,67 @@ func (m *MySQL) Kind() string { return "mysql" }
 // DB is the connection pool (tests and benchmarks look inside).
 func (m *MySQL) DB() *sql.DB { return m.db }
 
-// Version implements Store.
-func (m *MySQL) Version(ctx context.Context, batch uint64) (uint64, error) {
-	var v uint64
-	err := m.db.QueryRowContext(ctx, "SELECT version FROM batches WHERE id = ?", batch).Scan(&v)
+// Stored implements Store.
+func (m *MySQL) Stored(ctx context.Context, batch uint64) (Stored, error) {
+	var st Stored
+	err := m.db.QueryRowContext(ctx, "SELECT version, timeline FROM batches WHERE id = ?", batch).Scan(&st.Version, &st.Timeline)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return Stored{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("history: version of batch %d: %w", batch, err)
+		return Stored{}, fmt.Errorf("history: version of batch %d: %w", batch, err)
 	}
-	return v, nil
+	return st, nil
+}
+
+// discardChunk is how many job rows one statement of a discard deletes.
+const discardChunk = 5000
+
+// Discard implements Store.
+func (m *MySQL) Discard(ctx context.Context, batch uint64) error {
+	for _, table := range []string{"jobs", "job_groups"} {
+		for {
+			res, err := m.db.ExecContext(ctx, "DELETE FROM "+table+" WHERE batch_id = ? LIMIT ?", batch, discardChunk)
+			if err != nil {
+				return fmt.Errorf("history: discard batch %d: %w", batch, err)
+			}
+			if n, _ := res.RowsAffected(); n < discardChunk {
+				break
+			}
+		}
+	}
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("history: discard batch %d: %w", batch, err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	for _, q := range []string{"DELETE FROM ledger WHERE batch_id = ?", "DELETE FROM batches WHERE id = ?"} {
+		if _, err := tx.ExecContext(ctx, q, batch); err != nil {
+			return fmt.Errorf("history: discard batch %d: %w", batch, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("history: discard batch %d: %w", batch, err)
+	}
+	return nil
+}
+
+// MaxBatch implements Store.
+func (m *MySQL) MaxBatch(ctx context.Context) (uint64, error) {
+	var id uint64
+	if err := m.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM batches").Scan(&id); err != nil {
+		return 0, fmt.Errorf("history: highest batch ID: %w", err)
+	}
+	return id, nil
+}
+
+// Identity implements Store.
+func (m *MySQL) Identity(ctx context.Context) (string, error) {
+	var id string
+	if err := m.db.QueryRowContext(ctx, "SELECT value FROM store_meta WHERE name = 'identity'").Scan(&id); err != nil {
+		return "", fmt.Errorf("history: the store's identity: %w", err)
+	}
+	return id, nil
 }
 
 // insertRows writes rows in statements of at most rowsPerInsert, in one
@@ -300,19 +358,19 @@ func (m *MySQL) putBatch(ctx context.Context, b *Batch, doc []byte, ledger []Led
 		return false, err
 	}
 	defer tx.Rollback() //nolint:errcheck
-	var have uint64
-	switch err := tx.QueryRowContext(ctx, "SELECT version FROM batches WHERE id = ? FOR UPDATE", b.ID).Scan(&have); {
+	var have Stored
+	switch err := tx.QueryRowContext(ctx, "SELECT version, timeline FROM batches WHERE id = ? FOR UPDATE", b.ID).Scan(&have.Version, &have.Timeline); {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return false, err
-	case have >= b.Version:
+	case have.Timeline == b.Timeline && have.Version >= b.Version:
 		return false, nil
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO batches (id, version, billing_project, owner, name, complete, cancelled, all_succeeded, any_bad, doc)
-		VALUES (?,?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE version = VALUES(version), billing_project = VALUES(billing_project),
+	_, err = tx.ExecContext(ctx, `INSERT INTO batches (id, version, timeline, billing_project, owner, name, complete, cancelled, all_succeeded, any_bad, doc)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE version = VALUES(version), timeline = VALUES(timeline), billing_project = VALUES(billing_project),
 		owner = VALUES(owner), name = VALUES(name), complete = VALUES(complete), cancelled = VALUES(cancelled),
 		all_succeeded = VALUES(all_succeeded), any_bad = VALUES(any_bad), doc = VALUES(doc)`,
-		b.ID, b.Version, b.BillingProject, b.User, b.Name, b.State == api.BatchComplete, b.Cancelled,
+		b.ID, b.Version, b.Timeline, b.BillingProject, b.User, b.Name, b.State == api.BatchComplete, b.Cancelled,
 		b.NSucceeded == b.NJobs, b.NFailed+b.NError > 0, doc)
 	if err != nil {
 		return false, err

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -35,10 +36,24 @@ type historyBook struct {
 	waiting   int       // complete batches waiting for export (leader)
 	lastOK    time.Time
 	note      string // why the exporter does not run ("" when it does)
+
+	// lineage (set by the server) says which batch IDs a restore
+	// discarded: reads through Store do not show what the store holds
+	// under them.
+	lineage func() state.Lineage
 }
 
-// Store returns the store, or why there is none.
+// Store returns the store as the API reads it, or why there is none.
 func (h *historyBook) Store() (history.Store, error) {
+	st, err := h.raw()
+	if err != nil || h.lineage == nil {
+		return st, err
+	}
+	return visibleHistory{Store: st, lineage: h.lineage}, nil
+}
+
+// raw returns the store itself (the exporter's), or why there is none.
+func (h *historyBook) raw() (history.Store, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.store == nil {
@@ -89,10 +104,10 @@ func (s *Server) openHistory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.history = &historyBook{kind: "embedded", store: st}
+		s.history = &historyBook{kind: "embedded", store: st, lineage: s.state.Lineage}
 		return nil
 	}
-	s.history = &historyBook{kind: "mysql"}
+	s.history = &historyBook{kind: "mysql", lineage: s.state.Lineage}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -198,7 +213,7 @@ func (s *Server) exportOnce(ctx context.Context, pace *exportPacer) error {
 	if note != "" {
 		return nil
 	}
-	st, err := s.history.Store()
+	st, err := s.history.raw()
 	if err != nil {
 		return err
 	}
@@ -207,12 +222,16 @@ func (s *Server) exportOnce(ctx context.Context, pace *exportPacer) error {
 	}
 	s.history.ok()
 	s.metrics.historyUp.Set(1)
+	lin, err := s.adoptStore(ctx, st)
+	if err != nil {
+		return err
+	}
 	var marks []state.ExportMark
 	flush := func() error {
 		if len(marks) == 0 {
 			return nil
 		}
-		if _, err := s.raft.Apply(&state.MarkExported{Marks: marks}); err != nil {
+		if _, err := s.raft.Apply(&state.MarkExported{Marks: marks, Timeline: lin.Timeline, Store: lin.Store}); err != nil {
 			return fmt.Errorf("record exports: %w", err)
 		}
 		marks = marks[:0]
@@ -222,7 +241,7 @@ func (s *Server) exportOnce(ctx context.Context, pace *exportPacer) error {
 		if err := pace.before(ctx); err != nil {
 			return err
 		}
-		ok, err := s.exportBatch(ctx, st, it, pace)
+		ok, err := s.exportBatch(ctx, st, it, pace, &lin)
 		if err != nil {
 			if ferr := flush(); ferr != nil {
 				s.log.Warn("record exports", "err", ferr)
@@ -267,15 +286,55 @@ func (s *Server) exportBlocked() string {
 	return ""
 }
 
+// adoptStore makes sure the export marks were made against the store the
+// exporter reaches (see state.AdoptStore), and returns the lineage the
+// round exports in.
+func (s *Server) adoptStore(ctx context.Context, st history.Store) (state.Lineage, error) {
+	id, err := st.Identity(ctx)
+	if err != nil {
+		return state.Lineage{}, err
+	}
+	lin := s.state.Lineage()
+	if lin.Store == id {
+		return lin, nil
+	}
+	top, err := st.MaxBatch(ctx)
+	if err != nil {
+		return state.Lineage{}, err
+	}
+	res, err := s.raft.Apply(&state.AdoptStore{Now: time.Now().UnixNano(), Store: id, Floor: top})
+	if err != nil {
+		return state.Lineage{}, fmt.Errorf("adopt the history store: %w", err)
+	}
+	ar, _ := res.(*state.AdoptResult)
+	if ar != nil && lin.Store != "" {
+		s.log.Warn("the history store is not the one finished batches were exported to: each batch in memory is checked against it again",
+			"store", id, "was", lin.Store, "batches", ar.Unmarked)
+	}
+	return s.state.Lineage(), nil
+}
+
 // exportBatch writes one batch to the store; ok is false when the batch
 // changed (or went) while it was read, and it is left for the next round.
-func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.ExportItem, pace *exportPacer) (ok bool, err error) {
-	have, err := st.Version(ctx, it.Batch)
+func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.ExportItem, pace *exportPacer, lin *state.Lineage) (ok bool, err error) {
+	have, err := st.Stored(ctx, it.Batch)
 	if err != nil {
 		return false, err
 	}
-	if have >= it.Version {
+	switch {
+	case have.Version == 0:
+	case have.Timeline == lin.Timeline && have.Version >= it.Version:
 		return true, nil // stored by an earlier leader, or an earlier try
+	case have.Timeline != lin.Timeline && have.Version == it.Version && lin.Ancestor(have.Timeline):
+		return true, nil // stored before the snapshot this state was restored from was taken
+	case have.Timeline != lin.Timeline:
+		// Another timeline's: one a restore discarded, or another
+		// cluster's. Its rows go, every one, before this batch's.
+		s.log.Info("history: a batch stored from another timeline is replaced", "batch", it.Batch,
+			"stored_timeline", have.Timeline, "stored_version", have.Version, "timeline", lin.Timeline)
+		if err := st.Discard(ctx, it.Batch); err != nil {
+			return false, err
+		}
 	}
 	hdr, ok := s.state.ExportHeader(it.Batch, it.Version)
 	if !ok {
@@ -367,7 +426,7 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	for day, cost := range hdr.Daily {
 		ledger = append(ledger, history.LedgerRow{BillingProject: hdr.Batch.BillingProject, Day: day, User: hdr.Batch.User, Batch: it.Batch, Cost: cost})
 	}
-	written, err := st.PutBatch(ctx, history.Batch{Batch: apiview.Batch(&hdr.Batch, time.Now()), Version: it.Version}, ledger)
+	written, err := st.PutBatch(ctx, history.Batch{Batch: apiview.Batch(&hdr.Batch, time.Now()), Version: it.Version, Timeline: lin.Timeline}, ledger)
 	if err != nil {
 		return false, err
 	}
@@ -441,4 +500,56 @@ func (s *Server) forgetDue(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// visibleHistory is the history store as the API reads it: what it holds
+// under batch IDs a restore discarded is not this cluster's history.
+type visibleHistory struct {
+	history.Store
+	lineage func() state.Lineage
+}
+
+func (v visibleHistory) discarded(id uint64) bool {
+	lin := v.lineage()
+	return lin.Discarded(id)
+}
+
+func (v visibleHistory) Batch(ctx context.Context, id uint64) (history.Batch, bool, error) {
+	if v.discarded(id) {
+		return history.Batch{}, false, nil
+	}
+	return v.Store.Batch(ctx, id)
+}
+
+func (v visibleHistory) ListBatches(ctx context.Context, q api.BatchQuery, projects []string, lastID uint64) (api.BatchList, error) {
+	out, err := v.Store.ListBatches(ctx, q, projects, lastID)
+	if err != nil {
+		return out, err
+	}
+	lin := v.lineage()
+	out.Batches = slices.DeleteFunc(out.Batches, func(b api.Batch) bool { return lin.Discarded(uint64(b.ID)) })
+	return out, nil
+}
+
+func (v visibleHistory) ListJobs(ctx context.Context, batch uint64, q api.JobQuery, lastID uint32) (api.JobList, error) {
+	if v.discarded(batch) {
+		return api.JobList{Jobs: []api.Job{}}, nil
+	}
+	return v.Store.ListJobs(ctx, batch, q, lastID)
+}
+
+func (v visibleHistory) Job(ctx context.Context, batch uint64, id uint32) (api.Job, bool, error) {
+	if v.discarded(batch) {
+		return api.Job{}, false, nil
+	}
+	return v.Store.Job(ctx, batch, id)
+}
+
+func (v visibleHistory) Ledger(ctx context.Context, project string, from, to int32) ([]history.LedgerRow, error) {
+	rows, err := v.Store.Ledger(ctx, project, from, to)
+	if err != nil {
+		return rows, err
+	}
+	lin := v.lineage()
+	return slices.DeleteFunc(rows, func(r history.LedgerRow) bool { return lin.Discarded(r.Batch) }), nil
 }

@@ -111,7 +111,8 @@ func BenchmarkHistoryExport(b *testing.B) {
 		srv := exportServer(st, store)
 		b.StartTimer()
 		start := time.Now()
-		ok, err := srv.exportBatch(ctx, store, items[0], newExportPacer(func() bool { return false }))
+		lin := st.Lineage()
+		ok, err := srv.exportBatch(ctx, store, items[0], newExportPacer(func() bool { return false }), &lin)
 		took := time.Since(start)
 		if err != nil || !ok {
 			b.Fatalf("export: %v, %v", ok, err)

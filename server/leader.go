@@ -350,7 +350,7 @@ func (s *Server) tryBootstrapAdmin(ctx context.Context) bool {
 	}
 	res, err := s.raft.Apply(&state.Bootstrap{
 		Now: time.Now().UnixNano(), Admin: s.cfg.AdminName, TokenHash: token.Hash(tok),
-		DefaultProject: s.cfg.DefaultBillingProject,
+		DefaultProject: s.cfg.DefaultBillingProject, Timeline: state.NewTimeline(),
 	})
 	if err != nil {
 		os.Remove(tmp)

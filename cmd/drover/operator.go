@@ -14,7 +14,7 @@ import (
 
 func (m *Main) runOperator(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("drover operator needs raft, snapshot, gossip or secrets-key: raft list-peers | remove-peer [-permanent] ID | readmit ID | transfer-leader [ID], snapshot save FILE | restore FILE, gossip keyring generate | list | install KEY | use KEY | remove KEY, secrets-key generate")
+		return usagef("drover operator needs raft, snapshot, history, gossip or secrets-key: raft list-peers | remove-peer [-permanent] ID | readmit ID | transfer-leader [ID], snapshot save FILE | restore FILE, history recheck, gossip keyring generate | list | install KEY | use KEY | remove KEY, secrets-key generate")
 	}
 	switch args[0] {
 	case "raft":
@@ -25,6 +25,10 @@ func (m *Main) runOperator(ctx context.Context, args []string) error {
 	case "snapshot":
 		return m.sub(ctx, "operator snapshot", args[1:], map[string]func(context.Context, []string) error{
 			"save": m.runSnapshotSave, "restore": m.runSnapshotRestore,
+		})
+	case "history":
+		return m.sub(ctx, "operator history", args[1:], map[string]func(context.Context, []string) error{
+			"recheck": m.runHistoryRecheck,
 		})
 	case "gossip":
 		if len(args) < 2 || args[1] != "keyring" {
@@ -241,6 +245,19 @@ func (m *Main) runSnapshotSave(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m *Main) runHistoryRecheck(ctx context.Context, args []string) error {
+	fs := m.newFlags("operator history recheck", "")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	res, err := m.Client().HistoryRecheck(ctx)
+	if err != nil {
+		return fmt.Errorf("recheck the history store: %w", err)
+	}
+	safef(m.Stdout, "%d finished batches in memory are checked against history store %s again, and written to it if missing, before they leave memory.\n", res.Batches, res.Store)
+	return nil
+}
+
 func (m *Main) runSnapshotRestore(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator snapshot restore", "FILE")
 	pos, err := parse(fs, args, 1, 1)
@@ -262,5 +279,15 @@ func (m *Main) runSnapshotRestore(ctx context.Context, args []string) error {
 		safef(m.Stdout, "; the gossip keyring in use (the snapshot's differed)")
 	}
 	safef(m.Stdout, ".\nEverything else is as it was when the snapshot was taken: users, tokens, batches, queues and rates made since are gone.\n")
+	if res.ResumeBatchID > res.DiscardedFromBatchID {
+		safef(m.Stdout, "Batch IDs %d to %d belonged to the discarded timeline: they are not used again, and the history store's rows under them are hidden. New batches start at %d.\n",
+			res.DiscardedFromBatchID, res.ResumeBatchID-1, res.ResumeBatchID)
+	}
+	if res.Reexport > 0 {
+		safef(m.Stdout, "%d finished batches are checked against the history store again (and written to it if missing) before they leave memory.\n", res.Reexport)
+	}
+	if res.HistoryNote != "" {
+		safef(m.Stdout, "Note: %s.\n", res.HistoryNote)
+	}
 	return nil
 }

@@ -26,6 +26,58 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("BatchPagesAndVisibility", func(t *testing.T) { testBatchList(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })
 	t.Run("QueueUsage", func(t *testing.T) { testQueueUsage(t, open(t)) })
+	t.Run("TimelinesAndDiscard", func(t *testing.T) { testTimelines(t, open(t)) })
+}
+
+// testTimelines: versions compare within a timeline only, a discard
+// leaves nothing of a batch (no orphan job of a larger one under its
+// ID), and the store has one identity.
+func testTimelines(t *testing.T, s history.Store) {
+	id1, err := s.Identity(ctx)
+	must(t, err)
+	id2, err := s.Identity(ctx)
+	must(t, err)
+	if id1 == "" || id1 != id2 {
+		t.Fatalf("identity %q, then %q: want one, not empty", id1, id2)
+	}
+	old := makeBatch(3, "genomics", "alice", 5, 900)
+	old.batch.Timeline = 11
+	if !export(t, s, old) {
+		t.Fatal("the first export wrote nothing")
+	}
+	if v, _ := s.Stored(ctx, 3); v != (history.Stored{Version: 900, Timeline: 11}) {
+		t.Fatalf("stored at %+v, want version 900 of timeline 11", v)
+	}
+	// Another timeline's batch 3, at a lower version, is written over it.
+	other := makeBatch(3, "physics", "bob", 1, 40)
+	other.batch.Timeline = 12
+	must(t, s.Discard(ctx, 3))
+	if v, _ := s.Stored(ctx, 3); v != (history.Stored{}) {
+		t.Fatalf("a discarded batch is stored at %+v", v)
+	}
+	if jobs, _ := allJobs(t, s, 3, ""); len(jobs) != 0 {
+		t.Fatalf("a discarded batch kept %d jobs", len(jobs))
+	}
+	if led, _ := s.Ledger(ctx, "genomics", -1<<30, 1<<30); len(led) != 0 {
+		t.Fatalf("a discarded batch kept its ledger rows: %v", led)
+	}
+	if !export(t, s, other) {
+		t.Fatal("the other timeline's batch was not written")
+	}
+	got, _, _ := s.Batch(ctx, 3)
+	same(t, "batch of the other timeline", got, other.batch)
+	jobs, _ := allJobs(t, s, 3, "")
+	same(t, "jobs of the other timeline", jobs, other.full)
+	// Without a discard, PutBatch still replaces a row of another
+	// timeline whatever its version.
+	back := makeBatch(3, "physics", "bob", 1, 30)
+	back.batch.Timeline = 13
+	if w, err := s.PutBatch(ctx, back.batch, back.ledger); err != nil || !w {
+		t.Fatalf("a lower version from another timeline: written %v, %v", w, err)
+	}
+	if m, err := s.MaxBatch(ctx); err != nil || m != 3 {
+		t.Fatalf("highest batch: %d, %v", m, err)
+	}
 }
 
 // testQueueUsage: samples come back by queue, then time, within the
@@ -156,10 +208,13 @@ func export(t *testing.T, s history.Store, f fixture) bool {
 }
 
 func testEmpty(t *testing.T, s history.Store) {
-	v, err := s.Version(ctx, 1)
+	v, err := s.Stored(ctx, 1)
 	must(t, err)
-	if v != 0 {
-		t.Fatalf("version of a batch never stored: %d", v)
+	if v != (history.Stored{}) {
+		t.Fatalf("a batch never stored is stored at %+v", v)
+	}
+	if m, err := s.MaxBatch(ctx); err != nil || m != 0 {
+		t.Fatalf("highest batch of an empty store: %d, %v", m, err)
 	}
 	if _, ok, err := s.Batch(ctx, 1); ok || err != nil {
 		t.Fatalf("batch never stored: found %v, %v", ok, err)
@@ -184,10 +239,10 @@ func testBatchRoundTrip(t *testing.T, s history.Store) {
 	if !export(t, s, f) {
 		t.Fatal("the first export of a batch wrote nothing")
 	}
-	v, err := s.Version(ctx, 7)
+	v, err := s.Stored(ctx, 7)
 	must(t, err)
-	if v != 100 {
-		t.Fatalf("version %d, want 100", v)
+	if v != (history.Stored{Version: 100}) {
+		t.Fatalf("stored at %+v, want version 100", v)
 	}
 	got, ok, err := s.Batch(ctx, 7)
 	must(t, err)

@@ -378,6 +378,7 @@ func (s *Server) Routes() []Route {
 		{"GET /api/v1/status/peers", u, s.wrap(s.handlePeers)},
 		{"POST /api/v1/operator/raft/remove-peer", a, s.wrap(s.handleRemovePeer)},
 		{"POST /api/v1/operator/raft/readmit", a, s.wrap(s.handleReadmitPeer)},
+		{"POST /api/v1/operator/history/recheck", a, s.wrap(s.handleHistoryRecheck)},
 		{"POST /api/v1/operator/raft/transfer-leader", a, s.wrap(s.handleTransferLeader)},
 		{"GET /api/v1/operator/snapshot", a, s.handleSnapshotSave},
 		{"PUT /api/v1/operator/snapshot", a, s.wrap(s.handleSnapshotRestore)},

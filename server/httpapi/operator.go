@@ -134,6 +134,27 @@ func (s *Server) handleReadmitPeer(w http.ResponseWriter, r *http.Request) (any,
 	return map[string]string{"readmitted": req.ID}, nil
 }
 
+// handleHistoryRecheck clears every export mark, so each finished batch
+// in memory is checked against the history store (and written to it if
+// missing) before it may leave memory: after the store was restored from
+// a backup older than some of the marks.
+func (s *Server) handleHistoryRecheck(w http.ResponseWriter, r *http.Request) (any, error) {
+	lin := s.state.Lineage()
+	if lin.Store == "" {
+		return nil, coded(http.StatusConflict, "the exporter has not reached a history store yet: nothing was marked exported, so there is nothing to check again")
+	}
+	res, err := s.apply(&state.AdoptStore{Now: time.Now().UnixNano(), Store: lin.Store, Recheck: true})
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	if ar, ok := res.(*state.AdoptResult); ok {
+		n = ar.Unmarked
+	}
+	s.log.Warn("every finished batch in memory is checked against the history store again", "batches", n, "store", lin.Store, "by", userOf(r).Name)
+	return api.HistoryRecheckResult{Batches: n, Store: lin.Store}, nil
+}
+
 func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.TransferLeaderRequest
 	if err := decode(w, r, &req); err != nil {
@@ -261,13 +282,52 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	size, err := io.Copy(tmp, br)
-	if err != nil {
+	if _, err := io.Copy(tmp, br); err != nil {
 		return nil, codedf(http.StatusBadRequest, "read snapshot: %w", err)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
+	// The restored cluster gets a timeline of its own, and batch IDs
+	// resume past every one used so far: by the timeline the restore
+	// discards (this state's), and in the history store (which another
+	// cluster may have written, if this one is new).
+	out := api.RestoreResult{RestoredIndex: meta.Index, Taken: meta.Time, FromServer: meta.Server}
+	resume := s.state.NextBatchID()
+	if s.history != nil {
+		st, err := s.history.Store()
+		var top uint64
+		if err == nil {
+			top, err = st.MaxBatch(r.Context())
+		}
+		if err != nil {
+			out.HistoryNote = fmt.Sprintf("the history store's highest batch ID could not be read (%v): batch IDs resume past this cluster's, and the exporter moves them past the store's when it reaches it", err)
+		} else {
+			resume = max(resume, top+1)
+		}
+	}
+	forked, err := os.CreateTemp(s.cfg.DataDir, "restore-*.fork")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(forked.Name())
+	defer forked.Close()
+	fw := bufio.NewWriterSize(forked, 1<<20)
+	fork, err := state.ForkSnapshot(bufio.NewReaderSize(tmp, 1<<20), fw, state.NewTimeline(), resume, time.Now().UnixNano())
+	if err != nil {
+		return nil, codedf(http.StatusBadRequest, "read snapshot: %w", err)
+	}
+	if err := fw.Flush(); err != nil {
+		return nil, err
+	}
+	size, err := forked.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := forked.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	out.Timeline, out.ResumeBatchID, out.DiscardedFromBatchID, out.Reexport = fork.NewTimeline, fork.Resume, fork.Below, fork.Unmarked
 	// What is not the snapshot's to bring back: the gossip keyring in use
 	// now (the snapshot's may hold a key removed since, perhaps because it
 	// leaked) and the audit log's entries since (who did what stays
@@ -278,10 +338,9 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (
 	}
 	prior := s.state.AuditLog(time.Time{}, "", state.MaxAuditEntries+state.MaxAnonymousAuditEntries)
 	rm := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: meta.Index, Term: meta.Term, Size: size}
-	if err := s.raft.Restore(rm, bufio.NewReaderSize(tmp, 1<<20), 5*time.Minute); err != nil {
+	if err := s.raft.Restore(rm, bufio.NewReaderSize(forked, 1<<20), 5*time.Minute); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
-	out := api.RestoreResult{RestoredIndex: meta.Index, Taken: meta.Time, FromServer: meta.Server}
 	s.state.Read(func(r state.Reader) { out.Batches, out.Users = r.Counts() })
 	if len(keys) > 0 && !slices.EqualFunc(keys, s.state.GossipKeyring(), bytes.Equal) {
 		enc := make([]string, len(keys))
@@ -312,6 +371,7 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (
 		carry = carry[n:]
 	}
 	s.log.Warn("state restored from a snapshot", "snapshot_index", meta.Index, "from_server", meta.Server, "taken", meta.Time, "by", userOf(r).Name,
-		"batches", out.Batches, "users", out.Users, "keyring_kept", out.KeyringKept, "audit_kept", out.AuditKept)
+		"batches", out.Batches, "users", out.Users, "keyring_kept", out.KeyringKept, "audit_kept", out.AuditKept,
+		"timeline", out.Timeline, "resume_batch_id", out.ResumeBatchID, "discarded_from_batch_id", out.DiscardedFromBatchID, "reexport", out.Reexport)
 	return out, nil
 }

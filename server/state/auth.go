@@ -69,6 +69,9 @@ func (s *State) applyBootstrap(c *Bootstrap) any {
 			s.applyCreateBillingProject(&CreateBillingProject{Now: c.Now, Name: c.DefaultProject, Members: []string{c.Admin}})
 		}
 	}
+	if s.timeline == 0 && len(s.forks) == 0 {
+		s.timeline = c.Timeline
+	}
 	return &BootstrapResult{Created: true}
 }
 

@@ -76,6 +76,7 @@ const (
 	CmdDeleteBillingProject
 	CmdRemoveDeclared
 	CmdDecommission
+	CmdAdoptStore
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -97,6 +98,7 @@ var cmdNames = map[CommandType]string{
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
+	CmdAdoptStore: "adopt_store",
 }
 
 func (t CommandType) String() string {
@@ -118,6 +120,9 @@ type Bootstrap struct {
 	Admin          string
 	TokenHash      string
 	DefaultProject string
+	// Timeline names the new cluster's history (see AdoptStore; 0: none,
+	// as before timelines).
+	Timeline uint64
 }
 
 // CreateUser adds a user with a hashed token, named "default", expiring
@@ -448,6 +453,8 @@ func newCommand(t CommandType) Command {
 		return &RemoveDeclared{}
 	case CmdDecommission:
 		return &Decommission{}
+	case CmdAdoptStore:
+		return &AdoptStore{}
 	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:

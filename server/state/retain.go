@@ -31,9 +31,14 @@ type ExportMark struct {
 	Version uint64
 }
 
-// MarkExported records batches the history store holds.
+// MarkExported records batches the history store holds. Timeline and
+// Store are those the exporter read before it exported: marks made
+// against another store, or before a restore, are dropped ("" Store:
+// from a server before timelines, not checked).
 type MarkExported struct {
-	Marks []ExportMark
+	Marks    []ExportMark
+	Timeline uint64
+	Store    string
 }
 
 // ForgetBatches removes batches from the state: those complete, exported
@@ -59,6 +64,9 @@ func (s *State) applyMarkExported(c *MarkExported) any {
 		return errorf(ErrInvalid, "%d export marks in one command; at most %d", len(c.Marks), MaxExportMarks)
 	}
 	res := &MarkResult{}
+	if c.Store != "" && (c.Store != s.historyStore || c.Timeline != s.timeline) {
+		return res
+	}
 	for _, m := range c.Marks {
 		b := s.batches[m.Batch]
 		if b == nil || b.Completed == 0 || b.version != m.Version || m.Version == 0 {

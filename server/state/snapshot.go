@@ -65,6 +65,10 @@ type snapState struct {
 	Stops  []snapStop
 	// Decommissioned servers (absent before decommissioning).
 	Decommissioned []Decommissioned
+	// Timeline, Forks and HistoryStore (absent before timelines).
+	Timeline     uint64
+	Forks        []Fork
+	HistoryStore string
 }
 
 type snapProject struct {
@@ -362,6 +366,7 @@ func (s *State) Snapshot() *Snapshot {
 		d.Queues = append(d.Queues, q)
 	}
 	d.Stops = s.snapStops()
+	d.Timeline, d.Forks, d.HistoryStore = s.timeline, slices.Clone(s.forks), s.historyStore
 	return &Snapshot{data: d}
 }
 
@@ -489,6 +494,7 @@ func (s *State) Restore(r io.Reader) error {
 	for _, dc := range d.Decommissioned {
 		fresh.decommissioned[dc.ID] = dc
 	}
+	fresh.timeline, fresh.forks, fresh.historyStore = d.Timeline, d.Forks, d.HistoryStore
 	for i := range d.Users {
 		u := d.Users[i]
 		fresh.users[u.Name] = &u
@@ -584,6 +590,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
 	s.decommissioned = fresh.decommissioned
+	s.timeline, s.forks, s.historyStore = fresh.timeline, fresh.forks, fresh.historyStore
 	s.recomputeTallies()
 	s.recomputeQueueUse()
 	s.notifyAllInstances()

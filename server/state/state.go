@@ -106,6 +106,10 @@ type State struct {
 	// decommissioned are the servers an operator removed for good: not
 	// made voters again (autopilot asks), by ID.
 	decommissioned map[string]Decommissioned
+	// timeline, forks and historyStore: see timeline.go.
+	timeline     uint64
+	forks        []Fork
+	historyStore string
 
 	sched map[string]*userSched
 	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)
@@ -328,6 +332,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetRates(c)
 	case *MarkExported:
 		return s.applyMarkExported(c)
+	case *AdoptStore:
+		return s.applyAdoptStore(c)
 	case *ForgetBatches:
 		return s.applyForgetBatches(c)
 	case *ForgetInstances:
