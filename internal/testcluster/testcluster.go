@@ -47,6 +47,14 @@ type Options struct {
 	// HTTPS and talk Raft over mutual TLS, workers and clients verify
 	// them. Without it servers run with -insecure.
 	TLS bool
+	// IPs, when set, are the servers' addresses (instead of Net), and
+	// Ports their HTTP, Raft and gossip ports (instead of free ports of
+	// this namespace's: the addresses may be another's).
+	IPs   []string
+	Ports *[3]int
+	// Wrap, when set, gives the command that runs server i's drover
+	// (e.g. nsenter into its region's network namespace).
+	Wrap func(i int) []string
 }
 
 // Cluster is a launched cluster.
@@ -80,6 +88,11 @@ type Server struct {
 	// Gen counts the process lifetimes started so far.
 	Gen  int
 	proc *Process
+	// NodeID overrides ID ("s<Index>"); Wrap runs the process (see
+	// Options.Wrap); Join, when set, is its -join list.
+	NodeID string
+	Wrap   []string
+	Join   []string
 }
 
 // Process is a running child process.
@@ -133,7 +146,13 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	for i := 0; i < opts.Servers; i++ {
 		ip := fmt.Sprintf("%s%d", opts.Net, i+1)
+		if len(opts.IPs) > i {
+			ip = opts.IPs[i]
+		}
 		s := &Server{c: c, Index: i, IP: ip, DataDir: filepath.Join(opts.Dir, fmt.Sprintf("s%d", i))}
+		if opts.Wrap != nil {
+			s.Wrap = opts.Wrap(i)
+		}
 		if opts.TLS {
 			cert, err := tlsutil.CreateCert(ca, tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: s.ID(), IPs: []net.IP{net.ParseIP(ip)}, Days: 30})
 			if err != nil {
@@ -147,12 +166,8 @@ func Start(opts Options) (*Cluster, error) {
 				return nil, err
 			}
 		}
-		for _, p := range []*string{&s.HTTP, &s.Raft, &s.Gossip} {
-			addr, err := FreePort(ip)
-			if err != nil {
-				return nil, err
-			}
-			*p = addr
+		if err := c.pickPorts(s); err != nil {
+			return nil, err
 		}
 		c.Servers = append(c.Servers, s)
 	}
@@ -163,6 +178,41 @@ func Start(opts Options) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+func (c *Cluster) pickPorts(s *Server) error {
+	for k, p := range []*string{&s.HTTP, &s.Raft, &s.Gossip} {
+		if c.opts.Ports != nil {
+			*p = net.JoinHostPort(s.IP, fmt.Sprint(c.opts.Ports[k]))
+			continue
+		}
+		addr, err := FreePort(s.IP)
+		if err != nil {
+			return err
+		}
+		*p = addr
+	}
+	return nil
+}
+
+// AddServer starts one more server (an empty data dir) with node ID id
+// at ip, run through wrap, joining join (gossip addresses): a
+// replacement. It does not bootstrap: it joins the cluster there is.
+func (c *Cluster) AddServer(id, ip string, wrap, join []string) (*Server, error) {
+	s := &Server{c: c, Index: len(c.Servers), IP: ip, NodeID: id, Wrap: wrap, Join: join,
+		DataDir: filepath.Join(c.opts.Dir, id)}
+	if c.opts.TLS {
+		cert, key, err := c.ServerCert(id, id, ip)
+		if err != nil {
+			return nil, err
+		}
+		s.Cert, s.Key = cert, key
+	}
+	if err := c.pickPorts(s); err != nil {
+		return nil, err
+	}
+	c.Servers = append(c.Servers, s)
+	return s, s.Start()
 }
 
 func (c *Cluster) join(sep string, f func(*Server) string) string {
@@ -224,7 +274,12 @@ func (c *Cluster) HTTPClient(timeout time.Duration) *http.Client {
 }
 
 // ID is the server's node ID.
-func (s *Server) ID() string { return fmt.Sprintf("s%d", s.Index) }
+func (s *Server) ID() string {
+	if s.NodeID != "" {
+		return s.NodeID
+	}
+	return fmt.Sprintf("s%d", s.Index)
+}
 
 // TransitionLog is the transition log of lifetime gen.
 func (s *Server) TransitionLog(gen int) string {
@@ -247,11 +302,14 @@ func (s *Server) Start() error {
 	if s.c.opts.TransitionLogs {
 		args = append(args, "-debug-transition-log", s.TransitionLog(s.Gen))
 	}
-	if !s.c.opts.NoJoin {
+	switch {
+	case len(s.Join) > 0:
+		args = append(args, "-join", strings.Join(s.Join, ","))
+	case !s.c.opts.NoJoin:
 		args = append(args, "-join", s.c.join(",", func(o *Server) string { return o.Gossip }))
 	}
 	args = append(args, s.c.opts.Args...)
-	p, err := s.c.spawn(fmt.Sprintf("server-%d-%d.log", s.Index, s.Gen), args)
+	p, err := s.c.spawnWrapped(s.Wrap, fmt.Sprintf("server-%d-%d.log", s.Index, s.Gen), args)
 	if err != nil {
 		return err
 	}
@@ -261,12 +319,19 @@ func (s *Server) Start() error {
 }
 
 func (c *Cluster) spawn(logName string, args []string) (*Process, error) {
+	return c.spawnWrapped(nil, logName, args)
+}
+
+// spawnWrapped runs drover with args, through wrap when given (wrap's
+// program execs drover, so the process is drover's).
+func (c *Cluster) spawnWrapped(wrap []string, logName string, args []string) (*Process, error) {
 	logPath := filepath.Join(c.opts.Dir, logName)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(c.opts.Binary, args...)
+	argv := append(append(append([]string(nil), wrap...), c.opts.Binary), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Children die with the launcher.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -475,13 +540,18 @@ func (c *Cluster) Client() (*api.Client, error) {
 
 // StartWorker starts a worker process that knows every server.
 func (c *Cluster) StartWorker(name string, cores float64, memory string, args ...string) (*Process, error) {
+	return c.StartWorkerIn(nil, name, cores, memory, args...)
+}
+
+// StartWorkerIn starts a worker process through wrap (see Options.Wrap).
+func (c *Cluster) StartWorkerIn(wrap []string, name string, cores float64, memory string, args ...string) (*Process, error) {
 	flags := []string{"worker", "-servers", c.HTTPAddrs(), "-worker-secret-file", c.Secret,
 		"-name", name, "-cores", fmt.Sprint(cores), "-memory", memory, "-data-dir", filepath.Join(c.opts.Dir, "w-"+name),
 		"-log-level", c.opts.LogLevel}
 	if c.CA != "" {
 		flags = append(flags, "-ca-file", c.CA)
 	}
-	p, err := c.spawn("worker-"+name+".log", append(flags, args...))
+	p, err := c.spawnWrapped(wrap, "worker-"+name+".log", append(flags, args...))
 	if err != nil {
 		return nil, err
 	}
