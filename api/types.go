@@ -956,8 +956,13 @@ type GossipKeyring struct {
 	Keys    []GossipKey         `json:"keys"`
 	Servers []GossipServerState `json:"servers"`
 	// Pending lists the live servers that do not hold the leader's
-	// keyring yet (after a change that timed out waiting for them).
+	// keyring yet (after a change, those that did not in time).
 	Pending []string `json:"pending,omitempty"`
+	// Unreachable lists the servers the leader's Raft heartbeats fail to
+	// reach (gossip may still count them alive): a change neither waits
+	// for them nor is refused for them; they take the keyring through
+	// Raft when they are back.
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // GossipKey is one key of the leader's keyring.

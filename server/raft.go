@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,10 @@ type raftNode struct {
 	local        *localCommands // shared with the FSM
 	closers      []func() error // what this node opened, closed on shutdown
 	boltLog      *boltLog       // the log store, unless the config brought one
+	// failing holds the servers whose heartbeats from this leader fail,
+	// since when (emptied when leadership changes).
+	failingMu sync.Mutex
+	failing   map[raft.ServerID]time.Time
 }
 
 // inmemRaftAddress is the Raft address of a server without a Raft
@@ -254,12 +259,16 @@ func (n *raftNode) Apply(c state.Command) (any, error) {
 func (n *raftNode) LeaderMoved() <-chan struct{} { return n.moves.wait() }
 
 // watchLeader fires the leader-change broadcast on every Raft leader
-// observation until ctx ends.
+// observation until ctx ends, and keeps track of the servers this
+// leader's heartbeats fail to reach.
 func (n *raftNode) watchLeader(ctx context.Context) {
-	observations := make(chan raft.Observation, 16)
+	observations := make(chan raft.Observation, 64)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
 	})
 	n.raft.RegisterObserver(observer)
 	defer n.raft.DeregisterObserver(observer)
@@ -267,10 +276,44 @@ func (n *raftNode) watchLeader(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-observations:
-			n.moves.fire()
+		case o := <-observations:
+			n.failingMu.Lock()
+			switch d := o.Data.(type) {
+			case raft.LeaderObservation:
+				n.failing = nil
+			case raft.FailedHeartbeatObservation:
+				if n.failing == nil {
+					n.failing = map[raft.ServerID]time.Time{}
+				}
+				if _, ok := n.failing[d.PeerID]; !ok {
+					n.failing[d.PeerID] = time.Now()
+				}
+			case raft.ResumedHeartbeatObservation:
+				delete(n.failing, d.PeerID)
+			}
+			n.failingMu.Unlock()
+			if _, ok := o.Data.(raft.LeaderObservation); ok {
+				n.moves.fire()
+			}
 		}
 	}
+}
+
+// Unreachable lists the servers this leader's heartbeats fail to reach
+// (a server killed a moment ago is here within a heartbeat, long before
+// gossip declares it dead); empty on a follower.
+func (n *raftNode) Unreachable() []string {
+	if n.raft.State() != raft.Leader {
+		return nil
+	}
+	n.failingMu.Lock()
+	defer n.failingMu.Unlock()
+	out := make([]string, 0, len(n.failing))
+	for id := range n.failing {
+		out = append(out, string(id))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // broadcast wakes every waiter each time something happens.

@@ -331,6 +331,7 @@ func (n apiNode) Ready() bool                            { return n.s.Ready() }
 func (n apiNode) Leader() (addr, id string)              { return n.s.Leader() }
 func (n apiNode) VerifyLeader(ctx context.Context) error { return n.s.raft.VerifyLeader(ctx) }
 func (n apiNode) LeaderMoved() <-chan struct{}           { return n.s.raft.LeaderMoved() }
+func (n apiNode) Unreachable() []string                  { return n.s.raft.Unreachable() }
 
 // advertiseHTTP picks the HTTP address other servers forward to.
 func advertiseHTTP(cfg *Config, bound string) (string, error) {

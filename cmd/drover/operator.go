@@ -112,6 +112,12 @@ func (m *Main) printKeyring(k *api.GossipKeyring) error {
 	for _, srv := range k.Servers {
 		safef(m.Stdout, "server %s encrypts with %s, holds %s\n", srv.ID, first(srv.Keys), strings.Join(srv.Keys, " "))
 	}
+	if len(k.Pending) > 0 {
+		safef(m.Stdout, "pending: %s (live, not holding the cluster's keyring yet)\n", strings.Join(k.Pending, ", "))
+	}
+	if len(k.Unreachable) > 0 {
+		safef(m.Stdout, "unreachable: %s (the leader's heartbeats do not reach them; each takes the keyring through Raft when it is back)\n", strings.Join(k.Unreachable, ", "))
+	}
 	return nil
 }
 

@@ -66,6 +66,9 @@ type Node interface {
 	VerifyLeader(ctx context.Context) error
 	// LeaderMoved returns a channel closed the next time leadership changes.
 	LeaderMoved() <-chan struct{}
+	// Unreachable lists the servers the leader's heartbeats fail to
+	// reach (empty on a follower).
+	Unreachable() []string
 }
 
 // Raft is what the operator endpoints read and change in the Raft node;

@@ -29,7 +29,12 @@ func (s *Server) keyring() [][]byte {
 }
 
 // keyringView is the cluster's keyring and what each live server tells of
-// its own; pending lists the live servers whose keyring differs.
+// its own; pending lists the live servers whose keyring differs, and
+// unreachable those the leader's Raft heartbeats fail to reach (a server
+// that died a moment ago is there within a heartbeat, while gossip takes
+// 4 to 24 s to declare it dead): they count for nothing, so a rotation
+// right after a death neither waits for the dead server nor is refused
+// for it. Raft brings them the keyring when they are back.
 func (s *Server) keyringView() api.GossipKeyring {
 	keys := s.keyring()
 	fps := make([]string, len(keys))
@@ -38,8 +43,13 @@ func (s *Server) keyringView() api.GossipKeyring {
 	}
 	out := api.GossipKeyring{Keys: []api.GossipKey{}, Servers: []api.GossipServerState{}}
 	if s.members != nil {
+		down := s.node.Unreachable()
 		for _, m := range s.members.Members() {
 			if !m.Alive {
+				continue
+			}
+			if slices.Contains(down, m.ID) {
+				out.Unreachable = append(out.Unreachable, m.ID)
 				continue
 			}
 			out.Servers = append(out.Servers, api.GossipServerState{ID: m.ID, Keys: m.Keys})
@@ -75,9 +85,7 @@ func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) (an
 	if err := s.requireEncryptedGossip(); err != nil {
 		return nil, err
 	}
-	out := s.keyringView()
-	out.Pending = nil
-	return out, nil
+	return s.keyringView(), nil
 }
 
 // handleChangeGossipKeyring commits the keyring an install, use or remove
