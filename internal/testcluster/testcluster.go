@@ -318,10 +318,6 @@ func (s *Server) Start() error {
 	return nil
 }
 
-func (c *Cluster) spawn(logName string, args []string) (*Process, error) {
-	return c.spawnWrapped(nil, logName, args)
-}
-
 // spawnWrapped runs drover with args, through wrap when given (wrap's
 // program execs drover, so the process is drover's).
 func (c *Cluster) spawnWrapped(wrap []string, logName string, args []string) (*Process, error) {

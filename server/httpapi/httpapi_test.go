@@ -65,7 +65,7 @@ func (n *fakeNode) Leader() (string, string) {
 }
 func (n *fakeNode) VerifyLeader(context.Context) error { return n.verify }
 func (n *fakeNode) LeaderMoved() <-chan struct{}       { return n.moved }
-func (n *fakeNode) Unreachable() []string               { return nil }
+func (n *fakeNode) Unreachable() []string              { return nil }
 
 // fakeRaft knows a three-server configuration and nothing else.
 type fakeRaft struct{ node *fakeNode }
