@@ -3,14 +3,19 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +24,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/freeport"
 	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/internal/tlsutil"
 )
 
 // TestTLSClusterFailover: a 3-server cluster with TLS on every hop (HTTPS
@@ -296,4 +302,147 @@ func TestSingleServerGrowsIntoTLSCluster(t *testing.T) {
 				slices.ContainsFunc(users, func(u api.User) bool { return u.Name == "written-alone" })
 		})
 	}
+}
+
+// TestTLSRotationWithoutRestart rotates the cluster's CA and every
+// server's certificate with SIGHUP alone, as docs/operations.md says: the
+// new CA goes beside the old one in -ca-file, each server gets a
+// certificate from it, the old CA goes. Writes go on throughout; a server
+// killed afterwards rejoins over Raft with the new certificates; a
+// certificate from a CA not in -ca-file is refused on reload and the one
+// in use stays; the expiry metric follows the certificate in use.
+func TestTLSRotationWithoutRestart(t *testing.T) {
+	c := startCluster(t, testcluster.Options{Servers: 3, TLS: true})
+	ctx := context.Background()
+	tok := c.token()
+	oldCA, err := os.ReadFile(c.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientFor := func(pem []byte) *api.Client {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		return api.NewTLSClient(c.HTTPAddrs(), tok, &tls.Config{RootCAs: pool, ServerName: api.TLSServerName})
+	}
+	write := func(cl *api.Client, key string) {
+		t.Helper()
+		if _, err := createProbe(ctx, cl, key); err != nil {
+			t.Fatalf("write %s: %v", key, err)
+		}
+	}
+	// issuer says which CA signed the certificate a server presents.
+	issuer := func(s *testcluster.Server) string {
+		conn, err := tls.Dial("tcp", s.HTTP, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return err.Error()
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Issuer.CommonName
+	}
+	ca2, err := tlsutil.CreateCA("drover test CA 2", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.CA, append(append([]byte(nil), oldCA...), ca2.Cert...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Servers {
+		s.Signal(syscall.SIGHUP)
+	}
+	both := clientFor(append(append([]byte(nil), oldCA...), ca2.Cert...))
+	write(both, "bundle")
+	var notAfter time.Time
+	for _, s := range c.Servers {
+		cert, err := tlsutil.CreateCert(ca2, tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: s.ID(), IPs: []net.IP{net.ParseIP(s.IP)}, Days: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(s.Cert, cert.Cert, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(s.Key, cert.Key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.Signal(syscall.SIGHUP)
+		waitFor(t, s.ID()+" to serve its new certificate", 10*time.Second, func() bool { return issuer(s) == "drover test CA 2" })
+		write(both, "rotated-"+s.ID())
+		block, _ := pem.Decode(cert.Cert)
+		leaf, _ := x509.ParseCertificate(block.Bytes)
+		notAfter = leaf.NotAfter
+	}
+	if err := os.WriteFile(c.CA, ca2.Cert, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Servers {
+		s.Signal(syscall.SIGHUP)
+	}
+	only2 := clientFor(ca2.Cert)
+	write(only2, "new-ca-only")
+	if err := c.ReloadCA(); err != nil {
+		t.Fatal(err)
+	}
+	// New Raft handshakes: a server killed and started again catches up.
+	leader := c.waitLeader(30 * time.Second)
+	f := c.Servers[(leader+1)%3]
+	f.Kill9()
+	write(only2, "one-down")
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLeader(30 * time.Second)
+	waitAppliedAs(t, c, tok)
+	for _, s := range c.Servers {
+		if got := issuer(s); got != "drover test CA 2" {
+			t.Fatalf("%s presents a certificate from %q", s.ID(), got)
+		}
+	}
+
+	// A certificate from a CA not in -ca-file is refused.
+	ca3, err := tlsutil.CreateCA("drover test CA 3", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := c.Servers[0]
+	bad, err := tlsutil.CreateCert(ca3, tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: s0.ID(), IPs: []net.IP{net.ParseIP(s0.IP)}, Days: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(s0.Cert, bad.Cert, 0o644)
+	os.WriteFile(s0.Key, bad.Key, 0o600)
+	s0.Signal(syscall.SIGHUP)
+	waitFor(t, "the refusal in the log", 10*time.Second, func() bool {
+		data, _ := os.ReadFile(s0.Log())
+		return strings.Contains(string(data), "TLS reload refused") && strings.Contains(string(data), "does not chain to a CA of")
+	})
+	if got := issuer(s0); got != "drover test CA 2" {
+		t.Fatalf("after a refused reload %s presents a certificate from %q", s0.ID(), got)
+	}
+	write(only2, "after-refusal")
+
+	// The expiry metric is the certificate in use's.
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: func() *x509.CertPool {
+		p := x509.NewCertPool()
+		p.AppendCertsFromPEM(ca2.Cert)
+		return p
+	}(), ServerName: api.TLSServerName}}}
+	resp, err := hc.Get(s0.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf(`drover_tls_expiry_timestamp_seconds{certificate="server"} %s`, strconv.FormatFloat(float64(notAfter.Unix()), 'g', -1, 64))
+	if !strings.Contains(string(body), want) {
+		t.Fatalf("metrics do not say %q:\n%s", want, grepLines(string(body), "drover_tls"))
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

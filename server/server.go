@@ -15,7 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/tlsutil"
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/httpapi"
 	"github.com/drover-sched/drover/server/joblogs"
@@ -192,6 +195,18 @@ func New(cfg *Config) (*Server, error) {
 	}
 	if s.tls, err = loadTLS(cfg, id, s.log); err != nil {
 		return fail(err)
+	}
+	if s.tls != nil && s.tls.live != nil {
+		for _, c := range []struct {
+			label string
+			at    func(tlsutil.Expiry) time.Time
+		}{{"server", func(e tlsutil.Expiry) time.Time { return e.Cert }}, {"ca", func(e tlsutil.Expiry) time.Time { return e.CA }}} {
+			s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "drover_tls_expiry_timestamp_seconds",
+				Help:        "When a certificate in use expires (unix seconds): the server's (-tls-cert) or the first of -ca-file's CAs to expire.",
+				ConstLabels: prometheus.Labels{"certificate": c.label}},
+				func() float64 { return float64(c.at(s.tlsExpiry()).Unix()) }))
+		}
+		s.warnExpiry(s.tlsExpiry(), time.Now())
 	}
 	if s.logs, err = joblogs.Open(ctx, cfg.LogStoreURL, filepath.Join(cfg.DataDir, "logs")); err != nil {
 		return fail(err)

@@ -16,13 +16,15 @@ import (
 	"github.com/drover-sched/drover/internal/tlsutil"
 )
 
-// tlsSetup is the TLS of every hop, read from the files in the Config
-// once at start.
+// tlsSetup is the TLS of every hop. With -tls-cert the files are read
+// again on SIGHUP (ReloadTLS): every config reads the ones in use at each
+// handshake.
 type tlsSetup struct {
 	api        *tls.Config // the HTTPS API (nil: plain HTTP)
 	peer       *tls.Config // this server as a client of the others' APIs (nil: plain HTTP)
 	raftListen *tls.Config // Raft: the accepting side
 	raftDial   *tls.Config // Raft: the dialling side
+	live       *tlsutil.Live
 }
 
 // ownTLSDir is where a server without TLSCert keeps the CA and the
@@ -53,29 +55,64 @@ func loadTLS(cfg *Config, id string, log *slog.Logger) (*tlsSetup, error) {
 		}
 		return t, nil
 	}
-	t := &tlsSetup{}
-	var err error
-	if t.api, err = tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, ""); err != nil {
-		return nil, fmt.Errorf("API TLS: %w", err)
-	}
 	// Servers forwarding to this one present their certificates; API
 	// clients must present one signed by TLSClientCA when it is set.
-	cas := []string{cfg.CAFile}
-	t.api.ClientAuth = tls.VerifyClientCertIfGiven
+	var clientCAs []string
 	if cfg.TLSClientCA != "" {
-		cas = append(cas, cfg.TLSClientCA)
-		t.api.ClientAuth = tls.RequireAndVerifyClientCert
+		clientCAs = append(clientCAs, cfg.TLSClientCA)
 	}
-	if t.api.ClientCAs, err = tlsutil.LoadCAPool(cas...); err != nil {
-		return nil, err
+	live, err := tlsutil.NewLive(cfg.TLSCert, cfg.TLSKey, cfg.CAFile, clientCAs...)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: %w", err)
 	}
-	if t.peer, err = tlsutil.ClientConfig(cfg.CAFile, cfg.TLSCert, cfg.TLSKey); err != nil {
-		return nil, err
-	}
-	if t.raftListen, t.raftDial, err = tlsutil.RaftConfigs(cfg.CAFile, cfg.TLSCert, cfg.TLSKey); err != nil {
-		return nil, fmt.Errorf("raft TLS: %w", err)
-	}
+	t := &tlsSetup{live: live, api: live.APIConfig(cfg.TLSClientCA != ""), peer: live.ClientConfig()}
+	t.raftListen, t.raftDial = live.RaftConfigs()
 	return t, nil
+}
+
+// ReloadTLS reads -tls-cert, -tls-key, -ca-file and -tls-ca again and
+// puts them in use for every handshake from now on (SIGHUP). Files that
+// do not make a usable server certificate chaining to a CA of -ca-file
+// are refused, and those in use stay.
+func (s *Server) ReloadTLS() error {
+	if s.tls == nil || s.tls.live == nil {
+		return errors.New("this server has no -tls-cert to reload")
+	}
+	exp, err := s.tls.live.Reload()
+	if err != nil {
+		s.log.Error("TLS reload refused: the certificates in use stay", "err", err)
+		return err
+	}
+	s.log.Info("TLS certificates reloaded", "cert_expires", exp.Cert.UTC().Format(time.RFC3339), "ca_expires", exp.CA.UTC().Format(time.RFC3339))
+	s.warnExpiry(exp, time.Now())
+	return nil
+}
+
+// tlsExpiryWarning is how long before a certificate expires the server
+// starts warning.
+const tlsExpiryWarning = 30 * 24 * time.Hour
+
+// warnExpiry logs a warning when a certificate in use expires within
+// tlsExpiryWarning.
+func (s *Server) warnExpiry(exp tlsutil.Expiry, now time.Time) {
+	for _, c := range []struct {
+		what string
+		at   time.Time
+	}{{"the server certificate (-tls-cert)", exp.Cert}, {"a CA certificate of -ca-file", exp.CA}} {
+		if left := c.at.Sub(now); left < tlsExpiryWarning {
+			s.log.Warn("TLS certificate expires soon: make a new one and send the server SIGHUP (docs/operations.md, \"Rotating certificates\")",
+				"certificate", c.what, "expires", c.at.UTC().Format(time.RFC3339), "left", left.Round(time.Hour).String())
+		}
+	}
+}
+
+// tlsExpiry says when the certificates in use expire (zero without
+// -tls-cert).
+func (s *Server) tlsExpiry() tlsutil.Expiry {
+	if s.tls == nil || s.tls.live == nil {
+		return tlsutil.Expiry{}
+	}
+	return s.tls.live.Expiry()
 }
 
 // tlsStreamLayer carries Raft over mutual TLS: a connection is accepted

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/drover-sched/drover/internal/units"
@@ -221,7 +223,20 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		gossip = "none (a server alone without -gossip-key-file)"
 	}
 	safef(m.Stderr, "==> drover server %s: API %s, raft %s, gossip %s\n", srv.ID(), srv.HTTPAddr(), srv.RaftAddr(), gossip)
-	<-ctx.Done()
+	// SIGHUP reads the certificates again (a rotation); the server logs
+	// what it did.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			if err := srv.ReloadTLS(); err != nil {
+				safef(m.Stderr, "==> SIGHUP: %v\n", err)
+			}
+		}
+	}
 	fmt.Fprintln(m.Stderr, "==> stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -254,6 +254,19 @@ func (s *Server) URL() string {
 	return "http://" + s.HTTP
 }
 
+// ReloadCA reads the CA file again for the clients it makes (and its own
+// health checks): after a test rotated the cluster's CA.
+func (c *Cluster) ReloadCA() error {
+	conf, err := api.TLSConfig(c.CA, "", "")
+	if err != nil {
+		return err
+	}
+	c.ClientTLS = conf
+	c.healthOnce.Do(func() {})
+	c.health = c.HTTPClient(time.Second)
+	return nil
+}
+
 // NewClient is an API client for addrs that verifies the servers when the
 // cluster runs TLS.
 func (c *Cluster) NewClient(addrs, token string) *api.Client {
