@@ -54,6 +54,8 @@ const (
 	// MaxWorkerName and MaxNodeID bound a worker's activation.
 	MaxWorkerName = 256
 	MaxNodeID     = 64
+	// MaxVersion bounds the version a worker says it runs.
+	MaxVersion = 64
 	// MaxRegions bounds the regions one job may name.
 	MaxRegions = 64
 	// MaxPlaceName bounds a region, cluster, pool, team or GPU type name.

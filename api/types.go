@@ -686,6 +686,9 @@ type Instance struct {
 	GPUType       string     `json:"gpu_type,omitempty"`
 	GPUs          int        `json:"gpus,omitempty"`
 	FreeGPUs      int        `json:"free_gpus,omitempty"`
+	// Version is the drover version the worker said it runs ("": one
+	// from before workers said).
+	Version string `json:"version,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx API response.
@@ -735,6 +738,9 @@ type ActivateRequest struct {
 	// boot timeout. A restarted worker of the machine rejoins with
 	// PreviousToken instead.
 	JoinToken string `json:"join_token,omitempty"`
+	// Version is the drover version the worker runs (drover version), so
+	// a mixed fleet shows during an upgrade.
+	Version string `json:"version,omitempty"`
 }
 
 // DeactivateRequest is a worker's goodbye. Preempted: its machine is

@@ -504,3 +504,30 @@ func TestLeaderAndFollowersHoldTheSameState(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersSayTheirVersion: a worker's activation names its version,
+// which the instance list shows (and snapshots keep); one longer than
+// api.MaxVersion is refused with a 400 naming the limit.
+func TestWorkersSayTheirVersion(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	c := api.NewClient(tc.url, "")
+	if _, err := c.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 1, Memory: 1 << 30, Secret: "test-secret", Version: "v1.2.3"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Activate(ctx, &api.ActivateRequest{Name: "w2", CPU: 1, Memory: 1 << 30, Secret: "test-secret", Version: strings.Repeat("v", api.MaxVersion+1)})
+	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, "the limit is 64") {
+		t.Fatalf("a 65-byte version: %v", err)
+	}
+	list, err := tc.admin.ListInstances(ctx)
+	if err != nil || len(list) != 1 || list[0].Version != "v1.2.3" {
+		t.Fatalf("instances: %+v, %v", list, err)
+	}
+	restored := state.New()
+	if err := restored.Restore(bytes.NewReader(state.SnapshotBytes(t, tc.srv.State()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := restored.Instances(); len(got) != 1 || got[0].Version != "v1.2.3" {
+		t.Fatalf("restored instances: %+v", got)
+	}
+}

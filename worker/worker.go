@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/version"
 	"github.com/drover-sched/drover/worker/images"
 )
 
@@ -490,7 +491,7 @@ func (w *Worker) activate(ctx context.Context) error {
 		Name: w.cfg.Name, NodeID: w.id.nodeID, PreviousToken: w.id.previousToken(), Token: api.NewToken(),
 		CPU: w.cfg.CPU, Memory: w.cfg.Memory, Secret: w.cfg.Secret, JoinToken: w.cfg.JoinToken,
 		Region: w.cfg.Region, Cluster: w.cfg.Cluster, Pool: w.cfg.Pool, Labels: w.cfg.Labels,
-		GPUType: w.cfg.GPUType, GPUs: w.cfg.GPUs, Machine: w.cfg.Machine,
+		GPUType: w.cfg.GPUType, GPUs: w.cfg.GPUs, Machine: w.cfg.Machine, Version: version.Get(),
 	}
 	for {
 		w.client.SetToken("")

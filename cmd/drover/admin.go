@@ -388,7 +388,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 		return m.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tVERSION\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
 	for _, r := range rows {
 		if !r.Active && !*all {
 			continue
@@ -397,7 +397,7 @@ func (m *Main) runInstanceList(ctx context.Context, args []string) error {
 		if !r.Active {
 			st = "retired"
 		}
-		safef(tw, "%d\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, r.CPU, r.FreeCPU,
+		safef(tw, "%d\t%s\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, orDash(r.Version), r.CPU, r.FreeCPU,
 			units.FormatBytes(r.Memory), units.FormatBytes(r.FreeMemory), r.Running, r.Reason)
 	}
 	return tw.Flush()

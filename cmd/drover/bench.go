@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/internal/bench"
+	"github.com/drover-sched/drover/server"
 )
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
@@ -35,6 +36,8 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 	servers := fs.Int("servers", 3, "servers in the cluster (3 or 5)")
 	kills := fs.Int("kills", 20, "leader kills to measure")
 	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "the servers' -raft-timeout")
+	multiplier := fs.Int("raft-multiplier", 0, "the servers' -raft-multiplier instead of -raft-timeout (1 to 10)")
+	wanFlag := fs.Bool("wan", false, "each server in a region of its own, 30 to 80 ms apart one way (network namespaces and a fault proxy: needs root)")
 	keep := fs.Bool("keep", false, "keep the cluster's directory (logs) afterwards")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -43,11 +46,19 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 	if *servers < 3 || *kills < 1 {
 		return usagef("need -servers >= 3 and -kills >= 1")
 	}
+	if *multiplier != 0 {
+		t, err := server.TimingsFor(*multiplier)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		*raftTimeout = t.ElectionTimeout
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	took, err := bench.Failover(ctx, bench.FailoverConfig{Binary: self, Servers: *servers, Kills: *kills, RaftTimeout: *raftTimeout, Keep: *keep,
+		WAN: *wanFlag, RaftMultiplier: *multiplier,
 		Notices: m.linesTo(false, false),
 		Killed: func(k, leader int, d time.Duration) {
 			if !*asJSON {
@@ -59,12 +70,18 @@ func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
 	}
 	ms := bench.Millis(took)
 	res := map[string]any{
-		"bench": "failover", "servers": *servers, "kills": *kills, "raft_timeout": raftTimeout.String(),
+		"bench": "failover", "servers": *servers, "kills": *kills, "raft_timeout": raftTimeout.String(), "wan": *wanFlag,
 		"failover_ms": ms, "median_ms": bench.Median(ms), "worst_ms": bench.Max(ms),
+		"median_election_timeouts": bench.Median(ms) / float64(raftTimeout.Milliseconds()),
+		"worst_election_timeouts":  bench.Max(ms) / float64(raftTimeout.Milliseconds()),
 	}
 	if !*asJSON {
-		safef(m.Stdout, "failover: median %.0f ms, worst %.0f ms over %d leader kills (%d servers, raft timeout %s)\n",
-			bench.Median(ms), bench.Max(ms), *kills, *servers, raftTimeout)
+		where := "one machine"
+		if *wanFlag {
+			where = "regions 30-80 ms apart"
+		}
+		safef(m.Stdout, "failover: median %.0f ms, worst %.0f ms over %d leader kills (%d servers, %s, election timeout %s: median %.1f, worst %.1f election timeouts)\n",
+			bench.Median(ms), bench.Max(ms), *kills, *servers, where, raftTimeout, res["median_election_timeouts"], res["worst_election_timeouts"])
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
 }

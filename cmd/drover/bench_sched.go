@@ -35,6 +35,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	pprofFrom := fs.Duration("pprof-from", 2*time.Second, "start the profiles this long after the first submit request")
 	pprofFor := fs.Duration("pprof-for", 20*time.Second, "length of the profiles")
 	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
+	wanFlag := fs.Bool("wan", false, "each server in a region of its own, 30 to 80 ms apart one way (network namespaces and a fault proxy: needs root); the simulated workers reach every server without delay")
 	useTLS := fs.Bool("tls", false, "TLS on every hop: servers serve HTTPS and talk Raft over mutual TLS, workers and clients verify them (a CA and certificates are made for the run)")
 	fairTrace := fs.Bool("trace-fairness", false, "with -users: print every fair-share sample (the tenants holding least and most)")
 	serverFlags := fs.String("server-flags", "", "extra flags for every server, space-separated (e.g. \"-gc-percent 100\")")
@@ -50,7 +51,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	}
 	cfg := bench.SchedConfig{Queues: *queues, Servers: *servers, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Array: *array, Bunch: *bunch,
 		Users: *users, Batches: *batches, Seed: *seed, CancelAt: *cancelAt, PprofDir: *pprofDir, PprofFrom: *pprofFrom, PprofFor: *pprofFor,
-		Keep: *keep, TLS: *useTLS, ServerFlags: strings.Fields(*serverFlags), History: *historyKind, Retention: *retention,
+		Keep: *keep, TLS: *useTLS, WAN: *wanFlag, ServerFlags: strings.Fields(*serverFlags), History: *historyKind, Retention: *retention,
 		Regions: *nRegions, Clusters: *nClusters, Teams: *nTeams,
 		Progress: m.linesTo(false, *asJSON), Notices: m.linesTo(false, false)}
 	if err := cfg.Validate(); err != nil {

@@ -15,7 +15,11 @@ type FailoverConfig struct {
 	Servers     int    // 3 or 5
 	Kills       int
 	RaftTimeout time.Duration // the servers' -raft-timeout
-	Keep        bool          // keep the cluster's directory
+	// WAN puts each server in a region of its own, WANLatency apart, and
+	// gives them RaftMultiplier (when set) instead of RaftTimeout.
+	WAN            bool
+	RaftMultiplier int
+	Keep           bool // keep the cluster's directory
 	Notices     Printf
 	// Killed, when set, hears of each kill: its number from 1, the leader
 	// killed and how long until the next one acknowledged a write.
@@ -26,8 +30,19 @@ type FailoverConfig struct {
 // how long it took each time until a write was acknowledged by the next
 // one.
 func Failover(ctx context.Context, cfg FailoverConfig) ([]time.Duration, error) {
-	c, cleanup, err := StartCluster(ctx, cfg.Binary, testcluster.Options{Servers: cfg.Servers, Net: "127.0.3."}, cfg.Keep, cfg.Notices,
-		"-raft-timeout", cfg.RaftTimeout.String())
+	opts := testcluster.Options{Servers: cfg.Servers, Net: "127.0.3."}
+	timing := []string{"-raft-timeout", cfg.RaftTimeout.String()}
+	if cfg.RaftMultiplier > 0 {
+		timing = []string{"-raft-multiplier", fmt.Sprint(cfg.RaftMultiplier)}
+	}
+	if cfg.WAN {
+		down, err := wan(&opts)
+		if err != nil {
+			return nil, err
+		}
+		defer down()
+	}
+	c, cleanup, err := StartCluster(ctx, cfg.Binary, opts, cfg.Keep, cfg.Notices, timing...)
 	if err != nil {
 		return nil, err
 	}

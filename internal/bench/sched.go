@@ -46,6 +46,7 @@ type SchedConfig struct {
 	PprofFrom, PprofFor time.Duration
 	Keep                bool     // keep the cluster's directory
 	TLS                 bool     // TLS on every hop
+	WAN                 bool     // each server in a region of its own, WANLatency apart (root)
 	ServerFlags         []string // extra flags for every server
 	History             string   // "mysql": a MariaDB for the run; "": the servers' default
 	// Retention is the servers' -retention; with it, the run waits until
@@ -193,7 +194,16 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 	if cfg.Retention > 0 {
 		extra = append(extra, "-retention", cfg.Retention.String())
 	}
-	c, cleanup, err := StartCluster(ctx, cfg.Binary, testcluster.Options{Servers: cfg.Servers, Net: "127.0.5.", TLS: cfg.TLS}, cfg.Keep, cfg.Notices, extra...)
+	opts := testcluster.Options{Servers: cfg.Servers, Net: "127.0.5.", TLS: cfg.TLS}
+	if cfg.WAN {
+		down, err := wan(&opts)
+		if err != nil {
+			return nil, err
+		}
+		defer down()
+		say("servers in %d regions, %d to %d ms apart one way", cfg.Servers, WANLatency(0, 1), WANLatency(1, 2))
+	}
+	c, cleanup, err := StartCluster(ctx, cfg.Binary, opts, cfg.Keep, cfg.Notices, extra...)
 	if err != nil {
 		return nil, err
 	}

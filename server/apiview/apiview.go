@@ -307,7 +307,7 @@ func Instance(in *state.InstanceInfo) api.Instance {
 		FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
 		TimeActivated: unixTime(in.Activated), TimeRetired: timePtr(in.Retired), Reason: in.Reason,
 		Region: in.Region, Cluster: in.Cluster, Pool: in.Pool,
-		GPUType: in.GPUType, GPUs: int(in.GPUs), FreeGPUs: int(in.FreeGPUs),
+		GPUType: in.GPUType, GPUs: int(in.GPUs), FreeGPUs: int(in.FreeGPUs), Version: in.Version,
 	}
 }
 

@@ -40,6 +40,9 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, er
 	if len(req.Name) > api.MaxWorkerName || len(req.NodeID) > api.MaxNodeID || req.CPU > api.MaxCPU {
 		return nil, codedf(http.StatusBadRequest, "activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU)
 	}
+	if len(req.Version) > api.MaxVersion {
+		return nil, codedf(http.StatusBadRequest, "activation: version is %d bytes; the limit is %d", len(req.Version), api.MaxVersion)
+	}
 	for _, p := range [][2]string{{"region", req.Region}, {"cluster", req.Cluster}, {"pool", req.Pool}, {"machine", req.Machine}} {
 		if p[1] == "" {
 			continue
@@ -81,7 +84,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, er
 		Now: time.Now().UnixNano(), Name: req.Name, NodeID: req.NodeID, MaxLost: s.cfg.MaxLost,
 		CPUMilli: int64(math.Round(req.CPU * 1000)), Memory: req.Memory, TokenHash: token.Hash(tok),
 		Region: req.Region, Cluster: req.Cluster, Pool: req.Pool, Labels: req.Labels,
-		GPUType: req.GPUType, GPUs: int64(req.GPUs), Machine: req.Machine,
+		GPUType: req.GPUType, GPUs: int64(req.GPUs), Machine: req.Machine, Version: req.Version,
 	}
 	if joining {
 		cmd.JoinHash, cmd.PreviousHash = hashOf(req.JoinToken), hashOf(req.PreviousToken)

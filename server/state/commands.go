@@ -375,6 +375,9 @@ type Activate struct {
 	// before join tokens too).
 	JoinHash     string
 	PreviousHash string
+	// Version is the drover version the worker runs (empty in entries
+	// from before workers said; at most 64 bytes).
+	Version string
 }
 
 // Retire removes an instance; its running attempts are lost and their jobs

@@ -11,9 +11,15 @@ type ActivateResult struct {
 	Replaced uint32 // the earlier incarnation retired by this activation, if any
 }
 
+// maxVersionBytes bounds Activate.Version (api.MaxVersion).
+const maxVersionBytes = 64
+
 func (s *State) applyActivate(c *Activate) any {
 	if c.Name == "" || c.CPUMilli <= 0 || c.Memory <= 0 || c.TokenHash == "" {
 		return errorf(ErrInvalid, "activation needs a name, cpu > 0, memory > 0 and a token")
+	}
+	if len(c.Version) > maxVersionBytes {
+		return errorf(ErrInvalid, "a worker's version is at most %d bytes", maxVersionBytes)
 	}
 	region, cluster, pool := c.Region, c.Cluster, c.Pool
 	if region == "" {
@@ -74,6 +80,7 @@ func (s *State) applyActivate(c *Activate) any {
 		FreeMem:   c.Memory,
 		Active:    true,
 		Activated: c.Now,
+		Version:   c.Version,
 	}
 	if old, ok := s.instByIdentity[inst.identity()]; ok {
 		s.retire(s.instances[old], c.Now, fmt.Sprintf("worker %s activated again", c.Name), c.MaxLost)
@@ -234,6 +241,7 @@ type InstanceInfo struct {
 	GPUType   string
 	GPUs      int64
 	FreeGPUs  int64
+	Version   string
 }
 
 // Instances lists every instance, active first, then by ID.
@@ -252,7 +260,7 @@ func (r Reader) InstanceRecords() []InstanceInfo {
 			FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem, Active: inst.Active, Running: len(inst.running),
 			Activated: inst.Activated, Retired: inst.Retired, Reason: inst.Reason,
 			Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs,
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs, Version: inst.Version,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -97,6 +97,7 @@ type snapInstance struct {
 	FreeGPU int64
 	Machine string
 	Config  string
+	Version string // absent before workers said
 }
 
 type snapKey struct {
@@ -303,7 +304,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, id := range instIDs {
 		inst := s.instances[id]
 		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config}
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config, Version: inst.Version}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -533,7 +534,7 @@ func (s *State) Restore(r io.Reader) error {
 		inst.NodeID = si.Node
 		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
 		inst.GPUType, inst.GPUs, inst.FreeGPUs = si.GPUType, si.GPUs, si.FreeGPU
-		inst.Machine, inst.Config = si.Machine, si.Config
+		inst.Machine, inst.Config, inst.Version = si.Machine, si.Config, si.Version
 		if inst.Cluster == "" { // a snapshot from before placement
 			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
 		}

@@ -420,6 +420,9 @@ type Instance struct {
 	// price its attempts (after Machine).
 	Machine string `codec:"-"`
 	Config  string `codec:"-"`
+	// Version is the drover version the worker runs (snapshots carry it
+	// after Config).
+	Version string `codec:"-"`
 	running map[attemptKey]struct{}
 }
 
