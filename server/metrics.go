@@ -63,7 +63,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	m.isLeader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_is_leader", Help: "1 while this server leads the cluster."})
 	m.applySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "drover_raft_apply_seconds", Help: "Time from submitting a command to Raft until it is applied, by command.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"command"})
+		Buckets: prometheus.ExponentialBuckets(0.0005, 1.25, 40)}, []string{"command"})
 	m.fsmApply = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "drover_fsm_apply_seconds", Help: "Time the state machine spends applying a batch of log entries.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})

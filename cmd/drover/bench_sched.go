@@ -132,6 +132,11 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 			res["apply_entry_max_ms"] = fins(lw.EntryMaxMs)
 		}
 	}
+	for cmd, q := range r.Commit {
+		if !math.IsInf(q[0], 0) && !math.IsInf(q[1], 0) {
+			res["commit_"+cmd+"_p50_ms"], res["commit_"+cmd+"_p99_ms"] = q[0], q[1]
+		}
+	}
 	if r.Retained != nil {
 		res["retained"] = r.Retained
 	}
@@ -153,6 +158,9 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	if !*asJSON {
 		safef(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
 			float64(r.Jobs)/r.Elapsed.Seconds(), r.Jobs, r.Elapsed.Seconds(), r.Submit.Seconds(), sum.P50ReadyToAssign, sum.P99ReadyToAssign)
+		if q, ok := r.Commit["plan"]; ok {
+			safef(m.Stdout, ", commit of a plan p50 %.0f ms p99 %.0f ms", q[0], q[1])
+		}
 		if r.Users > 1 {
 			safef(m.Stdout, ", fair share (cores held over each second): worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%, every one from %.0fs on",
 				r.Fair.P50*100, r.Fair.Max*100, r.Fair.Within*100, r.FairSamples, r.Fair.SettledAt)

@@ -113,6 +113,10 @@ type SchedResult struct {
 	FairSamples   int
 	Fair, Instant Fairness
 	Cancel        *Cancel // with CancelAt
+	// Commit is the leader's commit latency (a command handed to Raft
+	// until applied: a round trip to a quorum and the disk), p50 and p99
+	// in ms, of the scheduler's plans and of the workers' events.
+	Commit map[string][2]float64
 }
 
 // Rounds are the p99s of the leader's scheduling round histograms, in ms.
@@ -411,6 +415,14 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 		}
 	}
 	res.PeakRSSMB = peakRSS(c)
+	if all, err := leaderHistograms(ctx, c, "drover_raft_apply_seconds", "command"); err == nil {
+		res.Commit = map[string][2]float64{}
+		for _, cmd := range []string{"plan", "events"} {
+			if h, ok := all[cmd]; ok && h.N > 0 {
+				res.Commit[cmd] = [2]float64{HistogramQuantile(h.Buckets, h.N, 0.5) * 1000, HistogramP99(h.Buckets, h.N) * 1000}
+			}
+		}
+	}
 	if p99, n, err := leaderHistogramP99(ctx, c, "drover_scheduler_round_seconds"); err == nil {
 		res.Rounds = &Rounds{N: n, RoundP99Ms: p99 * 1000}
 		if p99, _, err := leaderHistogramP99(ctx, c, "drover_scheduler_decide_seconds"); err == nil {

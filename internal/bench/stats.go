@@ -70,9 +70,13 @@ type Bucket struct {
 // HistogramP99 is the 99th percentile of a histogram of n observations:
 // the upper bound of the first bucket holding 99% of them (with drover's
 // buckets, at most 10% above the true value), +Inf when none does.
-func HistogramP99(buckets []Bucket, n uint64) float64 {
+func HistogramP99(buckets []Bucket, n uint64) float64 { return HistogramQuantile(buckets, n, 0.99) }
+
+// HistogramQuantile is the q quantile of a histogram of n observations,
+// as HistogramP99 reads the 99th.
+func HistogramQuantile(buckets []Bucket, n uint64, q float64) float64 {
 	for _, b := range buckets {
-		if float64(b.Count) >= 0.99*float64(n) {
+		if float64(b.Count) >= q*float64(n) {
 			return b.UpperBound
 		}
 	}
