@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/testcluster"
 )
 
 // TestGossipRotationRightAfterADeath rotates the gossip key a moment after
@@ -51,6 +54,10 @@ func TestGossipRotationRightAfterADeath(t *testing.T) {
 		t.Fatalf("the keyring lists pending %v, unreachable %v; want %s unreachable", k.Pending, k.Unreachable, victim.ID())
 	}
 	runCLI(t, env, "operator", "gossip", "keyring", "use", next).must(t, 0)
+	// The leader's view of reachable voters, behind the alert.
+	if got := metricOf(t, c.Servers[leader], "drover_raft_reachable_voters"); got != 2 {
+		t.Fatalf("the leader counts %v reachable voters with one killed, want 2", got)
+	}
 
 	// Back, it takes the keyring through Raft and gossips with it.
 	if err := victim.Start(); err != nil {
@@ -69,8 +76,33 @@ func TestGossipRotationRightAfterADeath(t *testing.T) {
 		return false
 	})
 	runCLI(t, env, "operator", "gossip", "keyring", "remove", old).must(t, 0)
+	waitFor(t, "the leader to reach every voter", 30*time.Second, func() bool {
+		return metricOf(t, c.Servers[c.waitLeader(30*time.Second)], "drover_raft_reachable_voters") == 3
+	})
 	k := keyring()
 	if len(k.Keys) != 1 || k.Keys[0].Key != next || k.Keys[0].Installed != 3 {
 		t.Fatalf("after remove: %+v", k)
 	}
+}
+
+// metricOf reads one unlabelled gauge or counter from a server's /metrics.
+func metricOf(t *testing.T, s *testcluster.Server, name string) float64 {
+	t.Helper()
+	resp, err := s.HTTPClient(5 * time.Second).Get(s.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s has no %s", s.ID(), name)
+	return 0
 }

@@ -299,6 +299,26 @@ func (n *raftNode) watchLeader(ctx context.Context) {
 	}
 }
 
+// reachableVoters is, on the leader, the voters its heartbeats reach
+// (itself included); 0 elsewhere.
+func (n *raftNode) reachableVoters() float64 {
+	if n.raft == nil || n.raft.State() != raft.Leader {
+		return 0
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	down := n.Unreachable()
+	reach := 0
+	for _, sv := range f.Configuration().Servers {
+		if sv.Suffrage == raft.Voter && !slices.Contains(down, string(sv.ID)) {
+			reach++
+		}
+	}
+	return float64(reach)
+}
+
 // Unreachable lists the servers this leader's heartbeats fail to reach
 // (a server killed a moment ago is here within a heartbeat, long before
 // gossip declares it dead); empty on a follower.

@@ -220,6 +220,9 @@ func New(cfg *Config) (*Server, error) {
 	if s.raft, err = s.setupRaft(); err != nil {
 		return fail(err)
 	}
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "drover_raft_reachable_voters",
+		Help: "On the leader, the voters (itself included) its heartbeats reach; 0 on the others: alert on the maximum over the servers."},
+		s.raft.reachableVoters))
 	undo = append(undo, s.shutdownRaft)
 	s.raft.observe = func(cmd string, took time.Duration) {
 		s.metrics.applySeconds.WithLabelValues(cmd).Observe(took.Seconds())
@@ -254,6 +257,9 @@ func New(cfg *Config) (*Server, error) {
 			return fail(err)
 		}
 		s.cluster, members, gossip = c, c, c
+		s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "drover_gossip_undecryptable_total",
+			Help: "Gossip messages none of this server's keys decrypted: a server with a removed or wrong gossip key is trying to reach it."},
+			func() float64 { return float64(c.Undecryptable()) }))
 	} else if cfg.Members != nil {
 		members = cfg.Members
 	}

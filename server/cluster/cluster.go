@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -123,6 +124,9 @@ type Cluster struct {
 	raft    Raft
 	log     *slog.Logger
 	ml      *memberlist.Memberlist
+	// undecryptable counts gossip messages none of this server's keys
+	// decrypted (a server with a removed or wrong key is trying).
+	undecryptable atomic.Int64
 	gossip  string              // this server's gossip address, read once after memberlist started
 	keyring *memberlist.Keyring // nil: gossip in the clear
 	consul  *consulDiscovery
@@ -376,11 +380,18 @@ type slogWriter struct {
 	c *Cluster
 }
 
+// Undecryptable counts the gossip messages none of this server's keys
+// decrypted since it started.
+func (c *Cluster) Undecryptable() int64 { return c.undecryptable.Load() }
+
 // undecryptable is memberlist's line for a message none of this server's
 // gossip keys decrypts.
 const undecryptable = "No installed keys could decrypt the message"
 
 func (w slogWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), undecryptable) && w.c != nil {
+		w.c.undecryptable.Add(1)
+	}
 	if strings.Contains(string(p), undecryptable) && w.c != nil && w.c.hintDue(&w.c.foreignHint) {
 		w.l.Warn("a server whose gossip key this server does not hold is trying to reach it; if it replaces a server after a key rotation, "+
 			"start it with the current key file (drover operator gossip keyring list shows the installed keys' fingerprints)",

@@ -77,6 +77,10 @@ func TestAServerWithARemovedKeySaysSo(t *testing.T) {
 	if fp := KeyFingerprint(mustKey(t, current)); !strings.Contains(oldLog.String(), fp) {
 		t.Fatalf("the hint does not name the installed key %s:\n%s", fp, oldLog.String())
 	}
+	// The metric behind the alert counts them.
+	if n := old.Undecryptable(); n < 1 {
+		t.Fatalf("undecryptable messages counted: %d", n)
+	}
 }
 
 func mustKey(t *testing.T, s string) []byte {
