@@ -20,7 +20,7 @@ type FailoverConfig struct {
 	WAN            bool
 	RaftMultiplier int
 	Keep           bool // keep the cluster's directory
-	Notices     Printf
+	Notices        Printf
 	// Killed, when set, hears of each kill: its number from 1, the leader
 	// killed and how long until the next one acknowledged a write.
 	Killed func(kill, leader int, took time.Duration)

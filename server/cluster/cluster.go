@@ -120,19 +120,19 @@ type nodeMeta struct {
 
 // Cluster tracks the servers gossip knows about.
 type Cluster struct {
-	cfg     Config
-	raft    Raft
-	log     *slog.Logger
-	ml      *memberlist.Memberlist
+	cfg  Config
+	raft Raft
+	log  *slog.Logger
+	ml   *memberlist.Memberlist
 	// undecryptable counts gossip messages none of this server's keys
 	// decrypted (a server with a removed or wrong key is trying).
 	undecryptable atomic.Int64
-	gossip  string              // this server's gossip address, read once after memberlist started
-	keyring *memberlist.Keyring // nil: gossip in the clear
-	consul  *consulDiscovery
-	mu      sync.Mutex
-	members map[string]*Member // by server ID
-	changed chan struct{}
+	gossip        string              // this server's gossip address, read once after memberlist started
+	keyring       *memberlist.Keyring // nil: gossip in the clear
+	consul        *consulDiscovery
+	mu            sync.Mutex
+	members       map[string]*Member // by server ID
+	changed       chan struct{}
 	// When the key-mismatch and lonely-join hints were last logged (under
 	// hintMu: memberlist logs from its own goroutines).
 	hintMu                sync.Mutex
