@@ -108,6 +108,15 @@ type Result struct {
 	// cloud error (an injected failure, the rate limit), as a leader's
 	// would, to be retried at the next.
 	AutoscaleRoundErrors int `json:"autoscale_round_errors"`
+	// What the jobs waited from Ready to the start of their last attempt
+	// (queue wait), in minutes: median, 95th percentile, longest.
+	WaitP50Min float64 `json:"wait_p50_min"`
+	WaitP95Min float64 `json:"wait_p95_min"`
+	WaitMaxMin float64 `json:"wait_max_min"`
+	// AtCapHours is the virtual time jobs waited while the fleet could
+	// not grow for a cap: its machines at max_nodes, or its spend within
+	// the cheapest launch config's price of max_per_hour.
+	AtCapHours float64 `json:"at_cap_h"`
 	// JobRecords holds every job's times, in batch and job order (for
 	// queue-wait reports).
 	JobRecords []JobRecord `json:"-"`
@@ -354,6 +363,7 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 	var first, last, lastScale time.Time
 	var peakSpend money.Rate
 	peakNodes, violations := 0, 0
+	var atCap time.Duration
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -406,6 +416,11 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		if (set.MaxPerHour > 0 && cs.SpendRate > set.MaxPerHour) || (set.MaxNodes > 0 && int64(cs.Live) > set.MaxNodes) {
 			violations++
 		}
+		if (set.MaxPerHour > 0 && cs.SpendRate+cheapest.PricePerHour > set.MaxPerHour) || (set.MaxNodes > 0 && int64(cs.Live) >= set.MaxNodes) {
+			if counts, _, _ := r.st.Counts(); counts[state.Ready] > 0 {
+				atCap += r.opts.Step
+			}
+		}
 		if next == len(batches) && done == totalJobs && cs.Live == 0 {
 			break
 		}
@@ -428,6 +443,20 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 	}
 	for _, rec := range r.records {
 		res.JobRecords = append(res.JobRecords, *rec)
+	}
+	res.AtCapHours = round(atCap.Hours(), 3)
+	waits := make([]time.Duration, 0, len(res.JobRecords))
+	for i := range res.JobRecords {
+		if !res.JobRecords[i].Started.IsZero() {
+			waits = append(waits, res.JobRecords[i].Wait())
+		}
+	}
+	if len(waits) > 0 {
+		slices.Sort(waits)
+		q := func(p float64) float64 {
+			return round(waits[min(len(waits)-1, int(p*float64(len(waits))))].Minutes(), 2)
+		}
+		res.WaitP50Min, res.WaitP95Min, res.WaitMaxMin = q(0.5), q(0.95), round(waits[len(waits)-1].Minutes(), 2)
 	}
 	slices.SortFunc(res.JobRecords, func(x, y JobRecord) int {
 		if x.Batch != y.Batch {
