@@ -194,6 +194,11 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if w.Synthetic != nil {
+		cp := *w
+		cp.Batches = SyntheticDay(opts.Seed, time.Duration(w.Synthetic.Hours*float64(time.Hour))).Batches
+		w = &cp
+	}
 	if len(w.Batches) == 0 {
 		return nil, errors.New("sim: the workload has no batches")
 	}

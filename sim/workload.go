@@ -30,6 +30,28 @@ type Workload struct {
 	// and request rate limit.
 	ErrorRate         float64 `json:"api_error_rate,omitempty"`
 	RequestsPerMinute int     `json:"requests_per_minute,omitempty"`
+	// Synthetic, when set, makes the batches those of SyntheticDay for
+	// the run's seed (a scenario file names it instead of listing them).
+	Synthetic *Synthetic `json:"synthetic,omitempty"`
+	// Expect is what a scenario file promises of every run (testdata/
+	// scenarios; TestScenarios checks it).
+	Expect *Expect `json:"expect,omitempty"`
+}
+
+// Expect bounds a scenario's runs. Every run has no cap violation and
+// never bills above max_per_hour; these add bounds of its own (0: none).
+type Expect struct {
+	Seeds         []uint64 `json:"seeds"`
+	CostRatioMax  float64  `json:"cost_ratio_max,omitempty"`
+	WaitP95MinMax float64  `json:"wait_p95_min_max,omitempty"`
+	// AtCapHoursMin: the cap must bind (the scenario is about the wait it
+	// causes).
+	AtCapHoursMin float64 `json:"at_cap_h_min,omitempty"`
+}
+
+// Synthetic asks for the synthetic day's batches.
+type Synthetic struct {
+	Hours float64 `json:"hours"`
 }
 
 // Batch is one user's batch arriving at a time after the start.
@@ -114,12 +136,18 @@ func ReadWorkload(path string) (*Workload, error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(w.Batches) == 0 {
-		return nil, fmt.Errorf("%s: no batches", path)
+	if len(w.Batches) == 0 && w.Synthetic == nil {
+		return nil, fmt.Errorf("%s: no batches (and no \"synthetic\")", path)
+	}
+	if w.Synthetic != nil && (w.Synthetic.Hours <= 0 || w.Synthetic.Hours > 24*7) {
+		return nil, fmt.Errorf("%s: synthetic hours %g: 0 to 168", path, w.Synthetic.Hours)
 	}
 	def := SyntheticDay(1, time.Hour)
 	if len(w.Configs) == 0 {
-		w.Configs, w.Capacity, w.Reclaims = def.Configs, def.Capacity, def.Reclaims
+		w.Configs, w.Capacity = def.Configs, def.Capacity
+		if w.Reclaims == 0 {
+			w.Reclaims = def.Reclaims
+		}
 	}
 	if w.Settings == nil {
 		w.Settings = def.Settings
