@@ -162,8 +162,12 @@ func ReadWorkload(path string) (*Workload, error) {
 // wave (4 an hour at midnight, 12 at midday): each batch 10 to 100 jobs
 // of one size (1, 2, 4 or 8 cores, 2 GiB a core) whose durations spread
 // around the batch's own mean (10 to 90 minutes, log-normal, σ 0.25), as
-// the shards of one genomics step do. About 1,400 cores are busy on
-// average and 2,100 at the peak. The cloud's cheapest machines are spot
+// the shards of one genomics step do. About 800 cores are busy on average
+// (seed 1: 19,500 core-hours); with no cap in the way, demand (running and
+// waiting) peaks near 3,200 cores at midday (seed 1, sampled every 10
+// minutes), far above the 150 machines of its caps, which bind: jobs
+// queue for hours (the scenarios in testdata/scenarios lift them). The
+// cloud's cheapest machines are spot
 // 32-core ones, 50 a zone in two zones, reclaimed about once in 20 hours
 // each; on-demand ones cost three times as much.
 func SyntheticDay(seed uint64, length time.Duration) *Workload {
