@@ -491,8 +491,12 @@ func (p *planner) grow() {
 	}
 	for _, c := range p.ranked {
 		if n := launched[c.Name]; n > 0 {
+			where := ""
+			if c.Zone != "" {
+				where = " in " + c.Zone
+			}
 			p.out.Launches = append(p.out.Launches, Launch{Config: c.Name, Count: n,
-				Reason: fmt.Sprintf("%d × %s in %s for waiting jobs (%s, $%.4g per core-hour)", n, c.MachineType, c.Zone, c.Cluster+"/"+c.Pool, c.PricePerCoreHour().Dollars())})
+				Reason: fmt.Sprintf("%d × %s%s for waiting jobs (%s, $%.4g per core-hour)", n, c.MachineType, where, c.Cluster+"/"+c.Pool, c.PricePerCoreHour().Dollars())})
 		}
 	}
 }

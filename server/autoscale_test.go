@@ -328,3 +328,45 @@ func TestPrivateJobGetsItsOwnMachine(t *testing.T) {
 		return len(insts) == 0
 	})
 }
+
+// TestJobWhySaysCapacityLimited: when the cloud cannot fill the only
+// config that fits, job why says the config is capacity-limited, until
+// when and why, instead of "launching" (the launch failed), and a config
+// without a zone is named without one.
+func TestJobWhySaysCapacityLimited(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour, Capacity: map[string]int{"big": 0}})
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = cloud
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true},
+		LaunchConfigs: []api.LaunchConfig{{Name: "big", Cluster: "a", MachineType: "n2-standard-64", CPU: 64, Memory: 256 << 30, PricePerHour: 2_000_000_000}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 60, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	waitFor(t, "job why to say the config is capacity-limited", func() bool {
+		why, err := tc.admin.JobWhy(ctx, b.ID, 1)
+		if err != nil {
+			return false
+		}
+		for _, r := range why.Reasons {
+			if r.Reason == "autoscaler_capacity_limited" {
+				msg = r.Message
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(msg, "launch config big is capacity-limited until") || strings.Contains(msg, "  ") || strings.Contains(msg, " in  ") {
+		t.Fatalf("job why: %q", msg)
+	}
+	t.Log(msg)
+}

@@ -537,7 +537,16 @@ func (s *Server) autoscalerReasons() [][2]string {
 	}
 	r := s.autoscaler.LastRound()
 	if r != nil {
+		_, _, marks := s.state.AutoscalerSettings()
+		now := time.Now().UnixNano()
 		for _, l := range r.Launches {
+			// The launch may have failed since: the cloud could not fill
+			// the config, which is then marked capacity-limited.
+			if m, ok := marks[l.Config]; ok && m.Until > now {
+				out = append(out, [2]string{"autoscaler_capacity_limited", fmt.Sprintf("autoscaler could not launch %s: launch config %s is capacity-limited until %s: %s",
+					l.Reason, l.Config, time.Unix(0, m.Until).UTC().Format(time.RFC3339), m.Reason)})
+				continue
+			}
 			out = append(out, [2]string{"autoscaler_launching", "autoscaler launching " + l.Reason})
 		}
 	}
