@@ -49,3 +49,32 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareRunsThreePolicies runs a small workload under drover's
+// policy, Hail's and a static fleet: each keeps the caps and runs every
+// job, and the static fleet, sized to the p95 of the demand, is held
+// from the start to the end (it costs more than drover's).
+func TestCompareRunsThreePolicies(t *testing.T) {
+	w, err := ReadWorkload("testdata/small.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	r, err := Run(context.Background(), w, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(context.Background(), w, opts, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*Result{c.Drover, c.Hail, c.Static} {
+		t.Logf("%s: cost %.3f of the bound, wait p95 %.1f min, utilization %.3f", x.Policy, x.CostRatio, x.WaitP95Min, x.Utilization)
+		if x.CapViolations != 0 || x.Jobs != r.Jobs {
+			t.Fatalf("%s: %d cap violations, %d jobs (want %d)", x.Policy, x.CapViolations, x.Jobs, r.Jobs)
+		}
+	}
+	if c.Hail.Policy != "hail" || c.Static.Policy != "static" || c.CostVsStatic >= 1 {
+		t.Fatalf("comparison %+v", c)
+	}
+}

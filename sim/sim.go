@@ -14,6 +14,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,11 @@ type Options struct {
 	Check bool
 	// Log gets the leader loop's log (nil: discarded).
 	Log *slog.Logger
+	// Policy decides the autoscale rounds: "" or "drover" (the leader's
+	// own, autoscaler.Plan), "hail" (autoscaler.PlanHail) or "static" (a
+	// fleet of StaticCores cores, autoscaler.PlanStatic).
+	Policy      string
+	StaticCores float64
 }
 
 // DefaultOptions steps every 5 s of virtual time and decides every 15 s,
@@ -66,6 +72,15 @@ func DefaultOptions() Options {
 
 // Validate checks the options.
 func (o *Options) Validate() error {
+	switch o.Policy {
+	case "", "drover", "hail":
+	case "static":
+		if o.StaticCores <= 0 {
+			return errors.New("sim: a static fleet needs StaticCores > 0")
+		}
+	default:
+		return fmt.Errorf("sim: policy %q is not drover, hail or static", o.Policy)
+	}
 	if o.Step <= 0 || o.AutoscaleEvery <= 0 || o.MaxPlacements <= 0 {
 		return fmt.Errorf("sim: step, autoscale interval and max placements must be positive (got %s, %s, %d)", o.Step, o.AutoscaleEvery, o.MaxPlacements)
 	}
@@ -117,6 +132,12 @@ type Result struct {
 	// not grow for a cap: its machines at max_nodes, or its spend within
 	// the cheapest launch config's price of max_per_hour.
 	AtCapHours float64 `json:"at_cap_h"`
+	// Policy is the autoscale policy that ran; DemandP95Cores the 95th
+	// percentile over the run (sampled each virtual minute) of the cores
+	// the jobs wanted, running or waiting: what a static fleet is sized
+	// to.
+	Policy         string  `json:"policy"`
+	DemandP95Cores float64 `json:"demand_p95_cores"`
 	// JobRecords holds every job's times, in batch and job order (for
 	// queue-wait reports).
 	JobRecords []JobRecord `json:"-"`
@@ -169,10 +190,15 @@ type jobKey struct {
 // run is one simulation's world.
 type run struct {
 	raftLog
-	w     *Workload
-	opts  Options
-	cloud *simcloud.Cloud
-	auto  *leader.Autoscaler
+	w    *Workload
+	opts Options
+	// finished: every batch arrived and every job ended (a static fleet
+	// goes then).
+	finished bool
+	// demand samples busy plus waiting cores, once a virtual minute.
+	demand []int64
+	cloud  *simcloud.Cloud
+	auto   *leader.Autoscaler
 	// The workers' side: what each job runs for, what runs where, what
 	// each instance was handed, and when each worker was last heard.
 	durations map[uint64][]time.Duration
@@ -221,9 +247,18 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	}
 	// The leader's own autoscale round, on the virtual clock, applying to
 	// this state.
+	var plan func(*autoscaler.Input) *autoscaler.Output
+	switch opts.Policy {
+	case "hail":
+		plan = autoscaler.PlanHail
+	case "static":
+		plan = func(in *autoscaler.Input) *autoscaler.Output {
+			return autoscaler.PlanStatic(in, int64(opts.StaticCores*1000), r.finished)
+		}
+	}
 	r.auto = leader.NewAutoscaler(leader.AutoscalerConfig{Clock: r.clk, State: r.st, Apply: r.apply, Heard: r.heardFrom, Provider: r.cloud,
 		WorkerSecret: "sim worker secret", Deployment: "sim", MissingGrace: time.Minute, MemoryStep: 256 << 20, Log: log,
-		Decided: r.decided})
+		Decided: r.decided, Plan: plan})
 	return r.loop(ctx, cheapest)
 }
 
@@ -426,8 +461,12 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 				atCap += r.opts.Step
 			}
 		}
-		if next == len(batches) && done == totalJobs && cs.Live == 0 {
+		r.finished = next == len(batches) && done == totalJobs
+		if r.finished && cs.Live == 0 {
 			break
+		}
+		if now.Sub(start)%time.Minute < r.opts.Step {
+			r.demand = append(r.demand, r.demandCores())
 		}
 		if now.Sub(start) > time.Duration(batches[len(batches)-1].At)+72*time.Hour {
 			return nil, fmt.Errorf("sim: the workload did not finish within 72 hours of its last arrival (%d of %d jobs done)", done, totalJobs)
@@ -450,6 +489,11 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		res.JobRecords = append(res.JobRecords, *rec)
 	}
 	res.AtCapHours = round(atCap.Hours(), 3)
+	res.Policy = cmp.Or(r.opts.Policy, "drover")
+	if len(r.demand) > 0 {
+		d := slices.Sorted(slices.Values(r.demand))
+		res.DemandP95Cores = round(float64(d[min(len(d)-1, len(d)*95/100)])/1000, 1)
+	}
 	waits := make([]time.Duration, 0, len(res.JobRecords))
 	for i := range res.JobRecords {
 		if !res.JobRecords[i].Started.IsZero() {
@@ -640,6 +684,21 @@ func (r *run) schedule(now time.Time) error {
 }
 
 // trace prints the fleet: machines, spend, cores busy, free and waiting.
+// demandCores is what the jobs want now, in millicores: those running
+// and those waiting.
+func (r *run) demandCores() int64 {
+	var d int64
+	for _, j := range r.running {
+		d += j.cpu
+	}
+	for _, u := range view.AutoscaleDemand(r.st, 1<<50, 0).Users {
+		for _, sh := range u.Shapes {
+			d += sh.CPUMilli * sh.Count
+		}
+	}
+	return d
+}
+
 func (r *run) trace(now time.Time) {
 	var busy int64
 	for _, j := range r.running {
@@ -663,4 +722,40 @@ func (r *run) trace(now time.Time) {
 func round(f float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(f*p) / p
+}
+
+// Comparison is one workload under drover's policy, Hail's and a static
+// fleet, and drover's cost and p95 wait as ratios to each.
+type Comparison struct {
+	Drover, Hail, Static *Result
+	// Ratios of drover's to the other's (below 1: drover did better).
+	CostVsHail, CostVsStatic       float64
+	WaitP95VsHail, WaitP95VsStatic float64
+}
+
+// Compare runs w again under Hail's policy and under a static fleet
+// sized to the p95 of the demand drover's run (drover) saw, and puts the
+// three side by side.
+func Compare(ctx context.Context, w *Workload, opts Options, drover *Result) (*Comparison, error) {
+	c := &Comparison{Drover: drover}
+	ho := opts
+	ho.Policy, ho.Trace = "hail", nil
+	var err error
+	if c.Hail, err = Run(ctx, w, ho); err != nil {
+		return nil, fmt.Errorf("hail's policy: %w", err)
+	}
+	so := opts
+	so.Policy, so.StaticCores, so.Trace = "static", max(drover.DemandP95Cores, 1), nil
+	if c.Static, err = Run(ctx, w, so); err != nil {
+		return nil, fmt.Errorf("a static fleet: %w", err)
+	}
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return round(a/b, 3)
+	}
+	c.CostVsHail, c.CostVsStatic = ratio(drover.CostUSD.Dollars(), c.Hail.CostUSD.Dollars()), ratio(drover.CostUSD.Dollars(), c.Static.CostUSD.Dollars())
+	c.WaitP95VsHail, c.WaitP95VsStatic = ratio(drover.WaitP95Min, c.Hail.WaitP95Min), ratio(drover.WaitP95Min, c.Static.WaitP95Min)
+	return c, nil
 }

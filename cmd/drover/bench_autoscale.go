@@ -31,6 +31,7 @@ func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
 	step := fs.Duration("step", 5*time.Second, "simulation step (virtual time)")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	trace := fs.Duration("trace", 0, "print the fleet (machines, cores busy, free and waiting) every this much virtual time")
+	compare := fs.Bool("compare", false, "run the workload three times: drover's policy, Hail's (windowed fair-share demand, one worker type, no consolidation) and a static fleet sized to the p95 of the demand drover's run saw; print each and drover's cost and wait as ratios to the others")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -67,6 +68,13 @@ func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
 			return err
 		}
 		res = r
+		if *compare {
+			c, err := sim.Compare(ctx, w, opts, r)
+			if err != nil {
+				return err
+			}
+			res = c
+		}
 	}
 	if !*asJSON {
 		printFigures(m.Stderr, res)

@@ -80,6 +80,9 @@ type AutoscalerConfig struct {
 	// from, before it is recorded (the simulator checks it launches no
 	// capacity-limited config).
 	Decided func(in *autoscaler.Input, out *autoscaler.Output)
+	// Plan decides a round (nil: autoscaler.Plan). The simulator puts
+	// other policies here to compare them with drover's.
+	Plan func(in *autoscaler.Input) *autoscaler.Output
 }
 
 // Autoscaler is the leader's autoscale round and what it remembers
@@ -249,7 +252,11 @@ func (a *Autoscaler) Input() *autoscaler.Input {
 // LastRound.
 func (a *Autoscaler) decide(st *view.Autoscale, seen map[string]provider.Instance, now time.Time) (*autoscaler.Input, *autoscaler.Output) {
 	in := a.autoscaleInput(st, seen, now)
-	out := autoscaler.Plan(in)
+	plan := a.cfg.Plan
+	if plan == nil {
+		plan = autoscaler.Plan
+	}
+	out := plan(in)
 	var demand int64
 	for _, sh := range in.Demand {
 		demand += sh.CPUMilli * sh.Count
