@@ -117,7 +117,11 @@ func capacityReason(err error) (string, bool) {
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
 		for _, e := range ge.Errors {
-			if e.Reason == "quotaExceeded" || e.Reason == "rateLimitExceeded" && strings.Contains(e.Message, "Quota") {
+			// rateLimitExceeded is the API's request rate (its message
+			// names the "Queries" quota metric), not the project's
+			// resources: the launch is asked again at a later round, and
+			// the config is not marked.
+			if e.Reason == "quotaExceeded" {
 				return "QUOTA_EXCEEDED", true
 			}
 		}
@@ -214,6 +218,9 @@ func (g *GCE) insert(ctx context.Context, req *provider.LaunchRequest, name stri
 		if errors.As(err, &ge) && ge.Code == 409 {
 			// Made before (by a leader whose answer was lost).
 			return g.remember(name, zone, c.Name, labels), nil
+		}
+		if errors.As(err, &ge) && slices.ContainsFunc(ge.Errors, func(e googleapi.ErrorItem) bool { return e.Reason == "rateLimitExceeded" }) {
+			return provider.Instance{}, fmt.Errorf("gce: insert %s in %s: the Compute API's request rate limit (asked again at the next round, not a capacity refusal): %w", name, zone, err)
 		}
 		return provider.Instance{}, fmt.Errorf("gce: insert %s in %s: %w", name, zone, err)
 	}

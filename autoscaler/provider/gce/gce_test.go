@@ -98,6 +98,17 @@ func TestGCEThroughTheOfficialClient(t *testing.T) {
 		t.Fatalf("quota error %v", err)
 	}
 	fake.SetQuotaCPUs(0)
+	// The API's request rate limit is not capacity: the launch fails, the
+	// config is not marked, and the same request made later goes through.
+	fake.RateLimitNext(1)
+	if _, err = g.Launch(ctx, request("key-rl", false, "drover-rl-0")); err == nil {
+		t.Fatal("rate limited, no error")
+	} else if _, ok := provider.IsCapacity(err); ok || !strings.Contains(err.Error(), "request rate limit") {
+		t.Fatalf("a rate limit reported as %v", err)
+	}
+	if res, err = g.Launch(ctx, request("key-rl", false, "drover-rl-0")); err != nil || len(res.Created) != 1 {
+		t.Fatalf("after the rate limit: %+v %v", res, err)
+	}
 	// A request whose answer was lost, repeated with the same key (a new
 	// leader): the machine is made once.
 	fake.LoseNextAnswers(1)
@@ -113,7 +124,7 @@ func TestGCEThroughTheOfficialClient(t *testing.T) {
 		t.Fatalf("the repeat made %d machines in %d calls, want 0 in 1", made2-made, calls2-calls)
 	}
 	// Delete: by name, in the zone it was listed in; twice is harmless.
-	if err := g.Delete(ctx, []string{"drover-5-0", "drover-5-1", "drover-6-0", "drover-9-0"}); err != nil {
+	if err := g.Delete(ctx, []string{"drover-5-0", "drover-5-1", "drover-6-0", "drover-9-0", "drover-rl-0"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Delete(ctx, []string{"drover-5-0"}); err != nil {

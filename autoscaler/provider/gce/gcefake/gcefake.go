@@ -40,6 +40,7 @@ type Server struct {
 	capacity   map[string]int // "zone/machineType" -> instances at most
 	quotaCPUs  int
 	loseNext   int
+	rateLimit  int // inserts still to answer rateLimitExceeded
 	inserts    int
 	insertReqs int
 }
@@ -47,6 +48,19 @@ type Server struct {
 type op struct {
 	proto *computepb.Operation
 	polls int
+	// fail is the error the operation ends with at its poll (as Compute
+	// Engine reports ZONE_RESOURCE_POOL_EXHAUSTED: the insert is
+	// accepted, the operation fails later).
+	fail *computepb.Error
+}
+
+// RateLimitNext answers the next n inserts 403 rateLimitExceeded, as
+// Compute Engine does when the project sends more API requests than its
+// rate quota allows (the message names the "Queries" quota metric).
+func (s *Server) RateLimitNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateLimit = n
 }
 
 // New starts a fake for one project with the given zones.
@@ -185,9 +199,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			apiError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/operations/%s' was not found", m[1], m[2], m[3]))
 			return
 		}
-		// An operation runs for one poll, then is done.
+		// An operation runs for one poll, then is done (with its error,
+		// if it fails).
 		if o.polls++; o.polls >= 1 && o.proto.GetStatus() != computepb.Operation_DONE {
 			o.proto.Status = computepb.Operation_DONE.Enum()
+			if o.fail != nil {
+				o.proto.HttpErrorStatusCode = proto.Int32(503)
+				o.proto.HttpErrorMessage = proto.String("SERVICE UNAVAILABLE")
+				o.proto.Error = o.fail
+			}
 		}
 		writeMessage(w, o.proto)
 	case r.Method == http.MethodGet && aggPath.MatchString(p):
@@ -227,6 +247,11 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request, project, zone st
 	s.insertReqs++
 	if project != s.project || !s.zoneOK(zone) {
 		apiError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s' was not found", project, zone))
+		return
+	}
+	if s.rateLimit > 0 {
+		s.rateLimit--
+		apiErrorReason(w, 403, "rateLimitExceeded", "usageLimits", fmt.Sprintf("Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com' for consumer 'project_number:%s'.", project))
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
@@ -271,11 +296,9 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request, project, zone st
 			}
 		}
 		if n >= limit {
-			// Accepted, then failed: the operation ends with the error.
-			o.proto.Status = computepb.Operation_DONE.Enum()
-			o.proto.HttpErrorStatusCode = proto.Int32(503)
-			o.proto.HttpErrorMessage = proto.String("SERVICE UNAVAILABLE")
-			o.proto.Error = &computepb.Error{Errors: []*computepb.Errors{{Code: proto.String("ZONE_RESOURCE_POOL_EXHAUSTED"),
+			// Accepted (the insert answers a running operation), then
+			// failed: the operation's later poll says so.
+			o.fail = &computepb.Error{Errors: []*computepb.Errors{{Code: proto.String("ZONE_RESOURCE_POOL_EXHAUSTED"),
 				Message: proto.String(fmt.Sprintf("The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.", project, zone))}}}
 			s.answer(w, o.proto)
 			return
