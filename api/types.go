@@ -1353,6 +1353,9 @@ type LaunchConfigStatus struct {
 	CapacityLimited bool       `json:"capacity_limited,omitempty"`
 	Until           *time.Time `json:"until,omitempty"`
 	Reason          string     `json:"reason,omitempty"`
+	// Misconfigured: the provider can never fill it as it is (a
+	// constraint no node meets, a missing driver); tried again at Until.
+	Misconfigured bool `json:"misconfigured,omitempty"`
 }
 
 // AutoscalerPool sums the machines of one pool of one cluster by state.

@@ -159,6 +159,8 @@ type Mark struct {
 	Reason  string
 	// SpotPreemptions counts machines of a spot config reclaimed in a row.
 	SpotPreemptions int
+	// Misconfigured: the provider can never fill the config as it is.
+	Misconfigured bool
 }
 
 // Shape is a kind of job waiting for a machine, and how many of it.
@@ -643,6 +645,9 @@ func (p *planner) unavailable(c *LaunchConfig) string {
 		return "cluster " + c.Cluster + " takes no new machines (disabled or down)"
 	}
 	if m := p.marks[c.Name]; m != nil && p.in.Now.Before(m.Until) {
+		if m.Misconfigured {
+			return fmt.Sprintf("misconfigured, tried again at %s (%s)", m.Until.UTC().Format("15:04:05"), m.Reason)
+		}
 		return fmt.Sprintf("capacity-limited until %s (%s)", m.Until.UTC().Format("15:04:05"), m.Reason)
 	}
 	return ""

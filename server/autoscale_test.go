@@ -370,3 +370,54 @@ func TestJobWhySaysCapacityLimited(t *testing.T) {
 	}
 	t.Log(msg)
 }
+
+// TestNomadMisconfigurationIsNotCapacity: a Nomad cluster whose nodes lack
+// the worker's task driver can never run a machine: the config is marked
+// misconfigured (the longest backoff, not capacity's doubling from a
+// minute), autoscaler status says so, and job why says the launch failed
+// for it.
+func TestNomadMisconfigurationIsNotCapacity(t *testing.T) {
+	fake := nomadfake.New(2, 16000, 64<<10)
+	defer fake.Close()
+	fake.SetDrivers("exec")
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+		cfg.Autoscale.Factory = func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+			return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{"dc1"}, Driver: "docker"})
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
+		Clusters:      []api.ClusterDecl{{Name: "nomad-east", Region: "east", Provider: "nomad", ProviderSettings: map[string]string{"address": fake.URL}}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxBackoff: "45m"},
+		LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "nomad-east", CPU: 8, Memory: 16 << 30, PricePerHour: 300_000_000}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *api.AutoscalerStatus
+	waitFor(t, "the config to be marked misconfigured", func() bool {
+		st, err = tc.admin.AutoscalerStatus(ctx)
+		return err == nil && len(st.LaunchConfigs) == 1 && st.LaunchConfigs[0].Misconfigured
+	})
+	c := st.LaunchConfigs[0]
+	if c.CapacityLimited || !strings.Contains(c.Reason, "missing drivers") || time.Until(*c.Until) < 40*time.Minute {
+		t.Fatalf("launch config status %+v (until %s)", c, c.Until)
+	}
+	why, err := tc.admin.JobWhy(ctx, b.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range why.Reasons {
+		found = found || (r.Reason == "autoscaler_misconfigured" && strings.Contains(r.Message, "missing drivers")) ||
+			(r.Reason == "autoscaler_held" && strings.Contains(r.Message, "misconfigured"))
+	}
+	if !found {
+		t.Fatalf("job why: %+v", why.Reasons)
+	}
+}

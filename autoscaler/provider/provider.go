@@ -112,6 +112,24 @@ type CapacityError struct {
 
 func (e *CapacityError) Error() string { return "capacity: " + e.Reason }
 
+// ConfigError is a launch the provider can never fill as configured (a
+// constraint no node meets, a task driver no node has): not capacity,
+// which comes back; the config waits for an operator.
+type ConfigError struct {
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "configuration: " + e.Reason }
+
+// IsConfig reports whether err is a *ConfigError, and its reason.
+func IsConfig(err error) (string, bool) {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return ce.Reason, true
+	}
+	return "", false
+}
+
 // IsCapacity reports whether err is a *CapacityError, and its reason.
 func IsCapacity(err error) (string, bool) {
 	var ce *CapacityError

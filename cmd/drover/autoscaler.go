@@ -84,7 +84,10 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 				kind = " (spot)"
 			}
 			status := "ok"
-			if c.CapacityLimited {
+			switch {
+			case c.Misconfigured:
+				status = fmt.Sprintf("misconfigured (tried again at %s): %s", c.Until.Local().Format("15:04:05"), c.Reason)
+			case c.CapacityLimited:
 				status = fmt.Sprintf("capacity-limited until %s: %s", c.Until.Local().Format("15:04:05"), c.Reason)
 			}
 			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,

@@ -79,7 +79,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 			Live: live[c.Name]}
 		if mk, ok := marks[c.Name]; ok && mk.Until > time.Now().UnixNano() {
 			until := time.Unix(0, mk.Until).UTC()
-			cs.CapacityLimited, cs.Until, cs.Reason = true, &until, mk.Reason
+			cs.CapacityLimited, cs.Until, cs.Reason, cs.Misconfigured = !mk.Misconfigured, &until, mk.Reason, mk.Misconfigured
 		}
 		out.LaunchConfigs = append(out.LaunchConfigs, cs)
 	}

@@ -543,6 +543,11 @@ func (s *Server) autoscalerReasons() [][2]string {
 			// The launch may have failed since: the cloud could not fill
 			// the config, which is then marked capacity-limited.
 			if m, ok := marks[l.Config]; ok && m.Until > now {
+				if m.Misconfigured {
+					out = append(out, [2]string{"autoscaler_misconfigured", fmt.Sprintf("autoscaler could not launch %s: the provider can never fill launch config %s as it is (tried again at %s): %s",
+						l.Reason, l.Config, time.Unix(0, m.Until).UTC().Format(time.RFC3339), m.Reason)})
+					continue
+				}
 				out = append(out, [2]string{"autoscaler_capacity_limited", fmt.Sprintf("autoscaler could not launch %s: launch config %s is capacity-limited until %s: %s",
 					l.Reason, l.Config, time.Unix(0, m.Until).UTC().Format(time.RFC3339), m.Reason)})
 				continue

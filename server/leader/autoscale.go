@@ -477,6 +477,10 @@ func (a *Autoscaler) joinTokens(st *view.Autoscale, now time.Time) (map[string]s
 func launchDone(key string, res *provider.LaunchResult, err error, now time.Time) *state.LaunchDone {
 	done := &state.LaunchDone{Now: now.UnixNano(), Request: key}
 	if err != nil {
+		if reason, ok := provider.IsConfig(err); ok {
+			done.Refused, done.Misconfigured, done.Reason = true, true, reason
+			return done
+		}
 		reason, capacity := provider.IsCapacity(err)
 		if !capacity {
 			return nil
@@ -568,7 +572,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		maxCores = max(maxCores, c.CPUMilli)
 	}
 	for _, mk := range st.Marks {
-		in.Marks = append(in.Marks, autoscaler.Mark{Config: mk.Config, Until: time.Unix(0, mk.Until), Backoff: time.Duration(mk.Backoff), Reason: mk.Reason, SpotPreemptions: int(mk.SpotPreemptions)})
+		in.Marks = append(in.Marks, autoscaler.Mark{Config: mk.Config, Until: time.Unix(0, mk.Until), Backoff: time.Duration(mk.Backoff), Reason: mk.Reason, SpotPreemptions: int(mk.SpotPreemptions), Misconfigured: mk.Misconfigured})
 	}
 	var liveNodes int64
 	var liveSpend money.Rate

@@ -150,6 +150,9 @@ type CapacityMark struct {
 	Reason          string
 	SpotPreemptions int64
 	SpotSince       int64
+	// Misconfigured: the provider said the config can never be filled as
+	// it is (absent before); it waits the longest backoff.
+	Misconfigured bool
 }
 
 // SpotWindow is how close together a spot config's reclaims must come to
@@ -244,6 +247,10 @@ type LaunchDone struct {
 	Refused         bool
 	CapacityLimited bool
 	Reason          string
+	// Misconfigured: refused because the config can never be filled as
+	// it is (a constraint, a missing driver): marked for the longest
+	// backoff, not as capacity.
+	Misconfigured bool
 }
 
 // LaunchedMachine is a machine a provider made.
@@ -587,12 +594,32 @@ func (s *State) applyLaunchDone(c *LaunchDone) any {
 			failed++
 		}
 	}
-	if c.CapacityLimited && cfg != "" {
+	switch {
+	case c.Misconfigured && cfg != "":
+		s.markMisconfigured(cfg, c.Now, c.Reason)
+		s.decide(c.Now, fmt.Sprintf("%s misconfigured (%s): %d of its machines not made; fix the launch config or the provider", cfg, c.Reason, failed))
+	case c.CapacityLimited && cfg != "":
 		s.markCapacity(cfg, c.Now, c.Reason)
 		s.decide(c.Now, fmt.Sprintf("%s capacity-limited (%s): %d of its machines not made", cfg, c.Reason, failed))
 	}
 	s.trimMachines()
 	return nil
+}
+
+// markMisconfigured marks a config the provider can never fill as it is:
+// skipped for the longest backoff (an hour when none is set), then tried
+// again (an operator may have fixed the provider meanwhile).
+func (s *State) markMisconfigured(config string, now int64, reason string) {
+	m := s.marks[config]
+	if m == nil {
+		m = &CapacityMark{Config: config}
+		s.marks[config] = m
+	}
+	m.Backoff = s.autoscaler.MaxBackoff
+	if m.Backoff <= 0 {
+		m.Backoff = int64(time.Hour)
+	}
+	m.Until, m.Reason, m.Misconfigured = now+m.Backoff, reason, true
 }
 
 // markCapacity marks a config capacity-limited, doubling its backoff when
@@ -619,7 +646,7 @@ func (s *State) markCapacity(config string, now int64, reason string) {
 	if a.MaxBackoff > 0 {
 		m.Backoff = min(m.Backoff, a.MaxBackoff)
 	}
-	m.Until, m.Reason = now+m.Backoff, reason
+	m.Until, m.Reason, m.Misconfigured = now+m.Backoff, reason, false
 }
 
 func (s *State) applyMachineGone(c *MachineGone) any {

@@ -134,9 +134,18 @@ func (n *Nomad) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 		if reason, failed, err := n.placed(ctx, reg.EvalID); err != nil {
 			lastErr = err
 			continue
-		} else if failed {
+		} else if failed != placedOK {
 			if _, _, err := n.client.Jobs().Deregister(name, true, n.write(ctx)); err != nil {
 				lastErr = fmt.Errorf("nomad: deregister %s placed nowhere: %w", name, err)
+			}
+			if failed == placedNever {
+				// No node could ever take it: a configuration error, not
+				// capacity (which comes back).
+				if len(res.Created) == 0 {
+					return nil, &provider.ConfigError{Reason: reason}
+				}
+				res.CapacityLimited, res.Reason = true, reason
+				break
 			}
 			res.CapacityLimited, res.Reason = true, reason
 			break
@@ -146,36 +155,59 @@ func (n *Nomad) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 	return provider.Finish(res, lastErr)
 }
 
-// placed waits for an evaluation to finish and says whether it left the
-// group unplaced, and why.
-func (n *Nomad) placed(ctx context.Context, evalID string) (string, bool, error) {
+// placement is what an evaluation did with a machine's job.
+type placement int
+
+const (
+	placedOK placement = iota
+	// placedFull: the nodes that could run it are full (capacity).
+	placedFull
+	// placedNever: no node can ever run it (every one filtered out by a
+	// constraint or for a missing driver).
+	placedNever
+)
+
+// placed waits for an evaluation to finish (Nomad answers "pending" at
+// first) and says whether it left the group unplaced, how, and why.
+func (n *Nomad) placed(ctx context.Context, evalID string) (string, placement, error) {
 	if evalID == "" {
-		return "", false, nil
+		return "", placedOK, nil
 	}
 	deadline := time.Now().Add(n.opts.EvalTimeout)
 	for {
 		ev, _, err := n.client.Evaluations().Info(evalID, n.query(ctx))
 		if err != nil {
-			return "", false, fmt.Errorf("nomad: evaluation %s: %w", evalID, err)
+			return "", placedOK, fmt.Errorf("nomad: evaluation %s: %w", evalID, err)
 		}
 		if ev.Status == "complete" || ev.Status == "failed" || ev.Status == "canceled" {
 			for _, m := range ev.FailedTGAllocs {
+				if m.NodesExhausted == 0 && len(m.QuotaExhausted) == 0 && (m.NodesFiltered > 0 || len(m.ConstraintFiltered) > 0 || len(m.ClassFiltered) > 0) {
+					var why []string
+					for c, k := range m.ConstraintFiltered {
+						why = append(why, fmt.Sprintf("%s on %d", c, k))
+					}
+					for c, k := range m.ClassFiltered {
+						why = append(why, fmt.Sprintf("class %s on %d", c, k))
+					}
+					slices.Sort(why)
+					return fmt.Sprintf("NOMAD_PLACEMENT_IMPOSSIBLE: %d of %d nodes filtered out (%s)", m.NodesFiltered, m.NodesEvaluated, strings.Join(why, ", ")), placedNever, nil
+				}
 				var dims []string
 				for d := range m.DimensionExhausted {
 					dims = append(dims, d)
 				}
 				dims = append(dims, m.QuotaExhausted...)
 				slices.Sort(dims)
-				return fmt.Sprintf("NOMAD_PLACEMENT_FAILED: %d nodes exhausted (%s)", m.NodesExhausted, strings.Join(dims, ", ")), true, nil
+				return fmt.Sprintf("NOMAD_PLACEMENT_FAILED: %d nodes exhausted (%s)", m.NodesExhausted, strings.Join(dims, ", ")), placedFull, nil
 			}
-			return "", false, nil
+			return "", placedOK, nil
 		}
 		if time.Now().After(deadline) {
-			return "", false, fmt.Errorf("nomad: evaluation %s still %s after %s", evalID, ev.Status, n.opts.EvalTimeout)
+			return "", placedOK, fmt.Errorf("nomad: evaluation %s still %s after %s", evalID, ev.Status, n.opts.EvalTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return "", false, ctx.Err()
+			return "", placedOK, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

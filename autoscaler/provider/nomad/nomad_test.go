@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,33 @@ func TestNomadAgent(t *testing.T) {
 	list, err := n.List(ctx)
 	if err != nil || len(list) != 1 || list[0].Name != "drover-test-0" {
 		t.Fatalf("list %+v %v", list, err)
+	}
+}
+
+// TestNomadConfigurationErrors: a machine no node can ever run (its task
+// driver is on none; the evaluation, pending at first, then says every
+// node was filtered out for "missing drivers") is a configuration error,
+// not capacity, and its job goes; deregistering a job that is not there
+// answers 200, as Nomad does, and is not an error.
+func TestNomadConfigurationErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake := nomadfake.New(2, 16000, 64<<10)
+	defer fake.Close()
+	fake.SetDrivers("exec")
+	n, err := New(Options{Address: fake.URL, Deployment: "prod", Datacenters: []string{"dc1"}, Driver: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.Launch(ctx, launch("k1", "drover-1-0"))
+	reason, isConfig := provider.IsConfig(err)
+	if _, isCapacity := provider.IsCapacity(err); !isConfig || isCapacity || !strings.Contains(reason, "missing drivers on 2") {
+		t.Fatalf("a driver no node has: %v (config %v)", err, isConfig)
+	}
+	if jobs := fake.Jobs(); len(jobs) != 0 {
+		t.Fatalf("the unplaceable job stayed: %v", jobs)
+	}
+	if err := n.Delete(ctx, []string{"never-made"}); err != nil {
+		t.Fatalf("deleting a machine Nomad never had: %v", err)
 	}
 }

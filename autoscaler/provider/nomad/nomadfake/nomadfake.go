@@ -28,6 +28,19 @@ type Server struct {
 	evals     map[string]*nomadapi.Evaluation
 	seq       int
 	registers int
+	// drivers are the task drivers the nodes have (nil: any); polls
+	// counts each evaluation's reads (the first says "pending").
+	drivers []string
+	polls   map[string]int
+}
+
+// SetDrivers gives the nodes these task drivers only: a job whose task
+// needs another is placed on none, its evaluation's failed allocation
+// filtered on every node for "missing drivers", as Nomad reports it.
+func (s *Server) SetDrivers(drivers ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drivers = drivers
 }
 
 type job struct {
@@ -40,7 +53,7 @@ type job struct {
 
 // New starts a fake cluster of nodes with these resources each.
 func New(nodes, cpuMHz, memoryMB int) *Server {
-	s := &Server{nodes: nodes, cpuMHz: cpuMHz, memoryMB: memoryMB, jobs: map[string]*job{}, evals: map[string]*nomadapi.Evaluation{}}
+	s := &Server{nodes: nodes, cpuMHz: cpuMHz, memoryMB: memoryMB, jobs: map[string]*job{}, evals: map[string]*nomadapi.Evaluation{}, polls: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -89,17 +102,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && p == "/v1/jobs":
 		s.list(w, r)
 	case r.Method == http.MethodDelete && strings.HasPrefix(p, "/v1/job/"):
+		// Deregistering a job that does not exist answers 200 with an
+		// evaluation, as Nomad's Job.Deregister does.
 		id := strings.TrimPrefix(p, "/v1/job/")
-		if _, ok := s.jobs[id]; !ok {
-			http.Error(w, "job not found", 404)
-			return
-		}
 		delete(s.jobs, id)
 		writeJSON(w, nomadapi.JobDeregisterResponse{EvalID: s.newEval(id, nil).ID})
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/evaluation/"):
-		ev, ok := s.evals[strings.TrimPrefix(p, "/v1/evaluation/")]
+		id := strings.TrimPrefix(p, "/v1/evaluation/")
+		ev, ok := s.evals[id]
 		if !ok {
 			http.Error(w, "eval not found", 404)
+			return
+		}
+		// An evaluation is pending when first read, as Nomad's are until
+		// a scheduler worker dequeues them; complete afterwards.
+		if s.polls[id]++; s.polls[id] == 1 {
+			pending := *ev
+			pending.Status, pending.FailedTGAllocs, pending.BlockedEval = "pending", nil, ""
+			writeJSON(w, &pending)
 			return
 		}
 		writeJSON(w, ev)
@@ -157,10 +177,20 @@ func (s *Server) register(w http.ResponseWriter, spec *nomadapi.Job) {
 	}
 	j := &job{spec: spec, cpu: cpu, mem: mem}
 	var failed map[string]*nomadapi.AllocationMetric
-	if fits < 0 {
+	missing := false
+	for _, g := range spec.TaskGroups {
+		for _, t := range g.Tasks {
+			missing = missing || (s.drivers != nil && !slices.Contains(s.drivers, t.Driver))
+		}
+	}
+	switch {
+	case missing:
+		failed = map[string]*nomadapi.AllocationMetric{"worker": {NodesEvaluated: s.nodes, NodesFiltered: s.nodes, NodesAvailable: map[string]int{"dc1": s.nodes},
+			ConstraintFiltered: map[string]int{"missing drivers": s.nodes}}}
+	case fits < 0:
 		failed = map[string]*nomadapi.AllocationMetric{"worker": {NodesEvaluated: s.nodes, NodesExhausted: s.nodes, NodesAvailable: map[string]int{"dc1": s.nodes},
 			DimensionExhausted: map[string]int{"cpu": s.nodes}}}
-	} else {
+	default:
 		j.placed, j.node = true, fits
 	}
 	s.jobs[id] = j
