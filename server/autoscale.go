@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -121,4 +122,39 @@ func (s *Server) runAutoscaler(ctx context.Context) {
 // carries the decision out (leader.Autoscaler.Round).
 func (s *Server) autoscaleOnce(ctx context.Context) error {
 	return s.autoscale.Round(ctx)
+}
+
+// providerZones lists the zones a cluster's provider launches in, for
+// placement apply's check of launch configs (known: false when the
+// provider cannot list them, or there is none).
+func (s *Server) providerZones(ctx context.Context, cluster, kind string, settings map[string]string) ([]string, bool, error) {
+	ac := s.cfg.Autoscale
+	if ac == nil {
+		return nil, false, nil
+	}
+	var p provider.Provider
+	switch {
+	case kind != "" && ac.Factory != nil:
+		made, err := ac.Factory(cluster, kind, settings)
+		if err != nil {
+			return nil, false, err
+		}
+		if c, ok := made.(io.Closer); ok {
+			defer c.Close()
+		}
+		p = made
+	case ac.Providers[cluster] != nil:
+		p = ac.Providers[cluster]
+	default:
+		p = ac.Provider
+	}
+	z, ok := p.(provider.Zoner)
+	if !ok {
+		return nil, false, nil
+	}
+	zones, err := z.Zones(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return zones, true, nil
 }

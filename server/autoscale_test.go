@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"google.golang.org/api/option"
+
 	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/autoscaler/provider/gce"
+	"github.com/drover-sched/drover/autoscaler/provider/gce/gcefake"
 	"github.com/drover-sched/drover/autoscaler/provider/nomad"
 	"github.com/drover-sched/drover/autoscaler/provider/nomad/nomadfake"
 	"github.com/drover-sched/drover/autoscaler/provider/sim"
@@ -419,5 +423,35 @@ func TestNomadMisconfigurationIsNotCapacity(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("job why: %+v", why.Reasons)
+	}
+}
+
+// TestPlacementRefusesAZoneTheCloudLacks: a launch config naming a zone
+// its cluster's GCE project does not have is refused when applied (400
+// naming the zone and the zones there are), instead of failing at its
+// first launch; one naming a zone there is accepted.
+func TestPlacementRefusesAZoneTheCloudLacks(t *testing.T) {
+	fake := gcefake.New("proj", "us-central1-a", "us-central1-b")
+	defer fake.Close()
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Interval = time.Hour
+		cfg.Autoscale.Factory = func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+			return gce.New(context.Background(), gce.Options{Project: settings["project"], Deployment: "test", Image: "img",
+				ClientOptions: []option.ClientOption{option.WithEndpoint(fake.URL), option.WithoutAuthentication(), option.WithHTTPClient(fake.Client())}})
+		}
+	})
+	ctx := context.Background()
+	place := func(zone string) error {
+		return tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
+			Clusters:      []api.ClusterDecl{{Name: "gce-c", Region: "us-central1", Provider: "gce", ProviderSettings: map[string]string{"project": "proj"}}},
+			LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "gce-c", MachineType: "n2-standard-8", Zone: zone, CPU: 8, Memory: 32 << 30, PricePerHour: 300_000_000}}})
+	}
+	err := place("us-central1-z")
+	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, `zone "us-central1-z" does not exist`) || !strings.Contains(ae.Message, "us-central1-a, us-central1-b") {
+		t.Fatalf("a zone the project lacks: %v", err)
+	}
+	if err := place("us-central1-b"); err != nil {
+		t.Fatalf("a zone the project has: %v", err)
 	}
 }

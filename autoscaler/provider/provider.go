@@ -112,6 +112,12 @@ type CapacityError struct {
 
 func (e *CapacityError) Error() string { return "capacity: " + e.Reason }
 
+// Zoner is a provider that can list the zones it launches in (GCE): a
+// launch config naming another is refused when it is applied.
+type Zoner interface {
+	Zones(ctx context.Context) ([]string, error)
+}
+
 // ConfigError is a launch the provider can never fill as configured (a
 // constraint no node meets, a task driver no node has): not capacity,
 // which comes back; the config waits for an operator.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -369,12 +370,57 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (a
 	if err != nil {
 		return nil, badRequest(err)
 	}
+	if err := s.checkZones(r.Context(), &req); err != nil {
+		return nil, err
+	}
 	c.Now = time.Now().UnixNano()
 	if _, err := s.apply(c); err != nil {
 		return nil, err
 	}
 	s.log.Info("placement config applied", "by", userOf(r).Name, "clusters", len(c.Clusters), "queues", len(c.Queues), "cluster_groups", len(c.Groups))
 	return map[string]int{"clusters": len(c.Clusters), "queues": len(c.Queues), "cluster_groups": len(c.Groups)}, nil
+}
+
+// checkZones refuses a launch config whose zone its cluster's provider
+// does not have (a typo would otherwise be found only at the first
+// launch, as a failure). A provider that cannot be asked (unreachable)
+// refuses nothing: the launch says so later.
+func (s *Server) checkZones(ctx context.Context, req *api.PlacementConfig) error {
+	if s.zones == nil {
+		return nil
+	}
+	decls := map[string]api.ClusterDecl{}
+	for _, cl := range s.state.Clusters() {
+		decls[cl.Name] = api.ClusterDecl{Name: cl.Name, Provider: cl.Provider, ProviderSettings: cl.ProviderSettings}
+	}
+	for _, d := range req.Clusters {
+		decls[d.Name] = d
+	}
+	zonesOf := map[string][]string{}
+	for _, lc := range req.LaunchConfigs {
+		if lc.Zone == "" {
+			continue
+		}
+		zones, seen := zonesOf[lc.Cluster]
+		if !seen {
+			d := decls[lc.Cluster]
+			zctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			list, known, err := s.zones(zctx, lc.Cluster, d.Provider, d.ProviderSettings)
+			cancel()
+			if err != nil {
+				s.log.Warn("could not list the provider's zones to check a launch config", "cluster", lc.Cluster, "err", err)
+			}
+			if err != nil || !known {
+				list = nil
+			}
+			zonesOf[lc.Cluster], zones = list, list
+		}
+		if zones != nil && !slices.Contains(zones, lc.Zone) {
+			return codedf(http.StatusBadRequest, "launch config %s: zone %q does not exist where cluster %s launches; its zones are %s",
+				lc.Name, lc.Zone, lc.Cluster, strings.Join(zones, ", "))
+		}
+	}
+	return nil
 }
 
 // handleJobWhy says why a job is where it is: the parents it waits for, the
