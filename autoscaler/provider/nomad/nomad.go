@@ -138,14 +138,10 @@ func (n *Nomad) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 			if _, _, err := n.client.Jobs().Deregister(name, true, n.write(ctx)); err != nil {
 				lastErr = fmt.Errorf("nomad: deregister %s placed nowhere: %w", name, err)
 			}
-			if failed == placedNever {
+			if failed == placedNever && len(res.Created) == 0 {
 				// No node could ever take it: a configuration error, not
 				// capacity (which comes back).
-				if len(res.Created) == 0 {
-					return nil, &provider.ConfigError{Reason: reason}
-				}
-				res.CapacityLimited, res.Reason = true, reason
-				break
+				return nil, &provider.ConfigError{Reason: reason}
 			}
 			res.CapacityLimited, res.Reason = true, reason
 			break
