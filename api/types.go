@@ -1380,6 +1380,9 @@ type Machine struct {
 	Created      time.Time  `json:"created"`
 	Since        time.Time  `json:"since"`
 	Reason       string     `json:"reason,omitempty"`
+	// BootSeconds is how long the machine took from its launch to its
+	// worker joining (0: not joined yet).
+	BootSeconds float64 `json:"boot_seconds,omitempty"`
 }
 
 // AutoscaleRound is the leader's last decision.

@@ -455,3 +455,44 @@ func TestPlacementRefusesAZoneTheCloudLacks(t *testing.T) {
 		t.Fatalf("a zone the project has: %v", err)
 	}
 }
+
+// TestMachinesSayTheirBootLatency: a machine that came up says how long it
+// took to boot (launch to its worker joining), in autoscaler status and
+// in drover_autoscaler_boot_seconds; one that runs nothing counts in
+// drover_autoscaler_machines_without_work.
+func TestMachinesSayTheirBootLatency(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: 200 * time.Millisecond})
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = cloud
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, IdleTimeout: "1h"},
+		LaunchConfigs: []api.LaunchConfig{{Name: "std", Cluster: "a", MachineType: "n2-standard-4", CPU: 4, Memory: 16 << 30, PricePerHour: 200_000_000}}}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	machineWorkers(wctx, t, cloud, "http://"+tc.srv.HTTPAddr())
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "p", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 2, Memory: 1 << 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to succeed", func() bool {
+		bt, err := tc.admin.GetBatch(ctx, b.ID)
+		return err == nil && bt.State == api.BatchComplete
+	})
+	st, err := tc.admin.AutoscalerStatus(ctx)
+	if err != nil || len(st.Machines) != 1 || st.Machines[0].BootSeconds < 0.2 {
+		t.Fatalf("machines %+v, %v; want one that booted in 0.2 s or more", st.Machines, err)
+	}
+	if n := metricValue(t, tc.srv, "drover_autoscaler_boot_seconds_count"); n != 1 {
+		t.Fatalf("boot latencies counted: %v", n)
+	}
+	waitFor(t, "the idle machine to count as without work", func() bool {
+		return metricValue(t, tc.srv, `drover_autoscaler_machines_without_work{cluster="a",pool="default"}`) == 1
+	})
+}

@@ -158,6 +158,8 @@ var (
 	queueUsedDesc       = prometheus.NewDesc("drover_queue_used_cores", "Cores a queue's running jobs (and its children's) hold, per cluster.", []string{"queue", "cluster"}, nil)
 	queueRunningDesc    = prometheus.NewDesc("drover_queue_running_jobs", "Jobs a queue (and its children) runs.", []string{"queue"}, nil)
 	machinesDesc        = prometheus.NewDesc("drover_autoscaler_machines", "The autoscaler's live machines, by cluster, pool and state.", []string{"cluster", "pool", "state"}, nil)
+	idleMachinesDesc    = prometheus.NewDesc("drover_autoscaler_machines_without_work", "The autoscaler's machines paid for and running no job: coming up, or up and idle, by cluster and pool.", []string{"cluster", "pool"}, nil)
+	bootDesc            = prometheus.NewDesc("drover_autoscaler_boot_seconds", "How long the live machines took from their launch to their worker joining.", nil, nil)
 	spendDesc           = prometheus.NewDesc("drover_autoscaler_spend_per_hour", "What the live machines (requested, launching, active, draining) cost an hour, by cluster and pool.", []string{"cluster", "pool"}, nil)
 	spendCapDesc        = prometheus.NewDesc("drover_autoscaler_spend_cap_per_hour", "The autoscaler's $/hour cap over every config (0: none).", nil, nil)
 	limitedDesc         = prometheus.NewDesc("drover_autoscaler_capacity_limited", "1 while a launch config is skipped as capacity-limited.", []string{"config"}, nil)
@@ -166,7 +168,7 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, contactDesc, peersDesc,
 		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, queueGuaranteeDesc, queueCapDesc, queueUsedDesc, queueRunningDesc,
-		machinesDesc, spendDesc, spendCapDesc, limitedDesc} {
+		machinesDesc, idleMachinesDesc, bootDesc, spendDesc, spendCapDesc, limitedDesc} {
 		ch <- d
 	}
 	if c.positions {
@@ -226,6 +228,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// bootBuckets bound drover_autoscaler_boot_seconds (a machine boots in
+// seconds to a few minutes).
+var bootBuckets = []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600}
+
 // collectAutoscaler reports the machines and spend by pool, and the
 // configs skipped as capacity-limited.
 func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
@@ -233,6 +239,10 @@ func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
 	type pool struct{ cluster, pool string }
 	count := map[pool]map[uint8]int{}
 	spend := map[pool]money.Rate{}
+	idle := map[pool]int{}
+	boots := map[float64]uint64{}
+	var bootN uint64
+	var bootSum float64
 	for _, m := range c.state.Machines() {
 		if m.State < state.MachineRequested || m.State > state.MachineDraining {
 			continue
@@ -243,12 +253,26 @@ func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
 		}
 		count[k][m.State]++
 		spend[k] = spend[k].Add(m.PricePerHour)
+		if m.Running == 0 {
+			idle[k]++
+		}
+		if b := m.BootSeconds(); b > 0 {
+			bootN++
+			bootSum += b
+			for _, ub := range bootBuckets {
+				if b <= ub {
+					boots[ub]++
+				}
+			}
+		}
 	}
+	ch <- prometheus.MustNewConstHistogram(bootDesc, bootN, bootSum, boots)
 	for k, byState := range count {
 		for st := state.MachineRequested; st <= state.MachineDraining; st++ {
 			ch <- prometheus.MustNewConstMetric(machinesDesc, prometheus.GaugeValue, float64(byState[st]), k.cluster, k.pool, state.MachineStateName(st))
 		}
 		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.GaugeValue, spend[k].Dollars(), k.cluster, k.pool)
+		ch <- prometheus.MustNewConstMetric(idleMachinesDesc, prometheus.GaugeValue, float64(idle[k]), k.cluster, k.pool)
 	}
 	ch <- prometheus.MustNewConstMetric(spendCapDesc, prometheus.GaugeValue, settings.MaxPerHour.Dollars())
 	now := time.Now().UnixNano()

@@ -100,13 +100,17 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 	var live []string
 	for _, mc := range st.Machines {
 		if mc.State != "deleted" && mc.State != "failed" {
-			live = append(live, rowf("%s\t%s\t%s\t%d\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second)))
+			boot := "-"
+			if mc.BootSeconds > 0 {
+				boot = (time.Duration(mc.BootSeconds * float64(time.Second))).Round(time.Second).String()
+			}
+			live = append(live, rowf("%s\t%s\t%s\t%d\t%s\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second), boot))
 		}
 	}
 	if len(live) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR")
+		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR\tBOOTED IN")
 		fmt.Fprintln(tw, strings.Join(live, "\n")) // cells escaped by rowf
 		return tw.Flush()
 	}

@@ -11,6 +11,15 @@ type MachineInfo struct {
 	Running int // attempts on its worker
 }
 
+// BootSeconds is how long a machine took from its launch to its worker
+// joining (0: not joined yet).
+func (m *Machine) BootSeconds() float64 {
+	if m.JoinUsed <= m.Created {
+		return 0
+	}
+	return float64(m.JoinUsed-m.Created) / 1e9
+}
+
 // Machines lists the autoscaler's machines, live first, by ID.
 func (s *State) Machines() (out []MachineInfo) {
 	s.Read(func(r Reader) { out = r.MachineRecords() })
