@@ -388,11 +388,24 @@ func (p *planner) retire() {
 		}
 		p.remove(m, reason)
 	}
-	// Idle machines, longest idle first, within the remove rates.
+	// Idle machines, longest idle first, within the remove rates. While
+	// the provider refuses a config of a cluster for quota, an idle
+	// machine there goes at once (Arvados' dispatcher does the same): the
+	// quota it holds may be what a waiting job's config needs.
+	quota := map[string]string{}
+	for _, mk := range p.marks {
+		if c := p.configs[mk.Config]; c != nil && now.Before(mk.Until) && strings.Contains(strings.ToUpper(mk.Reason), "QUOTA") {
+			quota[c.Cluster] = mk.Config
+		}
+	}
 	var idle []*Machine
 	for i := range p.in.Machines {
 		m := &p.in.Machines[i]
-		if m.State == Active && !p.deleted[m.ID] && !m.IdleSince.IsZero() && t.Idle > 0 && now.Sub(m.IdleSince) >= t.Idle {
+		if m.State != Active || p.deleted[m.ID] || m.IdleSince.IsZero() {
+			continue
+		}
+		c := p.configs[m.Config]
+		if (t.Idle > 0 && now.Sub(m.IdleSince) >= t.Idle) || (c != nil && quota[c.Cluster] != "") {
 			idle = append(idle, m)
 		}
 	}
@@ -409,7 +422,11 @@ func (p *planner) retire() {
 		if c := p.configs[m.Config]; c != nil && c.MaxRemovesPerMinute > 0 && p.cfgRemoves[m.Config] >= c.MaxRemovesPerMinute {
 			continue
 		}
-		p.remove(m, fmt.Sprintf("idle for %s", now.Sub(m.IdleSince).Round(time.Second)))
+		reason := fmt.Sprintf("idle for %s", now.Sub(m.IdleSince).Round(time.Second))
+		if c := p.configs[m.Config]; c != nil && quota[c.Cluster] != "" && (t.Idle <= 0 || now.Sub(m.IdleSince) < t.Idle) {
+			reason += fmt.Sprintf(", while the provider refuses %s for quota: its quota is freed", quota[c.Cluster])
+		}
+		p.remove(m, reason)
 		p.removes++
 		p.cfgRemoves[m.Config]++
 	}

@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +59,23 @@ func TestOtherPoliciesKeepTheCaps(t *testing.T) {
 				t.Fatalf("%s, round %d: %v\ninput %+v\noutput %+v", name, round, err, in, out)
 			}
 		}
+	}
+}
+
+// TestIdleMachinesGoWhenQuotaRefuses: while a config of a cluster is
+// refused for quota, idle machines of that cluster go at once, not after
+// the idle timeout; a capacity refusal (not quota) leaves them their
+// timeout.
+func TestIdleMachinesGoWhenQuotaRefuses(t *testing.T) {
+	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32), cfg("big", 64, 3.2)}, Timeouts: DefaultTimeouts(),
+		Machines: []Machine{{ID: "m1", Config: "small", State: Active, CPUMilli: 8000, PricePerHour: 320_000_000, Created: t0.Add(-time.Hour), IdleSince: t0.Add(-10 * time.Second)}},
+		Marks:    []Mark{{Config: "big", Until: t0.Add(time.Minute), Reason: "ZONE_RESOURCE_POOL_EXHAUSTED"}}}
+	if out := Plan(in); len(out.Deletes) != 0 {
+		t.Fatalf("a capacity refusal deleted %+v", out.Deletes)
+	}
+	in.Marks[0].Reason = "QUOTA_EXCEEDED"
+	out := Plan(in)
+	if len(out.Deletes) != 1 || out.Deletes[0].Machine != "m1" || !strings.Contains(out.Deletes[0].Reason, "for quota") {
+		t.Fatalf("while big is refused for quota: %+v", out.Deletes)
 	}
 }
