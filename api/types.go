@@ -1383,6 +1383,9 @@ type Machine struct {
 	// BootSeconds is how long the machine took from its launch to its
 	// worker joining (0: not joined yet).
 	BootSeconds float64 `json:"boot_seconds,omitempty"`
+	// LastJobEnded is when an attempt last ended on its worker (absent:
+	// none has).
+	LastJobEnded *time.Time `json:"last_job_ended,omitempty"`
 }
 
 // AutoscaleRound is the leader's last decision.

@@ -173,6 +173,64 @@ func (rc *regionCluster) waitLeaderAmong(limit time.Duration, idx ...int) (int, 
 	return -1, 0
 }
 
+// drill is one drill under way: its cluster, a client of every server,
+// the leader at its start, a prober of acknowledged writes and the batch
+// that runs through the fault.
+type drill struct {
+	*regionCluster
+	cl     *api.Client
+	leader int
+	probe  *prober
+	batch  int64
+	jobs   int64
+}
+
+// startDrill starts a cluster over the regions, a prober and a batch of
+// jobs, and waits until a quarter of the batch is done.
+func startDrill(t *testing.T, n *regions.Net, name string, jobs int64) *drill {
+	t.Helper()
+	rc := startRegionCluster(t, n)
+	d := &drill{regionCluster: rc, cl: rc.client(), leader: rc.leaderIn(), jobs: jobs}
+	d.probe = startProber(d.cl)
+	d.batch = drillBatch(t, d.cl, name, jobs)
+	waitBatch(t, d.cl, d.batch, 2*time.Minute, "a quarter of the batch", func(b *api.Batch) bool { return b.NCompleted >= jobs/4 })
+	return d
+}
+
+// complete waits for the batch to complete, every job of it.
+func (d *drill) complete(what string) {
+	d.t.Helper()
+	b := waitBatch(d.t, d.cl, d.batch, 4*time.Minute, what, func(b *api.Batch) bool { return b.State == api.BatchComplete })
+	if b.NSucceeded != d.jobs {
+		d.t.Fatalf("batch %+v", b)
+	}
+}
+
+// heal lifts the faults and lets every worker report again, then checks
+// that every job succeeded once and returns how many ran more than once.
+func (d *drill) heal() int {
+	d.t.Helper()
+	if err := d.net.Heal(); err != nil {
+		d.t.Fatal(err)
+	}
+	waitWorkers(d.t, d.cl, 3)
+	time.Sleep(3 * time.Second) // a few syncs: late reports arrive
+	rerun, on := succeededOnce(d.t, d.cl, d.batch)
+	d.t.Logf("%d jobs ran again; attempts by worker: %v", rerun, on)
+	return rerun
+}
+
+// finish checks the prober's writes and, once every batch is complete and
+// the servers applied the same log, their histories (minWhole of them
+// from the start).
+func (d *drill) finish(minWhole int) {
+	d.t.Helper()
+	d.probe.finish(d.t)
+	waitAllComplete(d.t, d.cl)
+	waitApplied(d.t, d.testCluster)
+	checkHistories(d.t, d.testCluster, minWhole)
+}
+
 // TestRegionDrills runs the four drills, each on a fresh cluster over the
 // same regions.
 func TestRegionDrills(t *testing.T) {
@@ -189,49 +247,29 @@ func TestRegionDrills(t *testing.T) {
 // first), and when the partition heals its late reports change nothing,
 // and its server catches up.
 func drillPartition(t *testing.T, n *regions.Net) {
-	rc := startRegionCluster(t, n)
-	cl := rc.client()
+	d := startDrill(t, n, "partition", 400)
 	ctx := context.Background()
-	leader := rc.leaderIn()
-	victim := (leader + 1) % 3
-	probe := startProber(cl)
-	id := drillBatch(t, cl, "partition", 400)
-	waitBatch(t, cl, id, 2*time.Minute, "a quarter of the batch", func(b *api.Batch) bool { return b.NCompleted >= 100 })
+	victim := (d.leader + 1) % 3
 	if err := n.Isolate(victim); err != nil {
 		t.Fatal(err)
 	}
 	cut := time.Now()
-	t.Logf("region %s (server %s) cut off; %s leads", n.Regions[victim].Name, rc.Servers[victim].ID(), rc.Servers[leader].ID())
-	b0, err := cl.GetBatch(ctx, id)
+	t.Logf("region %s (server %s) cut off; %s leads", n.Regions[victim].Name, d.Servers[victim].ID(), d.Servers[d.leader].ID())
+	b0, err := d.cl.GetBatch(ctx, d.batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitBatch(t, cl, id, time.Minute, "the majority to go on scheduling", func(b *api.Batch) bool { return b.NCompleted >= b0.NCompleted+50 })
-	b := waitBatch(t, cl, id, 3*time.Minute, "the batch to complete without the isolated region", func(b *api.Batch) bool { return b.State == api.BatchComplete })
-	if b.NSucceeded != 400 {
-		t.Fatalf("batch %+v", b)
-	}
+	waitBatch(t, d.cl, d.batch, time.Minute, "the majority to go on scheduling", func(b *api.Batch) bool { return b.NCompleted >= b0.NCompleted+50 })
+	d.complete("the batch to complete without the isolated region")
 	t.Logf("the batch completed %s after the cut", time.Since(cut).Round(100*time.Millisecond))
-	if err := n.Heal(); err != nil {
-		t.Fatal(err)
-	}
-	// The isolated worker gets through again and reports what it did;
-	// give it a few syncs.
-	waitWorkers(t, cl, 3)
-	time.Sleep(3 * time.Second)
-	rerun, on := succeededOnce(t, cl, id)
-	t.Logf("%d jobs ran again elsewhere; attempts by worker: %v", rerun, on)
-	if rerun == 0 {
+	if d.heal() == 0 {
 		t.Fatal("no job of the isolated worker ran again elsewhere: the drill cut nothing that was running")
 	}
 	// It stopped its attempts itself before the servers ran them again.
-	if log, err := os.ReadFile(rc.workers[victim].Log); err != nil || !strings.Contains(string(log), "fenced: no sync with the servers succeeded") {
+	if log, err := os.ReadFile(d.workers[victim].Log); err != nil || !strings.Contains(string(log), "fenced: no sync with the servers succeeded") {
 		t.Fatalf("the isolated worker did not fence itself (%v):\n%s", err, log)
 	}
-	probe.finish(t)
-	waitAllComplete(t, cl)
-	waitApplied(t, rc.testCluster)
-	checkHistories(t, rc.testCluster, 3)
+	d.finish(3)
 }
 
 // drillLeaderRegion cuts off the leader's region: the other two elect a
@@ -239,36 +277,19 @@ func drillPartition(t *testing.T, n *regions.Net) {
 // go on writing through it, and the old leader steps down and catches up
 // after the heal.
 func drillLeaderRegion(t *testing.T, n *regions.Net) {
-	rc := startRegionCluster(t, n)
-	cl := rc.client()
-	leader := rc.leaderIn()
-	probe := startProber(cl)
-	id := drillBatch(t, cl, "leader-region", 300)
-	waitBatch(t, cl, id, 2*time.Minute, "a quarter of the batch", func(b *api.Batch) bool { return b.NCompleted >= 75 })
-	others := []int{(leader + 1) % 3, (leader + 2) % 3}
-	if err := n.Isolate(leader); err != nil {
+	d := startDrill(t, n, "leader-region", 300)
+	others := []int{(d.leader + 1) % 3, (d.leader + 2) % 3}
+	if err := n.Isolate(d.leader); err != nil {
 		t.Fatal(err)
 	}
-	next, took := rc.waitLeaderAmong(30*time.Second, others...)
-	t.Logf("leader %s's region cut off; %s leads after %s", rc.Servers[leader].ID(), rc.Servers[next].ID(), took.Round(10*time.Millisecond))
+	next, took := d.waitLeaderAmong(30*time.Second, others...)
+	t.Logf("leader %s's region cut off; %s leads after %s", d.Servers[d.leader].ID(), d.Servers[next].ID(), took.Round(10*time.Millisecond))
 	// The old leader steps down once its lease runs out: it never
 	// acknowledges a write it could not commit.
-	waitFor(t, "the cut-off leader to step down", 30*time.Second, func() bool { return !rc.Servers[leader].IsReadyLeader() })
-	b := waitBatch(t, cl, id, 3*time.Minute, "the batch to complete", func(b *api.Batch) bool { return b.State == api.BatchComplete })
-	if b.NSucceeded != 300 {
-		t.Fatalf("batch %+v", b)
-	}
-	if err := n.Heal(); err != nil {
-		t.Fatal(err)
-	}
-	waitWorkers(t, cl, 3)
-	time.Sleep(3 * time.Second)
-	rerun, on := succeededOnce(t, cl, id)
-	t.Logf("%d jobs ran again; attempts by worker: %v", rerun, on)
-	probe.finish(t)
-	waitAllComplete(t, cl)
-	waitApplied(t, rc.testCluster)
-	checkHistories(t, rc.testCluster, 3)
+	waitFor(t, "the cut-off leader to step down", 30*time.Second, func() bool { return !d.Servers[d.leader].IsReadyLeader() })
+	d.complete("the batch to complete")
+	d.heal()
+	d.finish(3)
 }
 
 // drillReplaceRegion kills everything in the leader's region (SIGKILL)
@@ -276,13 +297,10 @@ func drillLeaderRegion(t *testing.T, n *regions.Net) {
 // empty data dir joins, the dead one is removed, and the region's
 // cluster takes work again from a new worker.
 func drillReplaceRegion(t *testing.T, n *regions.Net) {
-	rc := startRegionCluster(t, n)
-	cl := rc.client()
+	d := startDrill(t, n, "region-dies", 300)
+	rc, cl := d.regionCluster, d.cl
 	ctx := context.Background()
-	dead := rc.leaderIn()
-	probe := startProber(cl)
-	id := drillBatch(t, cl, "region-dies", 300)
-	waitBatch(t, cl, id, 2*time.Minute, "a quarter of the batch", func(b *api.Batch) bool { return b.NCompleted >= 75 })
+	dead := d.leader
 	rc.Servers[dead].Kill9()
 	rc.workers[dead].Kill9()
 	killed := time.Now()
@@ -326,10 +344,7 @@ func drillReplaceRegion(t *testing.T, n *regions.Net) {
 		return voters == 3 && caughtUp && len(p.Servers) == 3
 	})
 	t.Logf("replacement %s is a voter %s after the kill", repl.ID(), time.Since(killed).Round(100*time.Millisecond))
-	b := waitBatch(t, cl, id, 3*time.Minute, "the batch to complete", func(b *api.Batch) bool { return b.State == api.BatchComplete })
-	if b.NSucceeded != 300 {
-		t.Fatalf("batch %+v", b)
-	}
+	d.complete("the batch to complete")
 	// The region's cluster takes work again.
 	rc.startRegionWorker(dead, fmt.Sprintf("w%d-new", dead+1))
 	local := drillBatch(t, cl, "region-back", 16, region.Name)
@@ -340,11 +355,8 @@ func drillReplaceRegion(t *testing.T, n *regions.Net) {
 			t.Fatalf("a job for region %s ran on %s", region.Name, inst)
 		}
 	}
-	succeededOnce(t, cl, id)
-	probe.finish(t)
-	waitAllComplete(t, cl)
-	waitApplied(t, rc.testCluster)
-	checkHistories(t, rc.testCluster, 2)
+	succeededOnce(t, cl, d.batch)
+	d.finish(2)
 }
 
 // drillLossy drops 5% of the packets between regions, and everything one
@@ -352,33 +364,16 @@ func drillReplaceRegion(t *testing.T, n *regions.Net) {
 // arrives): no two leaders accept writes, no job succeeds twice, and
 // nothing acknowledged is lost.
 func drillLossy(t *testing.T, n *regions.Net) {
-	rc := startRegionCluster(t, n)
-	cl := rc.client()
-	leader := rc.leaderIn()
-	probe := startProber(cl)
-	id := drillBatch(t, cl, "lossy", 300)
-	waitBatch(t, cl, id, 2*time.Minute, "a quarter of the batch", func(b *api.Batch) bool { return b.NCompleted >= 75 })
+	d := startDrill(t, n, "lossy", 300)
 	if err := n.Loss(5); err != nil {
 		t.Fatal(err)
 	}
-	deaf := (leader + 1) % 3
-	if err := n.OneWay(deaf, leader); err != nil {
+	deaf := (d.leader + 1) % 3
+	if err := n.OneWay(deaf, d.leader); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("5%% loss between regions; nothing from %s reaches %s", n.Regions[deaf].Name, n.Regions[leader].Name)
-	b := waitBatch(t, cl, id, 4*time.Minute, "the batch to complete", func(b *api.Batch) bool { return b.State == api.BatchComplete })
-	if b.NSucceeded != 300 {
-		t.Fatalf("batch %+v", b)
-	}
-	if err := n.Heal(); err != nil {
-		t.Fatal(err)
-	}
-	waitWorkers(t, cl, 3)
-	time.Sleep(3 * time.Second)
-	rerun, on := succeededOnce(t, cl, id)
-	t.Logf("%d jobs ran again; attempts by worker: %v", rerun, on)
-	probe.finish(t)
-	waitAllComplete(t, cl)
-	waitApplied(t, rc.testCluster)
-	checkHistories(t, rc.testCluster, 3)
+	t.Logf("5%% loss between regions; nothing from %s reaches %s", n.Regions[deaf].Name, n.Regions[d.leader].Name)
+	d.complete("the batch to complete")
+	d.heal()
+	d.finish(3)
 }

@@ -495,4 +495,17 @@ func TestMachinesSayTheirBootLatency(t *testing.T) {
 	waitFor(t, "the idle machine to count as without work", func() bool {
 		return metricValue(t, tc.srv, `drover_autoscaler_machines_without_work{cluster="a",pool="default"}`) == 1
 	})
+	// Status says since when it has run nothing: after its job ended.
+	waitFor(t, "the machine's last job end in status", func() bool {
+		st, err := tc.admin.AutoscalerStatus(ctx)
+		return err == nil && len(st.Machines) == 1 && st.Machines[0].LastJobEnded != nil
+	})
+	st, _ = tc.admin.AutoscalerStatus(ctx)
+	j, err := tc.admin.GetJob(ctx, b.ID, 1)
+	if err != nil || len(j.Attempts) != 1 || j.Attempts[0].EndTime == nil {
+		t.Fatalf("job %+v, %v", j, err)
+	}
+	if ended := *st.Machines[0].LastJobEnded; ended.Before(*j.Attempts[0].EndTime) || ended.Before(st.Machines[0].Created) {
+		t.Fatalf("last job ended %s on a machine made at %s; its job ended at %s", ended, st.Machines[0].Created, *j.Attempts[0].EndTime)
+	}
 }

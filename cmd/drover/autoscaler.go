@@ -104,13 +104,17 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 			if mc.BootSeconds > 0 {
 				boot = (time.Duration(mc.BootSeconds * float64(time.Second))).Round(time.Second).String()
 			}
-			live = append(live, rowf("%s\t%s\t%s\t%d\t%s\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second), boot))
+			idle := "-"
+			if mc.LastJobEnded != nil {
+				idle = time.Since(*mc.LastJobEnded).Round(time.Second).String() + " ago"
+			}
+			live = append(live, rowf("%s\t%s\t%s\t%d\t%s\t%s\t%s", mc.ID, mc.Config, mc.State, mc.Running, time.Since(mc.Since).Round(time.Second), boot, idle))
 		}
 	}
 	if len(live) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR\tBOOTED IN")
+		fmt.Fprintln(tw, "MACHINE\tCONFIG\tSTATE\tRUNNING\tFOR\tBOOTED IN\tLAST JOB ENDED")
 		fmt.Fprintln(tw, strings.Join(live, "\n")) // cells escaped by rowf
 		return tw.Flush()
 	}

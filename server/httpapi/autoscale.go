@@ -70,7 +70,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 		}
 		out.Machines = append(out.Machines, api.Machine{ID: m.ID, Config: m.Config, Cluster: m.Cluster, Pool: m.Pool, State: state.MachineStateName(m.State),
 			PricePerHour: m.PricePerHour, ProviderID: m.ProviderID, Instance: int64(m.Instance), Running: m.Running,
-			Created: time.Unix(0, m.Created).UTC(), Since: time.Unix(0, m.Since).UTC(), Reason: m.Reason, BootSeconds: m.BootSeconds()})
+			Created: time.Unix(0, m.Created).UTC(), Since: time.Unix(0, m.Since).UTC(), Reason: m.Reason, BootSeconds: m.BootSeconds(), LastJobEnded: timePtrNanos(m.LastJobEnded)})
 	}
 	for _, c := range cfgs {
 		cs := api.LaunchConfigStatus{LaunchConfig: api.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,
@@ -108,6 +108,7 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	if s.autoscaler != nil {
 		out.LastRound = s.autoscaler.LastRound()
 	}
+
 	for i := len(decisions) - 1; i >= 0; i-- {
 		out.Decisions = append(out.Decisions, api.AutoscalerDecision{Time: time.Unix(0, decisions[i].Time).UTC(), Text: decisions[i].Text})
 	}
@@ -154,4 +155,13 @@ func spendHistory(machines []state.MachineInfo, now time.Time, span time.Duratio
 		}
 	}
 	return out
+}
+
+// timePtrNanos is a unix-nanosecond time, or nil for 0.
+func timePtrNanos(ns int64) *time.Time {
+	if ns == 0 {
+		return nil
+	}
+	t := time.Unix(0, ns).UTC()
+	return &t
 }

@@ -9,6 +9,8 @@ import (
 type MachineInfo struct {
 	Machine
 	Running int // attempts on its worker
+	// LastJobEnded is when an attempt last ended on its worker (0: none).
+	LastJobEnded int64
 }
 
 // BootSeconds is how long a machine took from its launch to its worker
@@ -35,6 +37,9 @@ func (r Reader) MachineRecords() []MachineInfo {
 		mi := MachineInfo{Machine: *m}
 		if inst := s.instances[m.Instance]; inst != nil && inst.Active {
 			mi.Running = len(inst.running)
+		}
+		if inst := s.instances[m.Instance]; inst != nil {
+			mi.LastJobEnded = inst.LastEnded
 		}
 		out = append(out, mi)
 	}

@@ -92,6 +92,7 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now in
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
 			delete(inst.running, attemptKey{b.ID, id})
+			inst.LastEnded = max(inst.LastEnded, now)
 			if len(inst.running) == 0 {
 				// A map keeps its size once grown: let an idle
 				// instance's go.

@@ -86,18 +86,19 @@ type snapProject struct {
 
 type snapInstance struct {
 	Instance
-	Running []snapKey
-	Node    string // Instance.NodeID
-	Region  string
-	Cluster string
-	Pool    string
-	Labels  StringMap
-	GPUType string
-	GPUs    int64
-	FreeGPU int64
-	Machine string
-	Config  string
-	Version string // absent before workers said
+	Running   []snapKey
+	Node      string // Instance.NodeID
+	Region    string
+	Cluster   string
+	Pool      string
+	Labels    StringMap
+	GPUType   string
+	GPUs      int64
+	FreeGPU   int64
+	Machine   string
+	Config    string
+	Version   string // absent before workers said
+	LastEnded int64  // absent before machines told it
 }
 
 type snapKey struct {
@@ -304,7 +305,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, id := range instIDs {
 		inst := s.instances[id]
 		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config, Version: inst.Version}
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config, Version: inst.Version, LastEnded: inst.LastEnded}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -534,7 +535,7 @@ func (s *State) Restore(r io.Reader) error {
 		inst.NodeID = si.Node
 		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
 		inst.GPUType, inst.GPUs, inst.FreeGPUs = si.GPUType, si.GPUs, si.FreeGPU
-		inst.Machine, inst.Config, inst.Version = si.Machine, si.Config, si.Version
+		inst.Machine, inst.Config, inst.Version, inst.LastEnded = si.Machine, si.Config, si.Version, si.LastEnded
 		if inst.Cluster == "" { // a snapshot from before placement
 			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
 		}

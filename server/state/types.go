@@ -421,9 +421,11 @@ type Instance struct {
 	Machine string `codec:"-"`
 	Config  string `codec:"-"`
 	// Version is the drover version the worker runs (snapshots carry it
-	// after Config).
-	Version string `codec:"-"`
-	running map[attemptKey]struct{}
+	// after Config), and LastEnded when an attempt last ended on it
+	// (after Version; 0: none has).
+	Version   string `codec:"-"`
+	LastEnded int64  `codec:"-"`
+	running   map[attemptKey]struct{}
 }
 
 // identity is what a later activation of the same worker is recognised by.
