@@ -207,6 +207,11 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	for _, id := range batches {
 		b := waitBatch(t, admin, id, 4*time.Minute, "the batch to complete", func(b *api.Batch) bool { return b.State == api.BatchComplete })
 		if b.NSucceeded != perTeam {
+			// Say which jobs, and how each attempt ended.
+			bad, _ := admin.AllJobs(ctx, id, "state=bad")
+			for _, j := range bad {
+				t.Logf("job %d: %s, exit %v, %q; attempts %+v", j.JobID, j.State, j.ExitCode, j.Message, j.Attempts)
+			}
 			t.Fatalf("batch %d: %d of %d succeeded", id, b.NSucceeded, perTeam)
 		}
 	}
