@@ -186,11 +186,15 @@ type drill struct {
 }
 
 // startDrill starts a cluster over the regions, a prober and a batch of
-// jobs, and waits until a quarter of the batch is done.
-func startDrill(t *testing.T, n *regions.Net, name string, jobs int64) *drill {
+// jobs (after what before submits, when given), and waits until a
+// quarter of the batch is done.
+func startDrill(t *testing.T, n *regions.Net, name string, jobs int64, before ...func(*drill)) *drill {
 	t.Helper()
 	rc := startRegionCluster(t, n)
 	d := &drill{regionCluster: rc, cl: rc.client(), leader: rc.leaderIn(), jobs: jobs}
+	for _, f := range before {
+		f(d)
+	}
 	d.probe = startProber(d.cl)
 	d.batch = drillBatch(t, d.cl, name, jobs)
 	waitBatch(t, d.cl, d.batch, 2*time.Minute, "a quarter of the batch", func(b *api.Batch) bool { return b.NCompleted >= jobs/4 })
@@ -247,9 +251,23 @@ func TestRegionDrills(t *testing.T) {
 // first), and when the partition heals its late reports change nothing,
 // and its server catches up.
 func drillPartition(t *testing.T, n *regions.Net) {
-	d := startDrill(t, n, "partition", 400)
 	ctx := context.Background()
-	victim := (d.leader + 1) % 3
+	// A job that still runs in the region when its worker's lease runs
+	// out (the batch's jobs take 0.4 s, and a worker with nothing
+	// running has nothing to fence), submitted first so that it starts
+	// at once.
+	var victim int
+	var long int64
+	d := startDrill(t, n, "partition", 400, func(d *drill) {
+		victim = (d.leader + 1) % 3
+		res, err := d.cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "partition-long", Jobs: []api.JobSpec{
+			{JobID: 1, Command: []string{"sleep", "120"}, CPU: 1, Memory: 32 << 20, Regions: []string{n.Regions[victim].Name}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		long = res.ID
+		waitBatch(t, d.cl, long, time.Minute, "the long job to run in the region", func(b *api.Batch) bool { return b.NRunning == 1 })
+	})
 	if err := n.Isolate(victim); err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +286,9 @@ func drillPartition(t *testing.T, n *regions.Net) {
 	// It stopped its attempts itself before the servers ran them again.
 	if log, err := os.ReadFile(d.workers[victim].Log); err != nil || !strings.Contains(string(log), "fenced: no sync with the servers succeeded") {
 		t.Fatalf("the isolated worker did not fence itself (%v):\n%s", err, log)
+	}
+	if err := d.cl.CancelBatch(ctx, long); err != nil {
+		t.Fatal(err)
 	}
 	d.finish(3)
 }

@@ -518,9 +518,9 @@ func TestWebUI(t *testing.T) {
 		bt, err := admin.GetBatch(ctx, long)
 		return err == nil && bt.Cancelled
 	})
-	if s := b.text("#batch-state"); !strings.Contains(s, "cancelled") {
-		t.Errorf("after Cancel the page shows %q", s)
-	}
+	// The form's answer is a new page: wait for it (the old one may
+	// still be there, or none, while it loads).
+	b.waitText("the page after Cancel", "#batch-state", 10*time.Second, func(s string) bool { return strings.Contains(s, "cancelled") })
 
 	// The autoscaler's page on an agent that autoscales: machines by
 	// state and what they cost against the cap.
