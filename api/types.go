@@ -1413,6 +1413,9 @@ type AutoscaleHeld struct {
 	Jobs   int64   `json:"jobs"`
 	CPU    float64 `json:"cpu"`
 	Reason string  `json:"reason"`
+	// Config is the launch config whose capacity-limited or
+	// misconfigured mark holds these jobs, when that is the reason.
+	Config string `json:"config,omitempty"`
 }
 
 // AutoscalerDecision is one of the recent decisions' reasons.

@@ -255,6 +255,10 @@ type Held struct {
 	CPUMilli int64 // of all the jobs held
 	Jobs     int64
 	Reason   string
+	// Marked is the launch config whose capacity-limited or
+	// misconfigured mark holds the jobs ("" for any other reason), so a
+	// reader can say which config and until when.
+	Marked string
 }
 
 // Output is one decision.
@@ -468,7 +472,7 @@ func (p *planner) grow() {
 				left = n
 			}
 		}
-		var why string
+		var why, marked string
 		for _, c := range p.ranked {
 			if left == 0 {
 				break
@@ -478,7 +482,7 @@ func (p *planner) grow() {
 			}
 			if r := p.unavailable(c); r != "" {
 				if why == "" {
-					why = r
+					why, marked = r, p.markedBy(c)
 				}
 				p.out.Skipped[c.Name] = r
 				continue
@@ -505,7 +509,7 @@ func (p *planner) grow() {
 			if why == "" {
 				why = "no launch config fits it"
 			}
-			p.hold(sh.CPUMilli*left, left, why)
+			p.hold(sh.CPUMilli*left, left, why, marked)
 		}
 	}
 	for _, c := range p.ranked {
@@ -526,19 +530,19 @@ func (p *planner) grow() {
 func (p *planner) private() {
 	for _, d := range p.in.Private {
 		sh := Shape{CPUMilli: d.CPUMilli, Memory: d.Memory, GPUs: d.GPUs, Constraint: d.Constraint, Count: 1}
-		why := ""
+		why, marked := "", ""
 		done := false
 		for _, c := range p.ranked {
 			if c.MachineType != d.MachineType || !p.serves(c, &sh) {
 				continue
 			}
-			r := p.unavailable(c)
+			r, m := p.unavailable(c), p.markedBy(c)
 			if r == "" {
-				r = p.capped(c)
+				r, m = p.capped(c), ""
 			}
 			if r != "" {
 				if why == "" {
-					why = r
+					why, marked = r, m
 				}
 				p.out.Skipped[c.Name] = r
 				continue
@@ -555,7 +559,7 @@ func (p *planner) private() {
 			if why == "" {
 				why = fmt.Sprintf("no launch config of machine type %s where it may run", d.MachineType)
 			}
-			p.hold(d.CPUMilli, 1, why)
+			p.hold(d.CPUMilli, 1, why, marked)
 		}
 	}
 }
@@ -633,14 +637,15 @@ func (p *planner) consolidate() {
 		float64(best.CPUMilli-best.FreeMilli)/1000, float64(best.CPUMilli)/1000, float64(total-best.FreeMilli)/1000))
 }
 
-func (p *planner) hold(cpu, jobs int64, reason string) {
-	if i, ok := p.reasonCount[reason]; ok {
+func (p *planner) hold(cpu, jobs int64, reason, marked string) {
+	key := marked + "\x00" + reason
+	if i, ok := p.reasonCount[key]; ok {
 		p.out.Held[i].CPUMilli += cpu
 		p.out.Held[i].Jobs += jobs
 		return
 	}
-	p.reasonCount[reason] = len(p.out.Held)
-	p.out.Held = append(p.out.Held, Held{CPUMilli: cpu, Jobs: jobs, Reason: reason})
+	p.reasonCount[key] = len(p.out.Held)
+	p.out.Held = append(p.out.Held, Held{CPUMilli: cpu, Jobs: jobs, Reason: reason, Marked: marked})
 }
 
 // serves reports whether a machine of config c can run one job of the
@@ -666,6 +671,18 @@ func (p *planner) unavailable(c *LaunchConfig) string {
 			return fmt.Sprintf("misconfigured, tried again at %s (%s)", m.Until.UTC().Format("15:04:05"), m.Reason)
 		}
 		return fmt.Sprintf("capacity-limited until %s (%s)", m.Until.UTC().Format("15:04:05"), m.Reason)
+	}
+	return ""
+}
+
+// markedBy names config c when its own mark (capacity-limited or
+// misconfigured) is what makes it unavailable now, else "".
+func (p *planner) markedBy(c *LaunchConfig) string {
+	if p.in.Unavailable[c.Cluster] {
+		return ""
+	}
+	if m := p.marks[c.Name]; m != nil && p.in.Now.Before(m.Until) {
+		return c.Name
 	}
 	return ""
 }

@@ -355,22 +355,37 @@ func TestJobWhySaysCapacityLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msg string
-	waitFor(t, "job why to say the config is capacity-limited", func() bool {
+	// capacityLimited reads job why's capacity-limited reason.
+	capacityLimited := func() (string, bool) {
 		why, err := tc.admin.JobWhy(ctx, b.ID, 1)
 		if err != nil {
-			return false
+			return "", false
 		}
 		for _, r := range why.Reasons {
 			if r.Reason == "autoscaler_capacity_limited" {
-				msg = r.Message
-				return true
+				return r.Message, true
 			}
 		}
-		return false
+		return "", false
+	}
+	// First through the round whose launch failed, then through the
+	// rounds after, which hold the job for the mark instead of
+	// launching: both must say it.
+	var msg string
+	waitFor(t, "job why to say the config is capacity-limited", func() (ok bool) {
+		msg, ok = capacityLimited()
+		return ok
 	})
 	if !strings.Contains(msg, "launch config big is capacity-limited until") || strings.Contains(msg, "  ") || strings.Contains(msg, " in  ") {
 		t.Fatalf("job why: %q", msg)
+	}
+	waitFor(t, "a round that holds the job for the mark", func() bool {
+		st, err := tc.admin.AutoscalerStatus(ctx)
+		return err == nil && st.LastRound != nil && len(st.LastRound.Launches) == 0 && len(st.LastRound.Held) == 1 && st.LastRound.Held[0].Config == "big"
+	})
+	msg, ok := capacityLimited()
+	if !ok || !strings.Contains(msg, "launch config big is capacity-limited until") || !strings.Contains(msg, "1 waiting job") {
+		t.Fatalf("job why after the failed launch's round: %q", msg)
 	}
 	t.Log(msg)
 }
@@ -418,8 +433,7 @@ func TestNomadMisconfigurationIsNotCapacity(t *testing.T) {
 	}
 	found := false
 	for _, r := range why.Reasons {
-		found = found || (r.Reason == "autoscaler_misconfigured" && strings.Contains(r.Message, "missing drivers")) ||
-			(r.Reason == "autoscaler_held" && strings.Contains(r.Message, "misconfigured"))
+		found = found || (r.Reason == "autoscaler_misconfigured" && strings.Contains(r.Message, "missing drivers") && strings.Contains(r.Message, "launch config n8"))
 	}
 	if !found {
 		t.Fatalf("job why: %+v", why.Reasons)

@@ -582,32 +582,48 @@ func (s *Server) autoscalerReasons() [][2]string {
 		}
 	}
 	r := s.autoscaler.LastRound()
-	if r != nil {
-		_, _, marks := s.state.AutoscalerSettings()
-		now := time.Now().UnixNano()
-		for _, l := range r.Launches {
-			// The launch may have failed since: the cloud could not fill
-			// the config, which is then marked capacity-limited.
-			if m, ok := marks[l.Config]; ok && m.Until > now {
-				if m.Misconfigured {
-					out = append(out, [2]string{"autoscaler_misconfigured", fmt.Sprintf("autoscaler could not launch %s: the provider can never fill launch config %s as it is (tried again at %s): %s",
-						l.Reason, l.Config, time.Unix(0, m.Until).UTC().Format(time.RFC3339), m.Reason)})
-					continue
-				}
-				out = append(out, [2]string{"autoscaler_capacity_limited", fmt.Sprintf("autoscaler could not launch %s: launch config %s is capacity-limited until %s: %s",
-					l.Reason, l.Config, time.Unix(0, m.Until).UTC().Format(time.RFC3339), m.Reason)})
-				continue
-			}
-			out = append(out, [2]string{"autoscaler_launching", "autoscaler launching " + l.Reason})
+	if r == nil {
+		if coming > 0 {
+			out = append(out, [2]string{"autoscaler_launching", plural(coming, "machine") + " coming up (drover autoscaler status)"})
 		}
+		return out
+	}
+	_, _, marks := s.state.AutoscalerSettings()
+	now := time.Now().UnixNano()
+	// marked says, for a config the cloud could not fill, which of the
+	// two marks holds it and until when, in the words of job why.
+	marked := func(config, what string) (code, msg string, ok bool) {
+		m, ok := marks[config]
+		if !ok || m.Until <= now {
+			return "", "", false
+		}
+		until := time.Unix(0, m.Until).UTC().Format(time.RFC3339)
+		if m.Misconfigured {
+			return "autoscaler_misconfigured", fmt.Sprintf("autoscaler could not launch %s: the provider can never fill launch config %s as it is (tried again at %s): %s", what, config, until, m.Reason), true
+		}
+		return "autoscaler_capacity_limited", fmt.Sprintf("autoscaler could not launch %s: launch config %s is capacity-limited until %s: %s", what, config, until, m.Reason), true
+	}
+	for _, l := range r.Launches {
+		// The launch may have failed since: the cloud could not fill
+		// the config, which is then marked.
+		if code, msg, ok := marked(l.Config, l.Reason); ok {
+			out = append(out, [2]string{code, msg})
+			continue
+		}
+		out = append(out, [2]string{"autoscaler_launching", "autoscaler launching " + l.Reason})
 	}
 	if coming > 0 && len(out) == 0 {
 		out = append(out, [2]string{"autoscaler_launching", plural(coming, "machine") + " coming up (drover autoscaler status)"})
 	}
-	if r != nil {
-		for _, h := range r.Held {
-			out = append(out, [2]string{"autoscaler_held", fmt.Sprintf("autoscaler holds %s: %s", plural(int(h.Jobs), "waiting job"), h.Reason)})
+	for _, h := range r.Held {
+		// Rounds after the failed launch hold the jobs for the mark.
+		if h.Config != "" {
+			if code, msg, ok := marked(h.Config, "machines for "+plural(int(h.Jobs), "waiting job")); ok {
+				out = append(out, [2]string{code, msg})
+				continue
+			}
 		}
+		out = append(out, [2]string{"autoscaler_held", fmt.Sprintf("autoscaler holds %s: %s", plural(int(h.Jobs), "waiting job"), h.Reason)})
 	}
 	return out
 }

@@ -727,7 +727,7 @@ func (a *Autoscaler) LastRound() *api.AutoscaleRound {
 		r.Deletes = append(r.Deletes, api.AutoscaleAction{Machine: d.Machine, Reason: d.Reason})
 	}
 	for _, h := range a.last.Held {
-		r.Held = append(r.Held, api.AutoscaleHeld{Jobs: h.Jobs, CPU: float64(h.CPUMilli) / 1000, Reason: h.Reason})
+		r.Held = append(r.Held, api.AutoscaleHeld{Jobs: h.Jobs, CPU: float64(h.CPUMilli) / 1000, Reason: h.Reason, Config: h.Marked})
 	}
 	return r
 }
