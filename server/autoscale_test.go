@@ -217,11 +217,7 @@ func TestAutoscalerLeaderChangeLaunchesNothingTwice(t *testing.T) {
 // $/hour cap.
 func TestJobWhyNamesTheAutoscaler(t *testing.T) {
 	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour})
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Provider = cloud
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-	})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
@@ -261,16 +257,12 @@ func TestJobWhyNamesTheAutoscaler(t *testing.T) {
 func TestClusterDeclaresItsProvider(t *testing.T) {
 	fake := nomadfake.New(4, 16000, 64<<10)
 	defer fake.Close()
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-		cfg.Autoscale.Factory = func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
-			if kind != "nomad" {
-				return nil, errors.New("only nomad here")
-			}
-			return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{settings["datacenters"]}})
+	tc := startAutoscaled(t, nil, func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+		if kind != "nomad" {
+			return nil, errors.New("only nomad here")
 		}
-	})
+		return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{settings["datacenters"]}})
+	}, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
@@ -294,11 +286,7 @@ func TestClusterDeclaresItsProvider(t *testing.T) {
 // deleted once the job ends.
 func TestPrivateJobGetsItsOwnMachine(t *testing.T) {
 	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: 100 * time.Millisecond})
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Provider = cloud
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-	})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
@@ -339,11 +327,7 @@ func TestPrivateJobGetsItsOwnMachine(t *testing.T) {
 // without a zone is named without one.
 func TestJobWhySaysCapacityLimited(t *testing.T) {
 	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour, Capacity: map[string]int{"big": 0}})
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Provider = cloud
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-	})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
@@ -399,13 +383,9 @@ func TestNomadMisconfigurationIsNotCapacity(t *testing.T) {
 	fake := nomadfake.New(2, 16000, 64<<10)
 	defer fake.Close()
 	fake.SetDrivers("exec")
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-		cfg.Autoscale.Factory = func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
-			return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{"dc1"}, Driver: "docker"})
-		}
-	})
+	tc := startAutoscaled(t, nil, func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+		return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{"dc1"}, Driver: "docker"})
+	}, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
@@ -447,14 +427,10 @@ func TestNomadMisconfigurationIsNotCapacity(t *testing.T) {
 func TestPlacementRefusesAZoneTheCloudLacks(t *testing.T) {
 	fake := gcefake.New("proj", "us-central1-a", "us-central1-b")
 	defer fake.Close()
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Interval = time.Hour
-		cfg.Autoscale.Factory = func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
-			return gce.New(context.Background(), gce.Options{Project: settings["project"], Deployment: "test", Image: "img",
-				ClientOptions: []option.ClientOption{option.WithEndpoint(fake.URL), option.WithoutAuthentication(), option.WithHTTPClient(fake.Client())}})
-		}
-	})
+	tc := startAutoscaled(t, nil, func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+		return gce.New(context.Background(), gce.Options{Project: settings["project"], Deployment: "test", Image: "img",
+			ClientOptions: []option.ClientOption{option.WithEndpoint(fake.URL), option.WithoutAuthentication(), option.WithHTTPClient(fake.Client())}})
+	}, time.Hour)
 	ctx := context.Background()
 	place := func(zone string) error {
 		return tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
@@ -476,11 +452,7 @@ func TestPlacementRefusesAZoneTheCloudLacks(t *testing.T) {
 // drover_autoscaler_machines_without_work.
 func TestMachinesSayTheirBootLatency(t *testing.T) {
 	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: 200 * time.Millisecond})
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Provider = cloud
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-	})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
@@ -522,4 +494,16 @@ func TestMachinesSayTheirBootLatency(t *testing.T) {
 	if ended := *st.Machines[0].LastJobEnded; ended.Before(*j.Attempts[0].EndTime) || ended.Before(st.Machines[0].Created) {
 		t.Fatalf("last job ended %s on a machine made at %s; its job ended at %s", ended, st.Machines[0].Created, *j.Attempts[0].EndTime)
 	}
+}
+
+// startAutoscaled starts one server whose autoscaler runs every interval
+// with a fixed provider, or with providers made by factory per cluster.
+func startAutoscaled(t *testing.T, p provider.Provider, factory func(cluster, kind string, settings map[string]string) (provider.Provider, error), interval time.Duration) *testCluster {
+	t.Helper()
+	return startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = p
+		cfg.Autoscale.Factory = factory
+		cfg.Autoscale.Interval = interval
+	})
 }
