@@ -41,17 +41,9 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 		w := newSimWorker(t, tc, "w", 64)
 		run := func(n int64) int64 {
 			t.Helper()
-			res, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
-				{JobID: 1, Name: "j", Count: n, Command: []string{"true"}, CPU: 0.5, Memory: 1 << 20}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.runUntil(20*time.Second, func() bool {
-				b, err := tc.admin.GetBatch(ctx, res.ID)
-				return err == nil && b.State == "complete"
-			})
-			waitFor(t, "the batch to leave memory for the store", func() bool { return !tc.srv.State().HasBatch(uint64(res.ID)) })
-			return res.ID
+			id := runBatch(t, tc, w, n)
+			waitFor(t, "the batch to leave memory for the store", func() bool { return !tc.srv.State().HasBatch(uint64(id)) })
+			return id
 		}
 		b1 := run(2)
 		var snap bytes.Buffer
@@ -109,16 +101,7 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 			cfg.HistoryDSN = dsnA
 			cfg.Retention = time.Hour // stays in memory, marked exported
 		})
-		w := newSimWorker(t, src, "w", 64)
-		res, err := src.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
-			{JobID: 1, Name: "j", Count: 3, Command: []string{"true"}, CPU: 0.5, Memory: 1 << 20}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.runUntil(20*time.Second, func() bool {
-			b, err := src.admin.GetBatch(ctx, res.ID)
-			return err == nil && b.State == "complete"
-		})
+		id := runBatch(t, src, newSimWorker(t, src, "w", 64), 3)
 		waitFor(t, "the batch to be exported", func() bool { return src.srv.history.Status().ExportedBatches == 1 })
 		var snap bytes.Buffer
 		if _, err := src.admin.SnapshotSave(ctx, &snap); err != nil {
@@ -135,13 +118,13 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		admin := api.NewClient(dst.url, src.admin.Token())
-		waitFor(t, "the restored batch to leave memory", func() bool { return !dst.srv.State().HasBatch(uint64(res.ID)) })
-		b, err := admin.GetBatch(ctx, res.ID)
+		waitFor(t, "the restored batch to leave memory", func() bool { return !dst.srv.State().HasBatch(uint64(id)) })
+		b, err := admin.GetBatch(ctx, id)
 		if err != nil || b.NJobs != 3 || b.State != "complete" {
-			t.Fatalf("batch %d after it left the restored server's memory: %+v, %v", res.ID, b, err)
+			t.Fatalf("batch %d after it left the restored server's memory: %+v, %v", id, b, err)
 		}
-		if jobs, err := admin.ListJobs(ctx, res.ID, "", 0); err != nil || len(jobs.Jobs) != 3 {
-			t.Fatalf("jobs of batch %d from the new store: %v, %v", res.ID, jobs, err)
+		if jobs, err := admin.ListJobs(ctx, id, "", 0); err != nil || len(jobs.Jobs) != 3 {
+			t.Fatalf("jobs of batch %d from the new store: %v, %v", id, jobs, err)
 		}
 		// The new store holds it, from the restored timeline.
 		raw, err := sql.Open("mysql", dsnB)
@@ -150,8 +133,8 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 		}
 		defer raw.Close()
 		var n int
-		if err := raw.QueryRow("SELECT COUNT(*) FROM jobs WHERE batch_id = ?", res.ID).Scan(&n); err != nil || n != 3 {
-			t.Fatalf("job rows of batch %d in the new store: %d, %v", res.ID, n, err)
+		if err := raw.QueryRow("SELECT COUNT(*) FROM jobs WHERE batch_id = ?", id).Scan(&n); err != nil || n != 3 {
+			t.Fatalf("job rows of batch %d in the new store: %d, %v", id, n, err)
 		}
 	})
 
@@ -167,16 +150,7 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 			cfg.HistoryDSN = dsn
 			cfg.Retention = time.Hour
 		})
-		w := newSimWorker(t, tc, "w", 64)
-		res, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
-			{JobID: 1, Name: "j", Count: 2, Command: []string{"true"}, CPU: 0.5, Memory: 1 << 20}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.runUntil(20*time.Second, func() bool {
-			b, err := tc.admin.GetBatch(ctx, res.ID)
-			return err == nil && b.State == "complete"
-		})
+		id := runBatch(t, tc, newSimWorker(t, tc, "w", 64), 2)
 		waitFor(t, "the batch to be exported", func() bool { return tc.srv.history.Status().ExportedBatches == 1 })
 		raw, err := sql.Open("mysql", dsn)
 		if err != nil {
@@ -193,9 +167,25 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 			t.Fatalf("recheck: %+v, %v; want 1 batch", rc, err)
 		}
 		tc.srv.retention.Store(int64(100 * time.Millisecond))
-		waitFor(t, "the batch to leave memory", func() bool { return !tc.srv.State().HasBatch(uint64(res.ID)) })
-		if jobs, err := tc.admin.ListJobs(ctx, res.ID, "", 0); err != nil || len(jobs.Jobs) != 2 {
-			t.Fatalf("jobs of batch %d after the recheck: %v, %v", res.ID, jobs, err)
+		waitFor(t, "the batch to leave memory", func() bool { return !tc.srv.State().HasBatch(uint64(id)) })
+		if jobs, err := tc.admin.ListJobs(ctx, id, "", 0); err != nil || len(jobs.Jobs) != 2 {
+			t.Fatalf("jobs of batch %d after the recheck: %v, %v", id, jobs, err)
 		}
 	})
+}
+
+// runBatch submits a batch of n jobs of "true" and runs it to completion
+// on w.
+func runBatch(t *testing.T, tc *testCluster, w *simWorker, n int64) int64 {
+	t.Helper()
+	res, err := tc.admin.CreateBatch(context.Background(), &api.CreateBatchRequest{Jobs: []api.JobSpec{
+		{JobID: 1, Name: "j", Count: n, Command: []string{"true"}, CPU: 0.5, Memory: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(20*time.Second, func() bool {
+		b, err := tc.admin.GetBatch(context.Background(), res.ID)
+		return err == nil && b.State == "complete"
+	})
+	return res.ID
 }
