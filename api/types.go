@@ -1275,6 +1275,11 @@ type LaunchConfig struct {
 	MaxPerHour          money.Rate `json:"max_per_hour,omitempty"`
 	MaxAddsPerMinute    int64      `json:"max_adds_per_minute,omitempty"`
 	MaxRemovesPerMinute int64      `json:"max_removes_per_minute,omitempty"`
+	// PriceFromCloud: the price is what the cluster's provider reads
+	// from the cloud (GCE: the Cloud Billing Catalog), refreshed hourly;
+	// PricePerHour is then only used until the first is read (0: the
+	// config is not launched until then).
+	PriceFromCloud bool `json:"price_from_cloud,omitempty"`
 }
 
 // ClusterDecl is a cluster in a placement config.
@@ -1356,6 +1361,9 @@ type LaunchConfigStatus struct {
 	// Misconfigured: the provider can never fill it as it is (a
 	// constraint no node meets, a missing driver); tried again at Until.
 	Misconfigured bool `json:"misconfigured,omitempty"`
+	// PricedAt is when the cloud's price was last read (price_from_cloud;
+	// absent: not yet, PricePerHour is the placement's).
+	PricedAt *time.Time `json:"priced_at,omitempty"`
 }
 
 // AutoscalerPool sums the machines of one pool of one cluster by state.

@@ -39,11 +39,16 @@ type LaunchConfig struct {
 	GPUs     int64
 	// PricePerHour is what one machine costs an hour.
 	PricePerHour money.Rate
+
 	// Limits of this config alone (zero: none).
 	MaxNodes            int
 	MaxPerHour          money.Rate
 	MaxAddsPerMinute    int
 	MaxRemovesPerMinute int
+	// AwaitingPrice: the config takes the cloud's price and none has
+	// been read yet; it is not launched until one is (its 0 would rank
+	// it cheapest).
+	AwaitingPrice bool
 }
 
 // PricePerCoreHour is the config's price of one core for an hour, rounded
@@ -665,6 +670,9 @@ func (p *planner) serves(c *LaunchConfig, sh *Shape) bool {
 func (p *planner) unavailable(c *LaunchConfig) string {
 	if p.in.Unavailable[c.Cluster] {
 		return "cluster " + c.Cluster + " takes no new machines (disabled or down)"
+	}
+	if c.AwaitingPrice {
+		return "waiting for the cloud's price of " + c.MachineType
 	}
 	if m := p.marks[c.Name]; m != nil && p.in.Now.Before(m.Until) {
 		if m.Misconfigured {

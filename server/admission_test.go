@@ -414,7 +414,7 @@ func requestCommands(t *testing.T, srv *Server) uint64 {
 		t.Fatal(err)
 	}
 	leaders := map[state.CommandType]bool{state.CmdBootstrap: true, state.CmdPlan: true, state.CmdRetire: true, state.CmdExpireUpdates: true,
-		state.CmdScale: true, state.CmdLaunchDone: true, state.CmdMachineGone: true, state.CmdAudit: true, state.CmdAdoptStore: true}
+		state.CmdScale: true, state.CmdLaunchDone: true, state.CmdMachineGone: true, state.CmdAudit: true, state.CmdAdoptStore: true, state.CmdSetCloudPrices: true}
 	var n uint64
 	for c := state.CommandType(1); c < state.IgnoreUnknownFlag; c++ {
 		name := c.String()

@@ -37,18 +37,25 @@ type AutoscaleConfig struct {
 	MissingGrace time.Duration
 	// MemoryStep rounds jobs' memory up for demand shapes.
 	MemoryStep int64
+	// PriceRefresh is how often launch configs that take the cloud's
+	// price (price_from_cloud) have it read from their provider.
+	PriceRefresh time.Duration
 }
 
 // DefaultAutoscaleConfig returns the timings of a production autoscaler;
 // set its providers and worker.
 func DefaultAutoscaleConfig() *AutoscaleConfig {
-	return &AutoscaleConfig{Interval: 15 * time.Second, MissingGrace: time.Minute, MemoryStep: 256 << 20, Deployment: "drover"}
+	return &AutoscaleConfig{Interval: 15 * time.Second, MissingGrace: time.Minute, MemoryStep: 256 << 20, Deployment: "drover",
+		PriceRefresh: leader.DefaultPriceRefresh}
 }
 
 // validate checks the timings.
 func (c *AutoscaleConfig) validate() error {
 	if c.Interval <= 0 || c.MissingGrace < 0 || c.MemoryStep < 0 {
 		return fmt.Errorf("autoscale: the interval must be positive, the missing grace and memory step not negative (got %s, %s, %d)", c.Interval, c.MissingGrace, c.MemoryStep)
+	}
+	if c.PriceRefresh < 0 || (c.PriceRefresh > 0 && c.PriceRefresh < time.Second) {
+		return fmt.Errorf("autoscale: the price refresh is 1s or more (0: hourly), not %s", c.PriceRefresh)
 	}
 	return nil
 }
@@ -75,6 +82,7 @@ func (s *Server) newAutoscaler() *leader.Autoscaler {
 		Clock: leader.WallClock{}, State: s.state, Apply: func(c state.Command) (any, error) { return s.raft.Apply(c) },
 		Heard: s.live.Heard, Provider: ac.Provider, Providers: ac.Providers, Factory: ac.Factory, Worker: s.machineWorker,
 		WorkerSecret: s.cfg.WorkerSecret, Deployment: ac.Deployment, MissingGrace: ac.MissingGrace, MemoryStep: ac.MemoryStep, Log: s.log,
+		PriceRefresh: ac.PriceRefresh,
 	})
 }
 

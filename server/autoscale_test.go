@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/money"
 	"google.golang.org/api/option"
 
 	"github.com/drover-sched/drover/autoscaler/provider"
@@ -506,4 +507,78 @@ func startAutoscaled(t *testing.T, p provider.Provider, factory func(cluster, ki
 		cfg.Autoscale.Factory = factory
 		cfg.Autoscale.Interval = interval
 	})
+}
+
+// TestCloudPriceReRanks: launch configs that take the cloud's price get it
+// from the provider (the simulated cloud, a provider.Pricer) at the
+// leader's first round, and the autoscaler launches the cheaper; when the
+// cloud raises that one's price past the other's, the next refresh
+// records it (status shows when it was read) and the next decision
+// launches the other. A machine already running is billed by the cloud
+// at the new price from the change.
+func TestCloudPriceReRanks(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour,
+		Prices: map[string]money.Rate{"a": 300_000_000, "b": 400_000_000}})
+	tc := startServer(t, "", func(cfg *Config) {
+		cfg.Autoscale = DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = cloud
+		cfg.Autoscale.Interval = 50 * time.Millisecond
+		cfg.Autoscale.PriceRefresh = time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "c", Region: "r"}},
+		Autoscaler: &api.AutoscalerSettings{Enabled: true},
+		LaunchConfigs: []api.LaunchConfig{
+			{Name: "a", Cluster: "c", MachineType: "n2-standard-8", Zone: "r-a", CPU: 8, Memory: 32 << 30, PriceFromCloud: true},
+			{Name: "b", Cluster: "c", MachineType: "n2-standard-8", Zone: "r-b", CPU: 8, Memory: 32 << 30, PriceFromCloud: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func() {
+		t.Helper()
+		if _, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 8, Memory: 1 << 30}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configsOf := func() map[string]int {
+		n := map[string]int{}
+		for _, m := range tc.srv.State().Machines() {
+			n[m.Config]++
+		}
+		return n
+	}
+	submit()
+	waitFor(t, "a machine of the cheaper config", func() bool { return configsOf()["a"] == 1 })
+	st, err := tc.admin.AutoscalerStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range st.LaunchConfigs {
+		if c.PricedAt == nil || c.PricePerHour != map[string]money.Rate{"a": 300_000_000, "b": 400_000_000}[c.Name] {
+			t.Fatalf("launch config %s: $%s an hour read at %v", c.Name, c.PricePerHour, c.PricedAt)
+		}
+	}
+	cloud.SetPrice("a", 500_000_000)
+	waitFor(t, "the new price recorded", func() bool {
+		_, cfgs, _ := tc.srv.State().AutoscalerSettings()
+		for _, c := range cfgs {
+			if c.Name == "a" {
+				return c.PricePerHour == 500_000_000
+			}
+		}
+		return false
+	})
+	submit()
+	waitFor(t, "a machine of the config now cheaper", func() bool { return configsOf()["b"] == 1 })
+	if n := configsOf(); n["a"] != 1 || n["b"] != 1 {
+		t.Fatalf("machines by config %v", n)
+	}
+	// The rates billing uses follow: a version from the change.
+	found := false
+	for _, r := range tc.srv.State().Rates(time.Now(), true) {
+		found = found || (r.Resource == "compute/default/a" && r.Version == 2 && r.InForce)
+	}
+	if !found {
+		t.Fatalf("no second rate version in force for config a: %+v", tc.srv.State().Rates(time.Now(), true))
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/drover-sched/drover/autoscaler"
+	"github.com/drover-sched/drover/money"
 )
 
 // Labels every machine carries.
@@ -182,4 +183,17 @@ func WorkerArgs(req *LaunchRequest, name string) []string {
 		args = append(args, "-gpus", fmt.Sprintf("%s:%d", c.GPUType, c.GPUs))
 	}
 	return append(args, w.ExtraFlags...)
+}
+
+// Pricer is a provider that can say what the cloud charges for its
+// machines now (GCE, through the Cloud Billing Catalog; the simulated
+// cloud, replaying its price changes). The leader asks it every
+// AutoscaleConfig.PriceRefresh for the launch configs that take the
+// cloud's price (price_from_cloud) and records what changed in the state,
+// where ranking and billing read it.
+type Pricer interface {
+	// Prices returns each config's price per hour, in the order asked; 0
+	// for a config the cloud has no price for (it is not launched until
+	// it has one). An error means none could be read.
+	Prices(ctx context.Context, configs []autoscaler.LaunchConfig) ([]money.Rate, error)
 }

@@ -89,9 +89,18 @@ func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
 				status = fmt.Sprintf("misconfigured (tried again at %s): %s", c.Until.Local().Format("15:04:05"), c.Reason)
 			case c.CapacityLimited:
 				status = fmt.Sprintf("capacity-limited until %s: %s", c.Until.Local().Format("15:04:05"), c.Reason)
+			case c.PriceFromCloud && c.PricedAt == nil && c.PricePerHour == 0:
+				status = "waiting for the cloud's price"
 			}
-			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%.4g\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
-				units.FormatBytes(c.Memory), c.PricePerHour.Dollars(), c.Live, status)
+			price := fmt.Sprintf("%.4g", c.PricePerHour.Dollars())
+			switch {
+			case c.PriceFromCloud && c.PricedAt != nil:
+				price += " (cloud, read " + c.PricedAt.Local().Format("15:04") + ")"
+			case c.PriceFromCloud:
+				price += " (not yet read)"
+			}
+			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%s\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
+				units.FormatBytes(c.Memory), price, c.Live, status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

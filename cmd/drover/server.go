@@ -93,6 +93,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	deployment := fs.String("deployment", "drover", "with -autoscale: the label that marks this deployment's machines (distinct per deployment sharing a cloud project or Nomad cluster)")
 	workerServers := fs.String("worker-servers", "", "with -autoscale: server addresses new machines' workers join (default: this server's -http-advertise)")
 	autoscaleEvery := fs.Duration("autoscale-interval", 15*time.Second, "with -autoscale: time between the autoscaler's decisions")
+	priceRefresh := fs.Duration("price-refresh", time.Hour, "with -autoscale: how often launch configs with price_from_cloud read the cloud's price (GCE: the Cloud Billing Catalog)")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -213,6 +214,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		cfg.Autoscale.Worker.Servers = *workerServers
 		cfg.Autoscale.Factory = providerFactory(ctx, *deployment)
 		cfg.Autoscale.Interval = *autoscaleEvery
+		cfg.Autoscale.PriceRefresh = *priceRefresh
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

@@ -112,7 +112,8 @@ type launchConfig struct {
 	Memory              *hcl.Attribute `hcl:"memory"`
 	GPUType             string         `hcl:"gpu_type,optional"`
 	GPUs                int            `hcl:"gpus,optional"`
-	PricePerHour        hcl.Expression `hcl:"price_per_hour"` // an expression: required
+	PricePerHour        hcl.Expression `hcl:"price_per_hour"` // an expression: required unless price_from_cloud
+	PriceFromCloud      bool           `hcl:"price_from_cloud,optional"`
 	MaxNodes            int64          `hcl:"max_nodes,optional"`
 	MaxPerHour          *hcl.Attribute `hcl:"max_per_hour,optional"`
 	MaxAddsPerMinute    int64          `hcl:"max_adds_per_minute,optional"`
@@ -227,9 +228,9 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 	diags = gohcl.DecodeBody(f.Body, nil, &pf)
 	for _, lc := range pf.LaunchConfigs {
 		// An expression is never required by gohcl (absent, it is null).
-		if lc.PricePerHour == nil || isNull(lc.PricePerHour) {
+		if (lc.PricePerHour == nil || isNull(lc.PricePerHour)) && !lc.PriceFromCloud {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing required argument",
-				Detail: `The argument "price_per_hour" is required, but no definition was found.`, Subject: lc.Body.MissingItemRange().Ptr()})
+				Detail: `The argument "price_per_hour" is required, but no definition was found (or set price_from_cloud = true to take the cloud's price).`, Subject: lc.Body.MissingItemRange().Ptr()})
 		}
 	}
 	if diags.HasErrors() {
@@ -264,9 +265,13 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 			SpotPreemptions: a.SpotPreemptions, NamePrefix: a.NamePrefix, Consolidate: a.Consolidate}
 	}
 	for _, lc := range pf.LaunchConfigs {
+		var price money.Rate
+		if lc.PricePerHour != nil && !isNull(lc.PricePerHour) {
+			price = d.priceExpr("price_per_hour", lc.PricePerHour)
+		}
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType,
 			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: d.size(lc.Memory), GPUType: lc.GPUType, GPUs: lc.GPUs,
-			PricePerHour: d.priceExpr("price_per_hour", lc.PricePerHour), MaxNodes: lc.MaxNodes, MaxPerHour: d.price(lc.MaxPerHour), MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
+			PricePerHour: price, PriceFromCloud: lc.PriceFromCloud, MaxNodes: lc.MaxNodes, MaxPerHour: d.price(lc.MaxPerHour), MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
 	}
 	cfg.Queues = d.queues("", pf.Queues, cfg.Queues)
 	for _, t := range pf.Teams {

@@ -75,8 +75,8 @@ func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) 
 	for _, c := range cfgs {
 		cs := api.LaunchConfigStatus{LaunchConfig: api.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,
 			Spot: c.Spot, Reserved: c.Reserved, CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPUType: c.GPUType, GPUs: int(c.GPUs),
-			PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes, MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: c.MaxAddsPerMinute, MaxRemovesPerMinute: c.MaxRemovesPerMinute},
-			Live: live[c.Name]}
+			PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes, MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: c.MaxAddsPerMinute, MaxRemovesPerMinute: c.MaxRemovesPerMinute,
+			PriceFromCloud: c.PriceFromCloud}, Live: live[c.Name], PricedAt: timePtrNanos(c.PriceAt)}
 		if mk, ok := marks[c.Name]; ok && mk.Until > time.Now().UnixNano() {
 			until := time.Unix(0, mk.Until).UTC()
 			cs.CapacityLimited, cs.Until, cs.Reason, cs.Misconfigured = !mk.Misconfigured, &until, mk.Reason, mk.Misconfigured

@@ -83,7 +83,20 @@ type AutoscalerConfig struct {
 	// Plan decides a round (nil: autoscaler.Plan). The simulator puts
 	// other policies here to compare them with drover's.
 	Plan func(in *autoscaler.Input) *autoscaler.Output
+	// PriceRefresh is how often the prices of launch configs that take
+	// the cloud's are read from their cluster's provider (a
+	// provider.Pricer; 0: DefaultPriceRefresh). A new leader reads them
+	// at its first round.
+	PriceRefresh time.Duration
 }
+
+// DefaultPriceRefresh: clouds change list prices rarely and spot prices
+// at most about once a month (GCE) to once a day, so an hour is fresh.
+const DefaultPriceRefresh = time.Hour
+
+// priceRetry is how soon prices a provider could not read are asked for
+// again.
+const priceRetry = time.Minute
 
 // Autoscaler is the leader's autoscale round and what it remembers
 // between rounds: not Raft state, started afresh by a new leader (idle
@@ -98,6 +111,8 @@ type Autoscaler struct {
 	last      *autoscaler.Output
 	lastAt    time.Time
 	demand    int64 // millicores in the window at the last decision
+	// priceDue: when each cluster's prices are next read.
+	priceDue map[string]time.Time
 
 	// Of the round's goroutine only.
 	built    map[string]builtProvider
@@ -115,14 +130,17 @@ func NewAutoscaler(cfg AutoscalerConfig) *Autoscaler {
 	if cfg.Worker == nil {
 		cfg.Worker = func() provider.Worker { return provider.Worker{} }
 	}
-	return &Autoscaler{cfg: cfg, idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}}
+	if cfg.PriceRefresh <= 0 {
+		cfg.PriceRefresh = DefaultPriceRefresh
+	}
+	return &Autoscaler{cfg: cfg, idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}, priceDue: map[string]time.Time{}}
 }
 
 // Reset forgets the idle and missing timers and the last decision: a
 // server that becomes leader starts afresh.
 func (a *Autoscaler) Reset() {
 	a.mu.Lock()
-	a.idleSince, a.missing, a.last = map[string]time.Time{}, map[string]time.Time{}, nil
+	a.idleSince, a.missing, a.last, a.priceDue = map[string]time.Time{}, map[string]time.Time{}, nil, map[string]time.Time{}
 	a.mu.Unlock()
 }
 
@@ -205,6 +223,11 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 		return nil
 	}
 	a.resolveProviders(st)
+	if enabled {
+		if a.refreshPrices(ctx, st, now) {
+			st = view.AutoscaleState(a.cfg.State)
+		}
+	}
 	seen, listed := a.listMachines(ctx)
 	if err := a.reconcile(ctx, st, seen, listed, now); err != nil {
 		return err
@@ -239,6 +262,75 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 		}
 	}
 	return a.deleteDrained(ctx, view.AutoscaleState(a.cfg.State))
+}
+
+// refreshPrices reads, from each cluster's provider that can say it, the
+// prices of the launch configs that take the cloud's, when due, and
+// records them (SetCloudPrices) if one changed or was never read. It
+// reports whether it recorded any. A provider that cannot answer is
+// asked again a minute later; the configs keep the price they have.
+func (a *Autoscaler) refreshPrices(ctx context.Context, st *view.Autoscale, now time.Time) bool {
+	byCluster := map[string][]autoscaler.LaunchConfig{}
+	regions := map[string]string{}
+	for _, c := range st.Clusters {
+		regions[c.Name] = c.Region
+	}
+	current := map[string]*state.LaunchConfig{}
+	for i := range st.Configs {
+		c := &st.Configs[i]
+		if c.PriceFromCloud {
+			byCluster[c.Cluster] = append(byCluster[c.Cluster], launchConfig(c, regions))
+			current[c.Name] = c
+		}
+	}
+	cmd := &state.SetCloudPrices{Now: now.UnixNano()}
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
+		a.mu.Lock()
+		due := a.priceDue[cluster]
+		a.mu.Unlock()
+		if now.Before(due) {
+			continue
+		}
+		pr, ok := a.providerFor(cluster).(provider.Pricer)
+		if !ok {
+			continue
+		}
+		cfgs := byCluster[cluster]
+		prices, err := pr.Prices(ctx, cfgs)
+		next := now.Add(a.cfg.PriceRefresh)
+		if err != nil || len(prices) != len(cfgs) {
+			a.cfg.Log.Warn("autoscaler: cannot read the cloud's prices; launch configs keep theirs", "cluster", cluster, "err", err, "retry_in", priceRetry)
+			next = now.Add(priceRetry)
+		}
+		a.mu.Lock()
+		a.priceDue[cluster] = next
+		a.mu.Unlock()
+		if err != nil || len(prices) != len(cfgs) {
+			continue
+		}
+		for i, p := range prices {
+			c := current[cfgs[i].Name]
+			switch {
+			case p <= 0:
+				if c.PricePerHour == 0 {
+					a.cfg.Log.Warn("autoscaler: the cloud has no price for a launch config that takes the cloud's; it is not launched until it has one (or set price_from_cloud = false and a price_per_hour)",
+						"config", c.Name, "machine_type", c.MachineType, "zone", c.Zone)
+				}
+			case p != c.PricePerHour || c.PriceAt == 0:
+				cmd.Prices = append(cmd.Prices, state.CloudPrice{Config: c.Name, PricePerHour: p})
+			}
+		}
+	}
+	if len(cmd.Prices) == 0 {
+		return false
+	}
+	res, err := a.cfg.Apply(cmd)
+	if err != nil {
+		a.cfg.Log.Warn("autoscaler: cannot record the cloud's prices", "err", err)
+		return false
+	}
+	a.cfg.Log.Info("autoscaler: the cloud's prices", "read", len(cmd.Prices), "changed", res.(*state.SetCloudPricesResult).Changed)
+	return true
 }
 
 // Input reads the state and builds the planner's input as the round does,
@@ -519,7 +611,8 @@ func (a *Autoscaler) deleteDrained(ctx context.Context, st *view.Autoscale) erro
 func launchConfig(c *state.LaunchConfig, regions map[string]string) autoscaler.LaunchConfig {
 	return autoscaler.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Region: regions[c.Cluster], Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,
 		Spot: c.Spot, Reserved: c.Reserved, CPUMilli: c.CPUMilli, Memory: c.Memory, GPUType: c.GPUType, GPUs: c.GPUs, PricePerHour: c.PricePerHour,
-		MaxNodes: int(c.MaxNodes), MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: int(c.MaxAddsPerMinute), MaxRemovesPerMinute: int(c.MaxRemovesPerMinute)}
+		MaxNodes: int(c.MaxNodes), MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: int(c.MaxAddsPerMinute), MaxRemovesPerMinute: int(c.MaxRemovesPerMinute),
+		AwaitingPrice: c.PriceFromCloud && c.PricePerHour == 0}
 }
 
 // autoscaleInput builds the planner's input from the state, the leader's

@@ -99,6 +99,20 @@ type LaunchConfig struct {
 	MaxPerHour          money.Rate
 	MaxAddsPerMinute    int64
 	MaxRemovesPerMinute int64
+	// PriceFromCloud: PricePerHour is what the cluster's provider says
+	// the cloud charges (SetCloudPrices, refreshed by the leader), the
+	// admin's price_per_hour only until the first is read (0: not
+	// launched until then). PriceAt is when the cloud's price was last
+	// read (0: never).
+	PriceFromCloud bool
+	PriceAt        int64
+}
+
+// sameMachine reports whether two configs make the same machine at the
+// same price source: a cloud's price read for one holds for the other.
+func (c *LaunchConfig) sameMachine(o *LaunchConfig) bool {
+	return c.PriceFromCloud && o.PriceFromCloud && c.Cluster == o.Cluster && c.MachineType == o.MachineType && c.Zone == o.Zone &&
+		c.Spot == o.Spot && c.CPUMilli == o.CPUMilli && c.Memory == o.Memory && c.GPUs == o.GPUs && c.GPUType == o.GPUType
 }
 
 // Machine is a machine the autoscaler launched.

@@ -77,6 +77,7 @@ const (
 	CmdRemoveDeclared
 	CmdDecommission
 	CmdAdoptStore
+	CmdSetCloudPrices
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -98,7 +99,7 @@ var cmdNames = map[CommandType]string{
 	CmdForgetInstances: "forget_instances", CmdApplyPlacementExact: "apply_placement_exact",
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
-	CmdAdoptStore: "adopt_store",
+	CmdAdoptStore: "adopt_store", CmdSetCloudPrices: "set_cloud_prices",
 }
 
 func (t CommandType) String() string {
@@ -458,6 +459,8 @@ func newCommand(t CommandType) Command {
 		return &Decommission{}
 	case CmdAdoptStore:
 		return &AdoptStore{}
+	case CmdSetCloudPrices:
+		return &SetCloudPrices{}
 	case CmdApplyPlacement, CmdApplyPlacementExact, CmdApplyPlacementQueues:
 		return &ApplyPlacement{}
 	case CmdScale:

@@ -379,8 +379,16 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 	if err := s.checkTree(nextQueues); err != nil {
 		return err
 	}
+	// A config that takes the cloud's price keeps the one read for the
+	// same machine: applying the placement again does not undo it.
+	incoming := slices.Clone(c.LaunchConfigs)
+	for i := range incoming {
+		if old := s.launchConfigs[incoming[i].Name]; old != nil && old.PriceAt > 0 && incoming[i].sameMachine(old) {
+			incoming[i].PricePerHour, incoming[i].PriceAt = old.PricePerHour, old.PriceAt
+		}
+	}
 	// The rates the configs give, checked before anything changes.
-	derived := s.machineRates(c.LaunchConfigs)
+	derived := s.machineRates(incoming)
 	if err := s.checkRates(derived, c.Now); err != nil {
 		return errorf(ErrInvalid, "the launch configs' rates: %s", err.Msg)
 	}
@@ -419,7 +427,7 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 		}
 	}
 	s.addRates(derived, c.Now)
-	for _, lc := range c.LaunchConfigs {
+	for _, lc := range incoming {
 		s.launchConfigs[lc.Name] = &lc
 	}
 	for _, g := range c.Groups {

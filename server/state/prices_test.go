@@ -2,91 +2,78 @@ package state
 
 import (
 	"bytes"
-	"reflect"
 	"testing"
 
-	"github.com/hashicorp/go-msgpack/v2/codec"
-
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 )
 
-// TestPlacementCommandsOfOldServersStillDecode: an ApplyPlacement entry
-// of a server before integral prices (type CmdApplyPlacement, float
-// dollars) decodes to the same command with each price and cap the
-// nearest nano-dollar; new entries take CmdApplyPlacementExact, which
-// such servers do not know; and the old entry applies with the caps
-// exact: three machines at $0.1 fill a $0.3 cap, the fourth is held.
-func TestPlacementCommandsOfOldServersStillDecode(t *testing.T) {
-	cmd := &ApplyPlacement{Now: 1, Clusters: []Cluster{{Name: "a", Region: "east", Pools: []Pool{{Name: "default", CPUMilli: 8000, PricePerHour: 380_000_000}}}},
-		Autoscaler:    &Autoscaler{Enabled: true, MaxPerHour: 300_000_000},
-		LaunchConfigs: []LaunchConfig{{Name: "c", Cluster: "a", Pool: "default", CPUMilli: 4000, Memory: 1 << 30, PricePerHour: 100_000_000, MaxPerHour: 1_300_000_000}}}
-	// The entry as the old binary wrote it: the same layout, each price a
-	// float of dollars (the cap as a float sum, 0.1 + 0.2).
-	legacy := floatPrices(reflect.ValueOf(cmd))
-	legacy.([]any)[5].([]any)[3] = 0.1 + 0.2 // Autoscaler.MaxPerHour
-	var buf bytes.Buffer
-	buf.WriteByte(byte(CmdApplyPlacement))
-	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(legacy); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Decode(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, ok := c.(*ApplyPlacement)
-	if !ok || p.Autoscaler.MaxPerHour != 300_000_000 || len(p.LaunchConfigs) != 1 || p.LaunchConfigs[0].PricePerHour != 100_000_000 ||
-		p.LaunchConfigs[0].MaxPerHour != 1_300_000_000 || p.Clusters[0].Pools[0].PricePerHour != 380_000_000 {
-		t.Fatalf("the old entry decodes to %+v", c)
-	}
-	data, err := Encode(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if typ := CommandType(data[0]); typ != CmdApplyPlacementQueues {
-		t.Fatalf("ApplyPlacement is written as %s, a type servers with float prices read", typ)
-	}
-	// Decoded from the old form, it is the command written anew.
-	if want, err := Encode(cmd); err != nil || !bytes.Equal(data, want) {
-		t.Fatalf("the old entry decodes to %+v, not %+v (%v)", p, cmd, err)
-	}
+// TestCloudPrices: a config that takes the cloud's price gets each price
+// read with a rate version from then on, keeps it when the placement is
+// applied again, and loses it when its machine changes; a config with a
+// fixed price, or gone, is passed over; a price of 0 or past the bound
+// is refused whole; a resource at billing.MaxVersions drops its oldest
+// superseded version instead of refusing the price.
+func TestCloudPrices(t *testing.T) {
 	h := newHarness(t)
-	h.Must(p)
-	res := h.Must(&Scale{Now: h.Tick(), Launches: []ScaleLaunch{{Config: "c", Count: 4, Reason: "test"}}}).(*ScaleResult)
-	if len(res.Requests) != 1 || len(res.Requests[0].Machines) != 3 || res.Capped != 1 {
-		t.Fatalf("a $0.3 cap on machines at $0.1: %+v (float64 sums them to 0.30000000000000004)", res)
+	placement := func(machineType string) *ApplyPlacement {
+		return &ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "a", Region: "r"}}, Autoscaler: &Autoscaler{Enabled: true},
+			LaunchConfigs: []LaunchConfig{
+				{Name: "cloud", Cluster: "a", MachineType: machineType, Zone: "r-a", CPUMilli: 8000, Memory: 32 << 30, PriceFromCloud: true},
+				{Name: "fixed", Cluster: "a", MachineType: "n2-standard-8", Zone: "r-a", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 400_000_000}}}
 	}
-}
-
-// floatPrices is v as the state's MessagePack lays it out (a struct as
-// the array of its fields), with every money.Rate as a float of dollars:
-// what a server before integral prices wrote.
-func floatPrices(v reflect.Value) any {
-	if v.Type() == reflect.TypeFor[money.Rate]() {
-		return money.Rate(v.Int()).Dollars()
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			return nil
-		}
-		return floatPrices(v.Elem())
-	case reflect.Struct:
-		var out []any
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				out = append(out, floatPrices(v.Field(i)))
+	config := func(name string) LaunchConfig {
+		_, cfgs, _ := h.S.AutoscalerSettings()
+		for _, c := range cfgs {
+			if c.Name == name {
+				return c
 			}
 		}
-		return out
-	case reflect.Slice:
-		if v.IsNil() {
-			return nil
-		}
-		var out []any
-		for i := 0; i < v.Len(); i++ {
-			out = append(out, floatPrices(v.Index(i)))
-		}
-		return out
+		t.Fatalf("no launch config %s", name)
+		return LaunchConfig{}
 	}
-	return v.Interface()
+	h.Must(placement("n2-standard-8"))
+	if c := config("cloud"); c.PricePerHour != 0 || c.PriceAt != 0 {
+		t.Fatalf("before any price: %+v", c)
+	}
+	at := h.Tick()
+	res := h.Must(&SetCloudPrices{Now: at, Prices: []CloudPrice{{"cloud", 388_472_000}, {"fixed", 1}, {"gone", 5}}}).(*SetCloudPricesResult)
+	if c, f := config("cloud"), config("fixed"); res.Changed != 1 || c.PricePerHour != 388_472_000 || c.PriceAt != at || f.PricePerHour != 400_000_000 {
+		t.Fatalf("after a price: %+v; cloud %+v, fixed %+v", res, c, f)
+	}
+	rate, ok := billing.Book(h.S.rates).At("compute/default/cloud", at)
+	if !ok || rate.PerHour == 0 || rate.ValidFrom != at {
+		t.Fatalf("the config's core rate: %+v %v", rate, ok)
+	}
+	// Applied again as it was, the cloud's price stays; with another
+	// machine type, it waits for the cloud's price of that one.
+	h.Must(placement("n2-standard-8"))
+	if c := config("cloud"); c.PricePerHour != 388_472_000 || c.PriceAt != at {
+		t.Fatalf("after the placement again: %+v", c)
+	}
+	h.Must(placement("n2-highmem-8"))
+	if c := config("cloud"); c.PricePerHour != 0 || c.PriceAt != 0 {
+		t.Fatalf("after another machine type: %+v", c)
+	}
+	h.MustFail(&SetCloudPrices{Now: h.Tick(), Prices: []CloudPrice{{"cloud", 0}}}, ErrInvalid)
+	h.MustFail(&SetCloudPrices{Now: h.Tick(), Prices: []CloudPrice{{"cloud", MaxPricePerHour + 1}}}, ErrInvalid)
+	// A price that changes every time, past the versions kept.
+	for i := range billing.MaxVersions + 20 {
+		h.Must(&SetCloudPrices{Now: h.Tick(), Prices: []CloudPrice{{"cloud", money.Rate(500_000_000 + i)}}})
+	}
+	vs := h.S.rates["compute/default/cloud"]
+	if c := config("cloud"); len(vs) != billing.MaxVersions || vs[len(vs)-1].PerHour == 0 || c.PricePerHour != money.Rate(500_000_000+billing.MaxVersions+19) {
+		t.Fatalf("%d versions kept (want %d), config %+v", len(vs), billing.MaxVersions, c)
+	}
+	// The prices and when they were read survive a snapshot.
+	fresh := New()
+	if err := fresh.Restore(bytes.NewReader(SnapshotBytes(t, h.S))); err != nil {
+		t.Fatal(err)
+	}
+	_, cfgs, _ := fresh.AutoscalerSettings()
+	for _, c := range cfgs {
+		if c.Name == "cloud" && (c.PricePerHour != config("cloud").PricePerHour || c.PriceAt != config("cloud").PriceAt || !c.PriceFromCloud) {
+			t.Fatalf("restored %+v, want %+v", c, config("cloud"))
+		}
+	}
 }

@@ -334,6 +334,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyMarkExported(c)
 	case *AdoptStore:
 		return s.applyAdoptStore(c)
+	case *SetCloudPrices:
+		return s.applySetCloudPrices(c)
 	case *ForgetBatches:
 		return s.applyForgetBatches(c)
 	case *ForgetInstances:

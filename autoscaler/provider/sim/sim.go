@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-sched/drover/autoscaler"
 	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/money"
 )
@@ -38,6 +39,11 @@ type Options struct {
 	// RequestsPerMinute bounds API calls (0: none); more fail as rate
 	// limited.
 	RequestsPerMinute int
+	// Prices are the cloud's own prices by launch config name: a machine
+	// of one is billed at it (and at each price SetPrice sets later,
+	// from then), whatever the launch request said; Prices answers them.
+	// A config without one is billed at the request's price.
+	Prices map[string]money.Rate
 }
 
 // ErrRateLimited is a call refused by the request rate limit.
@@ -60,25 +66,66 @@ type Cloud struct {
 	launches  int     // machines created, in all
 	refusals  int
 	reclaimed int
+	prices    map[string]money.Rate
 }
 
 type machine struct {
 	inst      provider.Instance
 	joinToken string
 	cores     float64
-	price     money.Rate
-	spot      bool
-	created   time.Time
-	reclaim   time.Time // zero: never
-	reclaimd  bool
+	// price is billed from since; paid is what it cost before.
+	price    money.Rate
+	since    time.Time
+	paid     money.Amount
+	spot     bool
+	created  time.Time
+	reclaim  time.Time // zero: never
+	reclaimd bool
 }
 
-var _ provider.Provider = (*Cloud)(nil)
+var (
+	_ provider.Provider = (*Cloud)(nil)
+	_ provider.Pricer   = (*Cloud)(nil)
+)
 
 // New makes a simulated cloud.
 func New(opts Options) *Cloud {
 	return &Cloud{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), machines: map[string]*machine{}, requests: map[string]*provider.LaunchResult{},
-		costBy: map[string]money.Amount{}}
+		costBy: map[string]money.Amount{}, prices: maps.Clone(opts.Prices)}
+}
+
+// SetPrice changes the cloud's price of a config's machines from now:
+// the live ones too, as a cloud's list and spot prices apply to running
+// machines.
+func (c *Cloud) SetPrice(config string, price money.Rate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.prices == nil {
+		c.prices = map[string]money.Rate{}
+	}
+	c.prices[config] = price
+	now := c.opts.Clock.Now()
+	for _, m := range c.machines {
+		if m.inst.Config == config {
+			m.paid = m.costUntil(now)
+			m.price, m.since = price, now
+		}
+	}
+}
+
+// Prices answers the cloud's price of each config (0: none), as an API
+// call: rate limited, and failing as injected.
+func (c *Cloud) Prices(ctx context.Context, configs []autoscaler.LaunchConfig) ([]money.Rate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call(c.opts.Clock.Now()); err != nil {
+		return nil, err
+	}
+	out := make([]money.Rate, len(configs))
+	for i := range configs {
+		out[i] = c.prices[configs[i].Name]
+	}
+	return out, nil
 }
 
 // call counts an API call against the rate limit and draws an injected
@@ -136,7 +183,10 @@ func (c *Cloud) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 			continue
 		}
 		m := &machine{inst: provider.Instance{Name: name, ID: fmt.Sprintf("sim-%d", c.launches), Config: req.Config.Name, Labels: req.Labels},
-			joinToken: req.JoinTokens[name], price: req.Config.PricePerHour, cores: float64(req.Config.CPUMilli) / 1000, spot: req.Config.Spot, created: now}
+			joinToken: req.JoinTokens[name], price: req.Config.PricePerHour, cores: float64(req.Config.CPUMilli) / 1000, spot: req.Config.Spot, created: now, since: now}
+		if p, ok := c.prices[req.Config.Name]; ok {
+			m.price = p
+		}
 		if m.spot && c.opts.SpotReclaimsPerHour > 0 {
 			hours := c.rng.ExpFloat64() / c.opts.SpotReclaimsPerHour
 			m.reclaim = now.Add(time.Duration(hours * float64(time.Hour)))
@@ -184,9 +234,11 @@ func (c *Cloud) Delete(ctx context.Context, names []string) error {
 }
 
 // costUntil is what a machine cost from its launch to t (a reclaimed one
-// stops costing when it is reclaimed): its price over that time, rounded
-// once to the nano-dollar.
-func (m *machine) costUntil(t time.Time) money.Amount { return m.price.Over(m.paidUntil(t)) }
+// stops costing when it is reclaimed): each price over its time, each
+// rounded once to the nano-dollar.
+func (m *machine) costUntil(t time.Time) money.Amount {
+	return m.paid.Add(m.price.Over(max(m.paidUntil(t)-m.since.Sub(m.created), 0)))
+}
 
 // coreHoursUntil is the core-hours it was paid for until t.
 func (m *machine) coreHoursUntil(t time.Time) float64 { return m.cores * m.paidUntil(t).Hours() }

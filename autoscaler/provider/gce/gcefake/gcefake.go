@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	cloudbilling "google.golang.org/api/cloudbilling/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -43,6 +44,8 @@ type Server struct {
 	rateLimit  int // inserts still to answer rateLimitExceeded
 	inserts    int
 	insertReqs int
+	skus       []*cloudbilling.Sku
+	skuLists   int
 }
 
 type op struct {
@@ -177,6 +180,7 @@ var (
 	instancesPath = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances(?:/([^/]+))?$`)
 	opPath        = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)$`)
 	aggPath       = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/aggregated/instances$`)
+	skusPath      = regexp.MustCompile(`^/v1/services/([^/]+)/skus$`)
 	zonesPath     = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones$`)
 	filterRe      = regexp.MustCompile(`^labels\.([a-z0-9_-]+)\s*=\s*"?([a-z0-9_-]*)"?$`)
 )
@@ -218,6 +222,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			list.Items = append(list.Items, &computepb.Zone{Name: proto.String(z), Status: proto.String("UP"), Kind: proto.String("compute#zone")})
 		}
 		writeMessage(w, list)
+	case r.Method == http.MethodGet && skusPath.MatchString(p):
+		s.listSkus(w, r, skusPath.FindStringSubmatch(p)[1])
 	default:
 		apiError(w, 404, "notFound", "no such endpoint in the fake: "+r.Method+" "+p)
 	}
@@ -392,4 +398,82 @@ func apiErrorReason(w http.ResponseWriter, code int, reason, domain, msg string)
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg,
 		"errors": []map[string]string{{"message": msg, "domain": domain, "reason": reason}}}})
+}
+
+// SetSKUs sets the Catalog's SKUs of Compute Engine (in the order listed).
+func (s *Server) SetSKUs(skus []*cloudbilling.Sku) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skus = skus
+}
+
+// SKULists counts the pages of SKUs served.
+func (s *Server) SKULists() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skuLists
+}
+
+// computeService is Compute Engine's service ID in the Catalog.
+const computeService = "6F81-5844-456A"
+
+// SKU is a Compute Engine SKU as the Catalog lists it: description,
+// category (usage type OnDemand or Preemptible), the regions it serves,
+// and one pricing with a single tier of dollarsPerUnit per usageUnit
+// ("h" for a core-hour, "GiBy.h" for a GiB-hour).
+func SKU(id, description, resourceGroup, usageType, region, usageUnit string, dollarsPerUnit float64) *cloudbilling.Sku {
+	nanos := int64(dollarsPerUnit*1e9 + 0.5)
+	unitDesc := map[string]string{"h": "hour", "GiBy.h": "gibibyte hour"}[usageUnit]
+	base := map[string]string{"h": "s", "GiBy.h": "By.s"}[usageUnit]
+	return &cloudbilling.Sku{
+		Name: "services/" + computeService + "/skus/" + id, SkuId: id, Description: description,
+		Category: &cloudbilling.Category{ServiceDisplayName: "Compute Engine", ResourceFamily: "Compute", ResourceGroup: resourceGroup, UsageType: usageType},
+		ServiceRegions: []string{region}, ServiceProviderName: "Google",
+		GeoTaxonomy: &cloudbilling.GeoTaxonomy{Type: "REGIONAL", Regions: []string{region}},
+		PricingInfo: []*cloudbilling.PricingInfo{{
+			EffectiveTime: "2026-11-01T00:00:00Z", CurrencyConversionRate: 1,
+			PricingExpression: &cloudbilling.PricingExpression{UsageUnit: usageUnit, UsageUnitDescription: unitDesc, BaseUnit: base,
+				BaseUnitDescription: "second", BaseUnitConversionFactor: 3600, DisplayQuantity: 1,
+				TieredRates: []*cloudbilling.TierRate{{StartUsageAmount: 0, UnitPrice: &cloudbilling.Money{CurrencyCode: "USD", Units: nanos / 1e9, Nanos: nanos % 1e9}}}},
+			AggregationInfo: &cloudbilling.AggregationInfo{AggregationLevel: "ACCOUNT", AggregationInterval: "DAILY", AggregationCount: 1},
+		}},
+	}
+}
+
+// listSkus answers services.skus.list: pageSize (at most 5000, the
+// API's default), pageToken, and currencyCode (USD only here, as the
+// Catalog's default).
+func (s *Server) listSkus(w http.ResponseWriter, r *http.Request, service string) {
+	if service != computeService {
+		apiErrorReason(w, 404, "notFound", "global", "Service not found: services/"+service)
+		return
+	}
+	q := r.URL.Query()
+	if c := q.Get("currencyCode"); c != "" && c != "USD" {
+		apiErrorReason(w, 400, "badRequest", "global", "the fake prices in USD only, not "+c)
+		return
+	}
+	size := 5000
+	if v := q.Get("pageSize"); v != "" {
+		if _, err := fmt.Sscan(v, &size); err != nil || size < 1 {
+			apiErrorReason(w, 400, "badRequest", "global", "Invalid pageSize")
+			return
+		}
+		size = min(size, 5000)
+	}
+	from := 0
+	if t := q.Get("pageToken"); t != "" {
+		if _, err := fmt.Sscan(t, &from); err != nil || from < 0 || from > len(s.skus) {
+			apiErrorReason(w, 400, "badRequest", "global", "Invalid page token")
+			return
+		}
+	}
+	to := min(from+size, len(s.skus))
+	resp := cloudbilling.ListSkusResponse{Skus: s.skus[from:to]}
+	if to < len(s.skus) {
+		resp.NextPageToken = fmt.Sprint(to)
+	}
+	s.skuLists++
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&resp)
 }

@@ -21,3 +21,14 @@ launch_config "n8" {
   memory         = "32GiB"
   price_per_hour = 0.12
 }
+
+# The cloud's price (GCE: the Cloud Billing Catalog), read hourly; none
+# given, the config waits for the first.
+launch_config "n8-catalog" {
+  cluster          = "east"
+  machine_type     = "n2-standard-8"
+  zone             = "us-east1-c"
+  cpu              = 8
+  memory           = "32GiB"
+  price_from_cloud = true
+}
