@@ -3,7 +3,10 @@ package sim
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/drover-sched/drover/money"
 )
 
 // TestScenarios runs every scenario in testdata/scenarios on the seeds it
@@ -31,12 +34,16 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s seed %d: %v", f, seed, err)
 			}
-			t.Logf("%s seed %d: cost %.3f of the lower bound, wait p50 %.1f p95 %.1f max %.0f min, %.1f h at a cap, utilization %.3f, peak $%s/h",
-				filepath.Base(f), seed, r.CostRatio, r.WaitP50Min, r.WaitP95Min, r.WaitMaxMin, r.AtCapHours, r.Utilization, r.PeakSpendPerHour)
+			t.Logf("%s seed %d: cost %.3f of the lower bound, wait p50 %.1f p95 %.1f max %.0f min, %.1f h at a cap, utilization %.3f, peak $%s/h, waste %+v core-h",
+				filepath.Base(f), seed, r.CostRatio, r.WaitP50Min, r.WaitP95Min, r.WaitMaxMin, r.AtCapHours, r.Utilization, r.PeakSpendPerHour, r.Waste)
 			e, set := w.Expect, w.Settings
 			switch {
 			case r.CapViolations != 0:
 				t.Errorf("%s seed %d: %d cap violations", f, seed, r.CapViolations)
+			case r.CapacityLimitedLaunches != 0 || r.DisabledClusterLaunches != 0:
+				t.Errorf("%s seed %d: %d machines launched of a capacity-limited config, %d into a disabled cluster", f, seed, r.CapacityLimitedLaunches, r.DisabledClusterLaunches)
+			case r.CapacityRefusals < e.CapacityRefusalsMin:
+				t.Errorf("%s seed %d: the cloud refused %d launches; the scenario wants %d or more", f, seed, r.CapacityRefusals, e.CapacityRefusalsMin)
 			case set.MaxPerHour > 0 && r.PeakSpendPerHour > set.MaxPerHour:
 				t.Errorf("%s seed %d: billed $%s/h, above the cap of $%s/h", f, seed, r.PeakSpendPerHour, set.MaxPerHour)
 			case e.CostRatioMax > 0 && r.CostRatio > e.CostRatioMax:
@@ -76,5 +83,40 @@ func TestCompareRunsThreePolicies(t *testing.T) {
 	}
 	if c.Hail.Policy != "hail" || c.Static.Policy != "static" || c.CostVsStatic >= 1 {
 		t.Fatalf("comparison %+v", c)
+	}
+}
+
+// TestCloudPricesAreFollowed runs the price-change scenario (zone a's
+// spot machines cost half as much again from hour 8 to 16, more than zone
+// b's) twice: with its configs taking the cloud's price, the leader reads
+// the rise within its hourly refresh and launches in zone b while it
+// lasts; with the prices fixed in the placement, it goes on launching
+// the machines that became dearer, and pays more.
+func TestCloudPricesAreFollowed(t *testing.T) {
+	w, err := ReadWorkload("testdata/scenarios/price-change.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := *w
+	fixed.Configs = slices.Clone(w.Configs)
+	for i := range fixed.Configs {
+		fixed.Configs[i].PriceFromCloud = false
+	}
+	live, err := Run(context.Background(), w, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := Run(context.Background(), &fixed, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cloud's prices: $%s (%.3f of the bound), by config %v; fixed prices: $%s (%.3f), by config %v",
+		live.CostUSD, live.CostRatio, live.CostByConfig, stale.CostUSD, stale.CostRatio, stale.CostByConfig)
+	if live.CostByConfig["n2-8-spot-b"] < 10*money.Dollar || stale.CostByConfig["n2-8-spot-b"] != 0 {
+		t.Fatalf("zone b's spot machines cost $%s with the cloud's prices (want a share), $%s with fixed ones (want none)",
+			live.CostByConfig["n2-8-spot-b"], stale.CostByConfig["n2-8-spot-b"])
+	}
+	if float64(live.CostUSD) > 0.9*float64(stale.CostUSD) {
+		t.Fatalf("following the cloud's prices cost $%s, not 10%% less than fixed prices' $%s", live.CostUSD, stale.CostUSD)
 	}
 }

@@ -112,7 +112,10 @@ type Result struct {
 	CapViolations int `json:"cap_violations"`
 	// CapacityLimitedLaunches counts machines a decision launched of a
 	// config still marked capacity-limited (must be 0).
-	CapacityLimitedLaunches int                     `json:"capacity_limited_launches"`
+	CapacityLimitedLaunches int `json:"capacity_limited_launches"`
+	// DisabledClusterLaunches counts machines a decision launched into a
+	// cluster an operator had disabled (must be 0).
+	DisabledClusterLaunches int                     `json:"disabled_cluster_launches"`
 	MachinesLaunched        int                     `json:"machines_launched"`
 	CapacityRefusals        int                     `json:"capacity_refusals"`
 	SpotReclaimed           int                     `json:"spot_reclaimed"`
@@ -138,9 +141,25 @@ type Result struct {
 	// to.
 	Policy         string  `json:"policy"`
 	DemandP95Cores float64 `json:"demand_p95_cores"`
+	// Waste splits the core-hours paid for and not spent on the
+	// workload's work.
+	Waste Waste `json:"waste_core_h"`
 	// JobRecords holds every job's times, in batch and job order (for
 	// queue-wait reports).
 	JobRecords []JobRecord `json:"-"`
+}
+
+// Waste is where paid core-hours went that did not run the workload's
+// jobs to completion: machines booting (launched, their worker not yet
+// joined), machines with nothing running (waiting out the idle timeout,
+// or for work), the free cores of machines running something (packing
+// and jobs ending at different times), and the work of attempts lost
+// with a reclaimed spot machine.
+type Waste struct {
+	Booting    float64 `json:"booting"`
+	Idle       float64 `json:"idle"`
+	PartlyIdle float64 `json:"partly_idle"`
+	Lost       float64 `json:"lost"`
 }
 
 // JobRecord is one job's life in virtual time, as the state's
@@ -155,11 +174,17 @@ type JobRecord struct {
 	// run again).
 	Submitted, Ready, Started, Ended time.Time
 	Attempts                         int
+	// Waited sums the job's time Ready before each attempt started: a
+	// job whose machine was reclaimed waits again, but the time its lost
+	// attempt ran is not queue wait. readyAgain is when it last became
+	// Ready.
+	Waited     time.Duration
+	readyAgain time.Time
 }
 
-// Wait is how long the job waited from Ready to its last attempt's
-// start.
-func (r *JobRecord) Wait() time.Duration { return r.Started.Sub(r.Ready) }
+// Wait is how long the job waited in the queue: from Ready to its first
+// attempt's start, and from each return to Ready to the next attempt's.
+func (r *JobRecord) Wait() time.Duration { return r.Waited }
 
 // start is the virtual time a run begins at.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -210,6 +235,16 @@ type run struct {
 	heard     map[uint32]time.Time
 	records   map[jobKey]*JobRecord
 	marked    int
+	// prices is what the cloud charges for each config now (the
+	// workload's, changed by its events).
+	prices map[string]money.Rate
+	// cores of each config's machines; waste in core-seconds.
+	cores map[string]float64
+	waste Waste
+	// disabled: clusters the workload's events disabled; intoDisabled
+	// counts launches into them.
+	disabled     map[string]bool
+	intoDisabled int
 }
 
 // Run simulates the workload and reports what it cost. The error is a
@@ -239,8 +274,12 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.prices, r.cores = map[string]money.Rate{}, map[string]float64{}
+	for _, c := range w.Configs {
+		r.prices[c.Name], r.cores[c.Name] = c.PricePerHour, c.CPU
+	}
 	r.cloud = simcloud.New(simcloud.Options{Clock: r.clk, Seed: opts.Seed, BootDelay: time.Duration(w.Boot), Capacity: w.Capacity, SpotReclaimsPerHour: w.Reclaims,
-		ErrorRate: w.ErrorRate, RequestsPerMinute: w.RequestsPerMinute})
+		ErrorRate: w.ErrorRate, RequestsPerMinute: w.RequestsPerMinute, Prices: maps.Clone(r.prices)})
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -305,11 +344,18 @@ func (r *run) transition(_, batch uint64, job uint32, _, to state.JobState) {
 	}
 	now := r.clk.t
 	switch {
-	case to == state.Ready && rec.Ready.IsZero():
-		rec.Ready = now
+	case to == state.Ready:
+		if rec.Ready.IsZero() {
+			rec.Ready = now
+		}
+		rec.readyAgain = now
 	case to == state.Running:
 		rec.Started = now
 		rec.Attempts++
+		if !rec.readyAgain.IsZero() {
+			rec.Waited += now.Sub(rec.readyAgain)
+			rec.readyAgain = time.Time{}
+		}
 	case to.Final():
 		rec.Ended = now
 	}
@@ -325,7 +371,14 @@ func (r *run) heardFrom(inst uint32) (time.Time, bool) {
 // decided counts the machines a decision launches of configs still
 // marked capacity-limited.
 func (r *run) decided(in *autoscaler.Input, out *autoscaler.Output) {
+	cluster := map[string]string{}
+	for _, c := range in.Configs {
+		cluster[c.Name] = c.Cluster
+	}
 	for _, l := range out.Launches {
+		if r.disabled[cluster[l.Config]] {
+			r.intoDisabled += l.Count
+		}
 		for _, mk := range in.Marks {
 			if mk.Config == l.Config && in.Now.Before(mk.Until) {
 				r.marked += l.Count
@@ -364,7 +417,7 @@ func (r *run) setUp() (*autoscaler.LaunchConfig, error) {
 			cluster = clusters[0].Name
 		}
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, state.LaunchConfig{Name: c.Name, Cluster: cluster, MachineType: c.MachineType, Zone: c.Zone, Spot: c.Spot,
-			CPUMilli: int64(c.CPU * 1000), Memory: mem, PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes})
+			CPUMilli: int64(c.CPU * 1000), Memory: mem, PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes, PriceFromCloud: c.PriceFromCloud})
 		ac := &autoscaler.LaunchConfig{CPUMilli: int64(c.CPU * 1000), PricePerHour: c.PricePerHour}
 		if cheapest == nil || autoscaler.ComparePricePerCore(ac, cheapest) < 0 {
 			cheapest = ac
@@ -398,7 +451,10 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 	batches := slices.Clone(r.w.Batches)
 	slices.SortStableFunc(batches, func(x, y Batch) int { return int(x.At - y.At) })
 	set := r.w.Settings
-	var busyCoreSec float64
+	events := slices.Clone(r.w.Events)
+	slices.SortStableFunc(events, func(x, y Event) int { return cmp.Compare(x.At, y.At) })
+	nextEvent := 0
+	var busyCoreSec, lower float64
 	totalJobs, next, done, roundErrors := 0, 0, 0, 0
 	var first, last, lastScale time.Time
 	var peakSpend money.Rate
@@ -409,6 +465,12 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 			return nil, err
 		}
 		now := r.clk.t
+		for nextEvent < len(events) && !start.Add(time.Duration(events[nextEvent].At)).After(now) {
+			if err := r.event(&events[nextEvent], now); err != nil {
+				return nil, err
+			}
+			nextEvent++
+		}
 		for next < len(batches) && !start.Add(time.Duration(batches[next].At)).After(now) {
 			cores, n, err := r.arrive(&batches[next], now)
 			if err != nil {
@@ -416,6 +478,7 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 			}
 			next++
 			busyCoreSec += cores
+			lower += cores * r.cheapestPerCoreSecond()
 			totalJobs += n
 			if first.IsZero() {
 				first = now
@@ -432,6 +495,7 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		if err := r.machines(now); err != nil {
 			return nil, err
 		}
+		r.account()
 		// The leader's autoscale round. A round a cloud error cut short is
 		// retried at the next, as on a server.
 		if now.Sub(lastScale) >= r.opts.AutoscaleEvery {
@@ -474,13 +538,13 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		r.clk.t = now.Add(r.opts.Step)
 	}
 	cs := r.cloud.Stats()
-	// The lower bound: the busy core-seconds at the cheapest price of a
-	// core-second (an estimate, in float; the bill is exact).
-	lower := busyCoreSec / 3600 * cheapest.PricePerHour.Dollars() * 1000 / float64(cheapest.CPUMilli)
+	// The lower bound is the busy core-seconds, each batch's at the
+	// cheapest price of a core-second the cloud charged when it arrived
+	// (an estimate, in float; the bill is exact).
 	res := &Result{Bench: "autoscale-sim", Batches: len(batches), Jobs: totalJobs, Seed: r.opts.Seed,
 		CostUSD: cs.Cost.Round(money.Cent), LowerBoundUSD: money.FromDollars(lower).Round(money.Cent), CostRatio: round(cs.Cost.Dollars()/lower, 3),
 		MakespanHours: round(last.Sub(first).Hours(), 3), Utilization: round(busyCoreSec/max(cs.CoreHours*3600, 1), 3),
-		CapViolations: violations, CapacityLimitedLaunches: r.marked, MachinesLaunched: cs.Launched, CapacityRefusals: cs.Refusals, SpotReclaimed: cs.Reclaimed,
+		CapViolations: violations, CapacityLimitedLaunches: r.marked, DisabledClusterLaunches: r.intoDisabled, MachinesLaunched: cs.Launched, CapacityRefusals: cs.Refusals, SpotReclaimed: cs.Reclaimed,
 		PeakSpendPerHour: peakSpend.Round(money.CentPerHour), PeakNodes: peakNodes, CostByConfig: map[string]money.Amount{}, AutoscaleRoundErrors: roundErrors}
 	for k, v := range cs.CostByConfig {
 		res.CostByConfig[k] = v.Round(money.Cent)
@@ -489,6 +553,7 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		res.JobRecords = append(res.JobRecords, *rec)
 	}
 	res.AtCapHours = round(atCap.Hours(), 3)
+	res.Waste = Waste{Booting: round(r.waste.Booting/3600, 1), Idle: round(r.waste.Idle/3600, 1), PartlyIdle: round(r.waste.PartlyIdle/3600, 1), Lost: round(r.waste.Lost/3600, 1)}
 	res.Policy = cmp.Or(r.opts.Policy, "drover")
 	if len(r.demand) > 0 {
 		d := slices.Sorted(slices.Values(r.demand))
@@ -514,6 +579,51 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		return int(x.Job) - int(y.Job)
 	})
 	return res, nil
+}
+
+// cheapestPerCoreSecond is the cloud's cheapest price of a core-second
+// now, in dollars.
+func (r *run) cheapestPerCoreSecond() float64 {
+	best := math.Inf(1)
+	for _, c := range r.w.Configs {
+		if c.CPU > 0 {
+			best = min(best, r.prices[c.Name].Dollars()/c.CPU/3600)
+		}
+	}
+	return best
+}
+
+// event changes the world: the cloud's price of a config, a zone's
+// capacity, a cluster disabled or enabled (as an operator's command).
+func (r *run) event(e *Event, now time.Time) error {
+	switch {
+	case e.PricePerHour != nil:
+		r.prices[e.Config] = *e.PricePerHour
+		r.cloud.SetPrice(e.Config, *e.PricePerHour)
+	case e.Capacity != nil:
+		for _, c := range r.w.Configs {
+			if c.Zone != e.Zone {
+				continue
+			}
+			n := *e.Capacity
+			if n < 0 {
+				n = -1
+				if v, ok := r.w.Capacity[c.Name]; ok {
+					n = v
+				}
+			}
+			r.cloud.SetCapacity(c.Name, n)
+		}
+	case e.Disabled != nil:
+		if r.disabled == nil {
+			r.disabled = map[string]bool{}
+		}
+		r.disabled[e.Cluster] = *e.Disabled
+		if _, err := r.apply(&state.SetCluster{Now: now.UnixNano(), Name: e.Cluster, Disabled: *e.Disabled, Reason: "scenario", By: "root"}); err != nil {
+			return fmt.Errorf("event at %s: %w", time.Duration(e.At), err)
+		}
+	}
+	return nil
 }
 
 // arrive submits a batch; it returns its core-seconds of work and its
@@ -556,7 +666,7 @@ func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
 	// made, without a transition.
 	for k := range durs {
 		if rec := r.records[jobKey{bid, uint32(k + 1)}]; rec.Ready.IsZero() {
-			rec.Ready = now
+			rec.Ready, rec.readyAgain = now, now
 		}
 	}
 	r.durations[bid], r.cpus[bid] = durs, cs
@@ -608,6 +718,7 @@ func (r *run) machines(now time.Time) error {
 			}
 			for k, j := range r.running {
 				if j.inst == inst {
+					r.waste.Lost += float64(j.cpu) / 1000 * now.Sub(j.start).Seconds()
 					delete(r.running, k)
 				}
 			}
@@ -645,6 +756,32 @@ func (r *run) machines(now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// account adds one step's waste: each live machine's cores while it
+// boots, all of them while it runs nothing, its free ones while it runs
+// something.
+func (r *run) account() {
+	busy := map[uint32]float64{}
+	for _, j := range r.running {
+		busy[j.inst] += float64(j.cpu) / 1000
+	}
+	step := r.opts.Step.Seconds()
+	for _, in := range r.cloud.Machines() {
+		if in.Preempted {
+			continue
+		}
+		cores := r.cores[in.Config]
+		inst := r.joined[in.Name]
+		switch b := busy[inst]; {
+		case inst == 0:
+			r.waste.Booting += cores * step
+		case b == 0:
+			r.waste.Idle += cores * step
+		default:
+			r.waste.PartlyIdle += max(cores-b, 0) * step
+		}
+	}
 }
 
 // schedule runs the leader's scheduling round: the view read from the

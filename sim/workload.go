@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/drover-sched/drover/money"
@@ -36,6 +37,54 @@ type Workload struct {
 	// Expect is what a scenario file promises of every run (testdata/
 	// scenarios; TestScenarios checks it).
 	Expect *Expect `json:"expect,omitempty"`
+	// Events change the world at a time: the cloud's price of a config,
+	// a zone's capacity, a cluster disabled or enabled by an operator.
+	Events []Event `json:"events,omitempty"`
+}
+
+// Event is one change at At after the start. Exactly one of:
+//   - Config with PricePerHour: the cloud charges that for the config's
+//     machines from then (the live ones too);
+//   - Zone with Capacity: the cloud makes at most that many machines of
+//     each config in the zone (0: out of capacity; -1: back to the
+//     workload's capacity);
+//   - Cluster with Disabled: an operator disables the cluster (no new
+//     work, no new machines; running jobs finish) or enables it again.
+type Event struct {
+	At           Duration    `json:"at"`
+	Config       string      `json:"config,omitempty"`
+	PricePerHour *money.Rate `json:"price_per_hour,omitempty"`
+	Zone         string      `json:"zone,omitempty"`
+	Capacity     *int        `json:"capacity,omitempty"`
+	Cluster      string      `json:"cluster,omitempty"`
+	Disabled     *bool       `json:"disabled,omitempty"`
+}
+
+// check says what is wrong with the event, or nil.
+func (e *Event) check(w *Workload) error {
+	kinds := 0
+	if e.PricePerHour != nil {
+		kinds++
+		if e.Config == "" || !slices.ContainsFunc(w.Configs, func(c Config) bool { return c.Name == e.Config }) || *e.PricePerHour <= 0 {
+			return fmt.Errorf("event at %s: a price needs a config of the workload and a price above 0", time.Duration(e.At))
+		}
+	}
+	if e.Capacity != nil {
+		kinds++
+		if e.Zone == "" || *e.Capacity < -1 {
+			return fmt.Errorf("event at %s: a capacity needs a zone and 0 or more machines (-1: as before)", time.Duration(e.At))
+		}
+	}
+	if e.Disabled != nil {
+		kinds++
+		if e.Cluster == "" {
+			return fmt.Errorf("event at %s: disabled needs a cluster", time.Duration(e.At))
+		}
+	}
+	if kinds != 1 {
+		return fmt.Errorf("event at %s: give one of a config's price_per_hour, a zone's capacity, a cluster's disabled", time.Duration(e.At))
+	}
+	return nil
 }
 
 // Expect bounds a scenario's runs. Every run has no cap violation and
@@ -47,6 +96,9 @@ type Expect struct {
 	// AtCapHoursMin: the cap must bind (the scenario is about the wait it
 	// causes).
 	AtCapHoursMin float64 `json:"at_cap_h_min,omitempty"`
+	// CapacityRefusalsMin: the cloud must have refused launches (a zone
+	// out of capacity bit).
+	CapacityRefusalsMin int `json:"capacity_refusals_min,omitempty"`
 }
 
 // Synthetic asks for the synthetic day's batches.
@@ -88,6 +140,10 @@ type Config struct {
 	Memory       string     `json:"memory"`
 	PricePerHour money.Rate `json:"price_per_hour"` // dollars an hour, exact
 	MaxNodes     int64      `json:"max_nodes,omitempty"`
+	// PriceFromCloud: drover reads the config's price from the cloud
+	// (hourly, as a server does) instead of keeping PricePerHour when
+	// an event changes what the cloud charges.
+	PriceFromCloud bool `json:"price_from_cloud,omitempty"`
 }
 
 // Settings are the autoscaler's caps and timings.
@@ -154,6 +210,11 @@ func ReadWorkload(path string) (*Workload, error) {
 	}
 	if w.Boot == 0 {
 		w.Boot = def.Boot
+	}
+	for i := range w.Events {
+		if err := w.Events[i].check(&w); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	return &w, nil
 }

@@ -90,8 +90,24 @@ var (
 
 // New makes a simulated cloud.
 func New(opts Options) *Cloud {
+	opts.Capacity = maps.Clone(opts.Capacity)
+	if opts.Capacity == nil {
+		opts.Capacity = map[string]int{}
+	}
 	return &Cloud{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), machines: map[string]*machine{}, requests: map[string]*provider.LaunchResult{},
 		costBy: map[string]money.Amount{}, prices: maps.Clone(opts.Prices)}
+}
+
+// SetCapacity bounds a config's machines at once from now (n < 0: no
+// bound): 0 is a zone out of capacity. Machines already made run on.
+func (c *Cloud) SetCapacity(config string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 0 {
+		delete(c.opts.Capacity, config)
+		return
+	}
+	c.opts.Capacity[config] = n
 }
 
 // SetPrice changes the cloud's price of a config's machines from now:

@@ -427,7 +427,7 @@ func SKU(id, description, resourceGroup, usageType, region, usageUnit string, do
 	base := map[string]string{"h": "s", "GiBy.h": "By.s"}[usageUnit]
 	return &cloudbilling.Sku{
 		Name: "services/" + computeService + "/skus/" + id, SkuId: id, Description: description,
-		Category: &cloudbilling.Category{ServiceDisplayName: "Compute Engine", ResourceFamily: "Compute", ResourceGroup: resourceGroup, UsageType: usageType},
+		Category:       &cloudbilling.Category{ServiceDisplayName: "Compute Engine", ResourceFamily: "Compute", ResourceGroup: resourceGroup, UsageType: usageType},
 		ServiceRegions: []string{region}, ServiceProviderName: "Google",
 		GeoTaxonomy: &cloudbilling.GeoTaxonomy{Type: "REGIONAL", Regions: []string{region}},
 		PricingInfo: []*cloudbilling.PricingInfo{{
