@@ -37,6 +37,13 @@ func TestScenarios(t *testing.T) {
 			t.Logf("%s seed %d: cost %.3f of the lower bound, wait p50 %.1f p95 %.1f max %.0f min, %.1f h at a cap, utilization %.3f, peak $%s/h, waste %+v core-h",
 				filepath.Base(f), seed, r.CostRatio, r.WaitP50Min, r.WaitP95Min, r.WaitMaxMin, r.AtCapHours, r.Utilization, r.PeakSpendPerHour, r.Waste)
 			e, set := w.Expect, w.Settings
+			for q, max := range e.QueueWaitP95MinMax {
+				qw, ok := r.ByQueue[q]
+				t.Logf("%s seed %d: queue %s: %+v (%d attempts preempted in all)", filepath.Base(f), seed, q, qw, r.Preempted)
+				if !ok || qw.Jobs == 0 || qw.WaitP95Min > max {
+					t.Errorf("%s seed %d: queue %s's jobs waited %.1f min at the 95th percentile (%d jobs); the scenario wants %.1f or less", f, seed, q, qw.WaitP95Min, qw.Jobs, max)
+				}
+			}
 			switch {
 			case r.CapViolations != 0:
 				t.Errorf("%s seed %d: %d cap violations", f, seed, r.CapViolations)
@@ -44,6 +51,8 @@ func TestScenarios(t *testing.T) {
 				t.Errorf("%s seed %d: %d machines launched of a capacity-limited config, %d into a disabled cluster", f, seed, r.CapacityLimitedLaunches, r.DisabledClusterLaunches)
 			case r.CapacityRefusals < e.CapacityRefusalsMin:
 				t.Errorf("%s seed %d: the cloud refused %d launches; the scenario wants %d or more", f, seed, r.CapacityRefusals, e.CapacityRefusalsMin)
+			case r.Preempted < e.PreemptedMin:
+				t.Errorf("%s seed %d: %d attempts preempted; the scenario wants %d or more", f, seed, r.Preempted, e.PreemptedMin)
 			case set.MaxPerHour > 0 && r.PeakSpendPerHour > set.MaxPerHour:
 				t.Errorf("%s seed %d: billed $%s/h, above the cap of $%s/h", f, seed, r.PeakSpendPerHour, set.MaxPerHour)
 			case e.CostRatioMax > 0 && r.CostRatio > e.CostRatioMax:
@@ -118,5 +127,36 @@ func TestCloudPricesAreFollowed(t *testing.T) {
 	}
 	if float64(live.CostUSD) > 0.9*float64(stale.CostUSD) {
 		t.Fatalf("following the cloud's prices cost $%s, not 10%% less than fixed prices' $%s", live.CostUSD, stale.CostUSD)
+	}
+}
+
+// TestTierOneFloodNeedsPreemption runs the tier-1 flood (tier-1 batches
+// into a fleet at its node cap, full of tier-3 work) with the queues'
+// preemption and without: with it, the preemption round stops tier-3
+// attempts and tier-1 jobs start within minutes; without it they wait
+// for tier-3 jobs to end.
+func TestTierOneFloodNeedsPreemption(t *testing.T) {
+	w, err := ReadWorkload("testdata/scenarios/tier1-flood.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := *w
+	without.Queues = slices.Clone(w.Queues)
+	for i := range without.Queues {
+		without.Queues[i].AllowPreemptionFrom, without.Queues[i].PreemptAfter = nil, ""
+	}
+	with, err := Run(context.Background(), w, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := Run(context.Background(), &without, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := with.ByQueue["org/tier1"], none.ByQueue["org/tier1"]
+	t.Logf("tier 1 with preemption: %+v (%d preempted); without: %+v (%d preempted)", a, with.Preempted, b, none.Preempted)
+	if none.Preempted != 0 || with.Preempted == 0 || a.WaitP95Min*3 > b.WaitP95Min {
+		t.Fatalf("tier 1's p95 wait %.1f min with preemption (%d preempted), %.1f without (%d): want a third or less",
+			a.WaitP95Min, with.Preempted, b.WaitP95Min, none.Preempted)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/scheduler"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
@@ -144,9 +145,21 @@ type Result struct {
 	// Waste splits the core-hours paid for and not spent on the
 	// workload's work.
 	Waste Waste `json:"waste_core_h"`
+	// ByQueue is each queue's jobs' wait, and Preempted the attempts the
+	// preemption round stopped (a workload with queues).
+	ByQueue   map[string]QueueWait `json:"by_queue,omitempty"`
+	Preempted int                  `json:"preempted,omitempty"`
 	// JobRecords holds every job's times, in batch and job order (for
 	// queue-wait reports).
 	JobRecords []JobRecord `json:"-"`
+}
+
+// QueueWait is one queue's jobs' queue wait, in minutes.
+type QueueWait struct {
+	Jobs       int     `json:"jobs"`
+	WaitP50Min float64 `json:"wait_p50_min"`
+	WaitP95Min float64 `json:"wait_p95_min"`
+	WaitMaxMin float64 `json:"wait_max_min"`
 }
 
 // Waste is where paid core-hours went that did not run the workload's
@@ -174,6 +187,8 @@ type JobRecord struct {
 	// run again).
 	Submitted, Ready, Started, Ended time.Time
 	Attempts                         int
+	// Queue is the queue it ran in (a workload with queues).
+	Queue string
 	// Waited sums the job's time Ready before each attempt started: a
 	// job whose machine was reclaimed waits again, but the time its lost
 	// attempt ran is not queue wait. readyAgain is when it last became
@@ -205,6 +220,8 @@ type runningJob struct {
 	inst       uint32
 	cpu        int64
 	start, end time.Time
+	// stopAt: told to stop (preempted), it ends then.
+	stopAt time.Time
 }
 
 type jobKey struct {
@@ -227,6 +244,7 @@ type run struct {
 	// The workers' side: what each job runs for, what runs where, what
 	// each instance was handed, and when each worker was last heard.
 	durations map[uint64][]time.Duration
+	graces    map[uint64][]time.Duration
 	cpus      map[uint64][]int64
 	running   map[attemptKey]runningJob
 	known     map[uint32][]state.AttemptID
@@ -245,6 +263,10 @@ type run struct {
 	// counts launches into them.
 	disabled     map[string]bool
 	intoDisabled int
+	// pre is the leader's preemption round (a workload with queues).
+	pre       *leader.Preemptor
+	preempted int
+	starts    []state.Event
 }
 
 // Run simulates the workload and reports what it cost. The error is a
@@ -267,6 +289,7 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 		w.Settings = &Settings{}
 	}
 	r := &run{raftLog: raftLog{st: state.New(), clk: &clock{t: start}, check: opts.Check}, w: w, opts: opts, durations: map[uint64][]time.Duration{}, cpus: map[uint64][]int64{},
+		graces:  map[uint64][]time.Duration{},
 		running: map[attemptKey]runningJob{}, known: map[uint32][]state.AttemptID{}, joined: map[string]uint32{}, dead: map[uint32]bool{}, heard: map[uint32]time.Time{},
 		records: map[jobKey]*JobRecord{}}
 	r.st.SetHooks(state.Hooks{Transition: r.transition})
@@ -429,18 +452,38 @@ func (r *run) setUp() (*autoscaler.LaunchConfig, error) {
 	if _, err := r.apply(cfg); err != nil {
 		return nil, err
 	}
-	users := map[string]bool{}
+	users, projects := map[string]bool{}, map[string]bool{"default": true}
 	for _, b := range w.Batches {
-		if users[b.User] {
-			continue
+		project := cmp.Or(b.Project, "default")
+		if !projects[project] {
+			projects[project] = true
+			if _, err := r.apply(&state.CreateBillingProject{Now: now, Name: project, Members: []string{"root"}}); err != nil {
+				return nil, err
+			}
 		}
-		users[b.User] = true
-		if _, err := r.apply(&state.CreateUser{Now: now, Name: b.User, TokenHash: "h-" + b.User}); err != nil {
+		if !users[b.User] {
+			users[b.User] = true
+			if _, err := r.apply(&state.CreateUser{Now: now, Name: b.User, TokenHash: "h-" + b.User}); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := r.apply(&state.SetMember{Project: project, User: b.User, Member: true}); err != nil {
 			return nil, err
 		}
-		if _, err := r.apply(&state.SetMember{Project: "default", User: b.User, Member: true}); err != nil {
+	}
+	if len(w.Queues) > 0 {
+		qs := &state.ApplyPlacement{Now: now}
+		for _, q := range w.Queues {
+			sq, err := apiview.QueueFromAPI(q)
+			if err != nil {
+				return nil, fmt.Errorf("queue %s: %w", q.Path, err)
+			}
+			qs.Queues = append(qs.Queues, sq)
+		}
+		if _, err := r.apply(qs); err != nil {
 			return nil, err
 		}
+		r.pre = leader.NewPreemptor()
 	}
 	return cheapest, nil
 }
@@ -448,8 +491,7 @@ func (r *run) setUp() (*autoscaler.LaunchConfig, error) {
 // loop steps the virtual clock until every job is done and every machine
 // deleted.
 func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Result, error) {
-	batches := slices.Clone(r.w.Batches)
-	slices.SortStableFunc(batches, func(x, y Batch) int { return int(x.At - y.At) })
+	batches := r.w.arrivals()
 	set := r.w.Settings
 	events := slices.Clone(r.w.Events)
 	slices.SortStableFunc(events, func(x, y Event) int { return cmp.Compare(x.At, y.At) })
@@ -511,6 +553,9 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		if err := r.schedule(now); err != nil {
 			return nil, err
 		}
+		if err := r.preempt(now); err != nil {
+			return nil, err
+		}
 		if r.opts.Trace != nil && now.Sub(start)%r.opts.TraceEvery < r.opts.Step {
 			r.trace(now)
 		}
@@ -560,17 +605,23 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		res.DemandP95Cores = round(float64(d[min(len(d)-1, len(d)*95/100)])/1000, 1)
 	}
 	waits := make([]time.Duration, 0, len(res.JobRecords))
+	byQueue := map[string][]time.Duration{}
 	for i := range res.JobRecords {
-		if !res.JobRecords[i].Started.IsZero() {
-			waits = append(waits, res.JobRecords[i].Wait())
+		if rec := &res.JobRecords[i]; !rec.Started.IsZero() {
+			waits = append(waits, rec.Wait())
+			if rec.Queue != "" {
+				byQueue[rec.Queue] = append(byQueue[rec.Queue], rec.Wait())
+			}
 		}
 	}
-	if len(waits) > 0 {
-		slices.Sort(waits)
-		q := func(p float64) float64 {
-			return round(waits[min(len(waits)-1, int(p*float64(len(waits))))].Minutes(), 2)
+	res.WaitP50Min, res.WaitP95Min, res.WaitMaxMin = waitFigures(waits)
+	if len(byQueue) > 0 {
+		res.ByQueue, res.Preempted = map[string]QueueWait{}, r.preempted
+		for q, ws := range byQueue {
+			qw := QueueWait{Jobs: len(ws)}
+			qw.WaitP50Min, qw.WaitP95Min, qw.WaitMaxMin = waitFigures(ws)
+			res.ByQueue[q] = qw
 		}
-		res.WaitP50Min, res.WaitP95Min, res.WaitMaxMin = q(0.5), q(0.95), round(waits[len(waits)-1].Minutes(), 2)
 	}
 	slices.SortFunc(res.JobRecords, func(x, y JobRecord) int {
 		if x.Batch != y.Batch {
@@ -579,6 +630,19 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		return int(x.Job) - int(y.Job)
 	})
 	return res, nil
+}
+
+// waitFigures are the median, 95th percentile and longest of waits, in
+// minutes (0s for none); waits is sorted in place.
+func waitFigures(waits []time.Duration) (p50, p95, longest float64) {
+	if len(waits) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(waits)
+	q := func(p float64) float64 {
+		return round(waits[min(len(waits)-1, int(p*float64(len(waits))))].Minutes(), 2)
+	}
+	return q(0.5), q(0.95), round(waits[len(waits)-1].Minutes(), 2)
 }
 
 // cheapestPerCoreSecond is the cloud's cheapest price of a core-second
@@ -630,9 +694,17 @@ func (r *run) event(e *Event, now time.Time) error {
 // number of jobs.
 func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
 	var entries []state.JobEntry
-	var durs []time.Duration
+	var durs, graces []time.Duration
 	var cs []int64
 	var coreSec float64
+	queue := b.Queue
+	if queue == "" {
+		for _, q := range r.w.Queues {
+			if slices.Contains(q.BillingProjects, cmp.Or(b.Project, "default")) {
+				queue = q.Path
+			}
+		}
+	}
 	id := uint32(1)
 	for _, j := range b.Jobs {
 		mem, err := units.ParseBytes(j.Memory)
@@ -641,9 +713,14 @@ func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
 		}
 		n := max(j.Count, 1)
 		sp := &state.Spec{Name: "j", Array: n > 1, Command: []string{"true"}, CPUMilli: int64(j.CPU * 1000), Memory: mem}
+		grace := time.Duration(j.PreemptionGrace)
+		if grace > 0 {
+			sp.Run = &state.Run{PreemptGraceMs: grace.Milliseconds()}
+		}
 		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
 		for k := 0; k < n; k++ {
 			durs = append(durs, time.Duration(j.Duration))
+			graces = append(graces, grace)
 			cs = append(cs, sp.CPUMilli)
 			coreSec += j.CPU * time.Duration(j.Duration).Seconds()
 		}
@@ -653,9 +730,10 @@ func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
 	// are seen: the next batch ID is the one the state gives.
 	bid := uint64(len(r.durations) + 1)
 	for k := range durs {
-		r.records[jobKey{bid, uint32(k + 1)}] = &JobRecord{Batch: bid, Job: uint32(k + 1), User: b.User, Submitted: now}
+		r.records[jobKey{bid, uint32(k + 1)}] = &JobRecord{Batch: bid, Job: uint32(k + 1), User: b.User, Submitted: now, Queue: queue}
 	}
-	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: "default", Name: "sim", Jobs: entries})
+	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: cmp.Or(b.Project, "default"), Name: "sim", Jobs: entries,
+		Queue: b.Queue, Priority: b.Priority})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -669,17 +747,25 @@ func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
 			rec.Ready, rec.readyAgain = now, now
 		}
 	}
-	r.durations[bid], r.cpus[bid] = durs, cs
+	r.durations[bid], r.cpus[bid], r.graces[bid] = durs, cs, graces
 	return coreSec, len(durs), nil
 }
 
-// complete reports the jobs whose time is up as their workers do: one
-// Events entry. It returns how many ended.
+// complete reports the jobs whose time is up, and the attempts told to
+// stop whose grace is over, as their workers do: one Events entry. It
+// returns how many jobs succeeded.
 func (r *run) complete(now time.Time) (int, error) {
 	var evs []state.Event
 	for k, j := range r.running {
-		if !j.end.After(now) {
+		switch {
+		case !j.end.After(now):
 			evs = append(evs, state.Event{Instance: j.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeSuccess, Start: j.start.UnixNano(), End: j.end.UnixNano()})
+		case !j.stopAt.IsZero() && !j.stopAt.After(now):
+			// Told to stop, it stopped within its grace: its work is
+			// lost, as a reclaimed machine's.
+			r.waste.Lost += float64(j.cpu) / 1000 * now.Sub(j.start).Seconds()
+			evs = append(evs, state.Event{Instance: j.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomePreempted, Start: j.start.UnixNano(), End: now.UnixNano(),
+				Message: "preempted"})
 		}
 	}
 	if len(evs) == 0 {
@@ -694,11 +780,15 @@ func (r *run) complete(now time.Time) (int, error) {
 	if _, err := r.apply(&state.Events{Now: now.UnixNano(), Events: evs}); err != nil {
 		return 0, err
 	}
+	done := 0
 	for _, e := range evs {
 		delete(r.running, attemptKey{e.Batch, e.Job, e.Attempt})
 		r.known[e.Instance] = slices.DeleteFunc(r.known[e.Instance], func(x state.AttemptID) bool { return x.Batch == e.Batch && x.Job == e.Job })
+		if e.Outcome == state.OutcomeSuccess {
+			done++
+		}
 	}
-	return len(evs), nil
+	return done, nil
 }
 
 // machines plays the machines: a booted one's worker joins with the join
@@ -811,13 +901,65 @@ func (r *run) schedule(now time.Time) error {
 			// the jobs run again.
 			continue
 		}
-		wv := r.st.WorkerView(inst, r.known[inst])
-		for _, as := range wv.Assign {
-			r.known[inst] = append(r.known[inst], as.AttemptID)
-			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = runningJob{inst: inst, cpu: r.cpus[as.Batch][as.Job-1], start: now, end: now.Add(r.durations[as.Batch][as.Job-1])}
+		r.sync(inst, now)
+	}
+	return r.started(now)
+}
+
+// sync plays a worker's sync: it takes what it was handed (and will say
+// it started: started) and starts stopping what it is told to preempt
+// (ending it after the grace the order gives).
+func (r *run) sync(inst uint32, now time.Time) {
+	wv := r.st.WorkerView(inst, r.known[inst])
+	for _, as := range wv.Assign {
+		r.starts = append(r.starts, state.Event{Instance: inst, Batch: as.Batch, Job: as.Job, Attempt: as.Attempt, Started: true, Start: now.UnixNano()})
+		r.known[inst] = append(r.known[inst], as.AttemptID)
+		r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = runningJob{inst: inst, cpu: r.cpus[as.Batch][as.Job-1], start: now, end: now.Add(r.durations[as.Batch][as.Job-1])}
+	}
+	for _, p := range wv.Preempt {
+		k := attemptKey{p.Batch, p.Job, p.Attempt}
+		if j, ok := r.running[k]; ok && j.stopAt.IsZero() {
+			j.stopAt = now.Add(time.Duration(p.GraceMs) * time.Millisecond)
+			r.running[k] = j
 		}
 	}
-	return nil
+}
+
+// started tells the state the attempts the workers took have started, as
+// a worker's next sync does (their charge and run time count from then).
+func (r *run) started(now time.Time) error {
+	if len(r.starts) == 0 {
+		return nil
+	}
+	_, err := r.apply(&state.Events{Now: now.UnixNano(), Events: r.starts})
+	r.starts = r.starts[:0]
+	return err
+}
+
+// preempt runs the leader's preemption round (a workload with queues) and
+// has the workers of the attempts it stops hear of it.
+func (r *run) preempt(now time.Time) error {
+	if r.pre == nil {
+		return nil
+	}
+	cmd, _, _ := r.pre.Round(r.st, now)
+	if cmd == nil {
+		return nil
+	}
+	if _, err := r.apply(cmd); err != nil {
+		return err
+	}
+	r.preempted += len(cmd.Attempts)
+	insts := map[uint32]bool{}
+	for _, j := range r.running {
+		insts[j.inst] = true
+	}
+	for _, inst := range slices.Sorted(maps.Keys(insts)) {
+		if !r.dead[inst] {
+			r.sync(inst, now)
+		}
+	}
+	return r.started(now)
 }
 
 // trace prints the fleet: machines, spend, cores busy, free and waiting.

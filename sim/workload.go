@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -40,6 +41,27 @@ type Workload struct {
 	// Events change the world at a time: the cloud's price of a config,
 	// a zone's capacity, a cluster disabled or enabled by an operator.
 	Events []Event `json:"events,omitempty"`
+	// Queues, when given, are the placement's queue tree (tiers,
+	// preemption): the leader's preemption round runs every step.
+	Queues []api.Queue `json:"queues,omitempty"`
+}
+
+// arrivals expands the floods (Every) into their batches, in time order.
+func (w *Workload) arrivals() []Batch {
+	var out []Batch
+	for _, b := range w.Batches {
+		if b.Every <= 0 {
+			out = append(out, b)
+			continue
+		}
+		for t := b.At; t < b.Until; t += b.Every {
+			c := b
+			c.At = t
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y Batch) int { return int(x.At - y.At) })
+	return out
 }
 
 // Event is one change at At after the start. Exactly one of:
@@ -99,6 +121,10 @@ type Expect struct {
 	// CapacityRefusalsMin: the cloud must have refused launches (a zone
 	// out of capacity bit).
 	CapacityRefusalsMin int `json:"capacity_refusals_min,omitempty"`
+	// QueueWaitP95MinMax bounds a queue's jobs' p95 wait; PreemptedMin:
+	// the preemption round must have stopped that many attempts.
+	QueueWaitP95MinMax map[string]float64 `json:"queue_wait_p95_min_max,omitempty"`
+	PreemptedMin       int                `json:"preempted_min,omitempty"`
 }
 
 // Synthetic asks for the synthetic day's batches.
@@ -106,11 +132,19 @@ type Synthetic struct {
 	Hours float64 `json:"hours"`
 }
 
-// Batch is one user's batch arriving at a time after the start.
+// Batch is one user's batch arriving at a time after the start; with
+// Every, one arrives every Every until Until (a flood). Project is its
+// billing project (absent: default), Queue the queue it names (absent:
+// the one that lists its project), Priority its priority in the queue.
 type Batch struct {
-	At   Duration `json:"at"`
-	User string   `json:"user"`
-	Jobs []Job    `json:"jobs"`
+	At       Duration `json:"at"`
+	User     string   `json:"user"`
+	Jobs     []Job    `json:"jobs"`
+	Project  string   `json:"project,omitempty"`
+	Queue    string   `json:"queue,omitempty"`
+	Priority int32    `json:"priority,omitempty"`
+	Every    Duration `json:"every,omitempty"`
+	Until    Duration `json:"until,omitempty"`
 }
 
 // Job is a job (or Count alike) of a batch: its size and how long it
@@ -120,6 +154,8 @@ type Job struct {
 	Memory   string   `json:"memory"`
 	Duration Duration `json:"duration"`
 	Count    int      `json:"count,omitempty"`
+	// PreemptionGrace: told to stop, the job ends this long after.
+	PreemptionGrace Duration `json:"preemption_grace,omitempty"`
 }
 
 // Cluster is a cluster the autoscaler launches machines into.
@@ -210,6 +246,11 @@ func ReadWorkload(path string) (*Workload, error) {
 	}
 	if w.Boot == 0 {
 		w.Boot = def.Boot
+	}
+	for _, b := range w.Batches {
+		if b.Every > 0 && (b.Every < Duration(time.Second) || b.Until <= b.At || (b.Until-b.At)/b.Every > 100_000) {
+			return nil, fmt.Errorf("%s: a flood at %s arrives every 1s or more, until after it starts, at most 100,000 times", path, time.Duration(b.At))
+		}
 	}
 	for i := range w.Events {
 		if err := w.Events[i].check(&w); err != nil {
