@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	simcloud "github.com/drover-sched/drover/autoscaler/provider/sim"
 	"github.com/drover-sched/drover/internal/tftest"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/server/leader"
 )
 
 // Acceptance tests: the real terraform binary (make test installs 1.5.7
@@ -662,5 +664,63 @@ resource "drover_autoscaler" "this" {
 	}
 	if r := rateOf("memory"); r.PricePerHour != money.RateFromDollars(0.0045) {
 		t.Errorf("the memory rate after destroy: %+v", r)
+	}
+}
+
+// TestTerraformCloudPrice: a launch config with price_from_cloud and no
+// price_per_hour applies; once the leader has read the cloud's price
+// (here the simulated cloud's, as a provider.Pricer), a plan shows no
+// drift; without either, the plan fails naming price_per_hour.
+func TestTerraformCloudPrice(t *testing.T) {
+	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
+	cfg.Autoscale = server.DefaultAutoscaleConfig()
+	cfg.Autoscale.Provider = simcloud.New(simcloud.Options{Clock: leader.WallClock{}, BootDelay: time.Hour, Prices: map[string]money.Rate{"east-n2": 388_472_000}})
+	cfg.Autoscale.Interval = 50 * time.Millisecond
+	cfg.Autoscale.PriceRefresh = time.Second
+	srv, tok, err := server.StartReady(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	addr := "http://" + srv.HTTPAddr()
+	admin := api.NewClient(addr, tok)
+	f := tftest.New(t, addr, tok)
+	body := `
+resource "drover_cluster" "east" {
+  name   = "east"
+  region = "us-east1"
+}
+
+resource "drover_autoscaler" "this" {
+  enabled = true
+}
+
+resource "drover_launch_config" "n2" {
+  name             = "east-n2"
+  cluster          = drover_cluster.east.name
+  machine_type     = "n2-standard-8"
+  zone             = "us-east1-b"
+  cpu              = 8
+  memory           = "32GiB"
+  %s
+}
+`
+	f.Config(fmt.Sprintf(body, "price_from_cloud = true"))
+	f.Must("apply", "-input=false", "-auto-approve")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := admin.AutoscalerStatus(context.Background())
+		if err == nil && len(st.LaunchConfigs) == 1 && st.LaunchConfigs[0].PricedAt != nil && st.LaunchConfigs[0].PricePerHour == 388_472_000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cloud's price was not read within 30 s: %+v, %v", st, err)
+		}
+	}
+	if code := f.Plan(); code != 0 {
+		t.Fatalf("plan after the cloud's price was read: exit %d (drift)\n%s", code, f.Last)
+	}
+	f.Config(fmt.Sprintf(body, ""))
+	if code := f.Run("plan", "-input=false"); code == 0 || !strings.Contains(f.Last, "price_per_hour") {
+		t.Fatalf("plan without a price: exit %d\n%s", code, f.Last)
 	}
 }

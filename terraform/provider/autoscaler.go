@@ -209,6 +209,7 @@ type launchConfigModel struct {
 	MaxPerHour          types.String  `tfsdk:"max_per_hour"`
 	MaxAddsPerMinute    types.Int64   `tfsdk:"max_adds_per_minute"`
 	MaxRemovesPerMinute types.Int64   `tfsdk:"max_removes_per_minute"`
+	PriceFromCloud      types.Bool    `tfsdk:"price_from_cloud"`
 }
 
 func newLaunchConfig() resource.Resource { return &launchConfigResource{} }
@@ -226,15 +227,18 @@ func (r *launchConfigResource) Schema(_ context.Context, _ resource.SchemaReques
 			"cluster": schema.StringAttribute{Required: true, PlanModifiers: replace, Description: "The cluster its machines join."},
 			"pool": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
 				Description: "The pool they serve (default: default)."},
-			"machine_type":           schema.StringAttribute{Optional: true, Description: "The provider's machine type (n2-standard-8)."},
-			"zone":                   schema.StringAttribute{Optional: true},
-			"spot":                   schema.BoolAttribute{Optional: true},
-			"reserved":               schema.BoolAttribute{Optional: true},
-			"cpu":                    schema.Float64Attribute{Required: true, Description: "Cores of one machine."},
-			"memory":                 schema.StringAttribute{Required: true, Validators: []validator.String{sizeRule{}}, Description: "Memory of one machine: \"32GiB\"."},
-			"gpu_type":               schema.StringAttribute{Optional: true},
-			"gpus":                   schema.Int64Attribute{Optional: true},
-			"price_per_hour":         schema.StringAttribute{Required: true, Validators: []validator.String{priceRule{}}, Description: "Of one machine, dollars, exact."},
+			"machine_type": schema.StringAttribute{Optional: true, Description: "The provider's machine type (n2-standard-8)."},
+			"zone":         schema.StringAttribute{Optional: true},
+			"spot":         schema.BoolAttribute{Optional: true},
+			"reserved":     schema.BoolAttribute{Optional: true},
+			"cpu":          schema.Float64Attribute{Required: true, Description: "Cores of one machine."},
+			"memory":       schema.StringAttribute{Required: true, Validators: []validator.String{sizeRule{}}, Description: "Memory of one machine: \"32GiB\"."},
+			"gpu_type":     schema.StringAttribute{Optional: true},
+			"gpus":         schema.Int64Attribute{Optional: true},
+			"price_per_hour": schema.StringAttribute{Optional: true, Validators: []validator.String{priceRule{}},
+				Description: "Of one machine, dollars, exact. Required unless price_from_cloud; with it, used until the cloud's price is first read."},
+			"price_from_cloud": schema.BoolAttribute{Optional: true,
+				Description: "Take the price the cluster's provider reads from the cloud (GCE: the Cloud Billing Catalog), refreshed hourly; the price read is not drift."},
 			"max_nodes":              schema.Int64Attribute{Optional: true, Description: "Its machines at most (absent: no cap of its own)."},
 			"max_per_hour":           schema.StringAttribute{Optional: true, Validators: []validator.String{priceRule{}}, Description: "Dollars an hour its machines may cost."},
 			"max_adds_per_minute":    schema.Int64Attribute{Optional: true},
@@ -251,7 +255,8 @@ func (m *launchConfigModel) toAPI() api.LaunchConfig {
 	return api.LaunchConfig{Name: m.Name.ValueString(), Cluster: m.Cluster.ValueString(), Pool: m.Pool.ValueString(), MachineType: m.MachineType.ValueString(),
 		Zone: m.Zone.ValueString(), Spot: m.Spot.ValueBool(), Reserved: m.Reserved.ValueBool(), CPU: m.CPU.ValueFloat64(), Memory: parseSize(m.Memory),
 		GPUType: m.GPUType.ValueString(), GPUs: int(m.GPUs.ValueInt64()), PricePerHour: parseRate(m.PricePerHour), MaxNodes: m.MaxNodes.ValueInt64(),
-		MaxPerHour: parseRate(m.MaxPerHour), MaxAddsPerMinute: m.MaxAddsPerMinute.ValueInt64(), MaxRemovesPerMinute: m.MaxRemovesPerMinute.ValueInt64()}
+		MaxPerHour: parseRate(m.MaxPerHour), MaxAddsPerMinute: m.MaxAddsPerMinute.ValueInt64(), MaxRemovesPerMinute: m.MaxRemovesPerMinute.ValueInt64(),
+		PriceFromCloud: m.PriceFromCloud.ValueBool()}
 }
 
 var launchConfigAttrs = []string{"cluster", "pool", "machine_type", "zone", "cpu", "memory", "gpu_type", "gpus", "price_per_hour", "max_nodes",
@@ -261,7 +266,12 @@ func (r *launchConfigResource) ValidateConfig(ctx context.Context, req resource.
 	var m launchConfigModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() || anyUnknown(m.Name, m.Cluster, m.Pool, m.MachineType, m.Zone, m.Spot, m.Reserved, m.CPU, m.Memory, m.GPUType, m.GPUs,
-		m.PricePerHour, m.MaxNodes, m.MaxPerHour, m.MaxAddsPerMinute, m.MaxRemovesPerMinute) {
+		m.PricePerHour, m.MaxNodes, m.MaxPerHour, m.MaxAddsPerMinute, m.MaxRemovesPerMinute, m.PriceFromCloud) {
+		return
+	}
+	if m.PricePerHour.IsNull() && !m.PriceFromCloud.ValueBool() {
+		resp.Diagnostics.AddAttributeError(path.Root("price_per_hour"), "Missing price",
+			"price_per_hour is required unless price_from_cloud = true (the price the cluster's provider reads from the cloud).")
 		return
 	}
 	if _, err := apiview.PlacementFromAPI(&api.PlacementConfig{LaunchConfigs: []api.LaunchConfig{m.toAPI()}}); err != nil {
@@ -276,9 +286,14 @@ func (m *launchConfigModel) fromAPI(lc *api.LaunchConfig) {
 	m.CPU, m.Memory = types.Float64Value(lc.CPU), sameSize(m.Memory, lc.Memory)
 	m.GPUs, m.MaxNodes = optInt(m.GPUs, int64(lc.GPUs)), optInt(m.MaxNodes, lc.MaxNodes)
 	m.MaxAddsPerMinute, m.MaxRemovesPerMinute = optInt(m.MaxAddsPerMinute, lc.MaxAddsPerMinute), optInt(m.MaxRemovesPerMinute, lc.MaxRemovesPerMinute)
-	m.PricePerHour = samePrice(m.PricePerHour, lc.PricePerHour)
-	if lc.PricePerHour == 0 && m.PricePerHour.IsNull() {
-		m.PricePerHour = types.StringValue("0")
+	m.PriceFromCloud = optBool(m.PriceFromCloud, lc.PriceFromCloud)
+	// The cloud's price, read by the leader, is not drift: the
+	// configuration's price_per_hour (or none) stays what it says.
+	if !lc.PriceFromCloud {
+		m.PricePerHour = samePrice(m.PricePerHour, lc.PricePerHour)
+		if lc.PricePerHour == 0 && m.PricePerHour.IsNull() {
+			m.PricePerHour = types.StringValue("0")
+		}
 	}
 	m.MaxPerHour = samePrice(m.MaxPerHour, lc.MaxPerHour)
 }
@@ -367,7 +382,7 @@ func (r *launchConfigResource) ImportState(ctx context.Context, req resource.Imp
 	}
 	m := launchConfigModel{Pool: types.StringNull(), MachineType: types.StringNull(), Zone: types.StringNull(), Spot: types.BoolNull(), Reserved: types.BoolNull(),
 		Memory: types.StringNull(), GPUType: types.StringNull(), GPUs: types.Int64Null(), PricePerHour: types.StringNull(), MaxNodes: types.Int64Null(),
-		MaxPerHour: types.StringNull(), MaxAddsPerMinute: types.Int64Null(), MaxRemovesPerMinute: types.Int64Null()}
+		MaxPerHour: types.StringNull(), MaxAddsPerMinute: types.Int64Null(), MaxRemovesPerMinute: types.Int64Null(), PriceFromCloud: types.BoolNull()}
 	m.fromAPI(lc)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
