@@ -581,4 +581,10 @@ func TestCloudPriceReRanks(t *testing.T) {
 	if !found {
 		t.Fatalf("no second rate version in force for config a: %+v", tc.srv.State().Rates(time.Now(), true))
 	}
+	if v := metricValue(t, tc.srv, `drover_autoscaler_price_per_hour{config="a",source="cloud"}`); v != 0.5 {
+		t.Fatalf("drover_autoscaler_price_per_hour of config a: %v, want 0.5", v)
+	}
+	if v := metricValue(t, tc.srv, `drover_autoscaler_price_read_timestamp_seconds{config="b"}`); v < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Fatalf("drover_autoscaler_price_read_timestamp_seconds of config b: %v", v)
+	}
 }

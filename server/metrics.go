@@ -163,12 +163,14 @@ var (
 	spendDesc           = prometheus.NewDesc("drover_autoscaler_spend_per_hour", "What the live machines (requested, launching, active, draining) cost an hour, by cluster and pool.", []string{"cluster", "pool"}, nil)
 	spendCapDesc        = prometheus.NewDesc("drover_autoscaler_spend_cap_per_hour", "The autoscaler's $/hour cap over every config (0: none).", nil, nil)
 	limitedDesc         = prometheus.NewDesc("drover_autoscaler_capacity_limited", "1 while a launch config is skipped as capacity-limited.", []string{"config"}, nil)
+	priceDesc           = prometheus.NewDesc("drover_autoscaler_price_per_hour", "What one machine of a launch config costs an hour, as ranking and billing use it; source is cloud (read from the provider) or placement.", []string{"config", "source"}, nil)
+	priceReadDesc       = prometheus.NewDesc("drover_autoscaler_price_read_timestamp_seconds", "When the cloud's price of a launch config with price_from_cloud was last read (absent: never).", []string{"config"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, batchesDesc, instancesDesc, contactDesc, peersDesc,
 		clusterCPUDesc, clusterReservedDesc, clusterEnabledDesc, clusterWorkersDesc, queueGuaranteeDesc, queueCapDesc, queueUsedDesc, queueRunningDesc,
-		machinesDesc, idleMachinesDesc, bootDesc, spendDesc, spendCapDesc, limitedDesc} {
+		machinesDesc, idleMachinesDesc, bootDesc, spendDesc, spendCapDesc, limitedDesc, priceDesc, priceReadDesc} {
 		ch <- d
 	}
 	if c.positions {
@@ -282,5 +284,13 @@ func (c *stateCollector) collectAutoscaler(ch chan<- prometheus.Metric) {
 			limited = 1
 		}
 		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, limited, cfg.Name)
+		source := "placement"
+		if cfg.PriceFromCloud {
+			source = "cloud"
+			if cfg.PriceAt > 0 {
+				ch <- prometheus.MustNewConstMetric(priceReadDesc, prometheus.GaugeValue, float64(cfg.PriceAt)/1e9, cfg.Name)
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(priceDesc, prometheus.GaugeValue, cfg.PricePerHour.Dollars(), cfg.Name, source)
 	}
 }
