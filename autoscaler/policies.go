@@ -54,10 +54,11 @@ func PlanHail(in *Input) *Output {
 }
 
 // PlanStatic keeps a fleet of machines of the best-ranked available
-// config holding at least cores (millicores) from the first round on,
+// config that holds the workload's largest job (largest: its cores and
+// memory) holding at least cores (millicores) from the first round on,
 // idle or not, and deletes them all once done says the work is over: a
 // fleet sized by hand.
-func PlanStatic(in *Input, cores int64, done bool) *Output {
+func PlanStatic(in *Input, cores int64, largest Shape, done bool) *Output {
 	p := newPlanner(in)
 	if done {
 		for i := range in.Machines {
@@ -74,7 +75,7 @@ func PlanStatic(in *Input, cores int64, done bool) *Output {
 		}
 	}
 	for _, c := range p.ranked {
-		if c.GPUs > 0 || p.unavailable(c) != "" {
+		if c.GPUs > 0 || p.unavailable(c) != "" || c.CPUMilli < largest.CPUMilli || c.Memory < largest.Memory {
 			continue
 		}
 		launched := 0

@@ -33,18 +33,24 @@ func TestPlanHail(t *testing.T) {
 // the work is done.
 func TestPlanStatic(t *testing.T) {
 	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Timeouts: DefaultTimeouts()}
-	out := PlanStatic(in, 20_000, false)
+	out := PlanStatic(in, 20_000, Shape{CPUMilli: 4000}, false)
 	if len(out.Launches) != 1 || out.Launches[0].Count != 3 {
 		t.Fatalf("launches %+v, want 3 × small for 20 cores", out.Launches)
 	}
 	idle := Machine{ID: "m1", Config: "small", State: Active, CPUMilli: 8000, PricePerHour: 320_000_000, Created: t0.Add(-time.Hour), IdleSince: t0.Add(-time.Hour)}
 	in.Machines = []Machine{idle, idle, idle}
 	in.Machines[1].ID, in.Machines[2].ID = "m2", "m3"
-	if out = PlanStatic(in, 20_000, false); len(out.Launches)+len(out.Deletes) != 0 {
+	if out = PlanStatic(in, 20_000, Shape{CPUMilli: 4000}, false); len(out.Launches)+len(out.Deletes) != 0 {
 		t.Fatalf("a full static fleet, idle an hour: %+v", out)
 	}
-	if out = PlanStatic(in, 20_000, true); len(out.Deletes) != 3 {
+	if out = PlanStatic(in, 20_000, Shape{CPUMilli: 4000}, true); len(out.Deletes) != 3 {
 		t.Fatalf("the work done: %+v, want all 3 deleted", out.Deletes)
+	}
+	// The fleet's machines hold the largest job: 12 cores take the
+	// bigger config, though the smaller ranks first.
+	in = &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32), cfg("big", 16, 0.66)}, Timeouts: DefaultTimeouts()}
+	if out = PlanStatic(in, 20_000, Shape{CPUMilli: 12_000}, false); len(out.Launches) != 1 || out.Launches[0].Config != "big" || out.Launches[0].Count != 2 {
+		t.Fatalf("launches %+v, want 2 × big for 20 cores and 12-core jobs", out.Launches)
 	}
 }
 
@@ -54,7 +60,7 @@ func TestOtherPoliciesKeepTheCaps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for round := 0; round < 3000; round++ {
 		in := randomInput(rng)
-		for name, out := range map[string]*Output{"hail": PlanHail(in), "static": PlanStatic(in, rng.Int64N(200_000), false)} {
+		for name, out := range map[string]*Output{"hail": PlanHail(in), "static": PlanStatic(in, rng.Int64N(200_000), Shape{CPUMilli: 1000}, false)} {
 			if err := checkPlan(in, out); err != nil {
 				t.Fatalf("%s, round %d: %v\ninput %+v\noutput %+v", name, round, err, in, out)
 			}

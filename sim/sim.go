@@ -314,8 +314,9 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	case "hail":
 		plan = autoscaler.PlanHail
 	case "static":
+		largest := r.largestJob()
 		plan = func(in *autoscaler.Input) *autoscaler.Output {
-			return autoscaler.PlanStatic(in, int64(opts.StaticCores*1000), r.finished)
+			return autoscaler.PlanStatic(in, int64(opts.StaticCores*1000), largest, r.finished)
 		}
 	}
 	r.auto = leader.NewAutoscaler(leader.AutoscalerConfig{Clock: r.clk, State: r.st, Apply: r.apply, Heard: r.heardFrom, Provider: r.cloud,
@@ -643,6 +644,19 @@ func waitFigures(waits []time.Duration) (p50, p95, longest float64) {
 		return round(waits[min(len(waits)-1, int(p*float64(len(waits))))].Minutes(), 2)
 	}
 	return q(0.5), q(0.95), round(waits[len(waits)-1].Minutes(), 2)
+}
+
+// largestJob is the most cores and the most memory a job of the workload
+// asks for: what a static fleet's machines must hold.
+func (r *run) largestJob() autoscaler.Shape {
+	var sh autoscaler.Shape
+	for _, b := range r.w.Batches {
+		for _, j := range b.Jobs {
+			mem, _ := units.ParseBytes(j.Memory) // checked when it arrives
+			sh.CPUMilli, sh.Memory = max(sh.CPUMilli, int64(j.CPU*1000)), max(sh.Memory, mem)
+		}
+	}
+	return sh
 }
 
 // cheapestPerCoreSecond is the cloud's cheapest price of a core-second
