@@ -498,14 +498,19 @@ func TestMachinesSayTheirBootLatency(t *testing.T) {
 }
 
 // startAutoscaled starts one server whose autoscaler runs every interval
-// with a fixed provider, or with providers made by factory per cluster.
-func startAutoscaled(t *testing.T, p provider.Provider, factory func(cluster, kind string, settings map[string]string) (provider.Provider, error), interval time.Duration) *testCluster {
+// with a fixed provider, or with providers made by factory per cluster;
+// tweaks change the rest of its autoscale config.
+func startAutoscaled(t *testing.T, p provider.Provider, factory func(cluster, kind string, settings map[string]string) (provider.Provider, error), interval time.Duration,
+	tweaks ...func(*AutoscaleConfig)) *testCluster {
 	t.Helper()
 	return startServer(t, "", func(cfg *Config) {
 		cfg.Autoscale = DefaultAutoscaleConfig()
 		cfg.Autoscale.Provider = p
 		cfg.Autoscale.Factory = factory
 		cfg.Autoscale.Interval = interval
+		for _, tw := range tweaks {
+			tw(cfg.Autoscale)
+		}
 	})
 }
 
@@ -519,12 +524,7 @@ func startAutoscaled(t *testing.T, p provider.Provider, factory func(cluster, ki
 func TestCloudPriceReRanks(t *testing.T) {
 	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour,
 		Prices: map[string]money.Rate{"a": 300_000_000, "b": 400_000_000}})
-	tc := startServer(t, "", func(cfg *Config) {
-		cfg.Autoscale = DefaultAutoscaleConfig()
-		cfg.Autoscale.Provider = cloud
-		cfg.Autoscale.Interval = 50 * time.Millisecond
-		cfg.Autoscale.PriceRefresh = time.Second
-	})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond, func(ac *AutoscaleConfig) { ac.PriceRefresh = time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "c", Region: "r"}},

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -268,20 +267,7 @@ func (r *qrun) setUp() error {
 // arrivals expands the scenario's batches (floods included) in time
 // order.
 func (r *qrun) arrivals() []QueueBatch {
-	var out []QueueBatch
-	for _, b := range r.sc.Batches {
-		if b.Every <= 0 {
-			out = append(out, b)
-			continue
-		}
-		for t := b.At; t < b.Until; t += b.Every {
-			c := b
-			c.At = t
-			out = append(out, c)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
-	return out
+	return expandFloods(r.sc.Batches, func(b *QueueBatch) (*Duration, Duration, Duration) { return &b.At, b.Every, b.Until })
 }
 
 func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResult, error) {

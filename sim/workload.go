@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,19 +49,32 @@ type Workload struct {
 
 // arrivals expands the floods (Every) into their batches, in time order.
 func (w *Workload) arrivals() []Batch {
-	var out []Batch
-	for _, b := range w.Batches {
-		if b.Every <= 0 {
+	return expandFloods(w.Batches, func(b *Batch) (*Duration, Duration, Duration) { return &b.At, b.Every, b.Until })
+}
+
+// expandFloods turns each batch that arrives every Every until Until
+// (timing says where its At is, and its Every and Until) into one batch
+// per arrival, and sorts all by arrival, stably.
+func expandFloods[B any](batches []B, timing func(*B) (at *Duration, every, until Duration)) []B {
+	var out []B
+	for _, b := range batches {
+		at, every, until := timing(&b)
+		if every <= 0 {
 			out = append(out, b)
 			continue
 		}
-		for t := b.At; t < b.Until; t += b.Every {
+		for t := *at; t < until; t += every {
 			c := b
-			c.At = t
+			at, _, _ := timing(&c)
+			*at = t
 			out = append(out, c)
 		}
 	}
-	slices.SortStableFunc(out, func(x, y Batch) int { return int(x.At - y.At) })
+	slices.SortStableFunc(out, func(x, y B) int {
+		ax, _, _ := timing(&x)
+		ay, _, _ := timing(&y)
+		return cmp.Compare(*ax, *ay)
+	})
 	return out
 }
 

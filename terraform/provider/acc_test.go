@@ -83,15 +83,8 @@ output "queue_paths" {
 func TestTerraformLifecycle(t *testing.T) {
 	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
 	cfg.DefaultTokenTTL = time.Hour
-	srv, tok, err := server.StartReady(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	addr := "http://" + srv.HTTPAddr()
-	admin := api.NewClient(addr, tok)
+	f, admin, addr := startTF(t, cfg)
 	ctx := context.Background()
-	f := tftest.New(t, addr, tok)
 
 	// Create.
 	f.Config(fmt.Sprintf(mainConfig, 2))
@@ -282,15 +275,8 @@ resource "drover_storage_prefix" "results" {
 // organization's queue.
 func TestRegionModuleApplies(t *testing.T) {
 	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
-	srv, tok, err := server.StartReady(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	addr := "http://" + srv.HTTPAddr()
-	admin := api.NewClient(addr, tok)
+	f, admin, _ := startTF(t, cfg)
 	ctx := context.Background()
-	f := tftest.New(t, addr, tok)
 	f.Config(fmt.Sprintf(`
 locals {
   regions = {
@@ -415,15 +401,8 @@ resource "drover_rate" "compute" {
 
 func TestTerraformPlacement(t *testing.T) {
 	cfg := server.TestConfig(t.TempDir(), slog.New(slog.DiscardHandler))
-	srv, tok, err := server.StartReady(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	addr := "http://" + srv.HTTPAddr()
-	admin := api.NewClient(addr, tok)
+	f, admin, addr := startTF(t, cfg)
 	ctx := context.Background()
-	f := tftest.New(t, addr, tok)
 	disabled := `enabled = false
   disabled_reason = "racks moving"`
 	config := func(west string, maxNodes int, lcPrice, rate string) string {
@@ -572,7 +551,7 @@ resource "drover_rate" "memory" {
 		t.Fatalf("a plan after import wants changes:\n%s", f.Last)
 	}
 	// The one autoscaler, imported into a second state.
-	g := tftest.New(t, addr, tok)
+	g := tftest.New(t, addr, admin.Token())
 	g.Config(`
 resource "drover_autoscaler" "this" {
   enabled      = false
@@ -677,14 +656,7 @@ func TestTerraformCloudPrice(t *testing.T) {
 	cfg.Autoscale.Provider = simcloud.New(simcloud.Options{Clock: leader.WallClock{}, BootDelay: time.Hour, Prices: map[string]money.Rate{"east-n2": 388_472_000}})
 	cfg.Autoscale.Interval = 50 * time.Millisecond
 	cfg.Autoscale.PriceRefresh = time.Second
-	srv, tok, err := server.StartReady(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	addr := "http://" + srv.HTTPAddr()
-	admin := api.NewClient(addr, tok)
-	f := tftest.New(t, addr, tok)
+	f, admin, _ := startTF(t, cfg)
 	body := `
 resource "drover_cluster" "east" {
   name   = "east"
@@ -723,4 +695,17 @@ resource "drover_launch_config" "n2" {
 	if code := f.Run("plan", "-input=false"); code == 0 || !strings.Contains(f.Last, "price_per_hour") {
 		t.Fatalf("plan without a price: exit %d\n%s", code, f.Last)
 	}
+}
+
+// startTF starts a server with cfg and a Terraform working directory
+// whose provider talks to it as the admin.
+func startTF(t *testing.T, cfg *server.Config) (*tftest.TF, *api.Client, string) {
+	t.Helper()
+	srv, tok, err := server.StartReady(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	addr := "http://" + srv.HTTPAddr()
+	return tftest.New(t, addr, tok), api.NewClient(addr, tok), addr
 }
