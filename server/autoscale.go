@@ -40,6 +40,9 @@ type AutoscaleConfig struct {
 	// PriceRefresh is how often launch configs that take the cloud's
 	// price (price_from_cloud) have it read from their provider.
 	PriceRefresh time.Duration
+	// PriceRetry: how soon after a failed read, or while a config has no
+	// price yet (0: a minute).
+	PriceRetry time.Duration
 }
 
 // DefaultAutoscaleConfig returns the timings of a production autoscaler;
@@ -82,7 +85,7 @@ func (s *Server) newAutoscaler() *leader.Autoscaler {
 		Clock: leader.WallClock{}, State: s.state, Apply: func(c state.Command) (any, error) { return s.raft.Apply(c) },
 		Heard: s.live.Heard, Provider: ac.Provider, Providers: ac.Providers, Factory: ac.Factory, Worker: s.machineWorker,
 		WorkerSecret: s.cfg.WorkerSecret, Deployment: ac.Deployment, MissingGrace: ac.MissingGrace, MemoryStep: ac.MemoryStep, Log: s.log,
-		PriceRefresh: ac.PriceRefresh,
+		PriceRefresh: ac.PriceRefresh, PriceRetry: ac.PriceRetry,
 	})
 }
 

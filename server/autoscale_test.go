@@ -588,3 +588,38 @@ func TestCloudPriceReRanks(t *testing.T) {
 		t.Fatalf("drover_autoscaler_price_read_timestamp_seconds of config b: %v", v)
 	}
 }
+
+// TestNewLaunchConfigIsPricedSoon: with an hourly refresh, a launch
+// config added (or changed) after the cluster's prices were read gets
+// the cloud's price within the retry, not at the next refresh an hour
+// later (it is not launched until then).
+func TestNewLaunchConfigIsPricedSoon(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour,
+		Prices: map[string]money.Rate{"a": 300_000_000, "c": 350_000_000}})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond, func(ac *AutoscaleConfig) { ac.PriceRefresh, ac.PriceRetry = time.Hour, 200*time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	placement := func(names ...string) {
+		t.Helper()
+		pc := &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "c", Region: "r"}}, Autoscaler: &api.AutoscalerSettings{Enabled: true}}
+		for _, n := range names {
+			pc.LaunchConfigs = append(pc.LaunchConfigs, api.LaunchConfig{Name: n, Cluster: "c", MachineType: "n2-standard-8", Zone: "r-" + n, CPU: 8, Memory: 32 << 30, PriceFromCloud: true})
+		}
+		if err := tc.admin.ApplyPlacement(ctx, pc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	priced := func(name string) money.Rate {
+		_, cfgs, _ := tc.srv.State().AutoscalerSettings()
+		for _, c := range cfgs {
+			if c.Name == name && c.PriceAt > 0 {
+				return c.PricePerHour
+			}
+		}
+		return 0
+	}
+	placement("a")
+	waitFor(t, "config a priced", func() bool { return priced("a") == 300_000_000 })
+	placement("a", "c")
+	waitFor(t, "config c, added later, priced", func() bool { return priced("c") == 350_000_000 })
+}

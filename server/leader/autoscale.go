@@ -88,15 +88,19 @@ type AutoscalerConfig struct {
 	// provider.Pricer; 0: DefaultPriceRefresh). A new leader reads them
 	// at its first round.
 	PriceRefresh time.Duration
+	// PriceRetry is how soon prices are asked for again after a provider
+	// could not answer, or while a config has none yet (0:
+	// DefaultPriceRetry).
+	PriceRetry time.Duration
 }
 
 // DefaultPriceRefresh: clouds change list prices rarely and spot prices
 // at most about once a month (GCE) to once a day, so an hour is fresh.
 const DefaultPriceRefresh = time.Hour
 
-// priceRetry is how soon prices a provider could not read are asked for
-// again.
-const priceRetry = time.Minute
+// DefaultPriceRetry: a minute between asks while prices cannot be read
+// or a config has none yet (GCE's Catalog is a large read).
+const DefaultPriceRetry = time.Minute
 
 // Autoscaler is the leader's autoscale round and what it remembers
 // between rounds: not Raft state, started afresh by a new leader (idle
@@ -111,8 +115,10 @@ type Autoscaler struct {
 	last      *autoscaler.Output
 	lastAt    time.Time
 	demand    int64 // millicores in the window at the last decision
-	// priceDue: when each cluster's prices are next read.
-	priceDue map[string]time.Time
+	// priceDue: when each cluster's prices are next read; priceTried:
+	// when they were last asked for (a config without a price yet, new
+	// or changed, is asked for a minute after, not at the next refresh).
+	priceDue, priceTried map[string]time.Time
 
 	// Of the round's goroutine only.
 	built    map[string]builtProvider
@@ -133,14 +139,19 @@ func NewAutoscaler(cfg AutoscalerConfig) *Autoscaler {
 	if cfg.PriceRefresh <= 0 {
 		cfg.PriceRefresh = DefaultPriceRefresh
 	}
-	return &Autoscaler{cfg: cfg, idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{}, priceDue: map[string]time.Time{}}
+	if cfg.PriceRetry <= 0 {
+		cfg.PriceRetry = DefaultPriceRetry
+	}
+	return &Autoscaler{cfg: cfg, idleSince: map[string]time.Time{}, missing: map[string]time.Time{}, built: map[string]builtProvider{},
+		priceDue: map[string]time.Time{}, priceTried: map[string]time.Time{}}
 }
 
 // Reset forgets the idle and missing timers and the last decision: a
 // server that becomes leader starts afresh.
 func (a *Autoscaler) Reset() {
 	a.mu.Lock()
-	a.idleSince, a.missing, a.last, a.priceDue = map[string]time.Time{}, map[string]time.Time{}, nil, map[string]time.Time{}
+	a.idleSince, a.missing, a.last = map[string]time.Time{}, map[string]time.Time{}, nil
+	a.priceDue, a.priceTried = map[string]time.Time{}, map[string]time.Time{}
 	a.mu.Unlock()
 }
 
@@ -276,18 +287,23 @@ func (a *Autoscaler) refreshPrices(ctx context.Context, st *view.Autoscale, now 
 		regions[c.Name] = c.Region
 	}
 	current := map[string]*state.LaunchConfig{}
+	unpriced := map[string]bool{}
 	for i := range st.Configs {
 		c := &st.Configs[i]
 		if c.PriceFromCloud {
 			byCluster[c.Cluster] = append(byCluster[c.Cluster], launchConfig(c, regions))
 			current[c.Name] = c
+			unpriced[c.Cluster] = unpriced[c.Cluster] || c.PriceAt == 0
 		}
 	}
 	cmd := &state.SetCloudPrices{Now: now.UnixNano()}
 	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
 		a.mu.Lock()
-		due := a.priceDue[cluster]
+		due, tried := a.priceDue[cluster], a.priceTried[cluster]
 		a.mu.Unlock()
+		if retry := tried.Add(a.cfg.PriceRetry); unpriced[cluster] && retry.Before(due) {
+			due = retry
+		}
 		if now.Before(due) {
 			continue
 		}
@@ -299,11 +315,11 @@ func (a *Autoscaler) refreshPrices(ctx context.Context, st *view.Autoscale, now 
 		prices, err := pr.Prices(ctx, cfgs)
 		next := now.Add(a.cfg.PriceRefresh)
 		if err != nil || len(prices) != len(cfgs) {
-			a.cfg.Log.Warn("autoscaler: cannot read the cloud's prices; launch configs keep theirs", "cluster", cluster, "err", err, "retry_in", priceRetry)
-			next = now.Add(priceRetry)
+			a.cfg.Log.Warn("autoscaler: cannot read the cloud's prices; launch configs keep theirs", "cluster", cluster, "err", err, "retry_in", a.cfg.PriceRetry)
+			next = now.Add(a.cfg.PriceRetry)
 		}
 		a.mu.Lock()
-		a.priceDue[cluster] = next
+		a.priceDue[cluster], a.priceTried[cluster] = next, now
 		a.mu.Unlock()
 		if err != nil || len(prices) != len(cfgs) {
 			continue
