@@ -108,14 +108,30 @@ func (tr Trace) LastEnd() time.Time {
 	return last
 }
 
+// ShortOfLimit is how far below its limit a project may be stopped (see
+// Held).
+const ShortOfLimit = 0.05
+
 // Held checks a project's final cost against its limit: at most the
 // fraction over of the limit past it, and the last attempt stopped within
 // within of the moment the attempts' cost reached the limit. It returns
 // what it measured, for a test's log, and what is wrong, or nil.
+//
+// A project may also stop a little short of its limit: the leader
+// counts an attempt as running, and costing, until its worker reports
+// its end, so attempts that ended but were not reported yet make the
+// leader stop the project early by what they would have cost meanwhile
+// (on a loaded machine, a few tenths of a second of a worker's cores).
+// Stopping within ShortOfLimit of the limit is holding it; further short
+// of it is an error.
 func (tr Trace) Held(limit, cost, over float64, within time.Duration) (measured string, err error) {
 	crossed := tr.Crossing(limit)
 	if crossed.IsZero() {
-		return "", fmt.Errorf("the project never reached its $%g limit (cost $%.2f)", limit, cost)
+		if reached := tr.At(tr.LastEnd()); reached >= (1-ShortOfLimit)*limit {
+			return fmt.Sprintf("limit $%g: stopped at $%.2f (final cost $%.2f), %.2f%% short of it: attempts that had ended were still counted as running",
+				limit, reached, cost, 100*(1-reached/limit)), nil
+		}
+		return "", fmt.Errorf("the project never reached its $%g limit (cost $%.2f): more than %g%% short of it", limit, cost, 100*ShortOfLimit)
 	}
 	late := tr.LastEnd().Sub(crossed).Round(time.Millisecond)
 	measured = fmt.Sprintf("limit $%g: final cost $%.2f (%.1f%% over); the last of %d attempts stopped %s after the crossing",

@@ -54,4 +54,9 @@ func TestHeld(t *testing.T) {
 	if _, err := tr.Held(7, 6, 0.2, 2*time.Second); err == nil || !strings.Contains(err.Error(), "never reached") {
 		t.Fatalf("never crossed: %v", err)
 	}
+	// Stopped 1.6% short of the limit (attempts that had ended still
+	// counted as running): held; 14% short is not.
+	if m, err := tr.Held(6.1, 6, 0.2, 2*time.Second); err != nil || !strings.Contains(m, "short of it") {
+		t.Fatalf("stopped just short: %q, %v", m, err)
+	}
 }
