@@ -23,11 +23,12 @@ var _ provider.Pricer = (*GCE)(nil)
 // skuRE reads a machine family's per-core and per-GiB SKUs, as the
 // Catalog names them: "N2 Instance Core running in Americas", "Spot
 // Preemptible E2 Instance Ram running in Americas", "N1 Predefined
-// Instance Core ...", "N2D AMD Instance Core ...". Custom, sole-tenant and
+// Instance Core ...", "N2D AMD Instance Core ...", "M3 Memory-optimized
+// Instance Ram ...". Custom, sole-tenant and
 // committed-use SKUs ("N2 Custom Instance Core", "Commitment v1: ...")
 // do not match; neither do families named otherwise ("Compute optimized
 // Core" for C2): configs of those keep an operator's price.
-var skuRE = regexp.MustCompile(`^(?:Spot Preemptible |Preemptible )?([A-Z][A-Z0-9]*)(?: AMD| Arm| Predefined)? Instance (Core|Ram) running in `)
+var skuRE = regexp.MustCompile(`^(?:Spot Preemptible |Preemptible )?([A-Z][A-Z0-9]*)(?: AMD| Arm| Predefined| Memory-optimized)? Instance (Core|Ram) running in `)
 
 // skuKey names one unit price: a family's core or GiB of memory, in a
 // region, on demand or spot.

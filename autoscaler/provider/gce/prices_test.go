@@ -31,6 +31,10 @@ func catalog() []*cloudbilling.Sku {
 		gcefake.SKU("0010-N2CM-1YCE", "Commitment v1: N2 Cpu in Americas for 1 Year", "CPU", "Commit1Yr", "us-central1", "h", 0.019915),
 		gcefake.SKU("0011-T4GP-UCE0", "Nvidia Tesla T4 GPU running in Americas", "GPU", "OnDemand", "us-central1", "h", 0.35),
 		gcefake.SKU("0012-N2MO-NTHL", "N2 Instance Core running in Americas", "N2Standard", "OnDemand", "us-east1", "h.mo", 23.1),
+		gcefake.SKU("0013-N2DS-PCOR", "Spot Preemptible N2D AMD Instance Core running in Americas", "CPU", "Preemptible", "us-central1", "h", 0.006662),
+		gcefake.SKU("0014-N2DS-PRAM", "Spot Preemptible N2D AMD Instance Ram running in Americas", "RAM", "Preemptible", "us-central1", "GiBy.h", 0.000893),
+		gcefake.SKU("0015-M3CO-RECE", "M3 Memory-optimized Instance Core running in Americas", "CPU", "OnDemand", "us-central1", "h", 0.0463),
+		gcefake.SKU("0016-M3RA-MUCE", "M3 Memory-optimized Instance Ram running in Americas", "RAM", "OnDemand", "us-central1", "GiBy.h", 0.0062),
 	}
 }
 
@@ -59,6 +63,8 @@ func TestPricesFromTheBillingCatalog(t *testing.T) {
 		{Name: "e2-spot", MachineType: "e2-standard-4", Zone: "us-central1-a", Spot: true, CPUMilli: 4000, Memory: 16 << 30},
 		{Name: "n2-east", MachineType: "n2-standard-8", Zone: "us-east1-b", CPUMilli: 8000, Memory: 32 << 30},
 		{Name: "gpu", MachineType: "n1-standard-8", Zone: "us-central1-a", CPUMilli: 8000, Memory: 30 << 30, GPUType: "nvidia-tesla-t4", GPUs: 1},
+		{Name: "n2d-spot", MachineType: "n2d-standard-4", Zone: "us-central1-f", Spot: true, CPUMilli: 4000, Memory: 16 << 30},
+		{Name: "m3", MachineType: "m3-ultramem-32", Zone: "us-central1-c", CPUMilli: 32000, Memory: 976 << 30},
 	}
 	prices, err := g.Prices(ctx, configs)
 	if err != nil {
@@ -73,6 +79,8 @@ func TestPricesFromTheBillingCatalog(t *testing.T) {
 		0, // no E2 spot SKUs in this catalog
 		0, // us-east1's N2 SKU is per month
 		0, // a GPU's price is not read
+		4*6_662_000 + 16*893_000,
+		32*46_300_000 + 976*6_200_000,
 	}
 	for i := range configs {
 		if prices[i] != want[i] {
