@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/autoscaler/provider"
+	"github.com/drover-sched/drover/server/httpapi"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -135,20 +136,21 @@ func (s *Server) autoscaleOnce(ctx context.Context) error {
 	return s.autoscale.Round(ctx)
 }
 
-// providerZones lists the zones a cluster's provider launches in, for
-// placement apply's check of launch configs (known: false when the
-// provider cannot list them, or there is none).
-func (s *Server) providerZones(ctx context.Context, cluster, kind string, settings map[string]string) ([]string, bool, error) {
+// providerInfo says what a cluster's provider can tell placement
+// apply's check of launch configs: its zones (when it can list them) and
+// whether it reads the cloud's prices. Known is false when no provider
+// makes the cluster's machines.
+func (s *Server) providerInfo(ctx context.Context, cluster, kind string, settings map[string]string) (httpapi.ProviderInfo, error) {
 	ac := s.cfg.Autoscale
 	if ac == nil {
-		return nil, false, nil
+		return httpapi.ProviderInfo{}, nil
 	}
 	var p provider.Provider
 	switch {
 	case kind != "" && ac.Factory != nil:
 		made, err := ac.Factory(cluster, kind, settings)
 		if err != nil {
-			return nil, false, err
+			return httpapi.ProviderInfo{}, err
 		}
 		if c, ok := made.(io.Closer); ok {
 			defer c.Close()
@@ -159,13 +161,17 @@ func (s *Server) providerZones(ctx context.Context, cluster, kind string, settin
 	default:
 		p = ac.Provider
 	}
-	z, ok := p.(provider.Zoner)
-	if !ok {
-		return nil, false, nil
+	if p == nil {
+		return httpapi.ProviderInfo{}, nil
 	}
-	zones, err := z.Zones(ctx)
-	if err != nil {
-		return nil, false, err
+	info := httpapi.ProviderInfo{Known: true}
+	_, info.Prices = p.(provider.Pricer)
+	if z, ok := p.(provider.Zoner); ok {
+		zones, err := z.Zones(ctx)
+		if err != nil {
+			return httpapi.ProviderInfo{}, err
+		}
+		info.Zones = zones
 	}
-	return zones, true, nil
+	return info, nil
 }

@@ -424,26 +424,49 @@ func TestNomadMisconfigurationIsNotCapacity(t *testing.T) {
 // TestPlacementRefusesAZoneTheCloudLacks: a launch config naming a zone
 // its cluster's GCE project does not have is refused when applied (400
 // naming the zone and the zones there are), instead of failing at its
-// first launch; one naming a zone there is accepted.
+// first launch; one naming a zone there is accepted. So is one taking the
+// cloud's price on GCE; on Nomad, which cannot read prices, it is refused
+// (it would wait for a price forever).
 func TestPlacementRefusesAZoneTheCloudLacks(t *testing.T) {
 	fake := gcefake.New("proj", "us-central1-a", "us-central1-b")
 	defer fake.Close()
+	nfake := nomadfake.New(1, 16000, 64<<10)
+	defer nfake.Close()
 	tc := startAutoscaled(t, nil, func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+		if kind == "nomad" {
+			return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{"dc1"}, Driver: "raw_exec"})
+		}
 		return gce.New(context.Background(), gce.Options{Project: settings["project"], Deployment: "test", Image: "img",
 			ClientOptions: []option.ClientOption{option.WithEndpoint(fake.URL), option.WithoutAuthentication(), option.WithHTTPClient(fake.Client())}})
 	}, time.Hour)
 	ctx := context.Background()
-	place := func(zone string) error {
+	place := func(lc api.LaunchConfig) error {
 		return tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
-			Clusters:      []api.ClusterDecl{{Name: "gce-c", Region: "us-central1", Provider: "gce", ProviderSettings: map[string]string{"project": "proj"}}},
-			LaunchConfigs: []api.LaunchConfig{{Name: "n8", Cluster: "gce-c", MachineType: "n2-standard-8", Zone: zone, CPU: 8, Memory: 32 << 30, PricePerHour: 300_000_000}}})
+			Clusters: []api.ClusterDecl{{Name: "gce-c", Region: "us-central1", Provider: "gce", ProviderSettings: map[string]string{"project": "proj"}},
+				{Name: "nomad-c", Region: "us-central1", Provider: "nomad", ProviderSettings: map[string]string{"address": nfake.URL}}},
+			LaunchConfigs: []api.LaunchConfig{lc}})
 	}
-	err := place("us-central1-z")
+	n8 := func(zone string) api.LaunchConfig {
+		return api.LaunchConfig{Name: "n8", Cluster: "gce-c", MachineType: "n2-standard-8", Zone: zone, CPU: 8, Memory: 32 << 30, PricePerHour: 300_000_000}
+	}
+	err := place(n8("us-central1-z"))
 	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, `zone "us-central1-z" does not exist`) || !strings.Contains(ae.Message, "us-central1-a, us-central1-b") {
 		t.Fatalf("a zone the project lacks: %v", err)
 	}
-	if err := place("us-central1-b"); err != nil {
+	if err := place(n8("us-central1-b")); err != nil {
 		t.Fatalf("a zone the project has: %v", err)
+	}
+	// The cloud's price: GCE reads it (the Catalog); Nomad cannot, and
+	// such a config would never be launched.
+	fromCloud := n8("us-central1-a")
+	fromCloud.PricePerHour, fromCloud.PriceFromCloud = 0, true
+	if err := place(fromCloud); err != nil {
+		t.Fatalf("price_from_cloud on GCE: %v", err)
+	}
+	fromCloud.Name, fromCloud.Cluster, fromCloud.Zone = "nomad-8", "nomad-c", ""
+	err = place(fromCloud)
+	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, "cannot read the cloud's prices") || !strings.Contains(ae.Message, "price_per_hour") {
+		t.Fatalf("price_from_cloud on Nomad: %v", err)
 	}
 }
 

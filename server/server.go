@@ -294,7 +294,7 @@ func New(cfg *Config) (*Server, error) {
 			CallbackAllow: callbackAllow,
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
-		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale, Zones: s.providerZones,
+		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale, Provider: s.providerInfo,
 		Gossip: gossip, History: s.history, RaftLog: raftLog, RaftStreams: raftStreams, Secrets: sealer,
 	})
 	if err != nil {

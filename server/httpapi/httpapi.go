@@ -201,10 +201,11 @@ type Deps struct {
 	Waiting  Waiting // nil: batch and job reads carry no waiting reasons
 	// Autoscaler: nil where it does not run.
 	Autoscaler Autoscaler
-	// Zones, when set, lists the zones a cluster's provider launches in
-	// (known: false when the provider cannot say), so that a launch
-	// config naming another zone is refused when it is applied.
-	Zones func(ctx context.Context, cluster, kind string, settings map[string]string) (zones []string, known bool, err error)
+	// Provider, when set, says what a cluster's provider can tell (its
+	// zones, whether it reads the cloud's prices), so that a launch
+	// config naming another zone, or taking the cloud's price where the
+	// provider cannot read it, is refused when it is applied.
+	Provider func(ctx context.Context, cluster, kind string, settings map[string]string) (ProviderInfo, error)
 	// Gossip: nil on a server without gossip.
 	Gossip Gossip
 	// History is where batches that left the state are read from (nil:
@@ -236,7 +237,7 @@ type Server struct {
 	notify         Notifier
 	events         Events
 	waiting        Waiting
-	zones          func(ctx context.Context, cluster, kind string, settings map[string]string) ([]string, bool, error)
+	provider       func(ctx context.Context, cluster, kind string, settings map[string]string) (ProviderInfo, error)
 	autoscaler     Autoscaler
 	gossip         Gossip
 	history        History
@@ -265,7 +266,7 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("httpapi: every dependency but Members is required")
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
-		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, zones: d.Zones, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog, raftStreams: d.RaftStreams,
+		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, provider: d.Provider, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog, raftStreams: d.RaftStreams,
 		secrets: d.Secrets}
 	s.reads = apiview.Reads{State: d.State}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})

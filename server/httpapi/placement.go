@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -370,7 +371,7 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (a
 	if err != nil {
 		return nil, badRequest(err)
 	}
-	if err := s.checkZones(r.Context(), &req); err != nil {
+	if err := s.checkProviders(r.Context(), &req); err != nil {
 		return nil, err
 	}
 	c.Now = time.Now().UnixNano()
@@ -381,12 +382,26 @@ func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (a
 	return map[string]int{"clusters": len(c.Clusters), "queues": len(c.Queues), "cluster_groups": len(c.Groups)}, nil
 }
 
-// checkZones refuses a launch config whose zone its cluster's provider
-// does not have (a typo would otherwise be found only at the first
-// launch, as a failure). A provider that cannot be asked (unreachable)
-// refuses nothing: the launch says so later.
-func (s *Server) checkZones(ctx context.Context, req *api.PlacementConfig) error {
-	if s.zones == nil {
+// ProviderInfo is what placement apply can learn of a cluster's
+// provider.
+type ProviderInfo struct {
+	// Known: a provider makes the cluster's machines (none: nothing is
+	// checked).
+	Known bool
+	// Zones it launches in (nil: it cannot list them).
+	Zones []string
+	// Prices: it reads the cloud's prices (price_from_cloud).
+	Prices bool
+}
+
+// checkProviders refuses a launch config its cluster's provider cannot
+// serve as declared: a zone the provider does not have (a typo would
+// otherwise be found only at the first launch, as a failure), or
+// price_from_cloud where the provider cannot read prices (the config
+// would never be launched). A provider that cannot be asked
+// (unreachable) refuses nothing: the launch says so later.
+func (s *Server) checkProviders(ctx context.Context, req *api.PlacementConfig) error {
+	if s.provider == nil {
 		return nil
 	}
 	decls := map[string]api.ClusterDecl{}
@@ -396,28 +411,31 @@ func (s *Server) checkZones(ctx context.Context, req *api.PlacementConfig) error
 	for _, d := range req.Clusters {
 		decls[d.Name] = d
 	}
-	zonesOf := map[string][]string{}
+	infoOf := map[string]ProviderInfo{}
 	for _, lc := range req.LaunchConfigs {
-		if lc.Zone == "" {
+		if lc.Zone == "" && !lc.PriceFromCloud {
 			continue
 		}
-		zones, seen := zonesOf[lc.Cluster]
+		info, seen := infoOf[lc.Cluster]
 		if !seen {
 			d := decls[lc.Cluster]
-			zctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			list, known, err := s.zones(zctx, lc.Cluster, d.Provider, d.ProviderSettings)
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			got, err := s.provider(pctx, lc.Cluster, d.Provider, d.ProviderSettings)
 			cancel()
 			if err != nil {
-				s.log.Warn("could not list the provider's zones to check a launch config", "cluster", lc.Cluster, "err", err)
+				s.log.Warn("could not ask a cluster's provider to check a launch config", "cluster", lc.Cluster, "err", err)
+				got = ProviderInfo{}
 			}
-			if err != nil || !known {
-				list = nil
-			}
-			zonesOf[lc.Cluster], zones = list, list
+			infoOf[lc.Cluster], info = got, got
 		}
-		if zones != nil && !slices.Contains(zones, lc.Zone) {
+		if lc.Zone != "" && info.Zones != nil && !slices.Contains(info.Zones, lc.Zone) {
 			return codedf(http.StatusBadRequest, "launch config %s: zone %q does not exist where cluster %s launches; its zones are %s",
-				lc.Name, lc.Zone, lc.Cluster, strings.Join(zones, ", "))
+				lc.Name, lc.Zone, lc.Cluster, strings.Join(info.Zones, ", "))
+		}
+		if lc.PriceFromCloud && info.Known && !info.Prices {
+			kind := cmp.Or(decls[lc.Cluster].Provider, "the servers' default")
+			return codedf(http.StatusBadRequest, "launch config %s: price_from_cloud, but cluster %s's provider (%s) cannot read the cloud's prices; give a price_per_hour instead",
+				lc.Name, lc.Cluster, kind)
 		}
 	}
 	return nil
