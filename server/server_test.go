@@ -424,6 +424,10 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if err := tc.srv.api.WaitAudit(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The leader's first export round adopts the history store (a Raft
+	// entry, once): on a loaded machine it may come after the batches,
+	// so wait for it, or it lands between the snapshot and the stop.
+	waitFor(t, "the history store adopted", func() bool { return tc.srv.State().Lineage().Store != "" })
 	before := state.SnapshotBytes(t, tc.srv.state)
 	tc.stop()
 	tc2 := startServer(t, dir, nil)
