@@ -328,7 +328,10 @@ func SummarizeWaiting(ws []Waiting) []WaitingCount {
 // Waiting is a stretch of a batch's Ready jobs that the last scheduling
 // round could place nowhere, and why: Reason is the code of the check that
 // rejected the most workers (cpu_capacity, memory_capacity, cpu_exhausted,
-// memory_exhausted, no_workers), Message says it for a person.
+// memory_exhausted, no_workers; left_for_larger: the idle workers large
+// enough are at least twice the size of a machine the autoscaler can
+// launch for it, and are left to larger jobs), Message says it for a
+// person.
 type Waiting struct {
 	FirstJob int64  `json:"first_job"`
 	Count    int64  `json:"count"`

@@ -18,6 +18,7 @@ import (
 	"github.com/drover-sched/drover/autoscaler/caps"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/scheduler"
 )
 
 // LaunchConfig is a way to get a machine: a machine type in a zone, spot or
@@ -224,6 +225,9 @@ type Room struct {
 	Machine                        string
 	Region, Cluster, Pool, GPUType string
 	CPUMilli, Memory, GPUs         int64
+	// TotalMilli: the worker's cores in all (0: unknown, and the
+	// right-sizing rule, scheduler.LeftForLarger, never holds there).
+	TotalMilli int64
 }
 
 // PrivateDemand is one job that wants a machine of its own.
@@ -278,6 +282,15 @@ type Output struct {
 	// Skipped says why configs that could have served demand were not
 	// used (capacity-limited, at a cap), by config.
 	Skipped map[string]string
+	// Sizes are the machines the decision found it could launch, by
+	// cluster and pool in the strategy's order: configs available (not capacity-limited or
+	// misconfigured, priced, in a cluster that takes machines) and under
+	// the node and spend caps before it launched anything for the demand. The
+	// scheduler leaves an idle worker at least twice the size of one of
+	// them to larger jobs (scheduler.LeftForLarger), as the decision did
+	// when it counted the free room for the demand; none when it planned
+	// no growth (disabled).
+	Sizes []scheduler.PoolSize
 	// served[i]: the configs that got machines for Demand[i], for tests.
 	served [][]string
 }
@@ -316,6 +329,7 @@ type planner struct {
 	deleted     map[string]bool
 	openBins    map[string][]bin // room on launching machines and on new ones, by config
 	reasonCount map[string]int
+	sizes       map[[2]string][]scheduler.PoolSize // Output.Sizes by cluster and pool
 }
 
 // bin is room on one machine (launching or planned) for demand.
@@ -456,6 +470,7 @@ func (p *planner) remove(m *Machine, reason string) {
 func (p *planner) grow() {
 	launched := map[string]int{}
 	p.private()
+	p.launchable()
 	p.free = slices.Clone(p.in.Free)
 	draining := slices.Clone(p.in.Draining)
 	revived := map[string]bool{}
@@ -569,8 +584,31 @@ func (p *planner) private() {
 	}
 }
 
+// launchable records in Output.Sizes the machines each pool can launch
+// now, in the strategy's order (the first that holds a job is the one
+// grow would launch for it), and indexes them for fitFree. The add rate is left out: it only
+// delays a launch to the next minute, and a job that took a large idle
+// machine in the meantime would hold it for its whole run.
+func (p *planner) launchable() {
+	p.sizes = map[[2]string][]scheduler.PoolSize{}
+	for _, c := range p.ranked {
+		if c.GPUs > 0 || c.CPUMilli <= 0 || p.unavailable(c) != "" || p.cappedAt(c, 0, 0) != "" {
+			continue
+		}
+		s := scheduler.PoolSize{Cluster: c.Cluster, Pool: c.Pool, CPUMilli: c.CPUMilli, Memory: c.Memory}
+		k := [2]string{c.Cluster, c.Pool}
+		if slices.Contains(p.sizes[k], s) {
+			continue
+		}
+		p.sizes[k] = append(p.sizes[k], s)
+		p.out.Sizes = append(p.out.Sizes, s)
+	}
+}
+
 // fitFree places what it can of a shape on the free room of active
-// workers where the shape may run, and returns how many jobs are left.
+// workers where the shape may run, and returns how many jobs are left. An
+// idle worker the scheduler leaves to larger jobs (scheduler.LeftForLarger)
+// is no room for the shape.
 func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 	left := sh.Count
 	k := &sh.Constraint
@@ -583,6 +621,9 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 			continue
 		}
 		if p.in.Unavailable[r.Cluster] {
+			continue
+		}
+		if sh.GPUs == 0 && scheduler.LeftForLarger(sh.CPUMilli, sh.Memory, r.TotalMilli, r.CPUMilli, p.sizes[[2]string{r.Cluster, r.Pool}]) {
 			continue
 		}
 		n := fits(left, r.CPUMilli, r.Memory, r.GPUs, sh)
@@ -699,11 +740,17 @@ func (p *planner) markedBy(c *LaunchConfig) string {
 // caps' one rule (caps.Hold), which apply asks again before it records
 // the machine.
 func (p *planner) capped(c *LaunchConfig) string {
+	return p.cappedAt(c, int64(p.adds), int64(p.cfgAdds[c.Name]))
+}
+
+// cappedAt is capped with adds and cfgAdds machines added in the last
+// minute, in all and of config c.
+func (p *planner) cappedAt(c *LaunchConfig, adds, cfgAdds int64) string {
 	l := p.in.Limits
 	return caps.Hold(caps.Limits{MaxNodes: int64(l.MaxNodes), MaxPerHour: l.MaxPerHour, MaxAddsPerMinute: int64(l.MaxAddsPerMinute)},
-		caps.Use{Nodes: int64(p.nodes), PerHour: p.spend, Adds: int64(p.adds)},
+		caps.Use{Nodes: int64(p.nodes), PerHour: p.spend, Adds: adds},
 		c.Name, caps.Limits{MaxNodes: int64(c.MaxNodes), MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: int64(c.MaxAddsPerMinute)},
-		caps.Use{Nodes: int64(p.cfgNodes[c.Name]), PerHour: p.cfgSpend[c.Name], Adds: int64(p.cfgAdds[c.Name])}, c.PricePerHour)
+		caps.Use{Nodes: int64(p.cfgNodes[c.Name]), PerHour: p.cfgSpend[c.Name], Adds: cfgAdds}, c.PricePerHour)
 }
 
 // addMachine plans one machine of config c.

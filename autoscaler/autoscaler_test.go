@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/scheduler"
 )
 
 var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
@@ -405,5 +406,66 @@ func TestCheapestComparesPricesPerCoreExactly(t *testing.T) {
 	}
 	if got := (&LaunchConfig{PricePerHour: 1}).PricePerCoreHour(); got != money.MaxRate {
 		t.Fatalf("a config with no cores costs %s a core-hour", got)
+	}
+}
+
+// TestPlanRightSizes: an idle machine at least twice the size of a config
+// that can be launched is no room for small jobs (scheduler.LeftForLarger,
+// which the scheduling round applies with the decision's Sizes); it is
+// room for a job of its size, and for small jobs again once nothing
+// smaller can be launched (capacity-limited, at a node cap).
+func TestPlanRightSizes(t *testing.T) {
+	base := func(sh Shape) *Input {
+		return &Input{Now: t0, Configs: []LaunchConfig{cfg("two", 2, 0.08), cfg("eight", 8, 0.32)}, Demand: []Shape{sh},
+			Free: []Room{{Machine: "m1", Region: "r", Cluster: "c", Pool: "default", CPUMilli: 8000, Memory: 8 << 32, TotalMilli: 8000}}}
+	}
+	out := Plan(base(shape(1, 2)))
+	if len(out.Launches) != 1 || out.Launches[0].Config != "two" || out.Launches[0].Count != 1 {
+		t.Fatalf("launches %+v, want one 2-core machine for two 1-core jobs beside the idle 8-core one", out.Launches)
+	}
+	want := []scheduler.PoolSize{{Cluster: "c", Pool: "default", CPUMilli: 2000, Memory: 2 << 32}, {Cluster: "c", Pool: "default", CPUMilli: 8000, Memory: 8 << 32}}
+	if fmt.Sprint(out.Sizes) != fmt.Sprint(want) {
+		t.Fatalf("sizes %+v, want %+v", out.Sizes, want)
+	}
+	if out = Plan(base(shape(8, 1))); len(out.Launches) != 0 {
+		t.Fatalf("an 8-core job: launches %+v, want it on the idle machine", out.Launches)
+	}
+	// A machine running something is room for anyone.
+	in := base(shape(1, 2))
+	in.Free[0].CPUMilli = 6000
+	if out = Plan(in); len(out.Launches) != 0 {
+		t.Fatalf("a busy machine: launches %+v, want the small jobs in its room", out.Launches)
+	}
+	// Nothing smaller to be had: the large machine takes them.
+	in = base(shape(1, 2))
+	in.Marks = []Mark{{Config: "two", Until: t0.Add(time.Minute), Reason: "ZONE_RESOURCE_POOL_EXHAUSTED"}}
+	if out = Plan(in); len(out.Launches) != 0 || len(out.Sizes) != 1 || out.Sizes[0].CPUMilli != 8000 {
+		t.Fatalf("2-core capacity-limited: launches %+v sizes %+v, want none and the 8-core size alone", out.Launches, out.Sizes)
+	}
+	in = base(shape(1, 2))
+	in.Limits.MaxNodes = 1
+	in.Machines = []Machine{{ID: "m1", Config: "eight", State: Active, PricePerHour: money.RateFromDollars(0.32), CPUMilli: 8000, Memory: 8 << 32, FreeMilli: 8000, FreeMemory: 8 << 32}}
+	if out = Plan(in); len(out.Launches) != 0 || len(out.Sizes) != 0 || len(out.Held) != 0 {
+		t.Fatalf("at the node cap: launches %+v sizes %+v held %+v, want the jobs on the idle machine", out.Launches, out.Sizes, out.Held)
+	}
+	// The add rate only delays a launch: the rule still holds.
+	in = base(shape(1, 2))
+	in.Limits.MaxAddsPerMinute = 1
+	in.Machines = []Machine{{ID: "m0", Config: "two", State: Active, PricePerHour: money.RateFromDollars(0.08), CPUMilli: 2000, Memory: 2 << 32, Created: t0.Add(-10 * time.Second)}}
+	if out = Plan(in); len(out.Launches) != 0 || len(out.Sizes) != 2 || len(out.Held) != 1 {
+		t.Fatalf("at the add rate: launches %+v sizes %+v held %+v, want the jobs held for the next minute", out.Launches, out.Sizes, out.Held)
+	}
+	// A strategy that prefers large machines would launch an 8-core one
+	// for them: the idle one takes them.
+	in = base(shape(1, 2))
+	in.Strategy = PreferLarge
+	if out = Plan(in); len(out.Launches) != 0 || len(out.Sizes) != 2 || out.Sizes[0].CPUMilli != 8000 {
+		t.Fatalf("prefer-large: launches %+v sizes %+v, want the jobs on the idle machine", out.Launches, out.Sizes)
+	}
+	// Disabled: nothing can be launched, no sizes.
+	in = base(shape(1, 2))
+	in.ShrinkOnly = true
+	if out = Plan(in); len(out.Sizes) != 0 {
+		t.Fatalf("disabled: sizes %+v", out.Sizes)
 	}
 }

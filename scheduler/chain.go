@@ -49,6 +49,10 @@ const (
 	// ReasonNotHome: the instance's cluster is not among its queue's
 	// home clusters (placement.ReasonNotHome).
 	ReasonNotHome
+	// ReasonLeftForLarger: the instance is idle and at least twice the
+	// size of a machine the autoscaler can launch for the job; it is left
+	// to larger jobs (LeftForLarger).
+	ReasonLeftForLarger
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -88,6 +92,7 @@ var reasonNames = map[Reason]string{
 	ReasonGPUCapacity:    "gpu_capacity",
 	ReasonGPUFree:        "gpu_exhausted",
 	ReasonSpendLimit:     "spend_limit",
+	ReasonLeftForLarger:  "left_for_larger",
 }
 
 func init() {
@@ -100,7 +105,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger}
 }
 
 // String is the reason's code, as metrics label it.

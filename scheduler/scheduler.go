@@ -116,6 +116,10 @@ type Input struct {
 	// last, the part of users in no queue), as SharesAndBudgets computed
 	// them (nil: Schedule computes them from the runs, GPUs included).
 	Budgets []int64
+	// Launchable are the machines the autoscaler can launch now, by
+	// cluster and pool (its last decision's Sizes; none: no autoscaler,
+	// and the right-sizing rule, LeftForLarger, holds nowhere).
+	Launchable []PoolSize
 }
 
 // Placement puts Count jobs of a run, starting at First, on an instance.
@@ -250,6 +254,9 @@ type packer struct {
 	cands []Candidate
 	// freeGPU is each instance's free GPUs as jobs are placed.
 	freeGPU []int64
+	// sizes are the machines each tree's pool can launch now
+	// (Input.Launchable), for LeftForLarger.
+	sizes [][]PoolSize
 	// spent marks the projects (index as Input.Projects) that have
 	// reached their spend limit at the round's time: placements do not
 	// add to a project's spend until their attempts start, so it holds
@@ -270,7 +277,17 @@ func newPacker(filters []Filter, in *Input) *packer {
 	}
 	p.chain = append(placementChain(p), filters...)
 	p.chain = append(p.chain, DefaultChain...)
-	p.chain = append(p.chain, gpuFree)
+	p.chain = append(p.chain, gpuFree, resourceFilter{ReasonLeftForLarger, func(c *Candidate, r *Run) bool {
+		if p.sizes == nil || r.GPUs > 0 {
+			return true
+		}
+		for t := range p.trees {
+			if p.trees[t].cluster == int(c.Cluster) && p.trees[t].pool == c.Pool {
+				return !LeftForLarger(r.CPUMilli, r.Memory, c.CPUMilli, c.FreeMilli, p.sizes[t])
+			}
+		}
+		return true
+	}})
 	p.byClust = make([][]int, len(p.clusters))
 	p.allowed = make([][]bool, len(in.Constraints)+1)
 	p.ranker = placement.Ranker{Clusters: p.clusters, Groups: in.Groups}
@@ -302,7 +319,27 @@ func newPacker(filters []Filter, in *Input) *packer {
 	for c := range p.byClust {
 		slices.SortFunc(p.byClust[c], func(a, b int) int { return cmp.Compare(p.trees[a].pool, p.trees[b].pool) })
 	}
+	if len(in.Launchable) > 0 {
+		p.sizes = make([][]PoolSize, len(p.trees))
+		for t := range p.trees {
+			name, pool := p.clusters[p.trees[t].cluster].Name, p.trees[t].pool
+			for _, s := range in.Launchable {
+				if s.Cluster == name && s.Pool == pool {
+					p.sizes[t] = append(p.sizes[t], s)
+				}
+			}
+		}
+	}
 	return p
+}
+
+// leftForLarger reports whether a job of run r leaves instance idx, with
+// free cores free, to larger jobs (LeftForLarger; GPU jobs never do).
+func (p *packer) leftForLarger(r *Run, idx int32, free int64) bool {
+	if p.sizes == nil || r.GPUs > 0 {
+		return false
+	}
+	return LeftForLarger(r.CPUMilli, r.Memory, p.insts[idx].CPUMilli, free, p.sizes[p.instTree[idx]])
 }
 
 type poolKey struct {
@@ -550,8 +587,10 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 			return slot{}, f.why, false
 		}
 		// Free resources and quotas only shrink during a round: a job at
-		// least as large as one that failed fails too.
-		if known < 0 && r.CPUMilli >= f.cpu && r.Memory >= f.mem {
+		// least as large as one that failed fails too, unless what failed
+		// it was an idle machine left to larger jobs (LeftForLarger),
+		// which a larger job may take.
+		if known < 0 && r.CPUMilli >= f.cpu && r.Memory >= f.mem && f.why.Count(ReasonLeftForLarger) == 0 {
 			known = i
 		}
 	}
@@ -583,6 +622,9 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 						return true
 					}
 					if !k.HoldsGPUs(r.GPUs, p.insts[s.idx].GPUType, p.freeGPU[s.idx]) {
+						return true
+					}
+					if p.leftForLarger(r, s.idx, s.free) {
 						return true
 					}
 					if len(p.filters) > 0 {

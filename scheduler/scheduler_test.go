@@ -276,8 +276,17 @@ func TestScheduleNeverOversubscribes(t *testing.T) {
 	for iter := 0; iter < 200; iter++ {
 		in := &Input{}
 		for i := 0; i < 1+rng.IntN(20); i++ {
-			in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), CPUMilli: 16_500, Memory: 65 << 30,
-				FreeMilli: 500 + rng.Int64N(16_000), FreeMem: 1<<30 + rng.Int64N(64<<30)})
+			inst := Instance{ID: uint32(i + 1), CPUMilli: 16_500, Memory: 65 << 30,
+				FreeMilli: 500 + rng.Int64N(16_000), FreeMem: 1<<30 + rng.Int64N(64<<30)}
+			if rng.IntN(3) == 0 {
+				inst.FreeMilli, inst.FreeMem = inst.CPUMilli, inst.Memory // idle
+			}
+			in.Instances = append(in.Instances, inst)
+		}
+		// Sometimes machines the autoscaler can launch (the right-sizing
+		// rule then leaves some idle instances to larger jobs).
+		for i := 0; i < rng.IntN(3); i++ {
+			in.Launchable = append(in.Launchable, PoolSize{CPUMilli: 1000 * (1 + rng.Int64N(8)), Memory: rng.Int64N(16 << 30)})
 		}
 		var batch uint64
 		for u := 0; u < 1+rng.IntN(10); u++ {
@@ -325,7 +334,10 @@ func TestScheduleNeverOversubscribes(t *testing.T) {
 			}
 			for _, inst := range in.Instances {
 				u := used[inst.ID]
-				if inst.FreeMilli-u[0] >= r.CPUMilli && inst.FreeMem-u[1] >= r.Memory {
+				// An instance idle at the start that the run left to
+				// larger jobs may have been taken in part by one later
+				// in the round: the next round offers it.
+				if inst.FreeMilli-u[0] >= r.CPUMilli && inst.FreeMem-u[1] >= r.Memory && !LeftForLarger(r.CPUMilli, r.Memory, inst.CPUMilli, inst.FreeMilli, in.Launchable) {
 					t.Fatalf("run %+v reported unplaced but fits on %+v after the round", un, inst)
 				}
 			}

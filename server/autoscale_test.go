@@ -646,3 +646,112 @@ func TestNewLaunchConfigIsPricedSoon(t *testing.T) {
 	placement("a", "c")
 	waitFor(t, "config c, added later, priced", func() bool { return priced("c") == 350_000_000 })
 }
+
+// TestSmallJobsLeaveALargeIdleWorker: with a 2-core launch config to be
+// had, a 1-core job does not take an idle 8-core worker (it would keep the
+// whole machine paid for while it runs): job why says so, the autoscaler
+// launches a 2-core machine for it, and an 8-core job submitted after it
+// takes the idle worker. The same job takes the worker at once when no
+// smaller machine can be launched.
+func TestSmallJobsLeaveALargeIdleWorker(t *testing.T) {
+	cloud := sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour})
+	tc := startAutoscaled(t, cloud, nil, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	placement := func(configs ...api.LaunchConfig) {
+		t.Helper()
+		if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "c", Region: "r"}},
+			Autoscaler: &api.AutoscalerSettings{Enabled: true}, LaunchConfigs: configs, Prune: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	two := api.LaunchConfig{Name: "two", Cluster: "c", MachineType: "n2-standard-2", CPU: 2, Memory: 8 << 30, PricePerHour: 100_000_000}
+	eight := api.LaunchConfig{Name: "eight", Cluster: "c", MachineType: "n2-standard-8", CPU: 8, Memory: 32 << 30, PricePerHour: 400_000_000}
+	placement(two, eight)
+	c := api.NewClient(tc.url, "")
+	res, err := c.Activate(ctx, &api.ActivateRequest{Name: "big", CPU: 8, Memory: 32 << 30, Region: "r", Cluster: "c", Secret: "test-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetToken(res.Token)
+	w := &simWorker{t: t, c: c, id: res.InstanceID}
+	// The rule holds from the leader's first decision with the configs.
+	applied := time.Now()
+	waitFor(t, "an autoscaler decision with the launch configs", func() bool {
+		st, err := tc.admin.AutoscalerStatus(ctx)
+		return err == nil && st.LastRound != nil && st.LastRound.At.After(applied)
+	})
+	small, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "small", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 1, Memory: 1 << 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// idle syncs the worker (so it is not lost while the test waits) and
+	// fails the test if it was handed anything.
+	idle := func() {
+		if got := w.sync(0); len(got.Assign) != 0 {
+			t.Fatalf("the idle 8-core worker was handed %+v", got.Assign)
+		}
+	}
+	var msg string
+	waitFor(t, "job why to say the small job leaves the large worker", func() bool {
+		idle()
+		why, err := tc.admin.JobWhy(ctx, small.ID, 1)
+		if err != nil {
+			return false
+		}
+		for _, r := range why.Reasons {
+			if r.Reason == "left_for_larger" {
+				msg = r.Message
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(msg, "1 worker at least twice its size is idle") || !strings.Contains(msg, "launch a 2-core machine") {
+		t.Fatalf("job why: %q", msg)
+	}
+	waitFor(t, "a 2-core machine launched for the small job", func() bool {
+		idle()
+		for _, m := range tc.srv.State().Machines() {
+			if m.Config == "two" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, m := range tc.srv.State().Machines() {
+		if m.Config != "two" {
+			t.Fatalf("machine %s of config %s: want only the 2-core one", m.ID, m.Config)
+		}
+	}
+	if got := w.sync(200 * time.Millisecond); len(got.Assign) != 0 {
+		t.Fatalf("the idle 8-core worker was handed %+v", got.Assign)
+	}
+	large, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "large", Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 8, Memory: 1 << 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := w.sync(5 * time.Second)
+	if len(got.Assign) != 1 || got.Assign[0].BatchID != large.ID {
+		t.Fatalf("the 8-core worker was handed %+v, want the 8-core job", got.Assign)
+	}
+	// Once the 8-core job ends, the only config left is the 8-core one:
+	// nothing smaller can be launched, and the small job takes the idle
+	// worker.
+	now := time.Now()
+	w.events = append(w.events, api.AttemptEvent{AttemptRef: got.Assign[0].AttemptRef, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: now, EndTime: now})
+	placement(eight)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got = w.sync(time.Second)
+		if len(got.Assign) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the small job never took the idle worker once no smaller machine could be launched")
+		}
+	}
+	if got.Assign[0].BatchID != small.ID {
+		t.Fatalf("handed %+v, want the small job", got.Assign)
+	}
+}

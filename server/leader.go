@@ -62,6 +62,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 			Silent: func(inst uint32) bool { return s.live.silentFor(inst, start) >= silentAfter }})
 	})
 	in := rd.Input
+	in.Launchable = s.autoscale.Launchable()
 	if len(in.Users) == 0 || len(in.Instances) == 0 {
 		s.waiting.set(nil)
 		return false, nil

@@ -249,6 +249,22 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return scheduler.ReasonMemoryCapacity.String(), fmt.Sprintf("fits no worker%s: needs %s and %s memory; no worker has both (the largest have %s and %s)",
 			where(k), cores(u.CPUMilli), units.FormatBytes(u.Memory), cores(bigCPU), units.FormatBytes(bigMem))
 	}
+	if left := e.Count(scheduler.ReasonLeftForLarger); left > 0 {
+		// The right-sizing rule (scheduler.LeftForLarger): name the
+		// machine the autoscaler launches for it instead.
+		var small *scheduler.PoolSize
+		for i := range w.in.Launchable {
+			s := &w.in.Launchable[i]
+			if s.CPUMilli >= u.CPUMilli && s.Memory >= u.Memory && (small == nil || s.CPUMilli < small.CPUMilli) {
+				small = s
+			}
+		}
+		msg := fmt.Sprintf("waiting for a machine its size: %d worker%s%s at least twice its size %s idle, left to larger jobs", left, map[bool]string{true: "s"}[left != 1], where(k), isAre(left))
+		if small != nil {
+			msg += fmt.Sprintf(", while the autoscaler can launch a %g-core machine for it (a small job on a large machine keeps all of it paid for until the job ends)", float64(small.CPUMilli)/1000)
+		}
+		return scheduler.ReasonLeftForLarger.String(), msg
+	}
 	fit := e.Instances - cpuCap - memCap - elsewhere
 	code, what, size := scheduler.ReasonCPUFree.String(), "cores", cores(u.CPUMilli)
 	if busy := e.Count(scheduler.ReasonMemoryFree); busy > e.Count(scheduler.ReasonCPUFree) {
@@ -262,6 +278,14 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return "fair_share", fmt.Sprintf("waiting for fair share behind %s: %s", users(ahead), busy)
 	}
 	return code, fmt.Sprintf("waiting for %s: %s", what, busy)
+}
+
+// isAre is the verb for n things.
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // users says "1 user" or "3 users".

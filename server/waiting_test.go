@@ -90,6 +90,7 @@ func TestWaitReasonMessages(t *testing.T) {
 		Queues:      []scheduler.Queue{{Name: "genomics", Parent: -1, Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
 		Now:         since,
 		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16 * money.Dollar, Accrued: 16_500_000_000}}},
+		Launchable:  []scheduler.PoolSize{{Cluster: "a", Pool: "default", CPUMilli: 8000, Memory: 32 << 30}, {Cluster: "a", Pool: "default", CPUMilli: 2000, Memory: 8 << 30}},
 	}
 	clusters := []view.ClusterRecord{{Name: "a"}, {Name: "b", Reason: "maintenance", By: "ops", Since: since}}
 	rc := func(pairs ...any) []scheduler.ReasonCount {
@@ -126,6 +127,8 @@ func TestWaitReasonMessages(t *testing.T) {
 			"fair_share", "waiting for fair share behind 2 users: none of the 1 workers large enough has 1 h100 GPUs free"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 1, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonRegion, 2)}}, 0,
 			"region_not_allowed", "no worker in its regions r1: the 2 active workers are elsewhere"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonCPUFree, 1, scheduler.ReasonLeftForLarger, 1)}}, 2,
+			"left_for_larger", "waiting for a machine its size: 1 worker at least twice its size is idle, left to larger jobs, while the autoscaler can launch a 2-core machine for it (a small job on a large machine keeps all of it paid for until the job ends)"},
 	} {
 		w := waiter{in: in, clusters: clusters, bigs: map[int32][2]int64{}}
 		code, msg := w.reason(c.u, c.ahead)

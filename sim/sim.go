@@ -896,6 +896,7 @@ func (r *run) schedule(now time.Time) error {
 	if len(in.Users) == 0 || len(in.Instances) == 0 {
 		return nil
 	}
+	in.Launchable = r.auto.Launchable()
 	out := scheduler.Schedule(in)
 	if out.Jobs == 0 {
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
 )
@@ -115,6 +116,9 @@ type Autoscaler struct {
 	last      *autoscaler.Output
 	lastAt    time.Time
 	demand    int64 // millicores in the window at the last decision
+	// sizes: the machines the last decision could launch (nil: none,
+	// disabled, or no decision yet), for the scheduling round.
+	sizes []scheduler.PoolSize
 	// priceDue: when each cluster's prices are next read; priceTried:
 	// when they were last asked for (a config without a price yet, new
 	// or changed, is asked for a minute after, not at the next refresh).
@@ -150,7 +154,7 @@ func NewAutoscaler(cfg AutoscalerConfig) *Autoscaler {
 // server that becomes leader starts afresh.
 func (a *Autoscaler) Reset() {
 	a.mu.Lock()
-	a.idleSince, a.missing, a.last = map[string]time.Time{}, map[string]time.Time{}, nil
+	a.idleSince, a.missing, a.last, a.sizes = map[string]time.Time{}, map[string]time.Time{}, nil, nil
 	a.priceDue, a.priceTried = map[string]time.Time{}, map[string]time.Time{}
 	a.mu.Unlock()
 }
@@ -231,6 +235,9 @@ func (a *Autoscaler) Round(ctx context.Context) error {
 	// ShrinkOnly): with nothing live, there is nothing to do.
 	enabled := st.Settings.Enabled
 	if !enabled && !slices.ContainsFunc(st.Machines, func(m state.Machine) bool { return autoscaler.State(m.State).Live() }) {
+		a.mu.Lock()
+		a.sizes = nil
+		a.mu.Unlock()
 		return nil
 	}
 	a.resolveProviders(st)
@@ -370,7 +377,7 @@ func (a *Autoscaler) decide(st *view.Autoscale, seen map[string]provider.Instanc
 		demand += sh.CPUMilli * sh.Count
 	}
 	a.mu.Lock()
-	a.last, a.lastAt, a.demand = out, now, demand
+	a.last, a.lastAt, a.demand, a.sizes = out, now, demand, out.Sizes
 	a.mu.Unlock()
 	return in, out
 }
@@ -666,7 +673,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		}
 	}
 	for _, r := range st.DrainingFree {
-		in.Draining = append(in.Draining, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs})
+		in.Draining = append(in.Draining, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli})
 	}
 	for _, c := range st.Clusters {
 		in.Regions[c.Name] = c.Region
@@ -719,7 +726,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	}
 	var free int64
 	for _, r := range st.Free {
-		in.Free = append(in.Free, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs})
+		in.Free = append(in.Free, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli})
 		free += r.CPUMilli
 	}
 	budget := free + windowCores(a, in.Configs, liveNodes, liveSpend, maxCores)
@@ -818,6 +825,17 @@ func timeoutsOf(a *state.Autoscaler) autoscaler.Timeouts {
 		t.SpotPreemptions = int(a.SpotPreemptions)
 	}
 	return t
+}
+
+// Launchable is what the last decision could launch, by cluster and pool
+// (autoscaler.Output.Sizes), for the scheduling round's
+// scheduler.Input.Launchable: the scheduler then leaves to larger jobs the
+// idle workers the decision did not count as room for small ones. Nil
+// before the first decision of this leadership and while disabled.
+func (a *Autoscaler) Launchable() []scheduler.PoolSize {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sizes
 }
 
 // LastRound reports the leader's last decision for the API (nil before

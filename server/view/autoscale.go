@@ -75,6 +75,8 @@ type FreeRoom struct {
 	Machine                        string
 	Region, Cluster, Pool, GPUType string
 	CPUMilli, Memory, GPUs         int64
+	// TotalMilli: the worker's cores in all, free or not.
+	TotalMilli int64
 }
 
 // AutoscaleState copies the autoscaler's state from src in one
@@ -116,7 +118,7 @@ func autoscaleState(r state.Reader) *Autoscale {
 			continue // a private machine's room is its job's
 		}
 		room := FreeRoom{Instance: inst.ID, Machine: inst.Machine, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
-			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0)}
+			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0), TotalMilli: inst.CPUMilli}
 		if r.Draining(inst) {
 			v.DrainingFree = append(v.DrainingFree, room)
 			continue

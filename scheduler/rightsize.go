@@ -1,0 +1,39 @@
+package scheduler
+
+// PoolSize is a machine the autoscaler can launch now in one pool of one
+// cluster: a launch config not capacity-limited, priced, in an enabled
+// cluster and under every cap (autoscaler.Output.Sizes).
+type PoolSize struct {
+	Cluster, Pool    string
+	CPUMilli, Memory int64
+}
+
+// LeftForLarger is the right-sizing rule: a job of cpu and mem leaves a
+// wholly idle machine of machineCPU cores (free: the cores it has free) to
+// larger jobs when the machine its pool's autoscaler would launch for it
+// is at most half as large (sizes: the machines the pool can launch now,
+// in the order the autoscaler's strategy ranks them; the first that holds
+// the job is the one it would launch). The scheduler skips such a
+// machine, the autoscaler does not count it as room for the job and
+// launches the smaller one, and job why says so.
+//
+// A machine is paid for until its last job ends, and jobs that share one
+// end at different times: a small job on a large machine leaves the rest
+// of it idle for as long as the job outlives its neighbours, and keeps it
+// from going when its idle timeout would have deleted it. On a machine
+// already running work the job only fills room already paid for, so the
+// rule holds for wholly idle machines alone. Where nothing smaller would
+// be launched (a fixed fleet; a strategy that prefers large machines; a
+// pool whose small configs are capacity-limited or capped) the job takes
+// the large machine rather than wait.
+func LeftForLarger(cpu, mem, machineCPU, free int64, sizes []PoolSize) bool {
+	if cpu <= 0 || free < machineCPU {
+		return false
+	}
+	for i := range sizes {
+		if s := &sizes[i]; s.CPUMilli >= cpu && s.Memory >= mem {
+			return 2*s.CPUMilli <= machineCPU
+		}
+	}
+	return false
+}
