@@ -278,8 +278,8 @@ func newPacker(filters []Filter, in *Input) *packer {
 	p.chain = append(placementChain(p), filters...)
 	p.chain = append(p.chain, DefaultChain...)
 	p.chain = append(p.chain, gpuFree, resourceFilter{ReasonLeftForLarger, func(c *Candidate, r *Run) bool {
-		if p.sizes == nil || r.GPUs > 0 {
-			return true
+		if p.sizes == nil || r.GPUs > 0 || c.FreeMilli < c.CPUMilli {
+			return true // the rule holds for idle instances alone
 		}
 		for t := range p.trees {
 			if p.trees[t].cluster == int(c.Cluster) && p.trees[t].pool == c.Pool {
