@@ -283,13 +283,14 @@ type Output struct {
 	// used (capacity-limited, at a cap), by config.
 	Skipped map[string]string
 	// Sizes are the machines the decision found it could launch, by
-	// cluster and pool in the strategy's order: configs available (not capacity-limited or
-	// misconfigured, priced, in a cluster that takes machines) and under
-	// the node and spend caps before it launched anything for the demand. The
-	// scheduler leaves an idle worker at least twice the size of one of
-	// them to larger jobs (scheduler.LeftForLarger), as the decision did
-	// when it counted the free room for the demand; none when it planned
-	// no growth (disabled).
+	// cluster and pool in the strategy's order: configs available (not
+	// capacity-limited or misconfigured, priced, in a cluster that takes
+	// machines) and under the node and spend caps before it launched
+	// anything for the demand. The scheduler leaves an idle worker at
+	// least twice the size of the one it would launch for a job to larger
+	// jobs (scheduler.LeftForLarger), as the decision did when it counted
+	// the free room for the demand; none when it planned no growth
+	// (disabled).
 	Sizes []scheduler.PoolSize
 	// served[i]: the configs that got machines for Demand[i], for tests.
 	served [][]string
@@ -586,9 +587,10 @@ func (p *planner) private() {
 
 // launchable records in Output.Sizes the machines each pool can launch
 // now, in the strategy's order (the first that holds a job is the one
-// grow would launch for it), and indexes them for fitFree. The add rate is left out: it only
-// delays a launch to the next minute, and a job that took a large idle
-// machine in the meantime would hold it for its whole run.
+// grow would launch for it), and indexes them for fitFree. The add rate
+// is left out: it only delays a launch to the next minute, and a job that
+// took a large idle machine in the meantime would hold it for its whole
+// run.
 func (p *planner) launchable() {
 	p.sizes = map[[2]string][]scheduler.PoolSize{}
 	for _, c := range p.ranked {
