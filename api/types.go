@@ -329,7 +329,7 @@ func SummarizeWaiting(ws []Waiting) []WaitingCount {
 // round could place nowhere, and why: Reason is the code of the check that
 // rejected the most workers (cpu_capacity, memory_capacity, cpu_exhausted,
 // memory_exhausted, no_workers; left_for_larger: the idle workers large
-// enough are at least twice the size of a machine the autoscaler can
+// enough are at least twice the size of the machine the autoscaler would
 // launch for it, and are left to larger jobs), Message says it for a
 // person.
 type Waiting struct {

@@ -50,8 +50,8 @@ const (
 	// home clusters (placement.ReasonNotHome).
 	ReasonNotHome
 	// ReasonLeftForLarger: the instance is idle and at least twice the
-	// size of a machine the autoscaler can launch for the job; it is left
-	// to larger jobs (LeftForLarger).
+	// size of the machine the autoscaler would launch for the job; it is
+	// left to larger jobs (LeftForLarger).
 	ReasonLeftForLarger
 )
 
