@@ -251,12 +251,13 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	}
 	if left := e.Count(scheduler.ReasonLeftForLarger); left > 0 {
 		// The right-sizing rule (scheduler.LeftForLarger): name the
-		// machine the autoscaler launches for it instead.
+		// machine the autoscaler launches for it instead, the first in
+		// its strategy's order that holds it.
 		var small *scheduler.PoolSize
 		for i := range w.in.Launchable {
-			s := &w.in.Launchable[i]
-			if s.CPUMilli >= u.CPUMilli && s.Memory >= u.Memory && (small == nil || s.CPUMilli < small.CPUMilli) {
+			if s := &w.in.Launchable[i]; s.CPUMilli >= u.CPUMilli && s.Memory >= u.Memory {
 				small = s
+				break
 			}
 		}
 		msg := fmt.Sprintf("waiting for a machine its size: %d worker%s%s at least twice its size %s idle, left to larger jobs", left, map[bool]string{true: "s"}[left != 1], where(k), isAre(left))

@@ -90,7 +90,7 @@ func TestWaitReasonMessages(t *testing.T) {
 		Queues:      []scheduler.Queue{{Name: "genomics", Parent: -1, Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
 		Now:         since,
 		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16 * money.Dollar, Accrued: 16_500_000_000}}},
-		Launchable:  []scheduler.PoolSize{{Cluster: "a", Pool: "default", CPUMilli: 8000, Memory: 32 << 30}, {Cluster: "a", Pool: "default", CPUMilli: 2000, Memory: 8 << 30}},
+		Launchable:  []scheduler.PoolSize{{Cluster: "a", Pool: "default", CPUMilli: 2000, Memory: 8 << 30}, {Cluster: "a", Pool: "default", CPUMilli: 8000, Memory: 32 << 30}},
 	}
 	clusters := []view.ClusterRecord{{Name: "a"}, {Name: "b", Reason: "maintenance", By: "ops", Since: since}}
 	rc := func(pairs ...any) []scheduler.ReasonCount {
