@@ -2,7 +2,7 @@ package scheduler
 
 // PoolSize is a machine the autoscaler can launch now in one pool of one
 // cluster: a launch config not capacity-limited, priced, in an enabled
-// cluster and under every cap (autoscaler.Output.Sizes).
+// cluster and under the node and $/hour caps (autoscaler.Output.Sizes).
 type PoolSize struct {
 	Cluster, Pool    string
 	CPUMilli, Memory int64

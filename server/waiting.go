@@ -260,7 +260,11 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 				break
 			}
 		}
-		msg := fmt.Sprintf("waiting for a machine its size: %d worker%s%s at least twice its size %s idle, left to larger jobs", left, map[bool]string{true: "s"}[left != 1], where(k), isAre(left))
+		workers := "1 worker"
+		if left != 1 {
+			workers = fmt.Sprintf("%d workers", left)
+		}
+		msg := fmt.Sprintf("waiting for a machine its size: %s%s at least twice its size %s idle, left to larger jobs", workers, where(k), isAre(left))
 		if small != nil {
 			msg += fmt.Sprintf(", while the autoscaler can launch a %g-core machine for it (a small job on a large machine keeps all of it paid for until the job ends)", float64(small.CPUMilli)/1000)
 		}
