@@ -31,6 +31,13 @@ func TestActivationByNodeID(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restart proving its token: %v", err)
 	}
+	// A claimant that races in between an activation's apply and the
+	// leader noting the contact (as a copy started right after the
+	// original did, on a loaded machine) is refused too.
+	tc.srv.live.forget(uint32(restarted.InstanceID))
+	if _, err = act("vm", "aaaa", ""); !api.IsStatus(err, 409) {
+		t.Fatalf("second claimant of a node ID activated a moment ago: %v", err)
+	}
 	other, err := act("vm", "bbbb", "")
 	if err != nil {
 		t.Fatal(err)

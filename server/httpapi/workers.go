@@ -74,7 +74,14 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, er
 	}
 	if req.NodeID != "" {
 		if old, ok := s.state.ActiveByNodeID(req.NodeID); ok && subtle.ConstantTimeCompare([]byte(token.Hash(req.PreviousToken)), []byte(old.TokenHash)) != 1 {
-			if heard, ok := s.live.Heard(old.ID); ok && time.Since(heard) < s.cfg.LostTimeout {
+			// An active instance the leader has not heard from yet was
+			// activated a moment ago (its activation records the contact
+			// after apply, and a copy can race in between): it is live.
+			heard, ok := s.live.Heard(old.ID)
+			if !ok {
+				heard = time.Now()
+			}
+			if time.Since(heard) < s.cfg.LostTimeout {
 				return nil, codedf(http.StatusConflict, "node ID %s is in use by instance %d (%s), a live worker last heard %s ago: two workers share a data dir (or a copied node-id file); give each worker its own -data-dir",
 					req.NodeID, old.ID, old.Name, time.Since(heard).Round(time.Millisecond))
 			}
