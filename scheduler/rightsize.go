@@ -30,10 +30,17 @@ func LeftForLarger(cpu, mem, machineCPU, free int64, sizes []PoolSize) bool {
 	if cpu <= 0 || free < machineCPU {
 		return false
 	}
+	s := SizeFor(cpu, mem, sizes)
+	return s != nil && 2*s.CPUMilli <= machineCPU
+}
+
+// SizeFor is the machine the autoscaler would launch for a job of cpu and
+// mem: the first of sizes (in its strategy's order) that holds it, or nil.
+func SizeFor(cpu, mem int64, sizes []PoolSize) *PoolSize {
 	for i := range sizes {
 		if s := &sizes[i]; s.CPUMilli >= cpu && s.Memory >= mem {
-			return 2*s.CPUMilli <= machineCPU
+			return s
 		}
 	}
-	return false
+	return nil
 }

@@ -251,15 +251,8 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	}
 	if left := e.Count(scheduler.ReasonLeftForLarger); left > 0 {
 		// The right-sizing rule (scheduler.LeftForLarger): name the
-		// machine the autoscaler launches for it instead, the first in
-		// its strategy's order that holds it.
-		var small *scheduler.PoolSize
-		for i := range w.in.Launchable {
-			if s := &w.in.Launchable[i]; s.CPUMilli >= u.CPUMilli && s.Memory >= u.Memory {
-				small = s
-				break
-			}
-		}
+		// machine the autoscaler launches for it instead.
+		small := scheduler.SizeFor(u.CPUMilli, u.Memory, w.in.Launchable)
 		workers := "1 worker"
 		if left != 1 {
 			workers = fmt.Sprintf("%d workers", left)
