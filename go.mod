@@ -13,6 +13,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/cyphar/filepath-securejoin v0.4.1
+	github.com/distribution/reference v0.6.0
 	github.com/docker/cli v28.2.2+incompatible
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-sql-driver/mysql v1.9.3

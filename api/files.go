@@ -7,8 +7,6 @@ import (
 	"path"
 	"strings"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // JobDirMount is where a container job sees its directory, and the prefix
@@ -78,17 +76,6 @@ func ValidateNetwork(mode string) error {
 	}
 	return fmt.Errorf("network is %.70q; it is %q (the default: a network of its own with NAT to the world, not to its machine), %q (loopback only) or %q (the machine's own)",
 		mode, NetworkBridge, NetworkNone, NetworkHost)
-}
-
-// ValidateImage checks an image reference.
-func ValidateImage(ref string) error {
-	if len(ref) > MaxImageRef {
-		return fmt.Errorf("image is %d bytes; the limit is %d", len(ref), MaxImageRef)
-	}
-	if _, err := name.ParseReference(ref); err != nil {
-		return fmt.Errorf("image %q is not an image reference (registry/name:tag or registry/name@sha256:...): %v", ref, err)
-	}
-	return nil
 }
 
 // CleanJobPath checks the path of an input or output and returns it
