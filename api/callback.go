@@ -11,7 +11,11 @@ const MaxCallbackBytes = 2048
 
 // ParseCallback checks a batch's callback URL (or an allowed destination
 // of callbacks) as a URL: http or https, a host, no user or password, no
-// fragment, at most MaxCallbackBytes.
+// fragment, at most MaxCallbackBytes, and a path every receiver reads the
+// same way (callbackPathProblem). The API checks a batch's callback with
+// it, and the leader again before every POST, each time before
+// CallbackAllowed: it refuses rather than rewrites, so the URL POSTed is
+// the one the tenant gave and the one the allow-list check saw.
 func ParseCallback(what, raw string) (*url.URL, error) {
 	if len(raw) > MaxCallbackBytes {
 		return nil, fmt.Errorf("%s is %d bytes; the limit is %d", what, len(raw), MaxCallbackBytes)
@@ -30,14 +34,70 @@ func ParseCallback(what, raw string) (*url.URL, error) {
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return nil, fmt.Errorf("%s %.100q has a fragment", what, raw)
 	}
-	// A receiver may resolve "." and ".." (escaped or not) out of the
-	// prefix an admin allowed.
-	for _, seg := range strings.Split(u.Path, "/") {
-		if seg == "." || seg == ".." {
-			return nil, fmt.Errorf("%s %.100q has a %q path segment", what, raw, seg)
-		}
+	if problem := callbackPathProblem(u); problem != "" {
+		return nil, fmt.Errorf("%s %.100q %s", what, raw, problem)
 	}
 	return u, nil
+}
+
+// callbackPathProblem says what in u's path a receiver might resolve to
+// another path than the one the allow-list check compares (CallbackAllowed
+// compares the path as written, segment by segment under an allowed
+// prefix), or "" when nothing:
+//
+//   - a "." or ".." segment, written plainly or percent-encoded: a
+//     receiver resolves it out of the allowed prefix;
+//   - a ";" (or %3B): Tomcat and other servlet containers strip path
+//     parameters from each segment, so "/hooks/..;/admin" reaches "/admin";
+//   - a backslash (or %5C): IIS, some proxies and Windows-hosted receivers
+//     read it as "/" (and so "\..\" as a "..");
+//   - an encoded "/" (%2F), "." (%2E) or "%" (%25, an escape escaped again):
+//     receivers decode them in different places, before or after they
+//     split the path or resolve dot segments;
+//   - an empty segment ("//" inside the path; a trailing "/" is fine):
+//     some receivers collapse it and some do not, so the path the check
+//     saw is not the one they serve;
+//   - an encoded control character (a NUL truncates the path in some).
+//
+// Nothing is canonicalized: a path with any of these is refused, with a
+// message naming the problem.
+func callbackPathProblem(u *url.URL) string {
+	// The path as written: RawPath when it differs from the default
+	// encoding of Path (which is then exactly what was written).
+	written := u.RawPath
+	if written == "" {
+		written = u.EscapedPath()
+	}
+	lower := strings.ToLower(written)
+	for _, e := range []struct{ esc, what string }{
+		{"%2f", `an encoded "/" (%2F)`},
+		{"%5c", `an encoded backslash (%5C)`},
+		{"%2e", `an encoded "." (%2E)`},
+		{"%3b", `an encoded ";" (%3B)`},
+		{"%25", `an encoded "%" (%25: an escape escaped again)`},
+	} {
+		if strings.Contains(lower, e.esc) {
+			return "has " + e.what + " in its path: receivers decode it in different places, so it could reach another path than the one allowed; write the path plainly"
+		}
+	}
+	switch {
+	case strings.Contains(u.Path, `\`):
+		return "has a backslash in its path: some receivers read it as a \"/\""
+	case strings.Contains(u.Path, ";"):
+		return `has a ";" in its path: receivers that take path parameters (a Tomcat-style "..;") resolve it elsewhere`
+	case strings.ContainsFunc(u.Path, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "has a control character in its path"
+	}
+	segs := strings.Split(u.Path, "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return fmt.Sprintf("has a %q path segment", seg)
+		case seg == "" && i > 0 && i < len(segs)-1:
+			return `has an empty path segment ("//"): some receivers collapse it and some do not`
+		}
+	}
+	return ""
 }
 
 // CallbackAllowed is the one rule of where a completion callback may go:
