@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/testlog"
 )
 
 // TestTwoWorkersOnOneHostShareAName: two workers with one name (as two
@@ -147,5 +148,198 @@ func TestLiveNodeIDIsNotTakenOver(t *testing.T) {
 	}
 	if len(insts) != 1 || !insts[0].Active {
 		t.Fatalf("instances: %+v", insts)
+	}
+}
+
+// newOn returns the error of a worker started on dataDir (nil: it
+// started, and is closed again).
+func newOn(t *testing.T, dataDir string) error {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.Name, cfg.CPU, cfg.Memory, cfg.Secret = []string{"http://127.0.0.1:1"}, "w", 1, 1<<30, "s"
+	cfg.DataDir, cfg.Isolation, cfg.JobsDir, cfg.Logger = dataDir, IsolationNone, t.TempDir(), testlog.New(t)
+	w, err := New(cfg)
+	if err == nil {
+		w.closeRuntime()
+		w.id.release()
+	}
+	return err
+}
+
+// TestDataDirMustBeTheWorkersOwn: a worker refuses a data dir another
+// user made or could change, or could replace (issue 41: a job made the
+// default data dir in /tmp, with a symlink in it, and received the
+// worker's instance token), naming the directory, what it found and what
+// to do; it takes a directory of its own, through symlinks of root's, and
+// makes it 0700. On the old worker, every refused case started.
+func TestDataDirMustBeTheWorkersOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it makes directories of other users")
+	}
+	const other = 65534 // nobody; a job user is another user like it
+	base := t.TempDir()
+	dir := func(path string, mode os.FileMode, uid int) string {
+		t.Helper()
+		if err := os.MkdirAll(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	link := func(target, path string, uid int) string {
+		t.Helper()
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	sticky := dir(filepath.Join(base, "tmp"), 0o777|os.ModeSticky, 0) // as /tmp is
+	mine := dir(filepath.Join(base, "mine"), 0o700, 0)
+	for _, c := range []struct {
+		name, dataDir string
+		want          []string // in the error; none: it starts
+	}{
+		{"another user's", dir(filepath.Join(sticky, "drover-worker-a"), 0o700, other), []string{"owned by uid 65534", "drwx------", "not by this worker's user (uid 0)", "remove it"}},
+		{"another user's, empty and open to all", dir(filepath.Join(sticky, "drover-worker-b"), 0o777, other), []string{"owned by uid 65534", "drwxrwxrwx"}},
+		{"ours, writable by all", dir(filepath.Join(mine, "open"), 0o777, 0), []string{"its mode is drwxrwxrwx", "chmod 700"}},
+		{"ours, writable by its group", dir(filepath.Join(mine, "group"), 0o770, 0), []string{"its mode is drwxrwx---"}},
+		{"a symlink to a directory of ours", link(mine, filepath.Join(sticky, "drover-worker-c"), 0), []string{"is a symlink (to " + mine + ")", "the directory itself"}},
+		{"another user's symlink to a directory of ours", link(mine, filepath.Join(sticky, "drover-worker-d"), other), []string{"is a symlink"}},
+		{"under a directory all may write to, without the sticky bit", filepath.Join(dir(filepath.Join(base, "open"), 0o777, 0), "w"), []string{"under " + filepath.Join(base, "open"), "drwxrwxrwx", "without the sticky bit"}},
+		{"under another user's directory", filepath.Join(dir(filepath.Join(sticky, "theirs"), 0o755, other), "w"), []string{"under " + filepath.Join(sticky, "theirs"), "owned by uid 65534"}},
+		{"through another user's symlink", filepath.Join(link(mine, filepath.Join(sticky, "their-link"), other), "w"), []string{"reached through " + filepath.Join(sticky, "their-link"), "owned by uid 65534"}},
+		{"ours, in a sticky directory (as /tmp/x made by the worker)", filepath.Join(sticky, "drover-worker-e"), nil},
+		{"ours, 0755", dir(filepath.Join(mine, "readable"), 0o755, 0), nil},
+		{"through a symlink of ours", filepath.Join(link(mine, filepath.Join(sticky, "our-link"), 0), "w"), nil},
+		{"missing, with missing parents", filepath.Join(mine, "a", "b", "w"), nil},
+	} {
+		err := newOn(t, c.dataDir)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+				continue
+			}
+			fi, err := os.Stat(c.dataDir)
+			if err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("%s: the data dir is %v (%v), not 0700", c.name, fi.Mode(), err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: the worker started on %s", c.name, c.dataDir)
+			continue
+		}
+		if abs, _ := filepath.Abs(c.dataDir); !strings.Contains(err.Error(), "worker data dir "+abs+":") {
+			t.Errorf("%s: the error does not name the data dir: %v", c.name, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: the error does not say %q: %v", c.name, w, err)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(c.dataDir, nodeIDFile)); err == nil {
+			t.Errorf("%s: the refused worker wrote its node ID in %s", c.name, c.dataDir)
+		}
+	}
+}
+
+// TestCredentialsAreNotWrittenThroughLinks: in a data dir that holds
+// symlinks at the names of the worker's files and at those of their old
+// temporary files (the attack of issue 41), the worker writes no byte
+// through them: a link at its node ID or lock refuses the start, links at
+// the temporary names are left alone, and a link at the instance token is
+// neither read as the token nor written through, but replaced.
+func TestCredentialsAreNotWrittenThroughLinks(t *testing.T) {
+	loot := filepath.Join(t.TempDir(), "loot")
+	planted := func(t *testing.T, names ...string) string {
+		t.Helper()
+		if err := os.WriteFile(loot, []byte("job's\n"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if err := os.Symlink(loot, filepath.Join(dir, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	untouched := func(t *testing.T) {
+		t.Helper()
+		if b, _ := os.ReadFile(loot); string(b) != "job's\n" {
+			t.Fatalf("the worker wrote through a link: the linked file holds %q", b)
+		}
+	}
+	for _, name := range []string{nodeIDFile, lockFile} {
+		t.Run(name, func(t *testing.T) {
+			_, err := claimIdentity(planted(t, name))
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("a symlink at %s: %v", name, err)
+			}
+			untouched(t)
+		})
+	}
+	t.Run("temporary and token names", func(t *testing.T) {
+		dir := planted(t, nodeIDFile+".tmp", tokenFile+".tmp", tokenFile)
+		id, err := claimIdentity(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer id.release()
+		if tok := id.previousToken(); tok != "" {
+			t.Fatalf("the token read through a link: %q", tok)
+		}
+		if err := id.keepToken("the-token"); err != nil {
+			t.Fatal(err)
+		}
+		untouched(t)
+		for _, n := range []string{nodeIDFile, tokenFile} {
+			fi, err := os.Lstat(filepath.Join(dir, n))
+			if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("%s: %v %v: want a regular file, 0600", n, fi.Mode(), err)
+			}
+		}
+		if tok := id.previousToken(); tok != "the-token" {
+			t.Fatalf("the token kept: %q", tok)
+		}
+		// No temporary file is left behind.
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("left in the data dir: %s", e.Name())
+			}
+		}
+	})
+}
+
+// TestDefaultDataDir: never under a directory all users may write to.
+func TestDefaultDataDir(t *testing.T) {
+	if d, err := defaultDataDir("w1", true); err != nil || d != "/var/lib/drover-worker-w1" {
+		t.Errorf("root's: %q %v", d, err)
+	}
+	t.Setenv("HOME", "/home/someone")
+	t.Setenv("XDG_STATE_HOME", "")
+	if d, err := defaultDataDir("w1", false); err != nil || d != "/home/someone/.local/state/drover/worker-w1" {
+		t.Errorf("a user's: %q %v", d, err)
+	}
+	t.Setenv("XDG_STATE_HOME", "/state")
+	if d, err := defaultDataDir("w1", false); err != nil || d != "/state/drover/worker-w1" {
+		t.Errorf("a user's with XDG_STATE_HOME: %q %v", d, err)
+	}
+	for _, name := range []string{"", ".", "..", "a/b", "../../tmp/x"} {
+		if d, err := defaultDataDir(name, true); err == nil || !strings.Contains(err.Error(), "-data-dir") {
+			t.Errorf("name %q: %q %v", name, d, err)
+		}
 	}
 }

@@ -37,8 +37,13 @@ type Config struct {
 	// CPU (cores) and Memory (bytes) offered to jobs.
 	CPU    float64
 	Memory int64
-	// DataDir holds the worker's node ID and the jobs' working
-	// directories. One worker process at a time may use it.
+	// DataDir holds the worker's node ID, its instance token, image cache
+	// and container state. One worker process at a time may use it, and
+	// it must be the worker's own: New refuses one that is a symlink, is
+	// owned by another user or writable by others, or lies under a
+	// directory another user owns or may write to without the sticky bit
+	// (see openOwnDir). DefaultDataDir is the place for it when none is
+	// given.
 	DataDir string
 	// Secret is the cluster's worker join secret: the credential of a
 	// worker an operator starts. A worker on a machine the autoscaler
@@ -296,15 +301,11 @@ func New(cfg *Config) (*Worker, error) {
 	if isolate && os.Geteuid() != 0 {
 		return nil, errors.New("isolation full needs the worker to run as root: it runs jobs as users of their own, in cgroups of their own (-isolation none runs them as this user, unlimited)")
 	}
+	// The data dir holds the worker's identity and instance token: it is
+	// checked to be the worker's own, and made 0700, as it is claimed.
 	id, err := claimIdentity(cfg.DataDir)
 	if err != nil {
 		return nil, err
-	}
-	// The data dir holds the worker's identity and instance token: no job
-	// may read it.
-	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
-		id.release()
-		return nil, fmt.Errorf("worker data dir: %w", err)
 	}
 	w := &Worker{
 		cfg:    cfg,

@@ -28,7 +28,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	name := fs.String("name", strings.Split(host, ".")[0], "a label for this worker in listings; several may share one (the servers know a worker by the node ID in its -data-dir)")
 	cores := fs.Float64("cores", float64(runtime.NumCPU()), "cores offered to jobs")
 	memory := fs.String("memory", "", "memory offered to jobs, e.g. 16GiB (default: 2GiB per core)")
-	dataDir := fs.String("data-dir", "", "the worker's own directory: its node ID (how the servers know it across restarts: never copy it to another worker), its instance token, image cache and container state (default: <system temp dir>/drover-worker-<name>)")
+	dataDir := fs.String("data-dir", "", "the worker's own directory: its node ID (how the servers know it across restarts: never copy it to another worker), its instance token, image cache and container state; made 0700, it must be the worker's user's, and only root or that user may change the directories above it (default: /var/lib/drover-worker-<name> as root, else $XDG_STATE_HOME/drover/worker-<name>, i.e. ~/.local/state/drover/worker-<name>)")
 	secretFile := fs.String("worker-secret-file", "", "file holding the cluster's worker join secret, for a worker an operator starts (required unless DROVER_WORKER_SECRET holds it, or the worker joins with a join token)")
 	joinTokenFile := fs.String("join-token-file", "", "file holding the one-time join token the autoscaler gave this machine (with -machine; set by the provider that launched it; default $"+provider.JoinTokenEnv+")")
 	caFile := fs.String("ca-file", os.Getenv("DROVER_CACERT"), "the cluster's CA certificate: servers are reached over HTTPS and verified against it (default $DROVER_CACERT)")
@@ -86,7 +86,9 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 		}
 	}
 	if *dataDir == "" {
-		*dataDir = os.TempDir() + "/drover-worker-" + *name
+		if *dataDir, err = worker.DefaultDataDir(*name); err != nil {
+			return usagef("%v", err)
+		}
 	}
 	log, err := newLogger(m.Stderr, *logLevel, *logJSON)
 	if err != nil {
