@@ -164,9 +164,12 @@ func (e *ContainerExecutor) config(spec Spec, rootfs, bundle string) (*specs.Spe
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		// The job's temporary places are tmpfs of the size of its
+		// memory limit, charged to its cgroup as it writes them, gone
+		// with the container.
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: append([]string{"nosuid", "noexec", "nodev"}, tmpfsOption(spec.Memory)...)},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: append([]string{"nosuid", "nodev"}, tmpfsOption(spec.Memory)...)},
 		{Destination: api.JobDirMount, Type: "bind", Source: spec.Dir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 	}
 	namespaces := []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}}

@@ -51,6 +51,9 @@ type Spec struct {
 	// Cgroup is the attempt's cgroup: a process is started inside it, a
 	// container's cgroup is made below it (nil: none).
 	Cgroup *cgroups.Slot
+	// Memory is the job's memory limit (0: none): a container's /tmp and
+	// /dev/shm are tmpfs of this size, as a process job's are.
+	Memory int64
 	// Start, when set, starts a process's command in the attempt's
 	// jail: its namespaces, chrooted, under no_new_privs and the jobs'
 	// seccomp filter, inside Cgroup. The executor calls it instead of

@@ -40,11 +40,14 @@ func TestAWorkerCutOffFencesItself(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	jobs := sharedDir(t, 0o711)
+	// The attempts' heartbeats, written where the test reads them.
+	dir := sharedDir(t, 0o777)
 	runWorker := func(name, addr string) *Worker {
 		cfg := DefaultConfig()
 		cfg.Servers = []string{"http://" + addr}
 		cfg.Name, cfg.CPU, cfg.Memory = name, 1, 1<<30
 		cfg.DataDir, cfg.JobsDir = t.TempDir(), jobs
+		cfg.JobWritableDirs = []string{dir}
 		cfg.Secret = "test-secret"
 		cfg.SyncWait, cfg.LogFlushInterval, cfg.KillGrace = 2*time.Second, 100*time.Millisecond, 5*time.Second
 		cfg.Logger = log.With("worker", name)
@@ -62,7 +65,6 @@ func TestAWorkerCutOffFencesItself(t *testing.T) {
 
 	// Each attempt appends "attempt nanoseconds" to a file of its own
 	// (attempts may run as different users) every 50ms for 16s.
-	dir := sharedDir(t, 0o777)
 	b, err := client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{sh(1,
 		fmt.Sprintf(`i=0; while [ $i -lt 320 ]; do echo "$DROVER_ATTEMPT $(date +%%s%%N)" >> %s/beats.$DROVER_ATTEMPT; sleep 0.05; i=$((i+1)); done`, dir))}})
 	if err != nil {

@@ -58,6 +58,12 @@ type jail struct {
 	tid  int           // the jail's thread
 	reqs chan *exec.Cmd
 	done chan error // the thread's answers; closed when it has left the slot
+
+	// The jail's own mount and IPC namespaces, its private places in
+	// them, and the memory limit they are sized for (see private.go).
+	mntNS, ipcNS *os.File
+	places       []placeState
+	size         int64
 }
 
 // jails is a worker's pool of jails.
@@ -67,6 +73,7 @@ type jails struct {
 	bridge  *bridge // nil: no bridge (jobs on it are refused)
 	cgroups *cgroups.Manager
 	filter  *unix.SockFprog
+	janitor *janitor
 	maxIdle int
 
 	mu     sync.Mutex
@@ -78,6 +85,8 @@ type jails struct {
 // jailsConfig is what a worker's jails are made from.
 type jailsConfig struct {
 	Root    string        // the chroot (an empty directory; jails mount on it)
+	Queues  string        // an empty directory of the worker's own, where each jail mounts its message queues
+	Shared  []string      // the worker's directories jobs write in (the jobs dir); the rest of the host is read-only
 	Resolv  string        // the jobs' resolv.conf ("": the host's, or its upstream's)
 	Bridge  *bridgeConfig // nil: no bridge
 	MaxIdle int           // idle jails kept per mode
@@ -95,9 +104,10 @@ func openJails(cfg jailsConfig, cg *cgroups.Manager, log *slog.Logger) (_ *jails
 	if p.filter, err = processFilter(cg.Version() == cgroups.V2); err != nil {
 		return nil, err
 	}
-	if p.fs, err = openJailFS(cfg.Root, cfg.Resolv, p.log); err != nil {
+	if p.fs, err = openJailFS(cfg, p.log); err != nil {
 		return nil, err
 	}
+	p.janitor = newJanitor(p.fs)
 	if cfg.Bridge != nil {
 		bc := *cfg.Bridge
 		bc.DNS = nameservers(p.fs.resolv)
@@ -137,9 +147,14 @@ func (p *jails) take(mode string, l cgroups.Limits) (*jail, error) {
 		h, err := j.slot.Renew(l)
 		if err == nil {
 			j.slot = h
-			return j, nil
+			if l.Memory == j.size {
+				return j, nil
+			}
+			if err = p.janitor.empty(j, l.Memory); err == nil {
+				return j, nil
+			}
 		}
-		p.log.Warn("cannot ready a jail's cgroup for the next job; making another jail", "err", err)
+		p.log.Warn("cannot ready a jail for the next job; making another jail", "err", err)
 		p.discard(j)
 	}
 	j, err := p.make(mode, l)
@@ -153,9 +168,15 @@ func (p *jails) take(mode string, l cgroups.Limits) (*jail, error) {
 }
 
 // put gives back a jail whose job has ended (its cgroup killed: nothing of
-// it runs), for the next job; beyond maxIdle idle jails of its mode, or
-// once the pool is closed, it is destroyed.
+// it runs), for the next job, once what the job left in it is removed;
+// beyond maxIdle idle jails of its mode, or once the pool is closed, or
+// when it cannot be emptied, it is destroyed.
 func (p *jails) put(j *jail) {
+	if err := p.janitor.empty(j, j.size); err != nil {
+		p.log.Warn("cannot empty a jail; destroying it", "err", err)
+		p.discard(j)
+		return
+	}
 	p.mu.Lock()
 	if p.closed || len(p.idle[j.mode]) >= p.maxIdle {
 		p.live--
@@ -190,6 +211,9 @@ func (p *jails) close() {
 	for _, j := range all {
 		p.destroy(j)
 	}
+	if p.janitor != nil {
+		p.janitor.close()
+	}
 	if p.bridge != nil {
 		p.bridge.close()
 	}
@@ -214,7 +238,7 @@ func (p *jails) make(mode string, l cgroups.Limits) (*jail, error) {
 	j := &jail{mode: mode, slot: slot, reqs: make(chan *exec.Cmd), done: make(chan error)}
 	entered := make(chan int)   // the namespace's fd (-1 for the host's), from the thread
 	attached := make(chan bool) // go on (or give up), to the thread
-	goLocked(func() { j.thread(p, entered, attached) })
+	goLocked(func() { j.thread(p, l.Memory, entered, attached) })
 	nsFD := <-entered
 	if nsFD == -2 {
 		err := <-j.done
@@ -257,7 +281,17 @@ func (p *jails) destroy(j *jail) {
 	close(j.reqs)
 	for range j.done {
 	}
+	j.closeNS()
 	j.slot.Release()
+}
+
+// closeNS drops the worker's hold on the jail's mount and IPC namespaces.
+func (j *jail) closeNS() {
+	for _, f := range []*os.File{j.mntNS, j.ipcNS} {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // thread is the body of a jail's OS thread (locked by goLocked, never
@@ -267,7 +301,7 @@ func (p *jails) destroy(j *jail) {
 // its namespaces, takes no_new_privs and the filter, joins the slot and
 // says so on done; then it forks what it is asked to, answering on done,
 // and at the end leaves the slot and closes done.
-func (j *jail) thread(p *jails, entered chan<- int, attached <-chan bool) {
+func (j *jail) thread(p *jails, size int64, entered chan<- int, attached <-chan bool) {
 	j.tid = unix.Gettid()
 	fd := -1
 	if j.mode != api.NetworkHost {
@@ -284,7 +318,8 @@ func (j *jail) thread(p *jails, entered chan<- int, attached <-chan bool) {
 		close(j.done)
 		return
 	}
-	if err := j.enter(p); err != nil {
+	if err := j.enter(p, size); err != nil {
+		j.closeNS()
 		j.done <- err
 		close(j.done)
 		return
@@ -326,9 +361,11 @@ func newNetns() (int, error) {
 }
 
 // enter configures the jail's eth0 (on the bridge), moves the thread into
-// the jobs' mount namespace, puts it under no_new_privs and the filter,
-// and joins it to the jail's cgroup slot.
-func (j *jail) enter(p *jails) error {
+// a copy of the jobs' mount namespace and a new IPC namespace, both the
+// jail's own, with its private places sized for a job of memory limit
+// size, puts it under no_new_privs and the filter, and joins it to the
+// jail's cgroup slot.
+func (j *jail) enter(p *jails, size int64) error {
 	if j.net != nil {
 		if err := p.bridge.configure(j.net); err != nil {
 			return err
@@ -341,6 +378,20 @@ func (j *jail) enter(p *jails) error {
 	}
 	if err := unix.Setns(int(p.fs.ns.Fd()), unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("enter the jobs' mount namespace: %w", err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWIPC); err != nil {
+		return fmt.Errorf("make the jail's mount and IPC namespaces: %w", err)
+	}
+	var err error
+	if j.places, err = p.fs.furnish(size); err != nil {
+		return err
+	}
+	j.size = size
+	if j.mntNS, err = os.Open("/proc/thread-self/ns/mnt"); err != nil {
+		return fmt.Errorf("open the jail's mount namespace: %w", err)
+	}
+	if j.ipcNS, err = os.Open("/proc/thread-self/ns/ipc"); err != nil {
+		return fmt.Errorf("open the jail's IPC namespace: %w", err)
 	}
 	if err := loadFilter(p.filter); err != nil {
 		return err
@@ -413,28 +464,52 @@ func goLocked(fn func()) {
 // its later mounts and unmounts (slave propagation), whose /proc is a
 // procfs of its own mounted hidepid=invisible (a process's directory is
 // there only for its own user), with the whole tree bound again at root,
-// where jobs are chrooted. When the host's resolver is on loopback (which
-// a job on the bridge cannot reach), the upstream servers' resolv.conf is
-// bound over the copy's; so is the operator's (Config.JobResolvConf).
+// where jobs are chrooted, read-only but for /proc and the worker's shared
+// directories (the jobs dir): a job writes only its own directory and its
+// jail's private places (private.go). When the host's resolver is on
+// loopback (which a job on the bridge cannot reach), the upstream
+// servers' resolv.conf is bound over the copy's; so is the operator's
+// (Config.JobResolvConf).
 type jailFS struct {
 	root   string   // the chroot, the same path inside and out
 	ns     *os.File // the mount namespace
 	resolv string   // the resolv.conf a job on the bridge uses
+	shared []string // the worker's directories jobs write in, bound at the same path in the chroot
+	places []string // the host's shared writable places each jail has a private copy of
+	mq     string   // where each jail mounts its message queue file system
 }
 
 // openJailFS makes the jobs' mount namespace on a thread of its own, with
-// resolv as the jobs' resolv.conf ("": jobResolvConf).
-func openJailFS(root, resolv string, log *slog.Logger) (*jailFS, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("jail root: %w", err)
+// cfg.Resolv as the jobs' resolv.conf ("": jobResolvConf).
+func openJailFS(cfg jailsConfig, log *slog.Logger) (*jailFS, error) {
+	root, resolv := cfg.Root, cfg.Resolv
+	for _, d := range []string{root, cfg.Queues} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("jail root: %w", err)
+		}
 	}
 	if err := os.Chmod(root, 0o755); err != nil {
 		return nil, fmt.Errorf("jail root: %w", err)
 	}
+	if err := os.Chmod(cfg.Queues, 0o700); err != nil {
+		return nil, fmt.Errorf("jail queues: %w", err)
+	}
 	if resolv == "" {
 		resolv = jobResolvConf(log)
 	}
-	fs := &jailFS{root: root, resolv: resolv}
+	fs := &jailFS{root: root, resolv: resolv, mq: cfg.Queues}
+	for _, d := range cfg.Shared {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			return nil, fmt.Errorf("jobs' directory %s: %w", d, err)
+		}
+		fs.shared = append(fs.shared, real)
+	}
+	for _, p := range privatePlaces {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			fs.places = append(fs.places, p)
+		}
+	}
 	done := make(chan error)
 	goLocked(func() { done <- fs.make() })
 	if err := <-done; err != nil {
@@ -471,6 +546,23 @@ func (fs *jailFS) make() error {
 		target := filepath.Join(fs.root, "etc/resolv.conf")
 		if err := unix.Mount(fs.resolv, target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s at %s: %w", fs.resolv, target, err)
+		}
+	}
+	// The host as jobs see it is read-only: a job has nowhere to leave a
+	// file for another but its own directory and its private places,
+	// which go when it ends.
+	if err := unix.MountSetattr(-1, fs.root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make the jobs' view of the host read-only: %w", err)
+	}
+	// A process's own files under /proc (oom_score_adj, comm) stay its
+	// to write.
+	if err := unix.MountSetattr(-1, filepath.Join(fs.root, "proc"), 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make the jobs' /proc writable: %w", err)
+	}
+	for _, d := range fs.shared {
+		target := filepath.Join(fs.root, d)
+		if err := unix.Mount(d, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", d, target, err)
 		}
 	}
 	ns, err := os.Open("/proc/thread-self/ns/mnt")

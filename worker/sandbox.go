@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -150,43 +151,60 @@ func emptyDir(dir string) error {
 	return os.Chmod(dir, 0o700)
 }
 
-// release kills what is left of the attempt, then gives back its cgroup
-// and user and its directory, emptied (or, with keepDir, left for a
-// person to look at under the attempt's name).
+// release kills what is left of the attempt, empties its directory (or,
+// with keepDir, keeps it under the attempt's name where only the worker's
+// user can reach it), then gives back its jail or cgroup and its user:
+// the next job of the jail or the user finds nothing of this one.
 func (b *box) release(keepDir bool) {
-	switch {
-	case b.jail != nil:
-		// The jail keeps its cgroup slot for its next job, which
-		// renews it; killed now, nothing of this job runs on. A slot
-		// that cannot be emptied may leave something of the job in the
-		// jail's namespaces: the jail goes.
-		if err := b.jail.slot.Kill(); err != nil {
-			b.s.jails.discard(b.jail)
+	// A slot that cannot be emptied may leave something of the job in
+	// the jail's namespaces: the jail goes.
+	killed := true
+	if b.slot != nil {
+		killed = b.slot.Kill() == nil
+	}
+	if b.dir != "" {
+		if keepDir {
+			b.s.keep(b.dir, b.ref)
 		} else {
-			b.s.jails.put(b.jail)
+			b.s.putDir(b.dir)
 		}
-		b.jail, b.slot = nil, nil
+		b.dir = ""
+	}
+	switch {
+	case b.jail != nil && killed:
+		// The jail keeps its cgroup slot for its next job, which
+		// renews it; killed now, nothing of this job runs on.
+		b.s.jails.put(b.jail)
+	case b.jail != nil:
+		b.s.jails.discard(b.jail)
 	case b.slot != nil:
 		b.slot.Release()
-		b.slot = nil
 	}
+	b.jail, b.slot = nil, nil
 	if b.lease != nil {
 		b.lease.release()
 		b.lease = nil
 	}
-	if b.dir == "" {
+}
+
+// keptDir is the directory of the jobs dir, reached by the worker's user
+// alone, where attempts' directories are kept (Config.KeepWorkDirs): a
+// later job that runs as the same user ID must not find them.
+const keptDir = "kept"
+
+// keep moves an attempt's directory into the kept directory, under the
+// attempt's name.
+func (s *sandbox) keep(dir string, ref api.AttemptRef) {
+	kept := filepath.Join(s.jobsDir, keptDir)
+	if err := os.Mkdir(kept, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		os.RemoveAll(dir)
 		return
 	}
-	if keepDir {
-		kept := filepath.Join(b.s.jobsDir, fmt.Sprintf("%d-%d-%d", b.ref.BatchID, b.ref.JobID, b.ref.Attempt))
-		os.RemoveAll(kept)
-		if err := os.Rename(b.dir, kept); err != nil {
-			os.RemoveAll(b.dir)
-		}
-	} else {
-		b.s.putDir(b.dir)
+	to := filepath.Join(kept, fmt.Sprintf("%d-%d-%d", ref.BatchID, ref.JobID, ref.Attempt))
+	os.RemoveAll(to)
+	if err := os.Rename(dir, to); err != nil {
+		os.RemoveAll(dir)
 	}
-	b.dir = ""
 }
 
 // openSandbox sets the jobs dir up and, when isolating, the user pool,
@@ -237,6 +255,7 @@ func openSandbox(cfg *Config, nodeID string, isolate bool, log *slog.Logger) (_ 
 	if s.uids, err = newUIDPool(cfg.UIDLeaseDir, cfg.JobUIDFirst, cfg.JobUIDCount); err != nil {
 		return nil, err
 	}
+	s.uids.sweep(log)
 	parent := cfg.CgroupParent
 	if parent == "" {
 		parent = "drover/" + nodeID[:12]
@@ -246,6 +265,8 @@ func openSandbox(cfg *Config, nodeID string, isolate bool, log *slog.Logger) (_ 
 	}
 	jc := jailsConfig{
 		Root:   filepath.Join(cfg.DataDir, "jail"),
+		Queues: filepath.Join(cfg.DataDir, "jail-mq"),
+		Shared: append([]string{s.jobsDir}, cfg.JobWritableDirs...),
 		Resolv: cfg.JobResolvConf,
 		Bridge: &bridgeConfig{NodeID: nodeID, Subnets: cfg.BridgeSubnets, Block: cfg.BridgeBlock, LeaseDir: cfg.NetworkLeaseDir,
 			Deny: cfg.BridgeDeny, Servers: cfg.Servers},

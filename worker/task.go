@@ -202,7 +202,7 @@ func (t *task) run() {
 	env := t.a.JobEnv()
 	files := t.w.files.forAttempt(t.a.Storage)
 	defer files.close()
-	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Network: t.a.Network}
+	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Memory: t.a.Memory, Network: t.a.Network}
 	if bx.jail != nil {
 		spec.Start, spec.NetNS = bx.start, bx.jail.netnsPath()
 	}

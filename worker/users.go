@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,9 +20,11 @@ import (
 // never run jobs as the same user at once, and a worker that dies drops
 // its leases with its file. One file for all leases: every descriptor a
 // worker holds is one more that each job's exec must close. IDs are
-// handed out round robin, so an ID comes back only after every other one
-// has been used (files a job left in a shared place such as /tmp stay its
-// own for as long as possible).
+// handed out round robin. Nothing a job leaves outlives it for the next
+// job of its ID: it writes only its own directory and its jail's private
+// places, which are emptied when it ends (private.go), and at start a
+// worker removes what jobs of its range left in the host's shared places
+// before that was so (sweep).
 type uidPool struct {
 	file  *os.File
 	first int
@@ -83,6 +86,29 @@ func (p *uidPool) lease() (*uidLease, error) {
 func (p *uidPool) lock(uid int, typ int16) error {
 	lk := unix.Flock_t{Type: typ, Whence: 0, Start: int64(uid - p.first), Len: 1}
 	return unix.FcntlFlock(p.file.Fd(), unix.F_OFD_SETLK, &lk)
+}
+
+// sweep removes what users of the range own in the host's shared writable
+// places and their System V IPC objects, but for IDs another worker of
+// the host holds now.
+func (p *uidPool) sweep(log *slog.Logger) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	owned := func(uid uint32) bool {
+		id := int(uid)
+		if id < p.first || id >= p.first+p.count || p.held[id] {
+			return false
+		}
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(id - p.first), Len: 1}
+		return unix.FcntlFlock(p.file.Fd(), unix.F_OFD_GETLK, &lk) == nil && lk.Type == unix.F_UNLCK
+	}
+	n, err := sweepHost(owned)
+	if n > 0 {
+		log.Info("removed what earlier jobs left in the host's shared places", "removed", n, "job_uids", fmt.Sprintf("%d-%d", p.first, p.first+p.count-1))
+	}
+	if err != nil {
+		log.Warn("cannot remove all that earlier jobs left in the host's shared places", "err", err)
+	}
 }
 
 // close drops every lease.

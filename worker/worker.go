@@ -66,7 +66,10 @@ type Config struct {
 	MaxLogBytes int64
 	// KillGrace is how long a job gets between SIGTERM and SIGKILL.
 	KillGrace time.Duration
-	// KeepWorkDirs keeps jobs' working directories after they end.
+	// KeepWorkDirs keeps jobs' working directories after they end, in a
+	// directory of the jobs dir that only the worker's user reaches
+	// (kept/BATCH-JOB-ATTEMPT): a later job running as the same user ID
+	// must not read them.
 	KeepWorkDirs bool
 	// Region, Cluster and Pool place the worker (empty: the servers'
 	// "default"); Labels are free-form.
@@ -101,6 +104,12 @@ type Config struct {
 	// dir): jobs can reach it, never those. Default: /var/lib/drover-jobs
 	// as root, else under the system temp dir.
 	JobsDir string
+	// JobWritableDirs are host directories isolated jobs may write (a
+	// shared scratch file system): an isolated job sees the host
+	// read-only but for its own directory, its private /tmp, /var/tmp and
+	// /dev/shm, and these. Every job of the host shares them, so what
+	// one leaves there another can find: list only places meant for that.
+	JobWritableDirs []string
 	// JobUIDFirst and JobUIDCount are the user IDs jobs run as, shared
 	// by every worker of the host through leases in UIDLeaseDir.
 	JobUIDFirst int
@@ -227,6 +236,11 @@ func (c *Config) Validate() error {
 	}
 	if c.JobsDir != "" && c.DataDir != "" && (within(c.JobsDir, c.DataDir) || within(c.DataDir, c.JobsDir)) {
 		errs = append(errs, fmt.Errorf("config fields JobsDir (%s) and DataDir (%s) overlap: jobs must not reach the worker's identity and tokens", c.JobsDir, c.DataDir))
+	}
+	for _, d := range c.JobWritableDirs {
+		if !filepath.IsAbs(d) || (c.DataDir != "" && (within(d, c.DataDir) || within(c.DataDir, d))) {
+			errs = append(errs, fmt.Errorf("config field JobWritableDirs: %q must be an absolute path outside DataDir (%s)", d, c.DataDir))
+		}
 	}
 	if c.ImageCacheBytes <= 0 {
 		errs = append(errs, fmt.Errorf("config field ImageCacheBytes is %d; it must be positive", c.ImageCacheBytes))

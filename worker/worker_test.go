@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/testimage"
 	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
 )
@@ -69,9 +70,16 @@ func start(t *testing.T, tweak func(*Config)) *env {
 // sharedDir is a temporary directory that jobs, which run as users of
 // their own when the tests run as root, can reach: mode 0711 to pass
 // through, 0777 to write in.
+// writable lets isolated jobs write dirs, which are otherwise read-only
+// to them like the rest of the host.
+func writable(dirs ...string) func(*Config) {
+	return func(c *Config) { c.JobWritableDirs = append(c.JobWritableDirs, dirs...) }
+}
+
 func sharedDir(t testing.TB, mode os.FileMode) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "drover-test-")
+	// Not under /tmp: an isolated job has a /tmp of its own.
+	dir, err := testimage.MkdirForJobs("drover-test-")
 	if err == nil {
 		err = os.Chmod(dir, mode)
 	}
@@ -177,8 +185,9 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
-	e := start(t, nil)
-	pidFile := filepath.Join(sharedDir(t, 0o777), "child.pid")
+	dir := sharedDir(t, 0o777)
+	e := start(t, writable(dir))
+	pidFile := filepath.Join(dir, "child.pid")
 	spec := sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; sleep 60", pidFile))
 	spec.TimeoutSeconds = 0.5
 	start := time.Now()
@@ -196,9 +205,10 @@ func TestTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 }
 
 func TestCancelKillsRunningJobs(t *testing.T) {
-	e := start(t, nil)
+	dir := sharedDir(t, 0o777)
+	e := start(t, writable(dir))
 	ctx := context.Background()
-	marker := filepath.Join(sharedDir(t, 0o777), "finished")
+	marker := filepath.Join(dir, "finished")
 	spec := sh(1, fmt.Sprintf("echo started; sleep 30; touch %s", marker))
 	spec.Count = 2
 	b, err := e.client.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{spec}})
@@ -280,8 +290,9 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestBackgroundChildDoesNotHoldTheJob(t *testing.T) {
-	e := start(t, nil)
-	pidFile := filepath.Join(sharedDir(t, 0o777), "child.pid")
+	dir := sharedDir(t, 0o777)
+	e := start(t, writable(dir))
+	pidFile := filepath.Join(dir, "child.pid")
 	begin := time.Now()
 	b := e.run(sh(1, fmt.Sprintf("sleep 60 & echo $! > %s; echo main done", pidFile)))
 	// Held open, the job would last as long as its child's 60 s; how much

@@ -36,7 +36,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	tlsKey := fs.String("tls-key", "", "the key of -tls-cert")
 	syncWait := fs.Duration("sync-wait", 20*time.Second, "how long the server may hold a sync open")
 	killGrace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
-	keep := fs.Bool("keep-work-dirs", false, "keep jobs' working directories after they end")
+	keep := fs.Bool("keep-work-dirs", false, "keep jobs' working directories after they end, as <jobs dir>/<node>/kept/BATCH-JOB-ATTEMPT (reached by the worker's user only)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	parentPID := fs.Int("parent-pid", 0, "exit when this process is no longer the parent (set by the dev agent)")
@@ -64,6 +64,8 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	imageDir := fs.String("image-dir", "", "image layer cache (default DATA-DIR/images)")
 	imageCache := fs.String("image-cache", units.FormatBytes(def.ImageCacheBytes), "image cache size limit; least recently used layers go first")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials (default ~/.docker/config.json or DOCKER_CONFIG)")
+	var writable multiFlag
+	fs.Var(&writable, "job-writable-dir", "a host directory isolated jobs may write, such as a shared scratch file system (repeatable); every job of the host shares it. Otherwise a job sees the host read-only but for its own directory and its private /tmp, /var/tmp and /dev/shm")
 	var insecure multiFlag
 	fs.Var(&insecure, "insecure-registry", "registry HOST[:PORT] pulled from over plain HTTP (repeatable; localhost always is)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories that file:// input and output URLs may name (default: none; file:// URLs are refused)")
@@ -104,6 +106,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cfg.SyncWait = *syncWait
 	cfg.KillGrace = *killGrace
 	cfg.KeepWorkDirs = *keep
+	cfg.JobWritableDirs = writable
 	cfg.Region, cfg.Cluster, cfg.Pool, cfg.Machine = *region, *cluster, *pool, *machine
 	if *gpus != "" {
 		typ, n, ok := strings.Cut(*gpus, ":")

@@ -281,12 +281,29 @@ var shared struct {
 	err error
 }
 
+// MkdirForJobs makes a new directory (as os.MkdirTemp does, named
+// prefix and a random suffix) that an isolated job can read: an isolating
+// worker gives each job a /tmp, /var/tmp and /dev/shm of its own, so what
+// a test shares with its jobs cannot be there. Running as root it is
+// under /var/lib/drover-test, otherwise (no isolation) the system's
+// temporary directory.
+func MkdirForJobs(prefix string) (string, error) {
+	base := ""
+	if os.Geteuid() == 0 {
+		base = "/var/lib/drover-test"
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return "", err
+		}
+	}
+	return os.MkdirTemp(base, prefix)
+}
+
 // Shared builds the process's Fixture on its first call and returns it
 // on every call; the tests of several files share one build and one
 // registry.
 func Shared() (*Fixture, error) {
 	shared.Do(func() {
-		dir, err := os.MkdirTemp("", "drover-jobtool-")
+		dir, err := MkdirForJobs("drover-jobtool-")
 		if err == nil {
 			err = os.Chmod(dir, 0o755)
 		}

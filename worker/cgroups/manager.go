@@ -61,6 +61,14 @@ type baseline struct {
 	oomSeen  atomic.Bool
 }
 
+// ErrCharged is matched by errors.Is for a slot that holds memory the
+// last job left where reclaim cannot reach it (files of a tmpfs it wrote,
+// shared memory): the next job would find that memory taken from its
+// limit, and run out. Renew fails with it (the caller takes another slot)
+// and Release destroys such a slot (the charge moves to the parent, no
+// job's).
+var ErrCharged = errors.New("the slot holds memory the last job left charged (tmpfs files, shared memory)")
+
 // errRecreate is returned by slotCgroup.begin when the slot's peak memory
 // cannot be reset (cgroup v2 before Linux 6.12): the Manager replaces the
 // slot with a new one.

@@ -658,7 +658,21 @@ func (s *v1Slot) tidy(container bool) error {
 			if err := writeFile(h.dir("memory", s.name, "memory.force_empty"), "0"); err != nil {
 				return err
 			}
+			return chargedAfterReclaim(s.memUsage, h.dropAbove)
 		}
+	}
+	return nil
+}
+
+// chargedAfterReclaim fails with ErrCharged when a slot still holds more
+// than limit after its memory was reclaimed.
+func chargedAfterReclaim(usage *cgFile, limit int64) error {
+	mem, err := usage.readInt()
+	if err != nil {
+		return err
+	}
+	if mem > limit {
+		return fmt.Errorf("%w: %d bytes after reclaim", ErrCharged, mem)
 	}
 	return nil
 }

@@ -861,3 +861,50 @@ func TestV1JoinAndRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A slot that keeps memory the last job left where reclaim cannot reach
+// it (here files on a tmpfs, as a job's /dev/shm would) is not given to
+// the next job: Renew fails with ErrCharged and Release destroys it, so
+// the next job starts in a slot with nothing charged. Reused as it was,
+// the next job of a 256 MiB slot would find 64 MiB of it taken.
+func TestV1ChargedSlotIsNotReused(t *testing.T) {
+	m := openTestV1(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=128m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	fill := func(h *Slot, name string) {
+		t.Helper()
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(dir, name), "bs=1M", "count=64", "status=none")
+		if err := h.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := m.Acquire(Limits{Memory: 256 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(h, "a")
+	if _, err := h.Renew(Limits{Memory: 256 * mib}); !errors.Is(err, ErrCharged) {
+		t.Errorf("Renew of a slot holding 64 MiB of tmpfs: %v, want ErrCharged", err)
+	}
+	name := h.Name()
+	if err := h.Release(); !errors.Is(err, ErrCharged) {
+		t.Errorf("Release: %v, want ErrCharged", err)
+	}
+	h, err = m.Acquire(Limits{Memory: 256 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if h.Name() == name {
+		t.Errorf("the charged %s was given to the next job", name)
+	}
+	if u, err := h.Usage(); err != nil || u.Memory > 4*mib {
+		t.Errorf("the next job starts at %+v, %v; want nothing charged", u, err)
+	}
+}

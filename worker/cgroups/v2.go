@@ -414,6 +414,7 @@ func (s *v2Slot) tidy(container bool) error {
 			if err != nil && !errors.Is(err, unix.EAGAIN) {
 				return err
 			}
+			return chargedAfterReclaim(s.memCurrent, h.dropAbove)
 		}
 	}
 	return nil

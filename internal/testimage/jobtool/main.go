@@ -33,6 +33,8 @@ const usage = `usage: jobtool COMMAND [ARGS]
   dial ADDR...             connect to each TCP ADDR (2 s each) and print the line it sends;
                            exit with the number of addresses reached
   serve ADDR LINE          listen on TCP ADDR, print "listening", answer each connection with LINE
+  mq-make NAME             create the POSIX message queue /NAME (mode 0644)
+  mq-find NAME             print "found" if the POSIX message queue /NAME opens, else "absent"
   deny CALL...             try each system call (unshare-user clone-user keyctl userfaultfd
                            io_uring perf_event); exit 0 only if every one was refused`
 
@@ -120,6 +122,9 @@ func run(cmd string, args []string) int {
 			fmt.Fprintln(c, args[1])
 			c.Close()
 		}
+	case "mq-make", "mq-find":
+		need(args, 1)
+		return mq(cmd == "mq-make", args[0])
 	case "deny":
 		return deny(args)
 	case "sleep-write": // the child of setsid-child
@@ -317,4 +322,28 @@ func check(err error) {
 func fail(code int, msg string) {
 	fmt.Fprintln(os.Stderr, msg)
 	os.Exit(code)
+}
+
+// mq creates (make) or opens the POSIX message queue /name through
+// mq_open, as glibc's mq_open does (the name without its slash).
+func mq(make bool, name string) int {
+	p, err := syscall.BytePtrFromString(name)
+	check(err)
+	flags := syscall.O_RDONLY
+	if make {
+		flags = syscall.O_RDWR | syscall.O_CREAT
+	}
+	fd, _, errno := syscall.Syscall6(syscall.SYS_MQ_OPEN, uintptr(unsafe.Pointer(p)), uintptr(flags), 0o644, 0, 0, 0)
+	switch {
+	case errno == 0:
+		syscall.Close(int(fd))
+		if !make {
+			fmt.Println("found")
+		}
+	case make:
+		fail(1, fmt.Sprintf("mq_open %s: %v", name, errno))
+	default:
+		fmt.Println("absent")
+	}
+	return 0
 }

@@ -1,0 +1,387 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// What a job leaves behind stays its own. A process job runs in a view of
+// the host that it cannot write (the jobs' mount namespace binds the whole
+// tree read-only at the chroot), but for its own working directory and
+// private copies of the host's shared writable places: each jail has a
+// mount namespace of its own with a tmpfs at /tmp, /var/tmp and /dev/shm
+// (sized to the job's memory limit, its pages charged to the job's cgroup
+// as it writes them) and an IPC namespace of its own (System V shared
+// memory, semaphores and message queues, POSIX message queues). When a job
+// ends, the jail's janitor empties them before the jail runs another job:
+// a tmpfs the job wrote is replaced by a new one (which frees its memory,
+// so nothing stays charged to the cgroup slot), its IPC objects are
+// removed. So nothing a job leaves is there for the next job of the jail,
+// and nothing is left on the host for a later job that runs as the same
+// user ID.
+
+// privatePlaces are the host's shared writable directories a job gets
+// private copies of (those the host has).
+var privatePlaces = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// placeState is a private place as its jail set it up: how much of its
+// tmpfs is in use when nothing of a job is in it (the directories the
+// worker made to bind shared paths below it).
+type placeState struct {
+	path   string // on the host ("/tmp")
+	target string // where it is mounted (the chroot's "/tmp")
+	inodes uint64
+	blocks uint64
+}
+
+// furnish mounts the jail's private places and message queue file
+// system in the calling thread's mount namespace (the jail's own, made by
+// the caller with its IPC namespace), for a job whose memory limit is
+// size (0: none).
+func (fs *jailFS) furnish(size int64) ([]placeState, error) {
+	places := make([]placeState, 0, len(fs.places))
+	for _, p := range fs.places {
+		st := placeState{path: p, target: filepath.Join(fs.root, p)}
+		if err := fs.mountPlace(&st, size); err != nil {
+			return nil, err
+		}
+		places = append(places, st)
+	}
+	// POSIX message queues are listed by mounting the IPC namespace's
+	// queue file system: at fs.mq, outside the chroot, for the janitor,
+	// and at the chroot's /dev/mqueue where the host has one.
+	if err := unix.Mount("mqueue", fs.mq, "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, fmt.Errorf("mount the jail's message queues at %s: %w", fs.mq, err)
+	}
+	if fi, err := os.Stat("/dev/mqueue"); err == nil && fi.IsDir() {
+		if err := unix.Mount(fs.mq, filepath.Join(fs.root, "dev/mqueue"), "", unix.MS_BIND, ""); err != nil {
+			return nil, fmt.Errorf("bind the jail's message queues at /dev/mqueue: %w", err)
+		}
+	}
+	return places, nil
+}
+
+// mountPlace mounts a new tmpfs at a private place, binds below it the
+// worker's directories that jobs reach through it (the jobs dir, when it
+// is under /tmp), and records what the empty place holds.
+func (fs *jailFS) mountPlace(st *placeState, size int64) error {
+	if err := unix.Mount("tmpfs", st.target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions(size)); err != nil {
+		return fmt.Errorf("mount a private %s: %w", st.path, err)
+	}
+	for _, s := range fs.shared {
+		if !within(s, st.path) {
+			continue
+		}
+		target := filepath.Join(fs.root, s)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return fmt.Errorf("private %s: %w", st.path, err)
+		}
+		if err := unix.Mount(s, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s in the private %s: %w", s, st.path, err)
+		}
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(st.target, &sfs); err != nil {
+		return fmt.Errorf("private %s: %w", st.path, err)
+	}
+	st.inodes, st.blocks = sfs.Files-sfs.Ffree, sfs.Blocks-sfs.Bfree
+	return nil
+}
+
+// tmpfsOptions are a private place's mount options for a job whose memory
+// limit is size (0: none, the kernel's default of half the memory).
+func tmpfsOptions(size int64) string {
+	o := "mode=1777"
+	if size > 0 {
+		o += ",size=" + strconv.FormatInt(size, 10)
+	}
+	return o
+}
+
+// tmpfsOption is tmpfsOptions as a container's mount options.
+func tmpfsOption(size int64) []string { return strings.Split(tmpfsOptions(size), ",") }
+
+// used reports whether a job left something in a private place.
+func (st *placeState) used() (bool, error) {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(st.target, &sfs); err != nil {
+		return false, fmt.Errorf("private %s: %w", st.path, err)
+	}
+	return sfs.Files-sfs.Ffree != st.inodes || sfs.Blocks-sfs.Bfree != st.blocks, nil
+}
+
+// janitor empties jails between jobs. It runs on OS threads of its own
+// that are under no filter (a jail's thread is under the jobs' seccomp
+// filter, which refuses mounts), entering each jail's mount and IPC
+// namespaces to do it.
+type janitor struct {
+	fs   *jailFS
+	reqs chan janitorReq
+}
+
+type janitorReq struct {
+	j    *jail
+	size int64 // the memory limit of the jail's next job
+	done chan error
+}
+
+// janitors is how many jails are emptied at once.
+const janitors = 4
+
+func newJanitor(fs *jailFS) *janitor {
+	jn := &janitor{fs: fs, reqs: make(chan janitorReq)}
+	for range janitors {
+		goLocked(jn.loop)
+	}
+	return jn
+}
+
+// close ends the janitor's threads.
+func (jn *janitor) close() { close(jn.reqs) }
+
+func (jn *janitor) loop() {
+	// setns into a mount namespace needs a thread whose root and working
+	// directory are its own.
+	err := unix.Unshare(unix.CLONE_FS)
+	for r := range jn.reqs {
+		if err != nil {
+			r.done <- fmt.Errorf("the jails' janitor: unshare its file system context: %w", err)
+			continue
+		}
+		r.done <- jn.clean(r.j, r.size)
+	}
+}
+
+// empty readies j for a job whose memory limit is size: it removes what
+// the last job left in its private places and IPC namespace, and sizes
+// its places for the next one. Nothing of the last job may run.
+func (jn *janitor) empty(j *jail, size int64) error {
+	r := janitorReq{j: j, size: size, done: make(chan error, 1)}
+	jn.reqs <- r
+	return <-r.done
+}
+
+// clean is empty on a janitor's thread.
+func (jn *janitor) clean(j *jail, size int64) error {
+	if err := unix.Setns(int(j.mntNS.Fd()), unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("enter a jail's mount namespace: %w", err)
+	}
+	if err := unix.Setns(int(j.ipcNS.Fd()), unix.CLONE_NEWIPC); err != nil {
+		return fmt.Errorf("enter a jail's IPC namespace: %w", err)
+	}
+	for i := range j.places {
+		st := &j.places[i]
+		used, err := st.used()
+		if err != nil {
+			return err
+		}
+		switch {
+		case used:
+			// A new tmpfs: the old one's pages are freed (and
+			// uncharged) as it goes, however many files it holds.
+			if err := unix.Unmount(st.target, unix.MNT_DETACH); err != nil {
+				return fmt.Errorf("unmount the last job's %s: %w", st.path, err)
+			}
+			if err := jn.fs.mountPlace(st, size); err != nil {
+				return err
+			}
+		case size != j.size:
+			if err := unix.Mount("", st.target, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions(size)); err != nil {
+				return fmt.Errorf("size the private %s: %w", st.path, err)
+			}
+		}
+	}
+	j.size = size
+	if err := removeQueues(jn.fs.mq); err != nil {
+		return err
+	}
+	return removeSysV(nil)
+}
+
+// removeQueues removes the POSIX message queues of a queue file system.
+func removeQueues(dir string) error {
+	names, err := readDirNames(dir)
+	if err != nil {
+		return fmt.Errorf("list the jail's message queues: %w", err)
+	}
+	for _, n := range names {
+		if err := unix.Unlink(filepath.Join(dir, n)); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove message queue %q: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// System V IPC commands of <linux/ipc.h>, <linux/shm.h>, <linux/msg.h> and
+// <linux/sem.h> that x/sys/unix does not name.
+const (
+	ipcRMID = 0
+	msgStat = 11
+	msgInfo = 12
+	shmStat = 13
+	shmInfo = 14
+	semStat = 18
+	semInfo = 19
+)
+
+// sysvKind is one kind of System V IPC object and how to list and remove
+// it: info returns the highest index in use and how many objects there
+// are, stat the object at an index (its ID and owner), remove removes one.
+type sysvKind struct {
+	name   string
+	info   func(buf *[256]byte) (maxIdx int, err error)
+	inUse  func(buf *[256]byte) int32
+	stat   func(idx int, buf *[256]byte) (id int, err error)
+	remove func(id int) error
+}
+
+var sysvKinds = []sysvKind{
+	{
+		name: "shared memory segment",
+		info: func(buf *[256]byte) (int, error) {
+			return unix.SysvShmCtl(0, shmInfo, (*unix.SysvShmDesc)(unsafe.Pointer(buf)))
+		},
+		inUse: func(buf *[256]byte) int32 { return *(*int32)(unsafe.Pointer(buf)) }, // shm_info.used_ids
+		stat: func(idx int, buf *[256]byte) (int, error) {
+			return unix.SysvShmCtl(idx, shmStat, (*unix.SysvShmDesc)(unsafe.Pointer(buf)))
+		},
+		remove: func(id int) error { _, err := unix.SysvShmCtl(id, ipcRMID, nil); return err },
+	},
+	{
+		name:  "message queue",
+		info:  func(buf *[256]byte) (int, error) { return ipcSyscall(unix.SYS_MSGCTL, 0, msgInfo, 0, buf) },
+		inUse: func(buf *[256]byte) int32 { return *(*int32)(unsafe.Pointer(buf)) }, // msginfo.msgpool: the queues in use
+		stat: func(idx int, buf *[256]byte) (int, error) {
+			return ipcSyscall(unix.SYS_MSGCTL, idx, msgStat, 0, buf)
+		},
+		remove: func(id int) error { _, err := ipcSyscall(unix.SYS_MSGCTL, id, ipcRMID, 0, nil); return err },
+	},
+	{
+		name: "semaphore set",
+		info: func(buf *[256]byte) (int, error) { return ipcSyscall(unix.SYS_SEMCTL, 0, 0, semInfo, buf) },
+		// seminfo.semusz, the sets in use, is its fourth int.
+		inUse: func(buf *[256]byte) int32 { return *(*int32)(unsafe.Pointer(&buf[12])) },
+		stat: func(idx int, buf *[256]byte) (int, error) {
+			return ipcSyscall(unix.SYS_SEMCTL, idx, 0, semStat, buf)
+		},
+		remove: func(id int) error { _, err := ipcSyscall(unix.SYS_SEMCTL, id, 0, ipcRMID, nil); return err },
+	},
+}
+
+// ipcSyscall makes msgctl(a, b, buf) or semctl(a, b, c, buf).
+func ipcSyscall(trap uintptr, a, b, c int, buf *[256]byte) (int, error) {
+	var p uintptr
+	if buf != nil {
+		p = uintptr(unsafe.Pointer(buf))
+	}
+	var r uintptr
+	var errno unix.Errno
+	if trap == unix.SYS_MSGCTL {
+		r, _, errno = unix.Syscall(trap, uintptr(a), uintptr(b), p)
+	} else {
+		r, _, errno = unix.Syscall6(trap, uintptr(a), uintptr(b), uintptr(c), p, 0, 0)
+	}
+	if errno != 0 {
+		return int(r), errno
+	}
+	return int(r), nil
+}
+
+// removeSysV removes the System V IPC objects of the calling thread's IPC
+// namespace that owned selects by their owner's user ID (nil: all).
+func removeSysV(owned func(uid uint32) bool) error {
+	var buf [256]byte
+	for _, k := range sysvKinds {
+		clear(buf[:])
+		maxIdx, err := k.info(&buf)
+		if err != nil {
+			return fmt.Errorf("list System V %ss: %w", k.name, err)
+		}
+		if k.inUse(&buf) == 0 {
+			continue
+		}
+		for idx := 0; idx <= maxIdx; idx++ {
+			id, err := k.stat(idx, &buf)
+			if err != nil {
+				continue // no object at idx
+			}
+			// Every kind's stat starts with its struct ipc64_perm:
+			// key, then uid.
+			if owned != nil && !owned(*(*uint32)(unsafe.Pointer(&buf[4]))) {
+				continue
+			}
+			if err := k.remove(id); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EIDRM) {
+				return fmt.Errorf("remove System V %s %d: %w", k.name, id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// hostPlaces are the host's world-writable directories where a job of an
+// older worker, without private places, may have left files. Every job
+// now writes only its own directory and its private places; sweepHost
+// removes what jobs of the range left there before.
+var hostPlaces = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"}
+
+// sweepHost removes what job users (the IDs owned selects) own in the
+// host's shared writable places (and in the world-writable directories
+// below them, but no other: a worker's jobs dir may be there, holding
+// running jobs' directories), and their System V IPC objects in the
+// host's IPC namespace. It returns how many it removed.
+func sweepHost(owned func(uid uint32) bool) (int, error) {
+	n := 0
+	var errs []error
+	for _, place := range hostPlaces {
+		if _, err := os.Lstat(place); err != nil {
+			continue
+		}
+		err := filepath.WalkDir(place, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			var st unix.Stat_t
+			if unix.Lstat(path, &st) != nil {
+				return nil
+			}
+			if path != place && owned(st.Uid) {
+				if err := os.RemoveAll(path); err != nil {
+					errs = append(errs, err)
+				} else {
+					n++
+				}
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() && st.Mode&0o002 == 0 {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeSysV(owned); err != nil {
+		errs = append(errs, err)
+	}
+	return n, errors.Join(errs...)
+}
