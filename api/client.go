@@ -800,6 +800,17 @@ func (c *Client) SetSpendLimit(ctx context.Context, project string, limit money.
 	return &out, nil
 }
 
+// SetMaxPriority sets the highest priority a billing project's batches
+// may ask (a manager's or an admin's call; the queue's max_priority still
+// holds).
+func (c *Client) SetMaxPriority(ctx context.Context, project string, max int64) (*BillingProject, error) {
+	var out BillingProject
+	if err := c.Do(ctx, http.MethodPut, "/api/v1/billing-projects/"+url.PathEscape(project)+"/max-priority", &MaxPriorityRequest{MaxPriority: max}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // AddStoragePrefix gives a billing project a storage prefix (an admin's
 // call), or replaces the credentials and settings of one it has; the
 // answer lists the project's prefixes, without credentials.

@@ -273,8 +273,9 @@ func validateJobs(specs []JobSpec, first int) error {
 	return nil
 }
 
-// MaxPriority bounds a batch's priority either side of 0.
-const MaxPriority = 1_000_000
+// MaxPriority bounds a batch's priority either side of 0, and a queue's
+// and a billing project's max_priority (placement's bound).
+const MaxPriority = placement.MaxPriority
 
 // MaxSLOSeconds bounds a batch's SLO (one year), and MaxDeadline how far
 // ahead its deadline may be.
@@ -294,11 +295,18 @@ func ValidateSLO(slo float64, deadline *time.Time, now time.Time) error {
 	return nil
 }
 
+// ValidateMaxPriority checks a queue's or a billing project's
+// max_priority (placement.ValidateMaxPriority, the one rule, which apply
+// re-checks).
+func ValidateMaxPriority(what string, max int64) error {
+	return placement.ValidateMaxPriority(what, max)
+}
+
 // ValidateBatchQueue checks the queue a batch names (a path of names,
 // empty: its project's default) and its priority.
 func ValidateBatchQueue(queue string, priority int64) error {
-	if priority < -MaxPriority || priority > MaxPriority {
-		return fmt.Errorf("priority %d is out of range: between %d and %d (higher goes first in its queue)", priority, -MaxPriority, MaxPriority)
+	if err := placement.ValidatePriority(priority); err != nil {
+		return err
 	}
 	if queue == "" {
 		return nil

@@ -483,6 +483,15 @@ type BillingProject struct {
 	// AllowHostNetwork lets its members run jobs on network "host"
 	// (admins always may).
 	AllowHostNetwork bool `json:"allow_host_network,omitempty"`
+	// MaxPriority is the highest priority its batches may ask (0, the
+	// default, to 1,000,000; its managers set it); the queue's own
+	// max_priority holds too, and admins' batches are held to neither.
+	MaxPriority int64 `json:"max_priority,omitempty"`
+}
+
+// MaxPriorityRequest sets a billing project's max_priority.
+type MaxPriorityRequest struct {
+	MaxPriority int64 `json:"max_priority"`
 }
 
 // LogQuotaRequest sets a billing project's log quota in bytes (0: none).
@@ -1149,6 +1158,11 @@ type Queue struct {
 	// parent's.
 	Strategy     string   `json:"strategy,omitempty"`
 	HomeClusters []string `json:"home_clusters,omitempty"`
+	// MaxPriority is the highest priority a batch may ask in this queue,
+	// as its leaf (0, the default, to 1,000,000); admins' batches are not
+	// held to it, and a billing project's own max_priority holds below
+	// it.
+	MaxPriority int64 `json:"max_priority,omitempty"`
 	// BillingProjects run their batches in this queue unless a batch
 	// names another (a leaf's; a project is in one queue's list at
 	// most); AllowProjects may name it.

@@ -75,6 +75,7 @@ var userRoutes = map[string]userRow{
 	"POST /api/v1/billing-projects/{name}/members":          manage,
 	"DELETE /api/v1/billing-projects/{name}/members/{user}": manage,
 	"PUT /api/v1/billing-projects/{name}/spend-limit":       manage,
+	"PUT /api/v1/billing-projects/{name}/max-priority":      manage,
 	"GET /api/v1/billing-projects/{name}/cost":              readBatch,
 	"GET /api/v1/billing-projects/{name}/storage":           readBatch,
 	"GET /api/v1/status/peers":                              everyone,
@@ -185,15 +186,16 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"{accessor}": spare[0].Accessor, "{attempt}": "1", "{seq}": "0",
 	}
 	bodies := map[string]string{
-		"POST /api/v1/batches":                            `{"billing_project": "p", "jobs": [{"job_id": 1, "command": ["true"], "cpu": 0.1, "memory": 1048576}]}`,
-		"POST /api/v1/batches/{id}/updates/{update}/jobs": `{"jobs": [{"job_id": 1, "command": ["true"], "cpu": 0.1, "memory": 1048576}]}`,
-		"POST /api/v1/billing-projects/{name}/members":    `{"user": "victim", "role": "member"}`,
-		"PUT /api/v1/billing-projects/{name}/spend-limit": `{"limit": 100}`,
-		"POST /api/v1/billing-projects/{name}/storage":    `{"prefix": "gs://b/p"}`,
-		"PUT /api/v1/billing-projects/{name}/settings":    `{"allow_host_network": false}`,
-		"POST /api/v1/workers/activate":                   `{"name": "x", "cpu": 1, "memory": 1048576, "secret": "wrong"}`,
-		"POST /api/v1/tokens":                             `{"name": "matrix", "ttl": "1h"}`,
-		"PUT /api/v1/rates":                               `{"rates": [{"resource": "compute", "price_per_hour": 0.05}]}`,
+		"POST /api/v1/batches":                             `{"billing_project": "p", "jobs": [{"job_id": 1, "command": ["true"], "cpu": 0.1, "memory": 1048576}]}`,
+		"POST /api/v1/batches/{id}/updates/{update}/jobs":  `{"jobs": [{"job_id": 1, "command": ["true"], "cpu": 0.1, "memory": 1048576}]}`,
+		"POST /api/v1/billing-projects/{name}/members":     `{"user": "victim", "role": "member"}`,
+		"PUT /api/v1/billing-projects/{name}/spend-limit":  `{"limit": 100}`,
+		"PUT /api/v1/billing-projects/{name}/max-priority": `{"max_priority": 5}`,
+		"POST /api/v1/billing-projects/{name}/storage":     `{"prefix": "gs://b/p"}`,
+		"PUT /api/v1/billing-projects/{name}/settings":     `{"allow_host_network": false}`,
+		"POST /api/v1/workers/activate":                    `{"name": "x", "cpu": 1, "memory": 1048576, "secret": "wrong"}`,
+		"POST /api/v1/tokens":                              `{"name": "matrix", "ttl": "1h"}`,
+		"PUT /api/v1/rates":                                `{"rates": [{"resource": "compute", "price_per_hour": 0.05}]}`,
 	}
 	hc := &http.Client{Timeout: 20 * time.Second}
 	routes := srv.api.Routes()

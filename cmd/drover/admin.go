@@ -203,8 +203,8 @@ func (m *Main) runBPShow(ctx context.Context, args []string) error {
 			limit = dollars(p.SpendLimit)
 		}
 		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		safef(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\nLog quota\t%s per server\nHost network\t%s\n",
-			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit, logQuota(p.LogQuota), hostNetworkWord(p.AllowHostNetwork))
+		safef(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\nLog quota\t%s per server\nHost network\t%s\nMax priority\t%d (and its queue's)\n",
+			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit, logQuota(p.LogQuota), hostNetworkWord(p.AllowHostNetwork), p.MaxPriority)
 		if len(p.Storage) == 0 {
 			safeln(tw, "Storage\tnone: its jobs can name no input or output URL")
 		}

@@ -138,6 +138,9 @@ func (m *Main) printQueue(q *api.Queue) error {
 	if q.Strategy != "" {
 		safef(tw, "Strategy\t%s\n", q.Strategy)
 	}
+	if q.Leaf {
+		safef(tw, "Max priority\t%d (for anyone but admins; each billing project's own holds below it)\n", q.MaxPriority)
+	}
 	if len(q.HomeClusters) > 0 {
 		safef(tw, "Home clusters\t%s\n", strings.Join(q.HomeClusters, ", "))
 	}
@@ -186,6 +189,7 @@ func (m *Main) runQueueSet(ctx context.Context, args []string) error {
 	threshold := fs.Float64("preempt-threshold", 0, "fraction of its fair share (default 0.5)")
 	grace := fs.String("reclaim-grace", "", "how long a borrower keeps its guarantee once it has work waiting, e.g. 2m")
 	minRuntime := fs.String("min-runtime", "", "protects an attempt from a second preemption this long, e.g. 10m")
+	maxPrio := fs.Int64("max-priority", 0, "the highest priority a batch of anyone but an admin may ask in this leaf (0 to 1000000); each billing project's own max_priority holds below it")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -246,6 +250,8 @@ func (m *Main) runQueueSet(ctx context.Context, args []string) error {
 			q.ReclaimGrace = *grace
 		case "min-runtime":
 			q.MinRuntime = *minRuntime
+		case "max-priority":
+			q.MaxPriority = *maxPrio
 		}
 	})
 	if ferr != nil {

@@ -136,13 +136,29 @@ func (m *Main) printPrefixes(list []api.StoragePrefix) error {
 	return tw.Flush()
 }
 
-// runBPSet changes an admin's settings of a billing project.
+// runBPSet changes settings of a billing project: an admin's
+// (-allow-host-network) or its managers' (-max-priority).
 func (m *Main) runBPSet(ctx context.Context, args []string) error {
-	fs := m.newFlags("billing-project set", "PROJECT -allow-host-network=true|false")
-	host := fs.String("allow-host-network", "", "true: the project's members may run jobs on network \"host\" (the machine's own, with its loopback services and the cloud metadata address); false: only admins may")
+	fs := m.newFlags("billing-project set", "PROJECT [-allow-host-network=true|false] [-max-priority N]")
+	host := fs.String("allow-host-network", "", "true: the project's members may run jobs on network \"host\" (the machine's own, with its loopback services and the cloud metadata address); false: only admins may (an admin's setting)")
+	maxPrio := fs.String("max-priority", "", "the highest priority the project's batches may ask, 0 (the default) to 1000000; its queue's max_priority still holds (a manager's setting)")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	if *maxPrio != "" {
+		v, err := strconv.ParseInt(*maxPrio, 10, 64)
+		if err != nil {
+			return usagef("-max-priority is %q; it is a whole number from 0 to 1000000", *maxPrio)
+		}
+		p, err := m.Client().SetMaxPriority(ctx, pos[0], v)
+		if err != nil {
+			return err
+		}
+		safef(m.Stdout, "Billing project %s: max priority %d (its queue's max_priority holds too)\n", p.Name, p.MaxPriority)
+		if *host == "" {
+			return nil
+		}
 	}
 	var req api.BillingProjectSettings
 	if *host != "" {
@@ -153,7 +169,7 @@ func (m *Main) runBPSet(ctx context.Context, args []string) error {
 		req.AllowHostNetwork = &v
 	}
 	if req == (api.BillingProjectSettings{}) {
-		return usagef("drover billing-project set needs a setting: -allow-host-network=true|false")
+		return usagef("drover billing-project set needs a setting: -allow-host-network=true|false or -max-priority N")
 	}
 	p, err := m.Client().SetBillingProjectSettings(ctx, pos[0], &req)
 	if err != nil {

@@ -88,6 +88,9 @@ func writeQueue(b *hclwrite.Body, q *api.Queue) {
 	list("allow_preemption_from", q.AllowPreemptionFrom)
 	str("strategy", q.Strategy)
 	list("home_clusters", q.HomeClusters)
+	if q.MaxPriority != 0 {
+		b.SetAttributeValue("max_priority", cty.NumberIntVal(q.MaxPriority))
+	}
 	list("billing_projects", q.BillingProjects)
 	list("allow_projects", q.AllowProjects)
 }

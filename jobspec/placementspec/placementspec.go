@@ -158,6 +158,7 @@ type queue struct {
 	AllowPreemptionFrom []string       `hcl:"allow_preemption_from,optional"`
 	Strategy            string         `hcl:"strategy,optional"`
 	HomeClusters        []string       `hcl:"home_clusters,optional"`
+	MaxPriority         int64          `hcl:"max_priority,optional"`
 	BillingProjects     []string       `hcl:"billing_projects,optional"`
 	AllowProjects       []string       `hcl:"allow_projects,optional"`
 	Queues              []queue        `hcl:"queue,block"`
@@ -174,7 +175,7 @@ func (d *decoder) queues(parent string, qs []queue, out []api.Queue) []api.Queue
 			path = parent + "/" + q.Name
 		}
 		aq := api.Queue{Path: path, Weight: q.Weight, Preemptible: q.Preemptible, PreemptThreshold: q.PreemptThreshold,
-			AllowPreemptionFrom: q.AllowPreemptionFrom, Strategy: q.Strategy, HomeClusters: q.HomeClusters,
+			AllowPreemptionFrom: q.AllowPreemptionFrom, Strategy: q.Strategy, HomeClusters: q.HomeClusters, MaxPriority: q.MaxPriority,
 			BillingProjects: q.BillingProjects, AllowProjects: q.AllowProjects,
 			ReclaimGrace: d.duration(q.ReclaimGrace), MinRuntime: d.duration(q.MinRuntime), PreemptAfter: d.duration(q.PreemptAfter)}
 		if g := q.Guarantee; g != nil {

@@ -213,7 +213,7 @@ func Tokens(ts []state.Token, now time.Time) []api.Token {
 func BillingProject(p *state.ProjectRecord, now time.Time) api.BillingProject {
 	members := p.SortedMembers()
 	out := api.BillingProject{Name: p.Name, Members: members, TimeCreated: unixTime(p.Created), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
-		AllowHostNetwork: p.AllowHostNetwork, Cost: p.Cost(now.UnixNano())}
+		AllowHostNetwork: p.AllowHostNetwork, MaxPriority: p.MaxPriority, Cost: p.Cost(now.UnixNano())}
 	for i := range p.Storage {
 		out.Storage = append(out.Storage, StoragePrefix(&p.Storage[i]))
 	}
@@ -324,7 +324,7 @@ func Queue(q *state.QueueInfo) api.Queue {
 		Preemptible: q.Preemption.Preemptible, PreemptAfter: duration(q.Preemption.AfterNs),
 		PreemptThreshold:    float64(q.Preemption.ThresholdPermille) / 1000,
 		AllowPreemptionFrom: slices.Clone(q.Preemption.AllowFrom),
-		Strategy:            string(q.Strategy), HomeClusters: slices.Clone(q.HomeClusters),
+		Strategy:            string(q.Strategy), HomeClusters: slices.Clone(q.HomeClusters), MaxPriority: q.MaxPriority,
 		BillingProjects: slices.Clone(q.Projects), AllowProjects: slices.Clone(q.AllowProjects),
 		Leaf: q.Leaf, Used: api.Quota{CPU: float64(q.UsedMilli) / 1000, Memory: q.UsedMemory, GPUs: gpuCounts(q.UsedGPUs)},
 		UsedJobs: q.UsedJobs,

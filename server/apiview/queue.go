@@ -59,6 +59,7 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 	out.Preemption.ThresholdPermille = int64(math.Round(q.PreemptThreshold * 1000))
 	out.Preemption.AllowFrom = slices.Clone(q.AllowPreemptionFrom)
 	out.HomeClusters = slices.Clone(q.HomeClusters)
+	out.MaxPriority = q.MaxPriority
 	if err := state.ValidateQueue(&out); err != nil {
 		return out, err
 	}

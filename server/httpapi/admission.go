@@ -85,11 +85,15 @@ type submission struct {
 	intoUpdate bool
 	// batchBytes is the new batch's own size (name, attributes).
 	batchBytes int64
+	// queue and priority are a new batch's (state.CheckPriority).
+	queue    string
+	priority int64
 }
 
 // admit checks a submission against the billing project's rules
 // (state.CheckJobs: 403 for a file outside its storage prefixes or a host
-// network it does not allow) and the limits, and returns a 413 error (too
+// network it does not allow; state.CheckPriority: 403 for a new batch's
+// priority above its cap) and the limits, and returns a 413 error (too
 // big for the servers) or a 429 (beyond what one user or billing project
 // may hold at once) naming the limit when it does not fit. A repeat of an
 // earlier request (same idempotency key) is always admitted: the state
@@ -101,6 +105,9 @@ func (s *Server) admit(sub submission) error {
 	s.state.Read(func(r state.Reader) {
 		if a = r.Admission(sub.batch, sub.user, sub.project, sub.key); !a.Repeat {
 			checked, budget = r.CheckJobs(a.ProjectName, sub.by, sub.entries), r.Budget(a.ProjectName)
+			if checked == nil && sub.batch == 0 {
+				checked = r.CheckPriority(a.ProjectName, sub.by, sub.queue, sub.priority)
+			}
 		}
 	})
 	if a.Repeat {

@@ -169,12 +169,13 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 	for k, v := range req.Attributes {
 		size += int64(len(k) + len(v))
 	}
-	if err := s.admit(submission{user: u.Name, by: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size}); err != nil {
+	if err := s.admit(submission{user: u.Name, by: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size,
+		queue: req.Queue, priority: req.Priority}); err != nil {
 		return nil, err
 	}
 	cmd := &state.CreateBatch{
 		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
-		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyStorage,
+		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyPriority,
 		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
 		Queue: req.Queue, Priority: int32(req.Priority), SLONs: int64(req.SLOSeconds * 1e9),
 	}

@@ -48,6 +48,7 @@ var fuzzRoutes = []struct{ method, path, token string }{
 	{"PUT", "/api/v1/workers/logs/1/1/1/0", fuzzWorkerToken},
 	{"POST", "/api/v1/tokens", rootToken},
 	{"PUT", "/api/v1/billing-projects/default/spend-limit", rootToken},
+	{"PUT", "/api/v1/billing-projects/default/max-priority", rootToken},
 }
 
 // FuzzRequestBodies sends arbitrary bodies to every endpoint that decodes
@@ -73,6 +74,7 @@ func FuzzRequestBodies(f *testing.F) {
 		9:  `line one`,
 		10: `{"name": "laptop", "ttl": "2h", "token": "` + strings.Repeat("ef", 32) + `"}`,
 		11: `{"limit": 12.5}`,
+		12: `{"max_priority": 10}`,
 	}
 	edges := []string{`{}`, `null`, `{"jobs": null}`, `{"n_jobs": 1e300}`}
 	for i := range fuzzRoutes {

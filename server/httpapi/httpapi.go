@@ -374,6 +374,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/billing-projects/{name}/members", u, s.wrap(s.handleAddMember)},
 		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.wrap(s.handleRemoveMember)},
 		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.wrap(s.handleSetSpendLimit)},
+		{"PUT /api/v1/billing-projects/{name}/max-priority", u, s.wrap(s.handleSetMaxPriority)},
 		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.wrap(s.handleSetLogQuota)},
 		{"GET /api/v1/billing-projects/{name}/cost", u, s.wrap(s.handleProjectCost)},
 		{"GET /api/v1/billing-projects/{name}/storage", u, s.wrap(s.handleListStorage)},

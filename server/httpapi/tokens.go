@@ -13,6 +13,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -235,6 +236,29 @@ func (s *Server) handleSetSpendLimit(w http.ResponseWriter, r *http.Request) (an
 		return nil, badRequest(err)
 	}
 	if _, err := s.apply(&state.SetSpendLimit{Project: project, Limit: req.Limit}); err != nil {
+		return nil, err
+	}
+	p, _ := s.reads.BillingProject(project)
+	return p, nil
+}
+
+// handleSetMaxPriority sets the highest priority a billing project's
+// batches may ask: its managers' call (and admins'), since a priority
+// orders the project's members' work against each other's; the queue's
+// max_priority, an admin's, still holds above it.
+func (s *Server) handleSetMaxPriority(w http.ResponseWriter, r *http.Request) (any, error) {
+	project := r.PathValue("name")
+	if err := s.manages(r, project); err != nil {
+		return nil, err
+	}
+	var req api.MaxPriorityRequest
+	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a max_priority is one number"); err != nil {
+		return nil, err
+	}
+	if err := placement.ValidateMaxPriority("billing project "+project, req.MaxPriority); err != nil {
+		return nil, badRequest(err)
+	}
+	if _, err := s.apply(&state.SetProjectSettings{Project: project, MaxPriority: &req.MaxPriority}); err != nil {
 		return nil, err
 	}
 	p, _ := s.reads.BillingProject(project)

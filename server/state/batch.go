@@ -59,6 +59,11 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	if err := s.checkBatchQueue(c.Queue, c.BillingProject); err != nil {
 		return err
 	}
+	if c.Policy >= PolicyPriority {
+		if err := s.checkPriority(c.BillingProject, u, c.Queue, int64(c.Priority)); err != nil {
+			return err
+		}
+	}
 	if c.Policy >= PolicyStorage {
 		if err := s.checkJobs(c.BillingProject, c.User, c.Jobs); err != nil {
 			return err

@@ -206,9 +206,6 @@ type CreateBatch struct {
 	DeadlineNs int64
 }
 
-// MaxPriority bounds a batch's priority either side of 0.
-const MaxPriority = 1_000_000
-
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
 type CreateUpdate struct {
 	Now   int64

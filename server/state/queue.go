@@ -32,6 +32,14 @@ type Queue struct {
 	// this queue. Sorted.
 	AllowProjects []string
 	Created       int64
+	// MaxPriority is the highest priority a batch of anyone but an admin
+	// may ask with this queue as its leaf (0 to placement.MaxPriority; 0,
+	// the default: none above 0), below which its billing project's own
+	// holds (placement.PriorityCap). Beside the projects rather than in
+	// placement.Queue, whose fields the log writes inline before
+	// Projects: appended here, entries and snapshots from before it read
+	// as 0.
+	MaxPriority int64
 
 	parent *Queue // derived: nil at the top
 	leaf   bool   // derived: no queue names it as parent
@@ -72,6 +80,9 @@ func ValidateQueue(q *Queue) error {
 
 func validateQueue(q *Queue) *ApplyError {
 	if err := q.Queue.Validate(); err != nil {
+		return errorf(ErrInvalid, "%v", err)
+	}
+	if err := placement.ValidateMaxPriority("queue "+q.Path, q.MaxPriority); err != nil {
 		return errorf(ErrInvalid, "%v", err)
 	}
 	if len(q.Projects) > MaxQueueProjects || len(q.AllowProjects) > MaxQueueProjects {
@@ -245,6 +256,42 @@ func (s *State) constraint(b *Batch, sp *Spec) placement.Constraint {
 // allows reports whether a batch of project may name the queue.
 func (q *Queue) allows(project string) bool {
 	return slices.Contains(q.Projects, project) || slices.Contains(q.AllowProjects, project)
+}
+
+// MaxPriority bounds a batch's priority either side of 0 (placement's
+// bound, the API's too).
+const MaxPriority = placement.MaxPriority
+
+// CheckPriority is the one rule of a new batch's priority: within
+// ±placement.MaxPriority, and for anyone but an admin at most the lower
+// of its leaf queue's max_priority and its billing project's
+// (placement.PriorityCap), with the leaf the batch would run in now (the
+// queue it names, else its project's default). The API checks a new
+// batch with it before the log (403 naming the caps and who raises them),
+// and apply again with the state of the moment.
+func (r Reader) CheckPriority(project, user, queue string, priority int64) *ApplyError {
+	u, err := r.s.liveUser(user)
+	if err != nil {
+		return err
+	}
+	return r.s.checkPriority(project, u, queue, priority)
+}
+
+func (s *State) checkPriority(project string, u *User, queue string, priority int64) *ApplyError {
+	if err := placement.ValidatePriority(priority); err != nil {
+		return errorf(ErrInvalid, "%v", err)
+	}
+	c := placement.PriorityCap{Admin: u.Admin, Project: project}
+	if p := s.projects[project]; p != nil {
+		c.ProjectMax = p.MaxPriority
+	}
+	if q := s.resolveQueue(&Batch{Queue: queue, BillingProject: project}); q != nil {
+		c.Queue, c.QueueMax = q.Path, q.MaxPriority
+	}
+	if err := c.Check(priority); err != nil {
+		return errorf(ErrForbidden, "%v", err)
+	}
+	return nil
 }
 
 // checkBatchQueue refuses a batch that names a queue its project may not

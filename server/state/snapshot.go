@@ -82,6 +82,7 @@ type snapProject struct {
 	Storage          []StoragePrefix
 	AllowHostNetwork bool
 	Batches          int64 // absent before projects could be deleted
+	MaxPriority      int64 // absent before priority caps
 }
 
 type snapInstance struct {
@@ -295,7 +296,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range sortedKeys(s.projects) {
 		p := s.projects[name]
 		d.Projects = append(d.Projects, snapProject{Name: p.Name, Members: sortedKeys(p.Members), Created: p.Created,
-			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota, Storage: slices.Clone(p.Storage), AllowHostNetwork: p.AllowHostNetwork, Batches: p.Batches})
+			Roles: maps.Clone(p.Roles), SpendLimit: p.SpendLimit, LogQuota: p.LogQuota, Storage: slices.Clone(p.Storage), AllowHostNetwork: p.AllowHostNetwork, Batches: p.Batches, MaxPriority: p.MaxPriority})
 	}
 	instIDs := make([]uint32, 0, len(s.instances))
 	for id := range s.instances {
@@ -521,7 +522,7 @@ func (s *State) Restore(r io.Reader) error {
 	}
 	for _, p := range d.Projects {
 		bp := &BillingProject{Name: p.Name, Members: map[string]bool{}, Roles: p.Roles, Created: p.Created, SpendLimit: p.SpendLimit, LogQuota: p.LogQuota,
-			Storage: p.Storage, AllowHostNetwork: p.AllowHostNetwork, Batches: p.Batches}
+			Storage: p.Storage, AllowHostNetwork: p.AllowHostNetwork, Batches: p.Batches, MaxPriority: p.MaxPriority}
 		if bp.Roles == nil {
 			bp.Roles = map[string]string{}
 		}

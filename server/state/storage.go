@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/storageurl"
 )
 
@@ -23,6 +24,10 @@ const (
 	// prefixes; network "host" only where the project allows it or an
 	// admin submits (CheckJobs).
 	PolicyStorage
+	// PolicyPriority: and a new batch's priority within its cap
+	// (CheckPriority: its leaf queue's and its billing project's
+	// max_priority, for anyone but an admin).
+	PolicyPriority
 )
 
 // StoragePrefix is one of a billing project's storage prefixes: the
@@ -71,11 +76,13 @@ type RemoveStoragePrefix struct {
 // Type implements Command.
 func (*RemoveStoragePrefix) Type() CommandType { return CmdRemoveStoragePrefix }
 
-// SetProjectSettings changes an admin's settings of a billing project; a
-// nil field stays as it is.
+// SetProjectSettings changes settings of a billing project; a nil field
+// stays as it is. AllowHostNetwork is an admin's setting, MaxPriority its
+// managers' (the API checks who sends it).
 type SetProjectSettings struct {
 	Project          string
 	AllowHostNetwork *bool
+	MaxPriority      *int64
 }
 
 // Type implements Command.
@@ -165,8 +172,16 @@ func (s *State) applySetProjectSettings(c *SetProjectSettings) any {
 	if !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
 	}
+	if c.MaxPriority != nil {
+		if err := placement.ValidateMaxPriority("billing project "+c.Project, *c.MaxPriority); err != nil {
+			return errorf(ErrInvalid, "%v", err)
+		}
+	}
 	if c.AllowHostNetwork != nil {
 		p.AllowHostNetwork = *c.AllowHostNetwork
+	}
+	if c.MaxPriority != nil {
+		p.MaxPriority = *c.MaxPriority
 	}
 	return nil
 }

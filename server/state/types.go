@@ -488,6 +488,10 @@ type BillingProject struct {
 	// Batches counts the batches ever made in it (a project that had
 	// one cannot be deleted: its name stays with them).
 	Batches int64
+	// MaxPriority is the highest priority its batches may ask (0 to
+	// placement.MaxPriority; its managers set it), below its queue's own
+	// (placement.PriorityCap); admins' batches are held to neither.
+	MaxPriority int64
 }
 
 // role is a user's role in the project ("" for none).

@@ -36,6 +36,7 @@ type projectModel struct {
 	SpendLimit       types.String `tfsdk:"spend_limit"`
 	LogQuota         types.String `tfsdk:"log_quota"`
 	AllowHostNetwork types.Bool   `tfsdk:"allow_host_network"`
+	MaxPriority      types.Int64  `tfsdk:"max_priority"`
 }
 
 func newProject() resource.Resource { return &projectResource{} }
@@ -57,6 +58,8 @@ func (r *projectResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"log_quota": schema.StringAttribute{Optional: true, Validators: []validator.String{sizeRule{}},
 				Description: "The job logs each server keeps of its batches: a size such as \"10GiB\" (absent: none)."},
 			"allow_host_network": schema.BoolAttribute{Optional: true, Description: "May its jobs run on the host's network."},
+			"max_priority": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{maxPriorityRule{}},
+				Description: "The highest priority its batches may ask, 0 (the default) to 1000000; its queue's max_priority holds too, and admins' batches are held to neither."},
 		},
 	}
 }
@@ -140,6 +143,12 @@ func (r *projectResource) apply(ctx context.Context, m *projectModel, have *api.
 	if host := m.AllowHostNetwork.ValueBool(); host != have.AllowHostNetwork {
 		if _, err := r.c.SetBillingProjectSettings(ctx, name, &api.BillingProjectSettings{AllowHostNetwork: &host}); err != nil {
 			diags.AddAttributeError(path.Root("allow_host_network"), "Cannot set allow_host_network", err.Error())
+			return
+		}
+	}
+	if prio := m.MaxPriority.ValueInt64(); prio != have.MaxPriority {
+		if _, err := r.c.SetMaxPriority(ctx, name, prio); err != nil {
+			diags.AddAttributeError(path.Root("max_priority"), "Cannot set max_priority", err.Error())
 		}
 	}
 }
@@ -176,6 +185,7 @@ func (m *projectModel) fromAPI(ctx context.Context, p *api.BillingProject, diags
 		m.LogQuota = types.StringValue(units.FormatBytes(p.LogQuota))
 	}
 	m.AllowHostNetwork = optBool(m.AllowHostNetwork, p.AllowHostNetwork)
+	m.MaxPriority = optInt(m.MaxPriority, p.MaxPriority)
 }
 
 func (r *projectResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -267,7 +277,7 @@ func (r *projectResource) ImportState(ctx context.Context, req resource.ImportSt
 		resp.Diagnostics.AddError("Cannot import billing project "+req.ID, fmt.Sprintf("no such billing project (%v)", err))
 		return
 	}
-	m := projectModel{Members: types.MapNull(types.StringType), SpendLimit: types.StringNull(), LogQuota: types.StringNull(), AllowHostNetwork: types.BoolNull()}
+	m := projectModel{Members: types.MapNull(types.StringType), SpendLimit: types.StringNull(), LogQuota: types.StringNull(), AllowHostNetwork: types.BoolNull(), MaxPriority: types.Int64Null()}
 	m.fromAPI(ctx, p, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
@@ -313,6 +323,22 @@ func (moneyRule) ValidateString(_ context.Context, req validator.StringRequest, 
 	}
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid spend limit", fmt.Sprintf("spend_limit %q: %v", req.ConfigValue.ValueString(), err))
+	}
+}
+
+// maxPriorityRule: a project's max_priority, by the servers' rule.
+type maxPriorityRule struct{}
+
+func (maxPriorityRule) Description(context.Context) string { return "0 (the default) to 1000000" }
+
+func (v maxPriorityRule) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (maxPriorityRule) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := api.ValidateMaxPriority("billing project", req.ConfigValue.ValueInt64()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid max_priority", err.Error())
 	}
 }
 

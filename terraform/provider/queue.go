@@ -57,6 +57,7 @@ type queueModel struct {
 	AllowPreemptionFrom types.List       `tfsdk:"allow_preemption_from"`
 	Strategy            types.String     `tfsdk:"strategy"`
 	HomeClusters        types.List       `tfsdk:"home_clusters"`
+	MaxPriority         types.Int64      `tfsdk:"max_priority"`
 	BillingProjects     types.List       `tfsdk:"billing_projects"`
 	AllowProjects       types.List       `tfsdk:"allow_projects"`
 }
@@ -102,8 +103,10 @@ func (r *queueResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"allow_preemption_from": strs("The queues it may preempt."),
 			"strategy":              schema.StringAttribute{Optional: true, Description: "spread, least-loaded, pack or cheapest."},
 			"home_clusters":         strs("The clusters its jobs run in (none: any)."),
-			"billing_projects":      strs("Projects whose batches run here unless they name another queue (a leaf's)."),
-			"allow_projects":        strs("Projects that may name it."),
+			"max_priority": schema.Int64Attribute{Optional: true, Description: "The highest priority a batch of anyone but an admin may ask in this leaf, 0 (the default) to 1000000; " +
+				"each billing project's own max_priority, which its managers set, holds below it."},
+			"billing_projects": strs("Projects whose batches run here unless they name another queue (a leaf's)."),
+			"allow_projects":   strs("Projects that may name it."),
 		},
 	}
 }
@@ -134,7 +137,7 @@ func (r *queueResource) ValidateConfig(ctx context.Context, req resource.Validat
 // when it names none).
 func attributeOf(msg string) path.Path {
 	for _, name := range []string{"borrow_limit", "lend_limit", "guarantee", "max_running", "reclaim_grace", "min_runtime", "preempt_after",
-		"preempt_threshold", "allow_preemption_from", "strategy", "home_clusters", "billing_projects", "allow_projects", "weight"} {
+		"preempt_threshold", "allow_preemption_from", "strategy", "home_clusters", "max_priority", "billing_projects", "allow_projects", "weight"} {
 		if strings.Contains(msg, name) {
 			return path.Root(name)
 		}
@@ -146,7 +149,7 @@ func attributeOf(msg string) path.Path {
 // from another resource is unknown until it is made).
 func (m *queueModel) known() bool {
 	vals := []attr.Value{m.Path, m.Weight, m.ReclaimGrace, m.MinRuntime, m.Preemptible, m.PreemptAfter, m.PreemptThreshold,
-		m.AllowPreemptionFrom, m.Strategy, m.HomeClusters, m.BillingProjects, m.AllowProjects}
+		m.AllowPreemptionFrom, m.Strategy, m.HomeClusters, m.MaxPriority, m.BillingProjects, m.AllowProjects}
 	for _, a := range []*amountsModel{m.Guarantee, m.BorrowLimit, m.LendLimit} {
 		if a != nil {
 			vals = append(vals, a.CPU, a.Memory, a.GPUs)
@@ -198,6 +201,7 @@ func (m *queueModel) toAPI(ctx context.Context) (api.Queue, diag.Diagnostics) {
 		MinRuntime: m.MinRuntime.ValueString(), Preemptible: m.Preemptible.ValueBool(), PreemptAfter: m.PreemptAfter.ValueString(),
 		PreemptThreshold: m.PreemptThreshold.ValueFloat64(), Strategy: m.Strategy.ValueString(),
 		AllowPreemptionFrom: strList(ctx, m.AllowPreemptionFrom, &diags), HomeClusters: strList(ctx, m.HomeClusters, &diags),
+		MaxPriority:     m.MaxPriority.ValueInt64(),
 		BillingProjects: strList(ctx, m.BillingProjects, &diags), AllowProjects: strList(ctx, m.AllowProjects, &diags)}
 	if q.BillingProjects == nil {
 		q.BillingProjects = []string{}
@@ -241,6 +245,7 @@ func (m *queueModel) fromAPI(ctx context.Context, q *api.Queue) diag.Diagnostics
 	m.Strategy = optString(m.Strategy, q.Strategy)
 	m.AllowPreemptionFrom = optList(ctx, m.AllowPreemptionFrom, q.AllowPreemptionFrom, &diags)
 	m.HomeClusters = optList(ctx, m.HomeClusters, q.HomeClusters, &diags)
+	m.MaxPriority = optInt(m.MaxPriority, q.MaxPriority)
 	m.BillingProjects = optList(ctx, m.BillingProjects, q.BillingProjects, &diags)
 	m.AllowProjects = optList(ctx, m.AllowProjects, q.AllowProjects, &diags)
 	g := q.Guarantee
@@ -449,7 +454,7 @@ func (r *queueResource) ImportState(ctx context.Context, req resource.ImportStat
 	}
 	m := queueModel{Weight: types.Int64Null(), ReclaimGrace: types.StringNull(), MinRuntime: types.StringNull(), Preemptible: types.BoolNull(),
 		PreemptAfter: types.StringNull(), PreemptThreshold: types.Float64Null(), Strategy: types.StringNull(),
-		AllowPreemptionFrom: types.ListNull(types.StringType), HomeClusters: types.ListNull(types.StringType),
+		AllowPreemptionFrom: types.ListNull(types.StringType), HomeClusters: types.ListNull(types.StringType), MaxPriority: types.Int64Null(),
 		BillingProjects: types.ListNull(types.StringType), AllowProjects: types.ListNull(types.StringType)}
 	resp.Diagnostics.Append(m.fromAPI(ctx, q)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)

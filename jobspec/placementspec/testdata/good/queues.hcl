@@ -32,6 +32,7 @@ queue "genomics" {
 
     queue "tier3" {
       preemptible      = true
+      max_priority     = 100
       min_runtime      = "10m"
       billing_projects = ["gwas"]
       borrow_limit {
