@@ -287,18 +287,70 @@ func TestScheduleSharesDownTheTree(t *testing.T) {
 	}
 }
 
-// TestScheduleServesPriorityFirstInAQueue: in one leaf, the user with
-// higher priority work takes the leaf's share before the others; another
-// leaf's share is untouched by it.
-func TestScheduleServesPriorityFirstInAQueue(t *testing.T) {
-	tree := []Queue{{Name: "a", Parent: -1}, {Name: "b", Parent: -1}}
-	in := queueInput(tree, 1, 1, 2)
-	in.Users[1].Priority = 10
-	in.Users[1].Runs[0].Count = 30
-	in.Users[1].ReadyMilli = Cores(30)
-	got := placedPerBatch(Schedule(in))
-	if got[2] != 30 || got[1] != 10 || got[3] != 40 {
-		t.Fatalf("placed %v, want the urgent user's 30, the other's 10 and b's 40", got)
+// TestSchedulePriorityKeepsFairShareBetweenUsers: in a shared leaf a
+// higher priority orders a user's own work and never takes another
+// user's fair share (issue 41: a member's priority 1,000,000 took every
+// slot of the leaf); what a user leaves goes to the other; a user's
+// entries of several priorities weigh as one user; another leaf's share
+// is untouched; and so without queues.
+func TestSchedulePriorityKeepsFairShareBetweenUsers(t *testing.T) {
+	type entry struct {
+		user  string
+		prio  int32
+		batch uint64
+		jobs  uint32
+	}
+	two := []Queue{{Name: "a", Parent: -1}, {Name: "b", Parent: -1}}
+	for _, c := range []struct {
+		name    string
+		tree    []Queue // nil: no queues
+		entries []entry // in leaf a (queue 1); with a tree, b's user asks 200 cores as batch 9
+		want    map[uint64]int64
+	}{
+		{"a higher priority takes no more than its fair share", two,
+			[]entry{{"u0", 0, 1, 200}, {"u1", 10, 2, 200}}, map[uint64]int64{1: 20, 2: 20, 9: 40}},
+		{"the issue's priority", two,
+			[]entry{{"u0", 0, 1, 200}, {"u1", 1_000_000, 2, 200}}, map[uint64]int64{1: 20, 2: 20, 9: 40}},
+		{"what one user leaves goes to the other", two,
+			[]entry{{"u0", 0, 1, 200}, {"u1", 10, 2, 5}}, map[uint64]int64{1: 35, 2: 5, 9: 40}},
+		{"a user's higher priority goes first within its share", two,
+			[]entry{{"u0", 0, 1, 200}, {"u1", 0, 2, 200}, {"u1", 10, 3, 30}}, map[uint64]int64{1: 20, 3: 20, 9: 40}},
+		{"a user's priorities weigh as one user", two,
+			[]entry{{"u0", 0, 1, 200}, {"u1", 0, 2, 200}, {"u1", -1, 3, 200}, {"u1", -2, 4, 200}}, map[uint64]int64{1: 20, 2: 20, 9: 40}},
+		{"without queues", nil,
+			[]entry{{"u0", 0, 1, 200}, {"u1", 1_000_000, 2, 200}, {"u1", -1, 3, 200}}, map[uint64]int64{1: 40, 2: 40}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := &Input{Queues: c.tree}
+			for i := range 8 {
+				in.Instances = append(in.Instances, Instance{ID: uint32(i + 1), FreeMilli: Cores(10), FreeMem: 100 * GiB})
+			}
+			var leaf int32
+			if c.tree != nil {
+				leaf = 1
+				r := NewRun(9, 1, 200, Cores(1), GiB)
+				r.Queue = 2
+				in.Users = append(in.Users, User{Name: "other", ReadyMilli: Cores(200), Runs: []Run{r}, Queue: 2})
+			}
+			for _, e := range c.entries {
+				r := NewRun(e.batch, 1, e.jobs, Cores(1), GiB)
+				r.Queue = leaf
+				in.Users = append(in.Users, User{Name: e.user, ReadyMilli: Cores(float64(e.jobs)), Runs: []Run{r}, Queue: leaf, Priority: e.prio})
+			}
+			got := placedPerBatch(Schedule(in))
+			for b, want := range c.want {
+				if got[b] != want {
+					t.Fatalf("placed %v, want %v", got, c.want)
+				}
+			}
+			var sum int64
+			for _, n := range got {
+				sum += n
+			}
+			if sum != 80 {
+				t.Fatalf("placed %v: %d jobs, want the fleet's 80", got, sum)
+			}
+		})
 	}
 }
 

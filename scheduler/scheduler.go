@@ -371,7 +371,7 @@ func SharesAndBudgets(in *Input) ([]int64, []int64) {
 		d[i] = Demand{Running: u.RunningMilli, Ready: u.ReadyMilli}
 	}
 	if len(in.Queues) == 0 {
-		return FairShare(d, roundFree(in)), nil
+		return splitByLeaf(in, d, []int64{roundFree(in)}), nil
 	}
 	ri := resourceIndex{gpus: map[string]int{}}
 	ready := make([]Res, len(in.Queues)+1)
@@ -397,9 +397,15 @@ func cpuOf(shares []Res) []int64 {
 }
 
 // splitByLeaf shares each leaf's budget of cores between its users
-// (budget indexed as queueShares' nodes): users with work of a higher
-// priority first, by FairShare between those of one priority, what they
-// leave to those of the next.
+// (budget indexed as queueShares' nodes) by FairShare, whatever the
+// priorities of their work, then each user's share between its own
+// entries, the highest priority first. A priority orders a user's own
+// work; between users it orders only who is served first within the
+// shares, so no user of a shared leaf takes another's fair share by
+// asking a higher priority (the leaf's and the project's max_priority
+// bound what it may ask, placement.PriorityCap). A user's entries in one
+// leaf (one per priority) weigh as one user: its running cores once,
+// its Ready cores together.
 func splitByLeaf(in *Input, d []Demand, budget []int64) []int64 {
 	out := make([]int64, len(in.Users))
 	idx := make([]int, len(in.Users))
@@ -407,27 +413,53 @@ func splitByLeaf(in *Input, d []Demand, budget []int64) []int64 {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		la, lb := leafOf(in, &in.Users[a]), leafOf(in, &in.Users[b])
-		if la != lb {
+		ua, ub := &in.Users[a], &in.Users[b]
+		if la, lb := leafOf(in, ua), leafOf(in, ub); la != lb {
 			return cmp.Compare(la, lb)
 		}
-		return cmp.Compare(in.Users[b].Priority, in.Users[a].Priority)
+		if c := cmp.Compare(ua.Name, ub.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(ub.Priority, ua.Priority)
 	})
-	left := slices.Clone(budget)
 	for lo := 0; lo < len(idx); {
-		u := &in.Users[idx[lo]]
-		l, prio := leafOf(in, u), u.Priority
+		l := leafOf(in, &in.Users[idx[lo]])
 		hi := lo
-		for hi < len(idx) && leafOf(in, &in.Users[idx[hi]]) == l && in.Users[idx[hi]].Priority == prio {
+		for hi < len(idx) && leafOf(in, &in.Users[idx[hi]]) == l {
 			hi++
 		}
-		gd := make([]Demand, hi-lo)
-		for k := range gd {
-			gd[k] = d[idx[lo+k]]
+		// The leaf's users, each a run of its entries in idx[lo:hi],
+		// highest priority first.
+		var starts []int
+		var gd []Demand
+		for k := lo; k < hi; k++ {
+			e := idx[k]
+			if k == lo || in.Users[e].Name != in.Users[idx[k-1]].Name {
+				starts = append(starts, k)
+				gd = append(gd, Demand{Running: d[e].Running})
+			}
+			gd[len(gd)-1].Ready += max(d[e].Ready, 0)
 		}
-		for k, v := range FairShare(gd, max(left[l], 0)) {
-			out[idx[lo+k]] = v
-			left[l] -= v
+		for k, s := range starts {
+			// Pass 1 counts what each entry placed in its running
+			// cores: the user runs its own cores and all of those.
+			base := in.Users[idx[s]].RunningMilli
+			next := hi
+			if k+1 < len(starts) {
+				next = starts[k+1]
+			}
+			gd[k].Running = base
+			for j := s; j < next; j++ {
+				gd[k].Running += max(d[idx[j]].Running-base, 0)
+			}
+		}
+		starts = append(starts, hi)
+		for k, v := range FairShare(gd, max(budget[l], 0)) {
+			for j := starts[k]; j < starts[k+1]; j++ {
+				e := idx[j]
+				out[e] = min(v, max(d[e].Ready, 0))
+				v -= out[e]
+			}
 		}
 		lo = hi
 	}
@@ -870,13 +902,14 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 			}
 			again := make([]Demand, len(in.Users))
 			for i, u := range in.Users {
+				placed := out.Users[i].Placed
+				again[i].Running = u.RunningMilli + placed // a user's other entries weigh it (splitByLeaf)
 				if cursors[i].run < len(u.Runs) {
-					placed := out.Users[i].Placed
-					again[i] = Demand{Running: u.RunningMilli + placed, Ready: max(u.ReadyMilli-placed-unfit[i], 0)}
+					again[i].Ready = max(u.ReadyMilli-placed-unfit[i], 0)
 				}
 			}
 			if budget == nil {
-				share = FairShare(again, left)
+				share = splitByLeaf(in, again, []int64{left})
 			} else {
 				// What each leaf has left of its part, between its
 				// users that can still place.

@@ -138,7 +138,7 @@ func TestJobWhyNamesPriorityAndPreemption(t *testing.T) {
 		})
 		return msg
 	}
-	if got, want := why(low, "priority"), "behind 3 Ready jobs of higher priority in queue org/tier3"; got != want {
+	if got, want := why(low, "priority"), "behind 3 Ready jobs of its user's batches of higher priority in queue org/tier3"; got != want {
 		t.Errorf("job why says %q, want %q", got, want)
 	}
 	// Its fair share is what it asks for (1 core): tier 1 weighs 4 to

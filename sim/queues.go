@@ -96,9 +96,15 @@ type QueueExpect struct {
 	// NoStarvation: every queue with work runs some within StarveWithin
 	// of its first arrival.
 	StarveWithin Duration `json:"starve_within,omitempty"`
-	// Priorities: no job starts while a job of a higher priority in its
-	// queue waits.
+	// Priorities: no job of a user starts while a job of the same user
+	// and a higher priority in its queue waits (between users, fair
+	// share decides: a priority orders a user's own work).
 	Priorities bool `json:"priorities,omitempty"`
+	// UserShares are each user's share of the cores the users named hold
+	// together, averaged over [SharesFrom, SharesTo), within Tolerance of
+	// it: fair share between the users of a leaf whatever priorities they
+	// ask.
+	UserShares map[string]float64 `json:"user_shares,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -140,6 +146,9 @@ type QueueResult struct {
 	// preemption to its next preemption (-1: no job was preempted twice).
 	MinPreemptionGap   float64 `json:"min_preemption_gap_s"`
 	PriorityInversions int     `json:"priority_inversions"`
+	// UserShares: each user's mean share of the cores the expected users
+	// held, over the expectation's window.
+	UserShares map[string]float64 `json:"user_shares,omitempty"`
 	// FirstRun: per queue, from its first arrival to its first start.
 	FirstRun map[string]float64 `json:"first_run_s"`
 }
@@ -147,6 +156,8 @@ type QueueResult struct {
 // qjob is one job's life as the simulation saw it.
 type qjob struct {
 	queue     string
+	user      string
+	milli     int64
 	priority  int32
 	ready     time.Time // when it (last) became Ready
 	waited    []time.Duration
@@ -168,10 +179,12 @@ type qrun struct {
 	known   map[uint32][]state.AttemptID
 	res     *QueueResult
 	first   map[string]time.Time
-	// samples of each queue's cores held, for shares
-	held    map[string]float64
-	nSam    int
-	batches uint64
+	// samples of each queue's cores held, for shares, and each user's
+	held     map[string]float64
+	nSam     int
+	userHeld map[string]float64
+	nUserSam int
+	batches  uint64
 }
 
 type qattempt struct {
@@ -192,7 +205,7 @@ func RunQueues(ctx context.Context, sc *QueueScenario, opts Options, preemptEver
 		return nil, errors.New("sim: the preemption interval must be positive")
 	}
 	r := &qrun{raftLog: raftLog{st: state.New(), clk: &clock{t: start}, check: opts.Check}, sc: sc, opts: opts, region: map[uint32]string{}, jobs: map[jobKey]*qjob{},
-		running: map[attemptKey]*qattempt{}, known: map[uint32][]state.AttemptID{}, first: map[string]time.Time{}, held: map[string]float64{},
+		running: map[attemptKey]*qattempt{}, known: map[uint32][]state.AttemptID{}, first: map[string]time.Time{}, held: map[string]float64{}, userHeld: map[string]float64{},
 		res: &QueueResult{Name: sc.Name, P50Wait: map[string]float64{}, P99Wait: map[string]float64{}, MaxWait: map[string]float64{},
 			Preempted: map[string]int{}, ReclaimAfter: map[string]float64{}, VictimRegions: map[string][]string{}, FirstRun: map[string]float64{}}}
 	if err := r.setUp(); err != nil {
@@ -352,7 +365,7 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			grace = state.DefaultPreemptGraceMs * time.Millisecond
 		}
 		for k := 0; k < n; k++ {
-			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace}
+			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace}
 		}
 		id += uint32(n)
 	}
@@ -486,15 +499,33 @@ func (r *qrun) recordVictims(out *scheduler.PreemptOutput, n int, now time.Time)
 	}
 }
 
-// sample adds each queue's cores held now to the shares' sums, within
-// the expectation's window.
+// sample adds each queue's cores held now to the shares' sums, and each
+// user's to the users' shares, within the expectation's window.
 func (r *qrun) sample(now time.Time) {
 	e := &r.sc.Expect
-	if len(e.Shares) == 0 {
-		return
-	}
 	t := Duration(now.Sub(start))
 	if t < e.SharesFrom || (e.SharesTo > 0 && t >= e.SharesTo) {
+		return
+	}
+	if len(e.UserShares) > 0 {
+		var total float64
+		held := map[string]float64{}
+		for k := range r.running {
+			if j := r.jobs[jobKey{k.b, k.j}]; j != nil {
+				if _, ok := e.UserShares[j.user]; ok {
+					held[j.user] += float64(j.milli)
+					total += float64(j.milli)
+				}
+			}
+		}
+		if total > 0 {
+			for u, v := range held {
+				r.userHeld[u] += v / total
+			}
+			r.nUserSam++
+		}
+	}
+	if len(e.Shares) == 0 {
 		return
 	}
 	var total float64
@@ -520,6 +551,12 @@ func (r *qrun) result() *QueueResult {
 		res.Shares = map[string]float64{}
 		for p, v := range r.held {
 			res.Shares[p] = round(v/float64(r.nSam), 4)
+		}
+	}
+	if r.nUserSam > 0 {
+		res.UserShares = map[string]float64{}
+		for u, v := range r.userHeld {
+			res.UserShares[u] = round(v/float64(r.nUserSam), 4)
 		}
 	}
 	waits := map[string][]time.Duration{}
@@ -555,24 +592,25 @@ func (r *qrun) result() *QueueResult {
 	return res
 }
 
-// inversions counts starts of jobs while a job of a higher priority in
-// the same queue was Ready and waited.
+// inversions counts starts of jobs while a job of the same user and a
+// higher priority in the same queue was Ready and waited.
 func (r *qrun) inversions() int {
 	type span struct{ from, to time.Time }
 	waiting := map[string]map[int32][]span{}
 	for _, j := range r.jobs {
-		if waiting[j.queue] == nil {
-			waiting[j.queue] = map[int32][]span{}
+		key := j.queue + "\x00" + j.user
+		if waiting[key] == nil {
+			waiting[key] = map[int32][]span{}
 		}
 		for i, s := range j.starts {
 			w := j.waited[i]
-			waiting[j.queue][j.priority] = append(waiting[j.queue][j.priority], span{s.Add(-w), s})
+			waiting[key][j.priority] = append(waiting[key][j.priority], span{s.Add(-w), s})
 		}
 	}
 	n := 0
 	for _, j := range r.jobs {
 		for _, s := range j.starts {
-			for prio, spans := range waiting[j.queue] {
+			for prio, spans := range waiting[j.queue+"\x00"+j.user] {
 				if prio <= j.priority {
 					continue
 				}
@@ -630,7 +668,12 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 		}
 	}
 	if e.Priorities && res.PriorityInversions > 0 {
-		errs = append(errs, fmt.Errorf("%d jobs started while a job of a higher priority in their queue waited", res.PriorityInversions))
+		errs = append(errs, fmt.Errorf("%d jobs started while a job of their user of a higher priority in their queue waited", res.PriorityInversions))
+	}
+	for u, want := range e.UserShares {
+		if got := res.UserShares[u]; math.Abs(got-want) > tol*want {
+			errs = append(errs, fmt.Errorf("user %s held %.3f of the cores, want %.3f ± %.0f%%", u, got, want, tol*100))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -520,7 +520,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
 		}
 		if jp.AheadByPriority > 0 && len(jp.Queues) > 0 {
-			add("priority", fmt.Sprintf("behind %d Ready jobs of higher priority in queue %s", jp.AheadByPriority, jp.Queues[0].Path))
+			add("priority", fmt.Sprintf("behind %d Ready jobs of its user's batches of higher priority in queue %s", jp.AheadByPriority, jp.Queues[0].Path))
 		}
 		if s.waiting != nil && !isStale(r) && len(jp.Queues) > 0 {
 			for _, w := range s.waiting.Queue(jp.Queues[0].Path) {

@@ -22,8 +22,9 @@ type JobPlace struct {
 	BatchCancelled bool
 	Regions        []string
 	Pool           string
-	// AheadByPriority counts the Ready jobs of batches of a higher
-	// priority in its leaf queue, which go first.
+	// AheadByPriority counts the Ready jobs of its user's batches of a
+	// higher priority in its leaf queue, which go first within the
+	// user's fair share (other users' priorities do not take it).
 	AheadByPriority int64
 	// HomeClusters: where its queue is routed (none: any cluster).
 	HomeClusters     []string
@@ -87,7 +88,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 	if leaf := r.Queue(b); leaf != nil && j.State == state.Ready {
 		for _, q := range queues {
 			for _, o := range q.Batches() {
-				if o.Priority > b.Priority && r.Queue(o) == leaf {
+				if o.Priority > b.Priority && o.User == b.User && r.Queue(o) == leaf {
 					jp.AheadByPriority += r.ReadyJobs(o)
 				}
 			}
