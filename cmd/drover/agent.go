@@ -45,6 +45,9 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	exampleRates := fs.Bool("example-rates", true, "with -dev, price compute, memory and the service fee at example rates when no rate is set (deliberately high, so a short demo costs cents rather than $0.00; set real ones with drover rate set)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories the workers' jobs may name in file:// input and output URLs")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials for the workers' image pulls")
+	jobUIDs := fs.String("job-uids", "", "user IDs the workers' jobs run as, FIRST-LAST (default: drover worker's)")
+	var writable multiFlag
+	fs.Var(&writable, "job-writable-dir", "a host directory the workers' isolated jobs may write (repeatable; see drover worker -help)")
 	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it, and a retired worker instance once no batch in memory refers to it")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger (default: <data-dir>/history.db)")
 	gcPercent := gcPercentFlag(fs)
@@ -112,6 +115,12 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	}
 	if *registryAuth != "" {
 		workerFlags = append(workerFlags, "-registry-auth", *registryAuth)
+	}
+	if *jobUIDs != "" {
+		workerFlags = append(workerFlags, "-job-uids", *jobUIDs)
+	}
+	for _, d := range writable {
+		workerFlags = append(workerFlags, "-job-writable-dir", d)
 	}
 	secretFile := filepath.Join(*dataDir, "worker.secret")
 	secret, err := ensureSecret(secretFile)
