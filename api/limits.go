@@ -19,6 +19,10 @@ const (
 	MaxJobsPerBatch = 1 << 31
 	// MaxCPU is the most cores one job may ask for.
 	MaxCPU = 4096
+	// MaxMemory is the most memory one job may ask for: 64 TiB, twice
+	// the largest machine a cloud rents. Servers bound a job further by
+	// the largest machine their fleet offers (placement.Sizes.CheckSize).
+	MaxMemory = 64 << 40
 	// MinCPU is the smallest amount of a core a job can ask for: servers
 	// count cores in thousandths.
 	MinCPU = 0.001
@@ -196,6 +200,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.Memory < 0 {
 		return fmt.Errorf("memory is %d bytes; it must be positive (0 means 1 GiB per core)", s.Memory)
+	}
+	if s.Memory > MaxMemory {
+		return fmt.Errorf("memory is %d bytes; a job may ask for at most %d (64 TiB, more than any machine has)", s.Memory, int64(MaxMemory))
 	}
 	if s.TimeoutSeconds < 0 || math.IsNaN(s.TimeoutSeconds) || s.TimeoutSeconds > MaxTimeoutSeconds {
 		return fmt.Errorf("timeout_seconds is %g; it must be between 0 (no limit) and one year", s.TimeoutSeconds)

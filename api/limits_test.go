@@ -26,6 +26,8 @@ func TestJobSpecValidate(t *testing.T) {
 		{"NaN cpu", func(s *JobSpec) { s.CPU = math.NaN() }, "cpu is NaN"},
 		{"below a millicore", func(s *JobSpec) { s.CPU = 0.0001 }, "below the smallest unit, 0.001 cores"},
 		{"negative memory", func(s *JobSpec) { s.Memory = -5 }, "memory is -5 bytes"},
+		{"max memory", func(s *JobSpec) { s.Memory = MaxMemory }, ""},
+		{"the issue's 8 EiB", func(s *JobSpec) { s.Memory = math.MaxInt64 }, "memory is 9223372036854775807 bytes; a job may ask for at most 70368744177664 (64 TiB"},
 		{"timeout over a year", func(s *JobSpec) { s.TimeoutSeconds = MaxTimeoutSeconds + 1 }, "one year"},
 		{"too many retries", func(s *JobSpec) { s.Retries = MaxRetries + 1 }, "retries is 101"},
 		{"process limit", func(s *JobSpec) { s.MaxProcesses = MinJobProcesses }, ""},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -485,9 +486,17 @@ func TestRegionDeadlockAndJobWhy(t *testing.T) {
 	p := submit(c, "default", long(1, "A"), child)
 	eventually("parent", p, 2, "parents", "parent 1 not finished")
 
-	// 2. No worker large enough.
-	huge := submit(c, "default", api.JobSpec{JobID: 1, Command: []string{"true"}, Memory: 1 << 40})
-	eventually("too large", huge, 1, "memory_capacity", "needs 1TiB memory; the largest offers 4GiB")
+	// 2. No worker large enough: refused at submit, naming the largest
+	// (a job submitted before its machine left still says why it waits:
+	// memory_capacity, server's TestBatchAndJobStatusSayWhyJobsWait).
+	refusedAtSubmit := func(what string, j api.JobSpec, words string) {
+		t.Helper()
+		_, err := c.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{j}})
+		if !api.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), words) {
+			t.Fatalf("%s: %v, want a 400 saying %q", what, err, words)
+		}
+	}
+	refusedAtSubmit("too large", api.JobSpec{JobID: 1, Command: []string{"true"}, Memory: 1 << 40}, "memory 1TiB is more than the largest machine offers (4GiB: worker")
 
 	// 3. The only cluster it may use is disabled.
 	a.drover(a.token, "cluster", "disable", "b", "-reason", "maintenance").must(t, 0)
@@ -509,9 +518,8 @@ func TestRegionDeadlockAndJobWhy(t *testing.T) {
 		t.Fatalf("queue show: %+v", show)
 	}
 
-	// 5. No worker has the GPUs it needs.
-	g := submit(c, "default", api.JobSpec{JobID: 1, Command: []string{"true"}, GPUs: 1, GPUType: "a100"})
-	eventually("gpu", g, 1, "gpu_capacity", "needs 1 a100 GPUs; none of the 2 workers it may use has them")
+	// 5. No machine has the GPUs it needs: refused at submit too.
+	refusedAtSubmit("gpu", api.JobSpec{JobID: 1, Command: []string{"true"}, GPUs: 1, GPUType: "a100"}, "gpu_type a100: no machine offers it (GPU types offered: none)")
 
 	// 6. Fair share: another user with fewer cores running comes first,
 	// and every core is taken (root holds 3: parent, disabled-then-enabled

@@ -60,7 +60,9 @@ func TestFinishedBatchesMoveToHistory(t *testing.T) {
 		{JobID: 121, Name: "merge", Command: []string{"true"}, ParentRanges: []api.IDRange{{1, 120}}},
 	})
 	b := submit("small", []api.JobSpec{{JobID: 1, Name: "one", Command: []string{"true"}, Count: 5}})
-	stuck := submit("stuck", []api.JobSpec{{JobID: 1, Name: "big", Command: []string{"true"}, CPU: 64}})
+	// A job no worker will run: in a region none is in (one larger than
+	// every machine is refused at submit once the worker has joined).
+	stuck := submit("stuck", []api.JobSpec{{JobID: 1, Name: "elsewhere", Command: []string{"true"}, Regions: []string{"nowhere"}}})
 
 	// Read the finished batches from memory, as the API shows them.
 	var liveA, liveB *api.Batch

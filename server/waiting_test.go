@@ -145,14 +145,17 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 	tc := startServer(t, "", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
-		t.Fatal(err)
-	}
+	// Submitted before any worker joined, so no machine bounds the
+	// jobs' size yet (with one, a job larger than every machine is
+	// refused at submit): the huge ones wait for a machine their size.
 	b, err := tc.admin.Submit(ctx, &api.CreateBatchRequest{BillingProject: "default"}, api.Jobs{
 		{JobID: 1, Name: "huge", Count: 1_000_000, Command: []string{"true"}, CPU: 1, Memory: 1 << 40},
 		{JobID: 1_000_001, Name: "small", Command: []string{"true"}, CPU: 1, Memory: 1 << 30},
 	}, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
 		t.Fatal(err)
 	}
 	for {

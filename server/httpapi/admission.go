@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -90,10 +91,84 @@ type submission struct {
 	priority int64
 }
 
+// fleetSizes are the machine sizes the fleet offers now: its active
+// workers', its launch configs' and its clusters' declared pools'
+// (placement.NewSizes keeps those no other holds). Read at every
+// submission of jobs: a machine that joins or a config an admin adds
+// raises the bound at once.
+func fleetSizes(r state.Reader) placement.Sizes {
+	type shape struct {
+		cpu, mem int64
+		gpuType  string
+		gpus     int64
+	}
+	seen := map[shape]bool{}
+	var ms []placement.Machine
+	add := func(cpu, mem int64, gpuType string, gpus int64, where func() string) {
+		k := shape{cpu, mem, gpuType, gpus}
+		if cpu <= 0 || mem <= 0 || seen[k] {
+			return
+		}
+		seen[k] = true
+		ms = append(ms, placement.Machine{CPUMilli: cpu, Memory: mem, GPUType: gpuType, GPUs: gpus, Where: where()})
+	}
+	for lc := range r.LaunchConfigs() {
+		add(lc.CPUMilli, lc.Memory, lc.GPUType, lc.GPUs, func() string { return "launch config " + lc.Name + " of cluster " + lc.Cluster })
+	}
+	for cl := range r.Clusters() {
+		for _, p := range cl.Pools {
+			add(p.CPUMilli, p.Memory, p.GPUType, p.GPUs, func() string { return "pool " + p.Name + " of cluster " + cl.Name })
+		}
+	}
+	for inst := range r.Instances() {
+		add(inst.CPUMilli, inst.Memory, inst.GPUType, inst.GPUs, func() string {
+			if inst.Cluster == "" {
+				return "worker " + inst.Name
+			}
+			return "worker " + inst.Name + " in cluster " + inst.Cluster
+		})
+	}
+	return placement.NewSizes(ms)
+}
+
+// checkSizes refuses a job larger than every machine the fleet offers
+// (placement.Sizes.CheckSize: 400 naming the largest), which would wait
+// for ever. Not checked again at apply: the fleet changes between submit
+// and apply, and a job that fitted a machine that has since left waits
+// for another as any job does.
+func checkSizes(sizes placement.Sizes, entries []state.JobEntry) error {
+	if len(sizes) == 0 {
+		return nil
+	}
+	type size struct {
+		cpu, mem int64
+		gpuType  string
+		gpus     int64
+	}
+	checked := map[size]bool{}
+	for i := range entries {
+		sp := entries[i].Spec
+		if sp == nil {
+			continue
+		}
+		typ, n := sp.GPUs()
+		k := size{sp.CPUMilli, sp.Memory, typ, n}
+		if checked[k] {
+			continue
+		}
+		checked[k] = true
+		if err := sizes.CheckSize(sp.CPUMilli, sp.Memory, typ, n); err != nil {
+			return codedf(http.StatusBadRequest, "job %d (%q): %v", entries[i].First, sp.Name, err)
+		}
+	}
+	return nil
+}
+
 // admit checks a submission against the billing project's rules
 // (state.CheckJobs: 403 for a file outside its storage prefixes or a host
 // network it does not allow; state.CheckPriority: 403 for a new batch's
-// priority above its cap) and the limits, and returns a 413 error (too
+// priority above its cap), the fleet's largest machine (checkSizes: 400)
+// and the limits, and returns a 413 error (too
 // big for the servers) or a 429 (beyond what one user or billing project
 // may hold at once) naming the limit when it does not fit. A repeat of an
 // earlier request (same idempotency key) is always admitted: the state
@@ -102,11 +177,15 @@ func (s *Server) admit(sub submission) error {
 	var a state.Admission
 	var checked *state.ApplyError
 	var budget billing.Budget
+	var sizes placement.Sizes
 	s.state.Read(func(r state.Reader) {
 		if a = r.Admission(sub.batch, sub.user, sub.project, sub.key); !a.Repeat {
 			checked, budget = r.CheckJobs(a.ProjectName, sub.by, sub.entries), r.Budget(a.ProjectName)
 			if checked == nil && sub.batch == 0 {
 				checked = r.CheckPriority(a.ProjectName, sub.by, sub.queue, sub.priority)
+			}
+			if checked == nil && len(sub.entries) > 0 {
+				sizes = fleetSizes(r)
 			}
 		}
 	})
@@ -115,6 +194,9 @@ func (s *Server) admit(sub submission) error {
 	}
 	if checked != nil {
 		return checked
+	}
+	if err := checkSizes(sizes, sub.entries); err != nil {
+		return err
 	}
 	if now := time.Now().UnixNano(); budget.Reached(now) {
 		return codedf(http.StatusPaymentRequired, "billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
