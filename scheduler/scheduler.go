@@ -412,13 +412,27 @@ func splitByLeaf(in *Input, d []Demand, budget []int64) []int64 {
 	for i := range idx {
 		idx[i] = i
 	}
+	// A user's entries together, where its first is in the input's order
+	// (which FairShare's remainder follows), highest priority first.
+	type leafUser struct {
+		leaf int
+		name string
+	}
+	first := make(map[leafUser]int, len(in.Users))
+	for i := range in.Users {
+		k := leafUser{leafOf(in, &in.Users[i]), in.Users[i].Name}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+		}
+	}
 	slices.SortStableFunc(idx, func(a, b int) int {
 		ua, ub := &in.Users[a], &in.Users[b]
-		if la, lb := leafOf(in, ua), leafOf(in, ub); la != lb {
+		la, lb := leafOf(in, ua), leafOf(in, ub)
+		if la != lb {
 			return cmp.Compare(la, lb)
 		}
-		if c := cmp.Compare(ua.Name, ub.Name); c != 0 {
-			return c
+		if fa, fb := first[leafUser{la, ua.Name}], first[leafUser{lb, ub.Name}]; fa != fb {
+			return cmp.Compare(fa, fb)
 		}
 		return cmp.Compare(ub.Priority, ua.Priority)
 	})
