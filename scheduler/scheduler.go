@@ -61,8 +61,10 @@ type User struct {
 	ReadyMemory int64
 	Runs        []Run
 	// Queue is 1 + the index into Input.Queues of the leaf the runs are
-	// in (0: none); Priority is the highest priority of its runs' batches
-	// (users of a leaf with higher priority work are served first).
+	// in (0: none); Priority is the priority of its runs' batches (a user
+	// has one User per priority in a leaf: its fair share is the user's,
+	// split between them highest first; users with higher priority work
+	// are served first in a round, within their shares).
 	Queue    int32
 	Priority int32
 }
