@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,20 +20,51 @@ import (
 
 // Completion callbacks: the leader POSTs a complete batch, as the API
 // shows it, to the URL the batch named, from the server (never from a
-// worker or a job's network), after checking the URL against the
-// destinations the servers allow (api.CallbackAllowed, the rule the API
-// checked it with). A 2xx answer is a delivery; anything else is tried
-// again after CallbackRetry, doubling, up to CallbackAttempts in all.
-// Either way the outcome goes through Raft (state.CallbackDone), so a
-// new leader does not report a completion again, but one the last leader
-// reported just before it stopped may be (at least once).
+// worker or a job's network), after checking the URL again with the rule
+// the API checked it with (api.ParseCallback, which refuses paths a
+// receiver could resolve elsewhere, then api.CallbackAllowed against the
+// destinations the servers allow). A 2xx answer is a delivery; anything
+// else is tried again CallbackRetry later, doubling, up to
+// CallbackAttempts attempts in all. The outcome goes through Raft
+// (state.CallbackDone), so a new leader does not report a completion
+// again, but one the last leader reported just before it stopped may be
+// (at least once).
+//
+// Deliveries are fair between billing projects: one POST holds one of
+// callbacksInFlight slots only while it is on the wire (a failed attempt
+// gives its slot back and waits for its retry in the leader's memory), a
+// project holds at most callbacksPerProject of them, and free slots go to
+// the projects with due callbacks in turn (round-robin), each project's
+// oldest first. However many failing or slow callbacks a project has, it
+// costs another project's next one at most the wait for one slot: that
+// project's turn comes with the first slot free after this one's.
+//
+// What the leader keeps of a due callback is bounded and small: each scan
+// of the state lists at most callbacksQueued per project (the URL is the
+// state's own string), and a report waiting for its retry is a
+// callbackRetry (a version, a count and a time) until its next attempt or
+// until it is no longer due. The retry schedule is not in the Raft log: a
+// new leader starts each due report again at its first attempt (a
+// receiver that keeps failing may be tried CallbackAttempts times per
+// leader; at least once holds).
 
-// callbacksInFlight bounds the deliveries the leader makes at once, and
-// callbackTimeout one POST.
+// callbacksInFlight bounds the POSTs the leader makes at once, and
+// callbacksPerProject those of one billing project: half of them, so a
+// project whose receiver hangs until callbackTimeout on every POST leaves
+// the other half to everyone else, while a project alone with a backlog
+// still has 4 POSTs going at once. callbacksQueued bounds what one scan
+// lists per project (enough to refill its slots until the next scan),
+// callbackTimeout one POST, callbackPoll how often the leader looks for
+// newly complete batches, and callbackRescan how soon after a slot frees
+// it looks again when it has nothing left to start (each look is a pass
+// over the batches in memory).
 const (
-	callbacksInFlight = 8
-	callbackTimeout   = 10 * time.Second
-	callbackPoll      = time.Second
+	callbacksInFlight   = 8
+	callbacksPerProject = callbacksInFlight / 2
+	callbacksQueued     = 2 * callbacksPerProject
+	callbackTimeout     = 10 * time.Second
+	callbackPoll        = time.Second
+	callbackRescan      = 100 * time.Millisecond
 )
 
 // callbackClient POSTs callbacks: no redirects (a receiver cannot send a
@@ -44,6 +76,134 @@ var callbackClient = &http.Client{
 	},
 }
 
+// callbackTry is one attempt at reporting a completion (the first is 1).
+type callbackTry struct {
+	state.CallbackDue
+	attempt int
+}
+
+// callbackOutcome is how a try went: retry says it failed and may be
+// tried again (last is its failure); otherwise it is over (recorded, or
+// this server no longer leads).
+type callbackOutcome struct {
+	try   callbackTry
+	retry bool
+	last  string
+}
+
+// callbackRetry is a failed report waiting for its next attempt.
+type callbackRetry struct {
+	version uint64    // the completion it reports
+	tried   int       // attempts made
+	at      time.Time // the next attempt, not before
+	scan    uint64    // the last scan that saw it due
+}
+
+// callbackQueue is the leader's delivery schedule; runCallbacks' loop
+// alone uses it.
+type callbackQueue struct {
+	retry    map[uint64]*callbackRetry
+	busy     map[uint64]bool          // batches being POSTed
+	inFlight map[string]int           // POSTs being made, per project
+	ready    map[string][]callbackTry // per project, from the last scan, not started
+	last     string                   // the project the last slot went to
+	scans    uint64
+	nextTry  time.Time // the earliest retry (zero: none)
+}
+
+func newCallbackQueue() *callbackQueue {
+	return &callbackQueue{retry: map[uint64]*callbackRetry{}, busy: map[uint64]bool{}, inFlight: map[string]int{}, ready: map[string][]callbackTry{}}
+}
+
+// scan lists the due reports that may start now, at most callbacksQueued
+// per project, leaving out those in flight and those waiting for their
+// retry; it forgets the retries of reports no longer due.
+func (q *callbackQueue) scan(st *state.State, now time.Time) {
+	q.scans++
+	q.nextTry = time.Time{}
+	due := st.CallbacksDue(callbacksQueued, func(d state.CallbackDue) bool {
+		if q.busy[d.Batch] {
+			return true
+		}
+		r := q.retry[d.Batch]
+		if r == nil {
+			return false
+		}
+		if r.version != d.Version { // completed again since: a new report
+			delete(q.retry, d.Batch)
+			return false
+		}
+		r.scan = q.scans
+		if r.at.After(now) {
+			if q.nextTry.IsZero() || r.at.Before(q.nextTry) {
+				q.nextTry = r.at
+			}
+			return true
+		}
+		return false
+	})
+	clear(q.ready)
+	for _, d := range due {
+		t := callbackTry{CallbackDue: d, attempt: 1}
+		if r := q.retry[d.Batch]; r != nil {
+			t.attempt = r.tried + 1
+		}
+		q.ready[d.BillingProject] = append(q.ready[d.BillingProject], t)
+	}
+	for id, r := range q.retry {
+		if r.scan != q.scans {
+			delete(q.retry, id) // reported, or gone from the state
+		}
+	}
+}
+
+// next takes the try the next free slot goes to: the oldest of the first
+// project after the last one served (in name order, wrapping) that has one
+// ready and fewer than callbacksPerProject in flight.
+func (q *callbackQueue) next() (callbackTry, bool) {
+	names := make([]string, 0, len(q.ready))
+	for p := range q.ready {
+		if q.inFlight[p] < callbacksPerProject {
+			names = append(names, p)
+		}
+	}
+	if len(names) == 0 {
+		return callbackTry{}, false
+	}
+	slices.Sort(names)
+	i, _ := slices.BinarySearch(names, q.last)
+	if i < len(names) && names[i] == q.last {
+		i++
+	}
+	p := names[i%len(names)]
+	t := q.ready[p][0]
+	if q.ready[p] = q.ready[p][1:]; len(q.ready[p]) == 0 {
+		delete(q.ready, p)
+	}
+	q.last = p
+	q.busy[t.Batch] = true
+	q.inFlight[p]++
+	return t, true
+}
+
+// done frees a try's slot; a failure to try again waits backoff.
+func (q *callbackQueue) done(o callbackOutcome, backoff time.Duration, now time.Time) {
+	t := o.try
+	delete(q.busy, t.Batch)
+	if q.inFlight[t.BillingProject]--; q.inFlight[t.BillingProject] <= 0 {
+		delete(q.inFlight, t.BillingProject)
+	}
+	if !o.retry {
+		delete(q.retry, t.Batch)
+		return
+	}
+	at := now.Add(backoff)
+	q.retry[t.Batch] = &callbackRetry{version: t.Version, tried: t.attempt, at: at, scan: q.scans}
+	if q.nextTry.IsZero() || at.Before(q.nextTry) {
+		q.nextTry = at
+	}
+}
+
 // runCallbacks delivers completion callbacks while this server leads.
 func (s *Server) runCallbacks(ctx context.Context) {
 	allow, err := api.ParseCallbackAllow(s.cfg.CallbackAllow) // Validate checked it
@@ -53,93 +213,117 @@ func (s *Server) runCallbacks(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, callbacksInFlight)
-	var mu sync.Mutex
-	busy := map[uint64]bool{} // batches being delivered
+	q := newCallbackQueue()
+	outcomes := make(chan callbackOutcome, callbacksInFlight)
+	free := callbacksInFlight
 	tick := time.NewTicker(callbackPoll)
 	defer tick.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	var lastScan time.Time
+	scan, freed := true, false
 	for {
-		for _, due := range s.state.CallbacksDue(4 * callbacksInFlight) {
-			mu.Lock()
-			if busy[due.Batch] {
-				mu.Unlock()
-				continue
+		now := time.Now()
+		if scan {
+			q.scan(s.state, now)
+			lastScan, scan, freed = now, false, false
+		}
+		for free > 0 {
+			t, ok := q.next()
+			if !ok {
+				break
 			}
-			busy[due.Batch] = true
-			mu.Unlock()
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
+			free--
 			wg.Add(1)
 			go func() {
-				defer func() {
-					mu.Lock()
-					delete(busy, due.Batch)
-					mu.Unlock()
-					<-slots
-					wg.Done()
-				}()
-				s.deliverCallback(ctx, due, allow)
+				defer wg.Done()
+				o := s.tryCallback(ctx, t, allow)
+				select {
+				case outcomes <- o: // room for every slot: never blocks
+				case <-ctx.Done():
+				}
 			}()
+		}
+		// Wake for the earliest retry, and after a slot frees when nothing
+		// is left to start (the next scan lists more), but never sooner
+		// than callbackRescan after the last scan.
+		at := q.nextTry
+		if freed && free > 0 && (at.IsZero() || lastScan.Before(at)) {
+			at = lastScan
+		}
+		if at.IsZero() {
+			wake.Stop()
+		} else {
+			wake.Reset(max(time.Until(at), time.Until(lastScan.Add(callbackRescan)), 0))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			scan = true
+		case <-wake.C:
+			scan = true
+		case o := <-outcomes:
+			free++
+			q.done(o, s.callbackBackoff(o.try.attempt), time.Now())
+			if o.retry {
+				s.log.Info("callbacks: a report failed; retrying", "batch", o.try.Batch, "project", o.try.BillingProject,
+					"attempt", o.try.attempt, "err", o.last, "retry", s.callbackBackoff(o.try.attempt))
+			}
+			freed = true
 		}
 	}
 }
 
-// deliverCallback reports one completion and records how it went.
-func (s *Server) deliverCallback(ctx context.Context, due state.CallbackDue, allow []*url.URL) {
-	result := s.postCallback(ctx, due, allow)
+// callbackBackoff is the wait after a report's attempt-th failure:
+// CallbackRetry, doubling.
+func (s *Server) callbackBackoff(attempt int) time.Duration {
+	return s.cfg.CallbackRetry << (attempt - 1) // Validate: at most 1h << 19
+}
+
+// tryCallback makes one attempt at a report, records the outcome through
+// Raft unless it is to be tried again, and says how it went.
+func (s *Server) tryCallback(ctx context.Context, t callbackTry, allow []*url.URL) callbackOutcome {
+	result, retry := s.postCallback(ctx, t, allow)
 	if ctx.Err() != nil {
-		return // no longer the leader: the next one reports it
+		return callbackOutcome{try: t} // no longer the leader: the next one reports it
 	}
-	if _, err := s.raft.Apply(&state.CallbackDone{Now: time.Now().UnixNano(), Batch: due.Batch, Version: due.Version, Result: result}); err != nil {
+	if retry {
+		return callbackOutcome{try: t, retry: true, last: result}
+	}
+	if _, err := s.raft.Apply(&state.CallbackDone{Now: time.Now().UnixNano(), Batch: t.Batch, Version: t.Version, Result: result}); err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("callbacks: record a report", "batch", due.Batch, "err", err)
+			s.log.Warn("callbacks: record a report", "batch", t.Batch, "err", err)
 		}
 	}
+	return callbackOutcome{try: t}
 }
 
-// postCallback POSTs the batch until a 2xx answer or the last attempt,
-// and says how it went.
-func (s *Server) postCallback(ctx context.Context, due state.CallbackDue, allow []*url.URL) string {
-	u, err := api.ParseCallback("callback", due.URL)
+// postCallback POSTs the batch once, and says how it went and whether to
+// try again.
+func (s *Server) postCallback(ctx context.Context, t callbackTry, allow []*url.URL) (string, bool) {
+	u, err := api.ParseCallback("callback", t.URL)
 	if err == nil && !api.CallbackAllowed(u, allow) {
 		err = errors.New("its destination is not allowed by this server (-callback-allow)")
 	}
 	if err != nil {
-		s.log.Warn("callbacks: not sent", "batch", due.Batch, "err", err)
-		return "not sent: " + err.Error()
+		s.log.Warn("callbacks: not sent", "batch", t.Batch, "err", err)
+		return "not sent: " + err.Error(), false
 	}
-	wait := s.cfg.CallbackRetry
-	var last string
-	for attempt := 1; attempt <= s.cfg.CallbackAttempts; attempt++ {
-		rec, ok := s.state.Batch(due.Batch)
-		if !ok {
-			return "not sent: the batch left the state"
-		}
-		body, _ := json.Marshal(apiview.Batch(&rec, time.Now()))
-		last, err = postOnce(ctx, u.String(), body)
-		if err == nil {
-			return last
-		}
-		s.log.Info("callbacks: a report failed; retrying", "batch", due.Batch, "attempt", attempt, "err", err, "retry", wait)
-		if attempt == s.cfg.CallbackAttempts {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ""
-		case <-time.After(wait):
-		}
-		wait *= 2
+	rec, ok := s.state.Batch(t.Batch)
+	if !ok {
+		return "not sent: the batch left the state", false
 	}
-	return fmt.Sprintf("given up after %d attempts: %s", s.cfg.CallbackAttempts, last)
+	body, _ := json.Marshal(apiview.Batch(&rec, time.Now()))
+	last, err := postOnce(ctx, u.String(), body)
+	switch {
+	case err == nil:
+		return last, false
+	case t.attempt >= s.cfg.CallbackAttempts:
+		s.log.Info("callbacks: a report failed; given up", "batch", t.Batch, "attempts", t.attempt, "err", last)
+		return fmt.Sprintf("given up after %d attempts: %s", s.cfg.CallbackAttempts, last), false
+	}
+	return last, true
 }
 
 // postOnce POSTs body to url and reads (at most 64 KiB of) the answer: an

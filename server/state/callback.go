@@ -43,23 +43,35 @@ func (s *State) applyCallbackDone(c *CallbackDone) any {
 
 // CallbackDue is a batch whose completion its callback has not been told.
 type CallbackDue struct {
-	Batch   uint64
-	Version uint64
-	URL     string
+	Batch          uint64
+	Version        uint64
+	URL            string
+	BillingProject string
 }
 
 // CallbacksDue lists complete batches whose callback has not been told of
-// their completion, oldest first, at most max.
-func (s *State) CallbacksDue(max int) []CallbackDue {
+// their completion, oldest first: of each billing project, its oldest at
+// most perProject that skip does not pass over (so that one project's
+// backlog does not hide another's first). skip (nil: none) sees every due
+// batch, each scan, while the state's read lock is held: it must not call
+// the state.
+func (s *State) CallbacksDue(perProject int, skip func(CallbackDue) bool) []CallbackDue {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []CallbackDue
+	listed := map[string]int{}
 	for _, id := range s.batchIDs {
-		if b := s.batches[id]; b.callbackDue() {
-			out = append(out, CallbackDue{Batch: id, Version: b.version, URL: b.Callback})
-			if len(out) == max {
-				break
-			}
+		b := s.batches[id]
+		if !b.callbackDue() {
+			continue
+		}
+		d := CallbackDue{Batch: id, Version: b.version, URL: b.Callback, BillingProject: b.BillingProject}
+		if skip != nil && skip(d) {
+			continue
+		}
+		if listed[d.BillingProject] < perProject {
+			listed[d.BillingProject]++
+			out = append(out, d)
 		}
 	}
 	return out
