@@ -150,7 +150,7 @@ func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	safef(m.Stdout, "Billing project %s: spend limit $%.2f\n", p.Name, p.SpendLimit)
+	safef(m.Stdout, "Billing project %s: spend limit %s\n", p.Name, spendLimit(p.SpendLimit))
 	return nil
 }
 
@@ -170,6 +170,14 @@ func (m *Main) runBPLogQuota(ctx context.Context, args []string) error {
 	}
 	safef(m.Stdout, "Billing project %s: log quota %s per server\n", p.Name, logQuota(p.LogQuota))
 	return nil
+}
+
+// spendLimit prints a spend limit ("none" for 0).
+func spendLimit(a money.Amount) string {
+	if a <= 0 {
+		return "none"
+	}
+	return dollars(a)
 }
 
 // logQuota prints a log quota ("none" for 0).
@@ -198,15 +206,12 @@ func (m *Main) runBPShow(ctx context.Context, args []string) error {
 		if *asJSON {
 			return m.printJSON(p)
 		}
-		limit := "none"
-		if p.SpendLimit > 0 {
-			limit = dollars(p.SpendLimit)
-		}
+		limit := spendLimit(p.SpendLimit)
 		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 		safef(tw, "Name\t%s\nMembers\t%s\nManagers\t%s\nViewers\t%s\nCost\t%s\nSpend limit\t%s\nLog quota\t%s per server\nHost network\t%s\nMax priority\t%d (and its queue's)\n",
 			p.Name, strings.Join(p.Members, ", "), strings.Join(p.Managers, ", "), strings.Join(p.Viewers, ", "), dollars(p.Cost), limit, logQuota(p.LogQuota), hostNetworkWord(p.AllowHostNetwork), p.MaxPriority)
 		if len(p.Storage) == 0 {
-			safeln(tw, "Storage\tnone: its jobs can name no input or output URL")
+			safef(tw, "Storage\tnone: its jobs can name no input or output URL\n")
 		}
 		for i, s := range p.Storage {
 			label := ""

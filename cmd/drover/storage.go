@@ -115,7 +115,7 @@ func (m *Main) printPrefixes(list []api.StoragePrefix) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safeln(tw, "PREFIX\tCREDENTIALS\tS3\tADDED BY\tADDED")
+	safef(tw, "PREFIX\tCREDENTIALS\tS3\tADDED BY\tADDED\n")
 	for _, p := range list {
 		s3 := "-"
 		if p.S3 != nil {
