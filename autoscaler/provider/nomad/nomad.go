@@ -92,7 +92,10 @@ func (n *Nomad) query(ctx context.Context) *nomadapi.QueryOptions {
 // job is the Nomad job of one machine; its worker finds the machine's
 // join token in its task's environment (provider.JoinTokenEnv).
 func (n *Nomad) job(req *provider.LaunchRequest, name, joinToken string) *nomadapi.Job {
-	args := append(provider.WorkerArgs(req, name), "-data-dir", "${NOMAD_TASK_DIR}/drover")
+	// The worker's data dir is its default (/var/lib/drover-worker-NAME
+	// as root): a worker refuses one under a directory others may write,
+	// as Nomad makes a task's local/ (0777).
+	args := provider.WorkerArgs(req, name)
 	meta := map[string]string{provider.LabelDeployment: n.opts.Deployment, provider.LabelMachine: name}
 	for k, v := range req.Labels {
 		meta[k] = v
