@@ -50,6 +50,8 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	fs.Var(&writable, "job-writable-dir", "a host directory the workers' isolated jobs may write (repeatable; see drover worker -help)")
 	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it, and a retired worker instance once no batch in memory refers to it")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger (default: <data-dir>/history.db)")
+	var callbackAllow multiFlag
+	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks; as drover server's)")
 	gcPercent := gcPercentFlag(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
@@ -136,6 +138,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	cfg.WorkerSecret = secret
 	cfg.LostTimeout = *lost
 	cfg.Retention, cfg.HistoryDSN = *retention, *historyDSN
+	cfg.CallbackAllow = callbackAllow
 	// One voter: elect it quickly.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
 	cfg.ElectionTimeout = 300 * time.Millisecond
