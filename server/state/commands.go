@@ -311,6 +311,11 @@ type Placement struct {
 type Plan struct {
 	Now        int64
 	Placements []Placement
+	// Reserve: an attempt is billed from Now, its reservation, not from
+	// when its worker starts its command. Plans of leaders from before
+	// it (false) apply as they did: billed from the start the worker
+	// reports.
+	Reserve bool
 }
 
 // Event is a worker's report about an attempt.

@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF81610 = 1
-	codecSelferCcRAW1610  = 255
+	codecSelferCcUTF81873 = 1
+	codecSelferCcRAW1873  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray1610  = 10
-	codecSelferValueTypeMap1610    = 9
-	codecSelferValueTypeString1610 = 6
-	codecSelferValueTypeInt1610    = 2
-	codecSelferValueTypeUint1610   = 3
-	codecSelferValueTypeFloat1610  = 4
-	codecSelferBitsize1610         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray1873  = 10
+	codecSelferValueTypeMap1873    = 9
+	codecSelferValueTypeString1873 = 6
+	codecSelferValueTypeInt1873    = 2
+	codecSelferValueTypeUint1873   = 3
+	codecSelferValueTypeFloat1873  = 4
+	codecSelferBitsize1873         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct1610 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct1873 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer1610 struct{}
+type codecSelfer1873 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -313,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -328,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Callback))
 					}
 				}
 			} else {
@@ -336,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -344,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Callback))
 					}
 				}
 			}
@@ -355,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Queue))
 					}
 				}
 			} else {
@@ -363,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -371,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Queue))
 					}
 				}
 			}
@@ -386,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -405,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -424,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -442,7 +442,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -450,14 +450,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -465,13 +465,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -599,7 +599,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj22 int
@@ -884,7 +884,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -914,7 +914,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -933,7 +933,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -948,7 +948,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
 					}
 				}
 			} else {
@@ -956,7 +956,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -964,7 +964,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
 					}
 				}
 			}
@@ -979,7 +979,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1002,7 +1002,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1029,7 +1029,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1052,7 +1052,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1067,7 +1067,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
 					}
 				}
 			} else {
@@ -1075,7 +1075,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1083,7 +1083,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
 					}
 				}
 			}
@@ -1097,7 +1097,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1105,14 +1105,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1120,13 +1120,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1206,7 +1206,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1363,7 +1363,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1393,7 +1393,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1412,7 +1412,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1435,7 +1435,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1458,7 +1458,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1477,7 +1477,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1492,7 +1492,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
 					}
 				}
 			} else {
@@ -1500,7 +1500,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1508,7 +1508,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
 					}
 				}
 			}
@@ -1522,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1530,14 +1530,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1545,13 +1545,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1616,7 +1616,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1738,7 +1738,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1768,7 +1768,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1787,7 +1787,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1806,7 +1806,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1824,7 +1824,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1832,14 +1832,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1847,13 +1847,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1897,7 +1897,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1968,7 +1968,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1998,7 +1998,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2017,7 +2017,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2036,7 +2036,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2055,7 +2055,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2074,7 +2074,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2092,7 +2092,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2100,14 +2100,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2115,13 +2115,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2177,7 +2177,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2280,7 +2280,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2295,9 +2295,9 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(2)
+				r.WriteArrayStart(3)
 			} else {
-				r.WriteMapStart(2)
+				r.WriteMapStart(3)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -2310,7 +2310,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2333,7 +2333,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2346,6 +2346,25 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Reserve))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Reserve\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Reserve`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Reserve))
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -2355,7 +2374,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2363,14 +2382,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2378,13 +2397,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2417,6 +2436,12 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decSlicePlacement((*[]Placement)(&x.Placements), d)
 				}
 			}
+		case "Reserve":
+			if r.TryDecodeAsNil() {
+				x.Reserve = false
+			} else {
+				x.Reserve = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2425,19 +2450,19 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj7 int
-	var yyb7 bool
-	var yyhl7 bool = l >= 0
-	yyj7++
-	if yyhl7 {
-		yyb7 = yyj7 > l
+	var yyj8 int
+	var yyb8 bool
+	var yyhl8 bool = l >= 0
+	yyj8++
+	if yyhl8 {
+		yyb8 = yyj8 > l
 	} else {
-		yyb7 = r.CheckBreak()
+		yyb8 = r.CheckBreak()
 	}
-	if yyb7 {
+	if yyb8 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2447,13 +2472,13 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Now = (int64)(r.DecodeInt64())
 	}
-	yyj7++
-	if yyhl7 {
-		yyb7 = yyj7 > l
+	yyj8++
+	if yyhl8 {
+		yyb8 = yyj8 > l
 	} else {
-		yyb7 = r.CheckBreak()
+		yyb8 = r.CheckBreak()
 	}
-	if yyb7 {
+	if yyb8 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2466,24 +2491,40 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicePlacement((*[]Placement)(&x.Placements), d)
 		}
 	}
+	yyj8++
+	if yyhl8 {
+		yyb8 = yyj8 > l
+	} else {
+		yyb8 = r.CheckBreak()
+	}
+	if yyb8 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Reserve = false
+	} else {
+		x.Reserve = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj7++
-		if yyhl7 {
-			yyb7 = yyj7 > l
+		yyj8++
+		if yyhl8 {
+			yyb8 = yyj8 > l
 		} else {
-			yyb7 = r.CheckBreak()
+			yyb8 = r.CheckBreak()
 		}
-		if yyb7 {
+		if yyb8 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj7-1, "")
+		z.DecStructFieldNotFound(yyj8-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2513,7 +2554,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2532,7 +2573,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2551,7 +2592,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2570,7 +2611,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2589,7 +2630,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2610,7 +2651,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2631,7 +2672,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2650,7 +2691,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2669,7 +2710,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2684,7 +2725,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Message))
 					}
 				}
 			} else {
@@ -2692,7 +2733,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2700,7 +2741,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Message))
 					}
 				}
 			}
@@ -2727,7 +2768,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2751,7 +2792,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2769,7 +2810,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2777,14 +2818,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2792,13 +2833,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2907,7 +2948,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -3133,7 +3174,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3163,7 +3204,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3186,7 +3227,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3208,7 +3249,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3216,14 +3257,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3231,13 +3272,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3278,7 +3319,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3336,7 +3377,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3362,7 +3403,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
 					}
 				}
 			} else {
@@ -3370,7 +3411,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3378,7 +3419,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
 					}
 				}
 			}
@@ -3393,7 +3434,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3416,7 +3457,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3441,7 +3482,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3462,7 +3503,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3481,7 +3522,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3500,7 +3541,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3519,7 +3560,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3538,7 +3579,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3559,7 +3600,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3592,7 +3633,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3628,7 +3669,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3651,7 +3692,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3659,14 +3700,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3674,13 +3715,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3793,7 +3834,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -4023,7 +4064,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4049,7 +4090,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Image))
 					}
 				}
 			} else {
@@ -4057,7 +4098,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4065,7 +4106,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Image))
 					}
 				}
 			}
@@ -4076,7 +4117,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Network))
 					}
 				}
 			} else {
@@ -4084,7 +4125,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4092,7 +4133,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Network))
 					}
 				}
 			}
@@ -4111,7 +4152,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4138,7 +4179,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4161,7 +4202,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4180,7 +4221,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4198,7 +4239,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4206,14 +4247,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4221,13 +4262,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4295,7 +4336,7 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -4420,7 +4461,7 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4446,7 +4487,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
 					}
 				}
 			} else {
@@ -4454,7 +4495,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4462,7 +4503,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
 					}
 				}
 			}
@@ -4473,7 +4514,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.URL))
 					}
 				}
 			} else {
@@ -4481,7 +4522,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4489,7 +4530,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.URL))
 					}
 				}
 			}
@@ -4500,7 +4541,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Path))
 					}
 				}
 			} else {
@@ -4508,7 +4549,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4516,7 +4557,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Path))
 					}
 				}
 			}
@@ -4530,7 +4571,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4538,14 +4579,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4553,13 +4594,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4603,7 +4644,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4674,7 +4715,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4704,7 +4745,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4723,7 +4764,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4742,7 +4783,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4761,7 +4802,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4780,7 +4821,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4799,7 +4840,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4818,7 +4859,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4836,7 +4877,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4844,14 +4885,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4859,13 +4900,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4933,7 +4974,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5068,7 +5109,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5102,7 +5143,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -5121,7 +5162,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Pool))
 					}
 				}
 			} else {
@@ -5129,7 +5170,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5137,7 +5178,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Pool))
 					}
 				}
 			}
@@ -5148,7 +5189,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.GPUType))
 					}
 				}
 			} else {
@@ -5156,7 +5197,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5164,7 +5205,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.GPUType))
 					}
 				}
 			}
@@ -5179,7 +5220,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5194,7 +5235,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.MachineType))
 					}
 				}
 			} else {
@@ -5202,7 +5243,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5210,7 +5251,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81610, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.MachineType))
 					}
 				}
 			}
@@ -5224,7 +5265,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5232,14 +5273,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5247,13 +5288,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5312,7 +5353,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5418,7 +5459,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5448,7 +5489,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5467,7 +5508,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5485,7 +5526,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5493,14 +5534,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5508,13 +5549,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5552,7 +5593,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -5607,7 +5648,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5637,7 +5678,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5656,7 +5697,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5679,7 +5720,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -5706,7 +5747,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -5741,7 +5782,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81610, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF81873, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -5764,7 +5805,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5772,14 +5813,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1610 {
+		if yyct2 == codecSelferValueTypeMap1873 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1610 {
+		} else if yyct2 == codecSelferValueTypeArray1873 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5787,13 +5828,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1610)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5861,7 +5902,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1610
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5975,8 +6016,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer1610) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -5988,8 +6029,8 @@ func (x codecSelfer1610) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1610) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6069,8 +6110,8 @@ func (x codecSelfer1610) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1610) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6082,8 +6123,8 @@ func (x codecSelfer1610) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1610) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6163,8 +6204,8 @@ func (x codecSelfer1610) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer1610) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6176,8 +6217,8 @@ func (x codecSelfer1610) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1610) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6257,8 +6298,8 @@ func (x codecSelfer1610) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1610) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6269,15 +6310,15 @@ func (x codecSelfer1610) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF81610, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF81873, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1610) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6357,8 +6398,8 @@ func (x codecSelfer1610) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1610) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6370,8 +6411,8 @@ func (x codecSelfer1610) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1610) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6451,8 +6492,8 @@ func (x codecSelfer1610) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1610) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6464,8 +6505,8 @@ func (x codecSelfer1610) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1610) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer1610
+func (x codecSelfer1873) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer1873
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

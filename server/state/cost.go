@@ -63,7 +63,16 @@ func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start
 		return
 	}
 	price, _ := s.price(g.spec, inst, start)
+	s.chargeAt(b, id, price, start)
+}
+
+// chargeAt begins billing a job's attempt at price from start, unless it
+// is billed already.
+func (s *State) chargeAt(b *Batch, id uint32, price billing.Price, start int64) {
 	if price.IsZero() {
+		return
+	}
+	if _, ok := b.bill.Running[id]; ok {
 		return
 	}
 	if b.bill.Running == nil {

@@ -43,10 +43,10 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 		}
 		return true
 	}
-	if e.Start != 0 {
+	if e.Start != 0 && j.start == 0 {
+		// Placed without a time (by a leader before billing from the
+		// reservation): it started as its worker says.
 		j.start = e.Start
-		// Charged from the start it reported first (its charge is kept
-		// as it began), or from this one.
 		s.startCharge(b, b.groupOf(e.Job), e.Job, s.instances[e.Instance], j.start)
 	}
 	j.end = e.End

@@ -1,6 +1,10 @@
 package state
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/drover-sched/drover/billing"
+)
 
 // PlanResult counts what a plan did. Rejections are normal when the state
 // moved between planning and apply (a batch was cancelled, an instance left).
@@ -17,7 +21,8 @@ type PlanResult struct {
 // the leader stamped, not the one it planned at). Placements that no
 // longer fit are dropped, so no instance is ever oversubscribed, no team
 // ever holds more than its quota, and no project over its limit starts
-// an attempt.
+// an attempt. A placed attempt starts, and is billed, at the plan's time
+// (Plan.Reserve): its cores are its own from then on.
 func (s *State) applyPlan(c *Plan) any {
 	res := &PlanResult{}
 	touched := map[uint32]bool{}
@@ -40,6 +45,13 @@ func (s *State) applyPlan(c *Plan) any {
 		cpu, mem := g.spec.CPUMilli, g.spec.Memory
 		_, gpus := g.spec.GPUs()
 		placeable := s.placeable(b, g.spec, inst)
+		// An attempt is billed from its reservation: what its worker
+		// does before the command starts (pulling the image, copying the
+		// inputs) holds the cores as the command does.
+		var price billing.Price
+		if c.Reserve && c.Now != 0 && len(s.rates) > 0 {
+			price, _ = s.price(g.spec, inst, c.Now)
+		}
 		u := s.userSched(b.User)
 		runLo := p.First
 		flush := func(hi uint32) {
@@ -70,6 +82,10 @@ func (s *State) applyPlan(c *Plan) any {
 				s.hooks.Transition(s.index, b.ID, id, Ready, Running)
 			}
 			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures, lost: j.lost}
+			if c.Reserve {
+				j.start = c.Now
+				s.chargeAt(b, id, price, c.Now)
+			}
 			inst.FreeMilli -= cpu
 			inst.FreeMem -= mem
 			inst.FreeGPUs -= gpus

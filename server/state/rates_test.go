@@ -30,9 +30,12 @@ func TestAttemptCost(t *testing.T) {
 	sp := spec("j", 1)
 	sp.CPUMilli, sp.Memory = 2000, 4<<30
 	b := h.CreateBatch(entry(1, 1, sp))
-	h.Schedule()
+	// Billed from its reservation (the plan), not from when its worker
+	// starts the command, after pulling its image.
 	start := now.Add(time.Minute).UnixNano()
-	h.Must(&Events{Now: start, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Started: true, Start: start}}})
+	h.Must(&Plan{Now: start, Placements: h.Planner(h.S, start), Reserve: true})
+	pulled := start + int64(5*time.Second)
+	h.Must(&Events{Now: pulled, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Started: true, Start: pulled}}})
 	const perHour = 140_480_000 // 2×0.0475 + 4×0.00637 + 2×0.01 dollars an hour
 	j, _ := h.S.Job(b, 1)
 	if a := j.Attempts[0]; !a.Priced || a.PerHour.Rate() != perHour || len(a.Lines) != 3 {
@@ -46,9 +49,12 @@ func TestAttemptCost(t *testing.T) {
 	}
 	// It runs 90 minutes.
 	end := start + int64(90*time.Minute)
-	h.Must(&Events{Now: end, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})
+	h.Must(&Events{Now: end, Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: pulled, End: end}}})
 	j, _ = h.S.Job(b, 1)
 	a := j.Attempts[0]
+	if a.Start != start {
+		t.Fatalf("the attempt started at %v, want its reservation's %v", time.Unix(0, a.Start), time.Unix(0, start))
+	}
 	cost := a.Cost(end + int64(time.Hour)) // an ended attempt: the same cost read at any time
 	if want := money.Amount(perHour * 3 / 2); !a.Priced || cost != want {
 		t.Fatalf("cost %v, want %v (%+v)", cost, want, a.Lines)
@@ -122,9 +128,9 @@ func TestLaunchConfigRates(t *testing.T) {
 	sp := spec("j", 1)
 	sp.CPUMilli, sp.Memory = 2000, 8<<30
 	b := h.CreateBatch(entry(1, 1, sp))
-	h.Must(&Plan{Now: h.Tick(), Placements: []Placement{place(b, 1, 1, act.Instance)}})
 	start := h.Tick()
-	h.Must(&Events{Now: start, Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Started: true, Start: start}}})
+	h.Must(&Plan{Now: start, Placements: []Placement{place(b, 1, 1, act.Instance)}, Reserve: true})
+	h.Must(&Events{Now: h.Tick(), Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Started: true, Start: h.Now}}})
 	end := start + int64(time.Hour)
 	h.Now = end
 	h.Must(&Events{Now: end, Events: []Event{{Instance: act.Instance, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeSuccess, Start: start, End: end}}})

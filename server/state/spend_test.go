@@ -36,11 +36,12 @@ func newSpendWorld(t *testing.T) *spendWorld {
 		return h.Must(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: project, Jobs: es}).(*UpdateResult).Batch
 	}
 	w.running = batch("lab", entry(1, 1, spec("lab", 1)))
-	if r := h.Schedule(); r.Placed != 1 {
+	// Billed from its placement, before its worker starts it.
+	w.start = h.Tick()
+	if r := h.Must(&Plan{Now: w.start, Placements: h.Planner(h.S, w.start), Reserve: true}).(*PlanResult); r.Placed != 1 {
 		t.Fatalf("placed %+v", r)
 	}
-	w.start = h.Tick()
-	h.Must(&Events{Now: w.start, Events: []Event{{Instance: w.inst, Batch: w.running, Job: 1, Attempt: 1, Started: true, Start: w.start}}})
+	h.Must(&Events{Now: h.Tick(), Events: []Event{{Instance: w.inst, Batch: w.running, Job: 1, Attempt: 1, Started: true, Start: h.Now}}})
 	w.labB = batch("lab", entry(1, 2, spec("lab", 1)), entry(3, 1, spec("lab-2", 2)))
 	w.otherB = batch("other", entry(1, 2, spec("other", 1)))
 	w.crossing = w.start + int64(10*time.Second)

@@ -190,7 +190,7 @@ func (h *Harness) CreateBatch(jobs ...JobEntry) uint64 {
 // it.
 func (h *Harness) Plan() *Plan {
 	now := h.Tick()
-	return &Plan{Now: now, Placements: h.Planner(h.S, now)}
+	return &Plan{Now: now, Placements: h.Planner(h.S, now), Reserve: true}
 }
 
 // Schedule plans and applies the plan.

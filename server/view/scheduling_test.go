@@ -292,11 +292,12 @@ func newSpendWorld(t *testing.T) *spendWorld {
 		return h.Must(&state.CreateBatch{Now: h.Tick(), User: "root", BillingProject: project, Jobs: es}).(*state.UpdateResult).Batch
 	}
 	running := batch("lab", entry(1, 1, spec("lab", 1)))
-	if r := h.Schedule(); r.Placed != 1 {
+	// Billed from its placement, before its worker starts it.
+	start := h.Tick()
+	if r := h.Must(&state.Plan{Now: start, Placements: h.Planner(h.S, start), Reserve: true}).(*state.PlanResult); r.Placed != 1 {
 		t.Fatalf("placed %+v", r)
 	}
-	start := h.Tick()
-	h.Must(&state.Events{Now: start, Events: []state.Event{{Instance: inst, Batch: running, Job: 1, Attempt: 1, Started: true, Start: start}}})
+	h.Must(&state.Events{Now: h.Tick(), Events: []state.Event{{Instance: inst, Batch: running, Job: 1, Attempt: 1, Started: true, Start: h.Now}}})
 	w.labB = batch("lab", entry(1, 2, spec("lab", 1)), entry(3, 1, spec("lab-2", 2)))
 	w.otherB = batch("other", entry(1, 2, spec("other", 1)))
 	w.crossing = start + int64(10*time.Second)
