@@ -373,6 +373,17 @@ func macOf(a netip.Addr) net.HardwareAddr {
 // logged and skipped.
 func serverPrefixes(servers []string, log *slog.Logger) []netip.Prefix {
 	var out []netip.Prefix
+	for _, a := range serverAddrs(servers, "ip4", log) {
+		out = append(out, netip.PrefixFrom(a, 32))
+	}
+	return out
+}
+
+// serverAddrs resolves the control plane's addresses (network "ip4", or
+// "ip" for both families). A name that does not resolve now is logged
+// and skipped.
+func serverAddrs(servers []string, network string, log *slog.Logger) []netip.Addr {
+	var out []netip.Addr
 	for _, s := range servers {
 		host := s
 		if u, err := url.Parse(s); err == nil && u.Host != "" {
@@ -381,26 +392,25 @@ func serverPrefixes(servers []string, log *slog.Logger) []netip.Prefix {
 			host = h
 		}
 		if a, err := netip.ParseAddr(host); err == nil {
-			if a.Is4() || a.Is4In6() {
-				out = append(out, netip.PrefixFrom(a.Unmap(), 32))
+			if a = a.Unmap(); network != "ip4" || a.Is4() {
+				out = append(out, a)
 			}
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, host)
 		cancel()
 		if err != nil {
-			log.Warn("cannot resolve a server's address; jobs on the bridge are not kept from it", "server", s, "err", err)
+			log.Warn("cannot resolve a server's address; jobs (and pulls) are not kept from it", "server", s, "err", err)
 			continue
 		}
 		for _, a := range addrs {
-			out = append(out, netip.PrefixFrom(a.Unmap(), 32))
+			out = append(out, a.Unmap())
 		}
 	}
 	return out
 }
 
-// makeTable writes the worker's nftables table (see bridge).
 func (b *bridge) makeTable(deny []netip.Prefix, dns []netip.Addr) error {
 	c, err := nftables.New()
 	if err != nil {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,10 @@ import (
 
 // jobtoolRef returns jobtool on this machine and its image's reference,
 // served for the rest of the test binary.
+// testRegistries lets pulls reach the tests' registries, on the host's
+// loopback, as an operator's -registry-allow 127.0.0.0/8 would.
+var testRegistries = images.Egress{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
 func jobtoolRef(t testing.TB) (string, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -47,7 +52,7 @@ func newContainerRig(t testing.TB) *containerRig {
 	t.Helper()
 	log := testlog.New(t)
 	data := t.TempDir()
-	store, err := images.New(images.Config{Dir: filepath.Join(data, "images"), Logger: log})
+	store, err := images.New(images.Config{Dir: filepath.Join(data, "images"), Logger: log, Egress: testRegistries})
 	if err != nil {
 		t.Fatal(err)
 	}

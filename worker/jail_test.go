@@ -89,7 +89,7 @@ func (r *jailRig) containers(t *testing.T) *ContainerExecutor {
 		t.Fatal("runc is not installed: make test installs it, or apt-get install runc")
 	}
 	var err error
-	if r.store, err = images.New(images.Config{Dir: filepath.Join(r.cfg.DataDir, "images"), Logger: r.cfg.Logger}); err != nil {
+	if r.store, err = images.New(images.Config{Dir: filepath.Join(r.cfg.DataDir, "images"), Logger: r.cfg.Logger, Egress: testRegistries}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.store.Close() })

@@ -212,6 +212,12 @@ func (t *task) run() {
 			fail(fmt.Sprintf("this worker cannot run container jobs: %s", t.w.noContainers))
 			return
 		}
+		// The servers refused any other reference at submit; a worker
+		// pulls nothing else, whatever reaches it.
+		if err := api.ValidateImage(t.a.Image); err != nil {
+			fail(fmt.Sprintf("pull image %q: %v", t.a.Image, err))
+			return
+		}
 		began := time.Now()
 		img, err := t.w.images.Get(t.ctx, t.a.Image)
 		t.addUsage(func(u *api.Usage) { u.ImageSeconds = time.Since(began).Seconds() })

@@ -153,8 +153,19 @@ type Config struct {
 	ImageCacheBytes  int64
 	RegistryAuthFile string
 	// InsecureRegistries are registry hosts pulled from over plain HTTP
-	// (localhost and 127.0.0.1 always are).
+	// (localhost and 127.0.0.1 always are); listing one also allows
+	// pulls to reach it wherever it is (as RegistryAllow does).
 	InsecureRegistries []string
+	// RegistryAllow lists where pulls may connect although the rule
+	// refuses it (the host's own, loopback and link-local addresses, the
+	// servers', BridgeDeny): registry hosts by name (host or host:port
+	// as references name them), addresses or CIDRs. A pull is the
+	// worker's act for a reference a job chose; it reaches no more than
+	// the job's network allows unless the operator says so here.
+	RegistryAllow []string
+	// PullTimeout bounds an image pull; its time is the attempt's (the
+	// attempt is billed from its reservation).
+	PullTimeout time.Duration
 	// FileURLRoots are the directories file:// input and output URLs may
 	// name; none: file:// URLs are refused.
 	FileURLRoots []string
@@ -195,6 +206,7 @@ func DefaultConfig() *Config {
 		NetworkLeaseDir:     "/run/drover-net",
 		BridgeDeny:          []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")},
 		ImageCacheBytes:     20 << 30,
+		PullTimeout:         10 * time.Minute,
 		Runc:                "runc",
 		UsageReportInterval: time.Minute,
 	}
@@ -240,6 +252,20 @@ func (c *Config) Validate() error {
 	for _, d := range c.JobWritableDirs {
 		if !filepath.IsAbs(d) || (c.DataDir != "" && (within(d, c.DataDir) || within(c.DataDir, d))) {
 			errs = append(errs, fmt.Errorf("config field JobWritableDirs: %q must be an absolute path outside DataDir (%s)", d, c.DataDir))
+		}
+	}
+	if c.PullTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("config field PullTimeout is %v; it must be positive", c.PullTimeout))
+	}
+	for _, a := range c.RegistryAllow {
+		if _, err := netip.ParsePrefix(a); err == nil {
+			continue
+		}
+		if _, err := netip.ParseAddr(a); err == nil {
+			continue
+		}
+		if err := images.CheckRegistryHost(a); err != nil {
+			errs = append(errs, fmt.Errorf("config field RegistryAllow: %q is not a CIDR, an address or a registry host: %w", a, err))
 		}
 	}
 	if c.ImageCacheBytes <= 0 {
@@ -366,7 +392,8 @@ func (w *Worker) openRuntime(isolate bool) error {
 		imageDir = filepath.Join(w.cfg.DataDir, "images")
 	}
 	if w.images, err = images.New(images.Config{Dir: imageDir, MaxBytes: w.cfg.ImageCacheBytes, AuthFile: w.cfg.RegistryAuthFile,
-		Insecure: w.cfg.InsecureRegistries, UserAgent: "drover-worker/" + w.cfg.Name, Logger: w.log}); err != nil {
+		Insecure: w.cfg.InsecureRegistries, Egress: pullEgress(w.cfg, w.log), PullTimeout: w.cfg.PullTimeout,
+		UserAgent: "drover-worker/" + w.cfg.Name, Logger: w.log}); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
 	root := w.cfg.RuncRoot

@@ -45,6 +45,11 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	exampleRates := fs.Bool("example-rates", true, "with -dev, price compute, memory and the service fee at example rates when no rate is set (deliberately high, so a short demo costs cents rather than $0.00; set real ones with drover rate set)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories the workers' jobs may name in file:// input and output URLs")
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials for the workers' image pulls")
+	var registryAllow multiFlag
+	fs.Var(&registryAllow, "registry-allow", "where the workers' image pulls may connect although the host, loopback and link-local addresses are refused: a registry HOST[:PORT], an address or a CIDR (repeatable; see drover worker -help)")
+	var insecure multiFlag
+	fs.Var(&insecure, "insecure-registry", "a registry HOST[:PORT] the workers pull from over plain HTTP, and may reach (repeatable; see drover worker -help)")
+	pullTimeout := fs.Duration("pull-timeout", 0, "how long the workers' image pulls may take (default: drover worker's)")
 	jobUIDs := fs.String("job-uids", "", "user IDs the workers' jobs run as, FIRST-LAST (default: drover worker's)")
 	var writable multiFlag
 	fs.Var(&writable, "job-writable-dir", "a host directory the workers' isolated jobs may write (repeatable; see drover worker -help)")
@@ -117,6 +122,15 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	}
 	if *registryAuth != "" {
 		workerFlags = append(workerFlags, "-registry-auth", *registryAuth)
+	}
+	for _, a := range registryAllow {
+		workerFlags = append(workerFlags, "-registry-allow", a)
+	}
+	for _, h := range insecure {
+		workerFlags = append(workerFlags, "-insecure-registry", h)
+	}
+	if *pullTimeout > 0 {
+		workerFlags = append(workerFlags, "-pull-timeout", pullTimeout.String())
 	}
 	if *jobUIDs != "" {
 		workerFlags = append(workerFlags, "-job-uids", *jobUIDs)

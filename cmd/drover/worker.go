@@ -66,8 +66,11 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	registryAuth := fs.String("registry-auth", "", "Docker config.json with registry credentials (default ~/.docker/config.json or DOCKER_CONFIG)")
 	var writable multiFlag
 	fs.Var(&writable, "job-writable-dir", "a host directory isolated jobs may write, such as a shared scratch file system (repeatable); every job of the host shares it. Otherwise a job sees the host read-only but for its own directory and its private /tmp, /var/tmp and /dev/shm")
+	var registryAllow multiFlag
+	fs.Var(&registryAllow, "registry-allow", "where image pulls may connect although the rule refuses it (the host's own, loopback and link-local addresses, the servers', -bridge-deny): a registry HOST[:PORT] by name, an address or a CIDR (repeatable). A pull is the worker's act for a reference a job chose: otherwise it reaches no more than a job's network does")
+	pullTimeout := fs.Duration("pull-timeout", def.PullTimeout, "how long an image pull may take; its time is the attempt's, billed from the attempt's reservation")
 	var insecure multiFlag
-	fs.Var(&insecure, "insecure-registry", "registry HOST[:PORT] pulled from over plain HTTP (repeatable; localhost always is)")
+	fs.Var(&insecure, "insecure-registry", "registry HOST[:PORT] pulled from over plain HTTP, and allowed as -registry-allow allows it (repeatable; localhost always is plain HTTP, but refused without -registry-allow)")
 	fileRoots := fs.String("file-url-roots", "", "comma-separated directories that file:// input and output URLs may name (default: none; file:// URLs are refused)")
 	usageInterval := fs.Duration("usage-interval", def.UsageReportInterval, "how often a running job's usage is reported")
 	spotNotice := fs.String("spot-notice", "", "URL polled for the cloud's notice that this machine is being taken back (GCE: http://metadata.google.internal/computeMetadata/v1/instance/preempted); on it, as on SIGTERM, running jobs are preempted")
@@ -107,6 +110,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	cfg.KillGrace = *killGrace
 	cfg.KeepWorkDirs = *keep
 	cfg.JobWritableDirs = writable
+	cfg.RegistryAllow, cfg.PullTimeout = registryAllow, *pullTimeout
 	cfg.Region, cfg.Cluster, cfg.Pool, cfg.Machine = *region, *cluster, *pool, *machine
 	if *gpus != "" {
 		typ, n, ok := strings.Cut(*gpus, ":")

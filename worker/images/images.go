@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +53,13 @@ type Config struct {
 	// CopyRootfs makes Mount copy layers instead of trying overlayfs, for
 	// hosts where overlayfs over Dir does not work.
 	CopyRootfs bool
+	// Egress says where pulls may connect (see Egress); registries in
+	// Insecure are allowed by name too. The zero value refuses the
+	// host's loopback, link-local, unspecified and multicast addresses.
+	Egress Egress
+	// PullTimeout bounds one Get's pull: a registry that holds a pull
+	// longer fails it (0: DefaultConfig's).
+	PullTimeout time.Duration
 	// UserAgent is sent to registries (ahead of go-containerregistry's).
 	UserAgent string
 	// LayerDownloads is how many layers of one image download at once.
@@ -69,6 +78,7 @@ func DefaultConfig() Config {
 		MaxBytes:       20 << 30,
 		UserAgent:      "drover-worker",
 		LayerDownloads: 3,
+		PullTimeout:    10 * time.Minute,
 		Now:            time.Now,
 		Logger:         slog.Default(),
 	}
@@ -88,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LayerDownloads == 0 {
 		c.LayerDownloads = d.LayerDownloads
+	}
+	if c.PullTimeout == 0 {
+		c.PullTimeout = d.PullTimeout
 	}
 	if c.Now == nil {
 		c.Now = d.Now
@@ -113,12 +126,25 @@ func (c *Config) Validate() error {
 	if c.MaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("config field MaxBytes is %d; it must be positive (or 0 for the default)", c.MaxBytes))
 	}
+	if c.PullTimeout < 0 {
+		errs = append(errs, fmt.Errorf("config field PullTimeout is %v; it must be positive (or 0 for the default)", c.PullTimeout))
+	}
+	for _, p := range c.Egress.AllowPrefixes {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("config field Egress.AllowPrefixes: %v is not a prefix", p))
+		}
+	}
 	if c.LayerDownloads < 0 {
 		errs = append(errs, fmt.Errorf("config field LayerDownloads is %d; it must be positive (or 0 for the default)", c.LayerDownloads))
 	}
 	for _, h := range c.Insecure {
-		if _, err := name.NewRegistry(h); err != nil || h == "" {
+		if CheckRegistryHost(h) != nil {
 			errs = append(errs, fmt.Errorf("config field Insecure: %q is not a registry host", h))
+		}
+	}
+	for _, h := range c.Egress.AllowHosts {
+		if CheckRegistryHost(h) != nil {
+			errs = append(errs, fmt.Errorf("config field Egress.AllowHosts: %q is not a registry host", h))
 		}
 	}
 	if c.AuthFile != "" {
@@ -127,6 +153,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckRegistryHost checks that h is a registry's host as references name
+// it: host or host:port.
+func CheckRegistryHost(h string) error {
+	if h == "" || strings.ContainsAny(h, "/@") {
+		return errors.New("a registry host is HOST or HOST:PORT")
+	}
+	_, err := name.NewRegistry(h, name.StrictValidation)
+	return err
 }
 
 // Store is the image cache. Its methods are safe for concurrent use.
@@ -139,6 +175,8 @@ type Store struct {
 	closed sync.Once
 	layers string // Dir/layers: one directory per layer, named by digest hex
 	tmp    string // Dir/tmp: extractions in progress and evicted layers being removed
+
+	transport http.RoundTripper // every pull's: connections checked by cfg.Egress
 
 	pulls  flights // image pulls, by reference name
 	fetchs flights // layer downloads, by diff ID
@@ -171,6 +209,9 @@ func New(cfg Config) (*Store, error) {
 		tmp:    filepath.Join(cfg.Dir, "tmp"),
 		holds:  map[string]int{},
 	}
+	egress := cfg.Egress
+	egress.AllowHosts = append(slices.Clone(egress.AllowHosts), cfg.Insecure...)
+	s.transport = egress.transport()
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open image cache: %w", err)
 	}
@@ -307,6 +348,18 @@ func (s *Store) Get(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return nil, &PullError{Ref: ref, Reason: ReasonBadReference, Err: err}
 	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PullTimeout)
+	defer cancel()
+	img, err := s.get(ctx, ref, r)
+	if err != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, &PullError{Ref: ref, Reason: ReasonTimeout, Err: fmt.Errorf("not done after %s (the worker's -pull-timeout)", s.cfg.PullTimeout)}
+	}
+	return img, err
+}
+
+// get is Get within its timeout.
+func (s *Store) get(ctx context.Context, ref string, r name.Reference) (*Image, error) {
 	key := r.Name()
 	// An image found complete by the pull can lose layers to eviction by
 	// another pull before this caller holds it (only when the cache is too

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -115,7 +116,7 @@ func (c *clock) Add(d time.Duration) {
 // ua; mod adjusts the config.
 func openStore(t *testing.T, dir, ua string, mod func(*Config)) *Store {
 	t.Helper()
-	cfg := Config{Dir: dir, UserAgent: ua, Logger: testlog.New(t)}
+	cfg := Config{Dir: dir, UserAgent: ua, Logger: testlog.New(t), Egress: loopbackAllowed}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -552,6 +553,10 @@ func tarballLayer(b []byte) (v1.Layer, error) {
 // checkPullError checks that err is a PullError for ref with reason, that
 // errors.Is(err, ErrUnavailable) says unavailable, and that the message
 // has each of words.
+// loopbackAllowed lets pulls reach the tests' registries, on the host's
+// loopback, as an operator's -registry-allow 127.0.0.0/8 would.
+var loopbackAllowed = Egress{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
 func checkPullError(t *testing.T, err error, ref string, reason Reason, unavailable bool, words ...string) {
 	t.Helper()
 	var pe *PullError

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -50,6 +51,11 @@ const (
 	// ReasonInvalid is content the worker refuses: a layer escaping its
 	// directory, a digest mismatch, a schema 1 manifest.
 	ReasonInvalid
+	// ReasonRefused is a registry (or a redirect, or a token service)
+	// at an address pulls may not reach (see Egress).
+	ReasonRefused
+	// ReasonTimeout is a pull that took longer than Config.PullTimeout.
+	ReasonTimeout
 )
 
 // String returns the reason as a metric label.
@@ -67,6 +73,10 @@ func (r Reason) String() string {
 		return "no_platform"
 	case ReasonInvalid:
 		return "invalid"
+	case ReasonRefused:
+		return "refused"
+	case ReasonTimeout:
+		return "timeout"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
@@ -87,8 +97,20 @@ func (e *PullError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrUnavailable) true for the job's faults.
 func (e *PullError) Is(target error) bool {
-	return target == ErrUnavailable && e.Reason != ReasonTransient
+	return target == ErrUnavailable && e.Reason != ReasonTransient && e.Reason != ReasonTimeout
 }
+
+// statusError is a registry's answer as a pull error shows it: its status
+// alone. Whatever the body said stays out of the job's message and log
+// (the answer may come from a service that is not a registry), and so
+// does go-containerregistry's rendering of it, which quotes the body.
+type statusError struct{ te *transport.Error }
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("HTTP %d %s", e.te.StatusCode, http.StatusText(e.te.StatusCode))
+}
+
+func (e *statusError) Unwrap() error { return e.te }
 
 // contentError is an image's content the worker refuses (ReasonInvalid).
 type contentError struct{ err error }
@@ -128,6 +150,7 @@ func (s *Store) pull(ctx context.Context, ref string, r name.Reference) error {
 	}
 	_, isTag := r.(name.Tag)
 	p, err := remote.NewPuller(
+		remote.WithTransport(s.transport),
 		remote.WithAuthFromKeychain(s.keychain()),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: goarch}),
 		remote.WithUserAgent(s.cfg.UserAgent),
@@ -402,6 +425,8 @@ func (s *Store) pullError(ref string, r name.Reference, err error) error {
 		ne net.Error
 	)
 	switch {
+	case refused(err) != nil:
+		return &PullError{Ref: ref, Reason: ReasonRefused, Err: refused(err)}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &PullError{Ref: ref, Reason: ReasonTransient, Err: err}
 	case errors.As(err, &pl):
@@ -409,16 +434,18 @@ func (s *Store) pullError(ref string, r name.Reference, err error) error {
 	case errors.As(err, &ce):
 		return &PullError{Ref: ref, Reason: ReasonInvalid, Err: err}
 	case errors.As(err, &te):
+		se := &statusError{te}
 		switch {
 		case te.StatusCode == 401 || te.StatusCode == 403 ||
 			hasCode(te, transport.UnauthorizedErrorCode, transport.DeniedErrorCode):
 			return &PullError{Ref: ref, Reason: ReasonDenied, Err: fmt.Errorf(
 				"registry %s denied access (or has no such repository); the worker's credentials for it come from %s: %w",
-				reg, s.credentialSource(), err)}
+				reg, s.credentialSource(), se)}
 		case te.StatusCode == 404 ||
 			hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode):
-			return &PullError{Ref: ref, Reason: ReasonNotFound, Err: fmt.Errorf("image not found in registry %s: %w", reg, err)}
+			return &PullError{Ref: ref, Reason: ReasonNotFound, Err: fmt.Errorf("image not found in registry %s: %w", reg, se)}
 		}
+		return &PullError{Ref: ref, Reason: ReasonTransient, Err: fmt.Errorf("registry %s answered %w", reg, se)}
 	case errors.As(err, &ne):
 		return &PullError{Ref: ref, Reason: ReasonTransient, Err: fmt.Errorf("registry %s unreachable: %w", reg, err)}
 	}
