@@ -51,6 +51,10 @@ type workerProc struct {
 func (a *agent) startWorker(t *testing.T, name string, cores int, args ...string) *workerProc {
 	t.Helper()
 	dataDir := t.TempDir()
+	// The test registry is on the host's loopback, which pulls may
+	// reach only where the operator allows it.
+	_, reg, _ := jobtoolImage(t)
+	args = append([]string{"-registry-allow", reg.Host}, args...)
 	w := spawnWorker(t, name, dataDir, append([]string{"worker", "-servers", a.addr, "-name", name, "-cores", strconv.Itoa(cores), "-memory", fmt.Sprintf("%dGiB", 2*cores),
 		"-data-dir", dataDir, "-worker-secret-file", filepath.Join(a.dataDir, "worker.secret"), "-sync-wait", "2s", "-log-level", "info"}, args...))
 	waitFor(t, "worker "+name+" to activate", 30*time.Second, func() bool {
@@ -255,13 +259,12 @@ func TestResourcesAreEnforced(t *testing.T) {
 func TestJobsCannotReadSecrets(t *testing.T) {
 	tool, _, ref := jobtoolImage(t)
 	a := startAgent(t, "", "", "-workers", "0")
-	w := a.startWorker(t, "iso-1", 2)
+	// The escaped child would leave its mark where jobs may write.
+	marks := jobWritableDir(t)
+	w := a.startWorker(t, "iso-1", 2, "-job-writable-dir", marks)
 	c := a.client()
 	ctx := context.Background()
-	marker := filepath.Join(t.TempDir(), "escaped")
-	if err := os.Chmod(filepath.Dir(marker), 0o777); err != nil {
-		t.Fatal(err)
-	}
+	marker := filepath.Join(marks, "escaped")
 	res, err := c.CreateBatch(ctx, &api.CreateBatchRequest{Name: "iso", Jobs: []api.JobSpec{
 		{JobID: 1, Name: "neighbour", Command: []string{"sh", "-c", "echo $HOME; echo private > mine.txt; sleep 30"}, CPU: 0.1, Memory: 64 << 20},
 	}})

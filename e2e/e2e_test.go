@@ -17,7 +17,10 @@ import (
 // TestCLI runs the README's quick start and the other CLI flows against one
 // dev agent with two real worker processes.
 func TestCLI(t *testing.T) {
-	a := startAgent(t, "", "", "-workers", "2", "-worker-cores", "4", "-worker-memory", "4GiB")
+	// Where jobs leave marks for the test to find (a job sees the rest
+	// of the host read-only).
+	marks := jobWritableDir(t)
+	a := startAgent(t, "", "", "-workers", "2", "-worker-cores", "4", "-worker-memory", "4GiB", "-job-writable-dir", marks)
 
 	t.Run("quick start", func(t *testing.T) {
 		r := a.drover(a.token, "run", "-wait", "examples/scatter-gather.hcl").must(t, 0)
@@ -159,7 +162,7 @@ batch "sweep" {
 	})
 
 	t.Run("cancel kills running jobs", func(t *testing.T) {
-		marker := filepath.Join(t.TempDir(), "ran-to-the-end")
+		marker := filepath.Join(marks, "ran-to-the-end")
 		spec := writeSpec(t, fmt.Sprintf(`
 batch "long" {
   job "sleepers" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/freeport"
+	"github.com/drover-sched/drover/internal/testimage"
 )
 
 var droverBin string
@@ -42,10 +43,11 @@ func TestMain(m *testing.M) {
 
 // buildJobProgram builds a program of this module (pkg, a path from the
 // module's root) where a job's user can read and run it (jobs run as
-// users of their own): the hostile suite's attackers.
+// users of their own, with a /tmp of their own): the hostile suite's
+// attackers.
 func buildJobProgram(t *testing.T, pkg string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "drover-jobprogram-")
+	dir, err := testimage.MkdirForJobs("drover-jobprogram-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +62,18 @@ func buildJobProgram(t *testing.T, pkg string) string {
 		t.Fatalf("build %s: %v\n%s", pkg, err, b)
 	}
 	return out
+}
+
+// jobWritableDir makes a directory every job user may write, for a
+// worker's -job-writable-dir (a job sees the rest of the host
+// read-only): where the tests' jobs leave what the tests look for.
+func jobWritableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // freePort picks an address for a process that binds it later and must

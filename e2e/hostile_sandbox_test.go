@@ -26,11 +26,12 @@ import (
 )
 
 // hostileAgent starts a dev agent with its two workers, which isolate
-// jobs (the tests run as root), and returns it with jobtool's path.
+// jobs (the tests run as root) and pull from the test registry (allowed:
+// it is on the host's loopback), and returns it with jobtool's path.
 func hostileAgent(t *testing.T) (*agent, string) {
 	t.Helper()
-	tool, _, _ := jobtoolImage(t)
-	return startAgent(t, "", ""), tool
+	tool, reg, _ := jobtoolImage(t)
+	return startAgent(t, "", "", "-registry-allow", reg.Host), tool
 }
 
 // submit creates a batch of jobs as the agent's root token (an admin, who

@@ -90,8 +90,14 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 		return nil, err
 	}
 	defer logFile.Close()
-	agent := exec.Command(cfg.Binary, "agent", "-dev", "-data-dir", filepath.Join(dir, "data"), "-http-addr", "127.0.0.1:0",
-		"-workers", fmt.Sprint(cfg.Workers), "-worker-cores", fmt.Sprint(cfg.WorkerCores), "-worker-memory", fmt.Sprintf("%dGiB", cfg.WorkerCores), "-log-level", "warn")
+	args := []string{"agent", "-dev", "-data-dir", filepath.Join(dir, "data"), "-http-addr", "127.0.0.1:0",
+		"-workers", fmt.Sprint(cfg.Workers), "-worker-cores", fmt.Sprint(cfg.WorkerCores), "-worker-memory", fmt.Sprintf("%dGiB", cfg.WorkerCores), "-log-level", "warn"}
+	if reg != nil {
+		// The test registry is on the host's loopback: pulls reach it
+		// only where the operator allows it.
+		args = append(args, "-registry-allow", reg.Host)
+	}
+	agent := exec.Command(cfg.Binary, args...)
 	agent.Stdout, agent.Stderr = logFile, logFile
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := agent.Start(); err != nil {

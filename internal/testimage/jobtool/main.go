@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,9 @@ const usage = `usage: jobtool COMMAND [ARGS]
   dial ADDR...             connect to each TCP ADDR (2 s each) and print the line it sends;
                            exit with the number of addresses reached
   serve ADDR LINE          listen on TCP ADDR, print "listening", answer each connection with LINE
+  fake-registry ADDR redirect URL | hold
+                           serve HTTP on ADDR as a registry would /v2/, and answer every other
+                           request with a redirect to URL and its path, or hold it unanswered
   mq-make NAME             create the POSIX message queue /NAME (mode 0644)
   mq-find NAME             print "found" if the POSIX message queue /NAME opens, else "absent"
   deny CALL...             try each system call (unshare-user clone-user keyctl userfaultfd
@@ -122,6 +126,20 @@ func run(cmd string, args []string) int {
 			fmt.Fprintln(c, args[1])
 			c.Close()
 		}
+	case "fake-registry":
+		need(args, 2)
+		l, err := net.Listen("tcp", args[0])
+		check(err)
+		fmt.Println("listening", l.Addr())
+		check(http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/v2/":
+			case args[1] == "redirect" && len(args) > 2:
+				http.Redirect(w, r, args[2]+r.URL.Path, http.StatusFound)
+			default:
+				<-r.Context().Done()
+			}
+		})))
 	case "mq-make", "mq-find":
 		need(args, 1)
 		return mq(cmd == "mq-make", args[0])
