@@ -24,6 +24,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	memory := fs.String("memory", "16MiB", "each job's memory limit (a container's includes runc's own init while it starts the job)")
 	network := fs.String("network", api.NetworkBridge, `the jobs' network: "bridge" (the default: each job in a network namespace of its own on its worker's bridge), "none" or "host" (the machine's, without a network namespace)`)
 	keep := fs.Bool("keep", false, "keep the agent's data dir")
+	floor := fs.Bool("floor", false, "also measure the machine's floor: the jobs' command started -jobs times from workers × worker-cores goroutines (at most 64) of this process, with nothing of drover's running, before the agent starts and after it stops; prints drover's end-to-end rate as a share of it")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -39,8 +40,9 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("-memory: %v", err)
 	}
-	r, err := bench.E2E(ctx, bench.E2EConfig{Binary: self, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Image: *image,
-		Command: strings.Fields(*command), Memory: jobMem, Network: *network, Keep: *keep})
+	cfg := bench.E2EConfig{Binary: self, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Image: *image,
+		Command: strings.Fields(*command), Memory: jobMem, Network: *network, Keep: *keep, Floor: *floor}
+	r, err := bench.E2E(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -59,9 +61,18 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	if r.ImagePulls >= 0 {
 		out["image_pulls"] = r.ImagePulls
 	}
+	if *floor {
+		f := (r.FloorBefore + r.FloorAfter) / 2
+		out["floor_jobs_per_s"], out["floor_before_jobs_per_s"], out["floor_after_jobs_per_s"] = f, r.FloorBefore, r.FloorAfter
+		out["of_floor"] = out["jobs_per_s"].(float64) / f
+	}
 	if !*asJSON {
 		safef(m.Stdout, "%d %s on %d workers: %.0f jobs/s end to end (submit to batch complete in %.2fs); first to last start %.0f jobs/s, first to last completion %.0f jobs/s; attempt wall p50 %.1f ms\n",
 			*jobs, what, *workers, out["jobs_per_s"], r.Total.Seconds(), out["schedule_jobs_per_s"], out["complete_jobs_per_s"], out["attempt_p50_ms"])
+		if *floor {
+			safef(m.Stdout, "floor: %d goroutines of this process started `%s` %d times at %.0f a second before the agent and %.0f after it; drover ran %.0f%% of their mean\n",
+				cfg.FloorParallel(), strings.Join(r.Command, " "), *jobs, r.FloorBefore, r.FloorAfter, 100*out["of_floor"].(float64))
+		}
 	}
 	return json.NewEncoder(m.Stdout).Encode(out)
 }
