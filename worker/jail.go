@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -59,11 +60,11 @@ type jail struct {
 	reqs chan *exec.Cmd
 	done chan error // the thread's answers; closed when it has left the slot
 
-	// The jail's own mount and IPC namespaces, its private places in
-	// them, and the memory limit they are sized for (see private.go).
-	mntNS, ipcNS *os.File
-	places       []placeState
-	size         int64
+	// The private places in the jail's own mount namespace, and the
+	// memory limit they are sized for (see private.go).
+	places []placeState
+	size   int64
+	broken atomic.Bool // what its last job left could not be removed: not to be used again
 }
 
 // jails is a worker's pool of jails.
@@ -172,6 +173,10 @@ func (p *jails) take(mode string, l cgroups.Limits) (*jail, error) {
 // beyond maxIdle idle jails of its mode, or once the pool is closed, or
 // when it cannot be emptied, it is destroyed.
 func (p *jails) put(j *jail) {
+	if j.broken.Load() {
+		p.discard(j)
+		return
+	}
 	if err := p.janitor.empty(j, j.size); err != nil {
 		p.log.Warn("cannot empty a jail; destroying it", "err", err)
 		p.discard(j)
@@ -281,17 +286,8 @@ func (p *jails) destroy(j *jail) {
 	close(j.reqs)
 	for range j.done {
 	}
-	j.closeNS()
+	closePlaces(j.places)
 	j.slot.Release()
-}
-
-// closeNS drops the worker's hold on the jail's mount and IPC namespaces.
-func (j *jail) closeNS() {
-	for _, f := range []*os.File{j.mntNS, j.ipcNS} {
-		if f != nil {
-			f.Close()
-		}
-	}
 }
 
 // thread is the body of a jail's OS thread (locked by goLocked, never
@@ -319,7 +315,7 @@ func (j *jail) thread(p *jails, size int64, entered chan<- int, attached <-chan 
 		return
 	}
 	if err := j.enter(p, size); err != nil {
-		j.closeNS()
+		closePlaces(j.places)
 		j.done <- err
 		close(j.done)
 		return
@@ -387,12 +383,6 @@ func (j *jail) enter(p *jails, size int64) error {
 		return err
 	}
 	j.size = size
-	if j.mntNS, err = os.Open("/proc/thread-self/ns/mnt"); err != nil {
-		return fmt.Errorf("open the jail's mount namespace: %w", err)
-	}
-	if j.ipcNS, err = os.Open("/proc/thread-self/ns/ipc"); err != nil {
-		return fmt.Errorf("open the jail's IPC namespace: %w", err)
-	}
 	if err := loadFilter(p.filter); err != nil {
 		return err
 	}
@@ -400,8 +390,15 @@ func (j *jail) enter(p *jails, size int64) error {
 }
 
 // fork starts cmd from the jail's thread, chrooted to the copy of the
-// tree, in the jail's cgroup slot.
+// tree, in the jail's cgroup slot, once it has removed what the last job
+// left in the jail's IPC namespace (a few system calls here; an IPC
+// namespace of each job's own cost some 30 to 50 µs of the worker's CPU a
+// job to make, and more to free).
 func (j *jail) fork(p *jails, cmd *exec.Cmd) error {
+	if err := clearIPC(p.fs.mq); err != nil {
+		j.broken.Store(true)
+		return err
+	}
 	var attr syscall.SysProcAttr
 	if cmd.SysProcAttr != nil {
 		attr = *cmd.SysProcAttr
@@ -476,7 +473,7 @@ type jailFS struct {
 	resolv string   // the resolv.conf a job on the bridge uses
 	shared []string // the worker's directories jobs write in, bound at the same path in the chroot
 	places []string // the host's shared writable places each jail has a private copy of
-	mq     string   // where each jail mounts its message queue file system
+	mq     string   // where each jail mounts its message queue file system (outside the chroot)
 }
 
 // openJailFS makes the jobs' mount namespace on a thread of its own, with

@@ -18,14 +18,17 @@ import (
 // private copies of the host's shared writable places: each jail has a
 // mount namespace of its own with a tmpfs at /tmp, /var/tmp and /dev/shm
 // (sized to the job's memory limit, its pages charged to the job's cgroup
-// as it writes them) and an IPC namespace of its own (System V shared
-// memory, semaphores and message queues, POSIX message queues). When a job
-// ends, the jail's janitor empties them before the jail runs another job:
-// a tmpfs the job wrote is replaced by a new one (which frees its memory,
-// so nothing stays charged to the cgroup slot), its IPC objects are
-// removed. So nothing a job leaves is there for the next job of the jail,
-// and nothing is left on the host for a later job that runs as the same
-// user ID.
+// as it writes them), and an IPC namespace of its own (System V shared
+// memory, semaphores and message queues, POSIX message queues). When a
+// job ends, a tmpfs it wrote is replaced by a new one by the jails'
+// janitor before the jail runs another job (which frees its memory, so
+// nothing stays charged to the cgroup slot); what it left in the jail's
+// IPC namespace, where no other job can see it, is removed by the jail's
+// thread before it forks the next job (a shared memory segment is charged
+// to the slot: a slot left charged is not given to another job, see
+// cgroups.ErrCharged). So nothing a job leaves is there for the next job
+// of the jail, and nothing is left on the host for a later job that runs
+// as the same user ID.
 
 // privatePlaces are the host's shared writable directories a job gets
 // private copies of (those the host has).
@@ -36,36 +39,43 @@ var privatePlaces = []string{"/tmp", "/var/tmp", "/dev/shm"}
 // worker made to bind shared paths below it).
 type placeState struct {
 	path   string // on the host ("/tmp")
-	target string // where it is mounted (the chroot's "/tmp")
+	target string // where it is mounted in the jail's namespace (the chroot's "/tmp")
+	fd     int    // an O_PATH descriptor of the mount, which any thread of the worker can statfs
 	inodes uint64
 	blocks uint64
 }
 
-// furnish mounts the jail's private places and message queue file
-// system in the calling thread's mount namespace (the jail's own, made by
-// the caller with its IPC namespace), for a job whose memory limit is
-// size (0: none).
+// furnish mounts the jail's private places and message queue file system
+// in the calling thread's mount namespace (the jail's own, made by the
+// caller with its IPC namespace), for a job whose memory limit is size
+// (0: none).
 func (fs *jailFS) furnish(size int64) ([]placeState, error) {
 	places := make([]placeState, 0, len(fs.places))
 	for _, p := range fs.places {
-		st := placeState{path: p, target: filepath.Join(fs.root, p)}
+		st := placeState{path: p, target: filepath.Join(fs.root, p), fd: -1}
 		if err := fs.mountPlace(&st, size); err != nil {
+			closePlaces(places)
 			return nil, err
 		}
 		places = append(places, st)
 	}
-	// POSIX message queues are listed by mounting the IPC namespace's
-	// queue file system: at fs.mq, outside the chroot, for the janitor,
-	// and at the chroot's /dev/mqueue where the host has one.
+	// The jail's POSIX message queues are listed through its IPC
+	// namespace's queue file system, mounted outside the chroot.
 	if err := unix.Mount("mqueue", fs.mq, "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		closePlaces(places)
 		return nil, fmt.Errorf("mount the jail's message queues at %s: %w", fs.mq, err)
 	}
-	if fi, err := os.Stat("/dev/mqueue"); err == nil && fi.IsDir() {
-		if err := unix.Mount(fs.mq, filepath.Join(fs.root, "dev/mqueue"), "", unix.MS_BIND, ""); err != nil {
-			return nil, fmt.Errorf("bind the jail's message queues at /dev/mqueue: %w", err)
+	return places, nil
+}
+
+// closePlaces closes the places' descriptors.
+func closePlaces(places []placeState) {
+	for i := range places {
+		if places[i].fd >= 0 {
+			unix.Close(places[i].fd)
+			places[i].fd = -1
 		}
 	}
-	return places, nil
 }
 
 // mountPlace mounts a new tmpfs at a private place, binds below it the
@@ -87,8 +97,16 @@ func (fs *jailFS) mountPlace(st *placeState, size int64) error {
 			return fmt.Errorf("bind %s in the private %s: %w", s, st.path, err)
 		}
 	}
+	fd, err := unix.Open(st.target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("private %s: %w", st.path, err)
+	}
+	if st.fd >= 0 {
+		unix.Close(st.fd)
+	}
+	st.fd = fd
 	var sfs unix.Statfs_t
-	if err := unix.Statfs(st.target, &sfs); err != nil {
+	if err := unix.Fstatfs(st.fd, &sfs); err != nil {
 		return fmt.Errorf("private %s: %w", st.path, err)
 	}
 	st.inodes, st.blocks = sfs.Files-sfs.Ffree, sfs.Blocks-sfs.Bfree
@@ -108,19 +126,20 @@ func tmpfsOptions(size int64) string {
 // tmpfsOption is tmpfsOptions as a container's mount options.
 func tmpfsOption(size int64) []string { return strings.Split(tmpfsOptions(size), ",") }
 
-// used reports whether a job left something in a private place.
+// used reports whether a job left something in a private place. Any of
+// the worker's threads may ask, without entering the jail.
 func (st *placeState) used() (bool, error) {
 	var sfs unix.Statfs_t
-	if err := unix.Statfs(st.target, &sfs); err != nil {
+	if err := unix.Fstatfs(st.fd, &sfs); err != nil {
 		return false, fmt.Errorf("private %s: %w", st.path, err)
 	}
 	return sfs.Files-sfs.Ffree != st.inodes || sfs.Blocks-sfs.Bfree != st.blocks, nil
 }
 
-// janitor empties jails between jobs. It runs on OS threads of its own
-// that are under no filter (a jail's thread is under the jobs' seccomp
-// filter, which refuses mounts), entering each jail's mount and IPC
-// namespaces to do it.
+// janitor replaces the private places a job wrote, and sizes them for the
+// next job, in the jails' mount namespaces. It runs on OS threads of its
+// own that are under no filter (a jail's thread is under the jobs'
+// seccomp filter, which refuses mounts).
 type janitor struct {
 	fs   *jailFS
 	reqs chan janitorReq
@@ -133,7 +152,7 @@ type janitorReq struct {
 }
 
 // janitors is how many jails are emptied at once.
-const janitors = 4
+const janitors = 2
 
 func newJanitor(fs *jailFS) *janitor {
 	jn := &janitor{fs: fs, reqs: make(chan janitorReq)}
@@ -159,22 +178,40 @@ func (jn *janitor) loop() {
 	}
 }
 
-// empty readies j for a job whose memory limit is size: it removes what
-// the last job left in its private places and IPC namespace, and sizes
-// its places for the next one. Nothing of the last job may run.
+// empty readies j for a job whose memory limit is size: a private place
+// the last job left something in is replaced by a new tmpfs (its pages,
+// however many files hold them, freed and uncharged as the old one goes),
+// and every place is sized for the next job. It is cheap when there is
+// nothing to do: a look at each place, from the calling goroutine.
+// Nothing of the last job may run.
 func (jn *janitor) empty(j *jail, size int64) error {
+	dirty := size != j.size
+	for i := range j.places {
+		used, err := j.places[i].used()
+		if err != nil {
+			return err
+		}
+		dirty = dirty || used
+	}
+	if !dirty {
+		return nil
+	}
 	r := janitorReq{j: j, size: size, done: make(chan error, 1)}
 	jn.reqs <- r
 	return <-r.done
 }
 
-// clean is empty on a janitor's thread.
+// clean is empty's work on a janitor's thread, in the jail's mount
+// namespace.
 func (jn *janitor) clean(j *jail, size int64) error {
-	if err := unix.Setns(int(j.mntNS.Fd()), unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("enter a jail's mount namespace: %w", err)
+	ns, err := unix.Open("/proc/self/task/"+strconv.Itoa(j.tid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open a jail's mount namespace: %w", err)
 	}
-	if err := unix.Setns(int(j.ipcNS.Fd()), unix.CLONE_NEWIPC); err != nil {
-		return fmt.Errorf("enter a jail's IPC namespace: %w", err)
+	err = unix.Setns(ns, unix.CLONE_NEWNS)
+	unix.Close(ns)
+	if err != nil {
+		return fmt.Errorf("enter a jail's mount namespace: %w", err)
 	}
 	for i := range j.places {
 		st := &j.places[i]
@@ -184,8 +221,6 @@ func (jn *janitor) clean(j *jail, size int64) error {
 		}
 		switch {
 		case used:
-			// A new tmpfs: the old one's pages are freed (and
-			// uncharged) as it goes, however many files it holds.
 			if err := unix.Unmount(st.target, unix.MNT_DETACH); err != nil {
 				return fmt.Errorf("unmount the last job's %s: %w", st.path, err)
 			}
@@ -199,33 +234,40 @@ func (jn *janitor) clean(j *jail, size int64) error {
 		}
 	}
 	j.size = size
-	if err := removeQueues(jn.fs.mq); err != nil {
-		return err
-	}
-	return removeSysV(nil)
+	return nil
 }
 
-// removeQueues removes the POSIX message queues of a queue file system.
-func removeQueues(dir string) error {
-	names, err := readDirNames(dir)
+// clearIPC removes every System V IPC object and POSIX message queue of
+// the calling thread's IPC namespace, whose queue file system is mounted
+// at mq: what the last job of a jail left, before the next one starts.
+func clearIPC(mq string) error {
+	if err := removeSysV(nil); err != nil {
+		return err
+	}
+	// The queue file system's root grows by an entry's size with each
+	// queue: empty, there is nothing to list.
+	var st unix.Stat_t
+	if err := unix.Stat(mq, &st); err != nil {
+		return fmt.Errorf("the jail's message queues: %w", err)
+	}
+	if st.Size == 0 {
+		return nil
+	}
+	f, err := os.Open(mq)
+	if err != nil {
+		return fmt.Errorf("list the jail's message queues: %w", err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
 	if err != nil {
 		return fmt.Errorf("list the jail's message queues: %w", err)
 	}
 	for _, n := range names {
-		if err := unix.Unlink(filepath.Join(dir, n)); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := unix.Unlink(filepath.Join(mq, n)); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("remove message queue %q: %w", n, err)
 		}
 	}
 	return nil
-}
-
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
 // System V IPC commands of <linux/ipc.h>, <linux/shm.h>, <linux/msg.h> and
@@ -275,8 +317,8 @@ var sysvKinds = []sysvKind{
 	{
 		name: "semaphore set",
 		info: func(buf *[256]byte) (int, error) { return ipcSyscall(unix.SYS_SEMCTL, 0, 0, semInfo, buf) },
-		// seminfo.semusz, the sets in use, is its fourth int.
-		inUse: func(buf *[256]byte) int32 { return *(*int32)(unsafe.Pointer(&buf[12])) },
+		// seminfo.semusz, the sets in use, is its eighth int.
+		inUse: func(buf *[256]byte) int32 { return *(*int32)(unsafe.Pointer(&buf[28])) },
 		stat: func(idx int, buf *[256]byte) (int, error) {
 			return ipcSyscall(unix.SYS_SEMCTL, idx, 0, semStat, buf)
 		},
