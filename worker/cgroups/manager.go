@@ -44,8 +44,10 @@ type slotCgroup interface {
 	leave() error
 	usage(b *baseline) (Usage, error)
 	oomKilled(b *baseline) (bool, error)
-	// kill kills every process of the slot and waits until they are gone.
-	kill() error
+	// kill kills every process of the slot and waits until they are
+	// gone; lifted says whether it lifted the slot's CPU limit to do it
+	// (the next limits are then written whole).
+	kill() (lifted bool, err error)
 	// tidy readies a killed slot for the next job: it reclaims memory
 	// left charged and, when a container ran, removes runc's leftovers.
 	tidy(container bool) error
@@ -308,7 +310,7 @@ func (m *Manager) Close() error {
 	for _, s := range slots {
 		s.mu.Lock()
 		s.owner.Store(nil)
-		if err := s.cg.kill(); err != nil {
+		if _, err := s.cg.kill(); err != nil {
 			errs = append(errs, err)
 		}
 		if err := s.cg.destroy(); err != nil {
@@ -336,6 +338,11 @@ type slot struct {
 	limits    Limits               // limits written to the cgroup
 	owner     atomic.Pointer[Slot] // the job's handle; nil when idle
 	container atomic.Bool          // ContainerPath was asked for this job
+	// empty: the slot was killed empty and nothing was started in it
+	// since (Start, ContainerPath), so a kill has nothing to do: the
+	// executor, the release and the next job's renewal each ask for one,
+	// and a read of a cgroup file costs some 5 µs.
+	empty bool
 }
 
 // begin writes l, resets the counters and hands the slot to a new job.
@@ -385,6 +392,7 @@ func (h *Slot) Start(cmd *exec.Cmd) error {
 	if h.s.owner.Load() != h {
 		return ErrReleased
 	}
+	h.s.empty = false
 	return h.s.cg.start(cmd)
 }
 
@@ -393,6 +401,9 @@ func (h *Slot) Start(cmd *exec.Cmd) error {
 // limits apply to the container and its counters include it. runc creates
 // and removes the child itself; Release removes what a killed runc left.
 func (h *Slot) ContainerPath() string {
+	h.s.mu.Lock()
+	h.s.empty = false
+	h.s.mu.Unlock()
 	h.s.container.Store(true)
 	return h.s.m.b.containerPath(h.s.name)
 }
@@ -432,10 +443,22 @@ func (h *Slot) Kill() error {
 	if h.s.owner.Load() != h {
 		return ErrReleased
 	}
-	err := h.s.cg.kill()
-	// kill may have lifted the CPU limit (so that throttled tasks die
-	// at once): the next limits written are written whole.
-	h.s.limits.CPUMilli = -1
+	return h.s.kill()
+}
+
+// kill kills what runs in the slot unless it is known to be empty. The
+// caller holds s.mu.
+func (s *slot) kill() error {
+	if s.empty {
+		return nil
+	}
+	lifted, err := s.cg.kill()
+	if lifted {
+		// The CPU limit was lifted (so that throttled tasks die at
+		// once): the next limits written are written whole.
+		s.limits.CPUMilli = -1
+	}
+	s.empty = err == nil
 	return err
 }
 
@@ -504,7 +527,7 @@ func (h *Slot) Renew(l Limits) (*Slot, error) {
 		s.mu.Unlock()
 		return nil, ErrReleased
 	}
-	err := s.cg.kill()
+	err := s.kill()
 	if err == nil {
 		err = s.cg.tidy(s.container.Load())
 	}
@@ -559,7 +582,7 @@ func (h *Slot) Release() error {
 		return nil
 	}
 	s.owner.Store(nil)
-	err := s.cg.kill()
+	err := s.kill()
 	if err == nil {
 		err = s.cg.tidy(s.container.Load())
 	}

@@ -289,16 +289,20 @@ type v1Slot struct {
 	h    *v1
 	name string
 
-	cpuUsage    *cgFile   // cpuacct.usage (ns, hierarchical)
-	memUsage    *cgFile   // memory.usage_in_bytes
-	memMax      *cgFile   // memory.max_usage_in_bytes (reset by writing 0)
-	leafOOM     *cgFile   // p/memory.oom_control (oom_kill counts p only)
-	oomEvents   *cgFile   // eventfd notified when the slot hits its limit unrecoverably
-	pidsCurrent *cgFile   // pids.current, nil without the pids controller
-	pidsMax     *cgFile   // pids.max, nil without the pids controller
-	pids        int64     // the job's pids limit (0: none)
-	tasks       []*cgFile // p/tasks of every used hierarchy, for start
-	joined      int       // the thread Join moved in (its TID), or 0
+	cpuUsage    *cgFile // cpuacct.usage (ns, hierarchical)
+	memUsage    *cgFile // memory.usage_in_bytes
+	memMax      *cgFile // memory.max_usage_in_bytes (reset by writing 0)
+	leafOOM     *cgFile // p/memory.oom_control (oom_kill counts p only)
+	oomEvents   *cgFile // eventfd notified when the slot hits its limit unrecoverably
+	pidsCurrent *cgFile // pids.current, nil without the pids controller
+	pidsMax     *cgFile // pids.max, nil without the pids controller
+	pids        int64   // the job's pids limit (0: none)
+	// tasks holds p/tasks of every used hierarchy while a start or a
+	// join needs them, and is nil otherwise: a slot keeps few files
+	// open, for every file the worker holds is one more that each job's
+	// fork copies and its exec closes.
+	tasks  []*cgFile
+	joined int // the thread Join moved in (its TID), or 0
 }
 
 func (h *v1) newSlot(name string) (_ slotCgroup, err error) {
@@ -316,11 +320,6 @@ func (h *v1) newSlot(name string) (_ slotCgroup, err error) {
 		if err := h.dirs.mkdir(filepath.Join(d, "p")); err != nil {
 			return nil, err
 		}
-		f, err := openFile(filepath.Join(d, "p", "tasks"), unix.O_WRONLY)
-		if err != nil {
-			return nil, err
-		}
-		s.tasks = append(s.tasks, f)
 	}
 	if s.cpuUsage, err = openFile(h.dir("cpuacct", name, "cpuacct.usage"), unix.O_RDONLY); err != nil {
 		return nil, err
@@ -378,6 +377,27 @@ func registerOOMEvents(dir string) (*cgFile, error) {
 	return ev, nil
 }
 
+// openTasks opens p/tasks of every used hierarchy into s.tasks.
+func (s *v1Slot) openTasks() error {
+	for _, mnt := range s.h.used {
+		f, err := openFile(filepath.Join(mnt, s.h.parent, s.name, "p", "tasks"), unix.O_WRONLY)
+		if err != nil {
+			s.closeTasks()
+			return err
+		}
+		s.tasks = append(s.tasks, f)
+	}
+	return nil
+}
+
+// closeTasks closes s.tasks.
+func (s *v1Slot) closeTasks() {
+	for _, f := range s.tasks {
+		f.close()
+	}
+	s.tasks = nil
+}
+
 // start forks cmd from the calling thread while that thread is in the
 // slot's leaf in every used hierarchy, then takes the thread back to the
 // worker's own cgroups: the child is born in the slot, and nothing of the
@@ -411,6 +431,10 @@ func (s *v1Slot) start(cmd *exec.Cmd) error {
 			}
 		}()
 	}
+	if err := s.openTasks(); err != nil {
+		return err
+	}
+	defer s.closeTasks()
 	runtime.LockOSThread()
 	if err := join(s.tasks); err != nil {
 		if herr := join(s.h.home); herr != nil {
@@ -440,6 +464,10 @@ func (s *v1Slot) join() error {
 			return err
 		}
 	}
+	if err := s.openTasks(); err != nil {
+		return err
+	}
+	defer s.closeTasks()
 	if err := join(s.tasks); err != nil {
 		if herr := join(s.h.home); herr != nil {
 			s.joined = unix.Gettid() // partly in: treat it as joined
@@ -595,7 +623,7 @@ func (s *v1Slot) oomKilled(b *baseline) (bool, error) {
 	return ev, nil
 }
 
-func (s *v1Slot) kill() error {
+func (s *v1Slot) kill() (bool, error) {
 	h := s.h
 	// Fast path: one read. (No thread of the worker is in the slot but
 	// a joined one: start takes its thread out before it returns.)
@@ -605,7 +633,7 @@ func (s *v1Slot) kill() error {
 			joined = 1
 		}
 		if n, err := s.pidsCurrent.readInt(); err == nil && n <= joined {
-			return nil
+			return false, nil
 		}
 	}
 	var roots []string
@@ -615,8 +643,9 @@ func (s *v1Slot) kill() error {
 	// Lift the job's CPU quota first: a task killed while its cgroup is
 	// throttled runs (to exit) only in its next period's share, which a
 	// loaded machine may be slow to give it; the next job sets its own.
+	lifted := false
 	if h.ctrl["cpu"] != "" {
-		_ = writeFile(h.dir("cpu", s.name, "cpu.cfs_quota_us"), "-1")
+		lifted = writeFile(h.dir("cpu", s.name, "cpu.cfs_quota_us"), "-1") == nil
 	}
 	// No freezer: slots are not made in its hierarchy (a thread starting
 	// a job would have to join it too, and a freeze caught while one
@@ -624,7 +653,7 @@ func (s *v1Slot) kill() error {
 	// Go runtime). killTree repeats list-and-SIGKILL instead until the
 	// slot is empty; a process cannot fork once killed, and the pids
 	// limit bounds a fork bomb.
-	return killTree(roots, nil, h.self, h.killTimeout)
+	return lifted, killTree(roots, nil, h.self, h.killTimeout)
 }
 
 func (s *v1Slot) tidy(container bool) error {
@@ -678,10 +707,10 @@ func chargedAfterReclaim(usage *cgFile, limit int64) error {
 }
 
 func (s *v1Slot) destroy() error {
-	for _, f := range append([]*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent, s.pidsMax}, s.tasks...) {
+	for _, f := range []*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent, s.pidsMax} {
 		f.close()
 	}
-	s.tasks = nil
+	s.closeTasks()
 	// removeTree retries while a killed process is still leaving.
 	var errs []error
 	for _, mnt := range s.h.mounts {

@@ -372,17 +372,18 @@ func (s *v2Slot) oomKilled(b *baseline) (bool, error) {
 	return false, nil
 }
 
-func (s *v2Slot) kill() error {
+func (s *v2Slot) kill() (bool, error) {
 	// Fast path: one read.
 	if n, err := s.events.readKey("populated"); err == nil && n == 0 {
-		return nil
+		return false, nil
 	}
 	// Lift the job's CPU limit first, as v1 does: a throttled task exits
 	// only in its next period's share. The next job sets its own.
+	lifted := false
 	if exists(filepath.Join(s.dir, "cpu.max")) {
-		_ = writeFile(filepath.Join(s.dir, "cpu.max"), "max")
+		lifted = writeFile(filepath.Join(s.dir, "cpu.max"), "max") == nil
 	}
-	return s.h.killDir(s.dir)
+	return lifted, s.h.killDir(s.dir)
 }
 
 func (s *v2Slot) tidy(container bool) error {

@@ -93,7 +93,7 @@ func kernelSlot(t *testing.T, h *v2, name string) *v2Slot {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := s.kill(); err != nil {
+		if _, err := s.kill(); err != nil {
 			t.Errorf("kill %s: %v", name, err)
 		}
 		if err := s.destroy(); err != nil {
@@ -158,7 +158,7 @@ func TestV2KernelStartAndKill(t *testing.T) {
 		t.Errorf("populated = %d, %v with the grandchild alive; want 1", n, err)
 	}
 
-	if err := s.kill(); err != nil {
+	if _, err := s.kill(); err != nil {
 		t.Fatal(err)
 	}
 	if alive(escaped) {

@@ -283,6 +283,9 @@ func TestV2Kill(t *testing.T) {
 	if got := readTrim(t, filepath.Join(slot, "cgroup.kill")); got != "" {
 		t.Errorf("cgroup.kill written (%q) for an empty slot", got)
 	}
+	// A container's processes (a killed slot that nothing was started in
+	// since is known to be empty: only Start and a container fill it).
+	h.ContainerPath()
 	writeT(t, filepath.Join(slot, "cgroup.events"), "populated 1\nfrozen 0\n")
 	err = h.Kill()
 	if err == nil || !strings.Contains(err.Error(), "slot-1: processes still running after 50ms") {
