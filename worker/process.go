@@ -52,6 +52,9 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	cmd.Env = processEnv(spec)
 	cmd.Stdout = out
 	cmd.Stderr = out
+	if cmd.Stdin, err = devNull(); err != nil {
+		return nil, &StartError{Op: "start", Name: name, Err: err}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if spec.UID != 0 {
 		// No supplementary groups: the worker's would follow the job.
@@ -74,6 +77,10 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	go p.wait()
 	return p, nil
 }
+
+// devNull is /dev/null, opened once for every job's standard input (os/exec
+// would open it for each).
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // lookPath finds a program in PATH, remembering what it found: most jobs of
 // a batch run the same program, and every lookup is a dozen stat calls.

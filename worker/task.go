@@ -408,7 +408,9 @@ func formatMiB(n int64) string {
 }
 
 // shipper buffers a job's output and uploads it in numbered chunks: every
-// LogFlushInterval while the job runs and once more at the end.
+// LogFlushInterval while the job runs and once more at the end. Its
+// uploading goroutine starts with the first output: most small jobs
+// print nothing, and cost no goroutine and no ticker.
 type shipper struct {
 	w   *Worker
 	ref api.AttemptRef
@@ -423,19 +425,23 @@ type shipper struct {
 	stop    chan struct{}
 	done    chan struct{}
 	discard bool
+	running bool // loop was started
+	closed  bool // close was called
 }
 
 var _ io.Writer = (*shipper)(nil)
 
 func newShipper(w *Worker, ref api.AttemptRef) *shipper {
-	s := &shipper{w: w, ref: ref, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.loop()
-	return s
+	return &shipper{w: w, ref: ref, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (s *shipper) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.running && !s.closed {
+		s.running = true
+		go s.loop()
+	}
 	if s.truncated {
 		return len(p), nil
 	}
@@ -451,6 +457,33 @@ func (s *shipper) Write(p []byte) (int, error) {
 	s.total += int64(len(p))
 	return len(p), nil
 }
+
+// copyBufs are the buffers a job's output is read into.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ReadFrom reads a job's output into the log until r ends. os/exec copies
+// a command's output through it (io.Copy prefers it), with a buffer from a
+// pool instead of a new 32 KiB one for every job to clear and collect.
+func (s *shipper) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	var n int64
+	for {
+		k, err := r.Read(*bp)
+		if k > 0 {
+			s.Write((*bp)[:k])
+			n += int64(k)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+var _ io.ReaderFrom = (*shipper)(nil)
 
 func (s *shipper) loop() {
 	defer close(s.done)
@@ -533,6 +566,13 @@ func refusedForGood(err error) bool {
 
 // close ships the rest of the log and stops the shipper.
 func (s *shipper) close() {
+	s.mu.Lock()
+	s.closed = true
+	running := s.running
+	s.mu.Unlock()
+	if !running {
+		return // nothing was written: nothing to ship
+	}
 	close(s.stop)
 	<-s.done
 }

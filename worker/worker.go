@@ -321,7 +321,11 @@ type Worker struct {
 	fenced            bool
 
 	wake chan struct{}
-	wg   sync.WaitGroup
+	wg   sync.WaitGroup // attempts running
+	runq chan *task     // to an idle runner
+	// idleRunners ends the runners waiting for an attempt (shutdown).
+	idleRunners     chan struct{}
+	stopIdleRunners sync.Once
 }
 
 // New returns a worker; Run starts it.
@@ -354,7 +358,10 @@ func New(cfg *Config) (*Worker, error) {
 		client: api.NewTLSClient(strings.Join(cfg.Servers, ","), "", cfg.TLS),
 		exec:   ex,
 		tasks:  map[api.AttemptRef]*task{},
-		wake:   make(chan struct{}, 1),
+		runq:   make(chan *task),
+
+		idleRunners: make(chan struct{}),
+		wake:        make(chan struct{}, 1),
 	}
 	if err := w.openRuntime(isolate); err != nil {
 		w.closeRuntime()
@@ -759,10 +766,36 @@ func (w *Worker) start(a api.Assignment) {
 	w.tasks[a.AttemptRef] = t
 	w.mu.Unlock()
 	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
+	select {
+	case w.runq <- t: // a runner that is idle takes it
+	default:
+		go w.runner(t)
+	}
+}
+
+// runnerIdle is how long a goroutine that ran an attempt waits for the
+// next before it ends.
+const runnerIdle = time.Minute
+
+// runner runs t, then the attempts handed to it while it waits, until it
+// has waited runnerIdle for one. Attempts run on goroutines that ran one
+// before: an attempt's calls grow a goroutine's stack to some tens of KiB,
+// and a new goroutine for each copied its stack two or three times.
+func (w *Worker) runner(t *task) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
 		t.run()
-	}()
+		w.wg.Done()
+		idle.Reset(runnerIdle)
+		select {
+		case t = <-w.runq:
+		case <-idle.C:
+			return
+		case <-w.idleRunners:
+			return
+		}
+	}
 }
 
 func (w *Worker) kill(ref api.AttemptRef, reason string) {
@@ -815,6 +848,7 @@ func (w *Worker) abandonAll(reason string) {
 func (w *Worker) shutdown() {
 	defer w.id.release()
 	defer w.closeRuntime()
+	defer w.stopIdleRunners.Do(func() { close(w.idleRunners) })
 	w.mu.Lock()
 	active := w.instance != 0
 	tasks := make([]*task, 0, len(w.tasks))

@@ -57,7 +57,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger (default: <data-dir>/history.db)")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks; as drover server's)")
-	gcPercent := gcPercentFlag(fs)
+	gcPercent := gcPercentFlag(fs, defaultGCPercent)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {

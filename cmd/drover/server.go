@@ -94,7 +94,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	workerServers := fs.String("worker-servers", "", "with -autoscale: server addresses new machines' workers join (default: this server's -http-advertise)")
 	autoscaleEvery := fs.Duration("autoscale-interval", 15*time.Second, "with -autoscale: time between the autoscaler's decisions")
 	priceRefresh := fs.Duration("price-refresh", time.Hour, "with -autoscale: how often launch configs with price_from_cloud read the cloud's price (GCE: the Cloud Billing Catalog)")
-	gcPercent := gcPercentFlag(fs)
+	gcPercent := gcPercentFlag(fs, defaultGCPercent)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -262,8 +262,8 @@ func parseBudget(s string) (int64, error) {
 // (docs/performance.md).
 const defaultGCPercent = 60
 
-func gcPercentFlag(fs *flag.FlagSet) *int {
-	return fs.Int("gc-percent", defaultGCPercent, "garbage collector target: the heap may grow this many percent over what was live at the last collection (Go's GOGC; the GOGC environment variable wins)")
+func gcPercentFlag(fs *flag.FlagSet, def int) *int {
+	return fs.Int("gc-percent", def, "garbage collector target: the heap may grow this many percent over what was live at the last collection (Go's GOGC; the GOGC environment variable wins)")
 }
 
 // setGCPercent applies -gc-percent unless GOGC is set in the environment.
