@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/drover-sched/drover/api"
 )
 
@@ -165,4 +167,89 @@ func TestJailJobsDirUnderTmp(t *testing.T) {
 func randomHex(t *testing.T) string {
 	t.Helper()
 	return testNodeID(t)[:12]
+}
+
+// sweepHost removes what users of the job range own in the host's shared
+// places (and the world-writable directories below them) and their System
+// V objects, and nothing else: not another user's files, nor anything in a
+// directory that is not world-writable (a worker's jobs dir under /tmp).
+func TestSweepHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (files and IPC objects of other users)")
+	}
+	const inRange, other = 300_007, 300_100
+	owned := func(uid uint32) bool { return uid == inRange }
+	mark := "sweep-" + randomHex(t)
+	mk := func(path string, uid int, dir bool) string {
+		t.Helper()
+		var err error
+		if dir {
+			err = os.Mkdir(path, 0o777)
+		} else {
+			err = os.WriteFile(path, []byte("x"), 0o600)
+		}
+		if err == nil {
+			err = os.Chown(path, uid, uid)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(path) })
+		return path
+	}
+	left := mk("/tmp/"+mark+"-left", inRange, false)
+	leftDir := mk("/dev/shm/"+mark+"-dir", inRange, true)
+	mk(leftDir+"/inside", inRange, false)
+	kept := mk("/tmp/"+mark+"-kept", other, false)
+	open := mk("/tmp/"+mark+"-open", 0, true) // world-writable: looked into
+	os.Chmod(open, 0o1777)
+	deep := mk(open+"/left", inRange, false)
+	closed := mk("/tmp/"+mark+"-closed", 0, true) // a jobs dir: not looked into
+	os.Chmod(closed, 0o711)
+	running := mk(closed+"/d1", inRange, true)
+
+	// A shared memory segment of the range's user, and one of another.
+	seg := func(uid int) int {
+		t.Helper()
+		id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d unix.SysvShmDesc
+		if _, err := unix.SysvShmCtl(id, unix.IPC_STAT, &d); err != nil {
+			t.Fatal(err)
+		}
+		d.Perm.Uid = uint32(uid)
+		if _, err := unix.SysvShmCtl(id, unix.IPC_SET, &d); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+		return id
+	}
+	leftSeg, keptSeg := seg(inRange), seg(other)
+
+	n, err := sweepHost(owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{left, leftDir, deep} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+	for _, p := range []string{kept, open, closed, running} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	var d unix.SysvShmDesc
+	if _, err := unix.SysvShmCtl(leftSeg, unix.IPC_STAT, &d); err == nil {
+		t.Error("the range user's shared memory segment is still there")
+	}
+	if _, err := unix.SysvShmCtl(keptSeg, unix.IPC_STAT, &d); err != nil {
+		t.Errorf("another user's segment was removed: %v", err)
+	}
+	if n < 3 {
+		t.Errorf("sweepHost says it removed %d", n)
+	}
 }
