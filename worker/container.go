@@ -311,6 +311,9 @@ func (c *container) Wait() (Result, error) {
 	return c.res, c.err
 }
 
+// Done is closed once the container has ended.
+func (c *container) Done() <-chan struct{} { return c.done }
+
 // Stop sends SIGTERM to the container's first process (runc passes it
 // on), then, once grace has passed, kills everything in the container's
 // cgroup (a first process that ignores SIGTERM, as a PID namespace's

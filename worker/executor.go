@@ -78,6 +78,8 @@ type Handle interface {
 	// known. Wait may be called more than once, and concurrently with
 	// Stop.
 	Wait() (Result, error)
+	// Done is closed once Wait would return at once.
+	Done() <-chan struct{}
 	// Stop ends the command: SIGTERM to all of it (its process group),
 	// then SIGKILL once grace has passed if the command has not ended. It
 	// returns when the command has ended or SIGKILL was sent, and does

@@ -72,6 +72,8 @@ func (h *fakeHandle) Wait() (Result, error) {
 	return h.res, nil
 }
 
+func (h *fakeHandle) Done() <-chan struct{} { return h.ended }
+
 func (h *fakeHandle) Stop(grace time.Duration) {
 	h.stops <- grace
 	h.end(Result{ExitCode: 128 + int(syscall.SIGTERM), Signal: syscall.SIGTERM})

@@ -62,7 +62,7 @@ type jail struct {
 
 	// The private places in the jail's own mount namespace, and the
 	// memory limit they are sized for (see private.go).
-	places []placeState
+	tmp    *privateTmp
 	size   int64
 	broken atomic.Bool // what its last job left could not be removed: not to be used again
 }
@@ -286,7 +286,7 @@ func (p *jails) destroy(j *jail) {
 	close(j.reqs)
 	for range j.done {
 	}
-	closePlaces(j.places)
+	j.tmp.close()
 	j.slot.Release()
 }
 
@@ -315,7 +315,7 @@ func (j *jail) thread(p *jails, size int64, entered chan<- int, attached <-chan 
 		return
 	}
 	if err := j.enter(p, size); err != nil {
-		closePlaces(j.places)
+		j.tmp.close()
 		j.done <- err
 		close(j.done)
 		return
@@ -379,7 +379,7 @@ func (j *jail) enter(p *jails, size int64) error {
 		return fmt.Errorf("make the jail's mount and IPC namespaces: %w", err)
 	}
 	var err error
-	if j.places, err = p.fs.furnish(size); err != nil {
+	if j.tmp, err = p.fs.furnish(size); err != nil {
 		return err
 	}
 	j.size = size
@@ -473,6 +473,7 @@ type jailFS struct {
 	resolv string   // the resolv.conf a job on the bridge uses
 	shared []string // the worker's directories jobs write in, bound at the same path in the chroot
 	places []string // the host's shared writable places each jail has a private copy of
+	tmp    string   // where each jail mounts the tmpfs of its private places (outside the chroot)
 	mq     string   // where each jail mounts its message queue file system (outside the chroot)
 }
 
@@ -480,7 +481,8 @@ type jailFS struct {
 // cfg.Resolv as the jobs' resolv.conf ("": jobResolvConf).
 func openJailFS(cfg jailsConfig, log *slog.Logger) (*jailFS, error) {
 	root, resolv := cfg.Root, cfg.Resolv
-	for _, d := range []string{root, cfg.Queues} {
+	tmp := filepath.Join(filepath.Dir(cfg.Queues), "jail-tmp")
+	for _, d := range []string{root, cfg.Queues, tmp} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("jail root: %w", err)
 		}
@@ -488,13 +490,15 @@ func openJailFS(cfg jailsConfig, log *slog.Logger) (*jailFS, error) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return nil, fmt.Errorf("jail root: %w", err)
 	}
-	if err := os.Chmod(cfg.Queues, 0o700); err != nil {
-		return nil, fmt.Errorf("jail queues: %w", err)
+	for _, d := range []string{cfg.Queues, tmp} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("jail: %w", err)
+		}
 	}
 	if resolv == "" {
 		resolv = jobResolvConf(log)
 	}
-	fs := &jailFS{root: root, resolv: resolv, mq: cfg.Queues}
+	fs := &jailFS{root: root, resolv: resolv, mq: cfg.Queues, tmp: tmp}
 	for _, d := range cfg.Shared {
 		real, err := filepath.EvalSymlinks(d)
 		if err != nil {

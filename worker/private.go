@@ -34,13 +34,20 @@ import (
 // private copies of (those the host has).
 var privatePlaces = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
-// placeState is a private place as its jail set it up: how much of its
-// tmpfs is in use when nothing of a job is in it (the directories the
-// worker made to bind shared paths below it).
-type placeState struct {
-	path   string // on the host ("/tmp")
-	target string // where it is mounted in the jail's namespace (the chroot's "/tmp")
-	fd     int    // an O_PATH descriptor of the mount, which any thread of the worker can statfs
+// placeDir is the directory of a jail's tmpfs that is bound at a private
+// place ("/var/tmp": "var-tmp").
+func placeDir(place string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(place, "/"), "/", "-")
+}
+
+// privateTmp is a jail's private places as it set them up: one tmpfs,
+// mounted outside the chroot, whose directories are bound at the chroot's
+// /tmp, /var/tmp and /dev/shm (one file system: one look tells whether a
+// job used any of them, and their sum is what its memory limit bounds),
+// and how much of it is in use when nothing of a job is in it (its
+// directories, and those the worker made to bind shared paths below them).
+type privateTmp struct {
+	fd     int // an O_PATH descriptor of the tmpfs, which any thread of the worker can statfs
 	inodes uint64
 	blocks uint64
 }
@@ -49,67 +56,86 @@ type placeState struct {
 // in the calling thread's mount namespace (the jail's own, made by the
 // caller with its IPC namespace), for a job whose memory limit is size
 // (0: none).
-func (fs *jailFS) furnish(size int64) ([]placeState, error) {
-	places := make([]placeState, 0, len(fs.places))
-	for _, p := range fs.places {
-		st := placeState{path: p, target: filepath.Join(fs.root, p), fd: -1}
-		if err := fs.mountPlace(&st, size); err != nil {
-			closePlaces(places)
-			return nil, err
-		}
-		places = append(places, st)
+func (fs *jailFS) furnish(size int64) (*privateTmp, error) {
+	t := &privateTmp{fd: -1}
+	if err := fs.mountTmp(t, size); err != nil {
+		t.close()
+		return nil, err
 	}
 	// The jail's POSIX message queues are listed through its IPC
 	// namespace's queue file system, mounted outside the chroot.
 	if err := unix.Mount("mqueue", fs.mq, "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		closePlaces(places)
+		t.close()
 		return nil, fmt.Errorf("mount the jail's message queues at %s: %w", fs.mq, err)
 	}
-	return places, nil
+	return t, nil
 }
 
-// closePlaces closes the places' descriptors.
-func closePlaces(places []placeState) {
-	for i := range places {
-		if places[i].fd >= 0 {
-			unix.Close(places[i].fd)
-			places[i].fd = -1
-		}
+// close closes the tmpfs's descriptor.
+func (t *privateTmp) close() {
+	if t != nil && t.fd >= 0 {
+		unix.Close(t.fd)
+		t.fd = -1
 	}
 }
 
-// mountPlace mounts a new tmpfs at a private place, binds below it the
-// worker's directories that jobs reach through it (the jobs dir, when it
-// is under /tmp), and records what the empty place holds.
-func (fs *jailFS) mountPlace(st *placeState, size int64) error {
-	if err := unix.Mount("tmpfs", st.target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions(size)); err != nil {
-		return fmt.Errorf("mount a private %s: %w", st.path, err)
+// mountTmp mounts a new tmpfs for the private places, binds its
+// directories at them and, below them, the worker's directories that jobs
+// reach through one (the jobs dir, when it is under /tmp), and records
+// what the empty tmpfs holds.
+func (fs *jailFS) mountTmp(t *privateTmp, size int64) error {
+	if err := unix.Mount("tmpfs", fs.tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions(size)); err != nil {
+		return fmt.Errorf("mount the jail's private places: %w", err)
 	}
-	for _, s := range fs.shared {
-		if !within(s, st.path) {
-			continue
+	for _, p := range fs.places {
+		dir := filepath.Join(fs.tmp, placeDir(p))
+		if err := os.Mkdir(dir, 0o777); err != nil {
+			return fmt.Errorf("private %s: %w", p, err)
 		}
-		target := filepath.Join(fs.root, s)
-		if err := os.MkdirAll(target, 0o755); err != nil {
-			return fmt.Errorf("private %s: %w", st.path, err)
+		if err := os.Chmod(dir, 0o1777); err != nil {
+			return fmt.Errorf("private %s: %w", p, err)
 		}
-		if err := unix.Mount(s, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s in the private %s: %w", s, st.path, err)
+		for _, s := range fs.shared {
+			if !within(s, p) {
+				continue
+			}
+			below := filepath.Join(dir, strings.TrimPrefix(s, p))
+			if err := os.MkdirAll(below, 0o755); err != nil {
+				return fmt.Errorf("private %s: %w", p, err)
+			}
+			if err := unix.Mount(s, below, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("bind %s in the private %s: %w", s, p, err)
+			}
+		}
+		if err := unix.Mount(dir, filepath.Join(fs.root, p), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind the private %s: %w", p, err)
 		}
 	}
-	fd, err := unix.Open(st.target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(fs.tmp, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("private %s: %w", st.path, err)
+		return fmt.Errorf("the jail's private places: %w", err)
 	}
-	if st.fd >= 0 {
-		unix.Close(st.fd)
-	}
-	st.fd = fd
+	t.close()
+	t.fd = fd
 	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(st.fd, &sfs); err != nil {
-		return fmt.Errorf("private %s: %w", st.path, err)
+	if err := unix.Fstatfs(t.fd, &sfs); err != nil {
+		return fmt.Errorf("the jail's private places: %w", err)
 	}
-	st.inodes, st.blocks = sfs.Files-sfs.Ffree, sfs.Blocks-sfs.Bfree
+	t.inodes, t.blocks = sfs.Files-sfs.Ffree, sfs.Blocks-sfs.Bfree
+	return nil
+}
+
+// unmountTmp takes the private places and their tmpfs away (lazily: the
+// tmpfs goes with its last user, the descriptor mountTmp replaces).
+func (fs *jailFS) unmountTmp() error {
+	for _, p := range fs.places {
+		if err := unix.Unmount(filepath.Join(fs.root, p), unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount the last job's %s: %w", p, err)
+		}
+	}
+	if err := unix.Unmount(fs.tmp, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount the last job's private places: %w", err)
+	}
 	return nil
 }
 
@@ -126,14 +152,14 @@ func tmpfsOptions(size int64) string {
 // tmpfsOption is tmpfsOptions as a container's mount options.
 func tmpfsOption(size int64) []string { return strings.Split(tmpfsOptions(size), ",") }
 
-// used reports whether a job left something in a private place. Any of
-// the worker's threads may ask, without entering the jail.
-func (st *placeState) used() (bool, error) {
+// used reports whether a job left something in the private places. Any
+// of the worker's threads may ask, without entering the jail.
+func (t *privateTmp) used() (bool, error) {
 	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(st.fd, &sfs); err != nil {
-		return false, fmt.Errorf("private %s: %w", st.path, err)
+	if err := unix.Fstatfs(t.fd, &sfs); err != nil {
+		return false, fmt.Errorf("the jail's private places: %w", err)
 	}
-	return sfs.Files-sfs.Ffree != st.inodes || sfs.Blocks-sfs.Bfree != st.blocks, nil
+	return sfs.Files-sfs.Ffree != t.inodes || sfs.Blocks-sfs.Bfree != t.blocks, nil
 }
 
 // janitor replaces the private places a job wrote, and sizes them for the
@@ -185,15 +211,11 @@ func (jn *janitor) loop() {
 // nothing to do: a look at each place, from the calling goroutine.
 // Nothing of the last job may run.
 func (jn *janitor) empty(j *jail, size int64) error {
-	dirty := size != j.size
-	for i := range j.places {
-		used, err := j.places[i].used()
-		if err != nil {
-			return err
-		}
-		dirty = dirty || used
+	used, err := j.tmp.used()
+	if err != nil {
+		return err
 	}
-	if !dirty {
+	if !used && size == j.size {
 		return nil
 	}
 	r := janitorReq{j: j, size: size, done: make(chan error, 1)}
@@ -213,24 +235,21 @@ func (jn *janitor) clean(j *jail, size int64) error {
 	if err != nil {
 		return fmt.Errorf("enter a jail's mount namespace: %w", err)
 	}
-	for i := range j.places {
-		st := &j.places[i]
-		used, err := st.used()
-		if err != nil {
+	used, err := j.tmp.used()
+	if err != nil {
+		return err
+	}
+	switch {
+	case used:
+		if err := jn.fs.unmountTmp(); err != nil {
 			return err
 		}
-		switch {
-		case used:
-			if err := unix.Unmount(st.target, unix.MNT_DETACH); err != nil {
-				return fmt.Errorf("unmount the last job's %s: %w", st.path, err)
-			}
-			if err := jn.fs.mountPlace(st, size); err != nil {
-				return err
-			}
-		case size != j.size:
-			if err := unix.Mount("", st.target, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions(size)); err != nil {
-				return fmt.Errorf("size the private %s: %w", st.path, err)
-			}
+		if err := jn.fs.mountTmp(j.tmp, size); err != nil {
+			return err
+		}
+	case size != j.size:
+		if err := unix.Mount("", jn.fs.tmp, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions(size)); err != nil {
+			return fmt.Errorf("size the jail's private places: %w", err)
 		}
 	}
 	j.size = size

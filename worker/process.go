@@ -164,6 +164,9 @@ func (p *process) wait() {
 	close(p.done)
 }
 
+// Done is closed once the process has ended.
+func (p *process) Done() <-chan struct{} { return p.done }
+
 // Wait waits for the process to end.
 func (p *process) Wait() (Result, error) {
 	<-p.done

@@ -255,15 +255,6 @@ func (t *task) run() {
 	t.mu.Unlock()
 	t.w.emit(api.AttemptEvent{AttemptRef: t.a.AttemptRef, Kind: api.EventStarted, StartTime: start})
 
-	type ended struct {
-		res Result
-		err error
-	}
-	waited := make(chan ended, 1)
-	go func() {
-		res, err := h.Wait()
-		waited <- ended{res, err}
-	}()
 	var timeout <-chan time.Time
 	if t.a.TimeoutSeconds > 0 {
 		timer := time.NewTimer(time.Duration(t.a.TimeoutSeconds * float64(time.Second)))
@@ -271,17 +262,19 @@ func (t *task) run() {
 		timeout = timer.C
 	}
 	timedOut := false
-	var end ended
 	select {
-	case end = <-waited:
+	case <-h.Done():
 	case <-t.ctx.Done():
 		h.Stop(t.stopGrace())
-		end = <-waited
 	case <-timeout:
 		timedOut = true
 		h.Stop(t.w.cfg.KillGrace)
-		end = <-waited
 	}
+	var end struct {
+		res Result
+		err error
+	}
+	end.res, end.err = h.Wait()
 	ev.EndTime = time.Now()
 	if end.err != nil {
 		log.Warn("lost track of the job", "err", end.err)
