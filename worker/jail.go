@@ -395,7 +395,7 @@ func (j *jail) enter(p *jails, size int64) error {
 // namespace of each job's own cost some 30 to 50 µs of the worker's CPU a
 // job to make, and more to free).
 func (j *jail) fork(p *jails, cmd *exec.Cmd) error {
-	if err := clearIPC(p.fs.mq); err != nil {
+	if err := clearIPC(j.tmp); err != nil {
 		j.broken.Store(true)
 		return err
 	}

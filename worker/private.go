@@ -50,6 +50,11 @@ type privateTmp struct {
 	fd     int // an O_PATH descriptor of the tmpfs, which any thread of the worker can statfs
 	inodes uint64
 	blocks uint64
+
+	// An O_PATH descriptor of the root of the jail's message queue file
+	// system, and its size with no queue in it (it grows with each).
+	mq      int
+	mqEmpty int64
 }
 
 // furnish mounts the jail's private places and message queue file system
@@ -57,7 +62,7 @@ type privateTmp struct {
 // caller with its IPC namespace), for a job whose memory limit is size
 // (0: none).
 func (fs *jailFS) furnish(size int64) (*privateTmp, error) {
-	t := &privateTmp{fd: -1}
+	t := &privateTmp{fd: -1, mq: -1}
 	if err := fs.mountTmp(t, size); err != nil {
 		t.close()
 		return nil, err
@@ -68,14 +73,31 @@ func (fs *jailFS) furnish(size int64) (*privateTmp, error) {
 		t.close()
 		return nil, fmt.Errorf("mount the jail's message queues at %s: %w", fs.mq, err)
 	}
+	fd, err := unix.Open(fs.mq, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.close()
+		return nil, fmt.Errorf("the jail's message queues: %w", err)
+	}
+	t.mq = fd
+	var st unix.Stat_t
+	if err := unix.Fstat(t.mq, &st); err != nil {
+		t.close()
+		return nil, fmt.Errorf("the jail's message queues: %w", err)
+	}
+	t.mqEmpty = st.Size
 	return t, nil
 }
 
-// close closes the tmpfs's descriptor.
+// close closes the descriptors.
 func (t *privateTmp) close() {
-	if t != nil && t.fd >= 0 {
-		unix.Close(t.fd)
-		t.fd = -1
+	if t == nil {
+		return
+	}
+	for _, fd := range []*int{&t.fd, &t.mq} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
 	}
 }
 
@@ -115,7 +137,9 @@ func (fs *jailFS) mountTmp(t *privateTmp, size int64) error {
 	if err != nil {
 		return fmt.Errorf("the jail's private places: %w", err)
 	}
-	t.close()
+	if t.fd >= 0 {
+		unix.Close(t.fd)
+	}
 	t.fd = fd
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(t.fd, &sfs); err != nil {
@@ -257,32 +281,33 @@ func (jn *janitor) clean(j *jail, size int64) error {
 }
 
 // clearIPC removes every System V IPC object and POSIX message queue of
-// the calling thread's IPC namespace, whose queue file system is mounted
-// at mq: what the last job of a jail left, before the next one starts.
-func clearIPC(mq string) error {
+// the calling thread's IPC namespace, whose queue file system's root t.mq
+// is: what the last job of a jail left, before the next one starts.
+func clearIPC(t *privateTmp) error {
 	if err := removeSysV(nil); err != nil {
 		return err
 	}
 	// The queue file system's root grows by an entry's size with each
-	// queue: empty, there is nothing to list.
+	// queue: as large as when it was mounted, there is nothing to list.
 	var st unix.Stat_t
-	if err := unix.Stat(mq, &st); err != nil {
+	if err := unix.Fstat(t.mq, &st); err != nil {
 		return fmt.Errorf("the jail's message queues: %w", err)
 	}
-	if st.Size == 0 {
+	if st.Size == t.mqEmpty {
 		return nil
 	}
-	f, err := os.Open(mq)
+	fd, err := unix.Openat(t.mq, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("list the jail's message queues: %w", err)
 	}
+	f := os.NewFile(uintptr(fd), "mqueue")
 	names, err := f.Readdirnames(-1)
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("list the jail's message queues: %w", err)
 	}
 	for _, n := range names {
-		if err := unix.Unlink(filepath.Join(mq, n)); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := unix.Unlinkat(t.mq, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("remove message queue %q: %w", n, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/drover-sched/drover/worker/cgroups"
 )
@@ -50,17 +51,23 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	cmd.Args[0] = name
 	cmd.Dir = spec.Dir
 	cmd.Env = processEnv(spec)
-	cmd.Stdout = out
-	cmd.Stderr = out
 	if cmd.Stdin, err = devNull(); err != nil {
 		return nil, &StartError{Op: "start", Name: name, Err: err}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The output's pipe is the worker's own, as are the process's pidfd
+	// and its reaping (see wait): os/exec would add a goroutine, and a
+	// thread blocked in waitid for each job.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, &StartError{Op: "start", Name: name, Err: err}
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	pidfd := -1
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
 	if spec.UID != 0 {
 		// No supplementary groups: the worker's would follow the job.
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
-	cmd.WaitDelay = waitDelay
 	start := cmd.Start
 	switch {
 	case spec.Start != nil:
@@ -70,10 +77,24 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 		// Born inside the job's cgroup: nothing it starts escapes it.
 		start = func() error { return spec.Cgroup.Start(cmd) }
 	}
-	if err := start(); err != nil {
+	err = start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		if pidfd >= 0 {
+			syscall.Close(pidfd)
+		}
 		return nil, &StartError{Op: "start", Name: name, Err: unwrapExec(err)}
 	}
-	p := &process{cmd: cmd, cgroup: spec.Cgroup, done: make(chan struct{})}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, cgroup: spec.Cgroup, out: pr, copied: make(chan struct{}), done: make(chan struct{})}
+	if pidfd >= 0 {
+		if err := syscall.SetNonblock(pidfd, true); err == nil {
+			p.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
+		} else {
+			syscall.Close(pidfd)
+		}
+	}
+	go p.copy(out)
 	go p.wait()
 	return p, nil
 }
@@ -130,38 +151,128 @@ func processEnv(spec Spec) []string {
 // process is a started command of the ProcessExecutor.
 type process struct {
 	cmd    *exec.Cmd
+	pid    int      // and its process group's ID
+	pidfd  *os.File // the process's pidfd, in the runtime's poller (nil: none)
+	out    *os.File // the read end of its output's pipe
+	copied chan struct{}
 	cgroup *cgroups.Slot
 	done   chan struct{} // closed once the process has ended and its group is killed
 	res    Result
 	err    error
 }
 
+// copy copies the process's output to w until every writer of the pipe
+// is gone, or wait gives up on them.
+func (p *process) copy(w io.Writer) {
+	_, _ = io.Copy(w, p.out)
+	close(p.copied)
+}
+
 // wait waits for the process, kills what it left in its process group
 // (and, with a cgroup, anywhere: a child that made a session of its own
-// too), and records how it ended.
+// too), and records how it ended once its output is in: a background
+// child holding the output open past waitDelay does not hold the job.
 func (p *process) wait() {
-	err := p.cmd.Wait()
-	// What the job left running ends with it, as in a container: it would
-	// use resources nobody accounts for.
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	res, err := p.reap(func() {
+		// What the job left running ends with it, as in a container:
+		// it would use resources nobody accounts for. (Before the
+		// process is reaped, while its ID cannot name another group.)
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	})
+	p.res = res
+	// Then the cgroup, which counts the process until it is reaped.
 	if p.cgroup != nil {
 		if kerr := p.cgroup.Kill(); kerr != nil && err == nil {
 			err = fmt.Errorf("kill what the job left running: %w", kerr)
 		}
 	}
-	p.res = result(p.cmd.ProcessState)
-	if p.cmd.ProcessState != nil {
-		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			p.res.Usage = ru
+	select {
+	case <-p.copied:
+	default:
+		timer := time.NewTimer(waitDelay)
+		select {
+		case <-p.copied:
+		case <-timer.C:
+			_ = p.out.SetReadDeadline(time.Now())
+			<-p.copied
 		}
+		timer.Stop()
 	}
-	var ee *exec.ExitError
-	// An exit status is in the result, and a background child holding the
-	// output past waitDelay does not count against the job.
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+	p.out.Close()
+	if err != nil {
 		p.err = fmt.Errorf("wait for %q: %w", p.cmd.Args[0], err)
 	}
 	close(p.done)
+}
+
+// siginfoChild is the part of a siginfo_t that waitid fills for a child.
+type siginfoChild struct {
+	Signo, Errno, Code, _ int32
+	Pid                   int32
+	UID                   uint32
+	Status                int32
+	_                     [100]byte
+}
+
+// reap waits for the process to end, through its pidfd in the runtime's
+// poller (no thread waits), calls ended, and reaps it.
+func (p *process) reap(ended func()) (Result, error) {
+	if p.pidfd == nil {
+		ps, err := p.cmd.Process.Wait()
+		ended()
+		if err != nil {
+			return Result{ExitCode: -1}, err
+		}
+		r := result(ps)
+		r.Usage, _ = ps.SysUsage().(*syscall.Rusage)
+		return r, nil
+	}
+	defer p.pidfd.Close()
+	defer p.cmd.Process.Release()
+	rc, err := p.pidfd.SyscallConn()
+	if err != nil {
+		ended()
+		return Result{ExitCode: -1}, err
+	}
+	var (
+		info siginfoChild
+		ru   syscall.Rusage
+		werr error
+	)
+	waitid := func(fd uintptr, options int) bool {
+		const pPIDFD = 3 // P_PIDFD of <linux/wait.h>
+		for {
+			info = siginfoChild{}
+			_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPIDFD, fd, uintptr(unsafe.Pointer(&info)), uintptr(syscall.WEXITED|options), uintptr(unsafe.Pointer(&ru)), 0)
+			switch e {
+			case 0:
+				return info.Pid != 0 // 0: still running (WNOHANG)
+			case syscall.EINTR:
+				continue
+			}
+			werr = e
+			return true
+		}
+	}
+	const wNoWait = 0x1000000 // WNOWAIT of <linux/wait.h>
+	if err = rc.Read(func(fd uintptr) bool { return waitid(fd, syscall.WNOHANG|wNoWait) }); err == nil {
+		err = werr
+	}
+	ended()
+	if err == nil {
+		_ = rc.Control(func(fd uintptr) { waitid(fd, 0) })
+		err = werr
+	}
+	if err != nil {
+		return Result{ExitCode: -1}, err
+	}
+	const cldExited = 1 // CLD_EXITED of <asm-generic/siginfo.h>; otherwise killed or dumped
+	r := Result{ExitCode: int(info.Status), Usage: &ru}
+	if info.Code != cldExited {
+		r.Signal = syscall.Signal(info.Status)
+		r.ExitCode = 128 + int(info.Status)
+	}
+	return r, nil
 }
 
 // Done is closed once the process has ended.
@@ -182,7 +293,7 @@ func (p *process) Stop(grace time.Duration) {
 		return
 	default:
 	}
-	pgid := p.cmd.Process.Pid
+	pgid := p.pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()

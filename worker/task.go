@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -143,7 +144,6 @@ func (t *task) addUsage(f func(u *api.Usage)) {
 // log is fully shipped before the completed event is queued, so a job that
 // is final always has its whole log.
 func (t *task) run() {
-	log := t.w.log.With("attempt", t.a.AttemptRef.String())
 	start := time.Now()
 	ship := newShipper(t.w, t.a.AttemptRef)
 	ev := api.AttemptEvent{AttemptRef: t.a.AttemptRef, Kind: api.EventCompleted, StartTime: start}
@@ -172,7 +172,9 @@ func (t *task) run() {
 			ev.EndTime = time.Now()
 		}
 		clampUsage(ev.Usage, t.w.cfg.CPU, t.w.cfg.Memory, ev.EndTime.Sub(ev.StartTime))
-		log.Debug("attempt ended", "outcome", ev.Outcome, "exit", ev.ExitCode, "took", ev.EndTime.Sub(start))
+		if t.w.log.Enabled(t.ctx, slog.LevelDebug) {
+			t.w.log.Debug("attempt ended", "attempt", t.a.AttemptRef.String(), "outcome", ev.Outcome, "exit", ev.ExitCode, "took", ev.EndTime.Sub(start))
+		}
 		t.w.emit(ev)
 	}()
 	fail := func(msg string) {
@@ -277,7 +279,7 @@ func (t *task) run() {
 	end.res, end.err = h.Wait()
 	ev.EndTime = time.Now()
 	if end.err != nil {
-		log.Warn("lost track of the job", "err", end.err)
+		t.w.log.Warn("lost track of the job", "attempt", t.a.AttemptRef.String(), "err", end.err)
 	}
 	if bx.slot == nil && end.res.Usage != nil {
 		// No cgroup measured the job: the kernel's count for the process
