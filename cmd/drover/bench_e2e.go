@@ -53,6 +53,10 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		"total_s": r.Total.Seconds(), "p50_ready_to_started_ms": r.ReadyToStartedMs[0], "p99_ready_to_started_ms": r.ReadyToStartedMs[1],
 		"attempt_p50_ms": r.AttemptMs[0], "attempt_p99_ms": r.AttemptMs[1],
 	}
+	if r.ServerCPU > 0 || r.WorkerCPU > 0 {
+		out["server_cpu_us_per_job"] = float64(r.ServerCPU.Microseconds()) / float64(*jobs)
+		out["worker_cpu_us_per_job"] = float64(r.WorkerCPU.Microseconds()) / float64(*jobs)
+	}
 	what := "`" + strings.Join(r.Command, " ") + "` processes on network " + *network
 	if r.Image != "" {
 		out["image"] = r.Image
@@ -69,6 +73,9 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	if !*asJSON {
 		safef(m.Stdout, "%d %s on %d workers: %.0f jobs/s end to end (submit to batch complete in %.2fs); first to last start %.0f jobs/s, first to last completion %.0f jobs/s; attempt wall p50 %.1f ms\n",
 			*jobs, what, *workers, out["jobs_per_s"], r.Total.Seconds(), out["schedule_jobs_per_s"], out["complete_jobs_per_s"], out["attempt_p50_ms"])
+		if r.ServerCPU > 0 || r.WorkerCPU > 0 {
+			safef(m.Stdout, "drover's own CPU a job: server %.0f µs, workers %.0f µs (not the jobs' own)\n", out["server_cpu_us_per_job"], out["worker_cpu_us_per_job"])
+		}
 		if *floor {
 			safef(m.Stdout, "floor: %d goroutines of this process started `%s` %d times at %.0f a second before the agent and %.0f after it; drover ran %.0f%% of their mean\n",
 				cfg.FloorParallel(), strings.Join(r.Command, " "), *jobs, r.FloorBefore, r.FloorAfter, 100*out["of_floor"].(float64))

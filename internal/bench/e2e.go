@@ -63,6 +63,10 @@ type E2EResult struct {
 	// FloorBefore and FloorAfter are Floor's rates before the agent
 	// started and after it stopped (0: not measured).
 	FloorBefore, FloorAfter float64
+	// ServerCPU and WorkerCPU are the CPU time the agent's server and its
+	// workers (not their jobs) used from the batch's submission to its
+	// completion (0: not measured).
+	ServerCPU, WorkerCPU time.Duration
 }
 
 // FloorParallel is how many goroutines Floor runs for an E2E config: one
@@ -158,6 +162,7 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 			return nil, fmt.Errorf("warming the image caches: %+v %v (see %s)", b, err, logFile.Name())
 		}
 	}
+	serverCPU, workerCPU, cpuErr := agentCPU(agent.Process.Pid)
 	start := time.Now()
 	created, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench-e2e", Jobs: []api.JobSpec{
 		{JobID: 1, Name: "true", Count: int64(cfg.Jobs), Command: argv, Image: res.Image, CPU: 1, Memory: cfg.Memory, Network: cfg.Network},
@@ -177,6 +182,9 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 		// when the client's next look saw it: WaitBatch looks every
 		// 1.1 s at most, which was up to a tenth of a 10,000-job run.
 		res.Total = b.TimeCompleted.Sub(start)
+	}
+	if s, w, err := agentCPU(agent.Process.Pid); err == nil && cpuErr == nil {
+		res.ServerCPU, res.WorkerCPU = s-serverCPU, w-workerCPU
 	}
 	if b.NSucceeded != b.NJobs {
 		return nil, fmt.Errorf("%w: %d of %d jobs succeeded; not reporting this run", simworker.ErrIncomplete, b.NSucceeded, b.NJobs)
