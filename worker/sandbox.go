@@ -139,6 +139,10 @@ func emptyDir(dir string) error {
 		return err
 	}
 	names, err := f.Readdirnames(-1)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
 	f.Close()
 	if err != nil {
 		return err
@@ -147,6 +151,9 @@ func emptyDir(dir string) error {
 		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 			return err
 		}
+	}
+	if fi.Mode() == os.ModeDir|0o700 {
+		return nil // as the last job left it: no inode to change
 	}
 	return os.Chmod(dir, 0o700)
 }

@@ -295,7 +295,8 @@ type v1Slot struct {
 	leafOOM     *cgFile // p/memory.oom_control (oom_kill counts p only)
 	oomEvents   *cgFile // eventfd notified when the slot hits its limit unrecoverably
 	pidsCurrent *cgFile // pids.current, nil without the pids controller
-	pidsMax     *cgFile // pids.max, nil without the pids controller
+	pidsMax     string  // pids.max ("" without the pids controller)
+	pidsMaxFile *cgFile // pids.max, kept open once a start outside a joined thread wrote it (every job's start does)
 	pids        int64   // the job's pids limit (0: none)
 	// tasks holds p/tasks of every used hierarchy while a start or a
 	// join needs them, and is nil otherwise: a slot keeps few files
@@ -337,9 +338,9 @@ func (h *v1) newSlot(name string) (_ slotCgroup, err error) {
 		if s.pidsCurrent, err = openFile(h.dir("pids", name, "pids.current"), unix.O_RDONLY); err != nil {
 			return nil, err
 		}
-		if s.pidsMax, err = openFile(h.dir("pids", name, "pids.max"), unix.O_WRONLY); err != nil {
-			return nil, err
-		}
+		// Written when a jail joins or leaves and when the limit
+		// changes: not a descriptor of its own for every fork to copy.
+		s.pidsMax = h.dir("pids", name, "pids.max")
 	}
 	if s.oomEvents, err = registerOOMEvents(h.dir("memory", name)); err != nil {
 		return nil, err
@@ -422,11 +423,17 @@ func (s *v1Slot) start(cmd *exec.Cmd) error {
 		if s.joined != 0 {
 			base++
 		}
-		if err := s.pidsMax.write(strconv.FormatInt(base+1, 10)); err != nil {
+		if s.pidsMaxFile == nil {
+			var err error
+			if s.pidsMaxFile, err = openFile(s.pidsMax, unix.O_WRONLY); err != nil {
+				return err
+			}
+		}
+		if err := s.pidsMaxFile.write(strconv.FormatInt(base+1, 10)); err != nil {
 			return err
 		}
 		defer func() {
-			if err := s.pidsMax.write(strconv.FormatInt(base, 10)); err != nil {
+			if err := s.pidsMaxFile.write(strconv.FormatInt(base, 10)); err != nil {
 				s.h.log.Error("cannot lower a job's pids limit back after its start", "slot", s.name, "err", err)
 			}
 		}()
@@ -460,7 +467,7 @@ func (s *v1Slot) join() error {
 		return fmt.Errorf("join %s: thread %d has joined it already", s.name, s.joined)
 	}
 	if s.pids > 0 {
-		if err := s.pidsMax.write(strconv.FormatInt(s.pids+1, 10)); err != nil {
+		if err := s.writePidsMax(s.pids + 1); err != nil {
 			return err
 		}
 	}
@@ -474,7 +481,7 @@ func (s *v1Slot) join() error {
 			return fmt.Errorf("join %s: %w (and back: %v)", s.name, err, herr)
 		}
 		if s.pids > 0 {
-			_ = s.pidsMax.write(strconv.FormatInt(s.pids, 10))
+			_ = s.writePidsMax(s.pids)
 		}
 		return fmt.Errorf("join %s: %w", s.name, err)
 	}
@@ -496,7 +503,7 @@ func (s *v1Slot) leave() error {
 	}
 	s.joined = 0
 	if s.pids > 0 {
-		return s.pidsMax.write(strconv.FormatInt(s.pids, 10))
+		return s.writePidsMax(s.pids)
 	}
 	return nil
 }
@@ -534,15 +541,15 @@ func (s *v1Slot) setLimits(cur, next Limits) error {
 			}
 		}
 	}
-	if next.Pids != cur.Pids && s.pidsMax != nil {
-		v := "max"
+	if next.Pids != cur.Pids && s.pidsMax != "" {
+		v := int64(-1) // max
 		if next.Pids > 0 {
-			v = strconv.FormatInt(next.Pids, 10)
+			v = next.Pids
 			if s.joined != 0 {
-				v = strconv.FormatInt(next.Pids+1, 10) // + the joined thread
+				v++ // + the joined thread
 			}
 		}
-		if err := s.pidsMax.write(v); err != nil {
+		if err := s.writePidsMax(v); err != nil {
 			return err
 		}
 		s.pids = next.Pids
@@ -706,8 +713,20 @@ func chargedAfterReclaim(usage *cgFile, limit int64) error {
 	return nil
 }
 
+// writePidsMax sets the slot's pids limit (n < 0: none).
+func (s *v1Slot) writePidsMax(n int64) error {
+	v := "max"
+	if n >= 0 {
+		v = strconv.FormatInt(n, 10)
+	}
+	if s.pidsMaxFile != nil {
+		return s.pidsMaxFile.write(v)
+	}
+	return writeFile(s.pidsMax, v)
+}
+
 func (s *v1Slot) destroy() error {
-	for _, f := range []*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent, s.pidsMax} {
+	for _, f := range []*cgFile{s.cpuUsage, s.memUsage, s.memMax, s.leafOOM, s.oomEvents, s.pidsCurrent, s.pidsMaxFile} {
 		f.close()
 	}
 	s.closeTasks()
