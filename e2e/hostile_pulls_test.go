@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,20 +48,7 @@ func worldRegistry(t *testing.T, o *outsideNet, tool, port, target string) strin
 	if target != "" {
 		args = []string{"netns", "exec", o.ns, tool, "fake-registry", hp, "redirect", target}
 	}
-	srv := exec.Command("ip", args...)
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	buf := make([]byte, 64)
-	if n, err := out.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "listening") {
-		t.Fatalf("fake registry at %s: %q %v", hp, buf[:n], err)
-	}
+	startListener(t, "fake registry at "+hp, exec.Command("ip", args...))
 	return hp
 }
 

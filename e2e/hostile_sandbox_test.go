@@ -173,20 +173,7 @@ func newOutsideNet(t *testing.T, tool string, withMetadata bool) *outsideNet {
 	}
 	for _, addr := range addrs {
 		hp := net.JoinHostPort(addr, "8080")
-		srv := exec.Command("ip", "netns", "exec", o.ns, tool, "serve", hp, "world "+addr)
-		out, err := srv.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-		buf := make([]byte, 64)
-		if n, err := out.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "listening") {
-			t.Fatalf("serve %s in the outside: %q %v", hp, buf[:n], err)
-		}
+		startListener(t, "serve "+hp+" in the outside", exec.Command("ip", "netns", "exec", o.ns, tool, "serve", hp, "world "+addr))
 		o.servers[addr] = hp
 	}
 	return o
@@ -371,4 +358,23 @@ func countProcs(t *testing.T, s string) int {
 		}
 	}
 	return n
+}
+
+// startListener starts srv, a jobtool server, for the test's length and
+// waits until it says it listens.
+func startListener(t *testing.T, what string, srv *exec.Cmd) {
+	t.Helper()
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	buf := make([]byte, 64)
+	if n, err := out.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "listening") {
+		t.Fatalf("%s: %q %v", what, buf[:n], err)
+	}
 }
