@@ -122,6 +122,13 @@ func startAgent(t *testing.T, dataDir, addr string, args ...string) *agent {
 // listens in <dataDir>/api.addr.
 func startNode(t *testing.T, dataDir, addr string, all []string) *agent {
 	t.Helper()
+	return startNodeWith(t, dataDir, addr, all, nil)
+}
+
+// startNodeWith is startNode with files the process inherits open, as
+// descriptors 3 and up (as a shell or a supervisor may leave them).
+func startNodeWith(t *testing.T, dataDir, addr string, all []string, files []*os.File) *agent {
+	t.Helper()
 	addrFile := ""
 	if _, port, _ := net.SplitHostPort(addr); port == "0" {
 		// A restart in the same data dir must not read the last run's.
@@ -136,6 +143,7 @@ func startNode(t *testing.T, dataDir, addr string, all []string) *agent {
 	}
 	cmd := exec.Command(droverBin, all...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = files
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

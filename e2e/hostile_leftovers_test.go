@@ -144,3 +144,29 @@ func TestHostileSharedMemoryLeftInTheSlot(t *testing.T) {
 		t.Errorf("the next job of the slot:\n%s", out[0])
 	}
 }
+
+// A descriptor the worker was started with (a shell's redirection, a
+// supervisor's log) is not a job's: a job that writes to it must not reach
+// the file behind it, which its user cannot open. The agent inherits a
+// root-owned 0600 file as descriptor 3, and its worker from it.
+func TestHostileInheritedDescriptor(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "worker-log")
+	f, err := os.OpenFile(secret, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dataDir := t.TempDir()
+	a := startNodeWith(t, dataDir, "127.0.0.1:0", []string{"agent", "-dev", "-data-dir", dataDir, "-http-addr", "127.0.0.1:0", "-log-level", "warn", "-worker-cores", "1"}, []*os.File{f})
+	c := tenantClients(t, a, "tenant")["tenant"]
+	logs := runAll(t, c, "tenant", `ls -l /proc/self/fd; for fd in 3 4 5 6 7 8 9; do (eval "echo job-wrote >&$fd") 2>/dev/null && echo "wrote to $fd"; done; echo looked`)
+	if !strings.Contains(logs[0], "looked") {
+		t.Fatalf("the job did not run to its end:\n%s", logs[0])
+	}
+	if strings.Contains(logs[0], "wrote to") {
+		t.Errorf("a job wrote to a descriptor of its worker's:\n%s", logs[0])
+	}
+	if b, _ := os.ReadFile(secret); len(b) > 0 {
+		t.Errorf("a job wrote into the worker's inherited file: %q", b)
+	}
+}

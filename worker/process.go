@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/drover-sched/drover/worker/cgroups"
+	"golang.org/x/sys/unix"
 )
 
 // ProcessExecutor runs commands as processes of this machine, each in a
@@ -46,6 +48,9 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("not starting %q: %w", name, err)
+	}
+	if err := closeInherited(); err != nil {
+		return nil, &StartError{Op: "start", Name: name, Err: err}
 	}
 	cmd := exec.Command(path, spec.Command[1:]...)
 	cmd.Args[0] = name
@@ -98,6 +103,32 @@ func (e *ProcessExecutor) Start(ctx context.Context, spec Spec, out io.Writer) (
 	go p.wait()
 	return p, nil
 }
+
+// closeInherited marks every descriptor above 2 close-on-exec, once,
+// before the first job starts. The worker's own are (Go opens them so);
+// those it was started with may not be: whatever started it (a shell, a
+// supervisor) may have left one open, and every job would inherit it, a
+// file its user cannot open written through the worker's descriptor.
+var closeInherited = sync.OnceValue(func() error {
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one by one.
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("mark the worker's inherited descriptors close-on-exec: %w", err)
+	}
+	for _, e := range fds {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("mark descriptor %d close-on-exec: %w", fd, err)
+		}
+	}
+	return nil
+})
 
 // devNull is /dev/null, opened once for every job's standard input (os/exec
 // would open it for each).

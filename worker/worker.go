@@ -341,6 +341,10 @@ func New(cfg *Config) (*Worker, error) {
 	if ex == nil {
 		ex = &ProcessExecutor{}
 	}
+	// No job, process or container, gets what the worker was started with.
+	if err := closeInherited(); err != nil {
+		return nil, err
+	}
 	isolate := cfg.Isolation == IsolationFull || cfg.Isolation == IsolationAuto && os.Geteuid() == 0
 	if isolate && os.Geteuid() != 0 {
 		return nil, errors.New("isolation full needs the worker to run as root: it runs jobs as users of their own, in cgroups of their own (-isolation none runs them as this user, unlimited)")
