@@ -114,7 +114,7 @@ func (fs *jailFS) mountTmp(t *privateTmp, size int64) error {
 		if err := os.Mkdir(dir, 0o777); err != nil {
 			return fmt.Errorf("private %s: %w", p, err)
 		}
-		if err := os.Chmod(dir, 0o1777); err != nil {
+		if err := unix.Chmod(dir, 0o1777); err != nil {
 			return fmt.Errorf("private %s: %w", p, err)
 		}
 		for _, s := range fs.shared {

@@ -65,6 +65,12 @@ func TestJailPrivatePlaces(t *testing.T) {
 		t.Errorf("%d jails for two jobs in a row: the jail was not emptied and reused", live)
 	}
 
+	// The private places are sticky, like the host's.
+	code, out = r.run(t, "", "stat", "-c", "%a", "/tmp", "/var/tmp", "/dev/shm")
+	if code != 0 || out != "1777\n1777\n1777\n" {
+		t.Errorf("the private places' modes: exit %d: %q", code, out)
+	}
+
 	// The rest of the host is read-only to a job; its own directory
 	// is not.
 	code, out = r.run(t, "", "sh", "-c", "touch /run/lock/"+mark+" || echo refused-lock; touch /etc/"+mark+" || echo refused-etc; echo x > mine && echo wrote-mine")
@@ -202,7 +208,7 @@ func TestSweepHost(t *testing.T) {
 	mk(leftDir+"/inside", inRange, false)
 	kept := mk("/tmp/"+mark+"-kept", other, false)
 	open := mk("/tmp/"+mark+"-open", 0, true) // world-writable: looked into
-	os.Chmod(open, 0o1777)
+	os.Chmod(open, 0o777|os.ModeSticky)
 	deep := mk(open+"/left", inRange, false)
 	closed := mk("/tmp/"+mark+"-closed", 0, true) // a jobs dir: not looked into
 	os.Chmod(closed, 0o711)
