@@ -102,6 +102,13 @@ func TestHostileWorkerDataDir(t *testing.T) {
 		}
 		return false
 	})
+	// Active on the servers' side comes before the worker has written its
+	// token: wait for the file (renamed into place whole).
+	token := filepath.Join(newDefault, "instance-token")
+	waitFor(t, "the worker's instance token", 30*time.Second, func() bool {
+		_, err := os.Lstat(token)
+		return err == nil
+	})
 	if b, err := os.ReadFile(loot); err == nil && len(b) > 0 {
 		t.Fatalf("the worker wrote its instance token (%d bytes) into the job's file %s, through the job's symlink in %s", len(b), loot, oldDefault)
 	}
@@ -115,7 +122,7 @@ func TestHostileWorkerDataDir(t *testing.T) {
 	if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || st.Uid != 0 || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("the worker's data dir %s: %v, uid %d: want a directory of root's, 0700", newDefault, fi.Mode(), st.Uid)
 	}
-	if fi, err := os.Lstat(filepath.Join(newDefault, "instance-token")); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Lstat(token); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the worker's instance token: %v %v", fi, err)
 	}
 
