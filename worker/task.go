@@ -456,8 +456,8 @@ func (s *shipper) Write(p []byte) (int, error) {
 // copyBufs are the buffers a job's output is read into.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// ReadFrom reads a job's output into the log until r ends. os/exec copies
-// a command's output through it (io.Copy prefers it), with a buffer from a
+// ReadFrom reads a job's output into the log until r ends. A process's
+// output is copied through it (io.Copy prefers it), with a buffer from a
 // pool instead of a new 32 KiB one for every job to clear and collect.
 func (s *shipper) ReadFrom(r io.Reader) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
