@@ -5,13 +5,14 @@
 // replicated state and returns decisions. The state machine keeps the
 // accounting (quota in use, cluster state); the scheduler asks placement
 // before it bin-packs inside a cluster, and apply re-checks every plan with
-// the same functions (Constraint.Admits and its parts, Quota.Admit), so a
+// the same functions (Constraint.Admits and its parts, PathRoom), so a
 // rule of where a job may go or how much a team may hold is written once.
 package placement
 
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/drover-sched/drover/internal/units"
@@ -259,16 +260,10 @@ type Quota struct {
 	UsedJobs int64
 }
 
-// Room returns how many more jobs of a size the quota admits (limit: no
-// bound) and, at zero, which limit stops them.
-func (q *Quota) Room(cpu, mem int64, limit int64) (int64, Reason) {
-	return q.RoomGPU(cpu, mem, "", 0, limit)
-}
-
-// RoomGPU is Room for jobs that also need gpus GPUs of gpuType each. It is
-// the one rule of quota room: the scheduler bounds its placements with it,
-// apply re-checks each placement with Admit, and job why and the
-// leader's waiting reasons word its refusal with Explain. Limits are
+// RoomGPU returns how many more jobs of a size (cpu millicores, mem bytes,
+// gpus GPUs of gpuType each) one queue's quota admits, up to limit, and at
+// zero which of its limits stops them: the rule of one queue's quota,
+// which PathRoom applies along a queue's path and Explain words. Limits are
 // checked GPUs first, then cores, then memory; a size of zero is bounded
 // by no limit, even one already passed (a quota lowered below its use).
 func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64) (int64, Reason) {
@@ -308,14 +303,51 @@ func (q *Quota) RoomGPU(cpu, mem int64, gpuType string, gpus int64, limit int64)
 	return n, 0
 }
 
-// Admit returns 0 when the quota has room for one more job of the size,
-// or the limit that refuses it (RoomGPU for one job).
-func (q *Quota) Admit(cpu, mem int64, gpuType string, gpus int64) Reason {
-	_, why := q.RoomGPU(cpu, mem, gpuType, gpus, 1)
-	return why
+// Size is what one job holds, as the quota rule reads it.
+type Size struct {
+	CPUMilli int64
+	Memory   int64
+	GPUType  string
+	GPUs     int64
 }
 
-// Explain words a refusal of a queue's quota (a reason Admit or RoomGPU
+// PathRoom is the queue rule: how many of n jobs of a size a leaf queue's
+// quota and the quota of every queue above it admit (path yields them leaf
+// first, RoomGPU for each), and at zero which limit refuses and the depth
+// along the path of the queue whose it is (0: the leaf). The scheduler
+// bounds its placements with it, apply re-checks each placement with it,
+// the leader's read models bound what they list and what the autoscaler
+// launches for with it, and job why names the queue it returns.
+func PathRoom(path iter.Seq[*Quota], sz Size, n int64) (int64, Reason, int) {
+	depth := 0
+	for q := range path {
+		var why Reason
+		if n, why = q.RoomGPU(sz.CPUMilli, sz.Memory, sz.GPUType, sz.GPUs, n); n == 0 {
+			return 0, why, depth
+		}
+		depth++
+	}
+	return n, 0, -1
+}
+
+// PathCharge adds n jobs of a size to the use of every quota along path
+// (n < 0 takes them back), as a placement holds them in the leaf and in
+// every queue above it. Use per cluster is the caller's.
+func PathCharge(path iter.Seq[*Quota], sz Size, n int64) {
+	for q := range path {
+		q.UsedMilli += n * sz.CPUMilli
+		q.UsedMemory += n * sz.Memory
+		q.UsedJobs += n
+		if sz.GPUs > 0 {
+			if q.UsedGPUs == nil {
+				q.UsedGPUs = map[string]int64{}
+			}
+			q.UsedGPUs[sz.GPUType] += n * sz.GPUs
+		}
+	}
+}
+
+// Explain words a refusal of a queue's quota (a reason PathRoom or RoomGPU
 // returned) for a person, with what the queue uses of the limit: "queue
 // physics at its cpu quota (4 of 4 cores)". gpuType is the job's. The
 // scheduling round's waiting reasons and job why both print it.

@@ -68,19 +68,19 @@ func TestConstraintAdmits(t *testing.T) {
 
 func TestQuotaRoom(t *testing.T) {
 	q := Quota{CPUMilli: 10_000, Memory: 8 << 30, UsedMilli: 7_000, UsedMemory: 2 << 30}
-	if n, r := q.Room(1000, 1<<30, 100); n != 3 || r != 0 {
+	if n, r := q.RoomGPU(1000, 1<<30, "", 0, 100); n != 3 || r != 0 {
 		t.Errorf("room %d %v, want 3 (cpu bound)", n, r)
 	}
-	if n, r := q.Room(500, 4<<30, 100); n != 1 || r != 0 {
+	if n, r := q.RoomGPU(500, 4<<30, "", 0, 100); n != 1 || r != 0 {
 		t.Errorf("room %d %v, want 1 (memory bound)", n, r)
 	}
-	if n, r := q.Room(4000, 1<<30, 100); n != 0 || r != ReasonQuotaCPU {
+	if n, r := q.RoomGPU(4000, 1<<30, "", 0, 100); n != 0 || r != ReasonQuotaCPU {
 		t.Errorf("room %d %v, want 0 for cpu", n, r)
 	}
-	if n, r := q.Room(100, 7<<30, 100); n != 0 || r != ReasonQuotaMemory {
+	if n, r := q.RoomGPU(100, 7<<30, "", 0, 100); n != 0 || r != ReasonQuotaMemory {
 		t.Errorf("room %d %v, want 0 for memory", n, r)
 	}
-	if n, _ := (&Quota{}).Room(1000, 1<<30, 42); n != 42 {
+	if n, _ := (&Quota{}).RoomGPU(1000, 1<<30, "", 0, 42); n != 42 {
 		t.Errorf("no quota: room %d, want the limit", n)
 	}
 	if _, err := ParseStrategy("biggest"); err == nil {

@@ -167,7 +167,7 @@ type Queue struct {
 	HomeClusters []string
 }
 
-// Quota is the queue's hard limits as the quota rule (Quota.RoomGPU)
+// Quota is the queue's hard limits as the quota rule (Quota.RoomGPU, PathRoom)
 // reads them, with no use: its guarantee plus its borrow_limit, for each
 // resource the borrow_limit bounds, and its max_running.
 func (q *Queue) Quota() Quota {

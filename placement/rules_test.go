@@ -1,6 +1,10 @@
 package placement
 
-import "testing"
+import (
+	"iter"
+	"slices"
+	"testing"
+)
 
 // TestConstraintRules: the parts of the one constraint rule, as the
 // scheduler's chain, apply's re-check, the state's reach of a constraint
@@ -118,9 +122,9 @@ func TestQuotaAdmitAndExplain(t *testing.T) {
 		{"max_running cores", Quota{MaxJobs: 5, UsedJobs: 2, MaxMilli: 4000, UsedMilli: 3500}, 1000, 0, "", 0, ReasonMaxRunning, "queue t at max_running (3.5 of 4 cores)"},
 		{"under max_running", Quota{MaxJobs: 5, UsedJobs: 4, MaxMilli: 4000, UsedMilli: 3000}, 1000, 0, "", 0, 0, ""},
 	} {
-		got := c.q.Admit(c.cpu, c.mem, c.gpuType, c.gpus)
-		if got != c.want {
-			t.Errorf("%s: Admit %v, want %v", c.name, got, c.want)
+		n, got := c.q.RoomGPU(c.cpu, c.mem, c.gpuType, c.gpus, 1)
+		if got != c.want || (n == 0) != (got != 0) {
+			t.Errorf("%s: RoomGPU %d %v, want %v", c.name, n, got, c.want)
 			continue
 		}
 		if got != 0 {
@@ -128,12 +132,58 @@ func TestQuotaAdmitAndExplain(t *testing.T) {
 				t.Errorf("%s: Explain %q, want %q", c.name, w, c.words)
 			}
 		}
-		// Admit is RoomGPU for one job.
-		if n, why := c.q.RoomGPU(c.cpu, c.mem, c.gpuType, c.gpus, 1); why != got || (n == 0) != (got != 0) {
-			t.Errorf("%s: RoomGPU %d %v disagrees with Admit %v", c.name, n, why, got)
+		// A path of one queue is the queue's own rule.
+		q := c.q
+		if n, why, depth := PathRoom(one(&q), Size{c.cpu, c.mem, c.gpuType, c.gpus}, 1); why != got || (n == 0) != (got != 0) || (got != 0) != (depth == 0) {
+			t.Errorf("%s: PathRoom %d %v at %d disagrees with RoomGPU %v", c.name, n, why, depth, got)
 		}
 	}
 	if w := q.Explain("t", ReasonRegion, ""); w != "queue t at its quota" {
 		t.Errorf("a reason that is not a quota's: %q", w)
+	}
+}
+
+func one(q *Quota) iter.Seq[*Quota] { return slices.Values([]*Quota{q}) }
+
+// TestPathRoom: the queue rule along a path is the tightest of its
+// queues', names the first queue (leaf first) that refuses, and a charge
+// along the path is seen by every queue on it and taken back exactly.
+func TestPathRoom(t *testing.T) {
+	leaf := Quota{CPUMilli: 8000}
+	mid := Quota{Memory: 4 << 30, GPUs: map[string]int64{"a100": 2}}
+	top := Quota{MaxJobs: 5, UsedJobs: 1}
+	path := slices.Values([]*Quota{&leaf, &mid, &top})
+	sz := Size{CPUMilli: 1000, Memory: 1 << 30}
+	if n, why, at := PathRoom(path, sz, 100); n != 4 || why != 0 || at != -1 {
+		t.Fatalf("room %d %v at %d, want 4 (the top's max_running, then mid's memory)", n, why, at)
+	}
+	PathCharge(path, sz, 3)
+	if leaf.UsedMilli != 3000 || mid.UsedMemory != 3<<30 || top.UsedJobs != 4 {
+		t.Fatalf("charge: leaf %d mid %d top %d", leaf.UsedMilli, mid.UsedMemory, top.UsedJobs)
+	}
+	if n, _, _ := PathRoom(path, sz, 100); n != 1 {
+		t.Fatalf("room after the charge %d, want 1", n)
+	}
+	PathCharge(path, sz, 1)
+	if n, why, at := PathRoom(path, sz, 100); n != 0 || why != ReasonQuotaMemory || at != 1 {
+		t.Fatalf("full: %d %v at %d, want 0 memory at 1 (mid)", n, why, at)
+	}
+	gpu := Size{CPUMilli: 100, GPUType: "a100", GPUs: 2}
+	if n, why, at := PathRoom(path, gpu, 1); n != 0 || why != ReasonMaxRunning || at != 2 {
+		t.Fatalf("a job of no memory, past mid: %d %v at %d, want 0 max_running at 2 (top)", n, why, at)
+	}
+	PathCharge(path, sz, -4)
+	if leaf.UsedMilli != 0 || mid.UsedMemory != 0 || top.UsedJobs != 1 {
+		t.Fatalf("taken back: leaf %d mid %d top %d", leaf.UsedMilli, mid.UsedMemory, top.UsedJobs)
+	}
+	if n, why, at := PathRoom(path, Size{CPUMilli: 100, Memory: 1, GPUType: "a100", GPUs: 1}, 100); n != 2 || why != 0 || at != -1 {
+		t.Fatalf("gpu room %d %v at %d, want 2", n, why, at)
+	}
+	PathCharge(path, gpu, 1)
+	if n, why, at := PathRoom(path, gpu, 1); n != 0 || why != ReasonQuotaGPU || at != 1 {
+		t.Fatalf("gpus used: %d %v at %d, want 0 quota_gpu at 1", n, why, at)
+	}
+	if n, _, _ := PathRoom(slices.Values([]*Quota(nil)), sz, 7); n != 7 {
+		t.Fatalf("an empty path bounds nothing: %d", n)
 	}
 }

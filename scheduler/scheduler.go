@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -557,19 +558,35 @@ func (p *packer) leaf(r *Run) int32 {
 	return r.Queue - 1
 }
 
-// quotaRoom bounds n jobs of the run by its leaf queue's quota and every
-// queue's above it (placement's quota rule for each), and names the
-// queue that allows none.
-func (p *packer) quotaRoom(r *Run, n int64) (int64, placement.Reason, *Queue) {
-	typ := p.gpuType(r)
-	for i := p.leaf(r); i >= 0; i = p.up[i] {
-		q := &p.queues[i]
-		var why placement.Reason
-		if n, why = q.Quota.RoomGPU(r.CPUMilli, r.Memory, typ, r.GPUs, n); n == 0 {
-			return 0, why, q
+// path yields the quotas of the run's leaf queue and of every queue
+// above it, leaf first (none: a run in no queue).
+func (p *packer) path(r *Run) iter.Seq[*placement.Quota] {
+	return func(yield func(*placement.Quota) bool) {
+		for i := p.leaf(r); i >= 0; i = p.up[i] {
+			if !yield(&p.queues[i].Quota) {
+				return
+			}
 		}
 	}
-	return n, 0, nil
+}
+
+// size is one job of the run as the quota rule reads it.
+func (p *packer) size(r *Run) placement.Size {
+	return placement.Size{CPUMilli: r.CPUMilli, Memory: r.Memory, GPUType: p.gpuType(r), GPUs: r.GPUs}
+}
+
+// quotaRoom bounds n jobs of the run by placement's queue rule along its
+// path, and names the queue that allows none.
+func (p *packer) quotaRoom(r *Run, n int64) (int64, placement.Reason, *Queue) {
+	n, why, depth := placement.PathRoom(p.path(r), p.size(r), n)
+	if n > 0 {
+		return n, 0, nil
+	}
+	i := p.leaf(r)
+	for ; depth > 0; depth-- {
+		i = p.up[i]
+	}
+	return 0, why, &p.queues[i]
 }
 
 // candidate is instance i as the chain sees it, with free resources f.
@@ -798,19 +815,10 @@ func (p *packer) take(s slot, n int64, r *Run) {
 	}
 	p.clusters[tr.cluster].FreeMilli -= n * r.CPUMilli
 	p.freeGPU[s.idx] -= n * r.GPUs
-	for i := p.leaf(r); i >= 0; i = p.up[i] {
-		q := &p.queues[i]
-		q.Quota.UsedMilli += n * r.CPUMilli
-		q.Quota.UsedMemory += n * r.Memory
-		q.Quota.UsedJobs += n
-		if r.GPUs > 0 {
-			if q.Quota.UsedGPUs == nil {
-				q.Quota.UsedGPUs = map[string]int64{}
-			}
-			q.Quota.UsedGPUs[p.gpuType(r)] += n * r.GPUs
-		}
-		if tr.cluster < len(q.Quota.UsedByCluster) {
-			q.Quota.UsedByCluster[tr.cluster] += n * r.CPUMilli
+	placement.PathCharge(p.path(r), p.size(r), n)
+	for q := range p.path(r) {
+		if tr.cluster < len(q.UsedByCluster) {
+			q.UsedByCluster[tr.cluster] += n * r.CPUMilli
 		}
 	}
 }

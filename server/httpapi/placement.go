@@ -478,16 +478,7 @@ func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, erro
 	case state.Ready:
 		// The first queue on the way up whose quota refuses one more
 		// job, as the round checks them.
-		var quota placement.Quota
-		var quotaWhy placement.Reason
-		var quotaOf string
-		for i := range jp.Queues {
-			q := jp.Queues[i].Quota()
-			if why := q.Admit(jp.CPUMilli, jp.Memory, jp.GPUType, jp.GPUs); why != 0 {
-				quota, quotaWhy, quotaOf = q, why, jp.Queues[i].Path
-				break
-			}
-		}
+		quota, quotaWhy, quotaOf := jp.QuotaRefusal()
 		var wt *api.Waiting
 		if s.waiting != nil && !isStale(r) {
 			wt = s.waiting.Job(id, jid)

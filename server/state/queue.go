@@ -1,6 +1,7 @@
 package state
 
 import (
+	"iter"
 	"maps"
 	"slices"
 
@@ -328,17 +329,24 @@ func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 }
 
 // quotaAdmits reports whether the batch's queue, and every queue above
-// it, can hold one more job of spec: placement's quota rule, as the
+// it, can hold one more job of spec: placement's queue rule, as the
 // scheduler applied it.
 func (s *State) quotaAdmits(b *Batch, sp *Spec) bool {
-	typ, n := sp.GPUs()
-	for q := s.queueOf(b); q != nil; q = q.parent {
-		quota := q.quota()
-		if quota.Admit(sp.CPUMilli, sp.Memory, typ, n) != 0 {
-			return false
+	n, _, _ := placement.PathRoom(quotaPath(s.queueOf(b)), sp.Size(), 1)
+	return n > 0
+}
+
+// quotaPath yields the quotas of a leaf queue and of every queue above it,
+// leaf first, as placement reads them.
+func quotaPath(leaf *Queue) iter.Seq[*placement.Quota] {
+	return func(yield func(*placement.Quota) bool) {
+		for q := leaf; q != nil; q = q.parent {
+			quota := q.quota()
+			if !yield(&quota) {
+				return
+			}
 		}
 	}
-	return true
 }
 
 // quota is the queue's limits and use as placement reads them (no use

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/drover-sched/drover/money"
+	"github.com/drover-sched/drover/placement"
 )
 
 // JobState is a job's place in the state diagram.
@@ -195,6 +196,12 @@ type Where struct {
 	// MachineType: each job runs on a machine of its own of this type,
 	// made for it by the autoscaler (empty: on the shared workers).
 	MachineType string
+}
+
+// Size is one job of the spec as placement's quota rule reads it.
+func (sp *Spec) Size() placement.Size {
+	typ, n := sp.GPUs()
+	return placement.Size{CPUMilli: sp.CPUMilli, Memory: sp.Memory, GPUType: typ, GPUs: n}
 }
 
 // GPUs returns the GPUs one job of the spec needs, and their type.

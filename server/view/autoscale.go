@@ -211,8 +211,9 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 	index := map[DemandShape]int{}
 	// What each leaf queue's quota, and those above it, still admit:
 	// jobs past it would wait for the queue's own jobs to end, not for a
-	// machine. Cores alone, with the demand so far counted as used.
-	leafRoom := map[*state.Queue]int64{}
+	// machine. Placement's queue rule, with the demand so far counted as
+	// used.
+	quotas := newQuotas(r)
 	d.Users = make([]DemandUser, 0, len(queues))
 	for ui, q := range queues {
 		du := DemandUser{Name: q.Name(), RunningMilli: q.RunningMilli()}
@@ -221,9 +222,6 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 	batches:
 		for _, b := range q.Batches() {
 			leaf := r.Queue(b)
-			if _, ok := leafRoom[leaf]; !ok && leaf != nil {
-				leafRoom[leaf] = CoresLeft(r, leaf)
-			}
 			for rg := range r.Ready(b) {
 				if left <= 0 || len(du.Shapes) >= maxDemandShapes {
 					break batches
@@ -236,12 +234,11 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 				if sp.CPUMilli > 0 {
 					n = min(n, (left+sp.CPUMilli-1)/sp.CPUMilli)
 				}
-				if room, ok := leafRoom[leaf]; ok && room >= 0 && sp.CPUMilli > 0 {
-					if n = min(n, room/sp.CPUMilli); n == 0 {
-						continue batches
-					}
-					leafRoom[leaf] = room - n*sp.CPUMilli
+				size := sp.Size()
+				if n = quotas.room(leaf, size, n); n == 0 {
+					continue batches
 				}
+				quotas.charge(leaf, size, n)
 				left -= n * sp.CPUMilli
 				_, gpus := sp.GPUs()
 				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}

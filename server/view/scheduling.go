@@ -219,7 +219,7 @@ func scheduling(r state.Reader, o Options) *Round {
 		}
 		first := len(in.Users)
 		for _, b := range q.Batches() {
-			leaf, prio := l.queue(b), b.Priority
+			leaf, prio := l.queue(l.r.Queue(b)), b.Priority
 			k := first
 			for k < len(in.Users) && (in.Users[k].Queue != leaf || in.Users[k].Priority != prio) {
 				k++
@@ -294,12 +294,11 @@ type lister struct {
 	// constraintOf indexes in.Constraints by key (1 + index).
 	constraintOf map[string]int32
 	queueOf      map[*state.Queue]int32 // 1 + index into in.Queues
-	// quotaRoom: the cores each leaf queue's quota and those above it
-	// leave (-1: no bound); leafRoom: the same less what this user's runs
-	// listed so far want. The listing bounds itself by cores alone
-	// (memory, GPU and job caps are the scheduler's to apply).
-	quotaRoom, leafRoom []int64
-	spendOf             map[string]spend
+	// quotas: each queue's quota and use, with what this user's runs
+	// listed so far are charged to (taken back after each user): the
+	// listing bounds itself by placement's queue rule.
+	quotas  *quotas
+	spendOf map[string]spend
 }
 
 // admitted: placement's rule, on the cluster's enabled state alone.
@@ -373,65 +372,32 @@ func (l *lister) listQueues() {
 		}
 		sq := scheduler.Queue{Name: q.Path, Parent: -1, Strategy: q.Strategy, Quota: quota, Weight: q.EffectiveWeight(),
 			Guarantee: q.Guarantee.Clone(), Lend: q.LendLimit.Clone()}
-		room := coreRoom(&quota)
 		if p := l.r.Parent(q); p != nil {
 			pi := l.queueOf[p] - 1
 			sq.Parent = pi
 			if sq.Strategy == "" {
 				sq.Strategy = l.in.Queues[pi].Strategy
 			}
-			if pr := l.quotaRoom[pi]; pr >= 0 && (room < 0 || pr < room) {
-				room = pr
-			}
 		}
 		l.in.Queues = append(l.in.Queues, sq)
 		l.queueOf[q] = int32(len(l.in.Queues))
-		l.quotaRoom = append(l.quotaRoom, room)
 	}
-	l.leafRoom = make([]int64, len(l.quotaRoom))
+	l.quotas = newQuotas(l.r)
 }
 
-// CoresLeft is the cores a leaf queue's quota and those of the queues
-// above it leave (-1: no bound): the autoscaler's demand stops there.
-func CoresLeft(r state.Reader, leaf *state.Queue) int64 {
-	room := int64(-1)
-	for q := leaf; q != nil; q = r.Parent(q) {
-		quota := q.Queue.Quota()
-		quota.UsedMilli = r.Use(q).UsedMilli
-		if c := coreRoom(&quota); c >= 0 && (room < 0 || c < room) {
-			room = c
-		}
-	}
-	return room
-}
-
-// coreRoom is the cores a quota leaves (-1: no bound).
-func coreRoom(q *placement.Quota) int64 {
-	room := int64(-1)
-	for _, limit := range []int64{q.CPUMilli, q.MaxMilli} {
-		if limit > 0 && (room < 0 || limit-q.UsedMilli < room) {
-			room = max(limit-q.UsedMilli, 0)
-		}
-	}
-	return room
-}
-
-// queue returns a batch's leaf queue (1 + index into in.Queues, 0: none).
-func (l *lister) queue(b *state.Batch) int32 {
-	if q := l.r.Queue(b); q != nil {
-		return l.queueOf[q]
+// queue returns a leaf queue's place (1 + index into in.Queues, 0: none).
+func (l *lister) queue(leaf *state.Queue) int32 {
+	if leaf != nil {
+		return l.queueOf[leaf]
 	}
 	return 0
 }
 
 // blocked reports whether the leaf's quota (and those above it) leaves
-// less than cores for this user's next run.
-func (l *lister) blocked(leaf int32, cores int64) bool {
-	if leaf <= 0 {
-		return false
-	}
-	room := l.leafRoom[leaf-1]
-	return room >= 0 && room < max(cores, 1)
+// no room for one more job of the size, with this user's runs listed so
+// far counted as used.
+func (l *lister) blocked(leaf *state.Queue, sz placement.Size) bool {
+	return l.quotas.room(leaf, sz, 1) == 0
 }
 
 // project returns a batch's billing project's place and spend.
@@ -467,11 +433,12 @@ func (l *lister) runs(batches []*state.Batch, share int64) []scheduler.Run {
 	for _, rc := range l.reaches {
 		rc.want = 0
 	}
-	copy(l.leafRoom, l.quotaRoom)
+	defer l.quotas.takeBack()
 	jobs, runs, passed, blocked, quotaTold, spendTold := 0, 0, 0, 0, false, false
 batches:
 	for _, b := range batches {
-		ti := l.queue(b)
+		leaf := l.r.Queue(b)
+		ti := l.queue(leaf)
 		home := l.r.HomeClusters(b)
 		pr := l.project(b)
 		for rg := range l.r.Ready(b) {
@@ -497,7 +464,8 @@ batches:
 				}
 				continue batches
 			}
-			if l.blocked(ti, spec.CPUMilli) {
+			size := spec.Size()
+			if l.blocked(leaf, size) {
 				// The queue's quota is the reason for every run it
 				// blocks: the first is passed on for the scheduler to
 				// say so (job why tells the others from the queue's
@@ -508,7 +476,7 @@ batches:
 					out = append(out, run)
 					quotaTold = true
 				}
-				if blocked++; l.blocked(ti, 1) || blocked >= maxPassedRunsPerUser {
+				if blocked++; l.blocked(leaf, placement.Size{CPUMilli: 1}) || blocked >= maxPassedRunsPerUser {
 					continue batches
 				}
 				continue
@@ -541,13 +509,10 @@ batches:
 				}
 				out = append(out, run)
 				jobs += int(run.Count)
-				cores := int64(run.Count) * spec.CPUMilli
-				take := min(cores, rc.free-rc.want)
+				take := min(int64(run.Count)*spec.CPUMilli, rc.free-rc.want)
 				rc.want += take
 				want += take
-				if ti > 0 && l.leafRoom[ti-1] >= 0 {
-					l.leafRoom[ti-1] = max(l.leafRoom[ti-1]-cores, 0)
-				}
+				l.quotas.hold(leaf, size, int64(run.Count))
 			}
 			if (want >= limit && (l.o.Unbounded || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 				break batches

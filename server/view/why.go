@@ -2,6 +2,7 @@ package view
 
 import (
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -116,4 +117,27 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 		}
 	}
 	return jp, true
+}
+
+// QuotaRefusal is the first queue on the way up from the job's leaf whose
+// quota refuses one more job of its size (placement's queue rule, as the
+// round checks it): that queue's quota, the reason and its path; a zero
+// reason when every queue admits it.
+func (jp *JobPlace) QuotaRefusal() (placement.Quota, placement.Reason, string) {
+	quotas := make([]placement.Quota, len(jp.Queues))
+	for i := range jp.Queues {
+		quotas[i] = jp.Queues[i].Quota()
+	}
+	sz := placement.Size{CPUMilli: jp.CPUMilli, Memory: jp.Memory, GPUType: jp.GPUType, GPUs: jp.GPUs}
+	n, why, depth := placement.PathRoom(func(yield func(*placement.Quota) bool) {
+		for i := range quotas {
+			if !yield(&quotas[i]) {
+				return
+			}
+		}
+	}, sz, 1)
+	if n > 0 {
+		return placement.Quota{}, 0, ""
+	}
+	return quotas[depth], why, jp.Queues[depth].Path
 }
