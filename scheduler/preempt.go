@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/placement"
 )
 
@@ -24,9 +26,14 @@ import (
 //     and never an attempt younger than its queue's min_runtime.
 //
 // Victims go youngest and lowest priority first, and a round stops only
-// what the waiting work can use: its Ready cores, less the cores free now
-// and those already being given back (attempts told to stop, in their
-// grace). Decisions are in cores.
+// what the waiting work can use: its Ready jobs' resources, less what is
+// free now and what is already being given back (attempts told to stop,
+// in their grace). Every resource counts as sharing counts it (Res:
+// cores, memory, GPUs of each type): a queue is short where its
+// guarantee of a resource its waiting work needs is not met, starved by
+// its dominant share against its fair share's (QueueShares, weighted
+// dominant resource fairness), and a victim is taken only when it frees
+// a resource the claim still needs, judged in each such resource.
 
 // Attempt is a running attempt a preemption may stop.
 type Attempt struct {
@@ -35,7 +42,13 @@ type Attempt struct {
 	Attempt  uint16
 	Queue    int32 // 1 + index into PreemptInput.Queues of its leaf
 	CPUMilli int64
-	Start    int64 // unix ns (0: not started yet: the youngest)
+	Memory   int64
+	// GPU is the index, in every Res of the input, of the type of the
+	// GPUs it holds (0: none); GPUs how many.
+	GPU   int32
+	GPUs  int64
+	Start int64 // unix ns (0: not started yet: the youngest)
+	// Priority of its batch.
 	Priority int32
 	// Stopping: told to stop already (in its grace): what it holds is as
 	// good as given back.
@@ -45,16 +58,30 @@ type Attempt struct {
 	Cluster int32
 }
 
+// holds is what the attempt holds of resource k.
+func (a *Attempt) holds(k int) int64 {
+	switch {
+	case k == 0:
+		return a.CPUMilli
+	case k == 1:
+		return a.Memory
+	case a.GPU >= 2 && k == int(a.GPU):
+		return a.GPUs
+	}
+	return 0
+}
+
 // PreemptQueue is one queue of the tree as a preemption reads it, a
 // parent before its children.
 type PreemptQueue struct {
-	Name      string
-	Parent    int32
-	Weight    int64
-	Guarantee int64 // cores (millicores)
+	Name   string
+	Parent int32
+	Weight int64
+	// Guarantee of each resource (nil: none).
+	Guarantee Res
 	// Used is what its attempts (its subtree's) hold; Waiting what its
 	// Ready jobs ask for (a leaf's own; an inner queue's are summed).
-	Used, Waiting int64
+	Used, Waiting Res
 	// ShortSince: since when it has had work waiting while below its
 	// guarantee; StarvedSince: since when below its threshold of fair
 	// share with work waiting (0: not so; the caller keeps them from the
@@ -75,13 +102,17 @@ type PreemptQueue struct {
 
 // PreemptInput is what a preemption decision reads.
 type PreemptInput struct {
-	Now    int64
-	Queues []PreemptQueue
+	Now int64
+	// GPUTypes names the GPUs of Res[2:] in every Res of the input
+	// (Res[0] is millicores, Res[1] bytes of memory); a shorter Res reads
+	// as zero beyond its end.
+	GPUTypes []string
+	Queues   []PreemptQueue
 	// Attempts running now, of jobs in queues.
 	Attempts []Attempt
-	// Capacity is the cores of the fleet where new work may go, Free
-	// those free there after the round's placements.
-	Capacity, Free int64
+	// Capacity is the fleet where new work may go, Free what is free
+	// there after the round's placements.
+	Capacity, Free Res
 }
 
 // Victim is an attempt to stop, and why.
@@ -97,7 +128,7 @@ type PreemptOutput struct {
 	Victims []Victim
 	// FairShare is each queue's share of Capacity by its weight and
 	// guarantee with every queue's demand (what it holds and waits for).
-	FairShare []int64
+	FairShare []Res
 	// Short and Starved mark the queues below their guarantee, and below
 	// their threshold of fair share, with work waiting now.
 	Short, Starved []bool
@@ -105,19 +136,21 @@ type PreemptOutput struct {
 
 // Preempt decides which attempts to stop.
 func Preempt(in *PreemptInput) *PreemptOutput {
-	n := len(in.Queues)
+	n, nr := len(in.Queues), 2+len(in.GPUTypes)
 	out := &PreemptOutput{Short: make([]bool, n), Starved: make([]bool, n)}
 	up := make([]int32, n)
-	used := make([]int64, n)
-	waiting := make([]int64, n)
+	used := make([]Res, n)
+	waiting := make([]Res, n)
+	guarantee := make([]Res, n)
 	for i := range in.Queues {
 		q := &in.Queues[i]
 		up[i] = -1
 		if q.Parent >= 0 && int(q.Parent) < i {
 			up[i] = q.Parent
 		}
-		used[i] = q.Used
+		used[i], guarantee[i], waiting[i] = in.res(q.Used), in.res(q.Guarantee), make(Res, nr)
 	}
+	capacity := in.res(in.Capacity)
 	leaf := make([]bool, n)
 	for i := range leaf {
 		leaf[i] = true
@@ -129,44 +162,54 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 	}
 	for i := n - 1; i >= 0; i-- {
 		if leaf[i] {
-			waiting[i] = in.Queues[i].Waiting
+			copy(waiting[i], in.Queues[i].Waiting)
 		}
 		if up[i] >= 0 {
-			waiting[up[i]] += waiting[i]
+			addTo(waiting[up[i]], waiting[i], 1)
 		}
 	}
 	// Fair shares of the whole fleet, by what each holds and waits for.
 	nodes := make([]QueueNode, n)
 	for i := range in.Queues {
-		q := &in.Queues[i]
-		nodes[i] = QueueNode{Parent: up[i], Weight: q.Weight}
-		if q.Guarantee > 0 {
-			nodes[i].Guarantee = Res{q.Guarantee}
+		nodes[i] = QueueNode{Parent: up[i], Weight: in.Queues[i].Weight}
+		if positive(guarantee[i]) {
+			nodes[i].Guarantee = guarantee[i]
 		}
 		if leaf[i] {
-			nodes[i].Used, nodes[i].Ready = Res{0}, Res{used[i] + waiting[i]}
+			nodes[i].Used, nodes[i].Ready = make(Res, nr), addRes(used[i], waiting[i])
 		}
 	}
-	out.FairShare = cpuOf(QueueShares(nodes, Res{in.Capacity}))
+	out.FairShare = QueueShares(nodes, capacity)
 	// What is already being given back, and what is free, serves the
 	// waiting work first.
-	var stopping int64
+	spare := in.res(in.Free)
+	for k := range spare {
+		spare[k] = max(spare[k], 0)
+	}
 	for i := range in.Attempts {
 		if a := &in.Attempts[i]; a.Stopping {
-			stopping += a.CPUMilli
+			for k := range nr {
+				spare[k] += a.holds(k)
+			}
 			for q := a.Queue - 1; q >= 0 && int(q) < n; q = up[q] {
-				used[q] -= a.CPUMilli
+				for k := range nr {
+					used[q][k] -= a.holds(k)
+				}
 			}
 		}
 	}
-	spare := max(in.Free, 0) + stopping
+	share := func(r Res) float64 { return dominantShare(r, capacity) }
 	for i := range in.Queues {
 		q := &in.Queues[i]
-		if !leaf[i] || waiting[i] <= 0 {
+		if !leaf[i] || !positive(waiting[i]) {
 			continue
 		}
-		out.Short[i] = used[i] < q.Guarantee
-		out.Starved[i] = q.AfterNs > 0 && used[i]*1000 < q.Threshold()*out.FairShare[i]
+		for k := range nr {
+			if guarantee[i][k] > 0 && waiting[i][k] > 0 && used[i][k] < guarantee[i][k] {
+				out.Short[i] = true
+			}
+		}
+		out.Starved[i] = q.AfterNs > 0 && share(used[i])*1000 < float64(q.Threshold())*share(out.FairShare[i])
 	}
 	// Victims in order: lowest priority, then youngest, first. A round
 	// takes a few of a fleet's attempts, so they come off a heap as they
@@ -208,31 +251,61 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		}
 		return v
 	}
-	take := func(claim int, need int64, ok func(a *Attempt) bool, kind, why string) int64 {
-		for pos := 0; need > 0; pos++ {
+	// keeps reports whether queue q keeps at least floor of every
+	// resource the claim needs that a holds, once a is taken.
+	keeps := func(a *Attempt, need Res, q int32, floor Res) bool {
+		for k := range nr {
+			if h := a.holds(k); need[k] > 0 && h > 0 && used[q][k]-h < floor[k] {
+				return false
+			}
+		}
+		return true
+	}
+	// take stops attempts ok allows, in order, each freeing something
+	// need still lacks, until need is met; it returns what they free.
+	take := func(claim int, need Res, ok func(a *Attempt) bool, kind, why string) Res {
+		freed := make(Res, nr)
+		for pos := 0; positive(need); pos++ {
 			k, more := at(pos)
 			if !more {
 				break
 			}
 			a := &in.Attempts[k]
-			if taken[k] || !ok(a) {
+			if taken[k] || !frees(a, need) || !ok(a) {
 				continue
 			}
 			taken[k] = true
 			for q := a.Queue - 1; q >= 0; q = up[q] {
-				used[q] -= a.CPUMilli
+				for r := range nr {
+					used[q][r] -= a.holds(r)
+				}
 			}
-			need -= a.CPUMilli
+			for r := range nr {
+				need[r] -= a.holds(r)
+				freed[r] += a.holds(r)
+			}
 			out.Victims = append(out.Victims, Victim{Attempt: *a, For: in.Queues[claim].Name, Kind: kind, Reason: why})
 		}
-		return need
+		return freed
+	}
+	// credit counts what was freed for the claim of the resources it
+	// needed as the claimant's, and as no longer wanted.
+	credit := func(i int, want, need, freed Res) {
+		for k := range nr {
+			if need[k] > 0 {
+				used[i][k] += freed[k]
+				want[k] -= freed[k]
+			}
+		}
 	}
 	// Claimants: queues that may not be preempted first (tier 1), then
-	// by how far below their fair share they are.
+	// by how far below their fair share they are (dominant shares).
 	claims := make([]int, 0, n)
+	ratio := make([]float64, n)
 	for i := range in.Queues {
 		if out.Short[i] || out.Starved[i] {
 			claims = append(claims, i)
+			ratio[i] = share(used[i]) / max(share(out.FairShare[i]), 1e-12)
 		}
 	}
 	slices.SortStableFunc(claims, func(x, y int) int {
@@ -243,37 +316,50 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			}
 			return 1
 		}
-		// used/fair, compared without division.
-		return cmp.Compare(used[x]*max(out.FairShare[y], 1), used[y]*max(out.FairShare[x], 1))
+		return cmp.Compare(ratio[x], ratio[y])
 	})
 	for _, i := range claims {
 		q := &in.Queues[i]
 		s := int32(i)
 		// What it can use: its waiting work, less what is spare.
-		want := waiting[i]
-		use := min(want, spare)
-		spare -= use
-		want -= use
-		if want <= 0 {
+		want := slices.Clone(waiting[i])
+		for k := range nr {
+			use := max(min(want[k], spare[k]), 0)
+			spare[k] -= use
+			want[k] -= use
+		}
+		if !positive(want) {
 			continue
 		}
 		if out.Short[i] && q.ShortSince > 0 && in.Now-q.ShortSince >= q.ReclaimGraceNs {
-			need := min(want, q.Guarantee-used[i])
-			left := take(i, need, func(a *Attempt) bool {
+			need := make(Res, nr)
+			for k := range nr {
+				need[k] = max(min(want[k], guarantee[i][k]-used[i][k]), 0)
+			}
+			why := fmt.Sprintf("reclaimed for queue %s: below its guarantee of %s with work waiting for %s or more",
+				q.Name, in.Amount(guarantee[i], func(k int) bool { return need[k] > 0 }), fmtNs(q.ReclaimGraceNs))
+			needed := slices.Clone(need)
+			freed := take(i, need, func(a *Attempt) bool {
 				v := a.Queue - 1
 				if within(v, s) || within(s, v) || !usable(q, a) {
 					return false
 				}
 				d := divide(v, s)
-				g := in.Queues[d].Guarantee
-				return used[d]-a.CPUMilli >= g && used[v]-a.CPUMilli >= in.Queues[v].Guarantee
-			}, "reclaim", fmt.Sprintf("reclaimed for queue %s: below its guarantee of %g cores with work waiting for %s or more", q.Name, float64(q.Guarantee)/1000, fmtNs(q.ReclaimGraceNs)))
-			want -= need - left
-			used[i] += need - left
+				return keeps(a, need, d, guarantee[d]) && keeps(a, need, v, guarantee[v])
+			}, "reclaim", why)
+			credit(i, want, needed, freed)
 		}
-		if want > 0 && out.Starved[i] && q.StarvedSince > 0 && in.Now-q.StarvedSince >= q.AfterNs {
-			need := min(want, out.FairShare[i]-used[i])
-			left := take(i, need, func(a *Attempt) bool {
+		if positive(want) && out.Starved[i] && q.StarvedSince > 0 && in.Now-q.StarvedSince >= q.AfterNs {
+			fair := out.FairShare[i]
+			need := make(Res, nr)
+			for k := range nr {
+				need[k] = max(min(want[k], fair[k]-used[i][k]), 0)
+			}
+			dom := dominant(fair, capacity)
+			why := fmt.Sprintf("for queue %s: below %g of its fair share of %s for %s or more", q.Name,
+				float64(q.Threshold())/1000, in.Amount(fair, func(k int) bool { return k == dom }), fmtNs(q.AfterNs))
+			needed := slices.Clone(need)
+			freed := take(i, need, func(a *Attempt) bool {
 				v := a.Queue - 1
 				vq := &in.Queues[v]
 				if !vq.Preemptible || within(v, s) || within(s, v) || !usable(q, a) {
@@ -285,13 +371,102 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 				if a.Start > 0 && in.Now-a.Start < vq.MinRuntimeNs || a.Start == 0 && vq.MinRuntimeNs > 0 {
 					return false
 				}
-				return used[v]-a.CPUMilli >= out.FairShare[v]
-			}, "fair_share", fmt.Sprintf("for queue %s: below %g of its fair share of %g cores for %s or more", q.Name,
-				float64(q.Threshold())/1000, float64(out.FairShare[i])/1000, fmtNs(q.AfterNs)))
-			used[i] += need - left
+				return keeps(a, need, v, out.FairShare[v])
+			}, "fair_share", why)
+			credit(i, want, needed, freed)
 		}
 	}
 	return out
+}
+
+// res is r at the input's length (a copy: nil and short read as zero).
+func (in *PreemptInput) res(r Res) Res {
+	out := make(Res, 2+len(in.GPUTypes))
+	copy(out, r)
+	return out
+}
+
+// Amount words the resources of r that keep selects (nil: those it has
+// any of), as a person reads them: "4 cores, 16GiB memory, 2 a100 GPUs"
+// ("nothing": none).
+func (in *PreemptInput) Amount(r Res, keep func(k int) bool) string {
+	var parts []string
+	for k := range 2 + len(in.GPUTypes) {
+		v := int64(0)
+		if k < len(r) {
+			v = r[k]
+		}
+		if (keep == nil && v == 0) || (keep != nil && !keep(k)) {
+			continue
+		}
+		switch {
+		case k == 0:
+			parts = append(parts, fmt.Sprintf("%g cores", float64(v)/1000))
+		case k == 1:
+			parts = append(parts, units.FormatBytes(v)+" memory")
+		case k-2 < len(in.GPUTypes):
+			parts = append(parts, fmt.Sprintf("%d %s GPUs", v, in.GPUTypes[k-2]))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Dominant is the resource in which r is the largest share of the
+// capacity (0, cores, when r is none of it): a queue's fair share is
+// worded in it.
+func (in *PreemptInput) Dominant(r Res) int { return dominant(r, in.res(in.Capacity)) }
+
+func dominant(r, capacity Res) int {
+	best, most := 0, 0.0
+	for k := range capacity {
+		if k < len(r) && capacity[k] > 0 {
+			if s := float64(r[k]) / float64(capacity[k]); s > most {
+				best, most = k, s
+			}
+		}
+	}
+	return best
+}
+
+// dominantShare is r's largest share of any resource of the capacity.
+func dominantShare(r, capacity Res) float64 {
+	most := 0.0
+	for k := range capacity {
+		if k < len(r) && capacity[k] > 0 {
+			most = max(most, float64(r[k])/float64(capacity[k]))
+		}
+	}
+	return most
+}
+
+// positive reports whether r has more than zero of some resource.
+func positive(r Res) bool {
+	for _, v := range r {
+		if v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// addTo adds n times b to a.
+func addTo(a, b Res, n int64) {
+	for k := range min(len(a), len(b)) {
+		a[k] += n * b[k]
+	}
+}
+
+// frees reports whether stopping a gives back something need lacks.
+func frees(a *Attempt, need Res) bool {
+	for k, v := range need {
+		if v > 0 && a.holds(k) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func fmtNs(ns int64) string { return time.Duration(ns).String() }

@@ -32,10 +32,10 @@ func victimsOf(out *PreemptOutput) map[uint64]int {
 // the borrower's own guarantee, and no more than its waiting work uses.
 func TestReclaimTakesBackAGuarantee(t *testing.T) {
 	now := 100 * minute
-	in := &PreemptInput{Now: now, Capacity: 100_000,
+	in := &PreemptInput{Now: now, Capacity: Res{100_000},
 		Queues: []PreemptQueue{
-			{Name: "owner", Parent: -1, Guarantee: 60_000, Waiting: 50_000, ShortSince: now - 2*minute, ReclaimGraceNs: minute},
-			{Name: "borrower", Parent: -1, Guarantee: 40_000, Used: 100_000},
+			{Name: "owner", Parent: -1, Guarantee: Res{60_000}, Waiting: Res{50_000}, ShortSince: now - 2*minute, ReclaimGraceNs: minute},
+			{Name: "borrower", Parent: -1, Guarantee: Res{40_000}, Used: Res{100_000}},
 		}}
 	in.Attempts = append(fullOf(2, 1, 90, now, 0), fullOf(2, 2, 10, now, -5)...)
 	out := Preempt(in)
@@ -53,7 +53,7 @@ func TestReclaimTakesBackAGuarantee(t *testing.T) {
 		t.Fatalf("short %v, for %q", out.Short, out.Victims[0].For)
 	}
 	// More waiting than the guarantee: never below the borrower's 40.
-	in.Queues[0].Waiting = 90_000
+	in.Queues[0].Waiting = Res{90_000}
 	if n := len(Preempt(in).Victims); n != 60 {
 		t.Fatalf("%d victims, want 60: the borrower keeps its guarantee of 40", n)
 	}
@@ -64,8 +64,8 @@ func TestReclaimTakesBackAGuarantee(t *testing.T) {
 	}
 	// What is being given back already, and free cores, serve first.
 	in.Queues[0].ShortSince = now - 2*minute
-	in.Queues[0].Waiting = 50_000
-	in.Free = 5_000
+	in.Queues[0].Waiting = Res{50_000}
+	in.Free = Res{5_000}
 	for i := range 20 {
 		in.Attempts[i].Stopping = true
 	}
@@ -81,14 +81,14 @@ func TestReclaimTakesBackAGuarantee(t *testing.T) {
 // preemptible is never a victim.
 func TestTierPreemptionForFairShare(t *testing.T) {
 	now := 100 * minute
-	in := &PreemptInput{Now: now, Capacity: 100_000,
+	in := &PreemptInput{Now: now, Capacity: Res{100_000},
 		Queues: []PreemptQueue{
 			{Name: "org", Parent: -1},
-			{Name: "org/tier1", Parent: 0, Weight: 3, Waiting: 40_000, AfterNs: minute, StarvedSince: now - 5*minute, AllowFrom: []int32{2}},
-			{Name: "org/tier3", Parent: 0, Weight: 1, Used: 90_000, Preemptible: true, MinRuntimeNs: 10 * minute},
-			{Name: "other", Parent: -1, Used: 10_000},
+			{Name: "org/tier1", Parent: 0, Weight: 3, Waiting: Res{40_000}, AfterNs: minute, StarvedSince: now - 5*minute, AllowFrom: []int32{2}},
+			{Name: "org/tier3", Parent: 0, Weight: 1, Used: Res{90_000}, Preemptible: true, MinRuntimeNs: 10 * minute},
+			{Name: "other", Parent: -1, Used: Res{10_000}},
 		}}
-	in.Queues[0].Used = 90_000
+	in.Queues[0].Used = Res{90_000}
 	in.Attempts = append(fullOf(3, 1, 90, now, 0), fullOf(4, 2, 10, now, 0)...)
 	// Five of tier 3's attempts are young: protected by min_runtime.
 	for i := 85; i < 90; i++ {
@@ -98,7 +98,7 @@ func TestTierPreemptionForFairShare(t *testing.T) {
 	got := victimsOf(out)
 	// org's share: all but other's demand of 10 (90); tier1 3/4 of it
 	// capped by what it wants (40), tier3 the rest (50).
-	if out.FairShare[1] != 40_000 || out.FairShare[2] != 50_000 {
+	if out.FairShare[1][0] != 40_000 || out.FairShare[2][0] != 50_000 {
 		t.Fatalf("fair shares %v", out.FairShare)
 	}
 	if got[1] != 40 || got[2] != 0 || !out.Starved[1] {
@@ -122,8 +122,8 @@ func TestTierPreemptionForFairShare(t *testing.T) {
 	}
 	// A tier 1 at its threshold of fair share is not starved.
 	in.Queues[1].AllowFrom = nil
-	in.Queues[1].Used, in.Queues[1].Waiting = 25_000, 15_000
-	in.Queues[0].Used = 115_000
+	in.Queues[1].Used, in.Queues[1].Waiting = Res{25_000}, Res{15_000}
+	in.Queues[0].Used = Res{115_000}
 	if out := Preempt(in); out.Starved[1] {
 		t.Fatalf("25 of a fair share of 40 is above the threshold of 0.5: %v", out.FairShare)
 	}
@@ -133,11 +133,11 @@ func BenchmarkPreempt(b *testing.B) {
 	// A fleet of 50,000 cores full of tier-3 work in 100 leaves, and a
 	// tier-1 batch of 10,000 one-core jobs waiting.
 	now := 100 * minute
-	in := &PreemptInput{Now: now, Capacity: 50_000_000}
-	in.Queues = append(in.Queues, PreemptQueue{Name: "org", Parent: -1, Used: 50_000_000})
-	in.Queues = append(in.Queues, PreemptQueue{Name: "org/tier1", Parent: 0, Weight: 1000, Waiting: 10_000_000, AfterNs: minute, StarvedSince: now - 5*minute})
+	in := &PreemptInput{Now: now, Capacity: Res{50_000_000}}
+	in.Queues = append(in.Queues, PreemptQueue{Name: "org", Parent: -1, Used: Res{50_000_000}})
+	in.Queues = append(in.Queues, PreemptQueue{Name: "org/tier1", Parent: 0, Weight: 1000, Waiting: Res{10_000_000}, AfterNs: minute, StarvedSince: now - 5*minute})
 	for l := range 100 {
-		in.Queues = append(in.Queues, PreemptQueue{Name: fmt.Sprintf("org/t3-%d", l), Parent: 0, Used: 500_000, Preemptible: true})
+		in.Queues = append(in.Queues, PreemptQueue{Name: fmt.Sprintf("org/t3-%d", l), Parent: 0, Used: Res{500_000}, Preemptible: true})
 		in.Attempts = append(in.Attempts, fullOf(int32(len(in.Queues)), uint64(l+1), 500, now, int32(l%3))...)
 	}
 	b.ResetTimer()
@@ -154,10 +154,10 @@ func BenchmarkPreempt(b *testing.B) {
 // borrower would take them back.
 func TestReclaimOnlyWhereTheWorkCanRun(t *testing.T) {
 	now := 100 * minute
-	in := &PreemptInput{Now: now, Capacity: 100_000,
+	in := &PreemptInput{Now: now, Capacity: Res{100_000},
 		Queues: []PreemptQueue{
-			{Name: "owner", Parent: -1, Guarantee: 60_000, Waiting: 50_000, ShortSince: now - 2*minute, ReclaimGraceNs: minute, Clusters: []bool{false, true}},
-			{Name: "borrower", Parent: -1, Used: 100_000},
+			{Name: "owner", Parent: -1, Guarantee: Res{60_000}, Waiting: Res{50_000}, ShortSince: now - 2*minute, ReclaimGraceNs: minute, Clusters: []bool{false, true}},
+			{Name: "borrower", Parent: -1, Used: Res{100_000}},
 		}}
 	in.Attempts = fullOf(2, 1, 100, now, 0)
 	for i := range in.Attempts {
@@ -175,5 +175,38 @@ func TestReclaimOnlyWhereTheWorkCanRun(t *testing.T) {
 	in.Queues[0].Clusters = []bool{false, false}
 	if n := len(Preempt(in).Victims); n != 0 {
 		t.Fatalf("%d victims for work that can run nowhere", n)
+	}
+}
+
+// TestFairSharePreemptionByDominantShare: a queue of GPU jobs starved of
+// GPUs while the fleet's cores are mostly free is starved by its dominant
+// share (GPUs), and preempts attempts that hold GPUs, never one that holds
+// only cores, and never below the victim queue's fair share of GPUs.
+func TestFairSharePreemptionByDominantShare(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, GPUTypes: []string{"a100"}, Capacity: Res{640_000, 2560 << 30, 8}, Free: Res{500_000, 2000 << 30, 0},
+		Queues: []PreemptQueue{
+			{Name: "train", Parent: -1, Waiting: Res{32_000, 64 << 30, 8}, AfterNs: minute, StarvedSince: now - 2*minute},
+			{Name: "sweep", Parent: -1, Used: Res{136_000, 272 << 30, 8}, Preemptible: true},
+		}}
+	for j := range 8 {
+		in.Attempts = append(in.Attempts, Attempt{Batch: 1, Job: uint32(j + 1), Attempt: 1, Queue: 2, CPUMilli: 8000, Memory: 16 << 30, GPU: 2, GPUs: 1, Start: now - 30*minute})
+	}
+	for j := range 9 {
+		in.Attempts = append(in.Attempts, Attempt{Batch: 2, Job: uint32(j + 1), Attempt: 1, Queue: 2, CPUMilli: 8000, Memory: 16 << 30, Start: now - minute})
+	}
+	out := Preempt(in)
+	if !out.Starved[0] || out.Starved[1] {
+		t.Fatalf("starved %v (fair shares %v)", out.Starved, out.FairShare)
+	}
+	if out.FairShare[0][2] != 4 || out.FairShare[1][2] != 4 {
+		t.Fatalf("fair shares %v, want 4 GPUs each", out.FairShare)
+	}
+	got := victimsOf(out)
+	if got[1] != 4 || got[2] != 0 {
+		t.Fatalf("victims %v: want 4 GPU attempts, no cpu-only one", got)
+	}
+	if v := out.Victims[0]; v.Kind != "fair_share" || v.Reason != "for queue train: below 0.5 of its fair share of 4 a100 GPUs for 1m0s or more" {
+		t.Fatalf("victim %+v", v)
 	}
 }

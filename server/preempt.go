@@ -63,18 +63,21 @@ func queueWaits(in *scheduler.PreemptInput, out *scheduler.PreemptOutput, timers
 		}
 		return "at " + t.Format("15:04:05 UTC") + fmt.Sprintf(" (in %s)", time.Duration(since+after-in.Now).Round(time.Second))
 	}
-	cores := func(milli int64) string { return fmt.Sprintf("%g cores", float64(milli)/1000) }
 	for i := range in.Queues {
 		q := &in.Queues[i]
 		if out.Short[i] {
+			g := q.Guarantee
+			guaranteed := func(k int) bool { return k < len(g) && g[k] > 0 }
 			m[q.Name] = append(m[q.Name], api.Waiting{Reason: "reclaim", Message: fmt.Sprintf(
 				"queue %s holds %s of its guarantee of %s: what borrowing queues hold of it is reclaimed %s",
-				q.Name, cores(q.Used), cores(q.Guarantee), at(timers.Short[q.Name], q.ReclaimGraceNs))})
+				q.Name, in.Amount(q.Used, guaranteed), in.Amount(g, guaranteed), at(timers.Short[q.Name], q.ReclaimGraceNs))})
 		}
 		if out.Starved[i] {
+			dom := in.Dominant(out.FairShare[i])
 			m[q.Name] = append(m[q.Name], api.Waiting{Reason: "preempt", Message: fmt.Sprintf(
 				"queue %s holds %s, below %g of its fair share of %s: it preempts from preemptible queues above their share %s",
-				q.Name, cores(q.Used), float64(q.Threshold())/1000, cores(out.FairShare[i]), at(timers.Starved[q.Name], q.AfterNs))})
+				q.Name, in.Amount(q.Used, func(k int) bool { return k == dom }), float64(q.Threshold())/1000,
+				in.Amount(out.FairShare[i], func(k int) bool { return k == dom }), at(timers.Starved[q.Name], q.AfterNs))})
 		}
 	}
 	return m

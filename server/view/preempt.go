@@ -42,9 +42,10 @@ func tick(m map[string]int64, name string, on bool, now int64) {
 }
 
 // Preemption reads a preemption decision's input in one consistent read:
-// the queue tree with each queue's use, its Ready cores (a leaf's) and
-// its clocks, the attempts of queued jobs running on active workers in
-// enabled clusters (by batch and job), the cores of those workers and
+// the queue tree with each queue's guarantee and use in every resource
+// (cores, memory, GPUs of each type), its Ready demand (a leaf's) and its
+// clocks, the attempts of queued jobs running on active workers in
+// enabled clusters (by batch and job), the capacity of those workers and
 // what they have free for the smallest job waiting. Nil when there is no
 // queue that could preempt.
 func Preemption(src Source, now int64, timers *Timers) *scheduler.PreemptInput {
@@ -53,11 +54,17 @@ func Preemption(src Source, now int64, timers *Timers) *scheduler.PreemptInput {
 	return in
 }
 
+// maxWaitingRanges bounds the Ready ranges of one batch read for its
+// memory and GPUs (its cores are the state's tally): a preemption frees
+// no more than the fleet holds, so the head of a long queue is its
+// demand.
+const maxWaitingRanges = 4096
+
 func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInput {
 	tree := r.QueueTree()
 	claims := false
 	for _, q := range tree {
-		if q.Guarantee.CPUMilli > 0 || q.Preemption.AfterNs > 0 {
+		if !q.Guarantee.IsZero() || q.Preemption.AfterNs > 0 {
 			claims = true
 		}
 	}
@@ -65,6 +72,39 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 		return nil
 	}
 	in := &scheduler.PreemptInput{Now: now, Queues: make([]scheduler.PreemptQueue, len(tree))}
+	// The resources: cores, memory, and each GPU type a worker has or a
+	// guarantee names, in name order (the same on every leader).
+	gpuIdx := map[string]int32{}
+	addType := func(t string) {
+		if _, ok := gpuIdx[t]; !ok && t != "" {
+			gpuIdx[t] = 0
+			in.GPUTypes = append(in.GPUTypes, t)
+		}
+	}
+	for inst := range r.Instances() {
+		if inst.GPUs > 0 {
+			addType(inst.GPUType)
+		}
+	}
+	for _, q := range tree {
+		for t := range q.Guarantee.GPUs {
+			addType(t)
+		}
+	}
+	slices.Sort(in.GPUTypes)
+	for i, t := range in.GPUTypes {
+		gpuIdx[t] = int32(i + 2)
+	}
+	res := func(cpu, mem int64, gpus map[string]int64) scheduler.Res {
+		out := make(scheduler.Res, 2+len(in.GPUTypes))
+		out[0], out[1] = cpu, mem
+		for t, n := range gpus {
+			if k, ok := gpuIdx[t]; ok {
+				out[k] += n
+			}
+		}
+		return out
+	}
 	index := make(map[*state.Queue]int32, len(tree))
 	byPath := make(map[string]int32, len(tree))
 	for i, q := range tree {
@@ -72,10 +112,15 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 		byPath[q.Path] = int32(i)
 	}
 	for i, q := range tree {
-		pq := scheduler.PreemptQueue{Name: q.Path, Parent: -1, Weight: q.EffectiveWeight(), Guarantee: q.Guarantee.CPUMilli,
-			Used: r.Use(q).UsedMilli, ShortSince: timers.Short[q.Path], StarvedSince: timers.Starved[q.Path],
+		use := r.Use(q)
+		pq := scheduler.PreemptQueue{Name: q.Path, Parent: -1, Weight: q.EffectiveWeight(),
+			Used: res(use.UsedMilli, use.UsedMemory, use.UsedGPUs), Waiting: res(0, 0, nil),
+			ShortSince: timers.Short[q.Path], StarvedSince: timers.Starved[q.Path],
 			Preemptible: q.Preemption.Preemptible, AfterNs: q.Preemption.AfterNs, ThresholdPermille: q.Preemption.ThresholdPermille,
 			ReclaimGraceNs: q.ReclaimGraceNs, MinRuntimeNs: q.MinRuntimeNs}
+		if !q.Guarantee.IsZero() {
+			pq.Guarantee = res(q.Guarantee.CPUMilli, q.Guarantee.Memory, q.Guarantee.GPUs)
+		}
 		if p := r.Parent(q); p != nil {
 			pq.Parent = index[p]
 		}
@@ -102,7 +147,23 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 				continue
 			}
 			i := index[leaf]
-			in.Queues[i].Waiting += r.ReadyMilli(b)
+			w := in.Queues[i].Waiting
+			w[0] += r.ReadyMilli(b)
+			ranges := 0
+			for rg := range r.Ready(b) {
+				if ranges++; ranges > maxWaitingRanges {
+					break
+				}
+				n := int64(rg.Len())
+				w[1] += n * rg.Spec.Memory
+				if typ, g := rg.Spec.GPUs(); g > 0 {
+					if k, ok := gpuIdx[typ]; ok {
+						w[k] += n * g
+					} else if typ == "" && len(in.GPUTypes) == 1 {
+						w[2] += n * g // any type: the only one there is
+					}
+				}
+			}
 			// Where its waiting work may run: each batch's head's
 			// constraint (routing included); a queue one of whose
 			// batches may run anywhere may use any cluster.
@@ -134,22 +195,36 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 	for cl := range r.Clusters() {
 		disabled[cl.Name] = cl.Disabled
 	}
+	in.Capacity, in.Free = res(0, 0, nil), res(0, 0, nil)
 	for inst := range r.Instances() {
 		if disabled[inst.Cluster] || r.Reserved(inst) {
 			continue
 		}
-		in.Capacity += inst.CPUMilli
+		gpu := gpuIdx[inst.GPUType]
+		in.Capacity[0] += inst.CPUMilli
+		in.Capacity[1] += inst.Memory
+		if gpu > 0 {
+			in.Capacity[gpu] += inst.GPUs
+		}
 		if smallest >= 0 && inst.FreeMilli >= smallest && inst.FreeMem > 0 {
-			in.Free += inst.FreeMilli
+			in.Free[0] += inst.FreeMilli
+			in.Free[1] += inst.FreeMem
+			if gpu > 0 {
+				in.Free[gpu] += inst.FreeGPUs
+			}
 		}
 		for ra := range r.Running(inst) {
 			leaf := r.Queue(ra.Batch)
 			if leaf == nil {
 				continue
 			}
-			in.Attempts = append(in.Attempts, scheduler.Attempt{Batch: ra.Batch.ID, Job: ra.Job, Attempt: ra.Attempt,
-				Queue: index[leaf] + 1, CPUMilli: ra.Spec.CPUMilli, Start: ra.Start, Priority: ra.Batch.Priority, Stopping: ra.Stopping,
-				Cluster: clusterIdx[inst.Cluster]})
+			a := scheduler.Attempt{Batch: ra.Batch.ID, Job: ra.Job, Attempt: ra.Attempt,
+				Queue: index[leaf] + 1, CPUMilli: ra.Spec.CPUMilli, Memory: ra.Spec.Memory, Start: ra.Start, Priority: ra.Batch.Priority, Stopping: ra.Stopping,
+				Cluster: clusterIdx[inst.Cluster]}
+			if _, g := ra.Spec.GPUs(); g > 0 && gpu > 0 {
+				a.GPU, a.GPUs = gpu, g
+			}
+			in.Attempts = append(in.Attempts, a)
 		}
 	}
 	slices.SortFunc(in.Attempts, func(a, b scheduler.Attempt) int {
