@@ -311,6 +311,29 @@ type Size struct {
 	GPUs     int64
 }
 
+// Free is what a worker has free now.
+type Free struct {
+	CPUMilli int64
+	Memory   int64
+	GPUs     int64
+}
+
+// Fits is the rule of node fit: one job of a size fits a worker when each
+// resource it needs is free there (the worker's GPU type is the
+// constraint's rule, AllowsGPUType). Apply re-checks every placement with
+// it; the scheduler's filter chain asks its parts one by one (FitsCPU,
+// FitsMemory, FitsGPUs) to name what a busy worker lacks.
+func (f Free) Fits(sz Size) bool { return f.FitsCPU(sz) && f.FitsMemory(sz) && f.FitsGPUs(sz) }
+
+// FitsCPU: the job's cores are free.
+func (f Free) FitsCPU(sz Size) bool { return f.CPUMilli >= sz.CPUMilli }
+
+// FitsMemory: the job's memory is free.
+func (f Free) FitsMemory(sz Size) bool { return f.Memory >= sz.Memory }
+
+// FitsGPUs: the job's GPUs are free.
+func (f Free) FitsGPUs(sz Size) bool { return f.GPUs >= sz.GPUs }
+
 // PathRoom is the queue rule: how many of n jobs of a size a leaf queue's
 // quota and the quota of every queue above it admit (path yields them leaf
 // first, RoomGPU for each), and at zero which limit refuses and the depth

@@ -244,14 +244,11 @@ const (
 // validateResources checks that every amount is within 0 and its bound
 // and GPU types are place names.
 func validateResources(what string, r Resources) error {
-	if r.CPUMilli < 0 || r.Memory < 0 {
-		return fmt.Errorf("%s: cpu and memory must not be negative", what)
+	if r.CPUMilli < 0 || r.CPUMilli > MaxQueueMilli {
+		return fmt.Errorf("%s: cpu must be between 0 and %d cores", what, MaxQueueMilli/1000)
 	}
-	if r.CPUMilli > MaxQueueMilli {
-		return fmt.Errorf("%s: cpu is at most %d cores", what, MaxQueueMilli/1000)
-	}
-	if r.Memory > MaxQueueMemory {
-		return fmt.Errorf("%s: memory is at most %d bytes", what, int64(MaxQueueMemory))
+	if r.Memory < 0 || r.Memory > MaxQueueMemory {
+		return fmt.Errorf("%s: memory must be between 0 and %d bytes", what, int64(MaxQueueMemory))
 	}
 	if len(r.GPUs) > MaxGPUTypes {
 		return fmt.Errorf("%s names %d GPU types; at most %d", what, len(r.GPUs), MaxGPUTypes)
@@ -282,6 +279,9 @@ func validateLimit(what string, l Limit) error {
 // MaxGPUTypes bounds the GPU types one amount names.
 const MaxGPUTypes = 32
 
+// MaxRunningMilli bounds a queue's max_running cores.
+const MaxRunningMilli = 1_000_000_000_000
+
 // Validate checks one queue's own settings (not its place in a tree),
 // naming the field at fault.
 func (q *Queue) Validate() error {
@@ -309,15 +309,15 @@ func (q *Queue) Validate() error {
 	if b := q.BorrowLimit.Memory; b != nil && *b+q.Guarantee.Memory == 0 {
 		return fmt.Errorf("%s: a borrow_limit of 0 memory with no memory guarantee would let it run nothing; guarantee it memory or leave memory out of borrow_limit", at)
 	}
-	if q.Limits.MaxRunningJobs < 0 || q.Limits.MaxRunningMilli < 0 {
-		return fmt.Errorf("%s: max_running must not be negative", at)
+	if q.Limits.MaxRunningJobs < 0 || q.Limits.MaxRunningMilli < 0 || q.Limits.MaxRunningMilli > MaxRunningMilli {
+		return fmt.Errorf("%s: max_running: cpu must be between 0 (no cap) and %d cores, jobs 0 or more", at, MaxRunningMilli/1000)
 	}
 	for _, d := range []struct {
 		name string
 		ns   int64
 	}{{"reclaim_grace", q.ReclaimGraceNs}, {"min_runtime", q.MinRuntimeNs}, {"preempt_after", q.Preemption.AfterNs}} {
 		if d.ns < 0 || d.ns > MaxQueueDuration {
-			return fmt.Errorf("%s: %s must be between 0 and 720h", at, d.name)
+			return fmt.Errorf("%s: %s must be a duration between 0s and 720h", at, d.name)
 		}
 	}
 	if t := q.Preemption.ThresholdPermille; t < 0 || t > 1000 {

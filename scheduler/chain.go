@@ -151,8 +151,20 @@ func (f resourceFilter) Feasible(c *Candidate, r *Run) bool { return f.ok(c, r) 
 var DefaultChain = []Filter{
 	resourceFilter{ReasonCPUCapacity, func(c *Candidate, r *Run) bool { return c.CPUMilli >= r.CPUMilli }},
 	resourceFilter{ReasonMemoryCapacity, func(c *Candidate, r *Run) bool { return c.Memory >= r.Memory }},
-	resourceFilter{ReasonCPUFree, func(c *Candidate, r *Run) bool { return c.FreeMilli >= r.CPUMilli }},
-	resourceFilter{ReasonMemoryFree, func(c *Candidate, r *Run) bool { return c.FreeMem >= r.Memory }},
+	resourceFilter{ReasonCPUFree, func(c *Candidate, r *Run) bool { return c.free().FitsCPU(r.size()) }},
+	resourceFilter{ReasonMemoryFree, func(c *Candidate, r *Run) bool { return c.free().FitsMemory(r.size()) }},
+}
+
+// free is what the candidate has free, as placement's rule of node fit
+// reads it.
+func (c *Candidate) free() placement.Free {
+	return placement.Free{CPUMilli: c.FreeMilli, Memory: c.FreeMem, GPUs: c.FreeGPUs}
+}
+
+// size is one job of the run as the rules read it (its GPU type is the
+// constraint's).
+func (r *Run) size() placement.Size {
+	return placement.Size{CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs}
 }
 
 // placementChain checks, per instance, what placement rules out before
@@ -175,7 +187,7 @@ func placementChain(p *packer) []Filter {
 
 // gpuFree comes after DefaultChain: a GPU worker large enough whose GPUs
 // are taken.
-var gpuFree = resourceFilter{ReasonGPUFree, func(c *Candidate, r *Run) bool { return c.FreeGPUs >= r.GPUs }}
+var gpuFree = resourceFilter{ReasonGPUFree, func(c *Candidate, r *Run) bool { return c.free().FitsGPUs(r.size()) }}
 
 // rejects returns the first filter of the chain that rejects c for r, or 0.
 func rejects(chain []Filter, c *Candidate, r *Run) Reason {

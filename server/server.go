@@ -59,6 +59,7 @@ type Server struct {
 	live      *liveness
 	waiting   waitingBook        // why the last round left jobs unplaced (leader)
 	autoscale *leader.Autoscaler // the leader's autoscale round and what it remembers between decisions
+	scheduler *leader.Scheduler  // the leader's scheduling round
 	// autoscaleStarted is set once this server's autoscaler has started
 	// leading (tests wait for it before driving rounds themselves).
 	autoscaleStarted atomic.Bool
@@ -131,6 +132,10 @@ func New(cfg *Config) (*Server, error) {
 		spendWake:    make(chan struct{}, 1),
 	}
 	s.autoscale = s.newAutoscaler()
+	silentAfter := min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout)
+	s.scheduler = &leader.Scheduler{Clock: leader.WallClock{}, MaxJobs: s.cfg.MaxPlacements, Launchable: s.autoscale.Launchable,
+		Silent: func(inst uint32, now time.Time) bool { return s.live.silentFor(inst, now) >= silentAfter },
+		Read:   func(read func()) { s.metrics.lock.roundRead(read) }}
 	keys, err := loadSecrets(cfg, s.log)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,6 @@ import (
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
-	"github.com/drover-sched/drover/server/view"
 )
 
 // Queue scenarios: queues sharing a fixed fleet over regions and
@@ -170,15 +169,16 @@ type qjob struct {
 
 type qrun struct {
 	raftLog
-	sc      *QueueScenario
-	opts    Options
-	insts   []uint32
-	region  map[uint32]string
-	jobs    map[jobKey]*qjob
-	running map[attemptKey]*qattempt
-	known   map[uint32][]state.AttemptID
-	res     *QueueResult
-	first   map[string]time.Time
+	scheduler *leader.Scheduler
+	sc        *QueueScenario
+	opts      Options
+	insts     []uint32
+	region    map[uint32]string
+	jobs      map[jobKey]*qjob
+	running   map[attemptKey]*qattempt
+	known     map[uint32][]state.AttemptID
+	res       *QueueResult
+	first     map[string]time.Time
 	// samples of each queue's cores held, for shares, and each user's
 	held     map[string]float64
 	nSam     int
@@ -208,6 +208,7 @@ func RunQueues(ctx context.Context, sc *QueueScenario, opts Options, preemptEver
 		running: map[attemptKey]*qattempt{}, known: map[uint32][]state.AttemptID{}, first: map[string]time.Time{}, held: map[string]float64{}, userHeld: map[string]float64{},
 		res: &QueueResult{Name: sc.Name, P50Wait: map[string]float64{}, P99Wait: map[string]float64{}, MaxWait: map[string]float64{},
 			Preempted: map[string]int{}, ReclaimAfter: map[string]float64{}, VictimRegions: map[string][]string{}, FirstRun: map[string]float64{}}}
+	r.scheduler = &leader.Scheduler{Clock: r.clk, MaxJobs: opts.MaxPlacements}
 	if err := r.setUp(); err != nil {
 		return nil, err
 	}
@@ -439,15 +440,11 @@ func (r *qrun) complete(now time.Time) error {
 
 // schedule runs the leader's scheduling round.
 func (r *qrun) schedule(now time.Time) error {
-	in := view.Scheduling(r.st, view.Options{Now: now.UnixNano(), MaxJobs: r.opts.MaxPlacements}).Input
-	if len(in.Users) == 0 || len(in.Instances) == 0 {
+	p := r.scheduler.Round(r.st).Plan
+	if p == nil {
 		return nil
 	}
-	out := scheduler.Schedule(in)
-	if out.Jobs == 0 {
-		return nil
-	}
-	_, err := r.apply(leader.PlanOf(out, now.UnixNano()))
+	_, err := r.apply(p)
 	return err
 }
 

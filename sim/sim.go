@@ -30,7 +30,6 @@ import (
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/money"
-	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
@@ -232,8 +231,9 @@ type jobKey struct {
 // run is one simulation's world.
 type run struct {
 	raftLog
-	w    *Workload
-	opts Options
+	scheduler *leader.Scheduler
+	w         *Workload
+	opts      Options
 	// finished: every batch arrived and every job ended (a static fleet
 	// goes then).
 	finished bool
@@ -322,6 +322,7 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	r.auto = leader.NewAutoscaler(leader.AutoscalerConfig{Clock: r.clk, State: r.st, Apply: r.apply, Heard: r.heardFrom, Provider: r.cloud,
 		WorkerSecret: "sim worker secret", Deployment: "sim", MissingGrace: time.Minute, MemoryStep: 256 << 20, Log: log,
 		Decided: r.decided, Plan: plan})
+	r.scheduler = &leader.Scheduler{Clock: r.clk, MaxJobs: opts.MaxPlacements, Launchable: r.auto.Launchable}
 	return r.loop(ctx, cheapest)
 }
 
@@ -892,16 +893,10 @@ func (r *run) account() {
 // state, the scheduler, the plan through apply; the workers
 // then take what they were handed.
 func (r *run) schedule(now time.Time) error {
-	in := view.Scheduling(r.st, view.Options{Now: now.UnixNano(), MaxJobs: r.opts.MaxPlacements}).Input
-	if len(in.Users) == 0 || len(in.Instances) == 0 {
+	p := r.scheduler.Round(r.st).Plan
+	if p == nil {
 		return nil
 	}
-	in.Launchable = r.auto.Launchable()
-	out := scheduler.Schedule(in)
-	if out.Jobs == 0 {
-		return nil
-	}
-	p := leader.PlanOf(out, now.UnixNano())
 	if _, err := r.apply(p); err != nil {
 		return err
 	}

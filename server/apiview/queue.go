@@ -16,7 +16,10 @@ import (
 // scenarios' queues with it too.
 
 // QueueFromAPI validates a queue as a request sends it: every amount,
-// count and duration bounded, named by field.
+// count and duration bounded, named by field. It refuses here only what
+// does not convert (a number that is no number of cores, a duration that
+// does not parse); the bounds are placement.Queue.Validate's, which apply
+// checks again.
 func QueueFromAPI(q api.Queue) (state.Queue, error) {
 	out := state.Queue{Projects: slices.Clone(q.BillingProjects), AllowProjects: slices.Clone(q.AllowProjects)}
 	out.Path, out.Weight, out.Strategy = q.Path, q.Weight, placement.Strategy(q.Strategy)
@@ -34,10 +37,11 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 	if out.LendLimit, err = limitFromAPI(at+": lend_limit", q.LendLimit); err != nil {
 		return out, err
 	}
-	if q.MaxRunning.CPU < 0 || q.MaxRunning.CPU > 1e9 || math.IsNaN(q.MaxRunning.CPU) || q.MaxRunning.Jobs < 0 {
-		return out, fmt.Errorf("%s: max_running: cpu must be between 0 (no cap) and 1e9 cores, jobs 0 or more", at)
+	maxMilli, err := milli(at+": max_running: cpu", q.MaxRunning.CPU)
+	if err != nil {
+		return out, err
 	}
-	out.Limits = placement.QueueLimits{MaxRunningJobs: q.MaxRunning.Jobs, MaxRunningMilli: int64(math.Round(q.MaxRunning.CPU * 1000))}
+	out.Limits = placement.QueueLimits{MaxRunningJobs: q.MaxRunning.Jobs, MaxRunningMilli: maxMilli}
 	for _, d := range []struct {
 		name string
 		in   string
@@ -47,16 +51,15 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 			continue
 		}
 		v, err := time.ParseDuration(d.in)
-		if err != nil || v < 0 || int64(v) > placement.MaxQueueDuration {
-			return out, fmt.Errorf("%s: %s %.40q must be a duration between 0s and 720h, e.g. \"10m\"", at, d.name, d.in)
+		if err != nil {
+			return out, fmt.Errorf("%s: %s %.40q is not a duration, e.g. \"10m\"", at, d.name, d.in)
 		}
 		*d.out = int64(v)
 	}
-	if t := q.PreemptThreshold; t < 0 || t > 1 || math.IsNaN(t) {
-		return out, fmt.Errorf("%s: preempt_threshold must be between 0 and 1 (a fraction of the queue's fair share)", at)
+	if out.Preemption.ThresholdPermille, err = milli(at+": preempt_threshold", q.PreemptThreshold); err != nil {
+		return out, err
 	}
 	out.Preemption.Preemptible = q.Preemptible
-	out.Preemption.ThresholdPermille = int64(math.Round(q.PreemptThreshold * 1000))
 	out.Preemption.AllowFrom = slices.Clone(q.AllowPreemptionFrom)
 	out.HomeClusters = slices.Clone(q.HomeClusters)
 	out.MaxPriority = q.MaxPriority
@@ -67,27 +70,29 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 }
 
 // ResourcesFromAPI converts and bounds an amount of resources.
+// Its bounds are placement's (Queue.Validate, which QueueFromAPI calls).
 func ResourcesFromAPI(what string, q api.Quota) (placement.Resources, error) {
-	if q.CPU < 0 || q.CPU > placement.MaxQueueMilli/1000 || math.IsNaN(q.CPU) || q.Memory < 0 {
-		return placement.Resources{}, fmt.Errorf("%s: cpu must be between 0 and %d cores and memory 0 or more", what, placement.MaxQueueMilli/1000)
+	cpu, err := milli(what+": cpu", q.CPU)
+	if err != nil {
+		return placement.Resources{}, err
 	}
-	out := placement.Resources{CPUMilli: int64(math.Round(q.CPU * 1000)), Memory: q.Memory}
-	if len(q.GPUs) > placement.MaxGPUTypes {
-		return out, fmt.Errorf("%s: at most %d GPU types", what, placement.MaxGPUTypes)
-	}
+	out := placement.Resources{CPUMilli: cpu, Memory: q.Memory}
 	for typ, n := range q.GPUs {
-		if err := api.ValidatePlaceName("gpu type", typ); err != nil {
-			return out, fmt.Errorf("%s: %w", what, err)
-		}
-		if n < 0 || n > placement.MaxQueueGPUs {
-			return out, fmt.Errorf("%s: %s GPUs must be between 0 and %d", what, typ, placement.MaxQueueGPUs)
-		}
 		if out.GPUs == nil {
 			out.GPUs = map[string]int64{}
 		}
 		out.GPUs[typ] = int64(n)
 	}
 	return out, nil
+}
+
+// milli is a number of units in thousandths, refused when it is not a
+// finite number an int64 holds (its bounds are the rule's that reads it).
+func milli(what string, v float64) (int64, error) {
+	if math.IsNaN(v) || math.Abs(v) > 1e15 {
+		return 0, fmt.Errorf("%s: %g is not a number it can hold", what, v)
+	}
+	return int64(math.Round(v * 1000)), nil
 }
 
 // limitFromAPI converts and bounds a limit (nil: no bound).

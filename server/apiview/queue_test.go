@@ -23,8 +23,8 @@ func TestQueueIsCheckedBeforeTheLog(t *testing.T) {
 		{api.Queue{Path: "t", Guarantee: api.Quota{CPU: 2e9}}, "queue t: guarantee: cpu must be between 0 and 1000000000 cores"},
 		{api.Queue{Path: "t", BorrowLimit: &api.Limit{CPU: &neg}}, "queue t: borrow_limit: cpu must be between 0"},
 		{api.Queue{Path: "t", MaxRunning: api.MaxRunning{Jobs: -3}}, "queue t: max_running"},
-		{api.Queue{Path: "t", PreemptAfter: "forever"}, "queue t: preempt_after \"forever\" must be a duration"},
-		{api.Queue{Path: "t", MinRuntime: "9000h"}, "queue t: min_runtime \"9000h\" must be a duration between 0s and 720h"},
+		{api.Queue{Path: "t", PreemptAfter: "forever"}, "queue t: preempt_after \"forever\" is not a duration"},
+		{api.Queue{Path: "t", MinRuntime: "9000h"}, "queue t: min_runtime must be a duration between 0s and 720h"},
 		{api.Queue{Path: "t", PreemptThreshold: 1.5}, "queue t: preempt_threshold must be between 0 and 1"},
 		{api.Queue{Path: "t", Weight: 2_000_000}, "queue t: weight 2000000 must be between 1 and 1000000"},
 	} {

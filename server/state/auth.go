@@ -16,6 +16,9 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // ValidName reports whether s may name a user, billing project or token:
 // 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit.
+// Places (regions, clusters, pools, queues, GPU types) have a rule of
+// their own, placement.ValidateName, which apply checks with
+// checkPlaceName.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // MaxTokensPerUser bounds the tokens one user holds (expired ones are

@@ -296,16 +296,16 @@ func ValidateLaunchConfig(c *LaunchConfig) error {
 }
 
 func validateLaunchConfig(c *LaunchConfig) *ApplyError {
-	if err := validName("launch config", c.Name); err != nil {
+	if err := checkPlaceName("launch config", c.Name); err != nil {
 		return err
 	}
-	if err := validName("cluster", c.Cluster); err != nil {
+	if err := checkPlaceName("cluster", c.Cluster); err != nil {
 		return err
 	}
 	if c.Pool == "" {
 		c.Pool = DefaultPool
 	}
-	if err := validName("pool", c.Pool); err != nil {
+	if err := checkPlaceName("pool", c.Pool); err != nil {
 		return err
 	}
 	if len(c.MachineType) > 128 || len(c.Zone) > 128 {
@@ -318,7 +318,7 @@ func validateLaunchConfig(c *LaunchConfig) *ApplyError {
 		return errorf(ErrInvalid, "launch config %s: 0 to %d GPUs", c.Name, MaxGPUs)
 	}
 	if c.GPUs > 0 {
-		if err := validName("GPU type", c.GPUType); err != nil {
+		if err := checkPlaceName("GPU type", c.GPUType); err != nil {
 			return err
 		}
 	}
@@ -748,9 +748,8 @@ func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
 	}
 	j := &b.jobs[m.ForJob-1]
 	g := b.groupOf(m.ForJob)
-	cpu, mem := g.spec.CPUMilli, g.spec.Memory
-	_, gpus := g.spec.GPUs()
-	if inst.FreeMilli < cpu || inst.FreeMem < mem || inst.FreeGPUs < gpus {
+	size := g.spec.Size()
+	if !inst.free().Fits(size) {
 		s.dropPrivate(b.ID, m.ForJob, now, "its worker is too small for it")
 		s.requeue(b, g, m.ForJob, j)
 		return
@@ -769,16 +768,14 @@ func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
 	*j = job{state: Running, attempt: j.attempt + 1, instance: inst.ID, failures: j.failures, lost: j.lost}
 	b.addCount(Creating, -1)
 	b.addCount(Running, 1)
-	inst.FreeMilli -= cpu
-	inst.FreeMem -= mem
-	inst.FreeGPUs -= gpus
+	inst.hold(size, 1)
 	if inst.running == nil {
 		inst.running = map[attemptKey]struct{}{}
 	}
 	inst.running[attemptKey{b.ID, m.ForJob}] = struct{}{}
 	s.charge(b, g.spec, inst, +1)
 	u := s.userSched(b.User)
-	u.runningMilli += cpu
+	u.runningMilli += size.CPUMilli
 	u.runningJobs++
 	s.notifyInstance(inst.ID)
 }

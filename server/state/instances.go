@@ -31,7 +31,7 @@ func (s *State) applyActivate(c *Activate) any {
 	if pool == "" {
 		pool = DefaultPool
 	}
-	if err := validName("pool", pool); err != nil {
+	if err := checkPlaceName("pool", pool); err != nil {
 		return err
 	}
 	if len(c.Labels) > 64 {
@@ -41,7 +41,7 @@ func (s *State) applyActivate(c *Activate) any {
 		return errorf(ErrInvalid, "a worker offers 0 to %d GPUs", MaxGPUs)
 	}
 	if c.GPUs > 0 {
-		if err := validName("GPU type", c.GPUType); err != nil {
+		if err := checkPlaceName("GPU type", c.GPUType); err != nil {
 			return err
 		}
 	}

@@ -99,10 +99,7 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now in
 				inst.running = nil
 			}
 			if inst.Active {
-				inst.FreeMilli += g.spec.CPUMilli
-				inst.FreeMem += g.spec.Memory
-				_, gpus := g.spec.GPUs()
-				inst.FreeGPUs += gpus
+				inst.hold(g.spec.Size(), -1)
 			}
 			s.charge(b, g.spec, inst, -1)
 		}

@@ -154,10 +154,10 @@ type SetClusterResult struct {
 	Changed   bool
 }
 
-// validName applies the rule of region, cluster, pool, team and GPU type
+// checkPlaceName applies the rule of region, cluster, pool, queue and GPU type
 // names (placement.ValidateName: the API checks with it first; a log
 // entry is checked again).
-func validName(kind, name string) *ApplyError {
+func checkPlaceName(kind, name string) *ApplyError {
 	if err := placement.ValidateName(kind, name); err != nil {
 		return errorf(ErrInvalid, "%v", err)
 	}
@@ -170,14 +170,14 @@ func (s *State) applySetCluster(c *SetCluster) any {
 		if !c.Create {
 			return errorf(ErrNotFound, "cluster %q does not exist", c.Name)
 		}
-		if err := validName("cluster", c.Name); err != nil {
+		if err := checkPlaceName("cluster", c.Name); err != nil {
 			return err
 		}
 		region := c.Region
 		if region == "" {
 			region = DefaultRegion
 		}
-		if err := validName("region", region); err != nil {
+		if err := checkPlaceName("region", region); err != nil {
 			return err
 		}
 		cl = &Cluster{Name: c.Name, Region: region, Created: c.Now, Since: c.Now}
@@ -277,7 +277,7 @@ func ValidateGroup(g *ClusterGroup) error {
 }
 
 func validateGroup(g *ClusterGroup) *ApplyError {
-	if err := validName("cluster group", g.Name); err != nil {
+	if err := checkPlaceName("cluster group", g.Name); err != nil {
 		return err
 	}
 	return validStrategy("cluster group "+g.Name, g.Strategy)
@@ -334,17 +334,17 @@ func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
 	}
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
-		if err := validName("cluster", cl.Name); err != nil {
+		if err := checkPlaceName("cluster", cl.Name); err != nil {
 			return err
 		}
-		if err := validName("region", cl.Region); err != nil {
+		if err := checkPlaceName("region", cl.Region); err != nil {
 			return err
 		}
 		if old := s.clusters[cl.Name]; old != nil && old.Region != cl.Region {
 			return errorf(ErrConflict, "cluster %q is in region %q, not %q", cl.Name, old.Region, cl.Region)
 		}
 		for _, p := range cl.Pools {
-			if err := validName("pool", p.Name); err != nil {
+			if err := checkPlaceName("pool", p.Name); err != nil {
 				return err
 			}
 			// Apply refuses only a negative price, as it did when prices
@@ -479,10 +479,10 @@ func (s *State) placeable(b *Batch, sp *Spec, inst *Instance) bool {
 // ensureCluster records the cluster a worker activates into. A cluster
 // that exists in another region is a conflict.
 func (s *State) ensureCluster(name, region string, now int64) *ApplyError {
-	if err := validName("cluster", name); err != nil {
+	if err := checkPlaceName("cluster", name); err != nil {
 		return err
 	}
-	if err := validName("region", region); err != nil {
+	if err := checkPlaceName("region", region); err != nil {
 		return err
 	}
 	cl := s.clusters[name]

@@ -42,8 +42,7 @@ func (s *State) applyPlan(c *Plan) any {
 			res.Rejected += int(p.Count)
 			continue
 		}
-		cpu, mem := g.spec.CPUMilli, g.spec.Memory
-		_, gpus := g.spec.GPUs()
+		cpu, size := g.spec.CPUMilli, g.spec.Size()
 		placeable := s.placeable(b, g.spec, inst)
 		// An attempt is billed from its reservation: what its worker
 		// does before the command starts (pulling the image, copying the
@@ -69,7 +68,7 @@ func (s *State) applyPlan(c *Plan) any {
 		}
 		for id := p.First; id <= last; id++ {
 			j := &b.jobs[id-1]
-			if j.state != Ready || j.attempt+1 != p.Attempt || inst.FreeMilli < cpu || inst.FreeMem < mem || inst.FreeGPUs < gpus || !placeable || !s.quotaAdmits(b, g.spec) {
+			if j.state != Ready || j.attempt+1 != p.Attempt || !inst.free().Fits(size) || !placeable || !s.quotaAdmits(b, g.spec) {
 				flush(id - 1)
 				runLo = id + 1
 				res.Rejected++
@@ -86,9 +85,7 @@ func (s *State) applyPlan(c *Plan) any {
 				j.start = c.Now
 				s.chargeAt(b, id, price, c.Now)
 			}
-			inst.FreeMilli -= cpu
-			inst.FreeMem -= mem
-			inst.FreeGPUs -= gpus
+			inst.hold(size, 1)
 			if inst.running == nil {
 				inst.running = map[attemptKey]struct{}{}
 			}

@@ -90,7 +90,7 @@ func validateQueue(q *Queue) *ApplyError {
 		return errorf(ErrInvalid, "queue %s: at most %d billing projects in projects and in allow_projects", q.Path, MaxQueueProjects)
 	}
 	for _, p := range append(slices.Clone(q.Projects), q.AllowProjects...) {
-		if err := validName("billing project", p); err != nil {
+		if err := checkPlaceName("billing project", p); err != nil {
 			return err
 		}
 	}

@@ -435,6 +435,20 @@ type Instance struct {
 	running   map[attemptKey]struct{}
 }
 
+// free is what the instance has free, as placement's rule of node fit
+// reads it.
+func (in *Instance) free() placement.Free {
+	return placement.Free{CPUMilli: in.FreeMilli, Memory: in.FreeMem, GPUs: in.FreeGPUs}
+}
+
+// hold takes n jobs of a size from what the instance has free (n < 0
+// gives them back).
+func (in *Instance) hold(sz placement.Size, n int64) {
+	in.FreeMilli -= n * sz.CPUMilli
+	in.FreeMem -= n * sz.Memory
+	in.FreeGPUs -= n * sz.GPUs
+}
+
 // identity is what a later activation of the same worker is recognised by.
 func (inst *Instance) identity() string {
 	if inst.NodeID != "" {

@@ -112,7 +112,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 			continue
 		}
 		jp.Usable++
-		if inst.FreeMilli >= sp.CPUMilli && inst.FreeMem >= sp.Memory && inst.FreeGPUs >= jp.GPUs {
+		if (placement.Free{CPUMilli: inst.FreeMilli, Memory: inst.FreeMem, GPUs: inst.FreeGPUs}).Fits(sp.Size()) {
 			jp.Busy = false
 		}
 	}

@@ -12,10 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-sched/drover/internal/token"
-	"github.com/drover-sched/drover/scheduler"
-	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
-	"github.com/drover-sched/drover/server/view"
 )
 
 // runScheduler runs scheduling rounds on the leader: whenever jobs become
@@ -53,34 +50,25 @@ func (s *Server) runScheduler(ctx context.Context) {
 // scheduleOnce runs one round and reports whether it hit MaxPlacements (so
 // there may be more to place right away).
 func (s *Server) scheduleOnce() (bool, error) {
-	start := time.Now()
 	cpu0, cpuOK := threadCPU()
-	silentAfter := min(s.cfg.ClusterDownAfter, s.cfg.LostTimeout)
-	var rd *view.Round
-	s.metrics.lock.roundRead(func() {
-		rd = view.Scheduling(s.state, view.Options{Now: start.UnixNano(), MaxJobs: s.cfg.MaxPlacements,
-			Silent: func(inst uint32) bool { return s.live.silentFor(inst, start) >= silentAfter }})
-	})
-	in := rd.Input
-	in.Launchable = s.autoscale.Launchable()
-	if len(in.Users) == 0 || len(in.Instances) == 0 {
+	rd := s.scheduler.Round(s.state)
+	if rd.Out == nil {
 		s.waiting.set(nil)
 		return false, nil
 	}
-	decide := time.Now()
-	out := scheduler.Schedule(in)
-	s.metrics.decideSeconds.Observe(time.Since(decide).Seconds())
+	out := rd.Out
+	s.metrics.decideSeconds.Observe(rd.Decided.Seconds())
 	s.metrics.schedRounds.Inc()
-	s.metrics.schedSeconds.Observe(time.Since(start).Seconds())
+	s.metrics.schedSeconds.Observe(time.Since(rd.Start).Seconds())
 	if cpu1, ok := threadCPU(); ok && cpuOK {
 		s.metrics.roundCPUSeconds.Observe((cpu1 - cpu0).Seconds())
 	}
 	s.metrics.observeUnplaced(out)
-	s.waiting.setRound(out, in, rd.Records)
-	if out.Jobs == 0 {
+	s.waiting.setRound(out, rd.View.Input, rd.View.Records)
+	if rd.Plan == nil {
 		return false, nil
 	}
-	res, err := s.raft.Apply(leader.PlanOf(out, time.Now().UnixNano()))
+	res, err := s.raft.Apply(rd.Plan)
 	if err != nil {
 		return false, err
 	}
