@@ -4,7 +4,6 @@
 # run (runc) from Debian's packages by scripts/test-deps.sh.
 
 GO          ?= go
-BIN         := bin/drover
 # The version every binary reports (drover version, status, list-peers,
 # drover_build_info): the git description of the checkout.
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -17,8 +16,10 @@ TERRAFORM   := $(TOOLS)/terraform
 
 all: build
 
+# drover, and drover-bench beside it (`drover bench` runs it; the
+# harnesses the benchmarks are made of are never linked into drover).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/drover
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/drover ./cmd/drover-bench
 
 demo: build
 	./scripts/demo.sh

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // counted is a real server behind a proxy that counts requests by method

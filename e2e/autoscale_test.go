@@ -12,7 +12,7 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/autoscaler/provider/gce"
 	"github.com/drover-sched/drover/autoscaler/provider/gce/gcefake"
-	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 // workerProcs counts the worker processes running on machines of the

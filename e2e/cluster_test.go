@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // testCluster wraps a launched multi-process cluster for tests.

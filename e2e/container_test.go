@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testimage"
+	"github.com/drover-sched/drover/testkit/testimage"
 )
 
 // The container tests run real jobs: real runc, real cgroups, job users of

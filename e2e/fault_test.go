@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/freeport"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/freeport"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // TestFaultLeaderKills runs a 20,000-job batch on 3 servers and 2 workers,

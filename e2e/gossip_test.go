@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // TestGossipRotationRightAfterADeath rotates the gossip key a moment after

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/freeport"
-	"github.com/drover-sched/drover/internal/testimage"
+	"github.com/drover-sched/drover/testkit/freeport"
+	"github.com/drover-sched/drover/testkit/testimage"
 )
 
 var droverBin string
@@ -30,10 +30,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	droverBin = filepath.Join(dir, "drover")
-	build := exec.Command("go", "build", "-o", droverBin, "../cmd/drover")
+	// drover-bench beside drover: `drover bench` runs it.
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/drover", "../cmd/drover-bench")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build drover:", err)
+		fmt.Fprintln(os.Stderr, "build drover and drover-bench:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -33,7 +33,7 @@ import (
 // dir it rejoins its machine and runs jobs; with the data dir lost, the
 // spent token gets it nowhere.
 func TestHostileJoinToken(t *testing.T) {
-	attacker := buildJobProgram(t, "./internal/joinattack")
+	attacker := buildJobProgram(t, "./testkit/joinattack")
 	fake := gcefake.New("proj", "zone-a")
 	defer fake.Close()
 	c := newCluster(t, 1, "-autoscale", "-autoscale-interval", "300ms", "-deployment", "e2e")

@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/raftattack"
-	"github.com/drover-sched/drover/internal/testcluster"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/testkit/raftattack"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // TestHostileRaft runs issue 25's Raft attack against the dev agent, a
@@ -39,7 +39,7 @@ import (
 // must not work, no intruder may get a Raft RPC, and the data dirs must
 // restart with their data.
 func TestHostileRaft(t *testing.T) {
-	attacker := buildJobProgram(t, "./internal/raftattack/cmd/raftattack")
+	attacker := buildJobProgram(t, "./testkit/raftattack/cmd/raftattack")
 	t.Run("dev-agent", func(t *testing.T) {
 		// It restarts on its address: one picked below the ephemeral
 		// range, which no outgoing connection takes while it is down.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/spendtrace"
+	"github.com/drover-sched/drover/testkit/spendtrace"
 )
 
 // TestHostileSpendLimit is the hostile tenant of issue 25 item 5 against

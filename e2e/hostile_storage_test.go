@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/s3fake"
+	"github.com/drover-sched/drover/testkit/s3fake"
 )
 
 // listener is an HTTP server the attacker would like the worker to talk

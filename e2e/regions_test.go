@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/regions"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/regions"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // The multi-region drills: three regions, each a network namespace with

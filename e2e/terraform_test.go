@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testcluster"
-	"github.com/drover-sched/drover/internal/tftest"
+	"github.com/drover-sched/drover/testkit/testcluster"
+	"github.com/drover-sched/drover/testkit/tftest"
 )
 
 // The Terraform provider against a cluster of real server processes

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/freeport"
-	"github.com/drover-sched/drover/internal/testcluster"
 	"github.com/drover-sched/drover/internal/tlsutil"
+	"github.com/drover-sched/drover/testkit/freeport"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // TestTLSClusterFailover: a 3-server cluster with TLS on every hop (HTTPS

@@ -14,8 +14,8 @@ import (
 
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/history/historytest"
-	"github.com/drover-sched/drover/internal/mariadbtest"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/mariadbtest"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // mariadb is the real MariaDB the MySQL store's tests run against,

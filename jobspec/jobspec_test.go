@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drover-sched/drover/internal/golden"
+	"github.com/drover-sched/drover/testkit/golden"
 )
 
 func readVars(t *testing.T, path string) map[string]string {

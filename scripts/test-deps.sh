@@ -4,7 +4,7 @@
 # (jobs run as users of their own, in cgroups), so a run as another user
 # skips them. curl checks the HTTPS API the way an operator would
 # (ca-certificates comes with it). mariadb-server gives the history-store
-# tests a real MariaDB (internal/mariadbtest runs mariadbd in a temp dir;
+# tests a real MariaDB (testkit/mariadbtest runs mariadbd in a temp dir;
 # the package's own service is not started). iproute2's ip makes the
 # network namespace the hostile-tenant suite plays "the world" and the
 # cloud's metadata address in. chromium (with chromium-driver, Debian's

@@ -21,8 +21,8 @@ import (
 	"github.com/drover-sched/drover/autoscaler/provider/nomad/nomadfake"
 	"github.com/drover-sched/drover/autoscaler/provider/sim"
 	"github.com/drover-sched/drover/billing"
-	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 type wallClock struct{}

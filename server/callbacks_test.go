@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 // TestCompletionCallbacks: a complete batch is POSTed, as the API shows

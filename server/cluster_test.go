@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/fakeconsul"
-	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/testkit/fakeconsul"
+	"github.com/drover-sched/drover/testkit/simworker"
 	"github.com/drover-sched/drover/version"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 // TestRetiredInstancesLeaveTheState: a worker that runs a batch, stops

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/history"
-	"github.com/drover-sched/drover/internal/mariadbtest"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/testkit/mariadbtest"
 )
 
 // finishedState builds a state holding one complete batch of n jobs (an

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/mariadbtest"
-	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/money"
+	"github.com/drover-sched/drover/testkit/mariadbtest"
+	"github.com/drover-sched/drover/testkit/simworker"
 	"github.com/go-sql-driver/mysql"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/money"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 func sameJSON(t *testing.T, what string, got, want any) {

@@ -17,11 +17,11 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/raftattack"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/internal/tlsutil"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/cluster"
+	"github.com/drover-sched/drover/testkit/raftattack"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // userNames lists the users an admin sees, with their admin flag.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
-	"github.com/drover-sched/drover/internal/simworker"
 	"github.com/drover-sched/drover/jobspec/placementspec"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 // TestQueueRecommendFromRecordedHistory: thirty days of recorded usage in

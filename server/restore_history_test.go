@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/mariadbtest"
+	"github.com/drover-sched/drover/testkit/mariadbtest"
 )
 
 // TestRestoreKeepsHistoryWhole restores snapshots against a real MariaDB

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/testkit/testlog"
 	"github.com/drover-sched/drover/version"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/simworker"
-	"github.com/drover-sched/drover/internal/spendtrace"
 	"github.com/drover-sched/drover/money"
+	"github.com/drover-sched/drover/testkit/simworker"
+	"github.com/drover-sched/drover/testkit/spendtrace"
 )
 
 // TestSpendLimitCancelsRunningBatches: a billing project whose cost

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testlog"
 	"github.com/drover-sched/drover/worker/cgroups"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testimage"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testimage"
+	"github.com/drover-sched/drover/testkit/testlog"
 	"github.com/drover-sched/drover/worker/cgroups"
 	"github.com/drover-sched/drover/worker/images"
 )

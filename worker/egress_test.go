@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // A worker's pulls refuse the host's own addresses, the servers' and

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/faultnet"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/testkit/faultnet"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // TestAWorkerCutOffFencesItself: a worker cut off from the servers by a

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/s3fake"
+	"github.com/drover-sched/drover/testkit/s3fake"
 )
 
 // TestFilesCopyInAndOut: an input is copied from a file:// bucket under an

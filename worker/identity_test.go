@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // TestTwoWorkersOnOneHostShareAName: two workers with one name (as two

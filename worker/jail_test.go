@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testimage"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testimage"
+	"github.com/drover-sched/drover/testkit/testlog"
 	"github.com/drover-sched/drover/worker/images"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // syncBuffer is a buffer safe to read while a process writes to it.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testimage"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/testkit/testimage"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // env is a real server and a real worker running real processes, in one

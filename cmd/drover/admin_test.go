@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 // TestBillingProjectPrints: `billing-project set-limit` prints the limit

@@ -2,121 +2,41 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
-
-	"github.com/drover-sched/drover/internal/bench"
-	"github.com/drover-sched/drover/server"
 )
 
+// runBench runs drover-bench, the benchmarks' own binary, with the same
+// arguments: the harnesses the benchmarks are made of (clusters of
+// processes, simulated workers, a registry, MariaDB, network namespaces)
+// are linked into it, never into drover. It is looked for beside this
+// binary, then on PATH, and starts this binary for its servers, agents
+// and workers.
 func (m *Main) runBench(ctx context.Context, args []string) error {
-	return m.sub(ctx, "bench", args, map[string]func(context.Context, []string) error{
-		"failover": m.runBenchFailover, "catchup": m.runBenchCatchup, "sched": m.runBenchSched, "e2e": m.runBenchE2E,
-		"autoscale": m.runBenchAutoscale,
-	})
-}
-
-// linesTo prints lines to w (nil when quiet: nowhere).
-func (m *Main) linesTo(stdout, quiet bool) bench.Printf {
-	if quiet {
-		return nil
-	}
-	w := m.Stderr
-	if stdout {
-		w = m.Stdout
-	}
-	return func(format string, a ...any) { safef(w, format+"\n", a...) }
-}
-
-// runBenchFailover kills the leader of a real cluster again and again and
-// measures how long it takes until a write is acknowledged by the next one.
-func (m *Main) runBenchFailover(ctx context.Context, args []string) error {
-	fs := m.newFlags("bench failover", "[flags]")
-	servers := fs.Int("servers", 3, "servers in the cluster (3 or 5)")
-	kills := fs.Int("kills", 20, "leader kills to measure")
-	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "the servers' -raft-timeout")
-	multiplier := fs.Int("raft-multiplier", 0, "the servers' -raft-multiplier instead of -raft-timeout (1 to 10)")
-	wanFlag := fs.Bool("wan", false, "each server in a region of its own, 30 to 80 ms apart one way (network namespaces and a fault proxy: needs root)")
-	keep := fs.Bool("keep", false, "keep the cluster's directory (logs) afterwards")
-	asJSON := fs.Bool("json", false, "print only the JSON result")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	if *servers < 3 || *kills < 1 {
-		return usagef("need -servers >= 3 and -kills >= 1")
-	}
-	if *multiplier != 0 {
-		t, err := server.TimingsFor(*multiplier)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		*raftTimeout = t.ElectionTimeout
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	took, err := bench.Failover(ctx, bench.FailoverConfig{Binary: self, Servers: *servers, Kills: *kills, RaftTimeout: *raftTimeout, Keep: *keep,
-		WAN: *wanFlag, RaftMultiplier: *multiplier,
-		Notices: m.linesTo(false, false),
-		Killed: func(k, leader int, d time.Duration) {
-			if !*asJSON {
-				safef(m.Stdout, "kill %2d: leader s%d killed; a write was acknowledged by the next leader after %s\n", k, leader, d.Round(time.Millisecond))
-			}
-		}})
-	if err != nil {
-		return err
-	}
-	ms := bench.Millis(took)
-	res := map[string]any{
-		"bench": "failover", "servers": *servers, "kills": *kills, "raft_timeout": raftTimeout.String(), "wan": *wanFlag,
-		"failover_ms": ms, "median_ms": bench.Median(ms), "worst_ms": bench.Max(ms),
-		"median_election_timeouts": bench.Median(ms) / float64(raftTimeout.Milliseconds()),
-		"worst_election_timeouts":  bench.Max(ms) / float64(raftTimeout.Milliseconds()),
-	}
-	if !*asJSON {
-		where := "one machine"
-		if *wanFlag {
-			where = "regions 30-80 ms apart"
+	path := filepath.Join(filepath.Dir(self), "drover-bench")
+	if _, err := os.Stat(path); err != nil {
+		if path, err = exec.LookPath("drover-bench"); err != nil {
+			return fmt.Errorf("drover bench runs drover-bench, which is neither beside %s nor on PATH: build it (make build, or go build ./cmd/drover-bench)", self)
 		}
-		safef(m.Stdout, "failover: median %.0f ms, worst %.0f ms over %d leader kills (%d servers, %s, election timeout %s: median %.1f, worst %.1f election timeouts)\n",
-			bench.Median(ms), bench.Max(ms), *kills, *servers, where, raftTimeout, res["median_election_timeouts"], res["worst_election_timeouts"])
 	}
-	return json.NewEncoder(m.Stdout).Encode(res)
-}
-
-// runBenchCatchup fills a cluster with jobs, then measures a snapshot, a
-// restarted server catching up from its own log, and a replacement with an
-// empty data dir catching up from a snapshot plus log.
-func (m *Main) runBenchCatchup(ctx context.Context, args []string) error {
-	fs := m.newFlags("bench catchup", "[flags]")
-	servers := fs.Int("servers", 3, "servers in the cluster")
-	jobs := fs.Int("jobs", 1_000_000, "distinct jobs to submit")
-	bunch := fs.Int("bunch", 10_000, "jobs per request")
-	keep := fs.Bool("keep", false, "keep the cluster's directory afterwards")
-	asJSON := fs.Bool("json", false, "print only the JSON result")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, m.Stdout, m.Stderr
+	cmd.Env = append(os.Environ(), "DROVER_BINARY="+self)
+	// Interrupted, it stops its clusters itself.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return &exitError{code: ee.ExitCode()}
 	}
-	if *servers < 3 || *jobs < 1 || *bunch < 1 {
-		return usagef("need -servers >= 3, -jobs >= 1 and -bunch >= 1")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	r, err := bench.Catchup(ctx, bench.CatchupConfig{Binary: self, Servers: *servers, Jobs: *jobs, Bunch: *bunch, Keep: *keep,
-		Progress: m.linesTo(true, *asJSON), Notices: m.linesTo(false, false)})
-	if err != nil {
-		return err
-	}
-	res := map[string]any{
-		"bench": "catchup", "servers": *servers, "jobs": *jobs, "submit_s": r.Submit.Seconds(),
-		"snapshot_bytes": r.SnapshotBytes, "snapshot_s": r.Snapshot.Seconds(),
-		"snapshot_bytes_per_million_jobs": float64(r.SnapshotBytes) * 1e6 / float64(*jobs),
-		"snapshot_s_per_million_jobs":     r.Snapshot.Seconds() * 1e6 / float64(*jobs),
-		"restart_catchup_s":               r.Restart.Seconds(), "replacement_catchup_s": r.Replacement.Seconds(),
-	}
-	return json.NewEncoder(m.Stdout).Encode(res)
+	return err
 }

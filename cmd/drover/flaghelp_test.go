@@ -16,7 +16,7 @@ import (
 func TestFlagHelpNamesTypes(t *testing.T) {
 	line := regexp.MustCompile(`^  -([a-z0-9-]+)(?: (.*))?$`)
 	types := map[string]bool{"": true, "string": true, "int": true, "int64": true, "uint": true, "uint64": true, "float": true, "duration": true, "value": true}
-	for _, cmd := range [][]string{{"server", "-h"}, {"worker", "-h"}, {"agent", "-h"}, {"bench", "e2e", "-h"}, {"bench", "sched", "-h"}} {
+	for _, cmd := range [][]string{{"server", "-h"}, {"worker", "-h"}, {"agent", "-h"}} {
 		var out bytes.Buffer
 		m := &Main{Stdout: &out, Stderr: &out}
 		_ = m.Run(context.Background(), cmd)

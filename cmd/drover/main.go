@@ -141,7 +141,7 @@ Administration:
   operator secrets-key generate   a key for -secrets-key-file (seals storage credentials)
   tls ca create          make the cluster's CA (drover-agent-ca.pem and its key)
   tls cert create -server [-id ID] | -client | -worker   make a certificate signed by it
-  bench sched | e2e | failover | catchup   measure throughput, failover and catch-up on a real local cluster
+  bench sched | e2e | failover | catchup | autoscale   run drover-bench (beside drover): throughput, failover, catch-up, the autoscaler
   version                print the version
 
 Environment: DROVER_ADDR (default http://127.0.0.1:4650, several separated by

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testlog"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 func TestEscape(t *testing.T) {

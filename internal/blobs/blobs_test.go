@@ -21,7 +21,7 @@ import (
 
 	"google.golang.org/api/option"
 
-	"github.com/drover-sched/drover/internal/s3fake"
+	"github.com/drover-sched/drover/testkit/s3fake"
 )
 
 func TestSplit(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drover-sched/drover/internal/golden"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/money"
+	"github.com/drover-sched/drover/testkit/golden"
 )
 
 // TestGoodConfigs: every file under testdata/good parses into the API

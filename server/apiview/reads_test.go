@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-sched/drover/internal/golden"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/testkit/golden"
 )
 
 // TestReadsShowTheAPIsJSON: every read the API answers from the state

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drover-sched/drover/internal/fakeconsul"
+	"github.com/drover-sched/drover/testkit/fakeconsul"
 )
 
 func TestConsulDiscoveryWithOfficialClient(t *testing.T) {

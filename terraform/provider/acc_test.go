@@ -12,10 +12,10 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	simcloud "github.com/drover-sched/drover/autoscaler/provider/sim"
-	"github.com/drover-sched/drover/internal/tftest"
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/server"
 	"github.com/drover-sched/drover/server/leader"
+	"github.com/drover-sched/drover/testkit/tftest"
 )
 
 // Acceptance tests: the real terraform binary (make test installs 1.5.7

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testlog"
 	ocg "github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 )

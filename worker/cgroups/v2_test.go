@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testlog"
 	"golang.org/x/sys/unix"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/drover-sched/drover/internal/testimage"
-	"github.com/drover-sched/drover/internal/testlog"
+	"github.com/drover-sched/drover/testkit/testimage"
+	"github.com/drover-sched/drover/testkit/testlog"
 )
 
 var (

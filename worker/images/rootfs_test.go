@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"golang.org/x/sys/unix"
 
-	"github.com/drover-sched/drover/internal/testimage"
+	"github.com/drover-sched/drover/testkit/testimage"
 )
 
 func needRoot(t *testing.T) {

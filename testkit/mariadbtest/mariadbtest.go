@@ -21,7 +21,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/drover-sched/drover/internal/freeport"
+	"github.com/drover-sched/drover/testkit/freeport"
 )
 
 // Server is a running mariadbd.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
-	"github.com/drover-sched/drover/internal/testcluster"
 	"github.com/drover-sched/drover/server"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // MemAndSnapshot is a server's live heap and the size of a snapshot of its

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 func TestMedianAndMax(t *testing.T) {

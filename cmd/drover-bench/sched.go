@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/internal/bench"
-	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/testkit/bench"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 // runBenchSched measures the control plane alone: real servers (separate
@@ -19,7 +19,7 @@ import (
 // headline, jobs_per_s, is every job divided by the time from the first
 // submit request to the last batch complete.
 func (m *Main) runBenchSched(ctx context.Context, args []string) error {
-	fs := m.newFlags("bench sched", "[flags]")
+	fs := m.newFlags("sched", "[flags]")
 	servers := fs.Int("servers", 3, "servers (1, 3 or 5)")
 	jobs := fs.Int("jobs", 1_000_000, "jobs per batch")
 	workers := fs.Int("workers", 500, "simulated workers")
@@ -46,7 +46,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	nClusters := fs.Int("clusters", 1, "clusters per region (with -regions)")
 	nTeams := fs.Int("teams", 0, "with -users: put the users in this many teams, each with its own billing project and a cpu quota of an even split of the fleet (binding: every team wants more)")
 	queues := fs.Bool("queues", false, "with -users: put the users in the 1,000 leaves of a three-level queue tree (10 x 10 x 10, tiers weighted 10 to 1), each guaranteed 80% of an even split of the fleet, borrowing the rest")
-	if _, err := parse(fs, args, 0, 0); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cfg := bench.SchedConfig{Queues: *queues, Servers: *servers, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Array: *array, Bunch: *bunch,
@@ -63,11 +63,11 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	}
 	if *fairTrace {
 		cfg.Fairness = func(s bench.FairSample) {
-			safef(m.Stderr, "fair share at %5.1fs: off by %5.1f%% over the second (%5.1f%% at the instant); least %s %.0f cores, most %s %.0f cores\n",
+			fmt.Fprintf(m.Stderr, "fair share at %5.1fs: off by %5.1f%% over the second (%5.1f%% at the instant); least %s %.0f cores, most %s %.0f cores\n",
 				s.At.Seconds(), s.Window*100, s.Instant*100, s.Least, s.LeastCores, s.Most, s.MostCores)
 		}
 	}
-	if cfg.Binary, err = os.Executable(); err != nil {
+	if cfg.Binary, err = droverBinary(); err != nil {
 		return err
 	}
 	r, err := bench.Sched(ctx, cfg)
@@ -156,16 +156,16 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		res["n_cancelled"] = c.NCancelled
 	}
 	if !*asJSON {
-		safef(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
+		fmt.Fprintf(m.Stdout, "%.0f jobs/s end to end (%d jobs, first submit to last batch complete in %.2fs; submit %.2fs), ready-to-assigned p50 %.1f ms p99 %.1f ms",
 			float64(r.Jobs)/r.Elapsed.Seconds(), r.Jobs, r.Elapsed.Seconds(), r.Submit.Seconds(), sum.P50ReadyToAssign, sum.P99ReadyToAssign)
 		if q, ok := r.Commit["plan"]; ok {
-			safef(m.Stdout, ", commit of a plan p50 %.0f ms p99 %.0f ms", q[0], q[1])
+			fmt.Fprintf(m.Stdout, ", commit of a plan p50 %.0f ms p99 %.0f ms", q[0], q[1])
 		}
 		if r.Users > 1 {
-			safef(m.Stdout, ", fair share (cores held over each second): worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%, every one from %.0fs on",
+			fmt.Fprintf(m.Stdout, ", fair share (cores held over each second): worst tenant off by %.1f%% at the median sample, %.1f%% at the worst; %.0f%% of %d samples within 5%%, every one from %.0fs on",
 				r.Fair.P50*100, r.Fair.Max*100, r.Fair.Within*100, r.FairSamples, r.Fair.SettledAt)
 		}
-		safeln(m.Stdout)
+		fmt.Fprintln(m.Stdout)
 	}
 	return json.NewEncoder(m.Stdout).Encode(res)
 }

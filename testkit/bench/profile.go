@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // saveOwnProfile writes a CPU profile of the bench process.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // FailoverConfig is what `drover bench failover` measures.

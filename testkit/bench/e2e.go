@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/simworker"
-	"github.com/drover-sched/drover/internal/testimage"
+	"github.com/drover-sched/drover/testkit/simworker"
+	"github.com/drover-sched/drover/testkit/testimage"
 )
 
 // E2EConfig is what `drover bench e2e` runs: the dev agent (one server,

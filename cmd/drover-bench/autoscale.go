@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -18,7 +19,7 @@ import (
 // simulated cloud in virtual time), and reports what it cost against a
 // lower bound.
 func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
-	fs := m.newFlags("bench autoscale", "[-synthetic | -workload FILE | -decision] [flags]")
+	fs := m.newFlags("autoscale", "[-synthetic | -workload FILE | -decision] [flags]")
 	decision := fs.Bool("decision", false, "time one decision over -jobs ready jobs and -configs launch configs in -zones zones")
 	jobs := fs.Int("jobs", 1_000_000, "with -decision: ready jobs")
 	configs := fs.Int("configs", 200, "with -decision: launch configs")
@@ -32,7 +33,7 @@ func (m *Main) runBenchAutoscale(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print only the JSON result")
 	trace := fs.Duration("trace", 0, "print the fleet (machines, cores busy, free and waiting) every this much virtual time")
 	compare := fs.Bool("compare", false, "run the workload three times: drover's policy, Hail's (windowed fair-share demand, one worker type, no consolidation) and a static fleet sized to the p95 of the demand drover's run saw; print each and drover's cost and wait as ratios to the others")
-	if _, err := parse(fs, args, 0, 0); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *synthetic && (*workload != "" || *decision) {
@@ -93,6 +94,6 @@ func printFigures(w io.Writer, res any) {
 		return
 	}
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		safef(w, "%-28s %v\n", k, fields[k])
+		fmt.Fprintf(w, "%-28s %v\n", k, fields[k])
 	}
 }

@@ -1,6 +1,6 @@
 // Package bench runs drover's benchmarks (`drover bench sched`, `e2e`,
 // `failover`, `catchup`): it starts real clusters of the drover binary
-// (internal/testcluster) or the dev agent, drives them with simulated
+// (testkit/testcluster) or the dev agent, drives them with simulated
 // workers and submitters, profiles them and reduces what it measured to
 // figures. The CLI parses the flags into a config, calls Run..., and
 // prints the result; the statistics are plain functions tested here.
@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // Printf is where a benchmark writes a line (without its newline) of

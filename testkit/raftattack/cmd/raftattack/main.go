@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-sched/drover/internal/raftattack"
+	"github.com/drover-sched/drover/testkit/raftattack"
 )
 
 func main() {

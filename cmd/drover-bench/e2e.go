@@ -3,19 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
+	"fmt"
 	"strings"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/bench"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/testkit/bench"
 )
 
 // runBenchE2E measures the whole path on the dev agent: one server, real
 // worker processes, and a real `true` per job: a process, or with -image a
 // container (runc) of that image.
 func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
-	fs := m.newFlags("bench e2e", "[flags]")
+	fs := m.newFlags("e2e", "[flags]")
 	jobs := fs.Int("jobs", 20_000, "jobs (an array of 'true')")
 	workers := fs.Int("workers", 2, "worker processes")
 	cores := fs.Int("worker-cores", 64, "cores per worker (each job takes one)")
@@ -26,10 +26,10 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	keep := fs.Bool("keep", false, "keep the agent's data dir")
 	floor := fs.Bool("floor", false, "also measure the machine's floor: the jobs' command started -jobs times from workers × worker-cores goroutines (at most 64) of this process, with nothing of drover's running, before the agent starts and after it stops; prints drover's end-to-end rate as a share of it")
 	asJSON := fs.Bool("json", false, "print only the JSON result")
-	if _, err := parse(fs, args, 0, 0); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	drover, err := droverBinary()
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("-memory: %v", err)
 	}
-	cfg := bench.E2EConfig{Binary: self, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Image: *image,
+	cfg := bench.E2EConfig{Binary: drover, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Image: *image,
 		Command: strings.Fields(*command), Memory: jobMem, Network: *network, Keep: *keep, Floor: *floor}
 	r, err := bench.E2E(ctx, cfg)
 	if err != nil {
@@ -71,13 +71,13 @@ func (m *Main) runBenchE2E(ctx context.Context, args []string) error {
 		out["of_floor"] = out["jobs_per_s"].(float64) / f
 	}
 	if !*asJSON {
-		safef(m.Stdout, "%d %s on %d workers: %.0f jobs/s end to end (submit to batch complete in %.2fs); first to last start %.0f jobs/s, first to last completion %.0f jobs/s; attempt wall p50 %.1f ms\n",
+		fmt.Fprintf(m.Stdout, "%d %s on %d workers: %.0f jobs/s end to end (submit to batch complete in %.2fs); first to last start %.0f jobs/s, first to last completion %.0f jobs/s; attempt wall p50 %.1f ms\n",
 			*jobs, what, *workers, out["jobs_per_s"], r.Total.Seconds(), out["schedule_jobs_per_s"], out["complete_jobs_per_s"], out["attempt_p50_ms"])
 		if r.ServerCPU > 0 || r.WorkerCPU > 0 {
-			safef(m.Stdout, "drover's own CPU a job: server %.0f µs, workers %.0f µs (not the jobs' own)\n", out["server_cpu_us_per_job"], out["worker_cpu_us_per_job"])
+			fmt.Fprintf(m.Stdout, "drover's own CPU a job: server %.0f µs, workers %.0f µs (not the jobs' own)\n", out["server_cpu_us_per_job"], out["worker_cpu_us_per_job"])
 		}
 		if *floor {
-			safef(m.Stdout, "floor: %d goroutines of this process started `%s` %d times at %.0f a second before the agent and %.0f after it; drover ran %.0f%% of their mean\n",
+			fmt.Fprintf(m.Stdout, "floor: %d goroutines of this process started `%s` %d times at %.0f a second before the agent and %.0f after it; drover ran %.0f%% of their mean\n",
 				cfg.FloorParallel(), strings.Join(r.Command, " "), *jobs, r.FloorBefore, r.FloorAfter, 100*out["of_floor"].(float64))
 		}
 	}

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/freeport"
 	"github.com/drover-sched/drover/internal/tlsutil"
+	"github.com/drover-sched/drover/testkit/freeport"
 )
 
 // Options describes a cluster to launch.

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/drover-sched/drover/internal/simworker"
+	"github.com/drover-sched/drover/testkit/simworker"
 )
 
 // Millis converts durations to milliseconds (to the microsecond), the

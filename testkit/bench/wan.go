@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/drover-sched/drover/internal/regions"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/regions"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // wanPorts are the servers' HTTP, Raft and gossip ports in their regions.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // CatchupConfig is what `drover bench catchup` measures.

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/mariadbtest"
-	"github.com/drover-sched/drover/internal/simworker"
-	"github.com/drover-sched/drover/internal/testcluster"
+	"github.com/drover-sched/drover/testkit/mariadbtest"
+	"github.com/drover-sched/drover/testkit/simworker"
+	"github.com/drover-sched/drover/testkit/testcluster"
 )
 
 // SchedConfig is what `drover bench sched` runs: real servers (separate
