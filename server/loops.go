@@ -53,7 +53,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 	cpu0, cpuOK := threadCPU()
 	rd := s.scheduler.Round(s.state)
 	if rd.Out == nil {
-		s.waiting.set(nil)
+		s.waiting.Set(nil)
 		return false, nil
 	}
 	out := rd.Out
@@ -64,7 +64,7 @@ func (s *Server) scheduleOnce() (bool, error) {
 		s.metrics.roundCPUSeconds.Observe((cpu1 - cpu0).Seconds())
 	}
 	s.metrics.observeUnplaced(out)
-	s.waiting.setRound(out, rd.View.Input, rd.View.Records)
+	s.waiting.SetRound(out, rd.View.Input, rd.View.Records)
 	if rd.Plan == nil {
 		return false, nil
 	}
@@ -297,7 +297,7 @@ func (s *Server) stopLeading() {
 	s.leading = false
 	s.leaderCancel = nil
 	s.leaderMu.Unlock()
-	s.waiting.set(nil)
+	s.waiting.Set(nil)
 	if cancel != nil {
 		cancel()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/why"
 	"github.com/drover-sched/drover/version"
 )
 
@@ -125,7 +126,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 // observeUnplaced sets the unplaced-jobs gauge from a round, every reason
 // included so a reason that cleared reads 0.
 func (m *metrics) observeUnplaced(out *scheduler.Output) {
-	counts := unplacedByReason(out)
+	counts := why.Unplaced(out)
 	for _, r := range scheduler.Reasons() {
 		m.unplaced.WithLabelValues(r.String()).Set(float64(counts[r]))
 	}

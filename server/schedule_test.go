@@ -8,6 +8,7 @@ import (
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/why"
 )
 
 // TestHarnessWithRealScheduler drives the state harness (invariants after
@@ -92,7 +93,7 @@ func TestPlanOfCarriesEveryField(t *testing.T) {
 	if p.Now != 42 || len(p.Placements) != 1 || p.Placements[0] != (state.Placement{Batch: 5, First: 2, Count: 2, Attempt: 2, Instance: 3}) {
 		t.Fatalf("plan %+v", p)
 	}
-	got := unplacedByReason(out)
+	got := why.Unplaced(out)
 	if got[scheduler.ReasonCPUCapacity] != 4 || got[scheduler.ReasonCPUFree] != 1 || len(got) != 2 {
 		t.Fatalf("unplaced by reason %v, want 4 too big and 1 waiting for cores", got)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/ui"
+	"github.com/drover-sched/drover/server/why"
 )
 
 // ErrNotLeader means this server cannot accept writes now: it is not the
@@ -57,7 +58,7 @@ type Server struct {
 	closeUI   func() // ends the web UI's live streams (at shutdown)
 	events    *eventBatcher
 	live      *liveness
-	waiting   waitingBook        // why the last round left jobs unplaced (leader)
+	waiting   why.Book           // why the last round left jobs unplaced (leader)
 	autoscale *leader.Autoscaler // the leader's autoscale round and what it remembers between decisions
 	scheduler *leader.Scheduler  // the leader's scheduling round
 	// autoscaleStarted is set once this server's autoscaler has started

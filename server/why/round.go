@@ -1,100 +1,20 @@
-package server
+package why
 
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
-	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
 )
 
-// maxWaitingPerBatch bounds the stretches of unplaced jobs kept per batch.
-const maxWaitingPerBatch = 64
-
-// waitingBook keeps, per batch, why the leader's last scheduling round left
-// Ready jobs unplaced, as the scheduler's filter chain recorded it. It is
-// the leader's memory, not Raft state: it is replaced by every round and
-// read by consistent batch and job reads, which the leader answers. A
-// round only hands over what it recorded; the sentences are written when
-// someone first reads them, off the scheduling path.
-type waitingBook struct {
-	mu      sync.Mutex
-	byBatch map[uint64][]api.Waiting
-	pending func() map[uint64][]api.Waiting
-	// byQueue: the last preemption round's clocks of the queues that wait.
-	byQueue map[string][]api.Waiting
-}
-
-// setQueues replaces what the book says of queues that wait.
-func (w *waitingBook) setQueues(m map[string][]api.Waiting) {
-	w.mu.Lock()
-	w.byQueue = m
-	w.mu.Unlock()
-}
-
-// Queue says what the last preemption round found of a queue (nil:
-// nothing).
-func (w *waitingBook) Queue(path string) []api.Waiting {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]api.Waiting(nil), w.byQueue[path]...)
-}
-
-// set replaces the book with a round's result.
-func (w *waitingBook) set(m map[uint64][]api.Waiting) {
-	w.mu.Lock()
-	w.byBatch, w.pending = m, nil
-	w.mu.Unlock()
-}
-
-// setRound replaces the book with a round's unplaced runs, worded on the
-// first read.
-func (w *waitingBook) setRound(out *scheduler.Output, in *scheduler.Input, clusters []view.ClusterRecord) {
-	w.mu.Lock()
-	w.byBatch = nil
-	w.pending = func() map[uint64][]api.Waiting { return waitingOf(out, in, clusters) }
-	if len(out.Unplaced) == 0 {
-		w.pending = nil
-	}
-	w.mu.Unlock()
-}
-
-// book returns the reasons, wording them first if needed. Call with mu.
-func (w *waitingBook) book() map[uint64][]api.Waiting {
-	if w.pending != nil {
-		w.byBatch, w.pending = w.pending(), nil
-	}
-	return w.byBatch
-}
-
-// Batch returns why the batch's unplaced Ready jobs wait (nil: none seen).
-func (w *waitingBook) Batch(id uint64) []api.Waiting {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]api.Waiting(nil), w.book()[id]...)
-}
-
-// Job returns why one job waits, or nil.
-func (w *waitingBook) Job(batch uint64, job uint32) *api.Waiting {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, wt := range w.book()[batch] {
-		if int64(job) >= wt.FirstJob && int64(job) < wt.FirstJob+wt.Count {
-			return &wt
-		}
-	}
-	return nil
-}
-
-// waitingOf turns a round's unplaced runs into the reasons per batch that
+// Round turns a round's unplaced runs into the reasons per batch that
 // batch and job status show.
-func waitingOf(out *scheduler.Output, in *scheduler.Input, clusters []view.ClusterRecord) map[uint64][]api.Waiting {
+func Round(out *scheduler.Output, in *scheduler.Input, clusters []view.ClusterRecord) map[uint64][]api.Waiting {
 	if len(out.Unplaced) == 0 {
 		return nil
 	}
@@ -297,7 +217,7 @@ func users(n int) string {
 // disabledMessage words disabled clusters with the round's records of
 // them.
 func (w *waiter) disabledMessage(names []string) string {
-	return state.DisabledClustersMessage(names, func(name string) (string, string, int64, bool) {
+	return DisabledClusters(names, func(name string) (string, string, int64, bool) {
 		for _, c := range w.clusters {
 			if c.Name == name {
 				return c.Reason, c.By, c.Since, true
@@ -305,4 +225,26 @@ func (w *waiter) disabledMessage(names []string) string {
 		}
 		return "", "", 0, false
 	})
+}
+
+// Unplaced counts the jobs a round could place nowhere by the
+// reason that rejected the most instances (the leader's
+// drover_scheduler_unplaced_jobs{reason}) (the first such reason in code
+// order on a tie; no instances at all counts as cores busy).
+func Unplaced(out *scheduler.Output) map[scheduler.Reason]int {
+	counts := map[scheduler.Reason]int{}
+	for _, u := range out.Unplaced {
+		if u.Why.Quota != 0 {
+			counts[u.Why.Quota] += int(u.Count)
+			continue
+		}
+		why, most := scheduler.ReasonCPUFree, 0
+		for _, rc := range u.Why.Filtered {
+			if rc.Instances > most {
+				why, most = rc.Reason, rc.Instances
+			}
+		}
+		counts[why] += int(u.Count)
+	}
+	return counts
 }

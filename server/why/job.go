@@ -1,0 +1,257 @@
+package why
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
+)
+
+// JobInput is what job why decides from: where the state says the job is
+// (view.Place, in one consistent read) and what the leader remembers of
+// its last rounds.
+type JobInput struct {
+	Place view.JobPlace
+	Batch uint64
+	Job   uint32
+	Now   time.Time
+	// Round is why the last scheduling round left the job unplaced (nil:
+	// it recorded nothing of it, or the read is a follower's); Queue what
+	// the last preemption round found of its leaf queue.
+	Round *api.Waiting
+	Queue []api.Waiting
+	// Clusters name the disabled clusters' records; Machines the
+	// autoscaler's machines (a job waiting for its own).
+	Clusters []state.ClusterInfo
+	Machines []state.MachineInfo
+	// Autoscaling: an autoscaler runs; LastRound is its last decision and
+	// Marks the configs the cloud could not fill.
+	Autoscaling bool
+	LastRound   *api.AutoscaleRound
+	Marks       map[string]state.CapacityMark
+}
+
+// Job says why a job is where it is: the parents it waits for, the reason
+// the leader's last scheduling round recorded for a Ready job (or, when
+// it recorded none, the rule that holds it, in the round's words), the
+// autoscaler's part, or where it runs; then its constraint, its project's
+// spend and its queues' use.
+func Job(in JobInput) api.JobWhy {
+	jp, now := &in.Place, in.Now.UnixNano()
+	disabled := func(names []string) string {
+		return DisabledClusters(names, func(name string) (string, string, int64, bool) {
+			for _, c := range in.Clusters {
+				if c.Name == name {
+					return c.Reason, c.By, c.Since, true
+				}
+			}
+			return "", "", 0, false
+		})
+	}
+	out := api.JobWhy{BatchID: int64(in.Batch), JobID: int64(in.Job), State: jp.State.String()}
+	add := func(reason, msg string) {
+		out.Reasons = append(out.Reasons, api.WhyReason{Reason: reason, Message: msg})
+	}
+	switch jp.State {
+	case state.Pending:
+		for i, p := range jp.Parents {
+			if i == 8 {
+				add("parents", fmt.Sprintf("and %d more parent ranges not finished", len(jp.Parents)-i))
+				break
+			}
+			if p.Range.Lo == p.Range.Hi {
+				add("parents", fmt.Sprintf("parent %d not finished", p.Range.Lo))
+			} else {
+				add("parents", fmt.Sprintf("parents %d-%d not finished (%d of %d)", p.Range.Lo, p.Range.Hi, p.Unfinished, p.Range.Len()))
+			}
+		}
+		if len(jp.Parents) == 0 {
+			add("parents", "its parents are finishing")
+		}
+	case state.Ready:
+		// The first queue on the way up whose quota refuses one more
+		// job, as the round checks them.
+		quota, quotaWhy, quotaOf := jp.QuotaRefusal()
+		switch wt := in.Round; {
+		case wt != nil:
+			add(wt.Reason, wt.Message)
+		case jp.Budget.Reached(now):
+			// The round passes on one run of a project at its spend
+			// limit: the others are told from the project's spend.
+			add("spend_limit", billing.LimitReason(jp.BillingProject, jp.Budget.Limit, jp.Budget.Cost(now)))
+		case quotaWhy != 0:
+			// The round passes on one run of those a team's quota blocks:
+			// the others are told from the team's use, by the rule and
+			// in the words the round uses.
+			add(quotaWhy.String(), quota.Explain(quotaOf, quotaWhy, jp.GPUType))
+		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
+			add("cluster_disabled", disabled(jp.DisabledClusters)+"; no other cluster it may use has workers")
+		case jp.Active == 0:
+			add("no_workers", "no worker is active (an autoscaler launches them for waiting jobs)")
+		case jp.Usable == 0:
+			add("region_not_allowed", "no active worker in a cluster it may use")
+		case jp.Busy && jp.Ahead > 0:
+			// A round with no free cores records nothing: say it from the
+			// state, in the scheduler's terms.
+			add("fair_share", fmt.Sprintf("waiting for fair share behind %s: every worker it may use is busy", plural(jp.Ahead, "user")))
+		case jp.Busy:
+			add("cpu_exhausted", "waiting for cores: every worker it may use is busy")
+		default:
+			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
+		}
+		if jp.AheadByPriority > 0 && len(jp.Queues) > 0 {
+			add("priority", fmt.Sprintf("behind %d Ready jobs of its user's batches of higher priority in queue %s", jp.AheadByPriority, jp.Queues[0].Path))
+		}
+		for _, w := range in.Queue {
+			add(w.Reason, w.Message)
+		}
+		if len(jp.DisabledClusters) > 0 && jp.Usable > 0 {
+			add("cluster_disabled", "not used while disabled: "+disabled(jp.DisabledClusters))
+		}
+		for _, r := range autoscalerReasons(&in) {
+			add(r[0], r[1])
+		}
+	case state.Creating:
+		msg := "waiting for a machine of its own"
+		for _, m := range in.Machines {
+			if m.ForBatch == in.Batch && m.ForJob == in.Job && m.State >= state.MachineRequested && m.State <= state.MachineLaunching {
+				msg = fmt.Sprintf("waiting for its own machine: %s (%s, %s), %s for %s", m.ID, m.Config, jp.MachineType,
+					state.MachineStateName(m.State), in.Now.Sub(time.Unix(0, m.Created)).Round(time.Second))
+			}
+		}
+		add("creating", msg)
+	case state.Running:
+		add("running", fmt.Sprintf("running on %s in cluster %s (region %s)", jp.Instance, jp.Cluster, jp.Region))
+	default:
+		msg := "finished: " + jp.State.String()
+		if jp.BatchCancelled {
+			msg += " (batch cancelled)"
+		}
+		add("finished", msg)
+	}
+	if len(jp.Regions) > 0 || jp.Pool != "" || len(jp.HomeClusters) > 0 {
+		var parts []string
+		if len(jp.Regions) > 0 {
+			parts = append(parts, "regions "+strings.Join(jp.Regions, ", "))
+		}
+		if jp.Pool != "" {
+			parts = append(parts, "pool "+jp.Pool)
+		}
+		if len(jp.HomeClusters) > 0 {
+			parts = append(parts, "clusters "+strings.Join(jp.HomeClusters, ", ")+" (where its queue is routed)")
+		}
+		add("constraint", "may run only in "+strings.Join(parts, " and "))
+	}
+	if jp.Budget.Limit > 0 {
+		add("spend", fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit", jp.BillingProject, jp.Budget.Cost(now).Dollars(), jp.Budget.Limit.Dollars()))
+	}
+	for i := range jp.Queues {
+		q := &jp.Queues[i]
+		c := q.Quota()
+		msg := fmt.Sprintf("queue %s runs %d jobs holding %g cores and %s memory", q.Path, q.UsedJobs, float64(q.UsedMilli)/1000, units.FormatBytes(q.UsedMemory))
+		if g := q.Guarantee; g.CPUMilli > 0 || g.Memory > 0 {
+			msg += fmt.Sprintf("; guaranteed %g cores, %s memory", float64(g.CPUMilli)/1000, quotaMem(g.Memory))
+		}
+		if c.CPUMilli > 0 || c.Memory > 0 {
+			msg += fmt.Sprintf("; may hold %s cores, %s memory", quotaCores(c.CPUMilli), quotaMem(c.Memory))
+		}
+		if c.MaxJobs > 0 || c.MaxMilli > 0 {
+			msg += fmt.Sprintf("; max_running %s jobs, %s cores", quotaCount(c.MaxJobs), quotaCores(c.MaxMilli))
+		}
+		add("queue", msg)
+	}
+	return out
+}
+
+// autoscalerReasons says what the autoscaler does about waiting work: the
+// machines coming up, what its last decision launched, and what it held
+// and why (a cap, capacity).
+func autoscalerReasons(in *JobInput) [][2]string {
+	if !in.Autoscaling {
+		return nil
+	}
+	var out [][2]string
+	coming := 0
+	for _, m := range in.Machines {
+		if m.State == state.MachineRequested || m.State == state.MachineLaunching {
+			coming++
+		}
+	}
+	r := in.LastRound
+	if r == nil {
+		if coming > 0 {
+			out = append(out, [2]string{"autoscaler_launching", plural(coming, "machine") + " coming up (drover autoscaler status)"})
+		}
+		return out
+	}
+	marks, now := in.Marks, in.Now.UnixNano()
+	// marked says, for a config the cloud could not fill, which of the
+	// two marks holds it and until when, in the words of job why.
+	marked := func(config, what string) (code, msg string, ok bool) {
+		m, ok := marks[config]
+		if !ok || m.Until <= now {
+			return "", "", false
+		}
+		until := time.Unix(0, m.Until).UTC().Format(time.RFC3339)
+		if m.Misconfigured {
+			return "autoscaler_misconfigured", fmt.Sprintf("autoscaler could not launch %s: the provider can never fill launch config %s as it is (tried again at %s): %s", what, config, until, m.Reason), true
+		}
+		return "autoscaler_capacity_limited", fmt.Sprintf("autoscaler could not launch %s: launch config %s is capacity-limited until %s: %s", what, config, until, m.Reason), true
+	}
+	for _, l := range r.Launches {
+		// The launch may have failed since: the cloud could not fill
+		// the config, which is then marked.
+		if code, msg, ok := marked(l.Config, l.Reason); ok {
+			out = append(out, [2]string{code, msg})
+			continue
+		}
+		out = append(out, [2]string{"autoscaler_launching", "autoscaler launching " + l.Reason})
+	}
+	if coming > 0 && len(out) == 0 {
+		out = append(out, [2]string{"autoscaler_launching", plural(coming, "machine") + " coming up (drover autoscaler status)"})
+	}
+	for _, h := range r.Held {
+		// Rounds after the failed launch hold the jobs for the mark.
+		if h.Config != "" {
+			if code, msg, ok := marked(h.Config, "machines for "+plural(int(h.Jobs), "waiting job")); ok {
+				out = append(out, [2]string{code, msg})
+				continue
+			}
+		}
+		out = append(out, [2]string{"autoscaler_held", fmt.Sprintf("autoscaler holds %s: %s", plural(int(h.Jobs), "waiting job"), h.Reason)})
+	}
+	return out
+}
+
+func quotaMem(b int64) string {
+	if b == 0 {
+		return "unlimited"
+	}
+	return units.FormatBytes(b)
+}
+
+func quotaCores(milli int64) string {
+	if milli == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%g", float64(milli)/1000)
+}
+
+func quotaCount(n int64) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
