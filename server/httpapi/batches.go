@@ -19,107 +19,13 @@ import (
 	"github.com/drover-sched/drover/server/state"
 )
 
-// toEntries validates API job specs and turns them into state entries,
-// applying defaults (1 core, 1 GiB per core). Errors name the offending job.
-func toEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
-	if err := api.ValidateJobs(specs); err != nil {
-		return nil, err
-	}
-	out := make([]state.JobEntry, 0, len(specs))
-	for i := range specs {
-		js := &specs[i]
-		cpu := js.CPU
-		if cpu == 0 {
-			cpu = 1
-		}
-		milli := int64(math.Round(cpu * 1000))
-		mem := js.Memory
-		if mem == 0 {
-			mem = milli * (1 << 30) / 1000
-		}
-		out = append(out, state.JobEntry{
-			First:        uint32(js.JobID),
-			Count:        uint32(js.NumJobs()),
-			Parents:      ranges(js.ParentIDs, js.ParentRanges),
-			BatchParents: ranges(js.BatchParentIDs, js.BatchParentRanges),
-			Spec: &state.Spec{
-				Name:       js.Name,
-				Array:      js.Count > 0,
-				Command:    js.Command,
-				Env:        js.Env,
-				CPUMilli:   milli,
-				Memory:     mem,
-				TimeoutMs:  int64(js.TimeoutSeconds * 1000),
-				Retries:    uint16(js.Retries),
-				AlwaysRun:  js.AlwaysRun,
-				Attributes: js.Attributes,
-				Where:      where(js.Regions, js.Pool, js.GPUType, js.GPUs, js.MachineType),
-				Run:        run(js),
-			},
-		})
-	}
-	return out, nil
-}
-
-// run is a validated job's container, network, process limit and files
-// (nil: a process on the default network with the worker's limit and no
-// files). The default network, api.NetworkBridge, is kept as "". Paths are
-// kept as written: the worker expands the job's variables in them and
-// checks them again.
-func run(js *api.JobSpec) *state.Run {
-	network := js.Network
-	if network == api.NetworkBridge {
-		network = ""
-	}
-	grace := int64(math.Round(js.PreemptionGraceSeconds * 1000))
-	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 {
-		return nil
-	}
-	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace}
-	for _, f := range js.Inputs {
-		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
-	}
-	for _, f := range js.Outputs {
-		r.Outputs = append(r.Outputs, state.File{Name: f.Name, URL: f.Destination, Path: f.Path})
-	}
-	return r
-}
-
-// where is a job's placement constraint, its regions sorted and deduped
-// so equal sets share one constraint (nil: none).
-func where(regions []string, pool, gpuType string, gpus int, machineType string) *state.Where {
-	if len(regions) == 0 && pool == "" && gpus == 0 && machineType == "" {
-		return nil
-	}
-	w := &state.Where{Pool: pool, MachineType: machineType}
-	if gpus > 0 {
-		w.GPUType, w.GPUs = gpuType, int64(gpus)
-	}
-	if len(regions) > 0 {
-		w.Regions = slices.Compact(slices.Sorted(slices.Values(regions)))
-	}
-	return w
-}
-
-// ranges converts validated parent IDs and ranges.
-func ranges(ids []int64, rs []api.IDRange) []state.Range {
-	var out []state.Range
-	for _, id := range ids {
-		out = append(out, state.Range{Lo: uint32(id), Hi: uint32(id)})
-	}
-	for _, r := range rs {
-		out = append(out, state.Range{Lo: uint32(r[0]), Hi: uint32(r[1])})
-	}
-	return out
-}
-
 // submitted validates what a create or update request submits: inline
 // jobs, or a number of jobs to reserve.
 func submitted(nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, error) {
 	if nJobs < 0 || nJobs > api.MaxJobsPerBatch {
 		return nil, codedf(http.StatusBadRequest, "n_jobs is %d; it must be between 0 and %d", nJobs, int64(api.MaxJobsPerBatch))
 	}
-	entries, err := toEntries(jobs)
+	entries, err := apiview.JobEntries(jobs)
 	if err != nil {
 		return nil, badRequest(err)
 	}
@@ -409,7 +315,7 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) (any, err
 	if len(req.Jobs) == 0 {
 		return nil, coded(http.StatusBadRequest, "jobs is empty; a bunch needs at least one job")
 	}
-	entries, err := toEntries(req.Jobs)
+	entries, err := apiview.JobEntries(req.Jobs)
 	if err != nil {
 		return nil, badRequest(err)
 	}

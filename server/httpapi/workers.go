@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/internal/token"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -213,85 +214,6 @@ func instanceOf(r *http.Request) state.Instance {
 	return inst
 }
 
-func toAttemptID(a api.AttemptRef) (state.AttemptID, bool) {
-	if a.BatchID < 1 || a.JobID < 1 || a.JobID > math.MaxUint32 || a.Attempt < 1 || a.Attempt > math.MaxUint16 {
-		return state.AttemptID{}, false
-	}
-	return state.AttemptID{Batch: uint64(a.BatchID), Job: uint32(a.JobID), Attempt: uint16(a.Attempt)}, true
-}
-
-// maxClockSkew is how far ahead of a server's clock a worker's times may
-// be.
-const maxClockSkew = time.Minute
-
-func toEvent(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Event, error) {
-	id, ok := toAttemptID(e.AttemptRef)
-	if !ok {
-		return state.Event{}, fmt.Errorf("event for %s: not a valid attempt", e.AttemptRef)
-	}
-	ev := state.Event{Instance: inst.ID, Batch: id.Batch, Job: id.Job, Attempt: id.Attempt, Message: e.Message}
-	if !e.StartTime.IsZero() {
-		if e.StartTime.After(now.Add(maxClockSkew)) {
-			return state.Event{}, fmt.Errorf("event for %s: start_time %s is later than this server's clock (%s) by more than %s",
-				e.AttemptRef, e.StartTime.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), maxClockSkew)
-		}
-		// An attempt cannot have started before its worker activated
-		// (this server's clock): a worker backdating a start would bill
-		// the project for time it never ran.
-		if act := time.Unix(0, inst.Activated); e.StartTime.Before(act) {
-			e.StartTime = act
-		}
-		ev.Start = e.StartTime.UnixNano()
-	}
-	// Nor can it have ended after this server heard of it.
-	if e.EndTime.After(now) {
-		e.EndTime = now
-	}
-	if e.Usage != nil {
-		// The attempt's wall time as the worker tells it, bounded by this
-		// server's clock: the usage cannot claim more than the instance
-		// could give over it.
-		end := now
-		if e.Kind == api.EventCompleted && !e.EndTime.IsZero() && e.EndTime.Before(now) {
-			end = e.EndTime
-		}
-		wall := time.Duration(0)
-		if !e.StartTime.IsZero() {
-			wall = end.Sub(e.StartTime)
-		}
-		if err := e.Usage.Validate(float64(inst.CPUMilli)/1000, inst.Memory, wall); err != nil {
-			return state.Event{}, fmt.Errorf("event for %s: %w", e.AttemptRef, err)
-		}
-		ev.Usage = toUsage(e.Usage)
-	}
-	switch e.Kind {
-	case api.EventUsage:
-		if ev.Usage == nil {
-			return state.Event{}, fmt.Errorf("event for %s: a usage event carries usage", e.AttemptRef)
-		}
-		ev.Sample = true
-	case api.EventStarted:
-		ev.Started = true
-	case api.EventCompleted:
-		o, ok := state.ParseOutcome(e.Outcome)
-		if !ok || o == state.OutcomeLost {
-			return state.Event{}, fmt.Errorf("event for %s: outcome %q is not success, failed, error or cancelled", e.AttemptRef, e.Outcome)
-		}
-		ev.Outcome = o
-		ev.Exit = int32(e.ExitCode)
-		ev.End = e.EndTime.UnixNano()
-		if e.EndTime.IsZero() {
-			ev.End = now.UnixNano()
-		}
-	default:
-		return state.Event{}, fmt.Errorf("event for %s: kind %q is not started, usage or completed", e.AttemptRef, e.Kind)
-	}
-	if len(ev.Message) > api.MaxEventMessage {
-		ev.Message = ev.Message[:api.MaxEventMessage]
-	}
-	return ev, nil
-}
-
 // handleSync records a worker's events, then answers with the attempts it
 // should start and those it should kill. With nothing to say, the request is
 // held until something changes for the instance or the wait runs out. It
@@ -310,7 +232,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	events := make([]state.Event, 0, len(req.Events))
 	now := time.Now()
 	for _, e := range req.Events {
-		ev, err := toEvent(inst, e, now)
+		ev, err := apiview.Event(inst, e, now)
 		if err != nil {
 			s.writeErr(w, badRequest(err))
 			return
@@ -330,7 +252,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	}
 	known := make([]state.AttemptID, 0, len(req.Known))
 	for _, k := range req.Known {
-		id, ok := toAttemptID(k)
+		id, ok := apiview.AttemptID(k)
 		if !ok {
 			s.writeErr(w, codedf(http.StatusBadRequest, "known attempt %s is not a valid attempt", k))
 			return
@@ -357,7 +279,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	}
 	stopping := make(map[state.AttemptID]bool, len(req.Stopping))
 	for _, a := range req.Stopping {
-		if id, ok := toAttemptID(a); ok {
+		if id, ok := apiview.AttemptID(a); ok {
 			stopping[id] = true
 		}
 	}
@@ -379,7 +301,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(v.Assign) > 0 || len(v.Kill) > 0 || len(v.Preempt) > 0 || wait <= 0 {
-			s.writeValue(w, r, bulk(http.StatusOK, s.syncResponse(len(req.Events), v)))
+			s.writeValue(w, r, bulk(http.StatusOK, apiview.SyncResponse(len(req.Events), v, s.storageGrants)))
 			return
 		}
 		select {
@@ -405,13 +327,6 @@ func (s *Server) cancelOrphans(ctx context.Context, inst uint32, orphans []state
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
 	defer cancel()
 	return s.events.Submit(ctx, events)
-}
-
-// toUsage converts validated usage to the state's units.
-func toUsage(u *api.Usage) *state.Usage {
-	ms := func(s float64) int64 { return int64(math.Round(s * 1000)) }
-	return &state.Usage{CPUMillis: ms(u.CPUSeconds), PeakMemory: u.PeakMemory, BytesIn: u.BytesIn, BytesOut: u.BytesOut,
-		ImageMillis: ms(u.ImageSeconds), InputMillis: ms(u.InputSeconds), OutputMillis: ms(u.OutputSeconds)}
 }
 
 // minSampleGap is the shortest time between two usage samples of one
@@ -452,49 +367,6 @@ func (g *sampleGate) allow(ev state.Event, now time.Time) bool {
 	}
 	g.last[id] = now
 	return true
-}
-
-func (s *Server) syncResponse(acked int, v state.WorkerView) api.SyncResponse {
-	out := api.SyncResponse{Acked: acked}
-	for _, a := range v.Assign {
-		out.Assign = append(out.Assign, api.Assignment{
-			AttemptRef:     api.AttemptRef{BatchID: int64(a.Batch), JobID: int64(a.Job), Attempt: int(a.Attempt)},
-			Name:           jobDisplayName(a),
-			ArrayIndex:     a.Index,
-			Command:        a.Spec.Command,
-			Env:            a.Spec.Env,
-			CPU:            float64(a.Spec.CPUMilli) / 1000,
-			Memory:         a.Spec.Memory,
-			TimeoutSeconds: float64(a.Spec.TimeoutMs) / 1000,
-		})
-		if r := a.Spec.Run; r != nil {
-			as := &out.Assign[len(out.Assign)-1]
-			as.Image, as.Network, as.MaxProcesses = r.Image, r.Network, r.MaxProcesses
-			as.PreemptionGraceSeconds = float64(r.PreemptGraceMs) / 1000
-			for _, f := range r.Inputs {
-				as.Inputs = append(as.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
-			}
-			for _, f := range r.Outputs {
-				as.Outputs = append(as.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
-			}
-			as.Storage = s.storageGrants(a.Project, as)
-		}
-	}
-	for _, k := range v.Kill {
-		out.Kill = append(out.Kill, api.AttemptRef{BatchID: int64(k.Batch), JobID: int64(k.Job), Attempt: int(k.Attempt)})
-	}
-	for _, p := range v.Preempt {
-		out.Preempt = append(out.Preempt, api.Preemption{AttemptRef: api.AttemptRef{BatchID: int64(p.Batch), JobID: int64(p.Job), Attempt: int(p.Attempt)},
-			Reason: p.Reason, GraceSeconds: float64(p.GraceMs) / 1000})
-	}
-	return out
-}
-
-func jobDisplayName(a state.AssignmentInfo) string {
-	if a.Spec.Array {
-		return fmt.Sprintf("%s[%d]", a.Spec.Name, a.Index)
-	}
-	return a.Spec.Name
 }
 
 func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) (any, error) {
