@@ -71,37 +71,11 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) (any, 
 }
 
 func (s *Server) handleListClusterGroups(w http.ResponseWriter, r *http.Request) (any, error) {
-	out := []api.ClusterGroup{}
-	for _, g := range s.state.ClusterGroups() {
-		out = append(out, api.ClusterGroup{Name: g.Name, Strategy: g.Strategy, Clusters: g.Clusters})
-	}
-	return out, nil
+	return apiview.ClusterGroups(s.state.ClusterGroups()), nil
 }
 
 func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) (any, error) {
-	byName := map[string]*api.Region{}
-	var names []string
-	for _, c := range s.state.Clusters() {
-		reg := byName[c.Region]
-		if reg == nil {
-			reg = &api.Region{Name: c.Region}
-			byName[c.Region] = reg
-			names = append(names, c.Region)
-		}
-		reg.Clusters = append(reg.Clusters, c.Name)
-		if !c.Disabled {
-			reg.Enabled++
-		}
-		reg.Workers += c.Workers
-		reg.CPU += float64(c.CapacityMilli) / 1000
-		reg.FreeCPU += float64(c.FreeMilli) / 1000
-	}
-	slices.Sort(names)
-	out := []api.Region{}
-	for _, n := range names {
-		out = append(out, *byName[n])
-	}
-	return out, nil
+	return apiview.Regions(s.state.Clusters()), nil
 }
 
 func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disabled bool) (any, error) {
@@ -231,22 +205,8 @@ func (s *Server) handleRecommendQueues(w http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, codedf(http.StatusInternalServerError, "the queue tree: %v", err)
 	}
-	out := api.QueueRecommendations{Days: days, Percentile: percentile, Queues: []api.QueueRecommendation{}, Tree: []api.Queue{}}
-	for _, rec := range placement.Recommend(tree, samples, int64(math.Round(percentile*10))) {
-		q := byPath[rec.Path]
-		a := rec.Allocation
-		out.Queues = append(out.Queues, api.QueueRecommendation{Path: rec.Path,
-			HoursInUse: float64(a.SecondsInUse) / 3600, HoursCovered: float64(a.SecondsCovered) / 3600,
-			PeakCPU: float64(a.PeakMilli) / 1000, PeakJobs: a.PeakJobs,
-			Guarantee: float64(rec.GuaranteeMilli) / 1000, CurrentGuarantee: float64(q.Guarantee.CPUMilli) / 1000,
-			Weight: rec.Weight, CurrentWeight: q.EffectiveWeight(),
-			MaxRunningJobs: rec.MaxRunningJobs, CurrentMaxRunningJobs: q.Limits.MaxRunningJobs})
-		aq := apiview.Queue(q)
-		aq.Guarantee.CPU, aq.Weight, aq.MaxRunning.Jobs = float64(rec.GuaranteeMilli)/1000, rec.Weight, rec.MaxRunningJobs
-		aq.Leaf, aq.Used, aq.UsedJobs, aq.UsedByCluster, aq.Cap = false, api.Quota{}, 0, nil, nil
-		out.Tree = append(out.Tree, aq)
-	}
-	return out, nil
+	recs := placement.Recommend(tree, samples, int64(math.Round(percentile*10)))
+	return apiview.Recommendations(days, percentile, recs, byPath), nil
 }
 
 // handleQueueSLO reports, per queue and per tier, the SLO success ratio
