@@ -68,7 +68,7 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
-func (s *State) applyAudit(c *Audit) any {
+func (s *identityBook) applyAudit(c *Audit) any {
 	entries := c.Entries
 	if len(entries) > MaxAuditPerCommand {
 		entries = entries[:MaxAuditPerCommand]
@@ -97,7 +97,7 @@ func keepLast(entries []AuditEntry, n int) []AuditEntry {
 
 // AuditLog returns entries at or after since (of one user, when user is
 // set), newest first, at most limit.
-func (s *State) AuditLog(since time.Time, user string, limit int) []AuditEntry {
+func (s *identityBook) AuditLog(since time.Time, user string, limit int) []AuditEntry {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []AuditEntry{}
@@ -128,4 +128,12 @@ func (s *State) AuditLog(since time.Time, user string, limit int) []AuditEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// AuditSize is the size of the audit log in a snapshot taken now.
+func (s *identityBook) AuditSize() int64 {
+	s.mu.RLock()
+	audit, anon := slices.Clone(s.audit), slices.Clone(s.anonAudit)
+	s.mu.RUnlock()
+	return auditSize(audit, anon)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
-	"slices"
 	"sort"
 	"time"
 
@@ -56,7 +55,7 @@ func (t *Token) Expired(now int64) bool { return t.Expires != 0 && now >= t.Expi
 // BootstrapResult says whether a Bootstrap command created the admin.
 type BootstrapResult struct{ Created bool }
 
-func (s *State) applyBootstrap(c *Bootstrap) any {
+func (s *identityBook) applyBootstrap(c *Bootstrap) any {
 	for _, u := range s.users {
 		if u.Admin && u.Deleted == 0 {
 			return &BootstrapResult{Created: false}
@@ -78,7 +77,7 @@ func (s *State) applyBootstrap(c *Bootstrap) any {
 	return &BootstrapResult{Created: true}
 }
 
-func (s *State) applyCreateUser(c *CreateUser) any {
+func (s *identityBook) applyCreateUser(c *CreateUser) any {
 	if !ValidName(c.Name) {
 		return errorf(ErrInvalid, "invalid user name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
 	}
@@ -103,7 +102,7 @@ func (s *State) applyCreateUser(c *CreateUser) any {
 	return &CreateUserResult{Created: c.Now}
 }
 
-func (s *State) addToken(t *Token) {
+func (s *identityBook) addToken(t *Token) {
 	t.Accessor = TokenAccessor(t.Hash)
 	s.tokens[t.Hash] = t
 }
@@ -116,7 +115,7 @@ type CreateUserResult struct {
 }
 
 // liveUser returns a user that exists and is not deleted.
-func (s *State) liveUser(name string) (*User, *ApplyError) {
+func (s *identityBook) liveUser(name string) (*User, *ApplyError) {
 	u, ok := s.users[name]
 	if !ok {
 		return nil, errorf(ErrNotFound, "user %q does not exist", name)
@@ -127,7 +126,7 @@ func (s *State) liveUser(name string) (*User, *ApplyError) {
 	return u, nil
 }
 
-func (s *State) applyRotateToken(c *RotateToken) any {
+func (s *identityBook) applyRotateToken(c *RotateToken) any {
 	u, err := s.liveUser(c.User)
 	if err != nil {
 		return err
@@ -216,33 +215,6 @@ type SetLogQuota struct {
 // Type implements Command.
 func (*SetLogQuota) Type() CommandType { return CmdSetLogQuota }
 
-func (s *State) applySetLogQuota(c *SetLogQuota) any {
-	p, ok := s.projects[c.Project]
-	if !ok {
-		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
-	}
-	if c.Bytes < 0 || c.Bytes > MaxLogQuota {
-		return errorf(ErrInvalid, "a log quota is between 0 (none) and %d bytes", int64(MaxLogQuota))
-	}
-	p.LogQuota = c.Bytes
-	return nil
-}
-
-// LogQuotaOf returns the billing project of a batch the state holds and
-// that project's log quota (0: none).
-func (s *State) LogQuotaOf(batch uint64) (project string, quota int64, ok bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	b := s.batches[batch]
-	if b == nil {
-		return "", 0, false
-	}
-	if p := s.projects[b.BillingProject]; p != nil {
-		quota = p.LogQuota
-	}
-	return b.BillingProject, quota, true
-}
-
 // SetSpendLimit sets a billing project's spend limit (0: none).
 type SetSpendLimit struct {
 	Project string
@@ -252,7 +224,7 @@ type SetSpendLimit struct {
 // Type implements Command.
 func (*SetSpendLimit) Type() CommandType { return CmdSetSpendLimitExact }
 
-func (s *State) applyCreateToken(c *CreateToken) any {
+func (s *identityBook) applyCreateToken(c *CreateToken) any {
 	u, err := s.liveUser(c.User)
 	if err != nil {
 		return err
@@ -320,7 +292,7 @@ func (s *State) applyCreateToken(c *CreateToken) any {
 }
 
 // tokenByAccessor finds a token by its accessor (nil: none).
-func (s *State) tokenByAccessor(accessor string) *Token {
+func (s *identityBook) tokenByAccessor(accessor string) *Token {
 	for _, t := range s.tokens {
 		if t.Accessor == accessor {
 			return t
@@ -330,7 +302,7 @@ func (s *State) tokenByAccessor(accessor string) *Token {
 }
 
 // tokensOf returns the hashes of a user's tokens.
-func (s *State) tokensOf(user string) map[string]bool {
+func (s *identityBook) tokensOf(user string) map[string]bool {
 	out := map[string]bool{}
 	for h, t := range s.tokens {
 		if t.User == user {
@@ -342,7 +314,7 @@ func (s *State) tokensOf(user string) map[string]bool {
 
 // dropTokens deletes the tokens whose hashes gone names, and every token
 // they made, and theirs.
-func (s *State) dropTokens(gone map[string]bool) {
+func (s *identityBook) dropTokens(gone map[string]bool) {
 	revoked := map[string]bool{}
 	for h := range gone {
 		if t := s.tokens[h]; t != nil {
@@ -362,7 +334,7 @@ func (s *State) dropTokens(gone map[string]bool) {
 	}
 }
 
-func (s *State) applyRevokeToken(c *RevokeToken) any {
+func (s *identityBook) applyRevokeToken(c *RevokeToken) any {
 	t := s.tokenByAccessor(c.Accessor)
 	// Another user's token: as if it did not exist.
 	if t == nil || (c.User != "" && t.User != c.User) {
@@ -372,7 +344,7 @@ func (s *State) applyRevokeToken(c *RevokeToken) any {
 	return nil
 }
 
-func (s *State) applyDeleteUser(c *DeleteUser) any {
+func (s *identityBook) applyDeleteUser(c *DeleteUser) any {
 	u, err := s.liveUser(c.Name)
 	if err != nil {
 		return err
@@ -397,104 +369,11 @@ func (s *State) applyDeleteUser(c *DeleteUser) any {
 	return nil
 }
 
-func (s *State) applySetSpendLimit(c *SetSpendLimit) any {
-	p, ok := s.projects[c.Project]
-	if !ok {
-		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
-	}
-	if err := CheckSpendLimit(c.Limit); err != nil {
-		return errorf(ErrInvalid, "%v", err)
-	}
-	p.SpendLimit = c.Limit
-	s.notifySpend(c.Project)
-	return nil
-}
-
 // CheckSpendLimit says what is wrong with a spend limit, or nil: the API
 // refuses such a limit before it reaches the log, and apply again.
 func CheckSpendLimit(limit money.Amount) error {
 	if limit < 0 || limit > MaxSpendLimit {
 		return fmt.Errorf("a spend limit is between 0 (none) and %g dollars", MaxSpendLimit.Dollars())
-	}
-	return nil
-}
-
-func (s *State) applyCreateBillingProject(c *CreateBillingProject) any {
-	if !ValidName(c.Name) {
-		return errorf(ErrInvalid, "invalid billing project name %q: use 1-63 letters, digits, '_', '.' or '-'", c.Name)
-	}
-	if p, ok := s.projects[c.Name]; ok {
-		// The same request again (its answer was lost) finds what it made.
-		same := true
-		for _, m := range c.Members {
-			same = same && p.Members[m]
-		}
-		if same {
-			return nil
-		}
-		return errorf(ErrConflict, "billing project %q already exists; add members with 'drover billing-project add-member'", c.Name)
-	}
-	for _, m := range c.Members {
-		if _, err := s.liveUser(m); err != nil {
-			return errorf(ErrNotFound, "user %q does not exist; create it first with 'drover user create %s'", m, m)
-		}
-	}
-	p := &BillingProject{Name: c.Name, Members: map[string]bool{}, Roles: map[string]string{}, Created: c.Now}
-	for _, m := range c.Members {
-		p.Members[m] = true
-	}
-	s.projects[c.Name] = p
-	return nil
-}
-
-func (s *State) applyDeleteBillingProject(c *DeleteBillingProject) any {
-	p, ok := s.projects[c.Name]
-	if !ok {
-		return errorf(ErrNotFound, "billing project %q does not exist", c.Name)
-	}
-	// Batches from before the count (a snapshot of an older server) left
-	// a bill if any of their attempts ran.
-	if _, billed := s.bills[c.Name]; p.Batches > 0 || billed {
-		return errorf(ErrConflict, "billing project %q has had batches; its name stays with them (live and in the history store): remove its members and storage instead", c.Name)
-	}
-	for _, path := range sortedKeys(s.queues) { // the first by path: every server says the same
-		q := s.queues[path]
-		if slices.Contains(q.Projects, c.Name) || slices.Contains(q.AllowProjects, c.Name) {
-			return errorf(ErrConflict, "queue %s names billing project %q; take it out of the queue's billing_projects and allow_projects first", q.Path, c.Name)
-		}
-	}
-	delete(s.projects, c.Name)
-	return nil
-}
-
-func (s *State) applySetMember(c *SetMember) any {
-	p, ok := s.projects[c.Project]
-	if !ok {
-		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
-	}
-	if _, err := s.liveUser(c.User); err != nil {
-		return err
-	}
-	if !c.Member {
-		delete(p.Members, c.User)
-		delete(p.Roles, c.User)
-		return nil
-	}
-	role := c.Role
-	if role == "" {
-		role = RoleMember
-	}
-	if !ValidRole(role) {
-		return errorf(ErrInvalid, "role %q is not member, manager or viewer", c.Role)
-	}
-	p.Members[c.User] = true
-	if p.Roles == nil {
-		p.Roles = map[string]string{}
-	}
-	if role == RoleMember {
-		delete(p.Roles, c.User)
-	} else {
-		p.Roles[c.User] = role
 	}
 	return nil
 }
@@ -511,7 +390,7 @@ const (
 
 // Authenticate returns the user owning a token hash and the token, and
 // whether the token is valid at now.
-func (s *State) Authenticate(hash string, now time.Time) (User, Token, AuthStatus) {
+func (s *identityBook) Authenticate(hash string, now time.Time) (User, Token, AuthStatus) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	t, ok := s.tokens[hash]
@@ -529,13 +408,13 @@ func (s *State) Authenticate(hash string, now time.Time) (User, Token, AuthStatu
 }
 
 // UserByTokenHash returns the user owning a valid token hash.
-func (s *State) UserByTokenHash(hash string) (User, bool) {
+func (s *identityBook) UserByTokenHash(hash string) (User, bool) {
 	u, _, st := s.Authenticate(hash, time.Now())
 	return u, st == TokenValid
 }
 
 // Tokens lists tokens (of one user, or all with user ""), newest first.
-func (s *State) Tokens(user string) []Token {
+func (s *identityBook) Tokens(user string) []Token {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []Token{}
@@ -554,7 +433,7 @@ func (s *State) Tokens(user string) []Token {
 }
 
 // Token returns one token by accessor.
-func (s *State) Token(accessor string) (Token, bool) {
+func (s *identityBook) Token(accessor string) (Token, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, t := range s.tokens {
@@ -566,14 +445,14 @@ func (s *State) Token(accessor string) (Token, bool) {
 }
 
 // HasUsers reports whether any user exists (the cluster is bootstrapped).
-func (s *State) HasUsers() bool {
+func (s *identityBook) HasUsers() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.users) > 0
 }
 
 // UserExists reports whether a user exists and is not deleted.
-func (s *State) UserExists(name string) bool {
+func (s *identityBook) UserExists(name string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	u, ok := s.users[name]
@@ -581,7 +460,7 @@ func (s *State) UserExists(name string) bool {
 }
 
 // Users lists the users that are not deleted, by name.
-func (s *State) Users() []User {
+func (s *identityBook) Users() []User {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]User, 0, len(s.users))
@@ -594,7 +473,7 @@ func (s *State) Users() []User {
 }
 
 // User returns one user (not deleted).
-func (s *State) User(name string) (User, bool) {
+func (s *identityBook) User(name string) (User, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	u, ok := s.users[name]
@@ -602,83 +481,4 @@ func (s *State) User(name string) (User, bool) {
 		return User{}, false
 	}
 	return *u, true
-}
-
-// IsMember reports whether user has a role in the billing project.
-func (s *State) IsMember(project, user string) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.isMember(project, user)
-}
-
-func (s *State) isMember(project, user string) bool {
-	p, ok := s.projects[project]
-	return ok && p.Members[user]
-}
-
-// Role returns user's role in the billing project ("" for none).
-func (s *State) Role(project, user string) string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if p, ok := s.projects[project]; ok {
-		return p.role(user)
-	}
-	return ""
-}
-
-// canSubmit reports whether a user may submit to (and cancel in) a
-// billing project: an admin, a member or a manager.
-func (s *State) canSubmit(project string, u *User) bool {
-	if u.Admin {
-		return true
-	}
-	p, ok := s.projects[project]
-	if !ok {
-		return false
-	}
-	r := p.role(u.Name)
-	return r == RoleMember || r == RoleManager
-}
-
-// submitter refuses a user who may not submit to a billing project, with
-// why (nil: the user may).
-func (s *State) submitter(project string, u *User) *ApplyError {
-	if _, ok := s.projects[project]; !ok {
-		return errorf(ErrNotFound, "billing project %q does not exist", project)
-	}
-	if s.canSubmit(project, u) {
-		return nil
-	}
-	if s.isMember(project, u.Name) {
-		return errorf(ErrForbidden, "user %q is a viewer of billing project %q and may not submit to it; a manager can make you a member",
-			u.Name, project)
-	}
-	return errorf(ErrForbidden, "user %q is not a member of billing project %q; an admin can add you with 'drover billing-project add-member %s %s'",
-		u.Name, project, project, u.Name)
-}
-
-// BillingProjects lists the billing projects visible to the user.
-func (s *State) BillingProjects(viewer User) []ProjectRecord {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []ProjectRecord
-	for _, name := range sortedKeys(s.projects) {
-		p := s.projects[name]
-		if !viewer.Admin && !p.Members[viewer.Name] {
-			continue
-		}
-		out = append(out, s.projectRecord(p))
-	}
-	return out
-}
-
-// BillingProject returns one billing project.
-func (s *State) BillingProject(name string) (ProjectRecord, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p, ok := s.projects[name]
-	if !ok {
-		return ProjectRecord{}, false
-	}
-	return s.projectRecord(p), true
 }

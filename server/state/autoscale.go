@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/autoscaler/caps"
+	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -440,7 +441,7 @@ func (a *Autoscaler) roomFor(cfg *LaunchConfig, all, one liveTotals) bool {
 // use is what the caps count of the totals.
 func (t liveTotals) use() caps.Use { return caps.Use{Nodes: t.nodes, PerHour: t.spend, Adds: t.adds} }
 
-func (s *State) totals(config string, now int64) (all, one liveTotals) {
+func (s *machineBook) totals(config string, now int64) (all, one liveTotals) {
 	minuteAgo := now - int64(time.Minute)
 	for _, m := range s.machines {
 		for _, t := range []*liveTotals{&all, &one} {
@@ -462,7 +463,7 @@ func (s *State) totals(config string, now int64) (all, one liveTotals) {
 	return all, one
 }
 
-func (s *State) applyScale(index uint64, c *Scale) any {
+func (s *machineBook) applyScale(index uint64, c *Scale) any {
 	res := &ScaleResult{}
 	a := &s.autoscaler
 	seq := 0
@@ -573,7 +574,7 @@ func (s *State) applyScale(index uint64, c *Scale) any {
 }
 
 // decide keeps a decision's reason, dropping the oldest past maxDecisions.
-func (s *State) decide(now int64, text string) {
+func (s *machineBook) decide(now int64, text string) {
 	if len(text) > 1024 {
 		text = text[:1024]
 	}
@@ -583,7 +584,7 @@ func (s *State) decide(now int64, text string) {
 	}
 }
 
-func (s *State) applyLaunchDone(c *LaunchDone) any {
+func (s *machineBook) applyLaunchDone(c *LaunchDone) any {
 	created := map[string]string{}
 	for _, lm := range c.Created {
 		created[lm.Machine] = lm.ProviderID
@@ -623,7 +624,7 @@ func (s *State) applyLaunchDone(c *LaunchDone) any {
 // markMisconfigured marks a config the provider can never fill as it is:
 // skipped for the longest backoff (an hour when none is set), then tried
 // again (an operator may have fixed the provider meanwhile).
-func (s *State) markMisconfigured(config string, now int64, reason string) {
+func (s *machineBook) markMisconfigured(config string, now int64, reason string) {
 	m := s.marks[config]
 	if m == nil {
 		m = &CapacityMark{Config: config}
@@ -638,7 +639,7 @@ func (s *State) markMisconfigured(config string, now int64, reason string) {
 
 // markCapacity marks a config capacity-limited, doubling its backoff when
 // it was marked before (up to MaxBackoff).
-func (s *State) markCapacity(config string, now int64, reason string) {
+func (s *machineBook) markCapacity(config string, now int64, reason string) {
 	a := &s.autoscaler
 	first := a.Backoff
 	if first <= 0 {
@@ -663,7 +664,7 @@ func (s *State) markCapacity(config string, now int64, reason string) {
 	m.Until, m.Reason, m.Misconfigured = now+m.Backoff, reason, false
 }
 
-func (s *State) applyMachineGone(c *MachineGone) any {
+func (s *machineBook) applyMachineGone(c *MachineGone) any {
 	m := s.machines[c.Machine]
 	if m == nil || m.State == MachineDeleted || m.State == MachineFailed {
 		return nil
@@ -699,7 +700,7 @@ func (s *State) applyMachineGone(c *MachineGone) any {
 }
 
 // linkMachine ties an activating worker to the machine it runs on.
-func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyError {
+func (s *machineBook) linkMachine(inst *Instance, machine string, now int64) *ApplyError {
 	m := s.machines[machine]
 	if m == nil || !machineLive(m.State) || m.State == MachineDraining {
 		return errorf(ErrConflict, "machine %q is not one the autoscaler has live", machine)
@@ -721,27 +722,12 @@ func (s *State) linkMachine(inst *Instance, machine string, now int64) *ApplyErr
 	return nil
 }
 
-// configAdmits reports whether a job of spec may run on a machine of the
-// config: its size, and placement's rule for its regions, pool and GPUs.
-func (s *State) configAdmits(cfg *LaunchConfig, b *Batch, sp *Spec) bool {
-	if sp.CPUMilli > cfg.CPUMilli || sp.Memory > cfg.Memory {
-		return false
-	}
-	region := ""
-	if cl := s.clusters[cfg.Cluster]; cl != nil {
-		region = cl.Region
-	}
-	k := s.constraint(b, sp)
-	_, gpus := sp.GPUs()
-	return k.Serves(cfg.Cluster, region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
-}
-
 // startPrivate runs a private machine's job on its worker as soon as the
 // worker activates: creating -> running, a new attempt. A worker too
 // small for it (a config that changed), or a billing project that reached
 // its spend limit while the machine came up, sends the job back to Ready
 // and drains the machine.
-func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
+func (s *batchBook) startPrivate(m *Machine, inst *Instance, now int64) {
 	b := s.batches[m.ForBatch]
 	if b == nil || int(m.ForJob) > len(b.jobs) || b.jobs[m.ForJob-1].state != Creating {
 		return
@@ -782,7 +768,7 @@ func (s *State) startPrivate(m *Machine, inst *Instance, now int64) {
 
 // unlinkPrivate sends a private machine's job back to Ready when the
 // machine goes (failed, deleted, drained) before the job started on it.
-func (s *State) unlinkPrivate(m *Machine, now int64) {
+func (s *batchBook) unlinkPrivate(m *Machine, now int64) {
 	if !m.private() {
 		return
 	}
@@ -795,7 +781,7 @@ func (s *State) unlinkPrivate(m *Machine, now int64) {
 
 // dropPrivate drains the live machine made for a job (its job was
 // cancelled, ended or no longer needs it).
-func (s *State) dropPrivate(batch uint64, id uint32, now int64, reason string) {
+func (s *machineBook) dropPrivate(batch uint64, id uint32, now int64, reason string) {
 	for _, mid := range s.sortedMachineIDs() {
 		m := s.machines[mid]
 		if m.ForBatch == batch && m.ForJob == id && machineLive(m.State) && m.State != MachineDraining {
@@ -809,7 +795,7 @@ func (s *State) dropPrivate(batch uint64, id uint32, now int64, reason string) {
 
 // reserved reports whether an instance runs on a machine kept for one job
 // or being drained: the scheduler places nothing there.
-func (s *State) reserved(inst *Instance) bool {
+func (s *machineBook) reserved(inst *Instance) bool {
 	if inst.Machine == "" {
 		return false
 	}
@@ -819,7 +805,7 @@ func (s *State) reserved(inst *Instance) bool {
 
 // draining reports whether an instance's machine is being emptied for
 // deletion: no new attempt goes there.
-func (s *State) draining(inst *Instance) bool {
+func (s *machineBook) draining(inst *Instance) bool {
 	if inst.Machine == "" {
 		return false
 	}
@@ -829,7 +815,7 @@ func (s *State) draining(inst *Instance) bool {
 
 // trimMachines drops the oldest deleted and failed machines past
 // maxDeletedMachines.
-func (s *State) trimMachines() {
+func (s *machineBook) trimMachines() {
 	var gone []*Machine
 	for _, m := range s.machines {
 		if !machineLive(m.State) {
@@ -853,11 +839,42 @@ func (s *State) trimMachines() {
 	}
 }
 
-func (s *State) sortedMachineIDs() []string {
+func (s *machineBook) sortedMachineIDs() []string {
 	ids := make([]string, 0, len(s.machines))
 	for id := range s.machines {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+func (s *machineBook) applyJoinTokens(c *JoinTokens) any {
+	for _, t := range c.Tokens {
+		m := s.machines[t.Machine]
+		if m == nil || m.State != MachineRequested || m.JoinHash != "" || t.Hash == "" || len(t.Hash) > 128 {
+			continue
+		}
+		m.JoinHash, m.JoinExpires = t.Hash, t.Expires
+	}
+	return nil
+}
+
+// machineRates are the rates launch configs being set give (see
+// billing.MachineRates): for each config new or changed in price or
+// shape, a version of each of its rates from now. A config set again as
+// it was adds nothing, so a rate an admin set over it stays in force.
+func (s *machineBook) machineRates(configs []LaunchConfig) []RateEntry {
+	var out []RateEntry
+	for i := range configs {
+		lc := &configs[i]
+		if old := s.launchConfigs[lc.Name]; old != nil && old.Pool == lc.Pool && old.PricePerHour == lc.PricePerHour &&
+			old.CPUMilli == lc.CPUMilli && old.Memory == lc.Memory && old.GPUs == lc.GPUs && old.GPUType == lc.GPUType {
+			continue
+		}
+		for _, r := range billing.MachineRates(billing.Machine{Config: lc.Name, Pool: lc.Pool, CPUMilli: lc.CPUMilli, Memory: lc.Memory,
+			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: lc.PricePerHour}) {
+			out = append(out, RateEntry{Resource: r.Resource, Price: r.PerHour})
+		}
+	}
+	return out
 }

@@ -23,7 +23,7 @@ func (m *Machine) BootSeconds() float64 {
 }
 
 // Machines lists the autoscaler's machines, live first, by ID.
-func (s *State) Machines() (out []MachineInfo) {
+func (s *machineBook) Machines() (out []MachineInfo) {
 	s.Read(func(r Reader) { out = r.MachineRecords() })
 	return
 }
@@ -57,7 +57,7 @@ func (r Reader) MachineRecords() []MachineInfo {
 }
 
 // AutoscalerSettings returns the settings and launch configs.
-func (s *State) AutoscalerSettings() (a Autoscaler, cfgs []LaunchConfig, marks map[string]CapacityMark) {
+func (s *machineBook) AutoscalerSettings() (a Autoscaler, cfgs []LaunchConfig, marks map[string]CapacityMark) {
 	s.Read(func(r Reader) { a, cfgs, marks = r.AutoscalerRecord() })
 	return
 }

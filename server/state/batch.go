@@ -25,7 +25,7 @@ type UpdateResult struct {
 	Existing bool
 }
 
-func (s *State) applyCreateBatch(c *CreateBatch) any {
+func (s *batchBook) applyCreateBatch(c *CreateBatch) any {
 	u, uerr := s.liveUser(c.User)
 	if uerr != nil {
 		return uerr
@@ -120,7 +120,7 @@ func (s *State) applyCreateBatch(c *CreateBatch) any {
 	return res
 }
 
-func (s *State) applyCreateUpdate(c *CreateUpdate) any {
+func (s *batchBook) applyCreateUpdate(c *CreateUpdate) any {
 	b, err := s.openBatch(c.Batch)
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func keyReused(key string, had, got []byte, made string) *ApplyError {
 
 // inlineUpdate reserves, stages and commits entries in one step, leaving b
 // untouched when they are invalid.
-func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64) (*update, *ApplyError) {
+func (s *batchBook) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64) (*update, *ApplyError) {
 	var n uint64
 	for _, e := range entries {
 		n += uint64(max(e.Count, 1))
@@ -201,7 +201,7 @@ func (s *State) inlineUpdate(b *Batch, entries []JobEntry, key string, now int64
 }
 
 // reserve opens an update of n job IDs in b.
-func (s *State) reserve(b *Batch, n uint32, key string, now int64) (*update, *ApplyError) {
+func (s *batchBook) reserve(b *Batch, n uint32, key string, now int64) (*update, *ApplyError) {
 	if uint64(b.nextJob)+uint64(n) > MaxJobsPerBatch {
 		return nil, errorf(ErrInvalid, "batch %d would exceed %d jobs", b.ID, MaxJobsPerBatch)
 	}
@@ -215,7 +215,7 @@ func (s *State) reserve(b *Batch, n uint32, key string, now int64) (*update, *Ap
 	return u, nil
 }
 
-func (s *State) openBatch(id uint64) (*Batch, *ApplyError) {
+func (s *batchBook) openBatch(id uint64) (*Batch, *ApplyError) {
 	b, ok := s.batches[id]
 	if !ok {
 		return nil, errorf(ErrNotFound, "batch %d does not exist", id)
@@ -233,7 +233,7 @@ func (b *Batch) updateByID(id uint32) (*update, *ApplyError) {
 	return b.updates[id-1], nil
 }
 
-func (s *State) applyAddJobs(c *AddJobs) any {
+func (s *batchBook) applyAddJobs(c *AddJobs) any {
 	b, err := s.openBatch(c.Batch)
 	if err != nil {
 		return err
@@ -367,7 +367,7 @@ func (u *update) covers(entries []JobEntry) bool {
 // the copy at once (a few fields and counters), so a reader sees the whole
 // commit or none of it, and waits for the publication alone. The result
 // is the same as committing in place: the same code runs on the copy.
-func (s *State) prepareCommitUpdate(index uint64, c *CommitUpdate) func() any {
+func (s *batchBook) prepareCommitUpdate(index uint64, c *CommitUpdate) func() any {
 	b, ok := s.batches[c.Batch]
 	if !ok {
 		return result(errorf(ErrNotFound, "batch %d does not exist", c.Batch))
@@ -428,12 +428,15 @@ type scratch struct {
 // sorted in place, so they are copied, and so are its jobs when the
 // update's IDs lie inside them, an update committed after a later one).
 // The counters it shares with the state point into the scratch.
-func (s *State) commitScratch(index uint64, b *Batch, u *update) *scratch {
+func (s *batchBook) commitScratch(index uint64, b *Batch, u *update) *scratch {
 	sc := &scratch{}
-	sc.st = &State{index: index, sched: map[string]*userSched{}, hooks: Hooks{
+	sc.st = &State{}
+	sc.st.wire()
+	sc.st.index, sc.st.sched = index, map[string]*userSched{}
+	sc.st.hooks = Hooks{
 		Transition: s.hooks.Transition,
 		Work:       func() { sc.work = true },
-	}}
+	}
 	nb := *b
 	nb.jobs = slices.Clip(b.jobs)
 	if int(u.Start) <= len(b.jobs) {
@@ -455,7 +458,7 @@ func (s *State) commitScratch(index uint64, b *Batch, u *update) *scratch {
 // publishCommit makes a commit prepared in sc the state's, with the
 // write lock held: the batch and the update take the copies' values,
 // the state's counters what the commit added to them.
-func (s *State) publishCommit(b *Batch, u *update, sc *scratch) {
+func (s *batchBook) publishCommit(b *Batch, u *update, sc *scratch) {
 	nb := sc.b
 	nb.tot, nb.userTally, nb.projectTally = b.tot, b.userTally, b.projectTally
 	*b = *nb
@@ -484,7 +487,7 @@ func (s *State) publishCommit(b *Batch, u *update, sc *scratch) {
 
 // prepareCommit checks a fully staged update (parents exist, no cycles)
 // and returns its bunches in the order of their job IDs (commitOrder).
-func (s *State) prepareCommit(b *Batch, u *update) ([]stagedBunch, *ApplyError) {
+func (s *batchBook) prepareCommit(b *Batch, u *update) ([]stagedBunch, *ApplyError) {
 	off := u.Start - 1
 	bunches := commitOrder(u.staged)
 	for k := range bunches {
@@ -610,7 +613,7 @@ func checkCycles(bunches []stagedBunch, lo, hi, off uint32) *ApplyError {
 
 // commit makes checked entries live: jobs become Pending, dependency ranges
 // are counted, and groups without unfinished parents are released.
-func (s *State) commit(b *Batch, u *update, bunches []stagedBunch, now int64) {
+func (s *batchBook) commit(b *Batch, u *update, bunches []stagedBunch, now int64) {
 	u.staged = nil
 	u.seen = nil
 	n := 0
@@ -672,7 +675,7 @@ func (s *State) commit(b *Batch, u *update, bunches []stagedBunch, now int64) {
 
 // commitEntry makes a group of a staged entry and its jobs Pending, and
 // counts the group against the dependency ranges it waits for.
-func (s *State) commitEntry(b *Batch, u *update, sb *stagedBunch, e *stagedEntry, rangeIdx map[Range]int32) group {
+func (s *batchBook) commitEntry(b *Batch, u *update, sb *stagedBunch, e *stagedEntry, rangeIdx map[Range]int32) group {
 	g := group{first: e.first, count: e.count, spec: e.spec}
 	g.pLo = uint32(len(b.groupParents))
 	for _, p := range sb.parentsOf(e) {
@@ -701,7 +704,7 @@ func (s *State) commitEntry(b *Batch, u *update, sb *stagedBunch, e *stagedEntry
 
 // newRange counts how many jobs of r are not final yet, and how many ended
 // without success, at commit time.
-func (s *State) newRange(b *Batch, r Range, u *update) *depRange {
+func (s *batchBook) newRange(b *Batch, r Range, u *update) *depRange {
 	dr := &depRange{r: r}
 	for id := r.Lo; id <= r.Hi; id++ {
 		if id >= u.Start {
@@ -759,7 +762,7 @@ type CancelResult struct {
 	Running          int64 // running jobs that workers are told to kill
 }
 
-func (s *State) applyCancelBatch(c *CancelBatch) any {
+func (s *batchBook) applyCancelBatch(c *CancelBatch) any {
 	b, ok := s.batches[c.Batch]
 	if !ok {
 		return errorf(ErrNotFound, "batch %d does not exist", c.Batch)
@@ -773,7 +776,7 @@ func (s *State) applyCancelBatch(c *CancelBatch) any {
 // cancelBatch cancels b: its open updates are discarded, its jobs that
 // have not started are Cancelled at once, and the workers of its running
 // ones are told to kill them.
-func (s *State) cancelBatch(b *Batch, reason string, now int64) *CancelResult {
+func (s *batchBook) cancelBatch(b *Batch, reason string, now int64) *CancelResult {
 	b.Cancelled = true
 	for _, u := range b.updates {
 		if !u.Committed && !u.Discarded {
@@ -859,7 +862,7 @@ type ExpireResult struct {
 // applyExpireUpdates discards each named update that is still open and has
 // received nothing since Before. The leader names them; the check is
 // repeated here so that a bunch committed in between keeps its update.
-func (s *State) applyExpireUpdates(c *ExpireUpdates) any {
+func (s *batchBook) applyExpireUpdates(c *ExpireUpdates) any {
 	res := &ExpireResult{}
 	for _, ref := range c.Updates {
 		b := s.batches[ref.Batch]
@@ -879,7 +882,7 @@ func (s *State) applyExpireUpdates(c *ExpireUpdates) any {
 
 // IdleUpdates lists open updates that have received nothing since before
 // (at most max of them), for the leader to expire.
-func (s *State) IdleUpdates(before int64, max int) []UpdateRef {
+func (s *batchBook) IdleUpdates(before int64, max int) []UpdateRef {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []UpdateRef

@@ -24,7 +24,7 @@ type CallbackDone struct {
 // Type implements Command.
 func (*CallbackDone) Type() CommandType { return CmdCallbackDone }
 
-func (s *State) applyCallbackDone(c *CallbackDone) any {
+func (s *batchBook) applyCallbackDone(c *CallbackDone) any {
 	b := s.batches[c.Batch]
 	if b == nil {
 		return errorf(ErrNotFound, "batch %d does not exist", c.Batch)
@@ -55,7 +55,7 @@ type CallbackDue struct {
 // backlog does not hide another's first). skip (nil: none) sees every due
 // batch, each scan, while the state's read lock is held: it must not call
 // the state.
-func (s *State) CallbacksDue(perProject int, skip func(CallbackDue) bool) []CallbackDue {
+func (s *batchBook) CallbacksDue(perProject int, skip func(CallbackDue) bool) []CallbackDue {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []CallbackDue

@@ -5,9 +5,10 @@ package state
 
 import (
 	"errors"
-	codec1978 "github.com/hashicorp/go-msgpack/v2/codec"
 	"runtime"
 	"strconv"
+
+	codec1978 "github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 const (

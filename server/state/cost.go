@@ -55,7 +55,7 @@ type projectBill struct {
 }
 
 // startCharge begins billing a job's attempt that started at start.
-func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start int64) {
+func (s *billingBook) startCharge(b *Batch, g *group, id uint32, inst *Instance, start int64) {
 	if start == 0 || len(s.rates) == 0 {
 		return
 	}
@@ -68,7 +68,7 @@ func (s *State) startCharge(b *Batch, g *group, id uint32, inst *Instance, start
 
 // chargeAt begins billing a job's attempt at price from start, unless it
 // is billed already.
-func (s *State) chargeAt(b *Batch, id uint32, price billing.Price, start int64) {
+func (s *billingBook) chargeAt(b *Batch, id uint32, price billing.Price, start int64) {
 	if price.IsZero() {
 		return
 	}
@@ -87,7 +87,7 @@ func (s *State) chargeAt(b *Batch, id uint32, price billing.Price, start int64) 
 
 // endCharge stops billing a job's running attempt at end and accrues
 // what it cost.
-func (s *State) endCharge(b *Batch, id uint32, end int64) {
+func (s *billingBook) endCharge(b *Batch, id uint32, end int64) {
 	c, ok := b.bill.Running[id]
 	if !ok {
 		return
@@ -114,7 +114,7 @@ func (s *State) endCharge(b *Batch, id uint32, end int64) {
 // notifySpend tells the leader that a billing project with a spend limit
 // changed what it spends (an attempt started or ended), so that it can
 // move the time it stops the project's work.
-func (s *State) notifySpend(project string) {
+func (s *billingBook) notifySpend(project string) {
 	if s.hooks.Spend != nil {
 		if p := s.projects[project]; p != nil && p.SpendLimit > 0 {
 			s.hooks.Spend()
@@ -122,7 +122,7 @@ func (s *State) notifySpend(project string) {
 	}
 }
 
-func (s *State) projectBill(name string) *projectBill {
+func (s *billingBook) projectBill(name string) *projectBill {
 	p := s.bills[name]
 	if p == nil {
 		p = &projectBill{}
@@ -139,14 +139,14 @@ func (b *Batch) cost(now int64) money.Amount {
 
 // ProjectCost is what a billing project has cost up to now: its ended
 // attempts and its running ones.
-func (s *State) ProjectCost(project string, now time.Time) money.Amount {
+func (s *billingBook) ProjectCost(project string, now time.Time) money.Amount {
 	total, _ := s.ProjectCosts(project, now)
 	return total
 }
 
 // ProjectCosts is ProjectCost, and what of it the running attempts have
 // cost.
-func (s *State) ProjectCosts(project string, now time.Time) (total, running money.Amount) {
+func (s *billingBook) ProjectCosts(project string, now time.Time) (total, running money.Amount) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b := s.budget(project)
@@ -157,7 +157,7 @@ func (s *State) ProjectCosts(project string, now time.Time) (total, running mone
 // budget is a billing project's spend limit and the sums its live cost
 // comes from (a zero Budget for a project that never ran anything).
 // Callers hold the lock.
-func (s *State) budget(project string) billing.Budget {
+func (s *billingBook) budget(project string) billing.Budget {
 	var b billing.Budget
 	if p := s.projects[project]; p != nil {
 		b.Limit = p.SpendLimit
@@ -171,14 +171,14 @@ func (s *State) budget(project string) billing.Budget {
 // spendReached reports whether a billing project has reached its spend
 // limit at now (billing.Budget.Reached): it may start no new attempt.
 // Callers hold the lock.
-func (s *State) spendReached(project string, now int64) bool {
+func (s *billingBook) spendReached(project string, now int64) bool {
 	return s.budget(project).Reached(now)
 }
 
 // restoreCharges rebuilds the running sums of a batch restored from a
 // snapshot, and its project's, from its charges; a charge from before
 // integral money (a float price) is converted once (legacyPrice).
-func (s *State) restoreCharges(b *Batch) {
+func (s *billingBook) restoreCharges(b *Batch) {
 	b.bill.run = billing.Running{}
 	if len(b.bill.Running) == 0 {
 		return
@@ -210,7 +210,7 @@ type SpendStop struct {
 // the second (an attempt starting or ending, a new limit) calls the
 // Spend hook. It walks the batches only when a project to stop has some
 // open.
-func (s *State) SpendCheck(now time.Time, maxBatches int) (stops []SpendStop, next int64) {
+func (s *batchBook) SpendCheck(now time.Time, maxBatches int) (stops []SpendStop, next int64) {
 	n := now.UnixNano()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -260,7 +260,7 @@ func (s *State) SpendCheck(now time.Time, maxBatches int) (stops []SpendStop, ne
 // without cost are left out. An attempt's cost counts on the day it ended.
 // It covers every batch the project ran, those gone to the history store
 // too.
-func (s *State) CostByDay(project string, from, to int32) []CostDay {
+func (s *billingBook) CostByDay(project string, from, to int32) []CostDay {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []CostDay{}
@@ -286,7 +286,7 @@ func (s *State) CostByDay(project string, from, to int32) []CostDay {
 // attempts up to now), leaving out batches with neither; and the IDs of
 // all the project's batches the state holds, ascending, so a report takes
 // only the others from the history ledger.
-func (s *State) BatchSpends(project string, from, to int32, now time.Time) (spends []billing.Spend, held []uint64) {
+func (s *batchBook) BatchSpends(project string, from, to int32, now time.Time) (spends []billing.Spend, held []uint64) {
 	n := now.UnixNano()
 	today := int32(n / (24 * 3600e9))
 	s.mu.RLock()

@@ -30,7 +30,7 @@ type Decommission struct {
 // Type implements Command.
 func (*Decommission) Type() CommandType { return CmdDecommission }
 
-func (s *State) applyDecommission(c *Decommission) any {
+func (s *memberBook) applyDecommission(c *Decommission) any {
 	if c.ID == "" || len(c.ID) > MaxServerIDBytes || len(c.By) > MaxServerIDBytes {
 		return errorf(ErrInvalid, "a server ID is 1 to %d bytes", MaxServerIDBytes)
 	}
@@ -58,7 +58,7 @@ func (r Reader) DecommissionedServers() []Decommissioned {
 }
 
 // IsDecommissioned reports whether a server was removed for good.
-func (s *State) IsDecommissioned(id string) (d Decommissioned, ok bool) {
+func (s *memberBook) IsDecommissioned(id string) (d Decommissioned, ok bool) {
 	s.Read(func(r Reader) { d, ok = r.s.decommissioned[id] })
 	return d, ok
 }

@@ -58,7 +58,7 @@ func (b *Batch) overlapping(lo, hi uint32, fn func(ri int32, n uint32)) {
 // finishSpan records that jobs lo..hi reached final states (all successful,
 // or all not) and releases the groups that no longer wait for anything. It
 // loops instead of recursing: cancelling a group finishes more jobs.
-func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
+func (s *batchBook) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
 	type span struct {
 		lo, hi uint32
 		failed bool
@@ -98,7 +98,7 @@ func (s *State) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) {
 // releaseGroup moves a group whose parents are all done from Pending to Ready,
 // or to Cancelled when a parent did not succeed and the group is not
 // always_run. It reports whether the group was cancelled.
-func (s *State) releaseGroup(b *Batch, g *group, now int64) bool {
+func (s *batchBook) releaseGroup(b *Batch, g *group, now int64) bool {
 	parentFailed := false
 	for _, ri := range b.parentsOf(g) {
 		if b.ranges[ri].failed > 0 {

@@ -32,7 +32,7 @@ func (*ForgetInstances) Type() CommandType { return CmdForgetInstances }
 // ForgetInstancesResult lists the instances removed, by ID.
 type ForgetInstancesResult struct{ Forgotten []uint32 }
 
-func (s *State) applyForgetInstances(c *ForgetInstances) any {
+func (s *instanceBook) applyForgetInstances(c *ForgetInstances) any {
 	if len(c.Instances) > MaxForgetInstances {
 		return errorf(ErrInvalid, "%d instances to forget in one command; at most %d", len(c.Instances), MaxForgetInstances)
 	}
@@ -56,7 +56,7 @@ func (s *State) applyForgetInstances(c *ForgetInstances) any {
 }
 
 // retiredBefore: the instance is retired, at or before cutoff (unix ns).
-func (s *State) retiredBefore(inst *Instance, cutoff int64) bool {
+func (s *instanceBook) retiredBefore(inst *Instance, cutoff int64) bool {
 	return !inst.Active && inst.Retired <= cutoff
 }
 
@@ -65,7 +65,7 @@ func (s *State) retiredBefore(inst *Instance, cutoff int64) bool {
 // history), refers to: a read of the attempt shows the instance's name,
 // region and cluster, and prices it by the instance's pool and launch
 // config. It walks every held job, so it runs only with candidates.
-func (s *State) dropReferenced(cands map[uint32]bool) {
+func (s *instanceBook) dropReferenced(cands map[uint32]bool) {
 	if len(cands) == 0 {
 		return
 	}
@@ -93,7 +93,7 @@ func (s *State) dropReferenced(cands map[uint32]bool) {
 // RetiredDue lists retired instances whose retention window has passed
 // (retired at or before cutoff, unix ns) and that nothing held refers
 // to, by ID, at most max: what ForgetInstances would remove.
-func (s *State) RetiredDue(cutoff int64, max int) []uint32 {
+func (s *instanceBook) RetiredDue(cutoff int64, max int) []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cands := map[uint32]bool{}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -14,7 +15,7 @@ type ActivateResult struct {
 // maxVersionBytes bounds Activate.Version (api.MaxVersion).
 const maxVersionBytes = 64
 
-func (s *State) applyActivate(c *Activate) any {
+func (s *instanceBook) applyActivate(c *Activate) any {
 	if c.Name == "" || c.CPUMilli <= 0 || c.Memory <= 0 || c.TokenHash == "" {
 		return errorf(ErrInvalid, "activation needs a name, cpu > 0, memory > 0 and a token")
 	}
@@ -99,7 +100,7 @@ func (s *State) applyActivate(c *Activate) any {
 	return res
 }
 
-func (s *State) applyRetire(c *Retire) any {
+func (s *instanceBook) applyRetire(c *Retire) any {
 	inst, ok := s.instances[c.Instance]
 	if !ok {
 		return errorf(ErrNotFound, "instance %d does not exist", c.Instance)
@@ -118,7 +119,7 @@ func (s *State) applyRetire(c *Retire) any {
 // go back to Ready with the next attempt, end Cancelled when their batch is
 // cancelled, or end Error once maxLost instances (0: no limit) lost them, so
 // a job that takes its worker down does not travel the whole fleet.
-func (s *State) retire(inst *Instance, now int64, reason string, maxLost uint8) {
+func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost uint8) {
 	inst.Active = false
 	inst.Retired = now
 	inst.Reason = reason
@@ -162,7 +163,7 @@ type EventsResult struct {
 }
 
 // InstanceByTokenHash returns the instance owning a token hash.
-func (s *State) InstanceByTokenHash(hash string) (Instance, bool) {
+func (s *instanceBook) InstanceByTokenHash(hash string) (Instance, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	id, ok := s.instTokens[hash]
@@ -173,14 +174,14 @@ func (s *State) InstanceByTokenHash(hash string) (Instance, bool) {
 }
 
 // instanceCopy returns an instance for a reader, without its running set.
-func (s *State) instanceCopy(id uint32) Instance {
+func (s *instanceBook) instanceCopy(id uint32) Instance {
 	inst := *s.instances[id]
 	inst.running = nil
 	return inst
 }
 
 // ActiveByNodeID returns the active instance of a worker node ID.
-func (s *State) ActiveByNodeID(nodeID string) (Instance, bool) {
+func (s *instanceBook) ActiveByNodeID(nodeID string) (Instance, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	id, ok := s.instByIdentity[nodeIdentity(nodeID)]
@@ -191,7 +192,7 @@ func (s *State) ActiveByNodeID(nodeID string) (Instance, bool) {
 }
 
 // ActiveCount is how many instances are active (a kept count).
-func (s *State) ActiveCount() int {
+func (s *instanceBook) ActiveCount() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.instByIdentity)
@@ -200,7 +201,7 @@ func (s *State) ActiveCount() int {
 // InstanceCounts is how many instances the state holds, active and
 // retired: a retired one stays until nothing held refers to it and its
 // retention window has passed (ForgetInstances).
-func (s *State) InstanceCounts() (active, retired int) {
+func (s *instanceBook) InstanceCounts() (active, retired int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	active = len(s.instByIdentity)
@@ -208,7 +209,7 @@ func (s *State) InstanceCounts() (active, retired int) {
 }
 
 // ActiveInstances returns the IDs of active instances.
-func (s *State) ActiveInstances() []uint32 {
+func (s *instanceBook) ActiveInstances() []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var ids []uint32
@@ -245,7 +246,7 @@ type InstanceInfo struct {
 }
 
 // Instances lists every instance, active first, then by ID.
-func (s *State) Instances() (out []InstanceInfo) {
+func (s *instanceBook) Instances() (out []InstanceInfo) {
 	s.Read(func(r Reader) { out = r.InstanceRecords() })
 	return
 }
@@ -309,7 +310,7 @@ type AssignmentInfo struct {
 // state: attempts placed on the instance that the worker does not hold are
 // assigned; held attempts that are not running there any more, or whose
 // batch is cancelled, are killed.
-func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
+func (s *instanceBook) WorkerView(instance uint32, known []AttemptID) WorkerView {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	inst := s.instances[instance]
@@ -378,21 +379,48 @@ func (s *State) WorkerView(instance uint32, known []AttemptID) WorkerView {
 	return v
 }
 
-// AttemptInstance returns the instance an attempt was placed on.
-func (s *State) AttemptInstance(batch uint64, job uint32, attempt uint16) (uint32, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	b := s.batches[batch]
-	if b == nil || job < 1 || int(job) > len(b.jobs) {
-		return 0, false
-	}
-	if j := &b.jobs[job-1]; j.attempt == attempt && attempt > 0 {
-		return j.instance, true
-	}
-	for _, rec := range b.history[job] {
-		if rec.Attempt == attempt {
-			return rec.Instance, true
+// evacuate preempts every attempt running in a cluster.
+func (s *instanceBook) evacuate(cl *Cluster, now int64) int {
+	n := 0
+	for _, id := range s.sortedInstanceIDs() {
+		inst := s.instances[id]
+		if !inst.Active || inst.Cluster != cl.Name || len(inst.running) == 0 {
+			continue
 		}
+		n += s.preemptAll(inst, now, fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason))
 	}
-	return 0, false
+	return n
+}
+
+// preemptAll preempts every attempt running on an instance: their jobs
+// run again (or end Cancelled with their batch), and nothing counts
+// against their retries. It returns how many it preempted.
+func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string) int {
+	n := 0
+	for _, k := range sortedAttempts(inst.running) {
+		b := s.batches[k.batch]
+		j := &b.jobs[k.job-1]
+		j.end = now
+		j.outcome = OutcomePreempted
+		g := b.groupOf(k.job)
+		s.endAttempt(b, g, k.job, inst, now)
+		b.setMessage(k.job, msg)
+		if b.Cancelled {
+			s.finish(b, k.job, j, Cancelled, now)
+		} else {
+			s.requeue(b, g, k.job, j)
+		}
+		n++
+	}
+	s.notifyInstance(inst.ID)
+	return n
+}
+
+func (s *instanceBook) sortedInstanceIDs() []uint32 {
+	ids := make([]uint32, 0, len(s.instances))
+	for id := range s.instances {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }

@@ -167,7 +167,7 @@ func (s *State) CheckInvariants() error {
 
 // checkQueues checks the tree's links and recomputes what every queue's
 // attempts hold, in all and per cluster, from the attempts running now.
-func (s *State) checkQueues() error {
+func (s *placeBook) checkQueues() error {
 	type use struct {
 		cpu, mem, jobs int64
 		byCluster      map[string]int64
@@ -242,7 +242,7 @@ func (s *State) checkQueues() error {
 // checkInstanceRefs: every instance a held attempt or a machine names is
 // in the state (ForgetInstances leaves those), a retired one included;
 // every instance token names its instance.
-func (s *State) checkInstanceRefs() error {
+func (s *instanceBook) checkInstanceRefs() error {
 	for _, m := range s.machines {
 		if m.Instance != 0 && s.instances[m.Instance] == nil {
 			return fmt.Errorf("machine %s names instance %d, which the state does not have", m.ID, m.Instance)
@@ -273,7 +273,7 @@ func (s *State) checkInstanceRefs() error {
 // checkMachines: an active machine and its worker point at each other,
 // and a machine that is neither active nor draining has no active worker
 // on it.
-func (s *State) checkMachines() error {
+func (s *machineBook) checkMachines() error {
 	for _, inst := range s.instances {
 		if inst.Machine == "" || !inst.Active {
 			continue
@@ -318,7 +318,7 @@ func (s *State) checkMachines() error {
 
 // checkBills: every charge is of a running job, and each project's
 // running sums are its batches' charges.
-func (s *State) checkBills() error {
+func (s *billingBook) checkBills() error {
 	want := map[string]billing.Running{}
 	for _, id := range s.batchIDs {
 		b := s.batches[id]

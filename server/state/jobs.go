@@ -5,7 +5,7 @@ import "fmt"
 // A job's life after placement: attempts end (worker events), jobs finish
 // or go back to Ready for a retry, batches complete.
 
-func (s *State) applyEvents(c *Events) any {
+func (s *batchBook) applyEvents(c *Events) any {
 	res := &EventsResult{}
 	for i := range c.Events {
 		if s.applyEvent(&c.Events[i], c.Now) {
@@ -21,7 +21,7 @@ func (s *State) applyEvents(c *Events) any {
 // the job's current running attempt on that instance is stale (the attempt
 // was lost, the event repeated) and is ignored, which is what makes events
 // idempotent.
-func (s *State) applyEvent(e *Event, now int64) bool {
+func (s *batchBook) applyEvent(e *Event, now int64) bool {
 	b := s.batches[e.Batch]
 	if b == nil || e.Job < 1 || int(e.Job) > len(b.jobs) {
 		return false
@@ -86,7 +86,7 @@ func (s *State) applyEvent(e *Event, now int64) bool {
 
 // endAttempt releases what a running attempt of job id (of group g) held on
 // its instance.
-func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now int64) {
+func (s *batchBook) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now int64) {
 	s.stopped(b.ID, id)
 	s.endCharge(b, id, b.jobs[id-1].end)
 	if inst != nil {
@@ -117,7 +117,7 @@ func (s *State) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now in
 }
 
 // finish moves a running job to a final state and lets its children go.
-func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
+func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, to)
 	}
@@ -136,7 +136,7 @@ func (s *State) finish(b *Batch, id uint32, j *job, to JobState, now int64) {
 }
 
 // requeue returns a running job (of group g) to Ready for its next attempt.
-func (s *State) requeue(b *Batch, g *group, id uint32, j *job) {
+func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, Ready)
 	}
@@ -147,7 +147,7 @@ func (s *State) requeue(b *Batch, g *group, id uint32, j *job) {
 }
 
 // setStates moves jobs lo..hi, all in state from, to state to.
-func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
+func (s *batchBook) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 	for id := lo; id <= hi; id++ {
 		b.jobs[id-1].state = to
 		if s.hooks.Transition != nil {
@@ -164,7 +164,7 @@ func (s *State) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 
 // checkComplete stamps the batch complete when every committed job is final
 // and no update is open.
-func (s *State) checkComplete(b *Batch, now int64) {
+func (s *batchBook) checkComplete(b *Batch, now int64) {
 	if b.Completed != 0 {
 		return
 	}

@@ -34,17 +34,6 @@ type JoinToken struct {
 // Type implements Command.
 func (*JoinTokens) Type() CommandType { return CmdJoinTokens }
 
-func (s *State) applyJoinTokens(c *JoinTokens) any {
-	for _, t := range c.Tokens {
-		m := s.machines[t.Machine]
-		if m == nil || m.State != MachineRequested || m.JoinHash != "" || t.Hash == "" || len(t.Hash) > 128 {
-			continue
-		}
-		m.JoinHash, m.JoinExpires = t.Hash, t.Expires
-	}
-	return nil
-}
-
 // admitJoin is the one rule for a worker that joins an autoscaled machine
 // without the worker secret; the API checks it before the activation
 // reaches the log (CheckJoin) and apply checks it again, so two
@@ -54,7 +43,7 @@ func (s *State) applyJoinTokens(c *JoinTokens) any {
 // machine's last worker (previousHash): a worker restarted with its data
 // dir rejoins after its token was spent; one that lost its data dir
 // cannot, and the autoscaler replaces its machine.
-func (s *State) admitJoin(machine, joinHash, previousHash string, now int64) *ApplyError {
+func (s *instanceBook) admitJoin(machine, joinHash, previousHash string, now int64) *ApplyError {
 	m := s.machines[machine]
 	if m == nil || !machineLive(m.State) || m.State == MachineDraining {
 		return errorf(ErrUnauthorized, "machine %.80q is not one the autoscaler has live: no worker joins it", machine)
@@ -85,7 +74,7 @@ func (s *State) admitJoin(machine, joinHash, previousHash string, now int64) *Ap
 // CheckJoin tells whether a worker may join a machine with a join token
 // (its hash) or the previous instance token (its hash) at now: nil, or an
 // *ApplyError of kind ErrUnauthorized saying why not.
-func (s *State) CheckJoin(machine, joinHash, previousHash string, now int64) error {
+func (s *instanceBook) CheckJoin(machine, joinHash, previousHash string, now int64) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if err := s.admitJoin(machine, joinHash, previousHash, now); err != nil {
@@ -97,7 +86,7 @@ func (s *State) CheckJoin(machine, joinHash, previousHash string, now int64) err
 // repeatedJoin returns the instance an activation made when the same
 // activation (the same instance token, on the same machine) is applied
 // again: a worker's retry racing its first try.
-func (s *State) repeatedJoin(c *Activate) (uint32, bool) {
+func (s *instanceBook) repeatedJoin(c *Activate) (uint32, bool) {
 	id, ok := s.instTokens[c.TokenHash]
 	if !ok {
 		return 0, false

@@ -40,7 +40,7 @@ func CheckGossipKeyring(keys []string) *ApplyError {
 	return nil
 }
 
-func (s *State) applyGossipKeyring(c *GossipKeyring) any {
+func (s *memberBook) applyGossipKeyring(c *GossipKeyring) any {
 	if err := CheckGossipKeyring(c.Keys); err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (s *State) applyGossipKeyring(c *GossipKeyring) any {
 // GossipKeyring returns the keys the servers were last told to use,
 // primary first (nil: never rotated, each server uses the keys it started
 // with).
-func (s *State) GossipKeyring() [][]byte {
+func (s *memberBook) GossipKeyring() [][]byte {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out [][]byte

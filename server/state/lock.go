@@ -66,7 +66,7 @@ func (l *stateLock) Unlock() { l.mu.Unlock() }
 
 // SetLockObserver has the state report its lock's waits and holds to o
 // (nil: stop reporting). It may be called at any time.
-func (s *State) SetLockObserver(o *LockObserver) { s.mu.obs.Store(o) }
+func (s *core) SetLockObserver(o *LockObserver) { s.mu.obs.Store(o) }
 
 // taken is when apply took the lock, on the observer's clocks.
 type taken struct {

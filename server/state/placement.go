@@ -1,7 +1,6 @@
 package state
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -163,7 +162,7 @@ func checkPlaceName(kind, name string) *ApplyError {
 	return nil
 }
 
-func (s *State) applySetCluster(c *SetCluster) any {
+func (s *placeBook) applySetCluster(c *SetCluster) any {
 	cl := s.clusters[c.Name]
 	if cl == nil {
 		if !c.Create {
@@ -195,52 +194,6 @@ func (s *State) applySetCluster(c *SetCluster) any {
 	}
 	s.notifyWork()
 	return res
-}
-
-// evacuate preempts every attempt running in a cluster.
-func (s *State) evacuate(cl *Cluster, now int64) int {
-	n := 0
-	for _, id := range s.sortedInstanceIDs() {
-		inst := s.instances[id]
-		if !inst.Active || inst.Cluster != cl.Name || len(inst.running) == 0 {
-			continue
-		}
-		n += s.preemptAll(inst, now, fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason))
-	}
-	return n
-}
-
-// preemptAll preempts every attempt running on an instance: their jobs
-// run again (or end Cancelled with their batch), and nothing counts
-// against their retries. It returns how many it preempted.
-func (s *State) preemptAll(inst *Instance, now int64, msg string) int {
-	n := 0
-	for _, k := range sortedAttempts(inst.running) {
-		b := s.batches[k.batch]
-		j := &b.jobs[k.job-1]
-		j.end = now
-		j.outcome = OutcomePreempted
-		g := b.groupOf(k.job)
-		s.endAttempt(b, g, k.job, inst, now)
-		b.setMessage(k.job, msg)
-		if b.Cancelled {
-			s.finish(b, k.job, j, Cancelled, now)
-		} else {
-			s.requeue(b, g, k.job, j)
-		}
-		n++
-	}
-	s.notifyInstance(inst.ID)
-	return n
-}
-
-func (s *State) sortedInstanceIDs() []uint32 {
-	ids := make([]uint32, 0, len(s.instances))
-	for id := range s.instances {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 func sortedAttempts(m map[attemptKey]struct{}) []attemptKey {
@@ -282,7 +235,7 @@ func validateGroup(g *ClusterGroup) *ApplyError {
 	return validStrategy("cluster group "+g.Name, g.Strategy)
 }
 
-func (s *State) applyApplyPlacement(c *ApplyPlacement) any {
+func (s *placeBook) applyApplyPlacement(c *ApplyPlacement) any {
 	groups := map[string]bool{}
 	for i := range c.Groups {
 		g := &c.Groups[i]
@@ -465,7 +418,7 @@ func (sp *Spec) Constraint() placement.Constraint {
 // all: placement's rule (the instance's cluster is enabled, in the job's
 // regions and among its queue's home clusters, its pool the one the job
 // asks for) and the instance has GPUs of the job's type, enough of them.
-func (s *State) placeable(b *Batch, sp *Spec, inst *Instance) bool {
+func (s *placeBook) placeable(b *Batch, sp *Spec, inst *Instance) bool {
 	k := s.constraint(b, sp)
 	cl := placement.Cluster{Name: inst.Cluster, Region: inst.Region}
 	if c := s.clusters[inst.Cluster]; c != nil {
@@ -477,7 +430,7 @@ func (s *State) placeable(b *Batch, sp *Spec, inst *Instance) bool {
 
 // ensureCluster records the cluster a worker activates into. A cluster
 // that exists in another region is a conflict.
-func (s *State) ensureCluster(name, region string, now int64) *ApplyError {
+func (s *placeBook) ensureCluster(name, region string, now int64) *ApplyError {
 	if err := checkPlaceName("cluster", name); err != nil {
 		return err
 	}
@@ -507,7 +460,7 @@ type ClusterInfo struct {
 }
 
 // Clusters lists every cluster by name with its active workers' totals.
-func (s *State) Clusters() (out []ClusterInfo) {
+func (s *placeBook) Clusters() (out []ClusterInfo) {
 	s.Read(func(r Reader) { out = r.ClusterRecords() })
 	return
 }
@@ -548,7 +501,7 @@ type ClusterGroupInfo struct {
 }
 
 // ClusterGroups lists every cluster group by name.
-func (s *State) ClusterGroups() []ClusterGroupInfo {
+func (s *placeBook) ClusterGroups() []ClusterGroupInfo {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]ClusterGroupInfo, 0, len(s.groups))
@@ -594,7 +547,7 @@ type RemoveDeclared struct {
 
 func (*RemoveDeclared) Type() CommandType { return CmdRemoveDeclared }
 
-func (s *State) applyRemoveDeclared(c *RemoveDeclared) any {
+func (s *placeBook) applyRemoveDeclared(c *RemoveDeclared) any {
 	switch c.Kind {
 	case KindLaunchConfig:
 		if s.launchConfigs[c.Name] == nil {
@@ -623,7 +576,7 @@ func (s *State) applyRemoveDeclared(c *RemoveDeclared) any {
 	return errorf(ErrInvalid, "cannot remove a %.40q: a cluster, cluster-group or launch-config", c.Kind)
 }
 
-func (s *State) removeCluster(name string) *ApplyError {
+func (s *placeBook) removeCluster(name string) *ApplyError {
 	cl := s.clusters[name]
 	if cl == nil || !cl.Declared {
 		return errorf(ErrNotFound, "cluster %q is not declared", name)
@@ -661,4 +614,19 @@ func (s *State) removeCluster(name string) *ApplyError {
 	}
 	cl.Declared, cl.Group, cl.Pools, cl.Provider, cl.ProviderSettings = false, "", nil, "", nil
 	return nil
+}
+
+// configAdmits reports whether a job of spec may run on a machine of the
+// config: its size, and placement's rule for its regions, pool and GPUs.
+func (s *placeBook) configAdmits(cfg *LaunchConfig, b *Batch, sp *Spec) bool {
+	if sp.CPUMilli > cfg.CPUMilli || sp.Memory > cfg.Memory {
+		return false
+	}
+	region := ""
+	if cl := s.clusters[cfg.Cluster]; cl != nil {
+		region = cl.Region
+	}
+	k := s.constraint(b, sp)
+	_, gpus := sp.GPUs()
+	return k.Serves(cfg.Cluster, region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
 }

@@ -16,14 +16,14 @@ type PlanResult struct {
 // applyPlan re-checks every placement against the current state: the job is
 // still Ready on the expected attempt, its batch is not cancelled, the
 // instance is active, in an enabled cluster the job may use, and has the
-// cores and memory free, the batch's team has the quota, and its billing
+// cores and memory free, the batch's queue has the quota, and its billing
 // project has not reached its spend limit at the plan's time (the time
 // the leader stamped, not the one it planned at). Placements that no
-// longer fit are dropped, so no instance is ever oversubscribed, no team
+// longer fit are dropped, so no instance is ever oversubscribed, no queue
 // ever holds more than its quota, and no project over its limit starts
 // an attempt. A placed attempt starts, and is billed, at the plan's time
 // (Plan.Reserve): its cores are its own from then on.
-func (s *State) applyPlan(c *Plan) any {
+func (s *batchBook) applyPlan(c *Plan) any {
 	res := &PlanResult{}
 	touched := map[uint32]bool{}
 	for _, p := range c.Placements {

@@ -49,7 +49,7 @@ type stopOrder struct {
 	reason  string
 }
 
-func (s *State) applyPreempt(c *Preempt) any {
+func (s *placeBook) applyPreempt(c *Preempt) any {
 	if len(c.Attempts) > MaxPreemptPerEntry {
 		return errorf(ErrInvalid, "a preemption names %d attempts; at most %d an entry", len(c.Attempts), MaxPreemptPerEntry)
 	}
@@ -99,7 +99,7 @@ func (sp *Spec) preemptGrace() int64 {
 }
 
 // stopped forgets the order to stop an attempt that ended.
-func (s *State) stopped(batch uint64, job uint32) {
+func (s *placeBook) stopped(batch uint64, job uint32) {
 	if len(s.stopping) > 0 {
 		delete(s.stopping, attemptKey{batch, job})
 	}
@@ -139,7 +139,7 @@ type snapStop struct {
 	Reason  string
 }
 
-func (s *State) snapStops() []snapStop {
+func (s *placeBook) snapStops() []snapStop {
 	out := make([]snapStop, 0, len(s.stopping))
 	for k, o := range s.stopping {
 		out = append(out, snapStop{Batch: k.batch, Job: k.job, Attempt: o.attempt, At: o.at, Reason: o.reason})
@@ -154,7 +154,7 @@ func (s *State) snapStops() []snapStop {
 }
 
 // checkStops: every order names an attempt running as ordered.
-func (s *State) checkStops() error {
+func (s *placeBook) checkStops() error {
 	for k, o := range s.stopping {
 		b := s.batches[k.batch]
 		if b == nil || k.job < 1 || int(k.job) > len(b.jobs) {

@@ -28,7 +28,7 @@ func (*SetCloudPrices) Type() CommandType { return CmdSetCloudPrices }
 // SetCloudPricesResult says how many configs' prices changed.
 type SetCloudPricesResult struct{ Changed int }
 
-func (s *State) applySetCloudPrices(c *SetCloudPrices) any {
+func (s *machineBook) applySetCloudPrices(c *SetCloudPrices) any {
 	if len(c.Prices) > MaxLaunchConfigs {
 		return errorf(ErrInvalid, "at most %d prices at once, not %d", MaxLaunchConfigs, len(c.Prices))
 	}
@@ -62,7 +62,7 @@ func (s *State) applySetCloudPrices(c *SetCloudPrices) any {
 // first (an attempt keeps the price it started at, and a rate that no
 // longer applies is read by nothing), so a price that changes every day
 // never stops being recorded; an admin's SetRates is refused instead.
-func (s *State) addCloudRates(rates []RateEntry, now int64) {
+func (s *billingBook) addCloudRates(rates []RateEntry, now int64) {
 	for _, r := range rates {
 		vs := s.rates[r.Resource]
 		for len(vs) >= billing.MaxVersions && len(vs) > 1 && vs[1].ValidFrom <= now {

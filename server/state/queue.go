@@ -100,7 +100,7 @@ func validateQueue(q *Queue) *ApplyError {
 // checkTree validates the queues as a whole tree, as they would be once
 // a change applies: placement's rules, billing projects that exist, and
 // projects only in leaves.
-func (s *State) checkTree(queues map[string]*Queue) *ApplyError {
+func (s *placeBook) checkTree(queues map[string]*Queue) *ApplyError {
 	list := make([]placement.Queue, 0, len(queues))
 	for _, path := range sortedKeys(queues) {
 		list = append(list, queues[path].Queue)
@@ -123,7 +123,7 @@ func (s *State) checkTree(queues map[string]*Queue) *ApplyError {
 	return nil
 }
 
-func (s *State) applySetQueue(c *SetQueue) any {
+func (s *placeBook) applySetQueue(c *SetQueue) any {
 	q := c.Queue
 	if err := validateQueue(&q); err != nil {
 		return err
@@ -158,7 +158,7 @@ func (s *State) applySetQueue(c *SetQueue) any {
 
 // putQueue stores q, taking its default projects away from any other
 // queue.
-func (s *State) putQueue(q *Queue, old *Queue, now int64) {
+func (s *placeBook) putQueue(q *Queue, old *Queue, now int64) {
 	q.Projects = slices.Compact(slices.Sorted(slices.Values(q.Projects)))
 	q.AllowProjects = slices.Compact(slices.Sorted(slices.Values(q.AllowProjects)))
 	q.Created = now
@@ -178,7 +178,7 @@ func (s *State) putQueue(q *Queue, old *Queue, now int64) {
 // default queue) and counts what every queue's attempts hold from the
 // attempts running now; called when queues or their projects change and
 // on restore.
-func (s *State) recomputeQueueUse() {
+func (s *placeBook) recomputeQueueUse() {
 	s.projectQueue = map[string]*Queue{}
 	s.queueOrder = s.queueOrder[:0]
 	for _, path := range sortedKeys(s.queues) {
@@ -212,12 +212,12 @@ func (s *State) recomputeQueueUse() {
 // resolveQueue found it when the batch was made or the tree last changed
 // (a map lookup by name for every batch of every round was a tenth of a
 // scheduling round's read with 1,000 queues).
-func (s *State) queueOf(b *Batch) *Queue { return b.leaf }
+func (s *placeBook) queueOf(b *Batch) *Queue { return b.leaf }
 
 // resolveQueue finds the leaf queue a batch's jobs run in (nil: none): the
 // queue it names, while that is a leaf its billing project may use, else
 // its project's default queue.
-func (s *State) resolveQueue(b *Batch) *Queue {
+func (s *placeBook) resolveQueue(b *Batch) *Queue {
 	if b.Queue != "" {
 		if q := s.queues[b.Queue]; q != nil && q.leaf && q.allows(b.BillingProject) {
 			return q
@@ -231,7 +231,7 @@ func (s *State) resolveQueue(b *Batch) *Queue {
 
 // homeOf is the home clusters of a batch's queue: its leaf's, or those
 // of the nearest queue above it that names some (none: any cluster).
-func (s *State) homeOf(b *Batch) []string {
+func (s *placeBook) homeOf(b *Batch) []string {
 	for q := s.queueOf(b); q != nil; q = q.parent {
 		if len(q.HomeClusters) > 0 {
 			return q.HomeClusters
@@ -248,7 +248,7 @@ func (r Reader) HomeClusters(b *Batch) []string { return r.s.homeOf(b) }
 // constraint is a job's placement constraint: its spec's (Spec.Constraint),
 // routed to its queue's home clusters. Shares the spec's and the queue's
 // slices: read-only.
-func (s *State) constraint(b *Batch, sp *Spec) placement.Constraint {
+func (s *placeBook) constraint(b *Batch, sp *Spec) placement.Constraint {
 	k := sp.Constraint()
 	k.Clusters = s.homeOf(b)
 	return k
@@ -278,7 +278,7 @@ func (r Reader) CheckPriority(project, user, queue string, priority int64) *Appl
 	return r.s.checkPriority(project, u, queue, priority)
 }
 
-func (s *State) checkPriority(project string, u *User, queue string, priority int64) *ApplyError {
+func (s *placeBook) checkPriority(project string, u *User, queue string, priority int64) *ApplyError {
 	if err := placement.ValidatePriority(priority); err != nil {
 		return errorf(ErrInvalid, "%v", err)
 	}
@@ -297,7 +297,7 @@ func (s *State) checkPriority(project string, u *User, queue string, priority in
 
 // checkBatchQueue refuses a batch that names a queue its project may not
 // use.
-func (s *State) checkBatchQueue(path, project string) *ApplyError {
+func (s *placeBook) checkBatchQueue(path, project string) *ApplyError {
 	if path == "" {
 		return nil
 	}
@@ -315,7 +315,7 @@ func (s *State) checkBatchQueue(path, project string) *ApplyError {
 
 // charge counts one job of spec on inst against its batch's queue and
 // those above it (sign +1) or releases it (-1).
-func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
+func (s *placeBook) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 	typ, n := sp.GPUs()
 	for q := s.queueOf(b); q != nil; q = q.parent {
 		q.used.milli += sign * sp.CPUMilli
@@ -331,7 +331,7 @@ func (s *State) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 // quotaAdmits reports whether the batch's queue, and every queue above
 // it, can hold one more job of spec: placement's queue rule, as the
 // scheduler applied it.
-func (s *State) quotaAdmits(b *Batch, sp *Spec) bool {
+func (s *placeBook) quotaAdmits(b *Batch, sp *Spec) bool {
 	n, _, _ := placement.PathRoom(quotaPath(s.queueOf(b)), sp.Size(), 1)
 	return n > 0
 }
@@ -377,13 +377,13 @@ func (q *QueueInfo) Quota() placement.Quota {
 }
 
 // Queues lists every queue, a parent before its children (by path).
-func (s *State) Queues() (out []QueueInfo) {
+func (s *placeBook) Queues() (out []QueueInfo) {
 	s.Read(func(r Reader) { out = r.Queues() })
 	return
 }
 
 // QueueByPath returns one queue.
-func (s *State) QueueByPath(path string) (qi QueueInfo, ok bool) {
+func (s *placeBook) QueueByPath(path string) (qi QueueInfo, ok bool) {
 	s.Read(func(r Reader) {
 		if q := r.s.queues[path]; q != nil {
 			qi, ok = r.QueueInfo(q), true
@@ -506,7 +506,7 @@ type SetTeam struct {
 
 func (*SetTeam) Type() CommandType { return CmdSetTeam }
 
-func (s *State) applySetTeam(c *SetTeam) any {
+func (s *placeBook) applySetTeam(c *SetTeam) any {
 	q := c.Team.queue()
 	if c.QuotaOnly {
 		old := s.queues[q.Path]

@@ -25,7 +25,7 @@ type SetRates struct {
 // Type implements Command.
 func (*SetRates) Type() CommandType { return CmdSetRatesExact }
 
-func (s *State) applySetRates(c *SetRates) any {
+func (s *billingBook) applySetRates(c *SetRates) any {
 	if len(c.Rates) == 0 || len(c.Rates) > billing.MaxRatesPerRequest {
 		return errorf(ErrInvalid, "give 1 to %d rates at once, not %d", billing.MaxRatesPerRequest, len(c.Rates))
 	}
@@ -37,7 +37,7 @@ func (s *State) applySetRates(c *SetRates) any {
 }
 
 // checkRates says what is wrong with adding rates at now, or nil.
-func (s *State) checkRates(rates []RateEntry, now int64) *ApplyError {
+func (s *billingBook) checkRates(rates []RateEntry, now int64) *ApplyError {
 	added := map[string]int{}
 	for _, r := range rates {
 		if err := billing.CheckRate(r.Resource, r.Price); err != nil {
@@ -66,7 +66,7 @@ func (s *State) checkRates(rates []RateEntry, now int64) *ApplyError {
 }
 
 // addRates adds checked rates (ValidFrom 0: from now).
-func (s *State) addRates(rates []RateEntry, now int64) {
+func (s *billingBook) addRates(rates []RateEntry, now int64) {
 	for _, r := range rates {
 		from := r.ValidFrom
 		if from == 0 {
@@ -89,29 +89,9 @@ func (s *State) addRates(rates []RateEntry, now int64) {
 	}
 }
 
-// machineRates are the rates launch configs being set give (see
-// billing.MachineRates): for each config new or changed in price or
-// shape, a version of each of its rates from now. A config set again as
-// it was adds nothing, so a rate an admin set over it stays in force.
-func (s *State) machineRates(configs []LaunchConfig) []RateEntry {
-	var out []RateEntry
-	for i := range configs {
-		lc := &configs[i]
-		if old := s.launchConfigs[lc.Name]; old != nil && old.Pool == lc.Pool && old.PricePerHour == lc.PricePerHour &&
-			old.CPUMilli == lc.CPUMilli && old.Memory == lc.Memory && old.GPUs == lc.GPUs && old.GPUType == lc.GPUType {
-			continue
-		}
-		for _, r := range billing.MachineRates(billing.Machine{Config: lc.Name, Pool: lc.Pool, CPUMilli: lc.CPUMilli, Memory: lc.Memory,
-			GPUType: lc.GPUType, GPUs: lc.GPUs, PerHour: lc.PricePerHour}) {
-			out = append(out, RateEntry{Resource: r.Resource, Price: r.PerHour})
-		}
-	}
-	return out
-}
-
 // Rates lists every resource's rates: the one in force at now and the
 // versions to come, or every version with all.
-func (s *State) Rates(now time.Time, all bool) []RateRecord {
+func (s *billingBook) Rates(now time.Time, all bool) []RateRecord {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []RateRecord{}
@@ -131,7 +111,7 @@ func (s *State) Rates(now time.Time, all bool) []RateRecord {
 
 // price is what an attempt of spec on inst costs per hour at the rates in
 // force at start.
-func (s *State) price(spec *Spec, inst *Instance, start int64) (billing.Price, []billing.Line) {
+func (s *billingBook) price(spec *Spec, inst *Instance, start int64) (billing.Price, []billing.Line) {
 	pool, config := "", ""
 	if inst != nil {
 		pool, config = inst.Pool, inst.Config

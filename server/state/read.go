@@ -14,10 +14,6 @@ type Viewer struct {
 	Admin bool
 }
 
-func (s *State) visible(b *Batch, v Viewer) bool {
-	return v.Admin || s.isMember(b.BillingProject, v.Name)
-}
-
 // BatchAccess is how a viewer relates to a batch; each level allows what
 // the ones below it do.
 type BatchAccess int
@@ -33,7 +29,7 @@ const (
 
 // Access reports whether the batch exists and what the viewer may do with
 // it.
-func (s *State) Access(id uint64, v Viewer) BatchAccess {
+func (s *batchBook) Access(id uint64, v Viewer) BatchAccess {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[id]
@@ -43,54 +39,8 @@ func (s *State) Access(id uint64, v Viewer) BatchAccess {
 	return s.accessLocked(b.BillingProject, b.User, v)
 }
 
-// AccessTo is what the viewer may do with a batch of owner in project
-// (for batches the state no longer holds: the history store's).
-func (s *State) AccessTo(project, owner string, v Viewer) BatchAccess {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.accessLocked(project, owner, v)
-}
-
-func (s *State) accessLocked(project, owner string, v Viewer) BatchAccess {
-	switch {
-	case v.Admin:
-		return Owned
-	case !s.isMember(project, v.Name):
-		return Hidden
-	}
-	p := s.projects[project]
-	role := ""
-	if p != nil {
-		role = p.role(v.Name)
-	}
-	switch {
-	case owner == v.Name && (role == RoleMember || role == RoleManager):
-		return Owned
-	case role == RoleManager:
-		return Cancellable
-	}
-	return Visible
-}
-
-// VisibleProjects lists the billing projects whose batches the viewer
-// sees (nil: all, for an admin).
-func (s *State) VisibleProjects(v Viewer) []string {
-	if v.Admin {
-		return nil
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := []string{}
-	for _, name := range sortedKeys(s.projects) {
-		if s.isMember(name, v.Name) {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // Batch returns a batch's status.
-func (s *State) Batch(id uint64) (BatchRecord, bool) {
+func (s *batchBook) Batch(id uint64) (BatchRecord, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[id]
@@ -109,7 +59,7 @@ type BatchPage struct {
 
 // ListBatches returns up to PageSize visible batches matching f (nil:
 // all) with IDs below lastID (0: from the newest), newest first.
-func (s *State) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
+func (s *batchBook) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := BatchPage{Batches: []BatchRecord{}}
@@ -147,7 +97,7 @@ type JobPage struct {
 
 // ListJobs returns up to PageSize jobs of a batch matching f (nil: all)
 // with IDs above lastID.
-func (s *State) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage, bool) {
+func (s *batchBook) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[batch]
@@ -178,7 +128,7 @@ func (s *State) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage, boo
 }
 
 // Job returns one job.
-func (s *State) Job(batch uint64, id uint32) (JobRecord, bool) {
+func (s *batchBook) Job(batch uint64, id uint32) (JobRecord, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[batch]
@@ -191,7 +141,7 @@ func (s *State) Job(batch uint64, id uint32) (JobRecord, bool) {
 // LogTarget returns the attempt of a job whose log to read: the given one if
 // it exists, else the latest. ok is false when the job does not exist;
 // attempt is 0 when it never ran.
-func (s *State) LogTarget(batch uint64, id uint32, attempt int) (n int, ok bool) {
+func (s *batchBook) LogTarget(batch uint64, id uint32, attempt int) (n int, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, found := s.batches[batch]
@@ -210,7 +160,7 @@ func (s *State) LogTarget(batch uint64, id uint32, attempt int) (n int, ok bool)
 
 // Counts returns cluster-wide job counts by state and batch counts, for
 // metrics: totals kept as the state changes, not a walk.
-func (s *State) Counts() (byState [numStates]int64, batches, running int) {
+func (s *batchBook) Counts() (byState [numStates]int64, batches, running int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.jobTotals.jobs, len(s.batches), s.jobTotals.live
@@ -297,7 +247,7 @@ type StageRecord struct {
 
 // Stages returns the first stages of a batch (up to MaxStages groups
 // read), and whether groups were left unread.
-func (s *State) Stages(id uint64) (stages []StageRecord, more, ok bool) {
+func (s *batchBook) Stages(id uint64) (stages []StageRecord, more, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[id]
@@ -317,4 +267,23 @@ func (s *State) Stages(id uint64) (stages []StageRecord, more, ok bool) {
 		stages = append(stages, StageRecord{Name: g.spec.Name, First: g.first, Count: g.count, Parents: parents})
 	}
 	return stages, n < len(b.groups), true
+}
+
+// AttemptInstance returns the instance an attempt was placed on.
+func (s *batchBook) AttemptInstance(batch uint64, job uint32, attempt uint16) (uint32, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.batches[batch]
+	if b == nil || job < 1 || int(job) > len(b.jobs) {
+		return 0, false
+	}
+	if j := &b.jobs[job-1]; j.attempt == attempt && attempt > 0 {
+		return j.instance, true
+	}
+	for _, rec := range b.history[job] {
+		if rec.Attempt == attempt {
+			return rec.Instance, true
+		}
+	}
+	return 0, false
 }

@@ -24,10 +24,10 @@ type Reader struct{ s *State }
 // Read calls fn with a consistent read of the state, holding the read
 // lock until fn returns: applies wait for it, so fn copies what it needs
 // and decides after.
-func (s *State) Read(fn func(r Reader)) {
+func (s *core) Read(fn func(r Reader)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	fn(Reader{s: s})
+	fn(Reader{s: s.st})
 }
 
 // Groups yields the cluster groups by name.

@@ -90,7 +90,7 @@ func (q *readyQueue) compact() {
 func (q *readyQueue) contains(id uint32) bool { return q.find(id) >= 0 }
 
 // enqueue appends Ready jobs to the batch's queue and the user's counters.
-func (s *State) enqueue(b *Batch, r Range, cpuMilli int64) {
+func (s *batchBook) enqueue(b *Batch, r Range, cpuMilli int64) {
 	n := int64(r.Len())
 	wasEmpty := b.ready.empty()
 	b.ready.push(r)
@@ -105,7 +105,7 @@ func (s *State) enqueue(b *Batch, r Range, cpuMilli int64) {
 }
 
 // dequeue removes Ready jobs from the queue (they were placed).
-func (s *State) dequeue(b *Batch, r Range, cpuMilli int64) {
+func (s *batchBook) dequeue(b *Batch, r Range, cpuMilli int64) {
 	b.ready.remove(r)
 	n := int64(r.Len())
 	b.readyMilli -= n * cpuMilli
@@ -135,4 +135,13 @@ func (u *userSched) removeActive(b *Batch) {
 		// left the state.
 		u.active = slices.Delete(u.active, i, i+1)
 	}
+}
+
+func (s *batchBook) userSched(name string) *userSched {
+	u := s.sched[name]
+	if u == nil {
+		u = &userSched{name: name}
+		s.sched[name] = u
+	}
+	return u
 }

@@ -1,9 +1,6 @@
 package state
 
 import (
-	"maps"
-	"slices"
-
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
 )
@@ -74,7 +71,7 @@ func (r *BatchRecord) Cost(now int64) money.Amount {
 }
 
 // record is the batch as a read returns it. Callers hold the lock.
-func (s *State) record(b *Batch) BatchRecord {
+func (s *batchBook) record(b *Batch) BatchRecord {
 	r := b.record()
 	if q := s.queueOf(b); q != nil {
 		r.Queue = q.Path
@@ -155,7 +152,7 @@ func (a *AttemptRecord) Cost(now int64) money.Amount {
 }
 
 // jobRecord is job id of b as a read returns it. Callers hold the lock.
-func (s *State) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
+func (s *batchBook) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
 	out := JobRecord{
 		Batch:      b.ID,
 		ID:         id,
@@ -203,7 +200,7 @@ func (s *State) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
 
 // attemptRecord is one attempt as a read returns it. Callers hold the
 // lock.
-func (s *State) attemptRecord(rec attemptRec, running bool, spec *Spec) AttemptRecord {
+func (s *batchBook) attemptRecord(rec attemptRec, running bool, spec *Spec) AttemptRecord {
 	a := AttemptRecord{
 		Attempt: int(rec.Attempt),
 		Start:   rec.Start,
@@ -247,18 +244,6 @@ func (r *ProjectRecord) Cost(now int64) money.Amount { return r.budget.Cost(now)
 
 // Role is user's role in the project ("" for none).
 func (r *ProjectRecord) Role(user string) string { return r.role(user) }
-
-// projectRecord copies a project for a read. Callers hold the lock.
-func (s *State) projectRecord(p *BillingProject) ProjectRecord {
-	out := ProjectRecord{BillingProject: *p, budget: s.budget(p.Name)}
-	out.Members = maps.Clone(p.Members)
-	out.Roles = maps.Clone(p.Roles)
-	out.Storage = slices.Clone(p.Storage)
-	for i := range out.Storage {
-		out.Storage[i].Sealed = nil // a reader never needs the sealed credentials
-	}
-	return out
-}
 
 // SortedMembers lists the project's members by name.
 func (r *ProjectRecord) SortedMembers() []string { return sortedKeys(r.Members) }

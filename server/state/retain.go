@@ -59,7 +59,7 @@ func (*ForgetBatches) Type() CommandType { return CmdForgetBatches }
 // changed since).
 type MarkResult struct{ Marked int }
 
-func (s *State) applyMarkExported(c *MarkExported) any {
+func (s *batchBook) applyMarkExported(c *MarkExported) any {
 	if len(c.Marks) > MaxExportMarks {
 		return errorf(ErrInvalid, "%d export marks in one command; at most %d", len(c.Marks), MaxExportMarks)
 	}
@@ -81,7 +81,7 @@ func (s *State) applyMarkExported(c *MarkExported) any {
 // ForgetResult lists the batches removed.
 type ForgetResult struct{ Forgotten []uint64 }
 
-func (s *State) applyForgetBatches(c *ForgetBatches) any {
+func (s *batchBook) applyForgetBatches(c *ForgetBatches) any {
 	if len(c.Batches) > MaxForget {
 		return errorf(ErrInvalid, "%d batches to forget in one command; at most %d", len(c.Batches), MaxForget)
 	}
@@ -128,7 +128,7 @@ type ExportItem struct {
 // ExportQueue lists complete batches the history store does not hold at
 // their version, oldest first, at most max; and how many there are in
 // all.
-func (s *State) ExportQueue(max int) (items []ExportItem, waiting int) {
+func (s *batchBook) ExportQueue(max int) (items []ExportItem, waiting int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, id := range s.batchIDs {
@@ -146,7 +146,7 @@ func (s *State) ExportQueue(max int) (items []ExportItem, waiting int) {
 
 // RetentionDue lists batches complete since before cutoff (unix ns) that
 // the history store holds as they are, oldest first, at most max.
-func (s *State) RetentionDue(cutoff int64, max int) []uint64 {
+func (s *batchBook) RetentionDue(cutoff int64, max int) []uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []uint64
@@ -172,7 +172,7 @@ type BatchExport struct {
 
 // ExportHeader reads a batch for export, if it is still complete at
 // version.
-func (s *State) ExportHeader(id, version uint64) (BatchExport, bool) {
+func (s *batchBook) ExportHeader(id, version uint64) (BatchExport, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b := s.batches[id]
@@ -198,7 +198,7 @@ type ExportGroup struct {
 // (the server turns them into the API's jobs for the store), with the
 // groups that start among them, if the batch is still complete at
 // version. next is the job to read from next (0: none left).
-func (s *State) ExportJobs(id, version uint64, from uint32, n int) (jobs []JobRecord, groups []ExportGroup, next uint32, ok bool) {
+func (s *batchBook) ExportJobs(id, version uint64, from uint32, n int) (jobs []JobRecord, groups []ExportGroup, next uint32, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b := s.batches[id]
@@ -230,7 +230,7 @@ func (s *State) ExportJobs(id, version uint64, from uint32, n int) (jobs []JobRe
 }
 
 // HasBatch reports whether the state holds a batch.
-func (s *State) HasBatch(id uint64) bool {
+func (s *batchBook) HasBatch(id uint64) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	_, ok := s.batches[id]
@@ -238,18 +238,10 @@ func (s *State) HasBatch(id uint64) bool {
 }
 
 // Held is what the state holds: job IDs, groups and batches.
-func (s *State) Held() Footprint {
+func (s *batchBook) Held() Footprint {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.held
-}
-
-// AuditSize is the size of the audit log in a snapshot taken now.
-func (s *State) AuditSize() int64 {
-	s.mu.RLock()
-	audit, anon := slices.Clone(s.audit), slices.Clone(s.anonAudit)
-	s.mu.RUnlock()
-	return auditSize(audit, anon)
 }
 
 // AuditSize is the size of the audit log in this snapshot: a reader that

@@ -2,8 +2,9 @@ package state
 
 import (
 	"fmt"
-	"github.com/drover-sched/drover/billing"
 	"sort"
+
+	"github.com/drover-sched/drover/billing"
 )
 
 // ErrorKind classifies a rejected command so the API can pick a status code.
@@ -59,101 +60,44 @@ type Hooks struct {
 // State is the whole replicated state. All methods are safe for concurrent
 // use; Apply holds the write lock, readers hold the read lock briefly.
 type State struct {
-	mu stateLock
-
-	index        uint64 // last applied Raft index
-	nextBatch    uint64
-	nextInstance uint32
-
-	batches  map[uint64]*Batch
-	batchIDs []uint64 // ascending
-	keys     map[string]uint64
-
-	users  map[string]*User
-	tokens map[string]*Token // by hash
-	audit  []AuditEntry      // the last MaxAuditEntries of known callers, oldest first
-	// anonAudit: the last MaxAnonymousAuditEntries of callers without a
-	// valid token, oldest first.
-	anonAudit []AuditEntry
-	rates     map[string][]billing.Rate // by resource, versions by ValidFrom
-	bills     map[string]*projectBill   // what each billing project has cost
-	// jobCounts: jobs by state over all batches, kept as they move
-	// (metrics read it instead of walking the batches).
-	jobTotals totals
-	projects  map[string]*BillingProject
-
-	instances      map[uint32]*Instance
-	instTokens     map[string]uint32
-	instByIdentity map[string]uint32
-
-	clusters map[string]*Cluster
-	queues   map[string]*Queue // by path
-	// stopping: the attempts told to stop (Preempt) until they end.
-	stopping map[attemptKey]stopOrder
-	groups   map[string]*ClusterGroup
-	// The autoscaler's settings, launch configs, machines, capacity
-	// marks and recent decisions.
-	autoscaler    Autoscaler
-	launchConfigs map[string]*LaunchConfig
-	machines      map[string]*Machine
-	marks         map[string]*CapacityMark
-	decisions     []Decision
-	projectQueue  map[string]*Queue // derived from queues: each project's default queue
-	queueOrder    []*Queue          // derived: the queues by path (a parent before its children)
-	// gossipKeys is the gossip keyring, primary first (nil until an
-	// operator rotates keys).
-	gossipKeys []string
-	// decommissioned are the servers an operator removed for good: not
-	// made voters again (autopilot asks), by ID.
-	decommissioned map[string]Decommissioned
-	// timeline, forks and historyStore: see timeline.go.
-	timeline     uint64
-	forks        []Fork
-	historyStore string
-
-	sched map[string]*userSched
-	held  Footprint // job IDs reserved, groups and batches, over all batches (admission)
-	// userTallies and projectTallies: what each user and billing project
-	// holds (admission); batches point at theirs.
-	userTallies    map[string]*Tally
-	projectTallies map[string]*Tally
-
-	hooks Hooks
-	// betweenHolds is a test's seam into ApplyBatch (see there).
-	betweenHolds func(i int)
-	// preparing is a test's seam: it runs when a commit has been made
-	// on its copies, before it is published (prepareCommitUpdate).
-	preparing func()
+	core
+	identityBook
+	billingBook
+	placeBook
+	machineBook
+	instanceBook
+	memberBook
+	batchBook
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{
-		nextBatch:      1,
-		nextInstance:   1,
-		batches:        map[uint64]*Batch{},
-		keys:           map[string]uint64{},
-		users:          map[string]*User{},
-		tokens:         map[string]*Token{},
-		rates:          map[string][]billing.Rate{},
-		bills:          map[string]*projectBill{},
-		projects:       map[string]*BillingProject{},
-		instances:      map[uint32]*Instance{},
-		instTokens:     map[string]uint32{},
-		instByIdentity: map[string]uint32{},
-		clusters:       map[string]*Cluster{},
-		queues:         map[string]*Queue{},
-		stopping:       map[attemptKey]stopOrder{},
-		groups:         map[string]*ClusterGroup{},
-		launchConfigs:  map[string]*LaunchConfig{},
-		machines:       map[string]*Machine{},
-		marks:          map[string]*CapacityMark{},
-		projectQueue:   map[string]*Queue{},
-		sched:          map[string]*userSched{},
-		userTallies:    map[string]*Tally{},
-		projectTallies: map[string]*Tally{},
-		decommissioned: map[string]Decommissioned{},
-	}
+	s := &State{}
+	s.nextBatch, s.nextInstance = 1, 1
+	s.batches = map[uint64]*Batch{}
+	s.keys = map[string]uint64{}
+	s.users = map[string]*User{}
+	s.tokens = map[string]*Token{}
+	s.rates = map[string][]billing.Rate{}
+	s.bills = map[string]*projectBill{}
+	s.projects = map[string]*BillingProject{}
+	s.instances = map[uint32]*Instance{}
+	s.instTokens = map[string]uint32{}
+	s.instByIdentity = map[string]uint32{}
+	s.clusters = map[string]*Cluster{}
+	s.queues = map[string]*Queue{}
+	s.stopping = map[attemptKey]stopOrder{}
+	s.groups = map[string]*ClusterGroup{}
+	s.launchConfigs = map[string]*LaunchConfig{}
+	s.machines = map[string]*Machine{}
+	s.marks = map[string]*CapacityMark{}
+	s.projectQueue = map[string]*Queue{}
+	s.sched = map[string]*userSched{}
+	s.userTallies = map[string]*Tally{}
+	s.projectTallies = map[string]*Tally{}
+	s.decommissioned = map[string]Decommissioned{}
+	s.wire()
+	return s
 }
 
 // SetHooks installs change notifications. Call before applying anything.
@@ -354,31 +298,22 @@ func (s *State) applyLocked(index uint64, c Command) any {
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }
 
-func (s *State) notifyWork() {
+func (s *core) notifyWork() {
 	if s.hooks.Work != nil {
 		s.hooks.Work()
 	}
 }
 
-func (s *State) notifyInstance(id uint32) {
+func (s *core) notifyInstance(id uint32) {
 	if s.hooks.Instance != nil {
 		s.hooks.Instance(id)
 	}
 }
 
-func (s *State) notifyAllInstances() {
+func (s *core) notifyAllInstances() {
 	if s.hooks.AllInstances != nil {
 		s.hooks.AllInstances()
 	}
-}
-
-func (s *State) userSched(name string) *userSched {
-	u := s.sched[name]
-	if u == nil {
-		u = &userSched{name: name}
-		s.sched[name] = u
-	}
-	return u
 }
 
 func sortedKeys[V any](m map[string]V) []string {

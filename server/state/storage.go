@@ -123,7 +123,7 @@ func CheckStoragePrefix(p *StoragePrefix) *ApplyError {
 	return nil
 }
 
-func (s *State) applySetStoragePrefix(c *SetStoragePrefix) any {
+func (s *billingBook) applySetStoragePrefix(c *SetStoragePrefix) any {
 	p, ok := s.projects[c.Project]
 	if !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
@@ -154,7 +154,7 @@ func (s *State) applySetStoragePrefix(c *SetStoragePrefix) any {
 	return nil
 }
 
-func (s *State) applyRemoveStoragePrefix(c *RemoveStoragePrefix) any {
+func (s *billingBook) applyRemoveStoragePrefix(c *RemoveStoragePrefix) any {
 	p, ok := s.projects[c.Project]
 	if !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
@@ -167,7 +167,7 @@ func (s *State) applyRemoveStoragePrefix(c *RemoveStoragePrefix) any {
 	return nil
 }
 
-func (s *State) applySetProjectSettings(c *SetProjectSettings) any {
+func (s *billingBook) applySetProjectSettings(c *SetProjectSettings) any {
 	p, ok := s.projects[c.Project]
 	if !ok {
 		return errorf(ErrNotFound, "billing project %q does not exist", c.Project)
@@ -208,7 +208,7 @@ func (r Reader) CheckJobs(project, user string, entries []JobEntry) *ApplyError 
 	return r.s.checkJobs(project, user, entries)
 }
 
-func (s *State) checkJobs(project, user string, entries []JobEntry) *ApplyError {
+func (s *billingBook) checkJobs(project, user string, entries []JobEntry) *ApplyError {
 	u, uerr := s.liveUser(user)
 	if uerr != nil {
 		return uerr
@@ -267,7 +267,7 @@ func jobLabel(e *JobEntry) string {
 // given URLs (an attempt's files, variables expanded) lie under, each
 // once, with their sealed credentials: what a worker is handed to run the
 // attempt. A URL under none adds nothing, and the worker refuses it.
-func (s *State) StorageFor(project string, urls []string) []StoragePrefix {
+func (s *billingBook) StorageFor(project string, urls []string) []StoragePrefix {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.projects[project]
@@ -292,7 +292,7 @@ func (s *State) StorageFor(project string, urls []string) []StoragePrefix {
 // StoragePrefixes lists a billing project's storage prefixes, sorted by
 // URL, without their sealed credentials; false when the project does not
 // exist.
-func (s *State) StoragePrefixes(project string) ([]StoragePrefix, bool) {
+func (s *billingBook) StoragePrefixes(project string) ([]StoragePrefix, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.projects[project]
@@ -308,7 +308,7 @@ func (s *State) StoragePrefixes(project string) ([]StoragePrefix, bool) {
 
 // checkStorage: every project's storage prefixes are valid, bounded in
 // number and sorted by URL, each once.
-func (s *State) checkStorage() error {
+func (s *billingBook) checkStorage() error {
 	for name, p := range s.projects {
 		if len(p.Storage) > storageurl.MaxStoragePrefixes {
 			return fmt.Errorf("billing project %s holds %d storage prefixes", name, len(p.Storage))

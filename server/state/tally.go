@@ -52,7 +52,7 @@ func tallyIn(m map[string]*Tally, name string) *Tally {
 }
 
 // bindTallies points a batch at its owner's and its project's totals.
-func (s *State) bindTallies(b *Batch) {
+func (s *batchBook) bindTallies(b *Batch) {
 	b.userTally = tallyIn(s.userTallies, b.User)
 	b.projectTally = tallyIn(s.projectTallies, b.BillingProject)
 }
@@ -94,7 +94,7 @@ func (b *Batch) setLive() {
 
 // Tallies returns what user and billing project hold (zero for names the
 // state has not seen).
-func (s *State) Tallies(user, project string) (u, p Tally) {
+func (s *batchBook) Tallies(user, project string) (u, p Tally) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if t := s.userTallies[user]; t != nil {
@@ -107,7 +107,7 @@ func (s *State) Tallies(user, project string) (u, p Tally) {
 }
 
 // recomputeTallies rebuilds the totals from the batches (restore).
-func (s *State) recomputeTallies() {
+func (s *batchBook) recomputeTallies() {
 	s.userTallies, s.projectTallies = map[string]*Tally{}, map[string]*Tally{}
 	s.jobTotals = totals{}
 	for _, b := range s.batches {
@@ -126,7 +126,7 @@ func (s *State) recomputeTallies() {
 
 // checkTallies compares the kept totals with totals recomputed from the
 // batches.
-func (s *State) checkTallies() error {
+func (s *batchBook) checkTallies() error {
 	users, projects := map[string]Tally{}, map[string]Tally{}
 	for _, b := range s.batches {
 		t := b.tallyOf()

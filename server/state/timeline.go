@@ -107,7 +107,7 @@ type AdoptResult struct{ Unmarked int }
 // MaxStoreIdentityBytes bounds a store's identity.
 const MaxStoreIdentityBytes = 255
 
-func (s *State) applyAdoptStore(c *AdoptStore) any {
+func (s *batchBook) applyAdoptStore(c *AdoptStore) any {
 	if c.Store == "" || len(c.Store) > MaxStoreIdentityBytes {
 		return errorf(ErrInvalid, "a history store's identity is 1 to %d bytes", MaxStoreIdentityBytes)
 	}
@@ -138,7 +138,7 @@ type Lineage struct {
 }
 
 // Lineage returns the state's lineage.
-func (s *State) Lineage() Lineage {
+func (s *memberBook) Lineage() Lineage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return Lineage{Timeline: s.timeline, Forks: slices.Clone(s.forks), Store: s.historyStore}
@@ -170,7 +170,7 @@ func NewTimeline() uint64 {
 }
 
 // NextBatchID is the ID the next batch gets.
-func (s *State) NextBatchID() uint64 {
+func (s *batchBook) NextBatchID() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.nextBatch
