@@ -173,7 +173,7 @@ func checkSizes(sizes placement.Sizes, entries []state.JobEntry) error {
 // may hold at once) naming the limit when it does not fit. A repeat of an
 // earlier request (same idempotency key) is always admitted: the state
 // answers it with the first result.
-func (s *Server) admit(sub submission) error {
+func (s *batchHandlers) admit(sub submission) error {
 	var a state.Admission
 	var checked *state.ApplyError
 	var budget billing.Budget

@@ -26,7 +26,7 @@ const maxDecisions = 20
 
 // handleAutoscalerStatus answers the autoscaler's settings, configs,
 // machines and the leader's last decision.
-func (s *Server) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleAutoscalerStatus(w http.ResponseWriter, r *http.Request) (any, error) {
 	// One read: the machines, their configs' marks and the decisions of
 	// one moment.
 	var (

@@ -17,7 +17,14 @@ import (
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
+	"github.com/drover-sched/drover/server/why"
 )
+
+// batchHandlers serve batches and their jobs: submission (admission
+// included), updates, cancellation, reads (from the history store for
+// batches that left the state), job logs and why a job waits.
+type batchHandlers struct{ *Server }
 
 // submitted validates what a create or update request submits: inline
 // jobs, or a number of jobs to reserve.
@@ -35,7 +42,7 @@ func submitted(nJobs int64, jobs []api.JobSpec) ([]state.JobEntry, error) {
 // checkCallback refuses a callback URL that is malformed or goes
 // anywhere the servers' admins did not allow (the leader checks again
 // before it POSTs).
-func (s *Server) checkCallback(raw string) error {
+func (s *batchHandlers) checkCallback(raw string) error {
 	if raw == "" {
 		return nil
 	}
@@ -52,7 +59,7 @@ func (s *Server) checkCallback(raw string) error {
 	return nil
 }
 
-func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.CreateBatchRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -105,13 +112,13 @@ func (s *Server) handleCreateBatch(w http.ResponseWriter, r *http.Request) (any,
 }
 
 // visibleBatch checks that the batch exists and that the caller may see it.
-func (s *Server) visibleBatch(r *http.Request) (uint64, error) {
+func (s *batchHandlers) visibleBatch(r *http.Request) (uint64, error) {
 	return s.batchAccess(r, state.Visible)
 }
 
 // batchAccess checks that the batch exists and that the caller may do
 // what needs level with it.
-func (s *Server) batchAccess(r *http.Request, level state.BatchAccess) (uint64, error) {
+func (s *batchHandlers) batchAccess(r *http.Request, level state.BatchAccess) (uint64, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return 0, err
@@ -151,7 +158,7 @@ func (s *Server) batchAccess(r *http.Request, level state.BatchAccess) (uint64, 
 	return id, nil
 }
 
-func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleGetBatch(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, err := s.visibleBatch(r)
 	if err != nil {
 		return nil, err
@@ -189,7 +196,7 @@ func batchActions(got state.BatchAccess, b *api.Batch) []string {
 
 // handleBatchStages answers the first stages of a batch's DAG (a bounded
 // read: state.MaxStages job entries at most, never every job).
-func (s *Server) handleBatchStages(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleBatchStages(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, err := s.visibleBatch(r)
 	if err != nil {
 		return nil, err
@@ -217,7 +224,7 @@ func (s *Server) handleBatchStages(w http.ResponseWriter, r *http.Request) (any,
 	return out, nil
 }
 
-func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleListBatches(w http.ResponseWriter, r *http.Request) (any, error) {
 	q, err := api.ParseBatchQuery(r.URL.Query().Get("q"))
 	if err != nil {
 		return nil, badRequest(err)
@@ -244,7 +251,7 @@ func (s *Server) handleListBatches(w http.ResponseWriter, r *http.Request) (any,
 	return mergeBatches(live, old, func(id int64) bool { return s.state.HasBatch(uint64(id)) }), nil
 }
 
-func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleCancelBatch(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, err := s.batchAccess(r, state.Cancellable)
 	if err != nil {
 		return nil, err
@@ -260,7 +267,7 @@ func updateResponse(ur *state.UpdateResult) api.UpdateResponse {
 	return api.UpdateResponse{BatchID: int64(ur.Batch), UpdateID: int64(ur.Update), StartJobID: int64(ur.Start), NJobs: int64(ur.N), Committed: ur.Committed}
 }
 
-func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleCreateUpdate(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, err := s.batchAccess(r, state.Owned)
 	if err != nil {
 		return nil, err
@@ -295,7 +302,7 @@ func (s *Server) handleCreateUpdate(w http.ResponseWriter, r *http.Request) (any
 
 // ownedUpdate reads the batch and update IDs of an update path, checking
 // that the caller may add jobs to the batch.
-func (s *Server) ownedUpdate(r *http.Request) (batch, update uint64, err error) {
+func (s *batchHandlers) ownedUpdate(r *http.Request) (batch, update uint64, err error) {
 	if batch, err = s.batchAccess(r, state.Owned); err != nil {
 		return 0, 0, err
 	}
@@ -303,7 +310,7 @@ func (s *Server) ownedUpdate(r *http.Request) (batch, update uint64, err error) 
 	return batch, update, err
 }
 
-func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleAddJobs(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, upd, err := s.ownedUpdate(r)
 	if err != nil {
 		return nil, err
@@ -329,7 +336,7 @@ func (s *Server) handleAddJobs(w http.ResponseWriter, r *http.Request) (any, err
 	return bulk(http.StatusOK, map[string]int{"accepted": len(entries)}), nil
 }
 
-func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleCommitUpdate(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, upd, err := s.ownedUpdate(r)
 	if err != nil {
 		return nil, err
@@ -341,7 +348,7 @@ func (s *Server) handleCommitUpdate(w http.ResponseWriter, r *http.Request) (any
 	return updateResponse(res.(*state.UpdateResult)), nil
 }
 
-func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleListJobs(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, err := s.visibleBatch(r)
 	if err != nil {
 		return nil, err
@@ -372,7 +379,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) (any, er
 
 // visibleJob reads the batch and job IDs of a job path, checking that the
 // caller may see the batch.
-func (s *Server) visibleJob(r *http.Request) (uint64, uint32, error) {
+func (s *batchHandlers) visibleJob(r *http.Request) (uint64, uint32, error) {
 	id, err := s.visibleBatch(r)
 	if err != nil {
 		return 0, 0, err
@@ -392,7 +399,7 @@ func jobID(r *http.Request) (uint32, error) {
 	return uint32(j), nil
 }
 
-func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *batchHandlers) handleGetJob(w http.ResponseWriter, r *http.Request) (any, error) {
 	id, jid, err := s.visibleJob(r)
 	if err != nil {
 		return nil, err
@@ -413,9 +420,37 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) (any, erro
 	return j, nil
 }
 
+// handleJobWhy says why a job is where it is: the parents it waits for, the
+// reason the leader's last scheduling round recorded for a Ready job, or
+// where it runs.
+func (s *batchHandlers) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, jid, err := s.visibleJob(r)
+	if err != nil {
+		return nil, err
+	}
+	var jp view.JobPlace
+	var found bool
+	s.state.Read(func(r state.Reader) { jp, found = view.Place(r, id, jid) })
+	if !found {
+		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
+	}
+	in := why.JobInput{Place: jp, Batch: id, Job: jid, Now: time.Now(), Clusters: s.state.Clusters(), Machines: s.state.Machines()}
+	if s.waiting != nil && !isStale(r) {
+		in.Round = s.waiting.Job(id, jid)
+		if len(jp.Queues) > 0 {
+			in.Queue = s.waiting.Queue(jp.Queues[0].Path)
+		}
+	}
+	if s.autoscaler != nil {
+		in.Autoscaling, in.LastRound = true, s.autoscaler.LastRound()
+		_, _, in.Marks = s.state.AutoscalerSettings()
+	}
+	return why.Job(in), nil
+}
+
 // handleJobLog streams a job's log: its errors, found before the first
 // byte is written, are answered by writeErr.
-func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
+func (s *batchHandlers) handleJobLog(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w) // logs can be long
 	id, jid, attempt, err := s.logTarget(r)
 	if err != nil {
@@ -426,7 +461,7 @@ func (s *Server) handleJobLog(w http.ResponseWriter, r *http.Request) {
 }
 
 // logTarget is the batch, job and attempt whose log a request reads.
-func (s *Server) logTarget(r *http.Request) (uint64, uint32, int, error) {
+func (s *batchHandlers) logTarget(r *http.Request) (uint64, uint32, int, error) {
 	id, jid, err := s.visibleJob(r)
 	if err != nil {
 		return 0, 0, 0, err
@@ -464,7 +499,7 @@ func (s *Server) logTarget(r *http.Request) (uint64, uint32, int, error) {
 // index and its chunks are relayed. A log that may be missing chunks (a
 // server did not answer, or sequence numbers have holes) is still served,
 // marked with the LogIncompleteHeader.
-func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid uint32, attempt int) {
+func (s *batchHandlers) writeLog(w http.ResponseWriter, r *http.Request, id uint64, jid uint32, attempt int) {
 	ctx := r.Context()
 	index, err := s.logs.Index(ctx, id, jid, attempt)
 	if err != nil {
@@ -632,7 +667,7 @@ func incompleteLog(silent []string, seqs []int) string {
 }
 
 // peerGet asks a peer for part of a log, as the same user.
-func (s *Server) peerGet(ctx context.Context, r *http.Request, peer string, batch uint64, job uint32, attempt int, what string) (*http.Response, error) {
+func (s *batchHandlers) peerGet(ctx context.Context, r *http.Request, peer string, batch uint64, job uint32, attempt int, what string) (*http.Response, error) {
 	url := fmt.Sprintf("%s://%s/api/v1/batches/%d/jobs/%d/log?attempt=%d&stale=true&%s", s.peerScheme, peer, batch, job, attempt, what)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -653,7 +688,7 @@ func (s *Server) peerGet(ctx context.Context, r *http.Request, peer string, batc
 
 // peerIndex fetches a peer's index of a log's chunks, and why the peer cut
 // the log ("": it did not).
-func (s *Server) peerIndex(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int]int64, string, error) {
+func (s *batchHandlers) peerIndex(r *http.Request, peer string, batch uint64, job uint32, attempt int) (map[int]int64, string, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	resp, err := s.peerGet(ctx, r, peer, batch, job, attempt, "chunks=index")
@@ -669,7 +704,7 @@ func (s *Server) peerIndex(r *http.Request, peer string, batch uint64, job uint3
 }
 
 // peerChunk relays one chunk from a peer.
-func (s *Server) peerChunk(r *http.Request, w io.Writer, peer string, batch uint64, job uint32, attempt, seq int) error {
+func (s *batchHandlers) peerChunk(r *http.Request, w io.Writer, peer string, batch uint64, job uint32, attempt, seq int) error {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
 	resp, err := s.peerGet(ctx, r, peer, batch, job, attempt, "chunk="+strconv.Itoa(seq))

@@ -36,7 +36,7 @@ func (s *Server) historyStore(what string) (history.Store, error) {
 
 // archivedBatch reads a batch the state no longer holds, or returns a 404
 // or 503 error.
-func (s *Server) archivedBatch(r *http.Request, id uint64) (history.Batch, error) {
+func (s *batchHandlers) archivedBatch(r *http.Request, id uint64) (history.Batch, error) {
 	what := fmt.Sprintf("batch %d", id)
 	st, err := s.historyStore(what)
 	if err != nil {
@@ -100,7 +100,7 @@ func latestAttempt(j *api.Job, want int) int {
 
 // archivedJob reads a job of a batch the state no longer holds, or
 // returns a 404 or 503 error.
-func (s *Server) archivedJob(r *http.Request, batch uint64, job uint32) (api.Job, error) {
+func (s *batchHandlers) archivedJob(r *http.Request, batch uint64, job uint32) (api.Job, error) {
 	st, err := s.historyStore(fmt.Sprintf("batch %d", batch))
 	if err != nil {
 		return api.Job{}, err
@@ -125,7 +125,7 @@ func historyFailed(batch uint64, err error) error {
 // cost on the days from..to from the history ledger; held lists
 // (ascending) the project's batches the state held when it was read,
 // which count from there.
-func (s *Server) ledgerSpends(ctx context.Context, project string, from, to int32, held []uint64) ([]billing.Spend, error) {
+func (s *projectHandlers) ledgerSpends(ctx context.Context, project string, from, to int32, held []uint64) ([]billing.Spend, error) {
 	if s.history == nil {
 		return nil, nil
 	}

@@ -33,7 +33,6 @@ import (
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/joblogs"
 	"github.com/drover-sched/drover/server/state"
-	"github.com/drover-sched/drover/version"
 )
 
 // maxBody bounds request bodies; a bunch of jobs should stay well below it.
@@ -223,7 +222,12 @@ type Deps struct {
 	Metrics *prometheus.Registry
 }
 
-// Server serves the API.
+// Server serves the API. It is the core the handlers share: construction,
+// the route table, authentication and authorization, the reply wrapper,
+// applying and forwarding to the leader, and shared helpers. The handlers
+// are methods of a few groups by concern that embed it (batchHandlers,
+// workerHandlers, placementHandlers, identityHandlers, projectHandlers,
+// operatorHandlers); Routes builds them.
 type Server struct {
 	cfg            Config
 	log            *slog.Logger
@@ -323,83 +327,85 @@ type Route struct {
 // generated from it).
 func (s *Server) Routes() []Route {
 	u, a := AnyUser, Admin
+	batches, workers, place := &batchHandlers{s}, &workerHandlers{s}, &placementHandlers{s}
+	ids, projects, ops := &identityHandlers{s}, &projectHandlers{s}, &operatorHandlers{s}
 	return []Route{
-		{"GET /api/v1/health", Public, s.wrap(s.handleHealth)},
-		{"GET /metrics", Public, s.handleMetrics},
-		{"GET /api/v1/status/leader", u, s.wrap(s.handleLeader)},
-		{"GET /api/v1/whoami", u, s.wrap(s.handleWhoami)},
+		{"GET /api/v1/health", Public, s.wrap(ops.handleHealth)},
+		{"GET /metrics", Public, ops.handleMetrics},
+		{"GET /api/v1/status/leader", u, s.wrap(ops.handleLeader)},
+		{"GET /api/v1/whoami", u, s.wrap(ids.handleWhoami)},
 
-		{"POST /api/v1/batches", u, s.wrap(s.handleCreateBatch)},
-		{"GET /api/v1/batches", u, s.wrap(s.handleListBatches)},
-		{"GET /api/v1/batches/{id}", u, s.wrap(s.handleGetBatch)},
-		{"POST /api/v1/batches/{id}/cancel", u, s.wrap(s.handleCancelBatch)},
-		{"POST /api/v1/batches/{id}/updates", u, s.wrap(s.handleCreateUpdate)},
-		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.wrap(s.handleAddJobs)},
-		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.wrap(s.handleCommitUpdate)},
-		{"GET /api/v1/batches/{id}/stages", u, s.wrap(s.handleBatchStages)},
-		{"GET /api/v1/batches/{id}/jobs", u, s.wrap(s.handleListJobs)},
-		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.wrap(s.handleGetJob)},
-		{"GET /api/v1/batches/{id}/jobs/{job}/log", u, s.handleJobLog},
-		{"GET /api/v1/batches/{id}/jobs/{job}/why", u, s.wrap(s.handleJobWhy)},
+		{"POST /api/v1/batches", u, s.wrap(batches.handleCreateBatch)},
+		{"GET /api/v1/batches", u, s.wrap(batches.handleListBatches)},
+		{"GET /api/v1/batches/{id}", u, s.wrap(batches.handleGetBatch)},
+		{"POST /api/v1/batches/{id}/cancel", u, s.wrap(batches.handleCancelBatch)},
+		{"POST /api/v1/batches/{id}/updates", u, s.wrap(batches.handleCreateUpdate)},
+		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.wrap(batches.handleAddJobs)},
+		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.wrap(batches.handleCommitUpdate)},
+		{"GET /api/v1/batches/{id}/stages", u, s.wrap(batches.handleBatchStages)},
+		{"GET /api/v1/batches/{id}/jobs", u, s.wrap(batches.handleListJobs)},
+		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.wrap(batches.handleGetJob)},
+		{"GET /api/v1/batches/{id}/jobs/{job}/log", u, batches.handleJobLog},
+		{"GET /api/v1/batches/{id}/jobs/{job}/why", u, s.wrap(batches.handleJobWhy)},
 
-		{"GET /api/v1/regions", u, s.wrap(s.handleListRegions)},
-		{"GET /api/v1/clusters", u, s.wrap(s.handleListClusters)},
-		{"GET /api/v1/cluster-groups", u, s.wrap(s.handleListClusterGroups)},
-		{"GET /api/v1/autoscaler", u, s.wrap(s.handleAutoscalerStatus)},
-		{"GET /api/v1/clusters/{name}", u, s.wrap(s.handleGetCluster)},
-		{"POST /api/v1/clusters/{name}/disable", a, s.wrap(s.handleDisableCluster)},
-		{"POST /api/v1/clusters/{name}/enable", a, s.wrap(s.handleEnableCluster)},
-		{"DELETE /api/v1/clusters/{name}", a, s.wrap(s.removeDeclared(state.KindCluster))},
-		{"DELETE /api/v1/cluster-groups/{name}", a, s.wrap(s.removeDeclared(state.KindClusterGroup))},
-		{"DELETE /api/v1/autoscaler/launch-configs/{name}", a, s.wrap(s.removeDeclared(state.KindLaunchConfig))},
-		{"GET /api/v1/queues", u, s.wrap(s.handleListQueues)},
-		{"GET /api/v1/queues/{path...}", u, s.wrap(s.handleGetQueue)},
-		{"PUT /api/v1/queues/{path...}", a, s.wrap(s.handlePutQueue)},
-		{"DELETE /api/v1/queues/{path...}", a, s.wrap(s.handleDeleteQueue)},
-		{"GET /api/v1/queue-recommendations", u, s.wrap(s.handleRecommendQueues)},
-		{"GET /api/v1/queue-slo", u, s.wrap(s.handleQueueSLO)},
-		{"POST /api/v1/placement", a, s.wrap(s.handleApplyPlacement)},
+		{"GET /api/v1/regions", u, s.wrap(place.handleListRegions)},
+		{"GET /api/v1/clusters", u, s.wrap(place.handleListClusters)},
+		{"GET /api/v1/cluster-groups", u, s.wrap(place.handleListClusterGroups)},
+		{"GET /api/v1/autoscaler", u, s.wrap(place.handleAutoscalerStatus)},
+		{"GET /api/v1/clusters/{name}", u, s.wrap(place.handleGetCluster)},
+		{"POST /api/v1/clusters/{name}/disable", a, s.wrap(place.handleDisableCluster)},
+		{"POST /api/v1/clusters/{name}/enable", a, s.wrap(place.handleEnableCluster)},
+		{"DELETE /api/v1/clusters/{name}", a, s.wrap(place.removeDeclared(state.KindCluster))},
+		{"DELETE /api/v1/cluster-groups/{name}", a, s.wrap(place.removeDeclared(state.KindClusterGroup))},
+		{"DELETE /api/v1/autoscaler/launch-configs/{name}", a, s.wrap(place.removeDeclared(state.KindLaunchConfig))},
+		{"GET /api/v1/queues", u, s.wrap(place.handleListQueues)},
+		{"GET /api/v1/queues/{path...}", u, s.wrap(place.handleGetQueue)},
+		{"PUT /api/v1/queues/{path...}", a, s.wrap(place.handlePutQueue)},
+		{"DELETE /api/v1/queues/{path...}", a, s.wrap(place.handleDeleteQueue)},
+		{"GET /api/v1/queue-recommendations", u, s.wrap(place.handleRecommendQueues)},
+		{"GET /api/v1/queue-slo", u, s.wrap(place.handleQueueSLO)},
+		{"POST /api/v1/placement", a, s.wrap(place.handleApplyPlacement)},
 
-		{"POST /api/v1/users", a, s.wrap(s.handleCreateUser)},
-		{"GET /api/v1/users", a, s.wrap(s.handleListUsers)},
-		{"DELETE /api/v1/users/{name}", a, s.wrap(s.handleDeleteUser)},
-		{"POST /api/v1/users/{name}/token", a, s.wrap(s.handleRotateToken)},
-		{"POST /api/v1/tokens", u, s.wrap(s.handleCreateToken)},
-		{"GET /api/v1/tokens", u, s.wrap(s.handleListTokens)},
-		{"DELETE /api/v1/tokens/{accessor}", u, s.wrap(s.handleRevokeToken)},
-		{"POST /api/v1/tokens/{accessor}/rotate", u, s.wrap(s.handleRotateOwnToken)},
-		{"POST /api/v1/billing-projects", a, s.wrap(s.handleCreateBillingProject)},
-		{"GET /api/v1/billing-projects", u, s.wrap(s.handleListBillingProjects)},
-		{"DELETE /api/v1/billing-projects/{name}", a, s.wrap(s.handleDeleteBillingProject)},
-		{"POST /api/v1/billing-projects/{name}/members", u, s.wrap(s.handleAddMember)},
-		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.wrap(s.handleRemoveMember)},
-		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.wrap(s.handleSetSpendLimit)},
-		{"PUT /api/v1/billing-projects/{name}/max-priority", u, s.wrap(s.handleSetMaxPriority)},
-		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.wrap(s.handleSetLogQuota)},
-		{"GET /api/v1/billing-projects/{name}/cost", u, s.wrap(s.handleProjectCost)},
-		{"GET /api/v1/billing-projects/{name}/storage", u, s.wrap(s.handleListStorage)},
-		{"POST /api/v1/billing-projects/{name}/storage", a, s.wrap(s.handleAddStorage)},
-		{"DELETE /api/v1/billing-projects/{name}/storage", a, s.wrap(s.handleRemoveStorage)},
-		{"PUT /api/v1/billing-projects/{name}/settings", a, s.wrap(s.handleProjectSettings)},
-		{"GET /api/v1/audit", a, s.wrap(s.handleAudit)},
-		{"GET /api/v1/rates", u, s.wrap(s.handleListRates)},
-		{"PUT /api/v1/rates", a, s.wrap(s.handleSetRates)},
-		{"GET /api/v1/instances", a, s.wrap(s.handleListInstances)},
-		{"GET /api/v1/status/peers", u, s.wrap(s.handlePeers)},
-		{"POST /api/v1/operator/raft/remove-peer", a, s.wrap(s.handleRemovePeer)},
-		{"POST /api/v1/operator/raft/readmit", a, s.wrap(s.handleReadmitPeer)},
-		{"POST /api/v1/operator/history/recheck", a, s.wrap(s.handleHistoryRecheck)},
-		{"POST /api/v1/operator/raft/transfer-leader", a, s.wrap(s.handleTransferLeader)},
-		{"GET /api/v1/operator/snapshot", a, s.handleSnapshotSave},
-		{"PUT /api/v1/operator/snapshot", a, s.wrap(s.handleSnapshotRestore)},
-		{"GET /api/v1/operator/memory", a, s.wrap(s.handleMemory)},
-		{"GET /api/v1/operator/gossip/keyring", a, s.wrap(s.handleGossipKeyring)},
-		{"POST /api/v1/operator/gossip/keyring", a, s.wrap(s.handleChangeGossipKeyring)},
+		{"POST /api/v1/users", a, s.wrap(ids.handleCreateUser)},
+		{"GET /api/v1/users", a, s.wrap(ids.handleListUsers)},
+		{"DELETE /api/v1/users/{name}", a, s.wrap(ids.handleDeleteUser)},
+		{"POST /api/v1/users/{name}/token", a, s.wrap(ids.handleRotateToken)},
+		{"POST /api/v1/tokens", u, s.wrap(ids.handleCreateToken)},
+		{"GET /api/v1/tokens", u, s.wrap(ids.handleListTokens)},
+		{"DELETE /api/v1/tokens/{accessor}", u, s.wrap(ids.handleRevokeToken)},
+		{"POST /api/v1/tokens/{accessor}/rotate", u, s.wrap(ids.handleRotateOwnToken)},
+		{"POST /api/v1/billing-projects", a, s.wrap(projects.handleCreateBillingProject)},
+		{"GET /api/v1/billing-projects", u, s.wrap(projects.handleListBillingProjects)},
+		{"DELETE /api/v1/billing-projects/{name}", a, s.wrap(projects.handleDeleteBillingProject)},
+		{"POST /api/v1/billing-projects/{name}/members", u, s.wrap(projects.handleAddMember)},
+		{"DELETE /api/v1/billing-projects/{name}/members/{user}", u, s.wrap(projects.handleRemoveMember)},
+		{"PUT /api/v1/billing-projects/{name}/spend-limit", u, s.wrap(projects.handleSetSpendLimit)},
+		{"PUT /api/v1/billing-projects/{name}/max-priority", u, s.wrap(projects.handleSetMaxPriority)},
+		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.wrap(projects.handleSetLogQuota)},
+		{"GET /api/v1/billing-projects/{name}/cost", u, s.wrap(projects.handleProjectCost)},
+		{"GET /api/v1/billing-projects/{name}/storage", u, s.wrap(projects.handleListStorage)},
+		{"POST /api/v1/billing-projects/{name}/storage", a, s.wrap(projects.handleAddStorage)},
+		{"DELETE /api/v1/billing-projects/{name}/storage", a, s.wrap(projects.handleRemoveStorage)},
+		{"PUT /api/v1/billing-projects/{name}/settings", a, s.wrap(projects.handleProjectSettings)},
+		{"GET /api/v1/audit", a, s.wrap(ids.handleAudit)},
+		{"GET /api/v1/rates", u, s.wrap(projects.handleListRates)},
+		{"PUT /api/v1/rates", a, s.wrap(projects.handleSetRates)},
+		{"GET /api/v1/instances", a, s.wrap(workers.handleListInstances)},
+		{"GET /api/v1/status/peers", u, s.wrap(ops.handlePeers)},
+		{"POST /api/v1/operator/raft/remove-peer", a, s.wrap(ops.handleRemovePeer)},
+		{"POST /api/v1/operator/raft/readmit", a, s.wrap(ops.handleReadmitPeer)},
+		{"POST /api/v1/operator/history/recheck", a, s.wrap(ops.handleHistoryRecheck)},
+		{"POST /api/v1/operator/raft/transfer-leader", a, s.wrap(ops.handleTransferLeader)},
+		{"GET /api/v1/operator/snapshot", a, ops.handleSnapshotSave},
+		{"PUT /api/v1/operator/snapshot", a, s.wrap(ops.handleSnapshotRestore)},
+		{"GET /api/v1/operator/memory", a, s.wrap(ops.handleMemory)},
+		{"GET /api/v1/operator/gossip/keyring", a, s.wrap(ops.handleGossipKeyring)},
+		{"POST /api/v1/operator/gossip/keyring", a, s.wrap(ops.handleChangeGossipKeyring)},
 
-		{"POST /api/v1/workers/activate", Activate, s.wrap(s.handleActivate)},
-		{"POST /api/v1/workers/sync", Worker, s.handleSync},
-		{"POST /api/v1/workers/deactivate", Worker, s.wrap(s.handleDeactivate)},
-		{"PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", Worker, s.wrap(s.handleLogChunk)},
+		{"POST /api/v1/workers/activate", Activate, s.wrap(workers.handleActivate)},
+		{"POST /api/v1/workers/sync", Worker, workers.handleSync},
+		{"POST /api/v1/workers/deactivate", Worker, s.wrap(workers.handleDeactivate)},
+		{"PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", Worker, s.wrap(workers.handleLogChunk)},
 	}
 }
 
@@ -773,40 +779,4 @@ func queryID(r *http.Request, name string) (uint64, error) {
 		return 0, codedf(http.StatusBadRequest, "query parameter %s=%q is not a non-negative integer", name, raw)
 	}
 	return v, nil
-}
-
-// handleHealth answers 200 when the server is ready to serve the API and 503
-// while it starts (load balancers should route by it). Anyone may ask, so
-// it names servers by ID only: no Raft or gossip address, term or index,
-// which would tell a stranger where and how to forge Raft entries
-// (`drover operator raft list-peers` shows them to a user).
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) (any, error) {
-	_, id := s.node.Leader()
-	code := http.StatusOK
-	if !s.node.Ready() {
-		code = http.StatusServiceUnavailable
-	}
-	body := map[string]any{"ok": code == http.StatusOK, "ready": s.node.Ready(), "server_id": s.cfg.ID, "leader_id": id}
-	if code != http.StatusOK {
-		body["error"] = "server is starting: it is still catching up with the Raft log"
-	}
-	return withStatus(code, body), nil
-}
-
-func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) (any, error) {
-	addr, id := s.node.Leader()
-	out := api.LeaderStatus{
-		Leader: addr, LeaderID: id, ServerID: s.cfg.ID, IsLeader: s.node.IsLeader(),
-		Term: s.raft.CurrentTerm(), LastIndex: s.raft.LastIndex(), AppliedIdx: s.raft.AppliedIndex(), Version: version.Get(),
-	}
-	if s.history != nil {
-		h := s.history.Status()
-		out.History = &h
-	}
-	return out, nil
-}
-
-func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) (any, error) {
-	u := userOf(r)
-	return apiview.User(&u), nil
 }

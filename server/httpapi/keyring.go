@@ -21,7 +21,7 @@ type Gossip interface {
 
 // keyring is the cluster's gossip keyring, primary first: the one last
 // committed, or, before any rotation, the keys this server started with.
-func (s *Server) keyring() [][]byte {
+func (s *operatorHandlers) keyring() [][]byte {
 	if committed := s.state.GossipKeyring(); len(committed) > 0 {
 		return committed
 	}
@@ -35,7 +35,7 @@ func (s *Server) keyring() [][]byte {
 // 4 to 24 s to declare it dead): they count for nothing, so a rotation
 // right after a death neither waits for the dead server nor is refused
 // for it. Raft brings them the keyring when they are back.
-func (s *Server) keyringView() api.GossipKeyring {
+func (s *operatorHandlers) keyringView() api.GossipKeyring {
 	keys := s.keyring()
 	fps := make([]string, len(keys))
 	for i, k := range keys {
@@ -74,14 +74,14 @@ func (s *Server) keyringView() api.GossipKeyring {
 	return out
 }
 
-func (s *Server) requireEncryptedGossip() error {
+func (s *operatorHandlers) requireEncryptedGossip() error {
 	if s.gossip == nil || !s.gossip.Encrypted() {
 		return coded(http.StatusBadRequest, "gossip on the leader is not encrypted: start every server with -gossip-key-file before rotating keys")
 	}
 	return nil
 }
 
-func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleGossipKeyring(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := s.requireEncryptedGossip(); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (s *Server) handleGossipKeyring(w http.ResponseWriter, r *http.Request) (an
 // live server tells over gossip that it holds it. A use needs the key on
 // every live server (or they could not read the leader's gossip), and a
 // remove needs no live server to still encrypt with it.
-func (s *Server) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleChangeGossipKeyring(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := s.requireEncryptedGossip(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,11 @@ import (
 	"github.com/drover-sched/drover/version"
 )
 
+// operatorHandlers serve the servers' status (health, leader, peers,
+// metrics) and their operation: Raft membership and leadership, snapshots,
+// memory, the gossip keyring and the history store's recheck.
+type operatorHandlers struct{ *Server }
+
 // snapshotMagic starts every file written by `drover operator snapshot save`.
 const snapshotMagic = "DROVER-SNAPSHOT 1"
 
@@ -37,7 +43,51 @@ type snapshotMeta struct {
 	AuditBytes int64 `json:"audit_bytes,omitempty"`
 }
 
-func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) (any, error) {
+// handleHealth answers 200 when the server is ready to serve the API and 503
+// while it starts (load balancers should route by it). Anyone may ask, so
+// it names servers by ID only: no Raft or gossip address, term or index,
+// which would tell a stranger where and how to forge Raft entries
+// (`drover operator raft list-peers` shows them to a user).
+func (s *operatorHandlers) handleHealth(w http.ResponseWriter, r *http.Request) (any, error) {
+	_, id := s.node.Leader()
+	code := http.StatusOK
+	if !s.node.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	body := map[string]any{"ok": code == http.StatusOK, "ready": s.node.Ready(), "server_id": s.cfg.ID, "leader_id": id}
+	if code != http.StatusOK {
+		body["error"] = "server is starting: it is still catching up with the Raft log"
+	}
+	return withStatus(code, body), nil
+}
+
+func (s *operatorHandlers) handleLeader(w http.ResponseWriter, r *http.Request) (any, error) {
+	addr, id := s.node.Leader()
+	out := api.LeaderStatus{
+		Leader: addr, LeaderID: id, ServerID: s.cfg.ID, IsLeader: s.node.IsLeader(),
+		Term: s.raft.CurrentTerm(), LastIndex: s.raft.LastIndex(), AppliedIdx: s.raft.AppliedIndex(), Version: version.Get(),
+	}
+	if s.history != nil {
+		h := s.history.Status()
+		out.History = &h
+	}
+	return out, nil
+}
+
+// handleMetrics serves Prometheus metrics, behind MetricsToken when set.
+func (s *operatorHandlers) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.MetricsToken != "" && subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.MetricsToken)) != 1 {
+		err := s.allowAnonymous(w, r)
+		if err == nil {
+			err = coded(http.StatusUnauthorized, "metrics need the metrics token: send Authorization: Bearer <the server's -metrics-token>")
+		}
+		s.writeErr(w, err)
+		return
+	}
+	s.metricsHandler.ServeHTTP(w, r)
+}
+
+func (s *operatorHandlers) handlePeers(w http.ResponseWriter, r *http.Request) (any, error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("read raft configuration: %w", err)
@@ -82,7 +132,7 @@ func checkServerID(id string) error {
 	return nil
 }
 
-func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleRemovePeer(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.RemovePeerRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -119,7 +169,7 @@ func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) (any, 
 	return map[string]any{"removed": req.ID, "permanent": req.Permanent}, nil
 }
 
-func (s *Server) handleReadmitPeer(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleReadmitPeer(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.RemovePeerRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -138,7 +188,7 @@ func (s *Server) handleReadmitPeer(w http.ResponseWriter, r *http.Request) (any,
 // in memory is checked against the history store (and written to it if
 // missing) before it may leave memory: after the store was restored from
 // a backup older than some of the marks.
-func (s *Server) handleHistoryRecheck(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleHistoryRecheck(w http.ResponseWriter, r *http.Request) (any, error) {
 	lin := s.state.Lineage()
 	if lin.Store == "" {
 		return nil, coded(http.StatusConflict, "the exporter has not reached a history store yet: nothing was marked exported, so there is nothing to check again")
@@ -155,7 +205,7 @@ func (s *Server) handleHistoryRecheck(w http.ResponseWriter, r *http.Request) (a
 	return api.HistoryRecheckResult{Batches: n, Store: lin.Store}, nil
 }
 
-func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleTransferLeader(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.TransferLeaderRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -220,7 +270,7 @@ func (s *Server) handleTransferLeader(w http.ResponseWriter, r *http.Request) (a
 // memory a batch costs: the pool grows with how busy Raft has been (under
 // load, to several connections of 512 KiB a peer), not with what the
 // state holds.
-func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleMemory(w http.ResponseWriter, r *http.Request) (any, error) {
 	held := s.state.Held()
 	auditBytes := s.state.AuditSize()
 	active, retired := s.state.InstanceCounts()
@@ -244,7 +294,7 @@ func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request) (any, erro
 
 // handleSnapshotSave streams the whole state: a header line, a JSON line
 // with the Raft index and term, then the state machine's snapshot.
-func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
+func (s *operatorHandlers) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w) // a large state takes a while to stream
 	sn := s.state.Snapshot()
 	meta := snapshotMeta{Index: sn.Index(), Term: s.raft.CurrentTerm(), Server: s.cfg.ID, Time: time.Now().UTC(), AuditBytes: sn.AuditSize()}
@@ -261,7 +311,7 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 
 // handleSnapshotRestore replaces the whole cluster's state with a saved
 // snapshot (disaster recovery).
-func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *operatorHandlers) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) (any, error) {
 	// A whole state may take longer to upload than any other request.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	noWriteDeadline(w)

@@ -15,17 +15,20 @@ import (
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
-	"github.com/drover-sched/drover/server/view"
-	"github.com/drover-sched/drover/server/why"
 )
 
 // Regions, clusters, teams and quotas: reads for every user, changes for
 // admins. A cluster's enabled state changes through Raft like everything
 // else, so from the commit of a disable no new attempt goes there.
 
+// placementHandlers serve where work runs: regions, clusters and cluster
+// groups, queues and their recommendations and SLOs, the placement config
+// and the autoscaler's status.
+type placementHandlers struct{ *Server }
+
 // clusters lists the clusters with their workers' health as this server
 // hears it (the leader, for consistent reads).
-func (s *Server) clusters() []api.Cluster {
+func (s *placementHandlers) clusters() []api.Cluster {
 	var insts []state.InstanceInfo
 	var cls []state.ClusterInfo
 	s.state.Read(func(r state.Reader) { insts, cls = r.InstanceRecords(), r.ClusterRecords() })
@@ -49,11 +52,11 @@ func (s *Server) clusters() []api.Cluster {
 	return out
 }
 
-func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleListClusters(w http.ResponseWriter, r *http.Request) (any, error) {
 	return s.clusters(), nil
 }
 
-func (s *Server) cluster(name string) (api.Cluster, bool) {
+func (s *placementHandlers) cluster(name string) (api.Cluster, bool) {
 	for _, c := range s.clusters() {
 		if c.Name == name {
 			return c, true
@@ -62,7 +65,7 @@ func (s *Server) cluster(name string) (api.Cluster, bool) {
 	return api.Cluster{}, false
 }
 
-func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleGetCluster(w http.ResponseWriter, r *http.Request) (any, error) {
 	c, ok := s.cluster(r.PathValue("name"))
 	if !ok {
 		return nil, codedf(http.StatusNotFound, "cluster %q does not exist; drover cluster list shows the clusters", r.PathValue("name"))
@@ -70,15 +73,15 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) (any, 
 	return c, nil
 }
 
-func (s *Server) handleListClusterGroups(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleListClusterGroups(w http.ResponseWriter, r *http.Request) (any, error) {
 	return apiview.ClusterGroups(s.state.ClusterGroups()), nil
 }
 
-func (s *Server) handleListRegions(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleListRegions(w http.ResponseWriter, r *http.Request) (any, error) {
 	return apiview.Regions(s.state.Clusters()), nil
 }
 
-func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disabled bool) (any, error) {
+func (s *placementHandlers) setClusterState(w http.ResponseWriter, r *http.Request, disabled bool) (any, error) {
 	var req api.ClusterStateRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -105,17 +108,17 @@ func (s *Server) setClusterState(w http.ResponseWriter, r *http.Request, disable
 	return api.ClusterStateResponse{Cluster: c, Preempted: sr.Preempted}, nil
 }
 
-func (s *Server) handleDisableCluster(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleDisableCluster(w http.ResponseWriter, r *http.Request) (any, error) {
 	return s.setClusterState(w, r, true)
 }
 
-func (s *Server) handleEnableCluster(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleEnableCluster(w http.ResponseWriter, r *http.Request) (any, error) {
 	return s.setClusterState(w, r, false)
 }
 
 // removeDeclared removes one declared cluster, cluster group or launch
 // config by name (refused, 409, while something depends on it).
-func (s *Server) removeDeclared(kind string) func(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) removeDeclared(kind string) func(w http.ResponseWriter, r *http.Request) (any, error) {
 	return func(w http.ResponseWriter, r *http.Request) (any, error) {
 		name := r.PathValue("name")
 		if err := api.ValidatePlaceName(strings.ReplaceAll(kind, "-", " "), name); err != nil {
@@ -129,7 +132,7 @@ func (s *Server) removeDeclared(kind string) func(w http.ResponseWriter, r *http
 	}
 }
 
-func (s *Server) handleListQueues(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleListQueues(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.Queue{}
 	for _, q := range s.state.Queues() {
 		out = append(out, apiview.Queue(&q))
@@ -137,7 +140,7 @@ func (s *Server) handleListQueues(w http.ResponseWriter, r *http.Request) (any, 
 	return out, nil
 }
 
-func (s *Server) handleGetQueue(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleGetQueue(w http.ResponseWriter, r *http.Request) (any, error) {
 	q, ok := s.state.QueueByPath(r.PathValue("path"))
 	if !ok {
 		return nil, codedf(http.StatusNotFound, "queue %q does not exist; drover queue tree shows the queues", r.PathValue("path"))
@@ -145,7 +148,7 @@ func (s *Server) handleGetQueue(w http.ResponseWriter, r *http.Request) (any, er
 	return apiview.Queue(&q), nil
 }
 
-func (s *Server) handlePutQueue(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handlePutQueue(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.Queue
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -165,7 +168,7 @@ func (s *Server) handlePutQueue(w http.ResponseWriter, r *http.Request) (any, er
 // handleRecommendQueues runs Monarch's percentile algorithm
 // (placement.Recommend) over the usage the history store recorded in the
 // last days, for every queue of the tree.
-func (s *Server) handleRecommendQueues(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleRecommendQueues(w http.ResponseWriter, r *http.Request) (any, error) {
 	days, percentile := 30, 95.0
 	if v := r.URL.Query().Get("days"); v != "" {
 		d, err := strconv.Atoi(v)
@@ -213,7 +216,7 @@ func (s *Server) handleRecommendQueues(w http.ResponseWriter, r *http.Request) (
 // of the batches the history store holds from the last days (Monarch's:
 // runs meeting their SLO over runs) and the usage/capacity ratio (core-
 // hours used over the guarantee's core-hours in the window).
-func (s *Server) handleQueueSLO(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleQueueSLO(w http.ResponseWriter, r *http.Request) (any, error) {
 	days := 30
 	if v := r.URL.Query().Get("days"); v != "" {
 		d, err := strconv.Atoi(v)
@@ -309,7 +312,7 @@ func (s *Server) handleQueueSLO(w http.ResponseWriter, r *http.Request) (any, er
 	return out, nil
 }
 
-func (s *Server) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any, error) {
 	path := r.PathValue("path")
 	if err := placement.ValidateQueuePath(path); err != nil {
 		return nil, badRequest(err)
@@ -320,7 +323,7 @@ func (s *Server) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any,
 	return nil, nil
 }
 
-func (s *Server) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *placementHandlers) handleApplyPlacement(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.PlacementConfig
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
@@ -358,7 +361,7 @@ type ProviderInfo struct {
 // price_from_cloud where the provider cannot read prices (the config
 // would never be launched). A provider that cannot be asked
 // (unreachable) refuses nothing: the launch says so later.
-func (s *Server) checkProviders(ctx context.Context, req *api.PlacementConfig) error {
+func (s *placementHandlers) checkProviders(ctx context.Context, req *api.PlacementConfig) error {
 	if s.provider == nil {
 		return nil
 	}
@@ -397,32 +400,4 @@ func (s *Server) checkProviders(ctx context.Context, req *api.PlacementConfig) e
 		}
 	}
 	return nil
-}
-
-// handleJobWhy says why a job is where it is: the parents it waits for, the
-// reason the leader's last scheduling round recorded for a Ready job, or
-// where it runs.
-func (s *Server) handleJobWhy(w http.ResponseWriter, r *http.Request) (any, error) {
-	id, jid, err := s.visibleJob(r)
-	if err != nil {
-		return nil, err
-	}
-	var jp view.JobPlace
-	var found bool
-	s.state.Read(func(r state.Reader) { jp, found = view.Place(r, id, jid) })
-	if !found {
-		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
-	}
-	in := why.JobInput{Place: jp, Batch: id, Job: jid, Now: time.Now(), Clusters: s.state.Clusters(), Machines: s.state.Machines()}
-	if s.waiting != nil && !isStale(r) {
-		in.Round = s.waiting.Job(id, jid)
-		if len(jp.Queues) > 0 {
-			in.Queue = s.waiting.Queue(jp.Queues[0].Path)
-		}
-	}
-	if s.autoscaler != nil {
-		in.Autoscaling, in.LastRound = true, s.autoscaler.LastRound()
-		_, _, in.Marks = s.state.AutoscalerSettings()
-	}
-	return why.Job(in), nil
 }

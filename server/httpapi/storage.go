@@ -25,7 +25,7 @@ const maxStorageBody = 8 * api.MaxCredentialBytes
 
 // inProject checks that the project exists and that the caller has a role
 // in it (or is an admin).
-func (s *Server) inProject(r *http.Request, project string) error {
+func (s *projectHandlers) inProject(r *http.Request, project string) error {
 	u := userOf(r)
 	if _, ok := s.reads.BillingProject(project); !ok {
 		return codedf(http.StatusNotFound, "billing project %q does not exist", project)
@@ -36,7 +36,7 @@ func (s *Server) inProject(r *http.Request, project string) error {
 	return nil
 }
 
-func (s *Server) handleListStorage(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *projectHandlers) handleListStorage(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
 	if err := s.inProject(r, project); err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (s *Server) handleListStorage(w http.ResponseWriter, r *http.Request) (any,
 }
 
 // projectPrefixes returns a project's prefixes, or a 404 error.
-func (s *Server) projectPrefixes(project string) ([]api.StoragePrefix, error) {
+func (s *projectHandlers) projectPrefixes(project string) ([]api.StoragePrefix, error) {
 	list, ok := s.reads.StoragePrefixes(project)
 	if !ok {
 		return nil, codedf(http.StatusNotFound, "billing project %q does not exist", project)
@@ -54,7 +54,7 @@ func (s *Server) projectPrefixes(project string) ([]api.StoragePrefix, error) {
 	return list, nil
 }
 
-func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *projectHandlers) handleAddStorage(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
 	if _, err := s.projectPrefixes(project); err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *Server) handleAddStorage(w http.ResponseWriter, r *http.Request) (any, 
 	return list, nil
 }
 
-func (s *Server) handleRemoveStorage(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *projectHandlers) handleRemoveStorage(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
 	raw := r.URL.Query().Get("prefix")
 	prefix, err := api.CleanStoragePrefix(raw)
@@ -116,7 +116,7 @@ func (s *Server) handleRemoveStorage(w http.ResponseWriter, r *http.Request) (an
 	return list, nil
 }
 
-func (s *Server) handleProjectSettings(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *projectHandlers) handleProjectSettings(w http.ResponseWriter, r *http.Request) (any, error) {
 	project := r.PathValue("name")
 	if _, err := s.projectPrefixes(project); err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func (s *Server) handleProjectSettings(w http.ResponseWriter, r *http.Request) (
 // prefix whose credentials this server cannot open is granted with the
 // reason, which ends the attempt's files under it in error (never
 // reached as the worker instead).
-func (s *Server) storageGrants(project string, a *api.Assignment) []api.StorageGrant {
+func (s *workerHandlers) storageGrants(project string, a *api.Assignment) []api.StorageGrant {
 	if len(a.Inputs) == 0 && len(a.Outputs) == 0 {
 		return nil
 	}
@@ -170,7 +170,7 @@ func (s *Server) storageGrants(project string, a *api.Assignment) []api.StorageG
 }
 
 // openCredentials opens a prefix's sealed credentials.
-func (s *Server) openCredentials(project string, sp *state.StoragePrefix) (*api.StorageCredentials, error) {
+func (s *workerHandlers) openCredentials(project string, sp *state.StoragePrefix) (*api.StorageCredentials, error) {
 	if s.secrets == nil {
 		return nil, fmt.Errorf("it has no secrets key")
 	}

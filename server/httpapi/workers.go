@@ -20,10 +20,15 @@ import (
 	"github.com/drover-sched/drover/server/state"
 )
 
+// workerHandlers serve the workers: activation, syncs (with the storage
+// credentials their attempts need), deactivation and the log chunks they
+// upload; and the admins' list of instances.
+type workerHandlers struct{ *Server }
+
 // maxLogChunk bounds one uploaded log chunk.
 const maxLogChunk = 8 << 20
 
-func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *workerHandlers) handleActivate(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.ActivateRequest
 	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "an activation is a few hundred bytes"); err != nil {
 		return nil, err
@@ -124,7 +129,7 @@ func (s *Server) handleActivate(w http.ResponseWriter, r *http.Request) (any, er
 // included, before they are given up as lost and run elsewhere. The
 // worker measures its lease from when it sent its last sync that
 // succeeded, which is never later than when the servers heard it.
-func (s *Server) activated(id int64, tok string) api.ActivateResponse {
+func (s *workerHandlers) activated(id int64, tok string) api.ActivateResponse {
 	lease := s.cfg.LostTimeout * 3 / 4
 	grace := (s.cfg.LostTimeout - lease) / 2
 	return api.ActivateResponse{InstanceID: id, Token: tok, FenceAfterMillis: lease.Milliseconds(), FenceGraceMillis: grace.Milliseconds()}
@@ -137,7 +142,7 @@ func (s *Server) activated(id int64, tok string) api.ActivateResponse {
 // restarted with its data dir, the instance token of the machine's last
 // worker (joining: then apply checks the same rule again, state's
 // CheckJoin, and spends the token).
-func (s *Server) authenticateActivation(w http.ResponseWriter, r *http.Request, req *api.ActivateRequest) (joining bool, err error) {
+func (s *workerHandlers) authenticateActivation(w http.ResponseWriter, r *http.Request, req *api.ActivateRequest) (joining bool, err error) {
 	switch {
 	case req.JoinToken != "" && !token.Valid(req.JoinToken):
 		return false, coded(http.StatusBadRequest, "activation: join_token must be 64 hex digits: the token the autoscaler gave the machine")
@@ -219,7 +224,7 @@ func instanceOf(r *http.Request) state.Instance {
 // held until something changes for the instance or the wait runs out. It
 // writes its own reply (nothing to a worker that hung up), through
 // writeValue and writeErr as wrap does.
-func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
+func (s *workerHandlers) handleSync(w http.ResponseWriter, r *http.Request) {
 	inst := instanceOf(r)
 	var req api.SyncRequest
 	if err := decode(w, r, &req); err != nil {
@@ -317,7 +322,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 
 // cancelOrphans ends attempts the worker never took because their batch was
 // cancelled first.
-func (s *Server) cancelOrphans(ctx context.Context, inst uint32, orphans []state.AttemptID) error {
+func (s *workerHandlers) cancelOrphans(ctx context.Context, inst uint32, orphans []state.AttemptID) error {
 	now := time.Now().UnixNano()
 	events := make([]state.Event, len(orphans))
 	for i, o := range orphans {
@@ -369,7 +374,7 @@ func (g *sampleGate) allow(ev state.Event, now time.Time) bool {
 	return true
 }
 
-func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *workerHandlers) handleDeactivate(w http.ResponseWriter, r *http.Request) (any, error) {
 	inst := instanceOf(r)
 	var req api.DeactivateRequest
 	if err := decodeLimit(w, r, &req, maxUnauthenticatedBody, "a deactivation is a few bytes"); err != nil {
@@ -386,12 +391,16 @@ func (s *Server) handleDeactivate(w http.ResponseWriter, r *http.Request) (any, 
 	return map[string]bool{"ok": true}, nil
 }
 
+func (s *workerHandlers) handleListInstances(w http.ResponseWriter, r *http.Request) (any, error) {
+	return apiview.Instances(s.state.Instances()), nil
+}
+
 // logOverLimit says which limit on the logs this server keeps a chunk
 // adding grow bytes to an attempt's log would pass ("": none): the
 // attempt's log, its batch's or its billing project's; and how much of the
 // chunk still fits under all of them. batchHeld and projectHeld are what
 // the log store holds (and has reserved) of the batch and the project.
-func (s *Server) logOverLimit(batch uint64, job uint32, attempt int, project string, quota int64, index map[int]int64, grow, batchHeld, projectHeld int64, known bool) (why string, room int64) {
+func (s *workerHandlers) logOverLimit(batch uint64, job uint32, attempt int, project string, quota int64, index map[int]int64, grow, batchHeld, projectHeld int64, known bool) (why string, room int64) {
 	var held int64
 	for _, n := range index {
 		held += n
@@ -419,7 +428,7 @@ func (s *Server) logOverLimit(batch uint64, job uint32, attempt int, project str
 
 // projectOfBatch is the billing project of a batch the state or the
 // history store holds ("": neither does).
-func (s *Server) projectOfBatch(batch uint64) string {
+func (s *workerHandlers) projectOfBatch(batch uint64) string {
 	if p, _, ok := s.state.LogQuotaOf(batch); ok {
 		return p
 	}
@@ -438,7 +447,7 @@ func (s *Server) projectOfBatch(batch uint64) string {
 	return ""
 }
 
-func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) (any, error) {
+func (s *workerHandlers) handleLogChunk(w http.ResponseWriter, r *http.Request) (any, error) {
 	inst := instanceOf(r)
 	batch, err := pathID(r, "id")
 	if err != nil {
