@@ -2,11 +2,11 @@ package placement
 
 import "fmt"
 
-// MaxName bounds a region, cluster, pool, team or GPU type name.
+// MaxName bounds a region, cluster, pool, queue or GPU type name.
 const MaxName = 64
 
 // ValidateName is the one rule of the names of places (a region,
-// cluster, pool, team or GPU type): 1 to MaxName letters, digits, '-',
+// cluster, pool, queue or GPU type): 1 to MaxName letters, digits, '-',
 // '_' or '.'. The API checks a request with it (api.ValidatePlaceName)
 // and apply checks the command again.
 func ValidateName(what, s string) error {

@@ -1,12 +1,12 @@
 // Package placement decides where a job group may run across regions and
-// clusters: which clusters its constraints and its team's quota allow, in
-// what order the team's strategy prefers them, and, when it can run
+// clusters: which clusters its constraints and its queue's quota allow, in
+// what order the queue's strategy prefers them, and, when it can run
 // nowhere, why. It is pure: it reads values the caller copied from the
 // replicated state and returns decisions. The state machine keeps the
 // accounting (quota in use, cluster state); the scheduler asks placement
 // before it bin-packs inside a cluster, and apply re-checks every plan with
 // the same functions (Constraint.Admits and its parts, PathRoom), so a
-// rule of where a job may go or how much a team may hold is written once.
+// rule of where a job may go or how much a queue may hold is written once.
 package placement
 
 import (
@@ -19,11 +19,11 @@ import (
 	"github.com/drover-sched/drover/money"
 )
 
-// Strategy orders the clusters a team's jobs go to.
+// Strategy orders the clusters a queue's jobs go to.
 type Strategy string
 
-// Strategies. Spread balances each team's use across the enabled clusters
-// (Aurora's Placement API), so losing one cluster costs every team a share
+// Strategies. Spread balances each queue's use across the enabled clusters
+// (Aurora's Placement API), so losing one cluster costs every queue a share
 // of its running work instead of all of it; least-loaded prefers the
 // cluster with the largest fraction of its cores free; pack the one with
 // the smallest (so whole clusters drain and scale down); cheapest the one
@@ -35,7 +35,7 @@ const (
 	Cheapest    Strategy = "cheapest"
 )
 
-// DefaultStrategy applies to a team that names none.
+// DefaultStrategy applies to a queue that names none.
 const DefaultStrategy = Spread
 
 // Strategies lists the strategies in the order the docs present them.
@@ -75,15 +75,15 @@ type Cluster struct {
 }
 
 // Group is a set of clusters an operator declared together, with a
-// strategy of its own: a team's strategy chooses between groups (and
+// strategy of its own: a queue's strategy chooses between groups (and
 // clusters in none) as if each group were one cluster, and the group's
 // strategy chooses between its clusters. A group of GPU clusters that
 // packs, for instance, fills one cluster before the next, so the others
-// can drain and scale down, while every team still spreads its work over
+// can drain and scale down, while every queue still spreads its work over
 // the CPU clusters.
 type Group struct {
 	Name     string
-	Strategy Strategy // empty: the team's
+	Strategy Strategy // empty: the queue's
 }
 
 // Constraint narrows where a job group may run. The zero value allows
@@ -109,7 +109,7 @@ func (k *Constraint) AllowsCluster(name string) bool {
 	return k == nil || len(k.Clusters) == 0 || slices.Contains(k.Clusters, name)
 }
 
-// Reason says why a cluster, a worker or a team's quota rules a job out.
+// Reason says why a cluster, a worker or a queue's quota rules a job out.
 // Values appear in metrics and explanations: append, never renumber.
 type Reason uint8
 
@@ -123,11 +123,11 @@ const (
 	ReasonDisabled
 	// ReasonDown: every worker of the cluster has gone silent.
 	ReasonDown
-	// ReasonQuotaCPU: the team has used its cpu quota.
+	// ReasonQuotaCPU: the queue has used its cpu quota.
 	ReasonQuotaCPU
-	// ReasonQuotaMemory: the team has used its memory quota.
+	// ReasonQuotaMemory: the queue has used its memory quota.
 	ReasonQuotaMemory
-	// ReasonQuotaGPU: the team has used its quota of the job's GPU type.
+	// ReasonQuotaGPU: the queue has used its quota of the job's GPU type.
 	ReasonQuotaGPU
 	// ReasonMaxRunning: the queue runs its max_running jobs or cores.
 	ReasonMaxRunning
@@ -394,7 +394,7 @@ func (q *Quota) Explain(queue string, why Reason, gpuType string) string {
 // Order returns the clusters (indices into clusters) that allowed[i]
 // marks, best first for the strategy, with no groups. Ties break by name,
 // so the order is the same on every leader. quota may be nil (a user in
-// no team: spread then balances the clusters' own load).
+// no queue: spread then balances the clusters' own load).
 func Order(s Strategy, clusters []Cluster, allowed []bool, quota *Quota, dst []int) []int {
 	r := Ranker{Clusters: clusters}
 	return r.Order(s, allowed, quota, dst)
@@ -407,7 +407,7 @@ func Best(s Strategy, clusters []Cluster, allowed []bool, quota *Quota) int {
 	return r.Best(s, allowed, quota)
 }
 
-// Ranker orders the clusters of a round for a team's strategy and the
+// Ranker orders the clusters of a round for a queue's strategy and the
 // groups' own. It keeps scratch space between calls, so one ranker serves
 // one goroutine.
 type Ranker struct {
@@ -418,12 +418,12 @@ type Ranker struct {
 	units    []unit
 }
 
-// unit is a group, or a cluster in none, as the team's strategy sees it:
+// unit is a group, or a cluster in none, as the queue's strategy sees it:
 // its allowed clusters summed.
 type unit struct {
 	name     string
 	n        int64 // allowed clusters
-	used     int64 // the team's cores in them (the clusters' reserved cores, for no team)
+	used     int64 // the queue's cores in them (the clusters' reserved cores, for no queue)
 	capacity int64
 	free     int64
 	price    money.Rate // the cheapest of them
@@ -466,7 +466,7 @@ func (r *Ranker) Best(s Strategy, allowed []bool, quota *Quota) int {
 }
 
 // Order returns the allowed clusters best first: groups (and clusters in
-// none) in the order of the team's strategy s, and the clusters of each
+// none) in the order of the queue's strategy s, and the clusters of each
 // group in the order of the group's strategy. Ties break by name.
 func (r *Ranker) Order(s Strategy, allowed []bool, quota *Quota, dst []int) []int {
 	dst = dst[:0]
@@ -502,12 +502,12 @@ func (r *Ranker) Order(s Strategy, allowed []bool, quota *Quota, dst []int) []in
 	return dst
 }
 
-// groupStrategy is group g's strategy, or the team's when it has none.
-func (r *Ranker) groupStrategy(g int, team Strategy) Strategy {
+// groupStrategy is group g's strategy, or the queue's when it has none.
+func (r *Ranker) groupStrategy(g int, queue Strategy) Strategy {
 	if gs := r.Groups[g].Strategy; gs != "" {
 		return gs
 	}
-	return team
+	return queue
 }
 
 // sum fills r.units: one per group, then one per cluster (those in a
@@ -545,7 +545,7 @@ func (r *Ranker) sum(allowed []bool, quota *Quota) {
 }
 
 // compareUnits orders two units for strategy s, as compare orders
-// clusters; spread compares the team's use per allowed cluster, so a
+// clusters; spread compares the queue's use per allowed cluster, so a
 // group of three clusters takes three times a lone cluster's share.
 func compareUnits(s Strategy, a, b *unit) int {
 	var c int
@@ -590,7 +590,7 @@ func compare(s Strategy, clusters []Cluster, quota *Quota, a, b int) int {
 	return c
 }
 
-// used is the team's cores in a cluster, or, for no team, the cluster's
+// used is the queue's cores in a cluster, or, for no queue, the cluster's
 // reserved cores.
 func used(clusters []Cluster, quota *Quota, i int) int64 {
 	if quota != nil && i < len(quota.UsedByCluster) {

@@ -26,7 +26,7 @@ const (
 	// ReasonRegion and the reasons after it are placement's (see
 	// placement.Reason), in its order: the instance's cluster is outside
 	// the job's regions, the instance is in another pool, its cluster is
-	// disabled or down; the team is at its cpu or memory quota (these two
+	// disabled or down; the queue is at its cpu or memory quota (these two
 	// rule out every instance at once).
 	ReasonRegion
 	ReasonPool
@@ -40,7 +40,7 @@ const (
 	ReasonGPUCapacity
 	ReasonGPUFree
 	// ReasonSpendLimit: the run's billing project has reached its spend
-	// limit at the round's time (billing.Budget.Reached); like a team's
+	// limit at the round's time (billing.Budget.Reached); like a queue's
 	// quota, it rules out every instance at once.
 	ReasonSpendLimit
 	// ReasonMaxRunning: the run's queue (or one above it) runs its

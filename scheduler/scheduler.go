@@ -720,7 +720,7 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	if !ok {
 		return fail(explain(p.chain, p.candidates(), r))
 	}
-	// Spread: a team's jobs go to its least used cluster only until it
+	// Spread: a queue's jobs go to its least used cluster only until it
 	// catches up with the next one, so filling one large worker does not
 	// undo the balance.
 	p.cap = 0
@@ -772,7 +772,7 @@ func (p *packer) allowedFor(r *Run) []bool {
 	return a
 }
 
-// spreads reports whether a team with strategy s spreads its jobs over
+// spreads reports whether a queue with strategy s spreads its jobs over
 // cluster c's peers: s is spread, and so is c's group, if it has one.
 func (p *packer) spreads(s placement.Strategy, c int) bool {
 	if s != placement.Spread {

@@ -94,7 +94,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	m.placements = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_placements_total", Help: "Jobs placed on instances."})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_scheduler_rejected_total", Help: "Placements the state machine rejected at apply (the state moved on)."})
 	m.unplaced = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_scheduler_unplaced_jobs",
-		Help: "Jobs the last scheduling round looked at and could place on no instance (of at most 16 runs per user), by the reason that rejected most instances, or the team quota that ruled them out."}, []string{"reason"})
+		Help: "Jobs the last scheduling round looked at and could place on no instance (of at most 16 runs per user), by the reason that rejected most instances, or the queue quota that ruled them out."}, []string{"reason"})
 	m.events = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_worker_events_total", Help: "Worker events committed."})
 	m.historyUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_history_up",
 		Help: "1 while the history store answers the leader's exporter, 0 while it fails (finished batches then stay in memory)."})

@@ -19,7 +19,7 @@ const maxRunsPerUser = 10000
 // only so the scheduler can say why they wait: runs that fit no active
 // instance at all (too many cores or too much memory for the largest),
 // and runs larger than anything free now where they may go (of runs its
-// team's quota blocks, one is passed, and this many looked at). None of
+// queue's quota blocks, one is passed, and this many looked at). None of
 // them counts towards maxRunsPerUser or the round's job bound: a queue
 // that starts with a million jobs no instance can hold must not hide the
 // jobs behind them. The scheduler explains the first 16 unplaced runs of
@@ -142,7 +142,7 @@ type Options struct {
 // elsewhere (the region deadlock of Hail Batch), and a round with hundreds
 // of users copies a few times the free cores' worth of jobs instead of the
 // free cores' worth for every user. Runs that can never start (no worker
-// their constraint allows is large enough, their team is at its quota, or
+// their constraint allows is large enough, their queue is at its quota, or
 // their billing project has reached its spend limit at Now) are passed, a
 // few per user, only so the scheduler can say why they wait.
 //

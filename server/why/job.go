@@ -85,8 +85,8 @@ func Job(in JobInput) api.JobWhy {
 			// limit: the others are told from the project's spend.
 			add("spend_limit", billing.LimitReason(jp.BillingProject, jp.Budget.Limit, jp.Budget.Cost(now)))
 		case quotaWhy != 0:
-			// The round passes on one run of those a team's quota blocks:
-			// the others are told from the team's use, by the rule and
+			// The round passes on one run of those a queue's quota blocks:
+			// the others are told from the queue's use, by the rule and
 			// in the words the round uses.
 			add(quotaWhy.String(), quota.Explain(quotaOf, quotaWhy, jp.GPUType))
 		case jp.Usable == 0 && len(jp.DisabledClusters) > 0:
