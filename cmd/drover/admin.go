@@ -12,7 +12,12 @@ import (
 	"github.com/drover-sched/drover/money"
 )
 
-func (m *Main) runUserCreate(ctx context.Context, args []string) error {
+// adminCmds are the commands for who uses the cluster and what it costs:
+// users, tokens, the audit log, billing projects (their members, spend
+// limits, log quotas and storage), rates and billing.
+type adminCmds struct{ *Main }
+
+func (m adminCmds) runUserCreate(ctx context.Context, args []string) error {
 	fs := m.newFlags("user create", "NAME [-admin]")
 	admin := fs.Bool("admin", false, "make the user an admin")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -29,7 +34,7 @@ func (m *Main) runUserCreate(ctx context.Context, args []string) error {
 
 // printToken prints a user with its new token: the token alone on stdout,
 // so DROVER_TOKEN=$(drover user create alice) works, and a note on stderr.
-func (m *Main) printToken(u *api.User, asJSON bool, note string) error {
+func (m adminCmds) printToken(u *api.User, asJSON bool, note string) error {
 	if asJSON {
 		return m.printJSON(u)
 	}
@@ -38,7 +43,7 @@ func (m *Main) printToken(u *api.User, asJSON bool, note string) error {
 	return nil
 }
 
-func (m *Main) runUserRotateToken(ctx context.Context, args []string) error {
+func (m adminCmds) runUserRotateToken(ctx context.Context, args []string) error {
 	fs := m.newFlags("user rotate-token", "NAME")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
@@ -52,7 +57,7 @@ func (m *Main) runUserRotateToken(ctx context.Context, args []string) error {
 	return m.printToken(u, *asJSON, fmt.Sprintf("New token for %s above; the old one no longer works.", u.Name))
 }
 
-func (m *Main) runUserList(ctx context.Context, args []string) error {
+func (m adminCmds) runUserList(ctx context.Context, args []string) error {
 	fs := m.newFlags("user list", "")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -73,7 +78,7 @@ func (m *Main) runUserList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (m *Main) runBPCreate(ctx context.Context, args []string) error {
+func (m adminCmds) runBPCreate(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project create", "NAME [-member USER]...")
 	var members multiFlag
 	fs.Var(&members, "member", "user to add (repeatable, or comma-separated)")
@@ -97,7 +102,7 @@ func (m *Main) runBPCreate(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runBPList(ctx context.Context, args []string) error {
+func (m adminCmds) runBPList(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project list", "")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -122,7 +127,7 @@ func (m *Main) runBPList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (m *Main) runBPAddMember(ctx context.Context, args []string) error {
+func (m adminCmds) runBPAddMember(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project add-member", "PROJECT USER [-role member|manager|viewer]")
 	role := fs.String("role", "member", "member (submits and sees the project's batches), manager (also manages members and the spend limit) or viewer (reads only)")
 	pos, err := parse(fs, args, 2, 2)
@@ -136,7 +141,7 @@ func (m *Main) runBPAddMember(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
+func (m adminCmds) runBPSpendLimit(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project set-limit", "PROJECT DOLLARS")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
@@ -154,7 +159,7 @@ func (m *Main) runBPSpendLimit(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runBPLogQuota(ctx context.Context, args []string) error {
+func (m adminCmds) runBPLogQuota(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project set-log-quota", "PROJECT SIZE")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
@@ -188,7 +193,7 @@ func logQuota(n int64) string {
 	return units.FormatBytes(n)
 }
 
-func (m *Main) runBPShow(ctx context.Context, args []string) error {
+func (m adminCmds) runBPShow(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project show", "PROJECT")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
@@ -225,7 +230,7 @@ func (m *Main) runBPShow(ctx context.Context, args []string) error {
 	return fmt.Errorf("billing project %q does not exist or you are not in it", pos[0])
 }
 
-func (m *Main) runUserDelete(ctx context.Context, args []string) error {
+func (m adminCmds) runUserDelete(ctx context.Context, args []string) error {
 	fs := m.newFlags("user delete", "NAME")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -238,7 +243,7 @@ func (m *Main) runUserDelete(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runTokenCreate(ctx context.Context, args []string) error {
+func (m adminCmds) runTokenCreate(ctx context.Context, args []string) error {
 	fs := m.newFlags("token create", "[-user U] [-name N] [-ttl 720h]")
 	user := fs.String("user", "", "the user the token is for (default: yourself; another user: admins only)")
 	name := fs.String("name", "token", "a name to tell the token by")
@@ -254,7 +259,7 @@ func (m *Main) runTokenCreate(ctx context.Context, args []string) error {
 	return m.printNewToken(t, *asJSON, "Created")
 }
 
-func (m *Main) printNewToken(t *api.Token, asJSON bool, verb string) error {
+func (m adminCmds) printNewToken(t *api.Token, asJSON bool, verb string) error {
 	if asJSON {
 		return m.printJSON(t)
 	}
@@ -267,7 +272,7 @@ func (m *Main) printNewToken(t *api.Token, asJSON bool, verb string) error {
 	return nil
 }
 
-func (m *Main) runTokenList(ctx context.Context, args []string) error {
+func (m adminCmds) runTokenList(ctx context.Context, args []string) error {
 	fs := m.newFlags("token list", "[-user U | -all]")
 	user := fs.String("user", "", "another user's tokens (admins)")
 	all := fs.Bool("all", false, "everyone's tokens (admins)")
@@ -297,7 +302,7 @@ func (m *Main) runTokenList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (m *Main) runTokenRevoke(ctx context.Context, args []string) error {
+func (m adminCmds) runTokenRevoke(ctx context.Context, args []string) error {
 	fs := m.newFlags("token revoke", "ACCESSOR")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -310,7 +315,7 @@ func (m *Main) runTokenRevoke(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runTokenRotate(ctx context.Context, args []string) error {
+func (m adminCmds) runTokenRotate(ctx context.Context, args []string) error {
 	fs := m.newFlags("token rotate", "ACCESSOR")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
@@ -324,7 +329,7 @@ func (m *Main) runTokenRotate(ctx context.Context, args []string) error {
 	return m.printNewToken(t, *asJSON, "Rotated: the old one no longer works; new")
 }
 
-func (m *Main) runAudit(ctx context.Context, args []string) error {
+func (m adminCmds) runAudit(ctx context.Context, args []string) error {
 	fs := m.newFlags("audit", "[-since 1h] [-user U] [-limit N]")
 	since := fs.String("since", "24h", "entries since this long ago (1h) or this time (RFC 3339)")
 	user := fs.String("user", "", "only this user's requests")
@@ -352,7 +357,7 @@ func (m *Main) runAudit(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {
+func (m adminCmds) runBPRemoveMember(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project remove-member", "PROJECT USER")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
@@ -365,7 +370,7 @@ func (m *Main) runBPRemoveMember(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runBPDelete(ctx context.Context, args []string) error {
+func (m adminCmds) runBPDelete(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project delete", "PROJECT")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -375,73 +380,5 @@ func (m *Main) runBPDelete(ctx context.Context, args []string) error {
 		return err
 	}
 	safef(m.Stdout, "Deleted billing project %s\n", pos[0])
-	return nil
-}
-
-func (m *Main) runInstanceList(ctx context.Context, args []string) error {
-	fs := m.newFlags("instance list", "")
-	asJSON := fs.Bool("json", false, "print JSON")
-	all := fs.Bool("all", false, "include retired instances")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	rows, err := m.Client().ListInstances(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(rows)
-	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tVERSION\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
-	for _, r := range rows {
-		if !r.Active && !*all {
-			continue
-		}
-		st := "active"
-		if !r.Active {
-			st = "retired"
-		}
-		safef(tw, "%d\t%s\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, orDash(r.Version), r.CPU, r.FreeCPU,
-			units.FormatBytes(r.Memory), units.FormatBytes(r.FreeMemory), r.Running, r.Reason)
-	}
-	return tw.Flush()
-}
-
-func (m *Main) runStatus(ctx context.Context, args []string) error {
-	fs := m.newFlags("status", "")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	s, err := m.Client().Leader(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(s)
-	}
-	safef(m.Stdout, "Server %s (leader: %v), drover %s\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
-		s.ServerID, s.IsLeader, orDash(s.Version), s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
-	if h := s.History; h != nil {
-		state := "up"
-		if !h.Up {
-			state = "DOWN"
-			if h.DownSince != nil {
-				state += " since " + h.DownSince.Local().Format(time.DateTime)
-			}
-			if h.Error != "" {
-				state += ": " + h.Error
-			}
-		}
-		safef(m.Stdout, "History store %s: %s\n", h.Store, state)
-		if s.IsLeader {
-			safef(m.Stdout, "  %d finished batches waiting for export; %d batches (%d jobs) exported and %d left memory while this server led\n",
-				h.WaitingBatches, h.ExportedBatches, h.ExportedJobs, h.ForgottenBatches)
-		}
-		if h.Note != "" {
-			safef(m.Stdout, "  %s\n", h.Note)
-		}
-	}
 	return nil
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/drover-sched/drover/worker"
 )
 
-func (m *Main) runAgent(ctx context.Context, args []string) error {
+func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 	fs := m.newFlags("agent", "-dev [flags]")
 	cfgFile := configFlag(fs)
 	dev := fs.Bool("dev", false, "run a development agent: one server that bootstraps itself, plus local workers")
@@ -291,7 +291,7 @@ func (m *Main) runAgent(ctx context.Context, args []string) error {
 
 // superviseWorker runs a worker process and restarts it when it exits, until
 // ctx ends; then it stops it with SIGTERM (SIGKILL after 15s).
-func (m *Main) superviseWorker(ctx context.Context, log *slog.Logger, self string, args []string) {
+func (m opsCmds) superviseWorker(ctx context.Context, log *slog.Logger, self string, args []string) {
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
 		cmd := exec.Command(self, args...)

@@ -12,7 +12,7 @@ import (
 
 // The autoscaler's status.
 
-func (m *Main) runAutoscalerStatus(ctx context.Context, args []string) error {
+func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) error {
 	fs := m.newFlags("autoscaler status", "[-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {

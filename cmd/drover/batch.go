@@ -14,6 +14,10 @@ import (
 	"github.com/drover-sched/drover/api"
 )
 
+// batchCmds are the commands for batches and their jobs: run, validate,
+// batch and job (list, status, logs, why).
+type batchCmds struct{ *Main }
+
 // batchArg parses a command whose one positional argument is a batch ID.
 func batchArg(fs *flag.FlagSet, args []string) (int64, error) {
 	pos, err := parse(fs, args, 1, 1)
@@ -69,7 +73,7 @@ func (l *listFlags) query() string {
 	return strings.TrimSpace(*l.filter + " state=" + *l.state)
 }
 
-func (m *Main) runBatchList(ctx context.Context, args []string) error {
+func (m batchCmds) runBatchList(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch list", "[flags]")
 	lf := addListFlags(fs, "batch", "'state=running' or 'attr:sample=NA12878 user=alice'",
 		"running, complete, cancelled, success or failure", "list batches older than this ID (the next page)")
@@ -114,7 +118,7 @@ func (m *Main) runBatchList(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
+func (m batchCmds) runBatchStatus(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch status", "BATCH [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	id, err := batchArg(fs, args)
@@ -161,7 +165,7 @@ func (m *Main) runBatchStatus(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (m *Main) runBatchCancel(ctx context.Context, args []string) error {
+func (m batchCmds) runBatchCancel(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch cancel", "BATCH")
 	asJSON := fs.Bool("json", false, "print the batch as JSON")
 	id, err := batchArg(fs, args)
@@ -183,7 +187,7 @@ func (m *Main) runBatchCancel(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runBatchWait(ctx context.Context, args []string) error {
+func (m batchCmds) runBatchWait(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch wait", "BATCH")
 	asJSON := fs.Bool("json", false, "print the batch as JSON when it completes")
 	timeout := fs.Duration("timeout", 0, "give up after this long (0: wait forever)")

@@ -16,7 +16,7 @@ import (
 // are linked into it, never into drover. It is looked for beside this
 // binary, then on PATH, and starts this binary for its servers, agents
 // and workers.
-func (m *Main) runBench(ctx context.Context, args []string) error {
+func (m opsCmds) runBench(ctx context.Context, args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err

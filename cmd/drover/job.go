@@ -57,7 +57,7 @@ func usageLine(u *api.Usage) string {
 	return strings.Join(parts, ", ")
 }
 
-func (m *Main) runJobList(ctx context.Context, args []string) error {
+func (m batchCmds) runJobList(ctx context.Context, args []string) error {
 	fs := m.newFlags("job list", "BATCH [flags]")
 	lf := addListFlags(fs, "job", "'state=failed' or 'name=align'",
 		"pending, ready, running, success, failed, cancelled, error, done or bad", "list jobs after this ID (the next page)")
@@ -115,7 +115,7 @@ func jobArgs(pos []string) (int64, int64, error) {
 	return b, j, nil
 }
 
-func (m *Main) runJobStatus(ctx context.Context, args []string) error {
+func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	fs := m.newFlags("job status", "BATCH JOB [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 2, 2)
@@ -207,14 +207,39 @@ func (m *Main) runJobStatus(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m batchCmds) runJobWhy(ctx context.Context, args []string) error {
+	fs := m.newFlags("job why", "BATCH JOB [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	bid, jid, err := jobArgs(pos)
+	if err != nil {
+		return err
+	}
+	why, err := m.Client().JobWhy(ctx, bid, jid)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(why)
+	}
+	safef(m.Stdout, "Job %d/%d is %s:\n", why.BatchID, why.JobID, why.State)
+	for i, r := range why.Reasons {
+		safef(m.Stdout, "  %d. %s [%s]\n", i+1, r.Message, r.Reason)
+	}
+	return nil
+}
+
 // warnIncomplete tells the reader of a log that parts may be missing.
-func (m *Main) warnIncomplete(why string) {
+func (m batchCmds) warnIncomplete(why string) {
 	if why != "" {
 		safef(m.Stderr, "warning: this log may be incomplete: %s; try again when every server is up\n", why)
 	}
 }
 
-func (m *Main) runJobLogs(ctx context.Context, args []string) error {
+func (m batchCmds) runJobLogs(ctx context.Context, args []string) error {
 	fs := m.newFlags("job logs", "BATCH JOB [-attempt N] [-f]")
 	attempt := fs.Int("attempt", 0, "attempt whose log to print (default: the latest)")
 	follow := fs.Bool("f", false, "follow the log until the job ends")

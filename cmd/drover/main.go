@@ -171,81 +171,89 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return &exitError{code: 1}
 	}
 	cmd, rest := args[0], args[1:]
+	batches, placement, admin, ops := batchCmds{m}, placementCmds{m}, adminCmds{m}, opsCmds{m}
 	switch cmd {
 	case "agent":
-		return m.runAgent(ctx, rest)
+		return ops.runAgent(ctx, rest)
 	case "worker":
-		return m.runWorker(ctx, rest)
+		return ops.runWorker(ctx, rest)
 	case "server":
-		return m.runServer(ctx, rest)
+		return ops.runServer(ctx, rest)
 	case "operator":
-		return m.runOperator(ctx, rest)
+		return ops.runOperator(ctx, rest)
 	case "tls":
-		return m.runTLS(ctx, rest)
+		return ops.runTLS(ctx, rest)
 	case "bench":
-		return m.runBench(ctx, rest)
+		return ops.runBench(ctx, rest)
 	case "run":
-		return m.runRun(ctx, rest)
+		return batches.runRun(ctx, rest)
 	case "validate":
-		return m.runValidate(ctx, rest)
+		return batches.runValidate(ctx, rest)
 	case "batch":
 		return m.sub(ctx, "batch", rest, map[string]func(context.Context, []string) error{
-			"list": m.runBatchList, "status": m.runBatchStatus, "cancel": m.runBatchCancel, "wait": m.runBatchWait,
+			"list": batches.runBatchList, "status": batches.runBatchStatus,
+			"cancel": batches.runBatchCancel, "wait": batches.runBatchWait,
 		})
 	case "job":
 		return m.sub(ctx, "job", rest, map[string]func(context.Context, []string) error{
-			"list": m.runJobList, "status": m.runJobStatus, "logs": m.runJobLogs, "why": m.runJobWhy,
+			"list": batches.runJobList, "status": batches.runJobStatus,
+			"logs": batches.runJobLogs, "why": batches.runJobWhy,
 		})
 	case "region":
 		return m.sub(ctx, "region", rest, map[string]func(context.Context, []string) error{
-			"list": m.runRegionList,
+			"list": placement.runRegionList,
 		})
 	case "autoscaler":
 		return m.sub(ctx, "autoscaler", rest, map[string]func(context.Context, []string) error{
-			"status": m.runAutoscalerStatus, "delete-config": m.runLaunchConfigDelete,
+			"status": placement.runAutoscalerStatus, "delete-config": placement.runLaunchConfigDelete,
 		})
 	case "cluster":
 		return m.sub(ctx, "cluster", rest, map[string]func(context.Context, []string) error{
-			"list": m.runClusterList, "status": m.runClusterStatus, "disable": m.runClusterDisable, "enable": m.runClusterEnable,
-			"groups": m.runClusterGroups, "delete": m.runClusterDelete, "delete-group": m.runClusterGroupDelete,
+			"list": placement.runClusterList, "status": placement.runClusterStatus,
+			"disable": placement.runClusterDisable, "enable": placement.runClusterEnable,
+			"groups": placement.runClusterGroups, "delete": placement.runClusterDelete, "delete-group": placement.runClusterGroupDelete,
 		})
 	case "queue":
 		return m.sub(ctx, "queue", rest, map[string]func(context.Context, []string) error{
-			"tree": m.runQueueTree, "list": m.runQueueList, "show": m.runQueueShow, "set": m.runQueueSet, "delete": m.runQueueDelete,
-			"route": m.runQueueRoute, "recommend": m.runQueueRecommend, "slo": m.runQueueSLO,
+			"tree": placement.runQueueTree, "list": placement.runQueueList, "show": placement.runQueueShow,
+			"set": placement.runQueueSet, "delete": placement.runQueueDelete,
+			"route": placement.runQueueRoute, "recommend": placement.runQueueRecommend, "slo": placement.runQueueSLO,
 		})
 	case "placement":
 		return m.sub(ctx, "placement", rest, map[string]func(context.Context, []string) error{
-			"apply": m.runPlacementApply,
+			"apply": placement.runPlacementApply,
 		})
 	case "user":
 		return m.sub(ctx, "user", rest, map[string]func(context.Context, []string) error{
-			"create": m.runUserCreate, "list": m.runUserList, "rotate-token": m.runUserRotateToken, "delete": m.runUserDelete,
+			"create": admin.runUserCreate, "list": admin.runUserList,
+			"rotate-token": admin.runUserRotateToken, "delete": admin.runUserDelete,
 		})
 	case "token":
 		return m.sub(ctx, "token", rest, map[string]func(context.Context, []string) error{
-			"create": m.runTokenCreate, "list": m.runTokenList, "revoke": m.runTokenRevoke, "rotate": m.runTokenRotate,
+			"create": admin.runTokenCreate, "list": admin.runTokenList,
+			"revoke": admin.runTokenRevoke, "rotate": admin.runTokenRotate,
 		})
 	case "audit":
-		return m.runAudit(ctx, rest)
+		return admin.runAudit(ctx, rest)
 	case "billing":
-		return m.sub(ctx, "billing", rest, map[string]func(context.Context, []string) error{"show": m.runBillingShow})
+		return m.sub(ctx, "billing", rest, map[string]func(context.Context, []string) error{"show": admin.runBillingShow})
 	case "rate":
 		return m.sub(ctx, "rate", rest, map[string]func(context.Context, []string) error{
-			"set": m.runRateSet, "list": m.runRateList,
+			"set": admin.runRateSet, "list": admin.runRateList,
 		})
 	case "billing-project":
 		return m.sub(ctx, "billing-project", rest, map[string]func(context.Context, []string) error{
-			"create": m.runBPCreate, "list": m.runBPList, "add-member": m.runBPAddMember, "remove-member": m.runBPRemoveMember, "delete": m.runBPDelete,
-			"set-spend-limit": m.runBPSpendLimit, "set-limit": m.runBPSpendLimit, "show": m.runBPShow,
-			"set-log-quota": m.runBPLogQuota, "storage": m.runBPStorage, "set": m.runBPSet,
+			"create": admin.runBPCreate, "list": admin.runBPList, "delete": admin.runBPDelete,
+			"add-member": admin.runBPAddMember, "remove-member": admin.runBPRemoveMember,
+			"set-spend-limit": admin.runBPSpendLimit, "set-limit": admin.runBPSpendLimit, "show": admin.runBPShow,
+			"set-log-quota": admin.runBPLogQuota, "storage": admin.runBPStorage, "set": admin.runBPSet,
 		})
 	case "instance":
 		return m.sub(ctx, "instance", rest, map[string]func(context.Context, []string) error{
-			"list": m.runInstanceList,
+			"list": ops.runInstanceList,
 		})
 	case "status":
-		return m.runStatus(ctx, rest)
+		return ops.runStatus(ctx, rest)
 	case "version", "-v", "--version":
 		safef(m.Stdout, "drover %s\n", version.Get())
 		return nil

@@ -9,10 +9,16 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/secrets"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/server/cluster"
 )
 
-func (m *Main) runOperator(ctx context.Context, args []string) error {
+// opsCmds run drover (agent, server, worker) and operate it: operator,
+// tls, bench, status and instance.
+type opsCmds struct{ *Main }
+
+func (m opsCmds) runOperator(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usagef("drover operator needs raft, snapshot, history, gossip or secrets-key: raft list-peers | remove-peer [-permanent] ID | readmit ID | transfer-leader [ID], snapshot save FILE | restore FILE, history recheck, gossip keyring generate | list | install KEY | use KEY | remove KEY, secrets-key generate")
 	}
@@ -48,7 +54,7 @@ func (m *Main) runOperator(ctx context.Context, args []string) error {
 
 // runKeyringGenerate prints a new gossip encryption key, for a
 // -gossip-key-file.
-func (m *Main) runKeyringGenerate(_ context.Context, args []string) error {
+func (m opsCmds) runKeyringGenerate(_ context.Context, args []string) error {
 	fs := m.newFlags("operator gossip keyring generate", "")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -61,7 +67,7 @@ func (m *Main) runKeyringGenerate(_ context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runKeyringList(ctx context.Context, args []string) error {
+func (m opsCmds) runKeyringList(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator gossip keyring list", "[-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -79,7 +85,7 @@ func (m *Main) runKeyringList(ctx context.Context, args []string) error {
 
 // keyringChange runs install, use or remove: the leader commits the new
 // keyring and answers once every live server holds it.
-func (m *Main) keyringChange(op string) func(context.Context, []string) error {
+func (m opsCmds) keyringChange(op string) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
 		fs := m.newFlags("operator gossip keyring "+op, "KEY")
 		pos, err := parse(fs, args, 1, 1)
@@ -100,7 +106,7 @@ func (m *Main) keyringChange(op string) func(context.Context, []string) error {
 	}
 }
 
-func (m *Main) printKeyring(k *api.GossipKeyring) error {
+func (m opsCmds) printKeyring(k *api.GossipKeyring) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tFINGERPRINT\tPRIMARY\tINSTALLED")
 	for _, key := range k.Keys {
@@ -128,7 +134,7 @@ func first(s []string) string {
 	return s[0]
 }
 
-func (m *Main) runListPeers(ctx context.Context, args []string) error {
+func (m opsCmds) runListPeers(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator raft list-peers", "[-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -171,7 +177,7 @@ func reporter(servers []api.Peer) string {
 	return "?"
 }
 
-func (m *Main) runRemovePeer(ctx context.Context, args []string) error {
+func (m opsCmds) runRemovePeer(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator raft remove-peer", "[-permanent] ID")
 	permanent := fs.Bool("permanent", false, "decommission it: it is not made a voter again when it restarts with its data dir (drover operator raft readmit ID undoes it)")
 	pos, err := parse(fs, args, 1, 1)
@@ -189,7 +195,7 @@ func (m *Main) runRemovePeer(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runReadmitPeer(ctx context.Context, args []string) error {
+func (m opsCmds) runReadmitPeer(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator raft readmit", "ID")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -202,7 +208,7 @@ func (m *Main) runReadmitPeer(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runTransferLeader(ctx context.Context, args []string) error {
+func (m opsCmds) runTransferLeader(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator raft transfer-leader", "[ID]")
 	pos, err := parse(fs, args, 0, 1)
 	if err != nil {
@@ -220,7 +226,7 @@ func (m *Main) runTransferLeader(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runSnapshotSave(ctx context.Context, args []string) error {
+func (m opsCmds) runSnapshotSave(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator snapshot save", "FILE")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -251,7 +257,7 @@ func (m *Main) runSnapshotSave(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runHistoryRecheck(ctx context.Context, args []string) error {
+func (m opsCmds) runHistoryRecheck(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator history recheck", "")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -264,7 +270,7 @@ func (m *Main) runHistoryRecheck(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runSnapshotRestore(ctx context.Context, args []string) error {
+func (m opsCmds) runSnapshotRestore(ctx context.Context, args []string) error {
 	fs := m.newFlags("operator snapshot restore", "FILE")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -294,6 +300,88 @@ func (m *Main) runSnapshotRestore(ctx context.Context, args []string) error {
 	}
 	if res.HistoryNote != "" {
 		safef(m.Stdout, "Note: %s.\n", res.HistoryNote)
+	}
+	return nil
+}
+
+// runSecretsKeyGenerate prints a new secrets key, for a -secrets-key-file.
+func (m opsCmds) runSecretsKeyGenerate(_ context.Context, args []string) error {
+	fs := m.newFlags("operator secrets-key generate", "")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	key, err := secrets.GenerateKey()
+	if err != nil {
+		return err
+	}
+	safeln(m.Stdout, secrets.FormatKey(key))
+	return nil
+}
+
+func (m opsCmds) runInstanceList(ctx context.Context, args []string) error {
+	fs := m.newFlags("instance list", "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	all := fs.Bool("all", false, "include retired instances")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	rows, err := m.Client().ListInstances(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(rows)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tVERSION\tCPU\tFREE CPU\tMEMORY\tFREE MEMORY\tRUNNING\tREASON")
+	for _, r := range rows {
+		if !r.Active && !*all {
+			continue
+		}
+		st := "active"
+		if !r.Active {
+			st = "retired"
+		}
+		safef(tw, "%d\t%s\t%s\t%s\t%g\t%g\t%s\t%s\t%d\t%s\n", r.ID, r.Name, st, orDash(r.Version), r.CPU, r.FreeCPU,
+			units.FormatBytes(r.Memory), units.FormatBytes(r.FreeMemory), r.Running, r.Reason)
+	}
+	return tw.Flush()
+}
+
+func (m opsCmds) runStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("status", "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	s, err := m.Client().Leader(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(s)
+	}
+	safef(m.Stdout, "Server %s (leader: %v), drover %s\nLeader %s at %s\nTerm %d, last index %d, applied index %d\n",
+		s.ServerID, s.IsLeader, orDash(s.Version), s.LeaderID, s.Leader, s.Term, s.LastIndex, s.AppliedIdx)
+	if h := s.History; h != nil {
+		state := "up"
+		if !h.Up {
+			state = "DOWN"
+			if h.DownSince != nil {
+				state += " since " + h.DownSince.Local().Format(time.DateTime)
+			}
+			if h.Error != "" {
+				state += ": " + h.Error
+			}
+		}
+		safef(m.Stdout, "History store %s: %s\n", h.Store, state)
+		if s.IsLeader {
+			safef(m.Stdout, "  %d finished batches waiting for export; %d batches (%d jobs) exported and %d left memory while this server led\n",
+				h.WaitingBatches, h.ExportedBatches, h.ExportedJobs, h.ForgottenBatches)
+		}
+		if h.Note != "" {
+			safef(m.Stdout, "  %s\n", h.Note)
+		}
 	}
 	return nil
 }

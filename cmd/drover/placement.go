@@ -16,33 +16,12 @@ import (
 
 // Regions, clusters, teams, quotas and the placement config.
 
-func (m *Main) runJobWhy(ctx context.Context, args []string) error {
-	fs := m.newFlags("job why", "BATCH JOB [-json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, 2, 2)
-	if err != nil {
-		return err
-	}
-	bid, jid, err := jobArgs(pos)
-	if err != nil {
-		return err
-	}
-	why, err := m.Client().JobWhy(ctx, bid, jid)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return m.printJSON(why)
-	}
-	safef(m.Stdout, "Job %d/%d is %s:\n", why.BatchID, why.JobID, why.State)
-	for i, r := range why.Reasons {
-		safef(m.Stdout, "  %d. %s [%s]\n", i+1, r.Message, r.Reason)
-	}
-	return nil
-}
+// placementCmds are the commands for where jobs run: regions, clusters,
+// queues, the autoscaler and the placement config.
+type placementCmds struct{ *Main }
 
-func (m *Main) runRegionList(ctx context.Context, args []string) error {
-	return runList(m, ctx, args, "region list", "No regions: no worker has activated and no placement config was applied.",
+func (m placementCmds) runRegionList(ctx context.Context, args []string) error {
+	return runList(m.Main, ctx, args, "region list", "No regions: no worker has activated and no placement config was applied.",
 		"REGION\tCLUSTERS\tENABLED\tWORKERS\tCPU\tFREE CPU", m.Client().ListRegions, func(r api.Region) string {
 			return rowf("%s\t%s\t%d\t%d\t%g\t%g", r.Name, strings.Join(r.Clusters, ","), r.Enabled, r.Workers, r.CPU, r.FreeCPU)
 		})
@@ -100,15 +79,15 @@ func clusterState(c api.Cluster) string {
 	return s
 }
 
-func (m *Main) runClusterList(ctx context.Context, args []string) error {
-	return runList(m, ctx, args, "cluster list", "No clusters.", "CLUSTER\tREGION\tGROUP\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE",
+func (m placementCmds) runClusterList(ctx context.Context, args []string) error {
+	return runList(m.Main, ctx, args, "cluster list", "No clusters.", "CLUSTER\tREGION\tGROUP\tWORKERS\tCPU\tFREE CPU\tRUNNING\tSTATE",
 		m.Client().ListClusters, func(c api.Cluster) string {
 			return rowf("%s\t%s\t%s\t%d\t%g\t%g\t%d\t%s", c.Name, c.Region, orDash(c.Group), c.Workers, c.CPU, c.FreeCPU, c.Running, clusterState(c))
 		})
 }
 
-func (m *Main) runClusterGroups(ctx context.Context, args []string) error {
-	return runList(m, ctx, args, "cluster groups", "No cluster groups: a placement config declares them.", "GROUP\tSTRATEGY\tCLUSTERS",
+func (m placementCmds) runClusterGroups(ctx context.Context, args []string) error {
+	return runList(m.Main, ctx, args, "cluster groups", "No cluster groups: a placement config declares them.", "GROUP\tSTRATEGY\tCLUSTERS",
 		m.Client().ListClusterGroups, func(g api.ClusterGroup) string {
 			strategy := g.Strategy
 			if strategy == "" {
@@ -126,7 +105,7 @@ func orDash(s string) string {
 	return s
 }
 
-func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
+func (m placementCmds) runClusterStatus(ctx context.Context, args []string) error {
 	fs := m.newFlags("cluster status", "NAME [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
@@ -155,7 +134,7 @@ func (m *Main) runClusterStatus(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (m *Main) runClusterDisable(ctx context.Context, args []string) error {
+func (m placementCmds) runClusterDisable(ctx context.Context, args []string) error {
 	fs := m.newFlags("cluster disable", `NAME -reason "..." [-evacuate] [-json]`)
 	reason := fs.String("reason", "", "why the cluster is taken out of service (shown to users whose jobs wait for it)")
 	evacuate := fs.Bool("evacuate", false, "stop the attempts running there: they are recorded as preempted and run again elsewhere")
@@ -182,7 +161,7 @@ func (m *Main) runClusterDisable(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runClusterEnable(ctx context.Context, args []string) error {
+func (m placementCmds) runClusterEnable(ctx context.Context, args []string) error {
 	fs := m.newFlags("cluster enable", `NAME [-reason "..."] [-json]`)
 	reason := fs.String("reason", "", "note kept with the cluster")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -202,7 +181,7 @@ func (m *Main) runClusterEnable(ctx context.Context, args []string) error {
 }
 
 // runRemove removes one declared object by name with del.
-func (m *Main) runRemove(ctx context.Context, args []string, cmd, what string, del func(context.Context, string) error) error {
+func (m placementCmds) runRemove(ctx context.Context, args []string, cmd, what string, del func(context.Context, string) error) error {
 	fs := m.newFlags(cmd, "NAME")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -215,15 +194,15 @@ func (m *Main) runRemove(ctx context.Context, args []string, cmd, what string, d
 	return nil
 }
 
-func (m *Main) runClusterDelete(ctx context.Context, args []string) error {
+func (m placementCmds) runClusterDelete(ctx context.Context, args []string) error {
 	return m.runRemove(ctx, args, "cluster delete", "Cluster", m.Client().DeleteCluster)
 }
 
-func (m *Main) runClusterGroupDelete(ctx context.Context, args []string) error {
+func (m placementCmds) runClusterGroupDelete(ctx context.Context, args []string) error {
 	return m.runRemove(ctx, args, "cluster delete-group", "Cluster group", m.Client().DeleteClusterGroup)
 }
 
-func (m *Main) runLaunchConfigDelete(ctx context.Context, args []string) error {
+func (m placementCmds) runLaunchConfigDelete(ctx context.Context, args []string) error {
 	return m.runRemove(ctx, args, "autoscaler delete-config", "Launch config", m.Client().DeleteLaunchConfig)
 }
 
@@ -267,7 +246,7 @@ func quotaArgs(cpu float64, memory string, gpus []string) (api.Quota, error) {
 	return q, nil
 }
 
-func (m *Main) runPlacementApply(ctx context.Context, args []string) error {
+func (m placementCmds) runPlacementApply(ctx context.Context, args []string) error {
 	fs := m.newFlags("placement apply", "FILE [-prune]")
 	prune := fs.Bool("prune", false, "remove queues, cluster groups and launch configs the file does not name")
 	pos, err := parse(fs, args, 1, 1)

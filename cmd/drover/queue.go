@@ -16,8 +16,8 @@ import (
 	"github.com/drover-sched/drover/jobspec/placementspec"
 )
 
-func (m *Main) runQueueList(ctx context.Context, args []string) error {
-	return runList(m, ctx, args, "queue list", "No queues.", "QUEUE\tWEIGHT\tGUARANTEE CPU\tCAP CPU\tCPU USED\tJOBS\tPROJECTS",
+func (m placementCmds) runQueueList(ctx context.Context, args []string) error {
+	return runList(m.Main, ctx, args, "queue list", "No queues.", "QUEUE\tWEIGHT\tGUARANTEE CPU\tCAP CPU\tCPU USED\tJOBS\tPROJECTS",
 		m.Client().ListQueues, func(q api.Queue) string {
 			return rowf("%s\t%d\t%g\t%s\t%g\t%d\t%s", q.Path, q.Weight, q.Guarantee.CPU, capCPU(&q), q.Used.CPU, q.UsedJobs, strings.Join(q.BillingProjects, ","))
 		})
@@ -32,7 +32,7 @@ func capCPU(q *api.Queue) string {
 
 // runQueueTree prints the tree indented, each queue with its weight, its
 // guarantee, its cap and what it uses.
-func (m *Main) runQueueTree(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueTree(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue tree", "[-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -90,7 +90,7 @@ func capString(q *api.Queue) string {
 	return amount(*q.Cap)
 }
 
-func (m *Main) runQueueShow(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueShow(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue show", "PATH [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
@@ -107,7 +107,7 @@ func (m *Main) runQueueShow(ctx context.Context, args []string) error {
 	return m.printQueue(q)
 }
 
-func (m *Main) printQueue(q *api.Queue) error {
+func (m placementCmds) printQueue(q *api.Queue) error {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	safef(tw, "Queue\t%s\n", q.Path)
 	safef(tw, "Leaf\t%t\n", q.Leaf)
@@ -167,7 +167,7 @@ func limitWords(l *api.Limit) string {
 
 // runQueueSet creates a queue or changes the settings its flags name,
 // keeping the others.
-func (m *Main) runQueueSet(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueSet(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue set", "PATH [flags] [-json]")
 	weight := fs.Int64("weight", 0, "its part among its siblings (1 to 1000000)")
 	gCPU := fs.Float64("guarantee-cpu", 0, "guaranteed cores across all clusters (its nominal quota)")
@@ -287,7 +287,7 @@ func setLimitCPU(l *api.Limit, flagName, v string) (*api.Limit, error) {
 	return l, nil
 }
 
-func (m *Main) runQueueDelete(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueDelete(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue delete", "PATH")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -303,7 +303,7 @@ func (m *Main) runQueueDelete(ctx context.Context, args []string) error {
 // runQueueRoute redirects a queue (and the queues below it that name no
 // home of their own) to other clusters: new attempts go only there from
 // the next scheduling round, without users changing their jobspecs.
-func (m *Main) runQueueRoute(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueRoute(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue route", "PATH (-to CLUSTER... | -clear) [-json]")
 	var to multiFlag
 	fs.Var(&to, "to", "a cluster the queue's new attempts go to (repeatable)")
@@ -340,7 +340,7 @@ func (m *Main) runQueueRoute(ctx context.Context, args []string) error {
 // from the recorded usage: a table of each queue's guarantee, weight and
 // max_running now and suggested, with the data behind them, or with -hcl
 // the whole tree with the suggestions in, for drover placement apply.
-func (m *Main) runQueueRecommend(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue recommend", "[-days 30] [-percentile 95] [-hcl | -json]")
 	days := fs.Int("days", 30, "the window of recorded usage, in days (1 to 365)")
 	percentile := fs.Float64("percentile", 95, "the share of the time a queue is in use its guarantee covers, in percent")
@@ -379,7 +379,7 @@ func (m *Main) runQueueRecommend(ctx context.Context, args []string) error {
 
 // runQueueSLO prints each queue's and each tier's SLO success ratio and
 // usage/capacity ratio over the last days.
-func (m *Main) runQueueSLO(ctx context.Context, args []string) error {
+func (m placementCmds) runQueueSLO(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue slo", "[-days 30] [-json]")
 	days := fs.Int("days", 30, "the window, in days (1 to 365)")
 	asJSON := fs.Bool("json", false, "print JSON")

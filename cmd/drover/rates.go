@@ -10,7 +10,7 @@ import (
 	"github.com/drover-sched/drover/money"
 )
 
-func (m *Main) runRateSet(ctx context.Context, args []string) error {
+func (m adminCmds) runRateSet(ctx context.Context, args []string) error {
 	fs := m.newFlags("rate set", "RESOURCE DOLLARS_PER_UNIT_HOUR [-from TIME]")
 	from := fs.String("from", "", "when the rate takes effect, RFC 3339 (default: now; never in the past)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -37,7 +37,7 @@ func (m *Main) runRateSet(ctx context.Context, args []string) error {
 	return m.printRates(rates, *asJSON)
 }
 
-func (m *Main) runRateList(ctx context.Context, args []string) error {
+func (m adminCmds) runRateList(ctx context.Context, args []string) error {
 	fs := m.newFlags("rate list", "[-all]")
 	all := fs.Bool("all", false, "every version, superseded ones too")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -51,7 +51,7 @@ func (m *Main) runRateList(ctx context.Context, args []string) error {
 	return m.printRates(rates, *asJSON)
 }
 
-func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
+func (m adminCmds) printRates(rates []api.Rate, asJSON bool) error {
 	if asJSON {
 		return m.printJSON(rates)
 	}
@@ -63,7 +63,7 @@ func (m *Main) printRates(rates []api.Rate, asJSON bool) error {
 	return tw.Flush()
 }
 
-func (m *Main) runBillingShow(ctx context.Context, args []string) error {
+func (m adminCmds) runBillingShow(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing show", "-project P [-from DAY] [-to DAY] [-by day|user|batch] [-limit N]")
 	project := fs.String("project", "", "the billing project (required)")
 	from := fs.String("from", "", "first UTC day, 2026-11-01 (default: 30 days ago)")

@@ -23,7 +23,7 @@ func parseVars(vars multiFlag) (map[string]string, error) {
 	return out, nil
 }
 
-func (m *Main) parseSpec(path string, vars multiFlag) (*jobspec.Batch, error) {
+func (m batchCmds) parseSpec(path string, vars multiFlag) (*jobspec.Batch, error) {
 	vm, err := parseVars(vars)
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func plural(n int) string {
 	return "s"
 }
 
-func (m *Main) runValidate(ctx context.Context, args []string) error {
+func (m batchCmds) runValidate(ctx context.Context, args []string) error {
 	fs := m.newFlags("validate", "[-var NAME=VALUE]... FILE")
 	var vars multiFlag
 	fs.Var(&vars, "var", "set a jobspec variable (repeatable)")
@@ -63,7 +63,7 @@ func (m *Main) runValidate(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) runRun(ctx context.Context, args []string) error {
+func (m batchCmds) runRun(ctx context.Context, args []string) error {
 	fs := m.newFlags("run", "[flags] FILE")
 	var vars multiFlag
 	fs.Var(&vars, "var", "set a jobspec variable, NAME=VALUE (repeatable)")
@@ -132,7 +132,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 
 // waitAndReport waits for a batch, printing progress, then summarises it.
 // It returns exit code 2 unless every job succeeded.
-func (m *Main) waitAndReport(ctx context.Context, c *api.Client, id int64, asJSON, quiet bool) error {
+func (m batchCmds) waitAndReport(ctx context.Context, c *api.Client, id int64, asJSON, quiet bool) error {
 	last := ""
 	lastPrint := time.Now()
 	b, err := c.WaitBatch(ctx, id, func(b *api.Batch) {
@@ -189,7 +189,7 @@ func summaryLine(b *api.Batch) string {
 }
 
 // printBadJobs lists a few jobs that failed or errored, with how to see more.
-func (m *Main) printBadJobs(ctx context.Context, c *api.Client, b *api.Batch) {
+func (m batchCmds) printBadJobs(ctx context.Context, c *api.Client, b *api.Batch) {
 	page, err := c.ListJobs(ctx, b.ID, "state=bad", 0)
 	if err != nil {
 		return

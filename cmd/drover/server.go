@@ -26,7 +26,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func (m *Main) runServer(ctx context.Context, args []string) error {
+func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	fs := m.newFlags("server", "[flags]")
 	cfgFile := configFlag(fs)
 	def := server.DefaultConfig()

@@ -7,11 +7,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/internal/secrets"
 )
 
 // runBPStorage: drover billing-project storage add | remove | list.
-func (m *Main) runBPStorage(ctx context.Context, args []string) error {
+func (m adminCmds) runBPStorage(ctx context.Context, args []string) error {
 	return m.sub(ctx, "billing-project storage", args, map[string]func(context.Context, []string) error{
 		"add": m.runStorageAdd, "remove": m.runStorageRemove, "list": m.runStorageList,
 	})
@@ -27,7 +26,7 @@ func readSecretFlag(flag, path string) (string, error) {
 	return readSecretFile(path, "-"+flag)
 }
 
-func (m *Main) runStorageAdd(ctx context.Context, args []string) error {
+func (m adminCmds) runStorageAdd(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project storage add", "PROJECT URL_PREFIX [-gcs-key-file F | -s3-access-key-id ID -s3-secret-access-key-file F] [-s3-endpoint URL -s3-region R -s3-path-style]")
 	gcsKey := fs.String("gcs-key-file", "", "a service account's JSON key file: the project's gs:// objects are reached as that account (default: the workers' own credentials)")
 	keyID := fs.String("s3-access-key-id", "", "the project's S3 access key ID (with -s3-secret-access-key-file)")
@@ -77,7 +76,7 @@ func prefixOf(raw string) string {
 	return p
 }
 
-func (m *Main) runStorageRemove(ctx context.Context, args []string) error {
+func (m adminCmds) runStorageRemove(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project storage remove", "PROJECT URL_PREFIX")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
@@ -91,7 +90,7 @@ func (m *Main) runStorageRemove(ctx context.Context, args []string) error {
 	return m.printPrefixes(list)
 }
 
-func (m *Main) runStorageList(ctx context.Context, args []string) error {
+func (m adminCmds) runStorageList(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project storage list", "PROJECT [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1, 1)
@@ -109,7 +108,7 @@ func (m *Main) runStorageList(ctx context.Context, args []string) error {
 }
 
 // printPrefixes prints storage prefixes as a table.
-func (m *Main) printPrefixes(list []api.StoragePrefix) error {
+func (m adminCmds) printPrefixes(list []api.StoragePrefix) error {
 	if len(list) == 0 {
 		safeln(m.Stdout, "No storage prefixes: the project's jobs can name no input or output URL")
 		return nil
@@ -138,7 +137,7 @@ func (m *Main) printPrefixes(list []api.StoragePrefix) error {
 
 // runBPSet changes settings of a billing project: an admin's
 // (-allow-host-network) or its managers' (-max-priority).
-func (m *Main) runBPSet(ctx context.Context, args []string) error {
+func (m adminCmds) runBPSet(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing-project set", "PROJECT [-allow-host-network=true|false] [-max-priority N]")
 	host := fs.String("allow-host-network", "", "true: the project's members may run jobs on network \"host\" (the machine's own, with its loopback services and the cloud metadata address); false: only admins may (an admin's setting)")
 	maxPrio := fs.String("max-priority", "", "the highest priority the project's batches may ask, 0 (the default) to 1000000; its queue's max_priority still holds (a manager's setting)")
@@ -184,18 +183,4 @@ func hostNetworkWord(allowed bool) string {
 		return "allowed to its members"
 	}
 	return "for admins only"
-}
-
-// runSecretsKeyGenerate prints a new secrets key, for a -secrets-key-file.
-func (m *Main) runSecretsKeyGenerate(_ context.Context, args []string) error {
-	fs := m.newFlags("operator secrets-key generate", "")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	key, err := secrets.GenerateKey()
-	if err != nil {
-		return err
-	}
-	safeln(m.Stdout, secrets.FormatKey(key))
-	return nil
 }

@@ -19,7 +19,7 @@ const (
 	caKeyFile  = tlsutil.CAKeyFile
 )
 
-func (m *Main) runTLS(ctx context.Context, args []string) error {
+func (m opsCmds) runTLS(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usagef("drover tls needs ca or cert: tls ca create, tls cert create -server|-client|-worker")
 	}
@@ -34,7 +34,7 @@ func (m *Main) runTLS(ctx context.Context, args []string) error {
 
 // runTLSCACreate makes the cluster's CA in the current (or -dir)
 // directory.
-func (m *Main) runTLSCACreate(_ context.Context, args []string) error {
+func (m opsCmds) runTLSCACreate(_ context.Context, args []string) error {
 	fs := m.newFlags("tls ca create", "[-dir D] [-days N]")
 	dir := fs.String("dir", ".", "directory the CA's files are written to")
 	days := fs.Int("days", 5*365, "how long the CA is valid, in days")
@@ -62,7 +62,7 @@ func (m *Main) runTLSCACreate(_ context.Context, args []string) error {
 
 // runTLSCertCreate makes a server, client or worker certificate signed by
 // the CA.
-func (m *Main) runTLSCertCreate(_ context.Context, args []string) error {
+func (m opsCmds) runTLSCertCreate(_ context.Context, args []string) error {
 	fs := m.newFlags("tls cert create", "-server [-id ID] | -client | -worker [flags]")
 	server := fs.Bool("server", false, "a server certificate: serves the API and Raft, names "+tlsutil.ServerName)
 	client := fs.Bool("client", false, "a client certificate, for the CLI when servers run with -tls-ca")

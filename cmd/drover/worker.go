@@ -23,7 +23,7 @@ import (
 // or so, at 400 every few seconds, for some 30 MB more.
 const workerGCPercent = 400
 
-func (m *Main) runWorker(ctx context.Context, args []string) error {
+func (m opsCmds) runWorker(ctx context.Context, args []string) error {
 	fs := m.newFlags("worker", "[flags]")
 	cfgFile := configFlag(fs)
 	gcPercent := gcPercentFlag(fs, workerGCPercent)
