@@ -999,8 +999,15 @@ func (c *Client) Leader(ctx context.Context) (*LeaderStatus, error) {
 
 // Worker protocol calls.
 
+// Workers is the worker protocol (activation, syncs, deactivation, log
+// chunks): what a worker, not a person, calls.
+type Workers struct{ *Client }
+
+// Workers is the client's worker protocol.
+func (c *Client) Workers() Workers { return Workers{c} }
+
 // Activate registers a worker and returns its instance token.
-func (c *Client) Activate(ctx context.Context, req *ActivateRequest) (*ActivateResponse, error) {
+func (c Workers) Activate(ctx context.Context, req *ActivateRequest) (*ActivateResponse, error) {
 	var out ActivateResponse
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/workers/activate", req, &out); err != nil {
 		return nil, err
@@ -1009,7 +1016,7 @@ func (c *Client) Activate(ctx context.Context, req *ActivateRequest) (*ActivateR
 }
 
 // Sync sends a worker's report and returns the server's answer.
-func (c *Client) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, error) {
+func (c Workers) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, error) {
 	var out SyncResponse
 	wait := time.Duration(req.WaitMillis) * time.Millisecond
 	if err := c.doBulk(ctx, http.MethodPost, "/api/v1/workers/sync", req, &out, wait); err != nil {
@@ -1020,12 +1027,12 @@ func (c *Client) Sync(ctx context.Context, req *SyncRequest) (*SyncResponse, err
 
 // Deactivate tells the servers the worker is leaving; preempted says its
 // machine is going away, so what it still runs is preempted, not lost.
-func (c *Client) Deactivate(ctx context.Context, preempted bool) error {
+func (c Workers) Deactivate(ctx context.Context, preempted bool) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/workers/deactivate", DeactivateRequest{Preempted: preempted}, nil)
 }
 
 // UploadLogChunk stores chunk seq of an attempt's log.
-func (c *Client) UploadLogChunk(ctx context.Context, ref AttemptRef, seq int, data []byte) error {
+func (c Workers) UploadLogChunk(ctx context.Context, ref AttemptRef, seq int, data []byte) error {
 	path := fmt.Sprintf("/api/v1/workers/logs/%d/%d/%d/%d", ref.BatchID, ref.JobID, ref.Attempt, seq)
 	if data == nil {
 		data = []byte{}
@@ -1040,10 +1047,18 @@ func (c *Client) UploadLogChunk(ctx context.Context, ref AttemptRef, seq int, da
 
 // Operator calls.
 
+// Operator is the operator's API of the servers themselves: Raft peers
+// and leadership, snapshots, the gossip keyring, the history store's
+// recheck and memory, as Nomad's api.Operator.
+type Operator struct{ *Client }
+
+// Operator is the client's operator API.
+func (c *Client) Operator() Operator { return Operator{c} }
+
 // Peers returns the Raft configuration as the answering server sees it.
 // With stale, that server answers from its own view without asking the
 // leader.
-func (c *Client) Peers(ctx context.Context) (*Peers, error) {
+func (c Operator) Peers(ctx context.Context) (*Peers, error) {
 	var out Peers
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/status/peers", nil, &out); err != nil {
 		return nil, err
@@ -1053,20 +1068,20 @@ func (c *Client) Peers(ctx context.Context) (*Peers, error) {
 
 // RemovePeer removes a server from the Raft configuration; permanent
 // keeps it out when it comes back (decommissions it).
-func (c *Client) RemovePeer(ctx context.Context, id string, permanent bool) error {
+func (c Operator) RemovePeer(ctx context.Context, id string, permanent bool) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/remove-peer", &RemovePeerRequest{ID: id, Permanent: permanent}, nil)
 }
 
 // ReadmitPeer takes a server off the decommissioned list: it may join
 // again.
-func (c *Client) ReadmitPeer(ctx context.Context, id string) error {
+func (c Operator) ReadmitPeer(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodPost, "/api/v1/operator/raft/readmit", &RemovePeerRequest{ID: id}, nil)
 }
 
 // HistoryRecheck has every finished batch in memory checked against the
 // history store again (and written to it if missing) before it may leave
 // memory: after the store was restored from a backup.
-func (c *Client) HistoryRecheck(ctx context.Context) (*HistoryRecheckResult, error) {
+func (c Operator) HistoryRecheck(ctx context.Context) (*HistoryRecheckResult, error) {
 	var out HistoryRecheckResult
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/history/recheck", struct{}{}, &out); err != nil {
 		return nil, err
@@ -1075,7 +1090,7 @@ func (c *Client) HistoryRecheck(ctx context.Context) (*HistoryRecheckResult, err
 }
 
 // GossipKeyring lists the servers' gossip keys.
-func (c *Client) GossipKeyring(ctx context.Context) (*GossipKeyring, error) {
+func (c Operator) GossipKeyring(ctx context.Context) (*GossipKeyring, error) {
 	var out GossipKeyring
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/operator/gossip/keyring", nil, &out); err != nil {
 		return nil, err
@@ -1085,7 +1100,7 @@ func (c *Client) GossipKeyring(ctx context.Context) (*GossipKeyring, error) {
 
 // ChangeGossipKeyring installs, uses or removes a gossip key on every
 // server and returns the keyring once the live servers hold it.
-func (c *Client) ChangeGossipKeyring(ctx context.Context, op, key string) (*GossipKeyring, error) {
+func (c Operator) ChangeGossipKeyring(ctx context.Context, op, key string) (*GossipKeyring, error) {
 	var out GossipKeyring
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/operator/gossip/keyring", &GossipKeyringRequest{Op: op, Key: key}, &out); err != nil {
 		return nil, err
@@ -1098,7 +1113,7 @@ func (c *Client) ChangeGossipKeyring(ctx context.Context, op, key string) (*Goss
 // It is idempotent: it names the leader it saw first (From), so a retry
 // after leadership moved under it moves nothing again, and it answers
 // once a server other than From (or id) leads, as the servers say then.
-func (c *Client) TransferLeader(ctx context.Context, id string) (*LeaderStatus, error) {
+func (c Operator) TransferLeader(ctx context.Context, id string) (*LeaderStatus, error) {
 	before, err := c.Leader(ctx)
 	if err != nil {
 		return nil, err
@@ -1137,7 +1152,7 @@ func (c *Client) TransferLeader(ctx context.Context, id string) (*LeaderStatus, 
 }
 
 // SnapshotSave writes a snapshot of the whole state to w.
-func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (int64, error) {
+func (c Operator) SnapshotSave(ctx context.Context, w io.Writer) (int64, error) {
 	resp, err := c.send(ctx, http.MethodGet, "/api/v1/operator/snapshot", "", nil)
 	if err != nil {
 		return 0, err
@@ -1147,7 +1162,7 @@ func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (int64, error) {
 }
 
 // SnapshotRestore replaces the cluster's state with a saved snapshot.
-func (c *Client) SnapshotRestore(ctx context.Context, data []byte) (*RestoreResult, error) {
+func (c Operator) SnapshotRestore(ctx context.Context, data []byte) (*RestoreResult, error) {
 	resp, err := c.send(ctx, http.MethodPut, "/api/v1/operator/snapshot", "application/octet-stream", data)
 	if err != nil {
 		return nil, err
@@ -1162,7 +1177,7 @@ func (c *Client) SnapshotRestore(ctx context.Context, data []byte) (*RestoreResu
 
 // Memory collects garbage on the server answering and returns its heap
 // (admin only; answered by the server asked, not the leader).
-func (c *Client) Memory(ctx context.Context) (*MemoryStats, error) {
+func (c Operator) Memory(ctx context.Context) (*MemoryStats, error) {
 	var out MemoryStats
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/operator/memory", nil, &out); err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func TestFaultLeaderKills(t *testing.T) {
 			// Kill the same server again, so two servers see the whole
 			// history from start to end for the checker to compare.
 			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			if _, err := cl.TransferLeader(tctx, c.Servers[victim].ID()); err != nil {
+			if _, err := cl.Operator().TransferLeader(tctx, c.Servers[victim].ID()); err != nil {
 				t.Fatalf("transfer leadership to s%d: %v", victim, err)
 			}
 			cancel()
@@ -128,7 +128,7 @@ func waitAppliedAs(t *testing.T, c *testCluster, token string) {
 			if !s.Running() {
 				continue
 			}
-			p, err := s.NewClient(token).Peers(context.Background())
+			p, err := s.NewClient(token).Operator().Peers(context.Background())
 			if err != nil {
 				break
 			}
@@ -340,7 +340,7 @@ func TestFaultAutopilot(t *testing.T) {
 		}
 	}
 	peers := func() []api.Peer {
-		p, err := cl.Peers(ctx)
+		p, err := cl.Operator().Peers(ctx)
 		if err != nil {
 			return nil
 		}

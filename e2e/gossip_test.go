@@ -27,7 +27,7 @@ func TestGossipRotationRightAfterADeath(t *testing.T) {
 	cl := c.client()
 	keyring := func() *api.GossipKeyring {
 		t.Helper()
-		k, err := cl.GossipKeyring(ctx)
+		k, err := cl.Operator().GossipKeyring(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

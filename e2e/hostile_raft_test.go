@@ -171,7 +171,7 @@ func readRaftState(t *testing.T, c *api.Client) raftState {
 	for _, b := range batches.Batches {
 		st.Batches = append(st.Batches, fmt.Sprintf("%d %s by %s", b.ID, b.Name, b.User))
 	}
-	peers, err := c.Peers(ctx)
+	peers, err := c.Operator().Peers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

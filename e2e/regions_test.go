@@ -349,7 +349,7 @@ func drillReplaceRegion(t *testing.T, n *regions.Net) {
 	}
 	runCLI(t, env, "operator", "raft", "remove-peer", rc.Servers[dead].ID()).must(t, 0)
 	waitFor(t, "the replacement to be a reachable voter, caught up", time.Minute, func() bool {
-		p, err := cl.Peers(ctx)
+		p, err := cl.Operator().Peers(ctx)
 		if err != nil {
 			return false
 		}

@@ -77,7 +77,7 @@ func TestTLSClusterFailover(t *testing.T) {
 		}
 	}
 	waitApplied(t, c)
-	p, err := cl.Peers(ctx)
+	p, err := cl.Operator().Peers(ctx)
 	if err != nil || len(p.Servers) != 3 {
 		t.Fatalf("peers: %+v, %v", p, err)
 	}
@@ -124,7 +124,7 @@ func TestTLSAutopilotMovesOnlyProvenServers(t *testing.T) {
 	victim := c.Servers[(leader+1)%3]
 	oldRaft := victim.Raft
 	raftOf := func() string {
-		p, err := cl.Peers(ctx)
+		p, err := cl.Operator().Peers(ctx)
 		if err != nil {
 			return ""
 		}
@@ -274,7 +274,7 @@ func TestSingleServerGrowsIntoTLSCluster(t *testing.T) {
 	}
 	cl := api.NewTLSClient("https://"+first.http, tok, clientTLS)
 	waitFor(t, "autopilot to make the two new servers voters", time.Minute, func() bool {
-		p, err := cl.Peers(ctx)
+		p, err := cl.Operator().Peers(ctx)
 		if err != nil || len(p.Servers) != 3 {
 			return false
 		}

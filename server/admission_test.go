@@ -32,7 +32,7 @@ func TestAdmissionRefusesWhatApplyCouldNotHold(t *testing.T) {
 	ctx := context.Background()
 	tok := tc.admin.Token()
 	heap := func() uint64 {
-		m, err := tc.admin.Memory(ctx)
+		m, err := tc.admin.Operator().Memory(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 	}
 	status := func() (uint64, uint64) {
 		runtime.GC()
-		m, err := tc.admin.Memory(ctx)
+		m, err := tc.admin.Operator().Memory(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 
 	// A worker's log beyond the server's per-attempt limit is refused.
 	w := api.NewClient(tc.url, "")
-	act, err := w.Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: "n", CPU: 1, Memory: 1 << 30, Secret: tc.srv.cfg.WorkerSecret})
+	act, err := w.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: "n", CPU: 1, Memory: 1 << 30, Secret: tc.srv.cfg.WorkerSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 	}
 	var ref api.AttemptRef
 	for ref.Attempt == 0 {
-		res, err := w.Sync(ctx, &api.SyncRequest{WaitMillis: 2000})
+		res, err := w.Workers().Sync(ctx, &api.SyncRequest{WaitMillis: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,13 +236,13 @@ func TestOversizedInputsAreRefused(t *testing.T) {
 			ref = res.Assign[0].AttemptRef
 		}
 	}
-	if err := w.UploadLogChunk(ctx, ref, 0, []byte(big(60))); err != nil {
+	if err := w.Workers().UploadLogChunk(ctx, ref, 0, []byte(big(60))); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.UploadLogChunk(ctx, ref, 0, []byte(big(70))); err != nil {
+	if err := w.Workers().UploadLogChunk(ctx, ref, 0, []byte(big(70))); err != nil {
 		t.Fatalf("a retried chunk replaces itself: %v", err)
 	}
-	if err := w.UploadLogChunk(ctx, ref, 1, []byte(big(31))); !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "reached 100 bytes (server setting max_log_bytes_per_attempt)") {
+	if err := w.Workers().UploadLogChunk(ctx, ref, 1, []byte(big(31))); !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "reached 100 bytes (server setting max_log_bytes_per_attempt)") {
 		t.Fatalf("a chunk past the log limit: %v", err)
 	}
 }

@@ -175,7 +175,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if err != nil || len(spare) != 1 {
 		t.Fatalf("spare's tokens: %v, %v", spare, err)
 	}
-	act, err := api.NewClient(base, "").Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: "w", CPU: 4, Memory: 4 << 30, Secret: "test-secret"})
+	act, err := api.NewClient(base, "").Workers().Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: "w", CPU: 4, Memory: 4 << 30, Secret: "test-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}

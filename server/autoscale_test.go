@@ -669,7 +669,7 @@ func TestSmallJobsLeaveALargeIdleWorker(t *testing.T) {
 	eight := api.LaunchConfig{Name: "eight", Cluster: "c", MachineType: "n2-standard-8", CPU: 8, Memory: 32 << 30, PricePerHour: 400_000_000}
 	placement(two, eight)
 	c := api.NewClient(tc.url, "")
-	res, err := c.Activate(ctx, &api.ActivateRequest{Name: "big", CPU: 8, Memory: 32 << 30, Region: "r", Cluster: "c", Secret: "test-secret"})
+	res, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: "big", CPU: 8, Memory: 32 << 30, Region: "r", Cluster: "c", Secret: "test-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestInProcessClusterForwardsReplicatesAndMovesLeadership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := cl.TransferLeader(ctx, "")
+	st, err := cl.Operator().TransferLeader(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestInProcessClusterForwardsReplicatesAndMovesLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitComplete(t, cl, b2.ID)
-	peers, err := cl.Peers(ctx)
+	peers, err := cl.Operator().Peers(ctx)
 	if err != nil || len(peers.Servers) != 3 {
 		t.Fatalf("peers %+v %v", peers, err)
 	}
@@ -156,7 +156,7 @@ func TestTransferLeaderIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := cl.TransferLeader(ctx, "")
+	st, err := cl.Operator().TransferLeader(ctx, "")
 	if err != nil || st.LeaderID == before.LeaderID || st.LeaderID == "" {
 		t.Fatalf("transfer: %+v (%v), leader before %s", st, err, before.LeaderID)
 	}
@@ -175,7 +175,7 @@ func TestTransferLeaderIsIdempotent(t *testing.T) {
 	// To a named server, twice: the second finds it leading.
 	target := before.LeaderID
 	for i := range 2 {
-		st, err := cl.TransferLeader(ctx, target)
+		st, err := cl.Operator().TransferLeader(ctx, target)
 		if err != nil || st.LeaderID != target {
 			t.Fatalf("transfer %d to %s: %+v (%v)", i+1, target, st, err)
 		}
@@ -221,7 +221,7 @@ func TestSnapshotSaveRestoreIntoFreshCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var snap bytes.Buffer
-	if _, err := src.admin.SnapshotSave(ctx, &snap); err != nil {
+	if _, err := src.admin.Operator().SnapshotSave(ctx, &snap); err != nil {
 		t.Fatal(err)
 	}
 	// The header says the audit log's share of the state that follows.
@@ -235,7 +235,7 @@ func TestSnapshotSaveRestoreIntoFreshCluster(t *testing.T) {
 	want := allState(t, src.admin)
 
 	dst := startTestCluster(t, 3, ClusterOptions{})
-	res, err := api.NewClient(dst.HTTPAddrs(), dst.Token).SnapshotRestore(ctx, snap.Bytes())
+	res, err := api.NewClient(dst.HTTPAddrs(), dst.Token).Operator().SnapshotRestore(ctx, snap.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestConsulDiscovery(t *testing.T) {
 	fc := fakeconsul.New()
 	defer fc.Close()
 	c := startTestCluster(t, 3, ClusterOptions{Gossip: true, ConsulAddr: fc.Addr()})
-	p, err := api.NewClient(c.HTTPAddrs(), c.Token).Peers(context.Background())
+	p, err := api.NewClient(c.HTTPAddrs(), c.Token).Operator().Peers(context.Background())
 	if err != nil || len(p.Servers) != 3 {
 		t.Fatalf("peers %+v %v", p, err)
 	}
@@ -306,7 +306,7 @@ func TestGossipJoinAndAutopilot(t *testing.T) {
 	c.Servers = alive
 	cl := api.NewClient(c.HTTPAddrs(), c.Token)
 	waitFor(t, "autopilot to remove the stopped server", func() bool {
-		p, err := cl.Peers(context.Background())
+		p, err := cl.Operator().Peers(context.Background())
 		if err != nil || len(p.Servers) != 2 {
 			return false
 		}
@@ -341,7 +341,7 @@ func TestPeersSayVersionAndAppliedIndex(t *testing.T) {
 	for _, s := range c.Servers {
 		own := api.NewClient("http://"+s.HTTPAddr(), c.Token)
 		waitFor(t, "server "+s.ID()+" to see every server caught up", func() bool {
-			p, err := own.Peers(context.Background())
+			p, err := own.Operator().Peers(context.Background())
 			if err != nil || len(p.Servers) != 3 {
 				return false
 			}
@@ -367,7 +367,7 @@ func TestDecommissionedServerStaysOut(t *testing.T) {
 	cl := api.NewClient(c.HTTPAddrs(), c.Token)
 	gone := follower(t, c).ID()
 	voters := func() (n int, with bool) {
-		p, err := cl.Peers(ctx)
+		p, err := cl.Operator().Peers(ctx)
 		if err != nil {
 			return -1, false
 		}
@@ -377,12 +377,12 @@ func TestDecommissionedServerStaysOut(t *testing.T) {
 		return len(p.Servers), with
 	}
 	// Removed, not for good: autopilot adds it back.
-	if err := cl.RemovePeer(ctx, gone, false); err != nil {
+	if err := cl.Operator().RemovePeer(ctx, gone, false); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "autopilot to add the removed server back", func() bool { n, with := voters(); return n == 3 && with })
 	// For good: it stays out while it runs and gossips.
-	if err := cl.RemovePeer(ctx, gone, true); err != nil {
+	if err := cl.Operator().RemovePeer(ctx, gone, true); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the server to leave the configuration", func() bool { n, with := voters(); return n == 2 && !with })
@@ -392,18 +392,18 @@ func TestDecommissionedServerStaysOut(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if p, err := cl.Peers(ctx); err != nil || len(p.Decommissioned) != 1 || p.Decommissioned[0].ID != gone || p.Decommissioned[0].By != "root" {
+	if p, err := cl.Operator().Peers(ctx); err != nil || len(p.Decommissioned) != 1 || p.Decommissioned[0].ID != gone || p.Decommissioned[0].By != "root" {
 		t.Fatalf("list-peers: %+v (%v)", p, err)
 	}
-	if err := cl.ReadmitPeer(ctx, gone); err != nil {
+	if err := cl.Operator().ReadmitPeer(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the readmitted server to be a voter again", func() bool { n, with := voters(); return n == 3 && with })
-	if err := cl.ReadmitPeer(ctx, gone); !api.IsStatus(err, 404) {
+	if err := cl.Operator().ReadmitPeer(ctx, gone); !api.IsStatus(err, 404) {
 		t.Fatalf("readmitting a server not decommissioned: %v", err)
 	}
 	// An ID past the bound is refused before the log, naming it.
-	if err := cl.RemovePeer(ctx, strings.Repeat("x", 129), true); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "1 to 128 bytes") {
+	if err := cl.Operator().RemovePeer(ctx, strings.Repeat("x", 129), true); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "1 to 128 bytes") {
 		t.Fatalf("decommissioning a 129-byte ID: %v", err)
 	}
 }
@@ -512,10 +512,10 @@ func TestWorkersSayTheirVersion(t *testing.T) {
 	tc := startServer(t, "", nil)
 	ctx := context.Background()
 	c := api.NewClient(tc.url, "")
-	if _, err := c.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 1, Memory: 1 << 30, Secret: "test-secret", Version: "v1.2.3"}); err != nil {
+	if _, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 1, Memory: 1 << 30, Secret: "test-secret", Version: "v1.2.3"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.Activate(ctx, &api.ActivateRequest{Name: "w2", CPU: 1, Memory: 1 << 30, Secret: "test-secret", Version: strings.Repeat("v", api.MaxVersion+1)})
+	_, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: "w2", CPU: 1, Memory: 1 << 30, Secret: "test-secret", Version: strings.Repeat("v", api.MaxVersion+1)})
 	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, "the limit is 64") {
 		t.Fatalf("a 65-byte version: %v", err)
 	}

@@ -173,7 +173,7 @@ func TestOpensDataDirWithFloatMoney(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fresh.admin.SnapshotRestore(ctx, op); err != nil {
+	if _, err := fresh.admin.Operator().SnapshotRestore(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	if tot, run := fresh.srv.state.ProjectCosts("genomics", at); abs(tot-total) > 1 || run != running {

@@ -139,7 +139,7 @@ func TestOpensDataDirWithFloatPrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fresh.admin.SnapshotRestore(ctx, op); err != nil {
+	if _, err := fresh.admin.Operator().SnapshotRestore(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	// Its users are the old server's: its root token reads it.

@@ -140,7 +140,7 @@ func TestOpensDataDirOfFormatV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fresh.admin.SnapshotRestore(ctx, snap); err != nil {
+	if _, err := fresh.admin.Operator().SnapshotRestore(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
 	if got := dump(t, api.NewClient(fresh.url, tc.admin.Token())); got != before {

@@ -116,7 +116,7 @@ func TestGossipWithoutTheKeyIsNeverSeen(t *testing.T) {
 				t.Fatalf("the %s node sees %d members, itself and servers it should not reach", name, n)
 			}
 		}
-		p, err := cl.Peers(context.Background())
+		p, err := cl.Operator().Peers(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,10 +229,10 @@ func TestGossipKeyRotation(t *testing.T) {
 			return true
 		}
 	}
-	if _, err := cl.ChangeGossipKeyring(ctx, "use", newB64); err == nil || !strings.Contains(err.Error(), "install it first") {
+	if _, err := cl.Operator().ChangeGossipKeyring(ctx, "use", newB64); err == nil || !strings.Contains(err.Error(), "install it first") {
 		t.Fatalf("using a key not installed: %v", err)
 	}
-	k, err := cl.ChangeGossipKeyring(ctx, "install", newB64)
+	k, err := cl.Operator().ChangeGossipKeyring(ctx, "install", newB64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,17 +240,17 @@ func TestGossipKeyRotation(t *testing.T) {
 		t.Fatalf("after install: %+v", k)
 	}
 	waitFor(t, "every server to hold both keys, the old one primary", holds(oldKey, newKey))
-	if _, err := cl.ChangeGossipKeyring(ctx, "remove", oldB64); err == nil || !strings.Contains(err.Error(), "primary") {
+	if _, err := cl.Operator().ChangeGossipKeyring(ctx, "remove", oldB64); err == nil || !strings.Contains(err.Error(), "primary") {
 		t.Fatalf("removing the primary key: %v", err)
 	}
-	if k, err = cl.ChangeGossipKeyring(ctx, "use", newB64); err != nil {
+	if k, err = cl.Operator().ChangeGossipKeyring(ctx, "use", newB64); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.Pending) != 0 || k.Keys[0].Key != newB64 || !k.Keys[0].Primary {
 		t.Fatalf("after use: %+v", k)
 	}
 	waitFor(t, "every server to encrypt with the new key", holds(newKey, oldKey))
-	if k, err = cl.ChangeGossipKeyring(ctx, "remove", oldB64); err != nil {
+	if k, err = cl.Operator().ChangeGossipKeyring(ctx, "remove", oldB64); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.Pending) != 0 || len(k.Keys) != 1 || k.Keys[0].Key != newB64 || k.Keys[0].Installed != 3 {
@@ -318,7 +318,7 @@ func TestGossipKeyRotation(t *testing.T) {
 			t.Fatalf("user %s was accepted during the rotation and is gone", name)
 		}
 	}
-	p, err := cl.Peers(ctx)
+	p, err := cl.Operator().Peers(ctx)
 	if err != nil || len(p.Servers) != 3 {
 		t.Fatalf("raft peers after the rotation: %+v, %v", p, err)
 	}
@@ -374,14 +374,14 @@ func TestRestoreKeepsTheKeyringAndTheAuditLog(t *testing.T) {
 	k3Key, _ := cluster.ParseGossipKey(k3)
 	step := func(op, key string) {
 		t.Helper()
-		if _, err := cl.ChangeGossipKeyring(ctx, op, key); err != nil {
+		if _, err := cl.Operator().ChangeGossipKeyring(ctx, op, key); err != nil {
 			t.Fatalf("%s: %v", op, err)
 		}
 	}
 	step("install", k2)
 	step("use", k2)
 	var snap bytes.Buffer
-	if _, err := cl.SnapshotSave(ctx, &snap); err != nil {
+	if _, err := cl.Operator().SnapshotSave(ctx, &snap); err != nil {
 		t.Fatal(err)
 	}
 	step("install", k3)
@@ -398,7 +398,7 @@ func TestRestoreKeepsTheKeyringAndTheAuditLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := cl.SnapshotRestore(ctx, snap.Bytes())
+	res, err := cl.Operator().SnapshotRestore(ctx, snap.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func TestRetriedWritesReturnTheFirstResult(t *testing.T) {
 	if _, err := c.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: "lab", Members: []string{"alice"}}); err != nil {
 		t.Fatalf("create billing project through a lost answer: %v", err)
 	}
-	act, err := c.Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: "n1", CPU: 1, Memory: 1 << 30, Secret: tc.srv.cfg.WorkerSecret, Token: api.NewToken()})
+	act, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: "n1", CPU: 1, Memory: 1 << 30, Secret: tc.srv.cfg.WorkerSecret, Token: api.NewToken()})
 	if err != nil {
 		t.Fatalf("activate through a lost answer: %v", err)
 	}

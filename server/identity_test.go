@@ -17,7 +17,7 @@ func TestActivationByNodeID(t *testing.T) {
 	ctx := context.Background()
 	secret := tc.srv.cfg.WorkerSecret
 	act := func(name, node, prev string) (*api.ActivateResponse, error) {
-		return tc.admin.Activate(ctx, &api.ActivateRequest{Name: name, NodeID: node, PreviousToken: prev, CPU: 2, Memory: 4 << 30, Secret: secret})
+		return tc.admin.Workers().Activate(ctx, &api.ActivateRequest{Name: name, NodeID: node, PreviousToken: prev, CPU: 2, Memory: 4 << 30, Secret: secret})
 	}
 	first, err := act("vm", "aaaa", "")
 	if err != nil {

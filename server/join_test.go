@@ -149,7 +149,7 @@ func testJoinTokens(t *testing.T, cloud joinCloud) {
 	}
 
 	activate := func(machine, joinToken, instToken string) (*api.ActivateResponse, error) {
-		return api.NewClient(tc.url, "").Activate(ctx, &api.ActivateRequest{Name: machine, NodeID: fmt.Sprintf("node-%s-%s", machine, instToken[:8]),
+		return api.NewClient(tc.url, "").Workers().Activate(ctx, &api.ActivateRequest{Name: machine, NodeID: fmt.Sprintf("node-%s-%s", machine, instToken[:8]),
 			Machine: machine, JoinToken: joinToken, Token: instToken, CPU: 8, Memory: 16 << 30, Region: "r", Cluster: "a"})
 	}
 	refused := func(what, machine, joinToken, want string) {
@@ -199,7 +199,7 @@ func testJoinTokens(t *testing.T, cloud joinCloud) {
 		{&api.ActivateRequest{Name: a, JoinToken: tokens[a], CPU: 1, Memory: 1}, "name the machine"},
 		{&api.ActivateRequest{Name: a, Machine: a, JoinToken: tokens[a], Secret: "test-secret", CPU: 1, Memory: 1}, "not both"},
 	} {
-		_, err := api.NewClient(tc.url, "").Activate(ctx, bad.req)
+		_, err := api.NewClient(tc.url, "").Workers().Activate(ctx, bad.req)
 		if !api.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), bad.want) {
 			t.Fatalf("activation %+v: %v; want 400 saying %q", bad.req, err, bad.want)
 		}

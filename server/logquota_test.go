@@ -47,10 +47,10 @@ func TestLogQuotas(t *testing.T) {
 		return string(data), l.Truncated
 	}
 	b1, a1 := submit()
-	if err := w.c.UploadLogChunk(ctx, a1, 0, []byte(strings.Repeat("a", 600))); err != nil {
+	if err := w.c.Workers().UploadLogChunk(ctx, a1, 0, []byte(strings.Repeat("a", 600))); err != nil {
 		t.Fatal(err)
 	}
-	err := w.c.UploadLogChunk(ctx, a1, 1, []byte(strings.Repeat("b", 600)))
+	err := w.c.Workers().UploadLogChunk(ctx, a1, 1, []byte(strings.Repeat("b", 600)))
 	if !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "max_log_bytes_per_batch") {
 		t.Fatalf("a chunk past the batch's limit: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestLogQuotas(t *testing.T) {
 		t.Fatalf("the cut log: %d bytes ending %q, header %q", len(log), log[max(0, len(log)-120):], why)
 	}
 	// Another chunk of the same attempt is refused without a second line.
-	if err := w.c.UploadLogChunk(ctx, a1, 2, []byte("c")); !api.IsStatus(err, 413) {
+	if err := w.c.Workers().UploadLogChunk(ctx, a1, 2, []byte("c")); !api.IsStatus(err, 413) {
 		t.Fatalf("a chunk after the cut: %v", err)
 	}
 	if again, _ := readLog(b1); again != log {
@@ -74,11 +74,11 @@ func TestLogQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2, a2 := submit()
-	if err := w.c.UploadLogChunk(ctx, a2, 0, []byte(strings.Repeat("d", 900))); err != nil {
+	if err := w.c.Workers().UploadLogChunk(ctx, a2, 0, []byte(strings.Repeat("d", 900))); err != nil {
 		t.Fatal(err)
 	}
 	b3, a3 := submit()
-	err = w.c.UploadLogChunk(ctx, a3, 0, []byte(strings.Repeat("e", 1200)))
+	err = w.c.Workers().UploadLogChunk(ctx, a3, 0, []byte(strings.Repeat("e", 1200)))
 	if !api.IsStatus(err, 413) || !strings.Contains(err.Error(), "log quota") {
 		t.Fatalf("a chunk past the project's quota: %v", err)
 	}
@@ -105,7 +105,7 @@ func TestLogQuotas(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for _, a := range attempts {
-		wg.Go(func() { w.c.UploadLogChunk(ctx, a, 0, []byte(strings.Repeat("f", 1000))) })
+		wg.Go(func() { w.c.Workers().UploadLogChunk(ctx, a, 0, []byte(strings.Repeat("f", 1000))) })
 	}
 	wg.Wait()
 	kept, cut := 0, 0

@@ -24,7 +24,7 @@ func TestJobWhyNamesTheGPUQuota(t *testing.T) {
 		BorrowLimit: &api.Limit{GPUs: map[string]int{"a100": 0}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 16, Memory: 64 << 30, GPUs: 4, GPUType: "a100", Secret: tc.srv.cfg.WorkerSecret}); err != nil {
+	if _, err := tc.admin.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 16, Memory: 64 << 30, GPUs: 4, GPUType: "a100", Secret: tc.srv.cfg.WorkerSecret}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := tc.admin.Submit(ctx, &api.CreateBatchRequest{BillingProject: "default"}, api.Jobs{
@@ -94,7 +94,7 @@ func TestJobWhyNamesPriorityAndPreemption(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 2, Memory: 8 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
+	if _, err := tc.admin.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 2, Memory: 8 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(project string, prio int64, n int) int64 {

@@ -254,7 +254,7 @@ func TestSingleServerGossip(t *testing.T) {
 		return ok && m.Alive
 	})
 	time.Sleep(3 * time.Second) // autopilot looks every second and on every change
-	p, err := tc.admin.Peers(context.Background())
+	p, err := tc.admin.Operator().Peers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestQueueRecommendFromRecordedHistory(t *testing.T) {
 		t.Fatalf("tier 1 after apply: %+v %v", q, err)
 	}
 	// What runs is recorded, minute by minute in production.
-	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 4, Memory: 8 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
+	if _, err := tc.admin.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 4, Memory: 8 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tc.admin.Submit(ctx, &api.CreateBatchRequest{BillingProject: "default"}, api.Jobs{

@@ -47,11 +47,11 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 		}
 		b1 := run(2)
 		var snap bytes.Buffer
-		if _, err := tc.admin.SnapshotSave(ctx, &snap); err != nil {
+		if _, err := tc.admin.Operator().SnapshotSave(ctx, &snap); err != nil {
 			t.Fatal(err)
 		}
 		discarded := []int64{run(5), run(3)} // the timeline the restore throws away
-		res, err := tc.admin.SnapshotRestore(ctx, snap.Bytes())
+		res, err := tc.admin.Operator().SnapshotRestore(ctx, snap.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 		id := runBatch(t, src, newSimWorker(t, src, "w", 64), 3)
 		waitFor(t, "the batch to be exported", func() bool { return src.srv.history.Status().ExportedBatches == 1 })
 		var snap bytes.Buffer
-		if _, err := src.admin.SnapshotSave(ctx, &snap); err != nil {
+		if _, err := src.admin.Operator().SnapshotSave(ctx, &snap); err != nil {
 			t.Fatal(err)
 		}
 		src.stop()
@@ -114,7 +114,7 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 			cfg.Retention = 100 * time.Millisecond
 		})
 		waitFor(t, "the new server to reach its store", func() bool { return dst.srv.history.Status().Up })
-		if _, err := dst.admin.SnapshotRestore(ctx, snap.Bytes()); err != nil {
+		if _, err := dst.admin.Operator().SnapshotRestore(ctx, snap.Bytes()); err != nil {
 			t.Fatal(err)
 		}
 		admin := api.NewClient(dst.url, src.admin.Token())
@@ -162,7 +162,7 @@ func TestRestoreKeepsHistoryWhole(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rc, err := tc.admin.HistoryRecheck(ctx)
+		rc, err := tc.admin.Operator().HistoryRecheck(ctx)
 		if err != nil || rc.Batches != 1 {
 			t.Fatalf("recheck: %+v, %v; want 1 batch", rc, err)
 		}

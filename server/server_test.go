@@ -270,7 +270,7 @@ type simWorker struct {
 
 func newSimWorker(t *testing.T, tc *testCluster, name string, cpu float64) *simWorker {
 	c := api.NewClient(tc.url, "")
-	res, err := c.Activate(context.Background(), &api.ActivateRequest{Name: name, CPU: cpu, Memory: 64 << 30, Secret: "test-secret"})
+	res, err := c.Workers().Activate(context.Background(), &api.ActivateRequest{Name: name, CPU: cpu, Memory: 64 << 30, Secret: "test-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func newSimWorker(t *testing.T, tc *testCluster, name string, cpu float64) *simW
 
 func (w *simWorker) sync(wait time.Duration) *api.SyncResponse {
 	w.t.Helper()
-	res, err := w.c.Sync(context.Background(), &api.SyncRequest{Events: w.events, Known: w.known, WaitMillis: wait.Milliseconds()})
+	res, err := w.c.Workers().Sync(context.Background(), &api.SyncRequest{Events: w.events, Known: w.known, WaitMillis: wait.Milliseconds()})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -312,14 +312,14 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Fatalf("assignment %+v", a)
 	}
 	// Log chunks for an attempt of this instance are stored and readable.
-	if err := w.c.UploadLogChunk(ctx, a.AttemptRef, 0, []byte("hello ")); err != nil {
+	if err := w.c.Workers().UploadLogChunk(ctx, a.AttemptRef, 0, []byte("hello ")); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.UploadLogChunk(ctx, a.AttemptRef, 1, []byte("world\n")); err != nil {
+	if err := w.c.Workers().UploadLogChunk(ctx, a.AttemptRef, 1, []byte("world\n")); err != nil {
 		t.Fatal(err)
 	}
 	other := api.AttemptRef{BatchID: b.ID, JobID: 3, Attempt: 1}
-	if err := w.c.UploadLogChunk(ctx, other, 0, []byte("x")); !api.IsStatus(err, 403) {
+	if err := w.c.Workers().UploadLogChunk(ctx, other, 0, []byte("x")); !api.IsStatus(err, 403) {
 		t.Fatalf("upload for an attempt not on this instance: %v", err)
 	}
 	if log, err := tc.admin.JobLog(ctx, b.ID, 1, 0); err != nil || string(log) != "hello world\n" {
@@ -359,20 +359,20 @@ func TestWorkerProtocol(t *testing.T) {
 	}
 	// A worker may say it is stopping only attempts it holds: a list
 	// longer than what it holds is refused, naming why.
-	_, err = w.c.Sync(ctx, &api.SyncRequest{Stopping: []api.AttemptRef{{BatchID: 1, JobID: 1, Attempt: 1}}})
+	_, err = w.c.Workers().Sync(ctx, &api.SyncRequest{Stopping: []api.AttemptRef{{BatchID: 1, JobID: 1, Attempt: 1}}})
 	if !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "stops only attempts it holds") {
 		t.Fatalf("stopping what it does not hold: %v", err)
 	}
 	// Bad events are refused with a reason.
-	_, err = w.c.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: api.AttemptRef{BatchID: 1, JobID: 1, Attempt: 1}, Kind: "exploded"}}})
+	_, err = w.c.Workers().Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: api.AttemptRef{BatchID: 1, JobID: 1, Attempt: 1}, Kind: "exploded"}}})
 	if !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "kind") {
 		t.Fatalf("bad event: %v", err)
 	}
 	// Deactivation retires the instance; its token stops working with 410.
-	if err := w.c.Deactivate(ctx, false); err != nil {
+	if err := w.c.Workers().Deactivate(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.c.Sync(ctx, &api.SyncRequest{}); !api.IsStatus(err, http.StatusGone) {
+	if _, err := w.c.Workers().Sync(ctx, &api.SyncRequest{}); !api.IsStatus(err, http.StatusGone) {
 		t.Fatalf("sync after deactivate: %v", err)
 	}
 }
@@ -543,12 +543,12 @@ func TestBulkEndpointsSpeakJSONAndMsgpack(t *testing.T) {
 		}
 		w := api.NewClient(tc.url, "")
 		w.JSONOnly = jsonOnly
-		act, err := w.Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: fmt.Sprint("n-", jsonOnly), CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret})
+		act, err := w.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", NodeID: fmt.Sprint("n-", jsonOnly), CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.SetToken(act.Token)
-		res, err := w.Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
+		res, err := w.Workers().Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
 		if err != nil || len(res.Assign) != 30 || res.Assign[0].Command[0] != "true" {
 			t.Fatalf("json-only=%v: sync %+v %v", jsonOnly, res, err)
 		}
@@ -557,14 +557,14 @@ func TestBulkEndpointsSpeakJSONAndMsgpack(t *testing.T) {
 		for _, a := range res.Assign {
 			evs = append(evs, api.AttemptEvent{AttemptRef: a.AttemptRef, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: now, EndTime: now})
 		}
-		if res, err := w.Sync(ctx, &api.SyncRequest{Events: evs}); err != nil || res.Acked != 30 {
+		if res, err := w.Workers().Sync(ctx, &api.SyncRequest{Events: evs}); err != nil || res.Acked != 30 {
 			t.Fatalf("json-only=%v: completing: %+v %v", jsonOnly, res, err)
 		}
 		got, err := cl.GetBatch(ctx, b.ID)
 		if err != nil || got.NSucceeded != 30 || got.State != api.BatchComplete {
 			t.Fatalf("json-only=%v: batch %+v %v", jsonOnly, got, err)
 		}
-		if err := w.Deactivate(ctx, false); err != nil {
+		if err := w.Workers().Deactivate(ctx, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -673,7 +673,7 @@ func TestWorkerUsageAndPreemption(t *testing.T) {
 		t.Fatalf("a sample sooner than the gap was kept: %+v", u)
 	}
 	// More CPU than 2 cores give over 10 s (plus a minute of slack).
-	_, err = w.c.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: a2, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 500}}}})
+	_, err = w.c.Workers().Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: a2, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 500}}}})
 	if !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "more than the instance's 2 cores") {
 		t.Fatalf("impossible usage: %v", err)
 	}
@@ -684,7 +684,7 @@ func TestWorkerUsageAndPreemption(t *testing.T) {
 		t.Fatalf("final usage: %+v", u)
 	}
 	// The worker leaves preempted with job 2 still running.
-	if err := w.c.Deactivate(ctx, true); err != nil {
+	if err := w.c.Workers().Deactivate(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	j2, _ := tc.admin.GetJob(ctx, b.ID, a2.JobID)

@@ -94,7 +94,7 @@ func TestBatchAndJobStatusSayWhyJobsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tc.admin.Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
+	if _, err := tc.admin.Workers().Activate(ctx, &api.ActivateRequest{Name: "w", CPU: 64, Memory: 64 << 30, Secret: tc.srv.cfg.WorkerSecret}); err != nil {
 		t.Fatal(err)
 	}
 	for {

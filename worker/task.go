@@ -526,7 +526,7 @@ func (s *shipper) flush(tries int) {
 				time.Sleep(time.Duration(i) * 200 * time.Millisecond)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err = s.w.client.UploadLogChunk(ctx, s.ref, seq, data)
+			err = s.w.client.Workers().UploadLogChunk(ctx, s.ref, seq, data)
 			cancel()
 			if err == nil || refusedForGood(err) {
 				break

@@ -549,7 +549,7 @@ func (w *Worker) activate(ctx context.Context) error {
 	for {
 		w.client.SetToken("")
 		sent := time.Now()
-		res, err := w.client.Activate(ctx, req)
+		res, err := w.client.Workers().Activate(ctx, req)
 		if err == nil {
 			w.setLease(res, sent)
 			if err := w.id.keepToken(res.Token); err != nil {
@@ -649,7 +649,7 @@ func (w *Worker) syncOnce(ctx context.Context, req *api.SyncRequest) (*api.SyncR
 			}
 		}()
 	}
-	res, err := w.client.Sync(rctx, req)
+	res, err := w.client.Workers().Sync(rctx, req)
 	if err != nil {
 		select {
 		case <-interrupted:
@@ -871,7 +871,7 @@ func (w *Worker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	w.flush(ctx)
-	if err := w.client.Deactivate(ctx, true); err != nil && !api.IsStatus(err, http.StatusGone) {
+	if err := w.client.Workers().Deactivate(ctx, true); err != nil && !api.IsStatus(err, http.StatusGone) {
 		w.log.Warn("deactivate", "err", err)
 	} else {
 		w.log.Info("deactivated", "preempted", len(tasks))
@@ -886,7 +886,7 @@ func (w *Worker) flush(ctx context.Context) {
 		if covered == 0 {
 			return
 		}
-		res, err := w.client.Sync(ctx, req)
+		res, err := w.client.Workers().Sync(ctx, req)
 		if err == nil && res.Acked == len(req.Events) {
 			w.ack(covered)
 			return

@@ -73,7 +73,7 @@ func (m opsCmds) runKeyringList(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	k, err := m.Client().GossipKeyring(ctx)
+	k, err := m.Client().Operator().GossipKeyring(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (m opsCmds) keyringChange(op string) func(context.Context, []string) error 
 		if err != nil {
 			return err
 		}
-		k, err := m.Client().ChangeGossipKeyring(ctx, op, pos[0])
+		k, err := m.Client().Operator().ChangeGossipKeyring(ctx, op, pos[0])
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (m opsCmds) runListPeers(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	p, err := m.Client().Peers(ctx)
+	p, err := m.Client().Operator().Peers(ctx)
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (m opsCmds) runRemovePeer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Client().RemovePeer(ctx, pos[0], *permanent); err != nil {
+	if err := m.Client().Operator().RemovePeer(ctx, pos[0], *permanent); err != nil {
 		return err
 	}
 	if *permanent {
@@ -201,7 +201,7 @@ func (m opsCmds) runReadmitPeer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Client().ReadmitPeer(ctx, pos[0]); err != nil {
+	if err := m.Client().Operator().ReadmitPeer(ctx, pos[0]); err != nil {
 		return err
 	}
 	safef(m.Stdout, "Server %s may join again\n", pos[0])
@@ -218,7 +218,7 @@ func (m opsCmds) runTransferLeader(ctx context.Context, args []string) error {
 	if len(pos) == 1 {
 		id = pos[0]
 	}
-	s, err := m.Client().TransferLeader(ctx, id)
+	s, err := m.Client().Operator().TransferLeader(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (m opsCmds) runSnapshotSave(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	n, err := m.Client().SnapshotSave(ctx, f)
+	n, err := m.Client().Operator().SnapshotSave(ctx, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -262,7 +262,7 @@ func (m opsCmds) runHistoryRecheck(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	res, err := m.Client().HistoryRecheck(ctx)
+	res, err := m.Client().Operator().HistoryRecheck(ctx)
 	if err != nil {
 		return fmt.Errorf("recheck the history store: %w", err)
 	}
@@ -280,7 +280,7 @@ func (m opsCmds) runSnapshotRestore(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := m.Client().SnapshotRestore(ctx, data)
+	res, err := m.Client().Operator().SnapshotRestore(ctx, data)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}

@@ -65,7 +65,7 @@ func Catchup(ctx context.Context, cfg CatchupConfig) (*CatchupResult, error) {
 		return nil, err
 	}
 	start = time.Now()
-	res.SnapshotBytes, err = cl.SnapshotSave(ctx, f)
+	res.SnapshotBytes, err = cl.Operator().SnapshotSave(ctx, f)
 	f.Close()
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func Catchup(ctx context.Context, cfg CatchupConfig) (*CatchupResult, error) {
 func appliedIndex(ctx context.Context, s *testcluster.Server, token string) (uint64, error) {
 	one := s.NewClient(token)
 	one.RetryUnavailable, one.RetryUnreachable = 0, 0
-	p, err := one.Peers(ctx)
+	p, err := one.Operator().Peers(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -112,7 +112,7 @@ type snapshotSize struct {
 // there as name (to look into what a state holds).
 func saveSnapshot(ctx context.Context, cl *api.Client, dir, name string) (snapshotSize, error) {
 	var buf bytes.Buffer
-	if _, err := cl.SnapshotSave(ctx, &buf); err != nil {
+	if _, err := cl.Operator().SnapshotSave(ctx, &buf); err != nil {
 		return snapshotSize{}, err
 	}
 	if dir != "" {
@@ -153,7 +153,7 @@ func leastHeap(ctx context.Context, cl *api.Client, deadline time.Time) (*api.Me
 			if k > 0 {
 				time.Sleep(500 * time.Millisecond)
 			}
-			got, err := cl.Memory(ctx)
+			got, err := cl.Operator().Memory(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -258,7 +258,7 @@ func waitRetained(ctx context.Context, c *testcluster.Cluster, cl *api.Client, i
 func heldBatches(ctx context.Context, c *testcluster.Cluster, token string) (int64, error) {
 	var most int64
 	for _, s := range c.Servers {
-		ms, err := c.NewClient(s.URL(), token).Memory(ctx)
+		ms, err := c.NewClient(s.URL(), token).Operator().Memory(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("memory of %s: %w", s.ID(), err)
 		}
@@ -272,7 +272,7 @@ func serverHeaps(ctx context.Context, c *testcluster.Cluster, token string) (map
 	out := map[string]uint64{}
 	for _, s := range c.Servers {
 		one := c.NewClient(s.URL(), token)
-		ms, err := one.Memory(ctx)
+		ms, err := one.Operator().Memory(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("memory of %s: %w", s.ID(), err)
 		}

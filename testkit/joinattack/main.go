@@ -47,7 +47,7 @@ func main() {
 			} else {
 				req.Secret = v
 			}
-			res, err := api.NewClient(*servers, "").Activate(ctx, req)
+			res, err := api.NewClient(*servers, "").Workers().Activate(ctx, req)
 			if err != nil {
 				fmt.Printf("activate with %s on machine %q: refused: %v\n", key, on, err)
 				continue

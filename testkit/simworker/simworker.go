@@ -310,7 +310,7 @@ type pending struct {
 // Run activates and syncs until ctx ends, finishing every job it is given.
 func Run(ctx context.Context, cfg Config) error {
 	c := api.NewTLSClient(cfg.Servers, "", cfg.TLS)
-	res, err := c.Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
+	res, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: cfg.Name, NodeID: cfg.Name,
 		CPU: float64(cfg.Cores), Memory: cfg.Memory, Secret: cfg.Secret, JoinToken: cfg.JoinToken, Token: api.NewToken(), Region: cfg.Region, Cluster: cfg.Cluster, Machine: cfg.Machine})
 	if err != nil {
 		return fmt.Errorf("activate %s: %w", cfg.Name, err)
@@ -319,7 +319,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.Deactivate(dctx, false)
+		_ = c.Workers().Deactivate(dctx, false)
 	}()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	// hist is the worker's free cores (thousandths) over time: an
@@ -367,7 +367,7 @@ func Run(ctx context.Context, cfg Config) error {
 			wait = min(wait, max(time.Until(next), 0))
 		}
 		req.WaitMillis = wait.Milliseconds()
-		out, err := c.Sync(ctx, req)
+		out, err := c.Workers().Sync(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
