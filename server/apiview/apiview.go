@@ -119,12 +119,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	if run := spec.Run; run != nil {
 		out.Image, out.Network, out.MaxProcesses = run.Image, run.Network, run.MaxProcesses
 		out.PreemptionGraceSeconds = float64(run.PreemptGraceMs) / 1000
-		for _, f := range run.Inputs {
-			out.Inputs = append(out.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
-		}
-		for _, f := range run.Outputs {
-			out.Outputs = append(out.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
-		}
+		out.Inputs, out.Outputs = files(run)
 	}
 	for _, p := range r.Parents {
 		out.Parents = append(out.Parents, api.IDRange{int64(p.Lo), int64(p.Hi)})
@@ -383,4 +378,15 @@ func gpuCounts(m map[string]int64) map[string]int {
 		out[k] = int(v)
 	}
 	return out
+}
+
+// files are a job's input and output files as the wire names them.
+func files(run *state.Run) (in []api.InputFile, out []api.OutputFile) {
+	for _, f := range run.Inputs {
+		in = append(in, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
+	}
+	for _, f := range run.Outputs {
+		out = append(out, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
+	}
+	return in, out
 }

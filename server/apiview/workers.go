@@ -118,12 +118,7 @@ func SyncResponse(acked int, v state.WorkerView, grant func(project string, a *a
 			as := &out.Assign[len(out.Assign)-1]
 			as.Image, as.Network, as.MaxProcesses = r.Image, r.Network, r.MaxProcesses
 			as.PreemptionGraceSeconds = float64(r.PreemptGraceMs) / 1000
-			for _, f := range r.Inputs {
-				as.Inputs = append(as.Inputs, api.InputFile{Name: f.Name, Source: f.URL, Path: f.Path})
-			}
-			for _, f := range r.Outputs {
-				as.Outputs = append(as.Outputs, api.OutputFile{Name: f.Name, Path: f.Path, Destination: f.URL})
-			}
+			as.Inputs, as.Outputs = files(r)
 			as.Storage = grant(a.Project, as)
 		}
 	}
