@@ -1,8 +1,8 @@
 package scheduler
 
 import (
-	"cmp"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -198,7 +198,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			}
 		}
 	}
-	share := func(r Res) float64 { return dominantShare(r, capacity) }
+	share := func(r Res) *big.Rat { return dominantShare(r, capacity) }
 	for i := range in.Queues {
 		q := &in.Queues[i]
 		if !leaf[i] || !positive(waiting[i]) {
@@ -209,7 +209,12 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 				out.Short[i] = true
 			}
 		}
-		out.Starved[i] = q.AfterNs > 0 && share(used[i])*1000 < float64(q.Threshold())*share(out.FairShare[i])
+		// used*1000 < threshold*fair, in dominant shares, exactly.
+		if q.AfterNs > 0 {
+			u := new(big.Rat).Mul(share(used[i]), big.NewRat(1000, 1))
+			f := new(big.Rat).Mul(share(out.FairShare[i]), big.NewRat(q.Threshold(), 1))
+			out.Starved[i] = u.Cmp(f) < 0
+		}
 	}
 	// Victims in order: lowest priority, then youngest, first. A round
 	// takes a few of a fleet's attempts, so they come off a heap as they
@@ -252,7 +257,9 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		return v
 	}
 	// keeps reports whether queue q keeps at least floor of every
-	// resource the claim needs that a holds, once a is taken.
+	// resource the claim needed when it began that a holds, once a is
+	// taken: what the claim has already been given does not lower the
+	// victims' floors.
 	keeps := func(a *Attempt, need Res, q int32, floor Res) bool {
 		for k := range nr {
 			if h := a.holds(k); need[k] > 0 && h > 0 && used[q][k]-h < floor[k] {
@@ -301,11 +308,17 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 	// Claimants: queues that may not be preempted first (tier 1), then
 	// by how far below their fair share they are (dominant shares).
 	claims := make([]int, 0, n)
-	ratio := make([]float64, n)
+	ratio := make([]*big.Rat, n)
 	for i := range in.Queues {
 		if out.Short[i] || out.Starved[i] {
 			claims = append(claims, i)
-			ratio[i] = share(used[i]) / max(share(out.FairShare[i]), 1e-12)
+			// used over fair share, in dominant shares, a fair share of
+			// nothing read as the least of each resource.
+			fair := slices.Clone(out.FairShare[i])
+			for k := range fair {
+				fair[k] = max(fair[k], 1)
+			}
+			ratio[i] = new(big.Rat).Quo(share(used[i]), share(fair))
 		}
 	}
 	slices.SortStableFunc(claims, func(x, y int) int {
@@ -316,7 +329,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			}
 			return 1
 		}
-		return cmp.Compare(ratio[x], ratio[y])
+		return ratio[x].Cmp(ratio[y])
 	})
 	for _, i := range claims {
 		q := &in.Queues[i]
@@ -345,7 +358,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 					return false
 				}
 				d := divide(v, s)
-				return keeps(a, need, d, guarantee[d]) && keeps(a, need, v, guarantee[v])
+				return keeps(a, needed, d, guarantee[d]) && keeps(a, needed, v, guarantee[v])
 			}, "reclaim", why)
 			credit(i, want, needed, freed)
 		}
@@ -371,7 +384,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 				if a.Start > 0 && in.Now-a.Start < vq.MinRuntimeNs || a.Start == 0 && vq.MinRuntimeNs > 0 {
 					return false
 				}
-				return keeps(a, need, v, out.FairShare[v])
+				return keeps(a, needed, v, out.FairShare[v])
 			}, "fair_share", why)
 			credit(i, want, needed, freed)
 		}
@@ -420,10 +433,10 @@ func (in *PreemptInput) Amount(r Res, keep func(k int) bool) string {
 func (in *PreemptInput) Dominant(r Res) int { return dominant(r, in.res(in.Capacity)) }
 
 func dominant(r, capacity Res) int {
-	best, most := 0, 0.0
+	best, most := 0, new(big.Rat)
 	for k := range capacity {
-		if k < len(r) && capacity[k] > 0 {
-			if s := float64(r[k]) / float64(capacity[k]); s > most {
+		if k < len(r) && capacity[k] > 0 && r[k] > 0 {
+			if s := big.NewRat(r[k], capacity[k]); s.Cmp(most) > 0 {
 				best, most = k, s
 			}
 		}
@@ -431,12 +444,16 @@ func dominant(r, capacity Res) int {
 	return best
 }
 
-// dominantShare is r's largest share of any resource of the capacity.
-func dominantShare(r, capacity Res) float64 {
-	most := 0.0
+// dominantShare is r's largest share of any resource of the capacity,
+// exactly (a fraction of integers: the same on every leader, and a cpu-only
+// fleet's comparisons are the integer ones they were).
+func dominantShare(r, capacity Res) *big.Rat {
+	most := new(big.Rat)
 	for k := range capacity {
-		if k < len(r) && capacity[k] > 0 {
-			most = max(most, float64(r[k])/float64(capacity[k]))
+		if k < len(r) && capacity[k] > 0 && r[k] > 0 {
+			if s := big.NewRat(r[k], capacity[k]); s.Cmp(most) > 0 {
+				most = s
+			}
 		}
 	}
 	return most
@@ -459,10 +476,26 @@ func addTo(a, b Res, n int64) {
 	}
 }
 
-// frees reports whether stopping a gives back something need lacks.
+// frees reports whether stopping a gives back something need still
+// lacks. GPUs are the scarce part of a claim that needs them: while any
+// GPU is still needed, only an attempt that holds GPUs the claim lacks
+// frees something for it (the cores and memory of a cpu-only attempt are
+// on machines its GPU jobs cannot use).
 func frees(a *Attempt, need Res) bool {
-	for k, v := range need {
-		if v > 0 && a.holds(k) > 0 {
+	gpus := false
+	for k := 2; k < len(need); k++ {
+		if need[k] > 0 {
+			gpus = true
+			if a.holds(k) > 0 {
+				return true
+			}
+		}
+	}
+	if gpus {
+		return false
+	}
+	for k := 0; k < min(2, len(need)); k++ {
+		if need[k] > 0 && a.holds(k) > 0 {
 			return true
 		}
 	}

@@ -210,3 +210,65 @@ func TestFairSharePreemptionByDominantShare(t *testing.T) {
 		t.Fatalf("victim %+v", v)
 	}
 }
+
+// TestReclaimKeepsTheBorrowersFloorInEveryResourceItNeeded: a claim for
+// cores and memory keeps checking the borrower's cpu floor after its cores
+// are met and it goes on for memory (found by a review: the floor was
+// checked against what the claim still lacked).
+func TestReclaimKeepsTheBorrowersFloorInEveryResourceItNeeded(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, Capacity: Res{100_000, 400 << 30},
+		Queues: []PreemptQueue{
+			{Name: "owner", Parent: -1, Guarantee: Res{60_000, 90 << 30}, Waiting: Res{22_000, 88 << 30}, ShortSince: now - 2*minute, ReclaimGraceNs: minute},
+			{Name: "borrower", Parent: -1, Guarantee: Res{40_000}, Used: Res{100_000, 100 << 30}},
+		}}
+	for j := range 100 {
+		in.Attempts = append(in.Attempts, Attempt{Batch: 1, Job: uint32(j + 1), Attempt: 1, Queue: 2, CPUMilli: 1000, Memory: 1 << 30, Start: now - minute})
+	}
+	out := Preempt(in)
+	if n := len(out.Victims); n > 60 || n < 22 {
+		t.Fatalf("%d victims: the borrower keeps its 40 cores (at most 60 taken), and the owner's 22 cores are taken", n)
+	}
+}
+
+// TestAGPUClaimStopsNoCPUOnlyAttempt: a queue starved of GPUs, with the
+// fleet's cores full, preempts attempts that hold GPUs, not younger
+// attempts that hold cores alone (their cores are on machines its jobs
+// cannot use).
+func TestAGPUClaimStopsNoCPUOnlyAttempt(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, GPUTypes: []string{"a100"}, Capacity: Res{128_000, 512 << 30, 8},
+		Queues: []PreemptQueue{
+			{Name: "train", Parent: -1, Waiting: Res{32_000, 64 << 30, 8}, AfterNs: minute, StarvedSince: now - 2*minute},
+			{Name: "sweep", Parent: -1, Used: Res{128_000, 256 << 30, 8}, Preemptible: true},
+		}}
+	for j := range 8 {
+		in.Attempts = append(in.Attempts, Attempt{Batch: 1, Job: uint32(j + 1), Attempt: 1, Queue: 2, CPUMilli: 8000, Memory: 16 << 30, GPU: 2, GPUs: 1, Start: now - 30*minute})
+		in.Attempts = append(in.Attempts, Attempt{Batch: 2, Job: uint32(j + 1), Attempt: 1, Queue: 2, CPUMilli: 8000, Memory: 16 << 30, Start: now - minute})
+	}
+	out := Preempt(in)
+	if got := victimsOf(out); got[2] != 0 || got[1] == 0 {
+		t.Fatalf("victims %v: want GPU attempts (batch 1) only", got)
+	}
+}
+
+// TestStarvationIsExact: a queue exactly at its threshold of fair share is
+// not starved, whatever the capacity (a float of the shares read 0.75 of 1
+// core as less than 0.75 on 2.75 cores).
+func TestStarvationIsExact(t *testing.T) {
+	now := 100 * minute
+	for _, capacity := range []int64{2750, 5500, 11_000} {
+		in := &PreemptInput{Now: now, Capacity: Res{capacity},
+			Queues: []PreemptQueue{
+				{Name: "a", Parent: -1, Used: Res{750}, Waiting: Res{250}, AfterNs: minute, StarvedSince: now - 2*minute, ThresholdPermille: 750},
+				{Name: "b", Parent: -1, Used: Res{capacity - 750}, Waiting: Res{capacity}, Preemptible: true},
+			}}
+		out := Preempt(in)
+		if out.FairShare[0][0] != 1000 {
+			t.Fatalf("capacity %d: fair share %v, want 1000 for a", capacity, out.FairShare)
+		}
+		if out.Starved[0] || len(out.Victims) != 0 {
+			t.Fatalf("capacity %d: a at exactly 0.75 of its fair share is starved (%v) or takes %d victims", capacity, out.Starved, len(out.Victims))
+		}
+	}
+}

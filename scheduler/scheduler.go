@@ -579,7 +579,7 @@ func (p *packer) size(r *Run) placement.Size {
 // path, and names the queue that allows none.
 func (p *packer) quotaRoom(r *Run, n int64) (int64, placement.Reason, *Queue) {
 	n, why, depth := placement.PathRoom(p.path(r), p.size(r), n)
-	if n > 0 {
+	if why == 0 {
 		return n, 0, nil
 	}
 	i := p.leaf(r)
