@@ -54,11 +54,11 @@ func Preemption(src Source, now int64, timers *Timers) *scheduler.PreemptInput {
 	return in
 }
 
-// maxWaitingRanges bounds the Ready ranges of one batch read for its
-// memory and GPUs (its cores are the state's tally): a preemption frees
-// no more than the fleet holds, so the head of a long queue is its
-// demand.
-const maxWaitingRanges = 4096
+// waitingShapeRanges bounds the Ready ranges of one batch read for the
+// shape of its demand: its cores are the state's tally, and its memory
+// and GPUs are those of its first ranges, scaled to the rest of its cores
+// (a read under the state's lock stays bounded by batches, not jobs).
+const waitingShapeRanges = 64
 
 func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInput {
 	tree := r.QueueTree()
@@ -148,21 +148,29 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 			}
 			i := index[leaf]
 			w := in.Queues[i].Waiting
-			w[0] += r.ReadyMilli(b)
+			total := r.ReadyMilli(b)
+			w[0] += total
+			shape := make(scheduler.Res, len(w)) // of the ranges read
 			ranges := 0
 			for rg := range r.Ready(b) {
-				if ranges++; ranges > maxWaitingRanges {
+				if ranges++; ranges > waitingShapeRanges {
 					break
 				}
 				n := int64(rg.Len())
-				w[1] += n * rg.Spec.Memory
+				shape[0] += n * rg.Spec.CPUMilli
+				shape[1] += n * rg.Spec.Memory
 				if typ, g := rg.Spec.GPUs(); g > 0 {
 					if k, ok := gpuIdx[typ]; ok {
-						w[k] += n * g
-					} else if typ == "" && len(in.GPUTypes) == 1 {
-						w[2] += n * g // any type: the only one there is
+						shape[k] += n * g
 					}
 				}
+			}
+			for k := 1; k < len(w); k++ {
+				v := shape[k]
+				if rest := total - shape[0]; rest > 0 && shape[0] > 0 {
+					v += int64(float64(shape[k]) * float64(rest) / float64(shape[0]))
+				}
+				w[k] += v
 			}
 			// Where its waiting work may run: each batch's head's
 			// constraint (routing included); a queue one of whose
