@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"cmp"
-	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -558,14 +557,13 @@ func (p *packer) leaf(r *Run) int32 {
 	return r.Queue - 1
 }
 
-// path yields the quotas of the run's leaf queue and of every queue
-// above it, leaf first (none: a run in no queue).
-func (p *packer) path(r *Run) iter.Seq[*placement.Quota] {
-	return func(yield func(*placement.Quota) bool) {
-		for i := p.leaf(r); i >= 0; i = p.up[i] {
-			if !yield(&p.queues[i].Quota) {
-				return
-			}
+// walkUp yields the quota of queue i and of every queue above it, leaf
+// first (none for i < 0). Callers wrap it in a literal passed straight
+// to placement's rule, which keeps the closure off the heap.
+func (p *packer) walkUp(i int32, yield func(*placement.Quota) bool) {
+	for ; i >= 0; i = p.up[i] {
+		if !yield(&p.queues[i].Quota) {
+			return
 		}
 	}
 }
@@ -578,11 +576,12 @@ func (p *packer) size(r *Run) placement.Size {
 // quotaRoom bounds n jobs of the run by placement's queue rule along its
 // path, and names the queue that allows none.
 func (p *packer) quotaRoom(r *Run, n int64) (int64, placement.Reason, *Queue) {
-	n, why, depth := placement.PathRoom(p.path(r), p.size(r), n)
+	leaf := p.leaf(r)
+	n, why, depth := placement.PathRoom(func(y func(*placement.Quota) bool) { p.walkUp(leaf, y) }, p.size(r), n)
 	if why == 0 {
 		return n, 0, nil
 	}
-	i := p.leaf(r)
+	i := leaf
 	for ; depth > 0; depth-- {
 		i = p.up[i]
 	}
@@ -815,12 +814,14 @@ func (p *packer) take(s slot, n int64, r *Run) {
 	}
 	p.clusters[tr.cluster].FreeMilli -= n * r.CPUMilli
 	p.freeGPU[s.idx] -= n * r.GPUs
-	placement.PathCharge(p.path(r), p.size(r), n)
-	for q := range p.path(r) {
+	leaf := p.leaf(r)
+	placement.PathCharge(func(y func(*placement.Quota) bool) { p.walkUp(leaf, y) }, p.size(r), n)
+	p.walkUp(leaf, func(q *placement.Quota) bool {
 		if tr.cluster < len(q.UsedByCluster) {
 			q.UsedByCluster[tr.cluster] += n * r.CPUMilli
 		}
-	}
+		return true
+	})
 }
 
 // ServedBefore is the fair-share order a round serves users in: the user

@@ -1,6 +1,9 @@
 package state
 
-import "github.com/drover-sched/drover/billing"
+import (
+	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/placement"
+)
 
 // The state is split into aggregates, each owning its tables and the
 // methods that apply commands to them, read them and check their
@@ -71,6 +74,8 @@ type placeBook struct {
 	groups       map[string]*ClusterGroup
 	projectQueue map[string]*Queue // derived from queues: each project's default queue
 	queueOrder   []*Queue          // derived: the queues by path (a parent before its children)
+	// pathScratch holds the quotas quotaAdmits reads (apply's alone).
+	pathScratch [placement.MaxQueueDepth]placement.Quota
 }
 
 // machineBook owns the autoscaler's side: its settings, launch configs,

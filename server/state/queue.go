@@ -330,21 +330,25 @@ func (s *placeBook) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 
 // quotaAdmits reports whether the batch's queue, and every queue above
 // it, can hold one more job of spec: placement's queue rule, as the
-// scheduler applied it.
+// scheduler applied it. Apply calls it for every job it places, so the
+// quotas it reads go into the book's own scratch, not the heap.
 func (s *placeBook) quotaAdmits(b *Batch, sp *Spec) bool {
-	n, _, _ := placement.PathRoom(quotaPath(s.queueOf(b)), sp.Size(), 1)
+	n, _, _ := placement.PathRoom(s.quotaPath(s.queueOf(b)), sp.Size(), 1)
 	return n > 0
 }
 
 // quotaPath yields the quotas of a leaf queue and of every queue above it,
-// leaf first, as placement reads them.
-func quotaPath(leaf *Queue) iter.Seq[*placement.Quota] {
+// leaf first, as placement reads them, in s.pathScratch (apply's: one
+// writer).
+func (s *placeBook) quotaPath(leaf *Queue) iter.Seq[*placement.Quota] {
 	return func(yield func(*placement.Quota) bool) {
-		for q := leaf; q != nil; q = q.parent {
-			quota := q.quota()
-			if !yield(&quota) {
+		i := 0
+		for q := leaf; q != nil && i < len(s.pathScratch); q = q.parent {
+			s.pathScratch[i] = q.quota()
+			if !yield(&s.pathScratch[i]) {
 				return
 			}
+			i++
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"iter"
 	"maps"
 
 	"github.com/drover-sched/drover/placement"
@@ -42,13 +41,13 @@ func (qs *quotas) quota(q *state.Queue) *placement.Quota {
 	return &c
 }
 
-// path yields the quotas of leaf and every queue above it, leaf first.
-func (qs *quotas) path(leaf *state.Queue) iter.Seq[*placement.Quota] {
-	return func(yield func(*placement.Quota) bool) {
-		for q := leaf; q != nil; q = qs.r.Parent(q) {
-			if !yield(qs.quota(q)) {
-				return
-			}
+// walk yields the quotas of leaf and every queue above it, leaf first.
+// Callers wrap it in a literal passed straight to placement's rule, which
+// keeps the closure off the heap.
+func (qs *quotas) walk(leaf *state.Queue, yield func(*placement.Quota) bool) {
+	for q := leaf; q != nil; q = qs.r.Parent(q) {
+		if !yield(qs.quota(q)) {
+			return
 		}
 	}
 }
@@ -59,14 +58,14 @@ func (qs *quotas) room(leaf *state.Queue, sz placement.Size, n int64) int64 {
 	if leaf == nil {
 		return n
 	}
-	n, _, _ = placement.PathRoom(qs.path(leaf), sz, n)
+	n, _, _ = placement.PathRoom(func(y func(*placement.Quota) bool) { qs.walk(leaf, y) }, sz, n)
 	return n
 }
 
 // charge counts n jobs of a size as used along leaf's path.
 func (qs *quotas) charge(leaf *state.Queue, sz placement.Size, n int64) {
 	if leaf != nil && n != 0 {
-		placement.PathCharge(qs.path(leaf), sz, n)
+		placement.PathCharge(func(y func(*placement.Quota) bool) { qs.walk(leaf, y) }, sz, n)
 	}
 }
 
@@ -81,7 +80,7 @@ func (qs *quotas) hold(leaf *state.Queue, sz placement.Size, n int64) {
 // takeBack undoes every hold since the last takeBack.
 func (qs *quotas) takeBack() {
 	for _, t := range qs.taken {
-		placement.PathCharge(qs.path(t.leaf), t.size, -t.n)
+		qs.charge(t.leaf, t.size, -t.n)
 	}
 	qs.taken = qs.taken[:0]
 }
