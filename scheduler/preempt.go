@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math/big"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -211,9 +212,10 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		}
 		// used*1000 < threshold*fair, in dominant shares, exactly.
 		if q.AfterNs > 0 {
-			u := new(big.Rat).Mul(share(used[i]), big.NewRat(1000, 1))
-			f := new(big.Rat).Mul(share(out.FairShare[i]), big.NewRat(q.Threshold(), 1))
-			out.Starved[i] = u.Cmp(f) < 0
+			u, f := dominantOf(used[i], capacity), dominantOf(out.FairShare[i], capacity)
+			u.num *= 1000
+			f.num *= q.Threshold()
+			out.Starved[i] = u.less(f)
 		}
 	}
 	// Victims in order: lowest priority, then youngest, first. A round
@@ -432,31 +434,45 @@ func (in *PreemptInput) Amount(r Res, keep func(k int) bool) string {
 // worded in it.
 func (in *PreemptInput) Dominant(r Res) int { return dominant(r, in.res(in.Capacity)) }
 
-func dominant(r, capacity Res) int {
-	best, most := 0, new(big.Rat)
-	for k := range capacity {
-		if k < len(r) && capacity[k] > 0 && r[k] > 0 {
-			if s := big.NewRat(r[k], capacity[k]); s.Cmp(most) > 0 {
-				best, most = k, s
-			}
-		}
-	}
-	return best
+func dominant(r, capacity Res) int { return dominantOf(r, capacity).k }
+
+// frac is a share of one resource, num/den: compared exactly in 128 bits
+// (a product of an amount and a capacity, each below 2^63, with a factor
+// of at most 1000 on the amount), so every leader decides alike and a
+// cpu-only fleet's comparisons are the integer ones they were.
+type frac struct {
+	num, den int64
+	k        int // the resource
 }
 
-// dominantShare is r's largest share of any resource of the capacity,
-// exactly (a fraction of integers: the same on every leader, and a cpu-only
-// fleet's comparisons are the integer ones they were).
-func dominantShare(r, capacity Res) *big.Rat {
-	most := new(big.Rat)
+// less reports whether a < b.
+func (a frac) less(b frac) bool {
+	if a.den <= 0 || b.den <= 0 {
+		return a.num <= 0 && b.num > 0
+	}
+	ah, al := bits.Mul64(uint64(max(a.num, 0)), uint64(b.den))
+	bh, bl := bits.Mul64(uint64(max(b.num, 0)), uint64(a.den))
+	return ah < bh || ah == bh && al < bl
+}
+
+// dominantOf is r's largest share of any resource of the capacity (the
+// first such resource on a tie; nothing: 0 of the cores).
+func dominantOf(r, capacity Res) frac {
+	most := frac{0, 1, 0}
 	for k := range capacity {
 		if k < len(r) && capacity[k] > 0 && r[k] > 0 {
-			if s := big.NewRat(r[k], capacity[k]); s.Cmp(most) > 0 {
+			if s := (frac{r[k], capacity[k], k}); most.less(s) {
 				most = s
 			}
 		}
 	}
 	return most
+}
+
+// dominantShare is dominantOf as a fraction, for the claimants' order.
+func dominantShare(r, capacity Res) *big.Rat {
+	d := dominantOf(r, capacity)
+	return big.NewRat(d.num, d.den)
 }
 
 // positive reports whether r has more than zero of some resource.
