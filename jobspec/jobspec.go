@@ -572,7 +572,7 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			if d.HasErrors() {
 				continue
 			}
-			if v.IsNull() || v.Type() != cty.String {
+			if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid dependency",
 					Detail: "depends_on lists job names as strings, as in [\"split\"].", Subject: e.Range().Ptr()})
 				continue
@@ -837,7 +837,7 @@ func decodeGPU(attr *hcl.Attribute, ctx *hcl.EvalContext, diags *hcl.Diagnostics
 	if d.HasErrors() {
 		return "", 0
 	}
-	if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
+	if v.IsNull() || !v.IsWhollyKnown() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
 		return bad(`gpu is an object, as in { type = "a100", count = 1 }.`)
 	}
 	m := v.AsValueMap()
@@ -933,6 +933,11 @@ func evalCommand(attr *hcl.Attribute, ctx *hcl.EvalContext) ([]string, hcl.Diagn
 	v, diags := attr.Expr.Value(ctx)
 	if diags.HasErrors() {
 		return nil, diags
+	}
+	if !v.IsWhollyKnown() {
+		// A value no one gave (a variable whose default names nothing):
+		// cty cannot say what it is.
+		return nil, hcl.Diagnostics{attrError(attr, "Invalid command", "command depends on a value that is not known when the jobspec is read; give every variable it uses a value.")}
 	}
 	if v.Type() == cty.String && !v.IsNull() {
 		if strings.TrimSpace(v.AsString()) == "" {
