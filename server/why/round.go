@@ -193,7 +193,7 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	}
 	busy := fmt.Sprintf("none of the %d workers large enough%s has %s free", fit, where(k), size)
 	if ahead > 0 {
-		return "fair_share", fmt.Sprintf("waiting for fair share behind %s: %s", users(ahead), busy)
+		return "fair_share", fmt.Sprintf("waiting for fair share behind %s: %s", plural(ahead, "user"), busy)
 	}
 	return code, fmt.Sprintf("waiting for %s: %s", what, busy)
 }
@@ -204,14 +204,6 @@ func isAre(n int) string {
 		return "is"
 	}
 	return "are"
-}
-
-// users says "1 user" or "3 users".
-func users(n int) string {
-	if n == 1 {
-		return "1 user"
-	}
-	return fmt.Sprintf("%d users", n)
 }
 
 // disabledMessage words disabled clusters with the round's records of
