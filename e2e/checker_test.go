@@ -54,6 +54,7 @@ func TestCheckerFindsFaults(t *testing.T) {
 		{"broken chain", "1 1 1 staged ready\n2 1 1 running success\n", "moves running -> success but was ready"},
 		{"first seen late", "1 1 1 ready running\n", "first seen in ready, not staged"},
 		{"malformed", "1 1 x staged ready\n", "malformed transition"},
+		{"short line", "1 1 1 staged\n", "malformed line"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseHistory(strings.NewReader(c.log), c.name)

@@ -115,8 +115,9 @@ func TestFaultLeaderKills(t *testing.T) {
 	checkHistories(t, c, 2)
 }
 
-// waitApplied waits until every running server reports the same applied
-// index.
+// waitApplied waits until every running server reports the same Raft
+// applied index: each has been handed the same entries, though its FSM may
+// still be applying the last of them (checkHistories waits for that).
 func waitApplied(t *testing.T, c *testCluster) { waitAppliedAs(t, c, c.token()) }
 
 func waitAppliedAs(t *testing.T, c *testCluster, token string) {
@@ -139,7 +140,6 @@ func waitAppliedAs(t *testing.T, c *testCluster, token string) {
 			same = same && v == idx[0]
 		}
 		if same {
-			time.Sleep(200 * time.Millisecond) // let the transition logs flush
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -87,8 +88,7 @@ func parseHistory(r io.Reader, source string) ([]*segment, error) {
 			continue
 		}
 		if len(parts) != 5 {
-			// The last line of a killed process may be cut short.
-			continue
+			return nil, fmt.Errorf("%s:%d: malformed line %q", source, line, text)
 		}
 		idx, err0 := strconv.ParseUint(parts[0], 10, 64)
 		b, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -177,39 +177,60 @@ func compareHistories(whole, partial []*segment, minWhole int) (int, error) {
 // whole histories, which must be at least minWhole. A server that ran from
 // an empty state to the end, never restarted, saw the whole history; every
 // other log is compared from where it started.
+//
+// A server's Raft applied index moves when an entry is handed to its FSM,
+// before the FSM applied it and wrote its transitions, so equal applied
+// indexes do not mean equal logs yet: the check is repeated until the logs
+// agree, for up to a minute. What diverged stays diverged (the logs only
+// grow), so a real disagreement still fails, with the last error seen.
 func checkHistories(t *testing.T, c *testCluster, minWhole int) int {
 	t.Helper()
-	var whole, partial []*segment
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; {
+		var n, partial int
+		if n, partial, err = readHistories(c, minWhole); err == nil {
+			t.Logf("%d whole histories agree; %d partial ones agree with them from where they started", n, partial)
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// readHistories reads every transition log of the cluster once and
+// compares them.
+func readHistories(c *testCluster, minWhole int) (whole, partial int, err error) {
+	var wholeSegs, partialSegs []*segment
 	for _, s := range c.Servers {
 		for gen := 0; gen < s.Gen; gen++ {
 			path := s.TransitionLog(gen)
-			f, err := os.Open(path)
+			data, err := os.ReadFile(path)
 			if os.IsNotExist(err) {
 				continue
 			}
 			if err != nil {
-				t.Fatal(err)
+				return 0, 0, err
 			}
-			segs, err := parseHistory(f, path)
-			f.Close()
+			// A line without its newline is being written, or was cut
+			// short when its process was killed.
+			data = data[:bytes.LastIndexByte(data, '\n')+1]
+			segs, err := parseHistory(bytes.NewReader(data), path)
 			if err != nil {
-				t.Fatal(err)
+				return 0, 0, err
 			}
 			for i, seg := range segs {
 				if gen == 0 && i == 0 && seg.from == 0 && len(segs) == 1 && s.Gen == 1 && s.Running() {
-					whole = append(whole, seg)
+					wholeSegs = append(wholeSegs, seg)
 				} else {
-					partial = append(partial, seg)
+					partialSegs = append(partialSegs, seg)
 				}
 			}
 		}
 	}
-	n, err := compareHistories(whole, partial, minWhole)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d whole histories agree; %d partial ones agree with them from where they started", n, len(partial))
-	return n
+	n, err := compareHistories(wholeSegs, partialSegs, minWhole)
+	return n, len(partialSegs), err
 }
 
 // prober submits small batches, each with its own idempotency key, while
