@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
+	"github.com/drover-sched/drover/jobspec/nomadspec"
 )
 
 func parseVars(vars multiFlag) (map[string]string, error) {
@@ -40,6 +42,48 @@ func (m batchCmds) parseSpec(path string, vars multiFlag) (*jobspec.Batch, error
 	return spec, nil
 }
 
+// nomadJob reads a Nomad job file (nil, nil when path is a drover
+// jobspec) and translates it, printing its diagnostics, warnings and
+// refusals.
+func (m batchCmds) nomadJob(path string, vars multiFlag) (*nomadspec.Translation, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !nomadspec.IsNomadJob(path, src) {
+		return nil, nil
+	}
+	vm, err := parseVars(vars)
+	if err != nil {
+		return nil, err
+	}
+	job, blocks, diags := nomadspec.Parse(path, src, vm)
+	if len(diags) > 0 {
+		fmt.Fprint(m.Stderr, jobspec.FormatDiagnostics(diags))
+	}
+	if diags.HasErrors() {
+		n := len(diags.Errs())
+		return nil, fmt.Errorf("%s has %d problem%s", path, n, plural(n))
+	}
+	tr, err := nomadspec.Translate(job, blocks)
+	if errs, ok := err.(nomadspec.Errors); ok {
+		for _, e := range errs {
+			safef(m.Stderr, "%s\n", e)
+		}
+		return nil, fmt.Errorf("%s: Nomad job %q has %d part%s drover cannot run (docs/nomad.md)", path, *job.ID, len(errs), plural(len(errs)))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range tr.Warnings {
+		safef(m.Stderr, "%s: warning: %s\n", path, w)
+	}
+	if tr.Periodic != nil || tr.Parameterized != nil {
+		return nil, fmt.Errorf("%s: Nomad job %q is periodic or parameterized: the servers keep such a job and launch it; `drover run` submits batches only", path, *job.ID)
+	}
+	return tr, nil
+}
+
 func plural(n int) string {
 	if n == 1 {
 		return ""
@@ -54,6 +98,15 @@ func (m batchCmds) runValidate(ctx context.Context, args []string) error {
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	tr, err := m.nomadJob(pos[0], vars)
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		n := len(tr.Batch.Jobs)
+		safef(m.Stdout, "%s: Nomad job %q is valid: %d jobs in %d entr%s\n", pos[0], tr.Batch.Name, api.Jobs(tr.Batch.Jobs).NumJobs(), n, map[bool]string{true: "y", false: "ies"}[n == 1])
+		return nil
 	}
 	spec, err := m.parseSpec(pos[0], vars)
 	if err != nil {
@@ -80,6 +133,25 @@ func (m batchCmds) runRun(ctx context.Context, args []string) error {
 	}
 	if *bunch <= 0 {
 		return usagef("-bunch-size must be positive")
+	}
+	tr, err := m.nomadJob(pos[0], vars)
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		req := &tr.Batch
+		jobs := req.Jobs
+		req.Jobs = nil
+		if *project != "" {
+			req.BillingProject = *project
+		}
+		req.Queue = *queue
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "priority" {
+				req.Priority = *priority
+			}
+		})
+		return m.submit(ctx, req, jobs, *bunch, *wait, *asJSON, *quiet)
 	}
 	spec, err := m.parseSpec(pos[0], vars)
 	if err != nil {
@@ -110,24 +182,29 @@ func (m batchCmds) runRun(ctx context.Context, args []string) error {
 			req.Priority = *priority
 		}
 	})
+	return m.submit(ctx, req, spec.JobSpecs(), *bunch, *wait, *asJSON, *quiet)
+}
+
+// submit creates a batch of jobs and reports it, waiting for it if asked.
+func (m batchCmds) submit(ctx context.Context, req *api.CreateBatchRequest, jobs []api.JobSpec, bunch int, wait, asJSON, quiet bool) error {
 	c := m.Client()
-	b, err := c.Submit(ctx, req, api.Jobs(spec.JobSpecs()), &api.SubmitOptions{BunchSize: *bunch})
+	b, err := c.Submit(ctx, req, api.Jobs(jobs), &api.SubmitOptions{BunchSize: bunch})
 	if err != nil {
 		return err
 	}
 	switch {
-	case *quiet:
+	case quiet:
 		safeln(m.Stdout, b.ID)
-	case !*asJSON:
-		safef(m.Stdout, "Submitted batch %d (%q, %d jobs, billing project %s)\n", b.ID, spec.Name, b.NJobs, b.BillingProject)
+	case !asJSON:
+		safef(m.Stdout, "Submitted batch %d (%q, %d jobs, billing project %s)\n", b.ID, req.Name, b.NJobs, b.BillingProject)
 	}
-	if !*wait {
-		if *asJSON {
+	if !wait {
+		if asJSON {
 			return m.printJSON(b)
 		}
 		return nil
 	}
-	return m.waitAndReport(ctx, c, b.ID, *asJSON, *quiet)
+	return m.waitAndReport(ctx, c, b.ID, asJSON, quiet)
 }
 
 // waitAndReport waits for a batch, printing progress, then summarises it.
