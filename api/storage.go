@@ -263,8 +263,17 @@ func ExpandJobVars(s string, env []string) string {
 // later). The worker expands it in the files' URLs and paths, and the
 // server, to know which storage prefixes the attempt needs.
 func (a *Assignment) JobEnv() []string {
-	env := make([]string, 0, 7+len(a.Env))
-	env = append(env,
+	env := a.droverEnv(len(a.Env))
+	for k, v := range a.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// droverEnv is drover's variables of an attempt, with room for more.
+func (a *Assignment) droverEnv(more int) []string {
+	env := make([]string, 0, 7+more)
+	return append(env,
 		"DROVER_BATCH_ID="+strconv.FormatInt(a.BatchID, 10),
 		"DROVER_JOB_ID="+strconv.FormatInt(a.JobID, 10),
 		"DROVER_ATTEMPT="+strconv.Itoa(a.Attempt),
@@ -273,8 +282,4 @@ func (a *Assignment) JobEnv() []string {
 		"DROVER_CPU="+strconv.FormatFloat(a.CPU, 'f', -1, 64),
 		"DROVER_MEMORY="+strconv.FormatInt(a.Memory, 10),
 	)
-	for k, v := range a.Env {
-		env = append(env, k+"="+v)
-	}
-	return env
 }

@@ -114,6 +114,12 @@ type JobSpec struct {
 	// SIGTERM and SIGKILL to checkpoint (0: DefaultPreemptionGrace, 30 s;
 	// at most MaxPreemptionGraceSeconds).
 	PreemptionGraceSeconds float64 `json:"preemption_grace_seconds,omitempty"`
+	// Nomad marks a job translated from a Nomad job: its worker gives it
+	// the runtime environment a Nomad client gives a task
+	// (NOMAD_ALLOC_INDEX, NOMAD_TASK_DIR, ...: NomadVars) and expands
+	// ${name} in its command and env as a Nomad client does
+	// (InterpolateNomad).
+	Nomad bool `json:"nomad,omitempty"`
 }
 
 // Network modes of a job. NetworkBridge is the default: the wire and the
@@ -405,6 +411,8 @@ type Job struct {
 	// MaxProcesses: see JobSpec (0: the worker's default).
 	MaxProcesses           int64   `json:"max_processes,omitempty"`
 	PreemptionGraceSeconds float64 `json:"preemption_grace_seconds,omitempty"`
+	// Nomad: see JobSpec.
+	Nomad bool `json:"nomad,omitempty"`
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
@@ -881,6 +889,8 @@ type Assignment struct {
 	MaxProcesses int64 `json:"max_processes,omitempty"`
 	// PreemptionGraceSeconds: see JobSpec (the default filled in).
 	PreemptionGraceSeconds float64 `json:"preemption_grace_seconds,omitempty"`
+	// Nomad: see JobSpec.
+	Nomad bool `json:"nomad,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

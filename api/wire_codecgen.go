@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF8543 = 1
-	codecSelferCcRAW543  = 255
+	codecSelferCcUTF8310 = 1
+	codecSelferCcRAW310  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray543  = 10
-	codecSelferValueTypeMap543    = 9
-	codecSelferValueTypeString543 = 6
-	codecSelferValueTypeInt543    = 2
-	codecSelferValueTypeUint543   = 3
-	codecSelferValueTypeFloat543  = 4
-	codecSelferBitsize543         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray310  = 10
+	codecSelferValueTypeMap310    = 9
+	codecSelferValueTypeString310 = 6
+	codecSelferValueTypeInt310    = 2
+	codecSelferValueTypeUint310   = 3
+	codecSelferValueTypeFloat310  = 4
+	codecSelferBitsize310         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct543 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct310 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer543 struct{}
+type codecSelfer310 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [26]bool{    // should field at this index be written?
+			var yyq2 = [27]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -113,10 +113,11 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Outputs) != 0,           // Outputs
 				x.MaxProcesses != 0,           // MaxProcesses
 				x.PreemptionGraceSeconds != 0, // PreemptionGraceSeconds
+				x.Nomad,                       // Nomad
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(26)
+				r.WriteArrayStart(27)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -135,7 +136,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -150,14 +151,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -166,7 +167,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -174,7 +175,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 						}
 					}
 				}
@@ -195,7 +196,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -221,7 +222,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -250,7 +251,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -279,7 +280,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -308,7 +309,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -335,7 +336,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -367,7 +368,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -396,7 +397,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -421,7 +422,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -443,7 +444,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -467,7 +468,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -489,7 +490,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -517,7 +518,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -550,7 +551,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -571,14 +572,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -587,7 +588,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -595,7 +596,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Pool))
 						}
 					}
 				}
@@ -616,7 +617,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -633,27 +634,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GPUType))
 						}
 					}
 				}
@@ -666,27 +667,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.MachineType))
 						}
 					}
 				}
@@ -699,14 +700,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -715,7 +716,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -723,7 +724,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
 						}
 					}
 				}
@@ -736,14 +737,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -752,7 +753,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -760,7 +761,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
 						}
 					}
 				}
@@ -785,7 +786,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -818,7 +819,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -844,7 +845,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -865,11 +866,36 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[26] {
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Nomad))
+					}
+				} else {
+					r.EncodeBool(false)
+				}
+			} else {
+				if yyq2[26] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"nomad\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF8310, `nomad`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Nomad))
 					}
 				}
 			}
@@ -883,7 +909,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -891,14 +917,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -906,13 +932,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1024,7 +1050,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1060,7 +1086,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1116,6 +1142,12 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 			}
+		case "nomad":
+			if r.TryDecodeAsNil() {
+				x.Nomad = false
+			} else {
+				x.Nomad = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -1124,19 +1156,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj40 int
-	var yyb40 bool
-	var yyhl40 bool = l >= 0
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	var yyj41 int
+	var yyb41 bool
+	var yyhl41 bool = l >= 0
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1146,13 +1178,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1162,13 +1194,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1178,13 +1210,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1197,13 +1229,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1216,13 +1248,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1235,13 +1267,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1254,13 +1286,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1273,13 +1305,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1292,13 +1324,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1308,13 +1340,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1324,13 +1356,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1340,13 +1372,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1354,15 +1386,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1372,13 +1404,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1391,13 +1423,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1410,13 +1442,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1426,13 +1458,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1440,15 +1472,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1458,13 +1490,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1474,13 +1506,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1490,13 +1522,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1506,13 +1538,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1525,13 +1557,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1544,13 +1576,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1560,13 +1592,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj40++
-	if yyhl40 {
-		yyb40 = yyj40 > l
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
 	} else {
-		yyb40 = r.CheckBreak()
+		yyb41 = r.CheckBreak()
 	}
-	if yyb40 {
+	if yyb41 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1576,24 +1608,40 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
+	yyj41++
+	if yyhl41 {
+		yyb41 = yyj41 > l
+	} else {
+		yyb41 = r.CheckBreak()
+	}
+	if yyb41 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Nomad = false
+	} else {
+		x.Nomad = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj40++
-		if yyhl40 {
-			yyb40 = yyj40 > l
+		yyj41++
+		if yyhl41 {
+			yyb41 = yyj41 > l
 		} else {
-			yyb40 = r.CheckBreak()
+			yyb41 = r.CheckBreak()
 		}
-		if yyb40 {
+		if yyb41 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj40-1, "")
+		z.DecStructFieldNotFound(yyj41-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1619,7 +1667,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 					}
 				}
 			} else {
@@ -1627,7 +1675,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1635,7 +1683,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 					}
 				}
 			}
@@ -1646,7 +1694,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Source))
 					}
 				}
 			} else {
@@ -1654,7 +1702,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1662,7 +1710,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Source))
 					}
 				}
 			}
@@ -1673,7 +1721,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
 					}
 				}
 			} else {
@@ -1681,7 +1729,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1689,7 +1737,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
 					}
 				}
 			}
@@ -1703,7 +1751,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1711,14 +1759,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1726,13 +1774,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1776,7 +1824,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1847,7 +1895,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1873,7 +1921,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 					}
 				}
 			} else {
@@ -1881,7 +1929,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1889,7 +1937,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 					}
 				}
 			}
@@ -1900,7 +1948,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
 					}
 				}
 			} else {
@@ -1908,7 +1956,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1916,7 +1964,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
 					}
 				}
 			}
@@ -1927,7 +1975,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Destination))
 					}
 				}
 			} else {
@@ -1935,7 +1983,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1943,7 +1991,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Destination))
 					}
 				}
 			}
@@ -1957,7 +2005,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1965,14 +2013,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1980,13 +2028,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2030,7 +2078,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2101,7 +2149,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2145,7 +2193,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2160,7 +2208,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2175,7 +2223,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2190,7 +2238,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2210,7 +2258,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2231,7 +2279,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2252,7 +2300,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2270,7 +2318,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2278,14 +2326,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2293,13 +2341,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2367,7 +2415,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2502,7 +2550,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2551,14 +2599,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -2567,7 +2615,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2575,7 +2623,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 						}
 					}
 				}
@@ -2587,19 +2635,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.BillingProject))
 					}
 				}
 			}
@@ -2623,7 +2671,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2644,27 +2692,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2689,7 +2737,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2715,7 +2763,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2736,7 +2784,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2752,14 +2800,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -2768,7 +2816,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2776,7 +2824,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Callback))
 						}
 					}
 				}
@@ -2789,14 +2837,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -2805,7 +2853,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2813,7 +2861,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Queue))
 						}
 					}
 				}
@@ -2834,7 +2882,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2856,7 +2904,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2904,7 +2952,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -2940,7 +2988,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2948,14 +2996,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2963,13 +3011,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3090,7 +3138,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3328,7 +3376,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3368,27 +3416,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3413,7 +3461,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3439,7 +3487,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3457,7 +3505,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3465,14 +3513,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3480,13 +3528,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3533,7 +3581,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3607,7 +3655,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3634,7 +3682,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3649,7 +3697,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3664,7 +3712,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3679,7 +3727,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3697,7 +3745,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3715,7 +3763,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3723,14 +3771,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3738,13 +3786,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3800,7 +3848,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3903,7 +3951,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3937,7 +3985,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -3959,7 +4007,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3967,14 +4015,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3982,13 +4030,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4023,7 +4071,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4065,7 +4113,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4092,7 +4140,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4107,7 +4155,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4125,7 +4173,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4143,7 +4191,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4151,14 +4199,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4166,13 +4214,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4206,7 +4254,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4216,7 +4264,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4268,7 +4316,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
 	for {
 		yyj7++
@@ -4287,7 +4335,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4334,7 +4382,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4349,7 +4397,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4367,7 +4415,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4382,7 +4430,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Kind))
 					}
 				}
 			} else {
@@ -4390,7 +4438,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4398,7 +4446,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Kind))
 					}
 				}
 			}
@@ -4410,14 +4458,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -4426,7 +4474,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4434,7 +4482,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Outcome))
 						}
 					}
 				}
@@ -4452,7 +4500,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4476,7 +4524,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4507,7 +4555,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4530,14 +4578,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -4546,7 +4594,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4554,7 +4602,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Message))
 						}
 					}
 				}
@@ -4587,7 +4635,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4611,7 +4659,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4619,14 +4667,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4634,13 +4682,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4674,7 +4722,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4692,7 +4740,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4754,7 +4802,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4806,7 +4854,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4854,7 +4902,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4965,7 +5013,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5018,7 +5066,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5051,7 +5099,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5084,7 +5132,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5110,7 +5158,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5128,7 +5176,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5136,14 +5184,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5151,13 +5199,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5216,7 +5264,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5312,7 +5360,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5357,7 +5405,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5385,7 +5433,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5418,7 +5466,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5447,7 +5495,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5476,7 +5524,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -5499,7 +5547,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5507,14 +5555,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5522,13 +5570,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5550,7 +5598,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5593,7 +5641,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5613,7 +5661,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
 	yyj12++
 	if yyhl12 {
@@ -5705,7 +5753,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5732,7 +5780,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5747,7 +5795,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5765,7 +5813,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5780,7 +5828,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Reason))
 					}
 				}
 			} else {
@@ -5788,7 +5836,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5796,7 +5844,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Reason))
 					}
 				}
 			}
@@ -5808,7 +5856,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5825,7 +5873,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5833,14 +5881,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5848,13 +5896,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5888,7 +5936,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -5910,7 +5958,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -5962,7 +6010,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6013,7 +6061,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6027,7 +6075,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [17]bool{    // should field at this index be written?
+			var yyq2 = [18]bool{    // should field at this index be written?
 				true,                          // BatchID
 				true,                          // JobID
 				true,                          // Attempt
@@ -6045,10 +6093,11 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Storage) != 0,           // Storage
 				x.MaxProcesses != 0,           // MaxProcesses
 				x.PreemptionGraceSeconds != 0, // PreemptionGraceSeconds
+				x.Nomad,                       // Nomad
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(17)
+				r.WriteArrayStart(18)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -6067,7 +6116,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6082,7 +6131,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6100,7 +6149,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6115,7 +6164,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 					}
 				}
 			} else {
@@ -6123,7 +6172,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6131,7 +6180,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
 					}
 				}
 			}
@@ -6143,7 +6192,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8543, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF8310, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6165,7 +6214,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6197,7 +6246,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6221,7 +6270,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6240,7 +6289,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6261,7 +6310,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6277,14 +6326,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -6293,7 +6342,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6301,7 +6350,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
 						}
 					}
 				}
@@ -6314,14 +6363,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -6330,7 +6379,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6338,7 +6387,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
 						}
 					}
 				}
@@ -6363,7 +6412,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6396,7 +6445,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6429,7 +6478,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -6455,7 +6504,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6476,11 +6525,36 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[17] {
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Nomad))
+					}
+				} else {
+					r.EncodeBool(false)
+				}
+			} else {
+				if yyq2[17] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"nomad\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF8310, `nomad`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Nomad))
 					}
 				}
 			}
@@ -6494,7 +6568,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6502,14 +6576,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6517,13 +6591,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6557,7 +6631,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -6658,6 +6732,12 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 			}
+		case "nomad":
+			if r.TryDecodeAsNil() {
+				x.Nomad = false
+			} else {
+				x.Nomad = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -6666,19 +6746,19 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj26 int
-	var yyb26 bool
-	var yyhl26 bool = l >= 0
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	var yyj27 int
+	var yyb27 bool
+	var yyhl27 bool = l >= 0
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6688,13 +6768,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6704,13 +6784,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6718,15 +6798,15 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize543))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6736,13 +6816,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6752,13 +6832,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.ArrayIndex = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6771,13 +6851,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6790,13 +6870,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6806,13 +6886,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6822,13 +6902,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6838,13 +6918,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6854,13 +6934,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6870,13 +6950,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6889,13 +6969,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6908,13 +6988,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6927,13 +7007,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceStorageGrant((*[]StorageGrant)(&x.Storage), d)
 		}
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6943,13 +7023,13 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj26++
-	if yyhl26 {
-		yyb26 = yyj26 > l
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
 	} else {
-		yyb26 = r.CheckBreak()
+		yyb27 = r.CheckBreak()
 	}
-	if yyb26 {
+	if yyb27 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -6959,24 +7039,40 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
+	yyj27++
+	if yyhl27 {
+		yyb27 = yyj27 > l
+	} else {
+		yyb27 = r.CheckBreak()
+	}
+	if yyb27 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Nomad = false
+	} else {
+		x.Nomad = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj26++
-		if yyhl26 {
-			yyb26 = yyj26 > l
+		yyj27++
+		if yyhl27 {
+			yyb27 = yyj27 > l
 		} else {
-			yyb26 = r.CheckBreak()
+			yyb27 = r.CheckBreak()
 		}
-		if yyb26 {
+		if yyb27 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj26-1, "")
+		z.DecStructFieldNotFound(yyj27-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7017,27 +7113,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7050,27 +7146,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7083,27 +7179,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7116,27 +7212,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7151,7 +7247,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7159,14 +7255,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7174,13 +7270,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7230,7 +7326,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7317,7 +7413,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7357,14 +7453,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -7373,7 +7469,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7381,7 +7477,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Endpoint))
 						}
 					}
 				}
@@ -7394,14 +7490,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -7410,7 +7506,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7418,7 +7514,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Region))
 						}
 					}
 				}
@@ -7436,7 +7532,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8543, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7454,7 +7550,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7462,14 +7558,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7477,13 +7573,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7527,7 +7623,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -7598,7 +7694,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7638,7 +7734,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Prefix))
 					}
 				}
 			} else {
@@ -7646,7 +7742,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8543, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF8310, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7654,7 +7750,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Prefix))
 					}
 				}
 			}
@@ -7686,7 +7782,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -7728,7 +7824,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -7750,14 +7846,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, "")
+						r.EncodeStringEnc(codecSelferCcUTF8310, "")
 					}
 				}
 			} else {
@@ -7766,7 +7862,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8543, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF8310, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7774,7 +7870,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8543, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Error))
 						}
 					}
 				}
@@ -7789,7 +7885,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7797,14 +7893,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap543 {
+		if yyct2 == codecSelferValueTypeMap310 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray543 {
+		} else if yyct2 == codecSelferValueTypeArray310 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7812,13 +7908,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct543)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7880,7 +7976,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer543
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7978,8 +8074,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer543) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7993,8 +8089,8 @@ func (x codecSelfer543) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8037,8 +8133,8 @@ func (x codecSelfer543) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer543) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8052,8 +8148,8 @@ func (x codecSelfer543) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8133,8 +8229,8 @@ func (x codecSelfer543) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer543) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8146,8 +8242,8 @@ func (x codecSelfer543) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8227,8 +8323,8 @@ func (x codecSelfer543) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer543) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8239,15 +8335,15 @@ func (x codecSelfer543) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8543, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8310, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8327,8 +8423,8 @@ func (x codecSelfer543) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer543) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8339,7 +8435,7 @@ func (x codecSelfer543) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8543, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF8310, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8348,15 +8444,15 @@ func (x codecSelfer543) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8543, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8310, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer543) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8408,8 +8504,8 @@ func (x codecSelfer543) decMapstringstring(v *map[string]string, d *codec1978.De
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer543) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8421,8 +8517,8 @@ func (x codecSelfer543) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8502,8 +8598,8 @@ func (x codecSelfer543) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) 
 	}
 }
 
-func (x codecSelfer543) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8515,8 +8611,8 @@ func (x codecSelfer543) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8596,8 +8692,8 @@ func (x codecSelfer543) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer543) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8609,8 +8705,8 @@ func (x codecSelfer543) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8632,7 +8728,7 @@ func (x codecSelfer543) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 384)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 392)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -8649,7 +8745,7 @@ func (x codecSelfer543) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 384)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 392)
 				} else {
 					yyrl1 = 8
 				}
@@ -8690,8 +8786,8 @@ func (x codecSelfer543) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer543) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8703,8 +8799,8 @@ func (x codecSelfer543) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8784,8 +8880,8 @@ func (x codecSelfer543) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Dec
 	}
 }
 
-func (x codecSelfer543) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8797,8 +8893,8 @@ func (x codecSelfer543) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8878,8 +8974,8 @@ func (x codecSelfer543) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer543) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8891,8 +8987,8 @@ func (x codecSelfer543) encSliceAssignment(v []Assignment, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8914,7 +9010,7 @@ func (x codecSelfer543) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 224)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 232)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -8931,7 +9027,7 @@ func (x codecSelfer543) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 224)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 232)
 				} else {
 					yyrl1 = 8
 				}
@@ -8972,8 +9068,8 @@ func (x codecSelfer543) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer543) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8985,8 +9081,8 @@ func (x codecSelfer543) encSlicePreemption(v []Preemption, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9066,8 +9162,8 @@ func (x codecSelfer543) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer543) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer543
+func (x codecSelfer310) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9079,8 +9175,8 @@ func (x codecSelfer543) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer543) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer543
+func (x codecSelfer310) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer310
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

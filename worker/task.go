@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -207,6 +210,12 @@ func (t *task) run() {
 	spec := Spec{Ref: t.a.AttemptRef, Command: t.a.Command, Env: env, Dir: bx.dir, UID: bx.uid(), GID: bx.uid(), Cgroup: bx.slot, Memory: t.a.Memory, Network: t.a.Network}
 	if bx.jail != nil {
 		spec.Start, spec.NetNS = bx.start, bx.jail.netnsPath()
+	}
+	if t.a.Nomad {
+		if err := t.nomadRuntime(&spec, bx); err != nil {
+			fail(err.Error())
+			return
+		}
 	}
 	ex := t.w.exec
 	if t.a.Image != "" {
@@ -578,4 +587,28 @@ func (s *shipper) abort() {
 	s.discard = true
 	s.mu.Unlock()
 	s.close()
+}
+
+// nomadRuntime gives an attempt of a Nomad job what a Nomad client gives
+// a task: its directories (alloc, local, secrets, owned by the job's
+// user), the runtime variables, and ${name} interpolated in its command
+// and env.
+func (t *task) nomadRuntime(spec *Spec, bx *box) error {
+	for _, d := range api.NomadDirs {
+		p := filepath.Join(bx.dir, d)
+		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("make the job's %s directory: %w", d, err)
+		}
+		if err := os.Lchown(p, bx.uid(), bx.uid()); err != nil {
+			return fmt.Errorf("give the job its %s directory: %w", d, err)
+		}
+	}
+	dir := bx.dir
+	if t.a.Image != "" {
+		dir = api.JobDirMount
+	}
+	c := t.w.cfg
+	vars := t.a.NomadVars(dir, api.NomadNode{Name: c.Name, Region: c.Region, Cluster: c.Cluster, Pool: c.Pool})
+	spec.Env, spec.Command = t.a.NomadEnv(vars)
+	return nil
 }

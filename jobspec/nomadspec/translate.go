@@ -499,7 +499,6 @@ func (t *translator) translateGroup(out *Translation, g *nomad.TaskGroup, place 
 		if index >= 0 {
 			s.Env = maps.Clone(s.Env)
 			s.Env["NOMAD_ALLOC_INDEX"] = strconv.Itoa(index)
-			s.Env["NOMAD_ALLOC_NAME"] = fmt.Sprintf("%s.%s[%d]", deref(t.job.ID), name, index)
 			s.Attributes = maps.Clone(s.Attributes)
 			s.Attributes[AttrIndex] = strconv.Itoa(index)
 		} else if count > 1 {
@@ -691,7 +690,10 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 	if kt := deref(task.KillTimeout); kt > 0 {
 		s.PreemptionGraceSeconds = min(kt.Seconds(), api.MaxPreemptionGraceSeconds)
 	}
+	s.Nomad = true
 	s.Env = map[string]string{
+		// The worker interpolates the index (NomadEnv).
+		"NOMAD_ALLOC_NAME": fmt.Sprintf("%s.%s[${NOMAD_ALLOC_INDEX}]", deref(t.job.ID), group),
 		"NOMAD_JOB_ID":     deref(t.job.ID),
 		"NOMAD_JOB_NAME":   deref(t.job.Name),
 		"NOMAD_GROUP_NAME": group,

@@ -119,6 +119,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	if run := spec.Run; run != nil {
 		out.Image, out.Network, out.MaxProcesses = run.Image, run.Network, run.MaxProcesses
 		out.PreemptionGraceSeconds = float64(run.PreemptGraceMs) / 1000
+		out.Nomad = run.Nomad
 		out.Inputs, out.Outputs = files(run)
 	}
 	for _, p := range r.Parents {

@@ -65,10 +65,10 @@ func run(js *api.JobSpec) *state.Run {
 		network = ""
 	}
 	grace := int64(math.Round(js.PreemptionGraceSeconds * 1000))
-	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 {
+	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 && !js.Nomad {
 		return nil
 	}
-	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace}
+	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace, Nomad: js.Nomad}
 	for _, f := range js.Inputs {
 		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
 	}

@@ -118,6 +118,7 @@ func SyncResponse(acked int, v state.WorkerView, grant func(project string, a *a
 			as := &out.Assign[len(out.Assign)-1]
 			as.Image, as.Network, as.MaxProcesses = r.Image, r.Network, r.MaxProcesses
 			as.PreemptionGraceSeconds = float64(r.PreemptGraceMs) / 1000
+			as.Nomad = r.Nomad
 			as.Inputs, as.Outputs = files(r)
 			as.Storage = grant(a.Project, as)
 		}

@@ -5,31 +5,30 @@ package state
 
 import (
 	"errors"
+	codec1978 "github.com/hashicorp/go-msgpack/v2/codec"
 	"runtime"
 	"strconv"
-
-	codec1978 "github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF81873 = 1
-	codecSelferCcRAW1873  = 255
+	codecSelferCcUTF84040 = 1
+	codecSelferCcRAW4040  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray1873  = 10
-	codecSelferValueTypeMap1873    = 9
-	codecSelferValueTypeString1873 = 6
-	codecSelferValueTypeInt1873    = 2
-	codecSelferValueTypeUint1873   = 3
-	codecSelferValueTypeFloat1873  = 4
-	codecSelferBitsize1873         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray4040  = 10
+	codecSelferValueTypeMap4040    = 9
+	codecSelferValueTypeString4040 = 6
+	codecSelferValueTypeInt4040    = 2
+	codecSelferValueTypeUint4040   = 3
+	codecSelferValueTypeFloat4040  = 4
+	codecSelferBitsize4040         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct1873 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct4040 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer1873 struct{}
+type codecSelfer4040 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -42,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -72,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -87,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.User))
 					}
 				}
 			} else {
@@ -95,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -103,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.User))
 					}
 				}
 			}
@@ -114,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Name))
 					}
 				}
 			} else {
@@ -122,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -130,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Name))
 					}
 				}
 			}
@@ -141,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -149,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -157,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.BillingProject))
 					}
 				}
 			}
@@ -174,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -191,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Key))
 					}
 				}
 			} else {
@@ -199,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -207,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Key))
 					}
 				}
 			}
@@ -222,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -245,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -272,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -295,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -314,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -329,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Callback))
 					}
 				}
 			} else {
@@ -337,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -345,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Callback))
 					}
 				}
 			}
@@ -356,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Queue))
 					}
 				}
 			} else {
@@ -364,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -372,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Queue))
 					}
 				}
 			}
@@ -387,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -406,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -425,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -443,7 +442,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -451,14 +450,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -466,13 +465,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -600,7 +599,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj22 int
@@ -885,7 +884,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -915,7 +914,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -934,7 +933,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -949,7 +948,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Key))
 					}
 				}
 			} else {
@@ -957,7 +956,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -965,7 +964,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Key))
 					}
 				}
 			}
@@ -980,7 +979,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1003,7 +1002,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1030,7 +1029,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1053,7 +1052,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1068,7 +1067,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.User))
 					}
 				}
 			} else {
@@ -1076,7 +1075,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1084,7 +1083,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.User))
 					}
 				}
 			}
@@ -1098,7 +1097,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1106,14 +1105,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1121,13 +1120,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1207,7 +1206,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1364,7 +1363,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1394,7 +1393,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1413,7 +1412,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1436,7 +1435,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1459,7 +1458,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1478,7 +1477,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1493,7 +1492,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.User))
 					}
 				}
 			} else {
@@ -1501,7 +1500,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1509,7 +1508,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.User))
 					}
 				}
 			}
@@ -1523,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1531,14 +1530,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1546,13 +1545,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1617,7 +1616,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1739,7 +1738,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1769,7 +1768,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1788,7 +1787,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1807,7 +1806,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1825,7 +1824,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1833,14 +1832,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1848,13 +1847,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1898,7 +1897,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1969,7 +1968,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1999,7 +1998,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2018,7 +2017,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2037,7 +2036,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2056,7 +2055,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2075,7 +2074,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2093,7 +2092,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2101,14 +2100,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2116,13 +2115,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2178,7 +2177,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2281,7 +2280,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2311,7 +2310,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2334,7 +2333,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2357,7 +2356,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Reserve\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Reserve`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Reserve`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2375,7 +2374,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2383,14 +2382,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2398,13 +2397,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2451,7 +2450,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -2525,7 +2524,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2555,7 +2554,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2574,7 +2573,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2593,7 +2592,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2612,7 +2611,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2631,7 +2630,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2652,7 +2651,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2673,7 +2672,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2692,7 +2691,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2711,7 +2710,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2726,7 +2725,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Message))
 					}
 				}
 			} else {
@@ -2734,7 +2733,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2742,7 +2741,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Message))
 					}
 				}
 			}
@@ -2769,7 +2768,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2793,7 +2792,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2811,7 +2810,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2819,14 +2818,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2834,13 +2833,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2949,7 +2948,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -3175,7 +3174,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3205,7 +3204,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3228,7 +3227,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3250,7 +3249,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3258,14 +3257,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3273,13 +3272,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3320,7 +3319,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3378,7 +3377,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3404,7 +3403,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Name))
 					}
 				}
 			} else {
@@ -3412,7 +3411,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3420,7 +3419,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Name))
 					}
 				}
 			}
@@ -3435,7 +3434,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3458,7 +3457,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3483,7 +3482,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3504,7 +3503,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3523,7 +3522,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3542,7 +3541,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3561,7 +3560,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3580,7 +3579,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3601,7 +3600,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3634,7 +3633,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3670,7 +3669,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3693,7 +3692,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3701,14 +3700,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3716,13 +3715,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3835,7 +3834,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -4065,7 +4064,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4080,9 +4079,9 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(6)
+				r.WriteArrayStart(7)
 			} else {
-				r.WriteMapStart(6)
+				r.WriteMapStart(7)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -4091,7 +4090,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Image))
 					}
 				}
 			} else {
@@ -4099,7 +4098,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4107,7 +4106,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Image))
 					}
 				}
 			}
@@ -4118,7 +4117,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Network))
 					}
 				}
 			} else {
@@ -4126,7 +4125,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4134,7 +4133,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Network))
 					}
 				}
 			}
@@ -4153,7 +4152,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4180,7 +4179,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4203,7 +4202,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4222,12 +4221,31 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					r.EncodeInt(int64(x.PreemptGraceMs))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Nomad))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Nomad\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Nomad`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Nomad))
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -4240,7 +4258,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4248,14 +4266,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4263,13 +4281,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4329,6 +4347,12 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.PreemptGraceMs = (int64)(r.DecodeInt64())
 			}
+		case "Nomad":
+			if r.TryDecodeAsNil() {
+				x.Nomad = false
+			} else {
+				x.Nomad = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4337,19 +4361,19 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj12 int
-	var yyb12 bool
-	var yyhl12 bool = l >= 0
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	var yyj13 int
+	var yyb13 bool
+	var yyhl13 bool = l >= 0
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4359,13 +4383,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4375,13 +4399,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4394,13 +4418,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Inputs), d)
 		}
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4413,13 +4437,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Outputs), d)
 		}
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4429,13 +4453,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj12++
-	if yyhl12 {
-		yyb12 = yyj12 > l
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
 	} else {
-		yyb12 = r.CheckBreak()
+		yyb13 = r.CheckBreak()
 	}
-	if yyb12 {
+	if yyb13 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4445,24 +4469,40 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptGraceMs = (int64)(r.DecodeInt64())
 	}
+	yyj13++
+	if yyhl13 {
+		yyb13 = yyj13 > l
+	} else {
+		yyb13 = r.CheckBreak()
+	}
+	if yyb13 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Nomad = false
+	} else {
+		x.Nomad = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj12++
-		if yyhl12 {
-			yyb12 = yyj12 > l
+		yyj13++
+		if yyhl13 {
+			yyb13 = yyj13 > l
 		} else {
-			yyb12 = r.CheckBreak()
+			yyb13 = r.CheckBreak()
 		}
-		if yyb12 {
+		if yyb13 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj12-1, "")
+		z.DecStructFieldNotFound(yyj13-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4488,7 +4528,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Name))
 					}
 				}
 			} else {
@@ -4496,7 +4536,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4504,7 +4544,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Name))
 					}
 				}
 			}
@@ -4515,7 +4555,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.URL))
 					}
 				}
 			} else {
@@ -4523,7 +4563,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4531,7 +4571,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.URL))
 					}
 				}
 			}
@@ -4542,7 +4582,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Path))
 					}
 				}
 			} else {
@@ -4550,7 +4590,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4558,7 +4598,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Path))
 					}
 				}
 			}
@@ -4572,7 +4612,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4580,14 +4620,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4595,13 +4635,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4645,7 +4685,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4716,7 +4756,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4746,7 +4786,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4765,7 +4805,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4784,7 +4824,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4803,7 +4843,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4822,7 +4862,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4841,7 +4881,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4860,7 +4900,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4878,7 +4918,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4886,14 +4926,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4901,13 +4941,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4975,7 +5015,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5110,7 +5150,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5144,7 +5184,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -5163,7 +5203,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Pool))
 					}
 				}
 			} else {
@@ -5171,7 +5211,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5179,7 +5219,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.Pool))
 					}
 				}
 			}
@@ -5190,7 +5230,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.GPUType))
 					}
 				}
 			} else {
@@ -5198,7 +5238,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5206,7 +5246,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.GPUType))
 					}
 				}
 			}
@@ -5221,7 +5261,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5236,7 +5276,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.MachineType))
 					}
 				}
 			} else {
@@ -5244,7 +5284,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5252,7 +5292,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81873, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF84040, string(x.MachineType))
 					}
 				}
 			}
@@ -5266,7 +5306,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5274,14 +5314,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5289,13 +5329,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5354,7 +5394,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -5460,7 +5500,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5490,7 +5530,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5509,7 +5549,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5527,7 +5567,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5535,14 +5575,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5550,13 +5590,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5594,7 +5634,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -5649,7 +5689,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5679,7 +5719,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5698,7 +5738,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5721,7 +5761,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -5748,7 +5788,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -5783,7 +5823,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81873, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF84040, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -5806,7 +5846,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5814,14 +5854,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1873 {
+		if yyct2 == codecSelferValueTypeMap4040 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1873 {
+		} else if yyct2 == codecSelferValueTypeArray4040 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5829,13 +5869,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1873)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4040)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5903,7 +5943,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1873
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6017,8 +6057,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer1873) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6030,8 +6070,8 @@ func (x codecSelfer1873) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1873) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6111,8 +6151,8 @@ func (x codecSelfer1873) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1873) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6124,8 +6164,8 @@ func (x codecSelfer1873) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1873) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6205,8 +6245,8 @@ func (x codecSelfer1873) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer1873) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6218,8 +6258,8 @@ func (x codecSelfer1873) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1873) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6299,8 +6339,8 @@ func (x codecSelfer1873) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1873) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6311,15 +6351,15 @@ func (x codecSelfer1873) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF81873, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84040, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1873) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6399,8 +6439,8 @@ func (x codecSelfer1873) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1873) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6412,8 +6452,8 @@ func (x codecSelfer1873) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1873) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6493,8 +6533,8 @@ func (x codecSelfer1873) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1873) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6506,8 +6546,8 @@ func (x codecSelfer1873) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1873) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer1873
+func (x codecSelfer4040) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer4040
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -164,6 +164,9 @@ type Run struct {
 	// and SIGKILL (0: the default, 30 s). In Run, not Spec: a spec of a
 	// plain process pays nothing for it.
 	PreemptGraceMs int64
+	// Nomad: the job came from a Nomad job, and its worker gives it
+	// Nomad's runtime environment (api.JobSpec.Nomad).
+	Nomad bool
 }
 
 // File is an input (URL copied to Path) or an output (Path copied to URL).

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// TestNomadJobFiles runs the Nomad job files of examples/nomad, written
+// for Nomad, with `drover run` on a dev agent: a group's lifecycle tasks
+// run in order for each allocation, an exec task's arguments get Nomad's
+// runtime interpolation from the worker (no shell), and what has no drover
+// meaning is refused with its block and line.
+func TestNomadJobFiles(t *testing.T) {
+	a := startAgent(t, "", "", "-workers", "2", "-worker-cores", "4", "-worker-memory", "4GiB")
+
+	r := a.drover(a.token, "run", "-wait", "examples/nomad/batch.nomad.hcl").must(t, 0)
+	id := batchID(t, r.stdout)
+	jobs := decodeJSON[api.JobList](t, a.drover(a.token, "job", "list", id, "-json").must(t, 0).stdout)
+	if len(jobs.Jobs) != 12 {
+		t.Fatalf("%d jobs: %+v", len(jobs.Jobs), jobs.Jobs)
+	}
+	for i := range 4 {
+		prepare, count, report := jobs.Jobs[3*i], jobs.Jobs[3*i+1], jobs.Jobs[3*i+2]
+		if prepare.Name != "count.prepare" || count.Name != "count.count" || report.Name != "count.report" {
+			t.Fatalf("allocation %d: %s %s %s", i, prepare.Name, count.Name, report.Name)
+		}
+		// Each ran after the one before it ended.
+		if !count.Attempts[0].StartTime.After(*prepare.Attempts[0].EndTime) || !report.Attempts[0].StartTime.After(*count.Attempts[0].EndTime) {
+			t.Errorf("allocation %d ran out of order: %+v %+v %+v", i, prepare.Attempts, count.Attempts, report.Attempts)
+		}
+		logs := func(j api.Job) string {
+			return a.drover(a.token, "job", "logs", id, fmt.Sprint(j.JobID)).must(t, 0).stdout
+		}
+		if got, want := logs(prepare), fmt.Sprintf("preparing shard %d\n", i); got != want {
+			t.Errorf("prepare %d: %q, want %q", i, got, want)
+		}
+		if got, want := logs(count), fmt.Sprintf("counting shard %d of shakespeare as word-count.count[%d]\n", i, i); got != want {
+			t.Errorf("count %d: %q, want %q", i, got, want)
+		}
+		if got, want := logs(report), fmt.Sprintf("shard %d done\n", i); got != want {
+			t.Errorf("report %d: %q, want %q", i, got, want)
+		}
+	}
+	st := decodeJSON[api.Batch](t, a.drover(a.token, "batch", "status", id, "-json").must(t, 0).stdout)
+	if st.Name != "word-count" || st.Attributes["nomad.job"] != "word-count" || st.Attributes["dataset"] != "shakespeare" {
+		t.Errorf("batch %+v", st)
+	}
+
+	// An array: the worker gives each member its index.
+	r = a.drover(a.token, "run", "-wait", "examples/nomad/sweep.nomad.hcl").must(t, 0)
+	id = batchID(t, r.stdout)
+	if got := a.drover(a.token, "job", "logs", id, "731").must(t, 0).stdout; got != "point 730: 532900\n" {
+		t.Errorf("sweep point 730: %q", got)
+	}
+
+	refused := writeSpec(t, `job "web" {
+  type = "batch"
+  group "api" {
+    service {
+      name = "api"
+    }
+    task "server" {
+      driver = "docker"
+      config {
+        image   = "docker.io/library/nginx:1.27"
+        command = "nginx"
+      }
+    }
+  }
+}
+`)
+	r = a.drover(a.token, "run", refused).must(t, 1)
+	if !strings.Contains(r.stderr, refused+`:4:5: group "api" > service: service blocks register with Consul`) {
+		t.Fatalf("refusal: %s", r.stderr)
+	}
+	if list := a.drover(a.token, "batch", "list").must(t, 0).stdout; strings.Contains(list, "web") {
+		t.Fatalf("a refused job made a batch: %s", list)
+	}
+}
