@@ -65,7 +65,7 @@ race:
 # inputs earlier runs cached are dropped first (`go clean -fuzzcache`),
 # so every run replays the same baseline however many came before.
 # `make fuzz FUZZTIME=10m` fuzzes each target for longer, by time.
-FUZZ := ./jobspec/:FuzzParse:60000x ./server/state/:FuzzDecode:100000x ./server/httpapi/:FuzzRequestBodies:10000x
+FUZZ := ./jobspec/:FuzzParse:60000x ./jobspec/nomadspec/:FuzzTranslateJSON:20000x ./server/state/:FuzzDecode:100000x ./server/httpapi/:FuzzRequestBodies:10000x
 fuzz:
 	$(GO) clean -fuzzcache
 	@for t in $(FUZZ); do \
