@@ -187,4 +187,6 @@ func (s *State) wire() {
 	s.batchBook.machineBook = &s.machineBook
 	s.batchBook.memberBook = &s.memberBook
 	s.batchBook.placeBook = &s.placeBook
+	s.nomadBook.core = &s.core
+	s.nomadBook.batchBook = &s.batchBook
 }

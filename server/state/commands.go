@@ -78,6 +78,8 @@ const (
 	CmdDecommission
 	CmdAdoptStore
 	CmdSetCloudPrices
+	CmdRegisterNomadJob
+	CmdDeregisterNomadJob
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -100,6 +102,7 @@ var cmdNames = map[CommandType]string{
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
 	CmdAdoptStore: "adopt_store", CmdSetCloudPrices: "set_cloud_prices",
+	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job",
 }
 
 func (t CommandType) String() string {
@@ -503,6 +506,10 @@ func newCommand(t CommandType) Command {
 		return &CallbackDone{}
 	case CmdForgetInstances:
 		return &ForgetInstances{}
+	case CmdRegisterNomadJob:
+		return &RegisterNomadJob{}
+	case CmdDeregisterNomadJob:
+		return &DeregisterNomadJob{}
 	}
 	return nil
 }

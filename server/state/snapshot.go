@@ -69,6 +69,8 @@ type snapState struct {
 	Timeline     uint64
 	Forks        []Fork
 	HistoryStore string
+	// NomadJobs: the Nomad jobs registered (absent before the Nomad API).
+	NomadJobs []NomadJob
 }
 
 type snapProject struct {
@@ -346,6 +348,9 @@ func (s *State) Snapshot() *Snapshot {
 	for _, id := range sortedKeys(s.decommissioned) {
 		d.Decommissioned = append(d.Decommissioned, s.decommissioned[id])
 	}
+	for _, k := range sortedNomadKeys(s.nomadJobs) {
+		d.NomadJobs = append(d.NomadJobs, s.nomadJobs[k].copy())
+	}
 	d.Tokens = make([]Token, 0, len(s.tokens))
 	for _, h := range sortedKeys(s.tokens) {
 		d.Tokens = append(d.Tokens, *s.tokens[h])
@@ -497,6 +502,10 @@ func (s *State) Restore(r io.Reader) error {
 	for _, dc := range d.Decommissioned {
 		fresh.decommissioned[dc.ID] = dc
 	}
+	for i := range d.NomadJobs {
+		j := d.NomadJobs[i]
+		fresh.nomadJobs[NomadKey{j.Namespace, j.ID}] = &j
+	}
 	fresh.timeline, fresh.forks, fresh.historyStore = d.Timeline, d.Forks, d.HistoryStore
 	for i := range d.Users {
 		u := d.Users[i]
@@ -593,6 +602,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
 	s.decommissioned = fresh.decommissioned
+	s.nomadJobs = fresh.nomadJobs
 	s.timeline, s.forks, s.historyStore = fresh.timeline, fresh.forks, fresh.historyStore
 	s.recomputeTallies()
 	s.recomputeQueueUse()

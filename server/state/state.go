@@ -68,6 +68,7 @@ type State struct {
 	instanceBook
 	memberBook
 	batchBook
+	nomadBook
 }
 
 // New returns an empty state.
@@ -96,6 +97,7 @@ func New() *State {
 	s.userTallies = map[string]*Tally{}
 	s.projectTallies = map[string]*Tally{}
 	s.decommissioned = map[string]Decommissioned{}
+	s.nomadJobs = map[NomadKey]*NomadJob{}
 	s.wire()
 	return s
 }
@@ -183,6 +185,11 @@ func work(c Command) int {
 		return 1 + len(c.Jobs)
 	case *CreateBatch:
 		return 1 + len(c.Jobs)
+	case *RegisterNomadJob:
+		if c.Batch != nil {
+			return 1 + len(c.Batch.Jobs)
+		}
+		return 1
 	case *CreateUpdate:
 		return 1 + len(c.Jobs)
 	case *Plan:
@@ -193,7 +200,7 @@ func work(c Command) int {
 		return n
 	case *Events:
 		return 1 + len(c.Events)
-	case *CommitUpdate, *CancelBatch, *ForgetBatches, *ExpireUpdates, *Retire, *ForgetInstances, *ApplyPlacement, *DeleteUser:
+	case *CommitUpdate, *CancelBatch, *DeregisterNomadJob, *ForgetBatches, *ExpireUpdates, *Retire, *ForgetInstances, *ApplyPlacement, *DeleteUser:
 		return holdWork
 	}
 	return 1
@@ -294,6 +301,10 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetProjectSettings(c)
 	case *JoinTokens:
 		return s.applyJoinTokens(c)
+	case *RegisterNomadJob:
+		return s.applyRegisterNomadJob(c)
+	case *DeregisterNomadJob:
+		return s.applyDeregisterNomadJob(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }

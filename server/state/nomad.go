@@ -1,0 +1,296 @@
+package state
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Bounds of the Nomad jobs the state keeps (checked by the API first and
+// again by apply, so no entry grows the state past them).
+const (
+	// MaxNomadSpecBytes bounds a Nomad job's spec as registered (its
+	// JSON); Nomad jobs are a few kilobytes.
+	MaxNomadSpecBytes = 256 << 10
+	// MaxNomadJobs bounds the Nomad jobs kept at once; a purged job, or
+	// one whose batches all left for the history store, frees its place.
+	MaxNomadJobs = 100_000
+	// MaxNomadVersions is how many versions' batches a job remembers.
+	MaxNomadVersions = 16
+	// MaxNomadIDBytes bounds a Nomad job's ID and namespace.
+	MaxNomadIDBytes = 128
+)
+
+// NomadKey names a Nomad job: its namespace and ID.
+type NomadKey struct {
+	Namespace, ID string
+}
+
+// NomadJob is a Nomad job registered through the Nomad API: the spec the
+// client sent, its versions and the drover batch each version became.
+type NomadJob struct {
+	Namespace string
+	ID        string
+	// User registered its current version; Project is the billing
+	// project its namespace names.
+	User    string
+	Project string
+	// Spec is the job as registered (nomad/api's Job, as JSON).
+	Spec []byte
+	// Version counts its registered versions from 0; CreateIndex,
+	// ModifyIndex and JobModifyIndex are Nomad's (the Raft indexes of
+	// its first registration, its last change, and its last change of
+	// spec); SubmitTime is when the current version was registered.
+	Version        uint64
+	CreateIndex    uint64
+	ModifyIndex    uint64
+	JobModifyIndex uint64
+	SubmitTime     int64
+	// Stopped: deregistered without purge (its batch cancelled).
+	Stopped bool
+	// Batches are the batches of its last versions, oldest first (none
+	// for a template).
+	Batches []NomadVersion
+	// Template: a periodic or parameterized job, launched rather than
+	// run; Parent: of a launched child, the template's ID.
+	Template bool
+	Parent   string
+}
+
+// NomadVersion is one version of a Nomad job and the batch it became.
+type NomadVersion struct {
+	Version uint64
+	Batch   uint64
+}
+
+// RegisterNomadJob registers a Nomad job, or a new version of it, and in
+// the same entry creates the batch it runs as (Batch; nil for a
+// template). A version whose spec equals the current one's changes
+// nothing. The batch of the version it replaces is cancelled, as Nomad
+// stops a replaced version's allocations.
+type RegisterNomadJob struct {
+	Now       int64
+	Namespace string
+	ID        string
+	User      string
+	Project   string
+	Spec      []byte
+	Template  bool
+	Parent    string
+	// EnforceIndex registers only if the job's JobModifyIndex is
+	// JobModifyIndex (0: only if there is no such job), as Nomad's
+	// check-index.
+	EnforceIndex   bool
+	JobModifyIndex uint64
+	Batch          *CreateBatch
+}
+
+// Type implements Command.
+func (*RegisterNomadJob) Type() CommandType { return CmdRegisterNomadJob }
+
+// DeregisterNomadJob stops a Nomad job (its running batch cancelled) and,
+// with Purge, forgets it.
+type DeregisterNomadJob struct {
+	Now       int64
+	Namespace string
+	ID        string
+	User      string
+	Purge     bool
+}
+
+// Type implements Command.
+func (*DeregisterNomadJob) Type() CommandType { return CmdDeregisterNomadJob }
+
+// NomadResult is what registering or deregistering a Nomad job did: the
+// job as it is now, and the batch it created or cancelled (0: none).
+type NomadResult struct {
+	Job       NomadJob
+	Batch     uint64
+	Unchanged bool
+}
+
+// nomadBook owns the Nomad jobs registered through the Nomad API: each
+// job's spec, versions and batches. It creates and cancels those batches
+// through the batch book, in the same entry.
+type nomadBook struct {
+	*core
+	*batchBook
+
+	nomadJobs map[NomadKey]*NomadJob
+}
+
+func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
+	if err := checkNomadName("namespace", c.Namespace); err != nil {
+		return err
+	}
+	if err := checkNomadName("job ID", c.ID); err != nil {
+		return err
+	}
+	if len(c.Spec) > MaxNomadSpecBytes {
+		return errorf(ErrInvalid, "the job's spec is %d bytes; a Nomad job may have at most %d", len(c.Spec), MaxNomadSpecBytes)
+	}
+	if c.Template != (c.Batch == nil) {
+		return errorf(ErrInvalid, "a template registers no batch, and any other job one")
+	}
+	key := NomadKey{c.Namespace, c.ID}
+	cur := s.nomadJobs[key]
+	if c.EnforceIndex {
+		switch {
+		case c.JobModifyIndex == 0 && cur != nil:
+			return errorf(ErrConflict, "job %q already exists in namespace %q (enforce index 0: register only a new job)", c.ID, c.Namespace)
+		case c.JobModifyIndex != 0 && (cur == nil || cur.JobModifyIndex != c.JobModifyIndex):
+			have := uint64(0)
+			if cur != nil {
+				have = cur.JobModifyIndex
+			}
+			return errorf(ErrConflict, "job %q: enforce index %d, but its job modify index is %d", c.ID, c.JobModifyIndex, have)
+		}
+	}
+	if cur != nil && !cur.Stopped && bytes.Equal(cur.Spec, c.Spec) {
+		return &NomadResult{Job: cur.copy(), Unchanged: true}
+	}
+	if cur == nil && len(s.nomadJobs) >= MaxNomadJobs {
+		return errorf(ErrConflict, "%d Nomad jobs are kept, the most there may be: purge some (nomad job stop -purge)", len(s.nomadJobs))
+	}
+	res := &NomadResult{}
+	if c.Batch != nil {
+		if c.Batch.User != c.User || c.Batch.BillingProject != c.Project {
+			return errorf(ErrInvalid, "the job's batch belongs to its user and project")
+		}
+		out := s.applyCreateBatch(c.Batch)
+		ur, ok := out.(*UpdateResult)
+		if !ok {
+			return out // the refusal
+		}
+		res.Batch = ur.Batch
+	}
+	if cur == nil {
+		cur = &NomadJob{Namespace: c.Namespace, ID: c.ID, CreateIndex: s.index}
+		s.nomadJobs[key] = cur
+	} else {
+		cur.Version++
+		s.cancelNomadBatch(cur, c.Now, "replaced by version "+strconv.FormatUint(cur.Version, 10)+" of Nomad job "+c.ID)
+	}
+	cur.User, cur.Project, cur.Spec = c.User, c.Project, bytes.Clone(c.Spec)
+	cur.ModifyIndex, cur.JobModifyIndex, cur.SubmitTime = s.index, s.index, c.Now
+	cur.Stopped, cur.Template, cur.Parent = false, c.Template, c.Parent
+	if res.Batch != 0 {
+		cur.Batches = append(cur.Batches, NomadVersion{Version: cur.Version, Batch: res.Batch})
+		if n := len(cur.Batches); n > MaxNomadVersions {
+			cur.Batches = slices.Delete(cur.Batches, 0, n-MaxNomadVersions)
+		}
+	}
+	res.Job = cur.copy()
+	return res
+}
+
+// cancelNomadBatch cancels the batch of a job's current version if it
+// still runs.
+func (s *nomadBook) cancelNomadBatch(j *NomadJob, now int64, reason string) uint64 {
+	if len(j.Batches) == 0 {
+		return 0
+	}
+	id := j.Batches[len(j.Batches)-1].Batch
+	b, ok := s.batches[id]
+	if !ok || b.Cancelled || b.Completed != 0 {
+		return 0
+	}
+	s.cancelBatch(b, reason, now)
+	return id
+}
+
+func (s *nomadBook) applyDeregisterNomadJob(c *DeregisterNomadJob) any {
+	key := NomadKey{c.Namespace, c.ID}
+	cur := s.nomadJobs[key]
+	if cur == nil {
+		return errorf(ErrNotFound, "job %q is not in namespace %q", c.ID, c.Namespace)
+	}
+	res := &NomadResult{}
+	if !cur.Stopped {
+		res.Batch = s.cancelNomadBatch(cur, c.Now, "Nomad job "+c.ID+" stopped by "+c.User)
+		cur.Stopped = true
+		cur.ModifyIndex = s.index
+	}
+	res.Job = cur.copy()
+	if c.Purge {
+		delete(s.nomadJobs, key)
+	}
+	return res
+}
+
+// checkNomadName bounds a Nomad name: not empty, at most MaxNomadIDBytes,
+// no control characters (a job ID may hold '/', as a child's does).
+func checkNomadName(what, s string) *ApplyError {
+	if s == "" || len(s) > MaxNomadIDBytes || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errorf(ErrInvalid, "%s %.40q: 1 to %d bytes without control characters", what, s, MaxNomadIDBytes)
+	}
+	return nil
+}
+
+func (j *NomadJob) copy() NomadJob {
+	out := *j
+	out.Batches = slices.Clone(j.Batches)
+	return out
+}
+
+// NomadJob returns a registered Nomad job.
+func (s *State) NomadJob(namespace, id string) (NomadJob, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	j, ok := s.nomadJobs[NomadKey{namespace, id}]
+	if !ok {
+		return NomadJob{}, false
+	}
+	return j.copy(), true
+}
+
+// NomadJobs returns up to limit registered Nomad jobs of the namespaces
+// visible (nil: all) whose IDs start with prefix, ordered by namespace
+// and ID, after the key after.
+func (s *State) NomadJobs(visible func(namespace string) bool, prefix string, after NomadKey, limit int) []NomadJob {
+	s.mu.RLock()
+	keys := make([]NomadKey, 0, len(s.nomadJobs))
+	for k := range s.nomadJobs {
+		if strings.HasPrefix(k.ID, prefix) && (visible == nil || visible(k.Namespace)) && nomadAfter(k, after) {
+			keys = append(keys, k)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(keys, compareNomadKeys)
+	if len(keys) > limit {
+		keys = keys[:limit]
+	}
+	out := make([]NomadJob, 0, len(keys))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, k := range keys {
+		if j, ok := s.nomadJobs[k]; ok {
+			out = append(out, j.copy())
+		}
+	}
+	return out
+}
+
+func nomadAfter(k, after NomadKey) bool {
+	if after == (NomadKey{}) {
+		return true
+	}
+	return k.Namespace > after.Namespace || k.Namespace == after.Namespace && k.ID > after.ID
+}
+
+func compareNomadKeys(a, b NomadKey) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func sortedNomadKeys(m map[NomadKey]*NomadJob) []NomadKey {
+	keys := make([]NomadKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareNomadKeys)
+	return keys
+}

@@ -1,0 +1,98 @@
+package state
+
+import (
+	"bytes"
+	"testing"
+)
+
+func registerNomad(h *Harness, id string, spec string, enforce bool, index uint64) any {
+	c := &RegisterNomadJob{Now: h.Tick(), Namespace: "default", ID: id, User: "root", Project: "default", Spec: []byte(spec),
+		EnforceIndex: enforce, JobModifyIndex: index,
+		Batch: &CreateBatch{Now: h.Now, User: "root", BillingProject: "default", Name: id, Jobs: []JobEntry{entry(1, 4, spec2())}}}
+	return h.Apply(c)
+}
+
+func spec2() *Spec { return spec("t", 0.5) }
+
+// A Nomad job's registration creates its batch in the same entry; an
+// unchanged spec changes nothing; a new version cancels the last one's
+// batch; enforce-index is Nomad's check-and-set; stop cancels and purge
+// forgets; all of it survives a snapshot and a replay.
+func TestNomadJobVersions(t *testing.T) {
+	h := newHarness(t)
+	h.Activate("w", 1, 4)
+	r1 := registerNomad(h, "sweep", `{"v":1}`, true, 0).(*NomadResult)
+	if r1.Batch == 0 || r1.Job.Version != 0 || len(r1.Job.Batches) != 1 || r1.Job.CreateIndex == 0 || r1.Job.JobModifyIndex != r1.Job.CreateIndex {
+		t.Fatalf("first registration: %+v", r1)
+	}
+	if b := h.Batch(r1.Batch); b == nil || b.Name != "sweep" {
+		t.Fatalf("no batch %d", r1.Batch)
+	}
+	h.Schedule()
+	// Enforce index 0 on an existing job, or a stale index: refused.
+	if err, ok := registerNomad(h, "sweep", `{"v":2}`, true, 0).(*ApplyError); !ok || err.Kind != ErrConflict {
+		t.Fatalf("enforce 0 on an existing job: %v", err)
+	}
+	if err, ok := registerNomad(h, "sweep", `{"v":2}`, true, r1.Job.JobModifyIndex+1).(*ApplyError); !ok || err.Kind != ErrConflict {
+		t.Fatalf("stale enforce index: %v", err)
+	}
+	same := registerNomad(h, "sweep", `{"v":1}`, false, 0).(*NomadResult)
+	if !same.Unchanged || same.Batch != 0 || h.S.nextBatch != r1.Batch+1 {
+		t.Fatalf("an unchanged spec: %+v", same)
+	}
+	r2 := registerNomad(h, "sweep", `{"v":2}`, true, r1.Job.JobModifyIndex).(*NomadResult)
+	if r2.Job.Version != 1 || r2.Batch == r1.Batch || len(r2.Job.Batches) != 2 || r2.Job.CreateIndex != r1.Job.CreateIndex || r2.Job.JobModifyIndex <= r1.Job.JobModifyIndex {
+		t.Fatalf("second version: %+v", r2)
+	}
+	if b := h.Batch(r1.Batch); !b.Cancelled {
+		t.Fatal("the replaced version's batch runs on")
+	}
+	stop := h.Must(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "sweep", User: "root"}).(*NomadResult)
+	if stop.Batch != r2.Batch || !stop.Job.Stopped || !h.Batch(r2.Batch).Cancelled {
+		t.Fatalf("stop: %+v", stop)
+	}
+	for _, s := range []*State{h.Replay(), h.Restored()} {
+		j, ok := s.NomadJob("default", "sweep")
+		if !ok || !j.Stopped || j.Version != 1 || !bytes.Equal(j.Spec, []byte(`{"v":2}`)) || len(j.Batches) != 2 {
+			t.Fatalf("after a replay or restore: %+v %v", j, ok)
+		}
+	}
+	// A stopped job registered again with its spec runs again.
+	r3 := registerNomad(h, "sweep", `{"v":2}`, false, 0).(*NomadResult)
+	if r3.Unchanged || r3.Batch == 0 || r3.Job.Stopped {
+		t.Fatalf("re-run after stop: %+v", r3)
+	}
+	h.Must(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "sweep", User: "root", Purge: true})
+	if _, ok := h.S.NomadJob("default", "sweep"); ok {
+		t.Fatal("a purged job is still there")
+	}
+	h.MustFail(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "sweep", User: "root"}, ErrNotFound)
+}
+
+// What apply refuses whatever the API let through: a refused batch
+// registers nothing, and bounds hold.
+func TestNomadJobBounds(t *testing.T) {
+	h := newHarness(t)
+	bad := &RegisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "j", User: "root", Project: "nope", Spec: []byte("{}"),
+		Batch: &CreateBatch{Now: h.Now, User: "root", BillingProject: "nope", Jobs: []JobEntry{entry(1, 1, spec2())}}}
+	if _, ok := h.Apply(bad).(*ApplyError); !ok {
+		t.Fatal("a batch in a project that does not exist was registered")
+	}
+	if _, ok := h.S.NomadJob("default", "j"); ok {
+		t.Fatal("a refused batch left its job registered")
+	}
+	for _, c := range []*RegisterNomadJob{
+		{Namespace: "default", ID: "", User: "root", Project: "default", Template: true},
+		{Namespace: "default", ID: string(make([]byte, MaxNomadIDBytes+1)), User: "root", Project: "default", Template: true},
+		{Namespace: "default", ID: "a\nb", User: "root", Project: "default", Template: true},
+		{Namespace: "default", ID: "big", User: "root", Project: "default", Template: true, Spec: make([]byte, MaxNomadSpecBytes+1)},
+		{Namespace: "default", ID: "t", User: "root", Project: "default", Template: false},
+		{Namespace: "default", ID: "u", User: "root", Project: "default", Batch: &CreateBatch{User: "someone", BillingProject: "default"}},
+	} {
+		h.MustFail(c, ErrInvalid)
+	}
+	tmpl := h.Must(&RegisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "nightly", User: "root", Project: "default", Spec: []byte("{}"), Template: true}).(*NomadResult)
+	if tmpl.Batch != 0 || !tmpl.Job.Template || len(tmpl.Job.Batches) != 0 {
+		t.Fatalf("a template: %+v", tmpl)
+	}
+}
