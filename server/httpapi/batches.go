@@ -64,7 +64,27 @@ func (s *batchHandlers) handleCreateBatch(w http.ResponseWriter, r *http.Request
 	if err := decode(w, r, &req); err != nil {
 		return nil, err
 	}
-	u := userOf(r)
+	cmd, err := s.createCommand(userOf(r), &req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.apply(cmd)
+	if err != nil {
+		return nil, err
+	}
+	ur := res.(*state.UpdateResult)
+	b, _ := s.reads.Batch(ur.Batch)
+	out := api.CreateBatchResponse{Batch: b}
+	if ur.Update > 0 {
+		out.UpdateID, out.StartJobID = int64(ur.Update), int64(ur.Start)
+	}
+	return bulk(createdStatus(ur.Existing), out), nil
+}
+
+// createCommand checks a batch's creation, admits it (the limits checked
+// before a command reaches Raft) and returns its command: the native
+// API's and the Nomad API's one way in.
+func (s *batchHandlers) createCommand(u state.User, req *api.CreateBatchRequest) (*state.CreateBatch, error) {
 	if req.BillingProject == "" {
 		req.BillingProject = s.cfg.DefaultBillingProject
 	}
@@ -98,17 +118,7 @@ func (s *batchHandlers) handleCreateBatch(w http.ResponseWriter, r *http.Request
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()
 	}
-	res, err := s.apply(cmd)
-	if err != nil {
-		return nil, err
-	}
-	ur := res.(*state.UpdateResult)
-	b, _ := s.reads.Batch(ur.Batch)
-	out := api.CreateBatchResponse{Batch: b}
-	if ur.Update > 0 {
-		out.UpdateID, out.StartJobID = int64(ur.Update), int64(ur.Start)
-	}
-	return bulk(createdStatus(ur.Existing), out), nil
+	return cmd, nil
 }
 
 // visibleBatch checks that the batch exists and that the caller may see it.

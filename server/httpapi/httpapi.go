@@ -329,7 +329,7 @@ func (s *Server) Routes() []Route {
 	u, a := AnyUser, Admin
 	batches, workers, place := &batchHandlers{s}, &workerHandlers{s}, &placementHandlers{s}
 	ids, projects, ops := &identityHandlers{s}, &projectHandlers{s}, &operatorHandlers{s}
-	return []Route{
+	return append([]Route{
 		{"GET /api/v1/health", Public, s.wrap(ops.handleHealth)},
 		{"GET /metrics", Public, ops.handleMetrics},
 		{"GET /api/v1/status/leader", u, s.wrap(ops.handleLeader)},
@@ -406,7 +406,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/workers/sync", Worker, workers.handleSync},
 		{"POST /api/v1/workers/deactivate", Worker, s.wrap(workers.handleDeactivate)},
 		{"PUT /api/v1/workers/logs/{id}/{job}/{attempt}/{seq}", Worker, s.wrap(workers.handleLogChunk)},
-	}
+	}, s.nomadRoutes()...)
 }
 
 // Handler returns the HTTP API.
@@ -457,7 +457,7 @@ func (s *Server) Handler() http.Handler {
 				s.writeErr(w, codedf(http.StatusMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 				return
 			}
-			s.writeErr(w, codedf(http.StatusNotFound, "no such endpoint: %s %s (the API lives under /api/v1)", r.Method, r.URL.Path))
+			s.writeErr(w, codedf(http.StatusNotFound, "no such endpoint: %s %s (the API lives under /api/v1, and Nomad's batch API under /v1: docs/nomad.md)", r.Method, r.URL.Path))
 			return
 		}
 		if r.Method == http.MethodGet && !local && !stale {
@@ -627,12 +627,14 @@ const (
 	tokenKey
 )
 
+// bearer is a request's token: Authorization: Bearer, or, from a Nomad
+// client, X-Nomad-Token.
 func bearer(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
 		return strings.TrimSpace(t)
 	}
-	return ""
+	return strings.TrimSpace(r.Header.Get("X-Nomad-Token"))
 }
 
 func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {

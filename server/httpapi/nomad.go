@@ -1,0 +1,807 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	nomad "github.com/hashicorp/nomad/api"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/jobspec/nomadspec"
+	"github.com/drover-sched/drover/server/nomadview"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// nomadHandlers serve the batch subset of Nomad's HTTP API under /v1/
+// (docs/nomad.md): a Nomad job is translated (jobspec/nomadspec) into a
+// drover batch created through the same admission and Raft command as a
+// native one, and read back as Nomad's jobs, evaluations and allocations
+// (server/nomadview). A Nomad namespace is a billing project ("default":
+// the servers' default project); a Nomad token is a drover token, sent as
+// X-Nomad-Token.
+type nomadHandlers struct{ *Server }
+
+// nomadRoutes are the Nomad API's routes, all for users with a token.
+func (s *Server) nomadRoutes() []Route {
+	n, u := &nomadHandlers{s}, AnyUser
+	return []Route{
+		{"PUT /v1/jobs", u, n.wrapNomad(n.handleRegister)},
+		{"POST /v1/jobs", u, n.wrapNomad(n.handleRegister)},
+		{"GET /v1/jobs", u, n.wrapNomad(n.handleListJobs)},
+		{"PUT /v1/jobs/parse", u, n.wrapNomad(n.handleParse)},
+		{"POST /v1/jobs/parse", u, n.wrapNomad(n.handleParse)},
+		{"PUT /v1/validate/job", u, n.wrapNomad(n.handleValidate)},
+		{"POST /v1/validate/job", u, n.wrapNomad(n.handleValidate)},
+		{"GET /v1/job/{id}", u, n.wrapNomad(n.handleGetJob)},
+		{"PUT /v1/job/{id}", u, n.wrapNomad(n.handleRegister)},
+		{"POST /v1/job/{id}", u, n.wrapNomad(n.handleRegister)},
+		{"DELETE /v1/job/{id}", u, n.wrapNomad(n.handleDeregister)},
+		{"GET /v1/job/{id}/summary", u, n.wrapNomad(n.handleSummary)},
+		{"GET /v1/job/{id}/allocations", u, n.wrapNomad(n.handleJobAllocations)},
+		{"GET /v1/job/{id}/evaluations", u, n.wrapNomad(n.handleJobEvaluations)},
+		{"GET /v1/job/{id}/deployment", u, n.wrapNomad(n.handleNull)},
+		{"GET /v1/job/{id}/deployments", u, n.wrapNomad(n.handleEmptyList)},
+		{"GET /v1/job/{id}/versions", u, n.wrapNomad(n.handleVersions)},
+		{"GET /v1/allocations", u, n.wrapNomad(n.handleListAllocations)},
+		{"GET /v1/allocation/{id}", u, n.wrapNomad(n.handleGetAllocation)},
+		{"GET /v1/evaluation/{id}", u, n.wrapNomad(n.handleGetEvaluation)},
+		{"GET /v1/evaluation/{id}/allocations", u, n.wrapNomad(n.handleEvalAllocations)},
+		{"GET /v1/client/fs/logs/{alloc}", u, n.handleLogs},
+		{"GET /v1/status/leader", u, n.wrapNomad(n.handleLeader)},
+		{"GET /v1/regions", u, n.wrapNomad(n.handleRegions)},
+		{"GET /v1/namespaces", u, n.wrapNomad(n.handleNamespaces)},
+		{"GET /v1/agent/self", u, n.wrapNomad(n.handleAgentSelf)},
+	}
+}
+
+// nomadRegion is the one Nomad region drover is: its servers federate
+// by their own means (docs/architecture.md), not by Nomad's regions.
+const nomadRegion = "global"
+
+// wrapNomad answers a handler's value as Nomad does: JSON, with the index
+// headers Nomad's clients read (X-Nomad-Index, the state's Raft index;
+// X-Nomad-KnownLeader; X-Nomad-LastContact, 0: this server leads or
+// forwarded the read to the leader), and an error as Nomad writes one:
+// the status and the message in plain text.
+func (s *nomadHandlers) wrapNomad(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := h(w, r)
+		s.nomadHeaders(w)
+		if err != nil {
+			s.writeNomadErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+func (s *nomadHandlers) nomadHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("X-Nomad-Index", strconv.FormatUint(max(s.state.Index(), 1), 10))
+	_, leader := s.node.Leader()
+	h.Set("X-Nomad-KnownLeader", strconv.FormatBool(leader != ""))
+	h.Set("X-Nomad-LastContact", "0")
+}
+
+// writeNomadErr writes an error as Nomad does: plain text.
+func (s *nomadHandlers) writeNomadErr(w http.ResponseWriter, err error) {
+	rec := &bufferedWriter{header: http.Header{}}
+	s.writeErr(rec, err)
+	var e api.ErrorResponse
+	msg := rec.body.String()
+	if json.Unmarshal(rec.body.Bytes(), &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(rec.code)
+	_, _ = io.WriteString(w, msg)
+}
+
+// bufferedWriter keeps a response in memory.
+type bufferedWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+func (b *bufferedWriter) WriteHeader(code int) {
+	if b.code == 0 {
+		b.code = code
+	}
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	if b.code == 0 {
+		b.code = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// decodeNomad reads a Nomad request body: JSON, bounded, and lenient
+// about fields this server does not know (newer clients send more).
+func decodeNomad(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return codedf(http.StatusRequestEntityTooLarge, "request body is larger than %s", formatSize(maxBody))
+		case errors.Is(err, io.EOF):
+			return coded(http.StatusBadRequest, "request body is empty; expected a JSON object")
+		}
+		return codedf(http.StatusBadRequest, "request body is not valid: %v", err)
+	}
+	return nil
+}
+
+// namespaceOf is a request's namespace: ?namespace=, else the job's own,
+// else "default".
+func namespaceOf(r *http.Request, fromJob string) string {
+	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		return ns
+	}
+	if fromJob != "" {
+		return fromJob
+	}
+	return "default"
+}
+
+// project is the billing project a namespace names.
+func (s *nomadHandlers) project(ns string) string {
+	if ns == "default" {
+		return s.cfg.DefaultBillingProject
+	}
+	return ns
+}
+
+// seesNamespace reports whether the caller may read a namespace's jobs:
+// an admin, or a member of its billing project.
+func (s *nomadHandlers) seesNamespace(r *http.Request, ns string) bool {
+	u := userOf(r)
+	if u.Admin {
+		return true
+	}
+	p, ok := s.state.BillingProject(s.project(ns))
+	return ok && p.Members[u.Name]
+}
+
+func (s *nomadHandlers) handleRegister(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req nomad.JobRegisterRequest
+	if err := decodeNomad(w, r, &req); err != nil {
+		return nil, err
+	}
+	if req.Job == nil {
+		return nil, coded(http.StatusBadRequest, "the request has no Job")
+	}
+	if id := r.PathValue("id"); id != "" && (req.Job.ID == nil || *req.Job.ID != id) {
+		return nil, codedf(http.StatusBadRequest, "the job's ID does not match the path's %q", id)
+	}
+	ns := namespaceOf(r, deref(req.Job.Namespace))
+	req.Job.Namespace = &ns
+	tr, err := s.translate(req.Job, req.Submission)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := json.Marshal(req.Job)
+	if err != nil {
+		return nil, fmt.Errorf("encode the job: %w", err)
+	}
+	if len(spec) > state.MaxNomadSpecBytes {
+		return nil, codedf(http.StatusRequestEntityTooLarge, "the job is %d bytes as JSON; a Nomad job may have at most %d", len(spec), state.MaxNomadSpecBytes)
+	}
+	u := userOf(r)
+	cmd := &state.RegisterNomadJob{Now: time.Now().UnixNano(), Namespace: ns, ID: *req.Job.ID, User: u.Name, Project: s.project(ns),
+		Spec: spec, EnforceIndex: req.EnforceIndex, JobModifyIndex: req.JobModifyIndex}
+	cmd.Template = tr.Periodic != nil || tr.Parameterized != nil
+	if !cmd.Template {
+		tr.Batch.BillingProject = cmd.Project
+		create, err := (&batchHandlers{s.Server}).createCommand(u, &tr.Batch)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Batch = create
+	} else if !s.seesNamespace(r, ns) {
+		return nil, codedf(http.StatusForbidden, "user %q is not a member of billing project %q (namespace %q)", u.Name, cmd.Project, ns)
+	}
+	res, err := s.apply(cmd)
+	if err != nil {
+		return nil, err
+	}
+	nr := res.(*state.NomadResult)
+	out := nomad.JobRegisterResponse{JobModifyIndex: nr.Job.JobModifyIndex, Warnings: strings.Join(tr.Warnings, "\n")}
+	if b := currentBatch(&nr.Job); b != 0 {
+		out.EvalID, out.EvalCreateIndex = nomadview.EvalID(b, nomadview.EvalRegister), nr.Job.JobModifyIndex
+	}
+	return out, nil
+}
+
+func currentBatch(j *state.NomadJob) uint64 {
+	if n := len(j.Batches); n > 0 {
+		return j.Batches[n-1].Batch
+	}
+	return 0
+}
+
+// translate turns a job into a batch, its refusals into a 400 naming
+// each block (and, when the client sent the HCL it parsed, its line).
+func (s *nomadHandlers) translate(job *nomad.Job, sub *nomad.JobSubmission) (*nomadspec.Translation, error) {
+	var blocks nomadspec.Blocks
+	if sub != nil && sub.Format == "hcl2" && len(sub.Source) <= nomadspec.MaxSource {
+		if _, b, diags := nomadspec.Parse("job.nomad.hcl", []byte(sub.Source), sub.VariableFlags); !diags.HasErrors() {
+			blocks = b
+		}
+	}
+	tr, err := nomadspec.Translate(job, blocks)
+	if err != nil {
+		return nil, codedf(http.StatusBadRequest, "%v", err)
+	}
+	return tr, nil
+}
+
+// registered reads a job of the caller's namespace (404 when it is not
+// there or the caller may not see it: Nomad does not tell the two apart).
+func (s *nomadHandlers) registered(r *http.Request, id string) (*nomadview.Registered, error) {
+	ns := namespaceOf(r, "")
+	rec, ok := s.state.NomadJob(ns, id)
+	if !ok || !s.seesNamespace(r, ns) {
+		return nil, codedf(http.StatusNotFound, "job not found: %q in namespace %q", id, ns)
+	}
+	reg := &nomadview.Registered{Rec: rec}
+	if b := currentBatch(&rec); b != 0 {
+		if batch, ok := s.reads.Batch(b); ok {
+			reg.Batch = &batch
+		} else if old, err := (&batchHandlers{s.Server}).archivedBatch(r, b); err == nil {
+			reg.Batch = &old.Batch
+		}
+	}
+	return reg, nil
+}
+
+func (s *nomadHandlers) handleGetJob(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, err := s.registered(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return reg.Job()
+}
+
+func (s *nomadHandlers) handleVersions(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, err := s.registered(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	j, err := reg.Job()
+	if err != nil {
+		return nil, err
+	}
+	return nomad.JobVersionsResponse{Versions: []*nomad.Job{j}}, nil
+}
+
+func (s *nomadHandlers) handleListJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	ns := namespaceOf(r, "")
+	visible := func(n string) bool { return (ns == "*" || n == ns) && s.seesNamespace(r, n) }
+	limit := 1000
+	if pp := q.Get("per_page"); pp != "" {
+		n, err := strconv.Atoi(pp)
+		if err != nil || n < 1 {
+			return nil, codedf(http.StatusBadRequest, "per_page=%q is not a positive integer", pp)
+		}
+		limit = min(n, limit)
+	}
+	var after state.NomadKey
+	if next := q.Get("next_token"); next != "" {
+		after.Namespace, after.ID, _ = strings.Cut(next, ".")
+	}
+	recs := s.state.NomadJobs(visible, q.Get("prefix"), after, limit+1)
+	if len(recs) > limit {
+		last := recs[limit-1]
+		w.Header().Set("X-Nomad-NextToken", last.Namespace+"."+last.ID)
+		recs = recs[:limit]
+	}
+	out := make([]*nomad.JobListStub, 0, len(recs))
+	for _, rec := range recs {
+		reg := &nomadview.Registered{Rec: rec}
+		if b := currentBatch(&rec); b != 0 {
+			if batch, ok := s.reads.Batch(b); ok {
+				reg.Batch = &batch
+			}
+		}
+		stub, err := reg.Stub()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, stub)
+	}
+	return out, nil
+}
+
+func (s *nomadHandlers) handleDeregister(w http.ResponseWriter, r *http.Request) (any, error) {
+	ns, id := namespaceOf(r, ""), r.PathValue("id")
+	if _, err := s.registered(r, id); err != nil {
+		return nil, err
+	}
+	u := userOf(r)
+	rec, _ := s.state.NomadJob(ns, id)
+	if b := currentBatch(&rec); b != 0 && s.state.Access(b, viewerOf(r)) < state.Cancellable && s.state.HasBatch(b) {
+		return nil, codedf(http.StatusForbidden, "user %q may not stop job %q: its owner, a manager of billing project %q or an admin can", u.Name, id, rec.Project)
+	}
+	purge := r.URL.Query().Get("purge") == "true"
+	res, err := s.apply(&state.DeregisterNomadJob{Now: time.Now().UnixNano(), Namespace: ns, ID: id, User: u.Name, Purge: purge})
+	if err != nil {
+		return nil, err
+	}
+	nr := res.(*state.NomadResult)
+	out := nomad.JobDeregisterResponse{JobModifyIndex: nr.Job.ModifyIndex}
+	if b := currentBatch(&nr.Job); b != 0 {
+		out.EvalID, out.EvalCreateIndex = nomadview.EvalID(b, nomadview.EvalStop), nr.Job.ModifyIndex
+	}
+	return out, nil
+}
+
+// maxNomadJobsListed bounds the drover jobs an allocation listing or a
+// summary reads of one batch.
+const maxNomadJobsListed = 100_000
+
+// batchJobs reads a batch's jobs (from the history store once it left the
+// state), up to maxNomadJobsListed.
+func (s *nomadHandlers) batchJobs(r *http.Request, batch uint64) ([]api.Job, error) {
+	var out []api.Job
+	var last uint32
+	for len(out) < maxNomadJobsListed {
+		page, found := s.reads.ListJobs(batch, nil, last)
+		if !found {
+			st, err := s.historyStore(fmt.Sprintf("batch %d", batch))
+			if err != nil {
+				return nil, err
+			}
+			all, err := st.ListJobs(r.Context(), batch, api.JobQuery{}, last)
+			if err != nil {
+				return nil, historyFailed(batch, err)
+			}
+			page = all
+		}
+		out = append(out, page.Jobs...)
+		if page.LastID == 0 || len(page.Jobs) == 0 {
+			break
+		}
+		last = uint32(page.LastID)
+	}
+	return out, nil
+}
+
+func (s *nomadHandlers) handleSummary(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, err := s.registered(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	var jobs []api.Job
+	if b := reg.CurrentBatch(); b != 0 {
+		if jobs, err = s.batchJobs(r, b); err != nil {
+			return nil, err
+		}
+	}
+	return reg.Summary(jobs), nil
+}
+
+// allocations lists the allocations of a job's current version: every
+// attempt of every drover job of its batch.
+func (s *nomadHandlers) allocations(r *http.Request, reg *nomadview.Registered) ([]*nomad.AllocationListStub, error) {
+	out := []*nomad.AllocationListStub{}
+	b := reg.CurrentBatch()
+	if b == 0 {
+		return out, nil
+	}
+	jobs, err := s.batchJobs(r, b)
+	if err != nil {
+		return nil, err
+	}
+	index := s.state.Index()
+	for i := range jobs {
+		for k := range jobs[i].Attempts {
+			out = append(out, reg.AllocStub(&jobs[i], &jobs[i].Attempts[k], index))
+		}
+	}
+	return out, nil
+}
+
+func (s *nomadHandlers) handleJobAllocations(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, err := s.registered(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return s.allocations(r, reg)
+}
+
+func (s *nomadHandlers) handleListAllocations(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	ns := namespaceOf(r, "")
+	visible := func(n string) bool { return (ns == "*" || n == ns) && s.seesNamespace(r, n) }
+	out := []*nomad.AllocationListStub{}
+	prefix := q.Get("prefix")
+	for _, rec := range s.state.NomadJobs(visible, "", state.NomadKey{}, 1000) {
+		reg, err := s.registered(withNamespace(r, rec.Namespace), rec.ID)
+		if err != nil {
+			continue
+		}
+		allocs, err := s.allocations(r, reg)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range allocs {
+			if strings.HasPrefix(a.ID, prefix) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// withNamespace is r asking for namespace ns.
+func withNamespace(r *http.Request, ns string) *http.Request {
+	r2 := r.Clone(r.Context())
+	q := r2.URL.Query()
+	q.Set("namespace", ns)
+	r2.URL.RawQuery = q.Encode()
+	return r2
+}
+
+// alloc finds an allocation by its ID: its batch, job and attempt, and
+// the Nomad job they belong to.
+func (s *nomadHandlers) alloc(r *http.Request, id string) (*nomadview.Registered, *api.Job, *api.Attempt, error) {
+	notFound := codedf(http.StatusNotFound, "alloc not found: %q", id)
+	b, jid, attempt, ok := nomadview.ParseAllocID(id)
+	if !ok {
+		return nil, nil, nil, notFound
+	}
+	j, found := s.reads.Job(b, jid)
+	if !found {
+		old, err := (&batchHandlers{s.Server}).archivedJob(r, b, jid)
+		if err != nil {
+			return nil, nil, nil, notFound
+		}
+		j = old
+	}
+	if attempt < 1 || attempt > len(j.Attempts) {
+		return nil, nil, nil, notFound
+	}
+	batch, ok := s.reads.Batch(b)
+	if !ok {
+		old, err := (&batchHandlers{s.Server}).archivedBatch(r, b)
+		if err != nil {
+			return nil, nil, nil, notFound
+		}
+		batch = old.Batch
+	}
+	ns, jobID := batch.Attributes[nomadspec.AttrNamespace], batch.Attributes[nomadspec.AttrJob]
+	reg, err := s.registered(withNamespace(r, ns), jobID)
+	if err != nil {
+		return nil, nil, nil, notFound
+	}
+	reg.Batch = &batch
+	a := j.Attempts[attempt-1]
+	return reg, &j, &a, nil
+}
+
+func (s *nomadHandlers) handleGetAllocation(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, j, a, err := s.alloc(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return reg.Alloc(j, a, s.state.Index())
+}
+
+// waitingGroups says, of each group of the job's current version with
+// Ready jobs the last scheduling round did not place, why.
+func (s *nomadHandlers) waitingGroups(reg *nomadview.Registered) map[string]string {
+	if reg.Batch == nil || reg.Batch.Complete() || s.waiting == nil || reg.Batch.NReady == 0 {
+		return nil
+	}
+	ws := s.waiting.Batch(uint64(reg.Batch.ID))
+	if len(ws) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	spec, err := reg.Spec()
+	if err != nil {
+		return nil
+	}
+	for _, g := range spec.TaskGroups {
+		out[deref(g.Name)] = ws[0].Reason
+	}
+	return out
+}
+
+func (s *nomadHandlers) handleJobEvaluations(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, err := s.registered(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return reg.Evaluations(s.waitingGroups(reg)), nil
+}
+
+// eval finds an evaluation by its ID.
+func (s *nomadHandlers) eval(r *http.Request, id string) (*nomadview.Registered, uint64, nomadview.EvalKind, error) {
+	notFound := codedf(http.StatusNotFound, "eval not found: %q", id)
+	b, kind, ok := nomadview.ParseEvalID(id)
+	if !ok {
+		return nil, 0, 0, notFound
+	}
+	batch, ok := s.reads.Batch(b)
+	if !ok {
+		old, err := (&batchHandlers{s.Server}).archivedBatch(r, b)
+		if err != nil {
+			return nil, 0, 0, notFound
+		}
+		batch = old.Batch
+	}
+	reg, err := s.registered(withNamespace(r, batch.Attributes[nomadspec.AttrNamespace]), batch.Attributes[nomadspec.AttrJob])
+	if err != nil {
+		return nil, 0, 0, notFound
+	}
+	reg.Batch = &batch
+	return reg, b, kind, nil
+}
+
+func (s *nomadHandlers) handleGetEvaluation(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, b, kind, err := s.eval(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return reg.Eval(b, kind, s.waitingGroups(reg)), nil
+}
+
+func (s *nomadHandlers) handleEvalAllocations(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, _, kind, err := s.eval(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if kind != nomadview.EvalRegister {
+		return []*nomad.AllocationListStub{}, nil
+	}
+	return s.allocations(r, reg)
+}
+
+func (s *nomadHandlers) handleNull(w http.ResponseWriter, r *http.Request) (any, error) {
+	if _, err := s.registered(r, r.PathValue("id")); err != nil {
+		return nil, err
+	}
+	return json.RawMessage("null"), nil
+}
+
+func (s *nomadHandlers) handleEmptyList(w http.ResponseWriter, r *http.Request) (any, error) {
+	if _, err := s.registered(r, r.PathValue("id")); err != nil {
+		return nil, err
+	}
+	return []any{}, nil
+}
+
+func (s *nomadHandlers) handleParse(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req nomad.JobsParseRequest
+	if err := decodeNomad(w, r, &req); err != nil {
+		return nil, err
+	}
+	vars, err := parseVariables(req.Variables)
+	if err != nil {
+		return nil, err
+	}
+	job, _, diags := nomadspec.Parse("job.nomad.hcl", []byte(req.JobHCL), vars)
+	if diags.HasErrors() {
+		return nil, codedf(http.StatusBadRequest, "%s", strings.TrimSpace(formatDiags(diags)))
+	}
+	if req.Canonicalize {
+		job.Canonicalize()
+	}
+	return job, nil
+}
+
+// parseVariables reads HCL variable assignments (name = "value" lines,
+// as `nomad job run -var-file` sends them) into -var values.
+func parseVariables(src string) (map[string]string, error) {
+	out := map[string]string{}
+	for line := range strings.SplitSeq(src, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, codedf(http.StatusBadRequest, "variables: %q is not name = value", line)
+		}
+		v = strings.TrimSpace(v)
+		if uq, err := strconv.Unquote(v); err == nil {
+			v = uq
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+func formatDiags(diags interface{ Error() string }) string { return diags.Error() }
+
+func (s *nomadHandlers) handleValidate(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req nomad.JobValidateRequest
+	if err := decodeNomad(w, r, &req); err != nil {
+		return nil, err
+	}
+	out := nomad.JobValidateResponse{DriverConfigValidated: true}
+	if req.Job == nil {
+		out.Error, out.ValidationErrors = "the request has no Job", []string{"the request has no Job"}
+		return out, nil
+	}
+	tr, err := nomadspec.Translate(req.Job, nil)
+	if err != nil {
+		var errs nomadspec.Errors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				out.ValidationErrors = append(out.ValidationErrors, e.Error())
+			}
+		} else {
+			out.ValidationErrors = []string{err.Error()}
+		}
+		out.Error = err.Error()
+		return out, nil
+	}
+	out.Warnings = strings.Join(tr.Warnings, "\n")
+	return out, nil
+}
+
+func (s *nomadHandlers) handleLeader(w http.ResponseWriter, r *http.Request) (any, error) {
+	addr, _ := s.node.Leader()
+	return addr, nil
+}
+
+func (s *nomadHandlers) handleRegions(w http.ResponseWriter, r *http.Request) (any, error) {
+	return []string{nomadRegion}, nil
+}
+
+func (s *nomadHandlers) handleNamespaces(w http.ResponseWriter, r *http.Request) (any, error) {
+	u := userOf(r)
+	out := []*nomad.Namespace{}
+	for _, p := range s.state.BillingProjects(u) {
+		name := p.Name
+		if name == s.cfg.DefaultBillingProject {
+			name = "default"
+		}
+		out = append(out, &nomad.Namespace{Name: name, Description: "drover billing project " + p.Name})
+	}
+	slices.SortFunc(out, func(a, b *nomad.Namespace) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (s *nomadHandlers) handleAgentSelf(w http.ResponseWriter, r *http.Request) (any, error) {
+	_, leader := s.node.Leader()
+	return map[string]any{
+		"config": map[string]any{"Region": nomadRegion, "Datacenter": "drover", "NodeName": s.cfg.ID, "Version": map[string]any{"Version": "drover"}},
+		"member": map[string]any{"Name": s.cfg.ID, "Addr": s.cfg.Advertise, "Status": "alive",
+			"Tags": map[string]string{"region": nomadRegion, "dc": "drover", "role": "nomad", "build": "drover", "leader": strconv.FormatBool(leader == s.cfg.ID)}},
+		"stats": map[string]any{},
+	}, nil
+}
+
+// handleLogs streams an allocation's log as Nomad's client does: frames
+// of {Offset, Data, File} (or the bare text with plain=true), from the
+// start or, with origin=end, offset bytes before the end; with follow,
+// what the attempt writes next until it ends. drover keeps one log of an
+// attempt's output: it is stdout; stderr is empty.
+func (s *nomadHandlers) handleLogs(w http.ResponseWriter, r *http.Request) {
+	noWriteDeadline(w)
+	s.nomadHeaders(w)
+	reg, j, a, err := s.alloc(r, r.PathValue("alloc"))
+	if err != nil {
+		s.writeNomadErr(w, err)
+		return
+	}
+	q := r.URL.Query()
+	_, task, _ := nomadview.Place(j)
+	if t := q.Get("task"); t != "" && t != task {
+		s.writeNomadErr(w, codedf(http.StatusBadRequest, "unknown task name %q: this allocation runs task %q", t, task))
+		return
+	}
+	typ := q.Get("type")
+	if typ == "" {
+		typ = "stdout"
+	}
+	if typ != "stdout" && typ != "stderr" {
+		s.writeNomadErr(w, codedf(http.StatusBadRequest, "type=%q: it is stdout or stderr", typ))
+		return
+	}
+	offset := int64(0)
+	if o := q.Get("offset"); o != "" {
+		if offset, err = strconv.ParseInt(o, 10, 64); err != nil || offset < 0 {
+			s.writeNomadErr(w, codedf(http.StatusBadRequest, "offset=%q is not a non-negative integer", o))
+			return
+		}
+	}
+	plain, follow, fromEnd := q.Get("plain") == "true", q.Get("follow") == "true", q.Get("origin") == "end"
+	file := "alloc/logs/" + task + "." + typ + ".0"
+	b := &batchHandlers{s.Server}
+	read := func() []byte {
+		if typ == "stderr" {
+			return nil
+		}
+		buf := &bufferedWriter{header: http.Header{}}
+		b.writeLog(buf, r, uint64(j.BatchID), uint32(j.JobID), a.Attempt)
+		if buf.code != http.StatusOK {
+			return nil
+		}
+		return buf.body.Bytes()
+	}
+	data := read()
+	pos := offset
+	if fromEnd {
+		pos = max(int64(len(data))-offset, 0)
+	}
+	pos = min(pos, int64(len(data)))
+	w.Header().Set("Content-Type", "application/json")
+	if plain {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	send := func(chunk []byte, at int64) bool {
+		if len(chunk) == 0 {
+			return true
+		}
+		if plain {
+			_, err := w.Write(chunk)
+			return err == nil
+		}
+		return enc.Encode(&nomad.StreamFrame{Offset: at, Data: chunk, File: file}) == nil
+	}
+	if !send(data[pos:], pos) {
+		return
+	}
+	pos = int64(len(data))
+	flush := func() { _ = http.NewResponseController(w).Flush() }
+	flush()
+	for follow {
+		running := a.State == ""
+		if !running {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		_, j2, a2, err := s.alloc(r, r.PathValue("alloc"))
+		if err != nil {
+			return
+		}
+		j, a = j2, a2
+		data = read()
+		if int64(len(data)) > pos {
+			if !send(data[pos:], pos) {
+				return
+			}
+			pos = int64(len(data))
+			flush()
+		} else if !plain {
+			// Nomad's heartbeat: an empty frame.
+			if _, err := io.WriteString(w, "{}\n"); err != nil {
+				return
+			}
+			flush()
+		}
+	}
+	_ = reg
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
