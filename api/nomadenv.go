@@ -41,6 +41,14 @@ func (a *Assignment) NomadVars(dir string, node NomadNode) map[string]string {
 	}
 }
 
+// A dispatched Nomad job's payload travels in its env, base64, with the
+// file (under NOMAD_TASK_DIR) its task's dispatch_payload names; the
+// worker writes it there before the task starts.
+const (
+	NomadPayloadEnv     = "DROVER_NOMAD_PAYLOAD"
+	NomadPayloadFileEnv = "DROVER_NOMAD_PAYLOAD_FILE"
+)
+
 // NomadDirs are the directories under a Nomad job's directory that a
 // Nomad client makes for every task (NOMAD_ALLOC_DIR, NOMAD_TASK_DIR,
 // NOMAD_SECRETS_DIR).

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ func TestNomadJobFiles(t *testing.T) {
 	a := startAgent(t, "", "", "-workers", "2", "-worker-cores", "4", "-worker-memory", "4GiB")
 
 	r := a.drover(a.token, "run", "-wait", "examples/nomad/batch.nomad.hcl").must(t, 0)
-	id := batchID(t, r.stdout)
+	id := nomadBatchID(t, r.stdout)
 	jobs := decodeJSON[api.JobList](t, a.drover(a.token, "job", "list", id, "-json").must(t, 0).stdout)
 	if len(jobs.Jobs) != 12 {
 		t.Fatalf("%d jobs: %+v", len(jobs.Jobs), jobs.Jobs)
@@ -51,7 +52,7 @@ func TestNomadJobFiles(t *testing.T) {
 
 	// An array: the worker gives each member its index.
 	r = a.drover(a.token, "run", "-wait", "examples/nomad/sweep.nomad.hcl").must(t, 0)
-	id = batchID(t, r.stdout)
+	id = nomadBatchID(t, r.stdout)
 	if got := a.drover(a.token, "job", "logs", id, "731").must(t, 0).stdout; got != "point 730: 532900\n" {
 		t.Errorf("sweep point 730: %q", got)
 	}
@@ -79,4 +80,15 @@ func TestNomadJobFiles(t *testing.T) {
 	if list := a.drover(a.token, "batch", "list").must(t, 0).stdout; strings.Contains(list, "web") {
 		t.Fatalf("a refused job made a batch: %s", list)
 	}
+}
+
+// nomadBatchID reads the batch a Nomad job was registered as from `drover
+// run`'s output.
+func nomadBatchID(t *testing.T, out string) string {
+	t.Helper()
+	m := regexp.MustCompile(`Registered Nomad job "[^"]*" as batch (\d+) `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no batch ID in %q", out)
+	}
+	return m[1]
 }

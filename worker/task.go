@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -603,6 +605,11 @@ func (t *task) nomadRuntime(spec *Spec, bx *box) error {
 			return fmt.Errorf("give the job its %s directory: %w", d, err)
 		}
 	}
+	if file := t.a.Env[api.NomadPayloadFileEnv]; file != "" {
+		if err := writePayload(filepath.Join(bx.dir, "local"), file, t.a.Env[api.NomadPayloadEnv], bx.uid()); err != nil {
+			return err
+		}
+	}
 	dir := bx.dir
 	if t.a.Image != "" {
 		dir = api.JobDirMount
@@ -610,5 +617,35 @@ func (t *task) nomadRuntime(spec *Spec, bx *box) error {
 	c := t.w.cfg
 	vars := t.a.NomadVars(dir, api.NomadNode{Name: c.Name, Region: c.Region, Cluster: c.Cluster, Pool: c.Pool})
 	spec.Env, spec.Command = t.a.NomadEnv(vars)
+	return nil
+}
+
+// writePayload writes a dispatched Nomad job's payload to file under
+// local (the task's directory, which the worker made a moment ago and the
+// job has not run in yet), as the job's user; file must stay under it.
+func writePayload(local, file, b64 string, uid int) error {
+	if !filepath.IsLocal(file) {
+		return fmt.Errorf("dispatch payload file %q is not under the task's directory", file)
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return fmt.Errorf("dispatch payload: %w", err)
+	}
+	p := filepath.Join(local, file)
+	for d := filepath.Dir(p); d != local; d = filepath.Dir(d) {
+		defer func(d string) { _ = os.Lchown(d, uid, uid) }(d)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("dispatch payload: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("dispatch payload: %w", err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Chown(uid, uid)
+	if err := errors.Join(werr, cerr, f.Close()); err != nil {
+		return fmt.Errorf("dispatch payload: %w", err)
+	}
 	return nil
 }

@@ -4,13 +4,18 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	nomad "github.com/hashicorp/nomad/api"
+
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec"
 	"github.com/drover-sched/drover/jobspec/nomadspec"
+	"github.com/drover-sched/drover/server/nomadview"
 )
 
 func parseVars(vars multiFlag) (map[string]string, error) {
@@ -42,10 +47,18 @@ func (m batchCmds) parseSpec(path string, vars multiFlag) (*jobspec.Batch, error
 	return spec, nil
 }
 
+// nomadFile is a Nomad job file read and translated.
+type nomadFile struct {
+	src  []byte
+	vars map[string]string
+	job  *nomad.Job
+	tr   *nomadspec.Translation
+}
+
 // nomadJob reads a Nomad job file (nil, nil when path is a drover
 // jobspec) and translates it, printing its diagnostics, warnings and
 // refusals.
-func (m batchCmds) nomadJob(path string, vars multiFlag) (*nomadspec.Translation, error) {
+func (m batchCmds) nomadJob(path string, vars multiFlag) (*nomadFile, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -78,10 +91,66 @@ func (m batchCmds) nomadJob(path string, vars multiFlag) (*nomadspec.Translation
 	for _, w := range tr.Warnings {
 		safef(m.Stderr, "%s: warning: %s\n", path, w)
 	}
-	if tr.Periodic != nil || tr.Parameterized != nil {
-		return nil, fmt.Errorf("%s: Nomad job %q is periodic or parameterized: the servers keep such a job and launch it; `drover run` submits batches only", path, *job.ID)
+	return &nomadFile{src: src, vars: vm, job: job, tr: tr}, nil
+}
+
+// registerNomad registers a Nomad job through the servers' Nomad API
+// (PUT /v1/jobs, as `nomad job run` does), so that Nomad's tools see it
+// as drover's do, and reports it; with wait, it waits for its batch.
+func (m batchCmds) registerNomad(ctx context.Context, path string, f *nomadFile, wait, asJSON, quiet bool) error {
+	req := nomad.JobRegisterRequest{Job: f.job, Submission: &nomad.JobSubmission{Source: string(f.src), Format: "hcl2", VariableFlags: f.vars}}
+	var resp nomad.JobRegisterResponse
+	c := m.Client()
+	ns := deref(f.job.Namespace)
+	q := ""
+	if ns != "" {
+		q = "?namespace=" + url.QueryEscape(ns)
 	}
-	return tr, nil
+	if err := c.Do(ctx, http.MethodPut, "/v1/jobs"+q, &req, &resp); err != nil {
+		return err
+	}
+	id := *f.job.ID
+	if resp.Warnings != "" {
+		safef(m.Stderr, "%s: warning: %s\n", path, resp.Warnings)
+	}
+	batch, _, ok := nomadview.ParseEvalID(resp.EvalID)
+	switch {
+	case f.tr.Periodic != nil || f.tr.Parameterized != nil:
+		if !quiet {
+			safef(m.Stdout, "Registered Nomad job %q: the servers launch its children (nomad job status %s, or drover batch list -q 'nomad.job=%s/')\n", id, id, id)
+		}
+		return nil
+	case !ok:
+		if !quiet {
+			safef(m.Stdout, "Registered Nomad job %q: unchanged\n", id)
+		}
+		return nil
+	}
+	b, err := c.GetBatch(ctx, int64(batch))
+	if err != nil {
+		return err
+	}
+	switch {
+	case quiet:
+		safeln(m.Stdout, b.ID)
+	case !asJSON:
+		safef(m.Stdout, "Registered Nomad job %q as batch %d (%d jobs, billing project %s; evaluation %s)\n", id, b.ID, b.NJobs, b.BillingProject, resp.EvalID)
+	}
+	if !wait {
+		if asJSON {
+			return m.printJSON(b)
+		}
+		return nil
+	}
+	return m.waitAndReport(ctx, c, b.ID, asJSON, quiet)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 func plural(n int) string {
@@ -99,11 +168,16 @@ func (m batchCmds) runValidate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := m.nomadJob(pos[0], vars)
+	nf, err := m.nomadJob(pos[0], vars)
 	if err != nil {
 		return err
 	}
-	if tr != nil {
+	if nf != nil {
+		tr := nf.tr
+		if tr.Periodic != nil || tr.Parameterized != nil {
+			safef(m.Stdout, "%s: Nomad job %q is valid: a %s job, whose children the servers launch\n", pos[0], tr.Batch.Name, map[bool]string{true: "periodic", false: "parameterized"}[tr.Periodic != nil])
+			return nil
+		}
 		n := len(tr.Batch.Jobs)
 		safef(m.Stdout, "%s: Nomad job %q is valid: %d jobs in %d entr%s\n", pos[0], tr.Batch.Name, api.Jobs(tr.Batch.Jobs).NumJobs(), n, map[bool]string{true: "y", false: "ies"}[n == 1])
 		return nil
@@ -134,24 +208,21 @@ func (m batchCmds) runRun(ctx context.Context, args []string) error {
 	if *bunch <= 0 {
 		return usagef("-bunch-size must be positive")
 	}
-	tr, err := m.nomadJob(pos[0], vars)
+	nf, err := m.nomadJob(pos[0], vars)
 	if err != nil {
 		return err
 	}
-	if tr != nil {
-		req := &tr.Batch
-		jobs := req.Jobs
-		req.Jobs = nil
-		if *project != "" {
-			req.BillingProject = *project
-		}
-		req.Queue = *queue
+	if nf != nil {
+		var refused []string
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "priority" {
-				req.Priority = *priority
+			if f.Name == "priority" || f.Name == "queue" || f.Name == "billing-project" || f.Name == "bunch-size" {
+				refused = append(refused, "-"+f.Name)
 			}
 		})
-		return m.submit(ctx, req, jobs, *bunch, *wait, *asJSON, *quiet)
+		if len(refused) > 0 {
+			return usagef("%s with a Nomad job: the job says it (priority, namespace: its billing project)", strings.Join(refused, ", "))
+		}
+		return m.registerNomad(ctx, pos[0], nf, *wait, *asJSON, *quiet)
 	}
 	spec, err := m.parseSpec(pos[0], vars)
 	if err != nil {

@@ -1,9 +1,11 @@
 package nomadspec
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,6 +22,9 @@ import (
 // drover cores: 1,000 MHz is one core, so Nomad's default of 100 MHz is a
 // tenth of one. `cores` is taken as it is.
 const MHzPerCore = 1000
+
+// MaxPayload bounds a dispatch's payload, as Nomad does (16 KiB).
+const MaxPayload = 16 << 10
 
 // NeutralPriority is Nomad's default priority (50), which is drover's 0:
 // a Nomad priority p orders the batch at p − 50 in its queue.
@@ -239,6 +244,9 @@ func (t *translator) translateJob(out *Translation) {
 	default:
 		t.refuse("", "job %q has type %q: drover runs batch jobs", id, typ)
 		return
+	}
+	if len(job.Payload) > MaxPayload {
+		t.refuse("", "the dispatch payload is %d bytes; Nomad and drover take at most %d", len(job.Payload), MaxPayload)
 	}
 	b := &out.Batch
 	b.Name = id
@@ -710,6 +718,13 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 		s.Env["NOMAD_META_"+strings.ToUpper(k)] = v
 	}
 	maps.Copy(s.Env, task.Env)
+	if dp := task.DispatchPayload; dp != nil && dp.File != "" && len(t.job.Payload) > 0 {
+		if !filepath.IsLocal(dp.File) {
+			t.refuse(Path(tpath, "dispatch_payload"), "file %q: the payload is written under the task's local directory", dp.File)
+		}
+		s.Env[api.NomadPayloadFileEnv] = dp.File
+		s.Env[api.NomadPayloadEnv] = base64.StdEncoding.EncodeToString(t.job.Payload)
+	}
 	s.Attributes = map[string]string{AttrGroup: group, AttrTask: task.Name}
 	for i, a := range task.Artifacts {
 		t.artifact(tpath, i, a, &s)

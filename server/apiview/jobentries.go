@@ -3,6 +3,7 @@ package apiview
 import (
 	"math"
 	"slices"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/state"
@@ -104,4 +105,24 @@ func ranges(ids []int64, rs []api.IDRange) []state.Range {
 		out = append(out, state.Range{Lo: uint32(r[0]), Hi: uint32(r[1])})
 	}
 	return out
+}
+
+// CreateBatch is the command that creates a batch a request describes,
+// its jobs already checked into entries: the API's handler (after
+// admission) and the leader's launches of Nomad's periodic jobs build it
+// alike.
+func CreateBatch(user string, req *api.CreateBatchRequest, entries []state.JobEntry, now time.Time) *state.CreateBatch {
+	cmd := &state.CreateBatch{
+		Now: now.UnixNano(), User: user, Name: req.Name, BillingProject: req.BillingProject,
+		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyPriority,
+		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
+		Queue: req.Queue, Priority: int32(req.Priority), SLONs: int64(req.SLOSeconds * 1e9),
+	}
+	if req.Deadline != nil {
+		cmd.DeadlineNs = req.Deadline.UnixNano()
+	}
+	if cmd.Key != "" {
+		cmd.Digest = cmd.RequestDigest()
+	}
+	return cmd
 }

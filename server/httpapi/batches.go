@@ -106,19 +106,7 @@ func (s *batchHandlers) createCommand(u state.User, req *api.CreateBatchRequest)
 		queue: req.Queue, priority: req.Priority}); err != nil {
 		return nil, err
 	}
-	cmd := &state.CreateBatch{
-		Now: time.Now().UnixNano(), User: u.Name, Name: req.Name, BillingProject: req.BillingProject,
-		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyPriority,
-		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
-		Queue: req.Queue, Priority: int32(req.Priority), SLONs: int64(req.SLOSeconds * 1e9),
-	}
-	if req.Deadline != nil {
-		cmd.DeadlineNs = req.Deadline.UnixNano()
-	}
-	if cmd.Key != "" {
-		cmd.Digest = cmd.RequestDigest()
-	}
-	return cmd, nil
+	return apiview.CreateBatch(u.Name, req, entries, time.Now()), nil
 }
 
 // visibleBatch checks that the batch exists and that the caller may see it.

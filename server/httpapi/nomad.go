@@ -50,6 +50,10 @@ func (s *Server) nomadRoutes() []Route {
 		{"GET /v1/job/{id}/deployment", u, n.wrapNomad(n.handleNull)},
 		{"GET /v1/job/{id}/deployments", u, n.wrapNomad(n.handleEmptyList)},
 		{"GET /v1/job/{id}/versions", u, n.wrapNomad(n.handleVersions)},
+		{"PUT /v1/job/{id}/dispatch", u, n.wrapNomad(n.handleDispatch)},
+		{"POST /v1/job/{id}/dispatch", u, n.wrapNomad(n.handleDispatch)},
+		{"PUT /v1/job/{id}/periodic/force", u, n.wrapNomad(n.handleForce)},
+		{"POST /v1/job/{id}/periodic/force", u, n.wrapNomad(n.handleForce)},
 		{"GET /v1/allocations", u, n.wrapNomad(n.handleListAllocations)},
 		{"GET /v1/allocation/{id}", u, n.wrapNomad(n.handleGetAllocation)},
 		{"GET /v1/evaluation/{id}", u, n.wrapNomad(n.handleGetEvaluation)},
@@ -203,6 +207,16 @@ func (s *nomadHandlers) handleRegister(w http.ResponseWriter, r *http.Request) (
 	cmd := &state.RegisterNomadJob{Now: time.Now().UnixNano(), Namespace: ns, ID: *req.Job.ID, User: u.Name, Project: s.project(ns),
 		Spec: spec, EnforceIndex: req.EnforceIndex, JobModifyIndex: req.JobModifyIndex}
 	cmd.Template = tr.Periodic != nil || tr.Parameterized != nil
+	if p := tr.Periodic; p != nil {
+		next, err := nomadspec.NextLaunch(p, time.Now())
+		if err != nil {
+			return nil, codedf(http.StatusBadRequest, "periodic: %v", err)
+		}
+		if !next.IsZero() {
+			cmd.NextLaunch = next.UnixNano()
+		}
+		cmd.ProhibitOverlap = deref(p.ProhibitOverlap)
+	}
 	if !cmd.Template {
 		tr.Batch.BillingProject = cmd.Project
 		create, err := (&batchHandlers{s.Server}).createCommand(u, &tr.Batch)
@@ -804,4 +818,89 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// launch makes a child of a template the caller may see, on the caller's
+// behalf, through admission.
+func (s *nomadHandlers) launch(r *http.Request, id string, l nomadview.Launch) (*state.NomadResult, error) {
+	reg, err := s.registered(r, id)
+	if err != nil {
+		return nil, err
+	}
+	rec := &reg.Rec
+	if !rec.Template {
+		return nil, codedf(http.StatusBadRequest, "job %q is neither periodic nor parameterized", id)
+	}
+	if rec.Stopped {
+		return nil, codedf(http.StatusBadRequest, "job %q is stopped", id)
+	}
+	child, tr, err := nomadview.Child(rec, l)
+	if err != nil {
+		return nil, codedf(http.StatusBadRequest, "%v", err)
+	}
+	u := userOf(r)
+	create, err := (&batchHandlers{s.Server}).createCommand(u, &tr.Batch)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := json.Marshal(child)
+	if err != nil {
+		return nil, fmt.Errorf("encode the child job: %w", err)
+	}
+	res, err := s.apply(&state.LaunchNomadJob{Now: l.Now.UnixNano(), Parent: state.NomadKey{Namespace: rec.Namespace, ID: rec.ID}, Token: l.Token,
+		Child: state.RegisterNomadJob{Now: l.Now.UnixNano(), Namespace: rec.Namespace, ID: *child.ID, User: u.Name, Project: rec.Project,
+			Spec: spec, Parent: rec.ID, Batch: create}})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*state.NomadResult), nil
+}
+
+func (s *nomadHandlers) handleDispatch(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req nomad.JobDispatchRequest
+	if err := decodeNomad(w, r, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Payload) > nomadspec.MaxPayload {
+		return nil, codedf(http.StatusBadRequest, "the payload is %d bytes; at most %d", len(req.Payload), nomadspec.MaxPayload)
+	}
+	token := r.URL.Query().Get("idempotency_token")
+	if len(token) > state.MaxNomadIDBytes {
+		return nil, codedf(http.StatusBadRequest, "the idempotency token is %d bytes; at most %d", len(token), state.MaxNomadIDBytes)
+	}
+	if req.Priority < 0 || req.Priority > 100 {
+		return nil, codedf(http.StatusBadRequest, "priority %d: Nomad's priorities are 1 to 100 (0: the job's)", req.Priority)
+	}
+	if err := api.ValidateAttributes(req.Meta); err != nil {
+		return nil, codedf(http.StatusBadRequest, "meta: %v", err)
+	}
+	res, err := s.launch(r, r.PathValue("id"), nomadview.Launch{Now: time.Now(), Dispatch: true, Meta: req.Meta, Payload: req.Payload, Token: token,
+		Priority: req.Priority, Prefix: req.IdPrefixTemplate})
+	if err != nil {
+		return nil, err
+	}
+	out := nomad.JobDispatchResponse{DispatchedJobID: res.Job.ID, JobCreateIndex: res.Job.CreateIndex}
+	if b := currentBatch(&res.Job); b != 0 {
+		out.EvalID, out.EvalCreateIndex = nomadview.EvalID(b, nomadview.EvalRegister), res.Job.JobModifyIndex
+	}
+	return out, nil
+}
+
+func (s *nomadHandlers) handleForce(w http.ResponseWriter, r *http.Request) (any, error) {
+	reg, err := s.registered(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if spec, err := reg.Spec(); err != nil || spec.Periodic == nil {
+		return nil, codedf(http.StatusBadRequest, "job %q is not periodic", reg.Rec.ID)
+	}
+	res, err := s.launch(r, reg.Rec.ID, nomadview.Launch{Now: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	out := struct{ EvalID string }{}
+	if b := currentBatch(&res.Job); b != 0 {
+		out.EvalID = nomadview.EvalID(b, nomadview.EvalRegister)
+	}
+	return out, nil
 }

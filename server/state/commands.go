@@ -80,6 +80,7 @@ const (
 	CmdSetCloudPrices
 	CmdRegisterNomadJob
 	CmdDeregisterNomadJob
+	CmdLaunchNomadJob
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -102,7 +103,7 @@ var cmdNames = map[CommandType]string{
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
 	CmdAdoptStore: "adopt_store", CmdSetCloudPrices: "set_cloud_prices",
-	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job",
+	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job", CmdLaunchNomadJob: "launch_nomad_job",
 }
 
 func (t CommandType) String() string {
@@ -510,6 +511,8 @@ func newCommand(t CommandType) Command {
 		return &RegisterNomadJob{}
 	case CmdDeregisterNomadJob:
 		return &DeregisterNomadJob{}
+	case CmdLaunchNomadJob:
+		return &LaunchNomadJob{}
 	}
 	return nil
 }

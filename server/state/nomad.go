@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +57,23 @@ type NomadJob struct {
 	// run; Parent: of a launched child, the template's ID.
 	Template bool
 	Parent   string
+	// Of a periodic template: NextLaunch is when the leader launches it
+	// next (unix ns; 0: never), ProhibitOverlap skips a launch while the
+	// last child runs. Of any template: LastChild and Launched, its last
+	// child's ID and how many it launched; DispatchTokens, the children
+	// of its last dispatches by idempotency token.
+	NextLaunch      int64
+	ProhibitOverlap bool
+	LastChild       string
+	Launched        uint64
+	DispatchTokens  map[string]string
+	// DispatchToken: of a dispatched child, the token it was made with.
+	DispatchToken string
 }
+
+// MaxDispatchTokens bounds the idempotency tokens a parameterized job
+// remembers (the oldest go first).
+const MaxDispatchTokens = 1024
 
 // NomadVersion is one version of a Nomad job and the batch it became.
 type NomadVersion struct {
@@ -84,10 +101,36 @@ type RegisterNomadJob struct {
 	EnforceIndex   bool
 	JobModifyIndex uint64
 	Batch          *CreateBatch
+	// NextLaunch and ProhibitOverlap: of a periodic template (see
+	// NomadJob).
+	NextLaunch      int64
+	ProhibitOverlap bool
 }
 
 // Type implements Command.
 func (*RegisterNomadJob) Type() CommandType { return CmdRegisterNomadJob }
+
+// LaunchNomadJob launches a child of a template: a periodic job's launch
+// due At (the template's NextLaunch, which becomes Next), or a dispatch
+// or forced launch (At 0). A launch due At is made once: a second one
+// for the same time is refused. With ProhibitOverlap, a periodic launch
+// while the last child runs is skipped (its time still passes). A
+// dispatch with a Token the template already launched a child for
+// returns that child.
+type LaunchNomadJob struct {
+	Now    int64
+	Parent NomadKey
+	At     int64
+	Next   int64
+	Token  string
+	Child  RegisterNomadJob
+	// Skip: only move a periodic job's next launch (its child could not
+	// be made).
+	Skip bool
+}
+
+// Type implements Command.
+func (*LaunchNomadJob) Type() CommandType { return CmdLaunchNomadJob }
 
 // DeregisterNomadJob stops a Nomad job (its running batch cancelled) and,
 // with Purge, forgets it.
@@ -108,6 +151,8 @@ type NomadResult struct {
 	Job       NomadJob
 	Batch     uint64
 	Unchanged bool
+	// Skipped: a periodic launch skipped because the last child runs.
+	Skipped bool
 }
 
 // nomadBook owns the Nomad jobs registered through the Nomad API: each
@@ -175,6 +220,7 @@ func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
 	cur.User, cur.Project, cur.Spec = c.User, c.Project, bytes.Clone(c.Spec)
 	cur.ModifyIndex, cur.JobModifyIndex, cur.SubmitTime = s.index, s.index, c.Now
 	cur.Stopped, cur.Template, cur.Parent = false, c.Template, c.Parent
+	cur.NextLaunch, cur.ProhibitOverlap = c.NextLaunch, c.ProhibitOverlap
 	if res.Batch != 0 {
 		cur.Batches = append(cur.Batches, NomadVersion{Version: cur.Version, Batch: res.Batch})
 		if n := len(cur.Batches); n > MaxNomadVersions {
@@ -183,6 +229,118 @@ func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
 	}
 	res.Job = cur.copy()
 	return res
+}
+
+func (s *nomadBook) applyLaunchNomadJob(c *LaunchNomadJob) any {
+	parent := s.nomadJobs[c.Parent]
+	switch {
+	case parent == nil:
+		return errorf(ErrNotFound, "job %q is not in namespace %q", c.Parent.ID, c.Parent.Namespace)
+	case !parent.Template:
+		return errorf(ErrInvalid, "job %q is neither periodic nor parameterized: it has no children to launch", c.Parent.ID)
+	case parent.Stopped:
+		return errorf(ErrConflict, "job %q is stopped", c.Parent.ID)
+	case c.Child.Namespace != c.Parent.Namespace || c.Child.Parent != c.Parent.ID || c.Child.Template:
+		return errorf(ErrInvalid, "a child runs in its parent's namespace, names its parent and is no template")
+	case len(c.Token) > MaxNomadIDBytes:
+		return errorf(ErrInvalid, "an idempotency token has at most %d bytes", MaxNomadIDBytes)
+	}
+	if c.At != 0 {
+		if parent.NextLaunch != c.At {
+			return errorf(ErrConflict, "job %q: the launch due at %d was made already (next: %d)", c.Parent.ID, c.At, parent.NextLaunch)
+		}
+		parent.NextLaunch = c.Next
+		if c.Skip || parent.ProhibitOverlap && s.nomadChildRuns(parent) {
+			return &NomadResult{Job: parent.copy(), Skipped: true}
+		}
+	}
+	if c.Token != "" {
+		if id, ok := parent.DispatchTokens[c.Token]; ok {
+			if child := s.nomadJobs[NomadKey{c.Parent.Namespace, id}]; child != nil {
+				return &NomadResult{Job: child.copy(), Unchanged: true}
+			}
+		}
+	}
+	if s.nomadJobs[NomadKey{c.Child.Namespace, c.Child.ID}] != nil {
+		return errorf(ErrConflict, "job %q exists already", c.Child.ID)
+	}
+	out := s.applyRegisterNomadJob(&c.Child)
+	res, ok := out.(*NomadResult)
+	if !ok {
+		return out
+	}
+	child := s.nomadJobs[NomadKey{c.Child.Namespace, c.Child.ID}]
+	child.DispatchToken = c.Token
+	parent.LastChild = c.Child.ID
+	parent.Launched++
+	parent.ModifyIndex = s.index
+	if c.Token != "" {
+		if parent.DispatchTokens == nil {
+			parent.DispatchTokens = map[string]string{}
+		}
+		if len(parent.DispatchTokens) >= MaxDispatchTokens {
+			// Forget the token of the oldest child (a purged one first),
+			// in the tokens' order: every server forgets the same.
+			oldest, at := "", uint64(0)
+			for _, tok := range sortedKeys(parent.DispatchTokens) {
+				created := uint64(0) // purged
+				if ch := s.nomadJobs[NomadKey{c.Parent.Namespace, parent.DispatchTokens[tok]}]; ch != nil {
+					created = ch.CreateIndex
+				}
+				if oldest == "" || created < at {
+					oldest, at = tok, created
+				}
+			}
+			delete(parent.DispatchTokens, oldest)
+		}
+		parent.DispatchTokens[c.Token] = c.Child.ID
+	}
+	res.Job = child.copy()
+	return res
+}
+
+// nomadChildRuns reports whether a template's last child is unfinished.
+func (s *nomadBook) nomadChildRuns(parent *NomadJob) bool {
+	child := s.nomadJobs[NomadKey{parent.Namespace, parent.LastChild}]
+	if child == nil || child.Stopped || len(child.Batches) == 0 {
+		return false
+	}
+	b, ok := s.batches[child.Batches[len(child.Batches)-1].Batch]
+	return ok && b.Completed == 0
+}
+
+// NomadDue lists the periodic templates whose next launch is due at now,
+// at most limit.
+func (s *State) NomadDue(now int64, limit int) []NomadJob {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []NomadJob
+	for _, j := range s.nomadJobs {
+		if j.Template && !j.Stopped && j.NextLaunch != 0 && j.NextLaunch <= now {
+			out = append(out, j.copy())
+		}
+	}
+	slices.SortFunc(out, func(a, b NomadJob) int {
+		return compareNomadKeys(NomadKey{a.Namespace, a.ID}, NomadKey{b.Namespace, b.ID})
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// NextNomadLaunch is the earliest next launch of a periodic template (0:
+// none).
+func (s *State) NextNomadLaunch() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	next := int64(0)
+	for _, j := range s.nomadJobs {
+		if j.Template && !j.Stopped && j.NextLaunch != 0 && (next == 0 || j.NextLaunch < next) {
+			next = j.NextLaunch
+		}
+	}
+	return next
 }
 
 // cancelNomadBatch cancels the batch of a job's current version if it
@@ -231,6 +389,7 @@ func checkNomadName(what, s string) *ApplyError {
 func (j *NomadJob) copy() NomadJob {
 	out := *j
 	out.Batches = slices.Clone(j.Batches)
+	out.DispatchTokens = maps.Clone(j.DispatchTokens)
 	return out
 }
 

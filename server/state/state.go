@@ -190,6 +190,11 @@ func work(c Command) int {
 			return 1 + len(c.Batch.Jobs)
 		}
 		return 1
+	case *LaunchNomadJob:
+		if c.Child.Batch != nil {
+			return 1 + len(c.Child.Batch.Jobs)
+		}
+		return 1
 	case *CreateUpdate:
 		return 1 + len(c.Jobs)
 	case *Plan:
@@ -305,6 +310,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyRegisterNomadJob(c)
 	case *DeregisterNomadJob:
 		return s.applyDeregisterNomadJob(c)
+	case *LaunchNomadJob:
+		return s.applyLaunchNomadJob(c)
 	}
 	panic(fmt.Sprintf("state: no apply for %T", c))
 }
