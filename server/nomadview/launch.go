@@ -32,16 +32,18 @@ type Launch struct {
 }
 
 // ChildID is Nomad's ID of a template's child: parent/periodic-<unix
-// seconds> for a periodic launch, parent/dispatch-<unix seconds>-<8 hex>
+// seconds> for a periodic launch (parent/periodic-<unix
+// seconds>-forced-<nanoseconds> for a forced one), parent/dispatch-<unix
+// seconds>-<8 hex>
 // for a dispatch (the hex from the token, or the time, so that every
 // server names it alike).
 func ChildID(parent string, l Launch) string {
 	if !l.Dispatch {
-		at := l.At
-		if at.IsZero() {
-			at = l.Now
+		if l.At.IsZero() {
+			// Forced: not to meet a scheduled launch of the same second.
+			return fmt.Sprintf("%s/periodic-%d-forced-%09d", parent, l.Now.Unix(), l.Now.Nanosecond())
 		}
-		return fmt.Sprintf("%s/periodic-%d", parent, at.Unix())
+		return fmt.Sprintf("%s/periodic-%d", parent, l.At.Unix())
 	}
 	sum := sha256.Sum256([]byte(l.Token + "\x00" + strconv.FormatInt(l.Now.UnixNano(), 10)))
 	if l.Prefix != "" {
