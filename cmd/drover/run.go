@@ -117,7 +117,7 @@ func (m batchCmds) registerNomad(ctx context.Context, path string, f *nomadFile,
 	switch {
 	case f.tr.Periodic != nil || f.tr.Parameterized != nil:
 		if !quiet {
-			safef(m.Stdout, "Registered Nomad job %q: the servers launch its children (nomad job status %s, or drover batch list -q 'nomad.job=%s/')\n", id, id, id)
+			safef(m.Stdout, "Registered Nomad job %q: the servers launch its children, each a batch (GET /v1/jobs?prefix=%s/ lists them)\n", id, id)
 		}
 		return nil
 	case !ok:
