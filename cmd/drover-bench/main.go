@@ -50,7 +50,7 @@ type Main struct {
 func (m *Main) Run(ctx context.Context, args []string) error {
 	cmds := map[string]func(context.Context, []string) error{
 		"failover": m.runBenchFailover, "catchup": m.runBenchCatchup, "sched": m.runBenchSched, "e2e": m.runBenchE2E,
-		"autoscale": m.runBenchAutoscale,
+		"autoscale": m.runBenchAutoscale, "nomad": m.runBenchNomad,
 	}
 	names := strings.Join(slices.Sorted(maps.Keys(cmds)), ", ")
 	if len(args) == 0 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,7 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	nomad "github.com/hashicorp/nomad/api"
+
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/nomadview"
 	"github.com/drover-sched/drover/testkit/simworker"
 	"github.com/drover-sched/drover/testkit/testimage"
 )
@@ -38,6 +42,10 @@ type E2EConfig struct {
 	// (at most 64) of this process, before the agent starts and after it
 	// stops.
 	Floor bool
+	// Nomad submits the jobs as a Nomad job (one group of Jobs
+	// allocations of a raw_exec task) through Nomad's own Go client to
+	// drover's Nomad API, instead of a batch through drover's.
+	Nomad bool
 }
 
 // E2EResult is what E2E measured.
@@ -164,9 +172,14 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	}
 	serverCPU, workerCPU, cpuErr := agentCPU(agent.Process.Pid)
 	start := time.Now()
-	created, err := cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench-e2e", Jobs: []api.JobSpec{
-		{JobID: 1, Name: "true", Count: int64(cfg.Jobs), Command: argv, Image: res.Image, CPU: 1, Memory: cfg.Memory, Network: cfg.Network},
-	}})
+	var created *api.CreateBatchResponse
+	if cfg.Nomad {
+		created, err = submitNomad(cfg, dir, argv)
+	} else {
+		created, err = cl.CreateBatch(ctx, &api.CreateBatchRequest{Name: "bench-e2e", Jobs: []api.JobSpec{
+			{JobID: 1, Name: "true", Count: int64(cfg.Jobs), Command: argv, Image: res.Image, CPU: 1, Memory: cfg.Memory, Network: cfg.Network},
+		}})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -241,4 +254,42 @@ func testImage() (*testimage.Registry, string, error) {
 		return nil, "", err
 	}
 	return reg, reg.Ref("bench/jobtool:1"), nil
+}
+
+// submitNomad registers the jobs as a Nomad job through Nomad's own Go
+// client, as a Nomad user would: one group of cfg.Jobs allocations of a
+// raw_exec task taking a core (1,000 MHz) each.
+func submitNomad(cfg E2EConfig, dir string, argv []string) (*api.CreateBatchResponse, error) {
+	if cfg.Image != "" {
+		return nil, fmt.Errorf("the Nomad path runs raw_exec tasks: it has no -image")
+	}
+	addr, err1 := os.ReadFile(filepath.Join(dir, "data", "api.addr"))
+	tok, err2 := os.ReadFile(filepath.Join(dir, "data", "root.token"))
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	base := strings.TrimSpace(string(addr))
+	if !strings.HasPrefix(base, "http") {
+		base = "http://" + base
+	}
+	nc, err := nomad.NewClient(&nomad.Config{Address: base, SecretID: strings.TrimSpace(string(tok))})
+	if err != nil {
+		return nil, err
+	}
+	task := nomad.NewTask("true", "raw_exec").SetConfig("command", argv[0]).SetConfig("args", argv[1:])
+	task.Require(&nomad.Resources{CPU: new(1000), MemoryMB: new(int(cfg.Memory >> 20))})
+	job := nomad.NewBatchJob("bench-e2e", "bench-e2e", "global", 50)
+	job.AddTaskGroup(nomad.NewTaskGroup("g", cfg.Jobs).AddTask(task))
+	if cfg.Network == api.NetworkHost || cfg.Network == api.NetworkNone {
+		job.TaskGroups[0].Networks = []*nomad.NetworkResource{{Mode: cfg.Network}}
+	}
+	reg, _, err := nc.Jobs().Register(job, nil)
+	if err != nil {
+		return nil, fmt.Errorf("register the Nomad job: %w", err)
+	}
+	batch, _, ok := nomadview.ParseEvalID(reg.EvalID)
+	if !ok {
+		return nil, fmt.Errorf("the Nomad job's evaluation %q names no batch", reg.EvalID)
+	}
+	return &api.CreateBatchResponse{Batch: api.Batch{ID: int64(batch)}}, nil
 }
