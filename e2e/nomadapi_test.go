@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -116,6 +117,24 @@ func TestNomadAPI(t *testing.T) {
 	if got.String() != "counting shard 2 of shakespeare as word-count.count[2]\n" {
 		t.Fatalf("log %q", got.String())
 	}
+	rc, err := nc.AllocFS().Cat(mainAlloc, "alloc/logs/count.stdout.0", nil)
+	if err != nil {
+		t.Fatalf("cat: %v", err)
+	}
+	cat, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(cat) != got.String() {
+		t.Fatalf("cat %q", cat)
+	}
+
+	// The workers as Nomad's nodes (an admin's read).
+	nodes, _, err := nc.Nodes().List(nil)
+	if err != nil || len(nodes) != 2 || nodes[0].Status != "ready" {
+		t.Fatalf("nodes %+v %v", nodes, err)
+	}
+	if n, _, err := nc.Nodes().Info(mainAlloc.NodeID, nil); err != nil || n.Name != mainAlloc.NodeName {
+		t.Fatalf("the allocation's node: %+v %v", n, err)
+	}
 
 	// drover's own API shows the same batch.
 	list, err := a.client().ListBatches(context.Background(), "", 0)
@@ -131,9 +150,65 @@ func TestNomadAPI(t *testing.T) {
 	if _, _, err := nc.Jobs().Register(sleeper, nil); err != nil {
 		t.Fatalf("register sleeper: %v", err)
 	}
-	waitFor(t, "the sleeper to run", time.Minute, func() bool {
-		j, _, err := nc.Jobs().Info("sleeper", nil)
-		return err == nil && *j.Status == "running"
+	var running []*nomad.AllocationListStub
+	waitFor(t, "the sleeper's two allocations to run", time.Minute, func() bool {
+		as, _, err := nc.Jobs().Allocations("sleeper", false, nil)
+		running = running[:0]
+		for _, al := range as {
+			if al.ClientStatus == "running" {
+				running = append(running, al)
+			}
+		}
+		return err == nil && len(running) == 2
+	})
+	// A blocking query returns once something changes: here, an
+	// allocation stopped, which Nomad replaces with a new one.
+	_, meta, err := nc.Jobs().Allocations("sleeper", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan uint64, 1)
+	go func() {
+		_, m, err := nc.Jobs().Allocations("sleeper", false, &nomad.QueryOptions{WaitIndex: meta.LastIndex, WaitTime: time.Minute})
+		if err != nil {
+			blocked <- 0
+			return
+		}
+		blocked <- m.LastIndex
+	}()
+	select {
+	case <-blocked:
+		t.Fatal("a blocking query answered before anything changed")
+	case <-time.After(time.Second):
+	}
+	stopped, _, err := nc.Allocations().Info(running[0].ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Allocations().Stop(stopped, nil); err != nil {
+		t.Fatalf("alloc stop: %v", err)
+	}
+	select {
+	case idx := <-blocked:
+		if idx <= meta.LastIndex {
+			t.Fatalf("the blocking query answered with index %d, not past %d", idx, meta.LastIndex)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the blocking query did not answer after a change")
+	}
+	waitFor(t, "the stopped allocation to be replaced", time.Minute, func() bool {
+		as, _, err := nc.Jobs().Allocations("sleeper", false, nil)
+		if err != nil {
+			return false
+		}
+		n, lost := 0, false
+		for _, al := range as {
+			if al.ClientStatus == "running" {
+				n++
+			}
+			lost = lost || al.ID == stopped.ID && al.ClientStatus == "lost"
+		}
+		return n == 2 && lost && len(as) == 3
 	})
 	evalID, _, err := nc.Jobs().Deregister("sleeper", false, nil)
 	if err != nil || evalID == "" {

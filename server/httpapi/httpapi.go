@@ -260,7 +260,8 @@ type Server struct {
 	peerClient     *http.Client // to the other servers' APIs
 	audit          *auditor
 	metricsHandler http.Handler
-	peerScheme     string // "http" or "https"
+	peerScheme     string     // "http" or "https"
+	blocks         blockCache // the Nomad API's answers, for blocking queries
 }
 
 // New builds the API and registers its metrics.

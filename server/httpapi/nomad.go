@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,12 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	nomad "github.com/hashicorp/nomad/api"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec/nomadspec"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/nomadview"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -59,6 +62,11 @@ func (s *Server) nomadRoutes() []Route {
 		{"GET /v1/evaluation/{id}", u, n.wrapNomad(n.handleGetEvaluation)},
 		{"GET /v1/evaluation/{id}/allocations", u, n.wrapNomad(n.handleEvalAllocations)},
 		{"GET /v1/client/fs/logs/{alloc}", u, n.handleLogs},
+		{"GET /v1/client/fs/cat/{alloc}", u, n.handleCat},
+		{"PUT /v1/allocation/{id}/stop", u, n.wrapNomad(n.handleStopAlloc)},
+		{"POST /v1/allocation/{id}/stop", u, n.wrapNomad(n.handleStopAlloc)},
+		{"GET /v1/nodes", Admin, n.wrapNomad(n.handleNodes)},
+		{"GET /v1/node/{id}", Admin, n.wrapNomad(n.handleNode)},
 		{"GET /v1/status/leader", u, n.wrapNomad(n.handleLeader)},
 		{"GET /v1/regions", u, n.wrapNomad(n.handleRegions)},
 		{"GET /v1/namespaces", u, n.wrapNomad(n.handleNamespaces)},
@@ -77,20 +85,33 @@ const nomadRegion = "global"
 // the status and the message in plain text.
 func (s *nomadHandlers) wrapNomad(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, err := h(w, r)
-		s.nomadHeaders(w)
+		var body []byte
+		var err error
+		index := s.state.Index()
+		if r.Method == http.MethodGet {
+			body, index, err = s.blockingRead(w, r, h)
+		} else {
+			var v any
+			if v, err = h(w, r); err == nil {
+				body, err = json.Marshal(v)
+			}
+			index = s.state.Index()
+		}
+		s.nomadHeadersAt(w, index)
 		if err != nil {
 			s.writeNomadErr(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
+		_, _ = w.Write(append(body, '\n'))
 	}
 }
 
-func (s *nomadHandlers) nomadHeaders(w http.ResponseWriter) {
+func (s *nomadHandlers) nomadHeaders(w http.ResponseWriter) { s.nomadHeadersAt(w, s.state.Index()) }
+
+func (s *nomadHandlers) nomadHeadersAt(w http.ResponseWriter, index uint64) {
 	h := w.Header()
-	h.Set("X-Nomad-Index", strconv.FormatUint(max(s.state.Index(), 1), 10))
+	h.Set("X-Nomad-Index", strconv.FormatUint(max(index, 1), 10))
 	_, leader := s.node.Leader()
 	h.Set("X-Nomad-KnownLeader", strconv.FormatBool(leader != ""))
 	h.Set("X-Nomad-LastContact", "0")
@@ -420,10 +441,9 @@ func (s *nomadHandlers) allocations(r *http.Request, reg *nomadview.Registered) 
 	if err != nil {
 		return nil, err
 	}
-	index := s.state.Index()
 	for i := range jobs {
 		for k := range jobs[i].Attempts {
-			out = append(out, reg.AllocStub(&jobs[i], &jobs[i].Attempts[k], index))
+			out = append(out, reg.AllocStub(&jobs[i], &jobs[i].Attempts[k]))
 		}
 	}
 	return out, nil
@@ -512,7 +532,7 @@ func (s *nomadHandlers) handleGetAllocation(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return nil, err
 	}
-	return reg.Alloc(j, a, s.state.Index())
+	return reg.Alloc(j, a)
 }
 
 // waitingGroups says, of each group of the job's current version with
@@ -780,8 +800,7 @@ func (s *nomadHandlers) handleLogs(w http.ResponseWriter, r *http.Request) {
 	flush := func() { _ = http.NewResponseController(w).Flush() }
 	flush()
 	for follow {
-		running := a.State == ""
-		if !running {
+		if nomadview.Ended(a) {
 			return
 		}
 		select {
@@ -903,4 +922,187 @@ func (s *nomadHandlers) handleForce(w http.ResponseWriter, r *http.Request) (any
 		out.EvalID = nomadview.EvalID(b, nomadview.EvalRegister)
 	}
 	return out, nil
+}
+
+// maxBlock bounds a blocking query's wait, as Nomad's servers do.
+const maxBlock = 10 * time.Minute
+
+// blockingRead answers a read, as a blocking query when it asks to be one
+// (?index=N&wait=D, as Nomad's clients send to wait for a change): the
+// answer waits until it differs from the one this server gave at index N,
+// or D has passed (5 minutes when absent, at most 10). drover's index is
+// the whole state's, which moves with every entry, so what a blocking
+// query waits for is its own answer to change: the answers given lately
+// are remembered by their index (blockCache), and a query naming an index
+// this server did not answer at is answered at once, as a Nomad server
+// answers one whose index is behind.
+func (s *nomadHandlers) blockingRead(w http.ResponseWriter, r *http.Request, h handlerFunc) ([]byte, uint64, error) {
+	q := r.URL.Query()
+	var wait time.Duration
+	var since uint64
+	blocking := q.Has("index")
+	if blocking {
+		var err error
+		if since, err = strconv.ParseUint(q.Get("index"), 10, 64); err != nil {
+			return nil, 0, codedf(http.StatusBadRequest, "index=%q is not a non-negative integer", q.Get("index"))
+		}
+		wait = 5 * time.Minute
+		if ws := q.Get("wait"); ws != "" {
+			if wait, err = time.ParseDuration(ws); err != nil || wait < 0 {
+				secs, err2 := strconv.Atoi(ws)
+				if err2 != nil || secs < 0 {
+					return nil, 0, codedf(http.StatusBadRequest, "wait=%q is not a duration", ws)
+				}
+				wait = time.Duration(secs) * time.Second
+			}
+		}
+		noWriteDeadline(w)
+	}
+	key := blockKey(r)
+	seen, known := s.blocks.get(key, since)
+	deadline := time.Now().Add(min(wait, maxBlock))
+	for {
+		index := s.state.Index()
+		v, err := h(w, r)
+		if err != nil {
+			return nil, index, err
+		}
+		body, err := json.Marshal(v)
+		if err != nil {
+			return nil, index, err
+		}
+		sum := sha256.Sum256(body)
+		if !blocking || !known || sum != seen || !time.Now().Before(deadline) {
+			s.blocks.put(key, index, sum)
+			return body, index, nil
+		}
+		// Unchanged: wait for the state to move, then look again, at
+		// most four times a second (a look may list a large batch).
+		for first := true; first || s.state.Index() == index && time.Now().Before(deadline); first = false {
+			select {
+			case <-r.Context().Done():
+				return nil, index, r.Context().Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// blockKey names what a read answers: its caller, path and query but for
+// the blocking query's own parameters.
+func blockKey(r *http.Request) string {
+	q := r.URL.Query()
+	q.Del("index")
+	q.Del("wait")
+	q.Del("stale")
+	return userOf(r).Name + " " + r.URL.Path + "?" + q.Encode()
+}
+
+// maxBlockCache bounds the answers remembered for blocking queries.
+const maxBlockCache = 10_000
+
+// blockCache remembers the answers given lately (a digest of each, by what
+// was asked and the index it was given at), oldest forgotten first.
+type blockCache struct {
+	mu    sync.Mutex
+	m     map[blockEntry][sha256.Size]byte
+	order []blockEntry
+}
+
+type blockEntry struct {
+	key   string
+	index uint64
+}
+
+func (c *blockCache) get(key string, index uint64) ([sha256.Size]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[blockEntry{key, index}]
+	return v, ok
+}
+
+func (c *blockCache) put(key string, index uint64, sum [sha256.Size]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[blockEntry][sha256.Size]byte{}
+	}
+	e := blockEntry{key, index}
+	if _, ok := c.m[e]; ok {
+		return
+	}
+	c.m[e] = sum
+	c.order = append(c.order, e)
+	if len(c.order) > maxBlockCache {
+		delete(c.m, c.order[0])
+		c.order = slices.Delete(c.order, 0, 1)
+	}
+}
+
+func (s *nomadHandlers) handleNodes(w http.ResponseWriter, r *http.Request) (any, error) {
+	prefix := r.URL.Query().Get("prefix")
+	out := []*nomad.NodeListStub{}
+	for _, in := range apiview.Instances(s.state.Instances()) {
+		if stub := nomadview.NodeStub(&in); strings.HasPrefix(stub.ID, prefix) {
+			out = append(out, stub)
+		}
+	}
+	return out, nil
+}
+
+func (s *nomadHandlers) handleNode(w http.ResponseWriter, r *http.Request) (any, error) {
+	id := strings.ToLower(r.PathValue("id"))
+	for _, in := range apiview.Instances(s.state.Instances()) {
+		if nomadview.NodeID(in.Name) == id {
+			return nomadview.Node(&in), nil
+		}
+	}
+	return nil, codedf(http.StatusNotFound, "node not found: %q", id)
+}
+
+// handleStopAlloc stops an allocation as Nomad's alloc stop does: its
+// attempt is told to stop (SIGTERM, the job's grace, SIGKILL) and its
+// job runs again, as a preempted attempt does.
+func (s *nomadHandlers) handleStopAlloc(w http.ResponseWriter, r *http.Request) (any, error) {
+	_, j, a, err := s.alloc(r, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	u := userOf(r)
+	b := uint64(j.BatchID)
+	if s.state.Access(b, viewerOf(r)) < state.Cancellable {
+		return nil, codedf(http.StatusForbidden, "user %q may not stop allocations of batch %d: its owner, a manager of its project or an admin can", u.Name, b)
+	}
+	if nomadview.Ended(a) {
+		return nil, codedf(http.StatusBadRequest, "allocation %s has ended (%s)", r.PathValue("id"), a.State)
+	}
+	if _, err := s.apply(&state.Preempt{Now: time.Now().UnixNano(), Attempts: []state.PreemptAttempt{{
+		AttemptID: state.AttemptID{Batch: b, Job: uint32(j.JobID), Attempt: uint16(a.Attempt)},
+		Reason:    "allocation stopped by " + u.Name + " (Nomad's alloc stop)"}}}); err != nil {
+		return nil, err
+	}
+	return nomad.AllocStopResponse{EvalID: nomadview.EvalID(b, nomadview.EvalRegister)}, nil
+}
+
+// handleCat answers a file of an allocation: drover keeps one, the task's
+// log (alloc/logs/<task>.stdout.0; the .stderr.0 beside it is empty).
+func (s *nomadHandlers) handleCat(w http.ResponseWriter, r *http.Request) {
+	s.nomadHeaders(w)
+	_, j, a, err := s.alloc(r, r.PathValue("alloc"))
+	if err != nil {
+		s.writeNomadErr(w, err)
+		return
+	}
+	_, task, _ := nomadview.Place(j)
+	switch r.URL.Query().Get("path") {
+	case "alloc/logs/" + task + ".stdout.0", "/alloc/logs/" + task + ".stdout.0":
+	case "alloc/logs/" + task + ".stderr.0", "/alloc/logs/" + task + ".stderr.0":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		return
+	default:
+		s.writeNomadErr(w, codedf(http.StatusNotFound, "drover keeps one file of an allocation, its task's log: alloc/logs/%s.stdout.0", task))
+		return
+	}
+	noWriteDeadline(w)
+	(&batchHandlers{s.Server}).writeLog(w, r, uint64(j.BatchID), uint32(j.JobID), a.Attempt)
 }

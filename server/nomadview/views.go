@@ -148,10 +148,14 @@ func (r *Registered) Summary(jobs []api.Job) *nomad.JobSummary {
 	return s
 }
 
+// Ended reports whether an attempt ended (the API shows one that runs,
+// or was placed and has not started yet, as running).
+func Ended(a *api.Attempt) bool { return a.State != "" && a.State != api.JobRunning }
+
 // ClientStatus is an attempt's allocation status in Nomad's words.
 func ClientStatus(a *api.Attempt) string {
 	switch a.State {
-	case "":
+	case "", api.JobRunning:
 		if a.StartTime == nil {
 			return nomad.AllocClientStatusPending
 		}
@@ -169,7 +173,7 @@ func ClientStatus(a *api.Attempt) string {
 // desired is an attempt's desired status: run while it should, stop
 // once the batch was cancelled or it ended.
 func desired(b *api.Batch, a *api.Attempt) string {
-	if a.State == "" && (b == nil || !b.Cancelled) {
+	if !Ended(a) && (b == nil || !b.Cancelled) {
 		return nomad.AllocDesiredStatusRun
 	}
 	return nomad.AllocDesiredStatusStop
@@ -188,7 +192,7 @@ func allocName(job, group string, index int64) string {
 }
 
 // AllocStub is one attempt as an allocation list shows it.
-func (r *Registered) AllocStub(j *api.Job, a *api.Attempt, index uint64) *nomad.AllocationListStub {
+func (r *Registered) AllocStub(j *api.Job, a *api.Attempt) *nomad.AllocationListStub {
 	group, task, idx := Place(j)
 	status := ClientStatus(a)
 	return &nomad.AllocationListStub{
@@ -197,13 +201,15 @@ func (r *Registered) AllocStub(j *api.Job, a *api.Attempt, index uint64) *nomad.
 		JobID: r.Rec.ID, JobType: nomad.JobTypeBatch, JobVersion: r.versionOf(uint64(j.BatchID)), TaskGroup: group,
 		DesiredStatus: desired(r.Batch, a), ClientStatus: status, ClientDescription: a.Message,
 		TaskStates:  map[string]*nomad.TaskState{task: taskState(a)},
-		CreateIndex: index, ModifyIndex: index, CreateTime: nanos(a.StartTime), ModifyTime: max(nanos(a.EndTime), nanos(a.StartTime)),
+		// The indexes of its version's registration: the state's own moves
+		// with every entry, which would make every answer new.
+		CreateIndex: r.Rec.JobModifyIndex, ModifyIndex: r.Rec.ModifyIndex, CreateTime: nanos(a.StartTime), ModifyTime: max(nanos(a.EndTime), nanos(a.StartTime)),
 	}
 }
 
 // Alloc is one attempt as GET /v1/allocation/:id answers.
-func (r *Registered) Alloc(j *api.Job, a *api.Attempt, index uint64) (*nomad.Allocation, error) {
-	stub := r.AllocStub(j, a, index)
+func (r *Registered) Alloc(j *api.Job, a *api.Attempt) (*nomad.Allocation, error) {
+	stub := r.AllocStub(j, a)
 	job, err := r.Job()
 	if err != nil {
 		return nil, err
@@ -234,7 +240,7 @@ func taskState(a *api.Attempt) *nomad.TaskState {
 		ts.State, ts.StartedAt = "running", *a.StartTime
 		ts.Events = append(ts.Events, &nomad.TaskEvent{Type: nomad.TaskStarted, Time: a.StartTime.UnixNano(), DisplayMessage: "Task started by client"})
 	}
-	if a.State != "" {
+	if Ended(a) {
 		ts.State = "dead"
 		if a.EndTime != nil {
 			ts.FinishedAt = *a.EndTime
@@ -308,4 +314,44 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// NodeStub is a worker as Nomad's node list shows it: a drover region is
+// its datacenter, its pool its node class and pool; a retired worker is
+// down. It advertises no HTTP address: Nomad's clients then read logs
+// through the servers.
+func NodeStub(in *api.Instance) *nomad.NodeListStub {
+	status := "ready"
+	if !in.Active {
+		status = "down"
+	}
+	return &nomad.NodeListStub{
+		ID: NodeID(in.Name), Datacenter: in.Region, Name: in.Name, NodeClass: in.Pool, NodePool: nonEmpty(in.Pool, "default"),
+		Version: in.Version, Drain: false, SchedulingEligibility: "eligible", Status: status, StatusDescription: in.Reason,
+		Drivers: map[string]*nomad.DriverInfo{
+			"exec": {Detected: true, Healthy: true}, "raw_exec": {Detected: true, Healthy: true}, "docker": {Detected: true, Healthy: true},
+		},
+	}
+}
+
+// Node is a worker as GET /v1/node/:id answers.
+func Node(in *api.Instance) *nomad.Node {
+	stub := NodeStub(in)
+	return &nomad.Node{
+		ID: stub.ID, Datacenter: stub.Datacenter, Name: stub.Name, NodeClass: stub.NodeClass, NodePool: stub.NodePool,
+		Status: stub.Status, StatusDescription: stub.StatusDescription, SchedulingEligibility: stub.SchedulingEligibility,
+		Drivers: stub.Drivers,
+		Attributes: map[string]string{"kernel.name": "linux", "drover.cluster": in.Cluster, "drover.version": in.Version},
+		NodeResources: &nomad.NodeResources{
+			Cpu:    nomad.NodeCpuResources{CpuShares: int64(in.CPU * 1000), TotalCpuCores: uint16(in.CPU)},
+			Memory: nomad.NodeMemoryResources{MemoryMB: in.Memory >> 20},
+		},
+	}
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
