@@ -200,7 +200,7 @@ func (r *Registered) AllocStub(j *api.Job, a *api.Attempt) *nomad.AllocationList
 		Name: allocName(r.Rec.ID, group, idx), Namespace: r.Rec.Namespace, NodeID: NodeID(a.Instance), NodeName: a.Instance,
 		JobID: r.Rec.ID, JobType: nomad.JobTypeBatch, JobVersion: r.versionOf(uint64(j.BatchID)), TaskGroup: group,
 		DesiredStatus: desired(r.Batch, a), ClientStatus: status, ClientDescription: a.Message,
-		TaskStates:  map[string]*nomad.TaskState{task: taskState(a)},
+		TaskStates: map[string]*nomad.TaskState{task: taskState(a)},
 		// The indexes of its version's registration: the state's own moves
 		// with every entry, which would make every answer new.
 		CreateIndex: r.Rec.JobModifyIndex, ModifyIndex: r.Rec.ModifyIndex, CreateTime: nanos(a.StartTime), ModifyTime: max(nanos(a.EndTime), nanos(a.StartTime)),
@@ -340,7 +340,7 @@ func Node(in *api.Instance) *nomad.Node {
 	return &nomad.Node{
 		ID: stub.ID, Datacenter: stub.Datacenter, Name: stub.Name, NodeClass: stub.NodeClass, NodePool: stub.NodePool,
 		Status: stub.Status, StatusDescription: stub.StatusDescription, SchedulingEligibility: stub.SchedulingEligibility,
-		Drivers: stub.Drivers,
+		Drivers:    stub.Drivers,
 		Attributes: map[string]string{"kernel.name": "linux", "drover.cluster": in.Cluster, "drover.version": in.Version},
 		NodeResources: &nomad.NodeResources{
 			Cpu:    nomad.NodeCpuResources{CpuShares: int64(in.CPU * 1000), TotalCpuCores: uint16(in.CPU)},
