@@ -57,6 +57,37 @@ func TestNomadJobFiles(t *testing.T) {
 		t.Errorf("sweep point 730: %q", got)
 	}
 
+	// Templates, rendered by the worker with the task's environment: into
+	// a file, and into the environment.
+	tmpl := writeSpec(t, `job "tmpl" {
+  type = "batch"
+  group "g" {
+    count = 2
+    task "t" {
+      driver = "exec"
+      template {
+        data        = "index={{ env \"NOMAD_ALLOC_INDEX\" }}\n"
+        destination = "local/conf.txt"
+      }
+      template {
+        data        = "GREETING=hello-{{ env \"NOMAD_ALLOC_INDEX\" }}\n"
+        destination = "secrets/app.env"
+        env         = true
+      }
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "cat local/conf.txt; echo $GREETING"]
+      }
+    }
+  }
+}
+`)
+	r = a.drover(a.token, "run", "-wait", tmpl).must(t, 0)
+	id = nomadBatchID(t, r.stdout)
+	if got := a.drover(a.token, "job", "logs", id, "2").must(t, 0).stdout; got != "index=1\nhello-1\n" {
+		t.Errorf("a templated task's log: %q", got)
+	}
+
 	refused := writeSpec(t, `job "web" {
   type = "batch"
   group "api" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -617,35 +619,97 @@ func (t *task) nomadRuntime(spec *Spec, bx *box) error {
 	c := t.w.cfg
 	vars := t.a.NomadVars(dir, api.NomadNode{Name: c.Name, Region: c.Region, Cluster: c.Cluster, Pool: c.Pool})
 	spec.Env, spec.Command = t.a.NomadEnv(vars)
+	if raw := t.a.Env[api.NomadTemplatesEnv]; raw != "" {
+		env, err := renderTemplates(bx.dir, raw, spec.Env, bx.uid())
+		if err != nil {
+			return err
+		}
+		spec.Env = env
+	}
 	return nil
 }
 
-// writePayload writes a dispatched Nomad job's payload to file under
-// local (the task's directory, which the worker made a moment ago and the
-// job has not run in yet), as the job's user; file must stay under it.
-func writePayload(local, file, b64 string, uid int) error {
-	if !filepath.IsLocal(file) {
-		return fmt.Errorf("dispatch payload file %q is not under the task's directory", file)
+// renderTemplates renders a Nomad task's templates with its environment,
+// each into its file under the job's directory (made a moment ago; the
+// job has not run in it yet), as the job's user, or into the environment
+// it returns.
+func renderTemplates(dir, raw string, env []string, uid int) ([]string, error) {
+	var tmpls []api.NomadTemplate
+	if err := json.Unmarshal([]byte(raw), &tmpls); err != nil {
+		return nil, fmt.Errorf("the job's templates: %w", err)
 	}
+	vars := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	for i := range tmpls {
+		tm := &tmpls[i]
+		out, err := api.RenderNomadTemplate(tm, vars)
+		if err != nil {
+			return nil, err
+		}
+		if tm.Env {
+			kvs, err := api.ParseEnvFile(out)
+			if err != nil {
+				return nil, fmt.Errorf("template for %s: %w", tm.Dest, err)
+			}
+			for k, v := range kvs {
+				env = append(env, k+"="+v)
+			}
+		}
+		perms := os.FileMode(0o644)
+		if tm.Perms != 0 {
+			perms = os.FileMode(tm.Perms)
+		}
+		if err := writeJobFile(dir, tm.Dest, out, perms, uid); err != nil {
+			return nil, fmt.Errorf("template for %s: %w", tm.Dest, err)
+		}
+	}
+	return env, nil
+}
+
+// writePayload writes a dispatched Nomad job's payload to file under
+// local (the task's directory).
+func writePayload(local, file, b64 string, uid int) error {
 	data, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		return fmt.Errorf("dispatch payload: %w", err)
 	}
-	p := filepath.Join(local, file)
-	for d := filepath.Dir(p); d != local; d = filepath.Dir(d) {
-		defer func(d string) { _ = os.Lchown(d, uid, uid) }(d)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("dispatch payload: %w", err)
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return fmt.Errorf("dispatch payload: %w", err)
-	}
-	_, werr := f.Write(data)
-	cerr := f.Chown(uid, uid)
-	if err := errors.Join(werr, cerr, f.Close()); err != nil {
+	if err := writeJobFile(local, file, data, 0o644, uid); err != nil {
 		return fmt.Errorf("dispatch payload: %w", err)
 	}
 	return nil
+}
+
+// writeJobFile writes a file the worker makes for a job (a Nomad task's
+// payload or template) at rel under dir, which the worker made a moment
+// ago and the job has not run in yet, as the job's user: rel must stay
+// under dir, and nothing there is followed or replaced.
+func writeJobFile(dir, rel string, data []byte, perm os.FileMode, uid int) error {
+	if !filepath.IsLocal(rel) {
+		return fmt.Errorf("%q is not under the job's directory", rel)
+	}
+	p := filepath.Join(dir, rel)
+	var made []string
+	for d := filepath.Dir(p); d != dir; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
+			made = append(made, d)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	for _, d := range made {
+		if err := os.Lchown(d, uid, uid); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm&0o777)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Chown(uid, uid)
+	return errors.Join(werr, cerr, f.Close())
 }

@@ -13,7 +13,8 @@ import (
 // same machine: the same jobs (`true` processes, a core each) submitted
 // as a Nomad job through Nomad's own Go client to drover's Nomad API, and
 // as a drover batch through drover's, each on a fresh dev agent, rounds
-// times in turn; it prints each path's median jobs/s end to end.
+// times in turn (each path first every other round); it prints each
+// path's median jobs/s end to end.
 func (m *Main) runBenchNomad(ctx context.Context, args []string) error {
 	fs := m.newFlags("nomad", "[flags]")
 	jobs := fs.Int("jobs", 1000, "allocations of the Nomad job's group (count), and jobs of the batch")
@@ -32,8 +33,10 @@ func (m *Main) runBenchNomad(ctx context.Context, args []string) error {
 		return err
 	}
 	var viaNomad, native []float64
-	for range *rounds {
-		for _, nomad := range []bool{true, false} {
+	for round := range *rounds {
+		// Each path goes first every other round: neither gains from
+		// its place.
+		for _, nomad := range []bool{round%2 == 0, round%2 == 1} {
 			r, err := bench.E2E(ctx, bench.E2EConfig{Binary: drover, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Memory: 16 << 20, Nomad: nomad})
 			if err != nil {
 				return err

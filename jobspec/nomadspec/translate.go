@@ -2,6 +2,7 @@ package nomadspec
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -672,9 +673,6 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 	if len(task.Secrets) > 0 {
 		t.refuse(Path(tpath, "secret"), "drover does not fetch secrets for a job")
 	}
-	if len(task.Templates) > 0 {
-		t.refuse(Path(tpath, "template"), "templates are not rendered yet: give the values as env or artifact blocks")
-	}
 	if task.DispatchPayload != nil && t.job.ParameterizedJob == nil {
 		t.refuse(Path(tpath, "dispatch_payload"), "dispatch_payload is for parameterized jobs")
 	}
@@ -718,6 +716,7 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 		s.Env["NOMAD_META_"+strings.ToUpper(k)] = v
 	}
 	maps.Copy(s.Env, task.Env)
+	t.templates(tpath, task.Templates, &s)
 	if dp := task.DispatchPayload; dp != nil && dp.File != "" && len(t.job.Payload) > 0 {
 		if !filepath.IsLocal(dp.File) {
 			t.refuse(Path(tpath, "dispatch_payload"), "file %q: the payload is written under the task's local directory", dp.File)
@@ -930,4 +929,54 @@ func cmpBool(a, b bool) int {
 		return 1
 	}
 	return -1
+}
+
+// templates reads a task's template blocks: each rendered by the worker
+// before the task starts, with the task's environment (env "NAME") and
+// text/template's own functions, into its destination under the task's
+// directory, or into its environment (env = true).
+func (t *translator) templates(tpath string, tmpls []*nomad.Template, s *api.JobSpec) {
+	if len(tmpls) == 0 {
+		return
+	}
+	path := Path(tpath, "template")
+	var out []api.NomadTemplate
+	for _, tm := range tmpls {
+		if deref(tm.SourcePath) != "" {
+			t.refuse(path, "source reads a file on the Nomad client's machine; give the template as data")
+			continue
+		}
+		if tm.Uid != nil && *tm.Uid != -1 || tm.Gid != nil && *tm.Gid != -1 {
+			t.refuse(path, "uid and gid: a rendered file belongs to the job's own user")
+			continue
+		}
+		dest := strings.TrimPrefix(deref(tm.DestPath), "./")
+		if !filepath.IsLocal(dest) {
+			t.refuse(path, "destination %q: it is a path under the task's directory (local/..., secrets/...)", deref(tm.DestPath))
+			continue
+		}
+		nt := api.NomadTemplate{Data: deref(tm.EmbeddedTmpl), Dest: dest, Env: deref(tm.Envvars), Left: deref(tm.LeftDelim), Right: deref(tm.RightDelim)}
+		if p := deref(tm.Perms); p != "" {
+			v, err := strconv.ParseUint(p, 8, 32)
+			if err != nil || v > 0o777 {
+				t.refuse(path, "perms %q: an octal mode up to 0777", p)
+				continue
+			}
+			nt.Perms = uint32(v)
+		}
+		if _, err := api.CheckNomadTemplate(&nt); err != nil {
+			t.refuse(path, "%v", err)
+			continue
+		}
+		out = append(out, nt)
+	}
+	if len(out) == 0 {
+		return
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		t.refuse(path, "%v", err)
+		return
+	}
+	s.Env[api.NomadTemplatesEnv] = string(data)
 }

@@ -27,7 +27,7 @@ job "web" {
         policies = ["api"]
       }
       template {
-        data        = "secret"
+        data        = "{{ key \"db/password\" }}"
         destination = "local/secret"
       }
     }
