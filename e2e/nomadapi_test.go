@@ -136,9 +136,53 @@ func TestNomadAPI(t *testing.T) {
 		t.Fatalf("the allocation's node: %+v %v", n, err)
 	}
 
+	// A log followed while its task writes it, until the task ends.
+	ticker := nomad.NewBatchJob("ticker", "ticker", "global", 50)
+	tt := nomad.NewTask("tick", "raw_exec").SetConfig("command", "/bin/sh").
+		SetConfig("args", []string{"-c", "for i in 1 2 3 4; do echo tick $i; sleep 0.7; done"})
+	tt.Require(&nomad.Resources{CPU: new(100), MemoryMB: new(32)})
+	ticker.AddTaskGroup(nomad.NewTaskGroup("g", 1).AddTask(tt))
+	if _, _, err := nc.Jobs().Register(ticker, nil); err != nil {
+		t.Fatal(err)
+	}
+	var tick *nomad.Allocation
+	waitFor(t, "the ticker to start", time.Minute, func() bool {
+		as, _, err := nc.Jobs().Allocations("ticker", false, nil)
+		if err != nil || len(as) == 0 || as[0].ClientStatus != "running" {
+			return false
+		}
+		tick, _, err = nc.Allocations().Info(as[0].ID, nil)
+		return err == nil
+	})
+	followCancel := make(chan struct{})
+	frames2, errs2 := nc.AllocFS().Logs(tick, true, "tick", "stdout", "start", 0, followCancel, nil)
+	var followed strings.Builder
+	var whileRunning bool
+	for done := false; !done; {
+		select {
+		case f, ok := <-frames2:
+			if !ok {
+				done = true
+				break
+			}
+			followed.Write(f.Data)
+			if j, _, err := nc.Jobs().Info("ticker", nil); err == nil && *j.Status == "running" {
+				whileRunning = true
+			}
+		case err := <-errs2:
+			t.Fatalf("follow: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("the followed log did not end with its task")
+		}
+	}
+	close(followCancel)
+	if followed.String() != "tick 1\ntick 2\ntick 3\ntick 4\n" || !whileRunning {
+		t.Fatalf("followed log %q (frames while running: %v)", followed.String(), whileRunning)
+	}
+
 	// drover's own API shows the same batch.
 	list, err := a.client().ListBatches(context.Background(), "", 0)
-	if err != nil || len(list.Batches) != 1 || list.Batches[0].Name != "word-count" || list.Batches[0].NSucceeded != 12 {
+	if err != nil || len(list.Batches) != 2 || list.Batches[1].Name != "word-count" || list.Batches[1].NSucceeded != 12 {
 		t.Fatalf("drover's batches: %+v %v", list, err)
 	}
 
@@ -230,12 +274,12 @@ func TestNomadAPI(t *testing.T) {
 		t.Fatalf("stopped job: %v", err)
 	}
 	stubs, _, err := nc.Jobs().List(nil)
-	if err != nil || len(stubs) != 2 {
+	if err != nil || len(stubs) != 3 {
 		t.Fatalf("list: %d %v", len(stubs), err)
 	}
-	ids := []string{stubs[0].ID, stubs[1].ID}
+	ids := []string{stubs[0].ID, stubs[1].ID, stubs[2].ID}
 	sort.Strings(ids)
-	if ids[0] != "sleeper" || ids[1] != "word-count" {
+	if ids[0] != "sleeper" || ids[1] != "ticker" || ids[2] != "word-count" {
 		t.Fatalf("listed %v", ids)
 	}
 	if _, _, err := nc.Jobs().Deregister("word-count", true, nil); err != nil {
