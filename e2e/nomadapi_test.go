@@ -49,6 +49,14 @@ func TestNomadAPI(t *testing.T) {
 	if *job.ID != "word-count" || *job.TaskGroups[0].Count != 4 || *job.Type != "batch" {
 		t.Fatalf("parsed %s %s", *job.ID, *job.Type)
 	}
+	// The event stream, opened before the job is registered.
+	streamCtx, stopStream := context.WithCancel(context.Background())
+	defer stopStream()
+	stream, err := nc.EventStream().Stream(streamCtx, map[nomad.Topic][]string{nomad.TopicJob: {"word-count"}, nomad.TopicAllocation: {"*"}}, 0, nil)
+	if err != nil {
+		t.Fatalf("event stream: %v", err)
+	}
+	time.Sleep(time.Second) // the stream's first look sees nothing to tell
 	reg, _, err := nc.Jobs().Register(job, nil)
 	if err != nil {
 		t.Fatalf("register: %v", err)
@@ -60,6 +68,29 @@ func TestNomadAPI(t *testing.T) {
 		j, _, err := nc.Jobs().Info("word-count", nil)
 		return err == nil && *j.Status == "dead"
 	})
+	registered, completeAllocs := false, map[string]bool{}
+	for deadline := time.After(time.Minute); !registered || len(completeAllocs) < 12; {
+		select {
+		case evs := <-stream:
+			if evs == nil || evs.Err != nil {
+				t.Fatalf("event stream ended: %+v", evs)
+			}
+			for _, e := range evs.Events {
+				switch e.Topic {
+				case nomad.TopicJob:
+					j, err := e.Job()
+					registered = registered || err == nil && e.Type == "JobRegistered" && *j.ID == "word-count"
+				case nomad.TopicAllocation:
+					if a, err := e.Allocation(); err == nil && a.ClientStatus == "complete" && a.JobID == "word-count" {
+						completeAllocs[a.ID] = true
+					}
+				}
+			}
+		case <-deadline:
+			t.Fatalf("the event stream told registered=%v and %d complete allocations", registered, len(completeAllocs))
+		}
+	}
+	stopStream()
 	sum, _, err := nc.Jobs().Summary("word-count", nil)
 	if err != nil || sum.Summary["count"].Complete != 4 || sum.Summary["count"].Failed != 0 {
 		t.Fatalf("summary %+v %v", sum, err)

@@ -63,6 +63,7 @@ func (s *Server) nomadRoutes() []Route {
 		{"GET /v1/evaluation/{id}/allocations", u, n.wrapNomad(n.handleEvalAllocations)},
 		{"GET /v1/client/fs/logs/{alloc}", u, n.handleLogs},
 		{"GET /v1/client/fs/cat/{alloc}", u, n.handleCat},
+		{"GET /v1/event/stream", u, n.handleEventStream},
 		{"PUT /v1/allocation/{id}/stop", u, n.wrapNomad(n.handleStopAlloc)},
 		{"POST /v1/allocation/{id}/stop", u, n.wrapNomad(n.handleStopAlloc)},
 		{"GET /v1/nodes", Admin, n.wrapNomad(n.handleNodes)},
@@ -1105,4 +1106,144 @@ func (s *nomadHandlers) handleCat(w http.ResponseWriter, r *http.Request) {
 	}
 	noWriteDeadline(w)
 	(&batchHandlers{s.Server}).writeLog(w, r, uint64(j.BatchID), uint32(j.JobID), a.Attempt)
+}
+
+// Event stream bounds: the jobs one stream watches, and how often it looks.
+const (
+	maxStreamJobs   = 1000
+	maxStreamItems  = 100_000
+	streamInterval  = 500 * time.Millisecond
+	streamHeartbeat = 10 * time.Second
+)
+
+// handleEventStream streams changes of the caller's Nomad jobs, their
+// evaluations and their allocations as Nomad's event stream does
+// (newline-delimited {Index, Events}, with {} heartbeats): Job
+// (JobRegistered, JobDeregistered), Evaluation (EvaluationUpdated) and
+// Allocation (AllocationUpdated) topics, a key (a job's ID) or * each.
+// drover keeps no log of events to replay: a stream tells what changes
+// from when it starts, found by comparing what it sees twice a second, for
+// the first 1,000 jobs of the namespace.
+func (s *nomadHandlers) handleEventStream(w http.ResponseWriter, r *http.Request) {
+	noWriteDeadline(w)
+	s.nomadHeaders(w)
+	q := r.URL.Query()
+	topics := map[string][]string{}
+	for _, t := range q["topic"] {
+		topic, key, _ := strings.Cut(t, ":")
+		switch topic {
+		case "*", "Job", "Evaluation", "Allocation":
+		case "Deployment", "Node", "NodePool", "Service", "ACLToken", "ACLPolicy", "ACLRole", "Operator":
+			continue // nothing of drover's is one of them
+		default:
+			s.writeNomadErr(w, codedf(http.StatusBadRequest, "unknown topic %q", topic))
+			return
+		}
+		if key == "" {
+			key = "*"
+		}
+		topics[topic] = append(topics[topic], key)
+	}
+	if len(q["topic"]) == 0 {
+		topics["*"] = []string{"*"}
+	}
+	wants := func(topic, jobID string) bool {
+		for _, t := range []string{topic, "*"} {
+			for _, k := range topics[t] {
+				if k == "*" || k == jobID {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ns := namespaceOf(r, "")
+	visible := func(n string) bool { return (ns == "*" || n == ns) && s.seesNamespace(r, n) }
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	flush := func() { _ = http.NewResponseController(w).Flush() }
+	flush()
+	enc := json.NewEncoder(w)
+	seen := map[string][sha256.Size]byte{} // what the last look saw, by topic and key
+	first := true
+	lastSent := time.Now()
+	for {
+		index := s.state.Index()
+		var events []nomad.Event
+		now := map[string][sha256.Size]byte{}
+		emit := func(topic, typ, key, jobID string, payloadKey string, v any) {
+			if len(now) >= maxStreamItems {
+				return
+			}
+			body, err := json.Marshal(v)
+			if err != nil {
+				return
+			}
+			sum := sha256.Sum256(body)
+			id := topic + "\x00" + key
+			now[id] = sum
+			if old, ok := seen[id]; ok && old == sum {
+				return
+			}
+			if first || !wants(topic, jobID) {
+				return
+			}
+			var payload map[string]any
+			_ = json.Unmarshal([]byte(`{"`+payloadKey+`":`+string(body)+`}`), &payload)
+			events = append(events, nomad.Event{Topic: nomad.Topic(topic), Type: typ, Key: key, FilterKeys: []string{jobID}, Index: index, Payload: payload})
+		}
+		for _, rec := range s.state.NomadJobs(visible, "", state.NomadKey{}, maxStreamJobs) {
+			reg, err := s.registered(withNamespace(r, rec.Namespace), rec.ID)
+			if err != nil {
+				continue
+			}
+			if job, err := reg.Job(); err == nil {
+				typ := "JobRegistered"
+				if rec.Stopped {
+					typ = "JobDeregistered"
+				}
+				emit("Job", typ, rec.ID, rec.ID, "Job", job)
+			}
+			for _, ev := range reg.Evaluations(s.waitingGroups(reg)) {
+				emit("Evaluation", "EvaluationUpdated", ev.ID, rec.ID, "Evaluation", ev)
+			}
+			if wants("Allocation", rec.ID) {
+				allocs, err := s.allocations(r, reg)
+				if err != nil {
+					continue
+				}
+				for _, a := range allocs {
+					emit("Allocation", "AllocationUpdated", a.ID, rec.ID, "Allocation", a)
+				}
+			}
+		}
+		// A job purged since the last look.
+		for id := range seen {
+			if key, ok := strings.CutPrefix(id, "Job\x00"); ok && len(now) < maxStreamItems {
+				if _, still := now[id]; !still && !first && wants("Job", key) {
+					events = append(events, nomad.Event{Topic: nomad.TopicJob, Type: "JobDeregistered", Key: key, FilterKeys: []string{key}, Index: index,
+						Payload: map[string]any{"Job": map[string]any{"ID": key, "Stop": true, "Status": "dead"}}})
+				}
+			}
+		}
+		first, seen = false, now
+		if len(events) > 0 {
+			if enc.Encode(&nomad.Events{Index: index, Events: events}) != nil {
+				return
+			}
+			flush()
+			lastSent = time.Now()
+		} else if time.Since(lastSent) >= streamHeartbeat {
+			if _, err := io.WriteString(w, "{}\n"); err != nil {
+				return
+			}
+			flush()
+			lastSent = time.Now()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(streamInterval):
+		}
+	}
 }
