@@ -49,6 +49,26 @@ func TestNomadAPI(t *testing.T) {
 	if *job.ID != "word-count" || *job.TaskGroups[0].Count != 4 || *job.Type != "batch" {
 		t.Fatalf("parsed %s %s", *job.ID, *job.Type)
 	}
+	// A plan first: it would place all four allocations (once the workers
+	// are there), and nothing is registered by it.
+	waitFor(t, "both workers", time.Minute, func() bool {
+		nodes, _, err := nc.Nodes().List(nil)
+		return err == nil && len(nodes) == 2
+	})
+	plan, _, err := nc.Jobs().Plan(job, true, nil)
+	if err != nil || plan.Diff.Type != "Added" || plan.Annotations.DesiredTGUpdates["count"].Place != 4 || len(plan.FailedTGAllocs) != 0 {
+		t.Fatalf("plan: %+v %v", plan, err)
+	}
+	if _, _, err := nc.Jobs().Info("word-count", nil); err == nil {
+		t.Fatal("a plan registered the job")
+	}
+	away := nomad.NewBatchJob("away", "away", "global", 50)
+	away.Datacenters = []string{"mars"}
+	away.AddTaskGroup(nomad.NewTaskGroup("far", 1).AddTask(nomad.NewTask("t", "exec").SetConfig("command", "/bin/true")))
+	if plan, _, err := nc.Jobs().Plan(away, false, nil); err != nil || plan.FailedTGAllocs["far"] == nil {
+		t.Fatalf("a plan of a job no worker may take: %+v %v", plan, err)
+	}
+
 	// The event stream, opened before the job is registered.
 	streamCtx, stopStream := context.WithCancel(context.Background())
 	defer stopStream()

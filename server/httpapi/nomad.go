@@ -18,6 +18,7 @@ import (
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/jobspec/nomadspec"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/nomadview"
 	"github.com/drover-sched/drover/server/state"
@@ -48,6 +49,8 @@ func (s *Server) nomadRoutes() []Route {
 		{"POST /v1/job/{id}", u, n.wrapNomad(n.handleRegister)},
 		{"DELETE /v1/job/{id}", u, n.wrapNomad(n.handleDeregister)},
 		{"GET /v1/job/{id}/summary", u, n.wrapNomad(n.handleSummary)},
+		{"PUT /v1/job/{id}/plan", u, n.wrapNomad(n.handlePlan)},
+		{"POST /v1/job/{id}/plan", u, n.wrapNomad(n.handlePlan)},
 		{"GET /v1/job/{id}/allocations", u, n.wrapNomad(n.handleJobAllocations)},
 		{"GET /v1/job/{id}/evaluations", u, n.wrapNomad(n.handleJobEvaluations)},
 		{"GET /v1/job/{id}/deployment", u, n.wrapNomad(n.handleNull)},
@@ -1246,4 +1249,110 @@ func (s *nomadHandlers) handleEventStream(w http.ResponseWriter, r *http.Request
 		case <-time.After(streamInterval):
 		}
 	}
+}
+
+// handlePlan is a dry run of a registration (nomad job plan): the job is
+// translated and admitted as a registration would be, nothing is
+// written, and each group whose jobs no active worker the job may use has
+// room for now is named in FailedTGAllocs with why (node fit and the
+// job's constraint: the rules the scheduler places by). JobModifyIndex is
+// the job's current one, for a later registration's check-index.
+func (s *nomadHandlers) handlePlan(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req nomad.JobPlanRequest
+	if err := decodeNomad(w, r, &req); err != nil {
+		return nil, err
+	}
+	if req.Job == nil || req.Job.ID == nil || *req.Job.ID != r.PathValue("id") {
+		return nil, codedf(http.StatusBadRequest, "the job's ID does not match the path's %q", r.PathValue("id"))
+	}
+	ns := namespaceOf(r, deref(req.Job.Namespace))
+	req.Job.Namespace = &ns
+	tr, err := s.translate(req.Job, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := nomad.JobPlanResponse{Warnings: strings.Join(tr.Warnings, "\n"),
+		Annotations: &nomad.PlanAnnotations{DesiredTGUpdates: map[string]*nomad.DesiredUpdates{}}}
+	rec, exists := s.state.NomadJob(ns, *req.Job.ID)
+	if exists && !s.seesNamespace(r, ns) {
+		exists = false
+	}
+	spec, _ := json.Marshal(req.Job)
+	unchanged := exists && !rec.Stopped && bytes.Equal(rec.Spec, spec)
+	if exists {
+		out.JobModifyIndex = rec.JobModifyIndex
+	}
+	if req.Diff {
+		typ := "Added"
+		switch {
+		case unchanged:
+			typ = "None"
+		case exists:
+			typ = "Edited"
+		}
+		out.Diff = &nomad.JobDiff{Type: typ, ID: *req.Job.ID}
+	}
+	if p := tr.Periodic; p != nil {
+		if next, err := nomadspec.NextLaunch(p, time.Now()); err == nil {
+			out.NextPeriodicLaunch = next
+		}
+		return out, nil
+	}
+	if tr.Parameterized != nil {
+		return out, nil
+	}
+	tr.Batch.BillingProject = s.project(ns)
+	create, err := (&batchHandlers{s.Server}).createCommand(userOf(r), &tr.Batch)
+	if err != nil {
+		return nil, err
+	}
+	workers := apiview.Instances(s.state.Instances())
+	// A group's allocations: its array's count, or its distinct indexes.
+	counts, indexes := map[string]uint64{}, map[[2]string]bool{}
+	for i, js := range tr.Batch.Jobs {
+		size := create.Jobs[i].Spec.Size()
+		ref := tr.Tasks[i]
+		g := ref.Group
+		if ref.Index < 0 {
+			counts[g] = max(counts[g], uint64(max(js.Count, 1)))
+		} else if k := [2]string{g, strconv.Itoa(ref.Index)}; !indexes[k] {
+			indexes[k] = true
+			counts[g]++
+		}
+		if why := fitsNowhere(&js, size, workers); why != "" && out.FailedTGAllocs[g] == nil {
+			if out.FailedTGAllocs == nil {
+				out.FailedTGAllocs = map[string]*nomad.AllocationMetric{}
+			}
+			out.FailedTGAllocs[g] = &nomad.AllocationMetric{NodesEvaluated: len(workers), ConstraintFiltered: map[string]int{why: 1}}
+		}
+	}
+	for g, n := range counts {
+		d := &nomad.DesiredUpdates{Place: n}
+		if unchanged {
+			d = &nomad.DesiredUpdates{Ignore: n}
+		}
+		out.Annotations.DesiredTGUpdates[g] = d
+	}
+	return out, nil
+}
+
+// fitsNowhere says why no active worker has room for one job of js now
+// ("" when one has).
+func fitsNowhere(js *api.JobSpec, size placement.Size, workers []api.Instance) string {
+	k := &placement.Constraint{Regions: js.Regions, Pool: js.Pool, GPUType: js.GPUType}
+	placeable := 0
+	for _, in := range workers {
+		if !in.Active || !k.AllowsRegion(in.Region) || !k.AllowsPool(in.Pool) || js.GPUs > 0 && !k.AllowsGPUType(in.GPUType) {
+			continue
+		}
+		placeable++
+		free := placement.Free{CPUMilli: int64(in.FreeCPU * 1000), Memory: in.FreeMemory, GPUs: int64(in.FreeGPUs)}
+		if free.Fits(size) {
+			return ""
+		}
+	}
+	if placeable == 0 {
+		return "no active worker in the job's regions, pool and GPU type"
+	}
+	return "no worker the job may use has its cores, memory and GPUs free now"
 }
