@@ -355,8 +355,11 @@ func TestNomadAPI(t *testing.T) {
 	}
 
 	// Without a token, or with one of a user outside the namespace.
-	if _, _, err := nomadClient(t, a, "").Jobs().List(nil); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, _, err := nomadClient(t, a, "").Jobs().List(nil); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("no token: %v", err)
+	}
+	if _, _, err := nomadClient(t, a, api.NewToken()).Jobs().List(nil); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "invalid token") {
+		t.Fatalf("a token of no drover user: %v", err)
 	}
 	tok := api.NewToken()
 	if _, err := a.client().CreateUser(context.Background(), &api.CreateUserRequest{Name: "mallory", Token: tok}); err != nil {

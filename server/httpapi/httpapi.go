@@ -641,10 +641,15 @@ func bearer(r *http.Request) string {
 func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r)
+		// Nomad's API answers a missing or unknown token 403.
+		unauthorized := http.StatusUnauthorized
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			unauthorized = http.StatusForbidden
+		}
 		if tok == "" {
 			err := s.allowAnonymous(w, r)
 			if err == nil {
-				err = coded(http.StatusUnauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token)")
+				err = coded(unauthorized, "missing token: send Authorization: Bearer <token> (the CLI reads DROVER_TOKEN or ~/.config/drover/token; Nomad's clients send NOMAD_TOKEN as X-Nomad-Token)")
 			}
 			s.writeErr(w, err)
 			return
@@ -658,10 +663,10 @@ func (s *Server) authUser(h http.HandlerFunc) http.HandlerFunc {
 		}
 		switch st {
 		case state.TokenUnknown:
-			s.writeErr(w, coded(http.StatusUnauthorized, "invalid token: it was never made, was revoked, or its user was deleted"))
+			s.writeErr(w, coded(unauthorized, "invalid token: it was never made, was revoked, or its user was deleted"))
 			return
 		case state.TokenExpired:
-			s.writeErr(w, codedf(http.StatusUnauthorized, "token %q (%s) of user %q expired at %s; make a new one with `drover token create` (an admin can with `drover user rotate-token %s`)",
+			s.writeErr(w, codedf(unauthorized, "token %q (%s) of user %q expired at %s; make a new one with `drover token create` (an admin can with `drover user rotate-token %s`)",
 				t.Name, t.Accessor, u.Name, time.Unix(0, t.Expires).UTC().Format(time.RFC3339), u.Name))
 			return
 		}
