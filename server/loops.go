@@ -246,7 +246,7 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(12)
+	s.leaderWG.Add(13)
 	go func() { defer s.leaderWG.Done(); s.runQueueSampler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runPreemption(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()
@@ -259,6 +259,7 @@ func (s *Server) startLeading(parent context.Context) {
 	go func() { defer s.leaderWG.Done(); s.runLiveness(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runUpdateExpiry(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runNomadPeriodic(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runNomadGC(ctx) }()
 	s.triggerSchedule()
 }
 

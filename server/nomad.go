@@ -81,3 +81,20 @@ func (s *Server) launchPeriodic(rec *state.NomadJob, now time.Time) error {
 	}
 	return nil
 }
+
+// runNomadGC purges the Nomad jobs whose batches all left the state (see
+// state.NomadForgettable), a thousand at a time, so that the Nomad jobs
+// kept follow the servers' retention rather than grow to their bound.
+func (s *Server) runNomadGC(ctx context.Context) {
+	every(ctx, 30*time.Second, func() {
+		for _, k := range s.state.NomadForgettable(1000) {
+			if ctx.Err() != nil {
+				return
+			}
+			if _, err := s.raft.Apply(&state.DeregisterNomadJob{Now: time.Now().UnixNano(), Namespace: k.Namespace, ID: k.ID, User: "drover", Purge: true}); err != nil {
+				s.log.Warn("purge a finished Nomad job", "namespace", k.Namespace, "job", k.ID, "err", err)
+				return
+			}
+		}
+	})
+}

@@ -453,3 +453,27 @@ func sortedNomadKeys(m map[NomadKey]*NomadJob) []NomadKey {
 	slices.SortFunc(keys, compareNomadKeys)
 	return keys
 }
+
+// NomadForgettable lists, at most limit, the Nomad jobs whose batches all
+// left the state for the history store: a job that is not a template and
+// whose last version's batch is forgotten (the servers' retention passed
+// since it completed). The leader purges them, as Nomad's job GC does
+// dead batch jobs; their batches read on from the history store.
+func (s *State) NomadForgettable(limit int) []NomadKey {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []NomadKey
+	for k, j := range s.nomadJobs {
+		if j.Template || len(j.Batches) == 0 {
+			continue
+		}
+		if _, live := s.batches[j.Batches[len(j.Batches)-1].Batch]; !live {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, compareNomadKeys)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}

@@ -96,3 +96,29 @@ func TestNomadJobBounds(t *testing.T) {
 		t.Fatalf("a template: %+v", tmpl)
 	}
 }
+
+// A Nomad job whose batch left the state for the history store is
+// forgettable (the leader purges it); one whose batch is in the state, or
+// a template, is not.
+func TestNomadJobsFollowRetention(t *testing.T) {
+	h := newHarness(t)
+	w := h.Activate("w", 4, 8)
+	r := registerNomad(h, "done", `{}`, false, 0).(*NomadResult)
+	registerNomad(h, "running", `{}`, false, 0)
+	h.Must(&RegisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "nightly", User: "root", Project: "default", Spec: []byte("{}"), Template: true})
+	if f := h.S.NomadForgettable(10); len(f) != 0 {
+		t.Fatalf("forgettable with every batch in the state: %v", f)
+	}
+	h.RunAll([]uint32{w}, nil)
+	b := h.Batch(r.Batch)
+	h.Must(&MarkExported{Marks: []ExportMark{{r.Batch, b.version}}})
+	h.Must(&ForgetBatches{Now: h.Tick(), Batches: []uint64{r.Batch}})
+	f := h.S.NomadForgettable(10)
+	if len(f) != 1 || f[0] != (NomadKey{"default", "done"}) {
+		t.Fatalf("forgettable: %v", f)
+	}
+	h.Must(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "done", User: "drover", Purge: true})
+	if f := h.S.NomadForgettable(10); len(f) != 0 {
+		t.Fatalf("after the purge: %v", f)
+	}
+}
