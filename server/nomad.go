@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/jobspec/nomadspec"
-	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/nomadview"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -51,12 +50,14 @@ func (s *Server) launchPeriodic(rec *state.NomadJob, now time.Time) error {
 	cmd := &state.LaunchNomadJob{Now: now.UnixNano(), Parent: state.NomadKey{Namespace: rec.Namespace, ID: rec.ID}, At: rec.NextLaunch, Next: next}
 	child, tr, err := nomadview.Child(rec, nomadview.Launch{At: at, Now: now})
 	if err == nil {
-		var entries []state.JobEntry
-		if entries, err = apiview.JobEntries(tr.Batch.Jobs); err == nil {
+		// Admitted as the user who registered the job, as a batch of
+		// theirs would be (its limits, its project's spend limit).
+		var create *state.CreateBatch
+		if create, err = s.api.BatchCommand(rec.User, &tr.Batch); err == nil {
 			var data []byte
 			if data, err = json.Marshal(child); err == nil {
 				cmd.Child = state.RegisterNomadJob{Now: now.UnixNano(), Namespace: rec.Namespace, ID: *child.ID, User: rec.User, Project: rec.Project,
-					Spec: data, Parent: rec.ID, Batch: apiview.CreateBatch(rec.User, &tr.Batch, entries, now)}
+					Spec: data, Parent: rec.ID, Batch: create}
 			}
 		}
 	}
@@ -91,7 +92,7 @@ func (s *Server) runNomadGC(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if _, err := s.raft.Apply(&state.DeregisterNomadJob{Now: time.Now().UnixNano(), Namespace: k.Namespace, ID: k.ID, User: "drover", Purge: true}); err != nil {
+			if _, err := s.raft.Apply(&state.DeregisterNomadJob{Now: time.Now().UnixNano(), Namespace: k.Namespace, ID: k.ID, GC: true, Purge: true}); err != nil {
 				s.log.Warn("purge a finished Nomad job", "namespace", k.Namespace, "job", k.ID, "err", err)
 				return
 			}

@@ -378,3 +378,27 @@ func TestParseFileBounds(t *testing.T) {
 	}
 	_ = api.MaxJobsPerBatch
 }
+
+// Cron expressions a tenant writes to make the leader spend its time, or
+// panic: refused, or computed.
+func TestHostileCrons(t *testing.T) {
+	after := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, spec := range []string{"59-0 * * * *", "* * * 12-1 *", "* * * * FRI-MON", "0 0 31-1 * *", strings.Repeat("1,", 100) + "1 * * * *"} {
+		if _, err := NextLaunch(&nomad.PeriodicConfig{Spec: new(spec)}, after); err == nil {
+			t.Errorf("%q was accepted", spec)
+		}
+	}
+	many := make([]string, MaxCrons+1)
+	for i := range many {
+		many[i] = "* * * * *"
+	}
+	if _, err := NextLaunch(&nomad.PeriodicConfig{Specs: many}, after); err == nil {
+		t.Error("more cron expressions than a job may have were accepted")
+	}
+	// Odd but valid: computed (a date that never comes is never).
+	for _, spec := range []string{"0 0 30 2 *", "0 0 29 2 *", "@yearly", "0 0 * * 1-5", "*/7 * * * * * *"} {
+		if _, err := NextLaunch(&nomad.PeriodicConfig{Spec: new(spec)}, after); err != nil {
+			t.Errorf("%q: %v", spec, err)
+		}
+	}
+}

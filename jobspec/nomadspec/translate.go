@@ -253,10 +253,12 @@ func (t *translator) translateJob(out *Translation) {
 	b.Name = id
 	b.BillingProject = namespaceProject(deref(job.Namespace))
 	b.IdempotencyKey = ""
-	b.Attributes = map[string]string{AttrJob: id, AttrNamespace: deref(job.Namespace)}
+	b.Attributes = map[string]string{}
 	for k, v := range job.Meta {
 		b.Attributes[k] = v
 	}
+	// After the meta: a meta key of the same name does not say otherwise.
+	b.Attributes[AttrJob], b.Attributes[AttrNamespace] = id, deref(job.Namespace)
 	if err := api.ValidateAttributes(b.Attributes); err != nil {
 		t.refuse("meta", "%v", err)
 	}

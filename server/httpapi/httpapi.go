@@ -260,8 +260,9 @@ type Server struct {
 	peerClient     *http.Client // to the other servers' APIs
 	audit          *auditor
 	metricsHandler http.Handler
-	peerScheme     string     // "http" or "https"
-	blocks         blockCache // the Nomad API's answers, for blocking queries
+	peerScheme     string      // "http" or "https"
+	blocks         blockCache  // the Nomad API's answers, for blocking queries
+	streams        streamSlots // the Nomad API's long streams, per user
 }
 
 // New builds the API and registers its metrics.

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,7 +93,7 @@ func (s *nomadHandlers) wrapNomad(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		var err error
-		index := s.state.Index()
+		var index uint64
 		if r.Method == http.MethodGet {
 			body, index, err = s.blockingRead(w, r, h)
 		} else {
@@ -217,16 +219,13 @@ func (s *nomadHandlers) handleRegister(w http.ResponseWriter, r *http.Request) (
 	}
 	ns := namespaceOf(r, deref(req.Job.Namespace))
 	req.Job.Namespace = &ns
-	tr, err := s.translate(req.Job, req.Submission)
+	spec, err := jobSpec(req.Job)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := json.Marshal(req.Job)
+	tr, err := s.translate(req.Job, req.Submission)
 	if err != nil {
-		return nil, fmt.Errorf("encode the job: %w", err)
-	}
-	if len(spec) > state.MaxNomadSpecBytes {
-		return nil, codedf(http.StatusRequestEntityTooLarge, "the job is %d bytes as JSON; a Nomad job may have at most %d", len(spec), state.MaxNomadSpecBytes)
+		return nil, err
 	}
 	u := userOf(r)
 	cmd := &state.RegisterNomadJob{Now: time.Now().UnixNano(), Namespace: ns, ID: *req.Job.ID, User: u.Name, Project: s.project(ns),
@@ -242,15 +241,15 @@ func (s *nomadHandlers) handleRegister(w http.ResponseWriter, r *http.Request) (
 		}
 		cmd.ProhibitOverlap = deref(p.ProhibitOverlap)
 	}
+	// Admitted as a batch would be, a template too: each of its
+	// launches will be, and one it would refuse is refused now.
+	tr.Batch.BillingProject = cmd.Project
+	create, err := (&batchHandlers{s.Server}).createCommand(u, &tr.Batch)
+	if err != nil {
+		return nil, err
+	}
 	if !cmd.Template {
-		tr.Batch.BillingProject = cmd.Project
-		create, err := (&batchHandlers{s.Server}).createCommand(u, &tr.Batch)
-		if err != nil {
-			return nil, err
-		}
 		cmd.Batch = create
-	} else if !s.seesNamespace(r, ns) {
-		return nil, codedf(http.StatusForbidden, "user %q is not a member of billing project %q (namespace %q)", u.Name, cmd.Project, ns)
 	}
 	res, err := s.apply(cmd)
 	if err != nil {
@@ -262,6 +261,42 @@ func (s *nomadHandlers) handleRegister(w http.ResponseWriter, r *http.Request) (
 		out.EvalID, out.EvalCreateIndex = nomadview.EvalID(b, nomadview.EvalRegister), nr.Job.JobModifyIndex
 	}
 	return out, nil
+}
+
+// jobSpec is a job as the state keeps it (its JSON), refused past
+// state.MaxNomadSpecBytes before anything reads it further.
+func jobSpec(j *nomad.Job) ([]byte, error) {
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return nil, codedf(http.StatusBadRequest, "the job does not encode: %v", err)
+	}
+	if len(spec) > state.MaxNomadSpecBytes {
+		return nil, codedf(http.StatusRequestEntityTooLarge, "the job is %d bytes as JSON; a Nomad job may have at most %d", len(spec), state.MaxNomadSpecBytes)
+	}
+	return spec, nil
+}
+
+// BatchCommand admits a batch for user as the API does and returns the
+// command that creates it: the leader's launches of periodic Nomad jobs go
+// through the same admission as a registration.
+func (s *Server) BatchCommand(user string, req *api.CreateBatchRequest) (*state.CreateBatch, error) {
+	u, ok := s.state.User(user)
+	if !ok {
+		return nil, fmt.Errorf("user %q does not exist", user)
+	}
+	return (&batchHandlers{s}).createCommand(u, req)
+}
+
+// ownsBatch reports whether a batch is one of a job's versions (a
+// batch's attributes name its job, but a batch is the job's only if the
+// job says so).
+func ownsBatch(j *state.NomadJob, b uint64) bool {
+	for _, v := range j.Batches {
+		if v.Batch == b {
+			return true
+		}
+	}
+	return false
 }
 
 func currentBatch(j *state.NomadJob) uint64 {
@@ -371,10 +406,6 @@ func (s *nomadHandlers) handleDeregister(w http.ResponseWriter, r *http.Request)
 		return nil, err
 	}
 	u := userOf(r)
-	rec, _ := s.state.NomadJob(ns, id)
-	if b := currentBatch(&rec); b != 0 && s.state.Access(b, viewerOf(r)) < state.Cancellable && s.state.HasBatch(b) {
-		return nil, codedf(http.StatusForbidden, "user %q may not stop job %q: its owner, a manager of billing project %q or an admin can", u.Name, id, rec.Project)
-	}
 	purge := r.URL.Query().Get("purge") == "true"
 	res, err := s.apply(&state.DeregisterNomadJob{Now: time.Now().UnixNano(), Namespace: ns, ID: id, User: u.Name, Purge: purge})
 	if err != nil {
@@ -523,7 +554,7 @@ func (s *nomadHandlers) alloc(r *http.Request, id string) (*nomadview.Registered
 	}
 	ns, jobID := batch.Attributes[nomadspec.AttrNamespace], batch.Attributes[nomadspec.AttrJob]
 	reg, err := s.registered(withNamespace(r, ns), jobID)
-	if err != nil {
+	if err != nil || !ownsBatch(&reg.Rec, b) {
 		return nil, nil, nil, notFound
 	}
 	reg.Batch = &batch
@@ -584,7 +615,7 @@ func (s *nomadHandlers) eval(r *http.Request, id string) (*nomadview.Registered,
 		batch = old.Batch
 	}
 	reg, err := s.registered(withNamespace(r, batch.Attributes[nomadspec.AttrNamespace]), batch.Attributes[nomadspec.AttrJob])
-	if err != nil {
+	if err != nil || !ownsBatch(&reg.Rec, b) {
 		return nil, 0, 0, notFound
 	}
 	reg.Batch = &batch
@@ -677,6 +708,9 @@ func (s *nomadHandlers) handleValidate(w http.ResponseWriter, r *http.Request) (
 		out.Error, out.ValidationErrors = "the request has no Job", []string{"the request has no Job"}
 		return out, nil
 	}
+	if _, err := jobSpec(req.Job); err != nil {
+		return nil, err
+	}
 	tr, err := nomadspec.Translate(req.Job, nil)
 	if err != nil {
 		var errs nomadspec.Errors
@@ -731,11 +765,13 @@ func (s *nomadHandlers) handleAgentSelf(w http.ResponseWriter, r *http.Request) 
 // of {Offset, Data, File} (or the bare text with plain=true), from the
 // start or, with origin=end, offset bytes before the end; with follow,
 // what the attempt writes next until it ends. drover keeps one log of an
-// attempt's output: it is stdout; stderr is empty.
+// attempt's output: it is stdout; stderr is empty. The log is read from
+// the log store from where the stream is, never whole again, and a user
+// follows at most maxStreams logs and event streams at once.
 func (s *nomadHandlers) handleLogs(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w)
 	s.nomadHeaders(w)
-	reg, j, a, err := s.alloc(r, r.PathValue("alloc"))
+	_, j, a, err := s.alloc(r, r.PathValue("alloc"))
 	if err != nil {
 		s.writeNomadErr(w, err)
 		return
@@ -762,77 +798,155 @@ func (s *nomadHandlers) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	plain, follow, fromEnd := q.Get("plain") == "true", q.Get("follow") == "true", q.Get("origin") == "end"
+	if follow {
+		release, err := s.streams.take(userOf(r).Name)
+		if err != nil {
+			s.writeNomadErr(w, err)
+			return
+		}
+		defer release()
+	}
 	file := "alloc/logs/" + task + "." + typ + ".0"
+	batch, job := uint64(j.BatchID), uint32(j.JobID)
 	b := &batchHandlers{s.Server}
-	read := func() []byte {
+	// size is the log's length now (what the log store and the other
+	// servers hold of it).
+	size := func() (int64, error) {
 		if typ == "stderr" {
-			return nil
+			return 0, nil
 		}
-		buf := &bufferedWriter{header: http.Header{}}
-		b.writeLog(buf, r, uint64(j.BatchID), uint32(j.JobID), a.Attempt)
-		if buf.code != http.StatusOK {
-			return nil
+		probe := &bufferedWriter{header: http.Header{}}
+		b.writeLog(probe, logRequest(r, math.MaxInt64), batch, job, a.Attempt)
+		if probe.code != 0 && probe.code != http.StatusOK { // 0: nothing written past the end
+			return 0, codedf(max(probe.code, http.StatusInternalServerError), "%s", strings.TrimSpace(probe.body.String()))
 		}
-		return buf.body.Bytes()
+		n, _ := strconv.ParseInt(probe.header.Get(api.LogSizeHeader), 10, 64)
+		return n, nil
 	}
-	data := read()
-	pos := offset
+	total, err := size()
+	if err != nil {
+		s.writeNomadErr(w, err)
+		return
+	}
+	pos := min(offset, total)
 	if fromEnd {
-		pos = max(int64(len(data))-offset, 0)
+		pos = max(total-offset, 0)
 	}
-	pos = min(pos, int64(len(data)))
 	w.Header().Set("Content-Type", "application/json")
 	if plain {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	send := func(chunk []byte, at int64) bool {
-		if len(chunk) == 0 {
+	out := &frameWriter{w: w, enc: json.NewEncoder(w), plain: plain, file: file, pos: pos}
+	// send writes what the log holds from pos on.
+	send := func() bool {
+		if typ == "stderr" {
 			return true
 		}
-		if plain {
-			_, err := w.Write(chunk)
-			return err == nil
-		}
-		return enc.Encode(&nomad.StreamFrame{Offset: at, Data: chunk, File: file}) == nil
+		b.writeLog(out, logRequest(r, out.pos), batch, job, a.Attempt)
+		_ = http.NewResponseController(w).Flush()
+		return out.err == nil
 	}
-	if !send(data[pos:], pos) {
+	if !send() {
 		return
 	}
-	pos = int64(len(data))
-	flush := func() { _ = http.NewResponseController(w).Flush() }
-	flush()
-	for follow {
-		if nomadview.Ended(a) {
-			return
-		}
+	for follow && !nomadview.Ended(a) {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-time.After(500 * time.Millisecond):
 		}
-		_, j2, a2, err := s.alloc(r, r.PathValue("alloc"))
+		_, _, a2, err := s.alloc(r, r.PathValue("alloc"))
 		if err != nil {
 			return
 		}
-		j, a = j2, a2
-		data = read()
-		if int64(len(data)) > pos {
-			if !send(data[pos:], pos) {
-				return
-			}
-			pos = int64(len(data))
-			flush()
-		} else if !plain {
+		a = a2
+		before := out.pos
+		if !send() {
+			return
+		}
+		if out.pos == before && !plain {
 			// Nomad's heartbeat: an empty frame.
 			if _, err := io.WriteString(w, "{}\n"); err != nil {
 				return
 			}
-			flush()
+			_ = http.NewResponseController(w).Flush()
 		}
 	}
-	_ = reg
+}
+
+// logRequest is a request for an attempt's log from offset on, carrying
+// nothing else of the Nomad request (writeLog reads its query).
+func logRequest(r *http.Request, offset int64) *http.Request {
+	r2 := r.Clone(r.Context())
+	r2.URL.RawQuery = url.Values{"offset": {strconv.FormatInt(offset, 10)}}.Encode()
+	return r2
+}
+
+// frameWriter writes a log as Nomad's frames (or as text), counting where
+// it is.
+type frameWriter struct {
+	w     http.ResponseWriter
+	enc   *json.Encoder
+	plain bool
+	file  string
+	pos   int64
+	err   error
+}
+
+func (f *frameWriter) Header() http.Header { return http.Header{} }
+
+// WriteHeader ends the stream at an error status: what follows is an
+// error's body, not the log.
+func (f *frameWriter) WriteHeader(code int) {
+	if code >= 400 && f.err == nil {
+		f.err = fmt.Errorf("the log could not be read (%d)", code)
+	}
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	if f.plain {
+		_, f.err = f.w.Write(p)
+	} else {
+		f.err = f.enc.Encode(&nomad.StreamFrame{Offset: f.pos, Data: p, File: f.file})
+	}
+	if f.err != nil {
+		return 0, f.err
+	}
+	f.pos += int64(len(p))
+	return len(p), nil
+}
+
+// maxStreams bounds the logs a user follows and the event streams it
+// holds open at once.
+const maxStreams = 8
+
+// streamSlots counts each user's open streams.
+type streamSlots struct {
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (c *streamSlots) take(user string) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open == nil {
+		c.open = map[string]int{}
+	}
+	if c.open[user] >= maxStreams {
+		return nil, codedf(http.StatusTooManyRequests, "user %q has %d log follows and event streams open, the most one may", user, maxStreams)
+	}
+	c.open[user]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.open[user]--; c.open[user] == 0 {
+			delete(c.open, user)
+		}
+	}, nil
 }
 
 func deref[T any](p *T) T {
@@ -890,6 +1004,11 @@ func (s *nomadHandlers) handleDispatch(w http.ResponseWriter, r *http.Request) (
 	token := r.URL.Query().Get("idempotency_token")
 	if len(token) > state.MaxNomadIDBytes {
 		return nil, codedf(http.StatusBadRequest, "the idempotency token is %d bytes; at most %d", len(token), state.MaxNomadIDBytes)
+	}
+	if len(req.IdPrefixTemplate) > 64 || strings.ContainsFunc(req.IdPrefixTemplate, func(c rune) bool {
+		return !(c == '-' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
+	}) {
+		return nil, codedf(http.StatusBadRequest, "id_prefix_template %.70q: at most 64 letters, digits, - and _", req.IdPrefixTemplate)
 	}
 	if req.Priority < 0 || req.Priority > 100 {
 		return nil, codedf(http.StatusBadRequest, "priority %d: Nomad's priorities are 1 to 100 (0: the job's)", req.Priority)
@@ -992,14 +1111,15 @@ func (s *nomadHandlers) blockingRead(w http.ResponseWriter, r *http.Request, h h
 	}
 }
 
-// blockKey names what a read answers: its caller, path and query but for
-// the blocking query's own parameters.
-func blockKey(r *http.Request) string {
+// blockKey names what a read answers, as a digest of its caller, path
+// and query but for the blocking query's own parameters (a digest: a key
+// the caller wrote would be as large as its request).
+func blockKey(r *http.Request) [sha256.Size]byte {
 	q := r.URL.Query()
 	q.Del("index")
 	q.Del("wait")
 	q.Del("stale")
-	return userOf(r).Name + " " + r.URL.Path + "?" + q.Encode()
+	return sha256.Sum256([]byte(userOf(r).Name + "\x00" + r.URL.Path + "?" + q.Encode()))
 }
 
 // maxBlockCache bounds the answers remembered for blocking queries.
@@ -1010,22 +1130,23 @@ const maxBlockCache = 10_000
 type blockCache struct {
 	mu    sync.Mutex
 	m     map[blockEntry][sha256.Size]byte
-	order []blockEntry
+	order []blockEntry // a ring of the entries, oldest at next
+	next  int
 }
 
 type blockEntry struct {
-	key   string
+	key   [sha256.Size]byte
 	index uint64
 }
 
-func (c *blockCache) get(key string, index uint64) ([sha256.Size]byte, bool) {
+func (c *blockCache) get(key [sha256.Size]byte, index uint64) ([sha256.Size]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[blockEntry{key, index}]
 	return v, ok
 }
 
-func (c *blockCache) put(key string, index uint64, sum [sha256.Size]byte) {
+func (c *blockCache) put(key [sha256.Size]byte, index uint64, sum [sha256.Size]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -1036,11 +1157,13 @@ func (c *blockCache) put(key string, index uint64, sum [sha256.Size]byte) {
 		return
 	}
 	c.m[e] = sum
-	c.order = append(c.order, e)
-	if len(c.order) > maxBlockCache {
-		delete(c.m, c.order[0])
-		c.order = slices.Delete(c.order, 0, 1)
+	if len(c.order) < maxBlockCache {
+		c.order = append(c.order, e)
+		return
 	}
+	delete(c.m, c.order[c.next])
+	c.order[c.next] = e
+	c.next = (c.next + 1) % maxBlockCache
 }
 
 func (s *nomadHandlers) handleNodes(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -1108,7 +1231,7 @@ func (s *nomadHandlers) handleCat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noWriteDeadline(w)
-	(&batchHandlers{s.Server}).writeLog(w, r, uint64(j.BatchID), uint32(j.JobID), a.Attempt)
+	(&batchHandlers{s.Server}).writeLog(w, logRequest(r, 0), uint64(j.BatchID), uint32(j.JobID), a.Attempt)
 }
 
 // Event stream bounds: the jobs one stream watches, and how often it looks.
@@ -1130,6 +1253,12 @@ const (
 func (s *nomadHandlers) handleEventStream(w http.ResponseWriter, r *http.Request) {
 	noWriteDeadline(w)
 	s.nomadHeaders(w)
+	release, err := s.streams.take(userOf(r).Name)
+	if err != nil {
+		s.writeNomadErr(w, err)
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	topics := map[string][]string{}
 	for _, t := range q["topic"] {
@@ -1267,6 +1396,9 @@ func (s *nomadHandlers) handlePlan(w http.ResponseWriter, r *http.Request) (any,
 	}
 	ns := namespaceOf(r, deref(req.Job.Namespace))
 	req.Job.Namespace = &ns
+	if _, err := jobSpec(req.Job); err != nil {
+		return nil, err
+	}
 	tr, err := s.translate(req.Job, nil)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/drover-sched/drover/placement"
 
@@ -39,6 +40,9 @@ func (s *State) CheckInvariants() error {
 	}
 	if err := s.checkStorage(); err != nil {
 		return err
+	}
+	if held := s.recountNomad(); !maps.Equal(held, s.nomadHeld) {
+		return fmt.Errorf("the state counts the Nomad jobs' projects as %v, recomputed %v", s.nomadHeld, held)
 	}
 	for _, b := range s.batches {
 		var counts [numStates]int64

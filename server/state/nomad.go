@@ -14,9 +14,14 @@ const (
 	// MaxNomadSpecBytes bounds a Nomad job's spec as registered (its
 	// JSON); Nomad jobs are a few kilobytes.
 	MaxNomadSpecBytes = 256 << 10
-	// MaxNomadJobs bounds the Nomad jobs kept at once; a purged job, or
-	// one whose batches all left for the history store, frees its place.
-	MaxNomadJobs = 100_000
+	// MaxNomadJobs bounds the Nomad jobs kept at once; a purged job (the
+	// leader purges one whose batches all left for the history store)
+	// frees its place. MaxNomadJobsPerProject and MaxNomadBytesPerProject
+	// bound one billing project's (namespace's) share, so that no tenant
+	// takes the rest's.
+	MaxNomadJobs            = 100_000
+	MaxNomadJobsPerProject  = 10_000
+	MaxNomadBytesPerProject = 64 << 20
 	// MaxNomadVersions is how many versions' batches a job remembers.
 	MaxNomadVersions = 16
 	// MaxNomadIDBytes bounds a Nomad job's ID and namespace.
@@ -140,6 +145,9 @@ type DeregisterNomadJob struct {
 	ID        string
 	User      string
 	Purge     bool
+	// GC: the leader purges a job whose batches all left the state
+	// (NomadForgettable), on no user's behalf.
+	GC bool
 }
 
 // Type implements Command.
@@ -163,6 +171,50 @@ type nomadBook struct {
 	*batchBook
 
 	nomadJobs map[NomadKey]*NomadJob
+	nomadHeld map[string]nomadTally // by billing project
+}
+
+// nomadTally is what a billing project's Nomad jobs hold: how many, and
+// their specs' bytes.
+type nomadTally struct {
+	Jobs  int
+	Bytes int64
+}
+
+// holdNomad counts a job's spec in (sign 1) or out (-1) of its project's
+// tally.
+func (s *nomadBook) holdNomad(j *NomadJob, sign int) {
+	t := s.nomadHeld[j.Project]
+	t.Jobs += sign
+	t.Bytes += int64(sign) * int64(len(j.Spec))
+	if t.Jobs == 0 && t.Bytes == 0 {
+		delete(s.nomadHeld, j.Project)
+		return
+	}
+	s.nomadHeld[j.Project] = t
+}
+
+// recountNomad recomputes the projects' tallies (after a restore).
+func (s *nomadBook) recountNomad() map[string]nomadTally {
+	out := map[string]nomadTally{}
+	for _, j := range s.nomadJobs {
+		t := out[j.Project]
+		t.Jobs++
+		t.Bytes += int64(len(j.Spec))
+		out[j.Project] = t
+	}
+	return out
+}
+
+// nomadControl refuses a user who may not replace, stop or purge a
+// registered job: its owner (a member or manager who registered it), a
+// manager of its billing project or an admin may, as with a batch.
+func (s *nomadBook) nomadControl(j *NomadJob, u *User) *ApplyError {
+	if s.accessLocked(j.Project, j.User, Viewer{Name: u.Name, Admin: u.Admin}) >= Cancellable {
+		return nil
+	}
+	return errorf(ErrForbidden, "user %q may not change job %q of namespace %q: its owner %q, a manager of billing project %q or an admin can",
+		u.Name, j.ID, j.Namespace, j.User, j.Project)
 }
 
 func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
@@ -177,6 +229,13 @@ func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
 	}
 	if c.Template != (c.Batch == nil) {
 		return errorf(ErrInvalid, "a template registers no batch, and any other job one")
+	}
+	u, uerr := s.liveUser(c.User)
+	if uerr != nil {
+		return uerr
+	}
+	if err := s.submitter(c.Project, u); err != nil {
+		return err
 	}
 	key := NomadKey{c.Namespace, c.ID}
 	cur := s.nomadJobs[key]
@@ -195,8 +254,24 @@ func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
 	if cur != nil && !cur.Stopped && bytes.Equal(cur.Spec, c.Spec) {
 		return &NomadResult{Job: cur.copy(), Unchanged: true}
 	}
+	if cur != nil {
+		if err := s.nomadControl(cur, u); err != nil {
+			return err
+		}
+	}
 	if cur == nil && len(s.nomadJobs) >= MaxNomadJobs {
 		return errorf(ErrConflict, "%d Nomad jobs are kept, the most there may be: purge some (nomad job stop -purge)", len(s.nomadJobs))
+	}
+	held := s.nomadHeld[c.Project]
+	if cur == nil && held.Jobs >= MaxNomadJobsPerProject {
+		return errorf(ErrConflict, "billing project %q keeps %d Nomad jobs, the most one may: purge some (nomad job stop -purge)", c.Project, held.Jobs)
+	}
+	grow := int64(len(c.Spec))
+	if cur != nil && cur.Project == c.Project {
+		grow -= int64(len(cur.Spec))
+	}
+	if held.Bytes+grow > MaxNomadBytesPerProject {
+		return errorf(ErrConflict, "billing project %q's Nomad jobs would hold %d bytes of specs, past %d: purge some", c.Project, held.Bytes+grow, int64(MaxNomadBytesPerProject))
 	}
 	res := &NomadResult{}
 	if c.Batch != nil {
@@ -216,8 +291,10 @@ func (s *nomadBook) applyRegisterNomadJob(c *RegisterNomadJob) any {
 	} else {
 		cur.Version++
 		s.cancelNomadBatch(cur, c.Now, "replaced by version "+strconv.FormatUint(cur.Version, 10)+" of Nomad job "+c.ID)
+		s.holdNomad(cur, -1)
 	}
 	cur.User, cur.Project, cur.Spec = c.User, c.Project, bytes.Clone(c.Spec)
+	s.holdNomad(cur, 1)
 	cur.ModifyIndex, cur.JobModifyIndex, cur.SubmitTime = s.index, s.index, c.Now
 	cur.Stopped, cur.Template, cur.Parent = false, c.Template, c.Parent
 	cur.NextLaunch, cur.ProhibitOverlap = c.NextLaunch, c.ProhibitOverlap
@@ -242,6 +319,8 @@ func (s *nomadBook) applyLaunchNomadJob(c *LaunchNomadJob) any {
 		return errorf(ErrConflict, "job %q is stopped", c.Parent.ID)
 	case c.Child.Namespace != c.Parent.Namespace || c.Child.Parent != c.Parent.ID || c.Child.Template:
 		return errorf(ErrInvalid, "a child runs in its parent's namespace, names its parent and is no template")
+	case c.At != 0 && !c.Skip && c.Child.User != parent.User:
+		return errorf(ErrInvalid, "a periodic launch runs as the user who registered the job")
 	case len(c.Token) > MaxNomadIDBytes:
 		return errorf(ErrInvalid, "an idempotency token has at most %d bytes", MaxNomadIDBytes)
 	}
@@ -364,6 +443,19 @@ func (s *nomadBook) applyDeregisterNomadJob(c *DeregisterNomadJob) any {
 	if cur == nil {
 		return errorf(ErrNotFound, "job %q is not in namespace %q", c.ID, c.Namespace)
 	}
+	if c.GC {
+		if !s.nomadForgettable(cur) || !c.Purge {
+			return errorf(ErrConflict, "job %q still has a batch in the state: it is not the leader's to purge", c.ID)
+		}
+	} else {
+		u, err := s.liveUser(c.User)
+		if err != nil {
+			return err
+		}
+		if err := s.nomadControl(cur, u); err != nil {
+			return err
+		}
+	}
 	res := &NomadResult{}
 	if !cur.Stopped {
 		res.Batch = s.cancelNomadBatch(cur, c.Now, "Nomad job "+c.ID+" stopped by "+c.User)
@@ -372,9 +464,19 @@ func (s *nomadBook) applyDeregisterNomadJob(c *DeregisterNomadJob) any {
 	}
 	res.Job = cur.copy()
 	if c.Purge {
+		s.holdNomad(cur, -1)
 		delete(s.nomadJobs, key)
 	}
 	return res
+}
+
+// nomadForgettable reports whether a job's batches all left the state.
+func (s *nomadBook) nomadForgettable(j *NomadJob) bool {
+	if j.Template || len(j.Batches) == 0 {
+		return false
+	}
+	_, live := s.batches[j.Batches[len(j.Batches)-1].Batch]
+	return !live
 }
 
 // checkNomadName bounds a Nomad name: not empty, at most MaxNomadIDBytes,
@@ -464,10 +566,7 @@ func (s *State) NomadForgettable(limit int) []NomadKey {
 	defer s.mu.RUnlock()
 	var out []NomadKey
 	for k, j := range s.nomadJobs {
-		if j.Template || len(j.Batches) == 0 {
-			continue
-		}
-		if _, live := s.batches[j.Batches[len(j.Batches)-1].Batch]; !live {
+		if s.nomadForgettable(j) {
 			out = append(out, k)
 		}
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 )
 
@@ -117,8 +118,77 @@ func TestNomadJobsFollowRetention(t *testing.T) {
 	if len(f) != 1 || f[0] != (NomadKey{"default", "done"}) {
 		t.Fatalf("forgettable: %v", f)
 	}
-	h.Must(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "done", User: "drover", Purge: true})
+	h.MustFail(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "running", GC: true, Purge: true}, ErrConflict)
+	h.Must(&DeregisterNomadJob{Now: h.Tick(), Namespace: "default", ID: "done", GC: true, Purge: true})
 	if f := h.S.NomadForgettable(10); len(f) != 0 {
 		t.Fatalf("after the purge: %v", f)
+	}
+}
+
+// Who may do what to a Nomad job, whatever the API let through: a viewer
+// registers nothing, a member does not replace or stop another member's
+// job, its owner, a manager and an admin do; the leader's purge is only
+// of forgettable jobs; one project's jobs stay within its share.
+func TestNomadJobControl(t *testing.T) {
+	h := newHarness(t)
+	for _, u := range []string{"alice", "bob", "victor", "mia"} {
+		h.Must(&CreateUser{Now: h.Tick(), Name: u, TokenHash: u + "-hash"})
+	}
+	h.Must(&CreateBillingProject{Now: h.Tick(), Name: "p", Members: []string{"alice", "bob", "victor", "mia"}})
+	h.Must(&SetMember{Project: "p", User: "victor", Member: true, Role: RoleViewer})
+	h.Must(&SetMember{Project: "p", User: "mia", Member: true, Role: RoleManager})
+	reg := func(user, id, spec string, template bool) any {
+		c := &RegisterNomadJob{Now: h.Tick(), Namespace: "p", ID: id, User: user, Project: "p", Spec: []byte(spec), Template: template}
+		if !template {
+			c.Batch = &CreateBatch{Now: h.Now, User: user, BillingProject: "p", Name: id, Jobs: []JobEntry{entry(1, 1, spec2())}}
+		}
+		return h.Apply(c)
+	}
+	kind := func(res any) ErrorKind {
+		if e, ok := res.(*ApplyError); ok {
+			return e.Kind
+		}
+		return 0
+	}
+	if k := kind(reg("victor", "v", "{}", true)); k != ErrForbidden {
+		t.Fatalf("a viewer registered a template: %v", k)
+	}
+	if k := kind(reg("ghost", "g", "{}", true)); k != ErrNotFound {
+		t.Fatalf("a user who does not exist registered: %v", k)
+	}
+	if k := kind(reg("alice", "etl", `{"v":1}`, false)); k != 0 {
+		t.Fatalf("alice's job: %v", k)
+	}
+	for _, u := range []string{"bob", "victor"} {
+		if k := kind(reg(u, "etl", `{"v":2}`, true)); k != ErrForbidden {
+			t.Fatalf("%s replaced alice's job: %v", u, k)
+		}
+		if k := kind(h.Apply(&DeregisterNomadJob{Now: h.Tick(), Namespace: "p", ID: "etl", User: u, Purge: true})); k != ErrForbidden {
+			t.Fatalf("%s purged alice's job: %v", u, k)
+		}
+	}
+	if k := kind(h.Apply(&DeregisterNomadJob{Now: h.Tick(), Namespace: "p", ID: "etl", GC: true, Purge: true})); k != ErrConflict {
+		t.Fatalf("the leader purged a job whose batch is in the state: %v", k)
+	}
+	if k := kind(reg("alice", "etl", `{"v":2}`, false)); k != 0 {
+		t.Fatalf("alice's own new version: %v", k)
+	}
+	if k := kind(reg("mia", "etl", `{"v":3}`, false)); k != 0 {
+		t.Fatalf("a manager's new version: %v", k)
+	}
+	if k := kind(h.Apply(&DeregisterNomadJob{Now: h.Tick(), Namespace: "p", ID: "etl", User: "mia", Purge: true})); k != 0 {
+		t.Fatalf("a manager's purge: %v", k)
+	}
+	// A project's share of jobs.
+	for i := range MaxNomadJobsPerProject {
+		if k := kind(reg("alice", "t"+strconv.Itoa(i), "{}", true)); k != 0 {
+			t.Fatalf("template %d: %v", i, k)
+		}
+	}
+	if k := kind(reg("alice", "one-more", "{}", true)); k != ErrConflict {
+		t.Fatalf("past the project's share: %v", k)
+	}
+	if k := kind(registerNomad(h, "other-project", `{}`, false, 0)); k != 0 {
+		t.Fatalf("another project is not held back by p's share: %v", k)
 	}
 }

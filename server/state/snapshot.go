@@ -603,6 +603,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.gossipKeys = fresh.gossipKeys
 	s.decommissioned = fresh.decommissioned
 	s.nomadJobs = fresh.nomadJobs
+	s.nomadHeld = fresh.recountNomad()
 	s.timeline, s.forks, s.historyStore = fresh.timeline, fresh.forks, fresh.historyStore
 	s.recomputeTallies()
 	s.recomputeQueueUse()

@@ -98,6 +98,7 @@ func New() *State {
 	s.projectTallies = map[string]*Tally{}
 	s.decommissioned = map[string]Decommissioned{}
 	s.nomadJobs = map[NomadKey]*NomadJob{}
+	s.nomadHeld = map[string]nomadTally{}
 	s.wire()
 	return s
 }
