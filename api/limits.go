@@ -133,8 +133,8 @@ func (s *JobSpec) Validate() error {
 	if s.Count < 0 || s.Count > MaxJobsPerBatch {
 		return fmt.Errorf("count is %d; it must be between 0 and %d", s.Count, int64(MaxJobsPerBatch))
 	}
-	if len(s.Command) == 0 || s.Command[0] == "" {
-		return errors.New(`command is empty; give the program and its arguments, as in ["sh", "-c", "echo hi"]`)
+	if len(s.Command) == 0 && s.Image == "" || len(s.Command) > 0 && s.Command[0] == "" {
+		return errors.New(`command is empty; give the program and its arguments, as in ["sh", "-c", "echo hi"] (a container job without a command runs its image's entrypoint and cmd)`)
 	}
 	if err := ValidateName("name", s.Name); err != nil {
 		return err

@@ -63,7 +63,8 @@ type JobSpec struct {
 	// the batch, by batch job ID.
 	BatchParentIDs    []int64   `json:"batch_parent_ids,omitempty"`
 	BatchParentRanges []IDRange `json:"batch_parent_ranges,omitempty"`
-	// Command is the argv to execute; Command[0] is looked up in PATH.
+	// Command is the argv to execute; Command[0] is looked up in PATH. A
+	// container job without one runs its image's entrypoint and cmd.
 	Command []string          `json:"command"`
 	Env     map[string]string `json:"env,omitempty"`
 	// CPU is in cores (fractions allowed); 0 means 1.

@@ -88,7 +88,11 @@ func (e *ContainerExecutor) Start(ctx context.Context, spec Spec, out io.Writer)
 		return nil, errors.New("container executor: the attempt has no image")
 	}
 	if len(spec.Command) == 0 {
-		return nil, &StartError{Op: "run", Err: errors.New("empty command")}
+		// The image's own command, as docker run without one.
+		spec.Command = slices.Concat(spec.Image.Entrypoint, spec.Image.Cmd)
+		if len(spec.Command) == 0 {
+			return nil, &StartError{Op: "run", Err: errors.New("the job names no command and its image has no entrypoint or cmd")}
+		}
 	}
 	id := fmt.Sprintf("drover-%d-%d-%d", spec.Ref.BatchID, spec.Ref.JobID, spec.Ref.Attempt)
 	bundle := filepath.Join(e.dir, id)

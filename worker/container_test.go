@@ -139,6 +139,10 @@ func TestContainerRuns(t *testing.T) {
 	if res, out, _ := r.run(t, ref, api.NetworkNone, cgroups.Limits{Memory: 64 << 20}, "jobtool", "exit", "3"); res.ExitCode != 3 {
 		t.Fatalf("exit 3: %+v %q", res, out)
 	}
+	// Without a command, the image's own (jobtool true), as docker run.
+	if res, out, _ := r.run(t, ref, api.NetworkNone, cgroups.Limits{Memory: 64 << 20}); res.ExitCode != 0 {
+		t.Fatalf("the image's own command: %+v %q", res, out)
+	}
 	// Loopback only: the host's interfaces are not there.
 	res, out, _ = r.run(t, ref, api.NetworkNone, cgroups.Limits{Memory: 64 << 20}, "jobtool", "cat", "/proc/net/dev")
 	if res.ExitCode != 0 || strings.Count(strings.TrimSpace(out), "\n") != 2 || !strings.Contains(out, "lo:") {

@@ -402,3 +402,34 @@ func TestHostileCrons(t *testing.T) {
 		}
 	}
 }
+
+// A docker task without a command runs its image's entrypoint and cmd;
+// args alone are refused (what they would follow is the image's).
+func TestDockerTaskWithoutCommand(t *testing.T) {
+	job := func(config string) (*Translation, error) {
+		src := `job "d" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image = "docker.io/library/busybox:1.36"
+        ` + config + `
+      }
+    }
+  }
+}`
+		j, blocks, diags := Parse("d.hcl", []byte(src), nil)
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return Translate(j, blocks)
+	}
+	tr, err := job("")
+	if err != nil || len(tr.Batch.Jobs[0].Command) != 0 || tr.Batch.Jobs[0].Image == "" {
+		t.Fatalf("no command: %+v %v", tr, err)
+	}
+	if _, err := job(`args = ["-x"]`); err == nil || !strings.Contains(err.Error(), "args without command") {
+		t.Fatalf("args alone: %v", err)
+	}
+}

@@ -650,8 +650,8 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 			t.refuse(Path(tpath, "config"), "image: %v", err)
 		}
 		s.Command = slices.Concat(entry, nonEmptyList(command), args)
-		if len(s.Command) == 0 {
-			t.refuse(Path(tpath, "config"), "drover runs the command a task names: set command (and args), or entrypoint; the image's own default command is not read")
+		if command == "" && len(entry) == 0 && len(args) > 0 {
+			t.refuse(Path(tpath, "config"), "args without command or entrypoint: drover runs a task's command, or its image's entrypoint and cmd when the task names none; give the command with its args")
 		}
 	}
 	if task.User != "" {
