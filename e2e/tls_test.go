@@ -351,7 +351,9 @@ func TestTLSRotationWithoutRestart(t *testing.T) {
 	}
 	both := clientFor(append(append([]byte(nil), oldCA...), ca2.Cert...))
 	write(both, "bundle")
-	var notAfter time.Time
+	// Each server's certificate is made in turn, seconds may tick between
+	// them: the metric read below is s0's, so its own NotAfter is the one.
+	notAfter := map[string]time.Time{}
 	for _, s := range c.Servers {
 		cert, err := tlsutil.CreateCert(ca2, tlsutil.CertRequest{Role: tlsutil.RoleServer, ID: s.ID(), IPs: []net.IP{net.ParseIP(s.IP)}, Days: 20})
 		if err != nil {
@@ -368,7 +370,7 @@ func TestTLSRotationWithoutRestart(t *testing.T) {
 		write(both, "rotated-"+s.ID())
 		block, _ := pem.Decode(cert.Cert)
 		leaf, _ := x509.ParseCertificate(block.Bytes)
-		notAfter = leaf.NotAfter
+		notAfter[s.ID()] = leaf.NotAfter
 	}
 	if err := os.WriteFile(c.CA, ca2.Cert, 0o644); err != nil {
 		t.Fatal(err)
@@ -431,7 +433,7 @@ func TestTLSRotationWithoutRestart(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	want := fmt.Sprintf(`drover_tls_expiry_timestamp_seconds{certificate="server"} %s`, strconv.FormatFloat(float64(notAfter.Unix()), 'g', -1, 64))
+	want := fmt.Sprintf(`drover_tls_expiry_timestamp_seconds{certificate="server"} %s`, strconv.FormatFloat(float64(notAfter[s0.ID()].Unix()), 'g', -1, 64))
 	if !strings.Contains(string(body), want) {
 		t.Fatalf("metrics do not say %q:\n%s", want, grepLines(string(body), "drover_tls"))
 	}
