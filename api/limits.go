@@ -123,6 +123,21 @@ func ValidateAttributes(attrs map[string]string) error {
 	return nil
 }
 
+// ValidateWorkerLabels checks the worker labels a job asks for: as many
+// and as long as a worker's (ValidateAttributes), each key non-empty and
+// without "=".
+func ValidateWorkerLabels(labels map[string]string) error {
+	if err := ValidateAttributes(labels); err != nil {
+		return fmt.Errorf("worker_labels: %w", err)
+	}
+	for k := range labels {
+		if k == "" || strings.Contains(k, "=") {
+			return fmt.Errorf("worker_labels: key %.40q: a label's key is not empty and has no \"=\"", k)
+		}
+	}
+	return nil
+}
+
 // Validate checks one job spec against the limits and reports the first
 // problem, naming the field. Zero CPU and Memory are valid: servers read
 // them as 1 core and 1 GiB per core.
@@ -170,6 +185,9 @@ func (s *JobSpec) Validate() error {
 		if err := ValidatePlaceName("pool", s.Pool); err != nil {
 			return err
 		}
+	}
+	if err := ValidateWorkerLabels(s.WorkerLabels); err != nil {
+		return err
 	}
 	if s.GPUs < 0 || s.GPUs > MaxGPUs {
 		return fmt.Errorf("gpus is %d; a job may ask for 0 to %d", s.GPUs, MaxGPUs)

@@ -13,6 +13,8 @@ import (
 // ${node.datacenter}, ${node.class}, ...), in drover's terms.
 type NomadNode struct {
 	Name, Region, Cluster, Pool string
+	// Labels are the worker's (-label KEY=VALUE), a Nomad node's meta.
+	Labels map[string]string
 }
 
 // NomadVars is what a Nomad client gives a task to interpolate, for an
@@ -21,9 +23,10 @@ type NomadNode struct {
 // (NOMAD_ALLOC_INDEX, NOMAD_TASK_DIR under dir, NOMAD_CPU_LIMIT in MHz at
 // 1,000 MHz a core, NOMAD_MEMORY_LIMIT in MB, NOMAD_DC) and the node's
 // attributes. A Nomad datacenter is a drover region and a node class a
-// pool, as the translation reads a job's constraints.
+// pool, and the worker's labels its meta (${meta.KEY}), as the
+// translation reads a job's constraints.
 func (a *Assignment) NomadVars(dir string, node NomadNode) map[string]string {
-	return map[string]string{
+	vars := map[string]string{
 		"NOMAD_ALLOC_INDEX":  strconv.FormatInt(a.ArrayIndex, 10),
 		"NOMAD_ALLOC_DIR":    dir + "/alloc",
 		"NOMAD_TASK_DIR":     dir + "/local",
@@ -39,6 +42,10 @@ func (a *Assignment) NomadVars(dir string, node NomadNode) map[string]string {
 		"attr.kernel.name":   runtime.GOOS,
 		"attr.cpu.arch":      runtime.GOARCH,
 	}
+	for k, v := range node.Labels {
+		vars["meta."+k] = v
+	}
+	return vars
 }
 
 // A dispatched Nomad job's payload travels in its env, base64, with the

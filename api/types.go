@@ -82,6 +82,10 @@ type JobSpec struct {
 	// Pool to workers of this pool (empty: any).
 	Regions []string `json:"regions,omitempty"`
 	Pool    string   `json:"pool,omitempty"`
+	// WorkerLabels restricts the job to workers that carry every one of
+	// these labels (drover worker -label KEY=VALUE) with its value (none:
+	// any worker). The autoscaler's machines carry none.
+	WorkerLabels map[string]string `json:"worker_labels,omitempty"`
 	// GPUs each job needs, all of GPUType (a worker offers one type).
 	GPUs    int    `json:"gpus,omitempty"`
 	GPUType string `json:"gpu_type,omitempty"`
@@ -400,8 +404,10 @@ type Job struct {
 	Attributes map[string]string `json:"attributes,omitempty"`
 	Regions    []string          `json:"regions,omitempty"`
 	Pool       string            `json:"pool,omitempty"`
-	GPUs       int               `json:"gpus,omitempty"`
-	GPUType    string            `json:"gpu_type,omitempty"`
+	// WorkerLabels the job's workers must carry.
+	WorkerLabels map[string]string `json:"worker_labels,omitempty"`
+	GPUs         int               `json:"gpus,omitempty"`
+	GPUType      string            `json:"gpu_type,omitempty"`
 	// MachineType: the job runs on a machine of its own (see JobSpec).
 	MachineType string `json:"machine_type,omitempty"`
 	// Image, Network, Inputs and Outputs: see JobSpec.
@@ -704,9 +710,11 @@ type Instance struct {
 	Region        string     `json:"region,omitempty"`
 	Cluster       string     `json:"cluster,omitempty"`
 	Pool          string     `json:"pool,omitempty"`
-	GPUType       string     `json:"gpu_type,omitempty"`
-	GPUs          int        `json:"gpus,omitempty"`
-	FreeGPUs      int        `json:"free_gpus,omitempty"`
+	// Labels the worker carries (-label KEY=VALUE).
+	Labels   map[string]string `json:"labels,omitempty"`
+	GPUType  string            `json:"gpu_type,omitempty"`
+	GPUs     int               `json:"gpus,omitempty"`
+	FreeGPUs int               `json:"free_gpus,omitempty"`
 	// Version is the drover version the worker said it runs ("": one
 	// from before workers said).
 	Version string `json:"version,omitempty"`

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF8310 = 1
-	codecSelferCcRAW310  = 255
+	codecSelferCcUTF85862 = 1
+	codecSelferCcRAW5862  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray310  = 10
-	codecSelferValueTypeMap310    = 9
-	codecSelferValueTypeString310 = 6
-	codecSelferValueTypeInt310    = 2
-	codecSelferValueTypeUint310   = 3
-	codecSelferValueTypeFloat310  = 4
-	codecSelferBitsize310         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray5862  = 10
+	codecSelferValueTypeMap5862    = 9
+	codecSelferValueTypeString5862 = 6
+	codecSelferValueTypeInt5862    = 2
+	codecSelferValueTypeUint5862   = 3
+	codecSelferValueTypeFloat5862  = 4
+	codecSelferBitsize5862         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct310 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct5862 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer310 struct{}
+type codecSelfer5862 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [27]bool{    // should field at this index be written?
+			var yyq2 = [28]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -104,6 +104,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Attributes) != 0,        // Attributes
 				len(x.Regions) != 0,           // Regions
 				x.Pool != "",                  // Pool
+				len(x.WorkerLabels) != 0,      // WorkerLabels
 				x.GPUs != 0,                   // GPUs
 				x.GPUType != "",               // GPUType
 				x.MachineType != "",           // MachineType
@@ -117,7 +118,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(27)
+				r.WriteArrayStart(28)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -136,7 +137,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -151,14 +152,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -167,7 +168,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -175,7 +176,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 						}
 					}
 				}
@@ -196,7 +197,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -222,7 +223,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -251,7 +252,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -280,7 +281,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -309,7 +310,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -336,7 +337,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -368,7 +369,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -397,7 +398,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -422,7 +423,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -444,7 +445,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -468,7 +469,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -490,7 +491,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -518,7 +519,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -551,7 +552,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -572,14 +573,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -588,7 +589,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -596,7 +597,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Pool))
 						}
 					}
 				}
@@ -604,6 +605,35 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[17] {
+					if x.WorkerLabels == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encMapstringstring((map[string]string)(x.WorkerLabels), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[17] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85862, `worker_labels`)
+					r.WriteMapElemValue()
+					if x.WorkerLabels == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encMapstringstring((map[string]string)(x.WorkerLabels), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[18] {
 					if false {
 					} else {
 						r.EncodeInt(int64(x.GPUs))
@@ -612,12 +642,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeInt(0)
 				}
 			} else {
-				if yyq2[17] {
+				if yyq2[18] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -628,66 +658,33 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[18] {
+				if yyq2[19] {
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
-				if yyq2[18] {
+				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GPUType))
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[19] {
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.MachineType))
-						}
-					}
-				} else {
-					if z.EncBasicHandle().StringToRaw {
-						r.EncodeStringBytesRaw([]byte{})
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
-					}
-				}
-			} else {
-				if yyq2[19] {
-					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `machine_type`)
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GPUType))
 						}
 					}
 				}
@@ -695,28 +692,61 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[20] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.MachineType))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+					}
+				}
+			} else {
+				if yyq2[20] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85862, `machine_type`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.MachineType))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[21] {
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
-				if yyq2[20] {
+				if yyq2[21] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -724,36 +754,36 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
 						}
 					}
 				}
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[21] {
+				if yyq2[22] {
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
-				if yyq2[21] {
+				if yyq2[22] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -761,14 +791,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
 						}
 					}
 				}
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[22] {
+				if yyq2[23] {
 					if x.Inputs == nil {
 						r.EncodeNil()
 					} else {
@@ -781,12 +811,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeNil()
 				}
 			} else {
-				if yyq2[22] {
+				if yyq2[23] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -801,7 +831,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[23] {
+				if yyq2[24] {
 					if x.Outputs == nil {
 						r.EncodeNil()
 					} else {
@@ -814,12 +844,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeNil()
 				}
 			} else {
-				if yyq2[23] {
+				if yyq2[24] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -829,33 +859,33 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						} else {
 							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
 						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[24] {
-					if false {
-					} else {
-						r.EncodeInt(int64(x.MaxProcesses))
-					}
-				} else {
-					r.EncodeInt(0)
-				}
-			} else {
-				if yyq2[24] {
-					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `max_processes`)
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						r.EncodeInt(int64(x.MaxProcesses))
 					}
 				}
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[25] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[25] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85862, `max_processes`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[26] {
 					if false {
 					} else {
 						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
@@ -864,9 +894,9 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeFloat64(0)
 				}
 			} else {
-				if yyq2[25] {
+				if yyq2[26] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -876,7 +906,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[26] {
+				if yyq2[27] {
 					if false {
 					} else {
 						r.EncodeBool(bool(x.Nomad))
@@ -885,12 +915,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeBool(false)
 				}
 			} else {
-				if yyq2[26] {
+				if yyq2[27] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -909,7 +939,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -917,14 +947,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -932,13 +962,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1050,7 +1080,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1082,11 +1112,20 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Pool = (string)(r.DecodeString())
 			}
+		case "worker_labels":
+			if r.TryDecodeAsNil() {
+				x.WorkerLabels = nil
+			} else {
+				if false {
+				} else {
+					h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
+				}
+			}
 		case "gpus":
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1156,19 +1195,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj41 int
-	var yyb41 bool
-	var yyhl41 bool = l >= 0
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	var yyj43 int
+	var yyb43 bool
+	var yyhl43 bool = l >= 0
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1178,13 +1217,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1194,13 +1233,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1210,13 +1249,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1229,13 +1268,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1248,13 +1287,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1267,13 +1306,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1286,13 +1325,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1305,13 +1344,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1324,13 +1363,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1340,13 +1379,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1356,13 +1395,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1372,13 +1411,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1386,15 +1425,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1404,13 +1443,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1423,13 +1462,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1442,13 +1481,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1458,13 +1497,32 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.WorkerLabels = nil
+	} else {
+		if false {
+		} else {
+			h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
+		}
+	}
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
+	} else {
+		yyb43 = r.CheckBreak()
+	}
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1472,15 +1530,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1490,13 +1548,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1506,13 +1564,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1522,13 +1580,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1538,13 +1596,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1557,13 +1615,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1576,13 +1634,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1592,13 +1650,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1608,13 +1666,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj41++
-	if yyhl41 {
-		yyb41 = yyj41 > l
+	yyj43++
+	if yyhl43 {
+		yyb43 = yyj43 > l
 	} else {
-		yyb41 = r.CheckBreak()
+		yyb43 = r.CheckBreak()
 	}
-	if yyb41 {
+	if yyb43 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1625,23 +1683,23 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
 	for {
-		yyj41++
-		if yyhl41 {
-			yyb41 = yyj41 > l
+		yyj43++
+		if yyhl43 {
+			yyb43 = yyj43 > l
 		} else {
-			yyb41 = r.CheckBreak()
+			yyb43 = r.CheckBreak()
 		}
-		if yyb41 {
+		if yyb43 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj41-1, "")
+		z.DecStructFieldNotFound(yyj43-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1667,7 +1725,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 					}
 				}
 			} else {
@@ -1675,7 +1733,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1683,7 +1741,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 					}
 				}
 			}
@@ -1694,7 +1752,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Source))
 					}
 				}
 			} else {
@@ -1702,7 +1760,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1710,7 +1768,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Source))
 					}
 				}
 			}
@@ -1721,7 +1779,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
 					}
 				}
 			} else {
@@ -1729,7 +1787,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1737,7 +1795,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
 					}
 				}
 			}
@@ -1751,7 +1809,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1759,14 +1817,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1774,13 +1832,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1824,7 +1882,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1895,7 +1953,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1921,7 +1979,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 					}
 				}
 			} else {
@@ -1929,7 +1987,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1937,7 +1995,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 					}
 				}
 			}
@@ -1948,7 +2006,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
 					}
 				}
 			} else {
@@ -1956,7 +2014,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1964,7 +2022,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
 					}
 				}
 			}
@@ -1975,7 +2033,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Destination))
 					}
 				}
 			} else {
@@ -1983,7 +2041,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1991,7 +2049,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Destination))
 					}
 				}
 			}
@@ -2005,7 +2063,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2013,14 +2071,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2028,13 +2086,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2078,7 +2136,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2149,7 +2207,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2193,7 +2251,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2208,7 +2266,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2223,7 +2281,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2238,7 +2296,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2258,7 +2316,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2279,7 +2337,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2300,7 +2358,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2318,7 +2376,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2326,14 +2384,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2341,13 +2399,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2415,7 +2473,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2550,7 +2608,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2599,14 +2657,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -2615,7 +2673,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2623,7 +2681,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 						}
 					}
 				}
@@ -2635,19 +2693,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.BillingProject))
 					}
 				}
 			}
@@ -2671,7 +2729,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2692,27 +2750,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2737,7 +2795,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2763,7 +2821,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2784,7 +2842,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2800,14 +2858,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -2816,7 +2874,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2824,7 +2882,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Callback))
 						}
 					}
 				}
@@ -2837,14 +2895,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -2853,7 +2911,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2861,7 +2919,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Queue))
 						}
 					}
 				}
@@ -2882,7 +2940,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2904,7 +2962,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2952,7 +3010,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -2988,7 +3046,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2996,14 +3054,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3011,13 +3069,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3138,7 +3196,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3376,7 +3434,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3416,27 +3474,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3461,7 +3519,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3487,7 +3545,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3505,7 +3563,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3513,14 +3571,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3528,13 +3586,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3581,7 +3639,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3655,7 +3713,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3682,7 +3740,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3697,7 +3755,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3712,7 +3770,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3727,7 +3785,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3745,7 +3803,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3763,7 +3821,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3771,14 +3829,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3786,13 +3844,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3848,7 +3906,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -3951,7 +4009,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3985,7 +4043,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4007,7 +4065,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4015,14 +4073,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4030,13 +4088,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4071,7 +4129,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4113,7 +4171,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4140,7 +4198,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4155,7 +4213,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4173,7 +4231,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4191,7 +4249,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4199,14 +4257,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4214,13 +4272,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4254,7 +4312,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4264,7 +4322,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4316,7 +4374,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
 	for {
 		yyj7++
@@ -4335,7 +4393,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4382,7 +4440,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4397,7 +4455,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4415,7 +4473,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4430,7 +4488,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Kind))
 					}
 				}
 			} else {
@@ -4438,7 +4496,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4446,7 +4504,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Kind))
 					}
 				}
 			}
@@ -4458,14 +4516,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -4474,7 +4532,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4482,7 +4540,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Outcome))
 						}
 					}
 				}
@@ -4500,7 +4558,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4524,7 +4582,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4555,7 +4613,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4578,14 +4636,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -4594,7 +4652,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4602,7 +4660,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Message))
 						}
 					}
 				}
@@ -4635,7 +4693,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4659,7 +4717,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4667,14 +4725,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4682,13 +4740,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4722,7 +4780,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4740,7 +4798,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4802,7 +4860,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4854,7 +4912,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4902,7 +4960,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
 	yyj16++
 	if yyhl16 {
@@ -5013,7 +5071,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5066,7 +5124,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5099,7 +5157,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5132,7 +5190,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5158,7 +5216,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5176,7 +5234,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5184,14 +5242,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5199,13 +5257,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5264,7 +5322,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5360,7 +5418,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5405,7 +5463,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5433,7 +5491,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5466,7 +5524,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5495,7 +5553,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5524,7 +5582,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -5547,7 +5605,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5555,14 +5613,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5570,13 +5628,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5598,7 +5656,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5641,7 +5699,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5661,7 +5719,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
 	yyj12++
 	if yyhl12 {
@@ -5753,7 +5811,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5780,7 +5838,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5795,7 +5853,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5813,7 +5871,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5828,7 +5886,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Reason))
 					}
 				}
 			} else {
@@ -5836,7 +5894,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5844,7 +5902,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Reason))
 					}
 				}
 			}
@@ -5856,7 +5914,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5873,7 +5931,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5881,14 +5939,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5896,13 +5954,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5936,7 +5994,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -5958,7 +6016,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6010,7 +6068,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6061,7 +6119,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6116,7 +6174,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6131,7 +6189,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6149,7 +6207,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6164,7 +6222,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 					}
 				}
 			} else {
@@ -6172,7 +6230,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6180,7 +6238,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
 					}
 				}
 			}
@@ -6192,7 +6250,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8310, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF85862, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6214,7 +6272,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6246,7 +6304,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6270,7 +6328,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6289,7 +6347,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6310,7 +6368,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6326,14 +6384,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -6342,7 +6400,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6350,7 +6408,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
 						}
 					}
 				}
@@ -6363,14 +6421,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -6379,7 +6437,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6387,7 +6445,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
 						}
 					}
 				}
@@ -6412,7 +6470,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6445,7 +6503,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6478,7 +6536,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -6504,7 +6562,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6525,7 +6583,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6549,7 +6607,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6568,7 +6626,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6576,14 +6634,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6591,13 +6649,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6631,7 +6689,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -6746,7 +6804,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -6798,7 +6856,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize310))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7072,7 +7130,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7113,27 +7171,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7146,27 +7204,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7179,27 +7237,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7212,27 +7270,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7247,7 +7305,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7255,14 +7313,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7270,13 +7328,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7326,7 +7384,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7413,7 +7471,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7453,14 +7511,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -7469,7 +7527,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7477,7 +7535,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Endpoint))
 						}
 					}
 				}
@@ -7490,14 +7548,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -7506,7 +7564,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7514,7 +7572,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Region))
 						}
 					}
 				}
@@ -7532,7 +7590,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8310, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7550,7 +7608,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7558,14 +7616,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7573,13 +7631,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7623,7 +7681,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -7694,7 +7752,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7734,7 +7792,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Prefix))
 					}
 				}
 			} else {
@@ -7742,7 +7800,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8310, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF85862, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7750,7 +7808,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Prefix))
 					}
 				}
 			}
@@ -7782,7 +7840,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -7824,7 +7882,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -7846,14 +7904,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, "")
+						r.EncodeStringEnc(codecSelferCcUTF85862, "")
 					}
 				}
 			} else {
@@ -7862,7 +7920,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8310, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF85862, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7870,7 +7928,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8310, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Error))
 						}
 					}
 				}
@@ -7885,7 +7943,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7893,14 +7951,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap310 {
+		if yyct2 == codecSelferValueTypeMap5862 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray310 {
+		} else if yyct2 == codecSelferValueTypeArray5862 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7908,13 +7966,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct310)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7976,7 +8034,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer310
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8074,8 +8132,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer310) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8089,8 +8147,8 @@ func (x codecSelfer310) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8133,8 +8191,8 @@ func (x codecSelfer310) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer310) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8148,8 +8206,8 @@ func (x codecSelfer310) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8229,8 +8287,8 @@ func (x codecSelfer310) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer310) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8242,8 +8300,8 @@ func (x codecSelfer310) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8323,8 +8381,8 @@ func (x codecSelfer310) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer310) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8335,15 +8393,15 @@ func (x codecSelfer310) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8310, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF85862, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8423,8 +8481,8 @@ func (x codecSelfer310) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer310) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8435,7 +8493,7 @@ func (x codecSelfer310) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8310, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF85862, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8444,15 +8502,15 @@ func (x codecSelfer310) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8310, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF85862, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer310) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8504,8 +8562,8 @@ func (x codecSelfer310) decMapstringstring(v *map[string]string, d *codec1978.De
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer310) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8517,8 +8575,8 @@ func (x codecSelfer310) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8598,8 +8656,8 @@ func (x codecSelfer310) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) 
 	}
 }
 
-func (x codecSelfer310) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8611,8 +8669,8 @@ func (x codecSelfer310) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8692,8 +8750,8 @@ func (x codecSelfer310) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer310) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8705,8 +8763,8 @@ func (x codecSelfer310) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8728,7 +8786,7 @@ func (x codecSelfer310) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 392)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 400)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -8745,7 +8803,7 @@ func (x codecSelfer310) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 392)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 400)
 				} else {
 					yyrl1 = 8
 				}
@@ -8786,8 +8844,8 @@ func (x codecSelfer310) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer310) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8799,8 +8857,8 @@ func (x codecSelfer310) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8880,8 +8938,8 @@ func (x codecSelfer310) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Dec
 	}
 }
 
-func (x codecSelfer310) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8893,8 +8951,8 @@ func (x codecSelfer310) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8974,8 +9032,8 @@ func (x codecSelfer310) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer310) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8987,8 +9045,8 @@ func (x codecSelfer310) encSliceAssignment(v []Assignment, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9068,8 +9126,8 @@ func (x codecSelfer310) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer310) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9081,8 +9139,8 @@ func (x codecSelfer310) encSlicePreemption(v []Preemption, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9162,8 +9220,8 @@ func (x codecSelfer310) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer310) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9175,8 +9233,8 @@ func (x codecSelfer310) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer310) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer310
+func (x codecSelfer5862) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer5862
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 )
@@ -87,6 +89,56 @@ func TestNomadJobFiles(t *testing.T) {
 	if got := a.drover(a.token, "job", "logs", id, "2").must(t, 0).stdout; got != "index=1\nhello-1\n" {
 		t.Errorf("a templated task's log: %q", got)
 	}
+
+	// ${meta.KEY} constraints: a job runs only on the workers labelled
+	// so, and reads the worker's labels as its node's meta.
+	a.startWorker(t, "rack1", 2, "-label", "rack=r1", "-label", "disk=ssd")
+	racked := writeSpec(t, `job "racked" {
+  type = "batch"
+  constraint {
+    attribute = "${meta.rack}"
+    value     = "r1"
+  }
+  group "g" {
+    count = 3
+    task "t" {
+      driver = "raw_exec"
+      constraint {
+        attribute = "${meta.disk}"
+        value     = "ssd"
+      }
+      config {
+        command = "/bin/echo"
+        args    = ["rack ${meta.rack} disk ${meta.disk}"]
+      }
+    }
+  }
+}
+`)
+	r = a.drover(a.token, "run", "-wait", racked).must(t, 0)
+	id = nomadBatchID(t, r.stdout)
+	jobs = decodeJSON[api.JobList](t, a.drover(a.token, "job", "list", id, "-json").must(t, 0).stdout)
+	for _, j := range jobs.Jobs {
+		if len(j.Attempts) != 1 || j.Attempts[0].Instance != "rack1" || j.WorkerLabels["rack"] != "r1" {
+			t.Errorf("job %d of a job constrained to rack r1: %+v", j.JobID, j)
+		}
+		if got := a.drover(a.token, "job", "logs", id, fmt.Sprint(j.JobID)).must(t, 0).stdout; got != "rack r1 disk ssd\n" {
+			t.Errorf("job %d's log: %q", j.JobID, got)
+		}
+	}
+	// No worker carries rack r9: the job waits, and says why.
+	src, err := os.ReadFile(racked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := writeSpec(t, strings.Replace(strings.Replace(string(src), `"r1"`, `"r9"`, 1), `"racked"`, `"nowhere"`, 1))
+	r = a.drover(a.token, "run", nowhere).must(t, 0)
+	id = nomadBatchID(t, r.stdout)
+	waitFor(t, "job why to name the labels", 20*time.Second, func() bool {
+		w := decodeJSON[api.JobWhy](t, a.drover(a.token, "job", "why", id, "1", "-json").must(t, 0).stdout)
+		return len(w.Reasons) > 0 && w.Reasons[0].Reason == "labels_mismatch" && strings.Contains(w.Reasons[0].Message, "labelled disk=ssd, rack=r9")
+	})
+	a.drover(a.token, "batch", "cancel", id).must(t, 0)
 
 	refused := writeSpec(t, `job "web" {
   type = "batch"

@@ -48,9 +48,11 @@ type Batch struct {
 	Name           string
 	BillingProject string
 	Attributes     map[string]string
-	// Regions and Pool are the default constraint of the batch's jobs.
-	Regions []string
-	Pool    string
+	// Regions, Pool and WorkerLabels are the default constraint of the
+	// batch's jobs.
+	Regions      []string
+	Pool         string
+	WorkerLabels map[string]string
 	// Image is the default image of the batch's jobs (empty: processes).
 	Image string
 	// CancelAfterNFailures cancels the batch once this many of its jobs
@@ -86,10 +88,11 @@ type Job struct {
 	Retries         int
 	AlwaysRun       bool
 	Attributes      map[string]string
-	// Regions and Pool restrict where the job runs (nil and "": the
-	// batch's default).
-	Regions []string
-	Pool    string
+	// Regions, Pool and WorkerLabels restrict where the job runs (nil
+	// and "": the batch's default).
+	Regions      []string
+	Pool         string
+	WorkerLabels map[string]string
 	// GPUs each job needs, of GPUType (gpu = { type = "a100", count = 1 }).
 	GPUType string
 	GPUs    int64
@@ -139,7 +142,7 @@ var variableSchema = &hcl.BodySchema{
 }
 
 var batchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "image"},
+	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "worker_labels"}, {Name: "image"},
 		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
@@ -159,6 +162,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "attributes"},
 		{Name: "regions"},
 		{Name: "pool"},
+		{Name: "worker_labels"},
 		{Name: "gpu"},
 		{Name: "machine_type"},
 		{Name: "image"},
@@ -352,7 +356,7 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		diags = append(diags, d...)
 		b.Attributes = m
 	}
-	b.Regions, b.Pool = decodePlacement(content, ctx, &diags)
+	b.Regions, b.Pool, b.WorkerLabels = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["image"]; ok {
 		b.Image = decodeImage(attr, ctx, &diags)
 	}
@@ -647,7 +651,7 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			j.PreemptionGrace = dur
 		}
 	}
-	j.Regions, j.Pool = decodePlacement(content, ctx, &diags)
+	j.Regions, j.Pool, j.WorkerLabels = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["gpu"]; ok {
 		j.GPUType, j.GPUs = decodeGPU(attr, ctx, &diags)
 	}
@@ -783,8 +787,9 @@ func decodeFiles(j *Job, blocks hcl.Blocks, ctx *hcl.EvalContext) hcl.Diagnostic
 	return diags
 }
 
-// decodePlacement reads regions = [...] and pool = "..." of a batch or job.
-func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) ([]string, string) {
+// decodePlacement reads regions = [...], pool = "..." and worker_labels =
+// { KEY = "VALUE" } of a batch or job.
+func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) ([]string, string, map[string]string) {
 	var regions []string
 	var pool string
 	if attr, ok := content.Attributes["regions"]; ok {
@@ -823,7 +828,18 @@ func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.
 			pool = s
 		}
 	}
-	return regions, pool
+	var labels map[string]string
+	if attr, ok := content.Attributes["worker_labels"]; ok {
+		m, d := evalStringMap(attr, ctx)
+		*diags = append(*diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidateWorkerLabels(m); err != nil {
+				*diags = append(*diags, attrError(attr, "Invalid worker_labels", strings.TrimPrefix(err.Error(), "worker_labels: ")+"."))
+			}
+			labels = m
+		}
+	}
+	return regions, pool, labels
 }
 
 // decodeGPU reads gpu = { type = "a100", count = 1 }.
@@ -1020,6 +1036,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Attributes:             j.Attributes,
 			Regions:                j.Regions,
 			Pool:                   j.Pool,
+			WorkerLabels:           j.WorkerLabels,
 			GPUs:                   int(j.GPUs),
 			GPUType:                j.GPUType,
 			MachineType:            j.MachineType,
@@ -1037,6 +1054,9 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 		}
 		if spec.Pool == "" {
 			spec.Pool = b.Pool
+		}
+		if spec.WorkerLabels == nil {
+			spec.WorkerLabels = b.WorkerLabels
 		}
 		if j.Array {
 			spec.Count = j.Count

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 
 	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/money"
@@ -96,11 +97,35 @@ type Constraint struct {
 	// any): its queue's home clusters, where an operator routes the
 	// queue (Monarch's cross-cluster routing), not the job's own say.
 	Clusters []string
+	// Labels the worker must carry, each "key=value", sorted (none: any
+	// worker): what a Nomad job's ${meta.KEY} constraint asks.
+	Labels []string
 }
 
 // Empty reports whether the constraint allows everything.
 func (k *Constraint) Empty() bool {
-	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0
+	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0 && len(k.Labels) == 0
+}
+
+// Key is the constraint as one string, equal for equal constraints (its
+// lists sorted), for a caller that indexes constraints.
+func (k *Constraint) Key() string {
+	return k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00") + "\x01" + strings.Join(k.Labels, "\x00")
+}
+
+// AllowsLabels reports whether a worker carrying labels may take the job:
+// it carries every label the constraint names, with its value (nil: any).
+func (k *Constraint) AllowsLabels(labels map[string]string) bool {
+	if k == nil {
+		return true
+	}
+	for _, kv := range k.Labels {
+		key, value, _ := strings.Cut(kv, "=")
+		if v, ok := labels[key]; !ok || v != value {
+			return false
+		}
+	}
+	return true
 }
 
 // AllowsCluster reports whether the constraint lets a new attempt go to
@@ -134,6 +159,9 @@ const (
 	// ReasonNotHome: the cluster is not among the job's queue's home
 	// clusters (where an operator routed the queue).
 	ReasonNotHome
+	// ReasonLabels: the worker lacks a label the job asks for, or has
+	// another value for it.
+	ReasonLabels
 )
 
 var reasonNames = map[Reason]string{
@@ -146,6 +174,7 @@ var reasonNames = map[Reason]string{
 	ReasonQuotaGPU:    "quota_gpu",
 	ReasonMaxRunning:  "max_running",
 	ReasonNotHome:     "cluster_not_home",
+	ReasonLabels:      "labels_mismatch",
 }
 
 // String is the reason's code, as metrics label it.
@@ -157,13 +186,13 @@ func (r Reason) String() string {
 }
 
 // Admits returns 0 when a job under constraint k may run on a worker of
-// pool in cluster c, or the first reason it may not. Constraints are
+// pool, carrying labels, in cluster c, or the first reason it may not. Constraints are
 // checked before the cluster's state, so a job that could never run there
 // is told so rather than that the cluster is disabled. It is the one rule
 // of where a job may go: the scheduler, apply's re-check of a plan, the
 // state's read of each constraint's reach and the autoscaler all call it
 // (or, where they count each reason apart, the parts it is made of).
-func (k *Constraint) Admits(c *Cluster, pool string) Reason {
+func (k *Constraint) Admits(c *Cluster, pool string, labels map[string]string) Reason {
 	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
 	}
@@ -172,6 +201,9 @@ func (k *Constraint) Admits(c *Cluster, pool string) Reason {
 	}
 	if !k.AllowsPool(pool) {
 		return ReasonPool
+	}
+	if !k.AllowsLabels(labels) {
+		return ReasonLabels
 	}
 	return c.Available()
 }
@@ -226,8 +258,10 @@ func (k *Constraint) HoldsGPUs(need int64, gpuType string, gpus int64) bool {
 // gpus GPUs of gpuType can take a job under the constraint that needs
 // need GPUs: Admits' constraint checks and HoldsGPUs, for the autoscaler's
 // machines and launch configs, whose cluster's state it checks apart.
+// The autoscaler's machines carry no labels: a job that asks for labels
+// runs on the workers an operator labelled.
 func (k *Constraint) Serves(cluster, region, pool, gpuType string, gpus, need int64) bool {
-	return k.AllowsRegion(region) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.HoldsGPUs(need, gpuType, gpus)
+	return k.AllowsRegion(region) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.AllowsLabels(nil) && k.HoldsGPUs(need, gpuType, gpus)
 }
 
 // Available returns 0 when new work may go to the cluster, or why not.

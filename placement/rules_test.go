@@ -78,11 +78,12 @@ func TestAdmitsOrder(t *testing.T) {
 		{"admitted", k, Cluster{Region: "west"}, "p", 0},
 		{"nil constraint, enabled", none, Cluster{Region: "east"}, "any", 0},
 		{"nil constraint, disabled", none, Cluster{Region: "east", Disabled: true}, "any", ReasonDisabled},
+		{"labels after the pool, before the cluster", &Constraint{Pool: "p", Labels: []string{"rack=r1"}}, Cluster{Region: "west", Disabled: true}, "p", ReasonLabels},
 	} {
-		if got := c.k.Admits(&c.cluster, c.pool); got != c.want {
+		if got := c.k.Admits(&c.cluster, c.pool, nil); got != c.want {
 			t.Errorf("%s: Admits %v, want %v", c.name, got, c.want)
 		}
-		if c.want != ReasonPool {
+		if c.want != ReasonPool && c.want != ReasonLabels {
 			if got := c.k.AdmitsCluster(&c.cluster); got != c.want {
 				t.Errorf("%s: AdmitsCluster %v, want %v", c.name, got, c.want)
 			}

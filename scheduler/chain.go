@@ -53,6 +53,9 @@ const (
 	// size of the machine the autoscaler would launch for the job; it is
 	// left to larger jobs (LeftForLarger).
 	ReasonLeftForLarger
+	// ReasonLabels: the instance lacks a label the job asks for
+	// (placement.ReasonLabels).
+	ReasonLabels
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -64,6 +67,8 @@ func placementReason(r placement.Reason) Reason {
 		return ReasonMaxRunning
 	case placement.ReasonNotHome:
 		return ReasonNotHome
+	case placement.ReasonLabels:
+		return ReasonLabels
 	}
 	return ReasonRegion + Reason(r-placement.ReasonRegion)
 }
@@ -77,6 +82,8 @@ func (r Reason) Placement() placement.Reason {
 		return placement.ReasonMaxRunning
 	case ReasonNotHome:
 		return placement.ReasonNotHome
+	case ReasonLabels:
+		return placement.ReasonLabels
 	}
 	if r < ReasonRegion || r > ReasonQuotaGPU {
 		return 0
@@ -96,7 +103,7 @@ var reasonNames = map[Reason]string{
 }
 
 func init() {
-	for r := placement.ReasonRegion; r <= placement.ReasonNotHome; r++ {
+	for r := placement.ReasonRegion; r <= placement.ReasonLabels; r++ {
 		reasonNames[placementReason(r)] = r.String()
 	}
 }
@@ -105,7 +112,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger, ReasonLabels}
 }
 
 // String is the reason's code, as metrics label it.
@@ -126,6 +133,7 @@ type Candidate struct {
 	FreeMem   int64
 	Cluster   int32 // index into Input.Clusters
 	Pool      string
+	Labels    map[string]string // read-only
 	GPUType   string
 	GPUs      int64
 	FreeGPUs  int64
@@ -168,7 +176,7 @@ func (r *Run) size() placement.Size {
 }
 
 // placementChain checks, per instance, what placement rules out before
-// any size: the job's regions, its pool, the cluster's state, in the order
+// any size: the job's regions, its pool and labels, the cluster's state, in the order
 // placement.Constraint.Admits checks them, one link (and one reason) for
 // each of its parts, then the GPUs (HoldsGPUs).
 func placementChain(p *packer) []Filter {
@@ -177,6 +185,7 @@ func placementChain(p *packer) []Filter {
 		resourceFilter{ReasonRegion, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsRegion(cluster(c).Region) }},
 		resourceFilter{ReasonNotHome, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsCluster(cluster(c).Name) }},
 		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsPool(c.Pool) }},
+		resourceFilter{ReasonLabels, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsLabels(c.Labels) }},
 		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDisabled }},
 		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDown }},
 		resourceFilter{ReasonGPUCapacity, func(c *Candidate, r *Run) bool {

@@ -80,6 +80,35 @@ func TestScheduleHonoursRegionsAndPools(t *testing.T) {
 	}
 }
 
+// TestScheduleHonoursWorkerLabels: a job that asks for labels goes only to
+// the workers that carry them all, with their values; when none has room,
+// the explanation counts the others as labels_mismatch.
+func TestScheduleHonoursWorkerLabels(t *testing.T) {
+	in := twoRegions()
+	in.Instances[1].Labels = map[string]string{"rack": "r1", "ssd": "true"}
+	in.Instances[2].Labels = map[string]string{"rack": "r1"}
+	in.Instances[3].Labels = map[string]string{"rack": "r2", "ssd": "true"}
+	in.Constraints = []placement.Constraint{{Labels: []string{"rack=r1", "ssd=true"}}}
+	run := NewRun(1, 1, 32, Cores(1), GiB)
+	run.Constraint = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(32), Runs: []Run{run}}}
+	out := Schedule(in)
+	for _, p := range out.Placements {
+		if p.Instance != in.Instances[1].ID {
+			t.Fatalf("a job that asks for rack=r1, ssd=true went to instance %d (labels %v)", p.Instance, in.Instances[p.Instance-1].Labels)
+		}
+	}
+	if out.Jobs != int(Cores(8)/Cores(1)) {
+		t.Fatalf("placed %d jobs, want the labelled worker's 8", out.Jobs)
+	}
+	if len(out.Unplaced) != 1 {
+		t.Fatalf("unplaced %+v", out.Unplaced)
+	}
+	if why := out.Unplaced[0].Why; why.Count(ReasonLabels) != 3 {
+		t.Fatalf("explanation %+v; want the 3 other workers counted as labels_mismatch", why)
+	}
+}
+
 func TestScheduleNeverPassesAQuota(t *testing.T) {
 	in := twoRegions()
 	in.Queues = []Queue{{Parent: -1, Name: "genomics", Quota: placement.Quota{CPUMilli: Cores(10), UsedMilli: Cores(4), UsedByCluster: []int64{Cores(4), 0}}}}

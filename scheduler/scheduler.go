@@ -21,6 +21,7 @@ type Instance struct {
 	FreeMem   int64
 	Cluster   int32 // index into Input.Clusters (ignored when there are none)
 	Pool      string
+	Labels    map[string]string // the worker's (read-only)
 	GPUType   string
 	GPUs      int64
 	FreeGPUs  int64
@@ -593,7 +594,7 @@ func (p *packer) candidate(i int32, free, mem int64) Candidate {
 	in := &p.insts[i]
 	free, mem = max(free, 0), max(mem, 0)
 	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem,
-		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: p.freeGPU[i]}
+		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, Labels: in.Labels, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: p.freeGPU[i]}
 }
 
 // candidates lists every instance with what is free on it now. The slice
@@ -686,6 +687,9 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 						return true
 					}
 					if !k.HoldsGPUs(r.GPUs, p.insts[s.idx].GPUType, p.freeGPU[s.idx]) {
+						return true
+					}
+					if !k.AllowsLabels(p.insts[s.idx].Labels) {
 						return true
 					}
 					if p.leftForLarger(r, s.idx, s.free) {

@@ -617,7 +617,7 @@ func (t *task) nomadRuntime(spec *Spec, bx *box) error {
 		dir = api.JobDirMount
 	}
 	c := t.w.cfg
-	vars := t.a.NomadVars(dir, api.NomadNode{Name: c.Name, Region: c.Region, Cluster: c.Cluster, Pool: c.Pool})
+	vars := t.a.NomadVars(dir, api.NomadNode{Name: c.Name, Region: c.Region, Cluster: c.Cluster, Pool: c.Pool, Labels: c.Labels})
 	spec.Env, spec.Command = t.a.NomadEnv(vars)
 	if raw := t.a.Env[api.NomadTemplatesEnv]; raw != "" {
 		env, err := renderTemplates(bx.dir, raw, spec.Env, bx.uid())

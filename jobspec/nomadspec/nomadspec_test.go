@@ -2,6 +2,7 @@ package nomadspec
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -303,25 +304,48 @@ func TestPlacementAndConstraints(t *testing.T) {
 		regions []string
 		pool    string
 		err     string
+		labels  map[string]string
 	}{
-		{``, []string{"eu", "us"}, "", ""},
-		{`node_pool = "gpu"`, []string{"eu", "us"}, "gpu", ""},
+		{``, []string{"eu", "us"}, "", "", nil},
+		{`node_pool = "gpu"`, []string{"eu", "us"}, "gpu", "", nil},
 		{`constraint {
     attribute = "${node.datacenter}"
     value     = "eu"
-  }`, []string{"eu"}, "", ""},
+  }`, []string{"eu"}, "", "", nil},
 		{`constraint {
     attribute = "${node.datacenter}"
     value     = "asia"
-  }`, nil, "", "leave no region"},
+  }`, nil, "", "leave no region", nil},
 		{`constraint {
     attribute = "${meta.rack}"
     value     = "r1"
-  }`, nil, "", "a constraint on ${meta.rack} has no drover meaning"},
+  }
+  constraint {
+    attribute = "${meta.disk.kind}"
+    operator  = "=="
+    value     = "ssd"
+  }`, []string{"eu", "us"}, "", "", map[string]string{"rack": "r1", "disk.kind": "ssd"}},
+		{`constraint {
+    attribute = "${meta.rack}"
+    value     = "r1"
+  }
+  constraint {
+    attribute = "${meta.rack}"
+    value     = "r2"
+  }`, nil, "", "the job could run nowhere", nil},
+		{`constraint {
+    attribute = "${meta.rack}"
+    operator  = "!="
+    value     = "r1"
+  }`, nil, "", "use =", nil},
+		{`constraint {
+    attribute = "${attr.unique.hostname}"
+    value     = "h1"
+  }`, nil, "", "a constraint on ${attr.unique.hostname} has no drover meaning", nil},
 		{`constraint {
     operator = "distinct_hosts"
     value    = "true"
-  }`, []string{"eu", "us"}, "", ""},
+  }`, []string{"eu", "us"}, "", "", nil},
 	} {
 		job, blocks, diags := Parse("p.hcl", []byte(base(c.extra)), nil)
 		if diags.HasErrors() {
@@ -339,8 +363,8 @@ func TestPlacementAndConstraints(t *testing.T) {
 			continue
 		}
 		j := tr.Batch.Jobs[0]
-		if !slices.Equal(j.Regions, c.regions) || j.Pool != c.pool {
-			t.Errorf("%s: regions %v pool %q", c.extra, j.Regions, j.Pool)
+		if !slices.Equal(j.Regions, c.regions) || j.Pool != c.pool || !maps.Equal(j.WorkerLabels, c.labels) {
+			t.Errorf("%s: regions %v pool %q labels %v", c.extra, j.Regions, j.Pool, j.WorkerLabels)
 		}
 	}
 }
@@ -431,5 +455,51 @@ func TestDockerTaskWithoutCommand(t *testing.T) {
 	}
 	if _, err := job(`args = ["-x"]`); err == nil || !strings.Contains(err.Error(), "args without command") {
 		t.Fatalf("args alone: %v", err)
+	}
+}
+
+// TestMetaConstraintsOfJobGroupAndTask: the worker labels a task's job
+// asks for are those its job, its group and itself ask for, together.
+func TestMetaConstraintsOfJobGroupAndTask(t *testing.T) {
+	src := `job "j" {
+  type = "batch"
+  constraint {
+    attribute = "${meta.rack}"
+    value     = "r1"
+  }
+  group "g" {
+    constraint {
+      attribute = "${meta.ssd}"
+      value     = "true"
+    }
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+      constraint {
+        attribute = "${meta.gen}"
+        value     = "3"
+      }
+    }
+  }
+}`
+	job, blocks, diags := Parse("m.hcl", []byte(src), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	tr, err := Translate(job, blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tr.Batch.Jobs[0].WorkerLabels, map[string]string{"rack": "r1", "ssd": "true", "gen": "3"}; !maps.Equal(got, want) {
+		t.Fatalf("labels %v, want %v", got, want)
+	}
+	// The group asks for another rack than the job: nowhere to run.
+	bad := strings.Replace(src, `"${meta.ssd}"`, `"${meta.rack}"`, 1)
+	job, blocks, diags = Parse("m.hcl", []byte(bad), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := Translate(job, blocks); err == nil || !strings.Contains(err.Error(), "m.hcl:") || !strings.Contains(err.Error(), "could run nowhere") {
+		t.Fatalf("conflicting racks: %v", err)
 	}
 }

@@ -329,16 +329,18 @@ func (t *translator) checkPeriodic(p *nomad.PeriodicConfig) {
 	}
 }
 
-// where is a job's place: drover regions and pool.
+// where is a job's place: drover regions, pool and worker labels.
 type where struct {
 	regions []string
 	pool    string
+	labels  map[string]string
 }
 
 // placement reads a job's or group's region, datacenters, node pool and
-// constraints into drover's regions and pool, refusing a constraint
-// drover cannot honour. A Nomad datacenter is a drover region (where the
-// machines are), a node pool or node class a drover pool.
+// constraints into drover's regions, pool and worker labels, refusing a
+// constraint drover cannot honour. A Nomad datacenter is a drover region
+// (where the machines are), a node pool or node class a drover pool, a
+// node's meta a worker's labels.
 func (t *translator) placement(path string, region *string, dcs []string, pool *string, cons []*nomad.Constraint) where {
 	var w where
 	if r := deref(region); r != "" && r != "global" {
@@ -412,6 +414,15 @@ func (t *translator) constraint(path string, c *nomad.Constraint, w *where) {
 		w.pool = c.RTarget
 		return
 	}
+	if key, ok := strings.CutPrefix(attr, "${meta."); ok && strings.HasSuffix(key, "}") {
+		key = strings.TrimSuffix(key, "}")
+		if op != "=" && op != "==" && op != "is" {
+			t.refuse(cpath, "%s %s %q: drover matches a worker's label by its value; use =", attr, op, c.RTarget)
+			return
+		}
+		t.label(cpath, w, key, c.RTarget)
+		return
+	}
 	switch op {
 	case nomad.ConstraintDistinctHosts, nomad.ConstraintDistinctProperty:
 		t.warnf("%s: %s is not needed on drover: each job has its own place on a machine, and the scheduler packs them", cpath, op)
@@ -420,7 +431,25 @@ func (t *translator) constraint(path string, c *nomad.Constraint, w *where) {
 	if strings.HasPrefix(attr, "${attr.kernel.name}") && (op == "=" || op == "==") && c.RTarget == "linux" {
 		return // every drover worker runs Linux
 	}
-	t.refuse(cpath, "a constraint on %s has no drover meaning: drover places a job by region (${node.datacenter}), pool (${node.class}, node_pool) and GPU type (device)", nonEmpty(attr, "(no attribute)"))
+	t.refuse(cpath, "a constraint on %s has no drover meaning: drover places a job by region (${node.datacenter}), pool (${node.class}, node_pool), worker label (${meta.KEY}) and GPU type (device)", nonEmpty(attr, "(no attribute)"))
+}
+
+// label adds the worker label key = value to w, refusing another value
+// of the same key (the job could run nowhere) and a key or value drover's
+// workers cannot carry.
+func (t *translator) label(path string, w *where, key, value string) {
+	if old, ok := w.labels[key]; ok && old != value {
+		t.refuse(path, "${meta.%s} = %q and = %q: the job could run nowhere", key, old, value)
+		return
+	}
+	if err := api.ValidateWorkerLabels(map[string]string{key: value}); err != nil {
+		t.refuse(path, "${meta.%s}: %v", key, err)
+		return
+	}
+	if w.labels == nil {
+		w.labels = map[string]string{}
+	}
+	w.labels[key] = value
 }
 
 func splitList(s string) []string {
@@ -555,6 +584,12 @@ func (t *translator) merge(path string, job, group where) where {
 		}
 		out.pool = group.pool
 	}
+	if len(group.labels) > 0 {
+		out.labels = maps.Clone(job.labels)
+		for _, k := range sortedKeys(group.labels) {
+			t.label(path, &out, k, group.labels[k])
+		}
+	}
 	return out
 }
 
@@ -607,7 +642,7 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 	group := deref(g.Name)
 	tpath := Path(Labelled("group", group), Labelled("task", task.Name))
 	before := len(t.errs)
-	s := api.JobSpec{Name: group + "." + task.Name, Regions: place.regions, Pool: place.pool, Network: network}
+	s := api.JobSpec{Name: group + "." + task.Name, Regions: place.regions, Pool: place.pool, WorkerLabels: place.labels, Network: network}
 	keys, ok := driverKeys[task.Driver]
 	if !ok {
 		t.refuse(tpath, "driver %q: drover runs exec and raw_exec tasks as processes, docker and podman tasks as OCI containers", task.Driver)
@@ -689,7 +724,7 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 	}
 	tplace := t.placement(tpath, nil, nil, nil, task.Constraints)
 	merged := t.merge(tpath, place, tplace)
-	s.Regions, s.Pool = merged.regions, merged.pool
+	s.Regions, s.Pool, s.WorkerLabels = merged.regions, merged.pool, merged.labels
 	t.resources(tpath, task.Resources, &s)
 	s.Retries = retries(g, task)
 	if d := deref(g.MaxRunDuration); d > 0 {

@@ -12,6 +12,7 @@ package apiview
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -109,6 +110,13 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 		Attributes: spec.Attributes,
 		Regions:    spec.Regions(),
 		Pool:       spec.Pool(),
+	}
+	for _, kv := range spec.Labels() {
+		k, v, _ := strings.Cut(kv, "=")
+		if out.WorkerLabels == nil {
+			out.WorkerLabels = map[string]string{}
+		}
+		out.WorkerLabels[k] = v
 	}
 	if typ, n := spec.GPUs(); n > 0 {
 		out.GPUType, out.GPUs = typ, int(n)
@@ -302,7 +310,7 @@ func Instance(in *state.InstanceInfo) api.Instance {
 		ID: int64(in.ID), Name: in.Name, NodeID: in.NodeID, Active: in.Active, CPU: float64(in.CPUMilli) / 1000, Memory: in.Memory,
 		FreeCPU: float64(in.FreeMilli) / 1000, FreeMemory: in.FreeMem, Running: in.Running,
 		TimeActivated: unixTime(in.Activated), TimeRetired: timePtr(in.Retired), Reason: in.Reason,
-		Region: in.Region, Cluster: in.Cluster, Pool: in.Pool,
+		Region: in.Region, Cluster: in.Cluster, Pool: in.Pool, Labels: maps.Clone(in.Labels),
 		GPUType: in.GPUType, GPUs: int(in.GPUs), FreeGPUs: int(in.FreeGPUs), Version: in.Version,
 	}
 }

@@ -47,7 +47,7 @@ func JobEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Retries:    uint16(js.Retries),
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
-				Where:      where(js.Regions, js.Pool, js.GPUType, js.GPUs, js.MachineType),
+				Where:      where(js.Regions, js.Pool, js.WorkerLabels, js.GPUType, js.GPUs, js.MachineType),
 				Run:        run(js),
 			},
 		})
@@ -80,12 +80,16 @@ func run(js *api.JobSpec) *state.Run {
 }
 
 // where is a job's placement constraint, its regions sorted and deduped
-// so equal sets share one constraint (nil: none).
-func where(regions []string, pool, gpuType string, gpus int, machineType string) *state.Where {
-	if len(regions) == 0 && pool == "" && gpus == 0 && machineType == "" {
+// and its labels sorted, so equal sets share one constraint (nil: none).
+func where(regions []string, pool string, labels map[string]string, gpuType string, gpus int, machineType string) *state.Where {
+	if len(regions) == 0 && pool == "" && len(labels) == 0 && gpus == 0 && machineType == "" {
 		return nil
 	}
 	w := &state.Where{Pool: pool, MachineType: machineType}
+	for k, v := range labels {
+		w.Labels = append(w.Labels, k+"="+v)
+	}
+	slices.Sort(w.Labels)
 	if gpus > 0 {
 		w.GPUType, w.GPUs = gpuType, int64(gpus)
 	}

@@ -342,6 +342,7 @@ func Node(in *api.Instance) *nomad.Node {
 		Status: stub.Status, StatusDescription: stub.StatusDescription, SchedulingEligibility: stub.SchedulingEligibility,
 		Drivers:    stub.Drivers,
 		Attributes: map[string]string{"kernel.name": "linux", "drover.cluster": in.Cluster, "drover.version": in.Version},
+		Meta:       in.Labels,
 		NodeResources: &nomad.NodeResources{
 			Cpu:    nomad.NodeCpuResources{CpuShares: int64(in.CPU * 1000), TotalCpuCores: uint16(in.CPU)},
 			Memory: nomad.NodeMemoryResources{MemoryMB: in.Memory >> 20},

@@ -239,6 +239,7 @@ type InstanceInfo struct {
 	Region    string
 	Cluster   string
 	Pool      string
+	Labels    StringMap // read-only
 	GPUType   string
 	GPUs      int64
 	FreeGPUs  int64
@@ -260,7 +261,7 @@ func (r Reader) InstanceRecords() []InstanceInfo {
 			ID: inst.ID, Name: inst.Name, NodeID: inst.NodeID, CPUMilli: inst.CPUMilli, Memory: inst.Memory,
 			FreeMilli: inst.FreeMilli, FreeMem: inst.FreeMem, Active: inst.Active, Running: len(inst.running),
 			Activated: inst.Activated, Retired: inst.Retired, Reason: inst.Reason,
-			Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool,
+			Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
 			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs, Version: inst.Version,
 		})
 	}

@@ -4,8 +4,8 @@ import "testing"
 
 // TestApplyRechecksWhereAJobMayGo: a plan is applied only where placement's
 // rule lets each job go, whatever the leader proposed (a leader behind the
-// log, or one with a bug): the job's regions, its pool, its GPUs' type and
-// count, the cluster enabled. Each case forges a plan onto a worker the
+// log, or one with a bug): the job's regions, its pool, its worker labels,
+// its GPUs' type and count, the cluster enabled. Each case forges a plan onto a worker the
 // rule forbids and must see it rejected, then the same job placed where
 // the rule allows it.
 func TestApplyRechecksWhereAJobMayGo(t *testing.T) {
@@ -20,6 +20,8 @@ func TestApplyRechecksWhereAJobMayGo(t *testing.T) {
 		{"GPUs of another type", &Where{GPUType: "a100", GPUs: 1}, Activate{Region: "east", Cluster: "e", Pool: "default", GPUType: "t4", GPUs: 8}},
 		{"too few GPUs in all", &Where{GPUType: "a100", GPUs: 4}, Activate{Region: "east", Cluster: "e", Pool: "default", GPUType: "a100", GPUs: 2}},
 		{"a disabled cluster", nil, Activate{Region: "east", Cluster: "off", Pool: "default"}},
+		{"without the label", &Where{Labels: []string{"rack=r1"}}, Activate{Region: "east", Cluster: "e", Pool: "highmem"}},
+		{"another value of the label", &Where{Labels: []string{"rack=r1", "ssd=true"}}, Activate{Region: "east", Cluster: "e", Pool: "highmem", Labels: StringMap{"rack": "r2", "ssd": "true"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -28,7 +30,7 @@ func TestApplyRechecksWhereAJobMayGo(t *testing.T) {
 			badID := h.Must(&bad).(*ActivateResult).Instance
 			h.Must(&SetCluster{Now: h.Tick(), Name: "off", Create: true, Region: "east", Disabled: true})
 			good := Activate{Now: h.Tick(), Name: "good", CPUMilli: 16000, Memory: 16 << 30, TokenHash: "tok-good", NodeID: "good",
-				Region: "east", Cluster: "e", Pool: "highmem", GPUType: "a100", GPUs: 8}
+				Region: "east", Cluster: "e", Pool: "highmem", GPUType: "a100", GPUs: 8, Labels: StringMap{"rack": "r1", "ssd": "true"}}
 			goodID := h.Must(&good).(*ActivateResult).Instance
 			sp := spec("j", 1)
 			sp.Where = c.where

@@ -199,6 +199,9 @@ type Where struct {
 	// MachineType: each job runs on a machine of its own of this type,
 	// made for it by the autoscaler (empty: on the shared workers).
 	MachineType string
+	// Labels the worker must carry, each "key=value", sorted, no
+	// duplicate key (none: any worker).
+	Labels []string
 }
 
 // Size is one job of the spec as placement's quota rule reads it.
@@ -229,6 +232,14 @@ func (sp *Spec) Pool() string {
 		return ""
 	}
 	return sp.Where.Pool
+}
+
+// Labels returns the worker labels the spec asks for (read-only).
+func (sp *Spec) Labels() []string {
+	if sp.Where == nil {
+		return nil
+	}
+	return sp.Where.Labels
 }
 
 // Range is an inclusive range of job IDs.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
@@ -243,7 +242,7 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 				_, gpus := sp.GPUs()
 				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
 				if k := r.Constraint(b, sp); !k.Empty() {
-					kk := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00")
+					kk := k.Key()
 					ci, ok := constraintOf[kk]
 					if !ok {
 						k.Regions = slices.Clone(k.Regions) // the demand outlives the read

@@ -3,7 +3,6 @@ package view
 import (
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/drover-sched/drover/money"
 	"github.com/drover-sched/drover/placement"
@@ -177,7 +176,7 @@ func scheduling(r state.Reader, o Options) *Round {
 			continue
 		}
 		slot := scheduler.Instance{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,
-			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool,
+			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool, Labels: inst.Labels,
 			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs}
 		in.Instances = append(in.Instances, slot)
 		if int(slot.Cluster) >= len(in.Clusters) {
@@ -304,7 +303,7 @@ type lister struct {
 // admitted: placement's rule, on the cluster's enabled state alone.
 func (l *lister) admitted(k *placement.Constraint, in *scheduler.Instance) bool {
 	cl := &l.in.Clusters[in.Cluster]
-	return k.Admits(&placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled}, in.Pool) == 0 && k.AllowsGPUType(in.GPUType)
+	return k.Admits(&placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled}, in.Pool, in.Labels) == 0 && k.AllowsGPUType(in.GPUType)
 }
 
 func (l *lister) newReach(k placement.Constraint) *reach {
@@ -328,16 +327,17 @@ func (l *lister) newReach(k placement.Constraint) *reach {
 // reach: its spec's, routed to its queue's home clusters (home, read once
 // a batch: Reader.HomeClusters).
 func (l *lister) constraint(home []string, spec *state.Spec) (int32, *reach) {
-	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0)) {
+	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0 && len(w.Labels) == 0)) {
 		return 0, l.anywhere
 	}
 	k := spec.Constraint()
 	k.Clusters = home
-	key := k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00")
+	key := k.Key()
 	idx, ok := l.constraintOf[key]
 	if !ok {
 		k.Regions = slices.Clone(k.Regions) // the input outlives the read
 		k.Clusters = slices.Clone(k.Clusters)
+		k.Labels = slices.Clone(k.Labels)
 		l.reaches = append(l.reaches, l.newReach(k))
 		l.in.Constraints = append(l.in.Constraints, k)
 		idx = int32(len(l.in.Constraints))

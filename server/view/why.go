@@ -23,6 +23,7 @@ type JobPlace struct {
 	BatchCancelled bool
 	Regions        []string
 	Pool           string
+	Labels         []string // the worker labels it asks for, "key=value"
 	// AheadByPriority counts the Ready jobs of its user's batches of a
 	// higher priority in its leaf queue, which go first within the
 	// user's fair share (other users' priorities do not take it).
@@ -61,7 +62,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 		return JobPlace{}, false
 	}
 	sp := j.Spec
-	jp := JobPlace{State: j.State, BatchCancelled: b.Cancelled, Regions: sp.Regions(), Pool: sp.Pool(),
+	jp := JobPlace{State: j.State, BatchCancelled: b.Cancelled, Regions: sp.Regions(), Pool: sp.Pool(), Labels: sp.Labels(),
 		CPUMilli: sp.CPUMilli, Memory: sp.Memory, BillingProject: b.BillingProject, Budget: r.Budget(b.BillingProject)}
 	if sp.Where != nil {
 		jp.MachineType = sp.Where.MachineType

@@ -134,13 +134,16 @@ func Job(in JobInput) api.JobWhy {
 		}
 		add("finished", msg)
 	}
-	if len(jp.Regions) > 0 || jp.Pool != "" || len(jp.HomeClusters) > 0 {
+	if len(jp.Regions) > 0 || jp.Pool != "" || len(jp.Labels) > 0 || len(jp.HomeClusters) > 0 {
 		var parts []string
 		if len(jp.Regions) > 0 {
 			parts = append(parts, "regions "+strings.Join(jp.Regions, ", "))
 		}
 		if jp.Pool != "" {
 			parts = append(parts, "pool "+jp.Pool)
+		}
+		if len(jp.Labels) > 0 {
+			parts = append(parts, "workers labelled "+strings.Join(jp.Labels, ", "))
 		}
 		if len(jp.HomeClusters) > 0 {
 			parts = append(parts, "clusters "+strings.Join(jp.HomeClusters, ", ")+" (where its queue is routed)")

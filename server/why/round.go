@@ -59,7 +59,7 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 	k := w.constraint(u)
 	var cpu, mem int64
 	for _, in := range w.in.Instances {
-		if int(in.Cluster) < len(w.in.Clusters) && (!k.AllowsRegion(w.in.Clusters[in.Cluster].Region) || !k.AllowsPool(in.Pool)) {
+		if int(in.Cluster) < len(w.in.Clusters) && (!k.AllowsRegion(w.in.Clusters[in.Cluster].Region) || !k.AllowsPool(in.Pool) || !k.AllowsLabels(in.Labels)) {
 			continue
 		}
 		cpu, mem = max(cpu, in.CPUMilli), max(mem, in.Memory)
@@ -68,9 +68,10 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 	return cpu, mem
 }
 
-// where says which regions and pool a constraint allows, for a message.
+// where says which regions, pool and labels a constraint allows, for a
+// message.
 func where(k *placement.Constraint) string {
-	if k == nil || (len(k.Regions) == 0 && k.Pool == "" && len(k.Clusters) == 0) {
+	if k == nil {
 		return ""
 	}
 	var parts []string
@@ -83,7 +84,14 @@ func where(k *placement.Constraint) string {
 	if len(k.Clusters) > 0 {
 		parts = append(parts, "queue's home clusters "+strings.Join(k.Clusters, ", "))
 	}
-	return " in its " + strings.Join(parts, " and ")
+	out := ""
+	if len(parts) > 0 {
+		out = " in its " + strings.Join(parts, " and ")
+	}
+	if len(k.Labels) > 0 {
+		out += " labelled " + strings.Join(k.Labels, ", ")
+	}
+	return out
 }
 
 // unavailable lists the clusters the run could use but that are disabled
@@ -142,9 +150,13 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return "no_workers", "no worker is active"
 	}
 	k := w.constraint(&u)
-	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)
+	labels := e.Count(scheduler.ReasonLabels)
+	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)+labels
 	disabled, down := e.Count(scheduler.ReasonClusterDisabled), e.Count(scheduler.ReasonClusterDown)
 	if region+pool == e.Instances {
+		if labels > 0 {
+			return scheduler.ReasonLabels.String(), fmt.Sprintf("no worker%s: of the %d active workers, %d lack a label it asks for or carry another value", where(k), e.Instances, labels)
+		}
 		return scheduler.ReasonRegion.String(), fmt.Sprintf("no worker%s: the %d active workers are elsewhere", where(k), e.Instances)
 	}
 	if region+pool+disabled+down == e.Instances {

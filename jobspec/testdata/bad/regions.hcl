@@ -15,4 +15,8 @@ batch "placed" {
     command = ["true"]
     pool    = "high/mem"
   }
+  job "bad-labels" {
+    command       = ["true"]
+    worker_labels = { "a=b" = "c" }
+  }
 }

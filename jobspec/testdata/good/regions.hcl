@@ -13,4 +13,8 @@ batch "placed" {
     command = ["true"]
     pool    = "highmem"
   }
+  job "on-rack" {
+    command       = ["true"]
+    worker_labels = { rack = "r1", ssd = "true" }
+  }
 }
