@@ -60,7 +60,7 @@ const (
 	MaxNodeID     = 64
 	// MaxVersion bounds the version a worker says it runs.
 	MaxVersion = 64
-	// MaxRegions bounds the regions one job may name.
+	// MaxRegions bounds the regions one job may name, and its clusters.
 	MaxRegions = 64
 	// MaxPlaceName bounds a region, cluster, pool, team or GPU type name.
 	MaxPlaceName = placement.MaxName
@@ -183,6 +183,14 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.Pool != "" {
 		if err := ValidatePlaceName("pool", s.Pool); err != nil {
+			return err
+		}
+	}
+	if len(s.Clusters) > MaxRegions {
+		return fmt.Errorf("clusters names %d clusters; the limit is %d", len(s.Clusters), MaxRegions)
+	}
+	for _, c := range s.Clusters {
+		if err := ValidatePlaceName("cluster", c); err != nil {
 			return err
 		}
 	}

@@ -22,7 +22,7 @@ type NomadNode struct {
 // the job's directory as the job sees it: the runtime variables
 // (NOMAD_ALLOC_INDEX, NOMAD_TASK_DIR under dir, NOMAD_CPU_LIMIT in MHz at
 // 1,000 MHz a core, NOMAD_MEMORY_LIMIT in MB, NOMAD_DC) and the node's
-// attributes. A Nomad datacenter is a drover region and a node class a
+// attributes. A Nomad datacenter is a drover cluster, a node class a
 // pool, and the worker's labels its meta (${meta.KEY}), as the
 // translation reads a job's constraints.
 func (a *Assignment) NomadVars(dir string, node NomadNode) map[string]string {
@@ -33,9 +33,9 @@ func (a *Assignment) NomadVars(dir string, node NomadNode) map[string]string {
 		"NOMAD_SECRETS_DIR":  dir + "/secrets",
 		"NOMAD_CPU_LIMIT":    strconv.FormatInt(int64(math.Round(a.CPU*1000)), 10),
 		"NOMAD_MEMORY_LIMIT": strconv.FormatInt(a.Memory>>20, 10),
-		"NOMAD_DC":           node.Region,
+		"NOMAD_DC":           node.Cluster,
 		"node.unique.name":   node.Name,
-		"node.datacenter":    node.Region,
+		"node.datacenter":    node.Cluster,
 		"node.region":        node.Region,
 		"node.class":         node.Pool,
 		"node.pool":          node.Pool,

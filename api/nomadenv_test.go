@@ -24,20 +24,21 @@ func TestInterpolateNomad(t *testing.T) {
 
 func TestNomadEnv(t *testing.T) {
 	a := &Assignment{AttemptRef: AttemptRef{BatchID: 3, JobID: 9, Attempt: 1}, ArrayIndex: 4, CPU: 0.5, Memory: 256 << 20,
-		Command: []string{"/bin/echo", "${NOMAD_ALLOC_INDEX}", "${SHARD}", "${node.datacenter}", "${NOMAD_TASK_DIR}/x", "${nope}"},
+		Command: []string{"/bin/echo", "${NOMAD_ALLOC_INDEX}", "${SHARD}", "${node.datacenter}", "${node.region}", "${meta.rack}", "${NOMAD_TASK_DIR}/x", "${nope}"},
 		Env:     map[string]string{"SHARD": "s${NOMAD_ALLOC_INDEX}", "NOMAD_ALLOC_NAME": "j.g[${NOMAD_ALLOC_INDEX}]"}}
-	env, cmd := a.NomadEnv(a.NomadVars("/io", NomadNode{Name: "w1", Region: "eu", Pool: "highmem"}))
-	if got := strings.Join(cmd, " "); got != "/bin/echo 4 s4 eu /io/local/x ${nope}" {
+	env, cmd := a.NomadEnv(a.NomadVars("/io", NomadNode{Name: "w1", Region: "eu", Cluster: "eu-batch", Pool: "highmem", Labels: map[string]string{"rack": "r1"}}))
+	// A datacenter is a drover cluster, a node's meta the worker's labels.
+	if got := strings.Join(cmd, " "); got != "/bin/echo 4 s4 eu-batch eu r1 /io/local/x ${nope}" {
 		t.Fatalf("command %q", got)
 	}
 	for _, kv := range []string{"DROVER_INDEX=4", "NOMAD_ALLOC_INDEX=4", "NOMAD_TASK_DIR=/io/local", "NOMAD_CPU_LIMIT=500", "NOMAD_MEMORY_LIMIT=256",
-		"SHARD=s4", "NOMAD_ALLOC_NAME=j.g[4]", "NOMAD_DC=eu"} {
+		"SHARD=s4", "NOMAD_ALLOC_NAME=j.g[4]", "NOMAD_DC=eu-batch"} {
 		if !slices.Contains(env, kv) {
 			t.Errorf("no %s in %v", kv, env)
 		}
 	}
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "node.") || strings.HasPrefix(kv, "attr.") {
+		if strings.HasPrefix(kv, "node.") || strings.HasPrefix(kv, "attr.") || strings.HasPrefix(kv, "meta.") {
 			t.Errorf("%s is a node attribute, not a variable", kv)
 		}
 	}

@@ -82,6 +82,9 @@ type JobSpec struct {
 	// Pool to workers of this pool (empty: any).
 	Regions []string `json:"regions,omitempty"`
 	Pool    string   `json:"pool,omitempty"`
+	// Clusters restricts the job to workers in these clusters (none:
+	// any), within its regions and its queue's home clusters.
+	Clusters []string `json:"clusters,omitempty"`
 	// WorkerLabels restricts the job to workers that carry every one of
 	// these labels (drover worker -label KEY=VALUE) with its value (none:
 	// any worker). The autoscaler's machines carry none.
@@ -404,6 +407,7 @@ type Job struct {
 	Attributes map[string]string `json:"attributes,omitempty"`
 	Regions    []string          `json:"regions,omitempty"`
 	Pool       string            `json:"pool,omitempty"`
+	Clusters   []string          `json:"clusters,omitempty"`
 	// WorkerLabels the job's workers must carry.
 	WorkerLabels map[string]string `json:"worker_labels,omitempty"`
 	GPUs         int               `json:"gpus,omitempty"`

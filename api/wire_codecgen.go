@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF85862 = 1
-	codecSelferCcRAW5862  = 255
+	codecSelferCcUTF87799 = 1
+	codecSelferCcRAW7799  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray5862  = 10
-	codecSelferValueTypeMap5862    = 9
-	codecSelferValueTypeString5862 = 6
-	codecSelferValueTypeInt5862    = 2
-	codecSelferValueTypeUint5862   = 3
-	codecSelferValueTypeFloat5862  = 4
-	codecSelferBitsize5862         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray7799  = 10
+	codecSelferValueTypeMap7799    = 9
+	codecSelferValueTypeString7799 = 6
+	codecSelferValueTypeInt7799    = 2
+	codecSelferValueTypeUint7799   = 3
+	codecSelferValueTypeFloat7799  = 4
+	codecSelferBitsize7799         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct5862 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct7799 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer5862 struct{}
+type codecSelfer7799 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [28]bool{    // should field at this index be written?
+			var yyq2 = [29]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -104,6 +104,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Attributes) != 0,        // Attributes
 				len(x.Regions) != 0,           // Regions
 				x.Pool != "",                  // Pool
+				len(x.Clusters) != 0,          // Clusters
 				len(x.WorkerLabels) != 0,      // WorkerLabels
 				x.GPUs != 0,                   // GPUs
 				x.GPUType != "",               // GPUType
@@ -118,7 +119,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(28)
+				r.WriteArrayStart(29)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -137,7 +138,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -152,14 +153,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -168,7 +169,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -176,7 +177,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 						}
 					}
 				}
@@ -197,7 +198,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -223,7 +224,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -252,7 +253,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -281,7 +282,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -310,7 +311,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -337,7 +338,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -369,7 +370,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -398,7 +399,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -423,7 +424,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -445,7 +446,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -469,7 +470,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -491,7 +492,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -519,7 +520,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -552,7 +553,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -573,14 +574,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -589,7 +590,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -597,7 +598,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Pool))
 						}
 					}
 				}
@@ -605,6 +606,39 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[17] {
+					if x.Clusters == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSlicestring(([]string)(x.Clusters), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[17] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"clusters\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87799, `clusters`)
+					}
+					r.WriteMapElemValue()
+					if x.Clusters == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSlicestring(([]string)(x.Clusters), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[18] {
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
 					} else {
@@ -617,9 +651,9 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeNil()
 				}
 			} else {
-				if yyq2[17] {
+				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -633,7 +667,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[18] {
+				if yyq2[19] {
 					if false {
 					} else {
 						r.EncodeInt(int64(x.GPUs))
@@ -642,12 +676,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeInt(0)
 				}
 			} else {
-				if yyq2[18] {
+				if yyq2[19] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -658,66 +692,33 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[19] {
+				if yyq2[20] {
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
-				if yyq2[19] {
+				if yyq2[20] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GPUType))
-						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[20] {
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.MachineType))
-						}
-					}
-				} else {
-					if z.EncBasicHandle().StringToRaw {
-						r.EncodeStringBytesRaw([]byte{})
-					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
-					}
-				}
-			} else {
-				if yyq2[20] {
-					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `machine_type`)
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						if z.EncBasicHandle().StringToRaw {
-							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
-						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.GPUType))
 						}
 					}
 				}
@@ -725,28 +726,61 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[21] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.MachineType))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
+					}
+				}
+			} else {
+				if yyq2[21] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF87799, `machine_type`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.MachineType))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[22] {
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
-				if yyq2[21] {
+				if yyq2[22] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -754,36 +788,36 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Image))
 						}
 					}
 				}
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[22] {
+				if yyq2[23] {
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
-				if yyq2[22] {
+				if yyq2[23] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -791,14 +825,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Network))
 						}
 					}
 				}
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[23] {
+				if yyq2[24] {
 					if x.Inputs == nil {
 						r.EncodeNil()
 					} else {
@@ -811,12 +845,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeNil()
 				}
 			} else {
-				if yyq2[23] {
+				if yyq2[24] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -831,7 +865,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[24] {
+				if yyq2[25] {
 					if x.Outputs == nil {
 						r.EncodeNil()
 					} else {
@@ -844,12 +878,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeNil()
 				}
 			} else {
-				if yyq2[24] {
+				if yyq2[25] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -859,33 +893,33 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						} else {
 							h.encSliceOutputFile(([]OutputFile)(x.Outputs), e)
 						}
-					}
-				}
-			}
-			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if yyq2[25] {
-					if false {
-					} else {
-						r.EncodeInt(int64(x.MaxProcesses))
-					}
-				} else {
-					r.EncodeInt(0)
-				}
-			} else {
-				if yyq2[25] {
-					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `max_processes`)
-					r.WriteMapElemValue()
-					if false {
-					} else {
-						r.EncodeInt(int64(x.MaxProcesses))
 					}
 				}
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
 				if yyq2[26] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[26] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF87799, `max_processes`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxProcesses))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[27] {
 					if false {
 					} else {
 						r.EncodeFloat64(float64(x.PreemptionGraceSeconds))
@@ -894,9 +928,9 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeFloat64(0)
 				}
 			} else {
-				if yyq2[26] {
+				if yyq2[27] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -906,7 +940,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
-				if yyq2[27] {
+				if yyq2[28] {
 					if false {
 					} else {
 						r.EncodeBool(bool(x.Nomad))
@@ -915,12 +949,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					r.EncodeBool(false)
 				}
 			} else {
-				if yyq2[27] {
+				if yyq2[28] {
 					r.WriteMapElemKey()
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -939,7 +973,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -947,14 +981,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -962,13 +996,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1080,7 +1114,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1112,6 +1146,15 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Pool = (string)(r.DecodeString())
 			}
+		case "clusters":
+			if r.TryDecodeAsNil() {
+				x.Clusters = nil
+			} else {
+				if false {
+				} else {
+					h.decSlicestring((*[]string)(&x.Clusters), d)
+				}
+			}
 		case "worker_labels":
 			if r.TryDecodeAsNil() {
 				x.WorkerLabels = nil
@@ -1125,7 +1168,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1195,19 +1238,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj43 int
-	var yyb43 bool
-	var yyhl43 bool = l >= 0
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	var yyj45 int
+	var yyb45 bool
+	var yyhl45 bool = l >= 0
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1217,13 +1260,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1233,13 +1276,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1249,13 +1292,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1268,13 +1311,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1287,13 +1330,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1306,13 +1349,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1325,13 +1368,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1344,13 +1387,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1363,13 +1406,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1379,13 +1422,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1395,13 +1438,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1411,13 +1454,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1425,15 +1468,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1443,13 +1486,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1462,13 +1505,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1481,13 +1524,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1497,13 +1540,32 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Clusters = nil
+	} else {
+		if false {
+		} else {
+			h.decSlicestring((*[]string)(&x.Clusters), d)
+		}
+	}
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
+	} else {
+		yyb45 = r.CheckBreak()
+	}
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1516,13 +1578,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1530,15 +1592,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1548,13 +1610,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1564,13 +1626,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1580,13 +1642,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1596,13 +1658,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1615,13 +1677,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1634,13 +1696,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1650,13 +1712,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1666,13 +1728,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj43++
-	if yyhl43 {
-		yyb43 = yyj43 > l
+	yyj45++
+	if yyhl45 {
+		yyb45 = yyj45 > l
 	} else {
-		yyb43 = r.CheckBreak()
+		yyb45 = r.CheckBreak()
 	}
-	if yyb43 {
+	if yyb45 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1683,23 +1745,23 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
 	for {
-		yyj43++
-		if yyhl43 {
-			yyb43 = yyj43 > l
+		yyj45++
+		if yyhl45 {
+			yyb45 = yyj45 > l
 		} else {
-			yyb43 = r.CheckBreak()
+			yyb45 = r.CheckBreak()
 		}
-		if yyb43 {
+		if yyb45 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj43-1, "")
+		z.DecStructFieldNotFound(yyj45-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1725,7 +1787,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 					}
 				}
 			} else {
@@ -1733,7 +1795,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1741,7 +1803,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 					}
 				}
 			}
@@ -1752,7 +1814,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Source))
 					}
 				}
 			} else {
@@ -1760,7 +1822,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1768,7 +1830,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Source))
 					}
 				}
 			}
@@ -1779,7 +1841,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Path))
 					}
 				}
 			} else {
@@ -1787,7 +1849,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1795,7 +1857,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Path))
 					}
 				}
 			}
@@ -1809,7 +1871,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1817,14 +1879,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1832,13 +1894,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1882,7 +1944,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1953,7 +2015,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1979,7 +2041,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 					}
 				}
 			} else {
@@ -1987,7 +2049,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1995,7 +2057,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 					}
 				}
 			}
@@ -2006,7 +2068,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Path))
 					}
 				}
 			} else {
@@ -2014,7 +2076,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2022,7 +2084,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Path))
 					}
 				}
 			}
@@ -2033,7 +2095,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Destination))
 					}
 				}
 			} else {
@@ -2041,7 +2103,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2049,7 +2111,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Destination))
 					}
 				}
 			}
@@ -2063,7 +2125,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2071,14 +2133,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2086,13 +2148,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2136,7 +2198,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2207,7 +2269,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2251,7 +2313,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2266,7 +2328,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2281,7 +2343,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2296,7 +2358,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2316,7 +2378,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2337,7 +2399,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2358,7 +2420,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2376,7 +2438,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2384,14 +2446,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2399,13 +2461,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2473,7 +2535,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -2608,7 +2670,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2657,14 +2719,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -2673,7 +2735,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2681,7 +2743,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 						}
 					}
 				}
@@ -2693,19 +2755,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.BillingProject))
 					}
 				}
 			}
@@ -2729,7 +2791,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2750,27 +2812,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2795,7 +2857,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2821,7 +2883,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2842,7 +2904,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2858,14 +2920,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -2874,7 +2936,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2882,7 +2944,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Callback))
 						}
 					}
 				}
@@ -2895,14 +2957,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -2911,7 +2973,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2919,7 +2981,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Queue))
 						}
 					}
 				}
@@ -2940,7 +3002,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2962,7 +3024,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3010,7 +3072,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3046,7 +3108,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3054,14 +3116,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3069,13 +3131,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3196,7 +3258,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3434,7 +3496,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3474,27 +3536,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3519,7 +3581,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3545,7 +3607,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3563,7 +3625,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3571,14 +3633,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3586,13 +3648,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3639,7 +3701,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3713,7 +3775,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3740,7 +3802,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3755,7 +3817,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3770,7 +3832,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3785,7 +3847,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3803,7 +3865,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3821,7 +3883,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3829,14 +3891,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3844,13 +3906,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3906,7 +3968,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4009,7 +4071,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4043,7 +4105,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4065,7 +4127,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4073,14 +4135,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4088,13 +4150,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4129,7 +4191,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4171,7 +4233,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4198,7 +4260,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4213,7 +4275,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4231,7 +4293,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4249,7 +4311,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4257,14 +4319,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4272,13 +4334,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4312,7 +4374,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4322,7 +4384,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4374,7 +4436,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
 	for {
 		yyj7++
@@ -4393,7 +4455,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4440,7 +4502,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4455,7 +4517,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4473,7 +4535,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4488,7 +4550,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Kind))
 					}
 				}
 			} else {
@@ -4496,7 +4558,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4504,7 +4566,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Kind))
 					}
 				}
 			}
@@ -4516,14 +4578,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -4532,7 +4594,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4540,7 +4602,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Outcome))
 						}
 					}
 				}
@@ -4558,7 +4620,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4582,7 +4644,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4613,7 +4675,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4636,14 +4698,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -4652,7 +4714,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4660,7 +4722,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Message))
 						}
 					}
 				}
@@ -4693,7 +4755,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4717,7 +4779,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4725,14 +4787,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4740,13 +4802,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4780,7 +4842,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4798,7 +4860,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4860,7 +4922,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4912,7 +4974,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
 	yyj16++
 	if yyhl16 {
@@ -4960,7 +5022,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
 	yyj16++
 	if yyhl16 {
@@ -5071,7 +5133,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5124,7 +5186,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5157,7 +5219,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5190,7 +5252,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5216,7 +5278,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5234,7 +5296,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5242,14 +5304,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5257,13 +5319,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5322,7 +5384,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5418,7 +5480,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5463,7 +5525,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5491,7 +5553,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5524,7 +5586,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5553,7 +5615,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5582,7 +5644,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -5605,7 +5667,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5613,14 +5675,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5628,13 +5690,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5656,7 +5718,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5699,7 +5761,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5719,7 +5781,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
 	yyj12++
 	if yyhl12 {
@@ -5811,7 +5873,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5838,7 +5900,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5853,7 +5915,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5871,7 +5933,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5886,7 +5948,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Reason))
 					}
 				}
 			} else {
@@ -5894,7 +5956,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5902,7 +5964,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Reason))
 					}
 				}
 			}
@@ -5914,7 +5976,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5931,7 +5993,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5939,14 +6001,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5954,13 +6016,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5994,7 +6056,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6016,7 +6078,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6068,7 +6130,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6119,7 +6181,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6174,7 +6236,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6189,7 +6251,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6207,7 +6269,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6222,7 +6284,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 					}
 				}
 			} else {
@@ -6230,7 +6292,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6238,7 +6300,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Name))
 					}
 				}
 			}
@@ -6250,7 +6312,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85862, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF87799, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6272,7 +6334,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6304,7 +6366,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6328,7 +6390,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6347,7 +6409,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6368,7 +6430,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6384,14 +6446,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -6400,7 +6462,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6408,7 +6470,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Image))
 						}
 					}
 				}
@@ -6421,14 +6483,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -6437,7 +6499,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6445,7 +6507,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Network))
 						}
 					}
 				}
@@ -6470,7 +6532,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6503,7 +6565,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6536,7 +6598,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -6562,7 +6624,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6583,7 +6645,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6607,7 +6669,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6626,7 +6688,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6634,14 +6696,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6649,13 +6711,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6689,7 +6751,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -6804,7 +6866,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -6856,7 +6918,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5862))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7799))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7130,7 +7192,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7171,27 +7233,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7204,27 +7266,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7237,27 +7299,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7270,27 +7332,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7305,7 +7367,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7313,14 +7375,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7328,13 +7390,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7384,7 +7446,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7471,7 +7533,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7511,14 +7573,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -7527,7 +7589,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7535,7 +7597,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Endpoint))
 						}
 					}
 				}
@@ -7548,14 +7610,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -7564,7 +7626,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7572,7 +7634,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Region))
 						}
 					}
 				}
@@ -7590,7 +7652,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85862, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7608,7 +7670,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7616,14 +7678,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7631,13 +7693,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7681,7 +7743,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -7752,7 +7814,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7792,7 +7854,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Prefix))
 					}
 				}
 			} else {
@@ -7800,7 +7862,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85862, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF87799, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7808,7 +7870,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Prefix))
 					}
 				}
 			}
@@ -7840,7 +7902,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -7882,7 +7944,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -7904,14 +7966,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, "")
+						r.EncodeStringEnc(codecSelferCcUTF87799, "")
 					}
 				}
 			} else {
@@ -7920,7 +7982,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85862, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF87799, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7928,7 +7990,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85862, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF87799, string(x.Error))
 						}
 					}
 				}
@@ -7943,7 +8005,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7951,14 +8013,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5862 {
+		if yyct2 == codecSelferValueTypeMap7799 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5862 {
+		} else if yyct2 == codecSelferValueTypeArray7799 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7966,13 +8028,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5862)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7799)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8034,7 +8096,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5862
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8132,8 +8194,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer5862) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8147,8 +8209,8 @@ func (x codecSelfer5862) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8191,8 +8253,8 @@ func (x codecSelfer5862) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer5862) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8206,8 +8268,8 @@ func (x codecSelfer5862) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8287,8 +8349,8 @@ func (x codecSelfer5862) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5862) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8300,8 +8362,8 @@ func (x codecSelfer5862) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8381,8 +8443,8 @@ func (x codecSelfer5862) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5862) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8393,15 +8455,15 @@ func (x codecSelfer5862) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85862, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87799, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8481,8 +8543,8 @@ func (x codecSelfer5862) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5862) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8493,7 +8555,7 @@ func (x codecSelfer5862) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85862, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF87799, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8502,15 +8564,15 @@ func (x codecSelfer5862) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85862, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF87799, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer5862) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8562,8 +8624,8 @@ func (x codecSelfer5862) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer5862) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8575,8 +8637,8 @@ func (x codecSelfer5862) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8656,8 +8718,8 @@ func (x codecSelfer5862) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer5862) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8669,8 +8731,8 @@ func (x codecSelfer5862) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8750,8 +8812,8 @@ func (x codecSelfer5862) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5862) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8763,8 +8825,8 @@ func (x codecSelfer5862) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8786,7 +8848,7 @@ func (x codecSelfer5862) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 400)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 424)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -8803,7 +8865,7 @@ func (x codecSelfer5862) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 400)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 424)
 				} else {
 					yyrl1 = 8
 				}
@@ -8844,8 +8906,8 @@ func (x codecSelfer5862) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5862) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8857,8 +8919,8 @@ func (x codecSelfer5862) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8938,8 +9000,8 @@ func (x codecSelfer5862) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer5862) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8951,8 +9013,8 @@ func (x codecSelfer5862) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9032,8 +9094,8 @@ func (x codecSelfer5862) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5862) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9045,8 +9107,8 @@ func (x codecSelfer5862) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9126,8 +9188,8 @@ func (x codecSelfer5862) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5862) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9139,8 +9201,8 @@ func (x codecSelfer5862) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9220,8 +9282,8 @@ func (x codecSelfer5862) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5862) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9233,8 +9295,8 @@ func (x codecSelfer5862) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5862) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer5862
+func (x codecSelfer7799) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer7799
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -65,8 +65,18 @@ func TestNomadAPI(t *testing.T) {
 	away := nomad.NewBatchJob("away", "away", "global", 50)
 	away.Datacenters = []string{"mars"}
 	away.AddTaskGroup(nomad.NewTaskGroup("far", 1).AddTask(nomad.NewTask("t", "exec").SetConfig("command", "/bin/true")))
-	if plan, _, err := nc.Jobs().Plan(away, false, nil); err != nil || plan.FailedTGAllocs["far"] == nil {
+	if plan, _, err := nc.Jobs().Plan(away, false, nil); err != nil || plan.FailedTGAllocs["far"] == nil || !strings.Contains(plan.Warnings, `datacenter "mars": drover has no cluster of that name (its clusters: default)`) {
 		t.Fatalf("a plan of a job no worker may take: %+v %v", plan, err)
+	}
+	// A node's datacenter is its drover cluster: a job that names it
+	// places there.
+	nodes, _, err := nc.Nodes().List(nil)
+	if err != nil || len(nodes) == 0 || nodes[0].Datacenter != "default" {
+		t.Fatalf("nodes %+v %v: a dev agent's workers are in cluster default", nodes, err)
+	}
+	away.Datacenters = []string{nodes[0].Datacenter}
+	if plan, _, err := nc.Jobs().Plan(away, false, nil); err != nil || len(plan.FailedTGAllocs) != 0 {
+		t.Fatalf("a plan of a job in the workers' datacenter: %+v %v", plan, err)
 	}
 
 	// The event stream, opened before the job is registered.
@@ -179,7 +189,7 @@ func TestNomadAPI(t *testing.T) {
 	}
 
 	// The workers as Nomad's nodes (an admin's read).
-	nodes, _, err := nc.Nodes().List(nil)
+	nodes, _, err = nc.Nodes().List(nil)
 	if err != nil || len(nodes) != 2 || nodes[0].Status != "ready" {
 		t.Fatalf("nodes %+v %v", nodes, err)
 	}

@@ -48,9 +48,10 @@ type Batch struct {
 	Name           string
 	BillingProject string
 	Attributes     map[string]string
-	// Regions, Pool and WorkerLabels are the default constraint of the
-	// batch's jobs.
+	// Regions, Clusters, Pool and WorkerLabels are the default
+	// constraint of the batch's jobs.
 	Regions      []string
+	Clusters     []string
 	Pool         string
 	WorkerLabels map[string]string
 	// Image is the default image of the batch's jobs (empty: processes).
@@ -88,9 +89,10 @@ type Job struct {
 	Retries         int
 	AlwaysRun       bool
 	Attributes      map[string]string
-	// Regions, Pool and WorkerLabels restrict where the job runs (nil
-	// and "": the batch's default).
+	// Regions, Clusters, Pool and WorkerLabels restrict where the job
+	// runs (nil and "": the batch's default).
 	Regions      []string
+	Clusters     []string
 	Pool         string
 	WorkerLabels map[string]string
 	// GPUs each job needs, of GPUType (gpu = { type = "a100", count = 1 }).
@@ -142,7 +144,7 @@ var variableSchema = &hcl.BodySchema{
 }
 
 var batchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "pool"}, {Name: "worker_labels"}, {Name: "image"},
+	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "clusters"}, {Name: "pool"}, {Name: "worker_labels"}, {Name: "image"},
 		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
 }
@@ -161,6 +163,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "always_run"},
 		{Name: "attributes"},
 		{Name: "regions"},
+		{Name: "clusters"},
 		{Name: "pool"},
 		{Name: "worker_labels"},
 		{Name: "gpu"},
@@ -356,7 +359,7 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		diags = append(diags, d...)
 		b.Attributes = m
 	}
-	b.Regions, b.Pool, b.WorkerLabels = decodePlacement(content, ctx, &diags)
+	b.Regions, b.Clusters, b.Pool, b.WorkerLabels = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["image"]; ok {
 		b.Image = decodeImage(attr, ctx, &diags)
 	}
@@ -651,7 +654,7 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			j.PreemptionGrace = dur
 		}
 	}
-	j.Regions, j.Pool, j.WorkerLabels = decodePlacement(content, ctx, &diags)
+	j.Regions, j.Clusters, j.Pool, j.WorkerLabels = decodePlacement(content, ctx, &diags)
 	if attr, ok := content.Attributes["gpu"]; ok {
 		j.GPUType, j.GPUs = decodeGPU(attr, ctx, &diags)
 	}
@@ -787,37 +790,12 @@ func decodeFiles(j *Job, blocks hcl.Blocks, ctx *hcl.EvalContext) hcl.Diagnostic
 	return diags
 }
 
-// decodePlacement reads regions = [...], pool = "..." and worker_labels =
-// { KEY = "VALUE" } of a batch or job.
-func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) ([]string, string, map[string]string) {
-	var regions []string
+// decodePlacement reads regions = [...], clusters = [...], pool = "..."
+// and worker_labels = { KEY = "VALUE" } of a batch or job.
+func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) ([]string, []string, string, map[string]string) {
+	regions := decodePlaces(content, ctx, diags, "region", `["us-east1", "europe-west4"]`)
+	clusters := decodePlaces(content, ctx, diags, "cluster", `["gpu-east", "batch-west"]`)
 	var pool string
-	if attr, ok := content.Attributes["regions"]; ok {
-		v, d := evalTo(attr, ctx, cty.List(cty.String), `a list of region names, as in ["us-east1", "europe-west4"]`)
-		*diags = append(*diags, d...)
-		if !d.HasErrors() && !v.IsNull() {
-			bad := false
-			for _, e := range v.AsValueSlice() {
-				if e.IsNull() {
-					*diags = append(*diags, attrError(attr, "Invalid regions", "regions has a null element."))
-					bad = true
-					continue
-				}
-				if err := api.ValidatePlaceName("region", e.AsString()); err != nil {
-					*diags = append(*diags, attrError(attr, "Invalid regions", err.Error()+"."))
-					bad = true
-					continue
-				}
-				regions = append(regions, e.AsString())
-			}
-			if len(regions) == 0 && !bad {
-				*diags = append(*diags, attrError(attr, "Invalid regions", "regions is empty; leave it out to allow every region."))
-			}
-			if len(regions) > api.MaxRegions {
-				*diags = append(*diags, attrError(attr, "Invalid regions", fmt.Sprintf("regions names %d regions; the limit is %d.", len(regions), api.MaxRegions)))
-			}
-		}
-	}
 	if attr, ok := content.Attributes["pool"]; ok {
 		s, d := evalString(attr, ctx)
 		*diags = append(*diags, d...)
@@ -839,7 +817,44 @@ func decodePlacement(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.
 			labels = m
 		}
 	}
-	return regions, pool, labels
+	return regions, clusters, pool, labels
+}
+
+// decodePlaces reads regions = [...] or clusters = [...]: a list of
+// what's names, at most api.MaxRegions.
+func decodePlaces(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics, what, example string) []string {
+	attr, ok := content.Attributes[what+"s"]
+	if !ok {
+		return nil
+	}
+	invalid := "Invalid " + what + "s"
+	v, d := evalTo(attr, ctx, cty.List(cty.String), "a list of "+what+" names, as in "+example)
+	*diags = append(*diags, d...)
+	if d.HasErrors() || v.IsNull() {
+		return nil
+	}
+	var names []string
+	bad := false
+	for _, e := range v.AsValueSlice() {
+		if e.IsNull() {
+			*diags = append(*diags, attrError(attr, invalid, what+"s has a null element."))
+			bad = true
+			continue
+		}
+		if err := api.ValidatePlaceName(what, e.AsString()); err != nil {
+			*diags = append(*diags, attrError(attr, invalid, err.Error()+"."))
+			bad = true
+			continue
+		}
+		names = append(names, e.AsString())
+	}
+	if len(names) == 0 && !bad {
+		*diags = append(*diags, attrError(attr, invalid, fmt.Sprintf("%ss is empty; leave it out to allow every %s.", what, what)))
+	}
+	if len(names) > api.MaxRegions {
+		*diags = append(*diags, attrError(attr, invalid, fmt.Sprintf("%ss names %d %ss; the limit is %d.", what, len(names), what, api.MaxRegions)))
+	}
+	return names
 }
 
 // decodeGPU reads gpu = { type = "a100", count = 1 }.
@@ -1035,6 +1050,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			AlwaysRun:              j.AlwaysRun,
 			Attributes:             j.Attributes,
 			Regions:                j.Regions,
+			Clusters:               j.Clusters,
 			Pool:                   j.Pool,
 			WorkerLabels:           j.WorkerLabels,
 			GPUs:                   int(j.GPUs),
@@ -1048,6 +1064,9 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions
+		}
+		if spec.Clusters == nil {
+			spec.Clusters = b.Clusters
 		}
 		if spec.Image == "" {
 			spec.Image = b.Image

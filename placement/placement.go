@@ -100,17 +100,32 @@ type Constraint struct {
 	// Labels the worker must carry, each "key=value", sorted (none: any
 	// worker): what a Nomad job's ${meta.KEY} constraint asks.
 	Labels []string
+	// JobClusters are the clusters the job itself names, sorted (none:
+	// any): a Nomad job's datacenters.
+	JobClusters []string
 }
 
 // Empty reports whether the constraint allows everything.
 func (k *Constraint) Empty() bool {
-	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0 && len(k.Labels) == 0
+	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0 && len(k.Labels) == 0 && len(k.JobClusters) == 0
 }
 
 // Key is the constraint as one string, equal for equal constraints (its
 // lists sorted), for a caller that indexes constraints.
 func (k *Constraint) Key() string {
-	return k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00") + "\x01" + strings.Join(k.Labels, "\x00")
+	return k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00") + "\x01" + strings.Join(k.Labels, "\x00") + "\x01" + strings.Join(k.JobClusters, "\x00")
+}
+
+// Clone returns a copy of k that shares no slice with it.
+func (k Constraint) Clone() Constraint {
+	k.Regions, k.Clusters, k.Labels, k.JobClusters = slices.Clone(k.Regions), slices.Clone(k.Clusters), slices.Clone(k.Labels), slices.Clone(k.JobClusters)
+	return k
+}
+
+// AllowsJobCluster reports whether the clusters the job names let it run
+// in the cluster named (nil: any).
+func (k *Constraint) AllowsJobCluster(name string) bool {
+	return k == nil || len(k.JobClusters) == 0 || slices.Contains(k.JobClusters, name)
 }
 
 // AllowsLabels reports whether a worker carrying labels may take the job:
@@ -162,6 +177,8 @@ const (
 	// ReasonLabels: the worker lacks a label the job asks for, or has
 	// another value for it.
 	ReasonLabels
+	// ReasonCluster: the cluster is not among those the job names.
+	ReasonCluster
 )
 
 var reasonNames = map[Reason]string{
@@ -175,6 +192,7 @@ var reasonNames = map[Reason]string{
 	ReasonMaxRunning:  "max_running",
 	ReasonNotHome:     "cluster_not_home",
 	ReasonLabels:      "labels_mismatch",
+	ReasonCluster:     "cluster_not_allowed",
 }
 
 // String is the reason's code, as metrics label it.
@@ -196,6 +214,9 @@ func (k *Constraint) Admits(c *Cluster, pool string, labels map[string]string) R
 	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
 	}
+	if !k.AllowsJobCluster(c.Name) {
+		return ReasonCluster
+	}
 	if !k.AllowsCluster(c.Name) {
 		return ReasonNotHome
 	}
@@ -212,6 +233,9 @@ func (k *Constraint) Admits(c *Cluster, pool string, labels map[string]string) R
 func (k *Constraint) AdmitsCluster(c *Cluster) Reason {
 	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
+	}
+	if !k.AllowsJobCluster(c.Name) {
+		return ReasonCluster
 	}
 	if !k.AllowsCluster(c.Name) {
 		return ReasonNotHome
@@ -261,7 +285,7 @@ func (k *Constraint) HoldsGPUs(need int64, gpuType string, gpus int64) bool {
 // The autoscaler's machines carry no labels: a job that asks for labels
 // runs on the workers an operator labelled.
 func (k *Constraint) Serves(cluster, region, pool, gpuType string, gpus, need int64) bool {
-	return k.AllowsRegion(region) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.AllowsLabels(nil) && k.HoldsGPUs(need, gpuType, gpus)
+	return k.AllowsRegion(region) && k.AllowsJobCluster(cluster) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.AllowsLabels(nil) && k.HoldsGPUs(need, gpuType, gpus)
 }
 
 // Available returns 0 when new work may go to the cluster, or why not.

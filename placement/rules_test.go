@@ -78,6 +78,8 @@ func TestAdmitsOrder(t *testing.T) {
 		{"admitted", k, Cluster{Region: "west"}, "p", 0},
 		{"nil constraint, enabled", none, Cluster{Region: "east"}, "any", 0},
 		{"nil constraint, disabled", none, Cluster{Region: "east", Disabled: true}, "any", ReasonDisabled},
+		{"the job's clusters after the region", &Constraint{Regions: []string{"west"}, JobClusters: []string{"j"}, Clusters: []string{"x"}}, Cluster{Name: "x", Region: "west", Disabled: true}, "q", ReasonCluster},
+		{"a cluster the job names", &Constraint{JobClusters: []string{"j"}}, Cluster{Name: "j", Region: "west"}, "p", 0},
 		{"labels after the pool, before the cluster", &Constraint{Pool: "p", Labels: []string{"rack=r1"}}, Cluster{Region: "west", Disabled: true}, "p", ReasonLabels},
 	} {
 		if got := c.k.Admits(&c.cluster, c.pool, nil); got != c.want {

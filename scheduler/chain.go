@@ -56,6 +56,9 @@ const (
 	// ReasonLabels: the instance lacks a label the job asks for
 	// (placement.ReasonLabels).
 	ReasonLabels
+	// ReasonCluster: the instance's cluster is not among those the job
+	// names (placement.ReasonCluster).
+	ReasonCluster
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -69,6 +72,8 @@ func placementReason(r placement.Reason) Reason {
 		return ReasonNotHome
 	case placement.ReasonLabels:
 		return ReasonLabels
+	case placement.ReasonCluster:
+		return ReasonCluster
 	}
 	return ReasonRegion + Reason(r-placement.ReasonRegion)
 }
@@ -84,6 +89,8 @@ func (r Reason) Placement() placement.Reason {
 		return placement.ReasonNotHome
 	case ReasonLabels:
 		return placement.ReasonLabels
+	case ReasonCluster:
+		return placement.ReasonCluster
 	}
 	if r < ReasonRegion || r > ReasonQuotaGPU {
 		return 0
@@ -103,7 +110,7 @@ var reasonNames = map[Reason]string{
 }
 
 func init() {
-	for r := placement.ReasonRegion; r <= placement.ReasonLabels; r++ {
+	for r := placement.ReasonRegion; r <= placement.ReasonCluster; r++ {
 		reasonNames[placementReason(r)] = r.String()
 	}
 }
@@ -112,7 +119,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger, ReasonLabels}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger, ReasonLabels, ReasonCluster}
 }
 
 // String is the reason's code, as metrics label it.
@@ -183,6 +190,7 @@ func placementChain(p *packer) []Filter {
 	cluster := func(c *Candidate) *placement.Cluster { return &p.clusters[c.Cluster] }
 	return []Filter{
 		resourceFilter{ReasonRegion, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsRegion(cluster(c).Region) }},
+		resourceFilter{ReasonCluster, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsJobCluster(cluster(c).Name) }},
 		resourceFilter{ReasonNotHome, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsCluster(cluster(c).Name) }},
 		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsPool(c.Pool) }},
 		resourceFilter{ReasonLabels, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsLabels(c.Labels) }},

@@ -109,6 +109,23 @@ func TestScheduleHonoursWorkerLabels(t *testing.T) {
 	}
 }
 
+// TestScheduleHonoursJobClusters: a job that names clusters runs only in
+// them.
+func TestScheduleHonoursJobClusters(t *testing.T) {
+	in := twoRegions()
+	in.Constraints = []placement.Constraint{{JobClusters: []string{"b"}}}
+	run := NewRun(1, 1, 32, Cores(1), GiB)
+	run.Constraint = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(32), Runs: []Run{run}}}
+	out := Schedule(in)
+	if got := placedOn(out, in); got["a"] != 0 || got["b"] != 16 {
+		t.Fatalf("placed %v; want 16 in b, none in a", got)
+	}
+	if len(out.Unplaced) != 1 || out.Unplaced[0].Why.Count(ReasonCluster) != 2 {
+		t.Fatalf("unplaced %+v; want cluster a's 2 workers counted as cluster_not_allowed", out.Unplaced)
+	}
+}
+
 func TestScheduleNeverPassesAQuota(t *testing.T) {
 	in := twoRegions()
 	in.Queues = []Queue{{Parent: -1, Name: "genomics", Quota: placement.Quota{CPUMilli: Cores(10), UsedMilli: Cores(4), UsedByCluster: []int64{Cores(4), 0}}}}

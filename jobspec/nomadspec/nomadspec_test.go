@@ -70,8 +70,8 @@ func TestParseAndTranslateABatchJob(t *testing.T) {
 	if main.Image != "docker.io/library/busybox:1.36" || strings.Join(main.Command, " ") != "sh -c echo shard ${NOMAD_ALLOC_INDEX} on ${node.datacenter}" {
 		t.Fatalf("container job: %q %q", main.Image, main.Command)
 	}
-	if main.CPU != 0.5 || main.Memory != 256<<20 || main.GPUs != 1 || main.GPUType != "a100" || main.Pool != "highmem" || !slices.Equal(main.Regions, []string{"us-east"}) {
-		t.Fatalf("resources and place: cpu %g memory %d gpus %d %s pool %q regions %v", main.CPU, main.Memory, main.GPUs, main.GPUType, main.Pool, main.Regions)
+	if main.CPU != 0.5 || main.Memory != 256<<20 || main.GPUs != 1 || main.GPUType != "a100" || main.Pool != "highmem" || !slices.Equal(main.Clusters, []string{"us-east"}) || main.Regions != nil {
+		t.Fatalf("resources and place: cpu %g memory %d gpus %d %s pool %q clusters %v regions %v", main.CPU, main.Memory, main.GPUs, main.GPUType, main.Pool, main.Clusters, main.Regions)
 	}
 	// restart { attempts = 2 } and Nomad's batch reschedule default of 1:
 	// (2+1)×(1+1) attempts.
@@ -300,14 +300,15 @@ func TestPlacementAndConstraints(t *testing.T) {
 }`
 	}
 	for _, c := range []struct {
-		extra   string
-		regions []string
-		pool    string
-		err     string
-		labels  map[string]string
+		extra    string
+		clusters []string
+		pool     string
+		err      string
+		labels   map[string]string
 	}{
 		{``, []string{"eu", "us"}, "", "", nil},
 		{`node_pool = "gpu"`, []string{"eu", "us"}, "gpu", "", nil},
+		{`region = "europe"`, []string{"eu", "us"}, "", "", nil},
 		{`constraint {
     attribute = "${node.datacenter}"
     value     = "eu"
@@ -315,7 +316,7 @@ func TestPlacementAndConstraints(t *testing.T) {
 		{`constraint {
     attribute = "${node.datacenter}"
     value     = "asia"
-  }`, nil, "", "leave no region", nil},
+  }`, nil, "", "leave none of", nil},
 		{`constraint {
     attribute = "${meta.rack}"
     value     = "r1"
@@ -363,8 +364,13 @@ func TestPlacementAndConstraints(t *testing.T) {
 			continue
 		}
 		j := tr.Batch.Jobs[0]
-		if !slices.Equal(j.Regions, c.regions) || j.Pool != c.pool || !maps.Equal(j.WorkerLabels, c.labels) {
-			t.Errorf("%s: regions %v pool %q labels %v", c.extra, j.Regions, j.Pool, j.WorkerLabels)
+		// A Nomad region is a drover region, a datacenter a cluster.
+		var regions []string
+		if strings.Contains(c.extra, "region =") {
+			regions = []string{"europe"}
+		}
+		if !slices.Equal(j.Clusters, c.clusters) || !slices.Equal(j.Regions, regions) || j.Pool != c.pool || !maps.Equal(j.WorkerLabels, c.labels) {
+			t.Errorf("%s: clusters %v regions %v pool %q labels %v", c.extra, j.Clusters, j.Regions, j.Pool, j.WorkerLabels)
 		}
 	}
 }

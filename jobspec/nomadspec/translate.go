@@ -329,18 +329,21 @@ func (t *translator) checkPeriodic(p *nomad.PeriodicConfig) {
 	}
 }
 
-// where is a job's place: drover regions, pool and worker labels.
+// where is a job's place: drover regions, clusters, pool and worker
+// labels.
 type where struct {
-	regions []string
-	pool    string
-	labels  map[string]string
+	regions  []string
+	clusters []string
+	pool     string
+	labels   map[string]string
 }
 
 // placement reads a job's or group's region, datacenters, node pool and
-// constraints into drover's regions, pool and worker labels, refusing a
-// constraint drover cannot honour. A Nomad datacenter is a drover region
-// (where the machines are), a node pool or node class a drover pool, a
-// node's meta a worker's labels.
+// constraints into drover's regions, clusters, pool and worker labels,
+// refusing a constraint drover cannot honour. A Nomad region is a drover
+// region, a datacenter (machines in one place, within a region) a drover
+// cluster, a node pool or node class a drover pool, a node's meta a
+// worker's labels.
 func (t *translator) placement(path string, region *string, dcs []string, pool *string, cons []*nomad.Constraint) where {
 	var w where
 	if r := deref(region); r != "" && r != "global" {
@@ -349,10 +352,10 @@ func (t *translator) placement(path string, region *string, dcs []string, pool *
 	if len(dcs) > 0 && !slices.Contains(dcs, "*") {
 		for _, dc := range dcs {
 			if strings.ContainsAny(dc, "*?[") {
-				t.refuse(path, "datacenter %q: drover matches regions by name, not by pattern", dc)
+				t.refuse(path, "datacenter %q: drover matches clusters by name, not by pattern", dc)
 			}
 		}
-		w.regions = t.narrow(path, w.regions, dcs, "datacenters")
+		w.clusters = t.narrow(path, w.clusters, dcs, "datacenters")
 	}
 	if p := deref(pool); p != "" && p != "default" && p != "all" {
 		w.pool = p
@@ -363,7 +366,7 @@ func (t *translator) placement(path string, region *string, dcs []string, pool *
 	return w
 }
 
-// narrow intersects the regions allowed so far with more.
+// narrow intersects the regions (or clusters) allowed so far with more.
 func (t *translator) narrow(path string, have, more []string, what string) []string {
 	if len(have) == 0 {
 		return slices.Clone(more)
@@ -375,7 +378,7 @@ func (t *translator) narrow(path string, have, more []string, what string) []str
 		}
 	}
 	if len(out) == 0 {
-		t.refuse(path, "%s %v leave no region of %v: the job could run nowhere", what, more, have)
+		t.refuse(path, "%s %v leave none of %v: the job could run nowhere", what, more, have)
 	}
 	return out
 }
@@ -393,13 +396,17 @@ func (t *translator) constraint(path string, c *nomad.Constraint, w *where) {
 	attr := strings.TrimSpace(c.LTarget)
 	switch attr {
 	case "${node.datacenter}", "${node.region}":
+		list := &w.regions
+		if attr == "${node.datacenter}" {
+			list = &w.clusters
+		}
 		switch op {
 		case "=", "==", "is":
-			w.regions = t.narrow(cpath, w.regions, []string{c.RTarget}, attr)
+			*list = t.narrow(cpath, *list, []string{c.RTarget}, attr)
 		case "set_contains_any":
-			w.regions = t.narrow(cpath, w.regions, splitList(c.RTarget), attr)
+			*list = t.narrow(cpath, *list, splitList(c.RTarget), attr)
 		default:
-			t.refuse(cpath, "%s %s %q: drover restricts a job to a list of regions; use = or set_contains_any", attr, op, c.RTarget)
+			t.refuse(cpath, "%s %s %q: drover restricts a job to a list of regions or clusters; use = or set_contains_any", attr, op, c.RTarget)
 		}
 		return
 	case "${node.class}", "${node.pool}":
@@ -431,7 +438,7 @@ func (t *translator) constraint(path string, c *nomad.Constraint, w *where) {
 	if strings.HasPrefix(attr, "${attr.kernel.name}") && (op == "=" || op == "==") && c.RTarget == "linux" {
 		return // every drover worker runs Linux
 	}
-	t.refuse(cpath, "a constraint on %s has no drover meaning: drover places a job by region (${node.datacenter}), pool (${node.class}, node_pool), worker label (${meta.KEY}) and GPU type (device)", nonEmpty(attr, "(no attribute)"))
+	t.refuse(cpath, "a constraint on %s has no drover meaning: drover places a job by region (${node.region}), cluster (${node.datacenter}), pool (${node.class}, node_pool), worker label (${meta.KEY}) and GPU type (device)", nonEmpty(attr, "(no attribute)"))
 }
 
 // label adds the worker label key = value to w, refusing another value
@@ -578,6 +585,9 @@ func (t *translator) merge(path string, job, group where) where {
 	if len(group.regions) > 0 {
 		out.regions = t.narrow(path, job.regions, group.regions, "the group's regions")
 	}
+	if len(group.clusters) > 0 {
+		out.clusters = t.narrow(path, job.clusters, group.clusters, "the group's datacenters")
+	}
 	if group.pool != "" {
 		if job.pool != "" && job.pool != group.pool {
 			t.refuse(path, "pool %q and the job's pool %q: a drover job runs in one pool", group.pool, job.pool)
@@ -642,7 +652,7 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 	group := deref(g.Name)
 	tpath := Path(Labelled("group", group), Labelled("task", task.Name))
 	before := len(t.errs)
-	s := api.JobSpec{Name: group + "." + task.Name, Regions: place.regions, Pool: place.pool, WorkerLabels: place.labels, Network: network}
+	s := api.JobSpec{Name: group + "." + task.Name, Regions: place.regions, Clusters: place.clusters, Pool: place.pool, WorkerLabels: place.labels, Network: network}
 	keys, ok := driverKeys[task.Driver]
 	if !ok {
 		t.refuse(tpath, "driver %q: drover runs exec and raw_exec tasks as processes, docker and podman tasks as OCI containers", task.Driver)
@@ -724,7 +734,7 @@ func (t *translator) translateTask(g *nomad.TaskGroup, task *nomad.Task, place w
 	}
 	tplace := t.placement(tpath, nil, nil, nil, task.Constraints)
 	merged := t.merge(tpath, place, tplace)
-	s.Regions, s.Pool, s.WorkerLabels = merged.regions, merged.pool, merged.labels
+	s.Regions, s.Clusters, s.Pool, s.WorkerLabels = merged.regions, merged.clusters, merged.pool, merged.labels
 	t.resources(tpath, task.Resources, &s)
 	s.Retries = retries(g, task)
 	if d := deref(g.MaxRunDuration); d > 0 {

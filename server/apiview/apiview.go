@@ -110,6 +110,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 		Attributes: spec.Attributes,
 		Regions:    spec.Regions(),
 		Pool:       spec.Pool(),
+		Clusters:   spec.Clusters(),
 	}
 	for _, kv := range spec.Labels() {
 		k, v, _ := strings.Cut(kv, "=")

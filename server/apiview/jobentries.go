@@ -47,7 +47,7 @@ func JobEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Retries:    uint16(js.Retries),
 				AlwaysRun:  js.AlwaysRun,
 				Attributes: js.Attributes,
-				Where:      where(js.Regions, js.Pool, js.WorkerLabels, js.GPUType, js.GPUs, js.MachineType),
+				Where:      where(js.Regions, js.Clusters, js.Pool, js.WorkerLabels, js.GPUType, js.GPUs, js.MachineType),
 				Run:        run(js),
 			},
 		})
@@ -79,10 +79,10 @@ func run(js *api.JobSpec) *state.Run {
 	return r
 }
 
-// where is a job's placement constraint, its regions sorted and deduped
-// and its labels sorted, so equal sets share one constraint (nil: none).
-func where(regions []string, pool string, labels map[string]string, gpuType string, gpus int, machineType string) *state.Where {
-	if len(regions) == 0 && pool == "" && len(labels) == 0 && gpus == 0 && machineType == "" {
+// where is a job's placement constraint, its regions and clusters sorted
+// and deduped and its labels sorted, so equal sets share one constraint (nil: none).
+func where(regions, clusters []string, pool string, labels map[string]string, gpuType string, gpus int, machineType string) *state.Where {
+	if len(regions) == 0 && len(clusters) == 0 && pool == "" && len(labels) == 0 && gpus == 0 && machineType == "" {
 		return nil
 	}
 	w := &state.Where{Pool: pool, MachineType: machineType}
@@ -95,6 +95,9 @@ func where(regions []string, pool string, labels map[string]string, gpuType stri
 	}
 	if len(regions) > 0 {
 		w.Regions = slices.Compact(slices.Sorted(slices.Values(regions)))
+	}
+	if len(clusters) > 0 {
+		w.Clusters = slices.Compact(slices.Sorted(slices.Values(clusters)))
 	}
 	return w
 }

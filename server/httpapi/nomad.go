@@ -319,7 +319,38 @@ func (s *nomadHandlers) translate(job *nomad.Job, sub *nomad.JobSubmission) (*no
 	if err != nil {
 		return nil, codedf(http.StatusBadRequest, "%v", err)
 	}
+	tr.Warnings = append(tr.Warnings, s.unknownPlaces(tr)...)
 	return tr, nil
+}
+
+// unknownPlaces warns of the datacenters (clusters) and regions a job
+// names that drover has none of yet: the job is accepted, and waits for
+// one to join, as Nomad's would for a node there.
+func (s *nomadHandlers) unknownPlaces(tr *nomadspec.Translation) []string {
+	clusters, regions := map[string]bool{}, map[string]bool{}
+	var names []string
+	for _, cl := range s.state.Clusters() {
+		clusters[cl.Name], regions[cl.Region] = true, true
+		names = append(names, cl.Name)
+	}
+	slices.Sort(names)
+	warned := map[string]bool{}
+	var out []string
+	for _, js := range tr.Batch.Jobs {
+		for _, c := range js.Clusters {
+			if !clusters[c] && !warned["dc "+c] {
+				warned["dc "+c] = true
+				out = append(out, fmt.Sprintf("datacenter %q: drover has no cluster of that name (its clusters: %s); the job waits until one joins", c, strings.Join(names, ", ")))
+			}
+		}
+		for _, r := range js.Regions {
+			if !regions[r] && !warned["region "+r] {
+				warned["region "+r] = true
+				out = append(out, fmt.Sprintf("region %q: drover has no cluster in that region; the job waits until one joins", r))
+			}
+		}
+	}
+	return out
 }
 
 // registered reads a job of the caller's namespace (404 when it is not
@@ -1439,10 +1470,13 @@ func (s *nomadHandlers) handlePlan(w http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	workers := apiview.Instances(s.state.Instances())
+	disabled := map[string]bool{}
+	for _, cl := range s.state.Clusters() {
+		disabled[cl.Name] = cl.Disabled
+	}
 	// A group's allocations: its array's count, or its distinct indexes.
 	counts, indexes := map[string]uint64{}, map[[2]string]bool{}
 	for i, js := range tr.Batch.Jobs {
-		size := create.Jobs[i].Spec.Size()
 		ref := tr.Tasks[i]
 		g := ref.Group
 		if ref.Index < 0 {
@@ -1451,7 +1485,7 @@ func (s *nomadHandlers) handlePlan(w http.ResponseWriter, r *http.Request) (any,
 			indexes[k] = true
 			counts[g]++
 		}
-		if why := fitsNowhere(&js, size, workers); why != "" && out.FailedTGAllocs[g] == nil {
+		if why := fitsNowhere(create.Jobs[i].Spec, workers, disabled); why != "" && out.FailedTGAllocs[g] == nil {
 			if out.FailedTGAllocs == nil {
 				out.FailedTGAllocs = map[string]*nomad.AllocationMetric{}
 			}
@@ -1468,13 +1502,17 @@ func (s *nomadHandlers) handlePlan(w http.ResponseWriter, r *http.Request) (any,
 	return out, nil
 }
 
-// fitsNowhere says why no active worker has room for one job of js now
-// ("" when one has).
-func fitsNowhere(js *api.JobSpec, size placement.Size, workers []api.Instance) string {
-	k := &placement.Constraint{Regions: js.Regions, Pool: js.Pool, GPUType: js.GPUType}
+// fitsNowhere says why no active worker has room for one job of spec now
+// ("" when one has): placement's rule of where it may go (its queue's
+// home clusters aside), then of node fit.
+func fitsNowhere(spec *state.Spec, workers []api.Instance, disabled map[string]bool) string {
+	k := spec.Constraint()
+	_, gpus := spec.GPUs()
+	size := spec.Size()
 	placeable := 0
 	for _, in := range workers {
-		if !in.Active || !k.AllowsRegion(in.Region) || !k.AllowsPool(in.Pool) || js.GPUs > 0 && !k.AllowsGPUType(in.GPUType) {
+		cl := placement.Cluster{Name: in.Cluster, Region: in.Region, Disabled: disabled[in.Cluster]}
+		if !in.Active || k.Admits(&cl, in.Pool, in.Labels) != 0 || !k.HoldsGPUs(gpus, in.GPUType, int64(in.GPUs)) {
 			continue
 		}
 		placeable++
@@ -1484,7 +1522,7 @@ func fitsNowhere(js *api.JobSpec, size placement.Size, workers []api.Instance) s
 		}
 	}
 	if placeable == 0 {
-		return "no active worker in the job's regions, pool and GPU type"
+		return "no active worker in an enabled cluster of the job's regions and clusters, with its pool, labels and GPU type"
 	}
 	return "no worker the job may use has its cores, memory and GPUs free now"
 }

@@ -326,7 +326,7 @@ func NodeStub(in *api.Instance) *nomad.NodeListStub {
 		status = "down"
 	}
 	return &nomad.NodeListStub{
-		ID: NodeID(in.Name), Datacenter: in.Region, Name: in.Name, NodeClass: in.Pool, NodePool: nonEmpty(in.Pool, "default"),
+		ID: NodeID(in.Name), Datacenter: in.Cluster, Name: in.Name, NodeClass: in.Pool, NodePool: nonEmpty(in.Pool, "default"),
 		Version: in.Version, Drain: false, SchedulingEligibility: "eligible", Status: status, StatusDescription: in.Reason,
 		Drivers: map[string]*nomad.DriverInfo{
 			"exec": {Detected: true, Healthy: true}, "raw_exec": {Detected: true, Healthy: true}, "docker": {Detected: true, Healthy: true},

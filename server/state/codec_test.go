@@ -169,7 +169,7 @@ func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
 func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 	sp := &Spec{Name: "n", Array: true, Command: []string{"a"}, Env: StringMap{"K": "V"}, CPUMilli: 1, Memory: 2, TimeoutMs: 3,
 		Retries: 4, AlwaysRun: true, Attributes: StringMap{"a": "b"},
-		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}},
+		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}, Clusters: []string{"c1"}},
 		Run: &Run{Image: "reg/tool:1", Network: "host", Inputs: []File{{Name: "ref", URL: "gs://b/ref.fa", Path: "ref.fa"}},
 			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}, MaxProcesses: 64, PreemptGraceMs: 45_000, Nomad: true}}
 	usage := &Usage{CPUMillis: 1, PeakMemory: 2, BytesIn: 3, BytesOut: 4, ImageMillis: 5, InputMillis: 6, OutputMillis: 7}

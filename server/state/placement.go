@@ -407,7 +407,7 @@ func (sp *Spec) Constraint() placement.Constraint {
 	if w == nil {
 		return placement.Constraint{}
 	}
-	k := placement.Constraint{Regions: w.Regions, Pool: w.Pool, Labels: w.Labels}
+	k := placement.Constraint{Regions: w.Regions, Pool: w.Pool, Labels: w.Labels, JobClusters: w.Clusters}
 	if w.GPUs > 0 {
 		k.GPUType = w.GPUType
 	}
@@ -416,8 +416,9 @@ func (sp *Spec) Constraint() placement.Constraint {
 
 // placeable reports whether a job of spec (of batch b) may run on inst at
 // all: placement's rule (the instance's cluster is enabled, in the job's
-// regions and among its queue's home clusters, its pool the one the job
-// asks for, its labels those the job asks for) and the instance has GPUs of the job's type, enough of them.
+// regions and clusters and among its queue's home clusters, its pool the
+// one the job asks for, its labels those the job asks for) and the
+// instance has GPUs of the job's type, enough of them.
 func (s *placeBook) placeable(b *Batch, sp *Spec, inst *Instance) bool {
 	k := s.constraint(b, sp)
 	cl := placement.Cluster{Name: inst.Cluster, Region: inst.Region}

@@ -4,7 +4,8 @@ import "testing"
 
 // TestApplyRechecksWhereAJobMayGo: a plan is applied only where placement's
 // rule lets each job go, whatever the leader proposed (a leader behind the
-// log, or one with a bug): the job's regions, its pool, its worker labels,
+// log, or one with a bug): the job's regions and clusters, its pool, its
+// worker labels,
 // its GPUs' type and count, the cluster enabled. Each case forges a plan onto a worker the
 // rule forbids and must see it rejected, then the same job placed where
 // the rule allows it.
@@ -20,6 +21,7 @@ func TestApplyRechecksWhereAJobMayGo(t *testing.T) {
 		{"GPUs of another type", &Where{GPUType: "a100", GPUs: 1}, Activate{Region: "east", Cluster: "e", Pool: "default", GPUType: "t4", GPUs: 8}},
 		{"too few GPUs in all", &Where{GPUType: "a100", GPUs: 4}, Activate{Region: "east", Cluster: "e", Pool: "default", GPUType: "a100", GPUs: 2}},
 		{"a disabled cluster", nil, Activate{Region: "east", Cluster: "off", Pool: "default"}},
+		{"a cluster the job does not name", &Where{Clusters: []string{"e"}}, Activate{Region: "east", Cluster: "e2", Pool: "highmem"}},
 		{"without the label", &Where{Labels: []string{"rack=r1"}}, Activate{Region: "east", Cluster: "e", Pool: "highmem"}},
 		{"another value of the label", &Where{Labels: []string{"rack=r1", "ssd=true"}}, Activate{Region: "east", Cluster: "e", Pool: "highmem", Labels: StringMap{"rack": "r2", "ssd": "true"}}},
 	} {

@@ -202,6 +202,8 @@ type Where struct {
 	// Labels the worker must carry, each "key=value", sorted, no
 	// duplicate key (none: any worker).
 	Labels []string
+	// Clusters the job may run in, sorted, no duplicates (none: any).
+	Clusters []string
 }
 
 // Size is one job of the spec as placement's quota rule reads it.
@@ -232,6 +234,14 @@ func (sp *Spec) Pool() string {
 		return ""
 	}
 	return sp.Where.Pool
+}
+
+// Clusters returns the clusters the spec allows (nil: any; read-only).
+func (sp *Spec) Clusters() []string {
+	if sp.Where == nil {
+		return nil
+	}
+	return sp.Where.Clusters
 }
 
 // Labels returns the worker labels the spec asks for (read-only).

@@ -245,9 +245,7 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 					kk := k.Key()
 					ci, ok := constraintOf[kk]
 					if !ok {
-						k.Regions = slices.Clone(k.Regions) // the demand outlives the read
-						k.Clusters = slices.Clone(k.Clusters)
-						d.Constraints = append(d.Constraints, k)
+						d.Constraints = append(d.Constraints, k.Clone()) // the demand outlives the read
 						ci = int32(len(d.Constraints))
 						constraintOf[kk] = ci
 					}

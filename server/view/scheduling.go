@@ -327,7 +327,7 @@ func (l *lister) newReach(k placement.Constraint) *reach {
 // reach: its spec's, routed to its queue's home clusters (home, read once
 // a batch: Reader.HomeClusters).
 func (l *lister) constraint(home []string, spec *state.Spec) (int32, *reach) {
-	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && w.Pool == "" && w.GPUs == 0 && len(w.Labels) == 0)) {
+	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && len(w.Clusters) == 0 && w.Pool == "" && w.GPUs == 0 && len(w.Labels) == 0)) {
 		return 0, l.anywhere
 	}
 	k := spec.Constraint()
@@ -335,9 +335,7 @@ func (l *lister) constraint(home []string, spec *state.Spec) (int32, *reach) {
 	key := k.Key()
 	idx, ok := l.constraintOf[key]
 	if !ok {
-		k.Regions = slices.Clone(k.Regions) // the input outlives the read
-		k.Clusters = slices.Clone(k.Clusters)
-		k.Labels = slices.Clone(k.Labels)
+		k = k.Clone() // the input outlives the read
 		l.reaches = append(l.reaches, l.newReach(k))
 		l.in.Constraints = append(l.in.Constraints, k)
 		idx = int32(len(l.in.Constraints))

@@ -24,6 +24,7 @@ type JobPlace struct {
 	Regions        []string
 	Pool           string
 	Labels         []string // the worker labels it asks for, "key=value"
+	Clusters       []string // the clusters it names (none: any)
 	// AheadByPriority counts the Ready jobs of its user's batches of a
 	// higher priority in its leaf queue, which go first within the
 	// user's fair share (other users' priorities do not take it).
@@ -62,7 +63,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 		return JobPlace{}, false
 	}
 	sp := j.Spec
-	jp := JobPlace{State: j.State, BatchCancelled: b.Cancelled, Regions: sp.Regions(), Pool: sp.Pool(), Labels: sp.Labels(),
+	jp := JobPlace{State: j.State, BatchCancelled: b.Cancelled, Regions: sp.Regions(), Pool: sp.Pool(), Labels: sp.Labels(), Clusters: sp.Clusters(),
 		CPUMilli: sp.CPUMilli, Memory: sp.Memory, BillingProject: b.BillingProject, Budget: r.Budget(b.BillingProject)}
 	if sp.Where != nil {
 		jp.MachineType = sp.Where.MachineType
@@ -82,7 +83,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 	k := r.Constraint(b, sp)
 	jp.HomeClusters = k.Clusters
 	for cl := range r.Clusters() {
-		if cl.Disabled && k.AllowsRegion(cl.Region) && k.AllowsCluster(cl.Name) {
+		if cl.Disabled && k.AllowsRegion(cl.Region) && k.AllowsJobCluster(cl.Name) && k.AllowsCluster(cl.Name) {
 			jp.DisabledClusters = append(jp.DisabledClusters, cl.Name)
 		}
 	}

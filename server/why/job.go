@@ -134,10 +134,13 @@ func Job(in JobInput) api.JobWhy {
 		}
 		add("finished", msg)
 	}
-	if len(jp.Regions) > 0 || jp.Pool != "" || len(jp.Labels) > 0 || len(jp.HomeClusters) > 0 {
+	if len(jp.Regions) > 0 || len(jp.Clusters) > 0 || jp.Pool != "" || len(jp.Labels) > 0 || len(jp.HomeClusters) > 0 {
 		var parts []string
 		if len(jp.Regions) > 0 {
 			parts = append(parts, "regions "+strings.Join(jp.Regions, ", "))
+		}
+		if len(jp.Clusters) > 0 {
+			parts = append(parts, "clusters "+strings.Join(jp.Clusters, ", "))
 		}
 		if jp.Pool != "" {
 			parts = append(parts, "pool "+jp.Pool)

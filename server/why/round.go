@@ -59,8 +59,12 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 	k := w.constraint(u)
 	var cpu, mem int64
 	for _, in := range w.in.Instances {
-		if int(in.Cluster) < len(w.in.Clusters) && (!k.AllowsRegion(w.in.Clusters[in.Cluster].Region) || !k.AllowsPool(in.Pool) || !k.AllowsLabels(in.Labels)) {
-			continue
+		if int(in.Cluster) < len(w.in.Clusters) {
+			c := w.in.Clusters[in.Cluster]
+			c.Disabled, c.Down = false, false
+			if k.Admits(&c, in.Pool, in.Labels) != 0 {
+				continue
+			}
 		}
 		cpu, mem = max(cpu, in.CPUMilli), max(mem, in.Memory)
 	}
@@ -81,6 +85,9 @@ func where(k *placement.Constraint) string {
 	if len(k.Regions) > 0 {
 		parts = append(parts, "regions "+strings.Join(k.Regions, ", "))
 	}
+	if len(k.JobClusters) > 0 {
+		parts = append(parts, "clusters "+strings.Join(k.JobClusters, ", "))
+	}
 	if len(k.Clusters) > 0 {
 		parts = append(parts, "queue's home clusters "+strings.Join(k.Clusters, ", "))
 	}
@@ -100,7 +107,7 @@ func (w *waiter) unavailable(u *scheduler.Unplaced, r placement.Reason) []string
 	k := w.constraint(u)
 	var names []string
 	for _, c := range w.in.Clusters {
-		if r2 := k.AdmitsCluster(&c); (k != nil && (r2 == placement.ReasonRegion || r2 == placement.ReasonNotHome)) || c.Available() != r {
+		if r2 := k.AdmitsCluster(&c); (k != nil && (r2 == placement.ReasonRegion || r2 == placement.ReasonCluster || r2 == placement.ReasonNotHome)) || c.Available() != r {
 			continue
 		}
 		names = append(names, c.Name)
@@ -151,11 +158,14 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	}
 	k := w.constraint(&u)
 	labels := e.Count(scheduler.ReasonLabels)
-	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)+labels
+	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonCluster)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)+labels
 	disabled, down := e.Count(scheduler.ReasonClusterDisabled), e.Count(scheduler.ReasonClusterDown)
 	if region+pool == e.Instances {
 		if labels > 0 {
 			return scheduler.ReasonLabels.String(), fmt.Sprintf("no worker%s: of the %d active workers, %d lack a label it asks for or carry another value", where(k), e.Instances, labels)
+		}
+		if n := e.Count(scheduler.ReasonCluster); n > 0 {
+			return scheduler.ReasonCluster.String(), fmt.Sprintf("no worker%s: the %d active workers are elsewhere (%d in clusters it does not name)", where(k), e.Instances, n)
 		}
 		return scheduler.ReasonRegion.String(), fmt.Sprintf("no worker%s: the %d active workers are elsewhere", where(k), e.Instances)
 	}

@@ -21,7 +21,7 @@ func TestWaitReasonMessages(t *testing.T) {
 			{ID: 1, CPUMilli: 64000, Memory: 64 << 30, Cluster: 0, Pool: "default"},
 			{ID: 2, CPUMilli: 32000, Memory: 256 << 30, Cluster: 1, Pool: "highmem"},
 		},
-		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}, {GPUType: "h100"}, {Labels: []string{"rack=r9"}}},
+		Constraints: []placement.Constraint{{Regions: []string{"r1"}}, {Regions: []string{"r2"}}, {GPUType: "h100"}, {Labels: []string{"rack=r9"}}, {JobClusters: []string{"c9"}}},
 		Queues:      []scheduler.Queue{{Name: "genomics", Parent: -1, Quota: placement.Quota{CPUMilli: 1_000_000, UsedMilli: 1_000_000}}},
 		Now:         since,
 		Projects:    []scheduler.Project{{Name: "lab", Budget: billing.Budget{Limit: 16 * money.Dollar, Accrued: 16_500_000_000}}},
@@ -64,6 +64,8 @@ func TestWaitReasonMessages(t *testing.T) {
 			"region_not_allowed", "no worker in its regions r1: the 2 active workers are elsewhere"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 4, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonLabels, 2)}}, 0,
 			"labels_mismatch", "no worker labelled rack=r9: of the 2 active workers, 2 lack a label it asks for or carry another value"},
+		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Constraint: 5, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonCluster, 2)}}, 0,
+			"cluster_not_allowed", "no worker in its clusters c9: the 2 active workers are elsewhere (2 in clusters it does not name)"},
 		{scheduler.Unplaced{CPUMilli: 1000, Memory: 1 << 30, Why: scheduler.Explanation{Instances: 2, Filtered: rc(scheduler.ReasonCPUFree, 1, scheduler.ReasonLeftForLarger, 1)}}, 2,
 			"left_for_larger", "waiting for a machine its size: 1 worker at least twice its size is idle, left to larger jobs, while the autoscaler can launch a 2-core machine for it (a small job on a large machine keeps all of it paid for until the job ends)"},
 	} {

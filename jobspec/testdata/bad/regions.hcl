@@ -19,4 +19,8 @@ batch "placed" {
     command       = ["true"]
     worker_labels = { "a=b" = "c" }
   }
+  job "bad-cluster" {
+    command  = ["true"]
+    clusters = ["a b"]
+  }
 }

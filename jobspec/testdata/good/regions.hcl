@@ -13,6 +13,10 @@ batch "placed" {
     command = ["true"]
     pool    = "highmem"
   }
+  job "one-cluster" {
+    command  = ["true"]
+    clusters = ["gpu-east"]
+  }
   job "on-rack" {
     command       = ["true"]
     worker_labels = { rack = "r1", ssd = "true" }
