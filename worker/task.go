@@ -685,27 +685,32 @@ func writePayload(local, file, b64 string, uid int) error {
 // writeJobFile writes a file the worker makes for a job (a Nomad task's
 // payload or template) at rel under dir, which the worker made a moment
 // ago and the job has not run in yet, as the job's user: rel must stay
-// under dir, and nothing there is followed or replaced.
+// under dir, and every step of the way is resolved within dir (os.Root:
+// no "..", no link that leads out), and no file there is replaced.
 func writeJobFile(dir, rel string, data []byte, perm os.FileMode, uid int) error {
 	if !filepath.IsLocal(rel) {
 		return fmt.Errorf("%q is not under the job's directory", rel)
 	}
-	p := filepath.Join(dir, rel)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	var made []string
-	for d := filepath.Dir(p); d != dir; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
+	for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
+		if _, err := root.Lstat(d); errors.Is(err, fs.ErrNotExist) {
 			made = append(made, d)
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
 		return err
 	}
 	for _, d := range made {
-		if err := os.Lchown(d, uid, uid); err != nil {
+		if err := root.Lchown(d, uid, uid); err != nil {
 			return err
 		}
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm&0o777)
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm&0o777)
 	if err != nil {
 		return err
 	}
