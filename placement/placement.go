@@ -204,9 +204,9 @@ func (r Reason) String() string {
 }
 
 // Admits returns 0 when a job under constraint k may run on a worker of
-// pool, carrying labels, in cluster c, or the first reason it may not. Constraints are
-// checked before the cluster's state, so a job that could never run there
-// is told so rather than that the cluster is disabled. It is the one rule
+// pool, carrying labels, in cluster c, or the first reason it may not.
+// Constraints are checked before the cluster's state, so a job that could
+// never run there is told so rather than that the cluster is disabled. It is the one rule
 // of where a job may go: the scheduler, apply's re-check of a plan, the
 // state's read of each constraint's reach and the autoscaler all call it
 // (or, where they count each reason apart, the parts it is made of).

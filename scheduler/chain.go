@@ -183,7 +183,8 @@ func (r *Run) size() placement.Size {
 }
 
 // placementChain checks, per instance, what placement rules out before
-// any size: the job's regions, its pool and labels, the cluster's state, in the order
+// any size: the job's regions and clusters, its queue's home clusters, its
+// pool and labels, the cluster's state, in the order
 // placement.Constraint.Admits checks them, one link (and one reason) for
 // each of its parts, then the GPUs (HoldsGPUs).
 func placementChain(p *packer) []Filter {

@@ -5,10 +5,9 @@ import "testing"
 // TestApplyRechecksWhereAJobMayGo: a plan is applied only where placement's
 // rule lets each job go, whatever the leader proposed (a leader behind the
 // log, or one with a bug): the job's regions and clusters, its pool, its
-// worker labels,
-// its GPUs' type and count, the cluster enabled. Each case forges a plan onto a worker the
-// rule forbids and must see it rejected, then the same job placed where
-// the rule allows it.
+// worker labels, its GPUs' type and count, the cluster enabled. Each case
+// forges a plan onto a worker the rule forbids and must see it rejected,
+// then the same job placed where the rule allows it.
 func TestApplyRechecksWhereAJobMayGo(t *testing.T) {
 	for _, c := range []struct {
 		name   string
