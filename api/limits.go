@@ -123,17 +123,14 @@ func ValidateAttributes(attrs map[string]string) error {
 	return nil
 }
 
-// ValidateWorkerLabels checks the worker labels a job asks for: as many
-// and as long as a worker's (ValidateAttributes), each key non-empty and
-// without "=".
+// MaxWorkerLabels bounds the worker labels one job may ask for.
+const MaxWorkerLabels = placement.MaxJobLabels
+
+// ValidateWorkerLabels checks the worker labels a job asks for
+// (placement.ValidateLabels).
 func ValidateWorkerLabels(labels map[string]string) error {
-	if err := ValidateAttributes(labels); err != nil {
+	if err := placement.ValidateLabels(labels); err != nil {
 		return fmt.Errorf("worker_labels: %w", err)
-	}
-	for k := range labels {
-		if k == "" || strings.Contains(k, "=") {
-			return fmt.Errorf("worker_labels: key %.40q: a label's key is not empty and has no \"=\"", k)
-		}
 	}
 	return nil
 }

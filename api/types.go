@@ -82,13 +82,6 @@ type JobSpec struct {
 	// Pool to workers of this pool (empty: any).
 	Regions []string `json:"regions,omitempty"`
 	Pool    string   `json:"pool,omitempty"`
-	// Clusters restricts the job to workers in these clusters (none:
-	// any), within its regions and its queue's home clusters.
-	Clusters []string `json:"clusters,omitempty"`
-	// WorkerLabels restricts the job to workers that carry every one of
-	// these labels (drover worker -label KEY=VALUE) with its value (none:
-	// any worker). The autoscaler's machines carry none.
-	WorkerLabels map[string]string `json:"worker_labels,omitempty"`
 	// GPUs each job needs, all of GPUType (a worker offers one type).
 	GPUs    int    `json:"gpus,omitempty"`
 	GPUType string `json:"gpu_type,omitempty"`
@@ -128,6 +121,13 @@ type JobSpec struct {
 	// ${name} in its command and env as a Nomad client does
 	// (InterpolateNomad).
 	Nomad bool `json:"nomad,omitempty"`
+	// Clusters restricts the job to workers in these clusters (none:
+	// any), within its regions and its queue's home clusters.
+	Clusters []string `json:"clusters,omitempty"`
+	// WorkerLabels restricts the job to workers that carry every one of
+	// these labels (drover worker -label KEY=VALUE) with its value (none:
+	// any worker). The autoscaler's machines carry none.
+	WorkerLabels map[string]string `json:"worker_labels,omitempty"`
 }
 
 // Network modes of a job. NetworkBridge is the default: the wire and the

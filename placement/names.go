@@ -1,6 +1,11 @@
 package placement
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // MaxName bounds a region, cluster, pool, queue or GPU type name.
 const MaxName = 64
@@ -17,6 +22,46 @@ func ValidateName(what, s string) error {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
 			return fmt.Errorf("%s %q: use letters, digits, '-', '_' and '.'", what, s)
 		}
+	}
+	return nil
+}
+
+// Bounds of the worker labels a job may ask for.
+const (
+	MaxJobLabels    = 16
+	MaxLabelKey     = 63
+	MaxLabelValue   = 255
+	MaxLabelsLength = 1024 // the keys and values of one job's labels together
+)
+
+// ValidateLabels checks the worker labels a job asks for: at most
+// MaxJobLabels, each key 1 to MaxLabelKey letters, digits, '-', '_', '.'
+// and '/', each value at most MaxLabelValue bytes of printable UTF-8,
+// MaxLabelsLength bytes in all.
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxJobLabels {
+		return fmt.Errorf("%d labels; a job may ask for at most %d", len(labels), MaxJobLabels)
+	}
+	total := 0
+	for k, v := range labels {
+		if k == "" || len(k) > MaxLabelKey {
+			return fmt.Errorf("label key %.70q must be 1 to %d characters", k, MaxLabelKey)
+		}
+		for _, r := range k {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '/') {
+				return fmt.Errorf("label key %.70q: use letters, digits, '-', '_', '.' and '/'", k)
+			}
+		}
+		if len(v) > MaxLabelValue {
+			return fmt.Errorf("label %s's value is %d bytes; the limit is %d", k, len(v), MaxLabelValue)
+		}
+		if !utf8.ValidString(v) || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) >= 0 {
+			return fmt.Errorf("label %s's value %.70q: use printable characters", k, v)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxLabelsLength {
+		return fmt.Errorf("labels of %d bytes; the limit is %d", total, MaxLabelsLength)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/drover-sched/drover/internal/units"
@@ -111,9 +112,29 @@ func (k *Constraint) Empty() bool {
 }
 
 // Key is the constraint as one string, equal for equal constraints (its
-// lists sorted), for a caller that indexes constraints.
+// lists sorted) and only for them: each part is prefixed with its length,
+// so no name or label value can make two constraints' keys alike.
 func (k *Constraint) Key() string {
-	return k.Pool + "\x00" + k.GPUType + "\x00" + strings.Join(k.Regions, "\x00") + "\x01" + strings.Join(k.Clusters, "\x00") + "\x01" + strings.Join(k.Labels, "\x00") + "\x01" + strings.Join(k.JobClusters, "\x00")
+	var b []byte
+	part := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	list := func(l []string) {
+		b = strconv.AppendInt(b, int64(len(l)), 10)
+		b = append(b, '[')
+		for _, s := range l {
+			part(s)
+		}
+	}
+	part(k.Pool)
+	part(k.GPUType)
+	list(k.Regions)
+	list(k.Clusters)
+	list(k.Labels)
+	list(k.JobClusters)
+	return string(b)
 }
 
 // Clone returns a copy of k that shares no slice with it.

@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +86,33 @@ func TestConstraintAdmits(t *testing.T) {
 	}
 	if kl.Key() == none.Key() || kl.Empty() {
 		t.Error("a constraint on labels is not the empty one")
+	}
+	// Labels a job may ask for: name-like keys, printable values, few.
+	many := map[string]string{}
+	for i := range MaxJobLabels + 1 {
+		many[fmt.Sprintf("k%d", i)] = "v"
+	}
+	for _, bad := range []map[string]string{
+		{"a": "x\x00b=y"}, {"a": "line\nbreak"}, {"": "v"}, {"a=b": "c"}, {"a b": "c"}, {"a": strings.Repeat("v", MaxLabelValue+1)},
+		{"a": "\xff"}, many,
+	} {
+		if ValidateLabels(bad) == nil {
+			t.Errorf("labels %q accepted", bad)
+		}
+	}
+	if err := ValidateLabels(map[string]string{"rack": "r1", "topology/zone": "eu west 1", "disk.kind": "ssd"}); err != nil {
+		t.Error(err)
+	}
+	// No value makes two constraints' keys alike.
+	for _, pair := range [][2]Constraint{
+		{{Labels: []string{"a=x\x00b=y"}}, {Labels: []string{"a=x", "b=y"}}},
+		{{Regions: []string{"a"}, Clusters: []string{"b"}}, {Regions: []string{"a", "b"}}},
+		{{Pool: "p\x00"}, {Pool: "p", GPUType: ""}},
+		{{Labels: []string{"c=1"}}, {JobClusters: []string{"c=1"}}},
+	} {
+		if pair[0].Key() == pair[1].Key() {
+			t.Errorf("%+v and %+v share the key %q", pair[0], pair[1], pair[0].Key())
+		}
 	}
 }
 

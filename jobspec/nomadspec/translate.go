@@ -453,6 +453,10 @@ func (t *translator) label(path string, w *where, key, value string) {
 		t.refuse(path, "${meta.%s}: %v", key, err)
 		return
 	}
+	if _, ok := w.labels[key]; !ok && len(w.labels) >= api.MaxWorkerLabels {
+		t.refuse(path, "${meta.%s}: a job may ask for at most %d worker labels", key, api.MaxWorkerLabels)
+		return
+	}
 	if w.labels == nil {
 		w.labels = map[string]string{}
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/money"
-	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
@@ -750,7 +749,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	in.Demand = autoscaler.WindowedDemand(users, budget)
 	for _, pj := range st.Private {
 		in.Private = append(in.Private, autoscaler.PrivateDemand{Ref: fmt.Sprintf("%d/%d", pj.Batch, pj.Job), MachineType: pj.MachineType,
-			Constraint: placement.Constraint{Regions: pj.Regions, Pool: pj.Pool, GPUType: pj.GPUType}, CPUMilli: pj.CPUMilli, Memory: pj.Memory, GPUs: pj.GPUs})
+			Constraint: pj.Constraint, CPUMilli: pj.CPUMilli, Memory: pj.Memory, GPUs: pj.GPUs})
 	}
 	return in
 }

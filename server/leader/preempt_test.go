@@ -90,3 +90,57 @@ func TestReclaimAGPUGuarantee(t *testing.T) {
 		t.Fatalf("the owner's fourth job is %s: past its guarantee, it waits", h.JobState(owner, 4))
 	}
 }
+
+// preemptedFor runs two preemption rounds an hour apart: queue ml, whose
+// guarantee is 8 cores, waits with 8 jobs of where; queue batch borrows
+// the only worker (cluster c, pool default, no labels) with 8 running.
+// It returns how many attempts were chosen as victims.
+func preemptedFor(t *testing.T, where *state.Where) int {
+	h := state.NewHarness(t, nil)
+	h.Must(&state.ApplyPlacement{Now: h.Tick(), Clusters: []state.Cluster{{Name: "c", Region: "r"}, {Name: "d", Region: "r"}}, Queues: []state.Queue{
+		{Queue: placement.Queue{Path: "ml", Guarantee: placement.Resources{CPUMilli: 8000}}, AllowProjects: []string{"default"}},
+		{Queue: placement.Queue{Path: "batch"}, AllowProjects: []string{"default"}},
+	}})
+	inst := h.Must(&state.Activate{Now: h.Tick(), Name: "w", CPUMilli: 8000, Memory: 64 << 30, Region: "r", Cluster: "c", TokenHash: "tok-w"}).(*state.ActivateResult).Instance
+	job := &state.Spec{Name: "cpu", Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30}
+	borrow := h.Must(&state.CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Queue: "batch",
+		Jobs: []state.JobEntry{{First: 1, Count: 8, Spec: job}}}).(*state.UpdateResult).Batch
+	if r := h.Schedule(); r.Placed != 8 {
+		t.Fatalf("placed %d", r.Placed)
+	}
+	start := h.Tick()
+	var started []state.Event
+	for j := uint32(1); j <= 8; j++ {
+		started = append(started, state.Event{Instance: inst, Batch: borrow, Job: j, Attempt: 1, Started: true, Start: start})
+	}
+	h.Must(&state.Events{Now: start, Events: started})
+	want := &state.Spec{Name: "train", Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 30, Where: where}
+	h.Must(&state.CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Queue: "ml", Jobs: []state.JobEntry{{First: 1, Count: 8, Spec: want}}})
+	p := NewPreemptor()
+	now := time.Unix(0, h.Tick())
+	p.Round(h.S, now)
+	_, _, out := p.Round(h.S, now.Add(time.Hour))
+	if out == nil {
+		return 0
+	}
+	return len(out.Victims)
+}
+
+// TestReclaimOnlyWhereTheClaimCouldRun: a queue reclaims its guarantee
+// only in clusters with a worker its waiting jobs may use: preempting the
+// borrower on the only worker frees nothing for jobs that ask for a label
+// it lacks, another pool or another cluster.
+func TestReclaimOnlyWhereTheClaimCouldRun(t *testing.T) {
+	if n := preemptedFor(t, nil); n == 0 {
+		t.Fatal("nothing preempted for jobs the worker could run: the test proves nothing")
+	}
+	for name, where := range map[string]*state.Where{
+		"a label no worker carries": {Labels: []string{"rack=nowhere"}},
+		"a pool no worker is in":    {Pool: "nowhere"},
+		"a cluster with no worker":  {Clusters: []string{"d"}},
+	} {
+		if n := preemptedFor(t, where); n > 0 {
+			t.Errorf("%s: %d attempts preempted for jobs that could not use what they free", name, n)
+		}
+	}
+}

@@ -51,12 +51,12 @@ type PrivateJob struct {
 	Job         uint32
 	User        string
 	MachineType string
-	Regions     []string
-	Pool        string
-	GPUType     string
-	CPUMilli    int64
-	Memory      int64
-	GPUs        int64
+	// Constraint is where the job may run: placement's, its queue's
+	// routing included (its own, not the state's).
+	Constraint placement.Constraint
+	CPUMilli   int64
+	Memory     int64
+	GPUs       int64
 }
 
 // maxPrivatePerDecision bounds the private jobs one decision considers.
@@ -142,13 +142,14 @@ func privateJobs(r state.Reader) []PrivateJob {
 				if w == nil || w.MachineType == "" {
 					continue
 				}
-				typ, gpus := sp.GPUs()
+				_, gpus := sp.GPUs()
+				k := r.Constraint(b, sp).Clone()
 				for id := rg.Lo; id <= rg.Hi; id++ {
 					if len(out) >= maxPrivatePerDecision {
 						return out
 					}
-					out = append(out, PrivateJob{Batch: b.ID, Job: id, User: b.User, MachineType: w.MachineType, Regions: slices.Clone(w.Regions),
-						Pool: w.Pool, GPUType: typ, CPUMilli: sp.CPUMilli, Memory: sp.Memory, GPUs: gpus})
+					out = append(out, PrivateJob{Batch: b.ID, Job: id, User: b.User, MachineType: w.MachineType, Constraint: k,
+						CPUMilli: sp.CPUMilli, Memory: sp.Memory, GPUs: gpus})
 				}
 			}
 		}

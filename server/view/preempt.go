@@ -2,7 +2,9 @@ package view
 
 import (
 	"cmp"
+	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
@@ -137,6 +139,7 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 		clusterIdx[cl.Name] = int32(len(clusters))
 		clusters = append(clusters, placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled})
 	}
+	reach := clusterReach(r, clusters, clusterIdx)
 	anywhere := make([]bool, len(tree))
 	allowed := make([][]bool, len(tree))
 	smallest := int64(-1)
@@ -182,8 +185,8 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 					if allowed[i] == nil {
 						allowed[i] = make([]bool, len(clusters))
 					}
-					for c := range clusters {
-						if k.AdmitsCluster(&clusters[c]) == 0 {
+					for c, ok := range reach(&k) {
+						if ok {
 							allowed[i][c] = true
 						}
 					}
@@ -242,4 +245,63 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 		return cmp.Compare(a.Job, b.Job)
 	})
 	return in
+}
+
+// clusterReach returns, for a constraint, the clusters with a worker it
+// admits (placement's rule: region, clusters, pool, labels, the cluster
+// enabled), so a queue reclaims only where its waiting work could run.
+// Workers are read once, as their distinct places; each constraint's
+// answer is kept for the read.
+func clusterReach(r state.Reader, clusters []placement.Cluster, clusterIdx map[string]int32) func(*placement.Constraint) []bool {
+	type place struct {
+		cluster int32
+		pool    string
+		labels  map[string]string
+	}
+	var places []place
+	seen := map[string]bool{}
+	for inst := range r.Instances() {
+		c, ok := clusterIdx[inst.Cluster]
+		if !ok {
+			continue
+		}
+		key := placeKey(inst.Cluster, inst.Pool, inst.Labels)
+		if !seen[key] {
+			seen[key] = true
+			places = append(places, place{c, inst.Pool, inst.Labels})
+		}
+	}
+	memo := map[string][]bool{}
+	return func(k *placement.Constraint) []bool {
+		key := k.Key()
+		if a, ok := memo[key]; ok {
+			return a
+		}
+		a := make([]bool, len(clusters))
+		for _, p := range places {
+			if !a[p.cluster] && k.Admits(&clusters[p.cluster], p.pool, p.labels) == 0 {
+				a[p.cluster] = true
+			}
+		}
+		memo[key] = a
+		return a
+	}
+}
+
+// placeKey is a worker's cluster, pool and labels as one string, each
+// part prefixed with its length, so that distinct places differ.
+func placeKey(cluster, pool string, labels map[string]string) string {
+	var b []byte
+	part := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	part(cluster)
+	part(pool)
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		part(k)
+		part(labels[k])
+	}
+	return string(b)
 }

@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -200,12 +201,15 @@ func TestViewKeepsDrainingAndPrivateMachinesOut(t *testing.T) {
 	h.Must(&state.Activate{Now: h.Tick(), Name: "m", NodeID: "m", CPUMilli: 8000, Memory: 32 << 30, TokenHash: "t", Region: "east", Cluster: "a", Machine: req.Machines[0]})
 	plain := activateIn(h, "w", "east", "a", 4)
 	sp := spec("private", 4)
-	sp.Where = &state.Where{MachineType: "n2-highmem-16"}
+	sp.Where = &state.Where{MachineType: "n2-highmem-16", Clusters: []string{"a"}, Labels: []string{"rack=r1"}}
 	b := h.CreateBatch(entry(1, 2, sp))
 	h.CreateBatch(entry(1, 1, spec("shared", 1)))
 	if st := AutoscaleState(h.S); len(st.Private) != 2 || st.Private[0].Batch != b || st.Private[0].MachineType != "n2-highmem-16" ||
 		len(st.Free) != 2 || len(st.DrainingFree) != 0 || len(st.Configs) != 2 || len(st.Machines) != 1 {
 		t.Fatalf("autoscaler's input %+v", st)
+	} else if k := st.Private[0].Constraint; !slices.Equal(k.JobClusters, []string{"a"}) || !slices.Equal(k.Labels, []string{"rack=r1"}) {
+		// The planner sees the whole of where the job may run.
+		t.Fatalf("a private job's constraint %+v", k)
 	}
 	h.Must(&state.Scale{Now: h.Tick(), Deletes: []state.ScaleDelete{{Machine: req.Machines[0], Reason: "idle"}}})
 	in := Scheduling(h.S, Options{Now: h.Now}).Input
