@@ -412,6 +412,11 @@ func (c *Client) sendOnce(ctx context.Context, method, path, contentType string,
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if timer != nil && !timer.Stop() {
+				// Our own deadline cancelled the attempt: say so, not
+				// "context canceled".
+				err = fmt.Errorf("no answer within %s", c.AttemptTimeout+extra)
+			}
 			if hint := tlsHint(err); hint != "" {
 				// Retrying will not change a certificate.
 				return nil, &TLSError{Err: fmt.Errorf("%s %s: %w; %s", method, c.addrs[idx], err, hint)}
