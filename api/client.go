@@ -682,6 +682,57 @@ func (c *Client) OpenJobLogAt(ctx context.Context, batchID, jobID int64, attempt
 		Size: size, Attempt: at}, nil
 }
 
+// AttemptUsage reads an attempt's usage over time (attempt 0: the
+// latest).
+func (c *Client) AttemptUsage(ctx context.Context, batchID, jobID int64, attempt int) (*AttemptUsage, error) {
+	path := fmt.Sprintf("/api/v1/batches/%d/jobs/%d/usage", batchID, jobID)
+	if attempt > 0 {
+		path += "?attempt=" + strconv.Itoa(attempt)
+	}
+	var out AttemptUsage
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WatchChanges follows the change stream from after index (0: from
+// now) for the topic terms ("Batch:12", "Job:12/*", "Queue"; none: every
+// topic), calling fn with each frame, the first as soon as the stream
+// opens, until fn returns an error (returned), ctx ends or the server
+// ends the stream (nil: resume from the last frame's Index).
+func (c *Client) WatchChanges(ctx context.Context, index uint64, topics []string, fn func(*ChangeFrame) error) error {
+	q := url.Values{}
+	if index > 0 {
+		q.Set("index", strconv.FormatUint(index, 10))
+	}
+	for _, t := range topics {
+		q.Add("topic", t)
+	}
+	path := "/api/v1/changes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	resp, err := c.send(ctx, http.MethodGet, path, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var f ChangeFrame
+		if err := dec.Decode(&f); err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("read the change stream: %w", err)
+		}
+		if err := fn(&f); err != nil {
+			return err
+		}
+	}
+}
+
 // WaitBatch polls until the batch is complete or ctx ends. progress, when not
 // nil, is called with every status seen.
 func (c *Client) WaitBatch(ctx context.Context, id int64, progress func(*Batch)) (*Batch, error) {
@@ -962,15 +1013,39 @@ func (c *Client) DeleteUser(ctx context.Context, name string) error {
 // Audit reads the audit log: entries since (a duration like 1h or an RFC
 // 3339 time), of one user when user is set, newest first.
 func (c *Client) Audit(ctx context.Context, since, user string, limit int) ([]AuditEntry, error) {
+	return c.AuditPage(ctx, AuditQuery{Since: since, User: user, Limit: limit})
+}
+
+// AuditQuery asks for a page of the audit log.
+type AuditQuery struct {
+	// Since: a duration like 1h or an RFC 3339 time ("": the last 24
+	// hours, or, with Before or After, as far back as the log reaches).
+	Since string
+	// Before and After (exclusive; zero: no bound) page through the log:
+	// Before the entry at the end of a page read gives the page older
+	// than it; After the one at its top, the page newer than it.
+	Before, After time.Time
+	User          string
+	Limit         int // 0: the server's default (1,000)
+}
+
+// AuditPage reads a page of the audit log, newest first.
+func (c *Client) AuditPage(ctx context.Context, a AuditQuery) ([]AuditEntry, error) {
 	q := url.Values{}
-	if since != "" {
-		q.Set("since", since)
+	if a.Since != "" {
+		q.Set("since", a.Since)
 	}
-	if user != "" {
-		q.Set("user", user)
+	if !a.Before.IsZero() {
+		q.Set("before", a.Before.UTC().Format(time.RFC3339Nano))
 	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if !a.After.IsZero() {
+		q.Set("after", a.After.UTC().Format(time.RFC3339Nano))
+	}
+	if a.User != "" {
+		q.Set("user", a.User)
+	}
+	if a.Limit > 0 {
+		q.Set("limit", strconv.Itoa(a.Limit))
 	}
 	var out []AuditEntry
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/audit?"+q.Encode(), nil, &out); err != nil {

@@ -129,6 +129,9 @@ func (u *Usage) Validate(cores float64, memory int64, wall time.Duration) error 
 	if u.PeakMemory < 0 || u.PeakMemory > memory {
 		return fmt.Errorf("usage peak_memory is %d bytes; it is between 0 and the instance's memory, %d", u.PeakMemory, memory)
 	}
+	if u.Memory < 0 || u.Memory > memory {
+		return fmt.Errorf("usage memory is %d bytes; it is between 0 and the instance's memory, %d", u.Memory, memory)
+	}
 	if u.BytesIn < 0 || u.BytesIn > MaxUsageBytes || u.BytesOut < 0 || u.BytesOut > MaxUsageBytes {
 		return fmt.Errorf("usage bytes_in %d, bytes_out %d: each is between 0 and %d", u.BytesIn, u.BytesOut, int64(MaxUsageBytes))
 	}

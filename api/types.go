@@ -170,6 +170,28 @@ type Usage struct {
 	ImageSeconds  float64 `json:"image_seconds,omitempty"`
 	InputSeconds  float64 `json:"input_seconds,omitempty"`
 	OutputSeconds float64 `json:"output_seconds,omitempty"`
+	// Memory is the memory charged at the sample (a usage event's), page
+	// cache included.
+	Memory int64 `json:"memory,omitempty"`
+}
+
+// AttemptUsage is an attempt's usage over time
+// (GET /api/v1/batches/{id}/jobs/{job}/usage): the samples its worker
+// reported (about one a minute while it runs, and its last at its end),
+// as kept in the memory of the server that answers (since it started;
+// the latest 64 an attempt, thinned evenly over a longer run).
+type AttemptUsage struct {
+	Attempt int           `json:"attempt"`
+	Samples []UsageSample `json:"samples"`
+}
+
+// UsageSample is one usage sample: the CPU time used so far, the memory
+// charged then and the peak so far.
+type UsageSample struct {
+	Time       time.Time `json:"time"`
+	CPUSeconds float64   `json:"cpu_seconds"`
+	Memory     int64     `json:"memory"`
+	PeakMemory int64     `json:"peak_memory"`
 }
 
 // NumJobs is the number of job IDs the entry occupies.
@@ -454,7 +476,50 @@ type BatchStages struct {
 type JobList struct {
 	Jobs   []Job `json:"jobs"`
 	LastID int64 `json:"last_id,omitempty"`
+	// Batch is the batch's status read with the page, under the same
+	// read of the state, so its counts and the jobs' states agree
+	// (absent for a batch read from the history store, which no longer
+	// changes).
+	Batch *Batch `json:"batch,omitempty"`
 }
+
+// Change topics (GET /api/v1/changes): what changed.
+const (
+	ChangeBatch   = "Batch"   // key: the batch ID
+	ChangeJob     = "Job"     // key: "batch/job"; the filter "Job:12/*" takes every job of batch 12
+	ChangeQueue   = "Queue"   // key "*"
+	ChangeMachine = "Machine" // key "*"
+	ChangeCluster = "Cluster" // key: the cluster
+	ChangeWorker  = "Worker"  // key "*"
+)
+
+// Change is one change of the change stream: the Raft index of the entry
+// that made it, the topic and the key of what changed.
+type Change struct {
+	Index uint64 `json:"index"`
+	Topic string `json:"topic"`
+	Key   string `json:"key"`
+}
+
+// ChangeFrame is one line of GET /api/v1/changes: the changes after the
+// index the stream resumed from (or the last frame's), up to Index. A
+// frame without changes is a heartbeat, or the stream's first frame.
+// Reload: the server no longer holds every change after the index asked
+// for (it keeps the latest 65,536, and none from before it started or
+// installed a snapshot): read afresh what you show, and resume from
+// Index.
+type ChangeFrame struct {
+	Index   uint64   `json:"index"`
+	Reload  bool     `json:"reload,omitempty"`
+	Changes []Change `json:"changes,omitempty"`
+}
+
+// MaxChangeTopics bounds the topic terms of one change stream, and
+// MaxChangeKey the length of a term.
+const (
+	MaxChangeTopics = 16
+	MaxChangeKey    = 64
+)
 
 // User is a drover account. The token is only ever returned on creation.
 type User struct {
@@ -581,8 +646,8 @@ type CostRow struct {
 	// Cost is what the attempts that ended on the report's days cost (an
 	// attempt counts on the UTC day it ended).
 	Cost money.Amount `json:"cost"`
-	// Running is what the attempts still running have cost up to now
-	// (by user and by batch, when the report's days include today).
+	// Running is what the attempts still running have cost up to now,
+	// when the report's days include today (by day: on today's row).
 	Running money.Amount `json:"running,omitempty"`
 }
 
@@ -722,6 +787,10 @@ type Instance struct {
 	// Version is the drover version the worker said it runs ("": one
 	// from before workers said).
 	Version string `json:"version,omitempty"`
+	// LastHeard is when the leader last heard from the worker (a sync
+	// held open counts as now); absent when it has not since it became
+	// leader, or the worker is retired.
+	LastHeard *time.Time `json:"last_heard,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx API response.
@@ -1200,6 +1269,13 @@ type Queue struct {
 	// Cap is the most it may hold (guarantee and borrow_limit) for each
 	// resource its borrow_limit bounds (reads only).
 	Cap *Quota `json:"cap,omitempty"`
+	// Waiting is what its Ready jobs (its subtree's) ask for, and
+	// WaitingJobs how many they are (reads only; absent: none): the
+	// demand a preemption round weighs against Used. Memory and GPUs
+	// are read from each batch's first ranges of Ready jobs and scaled
+	// to its cores, as the preemption round reads them.
+	Waiting     Quota `json:"waiting,omitzero"`
+	WaitingJobs int64 `json:"waiting_jobs,omitempty"`
 }
 
 // QueueRecommendation is Monarch's percentile algorithm's suggestion for
@@ -1434,6 +1510,10 @@ type Machine struct {
 	// LastJobEnded is when an attempt last ended on its worker (absent:
 	// none has).
 	LastJobEnded *time.Time `json:"last_job_ended,omitempty"`
+	// ForBatch and ForJob: the job the machine was made for alone (a
+	// job with a machine_type); absent for a machine of the shared fleet.
+	ForBatch int64 `json:"for_batch,omitempty"`
+	ForJob   int64 `json:"for_job,omitempty"`
 }
 
 // AutoscaleRound is the leader's last decision.

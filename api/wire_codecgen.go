@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF82333 = 1
-	codecSelferCcRAW2333  = 255
+	codecSelferCcUTF84047 = 1
+	codecSelferCcRAW4047  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray2333  = 10
-	codecSelferValueTypeMap2333    = 9
-	codecSelferValueTypeString2333 = 6
-	codecSelferValueTypeInt2333    = 2
-	codecSelferValueTypeUint2333   = 3
-	codecSelferValueTypeFloat2333  = 4
-	codecSelferBitsize2333         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray4047  = 10
+	codecSelferValueTypeMap4047    = 9
+	codecSelferValueTypeString4047 = 6
+	codecSelferValueTypeInt4047    = 2
+	codecSelferValueTypeUint4047   = 3
+	codecSelferValueTypeFloat4047  = 4
+	codecSelferBitsize4047         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct2333 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct4047 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer2333 struct{}
+type codecSelfer4047 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -138,7 +138,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -153,14 +153,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -169,7 +169,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -177,7 +177,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 						}
 					}
 				}
@@ -198,7 +198,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -224,7 +224,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -253,7 +253,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -282,7 +282,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -311,7 +311,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -338,7 +338,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -370,7 +370,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -399,7 +399,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -424,7 +424,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -446,7 +446,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -470,7 +470,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -492,7 +492,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -520,7 +520,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -553,7 +553,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -574,14 +574,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -590,7 +590,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -598,7 +598,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Pool))
 						}
 					}
 				}
@@ -619,7 +619,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -636,27 +636,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.GPUType))
 						}
 					}
 				}
@@ -669,27 +669,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.MachineType))
 						}
 					}
 				}
@@ -702,14 +702,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -718,7 +718,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -726,7 +726,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Image))
 						}
 					}
 				}
@@ -739,14 +739,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -755,7 +755,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -763,7 +763,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Network))
 						}
 					}
 				}
@@ -788,7 +788,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -821,7 +821,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -847,7 +847,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -868,7 +868,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -892,7 +892,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -921,7 +921,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -951,7 +951,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -973,7 +973,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -981,14 +981,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -996,13 +996,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1114,7 +1114,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1150,7 +1150,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1238,7 +1238,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj45 int
@@ -1468,7 +1468,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj45++
 	if yyhl45 {
@@ -1554,7 +1554,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj45++
 	if yyhl45 {
@@ -1761,7 +1761,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1787,7 +1787,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 					}
 				}
 			} else {
@@ -1795,7 +1795,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1803,7 +1803,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 					}
 				}
 			}
@@ -1814,7 +1814,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Source))
 					}
 				}
 			} else {
@@ -1822,7 +1822,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1830,7 +1830,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Source))
 					}
 				}
 			}
@@ -1841,7 +1841,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Path))
 					}
 				}
 			} else {
@@ -1849,7 +1849,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1857,7 +1857,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Path))
 					}
 				}
 			}
@@ -1871,7 +1871,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1879,14 +1879,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1894,13 +1894,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1944,7 +1944,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2015,7 +2015,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2041,7 +2041,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 					}
 				}
 			} else {
@@ -2049,7 +2049,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2057,7 +2057,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 					}
 				}
 			}
@@ -2068,7 +2068,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Path))
 					}
 				}
 			} else {
@@ -2076,7 +2076,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2084,7 +2084,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Path))
 					}
 				}
 			}
@@ -2095,7 +2095,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Destination))
 					}
 				}
 			} else {
@@ -2103,7 +2103,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2111,7 +2111,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Destination))
 					}
 				}
 			}
@@ -2125,7 +2125,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2133,14 +2133,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2148,13 +2148,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2198,7 +2198,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2269,7 +2269,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2283,7 +2283,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [7]bool{     // should field at this index be written?
+			var yyq2 = [8]bool{     // should field at this index be written?
 				true,                 // CPUSeconds
 				true,                 // PeakMemory
 				true,                 // BytesIn
@@ -2291,10 +2291,11 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.ImageSeconds != 0,  // ImageSeconds
 				x.InputSeconds != 0,  // InputSeconds
 				x.OutputSeconds != 0, // OutputSeconds
+				x.Memory != 0,        // Memory
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(7)
+				r.WriteArrayStart(8)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2313,7 +2314,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2328,7 +2329,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2343,7 +2344,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2358,7 +2359,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2378,7 +2379,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2399,7 +2400,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2420,11 +2421,36 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeFloat64(float64(x.OutputSeconds))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[7] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.Memory))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[7] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"memory\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF84047, `memory`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.Memory))
 					}
 				}
 			}
@@ -2438,7 +2464,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2446,14 +2472,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2461,13 +2487,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2527,6 +2553,12 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.OutputSeconds = (float64)(r.DecodeFloat64())
 			}
+		case "memory":
+			if r.TryDecodeAsNil() {
+				x.Memory = 0
+			} else {
+				x.Memory = (int64)(r.DecodeInt64())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2535,19 +2567,19 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj11 int
-	var yyb11 bool
-	var yyhl11 bool = l >= 0
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	var yyj12 int
+	var yyb12 bool
+	var yyhl12 bool = l >= 0
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2557,13 +2589,13 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPUSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2573,13 +2605,13 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PeakMemory = (int64)(r.DecodeInt64())
 	}
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2589,13 +2621,13 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BytesIn = (int64)(r.DecodeInt64())
 	}
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2605,13 +2637,13 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BytesOut = (int64)(r.DecodeInt64())
 	}
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2621,13 +2653,13 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.ImageSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2637,13 +2669,13 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.InputSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj11++
-	if yyhl11 {
-		yyb11 = yyj11 > l
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
 	} else {
-		yyb11 = r.CheckBreak()
+		yyb12 = r.CheckBreak()
 	}
-	if yyb11 {
+	if yyb12 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2653,24 +2685,40 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.OutputSeconds = (float64)(r.DecodeFloat64())
 	}
+	yyj12++
+	if yyhl12 {
+		yyb12 = yyj12 > l
+	} else {
+		yyb12 = r.CheckBreak()
+	}
+	if yyb12 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Memory = 0
+	} else {
+		x.Memory = (int64)(r.DecodeInt64())
+	}
 	for {
-		yyj11++
-		if yyhl11 {
-			yyb11 = yyj11 > l
+		yyj12++
+		if yyhl12 {
+			yyb12 = yyj12 > l
 		} else {
-			yyb11 = r.CheckBreak()
+			yyb12 = r.CheckBreak()
 		}
-		if yyb11 {
+		if yyb12 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj11-1, "")
+		z.DecStructFieldNotFound(yyj12-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2719,14 +2767,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -2735,7 +2783,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2743,7 +2791,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 						}
 					}
 				}
@@ -2755,19 +2803,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.BillingProject))
 					}
 				}
 			}
@@ -2791,7 +2839,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2812,27 +2860,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2857,7 +2905,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2883,7 +2931,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2904,7 +2952,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2920,14 +2968,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -2936,7 +2984,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2944,7 +2992,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Callback))
 						}
 					}
 				}
@@ -2957,14 +3005,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -2973,7 +3021,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2981,7 +3029,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Queue))
 						}
 					}
 				}
@@ -3002,7 +3050,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3024,7 +3072,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3072,7 +3120,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3108,7 +3156,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3116,14 +3164,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3131,13 +3179,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3258,7 +3306,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3496,7 +3544,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3536,27 +3584,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3581,7 +3629,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3607,7 +3655,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3625,7 +3673,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3633,14 +3681,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3648,13 +3696,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3701,7 +3749,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3775,7 +3823,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3802,7 +3850,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3817,7 +3865,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3832,7 +3880,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3847,7 +3895,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3865,7 +3913,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3883,7 +3931,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3891,14 +3939,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3906,13 +3954,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3968,7 +4016,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4071,7 +4119,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4105,7 +4153,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4127,7 +4175,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4135,14 +4183,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4150,13 +4198,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4191,7 +4239,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4233,7 +4281,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4260,7 +4308,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4275,7 +4323,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4293,7 +4341,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4311,7 +4359,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4319,14 +4367,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4334,13 +4382,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4374,7 +4422,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4384,7 +4432,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4436,7 +4484,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	for {
 		yyj7++
@@ -4455,7 +4503,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4502,7 +4550,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4517,7 +4565,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4535,7 +4583,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4550,7 +4598,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Kind))
 					}
 				}
 			} else {
@@ -4558,7 +4606,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4566,7 +4614,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Kind))
 					}
 				}
 			}
@@ -4578,14 +4626,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -4594,7 +4642,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4602,7 +4650,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Outcome))
 						}
 					}
 				}
@@ -4620,7 +4668,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4644,7 +4692,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4675,7 +4723,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4698,14 +4746,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -4714,7 +4762,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4722,7 +4770,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Message))
 						}
 					}
 				}
@@ -4755,7 +4803,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4779,7 +4827,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4787,14 +4835,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4802,13 +4850,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4842,7 +4890,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4860,7 +4908,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -4922,7 +4970,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -4974,7 +5022,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj16++
 	if yyhl16 {
@@ -5022,7 +5070,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj16++
 	if yyhl16 {
@@ -5133,7 +5181,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5186,7 +5234,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5219,7 +5267,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5252,7 +5300,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5278,7 +5326,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5296,7 +5344,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5304,14 +5352,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5319,13 +5367,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5384,7 +5432,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5480,7 +5528,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5525,7 +5573,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5553,7 +5601,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5586,7 +5634,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5615,7 +5663,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5644,7 +5692,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -5667,7 +5715,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5675,14 +5723,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5690,13 +5738,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5718,7 +5766,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5761,7 +5809,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5781,7 +5829,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj12++
 	if yyhl12 {
@@ -5873,7 +5921,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5900,7 +5948,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5915,7 +5963,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5933,7 +5981,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5948,7 +5996,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Reason))
 					}
 				}
 			} else {
@@ -5956,7 +6004,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5964,7 +6012,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Reason))
 					}
 				}
 			}
@@ -5976,7 +6024,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5993,7 +6041,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6001,14 +6049,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6016,13 +6064,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6056,7 +6104,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6078,7 +6126,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6130,7 +6178,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6181,7 +6229,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6236,7 +6284,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6251,7 +6299,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6269,7 +6317,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6284,7 +6332,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 					}
 				}
 			} else {
@@ -6292,7 +6340,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6300,7 +6348,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Name))
 					}
 				}
 			}
@@ -6312,7 +6360,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82333, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF84047, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6334,7 +6382,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6366,7 +6414,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6390,7 +6438,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6409,7 +6457,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6430,7 +6478,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6446,14 +6494,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -6462,7 +6510,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6470,7 +6518,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Image))
 						}
 					}
 				}
@@ -6483,14 +6531,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -6499,7 +6547,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6507,7 +6555,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Network))
 						}
 					}
 				}
@@ -6532,7 +6580,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6565,7 +6613,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6598,7 +6646,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -6624,7 +6672,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6645,7 +6693,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6669,7 +6717,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6688,7 +6736,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6696,14 +6744,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6711,13 +6759,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6751,7 +6799,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -6866,7 +6914,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -6918,7 +6966,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2333))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4047))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7192,7 +7240,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7233,27 +7281,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7266,27 +7314,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7299,27 +7347,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7332,27 +7380,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7367,7 +7415,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7375,14 +7423,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7390,13 +7438,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7446,7 +7494,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7533,7 +7581,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7573,14 +7621,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -7589,7 +7637,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7597,7 +7645,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Endpoint))
 						}
 					}
 				}
@@ -7610,14 +7658,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -7626,7 +7674,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7634,7 +7682,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Region))
 						}
 					}
 				}
@@ -7652,7 +7700,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82333, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7670,7 +7718,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7678,14 +7726,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7693,13 +7741,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7743,7 +7791,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -7814,7 +7862,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7854,7 +7902,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Prefix))
 					}
 				}
 			} else {
@@ -7862,7 +7910,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82333, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF84047, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7870,7 +7918,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Prefix))
 					}
 				}
 			}
@@ -7902,7 +7950,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -7944,7 +7992,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -7966,14 +8014,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, "")
+						r.EncodeStringEnc(codecSelferCcUTF84047, "")
 					}
 				}
 			} else {
@@ -7982,7 +8030,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82333, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF84047, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7990,7 +8038,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82333, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF84047, string(x.Error))
 						}
 					}
 				}
@@ -8005,7 +8053,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8013,14 +8061,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2333 {
+		if yyct2 == codecSelferValueTypeMap4047 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2333 {
+		} else if yyct2 == codecSelferValueTypeArray4047 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8028,13 +8076,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2333)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4047)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8096,7 +8144,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2333
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8194,8 +8242,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer2333) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8209,8 +8257,8 @@ func (x codecSelfer2333) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8253,8 +8301,8 @@ func (x codecSelfer2333) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer2333) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8268,8 +8316,8 @@ func (x codecSelfer2333) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8349,8 +8397,8 @@ func (x codecSelfer2333) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2333) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8362,8 +8410,8 @@ func (x codecSelfer2333) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8443,8 +8491,8 @@ func (x codecSelfer2333) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2333) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8455,15 +8503,15 @@ func (x codecSelfer2333) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82333, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84047, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8543,8 +8591,8 @@ func (x codecSelfer2333) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2333) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8555,7 +8603,7 @@ func (x codecSelfer2333) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82333, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF84047, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8564,15 +8612,15 @@ func (x codecSelfer2333) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82333, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84047, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer2333) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8624,8 +8672,8 @@ func (x codecSelfer2333) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer2333) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8637,8 +8685,8 @@ func (x codecSelfer2333) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8718,8 +8766,8 @@ func (x codecSelfer2333) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer2333) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8731,8 +8779,8 @@ func (x codecSelfer2333) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8812,8 +8860,8 @@ func (x codecSelfer2333) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2333) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8825,8 +8873,8 @@ func (x codecSelfer2333) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8906,8 +8954,8 @@ func (x codecSelfer2333) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2333) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8919,8 +8967,8 @@ func (x codecSelfer2333) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9000,8 +9048,8 @@ func (x codecSelfer2333) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer2333) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9013,8 +9061,8 @@ func (x codecSelfer2333) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9094,8 +9142,8 @@ func (x codecSelfer2333) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2333) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9107,8 +9155,8 @@ func (x codecSelfer2333) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9188,8 +9236,8 @@ func (x codecSelfer2333) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2333) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9201,8 +9249,8 @@ func (x codecSelfer2333) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9282,8 +9330,8 @@ func (x codecSelfer2333) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2333) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9295,8 +9343,8 @@ func (x codecSelfer2333) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2333) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer2333
+func (x codecSelfer4047) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer4047
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

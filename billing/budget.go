@@ -137,7 +137,8 @@ func ceilDiv(n, d *big.Int) *big.Int {
 }
 
 // LimitReason says that a project reached its spend limit, in the words
-// batch cancellations and waiting jobs give.
+// batch cancellations and waiting jobs give, with amounts as every page
+// shows them (money.Amount.Display): a $0.001 limit reads "$0.001".
 func LimitReason(project string, limit, spent money.Amount) string {
-	return fmt.Sprintf("billing project %s reached its spend limit of $%.2f (spent $%.2f)", project, limit.Dollars(), spent.Dollars())
+	return fmt.Sprintf("billing project %s reached its spend limit of %s (spent %s)", project, limit.Display(), spent.Display())
 }

@@ -91,9 +91,14 @@ func TestBudgetCrossing(t *testing.T) {
 	}
 }
 
+// TestLimitReason: the sentence shows amounts as the pages do, so a
+// $0.001 limit reads "$0.001" and not "$0.00".
 func TestLimitReason(t *testing.T) {
 	got := LimitReason("lab", d(16), d(16.012))
 	if !strings.Contains(got, "billing project lab reached its spend limit of $16.00 (spent $16.01)") {
+		t.Fatalf("reason %q", got)
+	}
+	if got := LimitReason("lab", money.Dollar/1000, 1_430_000); got != "billing project lab reached its spend limit of $0.001 (spent $0.0014)" {
 		t.Fatalf("reason %q", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -399,8 +398,8 @@ func TestWebUI(t *testing.T) {
 	if want == 0 {
 		t.Fatal("the project cost nothing: the dev agent's example rates are not set")
 	}
-	if cents(t, shown) != int64(want.Round(money.Cent)/money.Cent) {
-		t.Fatalf("billing chart shows %s for %s; the API says %s", shown, day, want)
+	if shown != want.Display() {
+		t.Fatalf("billing chart shows %s for %s; the API says %s (%s)", shown, day, want, want.Display())
 	}
 	b.shot("billing")
 	b.checkPage("billing")
@@ -428,13 +427,24 @@ func TestWebUI(t *testing.T) {
 	b.open("/ui/clusters")
 	b.shot("clusters")
 	b.checkPage("clusters")
-	b.do(chromedp.SendKeys(chromedp.CSS("#reason-b"), "ui maintenance"),
-		chromedp.Click(chromedp.CSS(`form[action="/ui/clusters/b/disable"] button`)), chromedp.WaitReady(chromedp.CSS(`form[action="/ui/clusters/b/enable"]`)))
+	// Disabling asks first, naming what will stop; the question's answer
+	// is keyboard-reachable.
+	b.do(chromedp.SetValue(chromedp.CSS("#disable-cluster"), "b"), chromedp.SendKeys(chromedp.CSS("#disable-reason"), "ui maintenance"),
+		chromedp.Click(chromedp.CSS("#disable")), chromedp.WaitReady(chromedp.CSS("#confirm")))
+	if q := b.text("main"); !strings.Contains(q, "Take cluster b of region us-west1 out of service?") || !strings.Contains(q, "run to their end") {
+		t.Errorf("the question before disabling names not what happens:\n%s", q)
+	}
+	if out := a.drover(a.token, "cluster", "list").must(t, 0); strings.Contains(out.stdout, "ui maintenance") {
+		t.Fatal("the cluster was disabled before the question was answered")
+	}
+	b.shot("confirm")
+	b.checkPage("confirm")
+	b.do(chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitReady(chromedp.CSS(`#enable-cluster option[value="b"]`)))
 	out := a.drover(a.token, "cluster", "list").must(t, 0)
 	if !strings.Contains(out.stdout, "ui maintenance") {
 		t.Fatalf("drover cluster list does not show the reason given in the UI:\n%s", out.stdout)
 	}
-	b.do(chromedp.Click(chromedp.CSS(`form[action="/ui/clusters/b/enable"] button`)), chromedp.WaitReady(chromedp.CSS(`form[action="/ui/clusters/b/disable"]`)))
+	b.do(chromedp.SetValue(chromedp.CSS("#enable-cluster"), "b"), chromedp.Click(chromedp.CSS("#enable")), chromedp.WaitReady(chromedp.CSS(`#disable-cluster option[value="b"]`)))
 
 	// A POST without the CSRF token, or from another site, is refused
 	// even with a valid session; the same POST from the UI's own page
@@ -442,7 +452,7 @@ func TestWebUI(t *testing.T) {
 	long := submit(client("mem"), "long", sh("sleep 300", 0.25))
 	cancelPost := func(cookie, csrf string, header map[string]string) int {
 		t.Helper()
-		form := url.Values{}
+		form := url.Values{"confirm": {"yes"}}
 		if csrf != "" {
 			form.Set("csrf", csrf)
 		}
@@ -491,7 +501,7 @@ func TestWebUI(t *testing.T) {
 	}
 	status := eval[int](b, fmt.Sprintf(`(async () => {
 	  const csrf = document.querySelector('form.who input[name=csrf]').value;
-	  const r = await fetch('/ui/batches/%d/cancel', {method: 'POST', body: new URLSearchParams({csrf}), redirect: 'manual'});
+	  const r = await fetch('/ui/batches/%d/cancel', {method: 'POST', body: new URLSearchParams({csrf, confirm: 'yes'}), redirect: 'manual'});
 	  return r.status;
 	})()`, long))
 	if status != http.StatusForbidden {
@@ -512,8 +522,20 @@ func TestWebUI(t *testing.T) {
 
 	// The manager sees Cancel and uses it.
 	b.login(tokens["mia"])
+	waitFor(t, "the long job to run", 30*time.Second, func() bool {
+		j, err := admin.GetJob(ctx, long, 1)
+		return err == nil && j.State == api.JobRunning
+	})
 	b.open(fmt.Sprintf("/ui/batches/%d", long))
-	b.do(chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitReady(chromedp.CSS("main h1")))
+	b.do(chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitReady(chromedp.CSS("#confirm")))
+	if q := b.text("main"); !strings.Contains(q, "1 running jobs are stopped now") {
+		t.Errorf("the question before cancelling does not say what stops:\n%s", q)
+	}
+	if bt, _ := admin.GetBatch(ctx, long); bt.Cancelled {
+		t.Fatal("the batch was cancelled before the question was answered")
+	}
+	// Answered from the keyboard: the answer has the focus.
+	b.do(chromedp.KeyEvent(kb.Enter), chromedp.WaitReady(chromedp.CSS("main h1")))
 	waitFor(t, "the manager's cancel", 10*time.Second, func() bool {
 		bt, err := admin.GetBatch(ctx, long)
 		return err == nil && bt.Cancelled
@@ -545,15 +567,4 @@ func TestWebUI(t *testing.T) {
 	b.shot("autoscaler")
 	b.checkPage("autoscaler")
 	t.Logf("screenshots in %s", b.dir)
-}
-
-// cents reads "$1,234.56" as 123456.
-func cents(t *testing.T, s string) int64 {
-	t.Helper()
-	v := strings.NewReplacer("$", "", ",", "", ".", "").Replace(s)
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || !strings.Contains(s, ".") {
-		t.Fatalf("%q is not an amount in dollars and cents", s)
-	}
-	return n
 }

@@ -152,14 +152,7 @@ func parse(s string, places int, round bool) (int64, error) {
 		if !round {
 			return 0, fmt.Errorf("%s dollars: %w (at most %d)", s, ErrPrecision, places)
 		}
-		// num/den + 1/2 away from zero, truncated: (2|num| + den) / 2den.
-		q := new(big.Int).Abs(r.Num())
-		q.Lsh(q, 1).Add(q, r.Denom())
-		q.Quo(q, new(big.Int).Lsh(r.Denom(), 1))
-		if r.Sign() < 0 {
-			q.Neg(q)
-		}
-		n = q
+		n = nearest(&r)
 	}
 	if !n.IsInt64() {
 		if round {

@@ -91,13 +91,6 @@ cat "$BUCKET/out/count-2.txt"
 
 run batch list
 
-if [[ "${DROVER_DEMO_KEEP:-}" == 1 ]]; then
-  echo
-  echo "==> DROVER_DEMO_KEEP=1: the agent stays up for the web UI; press Enter to go on"
-  ui_link
-  read -r _
-fi
-
 echo
 echo "==> stopping this agent; starting one that autoscales: no worker until jobs wait"
 kill -TERM "$AGENT_PID"
@@ -122,6 +115,28 @@ echo
 echo "==> waiting for the idle workers to be stopped (idle timeout 5s)"
 sleep 9
 run autoscaler status
+
+if [[ "${DROVER_DEMO_KEEP:-}" == 1 ]]; then
+  # Every page of the web UI with something on it: a queue tree, a
+  # project with a spend limit, long jobs with live logs, a failing DAG,
+  # the autoscaler launching for them.
+  echo
+  echo "==> DROVER_DEMO_KEEP=1: a queue tree, billing projects and long jobs on the autoscaling agent, kept up for the web UI"
+  run billing-project create gen-prod
+  run billing-project create physics
+  run billing-project set-limit physics 0.001
+  run placement apply examples/demo-queues.hcl
+  run run -billing-project gen-prod -var n=6 -var seconds=1800 examples/long.hcl
+  run run -billing-project physics -var n=4 -var seconds=1800 examples/long.hcl
+  set +e
+  "$BIN" run examples/dag.hcl
+  set -e
+  echo
+  echo "==> the agent stays up; open the web UI, then press Enter to stop it"
+  ui_link
+  read -r _
+fi
+
 echo
 echo "==> demo done: every example ran on the embedded default (one Raft server, local worker processes in two regions), then on workers the autoscaler launched and stopped"
-echo "    (DROVER_DEMO_KEEP=1 make demo keeps the first agent up for the web UI until you press Enter)"
+echo "    (DROVER_DEMO_KEEP=1 make demo keeps the autoscaling agent up at the end, with a queue tree, billing projects and long jobs, for the web UI, until you press Enter)"

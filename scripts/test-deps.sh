@@ -10,19 +10,42 @@
 # cloud's metadata address in. chromium (with chromium-driver, Debian's
 # build of its WebDriver) is the real browser the web UI's tests drive
 # through the DevTools protocol (chromedp).
+#
+# axe-core, the accessibility checker the web UI's phone test runs in
+# that browser, comes from the npm registry into .tools/axe (npm from
+# Debian's packages when the machine has none). Every step is skipped
+# when what it installs is there already, so a second run does nothing.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+axe_version=4.14.1
+axe_dir=$root/.tools/axe
+axe_js=$axe_dir/node_modules/axe-core/axe.min.js
+
 need=()
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates)
 command -v mariadb-install-db >/dev/null 2>&1 || need+=(mariadb-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium chromium-driver)
-[ ${#need[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-  echo "test-deps: not root, cannot install ${need[*]}: the container tests skip without runc, the TLS test fails without curl, the MariaDB tests without mariadb-server, the network tests without ip and the web UI's browser test without chromium" >&2
-  exit 0
+command -v npm >/dev/null 2>&1 || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "test-deps: not root, cannot install ${need[*]}: the container tests skip without runc, the TLS test fails without curl, the MariaDB tests without mariadb-server, the network tests without ip and the web UI's browser tests without chromium (and npm for axe-core)" >&2
+  else
+    echo "test-deps: installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
 fi
-echo "test-deps: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+
+# axe-core at the pinned version, unless it is there already.
+if ! grep -qs "\"version\": \"$axe_version\"" "$axe_dir/node_modules/axe-core/package.json" || [ ! -s "$axe_js" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "test-deps: installing axe-core@$axe_version into .tools/axe"
+    mkdir -p "$axe_dir"
+    npm install --prefix "$axe_dir" --no-save --no-audit --no-fund --no-package-lock --loglevel=error "axe-core@$axe_version" >/dev/null
+  else
+    echo "test-deps: no npm, cannot install axe-core: the web UI's phone test fails without it" >&2
+  fi
+fi

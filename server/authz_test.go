@@ -47,6 +47,7 @@ var userRoutes = map[string]userRow{
 	"GET /api/v1/status/leader":                         everyone,
 	"GET /api/v1/whoami":                                everyone,
 	"POST /api/v1/batches":                              {F, F, A, A, A},
+	"GET /api/v1/changes":                               everyone,
 	"GET /api/v1/batches":                               everyone,
 	"GET /api/v1/batches/{id}":                          readBatch,
 	"POST /api/v1/batches/{id}/cancel":                  {F, F, A, A, A},
@@ -57,6 +58,7 @@ var userRoutes = map[string]userRow{
 	"GET /api/v1/batches/{id}/jobs":                     readBatch,
 	"GET /api/v1/batches/{id}/jobs/{job}":               readBatch,
 	"GET /api/v1/batches/{id}/jobs/{job}/log":           readBatch,
+	"GET /api/v1/batches/{id}/jobs/{job}/usage":         readBatch,
 	"GET /api/v1/batches/{id}/jobs/{job}/why":           readBatch,
 	"GET /api/v1/regions":                               everyone,
 	"GET /api/v1/clusters":                              everyone,
@@ -332,7 +334,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 				t.Fatalf("%s as %s: %v", rt.Pattern, who, err)
 			}
 			var msg []byte
-			if rt.Pattern != "GET /v1/event/stream" || resp.StatusCode != http.StatusOK {
+			if (rt.Pattern != "GET /v1/event/stream" && rt.Pattern != "GET /api/v1/changes") || resp.StatusCode != http.StatusOK {
 				msg, _ = io.ReadAll(io.LimitReader(resp.Body, 512)) // a stream goes on: not read
 			}
 			resp.Body.Close()

@@ -166,6 +166,10 @@ type Config struct {
 	ClusterDownAfter time.Duration
 	// MaxSyncWait caps how long a worker's sync may be held open.
 	MaxSyncWait time.Duration
+	// UIStreamLife is how long a web UI page's live stream lasts before
+	// the browser reconnects to it, resuming where it was (a reconnection
+	// checks the session again).
+	UIStreamLife time.Duration
 	// ApplyTimeout bounds how long a write waits to be committed.
 	ApplyTimeout time.Duration
 	// MaxEventsPerEntry bounds worker events grouped into one Raft entry.
@@ -286,6 +290,7 @@ func DefaultConfig() *Config {
 		LostTimeout:                    60 * time.Second,
 		MaxLostAttempts:                3,
 		MaxSyncWait:                    30 * time.Second,
+		UIStreamLife:                   10 * time.Minute,
 		ClusterDownAfter:               10 * time.Second,
 		ApplyTimeout:                   30 * time.Second,
 		MaxEventsPerEntry:              8192,
@@ -436,6 +441,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClusterDownAfter <= 0 {
 		errs = append(errs, fmt.Errorf("ClusterDownAfter is %v; it must be positive", c.ClusterDownAfter))
+	}
+	if c.UIStreamLife < time.Second {
+		errs = append(errs, fmt.Errorf("UIStreamLife (%v) must be at least 1s", c.UIStreamLife))
 	}
 	if c.MaxSyncWait <= 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("MaxSyncWait (%v) and ApplyTimeout (%v) must be positive", c.MaxSyncWait, c.ApplyTimeout))

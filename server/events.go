@@ -125,32 +125,3 @@ func (b *eventBatcher) run(ctx context.Context) {
 		}
 	}
 }
-
-// changes wakes readers waiting for the state to move: the web UI's live
-// pages wait on it instead of polling. Each applied group of entries
-// closes the channel handed out since the last one.
-type changes struct {
-	mu    sync.Mutex
-	ch    chan struct{}
-	taken bool // someone waits on ch: the next apply closes it
-}
-
-func newChanges() *changes { return &changes{ch: make(chan struct{})} }
-
-// Wait returns a channel closed when the next group of entries has been
-// applied. Take it before reading so no change is missed.
-func (c *changes) Wait() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.taken = true
-	return c.ch
-}
-
-func (c *changes) applied() {
-	c.mu.Lock()
-	if c.taken {
-		close(c.ch)
-		c.ch, c.taken = make(chan struct{}), false
-	}
-	c.mu.Unlock()
-}

@@ -28,8 +28,9 @@ type fsm struct {
 	local      *localCommands // commands this server put in the log itself
 	metrics    *metrics
 	afterApply func()
-	onRestore  func(index uint64) // after the state was replaced by a snapshot
-	restored   func(index uint64) // the same, for the follower's readiness (see checkFollowerReady)
+	applied    func(idx []uint64, cmds []state.Command, res []any) // each applied group, with its results
+	onRestore  func(index uint64)                                  // after the state was replaced by a snapshot
+	restored   func(index uint64)                                  // the same, for the follower's readiness (see checkFollowerReady)
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -70,6 +71,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		runtime.UnlockOSThread()
 		for k, r := range res {
 			out[pos[k]] = r
+		}
+		if f.applied != nil {
+			f.applied(idx, cmds, res)
 		}
 	}
 	if f.afterApply != nil {

@@ -49,7 +49,7 @@ type Server struct {
 
 	metrics *metrics
 	notify  *notifier
-	changes *changes // the web UI's live pages wait on it
+	feed    *feedRecorder // what applied entries changed: the change stream and the web UI's live pages
 	// raftUp: Raft has started (a snapshot restored before is this
 	// server's own, from its disk); installed: the index of the last
 	// snapshot a leader sent it since (0: none).
@@ -126,7 +126,7 @@ func New(cfg *Config) (*Server, error) {
 		id:           id,
 		state:        state.New(),
 		notify:       newNotifier(),
-		changes:      newChanges(),
+		feed:         newFeedRecorder(0),
 		live:         newLiveness(),
 		schedTrigger: make(chan struct{}, 1),
 		keyringWake:  make(chan struct{}, 1),
@@ -170,19 +170,27 @@ func New(cfg *Config) (*Server, error) {
 		s.transLog, s.transBuf = f, bufio.NewWriterSize(f, 1<<16)
 		hooks.Transition = func(index, b uint64, j uint32, from, to state.JobState) {
 			fmt.Fprintf(s.transBuf, "%d %d %d %s %s\n", index, b, j, from, to)
+			s.feed.transition(index, b, j, from, to)
 		}
+	} else {
+		hooks.Transition = s.feed.transition
 	}
 	s.state.SetHooks(hooks)
-	s.fsm = &fsm{state: s.state, local: newLocalCommands(), metrics: s.metrics, afterApply: s.afterApply}
+	s.fsm = &fsm{state: s.state, local: newLocalCommands(), metrics: s.metrics, afterApply: s.afterApply, applied: s.feed.applied}
 	s.fsm.restored = func(index uint64) {
 		if s.raftUp.Load() {
 			s.installed.Store(index)
 		}
 	}
+	s.fsm.onRestore = s.feed.restored
 	if s.transBuf != nil {
 		// The state is replaced wholesale: histories restart from here, at
 		// the snapshot's index.
-		s.fsm.onRestore = func(index uint64) { fmt.Fprintln(s.transBuf, "restore", index); s.flushTransitions() }
+		s.fsm.onRestore = func(index uint64) {
+			s.feed.restored(index)
+			fmt.Fprintln(s.transBuf, "restore", index)
+			s.flushTransitions()
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -300,7 +308,7 @@ func New(cfg *Config) (*Server, error) {
 			CallbackAllow: callbackAllow,
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
-		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Metrics: s.metrics.reg, Autoscaler: s.autoscale, Provider: s.providerInfo,
+		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Changes: s.feed.feed, Samples: s.feed.samples, Metrics: s.metrics.reg, Autoscaler: s.autoscale, Provider: s.providerInfo,
 		Gossip: gossip, History: s.history, RaftLog: raftLog, RaftStreams: raftStreams, Secrets: sealer,
 	})
 	if err != nil {
@@ -418,7 +426,7 @@ func (s *Server) webHandler() (http.Handler, error) {
 	for _, rt := range s.api.Routes() {
 		access[rt.Pattern] = string(rt.Access)
 	}
-	web, err := ui.New(ui.Deps{API: apiH, Access: func(p string) string { return access[p] }, Changes: s.changes.Wait,
+	web, err := ui.New(ui.Deps{API: apiH, Access: func(p string) string { return access[p] }, Changes: s.feed.feed.Wait, StreamLife: s.cfg.UIStreamLife,
 		TLS: s.apiTLS() != nil, Log: s.log.With("component", "ui")})
 	if err != nil {
 		return nil, err
@@ -441,7 +449,6 @@ func (s *Server) webHandler() (http.Handler, error) {
 // goroutine: transition lines out, live pages woken.
 func (s *Server) afterApply() {
 	s.flushTransitions()
-	s.changes.applied()
 }
 
 // flushTransitions writes buffered transition lines (called after each

@@ -135,6 +135,7 @@ func (t *task) sample() *api.Usage {
 	if cu, err := t.box.slot.Usage(); err == nil {
 		t.usage.CPUSeconds = cu.CPU.Seconds()
 		t.usage.PeakMemory = max(t.usage.PeakMemory, cu.PeakMemory)
+		t.usage.Memory = cu.Memory
 	}
 	u := t.usage
 	return &u
@@ -400,6 +401,7 @@ func (t *task) copyOutputs(files *attemptFiles, bx *box, env []string, fail func
 func clampUsage(u *api.Usage, cores float64, memory int64, wall time.Duration) {
 	u.CPUSeconds = min(max(u.CPUSeconds, 0), cores*max(wall.Seconds(), 0)+30)
 	u.PeakMemory = min(max(u.PeakMemory, 0), memory)
+	u.Memory = min(max(u.Memory, 0), memory)
 	u.BytesIn = min(max(u.BytesIn, 0), api.MaxUsageBytes)
 	u.BytesOut = min(max(u.BytesOut, 0), api.MaxUsageBytes)
 	for _, f := range []*float64{&u.ImageSeconds, &u.InputSeconds, &u.OutputSeconds} {

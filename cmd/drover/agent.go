@@ -39,6 +39,7 @@ func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
 	clustersFlag := fs.String("clusters", "", "local workers in named regions and clusters instead of -workers: REGION/CLUSTER:WORKERSxCORES,... (e.g. us-east1/a:2x8,us-west1/b:2x8)")
 	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
+	uiStreamLife := fs.Duration("ui-stream-life", server.DefaultConfig().UIStreamLife, "how long a web UI page's live stream lasts before the browser reconnects (resuming where it was, with its session checked again)")
 	autoscale := fs.Bool("autoscale", false, "start no worker: the autoscaler launches local workers for waiting jobs, up to -workers (or the -clusters counts) per cluster, and stops them when idle")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "with -autoscale: stop a worker that ran nothing for this long")
 	isolation := fs.String("isolation", "auto", "the workers' job isolation: auto, full or none (see drover worker -help)")
@@ -151,6 +152,7 @@ func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 	cfg.Bootstrap = true
 	cfg.WorkerSecret = secret
 	cfg.LostTimeout = *lost
+	cfg.UIStreamLife = *uiStreamLife
 	cfg.Retention, cfg.HistoryDSN = *retention, *historyDSN
 	cfg.CallbackAllow = callbackAllow
 	// One voter: elect it quickly.

@@ -38,7 +38,7 @@ func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) e
 	}
 	spendCap := "no cap"
 	if a.MaxPerHour > 0 {
-		spendCap = fmt.Sprintf("$%.2f", a.MaxPerHour.Dollars())
+		spendCap = a.MaxPerHour.Display()
 	}
 	strategy := a.Strategy
 	if strategy == "" {
@@ -47,7 +47,7 @@ func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) e
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	safef(tw, "Autoscaler\t%s, %s first\n", state, strategy)
 	safef(tw, "Machines\t%d live of %s\n", st.Nodes, limit(a.MaxNodes))
-	safef(tw, "Spend\t$%.2f/hour of %s\n", st.SpendPerHour.Dollars(), spendCap)
+	safef(tw, "Spend\t%s/hour of %s\n", st.SpendPerHour.Display(), spendCap)
 	if r := st.LastRound; r != nil {
 		safef(tw, "Last decision\t%s ago: %g cores waiting in the window\n", time.Since(r.At).Round(time.Second), r.DemandCPU)
 		for _, l := range r.Launches {
@@ -66,9 +66,9 @@ func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) e
 	if len(st.Pools) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\t$/HOUR")
+		fmt.Fprintln(tw, "CLUSTER\tPOOL\tREQUESTED\tLAUNCHING\tACTIVE\tDRAINING\tPER HOUR")
 		for _, p := range st.Pools {
-			safef(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour.Dollars())
+			safef(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Cluster, p.Pool, p.Machines["requested"], p.Machines["launching"], p.Machines["active"], p.Machines["draining"], p.SpendPerHour.Display())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -77,7 +77,7 @@ func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) e
 	if len(st.LaunchConfigs) > 0 {
 		safeln(m.Stdout)
 		tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\t$/HOUR\tLIVE\tSTATE")
+		fmt.Fprintln(tw, "LAUNCH CONFIG\tCLUSTER/POOL\tMACHINE\tZONE\tCPU\tMEMORY\tPER HOUR\tLIVE\tSTATE")
 		for _, c := range st.LaunchConfigs {
 			kind := ""
 			if c.Spot {
@@ -92,7 +92,7 @@ func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) e
 			case c.PriceFromCloud && c.PricedAt == nil && c.PricePerHour == 0:
 				status = "waiting for the cloud's price"
 			}
-			price := fmt.Sprintf("%.4g", c.PricePerHour.Dollars())
+			price := c.PricePerHour.Display()
 			switch {
 			case c.PriceFromCloud && c.PricedAt != nil:
 				price += " (cloud, read " + c.PricedAt.Local().Format("15:04") + ")"

@@ -322,10 +322,7 @@ func jobCost(j api.Job) string {
 	return dollars(total)
 }
 
-// dollars prints an amount: cents, or more digits below a cent.
-func dollars(a money.Amount) string {
-	if v := a.Dollars(); v != 0 && v < 0.01 {
-		return fmt.Sprintf("$%.6f", v)
-	}
-	return fmt.Sprintf("$%.2f", a.Dollars())
-}
+// dollars prints an amount as the web UI and the API's sentences do
+// (money.Amount.Display): cents from a dollar up, and below it the places
+// that show it non-zero ($0.000043).
+func dollars(a money.Amount) string { return a.Display() }

@@ -44,6 +44,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	secretFile := fs.String("worker-secret-file", "", "file with the worker join secret: workers started by hand present it, and the autoscaler's machines' one-time join tokens are derived from it (required with -autoscale; workers with a secret are refused without one)")
 	logStore := fs.String("log-store", "", "gocloud.dev/blob URL for job logs, shared by all servers (default: <data-dir>/logs on each server)")
 	lost := fs.Duration("lost-timeout", def.LostTimeout, "retire a worker that has not synced for this long and re-run its jobs")
+	uiStreamLife := fs.Duration("ui-stream-life", server.DefaultConfig().UIStreamLife, "how long a web UI page's live stream lasts before the browser reconnects (resuming where it was, with its session checked again)")
 	grace := fs.Duration("dead-server-grace", def.DeadServerGrace, "remove a server gone this long from the Raft configuration")
 	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "Raft heartbeat and election timeout: how long a leader may be silent before others elect a new one (default: 500ms × -raft-multiplier)")
 	multiplier := fs.Int("raft-multiplier", 1, "scale the timeouts that must outlast network delays (Raft heartbeat and election, gossip probes, -lost-timeout) for the network: 1 for one LAN, 5 for regions 30-150 ms apart (docs/operations.md, \"Servers in several regions\")")
@@ -145,6 +146,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	cfg.ConsulAddr = *consulAddr
 	cfg.LogStoreURL = *logStore
 	cfg.LostTimeout = *lost
+	cfg.UIStreamLife = *uiStreamLife
 	cfg.MaxLostAttempts = *maxLost
 	cfg.DeadServerGrace = *grace
 	cfg.HeartbeatTimeout = *raftTimeout

@@ -144,7 +144,12 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 // JobList is a page of a batch's jobs as the API shows it.
 func JobList(p state.JobPage, now time.Time) api.JobList {
 	job := func(r *state.JobRecord) api.Job { return Job(r, now) }
-	return api.JobList{Jobs: each(p.Jobs, job), LastID: int64(p.LastID)}
+	out := api.JobList{Jobs: each(p.Jobs, job), LastID: int64(p.LastID)}
+	if p.Batch.ID != 0 {
+		b := Batch(&p.Batch, now)
+		out.Batch = &b
+	}
+	return out
 }
 
 // Attempt is one attempt of a job as the API shows it, its cost (while
@@ -164,6 +169,7 @@ func Attempt(r *state.AttemptRecord, now time.Time) api.Attempt {
 		a.Usage = &api.Usage{
 			CPUSeconds: float64(u.CPUMillis) / 1000, PeakMemory: u.PeakMemory, BytesIn: u.BytesIn, BytesOut: u.BytesOut,
 			ImageSeconds: float64(u.ImageMillis) / 1000, InputSeconds: float64(u.InputMillis) / 1000, OutputSeconds: float64(u.OutputMillis) / 1000,
+			Memory: u.Memory,
 		}
 	}
 	if r.Running {
@@ -280,11 +286,13 @@ func Rates(rs []state.RateRecord) []api.Rate {
 	return out
 }
 
-// CostByDay lists a billing project's cost by day as the API shows it.
+// CostByDay lists a billing project's cost by day as the API shows it:
+// today's row has what the running attempts have cost up to now in
+// Running.
 func CostByDay(days []state.CostDay) []api.CostRow {
 	out := make([]api.CostRow, len(days))
 	for i, d := range days {
-		out[i] = api.CostRow{Day: time.Unix(int64(d.Day)*86400, 0).UTC().Format(time.DateOnly), Cost: d.Cost}
+		out[i] = api.CostRow{Day: time.Unix(int64(d.Day)*86400, 0).UTC().Format(time.DateOnly), Cost: d.Cost, Running: d.Running}
 	}
 	return out
 }
@@ -347,6 +355,14 @@ func Queue(q *state.QueueInfo) api.Queue {
 			out.UsedByCluster[k] = float64(v) / 1000
 		}
 	}
+	return out
+}
+
+// QueueWaiting is a queue as the API lists it, with what the Ready jobs
+// of its subtree ask for (the leader's read model reckons it).
+func QueueWaiting(q *state.QueueInfo, waiting placement.Resources, jobs int64) api.Queue {
+	out := Queue(q)
+	out.Waiting, out.WaitingJobs = quota(waiting), jobs
 	return out
 }
 

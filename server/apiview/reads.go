@@ -104,10 +104,16 @@ func (r Reads) AuditLog(since time.Time, user string, limit int) []api.AuditEntr
 	return AuditEntries(r.State.AuditLog(since, user, limit))
 }
 
+// AuditPage reads a page of audit entries (state.State.AuditPage).
+func (r Reads) AuditPage(q state.AuditQuery) []api.AuditEntry {
+	return AuditEntries(r.State.AuditPage(q))
+}
+
 // Rates lists rates (state.State.Rates).
 func (r Reads) Rates(now time.Time, all bool) []api.Rate { return Rates(r.State.Rates(now, all)) }
 
-// CostByDay lists a billing project's cost by day (state.State.CostByDay).
+// CostByDay lists a billing project's cost by day, what its running
+// attempts have cost up to now on today's (state.State.CostByDayAt).
 func (r Reads) CostByDay(project string, from, to int32) []api.CostRow {
-	return CostByDay(r.State.CostByDay(project, from, to))
+	return CostByDay(r.State.CostByDayAt(project, from, to, r.now()))
 }

@@ -95,7 +95,7 @@ func Event(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Event,
 func usage(u *api.Usage) *state.Usage {
 	ms := func(s float64) int64 { return int64(math.Round(s * 1000)) }
 	return &state.Usage{CPUMillis: ms(u.CPUSeconds), PeakMemory: u.PeakMemory, BytesIn: u.BytesIn, BytesOut: u.BytesOut,
-		ImageMillis: ms(u.ImageSeconds), InputMillis: ms(u.InputSeconds), OutputMillis: ms(u.OutputSeconds)}
+		ImageMillis: ms(u.ImageSeconds), InputMillis: ms(u.InputSeconds), OutputMillis: ms(u.OutputSeconds), Memory: u.Memory}
 }
 
 // SyncResponse is what a worker's sync is answered: the attempts it

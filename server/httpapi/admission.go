@@ -199,8 +199,8 @@ func (s *batchHandlers) admit(sub submission) error {
 		return err
 	}
 	if now := time.Now().UnixNano(); budget.Reached(now) {
-		return codedf(http.StatusPaymentRequired, "billing project %s has spent $%.2f of its $%.2f spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
-			a.ProjectName, budget.Cost(now).Dollars(), budget.Limit.Dollars(), a.ProjectName)
+		return codedf(http.StatusPaymentRequired, "billing project %s has spent %s of its %s spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
+			a.ProjectName, budget.Cost(now).Display(), budget.Limit.Display(), a.ProjectName)
 	}
 	jobs, bytes := entriesCost(sub.entries)
 	if sub.intoUpdate {

@@ -70,7 +70,8 @@ func (s *placementHandlers) handleAutoscalerStatus(w http.ResponseWriter, r *htt
 		}
 		out.Machines = append(out.Machines, api.Machine{ID: m.ID, Config: m.Config, Cluster: m.Cluster, Pool: m.Pool, State: state.MachineStateName(m.State),
 			PricePerHour: m.PricePerHour, ProviderID: m.ProviderID, Instance: int64(m.Instance), Running: m.Running,
-			Created: time.Unix(0, m.Created).UTC(), Since: time.Unix(0, m.Since).UTC(), Reason: m.Reason, BootSeconds: m.BootSeconds(), LastJobEnded: timePtrNanos(m.LastJobEnded)})
+			Created: time.Unix(0, m.Created).UTC(), Since: time.Unix(0, m.Since).UTC(), Reason: m.Reason, BootSeconds: m.BootSeconds(), LastJobEnded: timePtrNanos(m.LastJobEnded),
+			ForBatch: int64(m.ForBatch), ForJob: int64(m.ForJob)})
 	}
 	for _, c := range cfgs {
 		cs := api.LaunchConfigStatus{LaunchConfig: api.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,

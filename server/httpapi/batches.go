@@ -371,6 +371,24 @@ func (s *batchHandlers) handleListJobs(w http.ResponseWriter, r *http.Request) (
 		if list, err = st.ListJobs(r.Context(), id, q, uint32(last)); err != nil {
 			return nil, historyFailed(id, err)
 		}
+		return list, nil
+	}
+	// Why each Ready job waits, as a job read says it: from the leader's
+	// last round, read once for the page (one lock, one round's words).
+	if s.waiting != nil && !isStale(r) {
+		stretches := s.waiting.Batch(id)
+		for i := range list.Jobs {
+			j := &list.Jobs[i]
+			if j.State != api.JobReady {
+				continue
+			}
+			for _, wt := range stretches {
+				if j.JobID >= wt.FirstJob && j.JobID < wt.FirstJob+wt.Count {
+					j.Waiting = &wt
+					break
+				}
+			}
+		}
 	}
 	return list, nil
 }

@@ -30,8 +30,10 @@ import (
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/apiview"
+	"github.com/drover-sched/drover/server/changes"
 	"github.com/drover-sched/drover/server/cluster"
 	"github.com/drover-sched/drover/server/joblogs"
+	"github.com/drover-sched/drover/server/samples"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -220,6 +222,11 @@ type Deps struct {
 	// Metrics gets the request metrics registered and is served on
 	// /metrics.
 	Metrics *prometheus.Registry
+	// Changes is the feed of what applied entries changed, served as
+	// the change stream (nil: the stream answers 503).
+	Changes *changes.Feed
+	// Samples are attempts' usage over time (nil: none kept).
+	Samples *samples.Store
 }
 
 // Server serves the API. It is the core the handlers share: construction,
@@ -263,6 +270,9 @@ type Server struct {
 	peerScheme     string      // "http" or "https"
 	blocks         blockCache  // the Nomad API's answers, for blocking queries
 	streams        streamSlots // the Nomad API's long streams, per user
+	changes        *changes.Feed
+	usage          *samples.Store
+	changeStreams  streamSlots // change streams, per user
 }
 
 // New builds the API and registers its metrics.
@@ -273,7 +283,8 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
 		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, provider: d.Provider, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog, raftStreams: d.RaftStreams,
-		secrets: d.Secrets}
+		secrets: d.Secrets, changes: d.Changes, usage: d.Samples}
+	s.changeStreams = streamSlots{most: maxChangeStreams, what: "change streams (live pages)"}
 	s.reads = apiview.Reads{State: d.State}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",
@@ -338,6 +349,7 @@ func (s *Server) Routes() []Route {
 		{"GET /api/v1/whoami", u, s.wrap(ids.handleWhoami)},
 
 		{"POST /api/v1/batches", u, s.wrap(batches.handleCreateBatch)},
+		{"GET /api/v1/changes", u, s.handleChanges},
 		{"GET /api/v1/batches", u, s.wrap(batches.handleListBatches)},
 		{"GET /api/v1/batches/{id}", u, s.wrap(batches.handleGetBatch)},
 		{"POST /api/v1/batches/{id}/cancel", u, s.wrap(batches.handleCancelBatch)},
@@ -349,6 +361,7 @@ func (s *Server) Routes() []Route {
 		{"GET /api/v1/batches/{id}/jobs/{job}", u, s.wrap(batches.handleGetJob)},
 		{"GET /api/v1/batches/{id}/jobs/{job}/log", u, batches.handleJobLog},
 		{"GET /api/v1/batches/{id}/jobs/{job}/why", u, s.wrap(batches.handleJobWhy)},
+		{"GET /api/v1/batches/{id}/jobs/{job}/usage", u, s.wrap(batches.handleAttemptUsage)},
 
 		{"GET /api/v1/regions", u, s.wrap(place.handleListRegions)},
 		{"GET /api/v1/clusters", u, s.wrap(place.handleListClusters)},

@@ -959,6 +959,10 @@ const maxStreams = 8
 type streamSlots struct {
 	mu   sync.Mutex
 	open map[string]int
+	// most is the streams one user may hold (0: maxStreams), and what
+	// they are called in the refusal.
+	most int
+	what string
 }
 
 func (c *streamSlots) take(user string) (func(), error) {
@@ -967,8 +971,12 @@ func (c *streamSlots) take(user string) (func(), error) {
 	if c.open == nil {
 		c.open = map[string]int{}
 	}
-	if c.open[user] >= maxStreams {
-		return nil, codedf(http.StatusTooManyRequests, "user %q has %d log follows and event streams open, the most one may", user, maxStreams)
+	most, what := c.most, c.what
+	if most == 0 {
+		most, what = maxStreams, "log follows and event streams"
+	}
+	if c.open[user] >= most {
+		return nil, codedf(http.StatusTooManyRequests, "user %q has %d %s open, the most one may", user, most, what)
 	}
 	c.open[user]++
 	return func() {

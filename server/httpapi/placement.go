@@ -15,6 +15,7 @@ import (
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // Regions, clusters, teams and quotas: reads for every user, changes for
@@ -132,20 +133,24 @@ func (s *placementHandlers) removeDeclared(kind string) func(w http.ResponseWrit
 	}
 }
 
+// handleListQueues lists the queues with what they use and what waits in
+// them, of one read.
 func (s *placementHandlers) handleListQueues(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.Queue{}
-	for _, q := range s.state.Queues() {
-		out = append(out, apiview.Queue(&q))
+	for _, q := range view.Queues(s.state) {
+		out = append(out, apiview.QueueWaiting(&q.QueueInfo, q.Waiting, q.WaitingJobs))
 	}
 	return out, nil
 }
 
 func (s *placementHandlers) handleGetQueue(w http.ResponseWriter, r *http.Request) (any, error) {
-	q, ok := s.state.QueueByPath(r.PathValue("path"))
-	if !ok {
-		return nil, codedf(http.StatusNotFound, "queue %q does not exist; drover queue tree shows the queues", r.PathValue("path"))
+	path := r.PathValue("path")
+	for _, q := range view.Queues(s.state) {
+		if q.Path == path {
+			return apiview.QueueWaiting(&q.QueueInfo, q.Waiting, q.WaitingJobs), nil
+		}
 	}
-	return apiview.Queue(&q), nil
+	return nil, codedf(http.StatusNotFound, "queue %q does not exist; drover queue tree shows the queues", path)
 }
 
 func (s *placementHandlers) handlePutQueue(w http.ResponseWriter, r *http.Request) (any, error) {

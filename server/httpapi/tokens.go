@@ -181,27 +181,47 @@ func (s *identityHandlers) handleRotateOwnToken(w http.ResponseWriter, r *http.R
 // maxAuditList bounds one audit answer.
 const maxAuditList = 10000
 
+// handleAudit answers a page of the audit log, newest first: the last
+// 24 hours by default; before and after (RFC 3339 times, to the
+// nanosecond, exclusive) page through all the log keeps, older and newer
+// than a page read (without since, they reach back as far as the log).
 func (s *identityHandlers) handleAudit(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
-	since := time.Now().Add(-24 * time.Hour)
+	aq := state.AuditQuery{User: q.Get("user"), Limit: 1000}
+	for _, c := range []struct {
+		name string
+		to   *time.Time
+	}{{"before", &aq.Before}, {"after", &aq.After}} {
+		raw := q.Get(c.name)
+		if raw == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil {
+			return nil, codedf(http.StatusBadRequest, "%s=%.40q is not an RFC 3339 time (2006-01-02T15:04:05.999999999Z)", c.name, raw)
+		}
+		*c.to = t
+	}
+	if aq.Before.IsZero() && aq.After.IsZero() {
+		aq.Since = time.Now().Add(-24 * time.Hour)
+	}
 	if raw := q.Get("since"); raw != "" {
 		if d, err := time.ParseDuration(raw); err == nil && d >= 0 {
-			since = time.Now().Add(-d)
+			aq.Since = time.Now().Add(-d)
 		} else if t, err := time.Parse(time.RFC3339, raw); err == nil {
-			since = t
+			aq.Since = t
 		} else {
 			return nil, codedf(http.StatusBadRequest, "since=%q is neither a duration (1h) nor an RFC 3339 time", raw)
 		}
 	}
-	limit := 1000
 	if raw := q.Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > maxAuditList {
 			return nil, codedf(http.StatusBadRequest, "limit=%q: give 1 to %d", raw, maxAuditList)
 		}
-		limit = n
+		aq.Limit = n
 	}
-	return s.reads.AuditLog(since, q.Get("user"), limit), nil
+	return s.reads.AuditPage(aq), nil
 }
 
 // auditor commits audit entries on the leader in groups: a request only

@@ -391,8 +391,21 @@ func (s *workerHandlers) handleDeactivate(w http.ResponseWriter, r *http.Request
 	return map[string]bool{"ok": true}, nil
 }
 
+// handleListInstances lists the workers, active and retired, with when
+// this server (the leader: the read is a consistent one) last heard from
+// each active one.
 func (s *workerHandlers) handleListInstances(w http.ResponseWriter, r *http.Request) (any, error) {
-	return apiview.Instances(s.state.Instances()), nil
+	out := apiview.Instances(s.state.Instances())
+	for i := range out {
+		if !out[i].Active {
+			continue
+		}
+		if t, ok := s.live.Heard(uint32(out[i].ID)); ok {
+			heard := t.UTC()
+			out[i].LastHeard = &heard
+		}
+	}
+	return out, nil
 }
 
 // logOverLimit says which limit on the logs this server keeps a chunk

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -98,36 +99,87 @@ func keepLast(entries []AuditEntry, n int) []AuditEntry {
 // AuditLog returns entries at or after since (of one user, when user is
 // set), newest first, at most limit.
 func (s *identityBook) AuditLog(since time.Time, user string, limit int) []AuditEntry {
+	return s.AuditPage(AuditQuery{Since: since, User: user, Limit: limit})
+}
+
+// AuditQuery asks for one page of the audit log.
+type AuditQuery struct {
+	// Since: entries at or after it; Before: older than it (zero: no
+	// bound); After: newer than it (zero: no bound).
+	Since, Before, After time.Time
+	// User: of this user only ("": everyone's, anonymous counts too).
+	User string
+	// Limit bounds the page: the newest entries of the window, or with
+	// After the oldest ones, those just after it, so that a page newer
+	// than one read follows it without a gap.
+	Limit int
+}
+
+// AuditPage returns a page of the audit log, newest first.
+func (s *identityBook) AuditPage(q AuditQuery) []AuditEntry {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []AuditEntry{}
-	from := since.UnixNano()
+	if q.Limit <= 0 {
+		return out
+	}
+	skip := 0
+	if !q.After.IsZero() {
+		// The page is the oldest entries after it: count them first,
+		// then skip the newer ones (the log is bounded, so is the walk).
+		n := 0
+		s.auditWalk(q, func(*AuditEntry) bool { n++; return true })
+		skip = max(n-q.Limit, 0)
+	}
+	s.auditWalk(q, func(e *AuditEntry) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		out = append(out, *e)
+		return len(out) < q.Limit
+	})
+	return out
+}
+
+// auditWalk calls fn with the entries q's window and user take, newest
+// first, until it returns false.
+func (s *identityBook) auditWalk(q AuditQuery, fn func(*AuditEntry) bool) {
+	from := q.Since.UnixNano()
+	if !q.After.IsZero() {
+		from = max(from, q.After.UnixNano()+1)
+	}
+	before := int64(math.MaxInt64)
+	if !q.Before.IsZero() {
+		before = q.Before.UnixNano()
+	}
 	// Both logs are in time order: merge them from the newest.
 	i, k := len(s.audit)-1, len(s.anonAudit)-1
-	if user != "" {
+	if q.User != "" {
 		k = -1 // a user's entries are all in the first
 	}
-	for len(out) < limit {
-		var e AuditEntry
+	for {
+		var e *AuditEntry
 		switch {
 		case i >= 0 && (k < 0 || s.audit[i].Time >= s.anonAudit[k].Time):
-			e = s.audit[i]
+			e = &s.audit[i]
 			i--
 		case k >= 0:
-			e = s.anonAudit[k]
+			e = &s.anonAudit[k]
 			k--
 		default:
-			return out
+			return
 		}
 		if e.Time < from {
-			return out // the merge runs newest first: the rest is older
+			return // the merge runs newest first: the rest is older
 		}
-		if user != "" && e.User != user {
+		if e.Time >= before || q.User != "" && e.User != q.User {
 			continue
 		}
-		out = append(out, e)
+		if !fn(e) {
+			return
+		}
 	}
-	return out
 }
 
 // AuditSize is the size of the audit log in a snapshot taken now.

@@ -259,8 +259,18 @@ func (s *batchBook) SpendCheck(now time.Time, maxBatches int) (stops []SpendStop
 // days from..to (inclusive, days since 1970-01-01), oldest first; days
 // without cost are left out. An attempt's cost counts on the day it ended.
 // It covers every batch the project ran, those gone to the history store
-// too.
+// too. What the attempts still running have cost is left out: see
+// CostByDayAt.
 func (s *billingBook) CostByDay(project string, from, to int32) []CostDay {
+	return s.CostByDayAt(project, from, to, time.Time{})
+}
+
+// CostByDayAt is CostByDay with what the project's running attempts have
+// cost from their starts to now on now's UTC day (Running), when from..to
+// includes it, as the report by user and by batch counts them
+// (BatchSpends): a project whose every attempt runs today costs something
+// today. The zero time adds nothing.
+func (s *billingBook) CostByDayAt(project string, from, to int32, now time.Time) []CostDay {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []CostDay{}
@@ -268,15 +278,31 @@ func (s *billingBook) CostByDay(project string, from, to int32) []CostDay {
 	if p == nil {
 		return out
 	}
-	days := make([]int32, 0, len(p.Daily))
+	days := make([]int32, 0, len(p.Daily)+1)
 	for d := range p.Daily {
 		if d >= from && d <= to {
 			days = append(days, d)
 		}
 	}
+	var today int32
+	var running money.Amount
+	if !now.IsZero() {
+		n := now.UnixNano()
+		today = int32(n / (24 * 3600e9))
+		if today >= from && today <= to {
+			running = p.run.Cost(n)
+		}
+		if _, ok := p.Daily[today]; running != 0 && !ok {
+			days = append(days, today)
+		}
+	}
 	slices.Sort(days)
 	for _, d := range days {
-		out = append(out, CostDay{Day: d, Cost: p.Daily[d]})
+		day := CostDay{Day: d, Cost: p.Daily[d]}
+		if d == today {
+			day.Running = running
+		}
+		out = append(out, day)
 	}
 	return out
 }

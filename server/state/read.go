@@ -93,6 +93,9 @@ func (s *batchBook) ListBatches(v Viewer, f BatchFilter, lastID uint64) BatchPag
 type JobPage struct {
 	Jobs   []JobRecord
 	LastID uint32
+	// Batch is the batch's status in the same read: its counts agree
+	// with the jobs' states.
+	Batch BatchRecord
 }
 
 // ListJobs returns up to PageSize jobs of a batch matching f (nil: all)
@@ -104,7 +107,7 @@ func (s *batchBook) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage,
 	if !ok {
 		return JobPage{}, false
 	}
-	out := JobPage{Jobs: []JobRecord{}}
+	out := JobPage{Jobs: []JobRecord{}, Batch: s.record(b)}
 	var facts JobFacts // one for the walk (a filter must not keep it), as for batches
 	for id := lastID + 1; int(id) <= len(b.jobs); id++ {
 		j := &b.jobs[id-1]

@@ -255,8 +255,11 @@ type RateRecord struct {
 	InForce bool
 }
 
-// CostDay is a billing project's accrued cost on one UTC day.
+// CostDay is a billing project's cost on one UTC day: Cost what the
+// attempts that ended on it cost, and on today (State.CostByDayAt)
+// Running what those still running have cost up to now.
 type CostDay struct {
-	Day  int32 // days since 1970-01-01
-	Cost money.Amount
+	Day     int32 // days since 1970-01-01
+	Cost    money.Amount
+	Running money.Amount
 }

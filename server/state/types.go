@@ -187,6 +187,7 @@ type Usage struct {
 	ImageMillis  int64 // getting the image
 	InputMillis  int64 // copying inputs
 	OutputMillis int64 // copying outputs
+	Memory       int64 // bytes charged at the sample
 }
 
 // Where is a job's placement constraint, and the GPUs it needs (which

@@ -3,10 +3,12 @@ package ui
 import (
 	"fmt"
 	"html/template"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -110,8 +112,20 @@ func spendChart(points []api.SpendPoint, cap money.Rate) template.HTML {
 }
 
 // gantt draws the attempts of a page of jobs over time: one row per job,
-// one bar per attempt, coloured by how it ended.
+// one bar per attempt, coloured by its state (a legend names them); an
+// attempt placed on a worker that has not started it yet is a sliver at
+// now, so the chart has a bar for every attempt the table counts.
 func gantt(jobs []api.Job, now time.Time) template.HTML {
+	jobs = slices.Clone(jobs)
+	for i := range jobs {
+		atts := slices.Clone(jobs[i].Attempts)
+		for k := range atts {
+			if atts[k].StartTime == nil && atts[k].State == api.JobRunning {
+				atts[k].StartTime = &now
+			}
+		}
+		jobs[i].Attempts = atts
+	}
 	var t0, t1 time.Time
 	for _, j := range jobs {
 		for _, a := range j.Attempts {
@@ -210,4 +224,72 @@ func dagChart(stages []api.Stage) template.HTML {
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// usageChart draws an attempt's usage over time from its samples: the
+// cores it used between two samples, and the memory charged at each,
+// each against what the job asked for (a dashed line).
+func usageChart(samples []api.UsageSample, cpu float64, memory int64) template.HTML {
+	if len(samples) < 2 {
+		return template.HTML(`<p class="muted">No usage over time yet: a worker reports a sample about once a minute while an attempt runs, and one at its end.</p>`)
+	}
+	t0, t1 := samples[0].Time, samples[len(samples)-1].Time
+	total := t1.Sub(t0)
+	if total <= 0 {
+		total = time.Second
+	}
+	type pt struct {
+		t time.Duration
+		v float64
+	}
+	var cores, mem []pt
+	most := 0.0
+	for i, s := range samples {
+		mem = append(mem, pt{s.Time.Sub(t0), float64(s.Memory)})
+		if i > 0 {
+			if dt := s.Time.Sub(samples[i-1].Time).Seconds(); dt > 0 {
+				c := max(s.CPUSeconds-samples[i-1].CPUSeconds, 0) / dt
+				cores = append(cores, pt{samples[i-1].Time.Sub(t0), c}, pt{s.Time.Sub(t0), c})
+				most = max(most, c)
+			}
+		}
+	}
+	peak := samples[len(samples)-1].PeakMemory
+	draw := func(title string, points []pt, asked, top float64, label func(float64) string) string {
+		const w, h, left, right, topPad, bottom = 300, 120, 56, 8, 10, 22
+		top = max(top, asked, 1e-9)
+		sx := func(d time.Duration) float64 { return left + float64(w-left-right)*float64(d)/float64(total) }
+		sy := func(v float64) float64 { return float64(h-bottom) - float64(h-topPad-bottom)*v/top }
+		var b strings.Builder
+		fmt.Fprintf(&b, `<svg class="chart usage" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, esc(title))
+		fmt.Fprintf(&b, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d"></line>`, left, h-bottom, w-right, h-bottom)
+		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%.1f" text-anchor="end">%s</text>`, left-4, sy(top)+4, esc(label(top)))
+		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%d" text-anchor="end">0</text>`, left-4, h-bottom+4)
+		if asked > 0 {
+			fmt.Fprintf(&b, `<line class="cap" x1="%d" y1="%.1f" x2="%d" y2="%.1f"><title>asked %s</title></line>`, left, sy(asked), w-right, sy(asked), esc(label(asked)))
+		}
+		var path strings.Builder
+		for i, p := range points {
+			cmd := "L"
+			if i == 0 {
+				cmd = "M"
+			}
+			fmt.Fprintf(&path, "%s%.1f %.1f ", cmd, sx(p.t), sy(p.v))
+		}
+		fmt.Fprintf(&b, `<path class="spend" d="%s"><title>%s</title></path>`, strings.TrimSpace(path.String()), esc(title))
+		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%d">0s</text>`, left, h-6)
+		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%d" text-anchor="end">%s</text>`, w-right, h-6, esc(units.RoundDuration(total).String()))
+		b.WriteString(`</svg>`)
+		return b.String()
+	}
+	var maxMem float64
+	for _, p := range mem {
+		maxMem = max(maxMem, p.v)
+	}
+	memLabel := func(v float64) string { return units.FormatBytes(int64(v)) }
+	coreLabel := func(v float64) string { return trimFloat(v) + " cores" }
+	c := draw(fmt.Sprintf("Cores used over %s, at most %s; asked %s", units.RoundDuration(total), trimFloat(most), trimFloat(cpu)), cores, cpu, most, coreLabel)
+	m := draw(fmt.Sprintf("Memory over %s, peak %s; asked %s", units.RoundDuration(total), units.FormatBytes(peak), units.FormatBytes(memory)), mem, float64(memory), maxMem, memLabel)
+	return template.HTML(`<div class="usage-charts"><figure>` + c + `<figcaption>Cores used (dashed: asked)</figcaption></figure><figure>` + m +
+		`<figcaption>Memory (dashed: asked; peak ` + esc(units.FormatBytes(peak)) + `)</figcaption></figure></div>`)
 }

@@ -3,6 +3,9 @@ package ui
 import (
 	"fmt"
 	"html/template"
+	"math"
+	"math/big"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -14,6 +17,7 @@ import (
 
 var funcs = template.FuncMap{
 	"dollars":     dollars,
+	"costLine":    costLine,
 	"perHour":     perHour,
 	"when":        when,
 	"ago":         ago,
@@ -48,34 +52,78 @@ var funcs = template.FuncMap{
 	"stateClass": stateClass,
 }
 
-// dollars shows an amount rounded to the cent ($1,234.56), as the CLI
-// does: halves away from zero, once, from the exact sum.
-func dollars(a money.Amount) string {
-	c := int64(a.Round(money.Cent) / money.Cent)
-	sign := ""
-	if c < 0 {
-		sign, c = "-", -c
+// dollars shows an amount as every page, the CLI and the API's sentences
+// do (money.Amount.Display): to the cent from a dollar up ($1,234.56),
+// below it with two significant digits ($0.000043), so that only zero
+// reads $0.00. A total is the exact sum, formatted once.
+func dollars(a money.Amount) string { return a.Display() }
+
+// perHour shows a price an hour to a hundredth of a cent ($0.0353/h), or
+// with two significant digits below it ($0.000012/h).
+func perHour(r money.Rate) string { return r.Display() + "/h" }
+
+// costLine says what one resource's part of an attempt's price
+// multiplies: the units held, the rate per unit-hour and which rate it
+// is, and their product ("compute/default/local-a: 0.25 cores ×
+// $0.1412/core·h (rate compute/default/local-a v2) = $0.0353/h").
+// PricePerHour of a cost line is the rate per unit-hour, not the line's
+// price; the product is taken exactly and rounded once.
+func costLine(l api.CostLine) string {
+	one, many := unitName(l.Resource)
+	units := strconv.FormatFloat(l.Units, 'f', 6, 64)
+	units = strings.TrimRight(strings.TrimRight(units, "0"), ".")
+	held := units + " " + many
+	if units == "1" {
+		held = units + " " + one
 	}
-	return fmt.Sprintf("%s$%s.%02d", sign, thousands(c/100), c%100)
+	if l.Rate == "" {
+		return fmt.Sprintf("%s: %s, no rate set: %s", l.Resource, held, perHour(0))
+	}
+	rate := "rate " + l.Rate
+	if l.Version > 0 {
+		rate += fmt.Sprintf(" v%d", l.Version)
+	}
+	x := exactUnits(l.Units)
+	product := l.PricePerHour.Times(x)
+	total := perHour(product)
+	if product == 0 && l.PricePerHour > 0 && x.Sign() > 0 {
+		// Less than the nano-dollar an hour a Rate counts, but not
+		// nothing.
+		total = "< " + perHour(money.NanodollarPerHour)
+	}
+	return fmt.Sprintf("%s: %s × %s/%s·h (%s) = %s", l.Resource, held, l.PricePerHour.Display(), one, rate, total)
 }
 
-// perHour shows a price an hour to a hundredth of a cent ($0.0123/h).
-func perHour(r money.Rate) string {
-	unit := money.CentPerHour / 100
-	c := int64(r.Round(unit) / unit)
-	sign := ""
-	if c < 0 {
-		sign, c = "-", -c
+// unitName is what one unit of a resource is called, and many of them:
+// cores for compute and the service fee (charged per core), GiB for
+// memory, GPUs.
+func unitName(resource string) (one, many string) {
+	kind, _, _ := strings.Cut(resource, "/")
+	switch kind {
+	case "compute", "service-fee":
+		return "core", "cores"
+	case "memory":
+		return "GiB", "GiB"
+	case "gpu":
+		return "GPU", "GPUs"
 	}
-	return fmt.Sprintf("%s$%s.%04d/h", sign, thousands(c/10000), c%10000)
+	return "unit", "units"
 }
 
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
+// exactUnits is the quantity a cost line's float Units stands for:
+// thousandths of a core as the decimal it was (0.1, not the float nearest
+// to it), and memory in bytes over 2^30 as the float holds it exactly.
+func exactUnits(u float64) *big.Rat {
+	if d, ok := new(big.Rat).SetString(strconv.FormatFloat(u, 'f', -1, 64)); ok {
+		if new(big.Int).Mod(big.NewInt(1000), d.Denom()).Sign() == 0 {
+			return d
+		}
 	}
-	return s
+	x := new(big.Rat)
+	if math.IsNaN(u) || math.IsInf(u, 0) {
+		return x
+	}
+	return x.SetFloat64(u)
 }
 
 func when(t any) string {

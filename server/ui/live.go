@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,10 +23,18 @@ const (
 	minGap    = 500 * time.Millisecond
 	logPoll   = time.Second
 	heartbeat = 15 * time.Second
-	// maxStreamLife ends a stream after a while; the browser reconnects
-	// (EventSource does), with a fresh check of its session.
+	// maxStreamLife ends a stream after a while (Deps.StreamLife); the
+	// browser reconnects (EventSource does), with a fresh check of its
+	// session, resuming from the last event's id.
 	maxStreamLife = 10 * time.Minute
 )
+
+func (u *UI) streamLife() time.Duration {
+	if u.d.StreamLife > 0 {
+		return u.d.StreamLife
+	}
+	return maxStreamLife
+}
 
 // stream is one open server-sent events response.
 type stream struct {
@@ -68,9 +75,16 @@ func (u *UI) openStream(w http.ResponseWriter, r *http.Request, s *session) (*st
 
 // send writes one event; data may hold newlines (each line its own data
 // field, as the format wants).
-func (s *stream) send(event, data string) error {
+func (s *stream) send(event, data string) error { return s.sendID(event, "", data) }
+
+// sendID writes one event with an id (none when empty): the browser
+// sends the last one back as Last-Event-ID when it reconnects.
+func (s *stream) sendID(event, id, data string) error {
 	var b strings.Builder
 	b.WriteString("event: " + event + "\n")
+	if id != "" {
+		b.WriteString("id: " + id + "\n")
+	}
 	for _, line := range strings.Split(data, "\n") {
 		b.WriteString("data: " + line + "\n")
 	}
@@ -128,53 +142,6 @@ func (u *UI) wait(ctx context.Context, s *stream, changed <-chan struct{}, poll 
 	return time.Now().Before(end)
 }
 
-// batchLive streams the batch page's summary (progress, counts, cost,
-// waiting reasons, the cancel form) as rendered HTML, each time it
-// changes, until the batch is complete.
-func (u *UI) batchLive(w http.ResponseWriter, r *http.Request, s *session) {
-	id, err := pathInt(r, "id")
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	ctx := withRemote(r.Context(), r)
-	st, done, err := u.openStream(w, r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	defer done()
-	t := u.pages["batch"]
-	end := time.Now().Add(maxStreamLife)
-	var sent []byte
-	for {
-		changed := u.d.Changes()
-		b, err := s.client.GetBatch(ctx, id)
-		if err != nil {
-			_ = st.send("failed", errMessage(err))
-			return
-		}
-		var buf bytes.Buffer
-		if err := t.ExecuteTemplate(&buf, "summary", map[string]any{"Batch": b, "CSRF": s.csrf}); err != nil {
-			u.d.Log.Error("ui: render batch summary", "err", err)
-			return
-		}
-		if !bytes.Equal(buf.Bytes(), sent) {
-			if st.send("summary", buf.String()) != nil {
-				return
-			}
-			sent = buf.Bytes()
-		}
-		if b.Complete() {
-			_ = st.send("complete", strconv.FormatInt(id, 10))
-			return
-		}
-		if !u.wait(ctx, st, changed, 0, time.Now(), end) {
-			return
-		}
-	}
-}
-
 // maxLogEvent bounds the new log text one event carries; a stream that
 // falls further behind skips ahead (the page says so).
 const maxLogEvent = 256 << 10
@@ -190,6 +157,15 @@ func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	offset, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
 	attempt, _ := strconv.Atoi(r.URL.Query().Get("attempt"))
+	if at, off, ok := strings.Cut(r.Header.Get("Last-Event-ID"), ":"); ok {
+		// A reconnection: from the last byte the browser got, not the
+		// offset of the page it opened.
+		a, aerr := strconv.Atoi(at)
+		o, oerr := strconv.ParseInt(off, 10, 64)
+		if aerr == nil && oerr == nil {
+			attempt, offset = a, o
+		}
+	}
 	offset, attempt = max(offset, 0), max(attempt, 0)
 	ctx := withRemote(r.Context(), r)
 	st, done, err := u.openStream(w, r, s)
@@ -198,7 +174,7 @@ func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	defer done()
-	end := time.Now().Add(maxStreamLife)
+	end := time.Now().Add(u.streamLife())
 	for {
 		changed := u.d.Changes()
 		j, err := s.client.GetJob(ctx, id, jid)
@@ -214,7 +190,7 @@ func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
 		if latest != 0 && latest != attempt {
 			// A new attempt: its log starts over.
 			if attempt != 0 {
-				if st.send("attempt", strconv.Itoa(latest)) != nil {
+				if st.sendID("attempt", fmt.Sprintf("%d:0", latest), strconv.Itoa(latest)) != nil {
 					return
 				}
 			}
@@ -225,10 +201,10 @@ func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
 			switch {
 			case err == nil && text != "":
 				data, _ := json.Marshal(inert(text))
-				if st.send("append", string(data)) != nil {
+				offset = next
+				if st.sendID("append", fmt.Sprintf("%d:%d", attempt, offset), string(data)) != nil {
 					return
 				}
-				offset = next
 			case err != nil && !api.IsStatus(err, http.StatusNotFound):
 				_ = st.send("failed", errMessage(err))
 				return

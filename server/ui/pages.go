@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,14 +21,42 @@ const maxTokenBytes = 256
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	u.render(w, r, nil, http.StatusOK, "login", map[string]any{"Title": "Log in", "Next": safeNext(r.URL.Query().Get("next"))})
+	data := map[string]any{"Title": "Log in", "Next": safeNext(r.URL.Query().Get("next"))}
+	if r.URL.Query().Get("ended") != "" {
+		data["Notice"] = sessionEnded
+	}
+	u.render(w, r, nil, http.StatusOK, "login", data)
 }
 
-// safeNext is where to go after logging in: a page of the UI, never
-// another site.
+// maxNextBytes bounds the page a login leads to.
+const maxNextBytes = 2048
+
+// safeNext is where to go after logging in: a page of the UI, as a path
+// of this origin, never another site nor a path a browser would resolve
+// out of the UI. Anything else is the UI's first page.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if len(next) > maxNextBytes || !strings.HasPrefix(next, Prefix) {
 		return Prefix
+	}
+	// Browsers drop tabs and newlines inside a URL and read a backslash
+	// as a slash: the path they went to would not be the one checked.
+	if strings.ContainsFunc(next, func(c rune) bool { return c <= ' ' || c == 0x7f || c == '\\' || c >= 0x80 }) {
+		return Prefix
+	}
+	v, err := url.Parse(next)
+	if err != nil || v.Scheme != "" || v.Host != "" || v.User != nil || v.Opaque != "" || !strings.HasPrefix(v.Path, Prefix) {
+		return Prefix
+	}
+	// The path decoded, as a browser resolves it: no dot segments (%2e
+	// counts as a dot), no empty ones (%2f counts as a slash), no
+	// backslash (%5c).
+	if strings.Contains(v.Path, "//") || strings.Contains(v.Path, "\\") {
+		return Prefix
+	}
+	for _, seg := range strings.Split(v.Path, "/") {
+		if seg == "." || seg == ".." {
+			return Prefix
+		}
 	}
 	return next
 }
@@ -142,17 +171,31 @@ func (f batchFilter) values() url.Values {
 }
 
 func (u *UI) batchesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	q := r.URL.Query()
-	f := batchFilter{State: q.Get("state"), Project: q.Get("project"), User: q.Get("user"), Attrs: q.Get("attrs")}
-	last, _ := strconv.ParseInt(q.Get("last_id"), 10, 64)
-	list, err := s.client.ListBatches(withRemote(r.Context(), r), f.query(), last)
+	data, err := u.batchesData(r, s)
 	if err != nil {
 		if api.IsStatus(err, http.StatusBadRequest) {
-			u.render(w, r, s, http.StatusBadRequest, "batches", map[string]any{"Title": "Batches", "Filter": f, "Error": errMessage(err), "States": batchStates})
+			u.render(w, r, s, http.StatusBadRequest, "batches", map[string]any{"Title": "Batches", "Filter": filterOf(r), "Error": errMessage(err), "States": batchStates})
 			return
 		}
 		u.fail(w, r, s, err)
 		return
+	}
+	u.render(w, r, s, http.StatusOK, "batches", data)
+}
+
+func filterOf(r *http.Request) batchFilter {
+	q := r.URL.Query()
+	return batchFilter{State: q.Get("state"), Project: q.Get("project"), User: q.Get("user"), Attrs: q.Get("attrs")}
+}
+
+// batchesData is the batches page: one page of the batches the user
+// sees, newest first. The first page is live (a new batch appears).
+func (u *UI) batchesData(r *http.Request, s *session) (map[string]any, error) {
+	f := filterOf(r)
+	last, _ := strconv.ParseInt(r.URL.Query().Get("last_id"), 10, 64)
+	list, err := s.client.ListBatches(withRemote(r.Context(), r), f.query(), last)
+	if err != nil {
+		return nil, err
 	}
 	data := map[string]any{"Title": "Batches", "Filter": f, "Batches": list.Batches, "States": batchStates}
 	if list.LastID != 0 {
@@ -162,8 +205,10 @@ func (u *UI) batchesPage(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	if last != 0 {
 		data["First"] = "/ui/batches?" + f.values().Encode()
+	} else {
+		data["Live"] = liveURL(r)
 	}
-	u.render(w, r, s, http.StatusOK, "batches", data)
+	return data, nil
 }
 
 var batchStates = []string{"running", "complete", "success", "failure", "cancelled"}
@@ -187,16 +232,30 @@ func jobPath(r *http.Request) (id, jid int64, err error) {
 }
 
 func (u *UI) batchPage(w http.ResponseWriter, r *http.Request, s *session) {
-	id, err := pathInt(r, "id")
+	data, err := u.batchData(r, s)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
 	}
+	u.render(w, r, s, http.StatusOK, "batch", data)
+}
+
+// jobSorts are the orders the batch page's jobs table can be sorted in
+// (the page's jobs, by the column).
+var jobSorts = []string{"id", "state", "exit", "attempts", "cost", "cpu", "memory"}
+
+// batchData is the batch page: the batch's summary and a page of its
+// jobs, read together (api.JobList.Batch) so the summary, the table and
+// the chart show one state of the batch.
+func (u *UI) batchData(r *http.Request, s *session) (map[string]any, error) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		return nil, err
+	}
 	ctx := withRemote(r.Context(), r)
 	b, err := s.client.GetBatch(ctx, id)
 	if err != nil {
-		u.fail(w, r, s, err)
-		return
+		return nil, err
 	}
 	q := r.URL.Query()
 	jobState := q.Get("state")
@@ -204,39 +263,138 @@ func (u *UI) batchPage(w http.ResponseWriter, r *http.Request, s *session) {
 	if jobState != "" {
 		filter = "state=" + jobState
 	}
-	if name := q.Get("name"); name != "" {
+	name := strings.TrimSpace(q.Get("name"))
+	jobID, _ := strconv.ParseInt(strings.TrimPrefix(name, "#"), 10, 64)
+	switch {
+	case jobID > 0:
+		// A job's ID: its page of the table, from it on.
+	case name != "":
 		filter = strings.TrimSpace(filter + " name=" + name)
 	}
 	last, _ := strconv.ParseInt(q.Get("last_id"), 10, 64)
+	if jobID > 0 {
+		last = jobID - 1
+	}
 	jobs, err := s.client.ListJobs(ctx, id, filter, last)
 	if err != nil && !api.IsStatus(err, http.StatusBadRequest) {
-		u.fail(w, r, s, err)
-		return
+		return nil, err
 	}
-	data := map[string]any{"Title": batchTitle(b), "Batch": b, "JobStates": jobStates, "JobState": jobState, "JobName": q.Get("name")}
+	if err == nil && jobs.Batch != nil {
+		// The counts of the same read as the jobs; the waiting reasons
+		// and what the user may do from the batch's own read.
+		fresh := *jobs.Batch
+		fresh.Waiting, fresh.WaitingSummary = b.Waiting, b.WaitingSummary
+		if !fresh.Complete() && !fresh.Cancelled {
+			fresh.Actions = b.Actions
+		}
+		b = &fresh
+	}
+	data := map[string]any{"Title": batchTitle(b), "Batch": b, "JobStates": jobStates, "JobState": jobState, "JobName": q.Get("name"),
+		"Sorts": jobSorts, "Sort": q.Get("sort")}
 	if err != nil {
 		data["JobsError"] = errMessage(err)
 	} else {
+		sortJobs(jobs.Jobs, q.Get("sort"))
 		data["Jobs"] = jobs.Jobs
 		data["Gantt"] = gantt(jobs.Jobs, u.now())
-		if jobs.LastID != 0 {
+		page := func(last int64) string {
 			v := url.Values{}
-			if jobState != "" {
-				v.Set("state", jobState)
+			for _, k := range []string{"state", "name", "sort"} {
+				if q.Get(k) != "" && !(k == "name" && jobID > 0) {
+					v.Set(k, q.Get(k))
+				}
 			}
-			if q.Get("name") != "" {
-				v.Set("name", q.Get("name"))
+			if last > 0 {
+				v.Set("last_id", strconv.FormatInt(last, 10))
 			}
-			v.Set("last_id", strconv.FormatInt(jobs.LastID, 10))
-			data["NextJobs"] = fmt.Sprintf("/ui/batches/%d?%s", id, v.Encode())
+			return fmt.Sprintf("/ui/batches/%d?%s", id, v.Encode())
 		}
+		if jobs.LastID != 0 {
+			data["NextJobs"] = page(jobs.LastID)
+		}
+		if last > 0 {
+			// Job IDs are dense: the page before starts PageSize IDs
+			// back (fewer with a filter, which only the first link
+			// then gets exactly right).
+			data["FirstJobs"] = page(0)
+			if filter == "" {
+				data["PrevJobs"] = page(max(last-int64(jobsPerPage), 0))
+			}
+		}
+		if filter == "" && b.NJobs > int64(jobsPerPage) && jobs.LastID != 0 {
+			data["LastJobs"] = page(max(b.NJobs-int64(jobsPerPage), 0))
+		}
+		sorts := map[string]string{}
+		for _, k := range jobSorts {
+			v := url.Values{}
+			for _, f := range []string{"state", "name", "last_id"} {
+				if q.Get(f) != "" {
+					v.Set(f, q.Get(f))
+				}
+			}
+			v.Set("sort", k)
+			sorts[k] = fmt.Sprintf("/ui/batches/%d?%s", id, v.Encode())
+		}
+		data["SortLinks"] = sorts
 	}
 	if st, err := s.client.BatchStages(ctx, id); err == nil {
 		data["Stages"] = st.Stages
 		data["MoreStages"] = st.More
 		data["DAG"] = dagChart(st.Stages)
 	}
-	u.render(w, r, s, http.StatusOK, "batch", data)
+	if !b.Complete() {
+		data["Live"] = liveURL(r)
+	}
+	return data, nil
+}
+
+// jobsPerPage is the API's page of jobs (state.PageSize).
+const jobsPerPage = 50
+
+// sortJobs orders a page of jobs by a column (by ID when none, or an
+// unknown one); ties keep the ID order.
+func sortJobs(jobs []api.Job, by string) {
+	key := func(j *api.Job) float64 {
+		switch by {
+		case "state":
+			return float64(slices.Index(jobStates, j.State))
+		case "exit":
+			if j.ExitCode != nil {
+				return float64(*j.ExitCode)
+			}
+			return -1
+		case "attempts":
+			return float64(len(j.Attempts))
+		case "cost":
+			return float64(jobCost(*j))
+		case "cpu":
+			return j.CPU
+		case "memory":
+			return float64(j.Memory)
+		}
+		return float64(j.JobID)
+	}
+	slices.SortStableFunc(jobs, func(a, b api.Job) int {
+		ka, kb := key(&a), key(&b)
+		switch {
+		case ka < kb:
+			return -1
+		case ka > kb:
+			return 1
+		}
+		return 0
+	})
+}
+
+// jobCost is what a job's attempts cost (running ones up to the read).
+func jobCost(j api.Job) money.Amount {
+	var sum money.Amount
+	for _, a := range j.Attempts {
+		if a.Cost != nil {
+			sum = sum.Add(*a.Cost)
+		}
+	}
+	return sum
 }
 
 func batchTitle(b *api.Batch) string {
@@ -246,10 +404,51 @@ func batchTitle(b *api.Batch) string {
 	return fmt.Sprintf("Batch %d", b.ID)
 }
 
+// cancelConfirm asks before a batch is cancelled, naming what will
+// stop: a second step, reached by a link (keyboard and screen reader
+// alike), whose form carries the CSRF token.
+func (u *UI) cancelConfirm(w http.ResponseWriter, r *http.Request, s *session) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	b, err := s.client.GetBatch(withRemote(r.Context(), r), id)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	back := fmt.Sprintf("/ui/batches/%d", id)
+	if !b.Can(api.ActionCancel) {
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	name := fmt.Sprintf("batch %d", id)
+	if b.Name != "" {
+		name = fmt.Sprintf("batch %d (%s)", id, inert(b.Name))
+	}
+	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
+		"Title":    fmt.Sprintf("Cancel batch %d?", id),
+		"Question": fmt.Sprintf("Cancel %s of billing project %s?", name, b.BillingProject),
+		"Consequences": []string{
+			fmt.Sprintf("%d running jobs are stopped now (their attempts end as cancelled; what they cost so far stays billed).", b.NRunning),
+			fmt.Sprintf("%d jobs that wait (%d pending, %d ready) never start.", b.NPending+b.NReady, b.NPending, b.NReady),
+			fmt.Sprintf("%d jobs that already ended keep their results and logs.", b.NCompleted),
+			"A cancelled batch cannot be resumed; submit it again to rerun it.",
+		},
+		"Action": fmt.Sprintf("/ui/batches/%d/cancel", id), "Yes": fmt.Sprintf("Cancel %s", name), "No": "Keep it running", "Back": back,
+	})
+}
+
 func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 	id, err := pathInt(r, "id")
 	if err != nil {
 		u.fail(w, r, s, err)
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		// Never in one step: the question first.
+		http.Redirect(w, r, fmt.Sprintf("/ui/batches/%d/cancel", id), http.StatusSeeOther)
 		return
 	}
 	if err := s.client.CancelBatch(withRemote(r.Context(), r), id); err != nil {
@@ -263,21 +462,14 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 const logTail = 64 << 10
 
 func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
-	id, jid, err := jobPath(r)
+	data, err := u.jobData(r, s)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
 	}
+	id, jid, _ := jobPath(r)
+	j := data["Job"].(*api.Job)
 	ctx := withRemote(r.Context(), r)
-	j, err := s.client.GetJob(ctx, id, jid)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	data := map[string]any{"Title": fmt.Sprintf("Job %d of batch %d", jid, id), "Job": j, "BatchID": id}
-	if why, err := s.client.JobWhy(ctx, id, jid); err == nil {
-		data["Why"] = why.Reasons
-	}
 	if len(j.Attempts) > 0 && j.Attempts[len(j.Attempts)-1].StartTime != nil {
 		tail, size, at, err := u.readTail(ctx, s.client, id, jid)
 		switch {
@@ -289,8 +481,46 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 			data["LogError"] = errMessage(err)
 		}
 	}
-	data["Running"] = j.State == api.JobRunning || j.State == api.JobCreating
+	// The log follows the job until it ends, from before its first
+	// attempt starts too.
+	data["Running"] = !jobFinal(j.State)
 	u.render(w, r, s, http.StatusOK, "job", data)
+}
+
+// jobFinal: the job will not change again.
+func jobFinal(st string) bool {
+	switch st {
+	case api.JobPending, api.JobReady, api.JobCreating, api.JobRunning:
+		return false
+	}
+	return true
+}
+
+// jobData is the job page but its log: the job, its attempts and why it
+// is where it is.
+func (u *UI) jobData(r *http.Request, s *session) (map[string]any, error) {
+	id, jid, err := jobPath(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx := withRemote(r.Context(), r)
+	j, err := s.client.GetJob(ctx, id, jid)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"Title": fmt.Sprintf("Job %d of batch %d", jid, id), "Job": j, "BatchID": id, "Cost": jobCost(*j)}
+	if why, err := s.client.JobWhy(ctx, id, jid); err == nil {
+		data["Why"] = why.Reasons
+	}
+	if n := len(j.Attempts); n > 0 && j.Attempts[n-1].StartTime != nil {
+		if use, err := s.client.AttemptUsage(ctx, id, jid, j.Attempts[n-1].Attempt); err == nil {
+			data["Usage"], data["UsageAttempt"] = usageChart(use.Samples, j.CPU, j.Memory), use.Attempt
+		}
+	}
+	if !jobFinal(j.State) {
+		data["Live"] = liveURL(r)
+	}
+	return data, nil
 }
 
 // readTail reads the end of a job's latest log: two reads, the size, then
@@ -311,7 +541,14 @@ func (u *UI) readTail(ctx context.Context, c *api.Client, batch, job int64) (str
 	if err != nil {
 		return "", 0, 0, err
 	}
-	return string(data), from + int64(len(data)), st.Attempt, nil
+	size := from + int64(len(data))
+	if from > 0 {
+		// The tail starts on a line of its own, not halfway through one.
+		if i := bytes.IndexByte(data, '\n'); i >= 0 && i < len(data)-1 {
+			data = data[i+1:]
+		}
+	}
+	return string(data), size, st.Attempt, nil
 }
 
 // jobLog sends a whole log to download.
@@ -407,24 +644,37 @@ func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 func (u *UI) clustersPage(w http.ResponseWriter, r *http.Request, s *session) {
+	data, err := u.clustersData(r, s)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "clusters", data)
+}
+
+// clustersData is the clusters page: regions and clusters, live; the
+// forms that change a cluster stand apart from what updates.
+func (u *UI) clustersData(r *http.Request, s *session) (map[string]any, error) {
 	ctx := withRemote(r.Context(), r)
 	regions, err := s.client.ListRegions(ctx)
 	if err != nil {
-		u.fail(w, r, s, err)
-		return
+		return nil, err
 	}
 	clusters, err := s.client.ListClusters(ctx)
 	if err != nil {
-		u.fail(w, r, s, err)
-		return
+		return nil, err
 	}
-	u.render(w, r, s, http.StatusOK, "clusters", map[string]any{"Title": "Regions and clusters", "Regions": regions, "Clusters": clusters,
-		"CanChange": u.may(s, "POST /api/v1/clusters/{name}/disable") && u.may(s, "POST /api/v1/clusters/{name}/enable")})
+	return map[string]any{"Title": "Regions and clusters", "Regions": regions, "Clusters": clusters, "Live": liveURL(r),
+		"CanChange": u.may(s, "POST /api/v1/clusters/{name}/disable") && u.may(s, "POST /api/v1/clusters/{name}/enable")}, nil
 }
 
-// clusterState disables (and maybe evacuates) or enables a cluster.
+// clusterState disables (and maybe evacuates) or enables a cluster: the
+// cluster named in the path, or chosen in the form.
 func (u *UI) clusterState(w http.ResponseWriter, r *http.Request, s *session) {
 	name, op := r.PathValue("name"), r.PathValue("op")
+	if name == "" {
+		name = r.PostFormValue("cluster")
+	}
 	req := &api.ClusterStateRequest{Reason: strings.TrimSpace(r.PostFormValue("reason")), Evacuate: r.PostFormValue("evacuate") == "on"}
 	ctx := withRemote(r.Context(), r)
 	var err error
@@ -433,6 +683,10 @@ func (u *UI) clusterState(w http.ResponseWriter, r *http.Request, s *session) {
 		if req.Reason == "" {
 			err = &api.Error{StatusCode: http.StatusBadRequest, Message: "say why the cluster is taken out of service (the reason is shown to everyone)"}
 			break
+		}
+		if r.PostFormValue("confirm") != "yes" {
+			u.disableConfirm(w, r, s, name, req)
+			return
 		}
 		_, err = s.client.DisableCluster(ctx, name, req)
 	case "enable":
@@ -448,13 +702,62 @@ func (u *UI) clusterState(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, "/ui/clusters", http.StatusSeeOther)
 }
 
-func (u *UI) queuesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	queues, err := s.client.ListQueues(withRemote(r.Context(), r))
+// disableConfirm asks before a cluster is disabled (and evacuated),
+// naming what will stop.
+func (u *UI) disableConfirm(w http.ResponseWriter, r *http.Request, s *session, name string, req *api.ClusterStateRequest) {
+	clusters, err := s.client.ListClusters(withRemote(r.Context(), r))
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
 	}
-	u.render(w, r, s, http.StatusOK, "queues", map[string]any{"Title": "Queues", "Queues": queues})
+	i := slices.IndexFunc(clusters, func(c api.Cluster) bool { return c.Name == name })
+	if i < 0 {
+		u.fail(w, r, s, &api.Error{StatusCode: http.StatusNotFound, Message: "no cluster " + inert(name)})
+		return
+	}
+	c := clusters[i]
+	cons := []string{fmt.Sprintf("No new job starts on its %d workers until it is enabled again.", c.Workers)}
+	hidden := map[string]string{"reason": req.Reason}
+	yes := "Disable " + name
+	if req.Evacuate {
+		cons = append(cons, fmt.Sprintf("Its %d running jobs are stopped now and run again elsewhere (the stops count as neither failures nor retries).", c.Running))
+		hidden["evacuate"] = "on"
+		yes = "Disable and evacuate " + name
+	} else {
+		cons = append(cons, fmt.Sprintf("Its %d running jobs run to their end.", c.Running))
+	}
+	cons = append(cons, "The reason is shown to everyone: "+inert(req.Reason))
+	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
+		"Title": "Disable cluster " + name + "?", "Question": fmt.Sprintf("Take cluster %s of region %s out of service?", name, c.Region),
+		"Consequences": cons, "Hidden": hidden, "Action": "/ui/clusters/" + url.PathEscape(name) + "/disable", "Yes": yes, "No": "Keep it in service", "Back": "/ui/clusters",
+	})
+}
+
+func (u *UI) queuesPage(w http.ResponseWriter, r *http.Request, s *session) {
+	data, err := u.queuesData(r, s)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "queues", data)
+}
+
+// queuesData is the queues page's data, live.
+func (u *UI) queuesData(r *http.Request, s *session) (map[string]any, error) {
+	queues, err := s.client.ListQueues(withRemote(r.Context(), r))
+	if err != nil {
+		return nil, err
+	}
+	rows := queueRows(queues)
+	var names []string
+	if len(rows) > 0 {
+		for _, res := range rows[0].Resources {
+			names = append(names, res.Name)
+		}
+	}
+	data := map[string]any{"Title": "Queues", "Queues": rows, "Resources": names}
+	data["Live"] = liveURL(r)
+	return data, nil
 }
 
 // capCPU is the most cores a queue may hold (0: no bound).
@@ -466,10 +769,19 @@ func capCPU(q api.Queue) float64 {
 }
 
 func (u *UI) autoscalerPage(w http.ResponseWriter, r *http.Request, s *session) {
-	st, err := s.client.AutoscalerStatus(withRemote(r.Context(), r))
+	data, err := u.autoscalerData(r, s)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
+	}
+	u.render(w, r, s, http.StatusOK, "autoscaler", data)
+}
+
+// autoscalerData is the autoscaler page, live.
+func (u *UI) autoscalerData(r *http.Request, s *session) (map[string]any, error) {
+	st, err := s.client.AutoscalerStatus(withRemote(r.Context(), r))
+	if err != nil {
+		return nil, err
 	}
 	byState := map[string]int{}
 	for _, m := range st.Machines {
@@ -486,22 +798,89 @@ func (u *UI) autoscalerPage(w http.ResponseWriter, r *http.Request, s *session) 
 			limited = append(limited, c)
 		}
 	}
-	u.render(w, r, s, http.StatusOK, "autoscaler", map[string]any{"Title": "Autoscaler", "Status": st, "States": states, "ByState": byState,
-		"Limited": limited, "Chart": spendChart(st.SpendHistory, st.Settings.MaxPerHour)})
+	return map[string]any{"Title": "Autoscaler", "Status": st, "States": states, "ByState": byState,
+		"Limited": limited, "Chart": spendChart(st.SpendHistory, st.Settings.MaxPerHour), "Live": liveURL(r)}, nil
 }
 
-// auditEntries is how many entries the audit page shows.
-const auditEntries = 200
+// auditPageSize is how many entries a page of the audit log shows.
+const auditPageSize = 100
 
+// auditPage shows the audit log newest first, a page at a time: the
+// newest page, then older ones (before the last entry shown) and back
+// (after the first one). A page never ends inside a run of entries of
+// the same time, so the next page's cursor, a time, misses none of them.
 func (u *UI) auditPage(w http.ResponseWriter, r *http.Request, s *session) {
-	user := r.URL.Query().Get("user")
-	entries, err := s.client.Audit(withRemote(r.Context(), r), "", user, auditEntries)
+	q := r.URL.Query()
+	user := q.Get("user")
+	aq := api.AuditQuery{User: user, Limit: auditPageSize + 1, Since: time.Unix(0, 0).UTC().Format(time.RFC3339)}
+	for _, c := range []struct {
+		name string
+		to   *time.Time
+	}{{"before", &aq.Before}, {"after", &aq.After}} {
+		if raw := q.Get(c.name); raw != "" {
+			t, err := time.Parse(time.RFC3339Nano, raw)
+			if err != nil {
+				u.fail(w, r, s, &api.Error{StatusCode: http.StatusBadRequest, Message: fmt.Sprintf("%s=%.40q is not a time of the audit log", c.name, raw)})
+				return
+			}
+			*c.to = t
+		}
+	}
+	if !aq.Before.IsZero() && !aq.After.IsZero() {
+		aq.After = time.Time{} // one cursor: the older page
+	}
+	entries, err := s.client.AuditPage(withRemote(r.Context(), r), aq)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
 	}
-	slices.Reverse(entries) // newest first
-	u.render(w, r, s, http.StatusOK, "audit", map[string]any{"Title": "Audit log", "Entries": entries, "User": user})
+	newer, older := !aq.Before.IsZero(), !aq.After.IsZero()
+	if len(entries) > auditPageSize {
+		if aq.After.IsZero() {
+			// More older than the page: cut at its end, before a run of
+			// entries of one time (unless the run fills the page).
+			older = true
+			n := auditPageSize
+			for n > 1 && entries[n-1].Time.Equal(entries[n].Time) {
+				n--
+			}
+			entries = entries[:n]
+		} else {
+			// More newer than the page (the oldest after the cursor):
+			// cut at its top likewise.
+			newer = true
+			n := 1
+			for n < len(entries)-1 && entries[n].Time.Equal(entries[n-1].Time) {
+				n++
+			}
+			entries = entries[n:]
+		}
+	}
+	link := func(cursor string, t time.Time) string {
+		v := url.Values{}
+		if user != "" {
+			v.Set("user", user)
+		}
+		v.Set(cursor, t.UTC().Format(time.RFC3339Nano))
+		return "/ui/audit?" + v.Encode()
+	}
+	data := map[string]any{"Title": "Audit log", "Entries": entries, "User": user, "PageSize": auditPageSize}
+	if len(entries) > 0 {
+		if older {
+			data["Older"] = link("before", entries[len(entries)-1].Time)
+		}
+		if newer {
+			data["Newer"] = link("after", entries[0].Time)
+		}
+	}
+	if newer || len(entries) == 0 && (!aq.Before.IsZero() || !aq.After.IsZero()) {
+		v := url.Values{}
+		if user != "" {
+			v.Set("user", user)
+		}
+		data["Newest"] = "/ui/audit?" + v.Encode()
+	}
+	u.render(w, r, s, http.StatusOK, "audit", data)
 }
 
 func errMessage(err error) string {

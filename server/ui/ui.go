@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -75,6 +76,9 @@ type Deps struct {
 	Log *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// StreamLife is how long a live stream lasts before the browser
+	// reconnects to it (0: 10 minutes).
+	StreamLife time.Duration
 }
 
 // UI serves the web pages.
@@ -165,21 +169,28 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/{$}", u.session(u.batchesPage))
 	mux.HandleFunc("GET /ui/batches", u.session(u.batchesPage))
 	mux.HandleFunc("GET /ui/batches/{id}", u.session(u.batchPage))
+	mux.HandleFunc("GET /ui/batches/{id}/cancel", u.session(u.cancelConfirm))
 	mux.HandleFunc("POST /ui/batches/{id}/cancel", u.session(u.cancelBatch))
-	mux.HandleFunc("GET /ui/batches/{id}/live", u.session(u.batchLive))
+	mux.HandleFunc("GET /ui/live", u.session(u.livePageStream))
 	mux.HandleFunc("GET /ui/batches/{id}/jobs/{job}", u.session(u.jobPage))
 	mux.HandleFunc("GET /ui/batches/{id}/jobs/{job}/log", u.session(u.jobLog))
 	mux.HandleFunc("GET /ui/batches/{id}/jobs/{job}/log/live", u.session(u.jobLogLive))
 	mux.HandleFunc("GET /ui/billing", u.session(u.billingPage))
 	mux.HandleFunc("GET /ui/clusters", u.session(u.clustersPage))
 	mux.HandleFunc("POST /ui/clusters/{name}/{op}", u.session(u.clusterState))
+	mux.HandleFunc("POST /ui/clusters/{op}", u.session(u.clusterState))
 	mux.HandleFunc("GET /ui/queues", u.session(u.queuesPage))
 	mux.HandleFunc("GET /ui/autoscaler", u.session(u.autoscalerPage))
 	mux.HandleFunc("GET /ui/audit", u.session(u.auditPage))
+	mux.HandleFunc("GET /ui/workers", u.session(u.workersPage))
+	mux.HandleFunc("GET /ui/machines", u.session(u.machinesPage))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
 		if _, pattern := mux.Handler(r); pattern == "" {
-			u.fail(w, r, nil, &api.Error{StatusCode: http.StatusNotFound, Message: "no such page: " + r.URL.Path})
+			// A logged-in user gets the page with the navigation; no
+			// one is sent to log in for a page that does not exist.
+			w.Header().Set("Cache-Control", "no-store")
+			u.fail(w, r, u.quietSession(r), &api.Error{StatusCode: http.StatusNotFound, Message: "no such page: " + r.URL.Path})
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -220,24 +231,57 @@ type session struct {
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
 
+// cookieSession is the session a request's cookie names, not yet
+// authenticated: nil when there is no cookie, or (bad) one that is no
+// session of this UI.
+func cookieSession(r *http.Request) (s *session, bad bool) {
+	c, err := r.Cookie(CookieName)
+	if err != nil || c.Value == "" {
+		return nil, false
+	}
+	accessor, tok, ok := strings.Cut(c.Value, ".")
+	if !ok || tok == "" || len(c.Value) > 2*maxTokenBytes {
+		return nil, true
+	}
+	return &session{token: tok, accessor: accessor, csrf: csrfToken(tok)}, false
+}
+
+// authenticate asks the API whose session it is.
+func (u *UI) authenticate(r *http.Request, s *session) error {
+	s.client = u.client(s.token)
+	me, err := s.client.Whoami(withRemote(r.Context(), r))
+	if err != nil {
+		return err
+	}
+	s.me = me
+	return nil
+}
+
+// quietSession is the request's session if its cookie names a live one,
+// else nil: for pages anyone may see (a 404), which show the navigation
+// to a logged-in user and send no one to log in.
+func (u *UI) quietSession(r *http.Request) *session {
+	s, _ := cookieSession(r)
+	if s == nil || u.authenticate(r, s) != nil {
+		return nil
+	}
+	return s
+}
+
 // session authenticates a page's request with its cookie (through the
 // API: an expired or revoked session token is refused there) and, for a
 // request that changes something, checks the CSRF token and the origin.
 func (u *UI) session(h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		c, err := r.Cookie(CookieName)
-		if err != nil || c.Value == "" || len(c.Value) > 2*maxTokenBytes {
-			u.toLogin(w, r)
+		s, bad := cookieSession(r)
+		if s == nil {
+			if bad {
+				clearCookie(w, u.d.TLS)
+			}
+			u.toLogin(w, r, bad)
 			return
 		}
-		accessor, tok, ok := strings.Cut(c.Value, ".")
-		if !ok || tok == "" {
-			clearCookie(w, u.d.TLS)
-			u.toLogin(w, r)
-			return
-		}
-		s := &session{token: tok, accessor: accessor, csrf: csrfToken(tok)}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if err := u.origin.Check(r); err != nil {
 				u.fail(w, r, nil, &api.Error{StatusCode: http.StatusForbidden, Message: "cross-origin request refused: " + err.Error()})
@@ -248,30 +292,56 @@ func (u *UI) session(h sessionHandler) http.HandlerFunc {
 				return
 			}
 		}
-		s.client = u.client(s.token)
-		me, err := s.client.Whoami(withRemote(r.Context(), r))
-		if err != nil {
+		if err := u.authenticate(r, s); err != nil {
 			if api.IsStatus(err, http.StatusUnauthorized) {
 				clearCookie(w, u.d.TLS)
-				u.toLogin(w, r)
+				u.toLogin(w, r, true)
 				return
 			}
 			u.fail(w, r, nil, err)
 			return
 		}
-		s.me = me
 		h(w, r, s)
 	}
 }
 
-// toLogin sends a browser to the login page (a live stream gets a 401).
-func (u *UI) toLogin(w http.ResponseWriter, r *http.Request) {
+// toLogin sends a browser to the login page, which brings it back to the
+// page it asked for (next) and, when its session cookie was refused
+// (ended), says why in words. A live stream, or a form sent, gets a 401
+// with the same words.
+func (u *UI) toLogin(w http.ResponseWriter, r *http.Request, ended bool) {
 	if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/live") {
-		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+		http.Redirect(w, r, loginURL(r.URL.RequestURI(), ended), http.StatusSeeOther)
 		return
 	}
-	u.fail(w, r, nil, &api.Error{StatusCode: http.StatusUnauthorized, Message: "not logged in, or the session ended: log in again"})
+	msg := "Not logged in: log in first."
+	if ended {
+		msg = sessionEnded
+	}
+	u.fail(w, r, nil, &api.Error{StatusCode: http.StatusUnauthorized, Message: msg})
 }
+
+// loginURL is the login page that leads to next, saying the session
+// ended when it did.
+func loginURL(next string, ended bool) string {
+	v := url.Values{}
+	if ended {
+		v.Set("ended", "1")
+	}
+	if next = safeNext(next); next != Prefix {
+		v.Set("next", next)
+	}
+	if len(v) == 0 {
+		return "/ui/login"
+	}
+	return "/ui/login?" + v.Encode()
+}
+
+// sessionEnded says why a session cookie was refused: the API only knows
+// the token is no longer valid, and these are the ways it stops being.
+var sessionEnded = fmt.Sprintf("Your session ended. drover keeps %d sessions per user and ends the oldest when you, or someone with your token, "+
+	"log in once more; a session also ends when it expires (after %d hours, or sooner with the token it was made from), when you log out, "+
+	"or when the token you logged in with is revoked. Log in again.", MaxSessions, int(SessionTTL.Hours()))
 
 var errorsAs = errors.As
 
@@ -402,12 +472,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, s *session, code int
 	if data == nil {
 		data = map[string]any{}
 	}
-	data["Page"] = name
-	if s != nil {
-		data["Me"] = s.me
-		data["CSRF"] = s.csrf
-		data["CanAudit"] = u.may(s, "GET /api/v1/audit")
-	}
+	u.pageData(data, s, name)
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
 		u.d.Log.Error("ui: render", "page", name, "err", err)
@@ -417,6 +482,18 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, s *session, code int
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// pageData adds what every page's template reads: the page, the user,
+// the session's CSRF token.
+func (u *UI) pageData(data map[string]any, s *session, name string) {
+	data["Page"] = name
+	if s != nil {
+		data["Me"] = s.me
+		data["CSRF"] = s.csrf
+		data["CanAudit"] = u.may(s, "GET /api/v1/audit")
+		data["CanWorkers"] = u.may(s, "GET /api/v1/instances")
+	}
 }
 
 // may reports whether the API's route table lets the session's user call

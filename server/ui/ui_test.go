@@ -3,6 +3,7 @@ package ui_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,10 +49,13 @@ type webServer struct {
 	logs  *lockedBuffer
 }
 
-func startWeb(t *testing.T) *webServer {
+func startWeb(t *testing.T, configure ...func(*server.Config)) *webServer {
 	t.Helper()
 	logs := &lockedBuffer{}
 	cfg := server.TestConfig(t.TempDir(), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	for _, f := range configure {
+		f(cfg)
+	}
 	srv, tok, err := server.StartReady(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -156,19 +160,31 @@ func TestFormsNeedTheirTokenAndTheirOrigin(t *testing.T) {
 		form   url.Values
 		header map[string]string
 	}{
-		"no CSRF token":      {url.Values{}, map[string]string{"Sec-Fetch-Site": "same-origin"}},
-		"a wrong CSRF token": {url.Values{"csrf": {strings.Repeat("0", 64)}}, map[string]string{"Sec-Fetch-Site": "same-origin"}},
-		"another site":       {url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
-		"another origin":     {url.Values{"csrf": {csrf}}, map[string]string{"Origin": "http://evil.example"}},
+		"no CSRF token":      {url.Values{"confirm": {"yes"}}, map[string]string{"Sec-Fetch-Site": "same-origin"}},
+		"a wrong CSRF token": {url.Values{"csrf": {strings.Repeat("0", 64)}, "confirm": {"yes"}}, map[string]string{"Sec-Fetch-Site": "same-origin"}},
+		"another site":       {url.Values{"csrf": {csrf}, "confirm": {"yes"}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		"another origin":     {url.Values{"csrf": {csrf}, "confirm": {"yes"}}, map[string]string{"Origin": "http://evil.example"}},
 	} {
 		resp, body := w.do("POST", path, cookie, c.form, c.header)
 		if resp.StatusCode != http.StatusForbidden || w.cancelled(id) {
 			t.Fatalf("%s: HTTP %d (cancelled: %v), want 403 and nothing done\n%s", name, resp.StatusCode, w.cancelled(id), body)
 		}
 	}
+	// Without the confirmation step's answer, the form leads to the
+	// question and cancels nothing.
 	resp, body := w.do("POST", path, cookie, url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": w.base})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path || w.cancelled(id) {
+		t.Fatalf("a cancel without confirmation: HTTP %d to %q (cancelled: %v), want 303 to the question\n%s", resp.StatusCode, resp.Header.Get("Location"), w.cancelled(id), body)
+	}
+	// The question names what stops, and its form cancels.
+	resp, body = w.do("GET", path, cookie, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Cancel batch "+itoa(id)+" (victim)") || !strings.Contains(body, "1 jobs that wait") ||
+		!strings.Contains(body, `name="confirm" value="yes"`) || !strings.Contains(body, `value="`+csrf+`"`) || w.cancelled(id) {
+		t.Fatalf("the question: HTTP %d (cancelled: %v)\n%s", resp.StatusCode, w.cancelled(id), body)
+	}
+	resp, body = w.do("POST", path, cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": w.base})
 	if resp.StatusCode != http.StatusSeeOther || !w.cancelled(id) {
-		t.Fatalf("the UI's own form: HTTP %d (cancelled: %v)\n%s", resp.StatusCode, w.cancelled(id), body)
+		t.Fatalf("the UI's own form, confirmed: HTTP %d (cancelled: %v)\n%s", resp.StatusCode, w.cancelled(id), body)
 	}
 	// A cross-site login (login CSRF) is refused too.
 	resp, _ = w.do("POST", "/ui/login", "", url.Values{"token": {w.token}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
@@ -201,8 +217,8 @@ func TestSessions(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
 		t.Fatalf("logout: HTTP %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if resp, _ := w.do("GET", "/ui/batches", c.Value, nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
-		t.Fatalf("the logged-out cookie: HTTP %d to %q, want the login page", resp.StatusCode, resp.Header.Get("Location"))
+	if resp, _ := w.do("GET", "/ui/batches", c.Value, nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login?ended=1&next=%2Fui%2Fbatches" {
+		t.Fatalf("the logged-out cookie: HTTP %d to %q, want the login page saying the session ended", resp.StatusCode, resp.Header.Get("Location"))
 	}
 
 	// A session made from a short-lived token ends with it, and when it
@@ -270,9 +286,10 @@ func TestHostileNamesAreText(t *testing.T) {
 // pages; the server's root leads to the UI.
 func TestPagesWithoutSession(t *testing.T) {
 	w := startWeb(t)
-	for _, path := range []string{"/ui/", "/ui/batches", "/ui/billing", "/ui/audit"} {
-		if resp, _ := w.do("GET", path, "", nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
-			t.Errorf("%s without a session: HTTP %d to %q", path, resp.StatusCode, resp.Header.Get("Location"))
+	for path, login := range map[string]string{"/ui/": "/ui/login", "/ui/batches": "/ui/login?next=%2Fui%2Fbatches",
+		"/ui/billing": "/ui/login?next=%2Fui%2Fbilling", "/ui/audit": "/ui/login?next=%2Fui%2Faudit"} {
+		if resp, _ := w.do("GET", path, "", nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != login {
+			t.Errorf("%s without a session: HTTP %d to %q, want %q", path, resp.StatusCode, resp.Header.Get("Location"), login)
 		}
 	}
 	if resp, _ := w.do("GET", "/", "", nil, nil); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != ui.Prefix {
@@ -293,16 +310,18 @@ func TestPagesWithoutSession(t *testing.T) {
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
-// TestLiveStreams: a batch page's stream sends the summary again when the
-// batch changes (here, cancelled through the API); a user holds a bounded
-// number of streams; the server's shutdown ends them instead of waiting
-// for them.
+// TestLiveStreams: a batch page's stream sends the page's regions again
+// when the batch changes (here, cancelled through the API), the summary
+// and the jobs table of one moment in one event, with the change
+// stream's index as its id, and ends once the batch is complete; a user
+// holds a bounded number of streams; the server's shutdown ends them
+// instead of waiting for them.
 func TestLiveStreams(t *testing.T) {
 	w := startWeb(t)
 	cookie := w.login(w.token).Value
 	id := w.batch("live") // no worker: it waits
 	open := func() (*http.Response, error) {
-		req, _ := http.NewRequest("GET", w.base+"/ui/batches/"+itoa(id)+"/live", nil)
+		req, _ := http.NewRequest("GET", w.base+"/ui/live?page="+url.QueryEscape("/ui/batches/"+itoa(id)), nil)
 		req.AddCookie(&http.Cookie{Name: ui.CookieName, Value: cookie})
 		return http.DefaultClient.Do(req)
 	}
@@ -350,20 +369,48 @@ func TestLiveStreams(t *testing.T) {
 		}
 		return ""
 	}
-	if e := next(); !strings.HasPrefix(e, "event: summary") || !strings.Contains(e, "0 of 1 jobs done") || !strings.Contains(e, ">running<") {
-		t.Fatalf("first event:\n%s", e)
+	type pageEvent struct {
+		ID      uint64
+		Regions map[string]string
+		Done    bool
+	}
+	page := func() pageEvent {
+		t.Helper()
+		e := next()
+		var pe pageEvent
+		var data string
+		for _, line := range strings.Split(e, "\n") {
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				pe.ID, _ = strconv.ParseUint(strings.TrimPrefix(line, "id: "), 10, 64)
+			case strings.HasPrefix(line, "data: "):
+				data += strings.TrimPrefix(line, "data: ")
+			case line == "event: page", strings.HasPrefix(line, "event:"):
+				if line != "event: page" {
+					t.Fatalf("want a page event:\n%s", e)
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &pe); err != nil {
+			t.Fatalf("page event %q: %v", data, err)
+		}
+		return pe
+	}
+	first := page()
+	if first.ID == 0 || !strings.Contains(first.Regions["summary"], "0 of 1 jobs done") || !strings.Contains(first.Regions["summary"], ">running<") ||
+		!strings.Contains(first.Regions["jobs"], `data-state="ready"`) || first.Done {
+		t.Fatalf("first event: %+v", first)
 	}
 	if err := w.admin.CancelBatch(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		e := next()
-		if strings.HasPrefix(e, "event: summary") && strings.Contains(e, ">cancelled<") {
-			break
-		}
+	last := page()
+	if !strings.Contains(last.Regions["summary"], ">cancelled<") || !strings.Contains(last.Regions["jobs"], `data-state="cancelled"`) ||
+		strings.Contains(last.Regions["jobs"], `data-state="ready"`) || !last.Done || last.ID <= first.ID {
+		t.Fatalf("after the cancel, one event with the summary and the table both cancelled, done, at a later index than %d: %+v", first.ID, last)
 	}
-	if e := next(); !strings.HasPrefix(e, "event: complete") {
-		t.Fatalf("after the batch completed: %q", e)
+	if _, ok := <-events; ok {
+		t.Fatal("the stream goes on after the batch completed")
 	}
 
 	// Streams held by one user are bounded (a waiting batch keeps them

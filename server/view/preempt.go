@@ -56,6 +56,51 @@ func Preemption(src Source, now int64, timers *Timers) *scheduler.PreemptInput {
 	return in
 }
 
+// readyDemand is what a batch's Ready jobs ask for: its cores are the
+// state's tally, and its memory and GPUs (by type; "": of any type) those
+// of its first waitingShapeRanges ranges, scaled to the rest of its
+// cores. The preemption round and the API's queues read it alike.
+func readyDemand(r state.Reader, b *state.Batch) placement.Resources {
+	total := r.ReadyMilli(b)
+	var shape placement.Resources // of the ranges read
+	ranges := 0
+	for rg := range r.Ready(b) {
+		if ranges++; ranges > waitingShapeRanges {
+			break
+		}
+		n := int64(rg.Len())
+		shape.CPUMilli += n * rg.Spec.CPUMilli
+		shape.Memory += n * rg.Spec.Memory
+		if typ, g := rg.Spec.GPUs(); g > 0 {
+			if shape.GPUs == nil {
+				shape.GPUs = map[string]int64{}
+			}
+			shape.GPUs[typ] += n * g
+		}
+	}
+	scale := func(v int64) int64 {
+		if rest := total - shape.CPUMilli; rest > 0 && shape.CPUMilli > 0 {
+			v += int64(float64(v) * float64(rest) / float64(shape.CPUMilli))
+		}
+		return v
+	}
+	out := placement.Resources{CPUMilli: total, Memory: scale(shape.Memory)}
+	for typ, n := range shape.GPUs {
+		if out.GPUs == nil {
+			out.GPUs = map[string]int64{}
+		}
+		out.GPUs[typ] = scale(n)
+	}
+	return out
+}
+
+// addTo adds b to a, resource by resource.
+func addTo(a, b scheduler.Res) {
+	for k := range a {
+		a[k] += b[k]
+	}
+}
+
 // waitingShapeRanges bounds the Ready ranges of one batch read for the
 // shape of its demand: its cores are the state's tally, and its memory
 // and GPUs are those of its first ranges, scaled to the rest of its cores
@@ -150,31 +195,8 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 				continue
 			}
 			i := index[leaf]
-			w := in.Queues[i].Waiting
-			total := r.ReadyMilli(b)
-			w[0] += total
-			shape := make(scheduler.Res, len(w)) // of the ranges read
-			ranges := 0
-			for rg := range r.Ready(b) {
-				if ranges++; ranges > waitingShapeRanges {
-					break
-				}
-				n := int64(rg.Len())
-				shape[0] += n * rg.Spec.CPUMilli
-				shape[1] += n * rg.Spec.Memory
-				if typ, g := rg.Spec.GPUs(); g > 0 {
-					if k, ok := gpuIdx[typ]; ok {
-						shape[k] += n * g
-					}
-				}
-			}
-			for k := 1; k < len(w); k++ {
-				v := shape[k]
-				if rest := total - shape[0]; rest > 0 && shape[0] > 0 {
-					v += int64(float64(shape[k]) * float64(rest) / float64(shape[0]))
-				}
-				w[k] += v
-			}
+			d := readyDemand(r, b)
+			addTo(in.Queues[i].Waiting, res(d.CPUMilli, d.Memory, d.GPUs)) // GPUs of a type no worker has nor guarantee names: none
 			// Where its waiting work may run: each batch's head's
 			// constraint (routing included); a queue one of whose
 			// batches may run anywhere may use any cluster.

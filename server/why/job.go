@@ -154,7 +154,7 @@ func Job(in JobInput) api.JobWhy {
 		add("constraint", "may run only in "+strings.Join(parts, " and "))
 	}
 	if jp.Budget.Limit > 0 {
-		add("spend", fmt.Sprintf("billing project %s has spent $%.2f of its $%.2f spend limit", jp.BillingProject, jp.Budget.Cost(now).Dollars(), jp.Budget.Limit.Dollars()))
+		add("spend", fmt.Sprintf("billing project %s has spent %s of its %s spend limit", jp.BillingProject, jp.Budget.Cost(now).Display(), jp.Budget.Limit.Display()))
 	}
 	for i := range jp.Queues {
 		q := &jp.Queues[i]

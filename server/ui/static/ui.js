@@ -1,7 +1,8 @@
 // drover's web UI: the little the pages need a script for. Every page
-// reads without it; this adds the one-click login and live updates
-// (server-sent events). Served from /ui/static/ under a
-// Content-Security-Policy that runs no inline script.
+// reads without it; this adds the one-click login, live pages
+// (server-sent events), local times and ticking relative times. Served
+// from /ui/static/ under a Content-Security-Policy that runs no inline
+// script.
 "use strict";
 
 (function () {
@@ -19,22 +20,90 @@
     form.submit();
   }
 
-  // The batch page's summary: the server sends it rendered (escaped by
-  // its templates) each time it changes.
-  function liveSummary(el) {
-    var es = new EventSource(el.getAttribute("data-live"));
-    es.addEventListener("summary", function (e) {
-      el.innerHTML = e.data;
+  function pad(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  // Times: the page writes UTC; show the browser's local time, UTC on
+  // hover (the title the server wrote).
+  function localTimes(root) {
+    var els = root.querySelectorAll("time[data-local]");
+    for (var i = 0; i < els.length; i++) {
+      var d = new Date(els[i].getAttribute("datetime"));
+      if (isNaN(d.getTime())) {
+        continue;
+      }
+      var off = -d.getTimezoneOffset();
+      var zone = "UTC" + (off >= 0 ? "+" : "-") + pad(Math.floor(Math.abs(off) / 60)) + ":" + pad(Math.abs(off) % 60);
+      els[i].textContent = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+        pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + " " + (off === 0 ? "UTC" : zone);
+    }
+  }
+
+  // age says a duration as the server's ago does: 42s, 17m, 3h 5m, 4 days.
+  function age(ms) {
+    var s = Math.max(Math.floor(ms / 1000), 0);
+    if (s < 60) {
+      return s + "s";
+    }
+    if (s < 3600) {
+      return Math.floor(s / 60) + "m";
+    }
+    if (s < 48 * 3600) {
+      return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+    }
+    return Math.floor(s / 86400) + " days";
+  }
+
+  function tickAgo() {
+    var els = document.querySelectorAll("time[data-ago]");
+    var now = Date.now();
+    for (var i = 0; i < els.length; i++) {
+      var t = Date.parse(els[i].getAttribute("datetime"));
+      if (!isNaN(t)) {
+        els[i].textContent = age(now - t) + " ago";
+      }
+    }
+  }
+
+  // A live page: the server renders every region of the page from one
+  // read and sends them together; they are swapped in together, so no
+  // two parts of the page show different moments. EventSource resumes
+  // from the last event's id (the change stream's index) on its own.
+  function livePage(main) {
+    var status = document.getElementById("live-status");
+    var es = new EventSource(main.getAttribute("data-live-page"));
+    function say(text) {
+      if (status) {
+        status.textContent = text;
+      }
+    }
+    es.addEventListener("page", function (e) {
+      var ev = JSON.parse(e.data);
+      var names = Object.keys(ev.regions);
+      for (var i = 0; i < names.length; i++) {
+        var el = main.querySelector('[data-region="' + names[i] + '"]');
+        if (el) {
+          el.innerHTML = ev.regions[names[i]];
+          localTimes(el);
+        }
+      }
+      tickAgo();
+      main.setAttribute("data-index", e.lastEventId);
+      if (ev.done) {
+        say("This page no longer changes.");
+        es.close();
+      }
     });
-    es.addEventListener("complete", function () {
-      es.close();
-    });
-    es.addEventListener("failed", function () {
+    es.addEventListener("failed", function (e) {
+      say("Live updates stopped: " + e.data + " Reload the page to try again.");
       es.close();
     });
   }
 
-  // A running job's log: new text is appended as text, never as HTML.
+  // A job's log: new text is appended as text, never as HTML.
+  // EventSource sends the last event's id (attempt:offset) when it
+  // reconnects, so nothing is appended twice.
   function liveLog(el) {
     var status = document.getElementById("log-status");
     var es = new EventSource(el.getAttribute("data-live"));
@@ -68,13 +137,20 @@
   window.addEventListener("hashchange", login);
   document.addEventListener("DOMContentLoaded", function () {
     login();
-    var live = document.querySelectorAll("[data-live]");
-    for (var i = 0; i < live.length; i++) {
-      if (live[i].id === "log") {
-        liveLog(live[i]);
-      } else {
-        liveSummary(live[i]);
+    localTimes(document);
+    tickAgo();
+    setInterval(tickAgo, 1000);
+    var log = document.getElementById("log");
+    if (log) {
+      // A log opens at its end, where a running job writes.
+      log.scrollTop = log.scrollHeight;
+      if (log.hasAttribute("data-live")) {
+        liveLog(log);
       }
+    }
+    var main = document.querySelector("main[data-live-page]");
+    if (main) {
+      livePage(main);
     }
   });
 })();

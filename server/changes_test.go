@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+var errEnough = errors.New("enough")
+
+// watchUntil follows the change stream from index until want holds of
+// the changes seen, and returns them and the last frame's index.
+func watchUntil(t *testing.T, c *api.Client, index uint64, topics []string, want func([]api.Change) bool) ([]api.Change, uint64, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seen []api.Change
+	var last uint64
+	reload := false
+	err := c.WatchChanges(ctx, index, topics, func(f *api.ChangeFrame) error {
+		seen = append(seen, f.Changes...)
+		last, reload = f.Index, reload || f.Reload
+		if want(seen) {
+			return errEnough
+		}
+		return nil
+	})
+	if !errors.Is(err, errEnough) {
+		t.Fatalf("watch from %d %v: %v (saw %+v)", index, topics, err, seen)
+	}
+	return seen, last, reload
+}
+
+func has(cs []api.Change, topic, key string) bool {
+	for _, c := range cs {
+		if c.Topic == topic && c.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// TestChangeStream: the change stream tells a batch's changes at the
+// index that made them, resumes from an index without a gap or a repeat,
+// shows a tenant no change of a batch it may not read, and bounds what a
+// caller may ask for.
+func TestChangeStream(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	bob := tc.user("bob", "physics")
+
+	// From now: the first frame names the index the stream starts at.
+	_, start, _ := watchUntil(t, alice, 0, nil, func([]api.Change) bool { return true })
+	if start == 0 {
+		t.Fatal("the first frame names no index")
+	}
+	bb, err := bob.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "physics", Jobs: []api.JobSpec{job(1, "b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{job(1, "a"), job(2, "a2")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aKey, bKey := strconv.FormatInt(ab.ID, 10), strconv.FormatInt(bb.ID, 10)
+	seen, idx, reload := watchUntil(t, alice, start, nil, func(cs []api.Change) bool { return has(cs, api.ChangeJob, aKey+"/2") })
+	if reload {
+		t.Fatal("resuming from a recent index asked for a reload")
+	}
+	if !has(seen, api.ChangeBatch, aKey) || has(seen, api.ChangeBatch, bKey) || has(seen, api.ChangeJob, bKey+"/1") {
+		t.Fatalf("alice's changes since %d: %+v (her batch %s, bob's %s)", start, seen, aKey, bKey)
+	}
+	for _, c := range seen {
+		if c.Index <= start || c.Index > idx {
+			t.Fatalf("change %+v outside (%d, %d]", c, start, idx)
+		}
+	}
+	// Resuming from the last index: only what came after it.
+	if err := alice.CancelBatch(ctx, ab.ID); err != nil {
+		t.Fatal(err)
+	}
+	after, _, _ := watchUntil(t, alice, idx, []string{api.ChangeBatch + ":" + aKey}, func(cs []api.Change) bool { return len(cs) > 0 })
+	for _, c := range after {
+		if c.Index <= idx || c.Topic != api.ChangeBatch || c.Key != aKey {
+			t.Fatalf("after %d, filtered to batch %s: %+v", idx, aKey, after)
+		}
+	}
+	// Bob sees his own batch.
+	bseen, _, _ := watchUntil(t, bob, start, nil, func(cs []api.Change) bool { return has(cs, api.ChangeBatch, bKey) })
+	if has(bseen, api.ChangeBatch, aKey) {
+		t.Fatalf("bob sees alice's batch: %+v", bseen)
+	}
+	// An index the server never had: reload.
+	if _, _, reload := watchUntil(t, alice, 1<<40, nil, func([]api.Change) bool { return true }); !reload {
+		t.Fatal("an index ahead of the server's did not ask for a reload")
+	}
+	tok := userToken(t, alice)
+	for path, msg := range map[string]string{
+		"/api/v1/changes?topic=Nope":                                    "no topic",
+		"/api/v1/changes?index=x":                                       "not a number",
+		"/api/v1/changes?topic=Job:" + strings.Repeat("1", 70):          "at most 64",
+		"/api/v1/changes?" + strings.Repeat("topic=Batch&", 17) + "x=1": "at most 16",
+	} {
+		code, got := tc.raw(http.MethodGet, path, tok, "")
+		if code != http.StatusBadRequest || !strings.Contains(got, msg) {
+			t.Errorf("%s: HTTP %d %q, want 400 naming %q", path, code, got, msg)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package ui_test
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/autoscaler/provider/sim"
+	"github.com/drover-sched/drover/server"
+)
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// row is the table row of a page whose attribute (data-worker="3") is
+// given.
+func row(t *testing.T, body, attr string) string {
+	t.Helper()
+	i := strings.Index(body, attr)
+	if i < 0 {
+		t.Fatalf("no row %s in the page:\n%s", attr, body)
+	}
+	rest := body[i:]
+	if j := strings.Index(rest, "</tr>"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// TestWorkersPage: an admin sees each worker with its place, labels,
+// capacity and use of cores, memory and GPUs, jobs and when it was last
+// heard, and the count by state; a user who is no admin sees no Workers
+// link, and the page answers the API's 403.
+func TestWorkersPage(t *testing.T) {
+	w := startWeb(t)
+	ctx := context.Background()
+	if err := w.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "east-a", Region: "east"}}}); err != nil {
+		t.Fatal(err)
+	}
+	act, err := api.NewClient(w.base, "").Workers().Activate(ctx, &api.ActivateRequest{Name: "gpu-box", NodeID: "n1", CPU: 8, Memory: 32 << 30,
+		Secret: "test-secret", Region: "east", Cluster: "east-a", Pool: "big", Labels: map[string]string{"rack": "r7", "disk": "ssd"}, GPUs: 2, GPUType: "a100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := w.login(w.token).Value
+	resp, body := w.do("GET", "/ui/workers", cookie, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `href="/ui/workers" aria-current="page"`) {
+		t.Fatalf("workers page: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	r := row(t, body, `data-worker="`+itoa(act.InstanceID)+`"`)
+	for _, s := range []string{"gpu-box", "east / east-a", "big", "disk=ssd, rack=r7", "0 of 8", "0B of 32GiB", "0 of 2 a100", "data-ago"} {
+		if !strings.Contains(r, s) {
+			t.Errorf("the worker's row lacks %q:\n%s", s, r)
+		}
+	}
+	if !regexp.MustCompile(`st-active">active</span></td><td class="num">1<`).MatchString(body) {
+		t.Errorf("no count of 1 active worker:\n%s", body)
+	}
+	// A user who is no admin.
+	u, err := w.admin.CreateUser(ctx, &api.CreateUserRequest{Name: "viewer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := w.login(u.Token).Value
+	if _, body := w.do("GET", "/ui/batches", vc, nil, nil); strings.Contains(body, `href="/ui/workers"`) || !strings.Contains(body, `href="/ui/machines"`) {
+		t.Errorf("a user's navigation: the workers link shown, or the machines link not:\n%s", body)
+	}
+	if resp, _ := w.do("GET", "/ui/workers", vc, nil, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the workers page for a user: HTTP %d, want the API's 403", resp.StatusCode)
+	}
+	// The empty pages: no autoscaler, no queue.
+	for path, want := range map[string]string{"/ui/machines": "No machines", "/ui/queues": "No queues"} {
+		if resp, body := w.do("GET", path, vc, nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("%s with nothing to show: HTTP %d\n%s", path, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestMachinesPage: the machines the autoscaler made, with their config,
+// cluster, state, price and the job a private machine is for, and the
+// count by state.
+func TestMachinesPage(t *testing.T) {
+	w := startWeb(t, func(cfg *server.Config) {
+		cfg.Autoscale = server.DefaultAutoscaleConfig()
+		cfg.Autoscale.Provider = sim.New(sim.Options{Clock: wallClock{}, BootDelay: time.Hour}) // no machine boots: they stay launching
+		cfg.Autoscale.Interval = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	if err := w.admin.ApplyPlacement(ctx, &api.PlacementConfig{Clusters: []api.ClusterDecl{{Name: "a", Region: "r"}},
+		Autoscaler:    &api.AutoscalerSettings{Enabled: true, MaxNodes: 2, BootTimeout: "1h"},
+		LaunchConfigs: []api.LaunchConfig{{Name: "c4", Cluster: "a", MachineType: "n4", Zone: "z", CPU: 4, Memory: 16 << 30, PricePerHour: 200_000_000}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "own", BillingProject: "default",
+		Jobs: []api.JobSpec{{JobID: 1, Command: []string{"true"}, CPU: 2, Memory: 1 << 30, MachineType: "n4"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m api.Machine
+	deadline := time.Now().Add(20 * time.Second)
+	for m.ID == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the autoscaler made no machine for the job in 20 s")
+		}
+		st, err := w.admin.AutoscalerStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mc := range st.Machines {
+			if mc.ForBatch == b.ID {
+				m = mc
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m.ForJob != 1 {
+		t.Fatalf("the machine made for job 1: %+v", m)
+	}
+	cookie := w.login(w.token).Value
+	resp, body := w.do("GET", "/ui/machines", cookie, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `href="/ui/machines" aria-current="page"`) {
+		t.Fatalf("machines page: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	r := row(t, body, `data-machine="`+m.ID+`"`)
+	for _, s := range []string{"c4", "a", `class="state st-`, "$0.2", `href="/ui/batches/` + itoa(b.ID) + `/jobs/1"`, "job 1 of batch " + itoa(b.ID)} {
+		if !strings.Contains(r, s) {
+			t.Errorf("the machine's row lacks %q:\n%s", s, r)
+		}
+	}
+	if !regexp.MustCompile(`st-(requested|launching)">(requested|launching)</span></td><td class="num">1<`).MatchString(body) {
+		t.Errorf("no count of the machine by its state:\n%s", body)
+	}
+}
+
+// TestQueuesPageShowsEveryResourceAndWaiting: the queues page shows
+// each queue's use of cores, memory and each GPU type against its
+// guarantee, and what its Ready jobs wait for (the API's queue list
+// carries it, the parent counting its child's).
+func TestQueuesPageShowsEveryResourceAndWaiting(t *testing.T) {
+	w := startWeb(t)
+	ctx := context.Background()
+	if err := w.admin.ApplyPlacement(ctx, &api.PlacementConfig{Queues: []api.Queue{
+		{Path: "research", Guarantee: api.Quota{CPU: 4, Memory: 8 << 30, GPUs: map[string]int{"a100": 1}}},
+		{Path: "research/lab", BillingProjects: []string{"default"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	w.batch("waits") // 1 core, 1 MiB; no worker: it waits
+	if _, err := w.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "more", BillingProject: "default",
+		Jobs: []api.JobSpec{{JobID: 1, Count: 3, Command: []string{"true"}, CPU: 2, Memory: 1 << 30}}}); err != nil {
+		t.Fatal(err)
+	}
+	queues, err := w.admin.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queues {
+		if q.WaitingJobs != 4 || q.Waiting.CPU != 7 || q.Waiting.Memory != 3<<30+1<<20 {
+			t.Errorf("queue %s waits for %d jobs, %+v; want 4 jobs, 7 cores, 3 GiB and 1 MiB", q.Path, q.WaitingJobs, q.Waiting)
+		}
+	}
+	cookie := w.login(w.token).Value
+	resp, body := w.do("GET", "/ui/queues", cookie, nil, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("queues page: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	for _, s := range []string{">cores used<", ">memory used<", ">GPUs a100 used<"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("no column %q:\n%s", s, body)
+		}
+	}
+	r := row(t, body, `data-queue="research"`)
+	for _, s := range []string{`data-resource="cores"`, "0 of 4", `data-resource="memory"`, "0B of 8GiB", `data-resource="GPUs a100"`, "0 of 1",
+		"4 jobs: 7 cores, 3.0GiB"} {
+		if !strings.Contains(r, s) {
+			t.Errorf("the research row lacks %q:\n%s", s, r)
+		}
+	}
+	if r := row(t, body, `data-queue="research/lab"`); !strings.Contains(r, "4 jobs: 7 cores") {
+		t.Errorf("the leaf's row lacks its waiting jobs:\n%s", r)
+	}
+}
