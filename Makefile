@@ -87,9 +87,10 @@ bench-history: deps
 	$(GO) test -run '^$$' -bench BenchmarkHistoryExport -benchtime 1x -timeout 30m ./server/
 
 # bench-ui: the web UI's batches page over 10,000 batches and the page of a
-# 1,000,000-job batch, 100 loads each (p50 and p99).
+# 1,000,000-job batch, 100 loads each (p50 and p99); and how long a change
+# takes to reach 30 open live pages of a batch (p50 and p99).
 bench-ui:
-	$(GO) test -run '^$$' -bench BenchmarkUIPages -benchtime 1x -timeout 20m ./server/ui/
+	$(GO) test -run '^$$' -bench 'BenchmarkUIPages|BenchmarkLivePages' -benchtime 1x -timeout 20m ./server/ui/
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

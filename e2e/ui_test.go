@@ -336,6 +336,13 @@ func TestWebUI(t *testing.T) {
 	b.waitText("batch completion", "#batch-state", 60*time.Second, func(s string) bool { return s == "success" })
 	b.shot("batch")
 	b.checkPage("batch")
+	// The same page on a phone, in the dark (TestWebUIPhoneAndDark checks
+	// every page so).
+	b.colorScheme("dark")
+	b.do(chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch))
+	b.shot("batch-phone-dark")
+	b.colorScheme("")
+	b.do(chromedp.EmulateViewport(1280, 900))
 
 	// The log tail follows the running job.
 	waitFor(t, "the log job to run", 30*time.Second, func() bool {
@@ -416,6 +423,15 @@ func TestWebUI(t *testing.T) {
 	b.checkPage("queues")
 	b.open("/ui/autoscaler")
 	b.checkPage("autoscaler")
+	b.open("/ui/workers")
+	if !b.exists(`tr[data-worker]`) {
+		t.Error("the workers page lists no worker")
+	}
+	b.shot("workers")
+	b.checkPage("workers")
+	b.open("/ui/slo")
+	b.shot("slo")
+	b.checkPage("slo")
 	b.open("/ui/audit")
 	if !strings.Contains(b.text("main"), "/api/v1/billing-projects") {
 		t.Error("the audit page does not show the admin's requests")
@@ -566,5 +582,11 @@ func TestWebUI(t *testing.T) {
 	}
 	b.shot("autoscaler")
 	b.checkPage("autoscaler")
+	b.open("/ui/machines")
+	if !b.exists(`tr[data-machine]`) {
+		t.Error("the machines page lists no machine on an agent that autoscaled")
+	}
+	b.shot("machines")
+	b.checkPage("machines")
 	t.Logf("screenshots in %s", b.dir)
 }

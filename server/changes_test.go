@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/server/changes"
+	"github.com/drover-sched/drover/server/state"
 )
 
 var errEnough = errors.New("enough")
@@ -113,4 +116,43 @@ func TestChangeStream(t *testing.T) {
 			t.Errorf("%s: HTTP %d %q, want 400 naming %q", path, code, got, msg)
 		}
 	}
+}
+
+// TestLargeEntriesCoalesce: an entry that changes more jobs of a batch
+// than maxJobChanges records them one by one up to the bound, then one
+// change of every job of the batch ("b/*"), and each batch and queue
+// change once.
+func TestLargeEntriesCoalesce(t *testing.T) {
+	r := newFeedRecorder(0)
+	for j := uint32(1); j <= 10_000; j++ {
+		r.transition(5, 7, j, state.Staged, state.Pending)
+	}
+	r.transition(6, 7, 1, state.Pending, state.Ready)
+	r.applied([]uint64{5, 6}, []state.Command{&state.CommitUpdate{Batch: 7}, &state.Plan{}}, []any{nil, nil})
+	p := r.feed.Since(0, nil, 0)
+	jobs, wild, batches := 0, 0, 0
+	for _, c := range p.Changes {
+		switch {
+		case c.Index == 5 && c.Topic == changes.Job && c.Key == "7/*":
+			wild++
+		case c.Index == 5 && c.Topic == changes.Job:
+			jobs++
+		case c.Index == 5 && c.Topic == changes.Batch:
+			batches++
+		}
+	}
+	if jobs != maxJobChanges || wild != 1 || batches != 1 || len(p.Changes) > maxJobChanges+10 {
+		t.Fatalf("index 5: %d job changes, %d of every job, %d of the batch, %d in all; want %d, 1, 1", jobs, wild, batches, len(p.Changes), maxJobChanges)
+	}
+	if !has(apiChanges(p.Changes), "Job", "7/1") || !slices.ContainsFunc(p.Changes, func(c changes.Change) bool { return c.Index == 6 && c.Key == "7/1" }) {
+		t.Fatal("the next index's job change was lost")
+	}
+}
+
+func apiChanges(cs []changes.Change) []api.Change {
+	var out []api.Change
+	for _, c := range cs {
+		out = append(out, api.Change{Index: c.Index, Topic: string(c.Topic), Key: c.Key})
+	}
+	return out
 }

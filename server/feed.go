@@ -14,60 +14,122 @@ import (
 // (Hooks.Transition) and what each command names (changesOf), published
 // once per applied group, from the FSM goroutine.
 type feedRecorder struct {
-	feed    *changes.Feed
-	samples *samples.Store // attempts' usage over time, from the same entries
-	mu      sync.Mutex
-	pending []changes.Change
+	feed      *changes.Feed
+	samples   *samples.Store // attempts' usage over time, from the same entries
+	mu        sync.Mutex
+	pending   coalescer // the transitions of the group being applied
+	lastBatch uint64    // the batch of the last transition, at pending.index
 }
 
 func newFeedRecorder(index uint64) *feedRecorder {
 	return &feedRecorder{feed: changes.New(changes.DefaultSize, index), samples: samples.New()}
 }
 
+// maxJobChanges is how many job changes of one batch an index records
+// one by one; beyond, the index records one change of every job of the
+// batch ("12/*"). A commit of a million-job batch is one change, not a
+// million (and not a ring emptied of everything else).
+const maxJobChanges = 256
+
+// coalescer collects changes in index order, each change once an index,
+// and at most maxJobChanges job changes of a batch an index.
+type coalescer struct {
+	out   []changes.Change
+	index uint64
+	seen  map[changes.Change]bool
+	jobs  map[uint64]int
+}
+
+func (c *coalescer) add(ch changes.Change) {
+	if c.seen == nil {
+		c.seen, c.jobs = map[changes.Change]bool{}, map[uint64]int{}
+	}
+	if ch.Index != c.index {
+		c.index = ch.Index
+		clear(c.seen)
+		clear(c.jobs)
+	}
+	if ch.Topic == changes.Job {
+		n := c.jobs[ch.Batch]
+		c.jobs[ch.Batch] = n + 1
+		switch {
+		case n == maxJobChanges:
+			ch.Key = batchKey(ch.Batch) + "/*"
+		case n > maxJobChanges:
+			return
+		}
+	}
+	if c.seen[ch] {
+		return
+	}
+	c.seen[ch] = true
+	c.out = append(c.out, ch)
+}
+
+// take returns what was collected and starts afresh.
+func (c *coalescer) take() []changes.Change {
+	out := c.out
+	c.out, c.index = nil, 0
+	clear(c.seen)
+	clear(c.jobs)
+	return out
+}
+
 // transition is the state's hook: a job moved, so did its batch's counts
 // and what queues hold or wait for.
 func (r *feedRecorder) transition(index, b uint64, j uint32, _, _ state.JobState) {
 	r.mu.Lock()
-	r.pending = append(r.pending,
-		changes.Change{Index: index, Topic: changes.Job, Key: changes.JobKey(b, j), Batch: b},
-		changes.Change{Index: index, Topic: changes.Batch, Key: batchKey(b), Batch: b},
-		changes.Change{Index: index, Topic: changes.Queue, Key: "*"})
+	if r.pending.index != index || r.lastBatch != b {
+		// A large entry moves thousands of one batch's jobs in a row:
+		// its batch and queue changes are told once.
+		r.pending.add(changes.Change{Index: index, Topic: changes.Batch, Key: batchKey(b), Batch: b})
+		r.pending.add(changes.Change{Index: index, Topic: changes.Queue, Key: "*"})
+		r.lastBatch = b
+	}
+	if r.pending.jobs[b] <= maxJobChanges {
+		r.pending.add(changes.Change{Index: index, Topic: changes.Job, Key: changes.JobKey(b, j), Batch: b})
+	}
 	r.mu.Unlock()
 }
 
 // applied publishes the changes of a group of applied entries.
 func (r *feedRecorder) applied(idx []uint64, cmds []state.Command, res []any) {
 	r.mu.Lock()
-	all := r.pending
-	r.pending = nil
+	all := r.pending.take()
+	r.lastBatch = 0
 	r.mu.Unlock()
 	// Transitions came in index order as apply went; each command's own
 	// changes go after its index's transitions.
-	var out []changes.Change
+	var out coalescer
 	t := 0
 	var last uint64
 	for k, c := range cmds {
 		for ; t < len(all) && all[t].Index <= idx[k]; t++ {
-			out = append(out, all[t])
+			out.add(all[t])
 		}
 		if _, failed := res[k].(error); !failed {
-			out = append(out, changesOf(idx[k], c, res[k])...)
+			for _, ch := range changesOf(idx[k], c, res[k]) {
+				out.add(ch)
+			}
 			if ev, ok := c.(*state.Events); ok {
 				r.sample(ev)
 			}
 		}
 		last = idx[k]
 	}
-	out = append(out, all[t:]...)
-	if len(out) > 0 || last > 0 {
-		r.feed.Publish(max(last, r.feed.Index()), out)
+	for ; t < len(all); t++ {
+		out.add(all[t])
+	}
+	if len(out.out) > 0 || last > 0 {
+		r.feed.Publish(max(last, r.feed.Index()), out.out)
 	}
 }
 
 // restored: the state was replaced by a snapshot at index.
 func (r *feedRecorder) restored(index uint64) {
 	r.mu.Lock()
-	r.pending = nil
+	r.pending.take()
+	r.lastBatch = 0
 	r.mu.Unlock()
 	r.feed.Reset(index)
 	r.samples.Reset()

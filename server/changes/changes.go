@@ -26,7 +26,9 @@ const (
 	// Batch: a batch's counts, state, cost or settings changed; its key
 	// is the batch ID. Any change of one of its jobs is one of the batch.
 	Batch Topic = "Batch"
-	// Job: a job or one of its attempts changed; key "batch/job".
+	// Job: a job or one of its attempts changed; key "batch/job", or
+	// "batch/*" when an entry changed more jobs of the batch than are
+	// told one by one (a commit of a large update, a cancellation).
 	Job Topic = "Job"
 	// Queue: what queues hold or wait for, or their settings, changed;
 	// key "*" (a use changes along the whole path of a queue).
@@ -228,6 +230,9 @@ func (f Filter) Wants(c Change) bool {
 		case k == "*", k == c.Key:
 			return true
 		case strings.HasSuffix(k, "/*") && strings.HasPrefix(c.Key, k[:len(k)-1]):
+			return true
+		case strings.HasSuffix(c.Key, "/*") && strings.HasPrefix(k, c.Key[:len(c.Key)-1]):
+			// A change of every job of a batch is one of each.
 			return true
 		}
 	}

@@ -79,11 +79,16 @@ func TestFilter(t *testing.T) {
 	}
 	for c, want := range map[Change]bool{
 		ch(1, Batch, "12"): true, ch(1, Batch, "121"): false, ch(1, Job, "12/7"): true, ch(1, Job, "121/7"): false,
-		ch(1, Queue, "*"): true, ch(1, Machine, "*"): false,
+		ch(1, Queue, "*"): true, ch(1, Machine, "*"): false, ch(1, Job, "12/*"): true, ch(1, Job, "1/*"): false,
 	} {
 		if f.Wants(c) != want {
 			t.Errorf("%+v: wants %v", c, !want)
 		}
+	}
+	// A change of every job of a batch is one of each job.
+	one, _ := ParseFilter([]string{"Job:12/7"})
+	if !one.Wants(ch(1, Job, "12/*")) || one.Wants(ch(1, Job, "1/*")) {
+		t.Error("a watcher of job 12/7 and the change of every job of batch 12 (or 1)")
 	}
 	if _, err := ParseFilter([]string{"Nope"}); err == nil {
 		t.Fatal("an unknown topic is taken")

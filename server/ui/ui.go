@@ -180,6 +180,7 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/clusters/{name}/{op}", u.session(u.clusterState))
 	mux.HandleFunc("POST /ui/clusters/{op}", u.session(u.clusterState))
 	mux.HandleFunc("GET /ui/queues", u.session(u.queuesPage))
+	mux.HandleFunc("GET /ui/slo", u.session(u.sloPage))
 	mux.HandleFunc("GET /ui/autoscaler", u.session(u.autoscalerPage))
 	mux.HandleFunc("GET /ui/audit", u.session(u.auditPage))
 	mux.HandleFunc("GET /ui/workers", u.session(u.workersPage))

@@ -1,0 +1,74 @@
+package ui
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// fakeSLOAPI answers whoami and the SLO report, remembering the window
+// it was asked for.
+type fakeSLOAPI struct{ asked *string }
+
+func (f fakeSLOAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/api/v1/whoami":
+		_ = json.NewEncoder(w).Encode(api.User{Name: "root", Admin: true})
+	case "/api/v1/queue-slo":
+		*f.asked = r.URL.Query().Get("days")
+		_ = json.NewEncoder(w).Encode(api.QueueSLOReport{Days: 7,
+			Tiers:  []api.QueueSLO{{Queue: "tier1", Runs: 40, Met: 38, SuccessRatio: 0.95, CoreHours: 12.5, UsageCapacity: 0.8}},
+			Queues: []api.QueueSLO{{Queue: "research/genomics/tier1", Runs: 40, Met: 38, SuccessRatio: 0.95, CoreHours: 12.5, UsageCapacity: 0.8}, {Queue: "research/physics"}}})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// TestSLOPage: the SLO page shows each tier's and queue's runs, those
+// met, the success ratio and a bar of met against missed, for the window
+// chosen (one the page offers; anything else is 30 days).
+func TestSLOPage(t *testing.T) {
+	var asked string
+	u, err := New(Deps{API: fakeSLOAPI{&asked}, Access: func(string) string { return "user" }, Changes: func() <-chan struct{} { return nil },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		t.Helper()
+		req := httptest.NewRequest("GET", path, nil)
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: "acc.tok"})
+		rec := httptest.NewRecorder()
+		u.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: HTTP %d\n%s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	body := get("/ui/slo?days=7")
+	if asked != "7" {
+		t.Fatalf("the page asked the API for %q days, want 7", asked)
+	}
+	for _, want := range []string{`data-slo="tier1"`, `data-slo="research/genomics/tier1"`, "95.0%", "38 of 40 runs met their SLO", `<option value="7" selected>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the SLO page lacks %q", want)
+		}
+	}
+	// A queue without runs with an SLO has no ratio, not 0%.
+	row := body[strings.Index(body, `data-slo="research/physics"`):]
+	row = row[:strings.Index(row, "</tr>")]
+	if strings.Contains(row, "0.0%") || !strings.Contains(row, "—") {
+		t.Errorf("a queue with no SLO runs reads: %s", row)
+	}
+	get("/ui/slo?days=100000")
+	if asked != "30" {
+		t.Fatalf("a window the page does not offer asked the API for %q days, want 30", asked)
+	}
+}
