@@ -320,7 +320,12 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			for k := range fair {
 				fair[k] = max(fair[k], 1)
 			}
-			ratio[i] = new(big.Rat).Quo(share(used[i]), share(fair))
+			ratio[i] = new(big.Rat)
+			if f := share(fair); f.Sign() > 0 {
+				// A fleet with nothing in it (an autoscaler's before
+				// its first machine) has no shares: every claimant 0.
+				ratio[i].Quo(share(used[i]), f)
+			}
 		}
 	}
 	slices.SortStableFunc(claims, func(x, y int) int {

@@ -272,3 +272,20 @@ func TestStarvationIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptOverAnEmptyFleet: queues short of their guarantee with work
+// waiting, on a fleet with no capacity yet (an autoscaler's, before its
+// first machine): no victim, and no division by a share of nothing (the
+// leader's preemption round panicked, taking the server down).
+func TestPreemptOverAnEmptyFleet(t *testing.T) {
+	now := 100 * minute
+	in := &PreemptInput{Now: now, Capacity: Res{0, 0},
+		Queues: []PreemptQueue{
+			{Name: "tier1", Parent: -1, Guarantee: Res{4_000}, Waiting: Res{3_000, 96 << 20}, ShortSince: now - 2*minute, ReclaimGraceNs: minute},
+			{Name: "tier3", Parent: -1, Guarantee: Res{1_000}, Waiting: Res{2_000, 64 << 20}, Preemptible: true},
+		}}
+	out := Preempt(in)
+	if len(out.Victims) != 0 || !out.Short[0] {
+		t.Fatalf("over an empty fleet: %d victims, short %v", len(out.Victims), out.Short)
+	}
+}
