@@ -36,6 +36,8 @@ type livePage struct {
 	// tick: what the page shows also grows with time (the cost of
 	// running attempts), so it is read again this often while live.
 	tick time.Duration
+	// gap is the least time between two reads of the page (0: minGap).
+	gap time.Duration
 }
 
 // livePages are the pages with live streams, by their route pattern.
@@ -57,6 +59,9 @@ var livePages = map[string]*livePage{
 	"GET /ui/clusters": {template: "clusters", regions: []string{"clusters"}, tick: 10 * time.Second,
 		topics: func(*http.Request) []string { return []string{api.ChangeCluster, api.ChangeWorker} },
 		data:   (*UI).clustersData},
+	"GET /ui/billing": {template: "billing", regions: []string{"billing"}, tick: 30 * time.Second, gap: 10 * time.Second,
+		topics: func(*http.Request) []string { return []string{api.ChangeBatch} },
+		data:   (*UI).billingData},
 	"GET /ui/queues": {template: "queues", regions: []string{"queues"}, tick: 10 * time.Second,
 		topics: func(*http.Request) []string { return []string{api.ChangeQueue} },
 		data:   (*UI).queuesData},
@@ -206,7 +211,11 @@ func (u *UI) livePageStream(w http.ResponseWriter, r *http.Request, s *session) 
 			return
 		}
 		// Changes come in bursts: take what else came within minGap.
-		if gap := minGap - time.Since(last); gap > 0 && sent != nil {
+		least := minGap
+		if p.gap > 0 {
+			least = p.gap
+		}
+		if gap := least - time.Since(last); gap > 0 && sent != nil {
 			timer := time.NewTimer(gap)
 		drain:
 			for {

@@ -591,11 +591,21 @@ const (
 )
 
 func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
-	ctx := withRemote(r.Context(), r)
-	projects, err := s.client.ListBillingProjects(ctx)
+	data, err := u.billingData(r, s)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
+	}
+	u.render(w, r, s, http.StatusOK, "billing", data)
+}
+
+// billingData is the billing page, live (at most every 10 s: each
+// project is three reads of the cost report).
+func (u *UI) billingData(r *http.Request, s *session) (map[string]any, error) {
+	ctx := withRemote(r.Context(), r)
+	projects, err := s.client.ListBillingProjects(ctx)
+	if err != nil {
+		return nil, err
 	}
 	all := projects
 	if want := r.URL.Query().Get("project"); want != "" {
@@ -639,8 +649,8 @@ func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		out = append(out, pb)
 	}
-	u.render(w, r, s, http.StatusOK, "billing", map[string]any{"Title": "Billing", "Projects": out, "From": from, "To": to,
-		"All": all, "Chosen": r.URL.Query().Get("project"), "More": more})
+	return map[string]any{"Title": "Billing", "Projects": out, "From": from, "To": to,
+		"All": all, "Chosen": r.URL.Query().Get("project"), "More": more, "Live": liveURL(r)}, nil
 }
 
 func (u *UI) clustersPage(w http.ResponseWriter, r *http.Request, s *session) {

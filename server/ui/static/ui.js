@@ -99,6 +99,12 @@
       say("Live updates stopped: " + e.data + " Reload the page to try again.");
       es.close();
     });
+    // A stream the server refuses (the session ended) is not retried.
+    es.addEventListener("error", function () {
+      if (es.readyState === EventSource.CLOSED) {
+        say("Live updates stopped (the session may have ended): reload the page.");
+      }
+    });
   }
 
   // A job's log: new text is appended as text, never as HTML.
@@ -130,6 +136,11 @@
     es.addEventListener("failed", function (e) {
       say("Live updates stopped: " + e.data);
       es.close();
+    });
+    es.addEventListener("error", function () {
+      if (es.readyState === EventSource.CLOSED) {
+        say("Live updates stopped (the session may have ended): reload the page.");
+      }
     });
   }
 
