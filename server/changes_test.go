@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -155,4 +156,103 @@ func apiChanges(cs []changes.Change) []api.Change {
 		out = append(out, api.Change{Index: c.Index, Topic: string(c.Topic), Key: c.Key})
 	}
 	return out
+}
+
+// TestChangeStreamEndsWithItsToken: a change stream opened with a token
+// ends once the token is revoked (at the next frame or heartbeat), and
+// holds nothing of what came after.
+func TestChangeStreamEndsWithItsToken(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	tok, err := alice.CreateToken(ctx, &api.CreateTokenRequest{Name: "watch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := api.NewClient(tc.url, tok.Token)
+	wctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	frames := make(chan *api.ChangeFrame, 64)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.WatchChanges(wctx, 0, []string{api.ChangeBatch}, func(f *api.ChangeFrame) error {
+			frames <- f
+			return nil
+		})
+	}()
+	<-frames // open
+	if _, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{job(1, "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-frames; len(f.Changes) == 0 {
+		t.Fatalf("no change of the new batch: %+v", f)
+	}
+	if err := alice.RevokeToken(ctx, tok.Accessor); err != nil {
+		t.Fatal(err)
+	}
+	// The next change would be a frame: the stream ends instead.
+	second, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{job(1, "b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil && wctx.Err() != nil {
+			t.Fatalf("the stream went on until the test's deadline: %v", err)
+		}
+	case <-wctx.Done():
+		t.Fatal("the stream of a revoked token goes on")
+	}
+	for len(frames) > 0 {
+		if f := <-frames; has(f.Changes, api.ChangeBatch, strconv.FormatInt(second.ID, 10)) {
+			t.Fatalf("the revoked token's stream told of the batch made after: %+v", f)
+		}
+	}
+}
+
+// TestSharedTopicsArePaced: a user (not an admin) following the queues
+// is told of their changes at most every 2 s, not at each job of another
+// tenant: a burst of another project's batches is a few frames.
+func TestSharedTopicsArePaced(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	bob := tc.user("bob", "physics")
+	alice := tc.user("alice", "genomics")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var frames []time.Time
+	opened := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = bob.WatchChanges(wctx, 0, []string{api.ChangeQueue}, func(f *api.ChangeFrame) error {
+			if len(f.Changes) == 0 {
+				select {
+				case <-opened:
+				default:
+					close(opened)
+				}
+				return nil
+			}
+			frames = append(frames, time.Now())
+			return nil
+		})
+	}()
+	<-opened
+	start := time.Now()
+	for i := range 20 {
+		if _, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{job(1, fmt.Sprint(i))}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := alice.CancelBatch(ctx, int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond) // the last held frame goes out
+	cancel()
+	<-done
+	elapsed := time.Since(start)
+	if most := int(elapsed/(2*time.Second)) + 2; len(frames) == 0 || len(frames) > most {
+		t.Fatalf("%d frames of queue changes over %s of another tenant's 40 entries; want 1 to %d (one every 2 s)", len(frames), elapsed.Round(time.Millisecond), most)
+	}
 }

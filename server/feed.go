@@ -112,7 +112,7 @@ func (r *feedRecorder) applied(idx []uint64, cmds []state.Command, res []any) {
 				out.add(ch)
 			}
 			if ev, ok := c.(*state.Events); ok {
-				r.sample(ev)
+				r.sample(ev, res[k])
 			}
 		}
 		last = idx[k]
@@ -137,16 +137,20 @@ func (r *feedRecorder) restored(index uint64) {
 
 // sample records the usage points of worker events: an attempt starts
 // at nothing used, each usage sample and its completion add a point.
-func (r *feedRecorder) sample(c *state.Events) {
-	for _, e := range c.Events {
+func (r *feedRecorder) sample(c *state.Events, res any) {
+	took, _ := res.(*state.EventsResult)
+	for i, e := range c.Events {
+		if took == nil || !took.Took(i) {
+			continue // ignored by apply: not the attempt's own worker, or stale
+		}
 		k := samples.Key{Batch: e.Batch, Job: e.Job, Attempt: e.Attempt}
 		switch {
 		case e.Started && e.Start != 0:
-			r.samples.Add(k, samples.Point{Time: e.Start})
+			r.samples.Add(k, samples.Point{Time: min(e.Start, c.Now)})
 		case e.Usage != nil:
 			if !e.Sample && e.Start != 0 {
 				// A short attempt's start and end can come in one sync.
-				r.samples.Add(k, samples.Point{Time: e.Start})
+				r.samples.Add(k, samples.Point{Time: min(e.Start, c.Now)})
 			}
 			at := c.Now
 			if !e.Sample && e.End != 0 {
@@ -203,9 +207,14 @@ func changesOf(index uint64, c state.Command, res any) []changes.Change {
 	case *state.Plan:
 		other(changes.Worker, changes.Queue)
 	case *state.Events:
-		for _, e := range c.Events {
-			job(e.Batch, e.Job)
-			batch(e.Batch)
+		// Only what apply took: a worker's event for an attempt not its
+		// own is ignored there, and tells nothing here.
+		r, _ := res.(*state.EventsResult)
+		for i, e := range c.Events {
+			if r == nil || r.Took(i) {
+				job(e.Batch, e.Job)
+				batch(e.Batch)
+			}
 		}
 		other(changes.Worker)
 	case *state.Preempt:

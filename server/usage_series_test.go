@@ -36,6 +36,19 @@ func TestAttemptUsageOverTime(t *testing.T) {
 		{AttemptRef: a, Kind: api.EventUsage, StartTime: started, Usage: &api.Usage{CPUSeconds: 8, Memory: 200 << 20, PeakMemory: 250 << 20}},
 	}
 	w.sync(0)
+	// Another worker's events for the attempt (a completion with a
+	// forged peak), and for attempts that do not exist, are ignored by
+	// apply and draw nothing.
+	evil := newSimWorker(t, tc, "sim-evil", 2)
+	evil.events = []api.AttemptEvent{
+		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: started, EndTime: time.Now(),
+			Usage: &api.Usage{CPUSeconds: 1, Memory: 1 << 30, PeakMemory: 1 << 30}},
+		{AttemptRef: api.AttemptRef{BatchID: b.ID + 1000, JobID: 1, Attempt: 1}, Kind: api.EventStarted, StartTime: time.Now()},
+	}
+	evil.sync(0)
+	if u, err := alice.AttemptUsage(ctx, b.ID, 1, 0); err != nil || len(u.Samples) != 2 || u.Samples[1].PeakMemory != 250<<20 {
+		t.Fatalf("after another worker's forged events: %+v %v, want the owner's 2 points only", u, err)
+	}
 	w.events = []api.AttemptEvent{{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: started, EndTime: time.Now(),
 		Usage: &api.Usage{CPUSeconds: 15, Memory: 100 << 20, PeakMemory: 300 << 20}}}
 	w.sync(0)

@@ -144,14 +144,15 @@ type Page struct {
 // Since returns the changes after index that keep says to, up to limit
 // of them (limit ≤ 0: no bound). A page cut by the limit ends at the
 // last whole index it holds, so a reader never resumes halfway through
-// an index.
+// an index. keep runs without the feed's lock held (it may read the
+// state), on a copy of what the feed holds after index.
 func (f *Feed) Since(index uint64, keep func(Change) bool, limit int) Page {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if index < f.whole || index > f.last {
-		return Page{Index: f.last, Reload: true}
+		last := f.last
+		f.mu.Unlock()
+		return Page{Index: last, Reload: true}
 	}
-	p := Page{Index: f.last}
 	// The held changes are in index order: find the first after index.
 	lo, hi := 0, f.n
 	for lo < hi {
@@ -162,8 +163,13 @@ func (f *Feed) Since(index uint64, keep func(Change) bool, limit int) Page {
 			hi = m
 		}
 	}
+	held := make([]Change, 0, f.n-lo)
 	for k := lo; k < f.n; k++ {
-		c := f.ring[f.slot(k)]
+		held = append(held, f.ring[f.slot(k)])
+	}
+	p := Page{Index: f.last}
+	f.mu.Unlock()
+	for _, c := range held {
 		if limit > 0 && len(p.Changes) >= limit && c.Index != p.Changes[len(p.Changes)-1].Index {
 			p.Index = p.Changes[len(p.Changes)-1].Index
 			return p

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -113,6 +115,7 @@ func (s *placementHandlers) handleAutoscalerStatus(w http.ResponseWriter, r *htt
 	for i := len(decisions) - 1; i >= 0; i-- {
 		out.Decisions = append(out.Decisions, api.AutoscalerDecision{Time: time.Unix(0, decisions[i].Time).UTC(), Text: decisions[i].Text})
 	}
+	s.hideOthersJobs(r, &out)
 	out.SpendHistory = spendHistory(machines, time.Now(), spendHistorySpan, spendHistoryPoints)
 	return out, nil
 }
@@ -165,4 +168,46 @@ func timePtrNanos(ns int64) *time.Time {
 	}
 	t := time.Unix(0, ns).UTC()
 	return &t
+}
+
+// jobRef is how the autoscaler's words name a job: "job 12/3".
+var jobRef = regexp.MustCompile(`\bjob (\d+)/\d+\b`)
+
+// hideOthersJobs keeps the jobs of batches the caller may not read out
+// of the status: a machine made for one job alone names its batch and
+// job only to those who may read it (its reason and the decisions that
+// name it say "a job" to the others).
+func (s *placementHandlers) hideOthersJobs(r *http.Request, out *api.AutoscalerStatus) {
+	v := viewerOf(r)
+	if v.Admin {
+		return
+	}
+	seen := map[uint64]bool{}
+	may := func(batch uint64) bool {
+		ok, found := seen[batch]
+		if !found {
+			ok = s.state.Access(batch, v) >= state.Visible
+			seen[batch] = ok
+		}
+		return ok
+	}
+	hide := func(text string) string {
+		return jobRef.ReplaceAllStringFunc(text, func(m string) string {
+			b, err := strconv.ParseUint(jobRef.FindStringSubmatch(m)[1], 10, 64)
+			if err == nil && may(b) {
+				return m
+			}
+			return "a job"
+		})
+	}
+	for i := range out.Machines {
+		m := &out.Machines[i]
+		if m.ForBatch != 0 && !may(uint64(m.ForBatch)) {
+			m.ForBatch, m.ForJob = 0, 0
+		}
+		m.Reason = hide(m.Reason)
+	}
+	for i := range out.Decisions {
+		out.Decisions[i].Text = hide(out.Decisions[i].Text)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/server/changes"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -20,11 +21,25 @@ const (
 	// changeAccessTTL is how long a stream trusts what it found of its
 	// reader's access to a batch (a role taken away ends what it sees
 	// within it).
-	changeAccessTTL = 30 * time.Second
+	changeAccessTTL = 5 * time.Second
+	// changeWriteTimeout ends a stream whose reader takes no frame for
+	// this long (a client that stopped reading holds no slot for ever).
+	changeWriteTimeout = 30 * time.Second
 	// maxChangeStreams are the change streams one user holds open on a
-	// server (the web UI's live pages each hold one).
-	maxChangeStreams = 32
+	// server (the web UI's live pages each hold one), and
+	// maxChangeStreamsTotal those of every user together.
+	maxChangeStreams      = 32
+	maxChangeStreamsTotal = 2000
 )
+
+// stillValid reads the request's token again: a stream outlives the
+// check made when it opened, and ends when its token is revoked or
+// expires or its user is deleted. It returns the user as the state has
+// it now (an admin may have become none).
+func (s *Server) stillValid(r *http.Request) (state.User, bool) {
+	u, _, st := s.state.Authenticate(token.Hash(bearer(r)), time.Now())
+	return u, st == state.TokenValid
+}
 
 // handleChanges streams the change feed (server/changes) as
 // newline-delimited JSON frames (api.ChangeFrame), from after ?index= (0
@@ -69,7 +84,7 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	viewer := viewerOf(r)
+	viewer := state.Viewer{Name: user.Name, Admin: user.Admin}
 	type seen struct {
 		ok bool
 		at time.Time
@@ -102,6 +117,17 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	send := func(f api.ChangeFrame) bool {
+		// The token first: a revoked or expired one, or a deleted user,
+		// ends the stream; a user no longer admin sees what a user does.
+		u, ok := s.stillValid(r)
+		if !ok {
+			return false
+		}
+		if u.Admin != user.Admin {
+			user, viewer = u, state.Viewer{Name: u.Name, Admin: u.Admin}
+			clear(access)
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(changeWriteTimeout))
 		if err := enc.Encode(f); err != nil {
 			return false
 		}
@@ -122,6 +148,8 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 	}
 	beat := time.NewTicker(changeHeartbeat)
 	defer beat.Stop()
+	var hold <-chan time.Time // while a frame of shared topics only waits for its pace
+	var lastShared time.Time
 	for {
 		select {
 		case <-r.Context().Done():
@@ -132,10 +160,24 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		case <-wake:
+			wake = s.changes.Wait()
+		case <-hold:
+			hold = nil
 		}
-		wake = s.changes.Wait()
 		for {
 			p := s.changes.Since(index, keep, changeFrame)
+			if !user.Admin && !p.Reload && len(p.Changes) > 0 && sharedOnly(p.Changes) {
+				// What every user sees (queues' use, machines,
+				// clusters) is told a user at most every sharedPace,
+				// so it does not time another tenant's jobs one by one.
+				if wait := sharedPace - time.Since(lastShared); wait > 0 {
+					if hold == nil {
+						hold = time.After(wait)
+					}
+					break
+				}
+				lastShared = time.Now()
+			}
 			index = p.Index
 			if (len(p.Changes) > 0 || p.Reload) && !send(frameOf(p)) {
 				return
@@ -145,6 +187,20 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// sharedPace is how often a user who is not an admin is told of changes
+// of the shared topics alone (queues, machines, clusters).
+const sharedPace = 2 * time.Second
+
+// sharedOnly: no change of a batch or a job among cs.
+func sharedOnly(cs []changes.Change) bool {
+	for _, c := range cs {
+		if c.Topic == changes.Batch || c.Topic == changes.Job {
+			return false
+		}
+	}
+	return true
 }
 
 func frameOf(p changes.Page) api.ChangeFrame {

@@ -284,7 +284,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{cfg: d.Config, log: d.Log, state: d.State, logs: d.Logs, node: d.Node, raft: d.Raft, members: d.Members,
 		live: d.Liveness, notify: d.Notifier, events: d.Events, waiting: d.Waiting, reg: d.Metrics, autoscaler: d.Autoscaler, provider: d.Provider, gossip: d.Gossip, history: d.History, raftLog: d.RaftLog, raftStreams: d.RaftStreams,
 		secrets: d.Secrets, changes: d.Changes, usage: d.Samples}
-	s.changeStreams = streamSlots{most: maxChangeStreams, what: "change streams (live pages)"}
+	s.changeStreams = streamSlots{most: maxChangeStreams, what: "change streams (live pages)", mostTotal: maxChangeStreamsTotal}
 	s.reads = apiview.Reads{State: d.State}
 	s.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "drover_http_request_seconds", Help: "HTTP request latency by route.",

@@ -960,9 +960,12 @@ type streamSlots struct {
 	mu   sync.Mutex
 	open map[string]int
 	// most is the streams one user may hold (0: maxStreams), and what
-	// they are called in the refusal.
-	most int
-	what string
+	// they are called in the refusal; mostTotal those of every user
+	// together (0: no bound but each user's).
+	most      int
+	what      string
+	mostTotal int
+	total     int
 }
 
 func (c *streamSlots) take(user string) (func(), error) {
@@ -978,10 +981,15 @@ func (c *streamSlots) take(user string) (func(), error) {
 	if c.open[user] >= most {
 		return nil, codedf(http.StatusTooManyRequests, "user %q has %d %s open, the most one may", user, most, what)
 	}
+	if c.mostTotal > 0 && c.total >= c.mostTotal {
+		return nil, codedf(http.StatusServiceUnavailable, "this server holds %d %s, the most it may; try another server or later", c.total, what)
+	}
 	c.open[user]++
+	c.total++
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		c.total--
 		if c.open[user]--; c.open[user] == 0 {
 			delete(c.open, user)
 		}
@@ -1339,6 +1347,9 @@ func (s *nomadHandlers) handleEventStream(w http.ResponseWriter, r *http.Request
 	first := true
 	lastSent := time.Now()
 	for {
+		if _, ok := s.stillValid(r); !ok {
+			return // its token was revoked or expired, or its user deleted
+		}
 		index := s.state.Index()
 		var events []nomad.Event
 		now := map[string][sha256.Size]byte{}

@@ -160,6 +160,16 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 type EventsResult struct {
 	Applied int
 	Ignored int
+	// Skipped are the indexes of the ignored events, in order (what a
+	// reader of the applied entry, the change feed, must not take for
+	// what happened).
+	Skipped []int
+}
+
+// Took reports whether the event at index i of the command was applied.
+func (r *EventsResult) Took(i int) bool {
+	_, found := slices.BinarySearch(r.Skipped, i)
+	return !found
 }
 
 // InstanceByTokenHash returns the instance owning a token hash.

@@ -12,6 +12,7 @@ func (s *batchBook) applyEvents(c *Events) any {
 			res.Applied++
 		} else {
 			res.Ignored++
+			res.Skipped = append(res.Skipped, i)
 		}
 	}
 	return res

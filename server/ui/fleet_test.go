@@ -135,6 +135,28 @@ func TestMachinesPage(t *testing.T) {
 	if !regexp.MustCompile(`st-(requested|launching)">(requested|launching)</span></td><td class="num">1<`).MatchString(body) {
 		t.Errorf("no count of the machine by its state:\n%s", body)
 	}
+	// A user of another project sees the machine, not whose job it is.
+	u, err := w.admin.CreateUser(ctx, &api.CreateUserRequest{Name: "stranger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.admin.CreateBillingProject(ctx, &api.CreateBillingProjectRequest{Name: "elsewhere", Members: []string{"stranger"}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := api.NewClient(w.base, u.Token).AutoscalerStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mc := range st.Machines {
+		if mc.ID == m.ID && (mc.ForBatch != 0 || mc.ForJob != 0 || strings.Contains(mc.Reason, "job "+itoa(b.ID)+"/")) {
+			t.Errorf("a stranger reads whose job the machine is for: %+v", mc)
+		}
+	}
+	for _, d := range st.Decisions {
+		if strings.Contains(d.Text, "job "+itoa(b.ID)+"/1") {
+			t.Errorf("a stranger reads the job in a decision: %q", d.Text)
+		}
+	}
 }
 
 // TestQueuesPageShowsEveryResourceAndWaiting: the queues page shows

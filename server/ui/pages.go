@@ -695,6 +695,10 @@ func (u *UI) clusterState(w http.ResponseWriter, r *http.Request, s *session) {
 			break
 		}
 		if r.PostFormValue("confirm") != "yes" {
+			if !u.may(s, "POST /api/v1/clusters/{name}/disable") {
+				u.fail(w, r, s, &api.Error{StatusCode: http.StatusForbidden, Message: fmt.Sprintf("user %q is not an admin; only admins take a cluster out of service", s.me.Name)})
+				return
+			}
 			u.disableConfirm(w, r, s, name, req)
 			return
 		}
