@@ -125,7 +125,7 @@ if [[ "${DROVER_DEMO_KEEP:-}" == 1 ]]; then
   run billing-project create gen-prod
   run billing-project create physics
   run billing-project set-limit physics 0.001
-  run placement apply examples/demo-queues.hcl
+  run placement apply examples/placement/demo-queues.hcl
   run run -billing-project gen-prod -var n=6 -var seconds=1800 examples/long.hcl
   run run -billing-project physics -var n=4 -var seconds=1800 examples/long.hcl
   set +e

@@ -134,7 +134,7 @@ func TestLargeEntriesCoalesce(t *testing.T) {
 	jobs, wild, batches := 0, 0, 0
 	for _, c := range p.Changes {
 		switch {
-		case c.Index == 5 && c.Topic == changes.Job && c.Key == "7/*":
+		case c.Index == 5 && c.Topic == changes.Job && c.Key() == "7/*":
 			wild++
 		case c.Index == 5 && c.Topic == changes.Job:
 			jobs++
@@ -145,7 +145,7 @@ func TestLargeEntriesCoalesce(t *testing.T) {
 	if jobs != maxJobChanges || wild != 1 || batches != 1 || len(p.Changes) > maxJobChanges+10 {
 		t.Fatalf("index 5: %d job changes, %d of every job, %d of the batch, %d in all; want %d, 1, 1", jobs, wild, batches, len(p.Changes), maxJobChanges)
 	}
-	if !has(apiChanges(p.Changes), "Job", "7/1") || !slices.ContainsFunc(p.Changes, func(c changes.Change) bool { return c.Index == 6 && c.Key == "7/1" }) {
+	if !has(apiChanges(p.Changes), "Job", "7/1") || !slices.ContainsFunc(p.Changes, func(c changes.Change) bool { return c.Index == 6 && c.Key() == "7/1" }) {
 		t.Fatal("the next index's job change was lost")
 	}
 }
@@ -153,7 +153,7 @@ func TestLargeEntriesCoalesce(t *testing.T) {
 func apiChanges(cs []changes.Change) []api.Change {
 	var out []api.Change
 	for _, c := range cs {
-		out = append(out, api.Change{Index: c.Index, Topic: string(c.Topic), Key: c.Key})
+		out = append(out, api.Change{Index: c.Index, Topic: string(c.Topic), Key: c.Key()})
 	}
 	return out
 }

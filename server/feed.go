@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"sync"
 
 	"github.com/drover-sched/drover/server/changes"
@@ -54,7 +53,7 @@ func (c *coalescer) add(ch changes.Change) {
 		c.jobs[ch.Batch] = n + 1
 		switch {
 		case n == maxJobChanges:
-			ch.Key = batchKey(ch.Batch) + "/*"
+			ch.Job, ch.All = 0, true
 		case n > maxJobChanges:
 			return
 		}
@@ -82,12 +81,12 @@ func (r *feedRecorder) transition(index, b uint64, j uint32, _, _ state.JobState
 	if r.pending.index != index || r.lastBatch != b {
 		// A large entry moves thousands of one batch's jobs in a row:
 		// its batch and queue changes are told once.
-		r.pending.add(changes.Change{Index: index, Topic: changes.Batch, Key: batchKey(b), Batch: b})
-		r.pending.add(changes.Change{Index: index, Topic: changes.Queue, Key: "*"})
+		r.pending.add(changes.Change{Index: index, Topic: changes.Batch, Batch: b})
+		r.pending.add(changes.Change{Index: index, Topic: changes.Queue})
 		r.lastBatch = b
 	}
 	if r.pending.jobs[b] <= maxJobChanges {
-		r.pending.add(changes.Change{Index: index, Topic: changes.Job, Key: changes.JobKey(b, j), Batch: b})
+		r.pending.add(changes.Change{Index: index, Topic: changes.Job, Batch: b, Job: j})
 	}
 	r.mu.Unlock()
 }
@@ -111,8 +110,13 @@ func (r *feedRecorder) applied(idx []uint64, cmds []state.Command, res []any) {
 			for _, ch := range changesOf(idx[k], c, res[k]) {
 				out.add(ch)
 			}
-			if ev, ok := c.(*state.Events); ok {
-				r.sample(ev, res[k])
+			switch c := c.(type) {
+			case *state.Events:
+				r.sample(c, res[k])
+			case *state.ForgetBatches:
+				if f, ok := res[k].(*state.ForgetResult); ok {
+					r.samples.ForgetBatches(f.Forgotten)
+				}
 			}
 		}
 		last = idx[k]
@@ -161,8 +165,6 @@ func (r *feedRecorder) sample(c *state.Events, res any) {
 	}
 }
 
-func batchKey(b uint64) string { return strconv.FormatUint(b, 10) }
-
 // changesOf is what an applied command changed beyond the job
 // transitions the state reports: the batches and jobs it names (an
 // attempt's usage, a cancellation's reason, a callback's result), and
@@ -170,14 +172,14 @@ func batchKey(b uint64) string { return strconv.FormatUint(b, 10) }
 func changesOf(index uint64, c state.Command, res any) []changes.Change {
 	var out []changes.Change
 	batch := func(b uint64) {
-		out = append(out, changes.Change{Index: index, Topic: changes.Batch, Key: batchKey(b), Batch: b})
+		out = append(out, changes.Change{Index: index, Topic: changes.Batch, Batch: b})
 	}
 	job := func(b uint64, j uint32) {
-		out = append(out, changes.Change{Index: index, Topic: changes.Job, Key: changes.JobKey(b, j), Batch: b})
+		out = append(out, changes.Change{Index: index, Topic: changes.Job, Batch: b, Job: j})
 	}
 	other := func(topics ...changes.Topic) {
 		for _, t := range topics {
-			out = append(out, changes.Change{Index: index, Topic: t, Key: "*"})
+			out = append(out, changes.Change{Index: index, Topic: t})
 		}
 	}
 	switch c := c.(type) {
@@ -201,8 +203,10 @@ func changesOf(index uint64, c state.Command, res any) []changes.Change {
 			batch(u.Batch)
 		}
 	case *state.ForgetBatches:
-		for _, b := range c.Batches {
-			batch(b)
+		if f, ok := res.(*state.ForgetResult); ok {
+			for _, b := range f.Forgotten {
+				batch(b)
+			}
 		}
 	case *state.Plan:
 		other(changes.Worker, changes.Queue)
@@ -228,7 +232,7 @@ func changesOf(index uint64, c state.Command, res any) []changes.Change {
 	case *state.ApplyPlacement:
 		other(changes.Cluster, changes.Queue, changes.Machine)
 	case *state.SetCluster:
-		out = append(out, changes.Change{Index: index, Topic: changes.Cluster, Key: c.Name})
+		out = append(out, changes.Change{Index: index, Topic: changes.Cluster, Name: c.Name})
 		other(changes.Worker)
 	case *state.SetQueue, *state.SetTeam:
 		other(changes.Queue)

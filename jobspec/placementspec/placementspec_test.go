@@ -142,3 +142,23 @@ launch_config "l" {
 		t.Fatalf("launch config %+v", l)
 	}
 }
+
+// TestExamplesParse: the placement configs under examples/placement (the
+// one DROVER_DEMO_KEEP=1 make demo applies among them) parse, each with
+// what the API checks of its queues.
+func TestExamplesParse(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/placement/*.hcl")
+	if len(files) == 0 {
+		t.Fatal("no placement examples")
+	}
+	for _, path := range files {
+		cfg, diags := ParseFile(path)
+		if diags.HasErrors() {
+			t.Errorf("%s:\n%s", path, jobspec.FormatDiagnostics(diags))
+			continue
+		}
+		if len(cfg.Queues) == 0 {
+			t.Errorf("%s declares no queue", path)
+		}
+	}
+}

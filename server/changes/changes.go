@@ -45,14 +45,37 @@ const (
 // Topics are the topics, for checking what a reader asks for.
 var Topics = []Topic{Batch, Job, Queue, Machine, Cluster, Worker}
 
-// Change is one change.
+// Change is one change. It holds numbers, not text, so the ring's
+// changes allocate nothing (a feed's memory is its ring, whatever the
+// cluster ran).
 type Change struct {
 	Index uint64
 	Topic Topic
-	Key   string
 	// Batch is the batch a Batch or Job change belongs to (readers see
 	// only the batches they may), 0 for the other topics.
 	Batch uint64
+	Job   uint32 // a Job change's job
+	All   bool   // a Job change of every job of the batch
+	// Name is a Cluster change's cluster ("": every cluster).
+	Name string
+}
+
+// Key is the change's key as readers see it: the batch ID, "batch/job"
+// ("batch/*": every job of the batch), the cluster, or "*".
+func (c Change) Key() string {
+	switch c.Topic {
+	case Batch:
+		return strconv.FormatUint(c.Batch, 10)
+	case Job:
+		if c.All {
+			return strconv.FormatUint(c.Batch, 10) + "/*"
+		}
+		return JobKey(c.Batch, c.Job)
+	}
+	if c.Name == "" {
+		return "*"
+	}
+	return c.Name
 }
 
 // JobKey is the key of a job's changes.
@@ -231,13 +254,14 @@ func (f Filter) Wants(c Change) bool {
 	if len(f) == 0 {
 		return true
 	}
+	key := c.Key()
 	for _, k := range f[c.Topic] {
 		switch {
-		case k == "*", k == c.Key:
+		case k == "*", k == key:
 			return true
-		case strings.HasSuffix(k, "/*") && strings.HasPrefix(c.Key, k[:len(k)-1]):
+		case strings.HasSuffix(k, "/*") && strings.HasPrefix(key, k[:len(k)-1]):
 			return true
-		case strings.HasSuffix(c.Key, "/*") && strings.HasPrefix(k, c.Key[:len(c.Key)-1]):
+		case strings.HasSuffix(key, "/*") && strings.HasPrefix(k, key[:len(key)-1]):
 			// A change of every job of a batch is one of each.
 			return true
 		}

@@ -1,11 +1,32 @@
 package changes
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 )
 
+// ch is a change with the key given ("12", "12/3", "12/*", a name).
 func ch(index uint64, topic Topic, key string) Change {
-	return Change{Index: index, Topic: topic, Key: key}
+	c := Change{Index: index, Topic: topic}
+	switch topic {
+	case Batch:
+		c.Batch, _ = strconv.ParseUint(key, 10, 64)
+	case Job:
+		b, j, _ := strings.Cut(key, "/")
+		c.Batch, _ = strconv.ParseUint(b, 10, 64)
+		if j == "*" {
+			c.All = true
+		} else {
+			n, _ := strconv.ParseUint(j, 10, 32)
+			c.Job = uint32(n)
+		}
+	default:
+		if key != "*" {
+			c.Name = key
+		}
+	}
+	return c
 }
 
 // TestSinceResumesAfterAnIndex: a reader gets exactly the changes after
@@ -67,7 +88,7 @@ func TestLimitEndsOnAWholeIndex(t *testing.T) {
 		t.Fatalf("limit 2 over an index of 3: %+v", p)
 	}
 	p = f.Since(p.Index, nil, 2)
-	if len(p.Changes) != 1 || p.Changes[0].Key != "1/4" || p.Index != 2 {
+	if len(p.Changes) != 1 || p.Changes[0].Key() != "1/4" || p.Index != 2 {
 		t.Fatalf("the rest: %+v", p)
 	}
 }

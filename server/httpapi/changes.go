@@ -206,7 +206,7 @@ func sharedOnly(cs []changes.Change) bool {
 func frameOf(p changes.Page) api.ChangeFrame {
 	f := api.ChangeFrame{Index: p.Index, Reload: p.Reload}
 	for _, c := range p.Changes {
-		f.Changes = append(f.Changes, api.Change{Index: c.Index, Topic: string(c.Topic), Key: c.Key})
+		f.Changes = append(f.Changes, api.Change{Index: c.Index, Topic: string(c.Topic), Key: c.Key()})
 	}
 	return f
 }

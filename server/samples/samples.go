@@ -116,6 +116,49 @@ func (s *Store) Series(k Key) []Point {
 	return append([]Point(nil), sr.points...)
 }
 
+// ForgetBatches drops the series of the batches' attempts (the batches
+// left the state: their jobs are read from the history store, and their
+// usage over time is not kept).
+func (s *Store) ForgetBatches(batches []uint64) {
+	if len(batches) == 0 {
+		return
+	}
+	gone := make(map[uint64]bool, len(batches))
+	for _, b := range batches {
+		gone[b] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.series {
+		if gone[k.Batch] {
+			delete(s.series, k)
+		}
+	}
+	// A map keeps the room it grew to: copy what is left into one of its
+	// size (the store's memory follows the attempts it holds, not the
+	// most it ever held).
+	// (maps.Clone keeps the room too).
+	fresh := make(map[Key]*series, len(s.series))
+	for k, v := range s.series {
+		fresh[k] = v
+	}
+	s.series = fresh
+	kept := make([]Key, 0, len(s.series))
+	for _, k := range s.order[s.head:] {
+		if _, ok := s.series[k]; ok {
+			kept = append(kept, k)
+		}
+	}
+	s.order, s.head = kept, 0
+}
+
+// Len is how many attempts have a series.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.series)
+}
+
 // Reset drops every series (the state was replaced by a snapshot: the
 // attempts may be others).
 func (s *Store) Reset() {

@@ -48,3 +48,21 @@ func TestStoreBoundsItsAttempts(t *testing.T) {
 		t.Fatal("Reset kept a series")
 	}
 }
+
+// TestForgetBatches: the series of batches that left the state go, and
+// with them their place in the eviction order.
+func TestForgetBatches(t *testing.T) {
+	s := New()
+	for b := uint64(1); b <= 10; b++ {
+		for j := uint32(1); j <= 5; j++ {
+			s.Add(Key{Batch: b, Job: j, Attempt: 1}, Point{Time: 1})
+		}
+	}
+	s.ForgetBatches([]uint64{2, 3, 4})
+	if s.Len() != 35 || s.Series(Key{Batch: 3, Job: 1, Attempt: 1}) != nil || s.Series(Key{Batch: 5, Job: 5, Attempt: 1}) == nil {
+		t.Fatalf("after forgetting 3 of 10 batches: %d series", s.Len())
+	}
+	if len(s.order)-s.head != 35 {
+		t.Fatalf("the eviction order holds %d keys for 35 series", len(s.order)-s.head)
+	}
+}
