@@ -232,7 +232,12 @@ func (u *UI) livePageStream(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 		last = time.Now()
 		data, err := p.data(u, pr, s)
-		if err != nil {
+		switch {
+		case err != nil && (api.IsStatus(err, http.StatusServiceUnavailable) || errors.Is(err, context.DeadlineExceeded)):
+			// An election, a slow answer: the next change or tick
+			// reads again.
+			continue
+		case err != nil:
 			_ = st.send("failed", errMessage(err))
 			return
 		}
