@@ -79,6 +79,8 @@ func TestWebUILiveModel(t *testing.T) {
 		    state: (document.querySelector('#batch-state') || {}).textContent || '', index: document.querySelector('main').getAttribute('data-index') || ''};
 		})()`)
 	}
+	// A keyboard user reading the table keeps their place as it changes.
+	eval[bool](b, `(() => { const a = document.querySelector('#jobs a[href$="/jobs/3"]'); a.focus(); return document.activeElement === a; })()`)
 	looks, changes := 0, 0
 	var last look
 	deadline := time.Now().Add(3 * time.Minute)
@@ -124,6 +126,9 @@ func TestWebUILiveModel(t *testing.T) {
 	}
 	if changes < 5 {
 		t.Fatalf("the batch page changed %d times in %d looks: it did not follow the batch", changes, looks)
+	}
+	if focus := eval[string](b, `(document.activeElement && document.activeElement.isConnected && document.activeElement.getAttribute('href')) || ''`); !strings.HasSuffix(focus, "/jobs/3") {
+		t.Errorf("after the table changed %d times, the keyboard's focus is on %q, not job 3's link where it was", changes, focus)
 	}
 	if st := b.text("#live-status"); !strings.Contains(st, "no longer changes") {
 		t.Errorf("the completed batch's page says %q", st)

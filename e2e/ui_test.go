@@ -226,9 +226,13 @@ func (b *browser) checkPage(name string) {
 	  for (const el of document.querySelectorAll('button')) {
 	    if (!el.textContent.trim() && !el.getAttribute('aria-label')) unlabelled.push(el.outerHTML.slice(0, 100));
 	  }
-	  const all = [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"])')]
+	  // Controls are named by what they are, not marked: a live page may
+	  // swap a region (and its controls) while the Tab key walks it.
+	  window.__controls = () => [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"])')]
 	    .filter(e => !e.disabled && e.getClientRects().length > 0);
-	  all.forEach((e, i) => e.setAttribute('data-tab', String(i)));
+	  const sig = e => [e.tagName, e.id, e.getAttribute('href'), e.getAttribute('name'), e.getAttribute('aria-label'), e.textContent.trim().slice(0, 40)].join('|');
+	  window.__controlName = e => { const same = window.__controls().filter(x => sig(x) === sig(e)); return sig(e) + '#' + same.indexOf(e); };
+	  const all = window.__controls();
 	  if (document.activeElement) document.activeElement.blur();
 	  window.scrollTo(0, 0);
 	  return {unlabelled, n: all.length};
@@ -239,17 +243,17 @@ func (b *browser) checkPage(name string) {
 	reached := map[string]bool{}
 	for i := 0; i < res.N+2 && len(reached) < res.N; i++ {
 		b.do(chromedp.KeyEvent(kb.Tab))
-		at := eval[string](b, `(document.activeElement && document.activeElement.getAttribute('data-tab')) || ''`)
+		at := eval[string](b, `(document.activeElement && document.activeElement !== document.body && window.__controls().includes(document.activeElement)) ? window.__controlName(document.activeElement) : ''`)
 		if at != "" {
 			reached[at] = true
 		}
 	}
 	if len(reached) < res.N {
-		missed := eval[[]string](b, `[...document.querySelectorAll('[data-tab]')].map(e => e.getAttribute('data-tab') + ':' + e.outerHTML.slice(0, 60))`)
+		names := eval[[]string](b, `window.__controls().map(e => window.__controlName(e))`)
 		var left []string
-		for _, m := range missed {
-			if !reached[strings.SplitN(m, ":", 2)[0]] {
-				left = append(left, m)
+		for _, n := range names {
+			if !reached[n] {
+				left = append(left, n)
 			}
 		}
 		b.t.Errorf("page %s: the Tab key reached %d of %d controls; not: %v", name, len(reached), res.N, left)
@@ -447,7 +451,7 @@ func TestWebUI(t *testing.T) {
 	// is keyboard-reachable.
 	b.do(chromedp.SetValue(chromedp.CSS("#disable-cluster"), "b"), chromedp.SendKeys(chromedp.CSS("#disable-reason"), "ui maintenance"),
 		chromedp.Click(chromedp.CSS("#disable")), chromedp.WaitReady(chromedp.CSS("#confirm")))
-	if q := b.text("main"); !strings.Contains(q, "Take cluster b of region us-west1 out of service?") || !strings.Contains(q, "run to their end") {
+	if q := b.text("main"); !strings.Contains(q, "Take cluster b of region us-west1 out of service?") || !strings.Contains(q, "run to the end") {
 		t.Errorf("the question before disabling names not what happens:\n%s", q)
 	}
 	if out := a.drover(a.token, "cluster", "list").must(t, 0); strings.Contains(out.stdout, "ui maintenance") {
@@ -544,7 +548,7 @@ func TestWebUI(t *testing.T) {
 	})
 	b.open(fmt.Sprintf("/ui/batches/%d", long))
 	b.do(chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitReady(chromedp.CSS("#confirm")))
-	if q := b.text("main"); !strings.Contains(q, "1 running jobs are stopped now") {
+	if q := b.text("main"); !strings.Contains(q, "1 running job is stopped now") {
 		t.Errorf("the question before cancelling does not say what stops:\n%s", q)
 	}
 	if bt, _ := admin.GetBatch(ctx, long); bt.Cancelled {

@@ -431,9 +431,9 @@ func (u *UI) cancelConfirm(w http.ResponseWriter, r *http.Request, s *session) {
 		"Title":    fmt.Sprintf("Cancel batch %d?", id),
 		"Question": fmt.Sprintf("Cancel %s of billing project %s?", name, b.BillingProject),
 		"Consequences": []string{
-			fmt.Sprintf("%d running jobs are stopped now (their attempts end as cancelled; what they cost so far stays billed).", b.NRunning),
-			fmt.Sprintf("%d jobs that wait (%d pending, %d ready) never start.", b.NPending+b.NReady, b.NPending, b.NReady),
-			fmt.Sprintf("%d jobs that already ended keep their results and logs.", b.NCompleted),
+			fmt.Sprintf("%s stopped now (their attempts end as cancelled; what they cost so far stays billed).", count(b.NRunning, "running job is", "running jobs are")),
+			fmt.Sprintf("%s (%d pending, %d ready) never start.", count(b.NPending+b.NReady, "job that waits", "jobs that wait"), b.NPending, b.NReady),
+			count(b.NCompleted, "job that already ended keeps its results and logs.", "jobs that already ended keep their results and logs."),
 			"A cancelled batch cannot be resumed; submit it again to rerun it.",
 		},
 		"Action": fmt.Sprintf("/ui/batches/%d/cancel", id), "Yes": fmt.Sprintf("Cancel %s", name), "No": "Keep it running", "Back": back,
@@ -730,15 +730,15 @@ func (u *UI) disableConfirm(w http.ResponseWriter, r *http.Request, s *session, 
 		return
 	}
 	c := clusters[i]
-	cons := []string{fmt.Sprintf("No new job starts on its %d workers until it is enabled again.", c.Workers)}
+	cons := []string{fmt.Sprintf("No new job starts on its %s until it is enabled again.", count(int64(c.Workers), "worker", "workers"))}
 	hidden := map[string]string{"reason": req.Reason}
 	yes := "Disable " + name
 	if req.Evacuate {
-		cons = append(cons, fmt.Sprintf("Its %d running jobs are stopped now and run again elsewhere (the stops count as neither failures nor retries).", c.Running))
+		cons = append(cons, fmt.Sprintf("Its %s stopped now and run again elsewhere (the stops count as neither failures nor retries).", count(int64(c.Running), "running job is", "running jobs are")))
 		hidden["evacuate"] = "on"
 		yes = "Disable and evacuate " + name
 	} else {
-		cons = append(cons, fmt.Sprintf("Its %d running jobs run to their end.", c.Running))
+		cons = append(cons, fmt.Sprintf("Its %s to the end.", count(int64(c.Running), "running job runs", "running jobs run")))
 	}
 	cons = append(cons, "The reason is shown to everyone: "+inert(req.Reason))
 	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
@@ -903,4 +903,12 @@ func errMessage(err error) string {
 		return ae.Message
 	}
 	return err.Error()
+}
+
+// count says n of something, in the singular for one.
+func count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -178,7 +178,7 @@ func TestFormsNeedTheirTokenAndTheirOrigin(t *testing.T) {
 	}
 	// The question names what stops, and its form cancels.
 	resp, body = w.do("GET", path, cookie, nil, nil)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Cancel batch "+itoa(id)+" (victim)") || !strings.Contains(body, "1 jobs that wait") ||
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Cancel batch "+itoa(id)+" (victim)") || !strings.Contains(body, "1 job that waits") ||
 		!strings.Contains(body, `name="confirm" value="yes"`) || !strings.Contains(body, `value="`+csrf+`"`) || w.cancelled(id) {
 		t.Fatalf("the question: HTTP %d (cancelled: %v)\n%s", resp.StatusCode, w.cancelled(id), body)
 	}

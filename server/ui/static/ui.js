@@ -66,6 +66,12 @@
     }
   }
 
+  // focusable lists what the keyboard reaches inside el, in order.
+  function focusable(el) {
+    return Array.prototype.slice.call(el.querySelectorAll(
+      'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"])'));
+  }
+
   // A live page: the server renders every region of the page from one
   // read and sends them together; they are swapped in together, so no
   // two parts of the page show different moments. EventSource resumes
@@ -78,14 +84,29 @@
         status.textContent = text;
       }
     }
+    var shown = {}; // each region's last HTML: an unchanged one is left alone
     es.addEventListener("page", function (e) {
       var ev = JSON.parse(e.data);
       var names = Object.keys(ev.regions);
       for (var i = 0; i < names.length; i++) {
         var el = main.querySelector('[data-region="' + names[i] + '"]');
-        if (el) {
-          el.innerHTML = ev.regions[names[i]];
-          localTimes(el);
+        if (!el || shown[names[i]] === ev.regions[names[i]]) {
+          continue;
+        }
+        // Whoever is reading with the keyboard keeps their place: the
+        // control that had the focus is the same one of the new region.
+        var at = -1;
+        if (el.contains(document.activeElement)) {
+          at = focusable(el).indexOf(document.activeElement);
+        }
+        el.innerHTML = ev.regions[names[i]];
+        shown[names[i]] = ev.regions[names[i]];
+        localTimes(el);
+        if (at >= 0) {
+          var now = focusable(el);
+          if (now.length > 0) {
+            now[Math.min(at, now.length - 1)].focus({preventScroll: true});
+          }
         }
       }
       tickAgo();
