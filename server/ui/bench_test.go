@@ -17,6 +17,40 @@ import (
 	"github.com/drover-sched/drover/server/ui"
 )
 
+// benchServer starts a server without request rate limits for a
+// benchmark, and stops it when the benchmark ends.
+func benchServer(b *testing.B) (base, tok string) {
+	cfg := server.TestConfig(b.TempDir(), slog.New(slog.DiscardHandler))
+	cfg.UserRequestsPerSecond = 0
+	cfg.MaxBatchesPerUser = 0
+	srv, tok, err := server.StartReady(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	return "http://" + srv.HTTPAddr(), tok
+}
+
+// benchLogin logs in and returns the session cookie's value.
+func benchLogin(b *testing.B, base, tok string) string {
+	resp, err := noRedirect.PostForm(base+"/ui/login", url.Values{"token": {tok}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, ck := range resp.Cookies() {
+		if ck.Name == ui.CookieName {
+			return ck.Value
+		}
+	}
+	b.Fatalf("login: HTTP %d, no session", resp.StatusCode)
+	return ""
+}
+
 // BenchmarkUIPages: the batches page over 10,000 batches and the page of
 // a batch of 1,000,000 distinct jobs, each loaded 100 times through a
 // real server (its HTTP listener, the session, the in-process API
@@ -29,19 +63,7 @@ import (
 //	go test -run '^$' -bench BenchmarkUIPages -benchtime 1x -timeout 20m ./server/ui/
 func BenchmarkUIPages(b *testing.B) {
 	ctx := context.Background()
-	cfg := server.TestConfig(b.TempDir(), slog.New(slog.DiscardHandler))
-	cfg.UserRequestsPerSecond = 0
-	cfg.MaxBatchesPerUser = 0
-	srv, tok, err := server.StartReady(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	base := "http://" + srv.HTTPAddr()
+	base, tok := benchServer(b)
 	c := api.NewClient(base, tok)
 
 	start := time.Now()
@@ -85,20 +107,7 @@ func BenchmarkUIPages(b *testing.B) {
 		b.Fatalf("the big batch: %v %+v", err, bt)
 	}
 
-	resp, err := noRedirect.PostForm(base+"/ui/login", url.Values{"token": {tok}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp.Body.Close()
-	var cookie string
-	for _, ck := range resp.Cookies() {
-		if ck.Name == ui.CookieName {
-			cookie = ck.Value
-		}
-	}
-	if cookie == "" {
-		b.Fatalf("login: HTTP %d, no session", resp.StatusCode)
-	}
+	cookie := benchLogin(b, base, tok)
 	load := func(path string) time.Duration {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		req.AddCookie(&http.Cookie{Name: ui.CookieName, Value: cookie})
@@ -144,35 +153,14 @@ func BenchmarkUIPages(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkLivePages -benchtime 1x ./server/ui/
 func BenchmarkLivePages(b *testing.B) {
 	ctx := context.Background()
-	cfg := server.TestConfig(b.TempDir(), slog.New(slog.DiscardHandler))
-	cfg.UserRequestsPerSecond = 0
-	srv, tok, err := server.StartReady(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	base := "http://" + srv.HTTPAddr()
+	base, tok := benchServer(b)
 	c := api.NewClient(base, tok)
 	bt, err := c.CreateBatch(ctx, &api.CreateBatchRequest{Name: "live", BillingProject: "default",
 		Jobs: []api.JobSpec{{JobID: 1, Count: 10_000, Command: []string{"true"}, CPU: 1, Memory: 1 << 20}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := noRedirect.PostForm(base+"/ui/login", url.Values{"token": {tok}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp.Body.Close()
-	var cookie string
-	for _, ck := range resp.Cookies() {
-		if ck.Name == ui.CookieName {
-			cookie = ck.Value
-		}
-	}
+	cookie := benchLogin(b, base, tok)
 	const streams, updates = 30, 20
 	type arrival struct {
 		stream int

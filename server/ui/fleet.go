@@ -63,15 +63,6 @@ type workerRow struct {
 // retired).
 const maxRetiredShown = 200
 
-func (u *UI) workersPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.workersData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "workers", data)
-}
-
 // workersData is the workers page's data, live.
 func (u *UI) workersData(r *http.Request, s *session) (map[string]any, error) {
 	list, err := s.client.ListInstances(withRemote(r.Context(), r))
@@ -133,15 +124,6 @@ func amountBar(used, capacity float64, format func(float64) string, what string)
 
 // machineStates are the autoscaler's machine states in their order.
 var machineStates = []string{"requested", "launching", "active", "draining", "deleted", "failed"}
-
-func (u *UI) machinesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.machinesData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "machines", data)
-}
 
 // machinesData is the machines page's data, live.
 func (u *UI) machinesData(r *http.Request, s *session) (map[string]any, error) {

@@ -16,6 +16,19 @@ import (
 	"github.com/drover-sched/drover/money"
 )
 
+// page serves a page built by its data function, the one its live
+// stream (livePages) calls too.
+func (u *UI) page(name string, data func(*UI, *http.Request, *session) (map[string]any, error)) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		d, err := data(u, r, s)
+		if err != nil {
+			u.fail(w, r, s, err)
+			return
+		}
+		u.render(w, r, s, http.StatusOK, name, d)
+	}
+}
+
 // maxTokenBytes bounds what the login form takes as a token.
 const maxTokenBytes = 256
 
@@ -229,15 +242,6 @@ func jobPath(r *http.Request) (id, jid int64, err error) {
 		jid, err = pathInt(r, "job")
 	}
 	return id, jid, err
-}
-
-func (u *UI) batchPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.batchData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "batch", data)
 }
 
 // jobSorts are the orders the batch page's jobs table can be sorted in
@@ -590,15 +594,6 @@ const (
 	billingProjects = 20
 )
 
-func (u *UI) billingPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.billingData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "billing", data)
-}
-
 // billingData is the billing page, live (at most every 10 s: each
 // project is three reads of the cost report).
 func (u *UI) billingData(r *http.Request, s *session) (map[string]any, error) {
@@ -651,15 +646,6 @@ func (u *UI) billingData(r *http.Request, s *session) (map[string]any, error) {
 	}
 	return map[string]any{"Title": "Billing", "Projects": out, "From": from, "To": to,
 		"All": all, "Chosen": r.URL.Query().Get("project"), "More": more, "Live": liveURL(r)}, nil
-}
-
-func (u *UI) clustersPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.clustersData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "clusters", data)
 }
 
 // clustersData is the clusters page: regions and clusters, live; the
@@ -747,15 +733,6 @@ func (u *UI) disableConfirm(w http.ResponseWriter, r *http.Request, s *session, 
 	})
 }
 
-func (u *UI) queuesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.queuesData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "queues", data)
-}
-
 // queuesData is the queues page's data, live.
 func (u *UI) queuesData(r *http.Request, s *session) (map[string]any, error) {
 	queues, err := s.client.ListQueues(withRemote(r.Context(), r))
@@ -780,15 +757,6 @@ func capCPU(q api.Queue) float64 {
 		return q.Cap.CPU
 	}
 	return 0
-}
-
-func (u *UI) autoscalerPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := u.autoscalerData(r, s)
-	if err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	u.render(w, r, s, http.StatusOK, "autoscaler", data)
 }
 
 // autoscalerData is the autoscaler page, live.

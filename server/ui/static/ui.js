@@ -66,6 +66,17 @@
     }
   }
 
+  // sayer returns a function that puts text in the element with the id
+  // (a status line that screen readers announce), if the page has it.
+  function sayer(id) {
+    var el = document.getElementById(id);
+    return function (text) {
+      if (el) {
+        el.textContent = text;
+      }
+    };
+  }
+
   // focusable lists what the keyboard reaches inside el, in order.
   function focusable(el) {
     return Array.prototype.slice.call(el.querySelectorAll(
@@ -77,13 +88,8 @@
   // two parts of the page show different moments. EventSource resumes
   // from the last event's id (the change stream's index) on its own.
   function livePage(main) {
-    var status = document.getElementById("live-status");
+    var say = sayer("live-status");
     var es = new EventSource(main.getAttribute("data-live-page"));
-    function say(text) {
-      if (status) {
-        status.textContent = text;
-      }
-    }
     var shown = {}; // each region's last HTML: an unchanged one is left alone
     es.addEventListener("page", function (e) {
       var ev = JSON.parse(e.data);
@@ -132,13 +138,8 @@
   // EventSource sends the last event's id (attempt:offset) when it
   // reconnects, so nothing is appended twice.
   function liveLog(el) {
-    var status = document.getElementById("log-status");
+    var say = sayer("log-status");
     var es = new EventSource(el.getAttribute("data-live"));
-    function say(text) {
-      if (status) {
-        status.textContent = text;
-      }
-    }
     es.addEventListener("append", function (e) {
       var atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 4;
       el.textContent += JSON.parse(e.data);
