@@ -182,7 +182,7 @@ func (u *UI) jobLogLive(w http.ResponseWriter, r *http.Request, s *session) {
 			_ = st.send("failed", errMessage(err))
 			return
 		}
-		final := j.State != api.JobRunning && j.State != api.JobCreating && j.State != api.JobReady && j.State != api.JobPending
+		final := jobFinal(j.State)
 		latest := 0
 		if n := len(j.Attempts); n > 0 && j.Attempts[n-1].StartTime != nil {
 			latest = j.Attempts[n-1].Attempt
