@@ -36,7 +36,7 @@ const tries = 200
 // lock file that this process holds; go test runs packages in processes
 // of their own, side by side). A component that can be handed an open
 // listener should be.
-func Addr(ip string) (string, error) { return pick(ip, rand.IntN) }
+func Addr(ip string) (string, error) { return pick(ip, rand.IntN, claim) }
 
 var (
 	claimMu sync.Mutex
@@ -67,12 +67,13 @@ func claim(port int) bool {
 	return true
 }
 
-// pick is Addr with the randomness injected (intn(n) is in [0, n)).
-func pick(ip string, intn func(int) int) (string, error) {
+// pick is Addr with the randomness and the claim injected (intn(n) is in
+// [0, n); take reports whether the port is this caller's now).
+func pick(ip string, intn func(int) int, take func(int) bool) (string, error) {
 	for range tries {
 		port := RangeLow + intn(RangeHigh-RangeLow)
 		addr := net.JoinHostPort(ip, strconv.Itoa(port))
-		if !free(addr) || !claim(port) {
+		if !free(addr) || !take(port) {
 			continue
 		}
 		return addr, nil

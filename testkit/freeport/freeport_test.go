@@ -57,28 +57,33 @@ func TestPickSkipsTakenPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	// A port free and handed out to nobody yet (Addr would claim it).
-	var freeAddr string
-	for p := RangeHigh - 1; p >= RangeLow && freeAddr == ""; p-- {
-		claimMu.Lock()
-		_, taken := claimed[p]
-		claimMu.Unlock()
-		if addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p)); !taken && free(addr) {
-			freeAddr = addr
-		}
-	}
 	offset := func(addr string) int {
 		_, p, _ := net.SplitHostPort(addr)
 		n, _ := strconv.Atoi(p)
 		return n - RangeLow
 	}
+	// A third port, free and claimed for this test (so no other test
+	// process, running side by side, takes it meanwhile). pick is handed a
+	// claim that grants every port: the first two must be passed over for
+	// being bound, not for being claimed.
+	freeAddr, err := Addr("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantAll := func(int) bool { return true }
 	seq := []int{offset(tcpAddr), offset(udpAddr), offset(freeAddr)}
 	i := 0
-	got, err := pick("127.0.0.1", func(int) int { i++; return seq[i-1] })
+	got, err := pick("127.0.0.1", func(int) int {
+		if i == len(seq) {
+			t.Fatalf("pick asked for a fourth port after %v", seq)
+		}
+		i++
+		return seq[i-1]
+	}, grantAll)
 	if err != nil || got != freeAddr {
 		t.Fatalf("pick over %s (TCP taken), %s (UDP taken), %s: %q, %v; want the last", tcpAddr, udpAddr, freeAddr, got, err)
 	}
-	if _, err := pick("127.0.0.1", func(int) int { return offset(tcpAddr) }); err == nil {
+	if _, err := pick("127.0.0.1", func(int) int { return offset(tcpAddr) }, grantAll); err == nil {
 		t.Fatalf("pick found a port with only %s, taken, to pick", tcpAddr)
 	}
 }
@@ -92,7 +97,7 @@ func TestAPortIsHandedOutOnce(t *testing.T) {
 	}
 	_, p, _ := net.SplitHostPort(first)
 	n, _ := strconv.Atoi(p)
-	if _, err := pick("127.0.0.1", func(int) int { return n - RangeLow }); err == nil {
+	if _, err := pick("127.0.0.1", func(int) int { return n - RangeLow }, claim); err == nil {
 		t.Fatalf("%s was handed out twice", first)
 	}
 }
