@@ -104,6 +104,10 @@ type QueueExpect struct {
 	// it: fair share between the users of a leaf whatever priorities they
 	// ask.
 	UserShares map[string]float64 `json:"user_shares,omitempty"`
+	// PreemptedFirst: no job of a batch starts for the first time while
+	// a job of the same batch that was preempted waits to run again (a
+	// preempted job keeps its place in line).
+	PreemptedFirst bool `json:"preempted_first,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -150,6 +154,9 @@ type QueueResult struct {
 	UserShares map[string]float64 `json:"user_shares,omitempty"`
 	// FirstRun: per queue, from its first arrival to its first start.
 	FirstRun map[string]float64 `json:"first_run_s"`
+	// PlaceLost counts first starts of jobs while a preempted job of
+	// their batch waited to run again.
+	PlaceLost int `json:"place_lost"`
 }
 
 // qjob is one job's life as the simulation saw it.
@@ -586,7 +593,35 @@ func (r *qrun) result() *QueueResult {
 		res.FirstRun[q] = t.Sub(r.first[q]).Seconds()
 	}
 	res.PriorityInversions = r.inversions()
+	res.PlaceLost = r.placeLost()
 	return res
+}
+
+// placeLost counts first starts of jobs while a job of the same batch
+// that had been preempted was Ready again and waited (strictly between
+// its return and its restart: a start in the same round is no overtaking).
+func (r *qrun) placeLost() int {
+	type span struct{ from, to time.Time }
+	back := map[uint64][]span{}
+	for k, j := range r.jobs {
+		for i := 1; i < len(j.starts); i++ {
+			back[k.b] = append(back[k.b], span{j.starts[i].Add(-j.waited[i]), j.starts[i]})
+		}
+	}
+	n := 0
+	for k, j := range r.jobs {
+		if len(j.starts) == 0 {
+			continue
+		}
+		s := j.starts[0]
+		for _, sp := range back[k.b] {
+			if sp.from.Before(s) && s.Before(sp.to) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // inversions counts starts of jobs while a job of the same user and a
@@ -666,6 +701,9 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 	}
 	if e.Priorities && res.PriorityInversions > 0 {
 		errs = append(errs, fmt.Errorf("%d jobs started while a job of their user of a higher priority in their queue waited", res.PriorityInversions))
+	}
+	if e.PreemptedFirst && res.PlaceLost > 0 {
+		errs = append(errs, fmt.Errorf("%d jobs started for the first time while a preempted job of their batch waited to run again", res.PlaceLost))
 	}
 	for u, want := range e.UserShares {
 		if got := res.UserShares[u]; math.Abs(got-want) > tol*want {

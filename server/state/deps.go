@@ -113,6 +113,6 @@ func (s *batchBook) releaseGroup(b *Batch, g *group, now int64) bool {
 		return true
 	}
 	s.setStates(b, lo, hi, Pending, Ready)
-	s.enqueue(b, Range{lo, hi}, g.spec.CPUMilli)
+	s.enqueue(b, Range{lo, hi}, g.spec.CPUMilli, false)
 	return false
 }

@@ -147,7 +147,7 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 			s.finish(b, k.job, j, Error, now)
 		default:
 			b.setMessage(k.job, msg)
-			s.requeue(b, g, k.job, j)
+			s.requeue(b, g, k.job, j, true)
 		}
 	}
 	inst.running = nil
@@ -419,7 +419,7 @@ func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string) int {
 		if b.Cancelled {
 			s.finish(b, k.job, j, Cancelled, now)
 		} else {
-			s.requeue(b, g, k.job, j)
+			s.requeue(b, g, k.job, j, true)
 		}
 		n++
 	}

@@ -52,6 +52,9 @@ func (s *State) CheckInvariants() error {
 			u = &ucount{}
 			users[b.User] = u
 		}
+		if q := &b.ready; q.again < 0 || q.head+q.again > len(q.runs) {
+			return fmt.Errorf("batch %d: %d runs came back, of %d queued", b.ID, q.again, len(q.runs)-q.head)
+		}
 		for i := range b.jobs {
 			j := &b.jobs[i]
 			id := uint32(i + 1)

@@ -65,7 +65,7 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 	case OutcomeFailed, OutcomeError:
 		if !b.Cancelled && j.failures < g.spec.Retries {
 			j.failures++
-			s.requeue(b, g, e.Job, j)
+			s.requeue(b, g, e.Job, j, false)
 			break
 		}
 		if e.Outcome == OutcomeFailed {
@@ -77,7 +77,7 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 		if b.Cancelled {
 			s.finish(b, e.Job, j, Cancelled, now)
 		} else {
-			s.requeue(b, g, e.Job, j)
+			s.requeue(b, g, e.Job, j, true)
 		}
 	default:
 		s.finish(b, e.Job, j, Cancelled, now)
@@ -136,15 +136,18 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 	}
 }
 
-// requeue returns a running job (of group g) to Ready for its next attempt.
-func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job) {
+// requeue returns a running job (of group g) to Ready for its next attempt:
+// ahead of the jobs that never started when it comes back through no fault
+// of its own (preempted, lost, its machine gone), behind them when it
+// failed and is retried.
+func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job, ahead bool) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, Ready)
 	}
 	b.addCount(j.state, -1)
 	b.addCount(Ready, 1)
 	j.state = Ready
-	s.enqueue(b, Range{id, id}, g.spec.CPUMilli)
+	s.enqueue(b, Range{id, id}, g.spec.CPUMilli, ahead)
 }
 
 // setStates moves jobs lo..hi, all in state from, to state to.

@@ -9,14 +9,27 @@ import (
 // order they became Ready. A released job array is one run however large it
 // is, so a 16-million-job array costs a few bytes here. Jobs leave from the
 // head in the common case (the scheduler takes the oldest first).
+//
+// A job that was taken from the queue and came back through no fault of
+// its own (preempted, lost with its worker, its private machine gone)
+// keeps its place: it goes ahead of every job that never started, behind
+// those that came back before it (the first again runs from the head).
 type readyQueue struct {
-	runs []Range
-	head int
+	runs  []Range
+	head  int
+	again int
 }
 
 func (q *readyQueue) empty() bool { return q.head >= len(q.runs) }
 
 func (q *readyQueue) push(r Range) { q.runs = append(q.runs, r) }
+
+// pushAgain queues r behind the jobs that came back before it and ahead
+// of the rest.
+func (q *readyQueue) pushAgain(r Range) {
+	q.runs = slices.Insert(q.runs, q.head+q.again, r)
+	q.again++
+}
 
 // items returns the runs from the head, oldest first. Callers must not keep
 // the slice past the state lock.
@@ -25,6 +38,7 @@ func (q *readyQueue) items() []Range { return q.runs[q.head:] }
 func (q *readyQueue) clear() {
 	q.runs = nil
 	q.head = 0
+	q.again = 0
 }
 
 // remove deletes the IDs of r, all of which must be queued, from the queue.
@@ -37,8 +51,12 @@ func (q *readyQueue) remove(r Range) {
 		}
 		run := q.runs[i]
 		cut := Range{r.Lo, min(r.Hi, run.Hi)}
+		inAgain := i < q.head+q.again
 		switch {
 		case cut.Lo == run.Lo && cut.Hi == run.Hi:
+			if inAgain {
+				q.again--
+			}
 			if i == q.head {
 				q.runs[i] = Range{}
 				q.head++
@@ -54,6 +72,9 @@ func (q *readyQueue) remove(r Range) {
 			copy(q.runs[i+2:], q.runs[i+1:])
 			q.runs[i] = Range{run.Lo, cut.Lo - 1}
 			q.runs[i+1] = Range{cut.Hi + 1, run.Hi}
+			if inAgain {
+				q.again++
+			}
 		}
 		if cut.Hi == r.Hi {
 			break
@@ -89,11 +110,16 @@ func (q *readyQueue) compact() {
 // contains reports whether id is queued (tests and invariant checks).
 func (q *readyQueue) contains(id uint32) bool { return q.find(id) >= 0 }
 
-// enqueue appends Ready jobs to the batch's queue and the user's counters.
-func (s *batchBook) enqueue(b *Batch, r Range, cpuMilli int64) {
+// enqueue appends Ready jobs to the batch's queue and the user's counters
+// (ahead: jobs that come back, placed ahead of those never started).
+func (s *batchBook) enqueue(b *Batch, r Range, cpuMilli int64, ahead bool) {
 	n := int64(r.Len())
 	wasEmpty := b.ready.empty()
-	b.ready.push(r)
+	if ahead {
+		b.ready.pushAgain(r)
+	} else {
+		b.ready.push(r)
+	}
 	b.readyMilli += n * cpuMilli
 	u := s.userSched(b.User)
 	u.readyMilli += n * cpuMilli

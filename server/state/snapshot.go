@@ -230,6 +230,9 @@ type snapBatch struct {
 	// SLO and Deadline: see Batch (absent before SLOs).
 	SLO      int64
 	Deadline int64
+	// ReadyAgain: how many of Ready's first runs came back to the queue
+	// (readyQueue.again; absent before it).
+	ReadyAgain int
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -387,6 +390,7 @@ func (b *Batch) snapshot() snapBatch {
 		NextJob: b.nextJob, NJobs: b.nJobs, Counts: append([]int64(nil), b.counts[:]...),
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
+		ReadyAgain: b.ready.again,
 	}
 	sb.Jobs, sb.Lost = packJobs(b.jobs)
 	for _, u := range b.updates {
@@ -673,6 +677,10 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	for _, r := range sb.Ready {
 		b.ready.push(r)
 	}
+	if sb.ReadyAgain < 0 || sb.ReadyAgain > len(sb.Ready) {
+		return nil, fmt.Errorf("batch %d: %d of %d ready runs came back", sb.ID, sb.ReadyAgain, len(sb.Ready))
+	}
+	b.ready.again = sb.ReadyAgain
 	if len(sb.History) > 0 {
 		b.history = make(map[uint32][]attemptRec, len(sb.History))
 		for k, v := range sb.History {
