@@ -28,6 +28,9 @@ const (
 	MinCPU = 0.001
 	// MaxRetries bounds the further attempts a failed job may get.
 	MaxRetries = 100
+	// MaxLostAttempts bounds a job's max_lost_attempts (-1, no limit,
+	// aside).
+	MaxLostAttempts = 100
 	// MaxTimeoutSeconds bounds a job's timeout (one year).
 	MaxTimeoutSeconds = 365 * 24 * 3600
 	// DefaultPreemptionGraceSeconds is a preempted attempt's time between
@@ -232,6 +235,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		return fmt.Errorf("retries is %d; it must be between 0 and %d", s.Retries, MaxRetries)
+	}
+	if s.MaxLostAttempts < -1 || s.MaxLostAttempts > MaxLostAttempts {
+		return fmt.Errorf("max_lost_attempts is %d; it must be between 1 and %d, 0 (the server's default) or -1 (no limit)", s.MaxLostAttempts, MaxLostAttempts)
 	}
 	if g := s.PreemptionGraceSeconds; g < 0 || math.IsNaN(g) || g > MaxPreemptionGraceSeconds {
 		return fmt.Errorf("preemption_grace_seconds is %g; it must be between 0 (the default, %d s) and %d", g, DefaultPreemptionGraceSeconds, MaxPreemptionGraceSeconds)

@@ -30,6 +30,8 @@ func TestJobSpecValidate(t *testing.T) {
 		{"the issue's 8 EiB", func(s *JobSpec) { s.Memory = math.MaxInt64 }, "memory is 9223372036854775807 bytes; a job may ask for at most 70368744177664 (64 TiB"},
 		{"timeout over a year", func(s *JobSpec) { s.TimeoutSeconds = MaxTimeoutSeconds + 1 }, "one year"},
 		{"too many retries", func(s *JobSpec) { s.Retries = MaxRetries + 1 }, "retries is 101"},
+		{"too many lost attempts", func(s *JobSpec) { s.MaxLostAttempts = MaxLostAttempts + 1 }, "max_lost_attempts is 101"},
+		{"lost attempts below -1", func(s *JobSpec) { s.MaxLostAttempts = -2 }, "max_lost_attempts is -2"},
 		{"process limit", func(s *JobSpec) { s.MaxProcesses = MinJobProcesses }, ""},
 		{"one process", func(s *JobSpec) { s.MaxProcesses = 1 }, ""},
 		{"negative processes", func(s *JobSpec) { s.MaxProcesses = -5 }, "max_processes is -5"},

@@ -128,6 +128,12 @@ type JobSpec struct {
 	// these labels (drover worker -label KEY=VALUE) with its value (none:
 	// any worker). The autoscaler's machines carry none.
 	WorkerLabels map[string]string `json:"worker_labels,omitempty"`
+	// MaxLostAttempts ends the job in error once this many of its
+	// attempts were lost with their worker (1 to MaxLostAttempts; 0: the
+	// server's -max-lost-attempts, 3 by default; -1: never, as Hail
+	// Batch). Lost attempts do not count against Retries; preempted
+	// ones count against nothing.
+	MaxLostAttempts int `json:"max_lost_attempts,omitempty"`
 }
 
 // Network modes of a job. NetworkBridge is the default: the wire and the
@@ -449,6 +455,8 @@ type Job struct {
 	// Waiting says why a Ready job was not placed in the leader's last
 	// scheduling round (consistent reads only).
 	Waiting *Waiting `json:"waiting,omitempty"`
+	// MaxLostAttempts: see JobSpec (0: the server's default).
+	MaxLostAttempts int `json:"max_lost_attempts,omitempty"`
 }
 
 // Stage is one stage of a batch's DAG: consecutive jobs of one name (a

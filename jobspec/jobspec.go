@@ -87,6 +87,9 @@ type Job struct {
 	// and SIGKILL to checkpoint (0: the default, 30 s).
 	PreemptionGrace time.Duration
 	Retries         int
+	// MaxLostAttempts: see api.JobSpec (0: the server's default; -1: no
+	// limit).
+	MaxLostAttempts int
 	AlwaysRun       bool
 	Attributes      map[string]string
 	// Regions, Clusters, Pool and WorkerLabels restrict where the job
@@ -171,6 +174,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "image"},
 		{Name: "network"},
 		{Name: "max_processes"},
+		{Name: "max_lost_attempts"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "input", LabelNames: []string{"name"}},
@@ -698,6 +702,14 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		}
 		j.Retries = int(n)
 	}
+	if attr, ok := content.Attributes["max_lost_attempts"]; ok {
+		n, d := evalInt(attr, ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() && (n < -1 || n > api.MaxLostAttempts) {
+			diags = append(diags, attrError(attr, "Invalid max_lost_attempts", fmt.Sprintf("max_lost_attempts is %d; it must be between 1 and %d, 0 (the server's default) or -1 (no limit).", n, api.MaxLostAttempts)))
+		}
+		j.MaxLostAttempts = int(n)
+	}
 	if attr, ok := content.Attributes["always_run"]; ok {
 		v, d := attr.Expr.Value(ctx)
 		diags = append(diags, d...)
@@ -1046,6 +1058,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			TimeoutSeconds: j.Timeout.Seconds(),
 			Retries:        j.Retries,
 
+			MaxLostAttempts:        j.MaxLostAttempts,
 			PreemptionGraceSeconds: j.PreemptionGrace.Seconds(),
 			AlwaysRun:              j.AlwaysRun,
 			Attributes:             j.Attributes,

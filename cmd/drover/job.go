@@ -168,6 +168,12 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	if j.Retries > 0 {
 		safef(tw, "Retries\t%d\n", j.Retries)
 	}
+	switch {
+	case j.MaxLostAttempts < 0:
+		safef(tw, "Lost attempts\tretried without limit\n")
+	case j.MaxLostAttempts > 0:
+		safef(tw, "Lost attempts\tend it after %d\n", j.MaxLostAttempts)
+	}
 	for _, p := range j.Parents {
 		if p[0] == p[1] {
 			safef(tw, "Depends on\tjob %d\n", p[0])

@@ -125,6 +125,9 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	if spec.Where != nil {
 		out.MachineType = spec.Where.MachineType
 	}
+	if spec.Policy != nil {
+		out.MaxLostAttempts = int(spec.Policy.MaxLost)
+	}
 	if run := spec.Run; run != nil {
 		out.Image, out.Network, out.MaxProcesses = run.Image, run.Network, run.MaxProcesses
 		out.PreemptionGraceSeconds = float64(run.PreemptGraceMs) / 1000

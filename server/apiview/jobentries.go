@@ -49,10 +49,20 @@ func JobEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Attributes: js.Attributes,
 				Where:      where(js.Regions, js.Clusters, js.Pool, js.WorkerLabels, js.GPUType, js.GPUs, js.MachineType),
 				Run:        run(js),
+				Policy:     policy(js),
 			},
 		})
 	}
 	return out, nil
+}
+
+// policy is how a validated job comes back after attempts it did not end
+// (nil: the server's defaults).
+func policy(js *api.JobSpec) *state.Policy {
+	if js.MaxLostAttempts == 0 {
+		return nil
+	}
+	return &state.Policy{MaxLost: int16(js.MaxLostAttempts)}
 }
 
 // run is a validated job's container, network, process limit and files

@@ -117,8 +117,9 @@ func (s *instanceBook) applyRetire(c *Retire) any {
 
 // retire deactivates an instance. Its running attempts are lost: their jobs
 // go back to Ready with the next attempt, end Cancelled when their batch is
-// cancelled, or end Error once maxLost instances (0: no limit) lost them, so
-// a job that takes its worker down does not travel the whole fleet.
+// cancelled, or end Error once maxLost instances (0: no limit; a job's
+// Policy may set its own) lost them, so a job that takes its worker down
+// does not travel the whole fleet.
 func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost uint8) {
 	inst.Active = false
 	inst.Retired = now
@@ -142,7 +143,7 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 		case b.Cancelled:
 			b.setMessage(k.job, msg)
 			s.finish(b, k.job, j, Cancelled, now)
-		case maxLost > 0 && j.lost >= maxLost:
+		case g.spec.maxLost(maxLost) > 0 && int(j.lost) >= g.spec.maxLost(maxLost):
 			b.setMessage(k.job, fmt.Sprintf("lost with %d workers (a job that takes its worker down is not run again); the last: instance %s retired (%s)", j.lost, inst.Name, reason))
 			s.finish(b, k.job, j, Error, now)
 		default:

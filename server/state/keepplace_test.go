@@ -101,3 +101,34 @@ func TestReadyQueueAgainCount(t *testing.T) {
 		t.Fatal("clear kept the count")
 	}
 }
+
+// TestMaxLostPerJob: a job's Policy.MaxLost overrides the server's limit
+// on lost attempts: 1 ends it at its first loss, -1 never does (Hail's
+// behaviour), 0 keeps the server's (3 here).
+func TestMaxLostPerJob(t *testing.T) {
+	h := newHarness(t)
+	once, never, dflt := spec("once", 1), spec("never", 1), spec("default", 1)
+	once.Policy = &Policy{MaxLost: 1}
+	never.Policy = &Policy{MaxLost: -1}
+	b := h.CreateBatch(entry(1, 1, once), entry(2, 1, never), entry(3, 1, dflt))
+	for round := 1; round <= 5; round++ {
+		w := h.Activate("w", 4, 16)
+		h.Schedule()
+		h.Must(&Retire{Now: h.Tick(), Instance: w, Reason: "machine died", MaxLost: 3})
+		want := map[uint32]JobState{1: Error, 2: Ready, 3: Ready}
+		if round >= 3 {
+			want[3] = Error
+		}
+		for id, st := range want {
+			if got := h.JobState(b, id); got != st {
+				t.Fatalf("after %d losses job %d is %s, want %s", round, id, got, st)
+			}
+		}
+	}
+	for _, s := range []*State{h.Replay(), h.Restored()} {
+		jb, _ := s.Job(b, 2)
+		if len(jb.Attempts) != 5 || jb.State != Ready {
+			t.Fatalf("after a restart the job that is never given up is %s with %d attempts", jb.State, len(jb.Attempts))
+		}
+	}
+}

@@ -139,6 +139,27 @@ type Spec struct {
 	// Run says what the job runs in and the files it takes and gives
 	// (nil: a process, no files).
 	Run *Run
+	// Policy says how the job comes back when an attempt ends through no
+	// fault of its command (nil: the server's defaults). A pointer, as
+	// Where.
+	Policy *Policy
+}
+
+// Policy is how a job comes back after an attempt it did not end itself.
+type Policy struct {
+	// MaxLost ends the job Error once this many of its attempts were lost
+	// with their worker (0: the server's -max-lost-attempts; -1: never,
+	// as Hail).
+	MaxLost int16
+}
+
+// maxLost is the number of lost attempts that ends the job Error, given
+// the server's default (0: no limit).
+func (sp *Spec) maxLost(def uint8) int {
+	if sp.Policy == nil || sp.Policy.MaxLost == 0 {
+		return int(def)
+	}
+	return max(int(sp.Policy.MaxLost), 0)
 }
 
 // NetworkHost is a job's network when it shares its worker machine's

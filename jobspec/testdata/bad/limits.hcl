@@ -5,6 +5,7 @@ batch "too-much" {
     cpu     = 5000
     timeout = "9000h"
     retries = 101
+    max_lost_attempts = -2
   }
   job "tiny" {
     command = ["true"]
