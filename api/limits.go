@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -31,6 +32,11 @@ const (
 	// MaxLostAttempts bounds a job's max_lost_attempts (-1, no limit,
 	// aside).
 	MaxLostAttempts = 100
+	// MinOOMFactor and MaxOOMFactor bound OOMRetry.Factor: below the
+	// one a retry could be given the memory it ran out of; beyond the
+	// other one step asks for more than any sane next try.
+	MinOOMFactor = 1.1
+	MaxOOMFactor = 16
 	// MaxTimeoutSeconds bounds a job's timeout (one year).
 	MaxTimeoutSeconds = 365 * 24 * 3600
 	// DefaultPreemptionGraceSeconds is a preempted attempt's time between
@@ -238,6 +244,18 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.MaxLostAttempts < -1 || s.MaxLostAttempts > MaxLostAttempts {
 		return fmt.Errorf("max_lost_attempts is %d; it must be between 1 and %d, 0 (the server's default) or -1 (no limit)", s.MaxLostAttempts, MaxLostAttempts)
+	}
+	if o := s.OOMRetry; o != nil {
+		mem := s.Memory
+		if mem == 0 { // 1 GiB per core
+			mem = int64(math.Round(cmp.Or(s.CPU, 1)*1000)) * (1 << 30) / 1000
+		}
+		if o.Factor < MinOOMFactor || o.Factor > MaxOOMFactor || math.IsNaN(o.Factor) {
+			return fmt.Errorf("oom_retry factor is %g; it must be between %g and %g", o.Factor, MinOOMFactor, float64(MaxOOMFactor))
+		}
+		if o.MaxMemory > MaxMemory || o.MaxMemory <= mem {
+			return fmt.Errorf("oom_retry max_memory is %d bytes; it must be more than the job's memory (%d) and at most %d", o.MaxMemory, mem, int64(MaxMemory))
+		}
 	}
 	if g := s.PreemptionGraceSeconds; g < 0 || math.IsNaN(g) || g > MaxPreemptionGraceSeconds {
 		return fmt.Errorf("preemption_grace_seconds is %g; it must be between 0 (the default, %d s) and %d", g, DefaultPreemptionGraceSeconds, MaxPreemptionGraceSeconds)

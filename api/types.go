@@ -134,6 +134,18 @@ type JobSpec struct {
 	// Batch). Lost attempts do not count against Retries; preempted
 	// ones count against nothing.
 	MaxLostAttempts int `json:"max_lost_attempts,omitempty"`
+	// OOMRetry runs an attempt that the out-of-memory killer ended again
+	// with more memory (nil: such an attempt is the job's error).
+	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
+}
+
+// OOMRetry retries a job killed for running out of memory with its memory
+// times Factor (MinOOMFactor to MaxOOMFactor), up to MaxMemory bytes, as
+// long as that is more than the attempt had. Such retries count against
+// neither Retries nor MaxLostAttempts: what bounds them is MaxMemory.
+type OOMRetry struct {
+	Factor    float64 `json:"factor"`
+	MaxMemory int64   `json:"max_memory"`
 }
 
 // Network modes of a job. NetworkBridge is the default: the wire and the
@@ -412,6 +424,10 @@ type Attempt struct {
 	Cost         *money.Amount `json:"cost,omitempty"`
 	PricePerHour money.Rate    `json:"price_per_hour,omitempty"`
 	CostLines    []CostLine    `json:"cost_lines,omitempty"`
+	// Memory is the memory the attempt was given, in bytes (an attempt
+	// retried after running out of memory is given more: see
+	// JobSpec.OOMRetry).
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // Job is a job's status.
@@ -457,6 +473,9 @@ type Job struct {
 	Waiting *Waiting `json:"waiting,omitempty"`
 	// MaxLostAttempts: see JobSpec (0: the server's default).
 	MaxLostAttempts int `json:"max_lost_attempts,omitempty"`
+	// OOMRetry: see JobSpec. Memory is what the next attempt is given;
+	// each attempt says what it had.
+	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
 }
 
 // Stage is one stage of a batch's DAG: consecutive jobs of one name (a
@@ -919,6 +938,9 @@ type AttemptEvent struct {
 	// Usage so far (usage events) or in all (completed events); the
 	// server checks it against the instance and the attempt's time.
 	Usage *Usage `json:"usage,omitempty"`
+	// OOM: the kernel's out-of-memory killer ended the attempt (completed
+	// events that failed or errored only).
+	OOM bool `json:"oom,omitempty"`
 }
 
 // SyncRequest is a worker's periodic report: events to record and the

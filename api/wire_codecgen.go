@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF87474 = 1
-	codecSelferCcRAW7474  = 255
+	codecSelferCcUTF84675 = 1
+	codecSelferCcRAW4675  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray7474  = 10
-	codecSelferValueTypeMap7474    = 9
-	codecSelferValueTypeString7474 = 6
-	codecSelferValueTypeInt7474    = 2
-	codecSelferValueTypeUint7474   = 3
-	codecSelferValueTypeFloat7474  = 4
-	codecSelferBitsize7474         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray4675  = 10
+	codecSelferValueTypeMap4675    = 9
+	codecSelferValueTypeString4675 = 6
+	codecSelferValueTypeInt4675    = 2
+	codecSelferValueTypeUint4675   = 3
+	codecSelferValueTypeFloat4675  = 4
+	codecSelferBitsize4675         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct7474 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct4675 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer7474 struct{}
+type codecSelfer4675 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [30]bool{    // should field at this index be written?
+			var yyq2 = [31]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -117,10 +117,11 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.Clusters) != 0,          // Clusters
 				len(x.WorkerLabels) != 0,      // WorkerLabels
 				x.MaxLostAttempts != 0,        // MaxLostAttempts
+				x.OOMRetry != nil,             // OOMRetry
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(30)
+				r.WriteArrayStart(31)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -139,7 +140,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -154,14 +155,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -170,7 +171,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -178,7 +179,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 						}
 					}
 				}
@@ -199,7 +200,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -225,7 +226,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -254,7 +255,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -283,7 +284,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -312,7 +313,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -339,7 +340,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -371,7 +372,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -400,7 +401,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -425,7 +426,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -447,7 +448,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -471,7 +472,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -493,7 +494,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -521,7 +522,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -554,7 +555,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -575,14 +576,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -591,7 +592,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -599,7 +600,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Pool))
 						}
 					}
 				}
@@ -620,7 +621,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -637,27 +638,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GPUType))
 						}
 					}
 				}
@@ -670,27 +671,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.MachineType))
 						}
 					}
 				}
@@ -703,14 +704,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -719,7 +720,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -727,7 +728,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
 						}
 					}
 				}
@@ -740,14 +741,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -756,7 +757,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -764,7 +765,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
 						}
 					}
 				}
@@ -789,7 +790,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -822,7 +823,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -848,7 +849,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -869,7 +870,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -893,7 +894,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -922,7 +923,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -952,7 +953,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -977,11 +978,49 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.MaxLostAttempts))
+					}
+				}
+			}
+			var yyn93 bool
+			if x.OOMRetry == nil {
+				yyn93 = true
+				goto LABEL93
+			}
+		LABEL93:
+			if yyr2 || yy2arr2 {
+				if yyn93 {
+					r.WriteArrayElem()
+					r.EncodeNil()
+				} else {
+					r.WriteArrayElem()
+					if yyq2[30] {
+						if x.OOMRetry == nil {
+							r.EncodeNil()
+						} else {
+							x.OOMRetry.CodecEncodeSelf(e)
+						}
+					} else {
+						r.EncodeNil()
+					}
+				}
+			} else {
+				if yyq2[30] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF84675, `oom_retry`)
+					r.WriteMapElemValue()
+					if yyn93 {
+						r.EncodeNil()
+					} else {
+						if x.OOMRetry == nil {
+							r.EncodeNil()
+						} else {
+							x.OOMRetry.CodecEncodeSelf(e)
+						}
 					}
 				}
 			}
@@ -995,7 +1034,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1003,14 +1042,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1018,13 +1057,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1136,7 +1175,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1172,7 +1211,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1256,7 +1295,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+			}
+		case "oom_retry":
+			if r.TryDecodeAsNil() {
+				if true && x.OOMRetry != nil {
+					x.OOMRetry = nil
+				}
+			} else {
+				if x.OOMRetry == nil {
+					x.OOMRetry = new(OOMRetry)
+				}
+
+				x.OOMRetry.CodecDecodeSelf(d)
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -1266,19 +1317,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj46 int
-	var yyb46 bool
-	var yyhl46 bool = l >= 0
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	var yyj47 int
+	var yyb47 bool
+	var yyhl47 bool = l >= 0
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1288,13 +1339,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1304,13 +1355,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1320,13 +1371,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1339,13 +1390,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1358,13 +1409,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1377,13 +1428,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1396,13 +1447,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1415,13 +1466,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1434,13 +1485,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1450,13 +1501,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1466,13 +1517,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1482,13 +1533,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1496,15 +1547,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1514,13 +1565,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1533,13 +1584,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1552,13 +1603,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1568,13 +1619,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1582,15 +1633,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1600,13 +1651,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1616,13 +1667,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1632,13 +1683,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1648,13 +1699,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1667,13 +1718,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1686,13 +1737,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1702,13 +1753,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1718,13 +1769,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1734,13 +1785,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1753,13 +1804,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Clusters), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1772,13 +1823,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
 		}
 	}
-	yyj46++
-	if yyhl46 {
-		yyb46 = yyj46 > l
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
 	} else {
-		yyb46 = r.CheckBreak()
+		yyb47 = r.CheckBreak()
 	}
-	if yyb46 {
+	if yyb47 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1786,26 +1837,233 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+	}
+	yyj47++
+	if yyhl47 {
+		yyb47 = yyj47 > l
+	} else {
+		yyb47 = r.CheckBreak()
+	}
+	if yyb47 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		if true && x.OOMRetry != nil {
+			x.OOMRetry = nil
+		}
+	} else {
+		if x.OOMRetry == nil {
+			x.OOMRetry = new(OOMRetry)
+		}
+
+		x.OOMRetry.CodecDecodeSelf(d)
 	}
 	for {
-		yyj46++
-		if yyhl46 {
-			yyb46 = yyj46 > l
+		yyj47++
+		if yyhl47 {
+			yyb47 = yyj47 > l
 		} else {
-			yyb46 = r.CheckBreak()
+			yyb47 = r.CheckBreak()
 		}
-		if yyb46 {
+		if yyb47 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj46-1, "")
+		z.DecStructFieldNotFound(yyj47-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer4675
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(2)
+			} else {
+				r.WriteMapStart(2)
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeFloat64(float64(x.Factor))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"factor\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF84675, `factor`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeFloat64(float64(x.Factor))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.MaxMemory))
+				}
+			} else {
+				r.WriteMapElemKey()
+				r.EncodeStringEnc(codecSelferCcUTF84675, `max_memory`)
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeInt(int64(x.MaxMemory))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer4675
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap4675 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray4675 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+		}
+	}
+}
+
+func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer4675
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "factor":
+			if r.TryDecodeAsNil() {
+				x.Factor = 0
+			} else {
+				x.Factor = (float64)(r.DecodeFloat64())
+			}
+		case "max_memory":
+			if r.TryDecodeAsNil() {
+				x.MaxMemory = 0
+			} else {
+				x.MaxMemory = (int64)(r.DecodeInt64())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer4675
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj6 int
+	var yyb6 bool
+	var yyhl6 bool = l >= 0
+	yyj6++
+	if yyhl6 {
+		yyb6 = yyj6 > l
+	} else {
+		yyb6 = r.CheckBreak()
+	}
+	if yyb6 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Factor = 0
+	} else {
+		x.Factor = (float64)(r.DecodeFloat64())
+	}
+	yyj6++
+	if yyhl6 {
+		yyb6 = yyj6 > l
+	} else {
+		yyb6 = r.CheckBreak()
+	}
+	if yyb6 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.MaxMemory = 0
+	} else {
+		x.MaxMemory = (int64)(r.DecodeInt64())
+	}
+	for {
+		yyj6++
+		if yyhl6 {
+			yyb6 = yyj6 > l
+		} else {
+			yyb6 = r.CheckBreak()
+		}
+		if yyb6 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj6-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1831,7 +2089,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 					}
 				}
 			} else {
@@ -1839,7 +2097,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1847,7 +2105,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 					}
 				}
 			}
@@ -1858,7 +2116,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Source))
 					}
 				}
 			} else {
@@ -1866,7 +2124,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1874,7 +2132,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Source))
 					}
 				}
 			}
@@ -1885,7 +2143,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
 					}
 				}
 			} else {
@@ -1893,7 +2151,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1901,7 +2159,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
 					}
 				}
 			}
@@ -1915,7 +2173,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1923,14 +2181,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1938,13 +2196,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1988,7 +2246,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2059,7 +2317,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2085,7 +2343,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 					}
 				}
 			} else {
@@ -2093,7 +2351,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2101,7 +2359,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 					}
 				}
 			}
@@ -2112,7 +2370,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
 					}
 				}
 			} else {
@@ -2120,7 +2378,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2128,7 +2386,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
 					}
 				}
 			}
@@ -2139,7 +2397,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Destination))
 					}
 				}
 			} else {
@@ -2147,7 +2405,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2155,7 +2413,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Destination))
 					}
 				}
 			}
@@ -2169,7 +2427,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2177,14 +2435,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2192,13 +2450,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2242,7 +2500,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2313,7 +2571,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2358,7 +2616,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2373,7 +2631,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2388,7 +2646,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2403,7 +2661,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2423,7 +2681,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2444,7 +2702,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2465,7 +2723,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2489,7 +2747,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2508,7 +2766,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2516,14 +2774,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2531,13 +2789,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2611,7 +2869,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -2762,7 +3020,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2811,14 +3069,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -2827,7 +3085,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2835,7 +3093,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 						}
 					}
 				}
@@ -2847,19 +3105,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.BillingProject))
 					}
 				}
 			}
@@ -2883,7 +3141,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2904,27 +3162,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -2949,7 +3207,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -2975,7 +3233,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2996,7 +3254,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3012,14 +3270,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -3028,7 +3286,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3036,7 +3294,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Callback))
 						}
 					}
 				}
@@ -3049,14 +3307,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -3065,7 +3323,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3073,7 +3331,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Queue))
 						}
 					}
 				}
@@ -3094,7 +3352,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3116,7 +3374,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3164,7 +3422,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3200,7 +3458,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3208,14 +3466,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3223,13 +3481,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3350,7 +3608,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3588,7 +3846,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3628,27 +3886,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3673,7 +3931,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3699,7 +3957,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3717,7 +3975,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3725,14 +3983,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3740,13 +3998,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3793,7 +4051,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -3867,7 +4125,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3894,7 +4152,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3909,7 +4167,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3924,7 +4182,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3939,7 +4197,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3957,7 +4215,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3975,7 +4233,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3983,14 +4241,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3998,13 +4256,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4060,7 +4318,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4163,7 +4421,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4197,7 +4455,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4219,7 +4477,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4227,14 +4485,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4242,13 +4500,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4283,7 +4541,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4325,7 +4583,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4352,7 +4610,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4367,7 +4625,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4385,7 +4643,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4403,7 +4661,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4411,14 +4669,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4426,13 +4684,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4466,7 +4724,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4476,7 +4734,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4528,7 +4786,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
 	for {
 		yyj7++
@@ -4547,7 +4805,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4561,7 +4819,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [10]bool{    // should field at this index be written?
+			var yyq2 = [11]bool{    // should field at this index be written?
 				true,            // BatchID
 				true,            // JobID
 				true,            // Attempt
@@ -4572,10 +4830,11 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				true,            // EndTime
 				x.Message != "", // Message
 				x.Usage != nil,  // Usage
+				x.OOM,           // OOM
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(10)
+				r.WriteArrayStart(11)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -4594,7 +4853,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4609,7 +4868,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4627,7 +4886,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4642,7 +4901,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Kind))
 					}
 				}
 			} else {
@@ -4650,7 +4909,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4658,7 +4917,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Kind))
 					}
 				}
 			}
@@ -4670,14 +4929,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -4686,7 +4945,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4694,7 +4953,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Outcome))
 						}
 					}
 				}
@@ -4712,7 +4971,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4736,7 +4995,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4767,7 +5026,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -4790,14 +5049,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -4806,7 +5065,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4814,7 +5073,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Message))
 						}
 					}
 				}
@@ -4847,7 +5106,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -4862,6 +5121,31 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[10] {
+					if false {
+					} else {
+						r.EncodeBool(bool(x.OOM))
+					}
+				} else {
+					r.EncodeBool(false)
+				}
+			} else {
+				if yyq2[10] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"oom\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF84675, `oom`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeBool(bool(x.OOM))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -4871,7 +5155,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4879,14 +5163,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4894,13 +5178,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4934,7 +5218,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -4952,7 +5236,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -5006,6 +5290,12 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 
 				x.Usage.CodecDecodeSelf(d)
 			}
+		case "oom":
+			if r.TryDecodeAsNil() {
+				x.OOM = false
+			} else {
+				x.OOM = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -5014,19 +5304,19 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj16 int
-	var yyb16 bool
-	var yyhl16 bool = l >= 0
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	var yyj17 int
+	var yyb17 bool
+	var yyhl17 bool = l >= 0
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5036,13 +5326,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5052,13 +5342,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5066,15 +5356,15 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5084,13 +5374,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Kind = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5100,13 +5390,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Outcome = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5114,15 +5404,15 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5133,8 +5423,8 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			x.StartTime = r.DecodeTime()
-		} else if yyxt24 := z.Extension(z.I2Rtid(x.StartTime)); yyxt24 != nil {
-			z.DecExtension(x.StartTime, yyxt24)
+		} else if yyxt25 := z.Extension(z.I2Rtid(x.StartTime)); yyxt25 != nil {
+			z.DecExtension(x.StartTime, yyxt25)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(&x.StartTime)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -5143,13 +5433,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			z.DecFallback(&x.StartTime, false)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5160,8 +5450,8 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			x.EndTime = r.DecodeTime()
-		} else if yyxt26 := z.Extension(z.I2Rtid(x.EndTime)); yyxt26 != nil {
-			z.DecExtension(x.EndTime, yyxt26)
+		} else if yyxt27 := z.Extension(z.I2Rtid(x.EndTime)); yyxt27 != nil {
+			z.DecExtension(x.EndTime, yyxt27)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(&x.EndTime)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -5170,13 +5460,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			z.DecFallback(&x.EndTime, false)
 		}
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5186,13 +5476,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Message = (string)(r.DecodeString())
 	}
-	yyj16++
-	if yyhl16 {
-		yyb16 = yyj16 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb16 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb16 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5208,24 +5498,40 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Usage.CodecDecodeSelf(d)
 	}
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
+	} else {
+		yyb17 = r.CheckBreak()
+	}
+	if yyb17 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.OOM = false
+	} else {
+		x.OOM = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj16++
-		if yyhl16 {
-			yyb16 = yyj16 > l
+		yyj17++
+		if yyhl17 {
+			yyb17 = yyj17 > l
 		} else {
-			yyb16 = r.CheckBreak()
+			yyb17 = r.CheckBreak()
 		}
-		if yyb16 {
+		if yyb17 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj16-1, "")
+		z.DecStructFieldNotFound(yyj17-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5278,7 +5584,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5311,7 +5617,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5344,7 +5650,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5370,7 +5676,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5388,7 +5694,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5396,14 +5702,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5411,13 +5717,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5476,7 +5782,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5572,7 +5878,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5617,7 +5923,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5645,7 +5951,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5678,7 +5984,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -5707,7 +6013,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5736,7 +6042,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -5759,7 +6065,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5767,14 +6073,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5782,13 +6088,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5810,7 +6116,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -5853,7 +6159,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5873,7 +6179,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
 	yyj12++
 	if yyhl12 {
@@ -5965,7 +6271,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5992,7 +6298,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6007,7 +6313,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6025,7 +6331,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6040,7 +6346,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Reason))
 					}
 				}
 			} else {
@@ -6048,7 +6354,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6056,7 +6362,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Reason))
 					}
 				}
 			}
@@ -6068,7 +6374,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6085,7 +6391,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6093,14 +6399,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6108,13 +6414,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6148,7 +6454,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6170,7 +6476,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6222,7 +6528,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6273,7 +6579,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6328,7 +6634,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6343,7 +6649,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6361,7 +6667,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6376,7 +6682,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 					}
 				}
 			} else {
@@ -6384,7 +6690,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6392,7 +6698,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
 					}
 				}
 			}
@@ -6404,7 +6710,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF87474, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF84675, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6426,7 +6732,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6458,7 +6764,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6482,7 +6788,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6501,7 +6807,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6522,7 +6828,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6538,14 +6844,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -6554,7 +6860,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6562,7 +6868,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
 						}
 					}
 				}
@@ -6575,14 +6881,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -6591,7 +6897,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6599,7 +6905,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
 						}
 					}
 				}
@@ -6624,7 +6930,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6657,7 +6963,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6690,7 +6996,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -6716,7 +7022,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6737,7 +7043,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6761,7 +7067,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6780,7 +7086,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6788,14 +7094,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6803,13 +7109,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6843,7 +7149,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -6958,7 +7264,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -7010,7 +7316,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize7474))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7284,7 +7590,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7325,27 +7631,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7358,27 +7664,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7391,27 +7697,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7424,27 +7730,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7459,7 +7765,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7467,14 +7773,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7482,13 +7788,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7538,7 +7844,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7625,7 +7931,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7665,14 +7971,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -7681,7 +7987,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7689,7 +7995,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Endpoint))
 						}
 					}
 				}
@@ -7702,14 +8008,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -7718,7 +8024,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7726,7 +8032,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Region))
 						}
 					}
 				}
@@ -7744,7 +8050,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF87474, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7762,7 +8068,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7770,14 +8076,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7785,13 +8091,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7835,7 +8141,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -7906,7 +8212,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7946,7 +8252,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Prefix))
 					}
 				}
 			} else {
@@ -7954,7 +8260,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF87474, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF84675, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7962,7 +8268,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Prefix))
 					}
 				}
 			}
@@ -7994,7 +8300,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -8036,7 +8342,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -8058,14 +8364,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, "")
+						r.EncodeStringEnc(codecSelferCcUTF84675, "")
 					}
 				}
 			} else {
@@ -8074,7 +8380,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF87474, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF84675, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8082,7 +8388,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF87474, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Error))
 						}
 					}
 				}
@@ -8097,7 +8403,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8105,14 +8411,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap7474 {
+		if yyct2 == codecSelferValueTypeMap4675 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray7474 {
+		} else if yyct2 == codecSelferValueTypeArray4675 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8120,13 +8426,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct7474)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8188,7 +8494,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer7474
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8286,8 +8592,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer7474) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8301,8 +8607,8 @@ func (x codecSelfer7474) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8345,8 +8651,8 @@ func (x codecSelfer7474) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer7474) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8360,8 +8666,8 @@ func (x codecSelfer7474) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8441,8 +8747,8 @@ func (x codecSelfer7474) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7474) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8454,8 +8760,8 @@ func (x codecSelfer7474) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8535,8 +8841,8 @@ func (x codecSelfer7474) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7474) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8547,15 +8853,15 @@ func (x codecSelfer7474) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87474, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84675, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8635,8 +8941,8 @@ func (x codecSelfer7474) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7474) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8647,7 +8953,7 @@ func (x codecSelfer7474) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87474, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF84675, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8656,15 +8962,15 @@ func (x codecSelfer7474) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF87474, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84675, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer7474) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8716,8 +9022,8 @@ func (x codecSelfer7474) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer7474) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8729,8 +9035,8 @@ func (x codecSelfer7474) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8810,8 +9116,8 @@ func (x codecSelfer7474) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer7474) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8823,8 +9129,8 @@ func (x codecSelfer7474) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8904,8 +9210,8 @@ func (x codecSelfer7474) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7474) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8917,8 +9223,8 @@ func (x codecSelfer7474) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8940,7 +9246,7 @@ func (x codecSelfer7474) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 432)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 440)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -8957,7 +9263,7 @@ func (x codecSelfer7474) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 432)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 440)
 				} else {
 					yyrl1 = 8
 				}
@@ -8998,8 +9304,8 @@ func (x codecSelfer7474) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer7474) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9011,8 +9317,8 @@ func (x codecSelfer7474) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9034,7 +9340,7 @@ func (x codecSelfer7474) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 136)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 144)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -9051,7 +9357,7 @@ func (x codecSelfer7474) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 136)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 144)
 				} else {
 					yyrl1 = 8
 				}
@@ -9092,8 +9398,8 @@ func (x codecSelfer7474) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer7474) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9105,8 +9411,8 @@ func (x codecSelfer7474) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9186,8 +9492,8 @@ func (x codecSelfer7474) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7474) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9199,8 +9505,8 @@ func (x codecSelfer7474) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9280,8 +9586,8 @@ func (x codecSelfer7474) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7474) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9293,8 +9599,8 @@ func (x codecSelfer7474) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9374,8 +9680,8 @@ func (x codecSelfer7474) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer7474) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9387,8 +9693,8 @@ func (x codecSelfer7474) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer7474) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer7474
+func (x codecSelfer4675) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer4675
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

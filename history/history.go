@@ -61,6 +61,10 @@ type Group struct {
 	First uint32
 	Count uint32
 	Array bool
+	// Base is the first ID of the array the group is part of, when the
+	// group is a part of it (a job retried with more memory has a group
+	// of its own; 0: First).
+	Base uint32 `json:",omitempty"`
 	// Job holds the shared fields (command, resources, placement,
 	// files, attributes, parents); Name is the spec's name (an array's
 	// without the index).
@@ -157,9 +161,13 @@ type Store interface {
 func JobOf(batch uint64, g *Group, j *Job) api.Job {
 	out := g.Job
 	out.BatchID, out.JobID = int64(batch), int64(j.ID)
-	out.ArrayIndex = int64(j.ID - g.First)
+	base := g.First
+	if g.Base != 0 && g.Base < g.First {
+		base = g.Base
+	}
+	out.ArrayIndex = int64(j.ID - base)
 	if g.Array {
-		out.Name = g.Job.Name + "[" + strconv.FormatUint(uint64(j.ID-g.First), 10) + "]"
+		out.Name = g.Job.Name + "[" + strconv.FormatUint(uint64(j.ID-base), 10) + "]"
 	}
 	out.State, out.ExitCode, out.Message = j.State, j.ExitCode, j.Message
 	out.Attempts = j.Attempts

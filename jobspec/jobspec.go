@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,8 @@ type Batch struct {
 	WorkerLabels map[string]string
 	// Image is the default image of the batch's jobs (empty: processes).
 	Image string
+	// OOMRetry is the default oom_retry of the batch's jobs (nil: none).
+	OOMRetry *api.OOMRetry
 	// CancelAfterNFailures cancels the batch once this many of its jobs
 	// have failed (0: never).
 	CancelAfterNFailures int64
@@ -90,8 +93,11 @@ type Job struct {
 	// MaxLostAttempts: see api.JobSpec (0: the server's default; -1: no
 	// limit).
 	MaxLostAttempts int
-	AlwaysRun       bool
-	Attributes      map[string]string
+	// OOMRetry: oom_retry { factor = 2, max_memory = "16GiB" } (nil: the
+	// batch's).
+	OOMRetry   *api.OOMRetry
+	AlwaysRun  bool
+	Attributes map[string]string
 	// Regions, Clusters, Pool and WorkerLabels restrict where the job
 	// runs (nil and "": the batch's default).
 	Regions      []string
@@ -149,7 +155,7 @@ var variableSchema = &hcl.BodySchema{
 var batchSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "clusters"}, {Name: "pool"}, {Name: "worker_labels"}, {Name: "image"},
 		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}, {Type: "oom_retry"}},
 }
 
 var jobSchema = &hcl.BodySchema{
@@ -179,7 +185,12 @@ var jobSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "input", LabelNames: []string{"name"}},
 		{Type: "output", LabelNames: []string{"name"}},
+		{Type: "oom_retry"},
 	},
+}
+
+var oomRetrySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "factor", Required: true}, {Name: "max_memory", Required: true}},
 }
 
 var inputSchema = &hcl.BodySchema{
@@ -433,7 +444,9 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		}
 	}
 	seen := map[string]*Job{}
-	for _, jb := range content.Blocks {
+	jobBlocks := content.Blocks.OfType("job")
+	b.OOMRetry = decodeOOMRetry(content.Blocks.OfType("oom_retry"), 0, ctx, &diags)
+	for _, jb := range jobBlocks {
 		j, d := decodeJob(jb, ctx)
 		diags = append(diags, d...)
 		if prev, ok := seen[j.Name]; ok {
@@ -445,7 +458,7 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		seen[j.Name] = j
 		b.Jobs = append(b.Jobs, j)
 	}
-	if len(content.Blocks) == 0 && !diags.HasErrors() {
+	if len(jobBlocks) == 0 && !diags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No jobs",
 			Detail: `The batch has no job blocks; add job "name" { command = [...] }.`, Subject: blk.DefRange.Ptr()})
 	}
@@ -693,7 +706,8 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		}
 		j.MaxProcesses = n
 	}
-	diags = append(diags, decodeFiles(j, content.Blocks, ctx)...)
+	diags = append(diags, decodeFiles(j, slices.Concat(content.Blocks.OfType("input"), content.Blocks.OfType("output")), ctx)...)
+	j.OOMRetry = decodeOOMRetry(content.Blocks.OfType("oom_retry"), j.Memory, ctx, &diags)
 	if attr, ok := content.Attributes["retries"]; ok {
 		n, d := evalInt(attr, ctx)
 		diags = append(diags, d...)
@@ -739,6 +753,53 @@ func decodeImage(attr *hcl.Attribute, ctx *hcl.EvalContext, diags *hcl.Diagnosti
 }
 
 // decodeFiles reads a job's input and output blocks.
+// decodeOOMRetry reads an oom_retry block (nil: none). mem is the job's
+// memory when it names one (0: not known here; the API checks it).
+func decodeOOMRetry(blocks hcl.Blocks, mem int64, ctx *hcl.EvalContext, diags *hcl.Diagnostics) *api.OOMRetry {
+	if len(blocks) == 0 {
+		return nil
+	}
+	if len(blocks) > 1 {
+		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate oom_retry",
+			Detail: fmt.Sprintf("oom_retry is already defined at %s.", rangeString(blocks[0].DefRange)), Subject: blocks[1].DefRange.Ptr()})
+	}
+	content, d := blocks[0].Body.Content(oomRetrySchema)
+	*diags = append(*diags, d...)
+	if d.HasErrors() {
+		return nil
+	}
+	out := &api.OOMRetry{}
+	attr := content.Attributes["factor"]
+	v, d := attr.Expr.Value(ctx)
+	*diags = append(*diags, d...)
+	if !d.HasErrors() {
+		f, err := convert.Convert(v, cty.Number)
+		switch {
+		case err != nil || f.IsNull():
+			*diags = append(*diags, attrError(attr, "Invalid factor", "factor must be a number, such as 2."))
+		default:
+			out.Factor, _ = f.AsBigFloat().Float64()
+			if out.Factor < api.MinOOMFactor || out.Factor > api.MaxOOMFactor {
+				*diags = append(*diags, attrError(attr, "Invalid factor", fmt.Sprintf("factor is %g; it must be between %g and %g.", out.Factor, api.MinOOMFactor, float64(api.MaxOOMFactor))))
+			}
+		}
+	}
+	attr = content.Attributes["max_memory"]
+	s, d := evalString(attr, ctx)
+	*diags = append(*diags, d...)
+	if !d.HasErrors() {
+		n, err := units.ParseBytes(s)
+		switch {
+		case err != nil:
+			*diags = append(*diags, attrError(attr, "Invalid max_memory", err.Error()))
+		case n <= mem || n > api.MaxMemory:
+			*diags = append(*diags, attrError(attr, "Invalid max_memory", fmt.Sprintf("max_memory is %s; it must be more than the job's memory and at most 64TiB.", s)))
+		}
+		out.MaxMemory = n
+	}
+	return out
+}
+
 func decodeFiles(j *Job, blocks hcl.Blocks, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	defs := map[string]*hcl.Block{}
@@ -1083,6 +1144,10 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 		}
 		if spec.Image == "" {
 			spec.Image = b.Image
+		}
+		spec.OOMRetry = j.OOMRetry
+		if spec.OOMRetry == nil {
+			spec.OOMRetry = b.OOMRetry
 		}
 		if spec.Pool == "" {
 			spec.Pool = b.Pool

@@ -370,7 +370,11 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 				if k == len(jobs) || jobs[k].JobID != int64(gr.First) {
 					return fmt.Errorf("batch %d: group at job %d has no job in the export", it.Batch, gr.First)
 				}
-				p.groups = append(p.groups, history.GroupOf(gr.First, gr.Count, gr.Array, gr.Name, &jobs[k]))
+				hg := history.GroupOf(gr.First, gr.Count, gr.Array, gr.Name, &jobs[k])
+				if gr.Base != gr.First {
+					hg.Base = gr.Base
+				}
+				p.groups = append(p.groups, hg)
 			}
 			p.jobs = make([]history.Job, len(jobs))
 			for i := range jobs {

@@ -329,6 +329,7 @@ func (t *task) run() {
 		}
 	case oom:
 		fail(fmt.Sprintf("out of memory (limit %s)", formatMiB(t.a.Memory)))
+		ev.OOM = true
 	default:
 		ev.Outcome = api.OutcomeFailed
 		if end.res.Signal != 0 {

@@ -125,8 +125,11 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	if spec.Where != nil {
 		out.MachineType = spec.Where.MachineType
 	}
-	if spec.Policy != nil {
-		out.MaxLostAttempts = int(spec.Policy.MaxLost)
+	if p := spec.Policy; p != nil {
+		out.MaxLostAttempts = int(p.MaxLost)
+		if p.OOMFactorMilli > 0 {
+			out.OOMRetry = &api.OOMRetry{Factor: float64(p.OOMFactorMilli) / 1000, MaxMemory: p.OOMMaxMemory}
+		}
 	}
 	if run := spec.Run; run != nil {
 		out.Image, out.Network, out.MaxProcesses = run.Image, run.Network, run.MaxProcesses
@@ -167,6 +170,7 @@ func Attempt(r *state.AttemptRecord, now time.Time) api.Attempt {
 		EndTime:   timePtr(r.End),
 		Message:   r.Message,
 		State:     r.Outcome.String(),
+		Memory:    r.Memory,
 	}
 	if u := r.Usage; u != nil {
 		a.Usage = &api.Usage{

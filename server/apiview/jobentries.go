@@ -59,10 +59,14 @@ func JobEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 // policy is how a validated job comes back after attempts it did not end
 // (nil: the server's defaults).
 func policy(js *api.JobSpec) *state.Policy {
-	if js.MaxLostAttempts == 0 {
+	if js.MaxLostAttempts == 0 && js.OOMRetry == nil {
 		return nil
 	}
-	return &state.Policy{MaxLost: int16(js.MaxLostAttempts)}
+	p := &state.Policy{MaxLost: int16(js.MaxLostAttempts)}
+	if o := js.OOMRetry; o != nil {
+		p.OOMFactorMilli, p.OOMMaxMemory = int32(math.Round(o.Factor*1000)), o.MaxMemory
+	}
+	return p
 }
 
 // run is a validated job's container, network, process limit and files

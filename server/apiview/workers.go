@@ -77,6 +77,7 @@ func Event(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Event,
 			return state.Event{}, fmt.Errorf("event for %s: outcome %q is not success, failed, error or cancelled", e.AttemptRef, e.Outcome)
 		}
 		ev.Outcome = o
+		ev.OOM = e.OOM && (o == state.OutcomeFailed || o == state.OutcomeError)
 		ev.Exit = int32(e.ExitCode)
 		ev.End = e.EndTime.UnixNano()
 		if e.EndTime.IsZero() {

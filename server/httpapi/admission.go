@@ -144,6 +144,7 @@ func checkSizes(sizes placement.Sizes, entries []state.JobEntry) error {
 		cpu, mem int64
 		gpuType  string
 		gpus     int64
+		oomMax   int64
 	}
 	checked := map[size]bool{}
 	for i := range entries {
@@ -152,13 +153,21 @@ func checkSizes(sizes placement.Sizes, entries []state.JobEntry) error {
 			continue
 		}
 		typ, n := sp.GPUs()
-		k := size{sp.CPUMilli, sp.Memory, typ, n}
+		k := size{sp.CPUMilli, sp.Memory, typ, n, 0}
+		if sp.Policy != nil {
+			k.oomMax = sp.Policy.OOMMaxMemory
+		}
 		if checked[k] {
 			continue
 		}
 		checked[k] = true
 		if err := sizes.CheckSize(sp.CPUMilli, sp.Memory, typ, n); err != nil {
 			return codedf(http.StatusBadRequest, "job %d (%q): %v", entries[i].First, sp.Name, err)
+		}
+		if p := sp.Policy; p != nil && p.OOMMaxMemory > 0 {
+			if err := sizes.CheckSize(sp.CPUMilli, p.OOMMaxMemory, typ, n); err != nil {
+				return codedf(http.StatusBadRequest, "job %d (%q): oom_retry max_memory: %v", entries[i].First, sp.Name, err)
+			}
 		}
 	}
 	return nil

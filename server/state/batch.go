@@ -676,7 +676,7 @@ func (s *batchBook) commit(b *Batch, u *update, bunches []stagedBunch, now int64
 // commitEntry makes a group of a staged entry and its jobs Pending, and
 // counts the group against the dependency ranges it waits for.
 func (s *batchBook) commitEntry(b *Batch, u *update, sb *stagedBunch, e *stagedEntry, rangeIdx map[Range]int32) group {
-	g := group{first: e.first, count: e.count, spec: e.spec}
+	g := group{first: e.first, count: e.count, base: e.first, spec: e.spec}
 	g.pLo = uint32(len(b.groupParents))
 	for _, p := range sb.parentsOf(e) {
 		ri, ok := rangeIdx[p]
@@ -828,6 +828,34 @@ func (b *Batch) groupOf(id uint32) *group {
 		return b.groups[i]
 	}
 	return nil
+}
+
+// isolate gives job id a group of its own with spec sp and returns it;
+// the other jobs of its group keep their spec in new groups before and
+// after it. A snapshot encodes groups after the lock is let go, reading
+// all but pending then, so no group is changed in place: every part is a
+// new group. Only a group whose parents are done may be split (its
+// children wait on job ranges, not on it). A job is split off its array
+// once: later calls replace its own group, so the state's groups grow by
+// at most two per job.
+func (s *batchBook) isolate(b *Batch, id uint32, sp *Spec) *group {
+	i := b.groupIndex(id)
+	g := b.groups[i]
+	part := func(first, count uint32, sp *Spec) *group {
+		return &group{first: first, count: count, pLo: g.pLo, pHi: g.pHi, pending: g.pending, base: g.base, spec: sp}
+	}
+	mine := part(id, 1, sp)
+	parts := make([]*group, 0, 3)
+	if id > g.first {
+		parts = append(parts, part(g.first, id-g.first, g.spec))
+	}
+	parts = append(parts, mine)
+	if last := g.first + g.count - 1; id < last {
+		parts = append(parts, part(id+1, last-id, g.spec))
+	}
+	b.groups = slices.Concat(b.groups[:i], parts, b.groups[i+1:])
+	s.held.Groups += int64(len(parts) - 1)
+	return mine
 }
 
 // groupIndex returns the index of the group holding job id (-1: none).

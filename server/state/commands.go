@@ -340,6 +340,9 @@ type Event struct {
 	// Sample: a usage report of a running attempt, neither started nor
 	// completed.
 	Sample bool
+	// OOM: the out-of-memory killer ended the attempt (one that failed
+	// or errored).
+	OOM bool
 }
 
 // Events records a group of worker events in one log entry.

@@ -21,18 +21,18 @@ type JobFacts struct {
 	ID    uint32
 	State JobState
 	Spec  *Spec
-	first uint32 // its group's first job
+	base  uint32 // its array's first job (group.base)
 }
 
 // Name is the job's name: the spec's, with its index for an array's.
 func (f *JobFacts) Name() string {
 	if f.Spec.Array {
-		return fmt.Sprintf("%s[%d]", f.Spec.Name, f.ID-f.first)
+		return fmt.Sprintf("%s[%d]", f.Spec.Name, f.ID-f.base)
 	}
 	return f.Spec.Name
 }
 
 func jobName(g *group, id uint32) string {
-	f := JobFacts{ID: id, Spec: g.spec, first: g.first}
+	f := JobFacts{ID: id, Spec: g.spec, base: g.base}
 	return f.Name()
 }

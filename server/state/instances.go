@@ -369,7 +369,7 @@ func (s *instanceBook) WorkerView(instance uint32, known []AttemptID) WorkerView
 		g := b.groupOf(k.job)
 		v.Assign = append(v.Assign, AssignmentInfo{
 			AttemptID: AttemptID{k.batch, k.job, j.attempt},
-			Index:     int64(k.job - g.first),
+			Index:     int64(k.job - g.base),
 			Spec:      g.spec,
 			Project:   b.BillingProject,
 		})

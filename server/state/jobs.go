@@ -63,6 +63,19 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 	case OutcomeSuccess:
 		s.finish(b, e.Job, j, Success, now)
 	case OutcomeFailed, OutcomeError:
+		if next := g.spec.oomRetry(); e.OOM && next != nil && !b.Cancelled {
+			// Out of memory, with a policy that gives it more: it runs
+			// again with more, counted against no retry, keeping its
+			// place in line.
+			b.setMessage(e.Job, fmt.Sprintf("%s; retrying with %s", e.Message, mib(next.Memory)))
+			if b.memory == nil {
+				b.memory = map[uint32]int64{}
+			}
+			b.memory[e.Job] = g.spec.Memory
+			g = s.isolate(b, e.Job, next)
+			s.requeue(b, g, e.Job, j, true)
+			break
+		}
 		if !b.Cancelled && j.failures < g.spec.Retries {
 			j.failures++
 			s.requeue(b, g, e.Job, j, false)
@@ -83,6 +96,14 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 		s.finish(b, e.Job, j, Cancelled, now)
 	}
 	return true
+}
+
+// mib writes a byte count in MiB, as workers write memory limits.
+func mib(n int64) string {
+	if n%(1<<30) == 0 {
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%d MiB", (n+(1<<20)-1)>>20)
 }
 
 // endAttempt releases what a running attempt of job id (of group g) held on

@@ -121,6 +121,10 @@ func (b *Batch) archive(id uint32, j *job) {
 		rec.Usage = &u
 		delete(b.usage, id)
 	}
+	if m, ok := b.memory[id]; ok {
+		rec.Memory = m
+		delete(b.memory, id)
+	}
 	b.history[id] = append(b.history[id], rec)
 }
 

@@ -115,7 +115,7 @@ func (s *batchBook) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage,
 			continue
 		}
 		g := b.groupOf(id)
-		facts = JobFacts{ID: id, State: j.state, Spec: g.spec, first: g.first}
+		facts = JobFacts{ID: id, State: j.state, Spec: g.spec, base: g.base}
 		if f != nil && !f(&facts) {
 			continue
 		}

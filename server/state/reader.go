@@ -183,7 +183,7 @@ func (r Reader) Job(b *Batch, id uint32) (JobAt, bool) {
 	}
 	j := &b.jobs[id-1]
 	g := b.groupOf(id)
-	return JobAt{State: j.state, Attempt: j.attempt, Instance: j.instance, Spec: g.spec, Index: int64(id - g.first)}, true
+	return JobAt{State: j.state, Attempt: j.attempt, Instance: j.instance, Spec: g.spec, Index: int64(id - g.base)}, true
 }
 
 // WaitingFor is the parent ranges of job id of b (committed) that have

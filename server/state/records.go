@@ -136,6 +136,8 @@ type AttemptRecord struct {
 	Priced  bool
 	PerHour billing.Price
 	Lines   []billing.Line
+	// Memory is the memory the attempt was given (bytes).
+	Memory int64
 }
 
 // Cost is what the attempt has cost by now (unix ns): from its start to
@@ -157,7 +159,7 @@ func (s *batchBook) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
 		Batch:      b.ID,
 		ID:         id,
 		Name:       jobName(g, id),
-		ArrayIndex: int64(id - g.first),
+		ArrayIndex: int64(id - g.base),
 		State:      j.state,
 		Spec:       g.spec,
 		Attempts:   make([]AttemptRecord, 0, len(b.history[id])+1),
@@ -173,6 +175,7 @@ func (s *batchBook) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
 		if u, ok := b.usage[id]; ok {
 			cur.Usage = &u
 		}
+		cur.Memory = b.memory[id]
 		out.Attempts = append(out.Attempts, s.attemptRecord(cur, j.state == Running, g.spec))
 		if j.state.Final() && (j.outcome == OutcomeSuccess || j.outcome == OutcomeFailed) {
 			out.Exit, out.HasExit = j.exit, true
@@ -219,6 +222,16 @@ func (s *batchBook) attemptRecord(rec attemptRec, running bool, spec *Spec) Atte
 	inst := s.instances[rec.Instance]
 	if inst != nil {
 		a.Instance, a.Cluster, a.Region = inst.Name, inst.Cluster, inst.Region
+	}
+	if spec != nil && rec.Memory != 0 && rec.Memory != spec.Memory {
+		// It ran with other memory than its spec says now (before a
+		// retry that gave it more): priced and shown with its own.
+		own := *spec
+		own.Memory = rec.Memory
+		spec = &own
+	}
+	if spec != nil {
+		a.Memory = spec.Memory
 	}
 	if rec.Start != 0 && spec != nil {
 		a.Priced = true

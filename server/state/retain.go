@@ -192,6 +192,9 @@ type ExportGroup struct {
 	First, Count uint32
 	Array        bool
 	Name         string
+	// Base is the first ID of the array the group is part of (see
+	// group.base).
+	Base uint32
 }
 
 // ExportJobs reads up to n jobs of a batch from job from on, as records
@@ -218,7 +221,7 @@ func (s *batchBook) ExportJobs(id, version uint64, from uint32, n int) (jobs []J
 		}
 		g := b.groupOf(id32)
 		if i < len(b.groups) && b.groups[i] == g {
-			groups = append(groups, ExportGroup{First: g.first, Count: g.count, Array: g.spec.Array, Name: g.spec.Name})
+			groups = append(groups, ExportGroup{First: g.first, Count: g.count, Array: g.spec.Array, Name: g.spec.Name, Base: g.base})
 			i++
 		}
 		jobs = append(jobs, s.jobRecord(b, id32, j, g))

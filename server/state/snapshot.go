@@ -134,6 +134,8 @@ type snapGroup struct {
 	Spec    *Spec
 	Parents []int32
 	Pending uint32
+	// Base: see group (absent before OOM retries: First).
+	Base uint32
 }
 
 // snapGroups is a batch's groups in a snapshot, encoded as []snapGroup.
@@ -163,7 +165,7 @@ func (sg *snapGroups) CodecEncodeSelf(e *codec.Encoder) {
 			parents = sg.parents[g.pLo:g.pHi]
 		}
 		r.WriteArrayElem()
-		e.MustEncode(&snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: parents, Pending: sg.pending[i]})
+		e.MustEncode(&snapGroup{First: g.first, Count: g.count, Spec: g.spec, Parents: parents, Pending: sg.pending[i], Base: g.base})
 	}
 	r.WriteArrayEnd()
 }
@@ -233,6 +235,8 @@ type snapBatch struct {
 	// ReadyAgain: how many of Ready's first runs came back to the queue
 	// (readyQueue.again; absent before it).
 	ReadyAgain int
+	// Memory: see Batch.memory (absent before OOM retries).
+	Memory map[uint32]int64
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -391,6 +395,9 @@ func (b *Batch) snapshot() snapBatch {
 		Ready:      append([]Range(nil), b.ready.items()...),
 		ReadyMilli: b.readyMilli,
 		ReadyAgain: b.ready.again,
+	}
+	if len(b.memory) > 0 {
+		sb.Memory = maps.Clone(b.memory)
 	}
 	sb.Jobs, sb.Lost = packJobs(b.jobs)
 	for _, u := range b.updates {
@@ -663,7 +670,11 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	for i, g := range sb.Groups.decoded {
 		lo := uint32(len(b.groupParents))
 		b.groupParents = append(b.groupParents, g.Parents...)
-		groups[i] = group{first: g.First, count: g.Count, spec: g.Spec, pLo: lo, pHi: uint32(len(b.groupParents)), pending: g.Pending}
+		base := g.Base
+		if base == 0 || base > g.First {
+			base = g.First
+		}
+		groups[i] = group{first: g.First, count: g.Count, base: base, spec: g.Spec, pLo: lo, pHi: uint32(len(b.groupParents)), pending: g.Pending}
 		b.groups[i] = &groups[i]
 		if g.Spec != nil && g.Spec.Where != nil && g.Spec.Where.MachineType != "" {
 			b.private = true
@@ -690,6 +701,9 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	b.bill = sb.Bill
 	if len(sb.Usage) > 0 {
 		b.usage = sb.Usage
+	}
+	if len(sb.Memory) > 0 {
+		b.memory = sb.Memory
 	}
 	return b, nil
 }

@@ -151,6 +151,30 @@ type Policy struct {
 	// with their worker (0: the server's -max-lost-attempts; -1: never,
 	// as Hail).
 	MaxLost int16
+	// OOMFactorMilli and OOMMaxMemory: an attempt the out-of-memory
+	// killer ended runs again with its memory times OOMFactorMilli/1000,
+	// up to OOMMaxMemory bytes, counted against no retry (0: it is the
+	// job's error as before).
+	OOMFactorMilli int32
+	OOMMaxMemory   int64
+}
+
+// oomRetry returns the spec a job of sp runs again with after running out
+// of memory (nil: it does not). Memory grows by the factor, rounded up to
+// a MiB, to at most the bound; a spec at the bound is not retried.
+func (sp *Spec) oomRetry() *Spec {
+	p := sp.Policy
+	if p == nil || p.OOMFactorMilli <= 1000 || sp.Memory >= p.OOMMaxMemory {
+		return nil
+	}
+	const mib = 1 << 20
+	mem := p.OOMMaxMemory
+	if sp.Memory <= p.OOMMaxMemory/int64(p.OOMFactorMilli)*1000 { // no overflow
+		mem = min((sp.Memory*int64(p.OOMFactorMilli)/1000+mib-1)/mib*mib, p.OOMMaxMemory)
+	}
+	next := *sp
+	next.Memory = mem
+	return &next
 }
 
 // maxLost is the number of lost attempts that ends the job Error, given
@@ -315,7 +339,11 @@ type group struct {
 	count    uint32
 	pLo, pHi uint32 // its parent ranges: the batch's groupParents[pLo:pHi]
 	pending  uint32 // parent ranges with unfinished jobs
-	spec     *Spec
+	// base is the first ID of the job array the group is part of: first,
+	// unless a job of the array was given a group of its own
+	// (Batch.isolate); a job's array index is its ID - base.
+	base uint32
+	spec *Spec
 }
 
 // depRange tracks one dependency: the children groups wait until every job in
@@ -339,6 +367,10 @@ type attemptRec struct {
 	Message  string
 	// Usage is the attempt's last reported usage (nil: none reported).
 	Usage *Usage
+	// Memory is what the attempt was given when that is not its job's
+	// spec's any more (a retry after running out of memory has more; 0:
+	// the spec's).
+	Memory int64
 }
 
 // update is a block of job IDs reserved in a batch.
@@ -427,6 +459,10 @@ type Batch struct {
 	// usage is the current attempt's last reported usage, by job (only
 	// jobs whose worker reported any).
 	usage map[uint32]Usage
+	// memory is the current attempt's memory, by job, when the job's
+	// spec no longer says it (it ran out of memory and runs again with
+	// more: attemptRec.Memory).
+	memory map[uint32]int64
 
 	// live: counted in the tallies as a live batch (Completed == 0).
 	live         bool
