@@ -193,7 +193,9 @@ batch "files" {
 
 // TestResourcesAreEnforced: a job that allocates past its memory limit
 // ends in error with the out-of-memory message (as a process and in a
-// container) and the worker goes on running jobs; a CPU-bound job limited
+// container) and the worker goes on running jobs; one with oom_retry runs
+// again with four times the memory and succeeds, each attempt showing
+// what it had; a CPU-bound job limited
 // to half a core uses at most 0.6 of one over 5 s, and its use is measured.
 func TestResourcesAreEnforced(t *testing.T) {
 	tool, _, ref := jobtoolImage(t)
@@ -206,6 +208,8 @@ func TestResourcesAreEnforced(t *testing.T) {
 		{JobID: 2, Name: "oom-container", Image: ref, Command: []string{"jobtool", "alloc", "512"}, CPU: 0.1, Memory: 128 << 20},
 		{JobID: 3, Name: "spin", Image: ref, Command: []string{"jobtool", "spin", "5"}, CPU: 0.5, Memory: 64 << 20},
 		{JobID: 4, Name: "spin-process", Command: []string{tool, "spin", "5"}, CPU: 0.5, Memory: 64 << 20},
+		{JobID: 5, Name: "oom-retry", Command: []string{tool, "alloc", "300"}, CPU: 0.1, Memory: 128 << 20,
+			OOMRetry: &api.OOMRetry{Factor: 4, MaxMemory: 1 << 30}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +223,11 @@ func TestResourcesAreEnforced(t *testing.T) {
 		if u := j.Attempts[0].Usage; u == nil || u.PeakMemory < 100<<20 || u.PeakMemory > 129<<20 {
 			t.Fatalf("%s: peak memory %+v", j.Name, u)
 		}
+	}
+	j, _ := c.GetJob(ctx, res.ID, 5)
+	if j.State != api.JobSuccess || len(j.Attempts) != 2 || j.Attempts[0].Memory != 128<<20 || j.Attempts[1].Memory != 512<<20 ||
+		!strings.Contains(j.Attempts[0].Message, "out of memory (limit 128 MiB); retrying with 512 MiB") {
+		t.Fatalf("oom-retry: %s, attempts %+v", j.State, j.Attempts)
 	}
 	for id := int64(3); id <= 4; id++ {
 		j, _ := c.GetJob(ctx, res.ID, id)

@@ -174,6 +174,9 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	case j.MaxLostAttempts > 0:
 		safef(tw, "Lost attempts\tend it after %d\n", j.MaxLostAttempts)
 	}
+	if o := j.OOMRetry; o != nil {
+		safef(tw, "Out of memory\trun again with memory × %g, up to %s\n", o.Factor, units.FormatBytes(o.MaxMemory))
+	}
 	for _, p := range j.Parents {
 		if p[0] == p[1] {
 			safef(tw, "Depends on\tjob %d\n", p[0])
@@ -190,7 +193,7 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(m.Stdout, "\nAttempts:")
 	tw = tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tCOST\tMESSAGE")
+	fmt.Fprintln(tw, "  #\tINSTANCE\tSTATE\tEXIT\tSTARTED\tDURATION\tMEMORY\tCOST\tMESSAGE")
 	for _, a := range j.Attempts {
 		started := "-"
 		if a.StartTime != nil {
@@ -200,7 +203,11 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 		if a.Cost != nil {
 			cost = dollars(*a.Cost)
 		}
-		safef(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), cost, a.Message)
+		mem := "-"
+		if a.Memory > 0 {
+			mem = units.FormatBytes(a.Memory)
+		}
+		safef(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Instance, a.State, exitString(a.ExitCode), started, attemptDuration(a), mem, cost, a.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

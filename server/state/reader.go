@@ -174,6 +174,9 @@ type JobAt struct {
 	// Spec is the job's, shared by its array; Index its place in it.
 	Spec  *Spec
 	Index int64
+	// OOMFrom is the memory its last attempt ran out of, when it is to run
+	// again with more (Spec.Memory; 0: it is not).
+	OOMFrom int64
 }
 
 // Job is job id of b (false: b holds no committed job id).
@@ -183,7 +186,11 @@ func (r Reader) Job(b *Batch, id uint32) (JobAt, bool) {
 	}
 	j := &b.jobs[id-1]
 	g := b.groupOf(id)
-	return JobAt{State: j.state, Attempt: j.attempt, Instance: j.instance, Spec: g.spec, Index: int64(id - g.base)}, true
+	at := JobAt{State: j.state, Attempt: j.attempt, Instance: j.instance, Spec: g.spec, Index: int64(id - g.base)}
+	if j.state == Ready {
+		at.OOMFrom = b.memory[id]
+	}
+	return at, true
 }
 
 // WaitingFor is the parent ranges of job id of b (committed) that have

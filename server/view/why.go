@@ -52,6 +52,9 @@ type JobPlace struct {
 	// (Budget.Limit 0: none).
 	BillingProject string
 	Budget         billing.Budget
+	// OOMFrom: the memory its last attempt ran out of, when it runs again
+	// with Memory (0: it does not).
+	OOMFrom int64
 }
 
 // Place reads where job id of batch is and what holds it (false: the
@@ -64,7 +67,7 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 	}
 	sp := j.Spec
 	jp := JobPlace{State: j.State, BatchCancelled: b.Cancelled, Regions: sp.Regions(), Pool: sp.Pool(), Labels: sp.Labels(), Clusters: sp.Clusters(),
-		CPUMilli: sp.CPUMilli, Memory: sp.Memory, BillingProject: b.BillingProject, Budget: r.Budget(b.BillingProject)}
+		CPUMilli: sp.CPUMilli, Memory: sp.Memory, BillingProject: b.BillingProject, Budget: r.Budget(b.BillingProject), OOMFrom: j.OOMFrom}
 	if sp.Where != nil {
 		jp.MachineType = sp.Where.MachineType
 	}

@@ -104,6 +104,9 @@ func Job(in JobInput) api.JobWhy {
 		default:
 			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
 		}
+		if jp.OOMFrom > 0 {
+			add("oom_retry", fmt.Sprintf("retrying with %s after running out of memory with %s", units.FormatBytes(jp.Memory), units.FormatBytes(jp.OOMFrom)))
+		}
 		if jp.AheadByPriority > 0 && len(jp.Queues) > 0 {
 			add("priority", fmt.Sprintf("behind %d Ready jobs of its user's batches of higher priority in queue %s", jp.AheadByPriority, jp.Queues[0].Path))
 		}

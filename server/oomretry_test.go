@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sched/drover/api"
+)
+
+// TestOOMRetryThroughTheAPI: a worker's out-of-memory event for a job
+// with oom_retry sends it back with twice the memory: the next assignment
+// carries it, job why says so, each attempt shows its memory. A bound
+// beyond the largest machine, or a factor out of range, is refused at
+// submit with a 400 naming it; an OOM claim on a success is ignored.
+func TestOOMRetryThroughTheAPI(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	w := newSimWorker(t, tc, "sim-oom", 4)
+	for _, bad := range []struct {
+		o    api.OOMRetry
+		want string
+	}{
+		{api.OOMRetry{Factor: 2, MaxMemory: 1 << 40}, "oom_retry max_memory"},
+		{api.OOMRetry{Factor: 40, MaxMemory: 1 << 30}, "oom_retry factor is 40"},
+		{api.OOMRetry{Factor: 2, MaxMemory: 256 << 20}, "must be more than the job's memory"},
+	} {
+		o := bad.o
+		_, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{
+			{JobID: 1, Command: []string{"true"}, CPU: 1, Memory: 512 << 20, OOMRetry: &o}}})
+		if !api.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("oom_retry %+v: %v, want 400 saying %q", o, err, bad.want)
+		}
+	}
+	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{
+		{JobID: 1, Command: []string{"true"}, CPU: 1, Memory: 512 << 20, OOMRetry: &api.OOMRetry{Factor: 2, MaxMemory: 2 << 30}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := w.sync(5 * time.Second)
+	if len(res.Assign) != 1 || res.Assign[0].Memory != 512<<20 {
+		t.Fatalf("first assignment %+v", res.Assign)
+	}
+	a := res.Assign[0].AttemptRef
+	w.known = []api.AttemptRef{a}
+	started := time.Now()
+	w.events = []api.AttemptEvent{
+		{AttemptRef: a, Kind: api.EventStarted, StartTime: started},
+		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeError, StartTime: started, EndTime: time.Now(),
+			Message: "out of memory (limit 512 MiB)", OOM: true},
+	}
+	w.known = nil
+	res = w.sync(5 * time.Second)
+	if len(res.Assign) != 1 || res.Assign[0].Attempt != 2 || res.Assign[0].Memory != 1<<30 {
+		t.Fatalf("after running out of memory, assigned %+v; want attempt 2 with 1 GiB", res.Assign)
+	}
+	j, err := alice.GetJob(ctx, b.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Memory != 1<<30 || len(j.Attempts) != 2 || j.Attempts[0].Memory != 512<<20 || j.Attempts[1].Memory != 1<<30 || j.OOMRetry == nil || j.OOMRetry.Factor != 2 {
+		t.Fatalf("job after the retry: memory %d, oom_retry %+v, attempts %+v", j.Memory, j.OOMRetry, j.Attempts)
+	}
+	// It succeeds, saying (falsely) it ran out of memory: a success is a
+	// success.
+	a = res.Assign[0].AttemptRef
+	w.known = []api.AttemptRef{a}
+	w.events = []api.AttemptEvent{
+		{AttemptRef: a, Kind: api.EventStarted, StartTime: time.Now()},
+		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: time.Now(), EndTime: time.Now(), OOM: true},
+	}
+	w.sync(0)
+	if j, _ = alice.GetJob(ctx, b.ID, 1); j.State != api.JobSuccess || len(j.Attempts) != 2 {
+		t.Fatalf("job %s with %d attempts, want success with 2", j.State, len(j.Attempts))
+	}
+}
