@@ -565,6 +565,16 @@ func (c *Client) CancelBatch(ctx context.Context, id int64) error {
 	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/cancel", id), nil, nil)
 }
 
+// RestartJob stops a running job's attempt (SIGTERM, its grace, SIGKILL)
+// and runs the job again, counted against none of its retries.
+func (c *Client) RestartJob(ctx context.Context, batch, job int64) (*JobRestart, error) {
+	var out JobRestart
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/jobs/%d/restart", batch, job), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // BatchStages returns the first stages of a batch's DAG.
 func (c *Client) BatchStages(ctx context.Context, id int64) (*BatchStages, error) {
 	var out BatchStages

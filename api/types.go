@@ -478,6 +478,15 @@ type Job struct {
 	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
 }
 
+// JobRestart answers a job restart: the attempt told to stop (it ends
+// preempted, and the job runs again).
+type JobRestart struct {
+	BatchID  int64 `json:"batch_id"`
+	JobID    int64 `json:"job_id"`
+	Attempt  int   `json:"attempt"`
+	Stopping bool  `json:"stopping"`
+}
+
 // Stage is one stage of a batch's DAG: consecutive jobs of one name (a
 // job block of a jobspec, an array), the jobs they wait on and the
 // stages those are in.

@@ -77,3 +77,54 @@ func TestOOMRetryThroughTheAPI(t *testing.T) {
 		t.Fatalf("job %s with %d attempts, want success with 2", j.State, len(j.Attempts))
 	}
 }
+
+// TestJobRestart: a member restarts a running job: its worker is told to
+// stop the attempt with the job's grace, the attempt ends preempted with
+// who restarted it, and the job runs again counted against no retry. A
+// second restart of the same attempt, a restart of a job not running, and
+// one by another project's user are refused.
+func TestJobRestart(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	bob := tc.user("bob", "physics")
+	w := newSimWorker(t, tc, "sim-restart", 4)
+	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{
+		{JobID: 1, Command: []string{"sleep", "1000"}, CPU: 1, PreemptionGraceSeconds: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RestartJob(ctx, b.ID, 1); !api.IsStatus(err, http.StatusConflict) {
+		t.Fatalf("restart of a job not running yet: %v, want 409", err)
+	}
+	res := w.sync(5 * time.Second)
+	a := res.Assign[0].AttemptRef
+	w.known = []api.AttemptRef{a}
+	started := time.Now()
+	w.events = []api.AttemptEvent{{AttemptRef: a, Kind: api.EventStarted, StartTime: started}}
+	w.sync(0)
+	if _, err := bob.RestartJob(ctx, b.ID, 1); !api.IsStatus(err, http.StatusForbidden) && !api.IsStatus(err, http.StatusNotFound) {
+		t.Fatalf("another project's user restarts the job: %v", err)
+	}
+	rs, err := alice.RestartJob(ctx, b.ID, 1)
+	if err != nil || rs.Attempt != 1 || !rs.Stopping {
+		t.Fatalf("restart: %+v %v", rs, err)
+	}
+	if _, err := alice.RestartJob(ctx, b.ID, 1); !api.IsStatus(err, http.StatusConflict) {
+		t.Fatalf("a second restart of the same attempt: %v, want 409", err)
+	}
+	res = w.sync(5 * time.Second)
+	if len(res.Preempt) != 1 || res.Preempt[0].AttemptRef != a || res.Preempt[0].GraceSeconds != 5 || !strings.Contains(res.Preempt[0].Reason, "restarted by alice") {
+		t.Fatalf("the worker was told %+v", res.Preempt)
+	}
+	w.events = []api.AttemptEvent{{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomePreempted, StartTime: started, EndTime: time.Now(), Message: "restarted by alice"}}
+	w.known = nil
+	res = w.sync(5 * time.Second)
+	if len(res.Assign) != 1 || res.Assign[0].Attempt != 2 {
+		t.Fatalf("after the restart, assigned %+v; want attempt 2", res.Assign)
+	}
+	j, _ := alice.GetJob(ctx, b.ID, 1)
+	if len(j.Attempts) != 2 || j.Attempts[0].State != api.OutcomePreempted {
+		t.Fatalf("attempts %+v", j.Attempts)
+	}
+}

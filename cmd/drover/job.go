@@ -220,6 +220,28 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m batchCmds) runJobRestart(ctx context.Context, args []string) error {
+	fs := m.newFlags("job restart", "BATCH JOB [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	bid, jid, err := jobArgs(pos)
+	if err != nil {
+		return err
+	}
+	res, err := m.Client().RestartJob(ctx, bid, jid)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(res)
+	}
+	safef(m.Stdout, "Stopping attempt %d of job %d/%d; the job runs again (counted against no retry)\n", res.Attempt, res.BatchID, res.JobID)
+	return nil
+}
+
 func (m batchCmds) runJobWhy(ctx context.Context, args []string) error {
 	fs := m.newFlags("job why", "BATCH JOB [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")

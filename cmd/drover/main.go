@@ -96,6 +96,7 @@ Batches and jobs:
   job list BATCH   list a batch's jobs  job status BATCH JOB
   job logs BATCH JOB                    print a job's log
   job why BATCH JOB                     say why a job waits (or where it runs)
+  job restart BATCH JOB                 stop a running attempt and run the job again
 
 Placement:
   region list            regions with their clusters' capacity
@@ -197,7 +198,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "job":
 		return m.sub(ctx, "job", rest, map[string]func(context.Context, []string) error{
 			"list": batches.runJobList, "status": batches.runJobStatus,
-			"logs": batches.runJobLogs, "why": batches.runJobWhy,
+			"logs": batches.runJobLogs, "why": batches.runJobWhy, "restart": batches.runJobRestart,
 		})
 	case "region":
 		return m.sub(ctx, "region", rest, map[string]func(context.Context, []string) error{

@@ -436,6 +436,40 @@ func (s *batchHandlers) handleGetJob(w http.ResponseWriter, r *http.Request) (an
 	return j, nil
 }
 
+// handleJobRestart stops a running job's attempt as a preemption does
+// (SIGTERM, its grace, SIGKILL) and runs the job again at the head of its
+// line, counted against neither its retries nor its lost attempts: the
+// way out of an attempt that hangs. Whoever may cancel the batch may.
+func (s *batchHandlers) handleJobRestart(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.batchAccess(r, state.Cancellable)
+	if err != nil {
+		return nil, err
+	}
+	jid, err := jobID(r)
+	if err != nil {
+		return nil, err
+	}
+	var at state.JobAt
+	var found bool
+	s.state.Read(func(r state.Reader) { at, found = r.Job(r.Batch(id), jid) })
+	switch {
+	case !found:
+		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
+	case at.State != state.Running:
+		return nil, codedf(http.StatusConflict, "job %d is %s: only a running job restarts (drover batch retry runs finished jobs again)", jid, at.State)
+	}
+	res, err := s.apply(&state.Preempt{Now: time.Now().UnixNano(), Attempts: []state.PreemptAttempt{
+		{AttemptID: state.AttemptID{Batch: id, Job: jid, Attempt: at.Attempt}, Reason: "restarted by " + userOf(r).Name}}})
+	if err != nil {
+		return nil, err
+	}
+	out := api.JobRestart{BatchID: int64(id), JobID: int64(jid), Attempt: int(at.Attempt), Stopping: res.(*state.PreemptResult).Stopping > 0}
+	if !out.Stopping {
+		return nil, codedf(http.StatusConflict, "job %d's attempt %d is being stopped already, or has just ended", jid, at.Attempt)
+	}
+	return out, nil
+}
+
 // handleJobWhy says why a job is where it is: the parents it waits for, the
 // reason the leader's last scheduling round recorded for a Ready job, or
 // where it runs.

@@ -2,7 +2,9 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -205,5 +207,59 @@ func TestQueuesPageShowsEveryResourceAndWaiting(t *testing.T) {
 	}
 	if r := row(t, body, `data-queue="research/lab"`); !strings.Contains(r, "4 jobs: 7 cores") {
 		t.Errorf("the leaf's row lacks its waiting jobs:\n%s", r)
+	}
+}
+
+// TestRestartAJobFromItsPage: a running job's page links to a question
+// that names the attempt and the grace; a POST without the answer leads
+// back to it and stops nothing; the confirmed form tells the worker to
+// stop the attempt, restarted by the user.
+func TestRestartAJobFromItsPage(t *testing.T) {
+	w := startWeb(t)
+	ctx := context.Background()
+	act, err := api.NewClient(w.base, "").Workers().Activate(ctx, &api.ActivateRequest{Name: "box", NodeID: "n-restart", CPU: 4, Memory: 8 << 30, Secret: "test-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := api.NewClient(w.base, act.Token).Workers()
+	b, err := w.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "stuck", Jobs: []api.JobSpec{{JobID: 1, Name: "hang", Command: []string{"sleep", "1000"}, CPU: 1, PreemptionGraceSeconds: 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := worker.Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
+	if err != nil || len(res.Assign) != 1 {
+		t.Fatalf("assigned %+v %v", res, err)
+	}
+	a := res.Assign[0].AttemptRef
+	if _, err := worker.Sync(ctx, &api.SyncRequest{Known: []api.AttemptRef{a}, Events: []api.AttemptEvent{{AttemptRef: a, Kind: api.EventStarted, StartTime: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := w.login(w.token).Value
+	csrf := w.csrf(cookie)
+	page := fmt.Sprintf("/ui/batches/%d/jobs/1", b.ID)
+	if _, body := w.do("GET", page, cookie, nil, nil); !strings.Contains(body, `href="`+page+`/restart"`) {
+		t.Fatalf("a running job's page has no restart link:\n%s", body)
+	}
+	same := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": w.base}
+	told := func() []api.Preemption {
+		res, err := worker.Sync(ctx, &api.SyncRequest{Known: []api.AttemptRef{a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Preempt
+	}
+	resp, _ := w.do("POST", page+"/restart", cookie, url.Values{"csrf": {csrf}}, same)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != page+"/restart" || len(told()) != 0 {
+		t.Fatalf("a restart without the answer: HTTP %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, body := w.do("GET", page+"/restart", cookie, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Restart job 1 (hang)") || !strings.Contains(body, "attempt 1 on box") || !strings.Contains(body, "after 7 s") {
+		t.Fatalf("the question: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	if resp, _ := w.do("POST", page+"/restart", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, same); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the confirmed restart: HTTP %d", resp.StatusCode)
+	}
+	if p := told(); len(p) != 1 || p[0].AttemptRef != a || !strings.Contains(p[0].Reason, "restarted by root") {
+		t.Fatalf("the worker was told %+v", p)
 	}
 }

@@ -462,6 +462,64 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, fmt.Sprintf("/ui/batches/%d", id), http.StatusSeeOther)
 }
 
+// restartConfirm asks before a running job's attempt is stopped and the
+// job run again.
+func (u *UI) restartConfirm(w http.ResponseWriter, r *http.Request, s *session) {
+	id, jid, err := jobPath(r)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	ctx := withRemote(r.Context(), r)
+	back := fmt.Sprintf("/ui/batches/%d/jobs/%d", id, jid)
+	j, err := s.client.GetJob(ctx, id, jid)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	b, err := s.client.GetBatch(ctx, id)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	if j.State != api.JobRunning || !b.Can(api.ActionCancel) || len(j.Attempts) == 0 {
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	a := j.Attempts[len(j.Attempts)-1]
+	grace := j.PreemptionGraceSeconds
+	if grace == 0 {
+		grace = api.DefaultPreemptionGraceSeconds
+	}
+	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
+		"Title":    fmt.Sprintf("Restart job %d of batch %d?", jid, id),
+		"Question": fmt.Sprintf("Restart job %d (%s) of batch %d?", jid, inert(j.Name), id),
+		"Consequences": []string{
+			fmt.Sprintf("Its attempt %d on %s is sent SIGTERM, then SIGKILL after %g s; it ends preempted, and what it cost so far stays billed.", a.Attempt, inert(a.Instance), grace),
+			"The job runs again as a new attempt, at the head of its line, counted against none of its retries.",
+		},
+		"Action": fmt.Sprintf("/ui/batches/%d/jobs/%d/restart", id, jid), "Yes": fmt.Sprintf("Restart job %d", jid), "No": "Leave it running", "Back": back,
+	})
+}
+
+func (u *UI) restartJob(w http.ResponseWriter, r *http.Request, s *session) {
+	id, jid, err := jobPath(r)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	back := fmt.Sprintf("/ui/batches/%d/jobs/%d", id, jid)
+	if r.PostFormValue("confirm") != "yes" {
+		http.Redirect(w, r, back+"/restart", http.StatusSeeOther)
+		return
+	}
+	if _, err := s.client.RestartJob(withRemote(r.Context(), r), id, jid); err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
 // logTail is how much of a log the job page shows at first.
 const logTail = 64 << 10
 
