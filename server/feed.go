@@ -196,6 +196,9 @@ func changesOf(index uint64, c state.Command, res any) []changes.Change {
 	case *state.CancelBatch:
 		batch(c.Batch)
 		other(changes.Queue, changes.Machine)
+	case *state.RetryJobs:
+		batch(c.Batch)
+		other(changes.Queue)
 	case *state.CallbackDone:
 		batch(c.Batch)
 	case *state.ExpireUpdates:

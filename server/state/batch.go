@@ -666,7 +666,7 @@ func (s *batchBook) commit(b *Batch, u *update, bunches []stagedBunch, now int64
 	// its jobs are no longer Pending, and it is not released again.
 	for i := range newGroups {
 		g := &newGroups[i]
-		if g.pending == 0 && b.jobs[g.first-1].state == Pending && s.releaseGroup(b, g, now) {
+		if g.pending == 0 && b.jobs[g.first-1].state == Pending && s.releaseRun(b, g, g.first, g.first+g.count-1, now) {
 			s.finishSpan(b, g.first, g.first+g.count-1, true, now)
 		}
 	}

@@ -81,6 +81,7 @@ const (
 	CmdRegisterNomadJob
 	CmdDeregisterNomadJob
 	CmdLaunchNomadJob
+	CmdRetryJobs
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -103,7 +104,7 @@ var cmdNames = map[CommandType]string{
 	CmdCallbackDone: "callback_done", CmdSetQueue: "set_queue", CmdApplyPlacementQueues: "apply_placement_queues", CmdPreempt: "preempt",
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
 	CmdAdoptStore: "adopt_store", CmdSetCloudPrices: "set_cloud_prices",
-	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job", CmdLaunchNomadJob: "launch_nomad_job",
+	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job", CmdLaunchNomadJob: "launch_nomad_job", CmdRetryJobs: "retry_jobs",
 }
 
 func (t CommandType) String() string {
@@ -516,6 +517,8 @@ func newCommand(t CommandType) Command {
 		return &DeregisterNomadJob{}
 	case CmdLaunchNomadJob:
 		return &LaunchNomadJob{}
+	case CmdRetryJobs:
+		return &RetryJobs{}
 	}
 	return nil
 }

@@ -77,6 +77,11 @@ func (s *batchBook) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) 
 			if dr.remaining == 0 {
 				for _, child := range dr.children {
 					g := b.groupOf(child)
+					if g.pending == 0 {
+						// Released before its parent ran again (a retry):
+						// it waits for nothing.
+						continue
+					}
 					g.pending--
 					if g.pending == 0 {
 						released = append(released, g)
@@ -88,17 +93,39 @@ func (s *batchBook) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) 
 			continue // every waiting job was cancelled with the batch
 		}
 		for _, g := range released {
-			if s.releaseGroup(b, g, now) {
-				work = append(work, span{g.first, g.first + g.count - 1, true})
+			for _, r := range s.releaseGroup(b, g, now) {
+				work = append(work, span{r.Lo, r.Hi, true})
 			}
 		}
 	}
 }
 
-// releaseGroup moves a group whose parents are all done from Pending to Ready,
-// or to Cancelled when a parent did not succeed and the group is not
-// always_run. It reports whether the group was cancelled.
-func (s *batchBook) releaseGroup(b *Batch, g *group, now int64) bool {
+// releaseGroup moves the Pending jobs of a group whose parents are all
+// done to Ready, or to Cancelled when a parent did not succeed and the
+// group is not always_run; it returns the runs it cancelled. Its jobs are
+// all Pending but after a retry that ran only some of them again.
+func (s *batchBook) releaseGroup(b *Batch, g *group, now int64) []Range {
+	var cancelled []Range
+	last := g.first + g.count - 1
+	for lo := g.first; lo <= last; lo++ {
+		if b.jobs[lo-1].state != Pending {
+			continue
+		}
+		hi := lo
+		for hi < last && b.jobs[hi].state == Pending {
+			hi++
+		}
+		if s.releaseRun(b, g, lo, hi, now) {
+			cancelled = append(cancelled, Range{lo, hi})
+		}
+		lo = hi
+	}
+	return cancelled
+}
+
+// releaseRun is releaseGroup for jobs lo..hi of g, all Pending: it
+// reports whether it cancelled them.
+func (s *batchBook) releaseRun(b *Batch, g *group, lo, hi uint32, now int64) bool {
 	parentFailed := false
 	for _, ri := range b.parentsOf(g) {
 		if b.ranges[ri].failed > 0 {
@@ -106,7 +133,6 @@ func (s *batchBook) releaseGroup(b *Batch, g *group, now int64) bool {
 			break
 		}
 	}
-	lo, hi := g.first, g.first+g.count-1
 	if parentFailed && !g.spec.AlwaysRun {
 		s.setStates(b, lo, hi, Pending, Cancelled)
 		s.checkComplete(b, now)

@@ -263,6 +263,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetQueue(c)
 	case *Preempt:
 		return s.applyPreempt(c)
+	case *RetryJobs:
+		return s.applyRetryJobs(c)
 	case *ApplyPlacement:
 		return s.applyApplyPlacement(c)
 	case *Scale:

@@ -52,7 +52,8 @@ func (s JobState) String() string {
 	return fmt.Sprintf("JobState(%d)", s)
 }
 
-// Final reports whether no transition leaves s.
+// Final reports whether the job has ended: no transition leaves s but a
+// retry's (RetryJobs), which runs it again.
 func (s JobState) Final() bool { return s >= Success && s <= Error }
 
 // ParseJobState maps a wire name to a state.
@@ -73,6 +74,10 @@ var allowed = [numStates][numStates]bool{
 	Ready:    {Creating: true, Running: true, Cancelled: true},
 	Creating: {Running: true, Cancelled: true, Ready: true},
 	Running:  {Success: true, Failed: true, Error: true, Cancelled: true, Ready: true},
+	// A retry (RetryJobs) runs what did not succeed again.
+	Failed:    {Pending: true},
+	Error:     {Pending: true},
+	Cancelled: {Pending: true},
 }
 
 // TransitionAllowed reports whether the state diagram permits from→to.

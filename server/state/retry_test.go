@@ -1,0 +1,103 @@
+package state
+
+import "testing"
+
+// TestRetryWhatFailed: a scatter-gather whose shard 2 failed (its gather
+// cancelled because of it) and whose shard 3 errored: a retry of the
+// failed jobs runs shard 2 again (a new attempt, the old one kept) and,
+// once it succeeds, the gather; shard 3 stays in error; the batch
+// completes again. A retry of what errored after that runs shard 3, with
+// its retries counted afresh. Across a snapshot and a replay.
+func TestRetryWhatFailed(t *testing.T) {
+	h := newHarness(t)
+	w := h.Activate("w", 8, 16)
+	shard := spec("shard", 1)
+	shard.Array = true
+	b := h.CreateBatch(entry(1, 3, shard), entry(4, 1, spec("gather", 1), Range{1, 3}))
+	h.RunAll([]uint32{w}, func(_ uint64, j uint32) Outcome {
+		switch j {
+		case 2:
+			return OutcomeFailed
+		case 3:
+			return OutcomeError
+		}
+		return OutcomeSuccess
+	})
+	want := map[uint32]JobState{1: Success, 2: Failed, 3: Error, 4: Cancelled}
+	check := func(s *State, want map[uint32]JobState) {
+		t.Helper()
+		for id, st := range want {
+			jb, _ := s.Job(b, id)
+			if jb.State != st {
+				t.Fatalf("job %d is %s, want %s", id, jb.State, st)
+			}
+		}
+	}
+	check(h.S, want)
+	if h.Batch(b).Completed == 0 {
+		t.Fatal("the batch is not complete")
+	}
+	res := h.Must(&RetryJobs{Now: h.Tick(), Batch: b, User: "root", States: RetryStates(Failed)}).(*RetryResult)
+	if res.Retried != 2 {
+		t.Fatalf("retried %d jobs, want 2 (shard 2 and the gather cancelled because of it)", res.Retried)
+	}
+	check(h.S, map[uint32]JobState{1: Success, 2: Ready, 3: Error, 4: Pending})
+	if h.Batch(b).Completed != 0 {
+		t.Fatal("a batch running again is complete")
+	}
+	for _, s := range []*State{h.Replay(), h.Restored()} {
+		check(s, map[uint32]JobState{2: Ready, 3: Error, 4: Pending})
+	}
+	// Shard 2 succeeds now; the gather then waits for nothing but
+	// shard 3's error, and is cancelled again.
+	h.RunAll([]uint32{w}, nil)
+	check(h.S, map[uint32]JobState{1: Success, 2: Success, 3: Error, 4: Cancelled})
+	if jb, _ := h.S.Job(b, 2); len(jb.Attempts) != 2 || jb.Attempts[0].Outcome != OutcomeFailed || jb.Attempts[1].Outcome != OutcomeSuccess {
+		t.Fatalf("shard 2's attempts: %+v", jb.Attempts)
+	}
+	if h.Batch(b).Completed == 0 {
+		t.Fatal("the batch did not complete again")
+	}
+	// Now what errored: shard 3, then the gather, run.
+	res = h.Must(&RetryJobs{Now: h.Tick(), Batch: b, User: "root", States: RetryStates(Error, Failed)}).(*RetryResult)
+	if res.Retried != 2 {
+		t.Fatalf("retried %d, want 2", res.Retried)
+	}
+	h.RunAll([]uint32{w}, nil)
+	check(h.S, map[uint32]JobState{1: Success, 2: Success, 3: Success, 4: Success})
+	h.Restored()
+	// Nothing left to retry.
+	if res := h.Must(&RetryJobs{Now: h.Tick(), Batch: b, States: RetryStates(Failed, Error, Cancelled)}).(*RetryResult); res.Retried != 0 {
+		t.Fatalf("retried %d of a batch that succeeded", res.Retried)
+	}
+	h.MustFail(&RetryJobs{Now: h.Tick(), Batch: b, Jobs: make([]Range, MaxRetryRanges+1)}, ErrInvalid)
+}
+
+// TestRetryACancelledBatch: a batch cancelled while a job ran and others
+// waited runs them again when asked for its cancelled jobs, only those
+// named when named, and is cancelled no more.
+func TestRetryACancelledBatch(t *testing.T) {
+	h := newHarness(t)
+	w := h.Activate("w", 1, 16)
+	b := h.CreateBatch(entry(1, 4, spec("j", 1)), entry(5, 1, spec("after", 1), Range{1, 4}))
+	h.Schedule()
+	h.Must(&CancelBatch{Now: h.Tick(), Batch: b, Reason: "oops"})
+	h.Must(&Events{Now: h.Tick(), Events: []Event{{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomeCancelled, Start: h.Now, End: h.Tick()}}})
+	for id := uint32(1); id <= 5; id++ {
+		if st := h.JobState(b, id); st != Cancelled {
+			t.Fatalf("job %d is %s", id, st)
+		}
+	}
+	res := h.Must(&RetryJobs{Now: h.Tick(), Batch: b, States: RetryStates(Cancelled), Jobs: []Range{{2, 3}}}).(*RetryResult)
+	if res.Retried != 3 || h.Batch(b).Cancelled {
+		t.Fatalf("retried %d (want jobs 2, 3 and the one after them), cancelled %v", res.Retried, h.Batch(b).Cancelled)
+	}
+	h.RunAll([]uint32{w}, nil)
+	want := map[uint32]JobState{1: Cancelled, 2: Success, 3: Success, 4: Cancelled, 5: Cancelled}
+	for id, st := range want {
+		if got := h.JobState(b, id); got != st {
+			t.Fatalf("job %d is %s, want %s", id, got, st)
+		}
+	}
+	h.Restored()
+}
