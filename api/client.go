@@ -565,6 +565,15 @@ func (c *Client) CancelBatch(ctx context.Context, id int64) error {
 	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/cancel", id), nil, nil)
 }
 
+// RetryBatch runs final jobs of a batch again (see RetryRequest).
+func (c *Client) RetryBatch(ctx context.Context, id int64, req *RetryRequest) (*RetryResponse, error) {
+	var out RetryResponse
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/retry", id), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // RestartJob stops a running job's attempt (SIGTERM, its grace, SIGKILL)
 // and runs the job again, counted against none of its retries.
 func (c *Client) RestartJob(ctx context.Context, batch, job int64) (*JobRestart, error) {

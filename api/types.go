@@ -344,6 +344,9 @@ type Batch struct {
 const (
 	ActionCancel = "cancel"
 	ActionUpdate = "update"
+	// ActionRetry: the caller may run its failed jobs again (while the
+	// servers hold the batch in memory).
+	ActionRetry = "retry"
 )
 
 // Can reports whether Actions holds the action.
@@ -476,6 +479,47 @@ type Job struct {
 	// OOMRetry: see JobSpec. Memory is what the next attempt is given;
 	// each attempt says what it had.
 	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
+}
+
+// RetryRequest asks a batch to run final jobs again: those in States
+// (JobFailed, JobError, JobCancelled; none: failed and error) among
+// JobIDs and JobRanges (none: any), with every job cancelled because one
+// of them did not succeed. They run as new attempts of the same jobs,
+// their earlier attempts kept; a cancelled batch is cancelled no more.
+type RetryRequest struct {
+	States    []string  `json:"states,omitempty"`
+	JobIDs    []int64   `json:"job_ids,omitempty"`
+	JobRanges []IDRange `json:"job_ranges,omitempty"`
+}
+
+// MaxRetryRanges bounds a retry's job IDs and ranges together.
+const MaxRetryRanges = 10_000
+
+// StatesOrDefault is States, or failed and error when it names none.
+func (r *RetryRequest) StatesOrDefault() []string {
+	if len(r.States) == 0 {
+		return []string{JobFailed, JobError}
+	}
+	return r.States
+}
+
+// Validate checks the states and the bounds.
+func (r *RetryRequest) Validate() error {
+	if n := len(r.JobIDs) + len(r.JobRanges); n > MaxRetryRanges {
+		return fmt.Errorf("a retry names %d job IDs and ranges; at most %d: name consecutive jobs as ranges", n, MaxRetryRanges)
+	}
+	for _, s := range r.States {
+		if s != JobFailed && s != JobError && s != JobCancelled {
+			return fmt.Errorf("state %q cannot be retried: name failed, error or cancelled", s)
+		}
+	}
+	return validRanges(r.JobIDs, r.JobRanges)
+}
+
+// RetryResponse counts the jobs that run again.
+type RetryResponse struct {
+	BatchID int64 `json:"batch_id"`
+	Retried int64 `json:"retried"`
 }
 
 // JobRestart answers a job restart: the attempt told to stop (it ends

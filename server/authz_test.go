@@ -52,6 +52,7 @@ var userRoutes = map[string]userRow{
 	"GET /api/v1/batches/{id}":                          readBatch,
 	"POST /api/v1/batches/{id}/cancel":                  {F, F, A, A, A},
 	"POST /api/v1/batches/{id}/jobs/{job}/restart":      {F, F, A, A, A},
+	"POST /api/v1/batches/{id}/retry":                   ownBatch,
 	"POST /api/v1/batches/{id}/updates":                 ownBatch,
 	"POST /api/v1/batches/{id}/updates/{update}/jobs":   ownBatch,
 	"POST /api/v1/batches/{id}/updates/{update}/commit": ownBatch,

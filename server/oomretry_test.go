@@ -128,3 +128,78 @@ func TestJobRestart(t *testing.T) {
 		t.Fatalf("attempts %+v", j.Attempts)
 	}
 }
+
+// TestBatchRetryThroughTheAPI: a batch whose job failed, retried through
+// the API, runs it again as attempt 2 and completes again; a state that
+// cannot be retried, or too many ranges, is a 400 naming it; another
+// project's user may not retry it; a retry with nothing to run is a
+// no-op.
+func TestBatchRetryThroughTheAPI(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	bob := tc.user("bob", "physics")
+	w := newSimWorker(t, tc, "sim-retry", 4)
+	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{
+		{JobID: 1, Command: []string{"false"}, CPU: 1}, {JobID: 2, Command: []string{"true"}, CPU: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finish := func(outcome func(job int64) string) {
+		t.Helper()
+		res := w.sync(5 * time.Second)
+		w.known, w.events = nil, nil
+		for _, as := range res.Assign {
+			now := time.Now()
+			o := outcome(as.JobID)
+			code := 0
+			if o == api.OutcomeFailed {
+				code = 1
+			}
+			w.events = append(w.events, api.AttemptEvent{AttemptRef: as.AttemptRef, Kind: api.EventStarted, StartTime: now},
+				api.AttemptEvent{AttemptRef: as.AttemptRef, Kind: api.EventCompleted, Outcome: o, ExitCode: code, StartTime: now, EndTime: time.Now()})
+		}
+		w.sync(0)
+	}
+	finish(func(job int64) string {
+		if job == 1 {
+			return api.OutcomeFailed
+		}
+		return api.OutcomeSuccess
+	})
+	if bb, _ := alice.GetBatch(ctx, b.ID); !bb.Complete() || bb.NFailed != 1 {
+		t.Fatalf("batch %+v, want complete with one failure", bb)
+	}
+	for _, bad := range []struct {
+		req  api.RetryRequest
+		want string
+	}{
+		{api.RetryRequest{States: []string{"success"}}, `state "success" cannot be retried`},
+		{api.RetryRequest{JobIDs: make([]int64, api.MaxRetryRanges+1)}, "at most 10000"},
+	} {
+		if _, err := alice.RetryBatch(ctx, b.ID, &bad.req); !api.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("retry %+v: %v, want 400 saying %q", bad.req, err, bad.want)
+		}
+	}
+	if _, err := bob.RetryBatch(ctx, b.ID, &api.RetryRequest{}); !api.IsStatus(err, http.StatusForbidden) && !api.IsStatus(err, http.StatusNotFound) {
+		t.Fatalf("another project's user retries the batch: %v", err)
+	}
+	res, err := alice.RetryBatch(ctx, b.ID, &api.RetryRequest{})
+	if err != nil || res.Retried != 1 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if bb, _ := alice.GetBatch(ctx, b.ID); bb.Complete() {
+		t.Fatal("a batch running again says it is complete")
+	}
+	finish(func(int64) string { return api.OutcomeSuccess })
+	j, _ := alice.GetJob(ctx, b.ID, 1)
+	if j.State != api.JobSuccess || len(j.Attempts) != 2 || j.Attempts[0].State != api.OutcomeFailed {
+		t.Fatalf("job 1 after the retry: %s %+v", j.State, j.Attempts)
+	}
+	if bb, _ := alice.GetBatch(ctx, b.ID); !bb.Complete() || bb.NSucceeded != 2 {
+		t.Fatalf("batch after the retry: %+v", bb)
+	}
+	if res, err := alice.RetryBatch(ctx, b.ID, &api.RetryRequest{}); err != nil || res.Retried != 0 {
+		t.Fatalf("a retry with nothing to run: %+v %v", res, err)
+	}
+}

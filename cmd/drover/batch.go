@@ -187,6 +187,54 @@ func (m batchCmds) runBatchCancel(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (m batchCmds) runBatchRetry(ctx context.Context, args []string) error {
+	fs := m.newFlags("batch retry", "BATCH [-state failed,error,cancelled] [-job N|N-M ...]")
+	states := fs.String("state", "failed,error", "the final states to run again, comma-separated (failed, error, cancelled)")
+	var req api.RetryRequest
+	fs.Func("job", "a job ID or a range N-M to retry (repeatable; default: every job in those states)", func(v string) error {
+		for part := range strings.SplitSeq(v, ",") {
+			lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+			a, err := strconv.ParseInt(lo, 10, 64)
+			if err != nil {
+				return fmt.Errorf("job %q: not a job ID", part)
+			}
+			if !isRange {
+				req.JobIDs = append(req.JobIDs, a)
+				continue
+			}
+			b, err := strconv.ParseInt(hi, 10, 64)
+			if err != nil {
+				return fmt.Errorf("job %q: not a range N-M", part)
+			}
+			req.JobRanges = append(req.JobRanges, api.IDRange{a, b})
+		}
+		return nil
+	})
+	asJSON := fs.Bool("json", false, "print JSON")
+	id, err := batchArg(fs, args)
+	if err != nil {
+		return err
+	}
+	for s := range strings.SplitSeq(*states, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			req.States = append(req.States, s)
+		}
+	}
+	res, err := m.Client().RetryBatch(ctx, id, &req)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(res)
+	}
+	if res.Retried == 0 {
+		safef(m.Stdout, "Batch %d: no job in %s to run again\n", id, strings.Join(req.StatesOrDefault(), ", "))
+		return nil
+	}
+	safef(m.Stdout, "Batch %d: %d jobs run again (new attempts; the old ones are kept)\n", id, res.Retried)
+	return nil
+}
+
 func (m batchCmds) runBatchWait(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch wait", "BATCH")
 	asJSON := fs.Bool("json", false, "print the batch as JSON when it completes")

@@ -93,6 +93,7 @@ Batches and jobs:
   validate FILE    check a jobspec and print every problem as file:line:col
   batch list       list batches         batch status ID     show a batch
   batch cancel ID  cancel a batch       batch wait ID       wait for a batch
+  batch retry ID [-state S] [-job N]    run its failed jobs again
   job list BATCH   list a batch's jobs  job status BATCH JOB
   job logs BATCH JOB                    print a job's log
   job why BATCH JOB                     say why a job waits (or where it runs)
@@ -193,7 +194,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "batch":
 		return m.sub(ctx, "batch", rest, map[string]func(context.Context, []string) error{
 			"list": batches.runBatchList, "status": batches.runBatchStatus,
-			"cancel": batches.runBatchCancel, "wait": batches.runBatchWait,
+			"cancel": batches.runBatchCancel, "wait": batches.runBatchWait, "retry": batches.runBatchRetry,
 		})
 	case "job":
 		return m.sub(ctx, "job", rest, map[string]func(context.Context, []string) error{

@@ -89,6 +89,9 @@ type submission struct {
 	// queue and priority are a new batch's (state.CheckPriority).
 	queue    string
 	priority int64
+	// rerun counts jobs of the batch a retry runs again: not new jobs,
+	// but unfinished ones again (the queued-job limits count them).
+	rerun int64
 }
 
 // fleetSizes are the machine sizes the fleet offers now: its active
@@ -240,12 +243,12 @@ func (s *batchHandlers) admit(sub submission) error {
 	case !sub.intoUpdate && lim.MaxJobsPerUpdate > 0 && newJobs > lim.MaxJobsPerUpdate:
 		return tooLarge("this update would add %d jobs; the limit is %d jobs per update (server setting max_jobs_per_update): submit the batch in several updates",
 			newJobs, lim.MaxJobsPerUpdate)
-	case lim.MaxQueuedJobsPerUser > 0 && newJobs > 0 && a.User.Queued+newJobs > lim.MaxQueuedJobsPerUser:
+	case lim.MaxQueuedJobsPerUser > 0 && newJobs+sub.rerun > 0 && a.User.Queued+newJobs+sub.rerun > lim.MaxQueuedJobsPerUser:
 		return tooMany("%s has %d jobs that have not finished (open updates included) and this adds %d; the limit is %d (server setting max_queued_jobs_per_user): wait for some to finish, or cancel batches no longer needed",
-			owner, a.User.Queued, newJobs, lim.MaxQueuedJobsPerUser)
-	case lim.MaxQueuedJobsPerProject > 0 && newJobs > 0 && a.Project.Queued+newJobs > lim.MaxQueuedJobsPerProject:
+			owner, a.User.Queued, newJobs+sub.rerun, lim.MaxQueuedJobsPerUser)
+	case lim.MaxQueuedJobsPerProject > 0 && newJobs+sub.rerun > 0 && a.Project.Queued+newJobs+sub.rerun > lim.MaxQueuedJobsPerProject:
 		return tooMany("billing project %s has %d jobs that have not finished (open updates included) and this adds %d; the limit is %d (server setting max_queued_jobs_per_billing_project): wait for some to finish, or cancel batches no longer needed",
-			a.ProjectName, a.Project.Queued, newJobs, lim.MaxQueuedJobsPerProject)
+			a.ProjectName, a.Project.Queued, newJobs+sub.rerun, lim.MaxQueuedJobsPerProject)
 	case lim.MaxOpenUpdatesPerUser > 0 && sub.reserve > 0 && a.User.OpenUpdates+1 > lim.MaxOpenUpdatesPerUser:
 		return tooMany("%s has %d open updates (reserved with n_jobs, not committed yet); the limit is %d (server setting max_open_updates_per_user): commit or cancel them first (an idle one is discarded after the server's update_idle_timeout)",
 			owner, a.User.OpenUpdates, lim.MaxOpenUpdatesPerUser)

@@ -189,6 +189,9 @@ func batchActions(got state.BatchAccess, b *api.Batch) []string {
 	if got >= state.Owned && !b.Complete() && !b.Cancelled {
 		out = append(out, api.ActionUpdate)
 	}
+	if got >= state.Owned && b.NFailed+b.NError+b.NCancelled > 0 {
+		out = append(out, api.ActionRetry)
+	}
 	return out
 }
 
@@ -434,6 +437,53 @@ func (s *batchHandlers) handleGetJob(w http.ResponseWriter, r *http.Request) (an
 		j.Waiting = s.waiting.Job(id, jid)
 	}
 	return j, nil
+}
+
+// handleRetry runs final jobs of a batch again (state.RetryJobs): those
+// in the states asked (failed and error by default) and among the IDs
+// named (none: all), with the jobs cancelled because of them. Its owner
+// or an admin may, within the spend limit and the queued-job limits.
+func (s *batchHandlers) handleRetry(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.batchAccess(r, state.Owned)
+	if err != nil {
+		return nil, err
+	}
+	var req api.RetryRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			return nil, err
+		}
+	}
+	if err := req.Validate(); err != nil {
+		return nil, badRequest(err)
+	}
+	cmd := &state.RetryJobs{Now: time.Now().UnixNano(), Batch: id, User: userOf(r).Name}
+	for _, name := range req.StatesOrDefault() {
+		st, _ := state.ParseJobState(name)
+		cmd.States |= state.RetryStates(st)
+	}
+	for _, j := range req.JobIDs {
+		cmd.Jobs = append(cmd.Jobs, state.Range{Lo: uint32(j), Hi: uint32(j)})
+	}
+	for _, rg := range req.JobRanges {
+		cmd.Jobs = append(cmd.Jobs, state.Range{Lo: uint32(rg[0]), Hi: uint32(rg[1])})
+	}
+	var n int64
+	s.state.Read(func(r state.Reader) {
+		if b := r.Batch(id); b != nil {
+			n = r.RetryCount(b, cmd.States, cmd.Jobs)
+		}
+	})
+	if n > 0 {
+		if err := s.admit(submission{batch: id, by: cmd.User, rerun: n}); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.apply(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return api.RetryResponse{BatchID: int64(id), Retried: res.(*state.RetryResult).Retried}, nil
 }
 
 // handleJobRestart stops a running job's attempt as a preemption does

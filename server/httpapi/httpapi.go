@@ -354,6 +354,7 @@ func (s *Server) Routes() []Route {
 		{"GET /api/v1/batches/{id}", u, s.wrap(batches.handleGetBatch)},
 		{"POST /api/v1/batches/{id}/cancel", u, s.wrap(batches.handleCancelBatch)},
 		{"POST /api/v1/batches/{id}/jobs/{job}/restart", u, s.wrap(batches.handleJobRestart)},
+		{"POST /api/v1/batches/{id}/retry", u, s.wrap(batches.handleRetry)},
 		{"POST /api/v1/batches/{id}/updates", u, s.wrap(batches.handleCreateUpdate)},
 		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.wrap(batches.handleAddJobs)},
 		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.wrap(batches.handleCommitUpdate)},

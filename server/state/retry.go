@@ -45,23 +45,30 @@ func RetryStates(states ...JobState) uint16 {
 func (b *Batch) retrySet(states uint16, jobs []Range) []uint32 {
 	in := make(map[uint32]bool)
 	var work []uint32
-	chosen := func(id uint32) bool {
-		if len(jobs) == 0 {
-			return true
-		}
-		for _, r := range jobs {
-			if id >= r.Lo && id <= r.Hi {
-				return true
+	// The ranges named, merged (so no job is looked at twice however
+	// they overlap) and cut to the batch.
+	n := uint32(len(b.jobs))
+	ranges := []Range{{1, n}}
+	if len(jobs) > 0 {
+		ranges = slices.Clone(jobs)
+		slices.SortFunc(ranges, func(x, y Range) int { return int(x.Lo) - int(y.Lo) })
+		merged := ranges[:0]
+		for _, r := range ranges {
+			if k := len(merged) - 1; k >= 0 && r.Lo <= merged[k].Hi+1 {
+				merged[k].Hi = max(merged[k].Hi, r.Hi)
+				continue
 			}
+			merged = append(merged, r)
 		}
-		return false
+		ranges = merged
 	}
-	for i := range b.jobs {
-		j := &b.jobs[i]
-		id := uint32(i + 1)
-		if j.state.Final() && j.state != Success && states&(1<<j.state) != 0 && chosen(id) {
-			in[id] = true
-			work = append(work, id)
+	for _, r := range ranges {
+		for id := max(r.Lo, 1); id <= min(r.Hi, n) && id != 0; id++ {
+			j := &b.jobs[id-1]
+			if j.state.Final() && j.state != Success && states&(1<<j.state) != 0 {
+				in[id] = true
+				work = append(work, id)
+			}
 		}
 	}
 	for len(work) > 0 {

@@ -263,3 +263,48 @@ func TestRestartAJobFromItsPage(t *testing.T) {
 		t.Fatalf("the worker was told %+v", p)
 	}
 }
+
+// TestRetryFailedJobsFromTheBatchPage: a complete batch with a failed job
+// offers its owner a retry; the question counts what runs again, and the
+// confirmed form runs it (the worker is handed attempt 2).
+func TestRetryFailedJobsFromTheBatchPage(t *testing.T) {
+	w := startWeb(t)
+	ctx := context.Background()
+	act, err := api.NewClient(w.base, "").Workers().Activate(ctx, &api.ActivateRequest{Name: "box", NodeID: "n-retry", CPU: 4, Memory: 8 << 30, Secret: "test-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := api.NewClient(w.base, act.Token).Workers()
+	b, err := w.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "flaky", Jobs: []api.JobSpec{{JobID: 1, Name: "flake", Command: []string{"false"}, CPU: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := worker.Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
+	if err != nil || len(res.Assign) != 1 {
+		t.Fatalf("assigned %+v %v", res, err)
+	}
+	a := res.Assign[0].AttemptRef
+	now := time.Now()
+	if _, err := worker.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: a, Kind: api.EventStarted, StartTime: now},
+		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeFailed, ExitCode: 1, StartTime: now, EndTime: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := w.login(w.token).Value
+	csrf := w.csrf(cookie)
+	page := fmt.Sprintf("/ui/batches/%d", b.ID)
+	if _, body := w.do("GET", page, cookie, nil, nil); !strings.Contains(body, `href="`+page+`/retry"`) {
+		t.Fatalf("a batch with a failed job offers no retry:\n%s", body)
+	}
+	resp, body := w.do("GET", page+"/retry", cookie, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Run the 1 job that failed of batch") {
+		t.Fatalf("the question: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	same := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": w.base}
+	if resp, _ := w.do("POST", page+"/retry", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, same); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the confirmed retry: HTTP %d", resp.StatusCode)
+	}
+	res, err = worker.Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
+	if err != nil || len(res.Assign) != 1 || res.Assign[0].Attempt != 2 {
+		t.Fatalf("after the retry the worker is handed %+v %v; want attempt 2", res, err)
+	}
+}

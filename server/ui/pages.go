@@ -288,8 +288,13 @@ func (u *UI) batchData(r *http.Request, s *session) (map[string]any, error) {
 		// and what the user may do from the batch's own read.
 		fresh := *jobs.Batch
 		fresh.Waiting, fresh.WaitingSummary = b.Waiting, b.WaitingSummary
-		if !fresh.Complete() && !fresh.Cancelled {
-			fresh.Actions = b.Actions
+		fresh.Actions = nil
+		for _, a := range b.Actions {
+			// Cancel and add to it while it runs; retry what failed
+			// whenever (the template asks its counts).
+			if a == api.ActionRetry || (!fresh.Complete() && !fresh.Cancelled) {
+				fresh.Actions = append(fresh.Actions, a)
+			}
 		}
 		b = &fresh
 	}
@@ -460,6 +465,53 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("/ui/batches/%d", id), http.StatusSeeOther)
+}
+
+// retryConfirm asks before a batch's failed jobs run again.
+func (u *UI) retryConfirm(w http.ResponseWriter, r *http.Request, s *session) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	b, err := s.client.GetBatch(withRemote(r.Context(), r), id)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	back := fmt.Sprintf("/ui/batches/%d", id)
+	if !b.Can(api.ActionRetry) || b.NFailed+b.NError == 0 {
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
+		"Title":    fmt.Sprintf("Retry the failed jobs of batch %d?", id),
+		"Question": fmt.Sprintf("Run the %s of batch %d again?", count(b.NFailed+b.NError, "job that failed", "jobs that failed"), id),
+		"Consequences": []string{
+			fmt.Sprintf("%d failed and %d in error run again as new attempts, with their retries counted afresh; their earlier attempts and logs are kept.", b.NFailed, b.NError),
+			"The jobs cancelled because one of them failed run again once it succeeds.",
+			fmt.Sprintf("They are billed to %s as any attempt.", b.BillingProject),
+		},
+		"Action": fmt.Sprintf("/ui/batches/%d/retry", id), "Yes": "Retry them", "No": "Leave the batch as it is", "Back": back,
+	})
+}
+
+func (u *UI) retryBatch(w http.ResponseWriter, r *http.Request, s *session) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	back := fmt.Sprintf("/ui/batches/%d", id)
+	if r.PostFormValue("confirm") != "yes" {
+		http.Redirect(w, r, back+"/retry", http.StatusSeeOther)
+		return
+	}
+	if _, err := s.client.RetryBatch(withRemote(r.Context(), r), id, &api.RetryRequest{}); err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 // restartConfirm asks before a running job's attempt is stopped and the
