@@ -574,6 +574,15 @@ func (c *Client) RetryBatch(ctx context.Context, id int64, req *RetryRequest) (*
 	return &out, nil
 }
 
+// BatchEfficiency measures a batch's jobs' use against their request.
+func (c *Client) BatchEfficiency(ctx context.Context, id int64) (*Efficiency, error) {
+	var out Efficiency
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/efficiency", id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // RestartJob stops a running job's attempt (SIGTERM, its grace, SIGKILL)
 // and runs the job again, counted against none of its retries.
 func (c *Client) RestartJob(ctx context.Context, batch, job int64) (*JobRestart, error) {

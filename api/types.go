@@ -522,6 +522,47 @@ type RetryResponse struct {
 	Retried int64 `json:"retried"`
 }
 
+// Efficiency is what a batch's jobs asked for against what they used,
+// per group of jobs (a job block or array: jobs of one name), from their
+// ended attempts that reported usage, with a suggested size.
+type Efficiency struct {
+	BatchID int64             `json:"batch_id"`
+	Groups  []EfficiencyGroup `json:"groups"`
+	Total   EfficiencyGroup   `json:"total"`
+}
+
+// EfficiencyGroup measures one group's attempts. CPU and Memory are the
+// most an attempt asked for; the efficiencies are used over reserved
+// (CPU time over cores × wall time; peak memory over memory, weighted by
+// wall time). SuggestedCPU covers CoresP95 (the 95th percentile of an
+// attempt's mean cores used) and SuggestedMemory PeakMemoryP95, each with
+// 20% to spare, rounded up to quarters of a core (whole powers of two
+// above one) and powers of two MiB (256 MiB at least), and never more
+// than the group asked for (a job cannot use more than its limits, so
+// using them all says nothing of needing more); SuggestedCost is
+// what the same attempts would have cost asking for them, Savings what
+// that saves.
+type EfficiencyGroup struct {
+	Name              string       `json:"name"`
+	Attempts          int64        `json:"attempts"`
+	CPU               float64      `json:"cpu"`
+	Memory            int64        `json:"memory"`
+	CoreHoursReserved float64      `json:"core_hours_reserved"`
+	CoreHoursUsed     float64      `json:"core_hours_used"`
+	WastedCoreHours   float64      `json:"wasted_core_hours"`
+	CPUEfficiency     float64      `json:"cpu_efficiency"`
+	GiBHoursReserved  float64      `json:"gib_hours_reserved"`
+	GiBHoursPeak      float64      `json:"gib_hours_peak"`
+	MemoryEfficiency  float64      `json:"memory_efficiency"`
+	CoresP95          float64      `json:"cores_p95"`
+	PeakMemoryP95     int64        `json:"peak_memory_p95"`
+	SuggestedCPU      float64      `json:"suggested_cpu"`
+	SuggestedMemory   int64        `json:"suggested_memory"`
+	Cost              money.Amount `json:"cost"`
+	SuggestedCost     money.Amount `json:"suggested_cost"`
+	Savings           money.Amount `json:"savings"`
+}
+
 // JobRestart answers a job restart: the attempt told to stop (it ends
 // preempted, and the job runs again).
 type JobRestart struct {

@@ -53,6 +53,7 @@ var userRoutes = map[string]userRow{
 	"POST /api/v1/batches/{id}/cancel":                  {F, F, A, A, A},
 	"POST /api/v1/batches/{id}/jobs/{job}/restart":      {F, F, A, A, A},
 	"POST /api/v1/batches/{id}/retry":                   ownBatch,
+	"GET /api/v1/batches/{id}/efficiency":               readBatch,
 	"POST /api/v1/batches/{id}/updates":                 ownBatch,
 	"POST /api/v1/batches/{id}/updates/{update}/jobs":   ownBatch,
 	"POST /api/v1/batches/{id}/updates/{update}/commit": ownBatch,

@@ -203,3 +203,46 @@ func TestBatchRetryThroughTheAPI(t *testing.T) {
 		t.Fatalf("a retry with nothing to run: %+v %v", res, err)
 	}
 }
+
+// TestBatchEfficiencyThroughTheAPI: a batch of an over-asking array
+// reports its use against its request from its attempts' usage, and
+// suggests less; another project's user may not read it.
+func TestBatchEfficiencyThroughTheAPI(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	bob := tc.user("bob", "physics")
+	w := newSimWorker(t, tc, "sim-eff", 8)
+	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{
+		{JobID: 1, Name: "align", Count: 2, Command: []string{"true"}, CPU: 2, Memory: 4 << 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := w.sync(5 * time.Second)
+	if len(res.Assign) != 2 {
+		t.Fatalf("assigned %d", len(res.Assign))
+	}
+	start := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	w.events = nil
+	for _, as := range res.Assign {
+		w.events = append(w.events, api.AttemptEvent{AttemptRef: as.AttemptRef, Kind: api.EventStarted, StartTime: start},
+			api.AttemptEvent{AttemptRef: as.AttemptRef, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: start, EndTime: time.Now(),
+				Usage: &api.Usage{CPUSeconds: 0.01, PeakMemory: 300 << 20}})
+	}
+	w.sync(0)
+	e, err := alice.BatchEfficiency(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Groups) != 1 || e.Groups[0].Name != "align" || e.Groups[0].Attempts != 2 || e.Groups[0].CPU != 2 || e.Groups[0].Memory != 4<<30 {
+		t.Fatalf("groups %+v", e.Groups)
+	}
+	g := e.Groups[0]
+	if g.CPUEfficiency >= 0.5 || g.SuggestedCPU >= 2 || g.SuggestedMemory != 512<<20 || g.WastedCoreHours <= 0 {
+		t.Fatalf("align, which asks 2 cores and 4 GiB and uses little of either: %+v", g)
+	}
+	if _, err := bob.BatchEfficiency(ctx, b.ID); !api.IsStatus(err, http.StatusForbidden) && !api.IsStatus(err, http.StatusNotFound) {
+		t.Fatalf("another project's user reads the report: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/internal/units"
 )
 
 // batchCmds are the commands for batches and their jobs: run, validate,
@@ -232,6 +233,44 @@ func (m batchCmds) runBatchRetry(ctx context.Context, args []string) error {
 		return nil
 	}
 	safef(m.Stdout, "Batch %d: %d jobs run again (new attempts; the old ones are kept)\n", id, res.Retried)
+	return nil
+}
+
+func (m batchCmds) runBatchEfficiency(ctx context.Context, args []string) error {
+	fs := m.newFlags("batch efficiency", "BATCH [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	id, err := batchArg(fs, args)
+	if err != nil {
+		return err
+	}
+	e, err := m.Client().BatchEfficiency(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(e)
+	}
+	if e.Total.Attempts == 0 {
+		safef(m.Stdout, "Batch %d: no ended attempt reported its usage yet\n", id)
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tATTEMPTS\tASKED\tCPU-EFF\tMEM-EFF\tWASTED-CORE-H\tCOST\tSUGGESTED\tWOULD-COST")
+	for _, g := range append(e.Groups, e.Total) {
+		asked, suggested := "-", "-"
+		if g.Name != "all" {
+			asked = fmt.Sprintf("%g cpu, %s", g.CPU, units.FormatBytes(g.Memory))
+			suggested = fmt.Sprintf("%g cpu, %s", g.SuggestedCPU, units.FormatBytes(g.SuggestedMemory))
+		}
+		safef(tw, "%s\t%d\t%s\t%.0f%%\t%.0f%%\t%.2f\t%s\t%s\t%s\n", g.Name, g.Attempts, asked, g.CPUEfficiency*100, g.MemoryEfficiency*100,
+			g.WastedCoreHours, g.Cost.Display(), suggested, g.SuggestedCost.Display())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if e.Total.Savings > 0 {
+		safef(m.Stdout, "Asking for the suggested sizes would have saved %s (from each group's 95th percentile of use, with 20%% to spare).\n", e.Total.Savings.Display())
+	}
 	return nil
 }
 

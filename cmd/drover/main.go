@@ -94,6 +94,7 @@ Batches and jobs:
   batch list       list batches         batch status ID     show a batch
   batch cancel ID  cancel a batch       batch wait ID       wait for a batch
   batch retry ID [-state S] [-job N]    run its failed jobs again
+  batch efficiency ID                   what its jobs used of what they asked, and what to ask
   job list BATCH   list a batch's jobs  job status BATCH JOB
   job logs BATCH JOB                    print a job's log
   job why BATCH JOB                     say why a job waits (or where it runs)
@@ -195,6 +196,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.sub(ctx, "batch", rest, map[string]func(context.Context, []string) error{
 			"list": batches.runBatchList, "status": batches.runBatchStatus,
 			"cancel": batches.runBatchCancel, "wait": batches.runBatchWait, "retry": batches.runBatchRetry,
+			"efficiency": batches.runBatchEfficiency,
 		})
 	case "job":
 		return m.sub(ctx, "job", rest, map[string]func(context.Context, []string) error{

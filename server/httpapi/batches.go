@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/efficiency"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
@@ -484,6 +485,69 @@ func (s *batchHandlers) handleRetry(w http.ResponseWriter, r *http.Request) (any
 		return nil, err
 	}
 	return api.RetryResponse{BatchID: int64(id), Retried: res.(*state.RetryResult).Retried}, nil
+}
+
+// maxEfficiencyPages bounds the pages of jobs an efficiency report reads
+// (a page is api.PageSize jobs).
+const maxEfficiencyPages = 20_000
+
+// handleEfficiency measures a batch's jobs' use against what they asked
+// for (package efficiency), from the state or the history store.
+func (s *batchHandlers) handleEfficiency(w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := s.visibleBatch(r)
+	if err != nil {
+		return nil, err
+	}
+	var atts []efficiency.Attempt
+	var last uint32
+	for range maxEfficiencyPages {
+		list, found := s.reads.ListJobs(id, nil, last)
+		if !found {
+			st, err := s.historyStore(fmt.Sprintf("batch %d", id))
+			if err != nil {
+				return nil, err
+			}
+			if list, err = st.ListJobs(r.Context(), id, api.JobQuery{}, last); err != nil {
+				return nil, historyFailed(id, err)
+			}
+		}
+		for i := range list.Jobs {
+			atts = append(atts, efficiencyAttempts(&list.Jobs[i])...)
+		}
+		if list.LastID == 0 || len(list.Jobs) == 0 {
+			break
+		}
+		last = uint32(list.LastID)
+	}
+	out := efficiency.Report(atts, efficiency.DefaultOptions())
+	out.BatchID = int64(id)
+	return out, nil
+}
+
+// efficiencyAttempts are a job's ended attempts with usage, as the report
+// reads them.
+func efficiencyAttempts(j *api.Job) []efficiency.Attempt {
+	group := j.Name
+	if k := strings.LastIndexByte(group, '['); k > 0 && strings.HasSuffix(group, "]") {
+		group = group[:k]
+	}
+	var out []efficiency.Attempt
+	for _, a := range j.Attempts {
+		if a.Usage == nil || a.StartTime == nil || a.EndTime == nil {
+			continue
+		}
+		mem := a.Memory
+		if mem == 0 {
+			mem = j.Memory
+		}
+		at := efficiency.Attempt{Group: group, CPU: j.CPU, Memory: mem, Seconds: a.EndTime.Sub(*a.StartTime).Seconds(),
+			CPUSeconds: a.Usage.CPUSeconds, PeakMemory: a.Usage.PeakMemory, Lines: a.CostLines}
+		if a.Cost != nil {
+			at.Cost = *a.Cost
+		}
+		out = append(out, at)
+	}
+	return out
 }
 
 // handleJobRestart stops a running job's attempt as a preemption does

@@ -355,6 +355,7 @@ func (s *Server) Routes() []Route {
 		{"POST /api/v1/batches/{id}/cancel", u, s.wrap(batches.handleCancelBatch)},
 		{"POST /api/v1/batches/{id}/jobs/{job}/restart", u, s.wrap(batches.handleJobRestart)},
 		{"POST /api/v1/batches/{id}/retry", u, s.wrap(batches.handleRetry)},
+		{"GET /api/v1/batches/{id}/efficiency", u, s.wrap(batches.handleEfficiency)},
 		{"POST /api/v1/batches/{id}/updates", u, s.wrap(batches.handleCreateUpdate)},
 		{"POST /api/v1/batches/{id}/updates/{update}/jobs", u, s.wrap(batches.handleAddJobs)},
 		{"POST /api/v1/batches/{id}/updates/{update}/commit", u, s.wrap(batches.handleCommitUpdate)},

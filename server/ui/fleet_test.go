@@ -286,7 +286,8 @@ func TestRetryFailedJobsFromTheBatchPage(t *testing.T) {
 	a := res.Assign[0].AttemptRef
 	now := time.Now()
 	if _, err := worker.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: a, Kind: api.EventStarted, StartTime: now},
-		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeFailed, ExitCode: 1, StartTime: now, EndTime: time.Now()}}}); err != nil {
+		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeFailed, ExitCode: 1, StartTime: now, EndTime: time.Now(),
+			Usage: &api.Usage{PeakMemory: 10 << 20}}}}); err != nil {
 		t.Fatal(err)
 	}
 	cookie := w.login(w.token).Value
@@ -294,6 +295,10 @@ func TestRetryFailedJobsFromTheBatchPage(t *testing.T) {
 	page := fmt.Sprintf("/ui/batches/%d", b.ID)
 	if _, body := w.do("GET", page, cookie, nil, nil); !strings.Contains(body, `href="`+page+`/retry"`) {
 		t.Fatalf("a batch with a failed job offers no retry:\n%s", body)
+	}
+	if resp, body := w.do("GET", page+"/efficiency", cookie, nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-group="flake"`) ||
+		!strings.Contains(body, "0.25 cores, 256MiB") {
+		t.Fatalf("the efficiency page: HTTP %d\n%s", resp.StatusCode, body)
 	}
 	resp, body := w.do("GET", page+"/retry", cookie, nil, nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Run the 1 job that failed of batch") {

@@ -28,6 +28,7 @@ var funcs = template.FuncMap{
 	"join":        strings.Join,
 	"cores":       func(v float64) string { return trimFloat(v) },
 	"pct":         pct,
+	"fraction":    func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 	"usageBar":    usageBar,
 	"capacityBar": capacityBar,
 	"deref":       func(p *int) int { return *p },

@@ -467,6 +467,22 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, fmt.Sprintf("/ui/batches/%d", id), http.StatusSeeOther)
 }
 
+// efficiencyPage is a batch's right-sizing report (drover batch
+// efficiency).
+func (u *UI) efficiencyPage(w http.ResponseWriter, r *http.Request, s *session) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	rep, err := s.client.BatchEfficiency(withRemote(r.Context(), r), id)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "efficiency", map[string]any{"Title": fmt.Sprintf("Efficiency of batch %d", id), "Report": rep, "BatchID": id})
+}
+
 // retryConfirm asks before a batch's failed jobs run again.
 func (u *UI) retryConfirm(w http.ResponseWriter, r *http.Request, s *session) {
 	id, err := pathInt(r, "id")
