@@ -132,3 +132,21 @@ func TestMaxLostPerJob(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxLostIsNotForMachinesDeletedUnderTheJob: a loss whose limit is
+// none (a machine the autoscaler saw deleted, MaxLost 0) never ends a job,
+// whatever its own max_lost_attempts.
+func TestMaxLostIsNotForMachinesDeletedUnderTheJob(t *testing.T) {
+	h := newHarness(t)
+	once := spec("once", 1)
+	once.Policy = &Policy{MaxLost: 1}
+	b := h.CreateBatch(entry(1, 1, once))
+	for range 3 {
+		w := h.Activate("w", 4, 16)
+		h.Schedule()
+		h.Must(&Retire{Now: h.Tick(), Instance: w, Reason: "machine deleted", MaxLost: 0})
+		if st := h.JobState(b, 1); st != Ready {
+			t.Fatalf("the job is %s after a loss that was not its doing, want ready", st)
+		}
+	}
+}

@@ -183,9 +183,11 @@ func (sp *Spec) oomRetry() *Spec {
 }
 
 // maxLost is the number of lost attempts that ends the job Error, given
-// the server's default (0: no limit).
+// the limit of the loss at hand (0: none, for a loss that is not the
+// job's doing, such as its machine deleted under it; otherwise the
+// server's default, which the job's policy overrides).
 func (sp *Spec) maxLost(def uint8) int {
-	if sp.Policy == nil || sp.Policy.MaxLost == 0 {
+	if def == 0 || sp.Policy == nil || sp.Policy.MaxLost == 0 {
 		return int(def)
 	}
 	return max(int(sp.Policy.MaxLost), 0)
