@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/money"
@@ -1379,6 +1381,11 @@ type Queue struct {
 	// held to it, and a billing project's own max_priority holds below
 	// it.
 	MaxPriority int64 `json:"max_priority,omitempty"`
+	// UsageHalfLife gives the fair share between the users of the tree
+	// below a top queue a memory of their past use (Slurm's
+	// PriorityDecayHalfLife): what a user ran counts against it, as
+	// cores, halving every half-life ("7d"; 1h to 365d; empty: none,
+	// users share by what they run now). A top queue's only.
 	// BillingProjects run their batches in this queue unless a batch
 	// names another (a leaf's; a project is in one queue's list at
 	// most); AllowProjects may name it.
@@ -1400,6 +1407,20 @@ type Queue struct {
 	// to its cores, as the preemption round reads them.
 	Waiting     Quota `json:"waiting,omitzero"`
 	WaitingJobs int64 `json:"waiting_jobs,omitempty"`
+	// UsageHalfLife: see above (after the reads, as the wire appends).
+	UsageHalfLife string `json:"usage_half_life,omitempty"`
+}
+
+// ParseDuration is time.ParseDuration that also takes whole days ("7d").
+func ParseDuration(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, fmt.Errorf("%.40q is not a duration such as 7d or 36h", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // QueueRecommendation is Monarch's percentile algorithm's suggestion for

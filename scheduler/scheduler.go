@@ -68,7 +68,15 @@ type User struct {
 	// are served first in a round, within their shares).
 	Queue    int32
 	Priority int32
+	// PastMilli is the user's decayed past use in its leaf's tree, as
+	// millicores (placement.UsageRate; 0: the tree remembers none): fair
+	// share weighs it with what the user runs now (standing).
+	PastMilli int64
 }
+
+// standing is what fair share weighs a user by: the cores it runs and
+// its past use.
+func (u *User) standing() int64 { return u.RunningMilli + u.PastMilli }
 
 // Queue is one queue of the round's tree, a parent before its children:
 // its hard limits with what it holds (the quota rule bounds it and every
@@ -371,7 +379,7 @@ func Shares(in *Input) []int64 {
 func SharesAndBudgets(in *Input) ([]int64, []int64) {
 	d := make([]Demand, len(in.Users))
 	for i, u := range in.Users {
-		d[i] = Demand{Running: u.RunningMilli, Ready: u.ReadyMilli}
+		d[i] = Demand{Running: u.standing(), Ready: u.ReadyMilli}
 	}
 	if len(in.Queues) == 0 {
 		return splitByLeaf(in, d, []int64{roundFree(in)}), nil
@@ -460,7 +468,7 @@ func splitByLeaf(in *Input, d []Demand, budget []int64) []int64 {
 		for k, s := range starts {
 			// Pass 1 counts what each entry placed in its running
 			// cores: the user runs its own cores and all of those.
-			base := in.Users[idx[s]].RunningMilli
+			base := in.Users[idx[s]].standing()
 			next := hi
 			if k+1 < len(starts) {
 				next = starts[k+1]
@@ -829,8 +837,9 @@ func (p *packer) take(s slot, n int64, r *Run) {
 }
 
 // ServedBefore is the fair-share order a round serves users in: the user
-// with fewer cores running first, ties by name. job why counts the users
-// ahead of a job's with it.
+// with less standing (cores running, and past use where its queue tree
+// remembers it) first, ties by name. job why counts the users ahead of a
+// job's with it.
 func ServedBefore(runningA int64, nameA string, runningB int64, nameB string) bool {
 	if runningA != runningB {
 		return runningA < runningB
@@ -876,7 +885,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 		if ua.Priority != ub.Priority {
 			return ua.Priority > ub.Priority
 		}
-		return ServedBefore(ua.RunningMilli, ua.Name, ub.RunningMilli, ub.Name)
+		return ServedBefore(ua.standing(), ua.Name, ub.standing(), ub.Name)
 	})
 	// Each leaf's part of the round (nil: no queues), and what its users
 	// were given of it.
@@ -932,7 +941,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 			again := make([]Demand, len(in.Users))
 			for i, u := range in.Users {
 				placed := out.Users[i].Placed
-				again[i].Running = u.RunningMilli + placed // a user's other entries weigh it (splitByLeaf)
+				again[i].Running = u.standing() + placed // a user's other entries weigh it (splitByLeaf)
 				if cursors[i].run < len(u.Runs) {
 					again[i].Ready = max(u.ReadyMilli-placed-unfit[i], 0)
 				}

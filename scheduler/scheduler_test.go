@@ -479,3 +479,20 @@ func BenchmarkScheduleQueuesFlat(b *testing.B) {
 		Schedule(in)
 	}
 }
+
+// TestPastUseWeighsInFairShare: a user whose past use weighs as 4 cores
+// is given 4 fewer of 10 free cores than one who ran nothing, and is
+// served second; with no past use they split evenly.
+func TestPastUseWeighsInFairShare(t *testing.T) {
+	in := NewInput().Instance(1, Cores(8), 64*GiB).Instance(2, Cores(2), 64*GiB).
+		User("alice", 0, oneCore(1, 1, 100)).
+		User("bob", 0, oneCore(2, 1, 100)).Build()
+	in.Users[0].PastMilli = 4000
+	out := Schedule(in)
+	if got := placedPerUser(out, in); got["alice"] != 3 || got["bob"] != 7 {
+		t.Fatalf("placed %v, want alice 3 and bob 7 (alice's past use weighs as 4 cores)", got)
+	}
+	if !ServedBefore(in.Users[1].standing(), "bob", in.Users[0].standing(), "alice") {
+		t.Fatal("alice, with past use, is served before bob")
+	}
+}

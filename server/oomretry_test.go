@@ -88,15 +88,16 @@ func TestJobRestart(t *testing.T) {
 	ctx := context.Background()
 	alice := tc.user("alice", "genomics")
 	bob := tc.user("bob", "physics")
-	w := newSimWorker(t, tc, "sim-restart", 4)
 	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", Jobs: []api.JobSpec{
 		{JobID: 1, Command: []string{"sleep", "1000"}, CPU: 1, PreemptionGraceSeconds: 5}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No worker yet: the job waits, and a waiting job does not restart.
 	if _, err := alice.RestartJob(ctx, b.ID, 1); !api.IsStatus(err, http.StatusConflict) {
 		t.Fatalf("restart of a job not running yet: %v, want 409", err)
 	}
+	w := newSimWorker(t, tc, "sim-restart", 4)
 	res := w.sync(5 * time.Second)
 	a := res.Assign[0].AttemptRef
 	w.known = []api.AttemptRef{a}

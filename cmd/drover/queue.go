@@ -122,6 +122,9 @@ func (m placementCmds) printQueue(q *api.Queue) error {
 	for _, c := range slices.Sorted(mapKeys(q.UsedByCluster)) {
 		safef(tw, "  in %s\t%g cores\n", c, q.UsedByCluster[c])
 	}
+	if q.UsageHalfLife != "" {
+		safef(tw, "Usage half-life\t%s (its users' past use weighs in fair share, halving every %s)\n", q.UsageHalfLife, q.UsageHalfLife)
+	}
 	safef(tw, "Preemptible\t%t\n", q.Preemptible)
 	if q.PreemptAfter != "" {
 		safef(tw, "Preempts after\t%s below %g of its fair share\n", q.PreemptAfter, q.PreemptThreshold)

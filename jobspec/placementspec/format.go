@@ -82,6 +82,7 @@ func writeQueue(b *hclwrite.Body, q *api.Queue) {
 		b.SetAttributeValue("preemptible", cty.True)
 	}
 	str("preempt_after", q.PreemptAfter)
+	str("usage_half_life", q.UsageHalfLife)
 	if q.PreemptThreshold > 0 {
 		b.SetAttributeValue("preempt_threshold", cty.NumberFloatVal(q.PreemptThreshold))
 	}

@@ -30,7 +30,6 @@ package placementspec
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -159,6 +158,7 @@ type queue struct {
 	Strategy            string         `hcl:"strategy,optional"`
 	HomeClusters        []string       `hcl:"home_clusters,optional"`
 	MaxPriority         int64          `hcl:"max_priority,optional"`
+	UsageHalfLife       *hcl.Attribute `hcl:"usage_half_life,optional"`
 	BillingProjects     []string       `hcl:"billing_projects,optional"`
 	AllowProjects       []string       `hcl:"allow_projects,optional"`
 	Queues              []queue        `hcl:"queue,block"`
@@ -177,7 +177,8 @@ func (d *decoder) queues(parent string, qs []queue, out []api.Queue) []api.Queue
 		aq := api.Queue{Path: path, Weight: q.Weight, Preemptible: q.Preemptible, PreemptThreshold: q.PreemptThreshold,
 			AllowPreemptionFrom: q.AllowPreemptionFrom, Strategy: q.Strategy, HomeClusters: q.HomeClusters, MaxPriority: q.MaxPriority,
 			BillingProjects: q.BillingProjects, AllowProjects: q.AllowProjects,
-			ReclaimGrace: d.duration(q.ReclaimGrace), MinRuntime: d.duration(q.MinRuntime), PreemptAfter: d.duration(q.PreemptAfter)}
+			ReclaimGrace: d.duration(q.ReclaimGrace), MinRuntime: d.duration(q.MinRuntime), PreemptAfter: d.duration(q.PreemptAfter),
+			UsageHalfLife: d.duration(q.UsageHalfLife)}
 		if g := q.Guarantee; g != nil {
 			aq.Guarantee = api.Quota{Memory: d.size(g.Memory), GPUs: g.GPUs}
 			if g.CPU != nil {
@@ -377,8 +378,8 @@ func (d *decoder) duration(attr *hcl.Attribute) string {
 	if s == "" {
 		return ""
 	}
-	if v, err := time.ParseDuration(s); err != nil || v < 0 {
-		d.fail(attr, fmt.Sprintf("%s %.40q: write a duration such as 90s or 10m.", attr.Name, s))
+	if v, err := api.ParseDuration(s); err != nil || v < 0 {
+		d.fail(attr, fmt.Sprintf("%s %.40q: write a duration such as 90s, 10m or 7d.", attr.Name, s))
 	}
 	return s
 }

@@ -345,6 +345,7 @@ func Queue(q *state.QueueInfo) api.Queue {
 		PreemptThreshold:    float64(q.Preemption.ThresholdPermille) / 1000,
 		AllowPreemptionFrom: slices.Clone(q.Preemption.AllowFrom),
 		Strategy:            string(q.Strategy), HomeClusters: slices.Clone(q.HomeClusters), MaxPriority: q.MaxPriority,
+		UsageHalfLife:   duration(q.UsageHalfLifeNs),
 		BillingProjects: slices.Clone(q.Projects), AllowProjects: slices.Clone(q.AllowProjects),
 		Leaf: q.Leaf, Used: api.Quota{CPU: float64(q.UsedMilli) / 1000, Memory: q.UsedMemory, GPUs: gpuCounts(q.UsedGPUs)},
 		UsedJobs: q.UsedJobs,

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/placement"
@@ -46,11 +45,12 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 		name string
 		in   string
 		out  *int64
-	}{{"reclaim_grace", q.ReclaimGrace, &out.ReclaimGraceNs}, {"min_runtime", q.MinRuntime, &out.MinRuntimeNs}, {"preempt_after", q.PreemptAfter, &out.Preemption.AfterNs}} {
+	}{{"reclaim_grace", q.ReclaimGrace, &out.ReclaimGraceNs}, {"min_runtime", q.MinRuntime, &out.MinRuntimeNs}, {"preempt_after", q.PreemptAfter, &out.Preemption.AfterNs},
+		{"usage_half_life", q.UsageHalfLife, &out.UsageHalfLifeNs}} {
 		if d.in == "" {
 			continue
 		}
-		v, err := time.ParseDuration(d.in)
+		v, err := api.ParseDuration(d.in)
 		if err != nil {
 			return out, fmt.Errorf("%s: %s %.40q is not a duration, e.g. \"10m\"", at, d.name, d.in)
 		}

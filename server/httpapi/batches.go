@@ -594,11 +594,12 @@ func (s *batchHandlers) handleJobWhy(w http.ResponseWriter, r *http.Request) (an
 	}
 	var jp view.JobPlace
 	var found bool
-	s.state.Read(func(r state.Reader) { jp, found = view.Place(r, id, jid) })
+	now := time.Now()
+	s.state.Read(func(r state.Reader) { jp, found = view.Place(r, id, jid, now.UnixNano()) })
 	if !found {
 		return nil, codedf(http.StatusNotFound, "batch %d has no job %d", id, jid)
 	}
-	in := why.JobInput{Place: jp, Batch: id, Job: jid, Now: time.Now(), Clusters: s.state.Clusters(), Machines: s.state.Machines()}
+	in := why.JobInput{Place: jp, Batch: id, Job: jid, Now: now, Clusters: s.state.Clusters(), Machines: s.state.Machines()}
 	if s.waiting != nil && !isStale(r) {
 		in.Round = s.waiting.Job(id, jid)
 		if len(jp.Queues) > 0 {

@@ -111,6 +111,7 @@ func mib(n int64) string {
 func (s *batchBook) endAttempt(b *Batch, g *group, id uint32, inst *Instance, now int64) {
 	s.stopped(b.ID, id)
 	s.endCharge(b, id, b.jobs[id-1].end)
+	s.recordUse(b, g.spec.CPUMilli, b.jobs[id-1].start, b.jobs[id-1].end, now)
 	if inst != nil {
 		if _, ok := inst.running[attemptKey{b.ID, id}]; ok {
 			delete(inst.running, attemptKey{b.ID, id})

@@ -4,6 +4,8 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/drover-sched/drover/placement"
 )
@@ -41,6 +43,10 @@ type Queue struct {
 	// Projects: appended here, entries and snapshots from before it read
 	// as 0.
 	MaxPriority int64
+	// UsageHalfLifeNs gives the fair share of a tree's users a memory of
+	// their past use, halving every half-life (a top queue's only; 0:
+	// none, users share by what they run now). Appended as MaxPriority.
+	UsageHalfLifeNs int64
 
 	parent *Queue // derived: nil at the top
 	leaf   bool   // derived: no queue names it as parent
@@ -85,6 +91,12 @@ func validateQueue(q *Queue) *ApplyError {
 	}
 	if err := placement.ValidateMaxPriority("queue "+q.Path, q.MaxPriority); err != nil {
 		return errorf(ErrInvalid, "%v", err)
+	}
+	if h := q.UsageHalfLifeNs; h != 0 && (h < placement.MinUsageHalfLife || h > placement.MaxUsageHalfLife) {
+		return errorf(ErrInvalid, "queue %s: usage_half_life is %s; it must be between 1h and 365d (0: no memory of past use)", q.Path, time.Duration(h))
+	}
+	if q.UsageHalfLifeNs != 0 && strings.Contains(q.Path, "/") {
+		return errorf(ErrInvalid, "queue %s: only a top queue sets usage_half_life (it holds for its whole tree)", q.Path)
 	}
 	if len(q.Projects) > MaxQueueProjects || len(q.AllowProjects) > MaxQueueProjects {
 		return errorf(ErrInvalid, "queue %s: at most %d billing projects in projects and in allow_projects", q.Path, MaxQueueProjects)

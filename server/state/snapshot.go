@@ -71,6 +71,8 @@ type snapState struct {
 	HistoryStore string
 	// NomadJobs: the Nomad jobs registered (absent before the Nomad API).
 	NomadJobs []NomadJob
+	// PastUse: users' decayed past use (absent before usage half-lives).
+	PastUse []snapPast
 }
 
 type snapProject struct {
@@ -381,6 +383,7 @@ func (s *State) Snapshot() *Snapshot {
 		d.Queues = append(d.Queues, q)
 	}
 	d.Stops = s.snapStops()
+	d.PastUse = s.snapPastUse()
 	d.Timeline, d.Forks, d.HistoryStore = s.timeline, slices.Clone(s.forks), s.historyStore
 	return &Snapshot{data: d}
 }
@@ -487,6 +490,9 @@ func (s *State) Restore(r io.Reader) error {
 	for i := range d.Queues {
 		q := d.Queues[i]
 		fresh.queues[q.Path] = &q
+	}
+	for _, p := range d.PastUse {
+		fresh.pastUse[pastKey{p.Top, p.User}] = pastUse{Use: p.Use, At: p.At}
 	}
 	for _, st := range d.Stops {
 		fresh.stopping[attemptKey{st.Batch, st.Job}] = stopOrder{attempt: st.Attempt, at: st.At, reason: st.Reason}
@@ -610,6 +616,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.sched, s.held = fresh.sched, fresh.held
 	s.clusters, s.queues, s.groups = fresh.clusters, fresh.queues, fresh.groups
 	s.stopping = fresh.stopping
+	s.pastUse = fresh.pastUse
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
 	s.decommissioned = fresh.decommissioned

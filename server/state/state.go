@@ -88,6 +88,7 @@ func New() *State {
 	s.clusters = map[string]*Cluster{}
 	s.queues = map[string]*Queue{}
 	s.stopping = map[attemptKey]stopOrder{}
+	s.pastUse = map[pastKey]pastUse{}
 	s.groups = map[string]*ClusterGroup{}
 	s.launchConfigs = map[string]*LaunchConfig{}
 	s.machines = map[string]*Machine{}

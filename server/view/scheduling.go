@@ -218,13 +218,15 @@ func scheduling(r state.Reader, o Options) *Round {
 		}
 		first := len(in.Users)
 		for _, b := range q.Batches() {
-			leaf, prio := l.queue(l.r.Queue(b)), b.Priority
+			sq := l.r.Queue(b)
+			leaf, prio := l.queue(sq), b.Priority
 			k := first
 			for k < len(in.Users) && (in.Users[k].Queue != leaf || in.Users[k].Priority != prio) {
 				k++
 			}
 			if k == len(in.Users) {
-				in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli(), Queue: leaf, Priority: prio})
+				in.Users = append(in.Users, scheduler.User{Name: q.Name(), RunningMilli: q.RunningMilli(), Queue: leaf, Priority: prio,
+					PastMilli: r.PastMilli(sq, q.Name(), o.Now)})
 				lists = append(lists, nil)
 			}
 			milli := r.ReadyMilli(b)

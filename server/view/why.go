@@ -55,11 +55,16 @@ type JobPlace struct {
 	// OOMFrom: the memory its last attempt ran out of, when it runs again
 	// with Memory (0: it does not).
 	OOMFrom int64
+	// PastMilli and PastCoreHours: its user's decayed past use in its
+	// queue tree, as fair share weighs it (millicores) and in core-hours
+	// (0: the tree remembers none).
+	PastMilli     int64
+	PastCoreHours float64
 }
 
-// Place reads where job id of batch is and what holds it (false: the
-// state holds no such job).
-func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
+// Place reads where job id of batch is and what holds it at now (unix
+// ns; false: the state holds no such job).
+func Place(r state.Reader, batch uint64, id uint32, now int64) (JobPlace, bool) {
 	b := r.Batch(batch)
 	j, ok := r.Job(b, id)
 	if !ok {
@@ -100,12 +105,18 @@ func Place(r state.Reader, batch uint64, id uint32) (JobPlace, bool) {
 			}
 		}
 	}
+	// Standing as the round weighs it: running cores, and past use where
+	// the job's queue tree remembers it (read in the job's tree).
+	leaf := r.Queue(b)
+	jp.PastMilli = r.PastMilli(leaf, b.User, now)
+	jp.PastCoreHours = r.PastCoreHours(leaf, b.User, now)
 	for _, me := range queues {
 		if me.Name() != b.User {
 			continue
 		}
 		for _, q := range queues {
-			if q.ReadyJobs() > 0 && q.Name() != b.User && scheduler.ServedBefore(q.RunningMilli(), q.Name(), me.RunningMilli(), me.Name()) {
+			if q.ReadyJobs() > 0 && q.Name() != b.User &&
+				scheduler.ServedBefore(q.RunningMilli()+r.PastMilli(leaf, q.Name(), now), q.Name(), me.RunningMilli()+jp.PastMilli, me.Name()) {
 				jp.Ahead++
 			}
 		}

@@ -10,7 +10,7 @@ func placeOf(t *testing.T, h *state.Harness, b uint64, id uint32) JobPlace {
 	t.Helper()
 	var jp JobPlace
 	var ok bool
-	h.S.Read(func(r state.Reader) { jp, ok = Place(r, b, id) })
+	h.S.Read(func(r state.Reader) { jp, ok = Place(r, b, id, h.Now) })
 	if !ok {
 		t.Fatalf("no job %d in batch %d", id, b)
 	}

@@ -2,6 +2,7 @@ package why
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,9 @@ func Job(in JobInput) api.JobWhy {
 			add("cpu_exhausted", "waiting for cores: every worker it may use is busy")
 		default:
 			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
+		}
+		if jp.PastCoreHours > 0 {
+			add("past_use", fmt.Sprintf("its user's past use in this queue tree, %.1f core-hours after decay, weighs as %s running cores in fair share", jp.PastCoreHours, trimCores(jp.PastMilli)))
 		}
 		if jp.OOMFrom > 0 {
 			add("oom_retry", fmt.Sprintf("retrying with %s after running out of memory with %s", units.FormatBytes(jp.Memory), units.FormatBytes(jp.OOMFrom)))
@@ -263,4 +267,9 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// trimCores writes millicores as cores, without trailing zeros.
+func trimCores(milli int64) string {
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
 }
