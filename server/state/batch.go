@@ -830,6 +830,23 @@ func (b *Batch) groupOf(id uint32) *group {
 	return nil
 }
 
+// partsOf returns the group whose first job is first, and the groups
+// after it that were parts of the same committed group (Batch.isolate
+// splits a group into consecutive parts that share its parent ranges; no
+// two committed groups with parents share them).
+func (b *Batch) partsOf(first uint32) []*group {
+	i := b.groupIndex(first)
+	if i < 0 {
+		return nil
+	}
+	g0 := b.groups[i]
+	k := i + 1
+	for k < len(b.groups) && b.groups[k].pLo == g0.pLo && b.groups[k].pHi == g0.pHi && g0.pHi > g0.pLo {
+		k++
+	}
+	return b.groups[i:k]
+}
+
 // isolate gives job id a group of its own with spec sp and returns it;
 // the other jobs of its group keep their spec in new groups before and
 // after it. A snapshot encodes groups after the lock is let go, reading

@@ -76,15 +76,16 @@ func (s *batchBook) finishSpan(b *Batch, lo, hi uint32, failed bool, now int64) 
 			}
 			if dr.remaining == 0 {
 				for _, child := range dr.children {
-					g := b.groupOf(child)
-					if g.pending == 0 {
-						// Released before its parent ran again (a retry):
-						// it waits for nothing.
-						continue
-					}
-					g.pending--
-					if g.pending == 0 {
-						released = append(released, g)
+					for _, g := range b.partsOf(child) {
+						if g.pending == 0 {
+							// Released before its parent ran again (a
+							// retry): it waits for nothing.
+							continue
+						}
+						g.pending--
+						if g.pending == 0 {
+							released = append(released, g)
+						}
 					}
 				}
 			}

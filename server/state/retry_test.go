@@ -101,3 +101,35 @@ func TestRetryACancelledBatch(t *testing.T) {
 	}
 	h.Restored()
 }
+
+// TestRetryAfterAnArrayWasSplit: an always_run array waiting on a parent,
+// one of whose jobs ran out of memory (a group of its own), and whose
+// other failed: retrying the parent and that job lets it run once the
+// parent succeeds (every part of the split array waits on the parent).
+func TestRetryAfterAnArrayWasSplit(t *testing.T) {
+	h := newHarness(t)
+	w := h.Activate("w", 8, 64)
+	kids := spec("kids", 1)
+	kids.Array, kids.AlwaysRun, kids.Memory = true, true, 512<<20
+	kids.Policy = &Policy{OOMFactorMilli: 2000, OOMMaxMemory: 2 << 30}
+	b := h.CreateBatch(entry(1, 1, spec("parent", 1)), entry(2, 3, kids, Range{1, 1}))
+	h.Schedule()
+	h.Complete(w, func(uint64, uint32) Outcome { return OutcomeFailed })
+	h.Schedule()
+	h.Must(&Events{Now: h.Tick(), Events: []Event{
+		{Instance: w, Batch: b, Job: 2, Attempt: 1, Outcome: OutcomeSuccess, Start: h.Now, End: h.Tick()},
+		oomEvent(h, w, b, 3, 1),
+		{Instance: w, Batch: b, Job: 4, Attempt: 1, Outcome: OutcomeFailed, Exit: 1, Start: h.Now, End: h.Tick()},
+	}})
+	h.RunAll([]uint32{w}, nil)
+	if res := h.Must(&RetryJobs{Now: h.Tick(), Batch: b, States: RetryStates(Failed)}).(*RetryResult); res.Retried != 2 {
+		t.Fatalf("retried %d, want the parent and job 4", res.Retried)
+	}
+	h.RunAll([]uint32{w}, nil)
+	for id := uint32(1); id <= 4; id++ {
+		if st := h.JobState(b, id); st != Success {
+			t.Fatalf("job %d is %s, want success", id, st)
+		}
+	}
+	h.Restored()
+}
