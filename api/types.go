@@ -531,7 +531,14 @@ type Efficiency struct {
 	BatchID int64             `json:"batch_id"`
 	Groups  []EfficiencyGroup `json:"groups"`
 	Total   EfficiencyGroup   `json:"total"`
+	// Jobs counts the jobs read; Partial says the batch has more than a
+	// report reads (MaxEfficiencyJobs, its first), which it leaves out.
+	Jobs    int64 `json:"jobs"`
+	Partial bool  `json:"partial,omitempty"`
 }
+
+// MaxEfficiencyJobs bounds the jobs one efficiency report reads.
+const MaxEfficiencyJobs = 200_000
 
 // EfficiencyGroup measures one group's attempts. CPU and Memory are the
 // most an attempt asked for; the efficiencies are used over reserved

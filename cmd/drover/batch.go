@@ -268,6 +268,9 @@ func (m batchCmds) runBatchEfficiency(ctx context.Context, args []string) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if e.Partial {
+		safef(m.Stdout, "From the batch's first %d jobs (a report reads at most %d).\n", e.Jobs, api.MaxEfficiencyJobs)
+	}
 	if e.Total.Savings > 0 {
 		safef(m.Stdout, "Asking for the suggested sizes would have saved %s (from each group's 95th percentile of use, with 20%% to spare).\n", e.Total.Savings.Display())
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/drover-sched/drover/billing"
@@ -90,8 +91,11 @@ type submission struct {
 	queue    string
 	priority int64
 	// rerun counts jobs of the batch a retry runs again: not new jobs,
-	// but unfinished ones again (the queued-job limits count them).
-	rerun int64
+	// but unfinished ones again (the queued-job limits count them);
+	// recheck holds one of them of each spec, for the billing project's
+	// rules as they are now (CheckJobs).
+	rerun   int64
+	recheck []state.JobEntry
 }
 
 // fleetSizes are the machine sizes the fleet offers now: its active
@@ -192,7 +196,7 @@ func (s *batchHandlers) admit(sub submission) error {
 	var sizes placement.Sizes
 	s.state.Read(func(r state.Reader) {
 		if a = r.Admission(sub.batch, sub.user, sub.project, sub.key); !a.Repeat {
-			checked, budget = r.CheckJobs(a.ProjectName, sub.by, sub.entries), r.Budget(a.ProjectName)
+			checked, budget = r.CheckJobs(a.ProjectName, sub.by, slices.Concat(sub.entries, sub.recheck)), r.Budget(a.ProjectName)
 			if checked == nil && sub.batch == 0 {
 				checked = r.CheckPriority(a.ProjectName, sub.by, sub.queue, sub.priority)
 			}

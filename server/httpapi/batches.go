@@ -470,15 +470,19 @@ func (s *batchHandlers) handleRetry(w http.ResponseWriter, r *http.Request) (any
 		cmd.Jobs = append(cmd.Jobs, state.Range{Lo: uint32(rg[0]), Hi: uint32(rg[1])})
 	}
 	var n int64
+	var specs []state.JobEntry
 	s.state.Read(func(r state.Reader) {
 		if b := r.Batch(id); b != nil {
-			n = r.RetryCount(b, cmd.States, cmd.Jobs)
+			n, specs = r.RetryCount(b, cmd.States, cmd.Jobs)
 		}
 	})
-	if n > 0 {
-		if err := s.admit(submission{batch: id, by: cmd.User, rerun: n}); err != nil {
-			return nil, err
-		}
+	if n == 0 {
+		// Nothing to run again: nothing reaches the log (a job that
+		// failed since runs again only through a retry admitted for it).
+		return api.RetryResponse{BatchID: int64(id)}, nil
+	}
+	if err := s.admit(submission{batch: id, by: cmd.User, rerun: n, recheck: specs}); err != nil {
+		return nil, err
 	}
 	res, err := s.apply(cmd)
 	if err != nil {
@@ -486,10 +490,6 @@ func (s *batchHandlers) handleRetry(w http.ResponseWriter, r *http.Request) (any
 	}
 	return api.RetryResponse{BatchID: int64(id), Retried: res.(*state.RetryResult).Retried}, nil
 }
-
-// maxEfficiencyPages bounds the pages of jobs an efficiency report reads
-// (a page is api.PageSize jobs).
-const maxEfficiencyPages = 20_000
 
 // handleEfficiency measures a batch's jobs' use against what they asked
 // for (package efficiency), from the state or the history store.
@@ -500,7 +500,13 @@ func (s *batchHandlers) handleEfficiency(w http.ResponseWriter, r *http.Request)
 	}
 	var atts []efficiency.Attempt
 	var last uint32
-	for range maxEfficiencyPages {
+	var jobs int64
+	partial := false
+	for {
+		if jobs >= api.MaxEfficiencyJobs {
+			partial = true
+			break
+		}
 		list, found := s.reads.ListJobs(id, nil, last)
 		if !found {
 			st, err := s.historyStore(fmt.Sprintf("batch %d", id))
@@ -514,13 +520,14 @@ func (s *batchHandlers) handleEfficiency(w http.ResponseWriter, r *http.Request)
 		for i := range list.Jobs {
 			atts = append(atts, efficiencyAttempts(&list.Jobs[i])...)
 		}
+		jobs += int64(len(list.Jobs))
 		if list.LastID == 0 || len(list.Jobs) == 0 {
 			break
 		}
 		last = uint32(list.LastID)
 	}
 	out := efficiency.Report(atts, efficiency.DefaultOptions())
-	out.BatchID = int64(id)
+	out.BatchID, out.Jobs, out.Partial = int64(id), jobs, partial
 	return out, nil
 }
 

@@ -737,12 +737,12 @@ func (s *batchBook) startPrivate(m *Machine, inst *Instance, now int64) {
 	size := g.spec.Size()
 	if !inst.free().Fits(size) {
 		s.dropPrivate(b.ID, m.ForJob, now, "its worker is too small for it")
-		s.requeue(b, g, m.ForJob, j, true)
+		s.requeue(b, g, m.ForJob, j, true, now)
 		return
 	}
 	if s.spendReached(b.BillingProject, now) {
 		s.dropPrivate(b.ID, m.ForJob, now, "its job's billing project reached its spend limit")
-		s.requeue(b, g, m.ForJob, j, true)
+		s.requeue(b, g, m.ForJob, j, true, now)
 		return
 	}
 	if j.attempt > 0 {
@@ -776,7 +776,7 @@ func (s *batchBook) unlinkPrivate(m *Machine, now int64) {
 	if b == nil || int(m.ForJob) > len(b.jobs) || b.jobs[m.ForJob-1].state != Creating {
 		return
 	}
-	s.requeue(b, b.groupOf(m.ForJob), m.ForJob, &b.jobs[m.ForJob-1], true)
+	s.requeue(b, b.groupOf(m.ForJob), m.ForJob, &b.jobs[m.ForJob-1], true, now)
 }
 
 // dropPrivate drains the live machine made for a job (its job was

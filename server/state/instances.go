@@ -148,7 +148,7 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 			s.finish(b, k.job, j, Error, now)
 		default:
 			b.setMessage(k.job, msg)
-			s.requeue(b, g, k.job, j, true)
+			s.requeue(b, g, k.job, j, true, now)
 		}
 	}
 	inst.running = nil
@@ -420,7 +420,7 @@ func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string) int {
 		if b.Cancelled {
 			s.finish(b, k.job, j, Cancelled, now)
 		} else {
-			s.requeue(b, g, k.job, j, true)
+			s.requeue(b, g, k.job, j, true, now)
 		}
 		n++
 	}

@@ -73,12 +73,12 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 			}
 			b.memory[e.Job] = g.spec.Memory
 			g = s.isolate(b, e.Job, next)
-			s.requeue(b, g, e.Job, j, true)
+			s.requeue(b, g, e.Job, j, true, now)
 			break
 		}
 		if !b.Cancelled && j.failures < g.spec.Retries {
 			j.failures++
-			s.requeue(b, g, e.Job, j, false)
+			s.requeue(b, g, e.Job, j, false, now)
 			break
 		}
 		if e.Outcome == OutcomeFailed {
@@ -90,13 +90,16 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 		if b.Cancelled {
 			s.finish(b, e.Job, j, Cancelled, now)
 		} else {
-			s.requeue(b, g, e.Job, j, true)
+			s.requeue(b, g, e.Job, j, true, now)
 		}
 	default:
 		s.finish(b, e.Job, j, Cancelled, now)
 	}
 	return true
 }
+
+// MaxAttemptsPerJob bounds a job's attempts, whatever brings them.
+const MaxAttemptsPerJob = 1000
 
 // mib writes a byte count in MiB, as workers write memory limits.
 func mib(n int64) string {
@@ -162,7 +165,16 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 // ahead of the jobs that never started when it comes back through no fault
 // of its own (preempted, lost, its machine gone), behind them when it
 // failed and is retried.
-func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job, ahead bool) {
+//
+// A job that has run MaxAttemptsPerJob attempts ends Error instead: its
+// attempts are numbered in 16 bits and each is kept in its history, and
+// nothing (a restart, a job lost without limit) runs one forever.
+func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job, ahead bool, now int64) {
+	if j.state == Running && j.attempt >= MaxAttemptsPerJob {
+		b.setMessage(id, fmt.Sprintf("ran %d attempts, the most a job gets (the last: %s)", j.attempt, b.messages[id]))
+		s.finish(b, id, j, Error, now)
+		return
+	}
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, Ready)
 	}

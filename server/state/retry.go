@@ -65,22 +65,35 @@ func (b *Batch) retrySet(states uint16, jobs []Range) []uint32 {
 	for _, r := range ranges {
 		for id := max(r.Lo, 1); id <= min(r.Hi, n) && id != 0; id++ {
 			j := &b.jobs[id-1]
-			if j.state.Final() && j.state != Success && states&(1<<j.state) != 0 {
+			if j.state.Final() && j.state != Success && states&(1<<j.state) != 0 && j.attempt < MaxAttemptsPerJob {
 				in[id] = true
 				work = append(work, id)
 			}
 		}
 	}
+	// Each dependency, and each child group, is walked once however many
+	// of its jobs run again: the walk is linear in the batch.
+	seenRange := make(map[int32]bool)
+	seenChild := make(map[uint32]bool)
 	for len(work) > 0 {
 		id := work[len(work)-1]
 		work = work[:len(work)-1]
 		b.overlapping(id, id, func(ri int32, _ uint32) {
+			if seenRange[ri] {
+				return
+			}
+			seenRange[ri] = true
 			for _, child := range b.ranges[ri].children {
-				g := b.groupOf(child)
-				for c := g.first; c < g.first+g.count; c++ {
-					if cj := &b.jobs[c-1]; !in[c] && cj.state == Cancelled && cj.attempt == 0 {
-						in[c] = true
-						work = append(work, c)
+				if seenChild[child] {
+					continue
+				}
+				seenChild[child] = true
+				for _, g := range b.partsOf(child) {
+					for c := g.first; c < g.first+g.count; c++ {
+						if cj := &b.jobs[c-1]; !in[c] && cj.state == Cancelled && cj.attempt == 0 {
+							in[c] = true
+							work = append(work, c)
+						}
 					}
 				}
 			}
@@ -95,9 +108,24 @@ func (b *Batch) retrySet(states uint16, jobs []Range) []uint32 {
 }
 
 // RetryCount is how many jobs of b a RetryJobs with states and jobs would
-// run again.
-func (r Reader) RetryCount(b *Batch, states uint16, jobs []Range) int64 {
-	return int64(len(b.retrySet(states, jobs)))
+// run again, with one job of each spec among them (for the billing
+// project's rules, CheckJobs, which they must pass again).
+func (r Reader) RetryCount(b *Batch, states uint16, jobs []Range) (int64, []JobEntry) {
+	ids := b.retrySet(states, jobs)
+	return int64(len(ids)), b.specsOf(ids)
+}
+
+// specsOf is one entry for each distinct spec of the jobs ids.
+func (b *Batch) specsOf(ids []uint32) []JobEntry {
+	var out []JobEntry
+	seen := map[*Spec]bool{}
+	for _, id := range ids {
+		if g := b.groupOf(id); g != nil && !seen[g.spec] {
+			seen[g.spec] = true
+			out = append(out, JobEntry{First: id, Count: 1, Spec: g.spec})
+		}
+	}
+	return out
 }
 
 func (s *batchBook) applyRetryJobs(c *RetryJobs) any {
@@ -111,6 +139,13 @@ func (s *batchBook) applyRetryJobs(c *RetryJobs) any {
 	ids := b.retrySet(c.States, c.Jobs)
 	if len(ids) == 0 {
 		return &RetryResult{}
+	}
+	// They run again under the project's rules as they are now (an admin
+	// may have stopped allowing what they ask since they were submitted).
+	if c.User != "" {
+		if err := s.checkJobs(b.BillingProject, c.User, b.specsOf(ids)); err != nil {
+			return err
+		}
 	}
 	if b.Cancelled {
 		b.Cancelled, b.CancelReason = false, ""

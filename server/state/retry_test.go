@@ -1,6 +1,9 @@
 package state
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestRetryWhatFailed: a scatter-gather whose shard 2 failed (its gather
 // cancelled because of it) and whose shard 3 errored: a retry of the
@@ -132,4 +135,44 @@ func TestRetryAfterAnArrayWasSplit(t *testing.T) {
 		}
 	}
 	h.Restored()
+}
+
+// TestRetryChecksTheProjectsRulesAgain: apply runs jobs again only under
+// the billing project's rules as they are at the retry (the API checks
+// them too; this is the re-check a rule changed in between meets).
+func TestRetryChecksTheProjectsRulesAgain(t *testing.T) {
+	h := newHarness(t)
+	h.Must(&CreateUser{Now: h.Tick(), Name: "alice", TokenHash: "a"})
+	h.Must(&CreateBillingProject{Now: h.Tick(), Name: "lab", Members: []string{"alice", "root"}})
+	yes, no := true, false
+	h.Must(&SetProjectSettings{Project: "lab", AllowHostNetwork: &yes})
+	host := spec("net", 1)
+	host.Run = &Run{Image: "reg/tool:1", Network: NetworkHost}
+	b := h.Must(&CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "lab", Jobs: []JobEntry{entry(1, 1, host)}, Policy: PolicyStorage}).(*UpdateResult).Batch
+	w := h.Activate("w", 2, 8)
+	h.RunAll([]uint32{w}, func(uint64, uint32) Outcome { return OutcomeFailed })
+	h.Must(&SetProjectSettings{Project: "lab", AllowHostNetwork: &no})
+	h.MustFail(&RetryJobs{Now: h.Tick(), Batch: b, User: "alice", States: RetryStates(Failed)}, ErrForbidden)
+	if st := h.JobState(b, 1); st != Failed {
+		t.Fatalf("the job is %s after a refused retry", st)
+	}
+}
+
+// BenchmarkRetryCascade: retrying an array of n cancelled jobs with an
+// array of n children waiting on all of it walks each dependency and
+// each child group once: the time per job stays flat as n grows.
+func BenchmarkRetryCascade(b *testing.B) {
+	for _, n := range []uint32{10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				h := NewHarness(b, nil)
+				id := h.CreateBatch(entry(1, n, spec("a", 1)), entry(n+1, n, spec("b", 1), Range{1, n}))
+				h.Must(&CancelBatch{Now: h.Tick(), Batch: id})
+				b.StartTimer()
+				h.S.Apply(uint64(len(h.Log)+1), &RetryJobs{Now: h.Tick(), Batch: id, States: RetryStates(Cancelled)})
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*n), "ns/job")
+		})
+	}
 }
