@@ -1583,6 +1583,12 @@ type JobWhy struct {
 	JobID   int64       `json:"job_id"`
 	State   string      `json:"state"`
 	Reasons []WhyReason `json:"reasons"`
+	// Position is a Ready job's place in its user's line in its leaf
+	// queue, from 1: after its user's Ready jobs of a higher priority,
+	// those of its older batches of its priority and those of its own
+	// batch queued before it (between users, fair share decides who is
+	// served, not a line). Absent for a job not Ready.
+	Position int64 `json:"position,omitempty"`
 }
 
 // WhyReason is one link of the chain: a code and a sentence.

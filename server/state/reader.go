@@ -142,6 +142,19 @@ func (r Reader) Ready(b *Batch) iter.Seq[ReadyRange] {
 	}
 }
 
+// ReadyAhead counts the Ready jobs of b queued before job id (which is
+// Ready): those a round takes first.
+func (r Reader) ReadyAhead(b *Batch, id uint32) int64 {
+	var n int64
+	for _, rg := range b.ready.items() {
+		if id >= rg.Lo && id <= rg.Hi {
+			return n + int64(id-rg.Lo)
+		}
+		n += int64(rg.Len())
+	}
+	return n
+}
+
 // groupNear is groupOf for IDs read in ascending order: it looks at the
 // group of the last ID (*hint) and the one after it before searching. A
 // queue of distinct jobs has a group per job, and searching 2,000 of

@@ -29,6 +29,12 @@ type JobPlace struct {
 	// higher priority in its leaf queue, which go first within the
 	// user's fair share (other users' priorities do not take it).
 	AheadByPriority int64
+	// AheadOlder counts the Ready jobs of its user's older batches of the
+	// same priority in its leaf queue, and AheadInBatch those of its own
+	// batch queued before it (jobs that came back first): with
+	// AheadByPriority, its place in its user's line (Position, from 1).
+	AheadOlder, AheadInBatch int64
+	Position                 int64
 	// HomeClusters: where its queue is routed (none: any cluster).
 	HomeClusters     []string
 	DisabledClusters []string // the clusters the job could use that are disabled, by name
@@ -96,14 +102,25 @@ func Place(r state.Reader, batch uint64, id uint32, now int64) (JobPlace, bool) 
 		}
 	}
 	queues := r.UserQueues()
-	if leaf := r.Queue(b); leaf != nil && j.State == state.Ready {
+	if leaf := r.Queue(b); j.State == state.Ready {
 		for _, q := range queues {
+			if q.Name() != b.User {
+				continue
+			}
+			// The user's batches with Ready jobs, oldest first: the
+			// order a round takes them in (within a priority).
 			for _, o := range q.Batches() {
-				if o.Priority > b.Priority && o.User == b.User && r.Queue(o) == leaf {
+				switch {
+				case o == b || r.Queue(o) != leaf:
+				case o.Priority > b.Priority:
 					jp.AheadByPriority += r.ReadyJobs(o)
+				case o.Priority == b.Priority && o.ID < b.ID:
+					jp.AheadOlder += r.ReadyJobs(o)
 				}
 			}
 		}
+		jp.AheadInBatch = r.ReadyAhead(b, id)
+		jp.Position = jp.AheadByPriority + jp.AheadOlder + jp.AheadInBatch + 1
 	}
 	// Standing as the round weighs it: running cores, and past use where
 	// the job's queue tree remembers it (read in the job's tree).

@@ -65,3 +65,28 @@ func TestPlaceReadsWhatHoldsAJob(t *testing.T) {
 		t.Fatalf("bob's 1-core job: %+v, want not busy, behind 1 user (alice)", jp)
 	}
 }
+
+// TestPlaceCountsAJobsPlaceInLine: a Ready job's place in its user's line
+// counts its user's Ready jobs of a higher priority, those of its older
+// batches of its priority and those of its batch queued before it, and
+// not another user's.
+func TestPlaceCountsAJobsPlaceInLine(t *testing.T) {
+	h := state.NewHarness(t, nil)
+	h.Must(&state.CreateUser{Now: h.Tick(), Name: "bob", TokenHash: "h-bob"})
+	h.Must(&state.SetMember{Project: "default", User: "bob", Member: true})
+	submit := func(user string, prio int32, n uint32) uint64 {
+		return h.Must(&state.CreateBatch{Now: h.Tick(), User: user, BillingProject: "default", Priority: prio,
+			Jobs: []state.JobEntry{entry(1, n, spec("j", 1))}}).(*state.UpdateResult).Batch
+	}
+	submit("root", 0, 5) // older, same priority
+	submit("bob", 0, 7)  // another user's
+	b := submit("root", 0, 10)
+	submit("root", 0, 4) // newer
+	jp := placeOf(t, h, b, 4)
+	if jp.AheadOlder != 5 || jp.AheadInBatch != 3 || jp.AheadByPriority != 0 || jp.Position != 9 {
+		t.Fatalf("job 4: %d older, %d in its batch, %d by priority, position %d; want 5, 3, 0 and 9", jp.AheadOlder, jp.AheadInBatch, jp.AheadByPriority, jp.Position)
+	}
+	if first := placeOf(t, h, b, 1); first.Position != 6 {
+		t.Fatalf("job 1's position %d, want 6", first.Position)
+	}
+}

@@ -111,6 +111,10 @@ func Job(in JobInput) api.JobWhy {
 		if jp.OOMFrom > 0 {
 			add("oom_retry", fmt.Sprintf("retrying with %s after running out of memory with %s", units.FormatBytes(jp.Memory), units.FormatBytes(jp.OOMFrom)))
 		}
+		out.Position = jp.Position
+		if jp.Position > 1 {
+			add("position", fmt.Sprintf("number %d in its user's line%s: %d Ready jobs of higher priority, %d of older batches, %d of its own batch queued before it", jp.Position, inQueue(jp.Queues), jp.AheadByPriority, jp.AheadOlder, jp.AheadInBatch))
+		}
 		if jp.AheadByPriority > 0 && len(jp.Queues) > 0 {
 			add("priority", fmt.Sprintf("behind %d Ready jobs of its user's batches of higher priority in queue %s", jp.AheadByPriority, jp.Queues[0].Path))
 		}
@@ -272,4 +276,12 @@ func plural(n int, what string) string {
 // trimCores writes millicores as cores, without trailing zeros.
 func trimCores(milli int64) string {
 	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
+}
+
+// inQueue names the leaf queue (the first of queues), as " in queue P".
+func inQueue(queues []state.QueueInfo) string {
+	if len(queues) == 0 {
+		return ""
+	}
+	return " in queue " + queues[0].Path
 }
