@@ -125,7 +125,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 	if spec.Where != nil {
 		out.MachineType = spec.Where.MachineType
 	}
-	if p := spec.Policy; p != nil {
+	if p := spec.Policy(); p != nil {
 		out.MaxLostAttempts = int(p.MaxLost)
 		if p.OOMFactorMilli > 0 {
 			out.OOMRetry = &api.OOMRetry{Factor: float64(p.OOMFactorMilli) / 1000, MaxMemory: p.OOMMaxMemory}

@@ -49,7 +49,6 @@ func JobEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 				Attributes: js.Attributes,
 				Where:      where(js.Regions, js.Clusters, js.Pool, js.WorkerLabels, js.GPUType, js.GPUs, js.MachineType),
 				Run:        run(js),
-				Policy:     policy(js),
 			},
 		})
 	}
@@ -80,10 +79,11 @@ func run(js *api.JobSpec) *state.Run {
 		network = ""
 	}
 	grace := int64(math.Round(js.PreemptionGraceSeconds * 1000))
-	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 && !js.Nomad {
+	pol := policy(js)
+	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 && !js.Nomad && pol == nil {
 		return nil
 	}
-	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace, Nomad: js.Nomad}
+	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace, Nomad: js.Nomad, Policy: pol}
 	for _, f := range js.Inputs {
 		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
 	}

@@ -161,8 +161,8 @@ func checkSizes(sizes placement.Sizes, entries []state.JobEntry) error {
 		}
 		typ, n := sp.GPUs()
 		k := size{sp.CPUMilli, sp.Memory, typ, n, 0}
-		if sp.Policy != nil {
-			k.oomMax = sp.Policy.OOMMaxMemory
+		if p := sp.Policy(); p != nil {
+			k.oomMax = p.OOMMaxMemory
 		}
 		if checked[k] {
 			continue
@@ -171,7 +171,7 @@ func checkSizes(sizes placement.Sizes, entries []state.JobEntry) error {
 		if err := sizes.CheckSize(sp.CPUMilli, sp.Memory, typ, n); err != nil {
 			return codedf(http.StatusBadRequest, "job %d (%q): %v", entries[i].First, sp.Name, err)
 		}
-		if p := sp.Policy; p != nil && p.OOMMaxMemory > 0 {
+		if p := sp.Policy(); p != nil && p.OOMMaxMemory > 0 {
 			if err := sizes.CheckSize(sp.CPUMilli, p.OOMMaxMemory, typ, n); err != nil {
 				return codedf(http.StatusBadRequest, "job %d (%q): oom_retry max_memory: %v", entries[i].First, sp.Name, err)
 			}

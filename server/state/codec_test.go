@@ -73,8 +73,8 @@ func TestGeneratedCodecKeepsTheLogFormat(t *testing.T) {
 // TestEntriesFromBeforePlacementDecode: log entries written before specs
 // carried regions and a pool (testdata/commands.v1.golden), and before
 // they carried a container and files and events carried usage
-// (commands.v2.golden), and before specs carried a Policy
-// (commands.v3.golden), decode to the same commands, with none of it (nor
+// (commands.v2.golden), and before runs carried a Policy and events an
+// OOM (commands.v3.golden), decode to the same commands, with none of it (nor
 // anything newer).
 func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 	for _, golden := range []string{"testdata/commands.v1.golden", "testdata/commands.v2.golden", "testdata/commands.v3.golden"} {
@@ -172,12 +172,12 @@ func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 		Retries: 4, AlwaysRun: true, Attributes: StringMap{"a": "b"},
 		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}, Clusters: []string{"c1"}},
 		Run: &Run{Image: "reg/tool:1", Network: "host", Inputs: []File{{Name: "ref", URL: "gs://b/ref.fa", Path: "ref.fa"}},
-			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}, MaxProcesses: 64, PreemptGraceMs: 45_000, Nomad: true},
-		Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30}}
+			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}, MaxProcesses: 64, PreemptGraceMs: 45_000, Nomad: true,
+			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30}}}
 	usage := &Usage{CPUMillis: 1, PeakMemory: 2, BytesIn: 3, BytesOut: 4, ImageMillis: 5, InputMillis: 6, OutputMillis: 7, Memory: 8}
 	ev := Event{Instance: 1, Batch: 2, Job: 3, Attempt: 4, Started: true, Outcome: OutcomeSuccess, Exit: 5, Start: 6, End: 7, Message: "m", Usage: usage, Sample: true, OOM: true}
 	// Every exported field must be set, or this test proves nothing.
-	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where), reflect.ValueOf(*sp.Run), reflect.ValueOf(*sp.Policy), reflect.ValueOf(sp.Run.Inputs[0]),
+	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where), reflect.ValueOf(*sp.Run), reflect.ValueOf(*sp.Run.Policy), reflect.ValueOf(sp.Run.Inputs[0]),
 		reflect.ValueOf(*usage), reflect.ValueOf(ev)} {
 		for i := 0; i < v.NumField(); i++ {
 			if v.Type().Field(i).IsExported() && v.Field(i).IsZero() {

@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF89439 = 1
-	codecSelferCcRAW9439  = 255
+	codecSelferCcUTF84175 = 1
+	codecSelferCcRAW4175  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray9439  = 10
-	codecSelferValueTypeMap9439    = 9
-	codecSelferValueTypeString9439 = 6
-	codecSelferValueTypeInt9439    = 2
-	codecSelferValueTypeUint9439   = 3
-	codecSelferValueTypeFloat9439  = 4
-	codecSelferBitsize9439         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray4175  = 10
+	codecSelferValueTypeMap4175    = 9
+	codecSelferValueTypeString4175 = 6
+	codecSelferValueTypeInt4175    = 2
+	codecSelferValueTypeUint4175   = 3
+	codecSelferValueTypeFloat4175  = 4
+	codecSelferBitsize4175         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct9439 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct4175 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer9439 struct{}
+type codecSelfer4175 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -313,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -328,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Callback))
 					}
 				}
 			} else {
@@ -336,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -344,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Callback))
 					}
 				}
 			}
@@ -355,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Queue))
 					}
 				}
 			} else {
@@ -363,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -371,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Queue))
 					}
 				}
 			}
@@ -386,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -405,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -424,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -442,7 +442,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -450,14 +450,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -465,13 +465,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -599,7 +599,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj22 int
@@ -884,7 +884,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -914,7 +914,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -933,7 +933,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -948,7 +948,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Key))
 					}
 				}
 			} else {
@@ -956,7 +956,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -964,7 +964,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Key))
 					}
 				}
 			}
@@ -979,7 +979,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1002,7 +1002,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1029,7 +1029,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1052,7 +1052,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1067,7 +1067,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.User))
 					}
 				}
 			} else {
@@ -1075,7 +1075,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1083,7 +1083,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.User))
 					}
 				}
 			}
@@ -1097,7 +1097,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1105,14 +1105,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1120,13 +1120,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1206,7 +1206,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1363,7 +1363,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1393,7 +1393,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1412,7 +1412,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1435,7 +1435,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1458,7 +1458,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1477,7 +1477,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1492,7 +1492,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.User))
 					}
 				}
 			} else {
@@ -1500,7 +1500,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1508,7 +1508,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.User))
 					}
 				}
 			}
@@ -1522,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1530,14 +1530,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1545,13 +1545,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1616,7 +1616,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1738,7 +1738,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1768,7 +1768,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1787,7 +1787,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1806,7 +1806,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1824,7 +1824,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1832,14 +1832,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1847,13 +1847,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1897,7 +1897,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1968,7 +1968,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1998,7 +1998,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2017,7 +2017,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2036,7 +2036,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2055,7 +2055,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2074,7 +2074,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2092,7 +2092,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2100,14 +2100,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2115,13 +2115,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2177,7 +2177,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2280,7 +2280,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2310,7 +2310,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2333,7 +2333,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2356,7 +2356,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Reserve\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Reserve`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Reserve`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2374,7 +2374,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2382,14 +2382,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2397,13 +2397,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2450,7 +2450,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -2524,7 +2524,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2554,7 +2554,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2573,7 +2573,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2592,7 +2592,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2611,7 +2611,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2630,7 +2630,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2651,7 +2651,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2672,7 +2672,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2691,7 +2691,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2710,7 +2710,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2725,7 +2725,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Message))
 					}
 				}
 			} else {
@@ -2733,7 +2733,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2741,7 +2741,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Message))
 					}
 				}
 			}
@@ -2768,7 +2768,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2792,7 +2792,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2811,7 +2811,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOM\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `OOM`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `OOM`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2829,7 +2829,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2837,14 +2837,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2852,13 +2852,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2973,7 +2973,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj18 int
@@ -3215,7 +3215,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3245,7 +3245,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3268,7 +3268,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3290,7 +3290,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3298,14 +3298,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3313,13 +3313,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3360,7 +3360,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3418,7 +3418,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3433,9 +3433,9 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(13)
+				r.WriteArrayStart(12)
 			} else {
-				r.WriteMapStart(13)
+				r.WriteMapStart(12)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -3444,7 +3444,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Name))
 					}
 				}
 			} else {
@@ -3452,7 +3452,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3460,7 +3460,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Name))
 					}
 				}
 			}
@@ -3475,7 +3475,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3498,7 +3498,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3523,7 +3523,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3544,7 +3544,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3563,7 +3563,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3582,7 +3582,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3601,7 +3601,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3620,7 +3620,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3641,7 +3641,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3674,7 +3674,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3710,7 +3710,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3720,42 +3720,6 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 						r.EncodeNil()
 					} else {
 						x.Run.CodecEncodeSelf(e)
-					}
-				}
-			}
-			var yyn39 bool
-			if x.Policy == nil {
-				yyn39 = true
-				goto LABEL39
-			}
-		LABEL39:
-			if yyr2 || yy2arr2 {
-				if yyn39 {
-					r.WriteArrayElem()
-					r.EncodeNil()
-				} else {
-					r.WriteArrayElem()
-					if x.Policy == nil {
-						r.EncodeNil()
-					} else {
-						x.Policy.CodecEncodeSelf(e)
-					}
-				}
-			} else {
-				r.WriteMapElemKey()
-				if z.IsJSONHandle() {
-					z.WriteStr("\"Policy\"")
-				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Policy`)
-				}
-				r.WriteMapElemValue()
-				if yyn39 {
-					r.EncodeNil()
-				} else {
-					if x.Policy == nil {
-						r.EncodeNil()
-					} else {
-						x.Policy.CodecEncodeSelf(e)
 					}
 				}
 			}
@@ -3769,7 +3733,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3777,14 +3741,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3792,13 +3756,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3903,18 +3867,6 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 
 				x.Run.CodecDecodeSelf(d)
 			}
-		case "Policy":
-			if r.TryDecodeAsNil() {
-				if true && x.Policy != nil {
-					x.Policy = nil
-				}
-			} else {
-				if x.Policy == nil {
-					x.Policy = new(Policy)
-				}
-
-				x.Policy.CodecDecodeSelf(d)
-			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -3923,19 +3875,19 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj18 int
-	var yyb18 bool
-	var yyhl18 bool = l >= 0
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	var yyj17 int
+	var yyb17 bool
+	var yyhl17 bool = l >= 0
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3945,13 +3897,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3961,13 +3913,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Array = (bool)(r.DecodeBool())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3980,13 +3932,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3996,13 +3948,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Env.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4012,13 +3964,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPUMilli = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4028,13 +3980,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4044,13 +3996,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutMs = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4060,13 +4012,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Retries = (uint16)(z.C.UintV(r.DecodeUint64(), 16))
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4076,13 +4028,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4092,13 +4044,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Attributes.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4114,13 +4066,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Where.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4136,46 +4088,24 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Run.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
-	} else {
-		yyb18 = r.CheckBreak()
-	}
-	if yyb18 {
-		r.ReadArrayEnd()
-		return
-	}
-	r.ReadArrayElem()
-	if r.TryDecodeAsNil() {
-		if true && x.Policy != nil {
-			x.Policy = nil
-		}
-	} else {
-		if x.Policy == nil {
-			x.Policy = new(Policy)
-		}
-
-		x.Policy.CodecDecodeSelf(d)
-	}
 	for {
-		yyj18++
-		if yyhl18 {
-			yyb18 = yyj18 > l
+		yyj17++
+		if yyhl17 {
+			yyb17 = yyj17 > l
 		} else {
-			yyb18 = r.CheckBreak()
+			yyb17 = r.CheckBreak()
 		}
-		if yyb18 {
+		if yyb17 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj18-1, "")
+		z.DecStructFieldNotFound(yyj17-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4205,7 +4135,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxLost\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `MaxLost`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `MaxLost`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4224,7 +4154,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMFactorMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `OOMFactorMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `OOMFactorMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4243,7 +4173,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMMaxMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `OOMMaxMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `OOMMaxMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4261,7 +4191,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4269,14 +4199,14 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4284,13 +4214,13 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4334,7 +4264,7 @@ func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4405,7 +4335,7 @@ func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4420,9 +4350,9 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(7)
+				r.WriteArrayStart(8)
 			} else {
-				r.WriteMapStart(7)
+				r.WriteMapStart(8)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -4431,7 +4361,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Image))
 					}
 				}
 			} else {
@@ -4439,7 +4369,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4447,7 +4377,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Image))
 					}
 				}
 			}
@@ -4458,7 +4388,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Network))
 					}
 				}
 			} else {
@@ -4466,7 +4396,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4474,7 +4404,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Network))
 					}
 				}
 			}
@@ -4493,7 +4423,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4520,7 +4450,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4543,7 +4473,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4562,7 +4492,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4581,12 +4511,48 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Nomad\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Nomad`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Nomad`)
 				}
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					r.EncodeBool(bool(x.Nomad))
+				}
+			}
+			var yyn24 bool
+			if x.Policy == nil {
+				yyn24 = true
+				goto LABEL24
+			}
+		LABEL24:
+			if yyr2 || yy2arr2 {
+				if yyn24 {
+					r.WriteArrayElem()
+					r.EncodeNil()
+				} else {
+					r.WriteArrayElem()
+					if x.Policy == nil {
+						r.EncodeNil()
+					} else {
+						x.Policy.CodecEncodeSelf(e)
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Policy\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Policy`)
+				}
+				r.WriteMapElemValue()
+				if yyn24 {
+					r.EncodeNil()
+				} else {
+					if x.Policy == nil {
+						r.EncodeNil()
+					} else {
+						x.Policy.CodecEncodeSelf(e)
+					}
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -4599,7 +4565,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4607,14 +4573,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4622,13 +4588,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4694,6 +4660,18 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Nomad = (bool)(r.DecodeBool())
 			}
+		case "Policy":
+			if r.TryDecodeAsNil() {
+				if true && x.Policy != nil {
+					x.Policy = nil
+				}
+			} else {
+				if x.Policy == nil {
+					x.Policy = new(Policy)
+				}
+
+				x.Policy.CodecDecodeSelf(d)
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4702,19 +4680,19 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj13 int
-	var yyb13 bool
-	var yyhl13 bool = l >= 0
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	var yyj14 int
+	var yyb14 bool
+	var yyhl14 bool = l >= 0
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4724,13 +4702,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4740,13 +4718,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4759,13 +4737,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Inputs), d)
 		}
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4778,13 +4756,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Outputs), d)
 		}
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4794,13 +4772,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4810,13 +4788,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptGraceMs = (int64)(r.DecodeInt64())
 	}
-	yyj13++
-	if yyhl13 {
-		yyb13 = yyj13 > l
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
 	} else {
-		yyb13 = r.CheckBreak()
+		yyb14 = r.CheckBreak()
 	}
-	if yyb13 {
+	if yyb14 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4826,24 +4804,46 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
-	for {
-		yyj13++
-		if yyhl13 {
-			yyb13 = yyj13 > l
-		} else {
-			yyb13 = r.CheckBreak()
+	yyj14++
+	if yyhl14 {
+		yyb14 = yyj14 > l
+	} else {
+		yyb14 = r.CheckBreak()
+	}
+	if yyb14 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		if true && x.Policy != nil {
+			x.Policy = nil
 		}
-		if yyb13 {
+	} else {
+		if x.Policy == nil {
+			x.Policy = new(Policy)
+		}
+
+		x.Policy.CodecDecodeSelf(d)
+	}
+	for {
+		yyj14++
+		if yyhl14 {
+			yyb14 = yyj14 > l
+		} else {
+			yyb14 = r.CheckBreak()
+		}
+		if yyb14 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj13-1, "")
+		z.DecStructFieldNotFound(yyj14-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4869,7 +4869,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Name))
 					}
 				}
 			} else {
@@ -4877,7 +4877,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4885,7 +4885,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Name))
 					}
 				}
 			}
@@ -4896,7 +4896,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.URL))
 					}
 				}
 			} else {
@@ -4904,7 +4904,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4912,7 +4912,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.URL))
 					}
 				}
 			}
@@ -4923,7 +4923,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Path))
 					}
 				}
 			} else {
@@ -4931,7 +4931,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4939,7 +4939,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Path))
 					}
 				}
 			}
@@ -4953,7 +4953,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4961,14 +4961,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4976,13 +4976,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5026,7 +5026,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5097,7 +5097,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5127,7 +5127,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5146,7 +5146,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5165,7 +5165,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5184,7 +5184,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5203,7 +5203,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5222,7 +5222,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5241,7 +5241,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5260,7 +5260,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5278,7 +5278,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5286,14 +5286,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5301,13 +5301,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5381,7 +5381,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5532,7 +5532,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5566,7 +5566,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -5585,7 +5585,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Pool))
 					}
 				}
 			} else {
@@ -5593,7 +5593,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5601,7 +5601,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.Pool))
 					}
 				}
 			}
@@ -5612,7 +5612,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.GPUType))
 					}
 				}
 			} else {
@@ -5620,7 +5620,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5628,7 +5628,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.GPUType))
 					}
 				}
 			}
@@ -5643,7 +5643,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5658,7 +5658,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.MachineType))
 					}
 				}
 			} else {
@@ -5666,7 +5666,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5674,7 +5674,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89439, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF84175, string(x.MachineType))
 					}
 				}
 			}
@@ -5693,7 +5693,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Labels\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Labels`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Labels`)
 				}
 				r.WriteMapElemValue()
 				if x.Labels == nil {
@@ -5720,7 +5720,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Clusters\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Clusters`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Clusters`)
 				}
 				r.WriteMapElemValue()
 				if x.Clusters == nil {
@@ -5742,7 +5742,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5750,14 +5750,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5765,13 +5765,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5848,7 +5848,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -5992,7 +5992,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6022,7 +6022,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6041,7 +6041,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6059,7 +6059,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6067,14 +6067,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6082,13 +6082,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6126,7 +6126,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -6181,7 +6181,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6211,7 +6211,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6230,7 +6230,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6253,7 +6253,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -6280,7 +6280,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -6315,7 +6315,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89439, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF84175, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -6338,7 +6338,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6346,14 +6346,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9439 {
+		if yyct2 == codecSelferValueTypeMap4175 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9439 {
+		} else if yyct2 == codecSelferValueTypeArray4175 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6361,13 +6361,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9439)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4175)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6435,7 +6435,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9439
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6549,8 +6549,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer9439) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6562,8 +6562,8 @@ func (x codecSelfer9439) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9439) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6643,8 +6643,8 @@ func (x codecSelfer9439) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9439) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6656,8 +6656,8 @@ func (x codecSelfer9439) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9439) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6737,8 +6737,8 @@ func (x codecSelfer9439) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer9439) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6750,8 +6750,8 @@ func (x codecSelfer9439) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9439) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6831,8 +6831,8 @@ func (x codecSelfer9439) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9439) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6843,15 +6843,15 @@ func (x codecSelfer9439) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89439, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84175, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9439) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6931,8 +6931,8 @@ func (x codecSelfer9439) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9439) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6944,8 +6944,8 @@ func (x codecSelfer9439) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9439) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7025,8 +7025,8 @@ func (x codecSelfer9439) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9439) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7038,8 +7038,8 @@ func (x codecSelfer9439) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9439) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer9439
+func (x codecSelfer4175) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer4175
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -108,8 +108,8 @@ func TestReadyQueueAgainCount(t *testing.T) {
 func TestMaxLostPerJob(t *testing.T) {
 	h := newHarness(t)
 	once, never, dflt := spec("once", 1), spec("never", 1), spec("default", 1)
-	once.Policy = &Policy{MaxLost: 1}
-	never.Policy = &Policy{MaxLost: -1}
+	once.Run = &Run{Policy: &Policy{MaxLost: 1}}
+	never.Run = &Run{Policy: &Policy{MaxLost: -1}}
 	b := h.CreateBatch(entry(1, 1, once), entry(2, 1, never), entry(3, 1, dflt))
 	for round := 1; round <= 5; round++ {
 		w := h.Activate("w", 4, 16)
@@ -139,7 +139,7 @@ func TestMaxLostPerJob(t *testing.T) {
 func TestMaxLostIsNotForMachinesDeletedUnderTheJob(t *testing.T) {
 	h := newHarness(t)
 	once := spec("once", 1)
-	once.Policy = &Policy{MaxLost: 1}
+	once.Run = &Run{Policy: &Policy{MaxLost: 1}}
 	b := h.CreateBatch(entry(1, 1, once))
 	for range 3 {
 		w := h.Activate("w", 4, 16)

@@ -25,7 +25,7 @@ func TestOOMRetryGivesMoreMemory(t *testing.T) {
 	sp := spec("assemble", 1)
 	sp.Array = true
 	sp.Memory = 1 << 30
-	sp.Policy = &Policy{OOMFactorMilli: 1500, OOMMaxMemory: 2 << 30}
+	sp.Run = &Run{Policy: &Policy{OOMFactorMilli: 1500, OOMMaxMemory: 2 << 30}}
 	plain := spec("plain", 1)
 	plain.Memory = 1 << 30
 	b := h.CreateBatch(entry(1, 3, sp), entry(4, 1, plain), entry(5, 2, sp))
@@ -127,7 +127,7 @@ func TestOOMRetryMemoryIsBounded(t *testing.T) {
 		{1 << 45, 1<<46 - 1, 16000, 1<<46 - 1},
 		{1 << 30, 1 << 30, 2000, 0},
 	} {
-		sp := &Spec{Memory: c.mem, Policy: &Policy{OOMFactorMilli: c.factor, OOMMaxMemory: c.max}}
+		sp := &Spec{Memory: c.mem, Run: &Run{Policy: &Policy{OOMFactorMilli: c.factor, OOMMaxMemory: c.max}}}
 		next := sp.oomRetry()
 		got := int64(0)
 		if next != nil {

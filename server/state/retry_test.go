@@ -114,7 +114,7 @@ func TestRetryAfterAnArrayWasSplit(t *testing.T) {
 	w := h.Activate("w", 8, 64)
 	kids := spec("kids", 1)
 	kids.Array, kids.AlwaysRun, kids.Memory = true, true, 512<<20
-	kids.Policy = &Policy{OOMFactorMilli: 2000, OOMMaxMemory: 2 << 30}
+	kids.Run = &Run{Policy: &Policy{OOMFactorMilli: 2000, OOMMaxMemory: 2 << 30}}
 	b := h.CreateBatch(entry(1, 1, spec("parent", 1)), entry(2, 3, kids, Range{1, 1}))
 	h.Schedule()
 	h.Complete(w, func(uint64, uint32) Outcome { return OutcomeFailed })

@@ -142,12 +142,21 @@ type Spec struct {
 	// a batch of a million distinct jobs pays 8 bytes a job for it.
 	Where *Where
 	// Run says what the job runs in and the files it takes and gives
-	// (nil: a process, no files).
+	// (nil: a process, no files), and how it comes back (Run.Policy).
 	Run *Run
-	// Policy says how the job comes back when an attempt ends through no
-	// fault of its command (nil: the server's defaults). A pointer, as
-	// Where.
-	Policy *Policy
+}
+
+// Policy is how a job of sp comes back after an attempt it did not end
+// itself (nil: the server's defaults). Read-only.
+func (sp *Spec) Policy() *Policy { return sp.policy() }
+
+// policy is how the job comes back after an attempt it did not end
+// itself (nil: the server's defaults).
+func (sp *Spec) policy() *Policy {
+	if sp.Run == nil {
+		return nil
+	}
+	return sp.Run.Policy
 }
 
 // Policy is how a job comes back after an attempt it did not end itself.
@@ -168,7 +177,7 @@ type Policy struct {
 // of memory (nil: it does not). Memory grows by the factor, rounded up to
 // a MiB, to at most the bound; a spec at the bound is not retried.
 func (sp *Spec) oomRetry() *Spec {
-	p := sp.Policy
+	p := sp.policy()
 	if p == nil || p.OOMFactorMilli <= 1000 || sp.Memory >= p.OOMMaxMemory {
 		return nil
 	}
@@ -187,10 +196,11 @@ func (sp *Spec) oomRetry() *Spec {
 // job's doing, such as its machine deleted under it; otherwise the
 // server's default, which the job's policy overrides).
 func (sp *Spec) maxLost(def uint8) int {
-	if def == 0 || sp.Policy == nil || sp.Policy.MaxLost == 0 {
+	p := sp.policy()
+	if def == 0 || p == nil || p.MaxLost == 0 {
 		return int(def)
 	}
-	return max(int(sp.Policy.MaxLost), 0)
+	return max(int(p.MaxLost), 0)
 }
 
 // NetworkHost is a job's network when it shares its worker machine's
@@ -219,6 +229,12 @@ type Run struct {
 	// Nomad: the job came from a Nomad job, and its worker gives it
 	// Nomad's runtime environment (api.JobSpec.Nomad).
 	Nomad bool
+	// Policy says how the job comes back when an attempt ends through no
+	// fault of its command (nil: the server's defaults). In Run, not
+	// Spec, as PreemptGraceMs: a million distinct specs of plain
+	// processes keep their size (a pointer more in Spec moved it up a
+	// size class, 16 bytes a job).
+	Policy *Policy
 }
 
 // File is an input (URL copied to Path) or an output (Path copied to URL).
