@@ -310,6 +310,20 @@ func TestWindowedDemandTakesTheHeadOfEachQueue(t *testing.T) {
 	}
 }
 
+// TestWindowedDemandWeighsPastUse: the autoscaler splits its budget as
+// the round does: a user whose past use weighs as 10 cores stands as b
+// did above, though it runs nothing.
+func TestWindowedDemandWeighsPastUse(t *testing.T) {
+	users := []UserQueue{
+		{Name: "a", Ready: []Shape{shape(1, 1000)}},
+		{Name: "b", PastMilli: 10_000, Ready: []Shape{shape(2, 1000), shape(4, 10)}},
+	}
+	d := WindowedDemand(users, 31_000)
+	if len(d) != 2 || d[0].CPUMilli != 1000 || d[0].Count != 21 || d[1].CPUMilli != 2000 || d[1].Count != 6 {
+		t.Fatalf("demand %+v; want a's 21 one-core jobs, then b's 6 two-core ones", d)
+	}
+}
+
 func TestPlanConsolidatesAndRevives(t *testing.T) {
 	active := func(id string, free int64) Machine {
 		return Machine{ID: id, Config: "small", State: Active, PricePerHour: 320_000_000, CPUMilli: 8000, Memory: 8 << 32, FreeMilli: free, FreeMemory: 8 << 30, Heard: t0}

@@ -11,6 +11,9 @@ type UserQueue struct {
 	Name         string
 	RunningMilli int64
 	Ready        []Shape
+	// PastMilli is the user's decayed past use as cores, which fair
+	// share weighs with RunningMilli (scheduler.User.PastMilli).
+	PastMilli int64
 }
 
 // WindowedDemand is Hail Batch's windowed fair share: each user's fair
@@ -27,7 +30,7 @@ func WindowedDemand(users []UserQueue, budget int64) []Shape {
 		for _, sh := range u.Ready {
 			ready += sh.CPUMilli * sh.Count
 		}
-		d[i] = scheduler.Demand{Running: u.RunningMilli, Ready: ready}
+		d[i] = scheduler.Demand{Running: u.RunningMilli + u.PastMilli, Ready: ready}
 	}
 	shares := scheduler.FairShare(d, budget)
 	order := make([]int, len(users))
@@ -36,16 +39,10 @@ func WindowedDemand(users []UserQueue, budget int64) []Shape {
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		ua, ub := &users[a], &users[b]
-		if ua.RunningMilli != ub.RunningMilli {
-			if ua.RunningMilli < ub.RunningMilli {
-				return -1
-			}
-			return 1
-		}
 		switch {
-		case ua.Name < ub.Name:
+		case scheduler.ServedBefore(ua.RunningMilli+ua.PastMilli, ua.Name, ub.RunningMilli+ub.PastMilli, ub.Name):
 			return -1
-		case ua.Name > ub.Name:
+		case scheduler.ServedBefore(ub.RunningMilli+ub.PastMilli, ub.Name, ua.RunningMilli+ua.PastMilli, ua.Name):
 			return 1
 		}
 		return 0

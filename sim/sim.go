@@ -980,7 +980,7 @@ func (r *run) demandCores() int64 {
 	for _, j := range r.running {
 		d += j.cpu
 	}
-	for _, u := range view.AutoscaleDemand(r.st, 1<<50, 0).Users {
+	for _, u := range view.AutoscaleDemand(r.st, 1<<50, 0, 0).Users {
 		for _, sh := range u.Shapes {
 			d += sh.CPUMilli * sh.Count
 		}
@@ -998,7 +998,7 @@ func (r *run) trace(now time.Time) {
 		free += f.CPUMilli
 	}
 	var ready int64
-	for _, u := range view.AutoscaleDemand(r.st, 1<<50, 0).Users {
+	for _, u := range view.AutoscaleDemand(r.st, 1<<50, 0, 0).Users {
 		for _, sh := range u.Shapes {
 			ready += sh.CPUMilli * sh.Count
 		}

@@ -648,7 +648,7 @@ func (a *Autoscaler) autoscaleInput(st *view.Autoscale, seen map[string]provider
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return plannerInput(st, func(budget int64) *view.Demand {
-		return view.AutoscaleDemand(a.cfg.State, budget, a.cfg.MemoryStep)
+		return view.AutoscaleDemand(a.cfg.State, budget, a.cfg.MemoryStep, now.UnixNano())
 	}, now, a.cfg.Heard, a.idleSince, running)
 }
 
@@ -737,7 +737,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	d := demand(budget)
 	users := make([]autoscaler.UserQueue, len(d.Users))
 	for i, u := range d.Users {
-		users[i] = autoscaler.UserQueue{Name: u.Name, RunningMilli: u.RunningMilli, Ready: make([]autoscaler.Shape, 0, len(u.Shapes))}
+		users[i] = autoscaler.UserQueue{Name: u.Name, RunningMilli: u.RunningMilli, PastMilli: u.PastMilli, Ready: make([]autoscaler.Shape, 0, len(u.Shapes))}
 		for _, sh := range u.Shapes {
 			ash := autoscaler.Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Count: sh.Count}
 			if sh.Constraint > 0 {

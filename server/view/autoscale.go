@@ -162,6 +162,8 @@ type DemandUser struct {
 	Name         string
 	RunningMilli int64
 	Shapes       []DemandShape
+	// PastMilli: the user's decayed past use as cores (scheduler.User).
+	PastMilli int64
 }
 
 // DemandShape is jobs of one size and constraint in a user's queue.
@@ -188,20 +190,28 @@ const maxDemandShapes = 4096
 // (the scheduler's FairShare), one job past it, with memory rounded up to
 // memStep so jobs of nearly one size are one shape. Only the heads are
 // read: a backlog of millions costs what the window holds.
-func AutoscaleDemand(src Source, budget, memStep int64) *Demand {
+func AutoscaleDemand(src Source, budget, memStep, now int64) *Demand {
 	var d *Demand
-	src.Read(func(r state.Reader) { d = autoscaleDemand(r, budget, memStep) })
+	src.Read(func(r state.Reader) { d = autoscaleDemand(r, budget, memStep, now) })
 	return d
 }
 
-func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
+func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 	d := &Demand{}
 	var queues []state.UserQueue
 	var demands []scheduler.Demand
+	var past []int64
 	for _, q := range r.UserQueues() {
 		if q.ReadyJobs() > 0 {
+			// Past use as the round weighs it, read in the tree of the
+			// user's oldest batch with Ready jobs.
+			p := int64(0)
+			if bs := q.Batches(); len(bs) > 0 {
+				p = r.PastMilli(r.Queue(bs[0]), q.Name(), now)
+			}
 			queues = append(queues, q)
-			demands = append(demands, scheduler.Demand{Running: q.RunningMilli(), Ready: q.ReadyMilli()})
+			past = append(past, p)
+			demands = append(demands, scheduler.Demand{Running: q.RunningMilli() + p, Ready: q.ReadyMilli()})
 		}
 	}
 	shares := scheduler.FairShare(demands, budget)
@@ -216,7 +226,7 @@ func autoscaleDemand(r state.Reader, budget, memStep int64) *Demand {
 	quotas := newQuotas(r)
 	d.Users = make([]DemandUser, 0, len(queues))
 	for ui, q := range queues {
-		du := DemandUser{Name: q.Name(), RunningMilli: q.RunningMilli()}
+		du := DemandUser{Name: q.Name(), RunningMilli: q.RunningMilli(), PastMilli: past[ui]}
 		clear(index)
 		left := shares[ui]
 	batches:

@@ -232,7 +232,7 @@ func TestDemandStopsAtTheTeamsQuota(t *testing.T) {
 	h := state.NewHarness(t, nil)
 	h.Must(&state.SetTeam{Now: h.Tick(), Team: state.Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 3000}})
 	h.CreateBatch(entry(1, 10, spec("j", 1)))
-	d := AutoscaleDemand(h.S, 1<<40, 0)
+	d := AutoscaleDemand(h.S, 1<<40, 0, h.Now)
 	var n int64
 	for _, u := range d.Users {
 		for _, sh := range u.Shapes {
@@ -254,7 +254,7 @@ func TestDemandIsWindowedByFairShare(t *testing.T) {
 	odd := spec("a", 3)
 	odd.Memory = 1<<30 + 1
 	h.Must(&state.CreateBatch{Now: h.Tick(), User: "alice", BillingProject: "default", Jobs: []state.JobEntry{entry(1, 100, odd)}})
-	d := AutoscaleDemand(h.S, 10_000, 1<<30)
+	d := AutoscaleDemand(h.S, 10_000, 1<<30, h.Now)
 	got := map[string]DemandShape{}
 	for _, u := range d.Users {
 		if len(u.Shapes) != 1 {
