@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +28,9 @@ import (
 // separate objects because blob stores cannot append.
 type Store struct {
 	bucket *blob.Bucket
-	used   usage
+	// dir is the store's directory when it is one on the local disk.
+	dir  string
+	used usage
 }
 
 // Open opens the store at a gocloud.dev/blob URL, or a directory on
@@ -42,6 +47,9 @@ func Open(ctx context.Context, url, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
 	l := &Store{bucket: b}
+	if url == "" {
+		l.dir = dir
+	}
 	if err := l.countHeld(ctx); err != nil {
 		b.Close()
 		return nil, err
@@ -112,6 +120,46 @@ func (l *Store) Truncated(ctx context.Context, batch uint64, job uint32, attempt
 // Index returns the sizes of the chunks of an attempt's log held in this
 // store, by sequence number. It reads no chunk.
 func (l *Store) Index(ctx context.Context, batch uint64, job uint32, attempt int) (map[int]int64, error) {
+	if l.dir != "" {
+		return l.indexDir(batch, job, attempt)
+	}
+	return l.index(ctx, batch, job, attempt)
+}
+
+// indexDir is Index for a store in a local directory. It reads the
+// directory itself rather than listing the bucket: a chunk being written
+// is a temporary file beside the chunks, which the write renames, and a
+// bucket listing that lists it and then reads its size fails ("lstat
+// ….tmp: no such file or directory"). Here a name that is not a sequence
+// number is never read, and a chunk deleted under the listing is left out.
+// (fileblob keeps a key of digits and slashes as the same path.)
+func (l *Store) indexDir(batch uint64, job uint32, attempt int) (map[int]int64, error) {
+	out := map[int]int64{}
+	entries, err := os.ReadDir(filepath.Join(l.dir, filepath.FromSlash(logPrefix(batch, job, attempt))))
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list log chunks: %w", err)
+	}
+	for _, e := range entries {
+		seq, err := strconv.Atoi(e.Name())
+		if err != nil || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list log chunks: %w", err)
+		}
+		out[seq] = info.Size()
+	}
+	return out, nil
+}
+
+func (l *Store) index(ctx context.Context, batch uint64, job uint32, attempt int) (map[int]int64, error) {
 	out := map[int]int64{}
 	prefix := logPrefix(batch, job, attempt)
 	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})

@@ -142,3 +142,47 @@ func TestReserveIsOneStep(t *testing.T) {
 		t.Fatalf("64 uploads of %d bytes under a quota of %d: %d granted, %d held", chunk, quota, granted.Load(), held)
 	}
 }
+
+// A log is read while its job writes it: listing a directory store meets
+// the temporary file of a chunk being written, which the write renames
+// away before the listing reads its size. Index must not fail on that
+// (it did: "list log chunks: ... lstat ....tmp: no such file or
+// directory", seen by a Nomad client following a live log).
+func TestIndexWhileChunksAreWritten(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := w * 1_000_000; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := st.PutChunk(ctx, 1, 1, 1, seq%10+w*10, []byte("tick\n")); err != nil {
+					t.Error(err)
+					return
+				}
+				written.Add(1)
+			}
+		}()
+	}
+	for i := 0; i < 1500 || written.Load() < 1500; i++ {
+		if _, err := st.Index(ctx, 1, 1, 1); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("listing %d (after %d writes): %v", i, written.Load(), err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
