@@ -32,6 +32,8 @@ const (
 	// MaxLostAttempts bounds a job's max_lost_attempts (-1, no limit,
 	// aside).
 	MaxLostAttempts = 100
+	// MaxSpotAttempts bounds a job's max_spot_attempts.
+	MaxSpotAttempts = 100
 	// MinOOMFactor and MaxOOMFactor bound OOMRetry.Factor: below the
 	// one a retry could be given the memory it ran out of; beyond the
 	// other one step asks for more than any sane next try.
@@ -244,6 +246,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.MaxLostAttempts < -1 || s.MaxLostAttempts > MaxLostAttempts {
 		return fmt.Errorf("max_lost_attempts is %d; it must be between 1 and %d, 0 (the server's default) or -1 (no limit)", s.MaxLostAttempts, MaxLostAttempts)
+	}
+	if s.MaxSpotAttempts < 0 || s.MaxSpotAttempts > MaxSpotAttempts {
+		return fmt.Errorf("max_spot_attempts is %d; it must be between 1 and %d, or 0 (no cap)", s.MaxSpotAttempts, MaxSpotAttempts)
 	}
 	if o := s.OOMRetry; o != nil {
 		mem := s.Memory

@@ -139,6 +139,13 @@ type JobSpec struct {
 	// OOMRetry runs an attempt that the out-of-memory killer ended again
 	// with more memory (nil: such an attempt is the job's error).
 	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
+	// MaxSpotAttempts caps the attempts a job loses to spot machines
+	// (1 to MaxSpotAttempts; 0: no cap): once spot machines (a spot launch
+	// config's, or a preemptible pool's workers) were lost under that
+	// many of its attempts, it runs on on-demand machines only, and the
+	// autoscaler launches one for it if need be. Attempts lost on spot
+	// then count against this cap, not MaxLostAttempts.
+	MaxSpotAttempts int `json:"max_spot_attempts,omitempty"`
 }
 
 // OOMRetry retries a job killed for running out of memory with its memory
@@ -481,6 +488,10 @@ type Job struct {
 	// OOMRetry: see JobSpec. Memory is what the next attempt is given;
 	// each attempt says what it had.
 	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
+	// MaxSpotAttempts: see JobSpec; OnDemandOnly: spot took that many
+	// of its attempts, and it runs on on-demand machines only.
+	MaxSpotAttempts int  `json:"max_spot_attempts,omitempty"`
+	OnDemandOnly    bool `json:"on_demand_only,omitempty"`
 }
 
 // RetryRequest asks a batch to run final jobs again: those in States

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF84675 = 1
-	codecSelferCcRAW4675  = 255
+	codecSelferCcUTF84075 = 1
+	codecSelferCcRAW4075  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray4675  = 10
-	codecSelferValueTypeMap4675    = 9
-	codecSelferValueTypeString4675 = 6
-	codecSelferValueTypeInt4675    = 2
-	codecSelferValueTypeUint4675   = 3
-	codecSelferValueTypeFloat4675  = 4
-	codecSelferBitsize4675         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray4075  = 10
+	codecSelferValueTypeMap4075    = 9
+	codecSelferValueTypeString4075 = 6
+	codecSelferValueTypeInt4075    = 2
+	codecSelferValueTypeUint4075   = 3
+	codecSelferValueTypeFloat4075  = 4
+	codecSelferBitsize4075         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct4675 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct4075 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer4675 struct{}
+type codecSelfer4075 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [31]bool{    // should field at this index be written?
+			var yyq2 = [32]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -118,10 +118,11 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				len(x.WorkerLabels) != 0,      // WorkerLabels
 				x.MaxLostAttempts != 0,        // MaxLostAttempts
 				x.OOMRetry != nil,             // OOMRetry
+				x.MaxSpotAttempts != 0,        // MaxSpotAttempts
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(31)
+				r.WriteArrayStart(32)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -140,7 +141,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -155,14 +156,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -171,7 +172,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -179,7 +180,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 						}
 					}
 				}
@@ -200,7 +201,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -226,7 +227,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -255,7 +256,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -284,7 +285,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -313,7 +314,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -340,7 +341,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -372,7 +373,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -401,7 +402,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -426,7 +427,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -448,7 +449,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -472,7 +473,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -494,7 +495,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -522,7 +523,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -555,7 +556,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -576,14 +577,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -592,7 +593,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -600,7 +601,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Pool))
 						}
 					}
 				}
@@ -621,7 +622,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -638,27 +639,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GPUType))
 						}
 					}
 				}
@@ -671,27 +672,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.MachineType))
 						}
 					}
 				}
@@ -704,14 +705,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -720,7 +721,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -728,7 +729,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
 						}
 					}
 				}
@@ -741,14 +742,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -757,7 +758,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -765,7 +766,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
 						}
 					}
 				}
@@ -790,7 +791,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -823,7 +824,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -849,7 +850,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -870,7 +871,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -894,7 +895,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -923,7 +924,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -953,7 +954,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -978,7 +979,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1011,7 +1012,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[30] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `oom_retry`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `oom_retry`)
 					r.WriteMapElemValue()
 					if yyn93 {
 						r.EncodeNil()
@@ -1025,6 +1026,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[31] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxSpotAttempts))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[31] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF84075, `max_spot_attempts`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.MaxSpotAttempts))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -1034,7 +1056,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1042,14 +1064,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1057,13 +1079,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1175,7 +1197,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1211,7 +1233,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1295,7 +1317,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "oom_retry":
 			if r.TryDecodeAsNil() {
@@ -1309,6 +1331,12 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 
 				x.OOMRetry.CodecDecodeSelf(d)
 			}
+		case "max_spot_attempts":
+			if r.TryDecodeAsNil() {
+				x.MaxSpotAttempts = 0
+			} else {
+				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -1317,19 +1345,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj47 int
-	var yyb47 bool
-	var yyhl47 bool = l >= 0
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	var yyj48 int
+	var yyb48 bool
+	var yyhl48 bool = l >= 0
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1339,13 +1367,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1355,13 +1383,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1371,13 +1399,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1390,13 +1418,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1409,13 +1437,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1428,13 +1456,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1447,13 +1475,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1466,13 +1494,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1485,13 +1513,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1501,13 +1529,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1517,13 +1545,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1533,13 +1561,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1547,15 +1575,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1565,13 +1593,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1584,13 +1612,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1603,13 +1631,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1619,13 +1647,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1633,15 +1661,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1651,13 +1679,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1667,13 +1695,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1683,13 +1711,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1699,13 +1727,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1718,13 +1746,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1737,13 +1765,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1753,13 +1781,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1769,13 +1797,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1785,13 +1813,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1804,13 +1832,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Clusters), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1823,13 +1851,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
 		}
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1837,15 +1865,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
-	yyj47++
-	if yyhl47 {
-		yyb47 = yyj47 > l
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
 	} else {
-		yyb47 = r.CheckBreak()
+		yyb48 = r.CheckBreak()
 	}
-	if yyb47 {
+	if yyb48 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1861,24 +1889,40 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.OOMRetry.CodecDecodeSelf(d)
 	}
+	yyj48++
+	if yyhl48 {
+		yyb48 = yyj48 > l
+	} else {
+		yyb48 = r.CheckBreak()
+	}
+	if yyb48 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.MaxSpotAttempts = 0
+	} else {
+		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+	}
 	for {
-		yyj47++
-		if yyhl47 {
-			yyb47 = yyj47 > l
+		yyj48++
+		if yyhl48 {
+			yyb48 = yyj48 > l
 		} else {
-			yyb47 = r.CheckBreak()
+			yyb48 = r.CheckBreak()
 		}
-		if yyb47 {
+		if yyb48 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj47-1, "")
+		z.DecStructFieldNotFound(yyj48-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1908,7 +1952,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"factor\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `factor`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `factor`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1924,7 +1968,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `max_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `max_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1941,7 +1985,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1949,14 +1993,14 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1964,13 +2008,13 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2008,7 +2052,7 @@ func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2063,7 +2107,7 @@ func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2089,7 +2133,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 					}
 				}
 			} else {
@@ -2097,7 +2141,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2105,7 +2149,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 					}
 				}
 			}
@@ -2116,7 +2160,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Source))
 					}
 				}
 			} else {
@@ -2124,7 +2168,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2132,7 +2176,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Source))
 					}
 				}
 			}
@@ -2143,7 +2187,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
 					}
 				}
 			} else {
@@ -2151,7 +2195,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2159,7 +2203,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
 					}
 				}
 			}
@@ -2173,7 +2217,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2181,14 +2225,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2196,13 +2240,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2246,7 +2290,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2317,7 +2361,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2343,7 +2387,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 					}
 				}
 			} else {
@@ -2351,7 +2395,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2359,7 +2403,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 					}
 				}
 			}
@@ -2370,7 +2414,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
 					}
 				}
 			} else {
@@ -2378,7 +2422,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2386,7 +2430,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
 					}
 				}
 			}
@@ -2397,7 +2441,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Destination))
 					}
 				}
 			} else {
@@ -2405,7 +2449,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2413,7 +2457,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Destination))
 					}
 				}
 			}
@@ -2427,7 +2471,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2435,14 +2479,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2450,13 +2494,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2500,7 +2544,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2571,7 +2615,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2616,7 +2660,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2631,7 +2675,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2646,7 +2690,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2661,7 +2705,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2681,7 +2725,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2702,7 +2746,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2723,7 +2767,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2747,7 +2791,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2766,7 +2810,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2774,14 +2818,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2789,13 +2833,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2869,7 +2913,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -3020,7 +3064,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3069,14 +3113,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -3085,7 +3129,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3093,7 +3137,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 						}
 					}
 				}
@@ -3105,19 +3149,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.BillingProject))
 					}
 				}
 			}
@@ -3141,7 +3185,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -3162,27 +3206,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3207,7 +3251,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3233,7 +3277,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3254,7 +3298,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3270,14 +3314,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -3286,7 +3330,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3294,7 +3338,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Callback))
 						}
 					}
 				}
@@ -3307,14 +3351,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -3323,7 +3367,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3331,7 +3375,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Queue))
 						}
 					}
 				}
@@ -3352,7 +3396,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3374,7 +3418,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3422,7 +3466,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3458,7 +3502,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3466,14 +3510,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3481,13 +3525,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3608,7 +3652,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3846,7 +3890,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3886,27 +3930,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3931,7 +3975,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3957,7 +4001,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3975,7 +4019,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3983,14 +4027,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3998,13 +4042,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4051,7 +4095,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4125,7 +4169,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4152,7 +4196,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4167,7 +4211,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4182,7 +4226,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4197,7 +4241,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4215,7 +4259,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4233,7 +4277,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4241,14 +4285,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4256,13 +4300,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4318,7 +4362,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4421,7 +4465,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4455,7 +4499,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4477,7 +4521,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4485,14 +4529,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4500,13 +4544,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4541,7 +4585,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4583,7 +4627,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4610,7 +4654,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4625,7 +4669,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4643,7 +4687,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4661,7 +4705,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4669,14 +4713,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4684,13 +4728,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4724,7 +4768,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4734,7 +4778,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4786,7 +4830,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
 	for {
 		yyj7++
@@ -4805,7 +4849,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4853,7 +4897,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4868,7 +4912,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4886,7 +4930,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4901,7 +4945,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Kind))
 					}
 				}
 			} else {
@@ -4909,7 +4953,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4917,7 +4961,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Kind))
 					}
 				}
 			}
@@ -4929,14 +4973,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -4945,7 +4989,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4953,7 +4997,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Outcome))
 						}
 					}
 				}
@@ -4971,7 +5015,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4995,7 +5039,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5026,7 +5070,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5049,14 +5093,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -5065,7 +5109,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5073,7 +5117,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Message))
 						}
 					}
 				}
@@ -5106,7 +5150,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -5136,7 +5180,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"oom\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `oom`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `oom`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5155,7 +5199,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5163,14 +5207,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5178,13 +5222,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5218,7 +5262,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -5236,7 +5280,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -5304,7 +5348,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -5356,7 +5400,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
 	yyj17++
 	if yyhl17 {
@@ -5404,7 +5448,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
 	yyj17++
 	if yyhl17 {
@@ -5531,7 +5575,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5584,7 +5628,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5617,7 +5661,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5650,7 +5694,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5676,7 +5720,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5694,7 +5738,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5702,14 +5746,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5717,13 +5761,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5782,7 +5826,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5878,7 +5922,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5923,7 +5967,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5951,7 +5995,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -5984,7 +6028,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -6013,7 +6057,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6042,7 +6086,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -6065,7 +6109,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6073,14 +6117,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6088,13 +6132,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6116,7 +6160,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -6159,7 +6203,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6179,7 +6223,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
 	yyj12++
 	if yyhl12 {
@@ -6271,7 +6315,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6298,7 +6342,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6313,7 +6357,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6331,7 +6375,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6346,7 +6390,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Reason))
 					}
 				}
 			} else {
@@ -6354,7 +6398,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6362,7 +6406,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Reason))
 					}
 				}
 			}
@@ -6374,7 +6418,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6391,7 +6435,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6399,14 +6443,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6414,13 +6458,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6454,7 +6498,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6476,7 +6520,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6528,7 +6572,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6579,7 +6623,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6634,7 +6678,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6649,7 +6693,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6667,7 +6711,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6682,7 +6726,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 					}
 				}
 			} else {
@@ -6690,7 +6734,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6698,7 +6742,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
 					}
 				}
 			}
@@ -6710,7 +6754,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84675, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF84075, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6732,7 +6776,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6764,7 +6808,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6788,7 +6832,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6807,7 +6851,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6828,7 +6872,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6844,14 +6888,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -6860,7 +6904,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6868,7 +6912,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
 						}
 					}
 				}
@@ -6881,14 +6925,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -6897,7 +6941,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6905,7 +6949,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
 						}
 					}
 				}
@@ -6930,7 +6974,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -6963,7 +7007,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -6996,7 +7040,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -7022,7 +7066,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7043,7 +7087,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7067,7 +7111,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7086,7 +7130,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7094,14 +7138,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7109,13 +7153,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7149,7 +7193,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -7264,7 +7308,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -7316,7 +7360,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4675))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7590,7 +7634,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7631,27 +7675,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7664,27 +7708,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7697,27 +7741,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7730,27 +7774,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7765,7 +7809,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7773,14 +7817,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7788,13 +7832,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7844,7 +7888,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7931,7 +7975,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7971,14 +8015,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -7987,7 +8031,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7995,7 +8039,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Endpoint))
 						}
 					}
 				}
@@ -8008,14 +8052,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -8024,7 +8068,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8032,7 +8076,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Region))
 						}
 					}
 				}
@@ -8050,7 +8094,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84675, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -8068,7 +8112,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8076,14 +8120,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8091,13 +8135,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8141,7 +8185,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -8212,7 +8256,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8252,7 +8296,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Prefix))
 					}
 				}
 			} else {
@@ -8260,7 +8304,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84675, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF84075, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -8268,7 +8312,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Prefix))
 					}
 				}
 			}
@@ -8300,7 +8344,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -8342,7 +8386,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -8364,14 +8408,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, "")
+						r.EncodeStringEnc(codecSelferCcUTF84075, "")
 					}
 				}
 			} else {
@@ -8380,7 +8424,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84675, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF84075, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8388,7 +8432,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84675, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Error))
 						}
 					}
 				}
@@ -8403,7 +8447,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8411,14 +8455,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4675 {
+		if yyct2 == codecSelferValueTypeMap4075 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4675 {
+		} else if yyct2 == codecSelferValueTypeArray4075 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8426,13 +8470,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4675)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8494,7 +8538,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4675
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8592,8 +8636,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer4675) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8607,8 +8651,8 @@ func (x codecSelfer4675) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8651,8 +8695,8 @@ func (x codecSelfer4675) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer4675) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8666,8 +8710,8 @@ func (x codecSelfer4675) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8747,8 +8791,8 @@ func (x codecSelfer4675) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4675) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8760,8 +8804,8 @@ func (x codecSelfer4675) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8841,8 +8885,8 @@ func (x codecSelfer4675) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4675) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8853,15 +8897,15 @@ func (x codecSelfer4675) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF84675, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84075, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8941,8 +8985,8 @@ func (x codecSelfer4675) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4675) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8953,7 +8997,7 @@ func (x codecSelfer4675) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF84675, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF84075, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -8962,15 +9006,15 @@ func (x codecSelfer4675) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF84675, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF84075, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer4675) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9022,8 +9066,8 @@ func (x codecSelfer4675) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer4675) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9035,8 +9079,8 @@ func (x codecSelfer4675) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9116,8 +9160,8 @@ func (x codecSelfer4675) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer4675) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9129,8 +9173,8 @@ func (x codecSelfer4675) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9210,8 +9254,8 @@ func (x codecSelfer4675) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4675) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9223,8 +9267,8 @@ func (x codecSelfer4675) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9246,7 +9290,7 @@ func (x codecSelfer4675) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 440)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 448)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -9263,7 +9307,7 @@ func (x codecSelfer4675) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 440)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 448)
 				} else {
 					yyrl1 = 8
 				}
@@ -9304,8 +9348,8 @@ func (x codecSelfer4675) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4675) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9317,8 +9361,8 @@ func (x codecSelfer4675) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9398,8 +9442,8 @@ func (x codecSelfer4675) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer4675) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9411,8 +9455,8 @@ func (x codecSelfer4675) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9492,8 +9536,8 @@ func (x codecSelfer4675) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4675) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9505,8 +9549,8 @@ func (x codecSelfer4675) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9586,8 +9630,8 @@ func (x codecSelfer4675) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4675) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9599,8 +9643,8 @@ func (x codecSelfer4675) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9680,8 +9724,8 @@ func (x codecSelfer4675) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4675) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9693,8 +9737,8 @@ func (x codecSelfer4675) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4675) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer4675
+func (x codecSelfer4075) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer4075
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -228,6 +228,8 @@ type Room struct {
 	// TotalMilli: the worker's cores in all (0: unknown, and the
 	// right-sizing rule, scheduler.LeftForLarger, never holds there).
 	TotalMilli int64
+	// Spot: the worker is a spot machine.
+	Spot bool
 }
 
 // PrivateDemand is one job that wants a machine of its own.
@@ -619,7 +621,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 			break
 		}
 		r := &free[i]
-		if !k.Serves(r.Cluster, r.Region, r.Pool, r.GPUType, r.GPUs, sh.GPUs) {
+		if !k.Serves(r.Cluster, r.Region, r.Pool, r.GPUType, r.GPUs, sh.GPUs, r.Spot) {
 			continue
 		}
 		if p.in.Unavailable[r.Cluster] {
@@ -706,7 +708,7 @@ func (p *planner) serves(c *LaunchConfig, sh *Shape) bool {
 	if region == "" {
 		region = p.in.Regions[c.Cluster]
 	}
-	return sh.Constraint.Serves(c.Cluster, region, c.Pool, c.GPUType, c.GPUs, sh.GPUs)
+	return sh.Constraint.Serves(c.Cluster, region, c.Pool, c.GPUType, c.GPUs, sh.GPUs, c.Spot)
 }
 
 // unavailable says why a config may not be launched at all now.

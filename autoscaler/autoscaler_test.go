@@ -48,6 +48,27 @@ func TestPlanLaunchesTheCheapestConfigForTheDemand(t *testing.T) {
 	}
 }
 
+// TestPlanLaunchesOnDemandForJobsKeptOffSpot: jobs kept off spot machines
+// (placement.Constraint.NoSpot) get the cheapest on-demand config, never
+// the cheaper spot one, and spot room free on a worker does not count for
+// them; other jobs take spot.
+func TestPlanLaunchesOnDemandForJobsKeptOffSpot(t *testing.T) {
+	spot, od := cfg("spot", 8, 0.08), cfg("od", 8, 0.32)
+	spot.Spot = true
+	off := shape(1, 16)
+	off.Constraint = placement.Constraint{NoSpot: true}
+	in := &Input{Now: t0, Configs: []LaunchConfig{spot, od}, Demand: []Shape{off},
+		Free: []Room{{Region: "r", Cluster: "c", Pool: "default", CPUMilli: 8000, Memory: 64 << 30, Spot: true}}}
+	out := Plan(in)
+	if len(out.Launches) != 1 || out.Launches[0].Config != "od" || out.Launches[0].Count != 2 {
+		t.Fatalf("launches %+v, want 2 × od for 16 cores kept off spot (the free spot room does not serve them)", out.Launches)
+	}
+	in.Demand = []Shape{shape(1, 16)}
+	if out = Plan(in); len(out.Launches) != 1 || out.Launches[0].Config != "spot" || out.Launches[0].Count != 1 {
+		t.Fatalf("launches %+v, want 1 × spot beside the free spot room for jobs that may take spot", out.Launches)
+	}
+}
+
 func TestPlanCountsMachinesComingUpAndFreeRoom(t *testing.T) {
 	in := &Input{Now: t0, Configs: []LaunchConfig{cfg("small", 8, 0.32)}, Demand: []Shape{shape(1, 20)},
 		Machines: []Machine{{ID: "m1", Config: "small", State: Launching, PricePerHour: 320_000_000, CPUMilli: 8000, Memory: 8 << 32, Created: t0.Add(-time.Minute)}},

@@ -57,8 +57,10 @@ type Batch struct {
 	WorkerLabels map[string]string
 	// Image is the default image of the batch's jobs (empty: processes).
 	Image string
-	// OOMRetry is the default oom_retry of the batch's jobs (nil: none).
-	OOMRetry *api.OOMRetry
+	// OOMRetry is the default oom_retry of the batch's jobs (nil: none),
+	// MaxSpotAttempts their default max_spot_attempts (0: none).
+	OOMRetry        *api.OOMRetry
+	MaxSpotAttempts int
 	// CancelAfterNFailures cancels the batch once this many of its jobs
 	// have failed (0: never).
 	CancelAfterNFailures int64
@@ -93,6 +95,8 @@ type Job struct {
 	// MaxLostAttempts: see api.JobSpec (0: the server's default; -1: no
 	// limit).
 	MaxLostAttempts int
+	// MaxSpotAttempts: see api.JobSpec (0: the batch's, or no cap).
+	MaxSpotAttempts int
 	// OOMRetry: oom_retry { factor = 2, max_memory = "16GiB" } (nil: the
 	// batch's).
 	OOMRetry   *api.OOMRetry
@@ -154,7 +158,7 @@ var variableSchema = &hcl.BodySchema{
 
 var batchSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "clusters"}, {Name: "pool"}, {Name: "worker_labels"}, {Name: "image"},
-		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}},
+		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}, {Name: "max_spot_attempts"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}, {Type: "oom_retry"}},
 }
 
@@ -181,6 +185,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "network"},
 		{Name: "max_processes"},
 		{Name: "max_lost_attempts"},
+		{Name: "max_spot_attempts"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "input", LabelNames: []string{"name"}},
@@ -446,6 +451,7 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 	seen := map[string]*Job{}
 	jobBlocks := content.Blocks.OfType("job")
 	b.OOMRetry = decodeOOMRetry(content.Blocks.OfType("oom_retry"), 0, ctx, &diags)
+	b.MaxSpotAttempts = decodeMaxSpot(content.Attributes, ctx, &diags)
 	for _, jb := range jobBlocks {
 		j, d := decodeJob(jb, ctx)
 		diags = append(diags, d...)
@@ -724,6 +730,7 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 		}
 		j.MaxLostAttempts = int(n)
 	}
+	j.MaxSpotAttempts = decodeMaxSpot(content.Attributes, ctx, &diags)
 	if attr, ok := content.Attributes["always_run"]; ok {
 		v, d := attr.Expr.Value(ctx)
 		diags = append(diags, d...)
@@ -753,6 +760,20 @@ func decodeImage(attr *hcl.Attribute, ctx *hcl.EvalContext, diags *hcl.Diagnosti
 }
 
 // decodeFiles reads a job's input and output blocks.
+// decodeMaxSpot reads a max_spot_attempts attribute (0: none).
+func decodeMaxSpot(attrs hcl.Attributes, ctx *hcl.EvalContext, diags *hcl.Diagnostics) int {
+	attr, ok := attrs["max_spot_attempts"]
+	if !ok {
+		return 0
+	}
+	n, d := evalInt(attr, ctx)
+	*diags = append(*diags, d...)
+	if !d.HasErrors() && (n < 0 || n > api.MaxSpotAttempts) {
+		*diags = append(*diags, attrError(attr, "Invalid max_spot_attempts", fmt.Sprintf("max_spot_attempts is %d; it must be between 1 and %d, or 0 (no cap).", n, api.MaxSpotAttempts)))
+	}
+	return int(n)
+}
+
 // decodeOOMRetry reads an oom_retry block (nil: none). mem is the job's
 // memory when it names one (0: not known here; the API checks it).
 func decodeOOMRetry(blocks hcl.Blocks, mem int64, ctx *hcl.EvalContext, diags *hcl.Diagnostics) *api.OOMRetry {
@@ -1120,6 +1141,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Retries:        j.Retries,
 
 			MaxLostAttempts:        j.MaxLostAttempts,
+			MaxSpotAttempts:        j.MaxSpotAttempts,
 			PreemptionGraceSeconds: j.PreemptionGrace.Seconds(),
 			AlwaysRun:              j.AlwaysRun,
 			Attributes:             j.Attributes,
@@ -1148,6 +1170,9 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 		spec.OOMRetry = j.OOMRetry
 		if spec.OOMRetry == nil {
 			spec.OOMRetry = b.OOMRetry
+		}
+		if spec.MaxSpotAttempts == 0 {
+			spec.MaxSpotAttempts = b.MaxSpotAttempts
 		}
 		if spec.Pool == "" {
 			spec.Pool = b.Pool

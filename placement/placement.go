@@ -104,11 +104,14 @@ type Constraint struct {
 	// JobClusters are the clusters the job itself names, sorted (none:
 	// any): a Nomad job's datacenters.
 	JobClusters []string
+	// NoSpot keeps new attempts off spot machines (a job whose attempts
+	// spot reclaims took max_spot_attempts times).
+	NoSpot bool
 }
 
 // Empty reports whether the constraint allows everything.
 func (k *Constraint) Empty() bool {
-	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0 && len(k.Labels) == 0 && len(k.JobClusters) == 0
+	return len(k.Regions) == 0 && k.Pool == "" && k.GPUType == "" && len(k.Clusters) == 0 && len(k.Labels) == 0 && len(k.JobClusters) == 0 && !k.NoSpot
 }
 
 // Key is the constraint as one string, equal for equal constraints (its
@@ -134,6 +137,9 @@ func (k *Constraint) Key() string {
 	list(k.Clusters)
 	list(k.Labels)
 	list(k.JobClusters)
+	if k.NoSpot {
+		b = append(b, '!')
+	}
 	return string(b)
 }
 
@@ -162,6 +168,12 @@ func (k *Constraint) AllowsLabels(labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// AllowsSpot reports whether a worker that is a spot machine (spot) may
+// take the job (nil: any).
+func (k *Constraint) AllowsSpot(spot bool) bool {
+	return k == nil || !spot || !k.NoSpot
 }
 
 // AllowsCluster reports whether the constraint lets a new attempt go to
@@ -200,6 +212,9 @@ const (
 	ReasonLabels
 	// ReasonCluster: the cluster is not among those the job names.
 	ReasonCluster
+	// ReasonSpot: the worker is a spot machine, and spot reclaims took
+	// the job's attempts max_spot_attempts times.
+	ReasonSpot
 )
 
 var reasonNames = map[Reason]string{
@@ -214,6 +229,7 @@ var reasonNames = map[Reason]string{
 	ReasonNotHome:     "cluster_not_home",
 	ReasonLabels:      "labels_mismatch",
 	ReasonCluster:     "cluster_not_allowed",
+	ReasonSpot:        "spot_excluded",
 }
 
 // String is the reason's code, as metrics label it.
@@ -225,13 +241,14 @@ func (r Reason) String() string {
 }
 
 // Admits returns 0 when a job under constraint k may run on a worker of
-// pool, carrying labels, in cluster c, or the first reason it may not.
+// pool, carrying labels, in cluster c (a spot machine when spot), or the
+// first reason it may not.
 // Constraints are checked before the cluster's state, so a job that could
 // never run there is told so rather than that the cluster is disabled. It is the one rule
 // of where a job may go: the scheduler, apply's re-check of a plan, the
 // state's read of each constraint's reach and the autoscaler all call it
 // (or, where they count each reason apart, the parts it is made of).
-func (k *Constraint) Admits(c *Cluster, pool string, labels map[string]string) Reason {
+func (k *Constraint) Admits(c *Cluster, pool string, labels map[string]string, spot bool) Reason {
 	if !k.AllowsRegion(c.Region) {
 		return ReasonRegion
 	}
@@ -246,6 +263,9 @@ func (k *Constraint) Admits(c *Cluster, pool string, labels map[string]string) R
 	}
 	if !k.AllowsLabels(labels) {
 		return ReasonLabels
+	}
+	if !k.AllowsSpot(spot) {
+		return ReasonSpot
 	}
 	return c.Available()
 }
@@ -300,13 +320,14 @@ func (k *Constraint) HoldsGPUs(need int64, gpuType string, gpus int64) bool {
 }
 
 // Serves reports whether a worker or a machine in region, of pool, with
-// gpus GPUs of gpuType can take a job under the constraint that needs
+// gpus GPUs of gpuType (a spot machine when spot) can take a job under
+// the constraint that needs
 // need GPUs: Admits' constraint checks and HoldsGPUs, for the autoscaler's
 // machines and launch configs, whose cluster's state it checks apart.
 // The autoscaler's machines carry no labels: a job that asks for labels
 // runs on the workers an operator labelled.
-func (k *Constraint) Serves(cluster, region, pool, gpuType string, gpus, need int64) bool {
-	return k.AllowsRegion(region) && k.AllowsJobCluster(cluster) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.AllowsLabels(nil) && k.HoldsGPUs(need, gpuType, gpus)
+func (k *Constraint) Serves(cluster, region, pool, gpuType string, gpus, need int64, spot bool) bool {
+	return k.AllowsRegion(region) && k.AllowsJobCluster(cluster) && k.AllowsCluster(cluster) && k.AllowsPool(pool) && k.AllowsLabels(nil) && k.AllowsSpot(spot) && k.HoldsGPUs(need, gpuType, gpus)
 }
 
 // Available returns 0 when new work may go to the cluster, or why not.

@@ -45,16 +45,16 @@ func TestOrderByStrategy(t *testing.T) {
 func TestConstraintAdmits(t *testing.T) {
 	cs := clusters()
 	k := Constraint{Regions: []string{"west"}, Pool: "highmem"}
-	if r := k.Admits(&cs[0], "highmem", nil); r != ReasonRegion {
+	if r := k.Admits(&cs[0], "highmem", nil, false); r != ReasonRegion {
 		t.Errorf("east cluster: %v, want region", r)
 	}
-	if r := k.Admits(&cs[2], "standard", nil); r != ReasonPool {
+	if r := k.Admits(&cs[2], "standard", nil, false); r != ReasonPool {
 		t.Errorf("other pool: %v, want pool", r)
 	}
-	if r := k.Admits(&cs[3], "highmem", nil); r != ReasonDisabled {
+	if r := k.Admits(&cs[3], "highmem", nil, false); r != ReasonDisabled {
 		t.Errorf("disabled cluster: %v, want disabled", r)
 	}
-	if r := k.Admits(&cs[2], "highmem", nil); r != 0 {
+	if r := k.Admits(&cs[2], "highmem", nil, false); r != 0 {
 		t.Errorf("allowed: %v", r)
 	}
 	down := cs[2]
@@ -63,7 +63,7 @@ func TestConstraintAdmits(t *testing.T) {
 		t.Errorf("down cluster: %v", r)
 	}
 	var none Constraint
-	if !none.Empty() || none.Admits(&cs[0], "any", nil) != 0 {
+	if !none.Empty() || none.Admits(&cs[0], "any", nil, false) != 0 {
 		t.Error("the empty constraint must admit an enabled cluster")
 	}
 	// Labels: the worker carries every one, with its value.
@@ -77,11 +77,11 @@ func TestConstraintAdmits(t *testing.T) {
 		{map[string]string{"rack": "r2", "ssd": "true"}, ReasonLabels},
 		{map[string]string{"rack": "r1", "ssd": "true", "other": "x"}, 0},
 	} {
-		if r := kl.Admits(&cs[2], "any", c.labels); r != c.want {
+		if r := kl.Admits(&cs[2], "any", c.labels, false); r != c.want {
 			t.Errorf("labels %v: %v, want %v", c.labels, r, c.want)
 		}
 	}
-	if kl.Serves(cs[2].Name, cs[2].Region, "any", "", 0, 0) {
+	if kl.Serves(cs[2].Name, cs[2].Region, "any", "", 0, 0, false) {
 		t.Error("the autoscaler's machines carry no labels: they serve no job that asks for some")
 	}
 	if kl.Key() == none.Key() || kl.Empty() {

@@ -41,14 +41,20 @@ func TestConstraintRules(t *testing.T) {
 		// the scheduler's chain always checked.
 		{"nil constraint, GPUs needed, typed worker", none.HoldsGPUs(1, "a100", 8), false},
 		{"nil constraint, GPUs needed, untyped worker", none.HoldsGPUs(1, "", 8), true},
-		{"serves: region, pool and GPUs", (&Constraint{Regions: []string{"west"}, Pool: "g", GPUType: "a100"}).Serves("c", "west", "g", "a100", 8, 2), true},
-		{"serves: wrong region", (&Constraint{Regions: []string{"west"}}).Serves("c", "east", "g", "", 0, 0), false},
-		{"serves: wrong pool", west.Serves("c", "west", "standard", "", 0, 0), false},
-		{"serves: too few GPUs", gpu.Serves("c", "east", "g", "a100", 1, 2), false},
-		{"serves: nil constraint", none.Serves("c", "east", "any", "", 0, 0), true},
-		{"serves: a home cluster", (&Constraint{Clusters: []string{"c", "d"}}).Serves("d", "east", "any", "", 0, 0), true},
-		{"serves: not a home cluster", (&Constraint{Clusters: []string{"c"}}).Serves("d", "east", "any", "", 0, 0), false},
+		{"serves: region, pool and GPUs", (&Constraint{Regions: []string{"west"}, Pool: "g", GPUType: "a100"}).Serves("c", "west", "g", "a100", 8, 2, false), true},
+		{"serves: wrong region", (&Constraint{Regions: []string{"west"}}).Serves("c", "east", "g", "", 0, 0, false), false},
+		{"serves: wrong pool", west.Serves("c", "west", "standard", "", 0, 0, false), false},
+		{"serves: too few GPUs", gpu.Serves("c", "east", "g", "a100", 1, 2, false), false},
+		{"serves: nil constraint", none.Serves("c", "east", "any", "", 0, 0, false), true},
+		{"serves: a home cluster", (&Constraint{Clusters: []string{"c", "d"}}).Serves("d", "east", "any", "", 0, 0, false), true},
+		{"serves: not a home cluster", (&Constraint{Clusters: []string{"c"}}).Serves("d", "east", "any", "", 0, 0, false), false},
 		{"no home clusters: any", (&Constraint{}).AllowsCluster("x"), true},
+		{"serves: on-demand for a job kept off spot", (&Constraint{NoSpot: true}).Serves("c", "east", "any", "", 0, 0, false), true},
+		{"serves: not spot for a job kept off spot", (&Constraint{NoSpot: true}).Serves("c", "east", "any", "", 0, 0, true), false},
+		{"serves: spot for any other job", none.Serves("c", "east", "any", "", 0, 0, true), true},
+		{"admits: not spot for a job kept off spot", (&Constraint{NoSpot: true}).Admits(&Cluster{Name: "c", Region: "east"}, "any", nil, true) == ReasonSpot, true},
+		{"admits: on-demand for a job kept off spot", (&Constraint{NoSpot: true}).Admits(&Cluster{Name: "c", Region: "east"}, "any", nil, false) == 0, true},
+		{"keys: kept off spot is another constraint", (&Constraint{NoSpot: true}).Key() != (&Constraint{}).Key() && !(&Constraint{NoSpot: true}).Empty(), true},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
@@ -82,7 +88,7 @@ func TestAdmitsOrder(t *testing.T) {
 		{"a cluster the job names", &Constraint{JobClusters: []string{"j"}}, Cluster{Name: "j", Region: "west"}, "p", 0},
 		{"labels after the pool, before the cluster", &Constraint{Pool: "p", Labels: []string{"rack=r1"}}, Cluster{Region: "west", Disabled: true}, "p", ReasonLabels},
 	} {
-		if got := c.k.Admits(&c.cluster, c.pool, nil); got != c.want {
+		if got := c.k.Admits(&c.cluster, c.pool, nil, false); got != c.want {
 			t.Errorf("%s: Admits %v, want %v", c.name, got, c.want)
 		}
 		if c.want != ReasonPool && c.want != ReasonLabels {

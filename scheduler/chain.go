@@ -59,6 +59,9 @@ const (
 	// ReasonCluster: the instance's cluster is not among those the job
 	// names (placement.ReasonCluster).
 	ReasonCluster
+	// ReasonSpot: the instance is a spot machine and the job is kept off
+	// spot (placement.ReasonSpot).
+	ReasonSpot
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -74,6 +77,8 @@ func placementReason(r placement.Reason) Reason {
 		return ReasonLabels
 	case placement.ReasonCluster:
 		return ReasonCluster
+	case placement.ReasonSpot:
+		return ReasonSpot
 	}
 	return ReasonRegion + Reason(r-placement.ReasonRegion)
 }
@@ -91,6 +96,8 @@ func (r Reason) Placement() placement.Reason {
 		return placement.ReasonLabels
 	case ReasonCluster:
 		return placement.ReasonCluster
+	case ReasonSpot:
+		return placement.ReasonSpot
 	}
 	if r < ReasonRegion || r > ReasonQuotaGPU {
 		return 0
@@ -110,7 +117,7 @@ var reasonNames = map[Reason]string{
 }
 
 func init() {
-	for r := placement.ReasonRegion; r <= placement.ReasonCluster; r++ {
+	for r := placement.ReasonRegion; r <= placement.ReasonSpot; r++ {
 		reasonNames[placementReason(r)] = r.String()
 	}
 }
@@ -119,7 +126,7 @@ func init() {
 func Reasons() []Reason {
 	return []Reason{ReasonCPUCapacity, ReasonMemoryCapacity, ReasonCPUFree, ReasonMemoryFree,
 		ReasonRegion, ReasonPool, ReasonClusterDisabled, ReasonClusterDown, ReasonQuotaCPU, ReasonQuotaMemory, ReasonQuotaGPU,
-		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger, ReasonLabels, ReasonCluster}
+		ReasonGPUCapacity, ReasonGPUFree, ReasonSpendLimit, ReasonMaxRunning, ReasonNotHome, ReasonLeftForLarger, ReasonLabels, ReasonCluster, ReasonSpot}
 }
 
 // String is the reason's code, as metrics label it.
@@ -144,6 +151,7 @@ type Candidate struct {
 	GPUType   string
 	GPUs      int64
 	FreeGPUs  int64
+	Spot      bool // a spot machine
 }
 
 // A Filter is one link of the feasibility chain: it rejects the candidates
@@ -184,7 +192,7 @@ func (r *Run) size() placement.Size {
 
 // placementChain checks, per instance, what placement rules out before
 // any size: the job's regions and clusters, its queue's home clusters, its
-// pool and labels, the cluster's state, in the order
+// pool and labels, whether it may take a spot machine, the cluster's state, in the order
 // placement.Constraint.Admits checks them, one link (and one reason) for
 // each of its parts, then the GPUs (HoldsGPUs).
 func placementChain(p *packer) []Filter {
@@ -195,6 +203,7 @@ func placementChain(p *packer) []Filter {
 		resourceFilter{ReasonNotHome, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsCluster(cluster(c).Name) }},
 		resourceFilter{ReasonPool, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsPool(c.Pool) }},
 		resourceFilter{ReasonLabels, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsLabels(c.Labels) }},
+		resourceFilter{ReasonSpot, func(c *Candidate, r *Run) bool { return p.constraint(r).AllowsSpot(c.Spot) }},
 		resourceFilter{ReasonClusterDisabled, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDisabled }},
 		resourceFilter{ReasonClusterDown, func(c *Candidate, r *Run) bool { return cluster(c).Available() != placement.ReasonDown }},
 		resourceFilter{ReasonGPUCapacity, func(c *Candidate, r *Run) bool {

@@ -109,6 +109,41 @@ func TestScheduleHonoursWorkerLabels(t *testing.T) {
 	}
 }
 
+// TestScheduleKeepsJobsOffSpot: a job kept off spot machines goes only to
+// the workers that are not spot; others take spot workers too; when no
+// on-demand worker has room, the explanation counts the spot ones as
+// spot_excluded.
+func TestScheduleKeepsJobsOffSpot(t *testing.T) {
+	in := twoRegions()
+	for i := range in.Instances {
+		in.Instances[i].Spot = i != 2
+	}
+	in.Constraints = []placement.Constraint{{NoSpot: true}}
+	off, any := NewRun(1, 1, 32, Cores(1), GiB), NewRun(2, 1, 32, Cores(1), GiB)
+	off.Constraint = 1
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(64), Runs: []Run{off, any}}}
+	out := Schedule(in)
+	placed := map[uint64]int{}
+	for _, p := range out.Placements {
+		if p.Batch == 1 && p.Instance != in.Instances[2].ID {
+			t.Fatalf("a job kept off spot went to instance %d (spot)", p.Instance)
+		}
+		placed[p.Batch] += int(p.Count)
+	}
+	if placed[1] != 8 || placed[2] == 0 {
+		t.Fatalf("placed %v; want the on-demand worker's 8 of the job kept off spot, and the other job on spot", placed)
+	}
+	var why *Explanation
+	for i := range out.Unplaced {
+		if out.Unplaced[i].Batch == 1 {
+			why = &out.Unplaced[i].Why
+		}
+	}
+	if why == nil || why.Count(ReasonSpot) != 3 {
+		t.Fatalf("explanation %+v; want the 3 spot workers counted as spot_excluded", why)
+	}
+}
+
 // TestScheduleHonoursJobClusters: a job that names clusters runs only in
 // them.
 func TestScheduleHonoursJobClusters(t *testing.T) {

@@ -25,6 +25,8 @@ type Instance struct {
 	GPUType   string
 	GPUs      int64
 	FreeGPUs  int64
+	// Spot: a spot machine (its launch config, or its pool, is spot).
+	Spot bool
 }
 
 // Run is a stretch of Ready jobs of one batch with consecutive IDs that share
@@ -602,7 +604,7 @@ func (p *packer) candidate(i int32, free, mem int64) Candidate {
 	in := &p.insts[i]
 	free, mem = max(free, 0), max(mem, 0)
 	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem,
-		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, Labels: in.Labels, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: p.freeGPU[i]}
+		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, Labels: in.Labels, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: p.freeGPU[i], Spot: in.Spot}
 }
 
 // candidates lists every instance with what is free on it now. The slice
@@ -697,7 +699,7 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 					if !k.HoldsGPUs(r.GPUs, p.insts[s.idx].GPUType, p.freeGPU[s.idx]) {
 						return true
 					}
-					if !k.AllowsLabels(p.insts[s.idx].Labels) {
+					if !k.AllowsLabels(p.insts[s.idx].Labels) || !k.AllowsSpot(p.insts[s.idx].Spot) {
 						return true
 					}
 					if p.leftForLarger(r, s.idx, s.free) {

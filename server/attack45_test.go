@@ -615,9 +615,9 @@ func TestAttack45ForgedOOM(t *testing.T) {
 	}
 }
 
-// TestAttack45OOMRetryAndLostBounds: oom_retry and max_lost_attempts out
-// of bounds, sent as raw JSON (non-numbers, overflowing numbers, NaN),
-// are refused with a 400.
+// TestAttack45OOMRetryAndLostBounds: oom_retry, max_lost_attempts and
+// max_spot_attempts out of bounds, sent as raw JSON (non-numbers,
+// overflowing numbers, NaN), are refused with a 400.
 func TestAttack45OOMRetryAndLostBounds(t *testing.T) {
 	tc := startServer(t, "", func(c *Config) { c.UserRequestsPerSecond = 0 })
 	alice := tc.user("alice", "genomics")
@@ -651,6 +651,10 @@ func TestAttack45OOMRetryAndLostBounds(t *testing.T) {
 		`,"max_lost_attempts":4294967297`,
 		`,"max_lost_attempts":1.5`,
 		`,"max_lost_attempts":"3"`,
+		`,"max_spot_attempts":-1`,
+		`,"max_spot_attempts":101`,
+		`,"max_spot_attempts":65537`,
+		`,"max_spot_attempts":1.5`,
 	} {
 		code, msg := tc.raw("POST", "/api/v1/batches", tok, body(extra))
 		if code != http.StatusBadRequest {
@@ -663,6 +667,8 @@ func TestAttack45OOMRetryAndLostBounds(t *testing.T) {
 		`,"oom_retry":{"factor":16,"max_memory":68719476736}`,
 		`,"max_lost_attempts":-1`,
 		`,"max_lost_attempts":100`,
+		`,"max_spot_attempts":1`,
+		`,"max_spot_attempts":100`,
 	} {
 		if code, msg := tc.raw("POST", "/api/v1/batches", tok, body(extra)); code != http.StatusCreated && code != http.StatusOK {
 			t.Errorf("job with %s: %d %s, want accepted", extra, code, msg)

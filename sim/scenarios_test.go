@@ -44,6 +44,23 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("%s seed %d: queue %s's jobs waited %.1f min at the 95th percentile (%d jobs); the scenario wants %.1f or less", f, seed, q, qw.WaitP95Min, qw.Jobs, max)
 				}
 			}
+			if e.SpotCapShortensTail > 0 {
+				// Today's policy: the same workload, spot or not as
+				// placement finds room however often spot is lost.
+				today := *w
+				today.MaxSpotAttempts = 0
+				r0, err := Run(context.Background(), &today, opts)
+				if err != nil {
+					t.Fatalf("%s seed %d without the spot cap: %v", f, seed, err)
+				}
+				t.Logf("%s seed %d: max_spot_attempts %d: job latency p50 %.1f p99 %.1f max %.1f min, %d attempts lost, cost $%s; without it: p50 %.1f p99 %.1f max %.1f min, %d lost, $%s",
+					filepath.Base(f), seed, w.MaxSpotAttempts, r.LatencyP50Min, r.LatencyP99Min, r.LatencyMaxMin, r.LostAttempts, r.CostUSD,
+					r0.LatencyP50Min, r0.LatencyP99Min, r0.LatencyMaxMin, r0.LostAttempts, r0.CostUSD)
+				if r.LatencyP99Min > e.SpotCapShortensTail*r0.LatencyP99Min || r.LostAttempts >= r0.LostAttempts {
+					t.Errorf("%s seed %d: with max_spot_attempts %d the p99 job latency is %.1f min and %d attempts were lost; without it %.1f min and %d: the cap should cut the tail to %.0f%% or less and lose fewer",
+						f, seed, w.MaxSpotAttempts, r.LatencyP99Min, r.LostAttempts, r0.LatencyP99Min, r0.LostAttempts, 100*e.SpotCapShortensTail)
+				}
+			}
 			switch {
 			case r.CapViolations != 0:
 				t.Errorf("%s seed %d: %d cap violations", f, seed, r.CapViolations)

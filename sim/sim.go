@@ -131,6 +131,14 @@ type Result struct {
 	WaitP50Min float64 `json:"wait_p50_min"`
 	WaitP95Min float64 `json:"wait_p95_min"`
 	WaitMaxMin float64 `json:"wait_max_min"`
+	// What the jobs took from their batch's arrival to their end (job
+	// latency, what a user waits for), in minutes: median, 99th
+	// percentile, longest; and the attempts lost with a reclaimed spot
+	// machine.
+	LatencyP50Min float64 `json:"latency_p50_min"`
+	LatencyP99Min float64 `json:"latency_p99_min"`
+	LatencyMaxMin float64 `json:"latency_max_min"`
+	LostAttempts  int     `json:"lost_attempts"`
 	// AtCapHours is the virtual time jobs waited while the fleet could
 	// not grow for a cap: its machines at max_nodes, or its spend within
 	// the cheapest launch config's price of max_per_hour.
@@ -608,8 +616,14 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 	}
 	waits := make([]time.Duration, 0, len(res.JobRecords))
 	byQueue := map[string][]time.Duration{}
+	var latencies []time.Duration
 	for i := range res.JobRecords {
-		if rec := &res.JobRecords[i]; !rec.Started.IsZero() {
+		rec := &res.JobRecords[i]
+		if !rec.Ended.IsZero() {
+			latencies = append(latencies, rec.Ended.Sub(rec.Submitted))
+		}
+		res.LostAttempts += max(rec.Attempts-1, 0)
+		if !rec.Started.IsZero() {
 			waits = append(waits, rec.Wait())
 			if rec.Queue != "" {
 				byQueue[rec.Queue] = append(byQueue[rec.Queue], rec.Wait())
@@ -617,6 +631,13 @@ func (r *run) loop(ctx context.Context, cheapest *autoscaler.LaunchConfig) (*Res
 		}
 	}
 	res.WaitP50Min, res.WaitP95Min, res.WaitMaxMin = waitFigures(waits)
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		q := func(p float64) float64 {
+			return round(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Minutes(), 2)
+		}
+		res.LatencyP50Min, res.LatencyP99Min, res.LatencyMaxMin = q(0.5), q(0.99), round(latencies[len(latencies)-1].Minutes(), 2)
+	}
 	if len(byQueue) > 0 {
 		res.ByQueue, res.Preempted = map[string]QueueWait{}, r.preempted
 		for q, ws := range byQueue {
@@ -731,6 +752,12 @@ func (r *run) arrive(b *Batch, now time.Time) (float64, int, error) {
 		grace := time.Duration(j.PreemptionGrace)
 		if grace > 0 {
 			sp.Run = &state.Run{PreemptGraceMs: grace.Milliseconds()}
+		}
+		if r.w.MaxSpotAttempts > 0 {
+			if sp.Run == nil {
+				sp.Run = &state.Run{}
+			}
+			sp.Run.Policy = &state.Policy{MaxSpot: int16(r.w.MaxSpotAttempts)}
 		}
 		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
 		for k := 0; k < n; k++ {

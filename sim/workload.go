@@ -29,6 +29,9 @@ type Workload struct {
 	Capacity map[string]int `json:"capacity,omitempty"`
 	Boot     Duration       `json:"boot_delay,omitempty"`
 	Reclaims float64        `json:"spot_reclaims_per_hour,omitempty"`
+	// MaxSpotAttempts is every job's max_spot_attempts (0: none, as
+	// before it).
+	MaxSpotAttempts int `json:"max_spot_attempts,omitempty"`
 	// ErrorRate and RequestsPerMinute: the cloud's injected API errors
 	// and request rate limit.
 	ErrorRate         float64 `json:"api_error_rate,omitempty"`
@@ -139,6 +142,11 @@ type Expect struct {
 	// the preemption round must have stopped that many attempts.
 	QueueWaitP95MinMax map[string]float64 `json:"queue_wait_p95_min_max,omitempty"`
 	PreemptedMin       int                `json:"preempted_min,omitempty"`
+	// SpotCapShortensTail: the workload is run again without its
+	// max_spot_attempts (today's policy), and this run's p99 of job
+	// latency must be shorter than that run's, by this factor or more
+	// (e.g. 0.8: at most 80% of it).
+	SpotCapShortensTail float64 `json:"spot_cap_shortens_tail,omitempty"`
 }
 
 // Synthetic asks for the synthetic day's batches.
@@ -247,6 +255,9 @@ func ReadWorkload(path string) (*Workload, error) {
 	}
 	if w.Synthetic != nil && (w.Synthetic.Hours <= 0 || w.Synthetic.Hours > 24*7) {
 		return nil, fmt.Errorf("%s: synthetic hours %g: 0 to 168", path, w.Synthetic.Hours)
+	}
+	if w.MaxSpotAttempts < 0 || w.MaxSpotAttempts > api.MaxSpotAttempts {
+		return nil, fmt.Errorf("%s: max_spot_attempts %d: 0 (none) to %d", path, w.MaxSpotAttempts, api.MaxSpotAttempts)
 	}
 	def := SyntheticDay(1, time.Hour)
 	if len(w.Configs) == 0 {

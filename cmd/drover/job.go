@@ -174,6 +174,12 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	case j.MaxLostAttempts > 0:
 		safef(tw, "Lost attempts\tend it after %d\n", j.MaxLostAttempts)
 	}
+	switch {
+	case j.OnDemandOnly:
+		safef(tw, "Spot\ton on-demand machines only: spot machines were lost under %d of its attempts\n", j.MaxSpotAttempts)
+	case j.MaxSpotAttempts > 0:
+		safef(tw, "Spot\ton on-demand machines only once spot machines are lost under %d of its attempts\n", j.MaxSpotAttempts)
+	}
 	if o := j.OOMRetry; o != nil {
 		safef(tw, "Out of memory\trun again with memory × %g, up to %s\n", o.Factor, units.FormatBytes(o.MaxMemory))
 	}

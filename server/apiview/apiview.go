@@ -123,10 +123,10 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 		out.GPUType, out.GPUs = typ, int(n)
 	}
 	if spec.Where != nil {
-		out.MachineType = spec.Where.MachineType
+		out.MachineType, out.OnDemandOnly = spec.Where.MachineType, spec.Where.NoSpot
 	}
 	if p := spec.Policy(); p != nil {
-		out.MaxLostAttempts = int(p.MaxLost)
+		out.MaxLostAttempts, out.MaxSpotAttempts = int(p.MaxLost), int(p.MaxSpot)
 		if p.OOMFactorMilli > 0 {
 			out.OOMRetry = &api.OOMRetry{Factor: float64(p.OOMFactorMilli) / 1000, MaxMemory: p.OOMMaxMemory}
 		}

@@ -58,10 +58,10 @@ func JobEntries(specs []api.JobSpec) ([]state.JobEntry, error) {
 // policy is how a validated job comes back after attempts it did not end
 // (nil: the server's defaults).
 func policy(js *api.JobSpec) *state.Policy {
-	if js.MaxLostAttempts == 0 && js.OOMRetry == nil {
+	if js.MaxLostAttempts == 0 && js.OOMRetry == nil && js.MaxSpotAttempts == 0 {
 		return nil
 	}
-	p := &state.Policy{MaxLost: int16(js.MaxLostAttempts)}
+	p := &state.Policy{MaxLost: int16(js.MaxLostAttempts), MaxSpot: int16(js.MaxSpotAttempts)}
 	if o := js.OOMRetry; o != nil {
 		p.OOMFactorMilli, p.OOMMaxMemory = int32(math.Round(o.Factor*1000)), o.MaxMemory
 	}

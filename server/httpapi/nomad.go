@@ -1523,7 +1523,8 @@ func (s *nomadHandlers) handlePlan(w http.ResponseWriter, r *http.Request) (any,
 
 // fitsNowhere says why no active worker has room for one job of spec now
 // ("" when one has): placement's rule of where it may go (its queue's
-// home clusters aside), then of node fit.
+// home clusters aside), then of node fit. A spec submitted is never kept
+// off spot machines (apply does that, after losses), so spot is not asked.
 func fitsNowhere(spec *state.Spec, workers []api.Instance, disabled map[string]bool) string {
 	k := spec.Constraint()
 	_, gpus := spec.GPUs()
@@ -1531,7 +1532,7 @@ func fitsNowhere(spec *state.Spec, workers []api.Instance, disabled map[string]b
 	placeable := 0
 	for _, in := range workers {
 		cl := placement.Cluster{Name: in.Cluster, Region: in.Region, Disabled: disabled[in.Cluster]}
-		if !in.Active || k.Admits(&cl, in.Pool, in.Labels) != 0 || !k.HoldsGPUs(gpus, in.GPUType, int64(in.GPUs)) {
+		if !in.Active || k.Admits(&cl, in.Pool, in.Labels, false) != 0 || !k.HoldsGPUs(gpus, in.GPUType, int64(in.GPUs)) {
 			continue
 		}
 		placeable++

@@ -672,7 +672,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		}
 	}
 	for _, r := range st.DrainingFree {
-		in.Draining = append(in.Draining, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli})
+		in.Draining = append(in.Draining, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli, Spot: r.Spot})
 	}
 	for _, c := range st.Clusters {
 		in.Regions[c.Name] = c.Region
@@ -725,7 +725,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	}
 	var free int64
 	for _, r := range st.Free {
-		in.Free = append(in.Free, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli})
+		in.Free = append(in.Free, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli, Spot: r.Spot})
 		free += r.CPUMilli
 	}
 	budget := free + windowCores(a, in.Configs, liveNodes, liveSpend, maxCores)

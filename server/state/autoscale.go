@@ -751,7 +751,7 @@ func (s *batchBook) startPrivate(m *Machine, inst *Instance, now int64) {
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, m.ForJob, Creating, Running)
 	}
-	*j = job{state: Running, attempt: j.attempt + 1, instance: inst.ID, failures: j.failures, lost: j.lost}
+	*j = job{state: Running, attempt: j.attempt + 1, instance: inst.ID, failures: j.failures, lost: j.lost, spotLost: j.spotLost}
 	b.addCount(Creating, -1)
 	b.addCount(Running, 1)
 	inst.hold(size, 1)

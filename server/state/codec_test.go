@@ -170,10 +170,10 @@ func TestSnapshotGroupsKeepTheSnapshotFormat(t *testing.T) {
 func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 	sp := &Spec{Name: "n", Array: true, Command: []string{"a"}, Env: StringMap{"K": "V"}, CPUMilli: 1, Memory: 2, TimeoutMs: 3,
 		Retries: 4, AlwaysRun: true, Attributes: StringMap{"a": "b"},
-		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}, Clusters: []string{"c1"}},
+		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}, Clusters: []string{"c1"}, NoSpot: true},
 		Run: &Run{Image: "reg/tool:1", Network: "host", Inputs: []File{{Name: "ref", URL: "gs://b/ref.fa", Path: "ref.fa"}},
 			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}, MaxProcesses: 64, PreemptGraceMs: 45_000, Nomad: true,
-			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30}}}
+			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30, MaxSpot: 3}}}
 	usage := &Usage{CPUMillis: 1, PeakMemory: 2, BytesIn: 3, BytesOut: 4, ImageMillis: 5, InputMillis: 6, OutputMillis: 7, Memory: 8}
 	ev := Event{Instance: 1, Batch: 2, Job: 3, Attempt: 4, Started: true, Outcome: OutcomeSuccess, Exit: 5, Start: 6, End: 7, Message: "m", Usage: usage, Sample: true, OOM: true}
 	// Every exported field must be set, or this test proves nothing.

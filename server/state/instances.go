@@ -136,7 +136,18 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 		j.outcome = OutcomeLost
 		g := b.groupOf(k.job)
 		s.endAttempt(b, g, k.job, inst, now)
-		if j.lost < 255 {
+		spotCap := g.spec.maxSpot()
+		if spotCap > 0 && s.spot(inst) {
+			// Lost on spot: counted against the job's spot cap instead of
+			// its lost attempts; at the cap it runs on on-demand machines.
+			if j.spotLost < 255 {
+				j.spotLost++
+			}
+			if next := g.spec.offSpot(); int(j.spotLost) >= spotCap && next != nil && !b.Cancelled {
+				msg = fmt.Sprintf("%s; spot machines were lost under %d of its attempts (max_spot_attempts %d): it runs on on-demand machines from now on", msg, j.spotLost, spotCap)
+				g = s.isolate(b, k.job, next)
+			}
+		} else if j.lost < 255 {
 			j.lost++
 		}
 		switch {

@@ -407,7 +407,7 @@ func (sp *Spec) Constraint() placement.Constraint {
 	if w == nil {
 		return placement.Constraint{}
 	}
-	k := placement.Constraint{Regions: w.Regions, Pool: w.Pool, Labels: w.Labels, JobClusters: w.Clusters}
+	k := placement.Constraint{Regions: w.Regions, Pool: w.Pool, Labels: w.Labels, JobClusters: w.Clusters, NoSpot: w.NoSpot}
 	if w.GPUs > 0 {
 		k.GPUType = w.GPUType
 	}
@@ -426,7 +426,24 @@ func (s *placeBook) placeable(b *Batch, sp *Spec, inst *Instance) bool {
 		cl.Disabled = c.Disabled
 	}
 	_, gpus := sp.GPUs()
-	return k.Admits(&cl, inst.Pool, inst.Labels) == 0 && k.HoldsGPUs(gpus, inst.GPUType, inst.GPUs)
+	return k.Admits(&cl, inst.Pool, inst.Labels, s.spot(inst)) == 0 && k.HoldsGPUs(gpus, inst.GPUType, inst.GPUs)
+}
+
+// spot reports whether an instance runs on a spot machine: the launch
+// config of the autoscaler's machine it runs on is spot, or its cluster
+// declares its pool preemptible.
+func (s *placeBook) spot(inst *Instance) bool {
+	if cfg := s.launchConfigs[inst.Config]; inst.Config != "" && cfg != nil && cfg.Spot {
+		return true
+	}
+	if c := s.clusters[inst.Cluster]; c != nil {
+		for _, p := range c.Pools {
+			if p.Name == inst.Pool {
+				return p.Preemptible
+			}
+		}
+	}
+	return false
 }
 
 // ensureCluster records the cluster a worker activates into. A cluster
@@ -629,5 +646,5 @@ func (s *placeBook) configAdmits(cfg *LaunchConfig, b *Batch, sp *Spec) bool {
 	}
 	k := s.constraint(b, sp)
 	_, gpus := sp.GPUs()
-	return k.Serves(cfg.Cluster, region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus)
+	return k.Serves(cfg.Cluster, region, cfg.Pool, cfg.GPUType, cfg.GPUs, gpus, cfg.Spot)
 }

@@ -80,7 +80,7 @@ func (s *batchBook) applyPlan(c *Plan) any {
 			if s.hooks.Transition != nil {
 				s.hooks.Transition(s.index, b.ID, id, Ready, Running)
 			}
-			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures, lost: j.lost}
+			*j = job{state: Running, attempt: p.Attempt, instance: inst.ID, failures: j.failures, lost: j.lost, spotLost: j.spotLost}
 			if c.Reserve {
 				j.start = c.Now
 				s.chargeAt(b, id, price, c.Now)

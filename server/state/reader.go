@@ -60,6 +60,10 @@ func (r Reader) Reserved(inst *Instance) bool { return r.s.reserved(inst) }
 // deletion.
 func (r Reader) Draining(inst *Instance) bool { return r.s.draining(inst) }
 
+// Spot reports whether an instance runs on a spot machine (its machine's
+// launch config, or its pool, is spot): what a job kept off spot avoids.
+func (r Reader) Spot(inst *Instance) bool { return r.s.spot(inst) }
+
 // Attempts is how many attempts an instance runs.
 func (r Reader) Attempts(inst *Instance) int { return len(inst.running) }
 

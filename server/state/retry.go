@@ -160,7 +160,7 @@ func (s *batchBook) applyRetryJobs(c *RetryJobs) any {
 		b.addCount(Pending, 1)
 		b.ended(-1)
 		j.state = Pending
-		j.failures, j.lost = 0, 0
+		j.failures, j.lost, j.spotLost = 0, 0, 0
 	}
 	// Every dependency counts again what it waits for, from the jobs'
 	// states (a cancelled batch's cancel left its counts as they were),

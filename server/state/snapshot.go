@@ -239,15 +239,19 @@ type snapBatch struct {
 	ReadyAgain int
 	// Memory: see Batch.memory (absent before OOM retries).
 	Memory map[uint32]int64
+	// SpotLost counts, per job ID, attempts lost on spot machines of a
+	// job with a spot cap (only jobs that have any; absent before it).
+	SpotLost map[uint32]uint8
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
 
-// packJobs encodes job records, and returns the lost counts of the jobs
-// that have any (kept beside the records, whose size is fixed).
-func packJobs(jobs []job) ([]byte, map[uint32]uint8) {
+// packJobs encodes job records, and returns the lost and spot-lost
+// counts of the jobs that have any (kept beside the records, whose size
+// is fixed).
+func packJobs(jobs []job) ([]byte, map[uint32]uint8, map[uint32]uint8) {
 	out := make([]byte, len(jobs)*jobRecordSize)
-	var lost map[uint32]uint8
+	var lost, spotLost map[uint32]uint8
 	for i := range jobs {
 		j := &jobs[i]
 		if j.lost > 0 {
@@ -255,6 +259,12 @@ func packJobs(jobs []job) ([]byte, map[uint32]uint8) {
 				lost = map[uint32]uint8{}
 			}
 			lost[uint32(i+1)] = j.lost
+		}
+		if j.spotLost > 0 {
+			if spotLost == nil {
+				spotLost = map[uint32]uint8{}
+			}
+			spotLost[uint32(i+1)] = j.spotLost
 		}
 		p := out[i*jobRecordSize:]
 		binary.LittleEndian.PutUint64(p[0:], uint64(j.start))
@@ -266,7 +276,7 @@ func packJobs(jobs []job) ([]byte, map[uint32]uint8) {
 		p[28] = byte(j.state)
 		p[29] = byte(j.outcome)
 	}
-	return out, lost
+	return out, lost, spotLost
 }
 
 func unpackJobs(data []byte) ([]job, error) {
@@ -402,7 +412,7 @@ func (b *Batch) snapshot() snapBatch {
 	if len(b.memory) > 0 {
 		sb.Memory = maps.Clone(b.memory)
 	}
-	sb.Jobs, sb.Lost = packJobs(b.jobs)
+	sb.Jobs, sb.Lost, sb.SpotLost = packJobs(b.jobs)
 	for _, u := range b.updates {
 		sb.Updates = append(sb.Updates, snapUpdate{
 			ID: u.ID, Start: u.Start, N: u.N, Committed: u.Committed, Discarded: u.Discarded, Key: u.Key,
@@ -657,6 +667,12 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 			return nil, fmt.Errorf("batch %d: lost count for job %d of %d", sb.ID, id, len(jobs))
 		}
 		jobs[id-1].lost = n
+	}
+	for id, n := range sb.SpotLost {
+		if id < 1 || int(id) > len(jobs) {
+			return nil, fmt.Errorf("batch %d: spot-lost count for job %d of %d", sb.ID, id, len(jobs))
+		}
+		jobs[id-1].spotLost = n
 	}
 	for _, u := range sb.Updates {
 		if !u.Committed && !u.Discarded {

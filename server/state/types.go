@@ -171,6 +171,11 @@ type Policy struct {
 	// job's error as before).
 	OOMFactorMilli int32
 	OOMMaxMemory   int64
+	// MaxSpot: once spot machines were lost under this many of the job's
+	// attempts, it runs on on-demand machines only (0: no cap, spot or
+	// not as placement finds room). Those losses then count against no
+	// MaxLost: a reclaim is the market's doing, not the job's.
+	MaxSpot int16
 }
 
 // oomRetry returns the spec a job of sp runs again with after running out
@@ -188,6 +193,31 @@ func (sp *Spec) oomRetry() *Spec {
 	}
 	next := *sp
 	next.Memory = mem
+	return &next
+}
+
+// maxSpot is the number of attempts lost on spot machines after which
+// the job runs on on-demand machines only (0: no cap).
+func (sp *Spec) maxSpot() int {
+	if p := sp.policy(); p != nil {
+		return int(p.MaxSpot)
+	}
+	return 0
+}
+
+// offSpot returns the spec a job of sp runs with once kept off spot
+// machines (nil: it already is).
+func (sp *Spec) offSpot() *Spec {
+	if sp.Where != nil && sp.Where.NoSpot {
+		return nil
+	}
+	next := *sp
+	w := Where{}
+	if sp.Where != nil {
+		w = *sp.Where
+	}
+	w.NoSpot = true
+	next.Where = &w
 	return &next
 }
 
@@ -273,6 +303,10 @@ type Where struct {
 	Labels []string
 	// Clusters the job may run in, sorted, no duplicates (none: any).
 	Clusters []string
+	// NoSpot: only on machines that are not spot. Apply sets it on a
+	// job of its own once spot took Policy.MaxSpot of its attempts
+	// (Spec.offSpot).
+	NoSpot bool
 }
 
 // Size is one job of the spec as placement's quota rule reads it.
@@ -348,6 +382,7 @@ type job struct {
 	attempt  uint16 // number of the current (or last) attempt; 0: never placed
 	failures uint16 // attempts that ended Failed or Error (counted against retries)
 	lost     uint8  // attempts lost with their instance (bounded by MaxLost)
+	spotLost uint8  // of them, on spot machines (bounded by Policy.MaxSpot)
 	state    JobState
 	outcome  Outcome
 }

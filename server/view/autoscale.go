@@ -76,6 +76,8 @@ type FreeRoom struct {
 	CPUMilli, Memory, GPUs         int64
 	// TotalMilli: the worker's cores in all, free or not.
 	TotalMilli int64
+	// Spot: the worker is a spot machine (state.Reader.Spot).
+	Spot bool
 }
 
 // AutoscaleState copies the autoscaler's state from src in one
@@ -117,7 +119,7 @@ func autoscaleState(r state.Reader) *Autoscale {
 			continue // a private machine's room is its job's
 		}
 		room := FreeRoom{Instance: inst.ID, Machine: inst.Machine, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
-			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0), TotalMilli: inst.CPUMilli}
+			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0), TotalMilli: inst.CPUMilli, Spot: r.Spot(inst)}
 		if r.Draining(inst) {
 			v.DrainingFree = append(v.DrainingFree, room)
 			continue

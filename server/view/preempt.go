@@ -279,6 +279,7 @@ func clusterReach(r state.Reader, clusters []placement.Cluster, clusterIdx map[s
 		cluster int32
 		pool    string
 		labels  map[string]string
+		spot    bool
 	}
 	var places []place
 	seen := map[string]bool{}
@@ -287,10 +288,11 @@ func clusterReach(r state.Reader, clusters []placement.Cluster, clusterIdx map[s
 		if !ok {
 			continue
 		}
-		key := placeKey(inst.Cluster, inst.Pool, inst.Labels)
+		spot := r.Spot(inst)
+		key := placeKey(inst.Cluster, inst.Pool, inst.Labels, spot)
 		if !seen[key] {
 			seen[key] = true
-			places = append(places, place{c, inst.Pool, inst.Labels})
+			places = append(places, place{c, inst.Pool, inst.Labels, spot})
 		}
 	}
 	memo := map[string][]bool{}
@@ -301,7 +303,7 @@ func clusterReach(r state.Reader, clusters []placement.Cluster, clusterIdx map[s
 		}
 		a := make([]bool, len(clusters))
 		for _, p := range places {
-			if !a[p.cluster] && k.Admits(&clusters[p.cluster], p.pool, p.labels) == 0 {
+			if !a[p.cluster] && k.Admits(&clusters[p.cluster], p.pool, p.labels, p.spot) == 0 {
 				a[p.cluster] = true
 			}
 		}
@@ -310,10 +312,13 @@ func clusterReach(r state.Reader, clusters []placement.Cluster, clusterIdx map[s
 	}
 }
 
-// placeKey is a worker's cluster, pool and labels as one string, each
+// placeKey is a worker's cluster, pool, labels and spot as one string, each
 // part prefixed with its length, so that distinct places differ.
-func placeKey(cluster, pool string, labels map[string]string) string {
+func placeKey(cluster, pool string, labels map[string]string, spot bool) string {
 	var b []byte
+	if spot {
+		b = append(b, '!')
+	}
 	part := func(s string) {
 		b = strconv.AppendInt(b, int64(len(s)), 10)
 		b = append(b, ':')

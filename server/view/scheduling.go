@@ -177,7 +177,7 @@ func scheduling(r state.Reader, o Options) *Round {
 		}
 		slot := scheduler.Instance{ID: inst.ID, CPUMilli: inst.CPUMilli, Memory: inst.Memory, FreeMilli: inst.FreeMilli,
 			FreeMem: inst.FreeMem, Cluster: clusterIdx[inst.Cluster], Pool: inst.Pool, Labels: inst.Labels,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs}
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPUs: inst.FreeGPUs, Spot: r.Spot(inst)}
 		in.Instances = append(in.Instances, slot)
 		if int(slot.Cluster) >= len(in.Clusters) {
 			continue
@@ -305,7 +305,7 @@ type lister struct {
 // admitted: placement's rule, on the cluster's enabled state alone.
 func (l *lister) admitted(k *placement.Constraint, in *scheduler.Instance) bool {
 	cl := &l.in.Clusters[in.Cluster]
-	return k.Admits(&placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled}, in.Pool, in.Labels) == 0 && k.AllowsGPUType(in.GPUType)
+	return k.Admits(&placement.Cluster{Name: cl.Name, Region: cl.Region, Disabled: cl.Disabled}, in.Pool, in.Labels, in.Spot) == 0 && k.AllowsGPUType(in.GPUType)
 }
 
 func (l *lister) newReach(k placement.Constraint) *reach {

@@ -62,7 +62,7 @@ func (w *waiter) largest(u *scheduler.Unplaced) (int64, int64) {
 		if int(in.Cluster) < len(w.in.Clusters) {
 			c := w.in.Clusters[in.Cluster]
 			c.Disabled, c.Down = false, false
-			if k.Admits(&c, in.Pool, in.Labels) != 0 {
+			if k.Admits(&c, in.Pool, in.Labels, in.Spot) != 0 {
 				continue
 			}
 		}
@@ -157,10 +157,13 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return "no_workers", "no worker is active"
 	}
 	k := w.constraint(&u)
-	labels := e.Count(scheduler.ReasonLabels)
-	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonCluster)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)+labels
+	labels, spot := e.Count(scheduler.ReasonLabels), e.Count(scheduler.ReasonSpot)
+	region, pool := e.Count(scheduler.ReasonRegion)+e.Count(scheduler.ReasonCluster)+e.Count(scheduler.ReasonNotHome), e.Count(scheduler.ReasonPool)+labels+spot
 	disabled, down := e.Count(scheduler.ReasonClusterDisabled), e.Count(scheduler.ReasonClusterDown)
 	if region+pool == e.Instances {
+		if spot > 0 && spot >= labels {
+			return scheduler.ReasonSpot.String(), fmt.Sprintf("no on-demand worker%s: spot reclaims took its attempts max_spot_attempts times, and %d of the %d active workers are spot machines; it waits for an on-demand one", where(k), spot, e.Instances)
+		}
 		if labels > 0 {
 			return scheduler.ReasonLabels.String(), fmt.Sprintf("no worker%s: of the %d active workers, %d lack a label it asks for or carry another value", where(k), e.Instances, labels)
 		}
