@@ -139,12 +139,13 @@ type JobSpec struct {
 	// OOMRetry runs an attempt that the out-of-memory killer ended again
 	// with more memory (nil: such an attempt is the job's error).
 	OOMRetry *OOMRetry `json:"oom_retry,omitempty"`
-	// MaxSpotAttempts caps the attempts a job loses to spot machines
-	// (1 to MaxSpotAttempts; 0: no cap): once spot machines (a spot launch
-	// config's, or a preemptible pool's workers) were lost under that
-	// many of its attempts, it runs on on-demand machines only, and the
-	// autoscaler launches one for it if need be. Attempts lost on spot
-	// then count against this cap, not MaxLostAttempts.
+	// MaxSpotAttempts caps the attempts a job loses to spot reclaims
+	// (1 to MaxSpotAttempts; 0: no cap): once the cloud reclaimed spot
+	// machines (a spot launch config's, or a preemptible pool's workers)
+	// under that many of its attempts, it runs on on-demand machines
+	// only, and the autoscaler launches one for it if need be. Those
+	// reclaims count against this cap, not MaxLostAttempts (a spot worker
+	// that goes silent is a lost attempt as any other).
 	MaxSpotAttempts int `json:"max_spot_attempts,omitempty"`
 }
 

@@ -176,9 +176,9 @@ func (m batchCmds) runJobStatus(ctx context.Context, args []string) error {
 	}
 	switch {
 	case j.OnDemandOnly:
-		safef(tw, "Spot\ton on-demand machines only: spot machines were lost under %d of its attempts\n", j.MaxSpotAttempts)
+		safef(tw, "Spot\ton on-demand machines only: the cloud reclaimed spot machines under %d of its attempts\n", j.MaxSpotAttempts)
 	case j.MaxSpotAttempts > 0:
-		safef(tw, "Spot\ton on-demand machines only once spot machines are lost under %d of its attempts\n", j.MaxSpotAttempts)
+		safef(tw, "Spot\ton on-demand machines only once the cloud reclaims spot machines under %d of its attempts\n", j.MaxSpotAttempts)
 	}
 	if o := j.OOMRetry; o != nil {
 		safef(tw, "Out of memory\trun again with memory × %g, up to %s\n", o.Factor, units.FormatBytes(o.MaxMemory))

@@ -675,7 +675,7 @@ func (s *machineBook) applyMachineGone(c *MachineGone) any {
 	s.unlinkPrivate(m, c.Now)
 	m.State, m.Since, m.Reason = MachineDeleted, c.Now, c.Reason
 	if inst := s.instances[m.Instance]; inst != nil && inst.Active {
-		s.retire(inst, c.Now, "machine "+m.ID+" gone: "+c.Reason, 0)
+		s.retire(inst, c.Now, "machine "+m.ID+" gone: "+c.Reason, 0, c.Preempted)
 	}
 	if cfg := s.launchConfigs[m.Config]; cfg != nil && cfg.Spot && c.Preempted {
 		mk := s.marks[cfg.Name]
@@ -707,7 +707,7 @@ func (s *machineBook) linkMachine(inst *Instance, machine string, now int64) *Ap
 	}
 	if m.Instance != 0 {
 		if old := s.instances[m.Instance]; old != nil && old.Active && old.ID != inst.ID {
-			s.retire(old, now, "its machine's worker activated again", 0)
+			s.retire(old, now, "its machine's worker activated again", 0, false)
 		}
 	}
 	m.Instance, m.State, m.Since = inst.ID, MachineActive, now

@@ -84,7 +84,7 @@ func (s *instanceBook) applyActivate(c *Activate) any {
 		Version:   c.Version,
 	}
 	if old, ok := s.instByIdentity[inst.identity()]; ok {
-		s.retire(s.instances[old], c.Now, fmt.Sprintf("worker %s activated again", c.Name), c.MaxLost)
+		s.retire(s.instances[old], c.Now, fmt.Sprintf("worker %s activated again", c.Name), c.MaxLost, false)
 		res.Replaced = old
 	}
 	s.nextInstance++
@@ -109,9 +109,9 @@ func (s *instanceBook) applyRetire(c *Retire) any {
 		return nil
 	}
 	if c.Preempted {
-		s.preemptAll(inst, c.Now, fmt.Sprintf("preempted: worker %s left (%s)", inst.Name, c.Reason))
+		s.preemptAll(inst, c.Now, fmt.Sprintf("preempted: worker %s left (%s)", inst.Name, c.Reason), true)
 	}
-	s.retire(inst, c.Now, c.Reason, c.MaxLost)
+	s.retire(inst, c.Now, c.Reason, c.MaxLost, false)
 	return nil
 }
 
@@ -119,8 +119,9 @@ func (s *instanceBook) applyRetire(c *Retire) any {
 // go back to Ready with the next attempt, end Cancelled when their batch is
 // cancelled, or end Error once maxLost instances (0: no limit; a job's
 // Policy may set its own) lost them, so a job that takes its worker down
-// does not travel the whole fleet.
-func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost uint8) {
+// does not travel the whole fleet. reclaimed: the instance's machine was
+// taken back by the cloud (a spot reclaim, when the machine is spot).
+func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost uint8, reclaimed bool) {
 	inst.Active = false
 	inst.Retired = now
 	inst.Reason = reason
@@ -136,17 +137,9 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 		j.outcome = OutcomeLost
 		g := b.groupOf(k.job)
 		s.endAttempt(b, g, k.job, inst, now)
-		spotCap := g.spec.maxSpot()
-		if spotCap > 0 && s.spot(inst) {
-			// Lost on spot: counted against the job's spot cap instead of
-			// its lost attempts; at the cap it runs on on-demand machines.
-			if j.spotLost < 255 {
-				j.spotLost++
-			}
-			if next := g.spec.offSpot(); int(j.spotLost) >= spotCap && next != nil && !b.Cancelled {
-				msg = fmt.Sprintf("%s; spot machines were lost under %d of its attempts (max_spot_attempts %d): it runs on on-demand machines from now on", msg, j.spotLost, spotCap)
-				g = s.isolate(b, k.job, next)
-			}
+		note := ""
+		if reclaimed && g.spec.maxSpot() > 0 && s.spot(inst) {
+			g, note = s.spotReclaimed(b, g, k.job, j)
 		} else if j.lost < 255 {
 			j.lost++
 		}
@@ -158,7 +151,7 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 			b.setMessage(k.job, fmt.Sprintf("lost with %d workers (a job that takes its worker down is not run again); the last: instance %s retired (%s)", j.lost, inst.Name, reason))
 			s.finish(b, k.job, j, Error, now)
 		default:
-			b.setMessage(k.job, msg)
+			b.setMessage(k.job, msg+note)
 			s.requeue(b, g, k.job, j, true, now)
 		}
 	}
@@ -410,7 +403,7 @@ func (s *instanceBook) evacuate(cl *Cluster, now int64) int {
 		if !inst.Active || inst.Cluster != cl.Name || len(inst.running) == 0 {
 			continue
 		}
-		n += s.preemptAll(inst, now, fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason))
+		n += s.preemptAll(inst, now, fmt.Sprintf("preempted: cluster %s disabled (%s)", cl.Name, cl.Reason), false)
 	}
 	return n
 }
@@ -418,8 +411,9 @@ func (s *instanceBook) evacuate(cl *Cluster, now int64) int {
 // preemptAll preempts every attempt running on an instance: their jobs
 // run again (or end Cancelled with their batch), and nothing counts
 // against their retries. It returns how many it preempted.
-func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string) int {
+func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string, reclaimed bool) int {
 	n := 0
+	spot := reclaimed && s.spot(inst)
 	for _, k := range sortedAttempts(inst.running) {
 		b := s.batches[k.batch]
 		j := &b.jobs[k.job-1]
@@ -427,7 +421,11 @@ func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string) int {
 		j.outcome = OutcomePreempted
 		g := b.groupOf(k.job)
 		s.endAttempt(b, g, k.job, inst, now)
-		b.setMessage(k.job, msg)
+		note := ""
+		if spot && g.spec.maxSpot() > 0 && !b.Cancelled {
+			g, note = s.spotReclaimed(b, g, k.job, j)
+		}
+		b.setMessage(k.job, msg+note)
 		if b.Cancelled {
 			s.finish(b, k.job, j, Cancelled, now)
 		} else {
@@ -437,6 +435,22 @@ func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string) int {
 	}
 	s.notifyInstance(inst.ID)
 	return n
+}
+
+// spotReclaimed counts an attempt of job id lost to a spot reclaim against
+// the job's max_spot_attempts (not its lost attempts: the market's doing,
+// not the job's). At the cap the job is given a group of its own, kept
+// off spot machines, which it returns with what to add to its message.
+func (s *instanceBook) spotReclaimed(b *Batch, g *group, id uint32, j *job) (*group, string) {
+	if j.spotLost < 255 {
+		j.spotLost++
+	}
+	limit := g.spec.maxSpot()
+	next := g.spec.offSpot()
+	if int(j.spotLost) < limit || next == nil || b.Cancelled {
+		return g, ""
+	}
+	return s.isolate(b, id, next), fmt.Sprintf("; spot machines were reclaimed under %d of its attempts (max_spot_attempts %d): it runs on on-demand machines from now on", j.spotLost, limit)
 }
 
 func (s *instanceBook) sortedInstanceIDs() []uint32 {

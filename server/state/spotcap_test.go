@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// TestSpotCapKeepsAJobOffSpot: a job with max_spot_attempts 2 lost with
-// two spot workers (a preemptible pool's) runs on on-demand workers only:
+// TestSpotCapKeepsAJobOffSpot: a job with max_spot_attempts 2 whose spot
+// workers (a preemptible pool's) were reclaimed twice (the worker's
+// notice: Retire Preempted) runs on on-demand workers only:
 // the scheduler (FirstFit, through placement's rule) leaves it off a spot
 // worker, apply refuses a plan that puts it on one, and an on-demand
 // worker takes it. Its spot losses count against no max_lost_attempts
@@ -48,7 +49,7 @@ func TestSpotCapKeepsAJobOffSpot(t *testing.T) {
 			jr2, _ := h.S.Job(b, 2)
 			h.Complete(ids[jr2.Attempts[0].Instance], func(uint64, uint32) Outcome { return OutcomeSuccess })
 		}
-		h.Must(&Retire{Now: h.Tick(), Instance: lost, Reason: "reclaimed", MaxLost: 3})
+		h.Must(&Retire{Now: h.Tick(), Instance: lost, Reason: "reclaimed", MaxLost: 3, Preempted: true})
 		if st := h.JobState(b, 1); st != Ready {
 			t.Fatalf("after spot loss %d the job is %s, want ready (spot losses do not count against max_lost_attempts 1)", loss, st)
 		}
@@ -110,10 +111,28 @@ func TestSpotLossesCountedThroughSnapshots(t *testing.T) {
 		}
 		res := h.Must(&Activate{Now: h.Tick(), Name: "spot", CPUMilli: 1000, Memory: 4 << 30, TokenHash: "tok" + string(rune('a'+i)), Region: "r", Cluster: "c", Pool: "spot"})
 		h.Schedule()
-		h.Must(&Retire{Now: h.Tick(), Instance: res.(*ActivateResult).Instance, Reason: "reclaimed", MaxLost: 3})
+		h.Must(&Retire{Now: h.Tick(), Instance: res.(*ActivateResult).Instance, Reason: "reclaimed", MaxLost: 3, Preempted: true})
 	}
 	jr, _ := h.S.Job(b, 1)
 	if jr.Spec.Where == nil || !jr.Spec.Where.NoSpot {
 		t.Fatal("two spot losses either side of a snapshot did not keep the job off spot")
+	}
+}
+
+// TestSpotWorkerGoneSilentIsALoss: a spot worker that goes silent (not a
+// reclaim the worker or the autoscaler saw) is a lost attempt as before:
+// a job that takes its worker down does not get max_spot_attempts more
+// workers to take down.
+func TestSpotWorkerGoneSilentIsALoss(t *testing.T) {
+	h := newHarness(t)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "c", Region: "r", Pools: []Pool{{Name: "spot", CPUMilli: 4000, Preemptible: true}}}}})
+	sp := spec("crasher", 1)
+	sp.Run = &Run{Policy: &Policy{MaxSpot: 100, MaxLost: 1}}
+	b := h.CreateBatch(entry(1, 1, sp))
+	res := h.Must(&Activate{Now: h.Tick(), Name: "spot", CPUMilli: 1000, Memory: 4 << 30, TokenHash: "tok", Region: "r", Cluster: "c", Pool: "spot"})
+	h.Schedule()
+	h.Must(&Retire{Now: h.Tick(), Instance: res.(*ActivateResult).Instance, Reason: "no heartbeat", MaxLost: 3})
+	if st := h.JobState(b, 1); st != Error {
+		t.Fatalf("the job whose spot worker went silent is %s, want error (max_lost_attempts 1)", st)
 	}
 }

@@ -171,10 +171,10 @@ type Policy struct {
 	// job's error as before).
 	OOMFactorMilli int32
 	OOMMaxMemory   int64
-	// MaxSpot: once spot machines were lost under this many of the job's
-	// attempts, it runs on on-demand machines only (0: no cap, spot or
-	// not as placement finds room). Those losses then count against no
-	// MaxLost: a reclaim is the market's doing, not the job's.
+	// MaxSpot: once the cloud reclaimed spot machines under this many of
+	// the job's attempts, it runs on on-demand machines only (0: no cap,
+	// spot or not as placement finds room). Those reclaims then count
+	// against no MaxLost: a reclaim is the market's doing, not the job's.
 	MaxSpot int16
 }
 

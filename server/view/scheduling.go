@@ -329,7 +329,7 @@ func (l *lister) newReach(k placement.Constraint) *reach {
 // reach: its spec's, routed to its queue's home clusters (home, read once
 // a batch: Reader.HomeClusters).
 func (l *lister) constraint(home []string, spec *state.Spec) (int32, *reach) {
-	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && len(w.Clusters) == 0 && w.Pool == "" && w.GPUs == 0 && len(w.Labels) == 0)) {
+	if w := spec.Where; len(home) == 0 && (w == nil || (len(w.Regions) == 0 && len(w.Clusters) == 0 && w.Pool == "" && w.GPUs == 0 && len(w.Labels) == 0 && !w.NoSpot)) {
 		return 0, l.anywhere
 	}
 	k := spec.Constraint()

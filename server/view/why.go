@@ -45,6 +45,12 @@ type JobPlace struct {
 	// its cores and memory free; Usable counts those workers.
 	Busy   bool
 	Usable int
+	// OffSpot: the job is kept off spot machines (max_spot_attempts,
+	// MaxSpot of them reclaimed); SpotOnly counts the active workers
+	// it may not use only because they are spot.
+	OffSpot  bool
+	MaxSpot  int
+	SpotOnly int
 	// CPUMilli and Memory: what one attempt of the job asks for; GPUs of
 	// GPUType (0: none).
 	CPUMilli, Memory int64
@@ -139,9 +145,16 @@ func Place(r state.Reader, batch uint64, id uint32, now int64) (JobPlace, bool) 
 		}
 	}
 	jp.Busy = true
+	jp.OffSpot = sp.Where != nil && sp.Where.NoSpot
+	if p := sp.Policy(); p != nil {
+		jp.MaxSpot = int(p.MaxSpot)
+	}
 	for inst := range r.Instances() {
 		jp.Active++
 		if !r.Placeable(b, sp, inst) { // its cluster enabled too
+			if jp.OffSpot && r.Spot(inst) {
+				jp.SpotOnly++
+			}
 			continue
 		}
 		jp.Usable++

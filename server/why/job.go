@@ -94,6 +94,8 @@ func Job(in JobInput) api.JobWhy {
 			add("cluster_disabled", disabled(jp.DisabledClusters)+"; no other cluster it may use has workers")
 		case jp.Active == 0:
 			add("no_workers", "no worker is active (an autoscaler launches them for waiting jobs)")
+		case jp.Usable == 0 && jp.SpotOnly > 0:
+			add("spot_excluded", fmt.Sprintf("no on-demand worker it may use: %s are spot machines, which it is kept off; it waits for an on-demand one (an autoscaler launches one)", plural(jp.SpotOnly, "active worker")))
 		case jp.Usable == 0:
 			add("region_not_allowed", "no active worker in a cluster it may use")
 		case jp.Busy && jp.Ahead > 0:
@@ -107,6 +109,9 @@ func Job(in JobInput) api.JobWhy {
 		}
 		if jp.PastCoreHours > 0 {
 			add("past_use", fmt.Sprintf("its user's past use in this queue tree, %.1f core-hours after decay, weighs as %s running cores in fair share", jp.PastCoreHours, trimCores(jp.PastMilli)))
+		}
+		if jp.OffSpot {
+			add("on_demand_only", fmt.Sprintf("on on-demand machines only: the cloud reclaimed spot machines under %d of its attempts (max_spot_attempts)", jp.MaxSpot))
 		}
 		if jp.OOMFrom > 0 {
 			add("oom_retry", fmt.Sprintf("retrying with %s after running out of memory with %s", units.FormatBytes(jp.Memory), units.FormatBytes(jp.OOMFrom)))

@@ -162,7 +162,7 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	disabled, down := e.Count(scheduler.ReasonClusterDisabled), e.Count(scheduler.ReasonClusterDown)
 	if region+pool == e.Instances {
 		if spot > 0 && spot >= labels {
-			return scheduler.ReasonSpot.String(), fmt.Sprintf("no on-demand worker%s: spot reclaims took its attempts max_spot_attempts times, and %d of the %d active workers are spot machines; it waits for an on-demand one", where(k), spot, e.Instances)
+			return scheduler.ReasonSpot.String(), fmt.Sprintf("no on-demand worker%s: %d of %d active workers are spot machines, which it is kept off (max_spot_attempts); it waits for an on-demand one", where(k), spot, e.Instances)
 		}
 		if labels > 0 {
 			return scheduler.ReasonLabels.String(), fmt.Sprintf("no worker%s: of the %d active workers, %d lack a label it asks for or carry another value", where(k), e.Instances, labels)
