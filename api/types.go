@@ -1056,6 +1056,10 @@ type AttemptEvent struct {
 	// OOM: the kernel's out-of-memory killer ended the attempt (completed
 	// events that failed or errored only).
 	OOM bool `json:"oom,omitempty"`
+	// WorkerLeaving: the attempt was preempted because its worker is
+	// going away with its machine (preempted events only): on a spot
+	// machine, a reclaim, counted against the job's max_spot_attempts.
+	WorkerLeaving bool `json:"worker_leaving,omitempty"`
 }
 
 // SyncRequest is a worker's periodic report: events to record and the
@@ -1601,6 +1605,11 @@ type JobWhy struct {
 	// batch queued before it (between users, fair share decides who is
 	// served, not a line). Absent for a job not Ready.
 	Position int64 `json:"position,omitempty"`
+	// EstimatedStart is when a Ready job is estimated to start (absent:
+	// no estimate, as before any job of its line finished): an estimate,
+	// from its place in line, its user's running attempts and the mean
+	// run time of its job group; the "estimate" reason says from what.
+	EstimatedStart *time.Time `json:"estimated_start,omitempty"`
 }
 
 // WhyReason is one link of the chain: a code and a sentence.

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF84075 = 1
-	codecSelferCcRAW4075  = 255
+	codecSelferCcUTF8987 = 1
+	codecSelferCcRAW987  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray4075  = 10
-	codecSelferValueTypeMap4075    = 9
-	codecSelferValueTypeString4075 = 6
-	codecSelferValueTypeInt4075    = 2
-	codecSelferValueTypeUint4075   = 3
-	codecSelferValueTypeFloat4075  = 4
-	codecSelferBitsize4075         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray987  = 10
+	codecSelferValueTypeMap987    = 9
+	codecSelferValueTypeString987 = 6
+	codecSelferValueTypeInt987    = 2
+	codecSelferValueTypeUint987   = 3
+	codecSelferValueTypeFloat987  = 4
+	codecSelferBitsize987         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct4075 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct987 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer4075 struct{}
+type codecSelfer987 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -141,7 +141,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -156,14 +156,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -172,7 +172,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -180,7 +180,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 						}
 					}
 				}
@@ -201,7 +201,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -227,7 +227,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -256,7 +256,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -285,7 +285,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -314,7 +314,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -341,7 +341,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -373,7 +373,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -402,7 +402,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -427,7 +427,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -449,7 +449,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -473,7 +473,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -495,7 +495,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -523,7 +523,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -556,7 +556,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -577,14 +577,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -593,7 +593,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -601,7 +601,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Pool))
 						}
 					}
 				}
@@ -622,7 +622,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -639,27 +639,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GPUType))
 						}
 					}
 				}
@@ -672,27 +672,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.MachineType))
 						}
 					}
 				}
@@ -705,14 +705,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -721,7 +721,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -729,7 +729,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
 						}
 					}
 				}
@@ -742,14 +742,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -758,7 +758,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -766,7 +766,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
 						}
 					}
 				}
@@ -791,7 +791,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -824,7 +824,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -850,7 +850,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -871,7 +871,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -895,7 +895,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -924,7 +924,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -954,7 +954,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -979,7 +979,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1012,7 +1012,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[30] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `oom_retry`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `oom_retry`)
 					r.WriteMapElemValue()
 					if yyn93 {
 						r.EncodeNil()
@@ -1038,7 +1038,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[31] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `max_spot_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `max_spot_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1056,7 +1056,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1064,14 +1064,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1079,13 +1079,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1197,7 +1197,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1233,7 +1233,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1317,7 +1317,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "oom_retry":
 			if r.TryDecodeAsNil() {
@@ -1335,7 +1335,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxSpotAttempts = 0
 			} else {
-				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -1345,7 +1345,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj48 int
@@ -1575,7 +1575,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	yyj48++
 	if yyhl48 {
@@ -1661,7 +1661,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	yyj48++
 	if yyhl48 {
@@ -1865,7 +1865,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	yyj48++
 	if yyhl48 {
@@ -1903,7 +1903,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxSpotAttempts = 0
 	} else {
-		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	for {
 		yyj48++
@@ -1922,7 +1922,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1952,7 +1952,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"factor\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `factor`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `factor`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1968,7 +1968,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `max_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `max_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1985,7 +1985,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1993,14 +1993,14 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2008,13 +2008,13 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2052,7 +2052,7 @@ func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2107,7 +2107,7 @@ func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2133,7 +2133,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 					}
 				}
 			} else {
@@ -2141,7 +2141,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2149,7 +2149,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 					}
 				}
 			}
@@ -2160,7 +2160,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Source))
 					}
 				}
 			} else {
@@ -2168,7 +2168,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2176,7 +2176,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Source))
 					}
 				}
 			}
@@ -2187,7 +2187,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
 					}
 				}
 			} else {
@@ -2195,7 +2195,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2203,7 +2203,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
 					}
 				}
 			}
@@ -2217,7 +2217,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2225,14 +2225,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2240,13 +2240,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2290,7 +2290,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2361,7 +2361,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2387,7 +2387,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 					}
 				}
 			} else {
@@ -2395,7 +2395,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2403,7 +2403,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 					}
 				}
 			}
@@ -2414,7 +2414,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
 					}
 				}
 			} else {
@@ -2422,7 +2422,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2430,7 +2430,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
 					}
 				}
 			}
@@ -2441,7 +2441,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Destination))
 					}
 				}
 			} else {
@@ -2449,7 +2449,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2457,7 +2457,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Destination))
 					}
 				}
 			}
@@ -2471,7 +2471,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2479,14 +2479,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2494,13 +2494,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2544,7 +2544,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2615,7 +2615,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2660,7 +2660,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2675,7 +2675,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2690,7 +2690,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2705,7 +2705,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2725,7 +2725,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2746,7 +2746,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2767,7 +2767,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2791,7 +2791,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2810,7 +2810,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2818,14 +2818,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2833,13 +2833,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2913,7 +2913,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -3064,7 +3064,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3113,14 +3113,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -3129,7 +3129,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3137,7 +3137,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 						}
 					}
 				}
@@ -3149,19 +3149,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.BillingProject))
 					}
 				}
 			}
@@ -3185,7 +3185,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -3206,27 +3206,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3251,7 +3251,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3277,7 +3277,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3298,7 +3298,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3314,14 +3314,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -3330,7 +3330,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3338,7 +3338,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Callback))
 						}
 					}
 				}
@@ -3351,14 +3351,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -3367,7 +3367,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3375,7 +3375,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Queue))
 						}
 					}
 				}
@@ -3396,7 +3396,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3418,7 +3418,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3466,7 +3466,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3502,7 +3502,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3510,14 +3510,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3525,13 +3525,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3652,7 +3652,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3890,7 +3890,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3930,27 +3930,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3975,7 +3975,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -4001,7 +4001,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4019,7 +4019,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4027,14 +4027,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4042,13 +4042,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4095,7 +4095,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4169,7 +4169,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4196,7 +4196,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4211,7 +4211,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4226,7 +4226,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4241,7 +4241,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4259,7 +4259,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4277,7 +4277,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4285,14 +4285,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4300,13 +4300,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4362,7 +4362,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4465,7 +4465,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4499,7 +4499,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4521,7 +4521,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4529,14 +4529,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4544,13 +4544,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4585,7 +4585,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4627,7 +4627,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4654,7 +4654,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4669,7 +4669,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4687,7 +4687,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4705,7 +4705,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4713,14 +4713,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4728,13 +4728,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4768,7 +4768,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4778,7 +4778,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4830,7 +4830,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	for {
 		yyj7++
@@ -4849,7 +4849,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4863,7 +4863,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [11]bool{    // should field at this index be written?
+			var yyq2 = [12]bool{    // should field at this index be written?
 				true,            // BatchID
 				true,            // JobID
 				true,            // Attempt
@@ -4875,10 +4875,11 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.Message != "", // Message
 				x.Usage != nil,  // Usage
 				x.OOM,           // OOM
+				x.WorkerLeaving, // WorkerLeaving
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(11)
+				r.WriteArrayStart(12)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -4897,7 +4898,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4912,7 +4913,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4930,7 +4931,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4945,7 +4946,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Kind))
 					}
 				}
 			} else {
@@ -4953,7 +4954,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4961,7 +4962,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Kind))
 					}
 				}
 			}
@@ -4973,14 +4974,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -4989,7 +4990,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4997,7 +4998,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Outcome))
 						}
 					}
 				}
@@ -5015,7 +5016,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5039,7 +5040,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5070,7 +5071,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5093,14 +5094,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -5109,7 +5110,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5117,7 +5118,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Message))
 						}
 					}
 				}
@@ -5150,7 +5151,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -5180,12 +5181,33 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"oom\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `oom`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `oom`)
 					}
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeBool(bool(x.OOM))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[11] {
+					if false {
+					} else {
+						r.EncodeBool(bool(x.WorkerLeaving))
+					}
+				} else {
+					r.EncodeBool(false)
+				}
+			} else {
+				if yyq2[11] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF8987, `worker_leaving`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeBool(bool(x.WorkerLeaving))
 					}
 				}
 			}
@@ -5199,7 +5221,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5207,14 +5229,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5222,13 +5244,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5262,7 +5284,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -5280,7 +5302,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -5340,6 +5362,12 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.OOM = (bool)(r.DecodeBool())
 			}
+		case "worker_leaving":
+			if r.TryDecodeAsNil() {
+				x.WorkerLeaving = false
+			} else {
+				x.WorkerLeaving = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -5348,19 +5376,19 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj17 int
-	var yyb17 bool
-	var yyhl17 bool = l >= 0
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	var yyj18 int
+	var yyb18 bool
+	var yyhl18 bool = l >= 0
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5370,13 +5398,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.BatchID = (int64)(r.DecodeInt64())
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5386,13 +5414,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5400,15 +5428,15 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5418,13 +5446,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Kind = (string)(r.DecodeString())
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5434,13 +5462,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Outcome = (string)(r.DecodeString())
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5448,15 +5476,15 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5467,8 +5495,8 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			x.StartTime = r.DecodeTime()
-		} else if yyxt25 := z.Extension(z.I2Rtid(x.StartTime)); yyxt25 != nil {
-			z.DecExtension(x.StartTime, yyxt25)
+		} else if yyxt26 := z.Extension(z.I2Rtid(x.StartTime)); yyxt26 != nil {
+			z.DecExtension(x.StartTime, yyxt26)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(&x.StartTime)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -5477,13 +5505,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			z.DecFallback(&x.StartTime, false)
 		}
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5494,8 +5522,8 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			x.EndTime = r.DecodeTime()
-		} else if yyxt27 := z.Extension(z.I2Rtid(x.EndTime)); yyxt27 != nil {
-			z.DecExtension(x.EndTime, yyxt27)
+		} else if yyxt28 := z.Extension(z.I2Rtid(x.EndTime)); yyxt28 != nil {
+			z.DecExtension(x.EndTime, yyxt28)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(&x.EndTime)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -5504,13 +5532,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			z.DecFallback(&x.EndTime, false)
 		}
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5520,13 +5548,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Message = (string)(r.DecodeString())
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5542,13 +5570,13 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Usage.CodecDecodeSelf(d)
 	}
-	yyj17++
-	if yyhl17 {
-		yyb17 = yyj17 > l
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
 	} else {
-		yyb17 = r.CheckBreak()
+		yyb18 = r.CheckBreak()
 	}
-	if yyb17 {
+	if yyb18 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5558,24 +5586,40 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.OOM = (bool)(r.DecodeBool())
 	}
+	yyj18++
+	if yyhl18 {
+		yyb18 = yyj18 > l
+	} else {
+		yyb18 = r.CheckBreak()
+	}
+	if yyb18 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.WorkerLeaving = false
+	} else {
+		x.WorkerLeaving = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj17++
-		if yyhl17 {
-			yyb17 = yyj17 > l
+		yyj18++
+		if yyhl18 {
+			yyb18 = yyj18 > l
 		} else {
-			yyb17 = r.CheckBreak()
+			yyb18 = r.CheckBreak()
 		}
-		if yyb17 {
+		if yyb18 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj17-1, "")
+		z.DecStructFieldNotFound(yyj18-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5628,7 +5672,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5661,7 +5705,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5694,7 +5738,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5720,7 +5764,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5738,7 +5782,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5746,14 +5790,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5761,13 +5805,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5826,7 +5870,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5922,7 +5966,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5967,7 +6011,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5995,7 +6039,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -6028,7 +6072,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -6057,7 +6101,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6086,7 +6130,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -6109,7 +6153,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6117,14 +6161,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6132,13 +6176,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6160,7 +6204,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -6203,7 +6247,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6223,7 +6267,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	yyj12++
 	if yyhl12 {
@@ -6315,7 +6359,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6342,7 +6386,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6357,7 +6401,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6375,7 +6419,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6390,7 +6434,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Reason))
 					}
 				}
 			} else {
@@ -6398,7 +6442,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6406,7 +6450,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Reason))
 					}
 				}
 			}
@@ -6418,7 +6462,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6435,7 +6479,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6443,14 +6487,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6458,13 +6502,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6498,7 +6542,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6520,7 +6564,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6572,7 +6616,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6623,7 +6667,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6678,7 +6722,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6693,7 +6737,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6711,7 +6755,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6726,7 +6770,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 					}
 				}
 			} else {
@@ -6734,7 +6778,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6742,7 +6786,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
 					}
 				}
 			}
@@ -6754,7 +6798,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF84075, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF8987, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6776,7 +6820,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6808,7 +6852,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6832,7 +6876,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6851,7 +6895,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6872,7 +6916,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6888,14 +6932,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -6904,7 +6948,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6912,7 +6956,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
 						}
 					}
 				}
@@ -6925,14 +6969,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -6941,7 +6985,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6949,7 +6993,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
 						}
 					}
 				}
@@ -6974,7 +7018,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -7007,7 +7051,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -7040,7 +7084,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -7066,7 +7110,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7087,7 +7131,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7111,7 +7155,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7130,7 +7174,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7138,14 +7182,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7153,13 +7197,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7193,7 +7237,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -7308,7 +7352,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -7360,7 +7404,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize4075))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7634,7 +7678,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7675,27 +7719,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7708,27 +7752,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7741,27 +7785,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7774,27 +7818,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7809,7 +7853,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7817,14 +7861,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7832,13 +7876,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7888,7 +7932,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7975,7 +8019,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8015,14 +8059,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -8031,7 +8075,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8039,7 +8083,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Endpoint))
 						}
 					}
 				}
@@ -8052,14 +8096,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -8068,7 +8112,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8076,7 +8120,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Region))
 						}
 					}
 				}
@@ -8094,7 +8138,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF84075, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -8112,7 +8156,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8120,14 +8164,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8135,13 +8179,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8185,7 +8229,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -8256,7 +8300,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8296,7 +8340,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Prefix))
 					}
 				}
 			} else {
@@ -8304,7 +8348,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF84075, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF8987, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -8312,7 +8356,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Prefix))
 					}
 				}
 			}
@@ -8344,7 +8388,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -8386,7 +8430,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -8408,14 +8452,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, "")
+						r.EncodeStringEnc(codecSelferCcUTF8987, "")
 					}
 				}
 			} else {
@@ -8424,7 +8468,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF84075, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF8987, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8432,7 +8476,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF84075, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Error))
 						}
 					}
 				}
@@ -8447,7 +8491,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8455,14 +8499,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap4075 {
+		if yyct2 == codecSelferValueTypeMap987 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray4075 {
+		} else if yyct2 == codecSelferValueTypeArray987 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8470,13 +8514,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct4075)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8538,7 +8582,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer4075
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8636,8 +8680,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer4075) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8651,8 +8695,8 @@ func (x codecSelfer4075) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8695,8 +8739,8 @@ func (x codecSelfer4075) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer4075) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8710,8 +8754,8 @@ func (x codecSelfer4075) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8791,8 +8835,8 @@ func (x codecSelfer4075) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4075) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8804,8 +8848,8 @@ func (x codecSelfer4075) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8885,8 +8929,8 @@ func (x codecSelfer4075) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4075) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8897,15 +8941,15 @@ func (x codecSelfer4075) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF84075, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8987, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8985,8 +9029,8 @@ func (x codecSelfer4075) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4075) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -8997,7 +9041,7 @@ func (x codecSelfer4075) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF84075, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF8987, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -9006,15 +9050,15 @@ func (x codecSelfer4075) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF84075, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF8987, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer4075) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9066,8 +9110,8 @@ func (x codecSelfer4075) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer4075) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9079,8 +9123,8 @@ func (x codecSelfer4075) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9160,8 +9204,8 @@ func (x codecSelfer4075) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer4075) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9173,8 +9217,8 @@ func (x codecSelfer4075) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9254,8 +9298,8 @@ func (x codecSelfer4075) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4075) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9267,8 +9311,8 @@ func (x codecSelfer4075) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9348,8 +9392,8 @@ func (x codecSelfer4075) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer4075) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9361,8 +9405,8 @@ func (x codecSelfer4075) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9442,8 +9486,8 @@ func (x codecSelfer4075) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer4075) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9455,8 +9499,8 @@ func (x codecSelfer4075) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9536,8 +9580,8 @@ func (x codecSelfer4075) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4075) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9549,8 +9593,8 @@ func (x codecSelfer4075) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9630,8 +9674,8 @@ func (x codecSelfer4075) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4075) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9643,8 +9687,8 @@ func (x codecSelfer4075) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9724,8 +9768,8 @@ func (x codecSelfer4075) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer4075) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9737,8 +9781,8 @@ func (x codecSelfer4075) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer4075) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer4075
+func (x codecSelfer987) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer987
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

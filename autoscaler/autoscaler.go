@@ -599,7 +599,7 @@ func (p *planner) launchable() {
 		if c.GPUs > 0 || c.CPUMilli <= 0 || p.unavailable(c) != "" || p.cappedAt(c, 0, 0) != "" {
 			continue
 		}
-		s := scheduler.PoolSize{Cluster: c.Cluster, Pool: c.Pool, CPUMilli: c.CPUMilli, Memory: c.Memory}
+		s := scheduler.PoolSize{Cluster: c.Cluster, Pool: c.Pool, CPUMilli: c.CPUMilli, Memory: c.Memory, Spot: c.Spot}
 		k := [2]string{c.Cluster, c.Pool}
 		if slices.Contains(p.sizes[k], s) {
 			continue
@@ -627,7 +627,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 		if p.in.Unavailable[r.Cluster] {
 			continue
 		}
-		if sh.GPUs == 0 && scheduler.LeftForLarger(sh.CPUMilli, sh.Memory, r.TotalMilli, r.CPUMilli, p.sizes[[2]string{r.Cluster, r.Pool}]) {
+		if sh.GPUs == 0 && scheduler.LeftForLarger(sh.CPUMilli, sh.Memory, r.TotalMilli, r.CPUMilli, p.sizes[[2]string{r.Cluster, r.Pool}], sh.Constraint.NoSpot) {
 			continue
 		}
 		n := fits(left, r.CPUMilli, r.Memory, r.GPUs, sh)

@@ -78,10 +78,11 @@ type shapeKey struct {
 	cpu, mem, gpus int64
 	pool, gpuType  string
 	regions        string
+	noSpot         bool
 }
 
 func keyOf(sh *Shape) shapeKey {
-	k := shapeKey{cpu: sh.CPUMilli, mem: sh.Memory, gpus: sh.GPUs, pool: sh.Constraint.Pool, gpuType: sh.Constraint.GPUType}
+	k := shapeKey{cpu: sh.CPUMilli, mem: sh.Memory, gpus: sh.GPUs, pool: sh.Constraint.Pool, gpuType: sh.Constraint.GPUType, noSpot: sh.Constraint.NoSpot}
 	for _, r := range sh.Constraint.Regions {
 		k.regions += r + "\x00"
 	}

@@ -170,6 +170,10 @@ func (k *Constraint) AllowsLabels(labels map[string]string) bool {
 	return true
 }
 
+// OffSpot reports whether the constraint keeps the job off spot machines
+// (nil: it does not).
+func (k *Constraint) OffSpot() bool { return k != nil && k.NoSpot }
+
 // AllowsSpot reports whether a worker that is a spot machine (spot) may
 // take the job (nil: any).
 func (k *Constraint) AllowsSpot(spot bool) bool {

@@ -4,25 +4,29 @@ import "testing"
 
 func TestLeftForLarger(t *testing.T) {
 	two, eight := PoolSize{CPUMilli: Cores(2), Memory: 8 * GiB}, PoolSize{CPUMilli: Cores(8), Memory: 32 * GiB}
+	spotTwo := PoolSize{CPUMilli: Cores(2), Memory: 8 * GiB, Spot: true}
 	for _, c := range []struct {
 		name                  string
 		cpu, mem, total, free int64
 		sizes                 []PoolSize
+		noSpot                bool
 		want                  bool
 	}{
-		{"a 1-core job, an idle 8-core machine, 2-core machines to be had", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{two, eight}, true},
-		{"the autoscaler would launch an 8-core machine for it (ranked first)", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{eight, two}, false},
-		{"exactly half the size", Cores(2), GiB, Cores(4), Cores(4), []PoolSize{two}, true},
-		{"the machine already runs something", Cores(1), GiB, Cores(8), Cores(7), []PoolSize{two}, false},
-		{"nothing can be launched (a fixed fleet)", Cores(1), GiB, Cores(8), Cores(8), nil, false},
-		{"only machines as large", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{eight}, false},
-		{"the small machine lacks the memory", Cores(1), 16 * GiB, Cores(8), Cores(8), []PoolSize{two, eight}, false},
-		{"the first that holds it is small", Cores(1), 16 * GiB, Cores(32), Cores(32), []PoolSize{two, eight}, true},
-		{"the small machine lacks the cores", Cores(3), GiB, Cores(8), Cores(8), []PoolSize{two}, false},
-		{"more than half the size", Cores(2), GiB, Cores(3), Cores(3), []PoolSize{two}, false},
-		{"total unknown", Cores(1), GiB, 0, Cores(8), []PoolSize{two}, false},
+		{"a 1-core job, an idle 8-core machine, 2-core machines to be had", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{two, eight}, false, true},
+		{"the autoscaler would launch an 8-core machine for it (ranked first)", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{eight, two}, false, false},
+		{"exactly half the size", Cores(2), GiB, Cores(4), Cores(4), []PoolSize{two}, false, true},
+		{"the machine already runs something", Cores(1), GiB, Cores(8), Cores(7), []PoolSize{two}, false, false},
+		{"nothing can be launched (a fixed fleet)", Cores(1), GiB, Cores(8), Cores(8), nil, false, false},
+		{"only machines as large", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{eight}, false, false},
+		{"the small machine lacks the memory", Cores(1), 16 * GiB, Cores(8), Cores(8), []PoolSize{two, eight}, false, false},
+		{"the first that holds it is small", Cores(1), 16 * GiB, Cores(32), Cores(32), []PoolSize{two, eight}, false, true},
+		{"the small machine lacks the cores", Cores(3), GiB, Cores(8), Cores(8), []PoolSize{two}, false, false},
+		{"more than half the size", Cores(2), GiB, Cores(3), Cores(3), []PoolSize{two}, false, false},
+		{"total unknown", Cores(1), GiB, 0, Cores(8), []PoolSize{two}, false, false},
+		{"a job kept off spot: the small spot machine is never launched for it", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{spotTwo, eight}, true, false},
+		{"a job that may take spot: it is", Cores(1), GiB, Cores(8), Cores(8), []PoolSize{spotTwo, eight}, false, true},
 	} {
-		if got := LeftForLarger(c.cpu, c.mem, c.total, c.free, c.sizes); got != c.want {
+		if got := LeftForLarger(c.cpu, c.mem, c.total, c.free, c.sizes, c.noSpot); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

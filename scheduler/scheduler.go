@@ -296,7 +296,7 @@ func newPacker(filters []Filter, in *Input) *packer {
 		}
 		for t := range p.trees {
 			if p.trees[t].cluster == int(c.Cluster) && p.trees[t].pool == c.Pool {
-				return !LeftForLarger(r.CPUMilli, r.Memory, c.CPUMilli, c.FreeMilli, p.sizes[t])
+				return !LeftForLarger(r.CPUMilli, r.Memory, c.CPUMilli, c.FreeMilli, p.sizes[t], p.constraint(r).OffSpot())
 			}
 		}
 		return true
@@ -352,7 +352,7 @@ func (p *packer) leftForLarger(r *Run, idx int32, free int64) bool {
 	if p.sizes == nil || r.GPUs > 0 {
 		return false
 	}
-	return LeftForLarger(r.CPUMilli, r.Memory, p.insts[idx].CPUMilli, free, p.sizes[p.instTree[idx]])
+	return LeftForLarger(r.CPUMilli, r.Memory, p.insts[idx].CPUMilli, free, p.sizes[p.instTree[idx]], p.constraint(r).OffSpot())
 }
 
 type poolKey struct {

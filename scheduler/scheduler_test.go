@@ -337,7 +337,7 @@ func TestScheduleNeverOversubscribes(t *testing.T) {
 				// An instance idle at the start that the run left to
 				// larger jobs may have been taken in part by one later
 				// in the round: the next round offers it.
-				if inst.FreeMilli-u[0] >= r.CPUMilli && inst.FreeMem-u[1] >= r.Memory && !LeftForLarger(r.CPUMilli, r.Memory, inst.CPUMilli, inst.FreeMilli, in.Launchable) {
+				if inst.FreeMilli-u[0] >= r.CPUMilli && inst.FreeMem-u[1] >= r.Memory && !LeftForLarger(r.CPUMilli, r.Memory, inst.CPUMilli, inst.FreeMilli, in.Launchable, false) {
 					t.Fatalf("run %+v reported unplaced but fits on %+v after the round", un, inst)
 				}
 			}

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
+	"github.com/drover-sched/drover/server/view"
 )
 
 // Queue scenarios: queues sharing a fixed fleet over regions and
@@ -108,6 +111,12 @@ type QueueExpect struct {
 	// a job of the same batch that was preempted waits to run again (a
 	// preempted job keeps its place in line).
 	PreemptedFirst bool `json:"preempted_first,omitempty"`
+	// EstimateMedianError bounds the median absolute error of job why's
+	// estimated start (view.Place) against the start the run saw, over
+	// Ready jobs sampled every estimateEvery (with at least
+	// EstimateSamples of them).
+	EstimateMedianError Duration `json:"estimate_median_error,omitempty"`
+	EstimateSamples     int      `json:"estimate_samples,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -157,6 +166,26 @@ type QueueResult struct {
 	// PlaceLost counts first starts of jobs while a preempted job of
 	// their batch waited to run again.
 	PlaceLost int `json:"place_lost"`
+	// Estimates: Ready jobs sampled for job why's estimated start that
+	// then started; the median absolute error of the estimate, and the
+	// median wait from the sample to the start (what it estimated), in
+	// seconds.
+	Estimates              int     `json:"estimates,omitempty"`
+	EstimateMedianErrorSec float64 `json:"estimate_median_error_s,omitempty"`
+	EstimateMedianWaitSec  float64 `json:"estimate_median_wait_s,omitempty"`
+}
+
+// estimateEvery is how often the run samples estimated starts, and
+// estimatesPerSample how many Ready jobs, spread along the line, each time.
+const (
+	estimateEvery      = 10 * time.Minute
+	estimatesPerSample = 20
+)
+
+// estimate is one job's estimated start, taken at a sample.
+type estimate struct {
+	key       jobKey
+	at, start time.Time
 }
 
 // qjob is one job's life as the simulation saw it.
@@ -192,6 +221,9 @@ type qrun struct {
 	userHeld map[string]float64
 	nUserSam int
 	batches  uint64
+	// estimates sampled (sampleEstimates), and when last.
+	estimates    []estimate
+	lastEstimate time.Time
 }
 
 type qattempt struct {
@@ -327,6 +359,10 @@ func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResu
 			return nil, err
 		}
 		r.sample(now)
+		if r.sc.Expect.EstimateMedianError > 0 && (r.lastEstimate.IsZero() || now.Sub(r.lastEstimate) >= estimateEvery) {
+			r.lastEstimate = now
+			r.sampleEstimates(now)
+		}
 		doneAll := next == len(batches) && len(r.running) == 0 && r.allDone()
 		if doneAll || (r.sc.Until > 0 && now.Sub(start) >= time.Duration(r.sc.Until)) {
 			break
@@ -337,6 +373,32 @@ func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResu
 		r.clk.t = now.Add(r.opts.Step)
 	}
 	return r.result(), nil
+}
+
+// sampleEstimates asks job why's read (view.Place) for the estimated start
+// of Ready jobs that never started, estimatesPerSample of them spread
+// over them in job order.
+func (r *qrun) sampleEstimates(now time.Time) {
+	var waiting []jobKey
+	for _, k := range slices.SortedFunc(maps.Keys(r.jobs), func(a, b jobKey) int {
+		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.j, b.j))
+	}) {
+		if j := r.jobs[k]; len(j.starts) == 0 && !j.ready.IsZero() {
+			waiting = append(waiting, k)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	stride := max(len(waiting)/estimatesPerSample, 1)
+	r.st.Read(func(rd state.Reader) {
+		for i := 0; i < len(waiting); i += stride {
+			k := waiting[i]
+			if jp, ok := view.Place(rd, k.b, k.j, now.UnixNano()); ok && jp.State == state.Ready && jp.Estimate.Known {
+				r.estimates = append(r.estimates, estimate{key: k, at: now, start: now.Add(jp.Estimate.In)})
+			}
+		}
+	})
 }
 
 func (r *qrun) allDone() bool {
@@ -579,6 +641,19 @@ func (r *qrun) result() *QueueResult {
 			}
 		}
 	}
+	var errsAt, waitsAt []time.Duration
+	for _, e := range r.estimates {
+		if j := r.jobs[e.key]; len(j.starts) > 0 {
+			d := j.starts[0].Sub(e.start)
+			errsAt, waitsAt = append(errsAt, max(d, -d)), append(waitsAt, j.starts[0].Sub(e.at))
+		}
+	}
+	if len(errsAt) > 0 {
+		slices.Sort(errsAt)
+		slices.Sort(waitsAt)
+		res.Estimates = len(errsAt)
+		res.EstimateMedianErrorSec, res.EstimateMedianWaitSec = errsAt[len(errsAt)/2].Seconds(), waitsAt[len(waitsAt)/2].Seconds()
+	}
 	for q, ws := range waits {
 		slices.Sort(ws)
 		if len(ws) == 0 {
@@ -701,6 +776,12 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 	}
 	if e.Priorities && res.PriorityInversions > 0 {
 		errs = append(errs, fmt.Errorf("%d jobs started while a job of their user of a higher priority in their queue waited", res.PriorityInversions))
+	}
+	if e.EstimateMedianError > 0 {
+		if res.Estimates < e.EstimateSamples || res.EstimateMedianErrorSec > time.Duration(e.EstimateMedianError).Seconds() {
+			errs = append(errs, fmt.Errorf("estimated starts: median absolute error %.0f s over %d jobs (median wait %.0f s); want at most %s over %d or more",
+				res.EstimateMedianErrorSec, res.Estimates, res.EstimateMedianWaitSec, time.Duration(e.EstimateMedianError), e.EstimateSamples))
+		}
 	}
 	if e.PreemptedFirst && res.PlaceLost > 0 {
 		errs = append(errs, fmt.Errorf("%d jobs started for the first time while a preempted job of their batch waited to run again", res.PlaceLost))

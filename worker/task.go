@@ -317,6 +317,7 @@ func (t *task) run() {
 		fmt.Fprintf(ship, "drover: %s\n", ev.Message)
 	case why != "" && preempted:
 		ev.Outcome, ev.Message = api.OutcomePreempted, why
+		ev.WorkerLeaving = t.w.leaving.Load()
 	case why != "":
 		ev.Outcome, ev.Message = api.OutcomeCancelled, why
 	case end.err == nil && end.res.ExitCode == 0:

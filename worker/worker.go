@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-sched/drover/api"
@@ -297,6 +298,9 @@ func within(path, dir string) bool {
 
 // Worker runs jobs for the control plane.
 type Worker struct {
+	// leaving: the worker is going away with its machine (shutdown): the
+	// attempts it preempts say so (api.AttemptEvent.WorkerLeaving).
+	leaving atomic.Bool
 	cfg     *Config
 	log     *slog.Logger
 	client  *api.Client
@@ -864,6 +868,7 @@ func (w *Worker) shutdown() {
 		w.abandonAll("worker shutting down")
 		return
 	}
+	w.leaving.Store(true)
 	for _, t := range tasks {
 		t.preempt(fmt.Sprintf("preempted: worker %s is going away", w.cfg.Name))
 	}

@@ -78,6 +78,7 @@ func Event(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Event,
 		}
 		ev.Outcome = o
 		ev.OOM = e.OOM && (o == state.OutcomeFailed || o == state.OutcomeError)
+		ev.Leaving = e.WorkerLeaving && o == state.OutcomePreempted
 		ev.Exit = int32(e.ExitCode)
 		ev.End = e.EndTime.UnixNano()
 		if e.EndTime.IsZero() {

@@ -344,6 +344,9 @@ type Event struct {
 	// OOM: the out-of-memory killer ended the attempt (one that failed
 	// or errored).
 	OOM bool
+	// Leaving: a preempted attempt whose worker is going away with its
+	// machine (on a spot machine, a reclaim: Policy.MaxSpot).
+	Leaving bool
 }
 
 // Events records a group of worker events in one log entry.

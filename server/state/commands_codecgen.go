@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF88526 = 1
-	codecSelferCcRAW8526  = 255
+	codecSelferCcUTF81447 = 1
+	codecSelferCcRAW1447  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray8526  = 10
-	codecSelferValueTypeMap8526    = 9
-	codecSelferValueTypeString8526 = 6
-	codecSelferValueTypeInt8526    = 2
-	codecSelferValueTypeUint8526   = 3
-	codecSelferValueTypeFloat8526  = 4
-	codecSelferBitsize8526         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray1447  = 10
+	codecSelferValueTypeMap1447    = 9
+	codecSelferValueTypeString1447 = 6
+	codecSelferValueTypeInt1447    = 2
+	codecSelferValueTypeUint1447   = 3
+	codecSelferValueTypeFloat1447  = 4
+	codecSelferBitsize1447         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct8526 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct1447 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer8526 struct{}
+type codecSelfer1447 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -313,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -328,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Callback))
 					}
 				}
 			} else {
@@ -336,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -344,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Callback))
 					}
 				}
 			}
@@ -355,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Queue))
 					}
 				}
 			} else {
@@ -363,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -371,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Queue))
 					}
 				}
 			}
@@ -386,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -405,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -424,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -442,7 +442,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -450,14 +450,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -465,13 +465,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -599,7 +599,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj22 int
@@ -884,7 +884,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -914,7 +914,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -933,7 +933,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -948,7 +948,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
 					}
 				}
 			} else {
@@ -956,7 +956,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -964,7 +964,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
 					}
 				}
 			}
@@ -979,7 +979,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1002,7 +1002,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1029,7 +1029,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1052,7 +1052,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1067,7 +1067,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
 					}
 				}
 			} else {
@@ -1075,7 +1075,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1083,7 +1083,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
 					}
 				}
 			}
@@ -1097,7 +1097,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1105,14 +1105,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1120,13 +1120,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1206,7 +1206,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1363,7 +1363,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1393,7 +1393,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1412,7 +1412,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1435,7 +1435,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1458,7 +1458,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1477,7 +1477,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1492,7 +1492,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
 					}
 				}
 			} else {
@@ -1500,7 +1500,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1508,7 +1508,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
 					}
 				}
 			}
@@ -1522,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1530,14 +1530,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1545,13 +1545,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1616,7 +1616,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1738,7 +1738,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1768,7 +1768,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1787,7 +1787,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1806,7 +1806,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1824,7 +1824,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1832,14 +1832,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1847,13 +1847,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1897,7 +1897,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1968,7 +1968,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1998,7 +1998,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2017,7 +2017,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2036,7 +2036,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2055,7 +2055,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2074,7 +2074,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2092,7 +2092,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2100,14 +2100,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2115,13 +2115,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2177,7 +2177,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2280,7 +2280,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2310,7 +2310,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2333,7 +2333,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2356,7 +2356,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Reserve\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Reserve`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Reserve`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2374,7 +2374,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2382,14 +2382,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2397,13 +2397,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2450,7 +2450,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -2524,7 +2524,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2539,9 +2539,9 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(13)
+				r.WriteArrayStart(14)
 			} else {
-				r.WriteMapStart(13)
+				r.WriteMapStart(14)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -2554,7 +2554,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2573,7 +2573,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2592,7 +2592,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2611,7 +2611,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2630,7 +2630,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2651,7 +2651,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2672,7 +2672,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2691,7 +2691,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2710,7 +2710,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2725,7 +2725,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Message))
 					}
 				}
 			} else {
@@ -2733,7 +2733,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2741,7 +2741,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Message))
 					}
 				}
 			}
@@ -2768,7 +2768,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2792,7 +2792,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2811,12 +2811,31 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOM\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `OOM`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `OOM`)
 				}
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					r.EncodeBool(bool(x.OOM))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Leaving))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Leaving\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Leaving`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Leaving))
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -2829,7 +2848,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2837,14 +2856,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2852,13 +2871,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2965,6 +2984,12 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.OOM = (bool)(r.DecodeBool())
 			}
+		case "Leaving":
+			if r.TryDecodeAsNil() {
+				x.Leaving = false
+			} else {
+				x.Leaving = (bool)(r.DecodeBool())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2973,19 +2998,19 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj18 int
-	var yyb18 bool
-	var yyhl18 bool = l >= 0
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	var yyj19 int
+	var yyb19 bool
+	var yyhl19 bool = l >= 0
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2995,13 +3020,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Instance = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3011,13 +3036,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Batch = (uint64)(r.DecodeUint64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3027,13 +3052,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Job = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3043,13 +3068,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Attempt = (uint16)(z.C.UintV(r.DecodeUint64(), 16))
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3059,13 +3084,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Started = (bool)(r.DecodeBool())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3074,19 +3099,19 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 		x.Outcome = 0
 	} else {
 		if false {
-		} else if yyxt25 := z.Extension(z.I2Rtid(x.Outcome)); yyxt25 != nil {
-			z.DecExtension(x.Outcome, yyxt25)
+		} else if yyxt26 := z.Extension(z.I2Rtid(x.Outcome)); yyxt26 != nil {
+			z.DecExtension(x.Outcome, yyxt26)
 		} else {
 			x.Outcome = (Outcome)(z.C.UintV(r.DecodeUint64(), 8))
 		}
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3096,13 +3121,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Exit = (int32)(z.C.IntV(r.DecodeInt64(), 32))
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3112,13 +3137,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Start = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3128,13 +3153,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.End = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3144,13 +3169,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Message = (string)(r.DecodeString())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3166,13 +3191,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Usage.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3182,13 +3207,13 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Sample = (bool)(r.DecodeBool())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb19 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb19 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3198,24 +3223,40 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.OOM = (bool)(r.DecodeBool())
 	}
+	yyj19++
+	if yyhl19 {
+		yyb19 = yyj19 > l
+	} else {
+		yyb19 = r.CheckBreak()
+	}
+	if yyb19 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Leaving = false
+	} else {
+		x.Leaving = (bool)(r.DecodeBool())
+	}
 	for {
-		yyj18++
-		if yyhl18 {
-			yyb18 = yyj18 > l
+		yyj19++
+		if yyhl19 {
+			yyb19 = yyj19 > l
 		} else {
-			yyb18 = r.CheckBreak()
+			yyb19 = r.CheckBreak()
 		}
-		if yyb18 {
+		if yyb19 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj18-1, "")
+		z.DecStructFieldNotFound(yyj19-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3245,7 +3286,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3268,7 +3309,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3290,7 +3331,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3298,14 +3339,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3313,13 +3354,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3360,7 +3401,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3418,7 +3459,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3444,7 +3485,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
 					}
 				}
 			} else {
@@ -3452,7 +3493,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3460,7 +3501,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
 					}
 				}
 			}
@@ -3475,7 +3516,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3498,7 +3539,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3523,7 +3564,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3544,7 +3585,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3563,7 +3604,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3582,7 +3623,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3601,7 +3642,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3620,7 +3661,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3641,7 +3682,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3674,7 +3715,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3710,7 +3751,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3733,7 +3774,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3741,14 +3782,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3756,13 +3797,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3875,7 +3916,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -4105,7 +4146,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4135,7 +4176,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxLost\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `MaxLost`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `MaxLost`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4154,7 +4195,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMFactorMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `OOMFactorMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `OOMFactorMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4173,7 +4214,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMMaxMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `OOMMaxMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `OOMMaxMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4192,7 +4233,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `MaxSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `MaxSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4210,7 +4251,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4218,14 +4259,14 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4233,13 +4274,13 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4289,7 +4330,7 @@ func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4376,7 +4417,7 @@ func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4402,7 +4443,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Image))
 					}
 				}
 			} else {
@@ -4410,7 +4451,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4418,7 +4459,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Image))
 					}
 				}
 			}
@@ -4429,7 +4470,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Network))
 					}
 				}
 			} else {
@@ -4437,7 +4478,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4445,7 +4486,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Network))
 					}
 				}
 			}
@@ -4464,7 +4505,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4491,7 +4532,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4514,7 +4555,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4533,7 +4574,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4552,7 +4593,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Nomad\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Nomad`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Nomad`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4583,7 +4624,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if yyn24 {
@@ -4606,7 +4647,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4614,14 +4655,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4629,13 +4670,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4721,7 +4762,7 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -4884,7 +4925,7 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4910,7 +4951,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
 					}
 				}
 			} else {
@@ -4918,7 +4959,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4926,7 +4967,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
 					}
 				}
 			}
@@ -4937,7 +4978,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.URL))
 					}
 				}
 			} else {
@@ -4945,7 +4986,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4953,7 +4994,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.URL))
 					}
 				}
 			}
@@ -4964,7 +5005,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Path))
 					}
 				}
 			} else {
@@ -4972,7 +5013,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4980,7 +5021,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Path))
 					}
 				}
 			}
@@ -4994,7 +5035,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5002,14 +5043,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5017,13 +5058,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5067,7 +5108,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5138,7 +5179,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5168,7 +5209,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5187,7 +5228,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5206,7 +5247,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5225,7 +5266,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5244,7 +5285,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5263,7 +5304,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5282,7 +5323,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5301,7 +5342,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5319,7 +5360,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5327,14 +5368,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5342,13 +5383,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5422,7 +5463,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5573,7 +5614,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5607,7 +5648,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -5626,7 +5667,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Pool))
 					}
 				}
 			} else {
@@ -5634,7 +5675,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5642,7 +5683,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Pool))
 					}
 				}
 			}
@@ -5653,7 +5694,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.GPUType))
 					}
 				}
 			} else {
@@ -5661,7 +5702,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5669,7 +5710,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.GPUType))
 					}
 				}
 			}
@@ -5684,7 +5725,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5699,7 +5740,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.MachineType))
 					}
 				}
 			} else {
@@ -5707,7 +5748,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5715,7 +5756,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF88526, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.MachineType))
 					}
 				}
 			}
@@ -5734,7 +5775,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Labels\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Labels`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Labels`)
 				}
 				r.WriteMapElemValue()
 				if x.Labels == nil {
@@ -5761,7 +5802,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Clusters\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Clusters`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Clusters`)
 				}
 				r.WriteMapElemValue()
 				if x.Clusters == nil {
@@ -5784,7 +5825,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NoSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `NoSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `NoSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5802,7 +5843,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5810,14 +5851,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5825,13 +5866,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5914,7 +5955,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj15 int
@@ -6074,7 +6115,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6104,7 +6145,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6123,7 +6164,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6141,7 +6182,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6149,14 +6190,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6164,13 +6205,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6208,7 +6249,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -6263,7 +6304,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6293,7 +6334,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6312,7 +6353,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6335,7 +6376,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -6362,7 +6403,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -6397,7 +6438,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF88526, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF81447, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -6420,7 +6461,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6428,14 +6469,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap8526 {
+		if yyct2 == codecSelferValueTypeMap1447 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray8526 {
+		} else if yyct2 == codecSelferValueTypeArray1447 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6443,13 +6484,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct8526)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6517,7 +6558,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer8526
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6631,8 +6672,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer8526) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6644,8 +6685,8 @@ func (x codecSelfer8526) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8526) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6725,8 +6766,8 @@ func (x codecSelfer8526) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8526) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6738,8 +6779,8 @@ func (x codecSelfer8526) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8526) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6819,8 +6860,8 @@ func (x codecSelfer8526) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer8526) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6832,8 +6873,8 @@ func (x codecSelfer8526) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8526) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6913,8 +6954,8 @@ func (x codecSelfer8526) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8526) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6925,15 +6966,15 @@ func (x codecSelfer8526) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF88526, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF81447, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8526) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7013,8 +7054,8 @@ func (x codecSelfer8526) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8526) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7026,8 +7067,8 @@ func (x codecSelfer8526) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8526) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7107,8 +7148,8 @@ func (x codecSelfer8526) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer8526) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7120,8 +7161,8 @@ func (x codecSelfer8526) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer8526) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer8526
+func (x codecSelfer1447) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer1447
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

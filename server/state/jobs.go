@@ -89,9 +89,16 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 	case OutcomePreempted:
 		if b.Cancelled {
 			s.finish(b, e.Job, j, Cancelled, now)
-		} else {
-			s.requeue(b, g, e.Job, j, true, now)
+			break
 		}
+		if inst := s.instances[e.Instance]; e.Leaving && inst != nil && g.spec.maxSpot() > 0 && s.spot(inst) {
+			// Its spot machine is being reclaimed (the worker preempts
+			// what it runs before it leaves).
+			var note string
+			g, note = s.spotReclaimed(b, g, e.Job, j)
+			b.setMessage(e.Job, e.Message+note)
+		}
+		s.requeue(b, g, e.Job, j, true, now)
 	default:
 		s.finish(b, e.Job, j, Cancelled, now)
 	}

@@ -278,3 +278,52 @@ func sortedValues[V any](m map[string]V) iter.Seq[V] {
 
 // Counts is how many batches (in memory) and users the state holds.
 func (r Reader) Counts() (batches, users int) { return len(r.s.batches), len(r.s.users) }
+
+// GroupFirst is the first job ID of the group holding job id (its key
+// within the batch; 0: no such job).
+func (r Reader) GroupFirst(b *Batch, id uint32) uint32 {
+	if g := b.groupOf(id); g != nil {
+		return g.first
+	}
+	return 0
+}
+
+// RunTime is the mean run time (ns) of the last attempts of the succeeded
+// jobs of the group holding job id, read from at most max of its jobs,
+// with how many of them succeeded (0: none did, no mean).
+func (r Reader) RunTime(b *Batch, id uint32, max int) (mean int64, n int) {
+	g := b.groupOf(id)
+	if g == nil {
+		return 0, 0
+	}
+	var sum int64
+	for k := g.first; k < g.first+g.count && int(k-g.first) < max; k++ {
+		if j := &b.jobs[k-1]; j.state == Success && j.start > 0 && j.end >= j.start {
+			sum += j.end - j.start
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / int64(n), n
+}
+
+// UserAttempts calls fn for each attempt that the user's batches in the
+// leaf queue run now (nil leaf: those in no queue), in instance order, with
+// its batch, job and start (0: placed, not yet started), at most max.
+func (r Reader) UserAttempts(user string, leaf *Queue, max int, fn func(b *Batch, id uint32, start int64)) {
+	n := 0
+	for _, iid := range r.s.sortedInstanceIDs() {
+		for _, k := range sortedAttempts(r.s.instances[iid].running) {
+			b := r.s.batches[k.batch]
+			if b == nil || b.User != user || r.s.queueOf(b) != leaf {
+				continue
+			}
+			if n++; n > max {
+				return
+			}
+			fn(b, k.job, b.jobs[k.job-1].start)
+		}
+	}
+}

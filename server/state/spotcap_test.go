@@ -136,3 +136,39 @@ func TestSpotWorkerGoneSilentIsALoss(t *testing.T) {
 		t.Fatalf("the job whose spot worker went silent is %s, want error (max_lost_attempts 1)", st)
 	}
 }
+
+// TestSpotNoticeEventsCount: a worker told its spot machine is being
+// reclaimed preempts what it runs and reports it (preempted events that
+// say the worker is leaving) before it deactivates: those count against
+// max_spot_attempts (1: the job is kept off spot). A preempted event of a
+// worker that stays (another queue's preemption) counts against nothing.
+func TestSpotNoticeEventsCount(t *testing.T) {
+	h := newHarness(t)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "c", Region: "r", Pools: []Pool{{Name: "spot", CPUMilli: 4000, Preemptible: true}}}}})
+	sp := spec("capped", 1)
+	sp.Run = &Run{Policy: &Policy{MaxSpot: 1}}
+	b := h.CreateBatch(entry(1, 1, sp))
+	res := h.Must(&Activate{Now: h.Tick(), Name: "spot", CPUMilli: 1000, Memory: 4 << 30, TokenHash: "tok", Region: "r", Cluster: "c", Pool: "spot"})
+	inst := res.(*ActivateResult).Instance
+	noSpot := func() bool {
+		jr, _ := h.S.Job(b, 1)
+		return jr.Spec.Where != nil && jr.Spec.Where.NoSpot
+	}
+	h.Schedule()
+	start := h.Now
+	h.Must(&Events{Now: h.Tick(), Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 1, Outcome: OutcomePreempted, Start: start, End: h.Now, Message: "preempted for another queue"}}})
+	if noSpot() {
+		t.Fatal("a preemption for another queue kept the job off spot")
+	}
+	h.Schedule()
+	h.Must(&Events{Now: h.Tick(), Events: []Event{{Instance: inst, Batch: b, Job: 1, Attempt: 2, Outcome: OutcomePreempted, Start: start, End: h.Now, Message: "preempted: worker spot is going away", Leaving: true}}})
+	h.Must(&Retire{Now: h.Tick(), Instance: inst, Reason: "worker deactivated", MaxLost: 3, Preempted: true})
+	if !noSpot() || h.JobState(b, 1) != Ready {
+		t.Fatalf("the worker's spot notice (a leaving worker's preempted event, then its goodbye) did not keep the job off spot (max_spot_attempts 1)")
+	}
+	for _, s := range []*State{h.Replay(), h.Restored()} {
+		if jr, _ := s.Job(b, 1); jr.Spec.Where == nil || !jr.Spec.Where.NoSpot {
+			t.Fatal("after a restart the job is no longer kept off spot")
+		}
+	}
+}

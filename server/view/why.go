@@ -1,7 +1,11 @@
 package view
 
 import (
+	"cmp"
+	"time"
+
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/eta"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
@@ -72,6 +76,79 @@ type JobPlace struct {
 	// (0: the tree remembers none).
 	PastMilli     int64
 	PastCoreHours float64
+	// Estimate: when a Ready job is estimated to start (estimateStart).
+	Estimate Estimate
+}
+
+// Estimate is a Ready job's estimated start: In from now (Known false: no
+// estimate), from Slots running attempts of its user's line and a run
+// time of Run for each job in line, the mean of Runs finished attempts of
+// its job group (0: of the line's running groups). Now: a worker it may
+// use has room, and the next round may place it.
+type Estimate struct {
+	Known bool
+	Now   bool
+	In    time.Duration
+	Slots int
+	Run   time.Duration
+	Runs  int
+}
+
+// runSample bounds the jobs of a group read for its mean run time.
+const runSample = 1000
+
+// estimateStart estimates when a Ready job starts (package eta): its
+// user's running attempts in its leaf queue are the slots of its line,
+// each freeing by its group's mean run time (at least a tenth of it from
+// now), and the jobs before it (Position - 1) and it hold a slot for its
+// own group's mean (or, before any of its group finished, the mean of the
+// line's running groups).
+func estimateStart(r state.Reader, b *state.Batch, id uint32, jp *JobPlace, now int64) Estimate {
+	if !jp.Busy {
+		return Estimate{Known: true, Now: true}
+	}
+	own, runs := r.RunTime(b, id, runSample)
+	type key struct {
+		batch uint64
+		first uint32
+	}
+	means := map[key]int64{}
+	type slot struct {
+		mean, start int64
+	}
+	var slots []slot
+	r.UserAttempts(b.User, r.Queue(b), eta.MaxSlots, func(ob *state.Batch, oid uint32, start int64) {
+		k := key{ob.ID, r.GroupFirst(ob, oid)}
+		m, ok := means[k]
+		if !ok {
+			m, _ = r.RunTime(ob, oid, runSample)
+			means[k] = m
+		}
+		slots = append(slots, slot{m, start})
+	})
+	if own == 0 {
+		var sum, n int64
+		for _, sl := range slots {
+			if sl.mean > 0 {
+				sum, n = sum+sl.mean, n+1
+			}
+		}
+		if n == 0 {
+			return Estimate{Slots: len(slots)}
+		}
+		own = sum / n
+	}
+	remaining := make([]time.Duration, len(slots))
+	for i, sl := range slots {
+		m := cmp.Or(sl.mean, own)
+		elapsed := int64(0)
+		if sl.start > 0 {
+			elapsed = now - sl.start
+		}
+		remaining[i] = time.Duration(max(m-elapsed, m/10))
+	}
+	in, ok := eta.Start(remaining, max(jp.Position-1, 0), time.Duration(own))
+	return Estimate{Known: ok, In: in, Slots: len(slots), Run: time.Duration(own), Runs: runs}
 }
 
 // Place reads where job id of batch is and what holds it at now (unix
@@ -161,6 +238,9 @@ func Place(r state.Reader, batch uint64, id uint32, now int64) (JobPlace, bool) 
 		if (placement.Free{CPUMilli: inst.FreeMilli, Memory: inst.FreeMem, GPUs: inst.FreeGPUs}).Fits(sp.Size()) {
 			jp.Busy = false
 		}
+	}
+	if j.State == state.Ready {
+		jp.Estimate = estimateStart(r, b, id, &jp, now)
 	}
 	return jp, true
 }

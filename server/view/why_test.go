@@ -2,6 +2,7 @@ package view
 
 import (
 	"testing"
+	"time"
 
 	"github.com/drover-sched/drover/server/state"
 )
@@ -88,5 +89,45 @@ func TestPlaceCountsAJobsPlaceInLine(t *testing.T) {
 	}
 	if first := placeOf(t, h, b, 1); first.Position != 6 {
 		t.Fatalf("job 1's position %d, want 6", first.Position)
+	}
+}
+
+// TestPlaceEstimatesAStart: a Ready job's estimated start plays its line
+// out: two 1-core slots (its user's running attempts, started now), each
+// job of its group taking 10 minutes (two finished ones say so), and two
+// jobs before it: the slots free at 10 min, take those two, free again at
+// 20 min: it starts at about 20 min. Before any job of its line finished
+// there is no estimate; with a worker free, it is the next round.
+func TestPlaceEstimatesAStart(t *testing.T) {
+	h := state.NewHarness(t, nil)
+	b := h.Must(&state.CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default",
+		Jobs: []state.JobEntry{entry(1, 10, spec("j", 1))}}).(*state.UpdateResult).Batch
+	if e := placeOf(t, h, b, 3).Estimate; e.Known {
+		t.Fatalf("no worker, no finished job: estimate %+v, want none", e)
+	}
+	w := h.Activate("w", 2, 16)
+	if e := placeOf(t, h, b, 1).Estimate; !e.Known || !e.Now {
+		t.Fatalf("a free worker: estimate %+v, want the next round", e)
+	}
+	h.Schedule()
+	if e := placeOf(t, h, b, 5).Estimate; e.Known {
+		t.Fatalf("nothing finished yet: estimate %+v, want none", e)
+	}
+	start := h.Now
+	h.Now += int64(10 * time.Minute)
+	h.Must(&state.Events{Now: h.Tick(), Events: []state.Event{
+		{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: state.OutcomeSuccess, Start: start, End: start + int64(10*time.Minute)},
+		{Instance: w, Batch: b, Job: 2, Attempt: 1, Outcome: state.OutcomeSuccess, Start: start, End: start + int64(10*time.Minute)}}})
+	h.Schedule() // jobs 3 and 4 start now
+	h.Must(&state.Events{Now: h.Tick(), Events: []state.Event{
+		{Instance: w, Batch: b, Job: 3, Attempt: 1, Started: true, Start: h.Now},
+		{Instance: w, Batch: b, Job: 4, Attempt: 1, Started: true, Start: h.Now}}})
+	jp := placeOf(t, h, b, 7) // jobs 5 and 6 before it
+	e := jp.Estimate
+	if jp.Position != 3 || !e.Known || e.Now || e.Slots != 2 || e.Runs != 2 || e.Run != 10*time.Minute {
+		t.Fatalf("job 7: position %d, estimate %+v; want position 3, 2 slots, 2 runs of 10m", jp.Position, e)
+	}
+	if e.In < 19*time.Minute || e.In > 20*time.Minute {
+		t.Fatalf("job 7 estimated to start in %v, want about 20m", e.In)
 	}
 }

@@ -120,6 +120,21 @@ func Job(in JobInput) api.JobWhy {
 		if jp.Position > 1 {
 			add("position", fmt.Sprintf("number %d in its user's line%s: %d Ready jobs of higher priority, %d of older batches, %d of its own batch queued before it", jp.Position, inQueue(jp.Queues), jp.AheadByPriority, jp.AheadOlder, jp.AheadInBatch))
 		}
+		if e := jp.Estimate; e.Known {
+			at := in.Now.Add(e.In).UTC()
+			out.EstimatedStart = &at
+			switch {
+			case e.Now:
+				add("estimate", "estimated start: at the next scheduling round (a worker it may use has room)")
+			default:
+				basis := fmt.Sprintf("the mean run time of %s of its job group", plural(e.Runs, "finished job"))
+				if e.Runs == 0 {
+					basis = "the mean run time of its line's running job groups (none of its own group has finished)"
+				}
+				add("estimate", fmt.Sprintf("estimated start in about %s, at %s (an estimate: its user's %s in its queue free up by %s, %s, and its user keeps that share)",
+					roundWait(e.In), at.Format("2006-01-02 15:04 MST"), plural(e.Slots, "running attempt"), basis, roundWait(e.Run)))
+			}
+		}
 		if jp.AheadByPriority > 0 && len(jp.Queues) > 0 {
 			add("priority", fmt.Sprintf("behind %d Ready jobs of its user's batches of higher priority in queue %s", jp.AheadByPriority, jp.Queues[0].Path))
 		}
@@ -269,6 +284,14 @@ func quotaCount(n int64) string {
 		return "unlimited"
 	}
 	return fmt.Sprint(n)
+}
+
+// roundWait writes a wait to the minute (to the second under one).
+func roundWait(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
 }
 
 func plural(n int, what string) string {

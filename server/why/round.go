@@ -197,7 +197,7 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	if left := e.Count(scheduler.ReasonLeftForLarger); left > 0 {
 		// The right-sizing rule (scheduler.LeftForLarger): name the
 		// machine the autoscaler launches for it instead.
-		small := scheduler.SizeFor(u.CPUMilli, u.Memory, w.in.Launchable)
+		small := scheduler.SizeFor(u.CPUMilli, u.Memory, w.in.Launchable, k.OffSpot())
 		workers := "1 worker"
 		if left != 1 {
 			workers = fmt.Sprintf("%d workers", left)
