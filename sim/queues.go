@@ -73,6 +73,11 @@ type QueueJob struct {
 	Duration        Duration `json:"duration"`
 	Count           int      `json:"count,omitempty"`
 	PreemptionGrace Duration `json:"preemption_grace,omitempty"`
+	// PeakMemory is what the job uses (absent: what it asks for): an
+	// attempt given less is ended by the out-of-memory killer halfway
+	// through its run, and runs again with more if OOMRetry says so.
+	PeakMemory string        `json:"peak_memory,omitempty"`
+	OOMRetry   *api.OOMRetry `json:"oom_retry,omitempty"`
 }
 
 // QueueExpect is what a scenario must show (each part absent: not
@@ -117,6 +122,11 @@ type QueueExpect struct {
 	// EstimateSamples of them).
 	EstimateMedianError Duration `json:"estimate_median_error,omitempty"`
 	EstimateSamples     int      `json:"estimate_samples,omitempty"`
+	// OOMKills and Errors: exactly so many attempts ended by the
+	// out-of-memory killer, and so many jobs that ended in error (set
+	// either to check both).
+	OOMKills *int `json:"oom_kills,omitempty"`
+	Errors   *int `json:"errors,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -171,6 +181,10 @@ type QueueResult struct {
 	// median wait from the sample to the start (what it estimated), in
 	// seconds.
 	Estimates              int     `json:"estimates,omitempty"`
+	// OOMKills: attempts the out-of-memory killer ended; Errors: jobs
+	// that ended in error.
+	OOMKills int `json:"oom_kills"`
+	Errors   int `json:"errors"`
 	EstimateMedianErrorSec float64 `json:"estimate_median_error_s,omitempty"`
 	EstimateMedianWaitSec  float64 `json:"estimate_median_wait_s,omitempty"`
 }
@@ -200,6 +214,7 @@ type qjob struct {
 	starts    []time.Time
 	dur       time.Duration
 	grace     time.Duration
+	peak      int64 // memory it uses
 	done      bool
 }
 
@@ -232,6 +247,7 @@ type qattempt struct {
 	end      time.Time
 	stopping bool
 	stopAt   time.Time
+	oom      bool // ends out of memory at end
 }
 
 // RunQueues runs a scenario. Every PreemptEvery of virtual time the
@@ -425,9 +441,21 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			return fmt.Errorf("a job of %s's batch at %s: %w", b.User, time.Duration(b.At), err)
 		}
 		n := max(j.Count, 1)
+		peak := mem
+		if j.PeakMemory != "" {
+			if peak, err = units.ParseBytes(j.PeakMemory); err != nil {
+				return fmt.Errorf("a job of %s's batch at %s: peak memory: %w", b.User, time.Duration(b.At), err)
+			}
+		}
 		sp := &state.Spec{Name: "j", Array: n > 1, Command: []string{"true"}, CPUMilli: int64(j.CPU * 1000), Memory: mem}
 		if j.PreemptionGrace > 0 {
 			sp.Run = &state.Run{PreemptGraceMs: time.Duration(j.PreemptionGrace).Milliseconds()}
+		}
+		if o := j.OOMRetry; o != nil {
+			if sp.Run == nil {
+				sp.Run = &state.Run{}
+			}
+			sp.Run.Policy = &state.Policy{OOMFactorMilli: int32(math.Round(o.Factor * 1000)), OOMMaxMemory: o.MaxMemory}
 		}
 		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
 		grace := time.Duration(j.PreemptionGrace)
@@ -435,7 +463,7 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			grace = state.DefaultPreemptGraceMs * time.Millisecond
 		}
 		for k := 0; k < n; k++ {
-			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace}
+			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace, peak: peak}
 		}
 		id += uint32(n)
 	}
@@ -474,6 +502,9 @@ func (r *qrun) complete(now time.Time) error {
 	var evs []state.Event
 	for k, a := range r.running {
 		switch {
+		case !a.end.After(now) && a.oom:
+			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeError, Exit: 137, Start: a.start.UnixNano(), End: a.end.UnixNano(),
+				Message: "out of memory", OOM: true})
 		case !a.end.After(now):
 			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeSuccess, Start: a.start.UnixNano(), End: a.end.UnixNano()})
 		case a.stopping && !a.stopAt.After(now):
@@ -497,9 +528,18 @@ func (r *qrun) complete(now time.Time) error {
 		delete(r.running, attemptKey{e.Batch, e.Job, e.Attempt})
 		r.known[e.Instance] = slices.DeleteFunc(r.known[e.Instance], func(x state.AttemptID) bool { return x.Batch == e.Batch && x.Job == e.Job })
 		j := r.jobs[jobKey{e.Batch, e.Job}]
-		if e.Outcome == state.OutcomeSuccess {
+		switch {
+		case e.Outcome == state.OutcomeSuccess:
 			j.done = true
-		} else {
+		case e.OOM:
+			// Run again with more memory, or ended in error.
+			r.res.OOMKills++
+			j.ready = now
+			if jr, ok := r.st.Job(e.Batch, e.Job); ok && jr.State == state.Error {
+				j.done = true
+				r.res.Errors++
+			}
+		default:
 			j.preempted = append(j.preempted, now)
 			j.ready = now
 		}
@@ -527,7 +567,11 @@ func (r *qrun) sync(now time.Time) error {
 		for _, as := range wv.Assign {
 			r.known[inst] = append(r.known[inst], as.AttemptID)
 			j := r.jobs[jobKey{as.Batch, as.Job}]
-			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = &qattempt{inst: inst, start: now, end: now.Add(j.dur)}
+			a := &qattempt{inst: inst, start: now, end: now.Add(j.dur)}
+			if j.peak > as.Spec.Memory {
+				a.end, a.oom = now.Add(j.dur/2), true
+			}
+			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = a
 			j.waited = append(j.waited, now.Sub(j.ready))
 			j.starts = append(j.starts, now)
 			started = append(started, state.Event{Instance: inst, Batch: as.Batch, Job: as.Job, Attempt: as.Attempt, Started: true, Start: now.UnixNano()})
@@ -783,6 +827,9 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 				res.EstimateMedianErrorSec, res.Estimates, res.EstimateMedianWaitSec, time.Duration(e.EstimateMedianError), e.EstimateSamples))
 		}
 	}
+	if (e.OOMKills != nil && res.OOMKills != *e.OOMKills) || (e.Errors != nil && res.Errors != *e.Errors) {
+		errs = append(errs, fmt.Errorf("%d attempts ended out of memory and %d jobs in error; want %v and %v", res.OOMKills, res.Errors, fmtInt(e.OOMKills), fmtInt(e.Errors)))
+	}
 	if e.PreemptedFirst && res.PlaceLost > 0 {
 		errs = append(errs, fmt.Errorf("%d jobs started for the first time while a preempted job of their batch waited to run again", res.PlaceLost))
 	}
@@ -792,6 +839,14 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fmtInt writes an expected count ("any" when absent).
+func fmtInt(n *int) string {
+	if n == nil {
+		return "any"
+	}
+	return fmt.Sprint(*n)
 }
 
 // hasWork reports whether the scenario submits to the queue.
