@@ -20,6 +20,9 @@ func TestNamesAreTheWire(t *testing.T) {
 	if state.MaxJobsPerBatch != api.MaxJobsPerBatch {
 		t.Errorf("the state bounds a batch at %d jobs, the API at %d", int64(state.MaxJobsPerBatch), int64(api.MaxJobsPerBatch))
 	}
+	if state.MaxRetryRanges != api.MaxRetryRanges {
+		t.Errorf("the state bounds a retry at %d ranges, the API at %d", state.MaxRetryRanges, api.MaxRetryRanges)
+	}
 	states := map[state.JobState]string{
 		state.Pending: api.JobPending, state.Ready: api.JobReady, state.Creating: api.JobCreating, state.Running: api.JobRunning,
 		state.Success: api.JobSuccess, state.Failed: api.JobFailed, state.Cancelled: api.JobCancelled, state.Error: api.JobError,

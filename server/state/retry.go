@@ -7,7 +7,9 @@ import "slices"
 // earlier attempts kept in their history; the jobs cancelled because a
 // parent did not succeed run again with them once their parents end.
 
-// MaxRetryRanges bounds the job ID ranges one RetryJobs names.
+// MaxRetryRanges bounds the job ID ranges one RetryJobs names (the API's
+// bound, api.MaxRetryRanges: server/apiview's TestNamesAreTheWire holds
+// them equal).
 const MaxRetryRanges = 10_000
 
 // RetryJobs runs final jobs of a batch again: those in a state of States

@@ -436,17 +436,48 @@ func (u *UI) cancelConfirm(w http.ResponseWriter, r *http.Request, s *session) {
 	if b.Name != "" {
 		name = fmt.Sprintf("batch %d (%s)", id, inert(b.Name))
 	}
-	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
-		"Title":    fmt.Sprintf("Cancel batch %d?", id),
-		"Question": fmt.Sprintf("Cancel %s of billing project %s?", name, b.BillingProject),
-		"Consequences": []string{
+	u.ask(w, r, s, question{
+		Title:    fmt.Sprintf("Cancel batch %d?", id),
+		Question: fmt.Sprintf("Cancel %s of billing project %s?", name, b.BillingProject),
+		Consequences: []string{
 			fmt.Sprintf("%s stopped now (their attempts end as cancelled; what they cost so far stays billed).", count(b.NRunning, "running job is", "running jobs are")),
 			fmt.Sprintf("%s (%d pending, %d ready) never start.", count(b.NPending+b.NReady, "job that waits", "jobs that wait"), b.NPending, b.NReady),
 			count(b.NCompleted, "job that already ended keeps its results and logs.", "jobs that already ended keep their results and logs."),
 			"A cancelled batch cannot be resumed; submit it again to rerun it.",
 		},
-		"Action": fmt.Sprintf("/ui/batches/%d/cancel", id), "Yes": fmt.Sprintf("Cancel %s", name), "No": "Keep it running", "Back": back,
+		Action: fmt.Sprintf("/ui/batches/%d/cancel", id), Yes: fmt.Sprintf("Cancel %s", name), No: "Keep it running", Back: back,
 	})
+}
+
+// question is a confirmation page: what is asked, what follows, and the
+// form that does it (Action, posted with confirm=yes, the CSRF token and
+// Hidden) or leads Back.
+type question struct {
+	Title, Question string
+	Consequences    []string
+	Hidden          map[string]string
+	Action, Yes, No string
+	Back            string
+}
+
+// ask renders a question.
+func (u *UI) ask(w http.ResponseWriter, r *http.Request, s *session, q question) {
+	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{"Title": q.Title, "Question": q.Question, "Consequences": q.Consequences,
+		"Hidden": q.Hidden, "Action": q.Action, "Yes": q.Yes, "No": q.No, "Back": q.Back})
+}
+
+// confirmed does what a question's form posts: never in one step (a POST
+// without confirm=yes only leads to the question, at asked), then back.
+func (u *UI) confirmed(w http.ResponseWriter, r *http.Request, s *session, asked, back string, do func(ctx context.Context) error) {
+	if r.PostFormValue("confirm") != "yes" {
+		http.Redirect(w, r, asked, http.StatusSeeOther)
+		return
+	}
+	if err := do(withRemote(r.Context(), r)); err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
@@ -455,16 +486,8 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 		u.fail(w, r, s, err)
 		return
 	}
-	if r.PostFormValue("confirm") != "yes" {
-		// Never in one step: the question first.
-		http.Redirect(w, r, fmt.Sprintf("/ui/batches/%d/cancel", id), http.StatusSeeOther)
-		return
-	}
-	if err := s.client.CancelBatch(withRemote(r.Context(), r), id); err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	http.Redirect(w, r, fmt.Sprintf("/ui/batches/%d", id), http.StatusSeeOther)
+	back := fmt.Sprintf("/ui/batches/%d", id)
+	u.confirmed(w, r, s, back+"/cancel", back, func(ctx context.Context) error { return s.client.CancelBatch(ctx, id) })
 }
 
 // efficiencyPage is a batch's right-sizing report (drover batch
@@ -500,15 +523,15 @@ func (u *UI) retryConfirm(w http.ResponseWriter, r *http.Request, s *session) {
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
-		"Title":    fmt.Sprintf("Retry the failed jobs of batch %d?", id),
-		"Question": fmt.Sprintf("Run the %s of batch %d again?", count(b.NFailed+b.NError, "job that failed", "jobs that failed"), id),
-		"Consequences": []string{
+	u.ask(w, r, s, question{
+		Title:    fmt.Sprintf("Retry the failed jobs of batch %d?", id),
+		Question: fmt.Sprintf("Run the %s of batch %d again?", count(b.NFailed+b.NError, "job that failed", "jobs that failed"), id),
+		Consequences: []string{
 			fmt.Sprintf("%d failed and %d in error run again as new attempts, with their retries counted afresh; their earlier attempts and logs are kept.", b.NFailed, b.NError),
 			"The jobs cancelled because one of them failed run again once it succeeds.",
 			fmt.Sprintf("They are billed to %s as any attempt.", b.BillingProject),
 		},
-		"Action": fmt.Sprintf("/ui/batches/%d/retry", id), "Yes": "Retry them", "No": "Leave the batch as it is", "Back": back,
+		Action: fmt.Sprintf("/ui/batches/%d/retry", id), Yes: "Retry them", No: "Leave the batch as it is", Back: back,
 	})
 }
 
@@ -519,15 +542,10 @@ func (u *UI) retryBatch(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	back := fmt.Sprintf("/ui/batches/%d", id)
-	if r.PostFormValue("confirm") != "yes" {
-		http.Redirect(w, r, back+"/retry", http.StatusSeeOther)
-		return
-	}
-	if _, err := s.client.RetryBatch(withRemote(r.Context(), r), id, &api.RetryRequest{}); err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	http.Redirect(w, r, back, http.StatusSeeOther)
+	u.confirmed(w, r, s, back+"/retry", back, func(ctx context.Context) error {
+		_, err := s.client.RetryBatch(ctx, id, &api.RetryRequest{})
+		return err
+	})
 }
 
 // restartConfirm asks before a running job's attempt is stopped and the
@@ -559,14 +577,14 @@ func (u *UI) restartConfirm(w http.ResponseWriter, r *http.Request, s *session) 
 	if grace == 0 {
 		grace = api.DefaultPreemptionGraceSeconds
 	}
-	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
-		"Title":    fmt.Sprintf("Restart job %d of batch %d?", jid, id),
-		"Question": fmt.Sprintf("Restart job %d (%s) of batch %d?", jid, inert(j.Name), id),
-		"Consequences": []string{
+	u.ask(w, r, s, question{
+		Title:    fmt.Sprintf("Restart job %d of batch %d?", jid, id),
+		Question: fmt.Sprintf("Restart job %d (%s) of batch %d?", jid, inert(j.Name), id),
+		Consequences: []string{
 			fmt.Sprintf("Its attempt %d on %s is sent SIGTERM, then SIGKILL after %g s; it ends preempted, and what it cost so far stays billed.", a.Attempt, inert(a.Instance), grace),
 			"The job runs again as a new attempt, at the head of its line, counted against none of its retries.",
 		},
-		"Action": fmt.Sprintf("/ui/batches/%d/jobs/%d/restart", id, jid), "Yes": fmt.Sprintf("Restart job %d", jid), "No": "Leave it running", "Back": back,
+		Action: fmt.Sprintf("/ui/batches/%d/jobs/%d/restart", id, jid), Yes: fmt.Sprintf("Restart job %d", jid), No: "Leave it running", Back: back,
 	})
 }
 
@@ -577,15 +595,10 @@ func (u *UI) restartJob(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	back := fmt.Sprintf("/ui/batches/%d/jobs/%d", id, jid)
-	if r.PostFormValue("confirm") != "yes" {
-		http.Redirect(w, r, back+"/restart", http.StatusSeeOther)
-		return
-	}
-	if _, err := s.client.RestartJob(withRemote(r.Context(), r), id, jid); err != nil {
-		u.fail(w, r, s, err)
-		return
-	}
-	http.Redirect(w, r, back, http.StatusSeeOther)
+	u.confirmed(w, r, s, back+"/restart", back, func(ctx context.Context) error {
+		_, err := s.client.RestartJob(ctx, id, jid)
+		return err
+	})
 }
 
 // logTail is how much of a log the job page shows at first.
@@ -853,9 +866,9 @@ func (u *UI) disableConfirm(w http.ResponseWriter, r *http.Request, s *session, 
 		cons = append(cons, fmt.Sprintf("Its %s to the end.", count(int64(c.Running), "running job runs", "running jobs run")))
 	}
 	cons = append(cons, "The reason is shown to everyone: "+inert(req.Reason))
-	u.render(w, r, s, http.StatusOK, "confirm", map[string]any{
-		"Title": "Disable cluster " + name + "?", "Question": fmt.Sprintf("Take cluster %s of region %s out of service?", name, c.Region),
-		"Consequences": cons, "Hidden": hidden, "Action": "/ui/clusters/" + url.PathEscape(name) + "/disable", "Yes": yes, "No": "Keep it in service", "Back": "/ui/clusters",
+	u.ask(w, r, s, question{
+		Title: "Disable cluster " + name + "?", Question: fmt.Sprintf("Take cluster %s of region %s out of service?", name, c.Region),
+		Consequences: cons, Hidden: hidden, Action: "/ui/clusters/" + url.PathEscape(name) + "/disable", Yes: yes, No: "Keep it in service", Back: "/ui/clusters",
 	})
 }
 
