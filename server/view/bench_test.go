@@ -201,3 +201,44 @@ func benchQueueRound(b *testing.B, tree bool) {
 		}
 	}
 }
+
+// BenchmarkPlaceEstimate is job why's read of a Ready job whose user runs
+// 32,000 distinct jobs (a group each, so each slot's run time is its own
+// group's) on 500 workers, with 32,000 more of them waiting: the read
+// holds the state's read lock, so it must stay short however many
+// distinct jobs a user runs (view.Place reads at most runGroups groups).
+func BenchmarkPlaceEstimate(b *testing.B) {
+	s := state.New()
+	s.Apply(1, &state.Bootstrap{Now: 1, Admin: "root", TokenHash: "h", DefaultProject: "default"})
+	for i := 0; i < 500; i++ {
+		s.Apply(2, &state.Activate{Now: 1, Name: fmt.Sprint("w", i), CPUMilli: 64000, Memory: 256 << 30, TokenHash: fmt.Sprint("t", i)})
+	}
+	const n = 64_000
+	entries := make([]state.JobEntry, n)
+	for i := range entries {
+		entries[i] = state.JobEntry{First: uint32(i + 1), Count: 1, Spec: &state.Spec{Name: fmt.Sprint("j", i), Command: []string{"true"}, CPUMilli: 1000, Memory: 1 << 20}}
+	}
+	s.Apply(3, &state.CreateBatch{Now: 1, User: "root", BillingProject: "default", Jobs: entries})
+	now := time.Now().UnixNano()
+	placed := 0
+	for round := 0; placed < 32_000 && round < 10; round++ {
+		out := scheduler.Schedule(view.Scheduling(s, view.Options{Now: now, MaxJobs: n, Unbounded: true}).Input)
+		var ps []state.Placement
+		for _, p := range out.Placements {
+			ps = append(ps, state.Placement{Batch: p.Batch, First: p.First, Count: p.Count, Attempt: p.Attempt, Instance: p.Instance})
+		}
+		res := s.Apply(uint64(4+round), &state.Plan{Now: now, Placements: ps}).(*state.PlanResult)
+		placed += res.Placed
+	}
+	if placed != 32_000 {
+		b.Fatalf("placed %d jobs, want 32,000", placed)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var jp view.JobPlace
+		s.Read(func(r state.Reader) { jp, _ = view.Place(r, 1, n, now) })
+		if jp.State != state.Ready || jp.Estimate.Slots != 32_000 {
+			b.Fatalf("job %d is %s with %d slots", n, jp.State, jp.Estimate.Slots)
+		}
+	}
+}

@@ -94,8 +94,15 @@ type Estimate struct {
 	Runs  int
 }
 
-// runSample bounds the jobs of a group read for its mean run time.
-const runSample = 1000
+// runSample bounds the jobs of a group read for its mean run time, and
+// runGroups the groups read for one estimate (the slots of groups past it
+// free by the job's own group's mean): an estimate reads at most
+// runSample × (runGroups + 1) jobs under the state's read lock, however
+// many distinct jobs its user runs.
+const (
+	runSample = 1000
+	runGroups = 256
+)
 
 // estimateStart estimates when a Ready job starts (package eta): its
 // user's running attempts in its leaf queue are the slots of its line,
@@ -120,7 +127,7 @@ func estimateStart(r state.Reader, b *state.Batch, id uint32, jp *JobPlace, now 
 	r.UserAttempts(b.User, r.Queue(b), eta.MaxSlots, func(ob *state.Batch, oid uint32, start int64) {
 		k := key{ob.ID, r.GroupFirst(ob, oid)}
 		m, ok := means[k]
-		if !ok {
+		if !ok && len(means) < runGroups {
 			m, _ = r.RunTime(ob, oid, runSample)
 			means[k] = m
 		}
