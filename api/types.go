@@ -1432,6 +1432,10 @@ type Queue struct {
 	WaitingJobs int64 `json:"waiting_jobs,omitempty"`
 	// UsageHalfLife: see above (after the reads, as the wire appends).
 	UsageHalfLife string `json:"usage_half_life,omitempty"`
+	// PastUseCoreHours is a leaf's decayed past use, in core-hours, in a
+	// tree with a usage_half_life (reads only): fair share between
+	// sibling queues weighs it with what the queue holds.
+	PastUseCoreHours float64 `json:"past_use_core_hours,omitempty"`
 }
 
 // ParseDuration is time.ParseDuration that also takes whole days ("7d").

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF8987 = 1
-	codecSelferCcRAW987  = 255
+	codecSelferCcUTF89074 = 1
+	codecSelferCcRAW9074  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray987  = 10
-	codecSelferValueTypeMap987    = 9
-	codecSelferValueTypeString987 = 6
-	codecSelferValueTypeInt987    = 2
-	codecSelferValueTypeUint987   = 3
-	codecSelferValueTypeFloat987  = 4
-	codecSelferBitsize987         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray9074  = 10
+	codecSelferValueTypeMap9074    = 9
+	codecSelferValueTypeString9074 = 6
+	codecSelferValueTypeInt9074    = 2
+	codecSelferValueTypeUint9074   = 3
+	codecSelferValueTypeFloat9074  = 4
+	codecSelferBitsize9074         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct987 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct9074 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer987 struct{}
+type codecSelfer9074 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -141,7 +141,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -156,14 +156,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -172,7 +172,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -180,7 +180,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 						}
 					}
 				}
@@ -201,7 +201,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -227,7 +227,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -256,7 +256,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -285,7 +285,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -314,7 +314,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -341,7 +341,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -373,7 +373,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -402,7 +402,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -427,7 +427,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -449,7 +449,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -473,7 +473,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -495,7 +495,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -523,7 +523,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -556,7 +556,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -577,14 +577,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -593,7 +593,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -601,7 +601,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Pool))
 						}
 					}
 				}
@@ -622,7 +622,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -639,27 +639,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GPUType))
 						}
 					}
 				}
@@ -672,27 +672,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.MachineType))
 						}
 					}
 				}
@@ -705,14 +705,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -721,7 +721,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -729,7 +729,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
 						}
 					}
 				}
@@ -742,14 +742,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -758,7 +758,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -766,7 +766,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
 						}
 					}
 				}
@@ -791,7 +791,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -824,7 +824,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -850,7 +850,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -871,7 +871,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -895,7 +895,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -924,7 +924,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -954,7 +954,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -979,7 +979,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1012,7 +1012,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[30] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `oom_retry`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `oom_retry`)
 					r.WriteMapElemValue()
 					if yyn93 {
 						r.EncodeNil()
@@ -1038,7 +1038,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[31] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `max_spot_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `max_spot_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1056,7 +1056,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1064,14 +1064,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1079,13 +1079,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1197,7 +1197,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1233,7 +1233,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1317,7 +1317,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "oom_retry":
 			if r.TryDecodeAsNil() {
@@ -1335,7 +1335,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxSpotAttempts = 0
 			} else {
-				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -1345,7 +1345,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj48 int
@@ -1575,7 +1575,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj48++
 	if yyhl48 {
@@ -1661,7 +1661,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj48++
 	if yyhl48 {
@@ -1865,7 +1865,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj48++
 	if yyhl48 {
@@ -1903,7 +1903,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxSpotAttempts = 0
 	} else {
-		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	for {
 		yyj48++
@@ -1922,7 +1922,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1952,7 +1952,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"factor\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `factor`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `factor`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1968,7 +1968,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `max_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `max_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1985,7 +1985,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1993,14 +1993,14 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2008,13 +2008,13 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2052,7 +2052,7 @@ func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2107,7 +2107,7 @@ func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2133,7 +2133,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 					}
 				}
 			} else {
@@ -2141,7 +2141,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2149,7 +2149,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 					}
 				}
 			}
@@ -2160,7 +2160,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Source))
 					}
 				}
 			} else {
@@ -2168,7 +2168,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2176,7 +2176,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Source))
 					}
 				}
 			}
@@ -2187,7 +2187,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
 					}
 				}
 			} else {
@@ -2195,7 +2195,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2203,7 +2203,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
 					}
 				}
 			}
@@ -2217,7 +2217,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2225,14 +2225,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2240,13 +2240,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2290,7 +2290,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2361,7 +2361,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2387,7 +2387,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 					}
 				}
 			} else {
@@ -2395,7 +2395,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2403,7 +2403,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 					}
 				}
 			}
@@ -2414,7 +2414,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
 					}
 				}
 			} else {
@@ -2422,7 +2422,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2430,7 +2430,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
 					}
 				}
 			}
@@ -2441,7 +2441,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Destination))
 					}
 				}
 			} else {
@@ -2449,7 +2449,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2457,7 +2457,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Destination))
 					}
 				}
 			}
@@ -2471,7 +2471,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2479,14 +2479,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2494,13 +2494,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2544,7 +2544,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2615,7 +2615,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2660,7 +2660,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2675,7 +2675,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2690,7 +2690,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2705,7 +2705,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2725,7 +2725,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2746,7 +2746,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2767,7 +2767,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2791,7 +2791,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2810,7 +2810,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2818,14 +2818,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2833,13 +2833,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2913,7 +2913,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -3064,7 +3064,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3113,14 +3113,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -3129,7 +3129,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3137,7 +3137,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 						}
 					}
 				}
@@ -3149,19 +3149,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.BillingProject))
 					}
 				}
 			}
@@ -3185,7 +3185,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -3206,27 +3206,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3251,7 +3251,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3277,7 +3277,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3298,7 +3298,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3314,14 +3314,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -3330,7 +3330,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3338,7 +3338,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Callback))
 						}
 					}
 				}
@@ -3351,14 +3351,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -3367,7 +3367,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3375,7 +3375,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Queue))
 						}
 					}
 				}
@@ -3396,7 +3396,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3418,7 +3418,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3466,7 +3466,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3502,7 +3502,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3510,14 +3510,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3525,13 +3525,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3652,7 +3652,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3890,7 +3890,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3930,27 +3930,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3975,7 +3975,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -4001,7 +4001,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4019,7 +4019,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4027,14 +4027,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4042,13 +4042,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4095,7 +4095,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4169,7 +4169,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4196,7 +4196,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4211,7 +4211,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4226,7 +4226,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4241,7 +4241,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4259,7 +4259,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4277,7 +4277,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4285,14 +4285,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4300,13 +4300,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4362,7 +4362,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4465,7 +4465,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4499,7 +4499,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4521,7 +4521,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4529,14 +4529,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4544,13 +4544,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4585,7 +4585,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -4627,7 +4627,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4654,7 +4654,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4669,7 +4669,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4687,7 +4687,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4705,7 +4705,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4713,14 +4713,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4728,13 +4728,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4768,7 +4768,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4778,7 +4778,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4830,7 +4830,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	for {
 		yyj7++
@@ -4849,7 +4849,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4898,7 +4898,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4913,7 +4913,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4931,7 +4931,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4946,7 +4946,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Kind))
 					}
 				}
 			} else {
@@ -4954,7 +4954,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4962,7 +4962,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Kind))
 					}
 				}
 			}
@@ -4974,14 +4974,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -4990,7 +4990,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4998,7 +4998,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Outcome))
 						}
 					}
 				}
@@ -5016,7 +5016,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5040,7 +5040,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5071,7 +5071,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5094,14 +5094,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -5110,7 +5110,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5118,7 +5118,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Message))
 						}
 					}
 				}
@@ -5151,7 +5151,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -5181,7 +5181,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"oom\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `oom`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `oom`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5203,7 +5203,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `worker_leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `worker_leaving`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5221,7 +5221,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5229,14 +5229,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5244,13 +5244,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5284,7 +5284,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -5302,7 +5302,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -5376,7 +5376,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj18 int
@@ -5428,7 +5428,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj18++
 	if yyhl18 {
@@ -5476,7 +5476,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj18++
 	if yyhl18 {
@@ -5619,7 +5619,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5672,7 +5672,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5705,7 +5705,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5738,7 +5738,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5764,7 +5764,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5782,7 +5782,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5790,14 +5790,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5805,13 +5805,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5870,7 +5870,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5966,7 +5966,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6011,7 +6011,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6039,7 +6039,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -6072,7 +6072,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -6101,7 +6101,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6130,7 +6130,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -6153,7 +6153,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6161,14 +6161,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6176,13 +6176,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6204,7 +6204,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -6247,7 +6247,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6267,7 +6267,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj12++
 	if yyhl12 {
@@ -6359,7 +6359,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6386,7 +6386,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6401,7 +6401,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6419,7 +6419,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6434,7 +6434,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Reason))
 					}
 				}
 			} else {
@@ -6442,7 +6442,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6450,7 +6450,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Reason))
 					}
 				}
 			}
@@ -6462,7 +6462,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6479,7 +6479,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6487,14 +6487,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6502,13 +6502,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6542,7 +6542,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6564,7 +6564,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6616,7 +6616,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6667,7 +6667,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6722,7 +6722,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6737,7 +6737,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6755,7 +6755,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6770,7 +6770,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 					}
 				}
 			} else {
@@ -6778,7 +6778,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6786,7 +6786,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
 					}
 				}
 			}
@@ -6798,7 +6798,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF8987, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF89074, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6820,7 +6820,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6852,7 +6852,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6876,7 +6876,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6895,7 +6895,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6916,7 +6916,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6932,14 +6932,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -6948,7 +6948,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6956,7 +6956,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
 						}
 					}
 				}
@@ -6969,14 +6969,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -6985,7 +6985,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6993,7 +6993,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
 						}
 					}
 				}
@@ -7018,7 +7018,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -7051,7 +7051,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -7084,7 +7084,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -7110,7 +7110,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7131,7 +7131,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7155,7 +7155,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7174,7 +7174,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7182,14 +7182,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7197,13 +7197,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7237,7 +7237,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -7352,7 +7352,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -7404,7 +7404,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize987))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7678,7 +7678,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7719,27 +7719,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7752,27 +7752,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7785,27 +7785,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7818,27 +7818,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7853,7 +7853,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7861,14 +7861,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7876,13 +7876,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7932,7 +7932,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8019,7 +8019,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8059,14 +8059,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -8075,7 +8075,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8083,7 +8083,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Endpoint))
 						}
 					}
 				}
@@ -8096,14 +8096,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -8112,7 +8112,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8120,7 +8120,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Region))
 						}
 					}
 				}
@@ -8138,7 +8138,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF8987, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -8156,7 +8156,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8164,14 +8164,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8179,13 +8179,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8229,7 +8229,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -8300,7 +8300,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8340,7 +8340,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Prefix))
 					}
 				}
 			} else {
@@ -8348,7 +8348,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8987, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF89074, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -8356,7 +8356,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Prefix))
 					}
 				}
 			}
@@ -8388,7 +8388,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -8430,7 +8430,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -8452,14 +8452,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, "")
+						r.EncodeStringEnc(codecSelferCcUTF89074, "")
 					}
 				}
 			} else {
@@ -8468,7 +8468,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8987, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF89074, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8476,7 +8476,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF8987, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Error))
 						}
 					}
 				}
@@ -8491,7 +8491,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8499,14 +8499,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap987 {
+		if yyct2 == codecSelferValueTypeMap9074 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray987 {
+		} else if yyct2 == codecSelferValueTypeArray9074 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8514,13 +8514,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct987)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8582,7 +8582,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer987
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8680,8 +8680,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer987) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8695,8 +8695,8 @@ func (x codecSelfer987) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8739,8 +8739,8 @@ func (x codecSelfer987) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer987) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8754,8 +8754,8 @@ func (x codecSelfer987) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8835,8 +8835,8 @@ func (x codecSelfer987) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer987) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8848,8 +8848,8 @@ func (x codecSelfer987) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8929,8 +8929,8 @@ func (x codecSelfer987) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer987) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8941,15 +8941,15 @@ func (x codecSelfer987) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8987, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF89074, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9029,8 +9029,8 @@ func (x codecSelfer987) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer987) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -9041,7 +9041,7 @@ func (x codecSelfer987) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8987, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF89074, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -9050,15 +9050,15 @@ func (x codecSelfer987) encMapstringstring(v map[string]string, e *codec1978.Enc
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8987, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF89074, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer987) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9110,8 +9110,8 @@ func (x codecSelfer987) decMapstringstring(v *map[string]string, d *codec1978.De
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer987) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9123,8 +9123,8 @@ func (x codecSelfer987) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9204,8 +9204,8 @@ func (x codecSelfer987) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) 
 	}
 }
 
-func (x codecSelfer987) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9217,8 +9217,8 @@ func (x codecSelfer987) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9298,8 +9298,8 @@ func (x codecSelfer987) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer987) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9311,8 +9311,8 @@ func (x codecSelfer987) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9392,8 +9392,8 @@ func (x codecSelfer987) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer987) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9405,8 +9405,8 @@ func (x codecSelfer987) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9486,8 +9486,8 @@ func (x codecSelfer987) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Dec
 	}
 }
 
-func (x codecSelfer987) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9499,8 +9499,8 @@ func (x codecSelfer987) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9580,8 +9580,8 @@ func (x codecSelfer987) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer987) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9593,8 +9593,8 @@ func (x codecSelfer987) encSliceAssignment(v []Assignment, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9674,8 +9674,8 @@ func (x codecSelfer987) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer987) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9687,8 +9687,8 @@ func (x codecSelfer987) encSlicePreemption(v []Preemption, e *codec1978.Encoder)
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9768,8 +9768,8 @@ func (x codecSelfer987) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder
 	}
 }
 
-func (x codecSelfer987) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9781,8 +9781,8 @@ func (x codecSelfer987) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer987) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer987
+func (x codecSelfer9074) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer9074
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -160,6 +160,10 @@ func queueShares(in *Input, ri resourceIndex, ready []Res, free Res) []Res {
 		// summed, but an inner queue holds its leaves' use already.
 		if leaf[i] {
 			nodes[i].Used, nodes[i].Ready = used, ready[i]
+			if q.PastMilli > 0 {
+				nodes[i].Past = make(Res, ri.n())
+				nodes[i].Past[0] = q.PastMilli
+			}
 		}
 	}
 	nodes[len(in.Queues)] = QueueNode{Parent: -1, Weight: placement.DefaultQueueWeight, Ready: ready[len(in.Queues)],

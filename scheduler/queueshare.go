@@ -28,6 +28,12 @@ type QueueNode struct {
 	// jobs ask for; an inner queue's are its children's summed (the
 	// caller may leave them nil: QueueShares sums them).
 	Used, Ready Res
+	// Past is the queue's decayed past use, as a rate (usage_half_life;
+	// nil: none; an inner queue's is its children's summed): in the
+	// sharing it counts as held, so a queue that ran much lately is given
+	// more after its siblings (Slurm's and Kueue's fair share with a
+	// memory). It gives no room and takes none: only the order.
+	Past Res
 }
 
 // QueueShares splits free between the queues of a tree, level by level,
@@ -47,9 +53,11 @@ func QueueShares(nodes []QueueNode, free Res) []Res {
 	n := len(free)
 	used := make([]Res, len(nodes))
 	ready := make([]Res, len(nodes))
+	past := make([]Res, len(nodes))
 	for i := range nodes {
 		used[i] = orZero(nodes[i].Used, n)
 		ready[i] = orZero(nodes[i].Ready, n)
+		past[i] = orZero(nodes[i].Past, n)
 	}
 	// Inner queues hold and want what their children do: children come
 	// after their parent, so a backward walk sums each subtree.
@@ -68,11 +76,14 @@ func QueueShares(nodes []QueueNode, free Res) []Res {
 		if nodes[p].Ready == nil {
 			ready[p] = addRes(ready[p], ready[i])
 		}
+		if nodes[p].Past == nil {
+			past[p] = addRes(past[p], past[i])
+		}
 	}
 	out := make([]Res, len(nodes))
 	var split func(children []int, avail Res)
 	split = func(children []int, avail Res) {
-		given := splitLevel(nodes, children, used, ready, avail)
+		given := splitLevel(nodes, children, used, ready, past, avail)
 		spreadLeftover(nodes, children, kids, used, ready, avail, given)
 		for k, c := range children {
 			out[c] = given[k]
@@ -89,7 +100,7 @@ func QueueShares(nodes []QueueNode, free Res) []Res {
 // given units along the shape of what it has Ready: one unit is what
 // raises its dominant share by one (all of the level), so a child with
 // Ready r and dominant share d takes all of it at d units.
-func splitLevel(nodes []QueueNode, children []int, used, ready []Res, avail Res) []Res {
+func splitLevel(nodes []QueueNode, children []int, used, ready, past []Res, avail Res) []Res {
 	n := len(avail)
 	left := make([]float64, n)
 	total := make([]float64, n) // what the level controls: holdings and avail
@@ -209,7 +220,7 @@ func splitLevel(nodes []QueueNode, children []int, used, ready []Res, avail Res)
 		}
 		hold := make([]float64, n)
 		for r := range n {
-			hold[r] = float64(used[c][r]) + f.g*f.shape[r]
+			hold[r] = float64(used[c][r]+past[c][r]) + f.g*f.shape[r]
 		}
 		f.start = dom(hold)
 		f.frozen = false

@@ -94,6 +94,10 @@ type Queue struct {
 	Guarantee placement.Resources
 	// Lend bounds the idle guarantee its siblings may borrow.
 	Lend placement.Limit
+	// PastMilli is a leaf's decayed past use as cores (its tree's
+	// usage_half_life; 0: none), weighed with what it holds when its
+	// siblings share (QueueNode.Past).
+	PastMilli int64
 }
 
 // Project is a billing project with a spend limit, and what it has spent.

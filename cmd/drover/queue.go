@@ -123,7 +123,10 @@ func (m placementCmds) printQueue(q *api.Queue) error {
 		safef(tw, "  in %s\t%g cores\n", c, q.UsedByCluster[c])
 	}
 	if q.UsageHalfLife != "" {
-		safef(tw, "Usage half-life\t%s (its users' past use weighs in fair share, halving every %s)\n", q.UsageHalfLife, q.UsageHalfLife)
+		safef(tw, "Usage half-life\t%s (its users' and its queues' past use weighs in fair share, halving every %s)\n", q.UsageHalfLife, q.UsageHalfLife)
+	}
+	if q.PastUseCoreHours > 0 {
+		safef(tw, "Past use\t%.1f core-hours after decay (weighed with what it holds when its siblings share)\n", q.PastUseCoreHours)
 	}
 	safef(tw, "Preemptible\t%t\n", q.Preemptible)
 	if q.PreemptAfter != "" {

@@ -11,6 +11,7 @@ package apiview
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -367,10 +368,11 @@ func Queue(q *state.QueueInfo) api.Queue {
 }
 
 // QueueWaiting is a queue as the API lists it, with what the Ready jobs
-// of its subtree ask for (the leader's read model reckons it).
-func QueueWaiting(q *state.QueueInfo, waiting placement.Resources, jobs int64) api.Queue {
+// of its subtree ask for (the leader's read model reckons it) and, for a
+// leaf, its decayed past use in core-hours.
+func QueueWaiting(q *state.QueueInfo, waiting placement.Resources, jobs int64, pastCoreHours float64) api.Queue {
 	out := Queue(q)
-	out.Waiting, out.WaitingJobs = quota(waiting), jobs
+	out.Waiting, out.WaitingJobs, out.PastUseCoreHours = quota(waiting), jobs, math.Round(pastCoreHours*1000)/1000
 	return out
 }
 

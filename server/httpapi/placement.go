@@ -137,17 +137,17 @@ func (s *placementHandlers) removeDeclared(kind string) func(w http.ResponseWrit
 // them, of one read.
 func (s *placementHandlers) handleListQueues(w http.ResponseWriter, r *http.Request) (any, error) {
 	out := []api.Queue{}
-	for _, q := range view.Queues(s.state) {
-		out = append(out, apiview.QueueWaiting(&q.QueueInfo, q.Waiting, q.WaitingJobs))
+	for _, q := range view.Queues(s.state, time.Now().UnixNano()) {
+		out = append(out, apiview.QueueWaiting(&q.QueueInfo, q.Waiting, q.WaitingJobs, q.PastCoreHours))
 	}
 	return out, nil
 }
 
 func (s *placementHandlers) handleGetQueue(w http.ResponseWriter, r *http.Request) (any, error) {
 	path := r.PathValue("path")
-	for _, q := range view.Queues(s.state) {
+	for _, q := range view.Queues(s.state, time.Now().UnixNano()) {
 		if q.Path == path {
-			return apiview.QueueWaiting(&q.QueueInfo, q.Waiting, q.WaitingJobs), nil
+			return apiview.QueueWaiting(&q.QueueInfo, q.Waiting, q.WaitingJobs, q.PastCoreHours), nil
 		}
 	}
 	return nil, codedf(http.StatusNotFound, "queue %q does not exist; drover queue tree shows the queues", path)

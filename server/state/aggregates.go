@@ -70,7 +70,8 @@ type placeBook struct {
 	clusters map[string]*Cluster
 	queues   map[string]*Queue // by path
 	// pastUse is each user's decayed use in each queue tree that has a
-	// usage half-life (placement.Decay), by top queue and user.
+	// usage half-life (placement.Decay), by top queue and user, and each
+	// leaf queue's of such a tree (pastKey).
 	pastUse map[pastKey]pastUse
 	// stopping: the attempts told to stop (Preempt) until they end.
 	stopping     map[attemptKey]stopOrder

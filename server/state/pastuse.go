@@ -7,7 +7,9 @@ import (
 	"github.com/drover-sched/drover/placement"
 )
 
-// pastKey is a user in a queue tree (Top: the tree's top queue's path).
+// pastKey is a user in a queue tree (Top: the tree's top queue's path),
+// or, with User empty, a leaf queue of such a tree (Top: the leaf's path;
+// user names are never empty).
 type pastKey struct{ Top, User string }
 
 // pastUse is a user's use in milli-core-seconds, decayed to At.
@@ -31,18 +33,47 @@ func (q *Queue) top() *Queue {
 }
 
 // recordUse adds an ended attempt's use (cpuMilli from start to end) to
-// its user's past use in its batch's queue tree, when the tree remembers
-// use; the sum is decayed to now first.
+// its user's past use in its batch's queue tree, and to its leaf queue's,
+// when the tree remembers use; each sum is decayed to now first.
 func (s *placeBook) recordUse(b *Batch, cpuMilli, start, end, now int64) {
-	t := s.resolveQueue(b).top()
+	leaf := s.resolveQueue(b)
+	t := leaf.top()
 	if t == nil || t.UsageHalfLifeNs == 0 || start == 0 || end <= start {
 		return
 	}
-	k := pastKey{t.Path, b.User}
-	p := s.pastUse[k]
-	p.Use = placement.Decay(p.Use, now-p.At, t.UsageHalfLifeNs) + placement.CoreSeconds(cpuMilli, end-start)
-	p.At = now
-	s.pastUse[k] = p
+	use := placement.CoreSeconds(cpuMilli, end-start)
+	for _, k := range []pastKey{{t.Path, b.User}, {leaf.Path, ""}} {
+		p := s.pastUse[k]
+		p.Use = placement.Decay(p.Use, now-p.At, t.UsageHalfLifeNs) + use
+		p.At = now
+		s.pastUse[k] = p
+	}
+}
+
+// QueuePastCoreHours is a leaf queue's decayed past use at now, in
+// core-hours (0 when its tree remembers none).
+func (r Reader) QueuePastCoreHours(leaf *Queue, now int64) float64 {
+	t := leaf.top()
+	if t == nil || t.UsageHalfLifeNs == 0 {
+		return 0
+	}
+	p := r.s.pastUse[pastKey{leaf.Path, ""}]
+	return float64(placement.Decay(p.Use, now-p.At, t.UsageHalfLifeNs)) / 3.6e6
+}
+
+// QueuePastMilli is a leaf queue's decayed past use at now, as millicores
+// (0 when its tree remembers none): what fair share between sibling
+// queues adds to what the queue holds (scheduler.QueueNode.Past).
+func (r Reader) QueuePastMilli(leaf *Queue, now int64) int64 {
+	t := leaf.top()
+	if t == nil || t.UsageHalfLifeNs == 0 {
+		return 0
+	}
+	p, ok := r.s.pastUse[pastKey{leaf.Path, ""}]
+	if !ok {
+		return 0
+	}
+	return placement.UsageRate(placement.Decay(p.Use, now-p.At, t.UsageHalfLifeNs), t.UsageHalfLifeNs)
 }
 
 // PastMilli is user's decayed past use in the tree of leaf at now, as

@@ -9,7 +9,8 @@ import (
 )
 
 // TestPastUseIsRememberedAndDecays: in a tree with a usage half-life, an
-// ended attempt's core-seconds are its user's past use, decayed with
+// ended attempt's core-seconds are its user's and its leaf queue's past
+// use, decayed with
 // time and read as cores; across a snapshot and a replay. A tree without
 // one remembers nothing; only a top queue may set it, within its bounds.
 func TestPastUseIsRememberedAndDecays(t *testing.T) {
@@ -44,12 +45,19 @@ func TestPastUseIsRememberedAndDecays(t *testing.T) {
 			if r.PastMilli(leaf, "someone-else", start+hour) != 0 {
 				t.Fatal("a user who ran nothing has past use")
 			}
+			// The leaf queue remembers the same (its only user's).
+			if got := r.QueuePastCoreHours(leaf, start+hour); math.Abs(got-4) > 0.01 {
+				t.Fatalf("the leaf's past use %.3f core-hours, want 4", got)
+			}
+			if got := r.QueuePastMilli(leaf, start+hour); math.Abs(float64(got)-2773) > 30 {
+				t.Fatalf("the leaf weighs as %d millicores, want about 2773", got)
+			}
 		})
 	}
 	// Without a half-life, nothing is remembered.
 	h.Must(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org"}}})
 	h.S.Read(func(r Reader) {
-		if r.PastMilli(r.Queue(r.Batch(b)), "root", start+hour) != 0 {
+		if r.PastMilli(r.Queue(r.Batch(b)), "root", start+hour) != 0 || r.QueuePastMilli(r.Queue(r.Batch(b)), start+hour) != 0 {
 			t.Fatal("a tree without a half-life weighs past use")
 		}
 	})

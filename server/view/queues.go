@@ -13,12 +13,17 @@ type QueueDemand struct {
 	// as the preemption round reads it), WaitingJobs how many they are.
 	Waiting     placement.Resources
 	WaitingJobs int64
+	// PastCoreHours is a leaf's decayed past use at the read's time, in
+	// core-hours (its tree's usage_half_life; 0: none): what fair share
+	// between sibling queues weighs with what it holds.
+	PastCoreHours float64
 }
 
 // Queues reads the queue tree, a parent before its children, with each
 // queue's use and its subtree's Ready demand, in one consistent read (so
-// what a queue uses and what waits in it are of the same moment).
-func Queues(src Source) []QueueDemand {
+// what a queue uses and what waits in it are of the same moment), and each
+// leaf's past use at now (unix ns).
+func Queues(src Source, now int64) []QueueDemand {
 	var out []QueueDemand
 	src.Read(func(r state.Reader) {
 		infos := r.Queues()
@@ -27,6 +32,11 @@ func Queues(src Source) []QueueDemand {
 		for i := range infos {
 			out[i].QueueInfo = infos[i]
 			byPath[infos[i].Path] = &out[i]
+		}
+		for _, q := range r.QueueTree() {
+			if qd := byPath[q.Path]; qd != nil && r.IsLeaf(q) {
+				qd.PastCoreHours = r.QueuePastCoreHours(q, now)
+			}
 		}
 		for _, uq := range r.UserQueues() {
 			for _, b := range uq.Batches() {

@@ -2,7 +2,9 @@ package view
 
 import (
 	"maps"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
@@ -24,7 +26,7 @@ func TestQueuesCarryTheirWaitingDemand(t *testing.T) {
 	gpu.Where = &state.Where{GPUType: "a100", GPUs: 2}
 	h.CreateBatch(entry(1, 10, spec("cpu", 1)), entry(11, 2, gpu))
 	byPath := map[string]QueueDemand{}
-	for _, q := range Queues(h.S) {
+	for _, q := range Queues(h.S, h.Now) {
 		byPath[q.Path] = q
 	}
 	want := placement.Resources{CPUMilli: 14000, Memory: 18 << 30, GPUs: map[string]int64{"a100": 4}}
@@ -50,5 +52,38 @@ func TestQueuesCarryTheirWaitingDemand(t *testing.T) {
 	}
 	if !found {
 		t.Error("org/t1 is not in the preemption round's input")
+	}
+}
+
+// TestQueuesCarryTheirPastUse: in a tree with a usage half-life, a leaf
+// lists its decayed past use (what fair share between sibling queues
+// weighs): 4 core-hours run, half of it an hour later; its sibling and
+// the inner queue list none.
+func TestQueuesCarryTheirPastUse(t *testing.T) {
+	h := state.NewHarness(t, nil)
+	hour := int64(time.Hour)
+	h.Must(&state.ApplyPlacement{Now: h.Tick(), Queues: []state.Queue{
+		{Queue: placement.Queue{Path: "org"}, UsageHalfLifeNs: hour},
+		{Queue: placement.Queue{Path: "org/t1"}, Projects: []string{"default"}},
+		{Queue: placement.Queue{Path: "org/t2"}},
+	}})
+	w := h.Activate("w", 4, 16)
+	b := h.CreateBatch(entry(1, 2, spec("j", 2)))
+	h.Schedule()
+	start := h.Now
+	h.Must(&state.Events{Now: start + hour, Events: []state.Event{
+		{Instance: w, Batch: b, Job: 1, Attempt: 1, Outcome: state.OutcomeSuccess, Start: start, End: start + hour},
+		{Instance: w, Batch: b, Job: 2, Attempt: 1, Outcome: state.OutcomeSuccess, Start: start, End: start + hour}}})
+	for _, c := range []struct {
+		at   int64
+		want float64
+	}{{start + hour, 4}, {start + 2*hour, 2}} {
+		past := map[string]float64{}
+		for _, q := range Queues(h.S, c.at) {
+			past[q.Path] = q.PastCoreHours
+		}
+		if math.Abs(past["org/t1"]-c.want) > 0.03 || past["org/t2"] != 0 || past["org"] != 0 {
+			t.Fatalf("past use %v; want org/t1 at %.0f core-hours, none elsewhere", past, c.want)
+		}
 	}
 }

@@ -372,6 +372,9 @@ func (l *lister) listQueues() {
 		}
 		sq := scheduler.Queue{Name: q.Path, Parent: -1, Strategy: q.Strategy, Quota: quota, Weight: q.EffectiveWeight(),
 			Guarantee: q.Guarantee.Clone(), Lend: q.LendLimit.Clone()}
+		if l.r.IsLeaf(q) {
+			sq.PastMilli = l.r.QueuePastMilli(q, l.o.Now)
+		}
 		if p := l.r.Parent(q); p != nil {
 			pi := l.queueOf[p] - 1
 			sq.Parent = pi
