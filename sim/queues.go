@@ -181,12 +181,12 @@ type QueueResult struct {
 	// median wait from the sample to the start (what it estimated), in
 	// seconds.
 	Estimates              int     `json:"estimates,omitempty"`
+	EstimateMedianErrorSec float64 `json:"estimate_median_error_s,omitempty"`
+	EstimateMedianWaitSec  float64 `json:"estimate_median_wait_s,omitempty"`
 	// OOMKills: attempts the out-of-memory killer ended; Errors: jobs
 	// that ended in error.
 	OOMKills int `json:"oom_kills"`
 	Errors   int `json:"errors"`
-	EstimateMedianErrorSec float64 `json:"estimate_median_error_s,omitempty"`
-	EstimateMedianWaitSec  float64 `json:"estimate_median_wait_s,omitempty"`
 }
 
 // estimateEvery is how often the run samples estimated starts, and
