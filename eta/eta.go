@@ -17,23 +17,33 @@ import (
 // first MaxSlots, to free first).
 const MaxSlots = 100_000
 
+// maxAhead bounds the jobs before one in line that Start reads (more: no
+// estimate), so its counts stay far from overflowing.
+const maxAhead = 1 << 40
+
+// Horizon is the furthest Start estimates: a start further away is no
+// estimate (and no sum in it can overflow).
+const Horizon = 10 * 365 * 24 * time.Hour
+
 // Start returns how long from now the job with ahead jobs before it in
 // line starts, given when each slot of the line frees (remaining, from
 // now; a slot free now is 0) and how long each job in line holds a slot
-// (run). false: no estimate (no slot, or no run time).
+// (run). false: no estimate (no slot, no run time, or beyond Horizon).
 func Start(remaining []time.Duration, ahead int64, run time.Duration) (time.Duration, bool) {
-	if len(remaining) == 0 || run <= 0 || ahead < 0 {
+	if len(remaining) == 0 || run <= 0 || ahead < 0 || ahead > maxAhead {
 		return 0, false
 	}
 	r := slices.Clone(remaining)
 	slices.Sort(r)
 	r = r[:min(len(r), MaxSlots)]
 	for i := range r {
-		r[i] = max(r[i], 0)
+		r[i] = min(max(r[i], 0), Horizon)
 	}
 	// freed counts the slots freed by t (each frees at r[i], then every
 	// run): the job is the (ahead+1)-th to take one, so it starts at the
-	// least t with freed(t) > ahead.
+	// least t with freed(t) > ahead. t is at most 2 × Horizon and each
+	// term at most t / run + 1, and the count stops past ahead: no sum
+	// overflows.
 	freed := func(t time.Duration) int64 {
 		var n int64
 		for _, x := range r {
@@ -47,8 +57,8 @@ func Start(remaining []time.Duration, ahead int64, run time.Duration) (time.Dura
 		}
 		return n
 	}
-	lo, hi := time.Duration(0), r[len(r)-1]+time.Duration(ahead/int64(len(r))+1)*run
-	if hi < 0 { // overflow: beyond any horizon worth telling
+	lo, hi := time.Duration(0), r[len(r)-1]+Horizon
+	if freed(hi) <= ahead {
 		return 0, false
 	}
 	for lo < hi {
@@ -58,6 +68,9 @@ func Start(remaining []time.Duration, ahead int64, run time.Duration) (time.Dura
 		} else {
 			lo = mid + 1
 		}
+	}
+	if lo > Horizon {
+		return 0, false
 	}
 	return lo, true
 }

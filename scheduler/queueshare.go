@@ -30,9 +30,11 @@ type QueueNode struct {
 	Used, Ready Res
 	// Past is the queue's decayed past use, as a rate (usage_half_life;
 	// nil: none; an inner queue's is its children's summed): in the
-	// sharing it counts as held, so a queue that ran much lately is given
-	// more after its siblings (Slurm's and Kueue's fair share with a
-	// memory). It gives no room and takes none: only the order.
+	// sharing between siblings below a top queue it counts as held, so a
+	// queue that ran much lately is given more after its siblings
+	// (Slurm's and Kueue's fair share with a memory). It gives no room and
+	// takes none: only the order. Top queues share without it (each tree
+	// has its own half-life, or none).
 	Past Res
 }
 
@@ -79,6 +81,11 @@ func QueueShares(nodes []QueueNode, free Res) []Res {
 		if nodes[p].Past == nil {
 			past[p] = addRes(past[p], past[i])
 		}
+	}
+	// Past use weighs between queues of one tree only: top queues (other
+	// trees, with other half-lives or none) share by what they hold.
+	for _, t := range top {
+		past[t] = make(Res, n)
 	}
 	out := make([]Res, len(nodes))
 	var split func(children []int, avail Res)

@@ -35,12 +35,14 @@ func TestQueueSharesFollowWeights(t *testing.T) {
 		{"1:3", []QueueNode{{Parent: -1, Weight: 1, Ready: lots}, {Parent: -1, Weight: 3, Ready: lots}}, []int64{30_000, 90_000}},
 		{"held counts", []QueueNode{{Parent: -1, Weight: 1, Used: Res{60_000, 0}, Ready: lots}, {Parent: -1, Weight: 1, Ready: lots}}, []int64{30_000, 90_000}},
 		{"a queue wants less", []QueueNode{{Parent: -1, Weight: 1, Ready: Res{10_000, 0}}, {Parent: -1, Weight: 1, Ready: lots}}, []int64{10_000, 110_000}},
-		// Decayed past use weighs as held, for the order only.
-		{"past use counts as held", []QueueNode{{Parent: -1, Weight: 1, Past: Res{60_000, 0}, Ready: lots}, {Parent: -1, Weight: 1, Ready: lots}}, []int64{30_000, 90_000}},
-		{"a subtree's past use sums up", []QueueNode{
-			{Parent: -1, Weight: 1}, {Parent: 0, Weight: 1, Past: Res{60_000, 0}, Ready: lots},
-			{Parent: -1, Weight: 1}, {Parent: 2, Weight: 1, Ready: lots},
-		}, []int64{30_000, 30_000, 90_000, 90_000}},
+		// Decayed past use weighs as held between siblings of one tree,
+		// for the order only; top queues (other trees) share without it.
+		{"past use counts as held", []QueueNode{{Parent: -1, Weight: 1}, {Parent: 0, Weight: 1, Past: Res{60_000, 0}, Ready: lots}, {Parent: 0, Weight: 1, Ready: lots}}, []int64{120_000, 30_000, 90_000}},
+		{"a subtree's past use sums up", []QueueNode{{Parent: -1, Weight: 1},
+			{Parent: 0, Weight: 1}, {Parent: 1, Weight: 1, Past: Res{60_000, 0}, Ready: lots},
+			{Parent: 0, Weight: 1}, {Parent: 3, Weight: 1, Ready: lots},
+		}, []int64{120_000, 30_000, 30_000, 90_000, 90_000}},
+		{"top queues share without past use", []QueueNode{{Parent: -1, Weight: 1, Past: Res{60_000, 0}, Ready: lots}, {Parent: -1, Weight: 1, Ready: lots}}, []int64{60_000, 60_000}},
 		{"past use takes no room: a queue alone gets all", []QueueNode{{Parent: -1, Weight: 1, Past: Res{600_000, 0}, Ready: lots}}, []int64{120_000}},
 		// org1 (1) {p1 (1), p2 (1)}, org2 (2) {p3}: 1/6, 1/6, 2/3.
 		{"two levels", []QueueNode{

@@ -794,8 +794,12 @@ func (s *machineBook) dropPrivate(batch uint64, id uint32, now int64, reason str
 }
 
 // reserved reports whether an instance runs on a machine kept for one job
-// or being drained: the scheduler places nothing there.
+// or being drained, or its worker said it is leaving: the scheduler places
+// nothing there.
 func (s *machineBook) reserved(inst *Instance) bool {
+	if inst.Leaving {
+		return true
+	}
 	if inst.Machine == "" {
 		return false
 	}

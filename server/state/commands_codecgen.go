@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF81447 = 1
-	codecSelferCcRAW1447  = 255
+	codecSelferCcUTF83231 = 1
+	codecSelferCcRAW3231  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray1447  = 10
-	codecSelferValueTypeMap1447    = 9
-	codecSelferValueTypeString1447 = 6
-	codecSelferValueTypeInt1447    = 2
-	codecSelferValueTypeUint1447   = 3
-	codecSelferValueTypeFloat1447  = 4
-	codecSelferBitsize1447         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray3231  = 10
+	codecSelferValueTypeMap3231    = 9
+	codecSelferValueTypeString3231 = 6
+	codecSelferValueTypeInt3231    = 2
+	codecSelferValueTypeUint3231   = 3
+	codecSelferValueTypeFloat3231  = 4
+	codecSelferBitsize3231         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct1447 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct3231 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer1447 struct{}
+type codecSelfer3231 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -313,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -328,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Callback))
 					}
 				}
 			} else {
@@ -336,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -344,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Callback))
 					}
 				}
 			}
@@ -355,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Queue))
 					}
 				}
 			} else {
@@ -363,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -371,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Queue))
 					}
 				}
 			}
@@ -386,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -405,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -424,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -442,7 +442,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -450,14 +450,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -465,13 +465,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -599,7 +599,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj22 int
@@ -884,7 +884,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -914,7 +914,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -933,7 +933,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -948,7 +948,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Key))
 					}
 				}
 			} else {
@@ -956,7 +956,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -964,7 +964,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Key))
 					}
 				}
 			}
@@ -979,7 +979,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1002,7 +1002,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1029,7 +1029,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1052,7 +1052,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1067,7 +1067,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.User))
 					}
 				}
 			} else {
@@ -1075,7 +1075,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1083,7 +1083,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.User))
 					}
 				}
 			}
@@ -1097,7 +1097,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1105,14 +1105,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1120,13 +1120,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1206,7 +1206,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -1363,7 +1363,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1393,7 +1393,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1412,7 +1412,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1435,7 +1435,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1458,7 +1458,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1477,7 +1477,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1492,7 +1492,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.User))
 					}
 				}
 			} else {
@@ -1500,7 +1500,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1508,7 +1508,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.User))
 					}
 				}
 			}
@@ -1522,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1530,14 +1530,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1545,13 +1545,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1616,7 +1616,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -1738,7 +1738,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1768,7 +1768,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1787,7 +1787,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1806,7 +1806,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1824,7 +1824,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1832,14 +1832,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1847,13 +1847,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1897,7 +1897,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -1968,7 +1968,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1998,7 +1998,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2017,7 +2017,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2036,7 +2036,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2055,7 +2055,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2074,7 +2074,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2092,7 +2092,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2100,14 +2100,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2115,13 +2115,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2177,7 +2177,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2280,7 +2280,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2310,7 +2310,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2333,7 +2333,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2356,7 +2356,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Reserve\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Reserve`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Reserve`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2374,7 +2374,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2382,14 +2382,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2397,13 +2397,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2450,7 +2450,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -2524,7 +2524,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2554,7 +2554,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2573,7 +2573,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2592,7 +2592,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2611,7 +2611,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2630,7 +2630,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2651,7 +2651,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2672,7 +2672,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2691,7 +2691,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2710,7 +2710,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2725,7 +2725,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Message))
 					}
 				}
 			} else {
@@ -2733,7 +2733,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2741,7 +2741,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Message))
 					}
 				}
 			}
@@ -2768,7 +2768,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2792,7 +2792,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2811,7 +2811,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOM\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `OOM`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `OOM`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2830,7 +2830,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Leaving\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Leaving`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2848,7 +2848,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2856,14 +2856,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2871,13 +2871,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2998,7 +2998,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3256,7 +3256,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3286,7 +3286,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3309,7 +3309,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3331,7 +3331,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3339,14 +3339,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3354,13 +3354,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3401,7 +3401,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3459,7 +3459,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3485,7 +3485,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Name))
 					}
 				}
 			} else {
@@ -3493,7 +3493,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3501,7 +3501,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Name))
 					}
 				}
 			}
@@ -3516,7 +3516,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3539,7 +3539,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3564,7 +3564,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3585,7 +3585,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3604,7 +3604,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3623,7 +3623,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3642,7 +3642,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3661,7 +3661,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3682,7 +3682,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3715,7 +3715,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3751,7 +3751,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3774,7 +3774,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3782,14 +3782,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3797,13 +3797,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3916,7 +3916,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -4146,7 +4146,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4176,7 +4176,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxLost\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `MaxLost`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `MaxLost`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4195,7 +4195,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMFactorMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `OOMFactorMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `OOMFactorMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4214,7 +4214,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMMaxMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `OOMMaxMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `OOMMaxMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4233,7 +4233,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `MaxSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `MaxSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4251,7 +4251,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4259,14 +4259,14 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4274,13 +4274,13 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4330,7 +4330,7 @@ func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4417,7 +4417,7 @@ func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4443,7 +4443,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Image))
 					}
 				}
 			} else {
@@ -4451,7 +4451,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4459,7 +4459,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Image))
 					}
 				}
 			}
@@ -4470,7 +4470,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Network))
 					}
 				}
 			} else {
@@ -4478,7 +4478,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4486,7 +4486,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Network))
 					}
 				}
 			}
@@ -4505,7 +4505,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4532,7 +4532,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4555,7 +4555,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4574,7 +4574,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4593,7 +4593,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Nomad\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Nomad`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Nomad`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4624,7 +4624,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if yyn24 {
@@ -4647,7 +4647,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4655,14 +4655,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4670,13 +4670,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4762,7 +4762,7 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj14 int
@@ -4925,7 +4925,7 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4951,7 +4951,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Name))
 					}
 				}
 			} else {
@@ -4959,7 +4959,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4967,7 +4967,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Name))
 					}
 				}
 			}
@@ -4978,7 +4978,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.URL))
 					}
 				}
 			} else {
@@ -4986,7 +4986,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4994,7 +4994,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.URL))
 					}
 				}
 			}
@@ -5005,7 +5005,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Path))
 					}
 				}
 			} else {
@@ -5013,7 +5013,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5021,7 +5021,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Path))
 					}
 				}
 			}
@@ -5035,7 +5035,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5043,14 +5043,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5058,13 +5058,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5108,7 +5108,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5179,7 +5179,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5209,7 +5209,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5228,7 +5228,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5247,7 +5247,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5266,7 +5266,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5285,7 +5285,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5304,7 +5304,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5323,7 +5323,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5342,7 +5342,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5360,7 +5360,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5368,14 +5368,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5383,13 +5383,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5463,7 +5463,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5614,7 +5614,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5648,7 +5648,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -5667,7 +5667,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Pool))
 					}
 				}
 			} else {
@@ -5675,7 +5675,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5683,7 +5683,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.Pool))
 					}
 				}
 			}
@@ -5694,7 +5694,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.GPUType))
 					}
 				}
 			} else {
@@ -5702,7 +5702,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5710,7 +5710,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.GPUType))
 					}
 				}
 			}
@@ -5725,7 +5725,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5740,7 +5740,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.MachineType))
 					}
 				}
 			} else {
@@ -5748,7 +5748,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5756,7 +5756,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81447, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF83231, string(x.MachineType))
 					}
 				}
 			}
@@ -5775,7 +5775,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Labels\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Labels`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Labels`)
 				}
 				r.WriteMapElemValue()
 				if x.Labels == nil {
@@ -5802,7 +5802,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Clusters\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Clusters`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Clusters`)
 				}
 				r.WriteMapElemValue()
 				if x.Clusters == nil {
@@ -5825,7 +5825,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NoSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `NoSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `NoSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5843,7 +5843,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5851,14 +5851,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5866,13 +5866,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5955,7 +5955,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj15 int
@@ -6115,7 +6115,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6145,7 +6145,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6164,7 +6164,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6182,7 +6182,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6190,14 +6190,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6205,13 +6205,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6249,7 +6249,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -6304,7 +6304,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6334,7 +6334,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6353,7 +6353,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6376,7 +6376,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -6403,7 +6403,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -6438,7 +6438,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81447, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF83231, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -6461,7 +6461,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6469,14 +6469,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1447 {
+		if yyct2 == codecSelferValueTypeMap3231 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1447 {
+		} else if yyct2 == codecSelferValueTypeArray3231 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6484,13 +6484,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1447)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct3231)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6558,7 +6558,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1447
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6672,8 +6672,8 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer1447) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6685,8 +6685,8 @@ func (x codecSelfer1447) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1447) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6766,8 +6766,8 @@ func (x codecSelfer1447) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1447) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6779,8 +6779,8 @@ func (x codecSelfer1447) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1447) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6860,8 +6860,8 @@ func (x codecSelfer1447) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer1447) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6873,8 +6873,8 @@ func (x codecSelfer1447) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1447) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -6954,8 +6954,8 @@ func (x codecSelfer1447) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1447) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -6966,15 +6966,15 @@ func (x codecSelfer1447) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF81447, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF83231, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1447) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7054,8 +7054,8 @@ func (x codecSelfer1447) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1447) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7067,8 +7067,8 @@ func (x codecSelfer1447) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1447) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7148,8 +7148,8 @@ func (x codecSelfer1447) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1447) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7161,8 +7161,8 @@ func (x codecSelfer1447) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1447) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer1447
+func (x codecSelfer3231) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer3231
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

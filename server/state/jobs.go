@@ -91,12 +91,17 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 			s.finish(b, e.Job, j, Cancelled, now)
 			break
 		}
-		if inst := s.instances[e.Instance]; e.Leaving && inst != nil && g.spec.maxSpot() > 0 && s.spot(inst) {
-			// Its spot machine is being reclaimed (the worker preempts
-			// what it runs before it leaves).
-			var note string
-			g, note = s.spotReclaimed(b, g, e.Job, j)
-			b.setMessage(e.Job, e.Message+note)
+		if inst := s.instances[e.Instance]; e.Leaving && inst != nil {
+			// The worker is going away with its machine: nothing more
+			// goes there (the job must not come straight back to it,
+			// to be counted again at its goodbye), and on a spot machine
+			// it is a reclaim.
+			inst.Leaving = true
+			if g.spec.maxSpot() > 0 && s.spot(inst) {
+				var note string
+				g, note = s.spotReclaimed(b, g, e.Job, j)
+				b.setMessage(e.Job, e.Message+note)
+			}
 		}
 		s.requeue(b, g, e.Job, j, true, now)
 	default:

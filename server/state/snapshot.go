@@ -104,6 +104,7 @@ type snapInstance struct {
 	Config    string
 	Version   string // absent before workers said
 	LastEnded int64  // absent before machines told it
+	Leaving   bool   // absent before workers said
 }
 
 type snapKey struct {
@@ -327,7 +328,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, id := range instIDs {
 		inst := s.instances[id]
 		si := snapInstance{Instance: *inst, Node: inst.NodeID, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, Labels: inst.Labels,
-			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config, Version: inst.Version, LastEnded: inst.LastEnded}
+			GPUType: inst.GPUType, GPUs: inst.GPUs, FreeGPU: inst.FreeGPUs, Machine: inst.Machine, Config: inst.Config, Version: inst.Version, LastEnded: inst.LastEnded, Leaving: inst.Leaving}
 		si.Instance.running = nil
 		for k := range inst.running {
 			si.Running = append(si.Running, snapKey{k.batch, k.job})
@@ -572,7 +573,7 @@ func (s *State) Restore(r io.Reader) error {
 		inst.NodeID = si.Node
 		inst.Region, inst.Cluster, inst.Pool, inst.Labels = si.Region, si.Cluster, si.Pool, si.Labels
 		inst.GPUType, inst.GPUs, inst.FreeGPUs = si.GPUType, si.GPUs, si.FreeGPU
-		inst.Machine, inst.Config, inst.Version, inst.LastEnded = si.Machine, si.Config, si.Version, si.LastEnded
+		inst.Machine, inst.Config, inst.Version, inst.LastEnded, inst.Leaving = si.Machine, si.Config, si.Version, si.LastEnded, si.Leaving
 		if inst.Cluster == "" { // a snapshot from before placement
 			inst.Region, inst.Cluster, inst.Pool = DefaultRegion, DefaultCluster, DefaultPool
 		}

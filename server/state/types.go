@@ -572,7 +572,11 @@ type Instance struct {
 	// (after Version; 0: none has).
 	Version   string `codec:"-"`
 	LastEnded int64  `codec:"-"`
-	running   map[attemptKey]struct{}
+	// Leaving: the worker said it is going away with its machine (a
+	// preempted event with Event.Leaving): nothing more is placed on it
+	// (snapshots carry it after LastEnded).
+	Leaving bool `codec:"-"`
+	running map[attemptKey]struct{}
 }
 
 // free is what the instance has free, as placement's rule of node fit

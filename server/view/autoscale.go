@@ -115,8 +115,8 @@ func autoscaleState(r state.Reader) *Autoscale {
 	slices.SortFunc(insts, func(a, b *state.Instance) int { return cmp.Compare(a.ID, b.ID) })
 	for _, inst := range insts {
 		v.Running[inst.ID] = r.Attempts(inst)
-		if disabled[inst.Cluster] || r.PrivateMachine(inst) {
-			continue // a private machine's room is its job's
+		if disabled[inst.Cluster] || r.PrivateMachine(inst) || inst.Leaving {
+			continue // a private machine's room is its job's; a leaving worker's is going
 		}
 		room := FreeRoom{Instance: inst.ID, Machine: inst.Machine, Region: inst.Region, Cluster: inst.Cluster, Pool: inst.Pool, GPUType: inst.GPUType,
 			CPUMilli: max(inst.FreeMilli, 0), Memory: max(inst.FreeMem, 0), GPUs: max(inst.FreeGPUs, 0), TotalMilli: inst.CPUMilli, Spot: r.Spot(inst)}
