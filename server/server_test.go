@@ -273,8 +273,16 @@ type simWorker struct {
 }
 
 func newSimWorker(t *testing.T, tc *testCluster, name string, cpu float64) *simWorker {
+	return activateSimWorker(t, tc, &api.ActivateRequest{Name: name, CPU: cpu, Memory: 64 << 30})
+}
+
+// activateSimWorker activates a simulated worker as req says (with the
+// cluster's worker secret).
+func activateSimWorker(t *testing.T, tc *testCluster, req *api.ActivateRequest) *simWorker {
+	t.Helper()
 	c := api.NewClient(tc.url, "")
-	res, err := c.Workers().Activate(context.Background(), &api.ActivateRequest{Name: name, CPU: cpu, Memory: 64 << 30, Secret: "test-secret"})
+	req.Secret = "test-secret"
+	res, err := c.Workers().Activate(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,14 +25,7 @@ func TestSpotCapThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	activate := func(name, pool string) *simWorker {
-		t.Helper()
-		c := api.NewClient(tc.url, "")
-		res, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: name, CPU: 1, Memory: 8 << 30, Secret: "test-secret", Region: "r", Cluster: "c", Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetToken(res.Token)
-		return &simWorker{t: t, c: c, id: res.InstanceID}
+		return activateSimWorker(t, tc, &api.ActivateRequest{Name: name, CPU: 1, Memory: 8 << 30, Region: "r", Cluster: "c", Pool: pool})
 	}
 	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
 		{JobID: 1, Name: "capped", Command: []string{"sleep", "60"}, CPU: 1, Memory: 1 << 20, MaxSpotAttempts: 1}}})

@@ -25,13 +25,7 @@ func TestOneReclaimCountsOnce(t *testing.T) {
 		{Name: "spot", CPU: 2, Memory: 8 << 30, Preemptible: true}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	c := api.NewClient(tc.url, "")
-	res, err := c.Workers().Activate(ctx, &api.ActivateRequest{Name: "spot-1", CPU: 1, Memory: 8 << 30, Secret: "test-secret", Region: "r", Cluster: "c", Pool: "spot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetToken(res.Token)
-	w := &simWorker{t: t, c: c, id: res.InstanceID}
+	w := activateSimWorker(t, tc, &api.ActivateRequest{Name: "spot-1", CPU: 1, Memory: 8 << 30, Region: "r", Cluster: "c", Pool: "spot"})
 	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Jobs: []api.JobSpec{
 		{JobID: 1, Name: "capped", Command: []string{"sleep", "600"}, CPU: 1, Memory: 1 << 20, MaxSpotAttempts: 2}}})
 	if err != nil {
@@ -49,13 +43,7 @@ func TestOneReclaimCountsOnce(t *testing.T) {
 	w.sync(0)
 	// Another spot worker comes: the job runs there, never again on the
 	// leaving worker (where the goodbye would count it a second time).
-	c2 := api.NewClient(tc.url, "")
-	res2, err := c2.Workers().Activate(ctx, &api.ActivateRequest{Name: "spot-2", CPU: 1, Memory: 8 << 30, Secret: "test-secret", Region: "r", Cluster: "c", Pool: "spot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2.SetToken(res2.Token)
-	w2 := &simWorker{t: t, c: c2, id: res2.InstanceID}
+	w2 := activateSimWorker(t, tc, &api.ActivateRequest{Name: "spot-2", CPU: 1, Memory: 8 << 30, Region: "r", Cluster: "c", Pool: "spot"})
 	var placed int
 	for range 20 {
 		if placed = len(w2.sync(time.Second).Assign); placed > 0 {
@@ -70,7 +58,7 @@ func TestOneReclaimCountsOnce(t *testing.T) {
 		t.Fatalf("kept off spot after one reclaim notice: %+v", j)
 	}
 	// The first worker's goodbye.
-	if err := c.Workers().Deactivate(ctx, true); err != nil {
+	if err := w.c.Workers().Deactivate(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	j, err = tc.admin.GetJob(ctx, b.ID, 1)
