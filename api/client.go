@@ -565,6 +565,34 @@ func (c *Client) CancelBatch(ctx context.Context, id int64) error {
 	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/cancel", id), nil, nil)
 }
 
+// JobGroups lists a batch's job groups, parents before their children.
+func (c *Client) JobGroups(ctx context.Context, batch int64) ([]JobGroup, error) {
+	var out JobGroupList
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/job-groups", batch), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.JobGroups, nil
+}
+
+// JobGroup reads one job group of a batch, by its path or its ID.
+func (c *Client) JobGroup(ctx context.Context, batch int64, group string) (*JobGroup, error) {
+	var out JobGroup
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/batches/%d/job-groups/%s", batch, url.PathEscape(group)), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelJobGroup cancels a job group of a batch (by its path or its ID)
+// and the groups below it.
+func (c *Client) CancelJobGroup(ctx context.Context, batch int64, group string) (*JobGroupCancelResponse, error) {
+	var out JobGroupCancelResponse
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/batches/%d/job-groups/%s/cancel", batch, url.PathEscape(group)), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // RetryBatch runs final jobs of a batch again (see RetryRequest).
 func (c *Client) RetryBatch(ctx context.Context, id int64, req *RetryRequest) (*RetryResponse, error) {
 	var out RetryResponse

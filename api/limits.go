@@ -162,6 +162,11 @@ func (s *JobSpec) Validate() error {
 	if err := ValidateName("name", s.Name); err != nil {
 		return err
 	}
+	if s.JobGroup != "" {
+		if err := placement.ValidateJobGroupPath(s.JobGroup); err != nil {
+			return fmt.Errorf("job_group: %w", err)
+		}
+	}
 	if len(s.Command) > MaxCommandArgs {
 		return fmt.Errorf("command has %d arguments; the limit is %d", len(s.Command), MaxCommandArgs)
 	}
@@ -372,3 +377,55 @@ func ValidateBatchQueue(queue string, priority int64) error {
 	}
 	return placement.ValidateQueuePath(queue)
 }
+
+// Bounds of job groups: per batch (MaxJobGroups), declared in one
+// request (MaxJobGroupsPerRequest, MaxJobGroupBytes of paths, attributes
+// and callbacks together), and of a path (placement's rule).
+const (
+	MaxJobGroups           = 10_000
+	MaxJobGroupsPerRequest = 1000
+	MaxJobGroupBytes       = 1 << 20
+	MaxJobGroupDepth       = placement.MaxJobGroupDepth
+	MaxJobGroupSegment     = placement.MaxJobGroupSegment
+)
+
+// ValidateJobGroups checks the job groups a request declares: their
+// number and size, each path (ValidateJobGroupPath), attributes and
+// cancel_after_n_failures, and that no path is declared twice. Callbacks
+// are checked against the servers' allowed destinations by the server.
+func ValidateJobGroups(groups []JobGroupSpec) error {
+	if len(groups) > MaxJobGroupsPerRequest {
+		return fmt.Errorf("job_groups declares %d groups; at most %d a request (a batch holds up to %d over its updates)", len(groups), MaxJobGroupsPerRequest, MaxJobGroups)
+	}
+	seen := make(map[string]bool, len(groups))
+	size := 0
+	for i := range groups {
+		g := &groups[i]
+		err := placement.ValidateJobGroupPath(g.Path)
+		if err == nil && seen[g.Path] {
+			err = fmt.Errorf("job group %s is declared twice", g.Path)
+		}
+		if err == nil {
+			err = errors.Join(ValidateAttributes(g.Attributes), ValidateCancelAfter(g.CancelAfterNFailures))
+		}
+		if err == nil && g.Callback != "" {
+			_, err = ParseCallback("callback", g.Callback)
+		}
+		if err != nil {
+			return fmt.Errorf("job_groups[%d]: %w", i, err)
+		}
+		seen[g.Path] = true
+		size += len(g.Path) + len(g.Callback)
+		for k, v := range g.Attributes {
+			size += len(k) + len(v)
+		}
+	}
+	if size > MaxJobGroupBytes {
+		return fmt.Errorf("job_groups are %d bytes of paths, attributes and callbacks; at most %d a request", size, MaxJobGroupBytes)
+	}
+	return nil
+}
+
+// ValidateJobGroupPath checks a job group's path (placement's rule, which
+// apply checks again).
+func ValidateJobGroupPath(path string) error { return placement.ValidateJobGroupPath(path) }

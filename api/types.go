@@ -147,6 +147,81 @@ type JobSpec struct {
 	// reclaims count against this cap, not MaxLostAttempts (a spot worker
 	// that goes silent is a lost attempt as any other).
 	MaxSpotAttempts int `json:"max_spot_attempts,omitempty"`
+	// JobGroup is the path of the job group the job is in ("align",
+	// "align/chr1"; empty: none but the batch). The group is declared in
+	// the request's job_groups or was by an earlier one.
+	JobGroup string `json:"job_group,omitempty"`
+}
+
+// JobGroupSpec declares a job group of a batch, as Hail's job groups: a
+// named set of the batch's jobs, nested under the batch by its path (its
+// parents' names, then its own, joined by "/": each name 1 to
+// MaxJobGroupSegment letters, digits, '-', '_' or '.'; at most
+// MaxJobGroupDepth deep). A group counts its subgroups' jobs as its own,
+// and has its own status, cost, cancel (POST
+// /api/v1/batches/{id}/job-groups/{group}/cancel), completion callback
+// and cancel_after_n_failures. A path the batch has already is that
+// group, whose settings, if given again, must be the same; a parent is
+// declared before its children, in this request or an earlier one.
+type JobGroupSpec struct {
+	Path       string            `json:"path"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// Callback is a URL the leader POSTs the group (as GET
+	// /api/v1/batches/{id}/job-groups/{group} answers it) to each time
+	// it completes: as the batch's callback, under -callback-allow.
+	Callback string `json:"callback,omitempty"`
+	// CancelAfterNFailures cancels the group (and the groups below it)
+	// once this many of its jobs have failed (Failed or Error, after
+	// their retries); 0: never.
+	CancelAfterNFailures int64 `json:"cancel_after_n_failures,omitempty"`
+}
+
+// JobGroup is a job group's status (GET /api/v1/batches/{id}/job-groups).
+// Its counts include the jobs of the groups below it.
+type JobGroup struct {
+	BatchID int64 `json:"batch_id"`
+	// ID numbers the batch's groups from 1 in the order they were made;
+	// ParentID is the group it is in (0: the batch).
+	ID         int64             `json:"id"`
+	ParentID   int64             `json:"parent_id,omitempty"`
+	Path       string            `json:"path"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// State is BatchRunning or BatchComplete, as a batch's.
+	State     string `json:"state"`
+	Cancelled bool   `json:"cancelled"`
+	// CancelReason says who or what cancelled it (or the group above it,
+	// or its batch).
+	CancelReason         string       `json:"cancel_reason,omitempty"`
+	CancelAfterNFailures int64        `json:"cancel_after_n_failures,omitempty"`
+	Callback             string       `json:"callback,omitempty"`
+	CallbackResult       string       `json:"callback_result,omitempty"`
+	NJobs                int64        `json:"n_jobs"`
+	NPending             int64        `json:"n_pending"`
+	NReady               int64        `json:"n_ready"`
+	NRunning             int64        `json:"n_running"`
+	NCompleted           int64        `json:"n_completed"`
+	NSucceeded           int64        `json:"n_succeeded"`
+	NFailed              int64        `json:"n_failed"`
+	NCancelled           int64        `json:"n_cancelled"`
+	NError               int64        `json:"n_error"`
+	TimeCompleted        *time.Time   `json:"time_completed,omitempty"`
+	Cost                 money.Amount `json:"cost"`
+}
+
+// JobGroupList is a batch's job groups, parents before their children.
+type JobGroupList struct {
+	JobGroups []JobGroup `json:"job_groups"`
+}
+
+// JobGroupCancelResponse says what cancelling a job group did.
+type JobGroupCancelResponse struct {
+	// AlreadyCancelled: it was, and nothing changed.
+	AlreadyCancelled bool `json:"already_cancelled,omitempty"`
+	// Groups cancelled now (it and those below it), jobs cancelled at
+	// once, and running jobs whose workers are told to kill them.
+	Groups    int64 `json:"groups"`
+	Cancelled int64 `json:"cancelled"`
+	Running   int64 `json:"running"`
 }
 
 // OOMRetry retries a job killed for running out of memory with its memory
@@ -263,6 +338,9 @@ type CreateBatchRequest struct {
 	// none); drover queue slo reports how often batches meet them.
 	SLOSeconds float64    `json:"slo_seconds,omitempty"`
 	Deadline   *time.Time `json:"deadline,omitempty"`
+	// JobGroups declares the job groups its jobs name (JobSpec.JobGroup),
+	// parents first; at most MaxJobGroupsPerRequest.
+	JobGroups []JobGroupSpec `json:"job_groups,omitempty"`
 }
 
 // CreateUpdateRequest adds jobs to an existing batch: either inline (Jobs,
@@ -271,6 +349,9 @@ type CreateUpdateRequest struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Jobs           []JobSpec `json:"jobs,omitempty"`
 	NJobs          int64     `json:"n_jobs,omitempty"`
+	// JobGroups: see CreateBatchRequest (with NJobs, groups the bunches'
+	// jobs may name).
+	JobGroups []JobGroupSpec `json:"job_groups,omitempty"`
 }
 
 // UpdateResponse names the update and the block of job IDs it reserved.
@@ -293,6 +374,8 @@ type CreateBatchResponse struct {
 // AddJobsRequest is one bunch of jobs for an open update.
 type AddJobsRequest struct {
 	Jobs []JobSpec `json:"jobs"`
+	// JobGroups: see CreateBatchRequest.
+	JobGroups []JobGroupSpec `json:"job_groups,omitempty"`
 }
 
 // Batch is a batch's status.
@@ -493,6 +576,8 @@ type Job struct {
 	// of its attempts, and it runs on on-demand machines only.
 	MaxSpotAttempts int  `json:"max_spot_attempts,omitempty"`
 	OnDemandOnly    bool `json:"on_demand_only,omitempty"`
+	// JobGroup is the path of the job group it is in (empty: none).
+	JobGroup string `json:"job_group,omitempty"`
 }
 
 // RetryRequest asks a batch to run final jobs again: those in States

@@ -20,7 +20,7 @@ const MsgpackContentType = "application/vnd.msgpack"
 // The wire types are encoded by code that go-msgpack's codecgen generated
 // (wire_codecgen.go); after changing one of them, run `go generate ./api/`.
 //
-//go:generate go run github.com/hashicorp/go-msgpack/v2/codec/codecgen -o wire_codecgen.go -r ^(SyncRequest|SyncResponse|Preemption|AttemptEvent|AttemptRef|Assignment|AddJobsRequest|JobSpec|IDRange|CreateBatchRequest|CreateUpdateRequest|UpdateResponse|InputFile|OutputFile|OOMRetry|Usage|StorageGrant|StorageCredentials|S3Settings)$ types.go storage.go
+//go:generate go run github.com/hashicorp/go-msgpack/v2/codec/codecgen -o wire_codecgen.go -r ^(SyncRequest|SyncResponse|Preemption|AttemptEvent|AttemptRef|Assignment|AddJobsRequest|JobSpec|IDRange|CreateBatchRequest|CreateUpdateRequest|UpdateResponse|InputFile|OutputFile|OOMRetry|Usage|StorageGrant|StorageCredentials|S3Settings|JobGroupSpec)$ types.go storage.go
 //go:generate sed -i "1a //lint:file-ignore SA1019 codecgen calls a helper of its own that its library marks deprecated" wire_codecgen.go
 
 var msgpackHandle = func() *codec.MsgpackHandle {

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF89074 = 1
-	codecSelferCcRAW9074  = 255
+	codecSelferCcUTF85450 = 1
+	codecSelferCcRAW5450  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray9074  = 10
-	codecSelferValueTypeMap9074    = 9
-	codecSelferValueTypeString9074 = 6
-	codecSelferValueTypeInt9074    = 2
-	codecSelferValueTypeUint9074   = 3
-	codecSelferValueTypeFloat9074  = 4
-	codecSelferBitsize9074         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray5450  = 10
+	codecSelferValueTypeMap5450    = 9
+	codecSelferValueTypeString5450 = 6
+	codecSelferValueTypeInt5450    = 2
+	codecSelferValueTypeUint5450   = 3
+	codecSelferValueTypeFloat5450  = 4
+	codecSelferBitsize5450         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct9074 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct5450 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer9074 struct{}
+type codecSelfer5450 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [32]bool{    // should field at this index be written?
+			var yyq2 = [33]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -119,10 +119,11 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.MaxLostAttempts != 0,        // MaxLostAttempts
 				x.OOMRetry != nil,             // OOMRetry
 				x.MaxSpotAttempts != 0,        // MaxSpotAttempts
+				x.JobGroup != "",              // JobGroup
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(32)
+				r.WriteArrayStart(33)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -141,7 +142,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -156,14 +157,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -172,7 +173,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -180,7 +181,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 						}
 					}
 				}
@@ -201,7 +202,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -227,7 +228,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -256,7 +257,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -285,7 +286,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -314,7 +315,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -341,7 +342,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -373,7 +374,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -402,7 +403,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -427,7 +428,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -449,7 +450,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -473,7 +474,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -495,7 +496,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -523,7 +524,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -556,7 +557,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -577,14 +578,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -593,7 +594,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -601,7 +602,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Pool))
 						}
 					}
 				}
@@ -622,7 +623,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -639,27 +640,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GPUType))
 						}
 					}
 				}
@@ -672,27 +673,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.MachineType))
 						}
 					}
 				}
@@ -705,14 +706,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -721,7 +722,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -729,7 +730,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
 						}
 					}
 				}
@@ -742,14 +743,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -758,7 +759,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -766,7 +767,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
 						}
 					}
 				}
@@ -791,7 +792,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -824,7 +825,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -850,7 +851,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -871,7 +872,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -895,7 +896,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -924,7 +925,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -954,7 +955,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -979,7 +980,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1012,7 +1013,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[30] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `oom_retry`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `oom_retry`)
 					r.WriteMapElemValue()
 					if yyn93 {
 						r.EncodeNil()
@@ -1038,11 +1039,44 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[31] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `max_spot_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `max_spot_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.MaxSpotAttempts))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[32] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.JobGroup)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.JobGroup))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+					}
+				}
+			} else {
+				if yyq2[32] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85450, `job_group`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.JobGroup)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.JobGroup))
+						}
 					}
 				}
 			}
@@ -1056,7 +1090,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1064,14 +1098,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1079,13 +1113,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1197,7 +1231,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1233,7 +1267,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1317,7 +1351,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "oom_retry":
 			if r.TryDecodeAsNil() {
@@ -1335,7 +1369,13 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxSpotAttempts = 0
 			} else {
-				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+			}
+		case "job_group":
+			if r.TryDecodeAsNil() {
+				x.JobGroup = ""
+			} else {
+				x.JobGroup = (string)(r.DecodeString())
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -1345,19 +1385,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj48 int
-	var yyb48 bool
-	var yyhl48 bool = l >= 0
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	var yyj49 int
+	var yyb49 bool
+	var yyhl49 bool = l >= 0
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1367,13 +1407,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1383,13 +1423,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1399,13 +1439,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1418,13 +1458,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1437,13 +1477,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1456,13 +1496,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1475,13 +1515,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1494,13 +1534,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1513,13 +1553,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1529,13 +1569,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1545,13 +1585,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1561,13 +1601,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1575,15 +1615,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1593,13 +1633,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1612,13 +1652,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1631,13 +1671,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1647,13 +1687,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1661,15 +1701,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1679,13 +1719,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1695,13 +1735,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1711,13 +1751,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1727,13 +1767,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1746,13 +1786,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1765,13 +1805,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1781,13 +1821,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1797,13 +1837,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1813,13 +1853,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1832,13 +1872,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Clusters), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1851,13 +1891,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
 		}
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1865,15 +1905,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1889,13 +1929,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.OOMRetry.CodecDecodeSelf(d)
 	}
-	yyj48++
-	if yyhl48 {
-		yyb48 = yyj48 > l
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
 	} else {
-		yyb48 = r.CheckBreak()
+		yyb49 = r.CheckBreak()
 	}
-	if yyb48 {
+	if yyb49 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1903,26 +1943,375 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxSpotAttempts = 0
 	} else {
-		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+	}
+	yyj49++
+	if yyhl49 {
+		yyb49 = yyj49 > l
+	} else {
+		yyb49 = r.CheckBreak()
+	}
+	if yyb49 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.JobGroup = ""
+	} else {
+		x.JobGroup = (string)(r.DecodeString())
 	}
 	for {
-		yyj48++
-		if yyhl48 {
-			yyb48 = yyj48 > l
+		yyj49++
+		if yyhl49 {
+			yyb49 = yyj49 > l
 		} else {
-			yyb48 = r.CheckBreak()
+			yyb49 = r.CheckBreak()
 		}
-		if yyb48 {
+		if yyb49 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj48-1, "")
+		z.DecStructFieldNotFound(yyj49-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer5450
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			var yyq2 = [4]bool{     // should field at this index be written?
+				true,                        // Path
+				len(x.Attributes) != 0,      // Attributes
+				x.Callback != "",            // Callback
+				x.CancelAfterNFailures != 0, // CancelAfterNFailures
+			}
+			_ = yyq2
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(4)
+			} else {
+				var yynn2 int
+				for _, b := range yyq2 {
+					if b {
+						yynn2++
+					}
+				}
+				r.WriteMapStart(yynn2)
+				yynn2 = 0
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"path\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF85450, `path`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[1] {
+					if x.Attributes == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encMapstringstring((map[string]string)(x.Attributes), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[1] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"attributes\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85450, `attributes`)
+					}
+					r.WriteMapElemValue()
+					if x.Attributes == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encMapstringstring((map[string]string)(x.Attributes), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[2] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+					}
+				}
+			} else {
+				if yyq2[2] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"callback\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF85450, `callback`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[3] {
+					if false {
+					} else {
+						r.EncodeInt(int64(x.CancelAfterNFailures))
+					}
+				} else {
+					r.EncodeInt(0)
+				}
+			} else {
+				if yyq2[3] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85450, `cancel_after_n_failures`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeInt(int64(x.CancelAfterNFailures))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer5450
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap5450 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray5450 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+		}
+	}
+}
+
+func (x *JobGroupSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer5450
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "path":
+			if r.TryDecodeAsNil() {
+				x.Path = ""
+			} else {
+				x.Path = (string)(r.DecodeString())
+			}
+		case "attributes":
+			if r.TryDecodeAsNil() {
+				x.Attributes = nil
+			} else {
+				if false {
+				} else {
+					h.decMapstringstring((*map[string]string)(&x.Attributes), d)
+				}
+			}
+		case "callback":
+			if r.TryDecodeAsNil() {
+				x.Callback = ""
+			} else {
+				x.Callback = (string)(r.DecodeString())
+			}
+		case "cancel_after_n_failures":
+			if r.TryDecodeAsNil() {
+				x.CancelAfterNFailures = 0
+			} else {
+				x.CancelAfterNFailures = (int64)(r.DecodeInt64())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer5450
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj9 int
+	var yyb9 bool
+	var yyhl9 bool = l >= 0
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Path = ""
+	} else {
+		x.Path = (string)(r.DecodeString())
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Attributes = nil
+	} else {
+		if false {
+		} else {
+			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
+		}
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Callback = ""
+	} else {
+		x.Callback = (string)(r.DecodeString())
+	}
+	yyj9++
+	if yyhl9 {
+		yyb9 = yyj9 > l
+	} else {
+		yyb9 = r.CheckBreak()
+	}
+	if yyb9 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.CancelAfterNFailures = 0
+	} else {
+		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
+	}
+	for {
+		yyj9++
+		if yyhl9 {
+			yyb9 = yyj9 > l
+		} else {
+			yyb9 = r.CheckBreak()
+		}
+		if yyb9 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj9-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1952,7 +2341,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"factor\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `factor`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `factor`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1968,7 +2357,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `max_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `max_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -1985,7 +2374,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1993,14 +2382,14 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2008,13 +2397,13 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2052,7 +2441,7 @@ func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2107,7 +2496,7 @@ func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2133,7 +2522,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 					}
 				}
 			} else {
@@ -2141,7 +2530,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2149,7 +2538,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 					}
 				}
 			}
@@ -2160,7 +2549,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Source))
 					}
 				}
 			} else {
@@ -2168,7 +2557,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2176,7 +2565,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Source))
 					}
 				}
 			}
@@ -2187,7 +2576,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
 					}
 				}
 			} else {
@@ -2195,7 +2584,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2203,7 +2592,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
 					}
 				}
 			}
@@ -2217,7 +2606,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2225,14 +2614,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2240,13 +2629,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2290,7 +2679,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2361,7 +2750,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2387,7 +2776,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 					}
 				}
 			} else {
@@ -2395,7 +2784,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2403,7 +2792,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 					}
 				}
 			}
@@ -2414,7 +2803,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
 					}
 				}
 			} else {
@@ -2422,7 +2811,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2430,7 +2819,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
 					}
 				}
 			}
@@ -2441,7 +2830,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Destination))
 					}
 				}
 			} else {
@@ -2449,7 +2838,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2457,7 +2846,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Destination))
 					}
 				}
 			}
@@ -2471,7 +2860,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2479,14 +2868,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2494,13 +2883,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2544,7 +2933,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2615,7 +3004,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2660,7 +3049,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2675,7 +3064,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2690,7 +3079,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2705,7 +3094,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2725,7 +3114,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2746,7 +3135,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2767,7 +3156,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2791,7 +3180,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2810,7 +3199,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2818,14 +3207,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2833,13 +3222,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2913,7 +3302,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -3064,7 +3453,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3078,7 +3467,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [12]bool{    // should field at this index be written?
+			var yyq2 = [13]bool{    // should field at this index be written?
 				x.Name != "",                // Name
 				true,                        // BillingProject
 				len(x.Attributes) != 0,      // Attributes
@@ -3091,10 +3480,11 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.Priority != 0,             // Priority
 				x.SLOSeconds != 0,           // SLOSeconds
 				x.Deadline != nil,           // Deadline
+				len(x.JobGroups) != 0,       // JobGroups
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(12)
+				r.WriteArrayStart(13)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -3113,14 +3503,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -3129,7 +3519,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3137,7 +3527,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 						}
 					}
 				}
@@ -3149,19 +3539,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.BillingProject))
 					}
 				}
 			}
@@ -3185,7 +3575,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -3206,27 +3596,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3251,7 +3641,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3277,7 +3667,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3298,7 +3688,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3314,14 +3704,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -3330,7 +3720,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3338,7 +3728,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
 						}
 					}
 				}
@@ -3351,14 +3741,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -3367,7 +3757,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3375,7 +3765,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Queue))
 						}
 					}
 				}
@@ -3396,7 +3786,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3418,7 +3808,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3466,7 +3856,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3493,6 +3883,35 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[12] {
+					if x.JobGroups == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceJobGroupSpec(([]JobGroupSpec)(x.JobGroups), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[12] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85450, `job_groups`)
+					r.WriteMapElemValue()
+					if x.JobGroups == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceJobGroupSpec(([]JobGroupSpec)(x.JobGroups), e)
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -3502,7 +3921,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3510,14 +3929,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3525,13 +3944,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3644,6 +4063,15 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 					z.DecFallback(x.Deadline, false)
 				}
 			}
+		case "job_groups":
+			if r.TryDecodeAsNil() {
+				x.JobGroups = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceJobGroupSpec((*[]JobGroupSpec)(&x.JobGroups), d)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -3652,19 +4080,19 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj19 int
-	var yyb19 bool
-	var yyhl19 bool = l >= 0
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	var yyj21 int
+	var yyb21 bool
+	var yyhl21 bool = l >= 0
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3674,13 +4102,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3690,13 +4118,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.BillingProject = (string)(r.DecodeString())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3709,13 +4137,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3725,13 +4153,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.IdempotencyKey = (string)(r.DecodeString())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3744,13 +4172,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3760,13 +4188,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.NJobs = (int64)(r.DecodeInt64())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3776,13 +4204,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3792,13 +4220,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Callback = (string)(r.DecodeString())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3808,13 +4236,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Queue = (string)(r.DecodeString())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3824,13 +4252,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.Priority = (int64)(r.DecodeInt64())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3840,13 +4268,13 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 	} else {
 		x.SLOSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj19++
-	if yyhl19 {
-		yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
 	} else {
-		yyb19 = r.CheckBreak()
+		yyb21 = r.CheckBreak()
 	}
-	if yyb19 {
+	if yyb21 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -3863,8 +4291,8 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 		if false {
 		} else if !z.DecBasicHandle().TimeNotBuiltin {
 			*x.Deadline = r.DecodeTime()
-		} else if yyxt34 := z.Extension(z.I2Rtid(x.Deadline)); yyxt34 != nil {
-			z.DecExtension(x.Deadline, yyxt34)
+		} else if yyxt36 := z.Extension(z.I2Rtid(x.Deadline)); yyxt36 != nil {
+			z.DecExtension(x.Deadline, yyxt36)
 		} else if z.DecBinary() {
 			z.DecBinaryUnmarshal(x.Deadline)
 		} else if !z.DecBinary() && z.IsJSONHandle() {
@@ -3873,24 +4301,43 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 			z.DecFallback(x.Deadline, false)
 		}
 	}
-	for {
-		yyj19++
-		if yyhl19 {
-			yyb19 = yyj19 > l
+	yyj21++
+	if yyhl21 {
+		yyb21 = yyj21 > l
+	} else {
+		yyb21 = r.CheckBreak()
+	}
+	if yyb21 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.JobGroups = nil
+	} else {
+		if false {
 		} else {
-			yyb19 = r.CheckBreak()
+			h.decSliceJobGroupSpec((*[]JobGroupSpec)(&x.JobGroups), d)
 		}
-		if yyb19 {
+	}
+	for {
+		yyj21++
+		if yyhl21 {
+			yyb21 = yyj21 > l
+		} else {
+			yyb21 = r.CheckBreak()
+		}
+		if yyb21 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj19-1, "")
+		z.DecStructFieldNotFound(yyj21-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3904,14 +4351,15 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [3]bool{     // should field at this index be written?
+			var yyq2 = [4]bool{     // should field at this index be written?
 				x.IdempotencyKey != "", // IdempotencyKey
 				len(x.Jobs) != 0,       // Jobs
 				x.NJobs != 0,           // NJobs
+				len(x.JobGroups) != 0,  // JobGroups
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(3)
+				r.WriteArrayStart(4)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -3930,27 +4378,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3975,7 +4423,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -4001,11 +4449,40 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.NJobs))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[3] {
+					if x.JobGroups == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceJobGroupSpec(([]JobGroupSpec)(x.JobGroups), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[3] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85450, `job_groups`)
+					r.WriteMapElemValue()
+					if x.JobGroups == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceJobGroupSpec(([]JobGroupSpec)(x.JobGroups), e)
+						}
 					}
 				}
 			}
@@ -4019,7 +4496,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4027,14 +4504,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4042,13 +4519,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4087,6 +4564,15 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 			} else {
 				x.NJobs = (int64)(r.DecodeInt64())
 			}
+		case "job_groups":
+			if r.TryDecodeAsNil() {
+				x.JobGroups = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceJobGroupSpec((*[]JobGroupSpec)(&x.JobGroups), d)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4095,19 +4581,19 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj8 int
-	var yyb8 bool
-	var yyhl8 bool = l >= 0
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	var yyj10 int
+	var yyb10 bool
+	var yyhl10 bool = l >= 0
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4117,13 +4603,13 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 	} else {
 		x.IdempotencyKey = (string)(r.DecodeString())
 	}
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4136,13 +4622,13 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4152,24 +4638,43 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 	} else {
 		x.NJobs = (int64)(r.DecodeInt64())
 	}
-	for {
-		yyj8++
-		if yyhl8 {
-			yyb8 = yyj8 > l
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
+	} else {
+		yyb10 = r.CheckBreak()
+	}
+	if yyb10 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.JobGroups = nil
+	} else {
+		if false {
 		} else {
-			yyb8 = r.CheckBreak()
+			h.decSliceJobGroupSpec((*[]JobGroupSpec)(&x.JobGroups), d)
 		}
-		if yyb8 {
+	}
+	for {
+		yyj10++
+		if yyhl10 {
+			yyb10 = yyj10 > l
+		} else {
+			yyb10 = r.CheckBreak()
+		}
+		if yyb10 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj8-1, "")
+		z.DecStructFieldNotFound(yyj10-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4196,7 +4701,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4211,7 +4716,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4226,7 +4731,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4241,7 +4746,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4259,7 +4764,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4277,7 +4782,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4285,14 +4790,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4300,13 +4805,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4362,7 +4867,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4465,7 +4970,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4479,10 +4984,22 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
+			var yyq2 = [2]bool{     // should field at this index be written?
+				true,                  // Jobs
+				len(x.JobGroups) != 0, // JobGroups
+			}
+			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(1)
+				r.WriteArrayStart(2)
 			} else {
-				r.WriteMapStart(1)
+				var yynn2 int
+				for _, b := range yyq2 {
+					if b {
+						yynn2++
+					}
+				}
+				r.WriteMapStart(yynn2)
+				yynn2 = 0
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -4499,7 +5016,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -4508,6 +5025,35 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if false {
 					} else {
 						h.encSliceJobSpec(([]JobSpec)(x.Jobs), e)
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[1] {
+					if x.JobGroups == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceJobGroupSpec(([]JobGroupSpec)(x.JobGroups), e)
+						}
+					}
+				} else {
+					r.EncodeNil()
+				}
+			} else {
+				if yyq2[1] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF85450, `job_groups`)
+					r.WriteMapElemValue()
+					if x.JobGroups == nil {
+						r.EncodeNil()
+					} else {
+						if false {
+						} else {
+							h.encSliceJobGroupSpec(([]JobGroupSpec)(x.JobGroups), e)
+						}
 					}
 				}
 			}
@@ -4521,7 +5067,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4529,14 +5075,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4544,13 +5090,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4577,6 +5123,15 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 					h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 				}
 			}
+		case "job_groups":
+			if r.TryDecodeAsNil() {
+				x.JobGroups = nil
+			} else {
+				if false {
+				} else {
+					h.decSliceJobGroupSpec((*[]JobGroupSpec)(&x.JobGroups), d)
+				}
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4585,19 +5140,19 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj6 int
-	var yyb6 bool
-	var yyhl6 bool = l >= 0
-	yyj6++
-	if yyhl6 {
-		yyb6 = yyj6 > l
+	var yyj8 int
+	var yyb8 bool
+	var yyhl8 bool = l >= 0
+	yyj8++
+	if yyhl8 {
+		yyb8 = yyj8 > l
 	} else {
-		yyb6 = r.CheckBreak()
+		yyb8 = r.CheckBreak()
 	}
-	if yyb6 {
+	if yyb8 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4610,24 +5165,43 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceJobSpec((*[]JobSpec)(&x.Jobs), d)
 		}
 	}
-	for {
-		yyj6++
-		if yyhl6 {
-			yyb6 = yyj6 > l
+	yyj8++
+	if yyhl8 {
+		yyb8 = yyj8 > l
+	} else {
+		yyb8 = r.CheckBreak()
+	}
+	if yyb8 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.JobGroups = nil
+	} else {
+		if false {
 		} else {
-			yyb6 = r.CheckBreak()
+			h.decSliceJobGroupSpec((*[]JobGroupSpec)(&x.JobGroups), d)
 		}
-		if yyb6 {
+	}
+	for {
+		yyj8++
+		if yyhl8 {
+			yyb8 = yyj8 > l
+		} else {
+			yyb8 = r.CheckBreak()
+		}
+		if yyb8 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj6-1, "")
+		z.DecStructFieldNotFound(yyj8-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4654,7 +5228,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4669,7 +5243,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4687,7 +5261,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4705,7 +5279,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4713,14 +5287,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4728,13 +5302,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4768,7 +5342,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -4778,7 +5352,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -4830,7 +5404,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
 	for {
 		yyj7++
@@ -4849,7 +5423,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4898,7 +5472,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4913,7 +5487,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4931,7 +5505,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4946,7 +5520,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Kind))
 					}
 				}
 			} else {
@@ -4954,7 +5528,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4962,7 +5536,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Kind))
 					}
 				}
 			}
@@ -4974,14 +5548,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -4990,7 +5564,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -4998,7 +5572,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Outcome))
 						}
 					}
 				}
@@ -5016,7 +5590,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5040,7 +5614,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5071,7 +5645,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5094,14 +5668,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -5110,7 +5684,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5118,7 +5692,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Message))
 						}
 					}
 				}
@@ -5151,7 +5725,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -5181,7 +5755,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"oom\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `oom`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `oom`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5203,7 +5777,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `worker_leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `worker_leaving`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5221,7 +5795,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5229,14 +5803,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5244,13 +5818,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5284,7 +5858,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -5302,7 +5876,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -5376,7 +5950,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj18 int
@@ -5428,7 +6002,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
 	yyj18++
 	if yyhl18 {
@@ -5476,7 +6050,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
 	yyj18++
 	if yyhl18 {
@@ -5619,7 +6193,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5672,7 +6246,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -5705,7 +6279,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -5738,7 +6312,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -5764,7 +6338,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5782,7 +6356,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5790,14 +6364,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5805,13 +6379,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5870,7 +6444,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -5966,7 +6540,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6011,7 +6585,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6039,7 +6613,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -6072,7 +6646,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -6101,7 +6675,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6130,7 +6704,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -6153,7 +6727,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6161,14 +6735,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6176,13 +6750,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6204,7 +6778,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -6247,7 +6821,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6267,7 +6841,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
 	yyj12++
 	if yyhl12 {
@@ -6359,7 +6933,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6386,7 +6960,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6401,7 +6975,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6419,7 +6993,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6434,7 +7008,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Reason))
 					}
 				}
 			} else {
@@ -6442,7 +7016,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6450,7 +7024,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Reason))
 					}
 				}
 			}
@@ -6462,7 +7036,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6479,7 +7053,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6487,14 +7061,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6502,13 +7076,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6542,7 +7116,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -6564,7 +7138,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -6616,7 +7190,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
 	yyj9++
 	if yyhl9 {
@@ -6667,7 +7241,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6722,7 +7296,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6737,7 +7311,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6755,7 +7329,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6770,7 +7344,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 					}
 				}
 			} else {
@@ -6778,7 +7352,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6786,7 +7360,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
 					}
 				}
 			}
@@ -6798,7 +7372,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF89074, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF85450, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6820,7 +7394,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -6852,7 +7426,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -6876,7 +7450,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6895,7 +7469,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6916,7 +7490,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6932,14 +7506,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -6948,7 +7522,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6956,7 +7530,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
 						}
 					}
 				}
@@ -6969,14 +7543,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -6985,7 +7559,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6993,7 +7567,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
 						}
 					}
 				}
@@ -7018,7 +7592,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -7051,7 +7625,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -7084,7 +7658,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -7110,7 +7684,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7131,7 +7705,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7155,7 +7729,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7174,7 +7748,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7182,14 +7756,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7197,13 +7771,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7237,7 +7811,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -7352,7 +7926,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -7404,7 +7978,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize9074))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
 	}
 	yyj27++
 	if yyhl27 {
@@ -7678,7 +8252,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7719,27 +8293,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -7752,27 +8326,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -7785,27 +8359,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -7818,27 +8392,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -7853,7 +8427,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7861,14 +8435,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7876,13 +8450,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7932,7 +8506,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8019,7 +8593,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8059,14 +8633,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -8075,7 +8649,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8083,7 +8657,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Endpoint))
 						}
 					}
 				}
@@ -8096,14 +8670,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -8112,7 +8686,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8120,7 +8694,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Region))
 						}
 					}
 				}
@@ -8138,7 +8712,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF89074, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -8156,7 +8730,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8164,14 +8738,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8179,13 +8753,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8229,7 +8803,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -8300,7 +8874,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8340,7 +8914,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Prefix))
 					}
 				}
 			} else {
@@ -8348,7 +8922,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF89074, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF85450, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -8356,7 +8930,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Prefix))
 					}
 				}
 			}
@@ -8388,7 +8962,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -8430,7 +9004,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -8452,14 +9026,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, "")
+						r.EncodeStringEnc(codecSelferCcUTF85450, "")
 					}
 				}
 			} else {
@@ -8468,7 +9042,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF89074, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF85450, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8476,7 +9050,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF89074, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Error))
 						}
 					}
 				}
@@ -8491,7 +9065,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8499,14 +9073,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap9074 {
+		if yyct2 == codecSelferValueTypeMap5450 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray9074 {
+		} else if yyct2 == codecSelferValueTypeArray5450 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8514,13 +9088,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct9074)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8582,7 +9156,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer9074
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8680,8 +9254,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer9074) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8695,8 +9269,8 @@ func (x codecSelfer9074) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8739,8 +9313,8 @@ func (x codecSelfer9074) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer9074) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8754,8 +9328,8 @@ func (x codecSelfer9074) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8835,8 +9409,8 @@ func (x codecSelfer9074) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9074) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8848,8 +9422,8 @@ func (x codecSelfer9074) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8929,8 +9503,8 @@ func (x codecSelfer9074) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9074) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8941,15 +9515,15 @@ func (x codecSelfer9074) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89074, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF85450, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9029,8 +9603,8 @@ func (x codecSelfer9074) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9074) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -9041,7 +9615,7 @@ func (x codecSelfer9074) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89074, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF85450, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -9050,15 +9624,15 @@ func (x codecSelfer9074) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF89074, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF85450, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer9074) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9110,8 +9684,8 @@ func (x codecSelfer9074) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer9074) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9123,8 +9697,8 @@ func (x codecSelfer9074) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9204,8 +9778,8 @@ func (x codecSelfer9074) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer9074) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9217,8 +9791,8 @@ func (x codecSelfer9074) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9298,8 +9872,8 @@ func (x codecSelfer9074) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer9074) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9311,8 +9885,8 @@ func (x codecSelfer9074) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9334,7 +9908,7 @@ func (x codecSelfer9074) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 448)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 464)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -9351,7 +9925,7 @@ func (x codecSelfer9074) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 448)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 464)
 				} else {
 					yyrl1 = 8
 				}
@@ -9392,8 +9966,8 @@ func (x codecSelfer9074) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer9074) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9405,8 +9979,102 @@ func (x codecSelfer9074) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.Decoder) {
+	var h codecSelfer5450
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+
+	yyv1 := *v
+	yyh1, yyl1 := z.DecSliceHelperStart()
+	var yyc1 bool
+	_ = yyc1
+	if yyl1 == 0 {
+		if yyv1 == nil {
+			yyv1 = []JobGroupSpec{}
+			yyc1 = true
+		} else if len(yyv1) != 0 {
+			yyv1 = yyv1[:0]
+			yyc1 = true
+		}
+	} else {
+		yyhl1 := yyl1 > 0
+		var yyrl1 int
+		_ = yyrl1
+		if yyhl1 {
+			if yyl1 > cap(yyv1) {
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				if yyrl1 <= cap(yyv1) {
+					yyv1 = yyv1[:yyrl1]
+				} else {
+					yyv1 = make([]JobGroupSpec, yyrl1)
+				}
+				yyc1 = true
+			} else if yyl1 != len(yyv1) {
+				yyv1 = yyv1[:yyl1]
+				yyc1 = true
+			}
+		}
+		var yyj1 int
+		// var yydn1 bool
+		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
+			if yyj1 == 0 && yyv1 == nil {
+				if yyhl1 {
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				} else {
+					yyrl1 = 8
+				}
+				yyv1 = make([]JobGroupSpec, yyrl1)
+				yyc1 = true
+			}
+			yyh1.ElemContainerState(yyj1)
+
+			var yydb1 bool
+			if yyj1 >= len(yyv1) {
+				yyv1 = append(yyv1, JobGroupSpec{})
+				yyc1 = true
+
+			}
+			if yydb1 {
+				z.DecSwallow()
+			} else {
+				if r.TryDecodeAsNil() {
+					yyv1[yyj1] = JobGroupSpec{}
+				} else {
+					yyv1[yyj1].CodecDecodeSelf(d)
+				}
+
+			}
+
+		}
+		if yyj1 < len(yyv1) {
+			yyv1 = yyv1[:yyj1]
+			yyc1 = true
+		} else if yyj1 == 0 && yyv1 == nil {
+			yyv1 = make([]JobGroupSpec, 0)
+			yyc1 = true
+		}
+	}
+	yyh1.End()
+	if yyc1 {
+		*v = yyv1
+	}
+}
+
+func (x codecSelfer5450) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer5450
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	r.WriteArrayStart(len(v))
+	for _, yyv1 := range v {
+		r.WriteArrayElem()
+		yy2 := &yyv1
+		yy2.CodecEncodeSelf(e)
+	}
+	r.WriteArrayEnd()
+}
+
+func (x codecSelfer5450) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9486,8 +10154,8 @@ func (x codecSelfer9074) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer9074) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9499,8 +10167,8 @@ func (x codecSelfer9074) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9580,8 +10248,8 @@ func (x codecSelfer9074) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer9074) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9593,8 +10261,8 @@ func (x codecSelfer9074) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9674,8 +10342,8 @@ func (x codecSelfer9074) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer9074) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9687,8 +10355,8 @@ func (x codecSelfer9074) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9768,8 +10436,8 @@ func (x codecSelfer9074) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer9074) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9781,8 +10449,8 @@ func (x codecSelfer9074) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer9074) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer9074
+func (x codecSelfer5450) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer5450
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -12,7 +12,7 @@ import (
 // place in the array is its place in the struct.
 var wireTypes = []any{SyncRequest{}, SyncResponse{}, Preemption{}, AttemptEvent{}, AttemptRef{}, Assignment{}, AddJobsRequest{},
 	JobSpec{}, CreateBatchRequest{}, CreateUpdateRequest{}, UpdateResponse{}, InputFile{}, OutputFile{}, Usage{},
-	StorageGrant{}, StorageCredentials{}, S3Settings{}}
+	StorageGrant{}, StorageCredentials{}, S3Settings{}, JobGroupSpec{}}
 
 // TestWireFieldsAreOnlyAppended: an older client or server reads the
 // MessagePack arrays of a newer one (and the reverse) only if no field

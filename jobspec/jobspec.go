@@ -75,6 +75,10 @@ type Batch struct {
 	SLO      time.Duration
 	Deadline time.Time
 	Jobs     []*Job
+	// Groups are the batch's job groups (group "align" { ... } blocks,
+	// nested), parents before their children; a job in one names it by
+	// path (Job.Group).
+	Groups []api.JobGroupSpec
 }
 
 // Job is one job block: a single job, or an array when Count is set.
@@ -124,6 +128,10 @@ type Job struct {
 	Inputs  []api.InputFile
 	Outputs []api.OutputFile
 
+	// Group is the path of the job group block the job is in (empty:
+	// none).
+	Group string
+
 	Range     hcl.Range   // the block's header
 	depRanges []hcl.Range // one per DependsOn entry
 }
@@ -159,7 +167,14 @@ var variableSchema = &hcl.BodySchema{
 var batchSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "billing_project"}, {Name: "attributes"}, {Name: "regions"}, {Name: "clusters"}, {Name: "pool"}, {Name: "worker_labels"}, {Name: "image"},
 		{Name: "cancel_after_n_failures"}, {Name: "callback"}, {Name: "queue"}, {Name: "priority"}, {Name: "slo"}, {Name: "deadline"}, {Name: "max_spot_attempts"}},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}, {Type: "oom_retry"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}, {Type: "group", LabelNames: []string{"name"}}, {Type: "oom_retry"}},
+}
+
+// groupSchema is a job group block's: its settings, its jobs and the
+// groups nested in it.
+var groupSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "attributes"}, {Name: "callback"}, {Name: "cancel_after_n_failures"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}, {Type: "group", LabelNames: []string{"name"}}},
 }
 
 var jobSchema = &hcl.BodySchema{
@@ -449,22 +464,10 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		}
 	}
 	seen := map[string]*Job{}
-	jobBlocks := content.Blocks.OfType("job")
 	b.OOMRetry = decodeOOMRetry(content.Blocks.OfType("oom_retry"), 0, ctx, &diags)
 	b.MaxSpotAttempts = decodeMaxSpot(content.Attributes, ctx, &diags)
-	for _, jb := range jobBlocks {
-		j, d := decodeJob(jb, ctx)
-		diags = append(diags, d...)
-		if prev, ok := seen[j.Name]; ok {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate job name",
-				Detail:  fmt.Sprintf("Job %q is already defined at %s; job names must be unique so depends_on can name them.", j.Name, rangeString(prev.Range)),
-				Subject: jb.DefRange.Ptr()})
-			continue
-		}
-		seen[j.Name] = j
-		b.Jobs = append(b.Jobs, j)
-	}
-	if len(jobBlocks) == 0 && !diags.HasErrors() {
+	b.decodeJobs(content.Blocks, "", seen, ctx, &diags)
+	if len(b.Jobs) == 0 && !diags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No jobs",
 			Detail: `The batch has no job blocks; add job "name" { command = [...] }.`, Subject: blk.DefRange.Ptr()})
 	}
@@ -484,6 +487,97 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		diags = append(diags, findCycle(b.Jobs, seen)...)
 	}
 	return b, diags
+}
+
+// decodeJobs decodes the job and group blocks of the batch (path "") or
+// of the job group at path, in file order: jobs take IDs in that order
+// whatever group they are in, and a group is declared before the groups
+// nested in it.
+func (b *Batch) decodeJobs(blocks hcl.Blocks, path string, seen map[string]*Job, ctx *hcl.EvalContext, diags *hcl.Diagnostics) {
+	groups := map[string]*hcl.Block{}
+	for _, blk := range blocks {
+		switch blk.Type {
+		case "job":
+			j, d := decodeJob(blk, ctx)
+			*diags = append(*diags, d...)
+			if prev, ok := seen[j.Name]; ok {
+				*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate job name",
+					Detail:  fmt.Sprintf("Job %q is already defined at %s; job names must be unique so depends_on can name them.", j.Name, rangeString(prev.Range)),
+					Subject: blk.DefRange.Ptr()})
+				continue
+			}
+			j.Group = path
+			seen[j.Name] = j
+			b.Jobs = append(b.Jobs, j)
+		case "group":
+			name := blk.Labels[0]
+			sub := name
+			if path != "" {
+				sub = path + "/" + name
+			}
+			if prev, ok := groups[name]; ok {
+				*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate job group",
+					Detail:  fmt.Sprintf("Group %q is already defined at %s; groups in one place need different names.", name, rangeString(prev.DefRange)),
+					Subject: blk.DefRange.Ptr()})
+				continue
+			}
+			groups[name] = blk
+			if err := api.ValidateJobGroupPath(sub); err != nil {
+				*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid job group",
+					Detail: err.Error() + ".", Subject: blk.LabelRanges[0].Ptr()})
+				continue
+			}
+			b.decodeGroup(blk, sub, seen, ctx, diags)
+		}
+	}
+}
+
+// decodeGroup decodes a group block at path: its settings, then what it
+// holds.
+func (b *Batch) decodeGroup(blk *hcl.Block, path string, seen map[string]*Job, ctx *hcl.EvalContext, diags *hcl.Diagnostics) {
+	content, d := blk.Body.Content(groupSchema)
+	*diags = append(*diags, d...)
+	g := api.JobGroupSpec{Path: path}
+	if attr, ok := content.Attributes["attributes"]; ok {
+		m, d := evalStringMap(attr, ctx)
+		*diags = append(*diags, d...)
+		if err := api.ValidateAttributes(m); err != nil && !d.HasErrors() {
+			*diags = append(*diags, attrError(attr, "Invalid attributes", err.Error()+"."))
+		}
+		g.Attributes = m
+	}
+	if attr, ok := content.Attributes["callback"]; ok {
+		s, d := evalString(attr, ctx)
+		*diags = append(*diags, d...)
+		if !d.HasErrors() {
+			if _, err := api.ParseCallback("callback", s); err != nil {
+				*diags = append(*diags, attrError(attr, "Invalid callback", err.Error()+"."))
+			}
+			g.Callback = s
+		}
+	}
+	if attr, ok := content.Attributes["cancel_after_n_failures"]; ok {
+		n, d := evalInt(attr, ctx)
+		*diags = append(*diags, d...)
+		if !d.HasErrors() {
+			if err := api.ValidateCancelAfter(n); err != nil {
+				*diags = append(*diags, attrError(attr, "Invalid cancel_after_n_failures", err.Error()+"."))
+			}
+			g.CancelAfterNFailures = n
+		}
+	}
+	if len(b.Groups) >= api.MaxJobGroupsPerRequest {
+		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Too many job groups",
+			Detail: fmt.Sprintf("A jobspec declares at most %d job groups.", api.MaxJobGroupsPerRequest), Subject: blk.DefRange.Ptr()})
+		return
+	}
+	b.Groups = append(b.Groups, g)
+	jobs := len(b.Jobs)
+	b.decodeJobs(content.Blocks, path, seen, ctx, diags)
+	if len(b.Jobs) == jobs && len(content.Blocks) == 0 {
+		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty job group",
+			Detail: fmt.Sprintf(`Group %q holds no jobs; add job "name" { command = [...] } inside it, or remove it.`, path), Subject: blk.DefRange.Ptr()})
+	}
 }
 
 func suggest(name string, jobs map[string]*Job) string {
@@ -1157,6 +1251,7 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Inputs:                 j.Inputs,
 			Outputs:                j.Outputs,
 			MaxProcesses:           j.MaxProcesses,
+			JobGroup:               j.Group,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions

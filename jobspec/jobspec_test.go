@@ -51,6 +51,9 @@ func TestGoodSpecs(t *testing.T) {
 			if b.Callback != "" {
 				out["callback"] = b.Callback
 			}
+			if len(b.Groups) > 0 {
+				out["job_groups"] = b.Groups
+			}
 			data, err := json.MarshalIndent(out, "", "  ")
 			if err != nil {
 				t.Fatal(err)

@@ -65,3 +65,39 @@ func ValidateLabels(labels map[string]string) error {
 	}
 	return nil
 }
+
+// Bounds of job group paths (a batch's nested job groups).
+const (
+	MaxJobGroupDepth   = 8   // nesting under the batch
+	MaxJobGroupPath    = 512 // bytes of a path
+	MaxJobGroupSegment = 128 // bytes of one name in it
+)
+
+// ValidateJobGroupPath is the one rule of a job group's path: names of 1
+// to MaxJobGroupSegment letters, digits, '-', '_' and '.' (not "." or
+// ".."), joined by '/', at most MaxJobGroupDepth deep and
+// MaxJobGroupPath bytes. The API checks a request with it and apply
+// checks the command again.
+func ValidateJobGroupPath(path string) error {
+	if path == "" {
+		return fmt.Errorf("a job group needs a path (its name, after its parents' joined by '/')")
+	}
+	if len(path) > MaxJobGroupPath {
+		return fmt.Errorf("job group path of %d bytes; at most %d", len(path), MaxJobGroupPath)
+	}
+	segs := strings.Split(path, "/")
+	if len(segs) > MaxJobGroupDepth {
+		return fmt.Errorf("job group %q is nested %d deep; at most %d", path, len(segs), MaxJobGroupDepth)
+	}
+	for _, seg := range segs {
+		if seg == "" || seg == "." || seg == ".." || len(seg) > MaxJobGroupSegment {
+			return fmt.Errorf("job group %q: each name is 1 to %d bytes, not . or ..", path, MaxJobGroupSegment)
+		}
+		for _, r := range seg {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+				return fmt.Errorf("job group %q: names take letters, digits, '-', '_' and '.', not %q", path, r)
+			}
+		}
+	}
+	return nil
+}

@@ -76,6 +76,15 @@ var callbackClient = &http.Client{
 	},
 }
 
+// callbackKey names what a report is about: a batch, or one of its job
+// groups.
+type callbackKey struct {
+	batch uint64
+	group uint32
+}
+
+func keyOf(d state.CallbackDue) callbackKey { return callbackKey{d.Batch, d.Group} }
+
 // callbackTry is one attempt at reporting a completion (the first is 1).
 type callbackTry struct {
 	state.CallbackDue
@@ -102,8 +111,8 @@ type callbackRetry struct {
 // callbackQueue is the leader's delivery schedule; runCallbacks' loop
 // alone uses it.
 type callbackQueue struct {
-	retry    map[uint64]*callbackRetry
-	busy     map[uint64]bool          // batches being POSTed
+	retry    map[callbackKey]*callbackRetry
+	busy     map[callbackKey]bool     // batches and groups being POSTed
 	inFlight map[string]int           // POSTs being made, per project
 	ready    map[string][]callbackTry // per project, from the last scan, not started
 	last     string                   // the project the last slot went to
@@ -112,7 +121,7 @@ type callbackQueue struct {
 }
 
 func newCallbackQueue() *callbackQueue {
-	return &callbackQueue{retry: map[uint64]*callbackRetry{}, busy: map[uint64]bool{}, inFlight: map[string]int{}, ready: map[string][]callbackTry{}}
+	return &callbackQueue{retry: map[callbackKey]*callbackRetry{}, busy: map[callbackKey]bool{}, inFlight: map[string]int{}, ready: map[string][]callbackTry{}}
 }
 
 // scan lists the due reports that may start now, at most callbacksQueued
@@ -122,15 +131,15 @@ func (q *callbackQueue) scan(st *state.State, now time.Time) {
 	q.scans++
 	q.nextTry = time.Time{}
 	due := st.CallbacksDue(callbacksQueued, func(d state.CallbackDue) bool {
-		if q.busy[d.Batch] {
+		if q.busy[keyOf(d)] {
 			return true
 		}
-		r := q.retry[d.Batch]
+		r := q.retry[keyOf(d)]
 		if r == nil {
 			return false
 		}
 		if r.version != d.Version { // completed again since: a new report
-			delete(q.retry, d.Batch)
+			delete(q.retry, keyOf(d))
 			return false
 		}
 		r.scan = q.scans
@@ -145,7 +154,7 @@ func (q *callbackQueue) scan(st *state.State, now time.Time) {
 	clear(q.ready)
 	for _, d := range due {
 		t := callbackTry{CallbackDue: d, attempt: 1}
-		if r := q.retry[d.Batch]; r != nil {
+		if r := q.retry[keyOf(d)]; r != nil {
 			t.attempt = r.tried + 1
 		}
 		q.ready[d.BillingProject] = append(q.ready[d.BillingProject], t)
@@ -181,7 +190,7 @@ func (q *callbackQueue) next() (callbackTry, bool) {
 		delete(q.ready, p)
 	}
 	q.last = p
-	q.busy[t.Batch] = true
+	q.busy[keyOf(t.CallbackDue)] = true
 	q.inFlight[p]++
 	return t, true
 }
@@ -189,16 +198,16 @@ func (q *callbackQueue) next() (callbackTry, bool) {
 // done frees a try's slot; a failure to try again waits backoff.
 func (q *callbackQueue) done(o callbackOutcome, backoff time.Duration, now time.Time) {
 	t := o.try
-	delete(q.busy, t.Batch)
+	delete(q.busy, keyOf(t.CallbackDue))
 	if q.inFlight[t.BillingProject]--; q.inFlight[t.BillingProject] <= 0 {
 		delete(q.inFlight, t.BillingProject)
 	}
 	if !o.retry {
-		delete(q.retry, t.Batch)
+		delete(q.retry, keyOf(t.CallbackDue))
 		return
 	}
 	at := now.Add(backoff)
-	q.retry[t.Batch] = &callbackRetry{version: t.Version, tried: t.attempt, at: at, scan: q.scans}
+	q.retry[keyOf(t.CallbackDue)] = &callbackRetry{version: t.Version, tried: t.attempt, at: at, scan: q.scans}
 	if q.nextTry.IsZero() || at.Before(q.nextTry) {
 		q.nextTry = at
 	}
@@ -267,7 +276,7 @@ func (s *Server) runCallbacks(ctx context.Context) {
 			free++
 			q.done(o, s.callbackBackoff(o.try.attempt), time.Now())
 			if o.retry {
-				s.log.Info("callbacks: a report failed; retrying", "batch", o.try.Batch, "project", o.try.BillingProject,
+				s.log.Info("callbacks: a report failed; retrying", "batch", o.try.Batch, "group", o.try.Group, "project", o.try.BillingProject,
 					"attempt", o.try.attempt, "err", o.last, "retry", s.callbackBackoff(o.try.attempt))
 			}
 			freed = true
@@ -291,7 +300,7 @@ func (s *Server) tryCallback(ctx context.Context, t callbackTry, allow []*url.UR
 	if retry {
 		return callbackOutcome{try: t, retry: true, last: result}
 	}
-	if _, err := s.raft.Apply(&state.CallbackDone{Now: time.Now().UnixNano(), Batch: t.Batch, Version: t.Version, Result: result}); err != nil {
+	if _, err := s.raft.Apply(&state.CallbackDone{Now: time.Now().UnixNano(), Batch: t.Batch, Version: t.Version, Result: result, Group: t.Group}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("callbacks: record a report", "batch", t.Batch, "err", err)
 		}
@@ -310,11 +319,20 @@ func (s *Server) postCallback(ctx context.Context, t callbackTry, allow []*url.U
 		s.log.Warn("callbacks: not sent", "batch", t.Batch, "err", err)
 		return "not sent: " + err.Error(), false
 	}
-	rec, ok := s.state.Batch(t.Batch)
-	if !ok {
-		return "not sent: the batch left the state", false
+	var body []byte
+	if t.Group != 0 {
+		g, ok := s.state.JobGroup(t.Batch, t.Group, time.Now())
+		if !ok {
+			return "not sent: the batch left the state", false
+		}
+		body, _ = json.Marshal(apiview.JobGroup(&g))
+	} else {
+		rec, ok := s.state.Batch(t.Batch)
+		if !ok {
+			return "not sent: the batch left the state", false
+		}
+		body, _ = json.Marshal(apiview.Batch(&rec, time.Now()))
 	}
-	body, _ := json.Marshal(apiview.Batch(&rec, time.Now()))
 	last, err := postOnce(ctx, u.String(), body)
 	switch {
 	case err == nil:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,12 +128,21 @@ func (m batchCmds) runBatchStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := m.Client().GetBatch(ctx, id)
+	c := m.Client()
+	b, err := c.GetBatch(ctx, id)
 	if err != nil {
 		return err
 	}
+	// A batch kept in the history store has no groups to list.
+	groups, gerr := c.JobGroups(ctx, id)
+	if gerr != nil && !api.IsStatus(gerr, http.StatusNotFound) {
+		return gerr
+	}
 	if *asJSON {
-		return m.printJSON(b)
+		return m.printJSON(struct {
+			*api.Batch
+			JobGroups []api.JobGroup `json:"job_groups,omitempty"`
+		}{b, groups})
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	safef(tw, "ID\t%d\n", b.ID)
@@ -163,17 +174,71 @@ func (m batchCmds) runBatchStatus(ctx context.Context, args []string) error {
 		}
 		safef(tw, "  %s\t%s\n", jobs, wt.Message)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(groups) > 0 {
+		safef(m.Stdout, "\nJob groups:\n")
+		writeGroupTree(m.Stdout, groups)
+	}
+	return nil
+}
+
+// writeGroupTree prints a batch's job groups as a tree (each under its
+// parent, indented), with their counts, state and cost.
+func writeGroupTree(w io.Writer, groups []api.JobGroup) {
+	kids := map[int64][]int{}
+	for i, g := range groups {
+		kids[g.ParentID] = append(kids[g.ParentID], i)
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	safef(tw, "GROUP\tSTATE\tJOBS\tDONE\tRUNNING\tFAILED\tCANCELLED\tCOST\n")
+	var walk func(parent int64, depth int)
+	walk = func(parent int64, depth int) {
+		for _, i := range kids[parent] {
+			g := groups[i]
+			st := g.State
+			if g.Cancelled {
+				st += " (cancelled)"
+			}
+			name := g.Path[strings.LastIndexByte(g.Path, '/')+1:]
+			safef(tw, "%s%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", strings.Repeat("  ", depth), name, st, g.NJobs, g.NCompleted,
+				g.NRunning, g.NFailed+g.NError, g.NCancelled, dollars(g.Cost))
+			walk(g.ID, depth+1)
+		}
+	}
+	walk(0, 0)
+	_ = tw.Flush()
 }
 
 func (m batchCmds) runBatchCancel(ctx context.Context, args []string) error {
-	fs := m.newFlags("batch cancel", "BATCH")
-	asJSON := fs.Bool("json", false, "print the batch as JSON")
+	fs := m.newFlags("batch cancel", "BATCH [-group PATH]")
+	asJSON := fs.Bool("json", false, "print the batch (or the job group) as JSON")
+	group := fs.String("group", "", "cancel only this job group (its path, as align/chr1, or its ID) and the groups below it")
 	id, err := batchArg(fs, args)
 	if err != nil {
 		return err
 	}
 	c := m.Client()
+	if *group != "" {
+		res, err := c.CancelJobGroup(ctx, id, *group)
+		if err != nil {
+			return err
+		}
+		g, err := c.JobGroup(ctx, id, *group)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return m.printJSON(g)
+		}
+		if res.AlreadyCancelled {
+			safef(m.Stdout, "Job group %s of batch %d was already cancelled (%s)\n", g.Path, id, g.CancelReason)
+			return nil
+		}
+		safef(m.Stdout, "Cancelled job group %s of batch %d (%d groups): %d jobs cancelled, %d running jobs being stopped\n", g.Path, id, res.Groups, res.Cancelled, res.Running)
+		return nil
+	}
 	if err := c.CancelBatch(ctx, id); err != nil {
 		return err
 	}

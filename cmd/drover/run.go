@@ -238,6 +238,7 @@ func (m batchCmds) runRun(ctx context.Context, args []string) error {
 		Priority:             spec.Priority,
 		SLOSeconds:           spec.SLO.Seconds(),
 		Callback:             spec.Callback,
+		JobGroups:            spec.Groups,
 	}
 	if *project != "" {
 		req.BillingProject = *project

@@ -112,6 +112,7 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 		Regions:    spec.Regions(),
 		Pool:       spec.Pool(),
 		Clusters:   spec.Clusters(),
+		JobGroup:   r.GroupPath,
 	}
 	for _, kv := range spec.Labels() {
 		k, v, _ := strings.Cut(kv, "=")

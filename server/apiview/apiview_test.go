@@ -20,6 +20,10 @@ func TestNamesAreTheWire(t *testing.T) {
 	if state.MaxJobsPerBatch != api.MaxJobsPerBatch {
 		t.Errorf("the state bounds a batch at %d jobs, the API at %d", int64(state.MaxJobsPerBatch), int64(api.MaxJobsPerBatch))
 	}
+	if state.MaxJobGroups != api.MaxJobGroups || state.MaxJobGroupsPerRequest != api.MaxJobGroupsPerRequest || state.MaxJobGroupDepth != api.MaxJobGroupDepth {
+		t.Errorf("the state bounds job groups at %d a batch, %d a request, %d deep; the API at %d, %d, %d",
+			state.MaxJobGroups, state.MaxJobGroupsPerRequest, state.MaxJobGroupDepth, api.MaxJobGroups, api.MaxJobGroupsPerRequest, api.MaxJobGroupDepth)
+	}
 	if state.MaxRetryRanges != api.MaxRetryRanges {
 		t.Errorf("the state bounds a retry at %d ranges, the API at %d", state.MaxRetryRanges, api.MaxRetryRanges)
 	}

@@ -132,9 +132,10 @@ func ranges(ids []int64, rs []api.IDRange) []state.Range {
 // its jobs already checked into entries: the API's handler (after
 // admission) and the leader's launches of Nomad's periodic jobs build it
 // alike.
-func CreateBatch(user string, req *api.CreateBatchRequest, entries []state.JobEntry, now time.Time) *state.CreateBatch {
+func CreateBatch(user string, req *api.CreateBatchRequest, entries []state.JobEntry, groups []state.JobGroupDecl, now time.Time) *state.CreateBatch {
 	cmd := &state.CreateBatch{
-		Now: now.UnixNano(), User: user, Name: req.Name, BillingProject: req.BillingProject,
+		Groups: groups,
+		Now:    now.UnixNano(), User: user, Name: req.Name, BillingProject: req.BillingProject,
 		Attributes: req.Attributes, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries, Policy: state.PolicyPriority,
 		CancelAfterFailures: uint32(req.CancelAfterNFailures), Callback: req.Callback,
 		Queue: req.Queue, Priority: int32(req.Priority), SLONs: int64(req.SLOSeconds * 1e9),

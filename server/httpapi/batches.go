@@ -99,6 +99,10 @@ func (s *batchHandlers) createCommand(u state.User, req *api.CreateBatchRequest)
 	if err != nil {
 		return nil, err
 	}
+	groups, err := s.groupDecls(req.JobGroups, req.Jobs, entries, 0)
+	if err != nil {
+		return nil, err
+	}
 	size := int64(len(req.Name) + len(req.BillingProject) + len(req.IdempotencyKey) + len(req.Callback) + len(req.Queue))
 	for k, v := range req.Attributes {
 		size += int64(len(k) + len(v))
@@ -107,7 +111,34 @@ func (s *batchHandlers) createCommand(u state.User, req *api.CreateBatchRequest)
 		queue: req.Queue, priority: req.Priority}); err != nil {
 		return nil, err
 	}
-	return apiview.CreateBatch(u.Name, req, entries, time.Now()), nil
+	return apiview.CreateBatch(u.Name, req, entries, groups, time.Now()), nil
+}
+
+// groupDecls checks the job groups a request declares (their callbacks
+// against the allowed destinations too) and the groups its jobs name,
+// and returns the command's declarations (see apiview.GroupDecls); batch
+// is the batch they go into (0: a new one).
+func (s *batchHandlers) groupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.JobEntry, batch uint64) ([]state.JobGroupDecl, error) {
+	if err := api.ValidateJobGroups(groups); err != nil {
+		return nil, badRequest(err)
+	}
+	for i := range groups {
+		if err := s.checkCallback(groups[i].Callback); err != nil {
+			return nil, badRequest(fmt.Errorf("job_groups[%d] (%s): %w", i, groups[i].Path, err))
+		}
+	}
+	var exists func(string) bool
+	if batch != 0 {
+		exists = func(path string) bool {
+			_, ok := s.state.JobGroupID(batch, path)
+			return ok
+		}
+	}
+	decls, err := apiview.GroupDecls(groups, specs, entries, exists)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	return decls, nil
 }
 
 // visibleBatch checks that the batch exists and that the caller may see it.
@@ -285,12 +316,16 @@ func (s *batchHandlers) handleCreateUpdate(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return nil, err
 	}
+	groups, err := s.groupDecls(req.JobGroups, req.Jobs, entries, id)
+	if err != nil {
+		return nil, err
+	}
 	by := userOf(r).Name
 	if err := s.admit(submission{batch: id, by: by, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}); err != nil {
 		return nil, err
 	}
 	cmd := &state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
-		Policy: state.PolicyStorage, User: by}
+		Policy: state.PolicyStorage, User: by, Groups: groups}
 	if cmd.Key != "" {
 		cmd.Digest = cmd.RequestDigest()
 	}
@@ -328,11 +363,15 @@ func (s *batchHandlers) handleAddJobs(w http.ResponseWriter, r *http.Request) (a
 	if err != nil {
 		return nil, badRequest(err)
 	}
+	groups, err := s.groupDecls(req.JobGroups, req.Jobs, entries, id)
+	if err != nil {
+		return nil, err
+	}
 	by := userOf(r).Name
 	if err := s.admit(submission{batch: id, by: by, entries: entries, intoUpdate: true}); err != nil {
 		return nil, err
 	}
-	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano(), Policy: state.PolicyStorage, User: by}); err != nil {
+	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano(), Policy: state.PolicyStorage, User: by, Groups: groups}); err != nil {
 		return nil, err
 	}
 	return bulk(http.StatusOK, map[string]int{"accepted": len(entries)}), nil

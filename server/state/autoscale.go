@@ -537,8 +537,8 @@ func (s *machineBook) applyScale(index uint64, c *Scale) any {
 			s.hooks.Transition(s.index, b.ID, pv.Job, Ready, Creating)
 		}
 		s.dequeue(b, Range{pv.Job, pv.Job}, g.spec.CPUMilli)
-		b.addCount(Ready, -1)
-		b.addCount(Creating, 1)
+		b.count(g.spec, Ready, -1)
+		b.count(g.spec, Creating, 1)
 		j.state = Creating
 		res.Requests = append(res.Requests, LaunchRequest{Key: key, Config: cfg.Name, Machines: []string{id}})
 		s.decide(c.Now, pv.Reason)
@@ -752,8 +752,8 @@ func (s *batchBook) startPrivate(m *Machine, inst *Instance, now int64) {
 		s.hooks.Transition(s.index, b.ID, m.ForJob, Creating, Running)
 	}
 	*j = job{state: Running, attempt: j.attempt + 1, instance: inst.ID, failures: j.failures, lost: j.lost, spotLost: j.spotLost}
-	b.addCount(Creating, -1)
-	b.addCount(Running, 1)
+	b.count(g.spec, Creating, -1)
+	b.count(g.spec, Running, 1)
 	inst.hold(size, 1)
 	if inst.running == nil {
 		inst.running = map[attemptKey]struct{}{}

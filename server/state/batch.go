@@ -88,12 +88,20 @@ func (s *batchBook) applyCreateBatch(c *CreateBatch) any {
 		Deadline:            c.DeadlineNs,
 		Priority:            c.Priority,
 	}
+	ids, _, gerr := s.resolveGroups(b, c.Groups)
+	if gerr != nil {
+		return gerr
+	}
+	jobs, gerr := groupEntries(c.Jobs, ids)
+	if gerr != nil {
+		return gerr
+	}
 	s.bindTallies(b)
 	b.leaf = s.resolveQueue(b)
 	res := &UpdateResult{Batch: b.ID}
 	switch {
-	case len(c.Jobs) > 0:
-		u, err := s.inlineUpdate(b, c.Jobs, "", c.Now)
+	case len(jobs) > 0:
+		u, err := s.inlineUpdate(b, jobs, "", c.Now)
 		if err != nil {
 			return err
 		}
@@ -140,12 +148,26 @@ func (s *batchBook) applyCreateUpdate(c *CreateUpdate) any {
 			return err
 		}
 	}
-	switch {
-	case len(c.Jobs) > 0 && c.NJobs > 0:
+	if len(c.Jobs) == 0 && c.NJobs == 0 {
+		return errorf(ErrInvalid, "an update needs jobs or n_jobs > 0")
+	}
+	if len(c.Jobs) > 0 && c.NJobs > 0 {
 		return errorf(ErrInvalid, "give either jobs or n_jobs, not both")
-	case len(c.Jobs) > 0:
-		u, err := s.inlineUpdate(b, c.Jobs, c.Key, c.Now)
+	}
+	ids, made, err := s.resolveGroups(b, c.Groups)
+	if err != nil {
+		return err
+	}
+	jobs, err := groupEntries(c.Jobs, ids)
+	if err != nil {
+		b.dropNewGroups(made)
+		return err
+	}
+	switch {
+	case len(jobs) > 0:
+		u, err := s.inlineUpdate(b, jobs, c.Key, c.Now)
 		if err != nil {
+			b.dropNewGroups(made)
 			return err
 		}
 		u.KeyDigest = c.Digest
@@ -153,6 +175,7 @@ func (s *batchBook) applyCreateUpdate(c *CreateUpdate) any {
 	case c.NJobs > 0:
 		u, err := s.reserve(b, c.NJobs, c.Key, c.Now)
 		if err != nil {
+			b.dropNewGroups(made)
 			return err
 		}
 		u.KeyDigest = c.Digest
@@ -212,6 +235,10 @@ func (s *batchBook) reserve(b *Batch, n uint32, key string, now int64) (*update,
 	b.open++
 	b.tally(Tally{Queued: int64(n), OpenUpdates: 1})
 	b.setLive()
+	if len(b.jobGroups) > 0 {
+		b.dirtyAllGroups()
+		s.settleGroups(b, now)
+	}
 	return u, nil
 }
 
@@ -259,7 +286,16 @@ func (s *batchBook) applyAddJobs(c *AddJobs) any {
 			return err
 		}
 	}
-	if err := u.stage(c.Jobs); err != nil {
+	ids, made, err := s.resolveGroups(b, c.Groups)
+	if err != nil {
+		return err
+	}
+	jobs, err := groupEntries(c.Jobs, ids)
+	if err == nil {
+		err = u.stage(jobs)
+	}
+	if err != nil {
+		b.dropNewGroups(made)
 		return err
 	}
 	return nil
@@ -449,6 +485,8 @@ func (s *batchBook) commitScratch(index uint64, b *Batch, u *update) *scratch {
 	nb.spans = slices.Clone(b.spans)
 	nb.spanMaxHi = slices.Clone(b.spanMaxHi)
 	nb.ready.runs = slices.Clip(b.ready.runs)
+	nb.jobGroups = cloneGroups(b.jobGroups)
+	nb.dirtyGroups = slices.Clone(b.dirtyGroups)
 	nb.tot, nb.userTally, nb.projectTally = &sc.tot, &sc.userTally, &sc.projectTally
 	nu := *u
 	sc.b, sc.u = &nb, &nu
@@ -647,6 +685,15 @@ func (s *batchBook) commit(b *Batch, u *update, bunches []stagedBunch, now int64
 	b.insertedGroups(firstGroup)
 	s.held.Groups += int64(len(newGroups))
 	b.addCount(Pending, int64(u.N))
+	if len(b.jobGroups) > 0 {
+		for i := range newGroups {
+			if sp := newGroups[i].spec; sp.Group != 0 {
+				b.groupCount(sp, Pending, int64(newGroups[i].count))
+				b.addJobs(sp, int64(newGroups[i].count))
+			}
+		}
+		b.dirtyAllGroups()
+	}
 	b.nJobs += int64(u.N)
 	b.open--
 	b.tally(Tally{OpenUpdates: -1})
@@ -807,6 +854,10 @@ func (s *batchBook) cancelBatch(b *Batch, reason string, now int64) *CancelResul
 	}
 	b.addCount(Cancelled, n)
 	b.ended(n)
+	if len(b.jobGroups) > 0 {
+		b.recountGroups()
+		b.dirtyAllGroups()
+	}
 	b.CancelReason = reason
 	if b.Completed != 0 {
 		b.version = s.index // a complete batch changed: export it again
@@ -893,6 +944,7 @@ func (b *Batch) discard(u *update, reason string) {
 	u.seen = nil
 	b.open--
 	b.tally(Tally{Queued: -int64(u.N), OpenUpdates: -1})
+	b.dirtyAllGroups()
 }
 
 func (u *update) discardedError(b *Batch) *ApplyError {

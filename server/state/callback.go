@@ -19,6 +19,9 @@ type CallbackDone struct {
 	Batch   uint64
 	Version uint64
 	Result  string
+	// Group is the job group whose completion was reported (0: the
+	// batch's; absent before job groups).
+	Group uint32
 }
 
 // Type implements Command.
@@ -29,21 +32,39 @@ func (s *batchBook) applyCallbackDone(c *CallbackDone) any {
 	if b == nil {
 		return errorf(ErrNotFound, "batch %d does not exist", c.Batch)
 	}
+	if c.Group != 0 {
+		if int(c.Group) > len(b.jobGroups) {
+			return errorf(ErrNotFound, "batch %d has no job group %d", c.Batch, c.Group)
+		}
+		jg := b.jobGroups[c.Group-1]
+		if c.Version != jg.version || jg.Completed == 0 {
+			return nil
+		}
+		jg.callbackVersion = c.Version
+		jg.callbackResult = truncate(c.Result, MaxCallbackResult)
+		return nil
+	}
 	if c.Version != b.version || b.Completed == 0 {
 		return nil // the batch changed since: its new completion is due
 	}
 	b.callbackVersion = c.Version
-	r := c.Result
-	if len(r) > MaxCallbackResult {
-		r = r[:MaxCallbackResult]
-	}
-	b.callbackResult = r
+	b.callbackResult = truncate(c.Result, MaxCallbackResult)
 	return nil
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // CallbackDue is a batch whose completion its callback has not been told.
 type CallbackDue struct {
-	Batch          uint64
+	Batch uint64
+	// Group is the job group that completed (0: the batch).
+	Group          uint32
 	Version        uint64
 	URL            string
 	BillingProject string
@@ -62,16 +83,22 @@ func (s *batchBook) CallbacksDue(perProject int, skip func(CallbackDue) bool) []
 	listed := map[string]int{}
 	for _, id := range s.batchIDs {
 		b := s.batches[id]
-		if !b.callbackDue() {
-			continue
+		if b.callbackDue() {
+			d := CallbackDue{Batch: id, Version: b.version, URL: b.Callback, BillingProject: b.BillingProject}
+			if (skip == nil || !skip(d)) && listed[d.BillingProject] < perProject {
+				listed[d.BillingProject]++
+				out = append(out, d)
+			}
 		}
-		d := CallbackDue{Batch: id, Version: b.version, URL: b.Callback, BillingProject: b.BillingProject}
-		if skip != nil && skip(d) {
-			continue
-		}
-		if listed[d.BillingProject] < perProject {
-			listed[d.BillingProject]++
-			out = append(out, d)
+		for _, jg := range b.jobGroups {
+			if jg.Callback == "" || jg.Completed == 0 || jg.version == 0 || jg.callbackVersion == jg.version {
+				continue
+			}
+			d := CallbackDue{Batch: id, Group: jg.ID, Version: jg.version, URL: jg.Callback, BillingProject: b.BillingProject}
+			if (skip == nil || !skip(d)) && listed[d.BillingProject] < perProject {
+				listed[d.BillingProject]++
+				out = append(out, d)
+			}
 		}
 	}
 	return out

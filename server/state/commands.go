@@ -82,6 +82,7 @@ const (
 	CmdDeregisterNomadJob
 	CmdLaunchNomadJob
 	CmdRetryJobs
+	CmdCancelJobGroup
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -105,6 +106,7 @@ var cmdNames = map[CommandType]string{
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
 	CmdAdoptStore: "adopt_store", CmdSetCloudPrices: "set_cloud_prices",
 	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job", CmdLaunchNomadJob: "launch_nomad_job", CmdRetryJobs: "retry_jobs",
+	CmdCancelJobGroup: "cancel_job_group",
 }
 
 func (t CommandType) String() string {
@@ -209,6 +211,9 @@ type CreateBatch struct {
 	// creation) and DeadlineNs the time it must complete by (0: none).
 	SLONs      int64
 	DeadlineNs int64
+	// Groups declares the job groups its jobs name (JobGroupDecl; absent
+	// before job groups).
+	Groups []JobGroupDecl
 }
 
 // CreateUpdate opens (NJobs) or creates and commits (Jobs) an update.
@@ -224,12 +229,17 @@ type CreateUpdate struct {
 	// know admins).
 	Policy uint8
 	User   string
+	// Groups: see CreateBatch.
+	Groups []JobGroupDecl
 }
 
 // RequestDigest fingerprints what a create-batch request asks for (all but
 // its time, its user and its key), so that a retry with the same
 // idempotency key is told from a different request reusing it.
 func (c *CreateBatch) RequestDigest() []byte {
+	if len(c.Groups) > 0 {
+		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures, c.Callback, c.Queue, c.Priority, c.SLONs, c.DeadlineNs, c.Groups)
+	}
 	if c.SLONs != 0 || c.DeadlineNs != 0 {
 		return digest(c.Name, c.BillingProject, c.Attributes, c.NJobs, c.Jobs, c.CancelAfterFailures, c.Callback, c.Queue, c.Priority, c.SLONs, c.DeadlineNs)
 	}
@@ -247,6 +257,9 @@ func (c *CreateBatch) RequestDigest() []byte {
 // RequestDigest fingerprints what an update request asks for: see
 // CreateBatch.RequestDigest.
 func (c *CreateUpdate) RequestDigest() []byte {
+	if len(c.Groups) > 0 {
+		return digest(c.Batch, c.NJobs, c.Jobs, c.Groups)
+	}
 	return digest(c.Batch, c.NJobs, c.Jobs)
 }
 
@@ -270,6 +283,8 @@ type AddJobs struct {
 	// Policy and User: see CreateUpdate.
 	Policy uint8
 	User   string
+	// Groups: see CreateBatch.
+	Groups []JobGroupDecl
 }
 
 // CommitUpdate makes an update's staged jobs live.
@@ -522,6 +537,8 @@ func newCommand(t CommandType) Command {
 		return &LaunchNomadJob{}
 	case CmdRetryJobs:
 		return &RetryJobs{}
+	case CmdCancelJobGroup:
+		return &CancelJobGroup{}
 	}
 	return nil
 }

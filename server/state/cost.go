@@ -80,6 +80,7 @@ func (s *billingBook) chargeAt(b *Batch, id uint32, price billing.Price, start i
 	}
 	b.bill.Running[id] = charge{Price: price, Start: start}
 	b.bill.run.Add(price, start)
+	b.groupChargeAt(id, price, start)
 	p := s.projectBill(b.BillingProject)
 	p.run.Add(price, start)
 	s.notifySpend(b.BillingProject)
@@ -96,6 +97,7 @@ func (s *billingBook) endCharge(b *Batch, id uint32, end int64) {
 	b.bill.run.Remove(c.Price, c.Start)
 	cost := billing.Cost(c.Price, c.Start, end)
 	b.bill.Accrued = b.bill.Accrued.Add(cost)
+	b.groupChargeEnd(id, c, cost)
 	day := int32(end / (24 * 3600e9))
 	if b.bill.Daily == nil {
 		b.bill.Daily = map[int32]money.Amount{}
@@ -190,6 +192,7 @@ func (s *billingBook) restoreCharges(b *Batch) {
 			b.bill.Running[id] = c
 		}
 		b.bill.run.Add(c.Price, c.Start)
+		b.groupChargeAt(id, c.Price, c.Start)
 		p.run.Add(c.Price, c.Start)
 	}
 }

@@ -134,12 +134,14 @@ func (s *batchBook) releaseRun(b *Batch, g *group, lo, hi uint32, now int64) boo
 			break
 		}
 	}
-	if parentFailed && !g.spec.AlwaysRun {
-		s.setStates(b, lo, hi, Pending, Cancelled)
+	// A job of a cancelled group is cancelled as it comes (committed
+	// after its group's cancel).
+	if parentFailed && !g.spec.AlwaysRun || b.cancelledFor(g.spec) {
+		s.setStates(b, g.spec, lo, hi, Pending, Cancelled)
 		s.checkComplete(b, now)
 		return true
 	}
-	s.setStates(b, lo, hi, Pending, Ready)
+	s.setStates(b, g.spec, lo, hi, Pending, Ready)
 	s.enqueue(b, Range{lo, hi}, g.spec.CPUMilli, false)
 	return false
 }

@@ -144,7 +144,7 @@ func (s *instanceBook) retire(inst *Instance, now int64, reason string, maxLost 
 			j.lost++
 		}
 		switch {
-		case b.Cancelled:
+		case b.cancelledFor(g.spec):
 			b.setMessage(k.job, msg)
 			s.finish(b, k.job, j, Cancelled, now)
 		case g.spec.maxLost(maxLost) > 0 && int(j.lost) >= g.spec.maxLost(maxLost):
@@ -352,7 +352,7 @@ func (s *instanceBook) WorkerView(instance uint32, known []AttemptID) WorkerView
 			}
 			continue
 		}
-		if b.Cancelled {
+		if b.cancelledFor(b.groupOf(k.Job).spec) {
 			v.Kill = append(v.Kill, k)
 			continue
 		}
@@ -366,11 +366,11 @@ func (s *instanceBook) WorkerView(instance uint32, known []AttemptID) WorkerView
 		}
 		b := s.batches[k.batch]
 		j := &b.jobs[k.job-1]
-		if b.Cancelled {
+		g := b.groupOf(k.job)
+		if b.cancelledFor(g.spec) {
 			v.Orphans = append(v.Orphans, AttemptID{k.batch, k.job, j.attempt})
 			continue
 		}
-		g := b.groupOf(k.job)
 		v.Assign = append(v.Assign, AssignmentInfo{
 			AttemptID: AttemptID{k.batch, k.job, j.attempt},
 			Index:     int64(k.job - g.base),
@@ -422,11 +422,11 @@ func (s *instanceBook) preemptAll(inst *Instance, now int64, msg string, reclaim
 		g := b.groupOf(k.job)
 		s.endAttempt(b, g, k.job, inst, now)
 		note := ""
-		if spot && g.spec.maxSpot() > 0 && !b.Cancelled {
+		if spot && g.spec.maxSpot() > 0 && !b.cancelledFor(g.spec) {
 			g, note = s.spotReclaimed(b, g, k.job, j)
 		}
 		b.setMessage(k.job, msg+note)
-		if b.Cancelled {
+		if b.cancelledFor(g.spec) {
 			s.finish(b, k.job, j, Cancelled, now)
 		} else {
 			s.requeue(b, g, k.job, j, true, now)
@@ -447,7 +447,7 @@ func (s *instanceBook) spotReclaimed(b *Batch, g *group, id uint32, j *job) (*gr
 	}
 	limit := g.spec.maxSpot()
 	next := g.spec.offSpot()
-	if int(j.spotLost) < limit || next == nil || b.Cancelled {
+	if int(j.spotLost) < limit || next == nil || b.cancelledFor(g.spec) {
 		return g, ""
 	}
 	return s.isolate(b, id, next), fmt.Sprintf("; spot machines were reclaimed under %d of its attempts (max_spot_attempts %d): it runs on on-demand machines from now on", j.spotLost, limit)

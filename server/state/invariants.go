@@ -45,6 +45,9 @@ func (s *State) CheckInvariants() error {
 		return fmt.Errorf("the state counts the Nomad jobs' projects as %v, recomputed %v", s.nomadHeld, held)
 	}
 	for _, b := range s.batches {
+		if err := b.checkJobGroups(); err != nil {
+			return err
+		}
 		var counts [numStates]int64
 		var readyMilli int64
 		u := users[b.User]

@@ -63,7 +63,7 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 	case OutcomeSuccess:
 		s.finish(b, e.Job, j, Success, now)
 	case OutcomeFailed, OutcomeError:
-		if next := g.spec.oomRetry(); e.OOM && next != nil && !b.Cancelled {
+		if next := g.spec.oomRetry(); e.OOM && next != nil && !b.cancelledFor(g.spec) {
 			// Out of memory, with a policy that gives it more: it runs
 			// again with more, counted against no retry, keeping its
 			// place in line.
@@ -76,7 +76,7 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 			s.requeue(b, g, e.Job, j, true, now)
 			break
 		}
-		if !b.Cancelled && j.failures < g.spec.Retries {
+		if !b.cancelledFor(g.spec) && j.failures < g.spec.Retries {
 			j.failures++
 			s.requeue(b, g, e.Job, j, false, now)
 			break
@@ -87,7 +87,7 @@ func (s *batchBook) applyEvent(e *Event, now int64) bool {
 			s.finish(b, e.Job, j, Error, now)
 		}
 	case OutcomePreempted:
-		if b.Cancelled {
+		if b.cancelledFor(g.spec) {
 			s.finish(b, e.Job, j, Cancelled, now)
 			break
 		}
@@ -159,12 +159,16 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, to)
 	}
-	b.addCount(j.state, -1)
-	b.addCount(to, 1)
+	sp := b.groupOf(id).spec
+	b.count(sp, j.state, -1)
+	b.count(sp, to, 1)
 	j.state = to
 	b.ended(1)
 	s.finishSpan(b, id, id, to != Success, now)
 	s.checkComplete(b, now)
+	if (to == Failed || to == Error) && len(b.jobGroups) > 0 {
+		s.failedInGroups(b, sp, now)
+	}
 	// Hail's cancel_after_n_failures: the failure that reaches the count
 	// cancels what is left of the batch (nothing, once it is complete).
 	if (to == Failed || to == Error) && !b.Cancelled && b.Completed == 0 && b.CancelAfterFailures > 0 &&
@@ -190,14 +194,14 @@ func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job, ahead bool, n
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, Ready)
 	}
-	b.addCount(j.state, -1)
-	b.addCount(Ready, 1)
+	b.count(g.spec, j.state, -1)
+	b.count(g.spec, Ready, 1)
 	j.state = Ready
 	s.enqueue(b, Range{id, id}, g.spec.CPUMilli, ahead)
 }
 
 // setStates moves jobs lo..hi, all in state from, to state to.
-func (s *batchBook) setStates(b *Batch, lo, hi uint32, from, to JobState) {
+func (s *batchBook) setStates(b *Batch, sp *Spec, lo, hi uint32, from, to JobState) {
 	for id := lo; id <= hi; id++ {
 		b.jobs[id-1].state = to
 		if s.hooks.Transition != nil {
@@ -205,8 +209,8 @@ func (s *batchBook) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 		}
 	}
 	n := int64(hi - lo + 1)
-	b.addCount(from, -n)
-	b.addCount(to, n)
+	b.count(sp, from, -n)
+	b.count(sp, to, n)
 	if to.Final() {
 		b.ended(n)
 	}
@@ -215,6 +219,9 @@ func (s *batchBook) setStates(b *Batch, lo, hi uint32, from, to JobState) {
 // checkComplete stamps the batch complete when every committed job is final
 // and no update is open.
 func (s *batchBook) checkComplete(b *Batch, now int64) {
+	if len(b.dirtyGroups) > 0 {
+		s.settleGroups(b, now)
+	}
 	if b.Completed != 0 {
 		return
 	}

@@ -60,8 +60,8 @@ func (s *batchBook) applyPlan(c *Plan) any {
 			r := Range{runLo, hi}
 			s.dequeue(b, r, cpu)
 			n := int64(r.Len())
-			b.addCount(Ready, -n)
-			b.addCount(Running, n)
+			b.count(g.spec, Ready, -n)
+			b.count(g.spec, Running, n)
 			u.runningMilli += n * cpu
 			u.runningJobs += n
 			res.Placed += int(n)

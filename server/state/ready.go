@@ -171,3 +171,28 @@ func (s *batchBook) userSched(name string) *userSched {
 	}
 	return u
 }
+
+// retain keeps the queued IDs keep accepts, in their order, in one pass
+// (a job group's cancel takes any number of runs out at once).
+func (q *readyQueue) retain(keep func(id uint32) bool) {
+	var out []Range
+	again := 0
+	for i := q.head; i < len(q.runs); i++ {
+		r := q.runs[i]
+		inAgain := i < q.head+q.again
+		for id := r.Lo; id <= r.Hi; id++ {
+			if !keep(id) {
+				continue
+			}
+			lo := id
+			for id < r.Hi && keep(id+1) {
+				id++
+			}
+			out = append(out, Range{lo, id})
+			if inAgain {
+				again++
+			}
+		}
+	}
+	q.runs, q.head, q.again = out, 0, again
+}

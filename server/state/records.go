@@ -113,6 +113,8 @@ type JobRecord struct {
 	// Message says why the job stands as it does: its worker's word, or
 	// the state's for a cancelled job.
 	Message string
+	// GroupPath is the job group it is in (empty: none).
+	GroupPath string
 }
 
 // AttemptRecord is one attempt of a job.
@@ -186,16 +188,23 @@ func (s *batchBook) jobRecord(b *Batch, id uint32, j *job, g *group) JobRecord {
 	if b.CancelReason != "" {
 		cancelled += ": " + b.CancelReason
 	}
+	if jg := b.jobGroup(g.spec); jg != nil {
+		out.GroupPath = jg.Path
+		if !b.Cancelled && jg.Cancelled {
+			cancelled = "job group " + jg.Path + " cancelled: " + jg.CancelReason
+		}
+	}
+	stopped := b.cancelledFor(g.spec)
 	switch {
-	case j.state == Cancelled && out.Message == "" && b.Cancelled:
+	case j.state == Cancelled && out.Message == "" && stopped:
 		out.Message = cancelled
 	case j.state == Cancelled && out.Message == "":
 		out.Message = "a parent job did not succeed"
-	case j.state == Cancelled && b.Cancelled && j.outcome == OutcomeCancelled:
+	case j.state == Cancelled && stopped && j.outcome == OutcomeCancelled:
 		// Its worker killed it for the cancel: the job says why, its
 		// attempt keeps what the worker said.
 		out.Message = cancelled
-	case j.state == Running && b.Cancelled:
+	case j.state == Running && stopped:
 		out.Message = cancelled + "; its running attempt is being stopped"
 	}
 	return out

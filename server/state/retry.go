@@ -158,9 +158,14 @@ func (s *batchBook) applyRetryJobs(c *RetryJobs) any {
 		if s.hooks.Transition != nil {
 			s.hooks.Transition(s.index, b.ID, id, j.state, Pending)
 		}
-		b.addCount(j.state, -1)
-		b.addCount(Pending, 1)
+		sp := b.groupOf(id).spec
+		b.count(sp, j.state, -1)
+		b.count(sp, Pending, 1)
 		b.ended(-1)
+		// Its group runs again, and the groups above it.
+		for jg := b.jobGroup(sp); jg != nil && jg.Cancelled; jg = b.parentGroup(jg) {
+			jg.Cancelled, jg.CancelReason = false, ""
+		}
 		j.state = Pending
 		j.failures, j.lost, j.spotLost = 0, 0, 0
 	}

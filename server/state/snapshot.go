@@ -243,6 +243,26 @@ type snapBatch struct {
 	// SpotLost counts, per job ID, attempts lost on spot machines of a
 	// job with a spot cap (only jobs that have any; absent before it).
 	SpotLost map[uint32]uint8
+	// JobGroups: see Batch.jobGroups, in ID order (absent before job
+	// groups).
+	JobGroups []snapJobGroup
+}
+
+// snapJobGroup is a job group as a snapshot keeps it: what its counts and
+// running charges are not rebuilt from.
+type snapJobGroup struct {
+	ID, Parent      uint32
+	Path            string
+	Attributes      StringMap
+	Callback        string
+	CancelAfter     uint32
+	Cancelled       bool
+	CancelReason    string
+	Completed       int64
+	Version         uint64
+	CallbackVersion uint64
+	CallbackResult  string
+	Accrued         money.Amount
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -412,6 +432,14 @@ func (b *Batch) snapshot() snapBatch {
 	}
 	if len(b.memory) > 0 {
 		sb.Memory = maps.Clone(b.memory)
+	}
+	for _, jg := range b.jobGroups {
+		sb.JobGroups = append(sb.JobGroups, snapJobGroup{
+			ID: jg.ID, Parent: jg.Parent, Path: jg.Path, Attributes: jg.Attributes, Callback: jg.Callback,
+			CancelAfter: jg.CancelAfterFailures, Cancelled: jg.Cancelled, CancelReason: jg.CancelReason,
+			Completed: jg.Completed, Version: jg.version, CallbackVersion: jg.callbackVersion, CallbackResult: jg.callbackResult,
+			Accrued: jg.accrued,
+		})
 	}
 	sb.Jobs, sb.Lost, sb.SpotLost = packJobs(b.jobs)
 	for _, u := range b.updates {
@@ -729,6 +757,29 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	if len(sb.Memory) > 0 {
 		b.memory = sb.Memory
 	}
+	for i, g := range sb.JobGroups {
+		if g.ID != uint32(i+1) || g.Parent >= g.ID {
+			return nil, fmt.Errorf("batch %d: job group %d (%s) of parent %d out of order", sb.ID, g.ID, g.Path, g.Parent)
+		}
+		jg := &JobGroup{
+			ID: g.ID, Parent: g.Parent, Path: g.Path, Attributes: g.Attributes, Callback: g.Callback,
+			CancelAfterFailures: g.CancelAfter, Cancelled: g.Cancelled, CancelReason: g.CancelReason,
+			Completed: g.Completed, version: g.Version, callbackVersion: g.CallbackVersion, callbackResult: g.CallbackResult,
+			accrued: g.Accrued, depth: 1,
+		}
+		if g.Parent != 0 {
+			jg.depth = b.jobGroups[g.Parent-1].depth + 1
+		}
+		b.addJobGroup(jg)
+		jg.dirty = false
+	}
+	b.dirtyGroups = nil
+	for _, g := range b.groups {
+		if g.spec != nil && int(g.spec.Group) > len(b.jobGroups) {
+			return nil, fmt.Errorf("batch %d: jobs from %d are in job group %d of %d", sb.ID, g.first, g.spec.Group, len(b.jobGroups))
+		}
+	}
+	b.recountGroups()
 	return b, nil
 }
 

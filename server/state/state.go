@@ -266,6 +266,8 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applyPreempt(c)
 	case *RetryJobs:
 		return s.applyRetryJobs(c)
+	case *CancelJobGroup:
+		return s.applyCancelJobGroup(c)
 	case *ApplyPlacement:
 		return s.applyApplyPlacement(c)
 	case *Scale:

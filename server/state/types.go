@@ -144,6 +144,9 @@ type Spec struct {
 	// Run says what the job runs in and the files it takes and gives
 	// (nil: a process, no files), and how it comes back (Run.Policy).
 	Run *Run
+	// Group is the job group the job is in (0: none but the batch; in a
+	// command, the 1-based index of a group it declares: JobGroupDecl).
+	Group uint32
 }
 
 // Policy is how a job of sp comes back after an attempt it did not end
@@ -521,6 +524,13 @@ type Batch struct {
 	// spec no longer says it (it ran out of memory and runs again with
 	// more: attemptRec.Memory).
 	memory map[uint32]int64
+
+	// jobGroups are its job groups, by ID - 1 (parents before their
+	// children), groupByPath the same by path; dirtyGroups those whose
+	// completion is to be settled (settleGroups).
+	jobGroups   []*JobGroup
+	groupByPath map[string]uint32
+	dirtyGroups []uint32
 
 	// live: counted in the tallies as a live batch (Completed == 0).
 	live         bool
