@@ -76,8 +76,12 @@ func ParseJobQuery(q string) (JobQuery, error) {
 				return fmt.Errorf("filter term %q: job state must be pending, ready, running, success, failed, cancelled, error, done or bad", raw)
 			}
 		case t.Key == "name" && t.HasValue:
+		case t.Key == "group" && t.HasValue:
+			if err := ValidateJobGroupPath(t.Value); err != nil {
+				return fmt.Errorf("filter term %q: %w", raw, err)
+			}
 		default:
-			return fmt.Errorf("unknown filter term %q: use state=, name= or attr:KEY=VALUE", raw)
+			return fmt.Errorf("unknown filter term %q: use state=, name=, group= or attr:KEY=VALUE", raw)
 		}
 		return nil
 	})
@@ -196,9 +200,19 @@ func (q JobQuery) Match(j *Job, base string) bool {
 			if !JobStateMatches(t.Value, j.State) {
 				return false
 			}
+		case t.Key == "group":
+			if !InJobGroup(j.JobGroup, t.Value) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// InJobGroup reports whether a job of the group at path is in group (the
+// group itself or one below it).
+func InJobGroup(path, group string) bool {
+	return path == group || len(path) > len(group) && path[len(group)] == '/' && path[:len(group)] == group
 }
 
 // States lists the job states a query's state terms allow (nil: any), so

@@ -387,6 +387,9 @@ const (
 	MaxJobGroupBytes       = 1 << 20
 	MaxJobGroupDepth       = placement.MaxJobGroupDepth
 	MaxJobGroupSegment     = placement.MaxJobGroupSegment
+	// JobGroupsPerPage bounds the groups a page of jobs carries
+	// (JobList.JobGroups).
+	JobGroupsPerPage = 200
 )
 
 // ValidateJobGroups checks the job groups a request declares: their

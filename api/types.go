@@ -708,6 +708,10 @@ type JobList struct {
 	// (absent for a batch read from the history store, which no longer
 	// changes).
 	Batch *Batch `json:"batch,omitempty"`
+	// JobGroups are the batch's job groups read with the page (the first
+	// 200, parents first: GET /api/v1/batches/{id}/job-groups lists them
+	// all; absent when it has none, or is read from the history store).
+	JobGroups []JobGroup `json:"job_groups,omitempty"`
 }
 
 // Change topics (GET /api/v1/changes): what changed.

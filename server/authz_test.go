@@ -44,36 +44,39 @@ var (
 )
 
 var userRoutes = map[string]userRow{
-	"GET /api/v1/status/leader":                         everyone,
-	"GET /api/v1/whoami":                                everyone,
-	"POST /api/v1/batches":                              {F, F, A, A, A},
-	"GET /api/v1/changes":                               everyone,
-	"GET /api/v1/batches":                               everyone,
-	"GET /api/v1/batches/{id}":                          readBatch,
-	"POST /api/v1/batches/{id}/cancel":                  {F, F, A, A, A},
-	"POST /api/v1/batches/{id}/jobs/{job}/restart":      {F, F, A, A, A},
-	"POST /api/v1/batches/{id}/retry":                   ownBatch,
-	"GET /api/v1/batches/{id}/efficiency":               readBatch,
-	"POST /api/v1/batches/{id}/updates":                 ownBatch,
-	"POST /api/v1/batches/{id}/updates/{update}/jobs":   ownBatch,
-	"POST /api/v1/batches/{id}/updates/{update}/commit": ownBatch,
-	"GET /api/v1/batches/{id}/stages":                   readBatch,
-	"GET /api/v1/batches/{id}/jobs":                     readBatch,
-	"GET /api/v1/batches/{id}/jobs/{job}":               readBatch,
-	"GET /api/v1/batches/{id}/jobs/{job}/log":           readBatch,
-	"GET /api/v1/batches/{id}/jobs/{job}/usage":         readBatch,
-	"GET /api/v1/batches/{id}/jobs/{job}/why":           readBatch,
-	"GET /api/v1/regions":                               everyone,
-	"GET /api/v1/clusters":                              everyone,
-	"GET /api/v1/cluster-groups":                        everyone,
-	"GET /api/v1/autoscaler":                            everyone,
-	"GET /api/v1/clusters/{name}":                       everyone,
-	"GET /api/v1/queues":                                everyone,
-	"GET /api/v1/queues/{path...}":                      everyone,
-	"GET /api/v1/queue-recommendations":                 everyone,
-	"GET /api/v1/queue-slo":                             everyone,
-	"POST /api/v1/tokens":                               everyone,
-	"GET /api/v1/tokens":                                everyone,
+	"GET /api/v1/status/leader":                           everyone,
+	"GET /api/v1/whoami":                                  everyone,
+	"POST /api/v1/batches":                                {F, F, A, A, A},
+	"GET /api/v1/changes":                                 everyone,
+	"GET /api/v1/batches":                                 everyone,
+	"GET /api/v1/batches/{id}":                            readBatch,
+	"POST /api/v1/batches/{id}/cancel":                    {F, F, A, A, A},
+	"POST /api/v1/batches/{id}/jobs/{job}/restart":        {F, F, A, A, A},
+	"POST /api/v1/batches/{id}/retry":                     ownBatch,
+	"GET /api/v1/batches/{id}/job-groups":                 readBatch,
+	"GET /api/v1/batches/{id}/job-groups/{group}":         readBatch,
+	"POST /api/v1/batches/{id}/job-groups/{group}/cancel": {F, F, A, A, A},
+	"GET /api/v1/batches/{id}/efficiency":                 readBatch,
+	"POST /api/v1/batches/{id}/updates":                   ownBatch,
+	"POST /api/v1/batches/{id}/updates/{update}/jobs":     ownBatch,
+	"POST /api/v1/batches/{id}/updates/{update}/commit":   ownBatch,
+	"GET /api/v1/batches/{id}/stages":                     readBatch,
+	"GET /api/v1/batches/{id}/jobs":                       readBatch,
+	"GET /api/v1/batches/{id}/jobs/{job}":                 readBatch,
+	"GET /api/v1/batches/{id}/jobs/{job}/log":             readBatch,
+	"GET /api/v1/batches/{id}/jobs/{job}/usage":           readBatch,
+	"GET /api/v1/batches/{id}/jobs/{job}/why":             readBatch,
+	"GET /api/v1/regions":                                 everyone,
+	"GET /api/v1/clusters":                                everyone,
+	"GET /api/v1/cluster-groups":                          everyone,
+	"GET /api/v1/autoscaler":                              everyone,
+	"GET /api/v1/clusters/{name}":                         everyone,
+	"GET /api/v1/queues":                                  everyone,
+	"GET /api/v1/queues/{path...}":                        everyone,
+	"GET /api/v1/queue-recommendations":                   everyone,
+	"GET /api/v1/queue-slo":                               everyone,
+	"POST /api/v1/tokens":                                 everyone,
+	"GET /api/v1/tokens":                                  everyone,
 	// Another user's token: only an admin finds it.
 	"DELETE /api/v1/tokens/{accessor}":                      {N, N, N, N, A},
 	"POST /api/v1/tokens/{accessor}/rotate":                 {N, N, N, N, A},
@@ -206,7 +209,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := api.NewClient(base, toks["member"])
-	res, err := member.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "p", NJobs: 2})
+	res, err := member.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "p", NJobs: 2, JobGroups: []api.JobGroupSpec{{Path: "g"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +270,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 
 	params := map[string]string{
 		"{id}": fmt.Sprint(res.ID), "{update}": "1", "{job}": "1", "{name}": "p", "{user}": "victim", "{path...}": "org/q",
-		"{accessor}": spare[0].Accessor, "{attempt}": "1", "{seq}": "0",
+		"{accessor}": spare[0].Accessor, "{attempt}": "1", "{seq}": "0", "{group}": "g",
 	}
 	bodies := map[string]string{
 		"POST /api/v1/batches":                             `{"billing_project": "p", "jobs": [{"job_id": 1, "command": ["true"], "cpu": 0.1, "memory": 1048576}]}`,

@@ -321,11 +321,11 @@ func (s *Server) postCallback(ctx context.Context, t callbackTry, allow []*url.U
 	}
 	var body []byte
 	if t.Group != 0 {
-		g, ok := s.state.JobGroup(t.Batch, t.Group, time.Now())
+		g, ok := s.state.JobGroup(t.Batch, t.Group)
 		if !ok {
 			return "not sent: the batch left the state", false
 		}
-		body, _ = json.Marshal(apiview.JobGroup(&g))
+		body, _ = json.Marshal(apiview.JobGroup(&g, time.Now()))
 	} else {
 		rec, ok := s.state.Batch(t.Batch)
 		if !ok {

@@ -157,6 +157,9 @@ func JobList(p state.JobPage, now time.Time) api.JobList {
 		b := Batch(&p.Batch, now)
 		out.Batch = &b
 	}
+	for i := range p.JobGroups {
+		out.JobGroups = append(out.JobGroups, JobGroup(&p.JobGroups[i], now))
+	}
 	return out
 }
 

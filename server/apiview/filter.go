@@ -47,6 +47,8 @@ func JobFilter(q api.JobQuery) state.JobFilter {
 			preds = append(preds, func(j *state.JobFacts) bool { return api.JobStateMatches(t.Value, JobState(j.State)) })
 		case t.Key == "name":
 			preds = append(preds, func(j *state.JobFacts) bool { return j.Spec.Name == t.Value || j.Name() == t.Value })
+		case t.Key == "group":
+			preds = append(preds, func(j *state.JobFacts) bool { return api.InJobGroup(j.GroupPath, t.Value) })
 		}
 	}
 	return allOf(preds)

@@ -3,6 +3,7 @@ package apiview
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/server/state"
@@ -53,7 +54,7 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 }
 
 // JobGroup is a job group's status as the API shows it.
-func JobGroup(r *state.JobGroupRecord) api.JobGroup {
+func JobGroup(r *state.JobGroupRecord, now time.Time) api.JobGroup {
 	out := api.JobGroup{
 		BatchID: int64(r.Batch), ID: int64(r.ID), ParentID: int64(r.Parent), Path: r.Path, Attributes: r.Attributes,
 		State: api.BatchRunning, Cancelled: r.Cancelled, CancelReason: r.CancelReason,
@@ -67,7 +68,7 @@ func JobGroup(r *state.JobGroupRecord) api.JobGroup {
 		NCancelled:    r.Count(state.Cancelled),
 		NError:        r.Count(state.Error),
 		TimeCompleted: timePtr(r.Completed),
-		Cost:          r.Cost,
+		Cost:          r.Cost(now.UnixNano()),
 	}
 	out.NCompleted = out.NSucceeded + out.NFailed + out.NCancelled + out.NError
 	if r.Completed != 0 {

@@ -20,7 +20,7 @@ func (s *batchHandlers) jobGroupOf(r *http.Request, level state.BatchAccess) (ui
 	}
 	raw := r.PathValue("group")
 	if n, err := strconv.ParseUint(raw, 10, 32); err == nil && n > 0 {
-		if _, ok := s.state.JobGroup(id, uint32(n), time.Now()); ok {
+		if _, ok := s.state.JobGroup(id, uint32(n)); ok {
 			return id, uint32(n), nil
 		}
 	} else if g, ok := s.state.JobGroupID(id, raw); ok {
@@ -37,13 +37,13 @@ func (s *batchHandlers) handleListJobGroups(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return nil, err
 	}
-	recs, ok := s.state.JobGroups(id, time.Now())
+	recs, ok := s.state.JobGroups(id)
 	if !ok {
 		return nil, codedf(http.StatusNotFound, "batch %d is finished and kept in the history store, which keeps its jobs but not its job groups", id)
 	}
 	out := api.JobGroupList{JobGroups: make([]api.JobGroup, len(recs))}
 	for i := range recs {
-		out.JobGroups[i] = apiview.JobGroup(&recs[i])
+		out.JobGroups[i] = apiview.JobGroup(&recs[i], time.Now())
 	}
 	return out, nil
 }
@@ -53,8 +53,8 @@ func (s *batchHandlers) handleGetJobGroup(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return nil, err
 	}
-	rec, _ := s.state.JobGroup(id, g, time.Now())
-	return apiview.JobGroup(&rec), nil
+	rec, _ := s.state.JobGroup(id, g)
+	return apiview.JobGroup(&rec, time.Now()), nil
 }
 
 // handleCancelJobGroup cancels a job group and the groups below it: who

@@ -21,7 +21,9 @@ type JobFacts struct {
 	ID    uint32
 	State JobState
 	Spec  *Spec
-	base  uint32 // its array's first job (group.base)
+	// GroupPath is the job group it is in (empty: none).
+	GroupPath string
+	base      uint32 // its array's first job (group.base)
 }
 
 // Name is the job's name: the spec's, with its index for an array's.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"time"
 
 	"github.com/drover-sched/drover/billing"
 	"github.com/drover-sched/drover/money"
@@ -484,11 +483,6 @@ func (b *Batch) groupChargeEnd(id uint32, c charge, cost money.Amount) {
 	}
 }
 
-// cost is what a job group has cost up to now.
-func (jg *JobGroup) cost(now int64) money.Amount {
-	return jg.accrued.Add(jg.run.Cost(now))
-}
-
 // recountGroups rebuilds the groups' derived counts from the jobs (a
 // restored snapshot; a whole batch's cancel).
 func (b *Batch) recountGroups() {
@@ -561,8 +555,13 @@ type JobGroupRecord struct {
 	Completed    int64
 	NJobs        int64
 	Counts       [numStates]int64
-	// Cost is what its jobs had cost at the read.
-	Cost money.Amount
+	accrued      money.Amount    // its ended attempts' cost
+	running      billing.Running // its running attempts'
+}
+
+// Cost is what the group's jobs have cost by now (unix ns).
+func (r *JobGroupRecord) Cost(now int64) money.Amount {
+	return r.accrued.Add(r.running.Cost(now))
 }
 
 // Count is the number of the group's jobs in state st.
@@ -574,12 +573,12 @@ func (r *JobGroupRecord) Count(st JobState) int64 {
 }
 
 // groupRecord is jg as a read returns it. Callers hold the lock.
-func (b *Batch) groupRecord(jg *JobGroup, now int64) JobGroupRecord {
+func (b *Batch) groupRecord(jg *JobGroup) JobGroupRecord {
 	r := JobGroupRecord{
 		Batch: b.ID, ID: jg.ID, Parent: jg.Parent, Path: jg.Path, Attributes: jg.Attributes,
 		Callback: jg.Callback, CallbackResult: jg.callbackResult, CancelAfterFailures: jg.CancelAfterFailures,
 		Cancelled: jg.Cancelled, CancelReason: jg.CancelReason, Completed: jg.Completed,
-		NJobs: jg.nJobs, Counts: jg.counts, Cost: jg.cost(now),
+		NJobs: jg.nJobs, Counts: jg.counts, accrued: jg.accrued, running: jg.run,
 	}
 	if !r.Cancelled && b.Cancelled {
 		r.Cancelled, r.CancelReason = true, "its batch was cancelled: "+b.CancelReason
@@ -589,7 +588,7 @@ func (b *Batch) groupRecord(jg *JobGroup, now int64) JobGroupRecord {
 
 // JobGroups returns a batch's job groups in ID order (parents before
 // their children), with their counts and costs at now.
-func (s *batchBook) JobGroups(batch uint64, now time.Time) ([]JobGroupRecord, bool) {
+func (s *batchBook) JobGroups(batch uint64) ([]JobGroupRecord, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[batch]
@@ -598,20 +597,20 @@ func (s *batchBook) JobGroups(batch uint64, now time.Time) ([]JobGroupRecord, bo
 	}
 	out := make([]JobGroupRecord, len(b.jobGroups))
 	for i, jg := range b.jobGroups {
-		out[i] = b.groupRecord(jg, now.UnixNano())
+		out[i] = b.groupRecord(jg)
 	}
 	return out, true
 }
 
 // JobGroup returns one job group of a batch.
-func (s *batchBook) JobGroup(batch uint64, id uint32, now time.Time) (JobGroupRecord, bool) {
+func (s *batchBook) JobGroup(batch uint64, id uint32) (JobGroupRecord, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.batches[batch]
 	if !ok || id == 0 || int(id) > len(b.jobGroups) {
 		return JobGroupRecord{}, false
 	}
-	return b.groupRecord(b.jobGroups[id-1], now.UnixNano()), true
+	return b.groupRecord(b.jobGroups[id-1]), true
 }
 
 // JobGroupID returns the ID of a batch's job group by its path (ok false:

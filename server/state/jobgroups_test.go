@@ -3,7 +3,6 @@ package state
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func inGroup(sp *Spec, ref uint32) *Spec {
@@ -17,7 +16,7 @@ func groupByPath(t *testing.T, h *Harness, b uint64, path string) JobGroupRecord
 	if !ok {
 		t.Fatalf("batch %d has no job group %s", b, path)
 	}
-	r, _ := h.S.JobGroup(b, id, time.Unix(0, h.Now))
+	r, _ := h.S.JobGroup(b, id)
 	return r
 }
 

@@ -96,7 +96,13 @@ type JobPage struct {
 	// Batch is the batch's status in the same read: its counts agree
 	// with the jobs' states.
 	Batch BatchRecord
+	// JobGroups are the batch's first PageGroups job groups, parents
+	// first, in the same read.
+	JobGroups []JobGroupRecord
 }
+
+// PageGroups bounds the job groups a page of jobs carries.
+const PageGroups = 200
 
 // ListJobs returns up to PageSize jobs of a batch matching f (nil: all)
 // with IDs above lastID.
@@ -108,6 +114,9 @@ func (s *batchBook) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage,
 		return JobPage{}, false
 	}
 	out := JobPage{Jobs: []JobRecord{}, Batch: s.record(b)}
+	for _, jg := range b.jobGroups[:min(len(b.jobGroups), PageGroups)] {
+		out.JobGroups = append(out.JobGroups, b.groupRecord(jg))
+	}
 	var facts JobFacts // one for the walk (a filter must not keep it), as for batches
 	for id := lastID + 1; int(id) <= len(b.jobs); id++ {
 		j := &b.jobs[id-1]
@@ -116,6 +125,9 @@ func (s *batchBook) ListJobs(batch uint64, f JobFilter, lastID uint32) (JobPage,
 		}
 		g := b.groupOf(id)
 		facts = JobFacts{ID: id, State: j.state, Spec: g.spec, base: g.base}
+		if jg := b.jobGroup(g.spec); jg != nil {
+			facts.GroupPath = jg.Path
+		}
 		if f != nil && !f(&facts) {
 			continue
 		}

@@ -51,6 +51,10 @@ var funcs = template.FuncMap{
 	"last":       func(path string) string { return path[strings.LastIndex(path, "/")+1:] },
 	"can":        func(b *api.Batch, action string) bool { return b != nil && b.Can(action) },
 	"stateClass": stateClass,
+	"groupStatus": groupStatus,
+	"groupDepth":  groupDepth,
+	"groupName":   groupName,
+	"add":         func(a, b int64) int64 { return a + b },
 }
 
 // dollars shows an amount as every page, the CLI and the API's sentences
@@ -287,6 +291,25 @@ func batchStatus(b *api.Batch) string {
 	}
 	return "success"
 }
+
+// groupStatus is a job group's state as a batch's reads (batchStatus).
+func groupStatus(g *api.JobGroup) string {
+	switch {
+	case g.Cancelled:
+		return "cancelled"
+	case g.State != api.BatchComplete:
+		return "running"
+	case g.NFailed+g.NError+g.NCancelled > 0:
+		return "failure"
+	}
+	return "success"
+}
+
+// groupDepth is how deep a job group lies under its batch (0: at the top).
+func groupDepth(g *api.JobGroup) int { return strings.Count(g.Path, "/") }
+
+// groupName is the last name of a job group's path.
+func groupName(g *api.JobGroup) string { return g.Path[strings.LastIndexByte(g.Path, '/')+1:] }
 
 // stateClass is the CSS class of a state's colour.
 func stateClass(st string) string {

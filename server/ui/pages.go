@@ -267,6 +267,9 @@ func (u *UI) batchData(r *http.Request, s *session) (map[string]any, error) {
 	if jobState != "" {
 		filter = "state=" + jobState
 	}
+	if g := q.Get("group"); g != "" {
+		filter = strings.TrimSpace(filter + " group=" + g)
+	}
 	name := strings.TrimSpace(q.Get("name"))
 	jobID, _ := strconv.ParseInt(strings.TrimPrefix(name, "#"), 10, 64)
 	switch {
@@ -299,7 +302,12 @@ func (u *UI) batchData(r *http.Request, s *session) (map[string]any, error) {
 		b = &fresh
 	}
 	data := map[string]any{"Title": batchTitle(b), "Batch": b, "JobStates": jobStates, "JobState": jobState, "JobName": q.Get("name"),
-		"Sorts": jobSorts, "Sort": q.Get("sort")}
+		"Sorts": jobSorts, "Sort": q.Get("sort"), "JobGroup": q.Get("group")}
+	if err == nil {
+		// The groups of the same read as the jobs and the counts.
+		data["Groups"] = jobs.JobGroups
+		data["MoreGroups"] = len(jobs.JobGroups) == api.JobGroupsPerPage
+	}
 	if err != nil {
 		data["JobsError"] = errMessage(err)
 	} else {
@@ -308,7 +316,7 @@ func (u *UI) batchData(r *http.Request, s *session) (map[string]any, error) {
 		data["Gantt"] = gantt(jobs.Jobs, u.now())
 		page := func(last int64) string {
 			v := url.Values{}
-			for _, k := range []string{"state", "name", "sort"} {
+			for _, k := range []string{"state", "name", "sort", "group"} {
 				if q.Get(k) != "" && !(k == "name" && jobID > 0) {
 					v.Set(k, q.Get(k))
 				}
@@ -336,7 +344,7 @@ func (u *UI) batchData(r *http.Request, s *session) (map[string]any, error) {
 		sorts := map[string]string{}
 		for _, k := range jobSorts {
 			v := url.Values{}
-			for _, f := range []string{"state", "name", "last_id"} {
+			for _, f := range []string{"state", "name", "last_id", "group"} {
 				if q.Get(f) != "" {
 					v.Set(f, q.Get(f))
 				}
@@ -488,6 +496,65 @@ func (u *UI) cancelBatch(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	back := fmt.Sprintf("/ui/batches/%d", id)
 	u.confirmed(w, r, s, back+"/cancel", back, func(ctx context.Context) error { return s.client.CancelBatch(ctx, id) })
+}
+
+// cancelGroupConfirm asks before a job group (and the groups below it)
+// is cancelled, saying what stops.
+func (u *UI) cancelGroupConfirm(w http.ResponseWriter, r *http.Request, s *session) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	gid, err := pathInt(r, "group")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	ctx := withRemote(r.Context(), r)
+	b, err := s.client.GetBatch(ctx, id)
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	g, err := s.client.JobGroup(ctx, id, strconv.FormatInt(gid, 10))
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	back := fmt.Sprintf("/ui/batches/%d", id)
+	if !b.Can(api.ActionCancel) || g.Cancelled || g.State == api.BatchComplete {
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	u.ask(w, r, s, question{
+		Title:    fmt.Sprintf("Cancel job group %s?", g.Path),
+		Question: fmt.Sprintf("Cancel job group %s of batch %d, and the groups below it?", g.Path, id),
+		Consequences: []string{
+			fmt.Sprintf("%s stopped now (their attempts end as cancelled; what they cost so far stays billed).", count(g.NRunning, "running job is", "running jobs are")),
+			fmt.Sprintf("%s (%d pending, %d ready) never start, nor do the jobs of other groups that wait for them (unless they always run).", count(g.NPending+g.NReady, "job that waits", "jobs that wait"), g.NPending, g.NReady),
+			"The rest of the batch goes on. Jobs added to the group later are cancelled as they come; a retry of the batch runs its jobs again.",
+		},
+		Action: fmt.Sprintf("/ui/batches/%d/groups/%d/cancel", id, gid), Yes: fmt.Sprintf("Cancel job group %s", g.Path), No: "Keep it running", Back: back,
+	})
+}
+
+func (u *UI) cancelGroup(w http.ResponseWriter, r *http.Request, s *session) {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	gid, err := pathInt(r, "group")
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	back := fmt.Sprintf("/ui/batches/%d", id)
+	u.confirmed(w, r, s, fmt.Sprintf("%s/groups/%d/cancel", back, gid), back, func(ctx context.Context) error {
+		_, err := s.client.CancelJobGroup(ctx, id, strconv.FormatInt(gid, 10))
+		return err
+	})
 }
 
 // efficiencyPage is a batch's right-sizing report (drover batch

@@ -171,6 +171,8 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/batches/{id}", u.session(u.page("batch", (*UI).batchData)))
 	mux.HandleFunc("GET /ui/batches/{id}/cancel", u.session(u.cancelConfirm))
 	mux.HandleFunc("POST /ui/batches/{id}/cancel", u.session(u.cancelBatch))
+	mux.HandleFunc("GET /ui/batches/{id}/groups/{group}/cancel", u.session(u.cancelGroupConfirm))
+	mux.HandleFunc("POST /ui/batches/{id}/groups/{group}/cancel", u.session(u.cancelGroup))
 	mux.HandleFunc("GET /ui/batches/{id}/efficiency", u.session(u.efficiencyPage))
 	mux.HandleFunc("GET /ui/batches/{id}/retry", u.session(u.retryConfirm))
 	mux.HandleFunc("POST /ui/batches/{id}/retry", u.session(u.retryBatch))
