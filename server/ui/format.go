@@ -47,10 +47,10 @@ var funcs = template.FuncMap{
 		}
 		return sum
 	},
-	"indent":     func(path string) int { return strings.Count(path, "/") },
-	"last":       func(path string) string { return path[strings.LastIndex(path, "/")+1:] },
-	"can":        func(b *api.Batch, action string) bool { return b != nil && b.Can(action) },
-	"stateClass": stateClass,
+	"indent":      func(path string) int { return strings.Count(path, "/") },
+	"last":        func(path string) string { return path[strings.LastIndex(path, "/")+1:] },
+	"can":         func(b *api.Batch, action string) bool { return b != nil && b.Can(action) },
+	"stateClass":  stateClass,
 	"groupStatus": groupStatus,
 	"groupDepth":  groupDepth,
 	"groupName":   groupName,
