@@ -64,6 +64,9 @@ type QueueBatch struct {
 	Queue    string     `json:"queue,omitempty"`
 	Priority int32      `json:"priority,omitempty"`
 	Jobs     []QueueJob `json:"jobs"`
+	// JobGroups are the batch's job groups (api.JobGroupSpec), which
+	// its jobs name (QueueJob.Group).
+	JobGroups []api.JobGroupSpec `json:"job_groups,omitempty"`
 }
 
 // QueueJob is Count jobs alike.
@@ -78,6 +81,10 @@ type QueueJob struct {
 	// through its run, and runs again with more if OOMRetry says so.
 	PeakMemory string        `json:"peak_memory,omitempty"`
 	OOMRetry   *api.OOMRetry `json:"oom_retry,omitempty"`
+	// Group is the path of the job group the jobs are in (empty: none);
+	// Fail: each attempt fails (exit 1) at its end.
+	Group string `json:"group,omitempty"`
+	Fail  bool   `json:"fail,omitempty"`
 }
 
 // QueueExpect is what a scenario must show (each part absent: not
@@ -127,6 +134,15 @@ type QueueExpect struct {
 	// either to check both).
 	OOMKills *int `json:"oom_kills,omitempty"`
 	Errors   *int `json:"errors,omitempty"`
+	// Succeeded, Failed and Cancelled: exactly so many jobs ended so
+	// (each absent: not checked); GroupsCancelled: the job groups (by
+	// batch, in arrival order from 1, and path: "1:align") that ended
+	// cancelled, all of them; MaxCoreHours bounds what the attempts held.
+	Succeeded       *int     `json:"succeeded,omitempty"`
+	Failed          *int     `json:"failed,omitempty"`
+	Cancelled       *int     `json:"cancelled,omitempty"`
+	GroupsCancelled []string `json:"groups_cancelled,omitempty"`
+	MaxCoreHours    float64  `json:"max_core_hours,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -187,6 +203,16 @@ type QueueResult struct {
 	// that ended in error.
 	OOMKills int `json:"oom_kills"`
 	Errors   int `json:"errors"`
+	// Succeeded, Failed and Cancelled count jobs by how they ended;
+	// GroupsCancelled are the job groups that ended cancelled
+	// ("batch:path"); CoreHours is what the attempts held, cores times
+	// hours; LastEnd when the last job ended, in seconds.
+	Succeeded       int      `json:"succeeded"`
+	Failed          int      `json:"failed"`
+	Cancelled       int      `json:"cancelled"`
+	GroupsCancelled []string `json:"groups_cancelled,omitempty"`
+	CoreHours       float64  `json:"core_hours"`
+	LastEndSec      float64  `json:"last_end_s"`
 }
 
 // estimateEvery is how often the run samples estimated starts, and
@@ -215,6 +241,7 @@ type qjob struct {
 	dur       time.Duration
 	grace     time.Duration
 	peak      int64 // memory it uses
+	fail      bool  // its attempts fail
 	done      bool
 }
 
@@ -248,6 +275,8 @@ type qattempt struct {
 	stopping bool
 	stopAt   time.Time
 	oom      bool // ends out of memory at end
+	fail     bool // fails at end
+	cancel   bool // its worker was told to kill it: cancelled at end
 }
 
 // RunQueues runs a scenario. Every PreemptEvery of virtual time the
@@ -418,8 +447,13 @@ func (r *qrun) sampleEstimates(now time.Time) {
 }
 
 func (r *qrun) allDone() bool {
-	for _, j := range r.jobs {
+	for k, j := range r.jobs {
 		if !j.done {
+			// Ended without running (cancelled with its group)?
+			if jr, ok := r.st.Job(k.b, k.j); ok && jr.State.Final() {
+				j.done = true
+				continue
+			}
 			return false
 		}
 	}
@@ -448,6 +482,13 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			}
 		}
 		sp := &state.Spec{Name: "j", Array: n > 1, Command: []string{"true"}, CPUMilli: int64(j.CPU * 1000), Memory: mem}
+		if j.Group != "" {
+			k := slices.IndexFunc(b.JobGroups, func(g api.JobGroupSpec) bool { return g.Path == j.Group })
+			if k < 0 {
+				return fmt.Errorf("a job of %s's batch at %s names job group %s, which the batch does not declare", b.User, time.Duration(b.At), j.Group)
+			}
+			sp.Group = uint32(k + 1)
+		}
 		if j.PreemptionGrace > 0 {
 			sp.Run = &state.Run{PreemptGraceMs: time.Duration(j.PreemptionGrace).Milliseconds()}
 		}
@@ -463,14 +504,18 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			grace = state.DefaultPreemptGraceMs * time.Millisecond
 		}
 		for k := 0; k < n; k++ {
-			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace, peak: peak}
+			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace, peak: peak, fail: j.Fail}
 		}
 		id += uint32(n)
 	}
 	if _, ok := r.first[queue]; !ok {
 		r.first[queue] = now
 	}
-	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: b.Project, Name: "sim", Jobs: entries, Queue: b.Queue, Priority: b.Priority})
+	var groups []state.JobGroupDecl
+	for _, g := range b.JobGroups {
+		groups = append(groups, state.JobGroupDecl{Path: g.Path, Attributes: g.Attributes, CancelAfter: uint32(g.CancelAfterNFailures)})
+	}
+	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: b.Project, Name: "sim", Jobs: entries, Queue: b.Queue, Priority: b.Priority, Groups: groups})
 	if err != nil {
 		return err
 	}
@@ -502,6 +547,11 @@ func (r *qrun) complete(now time.Time) error {
 	var evs []state.Event
 	for k, a := range r.running {
 		switch {
+		case !a.end.After(now) && a.cancel:
+			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeCancelled, Start: a.start.UnixNano(), End: now.UnixNano(),
+				Message: "killed: cancelled"})
+		case !a.end.After(now) && a.fail:
+			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeFailed, Exit: 1, Start: a.start.UnixNano(), End: a.end.UnixNano()})
 		case !a.end.After(now) && a.oom:
 			evs = append(evs, state.Event{Instance: a.inst, Batch: k.b, Job: k.j, Attempt: k.att, Outcome: state.OutcomeError, Exit: 137, Start: a.start.UnixNano(), End: a.end.UnixNano(),
 				Message: "out of memory", OOM: true})
@@ -525,12 +575,22 @@ func (r *qrun) complete(now time.Time) error {
 		return err
 	}
 	for _, e := range evs {
+		if a := r.running[attemptKey{e.Batch, e.Job, e.Attempt}]; a != nil {
+			r.res.CoreHours += float64(r.jobs[jobKey{e.Batch, e.Job}].milli) / 1000 * time.Duration(e.End-e.Start).Hours()
+			r.res.LastEndSec = max(r.res.LastEndSec, now.Sub(start).Seconds())
+		}
 		delete(r.running, attemptKey{e.Batch, e.Job, e.Attempt})
 		r.known[e.Instance] = slices.DeleteFunc(r.known[e.Instance], func(x state.AttemptID) bool { return x.Batch == e.Batch && x.Job == e.Job })
 		j := r.jobs[jobKey{e.Batch, e.Job}]
 		switch {
-		case e.Outcome == state.OutcomeSuccess:
+		case e.Outcome == state.OutcomeSuccess || e.Outcome == state.OutcomeCancelled:
 			j.done = true
+		case e.Outcome == state.OutcomeFailed:
+			// Retried, or failed for good.
+			j.ready = now
+			if jr, ok := r.st.Job(e.Batch, e.Job); ok && jr.State.Final() {
+				j.done = true
+			}
 		case e.OOM:
 			// Run again with more memory, or ended in error.
 			r.res.OOMKills++
@@ -567,7 +627,7 @@ func (r *qrun) sync(now time.Time) error {
 		for _, as := range wv.Assign {
 			r.known[inst] = append(r.known[inst], as.AttemptID)
 			j := r.jobs[jobKey{as.Batch, as.Job}]
-			a := &qattempt{inst: inst, start: now, end: now.Add(j.dur)}
+			a := &qattempt{inst: inst, start: now, end: now.Add(j.dur), fail: j.fail}
 			if j.peak > as.Spec.Memory {
 				a.end, a.oom = now.Add(j.dur/2), true
 			}
@@ -575,6 +635,12 @@ func (r *qrun) sync(now time.Time) error {
 			j.waited = append(j.waited, now.Sub(j.ready))
 			j.starts = append(j.starts, now)
 			started = append(started, state.Event{Instance: inst, Batch: as.Batch, Job: as.Job, Attempt: as.Attempt, Started: true, Start: now.UnixNano()})
+		}
+		for _, k := range wv.Kill {
+			// Cancelled (its batch or its group): killed now.
+			if a := r.running[attemptKey{k.Batch, k.Job, k.Attempt}]; a != nil && !a.cancel {
+				a.cancel, a.end = true, now
+			}
 		}
 		for _, p := range wv.Preempt {
 			a := r.running[attemptKey{p.Batch, p.Job, p.Attempt}]
@@ -657,6 +723,26 @@ func (r *qrun) sample(now time.Time) {
 
 func (r *qrun) result() *QueueResult {
 	res := r.res
+	for k := range r.jobs {
+		jr, _ := r.st.Job(k.b, k.j)
+		switch jr.State {
+		case state.Success:
+			res.Succeeded++
+		case state.Failed:
+			res.Failed++
+		case state.Cancelled:
+			res.Cancelled++
+		}
+	}
+	for b := uint64(1); b <= r.batches; b++ {
+		gs, _ := r.st.JobGroups(b)
+		for _, g := range gs {
+			if g.Cancelled {
+				res.GroupsCancelled = append(res.GroupsCancelled, fmt.Sprintf("%d:%s", b, g.Path))
+			}
+		}
+	}
+	res.CoreHours = round(res.CoreHours, 3)
 	if r.nSam > 0 {
 		res.Shares = map[string]float64{}
 		for p, v := range r.held {
@@ -829,6 +915,21 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 	}
 	if (e.OOMKills != nil && res.OOMKills != *e.OOMKills) || (e.Errors != nil && res.Errors != *e.Errors) {
 		errs = append(errs, fmt.Errorf("%d attempts ended out of memory and %d jobs in error; want %v and %v", res.OOMKills, res.Errors, fmtInt(e.OOMKills), fmtInt(e.Errors)))
+	}
+	for _, c := range []struct {
+		what string
+		got  int
+		want *int
+	}{{"succeeded", res.Succeeded, e.Succeeded}, {"failed", res.Failed, e.Failed}, {"were cancelled", res.Cancelled, e.Cancelled}} {
+		if c.want != nil && c.got != *c.want {
+			errs = append(errs, fmt.Errorf("%d jobs %s, want %d", c.got, c.what, *c.want))
+		}
+	}
+	if e.GroupsCancelled != nil && !slices.Equal(res.GroupsCancelled, e.GroupsCancelled) {
+		errs = append(errs, fmt.Errorf("job groups %v ended cancelled, want %v", res.GroupsCancelled, e.GroupsCancelled))
+	}
+	if e.MaxCoreHours > 0 && res.CoreHours > e.MaxCoreHours {
+		errs = append(errs, fmt.Errorf("the attempts held %.2f core-hours, want at most %.2f", res.CoreHours, e.MaxCoreHours))
 	}
 	if e.PreemptedFirst && res.PlaceLost > 0 {
 		errs = append(errs, fmt.Errorf("%d jobs started for the first time while a preempted job of their batch waited to run again", res.PlaceLost))
