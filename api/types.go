@@ -628,6 +628,10 @@ type Efficiency struct {
 	BatchID int64             `json:"batch_id"`
 	Groups  []EfficiencyGroup `json:"groups"`
 	Total   EfficiencyGroup   `json:"total"`
+	// JobGroups sum the groups of each job group and of the job groups
+	// below it (Name is its path), parents first (none: the batch has
+	// no job groups).
+	JobGroups []EfficiencyGroup `json:"job_groups,omitempty"`
 	// Jobs counts the jobs read; Partial says the batch has more than a
 	// report reads (MaxEfficiencyJobs, its first), which it leaves out.
 	Jobs    int64 `json:"jobs"`
@@ -667,6 +671,8 @@ type EfficiencyGroup struct {
 	Cost              money.Amount `json:"cost"`
 	SuggestedCost     money.Amount `json:"suggested_cost"`
 	Savings           money.Amount `json:"savings"`
+	// JobGroup is the job group its jobs are in (empty: none).
+	JobGroup string `json:"job_group,omitempty"`
 }
 
 // JobRestart answers a job restart: the attempt told to stop (it ends

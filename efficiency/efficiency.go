@@ -19,6 +19,7 @@ import (
 // Attempt is one ended attempt with its worker's usage.
 type Attempt struct {
 	Group      string  // its job's name without the array index
+	JobGroup   string  // the path of its job's job group (empty: none)
 	CPU        float64 // cores asked
 	Memory     int64   // bytes given
 	Seconds    float64 // wall time
@@ -39,40 +40,77 @@ type Options struct {
 // DefaultOptions covers the 95th percentile with 20% to spare.
 func DefaultOptions() Options { return Options{Quantile: 0.95, Headroom: 1.2} }
 
-// Report groups the attempts by Group (in order of first appearance)
-// and measures each group and all of them.
+// Report groups the attempts by Group and JobGroup (in order of first
+// appearance) and measures each group, each job group (with the job
+// groups below it) and all of them.
 func Report(atts []Attempt, opt Options) api.Efficiency {
-	var order []string
-	by := map[string][]Attempt{}
+	type key struct{ name, jobGroup string }
+	var order []key
+	by := map[key][]Attempt{}
 	for _, a := range atts {
 		if a.Seconds <= 0 {
 			continue
 		}
-		if _, ok := by[a.Group]; !ok {
-			order = append(order, a.Group)
+		k := key{a.Group, a.JobGroup}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
 		}
-		by[a.Group] = append(by[a.Group], a)
+		by[k] = append(by[k], a)
 	}
 	out := api.Efficiency{Groups: []api.EfficiencyGroup{}}
-	var total api.EfficiencyGroup
-	total.Name = "all"
-	for _, name := range order {
-		g := measure(name, by[name], opt)
+	total := api.EfficiencyGroup{Name: "all"}
+	var paths []string
+	rollup := map[string]*api.EfficiencyGroup{}
+	for _, k := range order {
+		g := measure(k.name, by[k], opt)
+		g.JobGroup = k.jobGroup
 		out.Groups = append(out.Groups, g)
-		total.Attempts += g.Attempts
-		total.CoreHoursReserved += g.CoreHoursReserved
-		total.CoreHoursUsed += g.CoreHoursUsed
-		total.WastedCoreHours += g.WastedCoreHours
-		total.GiBHoursReserved += g.GiBHoursReserved
-		total.GiBHoursPeak += g.GiBHoursPeak
-		total.Cost = total.Cost.Add(g.Cost)
-		total.SuggestedCost = total.SuggestedCost.Add(g.SuggestedCost)
+		sum(&total, &g)
+		// The job group and each one above it.
+		for p := k.jobGroup; p != ""; p = parentPath(p) {
+			r := rollup[p]
+			if r == nil {
+				r = &api.EfficiencyGroup{Name: p, JobGroup: p}
+				rollup[p] = r
+				paths = append(paths, p)
+			}
+			sum(r, &g)
+		}
 	}
-	total.CPUEfficiency = ratio(total.CoreHoursUsed, total.CoreHoursReserved)
-	total.MemoryEfficiency = ratio(total.GiBHoursPeak, total.GiBHoursReserved)
-	total.Savings = max(total.Cost.Add(-total.SuggestedCost), 0)
-	out.Total = total
+	slices.Sort(paths) // parents before their children
+	for _, p := range paths {
+		out.JobGroups = append(out.JobGroups, finished(*rollup[p]))
+	}
+	out.Total = finished(total)
 	return out
+}
+
+// sum adds a measured group's attempts to a sum of groups.
+func sum(t, g *api.EfficiencyGroup) {
+	t.Attempts += g.Attempts
+	t.CoreHoursReserved += g.CoreHoursReserved
+	t.CoreHoursUsed += g.CoreHoursUsed
+	t.WastedCoreHours += g.WastedCoreHours
+	t.GiBHoursReserved += g.GiBHoursReserved
+	t.GiBHoursPeak += g.GiBHoursPeak
+	t.Cost = t.Cost.Add(g.Cost)
+	t.SuggestedCost = t.SuggestedCost.Add(g.SuggestedCost)
+}
+
+// finished is a sum of groups with its ratios and savings.
+func finished(t api.EfficiencyGroup) api.EfficiencyGroup {
+	t.CPUEfficiency = ratio(t.CoreHoursUsed, t.CoreHoursReserved)
+	t.MemoryEfficiency = ratio(t.GiBHoursPeak, t.GiBHoursReserved)
+	t.Savings = max(t.Cost.Add(-t.SuggestedCost), 0)
+	return t
+}
+
+// parentPath is the path of the job group above path ("": the batch).
+func parentPath(path string) string {
+	if k := strings.LastIndexByte(path, '/'); k >= 0 {
+		return path[:k]
+	}
+	return ""
 }
 
 func measure(name string, atts []Attempt, opt Options) api.EfficiencyGroup {

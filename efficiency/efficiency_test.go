@@ -1,6 +1,7 @@
 package efficiency
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/drover-sched/drover/api"
@@ -70,5 +71,32 @@ func TestMenus(t *testing.T) {
 		if got := memoryMenu(b); got != want {
 			t.Errorf("memoryMenu(%d) = %d, want %d", b, got, want)
 		}
+	}
+}
+
+// TestReportRollsUpJobGroups: rows are kept apart by job group (the same
+// name in two groups is two rows), and each job group sums its rows and
+// those of the groups below it, parents first.
+func TestReportRollsUpJobGroups(t *testing.T) {
+	at := func(name, group string, cpuSec float64) Attempt {
+		return Attempt{Group: name, JobGroup: group, CPU: 1, Memory: 1 << 30, Seconds: 3600, CPUSeconds: cpuSec, PeakMemory: 1 << 29, Cost: 100}
+	}
+	rep := Report([]Attempt{at("x", "a/b", 3600), at("x", "a", 1800), at("y", "c", 900), at("z", "", 0)}, DefaultOptions())
+	if len(rep.Groups) != 4 || rep.Groups[0].JobGroup != "a/b" || rep.Groups[1].JobGroup != "a" {
+		t.Fatalf("rows: %+v", rep.Groups)
+	}
+	var names []string
+	for _, g := range rep.JobGroups {
+		names = append(names, g.Name)
+	}
+	if fmt.Sprint(names) != "[a a/b c]" {
+		t.Fatalf("job groups %v, want [a a/b c]", names)
+	}
+	a := rep.JobGroups[0]
+	if a.Attempts != 2 || a.CoreHoursUsed != 1.5 || a.CoreHoursReserved != 2 || a.CPUEfficiency != 0.75 || a.Cost != 200 {
+		t.Fatalf("a sums a and a/b: %+v", a)
+	}
+	if rep.Total.Attempts != 4 || rep.Total.Cost != 400 {
+		t.Fatalf("total %+v", rep.Total)
 	}
 }

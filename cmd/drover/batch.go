@@ -321,13 +321,20 @@ func (m batchCmds) runBatchEfficiency(ctx context.Context, args []string) error 
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tATTEMPTS\tASKED\tCPU-EFF\tMEM-EFF\tWASTED-CORE-H\tCOST\tSUGGESTED\tWOULD-COST")
-	for _, g := range append(e.Groups, e.Total) {
-		asked, suggested := "-", "-"
-		if g.Name != "all" {
+	rows := slices.Concat(e.Groups, e.JobGroups, []api.EfficiencyGroup{e.Total})
+	for i, g := range rows {
+		asked, suggested, name := "-", "-", g.Name
+		switch {
+		case i < len(e.Groups):
 			asked = fmt.Sprintf("%g cpu, %s", g.CPU, units.FormatBytes(g.Memory))
 			suggested = fmt.Sprintf("%g cpu, %s", g.SuggestedCPU, units.FormatBytes(g.SuggestedMemory))
+			if g.JobGroup != "" {
+				name = g.JobGroup + ": " + g.Name
+			}
+		case i < len(e.Groups)+len(e.JobGroups):
+			name = "group " + g.Name // a job group's sum
 		}
-		safef(tw, "%s\t%d\t%s\t%.0f%%\t%.0f%%\t%.2f\t%s\t%s\t%s\n", g.Name, g.Attempts, asked, g.CPUEfficiency*100, g.MemoryEfficiency*100,
+		safef(tw, "%s\t%d\t%s\t%.0f%%\t%.0f%%\t%.2f\t%s\t%s\t%s\n", name, g.Attempts, asked, g.CPUEfficiency*100, g.MemoryEfficiency*100,
 			g.WastedCoreHours, g.Cost.Display(), suggested, g.SuggestedCost.Display())
 	}
 	if err := tw.Flush(); err != nil {

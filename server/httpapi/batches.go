@@ -586,7 +586,7 @@ func efficiencyAttempts(j *api.Job) []efficiency.Attempt {
 		if mem == 0 {
 			mem = j.Memory
 		}
-		at := efficiency.Attempt{Group: group, CPU: j.CPU, Memory: mem, Seconds: a.EndTime.Sub(*a.StartTime).Seconds(),
+		at := efficiency.Attempt{Group: group, JobGroup: j.JobGroup, CPU: j.CPU, Memory: mem, Seconds: a.EndTime.Sub(*a.StartTime).Seconds(),
 			CPUSeconds: a.Usage.CPUSeconds, PeakMemory: a.Usage.PeakMemory, Lines: a.CostLines}
 		if a.Cost != nil {
 			at.Cost = *a.Cost
