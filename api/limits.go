@@ -167,6 +167,9 @@ func (s *JobSpec) Validate() error {
 			return fmt.Errorf("job_group: %w", err)
 		}
 	}
+	if err := s.ValidateGang(); err != nil {
+		return err
+	}
 	if len(s.Command) > MaxCommandArgs {
 		return fmt.Errorf("command has %d arguments; the limit is %d", len(s.Command), MaxCommandArgs)
 	}
@@ -432,3 +435,35 @@ func ValidateJobGroups(groups []JobGroupSpec) error {
 // ValidateJobGroupPath checks a job group's path (placement's rule, which
 // apply checks again).
 func ValidateJobGroupPath(path string) error { return placement.ValidateJobGroupPath(path) }
+
+// ValidateGang checks a gang: an array of 2 to MaxGangSize jobs, with
+// nothing that would run one member apart from the others, and a
+// uniformity that names a pool or a worker label.
+func (s *JobSpec) ValidateGang() error {
+	if !s.Gang {
+		if s.GangUniformity != "" {
+			return errors.New("gang_uniformity is set without gang = true")
+		}
+		return nil
+	}
+	switch {
+	case s.Count < 2 || s.Count > MaxGangSize:
+		return fmt.Errorf("a gang is an array of 2 to %d jobs that start together; count is %d", MaxGangSize, s.Count)
+	case s.OOMRetry != nil:
+		return errors.New("a gang takes no oom_retry: a member given more memory would start apart from the others")
+	case s.MaxSpotAttempts != 0:
+		return errors.New("a gang takes no max_spot_attempts: a member kept off spot would start apart from the others")
+	case s.MachineType != "":
+		return errors.New("a gang takes no machine_type: its members start together on the workers of one cluster")
+	}
+	switch u := s.GangUniformity; {
+	case u == "" || u == "pool":
+	case strings.HasPrefix(u, "label:"):
+		if err := placement.ValidateLabels(map[string]string{strings.TrimPrefix(u, "label:"): ""}); err != nil {
+			return fmt.Errorf("gang_uniformity %q: %w", u, err)
+		}
+	default:
+		return fmt.Errorf(`gang_uniformity %.70q: write "pool" (one pool) or "label:KEY" (one value of a worker label), or leave it out (one cluster)`, u)
+	}
+	return nil
+}

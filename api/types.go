@@ -151,7 +151,21 @@ type JobSpec struct {
 	// "align/chr1"; empty: none but the batch). The group is declared in
 	// the request's job_groups or was by an earlier one.
 	JobGroup string `json:"job_group,omitempty"`
+	// Gang makes the Count jobs of an array (2 to MaxGangSize) a gang:
+	// all of them start in one scheduling round, on workers of one
+	// cluster, or none does; a member that fails or is lost stops the
+	// others, and the gang (its members that have not succeeded) starts
+	// again as a whole; once a member ends without success for good, the
+	// others are cancelled. GangUniformity narrows "one cluster" to one
+	// pool ("pool") or one value of a worker label ("label:KEY"). A gang
+	// takes no oom_retry, max_spot_attempts or machine_type, and one that
+	// no cluster could ever hold is refused at submit.
+	Gang           bool   `json:"gang,omitempty"`
+	GangUniformity string `json:"gang_uniformity,omitempty"`
 }
+
+// MaxGangSize bounds a gang's members.
+const MaxGangSize = 4096
 
 // JobGroupSpec declares a job group of a batch, as Hail's job groups: a
 // named set of the batch's jobs, nested under the batch by its path (its
@@ -578,6 +592,10 @@ type Job struct {
 	OnDemandOnly    bool `json:"on_demand_only,omitempty"`
 	// JobGroup is the path of the job group it is in (empty: none).
 	JobGroup string `json:"job_group,omitempty"`
+	// Gang is the members of the gang the job is in (0: none; see
+	// JobSpec.Gang), GangUniformity what they share.
+	Gang           int64  `json:"gang,omitempty"`
+	GangUniformity string `json:"gang_uniformity,omitempty"`
 }
 
 // RetryRequest asks a batch to run final jobs again: those in States

@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF85450 = 1
-	codecSelferCcRAW5450  = 255
+	codecSelferCcUTF82121 = 1
+	codecSelferCcRAW2121  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray5450  = 10
-	codecSelferValueTypeMap5450    = 9
-	codecSelferValueTypeString5450 = 6
-	codecSelferValueTypeInt5450    = 2
-	codecSelferValueTypeUint5450   = 3
-	codecSelferValueTypeFloat5450  = 4
-	codecSelferBitsize5450         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray2121  = 10
+	codecSelferValueTypeMap2121    = 9
+	codecSelferValueTypeString2121 = 6
+	codecSelferValueTypeInt2121    = 2
+	codecSelferValueTypeUint2121   = 3
+	codecSelferValueTypeFloat2121  = 4
+	codecSelferBitsize2121         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct5450 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct2121 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer5450 struct{}
+type codecSelfer2121 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -86,7 +86,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [33]bool{    // should field at this index be written?
+			var yyq2 = [35]bool{    // should field at this index be written?
 				true,                          // JobID
 				x.Name != "",                  // Name
 				x.Count != 0,                  // Count
@@ -120,10 +120,12 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				x.OOMRetry != nil,             // OOMRetry
 				x.MaxSpotAttempts != 0,        // MaxSpotAttempts
 				x.JobGroup != "",              // JobGroup
+				x.Gang,                        // Gang
+				x.GangUniformity != "",        // GangUniformity
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(33)
+				r.WriteArrayStart(35)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -142,7 +144,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -157,14 +159,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -173,7 +175,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -181,7 +183,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 						}
 					}
 				}
@@ -202,7 +204,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -228,7 +230,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -257,7 +259,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -286,7 +288,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -315,7 +317,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -342,7 +344,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -374,7 +376,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -403,7 +405,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -428,7 +430,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -450,7 +452,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -474,7 +476,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -496,7 +498,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -524,7 +526,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -557,7 +559,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -578,14 +580,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -594,7 +596,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -602,7 +604,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Pool))
 						}
 					}
 				}
@@ -623,7 +625,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -640,27 +642,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GPUType))
 						}
 					}
 				}
@@ -673,27 +675,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.MachineType))
 						}
 					}
 				}
@@ -706,14 +708,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -722,7 +724,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -730,7 +732,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
 						}
 					}
 				}
@@ -743,14 +745,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -759,7 +761,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -767,7 +769,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
 						}
 					}
 				}
@@ -792,7 +794,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -825,7 +827,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -851,7 +853,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -872,7 +874,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -896,7 +898,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -925,7 +927,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -955,7 +957,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -980,7 +982,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1013,7 +1015,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[30] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `oom_retry`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `oom_retry`)
 					r.WriteMapElemValue()
 					if yyn93 {
 						r.EncodeNil()
@@ -1039,7 +1041,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[31] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `max_spot_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `max_spot_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1055,27 +1057,85 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.JobGroup)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.JobGroup))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.JobGroup))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[32] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `job_group`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `job_group`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.JobGroup)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.JobGroup))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.JobGroup))
+						}
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[33] {
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Gang))
+					}
+				} else {
+					r.EncodeBool(false)
+				}
+			} else {
+				if yyq2[33] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"gang\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF82121, `gang`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Gang))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[34] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GangUniformity))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+					}
+				}
+			} else {
+				if yyq2[34] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF82121, `gang_uniformity`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GangUniformity))
 						}
 					}
 				}
@@ -1090,7 +1150,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1098,14 +1158,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1113,13 +1173,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1231,7 +1291,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1267,7 +1327,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1351,7 +1411,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "oom_retry":
 			if r.TryDecodeAsNil() {
@@ -1369,13 +1429,25 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxSpotAttempts = 0
 			} else {
-				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "job_group":
 			if r.TryDecodeAsNil() {
 				x.JobGroup = ""
 			} else {
 				x.JobGroup = (string)(r.DecodeString())
+			}
+		case "gang":
+			if r.TryDecodeAsNil() {
+				x.Gang = false
+			} else {
+				x.Gang = (bool)(r.DecodeBool())
+			}
+		case "gang_uniformity":
+			if r.TryDecodeAsNil() {
+				x.GangUniformity = ""
+			} else {
+				x.GangUniformity = (string)(r.DecodeString())
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -1385,19 +1457,19 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj49 int
-	var yyb49 bool
-	var yyhl49 bool = l >= 0
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	var yyj51 int
+	var yyb51 bool
+	var yyhl51 bool = l >= 0
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1407,13 +1479,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobID = (int64)(r.DecodeInt64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1423,13 +1495,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1439,13 +1511,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Count = (int64)(r.DecodeInt64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1458,13 +1530,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.ParentIDs), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1477,13 +1549,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.ParentRanges), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1496,13 +1568,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceint64((*[]int64)(&x.BatchParentIDs), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1515,13 +1587,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceIDRange((*[]IDRange)(&x.BatchParentRanges), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1534,13 +1606,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1553,13 +1625,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Env), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1569,13 +1641,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPU = (float64)(r.DecodeFloat64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1585,13 +1657,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1601,13 +1673,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1615,15 +1687,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1633,13 +1705,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1652,13 +1724,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1671,13 +1743,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Regions), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1687,13 +1759,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Pool = (string)(r.DecodeString())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1701,15 +1773,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1719,13 +1791,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.GPUType = (string)(r.DecodeString())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1735,13 +1807,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MachineType = (string)(r.DecodeString())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1751,13 +1823,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1767,13 +1839,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1786,13 +1858,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceInputFile((*[]InputFile)(&x.Inputs), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1805,13 +1877,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceOutputFile((*[]OutputFile)(&x.Outputs), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1821,13 +1893,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1837,13 +1909,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptionGraceSeconds = (float64)(r.DecodeFloat64())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1853,13 +1925,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1872,13 +1944,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Clusters), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1891,13 +1963,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.WorkerLabels), d)
 		}
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1905,15 +1977,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1929,13 +2001,13 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.OOMRetry.CodecDecodeSelf(d)
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1943,15 +2015,15 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxSpotAttempts = 0
 	} else {
-		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
-	yyj49++
-	if yyhl49 {
-		yyb49 = yyj49 > l
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
 	} else {
-		yyb49 = r.CheckBreak()
+		yyb51 = r.CheckBreak()
 	}
-	if yyb49 {
+	if yyb51 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -1961,24 +2033,56 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.JobGroup = (string)(r.DecodeString())
 	}
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
+	} else {
+		yyb51 = r.CheckBreak()
+	}
+	if yyb51 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Gang = false
+	} else {
+		x.Gang = (bool)(r.DecodeBool())
+	}
+	yyj51++
+	if yyhl51 {
+		yyb51 = yyj51 > l
+	} else {
+		yyb51 = r.CheckBreak()
+	}
+	if yyb51 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.GangUniformity = ""
+	} else {
+		x.GangUniformity = (string)(r.DecodeString())
+	}
 	for {
-		yyj49++
-		if yyhl49 {
-			yyb49 = yyj49 > l
+		yyj51++
+		if yyhl51 {
+			yyb51 = yyj51 > l
 		} else {
-			yyb49 = r.CheckBreak()
+			yyb51 = r.CheckBreak()
 		}
-		if yyb49 {
+		if yyb51 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj49-1, "")
+		z.DecStructFieldNotFound(yyj51-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2018,7 +2122,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
 					}
 				}
 			} else {
@@ -2026,7 +2130,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2034,7 +2138,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
 					}
 				}
 			}
@@ -2058,7 +2162,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2079,14 +2183,14 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -2095,7 +2199,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2103,7 +2207,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
 						}
 					}
 				}
@@ -2121,7 +2225,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -2139,7 +2243,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2147,14 +2251,14 @@ func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2162,13 +2266,13 @@ func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *JobGroupSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2221,7 +2325,7 @@ func (x *JobGroupSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2311,7 +2415,7 @@ func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2341,7 +2445,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"factor\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `factor`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `factor`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2357,7 +2461,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `max_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `max_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2374,7 +2478,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2382,14 +2486,14 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2397,13 +2501,13 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2441,7 +2545,7 @@ func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2496,7 +2600,7 @@ func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2522,7 +2626,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 					}
 				}
 			} else {
@@ -2530,7 +2634,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2538,7 +2642,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 					}
 				}
 			}
@@ -2549,7 +2653,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Source))
 					}
 				}
 			} else {
@@ -2557,7 +2661,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2565,7 +2669,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Source))
 					}
 				}
 			}
@@ -2576,7 +2680,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
 					}
 				}
 			} else {
@@ -2584,7 +2688,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2592,7 +2696,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
 					}
 				}
 			}
@@ -2606,7 +2710,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2614,14 +2718,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2629,13 +2733,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2679,7 +2783,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2750,7 +2854,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2776,7 +2880,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 					}
 				}
 			} else {
@@ -2784,7 +2888,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2792,7 +2896,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 					}
 				}
 			}
@@ -2803,7 +2907,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
 					}
 				}
 			} else {
@@ -2811,7 +2915,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2819,7 +2923,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
 					}
 				}
 			}
@@ -2830,7 +2934,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Destination))
 					}
 				}
 			} else {
@@ -2838,7 +2942,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2846,7 +2950,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Destination))
 					}
 				}
 			}
@@ -2860,7 +2964,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2868,14 +2972,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2883,13 +2987,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2933,7 +3037,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3004,7 +3108,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3049,7 +3153,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3064,7 +3168,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3079,7 +3183,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3094,7 +3198,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3114,7 +3218,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3135,7 +3239,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3156,7 +3260,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3180,7 +3284,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3199,7 +3303,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3207,14 +3311,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3222,13 +3326,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3302,7 +3406,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -3453,7 +3557,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3503,14 +3607,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -3519,7 +3623,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3527,7 +3631,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 						}
 					}
 				}
@@ -3539,19 +3643,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.BillingProject))
 					}
 				}
 			}
@@ -3575,7 +3679,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -3596,27 +3700,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3641,7 +3745,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3667,7 +3771,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3688,7 +3792,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3704,14 +3808,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -3720,7 +3824,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3728,7 +3832,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
 						}
 					}
 				}
@@ -3741,14 +3845,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -3757,7 +3861,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3765,7 +3869,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Queue))
 						}
 					}
 				}
@@ -3786,7 +3890,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3808,7 +3912,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3856,7 +3960,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -3899,7 +4003,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[12] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `job_groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `job_groups`)
 					r.WriteMapElemValue()
 					if x.JobGroups == nil {
 						r.EncodeNil()
@@ -3921,7 +4025,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3929,14 +4033,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3944,13 +4048,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4080,7 +4184,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj21 int
@@ -4337,7 +4441,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4378,27 +4482,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -4423,7 +4527,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -4449,7 +4553,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4474,7 +4578,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `job_groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `job_groups`)
 					r.WriteMapElemValue()
 					if x.JobGroups == nil {
 						r.EncodeNil()
@@ -4496,7 +4600,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4504,14 +4608,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4519,13 +4623,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4581,7 +4685,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -4674,7 +4778,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4701,7 +4805,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4716,7 +4820,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4731,7 +4835,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4746,7 +4850,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4764,7 +4868,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4782,7 +4886,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4790,14 +4894,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4805,13 +4909,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4867,7 +4971,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -4970,7 +5074,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5016,7 +5120,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -5045,7 +5149,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `job_groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `job_groups`)
 					r.WriteMapElemValue()
 					if x.JobGroups == nil {
 						r.EncodeNil()
@@ -5067,7 +5171,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5075,14 +5179,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5090,13 +5194,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5140,7 +5244,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -5201,7 +5305,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5228,7 +5332,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5243,7 +5347,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5261,7 +5365,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5279,7 +5383,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5287,14 +5391,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5302,13 +5406,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5342,7 +5446,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -5352,7 +5456,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5404,7 +5508,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
 	for {
 		yyj7++
@@ -5423,7 +5527,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5472,7 +5576,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5487,7 +5591,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5505,7 +5609,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5520,7 +5624,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Kind))
 					}
 				}
 			} else {
@@ -5528,7 +5632,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5536,7 +5640,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Kind))
 					}
 				}
 			}
@@ -5548,14 +5652,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -5564,7 +5668,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5572,7 +5676,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Outcome))
 						}
 					}
 				}
@@ -5590,7 +5694,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5614,7 +5718,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5645,7 +5749,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5668,14 +5772,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -5684,7 +5788,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5692,7 +5796,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Message))
 						}
 					}
 				}
@@ -5725,7 +5829,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -5755,7 +5859,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"oom\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `oom`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `oom`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5777,7 +5881,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `worker_leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `worker_leaving`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5795,7 +5899,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5803,14 +5907,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5818,13 +5922,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5858,7 +5962,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -5876,7 +5980,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -5950,7 +6054,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj18 int
@@ -6002,7 +6106,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
 	yyj18++
 	if yyhl18 {
@@ -6050,7 +6154,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
 	yyj18++
 	if yyhl18 {
@@ -6193,7 +6297,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6246,7 +6350,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -6279,7 +6383,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -6312,7 +6416,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -6338,7 +6442,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6356,7 +6460,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6364,14 +6468,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6379,13 +6483,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6444,7 +6548,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6540,7 +6644,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6585,7 +6689,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6613,7 +6717,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -6646,7 +6750,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -6675,7 +6779,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6704,7 +6808,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -6727,7 +6831,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6735,14 +6839,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6750,13 +6854,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6778,7 +6882,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -6821,7 +6925,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6841,7 +6945,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
 	yyj12++
 	if yyhl12 {
@@ -6933,7 +7037,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6960,7 +7064,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6975,7 +7079,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -6993,7 +7097,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7008,7 +7112,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Reason))
 					}
 				}
 			} else {
@@ -7016,7 +7120,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7024,7 +7128,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Reason))
 					}
 				}
 			}
@@ -7036,7 +7140,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7053,7 +7157,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7061,14 +7165,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7076,13 +7180,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7116,7 +7220,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -7138,7 +7242,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -7190,7 +7294,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
 	yyj9++
 	if yyhl9 {
@@ -7241,7 +7345,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7296,7 +7400,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7311,7 +7415,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7329,7 +7433,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7344,7 +7448,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 					}
 				}
 			} else {
@@ -7352,7 +7456,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7360,7 +7464,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
 					}
 				}
 			}
@@ -7372,7 +7476,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF85450, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF82121, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7394,7 +7498,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -7426,7 +7530,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -7450,7 +7554,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7469,7 +7573,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7490,7 +7594,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7506,14 +7610,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -7522,7 +7626,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7530,7 +7634,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
 						}
 					}
 				}
@@ -7543,14 +7647,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -7559,7 +7663,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7567,7 +7671,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
 						}
 					}
 				}
@@ -7592,7 +7696,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -7625,7 +7729,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -7658,7 +7762,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -7684,7 +7788,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7705,7 +7809,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7729,7 +7833,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7748,7 +7852,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7756,14 +7860,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7771,13 +7875,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7811,7 +7915,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -7926,7 +8030,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -7978,7 +8082,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize5450))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
 	}
 	yyj27++
 	if yyhl27 {
@@ -8252,7 +8356,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8293,27 +8397,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -8326,27 +8430,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -8359,27 +8463,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -8392,27 +8496,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -8427,7 +8531,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8435,14 +8539,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8450,13 +8554,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8506,7 +8610,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8593,7 +8697,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8633,14 +8737,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -8649,7 +8753,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8657,7 +8761,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Endpoint))
 						}
 					}
 				}
@@ -8670,14 +8774,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -8686,7 +8790,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8694,7 +8798,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Region))
 						}
 					}
 				}
@@ -8712,7 +8816,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF85450, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -8730,7 +8834,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8738,14 +8842,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8753,13 +8857,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8803,7 +8907,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -8874,7 +8978,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8914,7 +9018,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Prefix))
 					}
 				}
 			} else {
@@ -8922,7 +9026,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF85450, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF82121, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -8930,7 +9034,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Prefix))
 					}
 				}
 			}
@@ -8962,7 +9066,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -9004,7 +9108,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -9026,14 +9130,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, "")
+						r.EncodeStringEnc(codecSelferCcUTF82121, "")
 					}
 				}
 			} else {
@@ -9042,7 +9146,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF85450, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF82121, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -9050,7 +9154,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF85450, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Error))
 						}
 					}
 				}
@@ -9065,7 +9169,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -9073,14 +9177,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap5450 {
+		if yyct2 == codecSelferValueTypeMap2121 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray5450 {
+		} else if yyct2 == codecSelferValueTypeArray2121 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -9088,13 +9192,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct5450)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -9156,7 +9260,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer5450
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -9254,8 +9358,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer5450) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9269,8 +9373,8 @@ func (x codecSelfer5450) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9313,8 +9417,8 @@ func (x codecSelfer5450) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer5450) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9328,8 +9432,8 @@ func (x codecSelfer5450) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9409,8 +9513,8 @@ func (x codecSelfer5450) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5450) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9422,8 +9526,8 @@ func (x codecSelfer5450) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9503,8 +9607,8 @@ func (x codecSelfer5450) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5450) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9515,15 +9619,15 @@ func (x codecSelfer5450) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85450, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF82121, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9603,8 +9707,8 @@ func (x codecSelfer5450) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5450) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -9615,7 +9719,7 @@ func (x codecSelfer5450) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85450, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF82121, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -9624,15 +9728,15 @@ func (x codecSelfer5450) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF85450, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF82121, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer5450) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9684,8 +9788,8 @@ func (x codecSelfer5450) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer5450) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9697,8 +9801,8 @@ func (x codecSelfer5450) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9778,8 +9882,8 @@ func (x codecSelfer5450) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer5450) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9791,8 +9895,8 @@ func (x codecSelfer5450) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9872,8 +9976,8 @@ func (x codecSelfer5450) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5450) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9885,8 +9989,8 @@ func (x codecSelfer5450) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9908,7 +10012,7 @@ func (x codecSelfer5450) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 464)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 488)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -9925,7 +10029,7 @@ func (x codecSelfer5450) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 464)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 488)
 				} else {
 					yyrl1 = 8
 				}
@@ -9966,8 +10070,8 @@ func (x codecSelfer5450) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer5450) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9979,8 +10083,8 @@ func (x codecSelfer5450) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10060,8 +10164,8 @@ func (x codecSelfer5450) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.De
 	}
 }
 
-func (x codecSelfer5450) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10073,8 +10177,8 @@ func (x codecSelfer5450) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10154,8 +10258,8 @@ func (x codecSelfer5450) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer5450) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10167,8 +10271,8 @@ func (x codecSelfer5450) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10248,8 +10352,8 @@ func (x codecSelfer5450) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5450) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10261,8 +10365,8 @@ func (x codecSelfer5450) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10342,8 +10446,8 @@ func (x codecSelfer5450) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5450) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10355,8 +10459,8 @@ func (x codecSelfer5450) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10436,8 +10540,8 @@ func (x codecSelfer5450) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer5450) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10449,8 +10553,8 @@ func (x codecSelfer5450) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer5450) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer5450
+func (x codecSelfer2121) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer2121
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -131,6 +131,9 @@ type Job struct {
 	// Group is the path of the job group block the job is in (empty:
 	// none).
 	Group string
+	// Gang and GangUniformity: see api.JobSpec.
+	Gang           bool
+	GangUniformity string
 
 	Range     hcl.Range   // the block's header
 	depRanges []hcl.Range // one per DependsOn entry
@@ -201,6 +204,8 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "max_processes"},
 		{Name: "max_lost_attempts"},
 		{Name: "max_spot_attempts"},
+		{Name: "gang"},
+		{Name: "gang_uniformity"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "input", LabelNames: []string{"name"}},
@@ -837,6 +842,34 @@ func decodeJob(blk *hcl.Block, ctx *hcl.EvalContext) (*Job, hcl.Diagnostics) {
 			}
 		}
 	}
+	if attr, ok := content.Attributes["gang"]; ok {
+		v, d := attr.Expr.Value(ctx)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			bv, err := convert.Convert(v, cty.Bool)
+			if err != nil || bv.IsNull() {
+				diags = append(diags, attrError(attr, "Invalid gang", "gang is true or false."))
+			} else {
+				j.Gang = bv.True()
+			}
+		}
+	}
+	if attr, ok := content.Attributes["gang_uniformity"]; ok {
+		s, d := evalString(attr, ctx)
+		diags = append(diags, d...)
+		j.GangUniformity = s
+	}
+	if j.Gang || j.GangUniformity != "" {
+		// The API's rule, on what the block says (count, oom_retry,
+		// max_spot_attempts, machine_type).
+		js := api.JobSpec{Count: j.Count, Gang: j.Gang, GangUniformity: j.GangUniformity, OOMRetry: j.OOMRetry, MaxSpotAttempts: j.MaxSpotAttempts, MachineType: j.MachineType}
+		if !j.Array {
+			js.Count = 1
+		}
+		if err := js.ValidateGang(); err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid gang", Detail: err.Error() + ".", Subject: blk.DefRange.Ptr()})
+		}
+	}
 	return j, diags
 }
 
@@ -1252,6 +1285,8 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			Outputs:                j.Outputs,
 			MaxProcesses:           j.MaxProcesses,
 			JobGroup:               j.Group,
+			Gang:                   j.Gang,
+			GangUniformity:         j.GangUniformity,
 		}
 		if spec.Regions == nil {
 			spec.Regions = b.Regions
@@ -1263,10 +1298,12 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 			spec.Image = b.Image
 		}
 		spec.OOMRetry = j.OOMRetry
-		if spec.OOMRetry == nil {
+		// The batch's defaults that would run one member of a gang
+		// apart from the others are not a gang's.
+		if spec.OOMRetry == nil && !j.Gang {
 			spec.OOMRetry = b.OOMRetry
 		}
-		if spec.MaxSpotAttempts == 0 {
+		if spec.MaxSpotAttempts == 0 && !j.Gang {
 			spec.MaxSpotAttempts = b.MaxSpotAttempts
 		}
 		if spec.Pool == "" {

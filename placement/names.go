@@ -85,6 +85,9 @@ func ValidateJobGroupPath(path string) error {
 	if len(path) > MaxJobGroupPath {
 		return fmt.Errorf("job group path of %d bytes; at most %d", len(path), MaxJobGroupPath)
 	}
+	if strings.Trim(path, "0123456789") == "" {
+		return fmt.Errorf("job group %q: a path of digits alone would read as a group's ID; add a letter", path)
+	}
 	segs := strings.Split(path, "/")
 	if len(segs) > MaxJobGroupDepth {
 		return fmt.Errorf("job group %q is nested %d deep; at most %d", path, len(segs), MaxJobGroupDepth)

@@ -62,6 +62,10 @@ const (
 	// ReasonSpot: the instance is a spot machine and the job is kept off
 	// spot (placement.ReasonSpot).
 	ReasonSpot
+	// ReasonGang: the run is a gang, and no cluster (pool, label value)
+	// it may use has room for all its members at once
+	// (Explanation.Gang, GangRoom).
+	ReasonGang
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -114,6 +118,7 @@ var reasonNames = map[Reason]string{
 	ReasonGPUFree:        "gpu_exhausted",
 	ReasonSpendLimit:     "spend_limit",
 	ReasonLeftForLarger:  "left_for_larger",
+	ReasonGang:           "gang_room",
 }
 
 func init() {
@@ -246,6 +251,11 @@ type Explanation struct {
 	Quota   Reason
 	Queue   string
 	Project string
+	// Gang is the members of a gang that must start together, and
+	// GangRoom the most of them that one cluster (pool, label value) it
+	// may use has room for now (Quota is ReasonGang then, unless a
+	// queue's quota or a spend limit refused it first).
+	Gang, GangRoom int64
 }
 
 // Count returns the instances rejected for one reason.

@@ -48,6 +48,13 @@ type Run struct {
 	// Project is 1 + an index into Input.Projects (0: its billing project
 	// has no spend limit).
 	Project int32
+	// Gang, when not 0, names the gang the run's jobs are members of
+	// (its first job's ID, within the batch): the runs of one gang come
+	// one after the other in a user's Runs, and all of them start in one
+	// round, in one cluster, or none does. GangUniform narrows that to
+	// one pool ("pool") or one value of a worker label ("label:KEY").
+	Gang        uint32
+	GangUniform string
 }
 
 // User is one user's demand in one leaf queue: running cores, Ready
@@ -260,6 +267,8 @@ type packer struct {
 	full     []slot  // instances taken out of their tree, with what they had left
 	failed   map[failKey][]failure
 	nFailed  int
+	// gangFailed are the gangs that fit nowhere this round (fitGang).
+	gangFailed []gangFailure
 	// allowed[constraint] marks the clusters a run under the constraint
 	// (0: none) may use; the clusters' state does not change in a round.
 	allowed [][]bool
@@ -981,6 +990,17 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 					}
 				}
 				run := &u.Runs[c.run]
+				if run.Gang != 0 && c.done == 0 {
+					unit := gangUnit(u.Runs, c.run)
+					c.run += len(unit)
+					p.placeGang(unit, out, ui, &unplacedState{res: res, unfit: &unfit[ui], listed: &listed[ui]}, limit, kept, func(placed int64) {
+						given[ui] += placed
+						if leaf >= 0 {
+							leafGiven[leaf] += placed
+						}
+					})
+					continue
+				}
 				s, why, ok := p.fit(run)
 				if !ok {
 					unfit[ui] += int64(run.Count-c.done) * run.CPUMilli

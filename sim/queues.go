@@ -482,13 +482,6 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			}
 		}
 		sp := &state.Spec{Name: "j", Array: n > 1, Command: []string{"true"}, CPUMilli: int64(j.CPU * 1000), Memory: mem}
-		if j.Group != "" {
-			k := slices.IndexFunc(b.JobGroups, func(g api.JobGroupSpec) bool { return g.Path == j.Group })
-			if k < 0 {
-				return fmt.Errorf("a job of %s's batch at %s names job group %s, which the batch does not declare", b.User, time.Duration(b.At), j.Group)
-			}
-			sp.Group = uint32(k + 1)
-		}
 		if j.PreemptionGrace > 0 {
 			sp.Run = &state.Run{PreemptGraceMs: time.Duration(j.PreemptionGrace).Milliseconds()}
 		}
@@ -497,6 +490,13 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 				sp.Run = &state.Run{}
 			}
 			sp.Run.Policy = &state.Policy{OOMFactorMilli: int32(math.Round(o.Factor * 1000)), OOMMaxMemory: o.MaxMemory}
+		}
+		if j.Group != "" {
+			k := slices.IndexFunc(b.JobGroups, func(g api.JobGroupSpec) bool { return g.Path == j.Group })
+			if k < 0 {
+				return fmt.Errorf("a job of %s's batch at %s names job group %s, which the batch does not declare", b.User, time.Duration(b.At), j.Group)
+			}
+			sp = sp.InJobGroup(uint32(k + 1))
 		}
 		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
 		grace := time.Duration(j.PreemptionGrace)

@@ -114,6 +114,9 @@ func Job(r *state.JobRecord, now time.Time) api.Job {
 		Clusters:   spec.Clusters(),
 		JobGroup:   r.GroupPath,
 	}
+	if g := spec.Gang(); g != nil {
+		out.Gang, out.GangUniformity = int64(g.Size), g.Uniform
+	}
 	for _, kv := range spec.Labels() {
 		k, v, _ := strings.Cut(kv, "=")
 		if out.WorkerLabels == nil {

@@ -24,6 +24,9 @@ func TestNamesAreTheWire(t *testing.T) {
 		t.Errorf("the state bounds job groups at %d a batch, %d a request, %d deep; the API at %d, %d, %d",
 			state.MaxJobGroups, state.MaxJobGroupsPerRequest, state.MaxJobGroupDepth, api.MaxJobGroups, api.MaxJobGroupsPerRequest, api.MaxJobGroupDepth)
 	}
+	if state.MaxGangSize != api.MaxGangSize {
+		t.Errorf("the state bounds a gang at %d members, the API at %d", state.MaxGangSize, api.MaxGangSize)
+	}
 	if state.PageGroups != api.JobGroupsPerPage {
 		t.Errorf("a page of jobs carries %d job groups, the API says %d", state.PageGroups, api.JobGroupsPerPage)
 	}

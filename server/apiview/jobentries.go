@@ -80,10 +80,13 @@ func run(js *api.JobSpec) *state.Run {
 	}
 	grace := int64(math.Round(js.PreemptionGraceSeconds * 1000))
 	pol := policy(js)
-	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 && !js.Nomad && pol == nil {
+	if js.Image == "" && network == "" && js.MaxProcesses == 0 && len(js.Inputs) == 0 && len(js.Outputs) == 0 && grace == 0 && !js.Nomad && pol == nil && !js.Gang {
 		return nil
 	}
 	r := &state.Run{Image: js.Image, Network: network, MaxProcesses: js.MaxProcesses, PreemptGraceMs: grace, Nomad: js.Nomad, Policy: pol}
+	if js.Gang {
+		r.Gang = &state.Gang{Size: uint32(js.Count), Uniform: js.GangUniformity}
+	}
 	for _, f := range js.Inputs {
 		r.Inputs = append(r.Inputs, state.File{Name: f.Name, URL: f.Source, Path: f.Path})
 	}

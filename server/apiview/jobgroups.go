@@ -48,7 +48,7 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 			ref = uint32(len(decls))
 			index[path] = ref
 		}
-		entries[i].Spec.Group = ref
+		entries[i].Spec = entries[i].Spec.InJobGroup(ref)
 	}
 	return decls, nil
 }

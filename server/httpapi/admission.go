@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -51,6 +52,9 @@ const (
 	bytesPerJob   = 40
 	bytesPerGroup = 220
 	bytesPerBatch = 1024
+	// bytesPerJobGroup is a job group's record, its index entry and its
+	// derived counts, before its path, attributes and callback.
+	bytesPerJobGroup = 300
 )
 
 // entriesCost estimates what entries add to the state.
@@ -87,6 +91,9 @@ type submission struct {
 	intoUpdate bool
 	// batchBytes is the new batch's own size (name, attributes).
 	batchBytes int64
+	// groups are the job groups it declares (some may exist already:
+	// counted all the same).
+	groups []state.JobGroupDecl
 	// queue and priority are a new batch's (state.CheckPriority).
 	queue    string
 	priority int64
@@ -194,6 +201,7 @@ func (s *batchHandlers) admit(sub submission) error {
 	var checked *state.ApplyError
 	var budget billing.Budget
 	var sizes placement.Sizes
+	var fleet []clusterMachines
 	s.state.Read(func(r state.Reader) {
 		if a = r.Admission(sub.batch, sub.user, sub.project, sub.key); !a.Repeat {
 			checked, budget = r.CheckJobs(a.ProjectName, sub.by, slices.Concat(sub.entries, sub.recheck)), r.Budget(a.ProjectName)
@@ -202,6 +210,9 @@ func (s *batchHandlers) admit(sub submission) error {
 			}
 			if checked == nil && len(sub.entries) > 0 {
 				sizes = fleetSizes(r)
+				if hasGang(sub.entries) {
+					fleet = fleetByCluster(r)
+				}
 			}
 		}
 	})
@@ -212,6 +223,9 @@ func (s *batchHandlers) admit(sub submission) error {
 		return checked
 	}
 	if err := checkSizes(sizes, sub.entries); err != nil {
+		return err
+	}
+	if err := checkGangs(fleet, sub.entries); err != nil {
 		return err
 	}
 	if now := time.Now().UnixNano(); budget.Reached(now) {
@@ -227,6 +241,12 @@ func (s *batchHandlers) admit(sub submission) error {
 	bytes += sub.reserve * bytesPerJob
 	if sub.batch == 0 {
 		bytes += bytesPerBatch + sub.batchBytes
+	}
+	for _, g := range sub.groups {
+		bytes += bytesPerJobGroup + int64(len(g.Path)+len(g.Callback))
+		for k, v := range g.Attributes {
+			bytes += int64(len(k) + len(v))
+		}
 	}
 	lim := s.cfg.Limits
 	owner := "user " + a.UserName
@@ -261,10 +281,110 @@ func (s *batchHandlers) admit(sub submission) error {
 			owner, a.User.Batches, lim.MaxBatchesPerUser)
 	}
 	if lim.StateMemoryBudget > 0 {
-		held := a.Held.Jobs*bytesPerJob + a.Held.Groups*bytesPerGroup + a.Held.Batches*bytesPerBatch
+		held := a.Held.Jobs*bytesPerJob + a.Held.Groups*bytesPerGroup + a.Held.Batches*bytesPerBatch + a.Held.JobGroups*bytesPerJobGroup + a.Held.JobGroupBytes
 		if held+bytes > lim.StateMemoryBudget {
 			return tooLarge("this would bring the jobs the servers hold in memory to about %d MiB; the limit is %d MiB (server setting state_memory_budget): submit less at once, or ask an operator to raise the budget",
 				(held+bytes)>>20, lim.StateMemoryBudget>>20)
+		}
+	}
+	return nil
+}
+
+// clusterMachines is what one cluster could ever hold: its active
+// workers, and the machines its launch configs may add (MaxNodes each).
+type clusterMachines struct {
+	name     string
+	machines []machineCount
+}
+
+type machineCount struct {
+	cpu, mem int64
+	gpuType  string
+	gpus     int64
+	n        int64
+}
+
+func hasGang(entries []state.JobEntry) bool {
+	for i := range entries {
+		if entries[i].Spec != nil && entries[i].Spec.Gang() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// fleetByCluster lists each cluster's workers and launchable machines.
+func fleetByCluster(r state.Reader) []clusterMachines {
+	idx := map[string]int{}
+	var out []clusterMachines
+	add := func(cluster string, m machineCount) {
+		i, ok := idx[cluster]
+		if !ok {
+			i = len(out)
+			idx[cluster] = i
+			out = append(out, clusterMachines{name: cluster})
+		}
+		out[i].machines = append(out[i].machines, m)
+	}
+	for inst := range r.Instances() {
+		add(inst.Cluster, machineCount{inst.CPUMilli, inst.Memory, inst.GPUType, inst.GPUs, 1})
+	}
+	for lc := range r.LaunchConfigs() {
+		if lc.MaxNodes > 0 {
+			add(lc.Cluster, machineCount{lc.CPUMilli, lc.Memory, lc.GPUType, lc.GPUs, lc.MaxNodes})
+		}
+	}
+	return out
+}
+
+// checkGangs refuses a gang that no cluster could ever hold all at once,
+// with every worker it has and every machine its launch configs may add
+// (400 naming the most any cluster holds): it would wait for ever. Like
+// checkSizes, not checked again at apply. An empty fleet refuses nothing.
+func checkGangs(fleet []clusterMachines, entries []state.JobEntry) error {
+	if len(fleet) == 0 {
+		return nil
+	}
+	for i := range entries {
+		sp := entries[i].Spec
+		g := sp.Gang()
+		if g == nil {
+			continue
+		}
+		typ, gpus := sp.GPUs()
+		best, where := int64(0), ""
+		for _, c := range fleet {
+			var room int64
+			for _, m := range c.machines {
+				k := int64(math.MaxInt64)
+				if sp.CPUMilli > 0 {
+					k = m.cpu / sp.CPUMilli
+				}
+				if sp.Memory > 0 {
+					k = min(k, m.mem/sp.Memory)
+				}
+				if gpus > 0 {
+					if m.gpuType != typ {
+						k = 0
+					}
+					k = min(k, m.gpus/gpus)
+				}
+				room += min(k, int64(g.Size)) * m.n
+			}
+			if room >= int64(g.Size) {
+				best = -1
+				break
+			}
+			if room > best {
+				best, where = room, c.name
+			}
+		}
+		if best >= 0 {
+			if where == "" {
+				where = "any"
+			}
+			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together in one cluster, and no cluster could ever hold it: the most is %d (cluster %s, with all its workers and every machine its launch configs may add)",
+				entries[i].First, sp.Name, g.Size, best, where)
 		}
 	}
 	return nil

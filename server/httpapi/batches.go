@@ -108,7 +108,7 @@ func (s *batchHandlers) createCommand(u state.User, req *api.CreateBatchRequest)
 		size += int64(len(k) + len(v))
 	}
 	if err := s.admit(submission{user: u.Name, by: u.Name, project: req.BillingProject, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, batchBytes: size,
-		queue: req.Queue, priority: req.Priority}); err != nil {
+		queue: req.Queue, priority: req.Priority, groups: groups}); err != nil {
 		return nil, err
 	}
 	return apiview.CreateBatch(u.Name, req, entries, groups, time.Now()), nil
@@ -321,7 +321,7 @@ func (s *batchHandlers) handleCreateUpdate(w http.ResponseWriter, r *http.Reques
 		return nil, err
 	}
 	by := userOf(r).Name
-	if err := s.admit(submission{batch: id, by: by, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries}); err != nil {
+	if err := s.admit(submission{batch: id, by: by, key: req.IdempotencyKey, reserve: req.NJobs, entries: entries, groups: groups}); err != nil {
 		return nil, err
 	}
 	cmd := &state.CreateUpdate{Now: time.Now().UnixNano(), Batch: id, Key: req.IdempotencyKey, NJobs: uint32(req.NJobs), Jobs: entries,
@@ -368,7 +368,7 @@ func (s *batchHandlers) handleAddJobs(w http.ResponseWriter, r *http.Request) (a
 		return nil, err
 	}
 	by := userOf(r).Name
-	if err := s.admit(submission{batch: id, by: by, entries: entries, intoUpdate: true}); err != nil {
+	if err := s.admit(submission{batch: id, by: by, entries: entries, intoUpdate: true, groups: groups}); err != nil {
 		return nil, err
 	}
 	if _, err := s.apply(&state.AddJobs{Batch: id, Update: uint32(upd), Jobs: entries, Now: time.Now().UnixNano(), Policy: state.PolicyStorage, User: by, Groups: groups}); err != nil {

@@ -114,6 +114,7 @@ func (s *batchBook) applyCreateBatch(c *CreateBatch) any {
 		res.Update, res.Start, res.N = u.ID, u.Start, u.N
 	default:
 		b.setCompleted(c.Now, s.index) // an empty batch is complete until an update commits
+		s.settleGroups(b, c.Now)       // and so are its groups
 	}
 	s.nextBatch++
 	s.held.Batches++
@@ -160,14 +161,14 @@ func (s *batchBook) applyCreateUpdate(c *CreateUpdate) any {
 	}
 	jobs, err := groupEntries(c.Jobs, ids)
 	if err != nil {
-		b.dropNewGroups(made)
+		s.dropNewGroups(b, made)
 		return err
 	}
 	switch {
 	case len(jobs) > 0:
 		u, err := s.inlineUpdate(b, jobs, c.Key, c.Now)
 		if err != nil {
-			b.dropNewGroups(made)
+			s.dropNewGroups(b, made)
 			return err
 		}
 		u.KeyDigest = c.Digest
@@ -175,7 +176,7 @@ func (s *batchBook) applyCreateUpdate(c *CreateUpdate) any {
 	case c.NJobs > 0:
 		u, err := s.reserve(b, c.NJobs, c.Key, c.Now)
 		if err != nil {
-			b.dropNewGroups(made)
+			s.dropNewGroups(b, made)
 			return err
 		}
 		u.KeyDigest = c.Digest
@@ -295,7 +296,7 @@ func (s *batchBook) applyAddJobs(c *AddJobs) any {
 		err = u.stage(jobs)
 	}
 	if err != nil {
-		b.dropNewGroups(made)
+		s.dropNewGroups(b, made)
 		return err
 	}
 	return nil
@@ -320,6 +321,9 @@ func (u *update) stage(entries []JobEntry) *ApplyError {
 		}
 		if e.Spec == nil {
 			return errorf(ErrInvalid, "job %d: no spec", e.First)
+		}
+		if g := e.Spec.gang(); g != nil && (g.Size != e.Count || g.Size < 2 || g.Size > MaxGangSize || !e.Spec.Array) {
+			return errorf(ErrInvalid, "job %d: a gang is an array of 2 to %d jobs, all its members (%d of %d here)", e.First, MaxGangSize, e.Count, g.Size)
 		}
 		last := uint64(e.First) + uint64(e.Count) - 1
 		if e.First < 1 || last > uint64(u.N) {
@@ -687,7 +691,7 @@ func (s *batchBook) commit(b *Batch, u *update, bunches []stagedBunch, now int64
 	b.addCount(Pending, int64(u.N))
 	if len(b.jobGroups) > 0 {
 		for i := range newGroups {
-			if sp := newGroups[i].spec; sp.Group != 0 {
+			if sp := newGroups[i].spec; sp.JobGroup() != 0 {
 				b.groupCount(sp, Pending, int64(newGroups[i].count))
 				b.addJobs(sp, int64(newGroups[i].count))
 			}

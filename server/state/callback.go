@@ -91,7 +91,7 @@ func (s *batchBook) CallbacksDue(perProject int, skip func(CallbackDue) bool) []
 			}
 		}
 		for _, jg := range b.jobGroups {
-			if jg.Callback == "" || jg.Completed == 0 || jg.version == 0 || jg.callbackVersion == jg.version {
+			if !jg.callbackDue() {
 				continue
 			}
 			d := CallbackDue{Batch: id, Group: jg.ID, Version: jg.version, URL: jg.Callback, BillingProject: b.BillingProject}
@@ -102,6 +102,12 @@ func (s *batchBook) CallbacksDue(perProject int, skip func(CallbackDue) bool) []
 		}
 	}
 	return out
+}
+
+// callbackDue reports whether a job group's callback has not been told
+// of its completion.
+func (jg *JobGroup) callbackDue() bool {
+	return jg.Callback != "" && jg.Completed != 0 && jg.version != 0 && jg.callbackVersion != jg.version
 }
 
 // callbackDue reports whether b's callback has not been told of its

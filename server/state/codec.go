@@ -8,7 +8,7 @@ import "github.com/hashicorp/go-msgpack/v2/codec"
 // changing one of the types named below, regenerate it with `go generate
 // ./server/state/`.
 //
-//go:generate go run github.com/hashicorp/go-msgpack/v2/codec/codecgen -o commands_codecgen.go -r ^(Events|Event|Plan|Placement|AddJobs|JobEntry|Spec|Where|Run|Policy|File|Usage|Range|CreateBatch|CreateUpdate|CommitUpdate|JobGroupDecl)$ commands.go types.go codec.go jobgroups.go
+//go:generate go run github.com/hashicorp/go-msgpack/v2/codec/codecgen -o commands_codecgen.go -r ^(Events|Event|Plan|Placement|AddJobs|JobEntry|Spec|Where|Run|Policy|File|Usage|Range|CreateBatch|CreateUpdate|CommitUpdate|JobGroupDecl|Gang)$ commands.go types.go codec.go jobgroups.go
 //go:generate sed -i "1a //lint:file-ignore SA1019 codecgen calls a helper of its own that its library marks deprecated" commands_codecgen.go
 
 // StringMap is a map[string]string that encodes with its keys sorted.

@@ -17,7 +17,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/commands.golden"
 // every field set (maps of several keys, to catch a non-canonical order).
 func codecSamples() []Command {
 	sp := &Spec{Name: "align", Array: true, Command: []string{"sh", "-c", "x"}, Env: StringMap{"Z": "1", "A": "2", "M": "3"},
-		CPUMilli: 1500, Memory: 3 << 30, TimeoutMs: 60000, Retries: 2, AlwaysRun: true, Attributes: StringMap{"k2": "v", "k1": "w"}, Group: 1}
+		CPUMilli: 1500, Memory: 3 << 30, TimeoutMs: 60000, Retries: 2, AlwaysRun: true, Attributes: StringMap{"k2": "v", "k1": "w"}, Run: &Run{Group: 1, Gang: &Gang{Size: 10, Uniform: "label:rack"}}}
 	entries := []JobEntry{{First: 1, Count: 10, Parents: []Range{{1, 1}}, BatchParents: []Range{{3, 7}}, Spec: sp}, {First: 11, Count: 1, Spec: &Spec{Name: "one"}}}
 	return []Command{
 		&CreateBatch{Now: 1, User: "u", Name: "n", BillingProject: "p", Attributes: StringMap{"b": "1", "a": "2"}, Key: "k", NJobs: 0, Jobs: entries, CancelAfterFailures: 3, Callback: "https://hooks.example/done", Queue: "org/proj/tier1", Priority: -7, SLONs: 3600e9, DeadlineNs: 9e18,
@@ -93,11 +93,11 @@ func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 			}
 			switch c := c.(type) { // job groups are newer than these entries
 			case *CreateBatch:
-				c.Groups, c.Jobs[0].Spec.Group = nil, 0
+				c.Groups, c.Jobs[0].Spec.Run = nil, nil
 			case *CreateUpdate:
-				c.Groups, c.Jobs[0].Spec.Group = nil, 0
+				c.Groups, c.Jobs[0].Spec.Run = nil, nil
 			case *AddJobs:
-				c.Groups, c.Jobs[0].Spec.Group = nil, 0
+				c.Groups, c.Jobs[0].Spec.Run = nil, nil
 			}
 			if cb, ok := c.(*CreateBatch); ok && !strings.HasSuffix(golden, "v3.golden") && !strings.HasSuffix(golden, "v4.golden") && !strings.HasSuffix(golden, "v5.golden") {
 				cb.CancelAfterFailures, cb.Callback, cb.Queue, cb.Priority, cb.SLONs, cb.DeadlineNs = 0, "", "", 0, 0, 0 // newer than these entries
@@ -183,11 +183,11 @@ func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}, Clusters: []string{"c1"}, NoSpot: true},
 		Run: &Run{Image: "reg/tool:1", Network: "host", Inputs: []File{{Name: "ref", URL: "gs://b/ref.fa", Path: "ref.fa"}},
 			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}, MaxProcesses: 64, PreemptGraceMs: 45_000, Nomad: true,
-			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30, MaxSpot: 3}}, Group: 7}
+			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30, MaxSpot: 3}, Group: 7, Gang: &Gang{Size: 3, Uniform: "pool"}}}
 	usage := &Usage{CPUMillis: 1, PeakMemory: 2, BytesIn: 3, BytesOut: 4, ImageMillis: 5, InputMillis: 6, OutputMillis: 7, Memory: 8}
 	ev := Event{Instance: 1, Batch: 2, Job: 3, Attempt: 4, Started: true, Outcome: OutcomeSuccess, Exit: 5, Start: 6, End: 7, Message: "m", Usage: usage, Sample: true, OOM: true, Leaving: true}
 	// Every exported field must be set, or this test proves nothing.
-	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where), reflect.ValueOf(*sp.Run), reflect.ValueOf(*sp.Run.Policy), reflect.ValueOf(sp.Run.Inputs[0]),
+	for _, v := range []reflect.Value{reflect.ValueOf(*sp), reflect.ValueOf(*sp.Where), reflect.ValueOf(*sp.Run), reflect.ValueOf(*sp.Run.Policy), reflect.ValueOf(*sp.Run.Gang), reflect.ValueOf(sp.Run.Inputs[0]),
 		reflect.ValueOf(*usage), reflect.ValueOf(ev)} {
 		for i := 0; i < v.NumField(); i++ {
 			if v.Type().Field(i).IsExported() && v.Field(i).IsZero() {

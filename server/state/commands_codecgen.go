@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF8356 = 1
-	codecSelferCcRAW356  = 255
+	codecSelferCcUTF81014 = 1
+	codecSelferCcRAW1014  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray356  = 10
-	codecSelferValueTypeMap356    = 9
-	codecSelferValueTypeString356 = 6
-	codecSelferValueTypeInt356    = 2
-	codecSelferValueTypeUint356   = 3
-	codecSelferValueTypeFloat356  = 4
-	codecSelferBitsize356         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray1014  = 10
+	codecSelferValueTypeMap1014    = 9
+	codecSelferValueTypeString1014 = 6
+	codecSelferValueTypeInt1014    = 2
+	codecSelferValueTypeUint1014   = 3
+	codecSelferValueTypeFloat1014  = 4
+	codecSelferBitsize1014         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct356 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct1014 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer356 struct{}
+type codecSelfer1014 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -313,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -328,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
 					}
 				}
 			} else {
@@ -336,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -344,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
 					}
 				}
 			}
@@ -355,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Queue))
 					}
 				}
 			} else {
@@ -363,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -371,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Queue))
 					}
 				}
 			}
@@ -386,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -405,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -424,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -447,7 +447,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Groups\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Groups`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Groups`)
 				}
 				r.WriteMapElemValue()
 				if x.Groups == nil {
@@ -469,7 +469,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -477,14 +477,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -492,13 +492,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -635,7 +635,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj24 int
@@ -939,7 +939,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -969,7 +969,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -988,7 +988,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1003,7 +1003,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
 					}
 				}
 			} else {
@@ -1011,7 +1011,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1019,7 +1019,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
 					}
 				}
 			}
@@ -1034,7 +1034,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1057,7 +1057,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1084,7 +1084,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1107,7 +1107,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1122,7 +1122,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
 					}
 				}
 			} else {
@@ -1130,7 +1130,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1138,7 +1138,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
 					}
 				}
 			}
@@ -1157,7 +1157,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Groups\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Groups`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Groups`)
 				}
 				r.WriteMapElemValue()
 				if x.Groups == nil {
@@ -1179,7 +1179,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1187,14 +1187,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1202,13 +1202,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1297,7 +1297,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -1473,7 +1473,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1503,7 +1503,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1522,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1545,7 +1545,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1568,7 +1568,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1587,7 +1587,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1602,7 +1602,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
 					}
 				}
 			} else {
@@ -1610,7 +1610,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1618,7 +1618,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
 					}
 				}
 			}
@@ -1637,7 +1637,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Groups\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Groups`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Groups`)
 				}
 				r.WriteMapElemValue()
 				if x.Groups == nil {
@@ -1659,7 +1659,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1667,14 +1667,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1682,13 +1682,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1762,7 +1762,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj13 int
@@ -1903,7 +1903,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1933,7 +1933,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1952,7 +1952,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1971,7 +1971,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1989,7 +1989,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1997,14 +1997,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2012,13 +2012,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2062,7 +2062,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2133,7 +2133,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2163,7 +2163,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2182,7 +2182,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2201,7 +2201,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2220,7 +2220,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2239,7 +2239,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2257,7 +2257,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2265,14 +2265,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2280,13 +2280,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2342,7 +2342,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2445,7 +2445,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2475,7 +2475,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2498,7 +2498,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2521,7 +2521,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Reserve\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Reserve`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Reserve`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2539,7 +2539,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2547,14 +2547,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2562,13 +2562,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2615,7 +2615,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -2689,7 +2689,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2719,7 +2719,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2738,7 +2738,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2757,7 +2757,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2776,7 +2776,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2795,7 +2795,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2816,7 +2816,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2837,7 +2837,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2856,7 +2856,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2875,7 +2875,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2890,7 +2890,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Message))
 					}
 				}
 			} else {
@@ -2898,7 +2898,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2906,7 +2906,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Message))
 					}
 				}
 			}
@@ -2933,7 +2933,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2957,7 +2957,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2976,7 +2976,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOM\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `OOM`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `OOM`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2995,7 +2995,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Leaving\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Leaving`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3013,7 +3013,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3021,14 +3021,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3036,13 +3036,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3163,7 +3163,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3421,7 +3421,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3451,7 +3451,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3474,7 +3474,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3496,7 +3496,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3504,14 +3504,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3519,13 +3519,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3566,7 +3566,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3624,7 +3624,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3639,9 +3639,9 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(13)
+				r.WriteArrayStart(12)
 			} else {
-				r.WriteMapStart(13)
+				r.WriteMapStart(12)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -3650,7 +3650,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
 					}
 				}
 			} else {
@@ -3658,7 +3658,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3666,7 +3666,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
 					}
 				}
 			}
@@ -3681,7 +3681,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3704,7 +3704,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3729,7 +3729,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3750,7 +3750,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3769,7 +3769,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3788,7 +3788,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3807,7 +3807,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3826,7 +3826,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3847,7 +3847,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3880,7 +3880,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3916,7 +3916,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3930,25 +3930,6 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
-				r.WriteArrayElem()
-				if false {
-				} else {
-					r.EncodeUint(uint64(x.Group))
-				}
-			} else {
-				r.WriteMapElemKey()
-				if z.IsJSONHandle() {
-					z.WriteStr("\"Group\"")
-				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Group`)
-				}
-				r.WriteMapElemValue()
-				if false {
-				} else {
-					r.EncodeUint(uint64(x.Group))
-				}
-			}
-			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -3958,7 +3939,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3966,14 +3947,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3981,13 +3962,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4092,12 +4073,6 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 
 				x.Run.CodecDecodeSelf(d)
 			}
-		case "Group":
-			if r.TryDecodeAsNil() {
-				x.Group = 0
-			} else {
-				x.Group = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
-			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4106,19 +4081,19 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj18 int
-	var yyb18 bool
-	var yyhl18 bool = l >= 0
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	var yyj17 int
+	var yyb17 bool
+	var yyhl17 bool = l >= 0
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4128,13 +4103,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Name = (string)(r.DecodeString())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4144,13 +4119,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Array = (bool)(r.DecodeBool())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4163,13 +4138,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSlicestring((*[]string)(&x.Command), d)
 		}
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4179,13 +4154,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Env.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4195,13 +4170,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CPUMilli = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4211,13 +4186,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Memory = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4227,13 +4202,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.TimeoutMs = (int64)(r.DecodeInt64())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4243,13 +4218,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Retries = (uint16)(z.C.UintV(r.DecodeUint64(), 16))
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4259,13 +4234,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.AlwaysRun = (bool)(r.DecodeBool())
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4275,13 +4250,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Attributes.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4297,13 +4272,13 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Where.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
+	yyj17++
+	if yyhl17 {
+		yyb17 = yyj17 > l
 	} else {
-		yyb18 = r.CheckBreak()
+		yyb17 = r.CheckBreak()
 	}
-	if yyb18 {
+	if yyb17 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4319,40 +4294,24 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Run.CodecDecodeSelf(d)
 	}
-	yyj18++
-	if yyhl18 {
-		yyb18 = yyj18 > l
-	} else {
-		yyb18 = r.CheckBreak()
-	}
-	if yyb18 {
-		r.ReadArrayEnd()
-		return
-	}
-	r.ReadArrayElem()
-	if r.TryDecodeAsNil() {
-		x.Group = 0
-	} else {
-		x.Group = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
-	}
 	for {
-		yyj18++
-		if yyhl18 {
-			yyb18 = yyj18 > l
+		yyj17++
+		if yyhl17 {
+			yyb17 = yyj17 > l
 		} else {
-			yyb18 = r.CheckBreak()
+			yyb17 = r.CheckBreak()
 		}
-		if yyb18 {
+		if yyb17 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj18-1, "")
+		z.DecStructFieldNotFound(yyj17-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4382,7 +4341,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxLost\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `MaxLost`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `MaxLost`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4401,7 +4360,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMFactorMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `OOMFactorMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `OOMFactorMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4420,7 +4379,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMMaxMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `OOMMaxMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `OOMMaxMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4439,7 +4398,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `MaxSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `MaxSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4457,7 +4416,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4465,14 +4424,14 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4480,13 +4439,13 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4536,7 +4495,7 @@ func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4623,7 +4582,7 @@ func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4638,9 +4597,9 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(8)
+				r.WriteArrayStart(10)
 			} else {
-				r.WriteMapStart(8)
+				r.WriteMapStart(10)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -4649,7 +4608,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Image))
 					}
 				}
 			} else {
@@ -4657,7 +4616,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4665,7 +4624,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Image))
 					}
 				}
 			}
@@ -4676,7 +4635,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Network))
 					}
 				}
 			} else {
@@ -4684,7 +4643,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4692,7 +4651,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Network))
 					}
 				}
 			}
@@ -4711,7 +4670,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4738,7 +4697,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4761,7 +4720,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4780,7 +4739,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4799,7 +4758,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Nomad\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Nomad`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Nomad`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4830,7 +4789,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if yyn24 {
@@ -4844,6 +4803,61 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			}
 			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.Group))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Group\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Group`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.Group))
+				}
+			}
+			var yyn30 bool
+			if x.Gang == nil {
+				yyn30 = true
+				goto LABEL30
+			}
+		LABEL30:
+			if yyr2 || yy2arr2 {
+				if yyn30 {
+					r.WriteArrayElem()
+					r.EncodeNil()
+				} else {
+					r.WriteArrayElem()
+					if x.Gang == nil {
+						r.EncodeNil()
+					} else {
+						x.Gang.CodecEncodeSelf(e)
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Gang\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Gang`)
+				}
+				r.WriteMapElemValue()
+				if yyn30 {
+					r.EncodeNil()
+				} else {
+					if x.Gang == nil {
+						r.EncodeNil()
+					} else {
+						x.Gang.CodecEncodeSelf(e)
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
 				r.WriteArrayEnd()
 			} else {
 				r.WriteMapEnd()
@@ -4853,7 +4867,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4861,14 +4875,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4876,13 +4890,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4960,6 +4974,24 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 
 				x.Policy.CodecDecodeSelf(d)
 			}
+		case "Group":
+			if r.TryDecodeAsNil() {
+				x.Group = 0
+			} else {
+				x.Group = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+			}
+		case "Gang":
+			if r.TryDecodeAsNil() {
+				if true && x.Gang != nil {
+					x.Gang = nil
+				}
+			} else {
+				if x.Gang == nil {
+					x.Gang = new(Gang)
+				}
+
+				x.Gang.CodecDecodeSelf(d)
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -4968,19 +5000,19 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj14 int
-	var yyb14 bool
-	var yyhl14 bool = l >= 0
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	var yyj16 int
+	var yyb16 bool
+	var yyhl16 bool = l >= 0
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -4990,13 +5022,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Image = (string)(r.DecodeString())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5006,13 +5038,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Network = (string)(r.DecodeString())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5025,13 +5057,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Inputs), d)
 		}
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5044,13 +5076,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decSliceFile((*[]File)(&x.Outputs), d)
 		}
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5060,13 +5092,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.MaxProcesses = (int64)(r.DecodeInt64())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5076,13 +5108,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.PreemptGraceMs = (int64)(r.DecodeInt64())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5092,13 +5124,13 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Nomad = (bool)(r.DecodeBool())
 	}
-	yyj14++
-	if yyhl14 {
-		yyb14 = yyj14 > l
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
 	} else {
-		yyb14 = r.CheckBreak()
+		yyb16 = r.CheckBreak()
 	}
-	if yyb14 {
+	if yyb16 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5114,24 +5146,259 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 
 		x.Policy.CodecDecodeSelf(d)
 	}
-	for {
-		yyj14++
-		if yyhl14 {
-			yyb14 = yyj14 > l
-		} else {
-			yyb14 = r.CheckBreak()
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
+	} else {
+		yyb16 = r.CheckBreak()
+	}
+	if yyb16 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Group = 0
+	} else {
+		x.Group = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+	}
+	yyj16++
+	if yyhl16 {
+		yyb16 = yyj16 > l
+	} else {
+		yyb16 = r.CheckBreak()
+	}
+	if yyb16 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		if true && x.Gang != nil {
+			x.Gang = nil
 		}
-		if yyb14 {
+	} else {
+		if x.Gang == nil {
+			x.Gang = new(Gang)
+		}
+
+		x.Gang.CodecDecodeSelf(d)
+	}
+	for {
+		yyj16++
+		if yyhl16 {
+			yyb16 = yyj16 > l
+		} else {
+			yyb16 = r.CheckBreak()
+		}
+		if yyb16 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj14-1, "")
+		z.DecStructFieldNotFound(yyj16-1, "")
+	}
+	r.ReadArrayEnd()
+}
+
+func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
+	var h codecSelfer1014
+	z, r := codec1978.GenHelperEncoder(e)
+	_, _, _ = h, z, r
+	if x == nil {
+		r.EncodeNil()
+	} else {
+		if false {
+		} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+			z.EncExtension(x, yyxt1)
+		} else {
+			yysep2 := !z.EncBinary()
+			yy2arr2 := z.EncBasicHandle().StructToArray
+			_, _ = yysep2, yy2arr2
+			const yyr2 bool = false // struct tag has 'toArray'
+			if yyr2 || yy2arr2 {
+				r.WriteArrayStart(2)
+			} else {
+				r.WriteMapStart(2)
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.Size))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Size\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Size`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.Size))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Uniform)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Uniform))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Uniform\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Uniform`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.Uniform)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Uniform))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayEnd()
+			} else {
+				r.WriteMapEnd()
+			}
+		}
+	}
+}
+
+func (x *Gang) CodecDecodeSelf(d *codec1978.Decoder) {
+	var h codecSelfer1014
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	if false {
+	} else if yyxt1 := z.Extension(z.I2Rtid(x)); yyxt1 != nil {
+		z.DecExtension(x, yyxt1)
+	} else {
+		yyct2 := r.ContainerType()
+		if yyct2 == codecSelferValueTypeMap1014 {
+			yyl2 := r.ReadMapStart()
+			if yyl2 == 0 {
+				r.ReadMapEnd()
+			} else {
+				x.codecDecodeSelfFromMap(yyl2, d)
+			}
+		} else if yyct2 == codecSelferValueTypeArray1014 {
+			yyl2 := r.ReadArrayStart()
+			if yyl2 == 0 {
+				r.ReadArrayEnd()
+			} else {
+				x.codecDecodeSelfFromArray(yyl2, d)
+			}
+		} else {
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+		}
+	}
+}
+
+func (x *Gang) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
+	var h codecSelfer1014
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyhl3 bool = l >= 0
+	for yyj3 := 0; ; yyj3++ {
+		if yyhl3 {
+			if yyj3 >= l {
+				break
+			}
+		} else {
+			if r.CheckBreak() {
+				break
+			}
+		}
+		r.ReadMapElemKey()
+		yys3 := z.StringView(r.DecodeStringAsBytes())
+		r.ReadMapElemValue()
+		switch yys3 {
+		case "Size":
+			if r.TryDecodeAsNil() {
+				x.Size = 0
+			} else {
+				x.Size = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+			}
+		case "Uniform":
+			if r.TryDecodeAsNil() {
+				x.Uniform = ""
+			} else {
+				x.Uniform = (string)(r.DecodeString())
+			}
+		default:
+			z.DecStructFieldNotFound(-1, yys3)
+		} // end switch yys3
+	} // end for yyj3
+	r.ReadMapEnd()
+}
+
+func (x *Gang) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
+	var h codecSelfer1014
+	z, r := codec1978.GenHelperDecoder(d)
+	_, _, _ = h, z, r
+	var yyj6 int
+	var yyb6 bool
+	var yyhl6 bool = l >= 0
+	yyj6++
+	if yyhl6 {
+		yyb6 = yyj6 > l
+	} else {
+		yyb6 = r.CheckBreak()
+	}
+	if yyb6 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Size = 0
+	} else {
+		x.Size = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+	}
+	yyj6++
+	if yyhl6 {
+		yyb6 = yyj6 > l
+	} else {
+		yyb6 = r.CheckBreak()
+	}
+	if yyb6 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Uniform = ""
+	} else {
+		x.Uniform = (string)(r.DecodeString())
+	}
+	for {
+		yyj6++
+		if yyhl6 {
+			yyb6 = yyj6 > l
+		} else {
+			yyb6 = r.CheckBreak()
+		}
+		if yyb6 {
+			break
+		}
+		r.ReadArrayElem()
+		z.DecStructFieldNotFound(yyj6-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5157,7 +5424,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
 					}
 				}
 			} else {
@@ -5165,7 +5432,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5173,7 +5440,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
 					}
 				}
 			}
@@ -5184,7 +5451,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.URL))
 					}
 				}
 			} else {
@@ -5192,7 +5459,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5200,7 +5467,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.URL))
 					}
 				}
 			}
@@ -5211,7 +5478,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
 					}
 				}
 			} else {
@@ -5219,7 +5486,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5227,7 +5494,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
 					}
 				}
 			}
@@ -5241,7 +5508,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5249,14 +5516,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5264,13 +5531,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5314,7 +5581,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5385,7 +5652,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5415,7 +5682,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5434,7 +5701,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5453,7 +5720,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5472,7 +5739,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5491,7 +5758,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5510,7 +5777,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5529,7 +5796,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5548,7 +5815,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5566,7 +5833,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5574,14 +5841,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5589,13 +5856,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5669,7 +5936,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -5820,7 +6087,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5854,7 +6121,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -5873,7 +6140,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Pool))
 					}
 				}
 			} else {
@@ -5881,7 +6148,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5889,7 +6156,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Pool))
 					}
 				}
 			}
@@ -5900,7 +6167,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.GPUType))
 					}
 				}
 			} else {
@@ -5908,7 +6175,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5916,7 +6183,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.GPUType))
 					}
 				}
 			}
@@ -5931,7 +6198,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5946,7 +6213,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.MachineType))
 					}
 				}
 			} else {
@@ -5954,7 +6221,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5962,7 +6229,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.MachineType))
 					}
 				}
 			}
@@ -5981,7 +6248,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Labels\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Labels`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Labels`)
 				}
 				r.WriteMapElemValue()
 				if x.Labels == nil {
@@ -6008,7 +6275,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Clusters\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Clusters`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Clusters`)
 				}
 				r.WriteMapElemValue()
 				if x.Clusters == nil {
@@ -6031,7 +6298,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NoSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `NoSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `NoSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6049,7 +6316,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6057,14 +6324,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6072,13 +6339,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6161,7 +6428,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj15 int
@@ -6321,7 +6588,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6351,7 +6618,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6370,7 +6637,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6388,7 +6655,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6396,14 +6663,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6411,13 +6678,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6455,7 +6722,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -6510,7 +6777,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6540,7 +6807,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6559,7 +6826,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6582,7 +6849,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -6609,7 +6876,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -6644,7 +6911,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -6667,7 +6934,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6675,14 +6942,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6690,13 +6957,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6764,7 +7031,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6879,7 +7146,7 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6905,7 +7172,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
 					}
 				}
 			} else {
@@ -6913,7 +7180,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6921,7 +7188,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
 					}
 				}
 			}
@@ -6938,7 +7205,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -6955,7 +7222,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
 					}
 				}
 			} else {
@@ -6963,7 +7230,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6971,7 +7238,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF8356, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
 					}
 				}
 			}
@@ -6986,7 +7253,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfter\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF8356, `CancelAfter`)
+					r.EncodeStringEnc(codecSelferCcUTF81014, `CancelAfter`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7004,7 +7271,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobGroupDecl) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7012,14 +7279,14 @@ func (x *JobGroupDecl) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap356 {
+		if yyct2 == codecSelferValueTypeMap1014 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray356 {
+		} else if yyct2 == codecSelferValueTypeArray1014 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7027,13 +7294,13 @@ func (x *JobGroupDecl) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct356)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
 		}
 	}
 }
 
 func (x *JobGroupDecl) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7083,7 +7350,7 @@ func (x *JobGroupDecl) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer356
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -7169,8 +7436,8 @@ func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer356) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7182,8 +7449,8 @@ func (x codecSelfer356) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7263,8 +7530,8 @@ func (x codecSelfer356) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer356) encSliceJobGroupDecl(v []JobGroupDecl, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSliceJobGroupDecl(v []JobGroupDecl, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7276,8 +7543,8 @@ func (x codecSelfer356) encSliceJobGroupDecl(v []JobGroupDecl, e *codec1978.Enco
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7357,8 +7624,8 @@ func (x codecSelfer356) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.Dec
 	}
 }
 
-func (x codecSelfer356) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7370,8 +7637,8 @@ func (x codecSelfer356) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7451,8 +7718,8 @@ func (x codecSelfer356) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) 
 	}
 }
 
-func (x codecSelfer356) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7464,8 +7731,8 @@ func (x codecSelfer356) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7545,8 +7812,8 @@ func (x codecSelfer356) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer356) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7557,15 +7824,15 @@ func (x codecSelfer356) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF8356, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF81014, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7645,8 +7912,8 @@ func (x codecSelfer356) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer356) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7658,8 +7925,8 @@ func (x codecSelfer356) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7739,8 +8006,8 @@ func (x codecSelfer356) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer356) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7752,8 +8019,8 @@ func (x codecSelfer356) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer356) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer356
+func (x codecSelfer1014) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer1014
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -24,6 +24,9 @@ func (s *State) CheckInvariants() error {
 	for _, b := range s.batches {
 		held.Jobs += int64(b.nextJob) - 1
 		held.Groups += int64(len(b.groups))
+		n, bytes := b.jobGroupsHeld()
+		held.JobGroups += n
+		held.JobGroupBytes += bytes
 		held.Batches++
 	}
 	if held != s.held {

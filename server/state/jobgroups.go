@@ -18,7 +18,7 @@ import (
 //
 // A command that brings jobs (CreateBatch, CreateUpdate, AddJobs)
 // declares the groups they name in Groups, parents before children; a
-// job's Spec.Group is, in the command, the 1-based index of its group in
+// job's Spec.JobGroup is, in the command, the 1-based index of its group in
 // that list (0: the batch itself). Apply finds each path among the
 // batch's groups or makes it, then gives every spec the group's ID: the
 // groups of a batch are numbered from 1 in the order they were made, and
@@ -80,10 +80,10 @@ type JobGroup struct {
 
 // jobGroup returns the group a spec's jobs are in (nil: the batch).
 func (b *Batch) jobGroup(sp *Spec) *JobGroup {
-	if sp == nil || sp.Group == 0 || int(sp.Group) > len(b.jobGroups) {
+	if sp == nil || sp.JobGroup() == 0 || int(sp.JobGroup()) > len(b.jobGroups) {
 		return nil
 	}
-	return b.jobGroups[sp.Group-1]
+	return b.jobGroups[sp.JobGroup()-1]
 }
 
 // cancelledFor reports whether jobs of sp are cancelled: their batch or
@@ -105,10 +105,10 @@ func (b *Batch) count(sp *Spec, st JobState, n int64) {
 
 // groupCount is count for the job groups alone.
 func (b *Batch) groupCount(sp *Spec, st JobState, n int64) {
-	if len(b.jobGroups) == 0 || sp == nil || sp.Group == 0 {
+	if len(b.jobGroups) == 0 || sp == nil || sp.JobGroup() == 0 {
 		return
 	}
-	for id := sp.Group; id != 0; {
+	for id := sp.JobGroup(); id != 0; {
 		jg := b.jobGroups[id-1]
 		jg.counts[st] += n
 		if st.Final() && !jg.dirty {
@@ -174,7 +174,9 @@ func (s *batchBook) settleGroups(b *Batch, now int64) {
 // cancels what is left of that group.
 func (s *batchBook) failedInGroups(b *Batch, sp *Spec, now int64) {
 	for jg := b.jobGroup(sp); jg != nil; jg = b.parentGroup(jg) {
-		if jg.Cancelled || jg.CancelAfterFailures == 0 {
+		// A complete group has nothing left to cancel: the failure of
+		// its last job leaves it complete, not cancelled (as a batch).
+		if jg.Cancelled || jg.CancelAfterFailures == 0 || jg.Completed != 0 {
 			continue
 		}
 		if n := jg.counts[Failed] + jg.counts[Error]; n >= int64(jg.CancelAfterFailures) {
@@ -250,7 +252,7 @@ func (s *batchBook) cancelJobGroup(b *Batch, jg *JobGroup, reason string, now in
 	var readyMilli, readyJobs int64
 	for i := 0; i < len(b.groups); i++ {
 		g := b.groups[i]
-		if g.spec.Group == 0 || !b.under(g.spec.Group, jg) {
+		if g.spec.JobGroup() == 0 || !b.under(g.spec.JobGroup(), jg) {
 			continue
 		}
 		last := g.first + g.count - 1
@@ -378,8 +380,28 @@ func (s *batchBook) resolveGroups(b *Batch, decls []JobGroupDecl) ([]uint32, int
 			Attributes: d.Attributes, Callback: d.Callback, CancelAfterFailures: d.CancelAfter,
 		}
 		b.addJobGroup(jg)
+		s.held.JobGroups++
+		s.held.JobGroupBytes += jg.size()
 	}
 	return ids, len(news), nil
+}
+
+// size is the bytes of a group's path, attributes and callback (the
+// memory budget's measure: Footprint.JobGroupBytes).
+func (jg *JobGroup) size() int64 {
+	n := len(jg.Path) + len(jg.Callback)
+	for k, v := range jg.Attributes {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
+
+// jobGroupsHeld is what a batch's job groups hold (Footprint).
+func (b *Batch) jobGroupsHeld() (n, bytes int64) {
+	for _, jg := range b.jobGroups {
+		bytes += jg.size()
+	}
+	return int64(len(b.jobGroups)), bytes
 }
 
 // addJobGroup appends a made group (in ID order) to the batch.
@@ -394,9 +416,11 @@ func (b *Batch) addJobGroup(jg *JobGroup) {
 }
 
 // dropNewGroups removes the last n groups, made by a command that failed.
-func (b *Batch) dropNewGroups(n int) {
+func (s *batchBook) dropNewGroups(b *Batch, n int) {
 	for _, jg := range b.jobGroups[len(b.jobGroups)-n:] {
 		delete(b.groupByPath, jg.Path)
+		s.held.JobGroups--
+		s.held.JobGroupBytes -= jg.size()
 	}
 	b.jobGroups = b.jobGroups[:len(b.jobGroups)-n]
 	b.dirtyGroups = b.dirtyGroups[:0]
@@ -424,9 +448,9 @@ func (jg *JobGroup) sameAs(d *JobGroupDecl) *ApplyError {
 func groupEntries(entries []JobEntry, ids []uint32) ([]JobEntry, *ApplyError) {
 	changed := false
 	for i := range entries {
-		if sp := entries[i].Spec; sp != nil && sp.Group != 0 {
-			if int(sp.Group) > len(ids) {
-				return nil, errorf(ErrInvalid, "job %d names job group %d of the %d the request declares", entries[i].First, sp.Group, len(ids))
+		if sp := entries[i].Spec; sp != nil && sp.JobGroup() != 0 {
+			if int(sp.JobGroup()) > len(ids) {
+				return nil, errorf(ErrInvalid, "job %d names job group %d of the %d the request declares", entries[i].First, sp.JobGroup(), len(ids))
 			}
 			changed = true
 		}
@@ -439,14 +463,12 @@ func groupEntries(entries []JobEntry, ids []uint32) ([]JobEntry, *ApplyError) {
 	specs := map[*Spec]*Spec{}
 	for i := range out {
 		sp := out[i].Spec
-		if sp == nil || sp.Group == 0 {
+		if sp == nil || sp.JobGroup() == 0 {
 			continue
 		}
 		ns, ok := specs[sp]
 		if !ok {
-			c := *sp
-			c.Group = ids[sp.Group-1]
-			ns = &c
+			ns = sp.InJobGroup(ids[sp.JobGroup()-1])
 			specs[sp] = ns
 		}
 		out[i].Spec = ns
@@ -505,14 +527,14 @@ func (b *Batch) groupCounts() []groupTally {
 	}
 	out := make([]groupTally, len(b.jobGroups))
 	for _, g := range b.groups {
-		if g.spec.Group == 0 {
+		if g.spec.JobGroup() == 0 {
 			continue
 		}
 		var c [numStates]int64
 		for id := g.first; id < g.first+g.count; id++ {
 			c[b.jobs[id-1].state]++
 		}
-		for id := g.spec.Group; id != 0; id = b.jobGroups[id-1].Parent {
+		for id := g.spec.JobGroup(); id != 0; id = b.jobGroups[id-1].Parent {
 			t := &out[id-1]
 			t.nJobs += int64(g.count)
 			for st, n := range c {

@@ -5,10 +5,7 @@ import (
 	"testing"
 )
 
-func inGroup(sp *Spec, ref uint32) *Spec {
-	sp.Group = ref
-	return sp
-}
+func inGroup(sp *Spec, ref uint32) *Spec { return sp.InJobGroup(ref) }
 
 func groupByPath(t *testing.T, h *Harness, b uint64, path string) JobGroupRecord {
 	t.Helper()

@@ -151,6 +151,9 @@ func (s *batchBook) endAttempt(b *Batch, g *group, id uint32, inst *Instance, no
 	u := s.userSched(b.User)
 	u.runningMilli -= g.spec.CPUMilli
 	u.runningJobs--
+	if g.spec.gang() != nil && b.jobs[id-1].outcome != OutcomeSuccess {
+		s.stopGang(b, g, id, now)
+	}
 	s.notifyWork()
 }
 
@@ -169,6 +172,9 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 	if (to == Failed || to == Error) && len(b.jobGroups) > 0 {
 		s.failedInGroups(b, sp, now)
 	}
+	if g := b.groupOf(id); to != Success && g.spec.gang() != nil {
+		s.cancelGang(b, g, id, now)
+	}
 	// Hail's cancel_after_n_failures: the failure that reaches the count
 	// cancels what is left of the batch (nothing, once it is complete).
 	if (to == Failed || to == Error) && !b.Cancelled && b.Completed == 0 && b.CancelAfterFailures > 0 &&
@@ -186,6 +192,11 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 // attempts are numbered in 16 bits and each is kept in its history, and
 // nothing (a restart, a job lost without limit) runs one forever.
 func (s *batchBook) requeue(b *Batch, g *group, id uint32, j *job, ahead bool, now int64) {
+	if g.spec.gang() != nil && b.gangDead(g) {
+		b.setMessage(id, "its gang cannot run whole: a member ended without success")
+		s.finish(b, id, j, Cancelled, now)
+		return
+	}
 	if j.state == Running && j.attempt >= MaxAttemptsPerJob {
 		b.setMessage(id, fmt.Sprintf("ran %d attempts, the most a job gets (the last: %s)", j.attempt, b.messages[id]))
 		s.finish(b, id, j, Error, now)

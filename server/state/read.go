@@ -198,6 +198,10 @@ type Footprint struct {
 	Jobs    int64
 	Groups  int64
 	Batches int64
+	// JobGroups counts the batches' job groups, and JobGroupBytes their
+	// paths, attributes and callbacks.
+	JobGroups     int64
+	JobGroupBytes int64
 }
 
 // Admission is what admission control reads before a submission reaches

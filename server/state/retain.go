@@ -94,6 +94,9 @@ func (s *batchBook) applyForgetBatches(c *ForgetBatches) any {
 		}
 		s.held.Jobs -= int64(b.nextJob) - 1
 		s.held.Groups -= int64(len(b.groups))
+		n, bytes := b.jobGroupsHeld()
+		s.held.JobGroups -= n
+		s.held.JobGroupBytes -= bytes
 		s.held.Batches--
 		for st, n := range b.counts {
 			s.jobTotals.jobs[st] -= n
@@ -115,7 +118,18 @@ func (s *batchBook) applyForgetBatches(c *ForgetBatches) any {
 // the history store holds it as it is.
 func (b *Batch) forgettable() bool {
 	return b.Completed != 0 && b.version != 0 && b.exported == b.version && !b.live && b.open == 0 && len(b.bill.Running) == 0 &&
-		!b.callbackDue() // its completion is reported first (the leader gives up in bounded time)
+		!b.callbackDue() && !b.groupCallbackDue() // its completions are reported first (the leader gives up in bounded time)
+}
+
+// groupCallbackDue reports whether a job group's callback has not been
+// told of its completion.
+func (b *Batch) groupCallbackDue() bool {
+	for _, jg := range b.jobGroups {
+		if jg.callbackDue() {
+			return true
+		}
+	}
+	return false
 }
 
 // ExportItem is a batch waiting to be exported.

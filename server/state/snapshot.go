@@ -627,6 +627,9 @@ func (s *State) Restore(r io.Reader) error {
 		fresh.batchIDs = append(fresh.batchIDs, b.ID)
 		fresh.held.Jobs += int64(b.nextJob) - 1
 		fresh.held.Groups += int64(len(b.groups))
+		n, bytes := b.jobGroupsHeld()
+		fresh.held.JobGroups += n
+		fresh.held.JobGroupBytes += bytes
 		fresh.held.Batches++
 		if b.Key != "" {
 			fresh.keys[b.User+"\x00"+b.Key] = b.ID
@@ -775,8 +778,8 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 	}
 	b.dirtyGroups = nil
 	for _, g := range b.groups {
-		if g.spec != nil && int(g.spec.Group) > len(b.jobGroups) {
-			return nil, fmt.Errorf("batch %d: jobs from %d are in job group %d of %d", sb.ID, g.first, g.spec.Group, len(b.jobGroups))
+		if g.spec != nil && int(g.spec.JobGroup()) > len(b.jobGroups) {
+			return nil, fmt.Errorf("batch %d: jobs from %d are in job group %d of %d", sb.ID, g.first, g.spec.JobGroup(), len(b.jobGroups))
 		}
 	}
 	b.recountGroups()

@@ -207,7 +207,7 @@ func work(c Command) int {
 		return n
 	case *Events:
 		return 1 + len(c.Events)
-	case *CommitUpdate, *CancelBatch, *DeregisterNomadJob, *ForgetBatches, *ExpireUpdates, *Retire, *ForgetInstances, *ApplyPlacement, *DeleteUser:
+	case *CommitUpdate, *CancelBatch, *CancelJobGroup, *RetryJobs, *DeregisterNomadJob, *ForgetBatches, *ExpireUpdates, *Retire, *ForgetInstances, *ApplyPlacement, *DeleteUser:
 		return holdWork
 	}
 	return 1

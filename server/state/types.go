@@ -144,9 +144,28 @@ type Spec struct {
 	// Run says what the job runs in and the files it takes and gives
 	// (nil: a process, no files), and how it comes back (Run.Policy).
 	Run *Run
-	// Group is the job group the job is in (0: none but the batch; in a
-	// command, the 1-based index of a group it declares: JobGroupDecl).
-	Group uint32
+}
+
+// JobGroup is the job group jobs of sp are in (0: none but the batch; in
+// a command, the 1-based index of a group it declares: JobGroupDecl).
+func (sp *Spec) JobGroup() uint32 {
+	if sp == nil || sp.Run == nil {
+		return 0
+	}
+	return sp.Run.Group
+}
+
+// InJobGroup returns sp with its jobs in job group g: a copy, with a Run
+// of its own.
+func (sp *Spec) InJobGroup(g uint32) *Spec {
+	c := *sp
+	r := Run{}
+	if sp.Run != nil {
+		r = *sp.Run
+	}
+	r.Group = g
+	c.Run = &r
+	return &c
 }
 
 // Policy is how a job of sp comes back after an attempt it did not end
@@ -186,7 +205,7 @@ type Policy struct {
 // a MiB, to at most the bound; a spec at the bound is not retried.
 func (sp *Spec) oomRetry() *Spec {
 	p := sp.policy()
-	if p == nil || p.OOMFactorMilli <= 1000 || sp.Memory >= p.OOMMaxMemory {
+	if p == nil || p.OOMFactorMilli <= 1000 || sp.Memory >= p.OOMMaxMemory || sp.gang() != nil { // a gang is never split
 		return nil
 	}
 	const mib = 1 << 20
@@ -202,7 +221,7 @@ func (sp *Spec) oomRetry() *Spec {
 // maxSpot is the number of attempts lost on spot machines after which
 // the job runs on on-demand machines only (0: no cap).
 func (sp *Spec) maxSpot() int {
-	if p := sp.policy(); p != nil {
+	if p := sp.policy(); p != nil && sp.gang() == nil { // a gang is never split
 		return int(p.MaxSpot)
 	}
 	return 0
@@ -268,7 +287,34 @@ type Run struct {
 	// processes keep their size (a pointer more in Spec moved it up a
 	// size class, 16 bytes a job).
 	Policy *Policy
+	// Group is the job group of the job (Spec.JobGroup). In Run, not
+	// Spec, for the same reason: Spec is 112 bytes, a size class.
+	Group uint32
+	// Gang makes the jobs of an array start together or not at all
+	// (nil: each on its own).
+	Gang *Gang
 }
+
+// Gang is how the jobs of an array start: all of them in one round, on
+// workers of one cluster (and of one pool, or with one value of a worker
+// label, as Uniform says: "", "pool" or "label:KEY"), or none of them. A
+// member that fails or is lost stops the others, and the gang (those of
+// its jobs that have not succeeded) starts again as a whole.
+type Gang struct {
+	Size    uint32
+	Uniform string
+}
+
+// gang returns the gang jobs of sp are members of (nil: none).
+func (sp *Spec) gang() *Gang {
+	if sp == nil || sp.Run == nil {
+		return nil
+	}
+	return sp.Run.Gang
+}
+
+// Gang is gang for readers (nil: none).
+func (sp *Spec) Gang() *Gang { return sp.gang() }
 
 // File is an input (URL copied to Path) or an output (Path copied to URL).
 // Path is relative to the job's directory.

@@ -444,10 +444,48 @@ batches:
 		ti := l.queue(leaf)
 		home := l.r.HomeClusters(b)
 		pr := l.project(b)
+		var gangsSeen map[uint32]bool
 		for rg := range l.r.Ready(b) {
 			spec := rg.Spec
 			if spec.Where != nil && spec.Where.MachineType != "" {
 				// Runs on a machine of its own, made for it.
+				continue
+			}
+			if gang := spec.Gang(); gang != nil {
+				// A gang is listed whole, its runs one after the
+				// other, where its first Ready member is met, and only
+				// once every member that has not ended is Ready.
+				members, first, ok := l.r.GangReady(b, rg.Lo)
+				if gangsSeen[first] {
+					continue
+				}
+				if gangsSeen == nil {
+					gangsSeen = map[uint32]bool{}
+				}
+				gangsSeen[first] = true
+				var n int64
+				for _, m := range members {
+					n += int64(m.Len())
+				}
+				if !ok || pr.reached || (maxJobs > 0 && jobs+int(n) > maxJobs) {
+					continue
+				}
+				ci, _ := l.constraint(home, spec)
+				_, gpus := spec.GPUs()
+				for _, m := range members {
+					out = append(out, scheduler.Run{
+						Batch: b.ID, First: m.Lo, Count: m.Len(), Attempt: m.Attempt,
+						CPUMilli: spec.CPUMilli, Memory: spec.Memory, Constraint: ci, Queue: ti, GPUs: gpus, Project: pr.idx,
+						Gang: first, GangUniform: gang.Uniform,
+					})
+				}
+				jobs += int(n)
+				runs++
+				want += n * spec.CPUMilli
+				l.quotas.hold(leaf, spec.Size(), n)
+				if (want >= limit && (l.o.Unbounded || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
+					break batches
+				}
 				continue
 			}
 			ci, rc := l.constraint(home, spec)

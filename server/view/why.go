@@ -78,6 +78,12 @@ type JobPlace struct {
 	PastCoreHours float64
 	// Estimate: when a Ready job is estimated to start (estimateStart).
 	Estimate Estimate
+	// Gang is the members of the gang the job is in (0: none),
+	// GangUniform what they share, and GangRunning how many of them run
+	// still (a Ready member waits for them to stop).
+	Gang        int64
+	GangUniform string
+	GangRunning int
 }
 
 // Estimate is a Ready job's estimated start: In from now (Known false: no
@@ -229,6 +235,10 @@ func Place(r state.Reader, batch uint64, id uint32, now int64) (JobPlace, bool) 
 		}
 	}
 	jp.Busy = true
+	if g := sp.Gang(); g != nil {
+		jp.Gang, jp.GangUniform = int64(g.Size), g.Uniform
+		jp.GangRunning = r.GangRunning(b, id)
+	}
 	jp.OffSpot = sp.Where != nil && sp.Where.NoSpot
 	if p := sp.Policy(); p != nil {
 		jp.MaxSpot = int(p.MaxSpot)

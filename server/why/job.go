@@ -79,6 +79,13 @@ func Job(in JobInput) api.JobWhy {
 		// job, as the round checks them.
 		quota, quotaWhy, quotaOf := jp.QuotaRefusal()
 		switch wt := in.Round; {
+		case jp.Gang > 0 && jp.GangRunning > 0:
+			verb := "run"
+			if jp.GangRunning == 1 {
+				verb = "runs"
+			}
+			add("gang_incomplete", fmt.Sprintf("waiting for its gang: %d of its %d members still %s (an attempt of a member ended, so the others are being stopped; the gang starts again together once they have)",
+				jp.GangRunning, jp.Gang, verb))
 		case wt != nil:
 			add(wt.Reason, wt.Message)
 		case jp.Budget.Reached(now):
@@ -107,6 +114,9 @@ func Job(in JobInput) api.JobWhy {
 		default:
 			add("queued", "waiting for its turn: the last scheduling round gave the free cores to other users' jobs (fair share) or to earlier jobs of its user (oldest batch first)")
 		}
+		if jp.Gang > 0 {
+			add("gang", fmt.Sprintf("a member of a gang of %d: its members that have not succeeded start together, %s, or none does", jp.Gang, gangWhere(jp.GangUniform)))
+		}
 		if jp.PastCoreHours > 0 {
 			add("past_use", fmt.Sprintf("its user's past use in this queue tree, %.1f core-hours after decay, weighs as %s running cores in fair share", jp.PastCoreHours, trimCores(jp.PastMilli)))
 		}
@@ -120,7 +130,7 @@ func Job(in JobInput) api.JobWhy {
 		if jp.Position > 1 {
 			add("position", fmt.Sprintf("number %d in its user's line%s: %d Ready jobs of higher priority, %d of older batches, %d of its own batch queued before it", jp.Position, inQueue(jp.Queues), jp.AheadByPriority, jp.AheadOlder, jp.AheadInBatch))
 		}
-		if e := jp.Estimate; e.Known {
+		if e := jp.Estimate; e.Known && jp.GangRunning == 0 {
 			at := in.Now.Add(e.In).UTC()
 			out.EstimatedStart = &at
 			switch {
@@ -312,4 +322,15 @@ func inQueue(queues []state.QueueInfo) string {
 		return ""
 	}
 	return " in queue " + queues[0].Path
+}
+
+// gangWhere says where a gang's members start together.
+func gangWhere(uniform string) string {
+	switch {
+	case uniform == "pool":
+		return "on workers of one pool of one cluster"
+	case strings.HasPrefix(uniform, "label:"):
+		return fmt.Sprintf("on workers of one cluster with one value of label %s", strings.TrimPrefix(uniform, "label:"))
+	}
+	return "on workers of one cluster"
 }
