@@ -85,6 +85,8 @@ type QueueJob struct {
 	// Fail: each attempt fails (exit 1) at its end.
 	Group string `json:"group,omitempty"`
 	Fail  bool   `json:"fail,omitempty"`
+	// Gang makes the Count jobs a gang (api.JobSpec.Gang).
+	Gang bool `json:"gang,omitempty"`
 }
 
 // QueueExpect is what a scenario must show (each part absent: not
@@ -143,6 +145,10 @@ type QueueExpect struct {
 	Cancelled       *int     `json:"cancelled,omitempty"`
 	GroupsCancelled []string `json:"groups_cancelled,omitempty"`
 	MaxCoreHours    float64  `json:"max_core_hours,omitempty"`
+	// GangsWhole: every start of a gang's members was at one instant, in
+	// one cluster (GangStarts counts those starts).
+	GangsWhole bool `json:"gangs_whole,omitempty"`
+	GangStarts int  `json:"gang_starts,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -213,6 +219,11 @@ type QueueResult struct {
 	GroupsCancelled []string `json:"groups_cancelled,omitempty"`
 	CoreHours       float64  `json:"core_hours"`
 	LastEndSec      float64  `json:"last_end_s"`
+	// GangStarts counts the starts of gangs (their members together);
+	// GangsSplit those whose members did not all start at one instant in
+	// one cluster.
+	GangStarts int `json:"gang_starts,omitempty"`
+	GangsSplit int `json:"gangs_split,omitempty"`
 }
 
 // estimateEvery is how often the run samples estimated starts, and
@@ -240,8 +251,10 @@ type qjob struct {
 	starts    []time.Time
 	dur       time.Duration
 	grace     time.Duration
-	peak      int64 // memory it uses
-	fail      bool  // its attempts fail
+	peak      int64    // memory it uses
+	fail      bool     // its attempts fail
+	gang      uint32   // the first job of its gang (0: none)
+	clusters  []string // the cluster of each start
 	done      bool
 }
 
@@ -252,6 +265,7 @@ type qrun struct {
 	opts      Options
 	insts     []uint32
 	region    map[uint32]string
+	cluster   map[uint32]string // each instance's
 	jobs      map[jobKey]*qjob
 	running   map[attemptKey]*qattempt
 	known     map[uint32][]state.AttemptID
@@ -288,7 +302,7 @@ func RunQueues(ctx context.Context, sc *QueueScenario, opts Options, preemptEver
 	if preemptEvery <= 0 {
 		return nil, errors.New("sim: the preemption interval must be positive")
 	}
-	r := &qrun{raftLog: raftLog{st: state.New(), clk: &clock{t: start}, check: opts.Check}, sc: sc, opts: opts, region: map[uint32]string{}, jobs: map[jobKey]*qjob{},
+	r := &qrun{raftLog: raftLog{st: state.New(), clk: &clock{t: start}, check: opts.Check}, sc: sc, opts: opts, region: map[uint32]string{}, cluster: map[uint32]string{}, jobs: map[jobKey]*qjob{},
 		running: map[attemptKey]*qattempt{}, known: map[uint32][]state.AttemptID{}, first: map[string]time.Time{}, held: map[string]float64{}, userHeld: map[string]float64{},
 		res: &QueueResult{Name: sc.Name, P50Wait: map[string]float64{}, P99Wait: map[string]float64{}, MaxWait: map[string]float64{},
 			Preempted: map[string]int{}, ReclaimAfter: map[string]float64{}, VictimRegions: map[string][]string{}, FirstRun: map[string]float64{}}}
@@ -357,6 +371,7 @@ func (r *qrun) setUp() error {
 			id := res.(*state.ActivateResult).Instance
 			r.insts = append(r.insts, id)
 			r.region[id] = f.Region
+			r.cluster[id] = f.Cluster
 		}
 	}
 	return nil
@@ -491,6 +506,15 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			}
 			sp.Run.Policy = &state.Policy{OOMFactorMilli: int32(math.Round(o.Factor * 1000)), OOMMaxMemory: o.MaxMemory}
 		}
+		var gangOf uint32
+		if j.Gang {
+			if sp.Run == nil {
+				sp.Run = &state.Run{}
+			}
+			sp.Array = true
+			sp.Run.Gang = &state.Gang{Size: uint32(n)}
+			gangOf = id
+		}
 		if j.Group != "" {
 			k := slices.IndexFunc(b.JobGroups, func(g api.JobGroupSpec) bool { return g.Path == j.Group })
 			if k < 0 {
@@ -504,7 +528,7 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			grace = state.DefaultPreemptGraceMs * time.Millisecond
 		}
 		for k := 0; k < n; k++ {
-			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace, peak: peak, fail: j.Fail}
+			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace, peak: peak, fail: j.Fail, gang: gangOf}
 		}
 		id += uint32(n)
 	}
@@ -634,6 +658,7 @@ func (r *qrun) sync(now time.Time) error {
 			r.running[attemptKey{as.Batch, as.Job, as.Attempt}] = a
 			j.waited = append(j.waited, now.Sub(j.ready))
 			j.starts = append(j.starts, now)
+			j.clusters = append(j.clusters, r.cluster[inst])
 			started = append(started, state.Event{Instance: inst, Batch: as.Batch, Job: as.Job, Attempt: as.Attempt, Started: true, Start: now.UnixNano()})
 		}
 		for _, k := range wv.Kill {
@@ -743,6 +768,40 @@ func (r *qrun) result() *QueueResult {
 		}
 	}
 	res.CoreHours = round(res.CoreHours, 3)
+	// Each gang's starts: its members' k-th starts at one instant, in one
+	// cluster.
+	type gangStart struct {
+		b, first uint32
+		k        int
+	}
+	type seen struct {
+		at      time.Time
+		cluster string
+		split   bool
+	}
+	starts := map[gangStart]*seen{}
+	for k, j := range r.jobs {
+		if j.gang == 0 {
+			continue
+		}
+		for i, at := range j.starts {
+			key := gangStart{uint32(k.b), j.gang, i}
+			s := starts[key]
+			if s == nil {
+				starts[key] = &seen{at: at, cluster: j.clusters[i]}
+				continue
+			}
+			if !s.at.Equal(at) || s.cluster != j.clusters[i] {
+				s.split = true
+			}
+		}
+	}
+	for _, s := range starts {
+		res.GangStarts++
+		if s.split {
+			res.GangsSplit++
+		}
+	}
 	if r.nSam > 0 {
 		res.Shares = map[string]float64{}
 		for p, v := range r.held {
@@ -927,6 +986,9 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 	}
 	if e.GroupsCancelled != nil && !slices.Equal(res.GroupsCancelled, e.GroupsCancelled) {
 		errs = append(errs, fmt.Errorf("job groups %v ended cancelled, want %v", res.GroupsCancelled, e.GroupsCancelled))
+	}
+	if e.GangsWhole && (res.GangsSplit > 0 || res.GangStarts < e.GangStarts) {
+		errs = append(errs, fmt.Errorf("%d of %d gang starts were split (want none, of at least %d)", res.GangsSplit, res.GangStarts, e.GangStarts))
 	}
 	if e.MaxCoreHours > 0 && res.CoreHours > e.MaxCoreHours {
 		errs = append(errs, fmt.Errorf("the attempts held %.2f core-hours, want at most %.2f", res.CoreHours, e.MaxCoreHours))

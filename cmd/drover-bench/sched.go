@@ -45,6 +45,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	nRegions := fs.Int("regions", 0, "spread the workers over this many regions (with -clusters; 0: one default cluster)")
 	nClusters := fs.Int("clusters", 1, "clusters per region (with -regions)")
 	nTeams := fs.Int("teams", 0, "with -users: put the users in this many teams, each with its own billing project and a cpu quota of an even split of the fleet (binding: every team wants more)")
+	gangs := fs.Float64("gangs", 0, "put this fraction of each batch's distinct jobs in gangs of 8 to 64 members (all of a gang start together in one cluster, or none does); not with -users or -array")
 	queues := fs.Bool("queues", false, "with -users: put the users in the 1,000 leaves of a three-level queue tree (10 x 10 x 10, tiers weighted 10 to 1), each guaranteed 80% of an even split of the fleet, borrowing the rest")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -52,7 +53,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 	cfg := bench.SchedConfig{Queues: *queues, Servers: *servers, Jobs: *jobs, Workers: *workers, WorkerCores: *cores, Array: *array, Bunch: *bunch,
 		Users: *users, Batches: *batches, Seed: *seed, CancelAt: *cancelAt, PprofDir: *pprofDir, PprofFrom: *pprofFrom, PprofFor: *pprofFor,
 		Keep: *keep, TLS: *useTLS, WAN: *wanFlag, ServerFlags: strings.Fields(*serverFlags), History: *historyKind, Retention: *retention,
-		Regions: *nRegions, Clusters: *nClusters, Teams: *nTeams,
+		Regions: *nRegions, Clusters: *nClusters, Teams: *nTeams, Gangs: *gangs,
 		Progress: m.linesTo(false, *asJSON), Notices: m.linesTo(false, false)}
 	if err := cfg.Validate(); err != nil {
 		return usagef("%v", err)
@@ -92,6 +93,7 @@ func (m *Main) runBenchSched(ctx context.Context, args []string) error {
 		"regions":                  *nRegions,
 		"clusters_per_region":      *nClusters,
 		"teams":                    *nTeams,
+		"gangs":                    *gangs,
 	}
 	if rd := r.Rounds; rd != nil {
 		res["sched_round_p99_ms"] = rd.RoundP99Ms

@@ -65,6 +65,9 @@ type SchedConfig struct {
 	// split of the fleet (binding: every leaf wants more), borrowing the
 	// rest.
 	Queues bool
+	// Gangs puts this fraction of each batch's distinct jobs in gangs
+	// of 8 to 64 members (0: none).
+	Gangs float64
 
 	Progress Printf // progress lines
 	Notices  Printf // retries, kept directories
@@ -85,6 +88,9 @@ func (c *SchedConfig) Validate() error {
 	}
 	if c.Users > 0 && (c.Array || c.CancelAt > 0) {
 		return errors.New("-users submits distinct jobs of mixed sizes; -array and -cancel-at measure a single batch")
+	}
+	if c.Gangs < 0 || c.Gangs > 1 || (c.Gangs > 0 && (c.Users > 0 || c.Array)) {
+		return errors.New("-gangs is a fraction from 0 to 1, of the distinct jobs a batch of -jobs holds (not with -users or -array)")
 	}
 	if c.History != "" && c.History != "mysql" {
 		return errors.New("-history is mysql or empty")
@@ -303,7 +309,7 @@ func Sched(ctx context.Context, cfg SchedConfig) (*SchedResult, error) {
 				case cfg.Users > 0:
 					id, cores, err = submitMixed(ctx, t.client, t.project, cfg.Jobs, cfg.Bunch, cfg.Seed+uint64(ti*cfg.Batches+b))
 				default:
-					id, err = submitDistinct(ctx, t.client, cfg.Jobs, cfg.Bunch)
+					id, err = submitDistinct(ctx, t.client, cfg.Jobs, cfg.Bunch, cfg.Gangs, cfg.Seed+uint64(ti*cfg.Batches+b))
 				}
 				if err != nil {
 					errs <- fmt.Errorf("%s: submit: %w", t.user, err)
@@ -694,14 +700,61 @@ func submitMixed(ctx context.Context, cl *api.Client, project string, n, bunch i
 }
 
 // submitDistinct creates a batch of n jobs, each its own spec, through an
-// update posted in bunches.
-func submitDistinct(ctx context.Context, cl *api.Client, n, bunch int) (int64, error) {
-	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench"}, api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
+// update posted in bunches; about a fraction gangs of them in gangs of 8
+// to 64 members (seeded).
+func submitDistinct(ctx context.Context, cl *api.Client, n, bunch int, gangs float64, seed uint64) (int64, error) {
+	// Each entry's first job and size (1: a plain job).
+	type entry struct{ first, count int }
+	var entries []entry
+	if gangs > 0 {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		// An entry is a gang with the probability that puts the
+		// fraction of jobs in gangs (mean size 36).
+		const mean = 36.0
+		q := gangs / (mean*(1-gangs) + gangs)
+		for id := 1; id <= n; {
+			size := 1
+			if rng.Float64() < q {
+				size = min(8+rng.IntN(57), n-id+1)
+			}
+			entries = append(entries, entry{id, size})
+			id += size
+		}
+	}
+	var src api.JobSource = api.GeneratedJobs{N: n, Make: func(i int) api.JobSpec {
 		id := i + 1
 		return api.JobSpec{JobID: int64(id), Name: "job-" + strconv.Itoa(id), Command: []string{"true", strconv.Itoa(id)}, CPU: 1, Memory: 1 << 20}
-	}}, &api.SubmitOptions{BunchSize: bunch})
+	}}
+	if entries != nil {
+		src = entryJobs{n: n, count: len(entries), make: func(i int) api.JobSpec {
+			e := entries[i]
+			js := api.JobSpec{JobID: int64(e.first), Name: "job-" + strconv.Itoa(e.first), Command: []string{"true", strconv.Itoa(e.first)}, CPU: 1, Memory: 1 << 20}
+			if e.count > 1 {
+				js.Count, js.Gang = int64(e.count), true
+			}
+			return js
+		}}
+	}
+	b, err := cl.Submit(ctx, &api.CreateBatchRequest{Name: "bench"}, src, &api.SubmitOptions{BunchSize: bunch})
 	if err != nil {
 		return 0, err
 	}
 	return b.ID, nil
+}
+
+// entryJobs is a JobSource of count entries holding n jobs in all (some
+// of them arrays).
+type entryJobs struct {
+	n, count int
+	make     func(i int) api.JobSpec
+}
+
+func (e entryJobs) Len() int       { return e.count }
+func (e entryJobs) NumJobs() int64 { return int64(e.n) }
+func (e entryJobs) Entries(lo, hi int) []api.JobSpec {
+	out := make([]api.JobSpec, hi-lo)
+	for i := range out {
+		out[i] = e.make(lo + i)
+	}
+	return out
 }
