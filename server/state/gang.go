@@ -22,19 +22,21 @@ import (
 // MaxGangSize bounds a gang's members (api.MaxGangSize).
 const MaxGangSize = 4096
 
-// gangPlacements gathers the placements of group g's gang in a plan,
-// from index i on, marking them taken.
+// gangPlacements gathers the placements of group g's gang in a plan, from
+// index i on while they follow one another (as the scheduler writes a
+// gang's), marking them taken. A part of the gang further on is another
+// try, which gangFits refuses: it does not place the whole gang.
 func (s *batchBook) gangPlacements(c *Plan, i int, b *Batch, g *group, taken []bool) []Placement {
 	var out []Placement
 	for k := i; k < len(c.Placements); k++ {
 		p := c.Placements[k]
-		if taken[k] || p.Batch != b.ID || p.Count == 0 {
-			continue
+		if p.Batch != b.ID || (p.Count > 0 && b.groupOf(p.First) != g) {
+			break
 		}
-		if b.groupOf(p.First) == g {
+		if p.Count > 0 {
 			out = append(out, p)
-			taken[k] = true
 		}
+		taken[k] = true
 	}
 	return out
 }

@@ -162,7 +162,8 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 	if s.hooks.Transition != nil {
 		s.hooks.Transition(s.index, b.ID, id, j.state, to)
 	}
-	sp := b.groupOf(id).spec
+	g := b.groupOf(id)
+	sp := g.spec
 	b.count(sp, j.state, -1)
 	b.count(sp, to, 1)
 	j.state = to
@@ -172,7 +173,7 @@ func (s *batchBook) finish(b *Batch, id uint32, j *job, to JobState, now int64) 
 	if (to == Failed || to == Error) && len(b.jobGroups) > 0 {
 		s.failedInGroups(b, sp, now)
 	}
-	if g := b.groupOf(id); to != Success && g.spec.gang() != nil {
+	if to != Success && sp.gang() != nil {
 		s.cancelGang(b, g, id, now)
 	}
 	// Hail's cancel_after_n_failures: the failure that reaches the count
