@@ -94,7 +94,7 @@ func ValidateJobGroupPath(path string) error {
 	}
 	for _, seg := range segs {
 		if seg == "" || seg == "." || seg == ".." || len(seg) > MaxJobGroupSegment {
-			return fmt.Errorf("job group %q: each name is 1 to %d bytes, not . or ..", path, MaxJobGroupSegment)
+			return fmt.Errorf("job group %q: each name is 1 to %d bytes, and neither \".\" nor \"..\"", path, MaxJobGroupSegment)
 		}
 		for _, r := range seg {
 			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {

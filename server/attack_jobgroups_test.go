@@ -93,7 +93,7 @@ func TestAttackJobGroupsDigitPath(t *testing.T) {
 	tc := startServer(t, "", nil)
 	ctx := context.Background()
 	alice := tc.user("alice", "genomics")
-	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics",
+	_, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics",
 		JobGroups: []api.JobGroupSpec{{Path: "rep"}, {Path: "rep/x"}, {Path: "1"}, {Path: "7"}},
 		Jobs: []api.JobSpec{
 			{JobID: 1, Name: "a", Command: []string{"true"}, CPU: 1, Memory: 1 << 20, JobGroup: "rep/x"},
@@ -103,7 +103,7 @@ func TestAttackJobGroupsDigitPath(t *testing.T) {
 	if !api.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "would read as a group's ID") {
 		t.Fatalf("groups named with digits alone: %v, want a 400 saying why", err)
 	}
-	b, err = alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics",
+	b, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics",
 		JobGroups: []api.JobGroupSpec{{Path: "rep"}, {Path: "rep/x"}, {Path: "1a"}},
 		Jobs:      []api.JobSpec{{JobID: 1, Name: "a", Command: []string{"true"}, CPU: 1, Memory: 1 << 20, JobGroup: "1a"}}})
 	if err != nil {

@@ -60,7 +60,7 @@ func TestJobGroupsThroughTheAPI(t *testing.T) {
 	}{
 		{nil, []api.JobSpec{jobIn(1, "align")}, "job_group align is neither declared in job_groups nor a group of the batch"},
 		{[]api.JobGroupSpec{{Path: "align/chr1"}}, []api.JobSpec{jobIn(1, "align/chr1")}, "its parent align is neither declared before it"},
-		{[]api.JobGroupSpec{{Path: "a/../b"}}, []api.JobSpec{jobIn(1, "")}, "not . or .."},
+		{[]api.JobGroupSpec{{Path: "a/../b"}}, []api.JobSpec{jobIn(1, "")}, `neither "." nor ".."`},
 		{[]api.JobGroupSpec{{Path: "a", Callback: "http://169.254.169.254/latest/"}}, []api.JobSpec{jobIn(1, "a")}, "is not under a destination the servers allow"},
 		{[]api.JobGroupSpec{{Path: "a", CancelAfterNFailures: -1}}, []api.JobSpec{jobIn(1, "a")}, "cancel_after_n_failures is -1"},
 		{many, []api.JobSpec{jobIn(1, "")}, fmt.Sprintf("at most %d a request", api.MaxJobGroupsPerRequest)},

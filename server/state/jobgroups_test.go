@@ -192,7 +192,7 @@ func TestJobGroupDeclarations(t *testing.T) {
 		want   string
 	}{
 		{[]JobGroupDecl{{Path: "b/c"}}, 1, ErrInvalid, "its parent b is neither"},
-		{[]JobGroupDecl{{Path: "../x"}}, 1, ErrInvalid, "not . or .."},
+		{[]JobGroupDecl{{Path: "../x"}}, 1, ErrInvalid, `neither "." nor ".."`},
 		{[]JobGroupDecl{{Path: "a b"}}, 1, ErrInvalid, "names take letters"},
 		{[]JobGroupDecl{{Path: "b"}, {Path: "b"}}, 1, ErrInvalid, "declared twice"},
 		{[]JobGroupDecl{{Path: "a", CancelAfter: 4}}, 1, ErrConflict, "settings do not change"},
