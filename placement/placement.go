@@ -717,3 +717,37 @@ func busyFraction(capA, freeA, capB, freeB int64) int {
 	}
 	return cmp.Compare(float64(capA-freeA)*float64(capB), float64(capB-freeB)*float64(capA))
 }
+
+// PathRefuses is the queue rule for n jobs that start at once (a gang):
+// whether the quotas along path (leaf first) admit all n, and if not,
+// which limit of which queue (its depth along path) admits fewer: the
+// first queue whose room (RoomGPU) is below n, and of its limits the one
+// that alone admits fewer.
+func PathRefuses(path iter.Seq[*Quota], sz Size, n int64) (Reason, int) {
+	depth := 0
+	for q := range path {
+		if m, _ := q.RoomGPU(sz.CPUMilli, sz.Memory, sz.GPUType, sz.GPUs, n); m < n {
+			return q.binding(sz, n), depth
+		}
+		depth++
+	}
+	return 0, -1
+}
+
+// binding is the limit of q that alone admits fewer than n jobs of a size.
+func (q *Quota) binding(sz Size, n int64) Reason {
+	for _, one := range []struct {
+		q   Quota
+		why Reason
+	}{
+		{Quota{MaxJobs: q.MaxJobs, UsedJobs: q.UsedJobs, MaxMilli: q.MaxMilli, UsedMilli: q.UsedMilli}, ReasonMaxRunning},
+		{Quota{GPUs: q.GPUs, UsedGPUs: q.UsedGPUs}, ReasonQuotaGPU},
+		{Quota{CPUMilli: q.CPUMilli, UsedMilli: q.UsedMilli}, ReasonQuotaCPU},
+		{Quota{Memory: q.Memory, UsedMemory: q.UsedMemory}, ReasonQuotaMemory},
+	} {
+		if m, _ := one.q.RoomGPU(sz.CPUMilli, sz.Memory, sz.GPUType, sz.GPUs, n); m < n {
+			return one.why
+		}
+	}
+	return ReasonQuotaCPU
+}

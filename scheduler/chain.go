@@ -253,8 +253,9 @@ type Explanation struct {
 	Project string
 	// Gang is the members of a gang that must start together, and
 	// GangRoom the most of them that one cluster (pool, label value) it
-	// may use has room for now (Quota is ReasonGang then, unless a
-	// queue's quota or a spend limit refused it first).
+	// may use has room for now (-1: not known, fewer than an earlier
+	// gang of smaller members had); Quota is ReasonGang then, unless a
+	// queue's quota or a spend limit refused it first.
 	Gang, GangRoom int64
 }
 

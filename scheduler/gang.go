@@ -15,6 +15,12 @@ import (
 // member up (best fit, as for any run) and counts how many members each
 // can take, until they add up to the gang.
 
+// maxGangVisits bounds the instances one round looks at for gangs, so a
+// round with thousands of gangs that fit nowhere stays bounded (a plain
+// run's search is a tree lookup; a gang's walks a cluster). Gangs met
+// after it wait for the next round.
+const maxGangVisits = 1 << 18
+
 // gangTake is a part of a gang placed on one instance.
 type gangTake struct {
 	s slot
@@ -67,24 +73,36 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 		if leaf.Strategy != "" {
 			strategy = leaf.Strategy
 		}
-		if got, why, q := p.quotaRoom(r, n); got < n {
-			e := Explanation{Instances: len(p.insts), Quota: placementReason(why), Gang: n, GangRoom: got}
-			if why == 0 {
-				// Room for some members, not all: the leaf's quota.
-				e.Quota = ReasonQuotaCPU
-				q = leaf
+		if got, _, _ := p.quotaRoom(r, n); got < n {
+			// The limit that admits fewer than the gang, and whose.
+			i := p.leaf(r)
+			why, depth := placement.PathRefuses(func(y func(*placement.Quota) bool) { p.walkUp(i, y) }, p.size(r), n)
+			for ; depth > 0; depth-- {
+				i = p.up[i]
 			}
-			if q != nil {
-				e.Queue = q.Name
-			}
-			return nil, e, false
+			return nil, Explanation{Instances: len(p.insts), Quota: placementReason(why), Queue: p.queues[i].Name, Gang: n, GangRoom: got}, false
 		}
 	}
 	for _, f := range p.gangFailed {
-		if f.constraint == r.Constraint && f.uniform == r.GangUniform && !f.leftToLarge &&
-			r.CPUMilli >= f.cpu && r.Memory >= f.mem && r.GPUs >= f.gpus && n >= f.n {
-			return nil, f.why, false
+		if f.constraint != r.Constraint || f.uniform != r.GangUniform || f.leftToLarge || n < f.n {
+			continue
 		}
+		// A gang as large or larger, of members of the same size: the
+		// same room. Of larger members: no more room (not said).
+		same := r.CPUMilli == f.cpu && r.Memory == f.mem && r.GPUs == f.gpus
+		if same || (r.CPUMilli >= f.cpu && r.Memory >= f.mem && r.GPUs >= f.gpus) {
+			why := f.why
+			why.Gang = n
+			if !same {
+				why.GangRoom = -1
+			}
+			return nil, why, false
+		}
+	}
+	if p.gangVisits >= maxGangVisits {
+		// The round's search for gangs is spent: this one waits for
+		// the next round (not remembered as fitting nowhere).
+		return nil, Explanation{Instances: len(p.insts), Quota: ReasonGang, Gang: n, GangRoom: -1}, false
 	}
 	k := p.constraint(r)
 	allowed := p.allowedFor(r)
@@ -102,6 +120,7 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 			}
 			stop := false
 			p.trees[t].tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
+				p.gangVisits++
 				if s.mem < r.Memory || !k.HoldsGPUs(r.GPUs, p.insts[s.idx].GPUType, p.freeGPU[s.idx]) ||
 					!k.AllowsLabels(p.insts[s.idx].Labels) || !k.AllowsSpot(p.insts[s.idx].Spot) {
 					return true
@@ -189,7 +208,13 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 			}
 		}
 	}
-	why := explain(p.chain, p.candidates(), r)
+	// Each instance explained, as for runs, for the first maxExplained
+	// failures of the round: past them, the gang's own numbers say it.
+	why := Explanation{Instances: len(p.insts)}
+	if p.nFailed < maxExplained {
+		why = explain(p.chain, p.candidates(), r)
+	}
+	p.nFailed++
 	why.Quota, why.Gang, why.GangRoom = ReasonGang, n, most
 	p.gangFailed = append(p.gangFailed, gangFailure{constraint: r.Constraint, uniform: r.GangUniform, cpu: r.CPUMilli, mem: r.Memory, gpus: r.GPUs, n: n, why: why, leftToLarge: leftToLarge})
 	return nil, why, false

@@ -267,8 +267,10 @@ type packer struct {
 	full     []slot  // instances taken out of their tree, with what they had left
 	failed   map[failKey][]failure
 	nFailed  int
-	// gangFailed are the gangs that fit nowhere this round (fitGang).
+	// gangFailed are the gangs that fit nowhere this round (fitGang),
+	// gangVisits the instances their searches looked at.
 	gangFailed []gangFailure
+	gangVisits int
 	// allowed[constraint] marks the clusters a run under the constraint
 	// (0: none) may use; the clusters' state does not change in a round.
 	allowed [][]bool
@@ -992,6 +994,17 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				run := &u.Runs[c.run]
 				if run.Gang != 0 && c.done == 0 {
 					unit := gangUnit(u.Runs, c.run)
+					if pass < 2 && run.CPUMilli > 0 {
+						// The whole gang within the user's share (the
+						// last member may overshoot, as a run's last
+						// job) and its leaf's part: else it waits for
+						// the last pass, which keeps the guarantees
+						// queues do not lend.
+						cores := members(unit) * run.CPUMilli
+						if cores-run.CPUMilli >= share[ui]-given[ui] || (leaf >= 0 && cores > budget[leaf]-leafGiven[leaf]) {
+							break
+						}
+					}
 					c.run += len(unit)
 					p.placeGang(unit, out, ui, &unplacedState{res: res, unfit: &unfit[ui], listed: &listed[ui]}, limit, kept, func(placed int64) {
 						given[ui] += placed

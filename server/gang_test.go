@@ -28,7 +28,7 @@ func TestGangThroughTheAPI(t *testing.T) {
 		js   api.JobSpec
 		want string
 	}{
-		{gang(5), "a gang of 5 members must start together in one cluster, and no cluster could ever hold it: the most is 4"},
+		{gang(5), "a gang of 5 members must start together in one cluster, and none it may use could ever hold it: the most is 4"},
 		{func() api.JobSpec { j := gang(4); j.OOMRetry = &api.OOMRetry{Factor: 2, MaxMemory: 1 << 30}; return j }(), "a gang takes no oom_retry"},
 		{func() api.JobSpec { j := gang(1); return j }(), "a gang is an array of 2 to 4096 jobs"},
 		{func() api.JobSpec { j := gang(4); j.GangUniformity = "rack"; return j }(), `write "pool" (one pool) or "label:KEY"`},

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/drover-sched/drover/billing"
@@ -201,7 +202,8 @@ func (s *batchHandlers) admit(sub submission) error {
 	var checked *state.ApplyError
 	var budget billing.Budget
 	var sizes placement.Sizes
-	var fleet []clusterMachines
+	var fleet []gangMachine
+	var gangQueue error
 	s.state.Read(func(r state.Reader) {
 		if a = r.Admission(sub.batch, sub.user, sub.project, sub.key); !a.Repeat {
 			checked, budget = r.CheckJobs(a.ProjectName, sub.by, slices.Concat(sub.entries, sub.recheck)), r.Budget(a.ProjectName)
@@ -211,7 +213,8 @@ func (s *batchHandlers) admit(sub submission) error {
 			if checked == nil && len(sub.entries) > 0 {
 				sizes = fleetSizes(r)
 				if hasGang(sub.entries) {
-					fleet = fleetByCluster(r)
+					fleet = gangFleet(r)
+					gangQueue = gangQueueCheck(r, sub, a.ProjectName)
 				}
 			}
 		}
@@ -227,6 +230,9 @@ func (s *batchHandlers) admit(sub submission) error {
 	}
 	if err := checkGangs(fleet, sub.entries); err != nil {
 		return err
+	}
+	if gangQueue != nil {
+		return gangQueue
 	}
 	if now := time.Now().UnixNano(); budget.Reached(now) {
 		return codedf(http.StatusPaymentRequired, "billing project %s has spent %s of its %s spend limit: no new work until a manager or an admin raises it (drover billing-project set-limit %s DOLLARS)",
@@ -290,18 +296,16 @@ func (s *batchHandlers) admit(sub submission) error {
 	return nil
 }
 
-// clusterMachines is what one cluster could ever hold: its active
-// workers, and the machines its launch configs may add (MaxNodes each).
-type clusterMachines struct {
-	name     string
-	machines []machineCount
-}
-
-type machineCount struct {
-	cpu, mem int64
-	gpuType  string
-	gpus     int64
-	n        int64
+// gangMachine is a machine a gang could ever use: an active worker, or
+// what a launch config may add (n of them; 0: no cap).
+type gangMachine struct {
+	cluster, region, pool string
+	labels                map[string]string
+	spot                  bool
+	cpu, mem              int64
+	gpuType               string
+	gpus                  int64
+	n                     int64 // machines (0: as many as wanted)
 }
 
 func hasGang(entries []state.JobEntry) bool {
@@ -313,35 +317,62 @@ func hasGang(entries []state.JobEntry) bool {
 	return false
 }
 
-// fleetByCluster lists each cluster's workers and launchable machines.
-func fleetByCluster(r state.Reader) []clusterMachines {
-	idx := map[string]int{}
-	var out []clusterMachines
-	add := func(cluster string, m machineCount) {
-		i, ok := idx[cluster]
-		if !ok {
-			i = len(out)
-			idx[cluster] = i
-			out = append(out, clusterMachines{name: cluster})
-		}
-		out[i].machines = append(out[i].machines, m)
+// gangFleet lists the workers and what the launch configs may add.
+func gangFleet(r state.Reader) []gangMachine {
+	region := map[string]string{}
+	for cl := range r.Clusters() {
+		region[cl.Name] = cl.Region
 	}
+	var out []gangMachine
+	made := map[string]int64{} // workers on machines of each launch config
+	var madeAll int64
 	for inst := range r.Instances() {
-		add(inst.Cluster, machineCount{inst.CPUMilli, inst.Memory, inst.GPUType, inst.GPUs, 1})
+		out = append(out, gangMachine{cluster: inst.Cluster, region: inst.Region, pool: inst.Pool, labels: inst.Labels, spot: r.Spot(inst),
+			cpu: inst.CPUMilli, mem: inst.Memory, gpuType: inst.GPUType, gpus: inst.GPUs, n: 1})
+		if inst.Config != "" {
+			made[inst.Config]++
+			madeAll++
+		}
+	}
+	// What the autoscaler may still add: none when it does not run; each
+	// config up to its max_nodes and all of them up to the autoscaler's,
+	// less the machines they made already (counted above as workers).
+	as := r.Autoscaler()
+	if !as.Enabled {
+		return out
+	}
+	left := int64(-1) // the autoscaler's cap left (-1: none)
+	if as.MaxNodes > 0 {
+		left = max(as.MaxNodes-madeAll, 0)
 	}
 	for lc := range r.LaunchConfigs() {
+		n := left // 0 in a gangMachine is no cap
 		if lc.MaxNodes > 0 {
-			add(lc.Cluster, machineCount{lc.CPUMilli, lc.Memory, lc.GPUType, lc.GPUs, lc.MaxNodes})
+			n = max(lc.MaxNodes-made[lc.Name], 0)
+			if left >= 0 {
+				n = min(n, left)
+			}
 		}
+		if n == 0 {
+			continue
+		}
+		if n < 0 {
+			n = 0 // no cap
+		}
+		out = append(out, gangMachine{cluster: lc.Cluster, region: region[lc.Cluster], pool: lc.Pool, spot: lc.Spot,
+			cpu: lc.CPUMilli, mem: lc.Memory, gpuType: lc.GPUType, gpus: lc.GPUs, n: n})
 	}
 	return out
 }
 
-// checkGangs refuses a gang that no cluster could ever hold all at once,
-// with every worker it has and every machine its launch configs may add
-// (400 naming the most any cluster holds): it would wait for ever. Like
-// checkSizes, not checked again at apply. An empty fleet refuses nothing.
-func checkGangs(fleet []clusterMachines, entries []state.JobEntry) error {
+// checkGangs refuses a gang that no place it may use could ever hold all
+// at once: no cluster (pool, value of its label, as its uniformity says)
+// among those its constraint allows, with every worker there and every
+// machine its launch configs may add (400 naming the most one holds). It
+// would wait for ever. Like checkSizes, not checked again at apply; a
+// queue's home clusters are not read (it refuses less, never more). An
+// empty fleet refuses nothing.
+func checkGangs(fleet []gangMachine, entries []state.JobEntry) error {
 	if len(fleet) == 0 {
 		return nil
 	}
@@ -351,40 +382,89 @@ func checkGangs(fleet []clusterMachines, entries []state.JobEntry) error {
 		if g == nil {
 			continue
 		}
+		k := sp.Constraint()
 		typ, gpus := sp.GPUs()
-		best, where := int64(0), ""
-		for _, c := range fleet {
-			var room int64
-			for _, m := range c.machines {
-				k := int64(math.MaxInt64)
-				if sp.CPUMilli > 0 {
-					k = m.cpu / sp.CPUMilli
-				}
-				if sp.Memory > 0 {
-					k = min(k, m.mem/sp.Memory)
-				}
-				if gpus > 0 {
-					if m.gpuType != typ {
-						k = 0
-					}
-					k = min(k, m.gpus/gpus)
-				}
-				room += min(k, int64(g.Size)) * m.n
+		label, byLabel := strings.CutPrefix(g.Uniform, "label:")
+		room := map[string]int64{}
+		for _, m := range fleet {
+			if k.Admits(&placement.Cluster{Name: m.cluster, Region: m.region}, m.pool, m.labels, m.spot) != 0 {
+				continue
 			}
-			if room >= int64(g.Size) {
-				best = -1
-				break
+			key := m.cluster
+			switch {
+			case g.Uniform == "pool":
+				key += "\x00" + m.pool
+			case byLabel:
+				v, ok := m.labels[label]
+				if !ok {
+					continue
+				}
+				key += "\x00" + v
 			}
-			if room > best {
-				best, where = room, c.name
+			per := int64(math.MaxInt64)
+			if sp.CPUMilli > 0 {
+				per = m.cpu / sp.CPUMilli
+			}
+			if sp.Memory > 0 {
+				per = min(per, m.mem/sp.Memory)
+			}
+			if gpus > 0 {
+				if m.gpuType != typ {
+					per = 0
+				}
+				per = min(per, m.gpus/gpus)
+			}
+			per = min(per, int64(g.Size))
+			switch {
+			case per <= 0:
+			case m.n == 0:
+				room[key] = int64(g.Size) // no cap: as many machines as it takes
+			default:
+				room[key] = min(room[key]+per*min(m.n, int64(g.Size)), int64(g.Size))
 			}
 		}
-		if best >= 0 {
-			if where == "" {
-				where = "any"
+		best, where := int64(0), ""
+		for key, n := range room {
+			if n > best || (n == best && key < where) {
+				best, where = n, key
 			}
-			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together in one cluster, and no cluster could ever hold it: the most is %d (cluster %s, with all its workers and every machine its launch configs may add)",
-				entries[i].First, sp.Name, g.Size, best, where)
+		}
+		if best < int64(g.Size) {
+			place := "no cluster it may use"
+			if where != "" {
+				place = "cluster " + strings.ReplaceAll(where, "\x00", " / ")
+			}
+			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together in one cluster%s, and none it may use could ever hold it: the most is %d (%s, with all its workers and every machine its launch configs may add)",
+				entries[i].First, sp.Name, g.Size, uniformWords(g.Uniform), best, place)
+		}
+	}
+	return nil
+}
+
+// uniformWords says what else a gang's members share.
+func uniformWords(u string) string {
+	switch {
+	case u == "pool":
+		return " and one pool"
+	case strings.HasPrefix(u, "label:"):
+		return " with one value of label " + strings.TrimPrefix(u, "label:")
+	}
+	return ""
+}
+
+// gangQueueCheck refuses a gang that the queues its batch runs in could
+// never hold at once (their limits with nothing running: quota,
+// max_running): it would wait for ever.
+func gangQueueCheck(r state.Reader, sub submission, project string) error {
+	for i := range sub.entries {
+		sp := sub.entries[i].Spec
+		g := sp.Gang()
+		if g == nil {
+			continue
+		}
+		if got, q := r.GangQueueRoom(sub.batch, project, sub.queue, sp.Size(), int64(g.Size)); got < int64(g.Size) {
+			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together, and queue %s could never hold more than %d of them at once (its quota or max_running, with nothing else running)",
+				sub.entries[i].First, sp.Name, g.Size, q, got)
 		}
 	}
 	return nil

@@ -56,8 +56,10 @@ func (s *batchBook) gangFits(c *Plan, b *Batch, g *group, ps []Placement) string
 		switch st := b.jobs[id-1].state; {
 		case st == Ready:
 			ready++
-		case st.Final():
+		case st == Success:
 		default:
+			// Running, waiting, or ended without success: the gang
+			// cannot start whole.
 			return fmt.Sprintf("member %d is %s", id, st)
 		}
 	}
@@ -183,10 +185,10 @@ func (r Reader) GangReady(b *Batch, id uint32) ([]ReadyRange, uint32, bool) {
 	for lo := g.first; lo <= last; lo++ {
 		j := &b.jobs[lo-1]
 		switch {
-		case j.state.Final():
+		case j.state == Success:
 			continue
 		case j.state != Ready:
-			return nil, g.first, false
+			return nil, g.first, false // running, waiting, or dead
 		}
 		hi := lo
 		for hi < last && b.jobs[hi].state == Ready && b.jobs[hi].attempt == j.attempt {
@@ -212,4 +214,30 @@ func (r Reader) GangRunning(b *Batch, id uint32) int {
 		}
 	}
 	return n
+}
+
+// GangQueueRoom is how many jobs of size sz, of n, the queues a batch's
+// jobs run in could ever hold at once (their limits with nothing
+// running), and the queue that holds fewer (empty: none does): batch is
+// the batch (0: a new one, of project, naming queue named or none).
+func (r Reader) GangQueueRoom(batch uint64, project, named string, sz placement.Size, n int64) (int64, string) {
+	var leaf *Queue
+	switch b := r.s.batches[batch]; {
+	case b != nil:
+		leaf = r.s.queueOf(b)
+	case named != "":
+		leaf = r.s.queues[named]
+	default:
+		leaf = r.s.projectQueue[project]
+	}
+	if leaf == nil {
+		return n, ""
+	}
+	for q := leaf; q != nil; q = q.parent {
+		idle := q.Queue.Quota() // its limits, nothing used
+		if got, _, _ := placement.PathRoom(func(yield func(*placement.Quota) bool) { yield(&idle) }, sz, n); got < n {
+			return got, q.Path
+		}
+	}
+	return n, ""
 }

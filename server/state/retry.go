@@ -73,6 +73,22 @@ func (b *Batch) retrySet(states uint16, jobs []Range) []uint32 {
 			}
 		}
 	}
+	// A gang runs again whole: with a member, every member of its gang
+	// that did not succeed (whatever states were asked for).
+	seenGang := map[*group]bool{}
+	for _, id := range slices.Clone(work) {
+		g := b.groupOf(id)
+		if g == nil || g.spec.gang() == nil || seenGang[g] {
+			continue
+		}
+		seenGang[g] = true
+		for m := g.first; m < g.first+g.count; m++ {
+			if mj := &b.jobs[m-1]; !in[m] && mj.state.Final() && mj.state != Success && mj.attempt < MaxAttemptsPerJob {
+				in[m] = true
+				work = append(work, m)
+			}
+		}
+	}
 	// Each dependency, and each child group, is walked once however many
 	// of its jobs run again: the walk is linear in the batch.
 	seenRange := make(map[int32]bool)

@@ -126,14 +126,12 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	e := u.Why
 	cores := func(milli int64) string { return fmt.Sprintf("%g cores", float64(milli)/1000) }
 	if e.Quota == scheduler.ReasonGang {
-		k := w.constraint(&u)
-		uniform := ""
-		if k != nil {
-			uniform = "" // the gang's uniformity is the job's, said by job why's gang reason
+		room := fmt.Sprintf("the most room one has now is for %d of them", e.GangRoom)
+		if e.GangRoom < 0 {
+			room = "none has room for all of them now"
 		}
-		_ = uniform
-		return e.Quota.String(), fmt.Sprintf("its gang of %d members starts together in one cluster it may use, or not at all: the most room one has now is for %d of them (%s each)",
-			e.Gang, e.GangRoom, cores(u.CPUMilli))
+		return e.Quota.String(), fmt.Sprintf("its gang of %d members starts together in one cluster it may use, or not at all: %s (%s each)",
+			e.Gang, room, cores(u.CPUMilli))
 	}
 	if e.Quota == scheduler.ReasonSpendLimit {
 		for _, p := range w.in.Projects {
