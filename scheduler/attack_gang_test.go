@@ -221,9 +221,11 @@ func TestAttackGangManyFailingGangsBounded(t *testing.T) {
 	if out.Jobs != 0 {
 		t.Fatalf("gangs: placed %d", out.Jobs)
 	}
-	t.Logf("a round of %d failing plain runs: %v; of %d failing gangs: %v", nUsers*perUser, plain, nUsers*perUser, gangs)
-	if gangs > 2*time.Second {
-		t.Fatalf("a round of %d gangs that fit nowhere took %v (the same sizes as plain runs: %v): the round is not bounded", nUsers*perUser, gangs, plain)
+	// Times are logged, not asserted (the machine's speed is not
+	// drover's); what the round looked at is counted.
+	t.Logf("a round of %d failing plain runs: %v; of %d failing gangs: %v (%d instances searched)", nUsers*perUser, plain, nUsers*perUser, gangs, out.GangSearch)
+	if out.GangSearch > maxGangVisits+nInst {
+		t.Fatalf("a round of %d gangs that fit nowhere looked at %d instances: the round is not bounded (at most %d and one cluster's walk)", nUsers*perUser, out.GangSearch, maxGangVisits)
 	}
 }
 
@@ -240,9 +242,7 @@ func TestAttackGangHugeGangOneRound(t *testing.T) {
 		in.Users = []User{{Name: "u", ReadyMilli: Cores(float64(n)), Runs: agRuns(1, n, Cores(1), GiB, "")}}
 		start := time.Now()
 		out := Schedule(in)
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("a gang of %d: %v", n, d)
-		}
+		t.Logf("a gang of %d: %v, %d instances searched", n, time.Since(start), out.GangSearch)
 		agCheckWhole(t, in, out)
 		if n == 4096 && out.Jobs != 4096 {
 			t.Fatalf("placed %d of 4096", out.Jobs)

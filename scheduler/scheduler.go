@@ -190,6 +190,9 @@ type Output struct {
 	// Unplaced lists the runs the round looked at and could place nowhere,
 	// in the order it met them.
 	Unplaced []Unplaced
+	// GangSearch counts the instances the round looked at for gangs
+	// (bounded: maxGangVisits, and the walk of the gang that reached it).
+	GangSearch int
 	// Queues are the input's queues with their use as the round's
 	// placements left it (nil when the round placed nothing): a run
 	// refused for a queue's quota is worded with the use that refused it,
@@ -1089,5 +1092,6 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 		}
 	}
 	out.Queues = p.queues
+	out.GangSearch = p.gangVisits
 	return out
 }

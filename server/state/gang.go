@@ -241,3 +241,12 @@ func (r Reader) GangQueueRoom(batch uint64, project, named string, sz placement.
 	}
 	return n, ""
 }
+
+// GangOf returns the first job of the gang job id is in (its name in the
+// scheduler's runs; 0: none).
+func (r Reader) GangOf(b *Batch, id uint32) uint32 {
+	if g := b.groupOf(id); g != nil && g.spec.gang() != nil {
+		return g.first
+	}
+	return 0
+}

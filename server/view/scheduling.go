@@ -455,7 +455,9 @@ batches:
 				// A gang is listed whole, its runs one after the
 				// other, where its first Ready member is met, and only
 				// once every member that has not ended is Ready.
-				members, first, ok := l.r.GangReady(b, rg.Lo)
+				// Each gang read once, however many runs of the
+				// queue its members are in.
+				first := l.r.GangOf(b, rg.Lo)
 				if gangsSeen[first] {
 					continue
 				}
@@ -463,6 +465,7 @@ batches:
 					gangsSeen = map[uint32]bool{}
 				}
 				gangsSeen[first] = true
+				members, _, ok := l.r.GangReady(b, rg.Lo)
 				var n int64
 				for _, m := range members {
 					n += int64(m.Len())
