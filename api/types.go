@@ -494,8 +494,10 @@ func SummarizeWaiting(ws []Waiting) []WaitingCount {
 // rejected the most workers (cpu_capacity, memory_capacity, cpu_exhausted,
 // memory_exhausted, no_workers; left_for_larger: the idle workers large
 // enough are at least twice the size of the machine the autoscaler would
-// launch for it, and are left to larger jobs), Message says it for a
-// person.
+// launch for it, and are left to larger jobs; gang_room: a gang member, no
+// cluster has room for the whole gang; held_for_gang: the workers with
+// room for it have it only in what is held for a gang first in line),
+// Message says it for a person.
 type Waiting struct {
 	FirstJob int64  `json:"first_job"`
 	Count    int64  `json:"count"`

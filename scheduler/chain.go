@@ -66,6 +66,9 @@ const (
 	// it may use has room for all its members at once
 	// (Explanation.Gang, GangRoom).
 	ReasonGang
+	// ReasonGangHeld: the instance would have room for the job but for
+	// what is held there for a gang first in line (Explanation.Held).
+	ReasonGangHeld
 )
 
 // placementReason maps placement's reasons onto the chain's.
@@ -119,6 +122,7 @@ var reasonNames = map[Reason]string{
 	ReasonSpendLimit:     "spend_limit",
 	ReasonLeftForLarger:  "left_for_larger",
 	ReasonGang:           "gang_room",
+	ReasonGangHeld:       "held_for_gang",
 }
 
 func init() {
@@ -157,6 +161,10 @@ type Candidate struct {
 	GPUs      int64
 	FreeGPUs  int64
 	Spot      bool // a spot machine
+	// HeldMilli, HeldMem and HeldGPUs are free but held for a gang first
+	// in line: no other job may use them, and FreeMilli, FreeMem and
+	// FreeGPUs leave them out (what is free is the sum).
+	HeldMilli, HeldMem, HeldGPUs int64
 }
 
 // A Filter is one link of the feasibility chain: it rejects the candidates
@@ -257,6 +265,11 @@ type Explanation struct {
 	// gang of smaller members had); Quota is ReasonGang then, unless a
 	// queue's quota or a spend limit refused it first.
 	Gang, GangRoom int64
+	// Held is the workers where room is held for the gang as their jobs
+	// end (0: none), HeldRoom how many of its members they have room
+	// for now.
+	Held     int
+	HeldRoom int64
 }
 
 // Count returns the instances rejected for one reason.
@@ -277,13 +290,14 @@ func explain(chain []Filter, cands []Candidate, r *Run) Explanation {
 	var counts [256]int
 	for i := range cands {
 		c := &cands[i]
-		why := rejects(chain, c, r)
-		switch {
-		case why != 0:
-		case c.FreeMilli < r.CPUMilli || c.FreeMilli <= 0:
-			why = ReasonCPUFree
-		case c.FreeMem < r.Memory || c.FreeMem <= 0:
-			why = ReasonMemoryFree
+		why := busy(chain, c, r)
+		if (why == ReasonCPUFree || why == ReasonMemoryFree || why == ReasonGPUFree) && c.HeldMilli+c.HeldMem+c.HeldGPUs > 0 {
+			// Busy, but for what is held for a gang?
+			h := *c
+			h.FreeMilli, h.FreeMem, h.FreeGPUs = c.FreeMilli+c.HeldMilli, c.FreeMem+c.HeldMem, c.FreeGPUs+c.HeldGPUs
+			if busy(chain, &h, r) == 0 {
+				why = ReasonGangHeld
+			}
 		}
 		counts[why]++
 	}
@@ -293,4 +307,18 @@ func explain(chain []Filter, cands []Candidate, r *Run) Explanation {
 		}
 	}
 	return e
+}
+
+// busy is the reason the chain gives for c, or cores or memory busy when
+// it lets c through with nothing free (0: c has room for a job of r).
+func busy(chain []Filter, c *Candidate, r *Run) Reason {
+	why := rejects(chain, c, r)
+	switch {
+	case why != 0:
+	case c.FreeMilli < r.CPUMilli || c.FreeMilli <= 0:
+		why = ReasonCPUFree
+	case c.FreeMem < r.Memory || c.FreeMem <= 0:
+		why = ReasonMemoryFree
+	}
+	return why
 }

@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/drover-sched/drover/placement"
@@ -232,13 +235,34 @@ type unplacedState struct {
 func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, limit int, kept *keeps, placed func(int64)) {
 	r := &unit[0]
 	n := members(unit)
+	// The room held for it is its own now (and held again if it still
+	// cannot start).
+	h := p.holds[gangKey{r.Batch, r.Gang}]
+	if h != nil && h.on {
+		p.hold(h, r, -1)
+	}
 	takes, why, ok := []gangTake(nil), Explanation{}, out.Jobs+int(n) <= limit
+	var heldRoom int64
 	if ok {
 		takes, why, ok = p.fitGang(r, n)
+		if !ok && h != nil {
+			// The workers held for it, which fitGang may pass over (an
+			// idle one left to larger jobs).
+			var held []gangTake
+			if held, heldRoom = p.heldTakes(h, r, n); held != nil {
+				takes, why, ok = held, Explanation{}, true
+			}
+		}
 	}
 	if ok && kept != nil && kept.room(p, r, n) < n {
 		// What is left is kept for idle guarantees.
 		ok, why = false, Explanation{Instances: len(p.insts), Quota: ReasonGang, Gang: n}
+	}
+	if !ok && h != nil {
+		p.hold(h, r, 1)
+		if why.Quota == ReasonGang {
+			why.Held, why.HeldRoom = len(h.takes), heldRoom
+		}
 	}
 	if !ok {
 		*st.unfit += n * r.CPUMilli
@@ -280,4 +304,298 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 			}
 		}
 	}
+}
+
+// Holds, as Slurm's backfill reserves room for the jobs first in line: a
+// gang that does not fit now would wait for ever beside a stream of small
+// jobs, each taking the room the last one left. So a round holds room for
+// the gangs first in line (the first gang of each of the first
+// maxGangHolds users with one, in the order the round serves users:
+// priority, then fair-share standing), each as the round's walk reaches
+// it, on workers of one cluster (pool, label value) that hold the whole
+// gang once their jobs end, those with the most room for it free first.
+// Users served before the gang's (fair share puts them first) place
+// before the hold is made; after it, no other run may take a held
+// worker's room below what is held there (backfill by room: drover knows
+// no job's end), so what the worker's jobs free as they end stays for the
+// gang, which starts once its workers have room for all its members. Each
+// round holds again from the state as it is: the workers held last round
+// have kept what freed up, so they are the ones held again. A gang its
+// queue's quota or its project's spend limit refuses holds nothing: room
+// would not start it.
+var maxGangHolds = 8
+
+// gangKey names a gang in a round.
+type gangKey struct {
+	batch uint64
+	gang  uint32
+}
+
+// heldRoom is what is held on one instance.
+type heldRoom struct{ cpu, mem, gpus int64 }
+
+// GangHold is room held for a gang that still waits as a round ends.
+type GangHold struct {
+	Batch uint64
+	Gang  uint32
+	// Queue is its leaf queue's name ("": in none).
+	Queue string
+	// Members of the gang, each of CPUMilli, Memory and GPUs of GPUType.
+	Members                int64
+	CPUMilli, Memory, GPUs int64
+	GPUType                string
+	On                     []HeldOn
+}
+
+// HeldOn is a worker where room is held for a gang: its members' room
+// held there, and what the worker has free now (the held room included).
+type HeldOn struct {
+	Instance                     uint32
+	Members                      int64
+	FreeMilli, FreeMem, FreeGPUs int64
+}
+
+// heldAtEnd lists the holds still on, by batch and gang.
+func (p *packer) heldAtEnd() []GangHold {
+	var out []GangHold
+	for key, h := range p.holds {
+		if !h.on {
+			continue
+		}
+		r := h.run
+		g := GangHold{Batch: key.batch, Gang: key.gang, Members: h.members, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, GPUType: p.gpuType(&r)}
+		if q := p.queue(&r); q != nil {
+			g.Queue = q.Name
+		}
+		for _, t := range h.takes {
+			idx := t.s.idx
+			s, held := p.slots[idx], p.held[idx]
+			g.On = append(g.On, HeldOn{Instance: p.insts[idx].ID, Members: t.n,
+				FreeMilli: max(s.free+held.cpu, 0), FreeMem: max(s.mem+held.mem, 0), FreeGPUs: max(p.freeGPU[idx]+held.gpus, 0)})
+		}
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b GangHold) int {
+		if a.Batch != b.Batch {
+			return cmp.Compare(a.Batch, b.Batch)
+		}
+		return cmp.Compare(a.Gang, b.Gang)
+	})
+	return out
+}
+
+// gangHold is the room held for one gang: its members' room on each
+// instance (gangTake.s.idx; the slot's values are not used).
+type gangHold struct {
+	takes   []gangTake
+	on      bool // held now
+	run     Run  // the gang's first run
+	members int64
+}
+
+// membersIn is how many jobs of run r fit in cpu, mem and gpus.
+func membersIn(r *Run, cpu, mem, gpus int64) int64 {
+	m := max(cpu, 0) / max(r.CPUMilli, 1)
+	if r.Memory > 0 {
+		m = min(m, max(mem, 0)/r.Memory)
+	}
+	if r.GPUs > 0 {
+		m = min(m, max(gpus, 0)/r.GPUs)
+	}
+	return m
+}
+
+// holdForGangs marks the gangs first in line: the first gang of each of
+// the first maxGangHolds users with one, in order (the users in the order
+// the round serves them). Room is held for each when the round's walk
+// reaches it (reachGang).
+func (p *packer) holdForGangs(order []int) {
+	for _, ui := range order {
+		if len(p.holdable) >= maxGangHolds {
+			return
+		}
+		u := &p.in.Users[ui]
+		i := slices.IndexFunc(u.Runs, func(r Run) bool { return r.Gang != 0 })
+		if i < 0 {
+			continue
+		}
+		if p.holdable == nil {
+			p.holdable = map[gangKey]bool{}
+			p.byTree = make([][]int32, len(p.trees))
+			for idx := range p.insts {
+				p.byTree[p.instTree[idx]] = append(p.byTree[p.instTree[idx]], int32(idx))
+			}
+			p.held = make([]heldRoom, len(p.insts))
+			p.holds = map[gangKey]*gangHold{}
+		}
+		p.holdable[gangKey{u.Runs[i].Batch, u.Runs[i].Gang}] = true
+	}
+}
+
+// reachGang holds room for the gang of unit, when it is first in line,
+// as the round's walk first reaches it: the users fair share serves
+// before its user have placed, and those after it (and every later pass)
+// keep off the room held.
+func (p *packer) reachGang(unit []Run) {
+	key := gangKey{unit[0].Batch, unit[0].Gang}
+	if !p.holdable[key] {
+		return
+	}
+	delete(p.holdable, key)
+	if h := p.chooseHold(&unit[0], members(unit), p.byTree); h != nil {
+		h.run, h.members = unit[0], members(unit)
+		p.holds[key] = h
+		p.hold(h, &unit[0], 1)
+	}
+}
+
+// chooseHold picks the workers to hold for n members of run r's gang
+// (nil: none would start it).
+func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
+	if r.Project > 0 && int(r.Project) <= len(p.spent) && p.spent[r.Project-1] {
+		return nil
+	}
+	leaf := p.queue(r)
+	var quota *placement.Quota
+	strategy := placement.DefaultStrategy
+	if leaf != nil {
+		quota = &leaf.Quota
+		if leaf.Strategy != "" {
+			strategy = leaf.Strategy
+		}
+		if got, _, _ := p.quotaRoom(r, n); got < n {
+			return nil
+		}
+	}
+	k := p.constraint(r)
+	label := strings.TrimPrefix(r.GangUniform, "label:")
+	byLabel := label != r.GangUniform
+	type cand struct {
+		idx       int32
+		free, cap int64 // members' room now, and once the jobs there end
+	}
+	var best []gangTake
+	bestReady := int64(-1)
+	// consider picks from one set of workers that may hold the gang
+	// together: the most room now first.
+	consider := func(cs []cand) {
+		slices.SortFunc(cs, func(a, b cand) int {
+			if a.free != b.free {
+				return cmp.Compare(b.free, a.free)
+			}
+			if a.cap != b.cap {
+				return cmp.Compare(b.cap, a.cap)
+			}
+			return cmp.Compare(p.insts[a.idx].ID, p.insts[b.idx].ID)
+		})
+		var takes []gangTake
+		var got, ready int64
+		for _, c := range cs {
+			m := min(c.cap, n-got)
+			takes = append(takes, gangTake{slot{idx: c.idx}, m})
+			got += m
+			ready += min(c.free, m)
+			if got >= n {
+				break
+			}
+		}
+		if got >= n && ready > bestReady {
+			best, bestReady = takes, ready
+		}
+	}
+	for _, c := range p.ranker.Order(strategy, p.allowedFor(r), quota, nil) {
+		sets := [][]int{p.byClust[c]}
+		if r.GangUniform == "pool" {
+			sets = sets[:0]
+			for _, t := range p.byClust[c] {
+				sets = append(sets, []int{t})
+			}
+		}
+		for _, ts := range sets {
+			var cs []cand
+			values := map[string][]cand{}
+			for _, t := range ts {
+				if !k.AllowsPool(p.trees[t].pool) {
+					continue
+				}
+				for _, idx := range byTree[t] {
+					inst, h, s := &p.insts[idx], p.held[idx], p.slots[idx]
+					if !k.HoldsGPUs(r.GPUs, inst.GPUType, inst.GPUs-h.gpus) || !k.AllowsLabels(inst.Labels) || !k.AllowsSpot(inst.Spot) {
+						continue
+					}
+					if len(p.filters) > 0 {
+						c := p.candidate(idx, s.free, s.mem)
+						if rejects(p.filters, &c, r) != 0 {
+							continue
+						}
+					}
+					cd := cand{idx, membersIn(r, s.free, s.mem, p.freeGPU[idx]), membersIn(r, inst.CPUMilli-h.cpu, inst.Memory-h.mem, inst.GPUs-h.gpus)}
+					if cd.cap <= 0 {
+						continue
+					}
+					if !byLabel {
+						cs = append(cs, cd)
+					} else if v, ok := inst.Labels[label]; ok {
+						values[v] = append(values[v], cd)
+					}
+				}
+			}
+			if !byLabel {
+				consider(cs)
+				continue
+			}
+			for _, v := range slices.Sorted(maps.Keys(values)) {
+				consider(values[v])
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return &gangHold{takes: best}
+}
+
+// hold holds the room of h for run r's members (sign 1), or gives it back
+// (-1).
+func (p *packer) hold(h *gangHold, r *Run, sign int64) {
+	h.on = sign > 0
+	for _, t := range h.takes {
+		idx := t.s.idx
+		cpu, mem, gpus := sign*t.n*r.CPUMilli, sign*t.n*r.Memory, sign*t.n*r.GPUs
+		p.held[idx].cpu += cpu
+		p.held[idx].mem += mem
+		p.held[idx].gpus += gpus
+		p.freeGPU[idx] -= gpus
+		s := p.slots[idx]
+		tr := p.trees[p.instTree[idx]].tree
+		if s.free > 0 && s.mem > 0 {
+			tr.Delete(s)
+		}
+		s.free -= cpu
+		s.mem -= mem
+		if s.free > 0 && s.mem > 0 {
+			tr.ReplaceOrInsert(s)
+		}
+		p.slots[idx] = s
+	}
+	p.cands = nil
+}
+
+// heldTakes places n members of run r's gang on the workers held for it
+// (its hold given back first), or says how many they have room for.
+func (p *packer) heldTakes(h *gangHold, r *Run, n int64) ([]gangTake, int64) {
+	var takes []gangTake
+	var got int64
+	for _, t := range h.takes {
+		s := p.slots[t.s.idx]
+		m := min(membersIn(r, s.free, s.mem, p.freeGPU[t.s.idx]), n-got)
+		if m > 0 {
+			takes = append(takes, gangTake{s, m})
+			got += m
+		}
+	}
+	if got < n {
+		return nil, got
+	}
+	return takes, got
 }

@@ -57,6 +57,8 @@ type Attempt struct {
 	// Cluster is the index of the cluster it runs in (as PreemptQueue's
 	// Clusters).
 	Cluster int32
+	// Instance is the worker it runs on (Holds name them).
+	Instance uint32
 }
 
 // holds is what the attempt holds of resource k.
@@ -99,6 +101,11 @@ type PreemptQueue struct {
 	// Clusters marks the clusters its waiting jobs may run in (nil: any):
 	// it takes back only what is held where its work can use it.
 	Clusters []bool
+	// PastMilli is a leaf's decayed past use as cores (its tree's
+	// usage_half_life; 0: none): its fair share weighs it as the
+	// scheduling round does (QueueNode.Past), so a queue that ran much
+	// lately is starved later and gives back sooner.
+	PastMilli int64
 }
 
 // PreemptInput is what a preemption decision reads.
@@ -114,6 +121,66 @@ type PreemptInput struct {
 	// Capacity is the fleet where new work may go, Free what is free
 	// there after the round's placements.
 	Capacity, Free Res
+	// Holds are the room the last scheduling round held for gangs first
+	// in line (AddHolds).
+	Holds []PreemptHold
+}
+
+// PreemptHold is room the scheduling round held for a gang first in line
+// (Output.Holds): a claim of its queue frees room for the gang on the
+// workers held for it, and nowhere else, where room anywhere would be
+// taken by other jobs before the gang could start (and the claim made
+// again, round after round).
+type PreemptHold struct {
+	Queue  int32 // index into Queues of the gang's leaf
+	Demand Res   // what the whole gang asks for
+	On     []PreemptHeldOn
+}
+
+// PreemptHeldOn is a worker held for a gang, and what is still to be
+// freed there for it (held less free now).
+type PreemptHeldOn struct {
+	Instance uint32
+	Need     Res
+}
+
+// AddHolds adds the holds of a scheduling round (Output.Holds) for the
+// queues of in (by name; a gang in no queue claims nothing).
+func (in *PreemptInput) AddHolds(holds []GangHold) {
+	byName := make(map[string]int32, len(in.Queues))
+	for i := range in.Queues {
+		byName[in.Queues[i].Name] = int32(i)
+	}
+	gpu := -1
+	for _, h := range holds {
+		q, ok := byName[h.Queue]
+		if !ok || h.Queue == "" {
+			continue
+		}
+		if h.GPUs > 0 {
+			if gpu = slices.Index(in.GPUTypes, h.GPUType); gpu < 0 {
+				continue // GPUs of a type the fleet has none of
+			}
+		}
+		one := in.res(nil)
+		one[0], one[1] = h.CPUMilli, h.Memory
+		if h.GPUs > 0 {
+			one[2+gpu] = h.GPUs
+		}
+		ph := PreemptHold{Queue: q, Demand: in.res(nil)}
+		addTo(ph.Demand, one, h.Members)
+		for _, on := range h.On {
+			need := in.res(nil)
+			addTo(need, one, on.Members)
+			need[0] -= on.FreeMilli
+			need[1] -= on.FreeMem
+			if h.GPUs > 0 {
+				need[2+gpu] -= on.FreeGPUs
+			}
+			ph.On = append(ph.On, PreemptHeldOn{Instance: on.Instance, Need: need})
+		}
+		in.Holds = append(in.Holds, ph)
+	}
 }
 
 // Victim is an attempt to stop, and why.
@@ -178,6 +245,10 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		}
 		if leaf[i] {
 			nodes[i].Used, nodes[i].Ready = make(Res, nr), addRes(used[i], waiting[i])
+			if p := in.Queues[i].PastMilli; p > 0 {
+				nodes[i].Past = make(Res, nr)
+				nodes[i].Past[0] = p
+			}
 		}
 	}
 	out.FairShare = QueueShares(nodes, capacity)
@@ -240,6 +311,58 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		return order[k], true
 	}
 	taken := make([]bool, len(in.Attempts))
+	// Held workers: their attempts in victim order, and what is still to
+	// free on each for its gang (less what attempts told to stop there
+	// give back).
+	holdsOf := map[int][]int{} // claimant queue → its holds
+	var onInst map[uint32][]int
+	heldLeft := make([][]Res, len(in.Holds))
+	if len(in.Holds) > 0 {
+		onInst = map[uint32][]int{}
+		type heldAt struct{ j, o int }
+		held := map[uint32][]heldAt{}
+		for j, h := range in.Holds {
+			if h.Queue < 0 || int(h.Queue) >= n {
+				continue
+			}
+			holdsOf[int(h.Queue)] = append(holdsOf[int(h.Queue)], j)
+			heldLeft[j] = make([]Res, len(h.On))
+			for o := range h.On {
+				heldLeft[j][o] = in.res(h.On[o].Need)
+				held[h.On[o].Instance] = append(held[h.On[o].Instance], heldAt{j, o})
+			}
+		}
+		var ranks []rank
+		for i := range in.Attempts {
+			a := &in.Attempts[i]
+			at, ok := held[a.Instance]
+			if !ok {
+				continue
+			}
+			if a.Stopping {
+				for _, h := range at {
+					for k := range nr {
+						heldLeft[h.j][h.o][k] -= a.holds(k)
+					}
+				}
+			} else if a.Queue > 0 && int(a.Queue) <= n {
+				ranks = append(ranks, rankOf(a, in.Now, i))
+			}
+		}
+		slices.SortFunc(ranks, func(x, y rank) int {
+			if x.before(&y) {
+				return -1
+			}
+			if y.before(&x) {
+				return 1
+			}
+			return 0
+		})
+		for _, r := range ranks {
+			a := &in.Attempts[r.idx]
+			onInst[a.Instance] = append(onInst[a.Instance], r.idx)
+		}
+	}
 	within := func(i, root int32) bool {
 		for ; i >= 0; i = up[i] {
 			if i == root {
@@ -274,15 +397,8 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 	// need still lacks, until need is met; it returns what they free.
 	take := func(claim int, need Res, ok func(a *Attempt) bool, kind, why string) Res {
 		freed := make(Res, nr)
-		for pos := 0; positive(need); pos++ {
-			k, more := at(pos)
-			if !more {
-				break
-			}
+		stop := func(k int) {
 			a := &in.Attempts[k]
-			if taken[k] || !frees(a, need) || !ok(a) {
-				continue
-			}
 			taken[k] = true
 			for q := a.Queue - 1; q >= 0; q = up[q] {
 				for r := range nr {
@@ -294,6 +410,47 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 				freed[r] += a.holds(r)
 			}
 			out.Victims = append(out.Victims, Victim{Attempt: *a, For: in.Queues[claim].Name, Kind: kind, Reason: why})
+		}
+		// The claimant's gangs with room held first, on their held
+		// workers only; what anywhere may free is the rest of the claim.
+		var general Res
+		if hs := holdsOf[claim]; len(hs) > 0 {
+			general = slices.Clone(need)
+			for _, j := range hs {
+				addTo(general, in.Holds[j].Demand, -1)
+				for o := range in.Holds[j].On {
+					left := heldLeft[j][o]
+					for _, k := range onInst[in.Holds[j].On[o].Instance] {
+						if !positive(left) || !positive(need) {
+							break
+						}
+						a := &in.Attempts[k]
+						if taken[k] || !frees(a, left) || !frees(a, need) || !ok(a) {
+							continue
+						}
+						stop(k)
+						for r := range nr {
+							left[r] -= a.holds(r)
+						}
+					}
+				}
+			}
+		}
+		for pos := 0; positive(need) && (general == nil || positive(general)); pos++ {
+			k, more := at(pos)
+			if !more {
+				break
+			}
+			a := &in.Attempts[k]
+			if taken[k] || !frees(a, need) || (general != nil && !frees(a, general)) || !ok(a) {
+				continue
+			}
+			stop(k)
+			if general != nil {
+				for r := range nr {
+					general[r] -= a.holds(r)
+				}
+			}
 		}
 		return freed
 	}

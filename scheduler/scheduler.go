@@ -193,6 +193,10 @@ type Output struct {
 	// GangSearch counts the instances the round looked at for gangs
 	// (bounded: maxGangVisits, and the walk of the gang that reached it).
 	GangSearch int
+	// Holds are the gangs first in line that still wait with room held
+	// for them as the round ends (gang.go: holdForGangs), by batch and
+	// gang: the preemption round frees room for them there.
+	Holds []GangHold
 	// Queues are the input's queues with their use as the round's
 	// placements left it (nil when the round placed nothing): a run
 	// refused for a queue's quota is worded with the use that refused it,
@@ -267,13 +271,23 @@ type packer struct {
 	instTree []int32 // per instance, its tree
 	queues   []Queue // quotas in use change as jobs are placed
 	up       []int32 // each queue's parent (-1: at the top; parents)
-	full     []slot  // instances taken out of their tree, with what they had left
-	failed   map[failKey][]failure
-	nFailed  int
+	// slots are each instance's slot as it stands (free less what is
+	// held for gangs: a slot is in its tree while both are positive).
+	slots   []slot
+	failed  map[failKey][]failure
+	nFailed int
 	// gangFailed are the gangs that fit nowhere this round (fitGang),
 	// gangVisits the instances their searches looked at.
 	gangFailed []gangFailure
 	gangVisits int
+	// holds are the room held for gangs first in line (gang.go), held
+	// what is held on each instance (nil: nothing held this round).
+	// holdable are the gangs first in line not yet reached in the walk,
+	// byTree each tree's instances (for holds).
+	holds    map[gangKey]*gangHold
+	held     []heldRoom
+	holdable map[gangKey]bool
+	byTree   [][]int32
 	// allowed[constraint] marks the clusters a run under the constraint
 	// (0: none) may use; the clusters' state does not change in a round.
 	allowed [][]bool
@@ -323,6 +337,7 @@ func newPacker(filters []Filter, in *Input) *packer {
 	p.allowed = make([][]bool, len(in.Constraints)+1)
 	p.ranker = placement.Ranker{Clusters: p.clusters, Groups: in.Groups}
 	p.instTree = make([]int32, len(in.Instances))
+	p.slots = make([]slot, len(in.Instances))
 	p.freeGPU = make([]int64, len(in.Instances))
 	for i := range in.Instances {
 		p.freeGPU[i] = in.Instances[i].FreeGPUs
@@ -343,8 +358,9 @@ func newPacker(filters []Filter, in *Input) *packer {
 			p.byClust[c] = append(p.byClust[c], t)
 		}
 		p.instTree[i] = int32(t)
+		p.slots[i] = slot{inst.FreeMilli, inst.FreeMem, inst.ID, int32(i)}
 		if inst.FreeMilli > 0 && inst.FreeMem > 0 {
-			p.trees[t].tree.ReplaceOrInsert(slot{inst.FreeMilli, inst.FreeMem, inst.ID, int32(i)})
+			p.trees[t].tree.ReplaceOrInsert(p.slots[i])
 		}
 	}
 	for c := range p.byClust {
@@ -620,9 +636,18 @@ func (p *packer) quotaRoom(r *Run, n int64) (int64, placement.Reason, *Queue) {
 // candidate is instance i as the chain sees it, with free resources f.
 func (p *packer) candidate(i int32, free, mem int64) Candidate {
 	in := &p.insts[i]
+	var h heldRoom
+	if p.held != nil {
+		// What is held and free: free and mem are less all that is held.
+		h = p.held[i]
+		h.cpu, h.mem = min(h.cpu, max(free+h.cpu, 0)), min(h.mem, max(mem+h.mem, 0))
+		h.gpus = min(h.gpus, max(p.freeGPU[i]+h.gpus, 0))
+	}
 	free, mem = max(free, 0), max(mem, 0)
-	return Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem,
-		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, Labels: in.Labels, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: p.freeGPU[i], Spot: in.Spot}
+	c := Candidate{ID: in.ID, CPUMilli: max(in.CPUMilli, free, in.FreeMilli), Memory: max(in.Memory, mem, in.FreeMem), FreeMilli: free, FreeMem: mem,
+		Cluster: int32(p.trees[p.instTree[i]].cluster), Pool: in.Pool, Labels: in.Labels, GPUType: in.GPUType, GPUs: max(in.GPUs, in.FreeGPUs), FreeGPUs: max(p.freeGPU[i], 0), Spot: in.Spot}
+	c.HeldMilli, c.HeldMem, c.HeldGPUs = h.cpu, h.mem, h.gpus
+	return c
 }
 
 // candidates lists every instance with what is free on it now. The slice
@@ -632,17 +657,8 @@ func (p *packer) candidates() []Candidate {
 		return p.cands
 	}
 	cands := make([]Candidate, len(p.insts))
-	for i, in := range p.insts {
-		cands[i] = p.candidate(int32(i), in.FreeMilli, in.FreeMem)
-	}
-	for _, s := range p.full {
-		cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
-	}
-	for _, t := range p.trees {
-		t.tree.Ascend(func(s slot) bool {
-			cands[s.idx] = p.candidate(s.idx, s.free, s.mem)
-			return true
-		})
+	for i, s := range p.slots {
+		cands[i] = p.candidate(int32(i), s.free, s.mem)
 	}
 	p.cands = cands
 	return cands
@@ -841,9 +857,8 @@ func (p *packer) take(s slot, n int64, r *Run) {
 	s.mem -= n * r.Memory
 	if s.free > 0 && s.mem > 0 {
 		tr.tree.ReplaceOrInsert(s)
-	} else {
-		p.full = append(p.full, s)
 	}
+	p.slots[s.idx] = s
 	p.clusters[tr.cluster].FreeMilli -= n * r.CPUMilli
 	p.freeGPU[s.idx] -= n * r.GPUs
 	leaf := p.leaf(r)
@@ -907,6 +922,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 		}
 		return ServedBefore(ua.standing(), ua.Name, ub.standing(), ub.Name)
 	})
+	p.holdForGangs(order)
 	// Each leaf's part of the round (nil: no queues), and what its users
 	// were given of it.
 	budget := in.Budgets
@@ -997,6 +1013,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				run := &u.Runs[c.run]
 				if run.Gang != 0 && c.done == 0 {
 					unit := gangUnit(u.Runs, c.run)
+					p.reachGang(unit)
 					if pass < 2 && run.CPUMilli > 0 {
 						// The whole gang within the user's share (the
 						// last member may overshoot, as a run's last
@@ -1093,5 +1110,6 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	}
 	out.Queues = p.queues
 	out.GangSearch = p.gangVisits
+	out.Holds = p.heldAtEnd()
 	return out
 }

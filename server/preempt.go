@@ -17,6 +17,7 @@ import (
 // leader's own: a new leader starts them afresh.
 func (s *Server) runPreemption(ctx context.Context) {
 	p := leader.NewPreemptor()
+	p.Holds = s.scheduler.Holds
 	every(ctx, s.cfg.PreemptInterval, func() {
 		if err := s.preemptOnce(p, time.Now()); err != nil && ctx.Err() == nil {
 			s.log.Warn("preemption round failed", "err", err)

@@ -109,6 +109,9 @@ type QueueExpect struct {
 	VictimRegion  map[string]string   `json:"victim_region,omitempty"`
 	// MinGapBetweenPreemptions: no job is preempted twice within it.
 	MinGapBetweenPreemptions Duration `json:"min_gap_between_preemptions,omitempty"`
+	// MaxPreempted bounds, per queue, the attempts stopped for it (a
+	// claim that frees room its work cannot use claims again and again).
+	MaxPreempted map[string]int `json:"max_preempted,omitempty"`
 	// NoStarvation: every queue with work runs some within StarveWithin
 	// of its first arrival.
 	StarveWithin Duration `json:"starve_within,omitempty"`
@@ -386,6 +389,7 @@ func (r *qrun) arrivals() []QueueBatch {
 func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResult, error) {
 	batches := r.arrivals()
 	pre := leader.NewPreemptor()
+	pre.Holds = r.scheduler.Holds
 	next := 0
 	var lastPreempt time.Time
 	for {
@@ -948,6 +952,11 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 	for q, region := range e.VictimRegion {
 		if got := res.VictimRegions[q]; len(got) != 1 || got[0] != region {
 			errs = append(errs, fmt.Errorf("queue %s: reclaimed attempts ran in %v, want %s", q, got, region))
+		}
+	}
+	for _, q := range slices.Sorted(maps.Keys(e.MaxPreempted)) {
+		if got := res.Preempted[q]; got > e.MaxPreempted[q] {
+			errs = append(errs, fmt.Errorf("queue %s: %d attempts stopped for it, want at most %d", q, got, e.MaxPreempted[q]))
 		}
 	}
 	if g := time.Duration(e.MinGapBetweenPreemptions).Seconds(); g > 0 && res.MinPreemptionGap >= 0 && res.MinPreemptionGap < g {

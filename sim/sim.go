@@ -331,6 +331,9 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 		WorkerSecret: "sim worker secret", Deployment: "sim", MissingGrace: time.Minute, MemoryStep: 256 << 20, Log: log,
 		Decided: r.decided, Plan: plan})
 	r.scheduler = &leader.Scheduler{Clock: r.clk, MaxJobs: opts.MaxPlacements, Launchable: r.auto.Launchable}
+	if r.pre != nil {
+		r.pre.Holds = r.scheduler.Holds
+	}
 	return r.loop(ctx, cheapest)
 }
 

@@ -15,7 +15,16 @@ import (
 // both run it.
 type Preemptor struct {
 	Timers *view.Timers
+	// Holds, when set, tells the room the last scheduling round held for
+	// gangs first in line, and that round's time (Scheduler.Holds): a
+	// claim of a gang's queue frees room for it there. Holds older than
+	// maxHoldAge are not read (the gangs may have started since).
+	Holds func() ([]scheduler.GangHold, time.Time)
 }
+
+// maxHoldAge bounds how old a scheduling round's holds may be for a
+// preemption round to act on them.
+const maxHoldAge = time.Minute
 
 // NewPreemptor returns a preemptor with stopped clocks (a new leader's).
 func NewPreemptor() *Preemptor { return &Preemptor{Timers: view.NewTimers()} }
@@ -26,6 +35,11 @@ func (p *Preemptor) Round(src view.Source, now time.Time) (*state.Preempt, *sche
 	in := view.Preemption(src, now.UnixNano(), p.Timers)
 	if in == nil {
 		return nil, nil, nil
+	}
+	if p.Holds != nil {
+		if holds, at := p.Holds(); len(holds) > 0 && !now.Before(at) && now.Sub(at) <= maxHoldAge {
+			in.AddHolds(holds)
+		}
 	}
 	out := scheduler.Preempt(in)
 	p.Timers.Update(in, out)

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"sync"
 	"time"
 
 	"github.com/drover-sched/drover/scheduler"
@@ -32,6 +33,25 @@ type Scheduler struct {
 	// Read, when set, wraps the consistent read (the server measures the
 	// lock waits of the round's read with it).
 	Read func(read func())
+
+	mu      sync.Mutex
+	holds   []scheduler.GangHold
+	holdsAt time.Time
+}
+
+// Holds returns the room the last round held for gangs first in line
+// (scheduler.Output.Holds) and that round's time: the preemption round
+// (Preemptor.Holds) frees room for those gangs where it is held.
+func (s *Scheduler) Holds() ([]scheduler.GangHold, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds, s.holdsAt
+}
+
+func (s *Scheduler) setHolds(h []scheduler.GangHold, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holds, s.holdsAt = h, at
 }
 
 // Round is what one scheduling round read, decided and records.
@@ -66,11 +86,13 @@ func (s *Scheduler) Round(src view.Source) *Round {
 		in.Launchable = s.Launchable()
 	}
 	if len(in.Users) == 0 || len(in.Instances) == 0 {
+		s.setHolds(nil, r.Start)
 		return r
 	}
 	decide := s.Clock.Now()
 	r.Out = scheduler.Schedule(in)
 	r.Decided = s.Clock.Now().Sub(decide)
+	s.setHolds(r.Out.Holds, r.Start)
 	if r.Out.Jobs > 0 {
 		r.Plan = PlanOf(r.Out, s.Clock.Now().UnixNano())
 	}

@@ -168,6 +168,9 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 		if !q.Guarantee.IsZero() {
 			pq.Guarantee = res(q.Guarantee.CPUMilli, q.Guarantee.Memory, q.Guarantee.GPUs)
 		}
+		if r.IsLeaf(q) {
+			pq.PastMilli = r.QueuePastMilli(q, now)
+		}
 		if p := r.Parent(q); p != nil {
 			pq.Parent = index[p]
 		}
@@ -253,7 +256,7 @@ func preemption(r state.Reader, now int64, timers *Timers) *scheduler.PreemptInp
 			}
 			a := scheduler.Attempt{Batch: ra.Batch.ID, Job: ra.Job, Attempt: ra.Attempt,
 				Queue: index[leaf] + 1, CPUMilli: ra.Spec.CPUMilli, Memory: ra.Spec.Memory, Start: ra.Start, Priority: ra.Batch.Priority, Stopping: ra.Stopping,
-				Cluster: clusterIdx[inst.Cluster]}
+				Cluster: clusterIdx[inst.Cluster], Instance: inst.ID}
 			if _, g := ra.Spec.GPUs(); g > 0 && gpu > 0 {
 				a.GPU, a.GPUs = gpu, g
 			}

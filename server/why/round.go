@@ -130,6 +130,11 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		if e.GangRoom < 0 {
 			room = "none has room for all of them now"
 		}
+		if e.Held > 0 {
+			// First in line: room held for it (scheduler.holdForGangs).
+			room = fmt.Sprintf("room is held for it on %s, which other jobs may not take, and grows there as their jobs end (room for %d of them now)",
+				plural(e.Held, "worker"), e.HeldRoom)
+		}
 		return e.Quota.String(), fmt.Sprintf("its gang of %d members starts together in one cluster it may use, or not at all: %s (%s each)",
 			e.Gang, room, cores(u.CPUMilli))
 	}
@@ -217,6 +222,10 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 		return scheduler.ReasonLeftForLarger.String(), msg
 	}
 	fit := e.Instances - cpuCap - memCap - elsewhere
+	if held := e.Count(scheduler.ReasonGangHeld); held > 0 && held >= e.Count(scheduler.ReasonCPUFree) && held >= e.Count(scheduler.ReasonMemoryFree) {
+		return scheduler.ReasonGangHeld.String(), fmt.Sprintf("waiting for room: %d of the %d workers large enough%s have room for it only in what is held for a gang first in line, which starts once its workers have room for all its members",
+			held, fit, where(k))
+	}
 	code, what, size := scheduler.ReasonCPUFree.String(), "cores", cores(u.CPUMilli)
 	if busy := e.Count(scheduler.ReasonMemoryFree); busy > e.Count(scheduler.ReasonCPUFree) {
 		code, what, size = scheduler.ReasonMemoryFree.String(), "memory", units.FormatBytes(u.Memory)
