@@ -177,6 +177,12 @@ type Shape struct {
 	// Constraint: where it may run (its GPU type among it).
 	Constraint placement.Constraint
 	Count      int64
+	// Gang, when not 0, names a gang (unique in the demand): its Count
+	// members start together in one cluster or not at all, so their
+	// machines are launched together (growGang). GangUniform is its
+	// gang_uniformity ("pool", "label:KEY"; "": the cluster).
+	Gang        uint64
+	GangUniform string
 }
 
 // Input is a copy of what the autoscaler needs to decide.
@@ -479,6 +485,10 @@ func (p *planner) grow() {
 	revived := map[string]bool{}
 	p.out.served = make([][]string, len(p.in.Demand))
 	for si, sh := range p.in.Demand {
+		if sh.Gang != 0 {
+			p.growGang(si, &sh, launched)
+			continue
+		}
 		left := p.fitFree(p.free, &sh)
 		if left > 0 && len(draining) > 0 {
 			// Machines being drained are paid for already: take them
@@ -545,6 +555,160 @@ func (p *planner) grow() {
 				Reason: fmt.Sprintf("%d × %s%s for waiting jobs (%s, $%.4g per core-hour)", n, c.MachineType, where, c.Cluster+"/"+c.Pool, c.PricePerCoreHour().Dollars())})
 		}
 	}
+}
+
+// growGang provides for a gang whole or not at all, as the scheduler
+// starts one: room free now in one cluster (one pool, for a gang of one
+// pool) that holds every member needs no machine; else the first config
+// in the strategy's order whose cluster can hold the whole gang, with its
+// room free now and on its machines coming up and new machines of that
+// config alone (one pool, one machine type: one value of any label its
+// machines carry), launches them, within the node and $/hour caps for all
+// of them (the add rate only spreads them over the next minutes). A gang
+// no config can hold whole waits for room, said in Output.Held; no
+// machine is launched for a part of it. Room free on workers counts for a
+// gang of one label value only as its config's own machines.
+func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
+	// rooms returns the indexes in p.free of the workers of cluster (and
+	// pool, for a gang of one pool) whose room may count for the gang.
+	rooms := func(cluster, pool string) []int {
+		var out []int
+		for i := range p.free {
+			if p.free[i].Cluster == cluster && (sh.GangUniform == "" || (sh.GangUniform == "pool" && p.free[i].Pool == pool)) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	// try fits the gang in the rooms at idx, and keeps what it took when
+	// all of it fits, returning how many members it could not place.
+	try := func(idx []int, commit func(left int64) bool) int64 {
+		trial := make([]Room, len(idx))
+		for j, i := range idx {
+			trial[j] = p.free[i]
+		}
+		left := p.fitFree(trial, sh)
+		if commit(left) {
+			for j, i := range idx {
+				p.free[i] = trial[j]
+			}
+		}
+		return left
+	}
+	if !strings.HasPrefix(sh.GangUniform, "label:") {
+		seen := map[[2]string]bool{}
+		for i := range p.free {
+			key := [2]string{p.free[i].Cluster, ""}
+			if sh.GangUniform == "pool" {
+				key[1] = p.free[i].Pool
+			}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if try(rooms(key[0], key[1]), func(left int64) bool { return left == 0 }) == 0 {
+				return
+			}
+		}
+	}
+	var why, marked string
+	for _, c := range p.ranked {
+		if !p.serves(c, sh) {
+			continue
+		}
+		if r := p.unavailable(c); r != "" {
+			if why == "" {
+				why, marked = r, p.markedBy(c)
+			}
+			p.out.Skipped[c.Name] = r
+			continue
+		}
+		per := fits(sh.Count, c.CPUMilli, c.Memory, c.GPUs, sh)
+		if per <= 0 {
+			continue
+		}
+		var idx []int
+		if !strings.HasPrefix(sh.GangUniform, "label:") {
+			idx = rooms(c.Cluster, c.Pool)
+		}
+		// What the cluster's free room and the config's machines coming
+		// up take, on trial, and the new machines for the rest.
+		bins := slices.Clone(p.openBins[c.Name])
+		var need, rest int64
+		ok := false
+		try(idx, func(left int64) bool {
+			rest = fillBins(bins, sh, left)
+			need = (rest + per - 1) / per
+			if r := p.cappedFor(c, need); r != "" {
+				if why == "" {
+					why = r
+				}
+				p.out.Skipped[c.Name] = r
+				return false
+			}
+			ok = true
+			return true
+		})
+		if !ok {
+			continue
+		}
+		p.openBins[c.Name] = bins
+		for range need {
+			if r := p.capped(c); r != "" {
+				// The add rate: the rest in the minutes after.
+				p.out.Skipped[c.Name] = r
+				break
+			}
+			p.addMachine(c)
+			launched[c.Name]++
+		}
+		if need > 0 {
+			p.out.served[si] = append(p.out.served[si], c.Name)
+			p.fill(c.Name, sh, rest)
+		}
+		return
+	}
+	if why == "" {
+		why = fmt.Sprintf("no launch config can hold its gang of %d in one cluster", sh.Count)
+	}
+	p.hold(sh.CPUMilli*sh.Count, sh.Count, why, marked)
+}
+
+// cappedFor says which node or $/hour cap stops n more machines of config
+// c (the add rate aside), or "".
+func (p *planner) cappedFor(c *LaunchConfig, n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	l := p.in.Limits
+	spend, own := p.spend, p.cfgSpend[c.Name]
+	for range n - 1 {
+		spend, own = spend.Add(c.PricePerHour), own.Add(c.PricePerHour)
+	}
+	return caps.Hold(caps.Limits{MaxNodes: int64(l.MaxNodes), MaxPerHour: l.MaxPerHour},
+		caps.Use{Nodes: int64(p.nodes) + n - 1, PerHour: spend},
+		c.Name, caps.Limits{MaxNodes: int64(c.MaxNodes), MaxPerHour: c.MaxPerHour},
+		caps.Use{Nodes: int64(p.cfgNodes[c.Name]) + n - 1, PerHour: own}, c.PricePerHour)
+}
+
+// fillBins places up to left jobs of the shape in bins, first fit, and
+// returns how many are left.
+func fillBins(bins []bin, sh *Shape, left int64) int64 {
+	for i := range bins {
+		if left == 0 {
+			break
+		}
+		b := &bins[i]
+		n := fits(left, b.cpu, b.mem, b.gpus, sh)
+		if n <= 0 {
+			continue
+		}
+		b.cpu -= n * sh.CPUMilli
+		b.mem -= n * sh.Memory
+		b.gpus -= n * sh.GPUs
+		left -= n
+	}
+	return left
 }
 
 // private makes one machine for each job that names a machine type: the
@@ -772,20 +936,7 @@ func (p *planner) addMachine(c *LaunchConfig) {
 // machines coming up or planned, first fit, and returns how many are left.
 func (p *planner) fill(config string, sh *Shape, left int64) int64 {
 	bins := p.openBins[config]
-	for i := range bins {
-		if left == 0 {
-			break
-		}
-		b := &bins[i]
-		n := fits(left, b.cpu, b.mem, b.gpus, sh)
-		if n <= 0 {
-			continue
-		}
-		b.cpu -= n * sh.CPUMilli
-		b.mem -= n * sh.Memory
-		b.gpus -= n * sh.GPUs
-		left -= n
-	}
+	left = fillBins(bins, sh, left)
 	// Full machines need not be looked at again.
 	p.openBins[config] = slices.DeleteFunc(bins, func(b bin) bool { return b.cpu <= 0 || b.mem <= 0 })
 	return left

@@ -56,7 +56,9 @@ func WindowedDemand(users []UserQueue, budget int64) []Shape {
 				break
 			}
 			n := sh.Count
-			if sh.CPUMilli > 0 {
+			if sh.CPUMilli > 0 && sh.Gang == 0 {
+				// (A gang is whole or nothing: it may pass the share
+				// by all but one member, as a run by one job.)
 				n = min(n, (left+sh.CPUMilli-1)/sh.CPUMilli)
 			}
 			left -= n * sh.CPUMilli
@@ -79,10 +81,11 @@ type shapeKey struct {
 	pool, gpuType  string
 	regions        string
 	noSpot         bool
+	gang           uint64 // each gang its own shape
 }
 
 func keyOf(sh *Shape) shapeKey {
-	k := shapeKey{cpu: sh.CPUMilli, mem: sh.Memory, gpus: sh.GPUs, pool: sh.Constraint.Pool, gpuType: sh.Constraint.GPUType, noSpot: sh.Constraint.NoSpot}
+	k := shapeKey{cpu: sh.CPUMilli, mem: sh.Memory, gpus: sh.GPUs, pool: sh.Constraint.Pool, gpuType: sh.Constraint.GPUType, noSpot: sh.Constraint.NoSpot, gang: sh.Gang}
 	for _, r := range sh.Constraint.Regions {
 		k.regions += r + "\x00"
 	}

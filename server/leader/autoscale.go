@@ -739,7 +739,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	for i, u := range d.Users {
 		users[i] = autoscaler.UserQueue{Name: u.Name, RunningMilli: u.RunningMilli, PastMilli: u.PastMilli, Ready: make([]autoscaler.Shape, 0, len(u.Shapes))}
 		for _, sh := range u.Shapes {
-			ash := autoscaler.Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Count: sh.Count}
+			ash := autoscaler.Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Count: sh.Count, Gang: sh.Gang, GangUniform: sh.GangUniform}
 			if sh.Constraint > 0 {
 				ash.Constraint = d.Constraints[sh.Constraint-1]
 			}

@@ -174,6 +174,10 @@ type DemandShape struct {
 	// Constraint is 1 + an index into Demand.Constraints (0: none).
 	Constraint int32
 	Count      int64
+	// Gang, when not 0, names the gang (batch ID above the gang's first
+	// job) whose Count members the shape is, whole (autoscaler.Shape).
+	Gang        uint64
+	GangUniform string
 }
 
 // Demand is the head of every user's ready queue within the autoscaler's
@@ -218,6 +222,20 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 	}
 	shares := scheduler.FairShare(demands, budget)
 	constraintOf := map[string]int32{}
+	// constraintIndex is 1 + the index of k in d.Constraints (0: none).
+	constraintIndex := func(k placement.Constraint) int32 {
+		if k.Empty() {
+			return 0
+		}
+		kk := k.Key()
+		ci, ok := constraintOf[kk]
+		if !ok {
+			d.Constraints = append(d.Constraints, k.Clone()) // the demand outlives the read
+			ci = int32(len(d.Constraints))
+			constraintOf[kk] = ci
+		}
+		return ci
+	}
 	// One index for every user, cleared between them: a map per user
 	// was most of a decision's time with 500 users.
 	index := map[DemandShape]int{}
@@ -234,6 +252,7 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 	batches:
 		for _, b := range q.Batches() {
 			leaf := r.Queue(b)
+			var gangsSeen map[uint32]bool
 			for rg := range r.Ready(b) {
 				if left <= 0 || len(du.Shapes) >= maxDemandShapes {
 					break batches
@@ -241,6 +260,37 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 				sp := rg.Spec
 				if sp.Where != nil && sp.Where.MachineType != "" {
 					continue // a machine of its own: Autoscale.Private
+				}
+				if g := sp.Gang(); g != nil {
+					// A gang: one shape of all its members, once every
+					// member that has not ended is Ready (as the
+					// scheduling view lists it), within its queues'
+					// limits whole or not at all.
+					first := r.GangOf(b, rg.Lo)
+					if gangsSeen[first] {
+						continue
+					}
+					if gangsSeen == nil {
+						gangsSeen = map[uint32]bool{}
+					}
+					gangsSeen[first] = true
+					members, _, ok := r.GangReady(b, rg.Lo)
+					var n int64
+					for _, m := range members {
+						n += int64(m.Len())
+					}
+					size := sp.Size()
+					if !ok || n == 0 || quotas.room(leaf, size, n) < n {
+						continue
+					}
+					quotas.charge(leaf, size, n)
+					left -= n * sp.CPUMilli
+					_, gpus := sp.GPUs()
+					sh := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus, Count: n,
+						Gang: b.ID<<32 | uint64(first), GangUniform: g.Uniform}
+					sh.Constraint = constraintIndex(r.Constraint(b, sp))
+					du.Shapes = append(du.Shapes, sh)
+					continue
 				}
 				n := int64(rg.Len())
 				if sp.CPUMilli > 0 {
@@ -254,16 +304,7 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 				left -= n * sp.CPUMilli
 				_, gpus := sp.GPUs()
 				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
-				if k := r.Constraint(b, sp); !k.Empty() {
-					kk := k.Key()
-					ci, ok := constraintOf[kk]
-					if !ok {
-						d.Constraints = append(d.Constraints, k.Clone()) // the demand outlives the read
-						ci = int32(len(d.Constraints))
-						constraintOf[kk] = ci
-					}
-					key.Constraint = ci
-				}
+				key.Constraint = constraintIndex(r.Constraint(b, sp))
 				if i, ok := index[key]; ok {
 					du.Shapes[i].Count += n
 					continue

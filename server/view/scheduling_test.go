@@ -339,3 +339,43 @@ func TestSchedulingViewAtASpendLimit(t *testing.T) {
 		t.Fatalf("5 s before lab's crossing: runs %+v, want lab's two and other's", runs)
 	}
 }
+
+// TestDemandListsAGangWhole: a gang's members are one shape of all of
+// them, past the user's share (whole or nothing), apart from plain jobs
+// of the same size and from another gang; a gang its queue's quota cannot
+// take whole is no demand.
+func TestDemandListsAGangWhole(t *testing.T) {
+	h := state.NewHarness(t, nil)
+	gang := func(size uint32) *state.Spec {
+		sp := spec("g", 1)
+		sp.Array, sp.Run = true, &state.Run{Gang: &state.Gang{Size: size, Uniform: "pool"}}
+		return sp
+	}
+	h.CreateBatch(entry(1, 8, gang(8)), entry(9, 8, gang(8)), entry(17, 4, spec("p", 1)))
+	d := AutoscaleDemand(h.S, 3000, 0, h.Now)
+	if len(d.Users) != 1 || len(d.Users[0].Shapes) != 1 {
+		t.Fatalf("demand %+v; want one shape: the first gang", d.Users)
+	}
+	if sh := d.Users[0].Shapes[0]; sh.Count != 8 || sh.Gang == 0 || sh.GangUniform != "pool" {
+		t.Fatalf("shape %+v; want the gang's 8 members whole, of one pool", sh)
+	}
+	d = AutoscaleDemand(h.S, 1<<40, 0, h.Now)
+	shapes := d.Users[0].Shapes
+	if len(shapes) != 3 || shapes[0].Gang == shapes[1].Gang || shapes[2].Gang != 0 || shapes[2].Count != 4 {
+		t.Fatalf("shapes %+v; want two gangs of 8 apart, then 4 plain jobs", shapes)
+	}
+	// A quota of 12 cores takes the first gang, not the second.
+	h.Must(&state.SetTeam{Now: h.Tick(), Team: state.Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: 12000}})
+	d = AutoscaleDemand(h.S, 1<<40, 0, h.Now)
+	var gangs, plain int64
+	for _, sh := range d.Users[0].Shapes {
+		if sh.Gang != 0 {
+			gangs += sh.Count
+		} else {
+			plain += sh.Count
+		}
+	}
+	if gangs != 8 || plain != 4 {
+		t.Fatalf("under a 12-core quota: %d gang members, %d plain jobs; want 8 and 4", gangs, plain)
+	}
+}
