@@ -242,27 +242,28 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 		p.hold(h, r, -1)
 	}
 	takes, why, ok := []gangTake(nil), Explanation{}, out.Jobs+int(n) <= limit
-	var heldRoom int64
 	if ok {
 		takes, why, ok = p.fitGang(r, n)
-		if !ok && h != nil {
+		if !ok && h != nil && why.Quota == ReasonGang {
 			// The workers held for it, which fitGang may pass over (an
-			// idle one left to larger jobs).
-			var held []gangTake
-			if held, heldRoom = p.heldTakes(h, r, n); held != nil {
+			// idle one left to larger jobs); not past a limit that
+			// refused it (its queue's quota, its project's spend).
+			if held, _ := p.heldTakes(h, r, n); held != nil {
 				takes, why, ok = held, Explanation{}, true
 			}
 		}
 	}
+	keptBack := false
 	if ok && kept != nil && kept.room(p, r, n) < n {
 		// What is left is kept for idle guarantees.
-		ok, why = false, Explanation{Instances: len(p.insts), Quota: ReasonGang, Gang: n}
+		ok, why, keptBack = false, Explanation{Instances: len(p.insts), Quota: ReasonGang, Gang: n, GangRoom: -1}, true
 	}
-	if !ok && h != nil {
+	if !ok && h != nil && why.Quota == ReasonGang && !keptBack {
+		// Held again only while room is what it waits for: a gang a
+		// guarantee kept back, or a limit refuses, holds nothing.
 		p.hold(h, r, 1)
-		if why.Quota == ReasonGang {
-			why.Held, why.HeldRoom = len(h.takes), heldRoom
-		}
+		_, room := p.heldTakes(h, r, n)
+		why.Held, why.HeldRoom = len(h.takes), room
 	}
 	if !ok {
 		*st.unfit += n * r.CPUMilli
@@ -325,6 +326,11 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 // would not start it.
 var maxGangHolds = 8
 
+// maxGangHoldTries bounds the gangs a round tries to hold room for (each
+// try walks a cluster's workers): gangs no room would start (larger than
+// any cluster, refused by their queue's quota) do not use up the holds.
+const maxGangHoldTries = 4 * 8
+
 // gangKey names a gang in a round.
 type gangKey struct {
 	batch uint64
@@ -348,7 +354,9 @@ type GangHold struct {
 }
 
 // HeldOn is a worker where room is held for a gang: its members' room
-// held there, and what the worker has free now (the held room included).
+// held there, and what the worker has free now (the held room included)
+// less what holds before it in Output.Holds count of it (a worker's free
+// room counts once).
 type HeldOn struct {
 	Instance                     uint32
 	Members                      int64
@@ -357,8 +365,16 @@ type HeldOn struct {
 
 // heldAtEnd lists the holds still on, by batch and gang.
 func (p *packer) heldAtEnd() []GangHold {
+	keys := slices.SortedFunc(maps.Keys(p.holds), func(a, b gangKey) int {
+		if a.batch != b.batch {
+			return cmp.Compare(a.batch, b.batch)
+		}
+		return cmp.Compare(a.gang, b.gang)
+	})
+	counted := map[int32]heldRoom{} // of each worker's free room, what holds before took
 	var out []GangHold
-	for key, h := range p.holds {
+	for _, key := range keys {
+		h := p.holds[key]
 		if !h.on {
 			continue
 		}
@@ -369,18 +385,13 @@ func (p *packer) heldAtEnd() []GangHold {
 		}
 		for _, t := range h.takes {
 			idx := t.s.idx
-			s, held := p.slots[idx], p.held[idx]
-			g.On = append(g.On, HeldOn{Instance: p.insts[idx].ID, Members: t.n,
-				FreeMilli: max(s.free+held.cpu, 0), FreeMem: max(s.mem+held.mem, 0), FreeGPUs: max(p.freeGPU[idx]+held.gpus, 0)})
+			s, held, c := p.slots[idx], p.held[idx], counted[idx]
+			free := heldRoom{max(s.free+held.cpu-c.cpu, 0), max(s.mem+held.mem-c.mem, 0), max(p.freeGPU[idx]+held.gpus-c.gpus, 0)}
+			g.On = append(g.On, HeldOn{Instance: p.insts[idx].ID, Members: t.n, FreeMilli: free.cpu, FreeMem: free.mem, FreeGPUs: free.gpus})
+			counted[idx] = heldRoom{c.cpu + min(free.cpu, t.n*r.CPUMilli), c.mem + min(free.mem, t.n*r.Memory), c.gpus + min(free.gpus, t.n*r.GPUs)}
 		}
 		out = append(out, g)
 	}
-	slices.SortFunc(out, func(a, b GangHold) int {
-		if a.Batch != b.Batch {
-			return cmp.Compare(a.Batch, b.Batch)
-		}
-		return cmp.Compare(a.Gang, b.Gang)
-	})
 	return out
 }
 
@@ -405,20 +416,29 @@ func membersIn(r *Run, cpu, mem, gpus int64) int64 {
 	return m
 }
 
-// holdForGangs marks the gangs first in line: the first gang of each of
-// the first maxGangHolds users with one, in order (the users in the order
-// the round serves them). Room is held for each when the round's walk
-// reaches it (reachGang).
+// holdForGangs marks the gangs first in line: the first gang of each user
+// with one, in order (the users in the order the round serves them; a
+// user's work at several priorities is one user), up to maxGangHoldTries.
+// Room is held for the first maxGangHolds of them that room would start,
+// each when the round's walk reaches it (reachGang).
 func (p *packer) holdForGangs(order []int) {
+	var seen map[string]bool
 	for _, ui := range order {
-		if len(p.holdable) >= maxGangHolds {
+		if len(p.holdable) >= maxGangHoldTries {
 			return
 		}
 		u := &p.in.Users[ui]
+		if seen[u.Name] {
+			continue
+		}
 		i := slices.IndexFunc(u.Runs, func(r Run) bool { return r.Gang != 0 })
 		if i < 0 {
 			continue
 		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[u.Name] = true
 		if p.holdable == nil {
 			p.holdable = map[gangKey]bool{}
 			p.byTree = make([][]int32, len(p.trees))
@@ -442,6 +462,9 @@ func (p *packer) reachGang(unit []Run) {
 		return
 	}
 	delete(p.holdable, key)
+	if len(p.holds) >= maxGangHolds {
+		return
+	}
 	if h := p.chooseHold(&unit[0], members(unit), p.byTree); h != nil {
 		h.run, h.members = unit[0], members(unit)
 		p.holds[key] = h
@@ -452,9 +475,54 @@ func (p *packer) reachGang(unit []Run) {
 // chooseHold picks the workers to hold for n members of run r's gang
 // (nil: none would start it).
 func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
+	if p.gangVisits >= maxGangVisits {
+		return nil // the round's search for gangs is spent
+	}
 	if r.Project > 0 && int(r.Project) <= len(p.spent) && p.spent[r.Project-1] {
 		return nil
 	}
+	if p.queue(r) != nil {
+		if got, _, _ := p.quotaRoom(r, n); got < n {
+			return nil
+		}
+		// Nor while the idle guarantees other queues keep leave the
+		// fleet too little for it.
+		var total int64
+		for i := range p.insts {
+			total += p.insts[i].CPUMilli
+		}
+		if total-p.keptFrom(r) < n*r.CPUMilli {
+			return nil
+		}
+	}
+	// A gang of the same members, as many or more, under the same
+	// constraint and uniformity, found no room to hold this round: nor
+	// does this one (what may be held only shrinks).
+	key := holdKey{r.Constraint, r.GangUniform, r.CPUMilli, r.Memory, r.GPUs}
+	if m, ok := p.holdFailed[key]; ok && n >= m {
+		return nil
+	}
+	h := p.pickHold(r, n, byTree)
+	if h == nil {
+		if p.holdFailed == nil {
+			p.holdFailed = map[holdKey]int64{}
+		}
+		if m, ok := p.holdFailed[key]; !ok || n < m {
+			p.holdFailed[key] = n
+		}
+	}
+	return h
+}
+
+// holdKey is a gang's shape, for the gangs no room could be held for.
+type holdKey struct {
+	constraint     int32
+	uniform        string
+	cpu, mem, gpus int64
+}
+
+// pickHold is chooseHold's search.
+func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 	leaf := p.queue(r)
 	var quota *placement.Quota
 	strategy := placement.DefaultStrategy
@@ -463,22 +531,27 @@ func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		if leaf.Strategy != "" {
 			strategy = leaf.Strategy
 		}
-		if got, _, _ := p.quotaRoom(r, n); got < n {
-			return nil
-		}
 	}
 	k := p.constraint(r)
 	label := strings.TrimPrefix(r.GangUniform, "label:")
 	byLabel := label != r.GangUniform
 	type cand struct {
 		idx       int32
-		free, cap int64 // members' room now, and once the jobs there end
+		free, cap int64  // members' room now, and once the jobs there end
+		value     string // of the gang's label
 	}
 	var best []gangTake
 	bestReady := int64(-1)
 	// consider picks from one set of workers that may hold the gang
 	// together: the most room now first.
 	consider := func(cs []cand) {
+		var all int64
+		for _, c := range cs {
+			all += c.cap
+		}
+		if all < n {
+			return // too few for it (sorted for nothing)
+		}
 		slices.SortFunc(cs, func(a, b cand) int {
 			if a.free != b.free {
 				return cmp.Compare(b.free, a.free)
@@ -513,11 +586,15 @@ func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		}
 		for _, ts := range sets {
 			var cs []cand
-			values := map[string][]cand{}
+			var byValue map[string]int64 // members' room per label value
+			if byLabel {
+				byValue = map[string]int64{}
+			}
 			for _, t := range ts {
 				if !k.AllowsPool(p.trees[t].pool) {
 					continue
 				}
+				p.gangVisits += len(byTree[t]) // the round's bound on gang searches
 				for _, idx := range byTree[t] {
 					inst, h, s := &p.insts[idx], p.held[idx], p.slots[idx]
 					if !k.HoldsGPUs(r.GPUs, inst.GPUType, inst.GPUs-h.gpus) || !k.AllowsLabels(inst.Labels) || !k.AllowsSpot(inst.Spot) {
@@ -529,23 +606,36 @@ func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
 							continue
 						}
 					}
-					cd := cand{idx, membersIn(r, s.free, s.mem, p.freeGPU[idx]), membersIn(r, inst.CPUMilli-h.cpu, inst.Memory-h.mem, inst.GPUs-h.gpus)}
+					cd := cand{idx, membersIn(r, s.free, s.mem, p.freeGPU[idx]), membersIn(r, inst.CPUMilli-h.cpu, inst.Memory-h.mem, inst.GPUs-h.gpus), ""}
 					if cd.cap <= 0 {
 						continue
 					}
-					if !byLabel {
-						cs = append(cs, cd)
-					} else if v, ok := inst.Labels[label]; ok {
-						values[v] = append(values[v], cd)
+					if byLabel {
+						v, ok := inst.Labels[label]
+						if !ok {
+							continue
+						}
+						cd.value = v
+						byValue[v] += cd.cap
 					}
+					cs = append(cs, cd)
 				}
 			}
 			if !byLabel {
 				consider(cs)
 				continue
 			}
-			for _, v := range slices.Sorted(maps.Keys(values)) {
-				consider(values[v])
+			// Each value that could hold the gang, in value order (one
+			// slice, no list per value: a value per worker is allowed).
+			cs = slices.DeleteFunc(cs, func(c cand) bool { return byValue[c.value] < n })
+			slices.SortStableFunc(cs, func(a, b cand) int { return strings.Compare(a.value, b.value) })
+			for i := 0; i < len(cs); {
+				j := i + 1
+				for j < len(cs) && cs[j].value == cs[i].value {
+					j++
+				}
+				consider(cs[i:j])
+				i = j
 			}
 		}
 	}
@@ -571,6 +661,10 @@ func (p *packer) hold(h *gangHold, r *Run, sign int64) {
 		if s.free > 0 && s.mem > 0 {
 			tr.Delete(s)
 		}
+		if p.kept != nil {
+			// What the filling pass counts as free (keeps) follows.
+			p.kept.free += max(s.free-cpu, 0) - max(s.free, 0)
+		}
 		s.free -= cpu
 		s.mem -= mem
 		if s.free > 0 && s.mem > 0 {
@@ -587,8 +681,12 @@ func (p *packer) heldTakes(h *gangHold, r *Run, n int64) ([]gangTake, int64) {
 	var takes []gangTake
 	var got int64
 	for _, t := range h.takes {
-		s := p.slots[t.s.idx]
-		m := min(membersIn(r, s.free, s.mem, p.freeGPU[t.s.idx]), n-got)
+		s, gpus := p.slots[t.s.idx], p.freeGPU[t.s.idx]
+		if h.on {
+			// Counted with its own hold (what it may start in), for why.
+			s.free, s.mem, gpus = s.free+t.n*r.CPUMilli, s.mem+t.n*r.Memory, gpus+t.n*r.GPUs
+		}
+		m := min(membersIn(r, s.free, s.mem, gpus), n-got)
 		if m > 0 {
 			takes = append(takes, gangTake{s, m})
 			got += m

@@ -137,11 +137,12 @@ type PreemptHold struct {
 	On     []PreemptHeldOn
 }
 
-// PreemptHeldOn is a worker held for a gang, and what is still to be
-// freed there for it (held less free now).
+// PreemptHeldOn is a worker held for a gang, what is still to be freed
+// there for it (held less free now), and what of its free room is held
+// for the gang: free for the gang's queue alone.
 type PreemptHeldOn struct {
-	Instance uint32
-	Need     Res
+	Instance   uint32
+	Need, Free Res
 }
 
 // AddHolds adds the holds of a scheduling round (Output.Holds) for the
@@ -170,14 +171,18 @@ func (in *PreemptInput) AddHolds(holds []GangHold) {
 		ph := PreemptHold{Queue: q, Demand: in.res(nil)}
 		addTo(ph.Demand, one, h.Members)
 		for _, on := range h.On {
-			need := in.res(nil)
-			addTo(need, one, on.Members)
-			need[0] -= on.FreeMilli
-			need[1] -= on.FreeMem
+			held, free := in.res(nil), in.res(nil)
+			addTo(held, one, on.Members)
+			free[0], free[1] = on.FreeMilli, on.FreeMem
 			if h.GPUs > 0 {
-				need[2+gpu] -= on.FreeGPUs
+				free[2+gpu] = on.FreeGPUs
 			}
-			ph.On = append(ph.On, PreemptHeldOn{Instance: on.Instance, Need: need})
+			need, part := in.res(nil), in.res(nil)
+			for k := range need {
+				need[k] = held[k] - free[k]
+				part[k] = max(min(held[k], free[k]), 0)
+			}
+			ph.On = append(ph.On, PreemptHeldOn{Instance: on.Instance, Need: need, Free: part})
 		}
 		in.Holds = append(in.Holds, ph)
 	}
@@ -315,7 +320,30 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 	// free on each for its gang (less what attempts told to stop there
 	// give back).
 	holdsOf := map[int][]int{} // claimant queue → its holds
+	// own is, per queue, the spare room held for its gangs: free for its
+	// claims alone, as the scheduling round keeps it for them.
+	own := make([]Res, n)
+	for q := range own {
+		own[q] = make(Res, nr)
+	}
+	for _, h := range in.Holds {
+		if h.Queue < 0 || int(h.Queue) >= n {
+			continue
+		}
+		for _, on := range h.On {
+			for k := range nr {
+				if k < len(on.Free) {
+					spare[k] -= on.Free[k]
+					own[h.Queue][k] += on.Free[k]
+				}
+			}
+		}
+	}
+	for k := range spare {
+		spare[k] = max(spare[k], 0)
+	}
 	var onInst map[uint32][]int
+	heldBy := map[uint32][]int{} // worker → the holds on it
 	heldLeft := make([][]Res, len(in.Holds))
 	if len(in.Holds) > 0 {
 		onInst = map[uint32][]int{}
@@ -330,6 +358,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			for o := range h.On {
 				heldLeft[j][o] = in.res(h.On[o].Need)
 				held[h.On[o].Instance] = append(held[h.On[o].Instance], heldAt{j, o})
+				heldBy[h.On[o].Instance] = append(heldBy[h.On[o].Instance], j)
 			}
 		}
 		var ranks []rank
@@ -340,9 +369,16 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 				continue
 			}
 			if a.Stopping {
+				// What it gives back goes to the holds on its worker in
+				// order, each what it still needs: room for their gangs,
+				// their queues' alone.
 				for _, h := range at {
+					q := in.Holds[h.j].Queue
 					for k := range nr {
-						heldLeft[h.j][h.o][k] -= a.holds(k)
+						d := max(min(a.holds(k), heldLeft[h.j][h.o][k]), 0)
+						heldLeft[h.j][h.o][k] -= d
+						spare[k] -= d
+						own[q][k] += d
 					}
 				}
 			} else if a.Queue > 0 && int(a.Queue) <= n {
@@ -395,6 +431,14 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 	}
 	// take stops attempts ok allows, in order, each freeing something
 	// need still lacks, until need is met; it returns what they free.
+	// What is held and free for a queue's gangs (attempts told to stop
+	// on their workers included) counts as its own when a claim is
+	// weighed against its guarantee or fair share: the gang starts in it,
+	// and a claim stops at the guarantee, gang or not.
+	heldFree := make([]Res, n)
+	for q := range own {
+		heldFree[q] = slices.Clone(own[q])
+	}
 	take := func(claim int, need Res, ok func(a *Attempt) bool, kind, why string) Res {
 		freed := make(Res, nr)
 		stop := func(k int) {
@@ -433,6 +477,12 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 							left[r] -= a.holds(r)
 						}
 					}
+					// What the held worker's attempts may not give (a
+					// queue within its guarantee, too young) may come
+					// from anywhere.
+					for r := range nr {
+						general[r] += max(left[r], 0)
+					}
 				}
 			}
 		}
@@ -443,6 +493,11 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			}
 			a := &in.Attempts[k]
 			if taken[k] || !frees(a, need) || (general != nil && !frees(a, general)) || !ok(a) {
+				continue
+			}
+			if slices.ContainsFunc(heldBy[a.Instance], func(j int) bool { return int(in.Holds[j].Queue) != claim }) {
+				// Held for another queue's gang: what it frees is not
+				// the claimant's.
 				continue
 			}
 			stop(k)
@@ -501,7 +556,10 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		// What it can use: its waiting work, less what is spare.
 		want := slices.Clone(waiting[i])
 		for k := range nr {
-			use := max(min(want[k], spare[k]), 0)
+			use := max(min(want[k], own[i][k]), 0)
+			own[i][k] -= use
+			want[k] -= use
+			use = max(min(want[k], spare[k]), 0)
 			spare[k] -= use
 			want[k] -= use
 		}
@@ -511,7 +569,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 		if out.Short[i] && q.ShortSince > 0 && in.Now-q.ShortSince >= q.ReclaimGraceNs {
 			need := make(Res, nr)
 			for k := range nr {
-				need[k] = max(min(want[k], guarantee[i][k]-used[i][k]), 0)
+				need[k] = max(min(want[k], guarantee[i][k]-used[i][k]-heldFree[i][k]), 0)
 			}
 			why := fmt.Sprintf("reclaimed for queue %s: below its guarantee of %s with work waiting for %s or more",
 				q.Name, in.Amount(guarantee[i], func(k int) bool { return need[k] > 0 }), fmtNs(q.ReclaimGraceNs))
@@ -530,7 +588,7 @@ func Preempt(in *PreemptInput) *PreemptOutput {
 			fair := out.FairShare[i]
 			need := make(Res, nr)
 			for k := range nr {
-				need[k] = max(min(want[k], fair[k]-used[i][k]), 0)
+				need[k] = max(min(want[k], fair[k]-used[i][k]-heldFree[i][k]), 0)
 			}
 			dom := dominant(fair, capacity)
 			why := fmt.Sprintf("for queue %s: below %g of its fair share of %s for %s or more", q.Name,

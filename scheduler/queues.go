@@ -221,6 +221,18 @@ type keeps struct {
 // keeps lists what each queue keeps as the filling pass begins (nil:
 // none keeps any).
 func (p *packer) keeps() *keeps {
+	k := p.kept0()
+	if len(k.queue) == 0 {
+		return nil
+	}
+	for _, t := range p.trees {
+		t.tree.Ascend(func(s slot) bool { k.free += max(s.free, 0); return true })
+	}
+	return &k
+}
+
+// kept0 is what each queue keeps now, nothing counted free.
+func (p *packer) kept0() keeps {
 	var k keeps
 	for i := range p.queues {
 		q := &p.queues[i]
@@ -231,13 +243,20 @@ func (p *packer) keeps() *keeps {
 			k.queue, k.cores = append(k.queue, int32(i)), append(k.cores, c)
 		}
 	}
-	if len(k.queue) == 0 {
-		return nil
+	return k
+}
+
+// keptFrom is what queues that run r's leaf is not within keep of their
+// idle guarantee (cores).
+func (p *packer) keptFrom(r *Run) int64 {
+	k := p.kept0()
+	var c int64
+	for j, q := range k.queue {
+		if !p.within(r, q) {
+			c += k.cores[j]
+		}
 	}
-	for _, t := range p.trees {
-		t.tree.Ascend(func(s slot) bool { k.free += max(s.free, 0); return true })
-	}
-	return &k
+	return c
 }
 
 // within reports whether the run's leaf is queue q or below it.

@@ -288,6 +288,12 @@ type packer struct {
 	held     []heldRoom
 	holdable map[gangKey]bool
 	byTree   [][]int32
+	// holdFailed are the gang shapes no room could be held for this
+	// round, with the fewest members that failed.
+	holdFailed map[holdKey]int64
+	// kept is the filling pass's keeps (nil before it, or none): a hold
+	// made or given back then changes what it counts as free.
+	kept *keeps
 	// allowed[constraint] marks the clusters a run under the constraint
 	// (0: none) may use; the clusters' state does not change in a round.
 	allowed [][]bool
@@ -903,14 +909,11 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 	if len(in.Users) == 0 {
 		return out
 	}
-	if roundFree(in) == 0 {
+	full := roundFree(in) == 0
+	if full && !slices.ContainsFunc(in.Users, func(u User) bool { return slices.ContainsFunc(u.Runs, func(r Run) bool { return r.Gang != 0 }) }) {
 		return out
 	}
 	p := newPacker(filters, in)
-	shares := in.Shares
-	if len(shares) != len(in.Users) {
-		shares = Shares(in)
-	}
 	order := make([]int, len(in.Users))
 	for i := range order {
 		order[i] = i
@@ -923,6 +926,22 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 		return ServedBefore(ua.standing(), ua.Name, ub.standing(), ub.Name)
 	})
 	p.holdForGangs(order)
+	if full {
+		// Nothing to place, but room to hold for the gangs first in
+		// line, in order, for the preemption round to free.
+		for _, ui := range order {
+			runs := in.Users[ui].Runs
+			if i := slices.IndexFunc(runs, func(r Run) bool { return r.Gang != 0 }); i >= 0 {
+				p.reachGang(gangUnit(runs, i))
+			}
+		}
+		out.Holds = p.heldAtEnd()
+		return out
+	}
+	shares := in.Shares
+	if len(shares) != len(in.Users) {
+		shares = Shares(in)
+	}
 	// Each leaf's part of the round (nil: no queues), and what its users
 	// were given of it.
 	budget := in.Budgets
@@ -966,6 +985,7 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 			// idle guarantee queues do not lend (their shares kept
 			// it already).
 			kept = p.keeps()
+			p.kept = kept
 		}
 		if pass == 1 {
 			// Split what is still free between the users that can still

@@ -223,8 +223,12 @@ func (w *waiter) reason(u scheduler.Unplaced, ahead int) (string, string) {
 	}
 	fit := e.Instances - cpuCap - memCap - elsewhere
 	if held := e.Count(scheduler.ReasonGangHeld); held > 0 && held >= e.Count(scheduler.ReasonCPUFree) && held >= e.Count(scheduler.ReasonMemoryFree) {
-		return scheduler.ReasonGangHeld.String(), fmt.Sprintf("waiting for room: %d of the %d workers large enough%s have room for it only in what is held for a gang first in line, which starts once its workers have room for all its members",
-			held, fit, where(k))
+		have := "have"
+		if held == 1 {
+			have = "has"
+		}
+		return scheduler.ReasonGangHeld.String(), fmt.Sprintf("waiting for room: %d of the %d workers large enough%s %s room for it only in what is held for a gang first in line, which starts once its workers have room for all its members",
+			held, fit, where(k), have)
 	}
 	code, what, size := scheduler.ReasonCPUFree.String(), "cores", cores(u.CPUMilli)
 	if busy := e.Count(scheduler.ReasonMemoryFree); busy > e.Count(scheduler.ReasonCPUFree) {
