@@ -310,10 +310,10 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 // Holds, as Slurm's backfill reserves room for the jobs first in line: a
 // gang that does not fit now would wait for ever beside a stream of small
 // jobs, each taking the room the last one left. So a round holds room for
-// the gangs first in line (the first gang of each of the first
-// maxGangHolds users with one, in the order the round serves users:
-// priority, then fair-share standing), each as the round's walk reaches
-// it, on workers of one cluster (pool, label value) that hold the whole
+// the gangs first in line (the first gang of each user with one, in the
+// order the round serves users: priority, then fair-share standing; up
+// to maxGangHolds of them, of maxGangHoldTries tried), each as the
+// round's walk reaches it, on workers of one cluster (pool, label value) that hold the whole
 // gang once their jobs end, those with the most room for it free first.
 // Users served before the gang's (fair share puts them first) place
 // before the hold is made; after it, no other run may take a held
@@ -322,8 +322,8 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 // gang, which starts once its workers have room for all its members. Each
 // round holds again from the state as it is: the workers held last round
 // have kept what freed up, so they are the ones held again. A gang its
-// queue's quota or its project's spend limit refuses holds nothing: room
-// would not start it.
+// queue's quota, its project's spend limit or the idle guarantee another
+// queue keeps refuses holds nothing: room would not start it.
 var maxGangHolds = 8
 
 // maxGangHoldTries bounds the gangs a round tries to hold room for (each
