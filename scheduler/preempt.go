@@ -128,9 +128,12 @@ type PreemptInput struct {
 
 // PreemptHold is room the scheduling round held for a gang first in line
 // (Output.Holds): a claim of its queue frees room for the gang on the
-// workers held for it, and nowhere else, where room anywhere would be
-// taken by other jobs before the gang could start (and the claim made
-// again, round after round).
+// workers held for it (elsewhere only what their attempts may not give),
+// where room anywhere would be taken by other jobs before the gang could
+// start (and the claim made again, round after round). What is held and
+// free is the gang's queue's alone: not spare for another's claim, its
+// own against its guarantee and fair share; and no other queue's claim
+// takes victims on a held worker.
 type PreemptHold struct {
 	Queue  int32 // index into Queues of the gang's leaf
 	Demand Res   // what the whole gang asks for
