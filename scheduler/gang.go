@@ -68,14 +68,8 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 	if r.Project > 0 && int(r.Project) <= len(p.spent) && p.spent[r.Project-1] {
 		return nil, Explanation{Instances: len(p.insts), Quota: ReasonSpendLimit, Project: p.in.Projects[r.Project-1].Name}, false
 	}
-	leaf := p.queue(r)
-	var quota *placement.Quota
-	strategy := placement.DefaultStrategy
-	if leaf != nil {
-		quota = &leaf.Quota
-		if leaf.Strategy != "" {
-			strategy = leaf.Strategy
-		}
+	quota, strategy := p.rankBy(r)
+	if quota != nil {
 		if got, _, _ := p.quotaRoom(r, n); got < n {
 			// The limit that admits fewer than the gang, and whose.
 			i := p.leaf(r)
@@ -158,16 +152,7 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 	}
 	order := p.ranker.Order(strategy, allowed, quota, nil)
 	for _, c := range order {
-		// The sets of trees the gang may span: the cluster's, or each
-		// pool's alone.
-		sets := [][]int{p.byClust[c]}
-		if r.GangUniform == "pool" {
-			sets = sets[:0]
-			for _, t := range p.byClust[c] {
-				sets = append(sets, []int{t})
-			}
-		}
-		for _, ts := range sets {
+		for _, ts := range p.gangSets(r, c) {
 			if !byLabel {
 				var takes []gangTake
 				var got int64
@@ -221,6 +206,19 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 	why.Quota, why.Gang, why.GangRoom = ReasonGang, n, most
 	p.gangFailed = append(p.gangFailed, gangFailure{constraint: r.Constraint, uniform: r.GangUniform, cpu: r.CPUMilli, mem: r.Memory, gpus: r.GPUs, n: n, why: why, leftToLarge: leftToLarge})
 	return nil, why, false
+}
+
+// gangSets are the sets of pool trees of cluster c a gang of run r may
+// span: the cluster's, or each pool's alone (gang_uniformity "pool").
+func (p *packer) gangSets(r *Run, c int) [][]int {
+	if r.GangUniform != "pool" {
+		return [][]int{p.byClust[c]}
+	}
+	sets := make([][]int, len(p.byClust[c]))
+	for i, t := range p.byClust[c] {
+		sets[i] = []int{t}
+	}
+	return sets
 }
 
 // unplacedState is what a round keeps of a user's runs that fit nowhere.
@@ -523,15 +521,7 @@ type holdKey struct {
 
 // pickHold is chooseHold's search.
 func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
-	leaf := p.queue(r)
-	var quota *placement.Quota
-	strategy := placement.DefaultStrategy
-	if leaf != nil {
-		quota = &leaf.Quota
-		if leaf.Strategy != "" {
-			strategy = leaf.Strategy
-		}
-	}
+	quota, strategy := p.rankBy(r)
 	k := p.constraint(r)
 	label := strings.TrimPrefix(r.GangUniform, "label:")
 	byLabel := label != r.GangUniform
@@ -577,14 +567,7 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		}
 	}
 	for _, c := range p.ranker.Order(strategy, p.allowedFor(r), quota, nil) {
-		sets := [][]int{p.byClust[c]}
-		if r.GangUniform == "pool" {
-			sets = sets[:0]
-			for _, t := range p.byClust[c] {
-				sets = append(sets, []int{t})
-			}
-		}
-		for _, ts := range sets {
+		for _, ts := range p.gangSets(r, c) {
 			var cs []cand
 			var byValue map[string]int64 // members' room per label value
 			if byLabel {

@@ -682,14 +682,8 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 	// at its quota (every queue, once the fleet is full) fails every run,
 	// so recording each of those failures would make the cache below a
 	// long list scanned on every fit.
-	leaf := p.queue(r)
-	var quota *placement.Quota
-	strategy := placement.DefaultStrategy
-	if leaf != nil {
-		quota = &leaf.Quota
-		if leaf.Strategy != "" {
-			strategy = leaf.Strategy
-		}
+	quota, strategy := p.rankBy(r)
+	if quota != nil {
 		if n, why, q := p.quotaRoom(r, 1); n == 0 {
 			return slot{}, Explanation{Instances: len(p.insts), Quota: placementReason(why), Queue: q.Name}, false
 		}
@@ -800,6 +794,19 @@ func (p *packer) fit(r *Run) (slot, Explanation, bool) {
 		}
 	}
 	return found, Explanation{}, true
+}
+
+// rankBy is what ranks the clusters for run r: its leaf queue's quota
+// (nil: in no queue) and placement strategy (its own, or the default).
+func (p *packer) rankBy(r *Run) (*placement.Quota, placement.Strategy) {
+	leaf := p.queue(r)
+	if leaf == nil {
+		return nil, placement.DefaultStrategy
+	}
+	if leaf.Strategy != "" {
+		return &leaf.Quota, leaf.Strategy
+	}
+	return &leaf.Quota, placement.DefaultStrategy
 }
 
 // allowedFor returns the clusters the run's constraint lets it use, and
