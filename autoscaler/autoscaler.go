@@ -699,14 +699,7 @@ func fillBins(bins []bin, sh *Shape, left int64) int64 {
 			break
 		}
 		b := &bins[i]
-		n := fits(left, b.cpu, b.mem, b.gpus, sh)
-		if n <= 0 {
-			continue
-		}
-		b.cpu -= n * sh.CPUMilli
-		b.mem -= n * sh.Memory
-		b.gpus -= n * sh.GPUs
-		left -= n
+		left -= take(left, &b.cpu, &b.mem, &b.gpus, sh)
 	}
 	return left
 }
@@ -794,14 +787,7 @@ func (p *planner) fitFree(free []Room, sh *Shape) int64 {
 		if sh.GPUs == 0 && scheduler.LeftForLarger(sh.CPUMilli, sh.Memory, r.TotalMilli, r.CPUMilli, p.sizes[[2]string{r.Cluster, r.Pool}], sh.Constraint.NoSpot) {
 			continue
 		}
-		n := fits(left, r.CPUMilli, r.Memory, r.GPUs, sh)
-		if n <= 0 {
-			continue
-		}
-		r.CPUMilli -= n * sh.CPUMilli
-		r.Memory -= n * sh.Memory
-		r.GPUs -= n * sh.GPUs
-		left -= n
+		left -= take(left, &r.CPUMilli, &r.Memory, &r.GPUs, sh)
 	}
 	return left
 }
@@ -940,6 +926,19 @@ func (p *planner) fill(config string, sh *Shape, left int64) int64 {
 	// Full machines need not be looked at again.
 	p.openBins[config] = slices.DeleteFunc(bins, func(b bin) bool { return b.cpu <= 0 || b.mem <= 0 })
 	return left
+}
+
+// take places as many of left jobs of the shape as fit in the room of
+// cpu, mem and gpus, takes their room, and returns how many.
+func take(left int64, cpu, mem, gpus *int64, sh *Shape) int64 {
+	n := fits(left, *cpu, *mem, *gpus, sh)
+	if n <= 0 {
+		return 0
+	}
+	*cpu -= n * sh.CPUMilli
+	*mem -= n * sh.Memory
+	*gpus -= n * sh.GPUs
+	return n
 }
 
 // fits is how many of left jobs of the shape fit in room of cpu, memory
