@@ -611,6 +611,36 @@ func (c *Client) BatchEfficiency(ctx context.Context, id int64) (*Efficiency, er
 	return &out, nil
 }
 
+// EfficiencyQuery selects a report over a period: of a billing project's
+// batches, of a user's (empty both: the caller's), or of a user's in a
+// billing project, on days From..To (YYYY-MM-DD, UTC; empty: the 30 days
+// before today, and today).
+type EfficiencyQuery struct {
+	BillingProject string
+	User           string
+	From, To       string
+}
+
+// PeriodEfficiency measures what the jobs of a billing project's batches,
+// or of a user's, asked for against what they used over a period.
+func (c *Client) PeriodEfficiency(ctx context.Context, q EfficiencyQuery) (*EfficiencyPeriod, error) {
+	v := url.Values{}
+	for k, val := range map[string]string{"billing_project": q.BillingProject, "user": q.User, "from": q.From, "to": q.To} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	path := "/api/v1/efficiency"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out EfficiencyPeriod
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // RestartJob stops a running job's attempt (SIGTERM, its grace, SIGKILL)
 // and runs the job again, counted against none of its retries.
 func (c *Client) RestartJob(ctx context.Context, batch, job int64) (*JobRestart, error) {

@@ -314,6 +314,20 @@ batch "long" {
 		if out := a.drover(a.token, "billing", "show", "-project", "default").must(t, 0).stdout; !strings.Contains(out, today) {
 			t.Errorf("billing show table: %s", out)
 		}
+		// Once the batch is stored in the history, the project's
+		// efficiency over the period counts its attempt.
+		if at.Usage == nil {
+			t.Errorf("the attempt reported no usage: %+v", at)
+		} else {
+			var eff api.EfficiencyPeriod
+			waitFor(t, "the batch's attempt in the project's efficiency", time.Minute, func() bool {
+				eff = decodeJSON[api.EfficiencyPeriod](t, a.drover(a.token, "billing", "efficiency", "-project", "default", "-json").must(t, 0).stdout)
+				return slices.ContainsFunc(eff.Groups, func(g api.EfficiencyGroup) bool { return g.Name == "hello" && g.Cost >= *at.Cost })
+			})
+			if out := a.drover(a.token, "billing", "efficiency", "-project", "default").must(t, 0).stdout; !strings.Contains(out, "hello") || !strings.Contains(out, "WOULD-COST") {
+				t.Errorf("billing efficiency table: %s", out)
+			}
+		}
 		if r := a.drover(strings.Repeat("0", 64), "rate", "set", "compute", "1").must(t, 1); !strings.Contains(r.stderr, "401") {
 			t.Errorf("rate set with a bad token: %s", r.stderr)
 		}

@@ -344,6 +344,7 @@ func TestWebUIPhoneAndDark(t *testing.T) {
 		{"retry-confirm", fmt.Sprintf("/ui/batches/%d/retry", dag.ID)},
 		{"efficiency", fmt.Sprintf("/ui/batches/%d/efficiency", dag.ID)},
 		{"billing", "/ui/billing"},
+		{"period-efficiency", "/ui/efficiency?billing_project=default"},
 		{"clusters", "/ui/clusters"},
 		{"queues", "/ui/queues"},
 		{"autoscaler", "/ui/autoscaler"},

@@ -27,6 +27,34 @@ type Attempt struct {
 	PeakMemory int64
 	Cost       money.Amount
 	Lines      []api.CostLine // its price per hour, by resource
+	// Day is the day it ended (days since 1970-01-01, UTC).
+	Day int32
+}
+
+// JobAttempts are a job's ended attempts that reported their usage, as a
+// report reads them.
+func JobAttempts(j *api.Job) []Attempt {
+	group := j.Name
+	if k := strings.LastIndexByte(group, '['); k > 0 && strings.HasSuffix(group, "]") {
+		group = group[:k]
+	}
+	var out []Attempt
+	for _, a := range j.Attempts {
+		if a.Usage == nil || a.StartTime == nil || a.EndTime == nil {
+			continue
+		}
+		mem := a.Memory
+		if mem == 0 {
+			mem = j.Memory
+		}
+		at := Attempt{Group: group, JobGroup: j.JobGroup, CPU: j.CPU, Memory: mem, Seconds: a.EndTime.Sub(*a.StartTime).Seconds(),
+			CPUSeconds: a.Usage.CPUSeconds, PeakMemory: a.Usage.PeakMemory, Lines: a.CostLines, Day: int32(a.EndTime.Unix() / 86400)}
+		if a.Cost != nil {
+			at.Cost = *a.Cost
+		}
+		out = append(out, at)
+	}
+	return out
 }
 
 // Options are the rule's numbers.
@@ -114,33 +142,17 @@ func parentPath(path string) string {
 }
 
 func measure(name string, atts []Attempt, opt Options) api.EfficiencyGroup {
-	g := api.EfficiencyGroup{Name: name, Attempts: int64(len(atts))}
+	s := Summary{Name: name}
 	cores := make([]float64, len(atts))
 	peaks := make([]int64, len(atts))
 	for i, a := range atts {
-		h := a.Seconds / 3600
-		g.CoreHoursReserved += a.CPU * h
-		g.CoreHoursUsed += a.CPUSeconds / 3600
-		g.GiBHoursReserved += float64(a.Memory) / (1 << 30) * h
-		g.GiBHoursPeak += float64(a.PeakMemory) / (1 << 30) * h
-		g.Cost = g.Cost.Add(a.Cost)
+		s.Add(a)
 		cores[i] = a.CPUSeconds / a.Seconds
 		peaks[i] = a.PeakMemory
-		g.CPU = max(g.CPU, a.CPU)
-		g.Memory = max(g.Memory, a.Memory)
 	}
-	g.WastedCoreHours = max(g.CoreHoursReserved-g.CoreHoursUsed, 0)
-	g.CPUEfficiency = ratio(g.CoreHoursUsed, g.CoreHoursReserved)
-	g.MemoryEfficiency = ratio(g.GiBHoursPeak, g.GiBHoursReserved)
 	slices.Sort(cores)
 	slices.Sort(peaks)
-	g.CoresP95 = quantile(cores, opt.Quantile)
-	g.PeakMemoryP95 = quantile(peaks, opt.Quantile)
-	// Never more than was asked: a job cannot use more than its limits,
-	// so using them all is no evidence that it needs more (oom_retry is
-	// the way to grow memory).
-	g.SuggestedCPU = min(cpuMenu(g.CoresP95*opt.Headroom), g.CPU)
-	g.SuggestedMemory = min(memoryMenu(int64(math.Ceil(float64(g.PeakMemoryP95)*opt.Headroom))), g.Memory)
+	g := s.finish(quantile(cores, opt.Quantile), quantile(peaks, opt.Quantile), opt)
 	for _, a := range atts {
 		g.SuggestedCost = g.SuggestedCost.Add(repriced(a, g.SuggestedCPU, g.SuggestedMemory))
 	}
@@ -148,23 +160,29 @@ func measure(name string, atts []Attempt, opt Options) api.EfficiencyGroup {
 	return g
 }
 
+// finish measures a summary whose attempts' cores used and peak memory are
+// coresQ and peakQ at opt.Quantile, and suggests a size (the cost at that
+// size is the caller's: exact per attempt, or from the summary's sums).
+func (s *Summary) finish(coresQ float64, peakQ int64, opt Options) api.EfficiencyGroup {
+	g := api.EfficiencyGroup{Name: s.Name, JobGroup: s.JobGroup, Attempts: s.Attempts, CPU: s.CPU, Memory: s.Memory,
+		CoreHoursReserved: s.CoreHoursReserved, CoreHoursUsed: s.CoreHoursUsed, GiBHoursReserved: s.GiBHoursReserved,
+		GiBHoursPeak: s.GiBHoursPeak, Cost: s.Cost, CoresP95: coresQ, PeakMemoryP95: peakQ}
+	g.WastedCoreHours = max(g.CoreHoursReserved-g.CoreHoursUsed, 0)
+	g.CPUEfficiency = ratio(g.CoreHoursUsed, g.CoreHoursReserved)
+	g.MemoryEfficiency = ratio(g.GiBHoursPeak, g.GiBHoursReserved)
+	// Never more than was asked: a job cannot use more than its limits,
+	// so using them all is no evidence that it needs more (oom_retry is
+	// the way to grow memory).
+	g.SuggestedCPU = min(cpuMenu(coresQ*opt.Headroom), g.CPU)
+	g.SuggestedMemory = min(memoryMenu(int64(math.Ceil(float64(peakQ)*opt.Headroom))), g.Memory)
+	return g
+}
+
 // repriced is what attempt a would have cost asking for cpu cores and
-// mem bytes: each line of its price with those units (cores for compute
-// and the per-core fee, GiB for memory; the rest as it was), over its
-// time.
+// mem bytes (priceParts).
 func repriced(a Attempt, cpu float64, mem int64) money.Amount {
-	var perHour float64 // dollars
-	for _, l := range a.Lines {
-		units := l.Units
-		switch {
-		case strings.HasPrefix(l.Resource, "compute"), l.Resource == "service-fee":
-			units = cpu
-		case strings.HasPrefix(l.Resource, "memory"):
-			units = float64(mem) / (1 << 30)
-		}
-		perHour += l.PricePerHour.Dollars() * units
-	}
-	return money.FromDollars(perHour * a.Seconds / 3600)
+	fixed, perCore, perGiB := priceParts(a)
+	return money.FromDollars(fixed + perCore*cpu + perGiB*float64(mem)/(1<<30))
 }
 
 // cpuMenu rounds cores up to what a job is usually given: quarters of a

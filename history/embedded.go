@@ -34,6 +34,10 @@ var (
 	bucketByBatch = []byte("ledger-by-batch")
 	bucketUsage   = []byte("queue-usage") // at (8 bytes), queue → usageValue (JSON)
 	bucketMeta    = []byte("meta")        // "identity" → the store's identity
+	bucketEff     = []byte("efficiency")  // batch ID, seq → EfficiencyRow (JSON)
+	// project NUL day batch seq, user NUL day batch seq → nothing
+	bucketEffByProject = []byte("efficiency-by-project")
+	bucketEffByUser    = []byte("efficiency-by-user")
 )
 
 // usageValue is a queue sample's amounts.
@@ -55,7 +59,8 @@ func OpenEmbedded(dir string) (*Embedded, error) {
 		return nil, fmt.Errorf("history: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch, bucketUsage, bucketMeta} {
+		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch, bucketUsage, bucketMeta,
+			bucketEff, bucketEffByProject, bucketEffByUser} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -111,6 +116,9 @@ func (e *Embedded) Discard(_ context.Context, batch uint64) error {
 					return err
 				}
 			}
+		}
+		if err := dropEfficiency(tx, prefix); err != nil {
+			return err
 		}
 		return tx.Bucket(bucketBatches).Delete(prefix)
 	})
@@ -184,8 +192,49 @@ func ledgerKey(r *LedgerRow) []byte {
 	return append(k, r.User...)
 }
 
+// effIndexKey is the key of row seq of a batch in an index by owner
+// (project or user) and day.
+func effIndexKey(owner string, day int32, batch uint64, seq uint32) []byte {
+	k := append([]byte(owner), 0)
+	k = binary.BigEndian.AppendUint32(k, uint32(day)^(1<<31))
+	k = binary.BigEndian.AppendUint64(k, batch)
+	return binary.BigEndian.AppendUint32(k, seq)
+}
+
+// dropEfficiency removes the efficiency rows of the batch whose key is
+// prefix, and their index entries.
+func dropEfficiency(tx *bolt.Tx, prefix []byte) error {
+	eff, byProject, byUser := tx.Bucket(bucketEff), tx.Bucket(bucketEffByProject), tx.Bucket(bucketEffByUser)
+	type old struct {
+		key []byte
+		row EfficiencyRow
+	}
+	var olds []old
+	c := eff.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		o := old{key: slices.Clone(k)}
+		if err := json.Unmarshal(v, &o.row); err != nil {
+			return fmt.Errorf("efficiency row %x: %w", k, err)
+		}
+		olds = append(olds, o)
+	}
+	for _, o := range olds {
+		seq := binary.BigEndian.Uint32(o.key[8:])
+		if err := byProject.Delete(effIndexKey(o.row.BillingProject, o.row.Day, o.row.Batch, seq)); err != nil {
+			return err
+		}
+		if err := byUser.Delete(effIndexKey(o.row.User, o.row.Day, o.row.Batch, seq)); err != nil {
+			return err
+		}
+		if err := eff.Delete(o.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PutBatch implements Store.
-func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow) (bool, error) {
+func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow, effRows []EfficiencyRow) (bool, error) {
 	written := false
 	err := e.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketBatches)
@@ -226,6 +275,28 @@ func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow) (boo
 				return err
 			}
 			if err := by.Put(append(slices.Clone(prefix), k...), nil); err != nil {
+				return err
+			}
+		}
+		if err := dropEfficiency(tx, prefix); err != nil {
+			return err
+		}
+		eff, byProject, byUser := tx.Bucket(bucketEff), tx.Bucket(bucketEffByProject), tx.Bucket(bucketEffByUser)
+		for i := range effRows {
+			r := &effRows[i]
+			r.Batch = uint64(b.ID)
+			v, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			seq := uint32(i)
+			if err := eff.Put(key96(r.Batch, seq), v); err != nil {
+				return err
+			}
+			if err := byProject.Put(effIndexKey(r.BillingProject, r.Day, r.Batch, seq), nil); err != nil {
+				return err
+			}
+			if err := byUser.Put(effIndexKey(r.User, r.Day, r.Batch, seq), nil); err != nil {
 				return err
 			}
 		}
@@ -413,6 +484,48 @@ func (e *Embedded) Ledger(_ context.Context, project string, from, to int32) ([]
 		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
 	}
 	return out, nil
+}
+
+// Efficiency implements Store.
+func (e *Embedded) Efficiency(_ context.Context, q EfficiencyQuery, limit int) ([]EfficiencyRow, bool, error) {
+	out := []EfficiencyRow{}
+	more := false
+	err := e.db.View(func(tx *bolt.Tx) error {
+		index, owner := tx.Bucket(bucketEffByProject), q.BillingProject
+		if owner == "" {
+			index, owner = tx.Bucket(bucketEffByUser), q.User
+		}
+		eff := tx.Bucket(bucketEff)
+		prefix := append([]byte(owner), 0)
+		c := index.Cursor()
+		for k, _ := c.Seek(effIndexKey(owner, q.From, 0, 0)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			rest := k[len(prefix):]
+			if int32(binary.BigEndian.Uint32(rest)^(1<<31)) > q.To {
+				break
+			}
+			v := eff.Get(rest[4:])
+			if v == nil {
+				return fmt.Errorf("index entry %x names no row", k)
+			}
+			var r EfficiencyRow
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("efficiency row %x: %w", rest[4:], err)
+			}
+			if q.User != "" && r.User != q.User {
+				continue
+			}
+			if len(out) == limit {
+				more = true
+				break
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+	}
+	return out, more, nil
 }
 
 // PutQueueUsage implements Store.

@@ -28,6 +28,7 @@ import (
 	"strconv"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/efficiency"
 	"github.com/drover-sched/drover/money"
 )
 
@@ -90,6 +91,25 @@ type LedgerRow struct {
 	Cost           money.Amount
 }
 
+// EfficiencyRow is what one group of jobs of a batch asked for and used
+// in its attempts that ended on one UTC day (days since 1970-01-01), as
+// the ledger counts them: the sums a report over a period adds.
+type EfficiencyRow struct {
+	BillingProject string
+	Day            int32
+	User           string
+	Batch          uint64
+	Summary        efficiency.Summary
+}
+
+// EfficiencyQuery selects efficiency rows: of a billing project, of a
+// user, or of a user in a billing project, on days From..To (inclusive).
+type EfficiencyQuery struct {
+	BillingProject string
+	User           string
+	From, To       int32
+}
+
 // QueueSample is what a queue's running attempts (its subtree's) held
 // over a stretch of time: the leader samples every queue in use each
 // minute, for the percentile algorithm (drover queue recommend).
@@ -114,14 +134,14 @@ type Store interface {
 	// written again replaces the earlier one.
 	PutGroups(ctx context.Context, batch uint64, groups []Group) error
 	PutJobs(ctx context.Context, batch uint64, jobs []Job) error
-	// PutBatch completes an export: the batch and its ledger rows (which
-	// replace the batch's earlier ones) are written together, unless the
-	// batch is stored at b.Version or later from b.Timeline already;
-	// written says which.
-	PutBatch(ctx context.Context, b Batch, ledger []LedgerRow) (written bool, err error)
-	// Discard removes a batch: its jobs and groups, then its row and its
-	// ledger rows (so a discard cut short leaves the batch stored, and it
-	// is discarded again).
+	// PutBatch completes an export: the batch, its ledger rows and its
+	// efficiency rows (which replace the batch's earlier ones) are
+	// written together, unless the batch is stored at b.Version or later
+	// from b.Timeline already; written says which.
+	PutBatch(ctx context.Context, b Batch, ledger []LedgerRow, eff []EfficiencyRow) (written bool, err error)
+	// Discard removes a batch: its jobs and groups, then its row, its
+	// ledger rows and its efficiency rows (so a discard cut short leaves
+	// the batch stored, and it is discarded again).
 	Discard(ctx context.Context, batch uint64) error
 	// MaxBatch is the highest batch ID stored (0: none).
 	MaxBatch(ctx context.Context) (uint64, error)
@@ -144,6 +164,11 @@ type Store interface {
 	// Ledger lists a billing project's ledger rows for days from..to
 	// (inclusive), by day, then batch, then user.
 	Ledger(ctx context.Context, project string, from, to int32) ([]LedgerRow, error)
+
+	// Efficiency lists up to limit efficiency rows matching q, by day,
+	// then batch, then the order they were put in; more says rows past
+	// limit were left out.
+	Efficiency(ctx context.Context, q EfficiencyQuery, limit int) (rows []EfficiencyRow, more bool, err error)
 
 	// PutQueueUsage stores queue samples; a sample of a queue at an At
 	// stored before is replaced.

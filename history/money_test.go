@@ -94,7 +94,7 @@ func TestMySQLMigratesFloatMoney(t *testing.T) {
 	end := time.Unix(0, 0).UTC()
 	nb := history.Batch{Version: 1, Batch: api.Batch{ID: 5, User: "carol", BillingProject: "genomics", State: api.BatchComplete,
 		TimeCompleted: &end, Cost: 9_223_372_036_854_775_807}}
-	if _, err := s.PutBatch(ctx, nb, []history.LedgerRow{{BillingProject: "genomics", Day: day, User: "carol", Batch: 5, Cost: 1}, {BillingProject: "genomics", Day: day + 1, User: "carol", Batch: 5, Cost: money.MaxAmount}}); err != nil {
+	if _, err := s.PutBatch(ctx, nb, []history.LedgerRow{{BillingProject: "genomics", Day: day, User: "carol", Batch: 5, Cost: 1}, {BillingProject: "genomics", Day: day + 1, User: "carol", Batch: 5, Cost: money.MaxAmount}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	again, err := history.OpenMySQL(ctx, dsn, nil)

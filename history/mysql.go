@@ -92,6 +92,19 @@ var migrations = []string{
 		value VARCHAR(255) NOT NULL
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	9: `INSERT INTO store_meta (name, value) VALUES ('identity', UUID())`,
+	// What each group of jobs of a batch asked for and used on each day
+	// (efficiency.Summary as JSON), for reports over a period.
+	10: `CREATE TABLE efficiency (
+		batch_id BIGINT UNSIGNED NOT NULL,
+		seq INT UNSIGNED NOT NULL,
+		billing_project VARCHAR(255) NOT NULL,
+		day INT NOT NULL,
+		owner VARCHAR(255) NOT NULL,
+		doc MEDIUMBLOB NOT NULL,
+		PRIMARY KEY (batch_id, seq),
+		KEY by_project (billing_project, day, batch_id, seq),
+		KEY by_owner (owner, day, batch_id, seq)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 }
 
 // SchemaVersion is the schema this binary needs.
@@ -237,7 +250,7 @@ func (m *MySQL) Discard(ctx context.Context, batch uint64) error {
 		return fmt.Errorf("history: discard batch %d: %w", batch, err)
 	}
 	defer tx.Rollback() //nolint:errcheck
-	for _, q := range []string{"DELETE FROM ledger WHERE batch_id = ?", "DELETE FROM batches WHERE id = ?"} {
+	for _, q := range []string{"DELETE FROM ledger WHERE batch_id = ?", "DELETE FROM efficiency WHERE batch_id = ?", "DELETE FROM batches WHERE id = ?"} {
 		if _, err := tx.ExecContext(ctx, q, batch); err != nil {
 			return fmt.Errorf("history: discard batch %d: %w", batch, err)
 		}
@@ -340,19 +353,26 @@ func (m *MySQL) PutJobs(ctx context.Context, batch uint64, jobs []Job) error {
 }
 
 // PutBatch implements Store.
-func (m *MySQL) PutBatch(ctx context.Context, b Batch, ledger []LedgerRow) (bool, error) {
+func (m *MySQL) PutBatch(ctx context.Context, b Batch, ledger []LedgerRow, eff []EfficiencyRow) (bool, error) {
 	doc, err := json.Marshal(&b)
 	if err != nil {
 		return false, err
 	}
-	written, err := m.putBatch(ctx, &b, doc, ledger)
+	for i := range eff {
+		eff[i].Batch = uint64(b.ID)
+	}
+	effDocs, err := marshalEach(eff)
+	if err != nil {
+		return false, err
+	}
+	written, err := m.putBatch(ctx, &b, doc, ledger, eff, effDocs)
 	if err != nil {
 		return false, fmt.Errorf("history: store batch %d: %w", b.ID, err)
 	}
 	return written, nil
 }
 
-func (m *MySQL) putBatch(ctx context.Context, b *Batch, doc []byte, ledger []LedgerRow) (bool, error) {
+func (m *MySQL) putBatch(ctx context.Context, b *Batch, doc []byte, ledger []LedgerRow, eff []EfficiencyRow, effDocs [][]byte) (bool, error) {
 	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -384,6 +404,21 @@ func (m *MySQL) putBatch(ctx context.Context, b *Batch, doc []byte, ledger []Led
 		var args []any
 		for _, r := range ledger[lo:hi] {
 			args = append(args, r.BillingProject, r.Day, r.Batch, r.User, r.Cost)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return false, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM efficiency WHERE batch_id = ?", b.ID); err != nil {
+		return false, err
+	}
+	for lo := 0; lo < len(eff); lo += rowsPerInsert {
+		hi := min(lo+rowsPerInsert, len(eff))
+		q := "INSERT INTO efficiency (batch_id, seq, billing_project, day, owner, doc) VALUES " + strings.Repeat("(?,?,?,?,?,?),", hi-lo-1) + "(?,?,?,?,?,?)"
+		var args []any
+		for i := lo; i < hi; i++ {
+			r := &eff[i]
+			args = append(args, b.ID, i, r.BillingProject, r.Day, r.User, effDocs[i])
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return false, err
@@ -631,6 +666,46 @@ func (m *MySQL) Ledger(ctx context.Context, project string, from, to int32) ([]L
 		return nil, fmt.Errorf("history: ledger of %s: %w", project, err)
 	}
 	return out, nil
+}
+
+// Efficiency implements Store.
+func (m *MySQL) Efficiency(ctx context.Context, q EfficiencyQuery, limit int) ([]EfficiencyRow, bool, error) {
+	var where string
+	var args []any
+	switch {
+	case q.BillingProject != "" && q.User != "":
+		where, args = "billing_project = ? AND day BETWEEN ? AND ? AND owner = ?", []any{q.BillingProject, q.From, q.To, q.User}
+	case q.BillingProject != "":
+		where, args = "billing_project = ? AND day BETWEEN ? AND ?", []any{q.BillingProject, q.From, q.To}
+	default:
+		where, args = "owner = ? AND day BETWEEN ? AND ?", []any{q.User, q.From, q.To}
+	}
+	rows, err := m.db.QueryContext(ctx, "SELECT doc FROM efficiency WHERE "+where+" ORDER BY day, batch_id, seq LIMIT ?", append(args, limit+1)...)
+	if err != nil {
+		return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+	}
+	defer rows.Close()
+	out := []EfficiencyRow{}
+	more := false
+	for rows.Next() {
+		if len(out) == limit {
+			more = true
+			break
+		}
+		var doc []byte
+		var r EfficiencyRow
+		if err := rows.Scan(&doc); err != nil {
+			return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+		}
+		if err := json.Unmarshal(doc, &r); err != nil {
+			return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+	}
+	return out, more, nil
 }
 
 // PutQueueUsage implements Store.

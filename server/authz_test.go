@@ -87,6 +87,7 @@ var userRoutes = map[string]userRow{
 	"PUT /api/v1/billing-projects/{name}/max-priority":      manage,
 	"GET /api/v1/billing-projects/{name}/cost":              readBatch,
 	"GET /api/v1/billing-projects/{name}/storage":           readBatch,
+	"GET /api/v1/efficiency":                                everyone, // one's own; the handler checks the rest
 	"GET /api/v1/status/peers":                              everyone,
 	"GET /api/v1/rates":                                     everyone,
 

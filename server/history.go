@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/efficiency"
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
@@ -350,6 +351,9 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	g, gctx := errgroup.WithContext(ctx)
 	pieces := make(chan piece, exportWriters)
 	changed := false
+	// What each group of jobs used, by day, for reports over a period
+	// (the reader's alone until g.Wait).
+	var sums efficiency.Summarizer
 	g.Go(func() error {
 		defer close(pieces)
 		from := uint32(1)
@@ -363,6 +367,9 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 			jobs := make([]api.Job, len(recs))
 			for i := range recs {
 				jobs[i] = apiview.Job(&recs[i], start) // complete: nothing runs, so no cost grows
+				for _, a := range efficiency.JobAttempts(&jobs[i]) {
+					sums.Add(a)
+				}
 			}
 			var p piece
 			for _, gr := range groups {
@@ -430,7 +437,11 @@ func (s *Server) exportBatch(ctx context.Context, st history.Store, it state.Exp
 	for day, cost := range hdr.Daily {
 		ledger = append(ledger, history.LedgerRow{BillingProject: hdr.Batch.BillingProject, Day: day, User: hdr.Batch.User, Batch: it.Batch, Cost: cost})
 	}
-	written, err := st.PutBatch(ctx, history.Batch{Batch: apiview.Batch(&hdr.Batch, time.Now()), Version: it.Version, Timeline: lin.Timeline}, ledger)
+	var eff []history.EfficiencyRow
+	for _, d := range sums.Summaries() {
+		eff = append(eff, history.EfficiencyRow{BillingProject: hdr.Batch.BillingProject, Day: d.Day, User: hdr.Batch.User, Batch: it.Batch, Summary: d.Summary})
+	}
+	written, err := st.PutBatch(ctx, history.Batch{Batch: apiview.Batch(&hdr.Batch, time.Now()), Version: it.Version, Timeline: lin.Timeline}, ledger, eff)
 	if err != nil {
 		return false, err
 	}
@@ -547,6 +558,15 @@ func (v visibleHistory) Job(ctx context.Context, batch uint64, id uint32) (api.J
 		return api.Job{}, false, nil
 	}
 	return v.Store.Job(ctx, batch, id)
+}
+
+func (v visibleHistory) Efficiency(ctx context.Context, q history.EfficiencyQuery, limit int) ([]history.EfficiencyRow, bool, error) {
+	rows, more, err := v.Store.Efficiency(ctx, q, limit)
+	if err != nil {
+		return rows, more, err
+	}
+	lin := v.lineage()
+	return slices.DeleteFunc(rows, func(r history.EfficiencyRow) bool { return lin.Discarded(r.Batch) }), more, nil
 }
 
 func (v visibleHistory) Ledger(ctx context.Context, project string, from, to int32) ([]history.LedgerRow, error) {

@@ -301,6 +301,21 @@ func (m batchCmds) runBatchRetry(ctx context.Context, args []string) error {
 	return nil
 }
 
+const efficiencyHeader = "GROUP\tATTEMPTS\tASKED\tCPU-EFF\tMEM-EFF\tWASTED-CORE-H\tCOST\tSUGGESTED\tWOULD-COST"
+
+// efficiencyRow writes one row of an efficiency table under
+// efficiencyHeader: with what a group asked for and is suggested when
+// sized (a group of jobs of one size; not a sum of groups).
+func efficiencyRow(tw io.Writer, name string, g api.EfficiencyGroup, sized bool) {
+	asked, suggested := "-", "-"
+	if sized {
+		asked = fmt.Sprintf("%g cpu, %s", g.CPU, units.FormatBytes(g.Memory))
+		suggested = fmt.Sprintf("%g cpu, %s", g.SuggestedCPU, units.FormatBytes(g.SuggestedMemory))
+	}
+	safef(tw, "%s\t%d\t%s\t%.0f%%\t%.0f%%\t%.2f\t%s\t%s\t%s\n", name, g.Attempts, asked, g.CPUEfficiency*100, g.MemoryEfficiency*100,
+		g.WastedCoreHours, g.Cost.Display(), suggested, g.SuggestedCost.Display())
+}
+
 func (m batchCmds) runBatchEfficiency(ctx context.Context, args []string) error {
 	fs := m.newFlags("batch efficiency", "BATCH [-json]")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -320,23 +335,18 @@ func (m batchCmds) runBatchEfficiency(ctx context.Context, args []string) error 
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tATTEMPTS\tASKED\tCPU-EFF\tMEM-EFF\tWASTED-CORE-H\tCOST\tSUGGESTED\tWOULD-COST")
-	rows := slices.Concat(e.Groups, e.JobGroups, []api.EfficiencyGroup{e.Total})
-	for i, g := range rows {
-		asked, suggested, name := "-", "-", g.Name
-		switch {
-		case i < len(e.Groups):
-			asked = fmt.Sprintf("%g cpu, %s", g.CPU, units.FormatBytes(g.Memory))
-			suggested = fmt.Sprintf("%g cpu, %s", g.SuggestedCPU, units.FormatBytes(g.SuggestedMemory))
-			if g.JobGroup != "" {
-				name = g.JobGroup + ": " + g.Name
-			}
-		case i < len(e.Groups)+len(e.JobGroups):
-			name = "group " + g.Name // a job group's sum
+	fmt.Fprintln(tw, efficiencyHeader)
+	for _, g := range e.Groups {
+		name := g.Name
+		if g.JobGroup != "" {
+			name = g.JobGroup + ": " + g.Name
 		}
-		safef(tw, "%s\t%d\t%s\t%.0f%%\t%.0f%%\t%.2f\t%s\t%s\t%s\n", name, g.Attempts, asked, g.CPUEfficiency*100, g.MemoryEfficiency*100,
-			g.WastedCoreHours, g.Cost.Display(), suggested, g.SuggestedCost.Display())
+		efficiencyRow(tw, name, g, true)
 	}
+	for _, g := range e.JobGroups {
+		efficiencyRow(tw, "group "+g.Name, g, false) // a job group's sum
+	}
+	efficiencyRow(tw, e.Total.Name, e.Total, false)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -136,6 +136,8 @@ Administration:
   rate list [-all]       the rates in force and to come
   billing show -project P [-from DAY] [-to DAY] [-by day|user|batch]
                          a billing project's cost by day, user or batch
+  billing efficiency [-project P] [-user U] [-from DAY] [-to DAY]
+                         what a project's or a user's finished jobs used of what they asked, and what to ask
   instance list          list worker instances
   status                 show the cluster leader
   operator raft list-peers | remove-peer ID | transfer-leader [ID]
@@ -240,7 +242,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "audit":
 		return admin.runAudit(ctx, rest)
 	case "billing":
-		return m.sub(ctx, "billing", rest, map[string]func(context.Context, []string) error{"show": admin.runBillingShow})
+		return m.sub(ctx, "billing", rest, map[string]func(context.Context, []string) error{
+			"show": admin.runBillingShow, "efficiency": admin.runBillingEfficiency})
 	case "rate":
 		return m.sub(ctx, "rate", rest, map[string]func(context.Context, []string) error{
 			"set": admin.runRateSet, "list": admin.runRateList,

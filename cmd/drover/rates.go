@@ -63,6 +63,72 @@ func (m adminCmds) printRates(rates []api.Rate, asJSON bool) error {
 	return tw.Flush()
 }
 
+// runBillingEfficiency reports what the jobs of a billing project's
+// batches, or of a user's, asked for against what they used over days.
+func (m adminCmds) runBillingEfficiency(ctx context.Context, args []string) error {
+	fs := m.newFlags("billing efficiency", "[-project P] [-user U] [-from DAY] [-to DAY] [-json]")
+	project := fs.String("project", "", "a billing project's batches (default: the user's in every project)")
+	user := fs.String("user", "", "a user's batches (default: yours, unless -project)")
+	from := fs.String("from", "", "first UTC day, 2026-11-01 (default: 30 days ago)")
+	to := fs.String("to", "", "last UTC day (default: today)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	e, err := m.Client().PeriodEfficiency(ctx, api.EfficiencyQuery{BillingProject: *project, User: *user, From: *from, To: *to})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(e)
+	}
+	if e.Partial != "" {
+		safef(m.Stderr, "warning: %s\n", e.Partial)
+	}
+	whose := "user " + e.User
+	switch {
+	case e.BillingProject != "" && e.User != "":
+		whose = fmt.Sprintf("user %s in billing project %s", e.User, e.BillingProject)
+	case e.BillingProject != "":
+		whose = "billing project " + e.BillingProject
+	}
+	if e.Total.Attempts == 0 {
+		safef(m.Stdout, "%s, %s..%s: no attempt of a finished batch reported its usage\n", whose, e.From, e.To)
+		return nil
+	}
+	safef(m.Stdout, "%s, %s..%s: %d finished batches\n", whose, e.From, e.To, e.Batches)
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, efficiencyHeader)
+	for _, g := range e.Groups {
+		name := g.Name
+		if g.JobGroup != "" {
+			name = g.JobGroup + ": " + name
+		}
+		if e.User == "" || e.BillingProject == "" {
+			name = g.User + "@" + g.BillingProject + " " + name
+		}
+		efficiencyRow(tw, name, g, true)
+	}
+	if len(e.Users) > 1 {
+		for _, g := range e.Users {
+			efficiencyRow(tw, "user "+g.Name, g, false)
+		}
+	}
+	if len(e.Projects) > 1 {
+		for _, g := range e.Projects {
+			efficiencyRow(tw, "project "+g.Name, g, false)
+		}
+	}
+	efficiencyRow(tw, e.Total.Name, e.Total, false)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if e.Total.Savings > 0 {
+		safef(m.Stdout, "Asking for the suggested sizes would have saved %s (from each group's 95th percentile of use, with 20%% to spare).\n", e.Total.Savings.Display())
+	}
+	return nil
+}
+
 func (m adminCmds) runBillingShow(ctx context.Context, args []string) error {
 	fs := m.newFlags("billing show", "-project P [-from DAY] [-to DAY] [-by day|user|batch] [-limit N]")
 	project := fs.String("project", "", "the billing project (required)")

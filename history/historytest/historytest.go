@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/efficiency"
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/money"
 )
@@ -25,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("ExportIsIdempotent", func(t *testing.T) { testIdempotent(t, open(t)) })
 	t.Run("BatchPagesAndVisibility", func(t *testing.T) { testBatchList(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })
+	t.Run("Efficiency", func(t *testing.T) { testEfficiency(t, open(t)) })
 	t.Run("QueueUsage", func(t *testing.T) { testQueueUsage(t, open(t)) })
 	t.Run("TimelinesAndDiscard", func(t *testing.T) { testTimelines(t, open(t)) })
 }
@@ -61,6 +63,12 @@ func testTimelines(t *testing.T, s history.Store) {
 	if led, _ := s.Ledger(ctx, "genomics", -1<<30, 1<<30); len(led) != 0 {
 		t.Fatalf("a discarded batch kept its ledger rows: %v", led)
 	}
+	if eff, _, _ := s.Efficiency(ctx, history.EfficiencyQuery{BillingProject: "genomics", From: -1 << 30, To: 1 << 30}, 100); len(eff) != 0 {
+		t.Fatalf("a discarded batch kept its efficiency rows: %v", eff)
+	}
+	if eff, _, _ := s.Efficiency(ctx, history.EfficiencyQuery{User: "alice", From: -1 << 30, To: 1 << 30}, 100); len(eff) != 0 {
+		t.Fatalf("a discarded batch kept its efficiency rows by user: %v", eff)
+	}
 	if !export(t, s, other) {
 		t.Fatal("the other timeline's batch was not written")
 	}
@@ -72,7 +80,7 @@ func testTimelines(t *testing.T, s history.Store) {
 	// timeline whatever its version.
 	back := makeBatch(3, "physics", "bob", 1, 30)
 	back.batch.Timeline = 13
-	if w, err := s.PutBatch(ctx, back.batch, back.ledger); err != nil || !w {
+	if w, err := s.PutBatch(ctx, back.batch, back.ledger, back.eff); err != nil || !w {
 		t.Fatalf("a lower version from another timeline: written %v, %v", w, err)
 	}
 	if m, err := s.MaxBatch(ctx); err != nil || m != 3 {
@@ -133,6 +141,7 @@ type fixture struct {
 	jobs   []history.Job
 	full   []api.Job // what the API shows, by ID - 1
 	ledger []history.LedgerRow
+	eff    []history.EfficiencyRow
 }
 
 func makeBatch(id uint64, project, user string, nArray int, version uint64) fixture {
@@ -190,7 +199,22 @@ func makeBatch(id uint64, project, user string, nArray int, version uint64) fixt
 		{BillingProject: project, Day: day, User: user, Batch: id, Cost: money.FromDollars(1)},
 		{BillingProject: project, Day: day + 1, User: user, Batch: id, Cost: money.FromDollars(0.25)},
 	}
+	f.eff = []history.EfficiencyRow{
+		effRow(id, project, user, day, "align", 2),
+		effRow(id, project, user, day+1, "merge", 1),
+	}
 	return f
+}
+
+// effRow is an efficiency row of n attempts of group name, each of one
+// hour on 4 cores and 8 GiB that used one core and a GiB at most.
+func effRow(id uint64, project, user string, day int32, name string, n int) history.EfficiencyRow {
+	var z efficiency.Summarizer
+	for range n {
+		z.Add(efficiency.Attempt{Day: day, Group: name, JobGroup: "stage/" + name, CPU: 4, Memory: 8 << 30, Seconds: 3600, CPUSeconds: 3600,
+			PeakMemory: 1 << 30, Cost: money.FromDollars(0.24), Lines: []api.CostLine{{Resource: "compute/default", Units: 4, PricePerHour: money.RateFromDollars(0.06)}}})
+	}
+	return history.EfficiencyRow{BillingProject: project, Day: day, User: user, Batch: id, Summary: z.Summaries()[0].Summary}
 }
 
 // export writes a fixture as the exporter does: groups, jobs in chunks,
@@ -202,7 +226,7 @@ func export(t *testing.T, s history.Store, f fixture) bool {
 	for lo := 0; lo < len(f.jobs); lo += 40 {
 		must(t, s.PutJobs(ctx, id, f.jobs[lo:min(lo+40, len(f.jobs))]))
 	}
-	written, err := s.PutBatch(ctx, f.batch, f.ledger)
+	written, err := s.PutBatch(ctx, f.batch, f.ledger, f.eff)
 	must(t, err)
 	return written
 }
@@ -360,7 +384,7 @@ func testIdempotent(t *testing.T, s history.Store) {
 	// An older version never overwrites a newer one.
 	old := f
 	old.batch.Version, old.batch.Name = 150, "stale"
-	if written, err := s.PutBatch(ctx, old.batch, nil); err != nil || written {
+	if written, err := s.PutBatch(ctx, old.batch, nil, nil); err != nil || written {
 		t.Fatalf("an older version: written %v, %v", written, err)
 	}
 	got, _, _ := s.Batch(ctx, 9)
@@ -436,7 +460,7 @@ func testBatchList(t *testing.T, s history.Store) {
 		// Batches need not arrive in ID order.
 		must(t, s.PutGroups(ctx, id, f.groups))
 		must(t, s.PutJobs(ctx, id, f.jobs))
-		if _, err := s.PutBatch(ctx, f.batch, nil); err != nil {
+		if _, err := s.PutBatch(ctx, f.batch, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, f.batch)
@@ -514,7 +538,7 @@ func testLedger(t *testing.T, s history.Store) {
 		{4, "genomics", "alice", []float64{0, 0, 0, 7}},
 	} {
 		b := makeBatch(f.id, f.project, f.user, 1, 10)
-		if _, err := s.PutBatch(ctx, b.batch, rows(f.id, f.project, f.user, f.costs...)); err != nil {
+		if _, err := s.PutBatch(ctx, b.batch, rows(f.id, f.project, f.user, f.costs...), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -542,4 +566,67 @@ func testLedger(t *testing.T, s history.Store) {
 	if len(got) != 0 {
 		t.Fatalf("a project named by a prefix of another: %v", got)
 	}
+}
+
+// testEfficiency: efficiency rows come back by billing project, by user
+// and by both, on the days asked, in order, up to a limit; a batch stored
+// again replaces its rows, and a project named by a prefix of another has
+// none.
+func testEfficiency(t *testing.T, s history.Store) {
+	day := int32(t0.Unix() / 86400)
+	version := uint64(10)
+	put := func(id uint64, project, user string, rows ...history.EfficiencyRow) {
+		t.Helper()
+		version++
+		b := makeBatch(id, project, user, 1, version)
+		if _, err := s.PutBatch(ctx, b.batch, nil, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(2, "genomics", "bob", effRow(2, "genomics", "bob", day, "align", 3), effRow(2, "genomics", "bob", day+2, "call", 1))
+	put(1, "genomics", "alice", effRow(1, "genomics", "alice", day, "align", 1), effRow(1, "genomics", "alice", day+1, "merge", 2))
+	put(3, "imaging", "alice", effRow(3, "imaging", "alice", day+1, "segment", 5))
+	query := func(q history.EfficiencyQuery, limit int) ([]string, bool) {
+		t.Helper()
+		rows, more, err := s.Efficiency(ctx, q, limit)
+		must(t, err)
+		var out []string
+		for _, r := range rows {
+			if r.Summary.Attempts == 0 || r.Summary.Peaks.Quantile(0.95) != 1<<30 || r.Summary.JobGroup != "stage/"+r.Summary.Name {
+				t.Errorf("row %+v lost its sums", r)
+			}
+			out = append(out, fmt.Sprintf("%s/%s/%d/%d/%s/%d", r.BillingProject, r.User, r.Day-day, r.Batch, r.Summary.Name, r.Summary.Attempts))
+		}
+		return out, more
+	}
+	check := func(what string, q history.EfficiencyQuery, limit int, want []string, wantMore bool) {
+		t.Helper()
+		got, more := query(q, limit)
+		if !reflect.DeepEqual(got, want) || more != wantMore {
+			t.Errorf("%s: got %q (more %v), want %q (more %v)", what, got, more, want, wantMore)
+		}
+	}
+	all := history.EfficiencyQuery{From: day - 5, To: day + 5}
+	p := all
+	p.BillingProject = "genomics"
+	check("genomics", p, 100, []string{"genomics/alice/0/1/align/1", "genomics/bob/0/2/align/3", "genomics/alice/1/1/merge/2", "genomics/bob/2/2/call/1"}, false)
+	check("genomics, 3 rows", p, 3, []string{"genomics/alice/0/1/align/1", "genomics/bob/0/2/align/3", "genomics/alice/1/1/merge/2"}, true)
+	u := all
+	u.User = "alice"
+	check("alice", u, 100, []string{"genomics/alice/0/1/align/1", "genomics/alice/1/1/merge/2", "imaging/alice/1/3/segment/5"}, false)
+	pu := p
+	pu.User = "alice"
+	check("alice in genomics", pu, 100, []string{"genomics/alice/0/1/align/1", "genomics/alice/1/1/merge/2"}, false)
+	days := p
+	days.From, days.To = day+1, day+2
+	check("genomics, days 1..2", days, 100, []string{"genomics/alice/1/1/merge/2", "genomics/bob/2/2/call/1"}, false)
+	prefix := all
+	prefix.BillingProject = "genom"
+	check("a prefix of a project", prefix, 100, nil, false)
+	// Stored again (a newer version): its rows replace the old ones.
+	put(2, "genomics", "bob", effRow(2, "genomics", "bob", day+3, "align", 7))
+	check("genomics after batch 2 was stored again", p, 100, []string{"genomics/alice/0/1/align/1", "genomics/alice/1/1/merge/2", "genomics/bob/3/2/align/7"}, false)
+	b := all
+	b.User = "bob"
+	check("bob after his batch was stored again", b, 100, []string{"genomics/bob/3/2/align/7"}, false)
 }

@@ -557,7 +557,7 @@ func (s *batchHandlers) handleEfficiency(w http.ResponseWriter, r *http.Request)
 			}
 		}
 		for i := range list.Jobs {
-			atts = append(atts, efficiencyAttempts(&list.Jobs[i])...)
+			atts = append(atts, efficiency.JobAttempts(&list.Jobs[i])...)
 		}
 		jobs += int64(len(list.Jobs))
 		if list.LastID == 0 || len(list.Jobs) == 0 {
@@ -568,32 +568,6 @@ func (s *batchHandlers) handleEfficiency(w http.ResponseWriter, r *http.Request)
 	out := efficiency.Report(atts, efficiency.DefaultOptions())
 	out.BatchID, out.Jobs, out.Partial = int64(id), jobs, partial
 	return out, nil
-}
-
-// efficiencyAttempts are a job's ended attempts with usage, as the report
-// reads them.
-func efficiencyAttempts(j *api.Job) []efficiency.Attempt {
-	group := j.Name
-	if k := strings.LastIndexByte(group, '['); k > 0 && strings.HasSuffix(group, "]") {
-		group = group[:k]
-	}
-	var out []efficiency.Attempt
-	for _, a := range j.Attempts {
-		if a.Usage == nil || a.StartTime == nil || a.EndTime == nil {
-			continue
-		}
-		mem := a.Memory
-		if mem == 0 {
-			mem = j.Memory
-		}
-		at := efficiency.Attempt{Group: group, JobGroup: j.JobGroup, CPU: j.CPU, Memory: mem, Seconds: a.EndTime.Sub(*a.StartTime).Seconds(),
-			CPUSeconds: a.Usage.CPUSeconds, PeakMemory: a.Usage.PeakMemory, Lines: a.CostLines}
-		if a.Cost != nil {
-			at.Cost = *a.Cost
-		}
-		out = append(out, at)
-	}
-	return out
 }
 
 // handleJobRestart stops a running job's attempt as a preemption does

@@ -404,6 +404,7 @@ func (s *Server) Routes() []Route {
 		{"PUT /api/v1/billing-projects/{name}/max-priority", u, s.wrap(projects.handleSetMaxPriority)},
 		{"PUT /api/v1/billing-projects/{name}/log-quota", a, s.wrap(projects.handleSetLogQuota)},
 		{"GET /api/v1/billing-projects/{name}/cost", u, s.wrap(projects.handleProjectCost)},
+		{"GET /api/v1/efficiency", u, s.wrap(projects.handlePeriodEfficiency)},
 		{"GET /api/v1/billing-projects/{name}/storage", u, s.wrap(projects.handleListStorage)},
 		{"POST /api/v1/billing-projects/{name}/storage", a, s.wrap(projects.handleAddStorage)},
 		{"DELETE /api/v1/billing-projects/{name}/storage", a, s.wrap(projects.handleRemoveStorage)},

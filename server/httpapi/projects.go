@@ -187,30 +187,9 @@ func (s *projectHandlers) handleProjectCost(w http.ResponseWriter, r *http.Reque
 	}
 	q := r.URL.Query()
 	now := time.Now()
-	day := func(name string, def time.Time) (int32, error) {
-		raw := q.Get(name)
-		t := def
-		if raw != "" {
-			var err error
-			if t, err = time.Parse(time.DateOnly, raw); err != nil {
-				return 0, codedf(http.StatusBadRequest, "%s=%q is not a day such as 2026-11-24", name, raw)
-			}
-		}
-		return int32(t.UTC().Unix() / 86400), nil
-	}
-	from, err := day("from", now.AddDate(0, 0, -30))
+	from, to, err := dayRange(q, now)
 	if err != nil {
 		return nil, err
-	}
-	to, err := day("to", now)
-	if err != nil {
-		return nil, err
-	}
-	if from > to {
-		return nil, codedf(http.StatusBadRequest, "from=%s is after to=%s", dayString(from), dayString(to))
-	}
-	if to-from+1 > api.MaxCostDays {
-		return nil, codedf(http.StatusBadRequest, "%s..%s is %d days; a report covers at most %d", dayString(from), dayString(to), to-from+1, api.MaxCostDays)
 	}
 	by := q.Get("by")
 	if by == "" {

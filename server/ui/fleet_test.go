@@ -313,3 +313,58 @@ func TestRetryFailedJobsFromTheBatchPage(t *testing.T) {
 		t.Fatalf("after the retry the worker is handed %+v %v; want attempt 2", res, err)
 	}
 }
+
+// TestEfficiencyOverAPeriodPage: once a batch is stored in the history,
+// the period's report of its project shows its group with the suggested
+// size, the billing page links to it, and a report the API refuses shows
+// why instead of a page of nothing.
+func TestEfficiencyOverAPeriodPage(t *testing.T) {
+	w := startWeb(t)
+	ctx := context.Background()
+	act, err := api.NewClient(w.base, "").Workers().Activate(ctx, &api.ActivateRequest{Name: "box", NodeID: "n-eff", CPU: 4, Memory: 8 << 30, Secret: "test-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := api.NewClient(w.base, act.Token).Workers()
+	if _, err := w.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "lean", Jobs: []api.JobSpec{{JobID: 1, Name: "lean", Command: []string{"true"}, CPU: 2, Memory: 2 << 30}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := worker.Sync(ctx, &api.SyncRequest{WaitMillis: 5000})
+	if err != nil || len(res.Assign) != 1 {
+		t.Fatalf("assigned %+v %v", res, err)
+	}
+	a := res.Assign[0].AttemptRef
+	start := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := worker.Sync(ctx, &api.SyncRequest{Events: []api.AttemptEvent{{AttemptRef: a, Kind: api.EventStarted, StartTime: start},
+		{AttemptRef: a, Kind: api.EventCompleted, Outcome: api.OutcomeSuccess, StartTime: start, EndTime: time.Now(),
+			Usage: &api.Usage{CPUSeconds: 0.001, PeakMemory: 100 << 20}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := w.login(w.token).Value
+	if _, body := w.do("GET", "/ui/billing", cookie, nil, nil); !strings.Contains(body, `href="/ui/efficiency?billing_project=default"`) {
+		t.Fatalf("the billing page does not link to the project's efficiency:\n%s", body)
+	}
+	var body string
+	for deadline := time.Now().Add(time.Minute); ; {
+		var resp *http.Response
+		resp, body = w.do("GET", "/ui/efficiency?billing_project=default", cookie, nil, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the period's efficiency page: HTTP %d\n%s", resp.StatusCode, body)
+		}
+		if strings.Contains(body, `data-group="lean"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stored batch never showed:\n%s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Little of 2 cores used: 0.25; 100 MiB × 1.2 rounds up to 256 MiB.
+	if !strings.Contains(body, "0.25 cores, 256MiB") || !strings.Contains(body, `data-user="root"`) {
+		t.Fatalf("the group's suggestion:\n%s", body)
+	}
+	if _, body := w.do("GET", "/ui/efficiency?from=2020-01-01&to=2026-01-01", cookie, nil, nil); !strings.Contains(body, "at most 366") || !strings.Contains(body, `role="alert"`) {
+		t.Fatalf("a period too long:\n%s", body)
+	}
+}

@@ -573,6 +573,35 @@ func (u *UI) efficiencyPage(w http.ResponseWriter, r *http.Request, s *session) 
 	u.render(w, r, s, http.StatusOK, "efficiency", map[string]any{"Title": fmt.Sprintf("Efficiency of batch %d", id), "Report": rep, "BatchID": id})
 }
 
+// periodEfficiencyData is the right-sizing report over a period (drover
+// billing efficiency): of a billing project's finished batches, or of a
+// user's (by default the viewer's own), for the days chosen.
+func (u *UI) periodEfficiencyData(r *http.Request, s *session) (map[string]any, error) {
+	ctx := withRemote(r.Context(), r)
+	q := r.URL.Query()
+	eq := api.EfficiencyQuery{BillingProject: q.Get("billing_project"), User: q.Get("user"), From: q.Get("from"), To: q.Get("to")}
+	projects, err := s.client.ListBillingProjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"Title": "Efficiency over a period", "Query": eq, "Projects": projects}
+	rep, err := s.client.PeriodEfficiency(ctx, eq)
+	if err != nil {
+		data["Error"] = errMessage(err)
+		return data, nil
+	}
+	data["Report"] = rep
+	switch {
+	case rep.BillingProject != "" && rep.User != "":
+		data["Whose"] = fmt.Sprintf("%s's jobs in billing project %s", rep.User, rep.BillingProject)
+	case rep.BillingProject != "":
+		data["Whose"] = "billing project " + rep.BillingProject
+	default:
+		data["Whose"] = rep.User + "'s jobs"
+	}
+	return data, nil
+}
+
 // retryConfirm asks before a batch's failed jobs run again.
 func (u *UI) retryConfirm(w http.ResponseWriter, r *http.Request, s *session) {
 	id, err := pathInt(r, "id")

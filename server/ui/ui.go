@@ -183,6 +183,7 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/batches/{id}/jobs/{job}/log", u.session(u.jobLog))
 	mux.HandleFunc("GET /ui/batches/{id}/jobs/{job}/log/live", u.session(u.jobLogLive))
 	mux.HandleFunc("GET /ui/billing", u.session(u.page("billing", (*UI).billingData)))
+	mux.HandleFunc("GET /ui/efficiency", u.session(u.page("period-efficiency", (*UI).periodEfficiencyData)))
 	mux.HandleFunc("GET /ui/clusters", u.session(u.page("clusters", (*UI).clustersData)))
 	mux.HandleFunc("POST /ui/clusters/{name}/{op}", u.session(u.clusterState))
 	mux.HandleFunc("POST /ui/clusters/{op}", u.session(u.clusterState))
