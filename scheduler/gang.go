@@ -361,6 +361,14 @@ type HeldOn struct {
 	FreeMilli, FreeMem, FreeGPUs int64
 }
 
+// HeldNow is the part of the room held for gang h on a worker (on) that
+// is free now: what no other job may take there (the preemption round
+// frees the rest; the autoscaler does not count it as free).
+func (h *GangHold) HeldNow(on HeldOn) (cpu, mem, gpus int64) {
+	return max(min(h.CPUMilli*on.Members, on.FreeMilli), 0), max(min(h.Memory*on.Members, on.FreeMem), 0),
+		max(min(h.GPUs*on.Members, on.FreeGPUs), 0)
+}
+
 // heldAtEnd lists the holds still on, by batch and gang.
 func (p *packer) heldAtEnd() []GangHold {
 	keys := slices.SortedFunc(maps.Keys(p.holds), func(a, b gangKey) int {

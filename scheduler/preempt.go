@@ -183,7 +183,11 @@ func (in *PreemptInput) AddHolds(holds []GangHold) {
 			need, part := in.res(nil), in.res(nil)
 			for k := range need {
 				need[k] = held[k] - free[k]
-				part[k] = max(min(held[k], free[k]), 0)
+			}
+			cpu, mem, gpus := h.HeldNow(on)
+			part[0], part[1] = cpu, mem
+			if h.GPUs > 0 {
+				part[2+gpu] = gpus
 			}
 			ph.On = append(ph.On, PreemptHeldOn{Instance: on.Instance, Need: need, Free: part})
 		}

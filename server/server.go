@@ -137,6 +137,7 @@ func New(cfg *Config) (*Server, error) {
 	s.scheduler = &leader.Scheduler{Clock: leader.WallClock{}, MaxJobs: s.cfg.MaxPlacements, Launchable: s.autoscale.Launchable,
 		Silent: func(inst uint32, now time.Time) bool { return s.live.silentFor(inst, now) >= silentAfter },
 		Read:   func(read func()) { s.metrics.lock.roundRead(read) }}
+	s.autoscale.Holds = s.scheduler.Holds
 	keys, err := loadSecrets(cfg, s.log)
 	if err != nil {
 		return nil, err

@@ -334,6 +334,7 @@ func Run(ctx context.Context, w *Workload, opts Options) (*Result, error) {
 	if r.pre != nil {
 		r.pre.Holds = r.scheduler.Holds
 	}
+	r.auto.Holds = r.scheduler.Holds
 	return r.loop(ctx, cheapest)
 }
 

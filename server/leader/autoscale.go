@@ -108,6 +108,10 @@ const DefaultPriceRetry = time.Minute
 // launched twice).
 type Autoscaler struct {
 	cfg AutoscalerConfig
+	// Holds, when set (before the rounds start), tells the room the last
+	// scheduling round held for gangs first in line (Scheduler.Holds):
+	// what of it is free now is not free for other jobs' demand.
+	Holds func() ([]scheduler.GangHold, time.Time)
 
 	mu        sync.Mutex
 	idleSince map[string]time.Time
@@ -649,17 +653,31 @@ func (a *Autoscaler) autoscaleInput(st *view.Autoscale, seen map[string]provider
 	defer a.mu.Unlock()
 	return plannerInput(st, func(budget int64) *view.Demand {
 		return view.AutoscaleDemand(a.cfg.State, budget, a.cfg.MemoryStep, now.UnixNano())
-	}, now, a.cfg.Heard, a.idleSince, running)
+	}, now, a.cfg.Heard, a.idleSince, running, freshHolds(a.Holds, now))
+}
+
+// freshHolds reads the last scheduling round's holds (Scheduler.Holds),
+// unless they are older than maxHoldAge (the gangs may have started
+// since) or holds is nil.
+func freshHolds(holds func() ([]scheduler.GangHold, time.Time), now time.Time) []scheduler.GangHold {
+	if holds == nil {
+		return nil
+	}
+	if h, at := holds(); len(h) > 0 && !now.Before(at) && now.Sub(at) <= maxHoldAge {
+		return h
+	}
+	return nil
 }
 
 // plannerInput builds the autoscaler's input: the state's copy (st), the
 // windowed demand it reads for a budget of cores (demand), the time, when
 // each worker was last heard from (heard), the idle timers it keeps
 // (idleSince, updated here: a machine running nothing gets one, a busy
-// one loses it) and what the providers' probes say (probe: the machine
-// is up).
+// one loses it), what the providers' probes say (probe: the machine is
+// up) and the room held for gangs (held: what of it is free now is no
+// other job's).
 func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, now time.Time,
-	heard func(inst uint32) (time.Time, bool), idleSince map[string]time.Time, probe map[string]bool) *autoscaler.Input {
+	heard func(inst uint32) (time.Time, bool), idleSince map[string]time.Time, probe map[string]bool, held []scheduler.GangHold) *autoscaler.Input {
 	a := &st.Settings
 	in := &autoscaler.Input{Now: now, Regions: map[string]string{}, Unavailable: map[string]bool{},
 		Limits:   autoscaler.Limits{MaxNodes: int(a.MaxNodes), MaxPerHour: a.MaxPerHour, MaxAddsPerMinute: int(a.MaxAddsPerMinute), MaxRemovesPerMinute: int(a.MaxRemovesPerMinute)},
@@ -723,10 +741,21 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		}
 		in.Machines = append(in.Machines, am)
 	}
+	heldOn := map[uint32][3]int64{}
+	for i := range held {
+		for _, on := range held[i].On {
+			cpu, mem, gpus := held[i].HeldNow(on)
+			h := heldOn[on.Instance]
+			heldOn[on.Instance] = [3]int64{h[0] + cpu, h[1] + mem, h[2] + gpus}
+		}
+	}
 	var free int64
 	for _, r := range st.Free {
-		in.Free = append(in.Free, autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, TotalMilli: r.TotalMilli, Spot: r.Spot})
-		free += r.CPUMilli
+		h := heldOn[r.Instance]
+		room := autoscaler.Room{Machine: r.Machine, Region: r.Region, Cluster: r.Cluster, Pool: r.Pool, GPUType: r.GPUType,
+			CPUMilli: max(r.CPUMilli-h[0], 0), Memory: max(r.Memory-h[1], 0), GPUs: max(r.GPUs-h[2], 0), TotalMilli: r.TotalMilli, Spot: r.Spot}
+		in.Free = append(in.Free, room)
+		free += room.CPUMilli
 	}
 	budget := free + windowCores(a, in.Configs, liveNodes, liveSpend, maxCores)
 	for _, m := range in.Machines {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/drover-sched/drover/autoscaler"
 	simcloud "github.com/drover-sched/drover/autoscaler/provider/sim"
+	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/view"
 )
@@ -71,5 +72,57 @@ func TestRoundLaunchesOnItsClock(t *testing.T) {
 	a.Reset()
 	if a.LastRound() != nil {
 		t.Fatal("Reset kept the last round")
+	}
+}
+
+// TestHeldRoomIsNotFreeForOtherJobs: a worker's 8 free cores held for a
+// gang first in line are not free for a waiting 4-core job: the round
+// launches a machine for it; without the hold, or with holds older than
+// maxHoldAge, the job fits the free room and nothing is launched.
+func TestHeldRoomIsNotFreeForOtherJobs(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		holds  []scheduler.GangHold
+		age    time.Duration
+		free   int64
+		launch bool
+	}{
+		{"no hold", nil, 0, 8000, false},
+		{"held", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 2, CPUMilli: 4000, Memory: 1 << 30,
+			On: []scheduler.HeldOn{{Members: 2, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 0, 0, true},
+		{"half held", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 1, CPUMilli: 4000, Memory: 1 << 30,
+			On: []scheduler.HeldOn{{Members: 1, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 0, 4000, false},
+		{"an old hold", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 2, CPUMilli: 4000, Memory: 1 << 30,
+			On: []scheduler.HeldOn{{Members: 2, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 2 * maxHoldAge, 8000, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := state.NewHarness(t, nil)
+			clk := &testClock{t: time.Unix(0, h.Now).Add(time.Hour)}
+			h.Must(&state.ApplyPlacement{Now: h.Tick(), Clusters: []state.Cluster{{Name: "default", Region: "default"}},
+				Autoscaler:    &state.Autoscaler{Enabled: true, MaxNodes: 4},
+				LaunchConfigs: []state.LaunchConfig{{Name: "m8", Cluster: "default", MachineType: "m8", Zone: "z", CPUMilli: 8000, Memory: 32 << 30, PricePerHour: 400_000_000}}})
+			inst := h.Activate("w", 8, 32)
+			for i := range c.holds {
+				for k := range c.holds[i].On {
+					c.holds[i].On[k].Instance = inst
+				}
+			}
+			h.CreateBatch(state.JobEntry{First: 1, Count: 1, Spec: &state.Spec{Name: "small", Command: []string{"true"}, CPUMilli: 4000, Memory: 1 << 30}})
+			var in *autoscaler.Input
+			var out *autoscaler.Output
+			a := NewAutoscaler(AutoscalerConfig{Clock: clk, State: h.S, Provider: simcloud.New(simcloud.Options{Clock: clk, BootDelay: time.Minute}),
+				WorkerSecret: "s", MemoryStep: 256 << 20, Apply: func(c state.Command) (any, error) { return h.Must(c), nil },
+				Decided: func(i *autoscaler.Input, o *autoscaler.Output) { in, out = i, o }})
+			a.Holds = func() ([]scheduler.GangHold, time.Time) { return c.holds, clk.t.Add(-c.age) }
+			if err := a.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if in == nil || len(in.Free) != 1 || in.Free[0].CPUMilli != c.free {
+				t.Fatalf("free room %+v, want %d millicores", in, c.free)
+			}
+			if got := len(out.Launches) > 0; got != c.launch {
+				t.Fatalf("launches %+v: want a launch %v", out.Launches, c.launch)
+			}
+		})
 	}
 }

@@ -36,10 +36,8 @@ func (p *Preemptor) Round(src view.Source, now time.Time) (*state.Preempt, *sche
 	if in == nil {
 		return nil, nil, nil
 	}
-	if p.Holds != nil {
-		if holds, at := p.Holds(); len(holds) > 0 && !now.Before(at) && now.Sub(at) <= maxHoldAge {
-			in.AddHolds(holds)
-		}
+	if holds := freshHolds(p.Holds, now); len(holds) > 0 {
+		in.AddHolds(holds)
 	}
 	out := scheduler.Preempt(in)
 	p.Timers.Update(in, out)
