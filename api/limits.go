@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -417,11 +419,17 @@ func ValidateJobGroups(groups []JobGroupSpec) error {
 		if err == nil && g.Callback != "" {
 			_, err = ParseCallback("callback", g.Callback)
 		}
+		if err == nil && !g.Gang && g.GangUniformity != "" {
+			err = errors.New("gang_uniformity is set without gang = true")
+		}
+		if err == nil {
+			err = validateGangUniformity(g.GangUniformity)
+		}
 		if err != nil {
 			return fmt.Errorf("job_groups[%d]: %w", i, err)
 		}
 		seen[g.Path] = true
-		size += len(g.Path) + len(g.Callback)
+		size += len(g.Path) + len(g.Callback) + len(g.GangUniformity)
 		for k, v := range g.Attributes {
 			size += len(k) + len(v)
 		}
@@ -456,7 +464,13 @@ func (s *JobSpec) ValidateGang() error {
 	case s.MachineType != "":
 		return errors.New("a gang takes no machine_type: its members start together on the workers of one cluster")
 	}
-	switch u := s.GangUniformity; {
+	return validateGangUniformity(s.GangUniformity)
+}
+
+// validateGangUniformity checks what a gang's members share besides their
+// cluster: "" (nothing), "pool" or "label:KEY".
+func validateGangUniformity(u string) error {
+	switch {
 	case u == "" || u == "pool":
 	case strings.HasPrefix(u, "label:"):
 		if err := placement.ValidateLabels(map[string]string{strings.TrimPrefix(u, "label:"): ""}); err != nil {
@@ -466,4 +480,109 @@ func (s *JobSpec) ValidateGang() error {
 		return fmt.Errorf(`gang_uniformity %.70q: write "pool" (one pool) or "label:KEY" (one value of a worker label), or leave it out (one cluster)`, u)
 	}
 	return nil
+}
+
+// GangGroupError is a job group declared a gang whose jobs cannot be one:
+// Group indexes it in the request's job_groups.
+type GangGroupError struct {
+	Group int
+	Path  string
+	Err   error
+}
+
+func (e *GangGroupError) Error() string {
+	return fmt.Sprintf("job_groups[%d] (%s): %v", e.Group, e.Path, e.Err)
+}
+
+func (e *GangGroupError) Unwrap() error { return e.Err }
+
+// ValidateGangGroups checks the job groups a request declares gangs
+// against its jobs: a gang group's jobs (those naming it or a group
+// below it) are 2 to MaxGangSize jobs with consecutive IDs, of one size
+// and placement (cpu, memory, GPUs, regions, clusters, pool, worker
+// labels), none a gang of its own, none with oom_retry, max_spot_attempts
+// or machine_type (each would start a member apart), none waiting for
+// another member; no gang group is inside another. The error is a
+// *GangGroupError.
+func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
+	for gi := range groups {
+		g := &groups[gi]
+		if !g.Gang {
+			continue
+		}
+		fail := func(format string, args ...any) error {
+			return &GangGroupError{Group: gi, Path: g.Path, Err: fmt.Errorf(format, args...)}
+		}
+		for k := range groups {
+			if groups[k].Gang && k != gi && strings.HasPrefix(g.Path, groups[k].Path+"/") {
+				return fail("a gang group cannot be inside another (%s)", groups[k].Path)
+			}
+		}
+		var members []int
+		var n int64
+		for i := range specs {
+			if p := specs[i].JobGroup; p == g.Path || strings.HasPrefix(p, g.Path+"/") {
+				members = append(members, i)
+				n += specs[i].NumJobs()
+			}
+		}
+		if n < 2 || n > MaxGangSize {
+			return fail("a gang is 2 to %d jobs that start together; its jobs in this request are %d (a gang group's jobs all come with it)", MaxGangSize, n)
+		}
+		slices.SortFunc(members, func(a, b int) int { return cmp.Compare(specs[a].JobID, specs[b].JobID) })
+		first := &specs[members[0]]
+		next := first.JobID
+		for _, i := range members {
+			js := &specs[i]
+			switch {
+			case js.JobID != next:
+				return fail("its jobs have consecutive IDs, and job %d follows job %d", js.JobID, next-1)
+			case js.Gang:
+				return fail("job %d is a gang of its own inside a gang group", js.JobID)
+			case js.OOMRetry != nil:
+				return fail("job %d takes oom_retry: a member given more memory would start apart from the others", js.JobID)
+			case js.MaxSpotAttempts != 0:
+				return fail("job %d takes max_spot_attempts: a member kept off spot would start apart from the others", js.JobID)
+			case js.MachineType != "":
+				return fail("job %d takes machine_type: a gang's members start together on the workers of one cluster", js.JobID)
+			case !samePlace(js, first):
+				return fail("its jobs ask for one size (cpu, memory, GPUs) and place (regions, clusters, pool, worker labels); job %d asks for another than job %d", js.JobID, first.JobID)
+			}
+			last := first.JobID + n - 1
+			for _, p := range js.ParentIDs {
+				if p >= first.JobID && p <= last {
+					return fail("job %d depends on job %d of the same gang, which starts together: it would never start", js.JobID, p)
+				}
+			}
+			for _, r := range js.ParentRanges {
+				if r[0] <= last && r[1] >= first.JobID {
+					return fail("job %d depends on jobs %d to %d of the same gang, which starts together: it would never start", js.JobID, r[0], r[1])
+				}
+			}
+			next += js.NumJobs()
+		}
+	}
+	return nil
+}
+
+// samePlace reports whether two jobs ask for the same size and place
+// (their defaults applied: a core, a GiB per core).
+func samePlace(a, b *JobSpec) bool {
+	eff := func(js *JobSpec) (int64, int64) {
+		cpu := js.CPU
+		if cpu == 0 {
+			cpu = 1
+		}
+		milli := int64(math.Round(cpu * 1000))
+		mem := js.Memory
+		if mem == 0 {
+			mem = milli * (1 << 30) / 1000
+		}
+		return milli, mem
+	}
+	ac, am := eff(a)
+	bc, bm := eff(b)
+	set := func(xs []string) []string { return slices.Compact(slices.Sorted(slices.Values(xs))) }
+	return ac == bc && am == bm && a.GPUs == b.GPUs && (a.GPUs == 0 || a.GPUType == b.GPUType) && a.Pool == b.Pool &&
+		slices.Equal(set(a.Regions), set(b.Regions)) && slices.Equal(set(a.Clusters), set(b.Clusters)) && maps.Equal(a.WorkerLabels, b.WorkerLabels)
 }

@@ -188,6 +188,14 @@ type JobGroupSpec struct {
 	// once this many of its jobs have failed (Failed or Error, after
 	// their retries); 0: never.
 	CancelAfterNFailures int64 `json:"cancel_after_n_failures,omitempty"`
+	// Gang makes the group's jobs (and those of the groups below it) a
+	// gang, as JobSpec.Gang makes an array's: they start together, on
+	// workers of one cluster (GangUniformity: and one pool or label
+	// value), or none does. They come in the request that declares the
+	// group, with consecutive job IDs, 2 to MaxGangSize of them, of one
+	// size and placement (ValidateGangGroups).
+	Gang           bool   `json:"gang,omitempty"`
+	GangUniformity string `json:"gang_uniformity,omitempty"`
 }
 
 // JobGroup is a job group's status (GET /api/v1/batches/{id}/job-groups).
@@ -220,6 +228,9 @@ type JobGroup struct {
 	NError               int64        `json:"n_error"`
 	TimeCompleted        *time.Time   `json:"time_completed,omitempty"`
 	Cost                 money.Amount `json:"cost"`
+	// Gang: its jobs start together (JobGroupSpec.Gang).
+	Gang           bool   `json:"gang,omitempty"`
+	GangUniformity string `json:"gang_uniformity,omitempty"`
 }
 
 // JobGroupList is a batch's job groups, parents before their children.

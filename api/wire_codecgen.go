@@ -13,23 +13,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF82121 = 1
-	codecSelferCcRAW2121  = 255
+	codecSelferCcUTF82892 = 1
+	codecSelferCcRAW2892  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray2121  = 10
-	codecSelferValueTypeMap2121    = 9
-	codecSelferValueTypeString2121 = 6
-	codecSelferValueTypeInt2121    = 2
-	codecSelferValueTypeUint2121   = 3
-	codecSelferValueTypeFloat2121  = 4
-	codecSelferBitsize2121         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray2892  = 10
+	codecSelferValueTypeMap2892    = 9
+	codecSelferValueTypeString2892 = 6
+	codecSelferValueTypeInt2892    = 2
+	codecSelferValueTypeUint2892   = 3
+	codecSelferValueTypeFloat2892  = 4
+	codecSelferBitsize2892         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct2121 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct2892 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer2121 struct{}
+type codecSelfer2892 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -44,7 +44,7 @@ func init() {
 }
 
 func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -60,7 +60,7 @@ func (x *IDRange) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -72,7 +72,7 @@ func (x *IDRange) CodecDecodeSelf(d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -144,7 +144,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -159,14 +159,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -175,7 +175,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -183,7 +183,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 						}
 					}
 				}
@@ -204,7 +204,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"count\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `count`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `count`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -230,7 +230,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `parent_ids`)
 					r.WriteMapElemValue()
 					if x.ParentIDs == nil {
 						r.EncodeNil()
@@ -259,7 +259,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `parent_ranges`)
 					r.WriteMapElemValue()
 					if x.ParentRanges == nil {
 						r.EncodeNil()
@@ -288,7 +288,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `batch_parent_ids`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `batch_parent_ids`)
 					r.WriteMapElemValue()
 					if x.BatchParentIDs == nil {
 						r.EncodeNil()
@@ -317,7 +317,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `batch_parent_ranges`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `batch_parent_ranges`)
 					r.WriteMapElemValue()
 					if x.BatchParentRanges == nil {
 						r.EncodeNil()
@@ -344,7 +344,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -376,7 +376,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -405,7 +405,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"cpu\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `cpu`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `cpu`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -430,7 +430,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -452,7 +452,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -476,7 +476,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retries\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `retries`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `retries`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -498,7 +498,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[13] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `always_run`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `always_run`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -526,7 +526,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -559,7 +559,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"regions\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `regions`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `regions`)
 					}
 					r.WriteMapElemValue()
 					if x.Regions == nil {
@@ -580,14 +580,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Pool))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -596,7 +596,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"pool\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `pool`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `pool`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -604,7 +604,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Pool))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Pool))
 						}
 					}
 				}
@@ -625,7 +625,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gpus\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `gpus`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `gpus`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -642,27 +642,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GPUType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[18] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `gpu_type`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `gpu_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GPUType))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GPUType))
 						}
 					}
 				}
@@ -675,27 +675,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.MachineType))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[19] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `machine_type`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `machine_type`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.MachineType))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.MachineType))
 						}
 					}
 				}
@@ -708,14 +708,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -724,7 +724,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -732,7 +732,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Image))
 						}
 					}
 				}
@@ -745,14 +745,14 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -761,7 +761,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -769,7 +769,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Network))
 						}
 					}
 				}
@@ -794,7 +794,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -827,7 +827,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -853,7 +853,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[24] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -874,7 +874,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[25] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -898,7 +898,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -927,7 +927,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"clusters\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `clusters`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `clusters`)
 					}
 					r.WriteMapElemValue()
 					if x.Clusters == nil {
@@ -957,7 +957,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[28] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `worker_labels`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `worker_labels`)
 					r.WriteMapElemValue()
 					if x.WorkerLabels == nil {
 						r.EncodeNil()
@@ -982,7 +982,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[29] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `max_lost_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `max_lost_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1015,7 +1015,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[30] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `oom_retry`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `oom_retry`)
 					r.WriteMapElemValue()
 					if yyn93 {
 						r.EncodeNil()
@@ -1041,7 +1041,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[31] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `max_spot_attempts`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `max_spot_attempts`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -1057,27 +1057,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.JobGroup)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.JobGroup))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.JobGroup))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[32] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `job_group`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `job_group`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.JobGroup)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.JobGroup))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.JobGroup))
 						}
 					}
 				}
@@ -1098,7 +1098,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"gang\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `gang`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `gang`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -1115,27 +1115,27 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GangUniformity))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GangUniformity))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[34] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `gang_uniformity`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `gang_uniformity`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GangUniformity))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GangUniformity))
 						}
 					}
 				}
@@ -1150,7 +1150,7 @@ func (x *JobSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1158,14 +1158,14 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1173,13 +1173,13 @@ func (x *JobSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1291,7 +1291,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Retries = 0
 			} else {
-				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "always_run":
 			if r.TryDecodeAsNil() {
@@ -1327,7 +1327,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.GPUs = 0
 			} else {
-				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "gpu_type":
 			if r.TryDecodeAsNil() {
@@ -1411,7 +1411,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxLostAttempts = 0
 			} else {
-				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "oom_retry":
 			if r.TryDecodeAsNil() {
@@ -1429,7 +1429,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.MaxSpotAttempts = 0
 			} else {
-				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "job_group":
 			if r.TryDecodeAsNil() {
@@ -1457,7 +1457,7 @@ func (x *JobSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj51 int
@@ -1687,7 +1687,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Retries = 0
 	} else {
-		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.Retries = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj51++
 	if yyhl51 {
@@ -1773,7 +1773,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.GPUs = 0
 	} else {
-		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.GPUs = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj51++
 	if yyhl51 {
@@ -1977,7 +1977,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxLostAttempts = 0
 	} else {
-		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.MaxLostAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj51++
 	if yyhl51 {
@@ -2015,7 +2015,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.MaxSpotAttempts = 0
 	} else {
-		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.MaxSpotAttempts = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj51++
 	if yyhl51 {
@@ -2082,7 +2082,7 @@ func (x *JobSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2096,15 +2096,17 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			yy2arr2 := z.EncBasicHandle().StructToArray
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
-			var yyq2 = [4]bool{     // should field at this index be written?
+			var yyq2 = [6]bool{     // should field at this index be written?
 				true,                        // Path
 				len(x.Attributes) != 0,      // Attributes
 				x.Callback != "",            // Callback
 				x.CancelAfterNFailures != 0, // CancelAfterNFailures
+				x.Gang,                      // Gang
+				x.GangUniformity != "",      // GangUniformity
 			}
 			_ = yyq2
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(4)
+				r.WriteArrayStart(6)
 			} else {
 				var yynn2 int
 				for _, b := range yyq2 {
@@ -2122,7 +2124,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Path))
 					}
 				}
 			} else {
@@ -2130,7 +2132,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2138,7 +2140,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Path))
 					}
 				}
 			}
@@ -2162,7 +2164,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -2183,14 +2185,14 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -2199,7 +2201,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -2207,7 +2209,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Callback))
 						}
 					}
 				}
@@ -2225,11 +2227,69 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						r.EncodeInt(int64(x.CancelAfterNFailures))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[4] {
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Gang))
+					}
+				} else {
+					r.EncodeBool(false)
+				}
+			} else {
+				if yyq2[4] {
+					r.WriteMapElemKey()
+					if z.IsJSONHandle() {
+						z.WriteStr("\"gang\"")
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF82892, `gang`)
+					}
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						r.EncodeBool(bool(x.Gang))
+					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if yyq2[5] {
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GangUniformity))
+						}
+					}
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw([]byte{})
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
+					}
+				}
+			} else {
+				if yyq2[5] {
+					r.WriteMapElemKey()
+					r.EncodeStringEnc(codecSelferCcUTF82892, `gang_uniformity`)
+					r.WriteMapElemValue()
+					if false {
+					} else {
+						if z.EncBasicHandle().StringToRaw {
+							r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
+						} else {
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GangUniformity))
+						}
 					}
 				}
 			}
@@ -2243,7 +2303,7 @@ func (x *JobGroupSpec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2251,14 +2311,14 @@ func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2266,13 +2326,13 @@ func (x *JobGroupSpec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *JobGroupSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2317,6 +2377,18 @@ func (x *JobGroupSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 			}
+		case "gang":
+			if r.TryDecodeAsNil() {
+				x.Gang = false
+			} else {
+				x.Gang = (bool)(r.DecodeBool())
+			}
+		case "gang_uniformity":
+			if r.TryDecodeAsNil() {
+				x.GangUniformity = ""
+			} else {
+				x.GangUniformity = (string)(r.DecodeString())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -2325,19 +2397,19 @@ func (x *JobGroupSpec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj9 int
-	var yyb9 bool
-	var yyhl9 bool = l >= 0
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	var yyj11 int
+	var yyb11 bool
+	var yyhl11 bool = l >= 0
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2347,13 +2419,13 @@ func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Path = (string)(r.DecodeString())
 	}
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2366,13 +2438,13 @@ func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 			h.decMapstringstring((*map[string]string)(&x.Attributes), d)
 		}
 	}
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2382,13 +2454,13 @@ func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Callback = (string)(r.DecodeString())
 	}
-	yyj9++
-	if yyhl9 {
-		yyb9 = yyj9 > l
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
 	} else {
-		yyb9 = r.CheckBreak()
+		yyb11 = r.CheckBreak()
 	}
-	if yyb9 {
+	if yyb11 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -2398,24 +2470,56 @@ func (x *JobGroupSpec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CancelAfterNFailures = (int64)(r.DecodeInt64())
 	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Gang = false
+	} else {
+		x.Gang = (bool)(r.DecodeBool())
+	}
+	yyj11++
+	if yyhl11 {
+		yyb11 = yyj11 > l
+	} else {
+		yyb11 = r.CheckBreak()
+	}
+	if yyb11 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.GangUniformity = ""
+	} else {
+		x.GangUniformity = (string)(r.DecodeString())
+	}
 	for {
-		yyj9++
-		if yyhl9 {
-			yyb9 = yyj9 > l
+		yyj11++
+		if yyhl11 {
+			yyb11 = yyj11 > l
 		} else {
-			yyb9 = r.CheckBreak()
+			yyb11 = r.CheckBreak()
 		}
-		if yyb9 {
+		if yyb11 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj9-1, "")
+		z.DecStructFieldNotFound(yyj11-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2445,7 +2549,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"factor\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `factor`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `factor`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2461,7 +2565,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `max_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `max_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -2478,7 +2582,7 @@ func (x *OOMRetry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2486,14 +2590,14 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2501,13 +2605,13 @@ func (x *OOMRetry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2545,7 +2649,7 @@ func (x *OOMRetry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -2600,7 +2704,7 @@ func (x *OOMRetry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2626,7 +2730,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 					}
 				}
 			} else {
@@ -2634,7 +2738,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2642,7 +2746,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 					}
 				}
 			}
@@ -2653,7 +2757,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Source))
 					}
 				}
 			} else {
@@ -2661,7 +2765,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"source\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `source`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `source`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2669,7 +2773,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Source)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Source))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Source))
 					}
 				}
 			}
@@ -2680,7 +2784,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Path))
 					}
 				}
 			} else {
@@ -2688,7 +2792,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2696,7 +2800,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Path))
 					}
 				}
 			}
@@ -2710,7 +2814,7 @@ func (x *InputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2718,14 +2822,14 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2733,13 +2837,13 @@ func (x *InputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2783,7 +2887,7 @@ func (x *InputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2854,7 +2958,7 @@ func (x *InputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2880,7 +2984,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 					}
 				}
 			} else {
@@ -2888,7 +2992,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2896,7 +3000,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 					}
 				}
 			}
@@ -2907,7 +3011,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Path))
 					}
 				}
 			} else {
@@ -2915,7 +3019,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `path`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2923,7 +3027,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Path))
 					}
 				}
 			}
@@ -2934,7 +3038,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Destination))
 					}
 				}
 			} else {
@@ -2942,7 +3046,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"destination\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `destination`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `destination`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2950,7 +3054,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Destination)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Destination))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Destination))
 					}
 				}
 			}
@@ -2964,7 +3068,7 @@ func (x *OutputFile) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2972,14 +3076,14 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2987,13 +3091,13 @@ func (x *OutputFile) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3037,7 +3141,7 @@ func (x *OutputFile) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3108,7 +3212,7 @@ func (x *OutputFile) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3153,7 +3257,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `cpu_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `cpu_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3168,7 +3272,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `peak_memory`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `peak_memory`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3183,7 +3287,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `bytes_in`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `bytes_in`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3198,7 +3302,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `bytes_out`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `bytes_out`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -3218,7 +3322,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[4] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `image_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `image_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3239,7 +3343,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `input_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `input_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3260,7 +3364,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `output_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `output_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3284,7 +3388,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"memory\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `memory`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `memory`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3303,7 +3407,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3311,14 +3415,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3326,13 +3430,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3406,7 +3510,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -3557,7 +3661,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3607,14 +3711,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -3623,7 +3727,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"name\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `name`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3631,7 +3735,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 						}
 					}
 				}
@@ -3643,19 +3747,19 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.BillingProject))
 					}
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `billing_project`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `billing_project`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.BillingProject))
 					}
 				}
 			}
@@ -3679,7 +3783,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"attributes\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `attributes`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `attributes`)
 					}
 					r.WriteMapElemValue()
 					if x.Attributes == nil {
@@ -3700,27 +3804,27 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -3745,7 +3849,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -3771,7 +3875,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3792,7 +3896,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[6] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `cancel_after_n_failures`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `cancel_after_n_failures`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3808,14 +3912,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Callback))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -3824,7 +3928,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"callback\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `callback`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `callback`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3832,7 +3936,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Callback))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Callback))
 						}
 					}
 				}
@@ -3845,14 +3949,14 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Queue))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -3861,7 +3965,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"queue\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `queue`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `queue`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3869,7 +3973,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Queue))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Queue))
 						}
 					}
 				}
@@ -3890,7 +3994,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"priority\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `priority`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `priority`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -3912,7 +4016,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[10] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `slo_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `slo_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -3960,7 +4064,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"deadline\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `deadline`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `deadline`)
 					}
 					r.WriteMapElemValue()
 					if yyn36 {
@@ -4003,7 +4107,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[12] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `job_groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `job_groups`)
 					r.WriteMapElemValue()
 					if x.JobGroups == nil {
 						r.EncodeNil()
@@ -4025,7 +4129,7 @@ func (x *CreateBatchRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4033,14 +4137,14 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4048,13 +4152,13 @@ func (x *CreateBatchRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4184,7 +4288,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj21 int
@@ -4441,7 +4545,7 @@ func (x *CreateBatchRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4482,27 +4586,27 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.IdempotencyKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `idempotency_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `idempotency_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.IdempotencyKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.IdempotencyKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.IdempotencyKey))
 						}
 					}
 				}
@@ -4527,7 +4631,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"jobs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `jobs`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `jobs`)
 					}
 					r.WriteMapElemValue()
 					if x.Jobs == nil {
@@ -4553,7 +4657,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `n_jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `n_jobs`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -4578,7 +4682,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `job_groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `job_groups`)
 					r.WriteMapElemValue()
 					if x.JobGroups == nil {
 						r.EncodeNil()
@@ -4600,7 +4704,7 @@ func (x *CreateUpdateRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4608,14 +4712,14 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4623,13 +4727,13 @@ func (x *CreateUpdateRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4685,7 +4789,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder
 }
 
 func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj10 int
@@ -4778,7 +4882,7 @@ func (x *CreateUpdateRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decod
 }
 
 func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4805,7 +4909,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4820,7 +4924,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `update_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `update_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4835,7 +4939,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `start_job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `start_job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4850,7 +4954,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `n_jobs`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `n_jobs`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -4868,7 +4972,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"committed\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `committed`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `committed`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4886,7 +4990,7 @@ func (x *UpdateResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4894,14 +4998,14 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4909,13 +5013,13 @@ func (x *UpdateResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4971,7 +5075,7 @@ func (x *UpdateResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -5074,7 +5178,7 @@ func (x *UpdateResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5120,7 +5224,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -5149,7 +5253,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `job_groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `job_groups`)
 					r.WriteMapElemValue()
 					if x.JobGroups == nil {
 						r.EncodeNil()
@@ -5171,7 +5275,7 @@ func (x *AddJobsRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5179,14 +5283,14 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5194,13 +5298,13 @@ func (x *AddJobsRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5244,7 +5348,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -5305,7 +5409,7 @@ func (x *AddJobsRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5332,7 +5436,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5347,7 +5451,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5365,7 +5469,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5383,7 +5487,7 @@ func (x *AttemptRef) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5391,14 +5495,14 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5406,13 +5510,13 @@ func (x *AttemptRef) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5446,7 +5550,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
@@ -5456,7 +5560,7 @@ func (x *AttemptRef) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5508,7 +5612,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	for {
 		yyj7++
@@ -5527,7 +5631,7 @@ func (x *AttemptRef) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5576,7 +5680,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5591,7 +5695,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -5609,7 +5713,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5624,7 +5728,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Kind))
 					}
 				}
 			} else {
@@ -5632,7 +5736,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"kind\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `kind`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `kind`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5640,7 +5744,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Kind)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Kind))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Kind))
 					}
 				}
 			}
@@ -5652,14 +5756,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Outcome))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -5668,7 +5772,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outcome\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `outcome`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `outcome`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5676,7 +5780,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Outcome)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Outcome))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Outcome))
 						}
 					}
 				}
@@ -5694,7 +5798,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[5] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `exit_code`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `exit_code`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5718,7 +5822,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `start_time`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `start_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5749,7 +5853,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `end_time`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `end_time`)
 				r.WriteMapElemValue()
 				if false {
 				} else if !z.EncBasicHandle().TimeNotBuiltin {
@@ -5772,14 +5876,14 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Message))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -5788,7 +5892,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"message\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `message`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `message`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5796,7 +5900,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Message))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Message))
 						}
 					}
 				}
@@ -5829,7 +5933,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"usage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `usage`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `usage`)
 					}
 					r.WriteMapElemValue()
 					if yyn30 {
@@ -5859,7 +5963,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"oom\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `oom`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `oom`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -5881,7 +5985,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[11] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `worker_leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `worker_leaving`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -5899,7 +6003,7 @@ func (x *AttemptEvent) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5907,14 +6011,14 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5922,13 +6026,13 @@ func (x *AttemptEvent) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5962,7 +6066,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "kind":
 			if r.TryDecodeAsNil() {
@@ -5980,7 +6084,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.ExitCode = 0
 			} else {
-				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "start_time":
 			if r.TryDecodeAsNil() {
@@ -6054,7 +6158,7 @@ func (x *AttemptEvent) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj18 int
@@ -6106,7 +6210,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj18++
 	if yyhl18 {
@@ -6154,7 +6258,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.ExitCode = 0
 	} else {
-		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.ExitCode = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj18++
 	if yyhl18 {
@@ -6297,7 +6401,7 @@ func (x *AttemptEvent) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6350,7 +6454,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"events\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `events`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `events`)
 					}
 					r.WriteMapElemValue()
 					if x.Events == nil {
@@ -6383,7 +6487,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"known\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `known`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `known`)
 					}
 					r.WriteMapElemValue()
 					if x.Known == nil {
@@ -6416,7 +6520,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"stopping\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `stopping`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `stopping`)
 					}
 					r.WriteMapElemValue()
 					if x.Stopping == nil {
@@ -6442,7 +6546,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `wait_millis`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `wait_millis`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -6460,7 +6564,7 @@ func (x *SyncRequest) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6468,14 +6572,14 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6483,13 +6587,13 @@ func (x *SyncRequest) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6548,7 +6652,7 @@ func (x *SyncRequest) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -6644,7 +6748,7 @@ func (x *SyncRequest) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6689,7 +6793,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"acked\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `acked`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `acked`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6717,7 +6821,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"assign\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `assign`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `assign`)
 					}
 					r.WriteMapElemValue()
 					if x.Assign == nil {
@@ -6750,7 +6854,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"kill\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `kill`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `kill`)
 					}
 					r.WriteMapElemValue()
 					if x.Kill == nil {
@@ -6779,7 +6883,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"retired\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `retired`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `retired`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -6808,7 +6912,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"preempt\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `preempt`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `preempt`)
 					}
 					r.WriteMapElemValue()
 					if x.Preempt == nil {
@@ -6831,7 +6935,7 @@ func (x *SyncResponse) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6839,14 +6943,14 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6854,13 +6958,13 @@ func (x *SyncResponse) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6882,7 +6986,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.Acked = 0
 			} else {
-				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "assign":
 			if r.TryDecodeAsNil() {
@@ -6925,7 +7029,7 @@ func (x *SyncResponse) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6945,7 +7049,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.Acked = 0
 	} else {
-		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.Acked = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj12++
 	if yyhl12 {
@@ -7037,7 +7141,7 @@ func (x *SyncResponse) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7064,7 +7168,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7079,7 +7183,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7097,7 +7201,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7112,7 +7216,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Reason))
 					}
 				}
 			} else {
@@ -7120,7 +7224,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"reason\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `reason`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `reason`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7128,7 +7232,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Reason)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Reason))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Reason))
 					}
 				}
 			}
@@ -7140,7 +7244,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `grace_seconds`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `grace_seconds`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7157,7 +7261,7 @@ func (x *Preemption) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7165,14 +7269,14 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7180,13 +7284,13 @@ func (x *Preemption) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7220,7 +7324,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "reason":
 			if r.TryDecodeAsNil() {
@@ -7242,7 +7346,7 @@ func (x *Preemption) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -7294,7 +7398,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj9++
 	if yyhl9 {
@@ -7345,7 +7449,7 @@ func (x *Preemption) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7400,7 +7504,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `batch_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `batch_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7415,7 +7519,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `job_id`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `job_id`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7433,7 +7537,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7448,7 +7552,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 					}
 				}
 			} else {
@@ -7456,7 +7560,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `name`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7464,7 +7568,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Name))
 					}
 				}
 			}
@@ -7476,7 +7580,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				}
 			} else {
 				r.WriteMapElemKey()
-				r.EncodeStringEnc(codecSelferCcUTF82121, `array_index`)
+				r.EncodeStringEnc(codecSelferCcUTF82892, `array_index`)
 				r.WriteMapElemValue()
 				if false {
 				} else {
@@ -7498,7 +7602,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `command`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -7530,7 +7634,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"env\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `env`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `env`)
 					}
 					r.WriteMapElemValue()
 					if x.Env == nil {
@@ -7554,7 +7658,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"cpu\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `cpu`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `cpu`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7573,7 +7677,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `memory`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7594,7 +7698,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[9] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `timeout_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `timeout_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7610,14 +7714,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Image))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -7626,7 +7730,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"image\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `image`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `image`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7634,7 +7738,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Image))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Image))
 						}
 					}
 				}
@@ -7647,14 +7751,14 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Network))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -7663,7 +7767,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"network\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `network`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `network`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7671,7 +7775,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Network))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Network))
 						}
 					}
 				}
@@ -7696,7 +7800,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"inputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `inputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `inputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Inputs == nil {
@@ -7729,7 +7833,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"outputs\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `outputs`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `outputs`)
 					}
 					r.WriteMapElemValue()
 					if x.Outputs == nil {
@@ -7762,7 +7866,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"storage\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `storage`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `storage`)
 					}
 					r.WriteMapElemValue()
 					if x.Storage == nil {
@@ -7788,7 +7892,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[15] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `max_processes`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `max_processes`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7809,7 +7913,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[16] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `preemption_grace_seconds`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `preemption_grace_seconds`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -7833,7 +7937,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"nomad\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `nomad`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `nomad`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -7852,7 +7956,7 @@ func (x *Assignment) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7860,14 +7964,14 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7875,13 +7979,13 @@ func (x *Assignment) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7915,7 +8019,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			if r.TryDecodeAsNil() {
 				x.AttemptRef.Attempt = 0
 			} else {
-				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+				x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 			}
 		case "name":
 			if r.TryDecodeAsNil() {
@@ -8030,7 +8134,7 @@ func (x *Assignment) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj27 int
@@ -8082,7 +8186,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	if r.TryDecodeAsNil() {
 		x.AttemptRef.Attempt = 0
 	} else {
-		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2121))
+		x.Attempt = (int)(z.C.IntV(r.DecodeInt64(), codecSelferBitsize2892))
 	}
 	yyj27++
 	if yyhl27 {
@@ -8356,7 +8460,7 @@ func (x *Assignment) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8397,27 +8501,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GCSServiceAccountKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[0] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `gcs_service_account_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `gcs_service_account_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.GCSServiceAccountKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.GCSServiceAccountKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.GCSServiceAccountKey))
 						}
 					}
 				}
@@ -8430,27 +8534,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.S3AccessKeyID))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[1] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `s3_access_key_id`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `s3_access_key_id`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3AccessKeyID)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3AccessKeyID))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.S3AccessKeyID))
 						}
 					}
 				}
@@ -8463,27 +8567,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.S3SecretAccessKey))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `s3_secret_access_key`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `s3_secret_access_key`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SecretAccessKey)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SecretAccessKey))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.S3SecretAccessKey))
 						}
 					}
 				}
@@ -8496,27 +8600,27 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.S3SessionToken))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
 				if yyq2[3] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `s3_session_token`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `s3_session_token`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.S3SessionToken)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.S3SessionToken))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.S3SessionToken))
 						}
 					}
 				}
@@ -8531,7 +8635,7 @@ func (x *StorageCredentials) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8539,14 +8643,14 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8554,13 +8658,13 @@ func (x *StorageCredentials) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8610,7 +8714,7 @@ func (x *StorageCredentials) codecDecodeSelfFromMap(l int, d *codec1978.Decoder)
 }
 
 func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -8697,7 +8801,7 @@ func (x *StorageCredentials) codecDecodeSelfFromArray(l int, d *codec1978.Decode
 }
 
 func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -8737,14 +8841,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Endpoint))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -8753,7 +8857,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"endpoint\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `endpoint`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `endpoint`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8761,7 +8865,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Endpoint)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Endpoint))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Endpoint))
 						}
 					}
 				}
@@ -8774,14 +8878,14 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Region))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -8790,7 +8894,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"region\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `region`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `region`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -8798,7 +8902,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Region)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Region))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Region))
 						}
 					}
 				}
@@ -8816,7 +8920,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 			} else {
 				if yyq2[2] {
 					r.WriteMapElemKey()
-					r.EncodeStringEnc(codecSelferCcUTF82121, `path_style`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `path_style`)
 					r.WriteMapElemValue()
 					if false {
 					} else {
@@ -8834,7 +8938,7 @@ func (x *S3Settings) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -8842,14 +8946,14 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -8857,13 +8961,13 @@ func (x *S3Settings) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -8907,7 +9011,7 @@ func (x *S3Settings) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -8978,7 +9082,7 @@ func (x *S3Settings) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -9018,7 +9122,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Prefix))
 					}
 				}
 			} else {
@@ -9026,7 +9130,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"prefix\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF82121, `prefix`)
+					r.EncodeStringEnc(codecSelferCcUTF82892, `prefix`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -9034,7 +9138,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Prefix)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Prefix))
+						r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Prefix))
 					}
 				}
 			}
@@ -9066,7 +9170,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"credentials\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `credentials`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `credentials`)
 					}
 					r.WriteMapElemValue()
 					if yyn6 {
@@ -9108,7 +9212,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"s3\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `s3`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `s3`)
 					}
 					r.WriteMapElemValue()
 					if yyn9 {
@@ -9130,14 +9234,14 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Error))
 						}
 					}
 				} else {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw([]byte{})
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, "")
+						r.EncodeStringEnc(codecSelferCcUTF82892, "")
 					}
 				}
 			} else {
@@ -9146,7 +9250,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.IsJSONHandle() {
 						z.WriteStr("\"error\"")
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF82121, `error`)
+						r.EncodeStringEnc(codecSelferCcUTF82892, `error`)
 					}
 					r.WriteMapElemValue()
 					if false {
@@ -9154,7 +9258,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 						if z.EncBasicHandle().StringToRaw {
 							r.EncodeStringBytesRaw(z.BytesView(string(x.Error)))
 						} else {
-							r.EncodeStringEnc(codecSelferCcUTF82121, string(x.Error))
+							r.EncodeStringEnc(codecSelferCcUTF82892, string(x.Error))
 						}
 					}
 				}
@@ -9169,7 +9273,7 @@ func (x *StorageGrant) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -9177,14 +9281,14 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap2121 {
+		if yyct2 == codecSelferValueTypeMap2892 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray2121 {
+		} else if yyct2 == codecSelferValueTypeArray2892 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -9192,13 +9296,13 @@ func (x *StorageGrant) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2121)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2892)
 		}
 	}
 }
 
 func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -9260,7 +9364,7 @@ func (x *StorageGrant) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer2121
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -9358,8 +9462,8 @@ func (x *StorageGrant) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer2121) encIDRange(v *IDRange, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encIDRange(v *IDRange, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9373,8 +9477,8 @@ func (x codecSelfer2121) encIDRange(v *IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decIDRange(v *IDRange, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decIDRange(v *IDRange, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9417,8 +9521,8 @@ func (x codecSelfer2121) decIDRange(v *IDRange, d *codec1978.Decoder) {
 
 }
 
-func (x codecSelfer2121) encSliceint64(v []int64, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceint64(v []int64, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9432,8 +9536,8 @@ func (x codecSelfer2121) encSliceint64(v []int64, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceint64(v *[]int64, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceint64(v *[]int64, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9513,8 +9617,8 @@ func (x codecSelfer2121) decSliceint64(v *[]int64, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2121) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9526,8 +9630,8 @@ func (x codecSelfer2121) encSliceIDRange(v []IDRange, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9607,8 +9711,8 @@ func (x codecSelfer2121) decSliceIDRange(v *[]IDRange, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2121) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9619,15 +9723,15 @@ func (x codecSelfer2121) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82121, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF82892, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9707,8 +9811,8 @@ func (x codecSelfer2121) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2121) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encMapstringstring(v map[string]string, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteMapStart(len(v))
@@ -9719,7 +9823,7 @@ func (x codecSelfer2121) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyk1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82121, string(yyk1))
+				r.EncodeStringEnc(codecSelferCcUTF82892, string(yyk1))
 			}
 		}
 		r.WriteMapElemValue()
@@ -9728,15 +9832,15 @@ func (x codecSelfer2121) encMapstringstring(v map[string]string, e *codec1978.En
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF82121, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF82892, string(yyv1))
 			}
 		}
 	}
 	r.WriteMapEnd()
 }
 
-func (x codecSelfer2121) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decMapstringstring(v *map[string]string, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9788,8 +9892,8 @@ func (x codecSelfer2121) decMapstringstring(v *map[string]string, d *codec1978.D
 	r.ReadMapEnd()
 }
 
-func (x codecSelfer2121) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceInputFile(v []InputFile, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9801,8 +9905,8 @@ func (x codecSelfer2121) encSliceInputFile(v []InputFile, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9882,8 +9986,8 @@ func (x codecSelfer2121) decSliceInputFile(v *[]InputFile, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer2121) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9895,8 +9999,8 @@ func (x codecSelfer2121) encSliceOutputFile(v []OutputFile, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -9976,8 +10080,8 @@ func (x codecSelfer2121) decSliceOutputFile(v *[]OutputFile, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2121) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -9989,8 +10093,8 @@ func (x codecSelfer2121) encSliceJobSpec(v []JobSpec, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10070,8 +10174,8 @@ func (x codecSelfer2121) decSliceJobSpec(v *[]JobSpec, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer2121) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10083,8 +10187,8 @@ func (x codecSelfer2121) encSliceJobGroupSpec(v []JobGroupSpec, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10106,7 +10210,7 @@ func (x codecSelfer2121) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.De
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 72)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -10123,7 +10227,7 @@ func (x codecSelfer2121) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.De
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 72)
 				} else {
 					yyrl1 = 8
 				}
@@ -10164,8 +10268,8 @@ func (x codecSelfer2121) decSliceJobGroupSpec(v *[]JobGroupSpec, d *codec1978.De
 	}
 }
 
-func (x codecSelfer2121) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10177,8 +10281,8 @@ func (x codecSelfer2121) encSliceAttemptEvent(v []AttemptEvent, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10258,8 +10362,8 @@ func (x codecSelfer2121) decSliceAttemptEvent(v *[]AttemptEvent, d *codec1978.De
 	}
 }
 
-func (x codecSelfer2121) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10271,8 +10375,8 @@ func (x codecSelfer2121) encSliceAttemptRef(v []AttemptRef, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10352,8 +10456,8 @@ func (x codecSelfer2121) decSliceAttemptRef(v *[]AttemptRef, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2121) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceAssignment(v []Assignment, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10365,8 +10469,8 @@ func (x codecSelfer2121) encSliceAssignment(v []Assignment, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceAssignment(v *[]Assignment, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10446,8 +10550,8 @@ func (x codecSelfer2121) decSliceAssignment(v *[]Assignment, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2121) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSlicePreemption(v []Preemption, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10459,8 +10563,8 @@ func (x codecSelfer2121) encSlicePreemption(v []Preemption, e *codec1978.Encoder
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSlicePreemption(v *[]Preemption, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -10540,8 +10644,8 @@ func (x codecSelfer2121) decSlicePreemption(v *[]Preemption, d *codec1978.Decode
 	}
 }
 
-func (x codecSelfer2121) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) encSliceStorageGrant(v []StorageGrant, e *codec1978.Encoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -10553,8 +10657,8 @@ func (x codecSelfer2121) encSliceStorageGrant(v []StorageGrant, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer2121) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
-	var h codecSelfer2121
+func (x codecSelfer2892) decSliceStorageGrant(v *[]StorageGrant, d *codec1978.Decoder) {
+	var h codecSelfer2892
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

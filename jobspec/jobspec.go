@@ -23,6 +23,7 @@
 package jobspec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -79,6 +80,8 @@ type Batch struct {
 	// nested), parents before their children; a job in one names it by
 	// path (Job.Group).
 	Groups []api.JobGroupSpec
+	// groupRanges are the group blocks' headers, by Groups' index.
+	groupRanges []hcl.Range
 }
 
 // Job is one job block: a single job, or an array when Count is set.
@@ -131,9 +134,12 @@ type Job struct {
 	// Group is the path of the job group block the job is in (empty:
 	// none).
 	Group string
-	// Gang and GangUniformity: see api.JobSpec.
+	// Gang and GangUniformity: see api.JobSpec. InGang: the job is in a
+	// group declared a gang (the batch's oom_retry and max_spot_attempts
+	// are not its).
 	Gang           bool
 	GangUniformity string
+	InGang         bool
 
 	Range     hcl.Range   // the block's header
 	depRanges []hcl.Range // one per DependsOn entry
@@ -176,7 +182,7 @@ var batchSchema = &hcl.BodySchema{
 // groupSchema is a job group block's: its settings, its jobs and the
 // groups nested in it.
 var groupSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "attributes"}, {Name: "callback"}, {Name: "cancel_after_n_failures"}},
+	Attributes: []hcl.AttributeSchema{{Name: "attributes"}, {Name: "callback"}, {Name: "cancel_after_n_failures"}, {Name: "gang"}, {Name: "gang_uniformity"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}, {Type: "group", LabelNames: []string{"name"}}},
 }
 
@@ -491,6 +497,15 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 	if !diags.HasErrors() {
 		diags = append(diags, findCycle(b.Jobs, seen)...)
 	}
+	if !diags.HasErrors() {
+		// The API's rule for gang groups, on the jobs as they will be
+		// sent (IDs, the batch's defaults).
+		var ge *api.GangGroupError
+		if err := api.ValidateGangGroups(b.Groups, b.JobSpecs()); errors.As(err, &ge) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid gang",
+				Detail: fmt.Sprintf("Group %q: %v.", ge.Path, ge.Err), Subject: b.groupRanges[ge.Group].Ptr()})
+		}
+	}
 	return b, diags
 }
 
@@ -576,9 +591,35 @@ func (b *Batch) decodeGroup(blk *hcl.Block, path string, seen map[string]*Job, c
 			Detail: fmt.Sprintf("A jobspec declares at most %d job groups.", api.MaxJobGroupsPerRequest), Subject: blk.DefRange.Ptr()})
 		return
 	}
+	if attr, ok := content.Attributes["gang"]; ok {
+		v, d := attr.Expr.Value(ctx)
+		*diags = append(*diags, d...)
+		if !d.HasErrors() {
+			bv, err := convert.Convert(v, cty.Bool)
+			if err != nil || bv.IsNull() {
+				*diags = append(*diags, attrError(attr, "Invalid gang", "gang is true or false."))
+			} else {
+				g.Gang = bv.True()
+			}
+		}
+	}
+	if attr, ok := content.Attributes["gang_uniformity"]; ok {
+		s, d := evalString(attr, ctx)
+		*diags = append(*diags, d...)
+		g.GangUniformity = s
+	}
+	if err := api.ValidateJobGroups([]api.JobGroupSpec{g}); err != nil && (g.Gang || g.GangUniformity != "") {
+		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid gang", Detail: strings.TrimPrefix(err.Error(), "job_groups[0]: ") + ".", Subject: blk.DefRange.Ptr()})
+	}
 	b.Groups = append(b.Groups, g)
+	b.groupRanges = append(b.groupRanges, blk.DefRange)
 	jobs := len(b.Jobs)
 	b.decodeJobs(content.Blocks, path, seen, ctx, diags)
+	if g.Gang {
+		for _, j := range b.Jobs[jobs:] {
+			j.InGang = true
+		}
+	}
 	if len(b.Jobs) == jobs && len(content.Blocks) == 0 {
 		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty job group",
 			Detail: fmt.Sprintf(`Group %q holds no jobs; add job "name" { command = [...] } inside it, or remove it.`, path), Subject: blk.DefRange.Ptr()})
@@ -1300,10 +1341,10 @@ func (b *Batch) JobSpecs() []api.JobSpec {
 		spec.OOMRetry = j.OOMRetry
 		// The batch's defaults that would run one member of a gang
 		// apart from the others are not a gang's.
-		if spec.OOMRetry == nil && !j.Gang {
+		if spec.OOMRetry == nil && !j.Gang && !j.InGang {
 			spec.OOMRetry = b.OOMRetry
 		}
-		if spec.MaxSpotAttempts == 0 && !j.Gang {
+		if spec.MaxSpotAttempts == 0 && !j.Gang && !j.InGang {
 			spec.MaxSpotAttempts = b.MaxSpotAttempts
 		}
 		if spec.Pool == "" {

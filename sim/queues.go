@@ -479,9 +479,18 @@ func (r *qrun) allDone() bool {
 	return true
 }
 
-// arrive submits a batch.
+// arrive submits a batch: its jobs and job groups as the API's handler
+// turns them into entries (apiview.GroupDecls: each job's group, the
+// gangs of groups declared gangs).
 func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 	var entries []state.JobEntry
+	var specs []api.JobSpec
+	type own struct {
+		dur, grace time.Duration
+		peak       int64
+		fail       bool
+	}
+	var owns []own
 	id := uint32(1)
 	bid := r.nextBatch()
 	queue := b.Queue
@@ -510,38 +519,38 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 			}
 			sp.Run.Policy = &state.Policy{OOMFactorMilli: int32(math.Round(o.Factor * 1000)), OOMMaxMemory: o.MaxMemory}
 		}
-		var gangOf uint32
 		if j.Gang {
 			if sp.Run == nil {
 				sp.Run = &state.Run{}
 			}
 			sp.Array = true
 			sp.Run.Gang = &state.Gang{Size: uint32(n)}
-			gangOf = id
-		}
-		if j.Group != "" {
-			k := slices.IndexFunc(b.JobGroups, func(g api.JobGroupSpec) bool { return g.Path == j.Group })
-			if k < 0 {
-				return fmt.Errorf("a job of %s's batch at %s names job group %s, which the batch does not declare", b.User, time.Duration(b.At), j.Group)
-			}
-			sp = sp.InJobGroup(uint32(k + 1))
 		}
 		entries = append(entries, state.JobEntry{First: id, Count: uint32(n), Spec: sp})
+		specs = append(specs, api.JobSpec{JobID: int64(id), Count: int64(n), CPU: j.CPU, Memory: mem, JobGroup: j.Group, Gang: j.Gang, OOMRetry: j.OOMRetry})
 		grace := time.Duration(j.PreemptionGrace)
 		if grace == 0 {
 			grace = state.DefaultPreemptGraceMs * time.Millisecond
 		}
-		for k := 0; k < n; k++ {
-			r.jobs[jobKey{bid, id + uint32(k)}] = &qjob{queue: queue, user: b.User, milli: sp.CPUMilli, priority: b.Priority, ready: now, dur: time.Duration(j.Duration), grace: grace, peak: peak, fail: j.Fail, gang: gangOf}
-		}
+		owns = append(owns, own{dur: time.Duration(j.Duration), grace: grace, peak: peak, fail: j.Fail})
 		id += uint32(n)
+	}
+	groups, err := apiview.GroupDecls(b.JobGroups, specs, entries, nil)
+	if err != nil {
+		return fmt.Errorf("%s's batch at %s: %w", b.User, time.Duration(b.At), err)
+	}
+	for i, e := range entries {
+		var gangOf uint32 // the gang's first job
+		if g := e.Spec.Gang(); g != nil {
+			gangOf = e.First - g.Lead
+		}
+		o := owns[i]
+		for k := range e.Count {
+			r.jobs[jobKey{bid, e.First + k}] = &qjob{queue: queue, user: b.User, milli: e.Spec.CPUMilli, priority: b.Priority, ready: now, dur: o.dur, grace: o.grace, peak: o.peak, fail: o.fail, gang: gangOf}
+		}
 	}
 	if _, ok := r.first[queue]; !ok {
 		r.first[queue] = now
-	}
-	var groups []state.JobGroupDecl
-	for _, g := range b.JobGroups {
-		groups = append(groups, state.JobGroupDecl{Path: g.Path, Attributes: g.Attributes, CancelAfter: uint32(g.CancelAfterNFailures)})
 	}
 	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: b.Project, Name: "sim", Jobs: entries, Queue: b.Queue, Priority: b.Priority, Groups: groups})
 	if err != nil {

@@ -202,6 +202,9 @@ func writeGroupTree(w io.Writer, groups []api.JobGroup) {
 				st += " (cancelled)"
 			}
 			name := g.Path[strings.LastIndexByte(g.Path, '/')+1:]
+			if g.Gang {
+				name += " (gang)"
+			}
 			safef(tw, "%s%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", strings.Repeat("  ", depth), name, st, g.NJobs, g.NCompleted,
 				g.NRunning, g.NFailed+g.NError, g.NCancelled, dollars(g.Cost))
 			walk(g.ID, depth+1)

@@ -28,7 +28,8 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 				return nil, fmt.Errorf("job_groups[%d] (%s): its parent %s is neither declared before it nor a group of the batch", i, g.Path, parent)
 			}
 		}
-		decls = append(decls, state.JobGroupDecl{Path: g.Path, Attributes: g.Attributes, Callback: g.Callback, CancelAfter: uint32(g.CancelAfterNFailures)})
+		decls = append(decls, state.JobGroupDecl{Path: g.Path, Attributes: g.Attributes, Callback: g.Callback, CancelAfter: uint32(g.CancelAfterNFailures),
+			Gang: g.Gang, GangUniformity: g.GangUniformity})
 		index[g.Path] = uint32(len(decls))
 	}
 	for i := range specs {
@@ -50,6 +51,32 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 		}
 		entries[i].Spec = entries[i].Spec.InJobGroup(ref)
 	}
+	if err := api.ValidateGangGroups(groups, specs); err != nil {
+		return nil, err
+	}
+	// The jobs of a gang group are its gang's members: each entry knows
+	// how many come before it.
+	for k := range groups {
+		g := &groups[k]
+		if !g.Gang {
+			continue
+		}
+		var members []int
+		var n int64
+		for i := range specs {
+			if p := specs[i].JobGroup; p == g.Path || strings.HasPrefix(p, g.Path+"/") {
+				members = append(members, i)
+				n += specs[i].NumJobs()
+			}
+		}
+		first := specs[members[0]].JobID
+		for _, i := range members {
+			first = min(first, specs[i].JobID)
+		}
+		for _, i := range members {
+			entries[i].Spec = entries[i].Spec.InGang(&state.Gang{Size: uint32(n), Uniform: g.GangUniformity, Lead: uint32(specs[i].JobID - first)})
+		}
+	}
 	return decls, nil
 }
 
@@ -69,6 +96,7 @@ func JobGroup(r *state.JobGroupRecord, now time.Time) api.JobGroup {
 		NError:        r.Count(state.Error),
 		TimeCompleted: timePtr(r.Completed),
 		Cost:          r.Cost(now.UnixNano()),
+		Gang:          r.Gang, GangUniformity: r.GangUniformity,
 	}
 	out.NCompleted = out.NSucceeded + out.NFailed + out.NCancelled + out.NError
 	if r.Completed != 0 {

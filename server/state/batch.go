@@ -88,12 +88,16 @@ func (s *batchBook) applyCreateBatch(c *CreateBatch) any {
 		Deadline:            c.DeadlineNs,
 		Priority:            c.Priority,
 	}
-	ids, _, gerr := s.resolveGroups(b, c.Groups)
+	ids, made, gerr := s.resolveGroups(b, c.Groups)
 	if gerr != nil {
 		return gerr
 	}
 	jobs, gerr := groupEntries(c.Jobs, ids)
+	if gerr == nil {
+		gerr = b.gangGroups(jobs, made)
+	}
 	if gerr != nil {
+		s.dropNewGroups(b, made) // the batch is not made: nor are they
 		return gerr
 	}
 	s.bindTallies(b)
@@ -103,6 +107,7 @@ func (s *batchBook) applyCreateBatch(c *CreateBatch) any {
 	case len(jobs) > 0:
 		u, err := s.inlineUpdate(b, jobs, "", c.Now)
 		if err != nil {
+			s.dropNewGroups(b, made)
 			return err
 		}
 		res.Update, res.Start, res.N, res.Committed = u.ID, u.Start, u.N, true
@@ -160,6 +165,9 @@ func (s *batchBook) applyCreateUpdate(c *CreateUpdate) any {
 		return err
 	}
 	jobs, err := groupEntries(c.Jobs, ids)
+	if err == nil {
+		err = b.gangGroups(jobs, made)
+	}
 	if err != nil {
 		s.dropNewGroups(b, made)
 		return err
@@ -293,6 +301,9 @@ func (s *batchBook) applyAddJobs(c *AddJobs) any {
 	}
 	jobs, err := groupEntries(c.Jobs, ids)
 	if err == nil {
+		err = b.gangGroups(jobs, made)
+	}
+	if err == nil {
 		err = u.stage(jobs)
 	}
 	if err != nil {
@@ -322,9 +333,6 @@ func (u *update) stage(entries []JobEntry) *ApplyError {
 		if e.Spec == nil {
 			return errorf(ErrInvalid, "job %d: no spec", e.First)
 		}
-		if g := e.Spec.gang(); g != nil && (g.Size != e.Count || g.Size < 2 || g.Size > MaxGangSize || !e.Spec.Array) {
-			return errorf(ErrInvalid, "job %d: a gang is an array of 2 to %d jobs, all its members (%d of %d here)", e.First, MaxGangSize, e.Count, g.Size)
-		}
 		last := uint64(e.First) + uint64(e.Count) - 1
 		if e.First < 1 || last > uint64(u.N) {
 			return errorf(ErrInvalid, "job %d (count %d) lies outside this update's %d jobs: job_id counts from 1 within the update",
@@ -341,6 +349,9 @@ func (u *update) stage(entries []JobEntry) *ApplyError {
 					e.First, p.Lo, p.Hi, int64(u.Start)-1)
 			}
 		}
+	}
+	if err := gangEntries(entries); err != nil {
+		return err
 	}
 	// Check for overlap with earlier bunches and within this one before
 	// marking anything, so a rejected bunch leaves no trace.

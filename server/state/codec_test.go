@@ -17,11 +17,11 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/commands.golden"
 // every field set (maps of several keys, to catch a non-canonical order).
 func codecSamples() []Command {
 	sp := &Spec{Name: "align", Array: true, Command: []string{"sh", "-c", "x"}, Env: StringMap{"Z": "1", "A": "2", "M": "3"},
-		CPUMilli: 1500, Memory: 3 << 30, TimeoutMs: 60000, Retries: 2, AlwaysRun: true, Attributes: StringMap{"k2": "v", "k1": "w"}, Run: &Run{Group: 1, Gang: &Gang{Size: 10, Uniform: "label:rack"}}}
+		CPUMilli: 1500, Memory: 3 << 30, TimeoutMs: 60000, Retries: 2, AlwaysRun: true, Attributes: StringMap{"k2": "v", "k1": "w"}, Run: &Run{Group: 1, Gang: &Gang{Size: 10, Uniform: "label:rack", Lead: 3}}}
 	entries := []JobEntry{{First: 1, Count: 10, Parents: []Range{{1, 1}}, BatchParents: []Range{{3, 7}}, Spec: sp}, {First: 11, Count: 1, Spec: &Spec{Name: "one"}}}
 	return []Command{
 		&CreateBatch{Now: 1, User: "u", Name: "n", BillingProject: "p", Attributes: StringMap{"b": "1", "a": "2"}, Key: "k", NJobs: 0, Jobs: entries, CancelAfterFailures: 3, Callback: "https://hooks.example/done", Queue: "org/proj/tier1", Priority: -7, SLONs: 3600e9, DeadlineNs: 9e18,
-			Groups: []JobGroupDecl{{Path: "align", Attributes: StringMap{"y": "1", "x": "2"}, Callback: "https://hooks.example/align", CancelAfter: 2}}},
+			Groups: []JobGroupDecl{{Path: "align", Attributes: StringMap{"y": "1", "x": "2"}, Callback: "https://hooks.example/align", CancelAfter: 2, Gang: true, GangUniformity: "pool"}}},
 		&CreateUpdate{Now: 2, Batch: 3, Key: "k", NJobs: 4, Jobs: entries, Groups: []JobGroupDecl{{Path: "align"}}},
 		&AddJobs{Batch: 5, Update: 6, Jobs: entries, Now: 7, Groups: []JobGroupDecl{{Path: "align"}, {Path: "align/chr1"}}},
 		&CommitUpdate{Now: 8, Batch: 9, Update: 10},
@@ -77,9 +77,10 @@ func TestGeneratedCodecKeepsTheLogFormat(t *testing.T) {
 // (commands.v2.golden), and before runs carried a Policy and events an
 // OOM (commands.v3.golden), and before events said their worker was
 // leaving (commands.v4.golden), and before job groups (commands.v5.golden),
-// decode to the same commands, with none of it (nor anything newer).
+// and before job groups could be gangs (commands.v6.golden), decode to the
+// same commands, with none of it (nor anything newer).
 func TestEntriesFromBeforePlacementDecode(t *testing.T) {
-	for _, golden := range []string{"testdata/commands.v1.golden", "testdata/commands.v2.golden", "testdata/commands.v3.golden", "testdata/commands.v4.golden", "testdata/commands.v5.golden"} {
+	for _, golden := range []string{"testdata/commands.v1.golden", "testdata/commands.v2.golden", "testdata/commands.v3.golden", "testdata/commands.v4.golden", "testdata/commands.v5.golden", "testdata/commands.v6.golden"} {
 		old, err := os.ReadFile(golden)
 		if err != nil {
 			t.Fatal(err)
@@ -93,13 +94,26 @@ func TestEntriesFromBeforePlacementDecode(t *testing.T) {
 			}
 			switch c := c.(type) { // job groups are newer than these entries
 			case *CreateBatch:
+				if strings.HasSuffix(golden, "v6.golden") { // only group gangs are
+					c.Groups[0].Gang, c.Groups[0].GangUniformity = false, ""
+					c.Jobs[0].Spec.Run.Gang.Lead = 0
+					break
+				}
 				c.Groups, c.Jobs[0].Spec.Run = nil, nil
 			case *CreateUpdate:
+				if strings.HasSuffix(golden, "v6.golden") {
+					c.Jobs[0].Spec.Run.Gang.Lead = 0
+					break
+				}
 				c.Groups, c.Jobs[0].Spec.Run = nil, nil
 			case *AddJobs:
+				if strings.HasSuffix(golden, "v6.golden") {
+					c.Jobs[0].Spec.Run.Gang.Lead = 0
+					break
+				}
 				c.Groups, c.Jobs[0].Spec.Run = nil, nil
 			}
-			if cb, ok := c.(*CreateBatch); ok && !strings.HasSuffix(golden, "v3.golden") && !strings.HasSuffix(golden, "v4.golden") && !strings.HasSuffix(golden, "v5.golden") {
+			if cb, ok := c.(*CreateBatch); ok && !strings.HasSuffix(golden, "v3.golden") && !strings.HasSuffix(golden, "v4.golden") && !strings.HasSuffix(golden, "v5.golden") && !strings.HasSuffix(golden, "v6.golden") {
 				cb.CancelAfterFailures, cb.Callback, cb.Queue, cb.Priority, cb.SLONs, cb.DeadlineNs = 0, "", "", 0, 0, 0 // newer than these entries
 			}
 			got, _ := Encode(dec)
@@ -183,7 +197,7 @@ func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 		Where: &Where{Regions: []string{"r"}, Pool: "p", GPUType: "a100", GPUs: 2, MachineType: "n2-highmem-96", Labels: []string{"rack=r1"}, Clusters: []string{"c1"}, NoSpot: true},
 		Run: &Run{Image: "reg/tool:1", Network: "host", Inputs: []File{{Name: "ref", URL: "gs://b/ref.fa", Path: "ref.fa"}},
 			Outputs: []File{{Name: "bam", URL: "gs://b/out.bam", Path: "/io/out.bam"}}, MaxProcesses: 64, PreemptGraceMs: 45_000, Nomad: true,
-			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30, MaxSpot: 3}, Group: 7, Gang: &Gang{Size: 3, Uniform: "pool"}}}
+			Policy: &Policy{MaxLost: -1, OOMFactorMilli: 2000, OOMMaxMemory: 16 << 30, MaxSpot: 3}, Group: 7, Gang: &Gang{Size: 3, Uniform: "pool", Lead: 2}}}
 	usage := &Usage{CPUMillis: 1, PeakMemory: 2, BytesIn: 3, BytesOut: 4, ImageMillis: 5, InputMillis: 6, OutputMillis: 7, Memory: 8}
 	ev := Event{Instance: 1, Batch: 2, Job: 3, Attempt: 4, Started: true, Outcome: OutcomeSuccess, Exit: 5, Start: 6, End: 7, Message: "m", Usage: usage, Sample: true, OOM: true, Leaving: true}
 	// Every exported field must be set, or this test proves nothing.
@@ -197,7 +211,7 @@ func TestGeneratedCodecKeepsEveryField(t *testing.T) {
 	}
 	for _, c := range []Command{
 		&AddJobs{Batch: 1, Update: 2, Jobs: []JobEntry{{First: 1, Count: 3, Parents: []Range{{1, 1}}, BatchParents: []Range{{2, 3}}, Spec: sp}}, Now: 5,
-			Groups: []JobGroupDecl{{Path: "a/b", Attributes: StringMap{"k": "v"}, Callback: "https://h.example/x", CancelAfter: 9}}},
+			Groups: []JobGroupDecl{{Path: "a/b", Attributes: StringMap{"k": "v"}, Callback: "https://h.example/x", CancelAfter: 9, Gang: true, GangUniformity: "label:rack"}}},
 		&Events{Now: 1, Events: []Event{ev}},
 	} {
 		data, err := Encode(c)

@@ -12,23 +12,23 @@ import (
 
 const (
 	// ----- content types ----
-	codecSelferCcUTF81014 = 1
-	codecSelferCcRAW1014  = 255
+	codecSelferCcUTF82434 = 1
+	codecSelferCcRAW2434  = 255
 	// ----- value types used ----
-	codecSelferValueTypeArray1014  = 10
-	codecSelferValueTypeMap1014    = 9
-	codecSelferValueTypeString1014 = 6
-	codecSelferValueTypeInt1014    = 2
-	codecSelferValueTypeUint1014   = 3
-	codecSelferValueTypeFloat1014  = 4
-	codecSelferBitsize1014         = uint8(32 << (^uint(0) >> 63))
+	codecSelferValueTypeArray2434  = 10
+	codecSelferValueTypeMap2434    = 9
+	codecSelferValueTypeString2434 = 6
+	codecSelferValueTypeInt2434    = 2
+	codecSelferValueTypeUint2434   = 3
+	codecSelferValueTypeFloat2434  = 4
+	codecSelferBitsize2434         = uint8(32 << (^uint(0) >> 63))
 )
 
 var (
-	errCodecSelferOnlyMapOrArrayEncodeToStruct1014 = errors.New(`only encoded map or array can be decoded into a struct`)
+	errCodecSelferOnlyMapOrArrayEncodeToStruct2434 = errors.New(`only encoded map or array can be decoded into a struct`)
 )
 
-type codecSelfer1014 struct{}
+type codecSelfer2434 struct{}
 
 func init() {
 	if codec1978.GenVersion != 10 {
@@ -41,7 +41,7 @@ func init() {
 }
 
 func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -71,7 +71,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -86,7 +86,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.User))
 					}
 				}
 			} else {
@@ -94,7 +94,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -102,7 +102,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.User))
 					}
 				}
 			}
@@ -113,7 +113,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Name))
 					}
 				}
 			} else {
@@ -121,7 +121,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -129,7 +129,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Name))
 					}
 				}
 			}
@@ -140,7 +140,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.BillingProject))
 					}
 				}
 			} else {
@@ -148,7 +148,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BillingProject\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `BillingProject`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `BillingProject`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -156,7 +156,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.BillingProject)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.BillingProject))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.BillingProject))
 					}
 				}
 			}
@@ -173,7 +173,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -190,7 +190,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Key))
 					}
 				}
 			} else {
@@ -198,7 +198,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -206,7 +206,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Key))
 					}
 				}
 			}
@@ -221,7 +221,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -244,7 +244,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -271,7 +271,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -294,7 +294,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -313,7 +313,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfterFailures\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `CancelAfterFailures`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `CancelAfterFailures`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -328,7 +328,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Callback))
 					}
 				}
 			} else {
@@ -336,7 +336,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -344,7 +344,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Callback))
 					}
 				}
 			}
@@ -355,7 +355,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Queue))
 					}
 				}
 			} else {
@@ -363,7 +363,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Queue\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Queue`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Queue`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -371,7 +371,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Queue)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Queue))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Queue))
 					}
 				}
 			}
@@ -386,7 +386,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Priority\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Priority`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Priority`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -405,7 +405,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"SLONs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `SLONs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `SLONs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -424,7 +424,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"DeadlineNs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `DeadlineNs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `DeadlineNs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -447,7 +447,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Groups\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Groups`)
 				}
 				r.WriteMapElemValue()
 				if x.Groups == nil {
@@ -469,7 +469,7 @@ func (x *CreateBatch) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -477,14 +477,14 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -492,13 +492,13 @@ func (x *CreateBatch) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -635,7 +635,7 @@ func (x *CreateBatch) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj24 int
@@ -939,7 +939,7 @@ func (x *CreateBatch) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -969,7 +969,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -988,7 +988,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1003,7 +1003,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Key))
 					}
 				}
 			} else {
@@ -1011,7 +1011,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Key\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Key`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Key`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1019,7 +1019,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Key)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Key))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Key))
 					}
 				}
 			}
@@ -1034,7 +1034,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NJobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `NJobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `NJobs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1057,7 +1057,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1084,7 +1084,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Digest\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Digest`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Digest`)
 				}
 				r.WriteMapElemValue()
 				if x.Digest == nil {
@@ -1107,7 +1107,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1122,7 +1122,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.User))
 					}
 				}
 			} else {
@@ -1130,7 +1130,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1138,7 +1138,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.User))
 					}
 				}
 			}
@@ -1157,7 +1157,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Groups\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Groups`)
 				}
 				r.WriteMapElemValue()
 				if x.Groups == nil {
@@ -1179,7 +1179,7 @@ func (x *CreateUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1187,14 +1187,14 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1202,13 +1202,13 @@ func (x *CreateUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1297,7 +1297,7 @@ func (x *CreateUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -1473,7 +1473,7 @@ func (x *CreateUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1503,7 +1503,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1522,7 +1522,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1545,7 +1545,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Jobs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Jobs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Jobs`)
 				}
 				r.WriteMapElemValue()
 				if x.Jobs == nil {
@@ -1568,7 +1568,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1587,7 +1587,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1602,7 +1602,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.User))
 					}
 				}
 			} else {
@@ -1610,7 +1610,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"User\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `User`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `User`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1618,7 +1618,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.User)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.User))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.User))
 					}
 				}
 			}
@@ -1637,7 +1637,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Groups\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Groups`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Groups`)
 				}
 				r.WriteMapElemValue()
 				if x.Groups == nil {
@@ -1659,7 +1659,7 @@ func (x *AddJobs) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1667,14 +1667,14 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -1682,13 +1682,13 @@ func (x *AddJobs) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -1762,7 +1762,7 @@ func (x *AddJobs) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj13 int
@@ -1903,7 +1903,7 @@ func (x *AddJobs) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -1933,7 +1933,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1952,7 +1952,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1971,7 +1971,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Update\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Update`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Update`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -1989,7 +1989,7 @@ func (x *CommitUpdate) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -1997,14 +1997,14 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2012,13 +2012,13 @@ func (x *CommitUpdate) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2062,7 +2062,7 @@ func (x *CommitUpdate) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -2133,7 +2133,7 @@ func (x *CommitUpdate) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2163,7 +2163,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2182,7 +2182,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2201,7 +2201,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2220,7 +2220,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2239,7 +2239,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2257,7 +2257,7 @@ func (x *Placement) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2265,14 +2265,14 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2280,13 +2280,13 @@ func (x *Placement) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2342,7 +2342,7 @@ func (x *Placement) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj9 int
@@ -2445,7 +2445,7 @@ func (x *Placement) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2475,7 +2475,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2498,7 +2498,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Placements\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Placements`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Placements`)
 				}
 				r.WriteMapElemValue()
 				if x.Placements == nil {
@@ -2521,7 +2521,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Reserve\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Reserve`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Reserve`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2539,7 +2539,7 @@ func (x *Plan) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -2547,14 +2547,14 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -2562,13 +2562,13 @@ func (x *Plan) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -2615,7 +2615,7 @@ func (x *Plan) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -2689,7 +2689,7 @@ func (x *Plan) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -2719,7 +2719,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Instance\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Instance`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Instance`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2738,7 +2738,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Batch\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Batch`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Batch`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2757,7 +2757,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Job\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Job`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Job`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2776,7 +2776,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attempt\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Attempt`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Attempt`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2795,7 +2795,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Started\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Started`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Started`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2816,7 +2816,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outcome\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Outcome`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Outcome`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2837,7 +2837,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Exit\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Exit`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Exit`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2856,7 +2856,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Start\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Start`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Start`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2875,7 +2875,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"End\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `End`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `End`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2890,7 +2890,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Message))
 					}
 				}
 			} else {
@@ -2898,7 +2898,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Message\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Message`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Message`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2906,7 +2906,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Message)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Message))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Message))
 					}
 				}
 			}
@@ -2933,7 +2933,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Usage\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Usage`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Usage`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -2957,7 +2957,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Sample\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Sample`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Sample`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2976,7 +2976,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOM\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `OOM`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `OOM`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -2995,7 +2995,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Leaving\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Leaving`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Leaving`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3013,7 +3013,7 @@ func (x *Event) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3021,14 +3021,14 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3036,13 +3036,13 @@ func (x *Event) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3163,7 +3163,7 @@ func (x *Event) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj19 int
@@ -3421,7 +3421,7 @@ func (x *Event) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3451,7 +3451,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Now\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Now`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Now`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3474,7 +3474,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Events\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Events`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Events`)
 				}
 				r.WriteMapElemValue()
 				if x.Events == nil {
@@ -3496,7 +3496,7 @@ func (x *Events) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3504,14 +3504,14 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3519,13 +3519,13 @@ func (x *Events) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -3566,7 +3566,7 @@ func (x *Events) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -3624,7 +3624,7 @@ func (x *Events) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -3650,7 +3650,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Name))
 					}
 				}
 			} else {
@@ -3658,7 +3658,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3666,7 +3666,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Name))
 					}
 				}
 			}
@@ -3681,7 +3681,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Array\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Array`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Array`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3704,7 +3704,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Command\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Command`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Command`)
 				}
 				r.WriteMapElemValue()
 				if x.Command == nil {
@@ -3729,7 +3729,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Env\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Env`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Env`)
 				}
 				r.WriteMapElemValue()
 				if x.Env == nil {
@@ -3750,7 +3750,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `CPUMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `CPUMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3769,7 +3769,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3788,7 +3788,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"TimeoutMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `TimeoutMs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `TimeoutMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3807,7 +3807,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Retries\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Retries`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Retries`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3826,7 +3826,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"AlwaysRun\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `AlwaysRun`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `AlwaysRun`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -3847,7 +3847,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -3880,7 +3880,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Where\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Where`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Where`)
 				}
 				r.WriteMapElemValue()
 				if yyn33 {
@@ -3916,7 +3916,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Run\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Run`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Run`)
 				}
 				r.WriteMapElemValue()
 				if yyn36 {
@@ -3939,7 +3939,7 @@ func (x *Spec) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -3947,14 +3947,14 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -3962,13 +3962,13 @@ func (x *Spec) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4081,7 +4081,7 @@ func (x *Spec) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj17 int
@@ -4311,7 +4311,7 @@ func (x *Spec) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4341,7 +4341,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxLost\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `MaxLost`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `MaxLost`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4360,7 +4360,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMFactorMilli\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `OOMFactorMilli`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `OOMFactorMilli`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4379,7 +4379,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OOMMaxMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `OOMMaxMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `OOMMaxMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4398,7 +4398,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `MaxSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `MaxSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4416,7 +4416,7 @@ func (x *Policy) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4424,14 +4424,14 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4439,13 +4439,13 @@ func (x *Policy) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -4495,7 +4495,7 @@ func (x *Policy) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj8 int
@@ -4582,7 +4582,7 @@ func (x *Policy) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -4608,7 +4608,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Image))
 					}
 				}
 			} else {
@@ -4616,7 +4616,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Image\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Image`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Image`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4624,7 +4624,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Image)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Image))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Image))
 					}
 				}
 			}
@@ -4635,7 +4635,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Network))
 					}
 				}
 			} else {
@@ -4643,7 +4643,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Network\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Network`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Network`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4651,7 +4651,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Network)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Network))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Network))
 					}
 				}
 			}
@@ -4670,7 +4670,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Inputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Inputs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Inputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Inputs == nil {
@@ -4697,7 +4697,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Outputs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Outputs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Outputs`)
 				}
 				r.WriteMapElemValue()
 				if x.Outputs == nil {
@@ -4720,7 +4720,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MaxProcesses\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `MaxProcesses`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `MaxProcesses`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4739,7 +4739,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PreemptGraceMs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `PreemptGraceMs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `PreemptGraceMs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4758,7 +4758,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Nomad\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Nomad`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Nomad`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4789,7 +4789,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Policy\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Policy`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Policy`)
 				}
 				r.WriteMapElemValue()
 				if yyn24 {
@@ -4813,7 +4813,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Group\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Group`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Group`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -4844,7 +4844,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Gang\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Gang`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Gang`)
 				}
 				r.WriteMapElemValue()
 				if yyn30 {
@@ -4867,7 +4867,7 @@ func (x *Run) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -4875,14 +4875,14 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -4890,13 +4890,13 @@ func (x *Run) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5000,7 +5000,7 @@ func (x *Run) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj16 int
@@ -5201,7 +5201,7 @@ func (x *Run) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5216,9 +5216,9 @@ func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(2)
+				r.WriteArrayStart(3)
 			} else {
-				r.WriteMapStart(2)
+				r.WriteMapStart(3)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -5231,7 +5231,7 @@ func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Size\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Size`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Size`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5246,7 +5246,7 @@ func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Uniform)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Uniform))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Uniform))
 					}
 				}
 			} else {
@@ -5254,7 +5254,7 @@ func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Uniform\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Uniform`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Uniform`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5262,8 +5262,27 @@ func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Uniform)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Uniform))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Uniform))
 					}
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.Lead))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Lead\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Lead`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeUint(uint64(x.Lead))
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -5276,7 +5295,7 @@ func (x *Gang) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Gang) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5284,14 +5303,14 @@ func (x *Gang) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5299,13 +5318,13 @@ func (x *Gang) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Gang) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5335,6 +5354,12 @@ func (x *Gang) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.Uniform = (string)(r.DecodeString())
 			}
+		case "Lead":
+			if r.TryDecodeAsNil() {
+				x.Lead = 0
+			} else {
+				x.Lead = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -5343,19 +5368,19 @@ func (x *Gang) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Gang) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj6 int
-	var yyb6 bool
-	var yyhl6 bool = l >= 0
-	yyj6++
-	if yyhl6 {
-		yyb6 = yyj6 > l
+	var yyj7 int
+	var yyb7 bool
+	var yyhl7 bool = l >= 0
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
 	} else {
-		yyb6 = r.CheckBreak()
+		yyb7 = r.CheckBreak()
 	}
-	if yyb6 {
+	if yyb7 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5365,13 +5390,13 @@ func (x *Gang) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Size = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
 	}
-	yyj6++
-	if yyhl6 {
-		yyb6 = yyj6 > l
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
 	} else {
-		yyb6 = r.CheckBreak()
+		yyb7 = r.CheckBreak()
 	}
-	if yyb6 {
+	if yyb7 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -5381,24 +5406,40 @@ func (x *Gang) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Uniform = (string)(r.DecodeString())
 	}
+	yyj7++
+	if yyhl7 {
+		yyb7 = yyj7 > l
+	} else {
+		yyb7 = r.CheckBreak()
+	}
+	if yyb7 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Lead = 0
+	} else {
+		x.Lead = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
+	}
 	for {
-		yyj6++
-		if yyhl6 {
-			yyb6 = yyj6 > l
+		yyj7++
+		if yyhl7 {
+			yyb7 = yyj7 > l
 		} else {
-			yyb6 = r.CheckBreak()
+			yyb7 = r.CheckBreak()
 		}
-		if yyb6 {
+		if yyb7 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj6-1, "")
+		z.DecStructFieldNotFound(yyj7-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
 func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5424,7 +5465,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Name))
 					}
 				}
 			} else {
@@ -5432,7 +5473,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Name\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Name`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Name`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5440,7 +5481,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Name)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Name))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Name))
 					}
 				}
 			}
@@ -5451,7 +5492,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.URL))
 					}
 				}
 			} else {
@@ -5459,7 +5500,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"URL\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `URL`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `URL`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5467,7 +5508,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.URL)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.URL))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.URL))
 					}
 				}
 			}
@@ -5478,7 +5519,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Path))
 					}
 				}
 			} else {
@@ -5486,7 +5527,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5494,7 +5535,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Path))
 					}
 				}
 			}
@@ -5508,7 +5549,7 @@ func (x *File) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5516,14 +5557,14 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5531,13 +5572,13 @@ func (x *File) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5581,7 +5622,7 @@ func (x *File) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj7 int
@@ -5652,7 +5693,7 @@ func (x *File) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -5682,7 +5723,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CPUMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `CPUMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `CPUMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5701,7 +5742,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"PeakMemory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `PeakMemory`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `PeakMemory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5720,7 +5761,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesIn\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `BytesIn`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `BytesIn`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5739,7 +5780,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BytesOut\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `BytesOut`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `BytesOut`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5758,7 +5799,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"ImageMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `ImageMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `ImageMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5777,7 +5818,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"InputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `InputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `InputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5796,7 +5837,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"OutputMillis\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `OutputMillis`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `OutputMillis`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5815,7 +5856,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Memory\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Memory`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Memory`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -5833,7 +5874,7 @@ func (x *Usage) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -5841,14 +5882,14 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -5856,13 +5897,13 @@ func (x *Usage) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -5936,7 +5977,7 @@ func (x *Usage) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj12 int
@@ -6087,7 +6128,7 @@ func (x *Usage) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6121,7 +6162,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Regions\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Regions`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Regions`)
 				}
 				r.WriteMapElemValue()
 				if x.Regions == nil {
@@ -6140,7 +6181,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Pool))
 					}
 				}
 			} else {
@@ -6148,7 +6189,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Pool\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Pool`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Pool`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6156,7 +6197,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Pool)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Pool))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Pool))
 					}
 				}
 			}
@@ -6167,7 +6208,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.GPUType))
 					}
 				}
 			} else {
@@ -6175,7 +6216,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `GPUType`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `GPUType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6183,7 +6224,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.GPUType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.GPUType))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.GPUType))
 					}
 				}
 			}
@@ -6198,7 +6239,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"GPUs\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `GPUs`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `GPUs`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6213,7 +6254,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.MachineType))
 					}
 				}
 			} else {
@@ -6221,7 +6262,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"MachineType\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `MachineType`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `MachineType`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6229,7 +6270,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.MachineType)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.MachineType))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.MachineType))
 					}
 				}
 			}
@@ -6248,7 +6289,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Labels\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Labels`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Labels`)
 				}
 				r.WriteMapElemValue()
 				if x.Labels == nil {
@@ -6275,7 +6316,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Clusters\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Clusters`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Clusters`)
 				}
 				r.WriteMapElemValue()
 				if x.Clusters == nil {
@@ -6298,7 +6339,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"NoSpot\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `NoSpot`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `NoSpot`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6316,7 +6357,7 @@ func (x *Where) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6324,14 +6365,14 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6339,13 +6380,13 @@ func (x *Where) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6428,7 +6469,7 @@ func (x *Where) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj15 int
@@ -6588,7 +6629,7 @@ func (x *Where) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6618,7 +6659,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Lo\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Lo`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Lo`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6637,7 +6678,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Hi\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Hi`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Hi`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6655,7 +6696,7 @@ func (x *Range) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6663,14 +6704,14 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6678,13 +6719,13 @@ func (x *Range) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -6722,7 +6763,7 @@ func (x *Range) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj6 int
@@ -6777,7 +6818,7 @@ func (x *Range) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -6807,7 +6848,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"First\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `First`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `First`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6826,7 +6867,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Count\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Count`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Count`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -6849,7 +6890,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Parents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Parents`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Parents`)
 				}
 				r.WriteMapElemValue()
 				if x.Parents == nil {
@@ -6876,7 +6917,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"BatchParents\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `BatchParents`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `BatchParents`)
 				}
 				r.WriteMapElemValue()
 				if x.BatchParents == nil {
@@ -6911,7 +6952,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Spec\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Spec`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Spec`)
 				}
 				r.WriteMapElemValue()
 				if yyn15 {
@@ -6934,7 +6975,7 @@ func (x *JobEntry) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -6942,14 +6983,14 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -6957,13 +6998,13 @@ func (x *JobEntry) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7031,7 +7072,7 @@ func (x *JobEntry) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyj11 int
@@ -7146,7 +7187,7 @@ func (x *JobEntry) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	if x == nil {
@@ -7161,9 +7202,9 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 			_, _ = yysep2, yy2arr2
 			const yyr2 bool = false // struct tag has 'toArray'
 			if yyr2 || yy2arr2 {
-				r.WriteArrayStart(4)
+				r.WriteArrayStart(6)
 			} else {
-				r.WriteMapStart(4)
+				r.WriteMapStart(6)
 			}
 			if yyr2 || yy2arr2 {
 				r.WriteArrayElem()
@@ -7172,7 +7213,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Path))
 					}
 				}
 			} else {
@@ -7180,7 +7221,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Path\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Path`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Path`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7188,7 +7229,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Path)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Path))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Path))
 					}
 				}
 			}
@@ -7205,7 +7246,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Attributes\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Attributes`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Attributes`)
 				}
 				r.WriteMapElemValue()
 				if x.Attributes == nil {
@@ -7222,7 +7263,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Callback))
 					}
 				}
 			} else {
@@ -7230,7 +7271,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"Callback\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `Callback`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Callback`)
 				}
 				r.WriteMapElemValue()
 				if false {
@@ -7238,7 +7279,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 					if z.EncBasicHandle().StringToRaw {
 						r.EncodeStringBytesRaw(z.BytesView(string(x.Callback)))
 					} else {
-						r.EncodeStringEnc(codecSelferCcUTF81014, string(x.Callback))
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.Callback))
 					}
 				}
 			}
@@ -7253,12 +7294,58 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 				if z.IsJSONHandle() {
 					z.WriteStr("\"CancelAfter\"")
 				} else {
-					r.EncodeStringEnc(codecSelferCcUTF81014, `CancelAfter`)
+					r.EncodeStringEnc(codecSelferCcUTF82434, `CancelAfter`)
 				}
 				r.WriteMapElemValue()
 				if false {
 				} else {
 					r.EncodeUint(uint64(x.CancelAfter))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Gang))
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"Gang\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF82434, `Gang`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					r.EncodeBool(bool(x.Gang))
+				}
+			}
+			if yyr2 || yy2arr2 {
+				r.WriteArrayElem()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.GangUniformity))
+					}
+				}
+			} else {
+				r.WriteMapElemKey()
+				if z.IsJSONHandle() {
+					z.WriteStr("\"GangUniformity\"")
+				} else {
+					r.EncodeStringEnc(codecSelferCcUTF82434, `GangUniformity`)
+				}
+				r.WriteMapElemValue()
+				if false {
+				} else {
+					if z.EncBasicHandle().StringToRaw {
+						r.EncodeStringBytesRaw(z.BytesView(string(x.GangUniformity)))
+					} else {
+						r.EncodeStringEnc(codecSelferCcUTF82434, string(x.GangUniformity))
+					}
 				}
 			}
 			if yyr2 || yy2arr2 {
@@ -7271,7 +7358,7 @@ func (x *JobGroupDecl) CodecEncodeSelf(e *codec1978.Encoder) {
 }
 
 func (x *JobGroupDecl) CodecDecodeSelf(d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	if false {
@@ -7279,14 +7366,14 @@ func (x *JobGroupDecl) CodecDecodeSelf(d *codec1978.Decoder) {
 		z.DecExtension(x, yyxt1)
 	} else {
 		yyct2 := r.ContainerType()
-		if yyct2 == codecSelferValueTypeMap1014 {
+		if yyct2 == codecSelferValueTypeMap2434 {
 			yyl2 := r.ReadMapStart()
 			if yyl2 == 0 {
 				r.ReadMapEnd()
 			} else {
 				x.codecDecodeSelfFromMap(yyl2, d)
 			}
-		} else if yyct2 == codecSelferValueTypeArray1014 {
+		} else if yyct2 == codecSelferValueTypeArray2434 {
 			yyl2 := r.ReadArrayStart()
 			if yyl2 == 0 {
 				r.ReadArrayEnd()
@@ -7294,13 +7381,13 @@ func (x *JobGroupDecl) CodecDecodeSelf(d *codec1978.Decoder) {
 				x.codecDecodeSelfFromArray(yyl2, d)
 			}
 		} else {
-			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct1014)
+			panic(errCodecSelferOnlyMapOrArrayEncodeToStruct2434)
 		}
 	}
 }
 
 func (x *JobGroupDecl) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 	var yyhl3 bool = l >= 0
@@ -7342,6 +7429,18 @@ func (x *JobGroupDecl) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 			} else {
 				x.CancelAfter = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
 			}
+		case "Gang":
+			if r.TryDecodeAsNil() {
+				x.Gang = false
+			} else {
+				x.Gang = (bool)(r.DecodeBool())
+			}
+		case "GangUniformity":
+			if r.TryDecodeAsNil() {
+				x.GangUniformity = ""
+			} else {
+				x.GangUniformity = (string)(r.DecodeString())
+			}
 		default:
 			z.DecStructFieldNotFound(-1, yys3)
 		} // end switch yys3
@@ -7350,19 +7449,19 @@ func (x *JobGroupDecl) codecDecodeSelfFromMap(l int, d *codec1978.Decoder) {
 }
 
 func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
-	var h codecSelfer1014
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
-	var yyj8 int
-	var yyb8 bool
-	var yyhl8 bool = l >= 0
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	var yyj10 int
+	var yyb10 bool
+	var yyhl10 bool = l >= 0
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -7372,13 +7471,13 @@ func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Path = (string)(r.DecodeString())
 	}
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -7388,13 +7487,13 @@ func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Attributes.CodecDecodeSelf(d)
 	}
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -7404,13 +7503,13 @@ func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.Callback = (string)(r.DecodeString())
 	}
-	yyj8++
-	if yyhl8 {
-		yyb8 = yyj8 > l
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
 	} else {
-		yyb8 = r.CheckBreak()
+		yyb10 = r.CheckBreak()
 	}
-	if yyb8 {
+	if yyb10 {
 		r.ReadArrayEnd()
 		return
 	}
@@ -7420,24 +7519,56 @@ func (x *JobGroupDecl) codecDecodeSelfFromArray(l int, d *codec1978.Decoder) {
 	} else {
 		x.CancelAfter = (uint32)(z.C.UintV(r.DecodeUint64(), 32))
 	}
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
+	} else {
+		yyb10 = r.CheckBreak()
+	}
+	if yyb10 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.Gang = false
+	} else {
+		x.Gang = (bool)(r.DecodeBool())
+	}
+	yyj10++
+	if yyhl10 {
+		yyb10 = yyj10 > l
+	} else {
+		yyb10 = r.CheckBreak()
+	}
+	if yyb10 {
+		r.ReadArrayEnd()
+		return
+	}
+	r.ReadArrayElem()
+	if r.TryDecodeAsNil() {
+		x.GangUniformity = ""
+	} else {
+		x.GangUniformity = (string)(r.DecodeString())
+	}
 	for {
-		yyj8++
-		if yyhl8 {
-			yyb8 = yyj8 > l
+		yyj10++
+		if yyhl10 {
+			yyb10 = yyj10 > l
 		} else {
-			yyb8 = r.CheckBreak()
+			yyb10 = r.CheckBreak()
 		}
-		if yyb8 {
+		if yyb10 {
 			break
 		}
 		r.ReadArrayElem()
-		z.DecStructFieldNotFound(yyj8-1, "")
+		z.DecStructFieldNotFound(yyj10-1, "")
 	}
 	r.ReadArrayEnd()
 }
 
-func (x codecSelfer1014) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7449,8 +7580,8 @@ func (x codecSelfer1014) encSliceJobEntry(v []JobEntry, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7530,8 +7661,8 @@ func (x codecSelfer1014) decSliceJobEntry(v *[]JobEntry, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1014) encSliceJobGroupDecl(v []JobGroupDecl, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSliceJobGroupDecl(v []JobGroupDecl, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7543,8 +7674,8 @@ func (x codecSelfer1014) encSliceJobGroupDecl(v []JobGroupDecl, e *codec1978.Enc
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7566,7 +7697,7 @@ func (x codecSelfer1014) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.De
 		_ = yyrl1
 		if yyhl1 {
 			if yyl1 > cap(yyv1) {
-				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+				yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 64)
 				if yyrl1 <= cap(yyv1) {
 					yyv1 = yyv1[:yyrl1]
 				} else {
@@ -7583,7 +7714,7 @@ func (x codecSelfer1014) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.De
 		for yyj1 = 0; (yyhl1 && yyj1 < yyl1) || !(yyhl1 || r.CheckBreak()); yyj1++ { // bounds-check-elimination
 			if yyj1 == 0 && yyv1 == nil {
 				if yyhl1 {
-					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 48)
+					yyrl1 = z.DecInferLen(yyl1, z.DecBasicHandle().MaxInitLen, 64)
 				} else {
 					yyrl1 = 8
 				}
@@ -7624,8 +7755,8 @@ func (x codecSelfer1014) decSliceJobGroupDecl(v *[]JobGroupDecl, d *codec1978.De
 	}
 }
 
-func (x codecSelfer1014) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSlicePlacement(v []Placement, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7637,8 +7768,8 @@ func (x codecSelfer1014) encSlicePlacement(v []Placement, e *codec1978.Encoder) 
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSlicePlacement(v *[]Placement, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7718,8 +7849,8 @@ func (x codecSelfer1014) decSlicePlacement(v *[]Placement, d *codec1978.Decoder)
 	}
 }
 
-func (x codecSelfer1014) encSliceEvent(v []Event, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSliceEvent(v []Event, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7731,8 +7862,8 @@ func (x codecSelfer1014) encSliceEvent(v []Event, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7812,8 +7943,8 @@ func (x codecSelfer1014) decSliceEvent(v *[]Event, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1014) encSlicestring(v []string, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSlicestring(v []string, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7824,15 +7955,15 @@ func (x codecSelfer1014) encSlicestring(v []string, e *codec1978.Encoder) {
 			if z.EncBasicHandle().StringToRaw {
 				r.EncodeStringBytesRaw(z.BytesView(string(yyv1)))
 			} else {
-				r.EncodeStringEnc(codecSelferCcUTF81014, string(yyv1))
+				r.EncodeStringEnc(codecSelferCcUTF82434, string(yyv1))
 			}
 		}
 	}
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSlicestring(v *[]string, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSlicestring(v *[]string, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -7912,8 +8043,8 @@ func (x codecSelfer1014) decSlicestring(v *[]string, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1014) encSliceFile(v []File, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSliceFile(v []File, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -7925,8 +8056,8 @@ func (x codecSelfer1014) encSliceFile(v []File, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSliceFile(v *[]File, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSliceFile(v *[]File, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 
@@ -8006,8 +8137,8 @@ func (x codecSelfer1014) decSliceFile(v *[]File, d *codec1978.Decoder) {
 	}
 }
 
-func (x codecSelfer1014) encSliceRange(v []Range, e *codec1978.Encoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) encSliceRange(v []Range, e *codec1978.Encoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperEncoder(e)
 	_, _, _ = h, z, r
 	r.WriteArrayStart(len(v))
@@ -8019,8 +8150,8 @@ func (x codecSelfer1014) encSliceRange(v []Range, e *codec1978.Encoder) {
 	r.WriteArrayEnd()
 }
 
-func (x codecSelfer1014) decSliceRange(v *[]Range, d *codec1978.Decoder) {
-	var h codecSelfer1014
+func (x codecSelfer2434) decSliceRange(v *[]Range, d *codec1978.Decoder) {
+	var h codecSelfer2434
 	z, r := codec1978.GenHelperDecoder(d)
 	_, _, _ = h, z, r
 

@@ -132,7 +132,7 @@ func TestGangEntriesAreWhole(t *testing.T) {
 	sp.Array = true
 	sp.Run = &Run{Gang: &Gang{Size: 4}}
 	err := h.MustFail(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default", Jobs: []JobEntry{entry(1, 3, sp)}}, ErrInvalid)
-	if !strings.Contains(err.Msg, "a gang is an array of 2 to") {
+	if !strings.Contains(err.Msg, "an array's gang is the whole array") {
 		t.Fatalf("%v", err)
 	}
 }

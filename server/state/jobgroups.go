@@ -41,6 +41,10 @@ type JobGroupDecl struct {
 	Attributes  StringMap
 	Callback    string
 	CancelAfter uint32
+	// Gang: the group's jobs (and its subgroups') are one gang, all
+	// committed with it (JobGroup.Gang).
+	Gang           bool
+	GangUniformity string
 }
 
 // JobGroup is a named, nested set of a batch's jobs.
@@ -53,6 +57,11 @@ type JobGroup struct {
 	Attributes          StringMap
 	Callback            string
 	CancelAfterFailures uint32
+	// Gang: the group's jobs, and those of the groups below it, are one
+	// gang (they start together or not at all), all committed with the
+	// group; GangUniformity narrows where, as a gang array's.
+	Gang           bool
+	GangUniformity string
 	// Cancelled: the group, or a group above it, was cancelled; its jobs
 	// that had not ended were, and jobs committed to it later are.
 	Cancelled    bool
@@ -315,6 +324,7 @@ func (s *batchBook) resolveGroups(b *Batch, decls []JobGroupDecl) ([]uint32, int
 	type made struct {
 		parent uint32
 		depth  uint8
+		gang   bool // it or a group above it, new too, is a gang
 	}
 	var news []made
 	newIdx := map[string]uint32{}
@@ -358,6 +368,9 @@ func (s *batchBook) resolveGroups(b *Batch, decls []JobGroupDecl) ([]uint32, int
 				depth = news[id-next].depth + 1
 			}
 		}
+		if d.Gang && (parent != 0 && parent < next && b.gangGroup(parent) != 0 || parent >= next && news[parent-next].gang) {
+			return nil, 0, errorf(ErrInvalid, "job group %s: a gang group cannot be inside another", d.Path)
+		}
 		if depth > MaxJobGroupDepth {
 			return nil, 0, errorf(ErrInvalid, "job group %s is nested %d deep; at most %d", d.Path, depth, MaxJobGroupDepth)
 		}
@@ -366,7 +379,7 @@ func (s *batchBook) resolveGroups(b *Batch, decls []JobGroupDecl) ([]uint32, int
 			return nil, 0, errorf(ErrInvalid, "batch %d would have more than %d job groups", b.ID, MaxJobGroups)
 		}
 		newIdx[d.Path] = id
-		news = append(news, made{parent: parent, depth: depth})
+		news = append(news, made{parent: parent, depth: depth, gang: d.Gang || parent >= next && news[parent-next].gang})
 		ids[i] = id
 	}
 	for i := range decls {
@@ -378,6 +391,7 @@ func (s *batchBook) resolveGroups(b *Batch, decls []JobGroupDecl) ([]uint32, int
 		jg := &JobGroup{
 			ID: ids[i], Parent: m.parent, Path: d.Path, depth: m.depth,
 			Attributes: d.Attributes, Callback: d.Callback, CancelAfterFailures: d.CancelAfter,
+			Gang: d.Gang, GangUniformity: d.GangUniformity,
 		}
 		b.addJobGroup(jg)
 		s.held.JobGroups++
@@ -436,8 +450,8 @@ func (s *batchBook) dropNewGroups(b *Batch, n int) {
 func (jg *JobGroup) sameAs(d *JobGroupDecl) *ApplyError {
 	if (d.Attributes != nil && !maps.Equal(d.Attributes, jg.Attributes)) ||
 		(d.Callback != "" && d.Callback != jg.Callback) ||
-		(d.CancelAfter != 0 && d.CancelAfter != jg.CancelAfterFailures) {
-		return errorf(ErrConflict, "job group %s exists with other attributes, callback or cancel_after_n_failures; a group's settings do not change", jg.Path)
+		(d.CancelAfter != 0 && d.CancelAfter != jg.CancelAfterFailures) || (d.Gang && !jg.Gang) {
+		return errorf(ErrConflict, "job group %s exists with other attributes, callback, cancel_after_n_failures or gang; a group's settings do not change", jg.Path)
 	}
 	return nil
 }
@@ -570,6 +584,8 @@ type JobGroupRecord struct {
 	Callback            string
 	CallbackResult      string
 	CancelAfterFailures uint32
+	Gang                bool
+	GangUniformity      string
 	// Cancelled: the group, a group above it or its batch was;
 	// CancelReason says which and why.
 	Cancelled    bool
@@ -600,7 +616,7 @@ func (b *Batch) groupRecord(jg *JobGroup) JobGroupRecord {
 		Batch: b.ID, ID: jg.ID, Parent: jg.Parent, Path: jg.Path, Attributes: jg.Attributes,
 		Callback: jg.Callback, CallbackResult: jg.callbackResult, CancelAfterFailures: jg.CancelAfterFailures,
 		Cancelled: jg.Cancelled, CancelReason: jg.CancelReason, Completed: jg.Completed,
-		NJobs: jg.nJobs, Counts: jg.counts, accrued: jg.accrued, running: jg.run,
+		NJobs: jg.nJobs, Counts: jg.counts, accrued: jg.accrued, running: jg.run, Gang: jg.Gang, GangUniformity: jg.GangUniformity,
 	}
 	if !r.Cancelled && b.Cancelled {
 		r.Cancelled, r.CancelReason = true, "its batch was cancelled: "+b.CancelReason

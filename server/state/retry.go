@@ -75,14 +75,18 @@ func (b *Batch) retrySet(states uint16, jobs []Range) []uint32 {
 	}
 	// A gang runs again whole: with a member, every member of its gang
 	// that did not succeed (whatever states were asked for).
-	seenGang := map[*group]bool{}
+	seenGang := map[uint32]bool{}
 	for _, id := range slices.Clone(work) {
 		g := b.groupOf(id)
-		if g == nil || g.spec.gang() == nil || seenGang[g] {
+		if g == nil || g.spec.gang() == nil {
 			continue
 		}
-		seenGang[g] = true
-		for m := g.first; m < g.first+g.count; m++ {
+		first, size := gangSpan(g)
+		if seenGang[first] {
+			continue
+		}
+		seenGang[first] = true
+		for m := first; m < first+size; m++ {
 			if mj := &b.jobs[m-1]; !in[m] && mj.state.Final() && mj.state != Success && mj.attempt < MaxAttemptsPerJob {
 				in[m] = true
 				work = append(work, m)

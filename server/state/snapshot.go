@@ -263,6 +263,8 @@ type snapJobGroup struct {
 	CallbackVersion uint64
 	CallbackResult  string
 	Accrued         money.Amount
+	Gang            bool
+	GangUniformity  string
 }
 
 const jobRecordSize = 8 + 8 + 4 + 4 + 2 + 2 + 1 + 1
@@ -438,7 +440,7 @@ func (b *Batch) snapshot() snapBatch {
 			ID: jg.ID, Parent: jg.Parent, Path: jg.Path, Attributes: jg.Attributes, Callback: jg.Callback,
 			CancelAfter: jg.CancelAfterFailures, Cancelled: jg.Cancelled, CancelReason: jg.CancelReason,
 			Completed: jg.Completed, Version: jg.version, CallbackVersion: jg.callbackVersion, CallbackResult: jg.callbackResult,
-			Accrued: jg.accrued,
+			Accrued: jg.accrued, Gang: jg.Gang, GangUniformity: jg.GangUniformity,
 		})
 	}
 	sb.Jobs, sb.Lost, sb.SpotLost = packJobs(b.jobs)
@@ -768,7 +770,7 @@ func restoreBatch(sb snapBatch) (*Batch, error) {
 			ID: g.ID, Parent: g.Parent, Path: g.Path, Attributes: g.Attributes, Callback: g.Callback,
 			CancelAfterFailures: g.CancelAfter, Cancelled: g.Cancelled, CancelReason: g.CancelReason,
 			Completed: g.Completed, version: g.Version, callbackVersion: g.CallbackVersion, callbackResult: g.CallbackResult,
-			accrued: g.Accrued, depth: 1,
+			accrued: g.Accrued, depth: 1, Gang: g.Gang, GangUniformity: g.GangUniformity,
 		}
 		if g.Parent != 0 {
 			jg.depth = b.jobGroups[g.Parent-1].depth + 1

@@ -168,6 +168,18 @@ func (sp *Spec) InJobGroup(g uint32) *Spec {
 	return &c
 }
 
+// InGang is sp with its jobs members of gang g: a new spec.
+func (sp *Spec) InGang(g *Gang) *Spec {
+	c := *sp
+	r := Run{}
+	if sp.Run != nil {
+		r = *sp.Run
+	}
+	r.Gang = g
+	c.Run = &r
+	return &c
+}
+
 // Policy is how a job of sp comes back after an attempt it did not end
 // itself (nil: the server's defaults). Read-only.
 func (sp *Spec) Policy() *Policy { return sp.policy() }
@@ -295,7 +307,8 @@ type Run struct {
 	Gang *Gang
 }
 
-// Gang is how the jobs of an array start: all of them in one round, on
+// Gang is how the jobs of an array, or of a job group declared a gang,
+// start: all of them in one round, on
 // workers of one cluster (and of one pool, or with one value of a worker
 // label, as Uniform says: "", "pool" or "label:KEY"), or none of them. A
 // member that fails or is lost stops the others, and the gang (those of
@@ -303,6 +316,10 @@ type Run struct {
 type Gang struct {
 	Size    uint32
 	Uniform string
+	// Lead is how many of the gang's members come before the first job
+	// of the entry whose spec this is: 0 for an array's gang (one
+	// entry); a job group's gang spans entries (gang.go: gangSpan).
+	Lead uint32
 }
 
 // gang returns the gang jobs of sp are members of (nil: none).

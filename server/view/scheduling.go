@@ -473,12 +473,14 @@ batches:
 				if !ok || pr.reached || (maxJobs > 0 && jobs+int(n) > maxJobs) {
 					continue
 				}
+				// Its members are of one size and place (a job
+				// group's gang spans specs: each run its own).
 				ci, _ := l.constraint(home, spec)
-				_, gpus := spec.GPUs()
 				for _, m := range members {
+					_, gpus := m.Spec.GPUs()
 					out = append(out, scheduler.Run{
 						Batch: b.ID, First: m.Lo, Count: m.Len(), Attempt: m.Attempt,
-						CPUMilli: spec.CPUMilli, Memory: spec.Memory, Constraint: ci, Queue: ti, GPUs: gpus, Project: pr.idx,
+						CPUMilli: m.Spec.CPUMilli, Memory: m.Spec.Memory, Constraint: ci, Queue: ti, GPUs: gpus, Project: pr.idx,
 						Gang: first, GangUniform: gang.Uniform,
 					})
 				}
