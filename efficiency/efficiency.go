@@ -174,7 +174,7 @@ func (s *Summary) finish(coresQ float64, peakQ int64, opt Options) api.Efficienc
 	// so using them all is no evidence that it needs more (oom_retry is
 	// the way to grow memory).
 	g.SuggestedCPU = min(cpuMenu(coresQ*opt.Headroom), g.CPU)
-	g.SuggestedMemory = min(memoryMenu(int64(math.Ceil(float64(peakQ)*opt.Headroom))), g.Memory)
+	g.SuggestedMemory = min(memoryMenu(bytesOf(float64(peakQ)*opt.Headroom)), g.Memory)
 	return g
 }
 

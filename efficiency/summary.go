@@ -75,6 +75,19 @@ func (h *Histogram) add(v float64, n int64) {
 	(*h)[bucketOf(v)] += n
 }
 
+// merge adds o's counts, bucket by bucket.
+func (h *Histogram) merge(o Histogram) {
+	if len(o) == 0 {
+		return
+	}
+	if *h == nil {
+		*h = Histogram{}
+	}
+	for b, n := range o {
+		(*h)[b] += n
+	}
+}
+
 // Quantile is the upper bound of the bucket holding the value at quantile
 // q (as quantile: the ⌈q·n⌉th smallest); 0 for no values.
 func (h Histogram) Quantile(q float64) float64 {
@@ -117,6 +130,15 @@ func (s *Summary) Add(a Attempt) {
 	s.Peaks.add(float64(a.PeakMemory), 1)
 }
 
+// bytesOf is b bytes rounded up, at most math.MaxInt64 (a histogram's
+// top bucket reaches 2^64).
+func bytesOf(b float64) int64 {
+	if b >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(math.Ceil(b))
+}
+
 // Merge adds another summary.
 func (s *Summary) Merge(o *Summary) {
 	s.Attempts += o.Attempts
@@ -130,12 +152,8 @@ func (s *Summary) Merge(o *Summary) {
 	s.Fixed += o.Fixed
 	s.PerCore += o.PerCore
 	s.PerGiB += o.PerGiB
-	for b, n := range o.Cores {
-		s.Cores.add(upper(b), n)
-	}
-	for b, n := range o.Peaks {
-		s.Peaks.add(upper(b), n)
-	}
+	s.Cores.merge(o.Cores)
+	s.Peaks.merge(o.Peaks)
 }
 
 // MaxSummaries bounds the summaries of one batch the history keeps: the
@@ -224,7 +242,7 @@ func ReportPeriod(sums []Owned, opt Options) api.EfficiencyPeriod {
 	out := api.EfficiencyPeriod{Batches: int64(len(batches)), Groups: []api.EfficiencyGroup{}}
 	for _, k := range order {
 		s := by[k]
-		g := s.finish(s.Cores.Quantile(opt.Quantile), int64(math.Ceil(s.Peaks.Quantile(opt.Quantile))), opt)
+		g := s.finish(s.Cores.Quantile(opt.Quantile), bytesOf(s.Peaks.Quantile(opt.Quantile)), opt)
 		g.SuggestedCost = money.FromDollars(s.Fixed + s.PerCore*g.SuggestedCPU + s.PerGiB*float64(g.SuggestedMemory)/(1<<30))
 		g.Savings = max(g.Cost.Add(-g.SuggestedCost), 0)
 		g.BillingProject, g.User = k.project, k.user

@@ -503,6 +503,9 @@ func (e *Embedded) Efficiency(_ context.Context, q EfficiencyQuery, limit int) (
 			if int32(binary.BigEndian.Uint32(rest)^(1<<31)) > q.To {
 				break
 			}
+			if q.Hide != nil && q.Hide(binary.BigEndian.Uint64(rest[4:12])) {
+				continue
+			}
 			v := eff.Get(rest[4:])
 			if v == nil {
 				return fmt.Errorf("index entry %x names no row", k)

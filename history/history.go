@@ -108,6 +108,10 @@ type EfficiencyQuery struct {
 	BillingProject string
 	User           string
 	From, To       int32
+	// Hide, when set, leaves out the rows of the batches it names (a
+	// discarded timeline's), as if they were not stored: they count
+	// against no limit.
+	Hide func(batch uint64) bool `json:"-"`
 }
 
 // QueueSample is what a queue's running attempts (its subtree's) held

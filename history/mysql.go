@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -668,44 +669,66 @@ func (m *MySQL) Ledger(ctx context.Context, project string, from, to int32) ([]L
 	return out, nil
 }
 
-// Efficiency implements Store.
+// effPage is how many efficiency rows one query of a report reads.
+const effPage = 5000
+
+// Efficiency implements Store. It reads in pages, in index order, each
+// from where the last ended, so rows Hide leaves out count against no
+// limit.
 func (m *MySQL) Efficiency(ctx context.Context, q EfficiencyQuery, limit int) ([]EfficiencyRow, bool, error) {
 	var where string
 	var args []any
 	switch {
 	case q.BillingProject != "" && q.User != "":
-		where, args = "billing_project = ? AND day BETWEEN ? AND ? AND owner = ?", []any{q.BillingProject, q.From, q.To, q.User}
+		where, args = "billing_project = ? AND owner = ?", []any{q.BillingProject, q.User}
 	case q.BillingProject != "":
-		where, args = "billing_project = ? AND day BETWEEN ? AND ?", []any{q.BillingProject, q.From, q.To}
+		where, args = "billing_project = ?", []any{q.BillingProject}
 	default:
-		where, args = "owner = ? AND day BETWEEN ? AND ?", []any{q.User, q.From, q.To}
+		where, args = "owner = ?", []any{q.User}
 	}
-	rows, err := m.db.QueryContext(ctx, "SELECT doc FROM efficiency WHERE "+where+" ORDER BY day, batch_id, seq LIMIT ?", append(args, limit+1)...)
-	if err != nil {
-		return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
-	}
-	defer rows.Close()
 	out := []EfficiencyRow{}
-	more := false
+	day, batch, seq := int64(q.From), uint64(0), int64(-1) // after (day, batch, seq)
+	for {
+		rows, err := m.db.QueryContext(ctx, "SELECT day, batch_id, seq, doc FROM efficiency WHERE "+where+
+			" AND day <= ? AND (day, batch_id, seq) > (?, ?, ?) ORDER BY day, batch_id, seq LIMIT ?",
+			append(slices.Clone(args), q.To, day, batch, seq, effPage)...)
+		if err != nil {
+			return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+		}
+		n, more, err := m.effPage(rows, q, limit, &out, &day, &batch, &seq)
+		if err != nil || more || n < effPage {
+			return out, more, err
+		}
+	}
+}
+
+// effPage reads one page of Efficiency's rows into out, up to limit, and
+// says where it ended.
+func (m *MySQL) effPage(rows *sql.Rows, q EfficiencyQuery, limit int, out *[]EfficiencyRow, day *int64, batch *uint64, seq *int64) (int, bool, error) {
+	defer rows.Close()
+	n := 0
 	for rows.Next() {
-		if len(out) == limit {
-			more = true
-			break
-		}
 		var doc []byte
+		if err := rows.Scan(day, batch, seq, &doc); err != nil {
+			return n, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+		}
+		n++
+		if q.Hide != nil && q.Hide(*batch) {
+			continue
+		}
+		if len(*out) == limit {
+			return n, true, nil
+		}
 		var r EfficiencyRow
-		if err := rows.Scan(&doc); err != nil {
-			return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
-		}
 		if err := json.Unmarshal(doc, &r); err != nil {
-			return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+			return n, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
 		}
-		out = append(out, r)
+		*out = append(*out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
+		return n, false, fmt.Errorf("history: efficiency of %+v: %w", q, err)
 	}
-	return out, more, nil
+	return n, false, nil
 }
 
 // PutQueueUsage implements Store.

@@ -560,13 +560,13 @@ func (v visibleHistory) Job(ctx context.Context, batch uint64, id uint32) (api.J
 	return v.Store.Job(ctx, batch, id)
 }
 
+// Efficiency leaves the rows of discarded batches out as the store reads
+// them, so they count against no limit.
 func (v visibleHistory) Efficiency(ctx context.Context, q history.EfficiencyQuery, limit int) ([]history.EfficiencyRow, bool, error) {
-	rows, more, err := v.Store.Efficiency(ctx, q, limit)
-	if err != nil {
-		return rows, more, err
-	}
 	lin := v.lineage()
-	return slices.DeleteFunc(rows, func(r history.EfficiencyRow) bool { return lin.Discarded(r.Batch) }), more, nil
+	hide := q.Hide
+	q.Hide = func(batch uint64) bool { return lin.Discarded(batch) || (hide != nil && hide(batch)) }
+	return v.Store.Efficiency(ctx, q, limit)
 }
 
 func (v visibleHistory) Ledger(ctx context.Context, project string, from, to int32) ([]history.LedgerRow, error) {

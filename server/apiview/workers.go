@@ -42,9 +42,14 @@ func Event(inst state.Instance, e api.AttemptEvent, now time.Time) (state.Event,
 		}
 		ev.Start = e.StartTime.UnixNano()
 	}
-	// Nor can it have ended after this server heard of it.
+	// Nor can it have ended after this server heard of it, or before its
+	// worker activated (a time before 1678 or after 2262 would wrap as
+	// nanoseconds: into the future, billing the project for it).
 	if e.EndTime.After(now) {
 		e.EndTime = now
+	}
+	if act := time.Unix(0, inst.Activated); !e.EndTime.IsZero() && e.EndTime.Before(act) {
+		e.EndTime = act
 	}
 	if e.Usage != nil {
 		// The attempt's wall time as the worker tells it, bounded by this

@@ -80,9 +80,13 @@ func (s *projectHandlers) handlePeriodEfficiency(w http.ResponseWriter, r *http.
 	}
 	rep := efficiency.ReportPeriod(sums, efficiency.DefaultOptions())
 	rep.BillingProject, rep.User, rep.From, rep.To = project, user, dayString(from), dayString(to)
-	if more && len(rows) > 0 {
+	if more {
+		upTo := from
+		if len(rows) > 0 {
+			upTo = rows[len(rows)-1].Day
+		}
 		rep.Partial = fmt.Sprintf("counted up to %s (that day in part): the days hold more than the %d sums (one per group of jobs of a batch and day) a report reads; ask for fewer days",
-			dayString(rows[len(rows)-1].Day), api.MaxEfficiencySummaries)
+			dayString(upTo), api.MaxEfficiencySummaries)
 	}
 	return rep, nil
 }

@@ -46,6 +46,9 @@ func (s *workerHandlers) handleActivate(w http.ResponseWriter, r *http.Request) 
 	if len(req.Name) > api.MaxWorkerName || len(req.NodeID) > api.MaxNodeID || req.CPU > api.MaxCPU {
 		return nil, codedf(http.StatusBadRequest, "activation: name is at most %d bytes, node_id at most %d and cpu at most %d cores", api.MaxWorkerName, api.MaxNodeID, api.MaxCPU)
 	}
+	if req.Memory > api.MaxMemory {
+		return nil, codedf(http.StatusBadRequest, "activation: memory is %d bytes; the limit is %d (64 TiB)", req.Memory, int64(api.MaxMemory))
+	}
 	if len(req.Version) > api.MaxVersion {
 		return nil, codedf(http.StatusBadRequest, "activation: version is %d bytes; the limit is %d", len(req.Version), api.MaxVersion)
 	}
