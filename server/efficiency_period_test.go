@@ -101,6 +101,9 @@ func TestEfficiencyOverAPeriod(t *testing.T) {
 		len(old.Groups) != 0 || old.Total.Attempts != 0 || old.Batches != 0 {
 		t.Fatalf("days before any attempt: %+v %v", old, err)
 	}
+	if old, err := alice.PeriodEfficiency(ctx, api.EfficiencyQuery{To: past.Format(time.DateOnly)}); err != nil || old.From != past.AddDate(0, 0, -30).Format(time.DateOnly) {
+		t.Fatalf("to= alone, in the past: %+v %v; want the 30 days before it", old, err)
+	}
 
 	for _, c := range []struct {
 		who    *api.Client

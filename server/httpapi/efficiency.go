@@ -12,7 +12,7 @@ import (
 )
 
 // dayRange reads a report's days from=..to= (YYYY-MM-DD, UTC; by default
-// the 30 days before now and today), at most api.MaxCostDays of them.
+// today and the 30 days before to), at most api.MaxCostDays of them.
 func dayRange(q url.Values, now time.Time) (from, to int32, err error) {
 	day := func(name string, def time.Time) (int32, error) {
 		raw := q.Get(name)
@@ -25,10 +25,10 @@ func dayRange(q url.Values, now time.Time) (from, to int32, err error) {
 		}
 		return int32(t.UTC().Unix() / 86400), nil
 	}
-	if from, err = day("from", now.AddDate(0, 0, -30)); err != nil {
+	if to, err = day("to", now); err != nil {
 		return 0, 0, err
 	}
-	if to, err = day("to", now); err != nil {
+	if from, err = day("from", time.Unix(int64(to)*86400, 0).AddDate(0, 0, -30)); err != nil {
 		return 0, 0, err
 	}
 	if from > to {
