@@ -518,14 +518,7 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
 				return fail("a gang group cannot be inside another (%s)", groups[k].Path)
 			}
 		}
-		var members []int
-		var n int64
-		for i := range specs {
-			if p := specs[i].JobGroup; p == g.Path || strings.HasPrefix(p, g.Path+"/") {
-				members = append(members, i)
-				n += specs[i].NumJobs()
-			}
-		}
+		members, n := GangMembers(g.Path, specs)
 		if n < 2 || n > MaxGangSize {
 			return fail("a gang is 2 to %d jobs that start together; its jobs in this request are %d (a gang group's jobs all come with it)", MaxGangSize, n)
 		}
@@ -563,6 +556,20 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
 		}
 	}
 	return nil
+}
+
+// GangMembers are the indexes in specs of the jobs of the job group at
+// path and of the groups below it, and how many jobs they are.
+func GangMembers(path string, specs []JobSpec) ([]int, int64) {
+	var members []int
+	var n int64
+	for i := range specs {
+		if p := specs[i].JobGroup; p == path || strings.HasPrefix(p, path+"/") {
+			members = append(members, i)
+			n += specs[i].NumJobs()
+		}
+	}
+	return members, n
 }
 
 // samePlace reports whether two jobs ask for the same size and place

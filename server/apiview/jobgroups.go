@@ -61,14 +61,7 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 		if !g.Gang {
 			continue
 		}
-		var members []int
-		var n int64
-		for i := range specs {
-			if p := specs[i].JobGroup; p == g.Path || strings.HasPrefix(p, g.Path+"/") {
-				members = append(members, i)
-				n += specs[i].NumJobs()
-			}
-		}
+		members, n := api.GangMembers(g.Path, specs)
 		first := specs[members[0]].JobID
 		for _, i := range members {
 			first = min(first, specs[i].JobID)

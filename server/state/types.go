@@ -157,25 +157,20 @@ func (sp *Spec) JobGroup() uint32 {
 
 // InJobGroup returns sp with its jobs in job group g: a copy, with a Run
 // of its own.
-func (sp *Spec) InJobGroup(g uint32) *Spec {
-	c := *sp
-	r := Run{}
-	if sp.Run != nil {
-		r = *sp.Run
-	}
-	r.Group = g
-	c.Run = &r
-	return &c
-}
+func (sp *Spec) InJobGroup(g uint32) *Spec { return sp.withRun(func(r *Run) { r.Group = g }) }
 
 // InGang is sp with its jobs members of gang g: a new spec.
-func (sp *Spec) InGang(g *Gang) *Spec {
+func (sp *Spec) InGang(g *Gang) *Spec { return sp.withRun(func(r *Run) { r.Gang = g }) }
+
+// withRun is a copy of sp with a copy of its Run (a new one if none)
+// changed by set.
+func (sp *Spec) withRun(set func(r *Run)) *Spec {
 	c := *sp
 	r := Run{}
 	if sp.Run != nil {
 		r = *sp.Run
 	}
-	r.Gang = g
+	set(&r)
 	c.Run = &r
 	return &c
 }
