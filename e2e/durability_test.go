@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,12 +46,12 @@ batch "durable" {
 	})
 	// Accepted just before the crash: must not be lost.
 	late := strings.TrimSpace(a.drover(a.token, "run", "-quiet", "examples/hello.hcl").must(t, 0).stdout)
-	workers := workerPIDs(t, dir)
+	workers := workerPIDs(t, dir, a.cmd.Process.Pid)
 	if len(workers) != 2 {
 		t.Fatalf("found %d worker processes, want 2", len(workers))
 	}
 	a.kill9()
-	waitFor(t, "workers to die with the agent", 10*time.Second, func() bool { return len(workerPIDs(t, dir)) == 0 })
+	waitFor(t, "workers to die with the agent", 10*time.Second, func() bool { return len(workerPIDs(t, dir, 0)) == 0 })
 
 	a2 := startAgent(t, dir, addr, args...)
 	if a2.token != a.token {
@@ -100,8 +101,15 @@ batch "durable" {
 	a2.drover(a2.token, "batch", "wait", late, "-timeout", "30s").must(t, 0)
 }
 
-// workerPIDs finds the worker processes of the agent using dataDir.
-func workerPIDs(t *testing.T, dataDir string) []string {
-	out, _ := exec.Command("pgrep", "-f", "worker .*"+dataDir).Output()
+// workerPIDs finds the worker processes of the agent using dataDir: those
+// whose parent is parent (0: any parent). A worker's child between fork
+// and exec (a job starting) has its worker's command line too: only the
+// agent's own children are its workers.
+func workerPIDs(t *testing.T, dataDir string, parent int) []string {
+	args := []string{"-f", "worker .*" + dataDir}
+	if parent != 0 {
+		args = append([]string{"-P", strconv.Itoa(parent)}, args...)
+	}
+	out, _ := exec.Command("pgrep", args...).Output()
 	return strings.Fields(string(out))
 }
