@@ -505,6 +505,7 @@ func (e *GangGroupError) Unwrap() error { return e.Err }
 // another member; no gang group is inside another. The error is a
 // *GangGroupError.
 func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
+	byGang := GangMembersOf(groups, specs)
 	for gi := range groups {
 		g := &groups[gi]
 		if !g.Gang {
@@ -518,7 +519,11 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
 				return fail("a gang group cannot be inside another (%s)", groups[k].Path)
 			}
 		}
-		members, n := GangMembers(g.Path, specs)
+		members := byGang[g.Path]
+		var n int64
+		for _, i := range members {
+			n += specs[i].NumJobs()
+		}
 		if n < 2 || n > MaxGangSize {
 			return fail("a gang is 2 to %d jobs that start together; its jobs in this request are %d (a gang group's jobs all come with it)", MaxGangSize, n)
 		}
@@ -558,20 +563,6 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
 	return nil
 }
 
-// GangMembers are the indexes in specs of the jobs of the job group at
-// path and of the groups below it, and how many jobs they are.
-func GangMembers(path string, specs []JobSpec) ([]int, int64) {
-	var members []int
-	var n int64
-	for i := range specs {
-		if p := specs[i].JobGroup; p == path || strings.HasPrefix(p, path+"/") {
-			members = append(members, i)
-			n += specs[i].NumJobs()
-		}
-	}
-	return members, n
-}
-
 // samePlace reports whether two jobs ask for the same size and place
 // (their defaults applied: a core, a GiB per core).
 func samePlace(a, b *JobSpec) bool {
@@ -592,4 +583,33 @@ func samePlace(a, b *JobSpec) bool {
 	set := func(xs []string) []string { return slices.Compact(slices.Sorted(slices.Values(xs))) }
 	return ac == bc && am == bm && a.GPUs == b.GPUs && (a.GPUs == 0 || a.GPUType == b.GPUType) && a.Pool == b.Pool &&
 		slices.Equal(set(a.Regions), set(b.Regions)) && slices.Equal(set(a.Clusters), set(b.Clusters)) && maps.Equal(a.WorkerLabels, b.WorkerLabels)
+}
+
+// GangMembersOf maps the path of each job group declared a gang to the
+// indexes in specs of its jobs (those in it or below it): one walk up
+// each job's path.
+func GangMembersOf(groups []JobGroupSpec, specs []JobSpec) map[string][]int {
+	gangs := map[string]bool{}
+	for i := range groups {
+		if groups[i].Gang {
+			gangs[groups[i].Path] = true
+		}
+	}
+	out := map[string][]int{}
+	if len(gangs) == 0 {
+		return out
+	}
+	for i := range specs {
+		for p := specs[i].JobGroup; p != ""; {
+			if gangs[p] {
+				out[p] = append(out[p], i)
+			}
+			k := strings.LastIndexByte(p, '/')
+			if k < 0 {
+				break
+			}
+			p = p[:k]
+		}
+	}
+	return out
 }

@@ -504,6 +504,8 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		if err := api.ValidateGangGroups(b.Groups, b.JobSpecs()); errors.As(err, &ge) {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid gang",
 				Detail: fmt.Sprintf("Group %q: %v.", ge.Path, ge.Err), Subject: b.groupRanges[ge.Group].Ptr()})
+		} else {
+			diags = append(diags, b.gangCycle()...)
 		}
 	}
 	return b, diags
@@ -657,6 +659,91 @@ func levenshtein(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// gangCycle reports a gang group that waits for itself: its jobs start
+// together, so each waits for what any of them depends on, and a loop
+// through jobs outside it (a member depends on a job that depends on
+// another member) never starts. Each gang group is one node of the
+// depends_on graph.
+func (b *Batch) gangCycle() hcl.Diagnostics {
+	gangAt := map[string]int{} // gang group path → index in Groups
+	for i, g := range b.Groups {
+		if g.Gang {
+			gangAt[g.Path] = i
+		}
+	}
+	if len(gangAt) == 0 {
+		return nil
+	}
+	byName := map[string]*Job{}
+	for _, j := range b.Jobs {
+		byName[j.Name] = j
+	}
+	node := func(j *Job) string {
+		for p := j.Group; p != ""; {
+			if _, ok := gangAt[p]; ok {
+				return "group " + p
+			}
+			k := strings.LastIndexByte(p, '/')
+			if k < 0 {
+				break
+			}
+			p = p[:k]
+		}
+		return "job " + j.Name
+	}
+	edges := map[string][]string{}
+	var nodes []string
+	for _, j := range b.Jobs {
+		n := node(j)
+		if _, ok := edges[n]; !ok {
+			nodes = append(nodes, n)
+			edges[n] = nil
+		}
+		for _, dep := range j.DependsOn {
+			if d := byName[dep]; d != nil && node(d) != n {
+				edges[n] = append(edges[n], node(d))
+			}
+		}
+	}
+	color := map[string]int{} // 0 white, 1 grey, 2 black
+	var stack []string
+	var loop []string
+	var visit func(n string) bool
+	visit = func(n string) bool {
+		color[n] = 1
+		stack = append(stack, n)
+		for _, d := range edges[n] {
+			switch color[d] {
+			case 1:
+				k := slices.Index(stack, d)
+				loop = append(slices.Clone(stack[k:]), d)
+				return true
+			case 0:
+				if visit(d) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = 2
+		return false
+	}
+	for _, n := range nodes {
+		if color[n] == 0 && visit(n) {
+			for _, m := range loop {
+				if path, ok := strings.CutPrefix(m, "group "); ok {
+					return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid gang",
+						Detail: fmt.Sprintf("Group %q: its jobs start together, so each waits for what any of them depends on, and through depends_on it waits for itself: %s. Remove one of these depends_on entries.",
+							path, strings.Join(reverse(loop), " -> ")),
+						Subject: b.groupRanges[gangAt[path]].Ptr()}}
+				}
+			}
+			return nil // a loop of jobs alone: findCycle's
+		}
+	}
+	return nil
 }
 
 // findCycle reports one dependency cycle, at the depends_on entry that

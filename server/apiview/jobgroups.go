@@ -56,12 +56,17 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 	}
 	// The jobs of a gang group are its gang's members: each entry knows
 	// how many come before it.
+	byGang := api.GangMembersOf(groups, specs)
 	for k := range groups {
 		g := &groups[k]
 		if !g.Gang {
 			continue
 		}
-		members, n := api.GangMembers(g.Path, specs)
+		members := byGang[g.Path]
+		var n int64
+		for _, i := range members {
+			n += specs[i].NumJobs()
+		}
 		first := specs[members[0]].JobID
 		for _, i := range members {
 			first = min(first, specs[i].JobID)

@@ -290,7 +290,10 @@ func (s *batchBook) applyAddJobs(c *AddJobs) any {
 		}
 		return errorf(ErrConflict, "update %d of batch %d is already committed", u.ID, b.ID)
 	}
-	if c.Policy >= PolicyStorage && !u.covers(c.Jobs) {
+	if len(c.Jobs) > 0 && u.covers(c.Jobs) {
+		return nil // a retried bunch: ignored, its groups too
+	}
+	if c.Policy >= PolicyStorage {
 		if err := s.checkJobs(b.BillingProject, c.User, c.Jobs); err != nil {
 			return err
 		}
@@ -598,6 +601,20 @@ func checkCycles(bunches []stagedBunch, lo, hi, off uint32) *ApplyError {
 		for i := range sb.entries {
 			e := &sb.entries[i]
 			entries = append(entries, absEntry{First: e.first, Count: e.count, Parents: sb.parentsOf(e), Spec: e.spec})
+		}
+	}
+	// A gang starts whole: each member waits for what any member waits
+	// for, so a cycle through the gang (a member waiting, through jobs
+	// outside it, for another member) is one here.
+	gangParents := map[uint32][]Range{}
+	for _, e := range entries {
+		if g := e.Spec.gang(); g != nil {
+			gangParents[e.First-g.Lead] = append(gangParents[e.First-g.Lead], e.Parents...)
+		}
+	}
+	for i := range entries {
+		if g := entries[i].Spec.gang(); g != nil {
+			entries[i].Parents = gangParents[entries[i].First-g.Lead]
 		}
 	}
 	rangeIdx := map[Range]int{}

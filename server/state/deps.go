@@ -138,6 +138,9 @@ func (s *batchBook) releaseRun(b *Batch, g *group, lo, hi uint32, now int64) boo
 	// after its group's cancel).
 	if parentFailed && !g.spec.AlwaysRun || b.cancelledFor(g.spec) {
 		s.setStates(b, g.spec, lo, hi, Pending, Cancelled)
+		if g.spec.gang() != nil {
+			s.cancelGang(b, g, lo, now)
+		}
 		s.checkComplete(b, now)
 		return true
 	}

@@ -325,18 +325,21 @@ func (s *batchBook) cancelGang(b *Batch, g *group, id uint32, now int64) {
 	msg := fmt.Sprintf("its gang cannot run whole: member %d ended %s", id, b.jobs[id-1].state)
 	b.gangParts(g, func(m *group, lo, last uint32) {
 		for ; lo <= last; lo++ {
-			if b.jobs[lo-1].state != Ready {
+			st := b.jobs[lo-1].state
+			if st != Ready && st != Pending {
 				continue
 			}
 			hi := lo
-			for hi < last && b.jobs[hi].state == Ready {
+			for hi < last && b.jobs[hi].state == st {
 				hi++
 			}
-			s.dequeue(b, Range{lo, hi}, m.spec.CPUMilli)
+			if st == Ready {
+				s.dequeue(b, Range{lo, hi}, m.spec.CPUMilli)
+			}
 			for k := lo; k <= hi; k++ {
 				b.setMessage(k, msg)
 			}
-			s.setStates(b, m.spec, lo, hi, Ready, Cancelled)
+			s.setStates(b, m.spec, lo, hi, st, Cancelled)
 			s.finishSpan(b, lo, hi, true, now)
 			lo = hi
 		}

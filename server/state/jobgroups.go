@@ -259,6 +259,7 @@ func (s *batchBook) cancelJobGroup(b *Batch, jg *JobGroup, reason string, now in
 	// cancelled as one (and what waits for them with it). Ready jobs
 	// leave the queue in one pass after.
 	var readyMilli, readyJobs int64
+	var gangs []uint32 // a cancelled member of each gang
 	for i := 0; i < len(b.groups); i++ {
 		g := b.groups[i]
 		if g.spec.JobGroup() == 0 || !b.under(g.spec.JobGroup(), jg) {
@@ -284,6 +285,9 @@ func (s *batchBook) cancelJobGroup(b *Batch, jg *JobGroup, reason string, now in
 				}
 			}
 			s.setStates(b, g.spec, lo, hi, st, Cancelled)
+			if g.spec.gang() != nil {
+				gangs = append(gangs, lo)
+			}
 			res.Cancelled += int64(hi - lo + 1)
 			// What waits for them is cancelled (or runs, if always_run):
 			// jobs of other groups too.
@@ -300,6 +304,11 @@ func (s *batchBook) cancelJobGroup(b *Batch, jg *JobGroup, reason string, now in
 		if b.ready.empty() {
 			us.removeActive(b)
 		}
+	}
+	// A gang with members cancelled here cannot run whole: its members
+	// outside the cancelled groups are cancelled too.
+	for _, id := range gangs {
+		s.cancelGang(b, b.groupOf(id), id, now)
 	}
 	res.Running = jg.counts[Running]
 	s.checkComplete(b, now)
