@@ -503,9 +503,10 @@ func (e *GangGroupError) Unwrap() error { return e.Err }
 // labels), none a gang of its own, none with oom_retry, max_spot_attempts
 // or machine_type (each would start a member apart), none waiting for
 // another member; no gang group is inside another. The error is a
-// *GangGroupError.
-func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
-	byGang := GangMembersOf(groups, specs)
+// *GangGroupError; with none, it returns each gang group's members, by
+// path.
+func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) (map[string]GangMembers, error) {
+	byGang := gangMembersOf(groups, specs)
 	for gi := range groups {
 		g := &groups[gi]
 		if !g.Gang {
@@ -516,51 +517,46 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) error {
 		}
 		for k := range groups {
 			if groups[k].Gang && k != gi && strings.HasPrefix(g.Path, groups[k].Path+"/") {
-				return fail("a gang group cannot be inside another (%s)", groups[k].Path)
+				return nil, fail("a gang group cannot be inside another (%s)", groups[k].Path)
 			}
 		}
-		members := byGang[g.Path]
-		var n int64
-		for _, i := range members {
-			n += specs[i].NumJobs()
-		}
+		members, n := byGang[g.Path].Specs, byGang[g.Path].Jobs
 		if n < 2 || n > MaxGangSize {
-			return fail("a gang is 2 to %d jobs that start together; its jobs in this request are %d (a gang group's jobs all come with it)", MaxGangSize, n)
+			return nil, fail("a gang is 2 to %d jobs that start together; its jobs in this request are %d (a gang group's jobs all come with it)", MaxGangSize, n)
 		}
-		slices.SortFunc(members, func(a, b int) int { return cmp.Compare(specs[a].JobID, specs[b].JobID) })
 		first := &specs[members[0]]
 		next := first.JobID
 		for _, i := range members {
 			js := &specs[i]
 			switch {
 			case js.JobID != next:
-				return fail("its jobs have consecutive IDs, and job %d follows job %d", js.JobID, next-1)
+				return nil, fail("its jobs have consecutive IDs, and job %d follows job %d", js.JobID, next-1)
 			case js.Gang:
-				return fail("job %d is a gang of its own inside a gang group", js.JobID)
+				return nil, fail("job %d is a gang of its own inside a gang group", js.JobID)
 			case js.OOMRetry != nil:
-				return fail("job %d takes oom_retry: a member given more memory would start apart from the others", js.JobID)
+				return nil, fail("job %d takes oom_retry: a member given more memory would start apart from the others", js.JobID)
 			case js.MaxSpotAttempts != 0:
-				return fail("job %d takes max_spot_attempts: a member kept off spot would start apart from the others", js.JobID)
+				return nil, fail("job %d takes max_spot_attempts: a member kept off spot would start apart from the others", js.JobID)
 			case js.MachineType != "":
-				return fail("job %d takes machine_type: a gang's members start together on the workers of one cluster", js.JobID)
+				return nil, fail("job %d takes machine_type: a gang's members start together on the workers of one cluster", js.JobID)
 			case !samePlace(js, first):
-				return fail("its jobs ask for one size (cpu, memory, GPUs) and place (regions, clusters, pool, worker labels); job %d asks for another than job %d", js.JobID, first.JobID)
+				return nil, fail("its jobs ask for one size (cpu, memory, GPUs) and place (regions, clusters, pool, worker labels); job %d asks for another than job %d", js.JobID, first.JobID)
 			}
 			last := first.JobID + n - 1
 			for _, p := range js.ParentIDs {
 				if p >= first.JobID && p <= last {
-					return fail("job %d depends on job %d of the same gang, which starts together: it would never start", js.JobID, p)
+					return nil, fail("job %d depends on job %d of the same gang, which starts together: it would never start", js.JobID, p)
 				}
 			}
 			for _, r := range js.ParentRanges {
 				if r[0] <= last && r[1] >= first.JobID {
-					return fail("job %d depends on jobs %d to %d of the same gang, which starts together: it would never start", js.JobID, r[0], r[1])
+					return nil, fail("job %d depends on jobs %d to %d of the same gang, which starts together: it would never start", js.JobID, r[0], r[1])
 				}
 			}
 			next += js.NumJobs()
 		}
 	}
-	return nil
+	return byGang, nil
 }
 
 // samePlace reports whether two jobs ask for the same size and place
@@ -585,24 +581,32 @@ func samePlace(a, b *JobSpec) bool {
 		slices.Equal(set(a.Regions), set(b.Regions)) && slices.Equal(set(a.Clusters), set(b.Clusters)) && maps.Equal(a.WorkerLabels, b.WorkerLabels)
 }
 
-// GangMembersOf maps the path of each job group declared a gang to the
-// indexes in specs of its jobs (those in it or below it): one walk up
-// each job's path.
-func GangMembersOf(groups []JobGroupSpec, specs []JobSpec) map[string][]int {
-	gangs := map[string]bool{}
+// GangMembers are the jobs of a job group declared a gang (those in it or
+// below it): their indexes in a request's specs, by job ID, and how many
+// jobs they are.
+type GangMembers struct {
+	Specs []int
+	Jobs  int64
+}
+
+// gangMembersOf maps the path of each job group declared a gang to its
+// members: one walk up each job's path.
+func gangMembersOf(groups []JobGroupSpec, specs []JobSpec) map[string]GangMembers {
+	out := map[string]GangMembers{}
 	for i := range groups {
 		if groups[i].Gang {
-			gangs[groups[i].Path] = true
+			out[groups[i].Path] = GangMembers{}
 		}
 	}
-	out := map[string][]int{}
-	if len(gangs) == 0 {
+	if len(out) == 0 {
 		return out
 	}
 	for i := range specs {
 		for p := specs[i].JobGroup; p != ""; {
-			if gangs[p] {
-				out[p] = append(out[p], i)
+			if m, ok := out[p]; ok {
+				m.Specs = append(m.Specs, i)
+				m.Jobs += specs[i].NumJobs()
+				out[p] = m
 			}
 			k := strings.LastIndexByte(p, '/')
 			if k < 0 {
@@ -610,6 +614,9 @@ func GangMembersOf(groups []JobGroupSpec, specs []JobSpec) map[string][]int {
 			}
 			p = p[:k]
 		}
+	}
+	for _, m := range out {
+		slices.SortFunc(m.Specs, func(a, b int) int { return cmp.Compare(specs[a].JobID, specs[b].JobID) })
 	}
 	return out
 }

@@ -501,7 +501,7 @@ func decodeBatch(blk *hcl.Block, ctx *hcl.EvalContext) (*Batch, hcl.Diagnostics)
 		// The API's rule for gang groups, on the jobs as they will be
 		// sent (IDs, the batch's defaults).
 		var ge *api.GangGroupError
-		if err := api.ValidateGangGroups(b.Groups, b.JobSpecs()); errors.As(err, &ge) {
+		if _, err := api.ValidateGangGroups(b.Groups, b.JobSpecs()); errors.As(err, &ge) {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid gang",
 				Detail: fmt.Sprintf("Group %q: %v.", ge.Path, ge.Err), Subject: b.groupRanges[ge.Group].Ptr()})
 		} else {

@@ -51,28 +51,21 @@ func GroupDecls(groups []api.JobGroupSpec, specs []api.JobSpec, entries []state.
 		}
 		entries[i].Spec = entries[i].Spec.InJobGroup(ref)
 	}
-	if err := api.ValidateGangGroups(groups, specs); err != nil {
+	byGang, err := api.ValidateGangGroups(groups, specs)
+	if err != nil {
 		return nil, err
 	}
-	// The jobs of a gang group are its gang's members: each entry knows
-	// how many come before it.
-	byGang := api.GangMembersOf(groups, specs)
+	// The jobs of a gang group are its gang's members (by job ID): each
+	// entry knows how many come before it.
 	for k := range groups {
 		g := &groups[k]
 		if !g.Gang {
 			continue
 		}
-		members := byGang[g.Path]
-		var n int64
-		for _, i := range members {
-			n += specs[i].NumJobs()
-		}
-		first := specs[members[0]].JobID
-		for _, i := range members {
-			first = min(first, specs[i].JobID)
-		}
-		for _, i := range members {
-			entries[i].Spec = entries[i].Spec.InGang(&state.Gang{Size: uint32(n), Uniform: g.GangUniformity, Lead: uint32(specs[i].JobID - first)})
+		m := byGang[g.Path]
+		first := specs[m.Specs[0]].JobID
+		for _, i := range m.Specs {
+			entries[i].Spec = entries[i].Spec.InGang(&state.Gang{Size: uint32(m.Jobs), Uniform: g.GangUniformity, Lead: uint32(specs[i].JobID - first)})
 		}
 	}
 	return decls, nil

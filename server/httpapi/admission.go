@@ -379,8 +379,8 @@ func checkGangs(fleet []gangMachine, entries []state.JobEntry) error {
 	for i := range entries {
 		sp := entries[i].Spec
 		g := sp.Gang()
-		if g == nil {
-			continue
+		if g == nil || g.Lead != 0 {
+			continue // the gang's first entry speaks for it: one size and place
 		}
 		k := sp.Constraint()
 		typ, gpus := sp.GPUs()
@@ -459,8 +459,8 @@ func gangQueueCheck(r state.Reader, sub submission, project string) error {
 	for i := range sub.entries {
 		sp := sub.entries[i].Spec
 		g := sp.Gang()
-		if g == nil {
-			continue
+		if g == nil || g.Lead != 0 {
+			continue // the gang's first entry speaks for it: one size and place
 		}
 		if got, q := r.GangQueueRoom(sub.batch, project, sub.queue, sp.Size(), int64(g.Size)); got < int64(g.Size) {
 			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together, and queue %s could never hold more than %d of them at once (its quota or max_running, with nothing else running)",
