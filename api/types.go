@@ -730,8 +730,8 @@ type EfficiencyPeriod struct {
 	Projects       []EfficiencyGroup `json:"projects,omitempty"`
 	Total          EfficiencyGroup   `json:"total"`
 	// Partial says the period holds more than a report reads
-	// (MaxEfficiencySummaries, the oldest first), or that the history
-	// store failed: why.
+	// (MaxEfficiencySummaries, the oldest first), and up to which day it
+	// counted (a history store that fails answers 503 instead).
 	Partial string `json:"partial,omitempty"`
 }
 
