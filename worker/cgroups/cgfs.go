@@ -20,11 +20,18 @@ import (
 // O_TRUNC is harmless on cgroup files and keeps the test fake's plain files
 // exact.
 func writeFile(path, value string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	var fd int
+	err := retryEINTR(func() (err error) {
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("write %s = %s: %w", path, value, err)
 	}
-	_, err = unix.Write(fd, []byte(value))
+	err = retryEINTR(func() error {
+		_, err := unix.Write(fd, []byte(value))
+		return err
+	})
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
@@ -32,6 +39,19 @@ func writeFile(path, value string) error {
 		return fmt.Errorf("write %s = %s: %w", path, value, err)
 	}
 	return nil
+}
+
+// retryEINTR calls f again while it fails with EINTR. A write that makes
+// the kernel reclaim (a memory limit below the usage, memory.force_empty)
+// gives up with EINTR when a signal reaches the thread, and the Go runtime
+// sends SIGURG to preempt goroutines: the os package retries for the same
+// reason, the raw system calls here must too.
+func retryEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // readFile reads a whole cgroup interface file.
@@ -72,7 +92,11 @@ type cgFile struct {
 
 // openFile opens a cgroup file with flags (unix.O_RDONLY or unix.O_RDWR).
 func openFile(path string, flags int) (*cgFile, error) {
-	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+	var fd int
+	err := retryEINTR(func() (err error) {
+		fd, err = unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -95,7 +119,10 @@ func (c *cgFile) read() ([]byte, error) {
 	var n int
 	var rerr error
 	err := c.rc.Read(func(fd uintptr) bool {
-		n, rerr = unix.Pread(int(fd), buf, 0)
+		rerr = retryEINTR(func() (err error) {
+			n, err = unix.Pread(int(fd), buf, 0)
+			return err
+		})
 		return true
 	})
 	if err == nil {
@@ -138,7 +165,10 @@ func (c *cgFile) readKey(key string) (int64, error) {
 func (c *cgFile) write(value string) error {
 	var werr error
 	err := c.rc.Write(func(fd uintptr) bool {
-		_, werr = unix.Pwrite(int(fd), []byte(value), 0)
+		werr = retryEINTR(func() error {
+			_, err := unix.Pwrite(int(fd), []byte(value), 0)
+			return err
+		})
 		return true
 	})
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -907,4 +908,59 @@ func TestV1ChargedSlotIsNotReused(t *testing.T) {
 	if u, err := h.Usage(); err != nil || u.Memory > 4*mib {
 		t.Errorf("the next job starts at %+v, %v; want nothing charged", u, err)
 	}
+}
+
+// Lowering a slot's memory limit below what a finished job left charged
+// makes the kernel reclaim in the write, and the write returns EINTR when
+// a signal reaches the thread meanwhile: the Go runtime sends SIGURG to
+// preempt goroutines, so a busy worker sees it (a job once failed with
+// "write .../memory.memsw.limit_in_bytes = 16777216: interrupted system
+// call"). The write is retried.
+func TestV1LowerLimitUnderSignals(t *testing.T) {
+	m := openTestV1(t)
+	h, err := m.Acquire(Limits{Memory: 512 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var sent atomic.Int64
+	go func() { // what the runtime's preemption does, more often
+		defer close(done)
+		pid := os.Getpid()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ents, _ := os.ReadDir("/proc/self/task")
+			for _, e := range ents {
+				if tid, err := strconv.Atoi(e.Name()); err == nil && tid != unix.Gettid() {
+					if unix.Tgkill(pid, tid, unix.SIGURG) == nil {
+						sent.Add(1)
+					}
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); <-done; t.Logf("%d signals sent", sent.Load()) }()
+	dir := t.TempDir()
+	for i := range 8 {
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(dir, strconv.Itoa(i)), "bs=1M", "count=128", "status=none")
+		if err := h.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		small, err := h.Renew(Limits{Memory: 16 * mib})
+		if err != nil {
+			t.Fatalf("round %d: lower the limit under signals: %v", i, err)
+		}
+		if h, err = small.Renew(Limits{Memory: 512 * mib}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Release()
 }
